@@ -1,0 +1,1 @@
+"""The AnytimeReasoner mathematics as pure torch functions (no I/O), shared by all backends."""

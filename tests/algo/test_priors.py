@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from arctl.algo.priors import budget_prior
+
+
+def test_base_puts_all_mass_on_last_budget():
+    p = budget_prior("base", [2000, 4000, 6000, 8000])
+    assert p.dtype == torch.float64
+    assert p.tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_uniform_is_one_over_m():
+    assert budget_prior("uniform", [1, 2, 3, 4, 5]).tolist() == pytest.approx([0.2] * 5, abs=1e-15)
+
+
+def test_linear_is_proportional_to_budget():
+    # b = 2000, 4000, 6000, 8000 -> sum 20000 -> 0.1, 0.2, 0.3, 0.4
+    p = budget_prior("linear", [2000, 4000, 6000, 8000])
+    assert p.tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4], abs=1e-15)
+
+
+def test_custom_is_taken_as_given():
+    p = budget_prior("custom", [10, 20, 30], [0.5, 0.25, 0.25])
+    assert p.tolist() == [0.5, 0.25, 0.25]
+
+
+def test_single_budget():
+    for name in ("base", "uniform", "linear"):
+        assert budget_prior(name, [8000]).tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "budgets", "probs", "match"),
+    [
+        ("cosine", [1, 2], None, "unknown budget prior 'cosine'"),
+        ("uniform", [], None, "budgets is empty"),
+        ("uniform", [2, 1], None, "strictly increasing"),
+        ("uniform", [1, 1], None, "strictly increasing"),
+        ("uniform", [0, 1], None, "positive integers"),
+        ("uniform", [1.5, 2], None, "positive integers"),
+        ("custom", [1, 2], None, "needs probs"),
+        ("custom", [1, 2], [1.0], "1 entries but there are 2 budgets"),
+        ("custom", [1, 2], [0.7, 0.7], "must sum to 1"),
+        ("custom", [1, 2], [1.5, -0.5], ">= 0"),
+        ("custom", [1, 2], [float("nan"), 1.0], "finite"),
+        ("linear", [1, 2], [0.5, 0.5], "takes no probs"),
+    ],
+)
+def test_errors_are_value_errors_with_a_clear_message(name, budgets, probs, match):
+    with pytest.raises(ValueError, match=match):
+        budget_prior(name, budgets, probs)
