@@ -1,0 +1,124 @@
+"""An experiment spec (``experiments/<name>.yaml``): config-group choices, overrides and named arms.
+
+Format::
+
+    description: GRPO vs GRPO+BRPO ...        # one line, shown by `arctl ls`
+    paper: Sec. 4.2.3, Figure 6               # where the paper reports it
+    figure: ablation_vr                        # the report figure built from its runs
+    groups: {model: r1-distill-qwen-1.5b}      # config-group choices for every arm
+    overrides: [optim.clip_ratio_high=0.28]    # Hydra overrides for every arm
+    scales: {paper: [...], tiny: [...]}        # overrides at one scale only
+    seeds: [0]
+    arms:                                      # arm name -> its Hydra overrides
+      grpo: [algo=grpo, prior=base]
+      grpo-vr: [algo=grpo-vr, prior=base]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.paths import experiments_dir, spec_names
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    path: Path
+    arms: dict[str, list[str]]
+    description: str = ""
+    paper: str = ""
+    figure: str | None = None
+    groups: dict[str, str] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    scales: dict[str, list[str]] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+
+def read_yaml_mapping(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise SpecError(f"invalid YAML ({getattr(err, 'problem', err)})", where, "fix the syntax") from None
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping at the top level", str(path))
+    return data
+
+
+def _str_list(value, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float, bool)) for v in value):
+        raise SpecError("expected a list of Hydra overrides like [key=value, group=option]", where)
+    return [str(v) for v in value]
+
+
+def parse_seeds(value, where: str) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+    ):
+        raise SpecError("seeds must be a non-empty list of non-negative integers", where)
+    if len(set(value)) != len(value):
+        raise SpecError(f"seeds repeat: {value}", where)
+    return list(value)
+
+
+def load_experiment(name: str) -> Experiment:
+    """Read and check ``experiments/<name>.yaml``; unknown names get the closest suggestions."""
+    directory = experiments_dir()
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        raise SpecError(
+            f"unknown experiment {name!r}",
+            None,
+            did_you_mean(name, spec_names(directory)) + " (`arctl ls experiments` lists them)",
+        )
+    data = read_yaml_mapping(path)
+    unknown = set(data) - EXPERIMENT_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise SpecError(f"unknown key {key!r}", str(path), did_you_mean(key, EXPERIMENT_KEYS))
+    arms_raw = data.get("arms")
+    if not isinstance(arms_raw, dict) or not arms_raw:
+        raise SpecError("an experiment needs a non-empty mapping 'arms: {name: [overrides...]}'", str(path))
+    arms = {}
+    for arm, overrides in arms_raw.items():
+        if not isinstance(arm, str) or not NAME_RE.match(arm):
+            raise SpecError(f"bad arm name {arm!r} (lowercase letters, digits, '-', '_', '.')", str(path))
+        arms[arm] = _str_list(overrides, f"{path}: arms.{arm}")
+    groups = data.get("groups") or {}
+    if not isinstance(groups, dict):
+        raise SpecError("'groups' must map a config group to an option, e.g. {model: tiny}", str(path))
+    scales = data.get("scales") or {}
+    if not isinstance(scales, dict):
+        raise SpecError("'scales' must map a scale name to a list of overrides", str(path))
+    return Experiment(
+        name=name,
+        path=path,
+        arms=arms,
+        description=str(data.get("description") or ""),
+        paper=str(data.get("paper") or ""),
+        figure=data.get("figure"),
+        groups={str(k): str(v) for k, v in groups.items()},
+        overrides=_str_list(data.get("overrides"), f"{path}: overrides"),
+        scales={str(k): _str_list(v, f"{path}: scales.{k}") for k, v in scales.items()},
+        seeds=parse_seeds(data.get("seeds", [0]), f"{path}: seeds"),
+    )
+
+
+def list_experiments() -> list[str]:
+    return spec_names(experiments_dir())

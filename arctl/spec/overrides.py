@@ -1,0 +1,57 @@
+"""Hydra override strings: parse, classify (config-group choice vs key), and police additions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.paths import CONF_DIR, group_options
+
+GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
+# Free-form sections where `+key=value` may add new keys (backend pass-through knobs).
+OPEN_SECTIONS = ("tiny.", "verl.")
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Overrides split into config-group choices (last one wins) and key overrides (in order)."""
+
+    groups: dict[str, str]
+    keys: list[str]
+
+
+def split_overrides(overrides: list[str], where: str) -> Overrides:
+    """Parse ``overrides`` with Hydra's grammar; group choices are checked against arctl/conf."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    groups: dict[str, str] = {}
+    keys: list[str] = []
+    for text in overrides:
+        if not isinstance(text, str) or "=" not in text.lstrip("~"):
+            raise SpecError(f"override {text!r} is not KEY=VALUE", where, "e.g. thinking.lam=0.7 or prior=linear")
+        try:
+            (parsed,) = parser.parse_overrides([text])
+        except HydraException as err:
+            msg = str(err).strip().splitlines()[0]
+            raise SpecError(f"cannot parse override {text!r} ({msg})", where, "see Hydra's override grammar") from None
+        key = parsed.key_or_group
+        if parsed.is_delete():
+            raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
+        if key in GROUPS and not parsed.is_add() and not parsed.is_force_add():
+            option = parsed.value()
+            options = group_options(key)
+            if not isinstance(option, str) or option not in options:
+                raise SpecError(f"unknown {key} option {option!r} in {text!r}", where, did_you_mean(str(option), options))
+            groups[key] = option
+            continue
+        if (parsed.is_add() or parsed.is_force_add()) and not key.startswith(OPEN_SECTIONS):
+            raise SpecError(
+                f"override {text!r} adds a new key",
+                where,
+                "arctl specs are closed: use an existing key (`arctl show EXP` lists them); "
+                f"new keys are allowed only under {', '.join(s.rstrip('.') for s in OPEN_SECTIONS)}",
+            )
+        keys.append(text)
+    return Overrides(groups=groups, keys=keys)

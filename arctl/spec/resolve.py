@@ -1,0 +1,231 @@
+"""Compose resolved run configs (one per arm x seed) from experiments and sweeps.
+
+Order of precedence, lowest first: arctl/conf/config.yaml and its groups; the experiment's
+``groups``; ``scale`` (``--scale`` or ``scale=``; the tiny scale picks ``model=tiny`` unless the user
+chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
+overrides; the sweep's overrides and grid point; the user's overrides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.experiment import Experiment, load_experiment
+from arctl.spec.overrides import split_overrides
+from arctl.spec.paths import CONF_DIR, group_options
+from arctl.spec.sweep import load_sweep
+from arctl.spec.validate import validate_config
+
+DEFAULT_SCALE = "tiny"
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One run to launch: the fully resolved config and where it came from."""
+
+    experiment: str
+    arm: str
+    seed: int
+    config: dict
+    sweep: str | None = None
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def scale(self) -> str:
+        return self.config["scale"]["name"]
+
+    @property
+    def name(self) -> str:
+        return f"{self.experiment}/{self.arm}/s{self.seed}"
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("arctl.last"):
+        # the largest budget of a support, as a one-budget support (GRPO's single final budget)
+        OmegaConf.register_new_resolver("arctl.last", lambda budgets: [list(budgets)[-1]])
+
+
+def budget_grid(max_budget: int, size: int) -> list[int]:
+    """``size`` budgets evenly spaced up to ``max_budget`` (paper: 32 budgets every 250 to 8000)."""
+    if size < 1:
+        raise SpecError(f"eval.grid_size={size} must be >= 1", "eval.grid_size")
+    grid = sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
+    return grid
+
+
+def compose_config(overrides: list[str]) -> dict:
+    """Compose arctl/conf/config.yaml with Hydra overrides; return the resolved plain dict."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    _register_resolvers()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg = compose(config_name="config", overrides=overrides)
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise _translate(err) from None
+    return data
+
+
+def _translate(err: Exception) -> SpecError:
+    """Turn Hydra/OmegaConf errors into one clear line."""
+    from omegaconf.errors import MissingMandatoryValue
+
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else type(err).__name__
+    if isinstance(err, MissingMandatoryValue):
+        key = getattr(err, "full_key", None) or "?"
+        hint = "prior=custom needs thinking.probs=[P_1,...,P_m]" if "probs" in str(key) else f"set {key}=..."
+        return SpecError(f"missing value for {key}", str(key), hint)
+    if "Could not override" in first or "not in struct" in text or "Key '" in first:
+        import re
+
+        match = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)'", text)
+        key = match.group(1) if match else "?"
+        return SpecError(
+            f"unknown config key {key!r}",
+            "overrides",
+            _key_hint(key) + " (`arctl show EXP` prints every key)",
+        )
+    return SpecError(first, "overrides")
+
+
+def _key_hint(key: str) -> str:
+    base = compose_config_keys()
+    return did_you_mean(key, base)
+
+
+_KEYS_CACHE: list[str] = []
+
+
+def compose_config_keys() -> list[str]:
+    """Every dotted key of the default config (for suggestions)."""
+    if not _KEYS_CACHE:
+        cfg = compose_config(["experiment=x", "arm=x"])
+        _KEYS_CACHE.extend(_dotted_keys(cfg))
+    return _KEYS_CACHE
+
+
+def _dotted_keys(node: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for k, v in node.items():
+        path = f"{prefix}{k}"
+        keys.append(path)
+        if isinstance(v, dict):
+            keys.extend(_dotted_keys(v, path + "."))
+    return keys
+
+
+def _finalize(cfg: dict) -> dict:
+    """Derived values: the final-evaluation budget grid."""
+    if cfg["eval"].get("grid") is None:
+        budgets = cfg["thinking"]["budgets"]
+        eval_budgets = cfg["eval"]["budgets"]
+        top = max(budgets[-1] if isinstance(budgets, list) and budgets else 1,
+                  eval_budgets[-1] if isinstance(eval_budgets, list) and eval_budgets else 1)
+        size = cfg["eval"].get("grid_size", 32)
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise SpecError(f"eval.grid_size={size!r} must be an integer", "eval.grid_size")
+        cfg["eval"]["grid"] = budget_grid(top, size)
+    return cfg
+
+
+def resolve_arm(
+    experiment: Experiment,
+    arm: str,
+    seed: int,
+    scale: str | None = None,
+    user_overrides: list[str] | None = None,
+    sweep_overrides: list[str] | None = None,
+    sweep: str | None = None,
+) -> ResolvedRun:
+    user = split_overrides(list(user_overrides or []), "command line")
+    swept = split_overrides(list(sweep_overrides or []), f"sweep {sweep}" if sweep else "sweep")
+    scale = user.groups.get("scale") or scale or DEFAULT_SCALE
+    if scale not in group_options("scale"):
+        raise SpecError(f"unknown scale {scale!r}", "--scale", did_you_mean(scale, group_options("scale")))
+    where = f"{experiment.path}"
+    exp_all = split_overrides(experiment.overrides, f"{where}: overrides")
+    exp_scale = split_overrides(experiment.scales.get(scale, []), f"{where}: scales.{scale}")
+    arm_ov = split_overrides(experiment.arms[arm], f"{where}: arms.{arm}")
+
+    groups: dict[str, str] = {}
+    for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
+        groups.update(part)
+    groups["scale"] = scale
+    if scale == "tiny" and "model" not in user.groups and "model" not in swept.groups:
+        groups["model"] = "tiny"
+    for group, option in groups.items():
+        if option not in group_options(group):
+            raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
+    overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
+    overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
+    overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
+    cfg = _finalize(compose_config(overrides))
+    if sweep:
+        cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
+    try:
+        validate_config(cfg)
+    except SpecError as err:
+        raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
+    return ResolvedRun(
+        experiment=experiment.name,
+        arm=arm,
+        seed=seed,
+        config=cfg,
+        sweep=sweep,
+        overrides=list(sweep_overrides or []) + list(user_overrides or []),
+    )
+
+
+def resolve_experiment(
+    name: str,
+    overrides: list[str] | None = None,
+    scale: str | None = None,
+    arms: list[str] | None = None,
+    seeds: list[int] | None = None,
+) -> list[ResolvedRun]:
+    """Every (arm, seed) run of experiment ``name``, resolved and validated."""
+    experiment = load_experiment(name)
+    chosen = _choose_arms(experiment, arms)
+    seeds = list(seeds) if seeds else experiment.seeds
+    return [resolve_arm(experiment, arm, seed, scale, overrides) for arm in chosen for seed in seeds]
+
+
+def _choose_arms(experiment: Experiment, arms: list[str] | None) -> list[str]:
+    if not arms:
+        return list(experiment.arms)
+    for arm in arms:
+        if arm not in experiment.arms:
+            raise SpecError(f"experiment {experiment.name!r} has no arm {arm!r}", "--arm", did_you_mean(arm, experiment.arms))
+    return list(arms)
+
+
+def resolve_sweep(
+    name: str,
+    overrides: list[str] | None = None,
+    scale: str | None = None,
+    seeds: list[int] | None = None,
+) -> list[ResolvedRun]:
+    """Every cell of sweep ``name``: its experiments' arms x seeds x grid points."""
+    sweep = load_sweep(name)
+    runs = []
+    for exp_name in sweep.experiments:
+        try:
+            experiment = load_experiment(exp_name)
+        except SpecError as err:
+            raise SpecError(err.what, str(sweep.path), err.hint) from None
+        cell_seeds = list(seeds) if seeds else (sweep.seeds or experiment.seeds)
+        for point in sweep.grid_points():
+            for arm in experiment.arms:
+                for seed in cell_seeds:
+                    runs.append(
+                        resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name)
+                    )
+    return runs

@@ -1,0 +1,85 @@
+"""A sweep spec (``sweeps/<name>.yaml``): experiments x seeds x an optional grid of overrides.
+
+Format::
+
+    description: GRPO, AR-base, AR-linear, AR-uniform x 3 seeds
+    experiments: [main-grpo, main-ar-base, main-ar-linear, main-ar-uniform]
+    seeds: [0, 1, 2]               # replaces each experiment's own seeds
+    overrides: []                  # applied to every cell
+    grid: {thinking.lam: [0.25, 0.5]}   # optional cartesian product over these values
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.experiment import _str_list, parse_seeds, read_yaml_mapping
+from arctl.spec.paths import spec_names, sweeps_dir
+
+SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid"}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    path: Path
+    experiments: list[str]
+    description: str = ""
+    seeds: list[int] | None = None
+    overrides: list[str] = field(default_factory=list)
+    grid: dict[str, list] = field(default_factory=dict)
+
+    def grid_points(self) -> list[list[str]]:
+        """Each point of the grid as a list of ``key=value`` overrides ([[]] without a grid)."""
+        if not self.grid:
+            return [[]]
+        keys = list(self.grid)
+        return [
+            [f"{k}={_override_value(v)}" for k, v in zip(keys, values)]
+            for values in itertools.product(*(self.grid[k] for k in keys))
+        ]
+
+
+def _override_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ",".join(_override_value(v) for v in value) + "]"
+    return str(value)
+
+
+def load_sweep(name: str) -> Sweep:
+    directory = sweeps_dir()
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        raise SpecError(
+            f"unknown sweep {name!r}", None, did_you_mean(name, spec_names(directory)) + " (`arctl ls sweeps`)"
+        )
+    data = read_yaml_mapping(path)
+    unknown = set(data) - SWEEP_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise SpecError(f"unknown key {key!r}", str(path), did_you_mean(key, SWEEP_KEYS))
+    experiments = data.get("experiments")
+    if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):
+        raise SpecError("a sweep needs 'experiments: [name, ...]'", str(path))
+    grid = data.get("grid") or {}
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise SpecError("'grid' must map override keys to non-empty lists of values", str(path))
+    seeds = data.get("seeds")
+    return Sweep(
+        name=name,
+        path=path,
+        experiments=list(experiments),
+        description=str(data.get("description") or ""),
+        seeds=None if seeds is None else parse_seeds(seeds, f"{path}: seeds"),
+        overrides=_str_list(data.get("overrides"), f"{path}: overrides"),
+        grid={str(k): list(v) for k, v in grid.items()},
+    )
+
+
+def list_sweeps() -> list[str]:
+    return spec_names(sweeps_dir())

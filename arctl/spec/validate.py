@@ -1,0 +1,150 @@
+"""Checks on a composed run config, before anything runs. Each failure is one SpecError line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from arctl.spec.errors import SpecError, did_you_mean
+
+PRIORS = ("base", "uniform", "linear", "custom")
+BASELINES = ("brpo", "v1", "v2", "none")
+LENGTH_PENALTIES = ("none", "v1", "v2")
+BACKENDS = ("tiny", "verl")
+EXECUTORS = ("auto", "local", "slurm", "debug")
+WANDB_MODES = ("offline", "online", "disabled")
+PROB_TOL = 1e-6
+
+
+def _get(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise SpecError("missing key", dotted, "the base config arctl/conf/config.yaml defines it")
+        node = node[part]
+    return node
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _check(cfg: dict, key: str, ok: Callable[[Any], bool], expected: str) -> Any:
+    value = _get(cfg, key)
+    if not ok(value):
+        raise SpecError(f"{key}={value!r} is invalid: expected {expected}", key, f"override it, e.g. {key}=...")
+    return value
+
+
+def _choice(cfg: dict, key: str, choices: tuple[str, ...]) -> str:
+    value = _get(cfg, key)
+    if value not in choices:
+        raise SpecError(f"{key}={value!r} is not allowed", key, did_you_mean(str(value), choices))
+    return value
+
+
+def check_budgets(budgets: Any, key: str) -> list[int]:
+    """Budgets must be a non-empty, strictly increasing list of positive integers."""
+    if not isinstance(budgets, list) or not budgets:
+        raise SpecError(f"{key} must be a non-empty list of token budgets", key, f"e.g. {key}=[2000,4000]")
+    if not all(_is_int(b) for b in budgets):
+        raise SpecError(f"{key}={budgets} must hold integers", key, "budgets are token counts")
+    if any(b <= 0 for b in budgets):
+        raise SpecError(f"{key}={budgets} has a non-positive budget", key, "every budget must be >= 1 token")
+    if any(b2 <= b1 for b1, b2 in zip(budgets, budgets[1:])):
+        raise SpecError(f"{key}={budgets} is not strictly increasing", key, "sort them and drop repeats")
+    return budgets
+
+
+def check_prior(prior: str, probs: Any, m: int, key: str) -> None:
+    """A custom prior needs m non-negative probabilities summing to 1; named priors take none."""
+    if prior != "custom":
+        if probs is not None:
+            raise SpecError(f"{key}.probs is set but {key}.prior={prior}", f"{key}.probs", f"use {key}.prior=custom")
+        return
+    if not isinstance(probs, list) or not all(_is_num(p) for p in probs):
+        raise SpecError(
+            f"{key}.prior=custom needs {key}.probs as a list of numbers", f"{key}.probs", f"e.g. {key}.probs=[0.25,0.75]"
+        )
+    if len(probs) != m:
+        raise SpecError(
+            f"{key}.probs has {len(probs)} probabilities but there are {m} budgets",
+            f"{key}.probs",
+            "give one probability per budget",
+        )
+    if any(p < 0 for p in probs):
+        raise SpecError(f"{key}.probs={probs} has a negative probability", f"{key}.probs")
+    if abs(sum(probs) - 1.0) > PROB_TOL:
+        raise SpecError(f"{key}.probs={probs} sums to {sum(probs):.6g}, not 1", f"{key}.probs", "normalise them")
+
+
+def validate_config(cfg: dict) -> None:
+    """Raise SpecError on the first problem in a resolved run config."""
+    budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
+    m = len(budgets)
+    for section in ("thinking", "summary"):
+        prior = _choice(cfg, f"{section}.prior", PRIORS)
+        check_prior(prior, _get(cfg, f"{section}.probs"), m, section)
+    baseline = _choice(cfg, "thinking.baseline", BASELINES)
+    _check(cfg, "thinking.lam", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
+    _check(cfg, "thinking.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
+    _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
+    _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _choice(cfg, "reward.length_penalty", LENGTH_PENALTIES)
+    _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+    n = _check(cfg, "rollout.n", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    if baseline in ("v2", "brpo") and n < 2:
+        raise SpecError(
+            f"rollout.n={n} leaves the group baseline V2 nothing to average",
+            "rollout.n",
+            "use rollout.n>=2 or thinking.baseline=v1/none",
+        )
+    _check(cfg, "rollout.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
+    _check(cfg, "optim.lr", lambda v: _is_num(v) and v > 0, "a positive number")
+    _check(cfg, "optim.weight_decay", lambda v: _is_num(v) and v >= 0, "a number >= 0")
+    _check(cfg, "optim.grad_clip", lambda v: _is_num(v) and v > 0, "a positive number")
+    lo = _check(cfg, "optim.clip_ratio", lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
+    _check(cfg, "optim.clip_ratio_high", lambda v: _is_num(v) and lo <= v < 10, f"a number >= optim.clip_ratio={lo}")
+    _check(cfg, "optim.ppo_epochs", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "optim.warmup_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    _check(cfg, "optim.betas", lambda v: isinstance(v, list) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v), "[beta1, beta2] in [0, 1)")
+    batch = _check(cfg, "data.train_batch_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    mini = _check(cfg, "data.ppo_mini_batch_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    if batch % mini:
+        raise SpecError(
+            f"data.train_batch_size={batch} is not a multiple of data.ppo_mini_batch_size={mini}",
+            "data.ppo_mini_batch_size",
+            "pick a divisor of the batch size",
+        )
+    _check(cfg, "data.max_prompt_length", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "trainer.total_epochs", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "trainer.total_steps", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
+    _check(cfg, "trainer.test_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "trainer.save_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    max_budget = budgets[-1]
+    for key in ("eval.budgets", "eval.grid"):
+        eval_budgets = check_budgets(_get(cfg, key), key)
+        if eval_budgets[-1] > max_budget:
+            raise SpecError(
+                f"{key} goes up to {eval_budgets[-1]} but thinking stops at {max_budget}",
+                key,
+                f"keep eval budgets <= max(thinking.budgets)={max_budget}",
+            )
+    _check(cfg, "eval.n_samples", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
+    _check(cfg, "eval.datasets", lambda v: isinstance(v, list) and v and all(isinstance(d, str) for d in v), "a non-empty list of dataset names")
+    _choice(cfg, "backend", BACKENDS)
+    _choice(cfg, "cluster.executor", EXECUTORS)
+    _choice(cfg, "wandb.mode", WANDB_MODES)
+    _check(cfg, "seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    for key in ("cluster.nodes", "cluster.cpus_per_task", "cluster.time_min", "cluster.array_parallelism", "cluster.max_array_size"):
+        _check(cfg, key, lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _check(cfg, "cluster.gpus_per_node", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    if cfg["backend"] == "verl" and not _get(cfg, "model.path"):
+        raise SpecError("the verl backend needs model.path", "model.path", "choose model=r1-distill-qwen-1.5b or set model.path=...")
