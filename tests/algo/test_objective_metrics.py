@@ -1,0 +1,92 @@
+import math
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given, settings
+
+from arctl.algo.metrics import (
+    accuracy_per_budget,
+    anytime_accuracy,
+    baseline_correlations,
+    final_accuracy,
+    normalized_variances,
+    score_curve_area,
+)
+from arctl.algo.objective import anytime_objective, final_score
+from arctl.algo.priors import budget_prior
+
+F64 = torch.float64
+
+
+def test_anytime_objective_by_hand():
+    # two samples, budgets 1..3: per-budget means 0.5, 0.5, 1.0; P = 0.2, 0.3, 0.5
+    # J_anytime = 0.1 + 0.15 + 0.5 = 0.75; J = mean final = 1.0
+    s = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]], dtype=F64)
+    p = torch.tensor([0.2, 0.3, 0.5], dtype=F64)
+    assert anytime_objective(s, p).item() == pytest.approx(0.75, abs=1e-15)
+    assert final_score(s).item() == 1.0
+    # base prior gives back the standard objective
+    assert anytime_objective(s, budget_prior("base", [1, 2, 3])).item() == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5), st.sampled_from(["uniform", "linear", "base"]), st.integers(0, 2**31 - 1))
+def test_bounds_on_monotone_score_tables(n, m, prior, seed):
+    # App. B: with scores non-decreasing in the budget, J_anytime <= J <= J_anytime / P_m
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.rand(n, 2, m, generator=gen, dtype=F64).cumsum(-1) / m  # monotone in j, in [0, 1]
+    p = budget_prior(prior, [100 * (j + 1) for j in range(m)])
+    ja, j = anytime_objective(s, p).item(), final_score(s).item()
+    assert ja <= j + 1e-12
+    assert j <= ja / p[-1].item() + 1e-12
+
+
+def test_objective_shape_error():
+    with pytest.raises(ValueError, match="probs must have shape"):
+        anytime_objective(torch.zeros(2, 3), [0.5, 0.5])
+
+
+def test_accuracy_metrics_by_hand():
+    s = torch.tensor([[0, 0, 1, 1], [0, 1, 1, 1], [0, 0, 0, 1]], dtype=F64)
+    assert accuracy_per_budget(s).tolist() == pytest.approx([0, 1 / 3, 2 / 3, 1])
+    assert anytime_accuracy(s).item() == pytest.approx(0.5)
+    assert final_accuracy(s).item() == 1.0
+    # trapezoids over budgets 1000..4000: (0+1/3)/2 + (1/3+2/3)/2 + (2/3+1)/2 = 3/2, width 3 -> 1/2
+    assert score_curve_area(accuracy_per_budget(s), [1000, 2000, 3000, 4000]).item() == pytest.approx(0.5)
+    # uneven spacing: acc 0 at 0-ish budget 1, 1 at 2 and 10: (0.5*1 + 1*8)/9
+    assert score_curve_area([0.0, 1.0, 1.0], [1, 2, 10]).item() == pytest.approx(8.5 / 9)
+    assert score_curve_area([0.4], [8000]).item() == pytest.approx(0.4)
+
+
+def test_variance_diagnostics_by_hand():
+    # B=1, G=2, m=2, uniform; sample 0 scores [0, 1], sample 1 [1, 1]
+    # R = [[1/2, 1/2], [1, 1/2]]; V2 = [3/4, 1/2]; V1 = [0, 0] and [0, 1/2] (k=1: s_0 * P_2)
+    # budget 0: Var R = 1/16; BRPO = GRPO = V2 -> Var(R-V2) = 1/16 -> 1; V1 = 0 -> Var R -> 1
+    # budget 1: Var R = 0 -> nan
+    s = torch.tensor([[[0.0, 1.0], [1.0, 1.0]]], dtype=F64)
+    p = budget_prior("uniform", [1, 2])
+    nv = normalized_variances(s, p)
+    assert nv["grpo"][0].item() == pytest.approx(1.0) and nv["brpo"][0].item() == pytest.approx(1.0)
+    assert nv["v1"][0].item() == pytest.approx(1.0)
+    assert all(math.isnan(nv[k][1].item()) for k in nv)
+    corr = baseline_correlations(s, p)
+    assert math.isnan(corr["v1"][0].item())  # V1 is constant (0) at the first budget
+    assert math.isnan(corr["v2"][0].item())  # V2 is constant within the single question
+
+
+def test_variance_diagnostics_show_v1_helps_late_budgets():
+    # monotone 0/1 scores (once correct, stays correct): V1 knows the earlier answer, so at late
+    # budgets it explains R far better than the group mean V2.
+    gen = torch.Generator().manual_seed(0)
+    B, G, m = 64, 8, 8
+    first_correct = torch.randint(0, m + 3, (B, G, 1), generator=gen)
+    s = (torch.arange(m).view(1, 1, m) >= first_correct).to(F64)
+    p = budget_prior("uniform", list(range(1, m + 1)))
+    nv = normalized_variances(s, p)
+    corr = baseline_correlations(s, p)
+    assert nv["brpo"][-1] < nv["grpo"][-1]
+    assert nv["v1"][-1] < nv["grpo"][-1]
+    assert corr["v1"][-1] > corr["v2"][-1]
+    # by Eq. 9 the first budget uses only V2
+    assert nv["brpo"][0].item() == pytest.approx(nv["grpo"][0].item())
