@@ -29,7 +29,9 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     groups: dict[str, str] = {}
     keys: list[str] = []
     for text in overrides:
-        if not isinstance(text, str) or "=" not in text.lstrip("~"):
+        if isinstance(text, str) and text.startswith("~"):
+            raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
+        if not isinstance(text, str) or "=" not in text:
             raise SpecError(f"override {text!r} is not KEY=VALUE", where, "e.g. thinking.lam=0.7 or prior=linear")
         try:
             (parsed,) = parser.parse_overrides([text])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.overrides import split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
@@ -97,8 +97,10 @@ def _translate(err: Exception) -> SpecError:
 
 
 def _key_hint(key: str) -> str:
-    base = compose_config_keys()
-    return did_you_mean(key, base)
+    near = closest(key, compose_config_keys())
+    if near:
+        return "did you mean " + " or ".join(repr(k) for k in near) + "?"
+    return "no such key in arctl/conf/config.yaml"
 
 
 _KEYS_CACHE: list[str] = []
@@ -123,12 +125,20 @@ def _dotted_keys(node: dict, prefix: str = "") -> list[str]:
 
 
 def _finalize(cfg: dict) -> dict:
-    """Derived values: the final-evaluation budget grid."""
+    """Derived values: evaluation budgets and the final-evaluation budget grid.
+
+    ``eval.budgets: null`` -> the scale's budgets and the thinking budgets, up to the largest
+    thinking budget (GRPO trains at the max budget only but is evaluated at every budget);
+    ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget.
+    """
+    budgets = cfg["thinking"]["budgets"]
+    if not (isinstance(budgets, list) and budgets and all(isinstance(b, int) for b in budgets)):
+        return cfg  # validation reports it
+    top = max(budgets)
+    if cfg["eval"].get("budgets") is None:
+        scale_budgets = [b for b in cfg["scale"].get("budgets") or [] if isinstance(b, int)]
+        cfg["eval"]["budgets"] = sorted({b for b in scale_budgets + budgets if 0 < b <= top})
     if cfg["eval"].get("grid") is None:
-        budgets = cfg["thinking"]["budgets"]
-        eval_budgets = cfg["eval"]["budgets"]
-        top = max(budgets[-1] if isinstance(budgets, list) and budgets else 1,
-                  eval_budgets[-1] if isinstance(eval_budgets, list) and eval_budgets else 1)
         size = cfg["eval"].get("grid_size", 32)
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"eval.grid_size={size!r} must be an integer", "eval.grid_size")

@@ -1,0 +1,1 @@
+"""The `arctl` command line: thin Typer commands; heavy imports only inside commands."""

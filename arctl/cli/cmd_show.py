@@ -1,0 +1,33 @@
+"""``arctl show EXP [OVERRIDES...]``: the fully resolved config of every arm (nothing runs)."""
+
+from __future__ import annotations
+
+import typer
+
+from arctl.cli.common import console, parse_seeds, print_json, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("show")
+    def show(
+        experiment: str = typer.Argument(..., help="Experiment name (`arctl ls experiments`)."),
+        overrides: list[str] = typer.Argument(None, help="Hydra overrides, e.g. prior=linear thinking.lam=0.7"),
+        scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+        seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of {experiment, arm, seed, config}."),
+    ) -> None:
+        """Print the fully resolved config of every arm of EXPERIMENT."""
+        with user_errors():
+            from arctl.spec import resolve_experiment
+
+            runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
+        if as_json:
+            print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, "config": r.config} for r in runs])
+            return
+        import yaml
+        from rich.syntax import Syntax
+
+        for run in runs:
+            console.rule(f"[bold]{run.name}[/]  scale={run.scale}  backend={run.config['backend']}")
+            console.print(Syntax(yaml.safe_dump(run.config, sort_keys=False), "yaml", background_color="default"))

@@ -1,0 +1,82 @@
+"""Shared plumbing of the CLI commands: one-line user errors (exit 2), JSON output, consoles.
+
+Every command wraps its body in ``with user_errors():`` so that a user mistake (a SpecError, a
+ValueError raised for bad input, a missing file) prints ONE red line on stderr and exits with code
+2, with nothing submitted. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+EXIT_USER_ERROR = 2
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class UserError(Exception):
+    """A mistake of the user's that a command detected itself (bad flag combination, missing run)."""
+
+
+def fail(message: str) -> NoReturn:
+    """Print one clear error line on stderr and exit with code 2."""
+    line = " ".join(str(message).split())
+    err_console.print(f"[bold red]error:[/] {line}", markup=True, highlight=False)
+    raise typer.Exit(EXIT_USER_ERROR)
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [UserError]
+    spec = sys.modules.get("arctl.spec.errors")
+    if spec is not None:
+        types.append(spec.SpecError)
+    return tuple(types)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn user mistakes raised inside the block into one line + exit code 2."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except BaseException as err:  # noqa: BLE001 - re-raised unless it is a user mistake
+        if isinstance(err, _user_error_types()):
+            fail(str(err))
+        raise
+
+
+def print_json(data: Any) -> None:
+    """Machine-readable output: one JSON document on stdout, nothing else."""
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``"0,1,2"`` or ``"0-2"`` -> [0, 1, 2]; None -> None."""
+    if text is None:
+        return None
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if hi < lo:
+                    raise ValueError
+                seeds.extend(range(lo, hi + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        fail(f"--seeds {text!r} is not a list of seeds — use e.g. --seeds 0,1,2 or --seeds 0-2")
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        fail(f"--seeds {text!r} must list distinct non-negative integers — e.g. --seeds 0,1,2")
+    return seeds

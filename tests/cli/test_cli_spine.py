@@ -1,0 +1,90 @@
+"""The CLI spine through Typer's runner: ls, show, --version, --json parsed back, exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import arctl
+from arctl.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"arctl {arctl.__version__}"
+
+
+def test_ls_experiments_json_lists_every_spec_with_its_arms():
+    result = invoke("ls", "experiments", "--json")
+    assert result.exit_code == 0
+    rows = {r["name"]: r for r in json.loads(result.stdout)}
+    assert rows["ablation-vr"]["arms"] == ["grpo", "grpo-vr", "grpo-vr-decouple"]
+    assert rows["ablation-vr"]["figure"] == "ablation_vr"
+    assert "main-ar-linear" in rows and "ctx-16k" in rows
+
+
+def test_ls_sweeps_table_and_json():
+    table = invoke("ls", "sweeps")
+    assert table.exit_code == 0 and "priors" in table.stdout and "ablations" in table.stdout
+    rows = json.loads(invoke("ls", "sweeps", "--json").stdout)
+    assert {r["name"] for r in rows} >= {"priors", "ablations"}
+
+
+def test_show_json_round_trips_the_resolved_configs():
+    result = invoke("show", "ablation-vr", "thinking.lam=0.25", "--scale", "paper", "--seeds", "0-1", "--json")
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)
+    assert [(r["arm"], r["seed"]) for r in runs] == [
+        ("grpo", 0), ("grpo", 1), ("grpo-vr", 0), ("grpo-vr", 1), ("grpo-vr-decouple", 0), ("grpo-vr-decouple", 1)
+    ]
+    assert all(r["config"]["thinking"]["lam"] == 0.25 for r in runs)
+    assert runs[2]["config"]["thinking"]["budgets"] == [2000, 4000, 6000, 8000]
+
+
+def test_show_pretty_prints_yaml_for_each_arm():
+    result = invoke("show", "ablation-decouple", "--arm", "grpo-decouple")
+    assert result.exit_code == 0
+    assert "ablation-decouple/grpo-decouple/s0" in result.stdout and "group_size: 4" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["show", "ablation-vx"], "unknown experiment 'ablation-vx'"),
+        (["show", "ablation-vr", "thinking.budgets=[4000,2000]"], "not strictly increasing"),
+        (["show", "ablation-vr", "nope.key=1"], "unknown config key 'nope.key'"),
+        (["show", "ablation-vr", "+nope.key=1"], "adds a new key"),
+        (["show", "ablation-vr", "prior=gauss"], "unknown prior option 'gauss'"),
+        (["show", "ablation-vr", "--arm", "grpx"], "has no arm 'grpx'"),
+        (["show", "ablation-vr", "--seeds", "a,b"], "--seeds"),
+        (["show", "ablation-vr", "--scale", "huge"], "unknown scale 'huge'"),
+        (["show", "main-ar-uniform", "prior=custom", "thinking.probs=[0.5,0.6,0,0]"], "sums to 1.1"),
+    ],
+)
+def test_user_mistakes_print_one_line_and_exit_2(args, needle):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    err = result.stderr.strip()
+    assert needle in " ".join(err.split()), err
+    assert err.startswith("error:") and "Traceback" not in result.output
+
+
+def test_help_imports_no_heavy_modules():
+    code = (
+        "import sys, runpy; sys.argv=['arctl','--help']\n"
+        "try:\n    runpy.run_module('arctl.cli.main', run_name='__main__')\nexcept SystemExit: pass\n"
+        "heavy = [m for m in ('torch','verl','wandb','pandas','hydra','matplotlib','transformers','submitit') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY=\n" in out.stdout or out.stdout.rstrip().endswith("HEAVY="), out.stdout[-500:]
+    assert "Commands" in out.stdout

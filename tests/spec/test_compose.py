@@ -1,0 +1,134 @@
+"""Composition of every experiment and sweep, and the paper's arms encoded as the run table says."""
+
+import pytest
+
+from arctl.spec import SpecError, resolve_experiment, resolve_sweep
+from arctl.spec.experiment import list_experiments, load_experiment
+from arctl.spec.resolve import budget_grid
+from arctl.spec.sweep import list_sweeps, load_sweep
+
+PAPER_EXPERIMENTS = {
+    "main-grpo", "main-ar-base", "main-ar-linear", "main-ar-uniform", "ablation-dense",
+    "ablation-decouple", "ablation-vr", "r1-7b", "ctx-16k",
+}
+
+
+def test_every_paper_experiment_has_a_spec():
+    assert PAPER_EXPERIMENTS <= set(list_experiments())
+    assert {"priors", "ablations"} <= set(list_sweeps())
+
+
+@pytest.mark.parametrize("scale", ["tiny", "paper"])
+@pytest.mark.parametrize("name", sorted(PAPER_EXPERIMENTS))
+def test_every_experiment_composes_at_both_scales(name, scale):
+    runs = resolve_experiment(name, scale=scale)
+    exp = load_experiment(name)
+    assert [r.arm for r in runs] == [a for a in exp.arms for _ in exp.seeds]
+    for run in runs:
+        cfg = run.config
+        assert cfg["experiment"] == name and cfg["arm"] == run.arm and cfg["scale"]["name"] == scale
+        assert cfg["backend"] == ("tiny" if scale == "tiny" else "verl")
+        assert cfg["model"]["name"] == ("tiny-qwen2" if scale == "tiny" else exp.groups["model"])
+        assert cfg["wandb"]["group"] == name and cfg["wandb"]["name"] == f"{run.arm}-s{run.seed}"
+        assert cfg["eval"]["grid"][-1] <= cfg["thinking"]["budgets"][-1]
+
+
+def _arm(name, arm, scale="paper", overrides=()):
+    return resolve_experiment(name, list(overrides), scale=scale, arms=[arm])[0].config
+
+
+def test_run_table_of_the_reference_implementation():
+    # arm: (summaries per budget, decoupled, number of budgets, prior, baseline)
+    table = {
+        ("main-grpo", "grpo"): (1, False, 1, "base", "v2"),
+        ("main-ar-base", "ar-base"): (4, True, 4, "base", "brpo"),
+        ("main-ar-linear", "ar-linear"): (4, True, 4, "linear", "brpo"),
+        ("main-ar-uniform", "ar-uniform"): (4, True, 4, "uniform", "brpo"),
+        ("ablation-dense", "grpo-dense"): (1, False, 4, "linear", "v2"),
+        ("ablation-decouple", "grpo-decouple"): (4, True, 4, "base", "v2"),
+        ("ablation-vr", "grpo-vr"): (1, False, 4, "base", "brpo"),
+        ("ablation-vr", "grpo-vr-decouple"): (4, True, 4, "base", "brpo"),
+    }
+    for (exp, arm), (group, decoupled, m, prior, baseline) in table.items():
+        cfg = _arm(exp, arm)
+        assert cfg["summary"]["group_size"] == group, (exp, arm)
+        assert cfg["summary"]["decoupled"] is decoupled, (exp, arm)
+        assert len(cfg["thinking"]["budgets"]) == m, (exp, arm)
+        assert cfg["thinking"]["prior"] == prior and cfg["thinking"]["baseline"] == baseline, (exp, arm)
+        assert cfg["summary"]["prior"] == "uniform"
+
+
+def test_paper_hyperparameters():
+    cfg = _arm("main-ar-uniform", "ar-uniform")
+    assert cfg["thinking"]["budgets"] == [2000, 4000, 6000, 8000]
+    assert cfg["thinking"]["lam"] == 0.5 and cfg["summary"]["max_tokens"] == 128
+    assert cfg["rollout"]["n"] == 8 and cfg["optim"]["lr"] == 1e-6 and cfg["optim"]["clip_ratio"] == 0.2
+    assert cfg["data"]["train_batch_size"] == 64 and cfg["data"]["ppo_mini_batch_size"] == 32
+    assert cfg["trainer"]["test_freq"] == 20 and cfg["trainer"]["save_freq"] == 40
+    assert cfg["eval"]["grid"] == list(range(250, 8001, 250))
+    assert _arm("main-grpo", "grpo")["thinking"]["budgets"] == [8000]
+    lp = _arm("ablation-dense", "grpo-lp-v2")
+    assert lp["reward"] == {"length_penalty": "v2", "alpha": 0.2} and lp["thinking"]["budgets"] == [8000]
+
+
+def test_r1_7b_and_ctx_16k_scale_overrides():
+    big = _arm("r1-7b", "ar-uniform")
+    assert big["model"]["path"] == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
+    assert big["trainer"]["total_epochs"] == 2 and big["data"]["train_batch_size"] == 128
+    assert big["optim"]["clip_ratio_high"] > big["optim"]["clip_ratio"]
+    ctx = _arm("ctx-16k", "ar-uniform")
+    assert ctx["thinking"]["budgets"] == list(range(2000, 16001, 2000))
+    assert ctx["rollout"]["n"] == 16 and ctx["trainer"]["total_epochs"] == 3
+    assert _arm("ctx-16k", "grpo")["thinking"]["budgets"] == [16000]
+    tiny = _arm("ctx-16k", "ar-uniform", scale="tiny")
+    assert tiny["thinking"]["budgets"] == list(range(8, 65, 8))
+
+
+def test_override_grammar():
+    cfg = _arm("main-ar-uniform", "ar-uniform", overrides=["prior=linear", "thinking.budgets=[1000,2000]"])
+    assert cfg["thinking"]["prior"] == "linear" and cfg["thinking"]["budgets"] == [1000, 2000]
+    assert cfg["eval"]["grid"][-1] == 2000
+    cfg = _arm("main-ar-uniform", "ar-uniform", overrides=["prior=custom", "thinking.probs=[0.1,0.2,0.3,0.4]"])
+    assert cfg["thinking"]["probs"] == [0.1, 0.2, 0.3, 0.4]
+    # user overrides come last: they beat the arm's group choices
+    assert _arm("main-grpo", "grpo", overrides=["algo=anytime"])["thinking"]["baseline"] == "brpo"
+    # new keys are allowed only in the backend pass-through sections
+    assert _arm("main-grpo", "grpo", overrides=["+verl.extra=3"])["verl"]["extra"] == 3
+    with pytest.raises(SpecError, match="adds a new key"):
+        _arm("main-grpo", "grpo", overrides=["+new.key=1"])
+    with pytest.raises(SpecError, match="unknown config key 'thinking.lamb'.*thinking.lam"):
+        _arm("main-grpo", "grpo", overrides=["thinking.lamb=1"])
+    with pytest.raises(SpecError, match="deletes"):
+        _arm("main-grpo", "grpo", overrides=["~thinking.lam"])
+
+
+def test_tiny_scale_uses_the_tiny_model_unless_the_user_picks_one():
+    assert _arm("main-grpo", "grpo", scale="tiny")["model"]["name"] == "tiny-qwen2"
+    assert _arm("main-grpo", "grpo", scale="tiny", overrides=["model=r1-distill-qwen-1.5b"])["model"]["name"] == (
+        "r1-distill-qwen-1.5b"
+    )
+    assert _arm("main-grpo", "grpo", scale="tiny", overrides=["scale=paper"])["backend"] == "verl"
+
+
+def test_sweeps_expand_experiments_arms_seeds_and_grid():
+    runs = resolve_sweep("priors")
+    sweep = load_sweep("priors")
+    assert len(runs) == 4 * len(sweep.seeds)
+    assert {(r.experiment, r.seed) for r in runs} == {(e, s) for e in sweep.experiments for s in sweep.seeds}
+    assert all(r.config["wandb"]["group"] == "priors" and r.sweep == "priors" for r in runs)
+    lam = resolve_sweep("lambda", seeds=[0])
+    assert sorted(r.config["thinking"]["lam"] for r in lam) == [0.25, 0.5, 0.75, 1.0]
+    abl = resolve_sweep("ablations", seeds=[3])
+    assert len(abl) == 4 + 2 + 3 and {r.seed for r in abl} == {3}
+
+
+def test_budget_grid():
+    assert budget_grid(8000, 32) == list(range(250, 8001, 250))
+    assert budget_grid(64, 32) == list(range(2, 65, 2))
+    assert budget_grid(10, 32) == list(range(1, 11))  # fewer distinct budgets than asked: no repeats
+
+
+def test_eval_budgets_default_to_the_scale_support_up_to_the_max_thinking_budget():
+    assert _arm("main-grpo", "grpo")["eval"]["budgets"] == [2000, 4000, 6000, 8000]
+    assert _arm("main-ar-uniform", "ar-uniform", overrides=["eval.budgets=[4000,8000]"])["eval"]["budgets"] == [
+        4000, 8000]

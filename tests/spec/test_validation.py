@@ -1,0 +1,230 @@
+"""Every validation rule with a bad input; random bad specs never pass and only raise SpecError."""
+
+import copy
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arctl.spec import SpecError, resolve_experiment
+from arctl.spec.experiment import load_experiment
+from arctl.spec.sweep import load_sweep
+from arctl.spec.validate import validate_config
+
+BASE = resolve_experiment("main-ar-uniform", scale="paper")[0].config
+
+
+def bad(path: str, value, match: str):
+    cfg = copy.deepcopy(BASE)
+    node = cfg
+    *parents, leaf = path.split(".")
+    for p in parents:
+        node = node[p]
+    node[leaf] = value
+    with pytest.raises(SpecError, match=match):
+        validate_config(cfg)
+
+
+def test_the_base_config_is_valid():
+    validate_config(copy.deepcopy(BASE))
+
+
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        ("thinking.budgets", [2000, 2000, 4000], "not strictly increasing"),
+        ("thinking.budgets", [4000, 2000], "not strictly increasing"),
+        ("thinking.budgets", [0, 2000], "non-positive"),
+        ("thinking.budgets", [-5], "non-positive"),
+        ("thinking.budgets", [], "non-empty"),
+        ("thinking.budgets", [1.5, 3], "integers"),
+        ("thinking.budgets", "8000", "non-empty list"),
+        ("thinking.prior", "gaussian", "not allowed"),
+        ("thinking.probs", [0.5, 0.5, 0, 0], "prior=uniform"),
+        ("thinking.baseline", "critic", "not allowed"),
+        ("thinking.lam", 0, r"\(0, 1\]"),
+        ("thinking.lam", 1.5, r"\(0, 1\]"),
+        ("summary.group_size", 0, ">= 1"),
+        ("summary.max_tokens", -1, ">= 1"),
+        ("summary.decoupled", "yes", "true or false"),
+        ("summary.prior", "zipf", "not allowed"),
+        ("reward.length_penalty", "v3", "not allowed"),
+        ("reward.alpha", 2.0, r"\[0, 1\]"),
+        ("rollout.n", 0, ">= 1"),
+        ("rollout.n", 1, "nothing to average"),
+        ("optim.lr", 0, "positive"),
+        ("optim.clip_ratio", 1.2, r"\(0, 1\)"),
+        ("optim.clip_ratio_high", 0.1, ">= optim.clip_ratio"),
+        ("optim.betas", [0.9], r"\[beta1, beta2\]"),
+        ("data.ppo_mini_batch_size", 48, "not a multiple"),
+        ("eval.budgets", [2000, 9000], "thinking stops at 8000"),
+        ("eval.grid", [250, 500, 8250], "thinking stops at 8000"),
+        ("eval.n_samples", 0, ">= 1"),
+        ("eval.datasets", [], "non-empty list"),
+        ("cluster.executor", "k8s", "not allowed"),
+        ("cluster.nodes", 0, ">= 1"),
+        ("wandb.mode", "shared", "not allowed"),
+        ("seed", -1, ">= 0"),
+        ("model.path", None, "needs model.path"),
+    ],
+)
+def test_each_rule(path, value, match):
+    bad(path, value, match)
+
+
+@pytest.mark.parametrize(
+    "probs, match",
+    [
+        ([0.5, 0.5], "2 probabilities but there are 4 budgets"),
+        ([0.5, 0.5, 0.5, -0.5], "negative"),
+        ([0.25, 0.25, 0.25, 0.2], "sums to 0.95"),
+        (None, "needs thinking.probs"),
+        (["a", 1, 0, 0], "needs thinking.probs"),
+    ],
+)
+def test_custom_prior_rules(probs, match):
+    cfg = copy.deepcopy(BASE)
+    cfg["thinking"]["prior"] = "custom"
+    cfg["thinking"]["probs"] = probs
+    with pytest.raises(SpecError, match=match):
+        validate_config(cfg)
+
+
+def test_custom_prior_within_tolerance_passes():
+    cfg = copy.deepcopy(BASE)
+    cfg["summary"]["prior"] = "custom"
+    cfg["summary"]["probs"] = [0.1, 0.2, 0.3, 0.4 + 5e-7]
+    validate_config(cfg)
+
+
+def test_errors_through_overrides_name_the_arm_and_key():
+    with pytest.raises(SpecError) as info:
+        resolve_experiment("ablation-vr", ["summary.group_size=0"], arms=["grpo-vr-decouple"])
+    assert str(info.value).startswith("ablation-vr/grpo-vr-decouple: summary.group_size:")
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_experiment_suggests_the_closest():
+    with pytest.raises(SpecError, match="did you mean 'ablation-vr'"):
+        resolve_experiment("ablation-rv")
+
+
+# --- spec files -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def specs(tmp_path, monkeypatch):
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "sweeps").mkdir()
+    monkeypatch.setenv("ARCTL_SPECS", str(tmp_path))
+
+    def write(kind, name, text):
+        (tmp_path / kind / f"{name}.yaml").write_text(textwrap.dedent(text))
+
+    return write
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("arms: {a: [algo=grpo]\n", "invalid YAML"),
+        ("- 1\n- 2\n", "mapping at the top level"),
+        ("arms: {}\n", "non-empty mapping 'arms"),
+        ("armz: {a: []}\n", "unknown key 'armz'.*did you mean 'arms'"),
+        ("arms: {Bad Arm: []}\n", "bad arm name"),
+        ("arms: {a: algo=grpo}\n", "list of Hydra overrides"),
+        ("seeds: [0, 0]\narms: {a: []}\n", "seeds repeat"),
+        ("seeds: [-1]\narms: {a: []}\n", "non-negative"),
+        ("groups: [model]\narms: {a: []}\n", "'groups' must map"),
+    ],
+)
+def test_bad_experiment_files(specs, text, match):
+    specs("experiments", "x", text)
+    with pytest.raises(SpecError, match=match):
+        load_experiment("x")
+
+
+def test_bad_overrides_inside_an_experiment_name_the_file(specs):
+    specs("experiments", "x", "arms: {a: [algo=grpoo]}\n")
+    with pytest.raises(SpecError, match=r"x\.yaml: arms\.a.*unknown algo option 'grpoo'.*did you mean 'grpo'"):
+        resolve_experiment("x")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("experiments: []\n", "needs 'experiments"),
+        ("experiments: [nope]\n", "unknown experiment 'nope'"),
+        ("experiments: [x]\ngrid: {thinking.lam: []}\n", "non-empty lists"),
+        ("experiments: [x]\nextra: 1\n", "unknown key 'extra'"),
+    ],
+)
+def test_bad_sweep_files(specs, text, match):
+    from arctl.spec import resolve_sweep
+
+    specs("experiments", "x", "arms: {a: [algo=grpo, prior=base]}\n")
+    specs("sweeps", "s", text)
+    with pytest.raises(SpecError, match=match):
+        load_sweep("s")
+        resolve_sweep("s")
+
+
+# --- random bad specs -------------------------------------------------------------------------
+
+ints = st.integers(min_value=-10_000, max_value=20_000)
+not_increasing = st.lists(ints, min_size=1, max_size=8).filter(
+    lambda b: any(x <= 0 for x in b) or any(y <= x for x, y in zip(b, b[1:]))
+)
+garbage = st.one_of(st.none(), st.booleans(), ints, st.floats(allow_nan=True), st.text(max_size=5),
+                    st.lists(st.one_of(ints, st.text(max_size=3)), max_size=4))
+KEYS = [
+    "thinking.budgets", "thinking.prior", "thinking.probs", "thinking.baseline", "thinking.lam",
+    "summary.group_size", "summary.max_tokens", "summary.prior", "summary.probs", "summary.decoupled",
+    "reward.length_penalty", "reward.alpha", "rollout.n", "optim.lr", "optim.clip_ratio", "optim.betas",
+    "data.train_batch_size", "eval.budgets", "eval.grid", "cluster.executor", "seed", "wandb.mode",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budgets=not_increasing)
+def test_random_bad_budgets_never_pass(budgets):
+    cfg = copy.deepcopy(BASE)
+    cfg["thinking"]["budgets"] = budgets
+    with pytest.raises(SpecError):
+        validate_config(cfg)
+
+
+@settings(max_examples=150, deadline=None)
+@given(probs=st.lists(st.floats(min_value=-1, max_value=2, allow_nan=False), min_size=4, max_size=4).filter(
+    lambda p: any(x < 0 for x in p) or abs(sum(p) - 1) > 1e-6))
+def test_random_bad_custom_priors_never_pass(probs):
+    cfg = copy.deepcopy(BASE)
+    cfg["thinking"].update(prior="custom", probs=probs)
+    with pytest.raises(SpecError):
+        validate_config(cfg)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(KEYS), value=garbage)
+def test_garbage_values_raise_only_spec_errors(key, value):
+    cfg = copy.deepcopy(BASE)
+    node = cfg
+    *parents, leaf = key.split(".")
+    for p in parents:
+        node = node[p]
+    node[leaf] = value
+    try:
+        validate_config(cfg)
+    except SpecError as err:
+        assert "\n" not in str(err)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from(KEYS), value=st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12))
+def test_random_overrides_raise_only_spec_errors(key, value):
+    try:
+        resolve_experiment("main-grpo", [f"{key}={value}"], scale="tiny")
+    except SpecError as err:
+        assert "\n" not in str(err)
