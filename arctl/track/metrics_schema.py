@@ -1,0 +1,139 @@
+"""Metric names: the contract between trainers (writers) and reports (readers).
+
+Every key a trainer logs to W&B is built here, and every key a report reads is parsed here, so the
+two sides cannot drift apart. The step key of all metrics is :data:`STEP_KEY`
+(``define_metric("*", step_metric=STEP_KEY)``). Budgets are integer token counts inside the key
+(``train/score@8000``). The full list with meanings is in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STEP_KEY = "trainer/global_step"
+
+# training metrics (one value per policy step)
+TRAIN_THINK_LEN_MEAN = "train/think_len/mean"
+TRAIN_ANYTIME_SCORE = "train/anytime_score"
+TRAIN_FINAL_SCORE = "train/final_score"
+TRAIN_REWARD_MEAN = "train/reward/mean"
+TRAIN_LOSS = "train/loss"
+TRAIN_ENTROPY = "train/entropy"
+PERF_STEP_TIME_S = "perf/step_time_s"
+
+ADV_VAR_KINDS = ("brpo", "v2", "v1")
+"""Advantage-variance estimators logged as ``train/adv_var/{kind}``."""
+CORR_KINDS = ("v1", "v2")
+"""Baselines whose correlation with the return R is logged as ``eval/{ds}/corr_{kind}@{b}``."""
+NVAR_KINDS = ("brpo", "grpo", "v1")
+"""Normalised-variance estimators logged as ``eval/{ds}/nvar/{kind}@{b}``."""
+
+_DATASET_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _budget(budget: int) -> int:
+    if isinstance(budget, bool) or int(budget) != budget or int(budget) < 0:
+        raise ValueError(f"budget must be a non-negative integer token count, got {budget!r}")
+    return int(budget)
+
+
+def _dataset(dataset: str) -> str:
+    if not isinstance(dataset, str) or not _DATASET_RE.match(dataset):
+        raise ValueError(
+            f"dataset name {dataset!r} is not usable in a metric key: use letters, digits, '_', '-', '.'"
+        )
+    return dataset
+
+
+def _kind(kind: str, allowed: tuple[str, ...], what: str) -> str:
+    if kind not in allowed:
+        raise ValueError(f"unknown {what} kind {kind!r}; expected one of {', '.join(allowed)}")
+    return kind
+
+
+def train_score(budget: int) -> str:
+    """Mean training score at thinking budget ``budget``: ``train/score@{budget}``."""
+    return f"train/score@{_budget(budget)}"
+
+
+def train_adv_var(kind: str) -> str:
+    """Variance of the advantage estimate under baseline ``kind``: ``train/adv_var/{kind}``."""
+    return f"train/adv_var/{_kind(kind, ADV_VAR_KINDS, 'advantage-variance')}"
+
+
+def eval_acc(dataset: str, budget: int) -> str:
+    """Evaluation accuracy of ``dataset`` at thinking budget ``budget``: ``eval/{ds}/acc@{b}``."""
+    return f"eval/{_dataset(dataset)}/acc@{_budget(budget)}"
+
+
+def eval_anytime_acc(dataset: str) -> str:
+    """Anytime accuracy (mean accuracy over the eval budgets, eq. 1 with the eval prior)."""
+    return f"eval/{_dataset(dataset)}/anytime_acc"
+
+
+def eval_final_acc(dataset: str) -> str:
+    """Final accuracy: accuracy at the maximum budget."""
+    return f"eval/{_dataset(dataset)}/final_acc"
+
+
+def eval_think_len(dataset: str) -> str:
+    """Average thinking length under the maximum budget."""
+    return f"eval/{_dataset(dataset)}/think_len"
+
+
+def eval_corr(kind: str, dataset: str, budget: int) -> str:
+    """Correlation coefficient of baseline V1 or V2 with the return R(x, z, j_t) at ``budget``."""
+    return f"eval/{_dataset(dataset)}/corr_{_kind(kind, CORR_KINDS, 'correlation')}@{_budget(budget)}"
+
+
+def eval_nvar(kind: str, dataset: str, budget: int) -> str:
+    """Normalised variance of the advantage under estimator ``kind`` (BRPO/GRPO/V1) at ``budget``."""
+    return f"eval/{_dataset(dataset)}/nvar/{_kind(kind, NVAR_KINDS, 'normalised-variance')}@{_budget(budget)}"
+
+
+@dataclass(frozen=True)
+class MetricKey:
+    """A parsed metric key: ``eval/aime24/acc@2000`` → (eval, aime24, acc, 2000)."""
+
+    namespace: str  # "train" | "eval" | "perf" | "trainer"
+    name: str  # e.g. "acc", "anytime_acc", "corr_v1", "nvar/brpo", "score", "adv_var/brpo"
+    dataset: str | None = None
+    budget: int | None = None
+
+
+_EVAL_RE = re.compile(r"^eval/(?P<ds>[^/]+)/(?P<name>.+?)(?:@(?P<b>\d+))?$")
+_OTHER_RE = re.compile(r"^(?P<ns>train|perf|trainer)/(?P<name>.+?)(?:@(?P<b>\d+))?$")
+
+
+def parse_metric(key: str) -> MetricKey | None:
+    """Split a schema key into its parts; ``None`` for keys outside the schema (e.g. ``_runtime``)."""
+    m = _EVAL_RE.match(key)
+    if m:
+        b = m.group("b")
+        return MetricKey("eval", m.group("name"), m.group("ds"), int(b) if b is not None else None)
+    m = _OTHER_RE.match(key)
+    if m:
+        b = m.group("b")
+        return MetricKey(m.group("ns"), m.group("name"), None, int(b) if b is not None else None)
+    return None
+
+
+def eval_datasets(keys) -> list[str]:
+    """Eval dataset names that occur in ``keys``, in first-seen order."""
+    seen: dict[str, None] = {}
+    for k in keys:
+        p = parse_metric(k)
+        if p is not None and p.dataset is not None:
+            seen.setdefault(p.dataset, None)
+    return list(seen)
+
+
+def budgets_of(keys, dataset: str, name: str) -> list[int]:
+    """Sorted budgets b for which ``eval/{dataset}/{name}@{b}`` is among ``keys``."""
+    out = set()
+    for k in keys:
+        p = parse_metric(k)
+        if p is not None and p.dataset == dataset and p.name == name and p.budget is not None:
+            out.add(p.budget)
+    return sorted(out)

@@ -1,0 +1,43 @@
+"""One W&B run as read from a .wandb file or the W&B API: metadata plus a dense history table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RunData:
+    """Everything a report needs from one W&B run (or one fragment of a resumed run).
+
+    ``values[i, j]`` is the value of ``keys[j]`` in history row ``i`` (NaN where the row did not log
+    that key or the value was not a number). Rows are in logging order.
+    """
+
+    wandb_id: str
+    source: str
+    project: str = ""
+    entity: str = ""
+    group: str = ""
+    name: str = ""
+    start_time: float = 0.0
+    config: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    state: str = "incomplete"  # finished | failed | incomplete (no exit record: crashed/killed/running)
+    exit_code: int | None = None
+    runtime_s: float | None = None
+    keys: list[str] = field(default_factory=list)
+    values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.values.shape[0])
+
+    def column(self, key: str) -> np.ndarray:
+        """History of ``key`` (all rows; NaN where absent); all-NaN if the key was never logged."""
+        try:
+            return self.values[:, self.keys.index(key)]
+        except ValueError:
+            return np.full(self.n_rows, np.nan)

@@ -1,0 +1,514 @@
+"""Runs of a workspace (offline .wandb files) or of a W&B project → tidy pandas data.
+
+``load_runs`` returns :class:`Runs`: ``history``, one long DataFrame with columns
+(run_id, arm, experiment, seed, step, metric, value), and ``runs``, one row per run with its
+flattened config. Steps are ``trainer/global_step`` values; fragments of a resumed run (several
+.wandb files of one run) are stitched on that key, later fragments winning on overlapping steps.
+
+Each run is parsed once and cached as parquet (wide: one column per metric) plus a JSON sidecar
+keyed on the size and mtime of every source file, so re-rendering reads only what changed. Runs
+that need parsing are read in parallel processes with a progress bar.
+
+Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed) and
+``<workdir>/runs/<run_id>/wandb/**/run-*.wandb``. A directory without ``runs/`` is searched for
+``run-*.wandb`` files directly, one run per W&B run id.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from arctl.track.metrics_schema import STEP_KEY
+from arctl.track.run_data import RunData
+
+CACHE_VERSION = 1
+ID_COLUMNS = ("run_id", "arm", "experiment", "seed")
+
+
+class RunReadWarning(UserWarning):
+    """A run file was truncated or corrupt, or a run could not be read; the rest was kept."""
+
+
+@dataclass
+class RunSource:
+    """Where one arctl run's data is: its W&B fragments and (optionally) its config.yaml."""
+
+    run_id: str
+    files: list[Path]
+    config_path: Path | None = None
+
+    def signature(self) -> list[list]:
+        sig = []
+        for p in [*self.files, *([self.config_path] if self.config_path else [])]:
+            st = p.stat()
+            sig.append([str(p), st.st_size, st.st_mtime_ns])
+        return sig
+
+
+@dataclass
+class Runs:
+    """Tidy run data: ``history`` (long) and ``runs`` (one row per run, config flattened)."""
+
+    history: object  # pandas.DataFrame
+    runs: object  # pandas.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+
+def default_workdir() -> Path:
+    """``$ARCTL_HOME`` if set, else ``./arctl-runs``."""
+    return Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+
+
+# ---------------------------------------------------------------------------------------------
+# discovery
+def _unique_wandb_files(root: Path) -> list[Path]:
+    seen: dict[Path, Path] = {}
+    for p in sorted(root.rglob("run-*.wandb")):
+        real = p.resolve()  # wandb's latest-run symlink points at the same file
+        if real not in seen:
+            seen[real] = p
+    return sorted(seen.values(), key=str)
+
+
+def discover_runs(workdir: str | Path) -> list[RunSource]:
+    """Every run under ``workdir`` (see the module docstring for the layout)."""
+    workdir = Path(workdir)
+    runs_root = workdir / "runs"
+    out: list[RunSource] = []
+    if runs_root.is_dir():
+        for run_dir in sorted(p for p in runs_root.iterdir() if p.is_dir()):
+            files = _unique_wandb_files(run_dir / "wandb") if (run_dir / "wandb").is_dir() else []
+            cfg = run_dir / "config.yaml"
+            if files:
+                out.append(RunSource(run_dir.name, files, cfg if cfg.is_file() else None))
+        return out
+    if workdir.is_dir():
+        by_id: dict[str, list[Path]] = {}
+        for p in _unique_wandb_files(workdir):
+            by_id.setdefault(p.stem[4:], []).append(p)
+        out = [RunSource(rid, files) for rid, files in sorted(by_id.items())]
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    return data if isinstance(data, dict) else {}
+
+
+def run_identity(config: dict, fallback_name: str = "") -> tuple[str, str, int | None]:
+    """(experiment, arm, seed) of a run config; arm/seed fall back to a W&B name ``{arm}-s{seed}``."""
+    experiment = str(config.get("experiment") or config.get("wandb", {}).get("group") or "")
+    arm = config.get("arm")
+    seed = config.get("seed")
+    if (arm is None or seed is None) and fallback_name:
+        base, sep, s = fallback_name.rpartition("-s")
+        if sep and s.isdigit():
+            arm = arm if arm is not None else base
+            seed = seed if seed is not None else int(s)
+    try:
+        seed = int(seed) if seed is not None else None
+    except (TypeError, ValueError):
+        seed = None
+    return experiment, str(arm if arm is not None else fallback_name), seed
+
+
+# ---------------------------------------------------------------------------------------------
+# stitching
+def stitch_fragments(fragments: Sequence[RunData]):
+    """One wide DataFrame (index: trainer/global_step, one column per metric) from the fragments
+    of one run, ordered by start time; for a step logged by several fragments the later fragment
+    wins, per metric. Rows logged without the step key take the last step seen in their fragment
+    (W&B's own rule for ``define_metric(step_metric=...)``); a fragment with no step key at all
+    falls back to ``_step``. Keys starting with ``_`` are dropped."""
+    import pandas as pd
+
+    parts = []
+    notes: list[str] = []
+    for order, frag in enumerate(sorted(fragments, key=lambda f: (f.start_time, f.source))):
+        if frag.n_rows == 0:
+            continue
+        if STEP_KEY in frag.keys:
+            step = pd.Series(frag.column(STEP_KEY)).ffill().to_numpy()
+        else:
+            step = frag.column("_step")
+            notes.append(f"{frag.source}: no {STEP_KEY} logged; used W&B's _step instead")
+        keep = [j for j, k in enumerate(frag.keys) if not k.startswith("_") and k != STEP_KEY]
+        df = pd.DataFrame(frag.values[:, keep], columns=[frag.keys[j] for j in keep])
+        df.insert(0, "_order", order)
+        df.insert(0, STEP_KEY, step)
+        parts.append(df[~np.isnan(step)])
+    if not parts:
+        return pd.DataFrame(index=pd.Index([], name=STEP_KEY, dtype="int64")), notes
+    allrows = pd.concat(parts, ignore_index=True, sort=False) if len(parts) > 1 else parts[0]
+    allrows = allrows.drop(columns="_order")
+    allrows[STEP_KEY] = allrows[STEP_KEY].astype("int64")
+    if len(parts) == 1 and allrows[STEP_KEY].is_monotonic_increasing and allrows[STEP_KEY].is_unique:
+        wide = allrows.set_index(STEP_KEY)
+    else:
+        wide = allrows.groupby(STEP_KEY, sort=True).last()  # last non-null per column
+    return wide, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# ingestion (runs in worker processes: module-level, arguments and results picklable)
+def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:
+    safe = run_id.replace("/", "_")
+    return cache_dir / f"{safe}.parquet", cache_dir / f"{safe}.json"
+
+
+def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    pq, js = _cache_paths(cache_dir, meta["run_id"])
+    tmp = pq.with_suffix(f".parquet.tmp{os.getpid()}")
+    wide.reset_index().to_parquet(tmp, index=False)
+    os.replace(tmp, pq)
+    tmpj = js.with_suffix(f".json.tmp{os.getpid()}")
+    tmpj.write_text(json.dumps(meta, default=str))
+    os.replace(tmpj, js)
+    return meta
+
+
+def ingest_offline(source: RunSource, cache_dir: str) -> dict:
+    """Parse the fragments of one run, stitch them, cache them; return the run's metadata."""
+    from arctl.track.wandb_offline import WandbFileError, read_wandb_file
+
+    notes: list[str] = []
+    frags: list[RunData] = []
+    for p in source.files:
+        try:
+            frags.append(read_wandb_file(p, summary=False))
+        except (OSError, WandbFileError) as e:
+            notes.append(f"{p}: unreadable ({e}); skipped it")
+    for f in frags:
+        notes.extend(f.warnings)
+    # an unfinished fragment followed by a later one is a resumed run, not damage
+    ordered = sorted(frags, key=lambda f: (f.start_time, f.source))
+    notes = [n for n in notes if not (n.endswith("(run still running, killed or crashed)")
+                                      and ordered and not n.startswith(ordered[-1].source))]
+    config: dict = {}
+    if source.config_path is not None:
+        try:
+            config = _read_yaml(source.config_path)
+        except Exception as e:  # a broken config.yaml: fall back to the W&B config
+            notes.append(f"{source.config_path}: unreadable ({e}); used the W&B config")
+    if not config:
+        for f in ordered:
+            config = f.config or config
+    last = ordered[-1] if ordered else None
+    experiment, arm, seed = run_identity(config, last.name if last else "")
+    if not experiment and last is not None:
+        experiment = last.group
+    wide, stitch_notes = stitch_fragments(frags)
+    notes.extend(stitch_notes)
+    summary: dict = {}
+    for f in ordered:
+        summary.update(f.summary)
+    meta = {
+        "version": CACHE_VERSION,
+        "run_id": source.run_id,
+        "experiment": experiment,
+        "arm": arm,
+        "seed": seed,
+        "state": last.state if last else "empty",
+        "exit_code": last.exit_code if last else None,
+        "wandb_ids": sorted({f.wandb_id for f in frags}),
+        "name": last.name if last else "",
+        "group": last.group if last else "",
+        "project": last.project if last else "",
+        "n_fragments": len(frags),
+        "n_steps": int(len(wide)),
+        "last_step": int(wide.index.max()) if len(wide) else None,
+        "metrics": [str(c) for c in wide.columns],
+        "config": config,
+        "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
+        "signature": source.signature(),
+        "warnings": notes,
+    }
+    return _write_cache(wide, meta, Path(cache_dir))
+
+
+def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) -> dict:
+    """Cache one run read through the W&B API (same layout as :func:`ingest_offline`)."""
+    experiment, arm, seed = run_identity(run.config, run.name)
+    wide, notes = stitch_fragments([run])
+    meta = {
+        "version": CACHE_VERSION,
+        "run_id": run_id,
+        "experiment": experiment or run.group,
+        "arm": arm,
+        "seed": seed,
+        "state": run.state,
+        "exit_code": run.exit_code,
+        "wandb_ids": [run.wandb_id],
+        "name": run.name,
+        "group": run.group,
+        "project": run.project,
+        "n_fragments": 1,
+        "n_steps": int(len(wide)),
+        "last_step": int(wide.index.max()) if len(wide) else None,
+        "metrics": [str(c) for c in wide.columns],
+        "config": run.config,
+        "summary": {k: v for k, v in run.summary.items() if not str(k).startswith("_")},
+        "signature": signature,
+        "warnings": notes + run.warnings,
+    }
+    return _write_cache(wide, meta, Path(cache_dir))
+
+
+def _cached_meta(cache_dir: Path, run_id: str, signature: list) -> dict | None:
+    pq, js = _cache_paths(cache_dir, run_id)
+    if not (pq.is_file() and js.is_file()):
+        return None
+    try:
+        meta = json.loads(js.read_text())
+    except ValueError:
+        return None
+    if meta.get("version") != CACHE_VERSION or meta.get("signature") != json.loads(json.dumps(signature)):
+        return None
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------
+def _progress(enabled: bool, total: int, what: str):
+    from contextlib import nullcontext
+
+    if not enabled or total < 2:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    return progress
+
+
+def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, what: str) -> list:
+    """Call ``fn(*job)`` for every job, in worker processes when there are several jobs."""
+    results: list = [None] * len(jobs)
+    n_proc = min(processes or os.cpu_count() or 1, len(jobs))
+    if n_proc <= 1:
+        with _progress(progress, len(jobs), what) as bar:
+            task = bar.add_task(what, total=len(jobs)) if bar else None
+            for i, job in enumerate(jobs):
+                results[i] = fn(*job)
+                if bar:
+                    bar.advance(task)
+        return results
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import wandb.proto.wandb_internal_pb2  # noqa: F401  (imported once here, inherited by fork)
+
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
+        # submit (and so fork) before the progress bar starts its refresh thread
+        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+        with _progress(progress, len(jobs), what) as bar:
+            task = bar.add_task(what, total=len(jobs)) if bar else None
+            for fut in as_completed(futures):
+                results[futures[fut]] = fut.result()
+                if bar:
+                    bar.advance(task)
+    return results
+
+
+def _match_any(name: str, patterns: Iterable[str] | None) -> bool:
+    return patterns is None or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def flatten_config(config: dict, prefix: str = "") -> dict:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists stay values."""
+    out: dict = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten_config(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None) -> Runs:
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    run_ids, steps, codes, values = [], [], [], []
+    metric_index: dict[str, int] = {}
+    for meta in metas:
+        wanted = [m for m in meta["metrics"] if _match_any(m, metrics)]
+        if not wanted:
+            continue
+        path, _ = _cache_paths(cache_dir, meta["run_id"])
+        table = pq.read_table(path, columns=[STEP_KEY, *wanted])
+        step = table.column(STEP_KEY).to_numpy()
+        for m in wanted:
+            col = table.column(m).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            ok = ~np.isnan(col)
+            n = int(ok.sum())
+            if not n:
+                continue
+            steps.append(step[ok])
+            values.append(col[ok])
+            codes.append(np.full(n, metric_index.setdefault(m, len(metric_index)), dtype=np.int32))
+            run_ids.append((meta["run_id"], n))
+    run_cats = [m["run_id"] for m in metas]
+    run_pos = {r: i for i, r in enumerate(run_cats)}
+    if steps:
+        run_code = np.concatenate([np.full(n, run_pos[r], dtype=np.int32) for r, n in run_ids])
+        step_all = np.concatenate(steps).astype(np.int64)
+        value_all = np.concatenate(values)
+        code_all = np.concatenate(codes)
+    else:
+        run_code = np.zeros(0, dtype=np.int32)
+        step_all = np.zeros(0, dtype=np.int64)
+        value_all = np.zeros(0)
+        code_all = np.zeros(0, dtype=np.int32)
+    arm_of = [m["arm"] for m in metas]
+    exp_of = [m["experiment"] for m in metas]
+    seed_of = np.array([m["seed"] if m["seed"] is not None else -1 for m in metas], dtype=np.int64)
+    arm_cats = sorted(set(arm_of))
+    exp_cats = sorted(set(exp_of))
+    arm_code = np.array([arm_cats.index(a) for a in arm_of], dtype=np.int32)
+    exp_code = np.array([exp_cats.index(e) for e in exp_of], dtype=np.int32)
+    history = pd.DataFrame(
+        {
+            "run_id": pd.Categorical.from_codes(run_code, categories=run_cats),
+            "arm": pd.Categorical.from_codes(arm_code[run_code], categories=arm_cats),
+            "experiment": pd.Categorical.from_codes(exp_code[run_code], categories=exp_cats),
+            "seed": seed_of[run_code],
+            "step": step_all,
+            "metric": pd.Categorical.from_codes(code_all, categories=list(metric_index)),
+            "value": value_all,
+        }
+    )
+    records = []
+    for m in metas:
+        rec = {
+            "run_id": m["run_id"],
+            "experiment": m["experiment"],
+            "arm": m["arm"],
+            "seed": m["seed"],
+            "state": m["state"],
+            "n_steps": m["n_steps"],
+            "last_step": m["last_step"],
+            "n_fragments": m["n_fragments"],
+            "wandb_ids": ",".join(m["wandb_ids"]),
+        }
+        rec.update({f"config.{k}": v for k, v in flatten_config(m.get("config") or {}).items()})
+        records.append(rec)
+    runs = pd.DataFrame.from_records(records, columns=None if records else ["run_id", *ID_COLUMNS[1:]])
+    notes = [w for m in metas for w in m.get("warnings", [])]
+    return Runs(history=history, runs=runs, warnings=notes)
+
+
+def load_runs(
+    workdir: str | Path | None = None,
+    *,
+    experiments: Iterable[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    wandb_project: str | None = None,
+    filters: dict | None = None,
+    cache_dir: str | Path | None = None,
+    processes: int | None = None,
+    progress: bool = True,
+    api=None,
+) -> Runs:
+    """Read the runs of a workspace (default) or of a W&B project (``wandb_project="entity/project"``).
+
+    ``experiments`` keeps only runs of those experiments; ``metrics`` is a list of glob patterns
+    (``eval/*/acc@*``) selecting the metrics put in ``history`` (all when ``None``). Damaged files
+    give :class:`RunReadWarning` warnings (also listed in ``Runs.warnings``), never an exception.
+    """
+    exp_set = set(experiments) if experiments is not None else None
+    if wandb_project:
+        metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api)
+        cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
+    else:
+        workdir = Path(workdir) if workdir is not None else default_workdir()
+        cache = Path(cache_dir) if cache_dir else workdir / ".arctl-cache" / "runs"
+        metas = _load_offline(workdir, exp_set, cache, processes, progress)
+    metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
+    out = _assemble(metas, cache, metrics)
+    for w in out.warnings:
+        warnings.warn(w, RunReadWarning, stacklevel=2)
+    return out
+
+
+def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
+    sources = discover_runs(workdir)
+    if exp_set is not None:
+        kept = []
+        for s in sources:
+            if s.config_path is not None:
+                try:
+                    exp = str(_read_yaml(s.config_path).get("experiment", ""))
+                except Exception:
+                    exp = None
+                if exp is not None and exp not in exp_set:
+                    continue
+            kept.append(s)
+        sources = kept
+    metas: list[dict | None] = []
+    todo: list[tuple[int, RunSource]] = []
+    for s in sources:
+        meta = _cached_meta(cache, s.run_id, s.signature())
+        metas.append(meta)
+        if meta is None:
+            todo.append((len(metas) - 1, s))
+    if todo:
+        results = _run_parallel(ingest_offline, [(s, str(cache)) for _, s in todo], processes, progress,
+                                "reading runs")
+        for (i, _), meta in zip(todo, results):
+            metas[i] = meta
+    out = [m for m in metas if m is not None]
+    if exp_set is not None:
+        out = [m for m in out if m["experiment"] in exp_set]
+    return out
+
+
+def _online_cache_dir(project: str) -> Path:
+    base = Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+    return base / ".arctl-cache" / "wandb" / project.replace("/", "__")
+
+
+def _load_online(project: str, filters, exp_set, cache_dir, progress, api) -> list[dict]:
+    from arctl.track.wandb_online import list_runs, read_run, run_signature
+
+    cache = Path(cache_dir) if cache_dir else _online_cache_dir(project)
+    flt = dict(filters or {})
+    if exp_set is not None and "group" not in flt and "config.experiment" not in flt:
+        flt["$or"] = [{"group": {"$in": sorted(exp_set)}}, {"config.experiment": {"$in": sorted(exp_set)}}]
+    metas = []
+    runs = list_runs(project, filters=flt or None, api=api)
+    with _progress(progress, len(runs), "downloading runs") as bar:
+        task = bar.add_task("downloading runs", total=len(runs)) if bar else None
+        for r in runs:
+            run_id = str((r.config or {}).get("run_id") or r.id)
+            sig = run_signature(r)
+            meta = _cached_meta(cache, run_id, sig)
+            if meta is None:
+                meta = ingest_online(read_run(r), run_id, sig, str(cache))
+            metas.append(meta)
+            if bar:
+                bar.advance(task)
+    if exp_set is not None:
+        metas = [m for m in metas if m["experiment"] in exp_set]
+    return metas

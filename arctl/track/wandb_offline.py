@@ -1,0 +1,364 @@
+"""Reader for W&B offline transaction logs (``run-<id>.wandb``), the only source of truth of an
+offline run in wandb 0.31 (see docs/metrics.md and the wandb-offline note).
+
+File layout: a 7-byte header (``b":W&B"``, magic 0xBEE1 little-endian, version 0), then the
+LevelDB log format: 32 KiB blocks (block offsets counted from the start of the file), each a
+sequence of chunks ``crc u32 | length u16 | type u8 | data`` with type FULL=1, FIRST=2, MIDDLE=3,
+LAST=4 and zero padding when fewer than 7 bytes are left in a block. A logical record (FULL, or
+FIRST+MIDDLE*+LAST) is a serialized ``wandb.proto.wandb_internal_pb2.Record``.
+
+The checksum covers ``type byte + data``. wandb-core writes the IEEE CRC-32 (``zlib.crc32``)
+there, while the LevelDB specification says CRC-32C (Castagnoli); both are accepted.
+
+A truncated or corrupt file never raises: every intact record is kept and the damage is reported
+in :attr:`RunData.warnings` (a chunk with a bad checksum or impossible length drops the rest of
+its block, as LevelDB readers do; a record cut by the end of the file is dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from arctl.track.run_data import RunData
+
+HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
+HEADER_LEN = 7
+BLOCK_LEN = 32768
+CHUNK_HEADER_LEN = 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+# field numbers of wandb_internal.proto Record (checked against the installed proto by a test)
+FIELD_HISTORY = 2
+FIELD_SUMMARY = 3
+FIELD_CONFIG = 5
+FIELD_RUN = 17
+FIELD_EXIT = 18
+
+_CHUNK = struct.Struct("<IHB")
+
+
+class WandbFileError(ValueError):
+    """The file is not a W&B transaction log at all (wrong header)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# checksums
+_CRC32C_TABLE: list[int] = []
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), pure Python; used only as a fallback
+    when the IEEE CRC-32 does not match, so its speed does not matter."""
+    if not _CRC32C_TABLE:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _CRC32C_TABLE.append(c)
+    table = _CRC32C_TABLE
+    crc ^= 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+_TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
+
+
+def _checksum_ok(expected: int, chunk_type: int, data: bytes) -> bool:
+    if zlib.crc32(data, _TYPE_CRC[chunk_type]) == expected:
+        return True
+    return crc32c(bytes([chunk_type]) + data) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# framing
+def iter_records(buf: bytes, warn: Callable[[str], None], where: str = "") -> Iterator[bytes]:
+    """Yield the payload of every intact logical record of a .wandb byte string.
+
+    Raises :class:`WandbFileError` only when the header is wrong; damage after the header goes to
+    ``warn`` and the intact records around it are still yielded.
+    """
+    n = len(buf)
+    if n < HEADER_LEN:
+        if n:
+            warn(f"{where}: file is {n} bytes, shorter than the 7-byte W&B header; no records")
+        else:
+            warn(f"{where}: file is empty (the run was killed before its first flush); no records")
+        return
+    if buf[:4] != HEADER[:4] or buf[4:6] != HEADER[4:6]:
+        raise WandbFileError(f"{where}: not a W&B transaction log (header {buf[:7]!r}, expected {HEADER!r})")
+    if buf[6] != 0:
+        warn(f"{where}: unknown .wandb format version {buf[6]}; reading it as version 0")
+    pos = HEADER_LEN
+    pending: list[bytes] | None = None
+    unpack = _CHUNK.unpack_from
+    while pos < n:
+        left = BLOCK_LEN - pos % BLOCK_LEN
+        if left < CHUNK_HEADER_LEN:  # block trailer (zero padding)
+            pos += left
+            continue
+        if pos + CHUNK_HEADER_LEN > n:
+            if any(buf[pos:n]):
+                warn(f"{where}: truncated chunk header at byte {pos} (file ends at {n})")
+            break
+        crc, length, ctype = unpack(buf, pos)
+        if ctype == 0 and length == 0:  # zero padding / preallocated space: skip the block
+            if crc != 0:
+                warn(f"{where}: corrupt chunk header at byte {pos}; skipping the rest of its block")
+                pending = None
+            pos += left
+            continue
+        end = pos + CHUNK_HEADER_LEN + length
+        if ctype not in (FULL, FIRST, MIDDLE, LAST) or CHUNK_HEADER_LEN + length > left:
+            warn(f"{where}: corrupt chunk (type {ctype}, length {length}) at byte {pos}; "
+                 "skipping the rest of its block")
+            pending = None
+            pos += left
+            continue
+        if end > n:
+            warn(f"{where}: file truncated inside a record at byte {pos} (chunk needs {end - n} more "
+                 "bytes); kept the records before it")
+            pending = None
+            break
+        data = buf[pos + CHUNK_HEADER_LEN : end]
+        if not _checksum_ok(crc, ctype, data):
+            warn(f"{where}: checksum mismatch at byte {pos}; skipping the rest of its block")
+            pending = None
+            pos += left
+            continue
+        pos = end
+        if ctype == FULL:
+            if pending is not None:
+                warn(f"{where}: record before byte {pos} has no LAST chunk; dropped it")
+                pending = None
+            yield data
+        elif ctype == FIRST:
+            if pending is not None:
+                warn(f"{where}: record before byte {pos} has no LAST chunk; dropped it")
+            pending = [data]
+        elif ctype == MIDDLE:
+            if pending is None:
+                warn(f"{where}: MIDDLE chunk without FIRST at byte {pos}; dropped it")
+            else:
+                pending.append(data)
+        else:  # LAST
+            if pending is None:
+                warn(f"{where}: LAST chunk without FIRST at byte {pos}; dropped it")
+            else:
+                pending.append(data)
+                yield b"".join(pending)
+                pending = None
+    if pending is not None:
+        warn(f"{where}: file ends inside a multi-chunk record; dropped it")
+
+
+def record_field(payload: bytes) -> int:
+    """Field number of the record-type oneof of a serialized Record, read without parsing it
+    (skipping the non-oneof fields num=1, control=16, uuid=19, _info=200); 0 if unreadable."""
+    i = 0
+    n = len(payload)
+    try:
+        while i < n:
+            tag, i = _varint(payload, i)
+            field, wire = tag >> 3, tag & 7
+            if field not in _NON_ONEOF:
+                return field
+            if wire == 0:
+                _, i = _varint(payload, i)
+            elif wire == 2:
+                size, i = _varint(payload, i)
+                i += size
+            else:
+                return 0
+    except IndexError:
+        return 0
+    return 0
+
+
+_NON_ONEOF = frozenset((1, 16, 19, 200))
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+_JSON_CONSTANTS = {"true": 1.0, "false": 0.0, "null": math.nan}
+
+
+def _to_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    c = _JSON_CONSTANTS.get(text)
+    if c is not None:
+        return c
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return math.nan
+    if isinstance(v, bool | int | float):
+        return float(v)
+    return math.nan  # strings, media, tables: not a number
+
+
+def _floats(texts: list[str]) -> np.ndarray:
+    try:
+        return np.array(texts, dtype=np.float64)
+    except ValueError:
+        return np.array([_to_float(t) for t in texts], dtype=np.float64)
+
+
+def _json_value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _item_key(item) -> str:
+    nk = item.nested_key
+    return ".".join(nk) if nk else item.key
+
+
+def _set_nested(d: dict, key_parts: list[str], value) -> None:
+    for part in key_parts[:-1]:
+        d = d.setdefault(part, {})
+        if not isinstance(d, dict):
+            return
+    d[key_parts[-1]] = value
+
+
+def _config_value(v):
+    # wandb-core config items are the raw values; the legacy format wrapped them in {"value": x}
+    if isinstance(v, dict) and set(v) <= {"value", "desc"} and "value" in v:
+        return v["value"]
+    return v
+
+
+def _apply_config(config: dict, items) -> None:
+    for it in items:
+        parts = list(it.nested_key) or [it.key]
+        if parts[0] == "_wandb":
+            continue
+        _set_nested(config, parts, _config_value(_json_value(it.value_json)))
+
+
+# ---------------------------------------------------------------------------------------------
+def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
+    """Parse one ``run-<id>.wandb`` file into a :class:`RunData` (history, config, summary, run
+    metadata, exit state). ``summary=False`` skips the summary records (about a third of the parse
+    time); the summary is then the last logged history value of each key."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    path = Path(path)
+    where = str(path)
+    warnings: list[str] = []
+    buf = path.read_bytes()
+    wandb_id = path.stem[4:] if path.stem.startswith("run-") else path.stem
+    run = RunData(wandb_id=wandb_id, source=where, warnings=warnings)
+
+    Record = pb.Record
+    row_of: list[int] = []
+    key_of: list[str] = []
+    text_of: list[str] = []
+    n_rows = 0
+    summ: dict = {}
+    for payload in iter_records(buf, warnings.append, where):
+        field = record_field(payload)
+        if field == FIELD_SUMMARY and not summary:
+            continue
+        if field not in (FIELD_HISTORY, FIELD_SUMMARY, FIELD_CONFIG, FIELD_RUN, FIELD_EXIT):
+            continue
+        try:
+            rec = Record.FromString(payload)
+        except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+            warnings.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
+            continue
+        if field == FIELD_HISTORY:
+            items = rec.history.item
+            for it in items:
+                nk = it.nested_key
+                key_of.append(nk[0] if len(nk) == 1 else _item_key(it))
+                text_of.append(it.value_json)
+            row_of.extend([n_rows] * len(items))
+            n_rows += 1
+        elif field == FIELD_SUMMARY:
+            for it in rec.summary.update:
+                summ[_item_key(it)] = it.value_json
+            for it in rec.summary.remove:
+                summ.pop(_item_key(it), None)
+        elif field == FIELD_CONFIG:
+            _apply_config(run.config, rec.config.update)
+        elif field == FIELD_RUN:
+            r = rec.run
+            run.wandb_id = r.run_id or run.wandb_id
+            run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
+            run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
+            _apply_config(run.config, r.config.update)
+        elif field == FIELD_EXIT:
+            run.exit_code = int(rec.exit.exit_code)
+            run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
+            run.state = "finished" if run.exit_code == 0 else "failed"
+
+    col_index: dict[str, int] = {}
+    cols = [col_index.setdefault(k, len(col_index)) for k in key_of]
+    values = np.full((n_rows, len(col_index)), np.nan)
+    if key_of:
+        values[np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = _floats(text_of)
+    run.keys = list(col_index)
+    run.values = values
+
+    if summary:
+        run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
+    else:
+        for j, k in enumerate(run.keys):
+            col = values[:, j]
+            ok = np.flatnonzero(~np.isnan(col))
+            if ok.size:
+                run.summary[k] = float(col[ok[-1]])
+    if run.state == "incomplete":
+        warnings.append(f"{where}: no exit record (run still running, killed or crashed)")
+    return run
+
+
+def read_wandb_header(path: str | Path, max_bytes: int = 4 * BLOCK_LEN) -> RunData:
+    """Run metadata and config from the first records of a .wandb file, without the history
+    (cheap way to learn a run's experiment/arm/seed when it has no config.yaml)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    path = Path(path)
+    with open(path, "rb") as f:
+        buf = f.read(max_bytes)
+    run = RunData(wandb_id=path.stem[4:] if path.stem.startswith("run-") else path.stem, source=str(path))
+    for payload in iter_records(buf, lambda msg: None, str(path)):
+        field = record_field(payload)
+        if field == FIELD_RUN:
+            r = pb.Record.FromString(payload).run
+            run.wandb_id = r.run_id or run.wandb_id
+            run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
+            run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
+            _apply_config(run.config, r.config.update)
+        elif field == FIELD_CONFIG:
+            _apply_config(run.config, pb.Record.FromString(payload).config.update)
+        elif field == FIELD_HISTORY:
+            break
+    return run
