@@ -1,0 +1,309 @@
+"""Tree packing of one thinking sample and its summary branches (paper App. C, Figure 7).
+
+One sequence per thinking sample: ``prompt + thinking`` (the *trunk*), then every summary branch
+``inserted tokens + summary`` appended after it. A branch cut at ``c`` thinking tokens continues the
+position ids from its cut point and attends to the trunk up to the cut and to itself only.
+
+Attention is encoded per token by two 1-D tensors, as the authors did:
+``cut[q]`` (the token sees trunk tokens ``k < cut[q]``) and ``branch_start[q]`` (and the tokens
+``k >= branch_start[q]`` of its own branch), so
+
+    mask(q, k) = k <= q  and  (k < cut[q]  or  k >= branch_start[q]).
+
+Trunk tokens have ``branch_start = 0`` (plain causal); padding tokens see only themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+DEFAULT_BLOCK_SIZE = 128
+
+
+@dataclass(frozen=True)
+class SummaryBranch:
+    """Input of :func:`pack_tree`: a summary sampled after cutting the thinking at ``cut`` tokens.
+
+    ``inserted`` ids are never trained; ``summary`` tokens get ``advantage``.
+    """
+
+    cut: int
+    inserted: Sequence[int]
+    summary: Sequence[int]
+    advantage: float = 0.0
+
+
+@dataclass(frozen=True)
+class BranchSpan:
+    """Where branch i lives in the packed sequence: packed indices ``[start, end)``, summary tokens
+    from ``summary_start``; it sees trunk indices ``[0, trunk_cut)``."""
+
+    trunk_cut: int
+    start: int
+    summary_start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class PackedTree:
+    """A packed tree: all tensors are 1-D of length L (= valid length + padding)."""
+
+    input_ids: torch.Tensor  # long [L]
+    position_ids: torch.Tensor  # long [L]
+    loss_mask: torch.Tensor  # bool [L]: thinking and summary tokens
+    advantages: torch.Tensor  # float [L]: 0 where loss_mask is False
+    cut: torch.Tensor  # long [L]: sees trunk tokens k < cut[q]
+    branch_start: torch.Tensor  # long [L]: and tokens k >= branch_start[q] (causally)
+    prompt_len: int
+    thinking_len: int
+    branches: tuple[BranchSpan, ...]
+    valid_len: int  # tokens before padding
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def trunk_len(self) -> int:
+        return self.prompt_len + self.thinking_len
+
+    def branch_indices(self, i: int) -> torch.Tensor:
+        """Packed indices that, in order, form branch i as its own sequence:
+        ``prompt + thinking[:cut] + inserted + summary``."""
+        span = self.branches[i]
+        return torch.cat([torch.arange(span.trunk_cut), torch.arange(span.start, span.end)])
+
+    def trunk_indices(self) -> torch.Tensor:
+        """Packed indices of ``prompt + thinking``."""
+        return torch.arange(self.trunk_len)
+
+
+def _ids(seq: Sequence[int] | torch.Tensor) -> list[int]:
+    return [int(t) for t in (seq.tolist() if torch.is_tensor(seq) else seq)]
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple if multiple > 1 else n
+
+
+def pack_tree(
+    prompt_ids: Sequence[int] | torch.Tensor,
+    thinking_ids: Sequence[int] | torch.Tensor,
+    branches: Sequence[SummaryBranch],
+    thinking_advantages: torch.Tensor | Sequence[float] | None = None,
+    pad_to_multiple: int | None = None,
+    pad_id: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> PackedTree:
+    """Pack ``prompt + thinking`` and every branch ``inserted + summary`` into one sequence.
+
+    ``thinking_advantages`` [T] are the per-token thinking advantages (e.g. one row of
+    :func:`arctl.algo.advantages.token_advantages`); None means 0. The prompt and inserted tokens are
+    outside the loss. ``pad_to_multiple`` pads the sequence (e.g. to FlexAttention's block size 128).
+    """
+    prompt, thinking = _ids(prompt_ids), _ids(thinking_ids)
+    p, t = len(prompt), len(thinking)
+    ids = prompt + thinking
+    pos = list(range(p + t))
+    cut = [0] * (p + t)
+    bstart = [0] * (p + t)
+    loss = [False] * p + [True] * t
+    if thinking_advantages is None:
+        adv = [0.0] * (p + t)
+    else:
+        ta = [float(a) for a in (thinking_advantages.tolist() if torch.is_tensor(thinking_advantages) else thinking_advantages)]
+        if len(ta) != t:
+            raise ValueError(f"thinking_advantages has {len(ta)} entries but the thinking has {t} tokens")
+        adv = [0.0] * p + ta
+    spans = []
+    for i, br in enumerate(branches):
+        c = int(br.cut)
+        if not 0 <= c <= t:
+            raise ValueError(f"branch {i}: cut {c} is outside the thinking (0..{t} tokens)")
+        inserted, summary = _ids(br.inserted), _ids(br.summary)
+        start = len(ids)
+        n = len(inserted) + len(summary)
+        if n == 0:
+            raise ValueError(f"branch {i} is empty (no inserted and no summary tokens)")
+        ids += inserted + summary
+        pos += range(p + c, p + c + n)
+        cut += [p + c] * n
+        bstart += [start] * n
+        loss += [False] * len(inserted) + [True] * len(summary)
+        adv += [0.0] * len(inserted) + [float(br.advantage)] * len(summary)
+        spans.append(BranchSpan(p + c, start, start + len(inserted), start + n))
+    valid = len(ids)
+    total = round_up(valid, pad_to_multiple) if pad_to_multiple else valid
+    pad = total - valid
+    ids += [pad_id] * pad
+    pos += [0] * pad
+    cut += [0] * pad
+    bstart += list(range(valid, total))  # padding sees only itself
+    loss += [False] * pad
+    adv += [0.0] * pad
+    return PackedTree(
+        input_ids=torch.tensor(ids, dtype=torch.long),
+        position_ids=torch.tensor(pos, dtype=torch.long),
+        loss_mask=torch.tensor(loss, dtype=torch.bool),
+        advantages=torch.tensor(adv, dtype=dtype),
+        cut=torch.tensor(cut, dtype=torch.long),
+        branch_start=torch.tensor(bstart, dtype=torch.long),
+        prompt_len=p,
+        thinking_len=t,
+        branches=tuple(spans),
+        valid_len=valid,
+    )
+
+
+def pad_tree(tree: PackedTree, length: int, pad_id: int = 0) -> PackedTree:
+    """Pad ``tree`` to ``length`` tokens (padding sees only itself, is outside the loss)."""
+    extra = length - tree.length
+    if extra < 0:
+        raise ValueError(f"cannot pad a tree of {tree.length} tokens to {length}")
+    if extra == 0:
+        return tree
+
+    def cat(x: torch.Tensor, fill: Any) -> torch.Tensor:
+        return torch.cat([x, torch.full((extra,), fill, dtype=x.dtype)])
+
+    return PackedTree(
+        input_ids=cat(tree.input_ids, pad_id),
+        position_ids=cat(tree.position_ids, 0),
+        loss_mask=cat(tree.loss_mask, False),
+        advantages=cat(tree.advantages, 0),
+        cut=cat(tree.cut, 0),
+        branch_start=torch.cat([tree.branch_start, torch.arange(tree.length, length)]),
+        prompt_len=tree.prompt_len,
+        thinking_len=tree.thinking_len,
+        branches=tree.branches,
+        valid_len=tree.valid_len,
+    )
+
+
+def stack_trees(trees: Sequence[PackedTree], pad_id: int = 0, pad_to_multiple: int | None = None) -> dict[str, torch.Tensor]:
+    """Right-pad trees to one length and stack: ``input_ids, position_ids, loss_mask, advantages,
+    cut, branch_start`` as [B, L] tensors."""
+    if not trees:
+        raise ValueError("stack_trees needs at least one tree")
+    length = max(t.length for t in trees)
+    if pad_to_multiple:
+        length = round_up(length, pad_to_multiple)
+    padded = [pad_tree(t, length, pad_id) for t in trees]
+    keys = ("input_ids", "position_ids", "loss_mask", "advantages", "cut", "branch_start")
+    return {k: torch.stack([getattr(t, k) for t in padded]) for k in keys}
+
+
+def unpack(tree: PackedTree, values: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Split per-token ``values`` [L, ...] of a packed tree into the thinking part [T, ...] and each
+    branch's summary part (inserted tokens dropped) — e.g. log-probs or entropies."""
+    p, t = tree.prompt_len, tree.thinking_len
+    return values[p : p + t], [values[s.summary_start : s.end] for s in tree.branches]
+
+
+# ------------------------------------------------------------------------------------- masks
+def dense_tree_mask(cut: torch.Tensor, branch_start: torch.Tensor) -> torch.Tensor:
+    """Dense boolean tree mask (True = attend) from the 1-D encoding: [L, L], or [B, L, L] for [B, L]
+    inputs. For SDPA/transformers use ``mask[:, None]`` ([B, 1, L, L])."""
+    length = cut.shape[-1]
+    q = torch.arange(length, device=cut.device)
+    k = q
+    causal = k[None, :] <= q[:, None]
+    tree = (k < cut[..., :, None]) | (k >= branch_start[..., :, None])
+    return causal & tree
+
+
+def dense_tree_masks(trees: Sequence[PackedTree], pad_to_multiple: int | None = None) -> torch.Tensor:
+    """Batched dense masks [B, 1, L, L] of right-padded trees (matches :func:`stack_trees`)."""
+    batch = stack_trees(trees, pad_to_multiple=pad_to_multiple)
+    return dense_tree_mask(batch["cut"], batch["branch_start"])[:, None]
+
+
+def tree_mask_mod(cut: torch.Tensor, branch_start: torch.Tensor):
+    """FlexAttention ``mask_mod(b, h, q_idx, kv_idx)`` over the 1-D ([L]) or batched ([B, L])
+    encoding; no [L, L] tensor is built."""
+    if cut.dim() == 1:
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (kv_idx <= q_idx) & ((kv_idx < cut[q_idx]) | (kv_idx >= branch_start[q_idx]))
+
+    elif cut.dim() == 2:
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (kv_idx <= q_idx) & ((kv_idx < cut[b, q_idx]) | (kv_idx >= branch_start[b, q_idx]))
+
+    else:
+        raise ValueError(f"cut must be [L] or [B, L], got {tuple(cut.shape)}")
+    return mask_mod
+
+
+def _overlap(lo: torch.Tensor, hi: torch.Tensor, c0: torch.Tensor, c1: torch.Tensor) -> torch.Tensor:
+    return (torch.minimum(hi, c1) - torch.maximum(lo, c0)).clamp_min(0)
+
+
+def tree_block_counts(cut: torch.Tensor, branch_start: torch.Tensor, block_size: int = DEFAULT_BLOCK_SIZE) -> torch.Tensor:
+    """Number of attended (q, k) pairs in every (q-block, kv-block): [B, nQ, nKV].
+
+    Row q attends to the two intervals ``[0, min(cut[q], q+1))`` and ``[branch_start[q], q+1)``, so
+    counts come from interval overlaps in O(L * L / block_size) memory, never O(L^2).
+    """
+    if cut.dim() == 1:
+        cut, branch_start = cut[None], branch_start[None]
+    b, length = cut.shape
+    nblk = -(-length // block_size)
+    q = torch.arange(length, device=cut.device)[None, :, None]
+    c0 = (torch.arange(nblk, device=cut.device) * block_size)[None, None, :]
+    c1 = (c0 + block_size).clamp_max(length)
+    a = torch.minimum(cut[..., None], q + 1)
+    s = branch_start[..., None]
+    zero = torch.zeros_like(a)
+    rows = _overlap(zero, a, c0, c1) + _overlap(s, q + 1, c0, c1) - _overlap(s, a, c0, c1)  # [B, L, nKV]
+    pad_rows = nblk * block_size - length
+    rows = torch.nn.functional.pad(rows, (0, 0, 0, pad_rows))
+    return rows.view(b, nblk, block_size, nblk).sum(2)
+
+
+def _ordered(dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    num = dense.sum(-1, dtype=torch.int32)
+    idx = torch.argsort(dense.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
+    return num, idx
+
+
+def tree_block_mask(
+    cut: torch.Tensor,
+    branch_start: torch.Tensor,
+    device: Any = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    via_create_block_mask: bool = False,
+):
+    """FlexAttention BlockMask of the tree mask from the 1-D ([L]) or batched ([B, L]) encoding.
+
+    By default the block tables are computed from interval overlaps (:func:`tree_block_counts`), which
+    never materialises [L, L] and equals ``create_block_mask(tree_mask_mod(...))`` exactly. With
+    ``via_create_block_mask=True`` it calls ``torch.compile(create_block_mask)`` (the eager
+    create_block_mask builds the dense [B, 1, L, L] mask, the compiled one does not).
+    """
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask
+
+    device = torch.device(device) if device is not None else cut.device
+    cut, branch_start = cut.to(device), branch_start.to(device)
+    mask_mod = tree_mask_mod(cut, branch_start)
+    length = cut.shape[-1]
+    batch = cut.shape[0] if cut.dim() == 2 else None
+    if via_create_block_mask:
+        return torch.compile(create_block_mask)(mask_mod, batch, None, length, length, device, block_size)
+    counts = tree_block_counts(cut, branch_start, block_size)  # [B, nQ, nKV]
+    nblk = counts.shape[-1]
+    q0 = torch.arange(nblk, device=device) * block_size
+    sizes = (torch.minimum(q0 + block_size, torch.tensor(length, device=device)) - q0)
+    # a block is "full" only if it is a whole block_size x block_size tile (as create_block_mask does)
+    full = (counts == block_size * block_size) & (sizes[:, None] == block_size) & (sizes[None, :] == block_size)
+    partial = (counts > 0) & ~full
+    kv_num, kv_idx = _ordered(partial[:, None])
+    full_num, full_idx = _ordered(full[:, None])
+    return BlockMask.from_kv_blocks(
+        kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=block_size, mask_mod=mask_mod, seq_lengths=(length, length)
+    )
