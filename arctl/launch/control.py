@@ -1,0 +1,75 @@
+"""Cancel runs and find their logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from arctl.launch import states
+from arctl.launch.executors import LaunchError
+from arctl.launch.refresh import pid_alive
+from arctl.launch.registry import Registry, RunRecord
+from arctl.launch.status_file import read_status
+from arctl.launch.workspace import Workspace
+
+
+def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
+    """Cancel the active runs among ``records`` (one scancel for all SLURM jobs); mark them CANCELLED."""
+    outcome = []
+    active = [r for r in records if r.state in states.ACTIVE]
+    slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
+    if slurm_ids:
+        if not shutil.which("scancel"):
+            raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
+        proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+    for rec in active:
+        if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
+            os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
+        outcome.append((rec, f"cancelled (job {rec.job_id})"))
+    reg.update_many((r.run_id, {"state": states.CANCELLED, "ended_at": time.time(), "claim": None}) for r, _ in outcome)
+    for rec, _ in outcome:
+        rec.state = states.CANCELLED
+    return outcome
+
+
+def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:
+    """stdout/stderr files of the run's current job (newest attempt first within a job)."""
+    run_dir = workspace.run_dir(record.run_id)
+    candidates: list[Path] = []
+    job = record.job_id or ""
+    for base in (workspace.jobs_dir / job, run_dir / "job" / job):
+        if job and base.is_dir():
+            candidates += sorted(base.glob("*_log.out")) + sorted(base.glob("*_log.err"))
+    if not candidates:  # fall back to the newest logs of any attempt
+        found = [p for p in (run_dir / "job").rglob("*_log.*") if p.suffix in (".out", ".err")]
+        found.sort(key=lambda p: p.stat().st_mtime)
+        candidates = found[-2:]
+    return candidates
+
+
+ERROR_LINE = re.compile(r"(Traceback|Error|ERROR|Exception|Killed|CANCELLED|DUE TO TIME LIMIT|oom)", re.I)
+
+
+def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
+    """One line saying why the run failed: the job's own report, else the last error line of stderr."""
+    status = read_status(workspace.run_dir(record.run_id))
+    if status.get("error"):
+        return str(status["error"])
+    for path in reversed(log_files(workspace, record)):
+        if path.suffix != ".err":
+            continue
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in reversed(lines):
+            if ERROR_LINE.search(line) and "submitit WARNING" not in line:
+                return line.strip()
+    return record.error

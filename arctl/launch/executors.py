@@ -1,0 +1,144 @@
+"""submitit executors from a run's ``cluster`` section: slurm, local, debug (and auto).
+
+``auto`` means SLURM when ``sbatch`` is on PATH, else local. SLURM jobs get the ``cluster``
+profile as sbatch options (partition, account, qos, nodes, gpus per node, cpus, mem, time,
+constraint, extra ``#SBATCH`` lines, setup lines) and are told to send SIGUSR1 ``signal_delay_s``
+before the time limit, which the job turns into checkpoint + requeue.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+EXECUTORS = ("slurm", "local", "debug")
+PREEMPT_SIGNAL = "USR1"
+MAX_SIGNAL_DELAY_S = 90
+
+
+class LaunchError(ValueError):
+    """A launch request that cannot be satisfied (bad executor, bad cluster option, sbatch failure)."""
+
+
+def choose_executor(requested: str | None, configured: str | None) -> tuple[str, str]:
+    """(executor, one-line reason). ``requested`` (--executor) beats the config's cluster.executor."""
+    name = requested or configured or "auto"
+    if name == "auto":
+        if shutil.which("sbatch"):
+            return "slurm", "executor: slurm (sbatch found on PATH)"
+        return "local", "executor: local (no sbatch on PATH; this machine runs the jobs)"
+    if name not in EXECUTORS:
+        raise LaunchError(f"unknown executor {name!r} — choose one of: auto, {', '.join(EXECUTORS)}")
+    if name == "slurm" and not shutil.which("sbatch"):
+        raise LaunchError("executor slurm needs `sbatch` on PATH — use --executor local, or run on a SLURM login node")
+    origin = "--executor" if requested else "cluster.executor"
+    return name, f"executor: {name} ({origin})"
+
+
+def local_parallelism(cluster: dict, n_runs: int, requested: int | None = None) -> int:
+    """Concurrent local jobs: --array-parallelism, else as many as the cores allow (>= 1)."""
+    if requested:
+        return max(1, min(requested, n_runs))
+    cores = os.cpu_count() or 1
+    per_job = max(1, int(cluster.get("cpus_per_task") or 1))
+    fit = max(1, cores // per_job)
+    return max(1, min(fit, int(cluster.get("array_parallelism") or 1), n_runs))
+
+
+def _sbatch_extra(lines: list) -> dict:
+    """``["--exclusive", "--mail-type=END", "#SBATCH --reservation=x"]`` -> additional_parameters."""
+    extra: dict = {}
+    for raw in lines or []:
+        text = str(raw).strip()
+        text = re.sub(r"^#SBATCH\s+", "", text)
+        match = re.fullmatch(r"--?([A-Za-z][A-Za-z0-9_-]*)(?:[= ](.+))?", text)
+        if not match:
+            raise LaunchError(f"cluster.sbatch_extra entry {raw!r} is not an sbatch option — write e.g. '--exclusive' or '--reservation=NAME'")
+        key, value = match.group(1).replace("-", "_"), match.group(2)
+        extra[key] = True if value is None else value.strip()
+    return extra
+
+
+def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None = None) -> dict:
+    """submitit SlurmExecutor parameters for a ``cluster`` section."""
+    time_min = int(cluster.get("time_min") or 60)
+    delay = min(MAX_SIGNAL_DELAY_S, max(10, time_min * 60 // 10))
+    extra = _sbatch_extra(cluster.get("sbatch_extra") or [])
+    extra["signal"] = f"{PREEMPT_SIGNAL}@{delay}"
+    params: dict = {
+        "job_name": re.sub(r"[^A-Za-z0-9_.-]+", "-", job_name)[:64] or "arctl",
+        "time": time_min,
+        "nodes": int(cluster.get("nodes") or 1),
+        "cpus_per_task": int(cluster.get("cpus_per_task") or 1),
+        "signal_delay_s": delay,
+        "array_parallelism": int(array_parallelism or cluster.get("array_parallelism") or 16),
+        # the job's submitit must treat our preemption signal as "checkpoint and requeue"
+        "setup": [f"export SUBMITIT_PREEMPT_SIGNAL={PREEMPT_SIGNAL}", *[str(s) for s in cluster.get("setup") or []]],
+        "additional_parameters": extra,
+    }
+    if cluster.get("mem_gb"):
+        mem = float(cluster["mem_gb"])
+        params["mem"] = f"{int(mem)}GB" if mem == int(mem) else f"{int(mem * 1024)}MB"
+    for key in ("partition", "account", "qos", "constraint"):
+        if cluster.get(key):
+            params[key] = str(cluster[key])
+    if int(cluster.get("gpus_per_node") or 0) > 0:
+        params["gpus_per_node"] = int(cluster["gpus_per_node"])
+    return params
+
+
+def submitit_command(folder: Path) -> str:
+    """The command submitit puts in the sbatch script (the python of this environment)."""
+    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+
+
+def render_sbatch(params: dict, folder: Path, n_tasks: int) -> str:
+    """The sbatch script submitit would write for ``n_tasks`` array tasks (1: a plain job)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    kwargs = dict(params)
+    if n_tasks > 1:
+        kwargs["map_count"] = n_tasks
+    return _make_sbatch_string(command=submitit_command(folder), folder=folder, **kwargs)
+
+
+def slurm_executor(folder: Path, params: dict, max_num_timeout: int = 20):
+    """A submitit SlurmExecutor; ``max_num_timeout`` bounds the requeues after time limits."""
+    from submitit import SlurmExecutor
+
+    executor = SlurmExecutor(folder=folder, max_num_timeout=max_num_timeout)
+    try:
+        executor.update_parameters(**params)
+    except ValueError as err:
+        raise LaunchError(f"bad cluster option: {str(err).splitlines()[0]}") from None
+    return executor
+
+
+def local_executor(folder: Path, cluster: dict):
+    from submitit import LocalExecutor
+
+    executor = LocalExecutor(folder=folder, max_num_timeout=20)
+    time_min = int(cluster.get("time_min") or 60)
+    executor.update_parameters(timeout_min=time_min, signal_delay_s=min(MAX_SIGNAL_DELAY_S, max(5, time_min * 6)))
+    return executor
+
+
+def verl_job_script(config: dict, run_dir: Path) -> str | None:
+    """The Ray-cluster sbatch body for a multi-node verl run (owned by the verl backend), if any."""
+    if config.get("backend") != "verl" or int(config.get("cluster", {}).get("nodes") or 1) < 2:
+        return None
+    try:
+        from arctl.backends.verl.ray_job import job_script
+    except ImportError:
+        return None
+    return job_script(config, run_dir)
+
+
+def with_ray_setup(params: dict, script: str) -> dict:
+    """Run the Ray bootstrap as the job's setup and the submitit command on the head (no srun)."""
+    lines = [line for line in script.splitlines() if not line.startswith("#!")]
+    return {**params, "setup": [*params.get("setup", []), *lines], "use_srun": False}

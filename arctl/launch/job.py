@@ -1,0 +1,146 @@
+"""The job entry point: every run, on every executor, runs ``RunJob()(run_dir)``.
+
+``python -m arctl.launch.job RUN_DIR`` does the same outside submitit. The job reads the frozen
+config from ``RUN_DIR/config.yaml`` — never from pickled arguments (the pickle holds only the
+run directory) — so a requeued or resubmitted job always starts from the run's latest state.
+
+Signals: SIGUSR1/SIGUSR2 (preemption / time limit) and SIGTERM set the backend's ``stop_event``;
+the backend checkpoints, flushes W&B and returns ``"preempted"``. After a USR signal the job
+then requeues itself through submitit's checkpointing: submitit calls ``RunJob.checkpoint``,
+which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
+runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
+from the checkpoint with the same run id and W&B run id. After SIGTERM (cancel, node shutdown)
+it just exits; ``arctl sweep`` resumes it later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from arctl.launch.backends import resolve_backend
+from arctl.launch.progress import ProgressTap
+from arctl.launch.rundir import read_run_config
+from arctl.launch.status_file import read_status, write_status
+
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
+REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+FLUSH_ENV = "WANDB__TRANSACTION_LOG_FLUSH_INTERVAL"  # W&B's x_transaction_log_flush_interval
+PREEMPTED_EXIT_CODE = 75
+
+
+class JobError(RuntimeError):
+    """The backend did not return "completed" or "preempted"."""
+
+
+def current_job_id() -> str:
+    env = os.environ
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    for key in ("SLURM_JOB_ID", "SUBMITIT_LOCAL_JOB_ID", "SUBMITIT_DEBUG_JOB_ID"):
+        if env.get(key):
+            return env[key]
+    return f"pid{os.getpid()}"
+
+
+def _log(message: str) -> None:
+    print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_job(run_dir: Path) -> tuple[str, list[int]]:
+    """Train the run in ``run_dir``; return (result, signals received)."""
+    run_dir = Path(run_dir).resolve()
+    config = read_run_config(run_dir)
+    attempt = int(read_status(run_dir).get("attempt", 0)) + 1
+    write_status(
+        run_dir, state="running", job_id=current_job_id(), host=socket.gethostname(), pid=os.getpid(),
+        started_at=time.time(), ended_at=None, error=None, attempt=attempt,
+        wandb_id=config.get("wandb", {}).get("id"),
+    )
+    _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
+
+    stop_event = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, _frame):
+        received.append(signum)
+        _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
+        stop_event.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    mode = str(config.get("wandb", {}).get("mode", "offline"))
+    os.environ.setdefault(FLUSH_ENV, "1")
+    if mode != "online":
+        os.environ.pop("WANDB_API_KEY", None)  # not needed offline: keep it out of every child process
+    tap = ProgressTap(run_dir)
+    if mode != "disabled":
+        tap.install()
+    try:
+        train = resolve_backend(config)
+        result = train(config, run_dir, stop_event)
+    except BaseException as err:
+        tap.flush()
+        line = " ".join(f"{type(err).__name__}: {err}".split())[:500]
+        write_status(run_dir, state="failed", error=line, ended_at=time.time())
+        _log(f"ERROR {line}")
+        traceback.print_exc()
+        raise
+    finally:
+        tap.uninstall()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    tap.flush()
+    if result == "completed":
+        write_status(run_dir, state="completed", ended_at=time.time())
+        _log("completed")
+        return result, received
+    if result != "preempted":
+        message = f"backend returned {result!r}, expected 'completed' or 'preempted'"
+        write_status(run_dir, state="failed", error=message, ended_at=time.time())
+        raise JobError(message)
+    names = ",".join(signal.Signals(s).name for s in received) or "none"
+    write_status(run_dir, state="preempted", ended_at=time.time(), signal=names)
+    _log(f"preempted (signals: {names}); checkpoint written")
+    return result, received
+
+
+class RunJob(Checkpointable):
+    """The submitit callable: ``RunJob()(run_dir)``; requeues itself after a preemption signal."""
+
+    def __call__(self, run_dir: str) -> str:
+        from submitit.core.job_environment import JobEnvironment
+
+        usr = JobEnvironment._usr_sig()
+        submitit_handler = signal.getsignal(usr)  # submitit's checkpoint_and_try_requeue, if any
+        result, received = run_job(Path(run_dir))
+        if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received):
+            if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
+                write_status(Path(run_dir), state="requeued")
+                _log("requeueing through submitit")
+                submitit_handler(usr, None)  # calls self.checkpoint(run_dir), requeues, exits
+        return result
+
+    def checkpoint(self, run_dir: str) -> DelayedSubmission:  # type: ignore[override]
+        """Resubmit the same callable on the same run directory (the state is on disk)."""
+        return DelayedSubmission(RunJob(), run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m arctl.launch.job", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="the run directory (holding config.yaml)")
+    args = parser.parse_args(argv)
+    result, _ = run_job(args.run_dir)
+    return 0 if result == "completed" else PREEMPTED_EXIT_CODE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

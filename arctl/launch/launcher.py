@@ -1,0 +1,314 @@
+"""Turn resolved runs into jobs: plan, claim in the registry, freeze run dirs, submit, record.
+
+One ``launch`` call = one sweep or experiment: every run to (re)launch goes out as ONE submitit
+job array (``map_array``) on SLURM, split into chunks of ``cluster.max_array_size``; local runs go
+through one detached local queue (``cluster.array_parallelism`` / cores at a time); debug runs run
+in this process. Runs are claimed in the registry first, so concurrent launches of the same sweep
+submit each run exactly once; completed runs are skipped unless ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.launch import states
+from arctl.launch.executors import (
+    LaunchError,
+    choose_executor,
+    local_parallelism,
+    render_sbatch,
+    slurm_executor,
+    slurm_parameters,
+    verl_job_script,
+    with_ray_setup,
+)
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.run_id import make_run_id
+from arctl.launch.rundir import frozen_config, prepare_run_dir
+from arctl.launch.status_file import write_status
+from arctl.launch.workspace import Workspace
+
+
+@dataclass
+class LaunchItem:
+    """One run to launch: its id, where it comes from and its (frozen) config."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int
+    config: dict
+    sweep: str | None = None
+    action: str = "new"  # new | resume | rerun | skip | active
+    reason: str = ""
+    state: str | None = None  # current registry state
+
+    def record(self) -> RunRecord:
+        return RunRecord(
+            run_id=self.run_id, experiment=self.experiment, arm=self.arm, seed=self.seed, sweep=self.sweep,
+            scale=str(self.config.get("scale", {}).get("name", "")) or None, backend=self.config.get("backend"),
+        )
+
+
+@dataclass
+class LaunchResult:
+    executor: str
+    executor_note: str
+    items: list[LaunchItem]
+    submitted: list[LaunchItem] = field(default_factory=list)
+    skipped: list[tuple[LaunchItem, str]] = field(default_factory=list)
+    job_ids: dict[str, str] = field(default_factory=dict)  # run_id -> job id
+    failed: dict[str, str] = field(default_factory=dict)  # run_id -> error (debug executor)
+
+
+def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
+    """LaunchItems (with run ids) for ``arctl.spec.ResolvedRun`` objects; duplicates merged."""
+    items: dict[str, LaunchItem] = {}
+    for run in resolved:
+        run_id = make_run_id(run.config)
+        items.setdefault(
+            run_id,
+            LaunchItem(run_id=run_id, experiment=run.experiment, arm=run.arm, seed=run.seed,
+                       config=frozen_config(run.config, run_id, run_id), sweep=run.sweep),
+        )
+    return list(items.values())
+
+
+def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
+    """What a launch would do with each item (read-only: nothing is claimed or written)."""
+    known: dict[str, RunRecord] = {}
+    if workspace.exists():
+        with Registry(workspace.registry_path) as reg:
+            for item in items:
+                rec = reg.get(item.run_id)
+                if rec is not None:
+                    known[item.run_id] = rec
+    for item in items:
+        rec = known.get(item.run_id)
+        item.state = rec.state if rec else None
+        if rec is None:
+            item.action, item.reason = "new", "not in the registry"
+        elif rec.state in states.ACTIVE:
+            item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
+        elif rec.state == states.COMPLETED:
+            item.action, item.reason = ("rerun", "completed, --force") if force else ("skip", "completed")
+        else:
+            item.action, item.reason = "resume", f"{rec.state.lower()}: resumes from its last checkpoint"
+    return items
+
+
+def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
+                    array_parallelism: int | None = None) -> list[tuple[str, str]]:
+    """(title, sbatch script) as they would be submitted (SLURM), without submitting anything."""
+    if executor != "slurm" or not items:
+        return []
+    scripts = []
+    folder = workspace.jobs_dir / "%j"
+    plain = []
+    for item in items:
+        ray = verl_job_script(item.config, workspace.run_dir(item.run_id))
+        if ray is not None:
+            params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
+            scripts.append((f"sbatch script for {item.run_id} (multi-node verl with Ray)", render_sbatch(params, folder, 1)))
+        else:
+            plain.append(item)
+    for group in _groups(plain, array_parallelism):
+        params, chunk = group
+        title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''})"
+        scripts.append((title, render_sbatch(params, folder, len(chunk))))
+    return scripts
+
+
+def _groups(items: list[LaunchItem], array_parallelism: int | None) -> list[tuple[dict, list[LaunchItem]]]:
+    """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size."""
+    by_params: dict[str, tuple[dict, list[LaunchItem]]] = {}
+    for item in items:
+        name = item.sweep or item.experiment
+        params = slurm_parameters(item.config["cluster"], name, array_parallelism)
+        key = json.dumps(params, sort_keys=True)
+        by_params.setdefault(key, (params, []))[1].append(item)
+    out = []
+    for params, group in by_params.values():
+        size = max(1, int(group[0].config["cluster"].get("max_array_size") or 1000))
+        out += [(params, group[i : i + size]) for i in range(0, len(group), size)]
+    return out
+
+
+def launch(
+    items: list[LaunchItem],
+    workspace: Workspace,
+    executor: str | None = None,
+    force: bool = False,
+    array_parallelism: int | None = None,
+    members: Iterable[str] = (),
+    echo: Callable[[str], None] = lambda _msg: None,
+) -> LaunchResult:
+    """Claim, prepare and submit ``items``; returns what was submitted and what was skipped."""
+    if not items:
+        raise LaunchError("nothing to launch")
+    name, note = choose_executor(executor, items[0].config.get("cluster", {}).get("executor"))
+    result = LaunchResult(executor=name, executor_note=note, items=items)
+    workspace.root.mkdir(parents=True, exist_ok=True)
+    by_id = {item.run_id: item for item in items}
+    token = new_claim_token()
+    with Registry(workspace.registry_path) as reg:
+        from arctl.launch.refresh import refresh
+
+        existing = [r for r in (reg.get(i.run_id) for i in items) if r is not None]
+        refresh(reg, workspace, existing)  # a killed job must be seen as failed before we decide
+        claim = reg.claim([item.record() for item in items], token, force=force, members=members)
+        for rec, reason in claim.skipped:
+            result.skipped.append((by_id[rec.run_id], reason))
+        claimed = []
+        for rec in claim.claimed:
+            item = by_id[rec.run_id]
+            previous = rec.extra.get("previous_state")
+            item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
+            item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
+            prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            claimed.append((item, rec))
+        if not claimed:
+            return result
+        try:
+            if name == "slurm":
+                job_ids = _submit_slurm([i for i, _ in claimed], workspace, array_parallelism)
+            elif name == "local":
+                job_ids = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
+            else:
+                job_ids = {item.run_id: "debug" for item, _ in claimed}
+        except BaseException as err:
+            reg.release([i.run_id for i, _ in claimed], token, states.FAILED, f"submission failed: {err}")
+            if isinstance(err, LaunchError):
+                raise
+            if isinstance(err, Exception):
+                raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}") from err
+            raise
+        now = time.time()
+        reg.update_many(
+            (item.run_id, {"state": states.PENDING, "executor": name, "job_id": job_ids[item.run_id],
+                           "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "error": None,
+                           "wandb_id": rec.wandb_run_id, "ended_at": None})
+            for item, rec in claimed
+        )
+        result.submitted = [item for item, _ in claimed]
+        result.job_ids = job_ids
+        if name == "debug":
+            result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
+    return result
+
+
+def _link_job_dir(run_dir: Path, job_dir: Path, job_id: str) -> None:
+    link = run_dir / "job" / job_id
+    try:
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(os.path.relpath(job_dir, link.parent))
+    except OSError:
+        pass
+
+
+def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None) -> dict[str, str]:
+    from arctl.launch.job import RunJob
+
+    folder = workspace.jobs_dir / "%j"
+    job_ids: dict[str, str] = {}
+    plain = []
+    batches: list[tuple[dict, list[LaunchItem]]] = []
+    for item in items:
+        ray = verl_job_script(item.config, workspace.run_dir(item.run_id))
+        if ray is None:
+            plain.append(item)
+        else:
+            params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
+            batches.append((params, [item]))
+    batches += _groups(plain, array_parallelism)
+    for params, chunk in batches:
+        executor = slurm_executor(folder, params)
+        try:
+            jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
+        except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
+            text = " ".join(str(err).split())
+            raise LaunchError(f"sbatch refused the job: {text[-400:]}") from err
+        for item, job in zip(chunk, jobs):
+            job_ids[item.run_id] = str(job.job_id)
+            run_dir = workspace.run_dir(item.run_id)
+            _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
+            write_status(run_dir, state="submitted", job_id=str(job.job_id))
+    return job_ids
+
+
+def _submit_local(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None) -> dict[str, str]:
+    """Start one detached local queue that runs the items ``parallelism`` at a time."""
+    parallel = local_parallelism(items[0].config.get("cluster", {}), len(items), array_parallelism)
+    workspace.jobs_dir.mkdir(parents=True, exist_ok=True)
+    log_path = workspace.jobs_dir / f"local-queue-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    cmd = [sys.executable, "-m", "arctl.launch.local_queue", str(workspace.root), "--parallelism", str(parallel),
+           *[item.run_id for item in items]]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    for item in items:
+        write_status(workspace.run_dir(item.run_id), state="submitted", job_id=f"queue:{proc.pid}")
+    return {item.run_id: f"queue:{proc.pid}" for item in items}
+
+
+def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, echo) -> dict[str, str]:
+    """Run each item in this process (submitit DebugExecutor), one after another."""
+    from submitit import DebugExecutor
+
+    from arctl.launch.job import RunJob
+    from arctl.launch.status_file import read_status
+
+    failed = {}
+    for item in items:
+        run_dir = workspace.run_dir(item.run_id)
+        reg.update(item.run_id, state=states.RUNNING, started_at=time.time())
+        echo(f"running {item.run_id} in-process")
+        job = DebugExecutor(folder=run_dir / "job").submit(RunJob(), str(run_dir))
+        error = None
+        try:
+            job.result()
+        except Exception as err:  # noqa: BLE001 - recorded in the registry, shown by status/logs
+            error = " ".join(str(err).split())[-300:]
+        status = read_status(run_dir)
+        state = {"completed": states.COMPLETED, "preempted": states.PREEMPTED}.get(status.get("state"), states.FAILED)
+        values = {"state": state, "ended_at": time.time(), "error": status.get("error") or error}
+        for key in ("step", "metric_name", "metric_value", "wandb_id"):
+            if status.get(key) is not None:
+                values[key] = status[key]
+        reg.update(item.run_id, **values)
+        if state == states.FAILED:
+            failed[item.run_id] = values["error"] or "failed"
+    return failed
+
+
+def wait_for(
+    workspace: Workspace,
+    run_ids: list[str],
+    on_update: Callable[[list[RunRecord]], None] | None = None,
+    poll_s: float = 2.0,
+    timeout_s: float | None = None,
+) -> list[RunRecord]:
+    """Poll (refresh) until none of ``run_ids`` is active; returns their final records."""
+    from arctl.launch.refresh import refresh
+
+    start = time.monotonic()
+    wanted = set(run_ids)
+    with Registry(workspace.registry_path) as reg:
+        while True:
+            records = [r for r in (reg.get(rid) for rid in run_ids) if r is not None]
+            records = refresh(reg, workspace, records)
+            records = [r for r in records if r.run_id in wanted]
+            if on_update:
+                on_update(records)
+            if not any(r.state in states.ACTIVE for r in records):
+                return records
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                return records
+            time.sleep(poll_s)

@@ -1,0 +1,90 @@
+"""Step and last metric of a running job, tapped from the backend's ``wandb.log`` calls.
+
+The job entry wraps ``wandb.sdk.wandb_run.Run.log`` (whatever the backend) so that every logged
+``trainer/global_step`` and one headline metric reach ``status.json`` (at most every
+``interval_s``), which ``arctl status`` reads without parsing W&B files.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from pathlib import Path
+
+from arctl.launch.status_file import write_status
+
+STEP_KEY = "trainer/global_step"
+# the first of these present in a logged row is the status table's "last metric"
+HEADLINE = ("train/anytime_score", "train/final_score", "train/reward/mean", "train/loss")
+
+
+def headline_metric(row: dict) -> tuple[str, float] | None:
+    for key in HEADLINE:
+        if _is_number(row.get(key)):
+            return key, float(row[key])
+    for key, value in row.items():
+        if key.endswith("anytime_acc") and _is_number(value):
+            return key, float(value)
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class ProgressTap:
+    """Collects step/metric/W&B id from logged rows and writes them to status.json."""
+
+    def __init__(self, run_dir: Path, interval_s: float = 2.0):
+        self.run_dir = Path(run_dir)
+        self.interval_s = interval_s
+        self.values: dict = {}
+        self._written = 0.0
+        self._original = None
+
+    def observe(self, row: dict, run_id: str | None = None) -> None:
+        if not isinstance(row, dict):
+            return
+        if _is_number(row.get(STEP_KEY)):
+            self.values["step"] = int(row[STEP_KEY])
+        metric = headline_metric(row)
+        if metric:
+            self.values["metric_name"], self.values["metric_value"] = metric
+        if run_id:
+            self.values["wandb_id"] = run_id
+        if time.monotonic() - self._written >= self.interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.values:
+            write_status(self.run_dir, **self.values)
+            self._written = time.monotonic()
+
+    def install(self) -> bool:
+        """Wrap wandb's Run.log; False when wandb is not importable."""
+        try:
+            from wandb.sdk import wandb_run
+        except ImportError:
+            return False
+        original = wandb_run.Run.log
+        tap = self
+
+        @functools.wraps(original)
+        def log(run, data, *args, **kwargs):
+            try:
+                tap.observe(data, getattr(run, "id", None))
+            except Exception:  # noqa: BLE001 - progress reporting must never break training
+                pass
+            return original(run, data, *args, **kwargs)
+
+        wandb_run.Run.log = log
+        self._original = original
+        return True
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            from wandb.sdk import wandb_run
+
+            wandb_run.Run.log = self._original
+            self._original = None

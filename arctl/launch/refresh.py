@@ -1,0 +1,152 @@
+"""Bring registry states up to date: the job's status.json + the scheduler (one sacct call for all).
+
+Only active runs (SUBMITTING/PENDING/RUNNING) are looked at, so refreshing a workspace of
+thousands of finished runs costs nothing. SLURM runs: ``sacct`` once for every job id at hand,
+parsed by submitit's SlurmInfoWatcher. Local runs: is the submitit controller (or the local queue)
+still alive? A job that died without reporting (kill -9) becomes FAILED and is resumed by the next
+sweep from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from arctl.launch import states
+from arctl.launch.registry import Registry, RunRecord
+from arctl.launch.status_file import read_status
+from arctl.launch.workspace import Workspace
+
+SACCT_TIMEOUT_S = 60
+GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
+
+
+def sacct_states(job_ids: list[str]) -> dict[str, str]:
+    """Raw SLURM state per job id (``"123_4"`` or ``"123"``), from ONE sacct call (squeue fallback)."""
+    if not job_ids:
+        return {}
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    masters = sorted({j.split("_")[0] for j in job_ids})
+    info: dict = {}
+    if shutil.which("sacct"):
+        cmd = ["sacct", "-X", "-P", "-o", "JobID,State", "-j", ",".join(masters)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=True).stdout
+            info = SlurmInfoWatcher().read_info(out)
+        except (subprocess.SubprocessError, OSError):
+            info = {}
+    if not info and shutil.which("squeue"):  # no accounting: only queued/running jobs are known
+        cmd = ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(masters)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S).stdout
+            info = SlurmInfoWatcher().read_info("JobID|State\n" + out)
+        except (subprocess.SubprocessError, OSError):
+            info = {}
+    return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}
+
+
+def pid_alive(pid: int, needle: str | None = None) -> bool:
+    """Is ``pid`` alive (and, if given, does its command line contain ``needle``)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if needle:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return True
+        if needle not in cmdline:
+            return False
+        try:  # a zombie (exited, not yet reaped by its parent) is dead for us
+            return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+        except (OSError, IndexError):
+            return True
+    return True
+
+
+def _from_status(status: dict) -> dict:
+    values = {}
+    for key in ("step", "metric_name", "metric_value", "wandb_id", "started_at", "ended_at"):
+        if status.get(key) is not None:
+            values[key] = status[key]
+    return values
+
+
+def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float) -> tuple[str, str | None]:
+    """(new state, error) from the job's own report and the scheduler's state."""
+    reported = status.get("state")
+    if reported == "completed":
+        return states.COMPLETED, None
+    if scheduler is not None:
+        if scheduler == states.COMPLETED:  # the job ended without saying "completed"
+            if reported == "preempted":
+                return states.PREEMPTED, None
+            return states.FAILED, status.get("error") or "job ended without completing (see `arctl logs`)"
+        if scheduler == states.FAILED:
+            if reported == "preempted":
+                return states.PREEMPTED, None
+            return states.FAILED, status.get("error") or "job failed or was killed (see `arctl logs`)"
+        if scheduler == states.RUNNING and reported in ("preempted", "requeued"):
+            return states.PENDING, None  # requeue in progress
+        return scheduler, status.get("error") if scheduler in states.TERMINAL else None
+    return record.state, record.error
+
+
+def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:
+    """Update the active runs among ``records`` (default: all) and return them refreshed."""
+    records = registry.list() if records is None else records
+    active = [r for r in records if r.state in states.ACTIVE and r.state != states.SUBMITTING]
+    if not active:
+        return records
+    now = time.time()
+    slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
+    scheduler = {jid: states.slurm_state(raw) for jid, raw in sacct_states(slurm_ids).items()}
+    updates = []
+    for rec in active:
+        status = read_status(workspace.run_dir(rec.run_id))
+        values = _from_status(status)
+        if rec.executor == "slurm":
+            sched = scheduler.get(rec.job_id or "")
+            if sched is None and (rec.submitted_at or 0) > now - GRACE_S:
+                sched = None  # not in accounting yet
+            new_state, error = merge_state(rec, status, sched, now)
+        elif rec.executor == "local":
+            new_state, error = _local_state(rec, status)
+        else:  # debug runs are synchronous
+            new_state, error = merge_state(rec, status, None, now)
+        if new_state != rec.state:
+            values["state"] = new_state
+        if error != rec.error and new_state in states.TERMINAL:
+            values["error"] = error
+        values = {k: v for k, v in values.items() if getattr(rec, k) != v}
+        if values:
+            updates.append((rec.run_id, values))
+            for k, v in values.items():
+                setattr(rec, k, v)
+    registry.update_many(updates)
+    return records
+
+
+def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
+    reported = status.get("state")
+    if reported == "completed":
+        return states.COMPLETED, None
+    job_id = rec.job_id or ""
+    if job_id.startswith("queue:"):  # waiting in the local queue process
+        if pid_alive(int(job_id.split(":")[1]), "arctl.launch.local_queue"):
+            return rec.state, None
+        return states.FAILED, "the local queue stopped before starting this run"
+    if job_id.isdigit() and pid_alive(int(job_id), "submitit"):
+        return (states.PENDING if reported == "requeued" else states.RUNNING), None
+    if reported == "preempted":
+        return states.PREEMPTED, None
+    if reported == "failed":
+        return states.FAILED, status.get("error")
+    return states.FAILED, "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it"

@@ -1,0 +1,35 @@
+"""A run's identity: a stable hash of what it computes, not of how or where it is launched.
+
+``run_id = f"{experiment}_{arm}_s{seed}_{hash}"`` where ``hash`` is the first 10 hex digits of
+SHA-256 over the canonical JSON of the resolved config without its launch-only fields
+(``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``: added by launch).
+The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir")
+HASH_LEN = 10
+_UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
+_PREFIX_MAX = 48
+
+
+def identity_config(config: dict) -> dict:
+    """The part of a resolved config that defines what the run computes."""
+    return {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS}
+
+
+def config_hash(config: dict) -> str:
+    canonical = json.dumps(identity_config(config), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LEN]
+
+
+def make_run_id(config: dict) -> str:
+    """``{experiment}_{arm}_s{seed}_{hash}``; only ``[A-Za-z0-9_-]``, so it is a safe path and W&B id."""
+    prefix = "_".join(_UNSAFE.sub("-", str(config.get(k, "x"))) for k in ("experiment", "arm"))
+    prefix = prefix[:_PREFIX_MAX].strip("-_") or "run"
+    return f"{prefix}_s{int(config.get('seed', 0))}_{config_hash(config)}"

@@ -1,0 +1,73 @@
+"""Create a run directory and freeze its resolved config (``config.yaml``), read it back in the job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from arctl.launch.workspace import run_paths
+
+
+class RunDirError(RuntimeError):
+    """A run directory is missing or its config.yaml is unreadable."""
+
+
+def frozen_config(config: dict, run_id: str, wandb_id: str) -> dict:
+    """The config as the job will see it: the resolved config plus ``run_id`` and ``wandb.id``."""
+    frozen = {k: v for k, v in config.items() if k not in ("run_id", "run_dir")}
+    frozen["run_id"] = run_id
+    frozen["wandb"] = {**frozen.get("wandb", {}), "id": wandb_id}
+    return frozen
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def dump_config(config: dict) -> str:
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100)
+
+
+def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
+    """Create ``run_dir`` with config.yaml, job/, checkpoints/, wandb/.
+
+    ``fresh`` (a --force rerun of a finished run) moves the old checkpoints/, wandb/ and
+    status.json to ``previous/<time>/`` so the run starts from scratch. The config is always
+    (re)written from ``config``, which has the same identity hash as any earlier version.
+    """
+    paths = run_paths(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
+        for key in ("checkpoints", "wandb", "status"):
+            if paths[key].exists():
+                archive.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(paths[key]), str(archive / paths[key].name))
+    for key in ("job", "checkpoints", "wandb"):
+        paths[key].mkdir(exist_ok=True)
+    _atomic_write(paths["config"], dump_config(config))
+    return run_dir
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """The frozen config of ``run_dir`` with ``run_dir`` (absolute) added."""
+    path = run_paths(Path(run_dir))["config"]
+    try:
+        config = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RunDirError(f"{path} does not exist: not an arctl run directory") from None
+    except yaml.YAMLError as err:
+        raise RunDirError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(config, dict):
+        raise RunDirError(f"{path} does not hold a config mapping")
+    config["run_dir"] = str(Path(run_dir).resolve())
+    config.setdefault("run_id", Path(run_dir).name)
+    return config

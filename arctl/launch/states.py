@@ -1,0 +1,46 @@
+"""Run states (registry vocabulary, SLURM-like) and how scheduler states map onto them."""
+
+from __future__ import annotations
+
+SUBMITTING = "SUBMITTING"  # claimed by one `arctl run/sweep` process, being submitted
+PENDING = "PENDING"  # submitted, waiting for resources (or requeued)
+RUNNING = "RUNNING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+PREEMPTED = "PREEMPTED"  # stopped with a checkpoint; the next sweep resumes it
+CANCELLED = "CANCELLED"
+
+ACTIVE = frozenset({SUBMITTING, PENDING, RUNNING})
+TERMINAL = frozenset({COMPLETED, FAILED, PREEMPTED, CANCELLED})
+# what `arctl sweep` relaunches (and resumes from the last checkpoint) without --force
+RELAUNCHABLE = frozenset({FAILED, PREEMPTED, CANCELLED})
+
+# sacct states -> registry states (the part before " by <uid>", e.g. "CANCELLED by 0")
+SLURM_STATES = {
+    "PENDING": PENDING,
+    "REQUEUED": PENDING,
+    "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING,
+    "CONFIGURING": PENDING,
+    "RESIZING": PENDING,
+    "SUSPENDED": PENDING,
+    "RUNNING": RUNNING,
+    "COMPLETING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "SIGNALING": RUNNING,
+    "COMPLETED": COMPLETED,
+    "CANCELLED": CANCELLED,
+    "FAILED": FAILED,
+    "NODE_FAIL": FAILED,
+    "BOOT_FAIL": FAILED,
+    "OUT_OF_MEMORY": FAILED,
+    "DEADLINE": FAILED,
+    "TIMEOUT": PREEMPTED,
+    "PREEMPTED": PREEMPTED,
+}
+
+
+def slurm_state(raw: str) -> str | None:
+    """Registry state for a sacct/squeue state string (None when unknown)."""
+    word = raw.strip().split(" ")[0].rstrip("+").upper()
+    return SLURM_STATES.get(word)

@@ -1,0 +1,68 @@
+"""TEST-ONLY backend "count": a CPU job with the backend contract, for testing the launch layer.
+
+Selected inside the job by ``ARCTL_TEST_BACKEND=count`` (never by a config). It counts
+``trainer.total_steps`` steps, sleeping ``$ARCTL_TEST_STEP_S`` seconds (default 0.2) per step;
+after every step it writes ``checkpoints/state.json`` (step, W&B run id) and appends a line to
+``steps.log`` (``attempt step pid``); on start it resumes from the checkpoint. When
+``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
+``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint, finish W&B, return
+"preempted". It also writes ``received_config.json`` (the config exactly as the job got it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from arctl.launch.status_file import read_status
+
+ENV_STEP_S = "ARCTL_TEST_STEP_S"
+
+
+def _save(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+def train(config: dict, run_dir: Path, stop_event=None) -> str:
+    run_dir = Path(run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir.mkdir(exist_ok=True)
+    ckpt = ckpt_dir / "state.json"
+    (run_dir / "received_config.json").write_text(json.dumps(config, sort_keys=True))
+    state = json.loads(ckpt.read_text()) if ckpt.exists() else {"step": 0}
+    wandb_cfg = config.get("wandb", {})
+    state.setdefault("wandb_id", wandb_cfg.get("id") or config["run_id"])
+    total = int(config.get("trainer", {}).get("total_steps") or 10)
+    step_s = float(os.environ.get(ENV_STEP_S, "0.2"))
+    attempt = read_status(run_dir).get("attempt", 0)
+    run = None
+    if wandb_cfg.get("mode", "offline") != "disabled":
+        import wandb
+
+        run = wandb.init(
+            project=wandb_cfg.get("project", "arctl"), group=wandb_cfg.get("group"), name=wandb_cfg.get("name"),
+            id=state["wandb_id"], dir=str(run_dir / "wandb"), mode=wandb_cfg.get("mode", "offline"),
+            config={k: v for k, v in config.items() if k != "run_dir"}, resume="allow",
+        )
+        run.define_metric("trainer/global_step")
+        run.define_metric("*", step_metric="trainer/global_step")
+    try:
+        with open(run_dir / "steps.log", "a") as log:
+            while state["step"] < total:
+                if stop_event is not None and stop_event.is_set():
+                    return "preempted"
+                time.sleep(step_s)
+                state["step"] += 1
+                _save(ckpt, state)
+                log.write(f"{attempt} {state['step']} {os.getpid()}\n")
+                log.flush()
+                if run is not None:
+                    run.log({"trainer/global_step": state["step"], "train/loss": 1.0 / state["step"]})
+        return "completed"
+    finally:
+        if run is not None:
+            run.finish()

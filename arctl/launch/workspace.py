@@ -1,0 +1,66 @@
+"""Where runs live: the workspace directory and the layout of one run directory.
+
+Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
+
+    registry.sqlite          the run registry (SQLite, WAL)
+    runs/<run_id>/           one directory per run
+        config.yaml          the frozen resolved config (the job reads only this)
+        status.json          written by the job: state, step, last metric, W&B id, error
+        job/                 submitit logs and the sbatch script (links into jobs/ for arrays)
+        checkpoints/         the backend's checkpoints
+        wandb/               W&B's ``dir=``
+    jobs/<job_id>/           submitit's folder for SLURM jobs (pickles, logs, sbatch script)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_WORKDIR = "arctl-runs"
+ENV_HOME = "ARCTL_HOME"
+
+
+def workspace_path(workdir: str | Path | None = None) -> Path:
+    """The workspace directory: ``workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs`` (absolute)."""
+    chosen = workdir or os.environ.get(ENV_HOME) or DEFAULT_WORKDIR
+    return Path(chosen).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def open(cls, workdir: str | Path | None = None) -> Workspace:
+        return cls(workspace_path(workdir))
+
+    @property
+    def registry_path(self) -> Path:
+        return self.root / "registry.sqlite"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.root / "jobs"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    def exists(self) -> bool:
+        return self.registry_path.is_file()
+
+
+def run_paths(run_dir: Path) -> dict[str, Path]:
+    """The files and folders of one run directory."""
+    return {
+        "config": run_dir / "config.yaml",
+        "status": run_dir / "status.json",
+        "job": run_dir / "job",
+        "checkpoints": run_dir / "checkpoints",
+        "wandb": run_dir / "wandb",
+    }
