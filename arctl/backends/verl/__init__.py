@@ -1,0 +1,17 @@
+"""verl backend: AnytimeReasoner as a plugin on verl 0.9.1 for GPU clusters.
+
+Importing this package is cheap (no verl, no torch). Modules:
+
+- ``plugin``       verl.plugins entry point: registers the agent loop, trainer mode and policy loss
+- ``overrides``    resolved arctl config -> verl override list, checked against verl's own config
+- ``ray_job``      the multi-node Ray-on-SLURM job body
+- ``trainer``      ``train(config, run_dir, stop_event)``: runs verl's main_ppo in-process
+- ``trainer_v1``   the v1 ``PPOTrainer`` subclass (tree advantages, arctl metrics)
+- ``advantage``    tree advantages from rollout rows (pure; maths from ``arctl.algo``)
+- ``agent_loop``   tree rollout: thinking once, one prefix request group per distinct cut
+- ``reward``       rule reward with the authors' formatting rule (through ``arctl.algo.verify``)
+- ``policy_loss``  Dr. GRPO constant-normalised PPO-clip loss
+- ``tree_forward`` actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
+- ``data``         DeepScaleR + eval sets -> verl parquet
+- ``evaluate``     anytime evaluation of a checkpoint on the 32-budget grid
+"""

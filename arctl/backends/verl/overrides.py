@@ -1,0 +1,412 @@
+"""Resolved arctl config -> verl 0.9.1 Hydra override list, checked against verl's own config.
+
+:func:`verl_overrides` maps the spec onto verl's keys (``ppo_trainer.yaml``) plus arctl's own
+settings under a new top-level ``arctl`` node (``+arctl.<key>=...``) that the agent loop, the
+trainer and the reward read from the full config every verl process receives.
+:func:`check_overrides` composes ``pkg://verl.trainer.config`` ppo_trainer with the list (Hydra
+compose API, the same composition ``python -m verl.trainer.main_ppo`` does) and checks every value's
+type against verl's default; a wrong key or type raises :class:`VerlConfigError` with one line.
+
+Numbers of the paper (1.5B / 8k): response length 10,176 = 8,000 thinking + 4 budgets x 4
+summaries x 128 + 128 block padding (packed-tree layout).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Values under the config's ``verl:`` section that arctl reads (defaults used when absent).
+VERL_DEFAULTS: dict[str, Any] = {
+    "tree_attention": "flex",  # flex (packed trees, FlexAttention BlockMask) | duplicate (branch rows)
+    "rollout_name": "vllm",
+    "tensor_model_parallel_size": 1,
+    "gpu_memory_utilization": 0.6,
+    "n_gpus_per_node": 8,  # used when cluster.gpus_per_node is 0 (e.g. cluster=auto at paper scale)
+    "micro_batch_size_per_gpu": 1,
+    "max_token_len_per_gpu": 32768,
+    "use_dynamic_bsz": True,
+    "gradient_checkpointing": True,
+    "param_offload": False,
+    "optimizer_offload": False,
+    "block_size": 128,
+    "data_dir": None,  # null: $ARCTL_DATA_DIR or ~/data/arctl
+    "logger": None,  # null: console + wandb (file instead of wandb when wandb.mode=disabled)
+    "resume_mode": "auto",
+    "val_before_train": True,
+    "overrides": [],
+}
+TREE_LAYOUTS = ("flex", "dense", "duplicate")
+
+
+class VerlConfigError(ValueError):
+    """A verl override that verl's own config rejects (unknown key, wrong type, bad value)."""
+
+
+def verl_setting(config: dict, key: str) -> Any:
+    """``config['verl'][key]`` or arctl's default for it."""
+    section = config.get("verl") or {}
+    value = section.get(key, None) if isinstance(section, dict) else None
+    return VERL_DEFAULTS[key] if value is None else value
+
+
+def data_dir(config: dict) -> Path:
+    """Where ``arctl data prepare`` writes parquet files and the trainer reads them."""
+    value = verl_setting(config, "data_dir") or os.environ.get("ARCTL_DATA_DIR") or "~/data/arctl"
+    return Path(str(value)).expanduser()
+
+
+def dataset_file(config: dict, name: str, split: str = "test") -> Path:
+    return data_dir(config) / name / f"{split}.parquet"
+
+
+def branch_rows_per_tree(config: dict) -> int:
+    """Summary branches per thinking sample: m budgets x A summaries."""
+    return len(config["thinking"]["budgets"]) * int(config["summary"]["group_size"])
+
+
+def max_response_length(config: dict) -> int:
+    """Longest response verl must hold.
+
+    Packed tree: b_m thinking + m*A branches of ``summary.max_tokens`` (inserted text included)
+    + one FlexAttention block of padding (10,176 for the paper). Duplicated branches: the longest
+    row is b_m thinking + one branch.
+    """
+    budgets = [int(b) for b in config["thinking"]["budgets"]]
+    branch = int(config["summary"]["max_tokens"])
+    if verl_setting(config, "tree_attention") == "duplicate":
+        return max(budgets) + branch
+    block = int(verl_setting(config, "block_size"))
+    return max(budgets) + branch_rows_per_tree(config) * branch + block
+
+
+def _fmt(value: Any) -> str:
+    """A Python value in Hydra's override grammar."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise VerlConfigError(f"verl override value {value!r} is not a finite number")
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_fmt(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./~-]*", text) and text.lower() not in (
+        "null", "true", "false", "nan", "inf",
+    ):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def arctl_settings(config: dict) -> dict[str, Any]:
+    """What arctl's agent loop, trainer and reward need, stored under the ``arctl`` config node."""
+    think, summ, reward, ev = config["thinking"], config["summary"], config["reward"], config["eval"]
+    return {
+        "experiment": config.get("experiment"),
+        "arm": config.get("arm"),
+        "seed": int(config.get("seed", 0)),
+        "budgets": [int(b) for b in think["budgets"]],
+        "prior": think["prior"],
+        "probs": list(think["probs"]) if think.get("probs") is not None else None,
+        "baseline": think["baseline"],
+        "lam": float(think["lam"]),
+        "summary_decoupled": bool(summ["decoupled"]),
+        "summary_prior": summ["prior"],
+        "summary_probs": list(summ["probs"]) if summ.get("probs") is not None else None,
+        "summary_group_size": int(summ["group_size"]),
+        "summary_max_tokens": int(summ["max_tokens"]),
+        "length_penalty": reward["length_penalty"],
+        "alpha": float(reward["alpha"]),
+        "tree_attention": verl_setting(config, "tree_attention"),
+        "block_size": int(verl_setting(config, "block_size")),
+        "eval_budgets": [int(b) for b in ev["budgets"]],
+        "eval_grid": [int(b) for b in ev.get("grid") or ev["budgets"]],
+        "eval_datasets": list(ev["datasets"]),
+        "eval_only": False,
+    }
+
+
+def _val_files(config: dict) -> list[str]:
+    if config["data"].get("val_files"):
+        files = config["data"]["val_files"]
+        return [str(f) for f in (files if isinstance(files, (list, tuple)) else [files])]
+    return [str(dataset_file(config, name, "test")) for name in config["eval"]["datasets"]]
+
+
+def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]:
+    """The Hydra override list (``key=value``) that runs this arctl config on verl's v1 trainer."""
+    layout = verl_setting(config, "tree_attention")
+    if layout not in TREE_LAYOUTS:
+        raise VerlConfigError(
+            f"verl.tree_attention={layout!r} is not a tree layout; use one of {', '.join(TREE_LAYOUTS)}"
+        )
+    data, optim, trainer = config["data"], config["optim"], config["trainer"]
+    cluster, wandb = config.get("cluster") or {}, config.get("wandb") or {}
+    model_path = config["model"].get("path")
+    if not model_path:
+        raise VerlConfigError("model.path is empty: the verl backend needs an HF model id or a local directory")
+    rows = 1 + branch_rows_per_tree(config) if layout == "duplicate" else 1
+    n = int(config["rollout"]["n"])
+    resp_len = max_response_length(config)
+    mini = int(data["ppo_mini_batch_size"])
+    gpus = int(cluster.get("gpus_per_node") or 0) or int(verl_setting(config, "n_gpus_per_node"))
+    logger = verl_setting(config, "logger")
+    if logger is None:
+        logger = ["console", "file"] if wandb.get("mode") == "disabled" else ["console", "wandb"]
+    train_files = data.get("train_files") or str(dataset_file(config, data["train_dataset"], "train"))
+    ev = config["eval"]
+    a = "actor_rollout_ref"
+    ov: dict[str, Any] = {
+        # data
+        "data.train_files": train_files,
+        "data.val_files": _val_files(config),
+        "data.train_batch_size": int(data["train_batch_size"]),
+        "data.max_prompt_length": int(data["max_prompt_length"]),
+        "data.max_response_length": resp_len,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "error",
+        "data.seed": int(config.get("seed", 0)),
+        # model
+        f"{a}.model.path": str(model_path),
+        f"{a}.model.use_remove_padding": layout == "duplicate",
+        f"{a}.model.enable_gradient_checkpointing": bool(verl_setting(config, "gradient_checkpointing")),
+        # actor: one PPO-clip loss over thinking and summary tokens, Dr. GRPO constant normalisation
+        f"{a}.actor.ppo_mini_batch_size": mini * rows,
+        f"{a}.actor.ppo_micro_batch_size_per_gpu": int(verl_setting(config, "micro_batch_size_per_gpu")),
+        f"{a}.actor.use_dynamic_bsz": bool(verl_setting(config, "use_dynamic_bsz")),
+        f"{a}.actor.ppo_max_token_len_per_gpu": int(verl_setting(config, "max_token_len_per_gpu")),
+        f"{a}.actor.ppo_epochs": int(optim["ppo_epochs"]),
+        f"{a}.actor.clip_ratio": float(optim["clip_ratio"]),
+        f"{a}.actor.clip_ratio_low": float(optim["clip_ratio"]),
+        f"{a}.actor.clip_ratio_high": float(optim["clip_ratio_high"]),
+        f"{a}.actor.entropy_coeff": 0,  # verl default is the int 0
+        f"{a}.actor.use_kl_loss": False,
+        f"{a}.actor.optim.lr": float(optim["lr"]),
+        f"{a}.actor.optim.betas": [float(b) for b in optim["betas"]],
+        f"{a}.actor.optim.weight_decay": float(optim["weight_decay"]),
+        f"{a}.actor.optim.clip_grad": float(optim["grad_clip"]),
+        f"{a}.actor.optim.lr_warmup_steps": int(optim["warmup_steps"]),
+        f"{a}.actor.fsdp_config.param_offload": bool(verl_setting(config, "param_offload")),
+        f"{a}.actor.fsdp_config.optimizer_offload": bool(verl_setting(config, "optimizer_offload")),
+        # rollout: vLLM with prefix caching so summary branches reuse the thinking's KV cache
+        f"{a}.rollout.name": verl_setting(config, "rollout_name"),
+        f"{a}.rollout.mode": "async",
+        f"{a}.rollout.n": n,
+        f"{a}.rollout.temperature": float(config["rollout"]["temperature"]),
+        f"{a}.rollout.enable_prefix_caching": True,
+        f"{a}.rollout.calculate_log_probs": False,
+        f"{a}.rollout.tensor_model_parallel_size": int(verl_setting(config, "tensor_model_parallel_size")),
+        f"{a}.rollout.gpu_memory_utilization": float(verl_setting(config, "gpu_memory_utilization")),
+        f"{a}.rollout.val_kwargs.temperature": float(ev["temperature"]),
+        f"{a}.rollout.val_kwargs.n": int(ev["n_samples"]),
+        f"{a}.rollout.val_kwargs.do_sample": True,
+        f"{a}.rollout.val_kwargs.top_p": 1.0,
+        f"{a}.rollout.agent.default_agent_loop": "arctl_tree",
+        # reward: the authors' rule through arctl.algo.verify (the agent loop scores every leaf)
+        "reward.custom_reward_function.path": str(Path(__file__).with_name("reward.py")),
+        "reward.custom_reward_function.name": "compute_score",
+        # algorithm: advantages are arctl's (trainer mode arctl); no KL, no std normalisation
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "algorithm.use_kl_in_reward": False,
+        # trainer
+        "trainer.use_v1": True,
+        "trainer.v1.trainer_mode": "arctl",
+        "trainer.project_name": wandb.get("project") or "arctl",
+        "trainer.experiment_name": wandb.get("name") or f"{config.get('arm')}-s{config.get('seed', 0)}",
+        "trainer.logger": list(logger),
+        "trainer.nnodes": int(cluster.get("nodes") or 1),
+        "trainer.n_gpus_per_node": gpus,
+        "trainer.total_epochs": int(trainer["total_epochs"]),
+        "trainer.save_freq": int(trainer["save_freq"]),
+        "trainer.test_freq": int(trainer["test_freq"]),
+        "trainer.resume_mode": verl_setting(config, "resume_mode"),
+        "trainer.val_before_train": bool(verl_setting(config, "val_before_train")),
+        "trainer.critic_warmup": 0,
+    }
+    # Dr. GRPO constant: trees per mini-batch x max response length (policy_loss.py)
+    ov[f"{a}.actor.policy_loss.loss_mode"] = "arctl_drgrpo"
+    ov[f"{a}.actor.loss_agg_mode"] = "token-sum"
+    ov[f"{a}.actor.loss_scale_factor"] = mini * n * resp_len
+    if trainer.get("total_steps"):
+        ov["trainer.total_training_steps"] = int(trainer["total_steps"])
+    if run_dir is not None:
+        ov["trainer.default_local_dir"] = str(Path(run_dir) / "checkpoints")
+    if trainer.get("deterministic"):
+        ov[f"{a}.rollout.full_determinism"] = True
+    items = [f"{k}={_fmt(v)}" for k, v in ov.items()]
+    items += [f"+arctl.{k}={_fmt(v)}" for k, v in arctl_settings(config).items()]
+    extra = verl_setting(config, "overrides") or []
+    if isinstance(extra, str):
+        extra = [extra]
+    for item in extra:
+        if not isinstance(item, str) or "=" not in item:
+            raise VerlConfigError(f"verl.overrides entry {item!r} is not KEY=VALUE; write e.g. trainer.save_freq=10")
+    return items + list(extra)
+
+
+# ----------------------------------------------------------------------------------------------
+# checking against verl's own composed config
+
+
+@functools.lru_cache(maxsize=1)
+def _base_config() -> Any:
+    return _compose(())
+
+
+def _compose(overrides: Sequence[str]) -> Any:
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def _split(item: str) -> tuple[str, str]:
+    key, _, value = item.partition("=")
+    return key.strip(), value
+
+
+def _declared_type(base: Any, key: str) -> Any:
+    """The field's annotation in verl's typed config class (the parent node's ``_target_``), if any."""
+    import dataclasses
+    import importlib
+    import typing
+
+    from omegaconf import OmegaConf
+
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(base, parent_key, default=None) if parent_key else base
+    target = parent.get("_target_") if OmegaConf.is_dict(parent) else None
+    if not target:
+        return None
+    module_name, _, cls_name = str(target).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        if not dataclasses.is_dataclass(cls):
+            return None
+        return typing.get_type_hints(cls).get(leaf)
+    except Exception:
+        return None
+
+
+def _is_float_field(annotation: Any) -> bool:
+    import types
+    import typing
+
+    if annotation is float:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return float in typing.get_args(annotation)
+    return False
+
+
+def _type_error(key: str, default: Any, value: Any, annotation: Any = None) -> str | None:
+    from omegaconf import DictConfig, ListConfig
+
+    if value is None:
+        return None
+    if _is_float_field(annotation):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None
+        return f"verl override {key}={value!r} has the wrong type: verl declares a float, so give a number"
+    if default is None:
+        return None
+    if isinstance(default, str) and (default.startswith("${") or default == "???"):
+        return None
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        want = "true/false"
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "an integer"
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        want = "a number"
+    elif isinstance(default, str):
+        # verl's *_files keys take one path or a list of paths
+        ok = isinstance(value, str) or (key.endswith("_files") and isinstance(value, list))
+        want = "a string"
+    elif isinstance(default, (list, ListConfig)):
+        ok = isinstance(value, (list, ListConfig, str))  # verl accepts a single path for file lists
+        want = "a list"
+    elif isinstance(default, (dict, DictConfig)):
+        ok = isinstance(value, (dict, DictConfig))
+        want = "a mapping"
+    else:
+        return None
+    if ok:
+        return None
+    return f"verl override {key}={value!r} has the wrong type: verl's default is {default!r}, so give {want}"
+
+
+def check_overrides(overrides: Sequence[str]) -> Any:
+    """Compose verl's ppo_trainer config with ``overrides``; return it, or raise VerlConfigError.
+
+    Catches keys verl does not have (Hydra's struct check), unparsable values, and values whose
+    type differs from verl's default (e.g. ``trainer.save_freq=often``).
+    """
+    from omegaconf import OmegaConf
+
+    try:
+        base = _base_config()
+        cfg = _compose(overrides)
+    except ImportError as err:
+        raise VerlConfigError(f"verl is not importable ({err}); install arctl with the verl extra") from err
+    except Exception as err:  # hydra's ConfigCompositionException / OverrideParseException
+        msg = " ".join(str(err).split())
+        cause = err.__cause__
+        if cause is not None:
+            msg = f"{msg} ({' '.join(str(cause).split())})"
+        bad = next((o for o in overrides if _split(o)[0].lstrip("+~") and _split(o)[0].lstrip("+~") in msg), None)
+        where = f" in {bad!r}" if bad else ""
+        raise VerlConfigError(
+            f"verl rejects an override{where}: {msg} — check the key against "
+            "`python -m verl.trainer.main_ppo --cfg job`"
+        ) from None
+    for item in overrides:
+        key, _ = _split(item)
+        if key.startswith(("+", "~")):
+            continue
+        default = OmegaConf.select(base, key, default=None, throw_on_missing=False)
+        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        default_plain = OmegaConf.to_container(default) if OmegaConf.is_config(default) else default
+        err = _type_error(key, default_plain, value, _declared_type(base, key))
+        if err:
+            raise VerlConfigError(err)
+    return cfg
+
+
+def check_config_dataclasses(cfg: Any) -> None:
+    """Let verl build its typed config objects (actor, rollout, data checks), as main_ppo does."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(
+            config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+        )
+    except Exception as err:  # verl raises AssertionError / ValueError / TypeError
+        raise VerlConfigError(f"verl's config validation failed: {' '.join(str(err).split())}") from None
+
+
+def build_verl_config(config: dict, run_dir: Path | str | None = None) -> tuple[list[str], Any]:
+    """Overrides and the composed, checked verl config for this arctl config."""
+    overrides = verl_overrides(config, run_dir)
+    cfg = check_overrides(overrides)
+    check_config_dataclasses(cfg)
+    return overrides, cfg

@@ -1,0 +1,156 @@
+"""verl plugin entry point: makes arctl's verl extensions known to every process that imports verl.
+
+``pyproject.toml`` declares ``[project.entry-points."verl.plugins"] arctl =
+"arctl.backends.verl.plugin:register"``. ``import verl`` *loads* that entry point (it imports this
+module and fetches ``register``; it does not call it), so this module calls :func:`register` at
+import time. Ray workers import verl too, so the registrations reach every worker.
+
+Registration is cheap and idempotent: it imports nothing heavy. Each registry lives in a verl module
+that costs seconds to import (Ray, TransferQueue, vLLM glue), so instead of importing it,
+:func:`register` installs a post-import hook: the moment verl itself imports the registry module,
+arctl's names are added to it. Registries already imported are filled in immediately.
+
+Names registered (see :data:`NAMES`):
+
+- agent loop ``arctl_tree`` (:class:`arctl.backends.verl.agent_loop.TreeAgentLoop`)
+- v1 trainer mode ``arctl`` (:class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`)
+- policy loss ``arctl_drgrpo`` (:func:`arctl.backends.verl.policy_loss.compute_policy_loss_drgrpo`)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable
+
+AGENT_LOOP_NAME = "arctl_tree"
+TRAINER_MODE = "arctl"
+POLICY_LOSS_NAME = "arctl_drgrpo"
+NAMES = {"agent_loop": AGENT_LOOP_NAME, "trainer": TRAINER_MODE, "policy_loss": POLICY_LOSS_NAME}
+
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
+POLICY_LOSS_MODULE = "verl.trainer.ppo.core_algos"
+
+_lock = threading.RLock()
+_done: set[str] = set()
+
+
+def _register_agent_loop(module) -> None:
+    # The registry stores a fully qualified name that hydra instantiates later: no import needed.
+    module._agent_loop_registry[AGENT_LOOP_NAME] = {
+        "_target_": "arctl.backends.verl.agent_loop.TreeAgentLoop"
+    }
+
+
+def _register_trainer(module) -> None:
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    module.TRAINER_REGISTRY[TRAINER_MODE] = ArctlPPOTrainer
+
+
+def _register_policy_loss(module) -> None:
+    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo
+
+    module.POLICY_LOSS_REGISTRY[POLICY_LOSS_NAME] = compute_policy_loss_drgrpo
+
+
+_ACTIONS: dict[str, Callable] = {
+    AGENT_LOOP_MODULE: _register_agent_loop,
+    TRAINER_MODULE: _register_trainer,
+    POLICY_LOSS_MODULE: _register_policy_loss,
+}
+
+
+def _apply(name: str, module) -> None:
+    with _lock:
+        if name in _done:
+            return
+        _done.add(name)
+    try:
+        _ACTIONS[name](module)
+    except Exception:
+        with _lock:
+            _done.discard(name)
+        raise
+
+
+class _PostImportLoader(importlib.abc.Loader):
+    """Wraps a module's real loader and registers arctl's names once the module has executed."""
+
+    def __init__(self, name: str, loader: importlib.abc.Loader):
+        self._name = name
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        _apply(self._name, module)
+
+    def __getattr__(self, item):  # get_source, get_filename, ... of the wrapped loader
+        return getattr(self._loader, item)
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Meta-path finder that only intercepts the three verl registry modules."""
+
+    def __init__(self):
+        self._busy: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _ACTIONS or fullname in _done or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.discard(fullname)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PostImportLoader(fullname, spec.loader)
+        return spec
+
+
+_finder = _PostImportFinder()
+
+
+def register() -> dict[str, str]:
+    """Register arctl's agent loop, v1 trainer mode and policy loss with verl (cheap, idempotent).
+
+    Returns the registered names. Safe to call any number of times, from any process.
+    """
+    with _lock:
+        if _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
+    for name in _ACTIONS:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__spec__", None) is not None:
+            # Already imported (or importing with its registry defined): fill it in now.
+            if name == TRAINER_MODULE and not hasattr(module, "TRAINER_REGISTRY"):
+                continue  # partially initialised; the hook runs when it finishes
+            if name == AGENT_LOOP_MODULE and not hasattr(module, "_agent_loop_registry"):
+                continue
+            if name == POLICY_LOSS_MODULE and not hasattr(module, "POLICY_LOSS_REGISTRY"):
+                continue
+            _apply(name, module)
+    return dict(NAMES)
+
+
+def registered() -> dict[str, bool]:
+    """Which of arctl's names are present in verl's registries right now (imports the registries)."""
+    agent_loop = importlib.import_module(AGENT_LOOP_MODULE)
+    trainer = importlib.import_module(TRAINER_MODULE)
+    core_algos = importlib.import_module(POLICY_LOSS_MODULE)
+    return {
+        "agent_loop": AGENT_LOOP_NAME in agent_loop._agent_loop_registry,
+        "trainer": TRAINER_MODE in trainer.TRAINER_REGISTRY,
+        "policy_loss": POLICY_LOSS_NAME in core_algos.POLICY_LOSS_REGISTRY,
+    }
+
+
+register()

@@ -1,0 +1,109 @@
+"""Spec -> verl overrides: every paper experiment composes in verl's own config; bad keys fail clearly."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from arctl.backends.verl.overrides import (
+    VerlConfigError,
+    build_verl_config,
+    check_overrides,
+    max_response_length,
+    verl_overrides,
+)
+
+
+def _paper_runs():
+    from arctl.spec import resolve_experiment
+    from arctl.spec.experiment import list_experiments
+
+    runs = []
+    for name in list_experiments():
+        runs += resolve_experiment(name, scale="paper")
+    return runs
+
+
+def test_every_paper_experiment_composes_in_verl_config(tmp_path):
+    from omegaconf import OmegaConf
+
+    runs = _paper_runs()
+    assert len(runs) >= 9
+    for run in runs:
+        cfg = run.config
+        overrides, composed = build_verl_config(cfg, tmp_path / run.config["arm"])
+        # the values verl will run with are the spec's
+        a = composed.actor_rollout_ref
+        assert a.rollout.n == cfg["rollout"]["n"]
+        assert a.actor.optim.lr == pytest.approx(cfg["optim"]["lr"])
+        assert a.actor.clip_ratio_high == pytest.approx(cfg["optim"]["clip_ratio_high"])
+        assert composed.data.train_batch_size == cfg["data"]["train_batch_size"]
+        assert composed.data.max_response_length == max_response_length(cfg)
+        assert list(composed.arctl.budgets) == list(cfg["thinking"]["budgets"])
+        assert composed.arctl.baseline == cfg["thinking"]["baseline"]
+        assert composed.trainer.v1.trainer_mode == "arctl"
+        assert a.rollout.agent.default_agent_loop == "arctl_tree"
+        assert a.actor.policy_loss.loss_mode == "arctl_drgrpo"
+        assert composed.trainer.default_local_dir == str(tmp_path / run.config["arm"] / "checkpoints")
+        assert OmegaConf.select(composed, "algorithm.norm_adv_by_std_in_grpo") is False
+
+
+def test_paper_response_length_is_the_authors():
+    from arctl.spec import resolve_experiment
+
+    cfg = resolve_experiment("main-ar-uniform", scale="paper")[0].config
+    assert max_response_length(cfg) == 10176  # 8000 + 4 budgets x 4 summaries x 128 + 128
+    dup = copy.deepcopy(cfg)
+    dup["verl"]["tree_attention"] = "duplicate"
+    assert max_response_length(dup) == 8128
+    ov = verl_overrides(dup)
+    # duplicated layout: 1 thinking row + 16 branch rows per tree, so 17x the rows per mini-batch
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=544" in ov
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ("trainer.nosuchkey=1", "trainer.nosuchkey"),
+        ("actor_rollout_ref.actor.optim.lrr=1e-6", "lrr"),
+        ("trainer.save_freq=often", "trainer.save_freq"),
+        ("actor_rollout_ref.rollout.n=1.5", "rollout.n"),
+        ("trainer.val_before_train=maybe", "val_before_train"),
+        ("actor_rollout_ref.actor.clip_ratio_high=high", "clip_ratio_high"),
+    ],
+)
+def test_wrong_key_or_type_fails_with_one_clear_line(paper_config, bad, fragment):
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["overrides"] = [bad]
+    with pytest.raises(VerlConfigError) as info:
+        build_verl_config(cfg)
+    msg = str(info.value)
+    assert "\n" not in msg and fragment in msg
+    assert isinstance(info.value, ValueError)
+
+
+def test_extra_override_is_applied_and_malformed_one_rejected(paper_config):
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["overrides"] = ["trainer.save_freq=7"]
+    _, composed = build_verl_config(cfg)
+    assert composed.trainer.save_freq == 7
+    cfg["verl"]["overrides"] = ["trainer.save_freq"]
+    with pytest.raises(VerlConfigError, match="KEY=VALUE"):
+        verl_overrides(cfg)
+
+
+def test_strings_with_grammar_characters_are_quoted(paper_config):
+    cfg = copy.deepcopy(paper_config)
+    cfg["model"]["path"] = "/models/a b,c=[d]'e"
+    cfg["wandb"]["name"] = "x=1,y"
+    composed = check_overrides(verl_overrides(cfg))
+    assert composed.actor_rollout_ref.model.path == "/models/a b,c=[d]'e"
+    assert composed.trainer.experiment_name == "x=1,y"
+
+
+def test_unknown_tree_layout_is_a_user_error(paper_config):
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["tree_attention"] = "sparse"
+    with pytest.raises(VerlConfigError, match="tree_attention"):
+        verl_overrides(cfg)

@@ -1,0 +1,127 @@
+"""The Ray-on-SLURM job body: valid bash, Ray only on the allocated nodes, every user value quoted."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from arctl.backends.verl.ray_job import job_script
+
+BASH = shutil.which("bash")
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def _run(script: str, tmp_path: Path, nodelist: str, hosts: list[str], extra_env=None):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "srun.log"
+    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" ' + " ".join(hosts) + "; fi\n")
+    # srun records its arguments (one line per call) and, for the head's address lookup, prints an IP;
+    # for the trainer it also records the environment the trainer would see.
+    _stub(
+        bin_dir,
+        "srun",
+        f'printf "%s\\x1f" "$@" >> {log}; printf "\\n" >> {log}\n'
+        'for a in "$@"; do if [ "$a" = hostname ]; then echo "10.0.0.1 fe80::1"; fi; done\n'
+        f'for a in "$@"; do if [ "$a" = arctl.backends.verl.trainer ]; then env > {tmp_path}/trainer.env; fi; done\n',
+    )
+    script_path = tmp_path / "job.sh"
+    script_path.write_text(script)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_CPUS_PER_TASK": "4",
+        "ARCTL_RAY_HEAD_WAIT_S": "0",
+        "ARCTL_RAY_WORKER_WAIT_S": "0",
+        "HOME": str(tmp_path),
+        **(extra_env or {}),
+    }
+    proc = subprocess.run([BASH, str(script_path)], env=env, capture_output=True, text=True, timeout=60)
+    calls = [line.split("\x1f")[:-1] for line in log.read_text().splitlines()] if log.exists() else []
+    return proc, calls
+
+
+def _node_of(call: list[str]) -> str:
+    return call[call.index("-w") + 1]
+
+
+@pytest.fixture
+def config(paper_config):
+    cfg = copy.deepcopy(paper_config)
+    cfg["cluster"]["nodes"] = 3
+    cfg["cluster"]["gpus_per_node"] = 8
+    return cfg
+
+
+def test_job_body_is_valid_bash(config, tmp_path):
+    script = job_script(config, tmp_path / "run")
+    proc = subprocess.run([BASH, "-n"], input=script, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
+
+
+def test_ray_starts_only_on_listed_nodes_and_trainer_on_head(config, tmp_path):
+    run_dir = tmp_path / "run"
+    proc, calls = _run(job_script(config, run_dir, python="python3"), tmp_path, "gpu[07-09]",
+                       ["gpu07", "gpu08", "gpu09"])
+    assert proc.returncode == 0, proc.stderr
+    heads = [c for c in calls if "--head" in c]
+    workers = [c for c in calls if "start" in c and "--head" not in c and "ray.scripts.scripts" in c]
+    trainers = [c for c in calls if "arctl.backends.verl.trainer" in c]
+    assert [_node_of(c) for c in heads] == ["gpu07"]
+    assert sorted(_node_of(c) for c in workers) == ["gpu08", "gpu09"]
+    assert [_node_of(c) for c in trainers] == ["gpu07"]
+    assert {_node_of(c) for c in calls} <= {"gpu07", "gpu08", "gpu09"}
+    assert all("--address=10.0.0.1:6379" in c for c in workers)
+    assert trainers[0][-1] == str(run_dir)
+    env = dict(line.split("=", 1) for line in (tmp_path / "trainer.env").read_text().splitlines() if "=" in line)
+    assert env["RAY_ADDRESS"] == "10.0.0.1:6379"
+    assert env["WANDB_DIR"] == str(run_dir / "wandb")
+    assert (run_dir / "checkpoints").is_dir()
+
+
+def test_single_node_starts_no_workers(config, tmp_path):
+    config["cluster"]["nodes"] = 1
+    proc, calls = _run(job_script(config, tmp_path / "run", python="python3"), tmp_path, "solo", ["solo"])
+    assert proc.returncode == 0, proc.stderr
+    assert [c for c in calls if "ray.scripts.scripts" in c and "--head" not in c] == []
+
+
+def test_every_user_value_is_quoted(config, tmp_path):
+    evil = "x'; touch {p}/pwned; echo '$(touch {p}/pwned2)`touch {p}/pwned3`"
+    p = tmp_path
+    config["wandb"]["name"] = evil.format(p=p)
+    config["wandb"]["project"] = "proj $(touch " + str(p) + "/pwned4)"
+    config["wandb"]["entity"] = "ent\nexport WANDB_API_KEY=leaked"
+    config["wandb"]["tags"] = ["a b", "c;touch " + str(p) + "/pwned5"]
+    config["experiment"] = "exp\ntouch " + str(p) + "/pwned6"
+    run_dir = tmp_path / "run dir $(touch pwned7)"
+    script = job_script(config, run_dir, python="python3")
+    proc, calls = _run(script, tmp_path, "n1,n2", ["n1", "n2"], extra_env={"WANDB_MODE": "offline"})
+    assert proc.returncode == 0, proc.stderr
+    assert not list(tmp_path.glob("pwned*")) and not list(Path.cwd().glob("pwned*"))
+    env = dict(
+        line.split("=", 1) for line in (tmp_path / "trainer.env").read_text().split("\n") if "=" in line
+    )
+    assert env["WANDB_NAME"] == evil.format(p=p)
+    assert env["ARCTL_RUN_DIR"] == str(run_dir)
+    assert "WANDB_API_KEY" not in env
+
+
+def test_api_key_never_written(config, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "secret-key-123")
+    config["wandb"]["mode"] = "online"
+    script = job_script(config, tmp_path / "run")
+    assert "secret-key-123" not in script
+    assert "WANDB_API_KEY=" not in script.replace("${WANDB_API_KEY:-}", "")
