@@ -1,0 +1,1 @@
+"""The paper's figures and tables rebuilt from runs (pandas + matplotlib)."""

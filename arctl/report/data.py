@@ -1,0 +1,107 @@
+"""The runs a figure or table needs: which experiments, read through arctl.track, checked."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.report.errors import ReportError
+from arctl.track.runs_reader import Runs, default_workdir, load_runs
+
+
+@dataclass
+class ReportData:
+    """Runs selected for one report, and what was asked for but not found."""
+
+    runs: Runs
+    experiments: list[str] | None  # None: every experiment
+    missing: list[str] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def history(self):
+        return self.runs.history
+
+    def used_runs(self) -> list[dict]:
+        """run_id, experiment, arm, seed of every run with data in ``history``."""
+        h = self.runs.history
+        present = set(h["run_id"].unique()) if len(h) else set()
+        rows = self.runs.runs
+        if not len(rows):
+            return []
+        cols = ["run_id", "experiment", "arm", "seed"]
+        return [r for r in rows[cols].to_dict("records") if r["run_id"] in present]
+
+
+def resolve_experiments(spec: dict, experiments: list[str] | None, sweep: str | None) -> list[str] | None:
+    """The experiments whose runs a report reads: ``--experiment`` flags, else the ``--sweep``'s,
+    else the spec's (an empty list in the spec means every experiment)."""
+    if experiments:
+        return list(experiments)
+    if sweep:
+        from arctl.spec.sweep import load_sweep
+
+        return list(load_sweep(sweep).experiments)
+    exps = spec.get("experiments") or []
+    return list(exps) or None
+
+
+def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None) -> str:
+    """The arctl command that would produce the runs a report needs."""
+    sweep = sweep or spec.get("sweep")
+    if sweep and (not experiments or set(experiments) <= set(spec.get("experiments") or experiments)):
+        return f"`arctl sweep {sweep}`"
+    if experiments:
+        return " and ".join(f"`arctl run {e}`" for e in experiments)
+    return spec.get("hint") or "`arctl run EXPERIMENT`"
+
+
+def read_report_runs(
+    spec: dict,
+    *,
+    metrics: list[str],
+    experiments: list[str] | None = None,
+    sweep: str | None = None,
+    workdir: str | Path | None = None,
+    wandb_project: str | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    processes: int | None = None,
+    api=None,
+) -> ReportData:
+    """Read the runs of ``spec`` (restricted to ``metrics`` globs); raise :class:`ReportError`
+    naming the producing command when there are none."""
+    exps = resolve_experiments(spec, experiments, sweep)
+    where = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
+    if not wandb_project and not Path(workdir or default_workdir()).is_dir():
+        raise ReportError(
+            f"workspace {where} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
+            f"with {producing_command(spec, exps, sweep)}"
+        )
+    runs = load_runs(
+        workdir, experiments=exps, metrics=metrics, wandb_project=wandb_project, cache_dir=cache_dir,
+        progress=progress, processes=processes, api=api,
+    )
+    h = runs.history
+    requires = spec.get("requires")
+    if requires and len(h):
+        ok = {m for m in h["metric"].cat.categories if fnmatch.fnmatchcase(m, requires)}
+        keep_runs = set(h.loc[h["metric"].isin(ok), "run_id"].astype(str))
+        runs.history = h[h["run_id"].isin(keep_runs)].reset_index(drop=True)
+        h = runs.history
+    if not len(h):
+        what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
+        logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
+        cmd = spec.get("hint") if requires and spec.get("hint") else producing_command(spec, exps, sweep)
+        raise ReportError(f"no runs of {what}{logged} in {where}; produce them with {cmd}")
+    present = set(h["experiment"].astype(str).unique())
+    missing = [e for e in (exps or []) if e not in present]
+    return ReportData(runs=runs, experiments=exps, missing=missing, source=where)
+
+
+def final_values(history):
+    """The last logged value of every (run, metric): the final evaluation."""
+    if not len(history):
+        return history
+    return history.drop_duplicates(subset=["run_id", "metric"], keep="last").reset_index(drop=True)

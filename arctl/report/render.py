@@ -1,0 +1,86 @@
+"""``render_figure`` / ``render_table``: spec → runs → files (what ``arctl report`` calls)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.report import cov_variance, score_curve, tables, training_curves, tree_mask
+from arctl.report.data import ReportData, read_report_runs
+from arctl.report.errors import ReportError
+from arctl.report.specs import load_spec
+from arctl.report.style import save_figure
+
+BUILDERS = {
+    "score_curve": (score_curve.build, lambda spec: score_curve.METRICS),
+    "training_curves": (training_curves.build, training_curves.metric_globs),
+    "cov_variance": (cov_variance.build, lambda spec: cov_variance.METRICS),
+    "tree_mask": (tree_mask.build, None),
+}
+
+
+@dataclass
+class ReportResult:
+    name: str
+    kind: str
+    outputs: list[Path]
+    runs: list[dict] = field(default_factory=list)
+    missing_experiments: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    figure: object = None  # matplotlib Figure
+    table: object = None  # pandas DataFrame behind the figure/table
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "outputs": [str(p) for p in self.outputs],
+            "runs": self.runs,
+            "missing_experiments": self.missing_experiments,
+            "warnings": self.warnings,
+        }
+
+
+def _write_runs_used(out_dir: Path, name: str, data: ReportData | None) -> Path:
+    path = out_dir / f"{name}.runs.json"
+    runs = data.used_runs() if data is not None else []
+    path.write_text(json.dumps({"source": data.source if data else None, "runs": runs,
+                                "missing_experiments": data.missing if data else []}, indent=1, default=str))
+    return path
+
+
+def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=None, workdir=None,
+                  wandb_project=None, cache_dir=None, progress=True, processes=None, api=None) -> ReportResult:
+    """Build figure ``name`` (a ``reports/*.yaml`` spec of kind figure) into ``out_dir``."""
+    spec = load_spec("figure", name)
+    builder = spec.get("builder", name)
+    if builder not in BUILDERS:
+        raise ReportError(f"{spec['_path']}: unknown builder {builder!r}; choose one of {', '.join(BUILDERS)}")
+    build, globs = BUILDERS[builder]
+    data = None
+    if globs is not None:
+        data = read_report_runs(spec, metrics=list(globs(spec)), experiments=experiments, sweep=sweep,
+                                workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
+                                progress=progress, processes=processes, api=api)
+    fig, table = build(spec, data)
+    out_dir = Path(out_dir)
+    paths = save_figure(fig, out_dir, name)
+    paths.append(_write_runs_used(out_dir, name, data))
+    return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
+                        missing_experiments=data.missing if data else [],
+                        warnings=data.runs.warnings if data else [], figure=fig, table=table)
+
+
+def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experiments=None, sweep=None,
+                 workdir=None, wandb_project=None, cache_dir=None, progress=True, processes=None,
+                 api=None) -> ReportResult:
+    """Build table ``name`` (``final`` or ``anytime``) as Markdown, LaTeX and CSV into ``out_dir``."""
+    spec = load_spec("table", name)
+    data = read_report_runs(spec, metrics=tables.metric_globs(spec), experiments=experiments, sweep=sweep,
+                            workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
+                            progress=progress, processes=processes, api=api)
+    table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper)
+    paths.append(_write_runs_used(Path(out_dir), name, data))
+    return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,
+                        warnings=data.runs.warnings, table=table)

@@ -1,0 +1,76 @@
+"""Figure ``score_curve`` (paper Fig. 3): accuracy vs thinking budget per benchmark, one line per
+arm, from each run's final evaluation ``eval/{dataset}/acc@{budget}``; mean ± 95% CI over seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arctl.report.data import ReportData, final_values
+from arctl.report.errors import ReportError
+from arctl.report.specs import arm_label, dataset_label, dataset_order, order
+from arctl.report.stats import mean_ci95
+from arctl.report.style import add_footnote, arm_colors, new_figure, runs_footnote
+from arctl.track.metrics_schema import parse_metric
+
+METRICS = ["eval/*/acc@*"]
+
+
+def curve_table(data: ReportData):
+    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies."""
+    import pandas as pd
+
+    fin = final_values(data.history)
+    rows = []
+    for m in fin["metric"].cat.categories:
+        p = parse_metric(m)
+        if p is not None and p.name == "acc" and p.budget is not None and p.dataset:
+            rows.append((m, p.dataset, p.budget))
+    if not rows:
+        return pd.DataFrame(columns=["arm", "dataset", "budget", "mean", "ci", "n"])
+    meta = pd.DataFrame(rows, columns=["metric", "dataset", "budget"])
+    fin = fin.assign(metric=fin["metric"].astype(str)).merge(meta, on="metric")
+    out = []
+    for (arm, ds, b), g in fin.groupby(["arm", "dataset", "budget"], observed=True):
+        mean, ci, n = mean_ci95(g["value"].to_numpy())
+        out.append((str(arm), ds, int(b), float(mean), float(ci), int(n)))
+    return pd.DataFrame(out, columns=["arm", "dataset", "budget", "mean", "ci", "n"])
+
+
+def build(spec: dict, data: ReportData):
+    table = curve_table(data)
+    if not len(table):
+        raise ReportError(
+            f"the runs in {data.source} logged no final evaluation eval/<dataset>/acc@<budget>; "
+            "they must finish training (the final evaluation runs at the last step)"
+        )
+    datasets = dataset_order(table["dataset"].unique())
+    arms = order(table["arm"].unique(), spec.get("arms"))
+    colors = arm_colors(arms)
+    ncols = min(len(datasets), 3)
+    nrows = -(-len(datasets) // ncols)
+    fig, axes = new_figure(nrows, ncols)
+    max_budget = int(table["budget"].max())
+    for i, ds in enumerate(datasets):
+        ax = axes[i // ncols][i % ncols]
+        sub = table[table["dataset"] == ds]
+        for arm in arms:
+            a = sub[sub["arm"] == arm].sort_values("budget")
+            if not len(a):
+                continue
+            x, y, ci = a["budget"].to_numpy(), a["mean"].to_numpy() * 100, a["ci"].to_numpy() * 100
+            ax.plot(x, y, marker="o", ms=3, lw=1.5, color=colors[arm], label=arm_label(arm))
+            if np.isfinite(ci).any():
+                ax.fill_between(x, y - np.nan_to_num(ci), y + np.nan_to_num(ci), color=colors[arm], alpha=0.2, lw=0)
+        ax.axvline(max_budget, color="0.4", ls="--", lw=1)
+        ax.annotate(f"max budget {max_budget}", xy=(max_budget, 0.02), xycoords=("data", "axes fraction"),
+                    ha="right", va="bottom", fontsize=7, color="0.3", rotation=90)
+        ax.set_title(dataset_label(ds))
+        ax.set_xlabel("thinking budget (tokens)")
+        ax.set_ylabel("accuracy (%)")
+        ax.grid(alpha=0.3)
+    for j in range(len(datasets), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(arms), 6), frameon=False)
+    add_footnote(fig, runs_footnote(data.used_runs(), arm_label))
+    return fig, table

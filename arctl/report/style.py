@@ -1,0 +1,49 @@
+"""Shared look of the figures: arm colours, saving in PNG + PDF + SVG, the "runs used" footnote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FORMATS = ("png", "pdf", "svg")
+_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+            "#bcbd22", "#7f7f7f"]
+
+
+def arm_colors(arms: list[str]) -> dict[str, str]:
+    return {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(arms)}
+
+
+def new_figure(nrows: int, ncols: int, panel_w: float = 3.6, panel_h: float = 2.8):
+    """A pyplot-free Figure (no global state) with an nrows × ncols grid of axes."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(panel_w * ncols, panel_h * nrows + 0.9), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def runs_footnote(used: list[dict], arm_label) -> str:
+    """'Runs: GRPO ×2 (main-grpo), AR-base ×1 (main-ar-base)' — which runs a figure used."""
+    groups: dict[tuple[str, str], int] = {}
+    for r in used:
+        key = (str(r["arm"]), str(r["experiment"]))
+        groups[key] = groups.get(key, 0) + 1
+    parts = [f"{arm_label(a)} ×{n} ({e})" for (a, e), n in groups.items()]
+    return "Runs: " + ", ".join(parts)
+
+
+def add_footnote(fig, text: str) -> None:
+    """A one-line note under the axes (which runs were used); constrained layout makes room."""
+    fig.supxlabel(text, x=0.01, ha="left", fontsize=6, color="0.35")
+
+
+def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:
+    """Write ``name.png/.pdf/.svg`` into ``out_dir``; returns the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in FORMATS:
+        p = out_dir / f"{name}.{fmt}"
+        fig.savefig(p, dpi=150 if fmt == "png" else None, metadata=None)
+        paths.append(p)
+    return paths

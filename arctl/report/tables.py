@@ -1,0 +1,159 @@
+"""Tables ``final`` and ``anytime`` (paper Tables 1-2): accuracy per benchmark and their average,
+one row per arm (mean over seeds of each run's last logged value), best in bold, written as
+Markdown, LaTeX (booktabs) and CSV. ``compare_paper`` adds the paper's rows (from
+``reports/paper_tables.csv``) and our-minus-paper differences."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from arctl.report.data import ReportData, final_values
+from arctl.report.errors import ReportError
+from arctl.report.specs import arm_label, dataset_label, dataset_order, order, paper_tables_path
+from arctl.track.metrics_schema import parse_metric
+
+AVG = "Avg"
+
+
+def metric_globs(spec: dict) -> list[str]:
+    return [spec["key"].replace("{dataset}", "*")]
+
+
+def accuracy_table(spec: dict, data: ReportData):
+    """DataFrame: index = arm label, columns = dataset labels + Avg, values × ``spec.scale``."""
+    import pandas as pd
+
+    name = spec["key"].split("/")[-1]
+    fin = final_values(data.history)
+    rows = []
+    for m, arm, v in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["value"]):
+        p = parse_metric(m)
+        if p is not None and p.dataset and p.name == name and p.budget is None:
+            rows.append((arm, p.dataset, float(v)))
+    if not rows:
+        raise ReportError(f"the runs in {data.source} logged no {spec['key']}; they must finish training "
+                          "(the final evaluation runs at the last step)")
+    df = pd.DataFrame(rows, columns=["arm", "dataset", "value"])
+    scale = float(spec.get("scale", 1))
+    means = df.groupby(["arm", "dataset"])["value"].mean().unstack("dataset") * scale
+    datasets = dataset_order(means.columns)
+    arms = order(means.index, spec.get("arms"))
+    means = means.loc[arms, datasets]
+    means[AVG] = means[datasets].mean(axis=1, skipna=False)
+    means.index = [arm_label(a) for a in arms]
+    means.columns = [dataset_label(d) for d in datasets] + [AVG]
+    means.index.name = "algorithm"
+    return means
+
+
+def paper_rows(spec: dict, columns: list[str]):
+    """The paper's rows of this table restricted to ``columns`` (Avg recomputed when a benchmark is
+    missing from ours)."""
+    import pandas as pd
+
+    path = paper_tables_path()
+    if not path.is_file():
+        raise ReportError(f"--compare-paper needs {path} (the paper's tables); it is missing")
+    paper = pd.read_csv(path)
+    paper = paper[paper["table"] == spec.get("paper_table", spec["name"])].drop(columns="table")
+    paper = paper.set_index("algorithm")
+    bench = [c for c in columns if c != AVG and c in paper.columns]
+    out = paper[bench].astype(float)
+    all_bench = [c for c in paper.columns if c != AVG]
+    out[AVG] = paper[AVG].astype(float) if set(bench) == set(all_bench) else out[bench].mean(axis=1)
+    out.index.name = "algorithm"
+    return out
+
+
+def compare_with_paper(ours, paper):
+    """Long table with a ``source`` column: arctl rows, paper rows, and diff = arctl − paper for
+    the algorithms in both."""
+    import pandas as pd
+
+    cols = [c for c in ours.columns if c in paper.columns]
+    shared = [a for a in ours.index if a in paper.index]
+    diff = ours.loc[shared, cols] - paper.loc[shared, cols]
+    parts = [ours.assign(source="arctl"), paper[cols].assign(source="paper"), diff.assign(source="diff")]
+    return pd.concat(parts)
+
+
+def _fmt(v: float, signed: bool = False) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:+.1f}" if signed else f"{v:.1f}"
+
+
+def _best(ours) -> dict[str, set[str]]:
+    best = {}
+    for c in ours.columns:
+        col = ours[c].dropna()
+        best[c] = set(col.index[col.round(1) == col.round(1).max()]) if len(col) else set()
+    return best
+
+
+def _sections(ours, compare):
+    secs = [("arctl", ours, False)]
+    if compare is not None:
+        paper = compare[compare["source"] == "paper"].drop(columns="source")
+        diff = compare[compare["source"] == "diff"].drop(columns="source")
+        secs += [("paper", paper, False), ("diff", diff, True)]
+    return secs
+
+
+def to_markdown(ours, compare=None) -> str:
+    best = _best(ours)
+    cols = list(ours.columns)
+    lines = ["| Algorithm | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for source, frame, signed in _sections(ours, compare):
+        for alg, row in frame.iterrows():
+            name = alg if source == "arctl" else f"{alg} ({'paper' if source == 'paper' else 'Δ vs paper'})"
+            cells = []
+            for c in cols:
+                s = _fmt(row.get(c, float("nan")), signed)
+                cells.append(f"**{s}**" if source == "arctl" and alg in best[c] else s)
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex_escape(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+        s = s.replace(a, b)
+    return s
+
+
+def to_latex(ours, compare=None, caption: str = "") -> str:
+    best = _best(ours)
+    cols = list(ours.columns)
+    out = [r"\begin{tabular}{l" + "r" * len(cols) + "}", r"\toprule",
+           "Algorithm & " + " & ".join(_tex_escape(c) for c in cols) + r" \\", r"\midrule"]
+    for k, (source, frame, signed) in enumerate(_sections(ours, compare)):
+        if k:
+            out.append(r"\midrule")
+        for alg, row in frame.iterrows():
+            name = _tex_escape(str(alg)) + ("" if source == "arctl" else
+                                           (" (paper)" if source == "paper" else r" ($\Delta$)"))
+            cells = []
+            for c in cols:
+                s = _fmt(row.get(c, float("nan")), signed).replace("–", "--")
+                cells.append(rf"\textbf{{{s}}}" if source == "arctl" and alg in best[c] else s)
+            out.append(name + " & " + " & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        out.insert(0, f"% {caption}")
+    return "\n".join(out) + "\n"
+
+
+def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool = False):
+    """Write ``<name>.md/.tex/.csv``; returns (table DataFrame, paths)."""
+    ours = accuracy_table(spec, data)
+    compare = compare_with_paper(ours, paper_rows(spec, list(ours.columns))) if compare_paper else None
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = spec["name"]
+    csv_frame = compare if compare is not None else ours.assign(source="arctl")
+    paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
+    paths[0].write_text(to_markdown(ours, compare))
+    paths[1].write_text(to_latex(ours, compare, caption=spec.get("description", "")))
+    csv_frame.round(4).to_csv(paths[2], index_label="algorithm")
+    return csv_frame, paths
