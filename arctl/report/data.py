@@ -48,13 +48,13 @@ def resolve_experiments(spec: dict, experiments: list[str] | None, sweep: str | 
 
 
 def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None) -> str:
-    """The arctl command that would produce the runs a report needs."""
-    sweep = sweep or spec.get("sweep")
-    if sweep and (not experiments or set(experiments) <= set(spec.get("experiments") or experiments)):
+    """The arctl command(s) that would produce the runs a report needs."""
+    if sweep:
         return f"`arctl sweep {sweep}`"
-    if experiments:
-        return " and ".join(f"`arctl run {e}`" for e in experiments)
-    return spec.get("hint") or "`arctl run EXPERIMENT`"
+    runs = " and ".join(f"`arctl run {e}`" for e in experiments or [])
+    if spec.get("sweep") and experiments:
+        return f"{runs} (or the whole sweep: `arctl sweep {spec['sweep']}`)"
+    return runs or spec.get("hint") or "`arctl run EXPERIMENT`"
 
 
 def read_report_runs(

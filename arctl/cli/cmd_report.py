@@ -1,0 +1,84 @@
+"""``arctl report --figure NAME | --table NAME``: rebuild a paper figure or table from runs.
+
+Runs come from a workspace (``--workdir``, default ``$ARCTL_HOME`` or ``./arctl-runs``) or a W&B
+project (``--wandb-project ENTITY/PROJECT``). Imports of pandas/matplotlib/wandb happen inside the
+command only, so ``arctl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from arctl.cli.common import console, err_console, fail, print_json
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report(
+        figure: str | None = typer.Option(None, "--figure", help="Figure to build (see `arctl ls figures`)."),
+        table: str | None = typer.Option(None, "--table", help="Table to build: final or anytime."),
+        experiment: list[str] | None = typer.Option(
+            None, "--experiment", help="Use the runs of this experiment instead of the spec's (repeatable)."
+        ),
+        sweep: str | None = typer.Option(None, "--sweep", help="Use the runs of this sweep's experiments."),
+        workdir: Path | None = typer.Option(
+            None, "--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."
+        ),
+        wandb_project: str | None = typer.Option(
+            None, "--wandb-project", help="Read runs from this W&B project (ENTITY/PROJECT) instead."
+        ),
+        out: Path | None = typer.Option(None, "--out", help="Output directory (default <workdir>/report)."),
+        compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
+        processes: int | None = typer.Option(None, "--processes", help="Parallel readers (default: all cores)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep."""
+        if (figure is None) == (table is None):
+            fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`)")
+        if experiment and sweep:
+            fail("give --experiment or --sweep, not both")
+        if compare_paper and figure is not None:
+            fail("--compare-paper applies to tables only (use it with --table final or --table anytime)")
+        import warnings
+
+        from arctl.report.errors import ReportError
+        from arctl.report.render import render_figure, render_table
+        from arctl.spec.errors import SpecError
+        from arctl.track.runs_reader import RunReadWarning, default_workdir
+
+        base = Path(workdir) if workdir is not None else default_workdir()
+        out_dir = out if out is not None else base / "report"
+        common = dict(
+            out_dir=out_dir, experiments=experiment or None, sweep=sweep,
+            workdir=None if wandb_project else base, wandb_project=wandb_project,
+            progress=not as_json, processes=processes,
+        )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RunReadWarning)  # shown below, once, in yellow
+                if figure is not None:
+                    result = render_figure(figure, **common)
+                else:
+                    result = render_table(table, compare_paper=compare_paper, **common)
+        except (ReportError, SpecError) as err:
+            fail(str(err))
+        except ValueError as err:  # e.g. a malformed --wandb-project
+            fail(str(err))
+        if as_json:
+            print_json(result.to_json())
+            return
+        for w in result.warnings:
+            err_console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+        if result.missing_experiments:
+            err_console.print(
+                "[yellow]note:[/] no runs yet of " + ", ".join(result.missing_experiments)
+                + " (they are left out)", markup=True, highlight=False)
+        console.print(f"{result.kind} [bold]{result.name}[/] from {len(result.runs)} run(s):")
+        for p in result.outputs:
+            console.print(f"  {p}")
+        if result.kind == "table":
+            md = next((p for p in result.outputs if p.suffix == ".md"), None)
+            if md is not None:
+                console.print(md.read_text(), markup=False, highlight=False)
