@@ -73,3 +73,39 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
             if ERROR_LINE.search(line) and "submitit WARNING" not in line:
                 return line.strip()
     return record.error
+
+
+def open_existing(workdir) -> tuple[Workspace, Registry]:
+    """The workspace and its registry; LaunchError if there is no workspace there yet."""
+    workspace = Workspace.open(workdir)
+    if not workspace.exists():
+        raise LaunchError(
+            f"no arctl workspace at {workspace.root} — launch runs with `arctl run`/`arctl sweep`, "
+            "or point --workdir/ARCTL_HOME at an existing workspace"
+        )
+    return workspace, Registry(workspace.registry_path)
+
+
+def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
+    """Runs named by ``targets``: run ids (or unique prefixes), sweep or experiment names."""
+    chosen: dict[str, RunRecord] = {}
+    for target in targets:
+        by_name = reg.list(target)
+        if by_name:
+            chosen.update((r.run_id, r) for r in by_name)
+            continue
+        found = reg.find(target)
+        if not found:
+            raise LaunchError(f"no run, sweep or experiment {target!r} in {reg.path.parent} — `arctl status` lists them")
+        chosen.update((r.run_id, r) for r in found)
+    return list(chosen.values())
+
+
+def select_one(reg: Registry, target: str) -> RunRecord:
+    found = reg.find(target)
+    if not found:
+        raise LaunchError(f"no run {target!r} in {reg.path.parent} — `arctl status` lists run ids")
+    if len(found) > 1:
+        some = ", ".join(r.run_id for r in found[:3])
+        raise LaunchError(f"{target!r} matches {len(found)} runs ({some}, ...) — give more of the run id")
+    return found[0]

@@ -1,0 +1,35 @@
+"""``arctl cancel TARGET...``: cancel active runs (run ids, sweeps or experiments); one scancel call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from arctl.cli.cmd_run import launch_errors
+from arctl.cli.common import console, print_json
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cancel")
+    def cancel(
+        targets: list[str] = typer.Argument(..., help="Run ids (or prefixes), sweep or experiment names."),
+        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: the cancelled runs."),
+    ) -> None:
+        """Cancel the pending/running jobs of TARGETS (they show CANCELLED; `arctl sweep` relaunches them)."""
+        with launch_errors():
+            from arctl.launch.control import cancel_runs, open_existing, select_runs
+            from arctl.launch.refresh import refresh
+
+            workspace, reg = open_existing(workdir)
+            with reg:
+                records = refresh(reg, workspace, select_runs(reg, list(targets)))
+                done = cancel_runs(reg, workspace, records)
+        if as_json:
+            print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state} for r, _ in done])
+            return
+        for rec, what in done:
+            console.print(f"{rec.run_id}: {what}")
+        idle = len(records) - len(done)
+        console.print(f"{len(done)} run(s) cancelled" + (f"; {idle} were not active" if idle else ""))

@@ -1,0 +1,64 @@
+"""``arctl logs RUN [--follow]``: the job's stdout/stderr, with the reason of a failure on top."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from arctl.cli.cmd_run import launch_errors, styled
+from arctl.cli.common import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("logs")
+    def logs(
+        run: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run stops."),
+        tail: int = typer.Option(200, "--tail", help="Lines of each file to show first (0: all)."),
+        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+    ) -> None:
+        """Print the stdout and stderr of RUN's current job; a failed run's error comes first, in red."""
+        with launch_errors():
+            from arctl.launch import states
+            from arctl.launch.control import error_summary, log_files, open_existing, select_one
+            from arctl.launch.refresh import refresh
+
+            workspace, reg = open_existing(workdir)
+            with reg:
+                rec = refresh(reg, workspace, [select_one(reg, run)])[0]
+                console.print(f"{rec.run_id}  {styled(rec.state)}  job {rec.job_id or '-'}  ({workspace.run_dir(rec.run_id)})")
+                if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
+                    why = error_summary(workspace, rec)
+                    if why:
+                        err_console.print(f"[bold red]{rec.state.lower()}:[/] {why}")
+                files = log_files(workspace, rec)
+                if not files:
+                    console.print("[dim]no log files yet (the job has not started)[/]")
+                offsets: dict[Path, int] = {}
+                for path in files:
+                    text = path.read_text(errors="replace")
+                    lines = text.splitlines()
+                    console.rule(f"{path.name}  ({path.resolve()})")
+                    shown = lines[-tail:] if tail else lines
+                    sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
+                    offsets[path] = len(text.encode())
+                sys.stdout.flush()
+                while follow:
+                    time.sleep(1.0)
+                    for path in log_files(workspace, rec):
+                        with open(path, "rb") as fh:
+                            fh.seek(offsets.get(path, 0))
+                            chunk = fh.read()
+                        if chunk:
+                            sys.stdout.write(chunk.decode(errors="replace"))
+                            sys.stdout.flush()
+                            offsets[path] = offsets.get(path, 0) + len(chunk)
+                    rec = refresh(reg, workspace, [reg.get(rec.run_id)])[0]
+                    if rec.state not in states.ACTIVE:
+                        console.print(f"-- {rec.run_id} {styled(rec.state)}")
+                        if rec.state == states.FAILED:
+                            err_console.print(f"[bold red]failed:[/] {error_summary(workspace, rec) or 'see above'}")
+                        break

@@ -1,0 +1,38 @@
+"""``arctl resume RUN...``: relaunch stopped runs from their frozen config and last checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from arctl.cli.cmd_run import launch_and_report, launch_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("resume")
+    def resume(
+        runs: list[str] = typer.Argument(..., help="Run ids (or prefixes), sweep or experiment names."),
+        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: the run's cluster.executor)."),
+        force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),
+        wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    ) -> None:
+        """Resume failed, preempted or cancelled runs with the same run id and W&B run id."""
+        with launch_errors():
+            from arctl.launch.control import open_existing, select_runs
+            from arctl.launch.launcher import LaunchItem
+            from arctl.launch.rundir import read_run_config
+
+            workspace, reg = open_existing(workdir)
+            with reg:
+                records = select_runs(reg, list(runs))
+            items = []
+            for rec in records:
+                config = read_run_config(workspace.run_dir(rec.run_id))
+                config.pop("run_dir", None)
+                items.append(LaunchItem(run_id=rec.run_id, experiment=rec.experiment, arm=rec.arm, seed=rec.seed,
+                                        config=config, sweep=rec.sweep))
+            launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
+                              array_parallelism=None, as_json=as_json, members=[], dry_run=False)

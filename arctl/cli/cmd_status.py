@@ -1,0 +1,61 @@
+"""``arctl status [SWEEP|EXP|RUN]``: the registry's runs, refreshed from the jobs and the scheduler."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from arctl.cli.cmd_run import launch_errors, styled
+from arctl.cli.common import console, print_json
+
+
+def _elapsed(rec, now: float) -> str:
+    if not rec.started_at:
+        return ""
+    seconds = int(max(0.0, (rec.ended_at or now) - rec.started_at))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("status")
+    def status(
+        target: str = typer.Argument(None, help="A sweep, an experiment or a run id (prefix); default: every run."),
+        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),
+    ) -> None:
+        """Runs with state, job id, step, last metric, W&B run id and elapsed time."""
+        with launch_errors():
+            from arctl.launch.control import open_existing, select_runs
+            from arctl.launch.refresh import refresh as refresh_runs
+
+            workspace, reg = open_existing(workdir)
+            with reg:
+                records = select_runs(reg, [target]) if target else reg.list()
+                if refresh:
+                    records = refresh_runs(reg, workspace, records)
+        now = time.time()
+        if as_json:
+            print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
+                         "run_dir": str(workspace.run_dir(r.run_id))} for r in records])
+            return
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed"):
+            table.add_column(col, no_wrap=True)
+        counts: dict[str, int] = {}
+        for r in records:
+            counts[r.state] = counts.get(r.state, 0) + 1
+            metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
+            table.add_row(r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", styled(r.state), r.job_id or "",
+                          "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now))
+        console.print(table, width=None if console.is_terminal else 10_000)
+        summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
+        console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {workspace.root})[/]")
+        for r in records:
+            if r.state == "FAILED" and r.error:
+                console.print(f"[red]{r.run_id}: {r.error}[/]")
