@@ -176,3 +176,30 @@ def shared_workspace(tmp_path_factory) -> Path:
     if "ws" not in _BUILT:
         _BUILT["ws"] = build_workspace(tmp_path_factory.mktemp("arctl-ws"))
     return _BUILT["ws"]
+
+
+def frame_records(payloads: list[bytes], block_len: int = 32768) -> bytes:
+    """A .wandb byte string holding ``payloads`` as records: an independent, straightforward
+    implementation of the LevelDB log framing (IEEE CRC-32 over type byte + data, like wandb-core)."""
+    import struct
+    import zlib
+
+    out = bytearray(b":W&B" + struct.pack("<HB", 0xBEE1, 0))
+    for payload in payloads:
+        rest = payload
+        first = True
+        while True:
+            left = block_len - len(out) % block_len
+            if left < 7:
+                out += b"\x00" * left
+                continue
+            room = left - 7
+            piece, rest = rest[:room], rest[room:]
+            last = not rest
+            ctype = 1 if first and last else 2 if first else 4 if last else 3
+            crc = zlib.crc32(bytes([ctype]) + piece) & 0xFFFFFFFF
+            out += struct.pack("<IHB", crc, len(piece), ctype) + piece
+            first = False
+            if last:
+                break
+    return bytes(out)

@@ -1,0 +1,114 @@
+"""load_runs on a workspace of real offline runs: identity, values, stitching, damage, cache."""
+
+import os
+
+import numpy as np
+import pytest
+from wandb_workspace import (
+    COV,
+    LAST_STEP,
+    NO_CONFIG_YAML,
+    RESUMED,
+    RUNS,
+    TRUNCATED,
+    acc,
+    final_acc,
+    run_id,
+)
+
+from arctl.track import runs_reader
+from arctl.track.runs_reader import RunReadWarning, discover_runs, load_runs
+
+
+@pytest.fixture(scope="module")
+def all_runs(workspace, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.warns(RunReadWarning, match="truncated"):
+        runs = load_runs(workspace, cache_dir=cache, progress=False, processes=2)
+    return runs, cache
+
+
+def test_discovers_every_run_once(workspace):
+    sources = discover_runs(workspace)
+    assert len(sources) == len(RUNS) + 2  # + truncated + variance diagnostics
+    resumed = next(s for s in sources if s.run_id == run_id(*RESUMED))
+    assert len(resumed.files) == 2  # two fragments, latest-run symlinks not counted twice
+
+
+def test_runs_table_identity_and_config(all_runs):
+    runs, _ = all_runs
+    table = runs.runs.set_index("run_id")
+    for exp, arm, seed in [*RUNS, TRUNCATED, COV]:
+        row = table.loc[run_id(exp, arm, seed)]
+        assert (row["experiment"], row["arm"], row["seed"]) == (exp, arm, seed)
+    # no config.yaml: identity from the config stored in the .wandb file
+    assert table.loc[run_id(*NO_CONFIG_YAML), "config.thinking.lam"] == 0.5
+    assert table.loc[run_id(*RESUMED), "n_fragments"] == 2
+    assert table.loc[run_id(*TRUNCATED), "state"] == "incomplete"
+    assert table.loc[run_id("main-grpo", "grpo", 0), "state"] == "finished"
+
+
+def test_history_is_tidy_and_exact(all_runs):
+    h = all_runs[0].history
+    assert list(h.columns) == ["run_id", "arm", "experiment", "seed", "step", "metric", "value"]
+    sel = h[(h["run_id"] == run_id("main-ar-linear", "ar-linear", 0)) & (h["metric"] == "eval/math500/acc@3000")]
+    assert sel["step"].tolist() == [LAST_STEP]
+    assert sel["value"].iloc[0] == pytest.approx(acc("ar-linear", 0, "math500", 3000, LAST_STEP))
+    assert not h["metric"].astype(str).str.startswith("_").any()
+    assert not (h["metric"] == "trainer/global_step").any()
+
+
+def test_resumed_fragments_are_stitched_later_fragment_wins(all_runs):
+    h = all_runs[0].history
+    exp, arm, seed = RESUMED
+    sel = h[(h["run_id"] == run_id(*RESUMED)) & (h["metric"] == "train/score@2000")]
+    assert sel["step"].tolist() == list(range(LAST_STEP + 1))
+    np.testing.assert_allclose(sel["value"], [acc(arm, seed, "aime24", 2000, s) for s in range(LAST_STEP + 1)])
+    ev = h[(h["run_id"] == run_id(*RESUMED)) & (h["metric"] == "eval/aime24/final_acc")]
+    assert ev["step"].tolist() == [0, 10, 20]
+    np.testing.assert_allclose(ev["value"], [final_acc(arm, seed, "aime24", s) for s in (0, 10, 20)])
+
+
+def test_metric_globs_and_experiment_filter(workspace, all_runs):
+    _, cache = all_runs
+    runs = load_runs(workspace, cache_dir=cache, experiments=["main-grpo"], metrics=["eval/*/final_acc"],
+                     progress=False)
+    assert set(runs.history["experiment"]) == {"main-grpo"}
+    assert set(runs.history["metric"]) == {f"eval/{d}/final_acc" for d in ("aime24", "amc22", "math500")}
+    assert sorted(runs.runs["seed"]) == [0, 1]
+
+
+def test_cache_is_reused_and_refreshed_on_change(workspace, all_runs, monkeypatch, tmp_path):
+    _, cache = all_runs
+    calls = []
+    real = runs_reader.ingest_offline
+    monkeypatch.setattr(runs_reader, "ingest_offline", lambda *a: calls.append(a[0].run_id) or real(*a))
+    load_runs(workspace, cache_dir=cache, progress=False, processes=1, experiments=["ablation-dense"])
+    assert calls == []  # everything came from the parquet cache
+    target = discover_runs(workspace)[0]
+    st = target.files[0].stat()
+    os.utime(target.files[0], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    try:
+        load_runs(workspace, cache_dir=cache, progress=False, processes=1)
+    finally:
+        os.utime(target.files[0], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert calls == [target.run_id]
+
+
+def test_parallel_and_serial_reads_agree(workspace, all_runs, tmp_path):
+    serial = load_runs(workspace, cache_dir=tmp_path, progress=False, processes=1,
+                       experiments=["main-ar-uniform", "ablation-vr"])
+    par = all_runs[0].history
+    par = par[par["experiment"].isin(["main-ar-uniform", "ablation-vr"])]
+    key = ["run_id", "metric", "step"]
+    a = serial.history.astype({"run_id": str, "metric": str}).sort_values(key).reset_index(drop=True)
+    b = par.astype({"run_id": str, "metric": str}).sort_values(key).reset_index(drop=True)
+    np.testing.assert_array_equal(a["value"], b["value"])
+    assert a[key].equals(b[key])
+
+
+def test_workspace_without_runs_dir_is_searched_for_wandb_files(workspace, tmp_path):
+    loose = discover_runs(workspace / "runs" / run_id("ctx-16k", "grpo", 0))
+    assert len(loose) == 1 and loose[0].config_path is None
+    runs = load_runs(workspace / "runs" / run_id("ctx-16k", "grpo", 0), cache_dir=tmp_path, progress=False)
+    assert runs.runs["experiment"].tolist() == ["ctx-16k"] and runs.runs["arm"].tolist() == ["grpo"]

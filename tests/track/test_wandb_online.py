@@ -1,0 +1,85 @@
+"""The online path with a fake wandb.Api at the boundary."""
+
+import numpy as np
+import pytest
+
+from arctl.track import wandb_online
+from arctl.track.runs_reader import load_runs
+
+
+class FakeRun:
+    def __init__(self, rid, experiment, arm, seed, n=5, state="finished"):
+        self.id, self.entity, self.project = rid, "team", "proj"
+        self.name, self.group, self.state = f"{arm}-s{seed}", experiment, state
+        self.config = {"experiment": experiment, "arm": {"value": arm, "desc": None}, "seed": seed}
+        self.summary = {"eval/aime24/final_acc": 0.5}
+        self._attrs = {"heartbeatAt": "2026-01-01T00:00:00"}
+        self.n = n
+        self.scans = 0
+
+    def scan_history(self, page_size=1000):
+        self.scans += 1
+        for s in range(self.n):
+            row = {"_step": s, "trainer/global_step": 10 * s, "train/loss": 1.0 / (s + 1)}
+            if s % 2 == 0:
+                row["eval/aime24/final_acc"] = 0.1 * s
+            yield row
+
+
+class FakeApi:
+    def __init__(self, runs):
+        self._runs = runs
+        self.calls = []
+
+    def runs(self, path, filters=None):
+        self.calls.append((path, filters))
+        return list(self._runs)
+
+
+def test_online_runs_become_the_same_tidy_data(tmp_path):
+    api = FakeApi([FakeRun("a1", "main-grpo", "grpo", 0), FakeRun("b2", "main-grpo", "grpo", 1, n=3)])
+    runs = load_runs(wandb_project="team/proj", experiments=["main-grpo"], cache_dir=tmp_path, api=api,
+                     progress=False)
+    path, filters = api.calls[0]
+    assert path == "team/proj" and "main-grpo" in str(filters)
+    h = runs.history
+    sel = h[(h["run_id"] == "a1") & (h["metric"] == "eval/aime24/final_acc")]
+    assert sel["step"].tolist() == [0, 20, 40]
+    np.testing.assert_allclose(sel["value"], [0.0, 0.2, 0.4])
+    assert sorted(runs.runs["arm"]) == ["grpo", "grpo"]  # {"value": ...} configs unwrapped
+    assert set(runs.runs["state"]) == {"finished"}
+
+
+def test_online_cache_skips_unchanged_runs(tmp_path):
+    run = FakeRun("a1", "main-grpo", "grpo", 0)
+    api = FakeApi([run])
+    load_runs(wandb_project="team/proj", cache_dir=tmp_path, api=api, progress=False)
+    load_runs(wandb_project="team/proj", cache_dir=tmp_path, api=api, progress=False)
+    assert run.scans == 1
+    run._attrs["heartbeatAt"] = "2026-01-01T01:00:00"  # the run moved on
+    load_runs(wandb_project="team/proj", cache_dir=tmp_path, api=api, progress=False)
+    assert run.scans == 2
+
+
+def test_bad_project_path_is_a_value_error():
+    with pytest.raises(ValueError, match="ENTITY/PROJECT"):
+        wandb_online.list_runs("just-a-project", api=FakeApi([]))
+
+
+def test_base_url_is_honoured(monkeypatch):
+    import wandb
+
+    seen = {}
+
+    class Api:
+        def __init__(self, overrides=None, timeout=None):
+            seen.update(overrides or {})
+
+    monkeypatch.setattr(wandb, "Api", Api)
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org/")
+    wandb_online.make_api()
+    assert seen == {"base_url": "https://wandb.example.org"}
+    seen.clear()
+    monkeypatch.delenv("WANDB_BASE_URL")
+    wandb_online.make_api()
+    assert seen == {}
