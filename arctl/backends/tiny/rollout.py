@@ -1,0 +1,259 @@
+"""Rollout: G thinking samples per prompt with a KV cache, then summaries branching off that cache.
+
+Thinking is generated in lockstep on left-padded prompts up to the largest budget (a row stops at
+``</think>``). For every distinct cut of a thinking (``arctl.algo.prompts.distinct_cuts``: budgets
+the thinking finished before share one prefix) the summary prompt's inserted tokens
+(``arctl.algo.prompts``) and ``group_size`` summaries are decoded on a slice of the thinking's KV
+cache: the prefix is never re-encoded. Attention uses an explicit boolean [N, 1, q, k] mask
+(padding and cut-off columns masked, every query sees itself) and explicit position ids, so a
+branch computes exactly what a fresh, unpadded ``question + thinking[:cut] + inserted`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from arctl.algo.prompts import InsertedTokens, distinct_cuts
+from arctl.backends.tiny import task
+from arctl.backends.tiny.tokenizer import decode_words, encode_words
+
+
+@dataclass
+class Thinking:
+    """G thinking samples of each prompt, rows ordered prompt-major (row = prompt * G + g)."""
+
+    prompt_ids: torch.Tensor  # [N, P] left-padded question ids
+    prompt_valid: torch.Tensor  # [N, P] bool
+    think_ids: torch.Tensor  # [N, T] generated ids (pad after the end)
+    think_len: torch.Tensor  # [N] tokens generated (a final </think> included)
+    finished: torch.Tensor  # [N] bool: ended with </think>
+    cache: DynamicCache  # keys/values of columns [0, P + think_len.max())
+
+    def question(self, row: int) -> list[int]:
+        return self.prompt_ids[row][self.prompt_valid[row]].tolist()
+
+    def thinking(self, row: int) -> list[int]:
+        return self.think_ids[row, : int(self.think_len[row])].tolist()
+
+
+@dataclass
+class Branch:
+    """One summary group: the thinking of ``row`` cut at ``cut`` tokens, covering ``budgets``
+    (indices into the budget list), with ``summaries`` (token id lists) and their ``rewards``."""
+
+    row: int
+    cut: int
+    finished: bool
+    budgets: list[int]
+    inserted: list[int]
+    summaries: list[list[int]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+
+
+def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy)."""
+    if temperature <= 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:
+    """Boolean [N, 1, n_new, S] mask for the last ``n_new`` of S columns: causal, valid keys only,
+    and each query always sees itself (no fully masked row, so padding never yields NaN)."""
+    s = key_valid.shape[1]
+    cols = torch.arange(s)
+    q = torch.arange(s - n_new, s)
+    causal = cols[None, :] <= q[:, None]
+    mask = causal[None] & key_valid[:, None, :]
+    mask |= (cols[None, :] == q[:, None])[None]
+    return mask[:, None]
+
+
+def forward_step(model, ids, positions, key_valid, cache) -> torch.Tensor:
+    """Run ``ids`` [N, k] at ``positions`` [N, k] against ``cache``; returns logits [N, k, V]."""
+    mask = attention_mask(key_valid, ids.shape[1])
+    out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True)
+    return out.logits
+
+
+def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    valid = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            valid[i, width - len(s) :] = True
+    return ids, valid
+
+
+@torch.no_grad()
+def generate_thinking(
+    model,
+    prompts: list[list[int]],
+    max_tokens: int,
+    temperature: float,
+    generator: torch.Generator | None,
+    think_end: int,
+    pad_id: int,
+) -> Thinking:
+    """Sample one thinking per entry of ``prompts`` (repeat prompts for G samples), at most
+    ``max_tokens`` tokens, stopping a row at ``</think>``. Every sampled token, the last one
+    included, is in the returned cache."""
+    ids, valid = left_pad(prompts, pad_id)
+    n = ids.shape[0]
+    positions = (valid.long().cumsum(1) - 1).clamp_min(0)
+    cache = DynamicCache(config=model.config)
+    key_valid = valid.clone()
+    logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
+    next_pos = valid.sum(1)
+    think = torch.full((n, max_tokens), pad_id, dtype=torch.long)
+    active = torch.ones(n, dtype=torch.bool)
+    finished = torch.zeros(n, dtype=torch.bool)
+    for t in range(max_tokens):
+        tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+        think[:, t] = tok
+        col = active.clone()
+        ended = active & (tok == think_end)
+        key_valid = torch.cat([key_valid, col[:, None]], dim=1)
+        logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
+        next_pos = next_pos + col.long()
+        finished |= ended
+        active &= ~ended
+        if not active.any():
+            break
+    think_len = (key_valid[:, ids.shape[1] :]).sum(1)
+    return Thinking(ids, valid, think, think_len, finished, cache)
+
+
+def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedTokens) -> list[Branch]:
+    """One branch per distinct cut of every thinking row (budgets >= its length share one)."""
+    out = []
+    for row in range(thinking.think_ids.shape[0]):
+        length = int(thinking.think_len[row])
+        done = bool(thinking.finished[row])
+        for cut, js in distinct_cuts(length, budgets):
+            fin = done and cut >= length
+            out.append(Branch(row, cut, fin, js, list(inserted.finished if fin else inserted.truncated)))
+    return out
+
+
+def _sliced_cache(model, cache: DynamicCache, rows: torch.Tensor, length: int) -> DynamicCache:
+    new = DynamicCache(config=model.config)
+    for i, layer in enumerate(cache.layers):
+        new.update(layer.keys[rows, :, :length], layer.values[rows, :, :length], i)
+    return new
+
+
+@torch.no_grad()
+def generate_summaries(
+    model,
+    thinking: Thinking,
+    branches: list[Branch],
+    group_size: int,
+    max_tokens: int,
+    temperature: float,
+    generator: torch.Generator | None,
+    eos_id: int,
+    pad_id: int,
+    max_rows: int = 1024,
+    return_logits: bool = False,
+) -> list[torch.Tensor]:
+    """Fill ``branch.summaries`` with ``group_size`` samples of at most ``max_tokens`` tokens
+    (``<eos>`` ends one and is kept). Rows are processed in chunks of ``max_rows``.
+    With ``return_logits``, returns per summary row the logits [len, V] that produced its tokens."""
+    rows_all = [(bi, a) for bi in range(len(branches)) for a in range(group_size)]
+    per_chunk = max(1, max_rows)
+    logits_out: list[torch.Tensor] = []
+    p = thinking.prompt_ids.shape[1]
+    for start in range(0, len(rows_all), per_chunk):
+        chunk = rows_all[start : start + per_chunk]
+        br = [branches[bi] for bi, _ in chunk]
+        rows = torch.tensor([b.row for b in br], dtype=torch.long)
+        cuts = torch.tensor([b.cut for b in br], dtype=torch.long)
+        width = p + int(cuts.max())
+        cache = _sliced_cache(model, thinking.cache, rows, width)
+        t = torch.arange(width - p)
+        key_valid = torch.cat([thinking.prompt_valid[rows], t[None, :] < cuts[:, None]], dim=1)
+        ins_ids, ins_valid = left_pad([b.inserted for b in br], pad_id)
+        start_pos = thinking.prompt_valid[rows].sum(1) + cuts
+        ins_pos = start_pos[:, None] + (ins_valid.long().cumsum(1) - 1).clamp_min(0)
+        key_valid = torch.cat([key_valid, ins_valid], dim=1)
+        logits = forward_step(model, ins_ids, ins_pos, key_valid, cache)[:, -1]
+        next_pos = start_pos + ins_valid.sum(1)
+        n = len(chunk)
+        out = torch.full((n, max_tokens), pad_id, dtype=torch.long)
+        steps_logits = []
+        active = torch.ones(n, dtype=torch.bool)
+        lens = torch.zeros(n, dtype=torch.long)
+        for s in range(max_tokens):
+            if return_logits:
+                steps_logits.append(logits.clone())
+            tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+            out[:, s] = tok
+            col = active.clone()
+            lens += col.long()
+            active &= tok != eos_id
+            if s == max_tokens - 1 or not active.any():
+                break
+            key_valid = torch.cat([key_valid, col[:, None]], dim=1)
+            logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
+            next_pos = next_pos + col.long()
+        for k, (bi, _) in enumerate(chunk):
+            ids = out[k, : int(lens[k])].tolist()
+            branches[bi].summaries.append(ids)
+            if return_logits:
+                logits_out.append(torch.stack(steps_logits, 1)[k, : int(lens[k])])
+    return logits_out
+
+
+@dataclass
+class Rollout:
+    """Everything one rollout produced: ``scores[b, g, j]`` is the mean reward of the summaries
+    of thinking sample g of problem b cut at budget j."""
+
+    thinking: Thinking
+    branches: list[Branch]
+    scores: torch.Tensor  # [B, G, m] float64
+    answers: list[int]  # per problem
+
+
+def budget_scores(branches: list[Branch], n_rows: int, m: int) -> torch.Tensor:
+    """[n_rows, m] float64: the mean reward of the branch covering each budget."""
+    out = torch.zeros(n_rows, m, dtype=torch.float64)
+    for b in branches:
+        out[b.row, b.budgets] = sum(b.rewards) / len(b.rewards)
+    return out
+
+
+def rollout(
+    model,
+    tok,
+    inserted: InsertedTokens,
+    problems: list,
+    n_samples: int,
+    budgets: list[int],
+    group_size: int,
+    summary_max_tokens: int,
+    temperature: float,
+    generator: torch.Generator | None,
+    max_rows: int = 1024,
+) -> Rollout:
+    """Think, branch and summarise for ``problems``; rewards from the task verifier."""
+    prompts = [encode_words(tok, task.prompt_words(p)) for p in problems for _ in range(n_samples)]
+    think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end, tok.pad_token_id)
+    branches = plan_branches(think, list(budgets), inserted)
+    generate_summaries(
+        model, think, branches, group_size, summary_max_tokens, temperature, generator,
+        tok.eos_token_id, tok.pad_token_id, max_rows=max_rows,
+    )
+    answers = [p.answer for p in problems]
+    for b in branches:
+        ans = answers[b.row // n_samples]
+        b.rewards = [task.verify(decode_words(tok, s), ans) for s in b.summaries]
+    scores = budget_scores(branches, len(prompts), len(budgets)).view(len(problems), n_samples, len(budgets))
+    return Rollout(think, branches, scores, answers)

@@ -1,0 +1,160 @@
+"""Policy update: PPO-clip on tree-packed sequences with Dr. GRPO constant normalisation.
+
+One packed sequence per thinking sample (``arctl.algo.tree.pack_tree``: prompt + thinking, then every
+trained summary branch), run once through the model with the dense tree mask and the tree's position
+ids (SDPA), so the shared thinking is encoded once however many branches it has. Per token,
+``loss_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high))`` with ``r_t`` the ratio of
+new to old probability (the PPO-clip surrogate); the batch loss is ``sum_t loss_t / (n_samples *
+norm_len)`` — a constant, not the number of valid tokens (Dr. GRPO, as in the authors' code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from arctl.algo.tree import PackedTree, dense_tree_mask, stack_trees
+
+
+@dataclass
+class PackedBatch:
+    """[B, L] tensors of stacked packed sequences, their [B, 1, L, L] attention mask and the old
+    log-probs (None: on-policy, the current log-probs detached)."""
+
+    input_ids: torch.Tensor
+    position_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    advantages: torch.Tensor
+    old_logp: torch.Tensor | None = None
+
+    def select(self, idx: torch.Tensor) -> PackedBatch:
+        pick = lambda t: None if t is None else t[idx]  # noqa: E731
+        return PackedBatch(*(pick(getattr(self, k)) for k in self.__dataclass_fields__))
+
+
+def tree_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
+    """Stack packed trees with their dense tree masks."""
+    for tree in trees:
+        for span in tree.branches:
+            if span.summary_start == span.start:
+                raise ValueError("a branch without inserted tokens cannot be scored from the packed layout")
+    s = stack_trees(trees, pad_id=pad_id)
+    mask = dense_tree_mask(s["cut"], s["branch_start"])[:, None]
+    return PackedBatch(s["input_ids"], s["position_ids"], mask, s["loss_mask"], s["advantages"])
+
+
+def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
+    """The same tokens as separate sequences (what tree packing avoids): per tree, the trunk
+    (prompt + thinking, thinking trained) and one sequence per branch (prompt + thinking[:cut] +
+    inserted + summary, summary trained). Used by tests and benchmarks as the reference."""
+    seqs = []
+    for tree in trees:
+        trunk = tree.trunk_indices()
+        think_only = tree.loss_mask.clone()
+        think_only[tree.trunk_len :] = False
+        seqs.append((tree, trunk, think_only))
+        for i in range(len(tree.branches)):
+            idx = tree.branch_indices(i)
+            only = torch.zeros_like(tree.loss_mask)
+            span = tree.branches[i]
+            only[span.summary_start : span.end] = tree.loss_mask[span.summary_start : span.end]
+            seqs.append((tree, idx, only))
+    width = max(len(idx) for _, idx, _ in seqs)
+    n = len(seqs)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    pos = torch.zeros((n, width), dtype=torch.long)
+    valid = torch.zeros((n, width), dtype=torch.bool)
+    lmask = torch.zeros((n, width), dtype=torch.bool)
+    adv = torch.zeros((n, width), dtype=trees[0].advantages.dtype)
+    for r, (tree, idx, only) in enumerate(seqs):
+        k = len(idx)
+        ids[r, :k] = tree.input_ids[idx]
+        pos[r, :k] = torch.arange(k)
+        valid[r, :k] = True
+        lmask[r, :k] = only[idx]
+        adv[r, :k] = tree.advantages[idx]
+    cols = torch.arange(width)
+    causal = cols[None, :] <= cols[:, None]
+    mask = (causal[None] & valid[:, None, :]) | torch.eye(width, dtype=torch.bool)[None]
+    return PackedBatch(ids, pos, mask[:, None], lmask, adv)
+
+
+def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob [B, L] of every token given its predecessor in the packed layout (index 0 gets 0),
+    and the entropy [B, L] of the distribution that produced it (no grad)."""
+    logits = model(
+        input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=batch.attention_mask, use_cache=False
+    ).logits[:, :-1].float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    with torch.no_grad():
+        ent = -(logp_all.exp() * logp_all).sum(-1)
+    zero = logp.new_zeros(logp.shape[0], 1)
+    return torch.cat([zero, logp], 1), torch.cat([zero, ent], 1)
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    norm: float,
+) -> torch.Tensor:
+    """``sum_t max(-A r, -A clip(r, 1-clip_low, 1+clip_high)) / norm`` over masked tokens."""
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.to(logp.dtype)
+    per_token = torch.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip_low, 1 + clip_high))
+    return (per_token * loss_mask).sum() / norm
+
+
+def policy_loss(model, batch: PackedBatch, clip_low: float, clip_high: float, norm: float, temperature: float = 1.0):
+    """(loss, mean entropy of trained tokens) of ``batch``."""
+    logp, ent = token_logprobs(model, batch, temperature)
+    old = logp.detach() if batch.old_logp is None else batch.old_logp
+    loss = ppo_clip_loss(logp, old, batch.advantages, batch.loss_mask, clip_low, clip_high, norm)
+    m = batch.loss_mask
+    entropy = (ent * m).sum() / m.sum().clamp_min(1)
+    return loss, entropy
+
+
+def ppo_update(
+    model,
+    optimizer: torch.optim.Optimizer,
+    batch: PackedBatch,
+    groups: torch.Tensor,
+    mini_groups: int,
+    epochs: int,
+    clip_low: float,
+    clip_high: float,
+    norm_len: float,
+    grad_clip: float,
+    temperature: float = 1.0,
+) -> dict:
+    """PPO epochs over mini-batches of whole prompt groups (``groups`` [B]: prompt index of every
+    sequence; ``mini_groups`` prompts per optimizer step). Old log-probs are recomputed before the
+    first step when there is more than one optimizer step. Returns mean loss and entropy."""
+    n_groups = int(groups.max()) + 1
+    minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
+    if epochs * len(minis) > 1:
+        with torch.no_grad():
+            batch.old_logp = token_logprobs(model, batch, temperature)[0]
+    losses, ents = [], []
+    for _ in range(epochs):
+        for idx in minis:
+            mb = batch.select(idx)
+            loss, ent = policy_loss(model, mb, clip_low, clip_high, float(len(idx)) * norm_len, temperature)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip and grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            ents.append(float(ent))
+    return {"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)}

@@ -1,0 +1,174 @@
+"""Supervised warm-up of the tiny model on reference traces, cached in the workspace.
+
+Every arm and seed of a tiny run starts from the same warmed-up model: it is trained once per
+config hash (model section + ``tiny.task`` + ``tiny.warmup`` + the max budget) into
+``<workspace>/cache/tiny-warmup/<hash>/`` under a file lock, so concurrent arms wait for one
+another instead of training it twice. Examples are full reference traces or, with probability
+``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
+``arctl.algo.prompts`` and a reference summary (which finishes up to ``summary_finish_steps``
+terms with probability ``summary_continue_prob``), so the model answers after any prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from filelock import FileLock
+from transformers import Qwen2ForCausalLM
+
+from arctl.algo.prompts import InsertedTokens, summary_prompt
+from arctl.backends.tiny import task
+from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+def workspace_of(run_dir: Path) -> Path:
+    """``<ws>`` when ``run_dir`` is ``<ws>/runs/<id>``, else ``$ARCTL_HOME`` or ``./arctl-runs``."""
+    run_dir = Path(run_dir).resolve()
+    if run_dir.parent.name == "runs":
+        return run_dir.parent.parent
+    return Path(os.environ.get("ARCTL_HOME") or "arctl-runs").resolve()
+
+
+def warmup_key(config: dict) -> str:
+    """Hash of everything the warmed-up weights depend on."""
+    tiny = config["tiny"]
+    payload = {
+        "version": CACHE_VERSION,
+        "model": config["model"],
+        "task": tiny["task"],
+        "warmup": tiny["warmup"],
+        "max_budget": int(max(config["eval"]["budgets"])),
+        "summary_max_tokens": int(config["summary"]["max_tokens"]),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def training_example(
+    problem: task.Problem, rng: np.random.Generator, tok, inserted: InsertedTokens, knobs: dict, wk: dict
+) -> tuple[list[int], list[bool]]:
+    """Token ids and the trainable mask (thinking and summary tokens) of one warm-up example."""
+    question = encode_words(tok, task.prompt_words(problem))
+    words = task.thinking_words(problem, rng, float(knobs["filler_prob"]))
+    thinking = encode_words(tok, words)
+    cut = len(thinking)
+    if rng.random() < float(wk["truncate_prob"]):
+        cut = int(rng.integers(0, len(thinking)))
+    prompt = summary_prompt(question, thinking, cut, inserted)
+    done = len(problem.digits) if prompt.finished else task.steps_done(problem, words[:cut])
+    finish = int(knobs["summary_finish_steps"]) if rng.random() < float(knobs["summary_continue_prob"]) else 0
+    summary = encode_words(tok, task.summary_words(problem, done, finish))
+    return list(prompt.input_ids) + summary, list(prompt.trainable) + [True] * len(summary)
+
+
+def _batch(examples: list[tuple[list[int], list[bool]]], pad_id: int):
+    width = max(len(ids) for ids, _ in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    for i, (seq, train) in enumerate(examples):
+        t = torch.tensor(seq)
+        ids[i, : len(seq)] = t
+        attn[i, : len(seq)] = 1
+        labels[i, : len(seq)] = torch.where(torch.tensor(train), t, -100)
+    return ids, attn, labels
+
+
+def lr_at(step: int, total: int, lr: float, min_ratio: float, warmup: int = 50) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to ``min_ratio * lr``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np.random.Generator) -> float:
+    """``steps`` AdamW steps of next-token loss on trainable tokens; returns the last loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=float(wk["lr"]), weight_decay=0.0)
+    model.train()
+    loss_value = float("nan")
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, float(wk["lr"]), float(wk["min_lr_ratio"]))
+        probs = task.make_problems(rng, int(wk["batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
+        ids, attn, labels = _batch([training_example(p, rng, tok, inserted, knobs, wk) for p in probs], tok.pad_token_id)
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss_value = float(loss)
+        if step % 200 == 0 or step == steps - 1:
+            log.info("tiny warm-up step %d/%d loss %.4f", step + 1, steps, loss_value)
+    model.eval()
+    return loss_value
+
+
+def warmup_model(config: dict, run_dir: Path, accuracy_fn) -> tuple[Qwen2ForCausalLM, object, dict]:
+    """Load the cached warmed-up model for ``config`` or train it (once, under a lock).
+
+    ``accuracy_fn(model, tokenizer) -> float`` measures accuracy at the max budget; training
+    continues for up to ``max_rounds`` rounds until it reaches ``min_acc``, else a warning says so.
+    Returns (model, tokenizer, info).
+    """
+    key = warmup_key(config)
+    root = workspace_of(run_dir) / "cache" / "tiny-warmup"
+    target = root / key
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{key}.lock")):
+        if not (target / "warmup.json").exists():
+            _train_into(config, target, accuracy_fn)
+    info = json.loads((target / "warmup.json").read_text())
+    tok = load_tokenizer(target / "tokenizer")
+    model = Qwen2ForCausalLM.from_pretrained(str(target / "model"), attn_implementation="sdpa")
+    model.eval()
+    if info["accuracy"] < float(config["tiny"]["warmup"]["min_acc"]):
+        log.warning(
+            "tiny warm-up: accuracy %.3f at the max budget is below tiny.warmup.min_acc=%.2f "
+            "(cache %s); RL may not learn: raise tiny.warmup.steps",
+            info["accuracy"], float(config["tiny"]["warmup"]["min_acc"]), target,
+        )
+    info["path"] = str(target)
+    return model, tok, info
+
+
+def _train_into(config: dict, target: Path, accuracy_fn) -> None:
+    knobs, wk = config["tiny"]["task"], config["tiny"]["warmup"]
+    tok = build_tokenizer(int(knobs["max_terms"]))
+    inserted = InsertedTokens.from_tokenizer(tok)
+    mcfg = model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id)
+    model = build_model(mcfg, int(wk["seed"]))
+    rng = np.random.default_rng(int(wk["seed"]))
+    torch_state = torch.random.get_rng_state()
+    torch.manual_seed(int(wk["seed"]))
+    t0 = time.perf_counter()
+    acc, rounds, loss = 0.0, 0, float("nan")
+    try:
+        for rounds in range(1, int(wk["max_rounds"]) + 1):
+            loss = train_steps(model, tok, inserted, knobs, wk, int(wk["steps"]), rng)
+            acc = float(accuracy_fn(model, tok))
+            log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
+            if acc >= float(wk["min_acc"]):
+                break
+    finally:
+        torch.random.set_rng_state(torch_state)
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp / "model"))
+    tok.save_pretrained(str(tmp / "tokenizer"))
+    info = {"accuracy": acc, "rounds": rounds, "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name}
+    (tmp / "warmup.json").write_text(json.dumps(info, indent=1))
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)

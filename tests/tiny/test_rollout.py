@@ -1,0 +1,76 @@
+"""Summaries decoded on a slice of the thinking's KV cache equal re-encoding the whole prefix."""
+
+import torch
+
+from arctl.algo.prompts import InsertedTokens, summary_prompt
+from arctl.backends.tiny import rollout as ro
+from arctl.backends.tiny import task
+from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words
+
+MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
+                   tie_embeddings=True, max_position_embeddings=256)
+
+
+def _setup():
+    tok = build_tokenizer(6)
+    model = build_model(model_config(MICRO_MODEL, len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
+    problems = [task.Problem((1, 2)), task.Problem((3, 4, 5, 6)), task.Problem((7, 8, 9))]
+    prompts = [encode_words(tok, task.prompt_words(p)) for p in problems for _ in range(2)]
+    return tok, model, prompts
+
+
+def _common_token(model, tok, prompts):
+    """A token the random model emits often: used as end-of-thinking so that rows finish early."""
+    th = ro.generate_thinking(model, prompts, 6, 0.0, None, -1, tok.pad_token_id)
+    return int(torch.mode(th.think_ids[:, 1:].flatten()).values)
+
+
+def _check_against_reencoding(model, th, branches, inserted, logits, pad_id):
+    k = 0
+    for b in branches:
+        sp = summary_prompt(th.question(b.row), th.thinking(b.row), b.cut, inserted)
+        assert list(sp.inserted) == b.inserted and sp.finished == b.finished
+        for s in b.summaries:
+            ids = torch.tensor([list(sp.input_ids) + s])
+            with torch.no_grad():
+                ref = model(input_ids=ids).logits[0, len(sp.input_ids) - 1 : -1]
+            assert ref.argmax(-1).tolist() == s
+            torch.testing.assert_close(logits[k], ref, atol=1e-5, rtol=1e-5)
+            k += 1
+    assert k == len(logits)
+
+
+def test_kv_reused_summaries_equal_reencoding_truncated_and_finished():
+    tok, model, prompts = _setup()
+    end = _common_token(model, tok, prompts)
+    inserted = InsertedTokens.from_ids(encode_words(tok, ["...", "..."]), end, encode_words(tok, ["**Final", "Answer**"]))
+    gen = torch.Generator().manual_seed(0)
+    th = ro.generate_thinking(model, prompts, 12, 1.0, gen, end, tok.pad_token_id)
+    assert th.finished.any() and (~th.finished).any()  # both kinds of prefix are exercised
+    branches = ro.plan_branches(th, [3, 6, 9, 12], inserted)
+    logits = ro.generate_summaries(model, th, branches, 2, 5, 0.0, None, tok.eos_token_id, tok.pad_token_id,
+                                   max_rows=5, return_logits=True)
+    _check_against_reencoding(model, th, branches, inserted, logits, tok.pad_token_id)
+    assert any(b.finished for b in branches) and any(not b.finished for b in branches)
+
+
+def test_finished_thinking_shares_one_summary_group_across_later_budgets():
+    tok, model, prompts = _setup()
+    end = _common_token(model, tok, prompts)
+    inserted = InsertedTokens.from_ids([], end, encode_words(tok, ["**Final", "Answer**"]))
+    th = ro.generate_thinking(model, prompts, 12, 1.0, torch.Generator().manual_seed(0), end, tok.pad_token_id)
+    budgets = [3, 6, 9, 12]
+    for row in range(len(prompts)):
+        brs = [b for b in ro.plan_branches(th, budgets, inserted) if b.row == row]
+        covered = sorted(j for b in brs for j in b.budgets)
+        assert covered == [0, 1, 2, 3]  # every budget exactly once
+        length = int(th.think_len[row])
+        assert len(brs) == len({min(b, length) for b in budgets})
+
+
+def test_budget_scores_is_the_mean_reward_of_the_covering_group():
+    b1 = ro.Branch(row=0, cut=2, finished=False, budgets=[0], inserted=[1], rewards=[1.0, 0.0])
+    b2 = ro.Branch(row=0, cut=3, finished=True, budgets=[1, 2], inserted=[1], rewards=[1.0, 1.0])
+    b3 = ro.Branch(row=1, cut=5, finished=False, budgets=[0, 1, 2], inserted=[1], rewards=[0.0, 0.0])
+    assert ro.budget_scores([b1, b2, b3], 2, 3).tolist() == [[0.5, 1.0, 1.0], [0.0, 0.0, 0.0]]
