@@ -1,0 +1,167 @@
+"""Answer extraction, math-verify equivalence (bounded in time, never raising) and the formatting rule."""
+
+import signal
+import threading
+
+import pytest
+
+import arctl.algo.verify as verify_module
+from arctl.algo.verify import (
+    answers_equivalent,
+    extract_answer,
+    format_ok,
+    format_ok_ids,
+    ground_truth_answer,
+    last_boxed,
+    score_response,
+    verify_answer,
+)
+
+HEADER = "\n\n**Final Answer**\n"
+
+
+@pytest.mark.parametrize(
+    ("summary", "answer"),
+    [
+        (HEADER + "\\boxed{3}", "3"),
+        (HEADER + "The answer is $\\boxed{ 3 }$.", "3"),
+        (HEADER + "\\boxed{1} or rather \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),  # last box wins
+        (HEADER + "\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # nested braces
+        ("**Final Answer**\n\\boxed{x^{2}}\n\nlater \\boxed{7}", "x^{2}"),  # only the first paragraph
+        ("\\boxed{5}" + HEADER + "no box here", None),  # box outside the paragraph does not count
+        ("no header at all \\boxed{5}", None),  # missing header
+        (HEADER + "\\boxed{3", None),  # unclosed brace
+        (HEADER + "\\boxed 4$", "4"),
+        (HEADER + "\\fbox{6}", "6"),
+        (None, None),
+    ],
+)
+def test_extract_answer(summary, answer):
+    assert extract_answer(summary) == answer
+
+
+def test_last_boxed_and_ground_truth():
+    assert last_boxed("a \\boxed{1} b \\boxed{{2}}") == "{2}"
+    assert ground_truth_answer("\\boxed{12}") == "12"
+    assert ground_truth_answer(12) == "12"
+    assert ground_truth_answer(" $\\frac12$ ") == "\\frac12"
+    assert ground_truth_answer(None) is None
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "same"),
+    [
+        ("\\frac{1}{2}", "0.5", True),
+        ("0.5", "\\frac{1}{2}", True),
+        (" 3 ", "3", True),
+        ("\\dfrac{\\sqrt{3}}{2}", "\\frac{\\sqrt3}{2}", True),
+        ("(1,2)", "(1, 2)", True),
+        ("3", "4", False),
+        ("\\frac{1}{3}", "0.5", False),
+        ("", "3", False),
+        (None, "3", False),
+    ],
+)
+def test_answers_equivalent(pred, gold, same):
+    assert answers_equivalent(pred, gold) is same
+
+
+def test_verify_answer_end_to_end():
+    assert verify_answer(HEADER + "So $\\boxed{\\frac{1}{2}}$.", "0.5") == 1
+    assert verify_answer(HEADER + "\\boxed{ 3 }", "\\boxed{3}") == 1
+    assert verify_answer(HEADER + "\\boxed{2}", "3") == 0
+    assert verify_answer("\\boxed{3}", "3") == 0  # missing header
+    assert verify_answer(HEADER + "\\boxed{2} no wait \\boxed{3}", "3") == 1  # last box wins
+    assert verify_answer(HEADER + "\\boxed{3} no wait \\boxed{2}", "3") == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "summary",
+    [
+        HEADER + "\\boxed{" + "{" * 5000 + "}",  # garbage braces
+        HEADER + "\\boxed{" + "(" * 64 + "1" + ")" * 64 + "}",  # slow to parse
+        HEADER + "\\boxed{9^{9^{9^{9}}}}",  # hangs a naive sympy comparison
+        HEADER + "\\boxed{99999999999999999999!}",
+        HEADER + "\\boxed{" + "x^" * 2000 + "x}",  # longer than the answer cap
+        "\x00\xff" * 100_000 + HEADER + "\\boxed{\x00}",  # binary garbage
+        ("lorem ipsum " * 200_000) + HEADER + "\\boxed{2}",  # huge response (2.4 MB)
+    ],
+)
+def test_garbage_and_huge_inputs_score_zero_in_bounded_time(summary):
+    assert verify_answer(summary, "1", timeout_s=1) == 0
+
+
+@pytest.mark.timeout(90)
+def test_worker_threads_use_a_helper_process_with_a_hard_deadline():
+    results = {}
+
+    def run():
+        results["ok"] = verify_answer(HEADER + "\\boxed{\\frac{1}{2}}", "0.5", timeout_s=1)
+        results["tower"] = verify_answer(HEADER + "\\boxed{9^{9^{9^{9}}}}", "1", timeout_s=1)
+        results["fact"] = verify_answer(HEADER + "\\boxed{99999999999999999999!}", "1", timeout_s=1)
+        results["after"] = verify_answer(HEADER + "\\boxed{0.25}", "\\frac14", timeout_s=1)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert results == {"ok": 1, "tower": 0, "fact": 0, "after": 1}
+    assert verify_module._WORKER.proc is not None and verify_module._WORKER.proc.poll() is None
+
+
+def test_without_a_helper_process_worker_threads_fall_back_to_exact_match(monkeypatch):
+    monkeypatch.setattr(verify_module._WORKER, "disabled", True)
+    results = {}
+
+    def run():
+        results["exact"] = answers_equivalent(" 3", "3 ")
+        results["symbolic"] = answers_equivalent("\\frac{1}{2}", "0.5")
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert results == {"exact": True, "symbolic": False}
+
+
+def test_main_thread_keeps_an_outer_alarm():
+    fired = []
+    def handler(*args):
+        fired.append(1)
+
+    old_handler = signal.signal(signal.SIGALRM, handler)
+    old_timer = signal.setitimer(signal.ITIMER_REAL, 100.0)
+    try:
+        assert answers_equivalent("\\frac{1}{2}", "0.5", timeout_s=2)
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 90 < remaining <= 100
+        assert signal.getsignal(signal.SIGALRM) is handler
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *old_timer)
+        signal.signal(signal.SIGALRM, old_handler)
+    assert not fired
+
+
+# ------------------------------------------------------------------ formatting rule
+def test_format_rule_on_text():
+    truncated = "Let me think...\n\n...\n\n</think>" + HEADER + "\\boxed{3}"
+    finished = "Let me think.</think>" + HEADER + "\\boxed{3}"
+    assert format_ok(truncated) and format_ok(finished)
+    assert not format_ok(finished + "</think>")  # a second </think> in the summary
+    assert not format_ok("no end of thinking" + HEADER + "\\boxed{3}")
+    assert not format_ok("thinking<eos>...\n\n...\n\n</think>" + HEADER + "\\boxed{3}", eos="<eos>")
+    assert format_ok(finished + "<eos>", eos="<eos>")  # EOS ending the summary is fine
+    assert score_response(truncated, "3") == 1
+    assert score_response(finished + "</think>", "3") == 0
+    assert score_response("thinking<eos>...\n\n...\n\n</think>" + HEADER + "\\boxed{3}", "3", eos="<eos>") == 0
+    assert score_response(None, "3") == 0
+
+
+def test_format_rule_on_ids():
+    END, EOS = 7, 2
+    # truncated: thinking has no </think>, the inserted tokens add exactly one
+    assert format_ok_ids([5, 6], [9, END, 8, 4], END, EOS)
+    # finished: thinking ends with </think>, the summary must not add another
+    assert format_ok_ids([5, END], [8, 4], END, EOS)
+    assert not format_ok_ids([5, END], [8, END], END, EOS)
+    # thinking ended with EOS: scores 0 whatever follows
+    assert not format_ok_ids([5, EOS], [9, END, 8], END, EOS)
