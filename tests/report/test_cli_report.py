@@ -1,0 +1,50 @@
+"""`arctl report`: success output, and one-line errors with exit code 2 for user mistakes."""
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+
+runner = CliRunner()
+
+
+def test_unknown_figure_suggests_the_closest(workspace):
+    res = runner.invoke(app, ["report", "--figure", "score_curv", "--workdir", str(workspace)])
+    assert res.exit_code == 2
+    assert "did you mean 'score_curve'" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_no_runs_names_the_producing_command(tmp_path):
+    res = runner.invoke(app, ["report", "--figure", "main_training", "--workdir", str(tmp_path)])
+    assert res.exit_code == 2 and "arctl sweep priors" in res.output
+    res = runner.invoke(app, ["report", "--figure", "ablation_vr", "--workdir", str(tmp_path)])
+    assert res.exit_code == 2 and "arctl run ablation-vr" in res.output
+    res = runner.invoke(app, ["report", "--table", "final", "--workdir", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "does not exist" in res.output
+
+
+def test_flag_mistakes_exit_2(tmp_path):
+    assert runner.invoke(app, ["report"]).exit_code == 2
+    assert runner.invoke(app, ["report", "--figure", "a", "--table", "b"]).exit_code == 2
+    assert runner.invoke(app, ["report", "--figure", "score_curve", "--compare-paper"]).exit_code == 2
+
+
+def test_table_json_and_missing_experiment_note(workspace, tmp_path):
+    res = runner.invoke(app, ["report", "--table", "anytime", "--workdir", str(workspace), "--out", str(tmp_path),
+                              "--experiment", "main-grpo", "--experiment", "main-nothing", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["missing_experiments"] == ["main-nothing"]
+    assert {r["experiment"] for r in data["runs"]} == {"main-grpo"}
+    assert (tmp_path / "anytime.tex").is_file()
+
+
+def test_module_import_is_light():
+    code = ("import sys, arctl.cli.cmd_report; "
+            "print([m for m in ('pandas', 'matplotlib', 'wandb', 'torch') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

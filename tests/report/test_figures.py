@@ -1,0 +1,142 @@
+"""Every figure renders from real offline runs; plotted numbers equal the hand-computed ones."""
+
+import numpy as np
+import pytest
+from wandb_workspace import (
+    GRID,
+    LAST_STEP,
+    acc,
+    anytime_acc,
+    corr,
+    nvar,
+    think_len,
+)
+
+from arctl.report.render import render_figure
+from arctl.report.stats import mean_ci95, t975
+
+FIGURES = ["score_curve", "ablation_dense", "ablation_decouple", "ablation_vr", "main_training", "r1_7b",
+           "ctx_16k", "cov_variance", "tree_mask"]
+
+
+@pytest.fixture(scope="module")
+def rendered(workspace, tmp_path_factory):
+    out = tmp_path_factory.mktemp("figs")
+    cache = tmp_path_factory.mktemp("cache")
+    import warnings
+
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in FIGURES:
+            results[name] = render_figure(name, out_dir=out, workdir=workspace, cache_dir=cache, progress=False,
+                                          processes=1)
+    return results
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_files_exist_and_axes_are_labelled(rendered, name):
+    res = rendered[name]
+    for suffix, min_size in ((".png", 15_000), (".pdf", 5_000), (".svg", 10_000)):
+        path = next(p for p in res.outputs if p.suffix == suffix)
+        assert path.stat().st_size > min_size, path
+    axes = [ax for ax in res.figure.axes if ax.get_visible()]
+    assert axes
+    for ax in axes:
+        assert ax.get_xlabel() and ax.get_ylabel()
+        assert ax.lines or ax.images
+    if name != "tree_mask":
+        assert res.runs, "a figure states which runs it used"
+        runs_json = next(p for p in res.outputs if p.name.endswith(".runs.json")).read_text()
+        assert res.runs[0]["run_id"] in runs_json
+
+
+def _line(ax, label):
+    return next(line for line in ax.lines if line.get_label() == label)
+
+
+def test_score_curve_values(rendered):
+    fig = rendered["score_curve"].figure
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["AMC22", "AIME24", "MATH500"]  # labels.yaml order
+    ax = next(ax for ax in fig.axes if ax.get_title() == "AIME24")
+    grpo = _line(ax, "GRPO")
+    np.testing.assert_array_equal(grpo.get_xdata(), GRID)
+    want = [100 * (acc("grpo", 0, "aime24", b, LAST_STEP) + acc("grpo", 1, "aime24", b, LAST_STEP)) / 2 for b in GRID]
+    np.testing.assert_allclose(grpo.get_ydata(), want)
+    base = _line(ax, "AR-base")
+    np.testing.assert_allclose(base.get_ydata(), [100 * acc("ar-base", 0, "aime24", b, LAST_STEP) for b in GRID])
+    # the maximum budget is marked
+    assert any(np.allclose(line.get_xdata(), [max(GRID)] * 2) for line in ax.lines if line.get_linestyle() == "--")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["GRPO", "AR-base", "AR-linear", "AR-uniform"]
+
+
+def test_training_curve_means_and_bands(rendered):
+    res = rendered["ablation_dense"]
+    axes = [ax for ax in res.figure.axes if ax.get_visible()]
+    assert [ax.get_ylabel() for ax in axes[::2]] == ["Anytime accuracy (%)", "Final accuracy (%)", "Avg. thinking length"]
+    ax = axes[0]  # anytime accuracy, AIME24
+    assert ax.get_title() == "AIME24"
+    dense = _line(ax, "GRPO+dense")
+    steps = [0, 10, 20]
+    np.testing.assert_array_equal(dense.get_xdata(), steps)
+    a0 = [anytime_acc("grpo-dense", 0, "aime24", s) for s in steps]
+    a1 = [anytime_acc("grpo-dense", 1, "aime24", s) for s in steps]
+    np.testing.assert_allclose(dense.get_ydata(), [50 * (x + y) for x, y in zip(a0, a1)])
+    # 95% CI of two seeds: t(1) * sd / sqrt(2), sd = |a0 - a1| / sqrt(2)  -> 12.706 * |a0 - a1| / 2
+    tab = res.table[(res.table["arm"] == "grpo-dense") & (res.table["metric"] == "eval/aime24/anytime_acc")]
+    np.testing.assert_allclose(tab["ci"], [100 * t975(1) * abs(x - y) / 2 for x, y in zip(a0, a1)])
+    tl = _line(axes[5], "GRPO")  # thinking length, AMC22, one seed: no band
+    np.testing.assert_allclose(tl.get_ydata(), [think_len("grpo", 0, "amc22", s) for s in steps])
+
+
+def test_resumed_run_curve_is_continuous(rendered):
+    ax = next(ax for ax in rendered["main_training"].figure.axes if ax.get_title() == "AIME24")
+    line = _line(ax, "AR-uniform")
+    want = [50 * (anytime_acc("ar-uniform", 0, "aime24", s) + anytime_acc("ar-uniform", 1, "aime24", s))
+            for s in (0, 10, 20)]
+    np.testing.assert_allclose(line.get_ydata(), want)
+
+
+def test_truncated_run_is_plotted_from_what_survived(rendered):
+    res = rendered["ablation_vr"]
+    assert any("truncated" in w for w in res.warnings)
+    assert {r["seed"] for r in res.runs if r["arm"] == "grpo-vr"} == {0, 1}
+    tab = res.table[(res.table["arm"] == "grpo-vr") & (res.table["metric"] == "eval/aime24/final_acc")]
+    # seed 1 ran 400 steps but only its first ~30 survived: its evals at 0, 10, 20 join seed 0's
+    assert tab.set_index("step")["n"].to_dict() == {0: 2, 10: 2, 20: 2}
+
+
+def test_cov_variance_values(rendered):
+    left, right = [ax for ax in rendered["cov_variance"].figure.axes if ax.get_visible()]
+    np.testing.assert_allclose(_line(left, "$V_1$").get_ydata(), [corr("v1", b) for b in GRID])
+    np.testing.assert_allclose(_line(left, "$V_2$").get_ydata(), [corr("v2", b) for b in GRID])
+    np.testing.assert_allclose(_line(right, "BRPO").get_ydata(), [nvar("brpo", b) for b in GRID])
+    np.testing.assert_allclose(_line(right, "GRPO").get_ydata(), [nvar("grpo", b) for b in GRID])
+
+
+def test_tree_mask_is_the_algo_mask(rendered):
+    from arctl.algo.tree import SummaryBranch, dense_tree_mask, pack_tree
+
+    res = rendered["tree_mask"]
+    img = res.figure.axes[0].images[0].get_array()
+    tree = pack_tree(list(range(4)), list(range(24)), [SummaryBranch(c, [1, 1], [2, 2, 2]) for c in (6, 12, 18, 24)])
+    np.testing.assert_array_equal(np.asarray(img) > 0.5, dense_tree_mask(tree.cut, tree.branch_start).numpy())
+    # a summary branch cut at 6 sees the prompt (4) + 6 thinking tokens + its own causal part
+    row = res.table.set_index("segment").loc["summary@6"]
+    assert row["visible_keys"] == sum(4 + 6 + k for k in range(1, 6))
+
+
+def test_mean_ci95_against_a_loop():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(7, 5))
+    x[2, 1] = np.nan
+    mean, half, n = mean_ci95(x, axis=0)
+    for j in range(5):
+        col = x[:, j][~np.isnan(x[:, j])]
+        assert n[j] == len(col)
+        assert mean[j] == pytest.approx(sum(col) / len(col))
+        sd = (sum((v - col.mean()) ** 2 for v in col) / (len(col) - 1)) ** 0.5
+        assert half[j] == pytest.approx(t975(len(col) - 1) * sd / len(col) ** 0.5)
+    assert np.isnan(mean_ci95(np.array([[1.0], [np.nan]]))[1][0])

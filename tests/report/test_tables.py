@@ -1,0 +1,60 @@
+"""Tables final/anytime equal values computed by hand from the written metrics."""
+
+import csv
+
+import pytest
+from wandb_workspace import LAST_STEP, anytime_acc, final_acc
+
+from arctl.report.render import render_table
+
+DATASETS = [("AMC22", "amc22"), ("AIME24", "aime24"), ("MATH500", "math500")]
+ARMS = [("GRPO", "grpo", (0, 1)), ("AR-base", "ar-base", (0,)), ("AR-linear", "ar-linear", (0,)),
+        ("AR-uniform", "ar-uniform", (0, 1))]
+
+
+def _expected(fn):
+    table = {}
+    for label, arm, seeds in ARMS:
+        row = {dl: 100 * sum(fn(arm, s, ds, LAST_STEP) for s in seeds) / len(seeds) for dl, ds in DATASETS}
+        row["Avg"] = sum(row.values()) / len(DATASETS)
+        table[label] = row
+    return table
+
+
+@pytest.mark.parametrize("name, fn", [("final", final_acc), ("anytime", anytime_acc)])
+def test_table_values_formats_and_bold(workspace, tmp_path, name, fn):
+    res = render_table(name, out_dir=tmp_path, workdir=workspace, cache_dir=tmp_path / "c", progress=False,
+                       processes=1)
+    want = _expected(fn)
+    got = res.table.drop(columns="source")
+    assert list(got.index) == [a for a, _, _ in ARMS]
+    assert list(got.columns) == [d for d, _ in DATASETS] + ["Avg"]
+    for label, row in want.items():
+        for col, v in row.items():
+            assert got.loc[label, col] == pytest.approx(v, abs=1e-9)
+    md = (tmp_path / f"{name}.md").read_text()
+    best = max(want, key=lambda a: want[a]["AIME24"])
+    assert f"| {best} |" in md and f"**{want[best]['AIME24']:.1f}**" in md
+    assert md.count("**") == 2 * 4  # one bold cell per column (3 benchmarks + Avg)
+    tex = (tmp_path / f"{name}.tex").read_text()
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert f"\\textbf{{{want[best]['AIME24']:.1f}}}" in tex
+    with open(tmp_path / f"{name}.csv") as f:
+        rows = {r["algorithm"]: r for r in csv.DictReader(f)}
+    assert float(rows["GRPO"]["AMC22"]) == pytest.approx(want["GRPO"]["AMC22"], abs=1e-4)
+
+
+def test_compare_paper_adds_paper_rows_and_differences(workspace, tmp_path):
+    res = render_table("final", out_dir=tmp_path, workdir=workspace, cache_dir=tmp_path / "c", progress=False,
+                       processes=1, compare_paper=True)
+    t = res.table
+    paper = t[t["source"] == "paper"]
+    diff = t[t["source"] == "diff"]
+    assert paper.loc["GRPO", "AMC22"] == 65.0 and paper.loc["AR-uniform", "MATH500"] == 85.6
+    assert "R1-Distill-1.5B" in paper.index and "R1-Distill-1.5B" not in diff.index
+    want = _expected(final_acc)
+    assert diff.loc["AR-base", "AIME24"] == pytest.approx(want["AR-base"]["AIME24"] - 32.7)
+    # three of the paper's five benchmarks: its Avg is recomputed over the same three
+    assert paper.loc["GRPO", "Avg"] == pytest.approx((65.0 + 28.9 + 84.7) / 3)
+    md = (tmp_path / "final.md").read_text()
+    assert "GRPO (paper)" in md and "Δ vs paper" in md
