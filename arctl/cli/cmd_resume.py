@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     def resume(
         runs: list[str] = typer.Argument(..., help="Run ids (or prefixes), sweep or experiment names."),
         workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: the run's cluster.executor)."),
+        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: the executor the runs used before)."),
         force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -34,5 +34,7 @@ def register(app: typer.Typer) -> None:
                 config.pop("run_dir", None)
                 items.append(LaunchItem(run_id=rec.run_id, experiment=rec.experiment, arm=rec.arm, seed=rec.seed,
                                         config=config, sweep=rec.sweep))
+            used = sorted({r.executor for r in records if r.executor})
+            executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
                               array_parallelism=None, as_json=as_json, members=[], dry_run=False)

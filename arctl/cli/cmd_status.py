@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -42,18 +43,27 @@ def register(app: typer.Typer) -> None:
             print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
                          "run_dir": str(workspace.run_dir(r.run_id))} for r in records])
             return
-        from rich.table import Table
-
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col in ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed"):
-            table.add_column(col, no_wrap=True)
-        counts: dict[str, int] = {}
+        headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed")
+        rows, counts = [], {}
         for r in records:
             counts[r.state] = counts.get(r.state, 0) + 1
             metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
-            table.add_row(r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", styled(r.state), r.job_id or "",
-                          "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now))
-        console.print(table, width=None if console.is_terminal else 10_000)
+            rows.append((r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", r.state, r.job_id or "",
+                         "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now)))
+        if console.is_terminal:
+            from rich.table import Table
+
+            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+            for col in headers:
+                table.add_column(col, no_wrap=True)
+            for row in rows:
+                table.add_row(*row[:2], styled(row[2]), *row[3:])
+            console.print(table)
+        else:  # plain aligned columns: never truncated, fast for thousands of runs
+            widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+            lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
         summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
         console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {workspace.root})[/]")
         for r in records:

@@ -1,0 +1,130 @@
+"""Fixtures of the launch tests: a spec directory with a 3-arm experiment, the test-only backend,
+and (session scope) a real single-node SLURM with accounting started by tests/launch/slurm/setup_slurm.sh.
+
+The SLURM fixture reuses a SLURM that is already up (``scontrol ping``), else starts one under a
+private state dir and stops exactly the daemons it started (teardown by recorded PID). It skips
+only when SLURM cannot be installed here (not root, no apt-get, or the packages cannot be
+fetched), with the reason; any other start-up failure fails the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SLURM_DIR = HERE / "slurm"
+
+EXPERIMENT = textwrap.dedent(
+    """\
+    description: launch-layer test experiment (3 arms)
+    seeds: [0]
+    overrides: [trainer.total_steps=6, wandb.mode=disabled, cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]
+    arms:
+      a: [algo=grpo, prior=base]
+      b: [algo=grpo-vr, prior=base]
+      c: [algo=anytime, prior=uniform]
+    """
+)
+SWEEP = "description: three cells\nexperiments: [lt]\nseeds: [0]\n"
+
+
+@pytest.fixture
+def specs(tmp_path, monkeypatch) -> Path:
+    """ARCTL_SPECS with experiment ``lt`` (arms a, b, c) and sweep ``lt3``; the counting backend."""
+    root = tmp_path / "specs"
+    (root / "experiments").mkdir(parents=True)
+    (root / "sweeps").mkdir()
+    (root / "experiments" / "lt.yaml").write_text(EXPERIMENT)
+    (root / "sweeps" / "lt3.yaml").write_text(SWEEP)
+    monkeypatch.setenv("ARCTL_SPECS", str(root))
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.05")
+    monkeypatch.delenv("ARCTL_HOME", raising=False)
+    return root
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess:
+    """``arctl ARGS`` in a subprocess (the real console script path)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "arctl.cli.main", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"arctl {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def wait_until(predicate, timeout: float, what: str, poll: float = 0.5):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@pytest.fixture
+def cli():
+    """``cli("run", "lt", ...)`` runs ``arctl`` in a subprocess."""
+    return run_cli
+
+
+@pytest.fixture
+def waiter():
+    """``waiter(predicate, timeout, what)`` polls until ``predicate()`` is truthy."""
+    return wait_until
+
+
+def _slurm_up() -> bool:
+    if not shutil.which("scontrol"):
+        return False
+    try:
+        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=10).stdout
+    except (subprocess.SubprocessError, OSError):
+        return False
+    return "UP" in out
+
+
+def _cannot_install_reason() -> str | None:
+    if shutil.which("slurmctld") and shutil.which("sbatch"):
+        return None
+    if os.geteuid() != 0:
+        return "SLURM is not installed and installing it needs root"
+    if not shutil.which("apt-get"):
+        return "SLURM is not installed and there is no apt-get to install it"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running SLURM with accounting (sacct) on localhost for the whole session."""
+    if _slurm_up():
+        yield "existing"
+        return
+    reason = _cannot_install_reason()
+    if reason:
+        pytest.skip(f"SLURM cannot start here: {reason}")
+    base = Path(f"/tmp/arctl-slurm-test-{os.getpid()}")
+    env = {**os.environ, "SLURM_BASE": str(base), "SLURM_NODE_CPUS": "8"}
+    had_packages = bool(shutil.which("slurmctld"))
+    proc = subprocess.run(["bash", str(SLURM_DIR / "setup_slurm.sh")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    if proc.returncode != 0:
+        subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=120)
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+        if not had_packages and not shutil.which("slurmctld"):
+            pytest.skip(f"SLURM cannot start here: its packages could not be installed ({tail})")
+        pytest.fail(f"setup_slurm.sh failed: {tail}")
+    try:
+        yield str(base)
+    finally:
+        subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)

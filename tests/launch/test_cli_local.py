@@ -1,0 +1,132 @@
+"""`arctl run/sweep/status/cancel/logs/resume` end to end with the local and debug executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from arctl.launch.registry import Registry
+from arctl.launch.status_file import read_status
+
+TRICKY = "x'y\"z; $(touch {marker}) `touch {marker}` && echo hi\nsecond line"
+
+
+def _hydra_quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _steps(run_dir: Path) -> list[int]:
+    return [int(line.split()[1]) for line in (run_dir / "steps.log").read_text().splitlines()]
+
+
+def _states(ws: Path) -> dict[str, str]:
+    with Registry(ws / "registry.sqlite") as reg:
+        return {r.run_id: r.state for r in reg.list()}
+
+
+def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_path, cli):
+    ws = tmp_path / "ws"
+    out = cli("run", "lt", "--executor", "local", "--workdir", str(ws), "--json", check=True)
+    doc = json.loads(out.stdout)
+    assert doc["executor"] == "local" and len(doc["submitted"]) == 3
+    assert {r["state"] for r in doc["submitted"]} == {"COMPLETED"}
+    for run in doc["submitted"]:
+        run_dir = Path(run["run_dir"])
+        assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "state.json").is_file()
+        assert list((run_dir / "job").rglob("*_log.err")), "submitit logs are under the run's job/"
+        assert _steps(run_dir) == list(range(1, 7))
+    again = json.loads(cli("run", "lt", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    assert again["submitted"] == [] and len(again["skipped"]) == 3
+    status = json.loads(cli("status", "lt", "--workdir", str(ws), "--json", check=True).stdout)
+    assert [(r["arm"], r["state"]) for r in status] == [("a", "COMPLETED"), ("b", "COMPLETED"), ("c", "COMPLETED")]
+    table = cli("status", "--workdir", str(ws), check=True).stdout
+    assert "3 run(s): 3 completed" in table and doc["submitted"][0]["run_id"] in table
+
+
+def test_dry_run_prints_configs_and_one_sbatch_array_and_writes_nothing(specs, tmp_path, cli):
+    ws = tmp_path / "ws"
+    out = cli("sweep", "lt3", "--dry-run", "--executor", "slurm", "--array-parallelism", "2",
+              "--workdir", str(ws), "cluster.partition=debug", check=True)
+    assert not ws.exists()
+    assert out.stdout.count("#!/bin/bash") == 1 and "#SBATCH --array=0-2%2" in out.stdout
+    assert "#SBATCH --partition=debug" in out.stdout and "thinking:" in out.stdout
+    doc = json.loads(cli("run", "lt", "--dry-run", "--json", "--workdir", str(ws), "--executor", "local").stdout)
+    assert [r["action"] for r in doc["runs"]] == ["new"] * 3 and doc["sbatch"] == []
+    assert not ws.exists()
+
+
+def test_a_spec_error_is_one_line_exit_2_and_nothing_is_written(specs, tmp_path, cli):
+    ws = tmp_path / "ws"
+    out = cli("run", "lt", "thinking.lamda=0.3", "--workdir", str(ws))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "lamda" in out.stderr and not ws.exists()
+    out = cli("status", "--workdir", str(ws))
+    assert out.returncode == 2 and "no arctl workspace" in out.stderr
+
+
+def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_path, cli, waiter, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.2")
+    ws = tmp_path / "ws"
+    args = ["run", "lt", "--arm", "a", "trainer.total_steps=40", "--executor", "local", "--workdir", str(ws)]
+    doc = json.loads(cli(*args, "--no-wait", "--json", check=True).stdout)
+    run_dir = Path(doc["submitted"][0]["run_dir"])
+    waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 3, 60, "3 steps")
+    os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
+    status = waiter(lambda: [r for r in json.loads(cli("status", "--workdir", str(ws), "--json").stdout)
+                             if r["state"] != "RUNNING"], 30, "the killed run to stop")
+    assert status[0]["state"] == "FAILED"
+    before = _steps(run_dir)
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
+    doc = json.loads(cli(*args, "--json", check=True).stdout)
+    assert doc["submitted"][0]["action"] == "resume" and doc["submitted"][0]["state"] == "COMPLETED"
+    assert _steps(run_dir) == list(range(1, 41)) and _steps(run_dir)[: len(before)] == before
+
+
+def test_cancel_then_resume(specs, tmp_path, cli, waiter, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.2")
+    ws = tmp_path / "ws"
+    doc = json.loads(cli("run", "lt", "trainer.total_steps=100", "--executor", "local", "--workdir", str(ws),
+                         "--no-wait", "--json", check=True).stdout)
+    first = Path(doc["submitted"][0]["run_dir"])
+    waiter(lambda: (first / "steps.log").exists(), 60, "the first run to start")
+    out = cli("cancel", "lt", "--workdir", str(ws), check=True)
+    assert "3 run(s) cancelled" in out.stdout
+    assert set(_states(ws).values()) == {"CANCELLED"}
+    waiter(lambda: read_status(first).get("state") == "preempted", 30, "the job to checkpoint and stop")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.001")
+    out = cli("resume", first.name, "--workdir", str(ws), "--json", check=True)
+    resumed = json.loads(out.stdout)["submitted"]
+    assert [(r["run_id"], r["action"], r["state"]) for r in resumed] == [(first.name, "resume", "COMPLETED")]
+    assert _steps(first) == list(range(1, 101))
+
+
+def test_logs_surface_the_error_of_a_failed_run(specs, tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "arctl.launch.no_such_backend:train")
+    ws = tmp_path / "ws"
+    out = cli("run", "lt", "--arm", "b", "--executor", "debug", "--workdir", str(ws))
+    assert out.returncode == 1 and "no_such_backend" in out.stderr
+    run_id = next(iter(_states(ws)))
+    logs = cli("logs", run_id[:12], "--workdir", str(ws), check=True)
+    assert "FAILED" in logs.stdout and "no_such_backend" in logs.stderr.splitlines()[0]
+
+
+def test_tricky_overrides_reach_the_job_as_data_and_the_api_key_stays_out_of_the_workspace(
+        specs, tmp_path, cli, monkeypatch):
+    marker = tmp_path / "PWNED"
+    tricky = TRICKY.format(marker=marker)
+    key = "planted" + "0123456789abcdef" * 2
+    monkeypatch.setenv("WANDB_API_KEY", key)
+    ws = tmp_path / "ws"
+    cli("run", "lt", "--arm", "a", f"+tiny.note={_hydra_quote(tricky)}", "wandb.mode=offline",
+        "--executor", "local", "--workdir", str(ws), check=True)
+    run_dir = next((ws / "runs").iterdir())
+    received = json.loads((run_dir / "received_config.json").read_text())
+    assert received["tiny"]["note"] == tricky and not marker.exists()
+    assert list((run_dir / "wandb").rglob(f"*{received['wandb']['id']}*.wandb"))
+    status = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)[0]
+    assert (status["step"], status["metric_name"], status["wandb_id"]) == (6, "train/loss", received["wandb"]["id"])
+    hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
+    assert hits == "", f"the API key leaked into {hits}"

@@ -1,0 +1,78 @@
+"""sbatch options from the cluster section, executor choice, and the rendered sbatch script."""
+
+from __future__ import annotations
+
+import pytest
+
+from arctl.launch.executors import (
+    LaunchError,
+    choose_executor,
+    local_parallelism,
+    render_sbatch,
+    slurm_parameters,
+    with_ray_setup,
+)
+
+CLUSTER = {
+    "executor": "slurm", "partition": "gpu", "account": "proj", "qos": "high", "nodes": 2, "gpus_per_node": 8,
+    "cpus_per_task": 96, "mem_gb": 900, "time_min": 2880, "constraint": "a100-80gb", "array_parallelism": 8,
+    "max_array_size": 1000, "sbatch_extra": ["--exclusive", "#SBATCH --reservation=paper"],
+    "setup": ["module load cuda/12.4"],
+}
+
+
+def test_slurm_parameters_carry_the_cluster_profile():
+    params = slurm_parameters(CLUSTER, "priors sweep")
+    assert params["partition"] == "gpu" and params["account"] == "proj" and params["qos"] == "high"
+    assert params["nodes"] == 2 and params["gpus_per_node"] == 8 and params["cpus_per_task"] == 96
+    assert params["mem"] == "900GB" and params["time"] == 2880 and params["constraint"] == "a100-80gb"
+    assert params["job_name"] == "priors-sweep"
+    assert params["additional_parameters"] == {"exclusive": True, "reservation": "paper", "signal": "USR1@90"}
+    assert params["setup"] == ["export SUBMITIT_PREEMPT_SIGNAL=USR1", "module load cuda/12.4"]
+
+
+def test_bad_sbatch_extra_is_one_clear_error():
+    with pytest.raises(LaunchError, match="sbatch_extra"):
+        slurm_parameters({**CLUSTER, "sbatch_extra": ["exclusive; rm -rf /"]}, "x")
+
+
+def test_sbatch_script_is_one_array_with_parallelism(tmp_path):
+    params = slurm_parameters({**CLUSTER, "gpus_per_node": 0, "nodes": 1}, "lt3", array_parallelism=2)
+    script = render_sbatch(params, tmp_path / "%j", 3)
+    lines = script.splitlines()
+    assert "#SBATCH --array=0-2%2" in lines
+    assert "#SBATCH --signal=USR1@90" in lines and "#SBATCH --exclusive" in lines
+    assert "#SBATCH --partition=gpu" in lines and "#SBATCH --account=proj" in lines
+    assert not any("gpus-per-node" in line for line in lines)
+    assert lines.index("module load cuda/12.4") < next(i for i, line in enumerate(lines) if line.startswith("srun "))
+
+
+def test_ray_setup_runs_the_script_before_the_job_on_the_head_without_srun(tmp_path):
+    ray = '#!/bin/bash\nnodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))\nray start --head'
+    params = with_ray_setup(slurm_parameters(CLUSTER, "r1"), ray)
+    script = render_sbatch(params, tmp_path / "%j", 1)
+    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
+    assert "\nsrun " not in script and "-m submitit.core._submit" in script
+    assert script.index("ray start --head") < script.index("submitit.core._submit")
+
+
+def test_choose_executor(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch
+    assert choose_executor(None, "auto")[0] == "local"
+    assert choose_executor("debug", "slurm")[0] == "debug"
+    with pytest.raises(LaunchError, match="sbatch"):
+        choose_executor("slurm", None)
+    with pytest.raises(LaunchError, match="unknown executor"):
+        choose_executor("kubernetes", None)
+    fake = tmp_path / "sbatch"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    name, note = choose_executor(None, "auto")
+    assert name == "slurm" and "sbatch" in note
+
+
+def test_local_parallelism_fits_the_cores(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert local_parallelism({"cpus_per_task": 2, "array_parallelism": 64}, 3) == 1
+    assert local_parallelism({"cpus_per_task": 1, "array_parallelism": 64}, 3) == 2
+    assert local_parallelism({"cpus_per_task": 2, "array_parallelism": 64}, 3, requested=3) == 3

@@ -1,0 +1,103 @@
+"""The job entry: frozen config from the run dir, stop on signals with a checkpoint, resume, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from submitit.core.utils import DelayedSubmission
+
+from arctl.launch.job import PREEMPTED_EXIT_CODE, RunJob
+from arctl.launch.progress import ProgressTap
+from arctl.launch.rundir import prepare_run_dir
+from arctl.launch.status_file import read_status
+
+
+def _run_dir(tmp_path: Path, steps: int = 3) -> Path:
+    config = {"experiment": "e", "arm": "a", "seed": 0, "backend": "tiny", "run_id": "e_a_s0_0123456789",
+              "trainer": {"total_steps": steps}, "wandb": {"mode": "disabled", "id": "e_a_s0_0123456789"}}
+    return prepare_run_dir(tmp_path / "runs" / config["run_id"], config)
+
+
+def _steps(run_dir: Path) -> list[tuple[int, int]]:
+    rows = [line.split() for line in (run_dir / "steps.log").read_text().splitlines()]
+    return [(int(a), int(s)) for a, s, _pid in rows]
+
+
+@pytest.fixture(autouse=True)
+def _count_backend(monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
+
+
+def test_the_job_reads_the_config_from_the_run_dir_not_from_the_pickle(tmp_path):
+    run_dir = _run_dir(tmp_path, steps=3)
+    pickled = tmp_path / "submitted.pkl"
+    DelayedSubmission(RunJob(), str(run_dir)).dump(pickled)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["trainer"]["total_steps"] = 5  # e.g. edited between submission and (re)start
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    assert DelayedSubmission.load(pickled).result() == "completed"
+    received = json.loads((run_dir / "received_config.json").read_text())
+    assert received["trainer"]["total_steps"] == 5 and received["run_dir"] == str(run_dir.resolve())
+    assert [s for _, s in _steps(run_dir)] == [1, 2, 3, 4, 5]
+    assert read_status(run_dir)["state"] == "completed"
+
+
+def test_checkpoint_resubmits_the_same_callable_on_the_same_run_dir(tmp_path):
+    job = RunJob()
+    delayed = job.checkpoint(str(tmp_path))
+    assert isinstance(delayed.function, RunJob) and delayed.args == (str(tmp_path),)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM])
+def test_a_signal_stops_with_a_checkpoint_and_the_next_start_resumes(tmp_path, monkeypatch, sig, waiter):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.1")
+    run_dir = _run_dir(tmp_path, steps=30)
+    cmd = [sys.executable, "-m", "arctl.launch.job", str(run_dir)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 3, 60, "3 steps")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == PREEMPTED_EXIT_CODE, err
+    status = read_status(run_dir)
+    assert status["state"] == "preempted" and status["signal"] == sig.name
+    stopped_at = json.loads((run_dir / "checkpoints" / "state.json").read_text())["step"]
+    assert 3 <= stopped_at < 30
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    steps = _steps(run_dir)
+    assert [s for _, s in steps] == list(range(1, 31))  # continuous: no step lost or repeated
+    assert {a for a, s in steps if s <= stopped_at} == {1} and {a for a, s in steps if s > stopped_at} == {2}
+    assert read_status(run_dir)["state"] == "completed"
+
+
+def test_a_failing_backend_is_reported_in_status_and_stderr(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "arctl.launch.no_such_module:train")
+    run_dir = _run_dir(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "arctl.launch.job", str(run_dir)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    status = read_status(run_dir)
+    assert status["state"] == "failed" and "no_such_module" in status["error"]
+    assert "ERROR" in proc.stderr and "no_such_module" in proc.stderr
+
+
+def test_missing_run_dir_is_one_clear_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "arctl.launch.job", str(tmp_path / "nope")],
+                          capture_output=True, text=True, env={**os.environ})
+    assert proc.returncode != 0 and "not an arctl run directory" in proc.stderr
+
+
+def test_progress_tap_records_step_and_headline_metric(tmp_path):
+    tap = ProgressTap(tmp_path, interval_s=0.0)
+    tap.observe({"trainer/global_step": 7, "train/loss": 0.5, "train/anytime_score": 0.25}, "wid")
+    tap.observe({"perf/step_time_s": 1.0})
+    status = read_status(tmp_path)
+    assert (status["step"], status["metric_name"], status["metric_value"], status["wandb_id"]) == (
+        7, "train/anytime_score", 0.25, "wid")

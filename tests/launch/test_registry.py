@@ -1,0 +1,135 @@
+"""Run ids, the registry's claims (also under concurrent processes) and state merging."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import time
+
+import pytest
+
+from arctl.launch import states
+from arctl.launch.refresh import merge_state
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.run_id import config_hash, make_run_id
+
+CONFIG = {
+    "experiment": "ablation-vr", "arm": "grpo-vr", "seed": 0, "backend": "tiny",
+    "thinking": {"budgets": [16, 32], "lam": 0.5}, "optim": {"lr": 1e-4},
+    "cluster": {"executor": "local", "partition": None}, "wandb": {"mode": "offline", "group": "x"},
+}
+
+
+def _copy(cfg: dict) -> dict:
+    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in cfg.items()}
+
+
+def test_run_id_is_stable_and_ignores_launch_only_fields():
+    reordered = dict(reversed(list(CONFIG.items())))
+    assert make_run_id(CONFIG) == make_run_id(reordered)
+    moved = _copy(CONFIG)
+    moved["cluster"] = {"executor": "slurm", "partition": "gpu"}
+    moved["wandb"] = {"mode": "disabled", "group": "a-sweep"}
+    moved["run_dir"] = "/elsewhere"
+    assert make_run_id(moved) == make_run_id(CONFIG)
+    assert make_run_id(CONFIG).startswith("ablation-vr_grpo-vr_s0_")
+
+
+def test_run_id_changes_with_what_the_run_computes():
+    ids = {make_run_id(CONFIG)}
+    for change in ({"seed": 1}, {"optim": {"lr": 2e-4}}, {"thinking": {"budgets": [16, 32], "lam": 0.7}}):
+        cfg = {**_copy(CONFIG), **change}
+        ids.add(make_run_id(cfg))
+    assert len(ids) == 4
+
+
+def test_run_id_is_a_safe_name():
+    cfg = {**_copy(CONFIG), "experiment": "a/b c;$(x)", "arm": "../.."}
+    run_id = make_run_id(cfg)
+    assert all(ch.isalnum() or ch in "-_" for ch in run_id), run_id
+    assert len(config_hash(cfg)) == 10
+
+
+def _rec(run_id: str) -> RunRecord:
+    return RunRecord(run_id=run_id, experiment="e", arm="a", seed=0)
+
+
+def test_registry_uses_wal(tmp_path):
+    with Registry(tmp_path / "registry.sqlite") as reg:
+        assert reg._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_claim_skips_active_and_completed_and_relaunches_failed(tmp_path):
+    with Registry(tmp_path / "r.sqlite") as reg:
+        first = reg.claim([_rec("r1"), _rec("r2"), _rec("r3")], new_claim_token())
+        assert [r.run_id for r in first.claimed] == ["r1", "r2", "r3"]
+        reg.update_many([("r1", {"state": states.PENDING, "claim": None}), ("r2", {"state": states.COMPLETED}),
+                         ("r3", {"state": states.FAILED})])
+        second = reg.claim([_rec("r1"), _rec("r2"), _rec("r3")], new_claim_token())
+        assert [r.run_id for r in second.claimed] == ["r3"]
+        assert second.claimed[0].extra["previous_state"] == states.FAILED
+        assert {r.run_id: why for r, why in second.skipped} == {
+            "r1": "already pending", "r2": "completed (use --force to rerun)"}
+        forced = reg.claim([_rec("r2")], new_claim_token(), force=True)
+        assert [r.run_id for r in forced.claimed] == ["r2"]
+        assert forced.claimed[0].generation == 1
+        assert forced.claimed[0].wandb_run_id == "r2-g1"  # a forced rerun is a fresh W&B run
+
+
+def test_a_claim_of_a_dead_process_is_stale(tmp_path):
+    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
+    dead.start()
+    dead.join()
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("r1")], f"{socket.gethostname()}:{dead.pid}:x")
+        again = reg.claim([_rec("r1")], new_claim_token())
+        assert [r.run_id for r in again.claimed] == ["r1"]
+        live = reg.claim([_rec("r1")], new_claim_token())  # now held by this (live) process
+        assert live.claimed == [] and live.skipped[0][1] == "already submitting"
+
+
+def _claim_worker(path: str, run_ids: list[str], barrier, out) -> None:
+    barrier.wait()
+    with Registry(path) as reg:
+        got = reg.claim([_rec(r) for r in run_ids], new_claim_token(), members=["sweep"])
+        out.put([r.run_id for r in got.claimed])
+    time.sleep(0.2)  # stay alive: our claims must not look stale to the others
+
+
+def test_concurrent_claims_give_each_run_to_exactly_one_process(tmp_path):
+    ctx = mp.get_context("fork")
+    run_ids = [f"run{i}" for i in range(8)]
+    barrier, out = ctx.Barrier(10), ctx.Queue()
+    procs = [ctx.Process(target=_claim_worker, args=(str(tmp_path / "r.sqlite"), run_ids, barrier, out))
+             for _ in range(10)]
+    for p in procs:
+        p.start()
+    claimed = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    flat = [r for got in claimed for r in got]
+    assert sorted(flat) == sorted(run_ids)
+    with Registry(tmp_path / "r.sqlite") as reg:
+        assert len(reg.list()) == 8 and len(reg.list("sweep")) == 8
+
+
+@pytest.mark.parametrize(
+    ("reported", "scheduler", "expected"),
+    [
+        ("completed", None, states.COMPLETED),
+        ("completed", states.FAILED, states.COMPLETED),
+        ("running", states.FAILED, states.FAILED),  # kill -9
+        ("running", states.COMPLETED, states.FAILED),  # ended without saying so
+        ("preempted", states.COMPLETED, states.PREEMPTED),
+        ("preempted", states.CANCELLED, states.CANCELLED),
+        ("requeued", states.RUNNING, states.PENDING),
+        ("running", states.RUNNING, states.RUNNING),
+        (None, states.PENDING, states.PENDING),
+        ("running", None, states.RUNNING),  # not in sacct yet: keep
+    ],
+)
+def test_merge_state(reported, scheduler, expected):
+    rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
+    status = {"state": reported} if reported else {}
+    assert merge_state(rec, status, scheduler, time.time())[0] == expected
