@@ -1,1 +1,12 @@
-"""The AnytimeReasoner mathematics as pure torch functions (no I/O), shared by all backends."""
+"""The AnytimeReasoner mathematics as pure torch functions (no I/O), shared by all backends.
+
+- ``priors``: budget priors P over {b_1 < ... < b_m} (Eq. 3)
+- ``advantages``: returns R, baselines V1 / V2, BRPO thinking advantages (Eqs. 6-9), token spreading,
+  decoupled summary and outcome GRPO advantages (Dr. GRPO, no std)
+- ``rewards``: length-penalised rewards (L1-style v1, Arora-style v2)
+- ``objective``: J_anytime and J (Eq. 3, App. B bounds)
+- ``metrics``: per-budget / anytime / final accuracy, curve area, variance diagnostics (Figure 4)
+- ``prompts``: summary prompts after a cut thinking (App. A)
+- ``tree``: tree packing and its attention masks (dense, FlexAttention mask_mod / BlockMask) (App. C)
+- ``verify``: answer extraction, math-verify equivalence with timeouts, the formatting rule
+"""

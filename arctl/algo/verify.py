@@ -133,7 +133,10 @@ class _WorkerProcess:
         atexit.register(self.stop)
 
     def _start(self) -> bool:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # make this very arctl importable in the helper, however the parent found it
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "arctl.algo.verify_worker"],

@@ -267,3 +267,24 @@ def test_grpo_interleaved_numpy_index():
     r = torch.tensor([1.0, 0.0, 0.0, 1.0])
     out = grpo_advantages(r, np.array(["x", "y", "x", "y"], dtype=object))
     assert out.tolist() == [0.5, -0.5, -0.5, 0.5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_summary_and_grpo_advantages_match_loop_reference(data):
+    n = data.draw(st.integers(1, 8))
+    a = data.draw(st.integers(1, 5))
+    rewards = data.draw(st.lists(st.lists(st.floats(-2, 2), min_size=a, max_size=a), min_size=n, max_size=n))
+    groups = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    mask = data.draw(st.lists(st.lists(st.booleans(), min_size=a, max_size=a), min_size=n, max_size=n))
+    want = []
+    for i in range(n):
+        pool = [rewards[j][c] for j in range(n) if groups[j] == groups[i] for c in range(a) if mask[j][c]]
+        mean = sum(pool) / len(pool) if pool else 0.0
+        want.append([(rewards[i][c] - mean) if mask[i][c] else 0.0 for c in range(a)])
+    got = summary_advantages(torch.tensor(rewards, dtype=F64), torch.tensor(groups), torch.tensor(mask))
+    torch.testing.assert_close(got, torch.tensor(want, dtype=F64), rtol=0, atol=1e-9)
+    flat = [r[0] for r in rewards]
+    means = {g: sum(f for f, h in zip(flat, groups) if h == g) / groups.count(g) for g in set(groups)}
+    got_grpo = grpo_advantages(torch.tensor(flat, dtype=F64), groups)
+    torch.testing.assert_close(got_grpo, torch.tensor([f - means[g] for f, g in zip(flat, groups)], dtype=F64), rtol=0, atol=1e-9)

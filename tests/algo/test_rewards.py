@@ -1,7 +1,9 @@
 import math
 
+import hypothesis.strategies as st
 import pytest
 import torch
+from hypothesis import given, settings
 
 from arctl.algo.rewards import length_penalty
 
@@ -53,3 +55,37 @@ def test_errors(args, match):
     correct, lens, mb, mode = args
     with pytest.raises(ValueError, match=match):
         length_penalty(torch.tensor(correct), torch.tensor(lens), mb, mode)
+
+
+# ------------------------------------------------------------------ slow loop reference
+
+
+def reference_length_penalty(correct, lens, max_budget, mode, alpha, index):
+    out = []
+    for i, (ok, n) in enumerate(zip(correct, lens)):
+        if not ok:
+            out.append(0.0)
+        elif mode == "none":
+            out.append(1.0)
+        elif mode == "v1":
+            out.append(1 - alpha * n / max_budget)
+        else:
+            group = [lens[j] for j in range(len(lens)) if index[j] == index[i] and correct[j]]
+            mean = sum(group) / len(group)
+            std = (sum((x - mean) ** 2 for x in group) / len(group)) ** 0.5
+            out.append(1 - alpha * sigmoid((n - mean) / (std + 1e-6)))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_length_penalty_matches_loop_reference(data):
+    n = data.draw(st.integers(1, 12))
+    correct = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    lens = data.draw(st.lists(st.integers(0, 1000), min_size=n, max_size=n))
+    index = data.draw(st.lists(st.sampled_from("abc"), min_size=n, max_size=n))
+    mode = data.draw(st.sampled_from(["none", "v1", "v2"]))
+    alpha = data.draw(st.floats(0.0, 1.0))
+    got = length_penalty(torch.tensor(correct, dtype=torch.float64), torch.tensor(lens), 1000, mode, alpha, index)
+    want = reference_length_penalty(correct, lens, 1000, mode, alpha, index)
+    assert got.tolist() == pytest.approx(want, abs=1e-9)
