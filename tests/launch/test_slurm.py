@@ -1,0 +1,162 @@
+"""The launch layer on a real single-node SLURM with accounting (started once per session).
+
+Each test uses its own workspace and the test-only counting backend (ARCTL_TEST_BACKEND=count).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arctl.launch.refresh import refresh
+from arctl.launch.registry import Registry
+from arctl.launch.status_file import read_status
+from arctl.launch.workspace import Workspace
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+
+TRICKY = "x'y\"z; $(touch {marker}) `touch {marker}` && echo hi\nsecond line"
+
+
+def _records(ws: Path) -> dict:
+    workspace = Workspace(ws)
+    with Registry(workspace.registry_path) as reg:
+        return {r.run_id: r for r in refresh(reg, workspace)}
+
+
+def _by_arm(ws: Path) -> dict:
+    return {r.arm: r for r in _records(ws).values()}
+
+
+def _steps(run_dir: Path) -> list[tuple[int, int]]:
+    if not (run_dir / "steps.log").exists():
+        return []
+    return [(int(a), int(s)) for a, s, _ in (line.split() for line in (run_dir / "steps.log").read_text().splitlines())]
+
+
+def _launch(cli, command: str, name: str, ws: Path, *args: str) -> dict:
+    out = cli(command, name, *args, "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    return json.loads(out.stdout)
+
+
+def _sacct(master: str) -> list[tuple[str, str]]:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", master],
+                         capture_output=True, text=True, check=True).stdout
+    return [tuple(line.split("|")) for line in out.splitlines() if line]
+
+
+def test_a_sweep_is_one_array_that_completes_and_resubmitting_launches_nothing(specs, tmp_path, cli, waiter):
+    ws = tmp_path / "ws"
+    doc = _launch(cli, "sweep", "lt3", ws)
+    jobs = sorted(r["job_id"] for r in doc["submitted"])
+    master = jobs[0].split("_")[0]
+    assert jobs == [f"{master}_0", f"{master}_1", f"{master}_2"]  # ONE array of 3 tasks
+    waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "3 cells COMPLETED")
+    # accounting catches up asynchronously (slurmdbd)
+    waiter(lambda: sorted(_sacct(master)) == [(j, "COMPLETED") for j in jobs], 60, "sacct: 3 tasks COMPLETED")
+    for rec in _records(ws).values():
+        assert rec.executor == "slurm" and rec.attempts == 1 and rec.ended_at and rec.job_id in jobs
+        assert (ws / "runs" / rec.run_id / "job" / rec.job_id).resolve() == (ws / "jobs" / rec.job_id).resolve()
+    again = _launch(cli, "sweep", "lt3", ws)
+    assert again["submitted"] == [] and len(again["skipped"]) == 3
+    table = cli("status", "lt3", "--workdir", str(ws), check=True).stdout
+    assert "3 run(s): 3 completed" in table and master in table
+
+
+def test_a_cancelled_cell_shows_cancelled_and_the_next_sweep_relaunches_only_it(specs, tmp_path, cli, waiter,
+                                                                                monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.25")
+    ws, args = tmp_path / "ws", ("trainer.total_steps=30",)
+    _launch(cli, "sweep", "lt3", ws, *args)
+    waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["b"].run_id)) >= 2, 90, "cell b running")
+    b = _by_arm(ws)["b"]
+    subprocess.run(["scancel", b.job_id], check=True)
+    waiter(lambda: _by_arm(ws)["b"].state == "CANCELLED", 60, "cell b CANCELLED")
+    assert any(state.startswith("CANCELLED") for job, state in _sacct(b.job_id.split("_")[0]) if job == b.job_id)
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.02")
+    doc = _launch(cli, "sweep", "lt3", ws, *args)
+    assert [(r["run_id"], r["action"]) for r in doc["submitted"]] == [(b.run_id, "resume")]
+    waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "all cells COMPLETED")
+    assert [s for _, s in _steps(ws / "runs" / b.run_id)] == list(range(1, 31))
+
+
+def test_usr1_checkpoints_requeues_and_finishes_with_the_same_run_and_wandb_ids(specs, tmp_path, cli, waiter,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.3")
+    ws = tmp_path / "ws"
+    doc = _launch(cli, "run", "lt", ws, "--arm", "a", "trainer.total_steps=25", "wandb.mode=offline")
+    (run,) = doc["submitted"]
+    run_dir = Path(run["run_dir"])
+    waiter(lambda: len(_steps(run_dir)) >= 5, 90, "5 steps")
+    subprocess.run(["scancel", "--signal=USR1", run["job_id"]], check=True)
+    waiter(lambda: read_status(run_dir).get("state") in ("requeued", "preempted"), 60, "checkpoint + requeue")
+    waiter(lambda: _records(ws)[run["run_id"]].state == "COMPLETED", 150, "the requeued job to finish")
+    steps = _steps(run_dir)
+    assert [s for _, s in steps] == list(range(1, 26))  # continuous step count across the requeue
+    assert sorted({a for a, _ in steps}) == [1, 2]
+    rec = _records(ws)[run["run_id"]]
+    assert rec.job_id == run["job_id"] and rec.attempts == 1  # requeued by SLURM, not resubmitted
+    assert read_status(run_dir)["attempt"] == 2 and rec.wandb_id == run["run_id"]
+    fragments = sorted((run_dir / "wandb").rglob(f"offline-run-*-{run['run_id']}"))
+    assert len(fragments) == 2, fragments  # one offline fragment per attempt, same W&B run id
+    assert rec.step == 25
+
+
+def test_a_job_killed_with_sigkill_is_failed_and_resumed_by_the_next_sweep(specs, tmp_path, cli, waiter,
+                                                                          monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.25")
+    ws, args = tmp_path / "ws", ("trainer.total_steps=20",)
+    _launch(cli, "sweep", "lt3", ws, *args)
+    waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["c"].run_id)) >= 3, 90, "cell c at step 3")
+    c = _by_arm(ws)["c"]
+    run_dir = ws / "runs" / c.run_id
+    os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
+    waiter(lambda: _by_arm(ws)["c"].state == "FAILED", 60, "cell c FAILED")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.02")
+    waiter(lambda: all(r.state != "RUNNING" for r in _records(ws).values()), 90, "the other cells to finish")
+    doc = _launch(cli, "sweep", "lt3", ws, *args)
+    assert [(r["run_id"], r["action"]) for r in doc["submitted"]] == [(c.run_id, "resume")]
+    waiter(lambda: _by_arm(ws)["c"].state == "COMPLETED", 90, "cell c COMPLETED")
+    steps = _steps(run_dir)
+    assert [s for _, s in steps] == list(range(1, 21)) and len({a for a, _ in steps}) == 2
+
+
+def test_ten_concurrent_sweeps_create_exactly_one_run_per_cell(specs, tmp_path, waiter):
+    ws = tmp_path / "ws"
+    cmd = [sys.executable, "-m", "arctl.cli.main", "sweep", "lt3", "trainer.total_steps=4", "--executor", "slurm",
+           "--workdir", str(ws), "--no-wait", "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(10)]
+    outputs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
+    submitted = [r for out, _ in outputs for r in json.loads(out)["submitted"]]
+    assert len(submitted) == 3 and len({r["run_id"] for r in submitted}) == 3
+    assert len({r["job_id"] for r in submitted}) == 3
+    records = waiter(lambda: (recs := _records(ws)) and all(r.state == "COMPLETED" for r in recs.values()) and recs,
+                     120, "3 cells COMPLETED")
+    assert len(records) == 3 and all(r.attempts == 1 for r in records.values())
+    task_dirs = [d for d in (ws / "jobs").iterdir() if d.is_dir() and list(d.glob("*_log.out"))]
+    assert len(task_dirs) == 3  # exactly three SLURM tasks ever ran
+
+
+def test_tricky_overrides_are_data_and_the_api_key_never_reaches_the_workspace(specs, tmp_path, cli, waiter,
+                                                                              monkeypatch):
+    marker = tmp_path / "PWNED"
+    tricky = TRICKY.format(marker=marker)
+    quoted = "'" + tricky.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    key = "planted" + "fedcba9876543210" * 2
+    monkeypatch.setenv("WANDB_API_KEY", key)
+    ws = tmp_path / "ws"
+    doc = _launch(cli, "run", "lt", ws, "--arm", "b", f"+tiny.note={quoted}", "wandb.mode=offline")
+    (run,) = doc["submitted"]
+    waiter(lambda: _records(ws)[run["run_id"]].state == "COMPLETED", 120, "the run to complete")
+    received = json.loads((Path(run["run_dir"]) / "received_config.json").read_text())
+    assert received["tiny"]["note"] == tricky and not marker.exists()
+    assert list((ws / "jobs").rglob("*_submission.sh")), "the sbatch script is in the workspace"
+    hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
+    assert hits == "", f"the API key leaked into {hits}"
