@@ -166,14 +166,20 @@ def test_mask_mod_and_block_mask_equal_dense_mask(prompt_len, think_len, n_branc
     assert torch.equal(tree_block_counts(t.cut, t.branch_start, block)[0], padded.sum((1, 3)))
 
 
-def test_batched_mask_mod_equals_dense():
-    from torch.nn.attention.flex_attention import create_mask
+def test_batched_mask_mod_and_block_mask_equal_dense():
+    from torch.nn.attention.flex_attention import create_block_mask, create_mask
 
     gen = torch.Generator().manual_seed(3)
     batch = stack_trees([random_tree(gen, 2, 9, 3), random_tree(gen, 4, 20, 2)], pad_to_multiple=8)
     n = batch["cut"].shape[1]
     got = create_mask(tree_mask_mod(batch["cut"], batch["branch_start"]), 2, None, n, n, "cpu")
     assert torch.equal(got[:, 0], dense_tree_mask(batch["cut"], batch["branch_start"]))
+    mod = tree_mask_mod(batch["cut"], batch["branch_start"])
+    ref = create_block_mask(mod, 2, None, n, n, "cpu", 8)
+    mine = tree_block_mask(batch["cut"], batch["branch_start"], "cpu", 8)
+    assert mine.kv_num_blocks.shape == (2, 1, n // 8)
+    assert torch.equal(mine.to_dense(), ref.to_dense())
+    assert torch.equal(mine.full_kv_num_blocks, ref.full_kv_num_blocks)
 
 
 def test_compiled_flex_attention_equals_sdpa_with_dense_mask():
