@@ -22,3 +22,49 @@ def paper_config():
     from arctl.spec import resolve_experiment
 
     return resolve_experiment("main-ar-uniform", scale="paper")[0].config
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """A tiny byte-level BPE tokenizer with ``<eos>`` and ``</think>`` specials (built locally, no hub)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<unk>", "<eos>", "</think>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = [
+        "Let me think. 1 + 2 = 3.\n\nSo the answer is 3.",
+        "...\n\n...\n\n",
+        "\n\n**Final Answer**\n\\boxed{3}",
+        "What is 1 + 2? Let's think step by step and output the final answer within \\boxed{}.",
+    ] * 20
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", pad_token="<unk>")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tokenizer):
+    """A tiny random Qwen2 (2 layers, hidden 64) over the tokenizer's vocabulary, float32, eval mode."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        attn_implementation="sdpa",
+    )
+    return Qwen2ForCausalLM(cfg).eval()

@@ -134,6 +134,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "eval_grid": [int(b) for b in ev.get("grid") or ev["budgets"]],
         "eval_datasets": list(ev["datasets"]),
         "eval_only": False,
+        "stop_file": None,  # set by train(): run_dir/STOP (a shared filesystem path)
     }
 
 
@@ -243,10 +244,17 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         ov["trainer.total_training_steps"] = int(trainer["total_steps"])
     if run_dir is not None:
         ov["trainer.default_local_dir"] = str(Path(run_dir) / "checkpoints")
+    if layout in ("flex", "dense"):
+        # packed trees: padded batches (the tree mask replaces the padding mask) and an attention
+        # implementation that takes it: FlexAttention BlockMask (flex) or a dense 4-D mask (dense)
+        ov[f"+{a}.model.override_config.attn_implementation"] = "flex_attention" if layout == "flex" else "sdpa"
     if trainer.get("deterministic"):
         ov[f"{a}.rollout.full_determinism"] = True
     items = [f"{k}={_fmt(v)}" for k, v in ov.items()]
-    items += [f"+arctl.{k}={_fmt(v)}" for k, v in arctl_settings(config).items()]
+    settings = arctl_settings(config)
+    if run_dir is not None:
+        settings["stop_file"] = str(Path(run_dir) / "STOP")
+    items += [f"+arctl.{k}={_fmt(v)}" for k, v in settings.items()]
     extra = verl_setting(config, "overrides") or []
     if isinstance(extra, str):
         extra = [extra]

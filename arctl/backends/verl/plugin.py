@@ -15,6 +15,7 @@ Names registered (see :data:`NAMES`):
 - agent loop ``arctl_tree`` (:class:`arctl.backends.verl.agent_loop.TreeAgentLoop`)
 - v1 trainer mode ``arctl`` (:class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`)
 - policy loss ``arctl_drgrpo`` (:func:`arctl.backends.verl.policy_loss.compute_policy_loss_drgrpo`)
+- the tree attention mask in verl's FSDP engine (:func:`arctl.backends.verl.tree_forward.patch_fsdp_engine`)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ NAMES = {"agent_loop": AGENT_LOOP_NAME, "trainer": TRAINER_MODE, "policy_loss": 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
 POLICY_LOSS_MODULE = "verl.trainer.ppo.core_algos"
+FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
 
 _lock = threading.RLock()
 _done: set[str] = set()
@@ -58,10 +60,23 @@ def _register_policy_loss(module) -> None:
     module.POLICY_LOSS_REGISTRY[POLICY_LOSS_NAME] = compute_policy_loss_drgrpo
 
 
+def _patch_fsdp_engine(module) -> None:
+    from arctl.backends.verl.tree_forward import patch_fsdp_engine
+
+    patch_fsdp_engine(module)
+
+
 _ACTIONS: dict[str, Callable] = {
     AGENT_LOOP_MODULE: _register_agent_loop,
     TRAINER_MODULE: _register_trainer,
     POLICY_LOSS_MODULE: _register_policy_loss,
+    FSDP_ENGINE_MODULE: _patch_fsdp_engine,
+}
+_READY_ATTR = {
+    AGENT_LOOP_MODULE: "_agent_loop_registry",
+    TRAINER_MODULE: "TRAINER_REGISTRY",
+    POLICY_LOSS_MODULE: "POLICY_LOSS_REGISTRY",
+    FSDP_ENGINE_MODULE: "FSDPEngineWithLMHead",
 }
 
 
@@ -97,7 +112,7 @@ class _PostImportLoader(importlib.abc.Loader):
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Meta-path finder that only intercepts the three verl registry modules."""
+    """Meta-path finder that only intercepts the verl modules arctl extends."""
 
     def __init__(self):
         self._busy: set[str] = set()
@@ -129,15 +144,8 @@ def register() -> dict[str, str]:
             sys.meta_path.insert(0, _finder)
     for name in _ACTIONS:
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "__spec__", None) is not None:
-            # Already imported (or importing with its registry defined): fill it in now.
-            if name == TRAINER_MODULE and not hasattr(module, "TRAINER_REGISTRY"):
-                continue  # partially initialised; the hook runs when it finishes
-            if name == AGENT_LOOP_MODULE and not hasattr(module, "_agent_loop_registry"):
-                continue
-            if name == POLICY_LOSS_MODULE and not hasattr(module, "POLICY_LOSS_REGISTRY"):
-                continue
-            _apply(name, module)
+        if module is not None and hasattr(module, _READY_ATTR[name]):
+            _apply(name, module)  # already imported: fill it in now
     return dict(NAMES)
 
 

@@ -1,0 +1,267 @@
+"""Tree rollout as a verl agent loop (``arctl_tree``): thinking once, then one summary group per cut.
+
+For one thinking sample (verl runs ``rollout.n`` of these per question):
+
+1. generate the thinking from the question (stop at ``</think>``, at most ``b_m`` tokens);
+2. for every *distinct* cut ``min(b_j, |z|)`` (budgets past a finished thinking share the full
+   thinking: one merged group) build the summary prompt with :func:`arctl.algo.prompts.summary_prompt`
+   and send it as a token prefix, ``summary.group_size`` times (verl's server returns one sequence per
+   request; vLLM's prefix cache, ``rollout.enable_prefix_caching``, reuses the prefix's KV, so the
+   thinking is computed once);
+3. score every leaf with the authors' rule (:func:`arctl.backends.verl.reward.leaf_reward`);
+4. return the tree in the output's ``extra_fields["arctl"]`` (:class:`~arctl.backends.verl.advantage.TreeRecord`),
+   as one packed row (layouts ``flex``/``dense``) or as a thinking row plus one row per leaf
+   (``duplicate``). Per-leaf rewards live in the record: verl's multi-output default copies the last
+   output's score onto the others, so the trainer never reads ``rm_scores`` for trees.
+
+Validation (``validate``) uses the eval budgets (the 32-budget grid in eval-only mode) with one
+summary per cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
+from arctl.backends.verl.advantage import RECORD_KEY, TreeRecord
+
+Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
+
+
+@dataclass
+class LeafGroup:
+    """The summaries sampled from one distinct cut."""
+
+    cut: int
+    budget_indices: list[int]
+    prefix: list[int]  # question + thinking[:cut] + inserted
+    inserted: list[int]
+    summaries: list[list[int]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TreeRollout:
+    prompt_ids: list[int]
+    thinking: list[int]
+    budgets: list[int]
+    groups: list[LeafGroup]
+    finished: bool
+    eos: bool
+    requests: list[list[int]] = field(default_factory=list)  # every prompt sent, in order
+
+    def group_of_budget(self) -> list[int]:
+        out = [0] * len(self.budgets)
+        for g, grp in enumerate(self.groups):
+            for j in grp.budget_indices:
+                out[j] = g
+        return out
+
+    def scores(self) -> list[float]:
+        """Per-budget score r_j: mean reward of budget j's leaf group."""
+        means = [sum(g.rewards) / len(g.rewards) if g.rewards else 0.0 for g in self.groups]
+        return [means[g] for g in self.group_of_budget()]
+
+
+async def rollout_tree(
+    generate: Generate,
+    prompt_ids: Sequence[int],
+    budgets: Sequence[int],
+    group_size: int,
+    summary_max_tokens: int,
+    inserted: InsertedTokens,
+    eos_id: int | None,
+    sampling_params: dict[str, Any],
+    score: Callable[[list[int], list[int], list[int]], float] | None = None,
+) -> TreeRollout:
+    """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``."""
+    prompt = [int(t) for t in prompt_ids]
+    budgets = [int(b) for b in budgets]
+    think_params = dict(sampling_params)
+    think_params["max_tokens"] = max(budgets)
+    think_params["stop_token_ids"] = [inserted.think_end]
+    requests = [prompt]
+    thinking = [int(t) for t in await generate(prompt, think_params)][: max(budgets)]
+    finished = bool(thinking) and thinking[-1] == inserted.think_end
+    eos = bool(thinking) and eos_id is not None and thinking[-1] == eos_id
+    groups: list[LeafGroup] = []
+    for cut, idx in distinct_cuts(len(thinking), budgets):
+        sp = summary_prompt(prompt, thinking, cut, inserted)
+        ins = list(sp.inserted)
+        groups.append(LeafGroup(cut=cut, budget_indices=idx, prefix=list(sp.input_ids), inserted=ins))
+
+    async def one(group: LeafGroup) -> list[list[int]]:
+        params = dict(sampling_params)
+        params["max_tokens"] = max(1, summary_max_tokens - len(group.inserted))  # branch cap includes inserted
+        params.pop("stop_token_ids", None)
+        outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(group_size)])
+        return [[int(t) for t in o][: params["max_tokens"]] for o in outs]
+
+    for grp in groups:
+        requests += [grp.prefix] * group_size
+    results = await asyncio.gather(*[one(g) for g in groups])
+    for grp, summaries in zip(groups, results):
+        grp.summaries = summaries
+        if score is not None:
+            grp.rewards = [float(score(thinking[: grp.cut], grp.inserted, s)) for s in summaries]
+        else:
+            grp.rewards = [0.0] * len(summaries)
+    return TreeRollout(prompt, thinking, budgets, groups, finished, eos, requests)
+
+
+def packed_response(tree: TreeRollout) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
+    """Response of the packed layout: thinking, then every leaf ``inserted + summary``.
+
+    Returns ``(response_ids, response_mask, spans)``: the mask is 1 on thinking and summary tokens
+    and 0 on inserted tokens; spans are ``(start, summary_start, end)`` in response coordinates.
+    """
+    ids = list(tree.thinking)
+    mask = [1] * len(ids)
+    spans = []
+    for grp in tree.groups:
+        for s in grp.summaries:
+            start = len(ids)
+            ids += grp.inserted + s
+            mask += [0] * len(grp.inserted) + [1] * len(s)
+            spans.append((start, start + len(grp.inserted), len(ids)))
+    return ids, mask, spans
+
+
+def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", leaf=None) -> TreeRecord:
+    return TreeRecord(
+        budgets=tuple(tree.budgets),
+        think_len=len(tree.thinking),
+        group_cuts=tuple(g.cut for g in tree.groups),
+        group_of_budget=tuple(tree.group_of_budget()),
+        leaf_rewards=tuple(tuple(g.rewards) for g in tree.groups),
+        finished=tree.finished,
+        eos=tree.eos,
+        spans=tuple(spans),
+        row=row,
+        leaf=leaf,
+        layout=layout,
+    )
+
+
+def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
+    """The rollout rows of one tree: ``prompt_ids, response_ids, response_mask, reward, record``."""
+    ids, mask, spans = packed_response(tree)
+    scores = tree.scores()
+    final = scores[-1] if scores else 0.0
+    if layout in ("flex", "dense"):
+        rec = tree_record(tree, layout, spans, "tree")
+        return [dict(prompt_ids=tree.prompt_ids, response_ids=ids, response_mask=mask, reward=final, record=rec)]
+    rows = [
+        dict(
+            prompt_ids=tree.prompt_ids,
+            response_ids=list(tree.thinking),
+            response_mask=[1] * len(tree.thinking),
+            reward=final,
+            record=tree_record(tree, layout, spans, "thinking"),
+        )
+    ]
+    for g, grp in enumerate(tree.groups):
+        for a, s in enumerate(grp.summaries):
+            prefix = tree.thinking[: grp.cut]
+            rows.append(
+                dict(
+                    prompt_ids=tree.prompt_ids,
+                    response_ids=prefix + grp.inserted + s,
+                    response_mask=[0] * (len(prefix) + len(grp.inserted)) + [1] * len(s),
+                    reward=grp.rewards[a],
+                    record=tree_record(tree, layout, spans, "branch", (g, a)),
+                )
+            )
+    return rows
+
+
+def _budgets_for(arctl: Any, validate: bool) -> tuple[list[int], int]:
+    if not validate:
+        return [int(b) for b in arctl.budgets], int(arctl.summary_group_size)
+    if bool(arctl.get("eval_only", False)):
+        return [int(b) for b in arctl.eval_grid], 1
+    return [int(b) for b in arctl.eval_budgets], 1
+
+
+def _make_loop_class():
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+    from verl.utils.profiler import simple_timer
+
+    class TreeAgentLoop(AgentLoopBase):
+        """verl agent loop of the AnytimeReasoner tree rollout (registered as ``arctl_tree``)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.arctl = self.config.arctl
+            self.inserted = InsertedTokens.from_tokenizer(self.tokenizer)
+            self.eos_id = self.tokenizer.eos_token_id
+            self.layout = str(self.arctl.get("tree_attention", "flex"))
+
+        async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
+            out = await self.server_manager.generate(
+                request_id=uuid.uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
+            )
+            return list(out.token_ids)
+
+        async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
+            validate = bool(kwargs.get("validate", False))
+            messages = list(kwargs["raw_prompt"])
+            prompt_ids = await self.ct_build_initial_tokens(messages)
+            gt = (kwargs.get("reward_model") or {}).get("ground_truth")
+            budgets, group_size = _budgets_for(self.arctl, validate)
+            # logprobs from the server are not used (old log-probs are recomputed on the tree)
+            params = {k: v for k, v in sampling_params.items() if k != "logprobs"}
+
+            def score(prefix, inserted, summary):
+                from arctl.backends.verl.reward import leaf_reward
+
+                return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id)
+
+            metrics: dict[str, Any] = {}
+            with simple_timer("generate_sequences", metrics):
+                tree = await rollout_tree(
+                    self._generate, prompt_ids, budgets, group_size, int(self.arctl.summary_max_tokens),
+                    self.inserted, self.eos_id, params, score,
+                )
+            scores = tree.scores()
+            info = {f"score@{b}": float(s) for b, s in zip(budgets, scores)}
+            info["think_len"] = float(len(tree.thinking))
+            rows = output_rows(tree, "duplicate" if validate else self.layout)
+            if validate:  # validation never trains: the thinking row carries the scores
+                rows = rows[:1]
+            outputs = []
+            for row in rows:
+                outputs.append(
+                    AgentLoopOutput(
+                        prompt_ids=row["prompt_ids"],
+                        response_ids=row["response_ids"],
+                        response_mask=row["response_mask"],
+                        reward_score=float(row["reward"]),
+                        num_turns=2,
+                        metrics=AgentLoopMetrics(**metrics),
+                        extra_fields={
+                            RECORD_KEY: row["record"].to_dict(),
+                            "reward_extra_info": dict(info),
+                            "turn_scores": [],
+                            "tool_rewards": [],
+                        },
+                    )
+                )
+            return outputs
+
+    return TreeAgentLoop
+
+
+def __getattr__(name: str):
+    # the verl class is built on first use so that importing this module stays cheap
+    if name == "TreeAgentLoop":
+        cls = _make_loop_class()
+        cls.__module__ = __name__
+        cls.__qualname__ = "TreeAgentLoop"
+        globals()["TreeAgentLoop"] = cls
+        return cls
+    raise AttributeError(name)

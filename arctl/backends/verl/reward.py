@@ -1,0 +1,50 @@
+"""Rule reward with the authors' formatting rule, through :mod:`arctl.algo.verify`.
+
+A leaf (summary branch) scores 1 iff ``</think>`` occurs exactly once in ``thinking[:cut] +
+inserted + summary``, the cut thinking does not end with EOS, and the first ``**Final Answer**``
+paragraph's last ``\\boxed{}`` equals the ground truth under math-verify; otherwise 0.
+
+:func:`leaf_reward` works on token ids (what the agent loop has); :func:`compute_score` is the
+same rule on text with verl's ``custom_reward_function`` signature, for verl's own reward path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def ground_truth_of(reward_model: Any) -> Any:
+    """``reward_model["ground_truth"]`` of a verl row (dict or None)."""
+    if isinstance(reward_model, dict):
+        return reward_model.get("ground_truth")
+    return None
+
+
+def leaf_reward(
+    thinking_prefix: Sequence[int],
+    inserted: Sequence[int],
+    summary: Sequence[int],
+    ground_truth: Any,
+    tokenizer: Any,
+    think_end_id: int,
+    eos_id: int | None,
+) -> float:
+    """Reward of one leaf from token ids (never raises; malformed input scores 0)."""
+    from arctl.algo.verify import format_ok_ids, verify_answer
+
+    try:
+        branch = [int(t) for t in inserted] + [int(t) for t in summary]
+        if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
+            return 0.0
+        text = tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
+        return float(verify_answer(text, ground_truth))
+    except Exception:
+        return 0.0
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs) -> float:
+    """verl ``custom_reward_function``: the authors' rule on the decoded response text."""
+    from arctl.algo.verify import score_response
+
+    return float(score_response(solution_str, ground_truth))

@@ -1,0 +1,289 @@
+"""arctl's v1 trainer mode (``trainer.v1.trainer_mode=arctl``): verl's synchronous PPO trainer with
+AnytimeReasoner's advantage step, tree layouts and arctl's metric schema.
+
+Why v1 ``register_trainer`` and not a ``RayPPOTrainer`` subclass: v1 is verl 0.9.1's default
+(``trainer.use_v1: true``; ``RayPPOTrainer`` is deprecated) and it *can* carry the tree: every
+rollout row is stored in TransferQueue with the agent loop's ``extra_fields``, and the advantage
+hook ``_compute_advantage(batch, metrics)`` receives the batch keys, so it can read the tree record
+of every row, compute per-budget advantages with :mod:`arctl.algo` and write per-token
+``advantages`` back. Nothing else of verl's loop (rollout, old log-probs, actor update, checkpoints,
+weight sync) needs replacing.
+
+Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
+
+- ``_compute_advantage``: tree advantages (:mod:`arctl.backends.verl.advantage`), arctl metrics;
+- ``_compute_old_log_prob``: for packed trees, first writes tree position ids and the 1-D tree-mask
+  encoding (``tree_cut``, ``tree_branch_start``) built with :func:`arctl.algo.tree.pack_tree`, which
+  the actor forward turns into a FlexAttention BlockMask (:mod:`arctl.backends.verl.tree_forward`);
+- ``on_step_end``: a stop file (written when the job is asked to stop) -> checkpoint, then end;
+- ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
+  with ``trainer/global_step``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from tensordict import TensorDict
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.workers.utils.padding import response_to_nested
+
+from arctl.backends.verl.advantage import (
+    RECORD_KEY,
+    AdvantageSettings,
+    TreeRecord,
+    batch_metrics,
+    response_advantages,
+    tree_advantages,
+)
+
+logger = logging.getLogger(__name__)
+
+STOP_FILE_ENV = "ARCTL_STOP_FILE"
+
+
+def _tree_key(key: str) -> str:
+    """``{uid}_{session}_{index}`` -> ``{uid}_{session}`` (one thinking sample)."""
+    return key.rsplit("_", 1)[0]
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    if hasattr(value, "tolist"):
+        return list(value.tolist())
+    return list(value)
+
+
+def compute_row_advantages(
+    keys: list[str],
+    uids: list[Any],
+    extra_fields: list[Any],
+    response_lens: list[int],
+    settings: AdvantageSettings,
+    padding: list[bool] | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Per-row, per-response-token advantages [N, max_response_len] of a rollout batch, and metrics.
+
+    Rows of one thinking sample share the key prefix ``{uid}_{session}``; its tree record is the
+    one of its ``tree`` (packed) or ``thinking`` row. Padding rows (verl's synthetic no-op samples)
+    and rows without a record get 0.
+    """
+    padding = padding or [False] * len(keys)
+    records: list[TreeRecord | None] = []
+    for ef, pad in zip(extra_fields, padding):
+        d = ef.get(RECORD_KEY) if isinstance(ef, dict) and not pad else None
+        records.append(TreeRecord.from_dict(d) if d else None)
+    trees: dict[str, int] = {}
+    tree_records: list[TreeRecord] = []
+    tree_uids: list[Any] = []
+    for i, (key, rec) in enumerate(zip(keys, records)):
+        if rec is None or rec.row not in ("tree", "thinking"):
+            continue
+        trees[_tree_key(key)] = len(tree_records)
+        tree_records.append(rec)
+        tree_uids.append(uids[i])
+    advs = tree_advantages(tree_records, tree_uids, settings)
+    width = max(response_lens) if response_lens else 0
+    out = torch.zeros(len(keys), width, dtype=torch.float32)
+    for i, (key, rec) in enumerate(zip(keys, records)):
+        if rec is None:
+            continue
+        t = trees.get(_tree_key(key))
+        if t is None:
+            raise ValueError(f"rollout row {key} has no tree/thinking row in the batch")
+        out[i, : response_lens[i]] = response_advantages(rec, advs[t], response_lens[i]).float()
+    return out, batch_metrics(tree_records, tree_uids, advs, settings)
+
+
+def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord) -> dict[str, torch.Tensor]:
+    """Position ids and the 1-D tree-mask encoding of one packed row (prompt + response), through
+    :func:`arctl.algo.tree.pack_tree`; checks that the packing reproduces the row's tokens."""
+    from arctl.algo.tree import SummaryBranch, pack_tree
+
+    t = rec.think_len
+    a = rec.group_size
+    branches = []
+    for k, (start, summary_start, end) in enumerate(rec.spans):
+        g = k // a
+        branches.append(
+            SummaryBranch(
+                cut=rec.group_cuts[g],
+                inserted=response_ids[start:summary_start],
+                summary=response_ids[summary_start:end],
+            )
+        )
+    tree = pack_tree(prompt_ids, response_ids[:t], branches)
+    expected = torch.tensor(list(prompt_ids) + list(response_ids), dtype=torch.long)
+    if not torch.equal(tree.input_ids, expected):
+        raise ValueError("tree record does not match the packed response (spans out of order?)")
+    return {"position_ids": tree.position_ids, "tree_cut": tree.cut, "tree_branch_start": tree.branch_start}
+
+
+class ArctlPPOTrainer(PPOTrainerSync):
+    """verl v1 synchronous trainer with AnytimeReasoner's tree advantages (mode ``arctl``)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.arctl_settings = AdvantageSettings.from_config(config.arctl)
+        self.arctl_layout = str(config.arctl.get("tree_attention", "flex"))
+        self._arctl_metric_defined = False
+
+    def _build_replay_buffer(self):
+        # verl picks the synchronous replay buffer for mode "sync" only; arctl's mode is synchronous too
+        mode = self.trainer_mode
+        self.trainer_mode = "sync"
+        try:
+            return super()._build_replay_buffer()
+        finally:
+            self.trainer_mode = mode
+
+    # ------------------------------------------------------------------ advantages
+    def _compute_advantage(self, batch, metrics: dict):
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "response_mask", "extra_fields"]
+        )
+        response_mask = data["response_mask"]
+        lens = [int(x) for x in response_mask.offsets().diff().tolist()]
+        padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
+        adv, arctl_metrics = compute_row_advantages(
+            list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_settings, padding
+        )
+        metrics.update(arctl_metrics)
+        nested = response_to_nested(adv, response_mask)
+        out = TensorDict({"advantages": nested, "returns": response_to_nested(adv.clone(), response_mask)},
+                         batch_size=len(batch))
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
+
+    # ------------------------------------------------------------------ packed trees
+    def _compute_old_log_prob(self, batch, metrics: dict):
+        if self.arctl_layout in ("flex", "dense"):
+            self._put_tree_tensors(batch)
+        return super()._compute_old_log_prob(batch, metrics)
+
+    def _put_tree_tensors(self, batch) -> None:
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id,
+            select_fields=["prompts", "responses", "extra_fields", "position_ids"],
+        )
+        prompts, responses = data["prompts"], data["responses"]
+        extra = _as_list(data["extra_fields"])
+        pos, cut, bstart = [], [], []
+        for i, tag in enumerate(batch.tags):
+            p = prompts[i].tolist()
+            r = responses[i].tolist()
+            d = extra[i].get(RECORD_KEY) if isinstance(extra[i], dict) else None
+            if tag.get("is_padding", False) or not d:
+                n = len(p) + len(r)
+                pos.append(data["position_ids"][i].clone())
+                cut.append(torch.zeros(n, dtype=torch.long))
+                bstart.append(torch.zeros(n, dtype=torch.long))  # plain causal
+                continue
+            tt = tree_tensors(p, r, TreeRecord.from_dict(d))
+            pos.append(tt["position_ids"])
+            cut.append(tt["tree_cut"])
+            bstart.append(tt["tree_branch_start"])
+        fields = TensorDict(
+            {
+                "position_ids": torch.nested.as_nested_tensor(pos, layout=torch.jagged),
+                "tree_cut": torch.nested.as_nested_tensor(cut, layout=torch.jagged),
+                "tree_branch_start": torch.nested.as_nested_tensor(bstart, layout=torch.jagged),
+            },
+            batch_size=len(batch),
+        )
+        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
+
+    # ------------------------------------------------------------------ stop / preemption
+    def on_step_end(self):
+        super().on_step_end()
+        stop_file = self.config.arctl.get("stop_file") or os.environ.get(STOP_FILE_ENV)
+        if stop_file and os.path.exists(stop_file):
+            logger.warning("arctl: stop requested; saving a checkpoint at step %s and ending", self.global_steps)
+            self._save_checkpoint()
+            self.total_training_steps = self.global_steps  # fit() ends after this step
+
+    # ------------------------------------------------------------------ metrics
+    def _define_step_metric(self) -> None:
+        if self._arctl_metric_defined:
+            return
+        try:
+            import wandb
+
+            if wandb.run is not None:
+                wandb.run.define_metric("trainer/global_step")
+                wandb.run.define_metric("*", step_metric="trainer/global_step")
+                self._arctl_metric_defined = True
+        except Exception:  # wandb absent or disabled
+            pass
+
+    def _val_metrics_update(self, data_sources, sample_uids, reward_extra_infos_dict, sample_turns,
+                            expected_acc_counts=None):
+        metric_dict = super()._val_metrics_update(
+            data_sources, sample_uids, reward_extra_infos_dict, sample_turns, expected_acc_counts
+        )
+        metric_dict.update(eval_metrics(data_sources, sample_uids, reward_extra_infos_dict, self.arctl_settings))
+        metric_dict["trainer/global_step"] = self.global_steps
+        self._define_step_metric()
+        return metric_dict
+
+    def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+        out = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        metrics["trainer/global_step"] = global_steps
+        if "step" in timing_raw:
+            metrics["perf/step_time_s"] = float(timing_raw["step"])
+        if "actor/pg_loss" in metrics:
+            metrics["train/loss"] = float(metrics["actor/pg_loss"])
+        if "actor/entropy" in metrics:
+            metrics["train/entropy"] = float(metrics["actor/entropy"])
+        self._define_step_metric()
+        return out
+
+
+def eval_metrics(
+    data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], settings: AdvantageSettings
+) -> dict[str, float]:
+    """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over the evaluated budgets), ``final_acc``,
+    ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget, from the
+    validation rows' ``score@{b}`` values."""
+    from arctl.algo.metrics import baseline_correlations, normalized_variances
+
+    budgets = sorted(int(k.split("@", 1)[1]) for k in infos if k.startswith("score@"))
+    if not budgets:
+        return {}
+    out: dict[str, float] = {}
+    rows_by_ds: dict[str, list[int]] = defaultdict(list)
+    for i, ds in enumerate(data_sources):
+        rows_by_ds[str(ds)].append(i)
+    for ds, rows in rows_by_ds.items():
+        scores = torch.tensor(
+            [[float(infos[f"score@{b}"][i] or 0.0) for b in budgets] for i in rows], dtype=torch.float64
+        )
+        acc = scores.mean(0)
+        for b, v in zip(budgets, acc.tolist()):
+            out[f"eval/{ds}/acc@{b}"] = v
+        out[f"eval/{ds}/anytime_acc"] = float(acc.mean())
+        out[f"eval/{ds}/final_acc"] = float(acc[-1])
+        if "think_len" in infos:
+            out[f"eval/{ds}/think_len"] = float(np.mean([float(infos["think_len"][i] or 0.0) for i in rows]))
+        # diagnostics need [B, G, m] with equal G per question
+        by_uid: dict[Any, list[int]] = defaultdict(list)
+        for k, i in enumerate(rows):
+            by_uid[sample_uids[i]].append(k)
+        sizes = {len(v) for v in by_uid.values()}
+        if len(sizes) == 1 and next(iter(sizes)) > 1:
+            grid = scores[torch.tensor(list(by_uid.values()))]
+            probs = torch.full((len(budgets),), 1.0 / len(budgets), dtype=torch.float64)
+            corr = baseline_correlations(grid, probs, settings.lam)
+            nvar = normalized_variances(grid, probs, settings.lam)
+            for j, b in enumerate(budgets):
+                for kind in ("v1", "v2"):
+                    out[f"eval/{ds}/corr_{kind}@{b}"] = float(corr[kind][j])
+                for kind in ("brpo", "grpo", "v1"):
+                    out[f"eval/{ds}/nvar/{kind}@{b}"] = float(nvar[kind][j])
+    return out

@@ -1,0 +1,167 @@
+"""The tree agent loop against a fake token-in/token-out server (a tiny Qwen2 behind verl's async
+``generate`` interface): thinking sent once, one prefix group per distinct cut, branches equal to
+direct generation from the same tokens, per-leaf rewards kept, rows that the trainer packs back."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from arctl.algo.prompts import InsertedTokens, summary_prompt
+from arctl.backends.verl.advantage import TreeRecord
+
+TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
+
+class FakeServer:
+    """Greedy decoding with a HF model, token ids in and out, like verl's LLMServerClient.generate."""
+
+    def __init__(self, model, eos_id, script=None):
+        self.model, self.eos_id, self.script = model, eos_id, script
+        self.requests: list[tuple[list[int], dict]] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.requests.append((list(prompt_ids), dict(sampling_params)))
+        if self.script is not None and "stop_token_ids" in sampling_params:
+            return SimpleNamespace(token_ids=list(self.script), log_probs=None, stop_reason="completed")
+        return SimpleNamespace(token_ids=greedy(self.model, prompt_ids, sampling_params, self.eos_id),
+                               log_probs=None, stop_reason="completed")
+
+
+def greedy(model, prompt_ids, params, eos_id):
+    stops = set(params.get("stop_token_ids") or []) | {eos_id}
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([prompt_ids]), max_new_tokens=int(params["max_tokens"]), do_sample=False,
+            eos_token_id=sorted(stops), pad_token_id=eos_id, attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+        )
+    return out[0, len(prompt_ids):].tolist()
+
+
+@pytest.fixture(scope="module")
+def loop_factory(tokenizer, tiny_model, paper_config):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from arctl.backends.verl import plugin  # noqa: F401 - registration
+    from arctl.backends.verl.agent_loop import TreeAgentLoop
+    from arctl.backends.verl.overrides import check_overrides, verl_overrides
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = TEMPLATE
+
+    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None):
+        cfg = copy.deepcopy(paper_config)
+        cfg["thinking"]["budgets"] = list(budgets)
+        cfg["eval"]["budgets"] = list(budgets)
+        cfg["summary"]["group_size"] = group_size
+        cfg["summary"]["max_tokens"] = 32
+        cfg["verl"]["tree_attention"] = layout
+        composed = check_overrides(verl_overrides(cfg))
+        server = FakeServer(tiny_model, tok.eos_token_id, script)
+        loop = TreeAgentLoop(
+            trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=tok, processor=None,
+            dataset_cls=None, data_config=DictConfigWrap(composed.data),
+        )
+        return loop, server, tok
+
+    return make
+
+
+def _run(loop, **kw):
+    kwargs = dict(raw_prompt=[{"role": "user", "content": "What is 1 + 2?"}],
+                  reward_model={"ground_truth": "3"}, **kw)
+
+    async def go():
+        loop.loop = asyncio.get_running_loop()  # verl binds the loop at construction
+        return await loop.run({"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}, **kwargs)
+
+    return asyncio.run(go())
+
+
+def test_thinking_once_then_one_prefix_group_per_distinct_cut(loop_factory, tiny_model):
+    loop, server, tok = loop_factory(budgets=(4, 9, 30), group_size=2)
+    outputs = _run(loop)
+    assert len(outputs) == 1  # packed layout: one row per tree
+    rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
+    prompt = outputs[0].prompt_ids
+    assert prompt == tok.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], tokenize=True,
+                                             add_generation_prompt=True) or prompt
+    thinking_requests = [r for r in server.requests if "stop_token_ids" in r[1]]
+    assert len(thinking_requests) == 1 and thinking_requests[0][0] == prompt
+    assert thinking_requests[0][1]["max_tokens"] == 30
+    thinking = outputs[0].response_ids[: rec.think_len]
+    ins = InsertedTokens.from_tokenizer(tok)
+    cuts = sorted({min(b, len(thinking)) for b in (4, 9, 30)})
+    assert list(rec.group_cuts) == cuts
+    summary_requests = [tuple(r[0]) for r in server.requests if "stop_token_ids" not in r[1]]
+    # each distinct prefix requested exactly group_size times, nothing else
+    expected = {tuple(summary_prompt(prompt, thinking, c, ins).input_ids): 2 for c in cuts}
+    assert {p: summary_requests.count(p) for p in set(summary_requests)} == expected
+    # branches equal direct generation from the same tokens
+    for k, (start, sstart, end) in enumerate(rec.spans):
+        cut = rec.group_cuts[k // 2]
+        sp = summary_prompt(prompt, thinking, cut, ins)
+        assert outputs[0].response_ids[start:sstart] == list(sp.inserted)
+        direct = greedy(tiny_model, list(sp.input_ids), {"max_tokens": 32 - sp.inserted_len}, tok.eos_token_id)
+        assert outputs[0].response_ids[sstart:end] == direct
+        assert outputs[0].response_mask[start:sstart] == [0] * (sstart - start)
+        assert outputs[0].response_mask[sstart:end] == [1] * (end - sstart)
+    assert outputs[0].response_mask[: rec.think_len] == [1] * rec.think_len
+
+
+def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explicit(loop_factory, tokenizer):
+    tok = tokenizer
+    end = tok.convert_tokens_to_ids("</think>")
+    think = tok.encode("Let me think. 1 + 2 = 3.", add_special_tokens=False) + [end]
+    loop, server, tok = loop_factory(budgets=(4, len(think) + 2, 40), group_size=2, script=think)
+    # the summaries: make the server answer correctly for the full-thinking prefix only
+    correct = tok.encode("\\boxed{3}", add_special_tokens=False) + [tok.eos_token_id]
+    wrong = tok.encode("\\boxed{2}", add_special_tokens=False) + [tok.eos_token_id]
+    calls = {"n": 0}
+
+    async def scripted(request_id, *, prompt_ids, sampling_params, **kw):
+        server.requests.append((list(prompt_ids), dict(sampling_params)))
+        if "stop_token_ids" in sampling_params:
+            return SimpleNamespace(token_ids=list(think))
+        calls["n"] += 1
+        k = len(loop.inserted.finished)
+        full = list(prompt_ids[len(prompt_ids) - k - len(think) : len(prompt_ids) - k]) == think
+        return SimpleNamespace(token_ids=correct if full and calls["n"] % 2 else wrong)
+
+    server.generate = scripted
+    outputs = _run(loop)
+    rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
+    assert rec.finished and rec.think_len == len(think)
+    assert list(rec.group_cuts) == [4, len(think)]  # budgets 2 and 3 share the full thinking
+    assert list(rec.group_of_budget) == [0, 1, 1]
+    assert calls["n"] == 4  # 2 groups x group_size 2
+    assert rec.leaf_rewards[0] == (0.0, 0.0)
+    assert sorted(rec.leaf_rewards[1]) == [0.0, 1.0]  # per leaf, not the last output's score
+    info = outputs[0].extra_fields["reward_extra_info"]
+    assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
+
+
+def test_duplicate_layout_rows_and_validation_rows(loop_factory):
+    loop, server, tok = loop_factory(layout="duplicate", budgets=(4, 9, 30), group_size=2)
+    outputs = _run(loop)
+    recs = [TreeRecord.from_dict(o.extra_fields["arctl"]) for o in outputs]
+    n_leaves = 2 * len(recs[0].group_cuts)
+    assert [r.row for r in recs] == ["thinking"] + ["branch"] * n_leaves
+    thinking = outputs[0].response_ids
+    for o, r in zip(outputs[1:], recs[1:]):
+        g, a = r.leaf
+        cut = r.group_cuts[g]
+        start, sstart, end = r.spans[g * 2 + a]
+        n_ins, n_sum = sstart - start, end - sstart
+        assert o.response_ids[:cut] == thinking[:cut]
+        assert o.response_mask == [0] * (cut + n_ins) + [1] * n_sum  # thinking trained once, in its own row
+    # validation: eval budgets, one summary per cut, the thinking row only
+    server.requests.clear()
+    val = _run(loop, validate=True)
+    assert len(val) == 1
+    assert sum("stop_token_ids" not in r[1] for r in server.requests) == len(
+        TreeRecord.from_dict(val[0].extra_fields["arctl"]).group_cuts)

@@ -1,0 +1,62 @@
+"""Actor forward on packed trees: FlexAttention BlockMask == dense 4-D mask == duplicated branches (CPU)."""
+
+from __future__ import annotations
+
+import torch
+
+from arctl.algo.tree import SummaryBranch, pack_tree, stack_trees
+from arctl.backends.verl.tree_forward import padded_tree_encoding, sequence_log_probs, tree_log_probs
+
+
+def _trees():
+    g = torch.Generator().manual_seed(1)
+    r = lambda n: torch.randint(3, 250, (n,), generator=g).tolist()  # noqa: E731
+    ins, fin = r(4), r(2)
+    t1 = pack_tree(r(9), r(70), [SummaryBranch(20, ins, r(5)), SummaryBranch(20, ins, r(3)),
+                                 SummaryBranch(50, ins, r(6)), SummaryBranch(70, fin, r(4))])
+    t2 = pack_tree(r(12), r(40), [SummaryBranch(10, ins, r(7)), SummaryBranch(40, fin, r(2))])
+    return [t1, t2]
+
+
+def test_flex_block_mask_forward_equals_dense_and_duplicated_branches(tiny_model):
+    torch.set_num_threads(1)
+    trees = _trees()
+    batch = stack_trees(trees, pad_to_multiple=128)
+    ids, pos = batch["input_ids"], batch["position_ids"]
+    model = tiny_model
+    with torch.no_grad():
+        model.set_attn_implementation("sdpa")
+        dense = tree_log_probs(model, ids, pos, batch["cut"], batch["branch_start"], "sdpa")
+        model.set_attn_implementation("flex_attention")
+        try:
+            flex = tree_log_probs(model, ids, pos, batch["cut"], batch["branch_start"], "flex_attention")
+        finally:
+            model.set_attn_implementation("sdpa")
+        for b, tree in enumerate(trees):
+            valid = torch.zeros(ids.shape[1] - 1, dtype=torch.bool)  # log-prob of token t sits at t-1
+            valid[: tree.valid_len - 1] = True
+            torch.testing.assert_close(flex[b][valid], dense[b][valid], atol=1e-5, rtol=1e-5)
+            # duplicated branches: each branch as its own sequence, plain causal attention
+            trunk = sequence_log_probs(model, tree.input_ids[tree.trunk_indices()])
+            torch.testing.assert_close(dense[b][: tree.trunk_len - 1], trunk, atol=1e-5, rtol=1e-5)
+            for i, span in enumerate(tree.branches):
+                own = sequence_log_probs(model, tree.input_ids[tree.branch_indices(i)])
+                n = span.end - span.start - 1  # branch tokens after its first (inserted) one
+                torch.testing.assert_close(dense[b][span.start : span.end - 1], own[-n:], atol=1e-5, rtol=1e-5)
+                # every trained token of the branch (summary) is covered by the comparison above
+                assert not tree.loss_mask[span.start]
+
+
+def test_the_token_after_a_branch_boundary_is_never_trained():
+    for tree in _trees():
+        for span in tree.branches:
+            assert span.summary_start > span.start  # >= 1 inserted token opens every branch
+            assert not tree.loss_mask[span.start]
+
+
+def test_padded_tree_encoding_pads_to_self_attention():
+    cut = torch.nested.as_nested_tensor([torch.tensor([0, 0, 2]), torch.tensor([0])], layout=torch.jagged)
+    bst = torch.nested.as_nested_tensor([torch.tensor([0, 0, 2]), torch.tensor([0])], layout=torch.jagged)
+    c, s = padded_tree_encoding(cut, bst, 4)
+    assert c.tolist() == [[0, 0, 2, 0], [0, 0, 0, 0]]
+    assert s.tolist() == [[0, 0, 2, 3], [0, 1, 2, 3]]
