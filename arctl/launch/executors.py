@@ -91,28 +91,36 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     return params
 
 
-def submitit_command(folder: Path) -> str:
+EXEC_KEY = "_exec_python"  # our marker: run the job as the batch shell itself (Ray jobs)
+
+
+def python_command(params: dict) -> str:
+    python = shlex.quote(sys.executable)
+    return f"exec {python}" if params.get(EXEC_KEY) else python
+
+
+def submitit_command(folder: Path, params: dict | None = None) -> str:
     """The command submitit puts in the sbatch script (the python of this environment)."""
-    return " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return " ".join([python_command(params or {}), "-u -m submitit.core._submit", shlex.quote(str(folder))])
 
 
 def render_sbatch(params: dict, folder: Path, n_tasks: int) -> str:
     """The sbatch script submitit would write for ``n_tasks`` array tasks (1: a plain job)."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    kwargs = dict(params)
+    kwargs = {k: v for k, v in params.items() if k != EXEC_KEY}
     if n_tasks > 1:
         kwargs["map_count"] = n_tasks
-    return _make_sbatch_string(command=submitit_command(folder), folder=folder, **kwargs)
+    return _make_sbatch_string(command=submitit_command(folder, params), folder=folder, **kwargs)
 
 
 def slurm_executor(folder: Path, params: dict, max_num_timeout: int = 20):
     """A submitit SlurmExecutor; ``max_num_timeout`` bounds the requeues after time limits."""
     from submitit import SlurmExecutor
 
-    executor = SlurmExecutor(folder=folder, max_num_timeout=max_num_timeout)
+    executor = SlurmExecutor(folder=folder, max_num_timeout=max_num_timeout, python=python_command(params))
     try:
-        executor.update_parameters(**params)
+        executor.update_parameters(**{k: v for k, v in params.items() if k != EXEC_KEY})
     except ValueError as err:
         raise LaunchError(f"bad cluster option: {str(err).splitlines()[0]}") from None
     return executor
@@ -138,7 +146,37 @@ def verl_job_script(config: dict, run_dir: Path) -> str | None:
     return job_script(config, run_dir)
 
 
+def _logical_lines(script: str) -> list[str]:
+    """Shell lines with backslash continuations joined (kept verbatim, newlines included)."""
+    out, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        if not line.rstrip().endswith("\\"):
+            out.append("\n".join(current))
+            current = []
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+TRAINER_MARK = "arctl.backends.verl.trainer"
+
+
 def with_ray_setup(params: dict, script: str) -> dict:
-    """Run the Ray bootstrap as the job's setup and the submitit command on the head (no srun)."""
-    lines = [line for line in script.splitlines() if not line.startswith("#!")]
-    return {**params, "setup": [*params.get("setup", []), *lines], "use_srun": False}
+    """Use the verl backend's Ray job body as the setup of the submitit job.
+
+    The body's Ray part (head on ``nodes[0]``, workers on the other nodes, ``RAY_ADDRESS``
+    exported) runs first; its own trainer command is replaced by submitit's, which runs our job
+    entry on the head node as the batch shell itself (``exec``, no srun), so the time-limit
+    signal (``--signal=B:USR1@...``) reaches it and submitit can checkpoint and requeue.
+    """
+    lines = []
+    for block in _logical_lines(script):
+        first = block.lstrip()
+        if first.startswith("#!") or TRAINER_MARK in block or first.startswith("# the trainer"):
+            continue
+        lines.extend(block.splitlines())
+    delay = str(params.get("additional_parameters", {}).get("signal", "USR1@90")).split("@")[-1]
+    extra = {**params.get("additional_parameters", {}), "signal": f"B:{PREEMPT_SIGNAL}@{delay}"}
+    return {**params, "setup": [*params.get("setup", []), *lines], "use_srun": False,
+            "additional_parameters": extra, EXEC_KEY: True}

@@ -47,13 +47,42 @@ def test_sbatch_script_is_one_array_with_parallelism(tmp_path):
     assert lines.index("module load cuda/12.4") < next(i for i, line in enumerate(lines) if line.startswith("srun "))
 
 
-def test_ray_setup_runs_the_script_before_the_job_on_the_head_without_srun(tmp_path):
-    ray = '#!/bin/bash\nnodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))\nray start --head'
+def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
+    ray = "\n".join([
+        "#!/bin/bash",
+        'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+        'srun --nodes=1 -w "${nodes[0]}" \\',
+        "  python -m ray.scripts.scripts start --head --block &",
+        "# the trainer runs on the head node and joins the Ray cluster through RAY_ADDRESS",
+        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
+        "  python -m arctl.backends.verl.trainer /runs/x",
+    ])
     params = with_ray_setup(slurm_parameters(CLUSTER, "r1"), ray)
     script = render_sbatch(params, tmp_path / "%j", 1)
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
-    assert "\nsrun " not in script and "-m submitit.core._submit" in script
-    assert script.index("ray start --head") < script.index("submitit.core._submit")
+    assert "ray.scripts.scripts start --head" in script and "arctl.backends.verl.trainer" not in script
+    last = script.strip().splitlines()[-1]
+    assert last.startswith("exec ") and "-m submitit.core._submit" in last  # no srun: the batch shell is the job
+    assert "#SBATCH --signal=B:USR1@90" in script
+    assert script.index("ray.scripts.scripts start") < script.index("submitit.core._submit")
+
+
+def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
+    ray_job = pytest.importorskip("arctl.backends.verl.ray_job")
+    from arctl.launch.executors import verl_job_script
+    from arctl.spec import resolve_experiment
+
+    monkeypatch.delenv("ARCTL_SPECS", raising=False)
+    (run,) = resolve_experiment("ablation-vr", ["cluster=slurm-a100", "cluster.nodes=2"], scale="paper", arms=["grpo"])
+    body = verl_job_script(run.config, tmp_path / "run")
+    assert body == ray_job.job_script(run.config, tmp_path / "run")
+    script = render_sbatch(with_ray_setup(slurm_parameters(run.config["cluster"], "ablation-vr"), body), tmp_path / "%j", 1)
+    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --gpus-per-node=8" in script
+    assert "-m arctl.backends.verl.trainer" not in script  # our job entry runs the trainer instead
+    assert script.strip().splitlines()[-1].startswith("exec ")
+    single = {**run.config, "cluster": {**run.config["cluster"], "nodes": 1}}
+    assert verl_job_script(single, tmp_path / "run") is None  # one node: no Ray bootstrap needed
 
 
 def test_choose_executor(monkeypatch, tmp_path):
