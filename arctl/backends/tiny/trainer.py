@@ -47,9 +47,9 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     check_config(config)
     tiny, optim, data, trainer = config["tiny"], config["optim"], config["data"], config["trainer"]
     seed = int(config["seed"])
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(int(tiny["threads"]))
-    if trainer.get("deterministic"):
-        torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(bool(trainer.get("deterministic")))
     stop, restore_signals = stop_event or threading.Event(), None
     if stop_event is None:
         restore_signals = install_stop_handlers(stop)
@@ -134,6 +134,8 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
             run.finish()
         if restore_signals:
             restore_signals()
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
     print(f"tiny: {config.get('experiment')}/{config.get('arm')} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status

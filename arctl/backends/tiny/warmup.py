@@ -109,7 +109,7 @@ def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        loss_value = float(loss)
+        loss_value = float(loss.detach())
         if step % 200 == 0 or step == steps - 1:
             log.info("tiny warm-up step %d/%d loss %.4f", step + 1, steps, loss_value)
     model.eval()

@@ -1,0 +1,128 @@
+"""End to end at micro scale: every experiment's arms train 3 steps and leave a readable offline W&B
+run with the schema's keys; a run stopped after one step and resumed equals the uninterrupted run."""
+
+import json
+import threading
+
+import pytest
+import wandb
+
+from arctl.backends.tiny.trainer import train
+from arctl.spec import resolve_experiment
+from arctl.spec.experiment import list_experiments
+from arctl.track import metrics_schema as ms
+from arctl.track.wandb_offline import read_wandb_file
+
+# micro scale: a 2-layer 32-wide model, a few warm-up steps, 3 RL steps on 2 prompts x 2 samples
+MICRO = [
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "tiny.task.max_terms=6",
+    "tiny.warmup.steps=4",
+    "tiny.warmup.batch_size=8",
+    "tiny.warmup.max_rounds=1",
+    "tiny.warmup.eval_problems=4",
+    "tiny.diag_problems=2",
+    "data.train_batch_size=2",
+    "data.ppo_mini_batch_size=1",
+    "rollout.n=2",
+    "trainer.total_steps=3",
+    "trainer.test_freq=2",
+    "trainer.save_freq=2",
+    "eval.num_problems=4",
+    "eval.grid_size=4",
+]
+
+TRAIN_KEYS = [ms.TRAIN_THINK_LEN_MEAN, ms.TRAIN_ANYTIME_SCORE, ms.TRAIN_FINAL_SCORE, ms.TRAIN_REWARD_MEAN,
+              ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]
+ALGO_SECTIONS = ("thinking", "summary", "reward", "rollout", "optim", "data", "eval")
+
+
+def _distinct_runs():
+    """Every experiment's arms at micro scale, one per distinct algorithm config (e.g. the `grpo`
+    arm shared by several experiments runs once)."""
+    seen, out = set(), []
+    for name in list_experiments():
+        for run in resolve_experiment(name, overrides=MICRO):
+            key = json.dumps({k: run.config[k] for k in ALGO_SECTIONS}, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(pytest.param(run.config, id=f"{name}/{run.arm}"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    return tmp_path_factory.mktemp("ws")
+
+
+def test_every_experiment_has_a_micro_run():
+    names = {p.id.split("/")[0] for p in _distinct_runs()}
+    assert set(list_experiments()) - names <= {n for n in list_experiments() if n.startswith("main-")}
+
+
+@pytest.mark.parametrize("config", _distinct_runs())
+def test_micro_run_writes_schema_keys(config, workspace):
+    run_dir = workspace / "runs" / f"{config['experiment']}-{config['arm']}"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()  # finish() can return before wandb-core has closed the file
+    files = sorted({p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")})
+    assert files, "no offline .wandb file written"
+    data = read_wandb_file(files[0])
+    assert data.state == "finished" and not data.warnings, (files, data.state, data.warnings, data.exit_code)
+    assert data.name == f"{config['arm']}-s{config['seed']}" and data.group == config["experiment"]
+    assert data.config["thinking"]["budgets"] == config["thinking"]["budgets"]
+    steps = list(data.column(ms.STEP_KEY))
+    assert steps == [0, 1, 2, 3]
+    budgets = config["thinking"]["budgets"]
+    for key in TRAIN_KEYS + [ms.train_score(b) for b in budgets]:
+        col = data.column(key)
+        assert (col[1:] == col[1:]).all(), f"{key} missing at a training step"  # not NaN
+    grid = config["eval"]["grid"]
+    for key in [ms.eval_acc("toy", b) for b in grid] + [ms.eval_anytime_acc("toy"), ms.eval_final_acc("toy"),
+                                                       ms.eval_think_len("toy")]:
+        col = data.column(key)
+        assert col[0] == col[0] and col[3] == col[3], f"{key} missing at an evaluation"
+    for key in [ms.eval_corr(k, "toy", grid[-1]) for k in ms.CORR_KINDS] + [
+        ms.eval_nvar(k, "toy", grid[-1]) for k in ms.NVAR_KINDS
+    ]:
+        assert key in data.keys
+    assert (run_dir / "checkpoints").is_dir()
+
+
+class StopAfter(threading.Event):
+    """A stop event that reads as set from its k-th check on: the trainer checks once per step."""
+
+    def __init__(self, k: int):
+        super().__init__()
+        self.k, self.checks = k, 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks >= self.k
+
+
+def _rows(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != ms.PERF_STEP_TIME_S} for r in rows]
+
+
+def test_kill_and_resume_equals_uninterrupted(workspace):
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    full = workspace / "runs" / "resume-full"
+    assert train(config, full, threading.Event()) == "completed"
+    cut = workspace / "runs" / "resume-cut"
+    assert train(config, cut, StopAfter(1)) == "preempted"
+    assert [r[ms.STEP_KEY] for r in _rows(cut)] == [0, 1]
+    assert train(config, cut, threading.Event()) == "completed"
+    a, b = _rows(full), _rows(cut)
+    assert [r[ms.STEP_KEY] for r in b] == [0, 1, 2, 3]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for key in ra:
+            va, vb = ra[key], rb[key]
+            assert (va != va and vb != vb) or abs(va - vb) <= 1e-6, (ra[ms.STEP_KEY], key, va, vb)
+    assert len({p.resolve() for p in (cut / "wandb").rglob("run-*.wandb")}) >= 2  # one W&B fragment per attempt
