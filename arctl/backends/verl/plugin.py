@@ -49,7 +49,11 @@ def _register_agent_loop(module) -> None:
 
 
 def _register_trainer(module) -> None:
+    pending = sys.modules.get("arctl.backends.verl.trainer_v1")
+    if pending is not None and not hasattr(pending, "ArctlPPOTrainer"):
+        return  # trainer_v1 itself is being imported (and imports verl's v1): it registers at its end
     from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
 
     module.TRAINER_REGISTRY[TRAINER_MODE] = ArctlPPOTrainer
 

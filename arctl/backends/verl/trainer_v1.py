@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import transfer_queue as tq
 from tensordict import TensorDict
+from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
@@ -243,6 +244,9 @@ class ArctlPPOTrainer(PPOTrainerSync):
             metrics["train/entropy"] = float(metrics["actor/entropy"])
         self._define_step_metric()
         return out
+
+
+TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; same class, idempotent
 
 
 def eval_metrics(

@@ -1,0 +1,78 @@
+"""The verl.plugins entry point: loaded by ``import verl`` in a fresh process, cheap, idempotent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+SCRIPT = r"""
+import json, sys
+import arctl.backends.verl.plugin as plugin_direct
+cheap = {m: m in sys.modules for m in ("verl", "ray", "transfer_queue", "verl.trainer.ppo.v1")}
+del sys.modules["arctl.backends.verl.plugin"]  # let `import verl` load it through the entry point
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_PostImportFinder"]
+import verl
+loaded = "arctl.backends.verl.plugin" in sys.modules
+from arctl.backends.verl import plugin
+again = plugin.register(); again2 = plugin.register()
+finders = sum(type(f).__name__ == "_PostImportFinder" for f in sys.meta_path)
+from verl.trainer.ppo.v1 import get_trainer_cls
+from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+import verl.workers.engine.fsdp.transformer_impl as ti
+print(json.dumps({
+    "cheap": cheap, "loaded": loaded, "names": again, "same": again == again2, "finders": finders,
+    "trainer": get_trainer_cls("arctl").__qualname__,
+    "loss": get_policy_loss_fn("arctl_drgrpo").__name__,
+    "loop": _agent_loop_registry["arctl_tree"]["_target_"],
+    "engine_patched": getattr(ti.FSDPEngineWithLMHead.prepare_model_inputs, "_arctl_tree_patched", False),
+    "registered": plugin.registered(),
+}))
+"""
+
+
+def test_entry_point_is_declared():
+    eps = [ep for ep in entry_points(group="verl.plugins") if ep.name == "arctl"]
+    assert eps and eps[0].value == "arctl.backends.verl.plugin:register"
+
+
+def test_import_verl_loads_plugin_and_registers_names():
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["cheap"] == {"verl": False, "ray": False, "transfer_queue": False, "verl.trainer.ppo.v1": False}
+    assert out["loaded"] is True
+    assert out["names"] == {"agent_loop": "arctl_tree", "trainer": "arctl", "policy_loss": "arctl_drgrpo"}
+    assert out["same"] is True and out["finders"] == 1  # idempotent: one hook, same names
+    assert out["trainer"] == "ArctlPPOTrainer"
+    assert out["loss"] == "compute_policy_loss_drgrpo"
+    assert out["loop"] == "arctl.backends.verl.agent_loop.TreeAgentLoop"
+    assert out["engine_patched"] is True
+    assert out["registered"] == {"agent_loop": True, "trainer": True, "policy_loss": True}
+
+
+def test_drgrpo_loss_divides_the_token_sum_by_the_constant():
+    import torch
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+    from verl.workers.config import ActorConfig
+
+    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo
+
+    cfg = ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, loss_scale_factor=1000,
+                      clip_ratio=0.2)
+    g = torch.Generator().manual_seed(0)
+    old, new = torch.randn(3, 7, generator=g), torch.randn(3, 7, generator=g)
+    adv = torch.randn(3, 7, generator=g)
+    mask = torch.rand(3, 7, generator=g) > 0.3
+    loss, _ = compute_policy_loss_drgrpo(old, new, adv, mask, config=cfg)
+    total, _ = compute_policy_loss_vanilla(old, new, adv, mask, loss_agg_mode="token-sum", config=cfg)
+    # by hand: clipped PPO per token, summed over valid tokens, / 1000
+    ratio = torch.exp(new - old)
+    per_tok = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
+    per_tok = torch.where(adv < 0, torch.minimum(per_tok, -adv * 3.0), per_tok)
+    assert torch.allclose(loss, (per_tok * mask).sum() / 1000, atol=1e-6)
+    assert torch.allclose(loss, total / 1000)
