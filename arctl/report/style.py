@@ -42,8 +42,13 @@ def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    engine = fig.get_layout_engine()
     for fmt in FORMATS:
         p = out_dir / f"{name}.{fmt}"
-        fig.savefig(p, dpi=150 if fmt == "png" else None, metadata=None)
+        fig.savefig(p, dpi=150 if fmt == "png" else None)
         paths.append(p)
+        if fig.get_layout_engine() is not None:
+            fig.set_layout_engine("none")  # the layout is fixed by the first save: do not redo it
+    if engine is not None:
+        fig.set_layout_engine(engine)
     return paths

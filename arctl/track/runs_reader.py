@@ -29,7 +29,7 @@ import numpy as np
 from arctl.track.metrics_schema import STEP_KEY
 from arctl.track.run_data import RunData
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 ID_COLUMNS = ("run_id", "arm", "experiment", "seed")
 
 
@@ -167,13 +167,39 @@ def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:
     return cache_dir / f"{safe}.parquet", cache_dir / f"{safe}.json"
 
 
+def _group_path(base: Path, i: int) -> Path:
+    return base.with_name(base.name.replace(".parquet", f".g{i}.parquet"))
+
+
+def _column_groups(wide) -> list[list[str]]:
+    """Columns grouped by the steps at which they were logged (train metrics every step, evals
+    every k steps, the final evaluation once), so a reader loads dense blocks only."""
+    groups: dict[bytes, list[str]] = {}
+    values = wide.to_numpy(dtype=np.float64, copy=False) if len(wide.columns) else None
+    for j, col in enumerate(wide.columns):
+        mask = ~np.isnan(values[:, j])
+        if mask.any():
+            groups.setdefault(np.packbits(mask).tobytes(), []).append(str(col))
+    return list(groups.values())
+
+
 def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
+    """One parquet file per column group (``<run>.g<i>.parquet``: step + its columns, only the
+    rows where they were logged) and a JSON sidecar with the metadata and the group index."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    pq, js = _cache_paths(cache_dir, meta["run_id"])
-    tmp = pq.with_suffix(f".parquet.tmp{os.getpid()}")
-    wide.reset_index().to_parquet(tmp, index=False)
-    os.replace(tmp, pq)
-    tmpj = js.with_suffix(f".json.tmp{os.getpid()}")
+    base, js = _cache_paths(cache_dir, meta["run_id"])
+    groups = _column_groups(wide)
+    meta["groups"] = groups
+    meta["metrics"] = [m for g in groups for m in g]
+    tag = f".tmp{os.getpid()}"
+    for i, cols in enumerate(groups):
+        part = wide[cols]
+        part = part[part[cols[0]].notna()].reset_index()
+        target = _group_path(base, i)
+        tmp = target.with_name(target.name + tag)
+        part.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    tmpj = js.with_name(js.name + tag)
     tmpj.write_text(json.dumps(meta, default=str))
     os.replace(tmpj, js)
     return meta
@@ -267,14 +293,16 @@ def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) ->
 
 
 def _cached_meta(cache_dir: Path, run_id: str, signature: list) -> dict | None:
-    pq, js = _cache_paths(cache_dir, run_id)
-    if not (pq.is_file() and js.is_file()):
+    base, js = _cache_paths(cache_dir, run_id)
+    if not js.is_file():
         return None
     try:
         meta = json.loads(js.read_text())
     except ValueError:
         return None
     if meta.get("version") != CACHE_VERSION or meta.get("signature") != json.loads(json.dumps(signature)):
+        return None
+    if not all(_group_path(base, i).is_file() for i in range(len(meta.get("groups", [])))):
         return None
     return meta
 
@@ -352,23 +380,31 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None)
 
     run_ids, steps, codes, values = [], [], [], []
     metric_index: dict[str, int] = {}
+    matched: dict[str, bool] = {}
     for meta in metas:
-        wanted = [m for m in meta["metrics"] if _match_any(m, metrics)]
-        if not wanted:
-            continue
-        path, _ = _cache_paths(cache_dir, meta["run_id"])
-        table = pq.read_table(path, columns=[STEP_KEY, *wanted])
-        step = table.column(STEP_KEY).to_numpy()
-        for m in wanted:
-            col = table.column(m).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            ok = ~np.isnan(col)
-            n = int(ok.sum())
-            if not n:
+        base, _ = _cache_paths(cache_dir, meta["run_id"])
+        for gi, group in enumerate(meta["groups"]):
+            wanted = []
+            for m in group:
+                hit = matched.get(m)
+                if hit is None:
+                    hit = matched[m] = _match_any(m, metrics)
+                if hit:
+                    wanted.append(m)
+            if not wanted:
                 continue
-            steps.append(step[ok])
-            values.append(col[ok])
-            codes.append(np.full(n, metric_index.setdefault(m, len(metric_index)), dtype=np.int32))
-            run_ids.append((meta["run_id"], n))
+            table = pq.read_table(_group_path(base, gi), columns=[STEP_KEY, *wanted])
+            step = table.column(STEP_KEY).to_numpy()
+            for m in wanted:
+                col = table.column(m).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+                ok = ~np.isnan(col)
+                n = int(ok.sum())
+                if not n:
+                    continue
+                steps.append(step[ok])
+                values.append(col[ok])
+                codes.append(np.full(n, metric_index.setdefault(m, len(metric_index)), dtype=np.int32))
+                run_ids.append((meta["run_id"], n))
     run_cats = [m["run_id"] for m in metas]
     run_pos = {r: i for i, r in enumerate(run_cats)}
     if steps:

@@ -263,6 +263,40 @@ def _apply_config(config: dict, items) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# history records → dense table
+def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> tuple[list[str], np.ndarray]:
+    """(keys, values[row, key]) of the history records ``payloads`` (serialized Records), in order.
+
+    (A regex splitter of the raw item bytes was tried and measured slower than this protobuf loop.)
+    """
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    Record = pb.Record
+    row_of: list[int] = []
+    key_of: list[str] = []
+    text_of: list[str] = []
+    n_rows = 0
+    for payload in payloads:
+        try:
+            items = Record.FromString(payload).history.item
+        except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+            warn(f"{where}: undecodable history record ({type(e).__name__}); skipped it")
+            continue
+        for it in items:
+            nk = it.nested_key
+            key_of.append(nk[0] if len(nk) == 1 else _item_key(it))
+            text_of.append(it.value_json)
+        row_of.extend([n_rows] * len(items))
+        n_rows += 1
+    col_index: dict[str, int] = {}
+    cols = [col_index.setdefault(k, len(col_index)) for k in key_of]
+    values = np.full((n_rows, len(col_index)), np.nan)
+    if key_of:
+        values[np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = _floats(text_of)
+    return list(col_index), values
+
+
+# ---------------------------------------------------------------------------------------------
 def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     """Parse one ``run-<id>.wandb`` file into a :class:`RunData` (history, config, summary, run
     metadata, exit state). ``summary=False`` skips the summary records (about a third of the parse
@@ -277,31 +311,23 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     run = RunData(wandb_id=wandb_id, source=where, warnings=warnings)
 
     Record = pb.Record
-    row_of: list[int] = []
-    key_of: list[str] = []
-    text_of: list[str] = []
-    n_rows = 0
+    history: list[bytes] = []
     summ: dict = {}
     for payload in iter_records(buf, warnings.append, where):
         field = record_field(payload)
+        if field == FIELD_HISTORY:
+            history.append(payload)
+            continue
         if field == FIELD_SUMMARY and not summary:
             continue
-        if field not in (FIELD_HISTORY, FIELD_SUMMARY, FIELD_CONFIG, FIELD_RUN, FIELD_EXIT):
+        if field not in (FIELD_SUMMARY, FIELD_CONFIG, FIELD_RUN, FIELD_EXIT):
             continue
         try:
             rec = Record.FromString(payload)
         except Exception as e:  # a record with an intact checksum that protobuf cannot decode
             warnings.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
             continue
-        if field == FIELD_HISTORY:
-            items = rec.history.item
-            for it in items:
-                nk = it.nested_key
-                key_of.append(nk[0] if len(nk) == 1 else _item_key(it))
-                text_of.append(it.value_json)
-            row_of.extend([n_rows] * len(items))
-            n_rows += 1
-        elif field == FIELD_SUMMARY:
+        if field == FIELD_SUMMARY:
             for it in rec.summary.update:
                 summ[_item_key(it)] = it.value_json
             for it in rec.summary.remove:
@@ -319,19 +345,13 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
             run.state = "finished" if run.exit_code == 0 else "failed"
 
-    col_index: dict[str, int] = {}
-    cols = [col_index.setdefault(k, len(col_index)) for k in key_of]
-    values = np.full((n_rows, len(col_index)), np.nan)
-    if key_of:
-        values[np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = _floats(text_of)
-    run.keys = list(col_index)
-    run.values = values
+    run.keys, run.values = history_table(history, warnings.append, where)
 
     if summary:
         run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
     else:
         for j, k in enumerate(run.keys):
-            col = values[:, j]
+            col = run.values[:, j]
             ok = np.flatnonzero(~np.isnan(col))
             if ok.size:
                 run.summary[k] = float(col[ok[-1]])

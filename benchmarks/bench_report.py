@@ -1,0 +1,162 @@
+"""Benchmark of `arctl report`: 100 offline runs × 10,000 steps × ~20 metrics per step →
+``score_curve`` and ``main_training``, cold (parsing every .wandb file) and from the parquet cache.
+
+The synthetic .wandb files are written by this script's own writer of the same format (7-byte
+header, LevelDB-log framing in 32 KiB blocks with CRC-32, serialized
+``wandb_internal_pb2.Record``s: run record with config, one history and one summary record per
+step like wandb-core, exit record), not by wandb itself: 100 × 10,000 steps through wandb would
+take too long. Four distinct files (one per arm) are generated and copied to 25 seeds each.
+
+    python benchmarks/bench_report.py [--runs 100] [--steps 10000] [--dir /tmp/arctl-bench]
+
+Numbers go to docs/benchmarks.md (section "Reports").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+ARMS = {"grpo": "main-grpo", "ar-base": "main-ar-base", "ar-linear": "main-ar-linear",
+        "ar-uniform": "main-ar-uniform"}
+TRAIN_KEYS = (
+    [f"train/score@{b}" for b in (2000, 4000, 6000, 8000)]
+    + ["train/anytime_score", "train/final_score", "train/think_len/mean", "train/adv_var/brpo",
+       "train/adv_var/v1", "train/adv_var/v2", "train/reward/mean", "train/loss", "train/entropy",
+       "perf/step_time_s", "train/response_len/mean", "train/clip_frac", "train/kl", "train/grad_norm",
+       "train/lr", "train/summary_len/mean"]
+)  # 20 metrics every step
+EVAL_DATASETS = ["aime24", "amc22"]
+FINAL_DATASETS = ["aime24", "amc22", "math500", "minerva", "olympiadbench"]
+GRID = [250 * (i + 1) for i in range(32)]
+EVAL_EVERY = 20
+
+
+def frame(payloads, block=32768) -> bytes:
+    out = bytearray(b":W&B" + struct.pack("<HB", 0xBEE1, 0))
+    for payload in payloads:
+        rest, first = payload, True
+        while True:
+            left = block - len(out) % block
+            if left < 7:
+                out += b"\x00" * left
+                continue
+            piece, rest = rest[: left - 7], rest[left - 7 :]
+            last = not rest
+            ctype = 1 if first and last else 2 if first else 4 if last else 3
+            out += struct.pack("<IHB", zlib.crc32(bytes([ctype]) + piece), len(piece), ctype) + piece
+            first = False
+            if last:
+                break
+    return bytes(out)
+
+
+def synth_file(path: Path, arm: str, experiment: str, steps: int, seed: int) -> None:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    rnd = random.Random(seed)
+    recs = []
+    num = 0
+
+    def rec(**kw):
+        nonlocal num
+        num += 1
+        return pb.Record(num=num, **kw).SerializeToString()
+
+    cfg = {"experiment": experiment, "arm": arm, "seed": seed}
+    run = pb.RunRecord(run_id=path.stem[4:], project="bench", run_group=experiment, display_name=f"{arm}-s{seed}")
+    for k, v in cfg.items():
+        run.config.update.add(key=k, value_json=json.dumps(v))
+    recs.append(rec(run=run))
+    base = {"grpo": 0.40, "ar-base": 0.43, "ar-linear": 0.44, "ar-uniform": 0.45}[arm]
+    for s in range(steps):
+        row = {"trainer/global_step": s}
+        row.update({k: rnd.random() for k in TRAIN_KEYS})
+        if s % EVAL_EVERY == 0:
+            for ds in EVAL_DATASETS:
+                for b in (2000, 4000, 6000, 8000):
+                    row[f"eval/{ds}/acc@{b}"] = base + s * 1e-5 + rnd.random() * 0.02
+                row[f"eval/{ds}/anytime_acc"] = base + s * 1e-5 + rnd.random() * 0.02
+                row[f"eval/{ds}/final_acc"] = base + 0.05 + s * 1e-5 + rnd.random() * 0.02
+                row[f"eval/{ds}/think_len"] = 5000 - 0.1 * s + rnd.random() * 50
+        if s == steps - 1:
+            for ds in FINAL_DATASETS:
+                for b in GRID:
+                    row[f"eval/{ds}/acc@{b}"] = base + 0.2 * (b / 8000) ** 0.5 + rnd.random() * 0.01
+        row["_step"] = s
+        row["_runtime"] = s * 0.1
+        row["_timestamp"] = 1.7e9 + s
+        h = pb.HistoryRecord()
+        for k, v in row.items():
+            h.item.add(nested_key=[k], value_json=json.dumps(v))
+        recs.append(rec(history=h))
+        sm = pb.SummaryRecord()
+        for k, v in row.items():
+            sm.update.add(nested_key=[k], value_json=json.dumps(v))
+        recs.append(rec(summary=sm))
+    recs.append(rec(exit=pb.RunExitRecord(exit_code=0)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(frame(recs))
+
+
+def build(root: Path, runs: int, steps: int) -> None:
+    import yaml
+
+    templates = {}
+    for i, (arm, exp) in enumerate(ARMS.items()):
+        t = root / "templates" / f"run-{arm}.wandb"
+        if not t.exists():
+            synth_file(t, arm, exp, steps, seed=i)
+        templates[arm] = t
+    for i in range(runs):
+        arm = list(ARMS)[i % len(ARMS)]
+        exp, seed = ARMS[arm], i // len(ARMS)
+        rid = f"{exp}--{arm}--s{seed}"
+        d = root / "runs" / rid
+        dst = d / "wandb" / "wandb" / f"offline-run-20260101_000000-{rid}" / f"run-{rid}.wandb"
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(templates[arm], dst)
+            (d / "config.yaml").write_text(yaml.safe_dump({"experiment": exp, "arm": arm, "seed": seed}))
+
+
+def timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=10_000)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/arctl-bench"))
+    args = ap.parse_args()
+    root = args.dir
+    t = time.perf_counter()
+    build(root, args.runs, args.steps)
+    size = sum(p.stat().st_size for p in (root / "runs").rglob("*.wandb"))
+    print(f"workspace: {args.runs} runs x {args.steps} steps, {size / 2**30:.2f} GiB of .wandb "
+          f"(built in {time.perf_counter() - t:.0f} s)")
+    shutil.rmtree(root / ".arctl-cache", ignore_errors=True)
+    arctl = [sys.executable, "-m", "arctl.cli.main", "report", "--workdir", str(root), "--out", str(root / "out")]
+    cold_sc = timed([*arctl, "--figure", "score_curve"])
+    cached_tc = timed([*arctl, "--figure", "main_training"])
+    cached_sc = timed([*arctl, "--figure", "score_curve"])
+    print(f"score_curve cold (parse {args.runs} runs + render): {cold_sc:.1f} s")
+    print(f"main_training from cache:                         {cached_tc:.1f} s")
+    print(f"score_curve from cache:                           {cached_sc:.1f} s")
+    print(f"cores: {os.cpu_count()}, load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
