@@ -270,18 +270,19 @@ def batch_metrics(records: Sequence[TreeRecord], uids: Sequence[Any], advs: Sequ
                   settings: AdvantageSettings) -> dict[str, float]:
     """arctl's training metrics of one batch of trees (metric schema, docs/metrics.md)."""
     from arctl.algo.objective import anytime_objective, final_score
+    from arctl.track import metrics_schema as ms
 
     if not records:
         return {}
     scores = torch.stack([a.scores for a in advs])  # [N, m]
     metrics: dict[str, float] = {
-        "train/think_len/mean": float(torch.tensor([r.think_len for r in records], dtype=torch.float64).mean()),
-        "train/anytime_score": float(anytime_objective(scores, settings.thinking_probs())),
-        "train/final_score": float(final_score(scores)),
-        "train/reward/mean": float(torch.cat([torch.tensor(r.leaf_rewards).flatten() for r in records]).mean()),
+        ms.TRAIN_THINK_LEN_MEAN: float(torch.tensor([r.think_len for r in records], dtype=torch.float64).mean()),
+        ms.TRAIN_ANYTIME_SCORE: float(anytime_objective(scores, settings.thinking_probs())),
+        ms.TRAIN_FINAL_SCORE: float(final_score(scores)),
+        ms.TRAIN_REWARD_MEAN: float(torch.cat([torch.tensor(r.leaf_rewards).flatten() for r in records]).mean()),
     }
     for j, b in enumerate(settings.budgets):
-        metrics[f"train/score@{int(b)}"] = float(scores[:, j].mean())
+        metrics[ms.train_score(int(b))] = float(scores[:, j].mean())
     # variance of the thinking advantages under each baseline (same scores, same prior)
     by_uid: dict[Any, list[int]] = defaultdict(list)
     for i, u in enumerate(uids):
@@ -289,7 +290,7 @@ def batch_metrics(records: Sequence[TreeRecord], uids: Sequence[Any], advs: Sequ
     sizes = {len(v) for v in by_uid.values()}
     if len(sizes) == 1:
         idx = torch.tensor(list(by_uid.values()))
-        for kind in ("brpo", "v2", "v1"):
+        for kind in ms.ADV_VAR_KINDS:
             a = thinking_advantages(scores[idx], settings.thinking_probs(), settings.lam, kind)
-            metrics[f"train/adv_var/{kind}"] = float(a.var(unbiased=False))
+            metrics[ms.train_adv_var(kind)] = float(a.var(unbiased=False))
     return metrics

@@ -39,6 +39,8 @@ VERL_DEFAULTS: dict[str, Any] = {
     "logger": None,  # null: console + wandb (file instead of wandb when wandb.mode=disabled)
     "resume_mode": "auto",
     "val_before_train": True,
+    "eval_only": False,  # anytime evaluation of a checkpoint on eval.grid (arctl.backends.verl.trainer)
+    "eval_checkpoint": None,  # null: the newest checkpoint in run_dir/checkpoints
     "overrides": [],
 }
 TREE_LAYOUTS = ("flex", "dense", "duplicate")

@@ -235,13 +235,15 @@ class ArctlPPOTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         out = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        metrics["trainer/global_step"] = global_steps
+        from arctl.track import metrics_schema as ms
+
+        metrics[ms.STEP_KEY] = global_steps
         if "step" in timing_raw:
-            metrics["perf/step_time_s"] = float(timing_raw["step"])
+            metrics[ms.PERF_STEP_TIME_S] = float(timing_raw["step"])
         if "actor/pg_loss" in metrics:
-            metrics["train/loss"] = float(metrics["actor/pg_loss"])
+            metrics[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
         if "actor/entropy" in metrics:
-            metrics["train/entropy"] = float(metrics["actor/entropy"])
+            metrics[ms.TRAIN_ENTROPY] = float(metrics["actor/entropy"])
         self._define_step_metric()
         return out
 
@@ -256,6 +258,7 @@ def eval_metrics(
     ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget, from the
     validation rows' ``score@{b}`` values."""
     from arctl.algo.metrics import baseline_correlations, normalized_variances
+    from arctl.track import metrics_schema as ms
 
     budgets = sorted(int(k.split("@", 1)[1]) for k in infos if k.startswith("score@"))
     if not budgets:
@@ -270,11 +273,11 @@ def eval_metrics(
         )
         acc = scores.mean(0)
         for b, v in zip(budgets, acc.tolist()):
-            out[f"eval/{ds}/acc@{b}"] = v
-        out[f"eval/{ds}/anytime_acc"] = float(acc.mean())
-        out[f"eval/{ds}/final_acc"] = float(acc[-1])
+            out[ms.eval_acc(ds, b)] = v
+        out[ms.eval_anytime_acc(ds)] = float(acc.mean())
+        out[ms.eval_final_acc(ds)] = float(acc[-1])
         if "think_len" in infos:
-            out[f"eval/{ds}/think_len"] = float(np.mean([float(infos["think_len"][i] or 0.0) for i in rows]))
+            out[ms.eval_think_len(ds)] = float(np.mean([float(infos["think_len"][i] or 0.0) for i in rows]))
         # diagnostics need [B, G, m] with equal G per question
         by_uid: dict[Any, list[int]] = defaultdict(list)
         for k, i in enumerate(rows):
@@ -287,7 +290,7 @@ def eval_metrics(
             nvar = normalized_variances(grid, probs, settings.lam)
             for j, b in enumerate(budgets):
                 for kind in ("v1", "v2"):
-                    out[f"eval/{ds}/corr_{kind}@{b}"] = float(corr[kind][j])
-                for kind in ("brpo", "grpo", "v1"):
-                    out[f"eval/{ds}/nvar/{kind}@{b}"] = float(nvar[kind][j])
+                    out[ms.eval_corr(kind, ds, b)] = float(corr[kind][j])
+                for kind in ms.NVAR_KINDS:
+                    out[ms.eval_nvar(kind, ds, b)] = float(nvar[kind][j])
     return out

@@ -1,0 +1,183 @@
+"""``train(config, run_dir, stop_event)``: run one arctl config on verl 0.9.1, in this process.
+
+The job entry calls it on the Ray head node (``RAY_ADDRESS`` set by the job body of
+:mod:`arctl.backends.verl.ray_job` on multi-node runs; a local Ray otherwise). It builds the verl
+override list, composes and checks verl's own config, points W&B at ``run_dir/wandb`` (project,
+group = experiment, name = ``{arm}-s{seed}``, resumable id), then runs ``verl.trainer.main_ppo``'s
+``run_ppo`` with the v1 task runner (trainer mode ``arctl``). Checkpoints go to
+``run_dir/checkpoints``; ``trainer.resume_mode=auto`` resumes from the newest one.
+
+``stop_event`` set (SLURM preemption / time limit) -> the file ``run_dir/STOP`` appears; the trainer
+checkpoints after the current step and ends; ``train`` returns ``"preempted"``.
+
+Eval-only mode (``verl.eval_only=true``, optional ``verl.eval_checkpoint``): anytime evaluation of a
+checkpoint on the ``eval.grid`` budgets (32 by default) for ``eval.final_datasets``, logged as
+``eval/{dataset}/acc@{budget}``, ``anytime_acc``, ``final_acc``.
+
+``python -m arctl.backends.verl.trainer RUN_DIR`` runs ``RUN_DIR/config.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from arctl.backends.verl.overrides import (
+    VerlConfigError,
+    build_verl_config,
+    data_dir,
+    verl_setting,
+)
+
+STOP_FILE = "STOP"
+ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"
+
+
+def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
+    """Extra overrides of the eval-only mode: validation only, grid budgets, final eval datasets."""
+    from arctl.backends.verl.overrides import _fmt, dataset_file
+
+    ev = config["eval"]
+    datasets = list(ev.get("final_datasets") or ev["datasets"])
+    files = [str(dataset_file(config, name, "test")) for name in datasets]
+    out = [
+        "trainer.val_only=true",
+        "trainer.val_before_train=true",
+        f"data.val_files={_fmt(files)}",
+        f"arctl.eval_datasets={_fmt(datasets)}",
+        "arctl.eval_only=true",
+    ]
+    ckpt = verl_setting(config, "eval_checkpoint")
+    if ckpt:
+        out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={_fmt(str(ckpt))}"]
+    return out
+
+
+def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]:
+    """Overrides and the checked verl config of this arctl config (eval-only mode included)."""
+    if bool(verl_setting(config, "eval_only")):
+        from copy import deepcopy
+
+        config = deepcopy(config)
+        config.setdefault("verl", {})
+        extra = list(config["verl"].get("overrides") or [])
+        config["verl"]["overrides"] = eval_only_overrides(config, run_dir) + extra
+    return build_verl_config(config, run_dir)
+
+
+def _check_inputs(config: dict, cfg: Any) -> None:
+    from omegaconf import OmegaConf
+
+    files = []
+    for key in ("data.train_files", "data.val_files"):
+        value = OmegaConf.select(cfg, key)
+        files += list(value) if OmegaConf.is_list(value) else [value]
+    missing = [f for f in files if f and not Path(str(f)).expanduser().exists()]
+    if missing:
+        raise VerlConfigError(
+            f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
+            "or set data.train_files / data.val_files"
+        )
+    import torch
+
+    if not torch.cuda.is_available() and os.environ.get(ALLOW_CPU_ENV) != "1":
+        raise VerlConfigError(
+            "the verl backend needs CUDA GPUs (vLLM rollout, FSDP actor) and this machine has none — "
+            "use --scale tiny (CPU backend) or submit to a GPU cluster"
+        )
+
+
+def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
+    """W&B settings for verl's tracker (its ``wandb.init`` reads them); never the API key."""
+    wandb = config.get("wandb") or {}
+    env = {
+        "WANDB_DIR": str(run_dir / "wandb"),
+        "WANDB_PROJECT": str(wandb.get("project") or "arctl"),
+        "WANDB_RUN_GROUP": str(wandb.get("group") or config.get("experiment") or "arctl"),
+        "WANDB_MODE": str(wandb.get("mode") or "offline"),
+        "VERL_FILE_LOGGER_PATH": str(run_dir / "verl_metrics.jsonl"),
+    }
+    if wandb.get("entity"):
+        env["WANDB_ENTITY"] = str(wandb["entity"])
+    if wandb.get("tags"):
+        env["WANDB_TAGS"] = ",".join(str(t) for t in wandb["tags"])
+    if wandb.get("id"):
+        env["WANDB_RUN_ID"] = str(wandb["id"])
+        env["WANDB_RESUME"] = "allow"
+    return env
+
+
+def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event) -> None:
+    while not done.is_set():
+        if stop_event.wait(timeout=1.0):
+            stop_file.write_text("stop requested\n")
+            return
+
+
+def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None) -> str:
+    """Run the config on verl; return ``"completed"`` or ``"preempted"``."""
+    from omegaconf import OmegaConf
+
+    run_dir = Path(run_dir)
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
+    stop_file = run_dir / STOP_FILE
+    stop_file.unlink(missing_ok=True)
+    _, cfg = verl_run_config(config, run_dir)
+    _check_inputs(config, cfg)
+
+    env = wandb_env(config, run_dir)
+    # Ray actors (verl's TaskRunner logs to W&B) get the W&B settings through the runtime env (the API key stays in the process
+    # environment that Ray workers inherit; it is never put in the config, which verl prints)
+    existing = OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
+    env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
+    env_vars.update(env)
+    OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
+
+    done = threading.Event()
+    watcher = None
+    if stop_event is not None:
+        watcher = threading.Thread(target=_watch, args=(stop_event, stop_file, done), daemon=True)
+        watcher.start()
+    try:
+        from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+        from verl.utils.device import auto_set_device
+
+        import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
+
+        auto_set_device(cfg)
+        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+    finally:
+        done.set()
+    if stop_file.exists() or (stop_event is not None and stop_event.is_set()):
+        return "preempted"
+    return "completed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m arctl.backends.verl.trainer RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(args[0])
+    config_path = run_dir / "config.yaml"
+    if not config_path.exists():
+        print(f"error: {config_path} does not exist — is {run_dir} an arctl run directory?", file=sys.stderr)
+        return 2
+    config = yaml.safe_load(config_path.read_text())
+    try:
+        result = train(config, run_dir)
+    except VerlConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""train(): overrides -> verl's run_ppo in-process; W&B env without the key; stop_event -> preempted;
+eval-only mode on the 32-budget grid; clear errors without data or GPUs."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+
+import pytest
+
+from arctl.backends.verl import trainer as verl_trainer
+from arctl.backends.verl.overrides import VerlConfigError
+
+
+@pytest.fixture
+def config(paper_config, tmp_path):
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["data_dir"] = str(tmp_path / "data")
+    cfg["wandb"]["id"] = "abc123"
+    for name, split in [("deepscaler", "train"), ("aime24", "test"), ("amc22", "test"), ("math500", "test"),
+                        ("minerva", "test"), ("olympiadbench", "test")]:
+        (tmp_path / "data" / name).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / name / f"{split}.parquet").write_bytes(b"")
+    return cfg
+
+
+def test_missing_data_and_missing_gpu_are_one_line_errors(config, tmp_path, monkeypatch):
+    cfg = copy.deepcopy(config)
+    cfg["verl"]["data_dir"] = str(tmp_path / "nowhere")
+    with pytest.raises(VerlConfigError, match="arctl data prepare") as info:
+        verl_trainer.train(cfg, tmp_path / "run")
+    assert "\n" not in str(info.value)
+    monkeypatch.delenv(verl_trainer.ALLOW_CPU_ENV, raising=False)
+    with pytest.raises(VerlConfigError, match="needs CUDA GPUs"):
+        verl_trainer.train(config, tmp_path / "run")
+
+
+def test_train_runs_verl_in_process_and_returns_preempted_on_stop(config, tmp_path, monkeypatch):
+    import verl.trainer.main_ppo as main_ppo
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    monkeypatch.setenv("WANDB_API_KEY", "secret-xyz")
+    run_dir = tmp_path / "run"
+    stop = threading.Event()
+    seen = {}
+
+    def fake_run_ppo(cfg, task_runner_class):
+        seen["cfg"], seen["runner"] = cfg, task_runner_class
+        stop.set()  # the job is asked to stop while verl trains
+        deadline = time.time() + 10
+        while not (run_dir / "STOP").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        seen["stop_file_seen"] = (run_dir / "STOP").exists()
+
+    monkeypatch.setattr(main_ppo, "run_ppo", fake_run_ppo)
+    assert verl_trainer.train(config, run_dir, stop) == "preempted"
+    cfg = seen["cfg"]
+    assert seen["runner"] is main_ppo.TaskRunnerV1 and seen["stop_file_seen"]
+    assert cfg.trainer.default_local_dir == str(run_dir / "checkpoints")
+    assert cfg.arctl.stop_file == str(run_dir / "STOP")
+    env = dict(cfg.ray_kwargs.ray_init.runtime_env.env_vars)
+    assert env["WANDB_DIR"] == str(run_dir / "wandb")
+    assert env["WANDB_RUN_GROUP"] == "main-ar-uniform" and env["WANDB_RUN_ID"] == "abc123"
+    assert "WANDB_API_KEY" not in env and "secret-xyz" not in str(cfg)
+    assert (run_dir / "checkpoints").is_dir()
+
+
+def test_train_returns_completed_without_stop(config, tmp_path, monkeypatch):
+    import verl.trainer.main_ppo as main_ppo
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    monkeypatch.setattr(main_ppo, "run_ppo", lambda cfg, task_runner_class: None)
+    assert verl_trainer.train(config, tmp_path / "run", threading.Event()) == "completed"
+
+
+def test_eval_only_mode_uses_the_grid_and_final_datasets(config, tmp_path):
+    cfg = copy.deepcopy(config)
+    cfg["verl"]["eval_only"] = True
+    cfg["verl"]["eval_checkpoint"] = "/ckpt/global_step_40"
+    _, composed = verl_trainer.verl_run_config(cfg, tmp_path / "run")
+    assert composed.trainer.val_only is True and composed.arctl.eval_only is True
+    assert len(composed.arctl.eval_grid) == 32 and composed.arctl.eval_grid[-1] == 8000
+    assert [p.split("/")[-2] for p in composed.data.val_files] == cfg["eval"]["final_datasets"]
+    assert composed.trainer.resume_mode == "resume_path"
+    assert composed.trainer.resume_from_path == "/ckpt/global_step_40"
+    assert composed.actor_rollout_ref.rollout.val_kwargs.n == cfg["eval"]["n_samples"]
+    from arctl.backends.verl.agent_loop import _budgets_for
+
+    assert _budgets_for(composed.arctl, validate=True) == (list(cfg["eval"]["grid"]), 1)
+    assert _budgets_for(composed.arctl, validate=False) == ([2000, 4000, 6000, 8000], 4)
+
+
+def test_stop_file_makes_the_trainer_checkpoint_and_end(tmp_path):
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    t = ArctlPPOTrainer.__new__(ArctlPPOTrainer)
+    t.config = OmegaConf.create({"arctl": {"stop_file": str(tmp_path / "STOP")}})
+    saved = []
+    t.checkpoint_manager = type("CM", (), {"update_weights": lambda self, step: None})()
+    t.timing_raw = {}
+    t._save_checkpoint = lambda: saved.append(t.global_steps)
+    t.global_steps, t.total_training_steps = 7, 100
+    t.on_step_end()
+    assert saved == [] and t.total_training_steps == 100
+    (tmp_path / "STOP").write_text("x")
+    t.on_step_end()
+    assert saved == [7] and t.total_training_steps == 7
+
+
+def test_eval_metrics_follow_the_arctl_schema():
+    from arctl.backends.verl.advantage import AdvantageSettings
+    from arctl.backends.verl.trainer_v1 import eval_metrics
+    from arctl.track import metrics_schema as ms
+
+    infos = {"score@250": [0, 1, 0, 0], "score@500": [1, 1, 0, 1], "think_len": [100, 300, 200, 400]}
+    out = eval_metrics(["aime24"] * 4, ["q1", "q1", "q2", "q2"], infos, AdvantageSettings(budgets=(250, 500)))
+    assert out["eval/aime24/acc@250"] == pytest.approx(0.25)
+    assert out["eval/aime24/acc@500"] == pytest.approx(0.75)
+    assert out["eval/aime24/anytime_acc"] == pytest.approx(0.5)
+    assert out["eval/aime24/final_acc"] == pytest.approx(0.75)
+    assert out["eval/aime24/think_len"] == pytest.approx(250)
+    assert "eval/aime24/nvar/brpo@500" in out and "eval/aime24/corr_v2@500" in out
+    for key in out:
+        assert ms.parse_metric(key) is not None, key
