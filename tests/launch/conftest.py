@@ -128,3 +128,5 @@ def slurm_cluster():
         yield str(base)
     finally:
         subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)
+        if not (base / "pids" / "slurmctld.pid").exists():  # every daemon stopped: drop its state
+            shutil.rmtree(base, ignore_errors=True)
