@@ -1,0 +1,188 @@
+"""DeepScaleR (train) and the paper's eval sets -> verl parquet files.
+
+One row per problem, in verl's RL dataset format::
+
+    data_source  "aime24"
+    prompt       [{"role": "user", "content": problem + PROMPT_SUFFIX}]
+    ability      "math"
+    reward_model {"style": "rule", "ground_truth": answer}
+    extra_info   {"split": "test", "index": i}
+
+Written to ``OUT/<name>/<split>.parquet`` (the paths :mod:`arctl.backends.verl.overrides` uses).
+Sources: a local json / jsonl / parquet file per dataset, or the Hugging Face hub through
+``datasets`` when it is reachable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    split: str  # train | test
+    hf_id: str
+    hf_config: str | None
+    hf_split: str
+    expected_size: int | None
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "deepscaler": DatasetSpec("deepscaler", "train", "agentica-org/DeepScaleR-Preview-Dataset", None, "train", 40315),
+    "aime24": DatasetSpec("aime24", "test", "HuggingFaceH4/aime_2024", None, "train", 30),
+    "amc22": DatasetSpec("amc22", "test", "AI-MO/aimo-validation-amc", None, "train", 83),
+    "math500": DatasetSpec("math500", "test", "HuggingFaceH4/MATH-500", None, "test", 500),
+    "minerva": DatasetSpec("minerva", "test", "math-ai/minervamath", None, "test", 272),
+    "olympiadbench": DatasetSpec("olympiadbench", "test", "Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train", 675),
+}
+
+PROBLEM_KEYS = ("problem", "question", "Problem", "Question", "prompt")
+ANSWER_KEYS = ("answer", "final_answer", "Answer", "ground_truth", "gt_answer")
+
+
+class DataError(ValueError):
+    """A dataset source that cannot be read or converted (one clear line)."""
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Rows of a local .json (list of objects, or {"data": [...]}), .jsonl or .parquet file."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataError(f"dataset file {path} does not exist")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pandas as pd
+
+            return pd.read_parquet(path).to_dict("records")
+        if suffix == ".jsonl":
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if suffix == ".json":
+            data = json.loads(path.read_text())
+            if isinstance(data, dict):
+                for key in ("data", "rows", "problems", "train", "test"):
+                    if isinstance(data.get(key), list):
+                        return data[key]
+                raise DataError(f"{path}: a JSON object must hold a list under 'data' (or be a list)")
+            if isinstance(data, list):
+                return data
+            raise DataError(f"{path}: expected a JSON list of problems")
+    except DataError:
+        raise
+    except Exception as err:  # malformed file
+        raise DataError(f"cannot read {path}: {' '.join(str(err).split())[:200]}") from None
+    raise DataError(f"{path}: unsupported file type {suffix or '(none)'}; use .json, .jsonl or .parquet")
+
+
+def _answer(value: Any) -> str | None:
+    if value is None:
+        return None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [str(v).strip() for v in value if v is not None and str(v).strip()]
+        if not items:
+            return None
+        return items[0] if len(items) == 1 else ", ".join(items)
+    text = str(value).strip()
+    return text or None
+
+
+def _field(row: dict, keys: Iterable[str]) -> Any:
+    for key in keys:
+        if key in row and row[key] is not None:
+            return row[key]
+    return None
+
+
+def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: str = "") -> list[dict[str, Any]]:
+    """Convert raw problem records to verl rows; a record without problem or answer is an error."""
+    rows = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise DataError(f"{source or name}: row {i} is not an object")
+        problem = _field(rec, PROBLEM_KEYS)
+        answer = _answer(_field(rec, ANSWER_KEYS))
+        if not isinstance(problem, str) or not problem.strip():
+            raise DataError(
+                f"{source or name}: row {i} has no problem text (looked for {', '.join(PROBLEM_KEYS)})"
+            )
+        if answer is None:
+            raise DataError(f"{source or name}: row {i} has no answer (looked for {', '.join(ANSWER_KEYS)})")
+        rows.append(
+            {
+                "data_source": name,
+                "prompt": [{"role": "user", "content": problem.strip() + PROMPT_SUFFIX}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": answer},
+                "extra_info": {"split": split, "index": i},
+            }
+        )
+    if not rows:
+        raise DataError(f"{source or name}: no problems found")
+    return rows
+
+
+def load_from_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
+    """Rows of ``spec`` from the Hugging Face hub (raises DataError with one line if unreachable)."""
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"no local file for {spec.name} and the `datasets` package is not installed") from None
+    try:
+        ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.hf_split)
+    except Exception as err:
+        first = " ".join(str(err).split())[:160]
+        raise DataError(
+            f"cannot download {spec.name} ({spec.hf_id}) from the Hugging Face hub ({first}); "
+            f"pass a local file with --source {spec.name}=PATH"
+        ) from None
+    return [dict(r) for r in ds]
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    tmp.replace(path)
+
+
+def prepare(
+    out: Path,
+    names: Iterable[str] | None = None,
+    sources: dict[str, Path] | None = None,
+    use_hub: bool = True,
+) -> list[dict[str, Any]]:
+    """Write ``out/<name>/<split>.parquet`` for each dataset; return a summary row per dataset."""
+    names = list(names) if names is not None else list(DATASETS)
+    sources = dict(sources or {})
+    unknown = [n for n in list(names) + list(sources) if n not in DATASETS]
+    if unknown:
+        raise DataError(f"unknown dataset {unknown[0]!r}; known: {', '.join(DATASETS)}")
+    for name in names:  # check every source before writing anything
+        if name not in sources and not use_hub:
+            raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
+    summary = []
+    for name in names:
+        spec = DATASETS[name]
+        if name in sources:
+            records, origin = read_records(Path(sources[name])), str(sources[name])
+        else:
+            records, origin = load_from_hub(spec), f"hf:{spec.hf_id}"
+        rows = to_verl_rows(records, name, spec.split, origin)
+        path = Path(out).expanduser() / name / f"{spec.split}.parquet"
+        write_parquet(rows, path)
+        summary.append(
+            {"dataset": name, "split": spec.split, "rows": len(rows), "expected": spec.expected_size,
+             "source": origin, "path": str(path)}
+        )
+    return summary

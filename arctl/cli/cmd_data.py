@@ -1,0 +1,72 @@
+"""``arctl data prepare``: DeepScaleR + the paper's eval sets as verl parquet files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from arctl.cli.common import console, fail, print_json, user_errors
+
+DATASET_NAMES = ("deepscaler", "aime24", "amc22", "math500", "minerva", "olympiadbench")
+
+
+def _default_out() -> Path:
+    return Path(os.environ.get("ARCTL_DATA_DIR") or "~/data/arctl").expanduser()
+
+
+def _parse_sources(items: list[str]) -> dict[str, Path]:
+    sources: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            fail(f"--source {item!r} is not NAME=PATH — write e.g. --source aime24=/data/aime24.jsonl")
+        if name.strip() not in DATASET_NAMES:
+            fail(f"--source {item!r}: unknown dataset {name.strip()!r}; known: {', '.join(DATASET_NAMES)}")
+        sources[name.strip()] = Path(path.strip()).expanduser()
+    return sources
+
+
+def register(app: typer.Typer) -> None:
+    data_app = typer.Typer(name="data", help="Prepare datasets for the verl backend.", no_args_is_help=True)
+
+    @data_app.command("prepare")
+    def prepare(
+        out: Path = typer.Option(None, "--out", "-o", help="Output directory [default: $ARCTL_DATA_DIR or ~/data/arctl]."),
+        datasets: str = typer.Option(
+            ",".join(DATASET_NAMES), "--datasets", "-d", help="Comma-separated datasets to prepare."
+        ),
+        source: list[str] = typer.Option(
+            [], "--source", "-s", help="NAME=PATH: read a dataset from a local .json/.jsonl/.parquet file (repeatable)."
+        ),
+        hub: bool = typer.Option(True, "--hub/--no-hub", help="Download datasets without --source from the HF hub."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> None:
+        """Write verl parquet (data_source, prompt, ability, reward_model, extra_info) per dataset:
+        OUT/deepscaler/train.parquet and OUT/<eval set>/test.parquet."""
+        names = [n.strip() for n in datasets.split(",") if n.strip()]
+        unknown = [n for n in names if n not in DATASET_NAMES]
+        if not names or unknown:
+            fail(f"--datasets {datasets!r}: unknown dataset {unknown[0] if unknown else '(none)'!r}; "
+                 f"known: {', '.join(DATASET_NAMES)}")
+        sources = _parse_sources(source)
+        target = out.expanduser() if out is not None else _default_out()
+        with user_errors():
+            from arctl.backends.verl.data import DataError
+            from arctl.backends.verl.data import prepare as do_prepare
+
+            try:
+                summary = do_prepare(target, names, sources, use_hub=hub)
+            except DataError as err:
+                fail(str(err))
+        if as_json:
+            print_json(summary)
+            return
+        for row in summary:
+            note = ""
+            if row["expected"] and row["rows"] != row["expected"]:
+                note = f" [yellow](paper: {row['expected']})[/]"
+            console.print(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows{note}  -> {row['path']}")
+
+    app.add_typer(data_app, name="data")

@@ -1,0 +1,110 @@
+"""``arctl data prepare`` from local files: verl parquet rows, prompt suffix, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from arctl.backends.verl.data import PROMPT_SUFFIX
+
+
+@pytest.fixture
+def app():
+    import typer
+
+    from arctl.cli import cmd_data
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    cmd_data.register(app)
+    return app
+
+
+def _sources(tmp_path):
+    (tmp_path / "ds.jsonl").write_text("\n".join(json.dumps({"problem": f"What is {i}+1?", "answer": str(i + 1),
+                                                             "solution": "..."}) for i in range(5)))
+    (tmp_path / "aime.json").write_text(json.dumps([{"Problem": "Find x.", "Answer": 7}]))
+    pd.DataFrame({"question": ["Q1", "Q2"], "final_answer": [["$\\frac{1}{2}$"], ["3", "4"]]}).to_parquet(
+        tmp_path / "olym.parquet")
+    return ["--source", f"deepscaler={tmp_path / 'ds.jsonl'}", "--source", f"aime24={tmp_path / 'aime.json'}",
+            "--source", f"olympiadbench={tmp_path / 'olym.parquet'}"]
+
+
+def test_prepare_writes_verl_parquet(app, tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "deepscaler,aime24,olympiadbench",
+                                   "--no-hub", "--json", *_sources(tmp_path)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert [(r["dataset"], r["rows"]) for r in summary] == [("deepscaler", 5), ("aime24", 1), ("olympiadbench", 2)]
+    train = pd.read_parquet(out / "deepscaler" / "train.parquet")
+    assert list(train.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    row = train.iloc[2]
+    assert row["data_source"] == "deepscaler" and row["ability"] == "math"
+    assert list(row["prompt"]) == [{"role": "user", "content": "What is 2+1?" + PROMPT_SUFFIX}]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "3"}
+    assert row["extra_info"] == {"split": "train", "index": 2}
+    aime = pd.read_parquet(out / "aime24" / "test.parquet")
+    assert aime.iloc[0]["reward_model"]["ground_truth"] == "7"
+    assert aime.iloc[0]["prompt"][0]["content"].endswith("within \\boxed{}.")
+    olym = pd.read_parquet(out / "olympiadbench" / "test.parquet")
+    assert [r["ground_truth"] for r in olym["reward_model"]] == ["$\\frac{1}{2}$", "3, 4"]
+
+
+def test_prepared_files_are_the_ones_the_overrides_point_to(app, tmp_path, paper_config):
+    import copy
+
+    from arctl.backends.verl.overrides import verl_overrides
+
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "deepscaler,aime24",
+                                   "--no-hub", *_sources(tmp_path)])
+    assert res.exit_code == 0, res.output
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["data_dir"] = str(out)
+    ov = verl_overrides(cfg)
+    assert f"data.train_files='{out / 'deepscaler' / 'train.parquet'}'" in ov
+    assert (out / "deepscaler" / "train.parquet").exists() and (out / "aime24" / "test.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--datasets", "aime25"], "unknown dataset 'aime25'"),
+        (["--source", "aime24"], "is not NAME=PATH"),
+        (["--source", "gsm8k=/x.json"], "unknown dataset 'gsm8k'"),
+        (["--datasets", "aime24", "--no-hub"], "no source for aime24"),
+        (["--datasets", "aime24", "--source", "aime24=/does/not/exist.json"], "does not exist"),
+    ],
+)
+def test_user_mistakes_are_one_red_line_and_exit_2(app, tmp_path, args, fragment):
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), *args])
+    assert res.exit_code == 2
+    err = res.stderr if hasattr(res, "stderr") else res.output
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_rows_are_reported_with_their_file(app, tmp_path):
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"problem": "x"}) + "\n")
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "math500",
+                                   "--source", f"math500={tmp_path / 'bad.jsonl'}"])
+    assert res.exit_code == 2 and "row 0 has no answer" in res.stderr
+
+
+def test_module_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, arctl.cli.cmd_data; "
+            "print(any(m in sys.modules for m in ('torch', 'verl', 'pandas', 'datasets', 'hydra')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
