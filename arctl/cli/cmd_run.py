@@ -134,8 +134,16 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
 
 
 def closing_lines(workspace, records) -> None:
+    """Where the runs and their W&B files are (each run when there are few), and what failed."""
+    if records and len(records) <= 12:
+        for r in records:
+            run_dir = workspace.run_dir(r.run_id)
+            console.print(f"{styled(r.state)} {r.experiment}/{r.arm}/s{r.seed}: {run_dir}")
+            wandb_dirs = sorted((run_dir / "wandb").rglob("offline-run-*"))
+            if wandb_dirs:
+                console.print(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else ""))
     console.print(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)")
-    console.print(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline: `wandb sync <that dir>/wandb/offline-run-*`)")
+    console.print(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)")
     bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED")]
     for r in bad:
         err_console.print(f"[red]{r.run_id} {r.state}[/]{': ' + r.error if r.error else ''} — `arctl logs {r.run_id}`")
