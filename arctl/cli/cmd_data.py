@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
     @data_app.command("prepare")
     def prepare(
-        out: Path = typer.Option(None, "--out", "-o", help="Output directory [default: $ARCTL_DATA_DIR or ~/data/arctl]."),
+        out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: $ARCTL_DATA_DIR or ~/data/arctl)."),
         datasets: str = typer.Option(
             ",".join(DATASET_NAMES), "--datasets", "-d", help="Comma-separated datasets to prepare."
         ),

@@ -60,3 +60,30 @@ def test_padded_tree_encoding_pads_to_self_attention():
     c, s = padded_tree_encoding(cut, bst, 4)
     assert c.tolist() == [[0, 0, 2, 0], [0, 0, 0, 0]]
     assert s.tolist() == [[0, 0, 2, 3], [0, 1, 2, 3]]
+
+
+def test_block_mask_for_the_paper_tree_never_builds_an_LxL_tensor():
+    """L = 10,176 (128 prompt + 8,000 thinking + 16 branches x 128): every tensor created while
+    building the BlockMask is far smaller than [L, L] (memory numbers: benchmarks/bench_block_mask.py)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from arctl.backends.verl.tree_forward import tree_attention_mask
+
+    cuts = [2000, 4000, 6000, 8000]
+    tree = pack_tree([3] * 128, [4] * 8000, [SummaryBranch(c, [1] * 8, [2] * 120) for c in cuts for _ in range(4)])
+    assert tree.length == 10176
+
+    class Largest(TorchDispatchMode):
+        numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    Largest.numel = max(Largest.numel, t.numel())
+            return out
+
+    with Largest():
+        mask = tree_attention_mask(tree.cut[None], tree.branch_start[None], "flex_attention")
+    assert type(mask).__name__ == "BlockMask"
+    assert Largest.numel * 16 < tree.length**2  # largest tensor < L^2 / 16 (it is O(L * L / 128))
