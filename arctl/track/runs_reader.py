@@ -342,7 +342,10 @@ def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, 
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    import wandb.proto.wandb_internal_pb2  # noqa: F401  (imported once here, inherited by fork)
+    # imported once here and inherited by forked workers instead of imported by each of them
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+    import wandb.proto.wandb_internal_pb2  # noqa: F401
 
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
@@ -393,22 +396,26 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None)
                     wanted.append(m)
             if not wanted:
                 continue
-            table = pq.read_table(_group_path(base, gi), columns=[STEP_KEY, *wanted])
-            step = table.column(STEP_KEY).to_numpy()
-            for m in wanted:
-                col = table.column(m).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-                ok = ~np.isnan(col)
-                n = int(ok.sum())
-                if not n:
-                    continue
-                steps.append(step[ok])
-                values.append(col[ok])
-                codes.append(np.full(n, metric_index.setdefault(m, len(metric_index)), dtype=np.int32))
-                run_ids.append((meta["run_id"], n))
+            # ParquetFile.read without threads: ~6x less overhead than read_table on small files
+            table = pq.ParquetFile(_group_path(base, gi)).read(columns=[STEP_KEY, *wanted], use_threads=False)
+            step = table.column(0).to_numpy()
+            mat = np.empty((len(wanted), table.num_rows))  # metric × row
+            for j in range(len(wanted)):
+                mat[j] = table.column(j + 1).to_numpy(zero_copy_only=False)
+            ok = ~np.isnan(mat)
+            n = int(ok.sum())
+            if not n:
+                continue
+            code = np.array([metric_index.setdefault(m, len(metric_index)) for m in wanted], dtype=np.int32)
+            steps.append(np.broadcast_to(step, mat.shape)[ok])  # per metric, steps ascending
+            values.append(mat[ok])
+            codes.append(np.broadcast_to(code[:, None], mat.shape)[ok])
+            run_ids.append((meta["run_id"], n))
     run_cats = [m["run_id"] for m in metas]
     run_pos = {r: i for i, r in enumerate(run_cats)}
     if steps:
-        run_code = np.concatenate([np.full(n, run_pos[r], dtype=np.int32) for r, n in run_ids])
+        run_code = np.repeat(np.array([run_pos[r] for r, _ in run_ids], dtype=np.int32),
+                             np.array([n for _, n in run_ids], dtype=np.int64))
         step_all = np.concatenate(steps).astype(np.int64)
         value_all = np.concatenate(values)
         code_all = np.concatenate(codes)
