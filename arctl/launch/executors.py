@@ -8,10 +8,12 @@ before the time limit, which the job turns into checkpoint + requeue.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -92,6 +94,26 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
 
 
 EXEC_KEY = "_exec_python"  # our marker: run the job as the batch shell itself (Ray jobs)
+
+
+@functools.lru_cache(maxsize=1)
+def site_max_array_size() -> int | None:
+    """The cluster's MaxArraySize (``scontrol show config``), or None when it cannot be asked."""
+    if not shutil.which("scontrol"):
+        return None
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
+    return int(match.group(1)) if match else None
+
+
+def array_chunk_size(cluster: dict, ask_site: bool = True) -> int:
+    """Tasks per array: cluster.max_array_size, capped by the site's MaxArraySize (indices < it)."""
+    size = max(1, int(cluster.get("max_array_size") or 1000))
+    site = site_max_array_size() if ask_site else None
+    return min(size, site) if site else size
 
 
 def python_command(params: dict) -> str:

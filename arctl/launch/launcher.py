@@ -21,6 +21,7 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
+    array_chunk_size,
     choose_executor,
     local_parallelism,
     render_sbatch,
@@ -119,14 +120,15 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
             scripts.append((f"sbatch script for {item.run_id} (multi-node verl with Ray)", render_sbatch(params, folder, 1)))
         else:
             plain.append(item)
-    for group in _groups(plain, array_parallelism):
+    for group in _groups(plain, array_parallelism, ask_site=False):  # a preview: do not ask the controller
         params, chunk = group
         title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''})"
         scripts.append((title, render_sbatch(params, folder, len(chunk))))
     return scripts
 
 
-def _groups(items: list[LaunchItem], array_parallelism: int | None) -> list[tuple[dict, list[LaunchItem]]]:
+def _groups(items: list[LaunchItem], array_parallelism: int | None,
+            ask_site: bool = True) -> list[tuple[dict, list[LaunchItem]]]:
     """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size."""
     by_params: dict[str, tuple[dict, list[LaunchItem]]] = {}
     for item in items:
@@ -136,7 +138,7 @@ def _groups(items: list[LaunchItem], array_parallelism: int | None) -> list[tupl
         by_params.setdefault(key, (params, []))[1].append(item)
     out = []
     for params, group in by_params.values():
-        size = max(1, int(group[0].config["cluster"].get("max_array_size") or 1000))
+        size = array_chunk_size(group[0].config["cluster"], ask_site)
         out += [(params, group[i : i + size]) for i in range(0, len(group), size)]
     return out
 

@@ -26,27 +26,38 @@ GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
     """Raw SLURM state per job id (``"123_4"`` or ``"123"``), from ONE sacct call (squeue fallback)."""
+    return scheduler_states(job_ids)[0]
+
+
+def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
+    """(raw state per job id, source) where source is "sacct", "squeue" or None (no answer).
+
+    One ``sacct`` call for all the jobs' array ids; without accounting, one ``squeue`` call
+    (which only knows queued and running jobs).
+    """
     if not job_ids:
-        return {}
+        return {}, None
     from submitit.slurm.slurm import SlurmInfoWatcher
 
     masters = sorted({j.split("_")[0] for j in job_ids})
     info: dict = {}
+    source = None
     if shutil.which("sacct"):
         cmd = ["sacct", "-X", "-P", "-o", "JobID,State", "-j", ",".join(masters)]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S, check=True).stdout
-            info = SlurmInfoWatcher().read_info(out)
+            info, source = SlurmInfoWatcher().read_info(out), "sacct"
         except (subprocess.SubprocessError, OSError):
             info = {}
-    if not info and shutil.which("squeue"):  # no accounting: only queued/running jobs are known
+    if source is None and shutil.which("squeue"):  # no accounting: only queued/running jobs are known
         cmd = ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(masters)]
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S).stdout
-            info = SlurmInfoWatcher().read_info("JobID|State\n" + out)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
+            if proc.returncode == 0 or "Invalid job id" in proc.stderr:
+                info, source = SlurmInfoWatcher().read_info("JobID|State\n" + proc.stdout), "squeue"
         except (subprocess.SubprocessError, OSError):
             info = {}
-    return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}
+    return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}, source
 
 
 def pid_alive(pid: int, needle: str | None = None) -> bool:
@@ -107,20 +118,24 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         return records
     now = time.time()
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
-    scheduler = {jid: states.slurm_state(raw) for jid, raw in sacct_states(slurm_ids).items()}
+    raw_states, source = scheduler_states(slurm_ids)
+    scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}
     updates = []
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
         values = _from_status(status)
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
-            if sched is None and (rec.submitted_at or 0) > now - GRACE_S:
-                sched = None  # not in accounting yet
+            if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
+                sched = states.FAILED  # without accounting, a job that left the queue has ended
             new_state, error = merge_state(rec, status, sched, now)
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status)
-        else:  # debug runs are synchronous
+        else:  # debug runs live in the launching process
             new_state, error = merge_state(rec, status, None, now)
+            pid = status.get("pid")
+            if new_state in states.ACTIVE and isinstance(pid, int) and not pid_alive(pid):
+                new_state, error = states.FAILED, "the process running it (debug executor) exited"
         if new_state != rec.state:
             values["state"] = new_state
         if error != rec.error and new_state in states.TERMINAL:

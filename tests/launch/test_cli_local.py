@@ -58,6 +58,13 @@ def test_dry_run_prints_configs_and_one_sbatch_array_and_writes_nothing(specs, t
     assert not ws.exists()
 
 
+def test_dry_run_splits_a_sweep_larger_than_max_array_size(specs, tmp_path, cli):
+    out = cli("sweep", "lt3", "--dry-run", "--executor", "slurm", "cluster.max_array_size=2",
+              "--workdir", str(tmp_path / "ws"), check=True)
+    assert out.stdout.count("#!/bin/bash") == 2
+    assert "#SBATCH --array=0-1%2" in out.stdout and out.stdout.count("#SBATCH --array=") == 1
+
+
 def test_a_spec_error_is_one_line_exit_2_and_nothing_is_written(specs, tmp_path, cli):
     ws = tmp_path / "ws"
     out = cli("run", "lt", "thinking.lamda=0.3", "--workdir", str(ws))

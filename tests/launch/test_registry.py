@@ -133,3 +133,53 @@ def test_merge_state(reported, scheduler, expected):
     rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
     status = {"state": reported} if reported else {}
     assert merge_state(rec, status, scheduler, time.time())[0] == expected
+
+
+def _fake_scheduler(tmp_path, monkeypatch, squeue_out: str, with_sacct: bool):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\necho squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
+    if with_sacct:
+        (bin_dir / "sacct").write_text(f"#!/bin/sh\necho sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n7_0|RUNNING\\n7_1|CANCELLED by 0\\n'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return calls
+
+
+def _slurm_runs(tmp_path, ids):
+    from arctl.launch.status_file import write_status
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    reg = Registry(ws.registry_path)
+    reg.claim([_rec(f"r{i}") for i in range(len(ids))], new_claim_token())
+    old = time.time() - 3600
+    reg.update_many((f"r{i}", {"state": states.RUNNING, "executor": "slurm", "job_id": jid, "submitted_at": old})
+                    for i, jid in enumerate(ids))
+    for i in range(len(ids)):
+        ws.run_dir(f"r{i}").mkdir(parents=True)
+        write_status(ws.run_dir(f"r{i}"), state="running")
+    return ws, reg
+
+
+def test_refresh_asks_sacct_once_for_all_jobs(tmp_path, monkeypatch):
+    from arctl.launch.refresh import refresh
+
+    calls = _fake_scheduler(tmp_path, monkeypatch, "", with_sacct=True)
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "9_0"])
+    with reg:
+        got = {r.run_id: r.state for r in refresh(reg, ws)}
+    assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,9"]
+    assert got == {"r0": states.RUNNING, "r1": states.CANCELLED, "r2": states.RUNNING}  # 9_0: unknown, kept
+
+
+def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkeypatch):
+    from arctl.launch.refresh import refresh
+
+    _fake_scheduler(tmp_path, monkeypatch, "7_0|RUNNING\\n", with_sacct=False)
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1"])
+    with reg:
+        got = {r.run_id: r.state for r in refresh(reg, ws)}
+    assert got == {"r0": states.RUNNING, "r1": states.FAILED}

@@ -69,6 +69,15 @@ def test_a_sweep_is_one_array_that_completes_and_resubmitting_launches_nothing(s
     assert "3 run(s): 3 completed" in table and master in table
 
 
+def test_a_sweep_larger_than_max_array_size_goes_out_in_chunks(specs, tmp_path, cli, waiter):
+    ws = tmp_path / "ws"
+    doc = _launch(cli, "sweep", "lt3", ws, "cluster.max_array_size=2", "trainer.total_steps=2")
+    jobs = sorted(r["job_id"] for r in doc["submitted"])
+    masters = sorted({j.split("_")[0] for j in jobs})
+    assert len(jobs) == 3 and len(masters) == 2  # an array of 2 tasks + a single job
+    waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "3 cells COMPLETED")
+
+
 def test_a_cancelled_cell_shows_cancelled_and_the_next_sweep_relaunches_only_it(specs, tmp_path, cli, waiter,
                                                                                 monkeypatch):
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.25")
