@@ -57,16 +57,32 @@ def _sbatch_extra(lines: list) -> dict:
     for raw in lines or []:
         text = str(raw).strip()
         text = re.sub(r"^#SBATCH\s+", "", text)
+        _one_line(text, "cluster.sbatch_extra")
         match = re.fullmatch(r"--?([A-Za-z][A-Za-z0-9_-]*)(?:[= ](.+))?", text)
         if not match:
             raise LaunchError(f"cluster.sbatch_extra entry {raw!r} is not an sbatch option — write e.g. '--exclusive' or '--reservation=NAME'")
         key, value = match.group(1).replace("-", "_"), match.group(2)
-        extra[key] = True if value is None else value.strip()
+        extra[key] = True if value is None else _one_line(value.strip(), "cluster.sbatch_extra")
     return extra
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _one_line(value, key: str) -> str:
+    """An sbatch option value: any text, but never a line break (it would end the #SBATCH line)."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise LaunchError(f"{key}={text!r} contains a line break or control character — sbatch options must be one line")
+    return text
+
+
 def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None = None) -> dict:
-    """submitit SlurmExecutor parameters for a ``cluster`` section."""
+    """submitit SlurmExecutor parameters for a ``cluster`` section.
+
+    Values are quoted by submitit; values with line breaks are refused (they could start new
+    script lines). ``cluster.setup`` lines are shell by design: they come from your cluster profile.
+    """
     time_min = int(cluster.get("time_min") or 60)
     delay = min(MAX_SIGNAL_DELAY_S, max(10, time_min * 60 // 10))
     extra = _sbatch_extra(cluster.get("sbatch_extra") or [])
@@ -87,7 +103,7 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
         params["mem"] = f"{int(mem)}GB" if mem == int(mem) else f"{int(mem * 1024)}MB"
     for key in ("partition", "account", "qos", "constraint"):
         if cluster.get(key):
-            params[key] = str(cluster[key])
+            params[key] = _one_line(cluster[key], f"cluster.{key}")
     if int(cluster.get("gpus_per_node") or 0) > 0:
         params["gpus_per_node"] = int(cluster["gpus_per_node"])
     return params

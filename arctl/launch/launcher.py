@@ -156,6 +156,11 @@ def launch(
     if not items:
         raise LaunchError("nothing to launch")
     name, note = choose_executor(executor, items[0].config.get("cluster", {}).get("executor"))
+    if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
+        raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
+    if name == "slurm":  # refuse bad sbatch options before anything is claimed or written
+        for item in items:
+            slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
     result = LaunchResult(executor=name, executor_note=note, items=items)
     workspace.root.mkdir(parents=True, exist_ok=True)
     by_id = {item.run_id: item for item in items}

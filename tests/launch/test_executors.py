@@ -36,6 +36,22 @@ def test_bad_sbatch_extra_is_one_clear_error():
         slurm_parameters({**CLUSTER, "sbatch_extra": ["exclusive; rm -rf /"]}, "x")
 
 
+@pytest.mark.parametrize("key", ["partition", "account", "qos", "constraint"])
+def test_an_option_with_a_line_break_cannot_add_script_lines(key, tmp_path):
+    evil = f"gpu\ntouch {tmp_path}/PWNED"
+    with pytest.raises(LaunchError, match=f"cluster.{key}.*line break"):
+        slurm_parameters({**CLUSTER, key: evil}, "x")
+    with pytest.raises(LaunchError, match="line break"):
+        slurm_parameters({**CLUSTER, "sbatch_extra": ["--comment=a\nrm -rf /"]}, "x")
+
+
+def test_option_values_with_shell_characters_are_quoted(tmp_path):
+    params = slurm_parameters({**CLUSTER, "constraint": "a100&$(touch x)", "sbatch_extra": ["--comment=a; b 'c'"]}, "x")
+    script = render_sbatch(params, tmp_path / "%j", 1)
+    assert "#SBATCH --constraint='a100&$(touch x)'" in script
+    assert "#SBATCH --comment='a; b '\"'\"'c'\"'\"''" in script
+
+
 def test_sbatch_script_is_one_array_with_parallelism(tmp_path):
     params = slurm_parameters({**CLUSTER, "gpus_per_node": 0, "nodes": 1}, "lt3", array_parallelism=2)
     script = render_sbatch(params, tmp_path / "%j", 3)

@@ -169,3 +169,8 @@ def test_tricky_overrides_are_data_and_the_api_key_never_reaches_the_workspace(s
     assert list((ws / "jobs").rglob("*_submission.sh")), "the sbatch script is in the workspace"
     hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
     assert hits == "", f"the API key leaked into {hits}"
+    # an sbatch option cannot smuggle in script lines: refused before anything is written
+    other = tmp_path / "ws-evil"
+    out = cli("run", "lt", "--arm", "a", f"cluster.partition='debug\ntouch {marker}'", "--executor", "slurm",
+              "--workdir", str(other))
+    assert out.returncode == 2 and "line break" in out.stderr and not other.exists() and not marker.exists()
