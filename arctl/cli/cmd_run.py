@@ -117,8 +117,9 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
         now = time.monotonic()
         periodic = now - last_print[0] > 30
         for r in records:
-            key = (r.state, r.error)
-            if last.get(r.run_id, (None,))[:2] != key or (periodic and r.state == "RUNNING"):
+            key = (r.state, r.error, r.step)
+            previous = last.get(r.run_id, (None, None, None))
+            if previous[:2] != key[:2] or (periodic and r.state == "RUNNING" and previous[2] != r.step):
                 metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
                 step = f" step {r.step}" if r.step is not None else ""
                 console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {r.run_id} {styled(r.state)}{step}{metric}")

@@ -27,6 +27,7 @@ def frozen_config(config: dict, run_id: str, wandb_id: str) -> dict:
 
 def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o644)  # readable by the team, like any file the job writes
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     os.replace(tmp, path)

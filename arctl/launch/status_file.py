@@ -29,6 +29,7 @@ def write_status(run_dir: Path, **fields) -> dict:
     data.update(fields)
     data["updated_at"] = time.time()
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".status.", suffix=".tmp")
+    os.fchmod(fd, 0o644)  # readable by the team, like any file the job writes
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh)
     os.replace(tmp, run_dir / STATUS_FILE)
