@@ -72,5 +72,5 @@ def build(spec: dict, data: ReportData):
         axes[j // ncols][j % ncols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncols=min(len(arms), 6), frameon=False)
-    add_footnote(fig, runs_footnote(data.used_runs(), arm_label))
+    add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))
     return fig, table

@@ -22,19 +22,24 @@ def new_figure(nrows: int, ncols: int, panel_w: float = 3.6, panel_h: float = 2.
     return fig, axes
 
 
-def runs_footnote(used: list[dict], arm_label) -> str:
+def runs_footnote(used: list[dict], arm_label, arms: list[str] | None = None) -> str:
     """'Runs: GRPO ×2 (main-grpo), AR-base ×1 (main-ar-base)' — which runs a figure used."""
     groups: dict[tuple[str, str], int] = {}
     for r in used:
         key = (str(r["arm"]), str(r["experiment"]))
         groups[key] = groups.get(key, 0) + 1
-    parts = [f"{arm_label(a)} ×{n} ({e})" for (a, e), n in groups.items()]
-    return "Runs: " + ", ".join(parts)
+    rank = {a: i for i, a in enumerate(arms or [])}
+    keys = sorted(groups, key=lambda k: (rank.get(k[0], len(rank)), k))
+    return "Runs: " + ", ".join(f"{arm_label(a)} ×{groups[(a, e)]} ({e})" for a, e in keys)
 
 
 def add_footnote(fig, text: str) -> None:
-    """A one-line note under the axes (which runs were used); constrained layout makes room."""
-    fig.supxlabel(text, x=0.01, ha="left", fontsize=6, color="0.35")
+    """A note under the axes (which runs were used), wrapped to the figure's width; constrained
+    layout makes room for it."""
+    import textwrap
+
+    width = max(40, int(fig.get_size_inches()[0] * 24))
+    fig.supxlabel(textwrap.fill(text, width), x=0.01, ha="left", fontsize=6, color="0.35")
 
 
 def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:

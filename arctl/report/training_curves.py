@@ -85,7 +85,7 @@ def build(spec: dict, data: ReportData):
                 handles.append(hd)
                 labels.append(lb)
     fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), frameon=False)
-    note = runs_footnote(data.used_runs(), arm_label)
+    note = runs_footnote(data.used_runs(), arm_label, arms)
     add_footnote(fig, f"{spec['description']}. {note}" if spec.get("description") else note)
     table = pd.DataFrame(rows, columns=["arm", "metric", "step", "mean", "ci", "n"])
     return fig, table
