@@ -37,7 +37,8 @@ def series_table(data: ReportData):
 def build(spec: dict, data: ReportData):
     table = series_table(data)
     if not len(table):
-        raise ReportError(f"no run in {data.source} logged eval/*/corr_v1@*; produce one with {spec.get('hint')}")
+        raise ReportError(f"no run in {data.source} logged eval/*/corr_v*@* or eval/*/nvar/*@*; "
+                          f"produce one with {spec.get('hint')}")
     fig, axes = new_figure(1, 2, panel_w=4.2, panel_h=3.0)
     left, right = axes[0]
     for name, (side, label, color) in SERIES.items():

@@ -59,6 +59,11 @@ def paper_rows(spec: dict, columns: list[str]):
     paper = paper[paper["table"] == spec.get("paper_table", spec["name"])].drop(columns="table")
     paper = paper.set_index("algorithm")
     bench = [c for c in columns if c != AVG and c in paper.columns]
+    if not bench:
+        raise ReportError(
+            f"--compare-paper: these runs have none of the paper's benchmarks "
+            f"({', '.join(c for c in paper.columns if c != AVG)}); they have {', '.join(c for c in columns if c != AVG)}"
+        )
     out = paper[bench].astype(float)
     all_bench = [c for c in paper.columns if c != AVG]
     out[AVG] = paper[AVG].astype(float) if set(bench) == set(all_bench) else out[bench].mean(axis=1)

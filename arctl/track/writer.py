@@ -9,6 +9,7 @@ job loses at most that much history.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from arctl.track.metrics_schema import STEP_KEY
@@ -44,7 +45,7 @@ def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = N
     if run_id:
         # a W&B id derived from the arctl run id: resuming writes a new fragment of the same id,
         # which the reader stitches on trainer/global_step
-        kwargs["id"] = str(run_id).replace("/", "-")[:64]
+        kwargs["id"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(run_id))[:64]
         kwargs["resume"] = "allow"
     return kwargs
 

@@ -19,6 +19,7 @@ def test_init_kwargs_follow_the_conventions(tmp_path):
     sweep = _config(wandb={"project": "p", "group": "priors"})
     assert wandb_init_kwargs(sweep, tmp_path)["group"] == "priors"
     assert wandb_init_kwargs({"arm": "a", "seed": 0}, tmp_path)["mode"] == "offline"
+    assert wandb_init_kwargs(_config(run_id="a/b c:d"), tmp_path)["id"] == "a-b-c-d"
     with pytest.raises(ValueError, match="wandb.mode"):
         wandb_init_kwargs(_config(wandb={"mode": "cloud"}), tmp_path)
 
