@@ -165,3 +165,106 @@ def test_duplicate_layout_rows_and_validation_rows(loop_factory):
     assert len(val) == 1
     assert sum("stop_token_ids" not in r[1] for r in server.requests) == len(
         TreeRecord.from_dict(val[0].extra_fields["arctl"]).group_cuts)
+
+
+@pytest.mark.parametrize("layout", ["flex", "duplicate"])
+def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_step(loop_factory, monkeypatch, layout):
+    """Agent-loop outputs -> verl's AgentLoopWorkerTQ._agent_loop_postprocess (which copies the last
+    output's score onto the others) -> TransferQueue rows -> ArctlPPOTrainer._compute_advantage:
+    the per-leaf rewards survive in the tree record and the advantages equal tree_advantages."""
+    import verl.trainer.ppo.v1.agent_loop_tq as tqmod
+
+    from arctl.backends.verl import trainer_v1
+    from arctl.backends.verl.advantage import AdvantageSettings, response_advantages, tree_advantages
+
+    loop, server, tok = loop_factory(layout=layout, budgets=(4, 9, 30), group_size=2)
+    stored: dict[str, dict] = {}
+
+    async def fake_put(keys, fields, tags, partition_id):
+        for i, k in enumerate(keys):
+            stored[k] = {name: fields[name][i] for name in fields.keys()}
+            stored[k]["extra_fields"] = fields["extra_fields"][i]
+
+    monkeypatch.setattr(tqmod.tq, "async_kv_batch_put", fake_put)
+    worker_cls = tqmod.AgentLoopWorkerTQ.__ray_metadata__.modified_class
+    worker = object.__new__(worker_cls)
+    worker.reward_loop_worker_handles = None
+    worker.distillation_enabled = False
+    worker.processor = None
+    rewards_by_session = {}
+    for session, ground_truth in enumerate(["3", "7"]):
+        server.requests.clear()
+
+        async def go(session=session, ground_truth=ground_truth):
+            loop.loop = asyncio.get_running_loop()
+            kwargs = dict(raw_prompt=[{"role": "user", "content": "What is 1 + 2?"}],
+                          reward_model={"ground_truth": ground_truth})
+            outs = await loop.run({"temperature": 1.0, "logprobs": False}, **kwargs)
+            # flip some leaf rewards so the two trees differ (the fake model's answers are garbage)
+            rec = outs[0].extra_fields["arctl"]
+            rec["leaf_rewards"] = [[float((g + a + session) % 2) for a in range(len(r))]
+                                   for g, r in enumerate(rec["leaf_rewards"])]
+            for o in outs[1:]:
+                o.extra_fields["arctl"]["leaf_rewards"] = rec["leaf_rewards"]
+            rewards_by_session[session] = rec["leaf_rewards"]
+            await worker._agent_loop_postprocess(outs, validate=False, uid="q", session_id=session, global_steps=1,
+                                                 **kwargs)
+
+        asyncio.run(go())
+    keys = sorted(stored)
+    # verl overwrote every row's score with the last output's; the record keeps each leaf's reward
+    if layout == "duplicate":
+        last = [k for k in keys if k.startswith("q_0_")][-1]
+        assert all(float(stored[k]["rm_scores"].sum()) == float(stored[last]["rm_scores"].sum())
+                   for k in keys if k.startswith("q_0_"))
+    monkeypatch.setattr(trainer_v1, "tq", _DictTQ(stored))
+    trainer = trainer_v1.ArctlPPOTrainer.__new__(trainer_v1.ArctlPPOTrainer)
+    settings = AdvantageSettings(budgets=(4, 9, 30), prior="uniform", baseline="brpo")
+    trainer.arctl_settings = settings
+    metrics = {}
+    trainer._compute_advantage(_Batch(keys), metrics)
+    trees = [k for k in keys if k.endswith("_0")]
+    recs = [TreeRecord.from_dict(stored[k]["extra_fields"]["arctl"]) for k in trees]
+    assert [list(r.leaf_rewards) for r in recs] == [
+        [tuple(x) for x in rewards_by_session[0]], [tuple(x) for x in rewards_by_session[1]]]
+    advs = tree_advantages(recs, ["q", "q"], settings)
+    for k in keys:
+        rec = TreeRecord.from_dict(stored[k]["extra_fields"]["arctl"])
+        tree = advs[int(k.split("_")[1])]
+        n = int(stored[k]["response_mask"].shape[0])
+        assert stored[k]["advantages"].tolist() == pytest.approx(response_advantages(rec, tree, n).tolist(), abs=1e-6)
+    assert "train/anytime_score" in metrics and "train/adv_var/brpo" in metrics
+    if layout == "flex":  # the old-log-prob pass first writes tree positions and the mask encoding
+        from arctl.backends.verl.trainer_v1 import tree_tensors
+
+        trainer._put_tree_tensors(_Batch(keys))
+        for k in keys:
+            rec = TreeRecord.from_dict(stored[k]["extra_fields"]["arctl"])
+            want = tree_tensors(stored[k]["prompts"].tolist(), stored[k]["responses"].tolist(), rec)
+            for name in ("position_ids", "tree_cut", "tree_branch_start"):
+                assert torch.equal(stored[k][name], want[name]), name
+            assert stored[k]["position_ids"].max() < stored[k]["input_ids"].numel()  # branches reuse positions
+
+
+class _Batch:
+    def __init__(self, keys):
+        self.keys, self.tags, self.partition_id = list(keys), [{}] * len(keys), "train"
+
+    def __len__(self):
+        return len(self.keys)
+
+
+class _DictTQ:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in select_fields} for k in keys])
+
+    def kv_batch_put(self, keys, partition_id, fields=None, tags=None):
+        for i, k in enumerate(keys):
+            for name in fields.keys():
+                self.rows[k][name] = fields[name][i]
+        return _Batch(keys)

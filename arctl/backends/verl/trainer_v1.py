@@ -62,6 +62,13 @@ def _as_list(value: Any) -> list:
     return list(value)
 
 
+def _as_nested(t: torch.Tensor) -> torch.Tensor:
+    """TransferQueue returns equal-length fields as a plain [N, L] tensor, ragged ones as jagged."""
+    if t.is_nested:
+        return t
+    return torch.nested.as_nested_tensor(list(t), layout=torch.jagged)
+
+
 def compute_row_advantages(
     keys: list[str],
     uids: list[Any],
@@ -150,7 +157,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
         data = tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "response_mask", "extra_fields"]
         )
-        response_mask = data["response_mask"]
+        response_mask = _as_nested(data["response_mask"])
         lens = [int(x) for x in response_mask.offsets().diff().tolist()]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         adv, arctl_metrics = compute_row_advantages(
