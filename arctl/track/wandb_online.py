@@ -14,6 +14,11 @@ import numpy as np
 
 from arctl.track.run_data import RunData
 
+
+class WandbAccessError(ValueError):
+    """The W&B server could not be reached or refused us (no login, wrong URL, no such project)."""
+
+
 _STATES = {"finished": "finished", "failed": "failed", "crashed": "failed", "killed": "failed"}
 
 
@@ -33,8 +38,18 @@ def list_runs(project: str, filters: dict | None = None, api=None) -> list:
     ``{"config.arm": "grpo"}``)."""
     if project.count("/") != 1 or not all(project.split("/")):
         raise ValueError(f"W&B project {project!r} must be written ENTITY/PROJECT (e.g. my-team/arctl)")
-    api = api if api is not None else make_api()
-    return list(api.runs(project, filters=filters or {}))
+    try:
+        api = api if api is not None else make_api()
+        return list(api.runs(project, filters=filters or {}))
+    except Exception as err:  # wandb/requests errors at the network boundary → one clear line
+        if isinstance(err, WandbAccessError):
+            raise
+        server = os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise WandbAccessError(
+            f"cannot list the runs of W&B project {project} on {server}: {first} "
+            "(log in with `wandb login` or set WANDB_API_KEY; set WANDB_BASE_URL for a self-hosted server)"
+        ) from err
 
 
 def run_signature(run) -> list:
@@ -70,7 +85,11 @@ def _unwrap_config(config: dict) -> dict:
 
 def read_run(run, page_size: int = 1000) -> RunData:
     """One API run → :class:`RunData`, with its full (unsampled) history."""
-    rows = list(run.scan_history(page_size=page_size))
+    try:
+        rows = list(run.scan_history(page_size=page_size))
+    except Exception as err:  # network boundary: one clear line
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise WandbAccessError(f"cannot read the history of W&B run {run.id}: {first}") from err
     col_index: dict[str, int] = {}
     for row in rows:
         for k in row:

@@ -83,3 +83,12 @@ def test_base_url_is_honoured(monkeypatch):
     monkeypatch.delenv("WANDB_BASE_URL")
     wandb_online.make_api()
     assert seen == {}
+
+
+def test_server_errors_become_one_clear_line():
+    class Refusing:
+        def runs(self, path, filters=None):
+            raise RuntimeError("No API key configured. Use `wandb login` to log in.\nmore detail")
+
+    with pytest.raises(wandb_online.WandbAccessError, match="team/proj.*No API key configured.*wandb login"):
+        wandb_online.list_runs("team/proj", api=Refusing())
