@@ -247,6 +247,12 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             job_ids[item.run_id] = str(job.job_id)
             run_dir = workspace.run_dir(item.run_id)
             _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
+            master = str(job.job_id).split("_")[0]
+            for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
+                           workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
+                if script.exists():
+                    _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
+                    break
             write_status(run_dir, state="submitted", job_id=str(job.job_id))
     return job_ids
 

@@ -63,6 +63,8 @@ def test_a_sweep_is_one_array_that_completes_and_resubmitting_launches_nothing(s
     for rec in _records(ws).values():
         assert rec.executor == "slurm" and rec.attempts == 1 and rec.ended_at and rec.job_id in jobs
         assert (ws / "runs" / rec.run_id / "job" / rec.job_id).resolve() == (ws / "jobs" / rec.job_id).resolve()
+        sbatch = (ws / "runs" / rec.run_id / "job" / "sbatch.sh").read_text()
+        assert "#SBATCH --array=0-2%" in sbatch and "submitit.core._submit" in sbatch
     again = _launch(cli, "sweep", "lt3", ws)
     assert again["submitted"] == [] and len(again["skipped"]) == 3
     table = cli("status", "lt3", "--workdir", str(ws), check=True).stdout
