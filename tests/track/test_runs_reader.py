@@ -24,7 +24,7 @@ from arctl.track.runs_reader import RunReadWarning, discover_runs, load_runs
 def all_runs(workspace, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     with pytest.warns(RunReadWarning, match="truncated"):
-        runs = load_runs(workspace, cache_dir=cache, progress=False, processes=2)
+        runs = load_runs(workspace, cache_dir=cache, progress=True, processes=2)  # + the progress bar
     return runs, cache
 
 
