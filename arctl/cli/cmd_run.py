@@ -159,8 +159,14 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     if dry_run:
         dry_run_report(items, workspace, executor, force, array_parallelism, as_json)
         return
-    result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
-                    members=members, echo=lambda m: err_console.print(f"[dim]{m}[/]"))
+    import contextlib
+    import sys
+
+    # in-process (debug) jobs may print: keep stdout for the JSON document
+    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    with quiet:
+        result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
+                        members=members, echo=lambda m: err_console.print(f"[dim]{m}[/]"))
     report_launch(result, workspace, as_json)
     waited = None
     should_wait = wait if wait is not None else result.executor == "local"
