@@ -87,3 +87,51 @@ def test_block_mask_for_the_paper_tree_never_builds_an_LxL_tensor():
         mask = tree_attention_mask(tree.cut[None], tree.branch_start[None], "flex_attention")
     assert type(mask).__name__ == "BlockMask"
     assert Largest.numel * 16 < tree.length**2  # largest tensor < L^2 / 16 (it is O(L * L / 128))
+
+
+def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model):
+    """verl's FSDPEngineWithLMHead.prepare_model_inputs (patched by the plugin) on a micro-batch of
+    two packed trees: the model inputs it builds reproduce the per-tree log-probs, for SDPA (dense
+    4-D mask) and FlexAttention (BlockMask); micro-batches without tree fields are unchanged."""
+    import verl.workers.engine.fsdp.transformer_impl as ti
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+
+    import arctl.backends.verl.plugin  # noqa: F401 - installs the engine patch on import of the engine
+
+    assert getattr(ti.FSDPEngineWithLMHead.prepare_model_inputs, "_arctl_tree_patched", False)
+    trees = _trees()
+    nest = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)  # noqa: E731
+
+    def micro_batch(with_tree: bool):
+        fields = {"input_ids": nest([t.input_ids for t in trees]), "position_ids": nest([t.position_ids for t in trees]),
+                  "temperature": torch.ones(len(trees))}
+        if with_tree:
+            fields["tree_cut"] = nest([t.cut for t in trees])
+            fields["tree_branch_start"] = nest([t.branch_start for t in trees])
+        mb = TensorDict(fields, batch_size=len(trees))
+        tu.assign_non_tensor(mb, use_remove_padding=False)
+        return mb
+
+    class Engine:  # the attributes prepare_model_inputs reads on this path
+        pad_to_length = False
+        module = tiny_model
+
+    torch.set_num_threads(1)
+    plain, _ = ti.FSDPEngineWithLMHead.prepare_model_inputs(Engine(), micro_batch(False))
+    assert plain["attention_mask"].dim() == 2  # untouched without tree fields
+    for impl in ("sdpa", "flex_attention"):
+        tiny_model.set_attn_implementation(impl)
+        try:
+            inputs, _ = ti.FSDPEngineWithLMHead.prepare_model_inputs(Engine(), micro_batch(True))
+            assert type(inputs["attention_mask"]).__name__ == ("BlockMask" if impl == "flex_attention" else "Tensor")
+            with torch.no_grad():
+                logits = tiny_model(**inputs).logits.float()
+        finally:
+            tiny_model.set_attn_implementation("sdpa")
+        for b, tree in enumerate(trees):
+            with torch.no_grad():
+                ref = tree_log_probs(tiny_model, tree.input_ids[None], tree.position_ids[None], tree.cut[None],
+                                     tree.branch_start[None], "sdpa")[0]
+            logp = torch.log_softmax(logits[b, : tree.length - 1], -1).gather(-1, tree.input_ids[1:, None])[:, 0]
+            torch.testing.assert_close(logp, ref, atol=1e-5, rtol=1e-5)
