@@ -48,3 +48,16 @@ def test_module_import_is_light():
             "print([m for m in ('pandas', 'matplotlib', 'wandb', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_sweep_selects_its_experiments_and_arctl_home_is_the_default_workdir(workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCTL_HOME", str(workspace))
+    res = runner.invoke(app, ["report", "--figure", "main_training", "--sweep", "priors", "--out", str(tmp_path),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert {r["experiment"] for r in data["runs"]} == {"main-grpo", "main-ar-base", "main-ar-linear",
+                                                        "main-ar-uniform"}
+    assert (tmp_path / "main_training.svg").is_file()
+    res = runner.invoke(app, ["report", "--figure", "main_training", "--sweep", "nosuch"])
+    assert res.exit_code == 2 and "unknown sweep" in res.output
