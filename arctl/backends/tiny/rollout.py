@@ -14,11 +14,62 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
 from arctl.backends.tiny import task
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
+
+
+class BufferLayer(DynamicLayer):
+    """A KV-cache layer preallocated for ``capacity`` tokens and written in place (a
+    ``DynamicLayer`` re-concatenates its whole cache at every decoding step: quadratic copying)."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.length = int(capacity), 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        b, h, _, d = key_states.shape
+        self.dtype, self.device = key_states.dtype, key_states.device
+        self.buf_k = key_states.new_zeros(b, h, self.capacity, d)
+        self.buf_v = value_states.new_zeros(b, h, self.capacity, value_states.shape[-1])
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self.length + n > self.capacity:
+            raise RuntimeError(f"KV buffer of {self.capacity} tokens overflows")
+        self.buf_k[:, :, self.length : self.length + n] = key_states
+        self.buf_v[:, :, self.length : self.length + n] = value_states
+        self.length += n
+        return self.keys, self.values
+
+    @property
+    def keys(self) -> torch.Tensor:
+        return self.buf_k[:, :, : self.length]
+
+    @keys.setter
+    def keys(self, value) -> None:  # DynamicLayer's constructor assigns None
+        pass
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self.buf_v[:, :, : self.length]
+
+    @values.setter
+    def values(self, value) -> None:
+        pass
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+def buffer_cache(model, capacity: int) -> Cache:
+    """An empty KV cache of ``capacity`` tokens per layer for ``model``."""
+    return Cache(layers=[BufferLayer(capacity) for _ in range(model.config.num_hidden_layers)])
 
 
 @dataclass
@@ -30,7 +81,7 @@ class Thinking:
     think_ids: torch.Tensor  # [N, T] generated ids (pad after the end)
     think_len: torch.Tensor  # [N] tokens generated (a final </think> included)
     finished: torch.Tensor  # [N] bool: ended with </think>
-    cache: DynamicCache  # keys/values of columns [0, P + think_len.max())
+    cache: Cache  # keys/values of columns [0, P + think_len.max())
 
     def question(self, row: int) -> list[int]:
         return self.prompt_ids[row][self.prompt_valid[row]].tolist()
@@ -75,7 +126,9 @@ def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:
 
 def forward_step(model, ids, positions, key_valid, cache) -> torch.Tensor:
     """Run ``ids`` [N, k] at ``positions`` [N, k] against ``cache``; returns logits [N, k, V]."""
-    mask = attention_mask(key_valid, ids.shape[1])
+    allowed = attention_mask(key_valid, ids.shape[1])
+    # an additive float mask: SDPA on CPU is faster with it than with a boolean one
+    mask = torch.zeros(allowed.shape, dtype=model.dtype).masked_fill_(~allowed, float("-inf"))
     out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True)
     return out.logits
 
@@ -107,7 +160,7 @@ def generate_thinking(
     ids, valid = left_pad(prompts, pad_id)
     n = ids.shape[0]
     positions = (valid.long().cumsum(1) - 1).clamp_min(0)
-    cache = DynamicCache(config=model.config)
+    cache = buffer_cache(model, ids.shape[1] + max_tokens)
     key_valid = valid.clone()
     logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
     next_pos = valid.sum(1)
@@ -142,8 +195,8 @@ def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedToke
     return out
 
 
-def _sliced_cache(model, cache: DynamicCache, rows: torch.Tensor, length: int) -> DynamicCache:
-    new = DynamicCache(config=model.config)
+def _sliced_cache(model, cache: Cache, rows: torch.Tensor, length: int, capacity: int) -> Cache:
+    new = buffer_cache(model, capacity)
     for i, layer in enumerate(cache.layers):
         new.update(layer.keys[rows, :, :length], layer.values[rows, :, :length], i)
     return new
@@ -176,7 +229,8 @@ def generate_summaries(
         rows = torch.tensor([b.row for b in br], dtype=torch.long)
         cuts = torch.tensor([b.cut for b in br], dtype=torch.long)
         width = p + int(cuts.max())
-        cache = _sliced_cache(model, thinking.cache, rows, width)
+        ins_width = max(len(b.inserted) for b in br)
+        cache = _sliced_cache(model, thinking.cache, rows, width, width + ins_width + max_tokens)
         t = torch.arange(width - p)
         key_valid = torch.cat([thinking.prompt_valid[rows], t[None, :] < cuts[:, None]], dim=1)
         ins_ids, ins_valid = left_pad([b.inserted for b in br], pad_id)

@@ -85,8 +85,11 @@ def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
 def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-prob [B, L] of every token given its predecessor in the packed layout (index 0 gets 0),
     and the entropy [B, L] of the distribution that produced it (no grad)."""
+    mask = batch.attention_mask
+    if mask.dtype == torch.bool:  # additive float mask: SDPA on CPU is faster with it
+        mask = torch.zeros(mask.shape, dtype=model.dtype).masked_fill_(~mask, float("-inf"))
     logits = model(
-        input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=batch.attention_mask, use_cache=False
+        input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False
     ).logits[:, :-1].float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature

@@ -1,0 +1,132 @@
+"""Benchmarks of the tiny backend (run by hand; numbers go to docs/benchmarks.md "## Tiny backend").
+
+    python benchmarks/bench_tiny.py tree        # tree-packed vs duplicated-branch update, m = 4
+    python benchmarks/bench_tiny.py step        # one RL step of AnytimeReasoner and GRPO (tiny scale)
+    python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed)
+
+One torch thread (``--threads``). The ablation reuses the warm-up cached in ``--workspace`` if present
+and reports the warm-up's own recorded time, so "incl. warm-up" = warm-up seconds + arm seconds.
+Peak RSS is the process's ``ru_maxrss``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from arctl.algo.tree import SummaryBranch, pack_tree
+from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.update import duplicated_batch, policy_loss, tree_batch
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _trees(n_trees: int, think: int, budgets: list[int], group: int, inserted: int, summary: int, vocab: int):
+    g = torch.Generator().manual_seed(0)
+    r = lambda n: torch.randint(3, vocab, (n,), generator=g).tolist()  # noqa: E731
+    trees = []
+    for _ in range(n_trees):
+        branches = [SummaryBranch(b, r(inserted), r(summary), 1.0) for b in budgets for _ in range(group)]
+        trees.append(pack_tree(r(12), r(think), branches, torch.randn(think, generator=g)))
+    return trees
+
+
+def _time_update(model, batch, repeats: int) -> float:
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        loss, _ = policy_loss(model, batch, 0.2, 0.2, 64.0)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t0)
+    return min(times[1:])
+
+
+def bench_tree(args) -> None:
+    model_cfg = dict(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=4, intermediate_size=512,
+                     tie_embeddings=True, max_position_embeddings=4096)
+    model = build_model(model_config(model_cfg, 416, 0, 2), 0)
+    print("| shape | trees | tree tokens | dup tokens | tree fwd+bwd s | duplicated s | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for name, n, think, budgets in [
+        ("tiny: thinking 64, m=4, 4 summaries x (5+8)", 64, 64, [16, 32, 48, 64]),
+        ("thinking 1024, m=4, 4 summaries x (5+8)", 4, 1024, [256, 512, 768, 1024]),
+    ]:
+        trees = _trees(n, think, budgets, 4, 5, 8, 416)
+        tb, db = tree_batch(trees, 0), duplicated_batch(trees, 0)
+        t_tree = _time_update(model, tb, args.repeats)
+        t_dup = _time_update(model, db, args.repeats)
+        print(f"| {name} | {n} | {tb.input_ids.numel()} | {db.input_ids.numel()} | {t_tree:.3f} | {t_dup:.3f} | "
+              f"{t_dup / t_tree:.1f}x |", flush=True)
+
+
+def _resolve(name: str, overrides: list[str]):
+    from arctl.spec import resolve_experiment
+
+    return resolve_experiment(name, overrides=overrides)
+
+
+def bench_step(args) -> None:
+    from arctl.backends.tiny.trainer import train
+
+    ws = Path(args.workspace)
+    print("| arm | steps | mean s/step | min s/step | peak RSS MB |")
+    print("|---|---|---|---|---|")
+    for exp in ("main-ar-uniform", "main-grpo"):
+        run = _resolve(exp, [f"trainer.total_steps={args.steps}", "trainer.test_freq=1000", "trainer.save_freq=1000",
+                             "wandb.mode=disabled", "eval.num_problems=16", "tiny.diag_problems=0"])[0]
+        run_dir = ws / "runs" / f"bench-step-{exp}-{time.time_ns()}"
+        train(run.config, run_dir, threading.Event())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        times = [r["perf/step_time_s"] for r in rows if "perf/step_time_s" in r]
+        print(f"| {exp}/{run.arm} | {len(times)} | {sum(times) / len(times):.2f} | {min(times):.2f} | "
+              f"{peak_rss_mb():.0f} |", flush=True)
+
+
+def bench_ablation(args) -> None:
+    from arctl.backends.tiny.trainer import train
+    from arctl.backends.tiny.warmup import warmup_key, workspace_of
+
+    ws = Path(args.workspace)
+    runs = _resolve("ablation-vr", [])
+    warm = workspace_of(ws / "runs" / "x") / "cache" / "tiny-warmup" / warmup_key(runs[0].config) / "warmup.json"
+    cached = warm.exists()
+    t_all = time.perf_counter()
+    print("| arm | seconds | final anytime acc (32-budget grid) |")
+    print("|---|---|---|")
+    for run in runs:
+        run_dir = ws / "runs" / f"bench-ablation-vr-{run.arm}-{time.time_ns()}"
+        t0 = time.perf_counter()
+        train(run.config, run_dir, threading.Event())
+        last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+        print(f"| {run.arm} | {time.perf_counter() - t0:.0f} | {last.get('eval/toy/anytime_acc', float('nan')):.3f} |",
+              flush=True)
+    total = time.perf_counter() - t_all
+    warm_s = json.loads(warm.read_text())["seconds"]
+    print(f"\nwarm-up {warm_s:.0f} s ({'cached, time recorded when it was trained' if cached else 'trained in this run'}); "
+          f"arms {total - (0 if cached else warm_s):.0f} s; total incl. warm-up "
+          f"{total + (warm_s if cached else 0):.0f} s; peak RSS {peak_rss_mb():.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("tree", "step", "ablation"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--workspace", default="arctl-runs")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    {"tree": bench_tree, "step": bench_step, "ablation": bench_ablation}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
