@@ -450,6 +450,8 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None)
             "arm": m["arm"],
             "seed": m["seed"],
             "state": m["state"],
+            "exit_code": m.get("exit_code"),
+            "name": m.get("name", ""),
             "n_steps": m["n_steps"],
             "last_step": m["last_step"],
             "n_fragments": m["n_fragments"],
