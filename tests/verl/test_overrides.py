@@ -107,3 +107,14 @@ def test_unknown_tree_layout_is_a_user_error(paper_config):
     cfg["verl"]["tree_attention"] = "sparse"
     with pytest.raises(VerlConfigError, match="tree_attention"):
         verl_overrides(cfg)
+
+
+def test_checking_keeps_callers_hydra_state_and_stdout_clean(paper_config, capsys):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        build_verl_config(paper_config)
+        assert GlobalHydra.instance().is_initialized()
+        assert compose(config_name="ppo_trainer", overrides=["trainer.save_freq=3"]).trainer.save_freq == 3
+    assert capsys.readouterr().out == ""

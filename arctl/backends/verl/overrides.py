@@ -278,11 +278,15 @@ def _base_config() -> Any:
 def _compose(overrides: Sequence[str]) -> Any:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        return compose(config_name="ppo_trainer", overrides=list(overrides))
+    backup = get_gh_backup()  # keep any Hydra state of the caller (e.g. the spec layer) intact
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+            return compose(config_name="ppo_trainer", overrides=list(overrides))
+    finally:
+        restore_gh_from_backup(backup)
 
 
 def _split(item: str) -> tuple[str, str]:
@@ -403,13 +407,20 @@ def check_overrides(overrides: Sequence[str]) -> Any:
 
 def check_config_dataclasses(cfg: Any) -> None:
     """Let verl build its typed config objects (actor, rollout, data checks), as main_ppo does."""
+    import contextlib
+    import io
+    import warnings
+
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     try:
-        validate_config(
-            config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
-        )
+        # verl prints a success line and warns about the disabled critic: keep stdout clean
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            validate_config(
+                config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+            )
     except Exception as err:  # verl raises AssertionError / ValueError / TypeError
         raise VerlConfigError(f"verl's config validation failed: {' '.join(str(err).split())}") from None
 
