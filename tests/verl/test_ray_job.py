@@ -73,6 +73,7 @@ def test_job_body_is_valid_bash(config, tmp_path):
 
 def test_ray_starts_only_on_listed_nodes_and_trainer_on_head(config, tmp_path):
     run_dir = tmp_path / "run"
+    config["wandb"]["id"] = "run-id-1"
     proc, calls = _run(job_script(config, run_dir, python="python3"), tmp_path, "gpu[07-09]",
                        ["gpu07", "gpu08", "gpu09"])
     assert proc.returncode == 0, proc.stderr
@@ -88,6 +89,7 @@ def test_ray_starts_only_on_listed_nodes_and_trainer_on_head(config, tmp_path):
     env = dict(line.split("=", 1) for line in (tmp_path / "trainer.env").read_text().splitlines() if "=" in line)
     assert env["RAY_ADDRESS"] == "10.0.0.1:6379"
     assert env["WANDB_DIR"] == str(run_dir / "wandb")
+    assert env["WANDB_RUN_ID"] == "run-id-1" and env["WANDB_RESUME"] == "allow"
     assert (run_dir / "checkpoints").is_dir()
 
 

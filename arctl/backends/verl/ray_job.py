@@ -56,6 +56,9 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         env["WANDB_ENTITY"] = wandb["entity"]
     if wandb.get("tags"):
         env["WANDB_TAGS"] = ",".join(str(t) for t in wandb["tags"])
+    if wandb.get("id"):
+        env["WANDB_RUN_ID"] = wandb["id"]
+        env["WANDB_RESUME"] = "allow"
 
     lines = [
         "set -euo pipefail",
@@ -91,7 +94,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         "trap cleanup EXIT",
         "",
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
-        'srun --nodes=1 --ntasks=1 -w "$head_node" \\',
+        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
         f'  {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
         f'  --dashboard-port={RAY_DASHBOARD_PORT} --num-cpus="$cpus" --num-gpus="$gpus" --block &',
         "ray_pids+=($!)",
@@ -99,7 +102,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         'for ((i = 1; i < ${#nodes[@]}; i++)); do',
         '  node="${nodes[$i]}"',
         '  echo "arctl: ray worker on ${node}"',
-        '  srun --nodes=1 --ntasks=1 -w "$node" \\',
+        '  srun --overlap --nodes=1 --ntasks=1 -w "$node" \\',
         f'    {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus" --num-gpus="$gpus" --block &',
         "  ray_pids+=($!)",
         "  sleep \"${ARCTL_RAY_WORKER_WAIT_S:-5}\"",
