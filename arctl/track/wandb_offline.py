@@ -297,10 +297,18 @@ def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str
 
 
 # ---------------------------------------------------------------------------------------------
+SUMMARY_TAIL = 64
+
+
 def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     """Parse one ``run-<id>.wandb`` file into a :class:`RunData` (history, config, summary, run
-    metadata, exit state). ``summary=False`` skips the summary records (about a third of the parse
-    time); the summary is then the last logged history value of each key."""
+    metadata, exit state).
+
+    ``summary=False`` (the bulk reader's choice) skips decoding most summary records — wandb-core
+    writes one per logged step, so they cost as much as the history: the summary is then the last
+    logged history value of each key, overlaid with the last :data:`SUMMARY_TAIL` summary records
+    (which hold any explicit ``run.summary[...]`` set at the end of a run). Only a summary-only key
+    set before those last records and never again is missed."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     path = Path(path)
@@ -312,6 +320,7 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
 
     Record = pb.Record
     history: list[bytes] = []
+    tail: list[bytes] = []  # the last summary records when summary=False
     summ: dict = {}
     for payload in iter_records(buf, warnings.append, where):
         field = record_field(payload)
@@ -319,6 +328,9 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             history.append(payload)
             continue
         if field == FIELD_SUMMARY and not summary:
+            tail.append(payload)
+            if len(tail) > 2 * SUMMARY_TAIL:
+                del tail[:SUMMARY_TAIL]
             continue
         if field not in (FIELD_SUMMARY, FIELD_CONFIG, FIELD_RUN, FIELD_EXIT):
             continue
@@ -353,8 +365,19 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
         for j, k in enumerate(run.keys):
             col = run.values[:, j]
             ok = np.flatnonzero(~np.isnan(col))
-            if ok.size:
+            if ok.size and not k.startswith("_"):
                 run.summary[k] = float(col[ok[-1]])
+        for payload in tail[-SUMMARY_TAIL:]:
+            try:
+                rec = Record.FromString(payload).summary
+            except Exception:
+                continue
+            for it in rec.update:
+                key = _item_key(it)
+                if not key.startswith("_"):
+                    run.summary[key] = _json_value(it.value_json)
+            for it in rec.remove:
+                run.summary.pop(_item_key(it), None)
     if run.state == "incomplete":
         warnings.append(f"{where}: no exit record (run still running, killed or crashed)")
     return run

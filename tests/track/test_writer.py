@@ -32,6 +32,7 @@ def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
         assert run.settings.x_transaction_log_flush_interval == 1.5
         assert run.settings.mode == "offline"
         run.log({"trainer/global_step": 7, "train/loss": 0.25})
+        run.summary["best/acc"] = 0.75  # a summary-only key, set explicitly
     finally:
         run.finish()
     import wandb
@@ -42,3 +43,5 @@ def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
     assert data.name == "grpo-vr-s2" and data.group == "ablation-vr"
     assert data.column("train/loss").tolist() == [0.25]
     assert data.column("trainer/global_step").tolist() == [7]
+    assert data.summary["best/acc"] == 0.75
+    assert read_wandb_file(path, summary=False).summary["best/acc"] == 0.75  # from the summary tail
