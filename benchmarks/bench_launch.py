@@ -24,15 +24,24 @@ import tempfile
 import time
 from pathlib import Path
 
+CPU_TIMES: dict[str, float] = {}
+
 
 def _median_time(cmd: list[str], env: dict, repeat: int) -> tuple[float, subprocess.CompletedProcess]:
-    times, last = [], None
+    """Median wall time of ``cmd``; its median CPU time (user+sys, load-independent) goes to CPU_TIMES."""
+    import resource
+
+    times, cpus, last = [], [], None
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         last = subprocess.run(cmd, capture_output=True, text=True, env=env)
         times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if last.returncode != 0:
             raise SystemExit(f"{cmd} failed: {last.stderr}")
+    CPU_TIMES[" ".join(cmd[3:5] + cmd[6:])] = statistics.median(cpus)
     return statistics.median(times), last
 
 
@@ -87,7 +96,9 @@ def bench_status(root: Path, n_runs: int, repeat: int) -> dict:
     t_help, _ = _median_time([*cli, "--help"], env, repeat)
     return {"runs": n_runs, "active": n_runs // 10, "status_table_s": t_table, "status_json_s": t_json,
             "status_no_refresh_s": t_norefresh, "refresh_in_process_s": t_refresh, "arctl_help_s": t_help,
-            "sacct_calls_per_status": n_calls, "job_ids_in_that_call": n_ids}
+            "sacct_calls_per_status": n_calls, "job_ids_in_that_call": n_ids,
+            "cpu_s (median, the process and its children)": dict(CPU_TIMES),
+            "load_average": os.getloadavg()[0]}
 
 
 def bench_submit(root: Path, n_cells: int) -> dict:

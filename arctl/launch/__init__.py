@@ -6,25 +6,32 @@
 
 Jobs run ``arctl.launch.job.RunJob()(run_dir)`` (or ``python -m arctl.launch.job RUN_DIR``), which
 reads ``run_dir/config.yaml`` and calls the backend's ``train(config, run_dir, stop_event)``.
+Names are imported lazily, so ``arctl status`` pays only for what it uses.
 """
 
-from arctl.launch.executors import LaunchError
-from arctl.launch.launcher import LaunchItem, LaunchResult, items_from_resolved, launch, plan, wait_for
-from arctl.launch.registry import Registry, RunRecord
-from arctl.launch.run_id import make_run_id
-from arctl.launch.workspace import Workspace, workspace_path
+from __future__ import annotations
 
-__all__ = [
-    "LaunchError",
-    "LaunchItem",
-    "LaunchResult",
-    "Registry",
-    "RunRecord",
-    "Workspace",
-    "items_from_resolved",
-    "launch",
-    "make_run_id",
-    "plan",
-    "wait_for",
-    "workspace_path",
-]
+import importlib
+
+_EXPORTS = {
+    "LaunchError": "arctl.launch.executors",
+    "LaunchItem": "arctl.launch.launcher",
+    "LaunchResult": "arctl.launch.launcher",
+    "items_from_resolved": "arctl.launch.launcher",
+    "launch": "arctl.launch.launcher",
+    "plan": "arctl.launch.launcher",
+    "wait_for": "arctl.launch.launcher",
+    "Registry": "arctl.launch.registry",
+    "RunRecord": "arctl.launch.registry",
+    "make_run_id": "arctl.launch.run_id",
+    "Workspace": "arctl.launch.workspace",
+    "workspace_path": "arctl.launch.workspace",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'arctl.launch' has no attribute {name!r}")

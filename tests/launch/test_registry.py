@@ -142,6 +142,8 @@ def _fake_scheduler(tmp_path, monkeypatch, squeue_out: str, with_sacct: bool):
     (bin_dir / "squeue").write_text(f"#!/bin/sh\necho squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
     if with_sacct:
         (bin_dir / "sacct").write_text(f"#!/bin/sh\necho sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n7_0|RUNNING\\n7_1|CANCELLED by 0\\n'\n")
+    else:  # a site without accounting
+        (bin_dir / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
