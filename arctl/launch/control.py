@@ -44,9 +44,10 @@ def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:
     run_dir = workspace.run_dir(record.run_id)
     candidates: list[Path] = []
     job = record.job_id or ""
-    for base in (workspace.jobs_dir / job, run_dir / "job" / job):
+    for base in (workspace.jobs_dir / job, run_dir / "job" / job):  # SLURM (linked from job/) or local
         if job and base.is_dir():
             candidates += sorted(base.glob("*_log.out")) + sorted(base.glob("*_log.err"))
+            break
     if not candidates:  # fall back to the newest logs of any attempt
         found = [p for p in (run_dir / "job").rglob("*_log.*") if p.suffix in (".out", ".err")]
         found.sort(key=lambda p: p.stat().st_mtime)

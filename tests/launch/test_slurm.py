@@ -65,6 +65,8 @@ def test_a_sweep_is_one_array_that_completes_and_resubmitting_launches_nothing(s
         assert (ws / "runs" / rec.run_id / "job" / rec.job_id).resolve() == (ws / "jobs" / rec.job_id).resolve()
         sbatch = (ws / "runs" / rec.run_id / "job" / "sbatch.sh").read_text()
         assert "#SBATCH --array=0-2%" in sbatch and "submitit.core._submit" in sbatch
+    logs = cli("logs", jobs and next(iter(_records(ws))), "--follow", "--workdir", str(ws), check=True).stdout
+    assert logs.count("] completed") == 1 and "Job completed successfully" in logs  # each file once
     again = _launch(cli, "sweep", "lt3", ws)
     assert again["submitted"] == [] and len(again["skipped"]) == 3
     table = cli("status", "lt3", "--workdir", str(ws), check=True).stdout
