@@ -145,6 +145,19 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
     assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
 
 
+def test_validation_is_recognised_from_the_row():
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl.agent_loop import is_validation
+
+    arctl = OmegaConf.create({"eval_only": False, "eval_datasets": ["aime24"]})
+    assert is_validation({"extra_info": {"split": "test"}}, arctl)
+    assert not is_validation({"extra_info": {"split": "train"}, "data_source": "aime24"}, arctl)
+    assert is_validation({"data_source": "aime24"}, arctl) and not is_validation({"data_source": "deepscaler"}, arctl)
+    assert is_validation({"validate": True, "extra_info": {"split": "train"}}, arctl)
+    assert is_validation({"extra_info": {"split": "train"}}, OmegaConf.create({"eval_only": True}))
+
+
 def test_duplicate_layout_rows_and_validation_rows(loop_factory):
     loop, server, tok = loop_factory(layout="duplicate", budgets=(4, 9, 30), group_size=2)
     outputs = _run(loop)
@@ -161,7 +174,7 @@ def test_duplicate_layout_rows_and_validation_rows(loop_factory):
         assert o.response_mask == [0] * (cut + n_ins) + [1] * n_sum  # thinking trained once, in its own row
     # validation: eval budgets, one summary per cut, the thinking row only
     server.requests.clear()
-    val = _run(loop, validate=True)
+    val = _run(loop, extra_info={"split": "test", "index": 0}, data_source="aime24")  # how verl's val rows look
     assert len(val) == 1
     assert sum("stop_token_ids" not in r[1] for r in server.requests) == len(
         TreeRecord.from_dict(val[0].extra_fields["arctl"]).group_cuts)

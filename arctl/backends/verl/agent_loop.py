@@ -187,6 +187,24 @@ def _budgets_for(arctl: Any, validate: bool) -> tuple[list[int], int]:
     return [int(b) for b in arctl.eval_budgets], 1
 
 
+def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
+    """Whether this rollout belongs to verl's validation pass.
+
+    verl 0.9.1 does not pass its ``validate`` flag to ``AgentLoopBase.run`` (it only reaches the
+    post-processing), so the row tells: ``arctl data prepare`` writes ``extra_info.split = "test"``
+    for eval sets and ``"train"`` for DeepScaleR; eval-only mode is validation throughout.
+    """
+    if "validate" in kwargs:
+        return bool(kwargs["validate"])
+    if bool(arctl.get("eval_only", False)):
+        return True
+    extra = kwargs.get("extra_info")
+    split = extra.get("split") if isinstance(extra, dict) else None
+    if split is not None:
+        return str(split).lower() in ("test", "val", "validation", "eval")
+    return str(kwargs.get("data_source", "")) in {str(d) for d in (arctl.get("eval_datasets") or [])}
+
+
 def _make_loop_class():
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
     from verl.utils.profiler import simple_timer
@@ -208,7 +226,7 @@ def _make_loop_class():
             return list(out.token_ids)
 
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
-            validate = bool(kwargs.get("validate", False))
+            validate = is_validation(kwargs, self.arctl)
             messages = list(kwargs["raw_prompt"])
             prompt_ids = await self.ct_build_initial_tokens(messages)
             gt = (kwargs.get("reward_model") or {}).get("ground_truth")
