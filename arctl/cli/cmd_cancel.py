@@ -13,7 +13,7 @@ from arctl.cli.common import console, print_json
 def register(app: typer.Typer) -> None:
     @app.command("cancel")
     def cancel(
-        targets: list[str] = typer.Argument(..., help="Run ids (or prefixes), sweep or experiment names."),
+        targets: list[str] = typer.Argument(..., metavar="TARGET", help="Run ids (or prefixes), sweep or experiment names."),
         workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: the cancelled runs."),
     ) -> None:

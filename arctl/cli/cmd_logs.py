@@ -15,7 +15,7 @@ from arctl.cli.common import console, err_console
 def register(app: typer.Typer) -> None:
     @app.command("logs")
     def logs(
-        run: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+        run: str = typer.Argument(..., metavar="RUN", help="Run id (or a unique prefix)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run stops."),
         tail: int = typer.Option(200, "--tail", help="Lines of each file to show first (0: all)."),
         workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),

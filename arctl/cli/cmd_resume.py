@@ -12,7 +12,7 @@ from arctl.cli.cmd_run import launch_and_report, launch_errors
 def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
-        runs: list[str] = typer.Argument(..., help="Run ids (or prefixes), sweep or experiment names."),
+        runs: list[str] = typer.Argument(..., metavar="RUN", help="Run ids (or prefixes), sweep or experiment names."),
         workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: the executor the runs used before)."),
         force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),

@@ -192,8 +192,8 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        experiment: str = typer.Argument(..., help="Experiment name (`arctl ls experiments`)."),
-        overrides: list[str] = typer.Argument(None, help="Hydra overrides, e.g. thinking.lam=0.7 cluster=slurm-a100"),
+        experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="Experiment name (`arctl ls experiments`)."),
+        overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides, e.g. thinking.lam=0.7 cluster=slurm-a100"),
         scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),

@@ -23,7 +23,7 @@ def _elapsed(rec, now: float) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
-        target: str = typer.Argument(None, help="A sweep, an experiment or a run id (prefix); default: every run."),
+        target: str = typer.Argument(None, metavar="SWEEP|EXPERIMENT|RUN", help="A sweep, an experiment or a run id (prefix); default: every run."),
         workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),

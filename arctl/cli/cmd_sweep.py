@@ -13,8 +13,8 @@ from arctl.cli.common import parse_seeds
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
-        name: str = typer.Argument(..., help="Sweep name (`arctl ls sweeps`)."),
-        overrides: list[str] = typer.Argument(None, help="Hydra overrides applied to every cell."),
+        name: str = typer.Argument(..., metavar="SWEEP", help="Sweep name (`arctl ls sweeps`)."),
+        overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides applied to every cell."),
         scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print cells, configs and the sbatch script; submit nothing."),
