@@ -92,6 +92,22 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     assert _steps(run_dir) == list(range(1, 41)) and _steps(run_dir)[: len(before)] == before
 
 
+def test_usr1_on_a_local_job_checkpoints_and_submitit_restarts_it(specs, tmp_path, cli, waiter, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.2")
+    ws = tmp_path / "ws"
+    doc = json.loads(cli("run", "lt", "--arm", "a", "trainer.total_steps=25", "--executor", "local",
+                         "--workdir", str(ws), "--no-wait", "--json", check=True).stdout)
+    run_dir = Path(doc["submitted"][0]["run_dir"])
+    waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 3, 60, "3 steps")
+    first_pid = read_status(run_dir)["pid"]
+    os.kill(first_pid, signal.SIGUSR1)
+    waiter(lambda: read_status(run_dir).get("state") == "completed", 90, "the restarted job to complete")
+    status = read_status(run_dir)
+    assert status["attempt"] == 2 and status["pid"] != first_pid  # requeued by submitit's local controller
+    assert _steps(run_dir) == list(range(1, 26))
+    waiter(lambda: _states(ws) == {run_dir.name: "COMPLETED"}, 30, "COMPLETED in the registry")
+
+
 def test_cancel_then_resume(specs, tmp_path, cli, waiter, monkeypatch):
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.2")
     ws = tmp_path / "ws"
