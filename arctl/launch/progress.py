@@ -88,3 +88,47 @@ class ProgressTap:
 
             wandb_run.Run.log = self._original
             self._original = None
+
+
+# metric files the backends append one JSON row per step to (tiny; verl's FileLogger)
+METRIC_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
+TAIL_BYTES = 16384
+
+
+def tail_progress(run_dir: Path) -> dict:
+    """Step and headline metric from the last row of the run's metrics file (reads its tail only).
+
+    For backends whose W&B logging happens in another process (verl logs from a Ray worker), so the
+    in-process tap sees nothing. Rows are ``{"trainer/global_step": ..}`` or verl's
+    ``{"step": .., "data": {..}}``.
+    """
+    import json
+
+    for name in METRIC_FILES:
+        path = Path(run_dir) / name
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(0, size - TAIL_BYTES))
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for raw in reversed(lines):
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue  # a partial first or last line
+            if not isinstance(obj, dict):
+                continue
+            row = obj["data"] if isinstance(obj.get("data"), dict) else obj
+            step = row.get(STEP_KEY, obj.get("step"))
+            out: dict = {}
+            if _is_number(step):
+                out["step"] = int(step)
+            metric = headline_metric(row)
+            if metric:
+                out["metric_name"], out["metric_value"] = metric
+            if out:
+                return out
+    return {}

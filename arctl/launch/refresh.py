@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from arctl.launch import states
+from arctl.launch.progress import tail_progress
 from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
@@ -124,6 +125,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
         values = _from_status(status)
+        tail = tail_progress(workspace.run_dir(rec.run_id))
+        if tail.get("step", -1) > values.get("step", -1):  # metrics logged outside the job process
+            values.update(tail)
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:

@@ -101,3 +101,15 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     status = read_status(tmp_path)
     assert (status["step"], status["metric_name"], status["metric_value"], status["wandb_id"]) == (
         7, "train/anytime_score", 0.25, "wid")
+
+
+def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
+    from arctl.launch.progress import tail_progress
+
+    assert tail_progress(tmp_path) == {}
+    rows = [{"step": i, "data": {"trainer/global_step": i, "train/reward/mean": i / 100}} for i in range(1, 2000)]
+    text = "\n".join(json.dumps(r) for r in rows) + '\n{"step": 2000, "da'  # verl's format, last line partial
+    (tmp_path / "verl_metrics.jsonl").write_text(text)
+    assert tail_progress(tmp_path) == {"step": 1999, "metric_name": "train/reward/mean", "metric_value": 19.99}
+    (tmp_path / "metrics.jsonl").write_text('{"trainer/global_step": 3, "train/anytime_score": 0.5}\n')
+    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.5}
