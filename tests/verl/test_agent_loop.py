@@ -26,10 +26,13 @@ class FakeServer:
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         self.requests.append((list(prompt_ids), dict(sampling_params)))
+        # like verl's client: the weight version (global step) that served the request, prefix-cache hits
+        extra = {"min_global_steps": 10 + len(self.requests), "max_global_steps": 10 + len(self.requests),
+                 "num_cached_tokens": len(prompt_ids) - 1}
         if self.script is not None and "stop_token_ids" in sampling_params:
-            return SimpleNamespace(token_ids=list(self.script), log_probs=None, stop_reason="completed")
+            return SimpleNamespace(token_ids=list(self.script), log_probs=None, extra_fields=extra)
         return SimpleNamespace(token_ids=greedy(self.model, prompt_ids, sampling_params, self.eos_id),
-                               log_probs=None, stop_reason="completed")
+                               log_probs=None, extra_fields=extra)
 
 
 def greedy(model, prompt_ids, params, eos_id):
@@ -111,6 +114,9 @@ def test_thinking_once_then_one_prefix_group_per_distinct_cut(loop_factory, tiny
         assert outputs[0].response_mask[start:sstart] == [0] * (sstart - start)
         assert outputs[0].response_mask[sstart:end] == [1] * (end - sstart)
     assert outputs[0].response_mask[: rec.think_len] == [1] * rec.think_len
+    # weight versions for verl's staleness tags: first and last request of the tree
+    assert outputs[0].extra_fields["min_global_steps"] == 11
+    assert outputs[0].extra_fields["max_global_steps"] == 10 + len(server.requests)
 
 
 def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explicit(loop_factory, tokenizer):
@@ -194,6 +200,7 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
     stored: dict[str, dict] = {}
 
     async def fake_put(keys, fields, tags, partition_id):
+        assert all(t["min_global_steps"] is not None and t["max_global_steps"] is not None for t in tags)
         for i, k in enumerate(keys):
             stored[k] = {name: fields[name][i] for name in fields.keys()}
             stored[k]["extra_fields"] = fields["extra_fields"][i]

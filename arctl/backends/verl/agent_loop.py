@@ -223,7 +223,20 @@ def _make_loop_class():
             out = await self.server_manager.generate(
                 request_id=uuid.uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
             )
+            self._server_extra.append(dict(getattr(out, "extra_fields", None) or {}))
             return list(out.token_ids)
+
+        def _weight_versions(self) -> dict[str, Any]:
+            """Model-weight versions the tree was generated with (verl's staleness tags and metrics
+            read ``min_global_steps`` / ``max_global_steps`` from the output's extra fields)."""
+            lo = [e.get("min_global_steps") for e in self._server_extra if e.get("min_global_steps") is not None]
+            hi = [e.get("max_global_steps") for e in self._server_extra if e.get("max_global_steps") is not None]
+            cached = [e.get("num_cached_tokens") for e in self._server_extra[1:] if e.get("num_cached_tokens") is not None]
+            return {
+                "min_global_steps": min(lo) if lo else None,
+                "max_global_steps": max(hi) if hi else None,
+                "arctl_summary_cached_tokens": int(sum(cached)) if cached else None,
+            }
 
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
             validate = is_validation(kwargs, self.arctl)
@@ -240,6 +253,7 @@ def _make_loop_class():
                 return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id)
 
             metrics: dict[str, Any] = {}
+            self._server_extra: list[dict[str, Any]] = []
             with simple_timer("generate_sequences", metrics):
                 tree = await rollout_tree(
                     self._generate, prompt_ids, budgets, group_size, int(self.arctl.summary_max_tokens),
@@ -248,6 +262,7 @@ def _make_loop_class():
             scores = tree.scores()
             info = {f"score@{b}": float(s) for b, s in zip(budgets, scores)}
             info["think_len"] = float(len(tree.thinking))
+            versions = self._weight_versions()
             rows = output_rows(tree, "duplicate" if validate else self.layout)
             if validate:  # validation never trains: the thinking row carries the scores
                 rows = rows[:1]
@@ -262,6 +277,7 @@ def _make_loop_class():
                         num_turns=2,
                         metrics=AgentLoopMetrics(**metrics),
                         extra_fields={
+                            **versions,
                             RECORD_KEY: row["record"].to_dict(),
                             "reward_extra_info": dict(info),
                             "turn_scores": [],
