@@ -60,6 +60,8 @@ def test_paper_response_length_is_the_authors():
     ov = verl_overrides(dup)
     # duplicated layout: 1 thinking row + 16 branch rows per tree, so 17x the rows per mini-batch
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=544" in ov
+    _, composed = build_verl_config(dup)  # verl accepts the duplicated-branch layout too
+    assert composed.actor_rollout_ref.model.use_remove_padding is True
 
 
 @pytest.mark.parametrize(

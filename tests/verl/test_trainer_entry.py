@@ -125,3 +125,23 @@ def test_eval_metrics_follow_the_arctl_schema():
     assert "eval/aime24/nvar/brpo@500" in out and "eval/aime24/corr_v2@500" in out
     for key in out:
         assert ms.parse_metric(key) is not None, key
+
+
+def test_wandb_run_gets_step_metric_and_arctl_identity(tmp_path, monkeypatch):
+    import wandb
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = wandb.init(project="t", dir=str(tmp_path), config={"trainer": {"x": 1}})
+    try:
+        t = ArctlPPOTrainer.__new__(ArctlPPOTrainer)
+        t.config = OmegaConf.create({"arctl": {"experiment": "main-ar-uniform", "arm": "ar-uniform", "seed": 3}})
+        t._arctl_metric_defined = False
+        t._define_step_metric()
+        assert t._arctl_metric_defined
+        assert run.config["experiment"] == "main-ar-uniform" and run.config["seed"] == 3
+        assert run.config["trainer"] == {"x": 1}  # verl's own config left in place
+    finally:
+        run.finish()

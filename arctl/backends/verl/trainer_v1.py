@@ -226,6 +226,13 @@ class ArctlPPOTrainer(PPOTrainerSync):
             if wandb.run is not None:
                 wandb.run.define_metric("trainer/global_step")
                 wandb.run.define_metric("*", step_metric="trainer/global_step")
+                # the run's identity as arctl's reports read it (verl's own config is already there)
+                a = self.config.arctl
+                wandb.run.config.update(
+                    {"experiment": a.get("experiment"), "arm": a.get("arm"), "seed": a.get("seed"),
+                     "backend": "verl"},
+                    allow_val_change=True,
+                )
                 self._arctl_metric_defined = True
         except Exception:  # wandb absent or disabled
             pass
