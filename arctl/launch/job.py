@@ -64,7 +64,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     write_status(
         run_dir, state="running", job_id=current_job_id(), host=socket.gethostname(), pid=os.getpid(),
         started_at=time.time(), ended_at=None, error=None, attempt=attempt,
-        wandb_id=config.get("wandb", {}).get("id"),
+        wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
 

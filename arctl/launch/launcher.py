@@ -201,7 +201,8 @@ def launch(
         reg.update_many(
             (item.run_id, {"state": states.PENDING, "executor": name, "job_id": job_ids[item.run_id],
                            "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "error": None,
-                           "wandb_id": rec.wandb_run_id, "ended_at": None})
+                           "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
+                           "ended_at": None})
             for item, rec in claimed
         )
         result.submitted = [item for item, _ in claimed]
