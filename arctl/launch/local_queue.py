@@ -9,6 +9,7 @@ its runs are done. Preemption/requeue of a local job is handled by submitit's lo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -54,6 +55,8 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
             for run_id, job in list(running.items()):
                 if job.done():
                     del running[run_id]
+                    with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
+                        (workspace.run_dir(run_id) / "job" / "%j").rmdir()
                     rec = reg.get(run_id)
                     if rec is not None:
                         refresh(reg, workspace, [rec])
