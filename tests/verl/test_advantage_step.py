@@ -194,3 +194,66 @@ def test_budgets_mismatch_is_an_error():
     rec = output_rows(_tree([1], [10, 11], [2, 8], [[1], [0]]), "flex")[0]["record"]
     with pytest.raises(ValueError, match="budgets"):
         tree_advantages([rec], ["u"], s)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    m=st.integers(1, 4),
+    group_size=st.integers(1, 3),
+    n_questions=st.integers(1, 3),
+    n_samples=st.integers(2, 4),
+    baseline=st.sampled_from(["brpo", "v1", "v2", "none"]),
+    prior=st.sampled_from(["uniform", "linear", "base"]),
+    lam=st.floats(0.1, 0.9),
+    decoupled=st.booleans(),
+    layout=st.sampled_from(["flex", "duplicate"]),
+)
+def test_row_advantages_equal_arctl_algo_on_random_trees(seed, m, group_size, n_questions, n_samples, baseline, prior,
+                                                         lam, decoupled, layout):
+    from arctl.backends.verl.trainer_v1 import compute_row_advantages
+
+    rng = random.Random(seed)
+    budgets = [3 * (j + 1) for j in range(m)]
+    s = AdvantageSettings(budgets=tuple(budgets), prior=prior, baseline=baseline, lam=lam,
+                          summary_decoupled=decoupled, summary_prior="uniform")
+    trees = _random_batch(rng, budgets, group_size, n_questions, n_samples)
+    keys, uids, extra, lens, where = [], [], [], [], []
+    for uid, ts in trees.items():
+        for sess, tree in enumerate(ts):
+            for i, row in enumerate(output_rows(tree, layout)):
+                keys.append(f"{uid}_{sess}_{i}")
+                uids.append(uid)
+                extra.append({"arctl": row["record"].to_dict()})
+                lens.append(len(row["response_ids"]))
+                where.append((tree, row))
+    adv, metrics = compute_row_advantages(keys, uids, extra, lens, s)
+    expected = _direct(trees, s) if not s.outcome_grpo else None
+    flat = [t for ts in trees.values() for t in ts]
+    for r, (tree, row) in enumerate(where):
+        rec = row["record"]
+        if expected is None:
+            continue
+        t = flat.index(tree)
+        a = adv[r, : lens[r]].double()
+        think_adv, leaf_adv = expected[t]
+        if rec.row in ("tree", "thinking"):
+            assert a[: rec.think_len].tolist() == pytest.approx(think_adv, abs=1e-6)
+        if rec.row == "branch":
+            g, i = rec.leaf
+            n = len(tree.groups[g].summaries[i])
+            assert a[lens[r] - n :].tolist() == pytest.approx([leaf_adv[g][i]] * n, abs=1e-6)
+            assert a[: lens[r] - n].abs().max().item() == 0.0
+    # Dr. GRPO property: with the V2 baseline, each segment's thinking advantages sum to 0 per question
+    if baseline == "v2" and not s.outcome_grpo:
+        recs = [row["record"] for tree, row in where if row["record"].row in ("tree", "thinking")]
+        tuids = [u for u, (tree, row) in zip(uids, where) if row["record"].row in ("tree", "thinking")]
+        advs = tree_advantages(recs, tuids, s)
+        for uid in set(tuids):
+            total = sum(a.segments for a, u in zip(advs, tuids) if u == uid)
+            assert total.abs().max().item() < 1e-9
+    assert metrics["train/think_len/mean"] == pytest.approx(sum(len(t.thinking) for t in flat) / len(flat))
