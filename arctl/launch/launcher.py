@@ -183,33 +183,41 @@ def launch(
             claimed.append((item, rec))
         if not claimed:
             return result
+        job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
         try:
             if name == "slurm":
-                job_ids = _submit_slurm([i for i, _ in claimed], workspace, array_parallelism)
+                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids)
             elif name == "local":
-                job_ids = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
+                job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
             else:
-                job_ids = {item.run_id: "debug" for item, _ in claimed}
+                job_ids.update({item.run_id: "debug" for item, _ in claimed})
         except BaseException as err:
-            reg.release([i.run_id for i, _ in claimed], token, states.FAILED, f"submission failed: {err}")
+            _record_submitted(reg, name, [(i, r) for i, r in claimed if i.run_id in job_ids], job_ids)
+            reg.release([i.run_id for i, _ in claimed if i.run_id not in job_ids], token, states.FAILED,
+                        f"submission failed: {err}")
             if isinstance(err, LaunchError):
                 raise
             if isinstance(err, Exception):
                 raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}") from err
             raise
-        now = time.time()
-        reg.update_many(
-            (item.run_id, {"state": states.PENDING, "executor": name, "job_id": job_ids[item.run_id],
-                           "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "error": None,
-                           "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
-                           "ended_at": None})
-            for item, rec in claimed
-        )
+        _record_submitted(reg, name, claimed, job_ids)
         result.submitted = [item for item, _ in claimed]
         result.job_ids = job_ids
         if name == "debug":
             result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
     return result
+
+
+def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchItem, RunRecord]],
+                      job_ids: dict[str, str]) -> None:
+    now = time.time()
+    reg.update_many(
+        (item.run_id, {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
+                       "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "error": None,
+                       "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
+                       "ended_at": None})
+        for item, rec in claimed
+    )
 
 
 def _link_job_dir(run_dir: Path, job_dir: Path, job_id: str) -> None:
@@ -222,11 +230,12 @@ def _link_job_dir(run_dir: Path, job_dir: Path, job_id: str) -> None:
         pass
 
 
-def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None) -> dict[str, str]:
+def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
+                  job_ids: dict[str, str]) -> dict[str, str]:
+    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted."""
     from arctl.launch.job import RunJob
 
     folder = workspace.jobs_dir / "%j"
-    job_ids: dict[str, str] = {}
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
     for item in items:

@@ -1,0 +1,49 @@
+"""The launcher against a fake sbatch: chunking, and a refused chunk after an accepted one."""
+
+from __future__ import annotations
+
+import pytest
+
+from arctl.launch import states
+from arctl.launch.executors import LaunchError, site_max_array_size
+from arctl.launch.launcher import items_from_resolved, launch
+from arctl.launch.registry import Registry
+from arctl.launch.workspace import Workspace
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    """sbatch accepts the first submission and refuses the next; MaxArraySize is 1001."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    count = tmp_path / "sbatch-calls"
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\necho "$1" >> {count}\n'
+        f'if [ "$(wc -l < {count})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+        'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'
+    )
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    site_max_array_size.cache_clear()
+    yield count
+    site_max_array_size.cache_clear()
+
+
+def test_a_refused_chunk_keeps_the_accepted_one_pending_and_fails_the_rest(specs, tmp_path, fake_slurm):
+    from arctl.spec import resolve_sweep
+
+    items = items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=2"]))
+    ws = Workspace(tmp_path / "ws")
+    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
+        launch(items, ws, executor="slurm", members=["lt3"])
+    assert len(fake_slurm.read_text().splitlines()) == 2  # two chunks: 2 tasks + 1
+    with Registry(ws.registry_path) as reg:
+        got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
+    first, second, third = (i.run_id for i in items)
+    assert got[first] == (states.PENDING, "101_0") and got[second] == (states.PENDING, "101_1")
+    assert got[third][0] == states.FAILED  # relaunched by the next sweep
+    script = (ws.jobs_dir / "101" / "101_submission.sh").read_text()
+    assert "#SBATCH --array=0-1%2" in script and (ws.run_dir(first) / "job" / "sbatch.sh").exists()
