@@ -8,7 +8,12 @@ import pytest
 from arctl.algo.tree import dense_tree_mask
 from arctl.backends.verl.advantage import TreeRecord
 from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, output_rows
-from arctl.backends.verl.trainer_v1 import tree_tensors
+
+
+def tree_tensors(*args):
+    from arctl.backends.verl.trainer_v1 import tree_tensors as impl  # imports verl
+
+    return impl(*args)
 
 
 def _tree():
