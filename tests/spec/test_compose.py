@@ -132,3 +132,12 @@ def test_eval_budgets_default_to_the_scale_support_up_to_the_max_thinking_budget
     assert _arm("main-grpo", "grpo")["eval"]["budgets"] == [2000, 4000, 6000, 8000]
     assert _arm("main-ar-uniform", "ar-uniform", overrides=["eval.budgets=[4000,8000]"])["eval"]["budgets"] == [
         4000, 8000]
+
+
+def test_the_base_config_declares_every_verl_backend_default():
+    from arctl.backends.verl.overrides import VERL_DEFAULTS
+
+    cfg = _arm("main-ar-uniform", "ar-uniform")
+    assert {k: cfg["verl"][k] for k in VERL_DEFAULTS} == VERL_DEFAULTS
+    assert _arm("main-ar-uniform", "ar-uniform", overrides=["verl.tree_attention=duplicate"])["verl"][
+        "tree_attention"] == "duplicate"
