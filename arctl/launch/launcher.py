@@ -180,6 +180,8 @@ def launch(
             item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
             item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
             prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            # before the job exists: afterwards the job itself may already have written its state
+            write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
             claimed.append((item, rec))
         if not claimed:
             return result
@@ -263,7 +265,6 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                 if script.exists():
                     _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
                     break
-            write_status(run_dir, state="submitted", job_id=str(job.job_id))
     return job_ids
 
 
@@ -276,8 +277,6 @@ def _submit_local(items: list[LaunchItem], workspace: Workspace, array_paralleli
            *[item.run_id for item in items]]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    for item in items:
-        write_status(workspace.run_dir(item.run_id), state="submitted", job_id=f"queue:{proc.pid}")
     return {item.run_id: f"queue:{proc.pid}" for item in items}
 
 

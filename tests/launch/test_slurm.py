@@ -148,7 +148,7 @@ def test_ten_concurrent_sweeps_create_exactly_one_run_per_cell(specs, tmp_path, 
     outputs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
     submitted = [r for out, _ in outputs for r in json.loads(out)["submitted"]]
-    assert len(submitted) == 3 and len({r["run_id"] for r in submitted}) == 3
+    assert len(submitted) == 3 and len({r["run_id"] for r in submitted}) == 3, (submitted, _records(ws))
     assert len({r["job_id"] for r in submitted}) == 3
     records = waiter(lambda: (recs := _records(ws)) and all(r.state == "COMPLETED" for r in recs.values()) and recs,
                      120, "3 cells COMPLETED")
