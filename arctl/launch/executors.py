@@ -26,12 +26,50 @@ class LaunchError(ValueError):
     """A launch request that cannot be satisfied (bad executor, bad cluster option, sbatch failure)."""
 
 
+def slurm_controllers() -> list[tuple[str, int]] | None:
+    """(address, port) of the slurmctld(s) in slurm.conf; None when there is no readable slurm.conf."""
+    conf = Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
+    try:
+        text = conf.read_text(errors="replace")
+    except OSError:
+        return None
+    port_match = re.search(r"^\s*SlurmctldPort\s*=\s*(\d+)", text, re.M | re.I)
+    port = int(port_match.group(1)) if port_match else 6817
+    hosts = []
+    for match in re.finditer(r"^\s*(?:SlurmctldHost|ControlMachine|ControlAddr)\s*=\s*([^\s#]+)", text, re.M | re.I):
+        value = match.group(1)
+        inner = re.search(r"\(([^)]+)\)", value)  # name(addr)
+        hosts.append((inner.group(1) if inner else value, port))
+    return hosts
+
+
+def slurm_controller_answers(timeout_s: float = 1.5) -> bool:
+    """Does a slurmctld accept connections? (True when slurm.conf cannot tell: configless sites.)"""
+    import socket
+
+    controllers = slurm_controllers()
+    if not controllers:
+        return True
+    for host, port in controllers:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def choose_executor(requested: str | None, configured: str | None) -> tuple[str, str]:
-    """(executor, one-line reason). ``requested`` (--executor) beats the config's cluster.executor."""
+    """(executor, one-line reason). ``requested`` (--executor) beats the config's cluster.executor.
+
+    ``auto``: SLURM when ``sbatch`` is on PATH (and the slurmctld of slurm.conf answers), else local.
+    """
     name = requested or configured or "auto"
     if name == "auto":
         if shutil.which("sbatch"):
-            return "slurm", "executor: slurm (sbatch found on PATH)"
+            if slurm_controller_answers():
+                return "slurm", "executor: slurm (sbatch found on PATH)"
+            return "local", "executor: local (sbatch is on PATH but no SLURM controller answers; this machine runs the jobs)"
         return "local", "executor: local (no sbatch on PATH; this machine runs the jobs)"
     if name not in EXECUTORS:
         raise LaunchError(f"unknown executor {name!r} — choose one of: auto, {', '.join(EXECUTORS)}")

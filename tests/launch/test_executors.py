@@ -112,8 +112,28 @@ def test_choose_executor(monkeypatch, tmp_path):
     fake = tmp_path / "sbatch"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "missing.conf"))  # configless: trust sbatch
     name, note = choose_executor(None, "auto")
     assert name == "slurm" and "sbatch" in note
+
+
+def test_auto_falls_back_to_local_when_the_controller_of_slurm_conf_is_down(monkeypatch, tmp_path):
+    import socket
+
+    fake = tmp_path / "sbatch"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with socket.socket() as listener:  # a port that answers ...
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        conf = tmp_path / "slurm.conf"
+        conf.write_text(f"ClusterName=x\nSlurmctldHost=head(127.0.0.1)\nSlurmctldPort={port}\n")
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        assert choose_executor(None, "auto")[0] == "slurm"
+    name, note = choose_executor(None, "auto")  # ... and the same port, closed
+    assert name == "local" and "no SLURM controller answers" in note
 
 
 def test_local_parallelism_fits_the_cores(monkeypatch):
