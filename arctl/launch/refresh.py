@@ -74,7 +74,7 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             return True
-        if needle not in cmdline:
+        if cmdline.strip() and needle not in cmdline:  # empty right after spawn: still exec'ing
             return False
         try:  # a zombie (exited, not yet reaped by its parent) is dead for us
             return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"

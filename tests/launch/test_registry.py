@@ -185,3 +185,26 @@ def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkey
     with reg:
         got = {r.run_id: r.state for r in refresh(reg, ws)}
     assert got == {"r0": states.RUNNING, "r1": states.FAILED}
+
+
+def test_pid_alive_right_after_spawn_and_not_for_another_program():
+    import subprocess
+    import sys
+
+    from arctl.launch.refresh import pid_alive
+
+    for _ in range(20):  # /proc/PID/cmdline is empty for a moment after Popen returns
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)", "arctl.launch.local_queue"])
+        try:
+            assert pid_alive(proc.pid, "arctl.launch.local_queue")
+        finally:
+            proc.kill()
+            proc.wait()
+    assert not pid_alive(proc.pid, "arctl.launch.local_queue")  # reaped
+    other = subprocess.Popen(["sleep", "5"])
+    try:
+        time.sleep(0.3)
+        assert not pid_alive(other.pid, "arctl.launch.local_queue")  # a reused pid
+    finally:
+        other.kill()
+        other.wait()
