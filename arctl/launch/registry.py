@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sqlite3
 import time
@@ -138,7 +139,7 @@ class Registry:
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=60000")
-        mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = self._journal_mode_wal()
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a filesystem without shared memory
             raise RuntimeError(f"{self.path}: SQLite could not switch to WAL mode (got {mode})")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -146,6 +147,21 @@ class Registry:
             for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     conn.execute(statement)
+
+    def _journal_mode_wal(self) -> str:
+        """Switch a (new) database to WAL. Several processes opening a fresh registry at once may
+        get "database is locked" here without the busy handler: retry with jittered backoff."""
+        for attempt in range(400):
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                return mode
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err) or attempt == 399:
+                    raise
+                time.sleep(0.02 + random.random() * 0.08)
+        return "unknown"  # pragma: no cover
 
     def close(self) -> None:
         self._conn.close()
@@ -167,7 +183,7 @@ class Registry:
             except sqlite3.OperationalError as err:  # busy beyond busy_timeout: retry
                 if "locked" not in str(err) or attempt == 99:
                     raise
-                time.sleep(0.05)
+                time.sleep(0.02 + random.random() * 0.08)
         try:
             yield conn
         except BaseException:
