@@ -68,3 +68,19 @@ def test_ppo_clip_loss_hand_worked():
     # A = +1 with a ratio below 1 - eps is not clipped (pessimistic bound): -ratio
     loss = ppo_clip_loss(torch.tensor([[-0.5]]), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1, dtype=torch.bool), 0.2, 0.2, 1.0)
     assert abs(float(loss) + float(torch.exp(torch.tensor(-0.5)))) < 1e-6
+
+
+def test_micro_batched_update_equals_one_batch():
+    from arctl.backends.tiny.update import ppo_update
+
+    trees = _trees(50, 2)
+    params = []
+    for micro in (1, 100):
+        model = _model(50)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 2, 2, 0.2, 0.2, 12.0, 1.0,
+                         micro_batch=micro)
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+        assert out["loss"] == out["loss"] and out["entropy"] > 0
+    torch.testing.assert_close(params[0], params[1], atol=2e-5, rtol=1e-4)  # Adam steps of 1e-2 each
+    assert not torch.equal(params[0], torch.cat([p.detach().flatten() for p in _model(50).parameters()]))

@@ -112,6 +112,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                 model, optimizer, tree_batch(trees, tok.pad_token_id), groups, int(data["ppo_mini_batch_size"]),
                 int(optim["ppo_epochs"]), float(optim["clip_ratio"]), float(optim["clip_ratio_high"]),
                 float(max(budgets)), float(optim["grad_clip"]), float(config["rollout"]["temperature"]),
+                int(tiny.get("update_micro_batch", 16)),
             )
             model.eval()
             metrics = train_metrics(config, ro, scores, probs, upd, time.perf_counter() - t0)

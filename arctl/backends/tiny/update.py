@@ -139,25 +139,36 @@ def ppo_update(
     norm_len: float,
     grad_clip: float,
     temperature: float = 1.0,
+    micro_batch: int = 16,
 ) -> dict:
     """PPO epochs over mini-batches of whole prompt groups (``groups`` [B]: prompt index of every
     sequence; ``mini_groups`` prompts per optimizer step). Old log-probs are recomputed before the
-    first step when there is more than one optimizer step. Returns mean loss and entropy."""
+    first step when there is more than one optimizer step. Each mini-batch runs in micro-batches
+    of ``micro_batch`` sequences with gradient accumulation (exact: the loss is a sum over tokens
+    divided by a constant). Returns mean loss and entropy."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
+    step = max(1, int(micro_batch))
     if epochs * len(minis) > 1:
         with torch.no_grad():
-            batch.old_logp = token_logprobs(model, batch, temperature)[0]
+            batch.old_logp = torch.cat([
+                token_logprobs(model, batch.select(torch.arange(s, min(s + step, len(groups)))), temperature)[0]
+                for s in range(0, len(groups), step)
+            ])
     losses, ents = [], []
     for _ in range(epochs):
         for idx in minis:
-            mb = batch.select(idx)
-            loss, ent = policy_loss(model, mb, clip_low, clip_high, float(len(idx)) * norm_len, temperature)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            total, ent_sum, n_tok = 0.0, 0.0, 0
+            for part in idx.split(step):
+                mb = batch.select(part)
+                loss, ent = policy_loss(model, mb, clip_low, clip_high, float(len(idx)) * norm_len, temperature)
+                loss.backward()
+                k = int(mb.loss_mask.sum())
+                total, ent_sum, n_tok = total + float(loss.detach()), ent_sum + float(ent) * k, n_tok + k
             if grad_clip and grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             optimizer.step()
-            losses.append(float(loss.detach()))
-            ents.append(float(ent))
+            losses.append(total)
+            ents.append(ent_sum / max(n_tok, 1))
     return {"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)}
