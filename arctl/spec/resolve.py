@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
-from arctl.spec.overrides import split_overrides
+from arctl.spec.overrides import GROUPS, split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
 from arctl.spec.sweep import load_sweep
 from arctl.spec.validate import validate_config
@@ -56,17 +56,42 @@ def budget_grid(max_budget: int, size: int) -> list[int]:
     return grid
 
 
-def compose_config(overrides: list[str]) -> dict:
-    """Compose arctl/conf/config.yaml with Hydra overrides; return the resolved plain dict."""
+_BASE_CONFIGS: dict[tuple[str, ...], object] = {}
+
+
+def _compose_groups(group_overrides: tuple[str, ...]):
+    """Hydra-compose config.yaml with config-group choices only; cached per choice set, since a
+    compose reads every config file again (~0.1 s) and a sweep repeats a few choice sets."""
     from hydra import compose, initialize_config_dir
+
+    if group_overrides not in _BASE_CONFIGS:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            _BASE_CONFIGS[group_overrides] = compose(config_name="config", overrides=list(group_overrides))
+    return _BASE_CONFIGS[group_overrides]
+
+
+def compose_config(overrides: list[str]) -> dict:
+    """Compose arctl/conf/config.yaml with Hydra overrides; return the resolved plain dict.
+
+    Same semantics as ``hydra.compose(config_name="config", overrides=overrides)``: group choices
+    build the defaults list, then key overrides are applied in order on the struct config by
+    Hydra's own override applier.
+    """
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     _register_resolvers()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = compose(config_name="config", overrides=overrides)
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        groups = tuple(o.input_line for o in parsed if o.key_or_group in GROUPS and not o.is_add())
+        keys = [o for o in parsed if not (o.key_or_group in GROUPS and not o.is_add())]
+        cfg = copy.deepcopy(_compose_groups(groups))
+        ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
         data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise _translate(err) from None
