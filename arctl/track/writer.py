@@ -41,10 +41,11 @@ def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = N
         "mode": mode,
         "job_type": "train",
     }
-    run_id = config.get("run_id")
+    # the launcher's W&B id (wandb.id: the run id, suffixed after a --force rerun), else one derived
+    # from the arctl run id: resuming writes a new fragment of the same id, which the reader
+    # stitches on trainer/global_step
+    run_id = wb.get("id") or config.get("run_id")
     if run_id:
-        # a W&B id derived from the arctl run id: resuming writes a new fragment of the same id,
-        # which the reader stitches on trainer/global_step
         kwargs["id"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(run_id))[:64]
         kwargs["resume"] = "allow"
     return kwargs

@@ -20,6 +20,9 @@ def test_init_kwargs_follow_the_conventions(tmp_path):
     assert wandb_init_kwargs(sweep, tmp_path)["group"] == "priors"
     assert wandb_init_kwargs({"arm": "a", "seed": 0}, tmp_path)["mode"] == "offline"
     assert wandb_init_kwargs(_config(run_id="a/b c:d"), tmp_path)["id"] == "a-b-c-d"
+    # the launcher's wandb.id (suffixed after a --force rerun) wins over the run id
+    forced = _config(wandb={"project": "p", "id": "r1-g2"})
+    assert wandb_init_kwargs(forced, tmp_path)["id"] == "r1-g2"
     with pytest.raises(ValueError, match="wandb.mode"):
         wandb_init_kwargs(_config(wandb={"mode": "cloud"}), tmp_path)
 
