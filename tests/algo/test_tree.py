@@ -191,6 +191,12 @@ def test_compiled_flex_attention_equals_sdpa_with_dense_mask():
     n = tree.length
     q, k, v = (torch.randn(1, 2, n, 16, generator=gen) for _ in range(3))
     block_mask = tree_block_mask(tree.cut, tree.branch_start, "cpu", 128)
-    out = torch.compile(flex_attention)(q, k, v, block_mask=block_mask)
+    try:
+        out = torch.compile(flex_attention, dynamic=False)(q, k, v, block_mask=block_mask)
+    finally:
+        # dynamo caches compiled code per function: a later compile of flex_attention with other
+        # shapes (transformers' flex path in tests/verl) would be marked dynamic, and inductor's CPU
+        # flex template fails to build with dynamic shapes in torch 2.13
+        torch._dynamo.reset()
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=dense_tree_mask(tree.cut, tree.branch_start))
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-5)
