@@ -72,6 +72,33 @@ def eval_anytime_acc(dataset: str) -> str:
     return f"eval/{_dataset(dataset)}/anytime_acc"
 
 
+def eval_grid_anytime_acc(dataset: str) -> str:
+    """Anytime accuracy over the final-evaluation grid ``eval.grid`` (paper Table 2: 32 budgets every
+    250 tokens), logged only by an evaluation that covered the whole grid."""
+    return f"eval/{_dataset(dataset)}/grid_anytime_acc"
+
+
+def anytime_eval_metrics(dataset: str, acc_by_budget: dict[int, float], eval_budgets, grid) -> dict[str, float]:
+    """The summary keys of one evaluation, from its accuracy per evaluated budget.
+
+    ``anytime_acc``: mean accuracy over ``eval_budgets`` (the training-curve metric, paper Sec. 4.2:
+    budgets {2000, ..., 8000}); over every evaluated budget if none of them was evaluated.
+    ``grid_anytime_acc``: mean over ``grid``, only when every grid budget was evaluated.
+    ``final_acc``: accuracy at the largest evaluated budget.
+    """
+    if not acc_by_budget:
+        return {}
+    chosen = [int(b) for b in eval_budgets or () if int(b) in acc_by_budget] or sorted(acc_by_budget)
+    out = {
+        eval_anytime_acc(dataset): sum(acc_by_budget[b] for b in chosen) / len(chosen),
+        eval_final_acc(dataset): acc_by_budget[max(acc_by_budget)],
+    }
+    grid = [int(b) for b in grid or ()]
+    if grid and all(b in acc_by_budget for b in grid):
+        out[eval_grid_anytime_acc(dataset)] = sum(acc_by_budget[b] for b in grid) / len(grid)
+    return out
+
+
 def eval_final_acc(dataset: str) -> str:
     """Final accuracy: accuracy at the maximum budget."""
     return f"eval/{_dataset(dataset)}/final_acc"

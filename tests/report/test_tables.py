@@ -3,7 +3,7 @@
 import csv
 
 import pytest
-from wandb_workspace import LAST_STEP, anytime_acc, final_acc
+from wandb_workspace import LAST_STEP, final_acc, grid_anytime_acc
 
 from arctl.report.render import render_table
 
@@ -21,7 +21,7 @@ def _expected(fn):
     return table
 
 
-@pytest.mark.parametrize("name, fn", [("final", final_acc), ("anytime", anytime_acc)])
+@pytest.mark.parametrize("name, fn", [("final", final_acc), ("anytime", grid_anytime_acc)])
 def test_table_values_formats_and_bold(workspace, tmp_path, name, fn):
     res = render_table(name, out_dir=tmp_path, workdir=workspace, cache_dir=tmp_path / "c", progress=False,
                        processes=1)

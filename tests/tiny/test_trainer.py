@@ -86,6 +86,13 @@ def test_micro_run_writes_schema_keys(config, workspace):
                                                        ms.eval_think_len("toy")]:
         col = data.column(key)
         assert col[0] == col[0] and col[3] == col[3], f"{key} missing at an evaluation"
+    # the final evaluation (step 3) covers the grid: both anytime accuracies, by their definitions
+    last = {k: data.column(k)[3] for k in data.keys}
+    assert last[ms.eval_grid_anytime_acc("toy")] == pytest.approx(
+        sum(last[ms.eval_acc("toy", b)] for b in grid) / len(grid))
+    eval_budgets = config["eval"]["budgets"]
+    assert last[ms.eval_anytime_acc("toy")] == pytest.approx(
+        sum(last[ms.eval_acc("toy", b)] for b in eval_budgets) / len(eval_budgets))
     for key in [ms.eval_corr(k, "toy", grid[-1]) for k in ms.CORR_KINDS] + [
         ms.eval_nvar(k, "toy", grid[-1]) for k in ms.NVAR_KINDS
     ]:

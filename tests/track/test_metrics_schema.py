@@ -55,3 +55,17 @@ def test_datasets_and_budgets_of_keys():
     keys = ["eval/b/acc@200", "eval/a/acc@100", "eval/b/acc@100", "eval/b/final_acc", "train/loss"]
     assert ms.eval_datasets(keys) == ["b", "a"]
     assert ms.budgets_of(keys, "b", "acc") == [100, 200]
+
+
+def test_anytime_eval_metrics_by_hand():
+    acc = {250: 0.1, 500: 0.2, 2000: 0.4, 4000: 0.6, 8000: 0.8}
+    out = ms.anytime_eval_metrics("aime24", acc, [2000, 4000, 8000], [250, 500, 2000, 4000, 8000])
+    assert out["eval/aime24/anytime_acc"] == pytest.approx((0.4 + 0.6 + 0.8) / 3)
+    assert out["eval/aime24/grid_anytime_acc"] == pytest.approx(2.1 / 5)
+    assert out["eval/aime24/final_acc"] == 0.8
+    # a training-time evaluation that does not cover the grid logs no grid metric
+    part = ms.anytime_eval_metrics("aime24", {2000: 0.4, 8000: 0.8}, [2000, 8000], [250, 2000, 8000])
+    assert "eval/aime24/grid_anytime_acc" not in part and part["eval/aime24/anytime_acc"] == pytest.approx(0.6)
+    # none of the eval budgets evaluated: every evaluated budget counts
+    assert ms.anytime_eval_metrics("x", {1: 0.0, 2: 1.0}, [5], None)["eval/x/anytime_acc"] == 0.5
+    assert ms.anytime_eval_metrics("x", {}, [1], [1]) == {}

@@ -55,6 +55,11 @@ def anytime_acc(arm, seed, ds, step) -> float:
     return sum(acc(arm, seed, ds, b, step) for b in TRAIN_BUDGETS) / len(TRAIN_BUDGETS)
 
 
+def grid_anytime_acc(arm, seed, ds, step) -> float:
+    """eval/{ds}/grid_anytime_acc of the final evaluation (mean over the 32-budget GRID)."""
+    return sum(acc(arm, seed, ds, b, step) for b in GRID) / len(GRID)
+
+
 def final_acc(arm, seed, ds, step) -> float:
     return acc(arm, seed, ds, max(TRAIN_BUDGETS), step)
 
@@ -82,6 +87,8 @@ def eval_row(arm: str, seed: int, step: int, datasets, budgets) -> dict:
         for b in budgets:
             row[f"eval/{ds}/acc@{b}"] = acc(arm, seed, ds, b, step)
         row[f"eval/{ds}/anytime_acc"] = anytime_acc(arm, seed, ds, step)
+        if list(budgets) == list(GRID):
+            row[f"eval/{ds}/grid_anytime_acc"] = grid_anytime_acc(arm, seed, ds, step)
         row[f"eval/{ds}/final_acc"] = final_acc(arm, seed, ds, step)
         row[f"eval/{ds}/think_len"] = think_len(arm, seed, ds, step)
     return row

@@ -27,8 +27,9 @@ def eval_problems(config: dict, n: int, salt: int = 0) -> list[task.Problem]:
 
 
 def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy") -> dict:
-    """Schema metrics ``eval/{dataset}/...`` at ``budgets`` (anytime accuracy = uniform mean over
-    them)."""
+    """Schema metrics ``eval/{dataset}/...`` at ``budgets``: accuracy per budget, anytime accuracy over
+    ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too
+    (``arctl.track.metrics_schema.anytime_eval_metrics``)."""
     ev, tiny = config["eval"], config["tiny"]
     n_problems = int(ev["num_problems"] or 1024)
     common = dict(
@@ -37,10 +38,9 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     )
     gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
     main = rollout(model, tok, inserted, eval_problems(config, n_problems), int(ev["n_samples"]), generator=gen, **common)
-    acc = metrics.accuracy_per_budget(main.scores)
-    out = {ms.eval_acc(dataset, b): float(a) for b, a in zip(budgets, acc)}
-    out[ms.eval_anytime_acc(dataset)] = float(metrics.anytime_accuracy(main.scores))
-    out[ms.eval_final_acc(dataset)] = float(metrics.final_accuracy(main.scores))
+    acc = {int(b): float(a) for b, a in zip(budgets, metrics.accuracy_per_budget(main.scores))}
+    out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
+    out.update(ms.anytime_eval_metrics(dataset, acc, ev["budgets"], ev.get("grid")))
     out[ms.eval_think_len(dataset)] = float(main.thinking.think_len.double().mean())
 
     n_diag = int(tiny["diag_problems"])

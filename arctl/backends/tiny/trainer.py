@@ -79,7 +79,8 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     total = int(trainer["total_steps"])
     budgets = [int(b) for b in config["thinking"]["budgets"]]
     eval_budgets = [int(b) for b in config["eval"]["budgets"]]
-    grid = [int(b) for b in (config["eval"].get("grid") or eval_budgets)]
+    # the final evaluation: the grid (paper Table 2) and the training-curve budgets in one rollout
+    grid = sorted({int(b) for b in (config["eval"].get("grid") or [])} | set(eval_budgets))
     test_freq, save_freq = int(trainer.get("test_freq") or 0), int(trainer.get("save_freq") or 0)
     progress = Progress(total, start)
     status = "completed"

@@ -242,7 +242,10 @@ class ArctlPPOTrainer(PPOTrainerSync):
         metric_dict = super()._val_metrics_update(
             data_sources, sample_uids, reward_extra_infos_dict, sample_turns, expected_acc_counts
         )
-        metric_dict.update(eval_metrics(data_sources, sample_uids, reward_extra_infos_dict, self.arctl_settings))
+        metric_dict.update(eval_metrics(
+            data_sources, sample_uids, reward_extra_infos_dict, self.arctl_settings,
+            self.config.arctl.get("eval_budgets"), self.config.arctl.get("eval_grid"),
+        ))
         metric_dict["trainer/global_step"] = self.global_steps
         self._define_step_metric()
         return metric_dict
@@ -266,9 +269,11 @@ TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; sa
 
 
 def eval_metrics(
-    data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], settings: AdvantageSettings
+    data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], settings: AdvantageSettings,
+    eval_budgets=None, eval_grid=None,
 ) -> dict[str, float]:
-    """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over the evaluated budgets), ``final_acc``,
+    """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
+    budgets), ``grid_anytime_acc`` (when the evaluation covered ``eval_grid``), ``final_acc``,
     ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget, from the
     validation rows' ``score@{b}`` values."""
     from arctl.algo.metrics import baseline_correlations, normalized_variances
@@ -285,11 +290,10 @@ def eval_metrics(
         scores = torch.tensor(
             [[float(infos[f"score@{b}"][i] or 0.0) for b in budgets] for i in rows], dtype=torch.float64
         )
-        acc = scores.mean(0)
-        for b, v in zip(budgets, acc.tolist()):
+        acc = dict(zip(budgets, scores.mean(0).tolist()))
+        for b, v in acc.items():
             out[ms.eval_acc(ds, b)] = v
-        out[ms.eval_anytime_acc(ds)] = float(acc.mean())
-        out[ms.eval_final_acc(ds)] = float(acc[-1])
+        out.update(ms.anytime_eval_metrics(ds, acc, eval_budgets, eval_grid))
         if "think_len" in infos:
             out[ms.eval_think_len(ds)] = float(np.mean([float(infos["think_len"][i] or 0.0) for i in rows]))
         # diagnostics need [B, G, m] with equal G per question
