@@ -32,6 +32,8 @@ def _run(script: str, tmp_path: Path, nodelist: str, hosts: list[str], extra_env
     _stub(
         bin_dir,
         "srun",
+        # ignore the job's EXIT-trap kill of background ray starts so every call gets recorded
+        "trap '' TERM\n"
         f'printf "%s\\x1f" "$@" >> {log}; printf "\\n" >> {log}\n'
         'for a in "$@"; do if [ "$a" = hostname ]; then echo "10.0.0.1 fe80::1"; fi; done\n'
         f'for a in "$@"; do if [ "$a" = arctl.backends.verl.trainer ]; then env > {tmp_path}/trainer.env; fi; done\n',
@@ -42,8 +44,8 @@ def _run(script: str, tmp_path: Path, nodelist: str, hosts: list[str], extra_env
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SLURM_JOB_NODELIST": nodelist,
         "SLURM_CPUS_PER_TASK": "4",
-        "ARCTL_RAY_HEAD_WAIT_S": "0",
-        "ARCTL_RAY_WORKER_WAIT_S": "0",
+        "ARCTL_RAY_HEAD_WAIT_S": "0.2",
+        "ARCTL_RAY_WORKER_WAIT_S": "0.2",
         "HOME": str(tmp_path),
         **(extra_env or {}),
     }
