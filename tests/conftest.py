@@ -1,9 +1,34 @@
-"""Suite-wide test settings. Area fixtures live in tests/<area>/conftest.py."""
+"""Suite-wide test settings and shared fixtures. Area fixtures live in tests/<area>/conftest.py."""
 
 import os
+
+import pytest
 
 # Never talk to a W&B server from tests; never pick up a developer's key.
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def make_bpe_tokenizer():
+    """Build a tiny byte-level BPE tokenizer (HF PreTrainedTokenizerFast) with ``<unk>``, ``<eos>``
+    and ``</think>`` specials from ``corpus`` — made locally, no hub."""
+
+    def make(corpus: list[str], vocab_size: int, **special):
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from transformers import PreTrainedTokenizerFast
+
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=["<unk>", "<eos>", "</think>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
+        tok.train_from_iterator(corpus, trainer)
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", **special)
+
+    return make

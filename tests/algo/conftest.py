@@ -6,21 +6,9 @@ import torch
 
 
 @pytest.fixture(scope="session")
-def bpe_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<unk>", "<eos>", "</think>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
+def bpe_tokenizer(make_bpe_tokenizer):
     corpus = ["Let me think. 1 + 2 = 3.\n\nSo the answer is 3.", "...\n\n...\n\n", "\n\n**Final Answer**\n\\boxed{3}"] * 20
-    tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>")
+    return make_bpe_tokenizer(corpus, 400)
 
 
 @pytest.fixture(scope="session")

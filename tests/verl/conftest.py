@@ -25,27 +25,15 @@ def paper_config():
 
 
 @pytest.fixture(scope="session")
-def tokenizer():
+def tokenizer(make_bpe_tokenizer):
     """A tiny byte-level BPE tokenizer with ``<eos>`` and ``</think>`` specials (built locally, no hub)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<unk>", "<eos>", "</think>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
     corpus = [
         "Let me think. 1 + 2 = 3.\n\nSo the answer is 3.",
         "...\n\n...\n\n",
         "\n\n**Final Answer**\n\\boxed{3}",
         "What is 1 + 2? Let's think step by step and output the final answer within \\boxed{}.",
     ] * 20
-    tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", pad_token="<unk>")
+    return make_bpe_tokenizer(corpus, 300, pad_token="<unk>")
 
 
 @pytest.fixture(scope="session")
