@@ -9,7 +9,7 @@ from arctl.report.data import ReportData, final_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
-from arctl.report.style import add_footnote, arm_colors, new_figure, runs_footnote
+from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
 from arctl.track.metrics_schema import parse_metric
 
 METRICS = ["eval/*/acc@*"]
@@ -71,6 +71,6 @@ def build(spec: dict, data: ReportData):
     for j in range(len(datasets), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(arms), 6), frameon=False)
+    add_legend(fig, handles, labels)
     add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))
     return fig, table

@@ -13,11 +13,15 @@ def arm_colors(arms: list[str]) -> dict[str, str]:
     return {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(arms)}
 
 
+MIN_FIGURE_WIDTH_IN = 5.5  # room for the legend and the footnote when there is one column of panels
+
+
 def new_figure(nrows: int, ncols: int, panel_w: float = 3.6, panel_h: float = 2.8):
     """A pyplot-free Figure (no global state) with an nrows × ncols grid of axes."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(panel_w * ncols, panel_h * nrows + 0.9), layout="constrained")
+    width = max(panel_w * ncols, MIN_FIGURE_WIDTH_IN)
+    fig = Figure(figsize=(width, panel_h * nrows + 0.9), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
 
@@ -33,12 +37,22 @@ def runs_footnote(used: list[dict], arm_label, arms: list[str] | None = None) ->
     return "Runs: " + ", ".join(f"{arm_label(a)} ×{groups[(a, e)]} ({e})" for a, e in keys)
 
 
+def add_legend(fig, handles, labels) -> None:
+    """One legend above the panels, with as many columns as fit the figure's width (never cut)."""
+    if not labels:
+        return
+    longest = max(len(str(lb)) for lb in labels)
+    per_entry_in = 0.6 + 0.085 * longest  # handle + padding + text at the default font size
+    ncols = max(1, min(len(labels), 6, int(fig.get_size_inches()[0] // per_entry_in)))
+    fig.legend(handles, labels, loc="outside upper center", ncols=ncols, frameon=False)
+
+
 def add_footnote(fig, text: str) -> None:
     """A note under the axes (which runs were used), wrapped to the figure's width; constrained
     layout makes room for it."""
     import textwrap
 
-    width = max(40, int(fig.get_size_inches()[0] * 24))
+    width = max(40, int(fig.get_size_inches()[0] * 20))
     fig.supxlabel(textwrap.fill(text, width), x=0.01, ha="left", fontsize=6, color="0.35")
 
 

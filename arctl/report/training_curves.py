@@ -10,7 +10,7 @@ from arctl.report.data import ReportData
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
-from arctl.report.style import add_footnote, arm_colors, new_figure, runs_footnote
+from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
 from arctl.track.metrics_schema import eval_datasets
 
 DEFAULT_PANELS = [
@@ -84,7 +84,7 @@ def build(spec: dict, data: ReportData):
             if lb not in labels:
                 handles.append(hd)
                 labels.append(lb)
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), frameon=False)
+    add_legend(fig, handles, labels)
     note = runs_footnote(data.used_runs(), arm_label, arms)
     add_footnote(fig, f"{spec['description']}. {note}" if spec.get("description") else note)
     table = pd.DataFrame(rows, columns=["arm", "metric", "step", "mean", "ci", "n"])
