@@ -77,21 +77,27 @@ def parse_seeds(value, where: str) -> list[int]:
     return list(value)
 
 
-def load_experiment(name: str) -> Experiment:
-    """Read and check ``experiments/<name>.yaml``; unknown names get the closest suggestions."""
-    directory = experiments_dir()
+def read_spec_file(kind: str, name: str, directory: Path, allowed_keys: set[str]) -> tuple[Path, dict]:
+    """Read ``<directory>/<name>.yaml`` (an experiment or sweep spec): an unknown name gets the
+    closest names, an unknown top-level key the closest allowed key."""
     path = directory / f"{name}.yaml"
     if not path.is_file():
         raise SpecError(
-            f"unknown experiment {name!r}",
+            f"unknown {kind} {name!r}",
             None,
-            did_you_mean(name, spec_names(directory)) + " (`arctl ls experiments` lists them)",
+            did_you_mean(name, spec_names(directory)) + f" (`arctl ls {kind}s` lists them)",
         )
     data = read_yaml_mapping(path)
-    unknown = set(data) - EXPERIMENT_KEYS
+    unknown = set(data) - allowed_keys
     if unknown:
         key = sorted(unknown)[0]
-        raise SpecError(f"unknown key {key!r}", str(path), did_you_mean(key, EXPERIMENT_KEYS))
+        raise SpecError(f"unknown key {key!r}", str(path), did_you_mean(key, allowed_keys))
+    return path, data
+
+
+def load_experiment(name: str) -> Experiment:
+    """Read and check ``experiments/<name>.yaml``; unknown names get the closest suggestions."""
+    path, data = read_spec_file("experiment", name, experiments_dir(), EXPERIMENT_KEYS)
     arms_raw = data.get("arms")
     if not isinstance(arms_raw, dict) or not arms_raw:
         raise SpecError("an experiment needs a non-empty mapping 'arms: {name: [overrides...]}'", str(path))

@@ -15,8 +15,8 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.spec.errors import SpecError, did_you_mean
-from arctl.spec.experiment import _str_list, parse_seeds, read_yaml_mapping
+from arctl.spec.errors import SpecError
+from arctl.spec.experiment import _str_list, parse_seeds, read_spec_file
 from arctl.spec.paths import spec_names, sweeps_dir
 
 SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid"}
@@ -52,17 +52,7 @@ def _override_value(value) -> str:
 
 
 def load_sweep(name: str) -> Sweep:
-    directory = sweeps_dir()
-    path = directory / f"{name}.yaml"
-    if not path.is_file():
-        raise SpecError(
-            f"unknown sweep {name!r}", None, did_you_mean(name, spec_names(directory)) + " (`arctl ls sweeps`)"
-        )
-    data = read_yaml_mapping(path)
-    unknown = set(data) - SWEEP_KEYS
-    if unknown:
-        key = sorted(unknown)[0]
-        raise SpecError(f"unknown key {key!r}", str(path), did_you_mean(key, SWEEP_KEYS))
+    path, data = read_spec_file("sweep", name, sweeps_dir(), SWEEP_KEYS)
     experiments = data.get("experiments")
     if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):
         raise SpecError("a sweep needs 'experiments: [name, ...]'", str(path))
