@@ -80,11 +80,27 @@ def test_truncated_file_keeps_intact_records(workspace):
     np.testing.assert_allclose(run.column("train/score@2000"), [acc("grpo-vr", 1, "aime24", 2000, s) for s in steps])
 
 
+def _largest_chunk_payload_middle_in_block0(buf: bytes) -> int:
+    """Offset of the middle byte of the largest chunk payload in block 0 (a fixed offset could land
+    in a chunk header or the block's zero padding, depending on how wandb laid the file out)."""
+    import struct
+
+    pos, best = wo.HEADER_LEN, (0, 0)
+    while wo.BLOCK_LEN - pos >= wo.CHUNK_HEADER_LEN and pos + wo.CHUNK_HEADER_LEN <= len(buf):
+        length = struct.unpack_from("<H", buf, pos + 4)[0]
+        if length == 0:
+            break
+        best = max(best, (length, pos + wo.CHUNK_HEADER_LEN + length // 2))
+        pos += wo.CHUNK_HEADER_LEN + length
+    assert best[0] > 0, "no chunk in block 0"
+    return best[1]
+
+
 def test_corrupt_byte_skips_its_block_and_keeps_the_rest(workspace, tmp_path):
     (path,) = _file(workspace, *TRUNCATED)
     good = wo.read_wandb_file(path)
     data = bytearray(path.read_bytes())
-    data[20000] ^= 0xFF  # inside block 0
+    data[_largest_chunk_payload_middle_in_block0(bytes(data))] ^= 0xFF
     bad = tmp_path / "run-corrupt.wandb"
     bad.write_bytes(bytes(data))
     run = wo.read_wandb_file(bad)
