@@ -18,6 +18,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
 from arctl.backends.tiny import task
+from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
 
 
@@ -108,8 +109,10 @@ def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator 
     """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy)."""
     if temperature <= 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    # inverse-CDF sampling: one uniform per row (torch.multinomial draws one per row and token)
+    cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
+    u = torch.rand(cdf.shape[0], 1, generator=generator) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_max(cdf.shape[-1] - 1)
 
 
 def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:
@@ -162,23 +165,24 @@ def generate_thinking(
     positions = (valid.long().cumsum(1) - 1).clamp_min(0)
     cache = buffer_cache(model, ids.shape[1] + max_tokens)
     key_valid = valid.clone()
-    logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
-    next_pos = valid.sum(1)
     think = torch.full((n, max_tokens), pad_id, dtype=torch.long)
     active = torch.ones(n, dtype=torch.bool)
     finished = torch.zeros(n, dtype=torch.bool)
-    for t in range(max_tokens):
-        tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
-        think[:, t] = tok
-        col = active.clone()
-        ended = active & (tok == think_end)
-        key_valid = torch.cat([key_valid, col[:, None]], dim=1)
-        logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
-        next_pos = next_pos + col.long()
-        finished |= ended
-        active &= ~ended
-        if not active.any():
-            break
+    with shared_prefix(model, None):  # no prefix: the fast one-token decoding attention
+        logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
+        next_pos = valid.sum(1)
+        for t in range(max_tokens):
+            tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+            think[:, t] = tok
+            col = active.clone()
+            ended = active & (tok == think_end)
+            key_valid = torch.cat([key_valid, col[:, None]], dim=1)
+            logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
+            next_pos = next_pos + col.long()
+            finished |= ended
+            active &= ~ended
+            if not active.any():
+                break
     think_len = (key_valid[:, ids.shape[1] :]).sum(1)
     return Thinking(ids, valid, think, think_len, finished, cache)
 
@@ -195,10 +199,11 @@ def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedToke
     return out
 
 
-def _sliced_cache(model, cache: Cache, rows: torch.Tensor, length: int, capacity: int) -> Cache:
+def _repeat_cache(model, cache: Cache, repeats: int, capacity: int) -> Cache:
+    """A new cache of ``capacity`` tokens holding every row of ``cache`` ``repeats`` times in place."""
     new = buffer_cache(model, capacity)
     for i, layer in enumerate(cache.layers):
-        new.update(layer.keys[rows, :, :length], layer.values[rows, :, :length], i)
+        new.update(layer.keys.repeat_interleave(repeats, 0), layer.values.repeat_interleave(repeats, 0), i)
     return new
 
 
@@ -217,49 +222,57 @@ def generate_summaries(
     return_logits: bool = False,
 ) -> list[torch.Tensor]:
     """Fill ``branch.summaries`` with ``group_size`` samples of at most ``max_tokens`` tokens
-    (``<eos>`` ends one and is kept). Rows are processed in chunks of ``max_rows``.
-    With ``return_logits``, returns per summary row the logits [len, V] that produced its tokens."""
-    rows_all = [(bi, a) for bi in range(len(branches)) for a in range(group_size)]
-    per_chunk = max(1, max_rows)
+    (``<eos>`` ends one and is kept), in chunks of whole branches of at most ``max_rows`` rows.
+
+    Every row attends to its thinking's cached prefix in place (``prefix_attention``: no copy of
+    the thinking per row). A branch's inserted tokens are encoded once and shared by its
+    ``group_size`` samples. With ``return_logits``, returns per summary row the logits [len, V]
+    that produced its tokens."""
+    per_chunk = max(1, max_rows // max(1, group_size))
+    layers_kv = [(layer.keys, layer.values) for layer in thinking.cache.layers]
     logits_out: list[torch.Tensor] = []
     p = thinking.prompt_ids.shape[1]
-    for start in range(0, len(rows_all), per_chunk):
-        chunk = rows_all[start : start + per_chunk]
-        br = [branches[bi] for bi, _ in chunk]
+    for start in range(0, len(branches), per_chunk):
+        br = branches[start : start + per_chunk]
         rows = torch.tensor([b.row for b in br], dtype=torch.long)
         cuts = torch.tensor([b.cut for b in br], dtype=torch.long)
         width = p + int(cuts.max())
-        ins_width = max(len(b.inserted) for b in br)
-        cache = _sliced_cache(model, thinking.cache, rows, width, width + ins_width + max_tokens)
-        t = torch.arange(width - p)
-        key_valid = torch.cat([thinking.prompt_valid[rows], t[None, :] < cuts[:, None]], dim=1)
+        prefix_valid = torch.cat([thinking.prompt_valid[rows], torch.arange(width - p)[None, :] < cuts[:, None]], dim=1)
+        prefix = SharedPrefix.build(layers_kv, rows, prefix_valid, model.dtype)
         ins_ids, ins_valid = left_pad([b.inserted for b in br], pad_id)
         start_pos = thinking.prompt_valid[rows].sum(1) + cuts
         ins_pos = start_pos[:, None] + (ins_valid.long().cumsum(1) - 1).clamp_min(0)
-        key_valid = torch.cat([key_valid, ins_valid], dim=1)
-        logits = forward_step(model, ins_ids, ins_pos, key_valid, cache)[:, -1]
-        next_pos = start_pos + ins_valid.sum(1)
-        n = len(chunk)
+        # the inserted prompt: once per branch, then shared by its group_size samples
+        branch_cache = buffer_cache(model, ins_ids.shape[1])
+        with shared_prefix(model, prefix):
+            logits = forward_step(model, ins_ids, ins_pos, ins_valid, branch_cache)[:, -1]
+        prefix = prefix.expand(group_size)
+        cache = _repeat_cache(model, branch_cache, group_size, ins_ids.shape[1] + max_tokens)
+        key_valid = ins_valid.repeat_interleave(group_size, 0)
+        logits = logits.repeat_interleave(group_size, 0)
+        next_pos = (start_pos + ins_valid.sum(1)).repeat_interleave(group_size, 0)
+        n = len(br) * group_size
         out = torch.full((n, max_tokens), pad_id, dtype=torch.long)
         steps_logits = []
         active = torch.ones(n, dtype=torch.bool)
         lens = torch.zeros(n, dtype=torch.long)
-        for s in range(max_tokens):
-            if return_logits:
-                steps_logits.append(logits.clone())
-            tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
-            out[:, s] = tok
-            col = active.clone()
-            lens += col.long()
-            active &= tok != eos_id
-            if s == max_tokens - 1 or not active.any():
-                break
-            key_valid = torch.cat([key_valid, col[:, None]], dim=1)
-            logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
-            next_pos = next_pos + col.long()
-        for k, (bi, _) in enumerate(chunk):
+        with shared_prefix(model, prefix):
+            for s in range(max_tokens):
+                if return_logits:
+                    steps_logits.append(logits.clone())
+                tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+                out[:, s] = tok
+                col = active.clone()
+                lens += col.long()
+                active &= tok != eos_id
+                if s == max_tokens - 1 or not active.any():
+                    break
+                key_valid = torch.cat([key_valid, col[:, None]], dim=1)
+                logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
+                next_pos = next_pos + col.long()
+        for k in range(n):
             ids = out[k, : int(lens[k])].tolist()
-            branches[bi].summaries.append(ids)
+            br[k // group_size].summaries.append(ids)
             if return_logits:
                 logits_out.append(torch.stack(steps_logits, 1)[k, : int(lens[k])])
     return logits_out
