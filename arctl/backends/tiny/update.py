@@ -20,8 +20,8 @@ from arctl.algo.tree import PackedTree, dense_tree_mask, stack_trees
 
 @dataclass
 class PackedBatch:
-    """[B, L] tensors of stacked packed sequences, their [B, 1, L, L] attention mask and the old
-    log-probs (None: on-policy, the current log-probs detached)."""
+    """[B, L] tensors of stacked right-padded sequences, their [B, 1, L, L] attention mask, the old
+    log-probs (None: on-policy, the current log-probs detached) and the unpadded ``lengths`` [B]."""
 
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -29,10 +29,20 @@ class PackedBatch:
     loss_mask: torch.Tensor
     advantages: torch.Tensor
     old_logp: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
 
     def select(self, idx: torch.Tensor) -> PackedBatch:
-        pick = lambda t: None if t is None else t[idx]  # noqa: E731
-        return PackedBatch(*(pick(getattr(self, k)) for k in self.__dataclass_fields__))
+        """Rows ``idx``, cut to the longest of them (the padding columns of shorter rows dropped)."""
+        width = self.input_ids.shape[1] if self.lengths is None else int(self.lengths[idx].max())
+
+        def pick(name: str):
+            t = getattr(self, name)
+            if t is None or name == "lengths":
+                return None if t is None else t[idx]
+            t = t[idx]
+            return t[:, :, :width, :width] if name == "attention_mask" else t[:, :width]
+
+        return PackedBatch(*(pick(k) for k in self.__dataclass_fields__))
 
 
 def tree_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
@@ -43,7 +53,8 @@ def tree_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
                 raise ValueError("a branch without inserted tokens cannot be scored from the packed layout")
     s = stack_trees(trees, pad_id=pad_id)
     mask = dense_tree_mask(s["cut"], s["branch_start"])[:, None]
-    return PackedBatch(s["input_ids"], s["position_ids"], mask, s["loss_mask"], s["advantages"])
+    lengths = torch.tensor([tree.length for tree in trees])
+    return PackedBatch(s["input_ids"], s["position_ids"], mask, s["loss_mask"], s["advantages"], lengths=lengths)
 
 
 def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
@@ -79,7 +90,7 @@ def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
     cols = torch.arange(width)
     causal = cols[None, :] <= cols[:, None]
     mask = (causal[None] & valid[:, None, :]) | torch.eye(width, dtype=torch.bool)[None]
-    return PackedBatch(ids, pos, mask[:, None], lmask, adv)
+    return PackedBatch(ids, pos, mask[:, None], lmask, adv, lengths=valid.sum(1))
 
 
 def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,6 +138,14 @@ def policy_loss(model, batch: PackedBatch, clip_low: float, clip_high: float, no
     return loss, entropy
 
 
+def micro_batches(batch: PackedBatch, idx: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """``idx`` split into groups of at most ``size`` rows of similar length (longest first), so
+    each micro-batch pads to its own longest row; any split gives the same summed loss."""
+    if batch.lengths is not None:
+        idx = idx[torch.argsort(batch.lengths[idx], descending=True, stable=True)]
+    return list(idx.split(max(1, int(size))))
+
+
 def ppo_update(
     model,
     optimizer: torch.optim.Optimizer,
@@ -144,23 +163,23 @@ def ppo_update(
     """PPO epochs over mini-batches of whole prompt groups (``groups`` [B]: prompt index of every
     sequence; ``mini_groups`` prompts per optimizer step). Old log-probs are recomputed before the
     first step when there is more than one optimizer step. Each mini-batch runs in micro-batches
-    of ``micro_batch`` sequences with gradient accumulation (exact: the loss is a sum over tokens
-    divided by a constant). Returns mean loss and entropy."""
+    of ``micro_batch`` sequences of similar length with gradient accumulation (exact: the loss is a
+    sum over tokens divided by a constant). Returns mean loss and entropy."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
-    step = max(1, int(micro_batch))
     if epochs * len(minis) > 1:
+        old = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
         with torch.no_grad():
-            batch.old_logp = torch.cat([
-                token_logprobs(model, batch.select(torch.arange(s, min(s + step, len(groups)))), temperature)[0]
-                for s in range(0, len(groups), step)
-            ])
+            for part in micro_batches(batch, torch.arange(len(groups)), micro_batch):
+                logp = token_logprobs(model, batch.select(part), temperature)[0]
+                old[part, : logp.shape[1]] = logp
+        batch.old_logp = old
     losses, ents = [], []
     for _ in range(epochs):
         for idx in minis:
             optimizer.zero_grad(set_to_none=True)
             total, ent_sum, n_tok = 0.0, 0.0, 0
-            for part in idx.split(step):
+            for part in micro_batches(batch, idx, micro_batch):
                 mb = batch.select(part)
                 loss, ent = policy_loss(model, mb, clip_low, clip_high, float(len(idx)) * norm_len, temperature)
                 loss.backward()
