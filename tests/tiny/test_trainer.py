@@ -133,3 +133,15 @@ def test_kill_and_resume_equals_uninterrupted(workspace):
             va, vb = ra[key], rb[key]
             assert (va != va and vb != vb) or abs(va - vb) <= 1e-6, (ra[ms.STEP_KEY], key, va, vb)
     assert len({p.resolve() for p in (cut / "wandb").rglob("run-*.wandb")}) >= 2  # one W&B fragment per attempt
+
+
+def test_a_stop_during_the_warmup_preempts_and_caches_nothing(tmp_path):
+    from arctl.backends.tiny.warmup import warmup_key, workspace_of
+
+    config = resolve_experiment("main-grpo", overrides=[*MICRO, "tiny.warmup.steps=6", "tiny.warmup.seed=99"])[0].config
+    run_dir = tmp_path / "runs" / "stopped"
+    assert train(config, run_dir, StopAfter(3)) == "preempted"
+    cache = workspace_of(run_dir) / "cache" / "tiny-warmup" / warmup_key(config)
+    assert not (cache / "warmup.json").exists() and not (run_dir / "metrics.jsonl").exists()
+    assert train(config, run_dir, threading.Event()) == "completed"
+    assert (cache / "warmup.json").exists()

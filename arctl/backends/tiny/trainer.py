@@ -33,7 +33,7 @@ from arctl.backends.tiny.checkpoint import latest_checkpoint, load_checkpoint, s
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
 from arctl.backends.tiny.rollout import Rollout, rollout
 from arctl.backends.tiny.update import ppo_update, tree_batch
-from arctl.backends.tiny.warmup import warmup_model
+from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.track import metrics_schema as ms
 
 log = logging.getLogger(__name__)
@@ -45,18 +45,33 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     check_config(config)
-    tiny, optim, data, trainer = config["tiny"], config["optim"], config["data"], config["trainer"]
-    seed = int(config["seed"])
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(int(tiny["threads"]))
-    torch.use_deterministic_algorithms(bool(trainer.get("deterministic")))
+    torch.set_num_threads(int(config["tiny"]["threads"]))
+    torch.use_deterministic_algorithms(bool(config["trainer"].get("deterministic")))
     stop, restore_signals = stop_event or threading.Event(), None
     if stop_event is None:
         restore_signals = install_stop_handlers(stop)
+    try:
+        return _train(config, run_dir, stop)
+    except WarmupInterrupted as stopped:
+        print(f"tiny: {config.get('experiment')}/{config.get('arm')} preempted during the warm-up ({stopped}); "
+              "nothing was cached, the warm-up restarts with the run", flush=True)
+        return "preempted"
+    finally:
+        if restore_signals:
+            restore_signals()
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
+    tiny, optim, data, trainer = config["tiny"], config["optim"], config["data"], config["trainer"]
+    seed = int(config["seed"])
 
     # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
     model, tok, warm = warmup_model(
-        config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, int(tiny["warmup"]["eval_problems"]))
+        config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, int(tiny["warmup"]["eval_problems"])),
+        should_stop=stop.is_set,
     )
     inserted = InsertedTokens.from_tokenizer(tok)
     optimizer = torch.optim.AdamW(
@@ -134,10 +149,6 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         progress.close()
         if run is not None:
             run.finish()
-        if restore_signals:
-            restore_signals()
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
     print(f"tiny: {config.get('experiment')}/{config.get('arm')} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status

@@ -49,7 +49,7 @@ def warmup_key(config: dict) -> str:
         "version": CACHE_VERSION,
         "model": config["model"],
         "task": tiny["task"],
-        "warmup": tiny["warmup"],
+        "warmup": {k: v for k, v in tiny["warmup"].items() if k != "threads"},  # threads: speed only
         "max_budget": int(max(config["eval"]["budgets"])),
         "summary_max_tokens": int(config["summary"]["max_tokens"]),
     }
@@ -73,17 +73,43 @@ def training_example(
     return list(prompt.input_ids) + summary, list(prompt.trainable) + [True] * len(summary)
 
 
-def _batch(examples: list[tuple[list[int], list[bool]]], pad_id: int):
+def pack_examples(examples: list[tuple[list[int], list[bool]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pack examples into as few rows as fit (first fit, longest first; row width = the longest
+    example): ``input_ids``, ``labels`` (-100 off the trainable tokens), ``position_ids`` restarting
+    at 0 per example and a block-diagonal causal additive ``attention_mask`` [R, 1, W, W]. Every
+    example sees exactly its own tokens, so the loss equals that of padding each example to its own
+    row, on ~half the tokens. (An example's first token is a question token, never a label, so no
+    label crosses an example boundary.)"""
     width = max(len(ids) for ids, _ in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(examples), width), -100, dtype=torch.long)
-    attn = torch.zeros((len(examples), width), dtype=torch.long)
-    for i, (seq, train) in enumerate(examples):
-        t = torch.tensor(seq)
-        ids[i, : len(seq)] = t
-        attn[i, : len(seq)] = 1
-        labels[i, : len(seq)] = torch.where(torch.tensor(train), t, -100)
-    return ids, attn, labels
+    rows: list[list[int]] = []  # example indices per row
+    free: list[int] = []
+    for i in sorted(range(len(examples)), key=lambda i: -len(examples[i][0])):
+        n = len(examples[i][0])
+        r = next((r for r, f in enumerate(free) if f >= n), None)
+        if r is None:
+            rows.append([]), free.append(width)
+            r = len(rows) - 1
+        rows[r].append(i)
+        free[r] -= n
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    pos = torch.zeros((len(rows), width), dtype=torch.long)
+    seg = torch.full((len(rows), width), -1, dtype=torch.long)
+    for r, members in enumerate(rows):
+        at = 0
+        for i in members:
+            seq, train = examples[i]
+            t, n = torch.tensor(seq), len(seq)
+            ids[r, at : at + n] = t
+            labels[r, at : at + n] = torch.where(torch.tensor(train), t, -100)
+            pos[r, at : at + n] = torch.arange(n)
+            seg[r, at : at + n] = i
+            at += n
+    cols = torch.arange(width)
+    allowed = (cols[None, :] <= cols[:, None])[None] & (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] >= 0)
+    allowed |= torch.eye(width, dtype=torch.bool)[None]  # padding queries see themselves (no NaN)
+    mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None]
+    return {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
 
 
 def lr_at(step: int, total: int, lr: float, min_ratio: float, warmup: int = 50) -> float:
@@ -94,17 +120,25 @@ def lr_at(step: int, total: int, lr: float, min_ratio: float, warmup: int = 50) 
     return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
-def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np.random.Generator) -> float:
-    """``steps`` AdamW steps of next-token loss on trainable tokens; returns the last loss."""
+class WarmupInterrupted(Exception):
+    """The run was asked to stop during the warm-up (nothing is cached; the next start redoes it)."""
+
+
+def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np.random.Generator,
+                should_stop=None) -> float:
+    """``steps`` AdamW steps of next-token loss on trainable tokens; returns the last loss.
+    ``should_stop()`` is polled every step (raises :class:`WarmupInterrupted`)."""
     opt = torch.optim.AdamW(model.parameters(), lr=float(wk["lr"]), weight_decay=0.0)
     model.train()
     loss_value = float("nan")
     for step in range(steps):
+        if should_stop is not None and should_stop():
+            raise WarmupInterrupted(f"stopped at warm-up step {step}/{steps}")
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, float(wk["lr"]), float(wk["min_lr_ratio"]))
         probs = task.make_problems(rng, int(wk["batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
-        ids, attn, labels = _batch([training_example(p, rng, tok, inserted, knobs, wk) for p in probs], tok.pad_token_id)
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        batch = pack_examples([training_example(p, rng, tok, inserted, knobs, wk) for p in probs], tok.pad_token_id)
+        loss = model(**batch).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -116,11 +150,13 @@ def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np
     return loss_value
 
 
-def warmup_model(config: dict, run_dir: Path, accuracy_fn) -> tuple[Qwen2ForCausalLM, object, dict]:
-    """Load the cached warmed-up model for ``config`` or train it (once, under a lock).
+def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None) -> tuple[Qwen2ForCausalLM, object, dict]:
+    """Load the cached warmed-up model for ``config`` or train it (once, under a lock, on
+    ``tiny.warmup.threads`` torch threads, 0 = every core: the other arms wait for it anyway).
 
     ``accuracy_fn(model, tokenizer) -> float`` measures accuracy at the max budget; training
     continues for up to ``max_rounds`` rounds until it reaches ``min_acc``, else a warning says so.
+    ``should_stop()`` (e.g. a preemption signal) aborts the training with :class:`WarmupInterrupted`.
     Returns (model, tokenizer, info).
     """
     key = warmup_key(config)
@@ -129,7 +165,12 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn) -> tuple[Qwen2ForCaus
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{key}.lock")):
         if not (target / "warmup.json").exists():
-            _train_into(config, target, accuracy_fn)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
+            try:
+                _train_into(config, target, accuracy_fn, should_stop)
+            finally:
+                torch.set_num_threads(threads)
     info = json.loads((target / "warmup.json").read_text())
     tok = load_tokenizer(target / "tokenizer")
     model = Qwen2ForCausalLM.from_pretrained(str(target / "model"), attn_implementation="sdpa")
@@ -144,7 +185,7 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn) -> tuple[Qwen2ForCaus
     return model, tok, info
 
 
-def _train_into(config: dict, target: Path, accuracy_fn) -> None:
+def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None) -> None:
     knobs, wk = config["tiny"]["task"], config["tiny"]["warmup"]
     tok = build_tokenizer(int(knobs["max_terms"]))
     inserted = InsertedTokens.from_tokenizer(tok)
@@ -157,7 +198,7 @@ def _train_into(config: dict, target: Path, accuracy_fn) -> None:
     acc, rounds, loss = 0.0, 0, float("nan")
     try:
         for rounds in range(1, int(wk["max_rounds"]) + 1):
-            loss = train_steps(model, tok, inserted, knobs, wk, int(wk["steps"]), rng)
+            loss = train_steps(model, tok, inserted, knobs, wk, int(wk["steps"]), rng, should_stop)
             acc = float(accuracy_fn(model, tok))
             log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
             if acc >= float(wk["min_acc"]):
