@@ -69,9 +69,11 @@ def read_report_runs(
     progress: bool = True,
     processes: int | None = None,
     api=None,
+    final_only: bool = False,
 ) -> ReportData:
     """Read the runs of ``spec`` (restricted to ``metrics`` globs); raise :class:`ReportError`
-    naming the producing command when there are none."""
+    naming the producing command when there are none. ``final_only``: only the last logged value
+    of each (run, metric), for reports built from :func:`final_values`."""
     exps = resolve_experiments(spec, experiments, sweep)
     where = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
@@ -81,7 +83,7 @@ def read_report_runs(
         )
     runs = load_runs(
         workdir, experiments=exps, metrics=metrics, wandb_project=wandb_project, cache_dir=cache_dir,
-        progress=progress, processes=processes, api=api,
+        progress=progress, processes=processes, api=api, last_only=final_only,
     )
     h = runs.history
     requires = spec.get("requires")

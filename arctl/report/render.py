@@ -12,11 +12,11 @@ from arctl.report.errors import ReportError
 from arctl.report.specs import load_spec
 from arctl.report.style import save_figure
 
-BUILDERS = {
-    "score_curve": (score_curve.build, lambda spec: score_curve.METRICS),
-    "training_curves": (training_curves.build, training_curves.metric_globs),
-    "cov_variance": (cov_variance.build, lambda spec: cov_variance.METRICS),
-    "tree_mask": (tree_mask.build, None),
+BUILDERS = {  # builder, metric globs of a spec, whether it reads only final values (final_values)
+    "score_curve": (score_curve.build, lambda spec: score_curve.METRICS, True),
+    "training_curves": (training_curves.build, training_curves.metric_globs, False),
+    "cov_variance": (cov_variance.build, lambda spec: cov_variance.METRICS, True),
+    "tree_mask": (tree_mask.build, None, False),
 }
 
 
@@ -57,12 +57,12 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
     builder = spec.get("builder", name)
     if builder not in BUILDERS:
         raise ReportError(f"{spec['_path']}: unknown builder {builder!r}; choose one of {', '.join(BUILDERS)}")
-    build, globs = BUILDERS[builder]
+    build, globs, final_only = BUILDERS[builder]
     data = None
     if globs is not None:
         data = read_report_runs(spec, metrics=list(globs(spec)), experiments=experiments, sweep=sweep,
                                 workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
-                                progress=progress, processes=processes, api=api)
+                                progress=progress, processes=processes, api=api, final_only=final_only)
     fig, table = build(spec, data)
     out_dir = Path(out_dir)
     paths = save_figure(fig, out_dir, name)
@@ -79,7 +79,7 @@ def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experim
     spec = load_spec("table", name)
     data = read_report_runs(spec, metrics=tables.metric_globs(spec), experiments=experiments, sweep=sweep,
                             workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
-                            progress=progress, processes=processes, api=api)
+                            progress=progress, processes=processes, api=api, final_only=True)
     table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper)
     paths.append(_write_runs_used(Path(out_dir), name, data))
     return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,

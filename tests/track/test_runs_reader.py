@@ -112,3 +112,22 @@ def test_workspace_without_runs_dir_is_searched_for_wandb_files(workspace, tmp_p
     assert len(loose) == 1 and loose[0].config_path is None
     runs = load_runs(workspace / "runs" / run_id("ctx-16k", "grpo", 0), cache_dir=tmp_path, progress=False)
     assert runs.runs["experiment"].tolist() == ["ctx-16k"] and runs.runs["arm"].tolist() == ["grpo"]
+
+
+@pytest.mark.parametrize("metrics", [None, ["eval/*/acc@*"], ["eval/*/final_acc", "train/loss"]])
+def test_last_only_is_the_last_row_of_every_run_and_metric(all_runs, workspace, metrics):
+    import pandas as pd
+
+    _, cache = all_runs
+    with pytest.warns(RunReadWarning):
+        full = load_runs(workspace, cache_dir=cache, progress=False, metrics=metrics).history
+    with pytest.warns(RunReadWarning):
+        last = load_runs(workspace, cache_dir=cache, progress=False, metrics=metrics, last_only=True).history
+    expected = full.drop_duplicates(subset=["run_id", "metric"], keep="last").reset_index(drop=True)
+    assert len(last) < len(full)
+    pd.testing.assert_frame_equal(last, expected)
+    # the resumed run's final values come from its later fragment
+    sel = last[(last["run_id"] == run_id(*RESUMED)) & (last["metric"] == "eval/aime24/final_acc")]
+    if metrics != ["eval/*/acc@*"]:
+        assert sel["step"].tolist() == [LAST_STEP]
+        assert sel["value"].iloc[0] == pytest.approx(final_acc(RESUMED[1], RESUMED[2], "aime24", LAST_STEP))
