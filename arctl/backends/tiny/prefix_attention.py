@@ -86,19 +86,6 @@ def _repeat_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
 
 
-def _own_attention(query, ks, vs, attention_mask, scale):
-    """Scores [N, H, q, k] of the rows' own keys, and a function mapping weights to outputs."""
-    if query.shape[2] == 1:  # decoding: a broadcast product beats N x H one-row matmuls
-        scores = (query * ks).sum(-1)[:, :, None] * scale
-        apply = lambda w: (w[:, :, 0, :, None] * vs).sum(2)[:, :, None]  # noqa: E731
-    else:
-        scores = (query @ ks.transpose(-1, -2)) * scale
-        apply = lambda w: w @ vs  # noqa: E731
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    return scores, apply
-
-
 def shared_prefix_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """Hugging Face attention function: ``query`` [N, H, q, d]; ``key``/``value`` [N, Hkv, k, d] the
     rows' own tokens (from the cache); ``attention_mask`` [N, 1, q, k] additive, over own tokens.
@@ -107,16 +94,19 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     groups = query.shape[1] // key.shape[1]
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     q = query.shape[2]
-    scores_s, apply_own = _own_attention(query, _repeat_heads(key, groups), _repeat_heads(value, groups), attention_mask, scale)
+    ks, vs = _repeat_heads(key, groups), _repeat_heads(value, groups)
+    scores_s = (query @ ks.transpose(-1, -2)) * scale
+    if attention_mask is not None:
+        scores_s = scores_s + attention_mask
     if prefix is None:
         weights = torch.softmax(scores_s.float(), dim=-1).to(query.dtype)
-        return apply_own(weights).transpose(1, 2).contiguous(), None
+        return (weights @ vs).transpose(1, 2).contiguous(), None
     kp = _repeat_heads(prefix.keys[module.layer_idx], groups)
     vp = _repeat_heads(prefix.values[module.layer_idx], groups)
     scores_p = prefix.unstack(prefix.stack(query) @ kp.transpose(-1, -2), q) * scale + prefix.mask
     weights = torch.softmax(torch.cat([scores_p, scores_s], dim=-1).float(), dim=-1).to(query.dtype)
     s = scores_p.shape[-1]
-    out = prefix.unstack(prefix.stack(weights[..., :s]) @ vp, q) + apply_own(weights[..., s:])
+    out = prefix.unstack(prefix.stack(weights[..., :s]) @ vp, q) + weights[..., s:] @ vs
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -125,8 +115,8 @@ AttentionInterface.register(NAME, shared_prefix_attention)
 
 @contextlib.contextmanager
 def shared_prefix(model, prefix: SharedPrefix | None):
-    """Run ``model`` with :func:`shared_prefix_attention` over ``prefix`` (None: own tokens only, a
-    fast path for one-token decoding steps) inside the block."""
+    """Run ``model`` with :func:`shared_prefix_attention` over ``prefix`` inside the block (None: own
+    tokens only; plain matmul attention, faster than CPU SDPA for one-token decoding steps)."""
     token = _ACTIVE.set(prefix)
     before = model.config._attn_implementation
     model.set_attn_implementation(NAME)
