@@ -207,10 +207,10 @@ def decode_history(joined: bytes, starts: np.ndarray, ends: np.ndarray,
     n_key = _count(f.owner, f.field == ITEM_KEY, n_it)
     n_nested = _count(f.owner, f.field == ITEM_NESTED_KEY, n_it)
     n_value = _count(f.owner, f.field == ITEM_VALUE_JSON, n_it)
-    it_bad |= (n_value > 1) | (n_key > 1) | (n_nested > 1) | ((n_key == 0) & (n_nested == 0))
+    it_bad |= (n_value > 1) | (n_key > 1) | (n_nested > 1) | ((n_key == 0) == (n_nested == 0))  # exactly one key
     k_start = np.zeros(n_it, dtype=np.int64)
     k_end = np.zeros(n_it, dtype=np.int64)
-    for num in (ITEM_KEY, ITEM_NESTED_KEY):  # a nested_key part wins over key (the reader's rule)
+    for num in (ITEM_KEY, ITEM_NESTED_KEY):
         m = f.field == num
         k_start[f.owner[m]] = f.start[m]
         k_end[f.owner[m]] = f.end[m]
