@@ -147,7 +147,27 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     return params
 
 
-EXEC_KEY = "_exec_python"  # our marker: run the job as the batch shell itself (Ray jobs)
+EXEC_KEY = "_exec_python"  # our marker: run the job under the batch shell's runner function (Ray jobs)
+JOB_RUNNER = "arctl_run_job"
+# The batch shell of a Ray job runs submitit's entry through this function: as a child, so the
+# shell's EXIT trap (stop Ray) still runs when the job ends, with the signals SLURM sends to the
+# shell (B:USR1 before the time limit, TERM) passed on to it.
+JOB_RUNNER_LINES = [
+    "# the job entry runs as a child of this shell: the EXIT trap (stop Ray) runs after it, and",
+    "# the signals SLURM sends to this shell (B:USR1 before the time limit, TERM) are passed on",
+    f"{JOB_RUNNER}() {{",
+    '  "$@" &',
+    "  arctl_job_pid=$!",
+    "  trap 'kill -USR1 \"$arctl_job_pid\" 2>/dev/null || true' USR1",
+    "  trap 'kill -TERM \"$arctl_job_pid\" 2>/dev/null || true' TERM",
+    "  local rc",
+    "  while :; do",
+    '    rc=0; wait "$arctl_job_pid" || rc=$?',
+    '    kill -0 "$arctl_job_pid" 2>/dev/null || break',
+    "  done",
+    '  return "$rc"',
+    "}",
+]
 
 
 @functools.lru_cache(maxsize=1)
@@ -172,7 +192,7 @@ def array_chunk_size(cluster: dict, ask_site: bool = True) -> int:
 
 def python_command(params: dict) -> str:
     python = shlex.quote(sys.executable)
-    return f"exec {python}" if params.get(EXEC_KEY) else python
+    return f"{JOB_RUNNER} {python}" if params.get(EXEC_KEY) else python
 
 
 def submitit_command(folder: Path, params: dict | None = None) -> str:
@@ -212,8 +232,13 @@ def local_executor(folder: Path, cluster: dict):
 
 
 def verl_job_script(config: dict, run_dir: Path) -> str | None:
-    """The Ray-cluster sbatch body for a multi-node verl run (owned by the verl backend), if any."""
-    if config.get("backend") != "verl" or int(config.get("cluster", {}).get("nodes") or 1) < 2:
+    """The Ray-cluster sbatch body of a verl run (owned by the verl backend), if any.
+
+    Every verl run gets one, a single node included (Ray head only, no workers): verl always runs
+    on Ray, and a head started by the body is sized to the allocation (``--num-cpus``, GPUs)
+    and stopped by the job, where a Ray started inside the trainer would claim the whole node.
+    """
+    if config.get("backend") != "verl":
         return None
     try:
         from arctl.backends.verl.ray_job import job_script
@@ -242,9 +267,11 @@ def with_ray_setup(params: dict, script: str) -> dict:
     """Use the verl backend's Ray job body as the setup of the submitit job.
 
     The body's Ray part (head on ``nodes[0]``, workers on the other nodes, ``RAY_ADDRESS``
-    exported) runs first; its own trainer command is replaced by submitit's, which runs our job
-    entry on the head node as the batch shell itself (``exec``, no srun), so the time-limit
-    signal (``--signal=B:USR1@...``) reaches it and submitit can checkpoint and requeue.
+    exported, an EXIT trap that stops Ray) runs first; its own trainer command is replaced by
+    submitit's, which runs our job entry on the head node as a child of the batch shell (no srun)
+    through :data:`JOB_RUNNER`: the time-limit signal (``--signal=B:USR1@...``) reaches the shell,
+    which passes it on so submitit can checkpoint and requeue, and the EXIT trap still stops Ray
+    when the job ends.
     """
     lines = []
     for block in _logical_lines(script):
@@ -254,5 +281,5 @@ def with_ray_setup(params: dict, script: str) -> dict:
         lines.extend(block.splitlines())
     delay = str(params.get("additional_parameters", {}).get("signal", "USR1@90")).split("@")[-1]
     extra = {**params.get("additional_parameters", {}), "signal": f"B:{PREEMPT_SIGNAL}@{delay}"}
-    return {**params, "setup": [*params.get("setup", []), *lines], "use_srun": False,
+    return {**params, "setup": [*params.get("setup", []), *lines, *JOB_RUNNER_LINES], "use_srun": False,
             "additional_parameters": extra, EXEC_KEY: True}

@@ -117,7 +117,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
         ray = verl_job_script(item.config, workspace.run_dir(item.run_id))
         if ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
-            scripts.append((f"sbatch script for {item.run_id} (multi-node verl with Ray)", render_sbatch(params, folder, 1)))
+            scripts.append((f"sbatch script for {item.run_id} (verl with Ray)", render_sbatch(params, folder, 1)))
         else:
             plain.append(item)
     for group in _groups(plain, array_parallelism, ask_site=False):  # a preview: do not ask the controller

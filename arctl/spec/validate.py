@@ -148,3 +148,7 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "cluster.gpus_per_node", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     if cfg["backend"] == "verl" and not _get(cfg, "model.path"):
         raise SpecError("the verl backend needs model.path", "model.path", "choose model=r1-distill-qwen-1.5b or set model.path=...")
+    if cfg["backend"] == "verl":
+        _check(cfg, "verl.smoke", lambda v: isinstance(v, bool), "true or false")
+        _check(cfg, "verl.ray_start_args", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+               "a list of `ray start` flags, e.g. ['--object-store-memory=10000000000']")

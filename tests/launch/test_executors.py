@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arctl.launch.executors import (
+    JOB_RUNNER,
+    JOB_RUNNER_LINES,
     LaunchError,
     choose_executor,
     local_parallelism,
@@ -78,7 +80,9 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
     assert "ray.scripts.scripts start --head" in script and "arctl.backends.verl.trainer" not in script
     last = script.strip().splitlines()[-1]
-    assert last.startswith("exec ") and "-m submitit.core._submit" in last  # no srun: the batch shell is the job
+    # no srun: the job entry is a child of the batch shell, through the runner function defined in the setup
+    assert last.startswith(f"{JOB_RUNNER} ") and "-m submitit.core._submit" in last
+    assert script.index(f"{JOB_RUNNER}() {{") < script.index("# command")
     assert "#SBATCH --signal=B:USR1@90" in script
     assert script.index("ray.scripts.scripts start") < script.index("submitit.core._submit")
 
@@ -96,9 +100,54 @@ def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
     assert "#SBATCH --nodes=2" in script and "#SBATCH --gpus-per-node=8" in script
     assert "-m arctl.backends.verl.trainer" not in script  # our job entry runs the trainer instead
-    assert script.strip().splitlines()[-1].startswith("exec ")
+    assert script.strip().splitlines()[-1].startswith(f"{JOB_RUNNER} ")
+    # one node: the same body (a Ray head sized to the allocation, no workers)
     single = {**run.config, "cluster": {**run.config["cluster"], "nodes": 1}}
-    assert verl_job_script(single, tmp_path / "run") is None  # one node: no Ray bootstrap needed
+    assert verl_job_script(single, tmp_path / "run") == ray_job.job_script(single, tmp_path / "run")
+    assert verl_job_script({**single, "backend": "tiny"}, tmp_path / "run") is None
+
+
+def test_the_job_runner_passes_signals_on_and_the_exit_trap_runs_after_the_job(tmp_path):
+    """The batch shell of a Ray job: USR1/TERM reach the job entry, then the EXIT trap (stop Ray) runs."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    log = tmp_path / "log"
+    child = tmp_path / "child.sh"
+    # the "job entry": records the signals it gets, exits 3 after TERM
+    child.write_text(
+        f"trap 'echo child-usr1 >> {log}' USR1\n"
+        f"trap 'echo child-term >> {log}; exit 3' TERM\n"
+        f"echo child-started >> {log}\n"
+        "while :; do sleep 0.05; done\n"
+    )
+    script = "\n".join([
+        "set -euo pipefail",
+        f"trap 'echo exit-trap rc=$? >> {log}' EXIT",
+        *JOB_RUNNER_LINES,
+        f"{JOB_RUNNER} bash {child}",
+        f"echo not-reached >> {log}",
+    ])
+    shell = subprocess.Popen([shutil.which("bash"), "-c", script])
+
+    def lines():
+        return log.read_text().split("\n")[:-1] if log.exists() else []
+
+    def wait_for(text):
+        end = time.monotonic() + 20
+        while text not in lines() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert text in lines(), lines()
+
+    wait_for("child-started")
+    shell.send_signal(signal.SIGUSR1)  # SLURM's B:USR1 before the time limit goes to the batch shell
+    wait_for("child-usr1")
+    assert shell.poll() is None  # the job goes on (submitit checkpoints and requeues from there)
+    shell.send_signal(signal.SIGTERM)
+    assert shell.wait(timeout=20) == 3  # the job's exit code
+    assert lines() == ["child-started", "child-usr1", "child-term", "exit-trap rc=3"]
 
 
 def test_choose_executor(monkeypatch, tmp_path):

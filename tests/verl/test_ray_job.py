@@ -35,7 +35,8 @@ def _run(script: str, tmp_path: Path, nodelist: str, hosts: list[str], extra_env
         # ignore the job's EXIT-trap kill of background ray starts so every call gets recorded
         "trap '' TERM\n"
         f'printf "%s\\x1f" "$@" >> {log}; printf "\\n" >> {log}\n'
-        'for a in "$@"; do if [ "$a" = hostname ]; then echo "10.0.0.1 fe80::1"; fi; done\n'
+        'for a in "$@"; do case "$a" in --ip-address) echo "${STUB_HOST_IP:-10.0.0.1 fe80::1}";;\n'
+        '  --all-ip-addresses) echo "10.0.0.9 fd00::9";; esac; done\n'
         f'for a in "$@"; do if [ "$a" = arctl.backends.verl.trainer ]; then env > {tmp_path}/trainer.env; fi; done\n',
     )
     script_path = tmp_path / "job.sh"
@@ -129,3 +130,45 @@ def test_api_key_never_written(config, tmp_path, monkeypatch):
     script = job_script(config, tmp_path / "run")
     assert "secret-key-123" not in script
     assert "WANDB_API_KEY=" not in script.replace("${WANDB_API_KEY:-}", "")
+
+
+def _env_of_trainer(tmp_path: Path) -> dict:
+    return dict(line.split("=", 1) for line in (tmp_path / "trainer.env").read_text().splitlines() if "=" in line)
+
+
+def test_a_host_name_on_loopback_falls_back_to_an_interface_address(config, tmp_path):
+    """/etc/hosts mapping the host name to 127.x must not give workers (or the trainer) a loopback head."""
+    script = job_script(config, tmp_path / "run", python="python3")
+    proc, calls = _run(script, tmp_path, "n1,n2", ["n1", "n2"], extra_env={"STUB_HOST_IP": "127.0.1.1"})
+    assert proc.returncode == 0, proc.stderr
+    workers = [c for c in calls if "start" in c and "--head" not in c and "ray.scripts.scripts" in c]
+    assert [c for c in calls if "--head" in c][0].count("--node-ip-address=10.0.0.9") == 1
+    assert workers and all("--address=10.0.0.9:6379" in c for c in workers)
+    assert _env_of_trainer(tmp_path)["RAY_ADDRESS"] == "10.0.0.9:6379"
+
+
+def test_ray_is_sized_to_the_allocation_with_a_per_job_token(config, tmp_path):
+    config["verl"]["ray_start_args"] = ["--object-store-memory=100000000", "--labels=a b;touch pwned"]
+    script = job_script(config, tmp_path / "run", python="python3")
+    proc, calls = _run(script, tmp_path, "n1,n2", ["n1", "n2"], extra_env={"SLURM_JOB_ID": "4242"})
+    assert proc.returncode == 0, proc.stderr
+    starts = [c for c in calls if "ray.scripts.scripts" in c]
+    assert len(starts) == 2 and not list(tmp_path.glob("pwned*"))
+    for call in starts:  # head and worker alike
+        assert "--num-cpus=4" in call and "--num-gpus=8" in call  # SLURM_CPUS_PER_TASK, cluster.gpus_per_node
+        assert "--temp-dir=/tmp/arctl-ray-4242" in call and "--disable-usage-stats" in call
+        assert call[-3:] == ["--object-store-memory=100000000", "--labels=a b;touch pwned", "--block"]
+    env = _env_of_trainer(tmp_path)
+    assert env["ARCTL_RAY_TMP"] == "/tmp/arctl-ray-4242" and env["RAY_AUTH_MODE"] == "token"
+    token = env["RAY_AUTH_TOKEN"]
+    assert len(token) == 64 and int(token, 16) >= 0 and token not in script  # made at run time, never written
+    _run(script, tmp_path, "n1", ["n1"])
+    assert _env_of_trainer(tmp_path)["RAY_AUTH_TOKEN"] != token  # a fresh token per job
+
+
+def test_without_a_gpu_request_ray_counts_the_gpus_itself(config, tmp_path):
+    config["cluster"]["gpus_per_node"] = 0
+    proc, calls = _run(job_script(config, tmp_path / "run", python="python3"), tmp_path, "n1", ["n1"])
+    assert proc.returncode == 0, proc.stderr
+    (head,) = [c for c in calls if "--head" in c]
+    assert not any(a.startswith("--num-gpus") for a in head)

@@ -41,6 +41,8 @@ VERL_DEFAULTS: dict[str, Any] = {
     "val_before_train": True,
     "eval_only": False,  # anytime evaluation of a checkpoint on eval.grid (arctl.backends.verl.trainer)
     "eval_checkpoint": None,  # null: the newest checkpoint in run_dir/checkpoints
+    "smoke": False,  # plumbing check without GPU work (arctl.backends.verl.smoke)
+    "ray_start_args": [],  # extra flags for every `ray start` of the job body (ray_job.py)
     "overrides": [],
 }
 TREE_LAYOUTS = ("flex", "dense", "duplicate")

@@ -1,10 +1,23 @@
-"""The multi-node Ray-on-SLURM job body that runs one arctl config on verl.
+"""The Ray-on-SLURM job body that runs one arctl config on verl (one node or many).
 
 Layout (verl's multi-node recipe, with its node-array bug fixed): the allocation's hosts come from
 ``nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))`` (one array element per host); the Ray
-head starts on ``nodes[0]``, one Ray worker on each other listed node, and the trainer
-(``python -m arctl.backends.verl.trainer RUN_DIR``) runs on the head and connects through
-``RAY_ADDRESS``. W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
+head starts on ``nodes[0]``, one Ray worker on each other listed node (none on a single node), and
+the trainer (``python -m arctl.backends.verl.trainer RUN_DIR``) runs on the head and connects
+through ``RAY_ADDRESS``.
+
+Ray is sized to the allocation: ``--num-cpus`` = the task's CPUs, ``--num-gpus`` =
+``cluster.gpus_per_node`` when the job requests GPUs (else Ray counts the GPUs it can see), plus
+``verl.ray_start_args`` (extra flags for every ``ray start``, e.g. ``--object-store-memory=N``).
+Ray's files go to a short per-job directory ``${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ray-$SLURM_JOB_ID``
+(Ray's socket paths must stay under ~107 characters, so not the run directory), exported as
+``ARCTL_RAY_TMP``. Ray's token authentication uses a fresh random token per job, exported as
+``RAY_AUTH_TOKEN`` with ``RAY_AUTH_MODE=token`` (environment only, never in the script or on
+disk): Ray 2.60's ``ray start --head`` turns token auth on by itself when ``~/.ray/auth_token``
+exists, while a driver given ``RAY_AUTH_MODE`` unset and an explicit address does not, so without
+this the trainer cannot join its own head. The EXIT trap stops the ``ray start --block`` steps (Ray then stops its own
+processes) and, after a successful job, removes the head's Ray directory (kept for its logs when
+the job failed). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
 job's environment (``sbatch`` exports the submitter's), never written into the script.
 Checkpoints go to ``RUN_DIR/checkpoints``; verl's ``trainer.resume_mode`` (``auto``: resume from
 the newest checkpoint there) makes a requeued job continue where it stopped.
@@ -37,8 +50,14 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     run_dir = Path(run_dir)
     cluster = config.get("cluster") or {}
     wandb = config.get("wandb") or {}
-    gpus = int(cluster.get("gpus_per_node") or 0) or int(verl_setting(config, "n_gpus_per_node"))
+    requested_gpus = int(cluster.get("gpus_per_node") or 0)
     nodes = int(cluster.get("nodes") or 1)
+    # GPUs SLURM gave each node; without a GPU request Ray counts the visible GPUs itself
+    gpu_flag = f" --num-gpus={requested_gpus}" if requested_gpus > 0 else ""
+    extra_args = verl_setting(config, "ray_start_args") or []
+    if isinstance(extra_args, str):
+        extra_args = [extra_args]
+    ray_args = "".join(" " + _q(a) for a in extra_args)
     py = python or sys.executable or "python"
     overrides = verl_overrides(config, run_dir)
 
@@ -84,26 +103,50 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         "fi",
         'head_node="${nodes[0]}"',
         'head_ip="$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address | awk \'{print $1}\')"',
+        "# a host name mapped to loopback in /etc/hosts: use the head's first interface address instead",
+        'case "$head_ip" in 127.*|::1|"")',
+        '  head_ip="$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --all-ip-addresses | awk \'{print $1}\')";;',
+        "esac",
         f"ray_port={RAY_PORT}",
         'export RAY_ADDRESS="${head_ip}:${ray_port}"',
         'cpus="${SLURM_CPUS_PER_TASK:-$(nproc)}"',
-        f"gpus={gpus}",
+        "# Ray token authentication with a fresh token per job, in the environment only (never on disk):",
+        "# every `ray start` and the trainer get it through srun; a stale ~/.ray/auth_token cannot split them",
+        "export RAY_AUTH_MODE=token",
+        "export RAY_AUTH_TOKEN=\"$(od -An -tx1 -N32 /dev/urandom | tr -d ' \\n')\"",
+        "# Ray's files: a short per-job path (socket paths have a length limit)",
+        'export ARCTL_RAY_TMP="${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ray-${SLURM_JOB_ID:-$$}"',
         "",
-        "cleanup() { for pid in \"${ray_pids[@]:-}\"; do kill \"$pid\" 2>/dev/null || true; done; }",
+        "# on exit: stop the ray steps (ray start --block stops its own processes on SIGTERM),",
+        "# wait for them, and drop the head's Ray directory unless the job failed (its logs)",
+        "cleanup() {",
+        "  local rc=$? pid t",
+        '  for pid in "${ray_pids[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done',
+        '  for pid in "${ray_pids[@]:-}"; do',
+        '    for ((t = 0; t < 2 * ${ARCTL_RAY_STOP_WAIT_S:-60}; t++)); do',
+        '      { [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; } || break',
+        "      sleep 0.5",
+        "    done",
+        "  done",
+        '  if [ "$rc" -eq 0 ]; then rm -rf "$ARCTL_RAY_TMP"',
+        '  else echo "arctl: Ray logs kept in ${ARCTL_RAY_TMP} on ${head_node:-the head}" >&2; fi',
+        "}",
         "ray_pids=()",
         "trap cleanup EXIT",
         "",
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
         f'  {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
-        f'  --dashboard-port={RAY_DASHBOARD_PORT} --num-cpus="$cpus" --num-gpus="$gpus" --block &',
+        f'  --dashboard-port={RAY_DASHBOARD_PORT} --num-cpus="$cpus"{gpu_flag} --temp-dir="$ARCTL_RAY_TMP" \\',
+        f"  --disable-usage-stats{ray_args} --block &",
         "ray_pids+=($!)",
         "sleep \"${ARCTL_RAY_HEAD_WAIT_S:-10}\"",
         'for ((i = 1; i < ${#nodes[@]}; i++)); do',
         '  node="${nodes[$i]}"',
         '  echo "arctl: ray worker on ${node}"',
         '  srun --overlap --nodes=1 --ntasks=1 -w "$node" \\',
-        f'    {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus" --num-gpus="$gpus" --block &',
+        f'    {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus"{gpu_flag} \\',
+        f'    --temp-dir="$ARCTL_RAY_TMP" --disable-usage-stats{ray_args} --block &',
         "  ray_pids+=($!)",
         "  sleep \"${ARCTL_RAY_WORKER_WAIT_S:-5}\"",
         "done",
