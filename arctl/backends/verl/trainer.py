@@ -1,7 +1,7 @@
 """``train(config, run_dir, stop_event)``: run one arctl config on verl 0.9.1, in this process.
 
 The job entry calls it on the Ray head node (``RAY_ADDRESS`` set by the job body of
-:mod:`arctl.backends.verl.ray_job` on multi-node runs; a local Ray otherwise). It builds the verl
+:mod:`arctl.backends.verl.ray_job` on SLURM, one node or many; verl starts a local Ray otherwise). It builds the verl
 override list, composes and checks verl's own config, points W&B at ``run_dir/wandb`` (project,
 group = experiment, name = ``{arm}-s{seed}``, resumable id), then runs ``verl.trainer.main_ppo``'s
 ``run_ppo`` with the v1 task runner (trainer mode ``arctl``). Checkpoints go to
@@ -13,6 +13,9 @@ checkpoints after the current step and ends; ``train`` returns ``"preempted"``.
 Eval-only mode (``verl.eval_only=true``, optional ``verl.eval_checkpoint``): anytime evaluation of a
 checkpoint on the ``eval.grid`` budgets (32 by default) for ``eval.final_datasets``, logged as
 ``eval/{dataset}/acc@{budget}``, ``anytime_acc``, ``final_acc``.
+
+Smoke mode (``verl.smoke=true``): the plumbing checks of :mod:`arctl.backends.verl.smoke` (plugin,
+verl config, Ray on every node, data, model, GPUs) instead of training; ``run_dir/smoke.json``.
 
 ``python -m arctl.backends.verl.trainer RUN_DIR`` runs ``RUN_DIR/config.yaml``.
 """
@@ -110,6 +113,22 @@ def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
     return env
 
 
+def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
+    """Put the W&B settings into ``ray_kwargs.ray_init.runtime_env.env_vars`` of the verl config.
+
+    Ray actors (verl's TaskRunner logs to W&B) get them through the runtime env; the API key stays
+    in the process environment that Ray workers inherit and is never put in the config, which
+    verl prints.
+    """
+    from omegaconf import OmegaConf
+
+    existing = OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
+    env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
+    env_vars.update(wandb_env(config, Path(run_dir)))
+    OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
+    return cfg
+
+
 def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event) -> None:
     while not done.is_set():
         if stop_event.wait(timeout=1.0):
@@ -118,10 +137,17 @@ def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event) 
 
 
 def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None) -> str:
-    """Run the config on verl; return ``"completed"`` or ``"preempted"``."""
-    from omegaconf import OmegaConf
+    """Run the config on verl; return ``"completed"`` or ``"preempted"``.
 
+    ``verl.smoke=true``: only the plumbing checks of :mod:`arctl.backends.verl.smoke` (no GPU
+    work), written to ``run_dir/smoke.json``; returns ``"completed"`` when they pass.
+    """
     run_dir = Path(run_dir)
+    if bool(verl_setting(config, "smoke")):
+        from arctl.backends.verl.smoke import run_smoke
+
+        run_smoke(config, run_dir)
+        return "completed"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
     stop_file = run_dir / STOP_FILE
@@ -129,13 +155,11 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     _, cfg = verl_run_config(config, run_dir)
     _check_inputs(config, cfg)
 
-    env = wandb_env(config, run_dir)
-    # Ray actors (verl's TaskRunner logs to W&B) get the W&B settings through the runtime env (the API key stays in the process
-    # environment that Ray workers inherit; it is never put in the config, which verl prints)
-    existing = OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
-    env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
-    env_vars.update(env)
-    OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
+    with_wandb_env(cfg, config, run_dir)
+    if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
+        from arctl.backends.verl.ray_connect import wait_for_head
+
+        wait_for_head(os.environ["RAY_ADDRESS"])
 
     done = threading.Event()
     watcher = None
@@ -164,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m arctl.backends.verl.trainer RUN_DIR", file=sys.stderr)
         return 2
+    from arctl.backends.verl.ray_connect import RayConnectError
+    from arctl.backends.verl.smoke import SmokeError
+
     run_dir = Path(args[0])
     config_path = run_dir / "config.yaml"
     if not config_path.exists():
@@ -172,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     config = yaml.safe_load(config_path.read_text())
     try:
         result = train(config, run_dir)
-    except VerlConfigError as err:
+    except (VerlConfigError, RayConnectError, SmokeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(result)

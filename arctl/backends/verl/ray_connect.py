@@ -1,0 +1,79 @@
+"""Joining the Ray cluster the job body started: wait for its head, then ``ray.init`` as verl does.
+
+The job body (:mod:`arctl.backends.verl.ray_job`) exports ``RAY_ADDRESS=<head ip>:<port>`` and
+starts the head in the background; the Python side waits until the head's GCS port accepts
+connections (``ARCTL_RAY_HEAD_TIMEOUT_S``, default 300 s) instead of trusting a fixed sleep.
+:func:`ray_init_kwargs` builds the ``ray.init`` arguments exactly as verl's ``run_ppo`` does
+(verl's PPO runtime env merged with ``ray_kwargs.ray_init``), so a smoke run joins Ray the way
+the real run will.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+HEAD_TIMEOUT_ENV = "ARCTL_RAY_HEAD_TIMEOUT_S"
+DEFAULT_HEAD_TIMEOUT_S = 300.0
+
+
+class RayConnectError(RuntimeError):
+    """The Ray cluster of the job cannot be reached (one line: what, where, what to do)."""
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``"10.0.0.1:6379"`` -> ``("10.0.0.1", 6379)``; a clear error for anything else."""
+    text = address.strip()
+    for prefix in ("ray://", "http://", "https://"):
+        if text.startswith(prefix):
+            raise RayConnectError(
+                f"RAY_ADDRESS={address!r} is a client/dashboard address; the job needs the head's GCS address HOST:PORT"
+            )
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RayConnectError(f"RAY_ADDRESS={address!r} is not HOST:PORT (e.g. 10.0.0.1:6379)")
+    return host.strip("[]"), int(port)
+
+
+def head_timeout_s() -> float:
+    value = os.environ.get(HEAD_TIMEOUT_ENV)
+    try:
+        return float(value) if value else DEFAULT_HEAD_TIMEOUT_S
+    except ValueError:
+        raise RayConnectError(f"{HEAD_TIMEOUT_ENV}={value!r} is not a number of seconds") from None
+
+
+def wait_for_head(address: str, timeout_s: float | None = None, poll_s: float = 0.5) -> float:
+    """Block until the Ray head at ``address`` accepts TCP connections; return the seconds waited."""
+    host, port = split_address(address)
+    timeout = head_timeout_s() if timeout_s is None else timeout_s
+    start = time.monotonic()
+    last: OSError | None = None
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=min(5.0, max(timeout, 0.1))):
+                return time.monotonic() - start
+        except OSError as err:
+            last = err
+        if time.monotonic() - start >= timeout:
+            raise RayConnectError(
+                f"nothing answers at RAY_ADDRESS={address} after {timeout:.0f}s ({last}) — the Ray head did not "
+                "start: see the `ray start --head` lines in the job log (`arctl logs RUN`)"
+            )
+        time.sleep(poll_s)
+
+
+def ray_init_kwargs(cfg: Any) -> dict:
+    """The ``ray.init`` keyword arguments verl's ``run_ppo`` would use for the composed config ``cfg``."""
+    from omegaconf import OmegaConf
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    default_runtime_env = get_ppo_ray_runtime_env(cfg)
+    ray_init = cfg.ray_kwargs.get("ray_init", {})
+    runtime_env_kwargs = ray_init.get("runtime_env", {})
+    if cfg.transfer_queue.enable:
+        default_runtime_env.setdefault("env_vars", {})["TRANSFER_QUEUE_ENABLE"] = "1"
+    runtime_env = OmegaConf.merge(default_runtime_env, runtime_env_kwargs)
+    return OmegaConf.to_container(OmegaConf.create({**ray_init, "runtime_env": runtime_env}))
