@@ -1,0 +1,68 @@
+"""save_figure: PNG + PDF + SVG, the PDF and SVG written by forked copies of the process."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+from arctl.report import style
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked saving is Linux-only")
+
+
+def _figure():
+    fig, axes = style.new_figure(1, 2)
+    for i, ax in enumerate(axes[0]):
+        ax.plot([0, 1, 2], [i, i + 1, i * 2], label=f"arm {i}")
+        ax.set_xlabel("step")
+        ax.set_ylabel("accuracy (%)")
+    style.add_legend(fig, *axes[0][0].get_legend_handles_labels())
+    style.add_footnote(fig, "Runs: test ×1 (unit)")
+    return fig
+
+
+def _svg_body(path) -> str:
+    return re.sub(r"<dc:date>.*?</dc:date>", "", path.read_text())
+
+
+def test_three_formats_written_and_equal_to_a_serial_save(tmp_path, monkeypatch):
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "fixed"}):  # deterministic SVG ids
+        forked = style.save_figure(_figure(), tmp_path / "forked", "fig")
+        monkeypatch.setenv("ARCTL_SERIAL_SAVE", "1")
+        serial = style.save_figure(_figure(), tmp_path / "serial", "fig")
+    assert [p.suffix for p in forked] == [".png", ".pdf", ".svg"]
+    heads = {".png": b"\x89PNG", ".pdf": b"%PDF", ".svg": b"<?xml"}
+    for p in forked:
+        assert p.read_bytes().startswith(heads[p.suffix]) and p.stat().st_size > 5000, p
+    assert forked[0].read_bytes() == serial[0].read_bytes()
+    assert _svg_body(forked[2]) == _svg_body(serial[2])
+    assert abs(forked[1].stat().st_size - serial[1].stat().st_size) < 200  # only dates differ
+
+
+def test_a_failing_child_is_replaced_by_saving_here(tmp_path, monkeypatch):
+    parent = os.getpid()
+    real = style._savefig
+    calls = []
+
+    def flaky(fig, path):
+        if os.getpid() != parent:
+            raise RuntimeError("child failure")
+        calls.append(path.suffix)
+        real(fig, path)
+
+    monkeypatch.setattr(style, "_savefig", flaky)
+    paths = style.save_figure(_figure(), tmp_path, "fig")
+    assert sorted(calls) == [".pdf", ".png", ".svg"]  # both children failed; all written here
+    assert all(p.stat().st_size > 5000 for p in paths)
+
+
+def test_layout_engine_is_restored(tmp_path):
+    fig = _figure()
+    engine = fig.get_layout_engine()
+    style.save_figure(fig, tmp_path, "fig")
+    assert fig.get_layout_engine() is engine
