@@ -34,8 +34,9 @@ _PAD = 32  # zero bytes after the data: varint reads past a message's end stay i
 _MAX_VARINT = 10
 
 
-def _varints(a: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, position after it, ok) of the varints starting at positions ``p`` of ``a``."""
+def _varints(a: np.ndarray, p: np.ndarray, max_len: int = _MAX_VARINT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, position after it, ok) of the varints starting at positions ``p`` of ``a``; not ok
+    when longer than ``max_len`` bytes or not a non-negative int64 (the value is then garbage)."""
     b = a[p]
     val = (b & 0x7F).astype(np.int64)
     n = np.ones(len(p), dtype=np.int64)
@@ -43,15 +44,58 @@ def _varints(a: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     idx = np.flatnonzero(b & 0x80)
     shift = 7
     while idx.size:
-        if shift >= 7 * _MAX_VARINT:
+        if shift >= 7 * max_len:
             ok[idx] = False
             break
         bb = a[p[idx] + n[idx]]
-        val[idx] |= (bb & 0x7F).astype(np.int64) << shift
+        if shift < 63:
+            val[idx] |= (bb & 0x7F).astype(np.int64) << shift
+        else:
+            ok[idx[(bb & 0x7F) != 0]] = False
         n[idx] += 1
         idx = idx[(bb & 0x80) != 0]
         shift += 7
     return val, p + n, ok & (val >= 0)
+
+
+NON_ONEOF = (1, 16, 19, 200)  # Record fields outside the record-type oneof: num, control, uuid, _info
+
+
+def record_fields(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """:func:`arctl.track.wandb_offline.record_field` of every record ``data[starts[i]:ends[i]]``:
+    the field number of the first field that is not num/control/uuid/_info, 0 if unreadable."""
+    n_rec = len(starts)
+    out = np.zeros(n_rec, dtype=np.int64)
+    if not n_rec:
+        return out
+    a = np.frombuffer(data, dtype=np.uint8)
+    a = np.concatenate([a, np.zeros(_PAD * 8, dtype=np.uint8)])
+    cur = np.asarray(starts, dtype=np.int64).copy()
+    end = np.asarray(ends, dtype=np.int64)
+    idx = np.flatnonzero(cur < end)
+    non_oneof = np.array(NON_ONEOF)
+    while idx.size:
+        e = end[idx]
+        tag, p2, ok = _varints(a, cur[idx], max_len=_PAD)
+        inside = ok & (p2 <= e)  # a tag cut by the end of the record: unreadable
+        field, wire = tag >> 3, tag & 7
+        found = inside & ~np.isin(field, non_oneof)
+        out[idx[found]] = field[found]
+        go = inside & ~found & ((wire == 0) | (wire == 2))
+        nxt = p2.copy()
+        w = go & (wire == 0)
+        if w.any():
+            _, q, _ = _varints(a, p2[w], max_len=_PAD)
+            nxt[w] = q
+            go[w] &= q <= e[w]
+        w = go & (wire == 2)
+        if w.any():
+            length, q, okl = _varints(a, p2[w], max_len=_PAD)
+            nxt[w] = q + np.where(okl, length, 0)
+            go[w] &= okl & (q <= e[w])
+        cur[idx] = nxt
+        idx = idx[go & (nxt < e)]
+    return out
 
 
 @dataclass

@@ -72,10 +72,10 @@ def crc32c(data: bytes, crc: int = 0) -> int:
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(256)]
 
 
-def _checksum_ok(expected: int, chunk_type: int, data: bytes) -> bool:
+def _checksum_ok(expected: int, chunk_type: int, data: bytes | memoryview) -> bool:
     if zlib.crc32(data, _TYPE_CRC[chunk_type]) == expected:
         return True
-    return crc32c(bytes([chunk_type]) + data) == expected
+    return crc32c(bytes([chunk_type]) + bytes(data)) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,6 +86,34 @@ def iter_records(buf: bytes, warn: Callable[[str], None], where: str = "") -> It
     Raises :class:`WandbFileError` only when the header is wrong; damage after the header goes to
     ``warn`` and the intact records around it are still yielded.
     """
+    for rec in _frame(buf, warn, where):
+        yield buf[rec[0] : rec[1]] if isinstance(rec, tuple) else rec
+
+
+def scan_records(buf: bytes, warn: Callable[[str], None], where: str = "") -> tuple[bytes, np.ndarray, np.ndarray]:
+    """(data, starts, ends): the intact records of :func:`iter_records`, in order, as
+    ``data[starts[i]:ends[i]]`` without a copy per record (``data`` is ``buf`` followed by the
+    records that span several chunks, joined)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    extra: list[bytes] = []
+    n = len(buf)
+    for rec in _frame(buf, warn, where):
+        if isinstance(rec, tuple):
+            starts.append(rec[0])
+            ends.append(rec[1])
+        else:
+            starts.append(n)
+            n += len(rec)
+            ends.append(n)
+            extra.append(rec)
+    data = b"".join([buf, *extra]) if extra else buf
+    return data, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tuple[int, int] | bytes]:
+    """The framing of :func:`iter_records`: a FULL record as its (start, end) in ``buf``, a record
+    of several chunks as its joined bytes."""
     n = len(buf)
     if n < HEADER_LEN:
         if n:
@@ -100,6 +128,7 @@ def iter_records(buf: bytes, warn: Callable[[str], None], where: str = "") -> It
     pos = HEADER_LEN
     pending: list[bytes] | None = None
     unpack = _CHUNK.unpack_from
+    view = memoryview(buf)
     while pos < n:
         left = BLOCK_LEN - pos % BLOCK_LEN
         if left < CHUNK_HEADER_LEN:  # block trailer (zero padding)
@@ -128,32 +157,32 @@ def iter_records(buf: bytes, warn: Callable[[str], None], where: str = "") -> It
                  "bytes); kept the records before it")
             pending = None
             break
-        data = buf[pos + CHUNK_HEADER_LEN : end]
+        data = view[pos + CHUNK_HEADER_LEN : end]
         if not _checksum_ok(crc, ctype, data):
             warn(f"{where}: checksum mismatch at byte {pos}; skipping the rest of its block")
             pending = None
             pos += left
             continue
-        pos = end
+        start, pos = pos + CHUNK_HEADER_LEN, end
         if ctype == FULL:
             if pending is not None:
                 warn(f"{where}: record before byte {pos} has no LAST chunk; dropped it")
                 pending = None
-            yield data
+            yield start, end
         elif ctype == FIRST:
             if pending is not None:
                 warn(f"{where}: record before byte {pos} has no LAST chunk; dropped it")
-            pending = [data]
+            pending = [bytes(data)]
         elif ctype == MIDDLE:
             if pending is None:
                 warn(f"{where}: MIDDLE chunk without FIRST at byte {pos}; dropped it")
             else:
-                pending.append(data)
+                pending.append(bytes(data))
         else:  # LAST
             if pending is None:
                 warn(f"{where}: LAST chunk without FIRST at byte {pos}; dropped it")
             else:
-                pending.append(data)
+                pending.append(bytes(data))
                 yield b"".join(pending)
                 pending = None
     if pending is not None:
@@ -267,7 +296,15 @@ def _apply_config(config: dict, items) -> None:
 def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> tuple[list[str], np.ndarray]:
     """(keys, values[row, key]) of the history records ``payloads`` (serialized Records), in order:
     one row per decodable record, columns in order of first appearance, NaN where a row did not
-    log a key or its value is not a number.
+    log a key or its value is not a number (see :func:`history_table_at`)."""
+    lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+    ends = np.cumsum(lengths)
+    return history_table_at(b"".join(payloads), ends - lengths, ends, warn, where)
+
+
+def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Callable[[str], None],
+                     where: str = "") -> tuple[list[str], np.ndarray]:
+    """:func:`history_table` of the records ``data[starts[i]:ends[i]]``.
 
     The regular records (the shape wandb writes) are decoded in bulk by
     :func:`arctl.track.wandb_history.decode_history`; the others by protobuf, one by one, with
@@ -275,16 +312,17 @@ def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str
     """
     from arctl.track.wandb_history import decode_history
 
-    if not payloads:
+    n_rec = len(starts)
+    if not n_rec:
         return [], np.zeros((0, 0))
-    lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
-    ends = np.cumsum(lengths)
-    joined = b"".join(payloads)
+
+    def payload(r: int) -> bytes:
+        return data[int(starts[r]) : int(ends[r])]
+
     try:
-        items = decode_history(joined, ends - lengths, ends, _to_float)
+        items = decode_history(data, starts, ends, _to_float)
     except ValueError:  # a key or value that is not UTF-8: protobuf decides what to keep
-        return history_table_protobuf(payloads, warn, where)
-    n_rec = len(payloads)
+        return history_table_protobuf([payload(r) for r in range(n_rec)], warn, where)
     # first appearance of each key: (record, position) — sorts the columns like the reference
     first_at: dict[str, tuple[int, int]] = {}
     if len(items.code):
@@ -300,7 +338,7 @@ def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str
 
         for r in items.irregular.tolist():
             try:
-                its = pb.Record.FromString(payloads[r]).history.item
+                its = pb.Record.FromString(payload(r)).history.item
             except Exception as e:  # a record with an intact checksum that protobuf cannot decode
                 warn(f"{where}: undecodable history record ({type(e).__name__}); skipped it")
                 dropped[r] = True
@@ -378,24 +416,20 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     wandb_id = path.stem[4:] if path.stem.startswith("run-") else path.stem
     run = RunData(wandb_id=wandb_id, source=where, warnings=warnings)
 
+    from arctl.track.wandb_history import record_fields
+
     Record = pb.Record
-    history: list[bytes] = []
-    tail: list[bytes] = []  # the last summary records when summary=False
+    data, starts, ends = scan_records(buf, warnings.append, where)
+    fields = record_fields(data, starts, ends)
+    is_history = fields == FIELD_HISTORY
+    wanted = np.isin(fields, (FIELD_CONFIG, FIELD_RUN, FIELD_EXIT) + ((FIELD_SUMMARY,) if summary else ()))
+    # the last summary records when summary=False
+    tail = [] if summary else np.flatnonzero(fields == FIELD_SUMMARY)[-SUMMARY_TAIL:].tolist()
     summ: dict = {}
-    for payload in iter_records(buf, warnings.append, where):
-        field = record_field(payload)
-        if field == FIELD_HISTORY:
-            history.append(payload)
-            continue
-        if field == FIELD_SUMMARY and not summary:
-            tail.append(payload)
-            if len(tail) > 2 * SUMMARY_TAIL:
-                del tail[:SUMMARY_TAIL]
-            continue
-        if field not in (FIELD_SUMMARY, FIELD_CONFIG, FIELD_RUN, FIELD_EXIT):
-            continue
+    for r in np.flatnonzero(wanted).tolist():
+        field = int(fields[r])
         try:
-            rec = Record.FromString(payload)
+            rec = Record.FromString(data[int(starts[r]) : int(ends[r])])
         except Exception as e:  # a record with an intact checksum that protobuf cannot decode
             warnings.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
             continue
@@ -407,17 +441,17 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
         elif field == FIELD_CONFIG:
             _apply_config(run.config, rec.config.update)
         elif field == FIELD_RUN:
-            r = rec.run
-            run.wandb_id = r.run_id or run.wandb_id
-            run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
-            run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
-            _apply_config(run.config, r.config.update)
+            r_ = rec.run
+            run.wandb_id = r_.run_id or run.wandb_id
+            run.project, run.entity, run.group, run.name = r_.project, r_.entity, r_.run_group, r_.display_name
+            run.start_time = r_.start_time.seconds + r_.start_time.nanos * 1e-9
+            _apply_config(run.config, r_.config.update)
         elif field == FIELD_EXIT:
             run.exit_code = int(rec.exit.exit_code)
             run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
             run.state = "finished" if run.exit_code == 0 else "failed"
 
-    run.keys, run.values = history_table(history, warnings.append, where)
+    run.keys, run.values = history_table_at(data, starts[is_history], ends[is_history], warnings.append, where)
 
     if summary:
         run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
@@ -427,9 +461,9 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             ok = np.flatnonzero(~np.isnan(col))
             if ok.size and not k.startswith("_"):
                 run.summary[k] = float(col[ok[-1]])
-        for payload in tail[-SUMMARY_TAIL:]:
+        for r in tail:
             try:
-                rec = Record.FromString(payload).summary
+                rec = Record.FromString(data[int(starts[r]) : int(ends[r])]).summary
             except Exception:
                 continue
             for it in rec.update:

@@ -164,3 +164,45 @@ def test_many_random_rows_match(tmp_path):
             h.item.add(nested_key=[k], value_json=repr(rnd.uniform(-1e6, 1e6)))
         payloads.append(pb.Record(num=n, history=h).SerializeToString())
     _assert_same(payloads)
+
+
+_INTERESTING = (wo.FIELD_HISTORY, wo.FIELD_SUMMARY, wo.FIELD_CONFIG, wo.FIELD_RUN, wo.FIELD_EXIT)
+
+
+def _interesting(field: int) -> int:
+    return field if field in _INTERESTING else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=40), _records().map(lambda ps: b"".join(ps))), max_size=8))
+def test_record_fields_in_bulk_equal_record_field(payloads):
+    lengths = np.array([len(p) for p in payloads], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    got = wh.record_fields(b"".join(payloads), ends - lengths, ends)
+    assert [_interesting(int(f)) for f in got] == [_interesting(wo.record_field(p)) for p in payloads]
+
+
+def test_record_fields_of_real_records(workspace):
+    for path in sorted(workspace.rglob("run-*.wandb"))[:4]:
+        data, starts, ends = wo.scan_records(path.read_bytes(), lambda m: None)
+        expected = [wo.record_field(data[s:e]) for s, e in zip(starts, ends)]
+        assert wh.record_fields(data, starts, ends).tolist() == expected
+        assert {wo.FIELD_HISTORY, wo.FIELD_RUN, wo.FIELD_EXIT} <= set(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 70_000), min_size=1, max_size=6), st.integers(0, 2**31), st.randoms())
+def test_scan_records_equals_iter_records_on_damaged_logs(sizes, cut, rnd):
+    from wandb_workspace import frame_records
+
+    payloads = [bytes([rnd.randrange(256) for _ in range(min(n, 50))]) * (n // 50 + 1) for n in sizes]
+    blob = bytearray(frame_records([p[: n] for p, n in zip(payloads, sizes)]))
+    for _ in range(rnd.randrange(3)):  # flip bytes after the file header (chunk headers, payloads)
+        blob[rnd.randrange(wo.HEADER_LEN, len(blob))] ^= 1 << rnd.randrange(8)
+    blob = bytes(blob[: len(blob) - cut % 4000])
+    w1: list[str] = []
+    w2: list[str] = []
+    expected = list(wo.iter_records(blob, w1.append))
+    data, starts, ends = wo.scan_records(blob, w2.append)
+    assert [data[s:e] for s, e in zip(starts, ends)] == expected
+    assert w1 == w2
