@@ -172,3 +172,29 @@ def test_without_a_gpu_request_ray_counts_the_gpus_itself(config, tmp_path):
     assert proc.returncode == 0, proc.stderr
     (head,) = [c for c in calls if "--head" in c]
     assert not any(a.startswith("--num-gpus") for a in head)
+
+
+def test_ray_steps_ignore_the_preemption_signals():
+    """`scancel --signal=USR1 JOB` (no --batch) signals every step: Ray must survive it; TERM still stops it."""
+    import signal
+    import sys
+    import time
+
+    from arctl.backends.verl.ray_job import IGNORE_PREEMPT
+
+    proc = subprocess.Popen([BASH, "-c", f"{IGNORE_PREEMPT} {sys.executable} -c 'import time; time.sleep(60)'"])
+    try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        end = time.monotonic() + 20
+        while b"time.sleep" not in cmdline.read_bytes() and time.monotonic() < end:  # bash exec'd python
+            time.sleep(0.05)
+        assert b"time.sleep" in cmdline.read_bytes()
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            proc.send_signal(sig)
+        time.sleep(0.5)
+        assert proc.poll() is None  # ignored (python's default for USR1 is to die)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()

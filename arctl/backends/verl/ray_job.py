@@ -17,7 +17,7 @@ disk): Ray 2.60's ``ray start --head`` turns token auth on by itself when ``~/.r
 exists, while a driver given ``RAY_AUTH_MODE`` unset and an explicit address does not, so without
 this the trainer cannot join its own head. The EXIT trap stops the ``ray start --block`` steps (Ray then stops its own
 processes) and, after a successful job, removes the head's Ray directory (kept for its logs when
-the job failed). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
+the job failed). Ray's steps ignore USR1/USR2 (arctl's preemption signals, for the job entry only). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
 job's environment (``sbatch`` exports the submitter's), never written into the script.
 Checkpoints go to ``RUN_DIR/checkpoints``; verl's ``trainer.resume_mode`` (``auto``: resume from
 the newest checkpoint there) makes a requeued job continue where it stopped.
@@ -32,6 +32,10 @@ from pathlib import Path
 
 RAY_PORT = 6379
 RAY_DASHBOARD_PORT = 8265
+# Ray's steps ignore arctl's preemption signals (USR1/USR2, meant for the job entry): `scancel
+# --signal=USR1 JOB` without --batch signals every step, and Python's default would kill Ray.
+# An ignored signal stays ignored across exec, in Ray's own processes too.
+IGNORE_PREEMPT = "bash -c 'trap \"\" USR1 USR2; exec \"$@\"' arctl-ray"
 
 
 def _q(value: object) -> str:
@@ -136,7 +140,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         "",
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
-        f'  {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
+        f'  {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
         f'  --dashboard-port={RAY_DASHBOARD_PORT} --num-cpus="$cpus"{gpu_flag} --temp-dir="$ARCTL_RAY_TMP" \\',
         f"  --disable-usage-stats{ray_args} --block &",
         "ray_pids+=($!)",
@@ -145,7 +149,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         '  node="${nodes[$i]}"',
         '  echo "arctl: ray worker on ${node}"',
         '  srun --overlap --nodes=1 --ntasks=1 -w "$node" \\',
-        f'    {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus"{gpu_flag} \\',
+        f'    {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus"{gpu_flag} \\',
         f'    --temp-dir="$ARCTL_RAY_TMP" --disable-usage-stats{ray_args} --block &',
         "  ray_pids+=($!)",
         "  sleep \"${ARCTL_RAY_WORKER_WAIT_S:-5}\"",
