@@ -43,6 +43,22 @@ def test_tree_logprobs_equal_duplicated_branch_logprobs():
     torch.testing.assert_close(tree_vals, dup_vals, atol=1e-5, rtol=1e-5)
 
 
+def test_logprobs_and_entropy_of_trained_tokens_equal_a_plain_forward():
+    model = _model(50)
+    trees = _trees(50, 1)
+    db = duplicated_batch(trees, 0)
+    logp, ent = token_logprobs(model, db, temperature=0.7)
+    with torch.no_grad():
+        logits = model(input_ids=db.input_ids, attention_mask=db.lengths[:, None] > torch.arange(db.input_ids.shape[1])).logits
+    ref_all = torch.log_softmax(logits[:, :-1].float() / 0.7, -1)
+    ref = ref_all.gather(-1, db.input_ids[:, 1:, None])[..., 0]
+    ref_ent = -(ref_all.exp() * ref_all).sum(-1)
+    trained = db.loss_mask[:, 1:]
+    torch.testing.assert_close(logp[:, 1:][trained], ref[trained], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ent[:, 1:][trained], ref_ent[trained], atol=1e-5, rtol=1e-5)
+    assert (logp[:, 1:][~trained] == 0).all() and (logp[:, 0] == 0).all()
+
+
 def test_tree_loss_and_gradient_equal_duplicated_branches():
     trees = _trees(50, 1)
     grads, losses = [], []

@@ -94,22 +94,27 @@ def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
 
 
 def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob [B, L] of every token given its predecessor in the packed layout (index 0 gets 0),
-    and the entropy [B, L] of the distribution that produced it (no grad)."""
+    """Log-prob [B, L] of every trained token (``loss_mask``) given its predecessor in the packed
+    layout, and the entropy [B, L] of the distribution that produced it (no grad); 0 elsewhere.
+    The output layer runs only at the positions that predict a trained token."""
     mask = batch.attention_mask
     if mask.dtype == torch.bool:  # additive float mask: SDPA on CPU is faster with it
         mask = torch.zeros(mask.shape, dtype=model.dtype).masked_fill_(~mask, float("-inf"))
-    logits = model(
+    hidden = model.model(
         input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False
-    ).logits[:, :-1].float()
+    ).last_hidden_state[:, :-1]
+    need = batch.loss_mask[:, 1:]
+    logits = model.lm_head(hidden[need]).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    logp = logp_all.gather(-1, batch.input_ids[:, 1:][need][:, None])[:, 0]
     with torch.no_grad():
         ent = -(logp_all.exp() * logp_all).sum(-1)
-    zero = logp.new_zeros(logp.shape[0], 1)
-    return torch.cat([zero, logp], 1), torch.cat([zero, ent], 1)
+    b, length = batch.input_ids.shape
+    logp_out = logp.new_zeros(b, length).masked_scatter(torch.nn.functional.pad(need, (1, 0)), logp)
+    ent_out = ent.new_zeros(b, length).masked_scatter(torch.nn.functional.pad(need, (1, 0)), ent)
+    return logp_out, ent_out
 
 
 def ppo_clip_loss(
