@@ -85,7 +85,8 @@ def test_a_verl_smoke_run_completes_on_slurm_through_the_ray_job_body(tmp_path, 
     assert summary["plugin"]["loaded_by_import_verl"] is True
     assert summary["config"]["overrides"] > 50 and summary["config"]["trainer_mode"] == "arctl"
     ray = summary["ray"]
-    assert ray["started_by"] == "job body" and ray["address"].endswith(":6379") and ray["auth_mode"] == "token"
+    port = 6379 + int(record["job_id"]) % 1000  # per-job port: jobs sharing a node do not collide
+    assert ray["started_by"] == "job body" and ray["address"].endswith(f":{port}") and ray["auth_mode"] == "token"
     assert not ray["address"].startswith("127.")  # a routable head address, as workers on other nodes need
     assert ray["nodes"] == ray["nodes_expected"] == 1 and ray["resources"]["CPU"] == 2  # = cluster.cpus_per_task
     assert ray["temp_dir"] == f"/tmp/arctl-ray-{record['job_id']}"

@@ -159,6 +159,9 @@ def test_ray_is_sized_to_the_allocation_with_a_per_job_token(config, tmp_path):
         assert "--temp-dir=/tmp/arctl-ray-4242" in call and "--disable-usage-stats" in call
         assert call[-3:] == ["--object-store-memory=100000000", "--labels=a b;touch pwned", "--block"]
     env = _env_of_trainer(tmp_path)
+    head = next(c for c in starts if "--head" in c)
+    assert "--port=6621" in head and "--dashboard-port=8507" in head  # 6379/8265 + 4242 % 1000
+    assert env["RAY_ADDRESS"] == "10.0.0.1:6621"
     assert env["ARCTL_RAY_TMP"] == "/tmp/arctl-ray-4242" and env["RAY_AUTH_MODE"] == "token"
     token = env["RAY_AUTH_TOKEN"]
     assert len(token) == 64 and int(token, 16) >= 0 and token not in script  # made at run time, never written
@@ -185,10 +188,15 @@ def test_ray_steps_ignore_the_preemption_signals():
     proc = subprocess.Popen([BASH, "-c", f"{IGNORE_PREEMPT} {sys.executable} -c 'import time; time.sleep(60)'"])
     try:
         cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        python = sys.executable.encode() + b"\0"
+
+        def execd():  # the wrapper bash exec'd python (the same pid; argv[0] is python now)
+            return cmdline.read_bytes().startswith(python)
+
         end = time.monotonic() + 20
-        while b"time.sleep" not in cmdline.read_bytes() and time.monotonic() < end:  # bash exec'd python
-            time.sleep(0.05)
-        assert b"time.sleep" in cmdline.read_bytes()
+        while not execd() and time.monotonic() < end:
+            time.sleep(0.02)
+        assert execd()
         for sig in (signal.SIGUSR1, signal.SIGUSR2):
             proc.send_signal(sig)
         time.sleep(0.5)

@@ -6,7 +6,8 @@ head starts on ``nodes[0]``, one Ray worker on each other listed node (none on a
 the trainer (``python -m arctl.backends.verl.trainer RUN_DIR``) runs on the head and connects
 through ``RAY_ADDRESS``.
 
-Ray is sized to the allocation: ``--num-cpus`` = the task's CPUs, ``--num-gpus`` =
+The head's port is ``6379 + SLURM_JOB_ID % 1000`` (dashboard ``8265 + ...``), so single-node
+jobs sharing a node do not collide. Ray is sized to the allocation: ``--num-cpus`` = the task's CPUs, ``--num-gpus`` =
 ``cluster.gpus_per_node`` when the job requests GPUs (else Ray counts the GPUs it can see), plus
 ``verl.ray_start_args`` (extra flags for every ``ray start``, e.g. ``--object-store-memory=N``).
 Ray's files go to a short per-job directory ``${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ray-$SLURM_JOB_ID``
@@ -30,8 +31,9 @@ import shlex
 import sys
 from pathlib import Path
 
-RAY_PORT = 6379
+RAY_PORT = 6379  # + SLURM_JOB_ID % PORT_SPREAD: two jobs sharing a node get different ports
 RAY_DASHBOARD_PORT = 8265
+PORT_SPREAD = 1000  # 6379..7378 and 8265..9264: below Ray's worker port range (10002..19999)
 # Ray's steps ignore arctl's preemption signals (USR1/USR2, meant for the job entry): `scancel
 # --signal=USR1 JOB` without --batch signals every step, and Python's default would kill Ray.
 # An ignored signal stays ignored across exec, in Ray's own processes too.
@@ -111,7 +113,9 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         'case "$head_ip" in 127.*|::1|"")',
         '  head_ip="$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --all-ip-addresses | awk \'{print $1}\')";;',
         "esac",
-        f"ray_port={RAY_PORT}",
+        "# ports from the job id: single-node jobs that share a node must not share a Ray port",
+        f"port_offset=$(( ${{SLURM_JOB_ID:-0}} % {PORT_SPREAD} ))",
+        f"ray_port=$(( {RAY_PORT} + port_offset ))",
         'export RAY_ADDRESS="${head_ip}:${ray_port}"',
         'cpus="${SLURM_CPUS_PER_TASK:-$(nproc)}"',
         "# Ray token authentication with a fresh token per job, in the environment only (never on disk):",
@@ -141,7 +145,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
         f'  {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
-        f'  --dashboard-port={RAY_DASHBOARD_PORT} --num-cpus="$cpus"{gpu_flag} --temp-dir="$ARCTL_RAY_TMP" \\',
+        f'  --dashboard-port=$(( {RAY_DASHBOARD_PORT} + port_offset )) --num-cpus="$cpus"{gpu_flag} --temp-dir="$ARCTL_RAY_TMP" \\',
         f"  --disable-usage-stats{ray_args} --block &",
         "ray_pids+=($!)",
         "sleep \"${ARCTL_RAY_HEAD_WAIT_S:-10}\"",
