@@ -131,3 +131,22 @@ def test_last_only_is_the_last_row_of_every_run_and_metric(all_runs, workspace, 
     if metrics != ["eval/*/acc@*"]:
         assert sel["step"].tolist() == [LAST_STEP]
         assert sel["value"].iloc[0] == pytest.approx(final_acc(RESUMED[1], RESUMED[2], "aime24", LAST_STEP))
+
+
+@pytest.mark.skipif(not hasattr(os, "POSIX_FADV_WILLNEED"), reason="no posix_fadvise here")
+def test_prefetch_advises_every_file_in_order(tmp_path, monkeypatch):
+    import threading
+
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"run-{i}.wandb"
+        p.write_bytes(b"x" * (i + 1))
+        paths.append(p)
+    seen = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: seen.append((os.fstat(fd).st_size, advice)),
+                        raising=False)
+    runs_reader._prefetch([*paths, tmp_path / "missing.wandb"])
+    for t in threading.enumerate():
+        if t.name == "arctl-prefetch":
+            t.join(10)
+    assert seen == [(1, os.POSIX_FADV_WILLNEED), (2, os.POSIX_FADV_WILLNEED), (3, os.POSIX_FADV_WILLNEED)]
