@@ -26,12 +26,34 @@ def metric_globs(spec: dict) -> list[str]:
 
 def seed_curves(history, metric: str, arm: str):
     """(steps, mean, ci, n) of ``metric`` for ``arm`` across its runs (seeds)."""
-    sub = history[(history["metric"] == metric) & (history["arm"] == arm)]
-    if not len(sub):
-        return None
-    wide = sub.pivot_table(index="step", columns="run_id", values="value", aggfunc="last", observed=True)
-    mean, ci, n = mean_ci95(wide.to_numpy(), axis=1)
-    return wide.index.to_numpy(), mean, ci, n
+    return all_seed_curves(history, [metric]).get((metric, arm))
+
+
+def all_seed_curves(history, metrics) -> dict[tuple[str, str], tuple]:
+    """(metric, arm) → (steps, mean, ci, n) across the arm's runs (seeds), for every metric of
+    ``metrics``, from one pass over ``history``: a step × run matrix per (metric, arm)."""
+    h = history[history["metric"].isin(list(metrics))]
+    out = {}
+    if not len(h):
+        return out
+    metric_code = h["metric"].cat.codes.to_numpy()
+    arm_code = h["arm"].cat.codes.to_numpy()
+    run_code = h["run_id"].cat.codes.to_numpy()
+    step = h["step"].to_numpy()
+    value = h["value"].to_numpy(dtype=float)
+    order = np.lexsort((run_code, arm_code, metric_code))  # stable: logging order kept within a cell
+    key = metric_code[order].astype(np.int64) * (int(arm_code.max()) + 1) + arm_code[order]
+    bounds = np.flatnonzero(np.diff(key)) + 1
+    metric_names = h["metric"].cat.categories
+    arm_names = h["arm"].cat.categories
+    for sel in np.split(order, bounds):
+        steps, s_idx = np.unique(step[sel], return_inverse=True)
+        runs, r_idx = np.unique(run_code[sel], return_inverse=True)
+        mat = np.full((len(steps), len(runs)), np.nan)
+        mat[s_idx, r_idx] = value[sel]  # one value per (step, run): the stitched history is unique
+        mean, ci, n = mean_ci95(mat, axis=1)
+        out[(str(metric_names[metric_code[sel[0]]]), str(arm_names[arm_code[sel[0]]]))] = (steps, mean, ci, n)
+    return out
 
 
 def build(spec: dict, data: ReportData):
@@ -49,6 +71,7 @@ def build(spec: dict, data: ReportData):
     arms = order(h["arm"].astype(str).unique(), spec.get("arms"))
     colors = arm_colors(arms)
     fig, axes = new_figure(len(panels), len(datasets))
+    curves = all_seed_curves(h, [p["key"].format(dataset=ds) for p in panels for ds in datasets])
     rows = []
     for i, panel in enumerate(panels):
         for j, ds in enumerate(datasets):
@@ -56,7 +79,7 @@ def build(spec: dict, data: ReportData):
             metric = panel["key"].format(dataset=ds)
             drawn = False
             for arm in arms:
-                c = seed_curves(h, metric, arm)
+                c = curves.get((metric, arm))
                 if c is None:
                     continue
                 x, mean, ci, n = c
