@@ -38,8 +38,12 @@ def _processes_mentioning(text: str) -> list[str]:
 
 def test_a_local_smoke_run_checks_everything_and_leaves_no_ray_behind(config, tmp_path, monkeypatch):
     """No RAY_ADDRESS (e.g. --executor local): a small local Ray, one task, smoke.json, Ray stopped."""
-    for key in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+    for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN"):
         monkeypatch.delenv(key, raising=False)
+    # Ray 2.60's local ray.init() would otherwise write ~/.ray/auth_token (its default): keep HOME clean
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    token_file = Path.home() / ".ray" / "auth_token"
+    token_before = token_file.exists()
     monkeypatch.delenv(verl_trainer.ALLOW_CPU_ENV, raising=False)  # the smoke needs no GPU
     monkeypatch.setenv("WANDB_API_KEY", "planted-" + "0123456789abcdef" * 2)
     (tmp_path / "data" / "deepscaler").mkdir(parents=True)
@@ -68,6 +72,7 @@ def test_a_local_smoke_run_checks_everything_and_leaves_no_ray_behind(config, tm
     assert "planted-" not in text and summary["job"]["wandb_api_key_set"] is True
     # Ray is gone and its directory removed
     assert _processes_mentioning(ray["temp_dir"]) == [] and not Path(ray["temp_dir"]).exists()
+    assert token_file.exists() == token_before
 
 
 def test_nothing_at_ray_address_is_one_line_and_recorded(config, tmp_path, monkeypatch):
