@@ -111,6 +111,60 @@ class _Fields:
     end: np.ndarray
 
 
+_FEW = 8  # messages still being walked below which the walk finishes in plain Python
+
+
+def _varint1(a: np.ndarray, p: int, max_len: int = _MAX_VARINT) -> tuple[int, int, bool]:
+    """:func:`_varints` of one position (same rules and results)."""
+    b = int(a[p])
+    val, n, ok, shift = b & 0x7F, 1, True, 7
+    while b & 0x80:
+        if shift >= 7 * max_len:
+            ok = False
+            break
+        b = int(a[p + n])
+        if shift < 63:
+            val |= (b & 0x7F) << shift
+        elif b & 0x7F:
+            ok = False
+        n += 1
+        shift += 7
+    return val, p + n, ok
+
+
+def _walk_few(a: np.ndarray, msgs: list[int], cur: np.ndarray, end: np.ndarray, k0: int,
+              bad: np.ndarray) -> tuple:
+    """The rest of :func:`_walk` for a few messages, one field at a time (a long message, e.g. a
+    final evaluation of 200 metrics, would otherwise cost one numpy round per field)."""
+    out: list[tuple] = []
+    for m in msgs:
+        pos, e, k = int(cur[m]), int(end[m]), k0
+        while pos < e:
+            tag, p2, ok = _varint1(a, pos)
+            field, wire = tag >> 3, tag & 7
+            vs = ve = p2
+            if wire == 0:
+                _, ve, ok0 = _varint1(a, p2)
+                ok &= ok0
+            elif wire == 2:
+                length, vs, ok2 = _varint1(a, p2)
+                ve = vs + length
+                ok &= ok2
+            elif wire == 1:
+                ve = p2 + 8
+            elif wire == 5:
+                ve = p2 + 4
+            ok = ok and wire in (0, 1, 2, 5) and ve <= e and field > 0
+            out.append((m, k, field, wire, vs, ve))
+            if not ok:
+                bad[m] = True
+                break
+            pos, k = ve, k + 1
+    if not out:
+        return ()
+    return tuple(np.array(c, dtype=np.int64) for c in zip(*out))
+
+
 def _walk(a: np.ndarray, start: np.ndarray, end: np.ndarray, bad: np.ndarray) -> _Fields:
     """The fields of the messages ``a[start[i]:end[i]]``; sets ``bad[i]`` for a message whose
     framing is broken (unknown wire type, a length past its end, an endless varint)."""
@@ -119,6 +173,11 @@ def _walk(a: np.ndarray, start: np.ndarray, end: np.ndarray, bad: np.ndarray) ->
     parts: list[tuple] = []
     k = 0
     while idx.size:
+        if idx.size <= _FEW and k > 0:
+            tail = _walk_few(a, idx.tolist(), cur, end, k, bad)
+            if tail:
+                parts.append(tail)
+            break
         p, e = cur[idx], end[idx]
         tag, p2, ok = _varints(a, p)
         field, wire = tag >> 3, tag & 7
@@ -232,8 +291,13 @@ def decode_history(joined: bytes, starts: np.ndarray, ends: np.ndarray,
         sf = _walk(a, hf.start[is_step], hf.end[is_step], s_bad)
         _only(sf, {STEP_NUM: 0}, len(s_owner), s_bad)
         bad[s_owner[s_bad]] = True
-    is_item = (hf.field == HISTORY_ITEM) & ~bad[hf.owner]
-    # file order of the items: by record, then by position in the record
+    # file order of the items: by record, then by position in the record — the items must be the
+    # record's first fields (wandb writes the step after them); other layouts go to protobuf
+    is_item = hf.field == HISTORY_ITEM
+    max_k = np.full(n_rec, -1, dtype=np.int64)
+    np.maximum.at(max_k, hf.owner[is_item], hf.k[is_item])
+    bad |= max_k + 1 != np.bincount(hf.owner[is_item], minlength=n_rec)
+    is_item &= ~bad[hf.owner]
     it_owner, it_k = hf.owner[is_item], hf.k[is_item]
     per_rec = np.bincount(it_owner, minlength=n_rec)
     first = np.concatenate([[0], np.cumsum(per_rec)[:-1]]) if n_rec else per_rec

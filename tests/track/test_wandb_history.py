@@ -92,6 +92,15 @@ _KEYS = st.one_of(st.sampled_from(["trainer/global_step", "train/loss", "eval/ai
                   st.text(min_size=0, max_size=12))
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
 @st.composite
 def _records(draw):
     """Serialized Records of history (and sometimes other) content, every field shape."""
@@ -124,6 +133,10 @@ def _records(draw):
         if rnd.random() < 0.05:
             rec.control.local = True
         data = rec.SerializeToString()
+        if rnd.random() < 0.1 and len(h.item):  # the step before the items (protobuf accepts any order)
+            body = pb.HistoryRecord(step=pb.HistoryStep(num=n)).SerializeToString() + b"".join(
+                pb.HistoryRecord(item=[it]).SerializeToString() for it in h.item)
+            data = pb.Record(num=n).SerializeToString() + b"\x12" + _varint(len(body)) + body
         if rnd.random() < 0.05:  # two history fields in one record: protobuf merges them
             data += pb.Record(history=pb.HistoryRecord(item=[pb.HistoryItem(nested_key=["x"], value_json="7")]
                                                        )).SerializeToString()
