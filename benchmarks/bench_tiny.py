@@ -76,19 +76,23 @@ def _resolve(name: str, overrides: list[str]):
 
 def bench_step(args) -> None:
     from arctl.backends.tiny.trainer import train
+    from arctl.track import metrics_schema as ms
 
     ws = Path(args.workspace)
-    print("| arm | steps | mean s/step | min s/step | peak RSS MB |")
+    print("| experiment/arm | steps | wall s/step mean / min | CPU s/step mean / min | peak RSS MB |")
     print("|---|---|---|---|---|")
-    for exp in ("main-ar-uniform", "main-grpo"):
-        run = _resolve(exp, [f"trainer.total_steps={args.steps}", "trainer.test_freq=1000", "trainer.save_freq=1000",
-                             "wandb.mode=disabled", "eval.num_problems=16", "tiny.diag_problems=0"])[0]
-        run_dir = ws / "runs" / f"bench-step-{exp}-{time.time_ns()}"
+    for exp, arm in (("main-ar-uniform", None), ("main-grpo", None), ("ablation-vr", "grpo-vr"),
+                     ("ablation-vr", "grpo-vr-decouple")):
+        runs = _resolve(exp, [f"trainer.total_steps={args.steps}", "trainer.test_freq=1000", "trainer.save_freq=1000",
+                              "wandb.mode=disabled", "eval.num_problems=16", "tiny.diag_problems=0", "eval.grid_size=2"])
+        run = next(r for r in runs if arm is None or r.arm == arm)
+        run_dir = ws / "runs" / f"bench-step-{exp}-{run.arm}-{time.time_ns()}"
         train(run.config, run_dir, threading.Event())
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        times = [r["perf/step_time_s"] for r in rows if "perf/step_time_s" in r]
-        print(f"| {exp}/{run.arm} | {len(times)} | {sum(times) / len(times):.2f} | {min(times):.2f} | "
-              f"{peak_rss_mb():.0f} |", flush=True)
+        wall = [r[ms.PERF_STEP_TIME_S] for r in rows if ms.PERF_STEP_TIME_S in r]
+        cpu = [r[ms.PERF_STEP_CPU_S] for r in rows if ms.PERF_STEP_CPU_S in r]
+        print(f"| {exp}/{run.arm} | {len(wall)} | {sum(wall) / len(wall):.2f} / {min(wall):.2f} | "
+              f"{sum(cpu) / len(cpu):.2f} / {min(cpu):.2f} | {peak_rss_mb():.0f} |", flush=True)
 
 
 def bench_ablation(args) -> None:

@@ -21,6 +21,7 @@ TRAIN_REWARD_MEAN = "train/reward/mean"
 TRAIN_LOSS = "train/loss"
 TRAIN_ENTROPY = "train/entropy"
 PERF_STEP_TIME_S = "perf/step_time_s"
+PERF_STEP_CPU_S = "perf/step_cpu_s"
 
 ADV_VAR_KINDS = ("brpo", "v2", "v1")
 """Advantage-variance estimators logged as ``train/adv_var/{kind}``."""

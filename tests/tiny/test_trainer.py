@@ -37,7 +37,7 @@ MICRO = [
 ]
 
 TRAIN_KEYS = [ms.TRAIN_THINK_LEN_MEAN, ms.TRAIN_ANYTIME_SCORE, ms.TRAIN_FINAL_SCORE, ms.TRAIN_REWARD_MEAN,
-              ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]
+              ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]
 ALGO_SECTIONS = ("thinking", "summary", "reward", "rollout", "optim", "data", "eval")
 
 
@@ -114,7 +114,7 @@ class StopAfter(threading.Event):
 
 def _rows(run_dir):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != ms.PERF_STEP_TIME_S} for r in rows]
+    return [{k: v for k, v in r.items() if k not in (ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S)} for r in rows]
 
 
 def test_kill_and_resume_equals_uninterrupted(workspace):

@@ -103,7 +103,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
         if start == 0 and test_freq > 0:
             log_metrics(run, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress)
         for step in range(start + 1, total + 1):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             set_lr(optimizer, float(optim["lr"]), step, int(optim.get("warmup_steps") or 0))
 
             # 3. rollout: G thinking samples per problem, summaries at every distinct cut
@@ -132,6 +132,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             )
             model.eval()
             metrics = train_metrics(config, ro, scores, probs, upd, time.perf_counter() - t0)
+            metrics[ms.PERF_STEP_CPU_S] = time.process_time() - cpu0
 
             # 6. evaluation, checkpoint, stop
             if step == total:
