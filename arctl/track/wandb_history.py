@@ -30,14 +30,15 @@ HISTORY_ITEM, HISTORY_STEP = 1, 2
 STEP_NUM = 1
 ITEM_KEY, ITEM_NESTED_KEY, ITEM_VALUE_JSON = 1, 2, 16
 
-_PAD = 32  # zero bytes after the data: varint reads past a message's end stay inside the array
+_LONG_VARINT = 32  # record_fields skips varints up to this long (record_field has no limit)
 _MAX_VARINT = 10
 
 
 def _varints(a: np.ndarray, p: np.ndarray, max_len: int = _MAX_VARINT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(value, position after it, ok) of the varints starting at positions ``p`` of ``a``; not ok
     when longer than ``max_len`` bytes or not a non-negative int64 (the value is then garbage)."""
-    b = a[p]
+    last = a.size - 1  # reads past the data repeat its last byte: such a varint is never ok
+    b = a[np.minimum(p, last)]
     val = (b & 0x7F).astype(np.int64)
     n = np.ones(len(p), dtype=np.int64)
     ok = np.ones(len(p), dtype=bool)
@@ -47,7 +48,7 @@ def _varints(a: np.ndarray, p: np.ndarray, max_len: int = _MAX_VARINT) -> tuple[
         if shift >= 7 * max_len:
             ok[idx] = False
             break
-        bb = a[p[idx] + n[idx]]
+        bb = a[np.minimum(p[idx] + n[idx], last)]
         if shift < 63:
             val[idx] |= (bb & 0x7F).astype(np.int64) << shift
         else:
@@ -69,14 +70,13 @@ def record_fields(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarr
     if not n_rec:
         return out
     a = np.frombuffer(data, dtype=np.uint8)
-    a = np.concatenate([a, np.zeros(_PAD * 8, dtype=np.uint8)])
     cur = np.asarray(starts, dtype=np.int64).copy()
     end = np.asarray(ends, dtype=np.int64)
     idx = np.flatnonzero(cur < end)
     non_oneof = np.array(NON_ONEOF)
     while idx.size:
         e = end[idx]
-        tag, p2, ok = _varints(a, cur[idx], max_len=_PAD)
+        tag, p2, ok = _varints(a, cur[idx], max_len=_LONG_VARINT)
         inside = ok & (p2 <= e)  # a tag cut by the end of the record: unreadable
         field, wire = tag >> 3, tag & 7
         found = inside & ~np.isin(field, non_oneof)
@@ -85,12 +85,12 @@ def record_fields(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarr
         nxt = p2.copy()
         w = go & (wire == 0)
         if w.any():
-            _, q, _ = _varints(a, p2[w], max_len=_PAD)
+            _, q, _ = _varints(a, p2[w], max_len=_LONG_VARINT)
             nxt[w] = q
             go[w] &= q <= e[w]
         w = go & (wire == 2)
         if w.any():
-            length, q, okl = _varints(a, p2[w], max_len=_PAD)
+            length, q, okl = _varints(a, p2[w], max_len=_LONG_VARINT)
             nxt[w] = q + np.where(okl, length, 0)
             go[w] &= okl & (q <= e[w])
         cur[idx] = nxt
@@ -116,13 +116,14 @@ _FEW = 8  # messages still being walked below which the walk finishes in plain P
 
 def _varint1(a: np.ndarray, p: int, max_len: int = _MAX_VARINT) -> tuple[int, int, bool]:
     """:func:`_varints` of one position (same rules and results)."""
-    b = int(a[p])
+    last = a.size - 1
+    b = int(a[min(p, last)])
     val, n, ok, shift = b & 0x7F, 1, True, 7
     while b & 0x80:
         if shift >= 7 * max_len:
             ok = False
             break
-        b = int(a[p + n])
+        b = int(a[min(p + n, last)])
         if shift < 63:
             val |= (b & 0x7F) << shift
         elif b & 0x7F:
@@ -264,7 +265,7 @@ def decode_history(joined: bytes, starts: np.ndarray, ends: np.ndarray,
     import pyarrow.compute as pc
 
     n_rec = len(starts)
-    a = np.frombuffer(joined + bytes(_PAD), dtype=np.uint8)
+    a = np.frombuffer(joined, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     bad = np.zeros(n_rec, dtype=bool)
