@@ -389,8 +389,12 @@ def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, 
 
     # imported once here and inherited by forked workers instead of imported by each of them
     import pandas  # noqa: F401
+    import pyarrow.compute  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import wandb.proto.wandb_internal_pb2  # noqa: F401
+
+    import arctl.track.wandb_history  # noqa: F401
+    import arctl.track.wandb_offline  # noqa: F401
 
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
