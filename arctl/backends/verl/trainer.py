@@ -1,7 +1,8 @@
 """``train(config, run_dir, stop_event)``: run one arctl config on verl 0.9.1, in this process.
 
 The job entry calls it on the Ray head node (``RAY_ADDRESS`` set by the job body of
-:mod:`arctl.backends.verl.ray_job` on SLURM, one node or many; verl starts a local Ray otherwise). It builds the verl
+:mod:`arctl.backends.verl.ray_job` on SLURM, one node or many; verl starts a local Ray otherwise;
+with ``RAY_ADDRESS`` it first waits for the head's port). It builds the verl
 override list, composes and checks verl's own config, points W&B at ``run_dir/wandb`` (project,
 group = experiment, name = ``{arm}-s{seed}``, resumable id), then runs ``verl.trainer.main_ppo``'s
 ``run_ppo`` with the v1 task runner (trainer mode ``arctl``). Checkpoints go to
