@@ -129,6 +129,7 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
     pending: list[bytes] | None = None
     unpack = _CHUNK.unpack_from
     view = memoryview(buf)
+    crc32, type_crc = zlib.crc32, _TYPE_CRC
     while pos < n:
         left = BLOCK_LEN - pos % BLOCK_LEN
         if left < CHUNK_HEADER_LEN:  # block trailer (zero padding)
@@ -158,7 +159,7 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
             pending = None
             break
         data = view[pos + CHUNK_HEADER_LEN : end]
-        if not _checksum_ok(crc, ctype, data):
+        if crc32(data, type_crc[ctype]) != crc and not _checksum_ok(crc, ctype, data):
             warn(f"{where}: checksum mismatch at byte {pos}; skipping the rest of its block")
             pending = None
             pos += left
@@ -456,11 +457,12 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     if summary:
         run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
     else:
-        for j, k in enumerate(run.keys):
-            col = run.values[:, j]
-            ok = np.flatnonzero(~np.isnan(col))
-            if ok.size and not k.startswith("_"):
-                run.summary[k] = float(col[ok[-1]])
+        if run.values.size:
+            logged = ~np.isnan(run.values)
+            last = len(run.values) - 1 - np.argmax(logged[::-1], axis=0)
+            for j, k in enumerate(run.keys):
+                if logged[last[j], j] and not k.startswith("_"):
+                    run.summary[k] = float(run.values[last[j], j])
         for r in tail:
             try:
                 rec = Record.FromString(data[int(starts[r]) : int(ends[r])]).summary
