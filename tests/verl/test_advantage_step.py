@@ -238,7 +238,7 @@ def test_row_advantages_equal_arctl_algo_on_random_trees(seed, m, group_size, n_
         rec = row["record"]
         if expected is None:
             continue
-        t = flat.index(tree)
+        t = next(i for i, x in enumerate(flat) if x is tree)  # by identity: equal trees may repeat
         a = adv[r, : lens[r]].double()
         think_adv, leaf_adv = expected[t]
         if rec.row in ("tree", "thinking"):
