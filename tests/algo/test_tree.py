@@ -43,6 +43,7 @@ def test_layout_by_hand():
     assert t.cut.tolist() == [0, 0, 0, 0, 0, 3, 3, 3, 5, 5]
     assert t.branch_start.tolist() == [0, 0, 0, 0, 0, 5, 5, 5, 8, 8]
     assert t.valid_len == t.length == 10
+    assert t.predecessor.tolist() == [-1, 0, 1, 2, 3, 2, 5, 6, 4, 8]
     assert t.branch_indices(0).tolist() == [0, 1, 2, 5, 6, 7]
     assert t.branch_indices(1).tolist() == [0, 1, 2, 3, 4, 8, 9]
 
@@ -100,27 +101,65 @@ def test_pack_errors():
         pack_tree([1], [2, 3], [], thinking_advantages=[0.0])
 
 
+def test_shared_inserted_layout_and_mask_by_hand():
+    # prompt [1]; thinking [10, 11]; a group of two summaries cut after 1 thinking token sharing
+    # inserted [90, 91]; then a branch at the full thinking with inserted [92]
+    t = pack_tree([1], [10, 11], [SummaryBranch(1, [90, 91], [20, 21], 0.5), SummaryBranch(1, [90, 91], [22], -0.5),
+                                  SummaryBranch(2, [92], [23], 1.0)], share_inserted=True)
+    #                               prompt thinking  inserted  s1      s2   branch 3
+    assert t.input_ids.tolist() == [1, 10, 11, 90, 91, 20, 21, 22, 92, 23]
+    # both summaries continue after the inserted tokens: positions 2, 3 (inserted), then 4, 5 / 4
+    assert t.position_ids.tolist() == [0, 1, 2, 2, 3, 4, 5, 4, 3, 4]
+    assert t.loss_mask.tolist() == [False, True, True, False, False, True, True, True, False, True]
+    # (a group of one shares its inserted token with its only summary the same way)
+    assert t.shared_start.tolist() == [0, 0, 0, 0, 0, 3, 3, 3, 0, 8]
+    assert t.shared_end.tolist() == [0, 0, 0, 0, 0, 5, 5, 5, 0, 9]
+    # each token's previous token in its own sequence (summary 2 follows the inserted tokens, not summary 1)
+    assert t.predecessor.tolist() == [-1, 0, 1, 1, 3, 4, 5, 4, 2, 8]
+    assert t.branch_indices(0).tolist() == [0, 1, 3, 4, 5, 6]
+    assert t.branch_indices(1).tolist() == [0, 1, 3, 4, 7]
+    assert t.branch_indices(2).tolist() == [0, 1, 2, 8, 9]
+    m = dense_tree_mask(t.cut, t.branch_start, t.shared_start, t.shared_end).int()
+    want = [
+        [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],  # prompt
+        [1, 1, 0, 0, 0, 0, 0, 0, 0, 0],  # thinking
+        [1, 1, 1, 0, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 1, 0, 0, 0, 0, 0, 0],  # shared inserted: prompt + 1 thinking token + itself
+        [1, 1, 0, 1, 1, 0, 0, 0, 0, 0],
+        [1, 1, 0, 1, 1, 1, 0, 0, 0, 0],  # summary 1: trunk cut + inserted + itself
+        [1, 1, 0, 1, 1, 1, 1, 0, 0, 0],
+        [1, 1, 0, 1, 1, 0, 0, 1, 0, 0],  # summary 2: the same inserted, not summary 1
+        [1, 1, 1, 0, 0, 0, 0, 0, 1, 0],  # branch 3 (its own inserted token)
+        [1, 1, 1, 0, 0, 0, 0, 0, 1, 1],
+    ]
+    assert m.tolist() == want
+    thinking, summaries = unpack(t, t.input_ids)
+    assert thinking.tolist() == [10, 11] and [x.tolist() for x in summaries] == [[20, 21], [22], [23]]
+
+
 # ------------------------------------------------------------------ equivalence with a tiny Qwen2
-def random_tree(gen, prompt_len, think_len, n_branches, vocab=64, pad_to_multiple=None):
+def random_tree(gen, prompt_len, think_len, n_branches, vocab=64, pad_to_multiple=None, group=1, share=False):
+    """``n_branches`` summary groups of ``group`` summaries (same cut and inserted tokens)."""
     def ids(n):
         return torch.randint(1, vocab, (n,), generator=gen).tolist()
 
-    branches = [
-        SummaryBranch(
-            int(torch.randint(0, think_len + 1, (1,), generator=gen)),
-            ids(int(torch.randint(1, 4, (1,), generator=gen))),
-            ids(int(torch.randint(0, 6, (1,), generator=gen))),
-        )
-        for _ in range(n_branches)
-    ]
-    return pack_tree(ids(prompt_len), ids(think_len), branches, pad_to_multiple=pad_to_multiple)
+    def rand(lo, hi):
+        return int(torch.randint(lo, hi, (1,), generator=gen))
+
+    branches = []
+    for _ in range(n_branches):
+        cut, inserted = rand(0, think_len + 1), ids(rand(1, 4))
+        branches += [SummaryBranch(cut, inserted, ids(rand(0, 6))) for _ in range(group)]
+    return pack_tree(ids(prompt_len), ids(think_len), branches, pad_to_multiple=pad_to_multiple, share_inserted=share)
 
 
-def test_packed_logits_equal_separate_sequences(tiny_qwen2):
+@pytest.mark.parametrize("share", [False, True])
+def test_packed_logits_equal_separate_sequences(tiny_qwen2, share):
     gen = torch.Generator().manual_seed(1)
-    trees = [random_tree(gen, 5, 40, 6), random_tree(gen, 3, 17, 4), random_tree(gen, 7, 1, 3)]
+    trees = [random_tree(gen, 5, 40, 6, group=3, share=share), random_tree(gen, 3, 17, 4, group=2, share=share),
+             random_tree(gen, 7, 1, 3, share=share)]
     batch = stack_trees(trees, pad_to_multiple=16)
-    mask = dense_tree_mask(batch["cut"], batch["branch_start"])[:, None]
+    mask = dense_tree_mask(batch["cut"], batch["branch_start"], batch["shared_start"], batch["shared_end"])[:, None]
     with torch.no_grad():
         packed = tiny_qwen2(input_ids=batch["input_ids"], position_ids=batch["position_ids"], attention_mask=mask).logits
         causal_only = tiny_qwen2(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).logits
@@ -138,6 +177,21 @@ def test_packed_logits_equal_separate_sequences(tiny_qwen2):
 
 
 # ------------------------------------------------------------------ FlexAttention
+def dense_reference(t):
+    """The tree mask by its definition: q sees k iff k is a token of the sequence q belongs to
+    (prompt + thinking[:cut] + inserted + summary of its branch, or the trunk) and k <= q."""
+    n = t.length
+    m = torch.eye(n, dtype=torch.bool)
+    sequences = [t.trunk_indices()] + [t.branch_indices(i) for i in range(len(t.branches))]
+    for idx in sequences:
+        own = idx if idx is sequences[0] else idx[idx >= t.trunk_len]  # the tokens this sequence adds
+        for q in own.tolist():
+            for k in idx.tolist():
+                if k <= q:
+                    m[q, k] = True
+    return m
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.integers(0, 6),
@@ -146,24 +200,29 @@ def test_packed_logits_equal_separate_sequences(tiny_qwen2):
     st.sampled_from([None, 8, 16]),
     st.sampled_from([8, 16, 32]),
     st.integers(0, 2**31 - 1),
+    st.sampled_from([(1, False), (3, False), (3, True)]),
 )
-def test_mask_mod_and_block_mask_equal_dense_mask(prompt_len, think_len, n_branches, pad, block, seed):
+def test_mask_mod_and_block_mask_equal_dense_mask(prompt_len, think_len, n_branches, pad, block, seed, grouping):
     from torch.nn.attention.flex_attention import create_block_mask, create_mask
 
-    t = random_tree(torch.Generator().manual_seed(seed), prompt_len, think_len, n_branches, pad_to_multiple=pad)
+    group, share = grouping
+    t = random_tree(torch.Generator().manual_seed(seed), prompt_len, think_len, n_branches, pad_to_multiple=pad,
+                    group=group, share=share)
     n = t.length
-    dense = dense_tree_mask(t.cut, t.branch_start)
-    mod = tree_mask_mod(t.cut, t.branch_start)
+    shared = (t.shared_start, t.shared_end) if share else (None, None)
+    dense = dense_tree_mask(t.cut, t.branch_start, *shared)
+    assert torch.equal(dense, dense_reference(t))
+    mod = tree_mask_mod(t.cut, t.branch_start, *shared)
     assert torch.equal(create_mask(mod, None, None, n, n, "cpu")[0, 0], dense)
     # interval-built block tables == create_block_mask's (which builds the dense mask eagerly)
     ref = create_block_mask(mod, None, None, n, n, "cpu", block)
-    mine = tree_block_mask(t.cut, t.branch_start, "cpu", block)
+    mine = tree_block_mask(t.cut, t.branch_start, "cpu", block, shared_start=shared[0], shared_end=shared[1])
     for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "full_q_num_blocks"):
         assert torch.equal(getattr(mine, name), getattr(ref, name)), name
     # block counts are the number of attended pairs of every tile
     nb = -(-n // block)
     padded = F.pad(dense, (0, nb * block - n, 0, nb * block - n)).view(nb, block, nb, block)
-    assert torch.equal(tree_block_counts(t.cut, t.branch_start, block)[0], padded.sum((1, 3)))
+    assert torch.equal(tree_block_counts(t.cut, t.branch_start, block, *shared)[0], padded.sum((1, 3)))
 
 
 def test_batched_mask_mod_and_block_mask_equal_dense():

@@ -1,5 +1,6 @@
 """The tree-packed PPO loss equals the loss of the same tokens as duplicated branch sequences."""
 
+import pytest
 import torch
 
 from arctl.algo.tree import SummaryBranch, pack_tree
@@ -16,13 +17,18 @@ MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, in
                    tie_embeddings=True, max_position_embeddings=256)
 
 
-def _trees(vocab, seed):
+def _trees(vocab, seed, share=False):
+    """Trees of 2-summary groups; with ``share`` a group's summaries share their inserted tokens."""
     g = torch.Generator().manual_seed(seed)
     r = lambda n: torch.randint(3, vocab, (n,), generator=g).tolist()  # noqa: E731
     trees = []
     for t_len, cuts in [(12, [4, 8, 12]), (7, [3, 7]), (10, [10])]:
-        branches = [SummaryBranch(c, r(2 + (c % 3)), r(4), float(torch.randn(1, generator=g))) for c in cuts for _ in range(2)]
-        trees.append(pack_tree(r(5), r(t_len), branches, torch.randn(t_len, generator=g)))
+        branches = []
+        for c in cuts:
+            inserted = r(2 + (c % 3))
+            branches += [SummaryBranch(c, inserted if share else r(2 + (c % 3)), r(1 + k), float(torch.randn(1, generator=g)))
+                         for k in range(2)]
+        trees.append(pack_tree(r(5), r(t_len), branches, torch.randn(t_len, generator=g), share_inserted=share))
     return trees
 
 
@@ -31,9 +37,10 @@ def _model(vocab):
     return build_model(cfg, 1)
 
 
-def test_tree_logprobs_equal_duplicated_branch_logprobs():
+@pytest.mark.parametrize("share", [False, True])
+def test_tree_logprobs_equal_duplicated_branch_logprobs(share):
     model = _model(50)
-    trees = _trees(50, 0)
+    trees = _trees(50, 0, share)
     tb, db = tree_batch(trees, 0), duplicated_batch(trees, 0)
     lt, _ = token_logprobs(model, tb)
     ld, _ = token_logprobs(model, db)
@@ -59,8 +66,11 @@ def test_logprobs_and_entropy_of_trained_tokens_equal_a_plain_forward():
     assert (logp[:, 1:][~trained] == 0).all() and (logp[:, 0] == 0).all()
 
 
-def test_tree_loss_and_gradient_equal_duplicated_branches():
-    trees = _trees(50, 1)
+@pytest.mark.parametrize("share", [False, True])
+def test_tree_loss_and_gradient_equal_duplicated_branches(share):
+    trees = _trees(50, 1, share)
+    if share:  # each group's inserted tokens are packed once
+        assert sum(t.length for t in trees) < sum(t.length for t in _trees(50, 1, False))
     grads, losses = [], []
     for make in (tree_batch, duplicated_batch):
         model = _model(50)

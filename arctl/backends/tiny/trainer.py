@@ -185,8 +185,8 @@ def shaped_scores(config: dict, ro: Rollout) -> torch.Tensor:
 
 
 def build_trees(config: dict, ro: Rollout, scores: torch.Tensor, probs: torch.Tensor) -> list:
-    """One packed tree per thinking sample: thinking tokens carry the BRPO advantages of their
-    segment; trained summary branches carry theirs. Decoupled: every branch, advantage = reward
+    """One packed tree per thinking sample (a summary group's inserted tokens packed once):
+    thinking tokens carry the BRPO advantages of their segment; trained summary branches carry theirs. Decoupled: every branch, advantage = reward
     minus its group's mean times the summed summary prior of the budgets it covers. Coupled: only the
     branch covering the max budget, with the outcome (GRPO) advantage."""
     th = config["thinking"]
@@ -215,7 +215,8 @@ def build_trees(config: dict, ro: Rollout, scores: torch.Tensor, probs: torch.Te
     trees = []
     for row in range(b * g):
         n = int(ro.thinking.think_len[row])
-        trees.append(pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], tok_adv[row, :n]))
+        trees.append(pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], tok_adv[row, :n],
+                               share_inserted=True))
     return trees
 
 

@@ -30,6 +30,7 @@ class PackedBatch:
     advantages: torch.Tensor
     old_logp: torch.Tensor | None = None
     lengths: torch.Tensor | None = None
+    predecessor: torch.Tensor | None = None  # [B, L] (None: the previous column)
 
     def select(self, idx: torch.Tensor) -> PackedBatch:
         """Rows ``idx``, cut to the longest of them (the padding columns of shorter rows dropped)."""
@@ -52,9 +53,10 @@ def tree_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
             if span.summary_start == span.start:
                 raise ValueError("a branch without inserted tokens cannot be scored from the packed layout")
     s = stack_trees(trees, pad_id=pad_id)
-    mask = dense_tree_mask(s["cut"], s["branch_start"])[:, None]
+    mask = dense_tree_mask(s["cut"], s["branch_start"], s["shared_start"], s["shared_end"])[:, None]
     lengths = torch.tensor([tree.length for tree in trees])
-    return PackedBatch(s["input_ids"], s["position_ids"], mask, s["loss_mask"], s["advantages"], lengths=lengths)
+    return PackedBatch(s["input_ids"], s["position_ids"], mask, s["loss_mask"], s["advantages"], lengths=lengths,
+                       predecessor=s["predecessor"])
 
 
 def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
@@ -94,27 +96,26 @@ def duplicated_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
 
 
 def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-prob [B, L] of every trained token (``loss_mask``) given its predecessor in the packed
-    layout, and the entropy [B, L] of the distribution that produced it (no grad); 0 elsewhere.
-    The output layer runs only at the positions that predict a trained token."""
+    """Log-prob [B, L] of every trained token (``loss_mask``) given the tokens before it in its own
+    sequence (read at its ``predecessor``'s output), and the entropy [B, L] of the distribution that
+    produced it (no grad); 0 elsewhere. The output layer runs only at those positions."""
     mask = batch.attention_mask
     if mask.dtype == torch.bool:  # additive float mask: SDPA on CPU is faster with it
         mask = torch.zeros(mask.shape, dtype=model.dtype).masked_fill_(~mask, float("-inf"))
     hidden = model.model(
         input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False
-    ).last_hidden_state[:, :-1]
-    need = batch.loss_mask[:, 1:]
-    logits = model.lm_head(hidden[need]).float()
+    ).last_hidden_state
+    rows, cols = batch.loss_mask.nonzero(as_tuple=True)
+    source = cols - 1 if batch.predecessor is None else batch.predecessor[rows, cols]
+    logits = model.lm_head(hidden[rows, source]).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.input_ids[:, 1:][need][:, None])[:, 0]
+    logp = logp_all.gather(-1, batch.input_ids[rows, cols][:, None])[:, 0]
     with torch.no_grad():
         ent = -(logp_all.exp() * logp_all).sum(-1)
-    b, length = batch.input_ids.shape
-    logp_out = logp.new_zeros(b, length).masked_scatter(torch.nn.functional.pad(need, (1, 0)), logp)
-    ent_out = ent.new_zeros(b, length).masked_scatter(torch.nn.functional.pad(need, (1, 0)), ent)
-    return logp_out, ent_out
+    shape = batch.input_ids.shape
+    return logp.new_zeros(shape).index_put((rows, cols), logp), ent.new_zeros(shape).index_put((rows, cols), ent)
 
 
 def ppo_clip_loss(
