@@ -216,7 +216,7 @@ def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
         table = pa.Table.from_arrays(arrays, names=[STEP_KEY, *meta["groups"][i]])
         target = _group_path(base, i)
         tmp = target.with_name(target.name + tag)
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, use_dictionary=False)  # float metrics: dictionaries only cost time
         os.replace(tmp, target)
     tmpj = js.with_name(js.name + tag)
     tmpj.write_text(json.dumps(meta, default=str))
