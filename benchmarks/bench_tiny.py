@@ -2,11 +2,10 @@
 
     python benchmarks/bench_tiny.py tree        # tree-packed vs duplicated-branch update, m = 4
     python benchmarks/bench_tiny.py step        # one RL step of AnytimeReasoner and GRPO (tiny scale)
-    python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed)
+    python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
+                                                # Quickstart runs it: the CLI, local executor, fresh workspace
 
-One torch thread (``--threads``). The ablation reuses the warm-up cached in ``--workspace`` if present
-and reports the warm-up's own recorded time, so "incl. warm-up" = warm-up seconds + arm seconds.
-Peak RSS is the process's ``ru_maxrss``.
+One torch thread (``--threads``) for tree/step. Peak RSS is the process's ``ru_maxrss``.
 """
 
 from __future__ import annotations
@@ -96,28 +95,37 @@ def bench_step(args) -> None:
 
 
 def bench_ablation(args) -> None:
-    from arctl.backends.tiny.trainer import train
-    from arctl.backends.tiny.warmup import warmup_key, workspace_of
+    """What the Quickstart runs: ``arctl run ablation-vr --scale tiny --executor local`` in a fresh
+    workspace (warm-up included), timed from submission until the last arm completes."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
 
-    ws = Path(args.workspace)
-    runs = _resolve("ablation-vr", [])
-    warm = workspace_of(ws / "runs" / "x") / "cache" / "tiny-warmup" / warmup_key(runs[0].config) / "warmup.json"
-    cached = warm.exists()
-    t_all = time.perf_counter()
-    print("| arm | seconds | final anytime acc (32-budget grid) |")
-    print("|---|---|---|")
-    for run in runs:
-        run_dir = ws / "runs" / f"bench-ablation-vr-{run.arm}-{time.time_ns()}"
-        t0 = time.perf_counter()
-        train(run.config, run_dir, threading.Event())
-        last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-        print(f"| {run.arm} | {time.perf_counter() - t0:.0f} | {last.get('eval/toy/anytime_acc', float('nan')):.3f} |",
-              flush=True)
-    total = time.perf_counter() - t_all
-    warm_s = json.loads(warm.read_text())["seconds"]
-    print(f"\nwarm-up {warm_s:.0f} s ({'cached, time recorded when it was trained' if cached else 'trained in this run'}); "
-          f"arms {total - (0 if cached else warm_s):.0f} s; total incl. warm-up "
-          f"{total + (warm_s if cached else 0):.0f} s; peak RSS {peak_rss_mb():.0f} MB")
+    from arctl.track import metrics_schema as ms
+
+    ws = Path(tempfile.mkdtemp(prefix="bench-ablation-", dir=args.workspace if Path(args.workspace).exists() else None))
+    env = {**os.environ, "ARCTL_HOME": str(ws), "WANDB_MODE": "offline"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "arctl.cli.main", "run", "ablation-vr", "--scale", "tiny",
+                           "--executor", "local", "--json"], env=env, capture_output=True, text=True)
+    total = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"arctl run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    warm = json.loads(next((ws / "cache" / "tiny-warmup").glob("*/warmup.json")).read_text())
+    status = json.loads(subprocess.run([sys.executable, "-m", "arctl.cli.main", "status", "--json"], env=env,
+                                       capture_output=True, text=True, check=True).stdout)
+    print(f"workspace {ws}")
+    print("| arm | state | started → ended (min after submission) | CPU s/step (mean) | final anytime acc (grid) |")
+    print("|---|---|---|---|---|")
+    for run in status:
+        rows = [json.loads(line) for line in (Path(run["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        cpu = [r[ms.PERF_STEP_CPU_S] for r in rows if ms.PERF_STEP_CPU_S in r]
+        t_sub = run["submitted_at"]
+        print(f"| {run['arm']} | {run['state']} | {(run['started_at'] - t_sub) / 60:.1f} → {(run['ended_at'] - t_sub) / 60:.1f} | "
+              f"{sum(cpu) / len(cpu):.2f} | {rows[-1].get(ms.eval_grid_anytime_acc('toy'), float('nan')):.3f} |", flush=True)
+    print(f"\nwhole ablation-vr: {total / 60:.1f} min wall incl. warm-up ({warm['seconds'] / 60:.1f} min, "
+          f"accuracy {warm['accuracy']:.3f} at the max budget); load average now {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
