@@ -59,10 +59,10 @@ def add_footnote(fig, text: str) -> None:
 def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name.png/.pdf/.svg`` into ``out_dir``; returns the paths.
 
-    The layout is computed once for the three formats. On Linux the PDF and the SVG are written by
-    forked copies of the process while this one writes the PNG (the three renderings are
-    independent; on 2 cores this takes the wall time of the slowest one instead of the sum); a
-    copy that fails or hangs is replaced by writing that format here."""
+    The layout is computed once for the three formats. On Linux the PDF is written by a forked copy
+    of the process while this one writes the PNG and the SVG (the renderings are independent; on 2
+    cores this takes about half the time); a copy that fails or hangs is replaced by writing that
+    format here."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.{fmt}" for fmt in FORMATS]
@@ -79,6 +79,7 @@ def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:
 
 
 CHILD_TIMEOUT_S = 120.0
+FORKED_FORMATS = (".pdf",)
 
 
 def _savefig(fig, path: Path) -> None:
@@ -89,13 +90,15 @@ def _save_formats(fig, paths: list[Path]) -> None:
     import os
     import sys
 
-    first, rest = paths[0], paths[1:]
     if not sys.platform.startswith("linux") or os.environ.get("ARCTL_SERIAL_SAVE"):
         for p in paths:
             _savefig(fig, p)
         return
+    # the PDF (its backend imports fontTools) takes about as long as the PNG and the SVG together
+    forked = [p for p in paths if p.suffix in FORKED_FORMATS]
+    here = [p for p in paths if p.suffix not in FORKED_FORMATS]
     children: dict[int, Path] = {}
-    for p in rest:
+    for p in forked:
         pid = os.fork()
         if pid == 0:  # child: write one format, never return into the caller's code
             code = 1
@@ -105,7 +108,8 @@ def _save_formats(fig, paths: list[Path]) -> None:
             finally:
                 os._exit(code)
         children[pid] = p
-    _savefig(fig, first)
+    for p in here:
+        _savefig(fig, p)
     for pid, p in children.items():
         if not _wait_ok(pid, CHILD_TIMEOUT_S):
             _savefig(fig, p)  # here, so that an error surfaces with its real traceback

@@ -1,4 +1,4 @@
-"""save_figure: PNG + PDF + SVG, the PDF and SVG written by forked copies of the process."""
+"""save_figure: PNG + PDF + SVG, the PDF written by a forked copy of the process."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_a_failing_child_is_replaced_by_saving_here(tmp_path, monkeypatch):
 
     monkeypatch.setattr(style, "_savefig", flaky)
     paths = style.save_figure(_figure(), tmp_path, "fig")
-    assert sorted(calls) == [".pdf", ".png", ".svg"]  # both children failed; all written here
+    assert sorted(calls) == [".pdf", ".png", ".svg"]  # the child failed; its PDF written here
     assert all(p.stat().st_size > 5000 for p in paths)
 
 
