@@ -55,6 +55,33 @@ def test_kv_reused_summaries_equal_reencoding_truncated_and_finished():
     assert any(b.finished for b in branches) and any(not b.finished for b in branches)
 
 
+def test_rows_that_finish_early_leave_the_batch_and_the_others_stay_exact():
+    tok, model, prompts = _setup()
+    end = _common_token(model, tok, prompts)
+    inserted = InsertedTokens.from_ids(encode_words(tok, ["...", "..."]), end, encode_words(tok, ["**Final", "Answer**"]))
+    th = ro.generate_thinking(model, prompts, 12, 1.0, torch.Generator().manual_seed(0), end, tok.pad_token_id)
+    # sampled summaries; a token in about half of them plays <eos>, so rows finish at different steps
+    probe = ro.plan_branches(th, [3, 6, 9, 12], inserted)
+    ro.generate_summaries(model, th, probe, 2, 6, 1.0, torch.Generator().manual_seed(1), -1, tok.pad_token_id)
+    summaries = [s for b in probe for s in b.summaries]
+    eos = max({t for s in summaries for t in s}, key=lambda t: min(sum(t in s for s in summaries),
+                                                                  sum(t not in s for s in summaries)))
+    branches = ro.plan_branches(th, [3, 6, 9, 12], inserted)
+    logits = ro.generate_summaries(model, th, branches, 2, 6, 1.0, torch.Generator().manual_seed(1), eos,
+                                   tok.pad_token_id, max_rows=6, return_logits=True)
+    lengths = [len(s) for b in branches for s in b.summaries]
+    assert min(lengths) < 6 and max(lengths) == 6, lengths  # some rows stopped early, others ran on
+    k = 0
+    for b in branches:
+        sp = summary_prompt(th.question(b.row), th.thinking(b.row), b.cut, inserted)
+        for s in b.summaries:
+            assert (eos in s) == (s[-1] == eos) and s.count(eos) <= 1  # <eos> ends a summary and is kept
+            with torch.no_grad():
+                ref = model(input_ids=torch.tensor([list(sp.input_ids) + s])).logits[0, len(sp.input_ids) - 1 : -1]
+            torch.testing.assert_close(logits[k], ref, atol=1e-5, rtol=1e-5)
+            k += 1
+
+
 def test_finished_thinking_shares_one_summary_group_across_later_budgets():
     tok, model, prompts = _setup()
     end = _common_token(model, tok, prompts)

@@ -66,6 +66,10 @@ class SharedPrefix:
         return SharedPrefix(self.keys, self.values, self.row_of.repeat_interleave(repeats), slot.reshape(-1),
                             self.slots * repeats, self.mask.repeat_interleave(repeats, dim=0))
 
+    def keep_rows(self, rows: torch.Tensor) -> None:
+        """Keep only summary rows ``rows`` (in place; e.g. drop the rows that finished decoding)."""
+        self.row_of, self.slot, self.mask = self.row_of[rows], self.slot[rows], self.mask[rows]
+
     def stack(self, x: torch.Tensor) -> torch.Tensor:
         """[N, H, q, c] per summary row -> [U, H, slots * q, c] stacked per thinking row (zeros in unused slots)."""
         n, h, q, c = x.shape

@@ -199,6 +199,12 @@ def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedToke
     return out
 
 
+def keep_rows(cache: Cache, rows: torch.Tensor) -> None:
+    """Keep only ``rows`` of a :func:`buffer_cache` (in place)."""
+    for layer in cache.layers:
+        layer.buf_k, layer.buf_v = layer.buf_k[rows], layer.buf_v[rows]
+
+
 def _repeat_cache(model, cache: Cache, repeats: int, capacity: int) -> Cache:
     """A new cache of ``capacity`` tokens holding every row of ``cache`` ``repeats`` times in place."""
     new = buffer_cache(model, capacity)
@@ -222,7 +228,8 @@ def generate_summaries(
     return_logits: bool = False,
 ) -> list[torch.Tensor]:
     """Fill ``branch.summaries`` with ``group_size`` samples of at most ``max_tokens`` tokens
-    (``<eos>`` ends one and is kept), in chunks of whole branches of at most ``max_rows`` rows.
+    (``<eos>`` ends one and is kept; finished rows leave the batch), in chunks of whole branches of
+    at most ``max_rows`` rows.
 
     Every row attends to its thinking's cached prefix in place (``prefix_attention``: no copy of
     the thinking per row). A branch's inserted tokens are encoded once and shared by its
@@ -253,28 +260,33 @@ def generate_summaries(
         next_pos = (start_pos + ins_valid.sum(1)).repeat_interleave(group_size, 0)
         n = len(br) * group_size
         out = torch.full((n, max_tokens), pad_id, dtype=torch.long)
-        steps_logits = []
-        active = torch.ones(n, dtype=torch.bool)
         lens = torch.zeros(n, dtype=torch.long)
+        alive = torch.arange(n)  # the summary rows still decoding (finished rows are dropped)
+        row_logits: list[list[torch.Tensor]] = [[] for _ in range(n)] if return_logits else []
         with shared_prefix(model, prefix):
             for s in range(max_tokens):
                 if return_logits:
-                    steps_logits.append(logits.clone())
-                tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
-                out[:, s] = tok
-                col = active.clone()
-                lens += col.long()
-                active &= tok != eos_id
-                if s == max_tokens - 1 or not active.any():
+                    for k, r in enumerate(alive.tolist()):
+                        row_logits[r].append(logits[k].clone())
+                tok = sample(logits, temperature, generator)
+                out[alive, s] = tok
+                lens[alive] += 1
+                going = tok != eos_id
+                if s == max_tokens - 1 or not going.any():
                     break
-                key_valid = torch.cat([key_valid, col[:, None]], dim=1)
+                if not going.all():
+                    keep = going.nonzero()[:, 0]
+                    alive, tok, next_pos, key_valid = alive[keep], tok[keep], next_pos[keep], key_valid[keep]
+                    keep_rows(cache, keep)
+                    prefix.keep_rows(keep)
+                key_valid = torch.cat([key_valid, key_valid.new_ones(len(alive), 1)], dim=1)
                 logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
-                next_pos = next_pos + col.long()
+                next_pos = next_pos + 1
         for k in range(n):
             ids = out[k, : int(lens[k])].tolist()
             br[k // group_size].summaries.append(ids)
             if return_logits:
-                logits_out.append(torch.stack(steps_logits, 1)[k, : int(lens[k])])
+                logits_out.append(torch.stack(row_logits[k]))
     return logits_out
 
 
