@@ -277,25 +277,11 @@ def check_plugin(loaded_before_verl: bool) -> dict[str, Any]:
 # 4. inputs (warnings)
 
 
-def _listed(value: Any) -> list[str]:
-    from omegaconf import OmegaConf
-
-    if value is None:
-        return []
-    if OmegaConf.is_list(value) or isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
 def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
-    from omegaconf import OmegaConf
-
     from arctl.backends.verl.overrides import data_dir
+    from arctl.backends.verl.trainer import data_files
 
-    files = {}
-    for key in ("data.train_files", "data.val_files"):
-        for name in _listed(OmegaConf.select(cfg, key)):
-            files[name] = Path(name).expanduser().exists()
+    files = {name: Path(name).expanduser().exists() for name in data_files(cfg)}
     missing = [f for f, ok in files.items() if not ok]
     warnings = []
     if missing:

@@ -72,14 +72,20 @@ def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]
     return build_verl_config(config, run_dir)
 
 
-def _check_inputs(config: dict, cfg: Any) -> None:
+def data_files(cfg: Any) -> list[str]:
+    """The train and validation files of a composed verl config (each key a path or a list)."""
     from omegaconf import OmegaConf
 
     files = []
     for key in ("data.train_files", "data.val_files"):
         value = OmegaConf.select(cfg, key)
-        files += list(value) if OmegaConf.is_list(value) else [value]
-    missing = [f for f in files if f and not Path(str(f)).expanduser().exists()]
+        if value is not None:
+            files += [str(v) for v in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
+    return [f for f in files if f]
+
+
+def _check_inputs(config: dict, cfg: Any) -> None:
+    missing = [f for f in data_files(cfg) if not Path(f).expanduser().exists()]
     if missing:
         raise VerlConfigError(
             f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
