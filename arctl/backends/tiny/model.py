@@ -36,5 +36,11 @@ def build_model(config: Qwen2Config, init_seed: int) -> Qwen2ForCausalLM:
     return model
 
 
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Boolean attention mask (True = attend) -> additive 0 / -inf mask of ``dtype`` (SDPA on CPU is
+    faster with an additive mask than with a boolean one)."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+
+
 def num_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 from transformers import AttentionInterface
 
+from arctl.backends.tiny.model import additive_mask
+
 NAME = "arctl_shared_prefix"
 
 
@@ -56,7 +58,7 @@ class SharedPrefix:
         width = prefix_valid.shape[1]
         keys = [k[uniq, :, :width] for k, _ in layers_kv]
         values = [v[uniq, :, :width] for _, v in layers_kv]
-        mask = torch.zeros(prefix_valid.shape, dtype=dtype).masked_fill_(~prefix_valid, float("-inf"))[:, None, None]
+        mask = additive_mask(prefix_valid, dtype)[:, None, None]
         return cls(keys, values, row_of, slot, int(counts.max()), mask)
 
     def expand(self, repeats: int) -> SharedPrefix:

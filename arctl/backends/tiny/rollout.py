@@ -18,6 +18,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
 from arctl.backends.tiny import task
+from arctl.backends.tiny.model import additive_mask
 from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
 
@@ -130,8 +131,7 @@ def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:
 def forward_step(model, ids, positions, key_valid, cache) -> torch.Tensor:
     """Run ``ids`` [N, k] at ``positions`` [N, k] against ``cache``; returns logits [N, k, V]."""
     allowed = attention_mask(key_valid, ids.shape[1])
-    # an additive float mask: SDPA on CPU is faster with it than with a boolean one
-    mask = torch.zeros(allowed.shape, dtype=model.dtype).masked_fill_(~allowed, float("-inf"))
+    mask = additive_mask(allowed, model.dtype)
     out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True)
     return out.logits
 

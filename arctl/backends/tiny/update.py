@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from arctl.algo.tree import PackedTree, dense_tree_mask, stack_trees
+from arctl.backends.tiny.model import additive_mask
 
 
 @dataclass
@@ -100,8 +101,8 @@ def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple
     sequence (read at its ``predecessor``'s output), and the entropy [B, L] of the distribution that
     produced it (no grad); 0 elsewhere. The output layer runs only at those positions."""
     mask = batch.attention_mask
-    if mask.dtype == torch.bool:  # additive float mask: SDPA on CPU is faster with it
-        mask = torch.zeros(mask.shape, dtype=model.dtype).masked_fill_(~mask, float("-inf"))
+    if mask.dtype == torch.bool:
+        mask = additive_mask(mask, model.dtype)
     hidden = model.model(
         input_ids=batch.input_ids, position_ids=batch.position_ids, attention_mask=mask, use_cache=False
     ).last_hidden_state

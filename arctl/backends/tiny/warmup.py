@@ -27,7 +27,7 @@ from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
 from arctl.backends.tiny import task
-from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def pack_examples(examples: list[tuple[list[int], list[bool]]], pad_id: int) -> 
     cols = torch.arange(width)
     allowed = (cols[None, :] <= cols[:, None])[None] & (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] >= 0)
     allowed |= torch.eye(width, dtype=torch.bool)[None]  # padding queries see themselves (no NaN)
-    mask = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None]
+    mask = additive_mask(allowed)[:, None]
     return {"input_ids": ids, "labels": labels, "position_ids": pos, "attention_mask": mask}
 
 
