@@ -146,6 +146,21 @@ def pack_tree(
         if len(ta) != t:
             raise ValueError(f"thinking_advantages has {len(ta)} entries but the thinking has {t} tokens")
         adv = [0.0] * p + ta
+
+    def append(tokens: list[int], first_pos: int, trunk_cut: int, seg_start: int, shared: tuple[int, int],
+               trained: bool, advantage: float) -> None:
+        """Append one segment: positions from ``first_pos``; it sees the trunk below ``trunk_cut``,
+        the ``shared`` segment and itself (from ``seg_start``)."""
+        k = len(tokens)
+        ids.extend(tokens)
+        pos.extend(range(first_pos, first_pos + k))
+        cut.extend([trunk_cut] * k)
+        bstart.extend([seg_start] * k)
+        sstart.extend([shared[0]] * k)
+        send.extend([shared[1]] * k)
+        loss.extend([trained] * k)
+        adv.extend([advantage if trained else 0.0] * k)
+
     spans = []
     group = None  # (cut, inserted, start, end) of the inserted segment the current group shares
     for i, br in enumerate(branches):
@@ -154,41 +169,20 @@ def pack_tree(
             raise ValueError(f"branch {i}: cut {c} is outside the thinking (0..{t} tokens)")
         inserted, summary = _ids(br.inserted), _ids(br.summary)
         start = len(ids)
-        n = len(inserted) + len(summary)
-        if n == 0:
+        if not inserted and not summary:
             raise ValueError(f"branch {i} is empty (no inserted and no summary tokens)")
         if share_inserted and inserted:
             if group is None or group[:2] != (c, inserted):
-                ids += inserted
-                pos += range(p + c, p + c + len(inserted))
-                cut += [p + c] * len(inserted)
-                bstart += [start] * len(inserted)
-                sstart += [0] * len(inserted)
-                send += [0] * len(inserted)
-                loss += [False] * len(inserted)
-                adv += [0.0] * len(inserted)
+                append(inserted, p + c, p + c, start, (0, 0), False, 0.0)
                 group = (c, inserted, start, len(ids))
-            s0, k = len(ids), len(summary)
-            ids += summary
-            pos += range(p + c + len(inserted), p + c + len(inserted) + k)
-            cut += [p + c] * k
-            bstart += [s0] * k
-            sstart += [group[2]] * k
-            send += [group[3]] * k
-            loss += [True] * k
-            adv += [float(br.advantage)] * k
-            spans.append(BranchSpan(p + c, group[2], s0, s0 + k, inserted_end=group[3]))
+            s0 = len(ids)
+            append(summary, p + c + len(inserted), p + c, s0, group[2:], True, float(br.advantage))
+            spans.append(BranchSpan(p + c, group[2], s0, len(ids), inserted_end=group[3]))
             continue
         group = None
-        ids += inserted + summary
-        pos += range(p + c, p + c + n)
-        cut += [p + c] * n
-        bstart += [start] * n
-        sstart += [0] * n
-        send += [0] * n
-        loss += [False] * len(inserted) + [True] * len(summary)
-        adv += [0.0] * len(inserted) + [float(br.advantage)] * len(summary)
-        spans.append(BranchSpan(p + c, start, start + len(inserted), start + n))
+        append(inserted, p + c, p + c, start, (0, 0), False, 0.0)
+        append(summary, p + c + len(inserted), p + c, start, (0, 0), True, float(br.advantage))
+        spans.append(BranchSpan(p + c, start, start + len(inserted), len(ids)))
     valid = len(ids)
     prev = list(range(-1, valid - 1))  # each token's previous token in its own sequence
     for span in spans:
