@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-BASELINES = ("brpo", "v1", "v2", "none")
+from arctl.algo.settings import BASELINES
 
 
 def _check_scores_probs(scores: torch.Tensor, probs: torch.Tensor | Sequence[float]) -> torch.Tensor:
@@ -40,7 +40,7 @@ def budget_returns(scores: torch.Tensor, probs: torch.Tensor | Sequence[float]) 
     return (scores * p).flip(-1).cumsum(-1).flip(-1)
 
 
-def baseline_v1(scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float = 0.5) -> torch.Tensor:
+def baseline_v1(scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float) -> torch.Tensor:
     """Budget-relative baseline V1 (Eq. 7): [B, G, m].
 
     ``V1[b,g,k] = (sum_{j<k} lam^(k-j) scores[b,g,j] / sum_{j<k} lam^(k-j)) * sum_{j>=k} P_j``,
@@ -73,7 +73,7 @@ def brpo_weights(m: int, dtype: torch.dtype = torch.float64, device: Any = None)
 
 
 def thinking_baseline(
-    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float = 0.5, baseline: str = "brpo"
+    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, baseline: str
 ) -> torch.Tensor:
     """Variance-reduction term V of the thinking gradient (Eq. 9 and its ablations): [B, G, m].
 
@@ -94,7 +94,7 @@ def thinking_baseline(
 
 
 def thinking_advantages(
-    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float = 0.5, baseline: str = "brpo"
+    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, baseline: str
 ) -> torch.Tensor:
     """BRPO advantage ``A[b,g,k] = R[b,g,k] - V[b,g,k]`` of thinking segment k (Eqs. 6-9): [B, G, m]."""
     return budget_returns(scores, probs) - thinking_baseline(scores, probs, lam, baseline)
@@ -130,6 +130,16 @@ def token_advantages(
     seg = torch.searchsorted(b, t).clamp_max(m - 1)  # first j with b_j >= t
     out = segment_adv[:, seg] if length else segment_adv.new_zeros(n, 0)
     return out * (t[None, :] <= lens[:, None])
+
+
+def segments_reached(think_len: torch.Tensor | Sequence[int], budgets: torch.Tensor | Sequence[int]) -> torch.Tensor:
+    """Whether a thinking has tokens in segment k, i.e. ``think_len > b_{k-1}`` (``b_0 = 0``):
+    bool [..., m] for ``think_len`` [...]. A segment the thinking never reached has no tokens to
+    train and no return of its own (its budgets share the full thinking's summaries)."""
+    lens = torch.as_tensor(think_len)
+    b = torch.as_tensor(budgets, device=lens.device).long()
+    lower = torch.cat([b.new_zeros(1), b[:-1]])
+    return lens[..., None] > lower
 
 
 def group_inverse(index: Any, n: int, device: Any = None) -> torch.Tensor:

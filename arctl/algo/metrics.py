@@ -7,10 +7,18 @@ Score tables are ``[N, m]`` (N samples, m budgets, e.g. acc of sample n when cut
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
-from arctl.algo.advantages import baseline_v1, baseline_v2, budget_returns, thinking_baseline
+from arctl.algo.advantages import (
+    baseline_v1,
+    baseline_v2,
+    budget_returns,
+    segments_reached,
+    thinking_baseline,
+)
+from arctl.algo.priors import budget_prior
 
 
 def _flat(scores: torch.Tensor) -> torch.Tensor:
@@ -46,41 +54,93 @@ def score_curve_area(accuracy: torch.Tensor | Sequence[float], budgets: Sequence
     return torch.trapezoid(acc, b) / (b[-1] - b[0])
 
 
-def _pearson(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Column-wise Pearson correlation of [N, m] tensors: [m] (nan where a column is constant)."""
-    xc, yc = x - x.mean(0), y - y.mean(0)
+def _pearson(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Column-wise Pearson correlation of [N, m] tensors over the rows where ``w`` [N, m] is 1:
+    [m] (nan where a column has fewer than two rows or is constant)."""
+    count = w.sum(0)
+    mean = lambda t: (t * w).sum(0) / count.clamp_min(1)  # noqa: E731
+    xc, yc = (x - mean(x)) * w, (y - mean(y)) * w
     denom = (xc.pow(2).sum(0) * yc.pow(2).sum(0)).sqrt()
-    return torch.where(denom > 0, (xc * yc).sum(0) / denom.clamp_min(1e-300), torch.nan)
+    return torch.where((denom > 0) & (count > 1), (xc * yc).sum(0) / denom.clamp_min(1e-300), torch.nan)
+
+
+def _masked_var(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Column-wise population variance of [N, m] over the rows where ``w`` is 1: [m] (nan if none)."""
+    count = w.sum(0)
+    mean = (x * w).sum(0) / count.clamp_min(1)
+    var = ((x - mean) ** 2 * w).sum(0) / count.clamp_min(1)
+    return torch.where(count > 0, var, torch.nan)
+
+
+def _reach_weights(scores: torch.Tensor, reached: torch.Tensor | None) -> torch.Tensor:
+    if reached is None:
+        return torch.ones(scores.shape, dtype=torch.float64)
+    if reached.shape != scores.shape:
+        raise ValueError(f"reached must have the shape of scores {tuple(scores.shape)}, got {tuple(reached.shape)}")
+    return reached.to(torch.float64)
 
 
 def baseline_correlations(
-    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float = 0.5
+    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, reached: torch.Tensor | None = None
 ) -> dict[str, torch.Tensor]:
-    """Pearson correlation, per budget, of V1 and V2 with the return R over all B*G samples
-    (Figure 4 left): ``{"v1": [m], "v2": [m]}`` (nan where undefined, e.g. V1 at the first budget)."""
+    """Pearson correlation, per budget, of V1 and V2 with the return R over the B*G samples
+    (Figure 2 left): ``{"v1": [m], "v2": [m]}`` (nan where undefined, e.g. V1 at the first budget).
+
+    ``reached`` [B, G, m] (bool) keeps, at budget k, only the samples whose thinking has tokens in
+    segment k (:func:`arctl.algo.advantages.segments_reached`), as the authors' ``cot_mask`` does; V2 still
+    averages over every sample of the group (its definition, Eq. 8)."""
     s = scores.to(torch.float64)
     r = budget_returns(s, probs)
     m = s.shape[-1]
+    w = _reach_weights(s, reached).reshape(-1, m)
     flat = lambda t: t.reshape(-1, m)  # noqa: E731
     return {
-        "v1": _pearson(flat(baseline_v1(s, probs, lam)), flat(r)),
-        "v2": _pearson(flat(baseline_v2(r)), flat(r)),
+        "v1": _pearson(flat(baseline_v1(s, probs, lam)), flat(r), w),
+        "v2": _pearson(flat(baseline_v2(r)), flat(r), w),
     }
 
 
 def normalized_variances(
-    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float = 0.5
+    scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, reached: torch.Tensor | None = None
 ) -> dict[str, torch.Tensor]:
-    """``Var(R - V) / Var(R)`` per budget over all B*G samples (Figure 4 right), for
-    ``V`` = BRPO, GRPO (V2) and V1: ``{"brpo": [m], "grpo": [m], "v1": [m]}`` (nan if Var(R) = 0)."""
+    """``Var(R - V) / Var(R)`` per budget over the B*G samples (Figure 2 right), for ``V`` = BRPO,
+    GRPO (V2) and V1: ``{"brpo": [m], "grpo": [m], "v1": [m]}`` (nan if Var(R) = 0); ``reached``
+    as in :func:`baseline_correlations`."""
     s = scores.to(torch.float64)
     m = s.shape[-1]
     r = budget_returns(s, probs)
+    w = _reach_weights(s, reached).reshape(-1, m)
     baselines = {"brpo": "brpo", "grpo": "v2", "v1": "v1"}
-    var_r = r.reshape(-1, m).var(0, unbiased=False)
+    var_r = _masked_var(r.reshape(-1, m), w)
 
     def nvar(v: torch.Tensor) -> torch.Tensor:
-        var = (r - v).reshape(-1, m).var(0, unbiased=False)
+        var = _masked_var((r - v).reshape(-1, m), w)
         return torch.where(var_r > 0, var / var_r.clamp_min(1e-300), torch.nan)
 
     return {key: nvar(thinking_baseline(s, probs, lam, name)) for key, name in baselines.items()}
+
+
+@dataclass(frozen=True)
+class EvalDiagnostics:
+    """The variance diagnostics of one evaluation (paper Fig. 2) at ``budgets``."""
+
+    budgets: tuple[int, ...]
+    corr: dict[str, list[float]]  # {"v1": [m], "v2": [m]}
+    nvar: dict[str, list[float]]  # {"brpo": [m], "grpo": [m], "v1": [m]}
+
+
+def eval_diagnostics(
+    scores: torch.Tensor, think_len: torch.Tensor, budgets: Sequence[int], lam: float
+) -> EvalDiagnostics:
+    """Diagnostics of an evaluation with a group of thinking samples per question: ``scores``
+    [B, G, m] at ``budgets`` [m], thinking lengths [B, G]. The prior is uniform over ``budgets``
+    (the paper's Fig. 2 setting) and every budget k counts only samples that reached segment k."""
+    probs = budget_prior("uniform", list(budgets))
+    hit = segments_reached(torch.as_tensor(think_len), list(budgets))
+    corr = baseline_correlations(scores, probs, lam, hit)
+    nvar = normalized_variances(scores, probs, lam, hit)
+    return EvalDiagnostics(
+        budgets=tuple(int(b) for b in budgets),
+        corr={k: [float(x) for x in v] for k, v in corr.items()},
+        nvar={k: [float(x) for x in v] for k, v in nvar.items()},
+    )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-PRIOR_NAMES = ("base", "uniform", "linear", "custom")
+from arctl.algo.settings import PRIORS
 
 
 def _check_budgets(budgets: Sequence[int]) -> list[int]:
@@ -61,4 +61,4 @@ def budget_prior(name: str, budgets: Sequence[int], probs: Sequence[float] | Non
             raise ValueError(f"prior 'custom': probs must sum to 1, got sum {total:.6g} for {p_list}")
         p = torch.tensor(p_list, dtype=torch.float64)
         return p / p.sum()
-    raise ValueError(f"unknown budget prior {name!r}; choose one of {', '.join(PRIOR_NAMES)}")
+    raise ValueError(f"unknown budget prior {name!r}; choose one of {', '.join(PRIORS)}")

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from arctl.algo.advantages import group_inverse
+from arctl.algo.settings import LENGTH_PENALTIES
 
-LENGTH_PENALTIES = ("none", "v1", "v2")
 STD_EPS = 1e-6
 
 
@@ -23,7 +23,7 @@ def length_penalty(
     think_len: torch.Tensor,
     max_budget: int,
     mode: str,
-    alpha: float = 0.2,
+    alpha: float,
     index: Any = None,
 ) -> torch.Tensor:
     """Reward [N] of N responses with thinking lengths ``think_len`` [N].

@@ -133,14 +133,14 @@ def test_brpo_by_hand():
     #           k=2: 1/4 - (1/2*1/2 + 1/2*3/8)     = 1/4 - 7/16           = -3/16
     #           k=3: 1/4 - (3/4*3/28 + 1/4*1/4)    = 1/4 - (9/112 + 7/112) = 3/28
     want = torch.tensor([[[0, 9 / 32, 7 / 48, 3 / 112], [0, -5 / 32, -3 / 16, 3 / 28]]], dtype=F64)
-    torch.testing.assert_close(thinking_advantages(SCORES, UNIFORM, lam=0.5), want, rtol=0, atol=1e-15)
+    torch.testing.assert_close(thinking_advantages(SCORES, UNIFORM, lam=0.5, baseline="brpo"), want, rtol=0, atol=1e-15)
 
 
 def test_v1_and_none_baselines_by_hand():
     v1_adv = thinking_advantages(SCORES, UNIFORM, lam=0.5, baseline="v1")
     want = torch.tensor([[[0.75, 0.75, 0.5 - 1 / 3, 0.25 - 3 / 14], [0.75, -0.25, -0.25, 0.25 - 3 / 28]]], dtype=F64)
     torch.testing.assert_close(v1_adv, want, rtol=0, atol=1e-15)
-    assert thinking_advantages(SCORES, UNIFORM, baseline="none").tolist() == budget_returns(SCORES, UNIFORM).tolist()
+    assert thinking_advantages(SCORES, UNIFORM, lam=0.5, baseline="none").tolist() == budget_returns(SCORES, UNIFORM).tolist()
 
 
 def test_lambda_weights_recent_budgets_more():
@@ -158,7 +158,7 @@ def test_base_prior_with_v2_equals_grpo_on_final_score(B, G, m, seed):
     gen = torch.Generator().manual_seed(seed)
     scores = torch.randint(0, 2, (B, G, m), generator=gen).to(F64)
     probs = budget_prior("base", list(range(1, m + 1)))
-    adv = thinking_advantages(scores, probs, baseline="v2")
+    adv = thinking_advantages(scores, probs, lam=0.5, baseline="v2")
     final = scores[..., -1].reshape(-1)
     grpo = grpo_advantages(final, torch.arange(B).repeat_interleave(G)).view(B, G, 1)
     torch.testing.assert_close(adv, grpo.expand(B, G, m), rtol=0, atol=1e-12)
@@ -176,8 +176,8 @@ def test_brpo_first_segment_is_pure_v2_and_float32_works():
     gen = torch.Generator().manual_seed(0)
     scores = torch.rand(4, 8, 4, generator=gen)
     p = budget_prior("uniform", [1, 2, 3, 4])
-    brpo = thinking_advantages(scores, p)
-    v2 = thinking_advantages(scores, p, baseline="v2")
+    brpo = thinking_advantages(scores, p, 0.5, "brpo")
+    v2 = thinking_advantages(scores, p, 0.5, "v2")
     assert brpo.dtype == torch.float32
     torch.testing.assert_close(brpo[..., 0], v2[..., 0])
 

@@ -66,11 +66,11 @@ def test_variance_diagnostics_by_hand():
     # budget 1: Var R = 0 -> nan
     s = torch.tensor([[[0.0, 1.0], [1.0, 1.0]]], dtype=F64)
     p = budget_prior("uniform", [1, 2])
-    nv = normalized_variances(s, p)
+    nv = normalized_variances(s, p, 0.5)
     assert nv["grpo"][0].item() == pytest.approx(1.0) and nv["brpo"][0].item() == pytest.approx(1.0)
     assert nv["v1"][0].item() == pytest.approx(1.0)
     assert all(math.isnan(nv[k][1].item()) for k in nv)
-    corr = baseline_correlations(s, p)
+    corr = baseline_correlations(s, p, 0.5)
     assert math.isnan(corr["v1"][0].item())  # V1 is constant (0) at the first budget
     assert math.isnan(corr["v2"][0].item())  # V2 is constant within the single question
 
@@ -83,8 +83,8 @@ def test_variance_diagnostics_show_v1_helps_late_budgets():
     first_correct = torch.randint(0, m + 3, (B, G, 1), generator=gen)
     s = (torch.arange(m).view(1, 1, m) >= first_correct).to(F64)
     p = budget_prior("uniform", list(range(1, m + 1)))
-    nv = normalized_variances(s, p)
-    corr = baseline_correlations(s, p)
+    nv = normalized_variances(s, p, 0.5)
+    corr = baseline_correlations(s, p, 0.5)
     assert nv["brpo"][-1] < nv["grpo"][-1]
     assert nv["v1"][-1] < nv["grpo"][-1]
     assert corr["v1"][-1] > corr["v2"][-1]

@@ -13,7 +13,7 @@ def sigmoid(x):
 
 
 def test_none_is_plain_correctness():
-    out = length_penalty(torch.tensor([True, False, True]), torch.tensor([10, 20, 30]), 100, "none")
+    out = length_penalty(torch.tensor([True, False, True]), torch.tensor([10, 20, 30]), 100, "none", 0.2)
     assert out.tolist() == [1.0, 0.0, 1.0]
 
 
@@ -37,7 +37,7 @@ def test_v2_by_hand_within_groups():
 def test_v2_shorter_correct_answers_get_more_reward_and_groups_are_independent():
     correct = torch.ones(6, dtype=torch.bool)
     lens = torch.tensor([1, 2, 3, 100, 200, 300])
-    out = length_penalty(correct, lens, 1000, "v2", index=torch.tensor([0, 0, 0, 1, 1, 1]))
+    out = length_penalty(correct, lens, 1000, "v2", 0.2, index=torch.tensor([0, 0, 0, 1, 1, 1]))
     assert out[0] > out[1] > out[2]
     # same z-scores in both groups -> same rewards (scale invariance within a group)
     assert out[:3].tolist() == pytest.approx(out[3:].tolist(), abs=1e-6)
@@ -54,7 +54,7 @@ def test_v2_shorter_correct_answers_get_more_reward_and_groups_are_independent()
 def test_errors(args, match):
     correct, lens, mb, mode = args
     with pytest.raises(ValueError, match=match):
-        length_penalty(torch.tensor(correct), torch.tensor(lens), mb, mode)
+        length_penalty(torch.tensor(correct), torch.tensor(lens), mb, mode, 0.2)
 
 
 # ------------------------------------------------------------------ slow loop reference

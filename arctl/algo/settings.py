@@ -1,0 +1,177 @@
+"""The objective's settings: the one home of every algorithm default and choice list.
+
+Each settings class mirrors one section of the run config, field for field:
+
+=====================  ===========  ===========================================================
+class                  section      fields
+=====================  ===========  ===========================================================
+:class:`Thinking`      ``thinking`` budgets, prior, probs, baseline, lam
+:class:`Summary`       ``summary``  decoupled, prior, probs, weighting, group_size, max_tokens
+:class:`Reward`        ``reward``   length_penalty, alpha
+:class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len
+=====================  ===========  ===========================================================
+
+``arctl/conf/config.yaml`` takes these defaults through the resolver ``${arctl.default:<key>}``
+(:func:`default`), validation takes its choice lists from the tuples below, and both backends build
+an :class:`Objective` from the resolved config (:meth:`Objective.from_config`) and hand it to
+:mod:`arctl.algo.tree_loss`. The conventions behind each setting are in ``docs/algorithm.md``.
+
+This module imports no torch: the spec layer reads it while composing configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# ------------------------------------------------------------------------------ choice lists
+PRIORS = ("base", "uniform", "linear", "custom")
+"""Budget priors p_B (and p'_B): ``arctl.algo.priors.budget_prior``."""
+BASELINES = ("brpo", "v1", "v2", "none")
+"""Variance-reduction terms of the thinking advantage: ``arctl.algo.advantages.thinking_baseline``."""
+LENGTH_PENALTIES = ("none", "v1", "v2")
+"""Reward shapings of the length-penalty arms: ``arctl.algo.rewards.length_penalty``."""
+SUMMARY_WEIGHTINGS = ("authors", "paper")
+"""Weight of a decoupled summary's advantage: ``authors`` 1 (their ``compute_summary_advantage``),
+``paper`` P'_j of its budget (paper Eq. 10 read literally)."""
+
+# ------------------------------------------------------------------------------ constants
+AUTHORS_NORM_SUMMARIES = 16
+"""Summary branches in the authors' Dr. GRPO constant (4 budgets x 4 summaries, in every script)."""
+AUTHORS_NORM_PAD = 128
+"""FlexAttention block padding in the authors' constant."""
+
+
+def authors_loss_norm_len(max_budget: int, summary_max_tokens: int) -> int:
+    """The authors' ``max_response_length``, the per-tree token constant of their Dr. GRPO loss:
+    ``b_m + 16 x summary_max_tokens + 128`` (10,176 at 8k and 18,176 at 16k with 128-token
+    summaries, as in their 8k and 16k scripts), the same for every arm of an experiment."""
+    return int(max_budget) + AUTHORS_NORM_SUMMARIES * int(summary_max_tokens) + AUTHORS_NORM_PAD
+
+
+# ------------------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class Thinking:
+    """Config section ``thinking``: the budget support, the prior p_B and the BRPO baseline."""
+
+    budgets: tuple[int, ...]  # b_1 < ... < b_m (thinking tokens)
+    prior: str = "uniform"  # p_B, one of PRIORS
+    probs: tuple[float, ...] | None = None  # P_j for prior=custom
+    baseline: str = "brpo"  # one of BASELINES
+    lam: float = 0.5  # lambda: discount of earlier budgets in V1 (paper Eq. 7; the authors' 2^k weights)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Config section ``summary``: how summaries are sampled and trained."""
+
+    decoupled: bool = True  # train every budget's summaries (GRPO per prefix) vs the final one only
+    prior: str = "uniform"  # p'_B, used by weighting=paper
+    probs: tuple[float, ...] | None = None
+    weighting: str = "authors"  # one of SUMMARY_WEIGHTINGS
+    group_size: int = 4  # A: summaries sampled per budget
+    max_tokens: int = 128  # a summary branch's cap (inserted tokens included)
+
+
+@dataclass(frozen=True)
+class Reward:
+    """Config section ``reward``: the length-penalty shaping of the 0/1 verifier reward."""
+
+    length_penalty: str = "none"  # one of LENGTH_PENALTIES
+    alpha: float = 0.2
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The loss keys of config section ``optim``: PPO clip and the Dr. GRPO constant."""
+
+    clip_ratio: float = 0.2  # epsilon_low
+    clip_ratio_high: float = 0.2  # epsilon_high (> clip_ratio: DAPO clip-higher)
+    dual_clip: float | None = None  # c > 1: dual-clip PPO on negative advantages; None: plain PPO clip
+    loss_norm_len: int | None = None  # tokens per tree in the constant; None: authors_loss_norm_len
+
+
+SECTIONS: dict[str, tuple[str, type]] = {
+    "thinking": ("thinking", Thinking),
+    "summary": ("summary", Summary),
+    "reward": ("reward", Reward),
+    "loss": ("optim", Loss),
+}
+"""Objective attribute -> (config section, settings class)."""
+
+
+def _freeze(value: Any) -> Any:
+    """Lists (also OmegaConf ListConfig) -> tuples, so settings are hashable and compare equal."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _build(cls: type, values: Mapping[str, Any]) -> Any:
+    kwargs = {f.name: _freeze(values[f.name]) for f in dataclasses.fields(cls) if f.name in values}
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Everything :mod:`arctl.algo.tree_loss` needs to turn trees into token advantages and a loss."""
+
+    thinking: Thinking
+    summary: Summary = field(default_factory=Summary)
+    reward: Reward = field(default_factory=Reward)
+    loss: Loss = field(default_factory=Loss)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return tuple(int(b) for b in self.thinking.budgets)
+
+    @property
+    def norm_len(self) -> int:
+        """Tokens per tree of the loss constant (:func:`authors_loss_norm_len` unless set)."""
+        if self.loss.loss_norm_len is not None:
+            return int(self.loss.loss_norm_len)
+        return authors_loss_norm_len(max(self.budgets), self.summary.max_tokens)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Objective:
+        """From a resolved run config (a plain dict or an OmegaConf node with the same sections)."""
+        parts = {}
+        for attr, (section, klass) in SECTIONS.items():
+            node = config[section]
+            values = {f.name: node[f.name] for f in dataclasses.fields(klass) if f.name in node}
+            parts[attr] = _build(klass, values)
+        return cls(**parts)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """JSON-able (lists for tuples); :meth:`from_dict` inverts it."""
+
+        def plain(v: Any) -> Any:
+            return [plain(x) for x in v] if isinstance(v, tuple) else v
+
+        return {attr: {k: plain(v) for k, v in dataclasses.asdict(getattr(self, attr)).items()} for attr in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Mapping[str, Any]]) -> Objective:
+        return cls(**{attr: _build(klass, data[attr]) for attr, (_section, klass) in SECTIONS.items() if attr in data})
+
+
+def loss_normaliser(n_trees: int, s: Objective) -> float:
+    """The Dr. GRPO constant ``C = trees x loss_norm_len`` that the token sum of the loss is divided
+    by (one per experiment: independent of the arm, the tree layout and the number of valid tokens;
+    :func:`arctl.algo.tree_loss.policy_loss`)."""
+    return float(n_trees) * float(s.norm_len)
+
+
+def default(key: str) -> Any:
+    """The default of config key ``section.field`` (e.g. ``thinking.lam``), for the resolver
+    ``${arctl.default:thinking.lam}`` in ``arctl/conf/config.yaml``."""
+    section, _, name = str(key).partition(".")
+    for config_section, klass in SECTIONS.values():
+        if config_section == section:
+            for f in dataclasses.fields(klass):
+                if f.name == name and f.default is not dataclasses.MISSING:
+                    value = f.default
+                    return list(value) if isinstance(value, tuple) else value
+    raise KeyError(f"no algorithm default for config key {key!r} in arctl/algo/settings.py")
