@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from arctl.algo import settings as algo_settings
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.overrides import GROUPS, split_overrides
@@ -43,6 +44,9 @@ class ResolvedRun:
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
+    if not OmegaConf.has_resolver("arctl.default"):
+        # algorithm defaults have one home, arctl/algo/settings.py (torch-free)
+        OmegaConf.register_new_resolver("arctl.default", algo_settings.default)
     if not OmegaConf.has_resolver("arctl.last"):
         # the largest budget of a support, as a one-budget support (GRPO's single final budget)
         OmegaConf.register_new_resolver("arctl.last", lambda budgets: [list(budgets)[-1]])
@@ -154,7 +158,8 @@ def _finalize(cfg: dict) -> dict:
 
     ``eval.budgets: null`` -> the scale's budgets and the thinking budgets, up to the largest
     thinking budget (GRPO trains at the max budget only but is evaluated at every budget);
-    ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget.
+    ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget;
+    ``optim.loss_norm_len: null`` -> the authors' Dr. GRPO constant (``arctl.algo.settings``).
     """
     budgets = cfg["thinking"]["budgets"]
     if not (isinstance(budgets, list) and budgets and all(isinstance(b, int) for b in budgets)):
@@ -168,6 +173,9 @@ def _finalize(cfg: dict) -> dict:
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"eval.grid_size={size!r} must be an integer", "eval.grid_size")
         cfg["eval"]["grid"] = budget_grid(top, size)
+    optim, max_tokens = cfg.get("optim") or {}, (cfg.get("summary") or {}).get("max_tokens")
+    if optim.get("loss_norm_len") is None and isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
+        optim["loss_norm_len"] = algo_settings.authors_loss_norm_len(top, max_tokens)
     return cfg
 
 

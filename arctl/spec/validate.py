@@ -6,11 +6,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from arctl.algo.settings import BASELINES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
 from arctl.spec.errors import SpecError, did_you_mean
 
-PRIORS = ("base", "uniform", "linear", "custom")
-BASELINES = ("brpo", "v1", "v2", "none")
-LENGTH_PENALTIES = ("none", "v1", "v2")
 BACKENDS = ("tiny", "verl")
 EXECUTORS = ("auto", "local", "slurm", "debug")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -93,8 +91,9 @@ def validate_config(cfg: dict) -> None:
     baseline = _choice(cfg, "thinking.baseline", BASELINES)
     _check(cfg, "thinking.lam", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
     _check(cfg, "thinking.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
-    _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
-    _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    decoupled = _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
+    group_size = _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    _choice(cfg, "summary.weighting", SUMMARY_WEIGHTINGS)
     _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _choice(cfg, "reward.length_penalty", LENGTH_PENALTIES)
     _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
@@ -105,12 +104,22 @@ def validate_config(cfg: dict) -> None:
             "rollout.n",
             "use rollout.n>=2 or thinking.baseline=v1/none",
         )
+    if decoupled and group_size == 1 and n < 2:
+        raise SpecError(
+            "summary.decoupled=true with summary.group_size=1 and rollout.n=1 trains the summaries with zero advantage",
+            "summary.group_size",
+            "with one summary per budget the baseline is the mean over the question's thinking samples: "
+            "use rollout.n>=2, or summary.group_size>=2",
+        )
     _check(cfg, "rollout.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
     _check(cfg, "optim.lr", lambda v: _is_num(v) and v > 0, "a positive number")
     _check(cfg, "optim.weight_decay", lambda v: _is_num(v) and v >= 0, "a number >= 0")
     _check(cfg, "optim.grad_clip", lambda v: _is_num(v) and v > 0, "a positive number")
     lo = _check(cfg, "optim.clip_ratio", lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
     _check(cfg, "optim.clip_ratio_high", lambda v: _is_num(v) and lo <= v < 10, f"a number >= optim.clip_ratio={lo}")
+    _check(cfg, "optim.dual_clip", lambda v: v is None or (_is_num(v) and v > 1), "null (plain PPO clip) or a number > 1")
+    _check(cfg, "optim.loss_norm_len", lambda v: _is_int(v) and v >= 1,
+           "an integer >= 1 (tokens per tree of the Dr. GRPO constant; null picks the authors' rule)")
     _check(cfg, "optim.ppo_epochs", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "optim.warmup_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     _check(cfg, "optim.betas", lambda v: isinstance(v, list) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v), "[beta1, beta2] in [0, 1)")

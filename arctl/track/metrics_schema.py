@@ -120,6 +120,31 @@ def eval_nvar(kind: str, dataset: str, budget: int) -> str:
     return f"eval/{_dataset(dataset)}/nvar/{_kind(kind, NVAR_KINDS, 'normalised-variance')}@{_budget(budget)}"
 
 
+def train_metrics(stats) -> dict[str, float]:
+    """The ``train/...`` keys of one step from :class:`arctl.algo.tree_loss.BatchStats` (both
+    backends log exactly these; loss, entropy and timings are added by the trainer)."""
+    out = {train_score(b): float(v) for b, v in zip(stats.budgets, stats.score)}
+    out[TRAIN_THINK_LEN_MEAN] = float(stats.think_len_mean)
+    out[TRAIN_ANYTIME_SCORE] = float(stats.anytime_score)
+    out[TRAIN_FINAL_SCORE] = float(stats.final_score)
+    out[TRAIN_REWARD_MEAN] = float(stats.reward_mean)
+    for kind in ADV_VAR_KINDS:
+        out[train_adv_var(kind)] = float(stats.adv_var[kind])
+    return out
+
+
+def eval_diagnostic_metrics(dataset: str, diag) -> dict[str, float]:
+    """``eval/{ds}/corr_{v1,v2}@{b}`` and ``eval/{ds}/nvar/{kind}@{b}`` from
+    :class:`arctl.algo.metrics.EvalDiagnostics` (both backends log exactly these)."""
+    out: dict[str, float] = {}
+    for j, b in enumerate(diag.budgets):
+        for kind in CORR_KINDS:
+            out[eval_corr(kind, dataset, b)] = float(diag.corr[kind][j])
+        for kind in NVAR_KINDS:
+            out[eval_nvar(kind, dataset, b)] = float(diag.nvar[kind][j])
+    return out
+
+
 @dataclass(frozen=True)
 class MetricKey:
     """A parsed metric key: ``eval/aime24/acc@2000`` → (eval, aime24, acc, 2000)."""

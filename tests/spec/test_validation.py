@@ -30,6 +30,27 @@ def test_the_base_config_is_valid():
     validate_config(copy.deepcopy(BASE))
 
 
+def test_decoupled_single_summaries_need_a_thinking_group():
+    # A = 1, decoupled: the summary baseline is the mean over the question's G thinking samples, so
+    # G = 1 would train the summaries with zero advantage (V1 baseline lets rollout.n=1 pass otherwise)
+    cfg = copy.deepcopy(BASE)
+    cfg["thinking"]["baseline"], cfg["summary"]["group_size"], cfg["rollout"]["n"] = "v1", 1, 1
+    with pytest.raises(SpecError, match="zero advantage"):
+        validate_config(cfg)
+    cfg["summary"]["group_size"] = 2
+    validate_config(cfg)
+
+
+def test_loss_constant_is_filled_in_from_the_authors_rule():
+    assert BASE["optim"]["loss_norm_len"] == 10176
+    ctx = resolve_experiment("ctx-16k", scale="paper")
+    assert {r.config["optim"]["loss_norm_len"] for r in ctx} == {18176}  # every arm, one constant
+    tiny = resolve_experiment("ablation-vr", scale="tiny")
+    assert {r.config["optim"]["loss_norm_len"] for r in tiny} == {64}
+    own = resolve_experiment("main-ar-uniform", scale="paper", overrides=["optim.loss_norm_len=4096"])
+    assert own[0].config["optim"]["loss_norm_len"] == 4096
+
+
 @pytest.mark.parametrize(
     "path, value, match",
     [
@@ -49,6 +70,11 @@ def test_the_base_config_is_valid():
         ("summary.max_tokens", -1, ">= 1"),
         ("summary.decoupled", "yes", "true or false"),
         ("summary.prior", "zipf", "not allowed"),
+        ("summary.weighting", "equal", "not allowed"),
+        ("optim.dual_clip", 1.0, "null .plain PPO clip. or a number > 1"),
+        ("optim.dual_clip", "yes", "a number > 1"),
+        ("optim.loss_norm_len", 0, "tokens per tree"),
+        ("optim.loss_norm_len", 10176.5, "tokens per tree"),
         ("reward.length_penalty", "v3", "not allowed"),
         ("reward.alpha", 2.0, r"\[0, 1\]"),
         ("rollout.n", 0, ">= 1"),
