@@ -3,16 +3,17 @@
 import pytest
 import torch
 
+from arctl.algo.settings import Loss, Objective, Thinking
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.backends.tiny.model import build_model, model_config
 from arctl.backends.tiny.update import (
     duplicated_batch,
     policy_loss,
-    ppo_clip_loss,
     token_logprobs,
     tree_batch,
 )
 
+OBJECTIVE = Objective(Thinking(budgets=(4, 8, 12)), loss=Loss(loss_norm_len=12))  # C = trees x 12
 MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
                    tie_embeddings=True, max_position_embeddings=256)
 
@@ -74,26 +75,13 @@ def test_tree_loss_and_gradient_equal_duplicated_branches(share):
     grads, losses = [], []
     for make in (tree_batch, duplicated_batch):
         model = _model(50)
-        loss, _ = policy_loss(model, make(trees, 0), 0.2, 0.2, norm=3 * 12.0)
+        loss, _ = policy_loss(model, make(trees, 0), OBJECTIVE, n_trees=3)
         loss.backward()
         losses.append(loss.detach())
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     torch.testing.assert_close(losses[0], losses[1], atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
     assert grads[0].abs().sum() > 0
-
-
-def test_ppo_clip_loss_hand_worked():
-    # A = +1, ratio e^0.5 = 1.65 -> clipped at 1.2: loss -1.2 ; A = -1, ratio e^-0.5 = 0.61 -> clipped at 0.8: +0.8
-    logp = torch.tensor([[0.5, -0.5, 0.3]])
-    old = torch.zeros(1, 3)
-    adv = torch.tensor([[1.0, -1.0, 5.0]])
-    mask = torch.tensor([[True, True, False]])
-    loss = ppo_clip_loss(logp, old, adv, mask, 0.2, 0.2, norm=2.0)
-    assert abs(float(loss) - (-1.2 + 0.8) / 2) < 1e-6
-    # A = +1 with a ratio below 1 - eps is not clipped (pessimistic bound): -ratio
-    loss = ppo_clip_loss(torch.tensor([[-0.5]]), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1, dtype=torch.bool), 0.2, 0.2, 1.0)
-    assert abs(float(loss) + float(torch.exp(torch.tensor(-0.5)))) < 1e-6
 
 
 def test_micro_batched_update_equals_one_batch():
@@ -104,7 +92,7 @@ def test_micro_batched_update_equals_one_batch():
     for micro in (1, 100):
         model = _model(50)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 2, 2, 0.2, 0.2, 12.0, 1.0,
+        out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 2, 2, OBJECTIVE, 1.0,
                          micro_batch=micro)
         params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
         assert out["loss"] == out["loss"] and out["entropy"] > 0

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from arctl.algo import metrics
-from arctl.algo.priors import budget_prior
 from arctl.algo.prompts import InsertedTokens
 from arctl.backends.tiny import task
 from arctl.backends.tiny.rollout import rollout
@@ -48,15 +47,10 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
         diag = rollout(
             model, tok, inserted, eval_problems(config, n_diag, salt=1), int(config["rollout"]["n"]), generator=gen, **common
         )
-        probs = budget_prior("uniform", budgets)
-        lam = float(config["thinking"]["lam"])
-        corr = metrics.baseline_correlations(diag.scores, probs, lam)
-        nvar = metrics.normalized_variances(diag.scores, probs, lam)
-        for j, b in enumerate(budgets):
-            for kind in ms.CORR_KINDS:
-                out[ms.eval_corr(kind, dataset, b)] = float(corr[kind][j])
-            for kind in ms.NVAR_KINDS:
-                out[ms.eval_nvar(kind, dataset, b)] = float(nvar[kind][j])
+        g = int(config["rollout"]["n"])
+        lens = diag.thinking.think_len.view(-1, g)
+        found = metrics.eval_diagnostics(diag.scores, lens, budgets, float(config["thinking"]["lam"]))
+        out.update(ms.eval_diagnostic_metrics(dataset, found))
     return out
 
 

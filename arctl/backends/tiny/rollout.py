@@ -187,15 +187,22 @@ def generate_thinking(
     return Thinking(ids, valid, think, think_len, finished, cache)
 
 
-def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedTokens) -> list[Branch]:
-    """One branch per distinct cut of every thinking row (budgets >= its length share one)."""
+def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedTokens, per_budget: bool = False) -> list[Branch]:
+    """The summary groups of every thinking row, in increasing cut.
+
+    ``per_budget=False`` (evaluation): one branch per distinct cut (budgets >= the thinking's length
+    share one). ``per_budget=True`` (training, the authors' sampling): one branch per budget, so a
+    prefix that ``|J|`` budgets share gets ``|J|`` consecutive branches with the same cut (``|J| x A``
+    summaries, A per budget: ``arctl.algo.tree_loss``)."""
     out = []
     for row in range(thinking.think_ids.shape[0]):
         length = int(thinking.think_len[row])
         done = bool(thinking.finished[row])
         for cut, js in distinct_cuts(length, budgets):
             fin = done and cut >= length
-            out.append(Branch(row, cut, fin, js, list(inserted.finished if fin else inserted.truncated)))
+            ins = list(inserted.finished if fin else inserted.truncated)
+            for part in ([[j] for j in js] if per_budget else [js]):
+                out.append(Branch(row, cut, fin, part, list(ins)))
     return out
 
 
@@ -321,11 +328,14 @@ def rollout(
     temperature: float,
     generator: torch.Generator | None,
     max_rows: int = 1024,
+    per_budget: bool = False,
 ) -> Rollout:
-    """Think, branch and summarise for ``problems``; rewards from the task verifier."""
+    """Think, branch and summarise for ``problems``; rewards from the task verifier.
+    ``per_budget``: ``group_size`` summaries for every budget, also where budgets share a prefix
+    (training); else per distinct prefix (evaluation) (:func:`plan_branches`)."""
     prompts = [encode_words(tok, task.prompt_words(p)) for p in problems for _ in range(n_samples)]
     think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end, tok.pad_token_id)
-    branches = plan_branches(think, list(budgets), inserted)
+    branches = plan_branches(think, list(budgets), inserted, per_budget)
     generate_summaries(
         model, think, branches, group_size, summary_max_tokens, temperature, generator,
         tok.eos_token_id, tok.pad_token_id, max_rows=max_rows,

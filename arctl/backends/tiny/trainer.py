@@ -22,12 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from arctl.algo.advantages import grpo_advantages, summary_advantages, thinking_advantages, token_advantages
-from arctl.algo.objective import anytime_objective, final_score
-from arctl.algo.priors import budget_prior
 from arctl.algo.prompts import InsertedTokens
-from arctl.algo.rewards import length_penalty
+from arctl.algo.settings import Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
+from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.tiny import task
 from arctl.backends.tiny.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
@@ -92,7 +90,8 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     wandb_id = getattr(run, "id", None)
 
     total = int(trainer["total_steps"])
-    budgets = [int(b) for b in config["thinking"]["budgets"]]
+    objective = Objective.from_config(config)
+    budgets = list(objective.budgets)
     eval_budgets = [int(b) for b in config["eval"]["budgets"]]
     # the final evaluation: the grid (paper Table 2) and the training-curve budgets in one rollout
     grid = sorted({int(b) for b in (config["eval"].get("grid") or [])} | set(eval_budgets))
@@ -106,33 +105,32 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             t0, cpu0 = time.perf_counter(), time.process_time()
             set_lr(optimizer, float(optim["lr"]), step, int(optim.get("warmup_steps") or 0))
 
-            # 3. rollout: G thinking samples per problem, summaries at every distinct cut
+            # 3. rollout: G thinking samples per problem, group_size summaries at every budget
             model.eval()
             problems = step_problems(config, step)
             ro = rollout(
                 model, tok, inserted, problems, int(config["rollout"]["n"]), budgets,
                 int(config["summary"]["group_size"]), int(config["summary"]["max_tokens"]),
-                float(config["rollout"]["temperature"]), generator, int(tiny["max_rows"]),
+                float(config["rollout"]["temperature"]), generator, int(tiny["max_rows"]), per_budget=True,
             )
 
-            # 4. advantages (arctl.algo) and tree-packed sequences
-            scores = shaped_scores(config, ro)
-            probs = budget_prior(config["thinking"]["prior"], budgets, config["thinking"].get("probs"))
-            trees = build_trees(config, ro, scores, probs)
+            # 4. advantages (arctl.algo.tree_loss) and tree-packed sequences
+            trees, questions = objective_trees(ro, len(budgets)), question_labels(ro)
+            advs = tree_advantages(trees, questions, objective)
+            packed = pack_trees(ro, advs)
 
             # 5. PPO-clip update over prompt-group mini-batches
             model.train()
-            g = int(config["rollout"]["n"])
-            groups = torch.arange(len(trees)) // g
+            groups = torch.tensor(questions)
             upd = ppo_update(
-                model, optimizer, tree_batch(trees, tok.pad_token_id), groups, int(data["ppo_mini_batch_size"]),
-                int(optim["ppo_epochs"]), float(optim["clip_ratio"]), float(optim["clip_ratio_high"]),
-                float(max(budgets)), float(optim["grad_clip"]), float(config["rollout"]["temperature"]),
+                model, optimizer, tree_batch(packed, tok.pad_token_id), groups, int(data["ppo_mini_batch_size"]),
+                int(optim["ppo_epochs"]), objective, float(optim["grad_clip"]), float(config["rollout"]["temperature"]),
                 int(tiny.get("update_micro_batch", 16)),
             )
             model.eval()
-            metrics = train_metrics(config, ro, scores, probs, upd, time.perf_counter() - t0)
-            metrics[ms.PERF_STEP_CPU_S] = time.process_time() - cpu0
+            metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
+            metrics.update({ms.TRAIN_LOSS: upd["loss"], ms.TRAIN_ENTROPY: upd["entropy"],
+                            ms.PERF_STEP_TIME_S: time.perf_counter() - t0, ms.PERF_STEP_CPU_S: time.process_time() - cpu0})
 
             # 6. evaluation, checkpoint, stop
             if step == total:
@@ -163,77 +161,35 @@ def step_problems(config: dict, step: int) -> list[task.Problem]:
     return task.make_problems(rng, int(config["data"]["train_batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
 
 
-def shaped_scores(config: dict, ro: Rollout) -> torch.Tensor:
-    """Per-budget scores [B, G, m]; with a length penalty, each summary's 0/1 reward is reshaped
-    (``arctl.algo.rewards.length_penalty``, thinking length = tokens kept at that budget)."""
-    mode = config["reward"]["length_penalty"]
-    if mode in (None, "none"):
-        return ro.scores
-    b, g, m = ro.scores.shape
-    budgets = [int(x) for x in config["thinking"]["budgets"]]
-    out = torch.zeros(b * g, m, dtype=torch.float64)
-    for j in range(m):
-        covering = [br for br in ro.branches if j in br.budgets]
-        covering.sort(key=lambda br: br.row)
-        correct = torch.tensor([r for br in covering for r in br.rewards], dtype=torch.float64)
-        a = len(covering[0].rewards)
-        lens = torch.tensor([br.cut for br in covering for _ in br.rewards], dtype=torch.float64)
-        index = torch.tensor([br.row // g for br in covering for _ in br.rewards])
-        shaped = length_penalty(correct, lens, budgets[-1], mode, float(config["reward"]["alpha"]), index)
-        out[:, j] = shaped.view(b * g, a).mean(1)
-    return out.view(b, g, m)
+def objective_trees(ro: Rollout, m: int) -> list[Tree]:
+    """The rollout's thinking samples as :class:`arctl.algo.tree_loss.Tree` records (a training
+    rollout has one branch per (row, budget): ``per_budget=True``)."""
+    rewards: list[list] = [[None] * m for _ in range(ro.thinking.think_len.shape[0])]
+    for br in ro.branches:
+        for j in br.budgets:
+            rewards[br.row][j] = tuple(float(r) for r in br.rewards)
+    lens = ro.thinking.think_len.tolist()
+    return [Tree(int(n), tuple(r)) for n, r in zip(lens, rewards)]
 
 
-def build_trees(config: dict, ro: Rollout, scores: torch.Tensor, probs: torch.Tensor) -> list:
-    """One packed tree per thinking sample (a summary group's inserted tokens packed once):
-    thinking tokens carry the BRPO advantages of their segment; trained summary branches carry theirs. Decoupled: every branch, advantage = reward
-    minus its group's mean times the summed summary prior of the budgets it covers. Coupled: only the
-    branch covering the max budget, with the outcome (GRPO) advantage."""
-    th = config["thinking"]
-    budgets = [int(b) for b in th["budgets"]]
-    b, g, m = scores.shape
-    seg = thinking_advantages(scores, probs, float(th["lam"]), th["baseline"]).view(b * g, m)
-    tok_adv = token_advantages(seg, ro.thinking.think_len, budgets, max_len=ro.thinking.think_ids.shape[1])
-    summary = config["summary"]
-    per_row: list[list[SummaryBranch]] = [[] for _ in range(b * g)]
-    if summary["decoupled"]:
-        sprobs = budget_prior(summary["prior"], budgets, summary.get("probs"))
-        rewards = torch.tensor([br.rewards for br in ro.branches], dtype=torch.float64)
-        adv = summary_advantages(rewards)
-        for br, row_adv in zip(ro.branches, adv):
-            weight = float(sprobs[br.budgets].sum())
-            for s, a in zip(br.summaries, row_adv):
-                per_row[br.row].append(SummaryBranch(br.cut, br.inserted, s, float(a) * weight))
-    else:
-        last = [br for br in ro.branches if (m - 1) in br.budgets]
-        last.sort(key=lambda br: br.row)
-        final = scores[..., -1].reshape(-1)
-        adv = grpo_advantages(final, torch.arange(b * g) // g)
-        for br in last:
-            for s in br.summaries:
-                per_row[br.row].append(SummaryBranch(br.cut, br.inserted, s, float(adv[br.row])))
-    trees = []
-    for row in range(b * g):
-        n = int(ro.thinking.think_len[row])
-        trees.append(pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], tok_adv[row, :n],
-                               share_inserted=True))
-    return trees
+def question_labels(ro: Rollout) -> list[int]:
+    """The problem index of every thinking row (rows are problem-major, G per problem)."""
+    b, g, _ = ro.scores.shape
+    return [row // g for row in range(b * g)]
 
 
-def train_metrics(config: dict, ro: Rollout, scores: torch.Tensor, probs: torch.Tensor, upd: dict, seconds: float) -> dict:
-    budgets = [int(b) for b in config["thinking"]["budgets"]]
-    lam = float(config["thinking"]["lam"])
-    out = {ms.train_score(b): float(ro.scores[..., j].mean()) for j, b in enumerate(budgets)}
-    out[ms.TRAIN_THINK_LEN_MEAN] = float(ro.thinking.think_len.double().mean())
-    out[ms.TRAIN_ANYTIME_SCORE] = float(ro.scores.mean())
-    out[ms.TRAIN_FINAL_SCORE] = float(final_score(ro.scores))
-    out[ms.TRAIN_REWARD_MEAN] = float(anytime_objective(scores, probs))
-    for kind in ms.ADV_VAR_KINDS:
-        out[ms.train_adv_var(kind)] = float(thinking_advantages(scores, probs, lam, kind).var(unbiased=False))
-    out[ms.TRAIN_LOSS] = upd["loss"]
-    out[ms.TRAIN_ENTROPY] = upd["entropy"]
-    out[ms.PERF_STEP_TIME_S] = seconds
-    return out
+def pack_trees(ro: Rollout, advs: list[TreeAdvantages]) -> list:
+    """One packed tree per thinking sample: thinking tokens with their segment's advantage, then the
+    summaries of every trained budget with theirs (a prefix's inserted tokens packed once)."""
+    per_row: list[list[SummaryBranch]] = [[] for _ in advs]
+    for br in ro.branches:
+        adv = advs[br.row]
+        for j in br.budgets:
+            if bool(adv.trained[j]):
+                for s, a in zip(br.summaries, adv.summaries[j].tolist()):
+                    per_row[br.row].append(SummaryBranch(br.cut, br.inserted, s, a))
+    return [pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], adv.thinking,
+                      share_inserted=True, dtype=torch.float64) for row, adv in enumerate(advs)]
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float, step: int, warmup_steps: int) -> None:

@@ -1,11 +1,10 @@
-"""Policy update: PPO-clip on tree-packed sequences with Dr. GRPO constant normalisation.
+"""Policy update: the loss of :mod:`arctl.algo.tree_loss` on tree-packed sequences.
 
 One packed sequence per thinking sample (``arctl.algo.tree.pack_tree``: prompt + thinking, then every
 trained summary branch), run once through the model with the dense tree mask and the tree's position
-ids (SDPA), so the shared thinking is encoded once however many branches it has. Per token,
-``loss_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high))`` with ``r_t`` the ratio of
-new to old probability (the PPO-clip surrogate); the batch loss is ``sum_t loss_t / (n_samples *
-norm_len)`` — a constant, not the number of valid tokens (Dr. GRPO, as in the authors' code).
+ids (SDPA), so the shared thinking is encoded once however many branches it has. The per-token
+PPO-clip loss and the Dr. GRPO constant (``trees x optim.loss_norm_len``) are
+:func:`arctl.algo.tree_loss.policy_loss`'s; this module only computes log-probs and steps.
 """
 
 from __future__ import annotations
@@ -15,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from arctl.algo.settings import Objective
 from arctl.algo.tree import PackedTree, dense_tree_mask, stack_trees
+from arctl.algo.tree_loss import policy_loss as tree_policy_loss
 from arctl.backends.tiny.model import additive_mask
 
 
@@ -119,27 +120,12 @@ def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple
     return logp.new_zeros(shape).index_put((rows, cols), logp), ent.new_zeros(shape).index_put((rows, cols), ent)
 
 
-def ppo_clip_loss(
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    loss_mask: torch.Tensor,
-    clip_low: float,
-    clip_high: float,
-    norm: float,
-) -> torch.Tensor:
-    """``sum_t max(-A r, -A clip(r, 1-clip_low, 1+clip_high)) / norm`` over masked tokens."""
-    ratio = torch.exp(logp - old_logp)
-    adv = advantages.to(logp.dtype)
-    per_token = torch.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip_low, 1 + clip_high))
-    return (per_token * loss_mask).sum() / norm
-
-
-def policy_loss(model, batch: PackedBatch, clip_low: float, clip_high: float, norm: float, temperature: float = 1.0):
-    """(loss, mean entropy of trained tokens) of ``batch``."""
+def policy_loss(model, batch: PackedBatch, objective: Objective, n_trees: int, temperature: float = 1.0):
+    """(loss, mean entropy of trained tokens) of ``batch``, a part of a mini-batch of ``n_trees``
+    trees (:func:`arctl.algo.tree_loss.policy_loss`)."""
     logp, ent = token_logprobs(model, batch, temperature)
     old = logp.detach() if batch.old_logp is None else batch.old_logp
-    loss = ppo_clip_loss(logp, old, batch.advantages, batch.loss_mask, clip_low, clip_high, norm)
+    loss = tree_policy_loss(logp, old, batch.advantages, batch.loss_mask, n_trees, objective)
     m = batch.loss_mask
     entropy = (ent * m).sum() / m.sum().clamp_min(1)
     return loss, entropy
@@ -160,9 +146,7 @@ def ppo_update(
     groups: torch.Tensor,
     mini_groups: int,
     epochs: int,
-    clip_low: float,
-    clip_high: float,
-    norm_len: float,
+    objective: Objective,
     grad_clip: float,
     temperature: float = 1.0,
     micro_batch: int = 16,
@@ -171,7 +155,8 @@ def ppo_update(
     sequence; ``mini_groups`` prompts per optimizer step). Old log-probs are recomputed before the
     first step when there is more than one optimizer step. Each mini-batch runs in micro-batches
     of ``micro_batch`` sequences of similar length with gradient accumulation (exact: the loss is a
-    sum over tokens divided by a constant). Returns mean loss and entropy."""
+    sum over tokens divided by a constant, :func:`arctl.algo.tree_loss.loss_normaliser` of the
+    mini-batch's trees). Returns mean loss and entropy."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
     if epochs * len(minis) > 1:
@@ -188,7 +173,7 @@ def ppo_update(
             total, ent_sum, n_tok = 0.0, 0.0, 0
             for part in micro_batches(batch, idx, micro_batch):
                 mb = batch.select(part)
-                loss, ent = policy_loss(model, mb, clip_low, clip_high, float(len(idx)) * norm_len, temperature)
+                loss, ent = policy_loss(model, mb, objective, len(idx), temperature)
                 loss.backward()
                 k = int(mb.loss_mask.sum())
                 total, ent_sum, n_tok = total + float(loss.detach()), ent_sum + float(ent) * k, n_tok + k
