@@ -1,11 +1,13 @@
 """The tree agent loop against a fake token-in/token-out server (a tiny Qwen2 behind verl's async
-``generate`` interface): thinking sent once, one prefix group per distinct cut, branches equal to
-direct generation from the same tokens, per-leaf rewards kept, rows that the trainer packs back."""
+``generate`` interface): thinking sent once, one prefix group per distinct cut with A summaries per
+budget it serves, branches equal to direct generation from the same tokens, per-summary rewards
+kept, rows that the trainer packs back."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -98,15 +100,16 @@ def test_thinking_once_then_one_prefix_group_per_distinct_cut(loop_factory, tiny
     assert thinking_requests[0][1]["max_tokens"] == 30
     thinking = outputs[0].response_ids[: rec.think_len]
     ins = InsertedTokens.from_tokenizer(tok)
-    cuts = sorted({min(b, len(thinking)) for b in (4, 9, 30)})
-    assert list(rec.group_cuts) == cuts
+    cuts = [min(b, len(thinking)) for b in (4, 9, 30)]
+    assert rec.cuts == cuts
     summary_requests = [tuple(r[0]) for r in server.requests if "stop_token_ids" not in r[1]]
-    # each distinct prefix requested exactly group_size times, nothing else
-    expected = {tuple(summary_prompt(prompt, thinking, c, ins).input_ids): 2 for c in cuts}
+    # each distinct prefix requested group_size times per budget it serves, nothing else
+    expected = {tuple(summary_prompt(prompt, thinking, c, ins).input_ids): 2 * cuts.count(c) for c in cuts}
     assert {p: summary_requests.count(p) for p in set(summary_requests)} == expected
+    assert len(rec.spans) == 2 * 3 and [len(r) for r in rec.rewards] == [2, 2, 2]
     # branches equal direct generation from the same tokens
     for k, (start, sstart, end) in enumerate(rec.spans):
-        cut = rec.group_cuts[k // 2]
+        cut = rec.cuts[k // 2]
         sp = summary_prompt(prompt, thinking, cut, ins)
         assert outputs[0].response_ids[start:sstart] == list(sp.inserted)
         direct = greedy(tiny_model, list(sp.input_ids), {"max_tokens": 32 - sp.inserted_len}, tok.eos_token_id)
@@ -142,11 +145,11 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
     outputs = _run(loop)
     rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
     assert rec.finished and rec.think_len == len(think)
-    assert list(rec.group_cuts) == [4, len(think)]  # budgets 2 and 3 share the full thinking
-    assert list(rec.group_of_budget) == [0, 1, 1]
-    assert calls["n"] == 4  # 2 groups x group_size 2
-    assert rec.leaf_rewards[0] == (0.0, 0.0)
-    assert sorted(rec.leaf_rewards[1]) == [0.0, 1.0]  # per leaf, not the last output's score
+    assert rec.cuts == [4, len(think), len(think)]  # budgets 2 and 3 share the full thinking
+    assert calls["n"] == 6  # group_size 2 for each of the 3 budgets: the shared prefix gets 2 x 2
+    assert rec.rewards[0] == (0.0, 0.0)
+    # per summary, not the last output's score; each budget has its own 2 summaries of the shared prefix
+    assert sorted(rec.rewards[1]) == [0.0, 1.0] and sorted(rec.rewards[2]) == [0.0, 1.0]
     info = outputs[0].extra_fields["reward_extra_info"]
     assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
 
@@ -168,13 +171,12 @@ def test_duplicate_layout_rows_and_validation_rows(loop_factory):
     loop, server, tok = loop_factory(layout="duplicate", budgets=(4, 9, 30), group_size=2)
     outputs = _run(loop)
     recs = [TreeRecord.from_dict(o.extra_fields["arctl"]) for o in outputs]
-    n_leaves = 2 * len(recs[0].group_cuts)
-    assert [r.row for r in recs] == ["thinking"] + ["branch"] * n_leaves
+    assert [r.row for r in recs] == ["thinking"] + ["branch"] * (2 * 3)  # A = 2 per budget, 3 budgets
     thinking = outputs[0].response_ids
     for o, r in zip(outputs[1:], recs[1:]):
-        g, a = r.leaf
-        cut = r.group_cuts[g]
-        start, sstart, end = r.spans[g * 2 + a]
+        j, a = r.leaf
+        cut = r.cuts[j]
+        start, sstart, end = r.spans[j * 2 + a]
         n_ins, n_sum = sstart - start, end - sstart
         assert o.response_ids[:cut] == thinking[:cut]
         assert o.response_mask == [0] * (cut + n_ins) + [1] * n_sum  # thinking trained once, in its own row
@@ -183,7 +185,7 @@ def test_duplicate_layout_rows_and_validation_rows(loop_factory):
     val = _run(loop, extra_info={"split": "test", "index": 0}, data_source="aime24")  # how verl's val rows look
     assert len(val) == 1
     assert sum("stop_token_ids" not in r[1] for r in server.requests) == len(
-        TreeRecord.from_dict(val[0].extra_fields["arctl"]).group_cuts)
+        set(TreeRecord.from_dict(val[0].extra_fields["arctl"]).cuts))
 
 
 @pytest.mark.parametrize("layout", ["flex", "duplicate"])
@@ -193,8 +195,9 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
     the per-leaf rewards survive in the tree record and the advantages equal tree_advantages."""
     import verl.trainer.ppo.v1.agent_loop_tq as tqmod
 
+    from arctl.algo.settings import Objective, Thinking
     from arctl.backends.verl import trainer_v1
-    from arctl.backends.verl.advantage import AdvantageSettings, response_advantages, tree_advantages
+    from arctl.backends.verl.advantage import record_advantages, response_advantages
 
     loop, server, tok = loop_factory(layout=layout, budgets=(4, 9, 30), group_size=2)
     stored: dict[str, dict] = {}
@@ -220,13 +223,13 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
             kwargs = dict(raw_prompt=[{"role": "user", "content": "What is 1 + 2?"}],
                           reward_model={"ground_truth": ground_truth})
             outs = await loop.run({"temperature": 1.0, "logprobs": False}, **kwargs)
-            # flip some leaf rewards so the two trees differ (the fake model's answers are garbage)
+            # flip some rewards so the two trees differ (the fake model's answers are garbage)
             rec = outs[0].extra_fields["arctl"]
-            rec["leaf_rewards"] = [[float((g + a + session) % 2) for a in range(len(r))]
-                                   for g, r in enumerate(rec["leaf_rewards"])]
+            rec["rewards"] = [[float((j + a + session) % 2) for a in range(len(r))]
+                              for j, r in enumerate(rec["rewards"])]
             for o in outs[1:]:
-                o.extra_fields["arctl"]["leaf_rewards"] = rec["leaf_rewards"]
-            rewards_by_session[session] = rec["leaf_rewards"]
+                o.extra_fields["arctl"]["rewards"] = rec["rewards"]
+            rewards_by_session[session] = rec["rewards"]
             await worker._agent_loop_postprocess(outs, validate=False, uid="q", session_id=session, global_steps=1,
                                                  **kwargs)
 
@@ -239,15 +242,16 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
                    for k in keys if k.startswith("q_0_"))
     monkeypatch.setattr(trainer_v1, "tq", _DictTQ(stored))
     trainer = trainer_v1.ArctlPPOTrainer.__new__(trainer_v1.ArctlPPOTrainer)
-    settings = AdvantageSettings(budgets=(4, 9, 30), prior="uniform", baseline="brpo")
-    trainer.arctl_settings = settings
+    objective = Objective(Thinking(budgets=(4, 9, 30), prior="uniform", baseline="brpo", lam=0.5))
+    objective = dataclasses.replace(objective, summary=dataclasses.replace(objective.summary, group_size=2))
+    trainer.arctl_objective = objective
     metrics = {}
     trainer._compute_advantage(_Batch(keys), metrics)
     trees = [k for k in keys if k.endswith("_0")]
     recs = [TreeRecord.from_dict(stored[k]["extra_fields"]["arctl"]) for k in trees]
-    assert [list(r.leaf_rewards) for r in recs] == [
+    assert [list(r.rewards) for r in recs] == [
         [tuple(x) for x in rewards_by_session[0]], [tuple(x) for x in rewards_by_session[1]]]
-    advs = tree_advantages(recs, ["q", "q"], settings)
+    advs = record_advantages(recs, ["q", "q"], objective)
     for k in keys:
         rec = TreeRecord.from_dict(stored[k]["extra_fields"]["arctl"])
         tree = advs[int(k.split("_")[1])]

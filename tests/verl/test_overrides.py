@@ -6,6 +6,8 @@ import copy
 
 import pytest
 
+from arctl.algo.settings import Objective
+from arctl.backends.verl.advantage import objective_of
 from arctl.backends.verl.overrides import (
     VerlConfigError,
     build_verl_config,
@@ -30,6 +32,7 @@ def test_every_paper_experiment_composes_in_verl_config(tmp_path):
 
     runs = _paper_runs()
     assert len(runs) >= 9
+    constants: dict[str, set] = {}
     for run in runs:
         cfg = run.config
         overrides, composed = build_verl_config(cfg, tmp_path / run.config["arm"])
@@ -40,13 +43,34 @@ def test_every_paper_experiment_composes_in_verl_config(tmp_path):
         assert a.actor.clip_ratio_high == pytest.approx(cfg["optim"]["clip_ratio_high"])
         assert composed.data.train_batch_size == cfg["data"]["train_batch_size"]
         assert composed.data.max_response_length == max_response_length(cfg)
-        assert list(composed.arctl.budgets) == list(cfg["thinking"]["budgets"])
-        assert composed.arctl.baseline == cfg["thinking"]["baseline"]
+        # the objective reaches verl's processes whole, and is the spec's
+        objective = objective_of(composed.arctl)
+        assert objective == Objective.from_config(cfg)
+        assert list(objective.budgets) == list(cfg["thinking"]["budgets"])
+        assert objective.thinking.baseline == cfg["thinking"]["baseline"]
         assert composed.trainer.v1.trainer_mode == "arctl"
         assert a.rollout.agent.default_agent_loop == "arctl_tree"
-        assert a.actor.policy_loss.loss_mode == "arctl_drgrpo"
+        assert a.actor.policy_loss.loss_mode == "arctl_drgrpo"  # no dual clip unless the spec asks
+        # the Dr. GRPO constant: trees per mini-batch x the experiment's loss_norm_len
+        trees = cfg["data"]["ppo_mini_batch_size"] * cfg["rollout"]["n"]
+        assert a.actor.loss_scale_factor == trees * cfg["optim"]["loss_norm_len"]
+        constants.setdefault(run.experiment, set()).add(cfg["optim"]["loss_norm_len"])
         assert composed.trainer.default_local_dir == str(tmp_path / run.config["arm"] / "checkpoints")
         assert OmegaConf.select(composed, "algorithm.norm_adv_by_std_in_grpo") is False
+    # one constant per experiment, whatever the arm: the authors' 10,176 at 8k and 18,176 at 16k
+    assert all(len(c) == 1 for c in constants.values()), constants
+    assert constants["ablation-vr"] == {10176} and constants["ctx-16k"] == {18176}
+
+
+def test_loss_constant_is_independent_of_the_tree_layout_and_dual_clip_is_opt_in(paper_config):
+    dup = copy.deepcopy(paper_config)
+    dup["verl"]["tree_attention"] = "duplicate"
+    factors = {build_verl_config(c)[1].actor_rollout_ref.actor.loss_scale_factor for c in (paper_config, dup)}
+    assert factors == {32 * 8 * 10176}
+    dual = copy.deepcopy(paper_config)
+    dual["optim"]["dual_clip"] = 3.0
+    actor = build_verl_config(dual)[1].actor_rollout_ref.actor
+    assert actor.policy_loss.loss_mode == "arctl_drgrpo_dual" and actor.clip_ratio_c == 3.0
 
 
 def test_paper_response_length_is_the_authors():

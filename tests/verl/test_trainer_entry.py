@@ -111,12 +111,11 @@ def test_stop_file_makes_the_trainer_checkpoint_and_end(tmp_path):
 
 
 def test_eval_metrics_follow_the_arctl_schema():
-    from arctl.backends.verl.advantage import AdvantageSettings
     from arctl.backends.verl.trainer_v1 import eval_metrics
     from arctl.track import metrics_schema as ms
 
     infos = {"score@250": [0, 1, 0, 0], "score@500": [1, 1, 0, 1], "think_len": [100, 300, 200, 400]}
-    out = eval_metrics(["aime24"] * 4, ["q1", "q1", "q2", "q2"], infos, AdvantageSettings(budgets=(250, 500)))
+    out = eval_metrics(["aime24"] * 4, ["q1", "q1", "q2", "q2"], infos, lam=0.5)
     assert out["eval/aime24/acc@250"] == pytest.approx(0.25)
     assert out["eval/aime24/acc@500"] == pytest.approx(0.75)
     assert out["eval/aime24/anytime_acc"] == pytest.approx(0.5)

@@ -18,12 +18,27 @@ def tree_tensors(*args):
 
 def _tree():
     prompt, thinking = [1, 2, 3], list(range(10, 22))  # 12 thinking tokens
-    groups = [
+    groups = [  # A = 2 summaries per budget; budgets 16 and 20 share the full thinking (2 x 2 summaries)
         LeafGroup(4, [0], [], [90, 91, 92], [[70, 71], [72]], [1.0, 0.0]),
         LeafGroup(8, [1], [], [90, 91, 92], [[73], [74, 75, 76]], [0.0, 0.0]),
-        LeafGroup(12, [2, 3], [], [93], [[77, 78], [79]], [1.0, 1.0]),
+        LeafGroup(12, [2, 3], [], [93], [[77, 78], [79], [80], [81, 82]], [1.0, 1.0, 0.0, 1.0]),
     ]
-    return TreeRollout(prompt, thinking, [4, 8, 16, 20], groups, finished=True, eos=False)
+    return TreeRollout(prompt, thinking, [4, 8, 16, 20], groups, finished=True, eos=False, group_size=2)
+
+
+def _leaf(tree, k):
+    """(group, summary) of packed summary k (groups in order, summaries in order)."""
+    for grp in tree.groups:
+        if k < len(grp.summaries):
+            return grp, grp.summaries[k]
+        k -= len(grp.summaries)
+    raise IndexError(k)
+
+
+def test_record_holds_a_rewards_row_per_budget():
+    rec = output_rows(_tree(), "flex")[0]["record"]
+    assert rec.rewards == ((1.0, 0.0), (0.0, 0.0), (1.0, 1.0), (0.0, 1.0))
+    assert rec.cuts == [4, 8, 12, 12] and len(rec.spans) == 8
 
 
 def test_packed_row_round_trips_through_arctl_algo_tree():
@@ -36,12 +51,12 @@ def test_packed_row_round_trips_through_arctl_algo_tree():
     pos = tt["position_ids"].tolist()
     assert pos[: p + t] == list(range(p + t))
     for k, (start, sstart, end) in enumerate(rec.spans):
-        cut = rec.group_cuts[k // 2]
+        cut = rec.cuts[k // 2]
         # branch positions continue from its cut point; its tokens are what the agent loop produced
         assert pos[p + start : p + end] == list(range(p + cut, p + cut + end - start))
-        grp = tree.groups[k // 2]
+        grp, summary = _leaf(tree, k)
         assert row["response_ids"][start:sstart] == grp.inserted
-        assert row["response_ids"][sstart:end] == grp.summaries[k % 2]
+        assert row["response_ids"][sstart:end] == summary
         mask = dense_tree_mask(tt["tree_cut"], tt["tree_branch_start"])
         q = p + end - 1  # last token of the branch
         seen = mask[q].nonzero().flatten().tolist()
@@ -54,9 +69,11 @@ def test_duplicate_rows_hold_the_same_tree():
     dup = output_rows(tree, "duplicate")
     assert dup[0]["response_ids"] == tree.thinking
     rec = TreeRecord.from_dict(packed["record"].to_dict())
-    for row, (start, _sstart, end) in zip(dup[1:], rec.spans):
-        g, a = row["record"].leaf
-        cut = rec.group_cuts[g]
+    assert len(dup) == 1 + len(rec.spans)
+    for k, (row, (start, _sstart, end)) in enumerate(zip(dup[1:], rec.spans)):
+        j, a = row["record"].leaf
+        assert (j, a) == divmod(k, 2)  # budget-major
+        cut = rec.cuts[j]
         assert row["response_ids"] == tree.thinking[:cut] + packed["response_ids"][start:end]
 
 

@@ -4,18 +4,19 @@ For one thinking sample (verl runs ``rollout.n`` of these per question):
 
 1. generate the thinking from the question (stop at ``</think>``, at most ``b_m`` tokens);
 2. for every *distinct* cut ``min(b_j, |z|)`` (budgets past a finished thinking share the full
-   thinking: one merged group) build the summary prompt with :func:`arctl.algo.prompts.summary_prompt`
-   and send it as a token prefix, ``summary.group_size`` times (verl's server returns one sequence per
-   request; vLLM's prefix cache, ``rollout.enable_prefix_caching``, reuses the prefix's KV, so the
-   thinking is computed once);
-3. score every leaf with the authors' rule (:func:`arctl.backends.verl.reward.leaf_reward`);
+   thinking: one prefix) build the summary prompt with :func:`arctl.algo.prompts.summary_prompt`
+   and send it as a token prefix, ``summary.group_size`` times *per budget it serves* (the authors'
+   sampling: a prefix that ``|J|`` budgets share gets ``|J| x A`` summaries; verl's server returns
+   one sequence per request; vLLM's prefix cache, ``rollout.enable_prefix_caching``, reuses the
+   prefix's KV, so the thinking is computed once);
+3. score every summary with the authors' rule (:func:`arctl.backends.verl.reward.leaf_reward`);
 4. return the tree in the output's ``extra_fields["arctl"]`` (:class:`~arctl.backends.verl.advantage.TreeRecord`),
-   as one packed row (layouts ``flex``/``dense``) or as a thinking row plus one row per leaf
-   (``duplicate``). Per-leaf rewards live in the record: verl's multi-output default copies the last
-   output's score onto the others, so the trainer never reads ``rm_scores`` for trees.
+   as one packed row (layouts ``flex``/``dense``) or as a thinking row plus one row per summary
+   (``duplicate``). Per-summary rewards live in the record: verl's multi-output default copies the
+   last output's score onto the others, so the trainer never reads ``rm_scores`` for trees.
 
 Validation (``validate``) uses the eval budgets (the 32-budget grid in eval-only mode) with one
-summary per cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``.
+summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``.
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
-from arctl.backends.verl.advantage import RECORD_KEY, TreeRecord
+from arctl.backends.verl.advantage import RECORD_KEY, TreeRecord, objective_of
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
 
 
 @dataclass
 class LeafGroup:
-    """The summaries sampled from one distinct cut."""
+    """The summaries sampled from one distinct cut: for training ``A`` per budget it serves, in
+    budget order (``summaries[k*A:(k+1)*A]`` belong to ``budget_indices[k]``); for validation ``A``
+    in all."""
 
     cut: int
     budget_indices: list[int]
@@ -52,19 +55,22 @@ class TreeRollout:
     groups: list[LeafGroup]
     finished: bool
     eos: bool
+    group_size: int = 1
+    per_budget: bool = True  # A summaries per budget (training) or per distinct cut (validation)
     requests: list[list[int]] = field(default_factory=list)  # every prompt sent, in order
 
-    def group_of_budget(self) -> list[int]:
-        out = [0] * len(self.budgets)
-        for g, grp in enumerate(self.groups):
-            for j in grp.budget_indices:
-                out[j] = g
+    def budget_rewards(self) -> list[list[float]]:
+        """Rewards of each budget's summaries: [m][A] (validation: a shared prefix's A for each budget)."""
+        out: list[list[float]] = [[] for _ in self.budgets]
+        a = self.group_size
+        for grp in self.groups:
+            for k, j in enumerate(grp.budget_indices):
+                out[j] = list(grp.rewards[k * a : (k + 1) * a] if self.per_budget else grp.rewards)
         return out
 
     def scores(self) -> list[float]:
-        """Per-budget score r_j: mean reward of budget j's leaf group."""
-        means = [sum(g.rewards) / len(g.rewards) if g.rewards else 0.0 for g in self.groups]
-        return [means[g] for g in self.group_of_budget()]
+        """Per-budget score r_j: mean reward of budget j's summaries."""
+        return [sum(r) / len(r) if r else 0.0 for r in self.budget_rewards()]
 
 
 async def rollout_tree(
@@ -77,8 +83,10 @@ async def rollout_tree(
     eos_id: int | None,
     sampling_params: dict[str, Any],
     score: Callable[[list[int], list[int], list[int]], float] | None = None,
+    per_budget: bool = True,
 ) -> TreeRollout:
-    """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``."""
+    """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``;
+    ``group_size`` summaries per budget (``per_budget``) or per distinct cut."""
     prompt = [int(t) for t in prompt_ids]
     budgets = [int(b) for b in budgets]
     think_params = dict(sampling_params)
@@ -94,15 +102,18 @@ async def rollout_tree(
         ins = list(sp.inserted)
         groups.append(LeafGroup(cut=cut, budget_indices=idx, prefix=list(sp.input_ids), inserted=ins))
 
+    def count(group: LeafGroup) -> int:
+        return group_size * (len(group.budget_indices) if per_budget else 1)
+
     async def one(group: LeafGroup) -> list[list[int]]:
         params = dict(sampling_params)
         params["max_tokens"] = max(1, summary_max_tokens - len(group.inserted))  # branch cap includes inserted
         params.pop("stop_token_ids", None)
-        outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(group_size)])
+        outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(count(group))])
         return [[int(t) for t in o][: params["max_tokens"]] for o in outs]
 
     for grp in groups:
-        requests += [grp.prefix] * group_size
+        requests += [grp.prefix] * count(grp)
     results = await asyncio.gather(*[one(g) for g in groups])
     for grp, summaries in zip(groups, results):
         grp.summaries = summaries
@@ -110,11 +121,12 @@ async def rollout_tree(
             grp.rewards = [float(score(thinking[: grp.cut], grp.inserted, s)) for s in summaries]
         else:
             grp.rewards = [0.0] * len(summaries)
-    return TreeRollout(prompt, thinking, budgets, groups, finished, eos, requests)
+    return TreeRollout(prompt, thinking, budgets, groups, finished, eos, group_size, per_budget, requests)
 
 
 def packed_response(tree: TreeRollout) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
-    """Response of the packed layout: thinking, then every leaf ``inserted + summary``.
+    """Response of the packed layout: thinking, then every summary ``inserted + summary`` (groups in
+    increasing cut: budget-major for a training tree).
 
     Returns ``(response_ids, response_mask, spans)``: the mask is 1 on thinking and summary tokens
     and 0 on inserted tokens; spans are ``(start, summary_start, end)`` in response coordinates.
@@ -135,12 +147,10 @@ def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", lea
     return TreeRecord(
         budgets=tuple(tree.budgets),
         think_len=len(tree.thinking),
-        group_cuts=tuple(g.cut for g in tree.groups),
-        group_of_budget=tuple(tree.group_of_budget()),
-        leaf_rewards=tuple(tuple(g.rewards) for g in tree.groups),
+        rewards=tuple(tuple(r) for r in tree.budget_rewards()),
         finished=tree.finished,
         eos=tree.eos,
-        spans=tuple(spans),
+        spans=tuple(spans) if tree.per_budget else (),
         row=row,
         leaf=leaf,
         layout=layout,
@@ -164,16 +174,18 @@ def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
             record=tree_record(tree, layout, spans, "thinking"),
         )
     ]
-    for g, grp in enumerate(tree.groups):
-        for a, s in enumerate(grp.summaries):
+    a = tree.group_size
+    for grp in tree.groups:
+        for k, s in enumerate(grp.summaries):
+            j = grp.budget_indices[k // a] if tree.per_budget else grp.budget_indices[0]
             prefix = tree.thinking[: grp.cut]
             rows.append(
                 dict(
                     prompt_ids=tree.prompt_ids,
                     response_ids=prefix + grp.inserted + s,
                     response_mask=[0] * (len(prefix) + len(grp.inserted)) + [1] * len(s),
-                    reward=grp.rewards[a],
-                    record=tree_record(tree, layout, spans, "branch", (g, a)),
+                    reward=grp.rewards[k],
+                    record=tree_record(tree, layout, spans, "branch", (j, k % a)),
                 )
             )
     return rows
@@ -181,7 +193,8 @@ def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
 
 def _budgets_for(arctl: Any, validate: bool) -> tuple[list[int], int]:
     if not validate:
-        return [int(b) for b in arctl.budgets], int(arctl.summary_group_size)
+        objective = objective_of(arctl)
+        return list(objective.budgets), int(objective.summary.group_size)
     if bool(arctl.get("eval_only", False)):
         return [int(b) for b in arctl.eval_grid], 1
     return [int(b) for b in arctl.eval_budgets], 1
@@ -218,6 +231,7 @@ def _make_loop_class():
             self.inserted = InsertedTokens.from_tokenizer(self.tokenizer)
             self.eos_id = self.tokenizer.eos_token_id
             self.layout = str(self.arctl.get("tree_attention", "flex"))
+            self.summary_max_tokens = int(objective_of(self.arctl).summary.max_tokens)
 
         async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
             out = await self.server_manager.generate(
@@ -256,8 +270,8 @@ def _make_loop_class():
             self._server_extra: list[dict[str, Any]] = []
             with simple_timer("generate_sequences", metrics):
                 tree = await rollout_tree(
-                    self._generate, prompt_ids, budgets, group_size, int(self.arctl.summary_max_tokens),
-                    self.inserted, self.eos_id, params, score,
+                    self._generate, prompt_ids, budgets, group_size, self.summary_max_tokens,
+                    self.inserted, self.eos_id, params, score, per_budget=not validate,
                 )
             scores = tree.scores()
             info = {f"score@{b}": float(s) for b, s in zip(budgets, scores)}

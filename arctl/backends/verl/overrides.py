@@ -21,6 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from arctl.algo.settings import Objective, loss_normaliser
+from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
+
 # Values under the config's ``verl:`` section that arctl reads (defaults used when absent).
 VERL_DEFAULTS: dict[str, Any] = {
     "tree_attention": "flex",  # flex (packed trees, FlexAttention BlockMask) | duplicate (branch rows)
@@ -114,24 +117,15 @@ def _fmt(value: Any) -> str:
 
 
 def arctl_settings(config: dict) -> dict[str, Any]:
-    """What arctl's agent loop, trainer and reward need, stored under the ``arctl`` config node."""
-    think, summ, reward, ev = config["thinking"], config["summary"], config["reward"], config["eval"]
+    """What arctl's agent loop, trainer and reward need, stored under the ``arctl`` config node:
+    the run's identity, the objective (:meth:`arctl.algo.settings.Objective.to_dict`, read back by
+    :func:`arctl.backends.verl.advantage.objective_of`), the tree layout and the evaluation."""
+    ev = config["eval"]
     return {
         "experiment": config.get("experiment"),
         "arm": config.get("arm"),
         "seed": int(config.get("seed", 0)),
-        "budgets": [int(b) for b in think["budgets"]],
-        "prior": think["prior"],
-        "probs": list(think["probs"]) if think.get("probs") is not None else None,
-        "baseline": think["baseline"],
-        "lam": float(think["lam"]),
-        "summary_decoupled": bool(summ["decoupled"]),
-        "summary_prior": summ["prior"],
-        "summary_probs": list(summ["probs"]) if summ.get("probs") is not None else None,
-        "summary_group_size": int(summ["group_size"]),
-        "summary_max_tokens": int(summ["max_tokens"]),
-        "length_penalty": reward["length_penalty"],
-        "alpha": float(reward["alpha"]),
+        "objective": Objective.from_config(config).to_dict(),
         "tree_attention": verl_setting(config, "tree_attention"),
         "block_size": int(verl_setting(config, "block_size")),
         "eval_budgets": [int(b) for b in ev["budgets"]],
@@ -240,10 +234,15 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         "trainer.val_before_train": bool(verl_setting(config, "val_before_train")),
         "trainer.critic_warmup": 0,
     }
-    # Dr. GRPO constant: trees per mini-batch x max response length (policy_loss.py)
-    ov[f"{a}.actor.policy_loss.loss_mode"] = "arctl_drgrpo"
+    # the tree loss of arctl.algo.tree_loss: PPO clip (dual clip only if the spec asks), token sum
+    # divided by the Dr. GRPO constant trees per mini-batch x optim.loss_norm_len (policy_loss.py)
+    objective = Objective.from_config(config)
+    dual = objective.loss.dual_clip is not None
+    ov[f"{a}.actor.policy_loss.loss_mode"] = POLICY_LOSS_DUAL_NAME if dual else POLICY_LOSS_NAME
+    if dual:
+        ov[f"{a}.actor.clip_ratio_c"] = float(objective.loss.dual_clip)
     ov[f"{a}.actor.loss_agg_mode"] = "token-sum"
-    ov[f"{a}.actor.loss_scale_factor"] = mini * n * resp_len
+    ov[f"{a}.actor.loss_scale_factor"] = int(loss_normaliser(mini * n, objective))
     if trainer.get("total_steps"):
         ov["trainer.total_training_steps"] = int(trainer["total_steps"])
     if run_dir is not None:

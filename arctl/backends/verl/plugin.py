@@ -14,7 +14,8 @@ Names registered (see :data:`NAMES`):
 
 - agent loop ``arctl_tree`` (:class:`arctl.backends.verl.agent_loop.TreeAgentLoop`)
 - v1 trainer mode ``arctl`` (:class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`)
-- policy loss ``arctl_drgrpo`` (:func:`arctl.backends.verl.policy_loss.compute_policy_loss_drgrpo`)
+- policy losses ``arctl_drgrpo`` and ``arctl_drgrpo_dual`` (:mod:`arctl.backends.verl.policy_loss`;
+  the second when the spec turns dual clip on)
 - the tree attention mask in verl's FSDP engine (:func:`arctl.backends.verl.tree_forward.patch_fsdp_engine`)
 """
 
@@ -27,9 +28,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-AGENT_LOOP_NAME = "arctl_tree"
-TRAINER_MODE = "arctl"
-POLICY_LOSS_NAME = "arctl_drgrpo"
+from arctl.backends.verl.names import AGENT_LOOP_NAME, POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME, TRAINER_MODE
+
 NAMES = {"agent_loop": AGENT_LOOP_NAME, "trainer": TRAINER_MODE, "policy_loss": POLICY_LOSS_NAME}
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
@@ -59,9 +59,10 @@ def _register_trainer(module) -> None:
 
 
 def _register_policy_loss(module) -> None:
-    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo
+    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo, compute_policy_loss_drgrpo_dual
 
     module.POLICY_LOSS_REGISTRY[POLICY_LOSS_NAME] = compute_policy_loss_drgrpo
+    module.POLICY_LOSS_REGISTRY[POLICY_LOSS_DUAL_NAME] = compute_policy_loss_drgrpo_dual
 
 
 def _patch_fsdp_engine(module) -> None:
@@ -161,7 +162,7 @@ def registered() -> dict[str, bool]:
     return {
         "agent_loop": AGENT_LOOP_NAME in agent_loop._agent_loop_registry,
         "trainer": TRAINER_MODE in trainer.TRAINER_REGISTRY,
-        "policy_loss": POLICY_LOSS_NAME in core_algos.POLICY_LOSS_REGISTRY,
+        "policy_loss": {POLICY_LOSS_NAME, POLICY_LOSS_DUAL_NAME} <= set(core_algos.POLICY_LOSS_REGISTRY),
     }
 
 

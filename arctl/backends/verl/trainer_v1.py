@@ -35,14 +35,17 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
+from arctl.algo.metrics import eval_diagnostics
+from arctl.algo.settings import Objective
 from arctl.backends.verl.advantage import (
     RECORD_KEY,
-    AdvantageSettings,
     TreeRecord,
     batch_metrics,
+    objective_of,
+    record_advantages,
     response_advantages,
-    tree_advantages,
 )
+from arctl.track import metrics_schema as ms
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +77,11 @@ def compute_row_advantages(
     uids: list[Any],
     extra_fields: list[Any],
     response_lens: list[int],
-    settings: AdvantageSettings,
+    objective: Objective,
     padding: list[bool] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Per-row, per-response-token advantages [N, max_response_len] of a rollout batch, and metrics.
+    """Per-row, per-response-token advantages [N, max_response_len] (float64) of a rollout batch,
+    and metrics (:func:`arctl.algo.tree_loss.tree_advantages` on the batch's trees).
 
     Rows of one thinking sample share the key prefix ``{uid}_{session}``; its tree record is the
     one of its ``tree`` (packed) or ``thinking`` row. Padding rows (verl's synthetic no-op samples)
@@ -97,17 +101,17 @@ def compute_row_advantages(
         trees[_tree_key(key)] = len(tree_records)
         tree_records.append(rec)
         tree_uids.append(uids[i])
-    advs = tree_advantages(tree_records, tree_uids, settings)
+    advs = record_advantages(tree_records, tree_uids, objective)
     width = max(response_lens) if response_lens else 0
-    out = torch.zeros(len(keys), width, dtype=torch.float32)
+    out = torch.zeros(len(keys), width, dtype=torch.float64)
     for i, (key, rec) in enumerate(zip(keys, records)):
         if rec is None:
             continue
         t = trees.get(_tree_key(key))
         if t is None:
             raise ValueError(f"rollout row {key} has no tree/thinking row in the batch")
-        out[i, : response_lens[i]] = response_advantages(rec, advs[t], response_lens[i]).float()
-    return out, batch_metrics(tree_records, tree_uids, advs, settings)
+        out[i, : response_lens[i]] = response_advantages(rec, advs[t], response_lens[i])
+    return out, batch_metrics(tree_records, tree_uids, advs, objective)
 
 
 def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord) -> dict[str, torch.Tensor]:
@@ -117,12 +121,12 @@ def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord
 
     t = rec.think_len
     a = rec.group_size
+    cuts = rec.cuts
     branches = []
     for k, (start, summary_start, end) in enumerate(rec.spans):
-        g = k // a
         branches.append(
             SummaryBranch(
-                cut=rec.group_cuts[g],
+                cut=cuts[k // a],
                 inserted=response_ids[start:summary_start],
                 summary=response_ids[summary_start:end],
             )
@@ -139,7 +143,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
 
     def __init__(self, config):
         super().__init__(config)
-        self.arctl_settings = AdvantageSettings.from_config(config.arctl)
+        self.arctl_objective = objective_of(config.arctl)
         self.arctl_layout = str(config.arctl.get("tree_attention", "flex"))
         self._arctl_metric_defined = False
 
@@ -161,9 +165,10 @@ class ArctlPPOTrainer(PPOTrainerSync):
         lens = [int(x) for x in response_mask.offsets().diff().tolist()]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         adv, arctl_metrics = compute_row_advantages(
-            list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_settings, padding
+            list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_objective, padding
         )
         metrics.update(arctl_metrics)
+        adv = adv.float()
         nested = response_to_nested(adv, response_mask)
         out = TensorDict({"advantages": nested, "returns": response_to_nested(adv.clone(), response_mask)},
                          batch_size=len(batch))
@@ -243,7 +248,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
             data_sources, sample_uids, reward_extra_infos_dict, sample_turns, expected_acc_counts
         )
         metric_dict.update(eval_metrics(
-            data_sources, sample_uids, reward_extra_infos_dict, self.arctl_settings,
+            data_sources, sample_uids, reward_extra_infos_dict, self.arctl_objective.thinking.lam,
             self.config.arctl.get("eval_budgets"), self.config.arctl.get("eval_grid"),
         ))
         metric_dict["trainer/global_step"] = self.global_steps
@@ -252,8 +257,6 @@ class ArctlPPOTrainer(PPOTrainerSync):
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         out = super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        from arctl.track import metrics_schema as ms
-
         metrics[ms.STEP_KEY] = global_steps
         if "step" in timing_raw:
             metrics[ms.PERF_STEP_TIME_S] = float(timing_raw["step"])
@@ -269,16 +272,14 @@ TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; sa
 
 
 def eval_metrics(
-    data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], settings: AdvantageSettings,
+    data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], lam: float,
     eval_budgets=None, eval_grid=None,
 ) -> dict[str, float]:
     """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
     budgets), ``grid_anytime_acc`` (when the evaluation covered ``eval_grid``), ``final_acc``,
-    ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget, from the
-    validation rows' ``score@{b}`` values."""
-    from arctl.algo.metrics import baseline_correlations, normalized_variances
-    from arctl.track import metrics_schema as ms
-
+    ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget
+    (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``), from the validation rows'
+    ``score@{b}`` and ``think_len`` values."""
     budgets = sorted(int(k.split("@", 1)[1]) for k in infos if k.startswith("score@"))
     if not budgets:
         return {}
@@ -296,19 +297,13 @@ def eval_metrics(
         out.update(ms.anytime_eval_metrics(ds, acc, eval_budgets, eval_grid))
         if "think_len" in infos:
             out[ms.eval_think_len(ds)] = float(np.mean([float(infos["think_len"][i] or 0.0) for i in rows]))
-        # diagnostics need [B, G, m] with equal G per question
+        # diagnostics need [B, G, m] with equal G per question, and the thinking lengths
         by_uid: dict[Any, list[int]] = defaultdict(list)
         for k, i in enumerate(rows):
             by_uid[sample_uids[i]].append(k)
         sizes = {len(v) for v in by_uid.values()}
-        if len(sizes) == 1 and next(iter(sizes)) > 1:
-            grid = scores[torch.tensor(list(by_uid.values()))]
-            probs = torch.full((len(budgets),), 1.0 / len(budgets), dtype=torch.float64)
-            corr = baseline_correlations(grid, probs, settings.lam)
-            nvar = normalized_variances(grid, probs, settings.lam)
-            for j, b in enumerate(budgets):
-                for kind in ("v1", "v2"):
-                    out[ms.eval_corr(kind, ds, b)] = float(corr[kind][j])
-                for kind in ms.NVAR_KINDS:
-                    out[ms.eval_nvar(kind, ds, b)] = float(nvar[kind][j])
+        if "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
+            idx = torch.tensor(list(by_uid.values()))
+            lens = torch.tensor([int(float(infos["think_len"][i] or 0.0)) for i in rows])[idx]
+            out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(scores[idx], lens, budgets, lam)))
     return out

@@ -1,0 +1,266 @@
+"""One objective, two backends: the same hand-built batch of trees, for every arm of every paper
+experiment (and the named settings beside them), goes through the tiny trainer's path (rollout
+records -> ``objective_trees`` -> ``tree_advantages`` -> ``pack_trees`` -> ``tree_batch`` ->
+``update.policy_loss``) and through verl's (agent-loop rows in the packed and the duplicated layout
+-> ``compute_row_advantages``, the advantage step without TransferQueue -> verl's own ``ppo_loss``
+with the registered arctl policy loss). Every trained token gets the same advantage (1e-12) and
+the loss is the same number (1e-9)."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from arctl.algo.prompts import distinct_cuts
+from arctl.algo.settings import Objective
+
+LAYOUTS = ("flex", "duplicate")
+THINK_END, PAD = 5, 0
+TRUNCATED, FINISHED = [90, 91, THINK_END, 93], [93]  # inserted tokens after a cut / after </think>
+
+
+def _paper_arms():
+    from arctl.spec import resolve_experiment
+    from arctl.spec.experiment import list_experiments
+
+    out = []
+    for name in list_experiments():
+        for run in resolve_experiment(name, scale="paper"):
+            out.append(pytest.param(run.config, id=f"{name}/{run.arm}"))
+    return out
+
+
+def _variants():
+    """Named settings no paper arm uses, on the AR and GRPO+vr arms."""
+    from arctl.spec import resolve_experiment
+
+    ar = resolve_experiment("main-ar-linear", scale="paper")[0].config
+    vr = resolve_experiment("ablation-vr", scale="paper", arms=["grpo-vr"])[0].config
+    out = []
+    for cfg, changes, name in [
+        (ar, {"summary.weighting": "paper", "summary.prior": "linear"}, "weighting=paper"),
+        (ar, {"optim.dual_clip": 1.5}, "dual_clip"),
+        (ar, {"summary.group_size": 1}, "decoupled-A1"),
+        (ar, {"reward.length_penalty": "v2"}, "decoupled+lp-v2"),
+        (vr, {"summary.group_size": 3}, "coupled-A3"),
+        (ar, {"optim.clip_ratio_high": 0.28}, "clip-higher"),
+    ]:
+        cfg = copy.deepcopy(cfg)
+        for key, value in changes.items():
+            section, field = key.split(".")
+            cfg[section][field] = value
+        out.append(pytest.param(cfg, id=f"{cfg['experiment']}/{cfg['arm']}+{name}"))
+    return out
+
+
+def _small(config: dict) -> dict:
+    """The arm at a small shape: budgets / 1000 (same m, ratios and arm settings), 2 questions per
+    mini-batch; the loss constant stays the paper's."""
+    cfg = copy.deepcopy(config)
+    cfg["thinking"]["budgets"] = [b // 1000 for b in cfg["thinking"]["budgets"]]
+    cfg["eval"]["budgets"] = [b for b in sorted({b // 1000 for b in cfg["eval"]["budgets"]}) if b > 0]
+    cfg["eval"]["grid"] = cfg["eval"]["budgets"]
+    cfg["data"]["train_batch_size"] = cfg["data"]["ppo_mini_batch_size"] = 2
+    return cfg
+
+
+def _batch(cfg: dict, seed: int):
+    """2 questions x G thinking samples: random lengths (often exactly at a budget, often finished
+    before one: merged prefixes), random 0/1 rewards and summary lengths, A summaries per budget."""
+    rng = random.Random(seed)
+    budgets = cfg["thinking"]["budgets"]
+    a, g = cfg["summary"]["group_size"], cfg["rollout"]["n"]
+    samples = []
+    for q in range(2):
+        for _ in range(g):
+            t = rng.choice([rng.randint(1, budgets[-1]), rng.choice(budgets), 1])
+            finished = t < budgets[-1] and rng.random() < 0.6
+            thinking = [rng.randint(10, 60) for _ in range(t - 1)] + [THINK_END if finished else rng.randint(10, 60)]
+            groups = []
+            for cut, js in distinct_cuts(t, budgets):
+                inserted = FINISHED if finished and cut >= t else TRUNCATED
+                summ = [[rng.randint(61, 89) for _ in range(rng.randint(1, 3))] for _ in range(a * len(js))]
+                rewards = [float(rng.random() < 0.5) for _ in summ]
+                groups.append((cut, js, inserted, summ, rewards))
+            samples.append(dict(question=q, prompt=[1, 2 + q, 3], thinking=thinking, finished=finished, groups=groups))
+    return samples
+
+
+# ------------------------------------------------------------------------------ the tiny path
+def _tiny(cfg, samples, logps, monkeypatch):
+    from arctl.backends.tiny import trainer, update
+    from arctl.backends.tiny.rollout import Branch, Rollout, Thinking, budget_scores
+
+    budgets, a = cfg["thinking"]["budgets"], cfg["summary"]["group_size"]
+    m, n = len(budgets), len(samples)
+    width_p, width_t = 3, max(len(s["thinking"]) for s in samples)
+    think_ids = torch.full((n, width_t), PAD, dtype=torch.long)
+    for r, s in enumerate(samples):
+        think_ids[r, : len(s["thinking"])] = torch.tensor(s["thinking"])
+    thinking = Thinking(
+        prompt_ids=torch.tensor([s["prompt"] for s in samples]), prompt_valid=torch.ones(n, width_p, dtype=torch.bool),
+        think_ids=think_ids, think_len=torch.tensor([len(s["thinking"]) for s in samples]),
+        finished=torch.tensor([s["finished"] for s in samples]), cache=None,
+    )
+    branches = []
+    for r, s in enumerate(samples):
+        for cut, js, inserted, summ, rewards in s["groups"]:
+            for k, j in enumerate(js):  # the training rollout: one branch per budget
+                branches.append(Branch(r, cut, s["finished"] and cut >= len(s["thinking"]), [j], list(inserted),
+                                       summ[k * a:(k + 1) * a], rewards[k * a:(k + 1) * a]))
+    g = n // 2
+    ro = Rollout(thinking, branches, budget_scores(branches, n, m).view(2, g, m), [])
+    objective = Objective.from_config(cfg)
+    trees, questions = trainer.objective_trees(ro, m), trainer.question_labels(ro)
+    advs = trainer.tree_advantages(trees, questions, objective)
+    packed = trainer.pack_trees(ro, advs)
+
+    tokens = {}  # canonical token -> advantage
+    logp = torch.zeros(n, max(t.length for t in packed), dtype=torch.float64)
+    old = torch.zeros_like(logp)
+    for r, (tree, adv) in enumerate(zip(packed, advs)):
+        p, t = tree.prompt_len, tree.thinking_len
+        keys = {p + i: ("think", r, i) for i in range(t)}
+        trained = [(j, x) for j in range(m) if bool(adv.trained[j]) for x in range(a)]
+        for (j, x), span in zip(trained, tree.branches):
+            keys.update({span.summary_start + i: ("sum", r, j, x, i) for i in range(span.end - span.summary_start)})
+        assert set(keys) == set(tree.loss_mask.nonzero().flatten().tolist())  # trained tokens, each once
+        for pos, key in keys.items():
+            tokens[key] = float(tree.advantages[pos])
+            logp[r, pos], old[r, pos] = logps[key]
+    batch = update.tree_batch(packed, PAD)
+    batch.old_logp = old
+    monkeypatch.setattr(update, "token_logprobs", lambda model, b, temperature=1.0: (logp, torch.zeros_like(logp)))
+    loss, _ = update.policy_loss(None, batch, objective, n_trees=n)
+    return tokens, float(loss)
+
+
+# ------------------------------------------------------------------------------ the verl path
+def _verl_rows(cfg, samples, layout):
+    from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, output_rows
+
+    a = cfg["summary"]["group_size"]
+    rows = []
+    for r, s in enumerate(samples):
+        groups = [LeafGroup(cut, list(js), [], list(ins), [list(x) for x in summ], list(rew))
+                  for cut, js, ins, summ, rew in s["groups"]]
+        tree = TreeRollout(s["prompt"], s["thinking"], list(cfg["thinking"]["budgets"]), groups, s["finished"], False,
+                           group_size=a)
+        for i, row in enumerate(output_rows(tree, layout)):
+            rows.append((f"q{s['question']}_{r}_{i}", f"q{s['question']}", r, row))
+    return rows
+
+
+def _compose(cfg, layout):
+    """verl's composed config of the arm in ``layout``: the objective its processes read back and
+    the actor config its loss gets."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from arctl.backends.verl import plugin  # noqa: F401 - registers the arctl policy losses
+    from arctl.backends.verl.advantage import objective_of
+    from arctl.backends.verl.overrides import build_verl_config
+
+    cfg = copy.deepcopy(cfg)
+    cfg["verl"]["tree_attention"] = layout
+    _, composed = build_verl_config(cfg)
+    return objective_of(composed.arctl), omega_conf_to_dataclass(composed.actor_rollout_ref.actor)
+
+
+def _verl(cfg, samples, layout, logps, objective, actor):
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+
+    from arctl.backends.verl.trainer_v1 import compute_row_advantages
+
+    rows = _verl_rows(cfg, samples, layout)
+    lens = [len(row["response_ids"]) for *_, row in rows]
+    adv, _ = compute_row_advantages([k for k, *_ in rows], [u for _, u, *_ in rows],
+                                    [{"arctl": row["record"].to_dict()} for *_, row in rows], lens, objective)
+    assert adv.dtype == torch.float64
+    a = cfg["summary"]["group_size"]
+    tokens, new_lp, old_lp = {}, [], []
+    for (_, _, r, row), n_resp, row_adv in zip(rows, lens, adv):
+        rec, mask = row["record"], row["response_mask"]
+        keys = {}
+        if rec.row in ("tree", "thinking"):
+            keys.update({i: ("think", r, i) for i in range(rec.think_len)})
+        if rec.row == "tree":
+            for k, (start, sstart, end) in enumerate(rec.spans):
+                j, x = divmod(k, a)
+                keys.update({sstart + i: ("sum", r, j, x, i) for i in range(end - sstart)})
+                assert row_adv[start:sstart].abs().max() == 0  # inserted tokens are never trained
+        if rec.row == "branch":
+            j, x = rec.leaf
+            start, sstart, end = rec.spans[j * a + x]
+            keys.update({n_resp - (end - sstart) + i: ("sum", r, j, x, i) for i in range(end - sstart)})
+        assert {i for i in range(n_resp) if mask[i]} == set(keys)  # the rows' loss masks cover these tokens
+        assert all(row_adv[i] == 0 for i in range(n_resp) if i not in keys)
+        full_new = torch.zeros(len(row["prompt_ids"]) + n_resp, dtype=torch.float64)
+        resp_old = torch.zeros(n_resp, dtype=torch.float64)
+        for i, key in keys.items():
+            assert key not in tokens  # every token trained in exactly one row
+            tokens[key] = float(row_adv[i])
+            # log_probs[t] of the full sequence is read at t - 1 (verl's no_padding_2_padding shift)
+            full_new[len(row["prompt_ids"]) + i - 1], resp_old[i] = logps[key]
+        new_lp.append(full_new)
+        old_lp.append(resp_old)
+
+    nested = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)  # noqa: E731
+    data = TensorDict({
+        "prompts": nested([torch.tensor(row["prompt_ids"]) for *_, row in rows]),
+        "responses": nested([torch.tensor(row["response_ids"]) for *_, row in rows]),
+        "response_mask": nested([torch.tensor(row["response_mask"]) for *_, row in rows]),
+        "old_log_probs": nested(old_lp),
+        "advantages": nested([adv[i, : lens[i]] for i in range(len(rows))]),
+    }, batch_size=len(rows))
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(sum(sum(row["response_mask"]) for *_, row in rows)),
+                         global_batch_size=len(rows))
+    loss, metrics = ppo_loss(actor, {"log_probs": nested(new_lp)}, data)
+    return tokens, float(loss)
+
+
+def _logps(samples, cfg, seed):
+    """Per canonical token (new, old) log-probs with ratios around 1 +- 0.5 (so the clip acts)."""
+    rng = random.Random(seed + 1)
+    a = cfg["summary"]["group_size"]
+    keys = []
+    for r, s in enumerate(samples):
+        keys += [("think", r, i) for i in range(len(s["thinking"]))]
+        for _cut, js, _ins, summ, _rew in s["groups"]:
+            for k, sm in enumerate(summ):
+                keys += [("sum", r, js[k // a], k % a, i) for i in range(len(sm))]
+    out = {}
+    for key in keys:
+        old = rng.uniform(-3.0, -0.05)
+        out[key] = (old + rng.uniform(-0.5, 0.5), old)
+    return out
+
+
+@pytest.mark.parametrize("config", _paper_arms() + _variants())
+def test_both_backends_train_the_same_tokens_with_the_same_loss(config, monkeypatch):
+    cfg = _small(config)
+    composed = {layout: _compose(cfg, layout) for layout in LAYOUTS}
+    for objective, actor in composed.values():
+        assert objective == Objective.from_config(cfg)  # the settings reach verl's processes whole
+        assert actor.loss_scale_factor == 2 * cfg["rollout"]["n"] * cfg["optim"]["loss_norm_len"]
+        dual = cfg["optim"]["dual_clip"] is not None
+        assert actor.policy_loss.loss_mode == ("arctl_drgrpo_dual" if dual else "arctl_drgrpo")
+    for seed in (0, 1):
+        samples = _batch(cfg, seed)
+        logps = _logps(samples, cfg, seed)
+        tiny_tokens, tiny_loss = _tiny(cfg, samples, logps, monkeypatch)
+        assert any(v != 0 for v in tiny_tokens.values())
+        for layout in LAYOUTS:
+            verl_tokens, verl_loss = _verl(cfg, samples, layout, logps, *composed[layout])
+            # verl keeps untrained summaries (coupled arms) in its rows with advantage 0; tiny drops them
+            extra = set(verl_tokens) - set(tiny_tokens)
+            assert all(verl_tokens[k] == 0 for k in extra)
+            assert not cfg["summary"]["decoupled"] or not extra
+            assert set(tiny_tokens) <= set(verl_tokens)
+            for key, value in tiny_tokens.items():
+                assert abs(verl_tokens[key] - value) <= 1e-12, (layout, key, verl_tokens[key], value)
+            assert verl_loss == pytest.approx(tiny_loss, abs=1e-9, rel=0), layout
