@@ -22,6 +22,10 @@ TRAIN_LOSS = "train/loss"
 TRAIN_ENTROPY = "train/entropy"
 PERF_STEP_TIME_S = "perf/step_time_s"
 PERF_STEP_CPU_S = "perf/step_cpu_s"
+PERF_SUMMARY_CACHED_TOKENS = "perf/summary_cached_tokens"
+"""Mean prompt tokens served from vLLM's prefix cache per summary request (verl backend)."""
+PERF_SUMMARY_CACHE_HIT = "perf/summary_prefix_cache_hit"
+"""Fraction of the summary requests' prompt tokens served from the prefix cache (verl backend)."""
 
 ADV_VAR_KINDS = ("brpo", "v2", "v1")
 """Advantage-variance estimators logged as ``train/adv_var/{kind}``."""

@@ -25,9 +25,11 @@ class FakeServer:
     def __init__(self, model, eos_id, script=None):
         self.model, self.eos_id, self.script = model, eos_id, script
         self.requests: list[tuple[list[int], dict]] = []
+        self.request_ids: list[str] = []
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         self.requests.append((list(prompt_ids), dict(sampling_params)))
+        self.request_ids.append(request_id)
         # like verl's client: the weight version (global step) that served the request, prefix-cache hits
         extra = {"min_global_steps": 10 + len(self.requests), "max_global_steps": 10 + len(self.requests),
                  "num_cached_tokens": len(prompt_ids) - 1}
@@ -58,8 +60,9 @@ def loop_factory(tokenizer, tiny_model, paper_config):
     tok = copy.deepcopy(tokenizer)
     tok.chat_template = TEMPLATE
 
-    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None):
+    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False):
         cfg = copy.deepcopy(paper_config)
+        cfg["trainer"]["deterministic"] = deterministic
         cfg["thinking"]["budgets"] = list(budgets)
         cfg["eval"]["budgets"] = list(budgets)
         cfg["summary"]["group_size"] = group_size
@@ -152,6 +155,43 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
     assert sorted(rec.rewards[1]) == [0.0, 1.0] and sorted(rec.rewards[2]) == [0.0, 1.0]
     info = outputs[0].extra_fields["reward_extra_info"]
     assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
+
+
+def test_a_trees_requests_share_one_sticky_request_id(loop_factory):
+    # verl's router keeps requests with one id on one vLLM replica (and gives vLLM a fresh id per
+    # call): every summary then reaches the replica whose prefix cache holds the thinking
+    loop, server, tok = loop_factory(budgets=(4, 9, 30), group_size=2)
+    outputs = _run(loop)
+    first = set(server.request_ids)
+    assert len(server.request_ids) == 1 + 2 * 3 and len(first) == 1  # thinking + 6 summaries, one id
+    _run(loop)
+    second = set(server.request_ids) - first
+    assert len(second) == 1  # the next tree has its own id
+    # the summary requests' prefix-cache hits travel with the tree (the fake server reports len - 1)
+    extra = outputs[0].extra_fields
+    prompts = [len(p) for p, params in server.requests[1:7]]
+    assert extra["arctl_summary_requests"] == 6
+    assert extra["arctl_summary_prompt_tokens"] == sum(prompts)
+    assert extra["arctl_summary_cached_tokens"] == sum(prompts) - 6
+
+
+def test_deterministic_rollout_gets_distinct_deterministic_ids(loop_factory):
+    # under rollout.full_determinism verl hands the id to vLLM unchanged; vLLM refuses duplicates in flight
+    loop, server, tok = loop_factory(budgets=(4, 9), group_size=2, deterministic=True)
+    _run(loop, priority=3)
+    assert server.request_ids == [f"det-3-{k}" for k in range(len(server.request_ids))]
+
+
+def test_summary_cache_metrics_count_each_tree_once():
+    from arctl.backends.verl.trainer_v1 import summary_cache_metrics
+
+    tree = {"arctl": {"row": "thinking"}, "arctl_summary_requests": 4, "arctl_summary_prompt_tokens": 400,
+            "arctl_summary_cached_tokens": 300}
+    branch = {**tree, "arctl": {"row": "branch"}}
+    other = {**tree, "arctl_summary_cached_tokens": 100}
+    out = summary_cache_metrics([tree, branch, branch, other])
+    assert out == {"perf/summary_cached_tokens": 400 / 8, "perf/summary_prefix_cache_hit": 400 / 800}
+    assert summary_cache_metrics([{**tree, "arctl_summary_cached_tokens": None}]) == {}  # not reported
 
 
 def test_validation_is_recognised_from_the_row():

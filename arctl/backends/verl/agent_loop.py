@@ -22,6 +22,7 @@ summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -218,6 +219,38 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
     return str(kwargs.get("data_source", "")) in {str(d) for d in (arctl.get("eval_datasets") or [])}
 
 
+def tree_request_ids(full_determinism: bool = False, priority: Any = 0) -> Callable[[], str]:
+    """The ``request_id`` of each request of one tree (call it once per request).
+
+    verl's router (``GlobalRequestLoadBalancer``) keeps requests with the same id on the same vLLM
+    replica, and verl gives vLLM a fresh id per call: one id for the whole tree sends every summary
+    request to the replica that just generated the thinking, whose prefix cache holds its KV
+    (a fresh id per request would land on the thinking's replica about 1 time in #replicas and
+    re-prefill up to 8k tokens). Under ``rollout.full_determinism`` verl passes the id to vLLM
+    unchanged (and routes by its hash), and vLLM refuses two requests in flight with one id, so each
+    request gets its own deterministic id ``det-{priority}-{k}``: routing is then deterministic,
+    not sticky.
+    """
+    if full_determinism:
+        counter = itertools.count()
+        return lambda: f"det-{priority}-{next(counter)}"
+    tree = f"arctl-tree-{uuid.uuid4().hex}"
+    return lambda: tree
+
+
+def summary_cache_fields(extra: Sequence[dict[str, Any]], prompt_lens: Sequence[int]) -> dict[str, Any]:
+    """Prefix-cache accounting of a tree's summary requests, for the output's extra fields:
+    ``arctl_summary_requests``, ``arctl_summary_prompt_tokens`` and ``arctl_summary_cached_tokens``
+    (the server's ``num_cached_tokens`` summed; None when the server does not report it)."""
+    cached = [e.get("num_cached_tokens") for e in extra]
+    return {
+        "arctl_summary_requests": len(prompt_lens),
+        "arctl_summary_prompt_tokens": int(sum(prompt_lens)),
+        "arctl_summary_cached_tokens": int(sum(c for c in cached if c is not None))
+        if cached and all(c is not None for c in cached) else None,
+    }
+
+
 def _make_loop_class():
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
     from verl.utils.profiler import simple_timer
@@ -235,21 +268,22 @@ def _make_loop_class():
 
         async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
             out = await self.server_manager.generate(
-                request_id=uuid.uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
+                request_id=self._request_id(), prompt_ids=prompt_ids, sampling_params=params
             )
             self._server_extra.append(dict(getattr(out, "extra_fields", None) or {}))
+            self._prompt_lens.append(len(prompt_ids))
             return list(out.token_ids)
 
         def _weight_versions(self) -> dict[str, Any]:
             """Model-weight versions the tree was generated with (verl's staleness tags and metrics
-            read ``min_global_steps`` / ``max_global_steps`` from the output's extra fields)."""
+            read ``min_global_steps`` / ``max_global_steps`` from the output's extra fields), and
+            the summary requests' prefix-cache hits (:func:`summary_cache_fields`)."""
             lo = [e.get("min_global_steps") for e in self._server_extra if e.get("min_global_steps") is not None]
             hi = [e.get("max_global_steps") for e in self._server_extra if e.get("max_global_steps") is not None]
-            cached = [e.get("num_cached_tokens") for e in self._server_extra[1:] if e.get("num_cached_tokens") is not None]
             return {
                 "min_global_steps": min(lo) if lo else None,
                 "max_global_steps": max(hi) if hi else None,
-                "arctl_summary_cached_tokens": int(sum(cached)) if cached else None,
+                **summary_cache_fields(self._server_extra[1:], self._prompt_lens[1:]),
             }
 
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
@@ -268,6 +302,9 @@ def _make_loop_class():
 
             metrics: dict[str, Any] = {}
             self._server_extra: list[dict[str, Any]] = []
+            self._prompt_lens: list[int] = []
+            full_determinism = bool(getattr(self.rollout_config, "full_determinism", False))
+            self._request_id = tree_request_ids(full_determinism, kwargs.get("priority", 0))
             with simple_timer("generate_sequences", metrics):
                 tree = await rollout_tree(
                     self._generate, prompt_ids, budgets, group_size, self.summary_max_tokens,
