@@ -50,6 +50,7 @@ from arctl.track import metrics_schema as ms
 logger = logging.getLogger(__name__)
 
 STOP_FILE_ENV = "ARCTL_STOP_FILE"
+SYNC_MODE = "sync"
 
 
 def _tree_key(key: str) -> str:
@@ -114,6 +115,32 @@ def compute_row_advantages(
     return out, batch_metrics(tree_records, tree_uids, advs, objective)
 
 
+def summary_cache_metrics(extra_fields: list[Any], padding: list[bool] | None = None) -> dict[str, float]:
+    """``perf/summary_cached_tokens`` (mean per summary request) and ``perf/summary_prefix_cache_hit``
+    (cached / prompt tokens) of a batch, from the trees' agent-loop accounting (one row per tree
+    counts: the packed row or the thinking row)."""
+    padding = padding or [False] * len(extra_fields)
+    requests = prompt = cached = 0
+    for ef, pad in zip(extra_fields, padding):
+        if pad or not isinstance(ef, dict) or (ef.get(RECORD_KEY) or {}).get("row") not in ("tree", "thinking"):
+            continue
+        if ef.get("arctl_summary_cached_tokens") is None:
+            return {}  # the server does not report prefix-cache hits
+        requests += int(ef.get("arctl_summary_requests") or 0)
+        prompt += int(ef.get("arctl_summary_prompt_tokens") or 0)
+        cached += int(ef["arctl_summary_cached_tokens"])
+    if not requests:
+        return {}
+    return {ms.PERF_SUMMARY_CACHED_TOKENS: cached / requests, ms.PERF_SUMMARY_CACHE_HIT: cached / max(prompt, 1)}
+
+
+def masked_token_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean of ``values`` over the tokens where ``mask`` is 1 (nested or padded [N, L] tensors)."""
+    v, m = _as_nested(values), _as_nested(mask)
+    total = (v.values().double() * m.values().double()).sum()
+    return float(total / m.values().double().sum().clamp_min(1))
+
+
 def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord) -> dict[str, torch.Tensor]:
     """Position ids and the 1-D tree-mask encoding of one packed row (prompt + response), through
     :func:`arctl.algo.tree.pack_tree`; checks that the packing reproduces the row's tokens."""
@@ -147,14 +174,27 @@ class ArctlPPOTrainer(PPOTrainerSync):
         self.arctl_layout = str(config.arctl.get("tree_attention", "flex"))
         self._arctl_metric_defined = False
 
-    def _build_replay_buffer(self):
-        # verl picks the synchronous replay buffer for mode "sync" only; arctl's mode is synchronous too
-        mode = self.trainer_mode
-        self.trainer_mode = "sync"
-        try:
-            return super()._build_replay_buffer()
-        finally:
-            self.trainer_mode = mode
+    # verl's trainer compares its mode with the literal "sync" wherever the synchronous trainer must
+    # differ from the asynchronous ones (replay buffer, dataloader fetch size, TransferQueue state in
+    # checkpoints, in-flight prompts on resume, the mode's config section); arctl's mode, registered
+    # as "arctl" to select this class, is the synchronous trainer in all of them.
+    @property
+    def trainer_mode(self) -> str:
+        return SYNC_MODE
+
+    @trainer_mode.setter
+    def trainer_mode(self, value: str) -> None:  # verl assigns the config's mode name ("arctl")
+        pass
+
+    def on_init_end(self):
+        # before the first update: every actor worker must train packed trees with the tree mask
+        if self.arctl_layout in ("flex", "dense"):
+            from arctl.backends.verl.tree_forward import prove_tree_patch
+
+            reports = prove_tree_patch(self.actor_rollout_wg.workers)
+            logger.info("arctl: tree-attention patch active in %d actor workers (%s)", len(reports),
+                        ", ".join(sorted({e for r in reports for e in r.get("engines", [])})) or "engines not located")
+        super().on_init_end()
 
     # ------------------------------------------------------------------ advantages
     def _compute_advantage(self, batch, metrics: dict):
@@ -168,6 +208,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
             list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_objective, padding
         )
         metrics.update(arctl_metrics)
+        metrics.update(summary_cache_metrics(_as_list(data["extra_fields"]), padding))
         adv = adv.float()
         nested = response_to_nested(adv, response_mask)
         out = TensorDict({"advantages": nested, "returns": response_to_nested(adv.clone(), response_mask)},
@@ -178,7 +219,12 @@ class ArctlPPOTrainer(PPOTrainerSync):
     def _compute_old_log_prob(self, batch, metrics: dict):
         if self.arctl_layout in ("flex", "dense"):
             self._put_tree_tensors(batch)
-        return super()._compute_old_log_prob(batch, metrics)
+        out = super()._compute_old_log_prob(batch, metrics)
+        # verl aggregates the entropy metric with the loss's aggregation (token-sum, divided by the
+        # loss constant): a sum, not the mean entropy of a token. Report the mean over trained tokens.
+        data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["entropy", "response_mask"])
+        metrics["actor/entropy"] = metrics[ms.TRAIN_ENTROPY] = masked_token_mean(data["entropy"], data["response_mask"])
+        return out
 
     def _put_tree_tensors(self, batch) -> None:
         data = tq.kv_batch_get(
@@ -262,8 +308,6 @@ class ArctlPPOTrainer(PPOTrainerSync):
             metrics[ms.PERF_STEP_TIME_S] = float(timing_raw["step"])
         if "actor/pg_loss" in metrics:
             metrics[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
-        if "actor/entropy" in metrics:
-            metrics[ms.TRAIN_ENTROPY] = float(metrics["actor/entropy"])
         self._define_step_metric()
         return out
 

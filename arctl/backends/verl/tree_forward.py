@@ -11,7 +11,7 @@ attention mask and the position ids differ from a plain causal row:
 - ``dense``: ``attn_implementation=sdpa`` with a boolean [B, 1, L, L] mask (CPU / debugging);
 - ``duplicate``: no tree at all; the agent loop emits one row per branch (``thinking[:cut] +
   inserted + summary``, only the summary trained) plus one thinking row, and verl trains them as
-  ordinary sequences (remove-padding on). Correct and slower (the thinking is re-encoded per branch).
+  ordinary padded sequences with SDPA. Correct and slower (the thinking is re-encoded per branch).
 
 :func:`patch_fsdp_engine` makes verl's FSDP language-model engine use the tree mask whenever a
 micro-batch carries ``tree_cut`` / ``tree_branch_start`` (written by the arctl trainer); the plugin
@@ -20,6 +20,9 @@ applies it when verl imports its FSDP engine module, in every worker.
 
 from __future__ import annotations
 
+import importlib
+import os
+import socket
 from typing import Any
 
 import torch
@@ -96,3 +99,79 @@ def patch_fsdp_engine(module) -> None:
 
     setattr(prepare_model_inputs, _PATCHED, True)
     cls.prepare_model_inputs = prepare_model_inputs
+
+
+FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
+
+
+def _engines(root: Any, depth: int = 5) -> list[Any]:
+    """verl training-engine objects reachable from ``root`` through attributes, dicts and lists."""
+    found, seen, todo = [], set(), [(root, 0)]
+    while todo:
+        obj, d = todo.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool, torch.Tensor, torch.nn.Module)):
+            continue
+        seen.add(id(obj))
+        if type(obj).__module__.startswith("verl.workers.engine.") and hasattr(obj, "forward_backward_batch"):
+            found.append(obj)
+            continue
+        if d >= depth:
+            continue
+        children = list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple)) else \
+            list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+        todo += [(c, d + 1) for c in children]
+    return found
+
+
+def tree_patch_report(worker: Any = None) -> dict[str, Any]:
+    """Whether arctl's tree mask is active in this process, where verl trains (run inside every
+    actor worker through ``worker.__ray_call__``: :func:`prove_tree_patch`).
+
+    ``ok`` needs the FSDP engine class of this process to carry the patch and every training
+    engine found in ``worker`` to be an FSDP engine with it (a Megatron engine never masks trees).
+    When the patch is missing, the report names why importing arctl's plugin fails here (verl
+    itself logs plugin import errors at DEBUG only)."""
+    report: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(), "ok": False, "problem": None}
+    try:
+        import arctl.backends.verl.plugin  # noqa: F401 - what `import verl` should have loaded
+
+        module = importlib.import_module(FSDP_ENGINE_MODULE)
+    except Exception as err:  # noqa: BLE001 - reported, not raised: the trainer fails with all reports
+        report["problem"] = f"cannot import arctl's verl plugin or verl's FSDP engine here: {type(err).__name__}: {err}"
+        return report
+    cls = module.FSDPEngineWithLMHead
+    report["patched"] = bool(getattr(cls.prepare_model_inputs, _PATCHED, False))
+    engines = _engines(worker) if worker is not None else []
+    report["engines"] = sorted({type(e).__name__ for e in engines})
+    wrong = [type(e).__name__ for e in engines if not (isinstance(e, cls) and getattr(type(e).prepare_model_inputs, _PATCHED, False))]
+    if not report["patched"]:
+        report["problem"] = "verl's FSDP engine has no tree mask in this process (arctl's plugin did not patch it)"
+    elif wrong:
+        report["problem"] = f"the worker trains with {', '.join(sorted(set(wrong)))}, which has no tree mask (use strategy=fsdp)"
+    else:
+        report["ok"] = True
+    return report
+
+
+def prove_tree_patch(handles: list[Any], get: Any = None) -> list[dict[str, Any]]:
+    """Ask every actor worker (Ray actor handles) for :func:`tree_patch_report`; raise one clear
+    RuntimeError when any of them would train packed trees with plain causal attention."""
+    if get is None:
+        import ray
+
+        get = ray.get
+    try:
+        reports = list(get([h.__ray_call__.remote(tree_patch_report) for h in handles]))
+    except Exception as err:  # noqa: BLE001 - e.g. arctl not importable in the workers' environment
+        reports = [{"host": "?", "pid": "?", "ok": False,
+                    "problem": f"the check itself failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}"}]
+    bad = [r for r in reports if not r.get("ok")]
+    if not reports or bad:
+        first = bad[0] if bad else {"host": "?", "pid": "?", "problem": "no actor workers to ask"}
+        raise RuntimeError(
+            f"arctl: the tree-attention patch is not active in {len(bad)} of {len(reports)} actor workers "
+            f"(first: {first['host']} pid {first['pid']}: {first['problem']}); packed trees would train with "
+            "plain causal attention. Install arctl in the workers' Python environment and check that `import verl` "
+            "loads the arctl plugin (VERL_USE_EXTERNAL_PLUGINS must not be 'none'), or use verl.tree_attention=duplicate"
+        )
+    return reports

@@ -1,0 +1,148 @@
+"""arctl's trainer mode is verl's synchronous trainer in every place verl tells them apart (its mode
+name is "arctl", verl compares with the literal "sync"): replay buffer, dataloader fetch size,
+checkpoints without TransferQueue state, nothing re-issued on resume; and the entropy metric is a
+mean over tokens, not verl's token sum. Real ``ArctlPPOTrainer`` objects on CPU, workers stubbed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def composed(paper_config, tmp_path_factory):
+    from arctl.backends.verl.overrides import build_verl_config
+
+    run_dir = tmp_path_factory.mktemp("run")
+    return build_verl_config(paper_config, run_dir)[1]
+
+
+class NoTransferQueue:
+    """TransferQueue stand-in: the synchronous trainer must not save, load or list its state."""
+
+    def __getattr__(self, name):
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"the synchronous trainer called TransferQueue.{name}")
+
+        return refuse
+
+
+class Workers:
+    """The actor worker group's checkpoint calls, recorded (a real one writes FSDP shards)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def save_checkpoint(self, local_path, remote_path, global_step, max_ckpt_to_keep=None):
+        os.makedirs(local_path, exist_ok=True)
+        self.calls.append(("save", local_path, global_step))
+
+    def load_checkpoint(self, local_path, del_local_after_load=False):
+        self.calls.append(("load", local_path))
+
+
+class Loader:
+    def __init__(self):
+        self.loaded = None
+
+    def state_dict(self):
+        return {"position": 17}
+
+    def load_state_dict(self, state):
+        self.loaded = state
+
+
+def _trainer(composed, monkeypatch):
+    import verl.trainer.ppo.v1.trainer_base as base
+
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    monkeypatch.setattr(base, "tq", NoTransferQueue())
+    trainer = ArctlPPOTrainer(composed.copy())
+    trainer.actor_rollout_wg = Workers()
+    trainer.train_dataloader = Loader()
+    return trainer
+
+
+def test_the_arctl_mode_is_the_synchronous_trainer(composed, monkeypatch):
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+
+    trainer = _trainer(composed, monkeypatch)
+    assert trainer.trainer_mode == "sync"
+    assert type(trainer.replay_buffer) is ReplayBuffer and not isinstance(trainer.replay_buffer, ReplayBufferAsync)
+    # prompts are fetched a whole batch at a time, not one by one (64 fetches per step)
+    assert trainer.replay_buffer.gen_batch_size == composed.data.train_batch_size == 64
+
+
+def test_the_dataloader_fetches_whole_batches(composed, monkeypatch):
+    import verl.trainer.ppo.v1.trainer_base as base
+
+    trainer = _trainer(composed, monkeypatch)
+    rows = [{"uid": i} for i in range(200)]
+    monkeypatch.setattr(base, "create_rl_dataset", lambda *a, **k: rows)
+    monkeypatch.setattr(base, "create_rl_sampler", lambda *a, **k: None)
+    trainer.tokenizer = trainer.processor = None
+    trainer._init_dataloader()
+    assert trainer.config.data.get("gen_batch_size") in (None, 64)  # not forced to 1
+    assert trainer.train_dataloader.batch_size == 64
+
+
+def test_save_then_resume_keeps_no_transfer_queue_state(composed, monkeypatch):
+    trainer = _trainer(composed, monkeypatch)
+    trainer.global_steps = 3
+    trainer._save_checkpoint()  # NoTransferQueue raises if the TQ state is saved
+    ckpt = os.path.join(composed.trainer.default_local_dir, "global_step_3")
+    assert sorted(os.listdir(ckpt)) == ["actor", "data.pt"]  # no transfer_queue/ with the trained batch in it
+    with open(os.path.join(composed.trainer.default_local_dir, "latest_checkpointed_iteration.txt")) as f:
+        assert f.read() == "3"
+
+    resumed = _trainer(composed, monkeypatch)
+    resumed._load_checkpoint()  # resume_mode auto: the newest checkpoint; no TQ state to load
+    assert resumed.global_steps == 3
+    assert resumed.actor_rollout_wg.calls == [("load", os.path.join(ckpt, "actor"))]
+    assert resumed.train_dataloader.loaded == {"position": 17}
+    assert resumed._reissue_inflight_prompts() == 0  # no orphaned in-flight rows to re-issue
+
+
+class FakeTQ:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in select_fields} for k in keys])
+
+
+class Batch:
+    def __init__(self, keys):
+        self.keys, self.tags, self.partition_id = list(keys), [{}] * len(keys), "train"
+
+    def __len__(self):
+        return len(self.keys)
+
+
+def test_entropy_is_the_mean_over_trained_tokens(composed, monkeypatch):
+    import verl.trainer.ppo.v1.trainer_base as base
+
+    from arctl.backends.verl import trainer_v1
+
+    rows = {
+        "a": {"entropy": torch.tensor([1.0, 2.0, 9.0]), "response_mask": torch.tensor([1, 1, 0])},
+        "b": {"entropy": torch.tensor([3.0, 4.0]), "response_mask": torch.tensor([1, 1])},
+    }
+
+    def verl_old_log_prob(self, batch, metrics):  # verl's: writes entropy, logs a token *sum*
+        metrics["actor/entropy"] = 10.0 / float(composed.actor_rollout_ref.actor.loss_scale_factor)
+        return batch
+
+    monkeypatch.setattr(base.PPOTrainer, "_compute_old_log_prob", verl_old_log_prob)
+    monkeypatch.setattr(trainer_v1, "tq", FakeTQ(rows))
+    trainer = _trainer(composed, monkeypatch)
+    trainer.arctl_layout = "duplicate"  # no tree tensors to write
+    metrics = {}
+    trainer._compute_old_log_prob(Batch(["a", "b"]), metrics)
+    assert metrics["train/entropy"] == pytest.approx((1 + 2 + 3 + 4) / 4)
+    assert metrics["actor/entropy"] == metrics["train/entropy"]
