@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.algo.settings import BASELINES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
+from arctl.backends.verl.overrides import strategy_problem
 from arctl.spec.errors import SpecError, did_you_mean
 
 BACKENDS = ("tiny", "verl")
@@ -155,9 +156,18 @@ def validate_config(cfg: dict) -> None:
     for key in ("cluster.nodes", "cluster.cpus_per_task", "cluster.time_min", "cluster.array_parallelism", "cluster.max_array_size"):
         _check(cfg, key, lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "cluster.gpus_per_node", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    limit = int(_get(cfg, "cluster.time_min")) * 60
+    _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
+           f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
+           "finishing a training step and writing a checkpoint")
     if cfg["backend"] == "verl" and not _get(cfg, "model.path"):
         raise SpecError("the verl backend needs model.path", "model.path", "choose model=r1-distill-qwen-1.5b or set model.path=...")
     if cfg["backend"] == "verl":
+        problem = strategy_problem(cfg)
+        if problem:
+            raise SpecError(problem, "verl.overrides", "the tree mask exists for the FSDP engine only")
         _check(cfg, "verl.smoke", lambda v: isinstance(v, bool), "true or false")
+        _check(cfg, "verl.rehearsal_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: train for real)")
+        _check(cfg, "verl.rehearsal_step_s", lambda v: _is_num(v) and v >= 0, "a number of seconds >= 0")
         _check(cfg, "verl.ray_start_args", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
                "a list of `ray start` flags, e.g. ['--object-store-memory=10000000000']")

@@ -85,7 +85,20 @@ def test_paper_response_length_is_the_authors():
     # duplicated layout: 1 thinking row + 16 branch rows per tree, so 17x the rows per mini-batch
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=544" in ov
     _, composed = build_verl_config(dup)  # verl accepts the duplicated-branch layout too
-    assert composed.actor_rollout_ref.model.use_remove_padding is True
+    # it loads without flash-attn (not in verl[vllm]==0.9.1): SDPA on padded rows, never verl's
+    # default flash_attention_2 or its remove-padding path
+    model = composed.actor_rollout_ref.model
+    assert model.override_config.attn_implementation == "sdpa" and model.use_remove_padding is False
+
+
+@pytest.mark.parametrize("layout, impl", [("flex", "flex_attention"), ("dense", "sdpa"), ("duplicate", "sdpa")])
+def test_every_layout_names_an_attention_implementation_verl_can_load(paper_config, layout, impl):
+    from verl.workers.config.model import HFModelConfig  # noqa: F401 - the class whose default is flash_attention_2
+
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["tree_attention"] = layout
+    model = build_verl_config(cfg)[1].actor_rollout_ref.model
+    assert model.override_config.get("attn_implementation", "flash_attention_2") == impl
 
 
 @pytest.mark.parametrize(
@@ -144,3 +157,33 @@ def test_checking_keeps_callers_hydra_state_and_stdout_clean(paper_config, capsy
         assert GlobalHydra.instance().is_initialized()
         assert compose(config_name="ppo_trainer", overrides=["trainer.save_freq=3"]).trainer.save_freq == 3
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("item", ["actor_rollout_ref.actor.strategy=megatron", "+critic.strategy=megatron",
+                                  "actor_rollout_ref.ref.strategy=veomni"])
+def test_a_strategy_without_the_tree_mask_is_refused_at_validation(item):
+    from arctl.spec import SpecError, resolve_experiment
+
+    with pytest.raises(SpecError, match="FSDP engine only") as info:
+        resolve_experiment("main-ar-uniform", scale="paper", overrides=[f"verl.overrides=['{item}']"])
+    assert "\n" not in str(info.value) and "tree_attention=duplicate" in str(info.value)
+    # one row per branch needs no tree mask: any engine may train it
+    runs = resolve_experiment("main-ar-uniform", scale="paper",
+                              overrides=[f"verl.overrides=['{item}']", "verl.tree_attention=duplicate"])
+    assert runs and resolve_experiment("main-ar-uniform", scale="paper",
+                                       overrides=["verl.overrides=['actor_rollout_ref.actor.strategy=fsdp2']"])
+
+
+def test_the_composed_strategy_is_checked_too(paper_config, monkeypatch):
+    from arctl.backends.verl import overrides as ov
+
+    real = ov.check_overrides
+
+    def megatron(items):  # a strategy that reached verl's config some other way (e.g. a site default)
+        cfg = real(items)
+        cfg.actor_rollout_ref.actor.strategy = "megatron"
+        return cfg
+
+    monkeypatch.setattr(ov, "check_overrides", megatron)
+    with pytest.raises(VerlConfigError, match="strategy=megatron"):
+        build_verl_config(paper_config)

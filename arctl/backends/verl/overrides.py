@@ -45,10 +45,34 @@ VERL_DEFAULTS: dict[str, Any] = {
     "eval_only": False,  # anytime evaluation of a checkpoint on eval.grid (arctl.backends.verl.trainer)
     "eval_checkpoint": None,  # null: the newest checkpoint in run_dir/checkpoints
     "smoke": False,  # plumbing check without GPU work (arctl.backends.verl.smoke)
+    "rehearsal_steps": 0,  # > 0: CPU rehearsal of the training loop's stop/checkpoint/requeue path (rehearsal.py)
+    "rehearsal_step_s": 2.0,  # seconds of one rehearsal step
     "ray_start_args": [],  # extra flags for every `ray start` of the job body (ray_job.py)
     "overrides": [],
 }
 TREE_LAYOUTS = ("flex", "dense", "duplicate")
+ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
+
+
+TREE_STRATEGIES = ("fsdp", "fsdp2")  # engines with arctl's tree-attention patch (tree_forward.py)
+
+
+def strategy_problem(config: dict) -> str | None:
+    """Why the run's verl overrides cannot train packed trees, or None: a ``*.strategy`` other
+    than FSDP with ``verl.tree_attention=flex|dense`` would train the packed trees with plain causal
+    attention (only verl's FSDP engine carries arctl's tree mask)."""
+    layout = verl_setting(config, "tree_attention")
+    if layout == "duplicate":
+        return None
+    extra = verl_setting(config, "overrides") or []
+    for item in [extra] if isinstance(extra, str) else extra:
+        key, sep, value = str(item).partition("=")
+        name = key.strip().lstrip("+~")
+        if sep and (name == "strategy" or name.endswith(".strategy")) and value.strip() not in TREE_STRATEGIES:
+            return (f"verl.overrides sets {name}={value.strip()}, but verl.tree_attention={layout} trains packed trees "
+                    f"with the tree-attention patch of verl's FSDP engine only ({'/'.join(TREE_STRATEGIES)}); use "
+                    "strategy=fsdp, or verl.tree_attention=duplicate (one row per branch, any engine)")
+    return None
 
 
 class VerlConfigError(ValueError):
@@ -178,7 +202,9 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         "data.seed": int(config.get("seed", 0)),
         # model
         f"{a}.model.path": str(model_path),
-        f"{a}.model.use_remove_padding": layout == "duplicate",
+        # padded rows in every layout: remove-padding packs rows into one sequence and needs
+        # flash-attn's varlen kernels, which verl[vllm]==0.9.1 does not install
+        f"{a}.model.use_remove_padding": False,
         f"{a}.model.enable_gradient_checkpointing": bool(verl_setting(config, "gradient_checkpointing")),
         # actor: one PPO-clip loss over thinking and summary tokens, Dr. GRPO constant normalisation
         f"{a}.actor.ppo_mini_batch_size": mini * rows,
@@ -247,10 +273,10 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         ov["trainer.total_training_steps"] = int(trainer["total_steps"])
     if run_dir is not None:
         ov["trainer.default_local_dir"] = str(Path(run_dir) / "checkpoints")
-    if layout in ("flex", "dense"):
-        # packed trees: padded batches (the tree mask replaces the padding mask) and an attention
-        # implementation that takes it: FlexAttention BlockMask (flex) or a dense 4-D mask (dense)
-        ov[f"+{a}.model.override_config.attn_implementation"] = "flex_attention" if layout == "flex" else "sdpa"
+    # an attention implementation every layout can load (verl's default, flash_attention_2, needs
+    # flash-attn, which verl[vllm]==0.9.1 does not install): packed trees take the FlexAttention
+    # BlockMask (flex) or a dense 4-D mask (dense); duplicated rows are plain padded sequences (sdpa)
+    ov[f"+{a}.model.override_config.attn_implementation"] = ATTN_IMPLEMENTATION[layout]
     if trainer.get("deterministic"):
         ov[f"{a}.rollout.full_determinism"] = True
     items = [f"{k}={_fmt(v)}" for k, v in ov.items()]
@@ -431,4 +457,11 @@ def build_verl_config(config: dict, run_dir: Path | str | None = None) -> tuple[
     overrides = verl_overrides(config, run_dir)
     cfg = check_overrides(overrides)
     check_config_dataclasses(cfg)
+    layout = verl_setting(config, "tree_attention")
+    strategy = str(cfg.actor_rollout_ref.actor.get("strategy", "fsdp"))
+    if layout != "duplicate" and strategy not in TREE_STRATEGIES:
+        raise VerlConfigError(
+            f"actor_rollout_ref.actor.strategy={strategy}: verl.tree_attention={layout} needs verl's FSDP engine "
+            f"({'/'.join(TREE_STRATEGIES)}), the one with arctl's tree-attention patch; use verl.tree_attention=duplicate"
+        )
     return overrides, cfg
