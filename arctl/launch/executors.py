@@ -2,8 +2,8 @@
 
 ``auto`` means SLURM when ``sbatch`` is on PATH, else local. SLURM jobs get the ``cluster``
 profile as sbatch options (partition, account, qos, nodes, gpus per node, cpus, mem, time,
-constraint, extra ``#SBATCH`` lines, setup lines) and are told to send SIGUSR1 ``signal_delay_s``
-before the time limit, which the job turns into checkpoint + requeue.
+constraint, extra ``#SBATCH`` lines, setup lines) and are told to send SIGUSR1
+``cluster.preempt_warning_s`` before the time limit, which the job turns into checkpoint + requeue.
 """
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ from pathlib import Path
 
 EXECUTORS = ("slurm", "local", "debug")
 PREEMPT_SIGNAL = "USR1"
-MAX_SIGNAL_DELAY_S = 90
+MAX_SIGNAL_DELAY_S = 65535  # sbatch --signal=...@sig_time accepts up to 65535 s
+
+
+def warning_seconds(cluster: dict) -> int:
+    """Seconds before the time limit at which the job gets its preemption warning (USR1):
+    ``cluster.preempt_warning_s`` (the spec fills it in; validation keeps it below the limit)."""
+    time_s = int(cluster.get("time_min") or 60) * 60
+    value = cluster.get("preempt_warning_s")
+    value = int(value) if value is not None else max(1, min(60, time_s // 4))
+    return max(1, min(MAX_SIGNAL_DELAY_S, value, time_s - 1))
 
 
 class LaunchError(ValueError):
@@ -122,7 +131,7 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     script lines). ``cluster.setup`` lines are shell by design: they come from your cluster profile.
     """
     time_min = int(cluster.get("time_min") or 60)
-    delay = min(MAX_SIGNAL_DELAY_S, max(10, time_min * 60 // 10))
+    delay = warning_seconds(cluster)
     extra = _sbatch_extra(cluster.get("sbatch_extra") or [])
     extra["signal"] = f"{PREEMPT_SIGNAL}@{delay}"
     params: dict = {
@@ -227,7 +236,7 @@ def local_executor(folder: Path, cluster: dict):
 
     executor = LocalExecutor(folder=folder, max_num_timeout=20)
     time_min = int(cluster.get("time_min") or 60)
-    executor.update_parameters(timeout_min=time_min, signal_delay_s=min(MAX_SIGNAL_DELAY_S, max(5, time_min * 6)))
+    executor.update_parameters(timeout_min=time_min, signal_delay_s=warning_seconds(cluster))
     return executor
 
 

@@ -5,7 +5,9 @@ config from ``RUN_DIR/config.yaml`` — never from pickled arguments (the pickle
 run directory) — so a requeued or resubmitted job always starts from the run's latest state.
 
 Signals: SIGUSR1/SIGUSR2 (preemption / time limit) and SIGTERM set the backend's ``stop_event``;
-the backend checkpoints, flushes W&B and returns ``"preempted"``. After a USR signal the job
+the backend checkpoints, flushes W&B and returns ``"preempted"``. SIGTERM also sets
+``stop_event.abandon = True``: the kill follows within seconds, so a backend whose step takes long
+(verl) abandons the step in progress and keeps its last checkpoint instead of finishing it. After a USR signal the job
 then requeues itself through submitit's checkpointing: submitit calls ``RunJob.checkpoint``,
 which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
@@ -73,6 +75,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
 
     def on_signal(signum, _frame):
         received.append(signum)
+        stop_event.abandon = getattr(stop_event, "abandon", False) or signum == signal.SIGTERM
         _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
         stop_event.set()
 

@@ -159,7 +159,8 @@ def _finalize(cfg: dict) -> dict:
     ``eval.budgets: null`` -> the scale's budgets and the thinking budgets, up to the largest
     thinking budget (GRPO trains at the max budget only but is evaluated at every budget);
     ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget;
-    ``optim.loss_norm_len: null`` -> the authors' Dr. GRPO constant (``arctl.algo.settings``).
+    ``optim.loss_norm_len: null`` -> the authors' Dr. GRPO constant (``arctl.algo.settings``);
+    ``cluster.preempt_warning_s: null`` -> the scale's warning, at most a quarter of the time limit.
     """
     budgets = cfg["thinking"]["budgets"]
     if not (isinstance(budgets, list) and budgets and all(isinstance(b, int) for b in budgets)):
@@ -173,6 +174,11 @@ def _finalize(cfg: dict) -> dict:
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"eval.grid_size={size!r} must be an integer", "eval.grid_size")
         cfg["eval"]["grid"] = budget_grid(top, size)
+    cluster, scale_cfg = cfg.get("cluster") or {}, cfg.get("scale") or {}
+    time_min = cluster.get("time_min")
+    if cluster.get("preempt_warning_s") is None and isinstance(time_min, int) and time_min > 0:
+        default = scale_cfg.get("preempt_warning_s") or 60
+        cluster["preempt_warning_s"] = max(1, min(int(default), time_min * 60 // 4))
     optim, max_tokens = cfg.get("optim") or {}, (cfg.get("summary") or {}).get("max_tokens")
     if optim.get("loss_norm_len") is None and isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
         optim["loss_norm_len"] = algo_settings.authors_loss_norm_len(top, max_tokens)

@@ -19,7 +19,7 @@ CLUSTER = {
     "executor": "slurm", "partition": "gpu", "account": "proj", "qos": "high", "nodes": 2, "gpus_per_node": 8,
     "cpus_per_task": 96, "mem_gb": 900, "time_min": 2880, "constraint": "a100-80gb", "array_parallelism": 8,
     "max_array_size": 1000, "sbatch_extra": ["--exclusive", "#SBATCH --reservation=paper"],
-    "setup": ["module load cuda/12.4"],
+    "setup": ["module load cuda/12.4"], "preempt_warning_s": 1800,
 }
 
 
@@ -29,8 +29,17 @@ def test_slurm_parameters_carry_the_cluster_profile():
     assert params["nodes"] == 2 and params["gpus_per_node"] == 8 and params["cpus_per_task"] == 96
     assert params["mem"] == "900GB" and params["time"] == 2880 and params["constraint"] == "a100-80gb"
     assert params["job_name"] == "priors-sweep"
-    assert params["additional_parameters"] == {"exclusive": True, "reservation": "paper", "signal": "USR1@90"}
+    assert params["additional_parameters"] == {"exclusive": True, "reservation": "paper", "signal": "USR1@1800"}
     assert params["setup"] == ["export SUBMITIT_PREEMPT_SIGNAL=USR1", "module load cuda/12.4"]
+
+
+def test_the_preemption_warning_is_the_cluster_setting_within_the_time_limit():
+    from arctl.launch.executors import warning_seconds
+
+    assert warning_seconds(CLUSTER) == 1800
+    assert warning_seconds({**CLUSTER, "preempt_warning_s": 90000, "time_min": 3000}) == 65535  # sbatch's maximum
+    assert warning_seconds({**CLUSTER, "preempt_warning_s": 700, "time_min": 10}) == 599  # always before the limit
+    assert slurm_parameters({**CLUSTER, "preempt_warning_s": 300}, "x")["additional_parameters"]["signal"] == "USR1@300"
 
 
 def test_bad_sbatch_extra_is_one_clear_error():
@@ -59,7 +68,7 @@ def test_sbatch_script_is_one_array_with_parallelism(tmp_path):
     script = render_sbatch(params, tmp_path / "%j", 3)
     lines = script.splitlines()
     assert "#SBATCH --array=0-2%2" in lines
-    assert "#SBATCH --signal=USR1@90" in lines and "#SBATCH --exclusive" in lines
+    assert "#SBATCH --signal=USR1@1800" in lines and "#SBATCH --exclusive" in lines
     assert "#SBATCH --partition=gpu" in lines and "#SBATCH --account=proj" in lines
     assert not any("gpus-per-node" in line for line in lines)
     assert lines.index("module load cuda/12.4") < next(i for i, line in enumerate(lines) if line.startswith("srun "))
@@ -83,7 +92,7 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
     # no srun: the job entry is a child of the batch shell, through the runner function defined in the setup
     assert last.startswith(f"{JOB_RUNNER} ") and "-m submitit.core._submit" in last
     assert script.index(f"{JOB_RUNNER}() {{") < script.index("# command")
-    assert "#SBATCH --signal=B:USR1@90" in script
+    assert "#SBATCH --signal=B:USR1@1800" in script
     assert script.index("ray.scripts.scripts start") < script.index("submitit.core._submit")
 
 

@@ -41,6 +41,19 @@ def test_decoupled_single_summaries_need_a_thinking_group():
     validate_config(cfg)
 
 
+def test_the_preemption_warning_defaults_to_the_scale_within_the_time_limit():
+    # paper: 1800 s (well above a step), but at most a quarter of the job's time limit
+    assert BASE["cluster"]["preempt_warning_s"] == min(1800, BASE["cluster"]["time_min"] * 60 // 4)
+    long = resolve_experiment("main-ar-uniform", scale="paper", overrides=["cluster=slurm-a100"])[0].config
+    assert long["cluster"]["preempt_warning_s"] == 1800
+    short = resolve_experiment("main-ar-uniform", scale="paper", overrides=["cluster.time_min=20"])[0].config
+    assert short["cluster"]["preempt_warning_s"] == 300
+    assert resolve_experiment("ablation-vr", scale="tiny")[0].config["cluster"]["preempt_warning_s"] == 60
+    with pytest.raises(SpecError, match="below the time limit"):
+        resolve_experiment("main-ar-uniform", scale="paper", overrides=["cluster.time_min=20",
+                                                                        "cluster.preempt_warning_s=1800"])
+
+
 def test_loss_constant_is_filled_in_from_the_authors_rule():
     assert BASE["optim"]["loss_norm_len"] == 10176
     ctx = resolve_experiment("ctx-16k", scale="paper")
@@ -74,6 +87,9 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
         ("optim.dual_clip", 1.0, "null .plain PPO clip. or a number > 1"),
         ("optim.dual_clip", "yes", "a number > 1"),
         ("optim.loss_norm_len", 0, "tokens per tree"),
+        ("cluster.preempt_warning_s", 0, "below the time limit"),
+        ("cluster.preempt_warning_s", 2880 * 60, "below the time limit"),
+        ("verl.rehearsal_steps", -1, ">= 0"),
         ("optim.loss_norm_len", 10176.5, "tokens per tree"),
         ("reward.length_penalty", "v3", "not allowed"),
         ("reward.alpha", 2.0, r"\[0, 1\]"),

@@ -206,3 +206,19 @@ def test_ray_steps_ignore_the_preemption_signals():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("layout", ["flex", "duplicate"])
+def test_the_job_states_its_preemption_warning_routing_and_strategy(config, tmp_path, layout):
+    """What `arctl run EXP --scale paper --dry-run` shows a cluster user before any GPU hour."""
+    config["cluster"]["preempt_warning_s"] = 1200
+    config["verl"]["tree_attention"] = layout
+    script = job_script(config, tmp_path / "run")
+    assert "# preemption: SLURM sends USR1 1200 s before the time limit (cluster.preempt_warning_s)" in script
+    assert "finishes its step within 600 s and checkpoints, else abandons it" in script
+    assert "# rollout: one sticky request id per tree" in script
+    if layout == "flex":
+        assert "# tree attention: flex on verl's FSDP engine (fsdp/fsdp2; other strategies are refused)" in script
+        assert "every actor worker proves the tree-attention patch before the first update" in script
+    else:
+        assert "# tree attention: duplicate (one row per branch, plain attention)" in script

@@ -85,9 +85,23 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         env["WANDB_RUN_ID"] = wandb["id"]
         env["WANDB_RESUME"] = "allow"
 
+    from arctl.backends.verl.overrides import TREE_STRATEGIES
+    from arctl.backends.verl.trainer import STEP_GRACE_FRACTION
+
+    layout = verl_setting(config, "tree_attention")
+    warning = int(cluster.get("preempt_warning_s") or 0)
     lines = [
         "set -euo pipefail",
         _comment(f"arctl verl job: experiment {config.get('experiment')} arm {config.get('arm')} seed {config.get('seed')}"),
+        _comment(f"preemption: SLURM sends USR1 {warning} s before the time limit (cluster.preempt_warning_s); the "
+                 f"trainer finishes its step within {STEP_GRACE_FRACTION * warning:g} s and checkpoints, else abandons "
+                 "it and keeps the last checkpoint (at once on TERM); the job requeues and resumes there"),
+        "# rollout: one sticky request id per tree, so every summary request reaches the vLLM replica that",
+        "#   generated the thinking and reuses its KV from the prefix cache",
+        _comment(f"tree attention: {layout}" + (
+            f" on verl's FSDP engine ({'/'.join(TREE_STRATEGIES)}; other strategies are refused); every actor "
+            "worker proves the tree-attention patch before the first update" if layout != "duplicate" else
+            " (one row per branch, plain attention)")),
         "# verl overrides (checked against verl's config by the trainer before it starts):",
         *[_comment("  " + shlex.quote(line)) for line in overrides],
         "",

@@ -8,8 +8,12 @@ group = experiment, name = ``{arm}-s{seed}``, resumable id), then runs ``verl.tr
 ``run_ppo`` with the v1 task runner (trainer mode ``arctl``). Checkpoints go to
 ``run_dir/checkpoints``; ``trainer.resume_mode=auto`` resumes from the newest one.
 
-``stop_event`` set (SLURM preemption / time limit) -> the file ``run_dir/STOP`` appears; the trainer
-checkpoints after the current step and ends; ``train`` returns ``"preempted"``.
+``stop_event`` set (SLURM's time-limit warning USR1, ``cluster.preempt_warning_s`` before the limit)
+-> the file ``run_dir/STOP`` appears; the trainer finishes the step in progress, checkpoints and
+ends. If the step is still running after half of the warning (:data:`STEP_GRACE_FRACTION`), or at
+once when the job entry asks to abandon (``stop_event.abandon``: SIGTERM, seconds before a kill),
+the step is abandoned: the run is interrupted, the last checkpoint is kept, and the requeued job
+resumes from it. Either way ``train`` returns ``"preempted"``.
 
 Eval-only mode (``verl.eval_only=true``, optional ``verl.eval_checkpoint``): anytime evaluation of a
 checkpoint on the ``eval.grid`` budgets (32 by default) for ``eval.final_datasets``, logged as
@@ -17,13 +21,18 @@ checkpoint on the ``eval.grid`` budgets (32 by default) for ``eval.final_dataset
 
 Smoke mode (``verl.smoke=true``): the plumbing checks of :mod:`arctl.backends.verl.smoke` (plugin,
 verl config, Ray on every node, data, model, GPUs) instead of training; ``run_dir/smoke.json``.
+Rehearsal mode (``verl.rehearsal_steps=N``): :mod:`arctl.backends.verl.rehearsal` runs N sleeping
+steps in place of verl's ``run_ppo`` (no data, no GPU) through this same stop, checkpoint and
+abandonment path.
 
 ``python -m arctl.backends.verl.trainer RUN_DIR`` runs ``RUN_DIR/config.yaml``.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -38,6 +47,7 @@ from arctl.backends.verl.overrides import (
 
 STOP_FILE = "STOP"
 ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"
+STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
 
 
 def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
@@ -136,10 +146,32 @@ def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
     return cfg
 
 
-def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event) -> None:
+def step_grace_s(config: dict, stop_event: threading.Event | None) -> float:
+    """Seconds the step in progress may take after a stop request before it is abandoned: none when
+    the job entry asks to abandon (``stop_event.abandon``, SIGTERM), else half of the warning."""
+    if stop_event is not None and getattr(stop_event, "abandon", False):
+        return 0.0
+    warning = (config.get("cluster") or {}).get("preempt_warning_s") or 60
+    return STEP_GRACE_FRACTION * float(warning)
+
+
+def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, config: dict,
+           abandoned: threading.Event, lock: threading.Lock) -> None:
+    """On a stop request: ask the trainer to checkpoint after its step (STOP file); when the step
+    outlives its grace, abandon it (interrupt the run in the main thread)."""
     while not done.is_set():
         if stop_event.wait(timeout=1.0):
             stop_file.write_text("stop requested\n")
+            grace = step_grace_s(config, stop_event)
+            if done.wait(timeout=grace):
+                return
+            with lock:
+                if done.is_set():
+                    return
+                print(f"arctl: the step in progress did not end within {grace:g} s of the stop request; "
+                      "abandoning it (the last checkpoint is kept)", file=sys.stderr, flush=True)
+                abandoned.set()
+                _thread.interrupt_main()
             return
 
 
@@ -160,7 +192,9 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     stop_file = run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)
     _, cfg = verl_run_config(config, run_dir)
-    _check_inputs(config, cfg)
+    rehearsal = int(verl_setting(config, "rehearsal_steps") or 0) > 0
+    if not rehearsal:
+        _check_inputs(config, cfg)
 
     with_wandb_env(cfg, config, run_dir)
     if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
@@ -168,21 +202,43 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
 
         wait_for_head(os.environ["RAY_ADDRESS"])
 
-    done = threading.Event()
-    watcher = None
+    done, abandoned, lock = threading.Event(), threading.Event(), threading.Lock()
+    previous_sigint = None
     if stop_event is not None:
-        watcher = threading.Thread(target=_watch, args=(stop_event, stop_file, done), daemon=True)
-        watcher.start()
+        if threading.current_thread() is threading.main_thread():
+            # abandonment interrupts the main thread with SIGINT (interrupt_main), which Ray's blocking
+            # get turns into KeyboardInterrupt; a job started in the background by a non-interactive
+            # shell (the SLURM batch shell's job runner) inherits SIGINT *ignored*, which would make
+            # the interrupt a no-op: handle it for the duration of the run
+            previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=_watch, args=(stop_event, stop_file, done, config, abandoned, lock),
+                         daemon=True).start()
     try:
-        from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-        from verl.utils.device import auto_set_device
+        try:
+            if rehearsal:
+                from arctl.backends.verl.rehearsal import rehearse
 
-        import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
+                rehearse(cfg, config, run_dir, stop_file)
+            else:
+                from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+                from verl.utils.device import auto_set_device
 
-        auto_set_device(cfg)
-        run_ppo(cfg, task_runner_class=TaskRunnerV1)
+                import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
+
+                auto_set_device(cfg)
+                run_ppo(cfg, task_runner_class=TaskRunnerV1)
+        finally:
+            with lock:  # the watcher interrupts only while the run has not ended
+                done.set()
+    except KeyboardInterrupt:  # also when the interrupt lands in the finally above
+        if not abandoned.is_set():
+            raise
+        print("arctl: step abandoned after the stop request; the run resumes from its last checkpoint",
+              file=sys.stderr, flush=True)
+        return "preempted"
     finally:
-        done.set()
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
     if stop_file.exists() or (stop_event is not None and stop_event.is_set()):
         return "preempted"
     return "completed"

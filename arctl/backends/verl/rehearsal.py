@@ -1,0 +1,99 @@
+"""CPU rehearsal of a verl run's training loop (``verl.rehearsal_steps=N``): the job body, the stop
+and checkpoint path, abandonment, requeue and resume, without a GPU.
+
+``train()`` runs :func:`rehearse` in place of verl's ``run_ppo``; everything around it is the real
+run's: the SLURM job body (Ray head, per-job token), the job entry and its signal handling, the stop
+watcher of :mod:`arctl.backends.verl.trainer` (STOP file, the deadline for the step in progress,
+abandonment), W&B through the same identity and resumable id, checkpoints where verl writes them.
+Each step is a Ray task of ``verl.rehearsal_step_s`` seconds on the job's Ray cluster (a plain sleep
+without ``RAY_ADDRESS``), so abandoning a step interrupts a blocking ``ray.get`` as it would in
+``run_ppo``. The loop mirrors verl's v1 trainer with arctl's hooks: resume from the newest
+``global_step_N`` (``latest_checkpointed_iteration.txt``), log ``trainer/global_step``, save every
+``trainer.save_freq`` steps and at the end, and at the end of a step with the STOP file present save
+and stop (:meth:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer.on_step_end`).
+
+``run_dir/rehearsal.json`` tells the step in progress (tests and users watch it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+PROGRESS_FILE = "rehearsal.json"
+LATEST = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
+
+
+def latest_step(checkpoint_dir: Path) -> int:
+    """The step of the newest complete checkpoint (verl's ``find_latest_ckpt_path``), 0 if none."""
+    tracker = Path(checkpoint_dir) / LATEST
+    if not tracker.exists():
+        return 0
+    step = int(tracker.read_text().strip() or 0)
+    return step if (Path(checkpoint_dir) / f"global_step_{step}").is_dir() else 0
+
+
+def save_checkpoint(checkpoint_dir: Path, step: int) -> None:
+    """A checkpoint the way verl lays it out: ``global_step_N/`` then the tracker file."""
+    folder = Path(checkpoint_dir) / f"global_step_{step}"
+    (folder / "actor").mkdir(parents=True, exist_ok=True)
+    (folder / "data.pt").write_text(json.dumps({"step": step}))
+    (Path(checkpoint_dir) / LATEST).write_text(str(step))
+
+
+def _progress(run_dir: Path, **fields: Any) -> None:
+    tmp = run_dir / (PROGRESS_FILE + ".tmp")
+    tmp.write_text(json.dumps({**fields, "time": time.time(), "pid": os.getpid()}))
+    tmp.replace(run_dir / PROGRESS_FILE)
+
+
+def _sleep_task(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
+    """Run ``verl.rehearsal_steps`` sleeping steps with verl's checkpoint and stop semantics."""
+    from arctl.backends.verl.overrides import verl_setting
+    from arctl.track import metrics_schema as ms
+    from arctl.track import writer
+
+    run_dir = Path(run_dir)
+    steps, step_s = int(verl_setting(config, "rehearsal_steps")), float(verl_setting(config, "rehearsal_step_s"))
+    ckpt = Path(str(cfg.trainer.default_local_dir))
+    save_freq = max(1, int(cfg.trainer.save_freq))
+    start = latest_step(ckpt)
+    run = None if (config.get("wandb") or {}).get("mode") == "disabled" else writer.open_run(config, run_dir)
+    ray = None
+    if os.environ.get("RAY_ADDRESS"):
+        import ray
+
+        from arctl.backends.verl.ray_connect import ray_init_kwargs
+
+        ray.init(**ray_init_kwargs(cfg), log_to_driver=False, logging_level="WARNING")
+        task = ray.remote(num_cpus=0)(_sleep_task)
+    try:
+        print(f"arctl rehearsal: steps {start + 1}..{steps} of {step_s:g} s, checkpoints every {save_freq}", flush=True)
+        for step in range(start + 1, steps + 1):
+            _progress(run_dir, step=step, phase="running", resumed_from=start)
+            if ray is not None:
+                ray.get(task.remote(step_s))
+            else:
+                time.sleep(step_s)
+            if run is not None:
+                run.log({ms.STEP_KEY: step, ms.TRAIN_LOSS: 1.0 / step, ms.PERF_STEP_TIME_S: step_s})
+            stop = stop_file.exists()
+            if step % save_freq == 0 or step == steps or stop:
+                save_checkpoint(ckpt, step)
+                _progress(run_dir, step=step, phase="saved", resumed_from=start)
+            if stop:
+                print(f"arctl rehearsal: stop requested; checkpoint at step {step}", flush=True)
+                break
+    finally:
+        if run is not None:
+            run.finish()
+        if ray is not None:
+            ray.shutdown()
