@@ -24,7 +24,6 @@ from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.backends.tiny.model import build_model, model_config
 from arctl.backends.tiny.update import duplicated_batch, policy_loss, tree_batch
 
-
 BENCH_OBJECTIVE = Objective(Thinking(budgets=(64,)), loss=Loss(loss_norm_len=64))  # the loss; its constant is immaterial here
 
 
