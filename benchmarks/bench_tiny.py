@@ -108,14 +108,14 @@ def bench_ablation(args) -> None:
     from arctl.track import metrics_schema as ms
 
     ws = Path(tempfile.mkdtemp(prefix="bench-ablation-", dir=args.workspace if Path(args.workspace).exists() else None))
-    env = {**os.environ, "ARCTL_HOME": str(ws), "WANDB_MODE": "offline"}
+    env = {**os.environ, "ARCTL_HOME": str(ws), "WANDB_MODE": "offline", "ARCTL_CACHE": str(ws / "cache")}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "arctl.cli.main", "run", "ablation-vr", "--scale", "tiny",
                            "--executor", "local", "--json"], env=env, capture_output=True, text=True)
     total = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"arctl run failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    warm = json.loads(next((ws / "cache" / "tiny-warmup").glob("*/warmup.json")).read_text())
+    warm = json.loads(next((ws / "cache" / "tiny-warmup").glob("*/warmup.json")).read_text())  # a cold cache
     status = json.loads(subprocess.run([sys.executable, "-m", "arctl.cli.main", "status", "--json"], env=env,
                                        capture_output=True, text=True, check=True).stdout)
     print(f"workspace {ws}")

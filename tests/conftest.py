@@ -9,6 +9,12 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The tiny warm-up cache is user-level (~/.cache/arctl): the suite keeps its own, shared by its tests
+# (and by the jobs they start, which inherit the environment), and never touches the developer's.
+if "ARCTL_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["ARCTL_CACHE"] = tempfile.mkdtemp(prefix="arctl-test-cache-")
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.cmd_run import launch_errors
-from arctl.cli.common import console, print_json
+from arctl.cli.common import console, esc, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +30,6 @@ def register(app: typer.Typer) -> None:
             print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state} for r, _ in done])
             return
         for rec, what in done:
-            console.print(f"{rec.run_id}: {what}")
+            console.print(f"{esc(rec.run_id)}: {esc(what)}")
         idle = len(records) - len(done)
         console.print(f"{len(done)} run(s) cancelled" + (f"; {idle} were not active" if idle else ""))

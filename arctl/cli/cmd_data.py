@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, fail, print_json, user_errors
+from arctl.cli.common import console, esc, fail, print_json, user_errors
 
 DATASET_NAMES = ("deepscaler", "aime24", "amc22", "math500", "minerva", "olympiadbench")
 
@@ -67,6 +67,6 @@ def register(app: typer.Typer) -> None:
             note = ""
             if row["expected"] and row["rows"] != row["expected"]:
                 note = f" [yellow](paper: {row['expected']})[/]"
-            console.print(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows{note}  -> {row['path']}")
+            console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows{note}  -> {row['path']}"))
 
     app.add_typer(data_app, name="data")

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.cmd_run import launch_errors, styled
-from arctl.cli.common import console, err_console
+from arctl.cli.common import console, err_console, esc
 
 
 def register(app: typer.Typer) -> None:
@@ -29,11 +29,11 @@ def register(app: typer.Typer) -> None:
             workspace, reg = open_existing(workdir)
             with reg:
                 rec = refresh(reg, workspace, [select_one(reg, run)])[0]
-                console.print(f"{rec.run_id}  {styled(rec.state)}  job {rec.job_id or '-'}  ({workspace.run_dir(rec.run_id)})")
+                console.print(f"{esc(rec.run_id)}  {styled(rec.state)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")
                 if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
                     why = error_summary(workspace, rec)
                     if why:
-                        err_console.print(f"[bold red]{rec.state.lower()}:[/] {why}")
+                        err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(why)}")
                 files = log_files(workspace, rec)
                 if not files:
                     console.print("[dim]no log files yet (the job has not started)[/]")
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
                 for path in files:
                     text = path.read_text(errors="replace")
                     lines = text.splitlines()
-                    console.rule(f"{path.name}  ({path.resolve()})")
+                    console.rule(esc(f"{path.name}  ({path.resolve()})"))
                     shown = lines[-tail:] if tail else lines
                     sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
                     offsets[path] = len(text.encode())
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
                             offsets[path] = offsets.get(path, 0) + len(chunk)
                     rec = refresh(reg, workspace, [reg.get(rec.run_id)])[0]
                     if rec.state not in states.ACTIVE:
-                        console.print(f"-- {rec.run_id} {styled(rec.state)}")
+                        console.print(f"-- {esc(rec.run_id)} {styled(rec.state)}")
                         if rec.state == states.FAILED:
-                            err_console.print(f"[bold red]failed:[/] {error_summary(workspace, rec) or 'see above'}")
+                            err_console.print(f"[bold red]failed:[/] {esc(error_summary(workspace, rec) or 'see above')}")
                         break

@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from arctl.cli.common import console, print_json, user_errors
+from arctl.cli.common import console, esc, print_json, user_errors
 
 
 class Kind(str, Enum):
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*[_cell(row.get(c)) for c in columns])
+            table.add_row(*[esc(_cell(row.get(c))) for c in columns])
         console.print(table)
 
 

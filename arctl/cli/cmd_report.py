@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, fail, print_json
+from arctl.cli.common import console, err_console, esc, fail, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -70,14 +70,14 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_json())
             return
         for w in result.warnings:
-            err_console.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+            err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
         if result.missing_experiments:
             err_console.print(
-                "[yellow]note:[/] no runs yet of " + ", ".join(result.missing_experiments)
+                "[yellow]note:[/] no runs yet of " + esc(", ".join(result.missing_experiments))
                 + " (they are left out)", markup=True, highlight=False)
-        console.print(f"{result.kind} [bold]{result.name}[/] from {len(result.runs)} run(s):")
+        console.print(f"{result.kind} [bold]{esc(result.name)}[/] from {len(result.runs)} run(s):")
         for p in result.outputs:
-            console.print(f"  {p}")
+            console.print(f"  {esc(p)}")
         if result.kind == "table":
             md = next((p for p in result.outputs if p.suffix == ".md"), None)
             if md is not None:

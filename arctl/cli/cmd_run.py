@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, fail, parse_seeds, print_json, user_errors
+from arctl.cli.common import console, err_console, esc, fail, parse_seeds, print_json, user_errors
 
 STATE_STYLE = {
     "COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
@@ -72,36 +72,36 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     from rich.syntax import Syntax
     from rich.table import Table
 
-    console.print(f"[bold]dry run[/]: nothing is written or submitted. {note}")
-    console.print(f"workspace: {workspace.root}")
+    console.print(f"[bold]dry run[/]: nothing is written or submitted. {esc(note)}")
+    console.print(f"workspace: {esc(workspace.root)}")
     table = Table(show_header=True, header_style="bold")
     for col in ("run id", "experiment", "arm", "seed", "would", "why"):
         table.add_column(col)
     for i in items:
-        table.add_row(i.run_id, i.experiment, i.arm, str(i.seed), i.action, i.reason)
+        table.add_row(*(esc(v) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason)))
     console.print(table)
     for i in items:
-        console.rule(f"[bold]{i.run_id}[/]  ({i.experiment}/{i.arm}/s{i.seed})")
+        console.rule(f"[bold]{esc(i.run_id)}[/]  ({esc(i.experiment)}/{esc(i.arm)}/s{i.seed})")
         console.print(Syntax(dump_config(i.config), "yaml", background_color="default"))
     for title, script in scripts:
-        console.rule(f"[bold]{title}[/]")
+        console.rule(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
 
 
 def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:
     if as_json:
         return
-    err_console.print(result.executor_note)
+    err_console.print(esc(result.executor_note))
     for item in result.submitted:
         job = result.job_ids.get(item.run_id, "")
-        console.print(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}")
+        console.print(esc(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}"))
     for item, reason in result.skipped:
-        console.print(f"  [dim]skip    {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  {reason}[/]")
+        console.print(f"  [dim]{esc(f'skip    {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  {reason}')}[/]")
     jobs = sorted({j.split("_")[0] for j in result.job_ids.values()})
     what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
     if result.executor == "slurm" and jobs:
         what += f" as SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
-    console.print(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress.")
+    console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress."))
 
 
 def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
@@ -117,12 +117,14 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
         now = time.monotonic()
         periodic = now - last_print[0] > 30
         for r in records:
-            key = (r.state, r.error, r.step)
-            previous = last.get(r.run_id, (None, None, None))
-            if previous[:2] != key[:2] or (periodic and r.state == "RUNNING" and previous[2] != r.step):
+            key = (r.state, r.error, r.step, r.phase)
+            previous = last.get(r.run_id, (None, None, None, None))
+            if previous[:2] != key[:2] or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
                 metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
                 step = f" step {r.step}" if r.step is not None else ""
-                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {r.run_id} {styled(r.state)}{step}{metric}")
+                if r.phase and r.state == "RUNNING":  # e.g. "warming up 640/1200" before the first step
+                    step, metric = f" {r.phase}", ""
+                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")
                 last[r.run_id] = key
         if periodic:
             last_print[0] = now
@@ -139,15 +141,15 @@ def closing_lines(workspace, records) -> None:
     if records and len(records) <= 12:
         for r in records:
             run_dir = workspace.run_dir(r.run_id)
-            console.print(f"{styled(r.state)} {r.experiment}/{r.arm}/s{r.seed}: {run_dir}")
+            console.print(f"{styled(r.state)} {esc(f'{r.experiment}/{r.arm}/s{r.seed}: {run_dir}')}")
             wandb_dirs = sorted((run_dir / "wandb").rglob("offline-run-*"))
             if wandb_dirs:
-                console.print(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else ""))
-    console.print(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)")
-    console.print(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)")
+                console.print(esc(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else "")))
+    console.print(esc(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)"))
+    console.print(esc(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)"))
     bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED")]
     for r in bad:
-        err_console.print(f"[red]{r.run_id} {r.state}[/]{': ' + r.error if r.error else ''} — `arctl logs {r.run_id}`")
+        err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(': ' + r.error if r.error else '')} — `arctl logs {esc(r.run_id)}`")
 
 
 def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run):
@@ -166,7 +168,7 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     with quiet:
         result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
-                        members=members, echo=lambda m: err_console.print(f"[dim]{m}[/]"))
+                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"))
     report_launch(result, workspace, as_json)
     waited = None
     should_wait = wait if wait is not None else result.executor == "local"

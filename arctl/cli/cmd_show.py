@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import console, parse_seeds, print_json, user_errors
+from arctl.cli.common import console, esc, parse_seeds, print_json, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -29,5 +29,6 @@ def register(app: typer.Typer) -> None:
         from rich.syntax import Syntax
 
         for run in runs:
-            console.rule(f"[bold]{run.name}[/]  scale={run.scale}  backend={run.config['backend']}")
+            backend = run.config["backend"]
+            console.rule(f"[bold]{esc(run.name)}[/]  {esc(f'scale={run.scale}  backend={backend}')}")
             console.print(Syntax(yaml.safe_dump(run.config, sort_keys=False), "yaml", background_color="default"))

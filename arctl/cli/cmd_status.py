@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.cmd_run import launch_errors, styled
-from arctl.cli.common import console, print_json
+from arctl.cli.common import console, esc, print_json
 
 
 def _elapsed(rec, now: float) -> str:
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
             workspace, reg = open_existing(workdir)
             with reg:
-                records = select_runs(reg, [target]) if target else reg.list()
+                records = select_runs(reg, [target]) if target is not None else reg.list()
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
         for r in records:
             counts[r.state] = counts.get(r.state, 0) + 1
             metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
+            if r.phase and r.state == "RUNNING":  # before its first step: e.g. "warming up 640/1200"
+                metric = r.phase
             rows.append((r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", r.state, r.job_id or "",
                          "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now)))
         if console.is_terminal:
@@ -57,7 +59,7 @@ def register(app: typer.Typer) -> None:
             for col in headers:
                 table.add_column(col, no_wrap=True)
             for row in rows:
-                table.add_row(*row[:2], styled(row[2]), *row[3:])
+                table.add_row(*map(esc, row[:2]), styled(row[2]), *map(esc, row[3:]))
             console.print(table)
         else:  # plain aligned columns: never truncated, fast for thousands of runs
             widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
@@ -65,7 +67,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
         summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
-        console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {workspace.root})[/]")
+        console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
         for r in records:
             if r.state == "FAILED" and r.error:
-                console.print(f"[red]{r.run_id}: {r.error}[/]")
+                console.print(f"[red]{esc(r.run_id)}: {esc(r.error)}[/]")

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_USER_ERROR = 2
 
@@ -26,10 +27,16 @@ class UserError(Exception):
     """A mistake of the user's that a command detected itself (bad flag combination, missing run)."""
 
 
+def esc(value: Any) -> str:
+    """``value`` as text that rich prints verbatim: user-supplied strings (names, paths, errors,
+    overrides) are never read as markup (``[/x]`` would crash, ``[link=...]`` would hide itself)."""
+    return escape(str(value))
+
+
 def fail(message: str) -> NoReturn:
     """Print one clear error line on stderr and exit with code 2."""
     line = " ".join(str(message).split())
-    err_console.print(f"[bold red]error:[/] {line}", markup=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {esc(line)}", markup=True, highlight=False)
     raise typer.Exit(EXIT_USER_ERROR)
 
 
@@ -61,7 +68,10 @@ def print_json(data: Any) -> None:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``"0,1,2"`` or ``"0-2"`` -> [0, 1, 2]; None -> None."""
+    """``"0,1,2"`` or ``"0-2"`` -> [0, 1, 2]; None -> None. Seeds up to ``SEED_MAX``, at most
+    ``MAX_SEEDS`` of them (ranges are sized before they are expanded)."""
+    from arctl.spec.limits import MAX_SEEDS, SEED_MAX
+
     if text is None:
         return None
     seeds: list[int] = []
@@ -72,11 +82,15 @@ def parse_seeds(text: str | None) -> list[int] | None:
                 lo, hi = (int(x) for x in part.split("-", 1))
                 if hi < lo:
                     raise ValueError
+                if hi - lo + 1 + len(seeds) > MAX_SEEDS:
+                    fail(f"--seeds {text!r} names {hi - lo + 1 + len(seeds)} seeds; at most {MAX_SEEDS} per launch")
                 seeds.extend(range(lo, hi + 1))
             elif part:
                 seeds.append(int(part))
     except ValueError:
         fail(f"--seeds {text!r} is not a list of seeds — use e.g. --seeds 0,1,2 or --seeds 0-2")
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        fail(f"--seeds {text!r} must list distinct non-negative integers — e.g. --seeds 0,1,2")
+    if not seeds or any(s < 0 or s > SEED_MAX for s in seeds) or len(set(seeds)) != len(seeds):
+        fail(f"--seeds {text!r} must list distinct integers from 0 to {SEED_MAX} — e.g. --seeds 0,1,2")
+    if len(seeds) > MAX_SEEDS:
+        fail(f"--seeds {text!r} names {len(seeds)} seeds; at most {MAX_SEEDS} per launch")
     return seeds

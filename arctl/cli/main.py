@@ -49,7 +49,41 @@ _register_commands()
 
 
 def main() -> None:
-    app()
+    """Run the CLI; a usage mistake (unknown option, bad value, missing argument) is one
+    ``error:`` line and exit code 2, like every other user mistake (never a usage box)."""
+    import sys
+
+    from arctl.cli.common import EXIT_USER_ERROR, err_console, esc
+
+    usage, abort = _click_exceptions()
+    try:
+        code = app(standalone_mode=False)
+    except usage as err:
+        ctx = getattr(err, "ctx", None)
+        if type(err).__name__ == "NoArgsIsHelpError" and ctx is not None:  # `arctl` alone: the help
+            print(ctx.get_help())
+            sys.exit(EXIT_USER_ERROR)
+        where = f" (`{ctx.command_path} --help`)" if ctx is not None else ""
+        line = " ".join(err.format_message().split())
+        err_console.print(f"[bold red]error:[/] {esc(line)}{esc(where)}", markup=True, highlight=False)
+        sys.exit(EXIT_USER_ERROR)
+    except abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Click's UsageError and Abort classes (typer vendors its own click; plain click may be there too)."""
+    usage, abort = [], [typer.Abort]
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        usage.append(mod.UsageError)
+        if hasattr(mod, "Abort"):
+            abort.append(mod.Abort)
+    return tuple(usage), tuple(abort)
 
 
 if __name__ == "__main__":

@@ -88,9 +88,15 @@ def open_existing(workdir) -> tuple[Workspace, Registry]:
 
 
 def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
-    """Runs named by ``targets``: run ids (or unique prefixes), sweep or experiment names."""
+    """Runs named by ``targets``: run ids (or unique prefixes), sweep or experiment names. An empty
+    or blank target is an error, never "everything" (``arctl cancel "$RUN"`` with RUN unset)."""
+    if not targets:
+        raise LaunchError("no run, sweep or experiment named — give at least one (`arctl status` lists them)")
     chosen: dict[str, RunRecord] = {}
     for target in targets:
+        if not str(target).strip():
+            raise LaunchError("an empty run, sweep or experiment name names nothing — give a run id (prefix), "
+                              "sweep or experiment (`arctl status` lists them)")
         by_name = reg.list(target)
         if by_name:
             chosen.update((r.run_id, r) for r in by_name)
@@ -103,6 +109,8 @@ def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
 
 
 def select_one(reg: Registry, target: str) -> RunRecord:
+    if not str(target).strip():
+        raise LaunchError("an empty run id names no run — `arctl status` lists run ids")
     found = reg.find(target)
     if not found:
         raise LaunchError(f"no run {target!r} in {reg.path.parent} — `arctl status` lists run ids")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,7 +164,18 @@ def launch(
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
     result = LaunchResult(executor=name, executor_note=note, items=items)
+    existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
+    try:
+        return _launch(items, workspace, name, result, force, array_parallelism, members, echo)
+    except BaseException:
+        # a workspace this launch created and nothing went out of: leave no trace of it
+        if not existed and not any(workspace.runs_dir.glob("*")):
+            shutil.rmtree(workspace.root, ignore_errors=True)
+        raise
+
+
+def _launch(items, workspace, name, result, force, array_parallelism, members, echo) -> LaunchResult:
     by_id = {item.run_id: item for item in items}
     token = new_claim_token()
     with Registry(workspace.registry_path) as reg:
@@ -195,8 +208,13 @@ def launch(
                 job_ids.update({item.run_id: "debug" for item, _ in claimed})
         except BaseException as err:
             _record_submitted(reg, name, [(i, r) for i, r in claimed if i.run_id in job_ids], job_ids)
-            reg.release([i.run_id for i, _ in claimed if i.run_id not in job_ids], token, states.FAILED,
-                        f"submission failed: {err}")
+            refused = [(i, r) for i, r in claimed if i.run_id not in job_ids]
+            # nothing of a refused submission stays: new runs leave no row and no run dir, resumed ones
+            # keep the state they had (their run dirs hold checkpoints)
+            reg.unclaim([r for _, r in refused], token)
+            for item, rec in refused:
+                if rec.extra.get("previous_state") is None:
+                    shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
             if isinstance(err, LaunchError):
                 raise
             if isinstance(err, Exception):
@@ -250,11 +268,12 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
         executor = slurm_executor(folder, params)
-        try:
-            jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
-        except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
-            text = " ".join(str(err).split())
-            raise LaunchError(f"sbatch refused the job: {text[-400:]}") from err
+        with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
+            try:
+                jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
+            except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
+                said = " ".join((captured.read() + " " + str(err)).split())
+                raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
         for item, job in zip(chunk, jobs):
             job_ids[item.run_id] = str(job.job_id)
             run_dir = workspace.run_dir(item.run_id)
@@ -268,6 +287,63 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     return job_ids
 
 
+SECRET_ENV = "WANDB_API_KEY"
+
+
+def needs_api_key(items: list[LaunchItem]) -> bool:
+    """Whether any of the jobs logs to W&B online (the only case that needs the API key)."""
+    return any((item.config.get("wandb") or {}).get("mode") == "online" for item in items)
+
+
+@contextmanager
+def job_environment(items: list[LaunchItem]):
+    """The environment jobs are submitted with: this process's, without ``WANDB_API_KEY`` unless a
+    job logs online. sbatch exports the submitting environment into SLURM's state directory and the
+    job; an offline run must leave the key in neither."""
+    key = None if needs_api_key(items) else os.environ.pop(SECRET_ENV, None)
+    try:
+        yield
+    finally:
+        if key is not None:
+            os.environ[SECRET_ENV] = key
+
+
+@contextmanager
+def captured_stderr():
+    """Capture stderr while the block runs: file descriptor 2 (children such as sbatch) and
+    ``sys.stderr`` (Python-level prints, e.g. submitit echoing sbatch's complaint). Yields an object
+    whose ``read()`` gives the text so far. On success the text is written back to stderr (nothing
+    is lost); on failure the caller puts it into its one error line."""
+    import io
+    import tempfile
+
+    sys.stderr.flush()
+    python_level = io.StringIO()
+    with tempfile.TemporaryFile() as tmp:
+        saved_fd, saved_stream = os.dup(2), sys.stderr
+        os.dup2(tmp.fileno(), 2)
+        sys.stderr = python_level
+
+        class Text:
+            @staticmethod
+            def read() -> str:
+                tmp.seek(0)
+                return python_level.getvalue() + tmp.read().decode(errors="replace")
+
+        ok = False
+        try:
+            yield Text
+            ok = True
+        finally:
+            sys.stderr = saved_stream
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            if ok:
+                text = Text.read()
+                if text:
+                    sys.stderr.write(text)
+
+
 def _submit_local(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None) -> dict[str, str]:
     """Start one detached local queue that runs the items ``parallelism`` at a time."""
     parallel = local_parallelism(items[0].config.get("cluster", {}), len(items), array_parallelism)
@@ -275,7 +351,7 @@ def _submit_local(items: list[LaunchItem], workspace: Workspace, array_paralleli
     log_path = workspace.jobs_dir / f"local-queue-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     cmd = [sys.executable, "-m", "arctl.launch.local_queue", str(workspace.root), "--parallelism", str(parallel),
            *[item.run_id for item in items]]
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab") as log, job_environment(items):
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
     return {item.run_id: f"queue:{proc.pid}" for item in items}
 

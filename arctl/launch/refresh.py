@@ -20,6 +20,7 @@ from arctl.launch.progress import tail_progress
 from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
+from arctl.track.phase import read_phase
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
@@ -128,6 +129,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         tail = tail_progress(workspace.run_dir(rec.run_id))
         if tail.get("step", -1) > values.get("step", -1):  # metrics logged outside the job process
             values.update(tail)
+        values["phase"] = read_phase(workspace.run_dir(rec.run_id))
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:

@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     metric_name  TEXT,
     metric_value REAL,
     wandb_id     TEXT,
-    error        TEXT
+    error        TEXT,
+    phase        TEXT
 );
 CREATE TABLE IF NOT EXISTS members (
     name   TEXT NOT NULL,
@@ -85,6 +86,7 @@ class RunRecord:
     metric_value: float | None = None
     wandb_id: str | None = None
     error: str | None = None
+    phase: str | None = None  # what a running job does before its first step, e.g. "warming up 640/1200"
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -147,6 +149,10 @@ class Registry:
             for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+            for column in ("phase",):  # columns added after the first release: older registries get them
+                if column not in have:
+                    conn.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
 
     def _journal_mode_wal(self) -> str:
         """Switch a (new) database to WAL. Several processes opening a fresh registry at once may
@@ -304,6 +310,20 @@ class Registry:
                     raise ValueError(f"unknown registry columns {sorted(bad)}")
                 sets = ", ".join(f"{k}=?" for k in values)
                 conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+
+    def unclaim(self, claimed: Iterable[RunRecord], token: str) -> None:
+        """Undo a claim whose submission was refused: runs this claim inserted are deleted (with
+        their sweep/experiment memberships), re-claimed runs get their previous state back."""
+        with self.transaction() as conn:
+            for rec in claimed:
+                previous = rec.extra.get("previous_state")
+                if previous is None:
+                    conn.execute("DELETE FROM runs WHERE run_id=? AND claim=?", (rec.run_id, token))
+                    conn.execute("DELETE FROM members WHERE run_id=? AND run_id NOT IN (SELECT run_id FROM runs)",
+                                 (rec.run_id,))
+                else:
+                    conn.execute("UPDATE runs SET state=?, claim=NULL WHERE run_id=? AND claim=?",
+                                 (previous, rec.run_id, token))
 
     def release(self, run_ids: Iterable[str], token: str, state: str, error: str | None = None) -> None:
         """Give back claims this process could not submit (state FAILED with the error)."""

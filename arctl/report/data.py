@@ -96,6 +96,12 @@ def read_report_runs(
         what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
         logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
         cmd = spec.get("hint") if requires and spec.get("hint") else producing_command(spec, exps, sweep)
+        unreadable = list(getattr(runs, "warnings", None) or [])
+        if unreadable:  # the runs may be there: say which files could not be read, not "produce them"
+            raise ReportError(
+                f"no readable runs of {what}{logged} in {where}: {len(unreadable)} W&B file(s) could not be read "
+                f"(first: {' '.join(str(unreadable[0]).split())[:300]}); check or remove them, or produce new runs "
+                f"with {cmd}")
         raise ReportError(f"no runs of {what}{logged} in {where}; produce them with {cmd}")
     present = set(h["experiment"].astype(str).unique())
     missing = [e for e in (exps or []) if e not in present]

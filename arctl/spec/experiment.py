@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.limits import MAX_SEEDS, SEED_MAX
 from arctl.spec.paths import experiments_dir, spec_names
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -45,7 +46,11 @@ class Experiment:
 
 def read_yaml_mapping(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -69,9 +74,11 @@ def parse_seeds(value, where: str) -> list[int]:
     if (
         not isinstance(value, list)
         or not value
-        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= SEED_MAX for s in value)
     ):
-        raise SpecError("seeds must be a non-empty list of non-negative integers", where)
+        raise SpecError(f"seeds must be a non-empty list of non-negative integers (at most {SEED_MAX})", where)
+    if len(value) > MAX_SEEDS:
+        raise SpecError(f"{len(value)} seeds: at most {MAX_SEEDS} per launch", where)
     if len(set(value)) != len(value):
         raise SpecError(f"seeds repeat: {value}", where)
     return list(value)
@@ -79,7 +86,14 @@ def parse_seeds(value, where: str) -> list[int]:
 
 def read_spec_file(kind: str, name: str, directory: Path, allowed_keys: set[str]) -> tuple[Path, dict]:
     """Read ``<directory>/<name>.yaml`` (an experiment or sweep spec): an unknown name gets the
-    closest names, an unknown top-level key the closest allowed key."""
+    closest names, an unknown top-level key the closest allowed key. Names are names, never paths:
+    ``[a-z0-9][a-z0-9._-]*``, looked up inside the spec folder only."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise SpecError(
+            f"{kind} name {name!r} is not a name",
+            None,
+            f"names are lowercase letters, digits, '.', '_' and '-', no paths (`arctl ls {kind}s` lists them)",
+        )
     path = directory / f"{name}.yaml"
     if not path.is_file():
         raise SpecError(
@@ -112,13 +126,20 @@ def load_experiment(name: str) -> Experiment:
     scales = data.get("scales") or {}
     if not isinstance(scales, dict):
         raise SpecError("'scales' must map a scale name to a list of overrides", str(path))
+    figure = data.get("figure")
+    if figure is not None and not (isinstance(figure, str) and NAME_RE.match(figure)):
+        raise SpecError(f"figure {figure!r} is not a figure name", f"{path}: figure",
+                        "name a figure spec of reports/ (`arctl ls figures`), or leave it out")
+    for key in ("description", "paper"):
+        if not isinstance(data.get(key) or "", str):
+            raise SpecError(f"{key} must be text", f"{path}: {key}")
     return Experiment(
         name=name,
         path=path,
         arms=arms,
         description=str(data.get("description") or ""),
         paper=str(data.get("paper") or ""),
-        figure=data.get("figure"),
+        figure=figure,
         groups={str(k): str(v) for k, v in groups.items()},
         overrides=_str_list(data.get("overrides"), f"{path}: overrides"),
         scales={str(k): _str_list(v, f"{path}: scales.{k}") for k, v in scales.items()},

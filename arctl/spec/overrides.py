@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from arctl.spec.errors import SpecError, did_you_mean
@@ -10,6 +11,9 @@ from arctl.spec.paths import CONF_DIR, group_options
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 # Free-form sections where `+key=value` may add new keys (backend pass-through knobs).
 OPEN_SECTIONS = ("tiny.", "verl.")
+# resolvers that read the process environment: a user value such as wandb.name=${oc.env:WANDB_API_KEY}
+# would copy a secret into the frozen config, the W&B config and `arctl show`
+ENV_READING = re.compile(r"\$\{\s*oc\s*\.\s*env\s*:", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
         if not isinstance(text, str) or "=" not in text:
             raise SpecError(f"override {text!r} is not KEY=VALUE", where, "e.g. thinking.lam=0.7 or prior=linear")
+        if ENV_READING.search(text):
+            raise SpecError(
+                f"override {text!r} reads the environment (${{oc.env:...}})",
+                where,
+                "specs may not: it would copy secrets such as WANDB_API_KEY into the run's config and W&B; write the value",
+            )
         try:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as err:

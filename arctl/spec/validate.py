@@ -9,6 +9,7 @@ from typing import Any
 from arctl.algo.settings import BASELINES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
 from arctl.backends.verl.overrides import strategy_problem
 from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.limits import range_problem
 
 BACKENDS = ("tiny", "verl")
 EXECUTORS = ("auto", "local", "slurm", "debug")
@@ -160,6 +161,10 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
+    found = range_problem(cfg)
+    if found:
+        key, problem = found
+        raise SpecError(problem, key, f"override it, e.g. {key}=...")
     if cfg["backend"] == "verl" and not _get(cfg, "model.path"):
         raise SpecError("the verl backend needs model.path", "model.path", "choose model=r1-distill-qwen-1.5b or set model.path=...")
     if cfg["backend"] == "verl":

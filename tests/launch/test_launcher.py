@@ -32,7 +32,7 @@ def fake_slurm(tmp_path, monkeypatch):
     site_max_array_size.cache_clear()
 
 
-def test_a_refused_chunk_keeps_the_accepted_one_pending_and_fails_the_rest(specs, tmp_path, fake_slurm):
+def test_a_refused_chunk_keeps_the_accepted_one_pending_and_leaves_no_trace_of_the_rest(specs, tmp_path, fake_slurm):
     from arctl.spec import resolve_sweep
 
     items = items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=2"]))
@@ -44,6 +44,31 @@ def test_a_refused_chunk_keeps_the_accepted_one_pending_and_fails_the_rest(specs
         got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
     first, second, third = (i.run_id for i in items)
     assert got[first] == (states.PENDING, "101_0") and got[second] == (states.PENDING, "101_1")
-    assert got[third][0] == states.FAILED  # relaunched by the next sweep
+    assert third not in got and not ws.run_dir(third).exists()  # refused: new to the next sweep, nothing written
     script = (ws.jobs_dir / "101" / "101_submission.sh").read_text()
     assert "#SBATCH --array=0-1%2" in script and (ws.run_dir(first) / "job" / "sbatch.sh").exists()
+
+
+def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_path, monkeypatch, capfd):
+    """e.g. cluster.partition=nosuch: no registry row, no run dir, no workspace left behind; sbatch's
+    complaint is inside arctl's one error, not printed before it."""
+    from arctl.spec import resolve_experiment
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    site_max_array_size.cache_clear()
+    items = items_from_resolved(resolve_experiment("lt", ["cluster.partition=nosuch"], arms=["a"]))
+    ws = Workspace(tmp_path / "ws")
+    capfd.readouterr()
+    with pytest.raises(LaunchError) as info:
+        launch(items, ws, executor="slurm")
+    assert "invalid partition specified: nosuch" in str(info.value) and "\n" not in str(info.value)
+    out, err = capfd.readouterr()
+    assert "invalid partition" not in err + out  # nothing printed besides the error the CLI shows
+    assert not ws.root.exists()
+    site_max_array_size.cache_clear()

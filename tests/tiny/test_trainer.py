@@ -136,12 +136,12 @@ def test_kill_and_resume_equals_uninterrupted(workspace):
 
 
 def test_a_stop_during_the_warmup_preempts_and_caches_nothing(tmp_path):
-    from arctl.backends.tiny.warmup import warmup_key, workspace_of
+    from arctl.backends.tiny.warmup import warmup_dir
 
     config = resolve_experiment("main-grpo", overrides=[*MICRO, "tiny.warmup.steps=6", "tiny.warmup.seed=99"])[0].config
     run_dir = tmp_path / "runs" / "stopped"
     assert train(config, run_dir, StopAfter(3)) == "preempted"
-    cache = workspace_of(run_dir) / "cache" / "tiny-warmup" / warmup_key(config)
+    cache = warmup_dir(config)
     assert not (cache / "warmup.json").exists() and not (run_dir / "metrics.jsonl").exists()
     assert train(config, run_dir, threading.Event()) == "completed"
     assert (cache / "warmup.json").exists()

@@ -67,3 +67,45 @@ def test_packed_loss_and_logits_equal_one_example_per_row():
             if seq is None:  # padding run
                 continue
             torch.testing.assert_close(out.logits[r, a : a + len(seq)], ref.logits[i_ex, : len(seq)], atol=1e-5, rtol=1e-5)
+
+
+def _micro_config(seed: int):
+    from arctl.spec import resolve_experiment
+
+    overrides = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1",
+                 "model.intermediate_size=64", "tiny.task.max_terms=6", "tiny.warmup.steps=6",
+                 "tiny.warmup.batch_size=4", "tiny.warmup.max_rounds=1", "tiny.warmup.eval_problems=4",
+                 f"tiny.warmup.seed={seed}"]
+    return resolve_experiment("main-grpo", overrides=overrides)[0].config
+
+
+def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_path, monkeypatch, capsys):
+    """Job log: a line with step, loss and ETA; `arctl status`: "warming up k/N", cleared at the end.
+    The cache is user-level ($ARCTL_CACHE): a second workspace loads it instead of training again."""
+    from arctl.backends.tiny import warmup
+    from arctl.track.phase import read_phase, write_phase
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "user-cache"))
+    monkeypatch.setattr(warmup, "PROGRESS_EVERY_S", 0.0)  # a line per step
+    config = _micro_config(seed=4321)
+    phases, trained = [], []
+    real = warmup._train_into
+    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
+    run_a = tmp_path / "ws-a" / "runs" / "r1"
+    run_a.mkdir(parents=True)
+
+    def on_phase(text):
+        phases.append(text)
+        write_phase(run_a, text)
+        if text and text.startswith("warming up 3/"):
+            assert read_phase(run_a) == "warming up 3/6"  # what refresh puts in the registry
+
+    warmup.warmup_model(config, run_a, lambda m, t: 0.9, on_phase=on_phase)
+    out = capsys.readouterr().out
+    assert "tiny warm-up 6/6 loss" in out and "ETA" in out
+    assert "warming up 3/6" in phases and phases[-1] is None and read_phase(run_a) is None
+    assert warmup.warmup_dir(config).is_relative_to(tmp_path / "user-cache")
+    run_b = tmp_path / "ws-b" / "runs" / "r2"  # another workspace
+    run_b.mkdir(parents=True)
+    model, _tok, info = warmup.warmup_model(config, run_b, lambda m, t: 0.9)
+    assert trained == [1] and info["path"] == str(warmup.warmup_dir(config))

@@ -33,6 +33,7 @@ from arctl.backends.tiny.rollout import Rollout, rollout
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.track import metrics_schema as ms
+from arctl.track.phase import write_phase
 
 log = logging.getLogger(__name__)
 REQUIRED_TINY = ("task", "warmup", "eval_seed", "diag_problems", "max_rows", "threads")
@@ -69,7 +70,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
     model, tok, warm = warmup_model(
         config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, int(tiny["warmup"]["eval_problems"])),
-        should_stop=stop.is_set,
+        should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
     )
     inserted = InsertedTokens.from_tokenizer(tok)
     optimizer = torch.optim.AdamW(

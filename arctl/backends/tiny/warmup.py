@@ -1,9 +1,11 @@
-"""Supervised warm-up of the tiny model on reference traces, cached in the workspace.
+"""Supervised warm-up of the tiny model on reference traces, cached for every workspace of the user.
 
 Every arm and seed of a tiny run starts from the same warmed-up model: it is trained once per
 config hash (model section + ``tiny.task`` + ``tiny.warmup`` + the max budget) into
-``<workspace>/cache/tiny-warmup/<hash>/`` under a file lock, so concurrent arms wait for one
-another instead of training it twice. Examples are full reference traces or, with probability
+``<cache>/tiny-warmup/<hash>/`` under a file lock, so concurrent arms (of any workspace) wait for
+one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
+``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). While it trains, the job log
+gets a line every ~10 s (step, loss, ETA) and ``arctl status`` shows "warming up 640/1200". Examples are full reference traces or, with probability
 ``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
 ``arctl.algo.prompts`` and a reference summary (which finishes up to ``summary_finish_steps``
 terms with probability ``summary_continue_prob``), so the model answers after any prefix.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
@@ -32,6 +34,24 @@ from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_to
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
+
+
+CACHE_ENV = "ARCTL_CACHE"
+PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
+
+
+def cache_root() -> Path:
+    """The user-level cache shared by every workspace: ``$ARCTL_CACHE``, else
+    ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "arctl"
+
+
+def warmup_dir(config: dict) -> Path:
+    """Where the warmed-up model of ``config`` is (or will be) cached."""
+    return cache_root() / "tiny-warmup" / warmup_key(config)
 
 
 def workspace_of(run_dir: Path) -> Path:
@@ -124,10 +144,40 @@ class WarmupInterrupted(Exception):
     """The run was asked to stop during the warm-up (nothing is cached; the next start redoes it)."""
 
 
+class WarmupProgress:
+    """Progress of the warm-up: a job-log line every :data:`PROGRESS_EVERY_S` seconds (step, loss,
+    ETA) and ``on_phase(text)`` ("warming up 640/1200", then None when done) for ``arctl status``."""
+
+    def __init__(self, total: int, on_phase=None, every_s: float | None = None):
+        self.total, self.on_phase = total, on_phase
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.start = self.last = time.monotonic()
+        self.done = 0
+
+    def update(self, steps_done: int, loss: float) -> None:
+        self.done = steps_done
+        now = time.monotonic()
+        if now - self.last < self.every_s and steps_done < self.total:
+            return
+        self.last = now
+        rate = (now - self.start) / max(steps_done, 1)
+        eta = rate * (self.total - steps_done)
+        print(f"tiny warm-up {steps_done}/{self.total} loss {loss:.4f} ETA {eta / 60:.1f} min", flush=True)
+        self.phase(f"warming up {steps_done}/{self.total}")
+
+    def phase(self, text) -> None:
+        if self.on_phase is not None:
+            try:
+                self.on_phase(text)
+            except Exception:  # noqa: BLE001 - progress reporting never breaks the warm-up
+                pass
+
+
 def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np.random.Generator,
-                should_stop=None) -> float:
+                should_stop=None, progress: WarmupProgress | None = None, offset: int = 0) -> float:
     """``steps`` AdamW steps of next-token loss on trainable tokens; returns the last loss.
-    ``should_stop()`` is polled every step (raises :class:`WarmupInterrupted`)."""
+    ``should_stop()`` is polled every step (raises :class:`WarmupInterrupted`); ``progress``
+    hears of every step (``offset`` steps of earlier rounds before these)."""
     opt = torch.optim.AdamW(model.parameters(), lr=float(wk["lr"]), weight_decay=0.0)
     model.train()
     loss_value = float("nan")
@@ -146,31 +196,54 @@ def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np
         loss_value = float(loss.detach())
         if step % 200 == 0 or step == steps - 1:
             log.info("tiny warm-up step %d/%d loss %.4f", step + 1, steps, loss_value)
+        if progress is not None:
+            progress.update(offset + step + 1, loss_value)
     model.eval()
     return loss_value
 
 
-def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None) -> tuple[Qwen2ForCausalLM, object, dict]:
+def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
+                 on_phase=None) -> tuple[Qwen2ForCausalLM, object, dict]:
     """Load the cached warmed-up model for ``config`` or train it (once, under a lock, on
     ``tiny.warmup.threads`` torch threads, 0 = every core: the other arms wait for it anyway).
 
     ``accuracy_fn(model, tokenizer) -> float`` measures accuracy at the max budget; training
     continues for up to ``max_rounds`` rounds until it reaches ``min_acc``, else a warning says so.
     ``should_stop()`` (e.g. a preemption signal) aborts the training with :class:`WarmupInterrupted`.
+    ``on_phase(text)`` hears "waiting for the warm-up of another run", "warming up 640/1200", None.
     Returns (model, tokenizer, info).
     """
     key = warmup_key(config)
-    root = workspace_of(run_dir) / "cache" / "tiny-warmup"
-    target = root / key
+    target = warmup_dir(config)
+    root = target.parent
     root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root / f"{key}.lock")):
+    lock = FileLock(str(root / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:  # another run (of any workspace) trains it: wait for it, stoppable
+        if on_phase is not None:
+            on_phase("waiting for the warm-up (another run trains it)")
+        print(f"tiny warm-up: waiting for another run to finish training {target}", flush=True)
+        while True:
+            try:
+                lock.acquire(timeout=1.0)
+                break
+            except Timeout:
+                if should_stop is not None and should_stop():
+                    raise WarmupInterrupted("stopped while waiting for another run's warm-up") from None
+    try:
         if not (target / "warmup.json").exists():
             threads = torch.get_num_threads()
             torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
+            print(f"tiny warm-up: training the shared model into {target}", flush=True)
             try:
-                _train_into(config, target, accuracy_fn, should_stop)
+                _train_into(config, target, accuracy_fn, should_stop, on_phase)
             finally:
                 torch.set_num_threads(threads)
+    finally:
+        lock.release()
+    if on_phase is not None:
+        on_phase(None)
     info = json.loads((target / "warmup.json").read_text())
     tok = load_tokenizer(target / "tokenizer")
     model = Qwen2ForCausalLM.from_pretrained(str(target / "model"), attn_implementation="sdpa")
@@ -185,7 +258,7 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None) -> 
     return model, tok, info
 
 
-def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None) -> None:
+def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None) -> None:
     knobs, wk = config["tiny"]["task"], config["tiny"]["warmup"]
     tok = build_tokenizer(int(knobs["max_terms"]))
     inserted = InsertedTokens.from_tokenizer(tok)
@@ -196,9 +269,12 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None) -> No
     torch.manual_seed(int(wk["seed"]))
     t0 = time.perf_counter()
     acc, rounds, loss = 0.0, 0, float("nan")
+    steps = int(wk["steps"])
+    progress = WarmupProgress(steps * int(wk["max_rounds"]), on_phase)
     try:
         for rounds in range(1, int(wk["max_rounds"]) + 1):
-            loss = train_steps(model, tok, inserted, knobs, wk, int(wk["steps"]), rng, should_stop)
+            progress.total = steps * rounds  # extra rounds only when the accuracy falls short
+            loss = train_steps(model, tok, inserted, knobs, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
             acc = float(accuracy_fn(model, tok))
             log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
             if acc >= float(wk["min_acc"]):
