@@ -1,8 +1,12 @@
 """Suite-wide test settings and shared fixtures. Area fixtures live in tests/<area>/conftest.py."""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # shared helpers: tests/wandb_reference.py
 
 # Never talk to a W&B server from tests; never pick up a developer's key.
 os.environ.setdefault("WANDB_MODE", "offline")

@@ -30,6 +30,7 @@ class RunData:
     keys: list[str] = field(default_factory=list)
     values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     warnings: list[str] = field(default_factory=list)
+    rewind_step: int | None = None  # this fragment rewound its own run to this _step (W&B resume_from)
 
     @property
     def n_rows(self) -> int:

@@ -130,12 +130,16 @@ def stitch_fragments(fragments: Sequence[RunData]):
     of one run, ordered by start time; for a step logged by several fragments the later fragment
     wins, per metric. Rows logged without the step key take the last step seen in their fragment
     (W&B's own rule for ``define_metric(step_metric=...)``); a fragment with no step key at all
-    falls back to ``_step``. Keys starting with ``_`` are dropped."""
+    falls back to ``_step``. Keys starting with ``_`` are dropped. A fragment that rewound the run
+    (``resume_from="<id>?_step=N"``, :attr:`RunData.rewind_step`) first cuts the history of the
+    earlier fragments after step N, as W&B does on sync (arctl logs ``_step`` = its global step)."""
     import pandas as pd
 
     parts = []
     notes: list[str] = []
     for order, frag in enumerate(sorted(fragments, key=lambda f: (f.start_time, f.source))):
+        if frag.rewind_step is not None:
+            parts = [p[p[STEP_KEY] <= frag.rewind_step] for p in parts]
         if frag.n_rows == 0:
             continue
         if STEP_KEY in frag.keys:

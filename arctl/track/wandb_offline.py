@@ -446,6 +446,7 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             run.wandb_id = r_.run_id or run.wandb_id
             run.project, run.entity, run.group, run.name = r_.project, r_.entity, r_.run_group, r_.display_name
             run.start_time = r_.start_time.seconds + r_.start_time.nanos * 1e-9
+            run.rewind_step = rewind_of(r_)
             _apply_config(run.config, r_.config.update)
         elif field == FIELD_EXIT:
             run.exit_code = int(rec.exit.exit_code)
@@ -495,9 +496,20 @@ def read_wandb_header(path: str | Path, max_bytes: int = 4 * BLOCK_LEN) -> RunDa
             run.wandb_id = r.run_id or run.wandb_id
             run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
             run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
+            run.rewind_step = rewind_of(r)
             _apply_config(run.config, r.config.update)
         elif field == FIELD_CONFIG:
             _apply_config(run.config, pb.Record.FromString(payload).config.update)
         elif field == FIELD_HISTORY:
             break
     return run
+
+
+def rewind_of(run_record) -> int | None:
+    """The ``_step`` a fragment rewound its own run to (``wandb.init(resume_from="<id>?_step=N")``
+    writes ``branch_point {run: <id>, metric: "_step", value: N}`` into its run record), or None.
+    A branch point naming another run is a fork, not a rewind of this one."""
+    bp = getattr(run_record, "branch_point", None)
+    if bp is None or not bp.run or bp.run != run_record.run_id or bp.metric != "_step":
+        return None
+    return int(bp.value)

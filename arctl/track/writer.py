@@ -10,6 +10,7 @@ job loses at most that much history.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from arctl.track.metrics_schema import STEP_KEY
@@ -51,14 +52,52 @@ def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = N
     return kwargs
 
 
+def last_logged_step(run_dir: str | Path) -> int | None:
+    """The last ``trainer/global_step`` in the run's own offline W&B files (rewinds applied), or
+    None when they hold no history."""
+    from arctl.track.runs_reader import stitch_fragments
+    from arctl.track.wandb_offline import read_wandb_file
+
+    frags = []
+    for path in sorted((Path(run_dir) / "wandb").rglob("run-*.wandb")):
+        try:
+            frags.append(read_wandb_file(path, summary=False))
+        except Exception:  # noqa: BLE001 - an unreadable fragment holds nothing we can count on
+            continue
+    wide, _ = stitch_fragments(frags) if frags else (None, None)
+    return int(wide.index.max()) if wide is not None and len(wide.index) else None
+
+
 def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
-             flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S):
+             flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S, resume_at: int | None = None,
+             history: list[dict] | tuple = (), restart: bool = False):
     """Start the W&B run for ``config`` and declare ``trainer/global_step`` as the step of every
-    metric. Returns the ``wandb`` Run; log with ``run.log({STEP_KEY: step, ...})``."""
+    metric. Returns the ``wandb`` Run; log with :func:`log_row` (``_step`` = the global step).
+
+    Resuming (``resume_at``: the last step the run keeps, its checkpoint's): the run's W&B history
+    must hold every step exactly once, however the last attempt ended (kill -9 after logging steps
+    past the checkpoint, or a W&B service killed before it wrote the last rows). The new fragment
+    rewinds the run (``resume_from="<id>?_step=r"``) to ``r = min(last step in the W&B files,
+    resume_at)`` and re-logs the rows ``r < step <= resume_at`` from ``history`` (the run's own
+    metrics file); the caller logs from ``resume_at + 1``. ``restart``: the run starts over (an
+    attempt that kept nothing); W&B files of earlier attempts are moved aside to
+    ``run_dir/wandb-discarded/`` first, so they are not synced into the run."""
     import wandb
 
     kwargs = wandb_init_kwargs(config, run_dir, mode=mode, flush_interval_s=flush_interval_s)
     Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
+    relog: list[dict] = []
+    last = last_logged_step(run_dir) if kwargs.get("id") and (restart or resume_at is not None) else None
+    if last is not None and restart:
+        discard = Path(run_dir) / "wandb-discarded" / time.strftime("%Y%m%d-%H%M%S")
+        discard.mkdir(parents=True, exist_ok=True)
+        for item in Path(kwargs["dir"]).iterdir():
+            item.rename(discard / item.name)
+    elif last is not None and resume_at is not None:
+        rewind = min(last, int(resume_at))
+        kwargs.pop("resume", None)
+        kwargs["resume_from"] = f"{kwargs['id']}?_step={rewind}"
+        relog = [row for row in history if rewind < int(row[STEP_KEY]) <= int(resume_at)]
     settings = wandb.Settings(
         x_transaction_log_flush_interval=float(flush_interval_s),
         silent=True,
@@ -67,4 +106,12 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
     run = wandb.init(settings=settings, **kwargs)
     run.define_metric(STEP_KEY)
     run.define_metric("*", step_metric=STEP_KEY)
+    for row in relog:
+        log_row(run, row)
     return run
+
+
+def log_row(run, row: dict) -> None:
+    """``run.log`` with W&B's own ``_step`` equal to ``row[trainer/global_step]``, so a later
+    fragment can rewind the run to a global step."""
+    run.log(row, step=int(row[STEP_KEY]))

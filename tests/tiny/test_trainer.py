@@ -145,3 +145,59 @@ def test_a_stop_during_the_warmup_preempts_and_caches_nothing(tmp_path):
     assert not (cache / "warmup.json").exists() and not (run_dir / "metrics.jsonl").exists()
     assert train(config, run_dir, threading.Event()) == "completed"
     assert (cache / "warmup.json").exists()
+
+
+def _synced_steps(run_dir):
+    import wandb as _wandb
+    from wandb_reference import synced_history
+
+    _wandb.teardown()
+    ids, rows = synced_history(run_dir)
+    return ids, [r["trainer/global_step"] for r in rows], rows
+
+
+def test_a_run_killed_after_logging_past_its_checkpoint_resumes_with_every_step_once(tmp_path):
+    """kill -9 after step 3 was logged but before its checkpoint: the resumed run redoes step 3 and
+    the synced W&B history (independent reader) holds 0..3 once each, under one W&B id."""
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    run_dir = tmp_path / "killed"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    (run_dir / "checkpoints" / "step_000003.pt").unlink()  # the kill came before the step-3 checkpoint was written
+    assert train(config, run_dir, threading.Event()) == "completed"
+    ids, steps, rows = _synced_steps(run_dir)
+    assert len(ids) == 1 and steps == [0, 1, 2, 3]
+    assert [r[ms.STEP_KEY] for r in _rows(run_dir)] == [0, 1, 2, 3]
+    jsonl = {r[ms.STEP_KEY]: r for r in _rows(run_dir)}
+    assert all(abs(r[ms.TRAIN_LOSS] - jsonl[r[ms.STEP_KEY]][ms.TRAIN_LOSS]) < 1e-9 for r in rows if r[ms.STEP_KEY])
+
+
+def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_nor_steps(tmp_path, monkeypatch):
+    """SLURM's TERM reaches wandb-core too: W&B calls on the stop path fail (ConnectionResetError).
+    The step is still checkpointed, the run is preempted (not failed), and the resume re-logs the
+    lost row from metrics.jsonl."""
+    from wandb.sdk.wandb_run import Run
+
+    from arctl.track import writer
+
+    real_log, real_finish = writer.log_row, Run.finish
+
+    def dead_service_log(run, row):
+        if row[ms.STEP_KEY] >= 1:
+            raise ConnectionResetError("Connection lost")
+        real_log(run, row)
+
+    def dead_service_finish(self, *a, **k):
+        real_finish(self, *a, **k)
+        raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setattr(writer, "log_row", dead_service_log)
+    monkeypatch.setattr(Run, "finish", dead_service_finish)
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    run_dir = tmp_path / "termed"
+    assert train(config, run_dir, StopAfter(1)) == "preempted"
+    assert [r[ms.STEP_KEY] for r in _rows(run_dir)] == [0, 1]
+    monkeypatch.setattr(writer, "log_row", real_log)
+    monkeypatch.setattr(Run, "finish", real_finish)
+    assert train(config, run_dir, threading.Event()) == "completed"
+    ids, steps, _ = _synced_steps(run_dir)
+    assert len(ids) == 1 and steps == [0, 1, 2, 3]

@@ -48,3 +48,64 @@ def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
     assert data.column("trainer/global_step").tolist() == [7]
     assert data.summary["best/acc"] == 0.75
     assert read_wandb_file(path, summary=False).summary["best/acc"] == 0.75  # from the summary tail
+
+
+# --- resume: the synced W&B history holds every step exactly once (read by tests/wandb_reference.py) ---
+
+def _row(step: int, attempt: int) -> dict:
+    return {"trainer/global_step": step, "train/loss": step + attempt / 10}
+
+
+def _attempt(tmp_path, steps, attempt, **kw):
+    run = open_run(_config(), tmp_path, **kw)
+    for step in steps:
+        run.log({**_row(step, attempt)}, step=step)
+    run.finish()
+
+
+def _synced(tmp_path):
+    import wandb
+    from wandb_reference import synced_history
+
+    wandb.teardown()  # finish() can return before wandb-core has closed the file
+    ids, rows = synced_history(tmp_path)
+    return ids, [(r["trainer/global_step"], round(r["train/loss"] - r["trainer/global_step"], 3)) for r in rows]
+
+
+def test_a_resume_past_the_checkpoint_rewinds_the_run_to_it(tmp_path):
+    """kill -9 after step 6 was logged, checkpoint at 4: the next attempt rewinds to 4 and logs 5.."""
+    from arctl.track.writer import last_logged_step
+
+    _attempt(tmp_path, range(0, 7), attempt=1)
+    assert last_logged_step(tmp_path) == 6
+    history = [_row(s, 1) for s in range(0, 7)]
+    _attempt(tmp_path, range(5, 9), attempt=2, resume_at=4, history=history)
+    ids, rows = _synced(tmp_path)
+    assert ids == {"r1"}
+    assert rows == [(s, 0.1) for s in range(0, 5)] + [(s, 0.2) for s in range(5, 9)]
+    assert last_logged_step(tmp_path) == 8  # arctl's own reader applies the rewind too
+
+
+def test_rows_the_w_and_b_service_lost_are_relogged_from_the_run_history(tmp_path):
+    """The W&B service died with the job's TERM after step 3; the checkpoint (and metrics.jsonl) reached 5."""
+    _attempt(tmp_path, range(0, 4), attempt=1)
+    history = [_row(s, 1) for s in range(0, 6)]
+    _attempt(tmp_path, range(6, 8), attempt=2, resume_at=5, history=history)
+    _, rows = _synced(tmp_path)
+    assert rows == [(s, 0.1) for s in range(0, 6)] + [(s, 0.2) for s in range(6, 8)]
+
+
+def test_a_restart_moves_the_files_of_an_attempt_that_kept_nothing_aside(tmp_path):
+    _attempt(tmp_path, range(0, 3), attempt=1)
+    _attempt(tmp_path, range(0, 2), attempt=2, restart=True)
+    _, rows = _synced(tmp_path)
+    assert rows == [(0, 0.2), (1, 0.2)]
+    assert list((tmp_path / "wandb-discarded").rglob("run-*.wandb"))
+
+
+def test_the_independent_reader_sees_duplicates_without_the_rewind(tmp_path):
+    """The fault the rewind fixes, as every W&B reader but arctl's sees it: a plain resume logs 5..6 twice."""
+    _attempt(tmp_path, range(0, 7), attempt=1)
+    _attempt(tmp_path, range(5, 9), attempt=2)
+    with pytest.raises(AssertionError, match="_step 5 logged twice"):
+        _synced(tmp_path)

@@ -81,14 +81,19 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     np.random.seed(seed)
     random.seed(seed)
 
-    # 2. resume from the newest checkpoint, if any
-    start, wandb_id = 0, None
+    # 2. resume from the newest checkpoint, if any. The metrics file keeps exactly the steps the run
+    # keeps (those up to the checkpoint), and the W&B history is made to match it (writer.open_run)
+    start, wandb_id, resume_at = 0, None, None
     if (ckpt := latest_checkpoint(run_dir)) is not None:
         state = load_checkpoint(ckpt, model, optimizer, generator)
         start, wandb_id = state["step"], state["wandb_id"]
+        resume_at = start
         log.info("tiny: resuming %s from step %d", run_dir, start)
-    run = open_wandb(config, run_dir, wandb_id)
-    wandb_id = getattr(run, "id", None)
+    history = kept_rows(run_dir, resume_at)
+    if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
+        resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
+    run = open_wandb(config, run_dir, wandb_id, resume_at, history)
+    wandb_id = getattr(run, "id", None) or wandb_id
 
     total = int(trainer["total_steps"])
     objective = Objective.from_config(config)
@@ -100,7 +105,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     progress = Progress(total, start)
     status = "completed"
     try:
-        if start == 0 and test_freq > 0:
+        if start == 0 and test_freq > 0 and resume_at is None:
             log_metrics(run, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress)
         for step in range(start + 1, total + 1):
             t0, cpu0 = time.perf_counter(), time.process_time()
@@ -138,7 +143,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
                 metrics.update(evaluate(model, tok, inserted, config, grid))
             elif test_freq > 0 and step % test_freq == 0:
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
-            log_metrics(run, run_dir, step, metrics, progress)
+            log_metrics(run, run_dir, step, metrics, progress, stopping=stop.is_set())
             if step == total or (save_freq > 0 and step % save_freq == 0):
                 save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, int(tiny.get("keep_checkpoints", 2)))
             if step < total and stop.is_set():
@@ -148,7 +153,11 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     finally:
         progress.close()
         if run is not None:
-            run.finish()
+            try:
+                run.finish()
+            except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
+                print(f"tiny: W&B could not close the run ({type(err).__name__}: {err}); the checkpoint is "
+                      "saved and the next attempt repairs the W&B history from metrics.jsonl", flush=True)
     print(f"tiny: {config.get('experiment')}/{config.get('arm')} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
@@ -233,33 +242,59 @@ def install_stop_handlers(stop: threading.Event):
     return restore
 
 
-def open_wandb(config: dict, run_dir: Path, wandb_id: str | None):
-    """The W&B run (offline by default) via arctl.track.writer; a resumed run reuses its id."""
+def open_wandb(config: dict, run_dir: Path, wandb_id: str | None, resume_at: int | None = None,
+               history: list[dict] | tuple = ()):
+    """The W&B run (offline by default) via :func:`arctl.track.writer.open_run`: a resumed run
+    reuses its id (the checkpoint's) and rewinds its history to the steps it keeps."""
     from arctl.track import writer
 
     if (config.get("wandb") or {}).get("mode") == "disabled":
         return None
-    if wandb_id is None or config.get("run_id"):
-        return writer.open_run(config, run_dir)
-    import wandb
-
-    kwargs = writer.wandb_init_kwargs(config, run_dir)
-    kwargs.update(id=wandb_id, resume="allow")
-    Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
-    settings = wandb.Settings(x_transaction_log_flush_interval=writer.DEFAULT_FLUSH_INTERVAL_S, silent=True, console="off")
-    run = wandb.init(settings=settings, **kwargs)
-    run.define_metric(ms.STEP_KEY)
-    run.define_metric("*", step_metric=ms.STEP_KEY)
-    return run
+    if wandb_id is not None and not (config.get("wandb") or {}).get("id"):
+        config = {**config, "wandb": {**(config.get("wandb") or {}), "id": wandb_id}}
+    return writer.open_run(config, run_dir, resume_at=resume_at, history=history, restart=resume_at is None)
 
 
-def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress) -> None:
-    """Log one row to W&B and to ``run_dir/metrics.jsonl``; update the progress display."""
+def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
+    """The rows of ``run_dir/metrics.jsonl`` the run keeps (steps <= ``resume_at``, the checkpoint's;
+    an attempt that kept nothing keeps only a step-0 row); the file is rewritten to hold exactly them."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if isinstance(row, dict) and isinstance(row.get(ms.STEP_KEY), int):
+            rows.append(row)
+    limit = 0 if resume_at is None else resume_at
+    kept = [r for r in rows if r[ms.STEP_KEY] <= limit]
+    tmp = path.with_name("metrics.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.replace(path)
+    return kept
+
+
+def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress, stopping: bool = False) -> None:
+    """Log one row to ``run_dir/metrics.jsonl`` (first: the record a resume repairs W&B from) and
+    to W&B (``_step`` = the step); update the progress display. While the run is stopping (a TERM
+    may have taken the W&B service down with it) a W&B failure is reported, not raised: the
+    checkpoint must still be written."""
+    from arctl.track.writer import log_row
+
     row = {ms.STEP_KEY: step, **metrics}
-    if run is not None:
-        run.log(row)
     with open(run_dir / "metrics.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
+    if run is not None:
+        try:
+            log_row(run, row)
+        except Exception as err:  # noqa: BLE001
+            if not stopping:
+                raise
+            print(f"tiny: W&B lost step {step} while stopping ({type(err).__name__}); the next attempt "
+                  "re-logs it from metrics.jsonl", flush=True)
     progress.update(step, metrics)
 
 
