@@ -80,7 +80,8 @@ def synced_history(run_dir: Path) -> tuple[set[str], list[dict]]:
     when a ``_step`` would be logged twice (a W&B server keeps one row per step)."""
     ids, rows = set(), {}
     for frag in fragments(run_dir):
-        ids.add(frag["run_id"])
+        if frag["run_id"] is not None:  # a file cut before its run record holds nothing
+            ids.add(frag["run_id"])
         if frag["rewind"] is not None:
             rows = {s: r for s, r in rows.items() if s <= frag["rewind"]}
         for row in frag["rows"]:

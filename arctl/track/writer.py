@@ -87,16 +87,19 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
     kwargs = wandb_init_kwargs(config, run_dir, mode=mode, flush_interval_s=flush_interval_s)
     Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
     relog: list[dict] = []
-    last = last_logged_step(run_dir) if kwargs.get("id") and (restart or resume_at is not None) else None
-    if last is not None and restart:
+    wandb_dir = Path(kwargs["dir"])
+    if restart and kwargs.get("id") and any(wandb_dir.rglob("run-*.wandb")):
         discard = Path(run_dir) / "wandb-discarded" / time.strftime("%Y%m%d-%H%M%S")
         discard.mkdir(parents=True, exist_ok=True)
-        for item in Path(kwargs["dir"]).iterdir():
+        for item in wandb_dir.iterdir():
             item.rename(discard / item.name)
-    elif last is not None and resume_at is not None:
-        rewind = min(last, int(resume_at))
-        kwargs.pop("resume", None)
-        kwargs["resume_from"] = f"{kwargs['id']}?_step={rewind}"
+    elif resume_at is not None and kwargs.get("id"):
+        last = last_logged_step(run_dir)
+        rewind = -1  # the W&B files hold no history (the service died before writing any): re-log it all
+        if last is not None:
+            rewind = min(last, int(resume_at))
+            kwargs.pop("resume", None)
+            kwargs["resume_from"] = f"{kwargs['id']}?_step={rewind}"
         relog = [row for row in history if rewind < int(row[STEP_KEY]) <= int(resume_at)]
     settings = wandb.Settings(
         x_transaction_log_flush_interval=float(flush_interval_s),
@@ -109,6 +112,21 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
     for row in relog:
         log_row(run, row)
     return run
+
+
+def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, history: list[dict] | tuple = ()) -> None:
+    """Make the run's W&B files hold exactly the steps the run keeps before a trainer that opens its
+    own W&B run with ``resume="allow"`` (verl's tracker) continues it: rewind to the checkpoint
+    ``resume_at`` and re-log lost rows from ``history`` (:func:`open_run`, in a short fragment of its
+    own), or move the files of an attempt that kept nothing aside (``resume_at`` None). Nothing is
+    written when the files already end at ``resume_at``."""
+    wandb_dir = Path(run_dir) / "wandb"
+    if (config.get("wandb") or {}).get("mode") == "disabled" or not any(wandb_dir.rglob("run-*.wandb")):
+        return
+    if resume_at is not None and last_logged_step(run_dir) == int(resume_at):
+        return
+    run = open_run(config, run_dir, resume_at=resume_at, history=history, restart=resume_at is None)
+    run.finish()
 
 
 def log_row(run, row: dict) -> None:

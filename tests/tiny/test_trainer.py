@@ -13,28 +13,7 @@ from arctl.spec.experiment import list_experiments
 from arctl.track import metrics_schema as ms
 from arctl.track.wandb_offline import read_wandb_file
 
-# micro scale: a 2-layer 32-wide model, a few warm-up steps, 3 RL steps on 2 prompts x 2 samples
-MICRO = [
-    "model.hidden_size=32",
-    "model.num_layers=2",
-    "model.num_heads=2",
-    "model.num_kv_heads=1",
-    "model.intermediate_size=64",
-    "tiny.task.max_terms=6",
-    "tiny.warmup.steps=4",
-    "tiny.warmup.batch_size=8",
-    "tiny.warmup.max_rounds=1",
-    "tiny.warmup.eval_problems=4",
-    "tiny.diag_problems=2",
-    "data.train_batch_size=2",
-    "data.ppo_mini_batch_size=1",
-    "rollout.n=2",
-    "trainer.total_steps=3",
-    "trainer.test_freq=2",
-    "trainer.save_freq=2",
-    "eval.num_problems=4",
-    "eval.grid_size=4",
-]
+from micro import MICRO  # noqa: E402 - tests/micro.py (shared with the real-SLURM tests)
 
 TRAIN_KEYS = [ms.TRAIN_THINK_LEN_MEAN, ms.TRAIN_ANYTIME_SCORE, ms.TRAIN_FINAL_SCORE, ms.TRAIN_REWARD_MEAN,
               ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]

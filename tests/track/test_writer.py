@@ -109,3 +109,13 @@ def test_the_independent_reader_sees_duplicates_without_the_rewind(tmp_path):
     _attempt(tmp_path, range(5, 9), attempt=2)
     with pytest.raises(AssertionError, match="_step 5 logged twice"):
         _synced(tmp_path)
+
+
+def test_a_first_attempt_whose_service_died_before_writing_any_row_is_relogged_whole(tmp_path):
+    """Seen on the real SLURM: TERM at step 6 killed wandb-core before it wrote a single history row."""
+    run = open_run(_config(), tmp_path)
+    run.finish()  # a fragment with a run record and no history
+    history = [_row(s, 1) for s in range(0, 7)]
+    _attempt(tmp_path, range(7, 9), attempt=2, resume_at=6, history=history)
+    _, rows = _synced(tmp_path)
+    assert rows == [(s, 0.1) for s in range(0, 7)] + [(7, 0.2), (8, 0.2)]

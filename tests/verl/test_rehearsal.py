@@ -117,3 +117,34 @@ def test_a_step_that_outlives_its_grace_is_abandoned(config, tmp_path):
     assert latest_step(run_dir / "checkpoints") == 0
     assert json.loads((run_dir / PROGRESS_FILE).read_text()) | {"time": 0, "pid": 0} == {
         "step": 1, "phase": "running", "resumed_from": 0, "time": 0, "pid": 0}
+
+
+@pytest.mark.parametrize("w_and_b_lost_rows", [False, True], ids=["logged-past-the-checkpoint", "service-lost-rows"])
+def test_the_synced_history_holds_every_step_once_after_a_resume(config, tmp_path, w_and_b_lost_rows):
+    """kill -9 after step 4 was logged but before its checkpoint (the tracker still says 2); in the
+    second case the W&B service had also lost every row of the first attempt (a TERM reaches it).
+    The next attempt rewinds W&B to step 2, re-logs what it lost from verl's file log, and redoes
+    3-4: read by the independent reader, steps 1-4 exactly once under one W&B id."""
+    import shutil
+
+    import wandb
+    from wandb_reference import synced_history
+
+    from arctl.backends.verl.trainer import train
+
+    run_dir = tmp_path / "run"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()
+    ckpt = run_dir / "checkpoints"
+    shutil.rmtree(ckpt / "global_step_4")
+    (ckpt / LATEST).write_text("2")
+    if w_and_b_lost_rows:
+        (first,) = {p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}
+        first.write_bytes(first.read_bytes()[:7])  # the header only: nothing reached the file
+    assert train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()
+    ids, rows = synced_history(run_dir)
+    assert ids == {"rehearsal-run"}
+    assert [r["trainer/global_step"] for r in rows] == [1, 2, 3, 4]
+    kept = [json.loads(line)["trainer/global_step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert kept == [1, 2]  # what the resumed attempt kept; verl's file log holds the attempt's own steps

@@ -186,7 +186,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     gpus = int(cluster.get("gpus_per_node") or 0) or int(verl_setting(config, "n_gpus_per_node"))
     logger = verl_setting(config, "logger")
     if logger is None:
-        logger = ["console", "file"] if wandb.get("mode") == "disabled" else ["console", "wandb"]
+        # the file logger always: run_dir/verl_metrics.jsonl is what a resume re-logs W&B rows from
+        logger = ["console", "file"] + ([] if wandb.get("mode") == "disabled" else ["wandb"])
     train_files = data.get("train_files") or str(dataset_file(config, data["train_dataset"], "train"))
     ev = config["eval"]
     a = "actor_rollout_ref"

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arctl.backends.verl.history import VERL_LOG
+
 PROGRESS_FILE = "rehearsal.json"
 LATEST = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
 
@@ -67,6 +69,7 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
     save_freq = max(1, int(cfg.trainer.save_freq))
     start = latest_step(ckpt)
     run = None if (config.get("wandb") or {}).get("mode") == "disabled" else writer.open_run(config, run_dir)
+    file_log = open(run_dir / VERL_LOG, "w")  # noqa: SIM115 - verl's FileLogger truncates it per attempt too
     ray = None
     if os.environ.get("RAY_ADDRESS"):
         import ray
@@ -83,8 +86,11 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
                 ray.get(task.remote(step_s))
             else:
                 time.sleep(step_s)
+            row = {ms.STEP_KEY: step, ms.TRAIN_LOSS: 1.0 / step, ms.PERF_STEP_TIME_S: step_s}
+            file_log.write(json.dumps({"step": step, "data": row}) + "\n")  # verl's FileLogger line
+            file_log.flush()
             if run is not None:
-                run.log({ms.STEP_KEY: step, ms.TRAIN_LOSS: 1.0 / step, ms.PERF_STEP_TIME_S: step_s})
+                writer.log_row(run, row)  # verl's tracker: wandb.log(data, step=step)
             stop = stop_file.exists()
             if step % save_freq == 0 or step == steps or stop:
                 save_checkpoint(ckpt, step)
@@ -93,6 +99,7 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
                 print(f"arctl rehearsal: stop requested; checkpoint at step {step}", flush=True)
                 break
     finally:
+        file_log.close()
         if run is not None:
             run.finish()
         if ray is not None:

@@ -38,6 +38,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from arctl.backends.verl.history import VERL_LOG
 from arctl.backends.verl.overrides import (
     VerlConfigError,
     build_verl_config,
@@ -118,7 +119,7 @@ def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
         "WANDB_PROJECT": str(wandb.get("project") or "arctl"),
         "WANDB_RUN_GROUP": str(wandb.get("group") or config.get("experiment") or "arctl"),
         "WANDB_MODE": str(wandb.get("mode") or "offline"),
-        "VERL_FILE_LOGGER_PATH": str(run_dir / "verl_metrics.jsonl"),
+        "VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG),
     }
     if wandb.get("entity"):
         env["WANDB_ENTITY"] = str(wandb["entity"])
@@ -197,6 +198,11 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         _check_inputs(config, cfg)
 
     with_wandb_env(cfg, config, run_dir)
+    from arctl.backends.verl.history import prepare_attempt
+    from arctl.backends.verl.rehearsal import latest_step
+
+    resume_at = latest_step(Path(str(cfg.trainer.default_local_dir))) or None
+    prepare_attempt(config, run_dir, resume_at)  # W&B history = the steps up to the checkpoint, once each
     if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
         from arctl.backends.verl.ray_connect import wait_for_head
 

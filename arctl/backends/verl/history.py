@@ -1,0 +1,64 @@
+"""The steps a verl run keeps, and its W&B history made to match them on every resume.
+
+verl's file logger (``VERL_FILE_LOGGER_PATH`` = ``run_dir/verl_metrics.jsonl``, one
+``{"step": N, "data": {...}}`` line per step) is rewritten by every attempt; before an attempt
+starts, :func:`prepare_attempt` folds it into ``run_dir/metrics.jsonl`` (arctl's record, one
+``{"trainer/global_step": N, ...}`` row per kept step, the tiny backend's format), keeping the steps
+up to the checkpoint the attempt resumes from, and repairs the W&B files
+(:func:`arctl.track.writer.repair_history`): rewound to the checkpoint, rows the W&B service lost
+(a TERM reaches it too) re-logged. verl's tracker then resumes the run (``resume="allow"``) and logs
+from the next step, so the synced history holds every step exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from arctl.track.metrics_schema import STEP_KEY
+
+VERL_LOG = "verl_metrics.jsonl"  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
+KEPT_LOG = "metrics.jsonl"
+
+
+def _read_lines(path: Path) -> list[dict]:
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return rows
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by a kill
+    return rows
+
+
+def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
+    """Rows of steps ``<= resume_at`` from ``metrics.jsonl`` and verl's file log (the later attempt
+    wins a step), in step order; ``metrics.jsonl`` is rewritten to hold exactly them."""
+    run_dir = Path(run_dir)
+    rows: dict[int, dict] = {}
+    for row in _read_lines(run_dir / KEPT_LOG):
+        if isinstance(row, dict) and isinstance(row.get(STEP_KEY), int):
+            rows[row[STEP_KEY]] = row
+    for line in _read_lines(run_dir / VERL_LOG):
+        if isinstance(line, dict) and isinstance(line.get("step"), int) and isinstance(line.get("data"), dict):
+            rows[line["step"]] = {**line["data"], STEP_KEY: line["step"]}
+    limit = -1 if resume_at is None else int(resume_at)
+    kept = [rows[s] for s in sorted(rows) if s <= limit]
+    tmp = run_dir / (KEPT_LOG + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.replace(run_dir / KEPT_LOG)
+    return kept
+
+
+def prepare_attempt(config: dict, run_dir: Path, resume_at: int | None) -> list[dict]:
+    """Before an attempt that resumes from the checkpoint at ``resume_at`` (None: starts over):
+    keep the rows up to it and repair the W&B files to match. Returns the kept rows."""
+    from arctl.track.writer import repair_history
+
+    kept = kept_rows(run_dir, resume_at)
+    repair_history(config, run_dir, resume_at, kept)
+    return kept
