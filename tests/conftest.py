@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # shared helpers: tests/wandb_reference.py
+sys.path.insert(0, str(Path(__file__).parent))  # shared helpers: tests/wandb_reference.py, micro.py, bad_input.py
 
 # Never talk to a W&B server from tests; never pick up a developer's key.
 os.environ.setdefault("WANDB_MODE", "offline")

@@ -44,13 +44,32 @@ class Experiment:
     seeds: list[int] = field(default_factory=lambda: [0])
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key twice in one mapping (PyYAML keeps the last silently: a
+    second ``arms:`` would drop the first without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -131,7 +150,7 @@ def load_experiment(name: str) -> Experiment:
         raise SpecError(f"figure {figure!r} is not a figure name", f"{path}: figure",
                         "name a figure spec of reports/ (`arctl ls figures`), or leave it out")
     for key in ("description", "paper"):
-        if not isinstance(data.get(key) or "", str):
+        if data.get(key) is not None and not isinstance(data[key], str):
             raise SpecError(f"{key} must be text", f"{path}: {key}")
     return Experiment(
         name=name,

@@ -78,7 +78,7 @@ RANGES: dict[str, Range] = {
     "optim.clip_ratio": F(0, 1, lo_open=True, hi_open=True),
     "optim.clip_ratio_high": F(0, 10, lo_open=True, hi_open=True),
     "optim.dual_clip": F(1, 10**6, lo_open=True, nullable=True),
-    "optim.loss_norm_len": I(1, 10**8),
+    "optim.loss_norm_len": I(1, 10**8, nullable=True),  # null: the authors' constant (spec.resolve._finalize)
     "optim.ppo_epochs": I(1, 1000),
     "optim.warmup_steps": I(0, 10**7),
     # data / trainer / eval
@@ -108,7 +108,7 @@ RANGES: dict[str, Range] = {
     "cluster.time_min": I(1, 366 * 24 * 60),
     "cluster.array_parallelism": I(1, 10**5),
     "cluster.max_array_size": COUNT,
-    "cluster.preempt_warning_s": I(1, 65535),
+    "cluster.preempt_warning_s": I(1, 65535, nullable=True),  # null: the scale's warning (spec.resolve._finalize)
     # scale
     "scale.cpus_per_task": CORES,
     "scale.preempt_warning_s": I(1, 65535),
@@ -153,6 +153,7 @@ LIST_RANGES: dict[str, Range] = {
     "eval.grid": TOKENS,
     "optim.betas": F(0, 1, hi_open=True),
 }
+NULLABLE_LISTS = ("eval.budgets", "eval.grid")  # null: derived from the thinking budgets (spec.resolve._finalize)
 OPEN_SECTIONS = ("tiny.", "verl.")
 OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite and sane
 
@@ -169,19 +170,39 @@ def _numeric(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+_MISSING = object()
+
+
+def _lookup(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
 def range_problem(cfg: dict) -> tuple[str, str] | None:
-    """(key, problem) of the first numeric value outside its range, or None."""
+    """(key, problem) of the first value outside its range, or None. A declared key must hold its
+    kind of value (a number, or a list of numbers: never a mapping, whose leaves would pass as keys
+    of their own); every other numeric leaf needs a declared range, or an open section's."""
+    for key, r in RANGES.items():
+        value = _lookup(cfg, key)
+        if value is not _MISSING and not r.contains(value):
+            return key, f"{key}={value!r} is invalid: expected {r.describe()}"
+    for key, r in LIST_RANGES.items():
+        value = _lookup(cfg, key)
+        if value is _MISSING or (value is None and key in NULLABLE_LISTS):
+            continue
+        if not isinstance(value, list):
+            return key, f"{key}={value!r} is invalid: expected a list of numbers, each {r.describe()}"
+        bad = [v for v in value if not r.contains(v)]
+        if bad:
+            return key, f"{key} holds {bad[0]!r}: each entry must be {r.describe()}"
     for key, value in _leaves(cfg):
-        if key in RANGES:
-            if not RANGES[key].contains(value):
-                return key, f"{key}={value!r} is invalid: expected {RANGES[key].describe()}"
-        elif key in LIST_RANGES:
-            r = LIST_RANGES[key]
-            if isinstance(value, list):
-                bad = [v for v in value if not r.contains(v)]
-                if bad:
-                    return key, f"{key} holds {bad[0]!r}: each entry must be {r.describe()}"
-        elif _numeric(value):
+        if key in RANGES or key in LIST_RANGES:
+            continue
+        if _numeric(value):
             if not key.startswith(OPEN_SECTIONS):
                 return key, f"{key}={value!r} has no declared range (arctl/spec/limits.py)"
             if not OPEN_RANGE.contains(value):

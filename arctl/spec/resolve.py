@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from arctl.algo import settings as algo_settings
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
+from arctl.spec.limits import range_problem
 from arctl.spec.overrides import GROUPS, split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
 from arctl.spec.sweep import load_sweep
@@ -206,6 +207,11 @@ def resolve_arm(
 
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
+        for group, option in part.items():  # every choice is checked, also one a later part replaces
+            if group not in GROUPS:
+                raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(GROUPS)))
+            if option not in group_options(group):
+                raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
         groups.update(part)
     groups["scale"] = scale
     if scale == "tiny" and "model" not in user.groups and "model" not in swept.groups:
@@ -216,7 +222,11 @@ def resolve_arm(
     overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
     overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
-    cfg = _finalize(compose_config(overrides))
+    cfg = compose_config(overrides)
+    found = range_problem(cfg)  # before the derived values are computed from them (eval.grid_size, ...)
+    if found:
+        raise SpecError(found[1], f"{experiment.name}/{arm}: {found[0]}", f"override it, e.g. {found[0]}=...")
+    cfg = _finalize(cfg)
     if sweep:
         cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
     try:

@@ -1,0 +1,142 @@
+"""Every bad input reported in issue 14 (items 5-11), exactly as reported: one ``error:`` line,
+exit 2, no traceback, the workspace byte-identical, no sbatch call (tests/bad_input.py). The
+hypothesis fuzz over the same contract is tests/cli/test_fuzz_input.py."""
+
+from __future__ import annotations
+
+import pytest
+from bad_input import launch_args
+
+RUN = ["run", "main-ar-uniform"]
+
+# item 5: out-of-range values
+OUT_OF_RANGE = [
+    "trainer.total_steps=99999999999999999999999",
+    "seed=12345678901234567890123456",
+    "cluster.mem_gb=-8",
+    "tiny.threads=-1",
+    "model.hidden_size=-1",
+    "tiny.keep_checkpoints=0",
+    "tiny.warmup.steps=-1",
+    "rollout.n=10000000000",
+    "thinking.budgets=[16,32,48,99999999999999]",
+]
+
+
+@pytest.mark.parametrize("override", OUT_OF_RANGE)
+def test_out_of_range_values_are_refused(sandbox, override):
+    result = sandbox.check_refused(*RUN, override, *launch_args(sandbox))
+    key = override.split("=")[0]
+    assert key in result.err
+
+
+def test_a_figure_that_is_not_a_name_is_refused(sandbox):
+    (sandbox.specs / "experiments" / "fig.yaml").write_text(
+        "description: x\nfigure: 123\narms:\n  a: [algo=grpo, prior=base]\n")
+    assert "figure" in sandbox.check_refused("run", "fig", *launch_args(sandbox)).err
+
+
+# item 6: tracebacks
+@pytest.mark.parametrize("args", [
+    ["cluster.mem_gb=abc"],
+    ["--seeds", "99999999999999999999999"],
+    ["--seeds", "0-100000000"],
+    ["--seeds", "-3"],
+    ["--seeds", "5-2"],
+], ids=["mem-abc", "seed-overflow", "seed-range-huge", "seed-negative", "seed-range-reversed"])
+def test_values_that_used_to_raise_are_one_error_line(sandbox, args):
+    sandbox.check_refused(*RUN, *args, *launch_args(sandbox))
+
+
+def test_seeds_too_large_in_a_spec_file_is_an_error(sandbox):
+    (sandbox.specs / "experiments" / "big.yaml").write_text(
+        "description: x\nseeds: [99999999999999999999999]\narms:\n  a: [algo=grpo, prior=base]\n")
+    sandbox.check_refused("run", "big", *launch_args(sandbox))
+
+
+def test_a_spec_file_that_is_not_utf8_is_an_error(sandbox):
+    (sandbox.specs / "experiments" / "latin.yaml").write_bytes(
+        "description: caf\xe9\narms:\n  a: [algo=grpo, prior=base]\n".encode("latin-1"))
+    assert "UTF-8" in sandbox.check_refused("run", "latin", *launch_args(sandbox)).err
+
+
+# item 7: markup injection: user text is printed as text
+@pytest.mark.parametrize("args", [
+    ["run", "[/x]"],
+    ["status", "[/]"],
+    ["run", "main-ar-uniform", "thinking.lam=[/]"],
+    ["run", "[link=file:///etc/passwd]x"],
+    ["run", "main-ar-uniform", "[bold]nosuch.key[/bold]=1"],
+], ids=["run-closing-tag", "status-closing-tag", "override-value", "link", "override-key"])
+def test_rich_markup_in_user_text_is_printed_verbatim(sandbox, args):
+    extra = launch_args(sandbox) if args[0] == "run" else ["--workdir", str(sandbox.ws)]
+    result = sandbox.check_refused(*args, *extra)
+    shown = args[1] if args[0] != "run" or len(args) == 2 else args[2].split("=")[0]
+    assert shown in result.err, result.err  # escaped, not interpreted or rewritten
+
+
+# item 8: names are names
+@pytest.mark.parametrize("name", ["/etc/passwd", "../sweeps/lambda", "a/b", "..", ".hidden", "Main-GRPO", ""])
+def test_experiment_names_that_are_paths_are_refused(sandbox, name):
+    sandbox.check_refused("run", name, *launch_args(sandbox))
+
+
+def _valid_spec_outside(sandbox):
+    """A valid experiment file outside ``experiments/`` (what a path would reach)."""
+    text = (sandbox.specs / "experiments" / "main-grpo.yaml").read_text()
+    (sandbox.specs / "outside.yaml").write_text(text)
+    (sandbox.root / "x.yaml").write_text(text)
+
+
+@pytest.mark.parametrize("how", ["relative", "absolute", "sweep-as-experiment"])
+def test_a_name_cannot_load_a_file_outside_the_experiments_folder(sandbox, how):
+    _valid_spec_outside(sandbox)
+    name = {"relative": "../outside", "absolute": str(sandbox.specs / "outside"),
+            "sweep-as-experiment": "../sweeps/lambda"}[how]
+    sandbox.check_refused("run", name, *launch_args(sandbox))
+
+
+def test_a_sweep_cannot_reach_outside_the_experiments_folder(sandbox):
+    _valid_spec_outside(sandbox)
+    (sandbox.specs / "sweeps" / "escape.yaml").write_text("description: x\nexperiments: ['../../x']\nseeds: [0]\n")
+    sandbox.check_refused("sweep", "escape", *launch_args(sandbox))
+
+
+# item 9: no resolver reads the environment or files
+@pytest.mark.parametrize("override", [
+    "wandb.name=${oc.env:WANDB_API_KEY}",
+    "wandb.name=${oc.env:HOME,x}",
+    "+tiny.note=prefix-${oc.env:USER}",
+], ids=["api-key", "with-default", "inside-a-string"])
+def test_oc_env_in_an_override_is_refused(sandbox, monkeypatch, override):
+    monkeypatch.setenv("WANDB_API_KEY", "planted-key-0123456789")
+    result = sandbox.check_refused(*RUN, override, *launch_args(sandbox))
+    assert "oc.env" in result.err and "planted-key" not in result.err
+
+
+def test_oc_env_in_a_spec_file_is_refused(sandbox, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "planted-key-0123456789")
+    (sandbox.specs / "experiments" / "leak.yaml").write_text(
+        "description: x\noverrides: ['wandb.name=${oc.env:WANDB_API_KEY}']\narms:\n  a: [algo=grpo, prior=base]\n")
+    result = sandbox.check_refused("run", "leak", *launch_args(sandbox))
+    assert "planted-key" not in result.err
+
+
+# item 10: an empty target is an error, never "everything"
+@pytest.mark.parametrize("command", ["cancel", "resume", "status", "logs", "show"])
+@pytest.mark.parametrize("target", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_target_is_an_error(sandbox, command, target):
+    sandbox.add_runs()  # `arctl cancel "$RUN"` with RUN unset must not cancel these
+    sandbox.check_refused(command, target, "--workdir", str(sandbox.ws))
+
+
+# item 11: usage mistakes are one error line
+@pytest.mark.parametrize("args", [
+    ["sweep", "priors", "--array-parallelism", "0"],
+    ["sweep", "priors", "--array-parallelism", "x"],
+    ["run", "main-ar-uniform", "--no-such-option"],
+    ["run"],
+    ["nosuchcommand"],
+], ids=["parallelism-0", "parallelism-x", "unknown-option", "missing-argument", "unknown-command"])
+def test_usage_mistakes_are_one_error_line(sandbox, args):
+    sandbox.check_refused(*args, "--workdir", str(sandbox.ws))

@@ -1,0 +1,203 @@
+"""Fuzzed bad input (hypothesis): generated overrides, options, targets and spec files that are all
+wrong in at least one place. For each: exit 2, exactly one ``error:`` line, no traceback, the
+workspace and the spec folder byte-identical, no ``sbatch`` or ``scancel`` call (SLURM shims on
+PATH record every call): tests/bad_input.py.
+
+Example counts: ``ARCTL_FUZZ_EXAMPLES`` per test (default 150; four tests, 600 inputs in CI). In CI
+(``CI=true``) the examples are derandomized, so a red run is reproducible; run locally with a
+larger count to search further."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import yaml
+from bad_input import launch_args
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arctl.spec.limits import LIST_RANGES, RANGES, SEED_MAX, Range
+
+EXAMPLES = int(os.environ.get("ARCTL_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, derandomize=os.environ.get("CI") == "true",
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+EXPERIMENTS = ["main-grpo", "main-ar-uniform", "ablation-vr"]
+SWEEPS = ["priors"]
+VALID = ["trainer.total_steps=5", "wandb.mode=offline", "seed=3", "cluster.time_min=30", "algo=grpo",
+         "thinking.lam=0.5", "trainer.save_freq=2"]
+# rich markup, shell and Hydra syntax, control characters, non-ASCII
+HOSTILE = st.lists(st.sampled_from(list("[]/=${}:,'\"\\ \t\n;`|&<>*?!#%^~()") + [
+    "[/]", "[link=file:///etc/passwd]", "[bold]", "é", "\x00", "\x1b[31m", "a", "Z", "0"]),
+    min_size=1, max_size=8).map("".join)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def out_of_range(r: Range) -> list[str]:
+    """Values that ``r`` refuses, as override text."""
+    bad = ["abc", "nan", "inf", "-inf", "true", "9" * 26, "-" + "9" * 26, "'[/]'", "[1,2]", "{a: 1}"]
+    if not r.nullable:
+        bad.append("null")
+    if math.isfinite(r.lo):
+        bad.append(_num(r.lo) if r.lo_open else _num(r.lo - 1))
+    if math.isfinite(r.hi):
+        bad.append(_num(r.hi) if r.hi_open else _num(r.hi + 1))
+    if r.integer and r.lo + 0.5 <= r.hi:
+        bad.append(repr(r.lo + 0.5))
+    return [b for b in bad if not _accepts(r, b)]
+
+
+def _accepts(r: Range, text: str) -> bool:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return r.contains(value)
+
+
+BAD_NUMERIC = st.sampled_from(sorted(RANGES)).flatmap(
+    lambda key: st.sampled_from(out_of_range(RANGES[key])).map(lambda v: f"{key}={v}"))
+BAD_LIST = st.sampled_from(sorted(LIST_RANGES)).flatmap(
+    lambda key: st.sampled_from(out_of_range(LIST_RANGES[key])).map(lambda v: f"{key}=[16,32,{v}]"))
+BAD_ENV = st.builds(lambda key, var, shape: shape.format(key=key, var=var),
+                    st.sampled_from(["wandb.name", "wandb.project", "+tiny.note", "cluster.partition"]),
+                    st.sampled_from(["WANDB_API_KEY", "HOME", "PATH", "NOPE"]),
+                    st.sampled_from(["{key}=${{oc.env:{var}}}", "{key}=${{oc.env:{var},dflt}}", "{key}=pre-${{oc.env:{var}}}",
+                                     "{key}='${{oc.env:{var}}}'", "{key}=${{oc.env:${{oc.env:{var}}}}}"]))
+BAD_HOSTILE = st.one_of(
+    st.tuples(st.sampled_from(sorted(RANGES)), HOSTILE).map(lambda kv: f"{kv[0]}={kv[1]}"),  # text for a number
+    HOSTILE.map(lambda t: f"nosuch{t}=1"),  # an unknown key
+)
+BAD_OVERRIDE = st.one_of(BAD_NUMERIC, BAD_LIST, BAD_ENV, BAD_HOSTILE)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_overrides_are_refused(sandbox, data):
+    bad = data.draw(BAD_OVERRIDE, label="bad override")
+    good = data.draw(st.lists(st.sampled_from(VALID), max_size=3, unique=True), label="valid overrides")
+    overrides = data.draw(st.permutations([*good, bad]), label="order")
+    command, name = data.draw(st.sampled_from([("run", e) for e in EXPERIMENTS] + [("sweep", s) for s in SWEEPS]))
+    sandbox.check_refused(command, name, *overrides, *launch_args(sandbox))
+
+
+BAD_SEEDS = st.one_of(
+    st.integers(SEED_MAX + 1, 10**30).map(str),
+    st.integers(-(10**30), -1).map(str),
+    st.tuples(st.integers(0, 10**9), st.integers(1, 10**9)).map(lambda ab: f"{ab[0] + ab[1]}-{ab[0]}"),  # reversed
+    st.integers(1001, 10**12).map(lambda n: f"0-{n}"),  # too many seeds
+    HOSTILE.filter(lambda t: not t.strip().replace(",", "").replace("-", "").isdigit()),
+)
+BAD_PARALLELISM = st.one_of(st.integers(-(10**30), 0).map(str), HOSTILE.filter(lambda t: not t.strip().isdigit()))
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_options_are_refused(sandbox, data):
+    kind = data.draw(st.sampled_from(["seeds", "array-parallelism"]))
+    value = data.draw(BAD_SEEDS if kind == "seeds" else BAD_PARALLELISM, label=kind)
+    command, name = ("run", "main-grpo") if kind == "seeds" else ("sweep", "priors")
+    sandbox.check_refused(command, name, f"--{kind}", value, *launch_args(sandbox))
+
+
+BAD_NAME = st.one_of(
+    HOSTILE,
+    st.sampled_from(["../sweeps/lambda", "../outside", "/etc/passwd", "..", ".", "Main-GRPO", "main-grpo/", "-x", "_x"]),
+    st.text(alphabet="abcxyz-_.", min_size=1, max_size=8).map(lambda t: "nosuch" + t),
+)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_names_and_targets_are_refused(sandbox, data):
+    """Spec names that are not (existing) names; empty or blank targets, with live runs in the registry."""
+    if not getattr(sandbox, "seeded", False):
+        sandbox.add_runs()
+        sandbox.seeded = True
+    if data.draw(st.booleans(), label="target command"):
+        command = data.draw(st.sampled_from(["cancel", "resume", "status", "logs", "show"]))
+        target = data.draw(st.sampled_from(["", " ", "\t", "  \n"]))
+        sandbox.check_refused(command, target, "--workdir", str(sandbox.ws))
+    else:
+        command = data.draw(st.sampled_from(["run", "sweep"]))
+        sandbox.check_refused(command, data.draw(BAD_NAME, label="name"), *launch_args(sandbox))
+
+
+def _valid_experiment() -> dict:
+    return {"description": "fuzz", "seeds": [0], "overrides": ["trainer.total_steps=4"],
+            "arms": {"a": ["algo=grpo", "prior=base"], "b": ["algo=anytime", "prior=uniform"]}}
+
+
+EXPERIMENT_FAULTS = st.one_of(
+    st.tuples(st.just("figure"), st.one_of(st.integers(), st.lists(st.integers(), max_size=2), HOSTILE.filter(
+        lambda t: not t[:1].isalnum() or any(c not in "abcdefghijklmnopqrstuvwxyz0123456789._-" for c in t))),
+        ),
+    st.tuples(st.just("description"), st.one_of(st.integers(), st.lists(st.text(max_size=3), min_size=1, max_size=2))),
+    st.tuples(st.just("seeds"), st.one_of(
+        st.lists(st.integers(SEED_MAX + 1, 10**30), min_size=1, max_size=2),
+        st.lists(st.integers(-(10**9), -1), min_size=1, max_size=2),
+        st.just([]), st.just("x"), st.just([0.5]), st.just([0, 0]), st.just([True]))),
+    st.tuples(st.just("overrides"), BAD_OVERRIDE.map(lambda o: [o])),
+    st.tuples(st.just("arms"), st.one_of(
+        st.just({}), st.just([]), st.just("a"),
+        HOSTILE.map(lambda t: {f"A{t}": ["algo=grpo"]}),
+        st.just({"a": "algo=grpo"}), st.just({"a": ["algo=nosuch"]}), st.just({"a": [{"x": 1}]}),
+        BAD_OVERRIDE.map(lambda o: {"a": [o]}))),
+    st.tuples(st.just("groups"), st.one_of(st.just("model"), st.just({"model": "nosuch"}), st.just({"nosuch": "x"}))),
+    st.tuples(HOSTILE.map(lambda t: f"unknown{t}"), st.integers()),
+)
+SWEEP_FAULTS = st.one_of(
+    st.tuples(st.just("experiments"), st.one_of(
+        st.just([]), st.just("main-grpo"), st.just(["../outside"]), st.just(["/etc/passwd"]),
+        BAD_NAME.map(lambda n: [n]))),
+    st.tuples(st.just("seeds"), st.lists(st.integers(SEED_MAX + 1, 10**30), min_size=1, max_size=2)),
+    st.tuples(st.just("overrides"), BAD_OVERRIDE.map(lambda o: [o])),
+    st.tuples(HOSTILE.map(lambda t: f"unknown{t}"), st.integers()),
+)
+RAW_FAULTS = st.sampled_from([
+    "description: caf\xe9\narms: {a: [algo=grpo]}\n".encode("latin-1"),  # not UTF-8
+    b"\xff\xfe\x00a",
+    b"arms: [unclosed\n",  # not YAML
+    b"- a\n- b\n",  # not a mapping
+    b"",  # empty
+    b"description: x\narms: {a: [algo=grpo]}\narms: {b: [algo=grpo]}\n",  # duplicate key
+    b"description: &a [*a]\n",  # recursive anchor
+])
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzzed_spec_files_are_refused(sandbox, data):
+    kind = data.draw(st.sampled_from(["experiment", "sweep", "raw"]), label="file kind")
+    folder = "sweeps" if kind == "sweep" else "experiments"
+    path = sandbox.specs / folder / "fuzzed.yaml"
+    if kind == "raw":
+        path.write_bytes(data.draw(RAW_FAULTS, label="bytes"))
+    else:
+        doc = _valid_experiment() if kind == "experiment" else {"description": "fuzz", "experiments": ["main-grpo"],
+                                                                 "seeds": [0]}
+        key, value = data.draw(EXPERIMENT_FAULTS if kind == "experiment" else SWEEP_FAULTS, label="fault")
+        doc[key] = value
+        path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    try:
+        sandbox.check_refused("sweep" if kind == "sweep" else "run", "fuzzed", *launch_args(sandbox))
+    finally:
+        path.unlink()
+
+
+def test_the_fuzz_sees_every_numeric_key_refuse_something():
+    """The generators reach every key with a range (a key added to RANGES is fuzzed too)."""
+    assert all(out_of_range(r) for r in [*RANGES.values(), *LIST_RANGES.values()])
+
+
+@pytest.mark.parametrize("key", sorted(RANGES))
+def test_every_numeric_key_refuses_its_out_of_range_values(sandbox, key):
+    """Each key of RANGES, through the CLI, with each of its out-of-range values (exhaustive, not sampled)."""
+    for value in out_of_range(RANGES[key]):
+        sandbox.check_refused("run", "main-grpo", f"{key}={value}", *launch_args(sandbox))
