@@ -2,6 +2,7 @@
 
     python benchmarks/bench_tiny.py tree        # tree-packed vs duplicated-branch update, m = 4
     python benchmarks/bench_tiny.py step        # one RL step of AnytimeReasoner and GRPO (tiny scale)
+    python benchmarks/bench_tiny.py eval        # anytime evaluation (4 budgets, 32-budget grid) vs its floor
     python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
                                                 # Quickstart runs it: the CLI, local executor, fresh workspace
 
@@ -97,6 +98,70 @@ def bench_step(args) -> None:
               f"{sum(cpu) / len(cpu):.2f} / {min(cpu):.2f} | {peak_rss_mb():.0f} |", flush=True)
 
 
+def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, repeats: int) -> dict:
+    """Measured time of the anytime evaluation at ``budgets`` against its floor.
+
+    The floor is the thinking once plus every summary's own tokens (its inserted prompt and what it
+    decodes), no prefix recomputed, each token at the cost of a thinking token of the same run:
+    ``floor = t_think * (1 + summary_tokens / thinking_tokens)`` (token-weighted). ``t_think`` is the
+    thinking pass alone, timed on the same problems and random stream. A ratio near 1 leaves nothing
+    to save; well above 1 means recomputation or per-row overhead."""
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.backends.tiny import task
+    from arctl.backends.tiny.evaluate import eval_problems
+    from arctl.backends.tiny.rollout import generate_thinking, rollout
+    from arctl.backends.tiny.tokenizer import encode_words
+
+    ev, tiny = config["eval"], config["tiny"]
+    inserted = InsertedTokens.from_tokenizer(tok)
+    problems = eval_problems(config, n_problems)
+    kw = dict(temperature=float(ev["temperature"]))
+    prompts = [encode_words(tok, task.prompt_words(p)) for p in problems]
+    t_think, t_eval = [], []
+    for _ in range(repeats):
+        gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
+        t0 = time.perf_counter()
+        think = generate_thinking(model, prompts, int(max(budgets)), kw["temperature"], gen, inserted.think_end,
+                                  tok.pad_token_id)
+        t_think.append(time.perf_counter() - t0)
+        gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
+        t0 = time.perf_counter()
+        out = rollout(model, tok, inserted, problems, 1, list(budgets), 1, int(config["summary"]["max_tokens"]),
+                      kw["temperature"], gen, int(tiny["max_rows"]))
+        t_eval.append(time.perf_counter() - t0)
+    think_tokens = int(think.think_len.sum()) + int(think.prompt_valid.sum())
+    summary_tokens = sum(len(b.inserted) * 1 + sum(len(s) for s in b.summaries) for b in out.branches)
+    t_th, t_ev = min(t_think), min(t_eval)
+    floor = t_th * (1 + summary_tokens / think_tokens)
+    return {"budgets": len(budgets), "branches": len(out.branches), "thinking_tokens": think_tokens,
+            "summary_tokens": summary_tokens, "t_think_s": t_th, "t_eval_s": t_ev, "floor_s": floor,
+            "floor_x_think": floor / t_th, "ratio": t_ev / floor}
+
+
+def bench_eval(args) -> None:
+    import os
+
+    from arctl.backends.tiny.tokenizer import build_tokenizer
+
+    config = _resolve("main-ar-uniform", [])[0].config
+    tok = build_tokenizer(int(config["tiny"]["task"]["max_terms"]))
+    from arctl.backends.tiny.model import model_config as tiny_model_config
+
+    model = build_model(tiny_model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
+    load = os.getloadavg()[0]
+    print(f"tiny scale, {args.problems} problems, 1 sample, untrained model (every thinking runs to the largest "
+          f"budget, every summary to summary.max_tokens={config['summary']['max_tokens']}); {args.threads} thread(s); "
+          f"best of {args.repeats}; load average {load:.1f}")
+    print("| evaluation | branches | thinking tokens | summary tokens | floor / one thinking pass | thinking s | "
+          "evaluation s | floor s | **measured / floor** |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, budgets in (("4 budgets", list(config["eval"]["budgets"])), ("32-budget grid", list(config["eval"]["grid"]))):
+        r = eval_cost(model, tok, config, budgets, args.problems, args.repeats)
+        print(f"| {name} | {r['branches']} | {r['thinking_tokens']} | {r['summary_tokens']} | {r['floor_x_think']:.2f}× | "
+              f"{r['t_think_s']:.2f} | {r['t_eval_s']:.2f} | {r['floor_s']:.2f} | **{r['ratio']:.2f}** |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
 def bench_ablation(args) -> None:
     """What the Quickstart runs: ``arctl run ablation-vr --scale tiny --executor local`` in a fresh
     workspace (warm-up included), timed from submission until the last arm completes."""
@@ -133,14 +198,15 @@ def bench_ablation(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("tree", "step", "ablation"))
+    parser.add_argument("what", choices=("tree", "step", "eval", "ablation"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--workspace", default="arctl-runs")
+    parser.add_argument("--problems", type=int, default=256, help="eval: problems evaluated")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    {"tree": bench_tree, "step": bench_step, "ablation": bench_ablation}[args.what](args)
+    {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "ablation": bench_ablation}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -61,3 +61,19 @@ def test_sweep_selects_its_experiments_and_arctl_home_is_the_default_workdir(wor
     assert (tmp_path / "main_training.svg").is_file()
     res = runner.invoke(app, ["report", "--figure", "main_training", "--sweep", "nosuch"])
     assert res.exit_code == 2 and "unknown sweep" in res.output
+
+
+def test_when_every_wandb_file_is_unreadable_the_error_names_them(workspace, tmp_path):
+    """Issue 14 item 12: not "no runs ... produce them with arctl run" when the runs are there."""
+    import shutil
+
+    copy = tmp_path / "ws"
+    shutil.copytree(workspace, copy, symlinks=True)
+    files = sorted({p.resolve() for p in copy.rglob("run-*.wandb")})
+    assert files
+    for path in files:
+        path.write_bytes(b"this is not a W&B transaction log")
+    res = runner.invoke(app, ["report", "--figure", "ablation_vr", "--workdir", str(copy)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    text = " ".join(res.output.split())
+    assert "could not be read" in text and ".wandb" in text, res.output

@@ -1,5 +1,6 @@
 """Summaries decoded on a slice of the thinking's KV cache equal re-encoding the whole prefix."""
 
+import pytest
 import torch
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
@@ -101,3 +102,27 @@ def test_budget_scores_is_the_mean_reward_of_the_covering_group():
     b2 = ro.Branch(row=0, cut=3, finished=True, budgets=[1, 2], inserted=[1], rewards=[1.0, 1.0])
     b3 = ro.Branch(row=1, cut=5, finished=False, budgets=[0, 1, 2], inserted=[1], rewards=[0.0, 0.0])
     assert ro.budget_scores([b1, b2, b3], 2, 3).tolist() == [[0.5, 1.0, 1.0], [0.0, 0.0, 0.0]]
+
+
+def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
+    """benchmarks/bench_tiny.py eval at micro shapes (so it cannot rot): the token counts are the
+    evaluation's own (every branch's inserted prompt and summary tokens; the thinking once)."""
+    import importlib.util
+    from pathlib import Path
+
+    from arctl.spec import resolve_experiment
+    from micro import MICRO
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tiny.py"
+    spec = importlib.util.spec_from_file_location("bench_tiny", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    tok = build_tokenizer(int(config["tiny"]["task"]["max_terms"]))
+    model = build_model(model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
+    budgets = [16, 32, 48, 64]
+    r = bench.eval_cost(model, tok, config, budgets, n_problems=6, repeats=1)
+    assert r["branches"] <= 6 * len(budgets) and r["thinking_tokens"] > 6
+    assert r["summary_tokens"] >= r["branches"] * (1 + 1)  # at least the inserted prompt and one token each
+    assert r["floor_s"] == pytest.approx(r["t_think_s"] * (1 + r["summary_tokens"] / r["thinking_tokens"]))
+    assert r["ratio"] == pytest.approx(r["t_eval_s"] / r["floor_s"])
