@@ -126,7 +126,19 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     if resume_at is not None and last_logged_step(run_dir) == int(resume_at):
         return
     run = open_run(config, run_dir, resume_at=resume_at, history=history, restart=resume_at is None)
-    run.finish()
+    close_run(run)
+
+
+def close_run(run) -> None:
+    """Finish ``run`` and stop this process's W&B service, so that its files are complete when this
+    returns (``finish`` can return before wandb-core has written and closed them; a resume in the
+    same process reads them next). The service starts again with the next ``wandb.init``."""
+    import wandb
+
+    try:
+        run.finish()
+    finally:
+        wandb.teardown()
 
 
 def log_row(run, row: dict) -> None:

@@ -57,10 +57,14 @@ def _row(step: int, attempt: int) -> dict:
 
 
 def _attempt(tmp_path, steps, attempt, **kw):
+    """One attempt of a job; it ends as a process would (W&B's service closes its file)."""
+    import wandb
+
     run = open_run(_config(), tmp_path, **kw)
     for step in steps:
         run.log({**_row(step, attempt)}, step=step)
     run.finish()
+    wandb.teardown()  # finish() can return before wandb-core has closed the file
 
 
 def _synced(tmp_path):
@@ -113,8 +117,7 @@ def test_the_independent_reader_sees_duplicates_without_the_rewind(tmp_path):
 
 def test_a_first_attempt_whose_service_died_before_writing_any_row_is_relogged_whole(tmp_path):
     """Seen on the real SLURM: TERM at step 6 killed wandb-core before it wrote a single history row."""
-    run = open_run(_config(), tmp_path)
-    run.finish()  # a fragment with a run record and no history
+    _attempt(tmp_path, [], attempt=1)  # a fragment with a run record and no history
     history = [_row(s, 1) for s in range(0, 7)]
     _attempt(tmp_path, range(7, 9), attempt=2, resume_at=6, history=history)
     _, rows = _synced(tmp_path)

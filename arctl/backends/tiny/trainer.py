@@ -33,6 +33,7 @@ from arctl.backends.tiny.rollout import Rollout, rollout
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.track import metrics_schema as ms
+from arctl.track import writer
 from arctl.track.phase import write_phase
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
         progress.close()
         if run is not None:
             try:
-                run.finish()
+                writer.close_run(run)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
                 print(f"tiny: W&B could not close the run ({type(err).__name__}: {err}); the checkpoint is "
                       "saved and the next attempt repairs the W&B history from metrics.jsonl", flush=True)

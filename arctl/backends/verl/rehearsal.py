@@ -101,6 +101,6 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
     finally:
         file_log.close()
         if run is not None:
-            run.finish()
+            writer.close_run(run)
         if ray is not None:
             ray.shutdown()
