@@ -17,8 +17,14 @@ from arctl.cli.common import console, err_console, esc, fail, print_json
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report(
+        sweeps: list[str] | None = typer.Argument(
+            None, help="With --claims: the sweep(s) whose runs the claims read (default: reports/claims.yaml's).",
+            show_default=False),
         figure: str | None = typer.Option(None, "--figure", help="Figure to build (see `arctl ls figures`)."),
         table: str | None = typer.Option(None, "--table", help="Table to build: final or anytime."),
+        claims: bool = typer.Option(False, "--claims", help="Check the paper's claims (reports/claims.yaml): a verdict per claim "
+                                    "with 95% intervals over seeds; writes claims.html, claims.md, claims.json."),
+        scale: str | None = typer.Option(None, "--scale", help="With --claims: only runs of this scale (tiny or paper)."),
         experiment: list[str] | None = typer.Option(
             None, "--experiment", help="Use the runs of this experiment instead of the spec's (repeatable)."
         ),
@@ -34,9 +40,20 @@ def register(app: typer.Typer) -> None:
         processes: int | None = typer.Option(None, "--processes", help="Parallel readers (default: all cores)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep."""
+        """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep, or check
+        the paper's claims (--claims)."""
+        if claims:
+            if figure is not None or table is not None or experiment or sweep or compare_paper or wandb_project:
+                fail("--claims takes sweep names as arguments (`arctl report --claims priors ablations`), "
+                     "not --figure/--table/--experiment/--sweep/--compare-paper/--wandb-project")
+            _claims(list(sweeps or []), scale, workdir, out, processes, as_json)
+            return
+        if sweeps:
+            fail(f"unexpected argument {sweeps[0]!r}: sweep names go with --claims; a figure or table takes --sweep NAME")
+        if scale is not None:
+            fail("--scale goes with --claims")
         if (figure is None) == (table is None):
-            fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`)")
+            fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`), or --claims")
         if experiment and sweep:
             fail("give --experiment or --sweep, not both")
         if compare_paper and figure is not None:
@@ -82,3 +99,47 @@ def register(app: typer.Typer) -> None:
             md = next((p for p in result.outputs if p.suffix == ".md"), None)
             if md is not None:
                 console.print(md.read_text(), markup=False, highlight=False)
+
+
+def _claims(sweeps: list[str], scale: str | None, workdir: Path | None, out: Path | None, processes: int | None,
+            as_json: bool) -> None:
+    """``arctl report --claims``: the verdict table (rich), and the files."""
+    import warnings
+
+    from arctl.report.claims_render import build_claims_report, test_summary
+    from arctl.report.errors import ReportError
+    from arctl.spec.errors import SpecError
+    from arctl.track.runs_reader import RunReadWarning, default_workdir
+
+    if scale is not None:
+        from arctl.spec.paths import group_options
+
+        if scale not in group_options("scale"):
+            fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
+    base = Path(workdir) if workdir is not None else default_workdir()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunReadWarning)
+            report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=out or base / "report",
+                                         progress=not as_json, processes=processes)
+    except (ReportError, SpecError) as err:
+        fail(str(err))
+    if as_json:
+        print_json(report.to_json())
+        return
+    from rich.table import Table
+
+    colors = {"holds": "green", "fails": "red", "inconclusive": "yellow"}
+    table = Table(title=f"The paper's claims: {esc(', '.join(report.meta['sweeps']))}"
+                        + (f" (scale {esc(scale)})" if scale else "") + f", {len(report.runs)} runs",
+                  show_lines=True)
+    for col in ("#", "claim", "verdict", "tests (mean difference, 95% interval over seeds)"):
+        table.add_column(col, overflow="fold")
+    for r in report.results:
+        lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}" for t in r.tests]
+        table.add_row(esc(r.id), esc(f"{r.title} ({r.paper})"), f"[bold {colors[r.verdict]}]{r.verdict}[/]", "\n".join(lines))
+    console.print(table)
+    for w in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
+    for p in report.outputs:
+        console.print(f"  {esc(p)}")

@@ -1,13 +1,53 @@
-"""``arctl sweep SWEEP [OVERRIDES...]``: launch every cell of a sweep as ONE job array (idempotent)."""
+"""``arctl sweep SWEEP [OVERRIDES...]``: launch every cell of a sweep as ONE job array (idempotent).
+
+With ``share_arms: true`` in the sweep, a cell that is the same run as an earlier cell (the same
+resolved config but for the names of the run, see ``arctl.launch.shared``) is not launched: it is
+listed as shared (``--dry-run``: action "shared"; text: a ``skip ... shared: same run as ...``
+line; ``--json``: also a ``shared`` list with the run id each cell shares).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import sys
 from pathlib import Path
 
 import typer
 
 from arctl.cli.cmd_run import launch_and_report, launch_errors
-from arctl.cli.common import parse_seeds
+from arctl.cli.common import parse_seeds, print_json
+
+
+def shared_cells(items) -> list[dict]:
+    return [{"experiment": i.experiment, "arm": i.arm, "seed": i.seed, "action": "shared", "run_id": i.shares,
+             "reason": i.reason} for i in items if i.shares]
+
+
+@contextlib.contextmanager
+def json_with_shared(items, as_json: bool):
+    """Add ``"shared": [...]`` to the one JSON document the block prints (``--json``)."""
+    cells = shared_cells(items)
+    if not (as_json and cells):
+        yield
+        return
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            yield
+    finally:
+        text = captured.getvalue()
+        try:
+            doc = json.loads(text) if text.strip() else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            doc["shared"] = cells
+            print_json(doc)
+        elif text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
 
 def register(app: typer.Typer) -> None:
@@ -25,13 +65,20 @@ def register(app: typer.Typer) -> None:
         array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Cells running at a time."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
-        """Launch the cells of SWEEP that are missing, failed, preempted or cancelled (one job array)."""
+        """Launch the cells of SWEEP that are missing, failed, preempted or cancelled (one job array);
+        with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
             from arctl.launch.launcher import items_from_resolved
             from arctl.spec import resolve_sweep
+            from arctl.spec.sweep import load_sweep
 
             runs = resolve_sweep(name, list(overrides or []), scale, parse_seeds(seeds))
             items = items_from_resolved(runs)
-            launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
-                              array_parallelism=array_parallelism, as_json=as_json, members=[name],
-                              dry_run=dry_run)
+            if load_sweep(name).share_arms:
+                from arctl.launch.shared import mark_shared
+
+                mark_shared(items)
+            with json_with_shared(items, as_json):
+                launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
+                                  array_parallelism=array_parallelism, as_json=as_json, members=[name],
+                                  dry_run=dry_run)

@@ -5,6 +5,11 @@ job array (``map_array``) on SLURM, split into chunks of ``cluster.max_array_siz
 through one detached local queue (``cluster.array_parallelism`` / cores at a time); debug runs run
 in this process. Runs are claimed in the registry first, so concurrent launches of the same sweep
 submit each run exactly once; completed runs are skipped unless ``force``.
+
+Items marked *shared* (``share_arms: true`` in a sweep, :mod:`arctl.launch.shared`) are not
+launched: the run they share is, and it is recorded as serving their experiments (registry
+membership and ``shared.json``). A run directory created here gets ``provenance.json``
+(:mod:`arctl.launch.provenance`): arctl's version and git commit.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from arctl.launch.executors import (
     verl_job_script,
     with_ray_setup,
 )
+from arctl.launch.provenance import code_version, write_provenance
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import frozen_config, prepare_run_dir
+from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
 
@@ -49,9 +56,10 @@ class LaunchItem:
     seed: int
     config: dict
     sweep: str | None = None
-    action: str = "new"  # new | resume | rerun | skip | active
+    action: str = "new"  # new | resume | rerun | skip | active | shared
     reason: str = ""
     state: str | None = None  # current registry state
+    shares: str | None = None  # shared cell: the id of the run it is (then run_id is that id too)
 
     def record(self) -> RunRecord:
         return RunRecord(
@@ -96,7 +104,9 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     for item in items:
         rec = known.get(item.run_id)
         item.state = rec.state if rec else None
-        if rec is None:
+        if item.shares:  # launched (or not) as the run it shares; the reason names that run
+            item.action = "shared"
+        elif rec is None:
             item.action, item.reason = "new", "not in the registry"
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
@@ -154,7 +164,11 @@ def launch(
     members: Iterable[str] = (),
     echo: Callable[[str], None] = lambda _msg: None,
 ) -> LaunchResult:
-    """Claim, prepare and submit ``items``; returns what was submitted and what was skipped."""
+    """Claim, prepare and submit ``items``; returns what was submitted and what was skipped
+    (shared items among them, with the reason "shared: ...")."""
+    shared = [item for item in items if item.shares]
+    if shared:
+        items = [item for item in items if not item.shares]
     if not items:
         raise LaunchError("nothing to launch")
     name, note = choose_executor(executor, items[0].config.get("cluster", {}).get("executor"))
@@ -163,11 +177,11 @@ def launch(
     if name == "slurm":  # refuse bad sbatch options before anything is claimed or written
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
-    result = LaunchResult(executor=name, executor_note=note, items=items)
+    result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
     try:
-        return _launch(items, workspace, name, result, force, array_parallelism, members, echo)
+        return _launch(items, workspace, name, result, force, array_parallelism, members, echo, shared)
     except BaseException:
         # a workspace this launch created and nothing went out of: leave no trace of it
         if not existed and not any(workspace.runs_dir.glob("*")):
@@ -175,7 +189,7 @@ def launch(
         raise
 
 
-def _launch(items, workspace, name, result, force, array_parallelism, members, echo) -> LaunchResult:
+def _launch(items, workspace, name, result, force, array_parallelism, members, echo, shared=()) -> LaunchResult:
     by_id = {item.run_id: item for item in items}
     token = new_claim_token()
     with Registry(workspace.registry_path) as reg:
@@ -187,15 +201,22 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         for rec, reason in claim.skipped:
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []
+        version = None
         for rec in claim.claimed:
             item = by_id[rec.run_id]
             previous = rec.extra.get("previous_state")
             item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
             item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
-            prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
+                version = version or code_version()  # git is asked once per launch
+                write_provenance(run_dir, version)
             # before the job exists: afterwards the job itself may already have written its state
             write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
             claimed.append((item, rec))
+        if shared:
+            _record_shared(reg, workspace, by_id, shared)
+            result.skipped += [(item, f"shared: {item.reason}") for item in shared]
         if not claimed:
             return result
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
@@ -226,6 +247,18 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if name == "debug":
             result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
     return result
+
+
+def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchItem],
+                   shared: list[LaunchItem]) -> None:
+    """The kept runs serve the shared cells' experiments: membership rows (``arctl status EXP``)
+    and ``shared.json`` in each kept run's dir (merged with what an earlier launch wrote). A run
+    dir that does not exist (yet: another launch is preparing it) gets its file from that launch."""
+    reg.add_members((item.experiment, item.shares) for item in shared)
+    for run_id, experiments in served(shared).items():
+        run_dir = workspace.run_dir(run_id)
+        if run_dir.is_dir():
+            write_shared(run_dir, experiments, own=by_id[run_id].experiment if run_id in by_id else None)
 
 
 def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchItem, RunRecord]],

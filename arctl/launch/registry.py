@@ -293,6 +293,15 @@ class Registry:
                 claimed.append(current)
         return ClaimResult(claimed, skipped)
 
+    def add_members(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Attach runs to names: ``(name, run_id)`` pairs, e.g. an experiment whose shared arm
+        another experiment's run serves (``share_arms``); pairs already there are kept."""
+        pairs = list(pairs)
+        if not pairs:
+            return
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO members(name, run_id) VALUES (?, ?)", pairs)
+
     def update(self, run_id: str, **values) -> None:
         self.update_many([(run_id, values)])
 

@@ -5,6 +5,8 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
     registry.sqlite          the run registry (SQLite, WAL)
     runs/<run_id>/           one directory per run
         config.yaml          the frozen resolved config (the job reads only this)
+        provenance.json      arctl version and git commit it was launched with (arctl.launch.provenance)
+        shared.json          the other experiments it serves (a sweep with share_arms; arctl.launch.shared)
         status.json          written by the job: state, step, last metric, W&B id, error
         job/                 submitit logs and the sbatch script (links into jobs/ for arrays)
         checkpoints/         the backend's checkpoints
@@ -59,6 +61,8 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
     """The files and folders of one run directory."""
     return {
         "config": run_dir / "config.yaml",
+        "provenance": run_dir / "provenance.json",
+        "shared": run_dir / "shared.json",
         "status": run_dir / "status.json",
         "job": run_dir / "job",
         "checkpoints": run_dir / "checkpoints",

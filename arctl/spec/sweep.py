@@ -7,6 +7,9 @@ Format::
     seeds: [0, 1, 2]               # replaces each experiment's own seeds
     overrides: []                  # applied to every cell
     grid: {thinking.lam: [0.25, 0.5]}   # optional cartesian product over these values
+    share_arms: false              # true: a cell whose resolved config equals an earlier cell's up to
+                                   # the names of the run (experiment, W&B group/name) runs once and
+                                   # serves every experiment it belongs to (arctl.launch.shared)
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from arctl.spec.errors import SpecError
 from arctl.spec.experiment import _str_list, parse_seeds, read_spec_file
 from arctl.spec.paths import spec_names, sweeps_dir
 
-SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid"}
+SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid", "share_arms"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Sweep:
     seeds: list[int] | None = None
     overrides: list[str] = field(default_factory=list)
     grid: dict[str, list] = field(default_factory=dict)
+    share_arms: bool = False
 
     def grid_points(self) -> list[list[str]]:
         """Each point of the grid as a list of ``key=value`` overrides ([[]] without a grid)."""
@@ -59,6 +63,11 @@ def load_sweep(name: str) -> Sweep:
     grid = data.get("grid") or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise SpecError("'grid' must map override keys to non-empty lists of values", str(path))
+    share_arms = data.get("share_arms", False)
+    if not isinstance(share_arms, bool):
+        shown = repr(share_arms)
+        raise SpecError(f"share_arms must be true or false, not {shown if len(shown) <= 40 else shown[:37] + '...'}",
+                        f"{path}: share_arms")
     seeds = data.get("seeds")
     return Sweep(
         name=name,
@@ -68,6 +77,7 @@ def load_sweep(name: str) -> Sweep:
         seeds=None if seeds is None else parse_seeds(seeds, f"{path}: seeds"),
         overrides=_str_list(data.get("overrides"), f"{path}: overrides"),
         grid={str(k): list(v) for k, v in grid.items()},
+        share_arms=share_arms,
     )
 
 

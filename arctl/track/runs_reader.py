@@ -12,6 +12,10 @@ that need parsing are read in parallel processes with a progress bar.
 Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed) and
 ``<workdir>/runs/<run_id>/wandb/**/run-*.wandb``. A directory without ``runs/`` is searched for
 ``run-*.wandb`` files directly, one run per W&B run id.
+
+A run may serve experiments besides its own (a sweep with ``share_arms: true`` runs an arm shared
+by several experiments once): ``<workdir>/runs/<run_id>/shared.json`` = ``{"experiments": [...]}``
+lists them, and ``load_runs(experiments=...)`` then counts it as a run of those experiments too.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from arctl.track.run_data import RunData
 
 CACHE_VERSION = 3
 ID_COLUMNS = ("run_id", "arm", "experiment", "seed")
+SHARED_FILE = "shared.json"  # written by the launcher (arctl.launch.shared)
 
 
 class RunReadWarning(UserWarning):
@@ -548,6 +553,11 @@ def load_runs(
     ``last_only`` keeps only the last logged value of each (run, metric) — the rows
     ``history.drop_duplicates(["run_id", "metric"], keep="last")`` would keep — read from the
     cache's JSON sidecars without opening any parquet file.
+
+    A workspace run that serves other experiments (its ``shared.json``, ``share_arms``) counts
+    as a run of them: when its own experiment is not among ``experiments`` but one it serves is,
+    it is kept with ``experiment`` set to the first (sorted) requested experiment it serves. Each
+    run is one row whatever it serves; without ``experiments`` nothing is relabelled.
     """
     exp_set = set(experiments) if experiments is not None else None
     if wandb_project:
@@ -564,9 +574,26 @@ def load_runs(
     return out
 
 
+def _served_label(source: RunSource, exp_set: set) -> str | None:
+    """The first (sorted) experiment of ``exp_set`` the run serves besides its own, per its
+    ``shared.json`` (next to its config.yaml); None when it has none (the usual case: one stat)."""
+    if source.config_path is None:
+        return None
+    path = source.config_path.parent / SHARED_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    names = data.get("experiments") if isinstance(data, dict) else None
+    hits = sorted(n for n in names if isinstance(n, str) and n in exp_set) if isinstance(names, list) else []
+    return hits[0] if hits else None
+
+
 def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
     metas: list[dict | None] = []
+    sources: list[RunSource] = []
     todo: list[tuple[int, RunSource]] = []
+    labels: dict[str, str | None] = {}  # run_id -> the served experiment it is read as (shared.json)
     for s in discover_runs(workdir):
         meta = _cached_meta(cache, s.run_id, s.signature())
         if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
@@ -578,8 +605,11 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                 except Exception:
                     exp = None
             if exp is not None and exp not in exp_set:
-                continue
+                labels[s.run_id] = _served_label(s, exp_set)
+                if labels[s.run_id] is None:
+                    continue
         metas.append(meta)
+        sources.append(s)
         if meta is None:
             todo.append((len(metas) - 1, s))
     if todo:
@@ -587,9 +617,18 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                                 "reading runs", prefetch=[p for _, s in todo for p in s.files])
         for (i, _), meta in zip(todo, results):
             metas[i] = meta
-    out = [m for m in metas if m is not None]
-    if exp_set is not None:
-        out = [m for m in out if m["experiment"] in exp_set]
+    if exp_set is None:
+        return [m for m in metas if m is not None]
+    out = []
+    for s, m in zip(sources, metas):
+        if m is None:
+            continue
+        if m["experiment"] not in exp_set:  # not its own: one it serves (a copy: the cache keeps its own)
+            label = labels[s.run_id] if s.run_id in labels else _served_label(s, exp_set)
+            if label is None:
+                continue
+            m = {**m, "experiment": label}
+        out.append(m)
     return out
 
 

@@ -1,0 +1,483 @@
+"""The paper's claims, checked: ``reports/claims.yaml`` → a verdict per claim, with intervals.
+
+A claim is a list of tests; a test turns runs into one number per seed and asserts its sign:
+
+- ``compare a b stat direction``: ``stat(a) − stat(b)`` per seed (paired by seed: only seeds both
+  arms have), claimed ``> 0`` (greater) or ``< 0`` (less);
+- ``sign arms stat direction``: ``stat`` per seed (mean over the listed arms' runs of that seed);
+- ``converge arms low high``: per seed, the spread (max − min over ``arms``) of ``low`` minus the
+  spread of ``high``, claimed ``> 0`` (the arms come together);
+- ``bound arms``: every evaluation of every run satisfies ``J_anytime ≤ J ≤ J_anytime / P_m``
+  (paper App. B), with ``J`` the final accuracy and ``J_anytime`` the anytime accuracy of the same
+  evaluation under its uniform budget prior (``P_m = 1/m``); a count, not an interval.
+
+A run's statistic is computed from the last logged value of each key (the final evaluation),
+averaged over the evaluation datasets the run logged (``statistics:`` in the claims file). The
+interval is the two-sided 95% Student-t interval of the mean over seeds (:mod:`arctl.report.stats`).
+Verdict: **holds** when the interval lies on the claimed side of 0, **fails** when it lies on the
+other side, **inconclusive** when it straddles 0 or fewer than 2 seeds have the test's runs (with the
+number of seeds that would resolve it at the observed mean and spread). A claim holds when every
+test holds, fails when any test fails, and is inconclusive otherwise. Missing runs are named with
+the command that produces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from arctl.report.errors import ReportError
+from arctl.report.stats import mean_ci95, t975
+from arctl.track.metrics_schema import parse_metric
+
+HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
+TEST_KINDS = ("compare", "sign", "converge", "bound")
+STAT_KINDS = ("final", "band", "gap", "trend")
+DIRECTIONS = ("greater", "less")
+MAX_SEEDS_NEEDED = 1000
+INTERVAL = "paired Student-t 95% interval over seeds"
+
+
+# ---------------------------------------------------------------------------------------------
+# the claims file
+@dataclass(frozen=True)
+class Stat:
+    name: str
+    kind: str
+    key: str = ""
+    key_a: str = ""
+    key_b: str = ""
+    band: str = "low"
+    fraction: float = 0.25
+    label: str = ""
+    paper_table: str | None = None
+
+    def keys(self) -> list[str]:
+        return [k for k in (self.key, self.key_a, self.key_b) if k]
+
+
+@dataclass(frozen=True)
+class Test:
+    kind: str
+    a: str | None = None
+    b: str | None = None
+    arms: tuple[str, ...] = ()
+    stat: str | None = None
+    low: str | None = None
+    high: str | None = None
+    direction: str = "greater"
+
+    def all_arms(self) -> list[str]:
+        return list(dict.fromkeys([x for x in (self.a, self.b) if x] + list(self.arms)))
+
+    def stats(self) -> list[str]:
+        return [s for s in (self.stat, self.low, self.high) if s]
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    title: str
+    paper: str
+    tests: tuple[Test, ...]
+
+
+@dataclass(frozen=True)
+class ClaimsSpec:
+    path: Path
+    sweeps: tuple[str, ...]
+    stats: dict
+    claims: tuple[Claim, ...]
+
+
+def _need(cond: bool, path: Path, where: str, what: str) -> None:
+    if not cond:
+        raise ReportError(f"{path}: {where}: {what}")
+
+
+def load_claims(path: Path | None = None) -> ClaimsSpec:
+    """Read and check a claims file (default ``reports/claims.yaml``)."""
+    from arctl.spec.paths import reports_dir
+
+    path = Path(path) if path is not None else reports_dir() / "claims.yaml"
+    if not path.is_file():
+        raise ReportError(f"no claims file {path}; set ARCTL_SPECS to the directory holding reports/claims.yaml")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: not a readable YAML file ({' '.join(str(err).split())[:200]})") from None
+    _need(isinstance(data, dict) and data.get("kind") == "claims", path, "top level", "expected a mapping with kind: claims")
+    stats = {}
+    for name, s in (data.get("statistics") or {}).items():
+        _need(isinstance(s, dict) and s.get("kind") in STAT_KINDS, path, f"statistics.{name}",
+              f"kind must be one of {', '.join(STAT_KINDS)}")
+        known = {f for f in Stat.__dataclass_fields__ if f != "name"}
+        _need(set(s) <= known, path, f"statistics.{name}", f"unknown field(s) {sorted(set(s) - known)}")
+        st = Stat(name=str(name), **s)
+        _need(bool(st.keys()), path, f"statistics.{name}", "needs key (or key_a and key_b)")
+        _need(st.band in ("low", "high") and 0 < float(st.fraction) <= 1, path, f"statistics.{name}",
+              "band must be low or high and 0 < fraction <= 1")
+        stats[str(name)] = st
+    claims = []
+    for i, c in enumerate(data.get("claims") or []):
+        where = f"claims[{i}]"
+        _need(isinstance(c, dict) and c.get("title") and c.get("tests"), path, where, "needs a title and tests")
+        tests = []
+        for j, t in enumerate(c["tests"]):
+            tw = f"{where}.tests[{j}]"
+            _need(isinstance(t, dict) and t.get("kind") in TEST_KINDS, path, tw, f"kind must be one of {', '.join(TEST_KINDS)}")
+            known = set(Test.__dataclass_fields__)
+            _need(set(t) <= known, path, tw, f"unknown field(s) {sorted(set(t) - known)}")
+            test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
+            for s in test.stats():
+                _need(s in stats, path, tw, f"unknown statistic {s!r} (define it under statistics:)")
+            _need(test.direction in DIRECTIONS, path, tw, f"direction must be one of {', '.join(DIRECTIONS)}")
+            need = {"compare": test.a and test.b and test.stat, "sign": test.arms and test.stat,
+                    "converge": len(test.arms) >= 2 and test.low and test.high, "bound": test.arms}[test.kind]
+            _need(bool(need), path, tw, {"compare": "needs a, b and stat", "sign": "needs arms and stat",
+                                         "converge": "needs two or more arms, low and high",
+                                         "bound": "needs arms"}[test.kind])
+            tests.append(test)
+        claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests)))
+    _need(bool(claims), path, "claims", "no claims")
+    return ClaimsSpec(path, tuple(data.get("sweeps") or ()), stats, tuple(claims))
+
+
+def metric_globs(spec: ClaimsSpec) -> list[str]:
+    """Metric globs the claims read (every evaluation of the anytime/final accuracy for the bound)."""
+    out = {"eval/*/anytime_acc", "eval/*/final_acc", "eval/*/grid_anytime_acc"}
+    for st in spec.stats.values():
+        for k in st.keys():
+            out.add(k.replace("{dataset}", "*").replace("{budget}", "*"))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# one number per run
+def _band(budgets: list[int], band: str, fraction: float) -> list[int]:
+    k = max(1, math.ceil(len(budgets) * float(fraction)))
+    return budgets[:k] if band == "low" else budgets[-k:]
+
+
+def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | None, float]]:
+    """dataset → {budget (None without one) → value} for the keys matching ``template``."""
+    name = template.split("/", 2)[2].split("@")[0]
+    out: dict[str, dict] = {}
+    for key, value in final.items():
+        p = parse_metric(key)
+        if p is None or p.namespace != "eval" or p.name != name:
+            continue
+        if ("{budget}" in template) != (p.budget is not None):
+            continue
+        out.setdefault(p.dataset, {})[p.budget] = float(value)
+    return out
+
+
+def run_stat(stat: Stat, final: dict[str, float]) -> float:
+    """``stat`` of one run from its last logged values ``final`` (key → value); NaN when the run
+    did not log what it needs. The mean over the datasets that have it."""
+    per_ds = []
+    if stat.kind == "final":
+        for vals in _key_values(final, stat.key).values():
+            per_ds.append(vals[None])
+    elif stat.kind in ("band", "trend"):
+        for vals in _key_values(final, stat.key).values():
+            budgets = sorted(b for b in vals if b is not None)
+            if not budgets:
+                continue
+            if stat.kind == "band":
+                per_ds.append(float(np.mean([vals[b] for b in _band(budgets, stat.band, stat.fraction)])))
+            else:
+                hi = np.mean([vals[b] for b in _band(budgets, "high", stat.fraction)])
+                lo = np.mean([vals[b] for b in _band(budgets, "low", stat.fraction)])
+                per_ds.append(float(hi - lo))
+    elif stat.kind == "gap":
+        va, vb = _key_values(final, stat.key_a), _key_values(final, stat.key_b)
+        for ds in sorted(set(va) & set(vb)):
+            budgets = sorted(b for b in set(va[ds]) & set(vb[ds]) if b is not None)
+            if budgets:
+                chosen = _band(budgets, stat.band, stat.fraction)
+                per_ds.append(float(np.mean([va[ds][b] - vb[ds][b] for b in chosen])))
+    per_ds = [v for v in per_ds if np.isfinite(v)]
+    return float(np.mean(per_ds)) if per_ds else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+@dataclass
+class TestResult:
+    kind: str
+    label: str
+    arms: list[str]
+    stat: str | None
+    direction: str
+    per_seed: dict  # seed -> {"a": .., "b": .., "value": ..} (value: the tested number)
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    seeds_needed: int | None = None  # an inconclusive test: seeds that would resolve it (None: unknown)
+    missing: list[str] = field(default_factory=list)  # "arm (seeds ...)" without runs
+    commands: list[str] = field(default_factory=list)  # what produces the missing runs
+    note: str = ""
+    paper: str = ""  # the paper's numbers for this comparison, when it has them
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    title: str
+    paper: str
+    verdict: str
+    tests: list[TestResult]
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "paper": self.paper, "verdict": self.verdict,
+                "tests": [t.to_json() for t in self.tests]}
+
+
+def seeds_needed(mean: float, sd: float, direction_ok: bool = True) -> int | None:
+    """The smallest number of seeds n ≥ 2 at which the t-interval of a mean ``mean`` with standard
+    deviation ``sd`` excludes 0; None when no number would (mean 0 or not finite)."""
+    if not (np.isfinite(mean) and np.isfinite(sd)) or mean == 0:
+        return None
+    if sd == 0:
+        return 2
+    for n in range(2, MAX_SEEDS_NEEDED + 1):
+        if t975(n - 1) * sd / math.sqrt(n) < abs(mean):
+            return n
+    return None
+
+
+def interval_verdict(values: list[float], direction: str) -> tuple[float | None, float | None, float | None, str, int | None]:
+    """(mean, low, high, verdict, seeds needed) of per-seed ``values`` claimed > 0 (greater) or < 0 (less)."""
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    if len(x) == 0:
+        return None, None, None, INCONCLUSIVE, None
+    mean, half, n = mean_ci95(x)
+    mean, half = float(mean), float(half)
+    sd = float(np.std(x, ddof=1)) if len(x) >= 2 else float("nan")
+    if len(x) < 2:  # no spread to judge by: the usual minimum
+        return mean, None, None, INCONCLUSIVE, 3
+    lo, hi = mean - half, mean + half
+    sign = 1 if direction == "greater" else -1
+    if sign * lo > 0 and sign * hi > 0:
+        return mean, lo, hi, HOLDS, None
+    if sign * lo < 0 and sign * hi < 0:
+        return mean, lo, hi, FAILS, None
+    need = seeds_needed(mean, sd) if sign * mean > 0 else None
+    return mean, lo, hi, INCONCLUSIVE, need
+
+
+def claim_verdict(tests: list[TestResult]) -> str:
+    verdicts = [t.verdict for t in tests]
+    if any(v == FAILS for v in verdicts):
+        return FAILS
+    if verdicts and all(v == HOLDS for v in verdicts):
+        return HOLDS
+    return INCONCLUSIVE
+
+
+@dataclass
+class RunView:
+    """What the claims read of one run."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int
+    final: dict  # metric -> last logged value
+    evals: dict  # step -> {metric: value} for the anytime/final accuracy keys (the bound)
+    eval_budgets: int | None  # m of the anytime accuracy's uniform prior (len of config eval.budgets)
+    grid_budgets: int | None
+
+
+def _label(arm: str) -> str:
+    from arctl.report.specs import arm_label
+
+    return arm_label(arm)
+
+
+def _by_arm_seed(runs: list[RunView]) -> dict[str, dict[int, RunView]]:
+    out: dict[str, dict[int, RunView]] = {}
+    for r in sorted(runs, key=lambda r: r.run_id):  # deterministic: the first run id of an (arm, seed)
+        out.setdefault(r.arm, {}).setdefault(int(r.seed), r)
+    return out
+
+
+def _paper_numbers(test: Test, stat: Stat) -> str:
+    if not stat.paper_table or test.kind != "compare":
+        return ""
+    try:
+        import pandas as pd
+
+        from arctl.report.specs import paper_tables_path
+
+        paper = pd.read_csv(paper_tables_path())
+        rows = paper[paper["table"] == stat.paper_table].set_index("algorithm")
+        a, b = rows.loc[_label(test.a), "Avg"], rows.loc[_label(test.b), "Avg"]
+    except (OSError, KeyError, ValueError):
+        return ""
+    table = {"anytime": "Table 2", "final": "Table 1"}.get(stat.paper_table, stat.paper_table)
+    return f"paper {table}, Avg: {a:.1f}% vs {b:.1f}% ({(a - b) / 100:+.3f})"
+
+
+def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_command) -> TestResult:
+    """One test over ``runs``; ``missing_command(arm)`` names what produces an arm's runs."""
+    by = _by_arm_seed(runs)
+    arms = test.all_arms()
+    missing = [a for a in arms if a not in by]
+    commands = list(dict.fromkeys(missing_command(a) for a in missing))
+    stat = spec.stats.get(test.stat) if test.stat else None
+    label = _test_label(test, spec)
+    per_seed: dict = {}
+    if test.kind == "bound":
+        return _bound(test, by, label, missing, commands)
+    if test.kind == "compare":
+        seeds = sorted(set(by.get(test.a, {})) & set(by.get(test.b, {})))
+        for s in seeds:
+            va, vb = run_stat(stat, by[test.a][s].final), run_stat(stat, by[test.b][s].final)
+            per_seed[s] = {"a": va, "b": vb, "value": va - vb}
+    elif test.kind == "sign":
+        seeds = sorted(set().union(*(set(by.get(a, {})) for a in test.arms)))
+        for s in seeds:
+            vals = [run_stat(stat, by[a][s].final) for a in test.arms if s in by.get(a, {})]
+            vals = [v for v in vals if np.isfinite(v)]
+            if vals:
+                per_seed[s] = {"value": float(np.mean(vals))}
+    elif test.kind == "converge":
+        lo_stat, hi_stat = spec.stats[test.low], spec.stats[test.high]
+        seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
+        for s in seeds:
+            lows = [run_stat(lo_stat, by[a][s].final) for a in test.arms]
+            highs = [run_stat(hi_stat, by[a][s].final) for a in test.arms]
+            spread_low, spread_high = max(lows) - min(lows), max(highs) - min(highs)
+            per_seed[s] = {"spread_low": spread_low, "spread_high": spread_high, "value": spread_low - spread_high}
+    direction = "greater" if test.kind == "converge" else test.direction
+    values = [v["value"] for v in per_seed.values() if np.isfinite(v["value"])]
+    mean, lo, hi, verdict, need = interval_verdict(values, direction)
+    note = ""
+    if missing:
+        note = "runs missing"
+    elif not values:
+        note = "the runs did not log what this test needs (are they finished? the final evaluation runs at the last step)"
+    elif len(values) < 2:
+        note = f"{len(values)} seed(s) with every arm of the test: run at least {need or 3}"
+    elif verdict == INCONCLUSIVE:
+        note = (f"about {need} seeds would resolve it at the observed mean and spread" if need
+                else "the mean is on the other side of 0: more seeds would not make it hold")
+    return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
+                      len(values), mean, lo, hi, verdict, need, missing, commands, note,
+                      _paper_numbers(test, stat) if stat is not None else "")
+
+
+def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[str]) -> TestResult:
+    per_seed: dict = {}
+    checked = violations = 0
+    worst_left = worst_right = float("inf")
+    for arm in test.arms:
+        for seed, run in by.get(arm, {}).items():
+            for step, vals in sorted(run.evals.items()):
+                for key_any, key_fin, m in (("anytime_acc", "final_acc", run.eval_budgets),
+                                            ("grid_anytime_acc", "final_acc", run.grid_budgets)):
+                    for ds in {k.split("/")[1] for k in vals if k.endswith("/" + key_any)}:
+                        j_any, j = vals.get(f"eval/{ds}/{key_any}"), vals.get(f"eval/{ds}/{key_fin}")
+                        if j_any is None or j is None or not m:
+                            continue
+                        left, right = j - j_any, j_any * m - j
+                        checked += 1
+                        bad = left < 0 or right < 0
+                        violations += bad
+                        worst_left, worst_right = min(worst_left, left), min(worst_right, right)
+                        entry = per_seed.setdefault(int(seed), {"checked": 0, "violations": 0})
+                        entry["checked"] += 1
+                        entry["violations"] += int(bad)
+    if checked == 0:
+        verdict, note = INCONCLUSIVE, "no evaluation with both the anytime and the final accuracy"
+    else:
+        verdict = HOLDS if violations == 0 else FAILS
+        note = (f"{checked} evaluations checked, {violations} violate it; smallest J - J_anytime = {worst_left:+.4f}, "
+                f"smallest J_anytime/P_m - J = {worst_right:+.4f}")
+    return TestResult("bound", label, list(test.arms), None, "greater", per_seed, checked,
+                      float(violations) if checked else None, None, None, verdict, None, missing, commands, note)
+
+
+def _test_label(test: Test, spec: ClaimsSpec) -> str:
+    st = spec.stats.get(test.stat) if test.stat else None
+    what = (st.label or st.name) if st else ""
+    if test.kind == "compare":
+        op = ">" if test.direction == "greater" else "<"
+        return f"{_label(test.a)} {op} {_label(test.b)}: {what}"
+    if test.kind == "sign":
+        op = "> 0" if test.direction == "greater" else "< 0"
+        return f"{what} {op} ({', '.join(_label(a) for a in test.arms)})"
+    if test.kind == "converge":
+        lo, hi = spec.stats[test.low], spec.stats[test.high]
+        return (f"spread over {', '.join(_label(a) for a in test.arms)}: {lo.label or lo.name} "
+                f"> {hi.label or hi.name}")
+    return f"J_anytime <= J <= J_anytime / P_m at every evaluation ({len(test.arms)} arms)"
+
+
+def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list[ClaimResult]:
+    out = []
+    for claim in spec.claims:
+        tests = [evaluate_test(t, spec, runs, missing_command) for t in claim.tests]
+        out.append(ClaimResult(claim.id, claim.title, claim.paper, claim_verdict(tests), tests))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# runs from a workspace
+def _count(value) -> int | None:
+    """The length of a config list (a list, or its text form from a W&B config)."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            return len(yaml.safe_load(value))
+        except (yaml.YAMLError, TypeError):
+            return None
+    return None
+
+
+def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
+    """:class:`RunView` per run of a :class:`arctl.track.runs_reader.Runs` (``history``, ``runs``),
+    keeping only runs of ``scale`` (config ``scale``) when given."""
+    meta = {}
+    if len(runs_table):
+        for rec in runs_table.to_dict("records"):
+            meta[str(rec["run_id"])] = rec
+    if not len(history):
+        return []
+    h = history[["run_id", "step", "metric", "value"]].copy()
+    h["run_id"] = h["run_id"].astype(str)
+    h["metric"] = h["metric"].astype(str)
+    h = h.sort_values(["run_id", "step"], kind="stable")
+    last = h.drop_duplicates(["run_id", "metric"], keep="last")
+    finals = {rid: dict(zip(g["metric"], g["value"])) for rid, g in last.groupby("run_id", sort=False)}
+    acc = h[h["metric"].str.endswith(("/anytime_acc", "/final_acc", "/grid_anytime_acc"))]
+    evals: dict[str, dict] = {}
+    for rid, step, metric, value in zip(acc["run_id"], acc["step"], acc["metric"], acc["value"]):
+        evals.setdefault(rid, {}).setdefault(int(step), {})[metric] = float(value)
+    out = []
+    for rid, final in finals.items():
+        rec = meta.get(rid, {})
+        if scale is not None and str(rec.get("config.scale.name", rec.get("config.scale"))) != scale:
+            continue
+        seed = rec.get("seed")
+        if seed is None or (isinstance(seed, float) and math.isnan(seed)):
+            continue
+
+        out.append(RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
+                           evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
+                           _count(rec.get("config.eval.grid"))))
+    return out

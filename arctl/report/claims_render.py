@@ -1,0 +1,312 @@
+"""``arctl report --claims``: runs → verdicts (:mod:`arctl.report.claims`) → ``claims.json``,
+``claims.md`` and one self-contained ``claims.html`` (figures embedded as PNG data, no external
+files or scripts), in the report's output directory."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.report.claims import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    INTERVAL,
+    ClaimResult,
+    ClaimsSpec,
+    check_claims,
+    load_claims,
+    metric_globs,
+    run_views,
+)
+from arctl.report.errors import ReportError
+
+COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700"}
+
+
+@dataclass
+class ClaimsReport:
+    spec: ClaimsSpec
+    results: list[ClaimResult]
+    runs: list[dict]
+    meta: dict
+    outputs: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"kind": "claims", "meta": self.meta, "interval": INTERVAL,
+                "claims": [r.to_json() for r in self.results], "runs": self.runs,
+                "outputs": [str(p) for p in self.outputs], "warnings": self.warnings}
+
+
+# ---------------------------------------------------------------------------------------------
+def _sweep_experiments(sweeps: list[str]) -> dict[str, list[str]]:
+    from arctl.spec.sweep import load_sweep
+
+    return {s: list(load_sweep(s).experiments) for s in sweeps}
+
+
+def _arm_experiments() -> dict[str, list[str]]:
+    """arm id → the project's experiments that define it."""
+    from arctl.spec.experiment import list_experiments, load_experiment
+
+    out: dict[str, list[str]] = {}
+    for name in list_experiments():
+        try:
+            exp = load_experiment(name)
+        except Exception:  # noqa: BLE001 - a broken spec elsewhere must not hide the others
+            continue
+        for arm in exp.arms:
+            out.setdefault(arm, []).append(name)
+    return out
+
+
+def missing_command_for(sweeps: dict[str, list[str]], scale: str | None):
+    arm_exps = _arm_experiments()
+    scale_arg = f" --scale {scale}" if scale else ""
+
+    def command(arm: str) -> str:
+        exps = arm_exps.get(arm, [])
+        for sweep, members in sweeps.items():
+            if any(e in members for e in exps):
+                return f"arctl sweep {sweep}{scale_arg}"
+        if exps:
+            return f"arctl run {exps[0]}{scale_arg} --seeds 0,1,2"
+        return f"(no experiment defines arm {arm!r})"
+
+    return command
+
+
+def _provenance(run_dir: Path) -> dict:
+    try:
+        from arctl.launch.provenance import read_provenance
+    except ImportError:  # pragma: no cover - provenance arrived with the claims report
+        return {}
+    return read_provenance(run_dir) or {}
+
+
+def _code_version() -> str:
+    import subprocess
+
+    import arctl
+    from arctl.spec.paths import PROJECT_ROOT
+
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"arctl {arctl.__version__}" + (f" ({commit})" if commit else "")
+
+
+def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = None, workdir=None,
+                        out_dir: str | Path, claims_path: str | Path | None = None, progress: bool = True,
+                        processes: int | None = None) -> ClaimsReport:
+    """Read the runs of ``sweeps`` (default: the claims file's) in ``workdir``, check every claim,
+    and write ``claims.json``, ``claims.md`` and ``claims.html`` into ``out_dir``."""
+    from arctl.track.runs_reader import default_workdir, load_runs
+
+    spec = load_claims(Path(claims_path) if claims_path else None)
+    sweeps = list(sweeps or spec.sweeps)
+    if not sweeps:
+        raise ReportError("name the sweep(s) whose runs the claims read, e.g. `arctl report --claims priors ablations`")
+    members = _sweep_experiments(sweeps)
+    experiments = sorted({e for exps in members.values() for e in exps})
+    base = Path(workdir or default_workdir())
+    command = missing_command_for(members, scale)
+    if not base.is_dir():
+        raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
+                          f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
+    runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
+    views = run_views(runs.history, runs.runs, scale=scale)
+    results = check_claims(spec, views, command)
+    used = []
+    for v in sorted(views, key=lambda v: (v.arm, v.seed, v.run_id)):
+        prov = _provenance(base / "runs" / v.run_id)
+        used.append({"run_id": v.run_id, "experiment": v.experiment, "arm": v.arm, "seed": v.seed,
+                     "config_hash": v.run_id.rsplit("_", 1)[-1],
+                     "code_version": _run_version(prov)})
+    meta = {
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "code_version": _code_version(), "workspace": str(base), "sweeps": sweeps, "scale": scale,
+        "claims_file": str(spec.path),
+    }
+    report = ClaimsReport(spec, results, used, meta, warnings=list(runs.warnings))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
+    report.outputs[0].write_text(json.dumps(report.to_json(), indent=1, default=_json_default))
+    report.outputs[1].write_text(to_markdown(report))
+    report.outputs[2].write_text(to_html(report))
+    return report
+
+
+def _run_version(prov: dict) -> str:
+    if not prov:
+        return "unknown"
+    commit = prov.get("git_commit")
+    v = f"arctl {prov.get('arctl_version', '?')}"
+    if commit:
+        v += f" ({str(commit)[:12]}{'-dirty' if prov.get('git_dirty') else ''})"
+    return v
+
+
+def _json_default(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+# ---------------------------------------------------------------------------------------------
+def fmt(x, signed: bool = True) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def test_summary(t) -> str:
+    """One line: the mean, its interval, n and what to do."""
+    if t.kind == "bound":
+        return t.note or "–"
+    ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "no interval"
+    extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(t.commands)}`" if t.missing else ""
+    note = f"; {t.note}" if t.note else ""
+    return f"mean {fmt(t.mean)} {ci}, {t.n} seed(s){note}{extra}"
+
+
+def to_markdown(report: ClaimsReport) -> str:
+    m = report.meta
+    lines = [f"# The paper's claims, checked ({', '.join(m['sweeps'])}{', scale ' + m['scale'] if m['scale'] else ''})", "",
+             f"{m['created']} on {m['host']} ({m['cpus']} CPUs, load {m['load_average']}); {m['code_version']}; "
+             f"workspace `{m['workspace']}`; {len(report.runs)} runs; intervals: {INTERVAL}.", "",
+             "| claim | verdict | test | per seed | mean [95% CI] | verdict | paper |", "|---|---|---|---|---|---|---|"]
+    for r in report.results:
+        for i, t in enumerate(r.tests):
+            seeds = ", ".join(f"s{s}: {fmt(v.get('value'))}" if t.kind != "bound" else f"s{s}: {v['violations']}/{v['checked']}"
+                              for s, v in sorted(t.per_seed.items()))
+            head = (f"{r.id}. {r.title} ({r.paper})", f"**{r.verdict}**") if i == 0 else ("", "")
+            lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t)} | {t.verdict} | {t.paper or ''} |")
+    lines += ["", "Runs: " + ", ".join(f"`{u['run_id']}`" for u in report.runs), ""]
+    return "\n".join(lines)
+
+
+def _figure_png(result: ClaimResult) -> str | None:
+    """Per test: every seed's number (dots), the mean and its 95% interval (bar), 0 (line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tests = [t for t in result.tests if t.kind != "bound" and t.per_seed]
+    if not tests:
+        return None
+    import textwrap
+
+    labels = ["\n".join(textwrap.wrap(t.label, 48)[:3]) for t in tests]
+    fig, ax = plt.subplots(figsize=(9, 0.75 * len(tests) + 1.0), dpi=110)
+    for row, t in enumerate(tests):
+        y = len(tests) - 1 - row
+        vals = [v["value"] for v in t.per_seed.values() if v.get("value") is not None and math.isfinite(v["value"])]
+        ax.scatter(vals, [y] * len(vals), s=14, color="#555", zorder=3)
+        color = COLORS[t.verdict]
+        if t.ci_low is not None:
+            ax.plot([t.ci_low, t.ci_high], [y, y], color=color, lw=4, alpha=0.55, solid_capstyle="butt")
+        if t.mean is not None:
+            ax.scatter([t.mean], [y], marker="D", s=36, color=color, zorder=4)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(tests)))
+    ax.set_yticklabels(list(reversed(labels)), fontsize=7)
+    ax.set_xlabel("the tested number: per seed (dots), mean (diamond), 95% interval (bar); claimed side of 0 in each label",
+                  fontsize=7)
+    ax.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1f2328}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em}table{border-collapse:collapse;width:100%;font-size:.85em;margin:.6em 0}
+th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f6f8fa}
+.verdict{font-weight:600;padding:1px 7px;border-radius:10px;color:#fff}.holds{background:#1a7f37}.fails{background:#cf222e}
+.inconclusive{background:#9a6700}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
+"""
+
+
+def _badge(verdict: str) -> str:
+    return f'<span class="verdict {html.escape(verdict)}">{html.escape(verdict)}</span>'
+
+
+def to_html(report: ClaimsReport) -> str:
+    e = html.escape
+    m = report.meta
+    counts = {v: sum(r.verdict == v for r in report.results) for v in (HOLDS, FAILS, INCONCLUSIVE)}
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>arctl: the paper's claims, checked ({e(', '.join(m['sweeps']))})</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>The paper's claims, checked</h1>",
+        f'<p class="meta" id="meta">Sweeps {e(", ".join(m["sweeps"]))}{e(", scale " + m["scale"]) if m["scale"] else ""}; '
+        f"{e(m['created'])} on {e(m['host'])} ({e(str(m['cpus']))} CPUs, load average {e(str(m['load_average']))}); "
+        f"{e(m['code_version'])}; workspace <code>{e(m['workspace'])}</code>; claims file <code>{e(m['claims_file'])}</code>. "
+        f"Intervals: {e(INTERVAL)}. A test holds when its interval lies on the claimed side of 0, fails when it lies on "
+        "the other side, and is inconclusive otherwise; a claim holds when every test holds.</p>",
+        f'<p id="summary">{counts[HOLDS]} hold, {counts[FAILS]} fail, {counts[INCONCLUSIVE]} inconclusive '
+        f"(of {len(report.results)} claims, {len(report.runs)} runs).</p>",
+        '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
+    ]
+    for r in report.results:
+        parts.append(f'<tr><td>{e(r.id)}</td><td><a href="#claim-{e(r.id)}">{e(r.title)}</a></td><td>{e(r.paper)}</td>'
+                     f"<td>{_badge(r.verdict)}</td></tr>")
+    parts.append("</tbody></table>")
+    for r in report.results:
+        parts.append(f'<section class="claim" id="claim-{e(r.id)}" data-verdict="{e(r.verdict)}">')
+        parts.append(f"<h2>{e(r.id)}. {e(r.title)} {_badge(r.verdict)}</h2><p class=\"meta\">Paper: {e(r.paper)}</p>")
+        parts.append("<table class=\"tests\"><thead><tr><th>test</th><th>per seed</th><th>mean</th><th>95% interval</th>"
+                     "<th>seeds</th><th>verdict</th><th>paper</th><th>notes</th></tr></thead><tbody>")
+        for t in r.tests:
+            if t.kind == "bound":
+                seeds = "<br>".join(f"s{s}: {v['violations']} of {v['checked']} violate" for s, v in sorted(t.per_seed.items()))
+                mean, ci = (f"{int(t.mean)} violations" if t.mean is not None else "–"), "–"
+            else:
+                seeds = "<br>".join(
+                    f"s{s}: " + (f"{fmt(v['a'], False)} vs {fmt(v['b'], False)} → " if "a" in v else "") + fmt(v.get("value"))
+                    for s, v in sorted(t.per_seed.items()))
+                mean = fmt(t.mean)
+                ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "–"
+            notes = e(t.note)
+            if t.missing:
+                notes += (" Missing runs: " + e(", ".join(t.missing)) + " — run " +
+                          ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
+            parts.append(f'<tr class="test" data-verdict="{e(t.verdict)}"><td>{e(t.label)}</td><td>{seeds or "–"}</td>'
+                         f"<td>{e(mean)}</td><td>{e(ci)}</td><td>{t.n}</td><td>{_badge(t.verdict)}</td>"
+                         f"<td>{e(t.paper)}</td><td>{notes}</td></tr>")
+        parts.append("</tbody></table>")
+        png = _figure_png(r)
+        if png:
+            parts.append(f'<img alt="claim {e(r.id)}: per-seed values and intervals" src="data:image/png;base64,{png}">')
+        parts.append("</section>")
+    parts.append('<h2>Runs</h2><table id="runs"><thead><tr><th>run</th><th>experiment</th><th>arm</th><th>seed</th>'
+                 "<th>config hash</th><th>code version</th></tr></thead><tbody>")
+    for u in report.runs:
+        parts.append(f"<tr><td><code>{e(u['run_id'])}</code></td><td>{e(u['experiment'])}</td><td>{e(u['arm'])}</td>"
+                     f"<td>{e(str(u['seed']))}</td><td><code>{e(u['config_hash'])}</code></td><td>{e(u['code_version'])}</td></tr>")
+    parts.append("</tbody></table>")
+    if report.warnings:
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,245 @@
+"""`arctl report --claims`: the statistics on synthetic runs with known answers (a claim that holds,
+one that fails, one that is inconclusive, a missing run), the bound, the claims file, the HTML's
+structure, and the command on a workspace of real offline W&B runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+from arctl.report.claims import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    ClaimsSpec,
+    RunView,
+    Stat,
+    Test,
+    check_claims,
+    evaluate_test,
+    interval_verdict,
+    load_claims,
+    run_stat,
+    seeds_needed,
+)
+from arctl.report.stats import t975
+
+runner = CliRunner()
+GRID = [10, 20, 30, 40]
+
+
+def view(arm: str, seed: int, anytime: float, *, final: float | None = None, think: float = 30.0,
+         evals: dict | None = None, acc: dict | None = None) -> RunView:
+    fin = {"eval/toy/grid_anytime_acc": anytime, "eval/toy/final_acc": anytime + 0.1 if final is None else final,
+           "eval/toy/think_len": think}
+    for b, v in (acc or {}).items():
+        fin[f"eval/toy/acc@{b}"] = v
+    return RunView(f"exp_{arm}_s{seed}_abc", "exp", arm, seed, fin, evals or {}, 4, len(GRID))
+
+
+STATS = {
+    "anytime": Stat("anytime", "final", key="eval/{dataset}/grid_anytime_acc", label="anytime"),
+    "think_len": Stat("think_len", "final", key="eval/{dataset}/think_len"),
+    "acc_low": Stat("acc_low", "band", key="eval/{dataset}/acc@{budget}", band="low", fraction=0.25),
+    "acc_high": Stat("acc_high", "band", key="eval/{dataset}/acc@{budget}", band="high", fraction=0.25),
+}
+
+
+def spec_with(*tests: Test) -> ClaimsSpec:
+    from pathlib import Path
+
+    from arctl.report.claims import Claim
+
+    return ClaimsSpec(Path("claims.yaml"), ("paper",), STATS, (Claim("1", "t", "", tuple(tests)),))
+
+
+def no_command(arm: str) -> str:
+    return f"arctl sweep paper  # {arm}"
+
+
+def test_the_interval_is_the_paired_t_interval_worked_by_hand():
+    # per-seed differences 0.1, 0.2, 0.3: mean 0.2, sd 0.1, half-width t_{.975,2} * 0.1 / sqrt(3) = 4.303 * 0.057735 = 0.248434
+    mean, lo, hi, verdict, need = interval_verdict([0.1, 0.2, 0.3], "greater")
+    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2 - 0.248434, abs=1e-6)
+    assert hi == pytest.approx(0.2 + 0.248434, abs=1e-6) and verdict == INCONCLUSIVE
+    assert need == 4  # t_{.975,3} * 0.1 / 2 = 0.159 < 0.2, while n = 3 gives 0.248
+    assert interval_verdict([0.1, 0.11, 0.12], "greater")[3] == HOLDS
+    assert interval_verdict([0.1, 0.11, 0.12], "less")[3] == FAILS
+    assert interval_verdict([-0.1, -0.11, -0.12], "less")[3] == HOLDS
+    assert interval_verdict([0.3], "greater")[3] == INCONCLUSIVE  # one seed: no interval
+    assert interval_verdict([], "greater")[3] == INCONCLUSIVE
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1, 1).filter(lambda m: abs(m) > 1e-3), st.floats(1e-3, 1))
+def test_seeds_needed_is_the_smallest_n_whose_interval_excludes_zero(mean, sd):
+    """Against a slow reference: scan n and recompute the half-width."""
+    n = seeds_needed(mean, sd)
+    ref = next((k for k in range(2, 1001) if t975(k - 1) * sd / math.sqrt(k) < abs(mean)), None)
+    assert n == ref
+
+
+def test_a_claim_that_holds_one_that_fails_one_inconclusive_and_a_missing_run():
+    runs = [view("grpo", s, 0.40 + 0.01 * s, think=40.0) for s in range(3)]
+    runs += [view("ar", s, 0.45 + 0.01 * s + 0.002 * s * s, think=35.0 + s) for s in range(3)]  # +0.05..+0.054
+    runs += [view("worse", s, 0.30 + 0.01 * s) for s in range(3)]  # -0.10 every seed
+    runs += [view("noisy", s, 0.40 + [0.05, -0.06, 0.02][s]) for s in range(3)]
+    spec = spec_with()
+    holds = evaluate_test(Test("compare", a="ar", b="grpo", stat="anytime"), spec, runs, no_command)
+    assert holds.verdict == HOLDS and holds.n == 3 and holds.ci_low > 0
+    assert [holds.per_seed[s]["value"] for s in range(3)] == pytest.approx([0.05, 0.052, 0.058])
+    fails = evaluate_test(Test("compare", a="worse", b="grpo", stat="anytime"), spec, runs, no_command)
+    assert fails.verdict == FAILS and fails.mean == pytest.approx(-0.10) and fails.ci_high < 0
+    noisy = evaluate_test(Test("compare", a="noisy", b="grpo", stat="anytime"), spec, runs, no_command)
+    assert noisy.verdict == INCONCLUSIVE and noisy.ci_low < 0 < noisy.ci_high
+    shorter = evaluate_test(Test("compare", a="ar", b="grpo", stat="think_len", direction="less"), spec, runs, no_command)
+    assert shorter.verdict == HOLDS
+    missing = evaluate_test(Test("compare", a="ar-linear", b="grpo", stat="anytime"), spec, runs, no_command)
+    assert missing.verdict == INCONCLUSIVE and missing.missing == ["ar-linear"]
+    assert missing.commands == ["arctl sweep paper  # ar-linear"] and missing.n == 0
+
+
+def test_pairing_by_seed_uses_only_the_seeds_both_arms_have():
+    runs = [view("grpo", s, 0.40) for s in (0, 1, 2)] + [view("ar", s, 0.45) for s in (1, 2, 3)]
+    r = evaluate_test(Test("compare", a="ar", b="grpo", stat="anytime"), spec_with(), runs, no_command)
+    assert sorted(r.per_seed) == [1, 2] and r.n == 2
+
+
+def test_a_claim_is_decided_by_its_tests():
+    runs = [view("grpo", s, 0.40 + 0.01 * s) for s in range(3)] + [view("ar", s, 0.45 + 0.011 * s) for s in range(3)]
+    good = Test("compare", a="ar", b="grpo", stat="anytime")
+    bad = Test("compare", a="ar", b="grpo", stat="anytime", direction="less")
+    unknown = Test("compare", a="ar-base", b="grpo", stat="anytime")
+    assert check_claims(spec_with(good), runs, no_command)[0].verdict == HOLDS
+    assert check_claims(spec_with(good, bad), runs, no_command)[0].verdict == FAILS
+    assert check_claims(spec_with(good, unknown), runs, no_command)[0].verdict == INCONCLUSIVE
+
+
+def test_band_and_converge_statistics_by_hand():
+    acc = {10: 0.1, 20: 0.2, 30: 0.3, 40: 0.4}
+    assert run_stat(STATS["acc_low"], view("a", 0, 0.5, acc=acc).final) == pytest.approx(0.1)
+    assert run_stat(STATS["acc_high"], view("a", 0, 0.5, acc=acc).final) == pytest.approx(0.4)
+    assert math.isnan(run_stat(STATS["acc_low"], view("a", 0, 0.5).final))  # not logged
+    # three priors: far apart at the smallest budget, together at the largest
+    runs = []
+    for s in range(3):
+        for i, arm in enumerate(("base", "linear", "uniform")):
+            runs.append(view(arm, s, 0.5, acc={10: 0.1 + 0.05 * i + 0.001 * s, 40: 0.6 + 0.001 * i}))
+    r = evaluate_test(Test("converge", arms=("base", "linear", "uniform"), low="acc_low", high="acc_high"),
+                      spec_with(), runs, no_command)
+    assert r.verdict == HOLDS and r.mean == pytest.approx(0.10 - 0.002)
+
+
+def test_the_bound_is_checked_at_every_evaluation():
+    ok = {10: {"eval/toy/anytime_acc": 0.4, "eval/toy/final_acc": 0.5}, 20: {"eval/toy/anytime_acc": 0.5,
+                                                                              "eval/toy/final_acc": 0.6}}
+    runs = [view("grpo", 0, 0.5, evals=ok), view("grpo", 1, 0.5, evals=ok)]
+    test = Test("bound", arms=("grpo",))
+    r = evaluate_test(test, spec_with(), runs, no_command)
+    assert r.verdict == HOLDS and r.n == 4 and r.mean == 0
+    # J_anytime above J (a summary policy that does worse with more thinking) at one evaluation
+    bad = {**ok, 30: {"eval/toy/anytime_acc": 0.6, "eval/toy/final_acc": 0.55}}
+    r = evaluate_test(test, spec_with(), [view("grpo", 0, 0.5, evals=bad)], no_command)
+    assert r.verdict == FAILS and r.mean == 1 and r.per_seed[0] == {"checked": 3, "violations": 1}
+    # J above J_anytime / P_m (impossible with r >= 0: a logging bug) also fails
+    worse = {10: {"eval/toy/anytime_acc": 0.1, "eval/toy/final_acc": 0.5}}  # 0.1 * 4 < 0.5
+    assert evaluate_test(test, spec_with(), [view("grpo", 0, 0.5, evals=worse)], no_command).verdict == FAILS
+
+
+def test_the_project_claims_file_states_the_eight_claims():
+    spec = load_claims()
+    assert [c.id for c in spec.claims] == [str(i) for i in range(1, 9)]
+    arms = {a for c in spec.claims for t in c.tests for a in t.all_arms()}
+    from arctl.spec.experiment import list_experiments, load_experiment
+
+    defined = {a for e in list_experiments() for a in load_experiment(e).arms}
+    assert arms <= defined, arms - defined  # every arm a claim needs is an arm of some experiment
+    from arctl.spec.sweep import load_sweep
+
+    swept = {a for s in spec.sweeps for e in load_sweep(s).experiments for a in load_experiment(e).arms}
+    assert arms <= swept, arms - swept  # and the default sweep produces all of them
+
+
+def test_a_broken_claims_file_is_one_error(tmp_path):
+    from arctl.report.errors import ReportError
+
+    path = tmp_path / "claims.yaml"
+    path.write_text("kind: claims\nstatistics: {x: {kind: final, key: k}}\n"
+                    "claims: [{title: t, tests: [{kind: compare, a: x, b: y, stat: nope}]}]\n")
+    with pytest.raises(ReportError, match="unknown statistic 'nope'"):
+        load_claims(path)
+
+
+class _Structure(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.sections, self.tests, self.imgs, self.external = set(), [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "section":
+            self.sections.append(a)
+        if tag == "tr" and a.get("class") == "test":
+            self.tests.append(a["data-verdict"])
+        if tag == "img":
+            self.imgs.append(a["src"])
+        for key in ("src", "href"):
+            v = a.get(key)
+            if v and not (v.startswith("#") or v.startswith("data:image/png;base64,")):
+                self.external.append(v)
+        if tag in ("script", "link"):
+            self.external.append(tag)
+
+
+def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
+    out = tmp_path / "report"
+    res = runner.invoke(app, ["report", "--claims", "priors", "ablations", "--scale", "tiny", "--workdir",
+                              str(workspace), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    claims = {c["id"]: c for c in doc["claims"]}
+    # the fixture's accuracies: arm base + 0.01 * seed + ...: AR-uniform is 0.06 above GRPO on both seeds
+    uniform = next(t for t in claims["1"]["tests"] if t["label"].startswith("AR-uniform > GRPO: anytime"))
+    assert uniform["verdict"] == HOLDS and uniform["n"] == 2 and uniform["mean"] == pytest.approx(0.06, abs=1e-6)
+    base = claims["3"]["tests"][0]
+    assert base["verdict"] == INCONCLUSIVE and base["n"] == 1 and "at least 3" in base["note"]
+    lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
+    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl sweep ablations --scale tiny"]
+    assert claims["8"]["verdict"] == HOLDS  # accuracy rises with the budget in the fixture
+    html_text = (out / "claims.html").read_text()
+    parser = _Structure()
+    parser.feed(html_text)
+    assert {"meta", "summary", "claims", "runs"} <= parser.ids
+    assert [s["id"] for s in parser.sections] == [f"claim-{i}" for i in range(1, 9)]
+    assert [s["data-verdict"] for s in parser.sections] == [c["verdict"] for c in doc["claims"]]
+    assert len(parser.tests) == sum(len(c["tests"]) for c in doc["claims"])
+    assert parser.imgs and not parser.external  # self-contained: figures inline, nothing fetched
+    assert doc["meta"]["load_average"] and doc["meta"]["code_version"].startswith("arctl ")
+    assert all(r["config_hash"] for r in doc["runs"])
+    table = runner.invoke(app, ["report", "--claims", "priors", "ablations", "--workdir", str(workspace),
+                                "--out", str(out)])
+    assert table.exit_code == 0 and "holds" in table.stdout and "inconclusive" in table.stdout
+
+
+def test_claims_usage_mistakes_are_one_error_line(workspace):
+    for args in (["report", "--claims", "nosuch"], ["report", "--claims", "--figure", "score_curve"],
+                 ["report", "priors"], ["report", "--claims", "priors", "--scale", "huge"]):
+        res = runner.invoke(app, [*args, "--workdir", str(workspace)])
+        assert res.exit_code == 2 and "Traceback" not in res.output, (args, res.output)
+        assert res.output.count("error:") == 1, res.output
+
+
+def test_numbers_are_nan_safe():
+    assert interval_verdict([float("nan"), 0.1, 0.12], "greater")[3] in (HOLDS, INCONCLUSIVE)
+    assert seeds_needed(0.0, 0.1) is None and seeds_needed(float("nan"), 0.1) is None
+    assert np.isfinite(interval_verdict([0.1, 0.1, 0.1], "greater")[0])
