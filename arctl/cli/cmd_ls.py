@@ -18,7 +18,12 @@ class Kind(str, Enum):
 
 def _rows(kind: Kind) -> list[dict]:
     from arctl.spec.experiment import list_experiments, load_experiment
+    from arctl.spec.paths import spec_files
     from arctl.spec.sweep import list_sweeps, load_sweep
+
+    def source(folder: str, name: str) -> str:
+        found = spec_files(folder)[name]
+        return f"{found.origin}: {found.path}"
 
     if kind is Kind.experiments:
         rows = []
@@ -26,7 +31,7 @@ def _rows(kind: Kind) -> list[dict]:
             exp = load_experiment(name)
             rows.append(
                 {"name": name, "arms": list(exp.arms), "seeds": exp.seeds, "paper": exp.paper,
-                 "figure": exp.figure, "description": exp.description}
+                 "figure": exp.figure, "description": exp.description, "source": source("experiments", name)}
             )
         return rows
     if kind is Kind.sweeps:
@@ -35,7 +40,7 @@ def _rows(kind: Kind) -> list[dict]:
             sweep = load_sweep(name)
             rows.append(
                 {"name": name, "experiments": sweep.experiments, "seeds": sweep.seeds,
-                 "grid": sweep.grid, "description": sweep.description}
+                 "grid": sweep.grid, "description": sweep.description, "source": source("sweeps", name)}
             )
         return rows
     from arctl.spec.report_specs import list_report_specs
@@ -49,7 +54,8 @@ def register(app: typer.Typer) -> None:
         kind: Kind = typer.Argument(Kind.experiments, help="What to list."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
-        """List experiments, sweeps, figures or tables."""
+        """List experiments, sweeps, figures or tables, and where each comes from (the spec search
+        path: $ARCTL_SPECS, then the current project's folders, then the specs shipped with arctl)."""
         with user_errors():
             rows = _rows(kind)
         if as_json:

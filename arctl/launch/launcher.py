@@ -174,6 +174,8 @@ def launch(
     name, note = choose_executor(executor, items[0].config.get("cluster", {}).get("executor"))
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
+    if name in ("local", "debug"):  # a GPU run on this machine only if it has a GPU
+        gpu_problem(items)
     if name == "slurm":  # refuse bad sbatch options before anything is claimed or written
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
@@ -187,6 +189,23 @@ def launch(
         if not existed and not any(workspace.runs_dir.glob("*")):
             shutil.rmtree(workspace.root, ignore_errors=True)
         raise
+
+
+def gpu_problem(items: list[LaunchItem]) -> None:
+    """Refuse (LaunchError) verl runs that need a GPU on a machine without one (the local/debug
+    executor runs them here): one line naming the cluster profiles that would run them."""
+    from arctl.backends.verl.overrides import local_gpu_problem
+    from arctl.spec.paths import group_options
+
+    for item in items:
+        if item.config.get("backend") != "verl":
+            continue
+        problem = local_gpu_problem(item.config)
+        if problem:
+            clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
+            raise LaunchError(
+                f"{item.experiment}/{item.arm}: {problem} — submit it to a cluster (cluster=<profile>: {clusters}; "
+                "or --executor slurm), or use --scale tiny; verl.smoke=true and verl.rehearsal_steps=N run without a GPU")
 
 
 def _launch(items, workspace, name, result, force, array_parallelism, members, echo, shared=()) -> LaunchResult:

@@ -102,9 +102,9 @@ def _need(cond: bool, path: Path, where: str, what: str) -> None:
 
 def load_claims(path: Path | None = None) -> ClaimsSpec:
     """Read and check a claims file (default ``reports/claims.yaml``)."""
-    from arctl.spec.paths import reports_dir
+    from arctl.spec.paths import report_file, reports_dir
 
-    path = Path(path) if path is not None else reports_dir() / "claims.yaml"
+    path = Path(path) if path is not None else (report_file("claims.yaml") or reports_dir() / "claims.yaml")
     if not path.is_file():
         raise ReportError(f"no claims file {path}; set ARCTL_SPECS to the directory holding reports/claims.yaml")
     try:

@@ -10,24 +10,20 @@ from pathlib import Path
 import yaml
 
 from arctl.report.errors import ReportError
-from arctl.spec.paths import reports_dir
-
-
-def _read(path: Path) -> dict:
-    with open(path) as f:
-        data = yaml.safe_load(f)
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: a report spec must be a YAML mapping")
-    return data
+from arctl.spec.paths import report_file, reports_dir
+from arctl.spec.report_specs import all_report_specs
 
 
 def all_specs(kind: str, root: Path | None = None) -> dict[str, dict]:
-    """name → spec of every ``reports/*.yaml`` of ``kind`` ("figure" or "table")."""
-    root = root or reports_dir()
+    """name → spec of every report spec of ``kind`` ("figure", "table", "claims") on the spec search
+    path (:func:`arctl.spec.report_specs.all_report_specs`), or only in ``root`` when given."""
+    if root is None:
+        return all_report_specs(kind)
     out = {}
-    for path in sorted(root.glob("*.yaml")):
-        data = _read(path)
-        if data.get("kind") == kind:
+    for path in sorted(Path(root).glob("*.yaml")):
+        with open(path) as f:
+            data = yaml.safe_load(f)
+        if isinstance(data, dict) and data.get("kind") == kind:
             data.setdefault("name", path.stem)
             data["_path"] = str(path)
             out[data["name"]] = data
@@ -39,23 +35,28 @@ def load_spec(kind: str, name: str, root: Path | None = None) -> dict:
     specs = all_specs(kind, root)
     if name in specs:
         return specs[name]
-    root = root or reports_dir()
+    where = root or reports_dir()
     if not specs:
-        raise ReportError(f"no {kind} specs in {root}; set ARCTL_SPECS to the directory holding reports/")
+        raise ReportError(f"no {kind} specs in {where}; set ARCTL_SPECS to a directory holding reports/")
     near = difflib.get_close_matches(name, list(specs), n=2, cutoff=0.5)
     hint = ("did you mean " + " or ".join(repr(n) for n in near) + "?") if near else (
         "choose one of: " + ", ".join(sorted(specs)))
-    raise ReportError(f"unknown {kind} {name!r} (specs in {root}); {hint}")
+    raise ReportError(f"unknown {kind} {name!r}; {hint} (`arctl ls {kind}s` lists them)")
 
 
 @lru_cache(maxsize=4)
-def _labels(root: str) -> dict:
-    path = Path(root) / "labels.yaml"
-    return _read(path) if path.is_file() else {}
+def _labels(path: str) -> dict:
+    if not path or not Path(path).is_file():
+        return {}
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    return data if isinstance(data, dict) else {}
 
 
 def labels(root: Path | None = None) -> dict:
-    return _labels(str(root or reports_dir()))
+    """The display names (``reports/labels.yaml`` on the search path, or in ``root``)."""
+    path = (Path(root) / "labels.yaml") if root is not None else report_file("labels.yaml")
+    return _labels(str(path or ""))
 
 
 def arm_label(arm: str, root: Path | None = None) -> str:
@@ -79,4 +80,6 @@ def dataset_order(datasets, root: Path | None = None) -> list[str]:
 
 
 def paper_tables_path(root: Path | None = None) -> Path:
-    return (root or reports_dir()) / "paper_tables.csv"
+    if root is not None:
+        return Path(root) / "paper_tables.csv"
+    return report_file("paper_tables.csv") or reports_dir() / "paper_tables.csv"

@@ -24,7 +24,7 @@ import yaml
 
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import MAX_SEEDS, SEED_MAX
-from arctl.spec.paths import experiments_dir, spec_names
+from arctl.spec.paths import find_spec, spec_files
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}
@@ -103,23 +103,25 @@ def parse_seeds(value, where: str) -> list[int]:
     return list(value)
 
 
-def read_spec_file(kind: str, name: str, directory: Path, allowed_keys: set[str]) -> tuple[Path, dict]:
-    """Read ``<directory>/<name>.yaml`` (an experiment or sweep spec): an unknown name gets the
-    closest names, an unknown top-level key the closest allowed key. Names are names, never paths:
-    ``[a-z0-9][a-z0-9._-]*``, looked up inside the spec folder only."""
+def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) -> tuple[Path, dict]:
+    """Read ``<folder>/<name>.yaml`` (an experiment or sweep spec) from the spec search path
+    (:mod:`arctl.spec.paths`): an unknown name gets the closest names, an unknown top-level key the
+    closest allowed key. Names are names, never paths: ``[a-z0-9][a-z0-9._-]*``, looked up inside
+    the spec folders only."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(
             f"{kind} name {name!r} is not a name",
             None,
             f"names are lowercase letters, digits, '.', '_' and '-', no paths (`arctl ls {kind}s` lists them)",
         )
-    path = directory / f"{name}.yaml"
-    if not path.is_file():
+    found = find_spec(folder, name)
+    if found is None:
         raise SpecError(
             f"unknown {kind} {name!r}",
             None,
-            did_you_mean(name, spec_names(directory)) + f" (`arctl ls {kind}s` lists them)",
+            did_you_mean(name, list(spec_files(folder))) + f" (`arctl ls {kind}s` lists them)",
         )
+    path = found.path
     data = read_yaml_mapping(path)
     unknown = set(data) - allowed_keys
     if unknown:
@@ -130,7 +132,7 @@ def read_spec_file(kind: str, name: str, directory: Path, allowed_keys: set[str]
 
 def load_experiment(name: str) -> Experiment:
     """Read and check ``experiments/<name>.yaml``; unknown names get the closest suggestions."""
-    path, data = read_spec_file("experiment", name, experiments_dir(), EXPERIMENT_KEYS)
+    path, data = read_spec_file("experiment", name, "experiments", EXPERIMENT_KEYS)
     arms_raw = data.get("arms")
     if not isinstance(arms_raw, dict) or not arms_raw:
         raise SpecError("an experiment needs a non-empty mapping 'arms: {name: [overrides...]}'", str(path))
@@ -167,4 +169,4 @@ def load_experiment(name: str) -> Experiment:
 
 
 def list_experiments() -> list[str]:
-    return spec_names(experiments_dir())
+    return list(spec_files("experiments"))

@@ -1,31 +1,35 @@
-"""Figure and table specs under ``reports/`` (one YAML per figure or table): listing only.
-
-Each spec names its ``kind`` (figure|table), a ``description`` and the experiments or sweep whose
-runs it needs; the report layer renders them.
-"""
+"""Figure, table and claims specs under ``reports/`` (one YAML per figure or table, ``kind:
+figure|table|claims``): the one reader of them, over the spec search path (:mod:`arctl.spec.paths`:
+a user's ``reports/<file>.yaml`` overlays the shipped file of the same name). ``arctl ls`` lists
+them; the report layer renders them."""
 
 from __future__ import annotations
 
 from arctl.spec.experiment import read_yaml_mapping
-from arctl.spec.paths import reports_dir
+from arctl.spec.paths import spec_files
+
+NOT_SPECS = ("labels",)  # reports/labels.yaml: display names, not a report
+
+
+def all_report_specs(kind: str) -> dict[str, dict]:
+    """name → spec (with ``_path`` and ``_origin``) of every ``reports/*.yaml`` of ``kind``."""
+    out = {}
+    for stem, found in spec_files("reports").items():
+        if stem in NOT_SPECS:
+            continue
+        data = read_yaml_mapping(found.path)
+        if data.get("kind") != kind:
+            continue
+        data.setdefault("name", stem)
+        data["_path"], data["_origin"] = str(found.path), found.origin
+        out[str(data["name"])] = data
+    return dict(sorted(out.items()))
 
 
 def list_report_specs(kind: str) -> list[dict]:
-    """Rows {name, description, experiments, sweep} of every ``reports/**/*.yaml`` of this kind."""
-    rows = []
-    root = reports_dir()
-    if not root.is_dir():
-        return rows
-    for path in sorted(root.rglob("*.yaml")):
-        data = read_yaml_mapping(path)
-        if data.get("kind") != kind:
-            continue
-        rows.append(
-            {
-                "name": data.get("name", path.stem),
-                "experiments": data.get("experiments", []),
-                "sweep": data.get("sweep"),
-                "description": data.get("description", ""),
-            }
-        )
-    return rows
+    """Rows {name, experiments, sweep, description, source} of every report spec of this kind."""
+    return [
+        {"name": name, "experiments": data.get("experiments", []), "sweep": data.get("sweep"),
+         "description": data.get("description", ""), "source": f"{data['_origin']}: {data['_path']}"}
+        for name, data in all_report_specs(kind).items()
+    ]

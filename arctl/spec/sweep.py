@@ -20,7 +20,7 @@ from pathlib import Path
 
 from arctl.spec.errors import SpecError
 from arctl.spec.experiment import _str_list, parse_seeds, read_spec_file
-from arctl.spec.paths import spec_names, sweeps_dir
+from arctl.spec.paths import spec_files
 
 SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid", "share_arms"}
 
@@ -56,7 +56,7 @@ def _override_value(value) -> str:
 
 
 def load_sweep(name: str) -> Sweep:
-    path, data = read_spec_file("sweep", name, sweeps_dir(), SWEEP_KEYS)
+    path, data = read_spec_file("sweep", name, "sweeps", SWEEP_KEYS)
     experiments = data.get("experiments")
     if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):
         raise SpecError("a sweep needs 'experiments: [name, ...]'", str(path))
@@ -82,4 +82,4 @@ def load_sweep(name: str) -> Sweep:
 
 
 def list_sweeps() -> list[str]:
-    return spec_names(sweeps_dir())
+    return list(spec_files("sweeps"))

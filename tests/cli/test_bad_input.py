@@ -140,3 +140,17 @@ def test_an_empty_target_is_an_error(sandbox, command, target):
 ], ids=["parallelism-0", "parallelism-x", "unknown-option", "missing-argument", "unknown-command"])
 def test_usage_mistakes_are_one_error_line(sandbox, args):
     sandbox.check_refused(*args, "--workdir", str(sandbox.ws))
+
+
+# arctl cp (issue 18): a bad name or an existing destination writes nothing
+@pytest.mark.parametrize("args", [["cp", "../sweeps/lambda"], ["cp", "nosuch"], ["cp", "[/]"],
+                                  ["cp", "ablation-vr", "--kind", "figure"]],
+                         ids=["path", "unknown", "markup", "bad-kind"])
+def test_cp_refuses_bad_names(sandbox, args):
+    sandbox.check_refused(*args, str(sandbox.ws / "copy.yaml"))
+
+
+def test_cp_refuses_to_overwrite_without_force(sandbox):
+    (sandbox.ws / "mine.yaml").write_text("description: mine\n")
+    result = sandbox.check_refused("cp", "ablation-vr", str(sandbox.ws / "mine.yaml"))
+    assert "--force" in result.err

@@ -57,6 +57,29 @@ ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "
 TREE_STRATEGIES = ("fsdp", "fsdp2")  # engines with arctl's tree-attention patch (tree_forward.py)
 
 
+ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"  # tests: let the verl trainer start without CUDA
+
+
+def runs_without_gpu(config: dict) -> bool:
+    """Whether this verl run does its work without a GPU: the smoke run (plumbing only) and the CPU
+    rehearsal of the training loop (``verl.rehearsal_steps``)."""
+    return bool(verl_setting(config, "smoke")) or int(verl_setting(config, "rehearsal_steps") or 0) > 0
+
+
+def local_gpu_problem(config: dict) -> str | None:
+    """Why this verl run cannot run on *this* machine (the local executor), or None: it trains on
+    GPUs and none is visible (and ``ARCTL_VERL_ALLOW_CPU`` is not set)."""
+    if runs_without_gpu(config) or os.environ.get(ALLOW_CPU_ENV) == "1":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return "the verl backend needs torch with CUDA, and torch is not installed here"
+    if torch.cuda.is_available():
+        return None
+    return "the paper scale (verl backend) trains on GPUs and this machine has none"
+
+
 def strategy_problem(config: dict) -> str | None:
     """Why the run's verl overrides cannot train packed trees, or None: a ``*.strategy`` other
     than FSDP with ``verl.tree_attention=flex|dense`` would train the packed trees with plain causal

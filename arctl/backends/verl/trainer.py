@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.verl.history import VERL_LOG
-from arctl.backends.verl.overrides import (
+from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests set it through this module
+    ALLOW_CPU_ENV,
     VerlConfigError,
     build_verl_config,
     data_dir,
@@ -47,7 +48,6 @@ from arctl.backends.verl.overrides import (
 )
 
 STOP_FILE = "STOP"
-ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"
 STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
 
 

@@ -1,0 +1,33 @@
+"""``arctl cp NAME [DEST]``: copy a shipped experiment, sweep or report spec to edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from arctl.cli.common import console, esc, print_json, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("cp")
+    def cp(
+        name: str = typer.Argument(..., help="An experiment, sweep or report name (`arctl ls ...` lists them)."),
+        dest: Path | None = typer.Argument(None, help="File or folder (default: ./experiments, ./sweeps or ./reports, "
+                                                       "or the first $ARCTL_SPECS directory).", show_default=False),
+        kind: str | None = typer.Option(None, "--kind", help="experiment, sweep or report, when the name is several."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Copy a spec shipped with arctl into your folder to edit; your copy then wins over the
+        shipped one of the same name (see `arctl ls`)."""
+        from arctl.spec.copy import copy_spec
+
+        with user_errors():
+            done = copy_spec(name, dest, kind, force)
+        if as_json:
+            print_json({"kind": done.kind, "name": done.name, "source": str(done.source.path),
+                        "source_origin": done.source.origin, "dest": str(done.dest)})
+            return
+        console.print(f"copied {esc(done.kind)} {esc(done.name)} ({esc(done.source.origin)}: {esc(done.source.path)}) "
+                      f"to {esc(done.dest)}")
