@@ -9,7 +9,13 @@ import typer
 
 from arctl.cli.common import console, esc, fail, print_json, user_errors
 
-DATASET_NAMES = ("deepscaler", "aime24", "amc22", "math500", "minerva", "olympiadbench")
+DATA_BACKEND = "verl"  # the backend whose datasets `arctl data prepare` writes
+
+
+def _dataset_names() -> tuple[str, ...]:
+    from arctl.backends.base import get_backend
+
+    return get_backend(DATA_BACKEND).datasets()
 
 
 def _default_out() -> Path:
@@ -22,8 +28,8 @@ def _parse_sources(items: list[str]) -> dict[str, Path]:
         name, sep, path = item.partition("=")
         if not sep or not name.strip() or not path.strip():
             fail(f"--source {item!r} is not NAME=PATH — write e.g. --source aime24=/data/aime24.jsonl")
-        if name.strip() not in DATASET_NAMES:
-            fail(f"--source {item!r}: unknown dataset {name.strip()!r}; known: {', '.join(DATASET_NAMES)}")
+        if name.strip() not in _dataset_names():
+            fail(f"--source {item!r}: unknown dataset {name.strip()!r}; known: {', '.join(_dataset_names())}")
         sources[name.strip()] = Path(path.strip()).expanduser()
     return sources
 
@@ -35,7 +41,7 @@ def register(app: typer.Typer) -> None:
     def prepare(
         out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: $ARCTL_DATA_DIR or ~/data/arctl)."),
         datasets: str = typer.Option(
-            ",".join(DATASET_NAMES), "--datasets", "-d", help="Comma-separated datasets to prepare."
+            "all", "--datasets", "-d", help="Comma-separated datasets to prepare (default: all of them)."
         ),
         source: list[str] = typer.Option(
             [], "--source", "-s", help="NAME=PATH: read a dataset from a local .json/.jsonl/.parquet file (repeatable)."
@@ -45,20 +51,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write verl parquet (data_source, prompt, ability, reward_model, extra_info) per dataset:
         OUT/deepscaler/train.parquet and OUT/<eval set>/test.parquet."""
-        names = [n.strip() for n in datasets.split(",") if n.strip()]
-        unknown = [n for n in names if n not in DATASET_NAMES]
+        known = _dataset_names()
+        names = list(known) if datasets.strip() == "all" else [n.strip() for n in datasets.split(",") if n.strip()]
+        unknown = [n for n in names if n not in known]
         if not names or unknown:
             fail(f"--datasets {datasets!r}: unknown dataset {unknown[0] if unknown else '(none)'!r}; "
-                 f"known: {', '.join(DATASET_NAMES)}")
+                 f"known: {', '.join(known)}")
         sources = _parse_sources(source)
         target = out.expanduser() if out is not None else _default_out()
         with user_errors():
-            from arctl.backends.verl.data import DataError
-            from arctl.backends.verl.data import prepare as do_prepare
+            from arctl.backends.base import BackendUserError, get_backend
 
             try:
-                summary = do_prepare(target, names, sources, use_hub=hub)
-            except DataError as err:
+                summary = get_backend(DATA_BACKEND).prepare_data(target, names, sources, hub)
+            except BackendUserError as err:
                 fail(str(err))
         if as_json:
             print_json(summary)

@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXECUTORS = ("slurm", "local", "debug")
+from arctl.spec.validate import EXECUTORS as CLUSTER_EXECUTORS
+
+EXECUTORS = tuple(e for e in CLUSTER_EXECUTORS if e != "auto")  # what `auto` chooses between
 PREEMPT_SIGNAL = "USR1"
 MAX_SIGNAL_DELAY_S = 65535  # sbatch --signal=...@sig_time accepts up to 65535 s
 
@@ -240,20 +242,16 @@ def local_executor(folder: Path, cluster: dict):
     return executor
 
 
-def verl_job_script(config: dict, run_dir: Path) -> str | None:
-    """The Ray-cluster sbatch body of a verl run (owned by the verl backend), if any.
+def backend_job_script(config: dict, run_dir: Path) -> str | None:
+    """The sbatch body the run's backend wants (verl: a Ray cluster sized to the allocation around
+    the trainer, a single node included), or None for the plain job entry."""
+    from arctl.backends.base import BackendError, get_backend
 
-    Every verl run gets one, a single node included (Ray head only, no workers): verl always runs
-    on Ray, and a head started by the body is sized to the allocation (``--num-cpus``, GPUs)
-    and stopped by the job, where a Ray started inside the trainer would claim the whole node.
-    """
-    if config.get("backend") != "verl":
-        return None
     try:
-        from arctl.backends.verl.ray_job import job_script
-    except ImportError:
+        backend = get_backend(str(config.get("backend", "tiny")))
+    except BackendError:
         return None
-    return job_script(config, run_dir)
+    return backend.job_script(config, run_dir)
 
 
 def _logical_lines(script: str) -> list[str]:

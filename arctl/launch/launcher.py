@@ -34,7 +34,7 @@ from arctl.launch.executors import (
     render_sbatch,
     slurm_executor,
     slurm_parameters,
-    verl_job_script,
+    backend_job_script,
     with_ray_setup,
 )
 from arctl.launch.provenance import code_version, write_provenance
@@ -126,7 +126,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     folder = workspace.jobs_dir / "%j"
     plain = []
     for item in items:
-        ray = verl_job_script(item.config, workspace.run_dir(item.run_id))
+        ray = backend_job_script(item.config, workspace.run_dir(item.run_id))
         if ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             scripts.append((f"sbatch script for {item.run_id} (verl with Ray)", render_sbatch(params, folder, 1)))
@@ -192,15 +192,14 @@ def launch(
 
 
 def gpu_problem(items: list[LaunchItem]) -> None:
-    """Refuse (LaunchError) verl runs that need a GPU on a machine without one (the local/debug
-    executor runs them here): one line naming the cluster profiles that would run them."""
-    from arctl.backends.verl.overrides import local_gpu_problem
+    """Refuse (LaunchError) runs that cannot run on this machine (the local/debug executor runs them
+    here; e.g. a verl run needing a GPU on a machine without one): one line naming the cluster
+    profiles that would run them."""
+    from arctl.backends.base import get_backend
     from arctl.spec.paths import group_options
 
     for item in items:
-        if item.config.get("backend") != "verl":
-            continue
-        problem = local_gpu_problem(item.config)
+        problem = get_backend(str(item.config.get("backend", "tiny"))).local_problem(item.config)
         if problem:
             clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
             raise LaunchError(
@@ -311,7 +310,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
     for item in items:
-        ray = verl_job_script(item.config, workspace.run_dir(item.run_id))
+        ray = backend_job_script(item.config, workspace.run_dir(item.run_id))
         if ray is None:
             plain.append(item)
         else:

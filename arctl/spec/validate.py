@@ -7,12 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.algo.settings import BASELINES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
-from arctl.backends.verl.overrides import strategy_problem
+from arctl.backends.base import available_backends, get_backend
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem
 
-BACKENDS = ("tiny", "verl")
-EXECUTORS = ("auto", "local", "slurm", "debug")
+EXECUTORS = ("auto", "slurm", "local", "debug")  # cluster.executor; arctl.launch.executors reads it from here
 WANDB_MODES = ("offline", "online", "disabled")
 PROB_TOL = 1e-6
 
@@ -150,7 +149,7 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "eval.n_samples", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "eval.datasets", lambda v: isinstance(v, list) and v and all(isinstance(d, str) for d in v), "a non-empty list of dataset names")
-    _choice(cfg, "backend", BACKENDS)
+    _choice(cfg, "backend", tuple(available_backends()))
     _choice(cfg, "cluster.executor", EXECUTORS)
     _choice(cfg, "wandb.mode", WANDB_MODES)
     _check(cfg, "seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
@@ -165,14 +164,6 @@ def validate_config(cfg: dict) -> None:
     if found:
         key, problem = found
         raise SpecError(problem, key, f"override it, e.g. {key}=...")
-    if cfg["backend"] == "verl" and not _get(cfg, "model.path"):
-        raise SpecError("the verl backend needs model.path", "model.path", "choose model=r1-distill-qwen-1.5b or set model.path=...")
-    if cfg["backend"] == "verl":
-        problem = strategy_problem(cfg)
-        if problem:
-            raise SpecError(problem, "verl.overrides", "the tree mask exists for the FSDP engine only")
-        _check(cfg, "verl.smoke", lambda v: isinstance(v, bool), "true or false")
-        _check(cfg, "verl.rehearsal_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0 (0: train for real)")
-        _check(cfg, "verl.rehearsal_step_s", lambda v: _is_num(v) and v >= 0, "a number of seconds >= 0")
-        _check(cfg, "verl.ray_start_args", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
-               "a list of `ray start` flags, e.g. ['--object-store-memory=10000000000']")
+    problem = get_backend(cfg["backend"]).config_problem(cfg)
+    if problem:
+        raise SpecError(*problem)

@@ -98,12 +98,12 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
 
 def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     ray_job = pytest.importorskip("arctl.backends.verl.ray_job")
-    from arctl.launch.executors import verl_job_script
+    from arctl.launch.executors import backend_job_script
     from arctl.spec import resolve_experiment
 
     monkeypatch.delenv("ARCTL_SPECS", raising=False)
     (run,) = resolve_experiment("ablation-vr", ["cluster=slurm-a100", "cluster.nodes=2"], scale="paper", arms=["grpo"])
-    body = verl_job_script(run.config, tmp_path / "run")
+    body = backend_job_script(run.config, tmp_path / "run")
     assert body == ray_job.job_script(run.config, tmp_path / "run")
     script = render_sbatch(with_ray_setup(slurm_parameters(run.config["cluster"], "ablation-vr"), body), tmp_path / "%j", 1)
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
@@ -112,8 +112,8 @@ def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     assert script.strip().splitlines()[-1].startswith(f"{JOB_RUNNER} ")
     # one node: the same body (a Ray head sized to the allocation, no workers)
     single = {**run.config, "cluster": {**run.config["cluster"], "nodes": 1}}
-    assert verl_job_script(single, tmp_path / "run") == ray_job.job_script(single, tmp_path / "run")
-    assert verl_job_script({**single, "backend": "tiny"}, tmp_path / "run") is None
+    assert backend_job_script(single, tmp_path / "run") == ray_job.job_script(single, tmp_path / "run")
+    assert backend_job_script({**single, "backend": "tiny"}, tmp_path / "run") is None
 
 
 def test_the_job_runner_passes_signals_on_and_the_exit_trap_runs_after_the_job(tmp_path):

@@ -5,3 +5,32 @@ traces, verifier), ``tokenizer``, ``model``, ``warmup`` (cached supervised warm-
 (KV-cached thinking and branching summaries), ``update`` (tree-packed PPO-clip), ``evaluate``,
 ``checkpoint``, ``trainer``.
 """
+
+
+class TinyBackend:
+    """The :class:`arctl.backends.base.Backend` of the tiny testbed (imports torch only to train)."""
+
+    name = "tiny"
+
+    def train(self, config, run_dir, stop_event=None):
+        from arctl.backends.tiny.trainer import train
+
+        return train(config, run_dir, stop_event)
+
+    def config_problem(self, config):
+        return None
+
+    def local_problem(self, config):
+        return None
+
+    def job_script(self, config, run_dir):
+        return None
+
+    def prepare_data(self, out, datasets, sources, use_hub):
+        return None  # the toy task is generated, never downloaded
+
+    def datasets(self):
+        return ()
+
+
+BACKEND = TinyBackend()

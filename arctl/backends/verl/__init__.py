@@ -15,3 +15,42 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``data``         DeepScaleR + eval sets -> verl parquet
 - ``evaluate``     anytime evaluation of a checkpoint on the 32-budget grid
 """
+
+
+class VerlBackend:
+    """The :class:`arctl.backends.base.Backend` of verl (imports verl, torch and Ray only when used)."""
+
+    name = "verl"
+
+    def train(self, config, run_dir, stop_event=None):
+        from arctl.backends.verl.trainer import train
+
+        return train(config, run_dir, stop_event)
+
+    def config_problem(self, config):
+        from arctl.backends.verl.overrides import config_problem
+
+        return config_problem(config)
+
+    def local_problem(self, config):
+        from arctl.backends.verl.overrides import local_gpu_problem
+
+        return local_gpu_problem(config)
+
+    def job_script(self, config, run_dir):
+        from arctl.backends.verl.ray_job import job_script
+
+        return job_script(config, run_dir)
+
+    def prepare_data(self, out, datasets, sources, use_hub):
+        from arctl.backends.verl.data import prepare
+
+        return prepare(out, datasets, sources, use_hub=use_hub)
+
+    def datasets(self):
+        from arctl.backends.verl.data import DATASETS
+
+        return tuple(DATASETS)
+
+
+BACKEND = VerlBackend()

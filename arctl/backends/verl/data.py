@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from arctl.backends.base import BackendUserError
+
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 
 
@@ -47,7 +49,7 @@ PROBLEM_KEYS = ("problem", "question", "Problem", "Question", "prompt")
 ANSWER_KEYS = ("answer", "final_answer", "Answer", "ground_truth", "gt_answer")
 
 
-class DataError(ValueError):
+class DataError(BackendUserError):
     """A dataset source that cannot be read or converted (one clear line)."""
 
 

@@ -1,0 +1,120 @@
+"""What a training backend is to the rest of arctl, and where backends are found.
+
+A backend is an object with the :class:`Backend` protocol, exported by its package as ``BACKEND``
+and registered under the ``arctl.backends`` entry-point group (``tiny = "arctl.backends.tiny:BACKEND"``;
+another package adds one the same way). ``arctl.spec``, ``arctl.launch`` and ``arctl.cli`` use
+:func:`get_backend` and never import a backend package: the registry loads it by name, lazily, so
+the tiny backend never pulls in verl or Ray and ``arctl --help`` imports neither.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+ENTRY_POINT_GROUP = "arctl.backends"
+# The built-in backends, also when the package metadata is stale (an editable install before
+# `pip install -e .` was re-run); entry points of other packages add to these.
+BUILTIN = {
+    "tiny": "arctl.backends.tiny:BACKEND",
+    "verl": "arctl.backends.verl:BACKEND",
+}
+
+
+class BackendError(RuntimeError):
+    """The backend named by a config cannot be loaded."""
+
+
+class BackendUserError(ValueError):
+    """A user mistake a backend reports (e.g. a dataset file that cannot be read): one line."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A training backend.
+
+    ``train(config, run_dir, stop_event)`` runs the resolved config in this process and returns
+    ``"completed"`` or ``"preempted"`` (a set ``stop_event``: checkpoint and return). The other
+    methods return ``None`` when the backend has nothing to say."""
+
+    name: str
+
+    def train(self, config: dict, run_dir: Path, stop_event: threading.Event | None = None) -> str: ...
+
+    def config_problem(self, config: dict) -> tuple[str, str, str] | None:
+        """(what, key, hint) of a config this backend cannot run, checked at validation."""
+
+    def local_problem(self, config: dict) -> str | None:
+        """Why the run cannot run on this machine (the local executor), e.g. no GPU."""
+
+    def job_script(self, config: dict, run_dir: Path) -> str | None:
+        """The sbatch body that runs the job (e.g. a Ray cluster around the trainer), or None for
+        the plain job entry."""
+
+    def prepare_data(self, out: Path, datasets: list[str], sources: dict[str, Path], use_hub: bool) -> list[dict] | None:
+        """``arctl data prepare``: write the backend's datasets; None if it needs none."""
+
+    def datasets(self) -> tuple[str, ...]:
+        """Names ``arctl data prepare`` accepts for this backend."""
+
+
+def available_backends() -> dict[str, str]:
+    """name → ``module:attribute`` of every backend (built-ins, then entry points)."""
+    table = dict(BUILTIN)
+    try:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            table.setdefault(ep.name, ep.value)
+    except Exception:  # noqa: BLE001 - broken metadata must not hide the built-ins
+        pass
+    return table
+
+
+def load_target(target: str):
+    """The object ``module:attribute`` names (default attribute ``BACKEND``)."""
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attr or "BACKEND")
+    except (ImportError, AttributeError) as err:
+        raise BackendError(f"cannot load backend {target!r}: {err}") from err
+
+
+def get_backend(name: str) -> Backend:
+    """The backend registered as ``name`` (or a ``module:attribute`` target)."""
+    if ":" in name:
+        obj = load_target(name)
+    else:
+        table = available_backends()
+        if name not in table:
+            raise BackendError(f"unknown backend {name!r}; known: {', '.join(sorted(table))}")
+        obj = load_target(table[name])
+    if callable(obj) and not hasattr(obj, "train"):  # a bare train function (the old contract)
+        obj = FunctionBackend(name, obj)
+    return obj
+
+
+class FunctionBackend:
+    """A backend that is only a ``train`` function (the contract before :class:`Backend`)."""
+
+    def __init__(self, name: str, train: Callable):
+        self.name, self.train = name, train
+
+    def config_problem(self, config):
+        return None
+
+    def local_problem(self, config):
+        return None
+
+    def job_script(self, config, run_dir):
+        return None
+
+    def prepare_data(self, out, datasets, sources, use_hub):
+        return None
+
+    def datasets(self):
+        return ()
