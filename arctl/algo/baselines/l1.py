@@ -1,0 +1,121 @@
+"""L1 / LCPO (Aggarwal & Welleck, 2025, arXiv 2503.04697): length-controlled policy optimisation.
+
+Every training question gets a target length ``n_gold`` written into its prompt ("Think for
+{n_gold} tokens." for L1-Exact, "Think for maximum {n_gold} tokens." for L1-Max); the trainer is
+GRPO on these rewards (paper Sec. 3, Eqs. 1-2), with ``n_y`` the number of tokens the response used:
+
+- L1-Exact (Eq. 1): ``r = 1[y = y_gold] - alpha * |n_gold - n_y|`` — the penalty applies to wrong
+  answers too, so a reward can be negative;
+- L1-Max (Eq. 2): ``r = 1[y = y_gold] * clip(alpha * (n_gold - n_y) + delta, 0, 1)`` — a correct
+  answer exactly at the target gets ``delta``, wrong answers get 0.
+
+Constants: the paper reports ``alpha = 0.0003`` and ``delta = 0.5`` and samples
+``n_gold ~ U(n_min, n_max)`` with ``n_min = 100``, ``n_max = 4000`` (integers, both ends included, as
+``random.randint(100, 4000)`` in the released data script). ``n_y`` is the whole response's token
+count (thinking and answer), as the released reward uses the valid response length.
+
+Known differences in released code (as read in a public copy of the L1 repository, not re-checked
+against upstream): L1-Exact uses ``alpha = 1/3000``; L1-Max uses ``clip(0.5 + (n_gold - n_y)/1000, 0, 1)``,
+i.e. ``alpha = 0.001``, and its data mixes the two prompt kinds 50/50. Defaults here follow the paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from arctl.algo.baselines._checks import as_correct, as_int, as_lengths, reward_dtype
+
+L1_MODES = ("exact", "max")
+"""L1 reward forms: ``exact`` (L1-Exact, Eq. 1), ``max`` (L1-Max, Eq. 2)."""
+L1_ALPHA = 0.0003
+"""Length-penalty slope alpha of Eqs. 1-2 (paper value)."""
+L1_DELTA = 0.5
+"""Offset delta of L1-Max (Eq. 2, paper value)."""
+L1_TARGET_RANGE = (100, 4000)
+"""(n_min, n_max) of the target-length sampling, both included (paper value)."""
+
+
+def _inputs(correct: Any, n_used: Any, n_target: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ok = as_correct(correct)
+    n = ok.shape[0]
+    return ok, as_lengths(n_used, n, "n_used"), as_lengths(n_target, n, "n_target")
+
+
+def _check_alpha(alpha: float) -> float:
+    alpha = float(alpha)
+    if not alpha >= 0 or alpha == float("inf"):
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
+    return alpha
+
+
+def l1_exact_reward(correct: Any, n_used: Any, n_target: Any, alpha: float = L1_ALPHA) -> torch.Tensor:
+    """L1-Exact reward (Eq. 1) [N]: ``1[correct] - alpha * |n_target - n_used|``.
+
+    ``correct`` [N] bool or 0/1; ``n_used`` [N] response token counts; ``n_target`` [N] (or a
+    scalar) the target in each response's prompt. Float ``correct`` keeps its dtype, else float32.
+    """
+    ok, used, target = _inputs(correct, n_used, n_target)
+    alpha = _check_alpha(alpha)
+    return (ok.to(torch.float64) - alpha * (target - used).abs()).to(reward_dtype(correct))
+
+
+def l1_max_reward(
+    correct: Any, n_used: Any, n_target: Any, alpha: float = L1_ALPHA, delta: float = L1_DELTA
+) -> torch.Tensor:
+    """L1-Max reward (Eq. 2) [N]: ``1[correct] * clip(alpha * (n_target - n_used) + delta, 0, 1)``.
+
+    Shapes and dtype as :func:`l1_exact_reward`.
+    """
+    ok, used, target = _inputs(correct, n_used, n_target)
+    alpha = _check_alpha(alpha)
+    delta = float(delta)
+    if not np.isfinite(delta):
+        raise ValueError(f"delta must be finite, got {delta}")
+    shaped = (alpha * (target - used) + delta).clamp(0.0, 1.0)
+    return torch.where(ok, shaped, 0.0).to(reward_dtype(correct))
+
+
+def l1_reward(
+    correct: Any, n_used: Any, n_target: Any, mode: str, alpha: float = L1_ALPHA, delta: float = L1_DELTA
+) -> torch.Tensor:
+    """The L1 reward [N] of ``mode`` (one of :data:`L1_MODES`); ``delta`` is used by ``max`` only."""
+    if mode == "exact":
+        return l1_exact_reward(correct, n_used, n_target, alpha)
+    if mode == "max":
+        return l1_max_reward(correct, n_used, n_target, alpha, delta)
+    raise ValueError(f"unknown L1 mode {mode!r}; choose one of {', '.join(L1_MODES)}")
+
+
+def sample_l1_targets(
+    rng: np.random.Generator,
+    n_questions: int,
+    low: int | None = None,
+    high: int | None = None,
+    choices: Sequence[int] | None = None,
+) -> np.ndarray:
+    """One target length per question, int64 [n_questions], drawn with ``rng``.
+
+    Uniform over the integers ``low..high`` (both included; default :data:`L1_TARGET_RANGE`), or,
+    with ``choices``, uniform over that list (then ``low``/``high`` must not be given). All samples
+    of a question share its target (it is in the prompt): repeat the result per sample
+    (``np.repeat(targets, G)``) before computing rewards.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    n = as_int(n_questions, "n_questions", 0)
+    if choices is not None:
+        if low is not None or high is not None:
+            raise ValueError("give either choices or a range low..high for the L1 targets, not both")
+        values = [as_int(c, "L1 target choice", 1) for c in choices]
+        if not values:
+            raise ValueError("choices is empty: give at least one target length")
+        return np.asarray(values, dtype=np.int64)[rng.integers(0, len(values), size=n)]
+    lo = as_int(L1_TARGET_RANGE[0] if low is None else low, "low", 1)
+    hi = as_int(L1_TARGET_RANGE[1] if high is None else high, "high", 1)
+    if hi < lo:
+        raise ValueError(f"L1 target range is empty: low={lo} > high={hi}")
+    return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)

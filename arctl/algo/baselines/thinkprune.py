@@ -1,0 +1,80 @@
+"""ThinkPrune (Hou et al., 2025, arXiv 2504.01296): RL with a hard token limit, pruned in rounds.
+
+Reward (the paper's length-limited reward): a response longer than the limit ``L`` is discarded,
+
+    r(x, y) = 1[y correct]   if |y| <= L,
+    r(x, y) = 0              otherwise.
+
+In the paper ``|y|`` is the whole response, unfinished thoughts *and* answer ("any unfinished thoughts
+and answers will be discarded"), i.e. the rollout's max response length is ``L``; pass the thinking
+length instead for a thinking-only limit. The trainer is the paper's GRPO, unchanged.
+
+Iterative pruning: several rounds of RL, each with a tighter limit (the paper's 1.5B schedule is
+4000 -> 3000 -> 2000 tokens, each round starting from the previous round's checkpoint). Here a
+*schedule* is a sequence of rounds ``(start_step, limit)``; round k is in force for
+``start_k <= step < start_{k+1}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from arctl.algo.baselines._checks import as_correct, as_int, as_lengths, reward_dtype
+
+Schedule = tuple[tuple[int, int], ...]
+"""Validated ThinkPrune schedule: ``((start_step, limit), ...)``, steps increasing, limits non-increasing."""
+
+
+def check_thinkprune_schedule(schedule: Sequence[Sequence[int]]) -> Schedule:
+    """Validate and normalise a schedule of rounds ``[(start_step, limit), ...]``.
+
+    Raises ValueError unless: at least one round; every round is a pair of integers; start steps
+    are >= 0 and strictly increasing; limits are >= 1 and non-increasing (a round never loosens the
+    limit). Example: ``[(0, 4000), (300, 3000), (600, 2000)]``.
+    """
+    rounds = list(schedule)
+    if not rounds:
+        raise ValueError("ThinkPrune schedule is empty: give rounds (start_step, limit), e.g. [(0, 4000), (300, 3000)]")
+    out: list[tuple[int, int]] = []
+    for r in rounds:
+        if isinstance(r, (str, bytes)) or not isinstance(r, Sequence) or len(r) != 2:
+            raise ValueError(f"ThinkPrune schedule round {r!r} is not a pair (start_step, limit)")
+        out.append((as_int(r[0], "ThinkPrune round start_step", 0), as_int(r[1], "ThinkPrune round limit", 1)))
+    for (s1, l1), (s2, l2) in zip(out, out[1:]):
+        if s2 <= s1:
+            raise ValueError(f"ThinkPrune schedule start steps must be strictly increasing, got {[s for s, _ in out]}")
+        if l2 > l1:
+            raise ValueError(
+                f"ThinkPrune schedule limits must be non-increasing (each round prunes further), got {[lim for _, lim in out]}"
+            )
+    return tuple(out)
+
+
+def thinkprune_limit(step: int, schedule: Sequence[Sequence[int]]) -> int:
+    """The token limit in force at training step ``step``: the limit of the last round whose
+    ``start_step <= step``. Raises ValueError for a step before the first round."""
+    rounds = check_thinkprune_schedule(schedule)
+    step = as_int(step, "step", 0)
+    if step < rounds[0][0]:
+        raise ValueError(f"step {step} is before the first ThinkPrune round (starts at step {rounds[0][0]})")
+    limit = rounds[0][1]
+    for start, lim in rounds:
+        if start > step:
+            break
+        limit = lim
+    return limit
+
+
+def thinkprune_reward(correct: Any, length: Any, limit: int) -> torch.Tensor:
+    """ThinkPrune reward [N]: ``correct`` [N] (bool or 0/1) where ``length`` [N] <= ``limit``, else 0.
+
+    ``length`` counts the tokens of each response (the paper: the whole response; a scalar is
+    broadcast). Float ``correct`` keeps its dtype, otherwise float32.
+    """
+    ok = as_correct(correct)
+    lens = as_lengths(length, ok.shape[0], "length")
+    limit = as_int(limit, "limit", 1)
+    return (ok & (lens <= limit)).to(reward_dtype(correct))
