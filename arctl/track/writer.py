@@ -9,54 +9,27 @@ job loses at most that much history.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
+from arctl.track.identity import WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
 from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
 
 
-def run_name(config: dict) -> str:
-    """W&B run name ``{arm}-s{seed}``."""
-    return f"{config.get('arm', 'run')}-s{config.get('seed', 0)}"
-
-
 def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = None,
                       flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S) -> dict:
-    """The ``wandb.init`` keyword arguments for ``config`` (without importing wandb)."""
-    wb = dict(config.get("wandb") or {})
-    mode = mode or wb.get("mode") or "offline"
-    if mode not in ("offline", "online", "disabled"):
-        raise ValueError(f"wandb.mode must be offline, online or disabled, got {mode!r}")
-    wdir = Path(run_dir) / "wandb"
-    kwargs = {
-        "project": wb.get("project") or "arctl",
-        "entity": wb.get("entity") or None,
-        "group": wb.get("group") or config.get("experiment") or None,
-        "name": wb.get("name") or run_name(config),
-        "tags": list(wb.get("tags") or []) or None,
-        "config": config,
-        "dir": str(wdir),
-        "mode": mode,
-        "job_type": "train",
-    }
-    # the launcher's W&B id (wandb.id: the run id, suffixed after a --force rerun), else one derived
-    # from the arctl run id: resuming writes a new fragment of the same id, which the reader
-    # stitches on trainer/global_step
-    run_id = wb.get("id") or config.get("run_id")
-    if run_id:
-        kwargs["id"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(run_id))[:64]
-        kwargs["resume"] = "allow"
-    return kwargs
+    """The ``wandb.init`` keyword arguments for ``config`` (without importing wandb): those of its
+    :class:`~arctl.track.identity.WandbIdentity`, ``mode`` overriding ``wandb.mode``."""
+    return WandbIdentity.from_config(config, run_dir, mode=mode).init_kwargs(config)
 
 
 def last_logged_step(run_dir: str | Path) -> int | None:
     """The last ``trainer/global_step`` in the run's own offline W&B files (rewinds applied), or
     None when they hold no history."""
-    from arctl.track.runs_reader import stitch_fragments
-    from arctl.track.wandb_offline import read_wandb_file
+    from arctl.track.runs import stitch_fragments
+    from arctl.track.wandbfile import read_wandb_file
 
     frags = []
     for path in sorted((Path(run_dir) / "wandb").rglob("run-*.wandb")):

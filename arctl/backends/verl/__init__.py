@@ -5,6 +5,7 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``plugin``       verl.plugins entry point: registers the agent loop, trainer mode and policy loss
 - ``overrides``    resolved arctl config -> verl override list, checked against verl's own config
 - ``ray_job``      the multi-node Ray-on-SLURM job body
+- ``run_config``   the verl config of a run (eval-only overrides, W&B env), shared by trainer and smoke
 - ``trainer``      ``train(config, run_dir, stop_event)``: runs verl's main_ppo in-process
 - ``trainer_v1``   the v1 ``PPOTrainer`` subclass (tree advantages, arctl metrics)
 - ``advantage``    tree advantages from rollout rows (pure; maths from ``arctl.algo``)

@@ -23,6 +23,7 @@ from typing import Any
 
 from arctl.algo.settings import Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
+from arctl.track.identity import WandbIdentity
 
 # Values under the config's ``verl:`` section that arctl reads (defaults used when absent).
 VERL_DEFAULTS: dict[str, Any] = {
@@ -169,7 +170,7 @@ def max_response_length(config: dict) -> int:
     return max(budgets) + branch_rows_per_tree(config) * branch + block
 
 
-def _fmt(value: Any) -> str:
+def fmt_value(value: Any) -> str:
     """A Python value in Hydra's override grammar."""
     if value is None:
         return "null"
@@ -182,9 +183,9 @@ def _fmt(value: Any) -> str:
             raise VerlConfigError(f"verl override value {value!r} is not a finite number")
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_fmt(v) for v in value) + "]"
+        return "[" + ",".join(fmt_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_fmt(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{k}:{fmt_value(v)}" for k, v in value.items()) + "}"
     text = str(value)
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./~-]*", text) and text.lower() not in (
         "null", "true", "false", "nan", "inf",
@@ -243,6 +244,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         logger = ["console", "file"] + ([] if wandb.get("mode") == "disabled" else ["wandb"])
     train_files = data.get("train_files") or str(dataset_file(config, data["train_dataset"], "train"))
     ev = config["eval"]
+    identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
     a = "actor_rollout_ref"
     ov: dict[str, Any] = {
         # data
@@ -302,8 +304,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         # trainer
         "trainer.use_v1": True,
         "trainer.v1.trainer_mode": "arctl",
-        "trainer.project_name": wandb.get("project") or "arctl",
-        "trainer.experiment_name": wandb.get("name") or f"{config.get('arm')}-s{config.get('seed', 0)}",
+        "trainer.project_name": identity.project,
+        "trainer.experiment_name": identity.name,
         "trainer.logger": list(logger),
         "trainer.nnodes": int(cluster.get("nodes") or 1),
         "trainer.n_gpus_per_node": gpus,
@@ -333,11 +335,11 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     ov[f"+{a}.model.override_config.attn_implementation"] = ATTN_IMPLEMENTATION[layout]
     if trainer.get("deterministic"):
         ov[f"{a}.rollout.full_determinism"] = True
-    items = [f"{k}={_fmt(v)}" for k, v in ov.items()]
+    items = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
     settings = arctl_settings(config)
     if run_dir is not None:
         settings["stop_file"] = str(Path(run_dir) / "STOP")
-    items += [f"+arctl.{k}={_fmt(v)}" for k, v in settings.items()]
+    items += [f"+arctl.{k}={fmt_value(v)}" for k, v in settings.items()]
     extra = verl_setting(config, "overrides") or []
     if isinstance(extra, str):
         extra = [extra]

@@ -51,11 +51,12 @@ def _comment(text: str) -> str:
 
 def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     """The bash body of the SLURM job (no ``#SBATCH`` header: the launcher writes that)."""
+    from arctl.backends.verl.history import VERL_LOG
     from arctl.backends.verl.overrides import verl_overrides, verl_setting
+    from arctl.track.identity import WandbIdentity
 
     run_dir = Path(run_dir)
     cluster = config.get("cluster") or {}
-    wandb = config.get("wandb") or {}
     requested_gpus = int(cluster.get("gpus_per_node") or 0)
     nodes = int(cluster.get("nodes") or 1)
     # GPUs SLURM gave each node; without a GPU request Ray counts the visible GPUs itself
@@ -67,23 +68,11 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     py = python or sys.executable or "python"
     overrides = verl_overrides(config, run_dir)
 
+    identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
     env = {
         "ARCTL_RUN_DIR": str(run_dir),
-        "WANDB_DIR": str(run_dir / "wandb"),
-        "WANDB_PROJECT": wandb.get("project") or "arctl",
-        "WANDB_RUN_GROUP": wandb.get("group") or config.get("experiment") or "arctl",
-        "WANDB_NAME": wandb.get("name") or f"{config.get('arm')}-s{config.get('seed', 0)}",
-        "WANDB_MODE": wandb.get("mode") or "offline",
-        "VERL_FILE_LOGGER_PATH": str(run_dir / "verl_metrics.jsonl"),
-        "TOKENIZERS_PARALLELISM": "false",
+        **identity.env(extra={"VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG), "TOKENIZERS_PARALLELISM": "false"}),
     }
-    if wandb.get("entity"):
-        env["WANDB_ENTITY"] = wandb["entity"]
-    if wandb.get("tags"):
-        env["WANDB_TAGS"] = ",".join(str(t) for t in wandb["tags"])
-    if wandb.get("id"):
-        env["WANDB_RUN_ID"] = wandb["id"]
-        env["WANDB_RESUME"] = "allow"
 
     from arctl.backends.verl.overrides import TREE_STRATEGIES
     from arctl.backends.verl.trainer import STEP_GRACE_FRACTION

@@ -90,7 +90,7 @@ def check_config(config: dict, run_dir: Path) -> tuple[dict, Any]:
     """Compose + validate verl's config as the real run does; (facts, composed cfg)."""
     from omegaconf import OmegaConf
 
-    from arctl.backends.verl.trainer import verl_run_config, with_wandb_env
+    from arctl.backends.verl.run_config import verl_run_config, with_wandb_env
 
     overrides, cfg = verl_run_config(config, run_dir)  # VerlConfigError (one line) on a bad key/type
     with_wandb_env(cfg, config, run_dir)
@@ -279,7 +279,7 @@ def check_plugin(loaded_before_verl: bool) -> dict[str, Any]:
 
 def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
     from arctl.backends.verl.overrides import data_dir
-    from arctl.backends.verl.trainer import data_files
+    from arctl.backends.verl.run_config import data_files
 
     files = {name: Path(name).expanduser().exists() for name in data_files(cfg)}
     missing = [f for f, ok in files.items() if not ok]

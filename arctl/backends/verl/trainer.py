@@ -38,61 +38,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from arctl.backends.verl.history import VERL_LOG
 from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests set it through this module
     ALLOW_CPU_ENV,
     VerlConfigError,
-    build_verl_config,
     data_dir,
     verl_setting,
 )
+from arctl.backends.verl.run_config import data_files, verl_run_config, with_wandb_env
 
 STOP_FILE = "STOP"
 STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
-
-
-def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
-    """Extra overrides of the eval-only mode: validation only, grid budgets, final eval datasets."""
-    from arctl.backends.verl.overrides import _fmt, dataset_file
-
-    ev = config["eval"]
-    datasets = list(ev.get("final_datasets") or ev["datasets"])
-    files = [str(dataset_file(config, name, "test")) for name in datasets]
-    out = [
-        "trainer.val_only=true",
-        "trainer.val_before_train=true",
-        f"data.val_files={_fmt(files)}",
-        f"arctl.eval_datasets={_fmt(datasets)}",
-        "arctl.eval_only=true",
-    ]
-    ckpt = verl_setting(config, "eval_checkpoint")
-    if ckpt:
-        out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={_fmt(str(ckpt))}"]
-    return out
-
-
-def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]:
-    """Overrides and the checked verl config of this arctl config (eval-only mode included)."""
-    if bool(verl_setting(config, "eval_only")):
-        from copy import deepcopy
-
-        config = deepcopy(config)
-        config.setdefault("verl", {})
-        extra = list(config["verl"].get("overrides") or [])
-        config["verl"]["overrides"] = eval_only_overrides(config, run_dir) + extra
-    return build_verl_config(config, run_dir)
-
-
-def data_files(cfg: Any) -> list[str]:
-    """The train and validation files of a composed verl config (each key a path or a list)."""
-    from omegaconf import OmegaConf
-
-    files = []
-    for key in ("data.train_files", "data.val_files"):
-        value = OmegaConf.select(cfg, key)
-        if value is not None:
-            files += [str(v) for v in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
-    return [f for f in files if f]
 
 
 def _check_inputs(config: dict, cfg: Any) -> None:
@@ -109,42 +64,6 @@ def _check_inputs(config: dict, cfg: Any) -> None:
             "the verl backend needs CUDA GPUs (vLLM rollout, FSDP actor) and this machine has none — "
             "use --scale tiny (CPU backend) or submit to a GPU cluster"
         )
-
-
-def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
-    """W&B settings for verl's tracker (its ``wandb.init`` reads them); never the API key."""
-    wandb = config.get("wandb") or {}
-    env = {
-        "WANDB_DIR": str(run_dir / "wandb"),
-        "WANDB_PROJECT": str(wandb.get("project") or "arctl"),
-        "WANDB_RUN_GROUP": str(wandb.get("group") or config.get("experiment") or "arctl"),
-        "WANDB_MODE": str(wandb.get("mode") or "offline"),
-        "VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG),
-    }
-    if wandb.get("entity"):
-        env["WANDB_ENTITY"] = str(wandb["entity"])
-    if wandb.get("tags"):
-        env["WANDB_TAGS"] = ",".join(str(t) for t in wandb["tags"])
-    if wandb.get("id"):
-        env["WANDB_RUN_ID"] = str(wandb["id"])
-        env["WANDB_RESUME"] = "allow"
-    return env
-
-
-def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
-    """Put the W&B settings into ``ray_kwargs.ray_init.runtime_env.env_vars`` of the verl config.
-
-    Ray actors (verl's TaskRunner logs to W&B) get them through the runtime env; the API key stays
-    in the process environment that Ray workers inherit and is never put in the config, which
-    verl prints.
-    """
-    from omegaconf import OmegaConf
-
-    existing = OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
-    env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
-    env_vars.update(wandb_env(config, Path(run_dir)))
-    OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
-    return cfg
 
 
 def step_grace_s(config: dict, stop_event: threading.Event | None) -> float:

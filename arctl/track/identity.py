@@ -1,0 +1,122 @@
+"""The W&B identity of one arctl run, built in one place for every process that names the run.
+
+:class:`WandbIdentity` reads ``config.wandb`` (and ``experiment``, ``arm``, ``seed``, ``run_id``):
+``dir = run_dir/wandb``, project (default ``arctl``), group (``wandb.group``, else the experiment),
+name (``wandb.name``, else ``{arm}-s{seed}``), entity, tags, mode (default ``offline``) and the run id
+a resumed attempt continues. Two renderings: :meth:`~WandbIdentity.init_kwargs`, the ``wandb.init``
+arguments of :mod:`arctl.track.writer`, and :meth:`~WandbIdentity.env`, the ``WANDB_*`` variables a
+trainer that opens its own W&B run (verl's tracker) reads. ``WANDB_API_KEY`` is never part of it.
+
+Where the renderings differ, they keep what each consumer has always done:
+
+- group: with neither ``wandb.group`` nor an experiment, ``init_kwargs`` has no group (None) while
+  ``env`` sets ``WANDB_RUN_GROUP=arctl``;
+- run id: ``init_kwargs`` takes ``wandb.id``, else the arctl ``run_id``, reduced to W&B's id
+  characters (at most 64); ``env`` sets ``WANDB_RUN_ID`` from ``wandb.id`` only, as given;
+- mode: ``init_kwargs`` refuses a mode other than offline, online or disabled; ``env`` passes it on;
+- name without ``wandb.name`` and without an ``arm``: ``{arm_default}-s{seed}``, where the writer's
+  default is ``run`` and the verl backend passes ``arm_default=None`` (``None-s0``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROJECT = "arctl"
+DEFAULT_MODE = "offline"
+MODES = ("offline", "online", "disabled")
+ENV_DEFAULT_GROUP = "arctl"  # WANDB_RUN_GROUP with neither wandb.group nor an experiment
+RESUME = "allow"  # a resumed attempt writes a new fragment of the same run id
+
+
+def run_name(config: dict, arm_default: Any = "run") -> str:
+    """W&B run name ``{arm}-s{seed}``."""
+    return f"{config.get('arm', arm_default)}-s{config.get('seed', 0)}"
+
+
+@dataclass(frozen=True)
+class WandbIdentity:
+    """Who the run is in W&B, as ``config`` says (values as the config gives them: the ``env``
+    rendering turns them into strings)."""
+
+    run_dir: str | Path | None  # the run's W&B files go to run_dir/wandb
+    project: Any
+    group: Any  # wandb.group, else the experiment; None when neither is set
+    name: Any
+    mode: Any
+    entity: Any = None
+    tags: Any = None  # as the config gives them (a list)
+    id: Any = None  # wandb.id: the launcher's W&B id (the run id, suffixed after a --force rerun)
+    run_id: Any = None  # the arctl run id (init_kwargs falls back to it without wandb.id)
+
+    @classmethod
+    def from_config(cls, config: dict, run_dir: str | Path | None, *, mode: str | None = None,
+                    arm_default: Any = "run") -> WandbIdentity:
+        """The identity of ``config``; ``mode`` overrides ``wandb.mode``; ``arm_default``: the arm of
+        the default name when the config has no ``arm``."""
+        wb = config.get("wandb") or {}
+        return cls(
+            run_dir=run_dir,
+            project=wb.get("project") or DEFAULT_PROJECT,
+            group=wb.get("group") or config.get("experiment") or None,
+            name=wb.get("name") or run_name(config, arm_default),
+            mode=mode or wb.get("mode") or DEFAULT_MODE,
+            entity=wb.get("entity") or None,
+            tags=wb.get("tags"),
+            id=wb.get("id") or None,
+            run_id=config.get("run_id"),
+        )
+
+    @property
+    def dir(self) -> Path:
+        """``run_dir/wandb``."""
+        return Path(self.run_dir) / "wandb"
+
+    def init_kwargs(self, config: dict, job_type: str = "train") -> dict:
+        """The ``wandb.init`` keyword arguments (``config``: the W&B config of the run)."""
+        if self.mode not in MODES:
+            raise ValueError(f"wandb.mode must be offline, online or disabled, got {self.mode!r}")
+        kwargs = {
+            "project": self.project,
+            "entity": self.entity,
+            "group": self.group,
+            "name": self.name,
+            "tags": list(self.tags or []) or None,
+            "config": config,
+            "dir": str(self.dir),
+            "mode": self.mode,
+            "job_type": job_type,
+        }
+        # the launcher's W&B id, else one derived from the arctl run id: resuming writes a new
+        # fragment of the same id, which the reader stitches on trainer/global_step
+        run_id = self.id or self.run_id
+        if run_id:
+            kwargs["id"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(run_id))[:64]
+            kwargs["resume"] = RESUME
+        return kwargs
+
+    def env(self, *, name: bool = True, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The ``WANDB_*`` environment variables (never ``WANDB_API_KEY``). ``name``: include
+        ``WANDB_NAME``; ``extra``: the caller's own variables, placed after ``WANDB_MODE`` and before
+        the optional entity, tags and run id."""
+        env = {
+            "WANDB_DIR": str(self.dir),
+            "WANDB_PROJECT": str(self.project),
+            "WANDB_RUN_GROUP": str(self.group or ENV_DEFAULT_GROUP),
+        }
+        if name:
+            env["WANDB_NAME"] = str(self.name)
+        env["WANDB_MODE"] = str(self.mode)
+        env.update(extra or {})
+        if self.entity:
+            env["WANDB_ENTITY"] = str(self.entity)
+        if self.tags:
+            env["WANDB_TAGS"] = ",".join(str(t) for t in self.tags)
+        if self.id:
+            env["WANDB_RUN_ID"] = str(self.id)
+            env["WANDB_RESUME"] = RESUME
+        return env
