@@ -11,14 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from arctl.algo.advantages import (
-    baseline_v1,
-    baseline_v2,
-    budget_returns,
-    segments_reached,
-    thinking_baseline,
-)
+from arctl.algo.advantages import budget_returns, segments_reached, thinking_baseline
 from arctl.algo.priors import budget_prior
+from arctl.algo.settings import CORR_BASELINES, NVAR_BASELINES
 
 
 def _flat(scores: torch.Tensor) -> torch.Tensor:
@@ -83,8 +78,9 @@ def _reach_weights(scores: torch.Tensor, reached: torch.Tensor | None) -> torch.
 def baseline_correlations(
     scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, reached: torch.Tensor | None = None
 ) -> dict[str, torch.Tensor]:
-    """Pearson correlation, per budget, of V1 and V2 with the return R over the B*G samples
-    (Figure 2 left): ``{"v1": [m], "v2": [m]}`` (nan where undefined, e.g. V1 at the first budget).
+    """Pearson correlation, per budget, of V1 and V2 (:data:`arctl.algo.settings.CORR_BASELINES`)
+    with the return R over the B*G samples (Figure 2 left): ``{"v1": [m], "v2": [m]}`` (nan where
+    undefined, e.g. V1 at the first budget).
 
     ``reached`` [B, G, m] (bool) keeps, at budget k, only the samples whose thinking has tokens in
     segment k (:func:`arctl.algo.advantages.segments_reached`), as the authors' ``cot_mask`` does; V2 still
@@ -94,30 +90,26 @@ def baseline_correlations(
     m = s.shape[-1]
     w = _reach_weights(s, reached).reshape(-1, m)
     flat = lambda t: t.reshape(-1, m)  # noqa: E731
-    return {
-        "v1": _pearson(flat(baseline_v1(s, probs, lam)), flat(r), w),
-        "v2": _pearson(flat(baseline_v2(r)), flat(r), w),
-    }
+    return {kind: _pearson(flat(thinking_baseline(s, probs, lam, kind)), flat(r), w) for kind in CORR_BASELINES}
 
 
 def normalized_variances(
     scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam: float, reached: torch.Tensor | None = None
 ) -> dict[str, torch.Tensor]:
     """``Var(R - V) / Var(R)`` per budget over the B*G samples (Figure 2 right), for ``V`` = BRPO,
-    GRPO (V2) and V1: ``{"brpo": [m], "grpo": [m], "v1": [m]}`` (nan if Var(R) = 0); ``reached``
-    as in :func:`baseline_correlations`."""
+    GRPO (V2) and V1 (:data:`arctl.algo.settings.NVAR_BASELINES`): ``{"brpo": [m], "grpo": [m],
+    "v1": [m]}`` (nan if Var(R) = 0); ``reached`` as in :func:`baseline_correlations`."""
     s = scores.to(torch.float64)
     m = s.shape[-1]
     r = budget_returns(s, probs)
     w = _reach_weights(s, reached).reshape(-1, m)
-    baselines = {"brpo": "brpo", "grpo": "v2", "v1": "v1"}
     var_r = _masked_var(r.reshape(-1, m), w)
 
     def nvar(v: torch.Tensor) -> torch.Tensor:
         var = _masked_var((r - v).reshape(-1, m), w)
         return torch.where(var_r > 0, var / var_r.clamp_min(1e-300), torch.nan)
 
-    return {key: nvar(thinking_baseline(s, probs, lam, name)) for key, name in baselines.items()}
+    return {key: nvar(thinking_baseline(s, probs, lam, name)) for key, name in NVAR_BASELINES.items()}
 
 
 @dataclass(frozen=True)

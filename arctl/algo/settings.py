@@ -37,6 +37,18 @@ SUMMARY_WEIGHTINGS = ("authors", "paper")
 """Weight of a decoupled summary's advantage: ``authors`` 1 (their ``compute_summary_advantage``),
 ``paper`` P'_j of its budget (paper Eq. 10 read literally)."""
 
+# ------------------------------------------------------------------------------ diagnosed baselines
+ADV_VAR_BASELINES = ("brpo", "v2", "v1")
+"""Baselines (of :data:`BASELINES`) whose thinking-advantage variance every training step reports
+(:func:`arctl.algo.tree_loss.batch_stats`)."""
+CORR_BASELINES = ("v1", "v2")
+"""Baselines (of :data:`BASELINES`) whose per-budget correlation with the return R the evaluation
+diagnostics measure (:func:`arctl.algo.metrics.baseline_correlations`, paper Fig. 2 left)."""
+NVAR_BASELINES = {"brpo": "brpo", "grpo": "v2", "v1": "v1"}
+"""Advantage estimators whose normalised variance ``Var(R - V) / Var(R)`` the evaluation diagnostics
+measure (:func:`arctl.algo.metrics.normalized_variances`, paper Fig. 2 right), each with its
+baseline V of :data:`BASELINES` (GRPO's is the group mean V2)."""
+
 # ------------------------------------------------------------------------------ constants
 AUTHORS_NORM_SUMMARIES = 16
 """Summary branches in the authors' Dr. GRPO constant (4 budgets x 4 summaries, in every script)."""

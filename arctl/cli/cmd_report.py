@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from arctl.report.errors import ReportError
         from arctl.report.render import render_figure, render_table
         from arctl.spec.errors import SpecError
-        from arctl.track.runs_reader import RunReadWarning, default_workdir
+        from arctl.track.runs import RunReadWarning, default_workdir
 
         base = Path(workdir) if workdir is not None else default_workdir()
         out_dir = out if out is not None else base / "report"
@@ -109,7 +109,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: Path | None, out: Pat
     from arctl.report.claims_render import build_claims_report, test_summary
     from arctl.report.errors import ReportError
     from arctl.spec.errors import SpecError
-    from arctl.track.runs_reader import RunReadWarning, default_workdir
+    from arctl.track.runs import RunReadWarning, default_workdir
 
     if scale is not None:
         from arctl.spec.paths import group_options

@@ -13,10 +13,17 @@ import time
 from pathlib import Path
 
 from arctl.launch.status_file import write_status
+from arctl.track.metrics_schema import (
+    NAME_ANYTIME_ACC,
+    STEP_KEY,
+    TRAIN_ANYTIME_SCORE,
+    TRAIN_FINAL_SCORE,
+    TRAIN_LOSS,
+    TRAIN_REWARD_MEAN,
+)
 
-STEP_KEY = "trainer/global_step"
 # the first of these present in a logged row is the status table's "last metric"
-HEADLINE = ("train/anytime_score", "train/final_score", "train/reward/mean", "train/loss")
+HEADLINE = (TRAIN_ANYTIME_SCORE, TRAIN_FINAL_SCORE, TRAIN_REWARD_MEAN, TRAIN_LOSS)
 
 
 def headline_metric(row: dict) -> tuple[str, float] | None:
@@ -24,7 +31,7 @@ def headline_metric(row: dict) -> tuple[str, float] | None:
         if _is_number(row.get(key)):
             return key, float(row[key])
     for key, value in row.items():
-        if key.endswith("anytime_acc") and _is_number(value):
+        if key.endswith(NAME_ANYTIME_ACC) and _is_number(value):
             return key, float(value)
     return None
 

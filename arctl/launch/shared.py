@@ -11,7 +11,7 @@ The first cell in sweep order is kept and launched; each later one is *shared*: 
 run (:attr:`LaunchItem.shares`), is not launched, and the launcher records that the kept run serves
 its experiment: a ``members`` row in the registry (``arctl status EXP`` lists the run) and
 ``shared.json`` in the run dir (``{"experiments": [...]}``, the experiments it serves besides its
-own), which ``arctl.track.runs_reader.load_runs(experiments=...)`` reads.
+own), which ``arctl.track.runs.load_runs(experiments=...)`` reads.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from arctl.launch.rundir import _atomic_write
 
 IDENTITY_KEYS = ("experiment", "run_id", "run_dir")
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
-SHARED_FILE = "shared.json"  # the reader (arctl.track.runs_reader) knows this name too
+SHARED_FILE = "shared.json"  # the reader (arctl.track.runs.discover) knows this name too
 
 
 def share_key(config: dict) -> str:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from arctl.launch.status_file import read_status
+from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
 
@@ -48,8 +49,8 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
             id=state["wandb_id"], dir=str(run_dir / "wandb"), mode=wandb_cfg.get("mode", "offline"),
             config={k: v for k, v in config.items() if k != "run_dir"}, resume="allow",
         )
-        run.define_metric("trainer/global_step")
-        run.define_metric("*", step_metric="trainer/global_step")
+        run.define_metric(STEP_KEY)
+        run.define_metric("*", step_metric=STEP_KEY)
     try:
         with open(run_dir / "steps.log", "a") as log:
             while state["step"] < total:
@@ -61,7 +62,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
                 log.write(f"{attempt} {state['step']} {os.getpid()}\n")
                 log.flush()
                 if run is not None:
-                    run.log({"trainer/global_step": state["step"], "train/loss": 1.0 / state["step"]})
+                    run.log({STEP_KEY: state["step"], TRAIN_LOSS: 1.0 / state["step"]})
         return "completed"
     finally:
         if run is not None:

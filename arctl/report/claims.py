@@ -32,7 +32,13 @@ import yaml
 
 from arctl.report.errors import ReportError
 from arctl.report.stats import mean_ci95, t975
-from arctl.track.metrics_schema import parse_metric
+from arctl.track.metrics_schema import (
+    NAME_ANYTIME_ACC,
+    NAME_FINAL_ACC,
+    NAME_GRID_ANYTIME_ACC,
+    eval_key,
+    parse_metric,
+)
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
@@ -150,7 +156,7 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
 
 def metric_globs(spec: ClaimsSpec) -> list[str]:
     """Metric globs the claims read (every evaluation of the anytime/final accuracy for the bound)."""
-    out = {"eval/*/anytime_acc", "eval/*/final_acc", "eval/*/grid_anytime_acc"}
+    out = {eval_key(NAME_ANYTIME_ACC), eval_key(NAME_FINAL_ACC), eval_key(NAME_GRID_ANYTIME_ACC)}
     for st in spec.stats.values():
         for k in st.keys():
             out.add(k.replace("{dataset}", "*").replace("{budget}", "*"))
@@ -386,11 +392,11 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
     worst_left = worst_right = float("inf")
     for arm in test.arms:
         for seed, run in by.get(arm, {}).items():
-            for step, vals in sorted(run.evals.items()):
-                for key_any, key_fin, m in (("anytime_acc", "final_acc", run.eval_budgets),
-                                            ("grid_anytime_acc", "final_acc", run.grid_budgets)):
+            for _step, vals in sorted(run.evals.items()):
+                for key_any, key_fin, m in ((NAME_ANYTIME_ACC, NAME_FINAL_ACC, run.eval_budgets),
+                                            (NAME_GRID_ANYTIME_ACC, NAME_FINAL_ACC, run.grid_budgets)):
                     for ds in {k.split("/")[1] for k in vals if k.endswith("/" + key_any)}:
-                        j_any, j = vals.get(f"eval/{ds}/{key_any}"), vals.get(f"eval/{ds}/{key_fin}")
+                        j_any, j = vals.get(eval_key(key_any, ds)), vals.get(eval_key(key_fin, ds))
                         if j_any is None or j is None or not m:
                             continue
                         left, right = j - j_any, j_any * m - j
@@ -450,7 +456,7 @@ def _count(value) -> int | None:
 
 
 def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
-    """:class:`RunView` per run of a :class:`arctl.track.runs_reader.Runs` (``history``, ``runs``),
+    """:class:`RunView` per run of a :class:`arctl.track.runs.Runs` (``history``, ``runs``),
     keeping only runs of ``scale`` (config ``scale``) when given."""
     meta = {}
     if len(runs_table):
@@ -464,7 +470,7 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
     h = h.sort_values(["run_id", "step"], kind="stable")
     last = h.drop_duplicates(["run_id", "metric"], keep="last")
     finals = {rid: dict(zip(g["metric"], g["value"])) for rid, g in last.groupby("run_id", sort=False)}
-    acc = h[h["metric"].str.endswith(("/anytime_acc", "/final_acc", "/grid_anytime_acc"))]
+    acc = h[h["metric"].str.endswith(tuple(f"/{n}" for n in (NAME_ANYTIME_ACC, NAME_FINAL_ACC, NAME_GRID_ANYTIME_ACC)))]
     evals: dict[str, dict] = {}
     for rid, step, metric, value in zip(acc["run_id"], acc["step"], acc["metric"], acc["value"]):
         evals.setdefault(rid, {}).setdefault(int(step), {})[metric] = float(value)

@@ -114,7 +114,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                         processes: int | None = None) -> ClaimsReport:
     """Read the runs of ``sweeps`` (default: the claims file's) in ``workdir``, check every claim,
     and write ``claims.json``, ``claims.md`` and ``claims.html`` into ``out_dir``."""
-    from arctl.track.runs_reader import default_workdir, load_runs
+    from arctl.track.runs import default_workdir, load_runs
 
     spec = load_claims(Path(claims_path) if claims_path else None)
     sweeps = list(sweeps or spec.sweeps)
@@ -259,7 +259,7 @@ def to_html(report: ClaimsReport) -> str:
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>arctl: the paper's claims, checked ({e(', '.join(m['sweeps']))})</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>The paper's claims, checked</h1>",
+        "<h1>The paper's claims, checked</h1>",
         f'<p class="meta" id="meta">Sweeps {e(", ".join(m["sweeps"]))}{e(", scale " + m["scale"]) if m["scale"] else ""}; '
         f"{e(m['created'])} on {e(m['host'])} ({e(str(m['cpus']))} CPUs, load average {e(str(m['load_average']))}); "
         f"{e(m['code_version'])}; workspace <code>{e(m['workspace'])}</code>; claims file <code>{e(m['claims_file'])}</code>. "

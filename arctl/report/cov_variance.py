@@ -9,15 +9,25 @@ from arctl.report.data import ReportData, final_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
 from arctl.report.style import add_footnote, new_figure, runs_footnote
-from arctl.track.metrics_schema import parse_metric
+from arctl.track.metrics_schema import (
+    CORR_KINDS,
+    CORR_PREFIX,
+    NVAR_PREFIX,
+    corr_name,
+    eval_key,
+    nvar_name,
+    parse_metric,
+)
 
-METRICS = ["eval/*/corr_v1@*", "eval/*/corr_v2@*", "eval/*/nvar/*@*"]
+CORR_GLOB = eval_key(f"{CORR_PREFIX}v*", budget="*")
+NVAR_GLOB = eval_key(f"{NVAR_PREFIX}*", budget="*")
+METRICS = [eval_key(corr_name(kind), budget="*") for kind in CORR_KINDS] + [NVAR_GLOB]
 SERIES = {
-    "corr_v1": ("left", r"$V_1$", "#1f77b4"),
-    "corr_v2": ("left", r"$V_2$", "#ff7f0e"),
-    "nvar/grpo": ("right", "GRPO", "#7f7f7f"),
-    "nvar/v1": ("right", r"$V_1$ only", "#1f77b4"),
-    "nvar/brpo": ("right", "BRPO", "#d62728"),
+    corr_name("v1"): ("left", r"$V_1$", "#1f77b4"),
+    corr_name("v2"): ("left", r"$V_2$", "#ff7f0e"),
+    nvar_name("grpo"): ("right", "GRPO", "#7f7f7f"),
+    nvar_name("v1"): ("right", r"$V_1$ only", "#1f77b4"),
+    nvar_name("brpo"): ("right", "BRPO", "#d62728"),
 }
 
 
@@ -37,7 +47,7 @@ def series_table(data: ReportData):
 def build(spec: dict, data: ReportData):
     table = series_table(data)
     if not len(table):
-        raise ReportError(f"no run in {data.source} logged eval/*/corr_v*@* or eval/*/nvar/*@*; "
+        raise ReportError(f"no run in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}; "
                           f"produce one with {spec.get('hint')}")
     fig, axes = new_figure(1, 2, panel_w=4.2, panel_h=3.0)
     left, right = axes[0]

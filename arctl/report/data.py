@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.report.errors import ReportError
-from arctl.track.runs_reader import Runs, default_workdir, load_runs
+from arctl.track.runs import Runs, default_workdir, load_runs
 
 
 @dataclass

@@ -10,9 +10,9 @@ from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
 from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
-from arctl.track.metrics_schema import parse_metric
+from arctl.track.metrics_schema import NAME_ACC, eval_key, parse_metric
 
-METRICS = ["eval/*/acc@*"]
+METRICS = [eval_key(NAME_ACC, budget="*")]
 
 
 def curve_table(data: ReportData):
@@ -23,7 +23,7 @@ def curve_table(data: ReportData):
     rows = []
     for m in fin["metric"].cat.categories:
         p = parse_metric(m)
-        if p is not None and p.name == "acc" and p.budget is not None and p.dataset:
+        if p is not None and p.name == NAME_ACC and p.budget is not None and p.dataset:
             rows.append((m, p.dataset, p.budget))
     if not rows:
         return pd.DataFrame(columns=["arm", "dataset", "budget", "mean", "ci", "n"])
@@ -40,7 +40,7 @@ def build(spec: dict, data: ReportData):
     table = curve_table(data)
     if not len(table):
         raise ReportError(
-            f"the runs in {data.source} logged no final evaluation eval/<dataset>/acc@<budget>; "
+            f"the runs in {data.source} logged no final evaluation {eval_key(NAME_ACC, '<dataset>', '<budget>')}; "
             "they must finish training (the final evaluation runs at the last step)"
         )
     datasets = dataset_order(table["dataset"].unique())

@@ -11,12 +11,18 @@ from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
 from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
-from arctl.track.metrics_schema import eval_datasets
+from arctl.track.metrics_schema import (
+    NAME_ANYTIME_ACC,
+    NAME_FINAL_ACC,
+    NAME_THINK_LEN,
+    eval_datasets,
+    eval_key,
+)
 
 DEFAULT_PANELS = [
-    {"key": "eval/{dataset}/anytime_acc", "label": "Anytime accuracy (%)", "scale": 100},
-    {"key": "eval/{dataset}/final_acc", "label": "Final accuracy (%)", "scale": 100},
-    {"key": "eval/{dataset}/think_len", "label": "Avg. thinking length"},
+    {"key": eval_key(NAME_ANYTIME_ACC, "{dataset}"), "label": "Anytime accuracy (%)", "scale": 100},
+    {"key": eval_key(NAME_FINAL_ACC, "{dataset}"), "label": "Final accuracy (%)", "scale": 100},
+    {"key": eval_key(NAME_THINK_LEN, "{dataset}"), "label": "Avg. thinking length"},
 ]
 
 

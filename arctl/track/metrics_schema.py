@@ -8,10 +8,16 @@ two sides cannot drift apart. The step key of all metrics is :data:`STEP_KEY`
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+from arctl.algo import settings
+
 STEP_KEY = "trainer/global_step"
+WANDB_STEP_KEY = "_step"
+"""W&B's own step counter (arctl logs it equal to :data:`STEP_KEY`); the fallback step of a run
+that logged no :data:`STEP_KEY`, and the metric of a fragment's ``resume_from`` branch point."""
 
 # training metrics (one value per policy step)
 TRAIN_THINK_LEN_MEAN = "train/think_len/mean"
@@ -27,12 +33,27 @@ PERF_SUMMARY_CACHED_TOKENS = "perf/summary_cached_tokens"
 PERF_SUMMARY_CACHE_HIT = "perf/summary_prefix_cache_hit"
 """Fraction of the summary requests' prompt tokens served from the prefix cache (verl backend)."""
 
-ADV_VAR_KINDS = ("brpo", "v2", "v1")
+ADV_VAR_KINDS = settings.ADV_VAR_BASELINES
 """Advantage-variance estimators logged as ``train/adv_var/{kind}``."""
-CORR_KINDS = ("v1", "v2")
+CORR_KINDS = settings.CORR_BASELINES
 """Baselines whose correlation with the return R is logged as ``eval/{ds}/corr_{kind}@{b}``."""
-NVAR_KINDS = ("brpo", "grpo", "v1")
+NVAR_KINDS = tuple(settings.NVAR_BASELINES)
 """Normalised-variance estimators logged as ``eval/{ds}/nvar/{kind}@{b}``."""
+
+# names of the evaluation metrics: ``eval/{ds}/{name}`` or ``eval/{ds}/{name}@{b}``
+# (:attr:`MetricKey.name` of a parsed key)
+NAME_ACC = "acc"
+NAME_ANYTIME_ACC = "anytime_acc"
+NAME_GRID_ANYTIME_ACC = "grid_anytime_acc"
+NAME_FINAL_ACC = "final_acc"
+NAME_THINK_LEN = "think_len"
+NAME_CURVE_AUC = "curve_auc"
+ACC_AT_FRAC_PREFIX = "acc_at_frac/"
+"""Prefix of the accuracy-at-a-fraction names ``acc_at_frac/{pct}`` (:func:`acc_at_frac_name`)."""
+CORR_PREFIX = "corr_"
+"""Prefix of the correlation names ``corr_{kind}`` (:func:`corr_name`)."""
+NVAR_PREFIX = "nvar/"
+"""Prefix of the normalised-variance names ``nvar/{kind}`` (:func:`nvar_name`)."""
 
 _DATASET_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -57,6 +78,43 @@ def _kind(kind: str, allowed: tuple[str, ...], what: str) -> str:
     return kind
 
 
+def corr_name(kind: str) -> str:
+    """Name of the correlation of baseline ``kind`` (one of :data:`CORR_KINDS`): ``corr_{kind}``."""
+    return f"{CORR_PREFIX}{_kind(kind, CORR_KINDS, 'correlation')}"
+
+
+def nvar_name(kind: str) -> str:
+    """Name of the normalised variance of estimator ``kind`` (one of :data:`NVAR_KINDS`): ``nvar/{kind}``."""
+    return f"{NVAR_PREFIX}{_kind(kind, NVAR_KINDS, 'normalised-variance')}"
+
+
+ACC_FRACTIONS = (0.25, 0.5)  # eval/{ds}/acc_at_frac/{pct} is logged at these fractions of the curve's largest budget
+
+
+def frac_pct(fraction: float) -> int:
+    """``fraction`` of the largest budget as the whole percent a key holds (0.25 -> 25): a number in
+    (0, 1] that is a whole percent, else ValueError (two fractions must never share a key)."""
+    ok = not isinstance(fraction, bool) and isinstance(fraction, (int, float)) and math.isfinite(fraction)
+    pct = round(fraction * 100) if ok else 0
+    if not ok or not 0 < fraction <= 1 or abs(fraction * 100 - pct) > 1e-9:
+        raise ValueError(f"fraction must be a whole percent in (0, 1] (0.25, 0.5, 1, ...), got {fraction!r}")
+    return pct
+
+
+def acc_at_frac_name(fraction: float) -> str:
+    """Name of the accuracy at ``fraction`` of the largest budget: ``acc_at_frac/{pct}``."""
+    return f"{ACC_AT_FRAC_PREFIX}{frac_pct(fraction)}"
+
+
+def eval_key(name: str, dataset: str = "*", budget: object = None) -> str:
+    """``eval/{dataset}/{name}`` (``@{budget}`` appended unless ``budget`` is None), unchecked: with
+    the default ``*`` (and ``budget="*"``) a glob such as ``eval/*/acc@*``, with ``"{dataset}"`` a
+    report template such as ``eval/{dataset}/anytime_acc``. Keys to log come from the checked
+    builders below (:func:`eval_acc`, ...)."""
+    key = f"eval/{dataset}/{name}"
+    return key if budget is None else f"{key}@{budget}"
+
+
 def train_score(budget: int) -> str:
     """Mean training score at thinking budget ``budget``: ``train/score@{budget}``."""
     return f"train/score@{_budget(budget)}"
@@ -69,28 +127,47 @@ def train_adv_var(kind: str) -> str:
 
 def eval_acc(dataset: str, budget: int) -> str:
     """Evaluation accuracy of ``dataset`` at thinking budget ``budget``: ``eval/{ds}/acc@{b}``."""
-    return f"eval/{_dataset(dataset)}/acc@{_budget(budget)}"
+    return f"eval/{_dataset(dataset)}/{NAME_ACC}@{_budget(budget)}"
 
 
 def eval_anytime_acc(dataset: str) -> str:
     """Anytime accuracy (mean accuracy over the eval budgets, eq. 1 with the eval prior)."""
-    return f"eval/{_dataset(dataset)}/anytime_acc"
+    return f"eval/{_dataset(dataset)}/{NAME_ANYTIME_ACC}"
 
 
 def eval_grid_anytime_acc(dataset: str) -> str:
     """Anytime accuracy over the final-evaluation grid ``eval.grid`` (paper Table 2: 32 budgets every
     250 tokens), logged only by an evaluation that covered the whole grid."""
-    return f"eval/{_dataset(dataset)}/grid_anytime_acc"
+    return f"eval/{_dataset(dataset)}/{NAME_GRID_ANYTIME_ACC}"
 
 
-def anytime_eval_metrics(dataset: str, acc_by_budget: dict[int, float], eval_budgets, grid) -> dict[str, float]:
+def eval_curve_auc(dataset: str) -> str:
+    """Area under the accuracy-vs-budget curve over ``[0, b_m]`` divided by ``b_m``
+    (:func:`arctl.algo.baselines.curve.curve_auc`): ``eval/{ds}/curve_auc``."""
+    return f"eval/{_dataset(dataset)}/{NAME_CURVE_AUC}"
+
+
+def eval_acc_at_frac(dataset: str, fraction: float) -> str:
+    """Accuracy at ``fraction`` of the largest budget (:func:`arctl.algo.baselines.curve.accuracy_at_fraction`),
+    as a whole percent: ``eval/{ds}/acc_at_frac/{pct}`` (0.5 -> ``acc_at_frac/50``)."""
+    return f"eval/{_dataset(dataset)}/{acc_at_frac_name(fraction)}"
+
+
+def anytime_eval_metrics(
+    dataset: str, acc_by_budget: dict[int, float], eval_budgets, grid, acc_fractions=ACC_FRACTIONS
+) -> dict[str, float]:
     """The summary keys of one evaluation, from its accuracy per evaluated budget.
 
     ``anytime_acc``: mean accuracy over ``eval_budgets`` (the training-curve metric, paper Sec. 4.2:
     budgets {2000, ..., 8000}); over every evaluated budget if none of them was evaluated.
     ``grid_anytime_acc``: mean over ``grid``, only when every grid budget was evaluated.
     ``final_acc``: accuracy at the largest evaluated budget.
+    ``curve_auc`` and ``acc_at_frac/{pct}`` (one per fraction of ``acc_fractions``, :data:`ACC_FRACTIONS`): the score curve
+    over ``grid`` (``eval_budgets`` when there is no grid), only when every budget of it was
+    evaluated, so each key has one meaning at every step.
     """
+    from arctl.algo.baselines.curve import accuracy_at_fraction, curve_auc  # torch: only when logging
+
     if not acc_by_budget:
         return {}
     chosen = [int(b) for b in eval_budgets or () if int(b) in acc_by_budget] or sorted(acc_by_budget)
@@ -101,27 +178,33 @@ def anytime_eval_metrics(dataset: str, acc_by_budget: dict[int, float], eval_bud
     grid = [int(b) for b in grid or ()]
     if grid and all(b in acc_by_budget for b in grid):
         out[eval_grid_anytime_acc(dataset)] = sum(acc_by_budget[b] for b in grid) / len(grid)
+    curve = grid or [int(b) for b in eval_budgets or ()]
+    if curve and all(b in acc_by_budget for b in curve):
+        acc = [acc_by_budget[b] for b in curve]
+        out[eval_curve_auc(dataset)] = float(curve_auc(acc, curve))
+        for f in acc_fractions or ():
+            out[eval_acc_at_frac(dataset, f)] = float(accuracy_at_fraction(acc, curve, f))
     return out
 
 
 def eval_final_acc(dataset: str) -> str:
     """Final accuracy: accuracy at the maximum budget."""
-    return f"eval/{_dataset(dataset)}/final_acc"
+    return f"eval/{_dataset(dataset)}/{NAME_FINAL_ACC}"
 
 
 def eval_think_len(dataset: str) -> str:
     """Average thinking length under the maximum budget."""
-    return f"eval/{_dataset(dataset)}/think_len"
+    return f"eval/{_dataset(dataset)}/{NAME_THINK_LEN}"
 
 
 def eval_corr(kind: str, dataset: str, budget: int) -> str:
     """Correlation coefficient of baseline V1 or V2 with the return R(x, z, j_t) at ``budget``."""
-    return f"eval/{_dataset(dataset)}/corr_{_kind(kind, CORR_KINDS, 'correlation')}@{_budget(budget)}"
+    return f"eval/{_dataset(dataset)}/{corr_name(kind)}@{_budget(budget)}"
 
 
 def eval_nvar(kind: str, dataset: str, budget: int) -> str:
     """Normalised variance of the advantage under estimator ``kind`` (BRPO/GRPO/V1) at ``budget``."""
-    return f"eval/{_dataset(dataset)}/nvar/{_kind(kind, NVAR_KINDS, 'normalised-variance')}@{_budget(budget)}"
+    return f"eval/{_dataset(dataset)}/{nvar_name(kind)}@{_budget(budget)}"
 
 
 def train_metrics(stats) -> dict[str, float]:

@@ -17,7 +17,7 @@ import pytest
 
 from arctl.launch.status_file import read_status
 
-pytestmark = [pytest.mark.slurm, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
 
 if importlib.util.find_spec("verl") is None:
     pytest.skip("verl is not installed (pip install -e '.[verl]')", allow_module_level=True)
@@ -87,7 +87,7 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
     assert "abandoning it" in logs and "resumes from its last checkpoint" in logs
 
-    from arctl.track.wandb_offline import read_wandb_file
+    from arctl.track.wandbfile import read_wandb_file
 
     files = sorted({p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}, key=lambda p: p.stat().st_mtime)
     assert len(files) == 2  # one fragment per attempt

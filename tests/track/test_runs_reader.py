@@ -16,8 +16,9 @@ from wandb_workspace import (
     run_id,
 )
 
-from arctl.track import runs_reader
-from arctl.track.runs_reader import RunReadWarning, discover_runs, load_runs
+from arctl.track.runs import RunReadWarning, discover_runs, load_runs
+from arctl.track.runs import load as runs_load
+from arctl.track.runs import pool as runs_pool
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +82,8 @@ def test_metric_globs_and_experiment_filter(workspace, all_runs):
 def test_cache_is_reused_and_refreshed_on_change(workspace, all_runs, monkeypatch, tmp_path):
     _, cache = all_runs
     calls = []
-    real = runs_reader.ingest_offline
-    monkeypatch.setattr(runs_reader, "ingest_offline", lambda *a: calls.append(a[0].run_id) or real(*a))
+    real = runs_load.ingest_offline
+    monkeypatch.setattr(runs_load, "ingest_offline", lambda *a: calls.append(a[0].run_id) or real(*a))
     load_runs(workspace, cache_dir=cache, progress=False, processes=1, experiments=["ablation-dense"])
     assert calls == []  # everything came from the parquet cache
     target = discover_runs(workspace)[0]
@@ -145,7 +146,7 @@ def test_prefetch_advises_every_file_in_order(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: seen.append((os.fstat(fd).st_size, advice)),
                         raising=False)
-    runs_reader._prefetch([*paths, tmp_path / "missing.wandb"])
+    runs_pool._prefetch([*paths, tmp_path / "missing.wandb"])
     for t in threading.enumerate():
         if t.name == "arctl-prefetch":
             t.join(10)

@@ -10,7 +10,7 @@ import os
 import pytest
 from wandb_workspace import _write_run
 
-from arctl.track.runs_reader import load_runs
+from arctl.track.runs import load_runs
 
 STEPS = [0, 1, 2]
 SHARED = ("main-grpo", "grpo", 0)  # serves ablation-vr and ablation-dense

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arctl.track.run_data import RunData
-from arctl.track.runs_reader import stitch_fragments
+from arctl.track.runs import stitch_fragments
 
 NAN = math.nan
 

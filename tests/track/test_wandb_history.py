@@ -1,4 +1,4 @@
-"""The bulk history decoder (arctl.track.wandb_history) against protobuf, the slow reference:
+"""The bulk history decoder (arctl.track.wandbfile.history_bulk) against protobuf, the slow reference:
 on real offline runs written by wandb, and on random records of every shape protobuf accepts,
 including corrupted ones."""
 
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arctl.track import wandb_history as wh
-from arctl.track import wandb_offline as wo
+from arctl.track import wandbfile as wo
+from arctl.track.wandbfile import history_bulk as wh
+from arctl.track.wandbfile import wire
+from arctl.track.wandbfile.values import _to_float
 
 pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 
@@ -61,7 +63,7 @@ def test_real_offline_runs_decode_in_bulk_exactly_like_protobuf(workspace):
         _assert_same(payloads)
         lengths = np.array([len(p) for p in payloads])
         ends = np.cumsum(lengths)
-        items = wh.decode_history(b"".join(payloads), ends - lengths, ends, wo._to_float)
+        items = wh.decode_history(b"".join(payloads), ends - lengths, ends, _to_float)
         assert items.irregular.size == 0, path  # wandb's own records take the bulk path
         assert len(items.values) == sum(len(pb.Record.FromString(p).history.item) for p in payloads)
 
@@ -191,7 +193,7 @@ def _interesting(field: int) -> int:
 def test_record_fields_in_bulk_equal_record_field(payloads):
     lengths = np.array([len(p) for p in payloads], dtype=np.int64)
     ends = np.cumsum(lengths)
-    got = wh.record_fields(b"".join(payloads), ends - lengths, ends)
+    got = wire.record_fields(b"".join(payloads), ends - lengths, ends)
     assert [_interesting(int(f)) for f in got] == [_interesting(wo.record_field(p)) for p in payloads]
 
 
@@ -199,7 +201,7 @@ def test_record_fields_of_real_records(workspace):
     for path in sorted(workspace.rglob("run-*.wandb"))[:4]:
         data, starts, ends = wo.scan_records(path.read_bytes(), lambda m: None)
         expected = [wo.record_field(data[s:e]) for s, e in zip(starts, ends)]
-        assert wh.record_fields(data, starts, ends).tolist() == expected
+        assert wire.record_fields(data, starts, ends).tolist() == expected
         assert {wo.FIELD_HISTORY, wo.FIELD_RUN, wo.FIELD_EXIT} <= set(expected)
 
 

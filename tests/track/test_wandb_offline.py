@@ -17,7 +17,7 @@ from wandb_workspace import (
     think_len,
 )
 
-from arctl.track import wandb_offline as wo
+from arctl.track import wandbfile as wo
 
 
 def _file(workspace, experiment, arm, seed):
@@ -34,7 +34,7 @@ def test_proto_field_numbers_match_the_installed_wandb():
     assert fields["config"] == wo.FIELD_CONFIG
     assert fields["run"] == wo.FIELD_RUN
     assert fields["exit"] == wo.FIELD_EXIT
-    assert {fields[n] for n in ("num", "control", "uuid", "_info")} == set(wo._NON_ONEOF)
+    assert {fields[n] for n in ("num", "control", "uuid", "_info")} == set(wo.NON_ONEOF)
 
 
 def test_crc32c_known_vector():

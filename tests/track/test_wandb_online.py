@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from arctl.track import wandb_online
-from arctl.track.runs_reader import load_runs
+from arctl.track.runs import load_runs
 
 
 class FakeRun:

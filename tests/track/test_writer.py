@@ -28,7 +28,7 @@ def test_init_kwargs_follow_the_conventions(tmp_path):
 
 
 def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
-    from arctl.track.wandb_offline import read_wandb_file
+    from arctl.track.wandbfile import read_wandb_file
 
     run = open_run(_config(), tmp_path, flush_interval_s=1.5)
     try:

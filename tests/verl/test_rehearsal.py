@@ -15,6 +15,8 @@ import pytest
 
 from arctl.backends.verl.rehearsal import LATEST, PROGRESS_FILE, latest_step
 
+pytestmark = pytest.mark.slow  # the verl trainer's stop path in processes
+
 
 @pytest.fixture
 def config(paper_config, tmp_path):
@@ -27,7 +29,7 @@ def config(paper_config, tmp_path):
 
 
 def _history(run_dir):
-    from arctl.track.wandb_offline import read_wandb_file
+    from arctl.track.wandbfile import read_wandb_file
 
     files = sorted({p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}, key=lambda p: p.stat().st_mtime)
     runs = [read_wandb_file(f) for f in files]

@@ -122,8 +122,17 @@ def test_eval_metrics_follow_the_arctl_schema():
     assert out["eval/aime24/final_acc"] == pytest.approx(0.75)
     assert out["eval/aime24/think_len"] == pytest.approx(250)
     assert "eval/aime24/nvar/brpo@500" in out and "eval/aime24/corr_v2@500" in out
+    assert not any(k.endswith("curve_auc") or "acc_at_frac" in k for k in out)  # no grid, no eval budgets
     for key in out:
         assert ms.parse_metric(key) is not None, key
+    # the grid [250, 500] evaluated: (250 * 0.25 + 250 * (0.25 + 0.75) / 2) / 500; at ACC_FRACTIONS
+    # (0.25, 0.5) of 500: 125 (below b_1: flat at acc(250)) and 250
+    grid = eval_metrics(["aime24"] * 4, ["q1", "q1", "q2", "q2"], infos, 0.5, [500], [250, 500])
+    assert ms.ACC_FRACTIONS == (0.25, 0.5)
+    assert grid["eval/aime24/curve_auc"] == pytest.approx(0.375, abs=1e-15)
+    assert grid["eval/aime24/acc_at_frac/25"] == pytest.approx(0.25, abs=1e-15)
+    assert grid["eval/aime24/acc_at_frac/50"] == pytest.approx(0.25, abs=1e-15)
+    assert grid["eval/aime24/grid_anytime_acc"] == pytest.approx(0.5) and grid["eval/aime24/anytime_acc"] == 0.75
 
 
 def test_wandb_run_gets_step_metric_and_arctl_identity(tmp_path, monkeypatch):

@@ -27,7 +27,8 @@ def eval_problems(config: dict, n: int, salt: int = 0) -> list[task.Problem]:
 
 def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy") -> dict:
     """Schema metrics ``eval/{dataset}/...`` at ``budgets``: accuracy per budget, anytime accuracy over
-    ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too
+    ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too, with the grid's
+    curve AUC and accuracy at ``ACC_FRACTIONS`` of its largest budget
     (``arctl.track.metrics_schema.anytime_eval_metrics``)."""
     ev, tiny = config["eval"], config["tiny"]
     n_problems = int(ev["num_problems"] or 1024)

@@ -319,10 +319,10 @@ class Progress:
             self.task = self.bar.add_task("train", total=total, completed=start, info="")
 
     def update(self, step: int, metrics: dict) -> None:
-        anytime = [v for k, v in metrics.items() if k.endswith("/anytime_acc")]
+        anytime = [v for k, v in metrics.items() if k.endswith(f"/{ms.NAME_ANYTIME_ACC}")]
         if anytime:
             self.anytime = anytime[0]
-            final = [v for k, v in metrics.items() if k.endswith("/final_acc")]
+            final = [v for k, v in metrics.items() if k.endswith(f"/{ms.NAME_FINAL_ACC}")]
             msg = f"tiny step {step}/{self.total}: eval anytime acc {self.anytime:.3f}, final acc {final[0]:.3f}"
             (self.bar.console.print if self.bar else print)(msg)
         if self.bar is not None:

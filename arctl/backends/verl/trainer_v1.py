@@ -275,8 +275,8 @@ class ArctlPPOTrainer(PPOTrainerSync):
             import wandb
 
             if wandb.run is not None:
-                wandb.run.define_metric("trainer/global_step")
-                wandb.run.define_metric("*", step_metric="trainer/global_step")
+                wandb.run.define_metric(ms.STEP_KEY)
+                wandb.run.define_metric("*", step_metric=ms.STEP_KEY)
                 # the run's identity as arctl's reports read it (verl's own config is already there)
                 a = self.config.arctl
                 wandb.run.config.update(
@@ -297,7 +297,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
             data_sources, sample_uids, reward_extra_infos_dict, self.arctl_objective.thinking.lam,
             self.config.arctl.get("eval_budgets"), self.config.arctl.get("eval_grid"),
         ))
-        metric_dict["trainer/global_step"] = self.global_steps
+        metric_dict[ms.STEP_KEY] = self.global_steps
         self._define_step_metric()
         return metric_dict
 
@@ -320,7 +320,8 @@ def eval_metrics(
     eval_budgets=None, eval_grid=None,
 ) -> dict[str, float]:
     """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
-    budgets), ``grid_anytime_acc`` (when the evaluation covered ``eval_grid``), ``final_acc``,
+    budgets), ``grid_anytime_acc``, ``curve_auc`` and ``acc_at_frac/{pct}`` (``metrics_schema.ACC_FRACTIONS``)
+    (when the evaluation covered ``eval_grid``), ``final_acc``,
     ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget
     (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``), from the validation rows'
     ``score@{b}`` and ``think_len`` values."""

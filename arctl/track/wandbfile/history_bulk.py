@@ -1,9 +1,8 @@
 """Vectorized decoding of W&B history records: the bytes of many serialized ``Record``s → the
 (row, key, value) triples of their ``history.item``s, without a Python object per item.
 
-A protobuf message is a sequence of fields ``tag varint | value`` (``tag = field << 3 | wire``;
-wire 0 a varint, 1 eight bytes, 2 a varint length then that many bytes, 5 four bytes). The walker
-below advances one field of EVERY message per numpy step, so its cost is a few array operations
+The walker below (over the protobuf wire format of :mod:`arctl.track.wandbfile.wire`) advances
+one field of EVERY message per numpy step, so its cost is a few array operations
 per field position instead of Python work per item. It decodes only the shape wandb writes:
 
     Record        num=1 (varint) | history=2
@@ -24,79 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arctl.track.wandbfile.wire import varint, varints
+
 # field numbers (checked against the installed wandb_internal.proto by a test)
 RECORD_NUM, RECORD_HISTORY = 1, 2
 HISTORY_ITEM, HISTORY_STEP = 1, 2
 STEP_NUM = 1
 ITEM_KEY, ITEM_NESTED_KEY, ITEM_VALUE_JSON = 1, 2, 16
-
-_LONG_VARINT = 32  # record_fields skips varints up to this long (record_field has no limit)
-_MAX_VARINT = 10
-
-
-def _varints(a: np.ndarray, p: np.ndarray, max_len: int = _MAX_VARINT) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, position after it, ok) of the varints starting at positions ``p`` of ``a``; not ok
-    when longer than ``max_len`` bytes or not a non-negative int64 (the value is then garbage)."""
-    last = a.size - 1  # reads past the data repeat its last byte: such a varint is never ok
-    b = a[np.minimum(p, last)]
-    val = (b & 0x7F).astype(np.int64)
-    n = np.ones(len(p), dtype=np.int64)
-    ok = np.ones(len(p), dtype=bool)
-    idx = np.flatnonzero(b & 0x80)
-    shift = 7
-    while idx.size:
-        if shift >= 7 * max_len:
-            ok[idx] = False
-            break
-        bb = a[np.minimum(p[idx] + n[idx], last)]
-        if shift < 63:
-            val[idx] |= (bb & 0x7F).astype(np.int64) << shift
-        else:
-            ok[idx[(bb & 0x7F) != 0]] = False
-        n[idx] += 1
-        idx = idx[(bb & 0x80) != 0]
-        shift += 7
-    return val, p + n, ok & (val >= 0)
-
-
-NON_ONEOF = (1, 16, 19, 200)  # Record fields outside the record-type oneof: num, control, uuid, _info
-
-
-def record_fields(data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """:func:`arctl.track.wandb_offline.record_field` of every record ``data[starts[i]:ends[i]]``:
-    the field number of the first field that is not num/control/uuid/_info, 0 if unreadable."""
-    n_rec = len(starts)
-    out = np.zeros(n_rec, dtype=np.int64)
-    if not n_rec:
-        return out
-    a = np.frombuffer(data, dtype=np.uint8)
-    cur = np.asarray(starts, dtype=np.int64).copy()
-    end = np.asarray(ends, dtype=np.int64)
-    idx = np.flatnonzero(cur < end)
-    non_oneof = np.array(NON_ONEOF)
-    while idx.size:
-        e = end[idx]
-        tag, p2, ok = _varints(a, cur[idx], max_len=_LONG_VARINT)
-        inside = ok & (p2 <= e)  # a tag cut by the end of the record: unreadable
-        field, wire = tag >> 3, tag & 7
-        found = inside & ~np.isin(field, non_oneof)
-        out[idx[found]] = field[found]
-        go = inside & ~found & ((wire == 0) | (wire == 2))
-        nxt = p2.copy()
-        w = go & (wire == 0)
-        if w.any():
-            _, q, _ = _varints(a, p2[w], max_len=_LONG_VARINT)
-            nxt[w] = q
-            go[w] &= q <= e[w]
-        w = go & (wire == 2)
-        if w.any():
-            length, q, okl = _varints(a, p2[w], max_len=_LONG_VARINT)
-            nxt[w] = q + np.where(okl, length, 0)
-            go[w] &= okl & (q <= e[w])
-        cur[idx] = nxt
-        idx = idx[go & (nxt < e)]
-    return out
-
 
 @dataclass
 class _Fields:
@@ -114,25 +47,6 @@ class _Fields:
 _FEW = 8  # messages still being walked below which the walk finishes in plain Python
 
 
-def _varint1(a: np.ndarray, p: int, max_len: int = _MAX_VARINT) -> tuple[int, int, bool]:
-    """:func:`_varints` of one position (same rules and results)."""
-    last = a.size - 1
-    b = int(a[min(p, last)])
-    val, n, ok, shift = b & 0x7F, 1, True, 7
-    while b & 0x80:
-        if shift >= 7 * max_len:
-            ok = False
-            break
-        b = int(a[min(p + n, last)])
-        if shift < 63:
-            val |= (b & 0x7F) << shift
-        elif b & 0x7F:
-            ok = False
-        n += 1
-        shift += 7
-    return val, p + n, ok
-
-
 def _walk_few(a: np.ndarray, msgs: list[int], cur: np.ndarray, end: np.ndarray, k0: int,
               bad: np.ndarray) -> tuple:
     """The rest of :func:`_walk` for a few messages, one field at a time (a long message, e.g. a
@@ -141,14 +55,14 @@ def _walk_few(a: np.ndarray, msgs: list[int], cur: np.ndarray, end: np.ndarray, 
     for m in msgs:
         pos, e, k = int(cur[m]), int(end[m]), k0
         while pos < e:
-            tag, p2, ok = _varint1(a, pos)
+            tag, p2, ok = varint(a, pos)
             field, wire = tag >> 3, tag & 7
             vs = ve = p2
             if wire == 0:
-                _, ve, ok0 = _varint1(a, p2)
+                _, ve, ok0 = varint(a, p2)
                 ok &= ok0
             elif wire == 2:
-                length, vs, ok2 = _varint1(a, p2)
+                length, vs, ok2 = varint(a, p2)
                 ve = vs + length
                 ok &= ok2
             elif wire == 1:
@@ -180,17 +94,17 @@ def _walk(a: np.ndarray, start: np.ndarray, end: np.ndarray, bad: np.ndarray) ->
                 parts.append(tail)
             break
         p, e = cur[idx], end[idx]
-        tag, p2, ok = _varints(a, p)
+        tag, p2, ok = varints(a, p)
         field, wire = tag >> 3, tag & 7
         vs, ve = p2, p2.copy()
         w0 = np.flatnonzero(wire == 0)
         if w0.size:
-            _, q, ok0 = _varints(a, p2[w0])
+            _, q, ok0 = varints(a, p2[w0])
             ve[w0] = q
             ok[w0] &= ok0
         w2 = np.flatnonzero(wire == 2)
         if w2.size:
-            length, q, ok2 = _varints(a, p2[w2])
+            length, q, ok2 = varints(a, p2[w2])
             vs = p2.copy()
             vs[w2] = q
             ve[w2] = q + length

@@ -1,0 +1,109 @@
+"""Finding the runs of a workspace: their .wandb fragment files, config.yaml and shared.json.
+
+Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed) and
+``<workdir>/runs/<run_id>/wandb/**/run-*.wandb``. A directory without ``runs/`` is searched for
+``run-*.wandb`` files directly, one run per W&B run id.
+
+A run may serve experiments besides its own (a sweep with ``share_arms: true`` runs an arm shared
+by several experiments once): ``<workdir>/runs/<run_id>/shared.json`` = ``{"experiments": [...]}``
+lists them (:func:`_served_label`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARED_FILE = "shared.json"  # written by the launcher (arctl.launch.shared)
+
+
+@dataclass
+class RunSource:
+    """Where one arctl run's data is: its W&B fragments and (optionally) its config.yaml."""
+
+    run_id: str
+    files: list[Path]
+    config_path: Path | None = None
+
+    def signature(self) -> list[list]:
+        sig = []
+        for p in [*self.files, *([self.config_path] if self.config_path else [])]:
+            st = p.stat()
+            sig.append([str(p), st.st_size, st.st_mtime_ns])
+        return sig
+
+
+def default_workdir() -> Path:
+    """``$ARCTL_HOME`` if set, else ``./arctl-runs``."""
+    return Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+
+
+def _unique_wandb_files(root: Path) -> list[Path]:
+    seen: dict[Path, Path] = {}
+    for p in sorted(root.rglob("run-*.wandb")):
+        real = p.resolve()  # wandb's latest-run symlink points at the same file
+        if real not in seen:
+            seen[real] = p
+    return sorted(seen.values(), key=str)
+
+
+def discover_runs(workdir: str | Path) -> list[RunSource]:
+    """Every run under ``workdir`` (see the module docstring for the layout)."""
+    workdir = Path(workdir)
+    runs_root = workdir / "runs"
+    out: list[RunSource] = []
+    if runs_root.is_dir():
+        for run_dir in sorted(p for p in runs_root.iterdir() if p.is_dir()):
+            files = _unique_wandb_files(run_dir / "wandb") if (run_dir / "wandb").is_dir() else []
+            cfg = run_dir / "config.yaml"
+            if files:
+                out.append(RunSource(run_dir.name, files, cfg if cfg.is_file() else None))
+        return out
+    if workdir.is_dir():
+        by_id: dict[str, list[Path]] = {}
+        for p in _unique_wandb_files(workdir):
+            by_id.setdefault(p.stem[4:], []).append(p)
+        out = [RunSource(rid, files) for rid, files in sorted(by_id.items())]
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    return data if isinstance(data, dict) else {}
+
+
+def run_identity(config: dict, fallback_name: str = "") -> tuple[str, str, int | None]:
+    """(experiment, arm, seed) of a run config; arm/seed fall back to a W&B name ``{arm}-s{seed}``."""
+    experiment = str(config.get("experiment") or config.get("wandb", {}).get("group") or "")
+    arm = config.get("arm")
+    seed = config.get("seed")
+    if (arm is None or seed is None) and fallback_name:
+        base, sep, s = fallback_name.rpartition("-s")
+        if sep and s.isdigit():
+            arm = arm if arm is not None else base
+            seed = seed if seed is not None else int(s)
+    try:
+        seed = int(seed) if seed is not None else None
+    except (TypeError, ValueError):
+        seed = None
+    return experiment, str(arm if arm is not None else fallback_name), seed
+
+
+def _served_label(source: RunSource, exp_set: set) -> str | None:
+    """The first (sorted) experiment of ``exp_set`` the run serves besides its own, per its
+    ``shared.json`` (next to its config.yaml); None when it has none (the usual case: one stat)."""
+    if source.config_path is None:
+        return None
+    path = source.config_path.parent / SHARED_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    names = data.get("experiments") if isinstance(data, dict) else None
+    hits = sorted(n for n in names if isinstance(n, str) and n in exp_set) if isinstance(names, list) else []
+    return hits[0] if hits else None

@@ -1,0 +1,173 @@
+"""Reading runs: :func:`load_runs`, the front door, and the reading of workspace runs (offline
+.wandb files): each run's fragments parsed (:mod:`arctl.track.wandbfile`), stitched
+(:mod:`arctl.track.runs.stitch`) and cached (:mod:`arctl.track.runs.cache`), the runs that need
+parsing in parallel processes with a progress bar (:mod:`arctl.track.runs.pool`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from arctl.track.run_data import RunData
+from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
+from arctl.track.runs.discover import (
+    RunSource,
+    _read_yaml,
+    _served_label,
+    default_workdir,
+    discover_runs,
+    run_identity,
+)
+from arctl.track.runs.online import _load_online, _online_cache_dir
+from arctl.track.runs.pool import _run_parallel
+from arctl.track.runs.stitch import stitch_fragments
+from arctl.track.runs.tidy import Runs, _assemble
+
+
+class RunReadWarning(UserWarning):
+    """A run file was truncated or corrupt, or a run could not be read; the rest was kept."""
+
+
+def ingest_offline(source: RunSource, cache_dir: str) -> dict:
+    """Parse the fragments of one run, stitch them, cache them; return the run's metadata."""
+    from arctl.track.wandbfile import WandbFileError, read_wandb_file
+
+    notes: list[str] = []
+    frags: list[RunData] = []
+    for p in source.files:
+        try:
+            frags.append(read_wandb_file(p, summary=False))
+        except (OSError, WandbFileError) as e:
+            notes.append(f"{p}: unreadable ({e}); skipped it")
+    for f in frags:
+        notes.extend(f.warnings)
+    # an unfinished fragment followed by a later one is a resumed run, not damage
+    ordered = sorted(frags, key=lambda f: (f.start_time, f.source))
+    notes = [n for n in notes if not (n.endswith("(run still running, killed or crashed)")
+                                      and ordered and not n.startswith(ordered[-1].source))]
+    config: dict = {}
+    if source.config_path is not None:
+        try:
+            config = _read_yaml(source.config_path)
+        except Exception as e:  # a broken config.yaml: fall back to the W&B config
+            notes.append(f"{source.config_path}: unreadable ({e}); used the W&B config")
+    if not config:
+        for f in ordered:
+            config = f.config or config
+    last = ordered[-1] if ordered else None
+    experiment, arm, seed = run_identity(config, last.name if last else "")
+    if not experiment and last is not None:
+        experiment = last.group
+    wide, stitch_notes = stitch_fragments(frags)
+    notes.extend(stitch_notes)
+    summary: dict = {}
+    for f in ordered:
+        summary.update(f.summary)
+    meta = {
+        "version": CACHE_VERSION,
+        "run_id": source.run_id,
+        "experiment": experiment,
+        "arm": arm,
+        "seed": seed,
+        "state": last.state if last else "empty",
+        "exit_code": last.exit_code if last else None,
+        "wandb_ids": sorted({f.wandb_id for f in frags}),
+        "name": last.name if last else "",
+        "group": last.group if last else "",
+        "project": last.project if last else "",
+        "n_fragments": len(frags),
+        "n_steps": int(len(wide)),
+        "last_step": int(wide.index.max()) if len(wide) else None,
+        "metrics": [str(c) for c in wide.columns],
+        "config": config,
+        "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
+        "signature": source.signature(),
+        "warnings": notes,
+    }
+    return _write_cache(wide, meta, Path(cache_dir))
+
+
+def load_runs(
+    workdir: str | Path | None = None,
+    *,
+    experiments: Iterable[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    wandb_project: str | None = None,
+    filters: dict | None = None,
+    cache_dir: str | Path | None = None,
+    processes: int | None = None,
+    progress: bool = True,
+    api=None,
+    last_only: bool = False,
+) -> Runs:
+    """Read the runs of a workspace (default) or of a W&B project (``wandb_project="entity/project"``).
+
+    ``experiments`` keeps only runs of those experiments; ``metrics`` is a list of glob patterns
+    (``eval/*/acc@*``) selecting the metrics put in ``history`` (all when ``None``). Damaged files
+    give :class:`RunReadWarning` warnings (also listed in ``Runs.warnings``), never an exception.
+    ``last_only`` keeps only the last logged value of each (run, metric) — the rows
+    ``history.drop_duplicates(["run_id", "metric"], keep="last")`` would keep — read from the
+    cache's JSON sidecars without opening any parquet file.
+
+    A workspace run that serves other experiments (its ``shared.json``, ``share_arms``) counts
+    as a run of them: when its own experiment is not among ``experiments`` but one it serves is,
+    it is kept with ``experiment`` set to the first (sorted) requested experiment it serves. Each
+    run is one row whatever it serves; without ``experiments`` nothing is relabelled.
+    """
+    exp_set = set(experiments) if experiments is not None else None
+    if wandb_project:
+        metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api)
+        cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
+    else:
+        workdir = Path(workdir) if workdir is not None else default_workdir()
+        cache = Path(cache_dir) if cache_dir else workdir / ".arctl-cache" / "runs"
+        metas = _load_offline(workdir, exp_set, cache, processes, progress)
+    metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
+    out = _assemble(metas, cache, metrics, last_only)
+    for w in out.warnings:
+        warnings.warn(w, RunReadWarning, stacklevel=2)
+    return out
+
+
+def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
+    metas: list[dict | None] = []
+    sources: list[RunSource] = []
+    todo: list[tuple[int, RunSource]] = []
+    labels: dict[str, str | None] = {}  # run_id -> the served experiment it is read as (shared.json)
+    for s in discover_runs(workdir):
+        meta = _cached_meta(cache, s.run_id, s.signature())
+        if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
+            if meta is not None:  # the sidecar holds that config.yaml (its mtime is in the signature)
+                exp = str((meta.get("config") or {}).get("experiment", ""))
+            else:
+                try:
+                    exp = str(_read_yaml(s.config_path).get("experiment", ""))
+                except Exception:
+                    exp = None
+            if exp is not None and exp not in exp_set:
+                labels[s.run_id] = _served_label(s, exp_set)
+                if labels[s.run_id] is None:
+                    continue
+        metas.append(meta)
+        sources.append(s)
+        if meta is None:
+            todo.append((len(metas) - 1, s))
+    if todo:
+        results = _run_parallel(ingest_offline, [(s, str(cache)) for _, s in todo], processes, progress,
+                                "reading runs", prefetch=[p for _, s in todo for p in s.files])
+        for (i, _), meta in zip(todo, results):
+            metas[i] = meta
+    if exp_set is None:
+        return [m for m in metas if m is not None]
+    out = []
+    for s, m in zip(sources, metas):
+        if m is None:
+            continue
+        if m["experiment"] not in exp_set:  # not its own: one it serves (a copy: the cache keeps its own)
+            label = labels[s.run_id] if s.run_id in labels else _served_label(s, exp_set)
+            if label is None:
+                continue
+            m = {**m, "experiment": label}
+        out.append(m)
+    return out

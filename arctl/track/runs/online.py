@@ -1,0 +1,71 @@
+"""Runs of a W&B project read through the W&B API (:mod:`arctl.track.wandb_online`), cached like
+workspace runs (:mod:`arctl.track.runs.cache`) under ``$ARCTL_HOME/.arctl-cache/wandb/<project>``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from arctl.track.run_data import RunData
+from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
+from arctl.track.runs.discover import run_identity
+from arctl.track.runs.pool import _progress
+from arctl.track.runs.stitch import stitch_fragments
+
+
+def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) -> dict:
+    """Cache one run read through the W&B API (same layout as :func:`arctl.track.runs.load.ingest_offline`)."""
+    experiment, arm, seed = run_identity(run.config, run.name)
+    wide, notes = stitch_fragments([run])
+    meta = {
+        "version": CACHE_VERSION,
+        "run_id": run_id,
+        "experiment": experiment or run.group,
+        "arm": arm,
+        "seed": seed,
+        "state": run.state,
+        "exit_code": run.exit_code,
+        "wandb_ids": [run.wandb_id],
+        "name": run.name,
+        "group": run.group,
+        "project": run.project,
+        "n_fragments": 1,
+        "n_steps": int(len(wide)),
+        "last_step": int(wide.index.max()) if len(wide) else None,
+        "metrics": [str(c) for c in wide.columns],
+        "config": run.config,
+        "summary": {k: v for k, v in run.summary.items() if not str(k).startswith("_")},
+        "signature": signature,
+        "warnings": notes + run.warnings,
+    }
+    return _write_cache(wide, meta, Path(cache_dir))
+
+
+def _online_cache_dir(project: str) -> Path:
+    base = Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+    return base / ".arctl-cache" / "wandb" / project.replace("/", "__")
+
+
+def _load_online(project: str, filters, exp_set, cache_dir, progress, api) -> list[dict]:
+    from arctl.track.wandb_online import list_runs, read_run, run_signature
+
+    cache = Path(cache_dir) if cache_dir else _online_cache_dir(project)
+    flt = dict(filters or {})
+    if exp_set is not None and "group" not in flt and "config.experiment" not in flt:
+        flt["$or"] = [{"group": {"$in": sorted(exp_set)}}, {"config.experiment": {"$in": sorted(exp_set)}}]
+    metas = []
+    runs = list_runs(project, filters=flt or None, api=api)
+    with _progress(progress, len(runs), "downloading runs") as bar:
+        task = bar.add_task("downloading runs", total=len(runs)) if bar else None
+        for r in runs:
+            run_id = str((r.config or {}).get("run_id") or r.id)
+            sig = run_signature(r)
+            meta = _cached_meta(cache, run_id, sig)
+            if meta is None:
+                meta = ingest_online(read_run(r), run_id, sig, str(cache))
+            metas.append(meta)
+            if bar:
+                bar.advance(task)
+    if exp_set is not None:
+        metas = [m for m in metas if m["experiment"] in exp_set]
+    return metas

@@ -1,0 +1,111 @@
+"""History records → a dense table (keys, values[row, key]): the regular records decoded in bulk
+(:mod:`arctl.track.wandbfile.history_bulk`), the others by protobuf one by one, with exactly the
+rules of :func:`history_table_protobuf`, the reference it is tested against."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from arctl.track.wandbfile.history_bulk import decode_history
+from arctl.track.wandbfile.values import _floats, _item_key, _to_float
+
+
+def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> tuple[list[str], np.ndarray]:
+    """(keys, values[row, key]) of the history records ``payloads`` (serialized Records), in order:
+    one row per decodable record, columns in order of first appearance, NaN where a row did not
+    log a key or its value is not a number (see :func:`history_table_at`)."""
+    lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+    ends = np.cumsum(lengths)
+    return history_table_at(b"".join(payloads), ends - lengths, ends, warn, where)
+
+
+def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Callable[[str], None],
+                     where: str = "") -> tuple[list[str], np.ndarray]:
+    """:func:`history_table` of the records ``data[starts[i]:ends[i]]``.
+
+    The regular records (the shape wandb writes) are decoded in bulk by
+    :func:`arctl.track.wandbfile.history_bulk.decode_history`; the others by protobuf, one by one,
+    with exactly the rules of :func:`history_table_protobuf` (the reference this is tested against).
+    """
+    n_rec = len(starts)
+    if not n_rec:
+        return [], np.zeros((0, 0))
+
+    def payload(r: int) -> bytes:
+        return data[int(starts[r]) : int(ends[r])]
+
+    try:
+        items = decode_history(data, starts, ends, _to_float)
+    except ValueError:  # a key or value that is not UTF-8: protobuf decides what to keep
+        return history_table_protobuf([payload(r) for r in range(n_rec)], warn, where)
+    # first appearance of each key: (record, position) — sorts the columns like the reference
+    first_at: dict[str, tuple[int, int]] = {}
+    if len(items.code):
+        runmax = np.maximum.accumulate(items.code)
+        firsts = np.flatnonzero(np.concatenate([[True], runmax[1:] > runmax[:-1]]))
+        for c, i in enumerate(firsts.tolist()):
+            first_at[items.keys[c]] = (int(items.record[i]), i)
+    keys_of = items.keys
+    rec_parts, col_parts, val_parts = [items.record], [None], [items.values]
+    dropped = np.zeros(n_rec, dtype=bool)
+    if len(items.irregular):
+        from wandb.proto import wandb_internal_pb2 as pb
+
+        for r in items.irregular.tolist():
+            try:
+                its = pb.Record.FromString(payload(r)).history.item
+            except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+                warn(f"{where}: undecodable history record ({type(e).__name__}); skipped it")
+                dropped[r] = True
+                continue
+            ks = [(it.nested_key[0] if len(it.nested_key) == 1 else _item_key(it)) for it in its]
+            for pos, k in enumerate(ks):
+                first_at.setdefault(k, (r, pos))
+                if first_at[k] > (r, pos):
+                    first_at[k] = (r, pos)
+            rec_parts.append(np.full(len(ks), r, dtype=np.int64))
+            col_parts.append(ks)
+            val_parts.append(_floats([it.value_json for it in its]))
+    columns = sorted(first_at, key=first_at.__getitem__)
+    col_index = {k: j for j, k in enumerate(columns)}
+    code_to_col = np.array([col_index[k] for k in keys_of], dtype=np.int64)
+    cols = [code_to_col[items.code] if len(keys_of) else np.zeros(0, dtype=np.int64)]
+    cols += [np.array([col_index[k] for k in ks], dtype=np.int64) for ks in col_parts[1:]]
+    row_of_record = np.cumsum(~dropped) - 1
+    values = np.full((int((~dropped).sum()), len(columns)), np.nan)
+    for rec, col, val in zip(rec_parts, cols, val_parts):
+        if len(rec):
+            values[row_of_record[rec], col] = val
+    return columns, values
+
+
+def history_table_protobuf(payloads: list[bytes], warn: Callable[[str], None],
+                           where: str = "") -> tuple[list[str], np.ndarray]:
+    """:func:`history_table` decoded by protobuf, one record at a time (the slow reference)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    Record = pb.Record
+    row_of: list[int] = []
+    key_of: list[str] = []
+    text_of: list[str] = []
+    n_rows = 0
+    for payload in payloads:
+        try:
+            items = Record.FromString(payload).history.item
+        except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+            warn(f"{where}: undecodable history record ({type(e).__name__}); skipped it")
+            continue
+        for it in items:
+            nk = it.nested_key
+            key_of.append(nk[0] if len(nk) == 1 else _item_key(it))
+            text_of.append(it.value_json)
+        row_of.extend([n_rows] * len(items))
+        n_rows += 1
+    col_index: dict[str, int] = {}
+    cols = [col_index.setdefault(k, len(col_index)) for k in key_of]
+    values = np.full((n_rows, len(col_index)), np.nan)
+    if key_of:
+        values[np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = _floats(text_of)
+    return list(col_index), values

@@ -1,0 +1,168 @@
+"""Reader of W&B offline transaction logs (``run-<id>.wandb``), the only source of truth of an
+offline run in wandb 0.31 (see docs/metrics.md and the wandb-offline note): one file → a
+:class:`RunData` (history, config, summary, run metadata, exit state).
+
+A truncated or corrupt file never raises: every intact record is kept and the damage is reported
+in :attr:`RunData.warnings` (see :mod:`arctl.track.wandbfile.framing`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from arctl.track.metrics_schema import WANDB_STEP_KEY
+from arctl.track.run_data import RunData
+from arctl.track.wandbfile.framing import BLOCK_LEN, iter_records, scan_records
+from arctl.track.wandbfile.history import history_table_at
+from arctl.track.wandbfile.values import _item_key, _json_value
+from arctl.track.wandbfile.wire import (
+    FIELD_CONFIG,
+    FIELD_EXIT,
+    FIELD_HISTORY,
+    FIELD_RUN,
+    FIELD_SUMMARY,
+    record_field,
+    record_fields,
+)
+
+
+def _set_nested(d: dict, key_parts: list[str], value) -> None:
+    for part in key_parts[:-1]:
+        d = d.setdefault(part, {})
+        if not isinstance(d, dict):
+            return
+    d[key_parts[-1]] = value
+
+
+def _config_value(v):
+    # wandb-core config items are the raw values; the legacy format wrapped them in {"value": x}
+    if isinstance(v, dict) and set(v) <= {"value", "desc"} and "value" in v:
+        return v["value"]
+    return v
+
+
+def _apply_config(config: dict, items) -> None:
+    for it in items:
+        parts = list(it.nested_key) or [it.key]
+        if parts[0] == "_wandb":
+            continue
+        _set_nested(config, parts, _config_value(_json_value(it.value_json)))
+
+
+SUMMARY_TAIL = 64
+
+
+def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
+    """Parse one ``run-<id>.wandb`` file into a :class:`RunData` (history, config, summary, run
+    metadata, exit state).
+
+    ``summary=False`` (the bulk reader's choice) skips decoding most summary records — wandb-core
+    writes one per logged step, so they cost as much as the history: the summary is then the last
+    logged history value of each key, overlaid with the last :data:`SUMMARY_TAIL` summary records
+    (which hold any explicit ``run.summary[...]`` set at the end of a run). Only a summary-only key
+    set before those last records and never again is missed."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    path = Path(path)
+    where = str(path)
+    warnings: list[str] = []
+    buf = path.read_bytes()
+    wandb_id = path.stem[4:] if path.stem.startswith("run-") else path.stem
+    run = RunData(wandb_id=wandb_id, source=where, warnings=warnings)
+
+    Record = pb.Record
+    data, starts, ends = scan_records(buf, warnings.append, where)
+    fields = record_fields(data, starts, ends)
+    is_history = fields == FIELD_HISTORY
+    wanted = np.isin(fields, (FIELD_CONFIG, FIELD_RUN, FIELD_EXIT) + ((FIELD_SUMMARY,) if summary else ()))
+    # the last summary records when summary=False
+    tail = [] if summary else np.flatnonzero(fields == FIELD_SUMMARY)[-SUMMARY_TAIL:].tolist()
+    summ: dict = {}
+    for r in np.flatnonzero(wanted).tolist():
+        field = int(fields[r])
+        try:
+            rec = Record.FromString(data[int(starts[r]) : int(ends[r])])
+        except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+            warnings.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
+            continue
+        if field == FIELD_SUMMARY:
+            for it in rec.summary.update:
+                summ[_item_key(it)] = it.value_json
+            for it in rec.summary.remove:
+                summ.pop(_item_key(it), None)
+        elif field == FIELD_CONFIG:
+            _apply_config(run.config, rec.config.update)
+        elif field == FIELD_RUN:
+            r_ = rec.run
+            run.wandb_id = r_.run_id or run.wandb_id
+            run.project, run.entity, run.group, run.name = r_.project, r_.entity, r_.run_group, r_.display_name
+            run.start_time = r_.start_time.seconds + r_.start_time.nanos * 1e-9
+            run.rewind_step = rewind_of(r_)
+            _apply_config(run.config, r_.config.update)
+        elif field == FIELD_EXIT:
+            run.exit_code = int(rec.exit.exit_code)
+            run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
+            run.state = "finished" if run.exit_code == 0 else "failed"
+
+    run.keys, run.values = history_table_at(data, starts[is_history], ends[is_history], warnings.append, where)
+
+    if summary:
+        run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
+    else:
+        if run.values.size:
+            logged = ~np.isnan(run.values)
+            last = len(run.values) - 1 - np.argmax(logged[::-1], axis=0)
+            for j, k in enumerate(run.keys):
+                if logged[last[j], j] and not k.startswith("_"):
+                    run.summary[k] = float(run.values[last[j], j])
+        for r in tail:
+            try:
+                rec = Record.FromString(data[int(starts[r]) : int(ends[r])]).summary
+            except Exception:
+                continue
+            for it in rec.update:
+                key = _item_key(it)
+                if not key.startswith("_"):
+                    run.summary[key] = _json_value(it.value_json)
+            for it in rec.remove:
+                run.summary.pop(_item_key(it), None)
+    if run.state == "incomplete":
+        warnings.append(f"{where}: no exit record (run still running, killed or crashed)")
+    return run
+
+
+def read_wandb_header(path: str | Path, max_bytes: int = 4 * BLOCK_LEN) -> RunData:
+    """Run metadata and config from the first records of a .wandb file, without the history
+    (cheap way to learn a run's experiment/arm/seed when it has no config.yaml)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    path = Path(path)
+    with open(path, "rb") as f:
+        buf = f.read(max_bytes)
+    run = RunData(wandb_id=path.stem[4:] if path.stem.startswith("run-") else path.stem, source=str(path))
+    for payload in iter_records(buf, lambda msg: None, str(path)):
+        field = record_field(payload)
+        if field == FIELD_RUN:
+            r = pb.Record.FromString(payload).run
+            run.wandb_id = r.run_id or run.wandb_id
+            run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
+            run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
+            run.rewind_step = rewind_of(r)
+            _apply_config(run.config, r.config.update)
+        elif field == FIELD_CONFIG:
+            _apply_config(run.config, pb.Record.FromString(payload).config.update)
+        elif field == FIELD_HISTORY:
+            break
+    return run
+
+
+def rewind_of(run_record) -> int | None:
+    """The ``_step`` a fragment rewound its own run to (``wandb.init(resume_from="<id>?_step=N")``
+    writes ``branch_point {run: <id>, metric: "_step", value: N}`` into its run record), or None.
+    A branch point naming another run is a fork, not a rewind of this one."""
+    bp = getattr(run_record, "branch_point", None)
+    if bp is None or not bp.run or bp.run != run_record.run_id or bp.metric != WANDB_STEP_KEY:
+        return None
+    return int(bp.value)
