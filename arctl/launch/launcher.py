@@ -22,19 +22,19 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
     array_chunk_size,
+    backend_job_script,
     choose_executor,
     local_parallelism,
     render_sbatch,
     slurm_executor,
     slurm_parameters,
-    backend_job_script,
     with_ray_setup,
 )
 from arctl.launch.provenance import code_version, write_provenance
@@ -44,22 +44,33 @@ from arctl.launch.rundir import frozen_config, prepare_run_dir
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
+from arctl.spec.run import ResolvedRun
 
 
 @dataclass
 class LaunchItem:
-    """One run to launch: its id, where it comes from and its (frozen) config."""
+    """One run to launch: its id, the resolved run (its config frozen with the id) and what the
+    launch does with it. ``experiment``, ``arm``, ``seed``, ``config`` and ``sweep`` read the run."""
 
     run_id: str
-    experiment: str
-    arm: str
-    seed: int
-    config: dict
-    sweep: str | None = None
+    run: ResolvedRun
     action: str = "new"  # new | resume | rerun | skip | active | shared
     reason: str = ""
     state: str | None = None  # current registry state
     shares: str | None = None  # shared cell: the id of the run it is (then run_id is that id too)
+
+    experiment = property(lambda self: self.run.experiment)
+    arm = property(lambda self: self.run.arm)
+    seed = property(lambda self: self.run.seed)
+    sweep = property(lambda self: self.run.sweep)
+
+    @property
+    def config(self) -> dict:
+        return self.run.config
+
+    @config.setter
+    def config(self, value: dict) -> None:
+        self.run = replace(self.run, config=value)
 
     def record(self) -> RunRecord:
         return RunRecord(
@@ -86,8 +97,7 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
         run_id = make_run_id(run.config)
         items.setdefault(
             run_id,
-            LaunchItem(run_id=run_id, experiment=run.experiment, arm=run.arm, seed=run.seed,
-                       config=frozen_config(run.config, run_id, run_id), sweep=run.sweep),
+            LaunchItem(run_id=run_id, run=replace(run, config=frozen_config(run.config, run_id, run_id))),
         )
     return list(items.values())
 
@@ -319,11 +329,15 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
         executor = slurm_executor(folder, params)
+        before = set(workspace.jobs_dir.iterdir()) if workspace.jobs_dir.is_dir() else set()
         with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
             try:
                 jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
             except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
                 said = " ".join((captured.read() + " " + str(err)).split())
+                for left in (set(workspace.jobs_dir.iterdir()) if workspace.jobs_dir.is_dir() else set()) - before:
+                    # submitit's pickle and script of the refused submission
+                    shutil.rmtree(left, ignore_errors=True) if left.is_dir() else left.unlink(missing_ok=True)
                 raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
         for item, job in zip(chunk, jobs):
             job_ids[item.run_id] = str(job.job_id)

@@ -71,7 +71,8 @@ BAD_ENV = st.builds(lambda key, var, shape: shape.format(key=key, var=var),
                     st.sampled_from(["{key}=${{oc.env:{var}}}", "{key}=${{oc.env:{var},dflt}}", "{key}=pre-${{oc.env:{var}}}",
                                      "{key}='${{oc.env:{var}}}'", "{key}=${{oc.env:${{oc.env:{var}}}}}"]))
 BAD_HOSTILE = st.one_of(
-    st.tuples(st.sampled_from(sorted(RANGES)), HOSTILE).map(lambda kv: f"{kv[0]}={kv[1]}"),  # text for a number
+    st.tuples(st.sampled_from(sorted(RANGES)), HOSTILE).filter(lambda kv: not _accepts(RANGES[kv[0]], kv[1])).map(
+        lambda kv: f"{kv[0]}={kv[1]}"),  # text for a number (not one the range takes: HOSTILE can make "0")
     HOSTILE.map(lambda t: f"nosuch{t}=1"),  # an unknown key
 )
 BAD_OVERRIDE = st.one_of(BAD_NUMERIC, BAD_LIST, BAD_ENV, BAD_HOSTILE)

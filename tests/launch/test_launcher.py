@@ -72,3 +72,29 @@ def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_pat
     assert "invalid partition" not in err + out  # nothing printed besides the error the CLI shows
     assert not ws.root.exists()
     site_max_array_size.cache_clear()
+
+
+def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tmp_path, monkeypatch):
+    """submitit writes its pickle and script into jobs/ before sbatch answers: a refusal removes
+    them (and the run's row and run dir), so the workspace holds only what it held before."""
+    from arctl.spec import resolve_experiment
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    site_max_array_size.cache_clear()
+    ws = Workspace(tmp_path / "ws")
+    ws.jobs_dir.mkdir(parents=True)
+    (ws.jobs_dir / "kept.txt").write_text("an earlier job's file\n")
+    items = items_from_resolved(resolve_experiment("lt", ["cluster.partition=nosuch"], arms=["a"]))
+    with pytest.raises(LaunchError, match="invalid partition"):
+        launch(items, ws, executor="slurm")
+    assert sorted(p.name for p in ws.jobs_dir.iterdir()) == ["kept.txt"]
+    assert not ws.run_dir(items[0].run_id).exists()
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(items[0].run_id) is None
+    site_max_array_size.cache_clear()
