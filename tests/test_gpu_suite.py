@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the GPU check suite in a process (CPU shapes)
+
 SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "suite.py"
 
 

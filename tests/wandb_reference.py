@@ -12,7 +12,6 @@ import struct
 import zlib
 from pathlib import Path
 
-
 BLOCK = 32768  # the LevelDB-style log wandb-core writes: a 7-byte file header, then 32 KiB blocks of
 CHUNK = 7      # chunks ``crc32 u32 | length u16 | type u8 | data`` (FULL=1, FIRST=2, MIDDLE=3, LAST=4)
 

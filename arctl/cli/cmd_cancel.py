@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.cmd_run import launch_errors
 from arctl.cli.common import console, esc, print_json
+from arctl.cli.launching import launch_errors
 
 
 def register(app: typer.Typer) -> None:

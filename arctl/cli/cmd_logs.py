@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.cmd_run import launch_errors, styled
 from arctl.cli.common import console, err_console, esc
+from arctl.cli.launching import launch_errors, styled
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.cmd_run import launch_and_report, launch_errors
+from arctl.cli.launching import launch_and_report, launch_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.launcher import LaunchItem
             from arctl.launch.rundir import read_run_config
+            from arctl.spec.run import ResolvedRun
 
             workspace, reg = open_existing(workdir)
             with reg:
@@ -32,8 +33,8 @@ def register(app: typer.Typer) -> None:
             for rec in records:
                 config = read_run_config(workspace.run_dir(rec.run_id))
                 config.pop("run_dir", None)
-                items.append(LaunchItem(run_id=rec.run_id, experiment=rec.experiment, arm=rec.arm, seed=rec.seed,
-                                        config=config, sweep=rec.sweep))
+                run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
+                items.append(LaunchItem(run_id=rec.run_id, run=run))
             used = sorted({r.executor for r in records if r.executor})
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,

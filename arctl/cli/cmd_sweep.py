@@ -16,8 +16,8 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.cmd_run import launch_and_report, launch_errors
 from arctl.cli.common import parse_seeds, print_json
+from arctl.cli.launching import launch_and_report, launch_errors
 
 
 def shared_cells(items) -> list[dict]:

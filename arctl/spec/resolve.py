@@ -8,38 +8,17 @@ overrides; the sweep's overrides and grid point; the user's overrides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from arctl.algo import settings as algo_settings
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.limits import range_problem
 from arctl.spec.overrides import GROUPS, split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
+from arctl.spec.run import ResolvedRun  # noqa: F401 - re-exported (arctl.spec.ResolvedRun)
 from arctl.spec.sweep import load_sweep
 from arctl.spec.validate import validate_config
 
 DEFAULT_SCALE = "tiny"
-
-
-@dataclass(frozen=True)
-class ResolvedRun:
-    """One run to launch: the fully resolved config and where it came from."""
-
-    experiment: str
-    arm: str
-    seed: int
-    config: dict
-    sweep: str | None = None
-    overrides: list[str] = field(default_factory=list)
-
-    @property
-    def scale(self) -> str:
-        return self.config["scale"]["name"]
-
-    @property
-    def name(self) -> str:
-        return f"{self.experiment}/{self.arm}/s{self.seed}"
 
 
 def _register_resolvers() -> None:

@@ -8,8 +8,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from arctl.launch.registry import Registry
 from arctl.launch.status_file import read_status
+
+pytestmark = pytest.mark.slow  # jobs in processes through the local executor
 
 TRICKY = "x'y\"z; $(touch {marker}) `touch {marker}` && echo hi\nsecond line"
 

@@ -17,6 +17,8 @@ from arctl.launch.provenance import git_state, read_provenance
 from arctl.launch.registry import Registry
 from arctl.launch.shared import SHARED_FILE
 
+pytestmark = pytest.mark.slow  # sweeps of real tiny jobs through the local executor
+
 # lt2 has lt's arm `a` (same overrides: the same run but for its name) and an arm of its own
 LT2 = """\
 description: shares arm a with lt

@@ -19,7 +19,7 @@ from arctl.launch.registry import Registry
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 
 TRICKY = "x'y\"z; $(touch {marker}) `touch {marker}` && echo hi\nsecond line"
 

@@ -18,7 +18,7 @@ from wandb_reference import synced_history
 
 from arctl.launch.status_file import read_status
 
-pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 
 TOTAL = 24
 ARGS = [o for o in MICRO if not o.startswith(("trainer.total_steps", "trainer.save_freq", "trainer.test_freq"))] + [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
 
 if importlib.util.find_spec("verl") is None:
     pytest.skip("verl is not installed (pip install -e '.[verl]')", allow_module_level=True)

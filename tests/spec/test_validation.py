@@ -1,22 +1,25 @@
 """Every validation rule with a bad input; random bad specs never pass and only raise SpecError."""
 
-import copy
 import textwrap
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from resolved import arm_config  # tests/resolved.py
 
 from arctl.spec import SpecError, resolve_experiment
 from arctl.spec.experiment import load_experiment
 from arctl.spec.sweep import load_sweep
 from arctl.spec.validate import validate_config
 
-BASE = resolve_experiment("main-ar-uniform", scale="paper")[0].config
+
+def base() -> dict:
+    """The paper's AR-uniform config (composed at the first test that needs it, not at collection)."""
+    return arm_config("main-ar-uniform", "ar-uniform", scale="paper")
 
 
 def bad(path: str, value, match: str):
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     node = cfg
     *parents, leaf = path.split(".")
     for p in parents:
@@ -27,13 +30,13 @@ def bad(path: str, value, match: str):
 
 
 def test_the_base_config_is_valid():
-    validate_config(copy.deepcopy(BASE))
+    validate_config(base())
 
 
 def test_decoupled_single_summaries_need_a_thinking_group():
     # A = 1, decoupled: the summary baseline is the mean over the question's G thinking samples, so
     # G = 1 would train the summaries with zero advantage (V1 baseline lets rollout.n=1 pass otherwise)
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     cfg["thinking"]["baseline"], cfg["summary"]["group_size"], cfg["rollout"]["n"] = "v1", 1, 1
     with pytest.raises(SpecError, match="zero advantage"):
         validate_config(cfg)
@@ -43,7 +46,7 @@ def test_decoupled_single_summaries_need_a_thinking_group():
 
 def test_the_preemption_warning_defaults_to_the_scale_within_the_time_limit():
     # paper: 1800 s (well above a step), but at most a quarter of the job's time limit
-    assert BASE["cluster"]["preempt_warning_s"] == min(1800, BASE["cluster"]["time_min"] * 60 // 4)
+    assert base()["cluster"]["preempt_warning_s"] == min(1800, base()["cluster"]["time_min"] * 60 // 4)
     long = resolve_experiment("main-ar-uniform", scale="paper", overrides=["cluster=slurm-a100"])[0].config
     assert long["cluster"]["preempt_warning_s"] == 1800
     short = resolve_experiment("main-ar-uniform", scale="paper", overrides=["cluster.time_min=20"])[0].config
@@ -55,7 +58,7 @@ def test_the_preemption_warning_defaults_to_the_scale_within_the_time_limit():
 
 
 def test_loss_constant_is_filled_in_from_the_authors_rule():
-    assert BASE["optim"]["loss_norm_len"] == 10176
+    assert base()["optim"]["loss_norm_len"] == 10176
     ctx = resolve_experiment("ctx-16k", scale="paper")
     assert {r.config["optim"]["loss_norm_len"] for r in ctx} == {18176}  # every arm, one constant
     tiny = resolve_experiment("ablation-vr", scale="tiny")
@@ -126,7 +129,7 @@ def test_each_rule(path, value, match):
     ],
 )
 def test_custom_prior_rules(probs, match):
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     cfg["thinking"]["prior"] = "custom"
     cfg["thinking"]["probs"] = probs
     with pytest.raises(SpecError, match=match):
@@ -134,7 +137,7 @@ def test_custom_prior_rules(probs, match):
 
 
 def test_custom_prior_within_tolerance_passes():
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     cfg["summary"]["prior"] = "custom"
     cfg["summary"]["probs"] = [0.1, 0.2, 0.3, 0.4 + 5e-7]
     validate_config(cfg)
@@ -231,7 +234,7 @@ KEYS = [
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budgets=not_increasing)
 def test_random_bad_budgets_never_pass(budgets):
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     cfg["thinking"]["budgets"] = budgets
     with pytest.raises(SpecError):
         validate_config(cfg)
@@ -241,7 +244,7 @@ def test_random_bad_budgets_never_pass(budgets):
 @given(probs=st.lists(st.floats(min_value=-1, max_value=2, allow_nan=False), min_size=4, max_size=4).filter(
     lambda p: any(x < 0 for x in p) or abs(sum(p) - 1) > 1e-6))
 def test_random_bad_custom_priors_never_pass(probs):
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     cfg["thinking"].update(prior="custom", probs=probs)
     with pytest.raises(SpecError):
         validate_config(cfg)
@@ -250,7 +253,7 @@ def test_random_bad_custom_priors_never_pass(probs):
 @settings(max_examples=300, deadline=None)
 @given(key=st.sampled_from(KEYS), value=garbage)
 def test_garbage_values_raise_only_spec_errors(key, value):
-    cfg = copy.deepcopy(BASE)
+    cfg = base()
     node = cfg
     *parents, leaf = key.split(".")
     for p in parents:

@@ -110,8 +110,9 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
     import importlib.util
     from pathlib import Path
 
-    from arctl.spec import resolve_experiment
     from micro import MICRO
+
+    from arctl.spec import resolve_experiment
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tiny.py"
     spec = importlib.util.spec_from_file_location("bench_tiny", path)

@@ -3,33 +3,34 @@ run with the schema's keys; a run stopped after one step and resumed equals the 
 
 import json
 import threading
+from functools import cache
 
 import pytest
 import wandb
+from micro import MICRO  # noqa: E402 - tests/micro.py (shared with the real-SLURM tests)
+from resolved import arm_config, experiment_arms  # noqa: E402 - tests/resolved.py
 
 from arctl.backends.tiny.trainer import train
 from arctl.spec import resolve_experiment
 from arctl.spec.experiment import list_experiments
 from arctl.track import metrics_schema as ms
-from arctl.track.wandb_offline import read_wandb_file
-
-from micro import MICRO  # noqa: E402 - tests/micro.py (shared with the real-SLURM tests)
+from arctl.track.wandbfile import read_wandb_file
 
 TRAIN_KEYS = [ms.TRAIN_THINK_LEN_MEAN, ms.TRAIN_ANYTIME_SCORE, ms.TRAIN_FINAL_SCORE, ms.TRAIN_REWARD_MEAN,
               ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]
 ALGO_SECTIONS = ("thinking", "summary", "reward", "rollout", "optim", "data", "eval")
 
 
-def _distinct_runs():
-    """Every experiment's arms at micro scale, one per distinct algorithm config (e.g. the `grpo`
-    arm shared by several experiments runs once)."""
-    seen, out = set(), []
-    for name in list_experiments():
-        for run in resolve_experiment(name, overrides=MICRO):
-            key = json.dumps({k: run.config[k] for k in ALGO_SECTIONS}, sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                out.append(pytest.param(run.config, id=f"{name}/{run.arm}"))
+@cache
+def _distinct_runs() -> dict[tuple[str, str], tuple[str, str]]:
+    """(experiment, arm) -> the first (experiment, arm) with the same algorithm config at micro scale
+    (e.g. the `grpo` arm shared by several experiments runs once). Composed at the first test, not
+    at collection."""
+    seen, out = {}, {}
+    for name, arm in experiment_arms():
+        config = arm_config(name, arm, overrides=MICRO)
+        key = json.dumps({k: config[k] for k in ALGO_SECTIONS}, sort_keys=True)
+        out[(name, arm)] = seen.setdefault(key, (name, arm))
     return out
 
 
@@ -39,12 +40,16 @@ def workspace(tmp_path_factory):
 
 
 def test_every_experiment_has_a_micro_run():
-    names = {p.id.split("/")[0] for p in _distinct_runs()}
+    names = {first[0] for first in _distinct_runs().values()}
     assert set(list_experiments()) - names <= {n for n in list_experiments() if n.startswith("main-")}
 
 
-@pytest.mark.parametrize("config", _distinct_runs())
-def test_micro_run_writes_schema_keys(config, workspace):
+@pytest.mark.parametrize("name,arm", [pytest.param(n, a, id=f"{n}/{a}") for n, a in experiment_arms()])
+def test_micro_run_writes_schema_keys(name, arm, workspace):
+    first = _distinct_runs()[(name, arm)]
+    if first != (name, arm):
+        pytest.skip(f"the same algorithm config as {first[0]}/{first[1]}, which runs")
+    config = arm_config(name, arm, overrides=MICRO)
     run_dir = workspace / "runs" / f"{config['experiment']}-{config['arm']}"
     assert train(config, run_dir, threading.Event()) == "completed"
     wandb.teardown()  # finish() can return before wandb-core has closed the file
@@ -72,6 +77,20 @@ def test_micro_run_writes_schema_keys(config, workspace):
     eval_budgets = config["eval"]["budgets"]
     assert last[ms.eval_anytime_acc("toy")] == pytest.approx(
         sum(last[ms.eval_acc("toy", b)] for b in eval_budgets) / len(eval_budgets))
+    # the score-curve summaries over the grid, from the logged acc@b: flat at acc(b_1) on [0, b_1],
+    # trapezoids between grid budgets, divided by b_m; acc_at_frac interpolates at f * b_m
+    acc = [last[ms.eval_acc("toy", b)] for b in grid]
+    area = grid[0] * acc[0] + sum((b1 - b0) * (a0 + a1) / 2 for b0, b1, a0, a1 in zip(grid, grid[1:], acc, acc[1:]))
+    assert last[ms.eval_curve_auc("toy")] == pytest.approx(area / grid[-1])
+    for f in ms.ACC_FRACTIONS:
+        x = f * grid[-1]
+        j = next(j for j, b in enumerate(grid) if b >= x)
+        want = acc[0] if j == 0 else acc[j - 1] + (x - grid[j - 1]) / (grid[j] - grid[j - 1]) * (acc[j] - acc[j - 1])
+        assert last[ms.eval_acc_at_frac("toy", f)] == pytest.approx(want)
+    # a summary of the grid: logged by the step-0 evaluation (of eval.budgets) only if that covers the grid
+    covered = set(grid) <= set(eval_budgets)
+    for key in [ms.eval_curve_auc("toy")] + [ms.eval_acc_at_frac("toy", f) for f in ms.ACC_FRACTIONS]:
+        assert (data.column(key)[0] == data.column(key)[0]) == covered, key  # NaN where not logged
     for key in [ms.eval_corr(k, "toy", grid[-1]) for k in ms.CORR_KINDS] + [
         ms.eval_nvar(k, "toy", grid[-1]) for k in ms.NVAR_KINDS
     ]:
@@ -114,6 +133,7 @@ def test_kill_and_resume_equals_uninterrupted(workspace):
     assert len({p.resolve() for p in (cut / "wandb").rglob("run-*.wandb")}) >= 2  # one W&B fragment per attempt
 
 
+@pytest.mark.slow  # a full warm-up in a process
 def test_a_stop_during_the_warmup_preempts_and_caches_nothing(tmp_path):
     from arctl.backends.tiny.warmup import warmup_dir
 

@@ -13,6 +13,7 @@ import random
 
 import pytest
 import torch
+from resolved import arm_config, experiment_arms  # tests/resolved.py
 
 from arctl.algo.prompts import distinct_cuts
 from arctl.algo.settings import Objective
@@ -23,37 +24,32 @@ TRUNCATED, FINISHED = [90, 91, THINK_END, 93], [93]  # inserted tokens after a c
 
 
 def _paper_arms():
-    from arctl.spec import resolve_experiment
-    from arctl.spec.experiment import list_experiments
+    """Every experiment's arms at paper scale, named at collection and composed in the test."""
+    return [pytest.param((name, arm, None), id=f"{name}/{arm}") for name, arm in experiment_arms()]
 
-    out = []
-    for name in list_experiments():
-        for run in resolve_experiment(name, scale="paper"):
-            out.append(pytest.param(run.config, id=f"{name}/{run.arm}"))
-    return out
+
+VARIANTS = [  # named settings no paper arm uses, on the AR and GRPO+vr arms
+    ("main-ar-linear", "ar-linear", {"summary.weighting": "paper", "summary.prior": "linear"}, "weighting=paper"),
+    ("main-ar-linear", "ar-linear", {"optim.dual_clip": 1.5}, "dual_clip"),
+    ("main-ar-linear", "ar-linear", {"summary.group_size": 1}, "decoupled-A1"),
+    ("main-ar-linear", "ar-linear", {"reward.length_penalty": "v2"}, "decoupled+lp-v2"),
+    ("ablation-vr", "grpo-vr", {"summary.group_size": 3}, "coupled-A3"),
+    ("main-ar-linear", "ar-linear", {"optim.clip_ratio_high": 0.28}, "clip-higher"),
+]
 
 
 def _variants():
-    """Named settings no paper arm uses, on the AR and GRPO+vr arms."""
-    from arctl.spec import resolve_experiment
+    return [pytest.param((name, arm, changes), id=f"{name}/{arm}+{label}") for name, arm, changes, label in VARIANTS]
 
-    ar = resolve_experiment("main-ar-linear", scale="paper")[0].config
-    vr = resolve_experiment("ablation-vr", scale="paper", arms=["grpo-vr"])[0].config
-    out = []
-    for cfg, changes, name in [
-        (ar, {"summary.weighting": "paper", "summary.prior": "linear"}, "weighting=paper"),
-        (ar, {"optim.dual_clip": 1.5}, "dual_clip"),
-        (ar, {"summary.group_size": 1}, "decoupled-A1"),
-        (ar, {"reward.length_penalty": "v2"}, "decoupled+lp-v2"),
-        (vr, {"summary.group_size": 3}, "coupled-A3"),
-        (ar, {"optim.clip_ratio_high": 0.28}, "clip-higher"),
-    ]:
-        cfg = copy.deepcopy(cfg)
-        for key, value in changes.items():
-            section, field = key.split(".")
-            cfg[section][field] = value
-        out.append(pytest.param(cfg, id=f"{cfg['experiment']}/{cfg['arm']}+{name}"))
-    return out
+
+def _config(case) -> dict:
+    """The paper-scale config of a (experiment, arm, changes) case, composed when the test runs."""
+    name, arm, changes = case
+    cfg = arm_config(name, arm, scale="paper")
+    for key, value in (changes or {}).items():
+        section, field = key.split(".")
+        cfg[section][field] = value
+    return cfg
 
 
 def _small(config: dict) -> dict:
@@ -240,9 +236,9 @@ def _logps(samples, cfg, seed):
     return out
 
 
-@pytest.mark.parametrize("config", _paper_arms() + _variants())
-def test_both_backends_train_the_same_tokens_with_the_same_loss(config, monkeypatch):
-    cfg = _small(config)
+@pytest.mark.parametrize("case", _paper_arms() + _variants())
+def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatch):
+    cfg = _small(_config(case))
     composed = {layout: _compose(cfg, layout) for layout in LAYOUTS}
     for objective, actor in composed.values():
         assert objective == Objective.from_config(cfg)  # the settings reach verl's processes whole

@@ -36,6 +36,7 @@ def _processes_mentioning(text: str) -> list[str]:
     return [line for line in out.splitlines() if text in line]
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_a_local_smoke_run_checks_everything_and_leaves_no_ray_behind(config, tmp_path, monkeypatch):
     """No RAY_ADDRESS (e.g. --executor local): a small local Ray, one task, smoke.json, Ray stopped."""
     for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN"):

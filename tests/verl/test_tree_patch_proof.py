@@ -81,6 +81,7 @@ def test_the_trainer_fails_with_one_clear_line_when_any_worker_lacks_the_patch()
         prove_tree_patch([good], get=broken)
 
 
+@pytest.mark.slow  # starts a local Ray
 def test_the_check_runs_inside_real_ray_actors(monkeypatch):
     """``__ray_call__`` runs the report in the actor's own process, on the actor object."""
     ray = pytest.importorskip("ray")

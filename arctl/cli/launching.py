@@ -1,0 +1,188 @@
+"""What ``arctl run``, ``arctl sweep`` and ``arctl resume`` share: launching items and printing the
+result (``--dry-run`` output, waiting with progress, the closing "where are my runs and W&B files"
+lines); and what the commands that show runs share: one-line launch errors, state colours."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import typer
+
+from arctl.cli.common import console, err_console, esc, fail, print_json, user_errors
+
+STATE_STYLE = {
+    "COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
+    "FAILED": "bold red", "PREEMPTED": "magenta", "CANCELLED": "red",
+}
+
+
+@contextmanager
+def launch_errors():
+    """User mistakes of the launch layer (bad executor, sbatch refusal, bad run dir) -> one line, exit 2."""
+    with user_errors():
+        try:
+            yield
+        except typer.Exit:
+            raise
+        except Exception as err:
+            from arctl.launch.backends import BackendError
+            from arctl.launch.executors import LaunchError
+            from arctl.launch.rundir import RunDirError
+
+            if isinstance(err, (LaunchError, RunDirError, BackendError)):
+                fail(str(err))
+            raise
+
+
+def styled(state: str) -> str:
+    return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
+
+
+def dry_run_report(items, workspace, executor: str | None, force: bool, array_parallelism: int | None,
+                   as_json: bool) -> None:
+    """Print what would be launched; write and submit nothing."""
+    from arctl.launch.executors import choose_executor
+    from arctl.launch.launcher import dry_run_scripts, plan
+    from arctl.launch.rundir import dump_config
+
+    configured = items[0].config.get("cluster", {}).get("executor")
+    requested = executor or configured or "auto"
+    try:
+        name, note = choose_executor(executor, configured)
+    except ValueError:
+        if requested not in ("slurm",):
+            raise
+        name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
+    plan(items, workspace, force)
+    to_launch = [i for i in items if i.action in ("new", "resume", "rerun")]
+    scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
+    if as_json:
+        print_json({
+            "dry_run": True, "executor": name, "workspace": str(workspace.root),
+            "runs": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
+                      "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
+                      "config": i.config} for i in items],
+            "sbatch": [{"title": t, "script": s} for t, s in scripts],
+        })
+        return
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    console.print(f"[bold]dry run[/]: nothing is written or submitted. {esc(note)}")
+    console.print(f"workspace: {esc(workspace.root)}")
+    table = Table(show_header=True, header_style="bold")
+    for col in ("run id", "experiment", "arm", "seed", "would", "why"):
+        table.add_column(col)
+    for i in items:
+        table.add_row(*(esc(v) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason)))
+    console.print(table)
+    for i in items:
+        console.rule(f"[bold]{esc(i.run_id)}[/]  ({esc(i.experiment)}/{esc(i.arm)}/s{i.seed})")
+        console.print(Syntax(dump_config(i.config), "yaml", background_color="default"))
+    for title, script in scripts:
+        console.rule(f"[bold]{esc(title)}[/]")
+        console.print(script, markup=False, highlight=False)
+
+
+def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:
+    if as_json:
+        return
+    err_console.print(esc(result.executor_note))
+    for item in result.submitted:
+        job = result.job_ids.get(item.run_id, "")
+        console.print(esc(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}"))
+    for item, reason in result.skipped:
+        console.print(f"  [dim]{esc(f'skip    {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  {reason}')}[/]")
+    jobs = sorted({j.split("_")[0] for j in result.job_ids.values()})
+    what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
+    if result.executor == "slurm" and jobs:
+        what += f" as SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
+    console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress."))
+
+
+def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
+    """Wait for the runs, printing state changes (and the step every 30 s)."""
+    from arctl.launch.launcher import wait_for
+
+    last: dict[str, tuple] = {}
+    last_print = [0.0]
+
+    def on_update(records) -> None:
+        if as_json:
+            return
+        now = time.monotonic()
+        periodic = now - last_print[0] > 30
+        for r in records:
+            key = (r.state, r.error, r.step, r.phase)
+            previous = last.get(r.run_id, (None, None, None, None))
+            if previous[:2] != key[:2] or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
+                metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
+                step = f" step {r.step}" if r.step is not None else ""
+                if r.phase and r.state == "RUNNING":  # e.g. "warming up 640/1200" before the first step
+                    step, metric = f" {r.phase}", ""
+                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")
+                last[r.run_id] = key
+        if periodic:
+            last_print[0] = now
+
+    try:
+        return wait_for(workspace, run_ids, on_update=on_update)
+    except KeyboardInterrupt:
+        err_console.print("detached: the runs go on in the background; `arctl status` shows them")
+        raise typer.Exit(130) from None
+
+
+def closing_lines(workspace, records) -> None:
+    """Where the runs and their W&B files are (each run when there are few), and what failed."""
+    if records and len(records) <= 12:
+        for r in records:
+            run_dir = workspace.run_dir(r.run_id)
+            console.print(f"{styled(r.state)} {esc(f'{r.experiment}/{r.arm}/s{r.seed}: {run_dir}')}")
+            wandb_dirs = sorted((run_dir / "wandb").rglob("offline-run-*"))
+            if wandb_dirs:
+                console.print(esc(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else "")))
+    console.print(esc(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)"))
+    console.print(esc(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)"))
+    bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED")]
+    for r in bad:
+        err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(': ' + r.error if r.error else '')} — `arctl logs {esc(r.run_id)}`")
+
+
+def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run):
+    """The body of run/sweep/resume once the items are known."""
+    from arctl.launch.launcher import launch
+    from arctl.launch.workspace import Workspace
+
+    workspace = Workspace.open(workdir)
+    if dry_run:
+        dry_run_report(items, workspace, executor, force, array_parallelism, as_json)
+        return
+    import contextlib
+    import sys
+
+    # in-process (debug) jobs may print: keep stdout for the JSON document
+    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    with quiet:
+        result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
+                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"))
+    report_launch(result, workspace, as_json)
+    waited = None
+    should_wait = wait if wait is not None else result.executor == "local"
+    if result.executor == "debug" or (should_wait and result.submitted):
+        waited = wait_with_progress(workspace, [i.run_id for i in result.submitted], as_json)
+    if as_json:
+        final = {r.run_id: r for r in waited or []}
+        print_json({
+            "executor": result.executor, "workspace": str(workspace.root),
+            "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
+                           "action": i.action, "job_id": result.job_ids.get(i.run_id),
+                           "run_dir": str(workspace.run_dir(i.run_id)),
+                           "state": final[i.run_id].state if i.run_id in final else "PENDING"}
+                          for i in result.submitted],
+            "skipped": [{"run_id": i.run_id, "reason": why} for i, why in result.skipped],
+        })
+    elif waited is not None or result.skipped:
+        closing_lines(workspace, waited or [])
+    if waited and any(r.state == "FAILED" for r in waited):
+        raise typer.Exit(1)
