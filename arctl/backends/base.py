@@ -98,11 +98,8 @@ def get_backend(name: str) -> Backend:
     return obj
 
 
-class FunctionBackend:
-    """A backend that is only a ``train`` function (the contract before :class:`Backend`)."""
-
-    def __init__(self, name: str, train: Callable):
-        self.name, self.train = name, train
+class BackendDefaults:
+    """The protocol's optional methods with nothing to say; a backend overrides what it needs."""
 
     def config_problem(self, config):
         return None
@@ -118,3 +115,10 @@ class FunctionBackend:
 
     def datasets(self):
         return ()
+
+
+class FunctionBackend(BackendDefaults):
+    """A backend that is only a ``train`` function (the contract before :class:`Backend`)."""
+
+    def __init__(self, name: str, train: Callable):
+        self.name, self.train = name, train

@@ -130,3 +130,21 @@ def slurm_cluster():
         subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)
         if not (base / "pids" / "slurmctld.pid").exists():  # every daemon stopped: drop its state
             shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def refusing_sbatch(tmp_path, monkeypatch):
+    """An sbatch that refuses every job as a site would ("invalid partition specified: nosuch");
+    MaxArraySize is 1001."""
+    from arctl.launch.executors import site_max_array_size
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    site_max_array_size.cache_clear()
+    yield bin_dir
+    site_max_array_size.cache_clear()

@@ -49,19 +49,11 @@ def test_a_refused_chunk_keeps_the_accepted_one_pending_and_leaves_no_trace_of_t
     assert "#SBATCH --array=0-1%2" in script and (ws.run_dir(first) / "job" / "sbatch.sh").exists()
 
 
-def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_path, monkeypatch, capfd):
+def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_path, refusing_sbatch, capfd):
     """e.g. cluster.partition=nosuch: no registry row, no run dir, no workspace left behind; sbatch's
     complaint is inside arctl's one error, not printed before it."""
     from arctl.spec import resolve_experiment
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    site_max_array_size.cache_clear()
     items = items_from_resolved(resolve_experiment("lt", ["cluster.partition=nosuch"], arms=["a"]))
     ws = Workspace(tmp_path / "ws")
     capfd.readouterr()
@@ -71,22 +63,13 @@ def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_pat
     out, err = capfd.readouterr()
     assert "invalid partition" not in err + out  # nothing printed besides the error the CLI shows
     assert not ws.root.exists()
-    site_max_array_size.cache_clear()
 
 
-def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tmp_path, monkeypatch):
+def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tmp_path, refusing_sbatch):
     """submitit writes its pickle and script into jobs/ before sbatch answers: a refusal removes
     them (and the run's row and run dir), so the workspace holds only what it held before."""
     from arctl.spec import resolve_experiment
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    site_max_array_size.cache_clear()
     ws = Workspace(tmp_path / "ws")
     ws.jobs_dir.mkdir(parents=True)
     (ws.jobs_dir / "kept.txt").write_text("an earlier job's file\n")
@@ -97,4 +80,3 @@ def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tm
     assert not ws.run_dir(items[0].run_id).exists()
     with Registry(ws.registry_path) as reg:
         assert reg.get(items[0].run_id) is None
-    site_max_array_size.cache_clear()

@@ -202,21 +202,13 @@ def test_only_the_names_of_a_run_may_differ_between_shared_cells(shared_specs):
     assert sum(1 for i in items if i.shares) == 2
 
 
-def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_specs, tmp_path, monkeypatch):
-    from arctl.launch.executors import LaunchError, site_max_array_size
+def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_specs, tmp_path, refusing_sbatch):
+    from arctl.launch.executors import LaunchError
     from arctl.launch.launcher import items_from_resolved, launch
     from arctl.launch.shared import mark_shared
     from arctl.launch.workspace import Workspace
     from arctl.spec import resolve_sweep
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified" >&2; exit 1\n')
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    site_max_array_size.cache_clear()
     ws = Workspace(tmp_path / "ws")
     (ws.root / "runs").mkdir(parents=True)  # an existing workspace: it stays, empty
     items = mark_shared(items_from_resolved(resolve_sweep("share")))
@@ -225,4 +217,3 @@ def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_spe
     with Registry(ws.registry_path) as reg:
         assert reg.list() == [] and reg.list("lt2") == [] and reg.names() == set()
     assert list(ws.runs_dir.iterdir()) == []
-    site_max_array_size.cache_clear()

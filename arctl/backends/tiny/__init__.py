@@ -6,9 +6,12 @@ traces, verifier), ``tokenizer``, ``model``, ``warmup`` (cached supervised warm-
 ``checkpoint``, ``trainer``.
 """
 
+from arctl.backends.base import BackendDefaults
 
-class TinyBackend:
-    """The :class:`arctl.backends.base.Backend` of the tiny testbed (imports torch only to train)."""
+
+class TinyBackend(BackendDefaults):
+    """The :class:`arctl.backends.base.Backend` of the tiny testbed (imports torch only to train; the
+    toy task is generated, so there is no data to prepare and no job body beyond the plain entry)."""
 
     name = "tiny"
 
@@ -16,21 +19,6 @@ class TinyBackend:
         from arctl.backends.tiny.trainer import train
 
         return train(config, run_dir, stop_event)
-
-    def config_problem(self, config):
-        return None
-
-    def local_problem(self, config):
-        return None
-
-    def job_script(self, config, run_dir):
-        return None
-
-    def prepare_data(self, out, datasets, sources, use_hub):
-        return None  # the toy task is generated, never downloaded
-
-    def datasets(self):
-        return ()
 
 
 BACKEND = TinyBackend()

@@ -43,6 +43,15 @@ def _config_value(v):
     return v
 
 
+def _apply_run(run, r) -> None:
+    """The run record ``r`` (identity, start time, rewind, config) into ``run``."""
+    run.wandb_id = r.run_id or run.wandb_id
+    run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
+    run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
+    run.rewind_step = rewind_of(r)
+    _apply_config(run.config, r.config.update)
+
+
 def _apply_config(config: dict, items) -> None:
     for it in items:
         parts = list(it.nested_key) or [it.key]
@@ -95,12 +104,7 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
         elif field == FIELD_CONFIG:
             _apply_config(run.config, rec.config.update)
         elif field == FIELD_RUN:
-            r_ = rec.run
-            run.wandb_id = r_.run_id or run.wandb_id
-            run.project, run.entity, run.group, run.name = r_.project, r_.entity, r_.run_group, r_.display_name
-            run.start_time = r_.start_time.seconds + r_.start_time.nanos * 1e-9
-            run.rewind_step = rewind_of(r_)
-            _apply_config(run.config, r_.config.update)
+            _apply_run(run, rec.run)
         elif field == FIELD_EXIT:
             run.exit_code = int(rec.exit.exit_code)
             run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
@@ -145,12 +149,7 @@ def read_wandb_header(path: str | Path, max_bytes: int = 4 * BLOCK_LEN) -> RunDa
     for payload in iter_records(buf, lambda msg: None, str(path)):
         field = record_field(payload)
         if field == FIELD_RUN:
-            r = pb.Record.FromString(payload).run
-            run.wandb_id = r.run_id or run.wandb_id
-            run.project, run.entity, run.group, run.name = r.project, r.entity, r.run_group, r.display_name
-            run.start_time = r.start_time.seconds + r.start_time.nanos * 1e-9
-            run.rewind_step = rewind_of(r)
-            _apply_config(run.config, r.config.update)
+            _apply_run(run, pb.Record.FromString(payload).run)
         elif field == FIELD_CONFIG:
             _apply_config(run.config, pb.Record.FromString(payload).config.update)
         elif field == FIELD_HISTORY:
