@@ -128,6 +128,15 @@ def test_budgets_mismatch_is_an_error():
         record_advantages([rec], ["u"], _objective([2, 4], 1))
 
 
+def test_group_size_mismatch_is_an_error():
+    """A tree with 2 summaries per budget under a config with summary.group_size=1 (rollout and
+    spec out of step) is refused, not trained with the wrong grouping."""
+    rec = output_rows(_tree([1], [10, 11], [2, 4], [[1, 0], [0, 0]]), "flex")[0]["record"]
+    assert rec.group_size == 2
+    with pytest.raises(ValueError, match="summary.group_size is 1"):
+        record_advantages([rec], ["u"], _objective([2, 4], 1))
+
+
 def test_record_round_trips():
     rec = output_rows(_tree([1], [10, 11, 5], [2, 4, 8], [[1, 0], [1, 1], [0, 0]], finished=True), "flex")[0]["record"]
     assert TreeRecord.from_dict(rec.to_dict()) == rec

@@ -103,6 +103,9 @@ def record_advantages(records: Sequence[TreeRecord], uids: Sequence[Any], object
     for rec in records:
         if tuple(rec.budgets) != objective.budgets:
             raise ValueError(f"tree budgets {list(rec.budgets)} differ from the config's {list(objective.budgets)}")
+        if rec.group_size != objective.summary.group_size:
+            raise ValueError(f"a tree holds {rec.group_size} summaries per budget where the config's "
+                             f"summary.group_size is {objective.summary.group_size}")
     return tree_advantages([rec.tree() for rec in records], list(uids), objective)
 
 
