@@ -301,6 +301,11 @@ def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchIt
     )
 
 
+def _entries(folder: Path) -> set[Path]:
+    """What ``folder`` holds (nothing when it does not exist yet)."""
+    return set(folder.iterdir()) if folder.is_dir() else set()
+
+
 def _link_job_dir(run_dir: Path, job_dir: Path, job_id: str) -> None:
     link = run_dir / "job" / job_id
     try:
@@ -329,15 +334,17 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
         executor = slurm_executor(folder, params)
-        before = set(workspace.jobs_dir.iterdir()) if workspace.jobs_dir.is_dir() else set()
+        before = _entries(workspace.jobs_dir)
         with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
             try:
                 jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
             except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
                 said = " ".join((captured.read() + " " + str(err)).split())
-                for left in (set(workspace.jobs_dir.iterdir()) if workspace.jobs_dir.is_dir() else set()) - before:
-                    # submitit's pickle and script of the refused submission
-                    shutil.rmtree(left, ignore_errors=True) if left.is_dir() else left.unlink(missing_ok=True)
+                for left in _entries(workspace.jobs_dir) - before:  # submitit's pickle and script of it
+                    if left.is_dir():
+                        shutil.rmtree(left, ignore_errors=True)
+                    else:
+                        left.unlink(missing_ok=True)
                 raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
         for item, job in zip(chunk, jobs):
             job_ids[item.run_id] = str(job.job_id)
