@@ -9,6 +9,8 @@ class                  section      fields
 :class:`Summary`       ``summary``  decoupled, prior, probs, weighting, group_size, max_tokens
 :class:`Reward`        ``reward``   length_penalty, alpha
 :class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len
+:class:`BudgetControl` ``budget_control``  method, thinkprune_limits, l1_*, forcing_* (the compared
+                                   methods of ``arctl.algo.baselines``; not part of :class:`Objective`)
 =====================  ===========  ===========================================================
 
 ``arctl/conf/config.yaml`` takes these defaults through the resolver ``${arctl.default:<key>}``
@@ -36,6 +38,21 @@ LENGTH_PENALTIES = ("none", "v1", "v2")
 SUMMARY_WEIGHTINGS = ("authors", "paper")
 """Weight of a decoupled summary's advantage: ``authors`` 1 (their ``compute_summary_advantage``),
 ``paper`` P'_j of its budget (paper Eq. 10 read literally)."""
+
+CONTROL_METHODS = ("none", "thinkprune", "l1")
+"""Training-time budget-control methods compared against (``budget_control.method``;
+``arctl.algo.baselines.control``): ``none`` (the arm's own objective), ``thinkprune`` (0 reward past
+the round's thinking limit), ``l1`` (L1/LCPO: a target length in the prompt, reward of Eq. 1 or 2).
+Elastic Reasoning needs no entry: it is GRPO at one thinking budget t with a solution budget s
+(``experiments/baselines-elastic.yaml``)."""
+L1_MODES = ("exact", "max")
+"""L1 reward forms: ``exact`` (L1-Exact, Eq. 1), ``max`` (L1-Max, Eq. 2)."""
+L1_ALPHA = 0.0003
+"""Length-penalty slope alpha of L1's Eqs. 1-2 (paper value)."""
+L1_DELTA = 0.5
+"""Offset delta of L1-Max (Eq. 2, paper value)."""
+L1_TARGET_RANGE = (100, 4000)
+"""(n_min, n_max) of L1's target-length sampling, both included (paper value)."""
 
 # ------------------------------------------------------------------------------ diagnosed baselines
 ADV_VAR_BASELINES = ("brpo", "v2", "v1")
@@ -103,6 +120,36 @@ class Loss:
     clip_ratio_high: float = 0.2  # epsilon_high (> clip_ratio: DAPO clip-higher)
     dual_clip: float | None = None  # c > 1: dual-clip PPO on negative advantages; None: plain PPO clip
     loss_norm_len: int | None = None  # tokens per tree in the constant; None: authors_loss_norm_len
+
+
+@dataclass(frozen=True)
+class BudgetControl:
+    """Config section ``budget_control``: the compared budget-control methods (docs/baselines.md).
+
+    Inactive (:meth:`active` false: ``method=none`` and no budget forcing) it changes nothing a run
+    computes, so it does not enter the run's identity (``arctl.launch.run_id``): the scales may set
+    its values (``arctl/conf/scale/*.yaml``) without renaming existing runs."""
+
+    method: str = "none"  # one of CONTROL_METHODS
+    thinkprune_limits: tuple[int, ...] = (4000, 3000, 2000)  # ThinkPrune's rounds (1.5B), equal shares of training
+    l1_mode: str = "max"  # one of L1_MODES
+    l1_alpha: float = L1_ALPHA
+    l1_delta: float = L1_DELTA
+    l1_targets: tuple[int, ...] | None = None  # target choices; None: uniform over [L1_TARGET_RANGE[0], b_m]
+    forcing_extensions: int = 0  # s1 budget forcing at evaluation: 0 off; k > 0 also evaluate with up to k cues
+    forcing_cue: str = "Wait"  # the continuation cue (s1's "Wait")
+
+    @property
+    def active(self) -> bool:
+        return self.method != "none" or int(self.forcing_extensions) > 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> BudgetControl:
+        """From a resolved run config; a config without the section gets the defaults (inactive)."""
+        node = config.get("budget_control") if hasattr(config, "get") else None
+        if not node:
+            return cls()
+        return _build(cls, {f.name: node[f.name] for f in dataclasses.fields(cls) if f.name in node})
 
 
 SECTIONS: dict[str, tuple[str, type]] = {
@@ -180,7 +227,7 @@ def default(key: str) -> Any:
     """The default of config key ``section.field`` (e.g. ``thinking.lam``), for the resolver
     ``${arctl.default:thinking.lam}`` in ``arctl/conf/config.yaml``."""
     section, _, name = str(key).partition(".")
-    for config_section, klass in SECTIONS.values():
+    for config_section, klass in [*SECTIONS.values(), ("budget_control", BudgetControl)]:
         if config_section == section:
             for f in dataclasses.fields(klass):
                 if f.name == name and f.default is not dataclasses.MISSING:

@@ -2,7 +2,9 @@
 
 ``run_id = f"{experiment}_{arm}_s{seed}_{hash}"`` where ``hash`` is the first 10 hex digits of
 SHA-256 over the canonical JSON of the resolved config without its launch-only fields
-(``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``: added by launch).
+(``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``: added by launch) and
+without an inactive ``budget_control`` section (no method, no budget forcing: it changes nothing,
+so runs keep the ids they had before the section existed).
 The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
 """
 
@@ -12,6 +14,8 @@ import hashlib
 import json
 import re
 
+from arctl.algo.settings import BudgetControl
+
 LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir")
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
@@ -20,7 +24,10 @@ _PREFIX_MAX = 48
 
 def identity_config(config: dict) -> dict:
     """The part of a resolved config that defines what the run computes."""
-    return {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS}
+    out = {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS}
+    if "budget_control" in out and not BudgetControl.from_config(out).active:
+        del out["budget_control"]
+    return out
 
 
 def config_hash(config: dict) -> str:

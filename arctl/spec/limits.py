@@ -70,6 +70,10 @@ RANGES: dict[str, Range] = {
     "summary.max_tokens": I(1, 10**5),
     "reward.alpha": PROB,
     "rollout.n": I(1, 1024),
+    # budget_control (the compared methods)
+    "budget_control.l1_alpha": F(0, 10),
+    "budget_control.l1_delta": PROB,
+    "budget_control.forcing_extensions": I(0, 1000),
     "rollout.temperature": F(0, 100, lo_open=True),
     # optimisation
     "optim.lr": F(0, 10, lo_open=True),
@@ -152,8 +156,11 @@ LIST_RANGES: dict[str, Range] = {
     "eval.budgets": TOKENS,
     "eval.grid": TOKENS,
     "optim.betas": F(0, 1, hi_open=True),
+    "budget_control.thinkprune_limits": TOKENS,
+    "budget_control.l1_targets": TOKENS,
 }
-NULLABLE_LISTS = ("eval.budgets", "eval.grid")  # null: derived from the thinking budgets (spec.resolve._finalize)
+NULLABLE_LISTS = ("eval.budgets", "eval.grid", "budget_control.l1_targets")
+"""null: eval budgets derived from the thinking budgets (spec.resolve._finalize); L1 targets sampled."""
 OPEN_SECTIONS = ("tiny.", "verl.")
 OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite and sane
 

@@ -30,6 +30,9 @@ def _register_resolvers() -> None:
     if not OmegaConf.has_resolver("arctl.last"):
         # the largest budget of a support, as a one-budget support (GRPO's single final budget)
         OmegaConf.register_new_resolver("arctl.last", lambda budgets: [list(budgets)[-1]])
+    if not OmegaConf.has_resolver("arctl.grid"):
+        # the evaluation grid up to a support's largest budget (an arm evaluated past its training budget)
+        OmegaConf.register_new_resolver("arctl.grid", lambda budgets, size: budget_grid(int(list(budgets)[-1]), int(size)))
 
 
 def budget_grid(max_budget: int, size: int) -> list[int]:
@@ -137,7 +140,8 @@ def _finalize(cfg: dict) -> dict:
     """Derived values: evaluation budgets and the final-evaluation budget grid.
 
     ``eval.budgets: null`` -> the scale's budgets and the thinking budgets, up to the largest
-    thinking budget (GRPO trains at the max budget only but is evaluated at every budget);
+    thinking budget (GRPO trains at the max budget only but is evaluated at every budget; an arm
+    evaluated past its training budget, like Elastic Reasoning, sets them, see ``arctl.grid``);
     ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget;
     ``optim.loss_norm_len: null`` -> the authors' Dr. GRPO constant (``arctl.algo.settings``);
     ``cluster.preempt_warning_s: null`` -> the scale's warning, at most a quarter of the time limit.

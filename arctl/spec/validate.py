@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from arctl.algo.settings import BASELINES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
+from arctl.algo.settings import BASELINES, CONTROL_METHODS, L1_MODES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
 from arctl.backends.base import available_backends, get_backend
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem
@@ -82,6 +82,25 @@ def check_prior(prior: str, probs: Any, m: int, key: str) -> None:
         raise SpecError(f"{key}.probs={probs} sums to {sum(probs):.6g}, not 1", f"{key}.probs", "normalise them")
 
 
+def check_budget_control(cfg: dict, budgets: list[int]) -> None:
+    """The compared methods' section (numbers: arctl/spec/limits.py)."""
+    method = _choice(cfg, "budget_control.method", CONTROL_METHODS)
+    top = max([budgets[-1], *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if _is_int(b)]])
+    _choice(cfg, "budget_control.l1_mode", L1_MODES)
+    limits = _get(cfg, "budget_control.thinkprune_limits")
+    if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
+        raise SpecError(f"budget_control.thinkprune_limits={limits!r} must be a non-empty, non-increasing list of "
+                        "thinking limits (each ThinkPrune round prunes further)", "budget_control.thinkprune_limits",
+                        "e.g. budget_control.thinkprune_limits=[4000,3000,2000]")
+    targets = _get(cfg, "budget_control.l1_targets")
+    if targets is not None:
+        check_budgets(targets, "budget_control.l1_targets")
+        if method == "l1" and targets[-1] > top:
+            raise SpecError(f"budget_control.l1_targets go up to {targets[-1]} but thinking stops at {top}",
+                            "budget_control.l1_targets", f"keep targets <= the largest thinking budget ({top})")
+    _check(cfg, "budget_control.forcing_cue", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty cue text, e.g. Wait")
+
+
 def validate_config(cfg: dict) -> None:
     """Raise SpecError on the first problem in a resolved run config."""
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
@@ -98,6 +117,7 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _choice(cfg, "reward.length_penalty", LENGTH_PENALTIES)
     _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+    check_budget_control(cfg, budgets)
     n = _check(cfg, "rollout.n", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     if baseline in ("v2", "brpo") and n < 2:
         raise SpecError(
@@ -137,14 +157,15 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "trainer.total_steps", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "trainer.test_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "trainer.save_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    max_budget = budgets[-1]
+    scale_budgets = (cfg.get("scale") or {}).get("budgets") or []
+    max_budget = max([budgets[-1], *[b for b in scale_budgets if _is_int(b)]])
     for key in ("eval.budgets", "eval.grid"):
         eval_budgets = check_budgets(_get(cfg, key), key)
         if eval_budgets[-1] > max_budget:
             raise SpecError(
                 f"{key} goes up to {eval_budgets[-1]} but thinking stops at {max_budget}",
                 key,
-                f"keep eval budgets <= max(thinking.budgets)={max_budget}",
+                f"keep eval budgets <= the largest thinking or scale budget ({max_budget})",
             )
     _check(cfg, "eval.n_samples", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")

@@ -88,6 +88,19 @@ def nvar_name(kind: str) -> str:
     return f"{NVAR_PREFIX}{_kind(kind, NVAR_KINDS, 'normalised-variance')}"
 
 
+FORCED_SUFFIX = "-forced"
+"""Suffix of the dataset name under which an evaluation with s1 budget forcing is logged
+(``eval/toy-forced/acc@16``; ``budget_control.forcing_extensions > 0``)."""
+
+
+def forced_dataset(dataset: str) -> str:
+    """The dataset name of ``dataset`` evaluated with budget forcing."""
+    return _dataset(dataset) + FORCED_SUFFIX
+
+
+TRAIN_THINK_LIMIT = "train/think_limit"
+"""ThinkPrune's thinking limit in force at the step (``budget_control.method=thinkprune``)."""
+
 ACC_FRACTIONS = (0.25, 0.5)  # eval/{ds}/acc_at_frac/{pct} is logged at these fractions of the curve's largest budget
 
 

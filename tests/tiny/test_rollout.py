@@ -1,6 +1,8 @@
 """Summaries decoded on a slice of the thinking's KV cache equal re-encoding the whole prefix."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
@@ -127,3 +129,40 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
     assert r["summary_tokens"] >= r["branches"] * (1 + 1)  # at least the inserted prompt and one token each
     assert r["floor_s"] == pytest.approx(r["t_think_s"] * (1 + r["summary_tokens"] / r["thinking_tokens"]))
     assert r["ratio"] == pytest.approx(r["t_eval_s"] / r["floor_s"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_batched_budget_forcing_equals_the_per_token_rule(data):
+    """The tiny sampler's forcing (one row per problem, batched) emits exactly what the s1 state
+    machine (arctl.algo.baselines.budget_forcing, one sequence at a time) emits for the same model
+    proposals: a scripted model whose greedy token at thinking position t is script[row][t]."""
+    from arctl.algo.baselines.budget_forcing import BudgetForcing, budget_forcing_generate
+
+    tok, model, _ = _setup()
+    end, cue, pad = 5, 6, tok.pad_token_id
+    n, budget = data.draw(st.integers(1, 4)), data.draw(st.integers(2, 12))
+    max_ext = data.draw(st.integers(0, 3))
+    scripts = [data.draw(st.lists(st.sampled_from([end, 7, 8]), min_size=budget + 1, max_size=budget + 1)) for _ in range(n)]
+    vocab = len(tok)
+
+    def scripted(model_, ids, positions, key_valid, cache):
+        emitted = key_valid.shape[1] - 1  # thinking tokens before the one these logits choose (1 prompt token)
+        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
+        for r in range(ids.shape[0]):
+            logits[r, -1, scripts[r][emitted]] = 1.0
+        return logits
+
+    original = ro.forward_step
+    ro.forward_step = scripted
+    try:
+        cfg = BudgetForcing(budget, end, (cue,), max_ext)
+        th = ro.generate_thinking(model, [[9]] * n, budget, 0.0, None, end, pad, forcing=cfg)
+    finally:
+        ro.forward_step = original
+    for r in range(n):
+        want, state = budget_forcing_generate(lambda out: scripts[r][len(out)], cfg, budget + 1, stop_ids=[end])
+        if len(want) == budget + 1:
+            want = want[:-1]  # the close forced at the budget is the tiny rollout's cut
+        assert th.thinking(r) == want, (scripts[r], th.thinking(r), want)
+        assert want.count(cue) - scripts[r][: len(want)].count(cue) <= max_ext

@@ -18,7 +18,7 @@ from arctl.track.wandbfile import read_wandb_file
 
 TRAIN_KEYS = [ms.TRAIN_THINK_LEN_MEAN, ms.TRAIN_ANYTIME_SCORE, ms.TRAIN_FINAL_SCORE, ms.TRAIN_REWARD_MEAN,
               ms.TRAIN_LOSS, ms.TRAIN_ENTROPY, ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S] + [ms.train_adv_var(k) for k in ms.ADV_VAR_KINDS]
-ALGO_SECTIONS = ("thinking", "summary", "reward", "rollout", "optim", "data", "eval")
+ALGO_SECTIONS = ("thinking", "summary", "reward", "rollout", "optim", "data", "eval", "budget_control")
 
 
 @cache
@@ -95,6 +95,9 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
         ms.eval_nvar(k, "toy", grid[-1]) for k in ms.NVAR_KINDS
     ]:
         assert key in data.keys
+    if config["budget_control"]["method"] == "thinkprune":  # the round's limit, logged at every step
+        assert list(data.column(ms.TRAIN_THINK_LIMIT)[1:]) == [float(config["budget_control"]["thinkprune_limits"][k])
+                                                               for k in (0, 1, 2)]
     assert (run_dir / "checkpoints").is_dir()
 
 
@@ -200,3 +203,23 @@ def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_no
     assert train(config, run_dir, threading.Event()) == "completed"
     ids, steps, _ = _synced_steps(run_dir)
     assert len(ids) == 1 and steps == [0, 1, 2, 3]
+
+
+def test_budget_forcing_evaluates_every_run_twice(tmp_path):
+    """budget_control.forcing_extensions > 0: each evaluation also runs with s1 budget forcing,
+    logged under eval/toy-forced/; the unforced metrics equal those of the same run without it."""
+    plain = arm_config("main-grpo", "grpo", overrides=MICRO)
+    forced = arm_config("main-grpo", "grpo", overrides=[*MICRO, "budget_control.forcing_extensions=2"])
+    rows = {}
+    for name, config in (("plain", plain), ("forced", forced)):
+        config["wandb"]["mode"] = "disabled"
+        assert train(config, tmp_path / name, threading.Event()) == "completed"
+        rows[name] = _rows(tmp_path / name)
+    ds = ms.forced_dataset("toy")
+    last = rows["forced"][-1]
+    for b in forced["eval"]["grid"]:
+        assert ms.eval_acc(ds, b) in last and 0.0 <= last[ms.eval_acc(ds, b)] <= 1.0
+    assert last[ms.eval_think_len(ds)] >= 1.0 and ms.eval_curve_auc(ds) in last
+    for key, value in rows["plain"][-1].items():
+        if key.startswith("eval/"):
+            assert last[key] == value or (value != value and last[key] != last[key]), key  # NaN: no variance

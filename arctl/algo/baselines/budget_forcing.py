@@ -121,11 +121,18 @@ def _advance(state: ForcingState, cfg: BudgetForcing, propose: Callable[[], int]
     proposed = int(propose())
     if proposed != cfg.end_think_id:
         return proposed, False, replace(state, thinking_len=state.thinking_len + 1)
-    fits = state.thinking_len + len(cfg.cue_ids) < cfg.budget
-    if state.extensions < cfg.max_extensions and fits:
+    if extends(state.thinking_len, state.extensions, cfg):
         token, new = _emit(replace(state, extensions=state.extensions + 1), cfg.cue_ids, counts=True)
         return token, True, new
     return proposed, False, replace(state, closed=True)
+
+
+def extends(thinking_len: int, extensions: int, cfg: BudgetForcing) -> bool:
+    """Whether an end-of-thinking the model emits after ``thinking_len`` thinking tokens, with
+    ``extensions`` suppressions used, is replaced by the cue: extensions remain and the cue fits
+    with at least one model token after it (``thinking_len + len(cue_ids) < budget``). The rule's
+    one home: the per-token state machine, the batched tiny sampler and verl's request loop use it."""
+    return int(extensions) < cfg.max_extensions and int(thinking_len) + len(cfg.cue_ids) < cfg.budget
 
 
 def force_token_logits(logits: torch.Tensor, token: int) -> torch.Tensor:

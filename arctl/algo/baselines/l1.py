@@ -28,14 +28,13 @@ import numpy as np
 import torch
 
 from arctl.algo.baselines._checks import as_correct, as_int, as_lengths, reward_dtype
+from arctl.algo.settings import L1_ALPHA, L1_DELTA, L1_MODES, L1_TARGET_RANGE
 
-L1_MODES = ("exact", "max")
-"""L1 reward forms: ``exact`` (L1-Exact, Eq. 1), ``max`` (L1-Max, Eq. 2)."""
-L1_ALPHA = 0.0003
-"""Length-penalty slope alpha of Eqs. 1-2 (paper value)."""
-L1_DELTA = 0.5
-"""Offset delta of L1-Max (Eq. 2, paper value)."""
-L1_TARGET_RANGE = (100, 4000)
+__all__ = ["L1_ALPHA", "L1_DELTA", "L1_MODES", "L1_TARGET_RANGE", "l1_exact_reward", "l1_max_reward", "l1_reward",
+           "sample_l1_targets"]
+
+# L1_MODES, L1_ALPHA, L1_DELTA, L1_TARGET_RANGE: their one home is arctl.algo.settings (the run
+# config section budget_control takes its defaults from there); re-exported here.
 """(n_min, n_max) of the target-length sampling, both included (paper value)."""
 
 

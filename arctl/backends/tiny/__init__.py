@@ -15,6 +15,23 @@ class TinyBackend(BackendDefaults):
 
     name = "tiny"
 
+    def config_problem(self, config):
+        control = config.get("budget_control") or {}
+        if control.get("method") == "l1":
+            targets = control.get("l1_targets") or []
+            if not 1 <= len(targets) <= 9:
+                return ("the tiny task writes an L1 target as one word, its rank among budget_control.l1_targets, "
+                        f"so it needs 1 to 9 fixed targets (got {targets or 'null'})", "budget_control.l1_targets",
+                        "e.g. budget_control.l1_targets=[16,32,48,64]")
+        if int(control.get("forcing_extensions") or 0) > 0:
+            from arctl.backends.tiny import task
+
+            cue = str(control.get("forcing_cue", ""))
+            if cue not in task.vocabulary() or cue in (task.THINK_CLOSE, task.THINK_OPEN):
+                return (f"the tiny task's budget-forcing cue must be one word of the toy vocabulary, not {cue!r}",
+                        "budget_control.forcing_cue", "e.g. budget_control.forcing_cue=chk (the toy's re-check word)")
+        return None
+
     def train(self, config, run_dir, stop_event=None):
         from arctl.backends.tiny.trainer import train
 

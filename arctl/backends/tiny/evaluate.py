@@ -13,9 +13,12 @@ import numpy as np
 import torch
 
 from arctl.algo import metrics
+from arctl.algo.baselines import control as bc
 from arctl.algo.prompts import InsertedTokens
+from arctl.algo.settings import BudgetControl
 from arctl.backends.tiny import task
 from arctl.backends.tiny.rollout import rollout
+from arctl.backends.tiny.tokenizer import encode_words
 from arctl.track import metrics_schema as ms
 
 
@@ -29,30 +32,68 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     """Schema metrics ``eval/{dataset}/...`` at ``budgets``: accuracy per budget, anytime accuracy over
     ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too, with the grid's
     curve AUC and accuracy at ``ACC_FRACTIONS`` of its largest budget
-    (``arctl.track.metrics_schema.anytime_eval_metrics``)."""
-    ev, tiny = config["eval"], config["tiny"]
-    n_problems = int(ev["num_problems"] or 1024)
-    common = dict(
-        budgets=list(budgets), group_size=1, summary_max_tokens=int(config["summary"]["max_tokens"]),
-        temperature=float(ev["temperature"]), max_rows=int(tiny["max_rows"]),
-    )
-    gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
-    main = rollout(model, tok, inserted, eval_problems(config, n_problems), int(ev["n_samples"]), generator=gen, **common)
-    acc = {int(b): float(a) for b, a in zip(budgets, metrics.accuracy_per_budget(main.scores))}
-    out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
-    out.update(ms.anytime_eval_metrics(dataset, acc, ev["budgets"], ev.get("grid")))
-    out[ms.eval_think_len(dataset)] = float(main.thinking.think_len.double().mean())
+    (``arctl.track.metrics_schema.anytime_eval_metrics``).
 
-    n_diag = int(tiny["diag_problems"])
-    if n_diag > 0:
-        diag = rollout(
-            model, tok, inserted, eval_problems(config, n_diag, salt=1), int(config["rollout"]["n"]), generator=gen, **common
-        )
+    The compared methods (``budget_control``): an L1 model is prompted per budget with its target
+    (one rollout per target, :func:`arctl.algo.baselines.control.eval_target_groups`; the diagnostics
+    at the largest budget's target); with budget forcing the same evaluation runs again with s1's
+    rule and is logged under ``eval/{dataset}-forced/``."""
+    control = BudgetControl.from_config(config)
+    out, gen = _accuracy(model, tok, inserted, config, budgets, dataset, control, forcing=False)
+    n_diag = int(config["tiny"]["diag_problems"])
+    if n_diag > 0:  # the diagnostics continue the main rollout's sampling stream
         g = int(config["rollout"]["n"])
+        target = bc.eval_target_groups(control, budgets)[-1][0]
+        problems = eval_problems(config, n_diag, salt=1)
+        diag = rollout(
+            model, tok, inserted, problems, g, generator=gen, target_words=_words(config, control, target, len(problems)),
+            **_common(config, budgets),
+        )
         lens = diag.thinking.think_len.view(-1, g)
         found = metrics.eval_diagnostics(diag.scores, lens, budgets, float(config["thinking"]["lam"]))
         out.update(ms.eval_diagnostic_metrics(dataset, found))
+    if control.forcing_extensions > 0:
+        out.update(_accuracy(model, tok, inserted, config, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])
     return out
+
+
+def _common(config: dict, budgets: list[int]) -> dict:
+    ev = config["eval"]
+    return dict(budgets=list(budgets), group_size=1, summary_max_tokens=int(config["summary"]["max_tokens"]),
+                temperature=float(ev["temperature"]), max_rows=int(config["tiny"]["max_rows"]))
+
+
+def _words(config: dict, control: BudgetControl, target: int | None, n: int) -> list[str | None] | None:
+    if target is None:
+        return None
+    return [task.target_word(target, control.l1_targets)] * n
+
+
+def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str,
+              control: BudgetControl, forcing: bool) -> tuple[dict, torch.Generator]:
+    """Accuracy at every budget on the held-out problems (one rollout per L1 target), the anytime
+    summaries and the mean thinking length (of the largest budget's rollout); and the sampling
+    generator as the last rollout left it."""
+    ev, tiny = config["eval"], config["tiny"]
+    problems = eval_problems(config, int(ev["num_problems"] or 1024))
+    acc: dict[int, float] = {}
+    think_len = float("nan")
+    for target, group in bc.eval_target_groups(control, budgets):
+        cfg = None
+        if forcing:
+            cue = encode_words(tok, [control.forcing_cue])
+            cfg = bc.forcing_config(control, max(group), inserted.think_end, cue)
+        # every group (and the forced pass) sees the same sampling stream: common random numbers
+        gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
+        main = rollout(model, tok, inserted, problems, int(ev["n_samples"]), generator=gen,
+                       target_words=_words(config, control, target, len(problems)), forcing=cfg, **_common(config, group))
+        acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
+        think_len = float(main.thinking.think_len.double().mean())
+    acc = {b: acc[b] for b in sorted(acc)}
+    out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
+    out.update(ms.anytime_eval_metrics(dataset, acc, ev["budgets"], ev.get("grid")))
+    out[ms.eval_think_len(dataset)] = think_len
+    return out, gen
 
 
 def max_budget_accuracy(model, tok, config: dict, n_problems: int) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
 from arctl.backends.tiny import task
 from arctl.backends.tiny.model import additive_mask
@@ -156,10 +157,17 @@ def generate_thinking(
     generator: torch.Generator | None,
     think_end: int,
     pad_id: int,
+    forcing: BudgetForcing | None = None,
 ) -> Thinking:
     """Sample one thinking per entry of ``prompts`` (repeat prompts for G samples), at most
     ``max_tokens`` tokens, stopping a row at ``</think>``. Every sampled token, the last one
-    included, is in the returned cache."""
+    included, is in the returned cache.
+
+    ``forcing`` (s1 budget forcing, a one-token cue): an early ``</think>`` is replaced by the cue
+    while :func:`arctl.algo.baselines.budget_forcing.extends` allows it (``forcing.budget`` is
+    ``max_tokens``); the cut at the budget is the forced end."""
+    if forcing is not None and (len(forcing.cue_ids) != 1 or forcing.budget != max_tokens):
+        raise ValueError("tiny budget forcing needs a one-token cue and the thinking cap as its budget")
     ids, valid = left_pad(prompts, pad_id)
     n = ids.shape[0]
     positions = (valid.long().cumsum(1) - 1).clamp_min(0)
@@ -168,11 +176,16 @@ def generate_thinking(
     think = torch.full((n, max_tokens), pad_id, dtype=torch.long)
     active = torch.ones(n, dtype=torch.bool)
     finished = torch.zeros(n, dtype=torch.bool)
+    extensions = [0] * n
     with shared_prefix(model, None):  # no prefix: the fast one-token decoding attention
         logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
         next_pos = valid.sum(1)
         for t in range(max_tokens):
             tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+            if forcing is not None:  # every active row has t thinking tokens
+                for r in (active & (tok == think_end)).nonzero()[:, 0].tolist():
+                    if extends(t, extensions[r], forcing):
+                        tok[r], extensions[r] = forcing.cue_ids[0], extensions[r] + 1
             think[:, t] = tok
             col = active.clone()
             ended = active & (tok == think_end)
@@ -329,12 +342,17 @@ def rollout(
     generator: torch.Generator | None,
     max_rows: int = 1024,
     per_budget: bool = False,
+    target_words: list[str | None] | None = None,
+    forcing: BudgetForcing | None = None,
 ) -> Rollout:
     """Think, branch and summarise for ``problems``; rewards from the task verifier.
     ``per_budget``: ``group_size`` summaries for every budget, also where budgets share a prefix
-    (training); else per distinct prefix (evaluation) (:func:`plan_branches`)."""
-    prompts = [encode_words(tok, task.prompt_words(p)) for p in problems for _ in range(n_samples)]
-    think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end, tok.pad_token_id)
+    (training); else per distinct prefix (evaluation) (:func:`plan_branches`). ``target_words``: one
+    L1 target word per problem (:func:`task.target_word`); ``forcing``: budget forcing of the thinking."""
+    words = target_words or [None] * len(problems)
+    prompts = [encode_words(tok, task.prompt_words(p, w)) for p, w in zip(problems, words) for _ in range(n_samples)]
+    think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end,
+                              tok.pad_token_id, forcing)
     branches = plan_branches(think, list(budgets), inserted, per_budget)
     generate_summaries(
         model, think, branches, group_size, summary_max_tokens, temperature, generator,

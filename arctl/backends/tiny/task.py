@@ -75,9 +75,20 @@ def make_problems(rng: np.random.Generator, n: int, min_terms: int, max_terms: i
     return [Problem(tuple(int(d) for d in rng.integers(0, 10, size=int(c)))) for c in counts]
 
 
-def prompt_words(problem: Problem) -> list[str]:
-    """The question: one token per term, then ``? <think>``."""
-    return [item_word(LABELS[i], d) for i, d in enumerate(problem.digits)] + [QUESTION_END, THINK_OPEN]
+def prompt_words(problem: Problem, target_word: str | None = None) -> list[str]:
+    """The question: one token per term, then ``?``, an optional target-length word (L1), ``<think>``."""
+    words = [item_word(LABELS[i], d) for i, d in enumerate(problem.digits)] + [QUESTION_END]
+    return words + ([target_word] if target_word is not None else []) + [THINK_OPEN]
+
+
+def target_word(target: int, choices: list[int] | tuple[int, ...]) -> str:
+    """L1's target length as one existing word of the toy vocabulary: its rank among ``choices``
+    (``"1"`` for the smallest; at most 9 choices). A new word would change the vocabulary, hence
+    the warm-up every arm shares."""
+    ranked = sorted(int(c) for c in choices)
+    if int(target) not in ranked or len(ranked) > 9:
+        raise ValueError(f"tiny task: L1 target {target} must be one of at most 9 choices {ranked}")
+    return str(ranked.index(int(target)) + 1)
 
 
 def step_words(problem: Problem, i: int) -> list[str]:

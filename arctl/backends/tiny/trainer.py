@@ -22,14 +22,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from arctl.algo.baselines import control as bc
 from arctl.algo.prompts import InsertedTokens
-from arctl.algo.settings import Objective
+from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.tiny import task
 from arctl.backends.tiny.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
-from arctl.backends.tiny.rollout import Rollout, rollout
+from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.track import metrics_schema as ms
@@ -98,6 +99,7 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
 
     total = int(trainer["total_steps"])
     objective = Objective.from_config(config)
+    control = BudgetControl.from_config(config)
     budgets = list(objective.budgets)
     eval_budgets = [int(b) for b in config["eval"]["budgets"]]
     # the final evaluation: the grid (paper Table 2) and the training-curve budgets in one rollout
@@ -113,13 +115,18 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             set_lr(optimizer, float(optim["lr"]), step, int(optim.get("warmup_steps") or 0))
 
             # 3. rollout: G thinking samples per problem, group_size summaries at every budget
+            #    (L1: a target length in each problem's prompt)
             model.eval()
             problems = step_problems(config, step)
+            targets = step_targets(config, control, step, len(problems), max(budgets))
             ro = rollout(
                 model, tok, inserted, problems, int(config["rollout"]["n"]), budgets,
                 int(config["summary"]["group_size"]), int(config["summary"]["max_tokens"]),
                 float(config["rollout"]["temperature"]), generator, int(tiny["max_rows"]), per_budget=True,
+                target_words=[task.target_word(t, control.l1_targets) for t in targets] if targets else None,
             )
+            limit = bc.step_limit(control, step, total)
+            shape_rewards(ro, control, limit, targets)
 
             # 4. advantages (arctl.algo.tree_loss) and tree-packed sequences
             trees, questions = objective_trees(ro, len(budgets)), question_labels(ro)
@@ -138,6 +145,8 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
             metrics.update({ms.TRAIN_LOSS: upd["loss"], ms.TRAIN_ENTROPY: upd["entropy"],
                             ms.PERF_STEP_TIME_S: time.perf_counter() - t0, ms.PERF_STEP_CPU_S: time.process_time() - cpu0})
+            if limit is not None:
+                metrics[ms.TRAIN_THINK_LIMIT] = float(limit)
 
             # 6. evaluation, checkpoint, stop
             if step == total:
@@ -170,6 +179,32 @@ def step_problems(config: dict, step: int) -> list[task.Problem]:
     knobs = config["tiny"]["task"]
     rng = np.random.default_rng([int(config["seed"]), int(step), 1])
     return task.make_problems(rng, int(config["data"]["train_batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
+
+
+def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:
+    """L1's target length of each problem of ``step`` (None without L1): a function of (seed, step,
+    problem) only (:func:`arctl.algo.baselines.control.question_target`)."""
+    if control.method != "l1":
+        return None
+    seed = int(config["seed"])
+    return [bc.question_target(control, f"tiny:{seed}:{step}:{q}", max_budget) for q in range(n)]
+
+
+def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, targets: list[int] | None) -> None:
+    """Replace every branch's verifier rewards by the compared method's
+    (:func:`arctl.algo.baselines.control.shape_rewards`; ``none`` leaves them) and recompute the
+    per-budget scores."""
+    if control.method == "none":
+        return
+    g = ro.scores.shape[1]
+    for br in ro.branches:
+        (br.rewards,) = bc.shape_rewards(
+            control, [br.rewards], [br.cut], [[len(s) for s in br.summaries]], int(ro.thinking.think_len[br.row]),
+            bool(ro.thinking.finished[br.row]), limit=limit, target=targets[br.row // g] if targets else None,
+        )
+        br.rewards = list(br.rewards)
+    b, _, m = ro.scores.shape
+    ro.scores = budget_scores(ro.branches, b * g, m).view(b, g, m)
 
 
 def objective_trees(ro: Rollout, m: int) -> list[Tree]:

@@ -160,14 +160,17 @@ def max_response_length(config: dict) -> int:
 
     Packed tree: b_m thinking + m*A branches of ``summary.max_tokens`` (inserted text included)
     + one FlexAttention block of padding (10,176 for the paper). Duplicated branches: the longest
-    row is b_m thinking + one branch.
+    row is b_m thinking + one branch. Validation rows hold a thinking up to the largest eval
+    budget (above the training budget for Elastic Reasoning) and one branch.
     """
     budgets = [int(b) for b in config["thinking"]["budgets"]]
     branch = int(config["summary"]["max_tokens"])
+    ev = config.get("eval") or {}
+    validation = max(int(b) for b in [*(ev.get("budgets") or []), *(ev.get("grid") or []), *budgets]) + branch
     if verl_setting(config, "tree_attention") == "duplicate":
-        return max(budgets) + branch
+        return max(max(budgets) + branch, validation)
     block = int(verl_setting(config, "block_size"))
-    return max(budgets) + branch_rows_per_tree(config) * branch + block
+    return max(max(budgets) + branch_rows_per_tree(config) * branch + block, validation)
 
 
 def fmt_value(value: Any) -> str:
