@@ -24,7 +24,7 @@ def accuracy_table(spec: dict, data: ReportData):
     """DataFrame: index = arm label, columns = dataset labels + Avg, values × ``spec.scale``."""
     import pandas as pd
 
-    name = spec["key"].split("/")[-1]
+    name = spec["key"].split("{dataset}/", 1)[-1]  # e.g. grid_anytime_acc, acc_at_frac/50
     fin = final_values(data.history)
     rows = []
     for m, arm, v in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["value"]):

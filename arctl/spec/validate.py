@@ -6,7 +6,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from arctl.algo.settings import BASELINES, CONTROL_METHODS, L1_MODES, LENGTH_PENALTIES, PRIORS, SUMMARY_WEIGHTINGS
+from arctl.algo.settings import (
+    BASELINES,
+    CONTROL_METHODS,
+    L1_MODES,
+    LENGTH_PENALTIES,
+    PRIORS,
+    SUMMARY_WEIGHTINGS,
+)
 from arctl.backends.base import available_backends, get_backend
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem

@@ -1,9 +1,9 @@
 """Summaries decoded on a slice of the thinking's KV cache equal re-encoding the whole prefix."""
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
 from arctl.backends.tiny import rollout as ro
@@ -161,7 +161,7 @@ def test_batched_budget_forcing_equals_the_per_token_rule(data):
     finally:
         ro.forward_step = original
     for r in range(n):
-        want, state = budget_forcing_generate(lambda out: scripts[r][len(out)], cfg, budget + 1, stop_ids=[end])
+        want, _ = budget_forcing_generate(lambda out, r=r: scripts[r][len(out)], cfg, budget + 1, stop_ids=[end])
         if len(want) == budget + 1:
             want = want[:-1]  # the close forced at the budget is the tiny rollout's cut
         assert th.thinking(r) == want, (scripts[r], th.thinking(r), want)

@@ -58,7 +58,7 @@ class Batch:
         return len(self.keys)
 
 
-def _run_trainer_step(monkeypatch, trees_by_uid, layout, objective):
+def _run_trainer_step(monkeypatch, trees_by_uid, layout, objective, control=None, step=1, total=1):
     """Rows as verl stores them, through ArctlPPOTrainer._compute_advantage with a fake TransferQueue."""
     from arctl.backends.verl import trainer_v1
 
@@ -77,6 +77,8 @@ def _run_trainer_step(monkeypatch, trees_by_uid, layout, objective):
     monkeypatch.setattr(trainer_v1, "tq", fake)
     trainer = trainer_v1.ArctlPPOTrainer.__new__(trainer_v1.ArctlPPOTrainer)
     trainer.arctl_objective = objective
+    if control is not None:
+        trainer.arctl_control, trainer.global_steps, trainer.total_training_steps = control, step, total
     metrics = {}
     trainer._compute_advantage(Batch(keys, [{}] * len(keys)), metrics)
     return {k: fake.rows[k]["advantages"] for k in keys}, rows, metrics
@@ -120,6 +122,25 @@ def test_coupled_summary_gets_the_outcome_grpo_advantage(monkeypatch, layout):
         assert adv["q_0_1"].tolist() == [0.0] * 6
         assert adv["q_0_2"].tolist() == pytest.approx([0, 0, 0, 0, 0, 0, -0.5, -0.5])
         assert adv["q_1_2"].tolist() == pytest.approx([0, 0, 0, 0, 0, 0, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("step,limit", [(1, 4), (2, 2)])
+def test_thinkprune_zeroes_the_rewards_of_a_thinking_past_the_steps_limit(monkeypatch, step, limit):
+    # GRPO (one budget 4, A = 1), ThinkPrune limits (4, 2) over 2 steps: step 1 limit 4, step 2 limit 2.
+    # tree 1: 3 thinking tokens ending in </think>, correct; tree 2: 2 tokens + </think>... cut at 4
+    # unfinished, correct. Step 1: tree1 fits (3 <= 4) -> 1; tree2 cut unfinished at the limit -> 0:
+    # advantages +1/2, -1/2. Step 2 (limit 2): both exceed -> 0, 0: advantages 0.
+    from arctl.algo.settings import BudgetControl
+
+    control = BudgetControl(method="thinkprune", thinkprune_limits=(4, 2))
+    t1 = _tree([1, 2], [10, 11, 5], [4], [[1]], finished=True)
+    t2 = _tree([1, 2], [10, 12, 13, 14], [4], [[1]])
+    adv, _, metrics = _run_trainer_step(monkeypatch, {"q": [t1, t2]}, "flex", _objective([4], 1, prior="base",
+                                        baseline="v2", decoupled=False), control, step=step, total=2)
+    want = 0.5 if limit == 4 else 0.0
+    assert adv["q_0_0"].tolist()[:3] == pytest.approx([want] * 3)
+    assert adv["q_1_0"].tolist()[:4] == pytest.approx([-want] * 4)
+    assert metrics["train/think_limit"] == limit and metrics["train/score@4"] == pytest.approx(want)
 
 
 def test_budgets_mismatch_is_an_error():

@@ -60,8 +60,9 @@ def loop_factory(tokenizer, tiny_model, paper_config):
     tok = copy.deepcopy(tokenizer)
     tok.chat_template = TEMPLATE
 
-    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False):
+    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False, control=None):
         cfg = copy.deepcopy(paper_config)
+        cfg["budget_control"].update(control or {})
         cfg["trainer"]["deterministic"] = deterministic
         cfg["thinking"]["budgets"] = list(budgets)
         cfg["eval"]["budgets"] = list(budgets)
@@ -332,3 +333,86 @@ class _DictTQ:
             for name in fields.keys():
                 self.rows[k][name] = fields[name][i]
         return _Batch(keys)
+
+
+# ------------------------------------------------------------------------------ compared methods
+def _thinking_prompts(server):
+    return [r[0] for r in server.requests if "stop_token_ids" in r[1]]
+
+
+def test_l1_writes_the_questions_target_into_its_prompt_and_record(loop_factory):
+    from arctl.algo.baselines import control as bc
+    from arctl.algo.settings import BudgetControl
+    from arctl.backends.verl.agent_loop import question_key
+
+    control = {"method": "l1", "l1_mode": "max", "l1_targets": [4, 9, 30]}
+    loop, server, tok = loop_factory(budgets=(4, 9, 30), group_size=2, control=control)
+    outputs = _run(loop)
+    rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
+    kwargs = dict(raw_prompt=[{"role": "user", "content": "What is 1 + 2?"}])
+    want = bc.question_target(BudgetControl(**{**control, "l1_targets": (4, 9, 30)}), question_key(kwargs, 0), 30)
+    assert rec.target == want
+    text = f"What is 1 + 2? Think for maximum {want} tokens."
+    ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True)
+    assert _thinking_prompts(server) == [list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)]
+    # evaluation: one thinking per target, each cut at the budgets it serves
+    loop, server, tok = loop_factory(budgets=(4, 9, 30), group_size=2, control=control)
+    outputs = _run(loop, validate=True)
+    prompts = [tok.decode(p) for p in _thinking_prompts(server)]
+    assert [f"Think for maximum {t} tokens." in p for p in prompts for t in (4, 9, 30)].count(True) == 3
+    info = outputs[0].extra_fields["reward_extra_info"]
+    assert sorted(k for k in info if k.startswith("score@")) == ["score@30", "score@4", "score@9"]
+
+
+def test_budget_forcing_evaluates_again_with_the_cue_in_place_of_an_early_end(loop_factory, tokenizer):
+    end = tokenizer.convert_tokens_to_ids("</think>")
+    think = tokenizer.encode("Let me think.", add_special_tokens=False) + [end]
+    control = {"forcing_extensions": 2, "forcing_cue": "Wait"}
+    loop, server, tok = loop_factory(budgets=(4, 40), group_size=1, script=think, control=control)
+    outputs = _run(loop, validate=True)
+    info = outputs[0].extra_fields["reward_extra_info"]
+    assert {"score@4", "score@40", "think_len", "forced_score@4", "forced_score@40", "forced_think_len"} <= set(info)
+    cue = tok.encode("Wait", add_special_tokens=False)
+    prompts = _thinking_prompts(server)
+    assert len(prompts) == 1 + 3  # unforced; forced: the first thinking, then one continuation per cue
+    n = len(think) - 1
+    assert prompts[2] == prompts[1] + think[:n] + cue and prompts[3] == prompts[2] + think[:n] + cue
+    assert info["think_len"] == len(think) and info["forced_think_len"] == 3 * n + 2 * len(cue) + 1
+    # training never forces
+    loop, server, tok = loop_factory(budgets=(4, 40), group_size=1, script=think, control=control)
+    _run(loop)
+    assert len(_thinking_prompts(server)) == 1
+
+
+def test_verl_forcing_emits_what_the_per_token_rule_emits():
+    """generate_thinking's request loop (verl) equals the s1 state machine on the same model
+    proposals: the model proposes script[t] at thinking position t, and a request stops at </think>."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from arctl.algo.baselines.budget_forcing import BudgetForcing, budget_forcing_generate
+    from arctl.backends.verl.agent_loop import generate_thinking
+
+    end, cue = 5, (6, 4)
+
+    @settings(max_examples=80, deadline=None)
+    @given(st.integers(2, 14), st.integers(0, 3), st.lists(st.sampled_from([end, 7, 8]), min_size=15, max_size=15))
+    def check(budget, max_ext, script):
+        cfg = BudgetForcing(budget, end, cue, max_ext)
+
+        async def generate(prompt, params):
+            pos = len(prompt) - 1  # one prompt token: the thinking so far is the rest
+            out = []
+            while len(out) < params["max_tokens"]:
+                out.append(script[pos + len(out)])
+                if out[-1] == end:
+                    break
+            return out
+
+        got = asyncio.run(generate_thinking(generate, [99], budget, end, {}, cfg))
+        want, _ = budget_forcing_generate(lambda out: script[len(out)], cfg, budget + 1, stop_ids=[end])
+        if len(want) == budget + 1:
+            want = want[:-1]  # the close forced at the budget is the cut
+        assert got == want, (budget, max_ext, script, got, want)
+
+    check()

@@ -15,8 +15,9 @@ import pytest
 import torch
 from resolved import arm_config, experiment_arms  # tests/resolved.py
 
+from arctl.algo.baselines import control as bc
 from arctl.algo.prompts import distinct_cuts
-from arctl.algo.settings import Objective
+from arctl.algo.settings import BudgetControl, Objective
 
 LAYOUTS = ("flex", "duplicate")
 THINK_END, PAD = 5, 0
@@ -60,6 +61,8 @@ def _small(config: dict) -> dict:
     cfg["eval"]["budgets"] = [b for b in sorted({b // 1000 for b in cfg["eval"]["budgets"]}) if b > 0]
     cfg["eval"]["grid"] = cfg["eval"]["budgets"]
     cfg["data"]["train_batch_size"] = cfg["data"]["ppo_mini_batch_size"] = 2
+    control = cfg["budget_control"]
+    control["thinkprune_limits"] = [max(1, b // 1000) for b in control["thinkprune_limits"]]
     return cfg
 
 
@@ -86,7 +89,7 @@ def _batch(cfg: dict, seed: int):
 
 
 # ------------------------------------------------------------------------------ the tiny path
-def _tiny(cfg, samples, logps, monkeypatch):
+def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=None):
     from arctl.backends.tiny import trainer, update
     from arctl.backends.tiny.rollout import Branch, Rollout, Thinking, budget_scores
 
@@ -109,6 +112,8 @@ def _tiny(cfg, samples, logps, monkeypatch):
                                        summ[k * a:(k + 1) * a], rewards[k * a:(k + 1) * a]))
     g = n // 2
     ro = Rollout(thinking, branches, budget_scores(branches, n, m).view(2, g, m), [])
+    if control is not None:  # the compared method's rewards (ThinkPrune, L1), as the trainer applies them
+        trainer.shape_rewards(ro, control, limit, targets)
     objective = Objective.from_config(cfg)
     trees, questions = trainer.objective_trees(ro, m), trainer.question_labels(ro)
     advs = trainer.tree_advantages(trees, questions, objective)
@@ -135,7 +140,7 @@ def _tiny(cfg, samples, logps, monkeypatch):
 
 
 # ------------------------------------------------------------------------------ the verl path
-def _verl_rows(cfg, samples, layout):
+def _verl_rows(cfg, samples, layout, targets=None):
     from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, output_rows
 
     a = cfg["summary"]["group_size"]
@@ -145,7 +150,8 @@ def _verl_rows(cfg, samples, layout):
                   for cut, js, ins, summ, rew in s["groups"]]
         tree = TreeRollout(s["prompt"], s["thinking"], list(cfg["thinking"]["budgets"]), groups, s["finished"], False,
                            group_size=a)
-        for i, row in enumerate(output_rows(tree, layout)):
+        target = targets[s["question"]] if targets else None
+        for i, row in enumerate(output_rows(tree, layout, target)):
             rows.append((f"q{s['question']}_{r}_{i}", f"q{s['question']}", r, row))
     return rows
 
@@ -156,26 +162,27 @@ def _compose(cfg, layout):
     from verl.utils.config import omega_conf_to_dataclass
 
     from arctl.backends.verl import plugin  # noqa: F401 - registers the arctl policy losses
-    from arctl.backends.verl.advantage import objective_of
+    from arctl.backends.verl.advantage import control_of, objective_of
     from arctl.backends.verl.overrides import build_verl_config
 
     cfg = copy.deepcopy(cfg)
     cfg["verl"]["tree_attention"] = layout
     _, composed = build_verl_config(cfg)
-    return objective_of(composed.arctl), omega_conf_to_dataclass(composed.actor_rollout_ref.actor)
+    return objective_of(composed.arctl), omega_conf_to_dataclass(composed.actor_rollout_ref.actor), control_of(composed.arctl)
 
 
-def _verl(cfg, samples, layout, logps, objective, actor):
+def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=None, targets=None):
     from tensordict import TensorDict
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.losses import ppo_loss
 
     from arctl.backends.verl.trainer_v1 import compute_row_advantages
 
-    rows = _verl_rows(cfg, samples, layout)
+    rows = _verl_rows(cfg, samples, layout, targets)
     lens = [len(row["response_ids"]) for *_, row in rows]
     adv, _ = compute_row_advantages([k for k, *_ in rows], [u for _, u, *_ in rows],
-                                    [{"arctl": row["record"].to_dict()} for *_, row in rows], lens, objective)
+                                    [{"arctl": row["record"].to_dict()} for *_, row in rows], lens, objective,
+                                    None, control, limit)
     assert adv.dtype == torch.float64
     a = cfg["summary"]["group_size"]
     tokens, new_lp, old_lp = {}, [], []
@@ -240,18 +247,24 @@ def _logps(samples, cfg, seed):
 def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatch):
     cfg = _small(_config(case))
     composed = {layout: _compose(cfg, layout) for layout in LAYOUTS}
-    for objective, actor in composed.values():
+    control = BudgetControl.from_config(cfg)
+    limit = bc.step_limit(control, 2, 3)  # the second of three ThinkPrune rounds
+    for objective, actor, verl_control in composed.values():
         assert objective == Objective.from_config(cfg)  # the settings reach verl's processes whole
+        assert verl_control == control
         assert actor.loss_scale_factor == 2 * cfg["rollout"]["n"] * cfg["optim"]["loss_norm_len"]
         dual = cfg["optim"]["dual_clip"] is not None
         assert actor.policy_loss.loss_mode == ("arctl_drgrpo_dual" if dual else "arctl_drgrpo")
     for seed in (0, 1):
         samples = _batch(cfg, seed)
         logps = _logps(samples, cfg, seed)
-        tiny_tokens, tiny_loss = _tiny(cfg, samples, logps, monkeypatch)
+        targets = [random.Random(seed + 7).randint(1, cfg["thinking"]["budgets"][-1]) for _ in range(2)]
+        tiny_tokens, tiny_loss = _tiny(cfg, samples, logps, monkeypatch, control, limit, targets)
         assert any(v != 0 for v in tiny_tokens.values())
+        if control.method != "none":  # the method's rewards changed what is trained
+            assert tiny_tokens != _tiny(cfg, samples, logps, monkeypatch)[0]
         for layout in LAYOUTS:
-            verl_tokens, verl_loss = _verl(cfg, samples, layout, logps, *composed[layout])
+            verl_tokens, verl_loss = _verl(cfg, samples, layout, logps, *composed[layout], limit=limit, targets=targets)
             # verl keeps untrained summaries (coupled arms) in its rows with advantage 0; tiny drops them
             extra = set(verl_tokens) - set(tiny_tokens)
             assert all(verl_tokens[k] == 0 for k in extra)

@@ -133,6 +133,14 @@ def test_eval_metrics_follow_the_arctl_schema():
     assert grid["eval/aime24/acc_at_frac/25"] == pytest.approx(0.25, abs=1e-15)
     assert grid["eval/aime24/acc_at_frac/50"] == pytest.approx(0.25, abs=1e-15)
     assert grid["eval/aime24/grid_anytime_acc"] == pytest.approx(0.5) and grid["eval/aime24/anytime_acc"] == 0.75
+    # the budget-forcing pass (forced_ infos) is the dataset aime24-forced, without diagnostics
+    forced = {**infos, "forced_score@250": [1, 1, 0, 0], "forced_score@500": [1, 1, 1, 1], "forced_think_len": [250] * 4}
+    both = eval_metrics(["aime24"] * 4, ["q1", "q1", "q2", "q2"], forced, 0.5, [500], [250, 500])
+    plain = {k: v for k, v in both.items() if "-forced" not in k}
+    assert plain.keys() == grid.keys() and all(plain[k] == grid[k] or (plain[k] != plain[k] and grid[k] != grid[k]) for k in grid)
+    assert both["eval/aime24-forced/acc@250"] == pytest.approx(0.5) and both["eval/aime24-forced/final_acc"] == 1.0
+    assert both["eval/aime24-forced/think_len"] == 250 and both["eval/aime24-forced/curve_auc"] == pytest.approx(0.625)
+    assert not any("-forced/nvar" in k or "-forced/corr" in k for k in both)
 
 
 def test_wandb_run_gets_step_metric_and_arctl_identity(tmp_path, monkeypatch):

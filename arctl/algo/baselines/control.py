@@ -24,11 +24,20 @@ import torch
 
 from arctl.algo.baselines.budget_forcing import BudgetForcing
 from arctl.algo.baselines.l1 import l1_reward, sample_l1_targets
-from arctl.algo.baselines.thinkprune import Schedule, check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
+from arctl.algo.baselines.thinkprune import (
+    Schedule,
+    check_thinkprune_schedule,
+    thinkprune_limit,
+    thinkprune_reward,
+)
 from arctl.algo.settings import L1_TARGET_RANGE, BudgetControl
 
 L1_INSTRUCTIONS = {"exact": "Think for {n} tokens.", "max": "Think for maximum {n} tokens."}
 """L1's prompt suffix per mode (Aggarwal & Welleck 2025, Sec. 3), appended to the question."""
+L1_PROMPT_TOKENS = 32
+"""Room the suffix may take in a prompt (about 10 tokens for R1's tokenizer): verl filters prompts
+longer than ``data.max_prompt_length`` before the suffix exists, so the rollout's prompt length has
+this much more under L1."""
 
 
 # ------------------------------------------------------------------------------ ThinkPrune

@@ -18,11 +18,15 @@ from typing import Any
 
 import torch
 
-from arctl.algo.settings import Objective
+from arctl.algo.baselines import control as bc
+from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.track import metrics_schema as ms
 
 RECORD_KEY = "arctl"
+FORCED_PREFIX = "forced_"
+"""Prefix of the validation infos of the budget-forcing pass (the agent loop writes
+``forced_score@{b}`` and ``forced_think_len``; the trainer logs them under ``eval/{ds}-forced/``)."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,8 @@ class TreeRecord:
     ``eos`` it ended with EOS instead (its summaries score 0 by the authors' rule); ``spans`` [m*A]
     ``(start, summary_start, end)`` of every summary in the packed response, budget-major (summary
     k is ``(j, a) = divmod(k, A)``; empty for validation rows); ``row`` the rollout row's role
-    (``tree``, ``thinking`` or ``branch``) and ``leaf`` the ``(j, a)`` of a branch row.
+    (``tree``, ``thinking`` or ``branch``) and ``leaf`` the ``(j, a)`` of a branch row; ``target``
+    the L1 target length in the question's prompt (``budget_control.method=l1``).
     """
 
     budgets: tuple[int, ...]
@@ -46,6 +51,7 @@ class TreeRecord:
     row: str = "tree"
     leaf: tuple[int, int] | None = None
     layout: str = "flex"
+    target: int | None = None
 
     @property
     def group_size(self) -> int:
@@ -59,6 +65,21 @@ class TreeRecord:
     def tree(self) -> Tree:
         return Tree(int(self.think_len), tuple(tuple(float(r) for r in row) for row in self.rewards))
 
+    def summary_lens(self) -> list[list[int]]:
+        """Tokens of every summary [m][A], from the spans."""
+        a = self.group_size
+        lens = [end - start for _s, start, end in self.spans]
+        return [lens[j * a : (j + 1) * a] for j in range(len(self.budgets))]
+
+    def shaped_tree(self, control: BudgetControl | None, limit: int | None = None) -> Tree:
+        """The tree with the compared method's rewards (:func:`arctl.algo.baselines.control.shape_rewards`;
+        the verifier's without a method); ``limit``: ThinkPrune's limit at the step."""
+        if control is None or control.method == "none":
+            return self.tree()
+        rewards = bc.shape_rewards(control, self.rewards, self.cuts, self.summary_lens(), int(self.think_len),
+                                   bool(self.finished), limit=limit, target=self.target)
+        return Tree(int(self.think_len), rewards)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "budgets": list(self.budgets),
@@ -70,6 +91,7 @@ class TreeRecord:
             "row": self.row,
             "leaf": list(self.leaf) if self.leaf is not None else None,
             "layout": self.layout,
+            "target": self.target,
         }
 
     @classmethod
@@ -84,6 +106,7 @@ class TreeRecord:
             row=str(d.get("row", "tree")),
             leaf=tuple(int(x) for x in d["leaf"]) if d.get("leaf") is not None else None,
             layout=str(d.get("layout", "flex")),
+            target=int(d["target"]) if d.get("target") is not None else None,
         )
 
 
@@ -97,16 +120,24 @@ def objective_of(arctl: Any) -> Objective:
     return Objective.from_dict(node)
 
 
-def record_advantages(records: Sequence[TreeRecord], uids: Sequence[Any], objective: Objective) -> list[TreeAdvantages]:
+def control_of(arctl: Any) -> BudgetControl:
+    """The run's :class:`~arctl.algo.settings.BudgetControl` from the config's ``arctl`` node
+    (inactive when the node has none)."""
+    return BudgetControl.from_config(arctl if hasattr(arctl, "get") else {})
+
+
+def record_advantages(records: Sequence[TreeRecord], uids: Sequence[Any], objective: Objective,
+                      control: BudgetControl | None = None, limit: int | None = None) -> list[TreeAdvantages]:
     """:func:`arctl.algo.tree_loss.tree_advantages` of a batch of records; ``uids`` [N] name each
-    tree's question (its thinking group)."""
+    tree's question (its thinking group). ``control``: the compared method whose rewards replace
+    the verifier's first (``limit``: ThinkPrune's at the step), as the tiny trainer does."""
     for rec in records:
         if tuple(rec.budgets) != objective.budgets:
             raise ValueError(f"tree budgets {list(rec.budgets)} differ from the config's {list(objective.budgets)}")
         if rec.group_size != objective.summary.group_size:
             raise ValueError(f"a tree holds {rec.group_size} summaries per budget where the config's "
                              f"summary.group_size is {objective.summary.group_size}")
-    return tree_advantages([rec.tree() for rec in records], list(uids), objective)
+    return tree_advantages([rec.shaped_tree(control, limit) for rec in records], list(uids), objective)
 
 
 def response_advantages(rec: TreeRecord, adv: TreeAdvantages, response_len: int) -> torch.Tensor:
@@ -137,9 +168,13 @@ def response_advantages(rec: TreeRecord, adv: TreeAdvantages, response_len: int)
 
 
 def batch_metrics(records: Sequence[TreeRecord], uids: Sequence[Any], advs: Sequence[TreeAdvantages],
-                  objective: Objective) -> dict[str, float]:
-    """arctl's training metrics of one batch of trees (metric schema, docs/metrics.md)."""
+                  objective: Objective, control: BudgetControl | None = None, limit: int | None = None) -> dict[str, float]:
+    """arctl's training metrics of one batch of trees (metric schema, docs/metrics.md), on the
+    rewards the advantages saw (the compared method's, if any)."""
     if not records:
         return {}
-    stats = batch_stats([rec.tree() for rec in records], list(uids), advs, objective, ms.ADV_VAR_KINDS)
-    return ms.train_metrics(stats)
+    trees = [rec.shaped_tree(control, limit) for rec in records]
+    out = ms.train_metrics(batch_stats(trees, list(uids), advs, objective, ms.ADV_VAR_KINDS))
+    if limit is not None:
+        out[ms.TRAIN_THINK_LIMIT] = float(limit)
+    return out

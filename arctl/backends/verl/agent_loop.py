@@ -28,8 +28,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arctl.algo.baselines import control as bc
+from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
-from arctl.backends.verl.advantage import RECORD_KEY, TreeRecord, objective_of
+from arctl.algo.settings import BudgetControl
+from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
 
@@ -85,16 +88,16 @@ async def rollout_tree(
     sampling_params: dict[str, Any],
     score: Callable[[list[int], list[int], list[int]], float] | None = None,
     per_budget: bool = True,
+    forcing: BudgetForcing | None = None,
 ) -> TreeRollout:
     """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``;
-    ``group_size`` summaries per budget (``per_budget``) or per distinct cut."""
+    ``group_size`` summaries per budget (``per_budget``) or per distinct cut. ``forcing``: s1 budget
+    forcing of the thinking (:func:`generate_thinking`)."""
     prompt = [int(t) for t in prompt_ids]
     budgets = [int(b) for b in budgets]
-    think_params = dict(sampling_params)
-    think_params["max_tokens"] = max(budgets)
-    think_params["stop_token_ids"] = [inserted.think_end]
-    requests = [prompt]
-    thinking = [int(t) for t in await generate(prompt, think_params)][: max(budgets)]
+    requests: list[list[int]] = []
+    thinking = await generate_thinking(generate, prompt, max(budgets), inserted.think_end, sampling_params, forcing,
+                                       requests)
     finished = bool(thinking) and thinking[-1] == inserted.think_end
     eos = bool(thinking) and eos_id is not None and thinking[-1] == eos_id
     groups: list[LeafGroup] = []
@@ -125,6 +128,102 @@ async def rollout_tree(
     return TreeRollout(prompt, thinking, budgets, groups, finished, eos, group_size, per_budget, requests)
 
 
+async def generate_thinking(
+    generate: Generate,
+    prompt: list[int],
+    max_tokens: int,
+    think_end: int,
+    sampling_params: dict[str, Any],
+    forcing: BudgetForcing | None = None,
+    requests: list[list[int]] | None = None,
+) -> list[int]:
+    """One thinking of at most ``max_tokens`` tokens, stopped at ``</think>``. With ``forcing`` (s1,
+    its budget = ``max_tokens``): while :func:`arctl.algo.baselines.budget_forcing.extends` allows,
+    an early ``</think>`` is replaced by the cue and the thinking continues from there (one more
+    request on ``prompt + thinking``); the cut at ``max_tokens`` is the forced end."""
+    params = dict(sampling_params)
+    params["max_tokens"] = int(max_tokens)
+    params["stop_token_ids"] = [int(think_end)]
+    sent = requests if requests is not None else []
+    sent.append(list(prompt))
+    thinking = [int(t) for t in await generate(prompt, params)][: int(max_tokens)]
+    used = 0
+    while forcing is not None and thinking and thinking[-1] == think_end and extends(len(thinking) - 1, used, forcing):
+        thinking = thinking[:-1] + list(forcing.cue_ids)
+        used += 1
+        more = dict(params)
+        more["max_tokens"] = int(max_tokens) - len(thinking)
+        sent.append(list(prompt) + thinking)
+        thinking += [int(t) for t in await generate(list(prompt) + thinking, more)][: more["max_tokens"]]
+    return thinking
+
+
+def l1_messages(messages: list[Any], control: BudgetControl, target: int | None) -> list[Any]:
+    """The chat messages with L1's instruction (:func:`arctl.algo.baselines.control.l1_instruction`)
+    appended to the last message's text (unchanged without a target)."""
+    if target is None or not messages:
+        return list(messages)
+    out = [dict(m) if isinstance(m, dict) else m for m in messages]
+    last = out[-1]
+    if not (isinstance(last, dict) and isinstance(last.get("content"), str)):
+        raise ValueError("L1 needs the question's last chat message to hold its text in 'content'")
+    last["content"] = f"{last['content']} {bc.l1_instruction(control, target)}"
+    return out
+
+
+def question_key(kwargs: dict[str, Any], seed: int) -> str:
+    """What names a question for its L1 target: the run's seed and the question's chat messages (the
+    same for its ``rollout.n`` samples; a fixed target per question, as L1's data preparation writes)."""
+    import json
+
+    return f"verl:{int(seed)}:{json.dumps(kwargs.get('raw_prompt'), sort_keys=True, default=str)}"
+
+
+async def rollout_question(
+    generate: Generate,
+    build_prompt: Callable[[int | None], Awaitable[list[int]]],
+    budgets: Sequence[int],
+    group_size: int,
+    summary_max_tokens: int,
+    inserted: InsertedTokens,
+    eos_id: int | None,
+    sampling_params: dict[str, Any],
+    score: Callable[[list[int], list[int], list[int]], float] | None,
+    validate: bool,
+    control: BudgetControl,
+    key: str,
+    cue_ids: Sequence[int] = (),
+) -> tuple[TreeRollout, dict[str, float], int | None]:
+    """One question's rollout as the compared method asks (``budget_control``); returns the tree
+    that becomes the output rows, the validation infos and the L1 target of that tree.
+
+    Training: one tree on ``budgets`` (L1: the question's target, :func:`bc.question_target` of
+    ``key``, in its prompt, ``build_prompt(target) -> prompt ids``). Validation: one tree per L1
+    target group (:func:`bc.eval_target_groups`; one group without L1), ``score@{b}`` merged, and
+    ``think_len`` of the largest group; with budget forcing the same again with s1's rule
+    (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree."""
+    budgets = [int(b) for b in budgets]
+    args = (group_size, summary_max_tokens, inserted, eos_id, sampling_params, score)
+    if not validate:
+        target = bc.question_target(control, key, max(budgets)) if control.method == "l1" else None
+        tree = await rollout_tree(generate, await build_prompt(target), budgets, *args, per_budget=True)
+        info = {f"score@{b}": float(v) for b, v in zip(budgets, tree.scores())}
+        info["think_len"] = float(len(tree.thinking))
+        return tree, info, target
+    info: dict[str, float] = {}
+    last: tuple[TreeRollout, int | None] | None = None
+    for prefix in ("", FORCED_PREFIX) if control.forcing_extensions > 0 else ("",):
+        for target, group in bc.eval_target_groups(control, budgets):
+            forcing = bc.forcing_config(control, max(group), inserted.think_end, cue_ids) if prefix else None
+            tree = await rollout_tree(generate, await build_prompt(target), group, *args, per_budget=False, forcing=forcing)
+            info.update({f"{prefix}score@{b}": float(v) for b, v in zip(group, tree.scores())})
+            info[f"{prefix}think_len"] = float(len(tree.thinking))
+            if not prefix:
+                last = (tree, target)
+    assert last is not None
+    return last[0], info, last[1]
+
+
 def packed_response(tree: TreeRollout) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
     """Response of the packed layout: thinking, then every summary ``inserted + summary`` (groups in
     increasing cut: budget-major for a training tree).
@@ -144,7 +243,7 @@ def packed_response(tree: TreeRollout) -> tuple[list[int], list[int], list[tuple
     return ids, mask, spans
 
 
-def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", leaf=None) -> TreeRecord:
+def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", leaf=None, target: int | None = None) -> TreeRecord:
     return TreeRecord(
         budgets=tuple(tree.budgets),
         think_len=len(tree.thinking),
@@ -155,16 +254,18 @@ def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", lea
         row=row,
         leaf=leaf,
         layout=layout,
+        target=target,
     )
 
 
-def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
-    """The rollout rows of one tree: ``prompt_ids, response_ids, response_mask, reward, record``."""
+def output_rows(tree: TreeRollout, layout: str, target: int | None = None) -> list[dict[str, Any]]:
+    """The rollout rows of one tree: ``prompt_ids, response_ids, response_mask, reward, record``
+    (``target``: the L1 target in the prompt, kept in every record)."""
     ids, mask, spans = packed_response(tree)
     scores = tree.scores()
     final = scores[-1] if scores else 0.0
     if layout in ("flex", "dense"):
-        rec = tree_record(tree, layout, spans, "tree")
+        rec = tree_record(tree, layout, spans, "tree", target=target)
         return [dict(prompt_ids=tree.prompt_ids, response_ids=ids, response_mask=mask, reward=final, record=rec)]
     rows = [
         dict(
@@ -172,7 +273,7 @@ def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
             response_ids=list(tree.thinking),
             response_mask=[1] * len(tree.thinking),
             reward=final,
-            record=tree_record(tree, layout, spans, "thinking"),
+            record=tree_record(tree, layout, spans, "thinking", target=target),
         )
     ]
     a = tree.group_size
@@ -186,7 +287,7 @@ def output_rows(tree: TreeRollout, layout: str) -> list[dict[str, Any]]:
                     response_ids=prefix + grp.inserted + s,
                     response_mask=[0] * (len(prefix) + len(grp.inserted)) + [1] * len(s),
                     reward=grp.rewards[k],
-                    record=tree_record(tree, layout, spans, "branch", (j, k % a)),
+                    record=tree_record(tree, layout, spans, "branch", (j, k % a), target=target),
                 )
             )
     return rows
@@ -289,7 +390,7 @@ def _make_loop_class():
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
             validate = is_validation(kwargs, self.arctl)
             messages = list(kwargs["raw_prompt"])
-            prompt_ids = await self.ct_build_initial_tokens(messages)
+            control = control_of(self.arctl)
             gt = (kwargs.get("reward_model") or {}).get("ground_truth")
             budgets, group_size = _budgets_for(self.arctl, validate)
             # logprobs from the server are not used (old log-probs are recomputed on the tree)
@@ -300,21 +401,24 @@ def _make_loop_class():
 
                 return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id)
 
+            async def build_prompt(target):
+                return await self.ct_build_initial_tokens(l1_messages(messages, control, target))
+
+            cue = (list(self.tokenizer.encode(control.forcing_cue, add_special_tokens=False))
+                   if validate and control.forcing_extensions > 0 else [])
             metrics: dict[str, Any] = {}
             self._server_extra: list[dict[str, Any]] = []
             self._prompt_lens: list[int] = []
             full_determinism = bool(getattr(self.rollout_config, "full_determinism", False))
             self._request_id = tree_request_ids(full_determinism, kwargs.get("priority", 0))
             with simple_timer("generate_sequences", metrics):
-                tree = await rollout_tree(
-                    self._generate, prompt_ids, budgets, group_size, self.summary_max_tokens,
-                    self.inserted, self.eos_id, params, score, per_budget=not validate,
+                tree, info, target = await rollout_question(
+                    self._generate, build_prompt, budgets, group_size, self.summary_max_tokens, self.inserted,
+                    self.eos_id, params, score, validate, control, question_key(kwargs, int(self.arctl.get("seed", 0))),
+                    cue,
                 )
-            scores = tree.scores()
-            info = {f"score@{b}": float(s) for b, s in zip(budgets, scores)}
-            info["think_len"] = float(len(tree.thinking))
             versions = self._weight_versions()
-            rows = output_rows(tree, "duplicate" if validate else self.layout)
+            rows = output_rows(tree, "duplicate" if validate else self.layout, target)
             if validate:  # validation never trains: the thinking row carries the scores
                 rows = rows[:1]
             outputs = []

@@ -13,6 +13,7 @@ summaries x 128 + 128 block padding (packed-tree layout).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -21,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arctl.algo.settings import Objective, loss_normaliser
+from arctl.algo.baselines.control import L1_PROMPT_TOKENS
+from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.track.identity import WandbIdentity
 
@@ -207,6 +209,8 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "arm": config.get("arm"),
         "seed": int(config.get("seed", 0)),
         "objective": Objective.from_config(config).to_dict(),
+        "budget_control": {k: list(v) if isinstance(v, tuple) else v
+                           for k, v in dataclasses.asdict(BudgetControl.from_config(config)).items()},
         "tree_attention": verl_setting(config, "tree_attention"),
         "block_size": int(verl_setting(config, "block_size")),
         "eval_budgets": [int(b) for b in ev["budgets"]],
@@ -289,6 +293,9 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         f"{a}.rollout.n": n,
         f"{a}.rollout.temperature": float(config["rollout"]["temperature"]),
         f"{a}.rollout.enable_prefix_caching": True,
+        # L1 appends its target instruction after verl filtered the prompts by length
+        f"{a}.rollout.prompt_length": int(data["max_prompt_length"])
+        + (L1_PROMPT_TOKENS if BudgetControl.from_config(config).method == "l1" else 0),
         f"{a}.rollout.calculate_log_probs": False,
         f"{a}.rollout.tensor_model_parallel_size": int(verl_setting(config, "tensor_model_parallel_size")),
         f"{a}.rollout.gpu_memory_utilization": float(verl_setting(config, "gpu_memory_utilization")),

@@ -35,12 +35,15 @@ from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
+from arctl.algo.baselines import control as bc
 from arctl.algo.metrics import eval_diagnostics
-from arctl.algo.settings import Objective
+from arctl.algo.settings import BudgetControl, Objective
 from arctl.backends.verl.advantage import (
+    FORCED_PREFIX,
     RECORD_KEY,
     TreeRecord,
     batch_metrics,
+    control_of,
     objective_of,
     record_advantages,
     response_advantages,
@@ -80,6 +83,8 @@ def compute_row_advantages(
     response_lens: list[int],
     objective: Objective,
     padding: list[bool] | None = None,
+    control: BudgetControl | None = None,
+    limit: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Per-row, per-response-token advantages [N, max_response_len] (float64) of a rollout batch,
     and metrics (:func:`arctl.algo.tree_loss.tree_advantages` on the batch's trees).
@@ -102,7 +107,7 @@ def compute_row_advantages(
         trees[_tree_key(key)] = len(tree_records)
         tree_records.append(rec)
         tree_uids.append(uids[i])
-    advs = record_advantages(tree_records, tree_uids, objective)
+    advs = record_advantages(tree_records, tree_uids, objective, control, limit)
     width = max(response_lens) if response_lens else 0
     out = torch.zeros(len(keys), width, dtype=torch.float64)
     for i, (key, rec) in enumerate(zip(keys, records)):
@@ -112,7 +117,7 @@ def compute_row_advantages(
         if t is None:
             raise ValueError(f"rollout row {key} has no tree/thinking row in the batch")
         out[i, : response_lens[i]] = response_advantages(rec, advs[t], response_lens[i])
-    return out, batch_metrics(tree_records, tree_uids, advs, objective)
+    return out, batch_metrics(tree_records, tree_uids, advs, objective, control, limit)
 
 
 def summary_cache_metrics(extra_fields: list[Any], padding: list[bool] | None = None) -> dict[str, float]:
@@ -171,6 +176,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
     def __init__(self, config):
         super().__init__(config)
         self.arctl_objective = objective_of(config.arctl)
+        self.arctl_control = control_of(config.arctl)
         self.arctl_layout = str(config.arctl.get("tree_attention", "flex"))
         self._arctl_metric_defined = False
 
@@ -204,8 +210,12 @@ class ArctlPPOTrainer(PPOTrainerSync):
         response_mask = _as_nested(data["response_mask"])
         lens = [int(x) for x in response_mask.offsets().diff().tolist()]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
+        control = getattr(self, "arctl_control", None) or BudgetControl()
+        limit = (bc.step_limit(control, int(self.global_steps), int(self.total_training_steps))
+                 if control.method == "thinkprune" else None)
         adv, arctl_metrics = compute_row_advantages(
-            list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_objective, padding
+            list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_objective, padding,
+            control, limit,
         )
         metrics.update(arctl_metrics)
         metrics.update(summary_cache_metrics(_as_list(data["extra_fields"]), padding))
@@ -317,18 +327,24 @@ TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; sa
 
 def eval_metrics(
     data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], lam: float,
-    eval_budgets=None, eval_grid=None,
+    eval_budgets=None, eval_grid=None, diagnostics: bool = True,
 ) -> dict[str, float]:
     """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
     budgets), ``grid_anytime_acc``, ``curve_auc`` and ``acc_at_frac/{pct}`` (``metrics_schema.ACC_FRACTIONS``)
     (when the evaluation covered ``eval_grid``), ``final_acc``,
     ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget
     (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``), from the validation rows'
-    ``score@{b}`` and ``think_len`` values."""
+    ``score@{b}`` and ``think_len`` values; the rows' ``forced_score@{b}`` and ``forced_think_len``
+    (budget forcing) the same way under ``eval/{ds}-forced/`` (without diagnostics)."""
+    out: dict[str, float] = {}
+    forced = {k[len(FORCED_PREFIX):]: v for k, v in infos.items() if k.startswith(FORCED_PREFIX)}
+    if forced:  # the same models evaluated with s1 budget forcing, as datasets "{ds}-forced"
+        out.update(eval_metrics([ms.forced_dataset(str(d)) for d in data_sources], sample_uids,
+                                {k: v for k, v in forced.items() if k.startswith("score@") or k == "think_len"},
+                                lam, eval_budgets, eval_grid, diagnostics=False))
     budgets = sorted(int(k.split("@", 1)[1]) for k in infos if k.startswith("score@"))
     if not budgets:
-        return {}
-    out: dict[str, float] = {}
+        return out
     rows_by_ds: dict[str, list[int]] = defaultdict(list)
     for i, ds in enumerate(data_sources):
         rows_by_ds[str(ds)].append(i)
@@ -347,7 +363,7 @@ def eval_metrics(
         for k, i in enumerate(rows):
             by_uid[sample_uids[i]].append(k)
         sizes = {len(v) for v in by_uid.values()}
-        if "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
+        if diagnostics and "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
             idx = torch.tensor(list(by_uid.values()))
             lens = torch.tensor([int(float(infos["think_len"][i] or 0.0)) for i in rows])[idx]
             out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(scores[idx], lens, budgets, lam)))
