@@ -66,6 +66,12 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
     fig, table = build(spec, data)
     out_dir = Path(out_dir)
     paths = save_figure(fig, out_dir, name)
+    if hasattr(table, "to_csv") and len(table):  # the numbers behind the figure
+        import pandas as pd
+
+        path = out_dir / f"{name}.csv"
+        table.to_csv(path, index=not isinstance(table.index, pd.RangeIndex))
+        paths.append(path)
     paths.append(_write_runs_used(out_dir, name, data))
     return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
                         missing_experiments=data.missing if data else [],

@@ -70,6 +70,13 @@ def test_score_curve_values(rendered):
     assert any(np.allclose(line.get_xdata(), [max(GRID)] * 2) for line in ax.lines if line.get_linestyle() == "--")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["GRPO", "AR-base", "AR-linear", "AR-uniform"]
+    # the numbers behind the figure, as CSV beside it
+    import pandas as pd
+
+    csv = pd.read_csv(next(p for p in rendered["score_curve"].outputs if p.suffix == ".csv"))
+    rows = csv[(csv["arm"] == "grpo") & (csv["dataset"] == "aime24")].sort_values("budget")
+    np.testing.assert_allclose(rows["mean"].to_numpy() * 100, want)
+    assert list(rows["n"]) == [2] * len(GRID)
 
 
 def test_training_curve_means_and_bands(rendered):
