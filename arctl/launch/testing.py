@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from arctl.launch.status_file import read_status
+from arctl.track.identity import WandbIdentity
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
@@ -41,14 +42,12 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     step_s = float(os.environ.get(ENV_STEP_S, "0.2"))
     attempt = read_status(run_dir).get("attempt", 0)
     run = None
-    if wandb_cfg.get("mode", "offline") != "disabled":
+    # the W&B identity from its one builder (arctl.track.identity), with the checkpoint's run id
+    identity = WandbIdentity.from_config({**config, "wandb": {**wandb_cfg, "id": state["wandb_id"]}}, run_dir)
+    if identity.mode != "disabled":
         import wandb
 
-        run = wandb.init(
-            project=wandb_cfg.get("project", "arctl"), group=wandb_cfg.get("group"), name=wandb_cfg.get("name"),
-            id=state["wandb_id"], dir=str(run_dir / "wandb"), mode=wandb_cfg.get("mode", "offline"),
-            config={k: v for k, v in config.items() if k != "run_dir"}, resume="allow",
-        )
+        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k != "run_dir"}))
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
     try:
