@@ -18,14 +18,15 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl
 from arctl.backends.tiny import task
 from arctl.backends.tiny.rollout import rollout
+from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tokenizer import encode_words
 from arctl.track import metrics_schema as ms
 
 
 def eval_problems(config: dict, n: int, salt: int = 0) -> list[task.Problem]:
-    knobs = config["tiny"]["task"]
-    rng = np.random.default_rng([int(config["tiny"]["eval_seed"]), salt])
-    return task.make_problems(rng, n, int(knobs["min_terms"]), int(knobs["max_terms"]))
+    run = TinyRun.from_config(config)
+    rng = np.random.default_rng([run.eval_seed, salt])
+    return task.make_problems(rng, n, run.min_terms, run.max_terms)
 
 
 def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy") -> dict:
@@ -38,11 +39,11 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     (one rollout per target, :func:`arctl.algo.baselines.control.eval_target_groups`; the diagnostics
     at the largest budget's target); with budget forcing the same evaluation runs again with s1's
     rule and is logged under ``eval/{dataset}-forced/``."""
-    control = BudgetControl.from_config(config)
+    control, run = BudgetControl.from_config(config), TinyRun.from_config(config)
     out, gen = _accuracy(model, tok, inserted, config, budgets, dataset, control, forcing=False)
-    n_diag = int(config["tiny"]["diag_problems"])
+    n_diag = run.diag_problems
     if n_diag > 0:  # the diagnostics continue the main rollout's sampling stream
-        g = int(config["rollout"]["n"])
+        g = run.rollout_n
         target = bc.eval_target_groups(control, budgets)[-1][0]
         problems = eval_problems(config, n_diag, salt=1)
         diag = rollout(
@@ -50,7 +51,7 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
             **_common(config, budgets),
         )
         lens = diag.thinking.think_len.view(-1, g)
-        found = metrics.eval_diagnostics(diag.scores, lens, budgets, float(config["thinking"]["lam"]))
+        found = metrics.eval_diagnostics(diag.scores, lens, budgets, run.lam)
         out.update(ms.eval_diagnostic_metrics(dataset, found))
     if control.forcing_extensions > 0:
         out.update(_accuracy(model, tok, inserted, config, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])
@@ -58,9 +59,9 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
 
 
 def _common(config: dict, budgets: list[int]) -> dict:
-    ev = config["eval"]
-    return dict(budgets=list(budgets), group_size=1, summary_max_tokens=int(config["summary"]["max_tokens"]),
-                temperature=float(ev["temperature"]), max_rows=int(config["tiny"]["max_rows"]))
+    run = TinyRun.from_config(config)
+    return dict(budgets=list(budgets), group_size=1, summary_max_tokens=run.summary_max_tokens,
+                temperature=run.eval_temperature, max_rows=run.max_rows)
 
 
 def _words(config: dict, control: BudgetControl, target: int | None, n: int) -> list[str | None] | None:
@@ -74,8 +75,8 @@ def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[
     """Accuracy at every budget on the held-out problems (one rollout per L1 target), the anytime
     summaries and the mean thinking length (of the largest budget's rollout); and the sampling
     generator as the last rollout left it."""
-    ev, tiny = config["eval"], config["tiny"]
-    problems = eval_problems(config, int(ev["num_problems"] or 1024))
+    run = TinyRun.from_config(config)
+    problems = eval_problems(config, run.eval_num_problems)
     acc: dict[int, float] = {}
     think_len = float("nan")
     for target, group in bc.eval_target_groups(control, budgets):
@@ -84,14 +85,14 @@ def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[
             cue = encode_words(tok, [control.forcing_cue])
             cfg = bc.forcing_config(control, max(group), inserted.think_end, cue)
         # every group (and the forced pass) sees the same sampling stream: common random numbers
-        gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
-        main = rollout(model, tok, inserted, problems, int(ev["n_samples"]), generator=gen,
+        gen = torch.Generator().manual_seed(run.eval_seed)
+        main = rollout(model, tok, inserted, problems, run.eval_n_samples, generator=gen,
                        target_words=_words(config, control, target, len(problems)), forcing=cfg, **_common(config, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
         think_len = float(main.thinking.think_len.double().mean())
     acc = {b: acc[b] for b in sorted(acc)}
     out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
-    out.update(ms.anytime_eval_metrics(dataset, acc, ev["budgets"], ev.get("grid")))
+    out.update(ms.anytime_eval_metrics(dataset, acc, list(run.eval_budgets), list(run.eval_grid) or None))
     out[ms.eval_think_len(dataset)] = think_len
     return out, gen
 
@@ -99,9 +100,10 @@ def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[
 def max_budget_accuracy(model, tok, config: dict, n_problems: int) -> float:
     """Accuracy at the largest eval budget on ``n_problems`` held-out problems (warm-up check)."""
     inserted = InsertedTokens.from_tokenizer(tok)
-    gen = torch.Generator().manual_seed(int(config["tiny"]["eval_seed"]))
+    run = TinyRun.from_config(config)
+    gen = torch.Generator().manual_seed(run.eval_seed)
     out = rollout(
-        model, tok, inserted, eval_problems(config, n_problems, salt=2), 1, [int(max(config["eval"]["budgets"]))],
-        1, int(config["summary"]["max_tokens"]), float(config["eval"]["temperature"]), gen, int(config["tiny"]["max_rows"]),
+        model, tok, inserted, eval_problems(config, n_problems, salt=2), 1, [max(run.eval_budgets)],
+        1, run.summary_max_tokens, run.eval_temperature, gen, run.max_rows,
     )
     return float(out.scores.mean())

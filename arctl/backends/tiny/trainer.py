@@ -31,6 +31,7 @@ from arctl.backends.tiny import task
 from arctl.backends.tiny.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
+from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.track import metrics_schema as ms
@@ -46,16 +47,17 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     check_config(config)
+    run = TinyRun.from_config(config)
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(int(config["tiny"]["threads"]))
-    torch.use_deterministic_algorithms(bool(config["trainer"].get("deterministic")))
+    torch.set_num_threads(run.threads)
+    torch.use_deterministic_algorithms(run.deterministic)
     stop, restore_signals = stop_event or threading.Event(), None
     if stop_event is None:
         restore_signals = install_stop_handlers(stop)
     try:
-        return _train(config, run_dir, stop)
+        return _train(config, run, run_dir, stop)
     except WarmupInterrupted as stopped:
-        print(f"tiny: {config.get('experiment')}/{config.get('arm')} preempted during the warm-up ({stopped}); "
+        print(f"tiny: {run.experiment}/{run.arm} preempted during the warm-up ({stopped}); "
               "nothing was cached, the warm-up restarts with the run", flush=True)
         return "preempted"
     finally:
@@ -65,18 +67,17 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         torch.use_deterministic_algorithms(deterministic)
 
 
-def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
-    tiny, optim, data, trainer = config["tiny"], config["optim"], config["data"], config["trainer"]
-    seed = int(config["seed"])
+def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> str:
+    seed = run.seed
 
     # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
     model, tok, warm = warmup_model(
-        config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, int(tiny["warmup"]["eval_problems"])),
+        config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, run.warmup_eval_problems),
         should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
     )
     inserted = InsertedTokens.from_tokenizer(tok)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=float(optim["lr"]), betas=tuple(optim["betas"]), weight_decay=float(optim["weight_decay"])
+        model.parameters(), lr=run.lr, betas=run.betas, weight_decay=run.weight_decay
     )
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -94,25 +95,25 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
     history = kept_rows(run_dir, resume_at)
     if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
         resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
-    run = open_wandb(config, run_dir, wandb_id, resume_at, history)
-    wandb_id = getattr(run, "id", None) or wandb_id
+    wb = open_wandb(config, run_dir, wandb_id, resume_at, history)
+    wandb_id = getattr(wb, "id", None) or wandb_id
 
-    total = int(trainer["total_steps"])
+    total = run.total_steps
     objective = Objective.from_config(config)
     control = BudgetControl.from_config(config)
     budgets = list(objective.budgets)
-    eval_budgets = [int(b) for b in config["eval"]["budgets"]]
+    eval_budgets = list(run.eval_budgets)
     # the final evaluation: the grid (paper Table 2) and the training-curve budgets in one rollout
-    grid = sorted({int(b) for b in (config["eval"].get("grid") or [])} | set(eval_budgets))
-    test_freq, save_freq = int(trainer.get("test_freq") or 0), int(trainer.get("save_freq") or 0)
+    grid = sorted(set(run.eval_grid) | set(eval_budgets))
+    test_freq, save_freq = run.test_freq, run.save_freq
     progress = Progress(total, start)
     status = "completed"
     try:
         if start == 0 and test_freq > 0 and resume_at is None:
-            log_metrics(run, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress)
+            log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress)
         for step in range(start + 1, total + 1):
             t0, cpu0 = time.perf_counter(), time.process_time()
-            set_lr(optimizer, float(optim["lr"]), step, int(optim.get("warmup_steps") or 0))
+            set_lr(optimizer, run.lr, step, run.lr_warmup_steps)
 
             # 3. rollout: G thinking samples per problem, group_size summaries at every budget
             #    (L1: a target length in each problem's prompt)
@@ -120,9 +121,8 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             problems = step_problems(config, step)
             targets = step_targets(config, control, step, len(problems), max(budgets))
             ro = rollout(
-                model, tok, inserted, problems, int(config["rollout"]["n"]), budgets,
-                int(config["summary"]["group_size"]), int(config["summary"]["max_tokens"]),
-                float(config["rollout"]["temperature"]), generator, int(tiny["max_rows"]), per_budget=True,
+                model, tok, inserted, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
+                run.temperature, generator, run.max_rows, per_budget=True,
                 target_words=[task.target_word(t, control.l1_targets) for t in targets] if targets else None,
             )
             limit = bc.step_limit(control, step, total)
@@ -137,9 +137,8 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
             model.train()
             groups = torch.tensor(questions)
             upd = ppo_update(
-                model, optimizer, tree_batch(packed, tok.pad_token_id), groups, int(data["ppo_mini_batch_size"]),
-                int(optim["ppo_epochs"]), objective, float(optim["grad_clip"]), float(config["rollout"]["temperature"]),
-                int(tiny.get("update_micro_batch", 16)),
+                model, optimizer, tree_batch(packed, tok.pad_token_id), groups, run.ppo_mini_batch_size,
+                run.ppo_epochs, objective, run.grad_clip, run.temperature, run.update_micro_batch,
             )
             model.eval()
             metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
@@ -153,22 +152,22 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
                 metrics.update(evaluate(model, tok, inserted, config, grid))
             elif test_freq > 0 and step % test_freq == 0:
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
-            log_metrics(run, run_dir, step, metrics, progress, stopping=stop.is_set())
+            log_metrics(wb, run_dir, step, metrics, progress, stopping=stop.is_set())
             if step == total or (save_freq > 0 and step % save_freq == 0):
-                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, int(tiny.get("keep_checkpoints", 2)))
+                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
             if step < total and stop.is_set():
-                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, int(tiny.get("keep_checkpoints", 2)))
+                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
                 status = "preempted"
                 break
     finally:
         progress.close()
-        if run is not None:
+        if wb is not None:
             try:
-                writer.close_run(run)
+                writer.close_run(wb)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
                 print(f"tiny: W&B could not close the run ({type(err).__name__}: {err}); the checkpoint is "
                       "saved and the next attempt repairs the W&B history from metrics.jsonl", flush=True)
-    print(f"tiny: {config.get('experiment')}/{config.get('arm')} seed {seed} {status}; run dir {run_dir}, "
+    print(f"tiny: {run.experiment}/{run.arm} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
 
@@ -176,9 +175,9 @@ def _train(config: dict, run_dir: Path, stop: threading.Event) -> str:
 # ----------------------------------------------------------------------------- the step's parts
 def step_problems(config: dict, step: int) -> list[task.Problem]:
     """The training problems of ``step``: a function of (seed, step) only (exact resume)."""
-    knobs = config["tiny"]["task"]
-    rng = np.random.default_rng([int(config["seed"]), int(step), 1])
-    return task.make_problems(rng, int(config["data"]["train_batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
+    run = TinyRun.from_config(config)
+    rng = np.random.default_rng([run.seed, int(step), 1])
+    return task.make_problems(rng, run.train_batch_size, run.min_terms, run.max_terms)
 
 
 def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:

@@ -1,0 +1,94 @@
+"""The run config as the tiny backend reads it: typed once, read as attributes.
+
+:meth:`TinyRun.from_config` takes every key the trainer and the evaluation use from a resolved run
+config (``arctl.spec``; validated there) and casts it once; no default lives here: the values come
+from ``arctl/conf`` (the tiny knobs from ``arctl/conf/scale/tiny.yaml``), so a key missing from the
+config is an error naming it. The algorithm's settings are :class:`arctl.algo.settings.Objective`
+and :class:`~arctl.algo.settings.BudgetControl`; the warm-up reads its sections as they are, since
+they are its cache key (:func:`arctl.backends.tiny.warmup.warmup_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def _get(config: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise ValueError(f"tiny backend: the run config lacks {dotted}; resolve the run with --scale tiny "
+                             "(arctl/conf/scale/tiny.yaml defines the tiny keys)")
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    """One run's settings of the tiny loop (config key in each field's comment)."""
+
+    experiment: str  # experiment
+    arm: str  # arm
+    seed: int  # seed
+    # toy task and engine (tiny.*)
+    min_terms: int  # tiny.task.min_terms
+    max_terms: int  # tiny.task.max_terms
+    threads: int  # tiny.threads
+    eval_seed: int  # tiny.eval_seed
+    diag_problems: int  # tiny.diag_problems
+    max_rows: int  # tiny.max_rows
+    update_micro_batch: int  # tiny.update_micro_batch
+    keep_checkpoints: int  # tiny.keep_checkpoints
+    warmup_eval_problems: int  # tiny.warmup.eval_problems
+    # optimisation (optim.*, data.*, trainer.*)
+    lr: float  # optim.lr
+    betas: tuple[float, float]  # optim.betas
+    weight_decay: float  # optim.weight_decay
+    grad_clip: float  # optim.grad_clip
+    ppo_epochs: int  # optim.ppo_epochs
+    lr_warmup_steps: int  # optim.warmup_steps
+    train_batch_size: int  # data.train_batch_size
+    ppo_mini_batch_size: int  # data.ppo_mini_batch_size
+    total_steps: int  # trainer.total_steps
+    test_freq: int  # trainer.test_freq (0: no evaluation during training)
+    save_freq: int  # trainer.save_freq (0: checkpoint at the end only)
+    deterministic: bool  # trainer.deterministic
+    # sampling (rollout.*, summary.*)
+    rollout_n: int  # rollout.n (G)
+    temperature: float  # rollout.temperature
+    group_size: int  # summary.group_size (A)
+    summary_max_tokens: int  # summary.max_tokens
+    lam: float  # thinking.lam (the diagnostics' V1 discount)
+    # evaluation (eval.*)
+    eval_budgets: tuple[int, ...]  # eval.budgets
+    eval_grid: tuple[int, ...]  # eval.grid (empty: none)
+    eval_n_samples: int  # eval.n_samples
+    eval_temperature: float  # eval.temperature
+    eval_num_problems: int  # eval.num_problems (null: 1024 held-out problems)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> TinyRun:
+        g = lambda key: _get(config, key)  # noqa: E731
+        return cls(
+            experiment=str(config.get("experiment")), arm=str(config.get("arm")), seed=int(g("seed")),
+            min_terms=int(g("tiny.task.min_terms")), max_terms=int(g("tiny.task.max_terms")),
+            threads=int(g("tiny.threads")), eval_seed=int(g("tiny.eval_seed")),
+            diag_problems=int(g("tiny.diag_problems")), max_rows=int(g("tiny.max_rows")),
+            update_micro_batch=int(g("tiny.update_micro_batch")), keep_checkpoints=int(g("tiny.keep_checkpoints")),
+            warmup_eval_problems=int(g("tiny.warmup.eval_problems")),
+            lr=float(g("optim.lr")), betas=tuple(float(b) for b in g("optim.betas")),
+            weight_decay=float(g("optim.weight_decay")), grad_clip=float(g("optim.grad_clip")),
+            ppo_epochs=int(g("optim.ppo_epochs")), lr_warmup_steps=int(g("optim.warmup_steps") or 0),
+            train_batch_size=int(g("data.train_batch_size")), ppo_mini_batch_size=int(g("data.ppo_mini_batch_size")),
+            total_steps=int(g("trainer.total_steps") or 0), test_freq=int(g("trainer.test_freq") or 0),
+            save_freq=int(g("trainer.save_freq") or 0), deterministic=bool(config["trainer"].get("deterministic")),
+            rollout_n=int(g("rollout.n")), temperature=float(g("rollout.temperature")),
+            group_size=int(g("summary.group_size")), summary_max_tokens=int(g("summary.max_tokens")),
+            lam=float(g("thinking.lam")),
+            eval_budgets=tuple(int(b) for b in g("eval.budgets")),
+            eval_grid=tuple(int(b) for b in (config["eval"].get("grid") or ())),
+            eval_n_samples=int(g("eval.n_samples")), eval_temperature=float(g("eval.temperature")),
+            eval_num_problems=int(g("eval.num_problems") or 1024),
+        )

@@ -1,0 +1,23 @@
+"""The tiny backend reads the run config through one typed view (arctl.backends.tiny.settings)."""
+
+import pytest
+from resolved import arm_config  # tests/resolved.py
+
+from arctl.backends.tiny.settings import TinyRun
+
+
+def test_every_key_is_read_once_and_typed():
+    cfg = arm_config("main-ar-uniform", "ar-uniform", scale="tiny")
+    run = TinyRun.from_config(cfg)
+    assert run.lr == cfg["optim"]["lr"] and isinstance(run.lr, float)
+    assert run.betas == tuple(cfg["optim"]["betas"]) and run.total_steps == cfg["trainer"]["total_steps"]
+    assert run.eval_grid == tuple(cfg["eval"]["grid"]) and run.eval_budgets == tuple(cfg["eval"]["budgets"])
+    assert (run.min_terms, run.max_terms) == (cfg["tiny"]["task"]["min_terms"], cfg["tiny"]["task"]["max_terms"])
+    assert run.update_micro_batch == cfg["tiny"]["update_micro_batch"] and run.eval_num_problems == 1024
+
+
+def test_a_missing_key_names_itself():
+    cfg = arm_config("main-ar-uniform", "ar-uniform", scale="tiny")
+    del cfg["tiny"]["keep_checkpoints"]
+    with pytest.raises(ValueError, match=r"lacks tiny\.keep_checkpoints; resolve the run with --scale tiny"):
+        TinyRun.from_config(cfg)
