@@ -179,19 +179,19 @@ def question_key(kwargs: dict[str, Any], seed: int) -> str:
     return f"verl:{int(seed)}:{json.dumps(kwargs.get('raw_prompt'), sort_keys=True, default=str)}"
 
 
+SampleTree = Callable[[list[int], list[int], bool, "BudgetForcing | None"], Awaitable[TreeRollout]]
+"""``(prompt_ids, budgets, per_budget, forcing) -> tree``: :func:`rollout_tree` with the loop's server,
+summary settings and scorer bound."""
+
+
 async def rollout_question(
-    generate: Generate,
+    sample_tree: SampleTree,
     build_prompt: Callable[[int | None], Awaitable[list[int]]],
     budgets: Sequence[int],
-    group_size: int,
-    summary_max_tokens: int,
-    inserted: InsertedTokens,
-    eos_id: int | None,
-    sampling_params: dict[str, Any],
-    score: Callable[[list[int], list[int], list[int]], float] | None,
     validate: bool,
     control: BudgetControl,
     key: str,
+    think_end: int,
     cue_ids: Sequence[int] = (),
 ) -> tuple[TreeRollout, dict[str, float], int | None]:
     """One question's rollout as the compared method asks (``budget_control``); returns the tree
@@ -203,10 +203,9 @@ async def rollout_question(
     ``think_len`` of the largest group; with budget forcing the same again with s1's rule
     (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree."""
     budgets = [int(b) for b in budgets]
-    args = (group_size, summary_max_tokens, inserted, eos_id, sampling_params, score)
     if not validate:
         target = bc.question_target(control, key, max(budgets)) if control.method == "l1" else None
-        tree = await rollout_tree(generate, await build_prompt(target), budgets, *args, per_budget=True)
+        tree = await sample_tree(await build_prompt(target), budgets, True, None)
         info = {f"score@{b}": float(v) for b, v in zip(budgets, tree.scores())}
         info["think_len"] = float(len(tree.thinking))
         return tree, info, target
@@ -214,8 +213,8 @@ async def rollout_question(
     last: tuple[TreeRollout, int | None] | None = None
     for prefix in ("", FORCED_PREFIX) if control.forcing_extensions > 0 else ("",):
         for target, group in bc.eval_target_groups(control, budgets):
-            forcing = bc.forcing_config(control, max(group), inserted.think_end, cue_ids) if prefix else None
-            tree = await rollout_tree(generate, await build_prompt(target), group, *args, per_budget=False, forcing=forcing)
+            forcing = bc.forcing_config(control, max(group), think_end, cue_ids) if prefix else None
+            tree = await sample_tree(await build_prompt(target), group, False, forcing)
             info.update({f"{prefix}score@{b}": float(v) for b, v in zip(group, tree.scores())})
             info[f"{prefix}think_len"] = float(len(tree.thinking))
             if not prefix:
@@ -404,6 +403,10 @@ def _make_loop_class():
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(l1_messages(messages, control, target))
 
+            def sample_tree(prompt, group, per_budget, forcing):
+                return rollout_tree(self._generate, prompt, group, group_size, self.summary_max_tokens, self.inserted,
+                                    self.eos_id, params, score, per_budget=per_budget, forcing=forcing)
+
             cue = (list(self.tokenizer.encode(control.forcing_cue, add_special_tokens=False))
                    if validate and control.forcing_extensions > 0 else [])
             metrics: dict[str, Any] = {}
@@ -413,9 +416,8 @@ def _make_loop_class():
             self._request_id = tree_request_ids(full_determinism, kwargs.get("priority", 0))
             with simple_timer("generate_sequences", metrics):
                 tree, info, target = await rollout_question(
-                    self._generate, build_prompt, budgets, group_size, self.summary_max_tokens, self.inserted,
-                    self.eos_id, params, score, validate, control, question_key(kwargs, int(self.arctl.get("seed", 0))),
-                    cue,
+                    sample_tree, build_prompt, budgets, validate, control,
+                    question_key(kwargs, int(self.arctl.get("seed", 0))), self.inserted.think_end, cue,
                 )
             versions = self._weight_versions()
             rows = output_rows(tree, "duplicate" if validate else self.layout, target)
