@@ -47,7 +47,7 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
         target = bc.eval_target_groups(control, budgets)[-1][0]
         problems = eval_problems(config, n_diag, salt=1)
         diag = rollout(
-            model, tok, inserted, problems, g, generator=gen, target_words=_words(config, control, target, len(problems)),
+            model, tok, inserted, problems, g, generator=gen, target_words=_words(control, target, len(problems)),
             **_common(config, budgets),
         )
         lens = diag.thinking.think_len.view(-1, g)
@@ -64,7 +64,8 @@ def _common(config: dict, budgets: list[int]) -> dict:
                 temperature=run.eval_temperature, max_rows=run.max_rows)
 
 
-def _words(config: dict, control: BudgetControl, target: int | None, n: int) -> list[str | None] | None:
+def _words(control: BudgetControl, target: int | None, n: int) -> list[str | None] | None:
+    """The L1 target word of every problem (None without a target)."""
     if target is None:
         return None
     return [task.target_word(target, control.l1_targets)] * n
@@ -87,7 +88,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[
         # every group (and the forced pass) sees the same sampling stream: common random numbers
         gen = torch.Generator().manual_seed(run.eval_seed)
         main = rollout(model, tok, inserted, problems, run.eval_n_samples, generator=gen,
-                       target_words=_words(config, control, target, len(problems)), forcing=cfg, **_common(config, group))
+                       target_words=_words(control, target, len(problems)), forcing=cfg, **_common(config, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
         think_len = float(main.thinking.think_len.double().mean())
     acc = {b: acc[b] for b in sorted(acc)}
