@@ -89,10 +89,16 @@ def check_prior(prior: str, probs: Any, m: int, key: str) -> None:
         raise SpecError(f"{key}.probs={probs} sums to {sum(probs):.6g}, not 1", f"{key}.probs", "normalise them")
 
 
+def largest_budget(cfg: dict, budgets: list[int]) -> int:
+    """The largest thinking or scale budget: how far an evaluation (or an L1 target) may go; an arm
+    trained below the scale's b_m (Elastic) is still evaluated up to it."""
+    return max([budgets[-1], *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if _is_int(b)]])
+
+
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     """The compared methods' section (numbers: arctl/spec/limits.py)."""
     method = _choice(cfg, "budget_control.method", CONTROL_METHODS)
-    top = max([budgets[-1], *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if _is_int(b)]])
+    top = largest_budget(cfg, budgets)
     _choice(cfg, "budget_control.l1_mode", L1_MODES)
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
@@ -164,8 +170,7 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "trainer.total_steps", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "trainer.test_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     _check(cfg, "trainer.save_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    scale_budgets = (cfg.get("scale") or {}).get("budgets") or []
-    max_budget = max([budgets[-1], *[b for b in scale_budgets if _is_int(b)]])
+    max_budget = largest_budget(cfg, budgets)
     for key in ("eval.budgets", "eval.grid"):
         eval_budgets = check_budgets(_get(cfg, key), key)
         if eval_budgets[-1] > max_budget:

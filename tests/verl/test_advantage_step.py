@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arctl.algo.settings import Objective, Summary, Thinking
+from arctl.algo.settings import BudgetControl, Objective, Summary, Thinking
 from arctl.backends.verl.advantage import TreeRecord, record_advantages
 from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, output_rows
 
@@ -76,9 +76,8 @@ def _run_trainer_step(monkeypatch, trees_by_uid, layout, objective, control=None
     fake = FakeTQ(rows)
     monkeypatch.setattr(trainer_v1, "tq", fake)
     trainer = trainer_v1.ArctlPPOTrainer.__new__(trainer_v1.ArctlPPOTrainer)
-    trainer.arctl_objective = objective
-    if control is not None:
-        trainer.arctl_control, trainer.global_steps, trainer.total_training_steps = control, step, total
+    trainer.arctl_objective, trainer.arctl_control = objective, control or BudgetControl()
+    trainer.global_steps, trainer.total_training_steps = step, total
     metrics = {}
     trainer._compute_advantage(Batch(keys, [{}] * len(keys)), metrics)
     return {k: fake.rows[k]["advantages"] for k in keys}, rows, metrics

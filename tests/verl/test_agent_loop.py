@@ -285,7 +285,9 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
     trainer = trainer_v1.ArctlPPOTrainer.__new__(trainer_v1.ArctlPPOTrainer)
     objective = Objective(Thinking(budgets=(4, 9, 30), prior="uniform", baseline="brpo", lam=0.5))
     objective = dataclasses.replace(objective, summary=dataclasses.replace(objective.summary, group_size=2))
-    trainer.arctl_objective = objective
+    from arctl.algo.settings import BudgetControl
+
+    trainer.arctl_objective, trainer.arctl_control = objective, BudgetControl()  # as __init__ sets them
     metrics = {}
     trainer._compute_advantage(_Batch(keys), metrics)
     trees = [k for k in keys if k.endswith("_0")]

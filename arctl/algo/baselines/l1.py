@@ -35,7 +35,6 @@ __all__ = ["L1_ALPHA", "L1_DELTA", "L1_MODES", "L1_TARGET_RANGE", "l1_exact_rewa
 
 # L1_MODES, L1_ALPHA, L1_DELTA, L1_TARGET_RANGE: their one home is arctl.algo.settings (the run
 # config section budget_control takes its defaults from there); re-exported here.
-"""(n_min, n_max) of the target-length sampling, both included (paper value)."""
 
 
 def _inputs(correct: Any, n_used: Any, n_target: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -24,7 +24,10 @@ from arctl.track import metrics_schema as ms
 
 
 def eval_problems(config: dict, n: int, salt: int = 0) -> list[task.Problem]:
-    run = TinyRun.from_config(config)
+    return _problems(TinyRun.from_config(config), n, salt)
+
+
+def _problems(run: TinyRun, n: int, salt: int = 0) -> list[task.Problem]:
     rng = np.random.default_rng([run.eval_seed, salt])
     return task.make_problems(rng, n, run.min_terms, run.max_terms)
 
@@ -40,26 +43,25 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     at the largest budget's target); with budget forcing the same evaluation runs again with s1's
     rule and is logged under ``eval/{dataset}-forced/``."""
     control, run = BudgetControl.from_config(config), TinyRun.from_config(config)
-    out, gen = _accuracy(model, tok, inserted, config, budgets, dataset, control, forcing=False)
+    out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False)
     n_diag = run.diag_problems
     if n_diag > 0:  # the diagnostics continue the main rollout's sampling stream
         g = run.rollout_n
         target = bc.eval_target_groups(control, budgets)[-1][0]
-        problems = eval_problems(config, n_diag, salt=1)
+        problems = _problems(run, n_diag, salt=1)
         diag = rollout(
             model, tok, inserted, problems, g, generator=gen, target_words=_words(control, target, len(problems)),
-            **_common(config, budgets),
+            **_common(run, budgets),
         )
         lens = diag.thinking.think_len.view(-1, g)
         found = metrics.eval_diagnostics(diag.scores, lens, budgets, run.lam)
         out.update(ms.eval_diagnostic_metrics(dataset, found))
     if control.forcing_extensions > 0:
-        out.update(_accuracy(model, tok, inserted, config, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])
+        out.update(_accuracy(model, tok, inserted, run, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])
     return out
 
 
-def _common(config: dict, budgets: list[int]) -> dict:
-    run = TinyRun.from_config(config)
+def _common(run: TinyRun, budgets: list[int]) -> dict:
     return dict(budgets=list(budgets), group_size=1, summary_max_tokens=run.summary_max_tokens,
                 temperature=run.eval_temperature, max_rows=run.max_rows)
 
@@ -71,13 +73,12 @@ def _words(control: BudgetControl, target: int | None, n: int) -> list[str | Non
     return [task.target_word(target, control.l1_targets)] * n
 
 
-def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str,
+def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], dataset: str,
               control: BudgetControl, forcing: bool) -> tuple[dict, torch.Generator]:
     """Accuracy at every budget on the held-out problems (one rollout per L1 target), the anytime
     summaries and the mean thinking length (of the largest budget's rollout); and the sampling
     generator as the last rollout left it."""
-    run = TinyRun.from_config(config)
-    problems = eval_problems(config, run.eval_num_problems)
+    problems = _problems(run, run.eval_num_problems)
     acc: dict[int, float] = {}
     think_len = float("nan")
     for target, group in bc.eval_target_groups(control, budgets):
@@ -88,7 +89,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, config: dict, budgets: list[
         # every group (and the forced pass) sees the same sampling stream: common random numbers
         gen = torch.Generator().manual_seed(run.eval_seed)
         main = rollout(model, tok, inserted, problems, run.eval_n_samples, generator=gen,
-                       target_words=_words(control, target, len(problems)), forcing=cfg, **_common(config, group))
+                       target_words=_words(control, target, len(problems)), forcing=cfg, **_common(run, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
         think_len = float(main.thinking.think_len.double().mean())
     acc = {b: acc[b] for b in sorted(acc)}
@@ -104,7 +105,7 @@ def max_budget_accuracy(model, tok, config: dict, n_problems: int) -> float:
     run = TinyRun.from_config(config)
     gen = torch.Generator().manual_seed(run.eval_seed)
     out = rollout(
-        model, tok, inserted, eval_problems(config, n_problems, salt=2), 1, [max(run.eval_budgets)],
+        model, tok, inserted, _problems(run, n_problems, salt=2), 1, [max(run.eval_budgets)],
         1, run.summary_max_tokens, run.eval_temperature, gen, run.max_rows,
     )
     return float(out.scores.mean())

@@ -197,11 +197,11 @@ def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, target
         return
     g = ro.scores.shape[1]
     for br in ro.branches:
-        (br.rewards,) = bc.shape_rewards(
+        (shaped,) = bc.shape_rewards(
             control, [br.rewards], [br.cut], [[len(s) for s in br.summaries]], int(ro.thinking.think_len[br.row]),
             bool(ro.thinking.finished[br.row]), limit=limit, target=targets[br.row // g] if targets else None,
         )
-        br.rewards = list(br.rewards)
+        br.rewards = list(shaped)
     b, _, m = ro.scores.shape
     ro.scores = budget_scores(ro.branches, b * g, m).view(b, g, m)
 

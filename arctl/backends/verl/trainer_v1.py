@@ -210,7 +210,7 @@ class ArctlPPOTrainer(PPOTrainerSync):
         response_mask = _as_nested(data["response_mask"])
         lens = [int(x) for x in response_mask.offsets().diff().tolist()]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
-        control = getattr(self, "arctl_control", None) or BudgetControl()
+        control = self.arctl_control
         limit = (bc.step_limit(control, int(self.global_steps), int(self.total_training_steps))
                  if control.method == "thinkprune" else None)
         adv, arctl_metrics = compute_row_advantages(
