@@ -1,6 +1,6 @@
 """Compose resolved run configs (one per arm x seed) from experiments and sweeps.
 
-Order of precedence, lowest first: arctl/conf/config.yaml and its groups; the experiment's
+Order of precedence, lowest first: the schema (arctl/spec/schema.py), arctl/conf/config.yaml and its groups; the experiment's
 ``groups``; ``scale`` (``--scale`` or ``scale=``; the tiny scale picks ``model=tiny`` unless the user
 chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
 overrides; the sweep's overrides and grid point; the user's overrides.
@@ -9,6 +9,7 @@ overrides; the sweep's overrides and grid point; the user's overrides.
 from __future__ import annotations
 
 from arctl.algo import settings as algo_settings
+from arctl.spec import schema
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.limits import range_problem
@@ -24,9 +25,6 @@ DEFAULT_SCALE = "tiny"
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("arctl.default"):
-        # algorithm defaults have one home, arctl/algo/settings.py (torch-free)
-        OmegaConf.register_new_resolver("arctl.default", algo_settings.default)
     if not OmegaConf.has_resolver("arctl.last"):
         # the largest budget of a support, as a one-budget support (GRPO's single final budget)
         OmegaConf.register_new_resolver("arctl.last", lambda budgets: [list(budgets)[-1]])
@@ -52,6 +50,7 @@ def _compose_groups(group_overrides: tuple[str, ...]):
     from hydra import compose, initialize_config_dir
 
     if group_overrides not in _BASE_CONFIGS:
+        schema.register()  # config.yaml's first default: every key's type and default
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             _BASE_CONFIGS[group_overrides] = compose(config_name="config", overrides=list(group_overrides))
     return _BASE_CONFIGS[group_overrides]
@@ -89,6 +88,9 @@ def _translate(err: Exception) -> SpecError:
     """Turn Hydra/OmegaConf errors into one clear line."""
     from omegaconf.errors import MissingMandatoryValue
 
+    wrong_type = _type_error(err)
+    if wrong_type:
+        return wrong_type
     text = str(err).strip()
     first = text.splitlines()[0] if text else type(err).__name__
     if isinstance(err, MissingMandatoryValue):
@@ -106,6 +108,33 @@ def _translate(err: Exception) -> SpecError:
             _key_hint(key) + " (`arctl show EXP` prints every key)",
         )
     return SpecError(first, "overrides")
+
+
+_EXPECTED = {"Float": "a number", "Integer": "an integer", "String": "a string", "bool": "true or false",
+             "ListConfig": "a list, e.g. [1,2]", "DictConfig": "a mapping"}
+
+
+def _type_error(err: BaseException) -> SpecError | None:
+    """A value of the wrong type for the schema (``arctl.spec.schema``), anywhere in ``err``'s
+    causes: one line naming the key, the value and the type the key takes."""
+    import re
+
+    from omegaconf.errors import ValidationError
+
+    while err is not None and not isinstance(err, ValidationError):
+        err = err.__cause__ or err.__context__
+    if err is None:
+        return None
+    key = str(getattr(err, "full_key", "") or "?")
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    value = re.match(r"Value '(.*)' (?:of type|is not)", first)
+    expected = next((what for name, what in _EXPECTED.items() if re.search(rf"\b{name}\b", first)), None)
+    if expected:
+        what = f"{key}={value.group(1)} is invalid" if value else f"{key} has a value of the wrong type"
+        what += f": expected {expected}"
+    else:
+        what = f"{key}: {first}"
+    return SpecError(what, key, "every key's type is in arctl/spec/schema.py (`arctl show EXP` prints the values)")
 
 
 def _key_hint(key: str) -> str:

@@ -6,20 +6,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from arctl.algo.settings import (
-    BASELINES,
-    CONTROL_METHODS,
-    L1_MODES,
-    LENGTH_PENALTIES,
-    PRIORS,
-    SUMMARY_WEIGHTINGS,
-)
 from arctl.backends.base import available_backends, get_backend
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem
+from arctl.spec.schema import field_choices
 
-EXECUTORS = ("auto", "slurm", "local", "debug")  # cluster.executor; arctl.launch.executors reads it from here
-WANDB_MODES = ("offline", "online", "disabled")
+CHOICES = field_choices()  # every string key with a fixed choice list, from the schema
 PROB_TOL = 1e-6
 
 
@@ -27,7 +19,7 @@ def _get(cfg: dict, dotted: str) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise SpecError("missing key", dotted, "the base config arctl/conf/config.yaml defines it")
+            raise SpecError("missing key", dotted, "the schema arctl/spec/schema.py defines it")
         node = node[part]
     return node
 
@@ -47,7 +39,9 @@ def _check(cfg: dict, key: str, ok: Callable[[Any], bool], expected: str) -> Any
     return value
 
 
-def _choice(cfg: dict, key: str, choices: tuple[str, ...]) -> str:
+def _choice(cfg: dict, key: str, choices: tuple[str, ...] | None = None) -> str:
+    """The value of ``key`` if it is one of ``choices`` (default: the schema's list for the key)."""
+    choices = CHOICES[key] if choices is None else choices
     value = _get(cfg, key)
     if value not in choices:
         raise SpecError(f"{key}={value!r} is not allowed", key, did_you_mean(str(value), choices))
@@ -97,9 +91,9 @@ def largest_budget(cfg: dict, budgets: list[int]) -> int:
 
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     """The compared methods' section (numbers: arctl/spec/limits.py)."""
-    method = _choice(cfg, "budget_control.method", CONTROL_METHODS)
+    method = _choice(cfg, "budget_control.method")
     top = largest_budget(cfg, budgets)
-    _choice(cfg, "budget_control.l1_mode", L1_MODES)
+    _choice(cfg, "budget_control.l1_mode")
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
         raise SpecError(f"budget_control.thinkprune_limits={limits!r} must be a non-empty, non-increasing list of "
@@ -119,16 +113,16 @@ def validate_config(cfg: dict) -> None:
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
     for section in ("thinking", "summary"):
-        prior = _choice(cfg, f"{section}.prior", PRIORS)
+        prior = _choice(cfg, f"{section}.prior")
         check_prior(prior, _get(cfg, f"{section}.probs"), m, section)
-    baseline = _choice(cfg, "thinking.baseline", BASELINES)
+    baseline = _choice(cfg, "thinking.baseline")
     _check(cfg, "thinking.lam", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
     _check(cfg, "thinking.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
     decoupled = _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
     group_size = _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _choice(cfg, "summary.weighting", SUMMARY_WEIGHTINGS)
+    _choice(cfg, "summary.weighting")
     _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _choice(cfg, "reward.length_penalty", LENGTH_PENALTIES)
+    _choice(cfg, "reward.length_penalty")
     _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
     check_budget_control(cfg, budgets)
     n = _check(cfg, "rollout.n", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
@@ -183,8 +177,10 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "eval.datasets", lambda v: isinstance(v, list) and v and all(isinstance(d, str) for d in v), "a non-empty list of dataset names")
     _choice(cfg, "backend", tuple(available_backends()))
-    _choice(cfg, "cluster.executor", EXECUTORS)
-    _choice(cfg, "wandb.mode", WANDB_MODES)
+    _choice(cfg, "cluster.executor")
+    _choice(cfg, "wandb.mode")
+    for key in CHOICES:  # the schema's other choice lists (optim.name, and any key added later)
+        _choice(cfg, key)
     _check(cfg, "seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     for key in ("cluster.nodes", "cluster.cpus_per_task", "cluster.time_min", "cluster.array_parallelism", "cluster.max_array_size"):
         _check(cfg, key, lambda v: _is_int(v) and v >= 1, "an integer >= 1")

@@ -1,0 +1,140 @@
+"""The run config's schema (arctl/spec/schema.py): one home for every key's type, default, range and
+choices, registered in Hydra's ConfigStore and enforced while a config is composed."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arctl.algo import settings as algo
+from arctl.launch.run_id import make_run_id
+from arctl.spec import SpecError, resolve_experiment
+from arctl.spec import schema as schema_mod
+from arctl.spec.limits import LIST_RANGES, OPEN_SECTION_RANGES, RANGES
+from arctl.spec.paths import CONF_DIR
+from arctl.spec.resolve import compose_config
+from arctl.spec.schema import RunConfig, field_choices, field_ranges
+from arctl.spec.validate import validate_config
+
+OPEN = {"scale", "tiny", "verl"}
+
+
+def _typed_keys(cls: type = RunConfig, prefix: str = "") -> dict[str, dataclasses.Field]:
+    return dict(schema_mod._walk(cls, prefix))
+
+
+def _leaves(node, prefix=""):
+    for k, v in node.items():
+        if isinstance(v, dict) and prefix + k not in OPEN:
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield prefix + k
+
+
+def _base() -> dict:
+    return compose_config(["experiment=x", "arm=y"])
+
+
+def test_the_composed_config_has_exactly_the_schemas_keys():
+    """No YAML adds a typed key the schema lacks, and the schema has no key the config drops."""
+    composed = set(_leaves(_base()))
+    typed = {k for k in composed if k.split(".")[0] not in OPEN}
+    assert typed == set(_typed_keys()) - OPEN
+    assert OPEN <= composed
+
+
+def test_algorithm_defaults_are_the_algo_settings():
+    """Every algorithm key's default is read from arctl/algo/settings.py, not written again."""
+    fields = _typed_keys()
+    checked = 0
+    for section, klass in [*algo.SECTIONS.values(), ("budget_control", algo.BudgetControl)]:
+        for f in dataclasses.fields(klass):
+            if f.default is dataclasses.MISSING:
+                continue  # thinking.budgets: the scale's
+            key = f"{section}.{f.name}"
+            declared = fields[key]
+            if isinstance(declared.default, str) and declared.default.startswith("${"):
+                continue  # the scale's value (summary.max_tokens)
+            default = declared.default if declared.default_factory is dataclasses.MISSING else declared.default_factory()
+            assert default == algo.default(key), key
+            checked += 1
+    assert checked >= 20
+
+
+def test_every_numeric_key_has_a_range_and_every_list_of_numbers_an_item_range():
+    hints = {}
+    for klass in [RunConfig, *(f.default_factory for f in dataclasses.fields(RunConfig)
+                               if dataclasses.is_dataclass(f.default_factory))]:
+        hints[klass] = typing.get_type_hints(klass)
+    for key, f in _typed_keys().items():
+        owner = next(k for k in hints if f in dataclasses.fields(k))
+        hint = hints[owner][f.name]
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        kind = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+        if typing.get_origin(kind) is list and typing.get_args(kind)[0] in (int, float):
+            assert key in LIST_RANGES or key.endswith(".probs"), key  # priors' probs: validate.check_prior
+        elif kind in (int, float):
+            assert key in field_ranges(), key
+    assert set(RANGES) == set(field_ranges()) | set(OPEN_SECTION_RANGES)
+
+
+@pytest.mark.parametrize("key", sorted(field_choices()))
+def test_every_choice_list_is_enforced(key):
+    cfg = resolve_experiment("main-ar-uniform", scale="tiny", seeds=[0])[0].config
+    section, name = key.split(".")
+    cfg[section][name] = "no-such-choice"
+    with pytest.raises(SpecError, match=key):
+        validate_config(cfg)
+
+
+@pytest.mark.parametrize("override, key, expected", [
+    ("cluster.mem_gb=abc", "cluster.mem_gb", "a number"),
+    ("seed=1.5", "seed", "an integer"),
+    ("thinking.budgets=[16,32.5]", "thinking.budgets[1]", "an integer"),
+    ("summary.decoupled=maybe", "summary.decoupled", "true or false"),
+    ("cluster.setup=abc", "cluster.setup", "a list"),
+    ("optim.betas=[0.9,x]", "optim.betas[1]", "a number"),
+])
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_key(override, key, expected):
+    with pytest.raises(SpecError) as err:
+        resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
+    text = str(err.value)
+    assert key in text and expected in text and "\n" not in text
+
+
+def test_an_integer_for_a_number_key_is_the_same_run_as_the_float():
+    """Hydra types the value on the way in: thinking.lam=1 and thinking.lam=1.0 are one run."""
+    as_int, as_float = (resolve_experiment("main-ar-uniform", [f"thinking.lam={v}"], scale="tiny", seeds=[0])[0]
+                        for v in ("1", "1.0"))
+    assert as_int.config["thinking"]["lam"] == 1.0 and isinstance(as_int.config["thinking"]["lam"], float)
+    assert make_run_id(as_int.config) == make_run_id(as_float.config)
+
+
+DEFAULT_ONLY_GROUPS = ("cluster", "eval", "model", "scale")
+
+
+@pytest.mark.parametrize("path", sorted(p for g in DEFAULT_ONLY_GROUPS for p in (CONF_DIR / g).glob("*.yaml")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_group_options_set_only_what_differs_from_the_schema(path: Path):
+    """A cluster profile, a model, a scale or an eval option that restated a default would be a second
+    home for it (the algo and prior options state their defining values on purpose)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    fields = _typed_keys()
+    for key in _leaves(data):
+        if key.split(".")[0] in OPEN or key not in fields:
+            continue
+        f = fields[key]
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        value = _lookup(data, key)
+        assert value != default or key == "cluster.executor", f"{path.name}: {key}={value!r} is the schema's default"
+
+
+def _lookup(node, dotted):
+    for part in dotted.split("."):
+        node = node[part]
+    return node
