@@ -13,7 +13,7 @@ class                  section      fields
                                    methods of ``arctl.algo.baselines``; not part of :class:`Objective`)
 =====================  ===========  ===========================================================
 
-The run config's schema (``arctl/spec/schema.py``, registered in Hydra's ConfigStore) takes these
+The run config's schema (``arctl/config/schema.py``, registered in Hydra's ConfigStore) takes these
 defaults (:func:`default`) and choice lists (the tuples below) for its fields, and both backends build
 an :class:`Objective` from the resolved config (:meth:`Objective.from_config`) and hand it to
 :mod:`arctl.algo.tree_loss`. The conventions behind each setting are in ``docs/algorithm.md``.
@@ -225,7 +225,7 @@ def loss_normaliser(n_trees: int, s: Objective) -> float:
 
 def default(key: str) -> Any:
     """The default of config key ``section.field`` (e.g. ``thinking.lam``; lists for tuples), for the
-    run config's schema (``arctl.spec.schema``)."""
+    run config's schema (``arctl.config.schema``)."""
     section, _, name = str(key).partition(".")
     for config_section, klass in [*SECTIONS.values(), ("budget_control", BudgetControl)]:
         if config_section == section:

@@ -70,7 +70,7 @@ def print_json(data: Any) -> None:
 def parse_seeds(text: str | None) -> list[int] | None:
     """``"0,1,2"`` or ``"0-2"`` -> [0, 1, 2]; None -> None. Seeds up to ``SEED_MAX``, at most
     ``MAX_SEEDS`` of them (ranges are sized before they are expanded)."""
-    from arctl.spec.ranges import MAX_SEEDS, SEED_MAX
+    from arctl.config.ranges import MAX_SEEDS, SEED_MAX
 
     if text is None:
         return None

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arctl.spec.schema import EXECUTORS as CLUSTER_EXECUTORS
+from arctl.config.schema import EXECUTORS as CLUSTER_EXECUTORS
 
 EXECUTORS = tuple(e for e in CLUSTER_EXECUTORS if e != "auto")  # what `auto` chooses between
 PREEMPT_SIGNAL = "USR1"

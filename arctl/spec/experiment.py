@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from arctl.config.ranges import MAX_SEEDS, SEED_MAX
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.paths import find_spec, spec_files
-from arctl.spec.ranges import MAX_SEEDS, SEED_MAX
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}

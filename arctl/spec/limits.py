@@ -3,7 +3,7 @@
 Validation (:mod:`arctl.spec.validate`) checks each numeric value of a resolved config against
 :data:`RANGES` (lists: every element against :data:`LIST_RANGES`); a numeric key without a range is
 refused, so a new key cannot slip in unchecked (``tests/spec`` walks every experiment's configs).
-The typed sections' ranges are written on their fields in the schema (:mod:`arctl.spec.schema`); the
+The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
 open sections' (``scale``, ``tiny``, ``verl``: set by a group option or read by one backend) here.
 Keys that users add under the open sections (``+tiny.x=...``, ``+verl.x=...``) only need to be
 finite and of a sane size (:data:`OPEN_RANGE`).
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from arctl.spec.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
-from arctl.spec.schema import field_item_ranges, field_ranges, nullable_lists
+from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
+from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
 
 OPEN_SECTION_RANGES: dict[str, Range] = {
     # scale

@@ -1,6 +1,6 @@
 """Compose resolved run configs (one per arm x seed) from experiments and sweeps.
 
-Order of precedence, lowest first: the schema (arctl/spec/schema.py), arctl/conf/config.yaml and its groups; the experiment's
+Order of precedence, lowest first: the schema (arctl/config/schema.py), arctl/conf/config.yaml and its groups; the experiment's
 ``groups``; ``scale`` (``--scale`` or ``scale=``; the tiny scale picks ``model=tiny`` unless the user
 chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
 overrides; the sweep's overrides and grid point; the user's overrides.
@@ -9,7 +9,7 @@ overrides; the sweep's overrides and grid point; the user's overrides.
 from __future__ import annotations
 
 from arctl.algo import settings as algo_settings
-from arctl.spec import schema
+from arctl.config import schema
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.limits import range_problem
@@ -115,7 +115,7 @@ _EXPECTED = {"Float": "a number", "Integer": "an integer", "String": "a string",
 
 
 def _type_error(err: BaseException) -> SpecError | None:
-    """A value of the wrong type for the schema (``arctl.spec.schema``), anywhere in ``err``'s
+    """A value of the wrong type for the schema (``arctl.config.schema``), anywhere in ``err``'s
     causes: one line naming the key, the value and the type the key takes."""
     import re
 
@@ -134,7 +134,7 @@ def _type_error(err: BaseException) -> SpecError | None:
         what += f": expected {expected}"
     else:
         what = f"{key}: {first}"
-    return SpecError(what, key, "every key's type is in arctl/spec/schema.py (`arctl show EXP` prints the values)")
+    return SpecError(what, key, "every key's type is in arctl/config/schema.py (`arctl show EXP` prints the values)")
 
 
 def _key_hint(key: str) -> str:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.backends.base import available_backends, get_backend
+from arctl.config.schema import field_choices
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem
-from arctl.spec.schema import field_choices
 
 CHOICES = field_choices()  # every string key with a fixed choice list, from the schema
 PROB_TOL = 1e-6
@@ -19,7 +19,7 @@ def _get(cfg: dict, dotted: str) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise SpecError("missing key", dotted, "the schema arctl/spec/schema.py defines it")
+            raise SpecError("missing key", dotted, "the schema arctl/config/schema.py defines it")
         node = node[part]
     return node
 

@@ -1,4 +1,4 @@
-"""The run config's schema (arctl/spec/schema.py): one home for every key's type, default, range and
+"""The run config's schema (arctl/config/schema.py): one home for every key's type, default, range and
 choices, registered in Hydra's ConfigStore and enforced while a config is composed."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from arctl.algo import settings as algo
+from arctl.config import schema as schema_mod
+from arctl.config.schema import RunConfig, field_choices, field_ranges
 from arctl.launch.run_id import make_run_id
 from arctl.spec import SpecError, resolve_experiment
-from arctl.spec import schema as schema_mod
 from arctl.spec.limits import LIST_RANGES, OPEN_SECTION_RANGES, RANGES
 from arctl.spec.paths import CONF_DIR
 from arctl.spec.resolve import compose_config
-from arctl.spec.schema import RunConfig, field_choices, field_ranges
 from arctl.spec.validate import validate_config
 
 OPEN = {"scale", "tiny", "verl"}

@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from arctl.algo import settings as algo
-from arctl.spec.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
+from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
 
 SCHEMA_NAME = "arctl_schema"
 """The schema's name in Hydra's ConfigStore (the first entry of config.yaml's defaults list)."""
