@@ -14,28 +14,19 @@ from arctl.spec.paths import report_file, reports_dir
 from arctl.spec.report_specs import all_report_specs
 
 
-def all_specs(kind: str, root: Path | None = None) -> dict[str, dict]:
+def all_specs(kind: str) -> dict[str, dict]:
     """name → spec of every report spec of ``kind`` ("figure", "table", "claims") on the spec search
-    path (:func:`arctl.spec.report_specs.all_report_specs`), or only in ``root`` when given."""
-    if root is None:
-        return all_report_specs(kind)
-    out = {}
-    for path in sorted(Path(root).glob("*.yaml")):
-        with open(path) as f:
-            data = yaml.safe_load(f)
-        if isinstance(data, dict) and data.get("kind") == kind:
-            data.setdefault("name", path.stem)
-            data["_path"] = str(path)
-            out[data["name"]] = data
-    return out
+    path: :func:`arctl.spec.report_specs.all_report_specs`, the one reader of ``reports/*.yaml``
+    (what ``arctl ls`` lists is what ``arctl report`` renders)."""
+    return all_report_specs(kind)
 
 
-def load_spec(kind: str, name: str, root: Path | None = None) -> dict:
+def load_spec(kind: str, name: str) -> dict:
     """The spec of figure/table ``name``; an unknown name suggests the closest ones."""
-    specs = all_specs(kind, root)
+    specs = all_specs(kind)
     if name in specs:
         return specs[name]
-    where = root or reports_dir()
+    where = reports_dir()
     if not specs:
         raise ReportError(f"no {kind} specs in {where}; set ARCTL_SPECS to a directory holding reports/")
     near = difflib.get_close_matches(name, list(specs), n=2, cutoff=0.5)
@@ -53,19 +44,18 @@ def _labels(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def labels(root: Path | None = None) -> dict:
-    """The display names (``reports/labels.yaml`` on the search path, or in ``root``)."""
-    path = (Path(root) / "labels.yaml") if root is not None else report_file("labels.yaml")
-    return _labels(str(path or ""))
+def labels() -> dict:
+    """The display names (``reports/labels.yaml`` on the search path)."""
+    return _labels(str(report_file("labels.yaml") or ""))
 
 
-def arm_label(arm: str, root: Path | None = None) -> str:
+def arm_label(arm: str) -> str:
     """Display name of an arm id (``ar-uniform`` → ``AR-uniform``); the id itself if unknown."""
-    return str((labels(root).get("arms") or {}).get(arm, arm))
+    return str((labels().get("arms") or {}).get(arm, arm))
 
 
-def dataset_label(dataset: str, root: Path | None = None) -> str:
-    return str((labels(root).get("datasets") or {}).get(dataset, dataset))
+def dataset_label(dataset: str) -> str:
+    return str((labels().get("datasets") or {}).get(dataset, dataset))
 
 
 def order(items, preferred) -> list:
@@ -75,11 +65,9 @@ def order(items, preferred) -> list:
     return pref + sorted(i for i in items if i not in pref)
 
 
-def dataset_order(datasets, root: Path | None = None) -> list[str]:
-    return order(datasets, labels(root).get("dataset_order"))
+def dataset_order(datasets) -> list[str]:
+    return order(datasets, labels().get("dataset_order"))
 
 
-def paper_tables_path(root: Path | None = None) -> Path:
-    if root is not None:
-        return Path(root) / "paper_tables.csv"
+def paper_tables_path() -> Path:
     return report_file("paper_tables.csv") or reports_dir() / "paper_tables.csv"
