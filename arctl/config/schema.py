@@ -9,10 +9,11 @@ Validation (:mod:`arctl.spec.validate`) reads the ranges and choices from here
 (:func:`field_ranges`, :func:`field_choices`); what the YAML files add is the options of the config
 groups (a scale's numbers, a cluster profile, a model) and the backends' own sections.
 
-Three sections stay open mappings (``dict[str, Any]``): ``scale`` (its options set different keys,
-and a run's identity hashes what they set), ``tiny`` and ``verl`` (each backend's knobs, typed by
-the backend that reads them: ``arctl.backends.tiny.settings.TinyRun``, verl's ``config_problem``;
-``+tiny.x=...``/``+verl.x=...`` may add keys there). Their ranges are in :mod:`arctl.spec.limits`.
+Two sections stay open mappings (``dict[str, Any]``): ``scale`` (its options set different keys, and
+a run's identity hashes what they set) and ``tiny`` (the tiny backend's knobs, set by the tiny scale
+only; typed by ``arctl.backends.tiny.settings.TinyRun``); their ranges are in
+:mod:`arctl.spec.limits`. ``verl`` is typed here (:class:`VerlConfig`, whose defaults the verl
+backend reads) and open: ``+verl.x=...`` adds a key, as ``+tiny.x=...`` does.
 """
 
 from __future__ import annotations
@@ -217,6 +218,41 @@ class WandbConfig:
     tags: list[str] = setting([])
 
 
+TREE_LAYOUTS = ("flex", "dense", "duplicate")
+"""``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
+for debugging), or one row per branch (any engine)."""
+
+
+@dataclass
+class VerlConfig:
+    """``verl``: the verl backend's knobs (arctl.backends.verl reads them; the tiny backend ignores
+    them). Open: ``+verl.<key>=...`` may add a key, checked only to be finite and sane."""
+
+    tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
+    rollout_name: str = "vllm"
+    tensor_model_parallel_size: int = setting(1, range=I(1, 64))
+    gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))
+    n_gpus_per_node: int = setting(8, range=I(1, 64))  # used when cluster.gpus_per_node is 0 (cluster=auto at paper scale)
+    micro_batch_size_per_gpu: int = setting(1, range=I(1, 10**5))
+    max_token_len_per_gpu: int = setting(32768, range=I(1, 10**8))
+    use_dynamic_bsz: bool = True
+    gradient_checkpointing: bool = True
+    param_offload: bool = False
+    optimizer_offload: bool = False
+    block_size: int = setting(128, range=I(1, 65536))  # FlexAttention block; trees are padded to a multiple of it
+    data_dir: str | None = None  # null: $ARCTL_DATA_DIR or ~/data/arctl (`arctl data prepare` writes there)
+    logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
+    resume_mode: str = "auto"
+    val_before_train: bool = True
+    eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid
+    eval_checkpoint: str | None = None  # null: the newest checkpoint in run_dir/checkpoints
+    smoke: bool = False  # plumbing check, no GPU work: plugin, verl config, Ray on every node, data -> run_dir/smoke.json
+    rehearsal_steps: int = setting(0, range=I(0, 10**6))  # > 0: CPU rehearsal of the training loop (steps, stop, requeue)
+    rehearsal_step_s: float = setting(2.0, range=F(0, 86400))  # seconds of one rehearsal step
+    ray_start_args: list[str] = setting([])  # extra flags for every `ray start` of the job body
+    overrides: Any = setting([])  # raw extra verl overrides (KEY=VALUE), checked against verl's own config
+
+
 @dataclass
 class RunConfig:
     """A whole run config: the sections above, the open ones, and the run's names."""
@@ -239,7 +275,7 @@ class RunConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     scale: dict[str, Any] = field(default_factory=dict)  # open: set by the scale group (ranges: spec.limits)
     tiny: dict[str, Any] = field(default_factory=dict)  # open: the tiny backend's knobs
-    verl: dict[str, Any] = field(default_factory=dict)  # open: the verl backend's knobs
+    verl: VerlConfig = field(default_factory=VerlConfig)  # typed, and open to +verl.<key>
 
 
 def register() -> None:
@@ -278,5 +314,5 @@ def nullable_lists() -> tuple[str, ...]:
     return tuple(key for key, f in _walk(RunConfig) if "items" in f.metadata and f.default is None)
 
 
-__all__ = ["EXECUTORS", "OPTIMIZERS", "RunConfig", "SCHEMA_NAME", "WANDB_MODES", "field_choices",
+__all__ = ["TREE_LAYOUTS", "VerlConfig", "EXECUTORS", "OPTIMIZERS", "RunConfig", "SCHEMA_NAME", "WANDB_MODES", "field_choices",
            "field_item_ranges", "field_ranges", "nullable_lists", "register", "setting"]

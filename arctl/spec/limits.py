@@ -4,7 +4,7 @@ Validation (:mod:`arctl.spec.validate`) checks each numeric value of a resolved 
 :data:`RANGES` (lists: every element against :data:`LIST_RANGES`); a numeric key without a range is
 refused, so a new key cannot slip in unchecked (``tests/spec`` walks every experiment's configs).
 The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
-open sections' (``scale``, ``tiny``, ``verl``: set by a group option or read by one backend) here.
+open sections' (``scale``, ``tiny``: set by a group option) here.
 Keys that users add under the open sections (``+tiny.x=...``, ``+verl.x=...``) only need to be
 finite and of a sane size (:data:`OPEN_RANGE`).
 """
@@ -44,15 +44,6 @@ OPEN_SECTION_RANGES: dict[str, Range] = {
     "tiny.warmup.eval_problems": I(1, 10**6),
     "tiny.warmup.seed": I(0, SEED_MAX),
     "tiny.warmup.threads": I(0, 4096),
-    # verl backend
-    "verl.tensor_model_parallel_size": I(1, 64),
-    "verl.gpu_memory_utilization": F(0, 1, lo_open=True),
-    "verl.n_gpus_per_node": I(1, 64),
-    "verl.micro_batch_size_per_gpu": I(1, 10**5),
-    "verl.max_token_len_per_gpu": I(1, 10**8),
-    "verl.block_size": I(1, 65536),
-    "verl.rehearsal_steps": I(0, 10**6),
-    "verl.rehearsal_step_s": F(0, 86400),
 }
 RANGES: dict[str, Range] = {**field_ranges(), **OPEN_SECTION_RANGES}
 LIST_RANGES: dict[str, Range] = {**field_item_ranges(), "scale.budgets": TOKENS}

@@ -21,7 +21,7 @@ from arctl.spec.paths import CONF_DIR
 from arctl.spec.resolve import compose_config
 from arctl.spec.validate import validate_config
 
-OPEN = {"scale", "tiny", "verl"}
+OPEN = {"scale", "tiny"}
 
 
 def _typed_keys(cls: type = RunConfig, prefix: str = "") -> dict[str, dataclasses.Field]:
@@ -138,3 +138,14 @@ def _lookup(node, dotted):
     for part in dotted.split("."):
         node = node[part]
     return node
+
+
+def test_the_verl_section_is_typed_and_open_only_to_additions():
+    """verl's knobs: a typo is an unknown key, a bad layout is refused before any GPU job, and
+    ``+verl.<key>`` still adds a pass-through key."""
+    with pytest.raises(SpecError, match="unknown config key 'verl.tree_attenton'.*verl.tree_attention"):
+        resolve_experiment("main-grpo", ["verl.tree_attenton=dense"], scale="paper", seeds=[0])
+    with pytest.raises(SpecError, match="verl.tree_attention='sparse' is not allowed"):
+        resolve_experiment("main-grpo", ["verl.tree_attention=sparse"], scale="paper", seeds=[0])
+    (run,) = resolve_experiment("main-grpo", ["+verl.note=x"], scale="paper", seeds=[0])
+    assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"

@@ -1,9 +1,10 @@
 """The run config as the tiny backend reads it: typed once, read as attributes.
 
 :meth:`TinyRun.from_config` takes every key the trainer and the evaluation use from a resolved run
-config (``arctl.spec``; validated there) and casts it once; no default lives here: the values come
-from ``arctl/conf`` (the tiny knobs from ``arctl/conf/scale/tiny.yaml``), so a key missing from the
-config is an error naming it. The algorithm's settings are :class:`arctl.algo.settings.Objective`
+config (typed by the schema, ``arctl/config/schema.py``, and validated by ``arctl.spec``) and casts it
+once; no default lives here: the values come from the schema and ``arctl/conf`` (the tiny knobs, an
+open section, from ``arctl/conf/scale/tiny.yaml``), so a key missing from the config is an error
+naming it. The algorithm's settings are :class:`arctl.algo.settings.Objective`
 and :class:`~arctl.algo.settings.BudgetControl`; the warm-up reads its sections as they are, since
 they are its cache key (:func:`arctl.backends.tiny.warmup.warmup_key`).
 """

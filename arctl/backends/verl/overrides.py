@@ -25,35 +25,13 @@ from typing import Any
 from arctl.algo.baselines.control import L1_PROMPT_TOKENS
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
+from arctl.config.schema import TREE_LAYOUTS, VerlConfig
 from arctl.track.identity import WandbIdentity
 
-# Values under the config's ``verl:`` section that arctl reads (defaults used when absent).
-VERL_DEFAULTS: dict[str, Any] = {
-    "tree_attention": "flex",  # flex (packed trees, FlexAttention BlockMask) | duplicate (branch rows)
-    "rollout_name": "vllm",
-    "tensor_model_parallel_size": 1,
-    "gpu_memory_utilization": 0.6,
-    "n_gpus_per_node": 8,  # used when cluster.gpus_per_node is 0 (e.g. cluster=auto at paper scale)
-    "micro_batch_size_per_gpu": 1,
-    "max_token_len_per_gpu": 32768,
-    "use_dynamic_bsz": True,
-    "gradient_checkpointing": True,
-    "param_offload": False,
-    "optimizer_offload": False,
-    "block_size": 128,
-    "data_dir": None,  # null: $ARCTL_DATA_DIR or ~/data/arctl
-    "logger": None,  # null: console + wandb (file instead of wandb when wandb.mode=disabled)
-    "resume_mode": "auto",
-    "val_before_train": True,
-    "eval_only": False,  # anytime evaluation of a checkpoint on eval.grid (arctl.backends.verl.trainer)
-    "eval_checkpoint": None,  # null: the newest checkpoint in run_dir/checkpoints
-    "smoke": False,  # plumbing check without GPU work (arctl.backends.verl.smoke)
-    "rehearsal_steps": 0,  # > 0: CPU rehearsal of the training loop's stop/checkpoint/requeue path (rehearsal.py)
-    "rehearsal_step_s": 2.0,  # seconds of one rehearsal step
-    "ray_start_args": [],  # extra flags for every `ray start` of the job body (ray_job.py)
-    "overrides": [],
-}
-TREE_LAYOUTS = ("flex", "dense", "duplicate")
+VERL_DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING
+                                 else f.default for f in dataclasses.fields(VerlConfig)}
+"""The ``verl:`` section's defaults (their home: :class:`arctl.config.schema.VerlConfig`), for configs
+that lack a key (a config written before the key existed, a test's partial config)."""
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
 
 
