@@ -1,8 +1,8 @@
 """Compose resolved run configs (one per arm x seed) from experiments and sweeps.
 
-Order of precedence, lowest first: the schema (arctl/config/schema.py), arctl/conf/config.yaml and its groups; the experiment's
-``groups``; ``scale`` (``--scale`` or ``scale=``; the tiny scale picks ``model=tiny`` unless the user
-chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
+Order of precedence, lowest first: the schema (arctl/config/schema.py: every key's type and default);
+arctl/conf/config.yaml and its groups; the experiment's ``groups``; ``scale`` (``--scale`` or
+``scale=``; the tiny scale picks ``model=tiny`` unless the user chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
 overrides; the sweep's overrides and grid point; the user's overrides.
 """
 

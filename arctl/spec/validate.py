@@ -1,4 +1,8 @@
-"""Checks on a composed run config, before anything runs. Each failure is one SpecError line."""
+"""Checks on a composed run config, before anything runs. Each failure is one SpecError line.
+
+The choice lists and ranges are the schema's (:mod:`arctl.config.schema`); the rules here are the
+ones across keys (budgets increasing, a custom prior's probabilities, a batch and its mini-batch,
+eval budgets within the thinking budgets, the preemption warning within the time limit, ...)."""
 
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ def largest_budget(cfg: dict, budgets: list[int]) -> int:
 
 
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
-    """The compared methods' section (numbers: arctl/spec/limits.py)."""
+    """The compared methods' section (its numbers' ranges: arctl/config/schema.py)."""
     method = _choice(cfg, "budget_control.method")
     top = largest_budget(cfg, budgets)
     _choice(cfg, "budget_control.l1_mode")
