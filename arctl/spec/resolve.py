@@ -2,8 +2,9 @@
 
 Order of precedence, lowest first: the schema (arctl/config/schema.py: every key's type and default);
 arctl/conf/config.yaml and its groups; the experiment's ``groups``; ``scale`` (``--scale`` or
-``scale=``; the tiny scale picks ``model=tiny`` unless the user chose a model); the experiment's ``overrides``, its ``scales.<scale>`` overrides; the arm's
-overrides; the sweep's overrides and grid point; the user's overrides.
+``scale=``; the tiny scale picks ``model=tiny`` unless the user chose a model); the experiment's
+``overrides``, its ``scales.<scale>`` overrides; the arm's overrides; the sweep's overrides and grid
+point; the user's overrides.
 """
 
 from __future__ import annotations
