@@ -89,9 +89,9 @@ def _translate(err: Exception) -> SpecError:
     """Turn Hydra/OmegaConf errors into one clear line."""
     from omegaconf.errors import MissingMandatoryValue
 
-    wrong_type = _type_error(err)
-    if wrong_type:
-        return wrong_type
+    found = _type_error(err) or _unknown_key_in_file(err)
+    if found:
+        return found
     text = str(err).strip()
     first = text.splitlines()[0] if text else type(err).__name__
     if isinstance(err, MissingMandatoryValue):
@@ -136,6 +136,22 @@ def _type_error(err: BaseException) -> SpecError | None:
     else:
         what = f"{key}: {first}"
     return SpecError(what, key, "every key's type is in arctl/config/schema.py (`arctl show EXP` prints the values)")
+
+
+def _unknown_key_in_file(err: BaseException) -> SpecError | None:
+    """A config-group option (``arctl/conf/<group>/<option>.yaml``) that sets a key the schema does
+    not have: one line naming the key and the file."""
+    import re
+
+    from omegaconf.errors import ConfigKeyError
+
+    where = re.match(r"In '([^']+)'", str(err).strip())
+    while err is not None and not isinstance(err, ConfigKeyError):
+        err = err.__cause__ or err.__context__
+    key = getattr(err, "full_key", None)
+    if err is None or not where or not key:
+        return None
+    return SpecError(f"unknown config key {key!r}", f"arctl/conf/{where.group(1)}.yaml", _key_hint(key))
 
 
 def _key_hint(key: str) -> str:

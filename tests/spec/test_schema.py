@@ -149,3 +149,35 @@ def test_the_verl_section_is_typed_and_open_only_to_additions():
         resolve_experiment("main-grpo", ["verl.tree_attention=sparse"], scale="paper", seeds=[0])
     (run,) = resolve_experiment("main-grpo", ["+verl.note=x"], scale="paper", seeds=[0])
     assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"
+
+
+@pytest.fixture
+def site_profile(tmp_path, monkeypatch):
+    """A copy of arctl/conf with a site cluster profile of the test's text (as a user writes one)."""
+    import shutil
+
+    from arctl.spec import resolve
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    monkeypatch.setattr(resolve, "CONF_DIR", conf)
+    monkeypatch.setattr(resolve, "_BASE_CONFIGS", {})
+
+    def write(text: str) -> None:
+        (conf / "cluster" / "site.yaml").write_text("# @package _global_\ncluster:\n" + text)
+        resolve._BASE_CONFIGS.clear()  # composed group choices are cached per choice set
+
+    return write
+
+
+def test_a_site_profile_is_checked_against_the_schema(site_profile):
+    site_profile("  executor: slurm\n  partition: gpu\n")
+    assert compose_config(["experiment=x", "arm=y", "cluster=site"])["cluster"]["partition"] == "gpu"
+    site_profile("  executor: slurm\n  mem_gb: lots\n")
+    with pytest.raises(SpecError, match="cluster.mem_gb=lots is invalid: expected a number"):
+        compose_config(["experiment=x", "arm=y", "cluster=site"])
+    site_profile("  executor: slurm\n  memory: 5\n")
+    with pytest.raises(SpecError) as err:
+        compose_config(["experiment=x", "arm=y", "cluster=site"])
+    assert "unknown config key 'cluster.memory'" in str(err.value) and "cluster/site.yaml" in str(err.value)
+    assert "cluster.mem_gb" in str(err.value)  # the closest key
