@@ -147,6 +147,8 @@ def test_the_verl_section_is_typed_and_open_only_to_additions():
         resolve_experiment("main-grpo", ["verl.tree_attenton=dense"], scale="paper", seeds=[0])
     with pytest.raises(SpecError, match="verl.tree_attention='sparse' is not allowed"):
         resolve_experiment("main-grpo", ["verl.tree_attention=sparse"], scale="paper", seeds=[0])
+    with pytest.raises(SpecError, match="verl.ray_start_args holds '1', which is not a `ray start` flag"):
+        resolve_experiment("main-grpo", ["verl.ray_start_args=[1,2]"], scale="paper", seeds=[0])  # typed: '1', '2'
     (run,) = resolve_experiment("main-grpo", ["+verl.note=x"], scale="paper", seeds=[0])
     assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"
 
