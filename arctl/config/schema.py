@@ -278,6 +278,11 @@ class RunConfig:
     verl: VerlConfig = field(default_factory=VerlConfig)  # typed, and open to +verl.<key>
 
 
+def field_default(f: dataclasses.Field) -> Any:
+    """A schema field's default value (a fresh list for a list default)."""
+    return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+
+
 def register() -> None:
     """Store :class:`RunConfig` in Hydra's ConfigStore as :data:`SCHEMA_NAME` (idempotent)."""
     from hydra.core.config_store import ConfigStore
@@ -314,5 +319,6 @@ def nullable_lists() -> tuple[str, ...]:
     return tuple(key for key, f in _walk(RunConfig) if "items" in f.metadata and f.default is None)
 
 
-__all__ = ["TREE_LAYOUTS", "VerlConfig", "EXECUTORS", "OPTIMIZERS", "RunConfig", "SCHEMA_NAME", "WANDB_MODES", "field_choices",
-           "field_item_ranges", "field_ranges", "nullable_lists", "register", "setting"]
+__all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "TREE_LAYOUTS", "WANDB_MODES", "RunConfig", "VerlConfig",
+           "algo_setting", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
+           "register", "setting"]

@@ -9,6 +9,8 @@ point; the user's overrides.
 
 from __future__ import annotations
 
+import re
+
 from arctl.algo import settings as algo_settings
 from arctl.config import schema
 from arctl.spec.errors import SpecError, closest, did_you_mean
@@ -99,8 +101,6 @@ def _translate(err: Exception) -> SpecError:
         hint = "prior=custom needs thinking.probs=[P_1,...,P_m]" if "probs" in str(key) else f"set {key}=..."
         return SpecError(f"missing value for {key}", str(key), hint)
     if "Could not override" in first or "not in struct" in text or "Key '" in first:
-        import re
-
         match = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)'", text)
         key = match.group(1) if match else "?"
         return SpecError(
@@ -111,6 +111,13 @@ def _translate(err: Exception) -> SpecError:
     return SpecError(first, "overrides")
 
 
+def _cause(err: BaseException | None, kind: type) -> BaseException | None:
+    """``err`` or the first of its causes (Hydra wraps OmegaConf's errors) that is a ``kind``."""
+    while err is not None and not isinstance(err, kind):
+        err = err.__cause__ or err.__context__
+    return err
+
+
 _EXPECTED = {"Float": "a number", "Integer": "an integer", "String": "a string", "bool": "true or false",
              "ListConfig": "a list, e.g. [1,2]", "DictConfig": "a mapping"}
 
@@ -118,12 +125,9 @@ _EXPECTED = {"Float": "a number", "Integer": "an integer", "String": "a string",
 def _type_error(err: BaseException) -> SpecError | None:
     """A value of the wrong type for the schema (``arctl.config.schema``), anywhere in ``err``'s
     causes: one line naming the key, the value and the type the key takes."""
-    import re
-
     from omegaconf.errors import ValidationError
 
-    while err is not None and not isinstance(err, ValidationError):
-        err = err.__cause__ or err.__context__
+    err = _cause(err, ValidationError)
     if err is None:
         return None
     key = str(getattr(err, "full_key", "") or "?")
@@ -141,13 +145,10 @@ def _type_error(err: BaseException) -> SpecError | None:
 def _unknown_key_in_file(err: BaseException) -> SpecError | None:
     """A config-group option (``arctl/conf/<group>/<option>.yaml``) that sets a key the schema does
     not have: one line naming the key and the file."""
-    import re
-
     from omegaconf.errors import ConfigKeyError
 
     where = re.match(r"In '([^']+)'", str(err).strip())
-    while err is not None and not isinstance(err, ConfigKeyError):
-        err = err.__cause__ or err.__context__
+    err = _cause(err, ConfigKeyError)
     key = getattr(err, "full_key", None)
     if err is None or not where or not key:
         return None

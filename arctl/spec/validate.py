@@ -94,10 +94,9 @@ def largest_budget(cfg: dict, budgets: list[int]) -> int:
 
 
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
-    """The compared methods' section (its numbers' ranges: arctl/config/schema.py)."""
-    method = _choice(cfg, "budget_control.method")
+    """The compared methods' section (its choices and numbers' ranges: arctl/config/schema.py)."""
+    method = _get(cfg, "budget_control.method")
     top = largest_budget(cfg, budgets)
-    _choice(cfg, "budget_control.l1_mode")
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
         raise SpecError(f"budget_control.thinkprune_limits={limits!r} must be a non-empty, non-increasing list of "
@@ -116,17 +115,16 @@ def validate_config(cfg: dict) -> None:
     """Raise SpecError on the first problem in a resolved run config."""
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
+    for key in CHOICES:  # every string key with a choice list in the schema, each checked once
+        _choice(cfg, key)
     for section in ("thinking", "summary"):
-        prior = _choice(cfg, f"{section}.prior")
-        check_prior(prior, _get(cfg, f"{section}.probs"), m, section)
-    baseline = _choice(cfg, "thinking.baseline")
+        check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
+    baseline = _get(cfg, "thinking.baseline")
     _check(cfg, "thinking.lam", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
     _check(cfg, "thinking.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
     decoupled = _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
     group_size = _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _choice(cfg, "summary.weighting")
     _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _choice(cfg, "reward.length_penalty")
     _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
     check_budget_control(cfg, budgets)
     n = _check(cfg, "rollout.n", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
@@ -181,10 +179,6 @@ def validate_config(cfg: dict) -> None:
     _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "eval.datasets", lambda v: isinstance(v, list) and v and all(isinstance(d, str) for d in v), "a non-empty list of dataset names")
     _choice(cfg, "backend", tuple(available_backends()))
-    _choice(cfg, "cluster.executor")
-    _choice(cfg, "wandb.mode")
-    for key in CHOICES:  # the schema's other choice lists (optim.name, and any key added later)
-        _choice(cfg, key)
     _check(cfg, "seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     for key in ("cluster.nodes", "cluster.cpus_per_task", "cluster.time_min", "cluster.array_parallelism", "cluster.max_array_size"):
         _check(cfg, key, lambda v: _is_int(v) and v >= 1, "an integer >= 1")

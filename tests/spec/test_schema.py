@@ -13,7 +13,7 @@ import yaml
 
 from arctl.algo import settings as algo
 from arctl.config import schema as schema_mod
-from arctl.config.schema import RunConfig, field_choices, field_ranges
+from arctl.config.schema import RunConfig, field_choices, field_default, field_ranges
 from arctl.launch.run_id import make_run_id
 from arctl.spec import SpecError, resolve_experiment
 from arctl.spec.limits import LIST_RANGES, OPEN_SECTION_RANGES, RANGES
@@ -60,8 +60,7 @@ def test_algorithm_defaults_are_the_algo_settings():
             declared = fields[key]
             if isinstance(declared.default, str) and declared.default.startswith("${"):
                 continue  # the scale's value (summary.max_tokens)
-            default = declared.default if declared.default_factory is dataclasses.MISSING else declared.default_factory()
-            assert default == algo.default(key), key
+            assert field_default(declared) == algo.default(key), key
             checked += 1
     assert checked >= 20
 
@@ -129,7 +128,7 @@ def test_group_options_set_only_what_differs_from_the_schema(path: Path):
         if key.split(".")[0] in OPEN or key not in fields:
             continue
         f = fields[key]
-        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        default = field_default(f)
         value = _lookup(data, key)
         assert value != default or key == "cluster.executor", f"{path.name}: {key}={value!r} is the schema's default"
 

@@ -25,11 +25,10 @@ from typing import Any
 from arctl.algo.baselines.control import L1_PROMPT_TOKENS
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
-from arctl.config.schema import TREE_LAYOUTS, VerlConfig
+from arctl.config.schema import TREE_LAYOUTS, VerlConfig, field_default
 from arctl.track.identity import WandbIdentity
 
-VERL_DEFAULTS: dict[str, Any] = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING
-                                 else f.default for f in dataclasses.fields(VerlConfig)}
+VERL_DEFAULTS: dict[str, Any] = {f.name: field_default(f) for f in dataclasses.fields(VerlConfig)}
 """The ``verl:`` section's defaults (their home: :class:`arctl.config.schema.VerlConfig`), for configs
 that lack a key (a config written before the key existed, a test's partial config)."""
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
