@@ -333,7 +333,11 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             batches.append((params, [item]))
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
-        executor = slurm_executor(folder, params)
+        # submitted held, released once submitit has made the tasks' folders: SLURM opens a task's log
+        # in its folder, and a task that starts first (an idle partition, a slow shared filesystem)
+        # fails at once without a log
+        held = {**params, "additional_parameters": {**params.get("additional_parameters", {}), "hold": True}}
+        executor = slurm_executor(folder, held)
         before = _entries(workspace.jobs_dir)
         with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
             try:
@@ -346,6 +350,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                     else:
                         left.unlink(missing_ok=True)
                 raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
+        _release(str(jobs[0].job_id).split("_")[0])
         for item, job in zip(chunk, jobs):
             job_ids[item.run_id] = str(job.job_id)
             run_dir = workspace.run_dir(item.run_id)
@@ -357,6 +362,22 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                     _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
                     break
     return job_ids
+
+
+def _release(master: str) -> None:
+    """Release a held SLURM job (all its array tasks); if SLURM refuses, cancel it (a held job would
+    wait forever) and raise a LaunchError, so its runs are unclaimed like a refused submission."""
+    try:
+        done = subprocess.run(["scontrol", "release", master], capture_output=True, text=True, timeout=60)
+        said, ok = done.stderr + " " + done.stdout, done.returncode == 0
+    except (OSError, subprocess.SubprocessError) as err:
+        said, ok = str(err), False
+    if not ok:
+        try:
+            subprocess.run(["scancel", master], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        raise LaunchError(f"scontrol release {master} failed (job cancelled): {' '.join(said.split())[-400:]}")
 
 
 SECRET_ENV = "WANDB_API_KEY"

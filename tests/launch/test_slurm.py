@@ -140,6 +140,35 @@ def test_a_job_killed_with_sigkill_is_failed_and_resumed_by_the_next_sweep(specs
     assert [s for _, s in steps] == list(range(1, 21)) and len({a for a, _ in steps}) == 2
 
 
+def test_an_array_is_held_until_its_task_folders_exist(specs, tmp_path, cli, waiter):
+    """SLURM opens a task's log in the task's folder, which submitit makes only after sbatch returns:
+    a task that started first failed at once without a log (seen on this idle node). Jobs are
+    submitted held and released after; a scontrol shim records what the release finds."""
+    import shutil
+    import stat
+
+    ws, log, shim = tmp_path / "ws", tmp_path / "release.log", tmp_path / "bin"
+    shim.mkdir()
+    real = shutil.which("scontrol")
+    script = shim / "scontrol"
+    script.write_text(f"""#!/bin/bash
+if [ "$1" = release ]; then
+  {{ squeue -h -r -o "%i %r" -j "$2"; ls -d "{ws}/jobs/$2"_*; }} >> "{log}" 2>&1
+fi
+exec "{real}" "$@"
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    out = cli("sweep", "lt3", "--executor", "slurm", "--workdir", str(ws), "--json", check=True,
+              env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
+    master = json.loads(out.stdout)["submitted"][0]["job_id"].split("_")[0]
+    seen = log.read_text()
+    for task in range(3):
+        assert f"{master}_{task} JobHeldUser" in seen, seen  # not started before the release
+        assert f"{ws}/jobs/{master}_{task}" in seen, seen  # its folder (and log's place) already there
+    waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "3 cells COMPLETED")
+    assert all(r.attempts == 1 for r in _records(ws).values())
+
+
 def test_ten_concurrent_sweeps_create_exactly_one_run_per_cell(specs, tmp_path, waiter):
     ws = tmp_path / "ws"
     cmd = [sys.executable, "-m", "arctl.cli.main", "sweep", "lt3", "trainer.total_steps=4", "--executor", "slurm",
