@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # shared helpers: tests/wandb_reference.py, micro.py, bad_input.py
+# Shared helpers live in tests/support/ (resolved.py, micro.py, bad_input.py, slurm_shims.py, wandb_reference.py,
+# wandb_workspace.py, fresh_machine.py). Only that folder goes on sys.path: with tests/ itself there, a test
+# folder would be importable as a package of its name (tests/verl as `verl` where verl is not installed).
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 # Never talk to a W&B server from tests; never pick up a developer's key.
 os.environ.setdefault("WANDB_MODE", "offline")

@@ -4,13 +4,13 @@ agrees with arctl's (with Ray and TransferQueue stubbed, as on the device)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from extras import verl_missing  # tests/support/extras.py
 
 pytestmark = pytest.mark.slow  # the GPU check suite in a process (CPU shapes)
 
@@ -19,7 +19,7 @@ SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "suite.py"
 
 def test_the_gpu_suite_runs_on_cpu_at_small_shapes(tmp_path):
     args = [sys.executable, str(SUITE), "--shape", "small", "--device", "cpu", "--repeats", "1", "--out", str(tmp_path)]
-    if importlib.util.find_spec("verl") is not None:
+    if not verl_missing():
         args += ["--stub", "ray,transfer_queue"]  # what the device machine needs: no Ray, no TransferQueue there
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -34,7 +34,7 @@ def test_the_gpu_suite_runs_on_cpu_at_small_shapes(tmp_path):
     c = results["parts"]["c"]
     assert not c["nan"] and c["eager_fallbacks"] == 0 and c["micro_batches"] == [1, 2, 3, 1, 2]
     d = results["parts"]["d"]
-    if importlib.util.find_spec("verl") is not None:
+    if not verl_missing():
         assert "skipped" not in d and d["patched"] and d["loss_abs_diff"] <= 1e-9
     md = (tmp_path / "results.md").read_text()
     assert "## a. equivalence" in md and "all checks ok: True" in md

@@ -1,4 +1,4 @@
-"""CLI test fixtures: ``sandbox`` (tests/bad_input.py) for the bad-input contract."""
+"""CLI test fixtures: ``sandbox`` (tests/support/bad_input.py) for the bad-input contract."""
 
 from __future__ import annotations
 

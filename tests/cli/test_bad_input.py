@@ -1,5 +1,5 @@
 """Every bad input reported in issue 14 (items 5-11), exactly as reported: one ``error:`` line,
-exit 2, no traceback, the workspace byte-identical, no sbatch call (tests/bad_input.py). The
+exit 2, no traceback, the workspace byte-identical, no sbatch call (tests/support/bad_input.py). The
 hypothesis fuzz over the same contract is tests/cli/test_fuzz_input.py."""
 
 from __future__ import annotations

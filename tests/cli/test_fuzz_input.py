@@ -1,7 +1,7 @@
 """Fuzzed bad input (hypothesis): generated overrides, options, targets and spec files that are all
 wrong in at least one place. For each: exit 2, exactly one ``error:`` line, no traceback, the
 workspace and the spec folder byte-identical, no ``sbatch`` or ``scancel`` call (SLURM shims on
-PATH record every call): tests/bad_input.py.
+PATH record every call): tests/support/bad_input.py.
 
 Example counts: ``ARCTL_FUZZ_EXAMPLES`` per test (default 150; four tests, 600 inputs in CI). In CI
 (``CI=true``) the examples are derandomized, so a red run is reproducible; run locally with a

@@ -17,7 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import fresh_machine  # tests/support/fresh_machine.py
 import pytest
+import slurm_shims  # tests/support/slurm_shims.py
 
 HERE = Path(__file__).resolve().parent
 SLURM_DIR = HERE / "slurm"
@@ -25,6 +27,7 @@ SLURM_DIR = HERE / "slurm"
 EXPERIMENT = textwrap.dedent(
     """\
     description: launch-layer test experiment (3 arms)
+    figure: ablation_vr
     seeds: [0]
     overrides: [trainer.total_steps=6, wandb.mode=disabled, cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]
     arms:
@@ -95,6 +98,8 @@ def _slurm_up() -> bool:
 
 
 def _cannot_install_reason() -> str | None:
+    if "slurm" in os.environ.get(fresh_machine.INSIDE, "").split(","):
+        return "SLURM's programs are hidden here (tests/support/fresh_machine.py)"
     if shutil.which("slurmctld") and shutil.which("sbatch"):
         return None
     if os.geteuid() != 0:
@@ -138,13 +143,13 @@ def refusing_sbatch(tmp_path, monkeypatch):
     MaxArraySize is 1001."""
     from arctl.launch.executors import site_max_array_size
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n')
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin",
+        sbatch='echo "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n',
+        scontrol="echo 'MaxArraySize            = 1001'\n",
+        srun="exit 0\n",
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
     site_max_array_size.cache_clear()
     yield bin_dir
     site_max_array_size.cache_clear()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import slurm_shims  # tests/support/slurm_shims.py
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError, site_max_array_size
@@ -14,19 +15,16 @@ from arctl.launch.workspace import Workspace
 @pytest.fixture
 def fake_slurm(tmp_path, monkeypatch):
     """sbatch accepts the first submission and refuses the next; MaxArraySize is 1001."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     count = tmp_path / "sbatch-calls"
-    (bin_dir / "sbatch").write_text(
-        f'#!/bin/sh\necho "$1" >> {count}\n'
-        f'if [ "$(wc -l < {count})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
-        'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin",
+        sbatch=(f'echo "$1" >> {count}\n'
+                f'if [ "$(wc -l < {count})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+                'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
+        srun="exit 0\n",
+        scontrol="echo 'MaxArraySize            = 1001'\n",
     )
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize            = 1001'\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
     site_max_array_size.cache_clear()
     yield count
     site_max_array_size.cache_clear()

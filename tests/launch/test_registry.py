@@ -8,6 +8,7 @@ import socket
 import time
 
 import pytest
+import slurm_shims  # tests/support/slurm_shims.py
 
 from arctl.launch import states
 from arctl.launch.refresh import merge_state
@@ -136,17 +137,14 @@ def test_merge_state(reported, scheduler, expected):
 
 
 def _fake_scheduler(tmp_path, monkeypatch, squeue_out: str, with_sacct: bool):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     calls = tmp_path / "calls"
-    (bin_dir / "squeue").write_text(f"#!/bin/sh\necho squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
     if with_sacct:
-        (bin_dir / "sacct").write_text(f"#!/bin/sh\necho sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n7_0|RUNNING\\n7_1|CANCELLED by 0\\n'\n")
+        sacct = f"echo sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n7_0|RUNNING\\n7_1|CANCELLED by 0\\n'\n"
     else:  # a site without accounting
-        (bin_dir / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+        sacct = "echo 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"
+    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct,
+                                  squeue=f"echo squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
     return calls
 
 

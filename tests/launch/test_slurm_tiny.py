@@ -1,7 +1,7 @@
 """Real tiny training on the real local SLURM: a job stopped by TERM (what ``scancel`` and most
 clusters send; SLURM signals every process of the job step, the W&B service included) or killed
 with SIGKILL resumes with the same run and W&B ids, and the synced W&B history (read by the
-independent reader, tests/wandb_reference.py) holds every step exactly once. An offline run's job
+independent reader, tests/support/wandb_reference.py) holds every step exactly once. An offline run's job
 sees no WANDB_API_KEY, and the key is in no file of the workspace or of SLURM's state."""
 
 from __future__ import annotations

@@ -7,20 +7,20 @@ last saved step with the same W&B run id."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
+from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
 from arctl.launch.status_file import read_status
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
 
-if importlib.util.find_spec("verl") is None:
-    pytest.skip("verl is not installed (pip install -e '.[verl]')", allow_module_level=True)
+if verl_missing():
+    pytest.skip(NO_VERL, allow_module_level=True)
 
 EXPERIMENT = textwrap.dedent(
     """\

@@ -8,7 +8,6 @@ trap stops Ray. No test-only backend: the job runs the real verl backend.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import subprocess
@@ -16,11 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
 
-if importlib.util.find_spec("verl") is None:
-    pytest.skip("verl is not installed (pip install -e '.[verl]')", allow_module_level=True)
+if verl_missing():
+    pytest.skip(NO_VERL, allow_module_level=True)
 
 EXPERIMENT = textwrap.dedent(
     """\

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "track"))
-from wandb_workspace import shared_workspace  # noqa: E402
+from wandb_workspace import shared_workspace  # tests/support/wandb_workspace.py
 
 
 @pytest.fixture(scope="session")

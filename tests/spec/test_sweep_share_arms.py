@@ -1,5 +1,5 @@
 """The sweep key ``share_arms``: a boolean, false by default; anything else is one error line and
-`arctl sweep` writes and submits nothing (the bad-input contract of tests/bad_input.py)."""
+`arctl sweep` writes and submits nothing (the bad-input contract of tests/support/bad_input.py)."""
 
 from __future__ import annotations
 

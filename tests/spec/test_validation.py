@@ -5,7 +5,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from resolved import arm_config  # tests/resolved.py
+from resolved import arm_config  # tests/support/resolved.py
 
 from arctl.spec import SpecError, resolve_experiment
 from arctl.spec.experiment import load_experiment

@@ -1,7 +1,7 @@
 """The tiny backend reads the run config through one typed view (arctl.backends.tiny.settings)."""
 
 import pytest
-from resolved import arm_config  # tests/resolved.py
+from resolved import arm_config  # tests/support/resolved.py
 
 from arctl.backends.tiny.settings import TinyRun
 

@@ -7,8 +7,8 @@ from functools import cache
 
 import pytest
 import wandb
-from micro import MICRO  # noqa: E402 - tests/micro.py (shared with the real-SLURM tests)
-from resolved import arm_config, experiment_arms  # noqa: E402 - tests/resolved.py
+from micro import MICRO  # noqa: E402 - tests/support/micro.py (shared with the real-SLURM tests)
+from resolved import arm_config, experiment_arms  # noqa: E402 - tests/support/resolved.py
 
 from arctl.backends.tiny.trainer import train
 from arctl.spec import resolve_experiment

@@ -50,7 +50,7 @@ def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
     assert read_wandb_file(path, summary=False).summary["best/acc"] == 0.75  # from the summary tail
 
 
-# --- resume: the synced W&B history holds every step exactly once (read by tests/wandb_reference.py) ---
+# --- resume: the synced W&B history holds every step exactly once (read by tests/support/wandb_reference.py) ---
 
 def _row(step: int, attempt: int) -> dict:
     return {"trainer/global_step": step, "train/loss": step + attempt / 10}

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
+from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
-VERL_MISSING = importlib.util.find_spec("verl") is None
+VERL_MISSING = verl_missing()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -14,7 +13,7 @@ def pytest_collection_modifyitems(config, items):
         if "tests/verl/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.verl)
             if VERL_MISSING:
-                item.add_marker(pytest.mark.skip(reason="verl is not installed (pip install -e '.[verl]')"))
+                item.add_marker(pytest.mark.skip(reason=NO_VERL))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import random
 
 import pytest
 import torch
-from resolved import arm_config, experiment_arms  # tests/resolved.py
+from resolved import arm_config, experiment_arms  # tests/support/resolved.py
 
 from arctl.algo.baselines import control as bc
 from arctl.algo.prompts import distinct_cuts

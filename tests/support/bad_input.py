@@ -18,7 +18,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
-SHIMS = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "srun")
+import slurm_shims  # tests/support/slurm_shims.py
 
 
 @dataclass
@@ -45,12 +45,9 @@ class Sandbox:
         self.ws = root / "ws"
         self.specs = root / "specs"
         self.calls = root / "slurm-calls.log"
-        shims = root / "shims"
-        shims.mkdir(parents=True, exist_ok=True)
-        for name in SHIMS:
-            path = shims / name
-            path.write_text(f'#!/bin/sh\necho "{name} $*" >> "{self.calls}"\necho "{name}: shim refuses" >&2\nexit 1\n')
-            path.chmod(0o755)
+        shims = slurm_shims.install(root / "shims", **{
+            name: f'echo "{name} $*" >> "{self.calls}"\necho "{name}: shim refuses" >&2\nexit 1\n'
+            for name in slurm_shims.CLIENT_PROGRAMS})
         self.path = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
         import shutil
 
