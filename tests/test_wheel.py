@@ -78,7 +78,7 @@ def test_from_an_unrelated_directory_the_shipped_specs_work(installed):
     assert ls.returncode == 0, ls.stderr
     rows = {r["name"]: r for r in json.loads(ls.stdout)}
     assert {"ablation-vr", "main-grpo", "main-ar-uniform"} <= set(rows)
-    assert rows["ablation-vr"]["source"].startswith("shipped: ") and "site-packages" in rows["ablation-vr"]["source"]
+    assert rows["ablation-vr"]["source"] == "shipped" and "site-packages" in rows["ablation-vr"]["path"]
     show = _arctl(installed, "show", "ablation-vr")
     assert show.returncode == 0 and "grpo-vr-decouple" in show.stdout, show.stderr
     dry = _arctl(installed, "run", "ablation-vr", "--dry-run", "--json")
@@ -100,8 +100,8 @@ def test_a_copied_and_edited_spec_overlays_the_shipped_one(installed, tmp_path):
     assert again.returncode == 2 and again.stderr.startswith("error:") and "--force" in again.stderr
     mine.write_text(mine.read_text().replace("seeds: [0]", "seeds: [0, 7]"))
     rows = {r["name"]: r for r in json.loads(_arctl(installed, "ls", "experiments", "--json", cwd=project).stdout)}
-    assert rows["ablation-vr"]["seeds"] == [0, 7] and rows["ablation-vr"]["source"] == f"project: {mine}"
-    assert rows["main-grpo"]["source"].startswith("shipped: ")
+    assert rows["ablation-vr"]["seeds"] == [0, 7] and rows["ablation-vr"]["source"] == "project"
+    assert rows["ablation-vr"]["path"] == str(mine) and rows["main-grpo"]["source"] == "shipped"
     dry = _arctl(installed, "run", "ablation-vr", "--dry-run", "--json", cwd=project)
     assert sorted({r["seed"] for r in json.loads(dry.stdout)["runs"]}) == [0, 7]
     forced = _arctl(installed, "cp", "ablation-vr", "--force", cwd=project)

@@ -21,9 +21,8 @@ def _rows(kind: Kind) -> list[dict]:
     from arctl.spec.paths import spec_files
     from arctl.spec.sweep import list_sweeps, load_sweep
 
-    def source(folder: str, name: str) -> str:
-        found = spec_files(folder)[name]
-        return f"{found.origin}: {found.path}"
+    def source(folder: str, name: str) -> dict[str, str]:
+        return spec_files(folder)[name].source()
 
     if kind is Kind.experiments:
         rows = []
@@ -31,7 +30,7 @@ def _rows(kind: Kind) -> list[dict]:
             exp = load_experiment(name)
             rows.append(
                 {"name": name, "arms": list(exp.arms), "seeds": exp.seeds, "paper": exp.paper,
-                 "figure": exp.figure, "description": exp.description, "source": source("experiments", name)}
+                 "figure": exp.figure, "description": exp.description, **source("experiments", name)}
             )
         return rows
     if kind is Kind.sweeps:
@@ -40,7 +39,7 @@ def _rows(kind: Kind) -> list[dict]:
             sweep = load_sweep(name)
             rows.append(
                 {"name": name, "experiments": sweep.experiments, "seeds": sweep.seeds,
-                 "grid": sweep.grid, "description": sweep.description, "source": source("sweeps", name)}
+                 "grid": sweep.grid, "description": sweep.description, **source("sweeps", name)}
             )
         return rows
     from arctl.spec.report_specs import list_report_specs
@@ -55,7 +54,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """List experiments, sweeps, figures or tables, and where each comes from (the spec search
-        path: $ARCTL_SPECS, then the current project's folders, then the specs shipped with arctl)."""
+        path: $ARCTL_SPECS, then the current project's folders, then the specs shipped with arctl; the
+        file's absolute path is in --json)."""
         with user_errors():
             rows = _rows(kind)
         if as_json:
@@ -67,9 +67,10 @@ def register(app: typer.Typer) -> None:
         if not rows:
             console.print(f"no {kind.value} found")
             return
-        columns = [c for c in rows[0] if c != "description"] + ["description"]
-        for column in columns:
-            table.add_column(column, overflow="fold")
+        columns = [c for c in rows[0] if c not in ("description", "path")] + ["description"]
+        for column in columns:  # names and sources whole; the description takes what is left; the rest folds
+            table.add_column(column, overflow="fold", no_wrap=column in ("name", "source"),
+                             ratio=2 if column == "description" else None, min_width=16 if column == "description" else None)
         for row in rows:
             table.add_row(*[esc(_cell(row.get(c))) for c in columns])
         console.print(table)

@@ -15,19 +15,23 @@ def register(app: typer.Typer) -> None:
         scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of {experiment, arm, seed, config}."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of {experiment, arm, seed, source, path, config}."),
     ) -> None:
         """Print the fully resolved config of every arm of EXPERIMENT."""
         with user_errors():
             from arctl.spec import resolve_experiment
+            from arctl.spec.paths import find_spec
 
             runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
+            source = find_spec("experiments", experiment).source()  # resolved, so it exists
         if as_json:
-            print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, "config": r.config} for r in runs])
+            print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}
+                        for r in runs])
             return
         import yaml
         from rich.syntax import Syntax
 
+        console.print(esc(f"{experiment}: {source['path']} ({source['source']})"))
         for run in runs:
             backend = run.config["backend"]
             console.rule(f"[bold]{esc(run.name)}[/]  {esc(f'scale={run.scale}  backend={backend}')}")

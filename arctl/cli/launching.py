@@ -149,6 +149,18 @@ def closing_lines(workspace, records) -> None:
         err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(': ' + r.error if r.error else '')} — `arctl logs {esc(r.run_id)}`")
 
 
+def figure_commands(items, workdir) -> list[str]:
+    """``arctl report --figure F`` for the figure of each launched experiment (its spec's ``figure:``)."""
+    import shlex
+
+    from arctl.spec.experiment import load_experiment
+
+    experiments = dict.fromkeys(i.experiment for i in items)
+    figures = dict.fromkeys(f for f in (load_experiment(e).figure for e in experiments) if f)
+    where = f" --workdir {shlex.quote(str(workdir))}" if workdir is not None else ""
+    return [f"arctl report --figure {f}{where}" for f in figures]
+
+
 def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run):
     """The body of run/sweep/resume once the items are known."""
     from arctl.launch.launcher import launch
@@ -171,6 +183,7 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     should_wait = wait if wait is not None else result.executor == "local"
     if result.executor == "debug" or (should_wait and result.submitted):
         waited = wait_with_progress(workspace, [i.run_id for i in result.submitted], as_json)
+    figures = figure_commands(items, workdir)
     if as_json:
         final = {r.run_id: r for r in waited or []}
         print_json({
@@ -181,8 +194,14 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
                            "state": final[i.run_id].state if i.run_id in final else "PENDING"}
                           for i in result.submitted],
             "skipped": [{"run_id": i.run_id, "reason": why} for i, why in result.skipped],
+            "figures": figures,
         })
-    elif waited is not None or result.skipped:
-        closing_lines(workspace, waited or [])
+    else:
+        if waited is not None or result.skipped:
+            closing_lines(workspace, waited or [])
+        failed = any(r.state != "COMPLETED" for r in waited or [])
+        for command in [] if failed else figures:
+            when = "when the runs are done, draw" if result.submitted and waited is None else "draw"
+            console.print(esc(f"{when} the figure: {command}"))
     if waited and any(r.state == "FAILED" for r in waited):
         raise typer.Exit(1)

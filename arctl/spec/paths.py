@@ -23,12 +23,14 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specs"  # filled by the wheel build (setup.py)
 SPEC_KINDS = ("experiments", "sweeps", "reports")
 SPECS_ENV = "ARCTL_SPECS"
+# where a spec comes from, as `arctl ls` shows it (the file's absolute path is in --json and `arctl show`)
+ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED = f"${SPECS_ENV}", "project", "shipped"
 
 
 @dataclass(frozen=True)
 class SpecRoot:
     path: Path
-    origin: str  # "ARCTL_SPECS" | "project" | "shipped"
+    origin: str  # ORIGIN_ENV | ORIGIN_PROJECT | ORIGIN_SHIPPED
 
 
 def shipped_root() -> Path:
@@ -40,12 +42,12 @@ def shipped_root() -> Path:
 
 def spec_roots() -> list[SpecRoot]:
     """The search path, highest precedence first (a directory appears once)."""
-    roots = [SpecRoot(Path(p).expanduser().resolve(), SPECS_ENV)
+    roots = [SpecRoot(Path(p).expanduser().resolve(), ORIGIN_ENV)
              for p in os.environ.get(SPECS_ENV, "").split(os.pathsep) if p.strip()]
     cwd = Path.cwd().resolve()
     if any((cwd / k).is_dir() for k in SPEC_KINDS):
-        roots.append(SpecRoot(cwd, "project"))
-    roots.append(SpecRoot(shipped_root().resolve(), "shipped"))
+        roots.append(SpecRoot(cwd, ORIGIN_PROJECT))
+    roots.append(SpecRoot(shipped_root().resolve(), ORIGIN_SHIPPED))
     seen, out = set(), []
     for r in roots:
         if r.path not in seen:
@@ -59,6 +61,10 @@ class SpecFile:
     name: str
     path: Path
     origin: str
+
+    def source(self) -> dict[str, str]:
+        """``{"source": origin, "path": absolute path}``: where the spec comes from, for listings."""
+        return {"source": self.origin, "path": str(self.path)}
 
 
 def spec_files(kind: str, suffix: str = ".yaml") -> dict[str, SpecFile]:

@@ -27,9 +27,9 @@ def all_report_specs(kind: str) -> dict[str, dict]:
 
 
 def list_report_specs(kind: str) -> list[dict]:
-    """Rows {name, experiments, sweep, description, source} of every report spec of this kind."""
+    """Rows {name, experiments, sweep, description, source, path} of every report spec of this kind."""
     return [
         {"name": name, "experiments": data.get("experiments", []), "sweep": data.get("sweep"),
-         "description": data.get("description", ""), "source": f"{data['_origin']}: {data['_path']}"}
+         "description": data.get("description", ""), "source": data["_origin"], "path": data["_path"]}
         for name, data in all_report_specs(kind).items()
     ]

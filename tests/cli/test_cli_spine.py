@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -29,6 +30,28 @@ def test_ls_experiments_json_lists_every_spec_with_its_arms():
     assert rows["ablation-vr"]["arms"] == ["grpo", "grpo-vr", "grpo-vr-decouple"]
     assert rows["ablation-vr"]["figure"] == "ablation_vr"
     assert "main-ar-linear" in rows and "ctx-16k" in rows
+
+
+def test_ls_names_where_a_spec_comes_from_and_json_holds_its_path(tmp_path, monkeypatch):
+    from arctl.spec.paths import PROJECT_ROOT
+
+    mine = tmp_path / "mine"
+    (mine / "experiments").mkdir(parents=True)
+    (mine / "experiments" / "ablation-vr.yaml").write_text((PROJECT_ROOT / "experiments" / "ablation-vr.yaml").read_text())
+    monkeypatch.setenv("ARCTL_SPECS", str(mine))
+    monkeypatch.chdir(tmp_path)  # not a project: the rest are the shipped specs
+    rows = {r["name"]: r for r in json.loads(invoke("ls", "--json").stdout)}
+    assert (rows["ablation-vr"]["source"], rows["ablation-vr"]["path"]) == (
+        "$ARCTL_SPECS", str(mine / "experiments" / "ablation-vr.yaml"))
+    assert rows["main-grpo"]["source"] == "shipped" and Path(rows["main-grpo"]["path"]).is_file()
+    table = CliRunner().invoke(app, ["ls"], env={"COLUMNS": "80"}, catch_exceptions=False).stdout
+    assert "$ARCTL_SPECS" in table and "shipped" in table and str(PROJECT_ROOT) not in table  # no paths
+    shown = invoke("show", "ablation-vr", "--arm", "grpo").stdout
+    assert shown.splitlines()[0] == f"ablation-vr: {mine / 'experiments' / 'ablation-vr.yaml'} ($ARCTL_SPECS)"
+    doc = json.loads(invoke("show", "main-grpo", "--json").stdout)
+    assert doc[0]["source"] == "shipped" and doc[0]["path"] == rows["main-grpo"]["path"]
+    monkeypatch.chdir(PROJECT_ROOT)  # the checkout is a project: its specs come from there
+    assert {r["source"] for r in json.loads(invoke("ls", "figures", "--json").stdout)} == {"project"}
 
 
 def test_ls_sweeps_table_and_json():

@@ -37,6 +37,7 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     doc = json.loads(out.stdout)
     assert doc["executor"] == "local" and len(doc["submitted"]) == 3
     assert {r["state"] for r in doc["submitted"]} == {"COMPLETED"}
+    assert doc["figures"] == [f"arctl report --figure ablation_vr --workdir {ws}"]  # the spec's figure:
     for run in doc["submitted"]:
         run_dir = Path(run["run_dir"])
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "state.json").is_file()
@@ -48,6 +49,8 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     assert [(r["arm"], r["state"]) for r in status] == [("a", "COMPLETED"), ("b", "COMPLETED"), ("c", "COMPLETED")]
     table = cli("status", "--workdir", str(ws), check=True).stdout
     assert "3 run(s): 3 completed" in table and doc["submitted"][0]["run_id"] in table
+    done = cli("run", "lt", "--executor", "local", "--workdir", str(ws), check=True).stdout
+    assert done.splitlines()[-1] == f"draw the figure: arctl report --figure ablation_vr --workdir {ws}"
 
 
 def test_dry_run_prints_configs_and_one_sbatch_array_and_writes_nothing(specs, tmp_path, cli):
@@ -134,7 +137,7 @@ def test_logs_surface_the_error_of_a_failed_run(specs, tmp_path, cli, monkeypatc
     monkeypatch.setenv("ARCTL_TEST_BACKEND", "arctl.launch.no_such_backend:train")
     ws = tmp_path / "ws"
     out = cli("run", "lt", "--arm", "b", "--executor", "debug", "--workdir", str(ws))
-    assert out.returncode == 1 and "no_such_backend" in out.stderr
+    assert out.returncode == 1 and "no_such_backend" in out.stderr and "draw the figure" not in out.stdout
     run_id = next(iter(_states(ws)))
     logs = cli("logs", run_id[:12], "--workdir", str(ws), check=True)
     assert "FAILED" in logs.stdout and "no_such_backend" in logs.stderr.splitlines()[0]
