@@ -12,8 +12,8 @@ The command runs in a private mount namespace (``unshare --mount``; nothing outs
   (verl and every requirement only it brings in, with their dist-info) vanish from site-packages, as
   after ``pip install -e '.[test]'``.
 
-A directory is hidden in part by binding it to a second place, building a folder of symlinks to what
-stays, and binding that folder over the original; both live on a tmpfs mounted at ``--scratch``.
+A directory is hidden in part by an overlay mount over it whose upper layer (on a tmpfs mounted at
+``--scratch``) holds a whiteout for each hidden entry: those are absent, everything else keeps its path.
 Needs root or unprivileged user namespaces; :func:`available` says whether this machine has them.
 """
 
@@ -23,6 +23,7 @@ import argparse
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -100,18 +101,20 @@ def site_entries(distributions: set[str]) -> set[str]:
 
 
 def _hide(directory: Path, names: set[str], scratch: Path, tag: str) -> list[str]:
-    """Bind a view of ``directory`` without ``names`` over it; returns what was hidden."""
+    """Mount an overlay over ``directory`` in which ``names`` are whited out (absent, as if never
+    installed); every other entry keeps its real path (gcc finds its cc1plus from its own path, Python
+    its packages from theirs). Writes inside the namespace land on the scratch tmpfs. Returns what was
+    hidden."""
     present = sorted(n for n in os.listdir(directory) if n in names)
     if not present:
         return []
-    real, view = scratch / f"real-{tag}", scratch / f"view-{tag}"
-    real.mkdir()
-    view.mkdir()
-    subprocess.run(["mount", "--bind", str(directory), str(real)], check=True)
-    for entry in os.listdir(real):
-        if entry not in names:
-            os.symlink(real / entry, view / entry)
-    subprocess.run(["mount", "--bind", str(view), str(directory)], check=True)
+    upper, work = scratch / f"upper-{tag}", scratch / f"work-{tag}"
+    upper.mkdir()
+    work.mkdir()
+    for name in present:
+        os.mknod(upper / name, 0o600 | stat.S_IFCHR, os.makedev(0, 0))  # an overlay whiteout
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={directory},upperdir={upper},workdir={work}", str(directory)], check=True)
     return present
 
 
