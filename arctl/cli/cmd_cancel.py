@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from arctl.cli.common import console, esc, print_json
+from arctl.cli.common import console, esc, nonempty_option, print_json
 from arctl.cli.launching import launch_errors
 
 
@@ -14,7 +12,7 @@ def register(app: typer.Typer) -> None:
     @app.command("cancel")
     def cancel(
         targets: list[str] = typer.Argument(..., metavar="TARGET", help="Run ids (or prefixes), sweep or experiment names."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: the cancelled runs."),
     ) -> None:
         """Cancel the pending/running jobs of TARGETS (they show CANCELLED; `arctl sweep` relaunches them)."""

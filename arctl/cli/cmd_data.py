@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, esc, fail, print_json, user_errors
+from arctl.cli.common import console, esc, fail, nonempty_option, print_json, user_errors
 
 DATA_BACKEND = "verl"  # the backend whose datasets `arctl data prepare` writes
 
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
     @data_app.command("prepare")
     def prepare(
-        out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: $ARCTL_DATA_DIR or ~/data/arctl)."),
+        out: str | None = nonempty_option("--out", "-o", help="Output directory (default: $ARCTL_DATA_DIR or ~/data/arctl)."),
         datasets: str = typer.Option(
             "all", "--datasets", "-d", help="Comma-separated datasets to prepare (default: all of them)."
         ),
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
             fail(f"--datasets {datasets!r}: unknown dataset {unknown[0] if unknown else '(none)'!r}; "
                  f"known: {', '.join(known)}")
         sources = _parse_sources(source)
-        target = out.expanduser() if out is not None else _default_out()
+        target = Path(out).expanduser() if out is not None else _default_out()
         with user_errors():
             from arctl.backends.base import BackendUserError, get_backend
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc
+from arctl.cli.common import console, err_console, esc, nonempty_option
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -17,8 +17,8 @@ def register(app: typer.Typer) -> None:
     def logs(
         run: str = typer.Argument(..., metavar="RUN", help="Run id (or a unique prefix)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run stops."),
-        tail: int = typer.Option(200, "--tail", help="Lines of each file to show first (0: all)."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        tail: int = typer.Option(200, "--tail", min=0, help="Lines of each file to show first (0: all)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
     ) -> None:
         """Print the stdout and stderr of RUN's current job; a failed run's error comes first, in red."""
         with launch_errors():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, print_json
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -24,18 +24,16 @@ def register(app: typer.Typer) -> None:
         table: str | None = typer.Option(None, "--table", help="Table to build: final or anytime."),
         claims: bool = typer.Option(False, "--claims", help="Check the paper's claims (reports/claims.yaml): a verdict per claim "
                                     "with 95% intervals over seeds; writes claims.html, claims.md, claims.json."),
-        scale: str | None = typer.Option(None, "--scale", help="With --claims: only runs of this scale (tiny or paper)."),
+        scale: str | None = nonempty_option("--scale", help="With --claims: only runs of this scale (tiny or paper)."),
         experiment: list[str] | None = typer.Option(
             None, "--experiment", help="Use the runs of this experiment instead of the spec's (repeatable)."
         ),
         sweep: str | None = typer.Option(None, "--sweep", help="Use the runs of this sweep's experiments."),
-        workdir: Path | None = typer.Option(
-            None, "--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."
-        ),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
         wandb_project: str | None = typer.Option(
             None, "--wandb-project", help="Read runs from this W&B project (ENTITY/PROJECT) instead."
         ),
-        out: Path | None = typer.Option(None, "--out", help="Output directory (default <workdir>/report)."),
+        out: str | None = nonempty_option("--out", help="Output directory (default <workdir>/report)."),
         compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
         processes: int | None = typer.Option(None, "--processes", help="Parallel readers (default: all cores)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -66,7 +64,7 @@ def register(app: typer.Typer) -> None:
         from arctl.track.runs import RunReadWarning, default_workdir
 
         base = Path(workdir) if workdir is not None else default_workdir()
-        out_dir = out if out is not None else base / "report"
+        out_dir = Path(out) if out is not None else base / "report"
         common = dict(
             out_dir=out_dir, experiments=experiment or None, sweep=sweep,
             workdir=None if wandb_project else base, wandb_project=wandb_project,
@@ -101,7 +99,7 @@ def register(app: typer.Typer) -> None:
                 console.print(md.read_text(), markup=False, highlight=False)
 
 
-def _claims(sweeps: list[str], scale: str | None, workdir: Path | None, out: Path | None, processes: int | None,
+def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str | None, processes: int | None,
             as_json: bool) -> None:
     """``arctl report --claims``: the verdict table (rich), and the files."""
     import warnings
@@ -120,7 +118,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: Path | None, out: Pat
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)
-            report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=out or base / "report",
+            report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=Path(out) if out else base / "report",
                                          progress=not as_json, processes=processes)
     except (ReportError, SpecError) as err:
         fail(str(err))

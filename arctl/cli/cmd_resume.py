@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
+from arctl.cli.common import nonempty_option
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -13,8 +12,8 @@ def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
         runs: list[str] = typer.Argument(..., metavar="RUN", help="Run ids (or prefixes), sweep or experiment names."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: the executor the runs used before)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: the executor the runs used before)."),
         force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),

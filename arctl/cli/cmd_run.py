@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
-from arctl.cli.common import parse_seeds
+from arctl.cli.common import nonempty_option, parse_seeds
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -15,12 +13,12 @@ def register(app: typer.Typer) -> None:
     def run(
         experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="Experiment name (`arctl ls experiments`)."),
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides, e.g. thinking.lam=0.7 cluster=slurm-a100"),
-        scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        scale: str | None = nonempty_option("--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print runs, configs and the sbatch script; submit nothing."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: cluster.executor; auto = slurm if sbatch exists)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: cluster.executor; auto = slurm if sbatch exists)."),
         force: bool = typer.Option(False, "--force", help="Rerun completed runs from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Runs at a time (default: cluster.array_parallelism; local: what the cores allow)."),

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, esc, print_json
+from arctl.cli.common import console, esc, nonempty_option, print_json
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -24,7 +23,7 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
         target: str = typer.Argument(None, metavar="SWEEP|EXPERIMENT|RUN", help="A sweep, an experiment or a run id (prefix); default: every run."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),
     ) -> None:

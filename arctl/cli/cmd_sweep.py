@@ -12,11 +12,10 @@ import contextlib
 import io
 import json
 import sys
-from pathlib import Path
 
 import typer
 
-from arctl.cli.common import parse_seeds, print_json
+from arctl.cli.common import nonempty_option, parse_seeds, print_json
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -55,11 +54,11 @@ def register(app: typer.Typer) -> None:
     def sweep(
         name: str = typer.Argument(..., metavar="SWEEP", help="Sweep name (`arctl ls sweeps`)."),
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides applied to every cell."),
-        scale: str = typer.Option(None, "--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        scale: str | None = nonempty_option("--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print cells, configs and the sbatch script; submit nothing."),
-        workdir: Path = typer.Option(None, "--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str = typer.Option(None, "--executor", help="slurm | local | debug (default: cluster.executor)."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: cluster.executor)."),
         force: bool = typer.Option(False, "--force", help="Rerun completed cells from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Cells running at a time."),

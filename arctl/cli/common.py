@@ -7,7 +7,9 @@ ValueError raised for bad input, a missing file) prints ONE red line on stderr a
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,19 +35,44 @@ def esc(value: Any) -> str:
     return escape(str(value))
 
 
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``): user text that reaches the
+    terminal (an override Hydra could not parse, a name read from disk) cannot move the cursor,
+    recolour, retitle or clear it."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def fail(message: str) -> NoReturn:
     """Print one clear error line on stderr and exit with code 2."""
-    line = " ".join(str(message).split())
+    line = printable(" ".join(str(message).split()))
     err_console.print(f"[bold red]error:[/] {esc(line)}", markup=True, highlight=False)
     raise typer.Exit(EXIT_USER_ERROR)
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = [UserError]
-    spec = sys.modules.get("arctl.spec.errors")
-    if spec is not None:
-        types.append(spec.SpecError)
+    for module, name in (("arctl.spec.errors", "SpecError"), ("arctl.launch.registry", "RegistryError")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            types.append(getattr(loaded, name))
     return tuple(types)
+
+
+# what the machine says when a path cannot be used: a full disk, a read-only or foreign folder, a file
+# where a folder should be, a name too long. The user can act on each; none is a bug of arctl's
+PLACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                          errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EEXIST, errno.EIO})
+
+
+def place_problem(err: BaseException) -> str | None:
+    """One line for an OSError about a path the user can act on, else None."""
+    if not isinstance(err, OSError) or err.errno not in PLACE_ERRNOS or not err.filename:
+        return None
+    where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 else "")
+    hint = {errno.ENOSPC: "free some space and run the command again",
+            errno.EDQUOT: "free some space and run the command again",
+            errno.EROFS: "the folder is read-only: choose another with --workdir/--out"}.get(err.errno, "")
+    return f"{where}: {err.strerror or os.strerror(err.errno)}" + (f" ({hint})" if hint else "")
 
 
 @contextmanager
@@ -58,7 +85,23 @@ def user_errors() -> Iterator[None]:
     except BaseException as err:  # noqa: BLE001 - re-raised unless it is a user mistake
         if isinstance(err, _user_error_types()):
             fail(str(err))
+        place = place_problem(err)
+        if place:
+            fail(place)
         raise
+
+
+def _given(value):
+    """An option given as ``""`` is a mistake (``--workdir "$DIR"`` with DIR unset), never the default."""
+    if value is not None and not str(value).strip():
+        raise typer.BadParameter("is empty: leave the option out for its default")
+    return value
+
+
+def nonempty_option(*names: str, help: str, default: Any = None):  # noqa: A002 - typer's own name
+    """``typer.Option(default, *names, help=help)`` that refuses an empty value (one error line, exit 2).
+    Declare the parameter ``str``: typer turns ``""`` into ``Path(".")`` before any check could see it."""
+    return typer.Option(default, *names, help=help, callback=_given)
 
 
 def print_json(data: Any) -> None:

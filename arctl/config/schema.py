@@ -58,7 +58,7 @@ class ThinkingConfig:
     """``thinking``: the budget support, the prior p_B and the BRPO baseline (arctl.algo.settings.Thinking)."""
 
     prior: str = algo_setting("thinking.prior", choices=algo.PRIORS)  # p_B (set by the `prior` group)
-    probs: list[float] | None = algo_setting("thinking.probs")  # explicit P_j for prior=custom
+    probs: list[float] | None = algo_setting("thinking.probs", items=PROB)  # explicit P_j for prior=custom
     budgets: list[int] = setting("${scale.budgets}", items=TOKENS)  # the support {b_1 < ... < b_m}
     baseline: str = algo_setting("thinking.baseline", choices=algo.BASELINES)  # brpo (V1 and V2) | v1 | v2 | none
     lam: float = algo_setting("thinking.lam", range=F(0, 1, lo_open=True))  # BRPO's lambda (V1's weights lam^(k-j))
@@ -71,7 +71,7 @@ class SummaryConfig:
 
     decoupled: bool = algo_setting("summary.decoupled")  # every budget's summaries (GRPO per prefix) vs the final one only
     prior: str = algo_setting("summary.prior", choices=algo.PRIORS)  # p'_B (weighs summaries under weighting=paper)
-    probs: list[float] | None = algo_setting("summary.probs")
+    probs: list[float] | None = algo_setting("summary.probs", items=PROB)
     weighting: str = algo_setting("summary.weighting", choices=algo.SUMMARY_WEIGHTINGS)  # authors (1) | paper (P'_j, Eq. 10)
     group_size: int = algo_setting("summary.group_size", range=I(1, 1024))  # A: summaries sampled per budget
     max_tokens: int = setting("${scale.summary_max_tokens}", range=I(1, 10**5))
@@ -193,7 +193,7 @@ class ClusterConfig:
     nodes: int = setting(1, range=I(1, 10**4))
     gpus_per_node: int = setting(0, range=I(0, 64))
     cpus_per_task: int = setting("${oc.select:scale.cpus_per_task,2}", range=CORES)  # the scale's need (tiny: 1 core per run)
-    mem_gb: float = setting(8, range=F(0, 10**5, lo_open=True))
+    mem_gb: float = setting(8, range=F(0.125, 10**5))  # at least 128 MB: SLURM reads --mem=0 as the whole node
     time_min: int = setting(60, range=I(1, 366 * 24 * 60))
     constraint: str | None = None
     array_parallelism: int = setting(64, range=I(1, 10**5))

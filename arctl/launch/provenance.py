@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import arctl
-from arctl.launch.rundir import _atomic_write
+from arctl.config.files import atomic_write
 
 PROVENANCE_FILE = "provenance.json"
 GIT_TIMEOUT_S = 3.0  # the whole git conversation, not each call
@@ -75,7 +75,7 @@ def provenance(version: dict | None = None) -> dict:
 def write_provenance(run_dir: str | Path, version: dict | None = None) -> dict:
     """Write ``run_dir/provenance.json`` (atomically); returns what was written."""
     info = provenance(version)
-    _atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
+    atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 
 

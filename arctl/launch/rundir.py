@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
+from arctl.config import safe_yaml
+from arctl.config.files import atomic_write
 from arctl.launch.workspace import run_paths
 
 
@@ -23,14 +23,6 @@ def frozen_config(config: dict, run_id: str, wandb_id: str) -> dict:
     frozen["run_id"] = run_id
     frozen["wandb"] = {**frozen.get("wandb", {}), "id": wandb_id}
     return frozen
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o644)  # readable by the team, like any file the job writes
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def dump_config(config: dict) -> str:
@@ -54,7 +46,7 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
                 shutil.move(str(paths[key]), str(archive / paths[key].name))
     for key in ("job", "checkpoints", "wandb"):
         paths[key].mkdir(exist_ok=True)
-    _atomic_write(paths["config"], dump_config(config))
+    atomic_write(paths["config"], dump_config(config))
     return run_dir
 
 
@@ -62,11 +54,11 @@ def read_run_config(run_dir: Path) -> dict:
     """The frozen config of ``run_dir`` with ``run_dir`` (absolute) added."""
     path = run_paths(Path(run_dir))["config"]
     try:
-        config = yaml.safe_load(path.read_text())
+        config = safe_yaml.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist: not an arctl run directory") from None
-    except yaml.YAMLError as err:
-        raise RunDirError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
+        raise RunDirError(f"{path} cannot be read: {err}") from None
     if not isinstance(config, dict):
         raise RunDirError(f"{path} does not hold a config mapping")
     config["run_dir"] = str(Path(run_dir).resolve())

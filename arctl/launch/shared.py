@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from arctl.launch.rundir import _atomic_write
+from arctl.config.files import atomic_write
 
 IDENTITY_KEYS = ("experiment", "run_id", "run_dir")
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
@@ -65,7 +65,7 @@ def read_shared(run_dir: str | Path) -> list[str]:
     """The experiments ``run_dir/shared.json`` says the run serves besides its own ([] if none)."""
     try:
         data = json.loads((Path(run_dir) / SHARED_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return []
     names = data.get("experiments") if isinstance(data, dict) else None
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
@@ -81,5 +81,5 @@ def write_shared(run_dir: str | Path, experiments: Iterable[str], own: str | Non
     if merged != before or not path.is_file():
         if not merged:
             return merged
-        _atomic_write(path, json.dumps({"experiments": merged}, indent=2) + "\n")
+        atomic_write(path, json.dumps({"experiments": merged}, indent=2) + "\n")
     return merged

@@ -1,25 +1,52 @@
 """``run_dir/status.json``: what the job itself reports (written atomically by the job entry).
 
-Fields: state (running | completed | preempted | requeued | failed), job_id, host, pid,
-started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt.
+Fields: state (submitted | running | stopping | completed | preempted | requeued | failed), job_id, host, pid,
+executor, started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt,
+signal, warning (e.g. a checkpoint that failed its checksum and was skipped).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import math
 import time
 from pathlib import Path
+
+from arctl.config.files import atomic_write
 
 STATUS_FILE = "status.json"
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and len(v) <= 10_000
+
+
+STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeued", "failed")
+_FIELDS = {  # field -> what its value must be (a status file is written by a job, but read as input)
+    "state": lambda v: v in STATES,
+    "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
+    "signal": _text, "warning": _text,
+    "pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "step": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "attempt": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "metric_value": _number, "started_at": _number, "updated_at": _number, "ended_at": _number,
+}
+
+
 def read_status(run_dir: Path) -> dict:
+    """What the job reported: the fields of status.json that hold a value of their kind (a damaged,
+    truncated or hand-edited file yields the fields that are right, or {})."""
     try:
-        return json.loads((Path(run_dir) / STATUS_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError, OSError):
+        data = json.loads((Path(run_dir) / STATUS_FILE).read_text())
+    except (ValueError, OSError, RecursionError):
         return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if k in _FIELDS and (v is None or _FIELDS[k](v))}
 
 
 def write_status(run_dir: Path, **fields) -> dict:
@@ -28,9 +55,5 @@ def write_status(run_dir: Path, **fields) -> dict:
     data = read_status(run_dir)
     data.update(fields)
     data["updated_at"] = time.time()
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".status.", suffix=".tmp")
-    os.fchmod(fd, 0o644)  # readable by the team, like any file the job writes
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, run_dir / STATUS_FILE)
+    atomic_write(run_dir / STATUS_FILE, json.dumps(data))
     return data

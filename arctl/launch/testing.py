@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from arctl.config.files import atomic_write
 from arctl.launch.status_file import read_status
 from arctl.track.identity import WandbIdentity
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
@@ -24,9 +25,7 @@ ENV_STEP_S = "ARCTL_TEST_STEP_S"
 
 
 def _save(path: Path, state: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(state))
 
 
 def train(config: dict, run_dir: Path, stop_event=None) -> str:

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
 from arctl.report.stats import mean_ci95, t975
 from arctl.track.metrics_schema import (
@@ -114,8 +114,8 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
     if not path.is_file():
         raise ReportError(f"no claims file {path}; set ARCTL_SPECS to the directory holding reports/claims.yaml")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        data = safe_yaml.load(path.read_text(encoding="utf-8"))
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
         raise ReportError(f"{path}: not a readable YAML file ({' '.join(str(err).split())[:200]})") from None
     _need(isinstance(data, dict) and data.get("kind") == "claims", path, "top level", "expected a mapping with kind: claims")
     stats = {}
@@ -449,8 +449,8 @@ def _count(value) -> int | None:
         return len(value)
     if isinstance(value, str) and value.startswith("["):
         try:
-            return len(yaml.safe_load(value))
-        except (yaml.YAMLError, TypeError):
+            return len(safe_yaml.load(value))
+        except (safe_yaml.YamlError, TypeError):
             return None
     return None
 

@@ -7,8 +7,7 @@ import difflib
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
 from arctl.spec.paths import report_file, reports_dir
 from arctl.spec.report_specs import all_report_specs
@@ -39,8 +38,10 @@ def load_spec(kind: str, name: str) -> dict:
 def _labels(path: str) -> dict:
     if not path or not Path(path).is_file():
         return {}
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    try:
+        data = safe_yaml.load(Path(path).read_text(encoding="utf-8"))
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
+        raise ReportError(f"{path}: not a readable YAML file ({err})") from None
     return data if isinstance(data, dict) else {}
 
 

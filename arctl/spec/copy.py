@@ -4,10 +4,10 @@ overlays the shipped one of the same name (:mod:`arctl.spec.paths`)."""
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from arctl.config.files import atomic_write
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.experiment import NAME_RE
 from arctl.spec.paths import SpecFile, shipped_root, spec_files, spec_roots, user_spec_dir
@@ -74,8 +74,5 @@ def copy_spec(name: str, dest: str | Path | None = None, kind: str | None = None
     if target.exists() and not force:
         raise SpecError(f"{target} exists", "DEST", "pass --force to overwrite it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(source.path.read_bytes())
-    os.replace(tmp, target)
+    atomic_write(target, source.path.read_bytes())
     return Copied(kind, name, source, target)

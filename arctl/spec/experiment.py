@@ -20,13 +20,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from arctl.config import safe_yaml
 from arctl.config.ranges import MAX_SEEDS, SEED_MAX
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.paths import find_spec, spec_files
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # a file name on every filesystem, with room
 EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}
 
 
@@ -44,36 +43,24 @@ class Experiment:
     seeds: list[int] = field(default_factory=lambda: [0])
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key twice in one mapping (PyYAML keeps the last silently: a
-    second ``arms:`` would drop the first without a word)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-            except TypeError:  # an unhashable key: the base class reports it
-                break
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml_mapping(path: Path) -> dict:
+def read_yaml_mapping(path: Path, confined: bool = False) -> dict:
+    """The mapping in a spec file, read by the one bounded YAML reader (:mod:`arctl.config.safe_yaml`).
+    ``confined``: a spec file that is a link to a file outside its folder is refused (an error line
+    would show part of a file that was never a spec; a linked folder is fine)."""
+    path = Path(path)
+    if confined and not path.resolve().is_relative_to(path.parent.resolve()):
+        raise SpecError(f"links to {path.resolve()}, outside its folder {path.parent}", str(path),
+                        "copy the file into the folder instead of linking it")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
+    except OSError as err:
+        raise SpecError(f"cannot read it ({err.strerror or type(err).__name__})", str(path)) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SpecError(f"invalid YAML ({getattr(err, 'problem', err)})", where, "fix the syntax") from None
+        data = safe_yaml.load(text)
+    except safe_yaml.YamlError as err:
+        raise SpecError(str(err), str(path), "fix the file") from None
     if not isinstance(data, dict):
         raise SpecError("expected a mapping at the top level", str(path))
     return data
@@ -122,7 +109,7 @@ def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) ->
             did_you_mean(name, list(spec_files(folder))) + f" (`arctl ls {kind}s` lists them)",
         )
     path = found.path
-    data = read_yaml_mapping(path)
+    data = read_yaml_mapping(path, confined=True)
     unknown = set(data) - allowed_keys
     if unknown:
         key = sorted(unknown)[0]

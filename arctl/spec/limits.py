@@ -54,11 +54,21 @@ OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite 
 
 
 def _leaves(node: Any, prefix: str = ""):
+    """(dotted key, value) of every leaf; list items too, as ``key[i]`` (a list of numbers under an
+    open section is checked number by number)."""
     if isinstance(node, dict):
         for k, v in node.items():
             yield from _leaves(v, f"{prefix}{k}.")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{prefix[:-1]}[{i}].")
     else:
         yield prefix[:-1], node
+
+
+def _list_key(key: str) -> str:
+    """``a.b[2]`` -> ``a.b`` (the key a list item belongs to)."""
+    return key.split("[", 1)[0]
 
 
 def _numeric(v: Any) -> bool:
@@ -95,7 +105,7 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
         if bad:
             return key, f"{key} holds {bad[0]!r}: each entry must be {r.describe()}"
     for key, value in _leaves(cfg):
-        if key in RANGES or key in LIST_RANGES:
+        if key in RANGES or _list_key(key) in LIST_RANGES:
             continue
         if _numeric(value):
             if not key.startswith(OPEN_SECTIONS):

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.paths import CONF_DIR, group_options
+from arctl.spec.resolvers import value_problem
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 # Free-form sections where `+key=value` may add new keys (backend pass-through knobs).
 OPEN_SECTIONS = ("tiny.", "verl.")
-# resolvers that read the process environment: a user value such as wandb.name=${oc.env:WANDB_API_KEY}
-# would copy a secret into the frozen config, the W&B config and `arctl show`
-ENV_READING = re.compile(r"\$\{\s*oc\s*\.\s*env\s*:", re.IGNORECASE)
+# a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
+# id and W&B would name one run while another trains)
+IDENTITY_KEYS = ("experiment", "arm", "seed")
+MAX_OVERRIDE_CHARS = 4096  # an override is a line a person writes
+MAX_NESTING = 32  # brackets: Hydra's parser recurses per level
+
+
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]})":
+            depth -= 1
+    return deepest
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 80 else text[:60] + "...")
 
 
 @dataclass(frozen=True)
@@ -37,17 +54,23 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
         if not isinstance(text, str) or "=" not in text:
             raise SpecError(f"override {text!r} is not KEY=VALUE", where, "e.g. thinking.lam=0.7 or prior=linear")
-        if ENV_READING.search(text):
-            raise SpecError(
-                f"override {text!r} reads the environment (${{oc.env:...}})",
-                where,
-                "specs may not: it would copy secrets such as WANDB_API_KEY into the run's config and W&B; write the value",
-            )
+        if len(text) > MAX_OVERRIDE_CHARS:
+            raise SpecError(f"override {_shown(text)} is {len(text)} characters long", where,
+                            f"an override is at most {MAX_OVERRIDE_CHARS} characters")
+        if _nesting(text) > MAX_NESTING:
+            raise SpecError(f"override {_shown(text)} nests brackets {_nesting(text)} deep", where,
+                            f"at most {MAX_NESTING} levels")
         try:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as err:
             msg = str(err).strip().splitlines()[0]
             raise SpecError(f"cannot parse override {text!r} ({msg})", where, "see Hydra's override grammar") from None
+        if parsed.key_or_group.lstrip("+") in IDENTITY_KEYS:
+            raise SpecError(f"override {text!r} sets the run's identity", where,
+                            "the experiment, arm and seed come from the spec, --arm and --seeds")
+        found = value_problem(parsed.value())  # what a value may interpolate: arctl.spec.resolvers
+        if found:
+            raise SpecError(f"override {found}", where, "write the value itself")
         key = parsed.key_or_group
         if parsed.is_delete():
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")

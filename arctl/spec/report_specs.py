@@ -17,7 +17,7 @@ def all_report_specs(kind: str) -> dict[str, dict]:
     for stem, found in spec_files("reports").items():
         if stem in NOT_SPECS:
             continue
-        data = read_yaml_mapping(found.path)
+        data = read_yaml_mapping(found.path, confined=True)
         if data.get("kind") != kind:
             continue
         data.setdefault("name", stem)

@@ -18,30 +18,13 @@ from arctl.spec.experiment import Experiment, load_experiment
 from arctl.spec.limits import range_problem
 from arctl.spec.overrides import GROUPS, split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
+from arctl.spec.resolvers import budget_grid, composed_problem, leftover_problem
+from arctl.spec.resolvers import register as register_resolvers
 from arctl.spec.run import ResolvedRun  # noqa: F401 - re-exported (arctl.spec.ResolvedRun)
 from arctl.spec.sweep import load_sweep
 from arctl.spec.validate import validate_config
 
 DEFAULT_SCALE = "tiny"
-
-
-def _register_resolvers() -> None:
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver("arctl.last"):
-        # the largest budget of a support, as a one-budget support (GRPO's single final budget)
-        OmegaConf.register_new_resolver("arctl.last", lambda budgets: [list(budgets)[-1]])
-    if not OmegaConf.has_resolver("arctl.grid"):
-        # the evaluation grid up to a support's largest budget (an arm evaluated past its training budget)
-        OmegaConf.register_new_resolver("arctl.grid", lambda budgets, size: budget_grid(int(list(budgets)[-1]), int(size)))
-
-
-def budget_grid(max_budget: int, size: int) -> list[int]:
-    """``size`` budgets evenly spaced up to ``max_budget`` (paper: 32 budgets every 250 to 8000)."""
-    if size < 1:
-        raise SpecError(f"eval.grid_size={size} must be >= 1", "eval.grid_size")
-    grid = sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
-    return grid
 
 
 _BASE_CONFIGS: dict[tuple[str, ...], object] = {}
@@ -74,16 +57,22 @@ def compose_config(overrides: list[str]) -> dict:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    _register_resolvers()
+    register_resolvers()
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
         groups = tuple(o.input_line for o in parsed if o.key_or_group in GROUPS and not o.is_add())
         keys = [o for o in parsed if not (o.key_or_group in GROUPS and not o.is_add())]
         cfg = copy.deepcopy(_compose_groups(groups))
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
+        found = composed_problem(cfg)  # before anything is resolved (arctl.spec.resolvers)
+        if found:
+            raise SpecError(found[1], found[0], "write the value itself")
         data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise _translate(err) from None
+    found = leftover_problem(data)
+    if found:
+        raise SpecError(found[1], found[0], "write the value itself")
     return data
 
 
@@ -227,6 +216,10 @@ def resolve_arm(
 ) -> ResolvedRun:
     user = split_overrides(list(user_overrides or []), "command line")
     swept = split_overrides(list(sweep_overrides or []), f"sweep {sweep}" if sweep else "sweep")
+    if scale is not None and not str(scale).strip():
+        raise SpecError("--scale is empty", "--scale", f"give one of {', '.join(group_options('scale'))}, or leave it out")
+    if scale and user.groups.get("scale", scale) != scale:
+        raise SpecError(f"--scale {scale} and scale={user.groups['scale']} disagree", "command line", "give the scale once")
     scale = user.groups.get("scale") or scale or DEFAULT_SCALE
     if scale not in group_options("scale"):
         raise SpecError(f"unknown scale {scale!r}", "--scale", did_you_mean(scale, group_options("scale")))
@@ -234,6 +227,10 @@ def resolve_arm(
     exp_all = split_overrides(experiment.overrides, f"{where}: overrides")
     exp_scale = split_overrides(experiment.scales.get(scale, []), f"{where}: scales.{scale}")
     arm_ov = split_overrides(experiment.arms[arm], f"{where}: arms.{arm}")
+    for part, place in ((exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"),
+                        (arm_ov, f"{where}: arms.{arm}"), (swept, f"sweep {sweep}")):
+        if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
+            raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
 
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):

@@ -7,9 +7,10 @@ refresh reads it (:func:`read_phase`) into the registry, next to the step and th
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
+
+from arctl.config.files import atomic_write
 
 PHASE_FILE = "phase.json"
 
@@ -17,10 +18,7 @@ PHASE_FILE = "phase.json"
 def write_phase(run_dir: str | Path, phase: str | None) -> None:
     """Record ``phase`` (atomically; never raises: progress reporting must not break a run)."""
     try:
-        path = Path(run_dir) / PHASE_FILE
-        tmp = path.with_name(PHASE_FILE + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"phase": phase, "time": time.time()}))
-        tmp.replace(path)
+        atomic_write(Path(run_dir) / PHASE_FILE, json.dumps({"phase": phase, "time": time.time()}))
     except OSError:
         pass
 

@@ -4,7 +4,7 @@ import pytest
 
 from arctl.spec import SpecError, resolve_experiment, resolve_sweep
 from arctl.spec.experiment import list_experiments, load_experiment
-from arctl.spec.resolve import budget_grid
+from arctl.spec.resolvers import budget_grid
 from arctl.spec.sweep import list_sweeps, load_sweep
 
 PAPER_EXPERIMENTS = {
@@ -107,7 +107,9 @@ def test_tiny_scale_uses_the_tiny_model_unless_the_user_picks_one():
     assert _arm("main-grpo", "grpo", scale="tiny", overrides=["model=r1-distill-qwen-1.5b"])["model"]["name"] == (
         "r1-distill-qwen-1.5b"
     )
-    assert _arm("main-grpo", "grpo", scale="tiny", overrides=["scale=paper"])["backend"] == "verl"
+    assert _arm("main-grpo", "grpo", overrides=["scale=paper"])["backend"] == "verl"
+    with pytest.raises(SpecError, match="--scale tiny and scale=paper disagree"):  # never silently paper
+        _arm("main-grpo", "grpo", scale="tiny", overrides=["scale=paper"])
 
 
 def test_sweeps_expand_experiments_arms_seeds_and_grid():

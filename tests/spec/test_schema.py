@@ -92,7 +92,7 @@ def test_every_choice_list_is_enforced(key):
 
 @pytest.mark.parametrize("override, key, expected", [
     ("cluster.mem_gb=abc", "cluster.mem_gb", "a number"),
-    ("seed=1.5", "seed", "an integer"),
+    ("trainer.total_steps=1.5", "trainer.total_steps", "an integer"),
     ("thinking.budgets=[16,32.5]", "thinking.budgets[1]", "an integer"),
     ("summary.decoupled=maybe", "summary.decoupled", "true or false"),
     ("cluster.setup=abc", "cluster.setup", "a list"),

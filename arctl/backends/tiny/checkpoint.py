@@ -7,13 +7,14 @@ same sampling generator and the same python / numpy / torch global RNG states.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from arctl.config.files import replacing
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 
@@ -47,9 +48,8 @@ def save_checkpoint(
         "wandb_id": wandb_id,
     }
     path = d / f"step_{step:06d}.pt"
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        torch.save(state, tmp)
     old = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
     for _, p in old[: max(0, len(old) - max(1, keep))]:
         p.unlink(missing_ok=True)

@@ -34,6 +34,7 @@ from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
+from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
 from arctl.track.phase import write_phase
@@ -306,9 +307,7 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
             rows.append(row)
     limit = 0 if resume_at is None else resume_at
     kept = [r for r in rows if r[ms.STEP_KEY] <= limit]
-    tmp = path.with_name("metrics.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    tmp.replace(path)
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in kept))
     return kept
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.base import BackendUserError
+from arctl.config.files import replacing
 
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 
@@ -153,9 +154,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     import pandas as pd
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".parquet.tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
 
 
 def prepare(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from arctl.config.files import atomic_write
 from arctl.track.metrics_schema import STEP_KEY
 
 VERL_LOG = "verl_metrics.jsonl"  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
@@ -48,9 +49,7 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
             rows[line["step"]] = {**line["data"], STEP_KEY: line["step"]}
     limit = -1 if resume_at is None else int(resume_at)
     kept = [rows[s] for s in sorted(rows) if s <= limit]
-    tmp = run_dir / (KEPT_LOG + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    tmp.replace(run_dir / KEPT_LOG)
+    atomic_write(run_dir / KEPT_LOG, "".join(json.dumps(r) + "\n" for r in kept))
     return kept
 
 

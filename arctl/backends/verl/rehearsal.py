@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.verl.history import VERL_LOG
+from arctl.config.files import atomic_write
 
 PROGRESS_FILE = "rehearsal.json"
 LATEST = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
@@ -47,9 +48,7 @@ def save_checkpoint(checkpoint_dir: Path, step: int) -> None:
 
 
 def _progress(run_dir: Path, **fields: Any) -> None:
-    tmp = run_dir / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps({**fields, "time": time.time(), "pid": os.getpid()}))
-    tmp.replace(run_dir / PROGRESS_FILE)
+    atomic_write(run_dir / PROGRESS_FILE, json.dumps({**fields, "time": time.time(), "pid": os.getpid()}))
 
 
 def _sleep_task(seconds: float) -> float:

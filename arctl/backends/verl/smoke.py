@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arctl.config.files import atomic_write
+
 SMOKE_FILE = "smoke.json"
 NODES_TIMEOUT_ENV = "ARCTL_SMOKE_NODES_TIMEOUT_S"  # wait for all nodes to join (default 300 s)
 TASK_TIMEOUT_ENV = "ARCTL_SMOKE_TASK_TIMEOUT_S"  # per-node task, verl import included (default 600 s)
@@ -334,9 +336,7 @@ def check_gpus(config_facts: dict, ray_facts: dict) -> tuple[dict, list[str]]:
 
 def _write(run_dir: Path, summary: dict) -> Path:
     path = run_dir / SMOKE_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
 

@@ -170,7 +170,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
+    from arctl.config import safe_yaml
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -184,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     if not config_path.exists():
         print(f"error: {config_path} does not exist — is {run_dir} an arctl run directory?", file=sys.stderr)
         return 2
-    config = yaml.safe_load(config_path.read_text())
+    try:
+        config = safe_yaml.load(config_path.read_text(encoding="utf-8"))
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
+        print(f"error: {config_path} cannot be read: {err}", file=sys.stderr)
+        return 2
     try:
         result = train(config, run_dir)
     except (VerlConfigError, RayConnectError, SmokeError) as err:

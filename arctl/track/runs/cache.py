@@ -9,11 +9,11 @@ rows where they were logged) and ``<run>.json`` (the sidecar).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
 CACHE_VERSION = 3
@@ -66,18 +66,14 @@ def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
     meta["groups"] = [[names[j] for j in g] for g in groups]
     meta["metrics"] = [m for g in meta["groups"] for m in g]
     meta["last"] = _last_values(values, logged, steps, names)
-    tag = f".tmp{os.getpid()}"
     for i, cols in enumerate(groups):
         rows = np.flatnonzero(logged[:, cols[0]])
         arrays = [pa.array(steps[rows])] + [pa.array(values[rows, j]) for j in cols]
         table = pa.Table.from_arrays(arrays, names=[STEP_KEY, *meta["groups"][i]])
         target = _group_path(base, i)
-        tmp = target.with_name(target.name + tag)
-        pq.write_table(table, tmp, use_dictionary=False)  # float metrics: dictionaries only cost time
-        os.replace(tmp, target)
-    tmpj = js.with_name(js.name + tag)
-    tmpj.write_text(json.dumps(meta, default=str))
-    os.replace(tmpj, js)
+        with replacing(target) as tmp:
+            pq.write_table(table, tmp, use_dictionary=False)  # float metrics: dictionaries only cost time
+    atomic_write(js, json.dumps(meta, default=str))
     return meta
 
 

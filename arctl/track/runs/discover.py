@@ -70,10 +70,13 @@ def discover_runs(workdir: str | Path) -> list[RunSource]:
 
 
 def _read_yaml(path: Path) -> dict:
-    import yaml
+    """A run's frozen config; {} when it cannot be read (the run is then known by its W&B files)."""
+    from arctl.config import safe_yaml
 
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    try:
+        data = safe_yaml.load(path.read_text(encoding="utf-8"))
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError):
+        return {}
     return data if isinstance(data, dict) else {}
 
 

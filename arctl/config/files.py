@@ -1,0 +1,34 @@
+"""Writing a file so that readers see the old content or the new, never half of it, and a failed write
+(a full disk, a read-only folder, a kill) leaves no temporary file behind: the one way arctl writes
+the files others read (status.json, config.yaml, checkpoints, caches, datasets)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
+    """``with replacing(p) as tmp: write tmp`` — ``tmp`` (a new file beside ``p``) replaces ``p`` when
+    the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, mode)  # readable by the team, like any file a job writes
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` (text is written as UTF-8) in one step (:func:`replacing`)."""
+    with replacing(path, mode) as tmp:
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)

@@ -1,0 +1,116 @@
+"""The one YAML reader of arctl: PyYAML's safe loader with bounds on what a file may make.
+
+Every YAML file arctl reads (specs, frozen run configs, report specs, labels) is input: a user edits
+a spec after ``arctl cp``, a run directory may be damaged or written by someone else. PyYAML's safe
+loader builds aliases as shared objects, so a few lines of nested anchors (``l1: &l1 [*l0, *l0, ...]``
+nine levels deep) load in microseconds and then blow up whatever walks them (OmegaConf, a deep copy,
+a hash): minutes and gigabytes. :func:`load` refuses, with one line and before anything is built:
+
+- a file over :data:`MAX_BYTES`;
+- nesting deeper than :data:`MAX_DEPTH`, as written or once aliases are expanded;
+- more than :data:`MAX_NODES` values once aliases are expanded; a recursive alias;
+- a key twice in one mapping (PyYAML keeps the last silently: a second ``arms:`` would drop the first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_BYTES = 1 << 20  # specs and frozen configs are a few kB
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+
+class YamlError(ValueError):
+    """The text is not YAML arctl reads: one line (what, and where in the text when known)."""
+
+
+class _Loader(yaml.SafeLoader):
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _expanded(root) -> tuple[int, int]:
+    """(values, depth) of the tree ``root`` stands for once every alias is expanded; each shared
+    node is measured once (iteratively: no recursion however the aliases chain)."""
+    size: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            parts = [size[id(c)] for c in _children(node)]
+            size[key] = (1 + sum(p[0] for p in parts), 1 + max((p[1] for p in parts), default=0))
+            if size[key][0] > MAX_NODES or size[key][1] > MAX_DEPTH:
+                return size[key]
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise YamlError("a recursive alias (an anchor used inside itself)")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in size)
+    return size[id(root)]
+
+
+def load(text: str | bytes) -> Any:
+    """The YAML document in ``text`` (None for an empty one), within the bounds above; YamlError
+    otherwise."""
+    if len(text) > MAX_BYTES:
+        raise YamlError(f"{len(text)} bytes: YAML files arctl reads are at most {MAX_BYTES} bytes")
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        values, depth = _expanded(node)
+        if values > MAX_NODES:
+            raise YamlError(f"expands to more than {MAX_NODES} values (anchors and aliases: *name repeats &name)")
+        if depth > MAX_DEPTH:
+            raise YamlError(f"nested more than {MAX_DEPTH} levels deep once aliases are expanded")
+        return loader.construct_document(node)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise YamlError(f"invalid YAML{where}: {problem}") from None
+    finally:
+        loader.dispose()

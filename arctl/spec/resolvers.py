@@ -1,0 +1,150 @@
+"""What a config value may interpolate, and arctl's own resolvers.
+
+A value may refer to another key of the run config (``${scale.budgets}``), call arctl's own
+resolvers (:data:`RESOLVERS`: ``arctl.last``, ``arctl.grid``) and OmegaConf's ``oc.select`` (a key's
+value or a default: the config only). Nothing else: OmegaConf's and Hydra's
+resolvers read the environment (``oc.env``), build new interpolations from text (``oc.decode``,
+``oc.create``: a way to reach ``oc.env`` that no text match sees), read the clock (``now``: every
+launch would be a new run id) or the launching process (``hydra:``). The rule is checked on every
+override a user or a spec writes (:func:`interpolation_problem`, with its place) and on the composed
+config before it is resolved (:func:`composed_problem`: arctl/conf and every option too); a
+resolved config may hold no ``${`` at all (:func:`leftover_problem`: a frozen config is data, and a
+job that read it with OmegaConf would resolve it again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from arctl.config.ranges import BUDGET_MAX
+
+
+def budget_grid(max_budget: int, size: int) -> list[int]:
+    """``size`` budgets evenly spaced up to ``max_budget`` (paper: 32 budgets every 250 to 8000)."""
+    from arctl.config.schema import field_ranges
+    from arctl.spec.errors import SpecError
+
+    sizes = field_ranges()["eval.grid_size"]
+    if not sizes.contains(size):
+        raise SpecError(f"eval.grid_size={size!r} is invalid: expected {sizes.describe()}", "eval.grid_size")
+    if not (isinstance(max_budget, int) and 1 <= max_budget <= BUDGET_MAX):
+        raise SpecError(f"budget {max_budget!r} is invalid: expected an integer >= 1 and <= {BUDGET_MAX}", "thinking.budgets")
+    return sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
+
+
+def _last(budgets) -> list:
+    """The largest budget of a support, as a one-budget support (GRPO's single final budget)."""
+    return [list(budgets)[-1]]
+
+
+def _grid(budgets, size) -> list[int]:
+    """The evaluation grid up to a support's largest budget (an arm evaluated past its training budget)."""
+    return budget_grid(int(list(budgets)[-1]), int(size))
+
+
+RESOLVERS: dict[str, Callable[..., Any]] = {"arctl.last": _last, "arctl.grid": _grid}
+# what a value may call: arctl's resolvers, and OmegaConf's oc.select (another key's value, or a default:
+# it reads the config only)
+ALLOWED = (*RESOLVERS, "oc.select")
+
+
+def register() -> None:
+    from omegaconf import OmegaConf
+
+    for name, fn in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
+
+
+def _resolver_names(text: str) -> list[str]:
+    """Every resolver called in ``text`` (nested calls too); ValueError if it is not OmegaConf text."""
+    from omegaconf import grammar_parser
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser as P
+
+    try:
+        tree = grammar_parser.parse(text, parser_rule="configValue")
+    except (GrammarParseError, RecursionError) as err:
+        raise ValueError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
+    names, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, P.InterpolationResolverContext):
+            names.append(node.resolverName().getText())
+        todo.extend(node.getChild(i) for i in range(node.getChildCount()) if hasattr(node, "getChildCount"))
+    return names
+
+
+def interpolation_problem(text: str) -> str | None:
+    """Why ``text`` may not be a config value (a resolver arctl does not allow), or None."""
+    if "${" not in text:
+        return None
+    try:
+        names = _resolver_names(text)
+    except ValueError as err:
+        return f"{text!r} is not a valid interpolation ({err})"
+    bad = [n for n in names if n not in ALLOWED]
+    if bad:
+        return (f"{text!r} calls the resolver {bad[0]!r}: a value may only refer to other keys (${{key}}) and "
+                f"call {', '.join(ALLOWED)} (others read the environment, the clock or build interpolations)")
+    return None
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def value_problem(value: Any) -> str | None:
+    """:func:`interpolation_problem` of every string inside a parsed override value."""
+    for text in _strings(value):
+        found = interpolation_problem(text)
+        if found:
+            return found
+    return None
+
+
+def composed_problem(cfg) -> tuple[str, str] | None:
+    """(key, problem) of the first value of a composed, unresolved OmegaConf config that calls a
+    resolver arctl does not allow, or None."""
+    from omegaconf import DictConfig, ListConfig
+
+    todo = [("", cfg)]
+    while todo:
+        prefix, node = todo.pop()
+        keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
+        for key in keys:
+            child = node._get_node(key)
+            path = f"{prefix}.{key}".lstrip(".") if isinstance(node, DictConfig) else f"{prefix}[{key}]"
+            raw = child._value()
+            if isinstance(raw, str) and (found := interpolation_problem(raw)):
+                return path, found
+            if isinstance(child, (DictConfig, ListConfig)) and not child._is_interpolation():
+                todo.append((path, child))
+    return None
+
+
+def leftover_problem(data: Any, prefix: str = "") -> tuple[str, str] | None:
+    """(key, problem) of the first string of a resolved config that still holds ``${``, or None."""
+    if isinstance(data, dict):
+        items = ((f"{prefix}{k}", v) for k, v in data.items())
+    elif isinstance(data, list):
+        items = ((f"{prefix[:-1]}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return None
+    for key, value in items:
+        if isinstance(value, str) and "${" in value:
+            return key, (f"{key} resolves to {value!r}, which still holds '${{': a run config is data and may "
+                         "not carry interpolation text (write the value itself)")
+        found = leftover_problem(value, f"{key}.")
+        if found:
+            return found
+    return None
