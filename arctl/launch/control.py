@@ -77,14 +77,18 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
 
 
 def open_existing(workdir) -> tuple[Workspace, Registry]:
-    """The workspace and its registry; LaunchError if there is no workspace there yet."""
+    """The workspace and its registry (opened read-only where the workspace cannot be written: a
+    command that only reads still works); LaunchError if there is no workspace there yet."""
     workspace = Workspace.open(workdir)
+    if workspace.root.exists() and not workspace.root.is_dir():
+        raise LaunchError(f"--workdir {workspace.root} is a file, not an arctl workspace (a folder)")
     if not workspace.exists():
         raise LaunchError(
             f"no arctl workspace at {workspace.root} — launch runs with `arctl run`/`arctl sweep`, "
             "or point --workdir/ARCTL_HOME at an existing workspace"
         )
-    return workspace, Registry(workspace.registry_path)
+    writable = os.access(workspace.root, os.W_OK) and os.access(workspace.registry_path, os.W_OK)
+    return workspace, Registry(workspace.registry_path, readonly=not writable)
 
 
 def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:

@@ -44,14 +44,23 @@ class JobError(RuntimeError):
     """The backend did not return "completed" or "preempted"."""
 
 
+_JOB_ENV = (("SLURM_JOB_ID", "slurm"), ("SUBMITIT_LOCAL_JOB_ID", "local"), ("SUBMITIT_DEBUG_JOB_ID", "debug"))
+
+
 def current_job_id() -> str:
     env = os.environ
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-    for key in ("SLURM_JOB_ID", "SUBMITIT_LOCAL_JOB_ID", "SUBMITIT_DEBUG_JOB_ID"):
+    for key, _ in _JOB_ENV:
         if env.get(key):
             return env[key]
     return f"pid{os.getpid()}"
+
+
+def current_executor() -> str | None:
+    """The executor running this job (recorded in status.json: `arctl repair` rebuilds a registry row
+    from it)."""
+    return next((name for key, name in _JOB_ENV if os.environ.get(key)), None)
 
 
 def _log(message: str) -> None:
@@ -64,7 +73,8 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     config = read_run_config(run_dir)
     attempt = int(read_status(run_dir).get("attempt", 0)) + 1
     write_status(
-        run_dir, state="running", job_id=current_job_id(), host=socket.gethostname(), pid=os.getpid(),
+        run_dir, state="running", job_id=current_job_id(), executor=current_executor(), host=socket.gethostname(),
+        pid=os.getpid(),
         started_at=time.time(), ended_at=None, error=None, attempt=attempt,
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )

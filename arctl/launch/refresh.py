@@ -151,7 +151,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             updates.append((rec.run_id, values))
             for k, v in values.items():
                 setattr(rec, k, v)
-    registry.update_many(updates)
+    if not registry.readonly:  # a read-only workspace: the states are shown, not saved
+        registry.update_many(updates)
     return records
 
 

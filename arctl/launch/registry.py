@@ -4,13 +4,22 @@ Concurrency: every write is a short ``BEGIN IMMEDIATE`` transaction, ``run_id`` 
 key, and a run is only submitted by the process that *claimed* it (moved it to SUBMITTING with
 its own token inside a transaction). So N concurrent ``arctl sweep`` of the same sweep create
 and submit each cell exactly once.
+
+The file is input like any other: a damaged file, another version's schema, a read-only workspace,
+a full disk or a row edited by hand is a :class:`RegistryError` (one line naming the file, what is
+wrong and how to recover: ``arctl repair`` rebuilds the registry from the run folders), never a
+traceback, and no value read back (a job id, a run id) reaches a command line or a path unchecked.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import random
+import re
+import shutil
 import socket
 import sqlite3
 import time
@@ -21,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from arctl.launch import states
+from arctl.launch.run_id import SAFE_ID
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -59,6 +69,73 @@ CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
 STALE_CLAIM_S = 600.0
+# SLURM (123, 123_4), a local submitit controller (its pid), the local queue, the debug executor (in-process)
+JOB_ID = re.compile(r"^(\d+(_\d+)?|queue:\d+|debug)$")
+COLUMN_TYPES = {"INTEGER": ("seed", "attempts", "generation", "step"),
+                "REAL": ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value")}
+
+
+class RegistryError(Exception):
+    """The registry cannot be used as it is: one line naming the file, what is wrong, how to recover."""
+
+
+def repair_hint(path: Path) -> str:
+    return f"`arctl repair --workdir {path.parent}` rebuilds it from the run folders (the old file is kept beside it)"
+
+
+def _sqlite_problem(path: Path, err: sqlite3.Error) -> RegistryError:
+    """A one-line RegistryError for an SQLite error on the registry at ``path``."""
+    msg = " ".join(str(err).split()) or type(err).__name__
+    low = msg.lower()
+    if "full" in low or "disk i/o" in low:
+        try:
+            free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free"
+        except OSError:
+            free = "free space unknown"
+        return RegistryError(f"{path}: {msg} ({free} there): free some space and run the command again")
+    if "readonly" in low or "read-only" in low:
+        return RegistryError(f"{path}: {msg}: the workspace is read-only; commands that only read "
+                             "(arctl status --no-refresh, arctl logs, arctl report) still work")
+    if "locked" in low or "busy" in low:
+        return RegistryError(f"{path}: {msg}: another arctl holds it for longer than a minute; run the command again")
+    return RegistryError(f"{path} is damaged ({msg}): {repair_hint(path)}")
+
+
+def _guarded(method):
+    """SQLite errors of a Registry method become one-line RegistryErrors."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as err:
+            raise _sqlite_problem(self.path, err) from None
+
+    return wrapper
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_text(v) -> bool:
+    return isinstance(v, str) and len(v) <= 100_000
+
+
+_ROW_RULES = {  # column -> (rule, what it must be); None is allowed where the column is optional
+    "run_id": (lambda v: isinstance(v, str) and SAFE_ID.match(v), "a run id"),
+    "experiment": (lambda v: isinstance(v, str) and SAFE_ID.match(v), "a name"),
+    "arm": (lambda v: isinstance(v, str) and SAFE_ID.match(v), "a name"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a seed"),
+    "state": (lambda v: v in states.ALL, f"one of {', '.join(sorted(states.ALL))}"),
+    "job_id": (lambda v: v is None or (isinstance(v, str) and JOB_ID.match(v)), "a job id"),
+    "attempts": (lambda v: isinstance(v, int) and v >= 0, "a count"),
+    "generation": (lambda v: isinstance(v, int) and v >= 0, "a count"),
+    "step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "a step"),
+    **{c: (lambda v: v is None or _is_number(v), "a number")
+       for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value")},
+}
+_TEXT_RULE = (lambda v: v is None or _is_text(v), "text")
 
 
 @dataclass
@@ -133,26 +210,63 @@ def _claim_is_stale(record: RunRecord, now: float) -> bool:
 
 
 class Registry:
-    """The run registry of a workspace (``registry.sqlite``)."""
+    """The run registry of a workspace (``registry.sqlite``). ``readonly``: open it without writing
+    anything (a read-only workspace); every write then raises RegistryError."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
+        self._conn = None
+        try:
+            self._open()
+        except sqlite3.Error as err:
+            self.close()
+            raise _sqlite_problem(self.path, err) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        if self.readonly:  # immutable: no lock, no -wal/-shm files (the folder cannot take them)
+            self._conn = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("SELECT count(*) FROM runs").fetchone()  # a damaged file fails here
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=60000")
+        self._check_schema()  # before anything is written: a damaged or foreign file stays as it was
         mode = self._journal_mode_wal()
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a filesystem without shared memory
-            raise RuntimeError(f"{self.path}: SQLite could not switch to WAL mode (got {mode})")
+            raise RegistryError(f"{self.path}: SQLite could not switch to WAL mode (got {mode}); "
+                                "put the workspace on a local filesystem")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         with self.transaction() as conn:
             for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-            for column in ("phase",):  # columns added after the first release: older registries get them
-                if column not in have:
-                    conn.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            self._add_missing_columns(conn)
+
+    def _check_schema(self) -> None:
+        """A file with a ``runs`` table lacking a column every arctl version had is damaged or foreign
+        (reading the schema also fails on a file that is not SQLite at all)."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+        missing = [c for c in ("run_id", "experiment", "arm", "seed", "state") if c not in have]
+        if have and missing:
+            raise RegistryError(f"{self.path} has no column {missing[0]!r}: it is not an arctl registry, or damaged; "
+                                f"{repair_hint(self.path)}")
+
+    def _add_missing_columns(self, conn: sqlite3.Connection) -> None:
+        """A registry of an older arctl gets the columns added since (NULL, or 0 for the counts)."""
+        have = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        for column in COLUMNS:
+            if column in have:
+                continue
+            kind = next((k for k, cols in COLUMN_TYPES.items() if column in cols), "TEXT")
+            default = " NOT NULL DEFAULT 0" if column in ("attempts", "generation") else ""
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}{default}")
 
     def _journal_mode_wal(self) -> str:
         """Switch a (new) database to WAL. Several processes opening a fresh registry at once may
@@ -170,7 +284,8 @@ class Registry:
         return "unknown"  # pragma: no cover
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     def __enter__(self) -> Registry:
         return self
@@ -181,6 +296,9 @@ class Registry:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the write lock up front (no upgrade deadlocks)."""
+        if self.readonly:
+            raise RegistryError(f"{self.path}: the workspace is read-only; this command writes to it "
+                                "(arctl status --no-refresh, arctl logs and arctl report only read)")
         conn = self._conn
         for attempt in range(100):
             try:
@@ -199,14 +317,26 @@ class Registry:
 
     # ---- reading -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _record(row: sqlite3.Row) -> RunRecord:
-        return RunRecord(**{k: row[k] for k in COLUMNS})
+    def _record(self, row: sqlite3.Row) -> RunRecord:
+        """A row as a RunRecord, every value checked (the file may have been edited or damaged)."""
+        have = row.keys()
+        values = {k: (row[k] if k in have else None) for k in COLUMNS}
+        for k in ("attempts", "generation"):
+            values[k] = values[k] or 0
+        for column, value in values.items():
+            ok, what = _ROW_RULES.get(column, _TEXT_RULE)
+            if not ok(value):
+                run = values["run_id"] if isinstance(values["run_id"], str) and len(values["run_id"]) < 300 else "?"
+                raise RegistryError(f"{self.path}: run {run!r} has {column}={_short(value)}, not {what} (the registry "
+                                    f"was edited or is damaged): {repair_hint(self.path)}")
+        return RunRecord(**values)
 
+    @_guarded
     def get(self, run_id: str) -> RunRecord | None:
         row = self._conn.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return None if row is None else self._record(row)
 
+    @_guarded
     def find(self, text: str) -> list[RunRecord]:
         """Runs whose id equals or starts with ``text``."""
         exact = self.get(text)
@@ -217,6 +347,7 @@ class Registry:
         ).fetchall()
         return [self._record(r) for r in rows]
 
+    @_guarded
     def list(self, name: str | None = None, states_in: Iterable[str] | None = None) -> list[RunRecord]:
         """All runs, or those of sweep/experiment ``name``; ordered by experiment, arm, seed."""
         sql, args = "SELECT * FROM runs", []
@@ -233,12 +364,14 @@ class Registry:
         sql += " ORDER BY experiment, arm, seed, run_id"
         return [self._record(r) for r in self._conn.execute(sql, args).fetchall()]
 
+    @_guarded
     def names(self) -> set[str]:
         rows = self._conn.execute("SELECT DISTINCT name FROM members").fetchall()
         return {r[0] for r in rows} | {r[0] for r in self._conn.execute("SELECT DISTINCT experiment FROM runs")}
 
     # ---- writing -------------------------------------------------------------------------------
 
+    @_guarded
     def claim(
         self,
         wanted: list[RunRecord],
@@ -293,6 +426,7 @@ class Registry:
                 claimed.append(current)
         return ClaimResult(claimed, skipped)
 
+    @_guarded
     def add_members(self, pairs: Iterable[tuple[str, str]]) -> None:
         """Attach runs to names: ``(name, run_id)`` pairs, e.g. an experiment whose shared arm
         another experiment's run serves (``share_arms``); pairs already there are kept."""
@@ -305,6 +439,7 @@ class Registry:
     def update(self, run_id: str, **values) -> None:
         self.update_many([(run_id, values)])
 
+    @_guarded
     def update_many(self, updates: Iterable[tuple[str, dict]]) -> None:
         """Apply ``(run_id, {column: value})`` updates in one transaction."""
         updates = [(rid, vals) for rid, vals in updates if vals]
@@ -320,6 +455,7 @@ class Registry:
                 sets = ", ".join(f"{k}=?" for k in values)
                 conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
 
+    @_guarded
     def unclaim(self, claimed: Iterable[RunRecord], token: str) -> None:
         """Undo a claim whose submission was refused: runs this claim inserted are deleted (with
         their sweep/experiment memberships), re-claimed runs get their previous state back."""
@@ -334,6 +470,7 @@ class Registry:
                     conn.execute("UPDATE runs SET state=?, claim=NULL WHERE run_id=? AND claim=?",
                                  (previous, rec.run_id, token))
 
+    @_guarded
     def release(self, run_ids: Iterable[str], token: str, state: str, error: str | None = None) -> None:
         """Give back claims this process could not submit (state FAILED with the error)."""
         with self.transaction() as conn:
@@ -342,6 +479,11 @@ class Registry:
                     "UPDATE runs SET state=?, error=?, claim=NULL, updated_at=? WHERE run_id=? AND claim=?",
                     (state, error, time.time(), run_id, token),
                 )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:50] + "..."
 
 
 def _like_prefix(text: str) -> str:

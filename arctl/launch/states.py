@@ -10,6 +10,7 @@ FAILED = "FAILED"
 PREEMPTED = "PREEMPTED"  # stopped with a checkpoint; the next sweep resumes it
 CANCELLED = "CANCELLED"
 
+ALL = frozenset({SUBMITTING, PENDING, RUNNING, COMPLETED, FAILED, PREEMPTED, CANCELLED})
 ACTIVE = frozenset({SUBMITTING, PENDING, RUNNING})
 TERMINAL = frozenset({COMPLETED, FAILED, PREEMPTED, CANCELLED})
 # what `arctl sweep` relaunches (and resumes from the last checkpoint) without --force

@@ -82,6 +82,25 @@ class Sandbox:
                              for i, r in enumerate(claimed)])
         return [r.run_id for r in records]
 
+    def add_run_dirs(self) -> list[str]:
+        """Launch experiment ``lt`` (3 arms, the counting test backend, the debug executor): three
+        COMPLETED runs with real run folders (config.yaml, status.json). Returns their ids."""
+        (self.specs / "experiments" / "lt.yaml").write_text(
+            "description: three quick runs\nseeds: [0]\n"
+            "overrides: [trainer.total_steps=2, wandb.mode=disabled]\n"
+            "arms:\n  a: [algo=grpo, prior=base]\n  b: [algo=grpo-vr, prior=base]\n  c: [algo=anytime, prior=uniform]\n")
+        saved = {k: os.environ.get(k) for k in ("ARCTL_TEST_BACKEND", "ARCTL_TEST_STEP_S")}
+        os.environ.update(ARCTL_TEST_BACKEND="count", ARCTL_TEST_STEP_S="0.01")
+        try:
+            done = self.run("run", "lt", "--executor", "debug", "--workdir", str(self.ws), "--json")
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        assert done.code == 0 and done.crash is None, done.err + (done.crash or "")
+        import json
+
+        return [r["run_id"] for r in json.loads(done.out)["submitted"]]
+
     def run(self, *args: str) -> Outcome:
         """``arctl ARGS`` in-process; argv is passed as is (no shell)."""
         from arctl.cli.main import main

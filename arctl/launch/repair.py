@@ -1,0 +1,106 @@
+"""Rebuild a workspace's registry from its run folders (``arctl repair``).
+
+The registry is an index; the run folders hold the facts: each ``runs/<run_id>/`` has the frozen
+``config.yaml`` (experiment, arm, seed, scale, backend, its sweep as the W&B group), ``status.json``
+(what the job last reported: state, job id, executor, step, metric, W&B id), and ``shared.json`` (the
+experiments a shared arm serves). A damaged, foreign or hand-edited ``registry.sqlite`` is moved
+aside (kept as ``registry.sqlite.damaged-<time>``) and a new one is written from those files. A run
+whose job was still running is entered as RUNNING with its job id, so the next refresh asks its
+scheduler; one whose job left no executor behind is FAILED, and ``arctl resume`` resumes it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from arctl.launch import states
+from arctl.launch.registry import JOB_ID, Registry, RunRecord
+from arctl.launch.run_id import SAFE_ID
+from arctl.launch.rundir import RunDirError, read_run_config
+from arctl.launch.shared import read_shared
+from arctl.launch.status_file import read_status
+from arctl.launch.workspace import Workspace
+
+REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED}
+UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
+
+
+@dataclass
+class Repaired:
+    kept: str | None  # where the old registry went (None: there was none)
+    runs: list[RunRecord] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
+
+
+def _record(run_id: str, config: dict, status: dict) -> RunRecord:
+    scale = (config.get("scale") or {}).get("name") if isinstance(config.get("scale"), dict) else None
+    reported = status.get("state")
+    executor = status.get("executor")
+    job_id = status.get("job_id") if isinstance(status.get("job_id"), str) and JOB_ID.match(status["job_id"]) else None
+    if executor == "debug":
+        job_id = "debug"  # the registry's name for the in-process executor's job
+    if reported in REPORTED:
+        state, error = REPORTED[reported], status.get("error") if reported == "failed" else None
+    elif job_id and executor in ("slurm", "local"):
+        state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
+    else:
+        state, error = states.FAILED, UNKNOWN
+    return RunRecord(
+        run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
+        state=state, scale=scale, backend=config.get("backend"), executor=executor, job_id=job_id,
+        attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
+        started_at=status.get("started_at"), ended_at=status.get("ended_at"), step=status.get("step"),
+        metric_name=status.get("metric_name"), metric_value=status.get("metric_value"),
+        wandb_id=status.get("wandb_id"), error=error, claim=None,
+    )
+
+
+def _why_not(run_id: str, config: dict) -> str | None:
+    if not SAFE_ID.match(run_id):
+        return "its name is not a run id"
+    for key, kind in (("experiment", str), ("arm", str), ("seed", int)):
+        if not isinstance(config.get(key), kind) or isinstance(config.get(key), bool):
+            return f"its config.yaml has no {key}"
+    if not (SAFE_ID.match(config["experiment"]) and SAFE_ID.match(config["arm"])) or config["seed"] < 0:
+        return "its config.yaml names no experiment/arm/seed arctl could have made"
+    return None
+
+
+def rebuild_registry(workspace: Workspace) -> Repaired:
+    """Move the registry aside and write a new one from ``runs/*``."""
+    kept = None
+    path = workspace.registry_path
+    if path.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            old = path.with_name(path.name + suffix)
+            if old.exists():
+                old.rename(path.with_name(f"{path.name}.damaged-{stamp}{suffix}"))
+        kept = str(path.with_name(f"{path.name}.damaged-{stamp}"))
+    result = Repaired(kept)
+    members: list[tuple[str, str]] = []
+    folders = sorted(workspace.runs_dir.iterdir()) if workspace.runs_dir.is_dir() else []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        try:
+            config = read_run_config(folder)
+        except RunDirError as err:
+            result.skipped.append((folder.name, str(err)))
+            continue
+        why = _why_not(folder.name, config)
+        if why:
+            result.skipped.append((folder.name, why))
+            continue
+        result.runs.append(_record(folder.name, config, read_status(folder)))
+        group = (config.get("wandb") or {}).get("group") if isinstance(config.get("wandb"), dict) else None
+        if isinstance(group, str) and SAFE_ID.match(group) and group != config["experiment"]:
+            members.append((group, folder.name))  # the sweep it was launched by
+        members += [(exp, folder.name) for exp in read_shared(folder) if SAFE_ID.match(exp)]
+    with Registry(path) as reg:
+        reg.claim(result.runs, token="repair")  # inserts each run (as SUBMITTING) ...
+        reg.update_many((r.run_id, {k: v for k, v in r.as_dict().items() if k != "run_id"})  # ... as it was
+                        for r in result.runs)
+        reg.add_members(members)
+    return result

@@ -1,0 +1,243 @@
+"""The second round of hostile input (issue 25), case by case: every case is one ``error:`` line,
+exit 2, no traceback, the workspace and the specs byte-identical, no sbatch call
+(tests/support/bad_input.py), and no secret in what is printed. The families are fuzzed in
+tests/cli/test_fuzz_input.py."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from bad_input import launch_args
+
+KEY = "planted-key-0123456789"
+RUN = ["run", "ablation-vr", "--arm", "grpo"]
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    return KEY
+
+
+# 1. no resolver can read the environment, however the interpolation is built
+BUILT = {
+    "decode (as reported)": ["wandb.project=$", "wandb.name='${oc.decode:\"${wandb.project}{oc.env:WANDB_API_KEY}\"}'"],
+    "decode into an open key": ["+tiny.e=${oc.decode:'${oc.env:WANDB_API_KEY}'}"],
+    "create": ["wandb.name=${oc.create:'{a: 1}'}"],
+    "text that becomes an interpolation": ["wandb.project=$", "wandb.name=${wandb.project}{oc.env:WANDB_API_KEY}"],
+    "env inside an allowed resolver": ["eval.grid='${arctl.grid:${scale.budgets},${oc.env:WANDB_API_KEY}}'"],
+    "the clock": ["wandb.name=run-${now:%H%M%S}"],
+    "hydra's runtime": ["wandb.name=${hydra:runtime.cwd}"],
+    "oc.dict": ["+tiny.e=${oc.dict.keys:wandb}"],
+    "an escaped interpolation": ["wandb.name=\\${oc.env:WANDB_API_KEY}"],
+}
+
+
+@pytest.mark.parametrize("overrides", BUILT.values(), ids=BUILT.keys())
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_no_interpolation_reaches_the_environment(sandbox, key, overrides, command):
+    args = [*RUN, *overrides, *launch_args(sandbox)] if command == "run" else ["show", "ablation-vr", *overrides]
+    result = sandbox.check_refused(*args)
+    assert key not in result.err + result.out
+
+
+def test_an_edited_spec_cannot_decode_the_key_either(sandbox, key):
+    (sandbox.specs / "experiments" / "mine.yaml").write_text(
+        "description: x\noverrides: [\"wandb.project=$\", "
+        "\"wandb.name='${oc.decode:\\\"${wandb.project}{oc.env:WANDB_API_KEY}\\\"}'\"]\n"
+        "arms:\n  a: [algo=grpo, prior=base]\n")
+    result = sandbox.check_refused("run", "mine", *launch_args(sandbox))
+    assert key not in result.err and "oc.decode" in result.err
+
+
+def test_arctls_own_interpolations_still_work(sandbox):
+    ok = sandbox.run("show", "ablation-vr", "--arm", "grpo", "--json", "thinking.budgets=[${scale.budgets.1}]",
+                     "eval.grid='${arctl.grid:${scale.budgets},${eval.grid_size}}'")
+    assert ok.code == 0, ok.err
+
+
+def test_the_grid_resolver_is_bounded_by_the_grid_size_range(sandbox):
+    result = sandbox.check_refused(*RUN, "eval.grid='${arctl.grid:${scale.budgets},100000000}'", *launch_args(sandbox))
+    assert "eval.grid_size" in result.err
+
+
+# 2. YAML bombs and other shapes that blow up whatever walks them
+def _bomb(levels: int = 9) -> str:
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+SPEC = "description: x\narms:\n  a: [algo=grpo, prior=base]\n"
+BAD_YAML = {
+    "billion laughs": SPEC + _bomb(),
+    "nested 3000 deep": SPEC + "deep: " + "[" * 3000 + "]" * 3000 + "\n",
+    "a recursive alias": SPEC + "loop: &a [*a]\n",
+    "over 1 MiB": SPEC + "# " + "x" * (1 << 20) + "\n",
+}
+
+
+@pytest.mark.parametrize("text", BAD_YAML.values(), ids=BAD_YAML.keys())
+@pytest.mark.parametrize("command", [["run", "mine"], ["show", "mine"], ["ls"]])
+def test_a_yaml_bomb_in_a_spec_is_one_line(sandbox, text, command):
+    (sandbox.specs / "experiments" / "mine.yaml").write_text(text)
+    result = sandbox.check_refused(*command, *(launch_args(sandbox) if command[0] == "run" else []))
+    assert "mine.yaml" in result.err
+
+
+def test_a_yaml_bomb_in_a_sweep_grid_is_one_line(sandbox):
+    (sandbox.specs / "sweeps" / "bomb.yaml").write_text(
+        "description: x\nexperiments: [ablation-vr]\n" + _bomb() + "grid: {thinking.lam: *l8}\n")
+    assert "bomb.yaml" in sandbox.check_refused("sweep", "bomb", *launch_args(sandbox)).err
+
+
+# 5. accepted but wrong, now refused
+@pytest.mark.parametrize("args", [
+    ["cluster.mem_gb=0.0001"],  # would be --mem=0MB: the whole node
+    ["experiment=../../x"], ["arm=../y"], ["seed=7"], ["+seed=7"],  # identity is not an override
+    ["+tiny.x=[nan,inf]"], ["+tiny.x=[1e300]"], ["+verl.y=[[1,nan]]"], ["+tiny.z={a: [inf]}"],
+    ["--scale", "tiny", "scale=paper"], ["--scale", ""], ["--executor", ""], ["--workdir", ""],
+    ["thinking.lam=" + "[" * 5000 + "]" * 5000], ["thinking.lam=" + "1" * 5000],
+], ids=["mem-0", "experiment", "arm", "seed", "+seed", "nan-list", "huge-list", "nested-nan", "dict-inf",
+        "scale-conflict", "empty-scale", "empty-executor", "empty-workdir", "nested-5000", "long-5000"])
+def test_values_once_accepted_but_wrong_are_refused(sandbox, args):
+    base = [a for a in launch_args(sandbox) if not (args[0] in ("--executor", "--workdir") and a in (args[0],))]
+    if args[0] in ("--executor", "--workdir"):  # the case replaces the option, not adds a second one
+        i = launch_args(sandbox).index(args[0])
+        base = launch_args(sandbox)[:i] + launch_args(sandbox)[i + 2:]
+    sandbox.check_refused(*RUN, *args, *base)
+
+
+def test_an_empty_workdir_is_refused_by_every_command_that_takes_one(sandbox):
+    for command in (["status"], ["logs", "x"], ["cancel", "x"], ["resume", "x"], ["report", "--claims"], ["repair"]):
+        sandbox.check_refused(*command, "--workdir", "")
+
+
+def test_logs_tail_must_not_be_negative(sandbox):
+    sandbox.add_runs()
+    sandbox.check_refused("logs", "main-grpo_grpo_s0", "--tail", "-1", "--workdir", str(sandbox.ws))
+
+
+def test_terminal_escapes_in_user_text_are_printed_escaped(sandbox):
+    result = sandbox.check_refused(*RUN, "thinking.lam=\x1b]0;pwned\x07\x1b[2J", *launch_args(sandbox))
+    assert "\x1b" not in result.err and "\x07" not in result.err and "\\x1b" in result.err
+
+
+def test_a_spec_linked_to_a_file_outside_its_folder_is_refused_without_echoing_it(sandbox, tmp_path):
+    secret = tmp_path / "private.yaml"
+    secret.write_text("hunter2_token: s3cr3t-value\n")
+    (sandbox.specs / "experiments" / "leak.yaml").symlink_to(secret)
+    result = sandbox.check_refused("run", "leak", *launch_args(sandbox))
+    assert "hunter2" not in result.err and "s3cr3t" not in result.err and "outside" in result.err
+
+
+def test_a_long_name_or_filter_is_one_line(sandbox):
+    sandbox.add_runs()
+    sandbox.check_refused("run", "a" * 300, *launch_args(sandbox))
+    sandbox.check_refused("show", "b" * 300)
+    sandbox.check_refused("cp", "c" * 300)
+    sandbox.check_refused("status", "x" * 100_000, "--workdir", str(sandbox.ws))
+
+
+# 3. a damaged or odd workspace: one line naming it, and how to recover
+def _truncate(ws):
+    path = ws / "registry.sqlite"
+    path.write_bytes(path.read_bytes()[:700])
+
+
+def _garbage(ws):
+    (ws / "registry.sqlite").write_bytes(b"this is not a database\n" * 50)
+
+
+def _old_schema(ws):
+    path = ws / "registry.sqlite"
+    path.unlink()
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, experiment TEXT, arm TEXT)")
+
+
+def _edit(ws, sql: str) -> None:
+    conn = sqlite3.connect(ws / "registry.sqlite")
+    with conn:
+        conn.execute(sql)
+    conn.close()
+
+
+def _text_metric(ws):
+    _edit(ws, "UPDATE runs SET metric_value='not a number'")
+
+
+def _shell_job_id(ws):
+    _edit(ws, "UPDATE runs SET job_id='--user=root'")
+
+
+def _path_run_id(ws):
+    _edit(ws, "UPDATE runs SET run_id='../../../../elsewhere/x' WHERE arm='a'")
+
+
+FILE_DAMAGE = {"truncated": _truncate, "not sqlite": _garbage, "old schema": _old_schema}
+ROW_DAMAGE = {"text metric": _text_metric, "job id that is an option": _shell_job_id,
+              "run id that is a path": _path_run_id}
+DAMAGE = {**FILE_DAMAGE, **ROW_DAMAGE}
+READ_ROWS = [["status"], ["status", "--no-refresh"], ["status", "lt"], ["cancel", "lt"], ["resume", "lt"]]
+COMMANDS = [*READ_ROWS, ["logs", "lt_b"], ["run", "lt", "--executor", "slurm"], ["sweep", "priors", "--executor", "slurm"]]
+CASES = ([pytest.param(d, c, id=f"{' '.join(c)}-{n}") for n, d in FILE_DAMAGE.items() for c in COMMANDS]
+         + [pytest.param(d, c, id=f"{' '.join(c)}-{n}") for n, d in ROW_DAMAGE.items() for c in READ_ROWS])
+
+
+@pytest.mark.parametrize("damage, command", CASES)
+def test_a_damaged_registry_is_one_line_naming_the_way_to_recover(sandbox, damage, command):
+    """A file that is not a usable registry fails every command; a row that is wrong fails every command
+    that reads it (a job id that is an option never reaches scancel, a run id that is a path never
+    names a folder)."""
+    sandbox.add_run_dirs()
+    damage(sandbox.ws)
+    result = sandbox.check_refused(*command, "--workdir", str(sandbox.ws))
+    assert "registry.sqlite" in result.err and "arctl repair" in result.err, result.err
+    assert not (sandbox.root / "elsewhere").exists()
+    assert "scancel" not in (sandbox.calls.read_text() if sandbox.calls.exists() else "")
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+def test_repair_rebuilds_the_registry_from_the_run_folders(sandbox, damage):
+    import json
+
+    ids = sandbox.add_run_dirs()
+    fields = ("run_id", "experiment", "arm", "seed", "state", "executor", "job_id", "attempts", "wandb_id", "error")
+
+    def rows():
+        return sorted(tuple(r[f] for f in fields)
+                      for r in json.loads(sandbox.run("status", "--workdir", str(sandbox.ws), "--json").out))
+
+    before = rows()
+    damage(sandbox.ws)
+    done = sandbox.run("repair", "--workdir", str(sandbox.ws), "--json")
+    assert done.code == 0, done.err + (done.crash or "")
+    doc = json.loads(done.out)
+    assert sorted(r["run_id"] for r in doc["runs"]) == sorted(ids) and doc["kept"]
+    assert rows() == before and {r[4] for r in before} == {"COMPLETED"}
+    assert Path(doc["kept"]).is_file() and Path(doc["kept"]).parent == sandbox.ws
+
+
+def test_a_status_file_that_is_not_a_mapping_is_ignored_not_a_traceback(sandbox):
+    ids = sandbox.add_run_dirs()
+    (sandbox.ws / "runs" / ids[0] / "status.json").write_text("[1, 2, 3]")
+    (sandbox.ws / "runs" / ids[1] / "status.json").write_text("[" * 3000 + "]" * 3000)
+    done = sandbox.run("status", "--workdir", str(sandbox.ws))
+    assert done.code == 0 and done.crash is None, done.err + (done.crash or "")
+
+
+@pytest.mark.parametrize("where", ["a file", "/proc/1", "/sys/kernel", "under a file"])
+@pytest.mark.parametrize("command", [["status"], ["run", "ablation-vr", "--arm", "grpo", "--executor", "slurm"]])
+def test_a_workdir_that_cannot_be_a_workspace_is_one_line(sandbox, where, command):
+    target = {"a file": str(sandbox.specs / "experiments" / "ablation-vr.yaml"), "/proc/1": "/proc/1",
+              "/sys/kernel": "/sys/kernel", "under a file": str(sandbox.specs / "experiments" / "ablation-vr.yaml" / "ws")}
+    sandbox.check_refused(*command, "--workdir", target[where])
+
+
+@pytest.mark.parametrize("args", [["cp", "ablation-vr", "/proc/1/mine.yaml"],
+                                  ["cp", "ablation-vr", "/sys/kernel/mine.yaml"]])
+def test_copying_a_spec_where_nothing_can_be_written_is_one_line(sandbox, args):
+    sandbox.check_refused(*args)
