@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         with launch_errors():
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.launcher import LaunchItem
-            from arctl.launch.rundir import read_run_config
+            from arctl.launch.rundir import read_frozen_run
             from arctl.spec.run import ResolvedRun
 
             workspace, reg = open_existing(workdir)
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                 records = select_runs(reg, list(runs))
             items = []
             for rec in records:
-                config = read_run_config(workspace.run_dir(rec.run_id))
+                config = read_frozen_run(workspace.run_dir(rec.run_id), rec.run_id, rec.experiment, rec.arm, rec.seed)
                 config.pop("run_dir", None)
                 run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
                 items.append(LaunchItem(run_id=rec.run_id, run=run))

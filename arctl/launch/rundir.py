@@ -50,6 +50,31 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
     return run_dir
 
 
+def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed: int) -> dict:
+    """The frozen config of a run about to be resumed, checked as input: a ``config.yaml`` edited by
+    hand is validated like a composed config, and must still be the run the registry names (the same
+    experiment, arm, seed and identity hash: an edited config is another run, launched with
+    ``arctl run``). RunDirError (one line) otherwise."""
+    from arctl.launch.run_id import make_run_id
+    from arctl.spec.errors import SpecError
+    from arctl.spec.validate import validate_resolved
+
+    config = read_run_config(run_dir)
+    path = run_paths(Path(run_dir))["config"]
+    try:
+        validate_resolved({k: v for k, v in config.items() if k not in ("run_dir", "run_id")})
+    except SpecError as err:
+        raise RunDirError(f"{path}: {err}") from None
+    named = (config.get("experiment"), config.get("arm"), config.get("seed"))
+    if named != (experiment, arm, seed):
+        raise RunDirError(f"{path} names {named[0]}/{named[1]}/s{named[2]} but the registry has run {run_id} as "
+                          f"{experiment}/{arm}/s{seed}: the file was edited; restore it or launch a new run")
+    if make_run_id(config) != run_id:
+        raise RunDirError(f"{path} was edited: it is no longer the config of {run_id} (it would be run "
+                          f"{make_run_id(config)}); restore it, or launch the changed config with `arctl run`")
+    return config
+
+
 def read_run_config(run_dir: Path) -> dict:
     """The frozen config of ``run_dir`` with ``run_dir`` (absolute) added."""
     path = run_paths(Path(run_dir))["config"]

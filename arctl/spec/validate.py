@@ -111,6 +111,17 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     _check(cfg, "budget_control.forcing_cue", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty cue text, e.g. Wait")
 
 
+def validate_resolved(cfg: dict) -> None:
+    """Check a config that was resolved before and comes back from disk (a run's frozen config.yaml,
+    which anyone may have edited): every range, no interpolation text, every rule across keys."""
+    from arctl.spec.resolvers import leftover_problem
+
+    found = range_problem(cfg) or leftover_problem(cfg)
+    if found:
+        raise SpecError(found[1], found[0])
+    validate_config(cfg)
+
+
 def validate_config(cfg: dict) -> None:
     """Raise SpecError on the first problem in a resolved run config."""
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")

@@ -241,3 +241,30 @@ def test_a_workdir_that_cannot_be_a_workspace_is_one_line(sandbox, where, comman
                                   ["cp", "ablation-vr", "/sys/kernel/mine.yaml"]])
 def test_copying_a_spec_where_nothing_can_be_written_is_one_line(sandbox, args):
     sandbox.check_refused(*args)
+
+
+# 5. arctl resume reads config.yaml back: it is input too
+EDITS = {
+    "out of range": ("total_steps: 2,", "total_steps: -5,"),
+    "an interpolation": ("wandb:\n", "wandb:\n  notes: ${oc.env:WANDB_API_KEY}\n"),
+    "another run's identity": ("seed: 0", "seed: 7"),
+    "a valid change": ("total_steps: 2,", "total_steps: 3,"),
+    "not yaml": ("trainer: {", "trainer: [{"),
+}
+
+
+@pytest.mark.parametrize("old, new", EDITS.values(), ids=EDITS.keys())
+def test_resume_refuses_a_hand_edited_config(sandbox, key, old, new):
+    ids = sandbox.add_run_dirs()
+    path = sandbox.ws / "runs" / ids[0] / "config.yaml"
+    text = path.read_text()
+    assert old in text, text
+    path.write_text(text.replace(old, new, 1))
+    result = sandbox.check_refused("resume", ids[0], "--force", "--executor", "slurm", "--workdir", str(sandbox.ws))
+    assert "config.yaml" in result.err and key not in result.err
+
+
+def test_resume_of_an_untouched_config_is_accepted(sandbox):
+    ids = sandbox.add_run_dirs()
+    result = sandbox.run("resume", ids[0], "--force", "--executor", "slurm", "--workdir", str(sandbox.ws))
+    assert result.code == 2 and "sbatch refused" in result.err  # got as far as submitting (the shim refuses)

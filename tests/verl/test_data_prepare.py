@@ -108,3 +108,27 @@ def test_module_import_is_light():
             "print(any(m in sys.modules for m in ('torch', 'verl', 'pandas', 'datasets', 'hydra')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_bad_second_source_writes_nothing_not_even_the_first(app, tmp_path):
+    """Issue 25 (4): every source is read before anything is written; an earlier file is not replaced."""
+    out = tmp_path / "o"
+    (out / "deepscaler").mkdir(parents=True)
+    (out / "deepscaler" / "train.parquet").write_bytes(b"the previous file")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"problem": "x"}) + "\n")
+    good = _sources(tmp_path)[:2]
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "deepscaler,math500",
+                                   *good, "--source", f"math500={tmp_path / 'bad.jsonl'}"])
+    assert res.exit_code == 2 and "row 0 has no answer" in res.stderr
+    assert (out / "deepscaler" / "train.parquet").read_bytes() == b"the previous file"
+    assert sorted(p.name for p in out.rglob("*")) == ["deepscaler", "train.parquet"]  # no temp file either
+
+
+@pytest.mark.parametrize("where", ["/proc/1/data", "/sys/kernel/data", "a file"])
+def test_an_output_folder_that_cannot_be_written_is_one_line(app, tmp_path, where):
+    target = str(tmp_path / "ds.jsonl" / "data") if where == "a file" else where
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", target, "--datasets", "deepscaler", "--no-hub",
+                                   *_sources(tmp_path)[:2]])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr

@@ -173,7 +173,7 @@ def prepare(
     for name in names:  # check every source before writing anything
         if name not in sources and not use_hub:
             raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
-    summary = []
+    prepared = []  # every dataset is read and converted before any file is written: a bad source writes nothing
     for name in names:
         spec = DATASETS[name]
         if name in sources:
@@ -181,7 +181,9 @@ def prepare(
         else:
             records, origin = load_from_hub(spec), f"hf:{spec.hf_id}"
         rows = to_verl_rows(records, name, spec.split, origin)
-        path = Path(out).expanduser() / name / f"{spec.split}.parquet"
+        prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
+    summary = []
+    for name, spec, origin, rows, path in prepared:
         write_parquet(rows, path)
         summary.append(
             {"dataset": name, "split": spec.split, "rows": len(rows), "expected": spec.expected_size,
