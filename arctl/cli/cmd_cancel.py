@@ -15,7 +15,8 @@ def register(app: typer.Typer) -> None:
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: the cancelled runs."),
     ) -> None:
-        """Cancel the pending/running jobs of TARGETS (they show CANCELLED; `arctl sweep` relaunches them)."""
+        """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
+        RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them)."""
         with launch_errors():
             from arctl.launch.control import cancel_runs, open_existing, select_runs
             from arctl.launch.refresh import refresh
@@ -30,4 +31,6 @@ def register(app: typer.Typer) -> None:
         for rec, what in done:
             console.print(f"{esc(rec.run_id)}: {esc(what)}")
         idle = len(records) - len(done)
-        console.print(f"{len(done)} run(s) cancelled" + (f"; {idle} were not active" if idle else ""))
+        saving = sum(1 for r, _ in done if r.state != "CANCELLED")
+        console.print(f"{len(done)} run(s) cancelled" + (f"; {saving} save a checkpoint first (CANCELLED once saved)"
+                                                          if saving else "") + (f"; {idle} were not active" if idle else ""))

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
             from arctl.launch.control import error_summary, log_files, open_existing, select_one
             from arctl.launch.refresh import refresh
 
-            workspace, reg = open_existing(workdir)
+            workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 rec = refresh(reg, workspace, [select_one(reg, run)])[0]
                 console.print(f"{esc(rec.run_id)}  {styled(rec.state)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.refresh import refresh as refresh_runs
 
-            workspace, reg = open_existing(workdir)
+            workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 records = select_runs(reg, [target]) if target is not None else reg.list()
                 if refresh:
@@ -70,3 +70,5 @@ def register(app: typer.Typer) -> None:
         for r in records:
             if r.state == "FAILED" and r.error:
                 console.print(f"[red]{esc(r.run_id)}: {esc(r.error)}[/]")
+            if r.warning:
+                console.print(f"[yellow]{esc(r.run_id)}: {esc(r.warning)}[/]")

@@ -23,6 +23,11 @@ def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
         os.chmod(tmp, mode)  # readable by the team, like any file a job writes
         yield tmp
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.filename is None or str(err.filename) == str(tmp):  # a full disk on write names no file: name ours
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -13,13 +13,16 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.refresh import pid_alive
-from arctl.launch.registry import Registry, RunRecord
+from arctl.launch.registry import Registry, RegistryError, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
-    """Cancel the active runs among ``records`` (one scancel for all SLURM jobs); mark them CANCELLED."""
+    """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
+    not started is CANCELLED at once; a started one is asked to stop (TERM: it saves a checkpoint)
+    and stays active until it has, then becomes CANCELLED (:func:`arctl.launch.refresh.merge_state`),
+    so no resume can start beside the attempt that is still saving."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
@@ -29,13 +32,24 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
         proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
         if proc.returncode != 0:
             raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+    now = time.time()
+    updates = []
     for rec in active:
+        started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
-        outcome.append((rec, f"cancelled (job {rec.job_id})"))
-    reg.update_many((r.run_id, {"state": states.CANCELLED, "ended_at": time.time(), "claim": None}) for r, _ in outcome)
-    for rec, _ in outcome:
-        rec.state = states.CANCELLED
+        elif rec.executor != "slurm":
+            started = False  # waiting in the local queue (or gone): nothing to save
+        if started:
+            values = {"cancel_requested": now, "phase": "cancelling: saving its checkpoint", "claim": None}
+            outcome.append((rec, f"cancelling (job {rec.job_id}): it saves a checkpoint and stops"))
+        else:
+            values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None}
+            outcome.append((rec, f"cancelled (job {rec.job_id})"))
+        updates.append((rec.run_id, values))
+        for k, v in values.items():
+            setattr(rec, k, v)
+    reg.update_many(updates)
     return outcome
 
 
@@ -76,9 +90,10 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
     return record.error
 
 
-def open_existing(workdir) -> tuple[Workspace, Registry]:
-    """The workspace and its registry (opened read-only where the workspace cannot be written: a
-    command that only reads still works); LaunchError if there is no workspace there yet."""
+def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
+    """The workspace and its registry, opened read-only where the workspace cannot be written (and,
+    for a command that only ``reading``, where its disk is full): such a command still works.
+    LaunchError if there is no workspace there yet."""
     workspace = Workspace.open(workdir)
     if workspace.root.exists() and not workspace.root.is_dir():
         raise LaunchError(f"--workdir {workspace.root} is a file, not an arctl workspace (a folder)")
@@ -88,7 +103,12 @@ def open_existing(workdir) -> tuple[Workspace, Registry]:
             "or point --workdir/ARCTL_HOME at an existing workspace"
         )
     writable = os.access(workspace.root, os.W_OK) and os.access(workspace.registry_path, os.W_OK)
-    return workspace, Registry(workspace.registry_path, readonly=not writable)
+    try:
+        return workspace, Registry(workspace.registry_path, readonly=not writable)
+    except RegistryError as err:
+        if reading and err.kind in ("full", "readonly"):
+            return workspace, Registry(workspace.registry_path, readonly=True)
+        raise
 
 
 def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:

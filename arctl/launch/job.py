@@ -18,6 +18,7 @@ it just exits; ``arctl sweep`` resumes it later.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -88,6 +89,8 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         stop_event.abandon = getattr(stop_event, "abandon", False) or signum == signal.SIGTERM
         _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
         stop_event.set()
+        with contextlib.suppress(OSError):  # the run stays active (not resumable) until "preempted"
+            write_status(run_dir, state="stopping", signal=signal.Signals(signum).name)
 
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     mode = str(config.get("wandb", {}).get("mode", "offline"))

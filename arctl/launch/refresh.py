@@ -20,10 +20,18 @@ from arctl.launch.progress import tail_progress
 from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
-from arctl.track.phase import read_phase
+from arctl.track.phase import read_phase, read_warning
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
+# A stopped job is active until it reports its stop checkpoint complete ("preempted"): while it says
+# "stopping" (up to STOP_TIMEOUT_S since it last wrote), and for TERM_GRACE_S after its scheduler says
+# CANCELLED while it still says "running" (the TERM has not reached it yet). `arctl resume` and a sweep
+# skip an active run, so a new attempt never starts while the old one still writes its checkpoint.
+STOP_TIMEOUT_S = 900.0
+TERM_GRACE_S = 30.0
+STOPPING = "stopping: saving its checkpoint"
+CANCELLING = "cancelling: saving its checkpoint"
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -92,20 +100,37 @@ def _from_status(status: dict) -> dict:
     return values
 
 
+def _still_stopping(status: dict, scheduler: str | None, now: float) -> bool:
+    """Has the job been asked to stop and not yet said its checkpoint is complete?"""
+    age = now - (status.get("updated_at") or 0.0)
+    if status.get("state") == "stopping":
+        return age < STOP_TIMEOUT_S
+    return status.get("state") == "running" and scheduler == states.CANCELLED and age < TERM_GRACE_S
+
+
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float) -> tuple[str, str | None]:
-    """(new state, error) from the job's own report and the scheduler's state."""
+    """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
+    signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
+    PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
+    active (RUNNING)."""
     reported = status.get("state")
     if reported == "completed":
         return states.COMPLETED, None
+    stopped = states.CANCELLED if record.cancel_requested else states.PREEMPTED
     if scheduler is not None:
-        if scheduler == states.COMPLETED:  # the job ended without saying "completed"
+        if scheduler in states.TERMINAL:
             if reported == "preempted":
-                return states.PREEMPTED, None
+                return stopped, None
+            if _still_stopping(status, scheduler, now):
+                return states.RUNNING, None
+        if scheduler == states.COMPLETED:  # the job ended without saying "completed"
             return states.FAILED, status.get("error") or "job ended without completing (see `arctl logs`)"
         if scheduler == states.FAILED:
-            if reported == "preempted":
-                return states.PREEMPTED, None
             return states.FAILED, status.get("error") or "job failed or was killed (see `arctl logs`)"
+        if scheduler == states.CANCELLED and reported in ("running", "stopping"):
+            return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
+        if scheduler == states.PREEMPTED:
+            return stopped, status.get("error")
         if scheduler == states.RUNNING and reported in ("preempted", "requeued"):
             return states.PENDING, None  # requeue in progress
         return scheduler, status.get("error") if scheduler in states.TERMINAL else None
@@ -130,6 +155,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         if tail.get("step", -1) > values.get("step", -1):  # metrics logged outside the job process
             values.update(tail)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
+        values["warning"] = read_warning(workspace.run_dir(rec.run_id))
+        if status.get("state") == "stopping" or rec.cancel_requested:
+            values["phase"] = CANCELLING if rec.cancel_requested else STOPPING
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
@@ -160,15 +188,18 @@ def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
     reported = status.get("state")
     if reported == "completed":
         return states.COMPLETED, None
+    stopped = states.CANCELLED if rec.cancel_requested else states.PREEMPTED
     job_id = rec.job_id or ""
     if job_id.startswith("queue:"):  # waiting in the local queue process
         if pid_alive(int(job_id.split(":")[1]), "arctl.launch.local_queue"):
             return rec.state, None
         return states.FAILED, "the local queue stopped before starting this run"
-    if job_id.isdigit() and pid_alive(int(job_id), "submitit"):
+    if job_id.isdigit() and pid_alive(int(job_id), "submitit"):  # alive: also while it saves a stop checkpoint
         return (states.PENDING if reported == "requeued" else states.RUNNING), None
     if reported == "preempted":
-        return states.PREEMPTED, None
+        return stopped, None
     if reported == "failed":
         return states.FAILED, status.get("error")
+    if rec.cancel_requested:
+        return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
     return states.FAILED, "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it"

@@ -57,7 +57,9 @@ CREATE TABLE IF NOT EXISTS runs (
     metric_value REAL,
     wandb_id     TEXT,
     error        TEXT,
-    phase        TEXT
+    phase        TEXT,
+    cancel_requested REAL,
+    warning      TEXT
 );
 CREATE TABLE IF NOT EXISTS members (
     name   TEXT NOT NULL,
@@ -72,11 +74,17 @@ STALE_CLAIM_S = 600.0
 # SLURM (123, 123_4), a local submitit controller (its pid), the local queue, the debug executor (in-process)
 JOB_ID = re.compile(r"^(\d+(_\d+)?|queue:\d+|debug)$")
 COLUMN_TYPES = {"INTEGER": ("seed", "attempts", "generation", "step"),
-                "REAL": ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value")}
+                "REAL": ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value",
+                         "cancel_requested")}
 
 
 class RegistryError(Exception):
-    """The registry cannot be used as it is: one line naming the file, what is wrong, how to recover."""
+    """The registry cannot be used as it is: one line naming the file, what is wrong, how to recover.
+    ``kind``: "full" (no space), "readonly", "locked", "damaged"."""
+
+    def __init__(self, message: str, kind: str = "damaged"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def repair_hint(path: Path) -> str:
@@ -92,12 +100,14 @@ def _sqlite_problem(path: Path, err: sqlite3.Error) -> RegistryError:
             free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free"
         except OSError:
             free = "free space unknown"
-        return RegistryError(f"{path}: {msg} ({free} there): free some space and run the command again")
-    if "readonly" in low or "read-only" in low:
+        return RegistryError(f"{path}: {msg} ({free} there): free some space and run the command again", "full")
+    writable = os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+    if "readonly" in low or "read-only" in low or ("unable to open" in low and not writable):
         return RegistryError(f"{path}: {msg}: the workspace is read-only; commands that only read "
-                             "(arctl status --no-refresh, arctl logs, arctl report) still work")
+                             "(arctl status, arctl logs, arctl report) still work", "readonly")
     if "locked" in low or "busy" in low:
-        return RegistryError(f"{path}: {msg}: another arctl holds it for longer than a minute; run the command again")
+        return RegistryError(f"{path}: {msg}: another arctl holds it for longer than a minute; run the command again",
+                             "locked")
     return RegistryError(f"{path} is damaged ({msg}): {repair_hint(path)}")
 
 
@@ -133,7 +143,7 @@ _ROW_RULES = {  # column -> (rule, what it must be); None is allowed where the c
     "generation": (lambda v: isinstance(v, int) and v >= 0, "a count"),
     "step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "a step"),
     **{c: (lambda v: v is None or _is_number(v), "a number")
-       for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value")},
+       for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value", "cancel_requested")},
 }
 _TEXT_RULE = (lambda v: v is None or _is_text(v), "text")
 
@@ -164,6 +174,8 @@ class RunRecord:
     wandb_id: str | None = None
     error: str | None = None
     phase: str | None = None  # what a running job does before its first step, e.g. "warming up 640/1200"
+    cancel_requested: float | None = None  # when `arctl cancel` asked the job to stop (it ends CANCELLED)
+    warning: str | None = None  # what the job warned about (e.g. a damaged checkpoint it skipped)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -297,8 +309,8 @@ class Registry:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the write lock up front (no upgrade deadlocks)."""
         if self.readonly:
-            raise RegistryError(f"{self.path}: the workspace is read-only; this command writes to it "
-                                "(arctl status --no-refresh, arctl logs and arctl report only read)")
+            raise RegistryError(f"{self.path}: the workspace is read-only (or its disk is full); this command "
+                                "writes to it (arctl status, arctl logs and arctl report only read)", "readonly")
         conn = self._conn
         for attempt in range(100):
             try:
@@ -417,11 +429,12 @@ class Registry:
                     continue
                 generation = current.generation + (1 if force and current.state == states.COMPLETED else 0)
                 conn.execute(
-                    "UPDATE runs SET state=?, claim=?, updated_at=?, generation=?, error=NULL WHERE run_id=?",
+                    "UPDATE runs SET state=?, claim=?, updated_at=?, generation=?, error=NULL, cancel_requested=NULL "
+                    "WHERE run_id=?",
                     (states.SUBMITTING, token, now, generation, current.run_id),
                 )
                 current.state, current.claim, current.updated_at = states.SUBMITTING, token, now
-                current.generation, current.error = generation, None
+                current.generation, current.error, current.cancel_requested = generation, None, None
                 current.extra["previous_state"] = row["state"]
                 claimed.append(current)
         return ClaimResult(claimed, skipped)

@@ -40,7 +40,7 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     if fresh:
         archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
-        for key in ("checkpoints", "wandb", "status", "provenance"):  # the launcher writes a new provenance
+        for key in ("checkpoints", "wandb", "status", "provenance", "warning"):  # the launcher writes a new provenance
             if paths[key].exists():
                 archive.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(paths[key]), str(archive / paths[key].name))

@@ -5,7 +5,7 @@ Selected inside the job by ``ARCTL_TEST_BACKEND=count`` (never by a config). It 
 after every step it writes ``checkpoints/state.json`` (step, W&B run id) and appends a line to
 ``steps.log`` (``attempt step pid``); on start it resumes from the checkpoint. When
 ``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
-``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint, finish W&B, return
+``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds), finish W&B, return
 "preempted". It also writes ``received_config.json`` (the config exactly as the job got it).
 """
 
@@ -22,6 +22,7 @@ from arctl.track.identity import WandbIdentity
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
+ENV_STOP_S = "ARCTL_TEST_STOP_S"  # seconds the stop checkpoint takes
 
 
 def _save(path: Path, state: dict) -> None:
@@ -53,6 +54,8 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
         with open(run_dir / "steps.log", "a") as log:
             while state["step"] < total:
                 if stop_event is not None and stop_event.is_set():
+                    time.sleep(float(os.environ.get(ENV_STOP_S, "0")))  # a stop checkpoint that takes time
+                    _save(ckpt, state)
                     return "preempted"
                 time.sleep(step_s)
                 state["step"] += 1

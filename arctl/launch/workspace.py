@@ -67,4 +67,5 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "job": run_dir / "job",
         "checkpoints": run_dir / "checkpoints",
         "wandb": run_dir / "wandb",
+        "warning": run_dir / "warning.json",  # what the job warned about (arctl.track.phase)
     }

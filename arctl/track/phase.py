@@ -1,7 +1,12 @@
-"""What a run does before its first training step (e.g. "warming up 640/1200"), for ``arctl status``.
+"""What a backend tells ``arctl status`` besides steps and metrics.
 
-A backend writes ``run_dir/phase.json`` (:func:`write_phase`; None clears it) and the launch layer's
-refresh reads it (:func:`read_phase`) into the registry, next to the step and the last metric.
+- the phase, what a run does before its first training step (e.g. "warming up 640/1200"):
+  ``run_dir/phase.json`` (:func:`write_phase`; None clears it);
+- a warning that stays with the run (e.g. "skipped 1 damaged checkpoint ...; resumed from ..."):
+  ``run_dir/warning.json`` (:func:`write_warning`).
+
+The launch layer's refresh reads both (:func:`read_phase`, :func:`read_warning`) into the registry,
+next to the step and the last metric.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from arctl.config.files import atomic_write
 
 PHASE_FILE = "phase.json"
+WARNING_FILE = "warning.json"
 
 
 def write_phase(run_dir: str | Path, phase: str | None) -> None:
@@ -26,6 +32,22 @@ def write_phase(run_dir: str | Path, phase: str | None) -> None:
 def read_phase(run_dir: str | Path) -> str | None:
     try:
         value = json.loads((Path(run_dir) / PHASE_FILE).read_text()).get("phase")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return str(value) if value else None
+
+
+def write_warning(run_dir: str | Path, warning: str) -> None:
+    """Record ``warning`` for ``arctl status`` (atomically; never raises)."""
+    try:
+        atomic_write(Path(run_dir) / WARNING_FILE, json.dumps({"warning": warning, "time": time.time()}))
+    except OSError:
+        pass
+
+
+def read_warning(run_dir: str | Path) -> str | None:
+    try:
+        value = json.loads((Path(run_dir) / WARNING_FILE).read_text()).get("warning")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return str(value)[:2000] if value else None

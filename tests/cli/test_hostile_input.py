@@ -268,3 +268,64 @@ def test_resume_of_an_untouched_config_is_accepted(sandbox):
     ids = sandbox.add_run_dirs()
     result = sandbox.run("resume", ids[0], "--force", "--executor", "slurm", "--workdir", str(sandbox.ws))
     assert result.code == 2 and "sbatch refused" in result.err  # got as far as submitting (the shim refuses)
+
+
+# 3. a read-only workspace, a full disk (a private mount namespace: tests/support/mounts.py)
+@pytest.fixture
+def cli_in(sandbox):
+    """``cli_in(args, read_only=..., full=...)``: ``arctl ARGS`` in a subprocess, under those mounts."""
+    import os
+    import sys
+
+    import fresh_machine
+    import mounts
+
+    why = fresh_machine.available()
+    if why:
+        pytest.skip(f"cannot make mounts here: {why}")
+    env = {**os.environ, "PATH": sandbox.path, "ARCTL_SPECS": str(sandbox.specs)}
+    env.pop("ARCTL_TEST_BACKEND", None)
+
+    def run(args, **mounted):
+        return mounts.run([sys.executable, "-m", "arctl.cli.main", *args], env=env, **mounted)
+
+    return run
+
+
+def _one_error_line(proc) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    return lines[0]
+
+
+def test_a_read_only_workspace_answers_what_reads_and_refuses_what_writes_in_one_line(sandbox, cli_in):
+    from bad_input import snapshot
+
+    ids = sandbox.add_run_dirs()
+    ws = str(sandbox.ws)
+    before = snapshot(sandbox.ws)
+    for args in (["status", "--no-refresh"], ["status"], ["status", "lt", "--json"], ["logs", ids[0]]):
+        proc = cli_in([*args, "--workdir", ws], read_only=sandbox.ws)
+        assert proc.returncode == 0 and ids[0] in proc.stdout, (args, proc.stderr)
+    for args in (["run", "lt", "--force", "--executor", "slurm"], ["resume", ids[0], "--force", "--executor", "slurm"],
+                 ["repair"], ["cp", "ablation-vr", f"{ws}/mine.yaml"]):
+        line = _one_error_line(cli_in([*args, "--workdir", ws] if args[0] != "cp" else args, read_only=sandbox.ws))
+        assert "read-only" in line.lower(), line
+    assert snapshot(sandbox.ws) == before
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(sandbox, cli_in):
+    ids = sandbox.add_run_dirs()
+    ws = str(sandbox.ws)
+    after = sandbox.ws.parent / f"{sandbox.ws.name}.after"
+    for args in (["run", "lt", "--force", "--executor", "slurm", "--workdir", ws],
+                 ["resume", ids[0], "--force", "--executor", "slurm", "--workdir", ws],
+                 ["run", "ablation-vr", "--arm", "grpo", "--executor", "slurm", "--workdir", f"{ws}/new"],
+                 ["repair", "--workdir", ws], ["cp", "ablation-vr", f"{ws}/mine.yaml"]):
+        proc = cli_in(args, full=sandbox.ws)
+        line = _one_error_line(proc)
+        assert "space" in line.lower() or "full" in line.lower(), (args, line)
+        assert not [p for p in after.rglob("*") if ".tmp" in p.name], (args, sorted(after.rglob("*tmp*")))
+    proc = cli_in(["status", "--workdir", ws], full=sandbox.ws)  # reading needs no space
+    assert proc.returncode == 0 and ids[0] in proc.stdout, proc.stderr

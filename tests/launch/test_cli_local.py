@@ -115,8 +115,11 @@ def test_usr1_on_a_local_job_checkpoints_and_submitit_restarts_it(specs, tmp_pat
     waiter(lambda: _states(ws) == {run_dir.name: "COMPLETED"}, 30, "COMPLETED in the registry")
 
 
-def test_cancel_then_resume(specs, tmp_path, cli, waiter, monkeypatch):
+def test_cancel_then_resume_only_once_the_stop_checkpoint_is_saved(specs, tmp_path, cli, waiter, monkeypatch):
+    """Issue 25 (8): a cancelled job that is saving its stop checkpoint stays active; a resume meanwhile
+    starts nothing; once saved the run is CANCELLED and resumes from that checkpoint."""
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.2")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "4")  # the stop checkpoint takes 4 s
     ws = tmp_path / "ws"
     doc = json.loads(cli("run", "lt", "trainer.total_steps=100", "--executor", "local", "--workdir", str(ws),
                          "--no-wait", "--json", check=True).stdout)
@@ -124,9 +127,14 @@ def test_cancel_then_resume(specs, tmp_path, cli, waiter, monkeypatch):
     waiter(lambda: (first / "steps.log").exists(), 60, "the first run to start")
     out = cli("cancel", "lt", "--workdir", str(ws), check=True)
     assert "3 run(s) cancelled" in out.stdout
-    assert set(_states(ws).values()) == {"CANCELLED"}
+    waiter(lambda: read_status(first).get("state") == "stopping", 30, "the job to start saving")
+    assert _states(ws)[first.name] == "RUNNING"  # not resumable while it saves
+    early = json.loads(cli("resume", first.name, "--workdir", str(ws), "--no-wait", "--json", check=True).stdout)
+    assert early["submitted"] == [] and early["skipped"][0]["reason"] == "already running"
     waiter(lambda: read_status(first).get("state") == "preempted", 30, "the job to checkpoint and stop")
+    waiter(lambda: set(_states(ws).values()) == {"CANCELLED"}, 30, "every run CANCELLED")
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.001")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "0")
     out = cli("resume", first.name, "--workdir", str(ws), "--json", check=True)
     resumed = json.loads(out.stdout)["submitted"]
     assert [(r["run_id"], r["action"], r["state"]) for r in resumed] == [(first.name, "resume", "COMPLETED")]

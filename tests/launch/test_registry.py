@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import socket
@@ -123,16 +124,43 @@ def test_concurrent_claims_give_each_run_to_exactly_one_process(tmp_path):
         ("running", states.FAILED, states.FAILED),  # kill -9
         ("running", states.COMPLETED, states.FAILED),  # ended without saying so
         ("preempted", states.COMPLETED, states.PREEMPTED),
-        ("preempted", states.CANCELLED, states.CANCELLED),
+        ("preempted", states.CANCELLED, states.PREEMPTED),  # scancel = TERM: a preemption with its checkpoint
+        ("preempted", states.FAILED, states.PREEMPTED),
         ("requeued", states.RUNNING, states.PENDING),
         ("running", states.RUNNING, states.RUNNING),
         (None, states.PENDING, states.PENDING),
         ("running", None, states.RUNNING),  # not in sacct yet: keep
+        ("running", states.CANCELLED, states.CANCELLED),  # long silent after scancel: it never saved
+        ("stopping", states.CANCELLED, states.CANCELLED),  # ... also when it had begun to
+        (None, states.CANCELLED, states.CANCELLED),  # cancelled before it started
     ],
 )
 def test_merge_state(reported, scheduler, expected):
     rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
-    status = {"state": reported} if reported else {}
+    status = {"state": reported, "updated_at": time.time() - 3600} if reported else {}
+    assert merge_state(rec, status, scheduler, time.time())[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("reported", "age_s", "scheduler", "cancel", "expected"),
+    [
+        ("stopping", 5, states.CANCELLED, False, states.RUNNING),  # saving its stop checkpoint: not resumable
+        ("stopping", 5, states.FAILED, False, states.RUNNING),
+        ("stopping", 5, states.COMPLETED, False, states.RUNNING),
+        ("stopping", 5, states.RUNNING, False, states.RUNNING),
+        ("running", 5, states.CANCELLED, False, states.RUNNING),  # the TERM has not reached it yet
+        ("running", 5, states.FAILED, False, states.FAILED),  # a failure is not a stop
+        ("stopping", 3600, states.CANCELLED, False, states.CANCELLED),  # it never finished saving
+        ("preempted", 5, states.CANCELLED, False, states.PREEMPTED),
+        ("preempted", 5, states.CANCELLED, True, states.CANCELLED),  # `arctl cancel` asked for it
+        ("preempted", 5, states.PREEMPTED, True, states.CANCELLED),
+        ("stopping", 5, states.CANCELLED, True, states.RUNNING),
+    ],
+)
+def test_a_stopped_job_is_active_until_its_stop_checkpoint_is_saved(reported, age_s, scheduler, cancel, expected):
+    rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING,
+                    cancel_requested=time.time() if cancel else None)
+    status = {"state": reported, "updated_at": time.time() - age_s}
     assert merge_state(rec, status, scheduler, time.time())[0] == expected
 
 
@@ -161,6 +189,8 @@ def _slurm_runs(tmp_path, ids):
     for i in range(len(ids)):
         ws.run_dir(f"r{i}").mkdir(parents=True)
         write_status(ws.run_dir(f"r{i}"), state="running")
+        path = ws.run_dir(f"r{i}") / "status.json"  # last heard of an hour ago (not a job that is stopping)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "updated_at": old}))
     return ws, reg
 
 

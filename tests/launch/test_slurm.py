@@ -82,17 +82,30 @@ def test_a_sweep_larger_than_max_array_size_goes_out_in_chunks(specs, tmp_path, 
     waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "3 cells COMPLETED")
 
 
-def test_a_cancelled_cell_shows_cancelled_and_the_next_sweep_relaunches_only_it(specs, tmp_path, cli, waiter,
-                                                                                monkeypatch):
+def test_scancel_is_preempted_after_the_stop_checkpoint_and_only_then_resumed(specs, tmp_path, cli, waiter,
+                                                                             monkeypatch):
+    """Issue 25 (8): `scancel` (TERM) stops a job with a checkpoint: the run is PREEMPTED (sacct says
+    CANCELLED), not before the job has saved it; a sweep meanwhile relaunches nothing; the next sweep
+    resumes only that cell, every step once."""
+    from arctl.launch.status_file import read_status
+
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.25")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "3")  # the stop checkpoint takes 3 s (KillWait is 5 s here)
     ws, args = tmp_path / "ws", ("trainer.total_steps=30",)
     _launch(cli, "sweep", "lt3", ws, *args)
     waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["b"].run_id)) >= 2, 90, "cell b running")
     b = _by_arm(ws)["b"]
+    run_dir = ws / "runs" / b.run_id
     subprocess.run(["scancel", b.job_id], check=True)
-    waiter(lambda: _by_arm(ws)["b"].state == "CANCELLED", 60, "cell b CANCELLED")
+    waiter(lambda: read_status(run_dir).get("state") == "stopping", 30, "cell b saving its stop checkpoint")
+    during = _launch(cli, "sweep", "lt3", ws, *args)  # refreshes first: b is still active
+    assert during["submitted"] == [], during
+    assert _by_arm(ws)["b"].state in ("PENDING", "RUNNING")  # active (sacct may lag behind the job)
+    waiter(lambda: _by_arm(ws)["b"].state in ("PREEMPTED", "CANCELLED", "FAILED"), 60, "cell b stopped")
+    assert _by_arm(ws)["b"].state == "PREEMPTED" and read_status(run_dir)["state"] == "preempted"
     assert any(state.startswith("CANCELLED") for job, state in _sacct(b.job_id.split("_")[0]) if job == b.job_id)
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.02")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "0")
     doc = _launch(cli, "sweep", "lt3", ws, *args)
     assert [(r["run_id"], r["action"]) for r in doc["submitted"]] == [(b.run_id, "resume")]
     waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "all cells COMPLETED")

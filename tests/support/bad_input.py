@@ -138,6 +138,19 @@ class Sandbox:
         assert "sbatch" not in calls and "scancel" not in calls, f"SLURM was asked to act: {calls}\n{shown}"
         return result
 
+    def check_survives(self, *args: str, names: str = "") -> Outcome:
+        """The contract for a damaged workspace, where a command may still work: no traceback; either
+        exit 0, or exit 2 with exactly one ``error:`` line (naming ``names`` when given)."""
+        result = self.run(*args)
+        shown = f"arctl {' '.join(repr(a) for a in args)}\n--- stdout\n{result.out[-2000:]}\n--- stderr\n{result.err}"
+        assert result.crash is None, f"{shown}\n--- traceback\n{result.crash}"
+        assert "Traceback (most recent call last)" not in result.err + result.out, shown
+        assert result.code in (0, 2), f"exit code {result.code!r}\n{shown}"
+        if result.code == 2:
+            lines = [line for line in result.err.splitlines() if line.strip()]
+            assert len(lines) == 1 and lines[0].startswith("error:") and names in lines[0], f"not one error line\n{shown}"
+        return result
+
 
 def launch_args(sandbox: Sandbox) -> list[str]:
     return ["--executor", "slurm", "--workdir", str(sandbox.ws)]

@@ -1,35 +1,57 @@
 """Checkpoints of a tiny run: model, optimizer, every RNG stream, step and W&B run id.
 
-``run_dir/checkpoints/step_{step:06d}.pt`` written atomically (temp file + rename); the newest
-``keep`` are kept. Restoring one continues the run exactly: same weights, same optimizer moments,
-same sampling generator and the same python / numpy / torch global RNG states.
+``run_dir/checkpoints/step_{step:06d}.pt`` written atomically (temp file + rename), then its
+checksum ``step_{step:06d}.pt.sha256`` (JSON: sha256, bytes, step); the newest ``keep`` are kept.
+Restoring one continues the run exactly: same weights, same optimizer moments, same sampling
+generator and the same python / numpy / torch global RNG states.
+
+A checkpoint is verified before it is loaded: a file whose bytes no longer match its checksum
+(flipped bits, truncated, emptied) or that does not load is skipped, with a warning, for the newest
+intact one (:func:`newest_intact`); if none is intact the run fails with one line naming the files.
+A checkpoint without a checksum file (an older arctl, or a job killed between the two renames) is
+used if it loads.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from arctl.config.files import replacing
+from arctl.config.files import atomic_write, replacing
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
+SUM_SUFFIX = ".sha256"
+
+
+class CheckpointError(RuntimeError):
+    """No checkpoint of the run can be used: one line naming each file and what is wrong with it."""
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint with the highest step, or None."""
+def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint file, oldest first."""
     d = checkpoint_dir(run_dir)
     if not d.is_dir():
-        return None
-    found = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
-    return found[-1][1] if found else None
+        return []
+    return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def save_checkpoint(
@@ -50,15 +72,80 @@ def save_checkpoint(
     path = d / f"step_{step:06d}.pt"
     with replacing(path) as tmp:
         torch.save(state, tmp)
-    old = sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
+        info = {"sha256": _sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
+    atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info))
+    old = _checkpoints(run_dir)
     for _, p in old[: max(0, len(old) - max(1, keep))]:
         p.unlink(missing_ok=True)
+        p.with_name(p.name + SUM_SUFFIX).unlink(missing_ok=True)
     return path
 
 
-def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator) -> dict:
-    """Restore everything saved by :func:`save_checkpoint`; returns ``{"step", "wandb_id"}``."""
+def _problem(path: Path) -> str | None:
+    """Why ``path`` cannot be trusted (its bytes against its checksum file), or None."""
+    try:
+        size = path.stat().st_size
+        recorded = json.loads(path.with_name(path.name + SUM_SUFFIX).read_text())
+    except FileNotFoundError:
+        return None  # no checksum: used if it loads
+    except (OSError, ValueError) as err:
+        return f"its checksum file cannot be read ({type(err).__name__})"
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
+        return "its checksum file is damaged"
+    if size == 0:
+        return "it is empty"
+    if isinstance(recorded.get("bytes"), int) and size != recorded["bytes"]:
+        return f"it has {size} bytes, {recorded['bytes']} were written (truncated?)"
+    if _sha256(path) != recorded["sha256"]:
+        return "its bytes do not match the checksum written with it"
+    return None
+
+
+def _load(path: Path) -> dict:
     state = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or not {"model", "optimizer", "generator", "step"} <= set(state):
+        raise ValueError("not a tiny checkpoint")
+    return state
+
+
+@dataclass
+class Found:
+    """The newest checkpoint that passed its checks (None: the run starts from scratch), its state,
+    and the newer ones that did not, with why."""
+
+    path: Path | None = None
+    state: dict | None = None
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    def warning(self) -> str | None:
+        if not self.skipped:
+            return None
+        bad = "; ".join(f"{p.name}: {why}" for p, why in self.skipped)
+        return f"skipped {len(self.skipped)} damaged checkpoint(s) ({bad}); resumed from {self.path.name}"
+
+
+def newest_intact(run_dir: Path) -> Found:
+    """The newest checkpoint whose bytes match its checksum and that loads. CheckpointError (one line)
+    if there are checkpoints and none of them is intact."""
+    found = Found()
+    for _, path in reversed(_checkpoints(run_dir)):
+        why = _problem(path)
+        if why is None:
+            try:
+                found.path, found.state = path, _load(path)
+                return found
+            except Exception as err:  # noqa: BLE001 - any way a file fails to load makes it unusable
+                why = f"it does not load ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+        found.skipped.append((path, why))
+    if found.skipped:
+        files = "; ".join(f"{p} ({why})" for p, why in found.skipped)
+        raise CheckpointError(f"no intact checkpoint to resume from: {files}. Restore one, or delete "
+                              f"{checkpoint_dir(run_dir)} to start the run over")
+    return found
+
+
+def restore(state: dict, model, optimizer, generator: torch.Generator) -> dict:
+    """Put a loaded checkpoint's state back; returns ``{"step", "wandb_id"}``."""
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])
@@ -66,3 +153,4 @@ def load_checkpoint(path: Path, model, optimizer, generator: torch.Generator) ->
     np.random.set_state(state["numpy_rng"])
     random.setstate(state["python_rng"])
     return {"step": int(state["step"]), "wandb_id": state.get("wandb_id")}
+

@@ -28,7 +28,7 @@ from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.tiny import task
-from arctl.backends.tiny.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from arctl.backends.tiny.checkpoint import newest_intact, restore, save_checkpoint
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
@@ -37,7 +37,7 @@ from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
-from arctl.track.phase import write_phase
+from arctl.track.phase import write_phase, write_warning
 
 log = logging.getLogger(__name__)
 REQUIRED_TINY = ("task", "warmup", "eval_seed", "diag_problems", "max_rows", "threads")
@@ -88,11 +88,15 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     # 2. resume from the newest checkpoint, if any. The metrics file keeps exactly the steps the run
     # keeps (those up to the checkpoint), and the W&B history is made to match it (writer.open_run)
     start, wandb_id, resume_at = 0, None, None
-    if (ckpt := latest_checkpoint(run_dir)) is not None:
-        state = load_checkpoint(ckpt, model, optimizer, generator)
+    found = newest_intact(run_dir)  # checksums verified; a damaged newest one is skipped, with a warning
+    if found.state is not None:
+        state = restore(found.state, model, optimizer, generator)
         start, wandb_id = state["step"], state["wandb_id"]
         resume_at = start
         log.info("tiny: resuming %s from step %d", run_dir, start)
+    if found.warning():
+        print(f"tiny: WARNING {found.warning()}", flush=True)
+        write_warning(run_dir, found.warning())
     history = kept_rows(run_dir, resume_at)
     if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
         resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
