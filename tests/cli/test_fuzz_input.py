@@ -308,7 +308,10 @@ def _damage(ws, how: str, at: float, data: bytes) -> None:
                        ["job_id", "run_id", "seed", "metric_value", "step", "state", "experiment", "attempts"])
             column = columns[int(at * (len(columns) - 0.01))]
             value = data.decode("latin-1") if how == "text" else (1e300 if how == "huge" else None)
-            conn.execute(f"UPDATE runs SET {column}=?", (value,))
+            if column == "run_id":  # unique: damage each id its own way
+                conn.execute("UPDATE runs SET run_id = run_id || ?", (value,))
+            else:
+                conn.execute(f"UPDATE runs SET {column}=?", (value,))
     conn.close()
 
 
