@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from arctl.algo.verify import bracket_depth
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.paths import CONF_DIR, group_options
 from arctl.spec.resolvers import value_problem
@@ -16,17 +17,6 @@ OPEN_SECTIONS = ("tiny.", "verl.")
 IDENTITY_KEYS = ("experiment", "arm", "seed")
 MAX_OVERRIDE_CHARS = 4096  # an override is a line a person writes
 MAX_NESTING = 32  # brackets: Hydra's parser recurses per level
-
-
-def _nesting(text: str) -> int:
-    depth = deepest = 0
-    for ch in text:
-        if ch in "[{(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]})":
-            depth -= 1
-    return deepest
 
 
 def _shown(text: str) -> str:
@@ -57,8 +47,8 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         if len(text) > MAX_OVERRIDE_CHARS:
             raise SpecError(f"override {_shown(text)} is {len(text)} characters long", where,
                             f"an override is at most {MAX_OVERRIDE_CHARS} characters")
-        if _nesting(text) > MAX_NESTING:
-            raise SpecError(f"override {_shown(text)} nests brackets {_nesting(text)} deep", where,
+        if bracket_depth(text) > MAX_NESTING:
+            raise SpecError(f"override {_shown(text)} nests brackets {bracket_depth(text)} deep", where,
                             f"at most {MAX_NESTING} levels")
         try:
             (parsed,) = parser.parse_overrides([text])

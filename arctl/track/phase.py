@@ -21,33 +21,34 @@ PHASE_FILE = "phase.json"
 WARNING_FILE = "warning.json"
 
 
-def write_phase(run_dir: str | Path, phase: str | None) -> None:
-    """Record ``phase`` (atomically; never raises: progress reporting must not break a run)."""
-    try:
-        atomic_write(Path(run_dir) / PHASE_FILE, json.dumps({"phase": phase, "time": time.time()}))
+def _write(run_dir: str | Path, name: str, key: str, value: str | None) -> None:
+    try:  # atomically; never raises: what is only reported must not break a run
+        atomic_write(Path(run_dir) / name, json.dumps({key: value, "time": time.time()}))
     except OSError:
         pass
 
 
-def read_phase(run_dir: str | Path) -> str | None:
+def _read(run_dir: str | Path, name: str, key: str) -> str | None:
     try:
-        value = json.loads((Path(run_dir) / PHASE_FILE).read_text()).get("phase")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
-    return str(value) if value else None
-
-
-def write_warning(run_dir: str | Path, warning: str) -> None:
-    """Record ``warning`` for ``arctl status`` (atomically; never raises)."""
-    try:
-        atomic_write(Path(run_dir) / WARNING_FILE, json.dumps({"warning": warning, "time": time.time()}))
-    except OSError:
-        pass
-
-
-def read_warning(run_dir: str | Path) -> str | None:
-    try:
-        value = json.loads((Path(run_dir) / WARNING_FILE).read_text()).get("warning")
+        value = json.loads((Path(run_dir) / name).read_text()).get(key)
     except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return str(value)[:2000] if value else None
+
+
+def write_phase(run_dir: str | Path, phase: str | None) -> None:
+    """Record ``phase`` (None clears it)."""
+    _write(run_dir, PHASE_FILE, "phase", phase)
+
+
+def read_phase(run_dir: str | Path) -> str | None:
+    return _read(run_dir, PHASE_FILE, "phase")
+
+
+def write_warning(run_dir: str | Path, warning: str) -> None:
+    """Record ``warning`` for ``arctl status``."""
+    _write(run_dir, WARNING_FILE, "warning", warning)
+
+
+def read_warning(run_dir: str | Path) -> str | None:
+    return _read(run_dir, WARNING_FILE, "warning")
