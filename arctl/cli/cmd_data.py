@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
             note = ""
             if row["expected"] and row["rows"] != row["expected"]:
                 note = f" [yellow](paper: {row['expected']})[/]"
-            console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows{note}  -> {row['path']}"))
+            console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows") + note
+                          + esc(f"  -> {row['path']}"))
 
     app.add_typer(data_app, name="data")

@@ -55,3 +55,14 @@ def tiny_model(tokenizer):
         attn_implementation="sdpa",
     )
     return Qwen2ForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def r1_dir(tmp_path_factory):
+    """A local DeepSeek-R1-Distill-Qwen stand-in (tests/support/r1_like.py): the tokenizer's shape (no unk,
+    DeepSeek specials, no <|im_end|>) and a tiny qwen2 model over it, as a Hugging Face model directory."""
+    import r1_like  # tests/support/r1_like.py
+
+    path = tmp_path_factory.mktemp("r1-like")
+    r1_like.build(path)
+    return path

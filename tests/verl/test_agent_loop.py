@@ -176,11 +176,24 @@ def test_a_trees_requests_share_one_sticky_request_id(loop_factory):
     assert extra["arctl_summary_cached_tokens"] == sum(prompts) - 6
 
 
-def test_deterministic_rollout_gets_distinct_deterministic_ids(loop_factory):
-    # under rollout.full_determinism verl hands the id to vLLM unchanged; vLLM refuses duplicates in flight
+def test_deterministic_rollout_gets_distinct_deterministic_ids_per_sample(loop_factory):
+    """Under rollout.full_determinism verl hands the id to vLLM unchanged (and routes by its hash);
+    vLLM refuses duplicates in flight. verl's v1 worker never sets ``priority``, so ids built from
+    it were ``det-0-k`` for every tree (issue 26: one replica for all, colliding ids); they come from
+    the sample (its question's uid and session) and repeat exactly when the same sample reruns."""
     loop, server, tok = loop_factory(budgets=(4, 9), group_size=2, deterministic=True)
-    _run(loop, priority=3)
-    assert server.request_ids == [f"det-3-{k}" for k in range(len(server.request_ids))]
+    per_tree = {}
+    for uid, session in (("q1", 0), ("q1", 1), ("q2", 0)):
+        start = len(server.request_ids)
+        _run(loop, uid=uid, session_id=session)
+        per_tree[(uid, session)] = server.request_ids[start:]
+    for (uid, session), ids in per_tree.items():
+        assert ids == [f"det-{uid}-{session}-{k}" for k in range(len(ids))]
+    every = [i for ids in per_tree.values() for i in ids]
+    assert len(every) == len(set(every))  # no two requests of any trees share an id
+    start = len(server.request_ids)
+    _run(loop, uid="q1", session_id=1)
+    assert server.request_ids[start:] == per_tree[("q1", 1)]  # deterministic
 
 
 def test_summary_cache_metrics_count_each_tree_once():
@@ -418,3 +431,47 @@ def test_verl_forcing_emits_what_the_per_token_rule_emits():
         assert got == want, (budget, max_ext, script, got, want)
 
     check()
+
+
+def test_the_tree_loop_is_built_as_verls_worker_builds_it_with_an_r1_distill_tokenizer(r1_dir, paper_config):
+    """Issue 26: verl's AgentLoopWorker instantiates the loop through hydra with ``hf_model_type`` from
+    config.json ("qwen2" for R1-Distill-Qwen), so verl chose its Qwen Continuous-Token builder, which
+    requires <|im_end|>: ValueError in every rollout worker. The loop now gives verl's builder the
+    family the tokenizer speaks (DeepSeek), and the prompt it builds is R1-Distill's chat format."""
+    import hydra
+    from transformers import AutoConfig, AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+
+    from arctl.backends.verl import plugin  # noqa: F401 - registration
+    from arctl.backends.verl.overrides import check_overrides, verl_overrides
+
+    tok = AutoTokenizer.from_pretrained(r1_dir)
+    hf_model_type = AutoConfig.from_pretrained(r1_dir).model_type  # what verl's worker passes
+    assert hf_model_type == "qwen2" and tok.unk_token is None and "<|im_end|>" not in tok.get_vocab()
+    cfg = copy.deepcopy(paper_config)
+    cfg["model"]["path"] = str(r1_dir)
+    composed = check_overrides(verl_overrides(cfg))
+    loop = hydra.utils.instantiate(
+        config=_agent_loop_registry["arctl_tree"], trainer_config=DictConfigWrap(config=composed),
+        server_manager=None, tokenizer=tok, processor=None, hf_model_type=hf_model_type, dataset_cls=None,
+        data_config=DictConfigWrap(composed.data), tools=ToolListWrap([]),
+    )
+    assert type(loop.continuous_token_builder).__name__ == "DeepSeekContinuousTokenBuilder"
+
+    async def prompt():
+        loop.loop = asyncio.get_running_loop()
+        return await loop.ct_build_initial_tokens([{"role": "user", "content": "What is 1 + 0?"}])
+
+    ids = list(asyncio.run(prompt()))
+    assert ids == tok.apply_chat_template([{"role": "user", "content": "What is 1 + 0?"}], tokenize=True,
+                                          add_generation_prompt=True)["input_ids"]
+    assert tok.decode(ids[-3:]) == "<｜Assistant｜><think>\n"
+
+
+def test_verls_qwen_builder_is_what_refused_the_r1_tokenizer(r1_dir):
+    """The failure the loop avoids, as verl 0.9.1 produces it (if verl changes, this test says so)."""
+    from transformers import AutoTokenizer
+    from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
+
+    with pytest.raises(ValueError, match="im_end"):
+        create_continuous_token_builder(AutoTokenizer.from_pretrained(r1_dir), hf_model_type="qwen2")

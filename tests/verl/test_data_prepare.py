@@ -132,3 +132,10 @@ def test_an_output_folder_that_cannot_be_written_is_one_line(app, tmp_path, wher
     assert res.exit_code == 2, res.output
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+
+
+def test_the_row_count_note_is_coloured_not_printed_as_markup(app, tmp_path):
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "deepscaler",
+                                   "--no-hub", *_sources(tmp_path)[:2]])
+    assert res.exit_code == 0, res.output
+    assert "(paper: 40315)" in res.stdout and "[yellow]" not in res.stdout and "[/]" not in res.stdout

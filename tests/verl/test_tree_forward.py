@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from arctl.algo.tree import SummaryBranch, pack_tree, stack_trees
@@ -135,3 +136,33 @@ def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model):
                                      tree.branch_start[None], "sdpa")[0]
             logp = torch.log_softmax(logits[b, : tree.length - 1], -1).gather(-1, tree.input_ids[1:, None])[:, 0]
             torch.testing.assert_close(logp, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("module", ["eager", "unreadable"])
+def test_the_patched_engine_refuses_an_attention_that_would_add_the_mask(tiny_model, module):
+    """Issue 26 (3): the patch assumed SDPA when it could not read the implementation; a boolean 4-D
+    mask given to eager attention is *added* to the scores. It raises instead."""
+    import verl.workers.engine.fsdp.transformer_impl as ti
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+
+    import arctl.backends.verl.plugin  # noqa: F401
+
+    tree = _trees()[0]
+    nest = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)  # noqa: E731
+    mb = TensorDict({"input_ids": nest([tree.input_ids]), "position_ids": nest([tree.position_ids]),
+                     "temperature": torch.ones(1), "tree_cut": nest([tree.cut]),
+                     "tree_branch_start": nest([tree.branch_start])}, batch_size=1)
+    tu.assign_non_tensor(mb, use_remove_padding=False)
+
+    class Engine:
+        pad_to_length = False
+        module = tiny_model if module == "eager" else torch.nn.Linear(2, 2)  # no config to read
+
+    if module == "eager":
+        tiny_model.set_attn_implementation("eager")
+    try:
+        with pytest.raises(RuntimeError, match="flex_attention or sdpa"):
+            ti.FSDPEngineWithLMHead.prepare_model_inputs(Engine(), mb)
+    finally:
+        tiny_model.set_attn_implementation("sdpa")

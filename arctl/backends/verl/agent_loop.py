@@ -319,7 +319,7 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
     return str(kwargs.get("data_source", "")) in {str(d) for d in (arctl.get("eval_datasets") or [])}
 
 
-def tree_request_ids(full_determinism: bool = False, priority: Any = 0) -> Callable[[], str]:
+def tree_request_ids(full_determinism: bool = False, sample: str | None = None) -> Callable[[], str]:
     """The ``request_id`` of each request of one tree (call it once per request).
 
     verl's router (``GlobalRequestLoadBalancer``) keeps requests with the same id on the same vLLM
@@ -328,14 +328,49 @@ def tree_request_ids(full_determinism: bool = False, priority: Any = 0) -> Calla
     (a fresh id per request would land on the thinking's replica about 1 time in #replicas and
     re-prefill up to 8k tokens). Under ``rollout.full_determinism`` verl passes the id to vLLM
     unchanged (and routes by its hash), and vLLM refuses two requests in flight with one id, so each
-    request gets its own deterministic id ``det-{priority}-{k}``: routing is then deterministic,
-    not sticky.
+    request gets its own id ``det-{sample}-{k}``, where ``sample`` names the thinking sample (its
+    question's uid and its session, :func:`sample_name`): distinct across trees, so they spread over
+    the replicas instead of all landing on one.
     """
     if full_determinism:
+        if not sample:
+            raise ValueError("deterministic request ids need the sample's name (its uid and session)")
         counter = itertools.count()
-        return lambda: f"det-{priority}-{next(counter)}"
+        return lambda: f"det-{sample}-{next(counter)}"
     tree = f"arctl-tree-{uuid.uuid4().hex}"
     return lambda: tree
+
+
+def sample_name(kwargs: dict[str, Any]) -> str | None:
+    """``{uid}-{session}`` of the thinking sample an agent loop runs: verl's v1 worker passes the
+    question's ``uid`` and the sample's ``session_id`` (0 .. rollout.n - 1)."""
+    uid = kwargs.get("uid")
+    if uid is None:
+        return None
+    return f"{uid}-{kwargs.get('session_id', 0)}"
+
+
+DEEPSEEK_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+
+
+def continuous_token_model_type(tokenizer: Any, hf_model_type: str | None) -> str | None:
+    """The ``model_type`` to give verl's Continuous Token builder for this tokenizer.
+
+    verl chooses the builder (how chat turns join) from config.json's ``model_type`` alone.
+    DeepSeek-R1-Distill-Qwen says ``qwen2`` while its tokenizer speaks DeepSeek's chat format (no
+    ``<|im_end|>``), so verl's Qwen builder refuses it (``ValueError`` in every rollout worker). The
+    tokenizer decides: a Qwen type without ``<|im_end|>`` gets verl's DeepSeek builder when the
+    tokenizer has DeepSeek's end-of-sentence token, else the generic builder (None); any other type
+    is kept."""
+    from verl.utils.tokenizer.continuous_token_wiring import _MODEL_TYPE_TO_FAMILY
+
+    family = _MODEL_TYPE_TO_FAMILY.get(str(hf_model_type or "").strip().lower())
+    if family is None or not str(family.value).startswith("qwen"):
+        return hf_model_type
+    vocab = tokenizer.get_vocab()
+    if "<|im_end|>" in vocab:
+        return hf_model_type
+    return "deepseek_v3" if DEEPSEEK_EOS in vocab else None
 
 
 def summary_cache_fields(extra: Sequence[dict[str, Any]], prompt_lens: Sequence[int]) -> dict[str, Any]:
@@ -358,8 +393,9 @@ def _make_loop_class():
     class TreeAgentLoop(AgentLoopBase):
         """verl agent loop of the AnytimeReasoner tree rollout (registered as ``arctl_tree``)."""
 
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
+        def __init__(self, *args, hf_model_type: str | None = None, **kwargs):
+            tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
+            super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
             self.arctl = self.config.arctl
             self.inserted = InsertedTokens.from_tokenizer(self.tokenizer)
             self.eos_id = self.tokenizer.eos_token_id
@@ -413,7 +449,7 @@ def _make_loop_class():
             self._server_extra: list[dict[str, Any]] = []
             self._prompt_lens: list[int] = []
             full_determinism = bool(getattr(self.rollout_config, "full_determinism", False))
-            self._request_id = tree_request_ids(full_determinism, kwargs.get("priority", 0))
+            self._request_id = tree_request_ids(full_determinism, sample_name(kwargs))
             with simple_timer("generate_sequences", metrics):
                 tree, info, target = await rollout_question(
                     sample_tree, build_prompt, budgets, validate, control,

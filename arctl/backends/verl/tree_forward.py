@@ -40,20 +40,39 @@ def padded_tree_encoding(cut: torch.Tensor, branch_start: torch.Tensor, max_len:
     return c, s
 
 
+TREE_ATTENTION = ("flex_attention", "sdpa")  # the implementations that apply a tree mask as a mask
+
+
+def attn_implementation_of(model: Any) -> str:
+    """The attention implementation ``model`` was built with, when it is one that applies a tree
+    mask: ``flex_attention`` (BlockMask) or ``sdpa`` (boolean 4-D mask). Anything else raises: eager
+    attention *adds* a boolean mask to the scores instead of applying it, and an implementation that
+    cannot be read cannot be trusted with one."""
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if impl not in TREE_ATTENTION:
+        raise RuntimeError(
+            f"arctl packed trees need the model built with attn_implementation flex_attention or sdpa, "
+            f"this one has {impl!r}: set actor_rollout_ref.model.override_config.attn_implementation "
+            "(arctl's overrides do, for verl.tree_attention=flex|dense)")
+    return impl
+
+
 def tree_attention_mask(cut: torch.Tensor, branch_start: torch.Tensor, attn_implementation: str,
                         block_size: int = DEFAULT_BLOCK_SIZE) -> Any:
     """The attention mask a transformers model takes for trees ``[B, L]``: a BlockMask for
-    ``flex_attention``, else a boolean [B, 1, L, L] mask (True = attend)."""
+    ``flex_attention``, a boolean [B, 1, L, L] mask (True = attend) for ``sdpa``."""
     if attn_implementation == "flex_attention":
         return tree_block_mask(cut, branch_start, device=cut.device, block_size=block_size)
-    return dense_tree_mask(cut, branch_start)[:, None]
+    if attn_implementation == "sdpa":
+        return dense_tree_mask(cut, branch_start)[:, None]
+    raise ValueError(f"no tree mask for attention implementation {attn_implementation!r} (use {' or '.join(TREE_ATTENTION)})")
 
 
 def tree_log_probs(model, input_ids: torch.Tensor, position_ids: torch.Tensor, cut: torch.Tensor,
                    branch_start: torch.Tensor, attn_implementation: str | None = None) -> torch.Tensor:
     """log p(token_t | tree context) for t >= 1 of packed trees ``[B, L]`` -> [B, L - 1] (float32),
     the quantity verl's actor computes (logits at t-1, label t)."""
-    impl = attn_implementation or getattr(model.config, "_attn_implementation", "sdpa")
+    impl = attn_implementation or attn_implementation_of(model)
     mask = tree_attention_mask(cut, branch_start, impl)
     logits = model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask).logits.float()
     logp = torch.log_softmax(logits[:, :-1], dim=-1)
@@ -91,9 +110,7 @@ def patch_fsdp_engine(module) -> None:
         cut, bstart = padded_tree_encoding(
             micro_batch["tree_cut"], micro_batch["tree_branch_start"], input_ids.shape[-1]
         )
-        model = getattr(self, "module", None)
-        config = getattr(model, "config", None)
-        impl = getattr(config, "_attn_implementation", None) or "sdpa"
+        impl = attn_implementation_of(getattr(self, "module", None))
         model_inputs["attention_mask"] = tree_attention_mask(cut.to(input_ids.device), bstart.to(input_ids.device), impl)
         return model_inputs, output_args
 

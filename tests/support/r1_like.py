@@ -1,0 +1,121 @@
+"""A local stand-in for DeepSeek-R1-Distill-Qwen-1.5B, built without a download: its tokenizer's shape
+and a tiny Qwen2 over it.
+
+- tokenizer: byte-level BPE, **no unk token**, 151,643 base tokens (a BPE trained on a small corpus,
+  padded with unreachable tokens), then R1-Distill's added tokens at ids 151,643-151,664
+  (``<｜end▁of▁sentence｜>`` EOS, ``<｜User｜>``, ``<｜Assistant｜>``, ``<｜begin▁of▁sentence｜>`` BOS,
+  ``<think>``, ``</think>``, ...) and no ``<|im_start|>``/``<|im_end|>``; its chat template renders
+  ``BOS <｜User｜>question<｜Assistant｜><think>\\n`` like R1-Distill's;
+- model: ``Qwen2ForCausalLM`` (``model_type`` qwen2, as R1-Distill's config.json says), hidden 32,
+  2 layers, untied embeddings, vocab 151,936, random weights with one deterministic change so that a
+  verifier reward *varies* (a random model never writes ``\\boxed{1}``): hidden dimension 0 carries a
+  constant from the embeddings, and the lm_head reads it only for a few tokens (``\\boxed{1}``,
+  ``\\boxed{2}``, ``</think>``, EOS, a filler word), which therefore take most of the probability
+  mass whatever the context. Rewards then come out 0 or 1 by chance, the advantages are not zero, and
+  the update moves the weights: what an end-to-end test of training needs.
+
+``build(directory)`` writes both as a Hugging Face model directory (``config.json``, weights,
+``tokenizer.json``, ``tokenizer_config.json``) and returns the tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+VOCAB_BASE = 151_643
+VOCAB_SIZE = 151_936  # the config's (padded) vocabulary, as R1-Distill-Qwen-1.5B's
+ADDED = ["<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<｜begin▁of▁sentence｜>", "<|EOT|>", "<think>",
+         "</think>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+         "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
+         "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]  # ids 151,643 ... 151,664
+EOS, BOS = ADDED[0], ADDED[3]
+ANSWERS = ["\\boxed{1}", "\\boxed{2}"]  # plain added tokens: the model's favourites
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ message['content'] }}"
+    "{% elif message['role'] == 'user' %}{{ '<｜User｜>' + message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}{{ '<｜Assistant｜>' + message['content'] + '<｜end▁of▁sentence｜>' }}"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}"
+)
+CORPUS = [
+    "What is 1 + 0? Let's think step by step and output the final answer within \\boxed{}.",
+    "What is 1 + 1? Let's think step by step and output the final answer within \\boxed{}.",
+    "Let me think. The sum is 2, so the answer is \\boxed{2}.",
+    "...\n\n...\n\n",
+    "\n\n**Final Answer**\n\\boxed{1}",
+    "Wait, let me check this again. think think think",
+    "<｜tool▁outputs▁end｜>",
+] * 20
+
+
+def build_tokenizer():
+    """The R1-Distill-shaped tokenizer (see the module docstring)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    small = Tokenizer(models.BPE())
+    small.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    small.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    learned = json.loads(small.to_str())["model"]
+    vocab = dict(learned["vocab"])
+    for i in range(VOCAB_BASE - len(vocab)):  # unreachable fillers: the ids of the added tokens match R1's
+        vocab[f"<unused_{i}>"] = len(vocab)
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in learned["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))  # no unk token, as R1's
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(ADDED)
+    tok.add_tokens(ANSWERS)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=EOS)
+    fast.chat_template = CHAT_TEMPLATE
+    assert fast.convert_tokens_to_ids(EOS) == VOCAB_BASE and fast.convert_tokens_to_ids("</think>") == VOCAB_BASE + 6
+    assert fast.unk_token is None and "<|im_end|>" not in fast.get_vocab()
+    return fast
+
+
+# the favourites' logits whatever the context (hidden dim 0 after the final RMSNorm is 4 / rms = 4 * sqrt(32) / 4):
+# about 52% " think", 19% each answer, 5% </think>, 4% EOS, 4% the rest of the vocabulary
+FAVOURITES = {" think": 14.5, ANSWERS[0]: 13.5, ANSWERS[1]: 13.5, "</think>": 12.2, EOS: 12.0}
+NORMED_DIM0 = 32 ** 0.5
+
+
+def build_model(tokenizer, seed: int = 0):
+    """The tiny Qwen2 over ``tokenizer`` (see the module docstring)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, intermediate_size=64, max_position_embeddings=1024,
+                      tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+                      eos_token_id=tokenizer.eos_token_id, rms_norm_eps=1e-6)
+    model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():
+        model.model.embed_tokens.weight[:, 0] = 4.0  # dimension 0: a constant in the residual stream ...
+        for layer in model.model.layers:  # ... that no layer writes to
+            layer.self_attn.o_proj.weight[0, :] = 0.0
+            layer.mlp.down_proj.weight[0, :] = 0.0
+        model.lm_head.weight[:, 0] = 0.0
+        for text, logit in FAVOURITES.items():  # ... and that only the favourites read
+            (token,) = tokenizer.encode(text, add_special_tokens=False)
+            model.lm_head.weight[token, 0] = logit / NORMED_DIM0
+    return model
+
+
+def build(directory: str | Path, seed: int = 0) -> object:
+    """Write the tokenizer and the model to ``directory`` (a local HF model dir); return the tokenizer."""
+    directory = Path(directory)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, seed)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    model.generation_config.save_pretrained(directory)
+    # loaded through AutoTokenizer with the class written (as R1's tokenizer_config names its own): with the
+    # model's qwen2 type, AutoTokenizer would otherwise pick Qwen2's class and its default unk token
+    config_path = directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.update(tokenizer_class="PreTrainedTokenizerFast", unk_token=None)
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    return tokenizer
