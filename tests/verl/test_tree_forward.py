@@ -138,8 +138,8 @@ def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model):
             torch.testing.assert_close(logp, ref, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("module", ["eager", "unreadable"])
-def test_the_patched_engine_refuses_an_attention_that_would_add_the_mask(tiny_model, module):
+@pytest.mark.parametrize("which", ["eager", "unreadable"])
+def test_the_patched_engine_refuses_an_attention_that_would_add_the_mask(tiny_model, which):
     """Issue 26 (3): the patch assumed SDPA when it could not read the implementation; a boolean 4-D
     mask given to eager attention is *added* to the scores. It raises instead."""
     import verl.workers.engine.fsdp.transformer_impl as ti
@@ -155,11 +155,13 @@ def test_the_patched_engine_refuses_an_attention_that_would_add_the_mask(tiny_mo
                      "tree_branch_start": nest([tree.branch_start])}, batch_size=1)
     tu.assign_non_tensor(mb, use_remove_padding=False)
 
+    built = tiny_model if which == "eager" else torch.nn.Linear(2, 2)  # a module with no config to read
+
     class Engine:
         pad_to_length = False
-        module = tiny_model if module == "eager" else torch.nn.Linear(2, 2)  # no config to read
+        module = built
 
-    if module == "eager":
+    if which == "eager":
         tiny_model.set_attn_implementation("eager")
     try:
         with pytest.raises(RuntimeError, match="flex_attention or sdpa"):
