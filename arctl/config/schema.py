@@ -219,6 +219,7 @@ class WandbConfig:
 
 
 TREE_LAYOUTS = ("flex", "dense", "duplicate")
+VERL_DEVICES = ("cuda", "cpu")  # cpu: verl's real loop on a CPU (arctl.backends.verl.cpu_platform)
 """``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
 for debugging), or one row per branch (any engine)."""
 
@@ -229,6 +230,7 @@ class VerlConfig:
     them). Open: ``+verl.<key>=...`` may add a key, checked only to be finite and sane."""
 
     tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
+    device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
     rollout_name: str = "vllm"
     tensor_model_parallel_size: int = setting(1, range=I(1, 64))
     gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))

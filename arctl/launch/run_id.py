@@ -4,7 +4,9 @@
 SHA-256 over the canonical JSON of the resolved config without its launch-only fields
 (``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``: added by launch) and
 without an inactive ``budget_control`` section (no method, no budget forcing: it changes nothing,
-so runs keep the ids they had before the section existed).
+so runs keep the ids they had before the section existed), and without the keys of
+:data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run keeps its id;
+a run that sets one gets an id of its own).
 The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
 """
 
@@ -17,6 +19,8 @@ import re
 from arctl.algo.settings import BudgetControl
 
 LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir")
+# (section, key) -> the default at which the key stays out of the identity
+ADDED_AT_DEFAULT = {("verl", "device"): "cuda"}
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a
@@ -30,6 +34,9 @@ def identity_config(config: dict) -> dict:
     out = {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS}
     if "budget_control" in out and not BudgetControl.from_config(out).active:
         del out["budget_control"]
+    for (section, key), default in ADDED_AT_DEFAULT.items():
+        if isinstance(out.get(section), dict) and out[section].get(key) == default:
+            out[section] = {k: v for k, v in out[section].items() if k != key}
     return out
 
 

@@ -41,9 +41,47 @@ ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"  # tests: let the verl trainer start with
 
 
 def runs_without_gpu(config: dict) -> bool:
-    """Whether this verl run does its work without a GPU: the smoke run (plumbing only) and the CPU
-    rehearsal of the training loop (``verl.rehearsal_steps``)."""
-    return bool(verl_setting(config, "smoke")) or int(verl_setting(config, "rehearsal_steps") or 0) > 0
+    """Whether this verl run does its work without a GPU: the smoke run (plumbing only), the CPU
+    rehearsal of the training loop (``verl.rehearsal_steps``) and verl's real loop on a CPU
+    (``verl.device=cpu``)."""
+    return (bool(verl_setting(config, "smoke")) or int(verl_setting(config, "rehearsal_steps") or 0) > 0
+            or on_cpu(config))
+
+
+def on_cpu(config: dict) -> bool:
+    """``verl.device=cpu``: verl's real loop on a CPU (:mod:`arctl.backends.verl.cpu_platform`)."""
+    return verl_setting(config, "device") == "cpu"
+
+
+CPU_ROLLOUT = "arctl_cpu"  # arctl.backends.verl.cpu_rollout.ROLLOUT (kept import-free here)
+CPU_LAYOUTS = ("dense", "duplicate")  # FlexAttention has no backward on a CPU
+CPU_RAY_CPUS = 8  # logical: TransferQueue's storage and controller actors, the rollout server, the workers
+
+
+def cpu_overrides(config: dict) -> dict[str, Any]:
+    """What ``verl.device=cpu`` changes in verl's config: FSDP2 (FSDP1 syncs module states through a
+    GPU), float32 parameters, no torch.compile, the ``arctl_cpu`` rollout, logical Ray GPUs (one per
+    FSDP rank) and CPUs, one TransferQueue storage unit (8 starve a 2-core machine), data loading in
+    the trainer's process, one agent-loop and one reward-loop worker."""
+    a = "actor_rollout_ref"
+    gpus = int((config.get("cluster") or {}).get("gpus_per_node") or 0) or 1
+    return {
+        f"{a}.actor.strategy": "fsdp2",
+        f"{a}.ref.strategy": "fsdp2",
+        "critic.strategy": "fsdp2",
+        f"{a}.actor.fsdp_config.dtype": "float32",
+        f"{a}.actor.use_torch_compile": False,
+        f"{a}.actor.fsdp_config.use_torch_compile": False,
+        f"{a}.rollout.name": CPU_ROLLOUT,
+        "trainer.device": "cpu",
+        "trainer.n_gpus_per_node": gpus,
+        "ray_kwargs.ray_init.num_cpus": CPU_RAY_CPUS,
+        "+ray_kwargs.ray_init.num_gpus": gpus,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.dataloader_num_workers": 0,  # verl's 8 loader processes: memory, and killed noisily at shutdown
+        f"{a}.rollout.agent.num_workers": 1,  # verl's 8 agent-loop actors each import verl: ~40 s on 2 cores
+        "reward.num_workers": 1,  # the same for its 8 reward-loop actors
+    }
 
 
 def local_gpu_problem(config: dict) -> str | None:
@@ -70,6 +108,13 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
     problem = strategy_problem(config)
     if problem:
         return problem, "verl.overrides", "the tree mask exists for the FSDP engine only"
+    if on_cpu(config) and verl_setting(config, "tree_attention") not in CPU_LAYOUTS:
+        return (f"verl.device=cpu trains packed trees with a dense mask: verl.tree_attention="
+                f"{verl_setting(config, 'tree_attention')} (FlexAttention) has no backward pass on a CPU",
+                "verl.tree_attention", "add verl.tree_attention=dense (or duplicate)")
+    if on_cpu(config) and verl_setting(config, "rollout_name") not in (VERL_DEFAULTS["rollout_name"], CPU_ROLLOUT):
+        return (f"verl.device=cpu generates with the {CPU_ROLLOUT} server, not verl.rollout_name="
+                f"{verl_setting(config, 'rollout_name')}", "verl.rollout_name", "leave verl.rollout_name out")
     args = (config.get("verl") or {}).get("ray_start_args") or []
     bad = [a for a in args if not str(a).startswith("-")]
     if bad:
@@ -310,6 +355,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     ov[f"+{a}.model.override_config.attn_implementation"] = ATTN_IMPLEMENTATION[layout]
     if trainer.get("deterministic"):
         ov[f"{a}.rollout.full_determinism"] = True
+    if on_cpu(config):
+        ov.update(cpu_overrides(config))
     items = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
     settings = arctl_settings(config)
     if run_dir is not None:

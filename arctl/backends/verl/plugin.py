@@ -17,6 +17,10 @@ Names registered (see :data:`NAMES`):
 - policy losses ``arctl_drgrpo`` and ``arctl_drgrpo_dual`` (:mod:`arctl.backends.verl.policy_loss`;
   the second when the spec turns dual clip on)
 - the tree attention mask in verl's FSDP engine (:func:`arctl.backends.verl.tree_forward.patch_fsdp_engine`)
+- verl on a CPU (``verl.device=cpu``, :mod:`arctl.backends.verl.cpu_platform`,
+  :mod:`arctl.backends.verl.cpu_rollout`): the ``cpu`` platform (selected only by
+  ``VERL_PLATFORM=cpu``), the FSDP engines for device ``cpu``, plain gloo for the process group on
+  that platform, and the rollout ``arctl_cpu`` (replica registry + adapter)
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
 POLICY_LOSS_MODULE = "verl.trainer.ppo.core_algos"
 FSDP_ENGINE_MODULE = "verl.workers.engine.fsdp.transformer_impl"
+PLATFORM_MODULE = "verl.plugin.platform.platform_manager"
+DISTRIBUTED_MODULE = "verl.utils.distributed"
+REPLICA_MODULE = "verl.workers.rollout.replica"
+ROLLOUT_BASE_MODULE = "verl.workers.rollout.base"
 
 _lock = threading.RLock()
 _done: set[str] = set()
@@ -66,9 +74,35 @@ def _register_policy_loss(module) -> None:
 
 
 def _patch_fsdp_engine(module) -> None:
+    from arctl.backends.verl.cpu_platform import register_cpu_engines
     from arctl.backends.verl.tree_forward import patch_fsdp_engine
 
     patch_fsdp_engine(module)
+    register_cpu_engines(module)
+
+
+def _register_platform(module) -> None:
+    from arctl.backends.verl.cpu_platform import register_platform
+
+    register_platform(module)
+
+
+def _patch_distributed(module) -> None:
+    from arctl.backends.verl.cpu_platform import patch_distributed
+
+    patch_distributed(module)
+
+
+def _register_replica(module) -> None:
+    from arctl.backends.verl.cpu_rollout import register_replica
+
+    register_replica(module)
+
+
+def _register_adapter(module) -> None:
+    from arctl.backends.verl.cpu_rollout import register_adapter
+
+    register_adapter(module)
 
 
 _ACTIONS: dict[str, Callable] = {
@@ -76,12 +110,20 @@ _ACTIONS: dict[str, Callable] = {
     TRAINER_MODULE: _register_trainer,
     POLICY_LOSS_MODULE: _register_policy_loss,
     FSDP_ENGINE_MODULE: _patch_fsdp_engine,
+    PLATFORM_MODULE: _register_platform,
+    DISTRIBUTED_MODULE: _patch_distributed,
+    REPLICA_MODULE: _register_replica,
+    ROLLOUT_BASE_MODULE: _register_adapter,
 }
 _READY_ATTR = {
     AGENT_LOOP_MODULE: "_agent_loop_registry",
     TRAINER_MODULE: "TRAINER_REGISTRY",
     POLICY_LOSS_MODULE: "POLICY_LOSS_REGISTRY",
-    FSDP_ENGINE_MODULE: "FSDPEngineWithLMHead",
+    FSDP_ENGINE_MODULE: "FSDPEngineWithValueHead",
+    PLATFORM_MODULE: "PlatformRegistry",
+    DISTRIBUTED_MODULE: "initialize_global_process_group_ray",
+    REPLICA_MODULE: "RolloutReplicaRegistry",
+    ROLLOUT_BASE_MODULE: "_ROLLOUT_REGISTRY",
 }
 
 

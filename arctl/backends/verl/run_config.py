@@ -63,8 +63,18 @@ def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
     return identity.env(name=False, extra={"VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG)})
 
 
+def platform_env(config: dict) -> dict[str, str]:
+    """``VERL_PLATFORM=cpu`` for ``verl.device=cpu`` (verl's platform registry selects arctl's CPU
+    platform by it), else nothing."""
+    from arctl.backends.verl.cpu_platform import PLATFORM, PLATFORM_ENV
+    from arctl.backends.verl.overrides import on_cpu
+
+    return {PLATFORM_ENV: PLATFORM} if on_cpu(config) else {}
+
+
 def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
-    """Put the W&B settings into ``ray_kwargs.ray_init.runtime_env.env_vars`` of the verl config.
+    """Put the W&B settings (and the platform of ``verl.device=cpu``) into
+    ``ray_kwargs.ray_init.runtime_env.env_vars`` of the verl config.
 
     Ray actors (verl's TaskRunner logs to W&B) get them through the runtime env; the API key stays
     in the process environment that Ray workers inherit and is never put in the config, which
@@ -75,5 +85,6 @@ def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
     existing = OmegaConf.select(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
     env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
     env_vars.update(wandb_env(config, Path(run_dir)))
+    env_vars.update(platform_env(config))
     OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
     return cfg

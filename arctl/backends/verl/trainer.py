@@ -42,9 +42,10 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
     ALLOW_CPU_ENV,
     VerlConfigError,
     data_dir,
+    on_cpu,
     verl_setting,
 )
-from arctl.backends.verl.run_config import data_files, verl_run_config, with_wandb_env
+from arctl.backends.verl.run_config import data_files, platform_env, verl_run_config, with_wandb_env
 
 STOP_FILE = "STOP"
 STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
@@ -59,7 +60,7 @@ def _check_inputs(config: dict, cfg: Any) -> None:
         )
     import torch
 
-    if not torch.cuda.is_available() and os.environ.get(ALLOW_CPU_ENV) != "1":
+    if not torch.cuda.is_available() and os.environ.get(ALLOW_CPU_ENV) != "1" and not on_cpu(config):
         raise VerlConfigError(
             "the verl backend needs CUDA GPUs (vLLM rollout, FSDP actor) and this machine has none — "
             "use --scale tiny (CPU backend) or submit to a GPU cluster"
@@ -117,6 +118,9 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         _check_inputs(config, cfg)
 
     with_wandb_env(cfg, config, run_dir)
+    os.environ.update(platform_env(config))  # this process too (the driver), before verl picks its platform
+    if on_cpu(config):  # logical Ray GPUs: Ray refuses num_gpus > 0 beside an empty CUDA_VISIBLE_DEVICES
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
     from arctl.backends.verl.history import prepare_attempt
     from arctl.backends.verl.rehearsal import latest_step
 
