@@ -1,16 +1,25 @@
-"""Permissive stand-ins for packages verl imports but part d of the GPU suite never calls.
+"""Permissive stand-ins for packages verl imports but part d of the GPU suite never calls, and the
+opposite: packages hidden as if they were not installed.
 
 The device machine has no Ray (its wheel is too big to carry) and no TransferQueue; importing verl's
 FSDP engine, its actor config and its loss pulls both in at module level. ``install(["ray",
 "transfer_queue"])`` puts a finder first on ``sys.meta_path`` that serves those packages and every
 submodule as a module whose every attribute is a harmless stand-in (a callable class that returns
 itself, usable as a decorator, base class or value). Nothing of theirs runs in part d.
+
+``hide(["verl", ...])`` makes installed packages absent: every finder on ``sys.meta_path`` answers
+None for them (``import verl`` raises ModuleNotFoundError, ``importlib.util.find_spec`` gives None)
+and ``importlib.metadata`` lists no distribution of that name or owning that module. The suite's
+``--hide`` uses it to check that part d fails loudly without verl, and to rehearse the device's
+image (which packages must travel as wheels, docs/gpu.md).
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
+import re
 import sys
 import types
 
@@ -81,3 +90,86 @@ def install(roots=("ray", "transfer_queue")) -> None:
         if name.split(".")[0] in roots:
             del sys.modules[name]
     sys.meta_path.insert(0, _StubFinder(roots))
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class _Hiding:
+    """A ``sys.meta_path`` finder seen through a filter: hidden modules and distributions are absent."""
+
+    def __init__(self, finder, roots: frozenset, dists: frozenset):
+        self._finder, self._roots, self._dists = finder, roots, dists
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self._roots or not hasattr(self._finder, "find_spec"):
+            return None
+        return self._finder.find_spec(fullname, path, target)
+
+    def find_distributions(self, *args, **kwargs):
+        if not hasattr(self._finder, "find_distributions"):
+            return iter(())
+        return (d for d in self._finder.find_distributions(*args, **kwargs)
+                if _norm(d.metadata["Name"] or "") not in self._dists)
+
+    def __getattr__(self, name):
+        return getattr(self._finder, name)
+
+
+def hide(names) -> None:
+    """Make the packages ``names`` (import names or distribution names) absent from this process:
+    their modules, every module of a distribution so named, and their metadata."""
+    names = {n for n in names if n}
+    owners = importlib.metadata.packages_distributions()  # module root -> distributions
+    dists = {_norm(n) for n in names} | {_norm(d) for root in names for d in owners.get(root, ())}
+    roots = set(names) | {root for root, ds in owners.items() if any(_norm(d) in dists for d in ds)}
+    for name in list(sys.modules):
+        if name.split(".")[0] in roots:
+            del sys.modules[name]
+    sys.meta_path[:] = [_Hiding(f, frozenset(roots), frozenset(dists)) for f in sys.meta_path]
+
+
+# The device image (/work/shared/notes/gpu-device.md): these distributions and what they require.
+DEVICE_IMAGE = ("torch", "transformers", "triton", "numpy", "pandas", "pyarrow", "pytest", "hypothesis")
+# The wheels docs/gpu.md carries to the device for part d (installed there with --no-deps): the modules
+# verl.workers.engine.fsdp.transformer_impl, verl.trainer.ppo.core_algos, verl.workers.utils.losses and
+# arctl's verl plugin import, less the device image's. Ray and TransferQueue are stubbed (--stub).
+CARRIED = ("verl", "tensordict", "omegaconf", "antlr4-python3-runtime", "codetiming", "cloudpickle", "orjson",
+           "pyvers", "peft", "accelerate", "datasets", "multiprocess", "dill", "xxhash", "pillow")
+# never hidden: this repository (on sys.path from the working tree on the device too) and the installer
+ALWAYS = ("arctl", "pip", "setuptools", "wheel")
+
+
+def _requirement_names(dist) -> list[str]:
+    """The names a distribution requires on Linux and CPython >= 3.11 (extras left out)."""
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux", "extra": ""}
+    names = []
+    for line in dist.requires or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(env):
+            names.append(_norm(req.name))
+    return names
+
+
+def absent_on_device() -> list[str]:
+    """Installed distributions the device would not have: neither in DEVICE_IMAGE (with everything it
+    requires, as installed here) nor CARRIED nor ALWAYS. ``hide()`` them to rehearse part d."""
+    installed = {}
+    for dist in importlib.metadata.distributions():
+        installed.setdefault(_norm(dist.metadata["Name"] or ""), dist)
+    keep, todo = set(), [_norm(n) for n in DEVICE_IMAGE]
+    while todo:
+        name = todo.pop()
+        if name in keep or name not in installed:
+            continue
+        keep.add(name)
+        todo += _requirement_names(installed[name])
+    keep |= {_norm(n) for n in CARRIED + ALWAYS}
+    return sorted(n for n in installed if n and n not in keep)

@@ -1,4 +1,4 @@
-"""GPU check suite of the verl path: one command, four parts, numbers to ``--out``.
+"""GPU check suite of the verl path: one command, five parts, numbers to ``--out``.
 
     python benchmarks/gpu/suite.py --out DIR                      # CUDA, the paper's shape
     python benchmarks/gpu/suite.py --out DIR --shape small --device cpu   # what CI runs
@@ -13,33 +13,112 @@ a. equivalence: a randomly initialised Qwen2 (paper shape: Qwen2-1.5B from a con
 b. speed and memory of forward + backward with gradient checkpointing: the tree with the
    FlexAttention BlockMask (CUDA) and with a dense SDPA mask vs the duplicated rows; times, ratios,
    peak ``max_memory_allocated``.
-c. micro-batches of 1-3 trees of different lengths through FlexAttention: the number of dynamo
-   recompilations (``TORCH_LOGS=recompiles`` shows them), no eager fallback, no NaN from padding.
+c. recompilations: 10 micro-batches of 1-3 trees of different lengths (paper: thinking 1,000-8,000,
+   padded L 3,176-10,176) through FlexAttention, each run twice in a row as verl runs them: an
+   eval-mode forward without grad (the old-log-prob pass), then a train-mode forward + backward (the
+   update). Per run, from an emptied dynamo cache: compilations, recompilations (with the guard that
+   failed), graph breaks and hits of dynamo's recompile limit (after one, flex_attention runs
+   eagerly), read from ``torch._dynamo.utils``' compilation metrics and counters; NaN from padding. Fails on a graph
+   break, a limit hit, a compile failure or a NaN; the recompilation counts are reported. CPU:
+   FlexAttention has no backward, so the train run is a train-mode forward without grad, and the
+   trees of a micro-batch run one by one (torch's CPU inductor does not compile the batched
+   FlexAttention forward with a dynamic batch: 'cur_kvSplitSize8 was not declared').
 d. verl's own code: the FSDP engine's ``prepare_model_inputs`` patched by arctl's plugin builds the
    tree inputs (their log-probs equal part a's), and verl's ``ppo_loss`` with the registered arctl
    policy loss equals ``arctl.algo.tree_loss.policy_loss`` on them. Needs verl importable (on the
-   device: carry verl's wheels and stub ray / transfer_queue, docs/gpu.md); skipped otherwise.
+   device: carry the wheels of docs/gpu.md and stub ray / transfer_queue). An import error FAILS the
+   part like any other error (named in results.json); to leave part d out on purpose, name the other
+   parts: ``--parts abce`` (reported as skipped, "not requested").
+e. actor memory with full-vocabulary logits: a Qwen2-1.5B-shaped model with untied embeddings (as
+   DeepSeek-R1-Distill-Qwen-1.5B: 1.78e9 parameters, vocabulary 151,936), bf16, per-token log-probs
+   of a micro-batch of N = 8,192 / 16,384 / 32,768 tokens (rows of 8,192), in the old-log-prob pass
+   (eval, no grad) and in the update (train, forward + backward, gradient checkpointing), each
+   (i) full, as verl's padded path computes them (the [B, L, V] logits, the [N, V] copy of the valid
+   rows, log_softmax row by row: ``logprobs_from_logits_v2``, verl's path without flash-attn) and
+   (ii) chunked (output layer + log_softmax over 1,024 tokens at a time; in the update each chunk is
+   recomputed in backward). Peak ``torch.cuda.max_memory_allocated`` (CPU: the bytes of tensors
+   live during the pass, counted by a TorchDispatchMode, + the weights; not an allocator peak), plus
+   what a single-GPU actor holds besides (no offload, FSDP mixed precision: fp32 master weights and
+   AdamW's two fp32 moments, 12 B/param; the update also fp32 gradients, 16 B/param), against
+   80 GB and 40 GB cards (``FITS_GIB``). An out-of-memory is a result (does not fit), not a failure.
 
-Writes ``results.json`` and ``results.md`` (one table per part) to ``--out``. Exit code 1 when a
-check fails. Needs only torch + transformers for a-c.
+Parts run in the order a, d, e, b, c (the checks and the memory table first, the open-ended
+compile counting last) whatever the order of ``--parts``. ``--budget-s`` (default 540: a device
+call is at most 600 s, the rest is for starting and installing wheels) is counted from the suite's
+start: a part whose estimate (``ESTIMATE_S``, seconds) exceeds what is left is skipped with that
+reason; c and e stop between micro-batches when the next would not fit; at the budget's end a
+SIGALRM stops the running part (status "stopped", its finished rows kept). Progress lines go to
+stdout as parts and micro-batches start and finish.
+
+Writes ``results.json`` and ``results.md`` (one table per part) to ``--out`` after every part and
+every micro-batch of c and e, so a call killed at its time limit still returns what finished.
+Exit code 1 when a part failed or was stopped, 0 otherwise (skipped parts are listed, never ok).
+Needs only torch + transformers for a, b, c, e.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import os
-import platform
-import sys
 import time
-from pathlib import Path
 
-import torch
+T_START = time.perf_counter()  # the budget counts from here
 
-ROOT = Path(__file__).resolve().parents[2]
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def _stub_imports():
+    spec = importlib.util.spec_from_file_location("gpu_stub_imports", HERE / "stub_imports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_options(argv: list[str] | None) -> argparse.ArgumentParser:
+    """``--hide``, ``--as-device``, ``--stub``: they act before torch is imported (a package hidden
+    later could already sit in sys.modules)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--stub", default="", help="comma-separated packages served as stand-ins for part d "
+                        "(on the device: ray,transfer_queue; benchmarks/gpu/stub_imports.py)")
+    parser.add_argument("--hide", default="", help="comma-separated installed packages made absent (import "
+                        "and metadata), as where their wheel was not carried; e.g. --hide verl")
+    parser.add_argument("--as-device", action="store_true", help="hide every installed package the device "
+                        "image lacks, except the wheels docs/gpu.md carries (stub_imports.CARRIED): part d "
+                        "rehearsed with the device's packages")
+    return parser
+
+
+def _apply_import_options(argv: list[str] | None) -> None:
+    args, _ = _import_options(argv).parse_known_args(argv)
+    if not (args.stub or args.hide or args.as_device):
+        return
+    stubs = _stub_imports()
+    hidden = [n for n in args.hide.split(",") if n]
+    if args.as_device:
+        hidden += stubs.absent_on_device()
+    if hidden:
+        stubs.hide(hidden)
+    if args.stub:
+        stubs.install(tuple(n for n in args.stub.split(",") if n))
+
+
+if __name__ == "__main__":
+    _apply_import_options(sys.argv[1:])
+
+import torch  # noqa: E402
 
 from arctl.algo.tree import SummaryBranch, dense_tree_mask, pack_tree, stack_trees, tree_block_mask  # noqa: E402
 
@@ -49,22 +128,52 @@ TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
             intermediate_size=128, vocab_size=512)
 SHAPES = {
     "paper": dict(model=QWEN2_1_5B, prompt=128, think=8000, cuts=(2000, 4000, 6000, 8000), summaries=4,
-                  summary=128, inserted=8, batch_lengths=(6000, 8000, 3000)),
+                  summary=128, inserted=8, batch_lengths=(6000, 8000, 3000),
+                  # part c: thinking tokens of the trees of each micro-batch
+                  batches=((8000,), (8000, 6000), (6000, 8000, 3000), (3000,), (2000, 5000), (8000, 8000, 8000),
+                           (4000,), (7000, 1000), (5000, 2000, 6000), (1000,)),
+                  # part e: Qwen2-1.5B with untied embeddings; N tokens in rows of `row`; chunk tokens
+                  memory=dict(model=QWEN2_1_5B, tokens=(8192, 16384, 32768), row=8192, chunk=1024)),
     "small": dict(model=TINY, prompt=16, think=120, cuts=(30, 60, 90, 120), summaries=4, summary=12, inserted=3,
-                  batch_lengths=(80, 120, 50)),
+                  batch_lengths=(80, 120, 50),
+                  batches=((120,), (120, 90), (90, 120, 45), (45,), (30, 75), (120, 120, 120), (60,), (105, 15),
+                           (75, 30, 90), (15,)),
+                  # vocabulary / hidden = 128 (paper: 99), so the logits dominate as they do at paper scale
+                  memory=dict(model=dict(TINY, vocab_size=8192), tokens=(256, 512, 1024), row=256, chunk=64)),
 }
 # tolerances (max |logp diff|, gradient relative error): fp32 tight, bf16 stated
 TOL = {"float32": dict(logp=2e-4, grad=2e-4), "bfloat16": dict(logp=0.25, grad=0.05)}
 LM_HEAD_CHUNK = 1024  # tokens per lm_head chunk (the 151,936-word vocabulary would need GBs at once)
+ORDER = "adebc"  # run order: checks and the memory table first, the open-ended compile counting last
+# Seconds a part needs to give its numbers, for --budget-s. Paper: a-priori for one H100 (nothing has
+# run on a GPU yet; replace them with the seconds_total of results.json once it has). c and e need this
+# much for their first micro-batch and use what is left for the others.
+ESTIMATE_S = {"paper": dict(a=180, d=60, e=30, b=60, c=60), "small": dict(a=30, d=15, e=5, b=15, c=5)}
+# single-GPU view of part e: bytes per parameter a single-GPU actor holds besides the bf16 compute weights
+# (FSDP mixed precision, no offload): fp32 master weights 4 + AdamW exp_avg 4 + exp_avg_sq 4; the update
+# also fp32 gradients 4 (its bf16 gradients are in the measured peak)
+STATE_BYTES = {"old-log-prob": 12, "update": 16}
+# "fits" thresholds in GiB: what torch reports as the card's memory (H100 80GB ~79.2 GiB, A100 40GB
+# ~39.5 GiB) less 3 GiB for the CUDA context, NCCL buffers and allocator fragmentation, which
+# max_memory_allocated does not count
+FITS_GIB = {"80 GB": 76.0, "40 GB": 36.5}
+GIB = 2**30
+
+
+class BudgetExceeded(BaseException):
+    """--budget-s ran out while a part was running (raised by SIGALRM; a BaseException so that no
+    ``except Exception`` of a part takes it for a failure)."""
 
 
 # ------------------------------------------------------------------------------ building blocks
-def make_model(spec: dict, device: str, dtype: torch.dtype, attn: str = "sdpa"):
+def make_model(spec: dict, device: str, dtype: torch.dtype, attn: str = "sdpa", tie: bool = True):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
-    cfg = Qwen2Config(**spec, max_position_embeddings=32768, tie_word_embeddings=True, attn_implementation=attn)
-    model = Qwen2ForCausalLM(cfg).to(device=device, dtype=dtype)
+    cfg = Qwen2Config(**spec, max_position_embeddings=32768, tie_word_embeddings=tie, attn_implementation=attn)
+    with torch.device(device):  # initialised where it runs (a 1.5B model: seconds on a GPU, not on the CPU)
+        model = Qwen2ForCausalLM(cfg)
+    model = model.to(device=device, dtype=dtype)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     model.train()  # checkpointing is active in train mode; the model has no dropout
@@ -147,10 +256,34 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def free_memory(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+class Context:
+    """What a part gets besides the shape: the device, ``rec`` (its entry of results.json, which it
+    may fill as it goes), ``save()`` (writes results.json and results.md now) and ``left()`` (seconds
+    of --budget-s left)."""
+
+    def __init__(self, shape: dict, shape_name: str, device: str, repeats: int, rec: dict, save, left):
+        self.shape, self.shape_name, self.device, self.repeats = shape, shape_name, device, repeats
+        self.rec, self.save, self.left = rec, save, left
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+def log(message: str) -> None:
+    print(f"[{time.perf_counter() - T_START:6.1f} s] {message}", flush=True)
+
+
 # ------------------------------------------------------------------------------ parts
-def part_a(shape: dict, device: str) -> dict:
+def part_a(ctx: Context) -> dict:
     """Tree (BlockMask on CUDA, dense mask on CPU) vs the 17 duplicated sequences."""
-    cuda = device.startswith("cuda")
+    shape, device, cuda = ctx.shape, ctx.device, ctx.cuda
     out = {"checks": []}
     tree = make_tree(shape, shape["model"]["vocab_size"])
     out["tree"] = {"length": tree.length, "multiple_of_128": tree.length % 128 == 0, "branches": len(tree.branches)}
@@ -193,9 +326,8 @@ def part_a(shape: dict, device: str) -> dict:
             check["flex_forward_max_abs_diff"] = float((flex[pos[order]] - ref).abs().max())
             check["ok"] = check["ok"] and check["flex_forward_max_abs_diff"] <= tol["logp"]
         out["checks"].append(check)
-        del model, g_tree, g_dup
-        if cuda:
-            torch.cuda.empty_cache()
+        del model, g_tree, g_dup, logp_t, adv_t, dup_logps
+        free_memory(device)
     out["ok"] = all(c["ok"] for c in out["checks"])
     return out
 
@@ -216,9 +348,9 @@ def _timed(fn, device: str, repeats: int) -> tuple[float, float]:
     return best, peak
 
 
-def part_b(shape: dict, device: str, repeats: int) -> dict:
+def part_b(ctx: Context) -> dict:
     """fwd+bwd with gradient checkpointing: flex tree (CUDA), dense-mask tree, duplicated rows."""
-    cuda = device.startswith("cuda")
+    shape, device, cuda = ctx.shape, ctx.device, ctx.cuda
     dtype = torch.bfloat16 if cuda else torch.float32
     tree = make_tree(shape, shape["model"]["vocab_size"])
     model = make_model(shape["model"], device, dtype, "sdpa")
@@ -242,11 +374,12 @@ def part_b(shape: dict, device: str, repeats: int) -> dict:
     for name, attn, fn in variants:
         model.set_attn_implementation(attn)
         try:
-            seconds, peak = _timed(fn, device, repeats)
+            seconds, peak = _timed(fn, device, ctx.repeats)
             rows[name] = {"seconds": seconds, "peak_mib": peak}
         except torch.OutOfMemoryError as err:
             rows[name] = {"error": f"out of memory: {str(err).splitlines()[0]}"}
-            torch.cuda.empty_cache()
+        model.zero_grad(set_to_none=True)
+        free_memory(device)
     base = rows.get("duplicated rows", {}).get("seconds")
     for row in rows.values():
         if base and "seconds" in row:
@@ -256,51 +389,108 @@ def part_b(shape: dict, device: str, repeats: int) -> dict:
             "ok": all("seconds" in r for r in rows.values())}
 
 
-def part_c(shape: dict, device: str) -> dict:
-    """Micro-batches of 1-3 trees of varying length through FlexAttention: recompiles, eager
-    fallbacks, NaN."""
+def count_compiles(fn) -> dict:
+    """Run ``fn()`` and count what dynamo did meanwhile, from ``torch._dynamo.utils``: compilations
+    (compilation metrics without a failure), recompilations (those with a ``recompile_reason``: a
+    cached graph's guard failed), hits of the recompile limit (the frame then runs eagerly), other
+    failed compilations, and graph breaks (``counters['graph_break']``)."""
     import torch._dynamo.utils as dyn
 
-    cuda = device.startswith("cuda")
+    dyn.clear_compilation_metrics()
+    breaks0 = sum(int(v) for v in dyn.counters["graph_break"].values())
+    t0 = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - t0
+    metrics = list(dyn.get_compilation_metrics())
+    breaks = sum(int(v) for v in dyn.counters["graph_break"].values()) - breaks0
+    reasons = [str(m.recompile_reason) for m in metrics if getattr(m, "recompile_reason", None)]
+    failures = [f"{getattr(m, 'fail_type', '')}: {(str(getattr(m, 'fail_reason', '') or '').splitlines() or [''])[0]}"
+                for m in metrics if getattr(m, "fail_type", None)]
+    limit = [f for f in failures if "recompile limit" in f.lower() or "cache_size_limit" in f.lower()]
+    return {"seconds": seconds, "compiles": sum(1 for m in metrics if not getattr(m, "fail_type", None)),
+            "recompiles": len(reasons), "graph_breaks": breaks, "recompile_limit_hits": len(limit),
+            "compile_failures": len(failures) - len(limit),
+            "frames": sorted({str(getattr(m, "co_name", None)) for m in metrics}),
+            "recompile_reasons": [r[:300] for r in reasons], "failures": [f[:300] for f in failures]}
+
+
+def part_c(ctx: Context) -> dict:
+    """10 micro-batches of 1-3 trees through FlexAttention, each an eval forward without grad then a
+    train forward + backward: dynamo compilations, recompilations, graph breaks, limit hits, NaN."""
+    shape, device, cuda, rec = ctx.shape, ctx.device, ctx.cuda, ctx.rec
     dtype = torch.bfloat16 if cuda else torch.float32
+    vocab = shape["model"]["vocab_size"]
+    batches = shape["batches"]
+    import torch._dynamo as dynamo
+
+    dynamo.reset()  # count from an empty cache: parts a and b compiled flex_attention already
     model = make_model(shape["model"], device, dtype, "flex_attention")
-    lengths = shape["batch_lengths"]
-    batches = [[lengths[0]], [lengths[0], lengths[1]], [lengths[2], lengths[1], lengths[0]], [lengths[1]],
-               [lengths[2], lengths[0]]]
-    before = {k: dict(v) for k, v in dyn.counters.items()}
-    seen, nan = [], False
-    for i, lens in enumerate(batches):
-        trees = [make_tree(shape, shape["model"]["vocab_size"], think=n, seed=10 * i + j) for j, n in enumerate(lens)]
+    rec.update(rows=[], backward=cuda, shapes_planned=len(batches),
+               note=None if cuda else ("cpu: forward only (no FlexAttention backward on CPU: the train run is a "
+                                       "train-mode forward without grad); the trees of a micro-batch run one by one "
+                                       "(torch's CPU inductor fails to compile the batched FlexAttention forward "
+                                       "with a dynamic batch: 'cur_kvSplitSize8 was not declared')"))
+    nan = []
+
+    def eval_pass(trees):  # verl's old-log-prob pass: eval mode, no grad
+        model.eval()
+        with torch.no_grad():
+            groups = [trees] if cuda else [[t] for t in trees]
+            logp = torch.cat([tree_logp(model, group, device, "flex")[0] for group in groups])
+        nan.append(bool(torch.isnan(logp).any()))
+
+    def train_pass(trees):  # the update: train mode (gradient checkpointing), forward + backward
+        model.train()
         if cuda:
             model.zero_grad(set_to_none=True)
             logp, adv = tree_logp(model, trees, device, "flex")
             (adv * logp).sum().backward()
-            nan = nan or bool(torch.isnan(grad_vector(model)).any())
-        else:  # CPU: forward only, and tree by tree (see the note)
+            nan.append(bool(torch.isnan(grad_vector(model)).any()))
+        else:
             with torch.no_grad():
                 logp = torch.cat([tree_logp(model, [t], device, "flex")[0] for t in trees])
-        nan = nan or bool(torch.isnan(logp).any())
-        seen.append(max(t.length for t in trees))
-    after = {k: dict(v) for k, v in dyn.counters.items()}
+        nan.append(bool(torch.isnan(logp).any()))
 
-    def delta(group, key):
-        return int(after.get(group, {}).get(key, 0)) - int(before.get(group, {}).get(key, 0))
+    slowest = 0.0
+    for i, thinks in enumerate(batches):
+        if i and ctx.left() < slowest:
+            rec["stopped_early"] = (f"budget: {ctx.left():.0f} s left, the slowest micro-batch so far took "
+                                    f"{slowest:.0f} s; {i} of {len(batches)} run")
+            log(f"part c: {rec['stopped_early']}")
+            break
+        trees = [make_tree(shape, vocab, think=n, seed=100 * i + j) for j, n in enumerate(thinks)]
+        row = {"trees": len(trees), "thinking": list(thinks), "padded_length": max(t.length for t in trees)}
+        try:
+            row["eval"] = count_compiles(lambda: eval_pass(trees))  # noqa: B023 - called at once
+            row["train"] = count_compiles(lambda: train_pass(trees))  # noqa: B023
+        except BudgetExceeded:
+            rec["stopped_early"] = f"budget: --budget-s ran out in micro-batch {i + 1}; {i} of {len(batches)} run"
+            log(f"part c: {rec['stopped_early']}")
+            break
+        rec["rows"].append(row)
+        seconds = row["eval"]["seconds"] + row["train"]["seconds"]
+        slowest = max(slowest, seconds)
+        log(f"part c: micro-batch {i + 1}/{len(batches)} ({len(trees)} trees, L {row['padded_length']}): recompiles "
+            f"eval {row['eval']['recompiles']}, train {row['train']['recompiles']} ({seconds:.1f} s)")
+        ctx.save()
+    runs = [r[k] for r in rec["rows"] for k in ("eval", "train")]
+    total = lambda key, rows=runs: sum(r[key] for r in rows)  # noqa: E731
+    rec.update(nan=any(nan), shapes_run=len(rec["rows"]), compiles=total("compiles"), recompiles=total("recompiles"),
+               recompiles_eval=total("recompiles", [r["eval"] for r in rec["rows"]]),
+               recompiles_train=total("recompiles", [r["train"] for r in rec["rows"]]),
+               recompiles_after_shape_3=total("recompiles", runs[6:]),
+               graph_breaks=total("graph_breaks"), recompile_limit_hits=total("recompile_limit_hits"),
+               compile_failures=total("compile_failures"))
+    rec["ok"] = (bool(runs) and not rec["nan"] and rec["graph_breaks"] == 0 and rec["recompile_limit_hits"] == 0
+                 and rec["compile_failures"] == 0)
+    return rec
 
-    recompiles = delta("stats", "unique_graphs")
-    graph_breaks = sum(int(v) for v in after.get("graph_break", {}).values()) - sum(
-        int(v) for v in before.get("graph_break", {}).values())
-    fallbacks = delta("inductor", "fallback") if "inductor" in after else 0
-    note = None if cuda else ("cpu: forward only (no FlexAttention backward on CPU), each tree of a micro-batch on "
-                              "its own (torch's CPU inductor fails to compile the batched FlexAttention forward: "
-                              "'cur_kvSplitSize8 was not declared')")
-    return {"micro_batches": [len(b) for b in batches], "padded_lengths": seen, "compiled_graphs": recompiles,
-            "graph_breaks": graph_breaks, "eager_fallbacks": fallbacks, "nan": nan, "backward": cuda, "note": note,
-            "ok": (not nan) and recompiles <= 3 and fallbacks == 0}
 
-
-def part_d(shape: dict, device: str) -> dict:
+def part_d(ctx: Context) -> dict:
     """verl's patched prepare_model_inputs and its ppo_loss with the arctl policy loss."""
+    shape, device, cuda = ctx.shape, ctx.device, ctx.cuda
     try:
+        import verl.trainer.ppo.core_algos  # noqa: F401 - the policy-loss registry the plugin fills
         import verl.workers.engine.fsdp.transformer_impl as ti
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
@@ -310,9 +500,9 @@ def part_d(shape: dict, device: str) -> dict:
         import arctl.backends.verl.plugin  # noqa: F401 - the engine patch and the policy losses
         from arctl.algo.settings import Loss, Objective, Thinking
         from arctl.algo.tree_loss import policy_loss
-    except Exception as err:  # noqa: BLE001 - reported: the device has no verl unless carried
-        return {"skipped": f"verl not importable here: {type(err).__name__}: {err}", "ok": True}
-    cuda = device.startswith("cuda")
+    except Exception as err:  # a failure like any other: named, never a skip
+        raise RuntimeError(f"verl's code is not importable here: {type(err).__name__}: {err} (carry the wheels "
+                           "docs/gpu.md lists; leave part d out on purpose with --parts abce)") from err
     attn = "flex_attention" if cuda else "sdpa"
     model = make_model(shape["model"], device, torch.float32, attn)
     trees = [make_tree(shape, shape["model"]["vocab_size"], think=n, seed=s) for s, n in
@@ -342,6 +532,7 @@ def part_d(shape: dict, device: str) -> dict:
         logps.append(lp[trained].double())
         olds.append((lp[trained] + 0.3 * torch.randn(int(trained.sum()), generator=g).to(device)).double())
         advs.append(tree.advantages[tree.loss_mask].to(device).double())
+    del logits
     # verl's ppo_loss on response-shaped tensors: one "response" per tree (its trained tokens)
     n_trees, norm_len = len(trees), 10176
     actor = FSDPActorConfig(strategy="fsdp", ppo_mini_batch_size=n_trees, ppo_micro_batch_size_per_gpu=1,
@@ -365,95 +556,411 @@ def part_d(shape: dict, device: str) -> dict:
             "ok": patched and max(diffs) <= TOL["float32"]["logp"] and loss_diff <= 1e-9}
 
 
-# ------------------------------------------------------------------------------ report
-def markdown(results: dict) -> str:
-    results = {**results, "parts": {k: v for k, v in results["parts"].items() if "error" not in v}}
-    errors = [f"part {k} failed: {v['error']}" for k, v in results.get("errors", {}).items()]
-    lines = [f"# GPU check suite: {results['shape']} shape on {results['device_name']}", "",
-             f"{results['date']}, torch {results['torch']}, transformers {results['transformers']}", ""]
-    a = results["parts"].get("a")
-    if a:
-        lines += ["## a. equivalence (tree vs duplicated sequences)", "",
-                  f"tree length {a['tree']['length']} (multiple of 128: {a['tree']['multiple_of_128']})", "",
-                  "| dtype | mask | tokens | max abs logp diff | mean abs | grad rel err | grad cosine | ok |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for c in a["checks"]:
-            lines.append(f"| {c['dtype']} | {c['mask']} | {c['tokens']} | {c['logp_max_abs_diff']:.2e} | "
-                         f"{c['logp_mean_abs_diff']:.2e} | {c['grad_rel_err']:.2e} | {c['grad_cosine']:.6f} | {c['ok']} |")
-        lines.append("")
-    b = results["parts"].get("b")
-    if b:
-        lines += [f"## b. forward + backward, gradient checkpointing ({b['dtype']}, L = {b['tree_length']})", "",
-                  "| variant | seconds | peak MiB | speed-up vs duplicated |", "|---|---|---|---|"]
-        for name, r in b["rows"].items():
-            if "seconds" in r:
-                lines.append(f"| {name} | {r['seconds']:.3f} | {r['peak_mib']:.0f} | {r.get('speedup_vs_duplicated', 1):.2f}x |")
+class TensorBytes:
+    """CPU stand-in for ``max_memory_allocated``: the peak of the bytes of tensor storages created
+    while it is active and still alive (a TorchDispatchMode sees every op's outputs; a weakref on
+    each new storage sees it freed). Tensors that existed before (the weights) are not counted."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                tracker.note(out)
+                return out
+
+        self.mode, self.live, self.peak, self._seen = Mode(), 0, 0, {}
+
+    def note(self, out) -> None:
+        import weakref
+
+        from torch.utils._pytree import tree_flatten
+
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            n, key = storage.nbytes(), storage.data_ptr()
+            if not n or key in self._seen:
+                continue
+            self.live += n
+            self.peak = max(self.peak, self.live)
+            self._seen[key] = weakref.finalize(storage, self._free, key, n)
+
+    def _free(self, key, n) -> None:
+        self.live -= n
+        self._seen.pop(key, None)
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+def verl_rowwise_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """verl 0.9.1 ``logprobs_from_logits_v2`` for bf16 logits [N, V] (its path without flash-attn's
+    cross-entropy): log_softmax row by row, the label's entry kept."""
+    return torch.stack([torch.log_softmax(row, -1).gather(-1, y[None])[0] for row, y in zip(logits, labels)])
+
+
+def logprobs_full(model, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """As verl's padded (no remove-padding) path: the model's [B, L, V] logits, the valid rows
+    concatenated into [N, V] (``torch.cat`` of the unbound rows: a copy), log_softmax row by row."""
+    logits = model(input_ids=ids).logits
+    flat = torch.cat(list(logits.unbind()))
+    return verl_rowwise_logprobs(flat, labels)
+
+
+def logprobs_chunked(model, ids: torch.Tensor, labels: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The same log-probs without the full logits: the output layer and a float32 log_softmax over
+    ``chunk`` tokens at a time; with grad, each chunk is recomputed in backward (checkpointed)."""
+    hidden = model.model(input_ids=ids).last_hidden_state.flatten(0, 1)
+
+    def one(h, y):
+        return torch.log_softmax(model.lm_head(h).float(), -1).gather(-1, y[:, None])[:, 0]
+
+    out = []
+    for k in range(0, hidden.shape[0], chunk):
+        h, y = hidden[k:k + chunk], labels[k:k + chunk]
+        out.append(torch.utils.checkpoint.checkpoint(one, h, y, use_reentrant=False) if torch.is_grad_enabled()
+                   else one(h, y))
+    return torch.cat(out)
+
+
+def logprob_pass(model, pass_: str, variant: str, ids, labels, adv, chunk: int) -> None:
+    """One measured pass: ``old-log-prob`` (eval mode, no grad) or ``update`` (train mode with
+    gradient checkpointing, forward + backward of the mean of A * logp); ``full`` or ``chunked``."""
+    def compute():
+        return logprobs_full(model, ids, labels) if variant == "full" else logprobs_chunked(model, ids, labels, chunk)
+
+    if pass_ == "old-log-prob":
+        model.eval()
+        with torch.no_grad():
+            compute()
+    else:
+        model.train()
+        (compute().float() * adv).sum().div(len(adv)).backward()
+
+
+def part_e(ctx: Context) -> dict:
+    """Peak memory of per-token log-probs of N tokens, full logits vs chunked, old-log-prob pass and
+    update, for a Qwen2-1.5B-shaped model with untied embeddings; + optimizer-side bytes; fits."""
+    device, cuda, mem, rec = ctx.device, ctx.cuda, ctx.shape["memory"], ctx.rec
+    model = make_model(mem["model"], device, torch.bfloat16, "sdpa", tie=False)
+    params = sum(p.numel() for p in model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    vocab = mem["model"]["vocab_size"]
+    rec.update(model={**mem["model"], "tie_word_embeddings": False, "parameters": params, "dtype": "bfloat16",
+                      "weights_gib": weights / GIB},
+               chunk=mem["chunk"], state_bytes_per_param=STATE_BYTES, fits_gib=FITS_GIB,
+               method=("torch.cuda.max_memory_allocated after reset_peak_memory_stats, the weights included" if cuda
+                       else "cpu: bytes of tensors live during the pass, counted by a TorchDispatchMode, + the "
+                            "weights; not an allocator peak (max_memory_allocated is CUDA only)"),
+               rows=[])
+    if cuda:
+        rec["device_total_gib"] = torch.cuda.get_device_properties(device).total_memory / GIB
+    g = torch.Generator().manual_seed(0)
+    plan = [(n, p, v) for n in mem["tokens"] for p in ("old-log-prob", "update") for v in ("full", "chunked")]
+    slowest = 0.0
+    for i, (n, pass_, variant) in enumerate(plan):
+        if i and ctx.left() < slowest:
+            rec["stopped_early"] = (f"budget: {ctx.left():.0f} s left, the slowest measurement so far took "
+                                    f"{slowest:.0f} s; {i} of {len(plan)} run")
+            log(f"part e: {rec['stopped_early']}")
+            break
+        length = min(mem["row"], n)
+        ids = torch.randint(3, vocab, (n // length, length), generator=g).to(device)
+        labels = ids.roll(-1, dims=1).flatten()
+        adv = torch.randn(labels.numel(), generator=g).to(device)
+        row = {"pass": pass_, "variant": variant, "tokens": int(ids.numel()), "rows": int(ids.shape[0]),
+               "row_length": length, "logits_gib": ids.numel() * vocab * 2 / GIB}
+        model.zero_grad(set_to_none=True)
+        free_memory(device)
+        t0 = time.perf_counter()
+        try:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                logprob_pass(model, pass_, variant, ids, labels, adv, mem["chunk"])
+                torch.cuda.synchronize()
+                row["peak_gib"] = torch.cuda.max_memory_allocated() / GIB
+                row["reserved_gib"] = torch.cuda.max_memory_reserved() / GIB
             else:
-                lines.append(f"| {name} | {r['error']} | | |")
-        if b.get("note"):
-            lines.append(f"\n{b['note']}")
+                with TensorBytes() as tally:
+                    logprob_pass(model, pass_, variant, ids, labels, adv, mem["chunk"])
+                row["peak_gib"] = (weights + tally.peak) / GIB
+        except torch.OutOfMemoryError as err:
+            row["error"] = f"out of memory: {str(err).splitlines()[0][:200]}"
+            row["peak_gib"] = None
+        except BudgetExceeded:
+            rec["stopped_early"] = f"budget: --budget-s ran out in measurement {i + 1} of {len(plan)}"
+            log(f"part e: {rec['stopped_early']}")
+            break
+        finally:
+            model.zero_grad(set_to_none=True)
+            free_memory(device)
+        row["seconds"] = time.perf_counter() - t0
+        slowest = max(slowest, row["seconds"])
+        row["states_gib"] = params * STATE_BYTES[pass_] / GIB
+        if row["peak_gib"] is not None:
+            row["single_gpu_gib"] = row["peak_gib"] + row["states_gib"]
+            row["fits"] = {card: row["single_gpu_gib"] <= limit for card, limit in FITS_GIB.items()}
+            # the full variant holds the [N, V] logits at once: a peak below weights + logits is a broken measurement
+            row["sane"] = variant == "chunked" or row["peak_gib"] >= weights / GIB + row["logits_gib"]
+        else:
+            row["fits"] = {card: False for card in FITS_GIB}  # it did not fit the measuring card on its own
+            row["sane"] = True
+        rec["rows"].append(row)
+        log(f"part e: {pass_}, {variant}, N {row['tokens']}: "
+            + (f"peak {row['peak_gib']:.3f} GiB, single-GPU {row['single_gpu_gib']:.3f} GiB"
+               if row["peak_gib"] is not None else row["error"]) + f" ({row['seconds']:.1f} s)")
+        ctx.save()
+    rec["ok"] = bool(rec["rows"]) and all(r["sane"] for r in rec["rows"])
+    return rec
+
+
+# ------------------------------------------------------------------------------ report
+TITLES = {"a": "a. equivalence (tree vs duplicated sequences)", "b": "b. forward + backward, gradient checkpointing",
+          "c": "c. recompilations: micro-batches of 1-3 trees through FlexAttention, eval then train",
+          "d": "d. verl's patched prepare_model_inputs and ppo_loss",
+          "e": "e. actor memory with full-vocabulary logits (per-token log-probs of N tokens)"}
+
+
+def _fmt(x, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _md_a(a: dict) -> list[str]:
+    lines = [f"tree length {a['tree']['length']} (multiple of 128: {a['tree']['multiple_of_128']})", "",
+             "| dtype | mask | tokens | max abs logp diff | mean abs | grad rel err | grad cosine | ok |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in a["checks"]:
+        lines.append(f"| {c['dtype']} | {c['mask']} | {c['tokens']} | {c['logp_max_abs_diff']:.2e} | "
+                     f"{c['logp_mean_abs_diff']:.2e} | {c['grad_rel_err']:.2e} | {c['grad_cosine']:.6f} | {c['ok']} |")
+    return lines
+
+
+def _md_b(b: dict) -> list[str]:
+    lines = [f"{b['dtype']}, L = {b['tree_length']}", "", "| variant | seconds | peak MiB | speed-up vs duplicated |",
+             "|---|---|---|---|"]
+    for name, r in b["rows"].items():
+        if "seconds" in r:
+            lines.append(f"| {name} | {r['seconds']:.3f} | {r['peak_mib']:.0f} | {r.get('speedup_vs_duplicated', 1):.2f}x |")
+        else:
+            lines.append(f"| {name} | {r['error']} | | |")
+    return lines + ([f"\n{b['note']}"] if b.get("note") else [])
+
+
+def _md_c(c: dict) -> list[str]:
+    lines = ["Each micro-batch runs an eval-mode forward without grad (verl's old-log-prob pass), then a "
+             f"train-mode forward{' + backward' if c.get('backward') else ''} (the update). Counts from "
+             "torch._dynamo.utils: compilations, recompilations (a cached graph's guard failed; the first "
+             "reason shown), graph breaks, recompile-limit hits (flex_attention runs eagerly after one).", "",
+             "| # | trees | thinking tokens | padded L | pass | seconds | compiles | recompiles | graph breaks | "
+             "limit hits | first recompile reason |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(c.get("rows", []), 1):
+        for k in ("eval", "train"):
+            x = r[k]
+            reason = (x["recompile_reasons"] or x["failures"] or [""])[0].replace("|", "/").replace("\n", " ")[:120]
+            lines.append(f"| {i} | {r['trees']} | {', '.join(map(str, r['thinking']))} | {r['padded_length']} | {k} | "
+                         f"{x['seconds']:.1f} | {x['compiles']} | {x['recompiles']} | {x['graph_breaks']} | "
+                         f"{x['recompile_limit_hits']} | {reason} |")
+    if "recompiles" in c:
+        lines += ["", f"{c['shapes_run']} of {c['shapes_planned']} micro-batches: {c['compiles']} compilations, "
+                  f"{c['recompiles']} recompilations (eval {c['recompiles_eval']}, train {c['recompiles_train']}; "
+                  f"{c['recompiles_after_shape_3']} after micro-batch 3), {c['graph_breaks']} graph breaks, "
+                  f"{c['recompile_limit_hits']} recompile-limit hits, {c['compile_failures']} failed compilations, "
+                  f"NaN: {c['nan']}"]
+    if c.get("stopped_early"):
+        lines += ["", f"stopped early: {c['stopped_early']}"]
+    return lines + (["", c["note"]] if c.get("note") else [])
+
+
+def _md_d(d: dict) -> list[str]:
+    return [f"patched {d['patched']}, mask {d['mask']}, max abs logp diff {d['logp_max_abs_diff']:.2e}, "
+            f"verl loss {d['verl_loss']:.12f} vs arctl {d['arctl_loss']:.12f} (diff {d['loss_abs_diff']:.1e})"]
+
+
+def _md_e(e: dict) -> list[str]:
+    m = e["model"]
+    cards = list(e["fits_gib"])
+    lines = [f"Model: Qwen2, hidden {m['hidden_size']}, {m['num_hidden_layers']} layers, vocabulary {m['vocab_size']:,}, "
+             f"untied embeddings, {m['parameters']:,} parameters, bf16 weights {m['weights_gib']:.3f} GiB. "
+             f"N tokens in rows of at most {max((r['row_length'] for r in e['rows']), default=0):,}.", "",
+             "- pass: *old-log-prob* = eval mode, no grad (verl's compute_log_prob); *update* = train mode, "
+             "gradient checkpointing, forward + backward.",
+             "- log-probs: *full* = verl's padded path (the model's [B, L, V] logits, their [N, V] copy, "
+             f"log_softmax row by row); *chunked* = output layer + float32 log_softmax over {e['chunk']:,} tokens at a "
+             "time (recomputed in backward).",
+             "- logits GiB: the size of one [N, V] bf16 logits tensor (N x V x 2 bytes), computed.",
+             f"- peak GiB: {e['method']}.",
+             f"- + states GiB: what a single-GPU actor (no offload, FSDP mixed precision) holds besides: "
+             f"{e['state_bytes_per_param']['old-log-prob']} B/param in the old-log-prob pass (fp32 master weights + "
+             f"AdamW's two fp32 moments), {e['state_bytes_per_param']['update']} B/param in the update (+ fp32 "
+             "gradients). With FSDP over k GPUs these shrink k-fold; the peak does not.",
+             "- fits: single-GPU total <= " + ", ".join(f"{v} GiB for a {k} card" for k, v in e["fits_gib"].items())
+             + " (the card's memory as torch reports it less 3 GiB for the CUDA context, NCCL and fragmentation). "
+             "Out of memory on the measuring card: does not fit.", "",
+             "| pass | log-probs | N tokens (rows x length) | logits GiB | peak GiB | + states GiB | single-GPU GiB | "
+             + " | ".join(f"fits {c}" for c in cards) + " | seconds |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(cards) + "---|"]
+    for r in e["rows"]:
+        peak = _fmt(r["peak_gib"], ".3f") if r["peak_gib"] is not None else r.get("error", "-")[:60]
+        lines.append(f"| {r['pass']} | {r['variant']} | {r['tokens']:,} ({r['rows']} x {r['row_length']:,}) | "
+                     f"{r['logits_gib']:.3f} | {peak} | {r['states_gib']:.3f} | {_fmt(r.get('single_gpu_gib'), '.3f')} | "
+                     + " | ".join("yes" if r["fits"][c] else "no" for c in cards) + f" | {r['seconds']:.1f} |")
+    if e.get("device_total_gib"):
+        lines += ["", f"measuring card: {e['device_total_gib']:.1f} GiB"]
+    if e.get("stopped_early"):
+        lines += ["", f"stopped early: {e['stopped_early']}"]
+    return lines
+
+
+def markdown(results: dict) -> str:
+    lines = [f"# GPU check suite: {results['shape']} shape on {results['device_name']}", "",
+             f"{results['date']}, torch {results['torch']}, transformers {results['transformers']}; "
+             f"budget {results['budget_s']:.0f} s, {results['elapsed_s']:.0f} s used", "",
+             "| part | status | seconds | estimate | note |", "|---|---|---|---|---|"]
+    for key in ORDER:
+        p = results["parts"][key]
+        note = p.get("skipped") or p.get("error") or p.get("stopped_early") or ""
+        lines.append(f"| {key} | {p['status']} | {_fmt(p.get('seconds_total'), '.1f')} | "
+                     f"{_fmt(p.get('estimate_s'), '.0f')} | {str(note).replace('|', '/')[:200]} |")
+    lines.append("")
+    render = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "e": _md_e}
+    for key in "abcde":
+        p = results["parts"][key]
+        lines += [f"## {TITLES[key]}", ""]
+        if p["status"] == "skipped":
+            lines.append(f"skipped: {p['skipped']}")
+        elif p["status"] == "running":
+            lines.append("running (the call ended before this part finished)")
+        else:
+            if p.get("error"):
+                lines += [f"**{p['status'].upper()}**: {p['error']}", ""]
+            try:
+                lines += render[key](p)
+            except (KeyError, TypeError):  # a part that failed or stopped before its numbers
+                pass
         lines.append("")
-    c = results["parts"].get("c")
-    if c:
-        lines += ["## c. micro-batches of 1-3 trees through FlexAttention", "",
-                  f"micro-batch sizes {c['micro_batches']}, padded lengths {c['padded_lengths']}: "
-                  f"{c['compiled_graphs']} compiled graphs, {c['graph_breaks']} graph breaks, "
-                  f"{c['eager_fallbacks']} eager fallbacks, NaN: {c['nan']} (backward: {c['backward']})", ""]
-        if c.get("note"):
-            lines += [c["note"], ""]
-    d = results["parts"].get("d")
-    if d:
-        lines += ["## d. verl's patched prepare_model_inputs and ppo_loss", ""]
-        lines.append(f"skipped: {d['skipped']}" if "skipped" in d else
-                     f"patched {d['patched']}, mask {d['mask']}, max abs logp diff {d['logp_max_abs_diff']:.2e}, "
-                     f"verl loss {d['verl_loss']:.12f} vs arctl {d['arctl_loss']:.12f} (diff {d['loss_abs_diff']:.1e})")
-        lines.append("")
-    lines += errors
-    lines.append(f"all checks ok: {results['ok']}")
+    lines.append(f"all checks ok: {results['ok']}"
+                 + ("" if results.get("complete") else " (not complete: see the parts table)"))
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------------------ run
+RUNNERS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e}
+
+
+ALARM = {"armed": False, "fired": False}
+
+
+def _on_alarm(signum, frame):
+    if ALARM["armed"]:  # only inside a part: never while the runner records one
+        ALARM["fired"] = True
+        raise BudgetExceeded()
+
+
+def summarise(results: dict) -> None:
+    parts = results["parts"]
+    ran = [p for p in parts.values() if p["status"] in ("ok", "failed", "stopped")]
+    results["ok"] = bool(ran) and all(p["status"] == "ok" for p in ran)
+    results["errors"] = {k: p["error"] for k, p in parts.items() if p["status"] in ("failed", "stopped")}
+    results["skipped"] = {k: p["skipped"] for k, p in parts.items() if p["status"] == "skipped"}
+    results["complete"] = all(p["status"] == "ok" and not p.get("stopped_early") for p in parts.values()
+                              if p["status"] != "skipped" or "budget" in p["skipped"])
+    results["elapsed_s"] = time.perf_counter() - T_START
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[_import_options(argv)])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-suite")))
     parser.add_argument("--shape", choices=sorted(SHAPES), default="paper")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--parts", default="abcd")
+    parser.add_argument("--parts", default="abcde", help="the parts to run (any of abcde; they run in the order "
+                        f"{', '.join(ORDER)}); a part left out is reported as skipped, e.g. --parts abce")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--stub", default="", help="comma-separated packages to serve as stand-ins for part d "
-                        "(on the device: ray,transfer_queue; benchmarks/gpu/stub_imports.py)")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="seconds from the suite's start for all "
+                        "parts (default 540: one device call is at most 600 s)")
     args = parser.parse_args(argv)
-    if args.stub:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("gpu_stub_imports", Path(__file__).with_name("stub_imports.py"))
-        stubs = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(stubs)
-        stubs.install(tuple(n for n in args.stub.split(",") if n))
+    if not args.parts or set(args.parts) - set(ORDER):
+        parser.error(f"--parts takes letters of {ORDER!r}, got {args.parts!r}")
     import transformers
 
     shape = SHAPES[args.shape]
     device = args.device
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     results = {"shape": args.shape, "device": device, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu",
-               "torch": torch.__version__, "transformers": transformers.__version__, "parts": {}}
-    runners = {"a": lambda: part_a(shape, device), "b": lambda: part_b(shape, device, args.repeats),
-               "c": lambda: part_c(shape, device), "d": lambda: part_d(shape, device)}
-    for part in args.parts:
+               "torch": torch.__version__, "transformers": transformers.__version__, "budget_s": args.budget_s,
+               "order": ORDER, "parts": {}}
+    for key in ORDER:
+        results["parts"][key] = ({"status": "pending", "ok": None} if key in args.parts else
+                                 {"status": "skipped", "ok": None, "skipped": f"not requested (--parts {args.parts})"})
+
+    def left() -> float:
+        return args.budget_s - (time.perf_counter() - T_START)
+
+    def save() -> None:
+        summarise(results)
+        for name, text in (("results.json", json.dumps(results, indent=2, default=str)), ("results.md", markdown(results))):
+            tmp = out / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, out / name)  # a call killed meanwhile leaves the previous complete file
+
+    alarm = hasattr(signal, "setitimer")
+    if alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
+    stopped = False
+    save()
+    for key in (k for k in ORDER if k in args.parts):
+        rec = results["parts"][key]
+        estimate = ESTIMATE_S[args.shape][key]
+        rec["estimate_s"] = estimate
+        if stopped or estimate > left():
+            rec.update(status="skipped", skipped=f"budget: needs ~{estimate} s, {max(left(), 0):.0f} s of "
+                       f"--budget-s {args.budget_s:.0f} left")
+            log(f"part {key}: skipped ({rec['skipped']})")
+            save()
+            continue
+        rec.update(status="running", started_s=time.perf_counter() - T_START)
+        save()
+        log(f"part {key}: start (estimate {estimate} s, {left():.0f} s left)")
         t0 = time.perf_counter()
         try:
-            results["parts"][part] = runners[part]()
+            if alarm:
+                ALARM["armed"] = True
+                signal.setitimer(signal.ITIMER_REAL, max(left(), 0.01))
+            rec.update(RUNNERS[key](Context(shape, args.shape, device, args.repeats, rec, save, left)))
+            rec["status"] = "ok" if rec["ok"] else ("stopped" if rec.get("stopped_early") else "failed")
+        except BudgetExceeded:
+            stopped = True
+            rec.update(status="stopped", ok=False, error=f"budget: --budget-s {args.budget_s:.0f} ran out "
+                       f"{time.perf_counter() - t0:.0f} s into this part")
         except Exception as err:  # noqa: BLE001 - one failing part must not hide the others' numbers
-            results["parts"][part] = {"error": f"{type(err).__name__}: {err}", "ok": False}
-        results["parts"][part]["seconds_total"] = time.perf_counter() - t0
-        print(f"part {part}: ok={results['parts'][part]['ok']} ({results['parts'][part]['seconds_total']:.1f} s)",
-              flush=True)
-    results["ok"] = all(p["ok"] for p in results["parts"].values())
-    results["errors"] = {k: v for k, v in results["parts"].items() if "error" in v}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    (args.out / "results.md").write_text(markdown(results))
-    print(markdown(results))
+            rec.update(status="failed", ok=False, error=f"{type(err).__name__}: {err}",
+                       traceback=traceback.format_exc()[-4000:])
+        finally:
+            ALARM["armed"] = False
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        rec["seconds_total"] = time.perf_counter() - t0
+        stopped = stopped or left() <= 0
+        free_memory(device)
+        save()
+        log(f"part {key}: {rec['status']} ({rec['seconds_total']:.1f} s)"
+            + (f": {rec['error']}" if rec.get("error") else ""))
+    save()
+    print(markdown(results), flush=True)
+    if ALARM["fired"]:  # a part stopped mid-way may have left compile workers or CUDA work behind: do not wait for them
+        sys.stderr.flush()
+        os._exit(0 if results["ok"] else 1)
     return 0 if results["ok"] else 1
 
 
