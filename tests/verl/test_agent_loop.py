@@ -475,3 +475,26 @@ def test_verls_qwen_builder_is_what_refused_the_r1_tokenizer(r1_dir):
 
     with pytest.raises(ValueError, match="im_end"):
         create_continuous_token_builder(AutoTokenizer.from_pretrained(r1_dir), hf_model_type="qwen2")
+
+
+@pytest.mark.parametrize("split,partition", [("train", "train"), ("test", "val")])
+def test_a_failing_tree_tags_its_question_with_the_error_and_raises(loop_factory, monkeypatch, split, partition):
+    """The trainer fails the step with this line (test_rollout_failures.py); verl's worker still gets
+    the exception and marks the group failed."""
+    import transfer_queue
+
+    recorded = []
+
+    async def put(key, partition_id, fields=None, tag=None):
+        recorded.append((key, partition_id, tag))
+
+    async def refuse(request_id, *, prompt_ids, sampling_params, **kwargs):
+        raise ValueError("prompt length 9000 leaves no room\nwithin max_model_len 8192")
+
+    monkeypatch.setattr(transfer_queue, "async_kv_put", put)
+    loop, server, _ = loop_factory()
+    server.generate = refuse
+    with pytest.raises(ValueError, match="no room"):
+        _run(loop, uid="q7", session_id=1, extra_info={"split": split})
+    assert recorded == [("q7", partition, {"arctl_error": "ValueError: prompt length 9000 leaves no room within "
+                                                          "max_model_len 8192"})]

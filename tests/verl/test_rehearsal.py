@@ -13,9 +13,16 @@ import time
 
 import pytest
 
-from arctl.backends.verl.rehearsal import LATEST, PROGRESS_FILE, latest_step
+from arctl.backends.verl.checkpoints import TRACKER
+from arctl.backends.verl.rehearsal import PROGRESS_FILE
 
 pytestmark = pytest.mark.slow  # the verl trainer's stop path in processes
+
+
+def latest_step(checkpoint_dir) -> int:
+    from arctl.backends.verl.checkpoints import newest_complete
+
+    return newest_complete(checkpoint_dir)[0]
 
 
 @pytest.fixture
@@ -69,7 +76,7 @@ def test_a_rehearsal_runs_checkpoints_and_logs_every_step(config, tmp_path):
     wandb.teardown()
     ckpt = run_dir / "checkpoints"
     assert sorted(p.name for p in ckpt.glob("global_step_*")) == ["global_step_2", "global_step_4"]
-    assert (ckpt / LATEST).read_text() == "4" and latest_step(ckpt) == 4
+    assert (ckpt / TRACKER).read_text() == "4" and latest_step(ckpt) == 4
     ids, steps = _history(run_dir)
     assert ids == ["rehearsal-run"] and steps == [1, 2, 3, 4]
 
@@ -139,7 +146,7 @@ def test_the_synced_history_holds_every_step_once_after_a_resume(config, tmp_pat
     wandb.teardown()
     ckpt = run_dir / "checkpoints"
     shutil.rmtree(ckpt / "global_step_4")
-    (ckpt / LATEST).write_text("2")
+    (ckpt / TRACKER).write_text("2")
     if w_and_b_lost_rows:
         (first,) = {p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}
         first.write_bytes(first.read_bytes()[:7])  # the header only: nothing reached the file

@@ -69,9 +69,13 @@ def _trainer(composed, monkeypatch):
 def test_the_arctl_mode_is_the_synchronous_trainer(composed, monkeypatch):
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
+    from arctl.backends.verl.rollout_failures import FailFast
+
     trainer = _trainer(composed, monkeypatch)
     assert trainer.trainer_mode == "sync"
-    assert type(trainer.replay_buffer) is ReplayBuffer and not isinstance(trainer.replay_buffer, ReplayBufferAsync)
+    # verl's synchronous buffer (arctl adds only the check of failed groups: test_rollout_failures.py)
+    assert type(trainer.replay_buffer).__mro__[1:3] == (FailFast, ReplayBuffer)
+    assert not isinstance(trainer.replay_buffer, ReplayBufferAsync)
     # prompts are fetched a whole batch at a time, not one by one (64 fetches per step)
     assert trainer.replay_buffer.gen_batch_size == composed.data.train_batch_size == 64
 
@@ -94,7 +98,7 @@ def test_save_then_resume_keeps_no_transfer_queue_state(composed, monkeypatch):
     trainer.global_steps = 3
     trainer._save_checkpoint()  # NoTransferQueue raises if the TQ state is saved
     ckpt = os.path.join(composed.trainer.default_local_dir, "global_step_3")
-    assert sorted(os.listdir(ckpt)) == ["actor", "data.pt"]  # no transfer_queue/ with the trained batch in it
+    assert sorted(os.listdir(ckpt)) == ["actor", "arctl_complete.json", "data.pt"]  # no transfer_queue/ with the trained batch in it
     with open(os.path.join(composed.trainer.default_local_dir, "latest_checkpointed_iteration.txt")) as f:
         assert f.read() == "3"
 

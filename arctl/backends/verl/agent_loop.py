@@ -32,6 +32,7 @@ from arctl.algo.baselines import control as bc
 from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
 from arctl.algo.settings import BudgetControl
+from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
@@ -424,6 +425,14 @@ def _make_loop_class():
 
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
             validate = is_validation(kwargs, self.arctl)
+            try:
+                return await self._run_tree(sampling_params, validate, kwargs)
+            except Exception as err:  # the trainer fails the step with this line (rollout_failures)
+                await rollout_failures.record(kwargs.get("uid"), validate, err)
+                raise
+
+        async def _run_tree(self, sampling_params: dict[str, Any], validate: bool,
+                            kwargs: dict[str, Any]) -> list[AgentLoopOutput]:
             messages = list(kwargs["raw_prompt"])
             control = control_of(self.arctl)
             gt = (kwargs.get("reward_model") or {}).get("ground_truth")

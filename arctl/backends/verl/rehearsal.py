@@ -8,7 +8,7 @@ abandonment), W&B through the same identity and resumable id, checkpoints where 
 Each step is a Ray task of ``verl.rehearsal_step_s`` seconds on the job's Ray cluster (a plain sleep
 without ``RAY_ADDRESS``), so abandoning a step interrupts a blocking ``ray.get`` as it would in
 ``run_ppo``. The loop mirrors verl's v1 trainer with arctl's hooks: resume from the newest
-``global_step_N`` (``latest_checkpointed_iteration.txt``), log ``trainer/global_step``, save every
+complete ``global_step_N`` (:mod:`arctl.backends.verl.checkpoints`), log ``trainer/global_step``, save every
 ``trainer.save_freq`` steps and at the end, and at the end of a step with the STOP file present save
 and stop (:meth:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer.on_step_end`).
 
@@ -23,28 +23,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arctl.backends.verl import checkpoints
 from arctl.backends.verl.history import VERL_LOG
 from arctl.config.files import atomic_write
 
 PROGRESS_FILE = "rehearsal.json"
-LATEST = "latest_checkpointed_iteration.txt"  # verl's tracker of the newest checkpoint
-
-
-def latest_step(checkpoint_dir: Path) -> int:
-    """The step of the newest complete checkpoint (verl's ``find_latest_ckpt_path``), 0 if none."""
-    tracker = Path(checkpoint_dir) / LATEST
-    if not tracker.exists():
-        return 0
-    step = int(tracker.read_text().strip() or 0)
-    return step if (Path(checkpoint_dir) / f"global_step_{step}").is_dir() else 0
 
 
 def save_checkpoint(checkpoint_dir: Path, step: int) -> None:
-    """A checkpoint the way verl lays it out: ``global_step_N/`` then the tracker file."""
-    folder = Path(checkpoint_dir) / f"global_step_{step}"
-    (folder / "actor").mkdir(parents=True, exist_ok=True)
-    (folder / "data.pt").write_text(json.dumps({"step": step}))
-    (Path(checkpoint_dir) / LATEST).write_text(str(step))
+    """A checkpoint the way verl lays it out (``global_step_N/``, then the tracker file), marked
+    complete as :class:`arctl.backends.verl.checkpoints.SaveOnce` marks verl's."""
+    step_dir = checkpoints.folder(checkpoint_dir, step)
+    (step_dir / "actor").mkdir(parents=True, exist_ok=True)
+    (step_dir / "data.pt").write_text(json.dumps({"step": step}))
+    (Path(checkpoint_dir) / checkpoints.TRACKER).write_text(str(step))
+    checkpoints.mark_complete(checkpoint_dir, step)
 
 
 def _progress(run_dir: Path, **fields: Any) -> None:
@@ -66,7 +59,7 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
     steps, step_s = int(verl_setting(config, "rehearsal_steps")), float(verl_setting(config, "rehearsal_step_s"))
     ckpt = Path(str(cfg.trainer.default_local_dir))
     save_freq = max(1, int(cfg.trainer.save_freq))
-    start = latest_step(ckpt)
+    start, _ = checkpoints.newest_complete(ckpt)  # where train() pointed verl's tracker
     run = None if (config.get("wandb") or {}).get("mode") == "disabled" else writer.open_run(config, run_dir)
     file_log = open(run_dir / VERL_LOG, "w")  # noqa: SIM115 - verl's FileLogger truncates it per attempt too
     ray = None

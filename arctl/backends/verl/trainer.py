@@ -46,6 +46,7 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
     verl_setting,
 )
 from arctl.backends.verl.run_config import data_files, platform_env, verl_run_config, with_wandb_env
+from arctl.track.phase import write_warning
 
 STOP_FILE = "STOP"
 STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
@@ -121,10 +122,14 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     os.environ.update(platform_env(config))  # this process too (the driver), before verl picks its platform
     if on_cpu(config):  # logical Ray GPUs: Ray refuses num_gpus > 0 beside an empty CUDA_VISIBLE_DEVICES
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    from arctl.backends.verl import checkpoints
     from arctl.backends.verl.history import prepare_attempt
-    from arctl.backends.verl.rehearsal import latest_step
 
-    resume_at = latest_step(Path(str(cfg.trainer.default_local_dir))) or None
+    resume_at, notes = checkpoints.repair(Path(str(cfg.trainer.default_local_dir)))
+    for note in notes:  # a checkpoint whose save did not finish or was damaged since: never resumed from
+        print(f"arctl: WARNING {note}", file=sys.stderr, flush=True)
+        write_warning(run_dir, note)
+    resume_at = resume_at or None
     prepare_attempt(config, run_dir, resume_at)  # W&B history = the steps up to the checkpoint, once each
     if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
         from arctl.backends.verl.ray_connect import wait_for_head

@@ -11,11 +11,15 @@ weight sync) needs replacing.
 
 Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
 
+- ``_build_replay_buffer``: a rollout group that failed in the agent loop fails the step with the
+  worker's error (:mod:`arctl.backends.verl.rollout_failures`; verl pads it away);
 - ``_compute_advantage``: tree advantages (:mod:`arctl.backends.verl.advantage`), arctl metrics;
 - ``_compute_old_log_prob``: for packed trees, first writes tree position ids and the 1-D tree-mask
   encoding (``tree_cut``, ``tree_branch_start``) built with :func:`arctl.algo.tree.pack_tree`, which
   the actor forward turns into a FlexAttention BlockMask (:mod:`arctl.backends.verl.tree_forward`);
 - ``on_step_end``: a stop file (written when the job is asked to stop) -> checkpoint, then end;
+- ``_save_checkpoint`` (:class:`arctl.backends.verl.checkpoints.SaveOnce`): a step is saved once (a
+  stop at a ``save_freq`` step saved it twice into one folder) and marked complete after its save;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
   with ``trainer/global_step``.
 """
@@ -48,6 +52,8 @@ from arctl.backends.verl.advantage import (
     record_advantages,
     response_advantages,
 )
+from arctl.backends.verl.checkpoints import SaveOnce
+from arctl.backends.verl.rollout_failures import FailFast
 from arctl.track import metrics_schema as ms
 
 logger = logging.getLogger(__name__)
@@ -170,7 +176,7 @@ def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord
     return {"position_ids": tree.position_ids, "tree_cut": tree.cut, "tree_branch_start": tree.branch_start}
 
 
-class ArctlPPOTrainer(PPOTrainerSync):
+class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     """verl v1 synchronous trainer with AnytimeReasoner's tree advantages (mode ``arctl``)."""
 
     def __init__(self, config):
@@ -191,6 +197,15 @@ class ArctlPPOTrainer(PPOTrainerSync):
     @trainer_mode.setter
     def trainer_mode(self, value: str) -> None:  # verl assigns the config's mode name ("arctl")
         pass
+
+    def _build_replay_buffer(self):
+        # verl's synchronous buffer, which hands out failed rollout groups and pads their trajectories:
+        # here a failed group fails the step with the agent loop's error (rollout_failures). verl offers
+        # no seam for this (a custom sampler loses the synchronous buffer's arguments): the instance
+        # becomes the subclass, which adds one check and no state.
+        buffer = super()._build_replay_buffer()
+        buffer.__class__ = _fail_fast_class(type(buffer))
+        return buffer
 
     def on_init_end(self):
         # before the first update: every actor worker must train packed trees with the tree mask
@@ -320,6 +335,18 @@ class ArctlPPOTrainer(PPOTrainerSync):
             metrics[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
         self._define_step_metric()
         return out
+
+
+_FAIL_FAST: dict[type, type] = {}
+
+
+def _fail_fast_class(cls: type) -> type:
+    """``cls`` (verl's replay buffer) with :class:`arctl.backends.verl.rollout_failures.FailFast`."""
+    if issubclass(cls, FailFast):
+        return cls
+    if cls not in _FAIL_FAST:
+        _FAIL_FAST[cls] = type(f"FailFast{cls.__name__}", (FailFast, cls), {})
+    return _FAIL_FAST[cls]
 
 
 TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; same class, idempotent
