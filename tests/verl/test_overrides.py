@@ -187,3 +187,23 @@ def test_the_composed_strategy_is_checked_too(paper_config, monkeypatch):
     monkeypatch.setattr(ov, "check_overrides", megatron)
     with pytest.raises(VerlConfigError, match="strategy=megatron"):
         build_verl_config(paper_config)
+
+
+def test_validation_goes_in_batches_the_routers_sticky_ids_cover(paper_config, tmp_path):
+    """Eval-only at paper scale: 5 eval sets x 32 samples ~ 50k trees. verl's default submits them at
+    once, while its router keeps 10,000 sticky ids: summaries of an evicted tree miss the replica
+    holding its thinking's KV. Batches of 156 questions keep <= 4,992 trees in flight."""
+    import copy
+
+    from verl.workers.rollout.router import DEFAULT_ROUTING_CACHE_SIZE
+
+    from arctl.backends.verl.overrides import ROUTER_STICKY_IDS
+    from arctl.backends.verl.run_config import verl_run_config
+
+    assert ROUTER_STICKY_IDS == DEFAULT_ROUTING_CACHE_SIZE
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["eval_only"] = True
+    composed = verl_run_config(cfg, tmp_path)[1]
+    n = composed.actor_rollout_ref.rollout.val_kwargs.n
+    assert n == 32 and composed.data.val_batch_size == 156
+    assert composed.data.val_batch_size * n <= DEFAULT_ROUTING_CACHE_SIZE // 2

@@ -37,6 +37,20 @@ ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "
 TREE_STRATEGIES = ("fsdp", "fsdp2")  # engines with arctl's tree-attention patch (tree_forward.py)
 
 
+# verl's router keeps a request id on its replica in an LRU of this many ids
+# (verl.workers.rollout.router.DEFAULT_ROUTING_CACHE_SIZE; a test checks they agree). A tree's summaries
+# reach the replica holding its thinking's KV only while the tree's id is still in it, so at most half
+# as many trees are in flight: validation goes in batches of VAL_TREES_IN_FLIGHT // eval.n_samples
+# questions (verl's default submits the whole validation set at once: ~50k trees in eval-only mode).
+ROUTER_STICKY_IDS = 10_000
+VAL_TREES_IN_FLIGHT = ROUTER_STICKY_IDS // 2
+
+
+def val_batch_size(config: dict) -> int:
+    """Questions per validation batch: at most :data:`VAL_TREES_IN_FLIGHT` trees in flight."""
+    return max(1, VAL_TREES_IN_FLIGHT // int(config["eval"]["n_samples"]))
+
+
 ALLOW_CPU_ENV = "ARCTL_VERL_ALLOW_CPU"  # tests: let the verl trainer start without CUDA
 
 
@@ -270,6 +284,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         "data.train_batch_size": int(data["train_batch_size"]),
         "data.max_prompt_length": int(data["max_prompt_length"]),
         "data.max_response_length": resp_len,
+        "data.val_batch_size": val_batch_size(config),
         "data.filter_overlong_prompts": True,
         "data.truncation": "error",
         "data.seed": int(config.get("seed", 0)),
