@@ -1,14 +1,16 @@
 """The GPU check suite (benchmarks/gpu/suite.py) runs on CPU at small shapes, so it cannot rot between
 the sessions that have a GPU: every part runs, the equivalence checks pass, verl's own loss agrees
-with arctl's (with Ray and TransferQueue stubbed, as on the device), part c counts recompilations
-and part e tabulates memory; part d fails (never skips) when verl cannot be imported; results.json is
-on disk after every part, also when the process is killed later; a part the budget cannot hold is
-skipped with the reason."""
+with arctl's (with Ray, TransferQueue, uvicorn and FastAPI stubbed, as on the device), part c counts
+recompilations, part e tabulates memory and part f takes one real verl FSDP actor step whose loss,
+log-probs, gradient norm and update agree with arctl's tree loss on the suite's own forward; parts d
+and f fail (never skip) when verl cannot be imported; results.json is on disk after every part, also
+when the process is killed later; a part the budget cannot hold is skipped with the reason."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -17,10 +19,11 @@ from pathlib import Path
 import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
-pytestmark = pytest.mark.slow  # the GPU check suite in a process (CPU shapes)
+slow = pytest.mark.slow  # the GPU check suite in a process (CPU shapes); the verdict unit tests are fast
 
 SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "suite.py"
 GIB = 2**30
+DEVICE_STUBS = "ray,transfer_queue,uvicorn,fastapi"  # what the device lacks and parts d and f never run (docs/gpu.md)
 
 
 def suite_args(out: Path, *extra: str) -> list[str]:
@@ -40,15 +43,16 @@ def small_run(tmp_path_factory):
     """The whole suite at small shapes, as CI runs it; part d only where the verl extra is installed
     (left out on purpose otherwise, which the results must say)."""
     out = tmp_path_factory.mktemp("gpu-suite")
-    extra = ["--parts", "abce"] if verl_missing() else ["--stub", "ray,transfer_queue"]  # the device has neither
+    extra = ["--parts", "abce"] if verl_missing() else ["--stub", DEVICE_STUBS]  # the device has none of them
     proc, results = run_suite(out, *extra)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return results, (out / "results.md").read_text()
 
 
+@slow
 def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
     results, md = small_run
-    assert results["ok"] and results["complete"] and not results["errors"] and set(results["parts"]) == set("abcde")
+    assert results["ok"] and results["complete"] and not results["errors"] and set(results["parts"]) == set("abcdef")
     a = results["parts"]["a"]
     assert a["status"] == "ok" and a["tree"]["length"] % 128 != 0 and a["tree"]["branches"] == 16
     fp32 = next(c for c in a["checks"] if c["dtype"] == "float32")
@@ -58,7 +62,8 @@ def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
     d = results["parts"]["d"]
     if verl_missing():
         assert d["status"] == "skipped" and d["ok"] is None and "not requested" in d["skipped"]
-        assert results["skipped"] == {"d": d["skipped"]} and "skipped: not requested" in md
+        assert results["skipped"] == {"d": d["skipped"], "f": results["parts"]["f"]["skipped"]}
+        assert "skipped: not requested" in md
     else:
         assert d["status"] == "ok" and d["patched"] and d["loss_abs_diff"] <= 1e-9
     for part in results["parts"].values():
@@ -67,6 +72,7 @@ def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
     assert "## a. equivalence" in md and "all checks ok: True" in md
 
 
+@slow
 def test_part_c_counts_recompilations_per_micro_batch_eval_then_train(small_run):
     results, md = small_run
     c = results["parts"]["c"]
@@ -90,6 +96,7 @@ def test_part_c_counts_recompilations_per_micro_batch_eval_then_train(small_run)
     assert "| 10 | 1 | 15 |" in md and "recompile-limit hits" in md
 
 
+@slow
 def test_part_e_tabulates_the_memory_of_full_and_chunked_log_probs(small_run):
     results, md = small_run
     e = results["parts"]["e"]
@@ -116,6 +123,7 @@ def test_part_e_tabulates_the_memory_of_full_and_chunked_log_probs(small_run):
     assert "| pass | log-probs | N tokens (rows x length) |" in md and "| update | full | 1,024 (4 x 256) |" in md
 
 
+@slow
 def test_part_d_fails_when_verl_is_not_importable(tmp_path):
     proc, results = run_suite(tmp_path, "--parts", "ad", "--hide", "verl", "--stub", "ray,transfer_queue")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -126,6 +134,7 @@ def test_part_d_fails_when_verl_is_not_importable(tmp_path):
     assert "**FAILED**: RuntimeError: verl's code is not importable" in (tmp_path / "results.md").read_text()
 
 
+@slow
 def test_results_are_on_disk_after_each_part_when_the_process_is_killed_later(tmp_path):
     """As a device call killed at its time limit: the suite is killed (SIGKILL, nothing runs after it)
     as soon as it announces part b; part a's numbers are in results.json and results.md already."""
@@ -146,6 +155,7 @@ def test_results_are_on_disk_after_each_part_when_the_process_is_killed_later(tm
     assert "| a | ok |" in md and "running (the call ended before this part finished)" in md
 
 
+@slow
 def test_a_part_the_budget_cannot_hold_is_skipped_with_the_reason(tmp_path):
     proc, results = run_suite(tmp_path, "--parts", "a", "--budget-s", "1")
     a = results["parts"]["a"]
@@ -154,13 +164,128 @@ def test_a_part_the_budget_cannot_hold_is_skipped_with_the_reason(tmp_path):
     assert "| a | skipped |" in (tmp_path / "results.md").read_text()
 
 
+@slow
 @pytest.mark.skipif(verl_missing(), reason=NO_VERL)
-def test_part_d_runs_with_only_the_device_image_and_the_carried_wheels(tmp_path):
+def test_parts_d_and_f_run_with_only_the_device_image_and_the_carried_wheels(tmp_path):
     """docs/gpu.md's wheel list (stub_imports.CARRIED) is enough: every installed package the device
-    image lacks is hidden, Ray and TransferQueue are stubbed, and part d passes."""
-    proc, results = run_suite(tmp_path, "--parts", "d", "--as-device", "--stub", "ray,transfer_queue")
+    image lacks is hidden, arctl's own metadata too (no verl plugin entry point, as arctl is not
+    installed there), Ray, TransferQueue, uvicorn and FastAPI are stubbed, and parts d and f pass."""
+    proc, results = run_suite(tmp_path, "--parts", "df", "--as-device", "--stub", DEVICE_STUBS)
     assert proc.returncode == 0 and results["parts"]["d"]["status"] == "ok", \
         results["parts"]["d"].get("error", "") + proc.stderr[-2000:]
+    f = results["parts"]["f"]
+    assert f["status"] == "ok" and f["engine"]["engine"] == "FSDPEngineWithLMHead", f.get("error", "") + proc.stderr[-2000:]
+
+
+@slow
+def test_part_f_takes_one_verl_fsdp_actor_step_on_a_packed_tree(small_run):
+    """verl's own actor worker and FSDP engine, one process (gloo, world size 1, arctl's cpu platform),
+    the dense tree mask: the old-log-prob pass and the update's forward give the tree's log-probs, the
+    loss is arctl.algo.tree_loss's (on verl's log-probs and on the suite's own forward), the gradient
+    norm is the reference's, and AdamW's first step moved the weights by lr against the gradient."""
+    results, md = small_run
+    f = results["parts"]["f"]
+    if verl_missing():
+        assert f["status"] == "skipped" and "not requested" in f["skipped"]
+        return
+    assert f["status"] == "ok" and f["ok"] and all(c["ok"] for c in f["checks"]) and len(f["checks"]) == 8
+    assert f["tree_mask"] == {"forwards": 2, "matching": 2}  # the old-log-prob pass and the update got the tree mask
+    e = f["engine"]
+    assert e["worker"] == "ActorRolloutRefWorker(role='actor')" and e["engine"] == "FSDPEngineWithLMHead"
+    assert (e["strategy"], e["platform"], e["backend"], e["world_size"]) == ("fsdp2", "cpu", "gloo", 1)
+    assert e["param_dtype"] == "float32" and e["attn_implementation"] == "sdpa" and e["tree_patch"] and f["mask"] == "dense"
+    assert f["model"]["tie_word_embeddings"] is False and f["model"]["hidden_size"] == 64
+    assert f["tree"]["length"] == 328 and f["tree"]["trained_tokens"] < f["tree"]["response"]  # inserted tokens untrained
+    # the loss: verl's equals arctl's, on verl's own log-probs and on the suite's forward of the same weights
+    assert math.isfinite(f["loss"]) and f["loss"] != 0 and f["loss_abs_diff"] <= 1e-6
+    assert f["loss_vs_reference_rel"] <= 1e-5
+    assert f["logp_max_abs_diff"]["old-log-prob pass"] < 1e-5 and f["logp_max_abs_diff"]["update"] < 1e-5
+    assert f["grad_norm"] > 0 and f["grad_norm_rel_diff"] < 1e-5
+    assert 0 < f["verl_metrics"]["actor/pg_clipfrac"] < 0.5  # the noisy old log-probs: the clip acts on some tokens
+    # the step: every weight with a gradient moved by ~lr (AdamW's first step is lr * sign(g)) against it
+    p = f["params"]
+    assert p["total"] == f["model"]["parameters"] and 0.5 < p["changed_fraction"] < 1  # unused vocabulary rows stay
+    assert p["max_abs_update"] == pytest.approx(p["lr"], rel=0.05) and p["sign_agreement"] == 1.0 and p["sign_checked"] > 0
+    assert set(f["seconds"]) >= {"engine init", "old-log-prob pass", "update", "reference"} and f["peak_gib"] is None
+    assert "## f. one verl FSDP actor step" in md and "| update against the reference gradient (sign agreement) |" in md
+
+
+def good_f_record() -> dict:
+    return {"compute_dtype": "float32", "loss": -0.17, "arctl_loss": -0.17, "loss_abs_diff": 1e-9, "nan": False,
+            "grad_norm": 0.8, "grad_norm_reference": 0.8, "grad_norm_rel_diff": 1e-7,
+            "logp_max_abs_diff": {"old-log-prob pass": 1e-6, "update": 1e-6},
+            "params": {"changed": 10, "sign_agreement": 1.0, "sign_checked": 10},
+            "tree_mask": {"forwards": 2, "matching": 2}}
+
+
+@pytest.mark.parametrize("spoil, failing", [
+    (lambda r: r.update(loss=float("nan")), "no NaN or inf (loss, grad norm, log-probs, parameters)"),
+    (lambda r: r.update(nan=True), "no NaN or inf (loss, grad norm, log-probs, parameters)"),
+    (lambda r: r["params"].update(changed=0), "parameters changed (elements)"),
+    (lambda r: r["tree_mask"].update(matching=1), "verl's forwards got the tree mask (old-log-prob pass, update)"),
+    (lambda r: r["tree_mask"].update(forwards=0, matching=0), "verl's forwards got the tree mask (old-log-prob pass, update)"),
+    (lambda r: r.update(loss_abs_diff=1e-3), "verl loss vs arctl loss of verl's log-probs: abs diff"),
+    (lambda r: r["logp_max_abs_diff"].update(update=0.01), "verl log-probs vs the tree's (update): max abs diff"),
+    (lambda r: r.update(grad_norm_rel_diff=0.01), "grad norm vs the reference: relative diff"),
+    (lambda r: r["params"].update(sign_agreement=0.9), "update against the reference gradient (sign agreement)"),
+    (lambda r: r["params"].update(sign_checked=0), "update against the reference gradient (sign agreement)"),
+])
+def test_part_f_fails_on_nan_an_unchanged_step_or_a_check_off_its_tolerance(spoil, failing):
+    f_checks = load_suite().f_checks
+    record = good_f_record()
+    assert all(c["ok"] for c in f_checks(record))
+    spoil(record)
+    assert [c["check"] for c in f_checks(record) if not c["ok"]] == [failing]
+
+
+def test_part_f_bf16_checks_take_the_stated_bf16_tolerances():
+    f_checks = load_suite().f_checks
+    record = good_f_record()
+    record.update(compute_dtype="bfloat16", grad_norm_rel_diff=0.01, logp_max_abs_diff={"old-log-prob pass": 0.1, "update": 0.1})
+    record["params"]["sign_agreement"] = 0.95
+    assert all(c["ok"] for c in f_checks(record))  # within part a's bf16 tolerances (0.25, 0.05) and 0.9
+    record["params"]["sign_agreement"] = 0.85
+    assert not all(c["ok"] for c in f_checks(record))
+
+
+@pytest.mark.parametrize("kind, implementation", [("dense", "sdpa"), ("flex", "flex_attention")])
+def test_part_f_tells_the_tree_mask_verl_got_from_a_causal_or_another_trees_mask(kind, implementation):
+    """The mask check of part f: what arctl's patched engine builds from the tree encoding (as verl's
+    prepare_model_inputs does) is the suite's tree mask; a causal mask, another tree's, none are not."""
+    import torch
+
+    from arctl.backends.verl.tree_forward import padded_tree_encoding, tree_attention_mask
+
+    suite = load_suite()
+    shape = suite.SHAPES["small"]
+    tree, other = suite.make_tree(shape, 512), suite.make_tree(shape, 512, think=90, seed=3)
+    expected = suite.tree_inputs([tree], "cpu", kind)[1]
+    cut, start = padded_tree_encoding(suite.nested([tree.cut]), suite.nested([tree.branch_start]), tree.length)
+    assert suite.same_tree_mask(tree_attention_mask(cut, start, implementation), expected)
+    causal = torch.ones(1, 1, tree.length, tree.length, dtype=torch.bool).tril()
+    for wrong in (causal, suite.tree_inputs([other], "cpu", kind)[1], None):
+        assert not suite.same_tree_mask(wrong, expected)
+
+
+def test_a_part_whose_checks_fail_is_failed_with_a_reason_not_a_crash(tmp_path, monkeypatch):
+    """A part that returns ok False without raising (a check off its tolerance) is recorded as failed
+    with a reason; results.json is still written (it crashed with a KeyError before: no 'error')."""
+    suite = load_suite()
+    monkeypatch.setenv("VERL_PLATFORM", "unset-by-the-test")  # main() sets it for --device cpu: restored after
+    monkeypatch.setitem(suite.RUNNERS, "a", lambda ctx: {"ok": False, "checks": []})
+    assert suite.main(["--shape", "small", "--device", "cpu", "--parts", "a", "--out", str(tmp_path)]) == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    a = results["parts"]["a"]
+    assert a["status"] == "failed" and a["error"] == "a check failed (see this part's table)"
+    assert results["errors"] == {"a": a["error"]} and not results["ok"]
+
+
+@slow
+def test_part_f_fails_when_verl_is_not_importable(tmp_path):
+    proc, results = run_suite(tmp_path, "--parts", "f", "--hide", "verl", "--stub", DEVICE_STUBS)
+    f = results["parts"]["f"]
+    assert proc.returncode == 1 and f["status"] == "failed" and f["ok"] is False and not results["ok"]
+    assert "ModuleNotFoundError" in f["error"] and "'verl'" in f["error"] and results["errors"] == {"f": f["error"]}
 
 
 def load_suite():
@@ -170,6 +295,7 @@ def load_suite():
     return module
 
 
+@slow
 def test_count_compiles_counts_what_dynamo_does():
     import torch
     import torch._dynamo

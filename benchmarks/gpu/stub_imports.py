@@ -1,17 +1,20 @@
-"""Permissive stand-ins for packages verl imports but part d of the GPU suite never calls, and the
-opposite: packages hidden as if they were not installed.
+"""Permissive stand-ins for packages verl imports but parts d and f of the GPU suite never call, and
+the opposite: packages hidden as if they were not installed.
 
-The device machine has no Ray (its wheel is too big to carry) and no TransferQueue; importing verl's
-FSDP engine, its actor config and its loss pulls both in at module level. ``install(["ray",
-"transfer_queue"])`` puts a finder first on ``sys.meta_path`` that serves those packages and every
-submodule as a module whose every attribute is a harmless stand-in (a callable class that returns
-itself, usable as a decorator, base class or value). Nothing of theirs runs in part d.
+The device machine has no Ray (its wheel is too big to carry), no TransferQueue, no uvicorn and no
+FastAPI; importing verl's FSDP engine, its actor worker, its actor config and its loss pulls all four
+in at module level (:data:`DEVICE_STUBS`). ``install(["ray", "transfer_queue"])`` puts a finder first on ``sys.meta_path`` that serves those packages and every
+submodule as a module whose every attribute is a harmless stand-in (a callable object usable as a
+decorator, base class or value; a capitalised name is a stand-in class, a real type, so verl's
+``isinstance(data, BatchMeta | KVBatchMeta)`` is False for a TensorDict). Nothing of theirs runs in
+parts d and f.
 
 ``hide(["verl", ...])`` makes installed packages absent: every finder on ``sys.meta_path`` answers
 None for them (``import verl`` raises ModuleNotFoundError, ``importlib.util.find_spec`` gives None)
 and ``importlib.metadata`` lists no distribution of that name or owning that module. The suite's
-``--hide`` uses it to check that part d fails loudly without verl, and to rehearse the device's
-image (which packages must travel as wheels, docs/gpu.md).
+``--hide`` uses it to check that parts d and f fail loudly without verl, and ``--as-device`` to
+rehearse the device's image (which packages must travel as wheels, docs/gpu.md; arctl's own
+metadata goes too, ``metadata_only``: on the device arctl runs from the working tree, not installed).
 """
 
 from __future__ import annotations
@@ -58,10 +61,41 @@ class _Anything:
         return False
 
 
+class _StubMeta(type):
+    """Class-level attribute access on a stand-in class gives a stand-in too."""
+
+    def __getattr__(cls, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+
+class _StubClass(metaclass=_StubMeta):
+    """A stand-in *class* (a capitalised name of a stub module, e.g. ``transfer_queue.BatchMeta``): a
+    real type, so ``isinstance(x, BatchMeta | KVBatchMeta)`` works (and is False for real data, as
+    verl's TransferQueue bridge needs when it is called with a TensorDict), subclassing and
+    ``Cls[...]`` too; instances behave as :class:`_Anything`."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
 class _StubModule(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
+        if name[:1].isupper():  # a class by convention: the same type on every access
+            cls = _StubMeta(name, (_StubClass,), {"__module__": self.__name__})
+            setattr(self, name, cls)
+            return cls
         return _Anything()
 
 
@@ -117,13 +151,16 @@ class _Hiding:
         return getattr(self._finder, name)
 
 
-def hide(names) -> None:
+def hide(names, metadata_only=()) -> None:
     """Make the packages ``names`` (import names or distribution names) absent from this process:
-    their modules, every module of a distribution so named, and their metadata."""
+    their modules, every module of a distribution so named, and their metadata. ``metadata_only``:
+    distributions whose metadata (and entry points) go but whose modules stay importable, as a
+    package used from a source tree without being installed (arctl on the device)."""
     names = {n for n in names if n}
     owners = importlib.metadata.packages_distributions()  # module root -> distributions
     dists = {_norm(n) for n in names} | {_norm(d) for root in names for d in owners.get(root, ())}
     roots = set(names) | {root for root, ds in owners.items() if any(_norm(d) in dists for d in ds)}
+    dists |= {_norm(n) for n in metadata_only}
     for name in list(sys.modules):
         if name.split(".")[0] in roots:
             del sys.modules[name]
@@ -132,13 +169,20 @@ def hide(names) -> None:
 
 # The device image (/work/shared/notes/gpu-device.md): these distributions and what they require.
 DEVICE_IMAGE = ("torch", "transformers", "triton", "numpy", "pandas", "pyarrow", "pytest", "hypothesis")
-# The wheels docs/gpu.md carries to the device for part d (installed there with --no-deps): the modules
-# verl.workers.engine.fsdp.transformer_impl, verl.trainer.ppo.core_algos, verl.workers.utils.losses and
-# arctl's verl plugin import, less the device image's. Ray and TransferQueue are stubbed (--stub).
+# The wheels docs/gpu.md carries to the device for parts d and f (installed there with --no-deps): what
+# verl.workers.engine.fsdp.transformer_impl, verl.trainer.ppo.core_algos, verl.workers.utils.losses,
+# verl.workers.engine_workers (part f's actor worker), Hydra's compose (part f) and arctl's verl plugin
+# import, less the device image's; each one is needed (the rehearsal without it fails). Ray, TransferQueue,
+# uvicorn and FastAPI are stubbed (--stub, DEVICE_STUBS): verl imports them at module level, d and f run
+# none of their code.
 CARRIED = ("verl", "tensordict", "omegaconf", "antlr4-python3-runtime", "codetiming", "cloudpickle", "orjson",
-           "pyvers", "peft", "accelerate", "datasets", "multiprocess", "dill", "xxhash", "pillow")
+           "pyvers", "peft", "accelerate", "datasets", "multiprocess", "dill", "xxhash", "pillow", "psutil", "hydra-core")
+DEVICE_STUBS = ("ray", "transfer_queue", "uvicorn", "fastapi")
 # never hidden: this repository (on sys.path from the working tree on the device too) and the installer
 ALWAYS = ("arctl", "pip", "setuptools", "wheel")
+# on the device arctl runs from the working tree, not installed: no metadata, so `import verl` finds no
+# arctl entry point in ``verl.plugins`` (the suite imports arctl's plugin itself)
+NOT_INSTALLED = ("arctl",)
 
 
 def _requirement_names(dist) -> list[str]:

@@ -1,4 +1,4 @@
-"""GPU check suite of the verl path: one command, five parts, numbers to ``--out``.
+"""GPU check suite of the verl path: one command, six parts, numbers to ``--out``.
 
     python benchmarks/gpu/suite.py --out DIR                      # CUDA, the paper's shape
     python benchmarks/gpu/suite.py --out DIR --shape small --device cpu   # what CI runs
@@ -26,9 +26,9 @@ c. recompilations: 10 micro-batches of 1-3 trees of different lengths (paper: th
 d. verl's own code: the FSDP engine's ``prepare_model_inputs`` patched by arctl's plugin builds the
    tree inputs (their log-probs equal part a's), and verl's ``ppo_loss`` with the registered arctl
    policy loss equals ``arctl.algo.tree_loss.policy_loss`` on them. Needs verl importable (on the
-   device: carry the wheels of docs/gpu.md and stub ray / transfer_queue). An import error FAILS the
-   part like any other error (named in results.json); to leave part d out on purpose, name the other
-   parts: ``--parts abce`` (reported as skipped, "not requested").
+   device: carry the wheels of docs/gpu.md and stub ray / transfer_queue / uvicorn / fastapi). An
+   import error FAILS the part like any other error (named in results.json); to leave part d out on
+   purpose, name the other parts: ``--parts abcef`` (reported as skipped, "not requested").
 e. actor memory with full-vocabulary logits: a Qwen2-1.5B-shaped model with untied embeddings (as
    DeepSeek-R1-Distill-Qwen-1.5B: 1.78e9 parameters, vocabulary 151,936), bf16, per-token log-probs
    of a micro-batch of N = 8,192 / 16,384 / 32,768 tokens (rows of 8,192), in the old-log-prob pass
@@ -41,8 +41,25 @@ e. actor memory with full-vocabulary logits: a Qwen2-1.5B-shaped model with unti
    what a single-GPU actor holds besides (no offload, FSDP mixed precision: fp32 master weights and
    AdamW's two fp32 moments, 12 B/param; the update also fp32 gradients, 16 B/param), against
    80 GB and 40 GB cards (``FITS_GIB``). An out-of-memory is a result (does not fit), not a failure.
+f. one real verl FSDP actor step, in this process: a random-weight Qwen2 saved as a local model
+   directory (paper: Qwen2-1.5B-shaped, untied embeddings as R1-Distill, saved bf16 as R1-Distill
+   ships; small: TINY), verl's own ``ActorRolloutRefWorker(role="actor")`` built from verl's composed
+   ppo_trainer config with arctl's actor keys (``actor_overrides``), ``init_model`` (verl initialises
+   torch.distributed, world size 1: nccl on CUDA, gloo on CPU through arctl's cpu platform, which the
+   suite selects with VERL_PLATFORM=cpu for ``--device cpu``; the FSDP engine FSDPEngineWithLMHead:
+   FSDP1 + bf16 mixed precision on CUDA as verl's defaults, FSDP2 + fp32 on CPU), then on one packed
+   tree as verl's v1 trainer hands it over (``tree_batch``, with arctl's tree-mask encoding; the
+   FlexAttention BlockMask on CUDA, the dense mask on CPU): ``compute_log_prob`` (the old-log-prob
+   pass) and ``update_actor`` (forward, the registered ``arctl_drgrpo`` loss through verl's
+   ``ppo_loss``, backward, grad clip, AdamW step). Reports loss, grad norm, the parameters that
+   changed, peak ``max_memory_allocated`` per phase (CUDA), seconds; checks (``f_checks``) against
+   the suite's own tree forward of the saved weights (fp32) and ``arctl.algo.tree_loss``: every
+   forward of verl's engine got the suite's tree mask, verl's loss = arctl's loss of verl's log-probs,
+   verl's log-probs = the tree's, verl's grad norm = the reference's, the step moved the parameters
+   against the reference gradient. Fails on NaN, an
+   unchanged parameter vector, a check off its tolerance or an exception (named in results.json).
 
-Parts run in the order a, d, e, b, c (the checks and the memory table first, the open-ended
+Parts run in the order a, d, f, e, b, c (the checks and the memory table first, the open-ended
 compile counting last) whatever the order of ``--parts``. ``--budget-s`` (default 540: a device
 call is at most 600 s, the rest is for starting and installing wheels) is counted from the suite's
 start: a part whose estimate (``ESTIMATE_S``, seconds) exceeds what is left is skipped with that
@@ -51,9 +68,10 @@ SIGALRM stops the running part (status "stopped", its finished rows kept). Progr
 stdout as parts and micro-batches start and finish.
 
 Writes ``results.json`` and ``results.md`` (one table per part) to ``--out`` after every part and
-every micro-batch of c and e, so a call killed at its time limit still returns what finished.
+every micro-batch of c and e and every phase of f, so a call killed at its time limit still returns
+what finished.
 Exit code 1 when a part failed or was stopped, 0 otherwise (skipped parts are listed, never ok).
-Needs only torch + transformers for a, b, c, e.
+Needs only torch + transformers for a, b, c, e; d and f need verl (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -71,7 +89,9 @@ import os  # noqa: E402
 import platform  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import traceback  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -91,13 +111,13 @@ def _import_options(argv: list[str] | None) -> argparse.ArgumentParser:
     """``--hide``, ``--as-device``, ``--stub``: they act before torch is imported (a package hidden
     later could already sit in sys.modules)."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--stub", default="", help="comma-separated packages served as stand-ins for part d "
-                        "(on the device: ray,transfer_queue; benchmarks/gpu/stub_imports.py)")
+    parser.add_argument("--stub", default="", help="comma-separated packages served as stand-ins for parts d and f "
+                        "(on the device: ray,transfer_queue,uvicorn,fastapi; benchmarks/gpu/stub_imports.py)")
     parser.add_argument("--hide", default="", help="comma-separated installed packages made absent (import "
                         "and metadata), as where their wheel was not carried; e.g. --hide verl")
     parser.add_argument("--as-device", action="store_true", help="hide every installed package the device "
-                        "image lacks, except the wheels docs/gpu.md carries (stub_imports.CARRIED): part d "
-                        "rehearsed with the device's packages")
+                        "image lacks, except the wheels docs/gpu.md carries (stub_imports.CARRIED), and arctl's "
+                        "install metadata (not installed there): parts d and f rehearsed with the device's packages")
     return parser
 
 
@@ -109,8 +129,8 @@ def _apply_import_options(argv: list[str] | None) -> None:
     hidden = [n for n in args.hide.split(",") if n]
     if args.as_device:
         hidden += stubs.absent_on_device()
-    if hidden:
-        stubs.hide(hidden)
+    if hidden or args.as_device:
+        stubs.hide(hidden, metadata_only=stubs.NOT_INSTALLED if args.as_device else ())
     if args.stub:
         stubs.install(tuple(n for n in args.stub.split(",") if n))
 
@@ -144,11 +164,14 @@ SHAPES = {
 # tolerances (max |logp diff|, gradient relative error): fp32 tight, bf16 stated
 TOL = {"float32": dict(logp=2e-4, grad=2e-4), "bfloat16": dict(logp=0.25, grad=0.05)}
 LM_HEAD_CHUNK = 1024  # tokens per lm_head chunk (the 151,936-word vocabulary would need GBs at once)
-ORDER = "adebc"  # run order: checks and the memory table first, the open-ended compile counting last
+ORDER = "adfebc"  # run order: checks and the memory table first, the open-ended compile counting last
 # Seconds a part needs to give its numbers, for --budget-s. Paper: a-priori for one H100 (nothing has
 # run on a GPU yet; replace them with the seconds_total of results.json once it has). c and e need this
-# much for their first micro-batch and use what is left for the others.
-ESTIMATE_S = {"paper": dict(a=180, d=60, e=30, b=60, c=60), "small": dict(a=30, d=15, e=5, b=15, c=5)}
+# much for their first micro-batch and use what is left for the others. f (a-priori too): saving the
+# 1.78e9-parameter model (bf16, 3.6 GB) ~15 s, verl loading it in fp32 on the host and wrapping it ~30 s,
+# the old-log-prob pass and the update on L = 10,176 with first compilations ~60 s, two parameter
+# snapshots, the fp32 reference forward + backward and the comparisons ~45 s.
+ESTIMATE_S = {"paper": dict(a=180, d=60, f=150, e=30, b=60, c=60), "small": dict(a=30, d=15, f=30, e=5, b=15, c=5)}
 # single-GPU view of part e: bytes per parameter a single-GPU actor holds besides the bf16 compute weights
 # (FSDP mixed precision, no offload): fp32 master weights 4 + AdamW exp_avg 4 + exp_avg_sq 4; the update
 # also fp32 gradients 4 (its bf16 gradients are in the measured peak)
@@ -486,10 +509,30 @@ def part_c(ctx: Context) -> dict:
     return rec
 
 
+@contextmanager
+def verl_importable(part: str):
+    """Parts d and f import verl inside this: arctl's verl plugin first (its import hooks register
+    the tree patch, the policy losses, the CPU platform and engines as verl's modules load; on the
+    device arctl is not installed, so no ``verl.plugins`` entry point loads it), then the part's own
+    imports. An import error FAILS the part like any other error (named in results.json), never a skip."""
+    try:
+        import arctl.backends.verl.plugin  # noqa: F401
+        yield
+    except Exception as err:
+        raise RuntimeError(f"verl's code is not importable here: {type(err).__name__}: {err} (carry the wheels "
+                           f"docs/gpu.md lists; leave part {part} out on purpose with --parts "
+                           f"{''.join(k for k in 'abcdef' if k != part)})") from err
+
+
+def nested(xs, device: str | None = None) -> torch.Tensor:
+    """A jagged nested tensor of the rows ``xs`` (verl's no-padding layout)."""
+    return torch.nested.as_nested_tensor([x.to(device) if device else x for x in xs], layout=torch.jagged)
+
+
 def part_d(ctx: Context) -> dict:
     """verl's patched prepare_model_inputs and its ppo_loss with the arctl policy loss."""
     shape, device, cuda = ctx.shape, ctx.device, ctx.cuda
-    try:
+    with verl_importable("d"):
         import verl.trainer.ppo.core_algos  # noqa: F401 - the policy-loss registry the plugin fills
         import verl.workers.engine.fsdp.transformer_impl as ti
         from tensordict import TensorDict
@@ -497,19 +540,16 @@ def part_d(ctx: Context) -> dict:
         from verl.workers.config.actor import FSDPActorConfig, PolicyLossConfig
         from verl.workers.utils.losses import ppo_loss
 
-        import arctl.backends.verl.plugin  # noqa: F401 - the engine patch and the policy losses
         from arctl.algo.settings import Loss, Objective, Thinking
         from arctl.algo.tree_loss import policy_loss
-    except Exception as err:  # a failure like any other: named, never a skip
-        raise RuntimeError(f"verl's code is not importable here: {type(err).__name__}: {err} (carry the wheels "
-                           "docs/gpu.md lists; leave part d out on purpose with --parts abce)") from err
     attn = "flex_attention" if cuda else "sdpa"
     model = make_model(shape["model"], device, torch.float32, attn)
     trees = [make_tree(shape, shape["model"]["vocab_size"], think=n, seed=s) for s, n in
              enumerate(shape["batch_lengths"][:2])]
-    nest = lambda xs: torch.nested.as_nested_tensor([x.to(device) for x in xs], layout=torch.jagged)  # noqa: E731
-    mb = TensorDict({"input_ids": nest([t.input_ids for t in trees]), "position_ids": nest([t.position_ids for t in trees]),
-                     "tree_cut": nest([t.cut for t in trees]), "tree_branch_start": nest([t.branch_start for t in trees]),
+    mb = TensorDict({"input_ids": nested([t.input_ids for t in trees], device),
+                     "position_ids": nested([t.position_ids for t in trees], device),
+                     "tree_cut": nested([t.cut for t in trees], device),
+                     "tree_branch_start": nested([t.branch_start for t in trees], device),
                      "temperature": torch.ones(len(trees), device=device)}, batch_size=len(trees))
     tu.assign_non_tensor(mb, use_remove_padding=False)
 
@@ -554,6 +594,373 @@ def part_d(ctx: Context) -> dict:
     return {"patched": patched, "mask": mask_type, "logp_max_abs_diff": max(diffs), "verl_loss": float(verl_loss),
             "arctl_loss": float(ours), "loss_abs_diff": loss_diff,
             "ok": patched and max(diffs) <= TOL["float32"]["logp"] and loss_diff <= 1e-9}
+
+
+# part f: one real verl FSDP actor step, single process -------------------------------------------
+VERL_CONFIG_MODULE = "verl.trainer.config"  # verl's Hydra configs: ppo_trainer.yaml, as `python -m verl.trainer.main_ppo`
+F_OLD_LOGP_NOISE = 0.1  # std of the noise added to the old log-probs: the ratio is not 1, the clip acts on some tokens
+F_LOSS = dict(clip_ratio=0.2, clip_ratio_high=0.28, lr=1e-6, weight_decay=0.01, grad_clip=1.0)  # arctl's optim keys
+# update sign agreement (see part_f): tight in fp32; bf16 a-priori (nothing has run on a GPU yet)
+F_SIGN_AGREEMENT = {"float32": 0.999, "bfloat16": 0.9}
+F_SIGN_SCALE = 1e-3  # elements whose reference gradient is above this fraction of the tensor's largest
+SINGLE_PROCESS_ENV = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def single_process_env():
+    """The environment verl's Worker reads (Ray sets it for a worker): rank 0 of 1, a local rendezvous.
+    Restored afterwards."""
+    env = dict(SINGLE_PROCESS_ENV, MASTER_PORT=str(free_port()))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def save_model_dir(model, directory: str) -> int:
+    """``model`` as a local Hugging Face model directory (config, safetensors, a small tokenizer: verl's
+    HFModelConfig loads one from the model path); returns its size in bytes."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    model.save_pretrained(directory)
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                            unk_token="<unk>").save_pretrained(directory)
+    return sum(f.stat().st_size for f in Path(directory).iterdir() if f.is_file())
+
+
+def actor_overrides(model_dir: str, attn: str, cuda: bool, norm_len: int) -> list[str]:
+    """verl's actor config for part f: the keys arctl's ``verl_overrides`` sets for the actor (padded rows,
+    the tree attention implementation, gradient checkpointing, dynamic batch size with arctl's token
+    budget, the ``arctl_drgrpo`` loss with token-sum over the Dr. GRPO constant, arctl's optimizer keys)
+    for one tree per mini-batch; on CPU, those of ``verl.device=cpu`` (FSDP2, no torch.compile) and fp32
+    mixed precision (a tight comparison). On CUDA verl's defaults stay: FSDP1, bf16 mixed precision."""
+    a = "actor_rollout_ref"
+    ov = [f"{a}.model.path={model_dir}", f"{a}.model.use_remove_padding=false",
+          f"{a}.model.enable_gradient_checkpointing=true", f"+{a}.model.override_config.attn_implementation={attn}",
+          f"{a}.actor.ppo_mini_batch_size=1", f"{a}.actor.ppo_micro_batch_size_per_gpu=1",
+          f"{a}.actor.use_dynamic_bsz=true", f"{a}.actor.ppo_max_token_len_per_gpu=32768",
+          f"{a}.rollout.log_prob_max_token_len_per_gpu=32768", f"{a}.rollout.n=1",
+          f"{a}.actor.policy_loss.loss_mode=arctl_drgrpo", f"{a}.actor.loss_agg_mode=token-sum",
+          f"{a}.actor.loss_scale_factor={norm_len}", f"{a}.actor.clip_ratio={F_LOSS['clip_ratio']}",
+          f"{a}.actor.clip_ratio_low={F_LOSS['clip_ratio']}", f"{a}.actor.clip_ratio_high={F_LOSS['clip_ratio_high']}",
+          f"{a}.actor.entropy_coeff=0", f"{a}.actor.use_kl_loss=false", f"{a}.actor.optim.lr={F_LOSS['lr']}",
+          f"{a}.actor.optim.weight_decay={F_LOSS['weight_decay']}", f"{a}.actor.optim.clip_grad={F_LOSS['grad_clip']}"]
+    if not cuda:
+        ov += [f"{a}.actor.strategy=fsdp2", f"{a}.actor.use_torch_compile=false",
+               f"{a}.actor.fsdp_config.use_torch_compile=false", "trainer.device=cpu"]
+        ov += [f"+{a}.actor.fsdp_config.mixed_precision.{k}=fp32" for k in ("param_dtype", "reduce_dtype", "buffer_dtype")]
+    return ov
+
+
+def compose_verl(overrides: list[str]):
+    """verl's ppo_trainer config with ``overrides`` (Hydra's compose API, as verl's main composes it)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=VERL_CONFIG_MODULE, version_base=None):
+            return compose(config_name="ppo_trainer", overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def tree_batch(tree, **extra):
+    """One packed tree as verl's v1 trainer hands it to the actor worker (rows of TransferQueue, no
+    padding): prompts, responses, response_mask = loss_mask (1 on thinking and summary tokens, 0 on
+    the inserted ones), input_ids, the tree position ids and arctl's tree-mask encoding (tree_cut,
+    tree_branch_start: what ArctlPPOTrainer._put_tree_tensors writes); ``extra`` tensors (jagged)."""
+    from tensordict import TensorDict
+
+    p = tree.prompt_len
+    mask = tree.loss_mask[p:].long()
+    rows = {"prompts": tree.input_ids[:p], "responses": tree.input_ids[p:], "response_mask": mask, "loss_mask": mask,
+            "input_ids": tree.input_ids, "position_ids": tree.position_ids, "tree_cut": tree.cut,
+            "tree_branch_start": tree.branch_start, **extra}
+    return TensorDict({k: nested([v]) for k, v in rows.items()}, batch_size=1)
+
+
+def param_snapshot(engine) -> dict[str, torch.Tensor]:
+    """The actor's full parameters by Hugging Face name, fp32 on the host, read through the engine's
+    own ``get_per_tensor_param`` (what verl sends to the rollout: FSDP1 and FSDP2 alike)."""
+    params, _ = engine.get_per_tensor_param()
+    return {name: t.detach().to("cpu", torch.float32, copy=True) for name, t in params}
+
+
+BLOCK_MASK_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+                     "full_q_num_blocks", "full_q_indices")
+
+
+def same_tree_mask(got, expected) -> bool:
+    """Whether the attention mask verl's forward got is the suite's tree mask: the dense boolean
+    [B, 1, L, L] mask element for element, or a BlockMask with the same sequence lengths and block
+    tables (FlexAttention)."""
+    if isinstance(expected, torch.Tensor):
+        return isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.equal(
+            got.bool().cpu(), expected.bool().cpu())
+    if type(got).__name__ != "BlockMask" or tuple(got.seq_lengths) != tuple(expected.seq_lengths):
+        return False
+    for field in BLOCK_MASK_FIELDS:
+        x, y = getattr(got, field, None), getattr(expected, field, None)
+        if (x is None) != (y is None) or (x is not None and not torch.equal(x.cpu(), y.cpu())):
+            return False
+    return True
+
+
+def peak_rss_gib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB  # Linux: KiB
+
+
+def f_checks(r: dict) -> list[dict]:
+    """Part f's verdict from its numbers ``r`` (``compute_dtype`` float32 or bfloat16): no NaN; every
+    forward of verl's engine got the suite's tree mask (exact: bf16's log-prob tolerance alone would not
+    see a missing mask on a random model); the parameters changed; verl's loss is arctl's loss of verl's own log-probs; verl's log-probs (old-log-
+    prob pass and update) are the tree's (the suite's own forward, part a's tolerance for the dtype);
+    verl's gradient norm is that of arctl's loss on the reference (part a's gradient tolerance); the
+    AdamW step moved every parameter with a clear reference gradient against it (first Adam step:
+    -lr * sign(g))."""
+    tol = TOL[r["compute_dtype"]]
+    p = r["params"]
+    finite = all(math.isfinite(x) for x in (r["loss"], r["arctl_loss"], r["grad_norm"], r["grad_norm_reference"],
+                                             *r["logp_max_abs_diff"].values()))
+    m = r["tree_mask"]
+    checks = [
+        ("no NaN or inf (loss, grad norm, log-probs, parameters)", finite and not r["nan"], "none", finite and not r["nan"]),
+        ("verl's forwards got the tree mask (old-log-prob pass, update)", f"{m['matching']} of {m['forwards']}",
+         "every one, >= 2", m["forwards"] >= 2 and m["matching"] == m["forwards"]),
+        ("parameters changed (elements)", p["changed"], "> 0", p["changed"] > 0),
+        ("verl loss vs arctl loss of verl's log-probs: abs diff", r["loss_abs_diff"], 1e-6 * max(1.0, abs(r["arctl_loss"])),
+         r["loss_abs_diff"] <= 1e-6 * max(1.0, abs(r["arctl_loss"]))),
+    ]
+    for name, diff in r["logp_max_abs_diff"].items():
+        checks.append((f"verl log-probs vs the tree's ({name}): max abs diff", diff, tol["logp"], diff <= tol["logp"]))
+    checks.append(("grad norm vs the reference: relative diff", r["grad_norm_rel_diff"], tol["grad"],
+                   r["grad_norm_rel_diff"] <= tol["grad"]))
+    need = F_SIGN_AGREEMENT[r["compute_dtype"]]
+    checks.append(("update against the reference gradient (sign agreement)", p["sign_agreement"], f">= {need}",
+                   p["sign_checked"] > 0 and p["sign_agreement"] >= need))
+    return [{"check": c, "value": v, "tolerance": t, "ok": bool(ok)} for c, v, t, ok in checks]
+
+
+def part_f(ctx: Context) -> dict:
+    """One real single-process verl FSDP actor step on one packed tree: verl's ActorRolloutRefWorker
+    (role actor) builds its FSDP engine from a saved random-weight model directory, runs the old-log-prob
+    pass and the update (forward, arctl_drgrpo loss, backward, AdamW step) with arctl's tree mask; the
+    numbers are checked against the suite's own tree forward and arctl.algo.tree_loss."""
+    shape, device, cuda, rec = ctx.shape, ctx.device, ctx.cuda, ctx.rec
+    with verl_importable("f"):
+        import torch.distributed as dist
+        import verl.workers.engine.fsdp.transformer_impl as ti
+        from verl.plugin.platform.platform_manager import get_platform
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.engine_workers import ActorRolloutRefWorker
+        from verl.workers.utils.padding import response_from_nested
+
+        from arctl.algo.settings import Loss, Objective, Thinking
+        from arctl.algo.tree_loss import policy_loss
+    platform_name = get_platform().device_name
+    if platform_name != ("cuda" if cuda else "cpu"):
+        raise RuntimeError(f"verl's platform is {platform_name!r}, part f on {device} needs "
+                           f"{'cuda' if cuda else 'cpu'!r} (the suite sets VERL_PLATFORM=cpu for --device cpu before "
+                           "verl is imported)")
+    spec = shape["model"]
+    attn, layout = ("flex_attention", "flex") if cuda else ("sdpa", "dense")  # no FlexAttention backward on a CPU
+    compute = "bfloat16" if cuda else "float32"
+    tree = make_tree(shape, spec["vocab_size"])
+    p = tree.prompt_len
+    assert not tree.loss_mask[:p].any()  # trained tokens are response tokens, in the same order
+    trained = tree.loss_mask[p:]
+    norm_len = tree.length  # the Dr. GRPO constant of one tree: C = 1 x norm_len
+    objective = Objective(Thinking(budgets=(1,)), loss=Loss(clip_ratio=F_LOSS["clip_ratio"],
+                                                            clip_ratio_high=F_LOSS["clip_ratio_high"],
+                                                            loss_norm_len=norm_len))
+    seconds, peak = {}, {}
+    rec.update(tree={"length": tree.length, "prompt": p, "response": tree.length - p, "trained_tokens": int(trained.sum()),
+                     "branches": len(tree.branches)}, compute_dtype=compute, mask=layout, seconds=seconds,
+               peak_gib=peak if cuda else None,
+               peak_method=("torch.cuda.max_memory_allocated, reset before each phase" if cuda else
+                            "cpu: not measured per phase (max_memory_allocated is CUDA only); peak_rss_gib is the "
+                            "process's peak resident set so far (getrusage), earlier parts included"))
+
+    def phase(name: str):
+        rec["phase"] = name
+        ctx.save()
+        log(f"part f: {name}")
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        return time.perf_counter()
+
+    def done(name: str, t0: float) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+            peak[name] = torch.cuda.max_memory_allocated() / GIB
+        seconds[name] = time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory(prefix="arctl-suite-f-") as model_dir:
+        t0 = phase("model directory")
+        # saved as R1-Distill ships (bf16) on CUDA; the reference later runs on exactly these values in fp32
+        model = make_model(spec, device, torch.bfloat16 if cuda else torch.float32, attn, tie=False)
+        size = save_model_dir(model, model_dir)
+        model.to("cpu")
+        free_memory(device)
+        done("model directory", t0)
+        params_n = sum(x.numel() for x in model.parameters())
+        rec["model"] = {**spec, "tie_word_embeddings": False, "parameters": params_n,
+                        "saved_dtype": str(next(model.parameters()).dtype).split(".")[-1], "directory_mib": size / 2**20}
+        overrides = actor_overrides(model_dir, attn, cuda, norm_len)
+        rec["overrides"] = overrides
+        cfg = compose_verl(overrides)
+        worker = engine = None
+        recorded, masks = {}, []
+        try:
+            with single_process_env():
+                t0 = phase("engine init")
+                worker = ActorRolloutRefWorker(config=cfg.actor_rollout_ref, role="actor")  # as Ray would build it
+                worker.init_model()  # process group (verl's own init), FSDP engine, optimizer, loss fn
+                done("engine init", t0)
+                engine = worker.actor.engine
+                expected_mask = tree_inputs([tree], device, layout)[1]
+                prepare = engine.prepare_model_inputs  # arctl's patched method, bound
+
+                def checking_inputs(micro_batch):  # what verl's forward_step hands the model, compared as it goes
+                    model_inputs, output_args = prepare(micro_batch=micro_batch)
+                    masks.append(same_tree_mask(model_inputs.get("attention_mask"), expected_mask))
+                    return model_inputs, output_args
+
+                engine.prepare_model_inputs = checking_inputs
+                rec["engine"] = {
+                    "worker": "ActorRolloutRefWorker(role='actor')", "engine": type(engine).__name__,
+                    "module": type(engine.module).__name__, "strategy": engine.engine_config.strategy,
+                    "platform": platform_name, "backend": str(dist.get_backend()), "world_size": dist.get_world_size(),
+                    "param_dtype": str(engine._autocast_dtype).split(".")[-1], "attn_implementation": attn,
+                    "tree_patch": bool(getattr(ti.FSDPEngineWithLMHead.prepare_model_inputs, "_arctl_tree_patched", False)),
+                    "optimizer": type(engine.optimizer).__name__}
+
+                # verl's old-log-prob pass (eval, no grad), as the trainer asks for it; old log-probs as it stores them
+                t0 = phase("old-log-prob pass")
+                data = tree_batch(tree)
+                tu.assign_non_tensor(data, calculate_entropy=True, compute_loss=False, temperature=1.0)
+                out = worker.compute_log_prob(data)
+                done("old-log-prob pass", t0)
+                verl_old = response_from_nested(out["log_probs"], data["response_mask"]).values().float().cpu()
+                g = torch.Generator().manual_seed(1)
+                old = verl_old + F_OLD_LOGP_NOISE * torch.randn(verl_old.shape, generator=g)
+                adv = tree.advantages[p:].float()
+
+                t0 = phase("parameters before")
+                before = param_snapshot(engine)
+                done("parameters before", t0)
+                data = tree_batch(tree, old_log_probs=old, advantages=adv)
+                tu.assign_non_tensor(data, calculate_entropy=False, distillation_use_topk=False, distillation_only=False,
+                                     global_batch_size=1, mini_batch_size=1, epochs=1, seed=42,
+                                     dataloader_kwargs={"shuffle": False}, temperature=1.0)
+                loss_fn = worker.actor.loss_fn  # partial(ppo_loss, config=actor config), as init_model built it
+
+                def recording_loss(model_output, data, dp_group=None):
+                    loss, metrics = loss_fn(model_output=model_output, data=data, dp_group=dp_group)
+                    recorded["log_probs"] = model_output["log_probs"].detach().float().cpu()
+                    recorded["dtype"] = str(model_output["log_probs"].dtype).split(".")[-1]
+                    recorded["response_mask"] = data["response_mask"].cpu()
+                    return loss, metrics
+
+                worker.set_loss_fn(recording_loss)
+                t0 = phase("update")
+                metrics = tu.get(worker.update_actor(data), "metrics")
+                done("update", t0)
+                t0 = phase("parameters after")
+                after = param_snapshot(engine)
+                done("parameters after", t0)
+        finally:
+            del worker, engine
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            free_memory(device)
+        rec["peak_rss_gib"] = peak_rss_gib()
+        first = lambda key: float(metrics[key][0] if isinstance(metrics[key], list) else metrics[key])  # noqa: E731
+        rec["verl_metrics"] = {k: first(k) for k in ("loss", "grad_norm", "lr", "actor/pg_clipfrac", "actor/ppo_kl",
+                                                     "perf/max_memory_allocated_gb") if k in metrics}
+
+        # the reference: the suite's own tree forward on the saved weights (fp32), arctl's loss, its gradient
+        t0 = phase("reference")
+        ref = model.to(device=device, dtype=torch.float32)
+        ref.zero_grad(set_to_none=True)
+        ref_logp, _ = tree_logp(ref, [tree], device, layout)
+        old_t = old[trained].double().to(device)
+        adv_t = adv[trained].double().to(device)
+        every = torch.ones_like(old_t, dtype=torch.bool)
+        ref_loss = policy_loss(ref_logp.double(), old_t, adv_t, every, 1, objective)
+        ref_loss.backward()
+        ref_loss = float(ref_loss.detach())
+        grads = {n: x.grad for n, x in ref.named_parameters() if x.grad is not None}
+        ref_norm = float(torch.sqrt(sum((x.double() ** 2).sum() for x in grads.values())))
+        ref_logp = ref_logp.detach().double().cpu()
+        done("reference", t0)
+
+    update_logp = response_from_nested(recorded["log_probs"], recorded["response_mask"]).values()[trained].double()
+    arctl_loss = float(policy_loss(update_logp, old_t.cpu(), adv_t.cpu(), every.cpu(), 1, objective))
+    changed = total = agree = checked = 0
+    max_update, nan = 0.0, False
+    with torch.no_grad():
+        for name, b in before.items():
+            a = after[name]
+            nan = nan or not bool(torch.isfinite(a).all())
+            d = a - b
+            changed += int((d != 0).sum())
+            total += d.numel()
+            max_update = max(max_update, float(d.abs().max()))
+            grad = grads.get(name)
+            if grad is not None:
+                grad = grad.float()
+                clear = grad.abs() > F_SIGN_SCALE * grad.abs().max()
+                d = d.to(grad.device)
+                agree += int((torch.sign(d[clear]) == -torch.sign(grad[clear])).sum())
+                checked += int(clear.sum())
+    del before, after, grads, ref
+    model = None
+    free_memory(device)
+    nan = nan or bool(torch.isnan(verl_old).any() or torch.isnan(update_logp).any())
+    loss, grad_norm = rec["verl_metrics"]["loss"], rec["verl_metrics"]["grad_norm"]
+    verl_old_t = verl_old[trained].double()
+    rec.update(
+        loss=loss, arctl_loss=arctl_loss, loss_abs_diff=abs(loss - arctl_loss), reference_loss=ref_loss,
+        loss_vs_reference_rel=abs(loss - ref_loss) / max(abs(ref_loss), 1e-12),
+        grad_norm=grad_norm, grad_norm_reference=ref_norm,
+        grad_norm_rel_diff=abs(grad_norm - ref_norm) / max(ref_norm, 1e-30),
+        logp_max_abs_diff={"old-log-prob pass": float((verl_old_t - ref_logp).abs().max()),
+                           "update": float((update_logp - ref_logp).abs().max())},
+        params={"total": total, "changed": changed, "changed_fraction": changed / max(total, 1),
+                "max_abs_update": max_update, "lr": F_LOSS["lr"], "sign_checked": checked,
+                "sign_agreement": agree / max(checked, 1)},
+        nan=nan, old_logp_noise=F_OLD_LOGP_NOISE, verl_logp_dtype=recorded["dtype"],
+        tree_mask={"forwards": len(masks), "matching": sum(masks)})
+    if cuda:
+        rec["device_total_gib"] = torch.cuda.get_device_properties(device).total_memory / GIB
+    rec["checks"] = f_checks(rec)
+    rec["ok"] = all(c["ok"] for c in rec["checks"])
+    if not rec["ok"]:
+        rec["error"] = "checks off: " + "; ".join(f"{c['check']} = {c['value']}" for c in rec["checks"] if not c["ok"])
+    rec.pop("phase", None)
+    return rec
 
 
 class TensorBytes:
@@ -728,7 +1135,8 @@ def part_e(ctx: Context) -> dict:
 TITLES = {"a": "a. equivalence (tree vs duplicated sequences)", "b": "b. forward + backward, gradient checkpointing",
           "c": "c. recompilations: micro-batches of 1-3 trees through FlexAttention, eval then train",
           "d": "d. verl's patched prepare_model_inputs and ppo_loss",
-          "e": "e. actor memory with full-vocabulary logits (per-token log-probs of N tokens)"}
+          "e": "e. actor memory with full-vocabulary logits (per-token log-probs of N tokens)",
+          "f": "f. one verl FSDP actor step (single process) on a packed tree"}
 
 
 def _fmt(x, spec: str = ".2f") -> str:
@@ -821,6 +1229,34 @@ def _md_e(e: dict) -> list[str]:
     return lines
 
 
+def _md_f(f: dict) -> list[str]:
+    m, e, t = f["model"], f["engine"], f["tree"]
+    peak = f.get("peak_gib")
+    lines = [f"Model: Qwen2, hidden {m['hidden_size']}, {m['num_hidden_layers']} layers, vocabulary {m['vocab_size']:,}, "
+             f"untied embeddings, {m['parameters']:,} parameters, saved {m['saved_dtype']} ({m['directory_mib']:.1f} MiB). "
+             f"One packed tree: L = {t['length']:,} (prompt {t['prompt']}, {t['branches']} branches), "
+             f"{t['trained_tokens']:,} trained tokens.", "",
+             f"verl: {e['worker']} -> {e['engine']} ({e['strategy']}, {e['module']}), platform {e['platform']}, "
+             f"process group {e['backend']} x {e['world_size']}, compute {e['param_dtype']}, {e['attn_implementation']} "
+             f"with the {f['mask']} tree mask (arctl patch: {e['tree_patch']}), {e['optimizer']}, log-probs in "
+             f"{f['verl_logp_dtype']}. Old log-probs: verl's "
+             f"old-log-prob pass + N(0, {f['old_logp_noise']}^2).", "",
+             f"loss {f['loss']:.9f} (arctl on verl's log-probs {f['arctl_loss']:.9f}; on the reference "
+             f"{f['reference_loss']:.9f}), grad norm {f['grad_norm']:.6f} (reference {f['grad_norm_reference']:.6f}), "
+             f"parameters changed {f['params']['changed']:,} of {f['params']['total']:,} "
+             f"(max |update| {f['params']['max_abs_update']:.2e}, lr {f['params']['lr']:g})", "",
+             "| check | value | tolerance | ok |", "|---|---|---|---|"]
+    for c in f["checks"]:
+        value = c["value"] if isinstance(c["value"], (bool, int, str)) else f"{c['value']:.3e}"
+        tol = c["tolerance"] if isinstance(c["tolerance"], str) else f"{c['tolerance']:.1e}"
+        lines.append(f"| {c['check']} | {value} | {tol} | {c['ok']} |")
+    lines += ["", "| phase | seconds | peak GiB |", "|---|---|---|"]
+    for name, sec in f["seconds"].items():
+        lines.append(f"| {name} | {sec:.1f} | {_fmt(peak.get(name) if peak else None, '.3f')} |")
+    lines += ["", f"peak: {f['peak_method']}" + (f"; peak RSS {f['peak_rss_gib']:.2f} GiB" if f.get("peak_rss_gib") else "")]
+    return lines
+
+
 def markdown(results: dict) -> str:
     lines = [f"# GPU check suite: {results['shape']} shape on {results['device_name']}", "",
              f"{results['date']}, torch {results['torch']}, transformers {results['transformers']}; "
@@ -832,14 +1268,15 @@ def markdown(results: dict) -> str:
         lines.append(f"| {key} | {p['status']} | {_fmt(p.get('seconds_total'), '.1f')} | "
                      f"{_fmt(p.get('estimate_s'), '.0f')} | {str(note).replace('|', '/')[:200]} |")
     lines.append("")
-    render = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "e": _md_e}
-    for key in "abcde":
+    render = {"a": _md_a, "b": _md_b, "c": _md_c, "d": _md_d, "e": _md_e, "f": _md_f}
+    for key in "abcdef":
         p = results["parts"][key]
         lines += [f"## {TITLES[key]}", ""]
         if p["status"] == "skipped":
             lines.append(f"skipped: {p['skipped']}")
         elif p["status"] == "running":
-            lines.append("running (the call ended before this part finished)")
+            lines.append("running (the call ended before this part finished)"
+                         + (f"; last phase started: {p['phase']}" if p.get("phase") else ""))
         else:
             if p.get("error"):
                 lines += [f"**{p['status'].upper()}**: {p['error']}", ""]
@@ -847,6 +1284,8 @@ def markdown(results: dict) -> str:
                 lines += render[key](p)
             except (KeyError, TypeError):  # a part that failed or stopped before its numbers
                 pass
+            except Exception as err:  # noqa: BLE001 - a table that cannot be drawn must not cost results.json
+                lines.append(f"(table not rendered: {type(err).__name__}: {err})")
         lines.append("")
     lines.append(f"all checks ok: {results['ok']}"
                  + ("" if results.get("complete") else " (not complete: see the parts table)"))
@@ -854,7 +1293,7 @@ def markdown(results: dict) -> str:
 
 
 # ------------------------------------------------------------------------------ run
-RUNNERS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e}
+RUNNERS = {"a": part_a, "b": part_b, "c": part_c, "d": part_d, "e": part_e, "f": part_f}
 
 
 ALARM = {"armed": False, "fired": False}
@@ -882,7 +1321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-suite")))
     parser.add_argument("--shape", choices=sorted(SHAPES), default="paper")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--parts", default="abcde", help="the parts to run (any of abcde; they run in the order "
+    parser.add_argument("--parts", default=ORDER, help="the parts to run (any of abcdef; they run in the order "
                         f"{', '.join(ORDER)}); a part left out is reported as skipped, e.g. --parts abce")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=540.0, help="seconds from the suite's start for all "
@@ -894,6 +1333,10 @@ def main(argv: list[str] | None = None) -> int:
 
     shape = SHAPES[args.shape]
     device = args.device
+    if not device.startswith("cuda"):
+        # verl's platform is chosen once, at its first use (parts d and f): on a CPU, arctl's cpu platform
+        # (arctl/backends/verl/cpu_platform.py: gloo, the FSDP engines registered for device cpu)
+        os.environ["VERL_PLATFORM"] = "cpu"
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     results = {"shape": args.shape, "device": device, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -939,6 +1382,8 @@ def main(argv: list[str] | None = None) -> int:
                 signal.setitimer(signal.ITIMER_REAL, max(left(), 0.01))
             rec.update(RUNNERS[key](Context(shape, args.shape, device, args.repeats, rec, save, left)))
             rec["status"] = "ok" if rec["ok"] else ("stopped" if rec.get("stopped_early") else "failed")
+            if not rec["ok"]:  # a check off its tolerance: the part's own reason, else a pointer to its table
+                rec.setdefault("error", rec.get("stopped_early") or "a check failed (see this part's table)")
         except BudgetExceeded:
             stopped = True
             rec.update(status="stopped", ok=False, error=f"budget: --budget-s {args.budget_s:.0f} ran out "
