@@ -103,39 +103,44 @@ TAIL_BYTES = 16384
 
 
 def tail_progress(run_dir: Path) -> dict:
-    """Step and headline metric from the last row of the run's metrics file (reads its tail only).
+    """Step and headline metric from the last row of the run's metrics files (reads their tails
+    only); of several files, the one that reached the furthest step (verl's file log of the running
+    attempt is ahead of ``metrics.jsonl``, which holds what earlier attempts kept).
 
     For backends whose W&B logging happens in another process (verl logs from a Ray worker), so the
     in-process tap sees nothing. Rows are ``{"trainer/global_step": ..}`` or verl's
     ``{"step": .., "data": {..}}``.
     """
+    found = [out for name in METRIC_FILES if (out := _last_row(Path(run_dir) / name))]
+    return max(found, key=lambda out: out.get("step", -1), default={})
+
+
+def _last_row(path: Path) -> dict:
     import json
 
-    for name in METRIC_FILES:
-        path = Path(run_dir) / name
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            lines = fh.read().splitlines()
+    except OSError:
+        return {}
+    for raw in reversed(lines):
         try:
-            with open(path, "rb") as fh:
-                fh.seek(0, 2)
-                size = fh.tell()
-                fh.seek(max(0, size - TAIL_BYTES))
-                lines = fh.read().splitlines()
-        except OSError:
+            obj = json.loads(raw)
+        except ValueError:
+            continue  # a partial first or last line
+        if not isinstance(obj, dict):
             continue
-        for raw in reversed(lines):
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue  # a partial first or last line
-            if not isinstance(obj, dict):
-                continue
-            row = obj["data"] if isinstance(obj.get("data"), dict) else obj
-            step = row.get(STEP_KEY, obj.get("step"))
-            out: dict = {}
-            if _is_number(step):
-                out["step"] = int(step)
-            metric = headline_metric(row)
-            if metric:
-                out["metric_name"], out["metric_value"] = metric
-            if out:
-                return out
+        row = obj["data"] if isinstance(obj.get("data"), dict) else obj
+        step = row.get(STEP_KEY, obj.get("step"))
+        out: dict = {}
+        if _is_number(step):
+            out["step"] = int(step)
+        metric = headline_metric(row)
+        if metric:
+            out["metric_name"], out["metric_value"] = metric
+        if out:
+            return out
     return {}

@@ -111,5 +111,17 @@ def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
     text = "\n".join(json.dumps(r) for r in rows) + '\n{"step": 2000, "da'  # verl's format, last line partial
     (tmp_path / "verl_metrics.jsonl").write_text(text)
     assert tail_progress(tmp_path) == {"step": 1999, "metric_name": "train/reward/mean", "metric_value": 19.99}
-    (tmp_path / "metrics.jsonl").write_text('{"trainer/global_step": 3, "train/anytime_score": 0.5}\n')
-    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.5}
+    (tmp_path / "metrics.jsonl").write_text('{"trainer/global_step": 2001, "train/anytime_score": 0.5}\n')
+    assert tail_progress(tmp_path) == {"step": 2001, "metric_name": "train/anytime_score", "metric_value": 0.5}
+
+
+def test_progress_is_the_furthest_step_of_the_metrics_files(tmp_path):
+    """A resumed verl run: metrics.jsonl holds the steps earlier attempts kept (0-2), verl's file log
+    the running attempt's (3). Before, metrics.jsonl was read first and `arctl status` showed step 2
+    for a run that had completed step 3."""
+    from arctl.launch.progress import tail_progress
+
+    (tmp_path / "metrics.jsonl").write_text("".join(
+        json.dumps({"trainer/global_step": i, "train/anytime_score": i / 10}) + "\n" for i in range(3)))
+    (tmp_path / "verl_metrics.jsonl").write_text(json.dumps({"step": 3, "data": {"train/anytime_score": 0.3}}) + "\n")
+    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.3}

@@ -38,7 +38,8 @@ def _read_lines(path: Path) -> list[dict]:
 
 def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     """Rows of steps ``<= resume_at`` from ``metrics.jsonl`` and verl's file log (the later attempt
-    wins a step), in step order; ``metrics.jsonl`` is rewritten to hold exactly them."""
+    wins a step), in step order; ``metrics.jsonl`` is rewritten to hold exactly them and verl's file
+    log is removed (``arctl status`` reads the furthest step of the two)."""
     run_dir = Path(run_dir)
     rows: dict[int, dict] = {}
     for row in _read_lines(run_dir / KEPT_LOG):
@@ -50,6 +51,7 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     limit = -1 if resume_at is None else int(resume_at)
     kept = [rows[s] for s in sorted(rows) if s <= limit]
     atomic_write(run_dir / KEPT_LOG, "".join(json.dumps(r) + "\n" for r in kept))
+    (run_dir / VERL_LOG).unlink(missing_ok=True)  # folded: its steps past the checkpoint are redone
     return kept
 
 
