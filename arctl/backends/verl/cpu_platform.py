@@ -59,6 +59,8 @@ def _device_module() -> Any:
         empty_cache=lambda: None,
         manual_seed=torch.manual_seed,
         manual_seed_all=torch.manual_seed,
+        get_rng_state=torch.get_rng_state,  # verl's checkpoints save and restore the "device" RNG
+        set_rng_state=torch.set_rng_state,
         get_device_name=lambda *_a: "cpu",
         get_device_properties=lambda *_a: SimpleNamespace(name="cpu", total_memory=total()),
         memory_allocated=lambda *_a: _rss_bytes(),

@@ -72,25 +72,39 @@ CPU_LAYOUTS = ("dense", "duplicate")  # FlexAttention has no backward on a CPU
 CPU_RAY_CPUS = 8  # logical: TransferQueue's storage and controller actors, the rollout server, the workers
 
 
+def gpus_per_node(config: dict) -> int:
+    """verl's ``trainer.n_gpus_per_node``: the GPUs SLURM gives each node (``cluster.gpus_per_node``),
+    else ``verl.n_gpus_per_node``; under ``verl.device=cpu``, the FSDP ranks per node (logical GPUs)."""
+    return int((config.get("cluster") or {}).get("gpus_per_node") or 0) or int(verl_setting(config, "n_gpus_per_node"))
+
+
+def cpu_ray_resources(config: dict) -> dict[str, int]:
+    """The logical Ray resources of a node under ``verl.device=cpu``: at least :data:`CPU_RAY_CPUS`
+    CPUs, one GPU per FSDP rank (verl's resource pools count GPU bundles)."""
+    return {"num_cpus": CPU_RAY_CPUS, "num_gpus": gpus_per_node(config)}
+
+
 def cpu_overrides(config: dict) -> dict[str, Any]:
     """What ``verl.device=cpu`` changes in verl's config: FSDP2 (FSDP1 syncs module states through a
     GPU), float32 parameters, no torch.compile, the ``arctl_cpu`` rollout, logical Ray GPUs (one per
-    FSDP rank) and CPUs, one TransferQueue storage unit (8 starve a 2-core machine), data loading in
-    the trainer's process, one agent-loop and one reward-loop worker."""
+    FSDP rank) and CPUs for the Ray that verl starts itself (the SLURM job body starts its head with
+    them), one TransferQueue storage unit (8 starve a 2-core machine), data loading in the trainer's
+    process, one agent-loop and one reward-loop worker."""
     a = "actor_rollout_ref"
-    gpus = int((config.get("cluster") or {}).get("gpus_per_node") or 0) or 1
+    resources = cpu_ray_resources(config)
     return {
         f"{a}.actor.strategy": "fsdp2",
         f"{a}.ref.strategy": "fsdp2",
         "critic.strategy": "fsdp2",
+        # fp32 compute: verl's FSDP engine reads mixed_precision only (fsdp_config.dtype alone left it bf16)
         f"{a}.actor.fsdp_config.dtype": "float32",
+        **{f"+{a}.actor.fsdp_config.mixed_precision.{k}": "fp32" for k in ("param_dtype", "reduce_dtype", "buffer_dtype")},
         f"{a}.actor.use_torch_compile": False,
         f"{a}.actor.fsdp_config.use_torch_compile": False,
         f"{a}.rollout.name": CPU_ROLLOUT,
         "trainer.device": "cpu",
-        "trainer.n_gpus_per_node": gpus,
-        "ray_kwargs.ray_init.num_cpus": CPU_RAY_CPUS,
-        "+ray_kwargs.ray_init.num_gpus": gpus,
+        "ray_kwargs.ray_init.num_cpus": resources["num_cpus"],
+        "+ray_kwargs.ray_init.num_gpus": resources["num_gpus"],
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
         "data.dataloader_num_workers": 0,  # verl's 8 loader processes: memory, and killed noisily at shutdown
         f"{a}.rollout.agent.num_workers": 1,  # verl's 8 agent-loop actors each import verl: ~40 s on 2 cores
@@ -126,9 +140,17 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
         return (f"verl.device=cpu trains packed trees with a dense mask: verl.tree_attention="
                 f"{verl_setting(config, 'tree_attention')} (FlexAttention) has no backward pass on a CPU",
                 "verl.tree_attention", "add verl.tree_attention=dense (or duplicate)")
+    if on_cpu(config) and int((config.get("cluster") or {}).get("gpus_per_node") or 0) > 0:
+        return (f"verl.device=cpu uses no GPU, but cluster.gpus_per_node={config['cluster']['gpus_per_node']} "
+                "would request GPUs from SLURM", "cluster.gpus_per_node",
+                "set cluster.gpus_per_node=0 and verl.n_gpus_per_node=N for N FSDP ranks on the CPU")
     if on_cpu(config) and verl_setting(config, "rollout_name") not in (VERL_DEFAULTS["rollout_name"], CPU_ROLLOUT):
         return (f"verl.device=cpu generates with the {CPU_ROLLOUT} server, not verl.rollout_name="
                 f"{verl_setting(config, 'rollout_name')}", "verl.rollout_name", "leave verl.rollout_name out")
+    ckpt = verl_setting(config, "eval_checkpoint")
+    if ckpt and not re.fullmatch(r"global_step_\d+", Path(str(ckpt)).name):
+        return (f"verl.eval_checkpoint={ckpt} is not a checkpoint folder: verl resumes from a global_step_N folder",
+                "verl.eval_checkpoint", "e.g. verl.eval_checkpoint=RUN_DIR/checkpoints/global_step_40")
     args = (config.get("verl") or {}).get("ray_start_args") or []
     bad = [a for a in args if not str(a).startswith("-")]
     if bad:
@@ -268,7 +290,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     n = int(config["rollout"]["n"])
     resp_len = max_response_length(config)
     mini = int(data["ppo_mini_batch_size"])
-    gpus = int(cluster.get("gpus_per_node") or 0) or int(verl_setting(config, "n_gpus_per_node"))
+    gpus = gpus_per_node(config)
     logger = verl_setting(config, "logger")
     if logger is None:
         # the file logger always: run_dir/verl_metrics.jsonl is what a resume re-logs W&B rows from

@@ -77,3 +77,37 @@ def ray_init_kwargs(cfg: Any) -> dict:
         default_runtime_env.setdefault("env_vars", {})["TRANSFER_QUEUE_ENABLE"] = "1"
     runtime_env = OmegaConf.merge(default_runtime_env, runtime_env_kwargs)
     return OmegaConf.to_container(OmegaConf.create({**ray_init, "runtime_env": runtime_env}))
+
+
+NODE_RESOURCES = ("num_cpus", "num_gpus")  # what `ray start` sets; ray.init refuses them when joining
+
+
+def joining_kwargs(cfg: Any) -> Any:
+    """Drop ``ray_kwargs.ray_init.num_cpus/num_gpus`` from the composed config ``cfg`` (in place):
+    the job body's ``ray start`` sized the nodes, and ``ray.init`` refuses both when it joins a
+    running cluster."""
+    ray_init = cfg.ray_kwargs.get("ray_init")
+    if ray_init is not None:
+        for key in NODE_RESOURCES:
+            if key in ray_init:
+                ray_init[key] = None
+    return cfg
+
+
+def task_failure(err: BaseException) -> str | None:
+    """One line for an exception raised through Ray (a ``RayTaskError`` holds the remote traceback,
+    and a remote call inside a remote call nests it): the remote calls it passed through, outermost
+    first, and the original exception's message. None for anything else."""
+    import re
+
+    from ray.exceptions import RayTaskError
+
+    if not isinstance(err, RayTaskError):
+        return None
+    cause = err
+    while isinstance(cause, RayTaskError) and getattr(cause, "cause", None) not in (None, cause):
+        cause = cause.cause
+    where = list(dict.fromkeys(re.findall(r"ray::([\w.]+)\(", str(err))))
+    text = " ".join(str(cause).split()) if not isinstance(cause, RayTaskError) else "(no cause reported)"
+    name = "RayTaskError" if isinstance(cause, RayTaskError) else type(cause).__name__
+    return f"{' -> '.join(where) or 'a Ray task'} raised {name}: {text}"[:1000]

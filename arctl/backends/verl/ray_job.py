@@ -52,7 +52,7 @@ def _comment(text: str) -> str:
 def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     """The bash body of the SLURM job (no ``#SBATCH`` header: the launcher writes that)."""
     from arctl.backends.verl.history import VERL_LOG
-    from arctl.backends.verl.overrides import verl_overrides, verl_setting
+    from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_overrides, verl_setting
     from arctl.track.identity import WandbIdentity
 
     run_dir = Path(run_dir)
@@ -61,6 +61,14 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     nodes = int(cluster.get("nodes") or 1)
     # GPUs SLURM gave each node; without a GPU request Ray counts the visible GPUs itself
     gpu_flag = f" --num-gpus={requested_gpus}" if requested_gpus > 0 else ""
+    cpus_line = 'cpus="${SLURM_CPUS_PER_TASK:-$(nproc)}"'
+    device_lines: list[str] = []
+    if on_cpu(config):  # verl.device=cpu: logical resources, as verl's resource pools and TransferQueue count them
+        resources = cpu_ray_resources(config)
+        gpu_flag = f" --num-gpus={resources['num_gpus']}"
+        cpus_line += f"; cpus=$(( cpus > {resources['num_cpus']} ? cpus : {resources['num_cpus']} ))"
+        device_lines = ["# verl.device=cpu: FSDP ranks on logical Ray GPUs (Ray refuses them beside an empty",
+                        "# CUDA_VISIBLE_DEVICES)", "unset CUDA_VISIBLE_DEVICES"]
     extra_args = verl_setting(config, "ray_start_args") or []
     if isinstance(extra_args, str):
         extra_args = [extra_args]
@@ -120,7 +128,8 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         f"port_offset=$(( ${{SLURM_JOB_ID:-0}} % {PORT_SPREAD} ))",
         f"ray_port=$(( {RAY_PORT} + port_offset ))",
         'export RAY_ADDRESS="${head_ip}:${ray_port}"',
-        'cpus="${SLURM_CPUS_PER_TASK:-$(nproc)}"',
+        cpus_line,
+        *device_lines,
         "# Ray token authentication with a fresh token per job, in the environment only (never on disk):",
         "# every `ray start` and the trainer get it through srun; a stale ~/.ray/auth_token cannot split them",
         "export RAY_AUTH_MODE=token",

@@ -45,10 +45,15 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
     on_cpu,
     verl_setting,
 )
+from arctl.backends.verl.ray_connect import task_failure
 from arctl.backends.verl.run_config import data_files, platform_env, verl_run_config, with_wandb_env
 from arctl.track.phase import write_warning
 
 STOP_FILE = "STOP"
+
+
+class VerlRunFailed(RuntimeError):
+    """verl's loop raised in a Ray actor: the message names the remote calls and the original error."""
 STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress may finish; the rest saves and exits
 
 
@@ -59,6 +64,17 @@ def _check_inputs(config: dict, cfg: Any) -> None:
             f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
             "or set data.train_files / data.val_files"
         )
+    ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
+    if ckpt:
+        from arctl.backends.verl import checkpoints
+
+        path = Path(str(ckpt)).expanduser()
+        if not path.is_dir():
+            raise VerlConfigError(f"verl.eval_checkpoint={ckpt} does not exist — give a run's "
+                                  "checkpoints/global_step_N folder")
+        why = checkpoints.problem(path.parent, int(path.name.rsplit("_", 1)[1]))
+        if why and (path / checkpoints.MARKER).exists():
+            raise VerlConfigError(f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}")
     import torch
 
     if not torch.cuda.is_available() and os.environ.get(ALLOW_CPU_ENV) != "1" and not on_cpu(config):
@@ -130,9 +146,13 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         print(f"arctl: WARNING {note}", file=sys.stderr, flush=True)
         write_warning(run_dir, note)
     resume_at = resume_at or None
+    if resume_at:  # the checkpoint's model was validated when test_freq said so: not again on every requeue
+        cfg.trainer.val_before_train = False
     prepare_attempt(config, run_dir, resume_at)  # W&B history = the steps up to the checkpoint, once each
     if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
-        from arctl.backends.verl.ray_connect import wait_for_head
+        from arctl.backends.verl.ray_connect import joining_kwargs, wait_for_head
+
+        joining_kwargs(cfg)  # the head has its resources; ray.init refuses them for a running cluster
 
         wait_for_head(os.environ["RAY_ADDRESS"])
 
@@ -160,7 +180,13 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                 import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
 
                 auto_set_device(cfg)
-                run_ppo(cfg, task_runner_class=TaskRunnerV1)
+                try:
+                    run_ppo(cfg, task_runner_class=TaskRunnerV1)
+                except Exception as err:  # Ray's error: the remote traceback in one string
+                    line = task_failure(err)
+                    if line is None:
+                        raise
+                    raise VerlRunFailed(line) from err
         finally:
             with lock:  # the watcher interrupts only while the run has not ended
                 done.set()
