@@ -207,3 +207,48 @@ def test_validation_goes_in_batches_the_routers_sticky_ids_cover(paper_config, t
     n = composed.actor_rollout_ref.rollout.val_kwargs.n
     assert n == 32 and composed.data.val_batch_size == 156
     assert composed.data.val_batch_size * n <= DEFAULT_ROUTING_CACHE_SIZE // 2
+
+
+@pytest.mark.parametrize("overrides,fragment", [
+    (["verl.eval_only=true", "verl.eval_checkpoint=/runs/x/checkpoints"], "not a checkpoint folder"),
+    (["verl.device=cpu", "verl.tree_attention=dense", "cluster.gpus_per_node=2"], "would request GPUs from SLURM"),
+    (["verl.device=cpu"], "no backward pass on a CPU"),
+    (["verl.device=cpu", "verl.tree_attention=dense", "verl.rollout_name=sglang"], "arctl_cpu server"),
+])
+def test_what_verl_cannot_run_is_refused_at_validation(overrides, fragment):
+    from arctl.spec import SpecError, resolve_experiment
+
+    with pytest.raises(SpecError, match=fragment) as info:
+        resolve_experiment("main-ar-uniform", scale="paper", overrides=overrides)
+    assert "\n" not in str(info.value)
+
+
+def test_a_cpu_run_takes_logical_ray_resources_and_fp32(paper_config):
+    """verl.device=cpu: FSDP ranks on logical Ray GPUs (verl.n_gpus_per_node), fp32 through verl's
+    mixed_precision (the key its FSDP engine reads), and a job body that starts Ray with them."""
+    import copy
+
+    from arctl.backends.verl.ray_job import job_script
+
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"].update(device="cpu", tree_attention="dense", n_gpus_per_node=2)
+    composed = build_verl_config(cfg)[1]
+    assert composed.trainer.n_gpus_per_node == 2 and composed.ray_kwargs.ray_init.num_gpus == 2
+    assert dict(composed.actor_rollout_ref.actor.fsdp_config.mixed_precision) == {
+        "param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    assert composed.actor_rollout_ref.rollout.name == "arctl_cpu" and composed.trainer.device == "cpu"
+    script = job_script(cfg, "/runs/r")
+    assert script.count("--num-gpus=2") == 2 and "unset CUDA_VISIBLE_DEVICES" in script
+    assert "cpus=$(( cpus > 8 ? cpus : 8 ))" in script
+    assert "--num-gpus" not in job_script(paper_config, "/runs/r")  # a GPU run without GPUs requested: Ray counts
+
+
+def test_joining_the_jobs_ray_drops_the_node_resources(paper_config):
+    import copy
+
+    from arctl.backends.verl.ray_connect import joining_kwargs
+
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"].update(device="cpu", tree_attention="dense", n_gpus_per_node=1)
+    composed = joining_kwargs(build_verl_config(cfg)[1])
+    assert composed.ray_kwargs.ray_init.num_cpus is None and composed.ray_kwargs.ray_init.num_gpus is None

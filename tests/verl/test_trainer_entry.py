@@ -161,3 +161,56 @@ def test_wandb_run_gets_step_metric_and_arctl_identity(tmp_path, monkeypatch):
         assert run.config["trainer"] == {"x": 1}  # verl's own config left in place
     finally:
         run.finish()
+
+
+def test_an_error_inside_verls_ray_actors_is_one_line_naming_the_calls(config, tmp_path, monkeypatch):
+    """What the CPU end-to-end run met: the job's failure line was the head of Ray's traceback
+    ('RayTaskError(AttributeError): ray::TaskRunnerV1.run() (pid=..) ^^^^ File ...'), the cause at its end."""
+    import ray
+    import verl.trainer.main_ppo as main_ppo
+
+    @ray.remote(num_cpus=0)
+    class Worker:
+        def load_checkpoint(self):
+            raise AttributeError("'types.SimpleNamespace' object has no attribute\n'set_rng_state'")
+
+    @ray.remote(num_cpus=0)
+    class Runner:
+        def run(self):
+            ray.get(Worker.remote().load_checkpoint.remote())
+
+    def fake_run_ppo(cfg, task_runner_class):
+        ray.get(Runner.remote().run.remote())
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    monkeypatch.setattr(main_ppo, "run_ppo", fake_run_ppo)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        with pytest.raises(verl_trainer.VerlRunFailed) as info:
+            verl_trainer.train(config, tmp_path / "run")
+    finally:
+        ray.shutdown()
+    assert str(info.value) == ("Runner.run -> Worker.load_checkpoint raised AttributeError: 'types.SimpleNamespace' "
+                               "object has no attribute 'set_rng_state'")
+
+
+def test_an_eval_checkpoint_that_is_missing_or_incomplete_is_one_line(config, tmp_path, monkeypatch):
+    import verl.trainer.main_ppo as main_ppo
+
+    from arctl.backends.verl import checkpoints
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    monkeypatch.setattr(main_ppo, "run_ppo", lambda cfg, task_runner_class: None)
+    cfg = copy.deepcopy(config)
+    ckpt = tmp_path / "train" / "checkpoints"
+    cfg["verl"].update(eval_only=True, eval_checkpoint=str(ckpt / "global_step_3"))
+    with pytest.raises(VerlConfigError, match="global_step_3 does not exist"):
+        verl_trainer.train(cfg, tmp_path / "run")
+    shard = ckpt / "global_step_3" / "actor" / "model.pt"
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(b"w" * 64)
+    checkpoints.mark_complete(ckpt, 3)
+    assert verl_trainer.train(cfg, tmp_path / "run") == "completed"
+    shard.write_bytes(b"w" * 8)  # damaged after its save
+    with pytest.raises(VerlConfigError, match="model.pt has 8 bytes, 64 when saved"):
+        verl_trainer.train(cfg, tmp_path / "run")
