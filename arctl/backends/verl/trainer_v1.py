@@ -213,8 +213,9 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             from arctl.backends.verl.tree_forward import prove_tree_patch
 
             reports = prove_tree_patch(self.actor_rollout_wg.workers)
-            logger.info("arctl: tree-attention patch active in %d actor workers (%s)", len(reports),
-                        ", ".join(sorted({e for r in reports for e in r.get("engines", [])})) or "engines not located")
+            engines = ", ".join(sorted({e for r in reports for e in r.get("engines", [])})) or "engines not located"
+            # printed, not logged: the job log shows it whatever verl sets the log level to
+            print(f"arctl: tree-attention patch active in {len(reports)} actor workers ({engines})", flush=True)
         super().on_init_end()
 
     # ------------------------------------------------------------------ advantages

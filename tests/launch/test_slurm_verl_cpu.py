@@ -1,0 +1,191 @@
+"""verl's real training loop end to end on a CPU, through the production path, on the real local SLURM.
+
+``arctl run`` of AnytimeReasoner (AR-uniform, 2 budgets x 2 summaries) at ``--scale paper`` with
+``verl.device=cpu``: the launcher's sbatch script with the Ray job body (head started by ``ray start``,
+per-job token), the job entry, the verl backend's ``train``, verl's ``run_ppo`` with the v1 trainer in
+arctl's mode, TransferQueue, an FSDP2 actor worker on gloo whose forward carries arctl's tree mask
+(proved by every actor worker before the first update), the ``arctl_cpu`` rollout server behind verl's
+replica and router, the tree agent loop with the R1-Distill-shaped tokenizer (tests/support/r1_like.py:
+no unk, DeepSeek specials, qwen2 model type), per-leaf rewards, arctl's advantage step and policy loss,
+validation, checkpoints. Nothing of verl's loop is stubbed; the model is a tiny random Qwen2 whose
+favourite tokens make rewards vary.
+
+Then SLURM's time-limit warning (``scancel --batch --signal=USR1``) during step 2, where ``save_freq``
+fires too: the step ends, is saved once, the job requeues and resumes from it with the same W&B id;
+step 3 completes. The synced W&B history (the independent reader of tests/support) holds every step
+once. Last, ``verl.eval_only=true`` from the step-3 checkpoint evaluates the anytime grid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from extras import NO_VERL, verl_missing  # tests/support/extras.py
+
+from arctl.launch.status_file import read_status
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
+
+if verl_missing():
+    pytest.skip(NO_VERL, allow_module_level=True)
+
+EXPERIMENT = """\
+description: verl's real loop on a CPU (AR-uniform, 2 budgets x 2 summaries)
+groups: {model: r1-distill-qwen-1.5b}
+seeds: [0]
+overrides:
+  - verl.device=cpu
+  - verl.tree_attention=dense
+  - verl.n_gpus_per_node=1
+  - verl.max_token_len_per_gpu=4096
+  - thinking.budgets=[16,32]
+  - eval.budgets=[16,32]
+  - eval.grid=[8,16,24,32]
+  - eval.datasets=[aime24]
+  - eval.final_datasets=[aime24]
+  - eval.n_samples=2
+  - summary.group_size=2
+  - summary.max_tokens=32
+  - rollout.n=2
+  - data.train_batch_size=2
+  - data.ppo_mini_batch_size=2
+  - data.max_prompt_length=64
+  - trainer.total_steps=3
+  - trainer.save_freq=2
+  - trainer.test_freq=3
+  - wandb.mode=offline
+  - cluster.cpus_per_task=2
+  - cluster.mem_gb=8
+  - cluster.time_min=15
+  - cluster.preempt_warning_s=120
+  - "verl.ray_start_args=['--object-store-memory=200000000','--include-dashboard=false']"
+arms:
+  ar-uniform: [algo=anytime, prior=uniform]
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A local R1-Distill-shaped model directory and verl parquet files written by `arctl data prepare`."""
+    import r1_like  # tests/support/r1_like.py
+
+    root = tmp_path_factory.mktemp("verl-cpu")
+    r1_like.build(root / "model")
+    questions = [{"problem": f"What is 1 + {i % 2}?", "answer": str(1 + i % 2)} for i in range(8)]
+    (root / "train.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
+    (root / "aime.jsonl").write_text("\n".join(json.dumps(q) for q in questions[:2]))
+    subprocess.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(root / "data"),
+                    "--datasets", "deepscaler,aime24", "--no-hub", "--source", f"deepscaler={root / 'train.jsonl'}",
+                    "--source", f"aime24={root / 'aime.jsonl'}"], check=True, capture_output=True, timeout=120)
+    return root
+
+
+def _steps_logged(run_dir: Path) -> list[int]:
+    try:
+        lines = (run_dir / "verl_metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _ray_processes(job_id: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", f"arctl-ray-{job_id}"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "pgrep" not in line]
+
+
+def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path, monkeypatch, cli, waiter):
+    from wandb_reference import synced_history  # tests/support: the independent reader of .wandb files
+
+    from arctl.backends.verl import checkpoints
+
+    specs = tmp_path / "specs"
+    (specs / "experiments").mkdir(parents=True)
+    (specs / "experiments" / "vcpu.yaml").write_text(EXPERIMENT)
+    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    monkeypatch.delenv("ARCTL_TEST_BACKEND", raising=False)  # the real verl backend runs
+    monkeypatch.delenv("ARCTL_HOME", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("ARCTL_RAY_HEAD_WAIT_S", "1")
+    ws = tmp_path / "ws"
+    where = [f"model.path={inputs / 'model'}", f"verl.data_dir={inputs / 'data'}"]
+    started = time.monotonic()
+
+    out = cli("run", "vcpu", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,
+              check=True)
+    (run,) = json.loads(out.stdout)["submitted"]
+    run_dir = Path(run["run_dir"])
+
+    # step 1 logged: step 2 (a save_freq step) is running; SLURM's time-limit warning arrives now
+    waiter(lambda: 1 in _steps_logged(run_dir) or read_status(run_dir).get("state") == "failed", 420,
+           "step 1 of verl's loop")
+    assert read_status(run_dir).get("state") != "failed", read_status(run_dir).get("error")
+    subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
+    waiter(lambda: read_status(run_dir).get("attempt") == 2, 240, "the requeued attempt to start")
+
+    def done():
+        (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+        return record["state"] in ("COMPLETED", "FAILED") and record
+
+    record = waiter(done, 420, "the requeued attempt to finish")
+    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    if record["state"] != "COMPLETED":
+        pytest.fail(f"{record['state']}: {record['error']}\n{logs[-4000:]}")
+    assert record["job_id"] == run["job_id"] and record["step"] == 3  # requeued by SLURM, not resubmitted
+    trained_s = time.monotonic() - started
+
+    # the stop at step 2 ended the step and saved it once (save_freq and the stop met there); step 3 after
+    ckpt = run_dir / "checkpoints"
+    assert checkpoints.saved_steps(ckpt) == [3, 2]
+    assert all(checkpoints.problem(ckpt, s) is None for s in (2, 3))
+    assert (ckpt / checkpoints.TRACKER).read_text() == "3"
+    assert "stop requested; saving a checkpoint at step 2" in logs
+    assert logs.count(f"Saving checkpoint to {ckpt / 'global_step_2'}\n") == 1  # verl's save_freq save only
+    assert "tree-attention patch active in 1 actor workers" in logs
+
+    # W&B: one run, a fragment per attempt, every step exactly once
+    ids, rows = synced_history(run_dir)
+    assert ids == {record["wandb_id"]}
+    assert [r["trainer/global_step"] for r in rows] == [0, 1, 2, 3]
+    by_step = {r["trainer/global_step"]: r for r in rows}
+    for step in (1, 2, 3):  # arctl's advantage step and verl's update ran on real trees
+        row = by_step[step]
+        assert {"train/score@16", "train/score@32", "train/adv_var/brpo", "actor/pg_loss"} <= set(row)
+        assert row["train/think_len/mean"] > 0
+        # a step whose rewards all agree (a random model: 4 trees) has zero advantages and no gradient
+        assert (row["actor/grad_norm"] > 0) == (row["train/adv_var/brpo"] > 0)
+        assert 0 < row["perf/summary_prefix_cache_hit"] <= 1  # summaries reused the thinking's KV
+    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))  # the weights moved
+    for step in (0, 3):  # validation before training and at test_freq
+        assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
+
+    # eval-only from the step-3 checkpoint: the anytime grid
+    out = cli("run", "vcpu", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,
+              "verl.eval_only=true", f"verl.eval_checkpoint={ckpt / 'global_step_3'}", check=True)
+    (ev,) = json.loads(out.stdout)["submitted"]
+
+    def eval_done():
+        records = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+        rec = next(r for r in records if r["run_id"] == ev["run_id"])
+        return rec["state"] in ("COMPLETED", "FAILED") and rec
+
+    ev_record = waiter(eval_done, 300, "the eval-only run")
+    if ev_record["state"] != "COMPLETED":
+        pytest.fail(f"{ev_record['state']}: {ev_record['error']}\n{cli('logs', ev['run_id'], '--workdir', str(ws)).stdout[-4000:]}")
+    _, ev_rows = synced_history(Path(ev["run_dir"]))
+    assert [r["trainer/global_step"] for r in ev_rows] == [3]  # the checkpoint's step
+    assert {f"eval/aime24/acc@{b}" for b in (8, 16, 24, 32)} | {"eval/aime24/grid_anytime_acc"} <= set(ev_rows[0])
+    assert not any(k.startswith("train/") for k in ev_rows[0])
+
+    waiter(lambda: not _ray_processes(run["job_id"]) and not _ray_processes(ev["job_id"]), 60,
+           "the jobs' Ray processes to end")
+    print(f"\nverl on CPU: train + stop + resume {trained_s:.0f} s, all {time.monotonic() - started:.0f} s")
