@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent / "support"))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
+os.environ.pop("WANDB_SERVICE", None)  # each test process owns its W&B service (another's teardown waits for nothing)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tiny warm-up cache is user-level (~/.cache/arctl): the suite keeps its own, shared by its tests
 # (and by the jobs they start, which inherit the environment), and never touches the developer's.

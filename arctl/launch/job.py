@@ -97,6 +97,9 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     os.environ.setdefault(FLUSH_ENV, "1")
     if mode != "online":
         os.environ.pop("WANDB_API_KEY", None)  # not needed offline: keep it out of every child process
+    # a W&B service inherited from the launching process (a notebook, a test run) is not ours: its
+    # teardown would not wait for our files, and it may be gone before the job ends
+    os.environ.pop("WANDB_SERVICE", None)
     tap = ProgressTap(run_dir)
     if mode != "disabled":
         tap.install()

@@ -10,12 +10,14 @@ job loses at most that much history.
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 from arctl.track.identity import WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
 from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
+CLOSE_WAIT_S = 60.0  # how long close_run waits for a W&B service it does not own to complete the file
 
 
 def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = None,
@@ -102,16 +104,34 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     close_run(run)
 
 
-def close_run(run) -> None:
-    """Finish ``run`` and stop this process's W&B service, so that its files are complete when this
-    returns (``finish`` can return before wandb-core has written and closed them; a resume in the
-    same process reads them next). The service starts again with the next ``wandb.init``."""
+def close_run(run, wait_s: float = CLOSE_WAIT_S) -> None:
+    """Finish ``run`` and stop this process's W&B service, and return when its .wandb file is
+    complete (ends with the exit record), as a resume in the same process reads it next.
+
+    ``finish`` returns before wandb-core has flushed and closed the file; ``wandb.teardown()`` waits for
+    that only when this process started the service. A process that inherited ``WANDB_SERVICE`` from
+    a parent (a job started by a process that runs W&B; a test suite run by a test) uses the parent's
+    wandb-core, which writes the file a moment later (seconds on a loaded machine), so the file is
+    polled for its exit record for up to ``wait_s`` seconds; a warning says when it never came."""
     import wandb
 
+    settings = getattr(run, "settings", None)
+    sync_file = None if settings is None or settings.mode == "disabled" else Path(settings.sync_file)
     try:
         run.finish()
     finally:
         wandb.teardown()
+    if sync_file is None or not sync_file.exists():
+        return
+    from arctl.track.wandbfile import has_exit_record
+
+    deadline = time.monotonic() + wait_s
+    while not has_exit_record(sync_file):
+        if time.monotonic() > deadline:
+            warnings.warn(f"{sync_file}: W&B's service has not completed the run's file {wait_s:g} s after "
+                          "the run finished; its last rows may be missing when it is read now", stacklevel=2)
+            return
+        time.sleep(0.05)
 
 
 def log_row(run, row: dict) -> None:

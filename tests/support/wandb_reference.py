@@ -1,13 +1,16 @@
 """An independent reader of offline ``.wandb`` files, for tests: what a W&B server would hold after
 ``wandb sync`` of every fragment of a run. It shares no code with ``arctl.track``: the chunk format
 is read here (wandb 0.31 has no public reader of offline files) and records are decoded with
-wandb's own protobuf classes. The history follows W&B's semantics: fragments in start order; a
-fragment whose run record has a ``branch_point`` on its own run (``resume_from="<id>?_step=N"``, a
-rewind) first cuts the history after ``_step`` N; every history row is keyed by its ``_step``."""
+wandb's own protobuf classes. The history follows W&B's semantics: fragments in the order their
+attempts started (the run record's start time; on a tie, W&B's ``-N`` suffix of the sync folder of
+the N-th attempt started within the same second, then the path); a fragment whose run record has a
+``branch_point`` on its own run (``resume_from="<id>?_step=N"``, a rewind) first cuts the history
+after ``_step`` N; every history row is keyed by its ``_step``."""
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -53,7 +56,11 @@ def fragments(run_dir: Path) -> list[dict]:
 
     out = []
     for path in sorted({p.resolve() for p in Path(run_dir, "wandb").rglob("run-*.wandb")}):
-        frag = {"path": str(path), "run_id": None, "start": 0.0, "rewind": None, "rows": []}
+        # offline-run-YYYYMMDD_HHMMSS-<id>[-N]: N counts the attempts of <id> started in that second
+        again = re.fullmatch(r"(?:offline-)?run-[0-9]{8}_[0-9]{6}-" + re.escape(path.stem[len("run-"):]) + r"-([0-9]+)",
+                             path.parent.name)
+        frag = {"path": str(path), "run_id": None, "start": 0.0, "again": int(again.group(1)) if again else 0,
+                "rewind": None, "rows": []}
         for data in records(path):
             rec = pb.Record()
             rec.ParseFromString(data)
@@ -71,7 +78,7 @@ def fragments(run_dir: Path) -> list[dict]:
                     row[key] = json.loads(item.value_json)
                 frag["rows"].append(row)
         out.append(frag)
-    return sorted(out, key=lambda f: f["start"])
+    return sorted(out, key=lambda f: (f["start"], f["again"], f["path"]))
 
 
 def synced_history(run_dir: Path) -> tuple[set[str], list[dict]]:

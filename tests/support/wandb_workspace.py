@@ -172,6 +172,7 @@ def build_workspace(root: Path) -> Path:
         for kind in ("brpo", "grpo", "v1"):
             cov_row[f"eval/aime24/nvar/{kind}@{b}"] = nvar(kind, b)
     _write_run(root, *COV, [], extra_rows=[cov_row])
+    wandb.teardown()  # stop this process's service: a later child process must not inherit it (WANDB_SERVICE)
     return root
 
 

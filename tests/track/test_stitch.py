@@ -67,3 +67,20 @@ def test_matches_a_loop_reference(fragments):
     got = {(int(s), k): v for s, row in wide.iterrows() for k, v in row.items() if not math.isnan(v)}
     assert got == {k: v for k, v in ref.items() if k[1] != "_seen"}
     assert sorted(wide.index) == sorted({s for s, k in ref if k == "_seen"})
+
+
+def test_equal_start_times_follow_w_and_b_s_count_of_attempts_in_one_second():
+    """The second attempt started within the same second is in ``...-<id>-1/``, which sorts before ``...-<id>/``."""
+    from arctl.track.runs.stitch import attempt_order
+
+    first = frag("w/offline-run-20260101_120000-r1/run-r1.wandb", 5.0, ["trainer/global_step", "m"], [[0, 1], [1, 1]])
+    second = frag("w/offline-run-20260101_120000-r1-1/run-r1.wandb", 5.0, ["trainer/global_step", "m"], [[1, 2]])
+    tenth = frag("w/offline-run-20260101_120000-r1-10/run-r1.wandb", 5.0, ["trainer/global_step", "m"], [[1, 3]])
+    assert [f.source for f in sorted([tenth, second, first], key=attempt_order)] == [first.source, second.source,
+                                                                                     tenth.source]
+    assert stitch_fragments([second, first])[0]["m"].tolist() == [1, 2]
+    assert stitch_fragments([tenth, second, first])[0]["m"].tolist() == [1, 3]
+    # an id that ends like the count is not read as one; an earlier start time still comes first
+    own = frag("w/offline-run-20260101_120000-r1-1/run-r1-1.wandb", 5.0, [], [])
+    assert attempt_order(own)[1] == 0
+    assert sorted([second, frag("x/run-r1.wandb", 4.0, [], [])], key=attempt_order)[1] is second

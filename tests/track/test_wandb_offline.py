@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wandb_workspace import (
     LAST_STEP,
+    RESUMED,
     TRUNCATED,
     TRUNCATED_STEPS,
     acc,
@@ -157,3 +158,28 @@ def test_reads_a_copy_outside_the_workspace(workspace, tmp_path):
     copy = tmp_path / path.name
     shutil.copy(path, copy)
     assert wo.read_wandb_file(copy).n_rows == LAST_STEP + 1
+
+
+def test_has_exit_record_reads_the_tail_of_the_file(tmp_path, workspace):
+    """What close_run waits for: the exit record wandb-core writes last, found in the last two blocks
+    wherever it falls (a record cut by a block boundary included)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    exit_record = pb.Record(exit=pb.RunExitRecord(exit_code=0)).SerializeToString()
+    history = pb.Record(history=pb.HistoryRecord(item=[pb.HistoryItem(key="_step", value_json="1")])).SerializeToString()
+    path = tmp_path / "run-x.wandb"
+    around = 3 * wo.BLOCK_LEN - 4 * wo.CHUNK_HEADER_LEN - len(history) - 40
+    for size in range(around, around + 60):  # the exit record padded into, cut by, or after the end of block 3
+        body = [history, b"\x12" + bytes(size - 1)]  # a payload of exactly `size` bytes (a history record's tag)
+        path.write_bytes(frame_records(body + [exit_record]))
+        assert wo.has_exit_record(path), size
+        path.write_bytes(frame_records(body))
+        assert not wo.has_exit_record(path), size
+    path.write_bytes(frame_records([history, exit_record]))
+    assert wo.has_exit_record(path)
+    for data in (b"", b":W&B", frame_records([history]), b"PK\x03\x04" + b"\x00" * 100):
+        path.write_bytes(data)
+        assert not wo.has_exit_record(path)
+    assert not wo.has_exit_record(tmp_path / "missing.wandb")
+    resumed = _file(workspace, *RESUMED)  # real files: both attempts finished
+    assert len(resumed) == 2 and all(wo.has_exit_record(p) for p in resumed)

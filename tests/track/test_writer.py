@@ -2,7 +2,7 @@
 
 import pytest
 
-from arctl.track.writer import open_run, wandb_init_kwargs
+from arctl.track.writer import close_run, open_run, wandb_init_kwargs
 
 
 def _config(**extra):
@@ -37,10 +37,7 @@ def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
         run.log({"trainer/global_step": 7, "train/loss": 0.25})
         run.summary["best/acc"] = 0.75  # a summary-only key, set explicitly
     finally:
-        run.finish()
-    import wandb
-
-    wandb.teardown()
+        close_run(run)
     (path,) = {p.resolve() for p in (tmp_path / "wandb").rglob("run-*.wandb")}
     data = read_wandb_file(path)
     assert data.name == "grpo-vr-s2" and data.group == "ablation-vr"
@@ -57,27 +54,33 @@ def _row(step: int, attempt: int) -> dict:
 
 
 def _attempt(tmp_path, steps, attempt, **kw):
-    """One attempt of a job; it ends as a process would (W&B's service closes its file)."""
-    import wandb
-
+    """One attempt of a job, closed as trainers close theirs: its file is complete when this returns."""
     run = open_run(_config(), tmp_path, **kw)
     for step in steps:
         run.log({**_row(step, attempt)}, step=step)
-    run.finish()
-    wandb.teardown()  # finish() can return before wandb-core has closed the file
+    close_run(run)
 
 
 def _synced(tmp_path):
-    import wandb
     from wandb_reference import synced_history
 
-    wandb.teardown()  # finish() can return before wandb-core has closed the file
     ids, rows = synced_history(tmp_path)
     return ids, [(r["trainer/global_step"], round(r["train/loss"] - r["trainer/global_step"], 3)) for r in rows]
 
 
 def test_a_resume_past_the_checkpoint_rewinds_the_run_to_it(tmp_path):
     """kill -9 after step 6 was logged, checkpoint at 4: the next attempt rewinds to 4 and logs 5.."""
+    _resume_past_the_checkpoint(tmp_path)
+
+
+def test_a_resume_on_a_slow_w_and_b_service_of_another_process_reads_complete_files(tmp_path, foreign_slow_service):
+    """The CI failure of the test above, in the nested suite of tests/test_fresh_machine.py: that suite
+    inherited the outer pytest's WANDB_SERVICE, so wandb.teardown() did not wait for wandb-core, which
+    had not yet written the second attempt's file (7 bytes) when it was read."""
+    _resume_past_the_checkpoint(tmp_path)
+
+
+def _resume_past_the_checkpoint(tmp_path):
     from arctl.track.writer import last_logged_step
 
     _attempt(tmp_path, range(0, 7), attempt=1)
@@ -122,3 +125,42 @@ def test_a_first_attempt_whose_service_died_before_writing_any_row_is_relogged_w
     _attempt(tmp_path, range(7, 9), attempt=2, resume_at=6, history=history)
     _, rows = _synced(tmp_path)
     assert rows == [(s, 0.1) for s in range(0, 7)] + [(7, 0.2), (8, 0.2)]
+
+
+def _fragment(path, start, steps, attempt, rewind=None):
+    """A .wandb file as wandb-core writes one attempt: its run record, then a history row per step."""
+    import json
+
+    from wandb.proto import wandb_internal_pb2 as pb
+    from wandb_workspace import frame_records
+
+    run = pb.Record()
+    run.run.run_id, run.run.start_time.seconds = "r1", start
+    if rewind is not None:
+        run.run.branch_point.run, run.run.branch_point.metric, run.run.branch_point.value = "r1", "_step", rewind
+    records = [run.SerializeToString()]
+    for step in steps:
+        rec = pb.Record()
+        for key, value in {"_step": step, **_row(step, attempt)}.items():
+            item = rec.history.item.add()
+            item.key, item.value_json = key, json.dumps(value)
+        records.append(rec.SerializeToString())
+    path.parent.mkdir(parents=True)
+    path.write_bytes(frame_records(records))
+
+
+def test_attempts_with_the_same_start_time_are_read_in_w_and_b_s_order_not_the_path_s(tmp_path):
+    """Two attempts started in one second: W&B names the second one's folder ``...-<id>-1``, which a path
+    sort puts first ('-' < '/'). Were their start times equal, both readers still apply it second."""
+    from arctl.track.runs import stitch_fragments
+    from arctl.track.wandbfile import read_wandb_file
+
+    first = "offline-run-20260101_120000-r1"
+    _fragment(tmp_path / "wandb" / "wandb" / first / "run-r1.wandb", 1767268800, range(0, 7), attempt=1)
+    _fragment(tmp_path / "wandb" / "wandb" / f"{first}-1" / "run-r1.wandb", 1767268800, range(5, 9), attempt=2,
+              rewind=4)
+    assert sorted(str(p) for p in tmp_path.rglob("run-*.wandb"))[0].endswith("-r1-1/run-r1.wandb")
+    expected = [(s, 0.1) for s in range(0, 5)] + [(s, 0.2) for s in range(5, 9)]
+    assert _synced(tmp_path)[1] == expected
+    wide, _ = stitch_fragments([read_wandb_file(p) for p in tmp_path.rglob("run-*.wandb")])
+    assert [(s, round(v - s, 3)) for s, v in wide["train/loss"].items()] == expected

@@ -21,7 +21,7 @@ from arctl.track.runs.discover import (
 )
 from arctl.track.runs.online import _load_online, _online_cache_dir
 from arctl.track.runs.pool import _run_parallel
-from arctl.track.runs.stitch import stitch_fragments
+from arctl.track.runs.stitch import attempt_order, stitch_fragments
 from arctl.track.runs.tidy import Runs, _assemble
 
 
@@ -43,7 +43,7 @@ def ingest_offline(source: RunSource, cache_dir: str) -> dict:
     for f in frags:
         notes.extend(f.warnings)
     # an unfinished fragment followed by a later one is a resumed run, not damage
-    ordered = sorted(frags, key=lambda f: (f.start_time, f.source))
+    ordered = sorted(frags, key=attempt_order)
     notes = [n for n in notes if not (n.endswith("(run still running, killed or crashed)")
                                       and ordered and not n.startswith(ordered[-1].source))]
     config: dict = {}

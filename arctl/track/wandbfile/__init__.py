@@ -32,7 +32,13 @@ from arctl.track.wandbfile.framing import (
     scan_records,
 )
 from arctl.track.wandbfile.history import history_table, history_table_at, history_table_protobuf
-from arctl.track.wandbfile.reader import SUMMARY_TAIL, read_wandb_file, read_wandb_header, rewind_of
+from arctl.track.wandbfile.reader import (
+    SUMMARY_TAIL,
+    has_exit_record,
+    read_wandb_file,
+    read_wandb_header,
+    rewind_of,
+)
 from arctl.track.wandbfile.wire import (
     FIELD_CONFIG,
     FIELD_EXIT,
@@ -62,6 +68,7 @@ __all__ = [
     "SUMMARY_TAIL",
     "WandbFileError",
     "crc32c",
+    "has_exit_record",
     "history_table",
     "history_table_at",
     "history_table_protobuf",

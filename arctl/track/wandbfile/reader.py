@@ -14,7 +14,14 @@ import numpy as np
 
 from arctl.track.metrics_schema import WANDB_STEP_KEY
 from arctl.track.run_data import RunData
-from arctl.track.wandbfile.framing import BLOCK_LEN, iter_records, scan_records
+from arctl.track.wandbfile.framing import (
+    BLOCK_LEN,
+    HEADER,
+    HEADER_LEN,
+    WandbFileError,
+    iter_records,
+    scan_records,
+)
 from arctl.track.wandbfile.history import history_table_at
 from arctl.track.wandbfile.values import _item_key, _json_value
 from arctl.track.wandbfile.wire import (
@@ -165,3 +172,25 @@ def rewind_of(run_record) -> int | None:
     if bp is None or not bp.run or bp.run != run_record.run_id or bp.metric != WANDB_STEP_KEY:
         return None
     return int(bp.value)
+
+
+def has_exit_record(path: str | Path, tail_blocks: int = 2) -> bool:
+    """Whether wandb-core has written the exit record of the file's run, the record it writes last
+    when the run finishes (so the history before it is complete). Reads only the last ``tail_blocks``
+    32 KiB blocks, where that record is; False for a missing file or one that is not a .wandb file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            first = max(0, (size - 1) // BLOCK_LEN - (tail_blocks - 1)) * BLOCK_LEN
+            f.seek(first)
+            tail = f.read()
+    except OSError:
+        return False
+    # the blocks read keep their offsets modulo BLOCK_LEN behind a header and a zero (skipped) block;
+    # a first chunk that continues a record of the block before is dropped
+    buf = tail if first == 0 else HEADER + bytes(BLOCK_LEN - HEADER_LEN) + tail
+    try:
+        return any(record_field(r) == FIELD_EXIT for r in iter_records(buf, lambda _msg: None, str(path)))
+    except WandbFileError:
+        return False
