@@ -235,9 +235,14 @@ class VerlConfig:
     tensor_model_parallel_size: int = setting(1, range=I(1, 64))
     gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))
     n_gpus_per_node: int = setting(8, range=I(1, 64))  # used when cluster.gpus_per_node is 0 (cluster=auto at paper scale)
+    # Rows (packed trees) per micro-batch of the old-log-prob pass and the update. One by default: verl's
+    # padded path (no flash-attn) pays for rows x the longest row, full-vocabulary logits included, and a
+    # token budget (use_dynamic_bsz) counts real tokens, so it does not bound the padding; one row of
+    # 10,176 tokens is ~24.5 GiB estimated at paper scale, which fits an 80 GB and a 40 GB card
+    # (docs/gpu.md, "Actor memory at paper scale").
     micro_batch_size_per_gpu: int = setting(1, range=I(1, 10**5))
-    max_token_len_per_gpu: int = setting(32768, range=I(1, 10**8))
-    use_dynamic_bsz: bool = True
+    max_token_len_per_gpu: int = setting(32768, range=I(1, 10**8))  # the token budget when use_dynamic_bsz
+    use_dynamic_bsz: bool = False
     gradient_checkpointing: bool = True
     param_offload: bool = False
     optimizer_offload: bool = False

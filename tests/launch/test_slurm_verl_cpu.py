@@ -41,7 +41,6 @@ overrides:
   - verl.device=cpu
   - verl.tree_attention=dense
   - verl.n_gpus_per_node=1
-  - verl.max_token_len_per_gpu=4096
   - thinking.budgets=[16,32]
   - eval.budgets=[16,32]
   - eval.grid=[8,16,24,32]

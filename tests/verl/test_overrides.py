@@ -252,3 +252,14 @@ def test_joining_the_jobs_ray_drops_the_node_resources(paper_config):
     cfg["verl"].update(device="cpu", tree_attention="dense", n_gpus_per_node=1)
     composed = joining_kwargs(build_verl_config(cfg)[1])
     assert composed.ray_kwargs.ray_init.num_cpus is None and composed.ray_kwargs.ray_init.num_gpus is None
+
+
+def test_a_micro_batch_holds_one_packed_tree_in_both_passes(paper_config):
+    """The padded path pays for rows x the longest row (full-vocabulary logits included) and verl's
+    token budget counts real tokens, so the paper default bounds a micro-batch by rows: one tree of at
+    most max_prompt_length + 10,176 tokens in the old-log-prob pass and in the update (docs/gpu.md)."""
+    composed = build_verl_config(paper_config)[1]
+    actor, rollout = composed.actor_rollout_ref.actor, composed.actor_rollout_ref.rollout
+    assert actor.use_dynamic_bsz is False and actor.ppo_micro_batch_size_per_gpu == 1
+    assert rollout.log_prob_use_dynamic_bsz is False and rollout.log_prob_micro_batch_size_per_gpu == 1
+    assert composed.data.max_response_length == 10176

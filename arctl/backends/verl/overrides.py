@@ -321,6 +321,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         f"{a}.actor.ppo_micro_batch_size_per_gpu": int(verl_setting(config, "micro_batch_size_per_gpu")),
         f"{a}.actor.use_dynamic_bsz": bool(verl_setting(config, "use_dynamic_bsz")),
         f"{a}.actor.ppo_max_token_len_per_gpu": int(verl_setting(config, "max_token_len_per_gpu")),
+        # the old-log-prob pass takes the same micro-batches (its budget follows the actor's in verl's config)
+        f"{a}.rollout.log_prob_micro_batch_size_per_gpu": int(verl_setting(config, "micro_batch_size_per_gpu")),
         f"{a}.actor.ppo_epochs": int(optim["ppo_epochs"]),
         f"{a}.actor.clip_ratio": float(optim["clip_ratio"]),
         f"{a}.actor.clip_ratio_low": float(optim["clip_ratio"]),
