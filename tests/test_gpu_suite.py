@@ -323,3 +323,16 @@ def test_count_compiles_counts_what_dynamo_does():
         assert hit["recompile_limit_hits"] == 1 and hit["compile_failures"] == 0
     finally:
         torch._dynamo.reset()
+
+
+def test_the_cpu_byte_counter_counts_a_weight_once():
+    """Part e's CPU stand-in for max_memory_allocated: a linear returns a view of its weight (t()),
+    which was counted as new bytes (4,198,400 for a 4,096-byte output) before the weights were excluded."""
+    import torch
+
+    bytes_of = load_suite().TensorBytes
+    lin, x = torch.nn.Linear(1024, 1024, bias=False), torch.randn(1, 1024)
+    with bytes_of() as tally:
+        tally.exclude(lin.parameters())
+        y = lin(x)
+    assert tally.peak == y.numel() * 4 == 4096

@@ -966,7 +966,9 @@ def part_f(ctx: Context) -> dict:
 class TensorBytes:
     """CPU stand-in for ``max_memory_allocated``: the peak of the bytes of tensor storages created
     while it is active and still alive (a TorchDispatchMode sees every op's outputs; a weakref on
-    each new storage sees it freed). Tensors that existed before (the weights) are not counted."""
+    each new storage sees it freed). Storages that exist before are not new bytes: pass them to
+    :meth:`exclude` (the weights: every linear returns a view of its weight, ``t()``, which would
+    otherwise count it again)."""
 
     def __init__(self):
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -1000,6 +1002,11 @@ class TensorBytes:
     def _free(self, key, n) -> None:
         self.live -= n
         self._seen.pop(key, None)
+
+    def exclude(self, tensors) -> None:
+        """Storages that existed before counting started (the weights)."""
+        for t in tensors:
+            self._seen[t.untyped_storage().data_ptr()] = None
 
     def __enter__(self):
         self.mode.__enter__()
@@ -1099,6 +1106,7 @@ def part_e(ctx: Context) -> dict:
                 row["reserved_gib"] = torch.cuda.max_memory_reserved() / GIB
             else:
                 with TensorBytes() as tally:
+                    tally.exclude(model.parameters())  # counted once, as `weights`
                     logprob_pass(model, pass_, variant, ids, labels, adv, mem["chunk"])
                 row["peak_gib"] = (weights + tally.peak) / GIB
         except torch.OutOfMemoryError as err:
