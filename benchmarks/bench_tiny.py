@@ -107,16 +107,17 @@ def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, rep
     thinking pass alone, timed on the same problems and random stream. A ratio near 1 leaves nothing
     to save; well above 1 means recomputation or per-row overhead."""
     from arctl.algo.prompts import InsertedTokens
-    from arctl.backends.tiny import task
     from arctl.backends.tiny.evaluate import eval_problems
     from arctl.backends.tiny.rollout import generate_thinking, rollout
+    from arctl.backends.tiny.tasks import toy_task
     from arctl.backends.tiny.tokenizer import encode_words
 
     ev, tiny = config["eval"], config["tiny"]
     inserted = InsertedTokens.from_tokenizer(tok)
     problems = eval_problems(config, n_problems)
     kw = dict(temperature=float(ev["temperature"]))
-    prompts = [encode_words(tok, task.prompt_words(p)) for p in problems]
+    toy = toy_task(tiny["task"])
+    prompts = [encode_words(tok, toy.prompt_words(p)) for p in problems]
     t_think, t_eval = [], []
     for _ in range(repeats):
         gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
@@ -126,7 +127,7 @@ def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, rep
         t_think.append(time.perf_counter() - t0)
         gen = torch.Generator().manual_seed(int(tiny["eval_seed"]))
         t0 = time.perf_counter()
-        out = rollout(model, tok, inserted, problems, 1, list(budgets), 1, int(config["summary"]["max_tokens"]),
+        out = rollout(model, tok, inserted, toy, problems, 1, list(budgets), 1, int(config["summary"]["max_tokens"]),
                       kw["temperature"], gen, int(tiny["max_rows"]))
         t_eval.append(time.perf_counter() - t0)
     think_tokens = int(think.think_len.sum()) + int(think.prompt_valid.sum())
@@ -141,10 +142,11 @@ def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, rep
 def bench_eval(args) -> None:
     import os
 
+    from arctl.backends.tiny.tasks import toy_task
     from arctl.backends.tiny.tokenizer import build_tokenizer
 
     config = _resolve("main-ar-uniform", [])[0].config
-    tok = build_tokenizer(int(config["tiny"]["task"]["max_terms"]))
+    tok = build_tokenizer(toy_task(config["tiny"]["task"]).vocabulary())
     from arctl.backends.tiny.model import model_config as tiny_model_config
 
     model = build_model(tiny_model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()

@@ -16,7 +16,7 @@ MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, in
 
 
 def _setup():
-    tok = build_tokenizer(6)
+    tok = build_tokenizer(task.vocabulary(6))
     model = build_model(model_config(MICRO_MODEL, len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
     problems = [task.Problem((1, 2)), task.Problem((3, 4, 5, 6)), task.Problem((7, 8, 9))]
     prompts = [encode_words(tok, task.prompt_words(p)) for p in problems for _ in range(2)]
@@ -121,7 +121,7 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
-    tok = build_tokenizer(int(config["tiny"]["task"]["max_terms"]))
+    tok = build_tokenizer(task.vocabulary(int(config["tiny"]["task"]["max_terms"])))
     model = build_model(model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
     budgets = [16, 32, 48, 64]
     r = bench.eval_cost(model, tok, config, budgets, n_problems=6, repeats=1)

@@ -8,7 +8,7 @@ from arctl.backends.tiny.tokenizer import build_tokenizer, decode_words, encode_
 
 
 def test_words_round_trip_one_id_each(tmp_path):
-    tok = build_tokenizer()
+    tok = build_tokenizer(task.vocabulary())
     p = task.make_problems(np.random.default_rng(0), 1, 20, 20)[0]
     words = task.prompt_words(p) + task.thinking_words(p, np.random.default_rng(0), 0.3) + task.summary_words(p, 20, 2)
     ids = encode_words(tok, words)
@@ -20,7 +20,7 @@ def test_words_round_trip_one_id_each(tmp_path):
 
 
 def test_inserted_text_of_the_summary_prompt_is_in_the_vocabulary():
-    tok = build_tokenizer()
+    tok = build_tokenizer(task.vocabulary())
     ins = InsertedTokens.from_tokenizer(tok)
     assert decode_words(tok, ins.truncated) == ["...", "...", "</think>", "**Final", "Answer**"]
     assert decode_words(tok, ins.finished) == ["**Final", "Answer**"]

@@ -6,6 +6,7 @@ import torch
 from arctl.algo.prompts import InsertedTokens
 from arctl.backends.tiny import task
 from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.tasks import RunningSumTask
 from arctl.backends.tiny.tokenizer import build_tokenizer
 from arctl.backends.tiny.warmup import pack_examples, training_example
 
@@ -18,11 +19,12 @@ def _examples(tok, n, seed):
     rng = np.random.default_rng(seed)
     inserted = InsertedTokens.from_tokenizer(tok)
     wk = dict(truncate_prob=0.5)
-    return [training_example(p, rng, tok, inserted, KNOBS, wk) for p in task.make_problems(rng, n, 2, 6)]
+    toy = RunningSumTask(KNOBS)
+    return [training_example(p, rng, tok, inserted, toy, wk) for p in task.make_problems(rng, n, 2, 6)]
 
 
 def test_packing_puts_several_examples_per_row_and_keeps_them_apart():
-    tok = build_tokenizer(6)
+    tok = build_tokenizer(task.vocabulary(6))
     examples = _examples(tok, 12, 0)
     batch = pack_examples(examples, tok.pad_token_id)
     width = max(len(ids) for ids, _ in examples)
@@ -39,7 +41,7 @@ def test_packing_puts_several_examples_per_row_and_keeps_them_apart():
 
 
 def test_packed_loss_and_logits_equal_one_example_per_row():
-    tok = build_tokenizer(6)
+    tok = build_tokenizer(task.vocabulary(6))
     model = build_model(model_config(MICRO_MODEL, len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
     examples = _examples(tok, 10, 1)
     packed = pack_examples(examples, tok.pad_token_id)

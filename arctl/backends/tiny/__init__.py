@@ -23,11 +23,15 @@ class TinyBackend(BackendDefaults):
                 return ("the tiny task writes an L1 target as one word, its rank among budget_control.l1_targets, "
                         f"so it needs 1 to 9 fixed targets (got {targets or 'null'})", "budget_control.l1_targets",
                         "e.g. budget_control.l1_targets=[16,32,48,64]")
-        if int(control.get("forcing_extensions") or 0) > 0:
-            from arctl.backends.tiny import task
+        from arctl.backends.tiny.tasks import toy_task
 
+        try:
+            toy = toy_task((config.get("tiny") or {}).get("task") or {})
+        except ValueError as err:
+            return str(err), "tiny.task", "see arctl/conf/scale/tiny.yaml for the tasks and their knobs"
+        if int(control.get("forcing_extensions") or 0) > 0:
             cue = str(control.get("forcing_cue", ""))
-            if cue not in task.vocabulary() or cue in (task.THINK_CLOSE, task.THINK_OPEN):
+            if cue not in toy.vocabulary() or cue in ("</think>", "<think>"):
                 return (f"the tiny task's budget-forcing cue must be one word of the toy vocabulary, not {cue!r}",
                         "budget_control.forcing_cue", "e.g. budget_control.forcing_cue=chk (the toy's re-check word)")
         return None

@@ -16,20 +16,20 @@ from arctl.algo import metrics
 from arctl.algo.baselines import control as bc
 from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl
-from arctl.backends.tiny import task
 from arctl.backends.tiny.rollout import rollout
 from arctl.backends.tiny.settings import TinyRun
+from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.tokenizer import encode_words
 from arctl.track import metrics_schema as ms
 
 
-def eval_problems(config: dict, n: int, salt: int = 0) -> list[task.Problem]:
+def eval_problems(config: dict, n: int, salt: int = 0) -> list:
     return _problems(TinyRun.from_config(config), n, salt)
 
 
-def _problems(run: TinyRun, n: int, salt: int = 0) -> list[task.Problem]:
+def _problems(run: TinyRun, n: int, salt: int = 0) -> list:
     rng = np.random.default_rng([run.eval_seed, salt])
-    return task.make_problems(rng, n, run.min_terms, run.max_terms)
+    return run.task.make_problems(rng, n)
 
 
 def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy") -> dict:
@@ -50,7 +50,8 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
         target = bc.eval_target_groups(control, budgets)[-1][0]
         problems = _problems(run, n_diag, salt=1)
         diag = rollout(
-            model, tok, inserted, problems, g, generator=gen, target_words=_words(control, target, len(problems)),
+            model, tok, inserted, run.task, problems, g, generator=gen,
+            target_words=_words(control, target, len(problems)),
             **_common(run, budgets),
         )
         lens = diag.thinking.think_len.view(-1, g)
@@ -70,7 +71,7 @@ def _words(control: BudgetControl, target: int | None, n: int) -> list[str | Non
     """The L1 target word of every problem (None without a target)."""
     if target is None:
         return None
-    return [task.target_word(target, control.l1_targets)] * n
+    return [target_word(target, control.l1_targets)] * n
 
 
 def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], dataset: str,
@@ -88,7 +89,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
             cfg = bc.forcing_config(control, max(group), inserted.think_end, cue)
         # every group (and the forced pass) sees the same sampling stream: common random numbers
         gen = torch.Generator().manual_seed(run.eval_seed)
-        main = rollout(model, tok, inserted, problems, run.eval_n_samples, generator=gen,
+        main = rollout(model, tok, inserted, run.task, problems, run.eval_n_samples, generator=gen,
                        target_words=_words(control, target, len(problems)), forcing=cfg, **_common(run, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
         think_len = float(main.thinking.think_len.double().mean())
@@ -105,7 +106,7 @@ def max_budget_accuracy(model, tok, config: dict, n_problems: int) -> float:
     run = TinyRun.from_config(config)
     gen = torch.Generator().manual_seed(run.eval_seed)
     out = rollout(
-        model, tok, inserted, _problems(run, n_problems, salt=2), 1, [max(run.eval_budgets)],
+        model, tok, inserted, run.task, _problems(run, n_problems, salt=2), 1, [max(run.eval_budgets)],
         1, run.summary_max_tokens, run.eval_temperature, gen, run.max_rows,
     )
     return float(out.scores.mean())

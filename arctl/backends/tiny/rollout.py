@@ -18,7 +18,6 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
-from arctl.backends.tiny import task
 from arctl.backends.tiny.model import additive_mask
 from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
@@ -333,6 +332,7 @@ def rollout(
     model,
     tok,
     inserted: InsertedTokens,
+    toy,
     problems: list,
     n_samples: int,
     budgets: list[int],
@@ -345,12 +345,13 @@ def rollout(
     target_words: list[str | None] | None = None,
     forcing: BudgetForcing | None = None,
 ) -> Rollout:
-    """Think, branch and summarise for ``problems``; rewards from the task verifier.
+    """Think, branch and summarise ``problems`` of the toy task ``toy``; rewards from its verifier.
     ``per_budget``: ``group_size`` summaries for every budget, also where budgets share a prefix
     (training); else per distinct prefix (evaluation) (:func:`plan_branches`). ``target_words``: one
-    L1 target word per problem (:func:`task.target_word`); ``forcing``: budget forcing of the thinking."""
+    L1 target word per problem (:func:`arctl.backends.tiny.tasks.target_word`); ``forcing``: budget forcing
+    of the thinking."""
     words = target_words or [None] * len(problems)
-    prompts = [encode_words(tok, task.prompt_words(p, w)) for p, w in zip(problems, words) for _ in range(n_samples)]
+    prompts = [encode_words(tok, toy.prompt_words(p, w)) for p, w in zip(problems, words) for _ in range(n_samples)]
     think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end,
                               tok.pad_token_id, forcing)
     branches = plan_branches(think, list(budgets), inserted, per_budget)
@@ -360,7 +361,7 @@ def rollout(
     )
     answers = [p.answer for p in problems]
     for b in branches:
-        ans = answers[b.row // n_samples]
-        b.rewards = [task.verify(decode_words(tok, s), ans) for s in b.summaries]
+        problem = problems[b.row // n_samples]
+        b.rewards = [toy.verify(decode_words(tok, s), problem) for s in b.summaries]
     scores = budget_scores(branches, len(prompts), len(budgets)).view(len(problems), n_samples, len(budgets))
     return Rollout(think, branches, scores, answers)

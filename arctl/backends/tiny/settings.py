@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from arctl.backends.tiny.tasks import toy_task
+
 
 def _get(config: Mapping[str, Any], dotted: str) -> Any:
     node: Any = config
@@ -34,8 +36,7 @@ class TinyRun:
     arm: str  # arm
     seed: int  # seed
     # toy task and engine (tiny.*)
-    min_terms: int  # tiny.task.min_terms
-    max_terms: int  # tiny.task.max_terms
+    task: Any  # tiny.task: the toy task it names, with its knobs (arctl.backends.tiny.tasks.ToyTask)
     threads: int  # tiny.threads
     eval_seed: int  # tiny.eval_seed
     diag_problems: int  # tiny.diag_problems
@@ -74,7 +75,7 @@ class TinyRun:
         g = lambda key: _get(config, key)  # noqa: E731
         return cls(
             experiment=str(config.get("experiment")), arm=str(config.get("arm")), seed=int(g("seed")),
-            min_terms=int(g("tiny.task.min_terms")), max_terms=int(g("tiny.task.max_terms")),
+            task=toy_task(g("tiny.task")),
             threads=int(g("tiny.threads")), eval_seed=int(g("tiny.eval_seed")),
             diag_problems=int(g("tiny.diag_problems")), max_rows=int(g("tiny.max_rows")),
             update_micro_batch=int(g("tiny.update_micro_batch")), keep_checkpoints=int(g("tiny.keep_checkpoints")),

@@ -8,22 +8,24 @@ from pathlib import Path
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from arctl.backends.tiny import task
-
 PAD, UNK = "<pad>", "<unk>"
 # Words of the text that arctl.algo.prompts inserts between a thinking and its summary
 # ("...\n\n...\n\n</think>" then "\n\n**Final Answer**\n"), split on whitespace.
 INSERTED_WORDS = ("...", "**Final", "Answer**")
 
 
-def build_tokenizer(max_terms: int = task.MAX_TERMS) -> PreTrainedTokenizerFast:
-    """The toy tokenizer: ids 0/1/2 are ``<pad>``, ``<unk>``, ``<eos>``, then the task's words."""
-    words = [PAD, UNK, task.EOS, *INSERTED_WORDS, *task.vocabulary(max_terms)]
+EOS = "<eos>"  # every toy task's end of summary
+
+
+def build_tokenizer(vocabulary: list[str]) -> PreTrainedTokenizerFast:
+    """The toy tokenizer of a task's ``vocabulary`` (:meth:`arctl.backends.tiny.tasks.ToyTask.vocabulary`):
+    ids 0/1/2 are ``<pad>``, ``<unk>``, ``<eos>``, then the inserted words, then the task's words."""
+    words = [PAD, UNK, EOS, *INSERTED_WORDS, *vocabulary]
     vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token=PAD, unk_token=UNK, eos_token=task.EOS, clean_up_tokenization_spaces=False
+        tokenizer_object=core, pad_token=PAD, unk_token=UNK, eos_token=EOS, clean_up_tokenization_spaces=False
     )
 
 

@@ -27,11 +27,11 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
-from arctl.backends.tiny import task
 from arctl.backends.tiny.checkpoint import newest_intact, restore, save_checkpoint
 from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
+from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
 from arctl.config.files import atomic_write
@@ -126,9 +126,9 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             problems = step_problems(config, step)
             targets = step_targets(config, control, step, len(problems), max(budgets))
             ro = rollout(
-                model, tok, inserted, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
+                model, tok, inserted, run.task, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
                 run.temperature, generator, run.max_rows, per_budget=True,
-                target_words=[task.target_word(t, control.l1_targets) for t in targets] if targets else None,
+                target_words=[target_word(t, control.l1_targets) for t in targets] if targets else None,
             )
             limit = bc.step_limit(control, step, total)
             shape_rewards(ro, control, limit, targets)
@@ -178,11 +178,11 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
 
 
 # ----------------------------------------------------------------------------- the step's parts
-def step_problems(config: dict, step: int) -> list[task.Problem]:
+def step_problems(config: dict, step: int) -> list:
     """The training problems of ``step``: a function of (seed, step) only (exact resume)."""
     run = TinyRun.from_config(config)
     rng = np.random.default_rng([run.seed, int(step), 1])
-    return task.make_problems(rng, run.train_batch_size, run.min_terms, run.max_terms)
+    return run.task.make_problems(rng, run.train_batch_size)
 
 
 def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:

@@ -28,8 +28,8 @@ from filelock import FileLock, Timeout
 from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
-from arctl.backends.tiny import task
 from arctl.backends.tiny.model import additive_mask, build_model, model_config
+from arctl.backends.tiny.tasks import ToyTask, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -77,19 +77,20 @@ def warmup_key(config: dict) -> str:
 
 
 def training_example(
-    problem: task.Problem, rng: np.random.Generator, tok, inserted: InsertedTokens, knobs: dict, wk: dict
+    problem, rng: np.random.Generator, tok, inserted: InsertedTokens, toy: ToyTask, wk: dict
 ) -> tuple[list[int], list[bool]]:
-    """Token ids and the trainable mask (thinking and summary tokens) of one warm-up example."""
-    question = encode_words(tok, task.prompt_words(problem))
-    words = task.thinking_words(problem, rng, float(knobs["filler_prob"]))
+    """Token ids and the trainable mask (thinking and summary tokens) of one warm-up example: the
+    task's reference thinking, cut at a random token with probability ``truncate_prob``, then the
+    summary prompt and the task's reference summary after that prefix."""
+    question = encode_words(tok, toy.prompt_words(problem))
+    words = toy.reference_thinking(problem, rng)
     thinking = encode_words(tok, words)
     cut = len(thinking)
     if rng.random() < float(wk["truncate_prob"]):
         cut = int(rng.integers(0, len(thinking)))
     prompt = summary_prompt(question, thinking, cut, inserted)
-    done = len(problem.digits) if prompt.finished else task.steps_done(problem, words[:cut])
-    finish = int(knobs["summary_finish_steps"]) if rng.random() < float(knobs["summary_continue_prob"]) else 0
-    summary = encode_words(tok, task.summary_words(problem, done, finish))
+    summary = encode_words(tok, toy.reference_summary(problem, words if prompt.finished else words[:cut],
+                                                      prompt.finished, rng))
     return list(prompt.input_ids) + summary, list(prompt.trainable) + [True] * len(summary)
 
 
@@ -173,7 +174,7 @@ class WarmupProgress:
                 pass
 
 
-def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np.random.Generator,
+def train_steps(model, tok, inserted, toy: ToyTask, wk: dict, steps: int, rng: np.random.Generator,
                 should_stop=None, progress: WarmupProgress | None = None, offset: int = 0) -> float:
     """``steps`` AdamW steps of next-token loss on trainable tokens; returns the last loss.
     ``should_stop()`` is polled every step (raises :class:`WarmupInterrupted`); ``progress``
@@ -186,8 +187,8 @@ def train_steps(model, tok, inserted, knobs: dict, wk: dict, steps: int, rng: np
             raise WarmupInterrupted(f"stopped at warm-up step {step}/{steps}")
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, float(wk["lr"]), float(wk["min_lr_ratio"]))
-        probs = task.make_problems(rng, int(wk["batch_size"]), int(knobs["min_terms"]), int(knobs["max_terms"]))
-        batch = pack_examples([training_example(p, rng, tok, inserted, knobs, wk) for p in probs], tok.pad_token_id)
+        probs = toy.make_problems(rng, int(wk["batch_size"]))
+        batch = pack_examples([training_example(p, rng, tok, inserted, toy, wk) for p in probs], tok.pad_token_id)
         loss = model(**batch).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -259,8 +260,8 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
 
 
 def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None) -> None:
-    knobs, wk = config["tiny"]["task"], config["tiny"]["warmup"]
-    tok = build_tokenizer(int(knobs["max_terms"]))
+    toy, wk = toy_task(config["tiny"]["task"]), config["tiny"]["warmup"]
+    tok = build_tokenizer(toy.vocabulary())
     inserted = InsertedTokens.from_tokenizer(tok)
     mcfg = model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id)
     model = build_model(mcfg, int(wk["seed"]))
@@ -274,7 +275,7 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     try:
         for rounds in range(1, int(wk["max_rounds"]) + 1):
             progress.total = steps * rounds  # extra rounds only when the accuracy falls short
-            loss = train_steps(model, tok, inserted, knobs, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
+            loss = train_steps(model, tok, inserted, toy, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
             acc = float(accuracy_fn(model, tok))
             log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
             if acc >= float(wk["min_acc"]):

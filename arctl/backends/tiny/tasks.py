@@ -1,0 +1,131 @@
+"""The toy tasks of the tiny backend, chosen by ``tiny.task.name``; each task's knobs are the other
+keys of ``tiny.task``.
+
+- ``search`` (default, :mod:`arctl.backends.tiny.search`): find the one item that passes a two-step
+  test, eliminating the others; partial progress at every test, slips that checks can catch, filler,
+  and a summary that must read the partial state. The scale model of docs/testbed.md.
+- ``running_sum`` (:mod:`arctl.backends.tiny.task`): the first toy, a running sum mod 10, kept for
+  comparison (docs/testbed.md says what it lacks).
+
+A task is what the warm-up, the rollout, the trainer and the evaluation ask of it
+(:class:`ToyTask`): its vocabulary, problems, prompts, reference thinking and summaries, verifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from arctl.backends.tiny import search
+from arctl.backends.tiny import task as running_sum
+
+DEFAULT = "search"
+
+
+class ToyTask(Protocol):
+    name: str
+
+    def vocabulary(self) -> list[str]: ...
+
+    def make_problems(self, rng: np.random.Generator, n: int) -> list: ...
+
+    def prompt_words(self, problem, target_word: str | None = None) -> list[str]: ...
+
+    def reference_thinking(self, problem, rng: np.random.Generator) -> list[str]:
+        """A reference thinking ending in ``</think>`` (warm-up)."""
+
+    def reference_summary(self, problem, thinking: list[str], finished: bool, rng: np.random.Generator) -> list[str]:
+        """A reference summary after ``thinking`` (a reference prefix; ``finished``: it reached its end)."""
+
+    def verify(self, summary: list[str], problem) -> float: ...
+
+
+def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
+    if key not in section:
+        raise ValueError(f"tiny task {name!r} needs tiny.task.{key} (arctl/conf/scale/tiny.yaml)")
+    return section[key]
+
+
+class SearchTask:
+    name = "search"
+    KNOBS = ("min_items", "max_items", "slip_prob", "check_prob", "filler_prob", "lazy_summary_prob")
+
+    def __init__(self, section: Mapping[str, Any]):
+        g = lambda k: _knob(section, k, self.name)  # noqa: E731
+        self.min_items, self.max_items = int(g("min_items")), int(g("max_items"))
+        self.slip_prob, self.check_prob = float(g("slip_prob")), float(g("check_prob"))
+        self.filler_prob, self.lazy_prob = float(g("filler_prob")), float(g("lazy_summary_prob"))
+        search.make_problems(np.random.default_rng(0), 0, self.min_items, self.max_items)  # checks the range
+
+    def vocabulary(self) -> list[str]:
+        return search.vocabulary()
+
+    def make_problems(self, rng, n):
+        return search.make_problems(rng, n, self.min_items, self.max_items)
+
+    def prompt_words(self, problem, target_word=None):
+        return search.prompt_words(problem, target_word)
+
+    def reference_thinking(self, problem, rng):
+        return search.thinking_words(problem, rng, self.slip_prob, self.check_prob, self.filler_prob)
+
+    def reference_summary(self, problem, thinking, finished, rng):
+        return search.summary_words(problem, search.read_state(problem, thinking), rng, self.lazy_prob)
+
+    def verify(self, summary, problem):
+        return search.verify(summary, problem)
+
+
+class RunningSumTask:
+    name = "running_sum"
+    KNOBS = ("min_terms", "max_terms", "filler_prob", "summary_finish_steps", "summary_continue_prob")
+
+    def __init__(self, section: Mapping[str, Any]):
+        g = lambda k: _knob(section, k, self.name)  # noqa: E731
+        self.min_terms, self.max_terms = int(g("min_terms")), int(g("max_terms"))
+        self.filler_prob = float(g("filler_prob"))
+        self.finish_steps, self.continue_prob = int(g("summary_finish_steps")), float(g("summary_continue_prob"))
+        running_sum.make_problems(np.random.default_rng(0), 0, self.min_terms, self.max_terms)
+
+    def vocabulary(self) -> list[str]:
+        return running_sum.vocabulary(self.max_terms)
+
+    def make_problems(self, rng, n):
+        return running_sum.make_problems(rng, n, self.min_terms, self.max_terms)
+
+    def prompt_words(self, problem, target_word=None):
+        return running_sum.prompt_words(problem, target_word)
+
+    def reference_thinking(self, problem, rng):
+        return running_sum.thinking_words(problem, rng, self.filler_prob)
+
+    def reference_summary(self, problem, thinking, finished, rng):
+        done = len(problem.digits) if finished else running_sum.steps_done(problem, thinking)
+        finish = self.finish_steps if rng.random() < self.continue_prob else 0
+        return running_sum.summary_words(problem, done, finish)
+
+    def verify(self, summary, problem):
+        return running_sum.verify(summary, problem.answer)
+
+
+TASKS: dict[str, type] = {SearchTask.name: SearchTask, RunningSumTask.name: RunningSumTask}
+
+
+def toy_task(section: Mapping[str, Any]) -> ToyTask:
+    """The task of a ``tiny.task`` section (``name`` selects it; the other keys are its knobs)."""
+    name = str(section.get("name") or DEFAULT)
+    if name not in TASKS:
+        raise ValueError(f"tiny.task.name={name!r} is not a toy task; use one of {', '.join(sorted(TASKS))}")
+    cls = TASKS[name]
+    unknown = sorted(set(section) - set(cls.KNOBS) - {"name"})
+    if unknown:
+        raise ValueError(f"tiny.task.{unknown[0]} is not a knob of the {name!r} task (its knobs: {', '.join(cls.KNOBS)})")
+    return cls(section)
+
+
+def target_word(target: int, choices) -> str:
+    """L1's target length as one existing word of every toy vocabulary: its rank among ``choices``
+    (``"1"`` for the smallest; at most 9 choices)."""
+    return running_sum.target_word(target, choices)

@@ -1,0 +1,148 @@
+"""The ``search`` toy task (arctl/backends/tiny/search.py): hand-worked problems and traces, the
+generator, slips and checks, the reading of a thinking prefix, the reference summary, the verifier,
+and the partial-progress property: a trace cut after more eliminations scores higher in expectation,
+exactly (1 - q)/(K - e) + q/K."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arctl.backends.tiny import search as S
+from arctl.backends.tiny.tasks import toy_task
+
+P = S.Problem(k=7, c=4, t=9, digits=(3, 8, 5, 2))  # (d*7 + 4) % 10 == 9  <=>  d = 5: item c
+
+
+def test_hand_worked_problem_and_trace():
+    assert P.answer == "c" and P.passes(5) and not any(P.passes(d) for d in (3, 8, 2))
+    assert S.prompt_words(P) == ["mul7", "add4", "tgt9", "a3", "b8", "c5", "d2", "?", "<think>"]
+    assert S.prompt_words(P, "2") == ["mul7", "add4", "tgt9", "a3", "b8", "c5", "d2", "?", "2", "<think>"]
+    rng = np.random.default_rng(0)
+    assert S.thinking_words(P, rng, 0.0, 0.0, 0.0) == [
+        "a", "3*7", "1", "1+4", "5", "no",
+        "b", "8*7", "6", "6+4", "0", "no",
+        "c", "5*7", "5", "5+4", "9", "yes", "</think>",
+    ]
+    # every test checked, every test followed by filler
+    words = S.thinking_words(P, rng, 0.0, 1.0, 1.0)
+    assert words[:14] == ["a", "3*7", "1", "1+4", "5", "no", "chk", "3*7", "1", "1+4", "5", "no", "hmm", "b"]
+    assert words[-2:] == ["hmm", "</think>"] and words.count("chk") == 3
+
+
+def test_every_word_is_in_the_vocabulary_and_every_step_a_lookup():
+    vocab = set(S.vocabulary())
+    rng = np.random.default_rng(3)
+    for p in S.make_problems(rng, 200, 2, S.MAX_ITEMS):
+        words = S.prompt_words(p) + S.thinking_words(p, rng, 0.0, 0.3, 0.2)
+        assert set(words) <= vocab
+        for i, w in enumerate(words):
+            if "*" in w:
+                d, k = map(int, w.split("*"))
+                assert int(words[i + 1]) == d * k % 10 and k == p.k
+            if "+" in w:
+                q, c = map(int, w.split("+"))
+                assert int(words[i + 1]) == (q + c) % 10 and c == p.c
+        state = S.read_state(p, words)
+        assert state.finished and state.found == p.answer  # without slips the search finds the answer
+        assert state.tested == S.LABELS[: p.answer_index + 1]
+
+
+def test_generator_is_seeded_with_one_passing_item_at_a_uniform_position():
+    a = S.make_problems(np.random.default_rng(5), 3000, 4, 8)
+    assert a == S.make_problems(np.random.default_rng(5), 3000, 4, 8)
+    assert {p.size for p in a} == set(range(4, 9))
+    for p in a[:300]:
+        assert sum(p.passes(d) for d in p.digits) == 1 and p.k in S.MULTIPLIERS
+    fourth = [p.answer_index / (p.size - 1) for p in a]
+    assert abs(np.mean(fourth) - 0.5) < 0.02  # uniform over positions: mean relative position 1/2
+    with pytest.raises(ValueError, match="min_items"):
+        S.make_problems(np.random.default_rng(0), 1, 5, 4)
+    with pytest.raises(ValueError, match="min_items"):
+        S.make_problems(np.random.default_rng(0), 1, 2, S.MAX_ITEMS + 1)
+
+
+def test_slips_write_wrong_digits_and_a_check_replaces_the_verdict():
+    rng = np.random.default_rng(1)
+    test = S.computation_words(P, 2, rng, 1.0)  # item c, every result slips
+    assert test[0] == "5*7" and test[1] != "5"  # d*k written wrong
+    assert test[2] == f"{test[1]}+4" and test[3] != str((int(test[1]) + 4) % 10)  # carried, then wrong again
+    assert test[4] == ("yes" if test[3] == "9" else "no")  # the verdict follows what was written
+    # a slip that drops the answer, then a check that catches it: the check's verdict stands
+    prefix = ["a", "3*7", "1", "1+4", "5", "no", "b", "8*7", "6", "6+4", "0", "no",
+              "c", "5*7", "5", "5+4", "3", "no", "chk", "5*7", "5", "5+4", "9", "yes"]
+    assert S.read_state(P, prefix[:18]) == S.State(("a", "b", "c"), None, False)
+    assert S.read_state(P, prefix) == S.State(("a", "b", "c"), "c", False)
+    assert S.read_state(P, prefix + ["</think>", "d"]) == S.State(("a", "b", "c"), "c", True)
+
+
+@pytest.mark.parametrize("cut,tested", [(0, ()), (5, ()), (6, ("a",)), (11, ("a",)), (12, ("a", "b"))])
+def test_a_test_counts_once_its_verdict_is_written(cut, tested):
+    words = S.thinking_words(P, np.random.default_rng(0), 0.0, 0.0, 0.0)
+    assert S.read_state(P, words[:cut]).tested == tested
+
+
+def test_the_reference_summary_reads_the_partial_state():
+    rng = np.random.default_rng(0)
+    found = S.State(("a", "b", "c"), "c", True)
+    assert S.summary_words(P, found, rng, 1.0) == ["\\boxed{c}", "<eos>"]  # a found item, lazy or not
+    midway = S.State(("a",), None, False)
+    assert S.summary_words(P, midway, rng, 0.0) == ["\\boxed{b}", "<eos>"]  # the first item not yet tested
+    lazy = {S.summary_words(P, midway, rng, 1.0)[0] for _ in range(200)}
+    assert lazy == {S.answer_word(lab) for lab in "abcd"}  # a guess among all items
+    done = S.State(("a", "b", "c", "d"), None, True)  # every item out (a slip dropped the answer)
+    assert {S.summary_words(P, done, rng, 0.0)[0] for _ in range(200)} == {S.answer_word(lab) for lab in "abcd"}
+
+
+@pytest.mark.parametrize("summary,score", [
+    (["\\boxed{c}", "<eos>"], 1.0),
+    (["\\boxed{a}", "\\boxed{c}"], 1.0),  # the last answer wins
+    (["\\boxed{c}", "\\boxed{a}", "<eos>"], 0.0),
+    (["\\boxed{b}", "<eos>"], 0.0),
+    (["c", "<eos>"], 0.0),  # no answer word
+    (["</think>", "\\boxed{c}"], 0.0),
+    ([], 0.0),
+    ([None, 3], 0.0),  # malformed input scores 0, never raises
+])
+def test_verifier(summary, score):
+    assert S.verify(summary, P) == score
+
+
+@pytest.mark.parametrize("size", [4, 9, 26])
+@pytest.mark.parametrize("lazy", [0.0, 0.5, 1.0])
+def test_partial_progress_a_cut_after_more_eliminations_scores_higher(size, lazy):
+    """Hand-built traces: every position of the answer among ``size`` items, the reference thinking
+    (no slips, checks or filler) cut after e tests, the reference summary's expected score computed
+    exactly (the lazy guess averaged over its K choices): (1 - q)/(K - e) + q/K when the answer is
+    not yet found, rising with e."""
+    expected = []
+    for e in range(size):
+        scores = []
+        for j in range(e, size):  # the answer not among the first e items
+            p = S.Problem(k=1, c=0, t=5, digits=tuple(5 if i == j else (i % 5) for i in range(size)))
+            words = S.thinking_words(p, np.random.default_rng(0), 0.0, 0.0, 0.0)
+            state = S.read_state(p, words[: 6 * e])
+            assert len(state.tested) == e and state.found is None
+            sharp = S.verify(S.summary_words(p, state, np.random.default_rng(0), 0.0), p)
+            guess = np.mean([S.verify([S.answer_word(lab)], p) for lab in S.LABELS[:size]])
+            scores.append((1 - lazy) * sharp + lazy * guess)
+        expected.append(float(np.mean(scores)))
+        assert expected[-1] == pytest.approx((1 - lazy) / (size - e) + lazy / size)
+    if lazy < 1:
+        assert all(b > a for a, b in zip(expected, expected[1:]))
+
+
+def test_the_task_is_chosen_by_name_with_its_knobs():
+    knobs = dict(min_items=4, max_items=8, slip_prob=0.0, check_prob=0.0, filler_prob=0.0, lazy_summary_prob=0.0)
+    toy = toy_task({"name": "search", **knobs})
+    rng = np.random.default_rng(0)
+    (p,) = toy.make_problems(rng, 1)
+    words = toy.reference_thinking(p, rng)
+    assert toy.reference_summary(p, words, True, rng) == [S.answer_word(p.answer), "<eos>"]
+    assert toy.verify([S.answer_word(p.answer)], p) == 1.0
+    with pytest.raises(ValueError, match="tiny.task.name='sudoku' is not a toy task"):
+        toy_task({"name": "sudoku"})
+    with pytest.raises(ValueError, match="tiny.task.max_terms is not a knob of the 'search' task"):
+        toy_task({"name": "search", **knobs, "max_terms": 3})
+    with pytest.raises(ValueError, match="needs tiny.task.slip_prob"):
+        toy_task({"name": "search", **{k: v for k, v in knobs.items() if k != "slip_prob"}})
