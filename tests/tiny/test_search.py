@@ -16,17 +16,17 @@ P = S.Problem(k=7, c=4, t=9, digits=(3, 8, 5, 2))  # (d*7 + 4) % 10 == 9  <=>  d
 
 def test_hand_worked_problem_and_trace():
     assert P.answer == "c" and P.passes(5) and not any(P.passes(d) for d in (3, 8, 2))
-    assert S.prompt_words(P) == ["mul7", "add4", "tgt9", "a3", "b8", "c5", "d2", "?", "<think>"]
-    assert S.prompt_words(P, "2") == ["mul7", "add4", "tgt9", "a3", "b8", "c5", "d2", "?", "2", "<think>"]
+    assert S.prompt_words(P) == ["mul7", "add4", "tgt9", "a", "3", "b", "8", "c", "5", "d", "2", "?", "<think>"]
+    assert S.prompt_words(P, "2")[-3:] == ["?", "2", "<think>"]
     rng = np.random.default_rng(0)
     assert S.thinking_words(P, rng, 0.0, 0.0, 0.0) == [
-        "a", "3*7", "1", "1+4", "5", "no",
-        "b", "8*7", "6", "6+4", "0", "no",
-        "c", "5*7", "5", "5+4", "9", "yes", "</think>",
+        "a", "3", "3*7", "1", "1+4", "5", "no",
+        "b", "8", "8*7", "6", "6+4", "0", "no",
+        "c", "5", "5*7", "5", "5+4", "9", "yes", "</think>",
     ]
     # every test checked, every test followed by filler
     words = S.thinking_words(P, rng, 0.0, 1.0, 1.0)
-    assert words[:14] == ["a", "3*7", "1", "1+4", "5", "no", "chk", "3*7", "1", "1+4", "5", "no", "hmm", "b"]
+    assert words[:15] == ["a", "3", "3*7", "1", "1+4", "5", "no", "chk", "3*7", "1", "1+4", "5", "no", "hmm", "b"]
     assert words[-2:] == ["hmm", "</think>"] and words.count("chk") == 3
 
 
@@ -69,14 +69,14 @@ def test_slips_write_wrong_digits_and_a_check_replaces_the_verdict():
     assert test[2] == f"{test[1]}+4" and test[3] != str((int(test[1]) + 4) % 10)  # carried, then wrong again
     assert test[4] == ("yes" if test[3] == "9" else "no")  # the verdict follows what was written
     # a slip that drops the answer, then a check that catches it: the check's verdict stands
-    prefix = ["a", "3*7", "1", "1+4", "5", "no", "b", "8*7", "6", "6+4", "0", "no",
-              "c", "5*7", "5", "5+4", "3", "no", "chk", "5*7", "5", "5+4", "9", "yes"]
-    assert S.read_state(P, prefix[:18]) == S.State(("a", "b", "c"), None, False)
+    prefix = ["a", "3", "3*7", "1", "1+4", "5", "no", "b", "8", "8*7", "6", "6+4", "0", "no",
+              "c", "5", "5*7", "5", "5+4", "3", "no", "chk", "5*7", "5", "5+4", "9", "yes"]
+    assert S.read_state(P, prefix[:21]) == S.State(("a", "b", "c"), None, False)
     assert S.read_state(P, prefix) == S.State(("a", "b", "c"), "c", False)
     assert S.read_state(P, prefix + ["</think>", "d"]) == S.State(("a", "b", "c"), "c", True)
 
 
-@pytest.mark.parametrize("cut,tested", [(0, ()), (5, ()), (6, ("a",)), (11, ("a",)), (12, ("a", "b"))])
+@pytest.mark.parametrize("cut,tested", [(0, ()), (6, ()), (7, ("a",)), (13, ("a",)), (14, ("a", "b"))])
 def test_a_test_counts_once_its_verdict_is_written(cut, tested):
     words = S.thinking_words(P, np.random.default_rng(0), 0.0, 0.0, 0.0)
     assert S.read_state(P, words[:cut]).tested == tested
@@ -121,7 +121,7 @@ def test_partial_progress_a_cut_after_more_eliminations_scores_higher(size, lazy
         for j in range(e, size):  # the answer not among the first e items
             p = S.Problem(k=1, c=0, t=5, digits=tuple(5 if i == j else (i % 5) for i in range(size)))
             words = S.thinking_words(p, np.random.default_rng(0), 0.0, 0.0, 0.0)
-            state = S.read_state(p, words[: 6 * e])
+            state = S.read_state(p, words[: 7 * e])
             assert len(state.tested) == e and state.found is None
             sharp = S.verify(S.summary_words(p, state, np.random.default_rng(0), 0.0), p)
             guess = np.mean([S.verify([S.answer_word(lab)], p) for lab in S.LABELS[:size]])

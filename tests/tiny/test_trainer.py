@@ -99,6 +99,12 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
         assert list(data.column(ms.TRAIN_THINK_LIMIT)[1:]) == [float(config["budget_control"]["thinkprune_limits"][k])
                                                                for k in (0, 1, 2)]
     assert (run_dir / "checkpoints").is_dir()
+    # what the run started from: the warm-up's weights hash and accuracy per eval budget, on disk and in W&B
+    warm = json.loads((run_dir / "warmup.json").read_text())
+    assert len(warm["weights_sha256"]) == 64 and warm["key"]
+    assert sorted(int(b) for b in warm["accuracy_per_budget"]) == sorted(eval_budgets)
+    assert warm["accuracy"] == warm["accuracy_per_budget"][str(max(eval_budgets))]
+    assert data.config["warmup"]["weights_sha256"] == warm["weights_sha256"]
 
 
 class StopAfter(threading.Event):

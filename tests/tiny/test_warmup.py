@@ -102,12 +102,12 @@ def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_pa
         if text and text.startswith("warming up 3/"):
             assert read_phase(run_a) == "warming up 3/6"  # what refresh puts in the registry
 
-    warmup.warmup_model(config, run_a, lambda m, t: 0.9, on_phase=on_phase)
+    warmup.warmup_model(config, run_a, lambda m, t: {64: 0.9}, on_phase=on_phase)
     out = capsys.readouterr().out
     assert "tiny warm-up 6/6 loss" in out and "ETA" in out
     assert "warming up 3/6" in phases and phases[-1] is None and read_phase(run_a) is None
     assert warmup.warmup_dir(config).is_relative_to(tmp_path / "user-cache")
     run_b = tmp_path / "ws-b" / "runs" / "r2"  # another workspace
     run_b.mkdir(parents=True)
-    model, _tok, info = warmup.warmup_model(config, run_b, lambda m, t: 0.9)
+    model, _tok, info = warmup.warmup_model(config, run_b, lambda m, t: {64: 0.9})
     assert trained == [1] and info["path"] == str(warmup.warmup_dir(config))

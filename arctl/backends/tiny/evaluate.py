@@ -100,13 +100,14 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
     return out, gen
 
 
-def max_budget_accuracy(model, tok, config: dict, n_problems: int) -> float:
-    """Accuracy at the largest eval budget on ``n_problems`` held-out problems (warm-up check)."""
+def budget_accuracy(model, tok, config: dict, n_problems: int) -> dict[int, float]:
+    """Accuracy at every eval budget on ``n_problems`` held-out problems (the warm-up's record)."""
     inserted = InsertedTokens.from_tokenizer(tok)
     run = TinyRun.from_config(config)
     gen = torch.Generator().manual_seed(run.eval_seed)
+    budgets = sorted(run.eval_budgets)
     out = rollout(
-        model, tok, inserted, run.task, _problems(run, n_problems, salt=2), 1, [max(run.eval_budgets)],
+        model, tok, inserted, run.task, _problems(run, n_problems, salt=2), 1, budgets,
         1, run.summary_max_tokens, run.eval_temperature, gen, run.max_rows,
     )
-    return float(out.scores.mean())
+    return {int(b): float(a) for b, a in zip(budgets, metrics.accuracy_per_budget(out.scores))}

@@ -3,13 +3,13 @@
 A problem shows a multiplier ``k`` (1, 3, 7 or 9), an addend ``c``, a target ``t`` and ``K`` labelled
 digits; exactly one item's digit ``d`` has ``(d*k + c) % 10 == t``. The prompt::
 
-    mul7 add4 tgt9 a3 b8 c5 d2 ? <think>
+    mul7 add4 tgt9 a 3 b 8 c 5 d 2 ? <think>
 
-A reference thinking tests the items in order, six tokens a test: the label, ``d*k`` as ONE token
-and its last digit, ``p+c`` as ONE token and its last digit, the verdict (every token a one-step
-lookup)::
+A reference thinking tests the items in order, seven tokens a test: the label, its digit (copied
+from after the same label in the prompt), ``d*k`` as ONE token and its last digit, ``p+c`` as ONE
+token and its last digit, the verdict (every token a one-step lookup)::
 
-    a 3*7 1 1+4 5 no  b 8*7 6 6+4 0 no  hmm  c 5*7 5 5+4 9 yes  </think>
+    a 3 3*7 1 1+4 5 no  b 8 8*7 6 6+4 0 no  hmm  c 5 5*7 5 5+4 9 yes  </think>
 
 It ends at the first ``yes``. What makes it a scale model of long reasoning:
 
@@ -56,10 +56,6 @@ def add_word(c: int) -> str:
 
 def target_word_of(t: int) -> str:
     return f"tgt{t}"
-
-
-def item_word(label: str, digit: int) -> str:
-    return f"{label}{digit}"
 
 
 def times_word(d: int, k: int) -> str:
@@ -130,7 +126,9 @@ def make_problems(rng: np.random.Generator, n: int, min_items: int, max_items: i
 def prompt_words(problem: Problem, target_word: str | None = None) -> list[str]:
     """The question, then an optional target-length word (L1) and ``<think>``."""
     words = [mul_word(problem.k), add_word(problem.c), target_word_of(problem.t)]
-    words += [item_word(LABELS[i], d) for i, d in enumerate(problem.digits)] + [QUESTION_END]
+    for i, d in enumerate(problem.digits):
+        words += [LABELS[i], str(d)]
+    words.append(QUESTION_END)
     return words + ([target_word] if target_word is not None else []) + [THINK_OPEN]
 
 
@@ -156,7 +154,7 @@ def thinking_words(problem: Problem, rng: np.random.Generator, slip_prob: float,
     words: list[str] = []
     for i in range(problem.size):
         test = computation_words(problem, i, rng, slip_prob)
-        words += [LABELS[i], *test]
+        words += [LABELS[i], str(problem.digits[i]), *test]
         if rng.random() < check_prob:
             test = computation_words(problem, i, rng, slip_prob)
             words += [CHECK, *test]
@@ -227,7 +225,6 @@ def vocabulary() -> list[str]:
     words = [QUESTION_END, THINK_OPEN, THINK_CLOSE, CHECK, FILLER, YES, NO]
     words += [mul_word(k) for k in MULTIPLIERS] + [add_word(c) for c in range(10)]
     words += [target_word_of(t) for t in range(10)]
-    words += [item_word(lab, d) for lab in LABELS for d in range(10)]
     words += list(LABELS)
     words += [times_word(d, k) for d in range(10) for k in MULTIPLIERS]
     words += [plus_word(p, c) for p in range(10) for c in range(10)]

@@ -28,7 +28,7 @@ from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.tiny.checkpoint import newest_intact, restore, save_checkpoint
-from arctl.backends.tiny.evaluate import evaluate, max_budget_accuracy
+from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
@@ -73,7 +73,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
 
     # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
     model, tok, warm = warmup_model(
-        config, run_dir, lambda m, t: max_budget_accuracy(m, t, config, run.warmup_eval_problems),
+        config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
         should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
     )
     inserted = InsertedTokens.from_tokenizer(tok)
@@ -102,6 +102,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
     wb = open_wandb(config, run_dir, wandb_id, resume_at, history)
     wandb_id = getattr(wb, "id", None) or wandb_id
+    record_warmup(run_dir, warm, wb)
 
     total = run.total_steps
     objective = Objective.from_config(config)
@@ -240,6 +241,21 @@ def pack_trees(ro: Rollout, advs: list[TreeAdvantages]) -> list:
                     per_row[br.row].append(SummaryBranch(br.cut, br.inserted, s, a))
     return [pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], adv.thinking,
                       share_inserted=True, dtype=torch.float64) for row, adv in enumerate(advs)]
+
+
+WARMUP_RECORD = "warmup.json"
+WARMUP_FIELDS = ("key", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds", "seconds")
+
+
+def record_warmup(run_dir: Path, warm: dict, wb=None) -> dict:
+    """What the run started from, for every report of it: the warm-up's cache key, the sha256 of its
+    weights and its accuracy per eval budget, in ``run_dir/warmup.json`` and the W&B run's config
+    (``warmup``)."""
+    record = {k: warm.get(k) for k in WARMUP_FIELDS}
+    atomic_write(run_dir / WARMUP_RECORD, json.dumps(record, indent=1))
+    if wb is not None:
+        wb.config.update({"warmup": record}, allow_val_change=True)
+    return record
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float, step: int, warmup_steps: int) -> None:

@@ -33,7 +33,7 @@ from arctl.backends.tiny.tasks import ToyTask, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
 
 
 CACHE_ENV = "ARCTL_CACHE"
@@ -69,7 +69,7 @@ def warmup_key(config: dict) -> str:
         "version": CACHE_VERSION,
         "model": config["model"],
         "task": tiny["task"],
-        "warmup": {k: v for k, v in tiny["warmup"].items() if k != "threads"},  # threads: speed only
+        "warmup": dict(tiny["warmup"]),  # threads too: the float sums (hence the weights) depend on them
         "max_budget": int(max(config["eval"]["budgets"])),
         "summary_max_tokens": int(config["summary"]["max_tokens"]),
     }
@@ -206,10 +206,12 @@ def train_steps(model, tok, inserted, toy: ToyTask, wk: dict, steps: int, rng: n
 def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
                  on_phase=None) -> tuple[Qwen2ForCausalLM, object, dict]:
     """Load the cached warmed-up model for ``config`` or train it (once, under a lock, on
-    ``tiny.warmup.threads`` torch threads, 0 = every core: the other arms wait for it anyway).
+    ``tiny.warmup.threads`` torch threads: a fixed number, so the same config gives the same weights
+    on every machine of one kind; 0 = every core, fast and machine-dependent).
 
-    ``accuracy_fn(model, tokenizer) -> float`` measures accuracy at the max budget; training
-    continues for up to ``max_rounds`` rounds until it reaches ``min_acc``, else a warning says so.
+    ``accuracy_fn(model, tokenizer) -> {budget: accuracy}`` measures accuracy at the eval budgets;
+    training continues for up to ``max_rounds`` rounds until the largest budget's reaches ``min_acc``,
+    else a warning says so. ``warmup.json`` records the weights' sha256 and the accuracy per budget.
     ``should_stop()`` (e.g. a preemption signal) aborts the training with :class:`WarmupInterrupted`.
     ``on_phase(text)`` hears "waiting for the warm-up of another run", "warming up 640/1200", None.
     Returns (model, tokenizer, info).
@@ -259,6 +261,15 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     return model, tok, info
 
 
+def weights_sha256(model_dir: Path) -> str:
+    """sha256 over the saved weight files of a model directory (names and bytes, in name order)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None) -> None:
     toy, wk = toy_task(config["tiny"]["task"]), config["tiny"]["warmup"]
     tok = build_tokenizer(toy.vocabulary())
@@ -269,14 +280,15 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     torch_state = torch.random.get_rng_state()
     torch.manual_seed(int(wk["seed"]))
     t0 = time.perf_counter()
-    acc, rounds, loss = 0.0, 0, float("nan")
+    acc, per_budget, rounds, loss = 0.0, {}, 0, float("nan")
     steps = int(wk["steps"])
     progress = WarmupProgress(steps * int(wk["max_rounds"]), on_phase)
     try:
         for rounds in range(1, int(wk["max_rounds"]) + 1):
             progress.total = steps * rounds  # extra rounds only when the accuracy falls short
             loss = train_steps(model, tok, inserted, toy, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
-            acc = float(accuracy_fn(model, tok))
+            per_budget = {int(b): float(a) for b, a in accuracy_fn(model, tok).items()}
+            acc = per_budget[max(per_budget)]
             log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
             if acc >= float(wk["min_acc"]):
                 break
@@ -286,7 +298,9 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp / "model"))
     tok.save_pretrained(str(tmp / "tokenizer"))
-    info = {"accuracy": acc, "rounds": rounds, "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name}
+    info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
+            "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name, "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "weights_sha256": weights_sha256(tmp / "model")}
     (tmp / "warmup.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
