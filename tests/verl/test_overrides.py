@@ -82,8 +82,8 @@ def test_paper_response_length_is_the_authors():
     dup["verl"]["tree_attention"] = "duplicate"
     assert max_response_length(dup) == 8128
     ov = verl_overrides(dup)
-    # duplicated layout: 1 thinking row + 16 branch rows per tree, so 17x the rows per mini-batch
-    assert "actor_rollout_ref.actor.ppo_mini_batch_size=544" in ov
+    # duplicated layout: 1 thinking row + 16 branch rows per tree; the trainer scales the mini-batch by 17
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=32" in ov and "+arctl.rows_per_tree=17" in ov
     _, composed = build_verl_config(dup)  # verl accepts the duplicated-branch layout too
     # it loads without flash-attn (not in verl[vllm]==0.9.1): SDPA on padded rows, never verl's
     # default flash_attention_2 or its remove-padding path

@@ -150,3 +150,29 @@ def test_entropy_is_the_mean_over_trained_tokens(composed, monkeypatch):
     trainer._compute_old_log_prob(Batch(["a", "b"]), metrics)
     assert metrics["train/entropy"] == pytest.approx((1 + 2 + 3 + 4) / 4)
     assert metrics["actor/entropy"] == metrics["train/entropy"]
+
+
+@pytest.mark.parametrize("layout", ["flex", "duplicate"])
+def test_the_update_counts_the_mini_batch_in_rows_of_the_layout(paper_config, tmp_path, monkeypatch, layout):
+    """verl's update takes ``ppo_mini_batch_size x rollout.n`` rows per mini-batch; the duplicated
+    layout trains 1 + m*A rows per tree, so the update (and the batch multiple) must see 17x that,
+    while the config verl validates keeps the mini-batch in prompts (<= data.train_batch_size)."""
+    import copy
+
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from arctl.backends.verl.overrides import build_verl_config
+
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"]["tree_attention"] = layout
+    composed = build_verl_config(cfg, tmp_path)[1]  # runs verl's validation: mini <= train batch
+    trainer = _trainer(composed, monkeypatch)
+    trainer.global_steps = 1
+    rows = 17 if layout == "duplicate" else 1
+    seen = []
+    monkeypatch.setattr(PPOTrainerSync, "_update_actor",
+                        lambda self, batch, metrics: seen.append(self.config.actor_rollout_ref.actor.ppo_mini_batch_size))
+    trainer._update_actor(None, {})
+    assert seen == [32 * rows]
+    assert trainer._get_required_batch_multiple(dp_size=8) == 32 * rows * composed.actor_rollout_ref.rollout.n
+    assert trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size == 32  # restored

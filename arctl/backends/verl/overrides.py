@@ -203,6 +203,12 @@ def branch_rows_per_tree(config: dict) -> int:
     return len(config["thinking"]["budgets"]) * int(config["summary"]["group_size"])
 
 
+def rows_per_tree(config: dict) -> int:
+    """Rows verl trains per sampled tree: 1 packed row, or 1 thinking row + every summary branch
+    (``duplicate``): the actor's mini-batch in rows is ``ppo_mini_batch_size x rollout.n x`` this."""
+    return 1 + branch_rows_per_tree(config) if verl_setting(config, "tree_attention") == "duplicate" else 1
+
+
 def max_response_length(config: dict) -> int:
     """Longest response verl must hold.
 
@@ -258,6 +264,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "budget_control": {k: list(v) if isinstance(v, tuple) else v
                            for k, v in dataclasses.asdict(BudgetControl.from_config(config)).items()},
         "tree_attention": verl_setting(config, "tree_attention"),
+        "rows_per_tree": rows_per_tree(config),
         "block_size": int(verl_setting(config, "block_size")),
         "eval_budgets": [int(b) for b in ev["budgets"]],
         "eval_grid": [int(b) for b in ev.get("grid") or ev["budgets"]],
@@ -286,7 +293,6 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     model_path = config["model"].get("path")
     if not model_path:
         raise VerlConfigError("model.path is empty: the verl backend needs an HF model id or a local directory")
-    rows = 1 + branch_rows_per_tree(config) if layout == "duplicate" else 1
     n = int(config["rollout"]["n"])
     resp_len = max_response_length(config)
     mini = int(data["ppo_mini_batch_size"])
@@ -317,7 +323,9 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         f"{a}.model.use_remove_padding": False,
         f"{a}.model.enable_gradient_checkpointing": bool(verl_setting(config, "gradient_checkpointing")),
         # actor: one PPO-clip loss over thinking and summary tokens, Dr. GRPO constant normalisation
-        f"{a}.actor.ppo_mini_batch_size": mini * rows,
+        # in prompts, as verl checks it (train_batch_size >= it): the duplicated layout's extra rows
+        # per tree are counted by the trainer (arctl.rows_per_tree, ArctlPPOTrainer.rows_scaled)
+        f"{a}.actor.ppo_mini_batch_size": mini,
         f"{a}.actor.ppo_micro_batch_size_per_gpu": int(verl_setting(config, "micro_batch_size_per_gpu")),
         f"{a}.actor.use_dynamic_bsz": bool(verl_setting(config, "use_dynamic_bsz")),
         f"{a}.actor.ppo_max_token_len_per_gpu": int(verl_setting(config, "max_token_len_per_gpu")),
@@ -573,12 +581,13 @@ def build_verl_config(config: dict, run_dir: Path | str | None = None) -> tuple[
     """Overrides and the composed, checked verl config for this arctl config."""
     overrides = verl_overrides(config, run_dir)
     cfg = check_overrides(overrides)
-    check_config_dataclasses(cfg)
     layout = verl_setting(config, "tree_attention")
     strategy = str(cfg.actor_rollout_ref.actor.get("strategy", "fsdp"))
+    # before verl's own checks: an engine without the tree patch is the more useful line to read
     if layout != "duplicate" and strategy not in TREE_STRATEGIES:
         raise VerlConfigError(
             f"actor_rollout_ref.actor.strategy={strategy}: verl.tree_attention={layout} needs verl's FSDP engine "
             f"({'/'.join(TREE_STRATEGIES)}), the one with arctl's tree-attention patch; use verl.tree_attention=duplicate"
         )
+    check_config_dataclasses(cfg)
     return overrides, cfg

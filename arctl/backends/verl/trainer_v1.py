@@ -26,6 +26,7 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections import defaultdict
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 import transfer_queue as tq
+from omegaconf import open_dict
 from tensordict import TensorDict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -206,6 +208,34 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         buffer = super()._build_replay_buffer()
         buffer.__class__ = _fail_fast_class(type(buffer))
         return buffer
+
+    @contextlib.contextmanager
+    def rows_scaled(self):
+        """verl counts the actor's mini-batch as ``ppo_mini_batch_size x rollout.n`` rows; the
+        duplicated layout trains ``arctl.rows_per_tree`` rows per tree, so inside the update (and the
+        batch-multiple it pads to) the mini-batch is scaled by it. The config keeps it in prompts,
+        which is what verl's validation checks against ``data.train_batch_size``."""
+        rows = int(self.config.arctl.get("rows_per_tree", 1))
+        actor = self.config.actor_rollout_ref.actor
+        mini = actor.ppo_mini_batch_size
+        if rows == 1:
+            yield
+            return
+        with open_dict(actor):
+            actor.ppo_mini_batch_size = mini * rows
+        try:
+            yield
+        finally:
+            with open_dict(actor):
+                actor.ppo_mini_batch_size = mini
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        with self.rows_scaled():
+            return super()._get_required_batch_multiple(dp_size)
+
+    def _update_actor(self, batch, metrics: dict):
+        with self.rows_scaled():
+            return super()._update_actor(batch, metrics)
 
     def on_init_end(self):
         # before the first update: every actor worker must train packed trees with the tree mask
