@@ -1,5 +1,8 @@
 """The warm-up: packed examples train exactly like padded ones; a stop during it caches nothing."""
 
+import copy
+import json
+
 import numpy as np
 import torch
 
@@ -75,7 +78,7 @@ def _micro_config(seed: int):
     from arctl.spec import resolve_experiment
 
     overrides = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1",
-                 "model.intermediate_size=64", "tiny.task.max_terms=6", "tiny.warmup.steps=6",
+                 "model.intermediate_size=64", "tiny.task.search.min_items=4", "tiny.task.search.max_items=8", "tiny.warmup.steps=6",
                  "tiny.warmup.batch_size=4", "tiny.warmup.max_rounds=1", "tiny.warmup.eval_problems=4",
                  f"tiny.warmup.seed={seed}"]
     return resolve_experiment("main-grpo", overrides=overrides)[0].config
@@ -102,12 +105,32 @@ def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_pa
         if text and text.startswith("warming up 3/"):
             assert read_phase(run_a) == "warming up 3/6"  # what refresh puts in the registry
 
-    warmup.warmup_model(config, run_a, lambda m, t: {64: 0.9}, on_phase=on_phase)
+    def measured(budgets, value=0.9):
+        calls = []
+        return calls, lambda m, t: (calls.append(list(budgets)), {int(b): value for b in budgets})[1]
+
+    calls_a, acc_a = measured(config["eval"]["budgets"])
+    warmup.warmup_model(config, run_a, acc_a, on_phase=on_phase)
     out = capsys.readouterr().out
     assert "tiny warm-up 6/6 loss" in out and "ETA" in out
     assert "warming up 3/6" in phases and phases[-1] is None and read_phase(run_a) is None
     assert warmup.warmup_dir(config).is_relative_to(tmp_path / "user-cache")
     run_b = tmp_path / "ws-b" / "runs" / "r2"  # another workspace
     run_b.mkdir(parents=True)
-    model, _tok, info = warmup.warmup_model(config, run_b, lambda m, t: {64: 0.9})
+    calls_b, acc_b = measured(config["eval"]["budgets"])
+    model, _tok, info = warmup.warmup_model(config, run_b, acc_b)
     assert trained == [1] and info["path"] == str(warmup.warmup_dir(config))
+    assert len(calls_a) == 1 and calls_b == []  # the cache's accuracy covers the run's eval budgets
+
+    # a run with other eval budgets and the same largest one shares the weights (the key) and gets
+    # its own budgets measured; the cached ones keep their values
+    other = copy.deepcopy(config)
+    top = max(config["eval"]["budgets"])
+    other["eval"]["budgets"] = [top - 1, top]
+    assert warmup.warmup_key(other) == warmup.warmup_key(config)
+    calls_c, acc_c = measured(other["eval"]["budgets"], value=0.5)
+    _m, _t, info_c = warmup.warmup_model(other, run_b, acc_c)
+    assert trained == [1] and len(calls_c) == 1
+    assert info_c["accuracy_per_budget"] == {str(top - 1): 0.5, str(top): 0.9}
+    assert json.loads((warmup.warmup_dir(config) / "warmup.json").read_text())["accuracy_per_budget"] == {
+        str(b): 0.9 for b in sorted(config["eval"]["budgets"])}  # the cache is not rewritten

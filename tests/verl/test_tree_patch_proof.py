@@ -109,15 +109,17 @@ def test_the_check_runs_inside_real_ray_actors(monkeypatch):
             self.worker_dict = {"actor_rollout": types.SimpleNamespace(actor=types.SimpleNamespace(engine=engine))}
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    # detached: owned by the (test's own, shut down below) cluster, not by the handle's reference count.
+    # Two clean-clone CI runs under load saw an actor 'cancelled before it started running' because
+    # 'all references to the actor were removed', with its handle still held in a variable
+    Detached = Worker.options(lifetime="detached")
     try:
-        # the handles live in a variable, and the actors have finished their constructors (each imports
-        # verl: seconds), before they are asked: one CI run under load saw the second actor of a list
-        # literal die 'because all references to the actor were removed' while it was still starting
-        workers = [Worker.remote("fsdp"), Worker.remote("fsdp")]
+        # the actors have finished their constructors (each imports verl: seconds) before they are asked
+        workers = [Detached.remote("fsdp"), Detached.remote("fsdp")]
         ray.get([w.__ray_ready__.remote() for w in workers], timeout=300)
         reports = prove_tree_patch(workers)
         assert len({r["pid"] for r in reports}) == 2 and all(r["ok"] for r in reports)
-        mixed = [Worker.remote("fsdp"), Worker.remote("megatron")]
+        mixed = [Detached.remote("fsdp"), Detached.remote("megatron")]
         ray.get([w.__ray_ready__.remote() for w in mixed], timeout=300)
         with pytest.raises(RuntimeError, match="1 of 2 actor workers"):
             prove_tree_patch(mixed)

@@ -29,7 +29,7 @@ from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
 from arctl.backends.tiny.model import additive_mask, build_model, model_config
-from arctl.backends.tiny.tasks import ToyTask, toy_task
+from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def warmup_key(config: dict) -> str:
     payload = {
         "version": CACHE_VERSION,
         "model": config["model"],
-        "task": tiny["task"],
+        "task": dict(zip(("name", "knobs"), task_section(tiny["task"]))),  # the selected task's knobs only
         "warmup": dict(tiny["warmup"]),  # threads too: the float sums (hence the weights) depend on them
         "max_budget": int(max(config["eval"]["budgets"])),
         "summary_max_tokens": int(config["summary"]["max_tokens"]),
@@ -257,8 +257,22 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
             "(cache %s); RL may not learn: raise tiny.warmup.steps",
             info["accuracy"], float(config["tiny"]["warmup"]["min_acc"]), target,
         )
+    info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
     info["path"] = str(target)
     return model, tok, info
+
+
+def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
+    """The warm-up's accuracy at this run's ``eval.budgets``. The cache key holds only the largest eval
+    budget (the weights do not depend on the others), so a cache trained by a run with other budgets
+    lacks some: ``measure() -> {budget: accuracy}`` measures them on this run's budgets (its own
+    generator: the same numbers in every run that asks), the cached values stay as they were."""
+    wanted = sorted({int(b) for b in config["eval"]["budgets"]})
+    have = {int(b): float(a) for b, a in (info.get("accuracy_per_budget") or {}).items()}
+    if not set(wanted) <= set(have):
+        fresh = {int(b): float(a) for b, a in measure().items()}
+        have.update({b: a for b, a in fresh.items() if b not in have})
+    return {str(b): have[b] for b in wanted}
 
 
 def weights_sha256(model_dir: Path) -> str:
