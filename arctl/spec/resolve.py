@@ -241,7 +241,7 @@ def resolve_arm(
                 raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
         groups.update(part)
     groups["scale"] = scale
-    if scale == "tiny" and "model" not in user.groups and "model" not in swept.groups:
+    if scale.startswith("tiny") and "model" not in user.groups and "model" not in swept.groups:  # tiny, tiny-running-sum
         groups["model"] = "tiny"
     for group, option in groups.items():
         if option not in group_options(group):

@@ -62,7 +62,7 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
     ctx = resolve_experiment("ctx-16k", scale="paper")
     assert {r.config["optim"]["loss_norm_len"] for r in ctx} == {18176}  # every arm, one constant
     tiny = resolve_experiment("ablation-vr", scale="tiny")
-    assert {r.config["optim"]["loss_norm_len"] for r in tiny} == {64}
+    assert {r.config["optim"]["loss_norm_len"] for r in tiny} == {192}
     own = resolve_experiment("main-ar-uniform", scale="paper", overrides=["optim.loss_norm_len=4096"])
     assert own[0].config["optim"]["loss_norm_len"] == 4096
 

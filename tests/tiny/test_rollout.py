@@ -9,6 +9,7 @@ from arctl.algo.prompts import InsertedTokens, summary_prompt
 from arctl.backends.tiny import rollout as ro
 from arctl.backends.tiny import task
 from arctl.backends.tiny.model import build_model, model_config
+from arctl.backends.tiny.tasks import toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words
 
 MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
@@ -121,9 +122,9 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
-    tok = build_tokenizer(task.vocabulary(int(config["tiny"]["task"]["max_terms"])))
+    tok = build_tokenizer(toy_task(config["tiny"]["task"]).vocabulary())
     model = build_model(model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
-    budgets = [16, 32, 48, 64]
+    budgets = list(config["thinking"]["budgets"])
     r = bench.eval_cost(model, tok, config, budgets, n_problems=6, repeats=1)
     assert r["branches"] <= 6 * len(budgets) and r["thinking_tokens"] > 6
     assert r["summary_tokens"] >= r["branches"] * (1 + 1)  # at least the inserted prompt and one token each

@@ -134,15 +134,19 @@ def test_partial_progress_a_cut_after_more_eliminations_scores_higher(size, lazy
 
 def test_the_task_is_chosen_by_name_with_its_knobs():
     knobs = dict(min_items=4, max_items=8, slip_prob=0.0, check_prob=0.0, filler_prob=0.0, lazy_summary_prob=0.0)
-    toy = toy_task({"name": "search", **knobs})
+    other = dict(min_terms=2, max_terms=6, filler_prob=0.3, summary_finish_steps=2, summary_continue_prob=0.5)
+    toy = toy_task({"name": "search", "search": knobs, "running_sum": other})
     rng = np.random.default_rng(0)
     (p,) = toy.make_problems(rng, 1)
     words = toy.reference_thinking(p, rng)
     assert toy.reference_summary(p, words, True, rng) == [S.answer_word(p.answer), "<eos>"]
     assert toy.verify([S.answer_word(p.answer)], p) == 1.0
+    assert toy_task({"name": "running_sum", "search": knobs, "running_sum": other}).name == "running_sum"
     with pytest.raises(ValueError, match="tiny.task.name='sudoku' is not a toy task"):
         toy_task({"name": "sudoku"})
-    with pytest.raises(ValueError, match="tiny.task.max_terms is not a knob of the 'search' task"):
-        toy_task({"name": "search", **knobs, "max_terms": 3})
-    with pytest.raises(ValueError, match="needs tiny.task.slip_prob"):
-        toy_task({"name": "search", **{k: v for k, v in knobs.items() if k != "slip_prob"}})
+    with pytest.raises(ValueError, match="tiny.task.search.max_terms is not a knob of the 'search' task"):
+        toy_task({"name": "search", "search": {**knobs, "max_terms": 3}})
+    with pytest.raises(ValueError, match="needs tiny.task.search.slip_prob"):
+        toy_task({"name": "search", "search": {k: v for k, v in knobs.items() if k != "slip_prob"}})
+    with pytest.raises(ValueError, match="tiny.task.min_items is neither"):
+        toy_task({"name": "search", "min_items": 3, "search": knobs})

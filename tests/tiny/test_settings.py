@@ -12,7 +12,8 @@ def test_every_key_is_read_once_and_typed():
     assert run.lr == cfg["optim"]["lr"] and isinstance(run.lr, float)
     assert run.betas == tuple(cfg["optim"]["betas"]) and run.total_steps == cfg["trainer"]["total_steps"]
     assert run.eval_grid == tuple(cfg["eval"]["grid"]) and run.eval_budgets == tuple(cfg["eval"]["budgets"])
-    assert (run.task.name, run.task.min_terms, run.task.max_terms) == (cfg["tiny"]["task"]["name"], cfg["tiny"]["task"]["min_terms"], cfg["tiny"]["task"]["max_terms"])
+    knobs = cfg["tiny"]["task"][cfg["tiny"]["task"]["name"]]
+    assert (run.task.name, run.task.min_items, run.task.max_items) == ("search", knobs["min_items"], knobs["max_items"])
     assert run.update_micro_batch == cfg["tiny"]["update_micro_batch"] and run.eval_num_problems == 1024
 
 

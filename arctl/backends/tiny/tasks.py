@@ -1,5 +1,5 @@
-"""The toy tasks of the tiny backend, chosen by ``tiny.task.name``; each task's knobs are the other
-keys of ``tiny.task``.
+"""The toy tasks of the tiny backend, chosen by ``tiny.task.name``; each task's knobs are under
+``tiny.task.<name>``.
 
 - ``search`` (default, :mod:`arctl.backends.tiny.search`): find the one item that passes a two-step
   test, eliminating the others; partial progress at every test, slips that checks can catch, filler,
@@ -44,7 +44,7 @@ class ToyTask(Protocol):
 
 def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
     if key not in section:
-        raise ValueError(f"tiny task {name!r} needs tiny.task.{key} (arctl/conf/scale/tiny.yaml)")
+        raise ValueError(f"tiny task {name!r} needs tiny.task.{name}.{key} (arctl/conf/scale/tiny.yaml)")
     return section[key]
 
 
@@ -113,16 +113,30 @@ class RunningSumTask:
 TASKS: dict[str, type] = {SearchTask.name: SearchTask, RunningSumTask.name: RunningSumTask}
 
 
-def toy_task(section: Mapping[str, Any]) -> ToyTask:
-    """The task of a ``tiny.task`` section (``name`` selects it; the other keys are its knobs)."""
+def task_section(section: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    """(name, knobs) of a ``tiny.task`` section: ``name`` selects the task, ``tiny.task.<name>`` holds
+    its knobs (every task's knobs may be present; only the selected task's count)."""
     name = str(section.get("name") or DEFAULT)
     if name not in TASKS:
         raise ValueError(f"tiny.task.name={name!r} is not a toy task; use one of {', '.join(sorted(TASKS))}")
-    cls = TASKS[name]
-    unknown = sorted(set(section) - set(cls.KNOBS) - {"name"})
+    unknown = sorted(set(section) - set(TASKS) - {"name"})
     if unknown:
-        raise ValueError(f"tiny.task.{unknown[0]} is not a knob of the {name!r} task (its knobs: {', '.join(cls.KNOBS)})")
-    return cls(section)
+        raise ValueError(f"tiny.task.{unknown[0]} is neither tiny.task.name nor a task's knobs "
+                         f"(tiny.task.<{'|'.join(sorted(TASKS))}>.<knob>)")
+    knobs = section.get(name) or {}
+    if not isinstance(knobs, Mapping):
+        raise ValueError(f"tiny.task.{name} must hold the {name!r} task's knobs")
+    bad = sorted(set(knobs) - set(TASKS[name].KNOBS))
+    if bad:
+        raise ValueError(f"tiny.task.{name}.{bad[0]} is not a knob of the {name!r} task "
+                         f"(its knobs: {', '.join(TASKS[name].KNOBS)})")
+    return name, knobs
+
+
+def toy_task(section: Mapping[str, Any]) -> ToyTask:
+    """The task a ``tiny.task`` section selects, with its knobs (:func:`task_section`)."""
+    name, knobs = task_section(section)
+    return TASKS[name](knobs)
 
 
 def target_word(target: int, choices) -> str:
