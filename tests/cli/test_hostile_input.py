@@ -158,6 +158,16 @@ def _old_schema(ws):
         conn.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, experiment TEXT, arm TEXT)")
 
 
+def _schema_not_utf8(ws):
+    """Found by the 5,000-example fuzz run: two bytes over the schema text, SQLite's error message
+    quotes them and Python's decoding of the message raised UnicodeDecodeError (a traceback)."""
+    path = ws / "registry.sqlite"
+    data = bytearray(path.read_bytes())
+    at = int(len(data) * 0.125)
+    data[at:at + 2] = b'"\x80'
+    path.write_bytes(bytes(data))
+
+
 def _edit(ws, sql: str) -> None:
     conn = sqlite3.connect(ws / "registry.sqlite")
     with conn:
@@ -173,13 +183,18 @@ def _shell_job_id(ws):
     _edit(ws, "UPDATE runs SET job_id='--user=root'")
 
 
+def _value_not_utf8(ws):
+    _edit(ws, "UPDATE runs SET state=CAST(X'80FF' AS TEXT)")
+
+
 def _path_run_id(ws):
     _edit(ws, "UPDATE runs SET run_id='../../../../elsewhere/x' WHERE arm='a'")
 
 
-FILE_DAMAGE = {"truncated": _truncate, "not sqlite": _garbage, "old schema": _old_schema}
+FILE_DAMAGE = {"truncated": _truncate, "not sqlite": _garbage, "old schema": _old_schema,
+               "schema not utf-8": _schema_not_utf8}
 ROW_DAMAGE = {"text metric": _text_metric, "job id that is an option": _shell_job_id,
-              "run id that is a path": _path_run_id}
+              "run id that is a path": _path_run_id, "value not utf-8": _value_not_utf8}
 DAMAGE = {**FILE_DAMAGE, **ROW_DAMAGE}
 READ_ROWS = [["status"], ["status", "--no-refresh"], ["status", "lt"], ["cancel", "lt"], ["resume", "lt"]]
 COMMANDS = [*READ_ROWS, ["logs", "lt_b"], ["run", "lt", "--executor", "slurm"], ["sweep", "priors", "--executor", "slurm"]]
