@@ -80,8 +80,10 @@ def test_r1_7b_and_ctx_16k_scale_overrides():
     assert ctx["thinking"]["budgets"] == list(range(2000, 16001, 2000))
     assert ctx["rollout"]["n"] == 16 and ctx["trainer"]["total_epochs"] == 3
     assert _arm("ctx-16k", "grpo")["thinking"]["budgets"] == [16000]
-    tiny = _arm("ctx-16k", "ar-uniform", scale="tiny")
-    assert tiny["thinking"]["budgets"] == list(range(8, 65, 8))
+    tiny = _arm("ctx-16k", "ar-uniform", scale="tiny")  # b_m x 2, as 8k -> 16k, and its loss constant
+    assert tiny["thinking"]["budgets"] == list(range(48, 385, 48)) and tiny["optim"]["loss_norm_len"] == 384
+    first = _arm("ctx-16k", "ar-uniform", scale="tiny-running-sum")  # the first toy keeps its budgets
+    assert first["thinking"]["budgets"] == list(range(8, 65, 8)) and first["tiny"]["task"]["name"] == "running_sum"
 
 
 def test_override_grammar():
