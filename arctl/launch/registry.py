@@ -91,8 +91,9 @@ def repair_hint(path: Path) -> str:
     return f"`arctl repair --workdir {path.parent}` rebuilds it from the run folders (the old file is kept beside it)"
 
 
-# what reading a damaged registry raises: SQLite's errors, and the UnicodeDecodeError of an error
-# message that quotes damaged schema text (Python decodes SQLite's messages as UTF-8)
+# what reading a damaged registry raises: SQLite's errors (a value that is not UTF-8 is one:
+# OperationalError "Could not decode to UTF-8"), and the UnicodeDecodeError of an error message that
+# quotes damaged schema text (Python decodes SQLite's messages as UTF-8)
 DAMAGE = (sqlite3.Error, UnicodeDecodeError)
 
 
@@ -116,15 +117,6 @@ def _sqlite_problem(path: Path, err: Exception) -> RegistryError:
         return RegistryError(f"{path}: {msg}: another arctl holds it for longer than a minute; run the command again",
                              "locked")
     return RegistryError(f"{path} is damaged ({msg}): {repair_hint(path)}")
-
-
-def _utf8(raw: bytes) -> str:
-    """The registry's text factory: text that is not UTF-8 is damage (an sqlite3.Error, which every
-    caller turns into one RegistryError line), never a UnicodeDecodeError traceback."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise sqlite3.DataError(f"text that is not UTF-8 ({err.reason} at byte {err.start})") from None
 
 
 def _guarded(method):
@@ -258,12 +250,12 @@ class Registry:
         if self.readonly:  # immutable: no lock, no -wal/-shm files (the folder cannot take them)
             self._conn = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None,
                                          check_same_thread=False)
-            self._conn.row_factory, self._conn.text_factory = sqlite3.Row, _utf8
+            self._conn.row_factory = sqlite3.Row
             self._conn.execute("SELECT count(*) FROM runs").fetchone()  # a damaged file fails here
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._conn.row_factory, self._conn.text_factory = sqlite3.Row, _utf8
+        self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=60000")
         self._check_schema()  # before anything is written: a damaged or foreign file stays as it was
         mode = self._journal_mode_wal()
