@@ -11,8 +11,8 @@ training shape (``summary.group_size`` summaries at every budget) and prints:
    (search: candidates left; running_sum: steps left), beside the reference summary's exact
    expectation, and the accuracy at every budget against chance;
 2. **a summary skill at every cut** (search): how often a summary after an unfinished search answers
-   the first item not yet tested (the reference does with probability 1 - lazy_summary_prob), and
-   answers an item the thinking already ruled out;
+   the first item not yet tested (the sequential reference does with probability 1 - lazy_summary_prob)
+   or any item not yet tested (beside the reference's exact rate), and an item already ruled out;
 3. **useful verification vs waste**: accuracy at the largest budget when the thinking may not
    re-check (``chk`` banned) or may not waste (``hmm`` banned), same problems and random stream;
 4. **an earlier budget predicts a later one**: corr(V1, R) and the normalised variances per budget
@@ -98,11 +98,14 @@ def _progress_rows(run, problems, out, tok):
             rows.append(dict(left=p.size - len(state.tested), done=state.found is not None or b.finished,
                              rewards=list(b.rewards), size=p.size,
                              first_untested=sum(x == (untested[0] if untested else None) for x in picks),
+                             untested=sum(x in untested for x in picks),
+                             reference_untested=len(picks) * ((1 - run.task.lazy_prob) * bool(untested)
+                                                              + run.task.lazy_prob * len(untested) / p.size),
                              ruled_out=sum(x in state.tested and x != state.found for x in picks), n=len(picks)))
         else:
             done = len(p.digits) if b.finished else running_sum.steps_done(p, words)
             rows.append(dict(left=len(p.digits) - done, done=b.finished, rewards=list(b.rewards), size=10,
-                             first_untested=0, ruled_out=0, n=len(b.rewards)))
+                             first_untested=0, untested=0, reference_untested=0, ruled_out=0, n=len(b.rewards)))
     return rows
 
 
@@ -185,6 +188,9 @@ def probe(overrides: list[str], n_problems: int, samples: int) -> dict:
     summary_skill = {
         "first_untested": sum(r["first_untested"] for r in open_rows) / max(1, sum(r["n"] for r in open_rows)),
         "ruled_out": sum(r["ruled_out"] for r in open_rows) / max(1, sum(r["n"] for r in open_rows)),
+        # any item not yet tested (the random order's reference picks a uniform one)
+        "untested": sum(r["untested"] for r in open_rows) / max(1, sum(r["n"] for r in open_rows)),
+        "reference_untested": sum(r["reference_untested"] for r in open_rows) / max(1, sum(r["n"] for r in open_rows)),
         "reference_first_untested": (1 - lazy) + lazy / np.mean([r["size"] for r in open_rows]) if open_rows else None,
         "found_or_finished_accuracy": float(np.mean([np.mean(r["rewards"]) for r in rows if r["done"]] or [float("nan")])),
     }

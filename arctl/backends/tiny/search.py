@@ -147,16 +147,25 @@ def computation_words(problem: Problem, i: int, rng: np.random.Generator, slip_p
     return [times_word(d, problem.k), str(p), plus_word(p, problem.c), str(q), YES if q == problem.t else NO]
 
 
+ORDERS = ("sequential", "random")
+
+
 def thinking_words(problem: Problem, rng: np.random.Generator, slip_prob: float, check_prob: float,
-                   filler_prob: float) -> list[str]:
-    """A reference thinking ending in ``</think>``: items tested in order until a verdict (the check's,
-    when one follows) is ``yes``."""
+                   filler_prob: float, *, check_yes_prob: float, check_slip_prob: float,
+                   order: str) -> list[str]:
+    """A reference thinking ending in ``</think>``: items tested in ``order`` (``sequential``: as
+    listed; ``random``: a uniform permutation drawn first) until a verdict (the check's, when one
+    follows) is ``yes``. A ``no`` is re-checked with ``check_prob``, a ``yes`` with
+    ``check_yes_prob`` (one draw either way); a check's results slip with ``check_slip_prob``."""
+    if order not in ORDERS:
+        raise ValueError(f"search order must be one of {', '.join(ORDERS)}, got {order!r}")
+    items = range(problem.size) if order == "sequential" else [int(i) for i in rng.permutation(problem.size)]
     words: list[str] = []
-    for i in range(problem.size):
+    for i in items:
         test = computation_words(problem, i, rng, slip_prob)
         words += [LABELS[i], str(problem.digits[i]), *test]
-        if rng.random() < check_prob:
-            test = computation_words(problem, i, rng, slip_prob)
+        if rng.random() < (check_yes_prob if test[-1] == YES else check_prob):
+            test = computation_words(problem, i, rng, check_slip_prob)
             words += [CHECK, *test]
         if rng.random() < filler_prob:
             words.append(FILLER)
@@ -196,15 +205,20 @@ def read_state(problem: Problem, thinking: list[str]) -> State:
     return State(tuple(tested), found, finished)
 
 
-def summary_words(problem: Problem, state: State, rng: np.random.Generator, lazy_prob: float) -> list[str]:
-    """The reference summary: the found item; else the first item not yet tested, or with
-    ``lazy_prob`` (and when every item was tested) a uniform guess among all items."""
+def summary_words(problem: Problem, state: State, rng: np.random.Generator, lazy_prob: float,
+                  order: str) -> list[str]:
+    """The reference summary: the found item; else an item not yet tested (``sequential`` order: the
+    first one; ``random``: a uniform one), or with ``lazy_prob`` (and when every item was tested) a
+    uniform guess among all items."""
     labels = LABELS[: problem.size]
     if state.found is not None:
         pick = state.found
     else:
         untested = [lab for lab in labels if lab not in state.tested]
-        pick = untested[0] if untested and rng.random() >= lazy_prob else labels[int(rng.integers(0, len(labels)))]
+        if untested and rng.random() >= lazy_prob:
+            pick = untested[0] if order == "sequential" else untested[int(rng.integers(0, len(untested)))]
+        else:
+            pick = labels[int(rng.integers(0, len(labels)))]
     return [answer_word(pick), EOS]
 
 

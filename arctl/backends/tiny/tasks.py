@@ -20,6 +20,7 @@ import numpy as np
 
 from arctl.backends.tiny import search
 from arctl.backends.tiny import task as running_sum
+from arctl.config.ranges import PROB, I, Range
 
 DEFAULT = "search"
 
@@ -50,13 +51,22 @@ def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
 
 class SearchTask:
     name = "search"
-    KNOBS = ("min_items", "max_items", "slip_prob", "check_prob", "filler_prob", "lazy_summary_prob")
+    # every knob, with its range when numeric (``order`` is a choice, checked here): the validation of
+    # tiny.task.search.<knob> is derived from this table (arctl/spec/limits.py)
+    KNOBS: dict[str, Range | None] = {
+        "min_items": I(2, search.MAX_ITEMS), "max_items": I(2, search.MAX_ITEMS), "order": None,
+        "slip_prob": PROB, "check_prob": PROB, "check_yes_prob": PROB, "check_slip_prob": PROB,
+        "filler_prob": PROB, "lazy_summary_prob": PROB}
 
     def __init__(self, section: Mapping[str, Any]):
         g = lambda k: _knob(section, k, self.name)  # noqa: E731
         self.min_items, self.max_items = int(g("min_items")), int(g("max_items"))
         self.slip_prob, self.check_prob = float(g("slip_prob")), float(g("check_prob"))
         self.filler_prob, self.lazy_prob = float(g("filler_prob")), float(g("lazy_summary_prob"))
+        self.check_yes_prob, self.check_slip_prob = float(g("check_yes_prob")), float(g("check_slip_prob"))
+        self.order = str(g("order"))
+        if self.order not in search.ORDERS:
+            raise ValueError(f"tiny.task.search.order={self.order!r}: use one of {', '.join(search.ORDERS)}")
         search.make_problems(np.random.default_rng(0), 0, self.min_items, self.max_items)  # checks the range
 
     def vocabulary(self) -> list[str]:
@@ -69,10 +79,13 @@ class SearchTask:
         return search.prompt_words(problem, target_word)
 
     def reference_thinking(self, problem, rng):
-        return search.thinking_words(problem, rng, self.slip_prob, self.check_prob, self.filler_prob)
+        return search.thinking_words(problem, rng, self.slip_prob, self.check_prob, self.filler_prob,
+                                     check_yes_prob=self.check_yes_prob, check_slip_prob=self.check_slip_prob,
+                                     order=self.order)
 
     def reference_summary(self, problem, thinking, finished, rng):
-        return search.summary_words(problem, search.read_state(problem, thinking), rng, self.lazy_prob)
+        return search.summary_words(problem, search.read_state(problem, thinking), rng, self.lazy_prob,
+                                   self.order)
 
     def verify(self, summary, problem):
         return search.verify(summary, problem)
@@ -80,7 +93,9 @@ class SearchTask:
 
 class RunningSumTask:
     name = "running_sum"
-    KNOBS = ("min_terms", "max_terms", "filler_prob", "summary_finish_steps", "summary_continue_prob")
+    KNOBS: dict[str, Range | None] = {
+        "min_terms": I(1, 1000), "max_terms": I(1, 1000), "filler_prob": PROB,
+        "summary_finish_steps": I(0, 1000), "summary_continue_prob": PROB}
 
     def __init__(self, section: Mapping[str, Any]):
         g = lambda k: _knob(section, k, self.name)  # noqa: E731
@@ -111,6 +126,12 @@ class RunningSumTask:
 
 
 TASKS: dict[str, type] = {SearchTask.name: SearchTask, RunningSumTask.name: RunningSumTask}
+
+
+def knob_ranges() -> dict[str, Range]:
+    """``tiny.task.<name>.<knob>`` -> its range, for every numeric knob of every task."""
+    return {f"tiny.task.{name}.{knob}": r for name, cls in TASKS.items() for knob, r in cls.KNOBS.items()
+            if r is not None}
 
 
 def task_section(section: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
