@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from arctl.config.ranges import Range
+
 ENTRY_POINT_GROUP = "arctl.backends"
 # The built-in backends, also when the package metadata is stale (an editable install before
 # `pip install -e .` was re-run); entry points of other packages add to these.
@@ -59,6 +61,10 @@ class Backend(Protocol):
 
     def datasets(self) -> tuple[str, ...]:
         """Names ``arctl data prepare`` accepts for this backend."""
+
+    def config_ranges(self) -> dict[str, Range]:
+        """dotted key -> :class:`~arctl.config.ranges.Range` of the numeric keys under the backend's
+        own config section (``tiny.*``): validation checks them like the schema's typed keys."""
 
 
 def available_backends() -> dict[str, str]:
@@ -115,6 +121,9 @@ class BackendDefaults:
 
     def datasets(self):
         return ()
+
+    def config_ranges(self):
+        return {}
 
 
 class FunctionBackend(BackendDefaults):

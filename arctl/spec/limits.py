@@ -4,7 +4,8 @@ Validation (:mod:`arctl.spec.validate`) checks each numeric value of a resolved 
 :data:`RANGES` (lists: every element against :data:`LIST_RANGES`); a numeric key without a range is
 refused, so a new key cannot slip in unchecked (``tests/spec`` walks every experiment's configs).
 The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
-open sections' (``scale``, ``tiny``: set by a group option) here.
+open sections' here (``scale``: set by a group option), and a backend's section (``tiny``) by the
+backend (``Backend.config_ranges``).
 Keys that users add under the open sections (``+tiny.x=...``, ``+verl.x=...``) only need to be
 finite and of a sane size (:data:`OPEN_RANGE`).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
+from arctl.backends.base import available_backends, get_backend
+from arctl.config.ranges import CORES, TOKENS, F, I, Range
 from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
 
 OPEN_SECTION_RANGES: dict[str, Range] = {
@@ -22,30 +24,22 @@ OPEN_SECTION_RANGES: dict[str, Range] = {
     "scale.preempt_warning_s": I(1, 65535),
     "scale.rollout_n": I(1, 1024),
     "scale.summary_max_tokens": I(1, 10**5),
-    # tiny backend
-    "tiny.threads": CORES,
-    "tiny.keep_checkpoints": I(1, 1000),
-    "tiny.max_rows": COUNT,
-    "tiny.update_micro_batch": I(1, 10**6),
-    "tiny.diag_problems": I(0, 10**6),
-    "tiny.eval_seed": I(0, SEED_MAX),
-    "tiny.task.min_terms": I(1, 1000),
-    "tiny.task.max_terms": I(1, 1000),
-    "tiny.task.filler_prob": PROB,
-    "tiny.task.summary_finish_steps": I(0, 1000),
-    "tiny.task.summary_continue_prob": PROB,
-    "tiny.warmup.steps": COUNT,
-    "tiny.warmup.batch_size": I(1, 10**6),
-    "tiny.warmup.lr": F(0, 10, lo_open=True),
-    "tiny.warmup.min_lr_ratio": PROB,
-    "tiny.warmup.truncate_prob": PROB,
-    "tiny.warmup.min_acc": PROB,
-    "tiny.warmup.max_rounds": I(0, 100),
-    "tiny.warmup.eval_problems": I(1, 10**6),
-    "tiny.warmup.seed": I(0, SEED_MAX),
-    "tiny.warmup.threads": I(0, 4096),
 }
-RANGES: dict[str, Range] = {**field_ranges(), **OPEN_SECTION_RANGES}
+
+
+def backend_ranges() -> dict[str, Range]:
+    """The ranges every registered backend declares for its own section (``Backend.config_ranges``)."""
+    out: dict[str, Range] = {}
+    for name in sorted(available_backends()):
+        try:
+            ranges = getattr(get_backend(name), "config_ranges", dict)()
+        except Exception:  # noqa: BLE001 - a broken third-party backend is reported when selected
+            continue
+        out.update(ranges or {})
+    return out
+
+
+RANGES: dict[str, Range] = {**field_ranges(), **OPEN_SECTION_RANGES, **backend_ranges()}
 LIST_RANGES: dict[str, Range] = {**field_item_ranges(), "scale.budgets": TOKENS}
 NULLABLE_LISTS = nullable_lists()
 """null: eval budgets derived from the thinking budgets (spec.resolve._finalize); L1 targets sampled."""

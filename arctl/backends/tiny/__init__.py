@@ -15,7 +15,19 @@ class TinyBackend(BackendDefaults):
 
     name = "tiny"
 
+    def config_ranges(self):
+        from arctl.backends.tiny.settings import RANGES
+
+        return RANGES
+
     def config_problem(self, config):
+        from arctl.backends.tiny.settings import NEEDS_VALUE
+
+        for key, hint in NEEDS_VALUE.items():
+            section, _, leaf = key.partition(".")
+            if (config.get(section) or {}).get(leaf) is None:
+                return (f"{key} is null, which means 'a dataset's size' to verl; the tiny task is generated "
+                        "and needs a number", key, hint)
         control = config.get("budget_control") or {}
         if control.get("method") == "l1":
             targets = control.get("l1_targets") or []

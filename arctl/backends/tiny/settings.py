@@ -15,7 +15,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from arctl.backends.tiny.tasks import toy_task
+from arctl.backends.tiny.tasks import knob_ranges, toy_task
+from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, F, I, Range
+
+# The range of every numeric key of the tiny section (arctl/conf/scale/tiny.yaml); validation derives
+# its checks from this table (the backend's ``config_ranges``).
+RANGES: dict[str, Range] = {
+    "tiny.threads": CORES,
+    "tiny.keep_checkpoints": I(1, 1000),
+    "tiny.max_rows": COUNT,
+    "tiny.update_micro_batch": I(1, 10**6),
+    "tiny.diag_problems": I(0, 10**6),
+    "tiny.eval_seed": I(0, SEED_MAX),
+    **knob_ranges(),  # tiny.task.<name>.<knob>: each toy task declares its knobs' ranges
+    "tiny.warmup.steps": COUNT,
+    "tiny.warmup.batch_size": I(1, 10**6),
+    "tiny.warmup.lr": F(0, 10, lo_open=True),
+    "tiny.warmup.min_lr_ratio": PROB,
+    "tiny.warmup.truncate_prob": PROB,
+    "tiny.warmup.min_acc": PROB,
+    "tiny.warmup.max_rounds": I(0, 100),
+    "tiny.warmup.eval_problems": I(1, 10**6),
+    "tiny.warmup.seed": I(0, SEED_MAX),
+    "tiny.warmup.threads": I(0, 4096),
+}
+# keys the schema lets be null (a dataset's size decides them) that the generated toy task needs
+NEEDS_VALUE = {"trainer.total_steps": "e.g. trainer.total_steps=100",
+               "eval.num_problems": "e.g. eval.num_problems=1024 (held-out problems are generated)"}
 
 
 def _get(config: Mapping[str, Any], dotted: str) -> Any:
@@ -54,8 +80,8 @@ class TinyRun:
     train_batch_size: int  # data.train_batch_size
     ppo_mini_batch_size: int  # data.ppo_mini_batch_size
     total_steps: int  # trainer.total_steps
-    test_freq: int  # trainer.test_freq (0: no evaluation during training)
-    save_freq: int  # trainer.save_freq (0: checkpoint at the end only)
+    test_freq: int  # trainer.test_freq (evaluate every test_freq steps, and at step 0)
+    save_freq: int  # trainer.save_freq (checkpoint every save_freq steps, and at the end)
     deterministic: bool  # trainer.deterministic
     # sampling (rollout.*, summary.*)
     rollout_n: int  # rollout.n (G)
@@ -68,7 +94,7 @@ class TinyRun:
     eval_grid: tuple[int, ...]  # eval.grid (empty: none)
     eval_n_samples: int  # eval.n_samples
     eval_temperature: float  # eval.temperature
-    eval_num_problems: int  # eval.num_problems (null: 1024 held-out problems)
+    eval_num_problems: int  # eval.num_problems (held-out problems generated for the evaluation)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> TinyRun:
@@ -82,15 +108,15 @@ class TinyRun:
             warmup_eval_problems=int(g("tiny.warmup.eval_problems")),
             lr=float(g("optim.lr")), betas=tuple(float(b) for b in g("optim.betas")),
             weight_decay=float(g("optim.weight_decay")), grad_clip=float(g("optim.grad_clip")),
-            ppo_epochs=int(g("optim.ppo_epochs")), lr_warmup_steps=int(g("optim.warmup_steps") or 0),
+            ppo_epochs=int(g("optim.ppo_epochs")), lr_warmup_steps=int(g("optim.warmup_steps")),
             train_batch_size=int(g("data.train_batch_size")), ppo_mini_batch_size=int(g("data.ppo_mini_batch_size")),
-            total_steps=int(g("trainer.total_steps") or 0), test_freq=int(g("trainer.test_freq") or 0),
-            save_freq=int(g("trainer.save_freq") or 0), deterministic=bool(config["trainer"].get("deterministic")),
+            total_steps=int(g("trainer.total_steps")), test_freq=int(g("trainer.test_freq")),
+            save_freq=int(g("trainer.save_freq")), deterministic=bool(config["trainer"].get("deterministic")),
             rollout_n=int(g("rollout.n")), temperature=float(g("rollout.temperature")),
             group_size=int(g("summary.group_size")), summary_max_tokens=int(g("summary.max_tokens")),
             lam=float(g("thinking.lam")),
             eval_budgets=tuple(int(b) for b in g("eval.budgets")),
             eval_grid=tuple(int(b) for b in (config["eval"].get("grid") or ())),
             eval_n_samples=int(g("eval.n_samples")), eval_temperature=float(g("eval.temperature")),
-            eval_num_problems=int(g("eval.num_problems") or 1024),
+            eval_num_problems=int(g("eval.num_problems")),
         )

@@ -1,0 +1,53 @@
+"""A backend declares the ranges of its own config section (``Backend.config_ranges``), and
+validation derives its checks from them: every numeric key of the tiny section has a range there
+(the stale ``tiny.task.<knob>`` ranges of before the tasks had names checked nothing), and a value
+outside it is one error naming the key, before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from arctl.backends.base import BackendDefaults, get_backend
+from arctl.spec import SpecError, resolve_experiment
+from arctl.spec.limits import RANGES, backend_ranges
+
+
+def _numeric_leaves(node, prefix):
+    for k, v in node.items():
+        if isinstance(v, dict):
+            yield from _numeric_leaves(v, f"{prefix}{k}.")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield prefix + k, v
+
+
+TINY = resolve_experiment("main-ar-uniform", scale="tiny", seeds=[0])[0].config
+TINY_KEYS = dict(_numeric_leaves(TINY["tiny"], "tiny."))
+
+
+def test_every_numeric_key_of_the_tiny_section_has_the_backends_range():
+    ranges = get_backend("tiny").config_ranges()
+    assert TINY_KEYS and set(TINY_KEYS) <= set(ranges)  # every knob of every task, warm-up, engine
+    assert all(k.startswith("tiny.") for k in ranges)  # a backend declares only its own section
+    assert all(RANGES[k] == r for k, r in ranges.items())
+    assert all(r.contains(TINY_KEYS[k]) for k, r in ranges.items() if k in TINY_KEYS)  # defaults in range
+    assert BackendDefaults().config_ranges() == {} and set(backend_ranges()) >= set(ranges)
+
+
+def _outside(r):
+    return r.hi + 1 if r.hi < 1e9 else r.lo - 1
+
+
+@pytest.mark.parametrize("key", sorted(TINY_KEYS))
+def test_a_tiny_value_out_of_its_range_is_one_error_naming_the_key(key):
+    r = get_backend("tiny").config_ranges()[key]
+    bad = _outside(r)
+    with pytest.raises(SpecError) as err:
+        resolve_experiment("main-ar-uniform", [f"{key}={int(bad) if r.integer else bad}"], scale="tiny", seeds=[0])
+    text = str(err.value)
+    assert key in text and "\n" not in text
+
+
+@pytest.mark.parametrize("key", ["trainer.total_steps", "eval.num_problems"])
+def test_the_tiny_backend_needs_a_number_where_verl_takes_a_datasets_size(key):
+    with pytest.raises(SpecError, match=f"{key} is null.*needs a number"):
+        resolve_experiment("main-ar-uniform", [f"{key}=null"], scale="tiny", seeds=[0])
