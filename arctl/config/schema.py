@@ -321,11 +321,16 @@ def field_choices() -> dict[str, tuple[str, ...]]:
     return {key: f.metadata["choices"] for key, f in _walk(RunConfig) if "choices" in f.metadata}
 
 
+def bool_fields() -> tuple[str, ...]:
+    """The keys typed ``bool`` (a config edited on disk may hold anything there)."""
+    return tuple(key for key, f in _walk(RunConfig) if f.type in (bool, "bool"))
+
+
 def nullable_lists() -> tuple[str, ...]:
     """The list keys that may be null (a derived or sampled value)."""
     return tuple(key for key, f in _walk(RunConfig) if "items" in f.metadata and f.default is None)
 
 
 __all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "TREE_LAYOUTS", "WANDB_MODES", "RunConfig", "VerlConfig",
-           "algo_setting", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
+           "algo_setting", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
            "register", "setting"]

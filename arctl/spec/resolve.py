@@ -15,14 +15,13 @@ from arctl.algo import settings as algo_settings
 from arctl.config import schema
 from arctl.spec.errors import SpecError, closest, did_you_mean
 from arctl.spec.experiment import Experiment, load_experiment
-from arctl.spec.limits import range_problem
 from arctl.spec.overrides import GROUPS, split_overrides
 from arctl.spec.paths import CONF_DIR, group_options
 from arctl.spec.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.spec.resolvers import register as register_resolvers
 from arctl.spec.run import ResolvedRun  # noqa: F401 - re-exported (arctl.spec.ResolvedRun)
 from arctl.spec.sweep import load_sweep
-from arctl.spec.validate import validate_config
+from arctl.spec.validate import check_ranges, validate_config
 
 DEFAULT_SCALE = "tiny"
 
@@ -250,14 +249,15 @@ def resolve_arm(
     overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
     cfg = compose_config(overrides)
-    found = range_problem(cfg)  # before the derived values are computed from them (eval.grid_size, ...)
-    if found:
-        raise SpecError(found[1], f"{experiment.name}/{arm}: {found[0]}", f"override it, e.g. {found[0]}=...")
+    try:
+        check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
+    except SpecError as err:
+        raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}", err.hint) from None
     cfg = _finalize(cfg)
     if sweep:
         cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
     try:
-        validate_config(cfg)
+        validate_config(cfg, ranges_checked=True)
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
     return ResolvedRun(

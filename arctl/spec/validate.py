@@ -11,11 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.backends.base import available_backends, get_backend
-from arctl.config.schema import field_choices
+from arctl.config.schema import bool_fields, field_choices
 from arctl.spec.errors import SpecError, did_you_mean
 from arctl.spec.limits import range_problem
 
 CHOICES = field_choices()  # every string key with a fixed choice list, from the schema
+BOOLS = bool_fields()  # every key typed bool in the schema
 PROB_TOL = 1e-6
 
 
@@ -119,66 +120,63 @@ def validate_resolved(cfg: dict) -> None:
     found = range_problem(cfg) or leftover_problem(cfg)
     if found:
         raise SpecError(found[1], found[0])
-    validate_config(cfg)
+    validate_config(cfg, ranges_checked=True)
 
 
-def validate_config(cfg: dict) -> None:
-    """Raise SpecError on the first problem in a resolved run config."""
+def check_ranges(cfg: dict) -> None:
+    """Every numeric value against its declared range (the schema's fields, the open sections', the
+    backend's section): :func:`arctl.spec.limits.range_problem` as one SpecError."""
+    found = range_problem(cfg)
+    if found:
+        key, problem = found
+        raise SpecError(problem, key, f"override it, e.g. {key}=...")
+
+
+def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
+    """Raise SpecError on the first problem in a resolved run config: the ranges (unless the caller
+    checked them: ``ranges_checked``, once per command), then the rules across keys and the values
+    derived from others, then the backend's own problems (``Backend.config_problem``)."""
+    if not ranges_checked:
+        check_ranges(cfg)
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
     for key in CHOICES:  # every string key with a choice list in the schema, each checked once
         _choice(cfg, key)
+    _choice(cfg, "backend", tuple(available_backends()))
+    for key in BOOLS:
+        _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
     for section in ("thinking", "summary"):
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
-    baseline = _get(cfg, "thinking.baseline")
-    _check(cfg, "thinking.lam", lambda v: _is_num(v) and 0 < v <= 1, "a number in (0, 1]")
-    _check(cfg, "thinking.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
-    decoupled = _check(cfg, "summary.decoupled", lambda v: isinstance(v, bool), "true or false")
-    group_size = _check(cfg, "summary.group_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "summary.max_tokens", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "reward.alpha", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+    baseline, n = _get(cfg, "thinking.baseline"), _get(cfg, "rollout.n")
     check_budget_control(cfg, budgets)
-    n = _check(cfg, "rollout.n", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     if baseline in ("v2", "brpo") and n < 2:
         raise SpecError(
             f"rollout.n={n} leaves the group baseline V2 nothing to average",
             "rollout.n",
             "use rollout.n>=2 or thinking.baseline=v1/none",
         )
-    if decoupled and group_size == 1 and n < 2:
+    if _get(cfg, "summary.decoupled") and _get(cfg, "summary.group_size") == 1 and n < 2:
         raise SpecError(
             "summary.decoupled=true with summary.group_size=1 and rollout.n=1 trains the summaries with zero advantage",
             "summary.group_size",
             "with one summary per budget the baseline is the mean over the question's thinking samples: "
             "use rollout.n>=2, or summary.group_size>=2",
         )
-    _check(cfg, "rollout.temperature", lambda v: _is_num(v) and v > 0, "a positive number")
-    _check(cfg, "optim.lr", lambda v: _is_num(v) and v > 0, "a positive number")
-    _check(cfg, "optim.weight_decay", lambda v: _is_num(v) and v >= 0, "a number >= 0")
-    _check(cfg, "optim.grad_clip", lambda v: _is_num(v) and v > 0, "a positive number")
-    lo = _check(cfg, "optim.clip_ratio", lambda v: _is_num(v) and 0 < v < 1, "a number in (0, 1)")
-    _check(cfg, "optim.clip_ratio_high", lambda v: _is_num(v) and lo <= v < 10, f"a number >= optim.clip_ratio={lo}")
-    _check(cfg, "optim.dual_clip", lambda v: v is None or (_is_num(v) and v > 1), "null (plain PPO clip) or a number > 1")
-    _check(cfg, "optim.loss_norm_len", lambda v: _is_int(v) and v >= 1,
-           "an integer >= 1 (tokens per tree of the Dr. GRPO constant; null picks the authors' rule)")
-    _check(cfg, "optim.ppo_epochs", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "optim.warmup_steps", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    _check(cfg, "optim.betas", lambda v: isinstance(v, list) and len(v) == 2 and all(_is_num(b) and 0 <= b < 1 for b in v), "[beta1, beta2] in [0, 1)")
-    batch = _check(cfg, "data.train_batch_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    mini = _check(cfg, "data.ppo_mini_batch_size", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+    lo = _get(cfg, "optim.clip_ratio")
+    _check(cfg, "optim.clip_ratio_high", lambda v: v >= lo, f"a number >= optim.clip_ratio={lo}")
+    _check(cfg, "optim.loss_norm_len", lambda v: v is not None,
+           "an integer >= 1 (tokens per tree of the Dr. GRPO constant; null picks the authors' rule, which "
+           "needs summary.max_tokens)")
+    _check(cfg, "optim.betas", lambda v: isinstance(v, list) and len(v) == 2, "[beta1, beta2] in [0, 1)")
+    batch, mini = _get(cfg, "data.train_batch_size"), _get(cfg, "data.ppo_mini_batch_size")
     if batch % mini:
         raise SpecError(
             f"data.train_batch_size={batch} is not a multiple of data.ppo_mini_batch_size={mini}",
             "data.ppo_mini_batch_size",
             "pick a divisor of the batch size",
         )
-    _check(cfg, "data.max_prompt_length", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "trainer.total_epochs", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "trainer.total_steps", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
-    _check(cfg, "trainer.test_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "trainer.save_freq", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
     max_budget = largest_budget(cfg, budgets)
-    for key in ("eval.budgets", "eval.grid"):
+    for key in ("eval.budgets", "eval.grid"):  # derived from the thinking budgets unless set
         eval_budgets = check_budgets(_get(cfg, key), key)
         if eval_budgets[-1] > max_budget:
             raise SpecError(
@@ -186,22 +184,11 @@ def validate_config(cfg: dict) -> None:
                 key,
                 f"keep eval budgets <= the largest thinking or scale budget ({max_budget})",
             )
-    _check(cfg, "eval.n_samples", lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "eval.num_problems", lambda v: v is None or (_is_int(v) and v >= 1), "null or an integer >= 1")
     _check(cfg, "eval.datasets", lambda v: isinstance(v, list) and v and all(isinstance(d, str) for d in v), "a non-empty list of dataset names")
-    _choice(cfg, "backend", tuple(available_backends()))
-    _check(cfg, "seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    for key in ("cluster.nodes", "cluster.cpus_per_task", "cluster.time_min", "cluster.array_parallelism", "cluster.max_array_size"):
-        _check(cfg, key, lambda v: _is_int(v) and v >= 1, "an integer >= 1")
-    _check(cfg, "cluster.gpus_per_node", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
     limit = int(_get(cfg, "cluster.time_min")) * 60
     _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
-    found = range_problem(cfg)
-    if found:
-        key, problem = found
-        raise SpecError(problem, key, f"override it, e.g. {key}=...")
     problem = get_backend(cfg["backend"]).config_problem(cfg)
     if problem:
         raise SpecError(*problem)
