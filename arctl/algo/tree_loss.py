@@ -36,7 +36,13 @@ from dataclasses import dataclass
 
 import torch
 
-from arctl.algo.advantages import group_inverse, segments_reached, thinking_advantages, token_advantages
+from arctl.algo.advantages import (
+    group_inverse,
+    segments_reached,
+    summary_advantages,
+    thinking_advantages,
+    token_advantages,
+)
 from arctl.algo.objective import anytime_objective
 from arctl.algo.priors import budget_prior
 from arctl.algo.rewards import length_penalty
@@ -152,12 +158,15 @@ def tree_advantages(trees: Sequence[Tree], questions: Sequence[Hashable], s: Obj
     summ = torch.zeros(n, m, a, dtype=F64)
     if s.summary.decoupled:
         if a == 1:  # the authors' fallback: the budget's summaries across the question's thinking samples
-            for rows in groups:
-                summ[rows] = shaped[rows] - shaped[rows].mean(0, keepdim=True)
-        else:
-            for i, tree in enumerate(trees):
-                for js in summary_groups(tree.cuts(s.budgets)):
-                    summ[i, js] = shaped[i, js] - shaped[i, js].mean()
+            for j in range(m):
+                summ[:, j] = summary_advantages(shaped[:, j], group_ids=list(questions))
+        else:  # GRPO inside each prefix's summary group (budgets whose cut is one prefix share a group)
+            labels = [(i, g) for i, tree in enumerate(trees)
+                      for g, js in enumerate(summary_groups(tree.cuts(s.budgets))) for _ in js]
+            order = [(i, j) for i, tree in enumerate(trees) for js in summary_groups(tree.cuts(s.budgets)) for j in js]
+            if order:
+                rows, cols = torch.tensor([i for i, _ in order]), torch.tensor([j for _, j in order])
+                summ[rows, cols] = summary_advantages(shaped[rows, cols], group_ids=labels)
         if s.summary.weighting == "paper":
             summ = summ * budget_prior(s.summary.prior, s.budgets, s.summary.probs)[None, :, None]
     else:  # outcome GRPO on the final budget: r_{m,a} minus the question's mean score at b_m

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -52,9 +51,10 @@ class Backend(Protocol):
     def local_problem(self, config: dict) -> str | None:
         """Why the run cannot run on this machine (the local executor), e.g. no GPU."""
 
-    def job_script(self, config: dict, run_dir: Path) -> str | None:
-        """The sbatch body that runs the job (e.g. a Ray cluster around the trainer), or None for
-        the plain job entry."""
+    def job_setup(self, config: dict, run_dir: Path) -> str | None:
+        """Shell lines the SLURM job runs before arctl's job entry, which then runs on the first node
+        as a child of the batch shell (e.g. a Ray cluster sized to the allocation, with an EXIT trap
+        that stops it); None: the plain job entry under srun."""
 
     def prepare_data(self, out: Path, datasets: list[str], sources: dict[str, Path], use_hub: bool) -> list[dict] | None:
         """``arctl data prepare``: write the backend's datasets; None if it needs none."""
@@ -99,8 +99,9 @@ def get_backend(name: str) -> Backend:
         if name not in table:
             raise BackendError(f"unknown backend {name!r}; known: {', '.join(sorted(table))}")
         obj = load_target(table[name])
-    if callable(obj) and not hasattr(obj, "train"):  # a bare train function (the old contract)
-        obj = FunctionBackend(name, obj)
+    if not callable(getattr(obj, "train", None)):
+        raise BackendError(f"backend {name!r} has no train(config, run_dir, stop_event) method: it must be an "
+                           "object with the arctl.backends.base.Backend protocol (subclass BackendDefaults)")
     return obj
 
 
@@ -113,7 +114,7 @@ class BackendDefaults:
     def local_problem(self, config):
         return None
 
-    def job_script(self, config, run_dir):
+    def job_setup(self, config, run_dir):
         return None
 
     def prepare_data(self, out, datasets, sources, use_hub):
@@ -124,10 +125,3 @@ class BackendDefaults:
 
     def config_ranges(self):
         return {}
-
-
-class FunctionBackend(BackendDefaults):
-    """A backend that is only a ``train`` function (the contract before :class:`Backend`)."""
-
-    def __init__(self, name: str, train: Callable):
-        self.name, self.train = name, train

@@ -242,50 +242,27 @@ def local_executor(folder: Path, cluster: dict):
     return executor
 
 
-def backend_job_script(config: dict, run_dir: Path) -> str | None:
-    """The sbatch body the run's backend wants (verl: a Ray cluster sized to the allocation around
-    the trainer, a single node included), or None for the plain job entry."""
+def backend_job_setup(config: dict, run_dir: Path) -> str | None:
+    """The job setup the run's backend wants before the job entry (verl: a Ray cluster sized to the
+    allocation, a single node included: ``Backend.job_setup``), or None for the plain job entry."""
     from arctl.backends.base import BackendError, get_backend
 
     try:
         backend = get_backend(str(config.get("backend", "tiny")))
     except BackendError:
         return None
-    return backend.job_script(config, run_dir)
+    return backend.job_setup(config, run_dir)
 
 
-def _logical_lines(script: str) -> list[str]:
-    """Shell lines with backslash continuations joined (kept verbatim, newlines included)."""
-    out, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        if not line.rstrip().endswith("\\"):
-            out.append("\n".join(current))
-            current = []
-    if current:
-        out.append("\n".join(current))
-    return out
-
-
-TRAINER_MARK = "arctl.backends.verl.trainer"
-
-
-def with_ray_setup(params: dict, script: str) -> dict:
-    """Use the verl backend's Ray job body as the setup of the submitit job.
-
-    The body's Ray part (head on ``nodes[0]``, workers on the other nodes, ``RAY_ADDRESS``
-    exported, an EXIT trap that stops Ray) runs first; its own trainer command is replaced by
-    submitit's, which runs our job entry on the head node as a child of the batch shell (no srun)
+def with_ray_setup(params: dict, setup: str) -> dict:
+    """Run the backend's job setup (``Backend.job_setup``: verl's Ray part, a head on ``nodes[0]``,
+    workers on the other nodes, ``RAY_ADDRESS`` exported, an EXIT trap that stops Ray) before the
+    submitit job, which runs our job entry on the head node as a child of the batch shell (no srun)
     through :data:`JOB_RUNNER`: the time-limit signal (``--signal=B:USR1@...``) reaches the shell,
     which passes it on so submitit can checkpoint and requeue, and the EXIT trap still stops Ray
     when the job ends.
     """
-    lines = []
-    for block in _logical_lines(script):
-        first = block.lstrip()
-        if first.startswith("#!") or TRAINER_MARK in block or first.startswith("# the trainer"):
-            continue
-        lines.extend(block.splitlines())
+    lines = [line for line in setup.splitlines() if not line.startswith("#!")]
     delay = str(params.get("additional_parameters", {}).get("signal", "USR1@90")).split("@")[-1]
     extra = {**params.get("additional_parameters", {}), "signal": f"B:{PREEMPT_SIGNAL}@{delay}"}
     return {**params, "setup": [*params.get("setup", []), *lines, *JOB_RUNNER_LINES], "use_srun": False,

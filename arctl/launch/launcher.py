@@ -29,7 +29,7 @@ from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
     array_chunk_size,
-    backend_job_script,
+    backend_job_setup,
     choose_executor,
     local_parallelism,
     render_sbatch,
@@ -136,7 +136,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     folder = workspace.jobs_dir / "%j"
     plain = []
     for item in items:
-        ray = backend_job_script(item.config, workspace.run_dir(item.run_id))
+        ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
         if ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             scripts.append((f"sbatch script for {item.run_id} (verl with Ray)", render_sbatch(params, folder, 1)))
@@ -325,7 +325,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
     for item in items:
-        ray = backend_job_script(item.config, workspace.run_dir(item.run_id))
+        ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
         if ray is None:
             plain.append(item)
         else:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.launch.provenance import code_version
 from arctl.report.claims import (
     FAILS,
     HOLDS,
@@ -87,26 +88,9 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None):
 
 
 def _provenance(run_dir: Path) -> dict:
-    try:
-        from arctl.launch.provenance import read_provenance
-    except ImportError:  # pragma: no cover - provenance arrived with the claims report
-        return {}
+    from arctl.launch.provenance import read_provenance
+
     return read_provenance(run_dir) or {}
-
-
-def _code_version() -> str:
-    import subprocess
-
-    import arctl
-    from arctl.spec.paths import PROJECT_ROOT
-
-    try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=5)
-        commit = out.stdout.strip() if out.returncode == 0 else ""
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"arctl {arctl.__version__}" + (f" ({commit})" if commit else "")
 
 
 def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = None, workdir=None,
@@ -140,7 +124,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "code_version": _code_version(), "workspace": str(base), "sweeps": sweeps, "scale": scale,
+        "code_version": _run_version(code_version()), "workspace": str(base), "sweeps": sweeps, "scale": scale,
         "claims_file": str(spec.path),
     }
     report = ClaimsReport(spec, results, used, meta, warnings=list(runs.warnings))
@@ -154,6 +138,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
 
 
 def _run_version(prov: dict) -> str:
+    """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's)."""
     if not prov:
         return "unknown"
     commit = prov.get("git_commit")

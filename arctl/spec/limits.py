@@ -43,6 +43,8 @@ RANGES: dict[str, Range] = {**field_ranges(), **OPEN_SECTION_RANGES, **backend_r
 LIST_RANGES: dict[str, Range] = {**field_item_ranges(), "scale.budgets": TOKENS}
 NULLABLE_LISTS = nullable_lists()
 """null: eval budgets derived from the thinking budgets (spec.resolve._finalize); L1 targets sampled."""
+# Free-form sections where `+key=value` may add new keys (backend pass-through knobs), checked only
+# to be finite and sane (OPEN_RANGE); spec.overrides polices the additions
 OPEN_SECTIONS = ("tiny.", "verl.")
 OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite and sane
 

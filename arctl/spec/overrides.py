@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 from arctl.algo.verify import bracket_depth
 from arctl.spec.errors import SpecError, did_you_mean
+from arctl.spec.limits import OPEN_SECTIONS
 from arctl.spec.paths import CONF_DIR, group_options
 from arctl.spec.resolvers import value_problem
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
-# Free-form sections where `+key=value` may add new keys (backend pass-through knobs).
-OPEN_SECTIONS = ("tiny.", "verl.")
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
 # id and W&B would name one run while another trains)
 IDENTITY_KEYS = ("experiment", "arm", "seed")

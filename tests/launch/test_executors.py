@@ -80,14 +80,11 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
         'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         'srun --nodes=1 -w "${nodes[0]}" \\',
         "  python -m ray.scripts.scripts start --head --block &",
-        "# the trainer runs on the head node and joins the Ray cluster through RAY_ADDRESS",
-        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
-        "  python -m arctl.backends.verl.trainer /runs/x",
     ])
     params = with_ray_setup(slurm_parameters(CLUSTER, "r1"), ray)
     script = render_sbatch(params, tmp_path / "%j", 1)
-    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
-    assert "ray.scripts.scripts start --head" in script and "arctl.backends.verl.trainer" not in script
+    assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script and "#!/bin/bash\nnodes" not in script
+    assert 'srun --nodes=1 -w "${nodes[0]}" \\\n  python -m ray.scripts.scripts start --head --block &' in script
     last = script.strip().splitlines()[-1]
     # no srun: the job entry is a child of the batch shell, through the runner function defined in the setup
     assert last.startswith(f"{JOB_RUNNER} ") and "-m submitit.core._submit" in last
@@ -98,13 +95,16 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
 
 def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     ray_job = pytest.importorskip("arctl.backends.verl.ray_job")
-    from arctl.launch.executors import backend_job_script
+    from arctl.launch.executors import backend_job_setup
     from arctl.spec import resolve_experiment
 
     monkeypatch.delenv("ARCTL_SPECS", raising=False)
     (run,) = resolve_experiment("ablation-vr", ["cluster=slurm-a100", "cluster.nodes=2"], scale="paper", arms=["grpo"])
-    body = backend_job_script(run.config, tmp_path / "run")
-    assert body == ray_job.job_script(run.config, tmp_path / "run")
+    body = backend_job_setup(run.config, tmp_path / "run")
+    assert body == ray_job.job_setup(run.config, tmp_path / "run")
+    # the standalone body is the setup, then the trainer on the head node
+    whole = ray_job.job_script(run.config, tmp_path / "run")
+    assert whole.startswith(body) and whole[len(body):].strip().endswith(f"-m arctl.backends.verl.trainer {tmp_path / 'run'}")
     script = render_sbatch(with_ray_setup(slurm_parameters(run.config["cluster"], "ablation-vr"), body), tmp_path / "%j", 1)
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
     assert "#SBATCH --nodes=2" in script and "#SBATCH --gpus-per-node=8" in script
@@ -112,8 +112,8 @@ def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     assert script.strip().splitlines()[-1].startswith(f"{JOB_RUNNER} ")
     # one node: the same body (a Ray head sized to the allocation, no workers)
     single = {**run.config, "cluster": {**run.config["cluster"], "nodes": 1}}
-    assert backend_job_script(single, tmp_path / "run") == ray_job.job_script(single, tmp_path / "run")
-    assert backend_job_script({**single, "backend": "tiny"}, tmp_path / "run") is None
+    assert backend_job_setup(single, tmp_path / "run") == ray_job.job_setup(single, tmp_path / "run")
+    assert backend_job_setup({**single, "backend": "tiny"}, tmp_path / "run") is None
 
 
 def test_the_job_runner_passes_signals_on_and_the_exit_trap_runs_after_the_job(tmp_path):

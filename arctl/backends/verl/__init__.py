@@ -2,19 +2,29 @@
 
 Importing this package is cheap (no verl, no torch). Modules:
 
-- ``plugin``       verl.plugins entry point: registers the agent loop, trainer mode and policy loss
-- ``overrides``    resolved arctl config -> verl override list, checked against verl's own config
-- ``ray_job``      the multi-node Ray-on-SLURM job body
-- ``run_config``   the verl config of a run (eval-only overrides, W&B env), shared by trainer and smoke
-- ``trainer``      ``train(config, run_dir, stop_event)``: runs verl's main_ppo in-process
-- ``trainer_v1``   the v1 ``PPOTrainer`` subclass (tree advantages, arctl metrics)
-- ``advantage``    tree advantages from rollout rows (pure; maths from ``arctl.algo``)
-- ``agent_loop``   tree rollout: thinking once, one prefix request group per distinct cut
-- ``reward``       rule reward with the authors' formatting rule (through ``arctl.algo.verify``)
-- ``policy_loss``  Dr. GRPO constant-normalised PPO-clip loss
-- ``tree_forward`` actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
-- ``data``         DeepScaleR + eval sets -> verl parquet
-- ``evaluate``     anytime evaluation of a checkpoint on the 32-budget grid
+- ``plugin``           verl.plugins entry point: registers the agent loop, trainer mode and policy loss
+- ``names``            the names arctl registers with verl (one home: the plugin registers, overrides select)
+- ``overrides``        resolved arctl config -> verl override list, checked against verl's own config
+- ``run_config``       the verl config of a run (eval-only mode, W&B env), shared by trainer and smoke
+- ``ray_job``          the multi-node Ray-on-SLURM job body
+- ``ray_connect``      joining the Ray cluster the job body started
+- ``trainer``          ``train(config, run_dir, stop_event)``: runs verl's main_ppo in-process
+- ``trainer_v1``       the v1 ``PPOTrainer`` subclass (tree advantages, arctl metrics)
+- ``advantage``        tree advantages from rollout rows (the maths in ``arctl.algo.tree_loss``)
+- ``agent_loop``       tree rollout: thinking once, one prefix request group per distinct cut
+- ``rollout_failures`` a rollout group that failed in a worker fails the step with the worker's error
+- ``reward``           rule reward with the authors' formatting rule (through ``arctl.algo.verify``)
+- ``policy_loss``      Dr. GRPO constant-normalised PPO-clip loss
+- ``tree_forward``     actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
+- ``checkpoints``      checkpoints a resume can trust (each step once, marked complete after it is written)
+- ``history``          the steps a run keeps, and its W&B history made to match them on resume
+- ``data``             DeepScaleR + eval sets -> verl parquet
+- ``smoke``            ``verl.smoke=true``: a real run's plumbing without GPU work
+- ``rehearsal``        ``verl.rehearsal_steps=N``: the training loop rehearsed on a CPU
+- ``cpu_platform``, ``cpu_rollout``: verl on a CPU (platform, process group, a token-in/out rollout server)
+
+The anytime evaluation of a checkpoint on the budget grid is verl's validation in eval-only mode
+(``verl.eval_only``, :mod:`run_config`).
 """
 
 
@@ -38,10 +48,10 @@ class VerlBackend:
 
         return local_gpu_problem(config)
 
-    def job_script(self, config, run_dir):
-        from arctl.backends.verl.ray_job import job_script
+    def job_setup(self, config, run_dir):
+        from arctl.backends.verl.ray_job import job_setup
 
-        return job_script(config, run_dir)
+        return job_setup(config, run_dir)
 
     def prepare_data(self, out, datasets, sources, use_hub):
         from arctl.backends.verl.data import prepare

@@ -50,7 +50,20 @@ def _comment(text: str) -> str:
 
 
 def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
-    """The bash body of the SLURM job (no ``#SBATCH`` header: the launcher writes that)."""
+    """The bash body of the SLURM job (no ``#SBATCH`` header): :func:`job_setup`, then the trainer on
+    the head node. The launcher uses the setup only and runs arctl's job entry in the trainer's place."""
+    py = python or sys.executable or "python"
+    return job_setup(config, run_dir, python) + "\n".join([
+        "",
+        "# the trainer runs on the head node and joins the Ray cluster through RAY_ADDRESS",
+        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
+        f"  {_q(py)} -m arctl.backends.verl.trainer {_q(Path(run_dir))}",
+    ]) + "\n"
+
+
+def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
+    """The part of the job body before the trainer: the run's environment, a Ray head on the first
+    node and a worker on every other node, ``RAY_ADDRESS`` exported, an EXIT trap that stops Ray."""
     from arctl.backends.verl.history import VERL_LOG
     from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_overrides, verl_setting
     from arctl.track.identity import WandbIdentity
@@ -170,9 +183,5 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
         "  ray_pids+=($!)",
         "  sleep \"${ARCTL_RAY_WORKER_WAIT_S:-5}\"",
         "done",
-        "",
-        "# the trainer runs on the head node and joins the Ray cluster through RAY_ADDRESS",
-        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
-        f"  {_q(py)} -m arctl.backends.verl.trainer {_q(run_dir)}",
     ]
     return "\n".join(lines) + "\n"
