@@ -1,4 +1,5 @@
-"""``arctl data prepare``: DeepScaleR + the paper's eval sets as verl parquet files."""
+"""``arctl data prepare``: the datasets the backends declare (verl: DeepScaleR + the paper's eval sets
+as parquet files), each written by the backend that declares it (``Backend.datasets``/``prepare_data``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,24 @@ import typer
 
 from arctl.cli.common import console, esc, fail, nonempty_option, print_json, user_errors
 
-DATA_BACKEND = "verl"  # the backend whose datasets `arctl data prepare` writes
+
+def _dataset_backends() -> dict[str, str]:
+    """dataset name -> the registered backend that declares it (the first one, by backend name)."""
+    from arctl.backends.base import BackendError, available_backends, get_backend
+
+    table: dict[str, str] = {}
+    for name in sorted(available_backends()):
+        try:
+            declared = get_backend(name).datasets()
+        except BackendError:
+            continue
+        for dataset in declared:
+            table.setdefault(dataset, name)
+    return table
 
 
 def _dataset_names() -> tuple[str, ...]:
-    from arctl.backends.base import get_backend
-
-    return get_backend(DATA_BACKEND).datasets()
+    return tuple(_dataset_backends())
 
 
 def _default_out() -> Path:
@@ -35,7 +47,7 @@ def _parse_sources(items: list[str]) -> dict[str, Path]:
 
 
 def register(app: typer.Typer) -> None:
-    data_app = typer.Typer(name="data", help="Prepare datasets for the verl backend.", no_args_is_help=True)
+    data_app = typer.Typer(name="data", help="Prepare the datasets of the backends (verl's).", no_args_is_help=True)
 
     @data_app.command("prepare")
     def prepare(
@@ -62,10 +74,15 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             from arctl.backends.base import BackendUserError, get_backend
 
-            try:
-                summary = get_backend(DATA_BACKEND).prepare_data(target, names, sources, hub)
-            except BackendUserError as err:
-                fail(str(err))
+            owners = _dataset_backends()
+            summary = []
+            for backend in dict.fromkeys(owners[n] for n in names):  # each backend once, in the order asked
+                mine = [n for n in names if owners[n] == backend]
+                try:
+                    summary += get_backend(backend).prepare_data(
+                        target, mine, {k: v for k, v in sources.items() if k in mine}, hub) or []
+                except BackendUserError as err:
+                    fail(str(err))
         if as_json:
             print_json(summary)
             return
