@@ -1,6 +1,6 @@
 """The wheel ships the paper's specs: the repository's top-level ``experiments/``, ``sweeps/`` and
 ``reports/`` (their one source) are copied into the package as ``arctl/specs/`` at build time, where
-``arctl.spec.paths`` finds them from any working directory. Everything else is in pyproject.toml."""
+``arctl.compose.paths`` finds them from any working directory. Everything else is in pyproject.toml."""
 
 import shutil
 from pathlib import Path

@@ -104,11 +104,11 @@ def bench_status(root: Path, n_runs: int, repeat: int) -> dict:
 def bench_submit(root: Path, n_cells: int) -> dict:
     if not shutil.which("sbatch"):
         return {"skipped": "no sbatch on PATH (start SLURM with tests/launch/slurm/setup_slurm.sh)"}
+    from arctl.compose import resolve_experiment
     from arctl.launch.launcher import LaunchItem, launch
     from arctl.launch.run_id import make_run_id
     from arctl.launch.rundir import frozen_config
     from arctl.launch.workspace import Workspace
-    from arctl.spec import resolve_experiment
 
     t0 = time.perf_counter()
     (base,) = resolve_experiment("ablation-vr", ["cluster.cpus_per_task=1", "cluster.mem_gb=1", "cluster.time_min=5"],
@@ -134,7 +134,7 @@ def bench_submit(root: Path, n_cells: int) -> dict:
     lams = [round(0.01 * (i + 1), 2) for i in range(n_cells)]
     (specs / "sweeps" / "grid.yaml").write_text(json.dumps({"experiments": ["one"], "grid": {"thinking.lam": lams}}))
     os.environ["ARCTL_SPECS"] = str(specs)
-    from arctl.spec import resolve_sweep
+    from arctl.compose import resolve_sweep
 
     t0 = time.perf_counter()
     cells = resolve_sweep("grid")

@@ -72,7 +72,7 @@ def bench_tree(args) -> None:
 
 
 def _resolve(name: str, overrides: list[str]):
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     return resolve_experiment(name, overrides=overrides)
 

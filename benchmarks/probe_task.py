@@ -45,7 +45,7 @@ CHUNK = 8  # problems per rollout: the training batch (8 prompts x G samples), b
 
 
 def _config(overrides: list[str]) -> dict:
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     return resolve_experiment("main-ar-uniform", overrides=overrides, scale="tiny")[0].config
 

@@ -32,7 +32,7 @@ def _fake_arctl(tmp_path: Path, files: dict[str, str]) -> Path:
     """A package named arctl with the real layout's packages (empty) plus ``files``, and the real
     contracts as its config."""
     pkg = tmp_path / "src" / "arctl"
-    for sub in ("", "algo", "config", "track", "backends", "backends/tiny", "backends/verl", "spec", "launch", "report", "cli"):
+    for sub in ("", "algo", "config", "track", "backends", "backends/tiny", "backends/verl", "compose", "launch", "report", "cli"):
         (pkg / sub).mkdir(parents=True, exist_ok=True)
         (pkg / sub / "__init__.py").write_text("")
     (pkg / "backends" / "base.py").write_text("")
@@ -56,7 +56,7 @@ def _fake_arctl(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.parametrize("files, broken", [
     ({"algo/bad.py": "def f():\n    from arctl.cli import main\n"}, "layers"),  # inside a function too
     ({"track/bad.py": "import arctl.launch\n"}, "layers"),
-    ({"config/bad.py": "from arctl.spec import resolve\n"}, "layers"),  # the schema sits below composition
+    ({"config/bad.py": "from arctl.compose import resolve\n"}, "layers"),  # the schema sits below composition
     ({"launch/bad.py": "from arctl.backends.tiny import trainer\n"}, "registry"),
     ({"backends/tiny/bad.py": "import arctl.backends.verl\n"}, "independent"),
     ({"algo/bad.py": "import wandb\n"}, "pure maths"),

@@ -10,7 +10,7 @@ class                  section      fields
 :class:`Reward`        ``reward``   length_penalty, alpha
 :class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len
 :class:`BudgetControl` ``budget_control``  method, thinkprune_limits, l1_*, forcing_* (the compared
-                                   methods of ``arctl.algo.baselines``; not part of :class:`Objective`)
+                                   methods of ``arctl.algo.methods``; not part of :class:`Objective`)
 =====================  ===========  ===========================================================
 
 The run config's schema (``arctl/config/schema.py``, registered in Hydra's ConfigStore) takes these
@@ -41,7 +41,7 @@ SUMMARY_WEIGHTINGS = ("authors", "paper")
 
 CONTROL_METHODS = ("none", "thinkprune", "l1")
 """Training-time budget-control methods compared against (``budget_control.method``;
-``arctl.algo.baselines.control``): ``none`` (the arm's own objective), ``thinkprune`` (0 reward past
+``arctl.algo.methods.control``): ``none`` (the arm's own objective), ``thinkprune`` (0 reward past
 the round's thinking limit), ``l1`` (L1/LCPO: a target length in the prompt, reward of Eq. 1 or 2).
 Elastic Reasoning needs no entry: it is GRPO at one thinking budget t with a solution budget s
 (``experiments/baselines-elastic.yaml``)."""

@@ -2,7 +2,7 @@
 
 A backend is an object with the :class:`Backend` protocol, exported by its package as ``BACKEND``
 and registered under the ``arctl.backends`` entry-point group (``tiny = "arctl.backends.tiny:BACKEND"``;
-another package adds one the same way). ``arctl.spec``, ``arctl.launch`` and ``arctl.cli`` use
+another package adds one the same way). ``arctl.compose``, ``arctl.launch`` and ``arctl.cli`` use
 :func:`get_backend` and never import a backend package: the registry loads it by name, lazily, so
 the tiny backend never pulls in verl or Ray and ``arctl --help`` imports neither.
 """

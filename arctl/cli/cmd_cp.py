@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Copy a spec shipped with arctl into your folder to edit; your copy then wins over the
         shipped one of the same name (see `arctl ls`)."""
-        from arctl.spec.copy import copy_spec
+        from arctl.compose.copy import copy_spec
 
         with user_errors():
             done = copy_spec(name, dest, kind, force)

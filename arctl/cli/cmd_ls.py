@@ -17,9 +17,9 @@ class Kind(str, Enum):
 
 
 def _rows(kind: Kind) -> list[dict]:
-    from arctl.spec.experiment import list_experiments, load_experiment
-    from arctl.spec.paths import spec_files
-    from arctl.spec.sweep import list_sweeps, load_sweep
+    from arctl.compose.experiment import list_experiments, load_experiment
+    from arctl.compose.paths import spec_files
+    from arctl.compose.sweep import list_sweeps, load_sweep
 
     def source(folder: str, name: str) -> dict[str, str]:
         return spec_files(folder)[name].source()
@@ -42,7 +42,7 @@ def _rows(kind: Kind) -> list[dict]:
                  "grid": sweep.grid, "description": sweep.description, **source("sweeps", name)}
             )
         return rows
-    from arctl.spec.report_specs import list_report_specs
+    from arctl.compose.report_specs import list_report_specs
 
     return list_report_specs("figure" if kind is Kind.figures else "table")
 

@@ -58,9 +58,9 @@ def register(app: typer.Typer) -> None:
             fail("--compare-paper applies to tables only (use it with --table final or --table anytime)")
         import warnings
 
+        from arctl.compose.errors import SpecError
         from arctl.report.errors import ReportError
         from arctl.report.render import render_figure, render_table
-        from arctl.spec.errors import SpecError
         from arctl.track.runs import RunReadWarning, default_workdir
 
         base = Path(workdir) if workdir is not None else default_workdir()
@@ -104,13 +104,13 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     """``arctl report --claims``: the verdict table (rich), and the files."""
     import warnings
 
+    from arctl.compose.errors import SpecError
     from arctl.report.claims_render import build_claims_report, test_summary
     from arctl.report.errors import ReportError
-    from arctl.spec.errors import SpecError
     from arctl.track.runs import RunReadWarning, default_workdir
 
     if scale is not None:
-        from arctl.spec.paths import group_options
+        from arctl.compose.paths import group_options
 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")

@@ -20,10 +20,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Resume failed, preempted or cancelled runs with the same run id and W&B run id."""
         with launch_errors():
+            from arctl.compose.run import ResolvedRun
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.launcher import LaunchItem
             from arctl.launch.rundir import read_frozen_run
-            from arctl.spec.run import ResolvedRun
 
             workspace, reg = open_existing(workdir)
             with reg:

@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Launch every arm x seed of EXPERIMENT; completed runs are skipped, failed/preempted ones resumed."""
         with launch_errors():
+            from arctl.compose import resolve_experiment
             from arctl.launch.launcher import items_from_resolved
-            from arctl.spec import resolve_experiment
 
             runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
             items = items_from_resolved(runs)

@@ -19,8 +19,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print the fully resolved config of every arm of EXPERIMENT."""
         with user_errors():
-            from arctl.spec import resolve_experiment
-            from arctl.spec.paths import find_spec
+            from arctl.compose import resolve_experiment
+            from arctl.compose.paths import find_spec
 
             runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
             source = find_spec("experiments", experiment).source()  # resolved, so it exists

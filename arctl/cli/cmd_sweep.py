@@ -67,9 +67,9 @@ def register(app: typer.Typer) -> None:
         """Launch the cells of SWEEP that are missing, failed, preempted or cancelled (one job array);
         with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
+            from arctl.compose import resolve_sweep
+            from arctl.compose.sweep import load_sweep
             from arctl.launch.launcher import items_from_resolved
-            from arctl.spec import resolve_sweep
-            from arctl.spec.sweep import load_sweep
 
             runs = resolve_sweep(name, list(overrides or []), scale, parse_seeds(seeds))
             items = items_from_resolved(runs)

@@ -51,7 +51,7 @@ def fail(message: str) -> NoReturn:
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = [UserError]
-    for module, name in (("arctl.spec.errors", "SpecError"), ("arctl.launch.registry", "RegistryError")):
+    for module, name in (("arctl.compose.errors", "SpecError"), ("arctl.launch.registry", "RegistryError")):
         loaded = sys.modules.get(module)
         if loaded is not None:
             types.append(getattr(loaded, name))

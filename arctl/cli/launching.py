@@ -153,7 +153,7 @@ def figure_commands(items, workdir) -> list[str]:
     """``arctl report --figure F`` for the figure of each launched experiment (its spec's ``figure:``)."""
     import shlex
 
-    from arctl.spec.experiment import load_experiment
+    from arctl.compose.experiment import load_experiment
 
     experiments = dict.fromkeys(i.experiment for i in items)
     figures = dict.fromkeys(f for f in (load_experiment(e).figure for e in experiments) if f)

@@ -1,7 +1,7 @@
 """Ranges of numeric config values, and the limits a machine could ever meet.
 
 The typed keys carry their range in the schema (:mod:`arctl.config.schema`), the open sections' keys in
-:mod:`arctl.spec.limits`; both are built from :class:`Range`. The CLI's seed parsing takes its limits
+:mod:`arctl.compose.limits`; both are built from :class:`Range`. The CLI's seed parsing takes its limits
 from here.
 """
 

@@ -5,14 +5,14 @@ the algorithm's defaults and choice lists are taken from their own home, :mod:`a
 ``arctl/conf/config.yaml`` puts the schema first in its defaults list (``- arctl_schema``), so Hydra
 types every value while it composes: a value of the wrong type is refused where it is written, and an
 ``int`` written for a ``float`` key reads as a float (``thinking.lam=1`` and ``=1.0`` are one run).
-Validation (:mod:`arctl.spec.validate`) reads the ranges and choices from here
+Validation (:mod:`arctl.compose.validate`) reads the ranges and choices from here
 (:func:`field_ranges`, :func:`field_choices`); what the YAML files add is the options of the config
 groups (a scale's numbers, a cluster profile, a model) and the backends' own sections.
 
 Two sections stay open mappings (``dict[str, Any]``): ``scale`` (its options set different keys, and
 a run's identity hashes what they set) and ``tiny`` (the tiny backend's knobs, set by the tiny scale
 only; typed by ``arctl.backends.tiny.settings.TinyRun``); their ranges are in
-:mod:`arctl.spec.limits`. ``verl`` is typed here (:class:`VerlConfig`, whose defaults the verl
+:mod:`arctl.compose.limits`. ``verl`` is typed here (:class:`VerlConfig`, whose defaults the verl
 backend reads) and open: ``+verl.x=...`` adds a key, as ``+tiny.x=...`` does.
 """
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from arctl.compose.run import ResolvedRun
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
@@ -44,7 +45,6 @@ from arctl.launch.rundir import frozen_config, prepare_run_dir
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
-from arctl.spec.run import ResolvedRun
 
 
 @dataclass
@@ -91,7 +91,7 @@ class LaunchResult:
 
 
 def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
-    """LaunchItems (with run ids) for ``arctl.spec.ResolvedRun`` objects; duplicates merged."""
+    """LaunchItems (with run ids) for ``arctl.compose.ResolvedRun`` objects; duplicates merged."""
     items: dict[str, LaunchItem] = {}
     for run in resolved:
         run_id = make_run_id(run.config)
@@ -206,7 +206,7 @@ def gpu_problem(items: list[LaunchItem]) -> None:
     here; e.g. a verl run needing a GPU on a machine without one): one line naming the cluster
     profiles that would run them."""
     from arctl.backends.base import get_backend
-    from arctl.spec.paths import group_options
+    from arctl.compose.paths import group_options
 
     for item in items:
         problem = get_backend(str(item.config.get("backend", "tiny"))).local_problem(item.config)

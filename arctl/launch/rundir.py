@@ -55,9 +55,9 @@ def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed:
     hand is validated like a composed config, and must still be the run the registry names (the same
     experiment, arm, seed and identity hash: an edited config is another run, launched with
     ``arctl run``). RunDirError (one line) otherwise."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.validate import validate_resolved
     from arctl.launch.run_id import make_run_id
-    from arctl.spec.errors import SpecError
-    from arctl.spec.validate import validate_resolved
 
     config = read_run_config(run_dir)
     path = run_paths(Path(run_dir))["config"]

@@ -108,7 +108,7 @@ def _need(cond: bool, path: Path, where: str, what: str) -> None:
 
 def load_claims(path: Path | None = None) -> ClaimsSpec:
     """Read and check a claims file (default ``reports/claims.yaml``)."""
-    from arctl.spec.paths import report_file, reports_dir
+    from arctl.compose.paths import report_file, reports_dir
 
     path = Path(path) if path is not None else (report_file("claims.yaml") or reports_dir() / "claims.yaml")
     if not path.is_file():

@@ -51,14 +51,14 @@ class ClaimsReport:
 
 # ---------------------------------------------------------------------------------------------
 def _sweep_experiments(sweeps: list[str]) -> dict[str, list[str]]:
-    from arctl.spec.sweep import load_sweep
+    from arctl.compose.sweep import load_sweep
 
     return {s: list(load_sweep(s).experiments) for s in sweeps}
 
 
 def _arm_experiments() -> dict[str, list[str]]:
     """arm id → the project's experiments that define it."""
-    from arctl.spec.experiment import list_experiments, load_experiment
+    from arctl.compose.experiment import list_experiments, load_experiment
 
     out: dict[str, list[str]] = {}
     for name in list_experiments():

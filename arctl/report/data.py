@@ -40,7 +40,7 @@ def resolve_experiments(spec: dict, experiments: list[str] | None, sweep: str | 
     if experiments:
         return list(experiments)
     if sweep:
-        from arctl.spec.sweep import load_sweep
+        from arctl.compose.sweep import load_sweep
 
         return list(load_sweep(sweep).experiments)
     exps = spec.get("experiments") or []

@@ -7,15 +7,15 @@ import difflib
 from functools import lru_cache
 from pathlib import Path
 
+from arctl.compose.paths import report_file, reports_dir
+from arctl.compose.report_specs import all_report_specs
 from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
-from arctl.spec.paths import report_file, reports_dir
-from arctl.spec.report_specs import all_report_specs
 
 
 def all_specs(kind: str) -> dict[str, dict]:
     """name → spec of every report spec of ``kind`` ("figure", "table", "claims") on the spec search
-    path: :func:`arctl.spec.report_specs.all_report_specs`, the one reader of ``reports/*.yaml``
+    path: :func:`arctl.compose.report_specs.all_report_specs`, the one reader of ``reports/*.yaml``
     (what ``arctl ls`` lists is what ``arctl report`` renders)."""
     return all_report_specs(kind)
 

@@ -156,12 +156,12 @@ def eval_grid_anytime_acc(dataset: str) -> str:
 
 def eval_curve_auc(dataset: str) -> str:
     """Area under the accuracy-vs-budget curve over ``[0, b_m]`` divided by ``b_m``
-    (:func:`arctl.algo.baselines.curve.curve_auc`): ``eval/{ds}/curve_auc``."""
+    (:func:`arctl.algo.methods.curve.curve_auc`): ``eval/{ds}/curve_auc``."""
     return f"eval/{_dataset(dataset)}/{NAME_CURVE_AUC}"
 
 
 def eval_acc_at_frac(dataset: str, fraction: float) -> str:
-    """Accuracy at ``fraction`` of the largest budget (:func:`arctl.algo.baselines.curve.accuracy_at_fraction`),
+    """Accuracy at ``fraction`` of the largest budget (:func:`arctl.algo.methods.curve.accuracy_at_fraction`),
     as a whole percent: ``eval/{ds}/acc_at_frac/{pct}`` (0.5 -> ``acc_at_frac/50``)."""
     return f"eval/{_dataset(dataset)}/{acc_at_frac_name(fraction)}"
 
@@ -179,7 +179,7 @@ def anytime_eval_metrics(
     over ``grid`` (``eval_budgets`` when there is no grid), only when every budget of it was
     evaluated, so each key has one meaning at every step.
     """
-    from arctl.algo.baselines.curve import accuracy_at_fraction, curve_auc  # torch: only when logging
+    from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc  # torch: only when logging
 
     if not acc_by_budget:
         return {}

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 
 from arctl.algo.advantages import grpo_advantages
-from arctl.algo.baselines import (
+from arctl.algo.methods import (
     L1_ALPHA,
     L1_DELTA,
     L1_TARGET_RANGE,

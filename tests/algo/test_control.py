@@ -1,4 +1,4 @@
-"""The compared methods as run settings (arctl.algo.baselines.control): hand-worked cases from each
+"""The compared methods as run settings (arctl.algo.methods.control): hand-worked cases from each
 method's paper, the reward of a tree against a slow per-summary reference, and the one-home rules."""
 
 import math
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arctl.algo.baselines import control as bc
-from arctl.algo.baselines.budget_forcing import BudgetForcing, ForcingState, _advance, extends
+from arctl.algo.methods import control as bc
+from arctl.algo.methods.budget_forcing import BudgetForcing, ForcingState, _advance, extends
 from arctl.algo.settings import L1_TARGET_RANGE, BudgetControl
 
 

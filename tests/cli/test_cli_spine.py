@@ -33,7 +33,7 @@ def test_ls_experiments_json_lists_every_spec_with_its_arms():
 
 
 def test_ls_names_where_a_spec_comes_from_and_json_holds_its_path(tmp_path, monkeypatch):
-    from arctl.spec.paths import PROJECT_ROOT
+    from arctl.compose.paths import PROJECT_ROOT
 
     mine = tmp_path / "mine"
     (mine / "experiments").mkdir(parents=True)

@@ -22,8 +22,8 @@ from bad_input import launch_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arctl.compose.limits import LIST_RANGES, RANGES
 from arctl.config.ranges import SEED_MAX, Range
-from arctl.spec.limits import LIST_RANGES, RANGES
 
 EXAMPLES = int(os.environ.get("ARCTL_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(

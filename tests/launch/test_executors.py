@@ -95,8 +95,8 @@ def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
 
 def test_the_verl_backends_ray_body_plugs_in(tmp_path, monkeypatch):
     ray_job = pytest.importorskip("arctl.backends.verl.ray_job")
+    from arctl.compose import resolve_experiment
     from arctl.launch.executors import backend_job_setup
-    from arctl.spec import resolve_experiment
 
     monkeypatch.delenv("ARCTL_SPECS", raising=False)
     (run,) = resolve_experiment("ablation-vr", ["cluster=slurm-a100", "cluster.nodes=2"], scale="paper", arms=["grpo"])

@@ -31,7 +31,7 @@ def fake_slurm(tmp_path, monkeypatch):
 
 
 def test_a_refused_chunk_keeps_the_accepted_one_pending_and_leaves_no_trace_of_the_rest(specs, tmp_path, fake_slurm):
-    from arctl.spec import resolve_sweep
+    from arctl.compose import resolve_sweep
 
     items = items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=2"]))
     ws = Workspace(tmp_path / "ws")
@@ -50,7 +50,7 @@ def test_a_refused_chunk_keeps_the_accepted_one_pending_and_leaves_no_trace_of_t
 def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_path, refusing_sbatch, capfd):
     """e.g. cluster.partition=nosuch: no registry row, no run dir, no workspace left behind; sbatch's
     complaint is inside arctl's one error, not printed before it."""
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     items = items_from_resolved(resolve_experiment("lt", ["cluster.partition=nosuch"], arms=["a"]))
     ws = Workspace(tmp_path / "ws")
@@ -66,7 +66,7 @@ def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_pat
 def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tmp_path, refusing_sbatch):
     """submitit writes its pickle and script into jobs/ before sbatch answers: a refusal removes
     them (and the run's row and run dir), so the workspace holds only what it held before."""
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     ws = Workspace(tmp_path / "ws")
     ws.jobs_dir.mkdir(parents=True)

@@ -179,9 +179,9 @@ def test_read_provenance_of_a_run_without_one_or_with_a_broken_one(tmp_path):
 def test_only_the_names_of_a_run_may_differ_between_shared_cells(shared_specs):
     """Same arm and config under another experiment: shared. The same overrides under another arm
     name, or the same arm name with another config: separate runs."""
+    from arctl.compose import resolve_sweep
     from arctl.launch.launcher import items_from_resolved
     from arctl.launch.shared import mark_shared, share_key
-    from arctl.spec import resolve_sweep
 
     (shared_specs / "experiments" / "lt4.yaml").write_text(
         LT2.replace("a: [algo=grpo, prior=base]", "a: [algo=grpo, prior=base, optim.lr=2e-6]")
@@ -203,11 +203,11 @@ def test_only_the_names_of_a_run_may_differ_between_shared_cells(shared_specs):
 
 
 def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_specs, tmp_path, refusing_sbatch):
+    from arctl.compose import resolve_sweep
     from arctl.launch.executors import LaunchError
     from arctl.launch.launcher import items_from_resolved, launch
     from arctl.launch.shared import mark_shared
     from arctl.launch.workspace import Workspace
-    from arctl.spec import resolve_sweep
 
     ws = Workspace(tmp_path / "ws")
     (ws.root / "runs").mkdir(parents=True)  # an existing workspace: it stays, empty

@@ -158,11 +158,11 @@ def test_the_project_claims_file_states_the_eight_claims():
     spec = load_claims()
     assert [c.id for c in spec.claims] == [str(i) for i in range(1, 9)]
     arms = {a for c in spec.claims for t in c.tests for a in t.all_arms()}
-    from arctl.spec.experiment import list_experiments, load_experiment
+    from arctl.compose.experiment import list_experiments, load_experiment
 
     defined = {a for e in list_experiments() for a in load_experiment(e).arms}
     assert arms <= defined, arms - defined  # every arm a claim needs is an arm of some experiment
-    from arctl.spec.sweep import load_sweep
+    from arctl.compose.sweep import load_sweep
 
     swept = {a for s in spec.sweeps for e in load_sweep(s).experiments for a in load_experiment(e).arms}
     assert arms <= swept, arms - swept  # and the default sweep produces all of them

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from arctl.backends.base import BackendDefaults, get_backend
-from arctl.spec import SpecError, resolve_experiment
-from arctl.spec.limits import RANGES, backend_ranges
+from arctl.compose import SpecError, resolve_experiment
+from arctl.compose.limits import RANGES, backend_ranges
 
 
 def _numeric_leaves(node, prefix):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from arctl.spec import SpecError, resolve_experiment, resolve_sweep
-from arctl.spec.experiment import list_experiments, load_experiment
-from arctl.spec.resolvers import budget_grid
-from arctl.spec.sweep import list_sweeps, load_sweep
+from arctl.compose import SpecError, resolve_experiment, resolve_sweep
+from arctl.compose.experiment import list_experiments, load_experiment
+from arctl.compose.resolvers import budget_grid
+from arctl.compose.sweep import list_sweeps, load_sweep
 
 PAPER_EXPERIMENTS = {
     "main-grpo", "main-ar-base", "main-ar-linear", "main-ar-uniform", "ablation-dense",

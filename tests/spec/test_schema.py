@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from arctl.algo import settings as algo
+from arctl.compose import SpecError, resolve_experiment
+from arctl.compose.limits import LIST_RANGES
+from arctl.compose.paths import CONF_DIR
+from arctl.compose.resolve import compose_config
+from arctl.compose.validate import validate_config
 from arctl.config import schema as schema_mod
 from arctl.config.schema import RunConfig, field_choices, field_default, field_ranges
 from arctl.launch.run_id import make_run_id
-from arctl.spec import SpecError, resolve_experiment
-from arctl.spec.limits import LIST_RANGES
-from arctl.spec.paths import CONF_DIR
-from arctl.spec.resolve import compose_config
-from arctl.spec.validate import validate_config
 
 OPEN = {"scale", "tiny"}
 
@@ -156,7 +156,7 @@ def site_profile(tmp_path, monkeypatch):
     """A copy of arctl/conf with a site cluster profile of the test's text (as a user writes one)."""
     import shutil
 
-    from arctl.spec import resolve
+    from arctl.compose import resolve
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

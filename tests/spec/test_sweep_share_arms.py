@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from bad_input import Sandbox, launch_args
 
-from arctl.spec import SpecError
-from arctl.spec.sweep import load_sweep
+from arctl.compose import SpecError
+from arctl.compose.sweep import load_sweep
 
 SWEEP = "description: x\nexperiments: [main-grpo, ablation-vr]\nseeds: [0]\n"
 

@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from resolved import arm_config  # tests/support/resolved.py
 
-from arctl.spec import SpecError, resolve_experiment
-from arctl.spec.experiment import load_experiment
-from arctl.spec.sweep import load_sweep
-from arctl.spec.validate import validate_config
+from arctl.compose import SpecError, resolve_experiment
+from arctl.compose.experiment import load_experiment
+from arctl.compose.sweep import load_sweep
+from arctl.compose.validate import validate_config
 
 
 def base() -> dict:
@@ -206,7 +206,7 @@ def test_bad_overrides_inside_an_experiment_name_the_file(specs):
     ],
 )
 def test_bad_sweep_files(specs, text, match):
-    from arctl.spec import resolve_sweep
+    from arctl.compose import resolve_sweep
 
     specs("experiments", "x", "arms: {a: [algo=grpo, prior=base]}\n")
     specs("sweeps", "s", text)

@@ -51,7 +51,7 @@ class Sandbox:
         self.path = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
         import shutil
 
-        from arctl.spec.paths import PROJECT_ROOT
+        from arctl.compose.paths import PROJECT_ROOT
 
         for folder in ("experiments", "sweeps", "reports"):  # the project's specs, plus what a test adds
             shutil.copytree(PROJECT_ROOT / folder, self.specs / folder, dirs_exist_ok=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from functools import cache
 
-from arctl.spec.experiment import list_experiments, load_experiment
+from arctl.compose.experiment import list_experiments, load_experiment
 
 
 def experiment_arms() -> list[tuple[str, str]]:
@@ -19,7 +19,7 @@ def experiment_arms() -> list[tuple[str, str]]:
 
 @cache
 def _resolved(name: str, scale: str | None, overrides: tuple[str, ...]) -> dict[str, dict]:
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     out: dict[str, dict] = {}
     for run in resolve_experiment(name, scale=scale, overrides=list(overrides)):

@@ -13,7 +13,7 @@ from micro import MICRO  # tests/support/micro.py
 
 from arctl.backends.tiny.checkpoint import CheckpointError, newest_intact, save_checkpoint
 from arctl.backends.tiny.trainer import train
-from arctl.spec import resolve_experiment
+from arctl.compose import resolve_experiment
 from arctl.track import metrics_schema as ms
 from arctl.track.phase import read_warning
 

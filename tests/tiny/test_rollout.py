@@ -115,7 +115,7 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
 
     from micro import MICRO
 
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tiny.py"
     spec = importlib.util.spec_from_file_location("bench_tiny", path)
@@ -136,9 +136,9 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
 @given(st.data())
 def test_batched_budget_forcing_equals_the_per_token_rule(data):
     """The tiny sampler's forcing (one row per problem, batched) emits exactly what the s1 state
-    machine (arctl.algo.baselines.budget_forcing, one sequence at a time) emits for the same model
+    machine (arctl.algo.methods.budget_forcing, one sequence at a time) emits for the same model
     proposals: a scripted model whose greedy token at thinking position t is script[row][t]."""
-    from arctl.algo.baselines.budget_forcing import BudgetForcing, budget_forcing_generate
+    from arctl.algo.methods.budget_forcing import BudgetForcing, budget_forcing_generate
 
     tok, model, _ = _setup()
     end, cue, pad = 5, 6, tok.pad_token_id

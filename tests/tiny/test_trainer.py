@@ -11,8 +11,8 @@ from micro import MICRO  # noqa: E402 - tests/support/micro.py (shared with the 
 from resolved import arm_config, experiment_arms  # noqa: E402 - tests/support/resolved.py
 
 from arctl.backends.tiny.trainer import train
-from arctl.spec import resolve_experiment
-from arctl.spec.experiment import list_experiments
+from arctl.compose import resolve_experiment
+from arctl.compose.experiment import list_experiments
 from arctl.track import metrics_schema as ms
 from arctl.track.wandbfile import read_wandb_file
 

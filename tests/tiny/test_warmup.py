@@ -75,7 +75,7 @@ def test_packed_loss_and_logits_equal_one_example_per_row():
 
 
 def _micro_config(seed: int):
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     overrides = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1",
                  "model.intermediate_size=64", "tiny.task.search.min_items=4", "tiny.task.search.max_items=8", "tiny.warmup.steps=6",

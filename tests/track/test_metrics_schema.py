@@ -88,7 +88,7 @@ def test_anytime_eval_metrics_by_hand():
 
 
 def test_curve_summaries_by_hand():
-    """curve_auc and acc_at_frac over the grid (arctl.algo.baselines.curve: flat at acc(b_1) on
+    """curve_auc and acc_at_frac over the grid (arctl.algo.methods.curve: flat at acc(b_1) on
     [0, b_1], trapezoids between grid budgets, area divided by b_m)."""
     acc = {250: 0.1, 500: 0.2, 2000: 0.4, 4000: 0.6, 8000: 0.8}
     grid = [250, 500, 2000, 4000, 8000]

@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def paper_config():
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     return resolve_experiment("main-ar-uniform", scale="paper")[0].config
 

@@ -356,7 +356,7 @@ def _thinking_prompts(server):
 
 
 def test_l1_writes_the_questions_target_into_its_prompt_and_record(loop_factory):
-    from arctl.algo.baselines import control as bc
+    from arctl.algo.methods import control as bc
     from arctl.algo.settings import BudgetControl
     from arctl.backends.verl.agent_loop import question_key
 
@@ -405,7 +405,7 @@ def test_verl_forcing_emits_what_the_per_token_rule_emits():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from arctl.algo.baselines.budget_forcing import BudgetForcing, budget_forcing_generate
+    from arctl.algo.methods.budget_forcing import BudgetForcing, budget_forcing_generate
     from arctl.backends.verl.agent_loop import generate_thinking
 
     end, cue = 5, (6, 4)

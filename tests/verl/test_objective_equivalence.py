@@ -15,7 +15,7 @@ import pytest
 import torch
 from resolved import arm_config, experiment_arms  # tests/support/resolved.py
 
-from arctl.algo.baselines import control as bc
+from arctl.algo.methods import control as bc
 from arctl.algo.prompts import distinct_cuts
 from arctl.algo.settings import BudgetControl, Objective
 

@@ -18,8 +18,8 @@ from arctl.backends.verl.overrides import (
 
 
 def _paper_runs():
-    from arctl.spec import resolve_experiment
-    from arctl.spec.experiment import list_experiments
+    from arctl.compose import resolve_experiment
+    from arctl.compose.experiment import list_experiments
 
     runs = []
     for name in list_experiments():
@@ -74,7 +74,7 @@ def test_loss_constant_is_independent_of_the_tree_layout_and_dual_clip_is_opt_in
 
 
 def test_paper_response_length_is_the_authors():
-    from arctl.spec import resolve_experiment
+    from arctl.compose import resolve_experiment
 
     cfg = resolve_experiment("main-ar-uniform", scale="paper")[0].config
     assert max_response_length(cfg) == 10176  # 8000 + 4 budgets x 4 summaries x 128 + 128
@@ -162,7 +162,7 @@ def test_checking_keeps_callers_hydra_state_and_stdout_clean(paper_config, capsy
 @pytest.mark.parametrize("item", ["actor_rollout_ref.actor.strategy=megatron", "+critic.strategy=megatron",
                                   "actor_rollout_ref.ref.strategy=veomni"])
 def test_a_strategy_without_the_tree_mask_is_refused_at_validation(item):
-    from arctl.spec import SpecError, resolve_experiment
+    from arctl.compose import SpecError, resolve_experiment
 
     with pytest.raises(SpecError, match="FSDP engine only") as info:
         resolve_experiment("main-ar-uniform", scale="paper", overrides=[f"verl.overrides=['{item}']"])
@@ -216,7 +216,7 @@ def test_validation_goes_in_batches_the_routers_sticky_ids_cover(paper_config, t
     (["verl.device=cpu", "verl.tree_attention=dense", "verl.rollout_name=sglang"], "arctl_cpu server"),
 ])
 def test_what_verl_cannot_run_is_refused_at_validation(overrides, fragment):
-    from arctl.spec import SpecError, resolve_experiment
+    from arctl.compose import SpecError, resolve_experiment
 
     with pytest.raises(SpecError, match=fragment) as info:
         resolve_experiment("main-ar-uniform", scale="paper", overrides=overrides)

@@ -110,7 +110,7 @@ def test_ray_addresses_are_checked():
 
 
 def test_the_smoke_knob_is_validated(monkeypatch):
-    from arctl.spec import SpecError, resolve_experiment
+    from arctl.compose import SpecError, resolve_experiment
 
     monkeypatch.delenv("ARCTL_SPECS", raising=False)
     (run,) = resolve_experiment("main-ar-uniform", ["verl.smoke=true"], scale="paper")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from arctl.algo import metrics
-from arctl.algo.baselines import control as bc
+from arctl.algo.methods import control as bc
 from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl
 from arctl.backends.tiny.rollout import rollout
@@ -39,7 +39,7 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     (``arctl.track.metrics_schema.anytime_eval_metrics``).
 
     The compared methods (``budget_control``): an L1 model is prompted per budget with its target
-    (one rollout per target, :func:`arctl.algo.baselines.control.eval_target_groups`; the diagnostics
+    (one rollout per target, :func:`arctl.algo.methods.control.eval_target_groups`; the diagnostics
     at the largest budget's target); with budget forcing the same evaluation runs again with s1's
     rule and is logged under ``eval/{dataset}-forced/``."""
     control, run = BudgetControl.from_config(config), TinyRun.from_config(config)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
+from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts
 from arctl.backends.tiny.model import additive_mask
 from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
@@ -163,7 +163,7 @@ def generate_thinking(
     included, is in the returned cache.
 
     ``forcing`` (s1 budget forcing, a one-token cue): an early ``</think>`` is replaced by the cue
-    while :func:`arctl.algo.baselines.budget_forcing.extends` allows it (``forcing.budget`` is
+    while :func:`arctl.algo.methods.budget_forcing.extends` allows it (``forcing.budget`` is
     ``max_tokens``); the cut at the budget is the forced end."""
     if forcing is not None and (len(forcing.cue_ids) != 1 or forcing.budget != max_tokens):
         raise ValueError("tiny budget forcing needs a one-token cue and the thinking cap as its budget")

@@ -1,7 +1,7 @@
 """The run config as the tiny backend reads it: typed once, read as attributes.
 
 :meth:`TinyRun.from_config` takes every key the trainer and the evaluation use from a resolved run
-config (typed by the schema, ``arctl/config/schema.py``, and validated by ``arctl.spec``) and casts it
+config (typed by the schema, ``arctl/config/schema.py``, and validated by ``arctl.compose``) and casts it
 once; no default lives here: the values come from the schema and ``arctl/conf`` (the tiny knobs, an
 open section, from ``arctl/conf/scale/tiny.yaml``), so a key missing from the config is an error
 naming it. The algorithm's settings are :class:`arctl.algo.settings.Objective`

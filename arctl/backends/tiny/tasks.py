@@ -52,7 +52,7 @@ def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
 class SearchTask:
     name = "search"
     # every knob, with its range when numeric (``order`` is a choice, checked here): the validation of
-    # tiny.task.search.<knob> is derived from this table (arctl/spec/limits.py)
+    # tiny.task.search.<knob> is derived from this table (arctl/compose/limits.py)
     KNOBS: dict[str, Range | None] = {
         "min_items": I(2, search.MAX_ITEMS), "max_items": I(2, search.MAX_ITEMS), "order": None,
         "slip_prob": PROB, "check_prob": PROB, "check_yes_prob": PROB, "check_slip_prob": PROB,

@@ -2,7 +2,7 @@
 
     train(config, run_dir, stop_event=None) -> "completed" | "preempted"
 
-``config`` is one resolved run config (arctl.spec); all maths comes from ``arctl.algo``. A run is
+``config`` is one resolved run config (arctl.compose); all maths comes from ``arctl.algo``. A run is
 exactly resumable: it restarts from the newest checkpoint in ``run_dir/checkpoints`` with the same
 weights, optimizer and RNG streams; the problems of step s depend on (seed, s) only.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from arctl.algo.baselines import control as bc
+from arctl.algo.methods import control as bc
 from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
@@ -188,7 +188,7 @@ def step_problems(config: dict, step: int) -> list:
 
 def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:
     """L1's target length of each problem of ``step`` (None without L1): a function of (seed, step,
-    problem) only (:func:`arctl.algo.baselines.control.question_target`)."""
+    problem) only (:func:`arctl.algo.methods.control.question_target`)."""
     if control.method != "l1":
         return None
     seed = int(config["seed"])
@@ -197,7 +197,7 @@ def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_bu
 
 def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, targets: list[int] | None) -> None:
     """Replace every branch's verifier rewards by the compared method's
-    (:func:`arctl.algo.baselines.control.shape_rewards`; ``none`` leaves them) and recompute the
+    (:func:`arctl.algo.methods.control.shape_rewards`; ``none`` leaves them) and recompute the
     per-budget scores."""
     if control.method == "none":
         return

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from arctl.algo.baselines import control as bc
+from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.track import metrics_schema as ms
@@ -72,7 +72,7 @@ class TreeRecord:
         return [lens[j * a : (j + 1) * a] for j in range(len(self.budgets))]
 
     def shaped_tree(self, control: BudgetControl | None, limit: int | None = None) -> Tree:
-        """The tree with the compared method's rewards (:func:`arctl.algo.baselines.control.shape_rewards`;
+        """The tree with the compared method's rewards (:func:`arctl.algo.methods.control.shape_rewards`;
         the verifier's without a method); ``limit``: ThinkPrune's limit at the step."""
         if control is None or control.method == "none":
             return self.tree()

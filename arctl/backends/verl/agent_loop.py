@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arctl.algo.baselines import control as bc
-from arctl.algo.baselines.budget_forcing import BudgetForcing, extends
+from arctl.algo.methods import control as bc
+from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
 from arctl.algo.settings import BudgetControl
 from arctl.backends.verl import rollout_failures
@@ -139,7 +139,7 @@ async def generate_thinking(
     requests: list[list[int]] | None = None,
 ) -> list[int]:
     """One thinking of at most ``max_tokens`` tokens, stopped at ``</think>``. With ``forcing`` (s1,
-    its budget = ``max_tokens``): while :func:`arctl.algo.baselines.budget_forcing.extends` allows,
+    its budget = ``max_tokens``): while :func:`arctl.algo.methods.budget_forcing.extends` allows,
     an early ``</think>`` is replaced by the cue and the thinking continues from there (one more
     request on ``prompt + thinking``); the cut at ``max_tokens`` is the forced end."""
     params = dict(sampling_params)
@@ -160,7 +160,7 @@ async def generate_thinking(
 
 
 def l1_messages(messages: list[Any], control: BudgetControl, target: int | None) -> list[Any]:
-    """The chat messages with L1's instruction (:func:`arctl.algo.baselines.control.l1_instruction`)
+    """The chat messages with L1's instruction (:func:`arctl.algo.methods.control.l1_instruction`)
     appended to the last message's text (unchanged without a target)."""
     if target is None or not messages:
         return list(messages)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arctl.algo.baselines.control import L1_PROMPT_TOKENS
+from arctl.algo.methods.control import L1_PROMPT_TOKENS
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.config.schema import TREE_LAYOUTS, VerlConfig, field_default

@@ -18,9 +18,9 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.spec.errors import SpecError
-from arctl.spec.experiment import _str_list, parse_seeds, read_spec_file
-from arctl.spec.paths import spec_files
+from arctl.compose.errors import SpecError
+from arctl.compose.experiment import _str_list, parse_seeds, read_spec_file
+from arctl.compose.paths import spec_files
 
 SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid", "share_arms"}
 

@@ -6,7 +6,7 @@ Public entry points::
     resolve_sweep("priors", overrides=[], scale="tiny") -> list[ResolvedRun]
 """
 
-from arctl.spec.errors import SpecError
-from arctl.spec.resolve import ResolvedRun, resolve_experiment, resolve_sweep
+from arctl.compose.errors import SpecError
+from arctl.compose.resolve import ResolvedRun, resolve_experiment, resolve_sweep
 
 __all__ = ["SpecError", "ResolvedRun", "resolve_experiment", "resolve_sweep"]

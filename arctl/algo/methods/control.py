@@ -8,7 +8,7 @@ A method changes a GRPO arm in three places, each a function here:
 - the rewards of a tree before its advantages (:func:`shape_rewards`: ThinkPrune's limit of the
   round in force, :func:`thinkprune_schedule`; L1's Eq. 1 or 2);
 - the evaluation's decoding (s1 budget forcing, :func:`forcing_config` and
-  :func:`arctl.algo.baselines.budget_forcing.extends`).
+  :func:`arctl.algo.methods.budget_forcing.extends`).
 
 Elastic Reasoning needs nothing here: it is GRPO at one thinking budget ``t`` with a solution budget
 ``s`` (``summary.max_tokens``), ``experiments/baselines-elastic.yaml``.
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from arctl.algo.baselines.budget_forcing import BudgetForcing
-from arctl.algo.baselines.l1 import l1_reward, sample_l1_targets
-from arctl.algo.baselines.thinkprune import (
+from arctl.algo.methods.budget_forcing import BudgetForcing
+from arctl.algo.methods.l1 import l1_reward, sample_l1_targets
+from arctl.algo.methods.thinkprune import (
     Schedule,
     check_thinkprune_schedule,
     thinkprune_limit,

@@ -1,6 +1,6 @@
 """The range of every numeric key of a run config: limits that a machine could ever meet.
 
-Validation (:mod:`arctl.spec.validate`) checks each numeric value of a resolved config against
+Validation (:mod:`arctl.compose.validate`) checks each numeric value of a resolved config against
 :data:`RANGES` (lists: every element against :data:`LIST_RANGES`); a numeric key without a range is
 refused, so a new key cannot slip in unchecked (``tests/spec`` walks every experiment's configs).
 The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
@@ -105,7 +105,7 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
             continue
         if _numeric(value):
             if not key.startswith(OPEN_SECTIONS):
-                return key, f"{key}={value!r} has no declared range (arctl/spec/limits.py)"
+                return key, f"{key}={value!r} has no declared range (arctl/compose/limits.py)"
             if not OPEN_RANGE.contains(value):
                 return key, f"{key}={value!r} is out of range: expected a finite number of magnitude <= 1e15"
     return None

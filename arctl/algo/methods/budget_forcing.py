@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from arctl.algo.baselines._checks import as_int
+from arctl.algo.methods._checks import as_int
 
 
 def greedy_token(logits: torch.Tensor) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from arctl.algo.baselines._checks import as_correct, as_int, as_lengths, reward_dtype
+from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
 
 Schedule = tuple[tuple[int, int], ...]
 """Validated ThinkPrune schedule: ``((start_step, limit), ...)``, steps increasing, limits non-increasing."""

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.backends.base import available_backends, get_backend
+from arctl.compose.errors import SpecError, did_you_mean
+from arctl.compose.limits import range_problem
 from arctl.config.schema import bool_fields, field_choices
-from arctl.spec.errors import SpecError, did_you_mean
-from arctl.spec.limits import range_problem
 
 CHOICES = field_choices()  # every string key with a fixed choice list, from the schema
 BOOLS = bool_fields()  # every key typed bool in the schema
@@ -115,7 +115,7 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
 def validate_resolved(cfg: dict) -> None:
     """Check a config that was resolved before and comes back from disk (a run's frozen config.yaml,
     which anyone may have edited): every range, no interpolation text, every rule across keys."""
-    from arctl.spec.resolvers import leftover_problem
+    from arctl.compose.resolvers import leftover_problem
 
     found = range_problem(cfg) or leftover_problem(cfg)
     if found:
@@ -125,7 +125,7 @@ def validate_resolved(cfg: dict) -> None:
 
 def check_ranges(cfg: dict) -> None:
     """Every numeric value against its declared range (the schema's fields, the open sections', the
-    backend's section): :func:`arctl.spec.limits.range_problem` as one SpecError."""
+    backend's section): :func:`arctl.compose.limits.range_problem` as one SpecError."""
     found = range_problem(cfg)
     if found:
         key, problem = found

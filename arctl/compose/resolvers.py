@@ -22,8 +22,8 @@ from arctl.config.ranges import BUDGET_MAX
 
 def budget_grid(max_budget: int, size: int) -> list[int]:
     """``size`` budgets evenly spaced up to ``max_budget`` (paper: 32 budgets every 250 to 8000)."""
+    from arctl.compose.errors import SpecError
     from arctl.config.schema import field_ranges
-    from arctl.spec.errors import SpecError
 
     sizes = field_ranges()["eval.grid_size"]
     if not sizes.contains(size):

@@ -1,12 +1,12 @@
 """Figure, table and claims specs under ``reports/`` (one YAML per figure or table, ``kind:
-figure|table|claims``): the one reader of them, over the spec search path (:mod:`arctl.spec.paths`:
+figure|table|claims``): the one reader of them, over the spec search path (:mod:`arctl.compose.paths`:
 a user's ``reports/<file>.yaml`` overlays the shipped file of the same name). ``arctl ls`` lists
 them; the report layer renders them."""
 
 from __future__ import annotations
 
-from arctl.spec.experiment import read_yaml_mapping
-from arctl.spec.paths import spec_files
+from arctl.compose.experiment import read_yaml_mapping
+from arctl.compose.paths import spec_files
 
 NOT_SPECS = ("labels",)  # reports/labels.yaml: display names, not a report
 

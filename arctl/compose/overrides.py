@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arctl.algo.verify import bracket_depth
-from arctl.spec.errors import SpecError, did_you_mean
-from arctl.spec.limits import OPEN_SECTIONS
-from arctl.spec.paths import CONF_DIR, group_options
-from arctl.spec.resolvers import value_problem
+from arctl.compose.errors import SpecError, did_you_mean
+from arctl.compose.limits import OPEN_SECTIONS
+from arctl.compose.paths import CONF_DIR, group_options
+from arctl.compose.resolvers import value_problem
 
 GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
@@ -57,7 +57,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         if parsed.key_or_group.lstrip("+") in IDENTITY_KEYS:
             raise SpecError(f"override {text!r} sets the run's identity", where,
                             "the experiment, arm and seed come from the spec, --arm and --seeds")
-        found = value_problem(parsed.value())  # what a value may interpolate: arctl.spec.resolvers
+        found = value_problem(parsed.value())  # what a value may interpolate: arctl.compose.resolvers
         if found:
             raise SpecError(f"override {found}", where, "write the value itself")
         key = parsed.key_or_group

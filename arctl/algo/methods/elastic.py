@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from arctl.algo.advantages import grpo_advantages
-from arctl.algo.baselines._checks import as_correct, as_int
+from arctl.algo.methods._checks import as_correct, as_int
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """``arctl cp``: copy a spec (experiment, sweep or report) into the user's folder to edit, where it
-overlays the shipped one of the same name (:mod:`arctl.spec.paths`)."""
+overlays the shipped one of the same name (:mod:`arctl.compose.paths`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from arctl.compose.errors import SpecError, did_you_mean
+from arctl.compose.experiment import NAME_RE
+from arctl.compose.paths import SpecFile, shipped_root, spec_files, spec_roots, user_spec_dir
 from arctl.config.files import atomic_write
-from arctl.spec.errors import SpecError, did_you_mean
-from arctl.spec.experiment import NAME_RE
-from arctl.spec.paths import SpecFile, shipped_root, spec_files, spec_roots, user_spec_dir
 
 KINDS = {"experiment": "experiments", "sweep": "sweeps", "report": "reports"}
 
@@ -25,7 +25,7 @@ class Copied:
 
 def _candidates(name: str) -> dict[str, SpecFile]:
     """kind → the file that ``name`` names, preferring the shipped copy (what a user starts from)."""
-    from arctl.spec.report_specs import all_report_specs
+    from arctl.compose.report_specs import all_report_specs
 
     out = {}
     shipped = shipped_root().resolve()

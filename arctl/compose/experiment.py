@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.compose.errors import SpecError, did_you_mean
+from arctl.compose.paths import find_spec, spec_files
 from arctl.config import safe_yaml
 from arctl.config.ranges import MAX_SEEDS, SEED_MAX
-from arctl.spec.errors import SpecError, did_you_mean
-from arctl.spec.paths import find_spec, spec_files
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # a file name on every filesystem, with room
 EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}
@@ -92,7 +92,7 @@ def parse_seeds(value, where: str) -> list[int]:
 
 def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) -> tuple[Path, dict]:
     """Read ``<folder>/<name>.yaml`` (an experiment or sweep spec) from the spec search path
-    (:mod:`arctl.spec.paths`): an unknown name gets the closest names, an unknown top-level key the
+    (:mod:`arctl.compose.paths`): an unknown name gets the closest names, an unknown top-level key the
     closest allowed key. Names are names, never paths: ``[a-z0-9][a-z0-9._-]*``, looked up inside
     the spec folders only."""
     if not isinstance(name, str) or not NAME_RE.match(name):

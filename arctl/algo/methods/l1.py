@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from arctl.algo.baselines._checks import as_correct, as_int, as_lengths, reward_dtype
+from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
 from arctl.algo.settings import L1_ALPHA, L1_DELTA, L1_MODES, L1_TARGET_RANGE
 
 __all__ = ["L1_ALPHA", "L1_DELTA", "L1_MODES", "L1_TARGET_RANGE", "l1_exact_reward", "l1_max_reward", "l1_reward",

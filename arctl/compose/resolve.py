@@ -12,16 +12,16 @@ from __future__ import annotations
 import re
 
 from arctl.algo import settings as algo_settings
+from arctl.compose.errors import SpecError, closest, did_you_mean
+from arctl.compose.experiment import Experiment, load_experiment
+from arctl.compose.overrides import GROUPS, split_overrides
+from arctl.compose.paths import CONF_DIR, group_options
+from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
+from arctl.compose.resolvers import register as register_resolvers
+from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
+from arctl.compose.sweep import load_sweep
+from arctl.compose.validate import check_ranges, validate_config
 from arctl.config import schema
-from arctl.spec.errors import SpecError, closest, did_you_mean
-from arctl.spec.experiment import Experiment, load_experiment
-from arctl.spec.overrides import GROUPS, split_overrides
-from arctl.spec.paths import CONF_DIR, group_options
-from arctl.spec.resolvers import budget_grid, composed_problem, leftover_problem
-from arctl.spec.resolvers import register as register_resolvers
-from arctl.spec.run import ResolvedRun  # noqa: F401 - re-exported (arctl.spec.ResolvedRun)
-from arctl.spec.sweep import load_sweep
-from arctl.spec.validate import check_ranges, validate_config
 
 DEFAULT_SCALE = "tiny"
 
@@ -63,7 +63,7 @@ def compose_config(overrides: list[str]) -> dict:
         keys = [o for o in parsed if not (o.key_or_group in GROUPS and not o.is_add())]
         cfg = copy.deepcopy(_compose_groups(groups))
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
-        found = composed_problem(cfg)  # before anything is resolved (arctl.spec.resolvers)
+        found = composed_problem(cfg)  # before anything is resolved (arctl.compose.resolvers)
         if found:
             raise SpecError(found[1], found[0], "write the value itself")
         data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)

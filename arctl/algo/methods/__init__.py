@@ -1,7 +1,7 @@
-"""Budget-control comparison methods (issue 17, step 1: their maths only), as pure functions.
+"""The compared budget-control methods (docs/baselines.md), their maths as pure functions.
 
-"Baselines" here means *competing methods*, not the variance-reduction baselines V1/V2 of the BRPO
-advantage (``arctl.algo.settings.BASELINES``).
+(``thinking.baseline`` / ``arctl.algo.settings.BASELINES`` are something else: the variance-reduction
+terms V1/V2 of the BRPO advantage.)
 
 - ``thinkprune``: ThinkPrune (Hou et al., 2025, arXiv 2504.01296): 0 reward past a hard token limit,
   limits tightened in rounds (e.g. 4000 -> 3000 -> 2000)
@@ -15,7 +15,7 @@ advantage (``arctl.algo.settings.BASELINES``).
   accuracy at a fraction of the largest budget)
 """
 
-from arctl.algo.baselines.budget_forcing import (
+from arctl.algo.methods.budget_forcing import (
     BudgetForcing,
     ForcingState,
     ForcingStep,
@@ -23,8 +23,8 @@ from arctl.algo.baselines.budget_forcing import (
     budget_forcing_step,
     force_token_logits,
 )
-from arctl.algo.baselines.curve import accuracy_at_fraction, curve_auc
-from arctl.algo.baselines.elastic import (
+from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc
+from arctl.algo.methods.elastic import (
     ElasticBudget,
     ElasticCut,
     elastic_advantages,
@@ -32,7 +32,7 @@ from arctl.algo.baselines.elastic import (
     elastic_response,
     elastic_reward,
 )
-from arctl.algo.baselines.l1 import (
+from arctl.algo.methods.l1 import (
     L1_ALPHA,
     L1_DELTA,
     L1_MODES,
@@ -42,7 +42,7 @@ from arctl.algo.baselines.l1 import (
     l1_reward,
     sample_l1_targets,
 )
-from arctl.algo.baselines.thinkprune import check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
+from arctl.algo.methods.thinkprune import check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
 
 __all__ = [
     "BudgetForcing",
