@@ -51,3 +51,24 @@ def test_a_tiny_value_out_of_its_range_is_one_error_naming_the_key(key):
 def test_the_tiny_backend_needs_a_number_where_verl_takes_a_datasets_size(key):
     with pytest.raises(SpecError, match=f"{key} is null.*needs a number"):
         resolve_experiment("main-ar-uniform", [f"{key}=null"], scale="tiny", seeds=[0])
+
+
+def test_a_backend_target_is_an_object_with_the_protocol(tmp_path, monkeypatch):
+    """A ``module:attribute`` target loads the object; one without train() (a bare function, the
+    contract before the protocol) or a missing module is one BackendError naming it."""
+    from arctl.backends.base import Backend, BackendError
+
+    (tmp_path / "my_backend.py").write_text(
+        "from arctl.backends.base import BackendDefaults\n"
+        "class B(BackendDefaults):\n    name = 'mine'\n    def train(self, config, run_dir, stop_event=None):\n"
+        "        return 'completed'\n"
+        "BACKEND = B()\n"
+        "def train(config, run_dir, stop_event=None):\n    return 'completed'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = get_backend("my_backend:BACKEND")
+    assert isinstance(backend, Backend) and backend.name == "mine" and backend.config_ranges() == {}
+    with pytest.raises(BackendError, match="'my_backend:train' has no train"):
+        get_backend("my_backend:train")
+    with pytest.raises(BackendError, match="cannot load backend 'no_such_module_x:BACKEND'"):
+        get_backend("no_such_module_x:BACKEND")
+    assert get_backend("arctl.launch.testing:BACKEND").name == "count"
