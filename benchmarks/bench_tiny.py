@@ -3,6 +3,8 @@
     python benchmarks/bench_tiny.py tree        # tree-packed vs duplicated-branch update, m = 4
     python benchmarks/bench_tiny.py step        # one RL step of AnytimeReasoner and GRPO (tiny scale)
     python benchmarks/bench_tiny.py eval        # anytime evaluation (4 budgets, 32-budget grid) vs its floor
+    python benchmarks/bench_tiny.py decode      # thinking decode: grouped-query attention vs the per-head
+                                                # copy of the keys/values it replaced, side by side
     python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
                                                 # Quickstart runs it: the CLI, local executor, fresh workspace
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import threading
 import time
@@ -96,6 +99,57 @@ def bench_step(args) -> None:
         cpu = [r[ms.PERF_STEP_CPU_S] for r in rows if ms.PERF_STEP_CPU_S in r]
         print(f"| {exp}/{run.arm} | {len(wall)} | {sum(wall) / len(wall):.2f} / {min(wall):.2f} | "
               f"{sum(cpu) / len(cpu):.2f} / {min(cpu):.2f} | {peak_rss_mb():.0f} |", flush=True)
+
+
+def _copied_heads_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """The attention of ``prefix_attention`` before grouped_matmul (own tokens only): the kv heads
+    copied per query head (``repeat_interleave``) at every step, then one matmul per head."""
+    groups = query.shape[1] // key.shape[1]
+    ks, vs = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    scores = (query @ ks.transpose(-1, -2)) * float(scaling) + attention_mask
+    weights = torch.softmax(scores.float(), dim=-1).to(query.dtype)
+    return (weights @ vs).transpose(1, 2).contiguous(), None
+
+
+def bench_decode(args) -> None:
+    """The thinking pass of one tiny training step (8 prompts x G=8, to b_m tokens), on an untrained
+    model of the tiny scale's shape, with the current attention and with the copied-heads one,
+    alternating (best of ``--repeats``), for the tiny model's own heads (4 query, 4 kv: nothing to
+    copy) and for grouped-query heads (4 query, 1 kv, as the R1-Distill models group 6 to 1); both
+    sample the same tokens (checked)."""
+    from transformers import AttentionInterface
+
+    from arctl.backends.tiny import prefix_attention as pa
+    from arctl.backends.tiny.rollout import generate_thinking
+
+    run = _resolve("main-ar-uniform", [])[0]
+    b_m = max(run.config["thinking"]["budgets"])
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 416, (57,), generator=g).tolist() for _ in range(8)] * 8
+    print(f"| kv heads / query heads | attention | thinking pass s (best of {args.repeats}), 64 rows x {b_m} tokens "
+          "| ms per token step | speed-up | same tokens |")
+    print("|---|---|---|---|---|---|")
+    for kv in (int(run.config["model"]["num_kv_heads"]), 1):
+        model = build_model(model_config({**run.config["model"], "num_kv_heads": kv}, 416, 0, 2), 0).eval()
+        times: dict[str, list[float]] = {"grouped (now)": [], "copied heads (before)": []}
+        tokens = {}
+        for _ in range(args.repeats):
+            for name in times:
+                impl = pa.shared_prefix_attention if name.startswith("grouped") else _copied_heads_attention
+                AttentionInterface.register(pa.NAME, impl)
+                try:
+                    t0 = time.perf_counter()
+                    out = generate_thinking(model, prompts, b_m, 1.0, torch.Generator().manual_seed(1), 1, 0)
+                    times[name].append(time.perf_counter() - t0)
+                finally:
+                    AttentionInterface.register(pa.NAME, pa.shared_prefix_attention)
+                tokens[name] = out.think_ids
+        best = {k: min(v) for k, v in times.items()}
+        for k, v in best.items():
+            ratio = best["copied heads (before)"] / v
+            print(f"| {kv} / {run.config['model']['num_heads']} | {k} | {v:.2f} | {v / b_m * 1e3:.1f} | {ratio:.2f}x | "
+                  f"{torch.equal(*tokens.values())} |", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f}; {args.threads} thread(s)")
 
 
 def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, repeats: int) -> dict:
@@ -200,7 +254,7 @@ def bench_ablation(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("tree", "step", "eval", "ablation"))
+    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "ablation"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
@@ -208,7 +262,8 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=256, help="eval: problems evaluated")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "ablation": bench_ablation}[args.what](args)
+    {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
+     "ablation": bench_ablation}[args.what](args)
 
 
 if __name__ == "__main__":

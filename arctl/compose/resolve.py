@@ -9,6 +9,7 @@ point; the user's overrides.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from arctl.algo import settings as algo_settings
@@ -204,6 +205,14 @@ def _finalize(cfg: dict) -> dict:
     return cfg
 
 
+@functools.cache
+def scale_model(scale: str) -> str | None:
+    """The model option a scale fixes (``scale.model`` in its YAML: the tiny scales' ``tiny``), which
+    replaces an experiment's model choice unless the user or a sweep picks one; None: the spec's."""
+    value = (compose_config([f"scale={scale}", "experiment=x", "arm=x"]).get("scale") or {}).get("model")
+    return str(value) if value else None
+
+
 def resolve_arm(
     experiment: Experiment,
     arm: str,
@@ -240,8 +249,9 @@ def resolve_arm(
                 raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
         groups.update(part)
     groups["scale"] = scale
-    if scale.startswith("tiny") and "model" not in user.groups and "model" not in swept.groups:  # tiny, tiny-running-sum
-        groups["model"] = "tiny"
+    fixed = scale_model(scale)  # a scale that fixes the model (tiny) wins over the spec's choice
+    if fixed and "model" not in user.groups and "model" not in swept.groups:
+        groups["model"] = fixed
     for group, option in groups.items():
         if option not in group_options(group):
             raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))

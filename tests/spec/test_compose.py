@@ -110,6 +110,15 @@ def test_tiny_scale_uses_the_tiny_model_unless_the_user_picks_one():
         "r1-distill-qwen-1.5b"
     )
     assert _arm("main-grpo", "grpo", overrides=["scale=paper"])["backend"] == "verl"
+    # the scale's own declaration (scale.model), not its name, fixes the model: every scale that
+    # inherits the tiny one, and none other
+    from arctl.compose.paths import group_options
+    from arctl.compose.resolve import scale_model
+
+    for scale in group_options("scale"):
+        model = _arm("main-grpo", "grpo", scale=scale)["model"]["name"]
+        assert (model == "tiny-qwen2") == (scale_model(scale) == "tiny"), scale
+    assert scale_model("tiny-running-sum") == "tiny" and scale_model("paper") is None
     with pytest.raises(SpecError, match="--scale tiny and scale=paper disagree"):  # never silently paper
         _arm("main-grpo", "grpo", scale="tiny", overrides=["scale=paper"])
 

@@ -88,8 +88,16 @@ class SharedPrefix:
 _ACTIVE: contextvars.ContextVar[SharedPrefix | None] = contextvars.ContextVar("arctl_shared_prefix", default=None)
 
 
-def _repeat_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+def grouped_matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x`` [B, H, L, c] @ ``y`` [B, Hkv, c, M] -> [B, H, L, M], query head ``h`` against kv head
+    ``h // (H / Hkv)`` (grouped-query attention, as ``repeat_interleave`` of the kv heads would pair
+    them) without copying ``y`` per query head: the H / Hkv query heads of one kv head are stacked
+    along L into one matmul."""
+    b, h, length, c = x.shape
+    hk = y.shape[1]
+    if hk == h:
+        return x @ y
+    return (x.reshape(b, hk, (h // hk) * length, c) @ y).view(b, h, length, y.shape[-1])
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
@@ -97,22 +105,19 @@ def shared_prefix_attention(module, query, key, value, attention_mask, dropout: 
     rows' own tokens (from the cache); ``attention_mask`` [N, 1, q, k] additive, over own tokens.
     Without an active prefix (``shared_prefix(model, None)``) it is plain attention over own tokens."""
     prefix = _ACTIVE.get()
-    groups = query.shape[1] // key.shape[1]
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     q = query.shape[2]
-    ks, vs = _repeat_heads(key, groups), _repeat_heads(value, groups)
-    scores_s = (query @ ks.transpose(-1, -2)) * scale
+    scores_s = grouped_matmul(query, key.transpose(-1, -2)) * scale
     if attention_mask is not None:
         scores_s = scores_s + attention_mask
     if prefix is None:
         weights = torch.softmax(scores_s.float(), dim=-1).to(query.dtype)
-        return (weights @ vs).transpose(1, 2).contiguous(), None
-    kp = _repeat_heads(prefix.keys[module.layer_idx], groups)
-    vp = _repeat_heads(prefix.values[module.layer_idx], groups)
-    scores_p = prefix.unstack(prefix.stack(query) @ kp.transpose(-1, -2), q) * scale + prefix.mask
+        return grouped_matmul(weights, value).transpose(1, 2).contiguous(), None
+    kp, vp = prefix.keys[module.layer_idx], prefix.values[module.layer_idx]
+    scores_p = prefix.unstack(grouped_matmul(prefix.stack(query), kp.transpose(-1, -2)), q) * scale + prefix.mask
     weights = torch.softmax(torch.cat([scores_p, scores_s], dim=-1).float(), dim=-1).to(query.dtype)
     s = scores_p.shape[-1]
-    out = prefix.unstack(prefix.stack(weights[..., :s]) @ vp, q) + weights[..., s:] @ vs
+    out = prefix.unstack(grouped_matmul(prefix.stack(weights[..., :s]), vp), q) + grouped_matmul(weights[..., s:], value)
     return out.transpose(1, 2).contiguous(), None
 
 
