@@ -15,7 +15,7 @@ import torch
 from arctl.algo import metrics
 from arctl.algo.methods import control as bc
 from arctl.algo.prompts import InsertedTokens
-from arctl.algo.settings import BudgetControl
+from arctl.algo.settings import BudgetControl, Objective
 from arctl.backends.tiny.rollout import rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
@@ -55,7 +55,7 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
             **_common(run, budgets),
         )
         lens = diag.thinking.think_len.view(-1, g)
-        found = metrics.eval_diagnostics(diag.scores, lens, budgets, run.lam)
+        found = metrics.eval_diagnostics(diag.scores, lens, budgets, Objective.from_config(config).thinking.lam)
         out.update(ms.eval_diagnostic_metrics(dataset, found))
     if control.forcing_extensions > 0:
         out.update(_accuracy(model, tok, inserted, run, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])

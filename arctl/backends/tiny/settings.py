@@ -88,7 +88,6 @@ class TinyRun:
     temperature: float  # rollout.temperature
     group_size: int  # summary.group_size (A)
     summary_max_tokens: int  # summary.max_tokens
-    lam: float  # thinking.lam (the diagnostics' V1 discount)
     # evaluation (eval.*)
     eval_budgets: tuple[int, ...]  # eval.budgets
     eval_grid: tuple[int, ...]  # eval.grid (empty: none)
@@ -114,7 +113,6 @@ class TinyRun:
             save_freq=int(g("trainer.save_freq")), deterministic=bool(config["trainer"].get("deterministic")),
             rollout_n=int(g("rollout.n")), temperature=float(g("rollout.temperature")),
             group_size=int(g("summary.group_size")), summary_max_tokens=int(g("summary.max_tokens")),
-            lam=float(g("thinking.lam")),
             eval_budgets=tuple(int(b) for b in g("eval.budgets")),
             eval_grid=tuple(int(b) for b in (config["eval"].get("grid") or ())),
             eval_n_samples=int(g("eval.n_samples")), eval_temperature=float(g("eval.temperature")),
