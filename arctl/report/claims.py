@@ -31,7 +31,7 @@ import numpy as np
 
 from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
-from arctl.report.stats import mean_ci95, t975
+from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
     NAME_ANYTIME_ACC,
     NAME_FINAL_ACC,
@@ -40,8 +40,10 @@ from arctl.track.metrics_schema import (
     parse_metric,
 )
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
-VERDICTS = (HOLDS, FAILS, INCONCLUSIVE)
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "fails", "inconclusive", "not testable here"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
+ALPHA = 0.05  # family-wise error of a claim's tests (Holm)
+POWER = 0.8  # the power "seeds needed" plans for
 TEST_KINDS = ("compare", "sign", "converge", "bound")
 STAT_KINDS = ("final", "band", "gap", "trend")
 DIRECTIONS = ("greater", "less")
@@ -91,6 +93,9 @@ class Claim:
     title: str
     paper: str
     tests: tuple[Test, ...]
+    # what must be true of the runs at the start of training (their first evaluation) for the claim
+    # to be testable on them: sign tests, read as measured means (no interval)
+    preconditions: tuple[Test, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,19 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
                                          "converge": "needs two or more arms, low and high",
                                          "bound": "needs arms"}[test.kind])
             tests.append(test)
-        claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests)))
+        pre = []
+        for j, t in enumerate(c.get("preconditions") or []):
+            tw = f"{where}.preconditions[{j}]"
+            _need(isinstance(t, dict) and t.get("kind") == "sign", path, tw, "a precondition is a sign test (kind: sign)")
+            _need(set(t) <= set(Test.__dataclass_fields__), path, tw, f"unknown field(s) {sorted(set(t) - set(Test.__dataclass_fields__))}")
+            test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
+            _need(bool(test.arms) and test.stat in stats, path, tw, "needs arms and a stat defined under statistics:")
+            _need(test.direction in DIRECTIONS, path, tw, f"direction must be one of {', '.join(DIRECTIONS)}")
+            pre.append(test)
+        _need(set(c) <= {"id", "title", "paper", "tests", "preconditions"}, path, where,
+              f"unknown field(s) {sorted(set(c) - {'id', 'title', 'paper', 'tests', 'preconditions'})}")
+        claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests),
+                            tuple(pre)))
     _need(bool(claims), path, "claims", "no claims")
     return ClaimsSpec(path, tuple(data.get("sweeps") or ()), stats, tuple(claims))
 
@@ -228,7 +245,11 @@ class TestResult:
     ci_low: float | None
     ci_high: float | None
     verdict: str
-    seeds_needed: int | None = None  # an inconclusive test: seeds that would resolve it (None: unknown)
+    seeds_needed: int | None = None  # seeds for 80% power at the observed effect, Holm level (None: unknown)
+    seeds_range: list | None = None  # the same at the ends of the sd's 80% interval [low, high] (None: unbounded)
+    sd: float | None = None  # of the per-seed values
+    p_value: float | None = None  # two-sided paired t-test of mean 0
+    p_holm: float | None = None  # Holm-adjusted within the claim
     missing: list[str] = field(default_factory=list)  # "arm (seeds ...)" without runs
     commands: list[str] = field(default_factory=list)  # what produces the missing runs
     note: str = ""
@@ -251,21 +272,20 @@ class ClaimResult:
                 "tests": [t.to_json() for t in self.tests]}
 
 
-def seeds_needed(mean: float, sd: float, direction_ok: bool = True) -> int | None:
-    """The smallest number of seeds n ≥ 2 at which the t-interval of a mean ``mean`` with standard
-    deviation ``sd`` excludes 0; None when no number would (mean 0 or not finite)."""
+def seeds_needed(mean: float, sd: float, tests_in_claim: int = 1) -> int | None:
+    """Seeds for 80% power: the smallest n whose paired t-test at the claim's Holm level for its
+    first test (ALPHA / tests_in_claim) detects a true mean of ``mean`` with spread ``sd`` with
+    probability >= POWER; None when no number <= MAX_SEEDS_NEEDED would (or the mean is 0)."""
     if not (np.isfinite(mean) and np.isfinite(sd)) or mean == 0:
         return None
     if sd == 0:
         return 2
-    for n in range(2, MAX_SEEDS_NEEDED + 1):
-        if t975(n - 1) * sd / math.sqrt(n) < abs(mean):
-            return n
-    return None
+    return seeds_for_power(abs(mean) / sd, POWER, ALPHA / max(1, tests_in_claim), MAX_SEEDS_NEEDED)
 
 
 def interval_verdict(values: list[float], direction: str) -> tuple[float | None, float | None, float | None, str, int | None]:
-    """(mean, low, high, verdict, seeds needed) of per-seed ``values`` claimed > 0 (greater) or < 0 (less)."""
+    """(mean, low, high, verdict, seeds needed) of per-seed ``values`` claimed > 0 (greater) or < 0
+    (less), for this test alone (95% t-interval; :func:`check_claims` corrects within a claim)."""
     x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
     if len(x) == 0:
         return None, None, None, INCONCLUSIVE, None
@@ -280,8 +300,20 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
         return mean, lo, hi, HOLDS, None
     if sign * lo < 0 and sign * hi < 0:
         return mean, lo, hi, FAILS, None
-    need = seeds_needed(mean, sd) if sign * mean > 0 else None
-    return mean, lo, hi, INCONCLUSIVE, need
+    return mean, lo, hi, INCONCLUSIVE, seeds_needed(mean, sd)
+
+
+def p_value(values: list[float]) -> float:
+    """Two-sided p-value of the paired t-test of mean 0 (NaN below 2 values; 0 for a constant
+    non-zero sample)."""
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    if len(x) < 2:
+        return float("nan")
+    sd = float(np.std(x, ddof=1))
+    if sd == 0:
+        return 1.0 if float(np.mean(x)) == 0 else 0.0
+    t = float(np.mean(x)) / (sd / math.sqrt(len(x)))
+    return 2 * (1 - t_cdf(abs(t), len(x) - 1))
 
 
 def claim_verdict(tests: list[TestResult]) -> str:
@@ -291,6 +323,41 @@ def claim_verdict(tests: list[TestResult]) -> str:
     if verdicts and all(v == HOLDS for v in verdicts):
         return HOLDS
     return INCONCLUSIVE
+
+
+def correct_within_claim(tests: list[TestResult]) -> None:
+    """Holm's correction over a claim's interval tests (compare, sign, converge; the bound is a
+    count): a test holds (fails) when its Holm-adjusted p-value is below ALPHA and its mean is on
+    the claimed (other) side of 0, and is inconclusive otherwise, with the seeds that would give it
+    80% power at that level at the observed mean and spread, and the same at the ends of the sd's
+    80% interval (an sd from few seeds is itself uncertain)."""
+    interval = [t for t in tests if t.kind != "bound" and t.n >= 2 and t.mean is not None]
+    adjusted = holm([t.p_value if t.p_value is not None else float("nan") for t in interval])
+    k = len(interval)
+    for t, p_adj in zip(interval, adjusted):
+        t.p_holm = p_adj
+        sign = 1 if t.direction == "greater" else -1
+        on_side = sign * t.mean > 0
+        if p_adj == p_adj and p_adj < ALPHA:
+            t.verdict = HOLDS if on_side else FAILS
+            t.seeds_needed, t.seeds_range = None, None
+            continue
+        t.verdict = INCONCLUSIVE
+        t.seeds_needed = seeds_needed(t.mean, t.sd, k)
+        if t.sd and t.sd > 0 and t.mean != 0:
+            lo_sd, hi_sd = sd_interval(t.sd, t.n, 0.8)
+            t.seeds_range = [seeds_needed(t.mean, lo_sd, k), seeds_needed(t.mean, hi_sd, k)]
+        where = f"Holm-adjusted p = {p_adj:.3g} over the claim's {k} test(s)"
+        if not on_side:
+            t.note = (f"{where}; the observed mean ({t.mean:+.4g}) is on the other side of 0, within its noise: "
+                      "no evidence either way")
+        elif t.seeds_needed:
+            rng = t.seeds_range or [None, None]
+            span = f" ({rng[0] or '?'}-{rng[1] or f'>{MAX_SEEDS_NEEDED}'} over the sd's 80% interval)"
+            t.note = (f"{where}; underpowered: about {t.seeds_needed} seeds would give 80% power at the "
+                      f"observed mean and spread{span}")
+        else:
+            t.note = f"{where}; underpowered: more than {MAX_SEEDS_NEEDED} seeds at the observed mean and spread"
 
 
 @dataclass
@@ -305,6 +372,7 @@ class RunView:
     evals: dict  # step -> {metric: value} for the anytime/final accuracy keys (the bound)
     eval_budgets: int | None  # m of the anytime accuracy's uniform prior (len of config eval.budgets)
     grid_budgets: int | None
+    first: dict = field(default_factory=dict)  # metric -> first logged value (the start of training)
 
 
 def _label(arm: str) -> str:
@@ -371,6 +439,7 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     direction = "greater" if test.kind == "converge" else test.direction
     values = [v["value"] for v in per_seed.values() if np.isfinite(v["value"])]
     mean, lo, hi, verdict, need = interval_verdict(values, direction)
+    sd = float(np.std(values, ddof=1)) if len(values) >= 2 else None
     note = ""
     if missing:
         note = "runs missing"
@@ -378,12 +447,9 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         note = "the runs did not log what this test needs (are they finished? the final evaluation runs at the last step)"
     elif len(values) < 2:
         note = f"{len(values)} seed(s) with every arm of the test: run at least {need or 3}"
-    elif verdict == INCONCLUSIVE:
-        note = (f"about {need} seeds would resolve it at the observed mean and spread" if need
-                else "the mean is on the other side of 0: more seeds would not make it hold")
     return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
-                      len(values), mean, lo, hi, verdict, need, missing, commands, note,
-                      _paper_numbers(test, stat) if stat is not None else "")
+                      len(values), mean, lo, hi, verdict, need, None, sd, p_value(values) if len(values) >= 2 else None,
+                      None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "")
 
 
 def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[str]) -> TestResult:
@@ -414,7 +480,8 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
         note = (f"{checked} evaluations checked, {violations} violate it; smallest J - J_anytime = {worst_left:+.4f}, "
                 f"smallest J_anytime/P_m - J = {worst_right:+.4f}")
     return TestResult("bound", label, list(test.arms), None, "greater", per_seed, checked,
-                      float(violations) if checked else None, None, None, verdict, None, missing, commands, note)
+                      float(violations) if checked else None, None, None, verdict, None, missing=missing,
+                      commands=commands, note=note)
 
 
 def _test_label(test: Test, spec: ClaimsSpec) -> str:
@@ -433,11 +500,42 @@ def _test_label(test: Test, spec: ClaimsSpec) -> str:
     return f"J_anytime <= J <= J_anytime / P_m at every evaluation ({len(test.arms)} arms)"
 
 
+def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> TestResult:
+    """A precondition on the runs' first evaluation (the start of training): the mean over seeds of
+    ``stat`` must be on the claimed side of 0 (a measured fact of the task, not a hypothesis)."""
+    stat = spec.stats[test.stat]
+    by = _by_arm_seed(runs)
+    per_seed = {}
+    for s in sorted(set().union(*(set(by.get(a, {})) for a in test.arms))):
+        vals = [run_stat(stat, by[a][s].first) for a in test.arms if s in by.get(a, {})]
+        vals = [v for v in vals if np.isfinite(v)]
+        if vals:
+            per_seed[int(s)] = {"value": float(np.mean(vals))}
+    values = [v["value"] for v in per_seed.values()]
+    mean = float(np.mean(values)) if values else None
+    sign = 1 if test.direction == "greater" else -1
+    verdict = INCONCLUSIVE if mean is None else (HOLDS if sign * mean > 0 else FAILS)
+    label = "at the start of training: " + _test_label(test, spec)
+    note = "no run logged it at its first evaluation" if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
+    return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
+                      mean, None, None, verdict, note=note)
+
+
 def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list[ClaimResult]:
+    """Every claim: its preconditions (one that fails makes the claim *not testable here*, and its
+    tests are still shown), its tests, Holm's correction within it, the claim's verdict."""
     out = []
     for claim in spec.claims:
+        pre = [precondition_result(t, spec, runs) for t in claim.preconditions]
         tests = [evaluate_test(t, spec, runs, missing_command) for t in claim.tests]
-        out.append(ClaimResult(claim.id, claim.title, claim.paper, claim_verdict(tests), tests))
+        correct_within_claim(tests)
+        failed = [p for p in pre if p.verdict == FAILS]
+        verdict = NOT_TESTABLE if failed else claim_verdict(tests)
+        if failed:
+            for t in tests:
+                t.note = ("not testable here (precondition " + "; ".join(f"{p.label} fails: {p.note}" for p in failed)
+                          + ")" + (f"; {t.note}" if t.note else ""))
+        out.append(ClaimResult(claim.id, claim.title, claim.paper, verdict, pre + tests))
     return out
 
 
@@ -470,6 +568,8 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
     h = h.sort_values(["run_id", "step"], kind="stable")
     last = h.drop_duplicates(["run_id", "metric"], keep="last")
     finals = {rid: dict(zip(g["metric"], g["value"])) for rid, g in last.groupby("run_id", sort=False)}
+    head = h.drop_duplicates(["run_id", "metric"], keep="first")
+    firsts = {rid: dict(zip(g["metric"], g["value"])) for rid, g in head.groupby("run_id", sort=False)}
     acc = h[h["metric"].str.endswith(tuple(f"/{n}" for n in (NAME_ANYTIME_ACC, NAME_FINAL_ACC, NAME_GRID_ANYTIME_ACC)))]
     evals: dict[str, dict] = {}
     for rid, step, metric, value in zip(acc["run_id"], acc["step"], acc["metric"], acc["value"]):
@@ -485,5 +585,5 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
 
         out.append(RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                            evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
-                           _count(rec.get("config.eval.grid"))))
+                           _count(rec.get("config.eval.grid")), firsts.get(rid, {})))
     return out

@@ -22,6 +22,7 @@ from arctl.report.claims import (
     HOLDS,
     INCONCLUSIVE,
     INTERVAL,
+    NOT_TESTABLE,
     ClaimResult,
     ClaimsSpec,
     check_claims,
@@ -31,7 +32,8 @@ from arctl.report.claims import (
 )
 from arctl.report.errors import ReportError
 
-COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700"}
+COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
+CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
 
 
 @dataclass
@@ -166,6 +168,8 @@ def test_summary(t) -> str:
     if t.kind == "bound":
         return t.note or "–"
     ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "no interval"
+    if t.p_holm is not None and t.p_holm == t.p_holm:
+        ci += f", p = {t.p_value:.3g} (Holm {t.p_holm:.3g})"
     extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(t.commands)}`" if t.missing else ""
     note = f"; {t.note}" if t.note else ""
     return f"mean {fmt(t.mean)} {ci}, {t.n} seed(s){note}{extra}"
@@ -228,18 +232,18 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;ma
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em}table{border-collapse:collapse;width:100%;font-size:.85em;margin:.6em 0}
 th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f6f8fa}
 .verdict{font-weight:600;padding:1px 7px;border-radius:10px;color:#fff}.holds{background:#1a7f37}.fails{background:#cf222e}
-.inconclusive{background:#9a6700}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
+.inconclusive{background:#9a6700}.not-testable{background:#57606a}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
 """
 
 
 def _badge(verdict: str) -> str:
-    return f'<span class="verdict {html.escape(verdict)}">{html.escape(verdict)}</span>'
+    return f'<span class="verdict {CSS_CLASS.get(verdict, "inconclusive")}">{html.escape(verdict)}</span>'
 
 
 def to_html(report: ClaimsReport) -> str:
     e = html.escape
     m = report.meta
-    counts = {v: sum(r.verdict == v for r in report.results) for v in (HOLDS, FAILS, INCONCLUSIVE)}
+    counts = {v: sum(r.verdict == v for r in report.results) for v in (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)}
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>arctl: the paper's claims, checked ({e(', '.join(m['sweeps']))})</title>",
@@ -248,9 +252,13 @@ def to_html(report: ClaimsReport) -> str:
         f'<p class="meta" id="meta">Sweeps {e(", ".join(m["sweeps"]))}{e(", scale " + m["scale"]) if m["scale"] else ""}; '
         f"{e(m['created'])} on {e(m['host'])} ({e(str(m['cpus']))} CPUs, load average {e(str(m['load_average']))}); "
         f"{e(m['code_version'])}; workspace <code>{e(m['workspace'])}</code>; claims file <code>{e(m['claims_file'])}</code>. "
-        f"Intervals: {e(INTERVAL)}. A test holds when its interval lies on the claimed side of 0, fails when it lies on "
-        "the other side, and is inconclusive otherwise; a claim holds when every test holds.</p>",
-        f'<p id="summary">{counts[HOLDS]} hold, {counts[FAILS]} fail, {counts[INCONCLUSIVE]} inconclusive '
+        f"Intervals: {e(INTERVAL)}, shown per test. Verdicts: within a claim the tests' paired t-test p-values are "
+        "Holm-corrected (family-wise 5%); a test holds (fails) when its adjusted p is below 0.05 and its mean is on the "
+        "claimed (other) side of 0, and is inconclusive otherwise, with the seeds that would give it 80% power at the "
+        "observed mean and spread. A claim holds when every test holds; it is not testable here when a precondition "
+        "(measured at the start of training) fails.</p>",
+        f'<p id="summary">{counts[HOLDS]} hold, {counts[FAILS]} fail, {counts[INCONCLUSIVE]} inconclusive, '
+        f"{counts[NOT_TESTABLE]} not testable here "
         f"(of {len(report.results)} claims, {len(report.runs)} runs).</p>",
         '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
     ]
