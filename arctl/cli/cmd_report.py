@@ -127,11 +127,13 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         return
     from rich.table import Table
 
-    colors = {"holds": "green", "fails": "red", "inconclusive": "yellow"}
+    from arctl.report.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
+
+    colors = {HOLDS: "green", FAILS: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "bright_black"}
     table = Table(title=f"The paper's claims: {esc(', '.join(report.meta['sweeps']))}"
                         + (f" (scale {esc(scale)})" if scale else "") + f", {len(report.runs)} runs",
                   show_lines=True)
-    for col in ("#", "claim", "verdict", "tests (mean difference, 95% interval over seeds)"):
+    for col in ("#", "claim", "verdict", "tests (mean difference, 95% interval over seeds, p: Holm within the claim)"):
         table.add_column(col, overflow="fold")
     for r in report.results:
         lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}" for t in r.tests]
