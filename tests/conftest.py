@@ -20,9 +20,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tiny warm-up cache is user-level (~/.cache/arctl): the suite keeps its own, shared by its tests
 # (and by the jobs they start, which inherit the environment), and never touches the developer's.
 if "ARCTL_CACHE" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["ARCTL_CACHE"] = tempfile.mkdtemp(prefix="arctl-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ARCTL_CACHE"], ignore_errors=True)  # the suite's, not left in /tmp
 
 
 @pytest.fixture(scope="session")
