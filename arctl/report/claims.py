@@ -254,6 +254,7 @@ class TestResult:
     commands: list[str] = field(default_factory=list)  # what produces the missing runs
     note: str = ""
     paper: str = ""  # the paper's numbers for this comparison, when it has them
+    same_as: str | None = None  # "claim id: test label" of an earlier test on the same configs and statistic
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -373,6 +374,7 @@ class RunView:
     eval_budgets: int | None  # m of the anytime accuracy's uniform prior (len of config eval.budgets)
     grid_budgets: int | None
     first: dict = field(default_factory=dict)  # metric -> first logged value (the start of training)
+    compute_key: str | None = None  # what the run computes, names aside (arms with the same key are one config)
 
 
 def _label(arm: str) -> str:
@@ -536,7 +538,30 @@ def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list
                 t.note = ("not testable here (precondition " + "; ".join(f"{p.label} fails: {p.note}" for p in failed)
                           + ")" + (f"; {t.note}" if t.note else ""))
         out.append(ClaimResult(claim.id, claim.title, claim.paper, verdict, pre + tests))
+    _mark_repeated_evidence(out, runs)
     return out
+
+
+def _mark_repeated_evidence(results: list[ClaimResult], runs: list[RunView]) -> None:
+    """A compare test whose two arms are the same configs as an earlier test's (e.g. AR-base and
+    GRPO+BRPO+decoupled: one config under two names), on the same statistic, is the same evidence:
+    it keeps its verdict and says whose evidence it repeats (``same_as``), so it is counted once."""
+    keys: dict[str, set] = {}
+    for r in runs:
+        keys.setdefault(r.arm, set()).add(r.compute_key)
+    arm_key = {arm: tuple(sorted(map(str, ks))) for arm, ks in keys.items() if None not in ks}
+    seen: dict[tuple, str] = {}
+    for result in results:
+        for t in result.tests:
+            if t.kind != "compare" or len(t.arms) != 2 or any(a not in arm_key for a in t.arms):
+                continue
+            sig = (arm_key[t.arms[0]], arm_key[t.arms[1]], t.stat, t.direction)
+            if sig in seen:
+                t.same_as = seen[sig]
+                t.note = (f"the same evidence as claim {seen[sig]} (the same configs under other arm names): counted once"
+                          + (f"; {t.note}" if t.note else ""))
+            else:
+                seen[sig] = f"{result.id}: {t.label}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,6 +576,23 @@ def _count(value) -> int | None:
         except (safe_yaml.YamlError, TypeError):
             return None
     return None
+
+
+NAMING_KEYS = ("config.experiment", "config.arm", "config.seed", "config.run_id", "config.run_dir")
+NAMING_SECTIONS = ("config.wandb.", "config.cluster.")
+
+
+def _compute_key(rec: dict) -> str | None:
+    """A digest of a run's config columns without its names, seed and launch-only sections: two
+    arms whose runs share it compute the same thing (None without config columns)."""
+    import hashlib
+
+    items = sorted((k, str(v)) for k, v in rec.items()
+                   if k.startswith("config.") and k not in NAMING_KEYS and not k.startswith(NAMING_SECTIONS)
+                   and not (isinstance(v, float) and math.isnan(v)))
+    if not items:
+        return None
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
 
 def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
@@ -585,5 +627,5 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
 
         out.append(RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                            evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
-                           _count(rec.get("config.eval.grid")), firsts.get(rid, {})))
+                           _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec)))
     return out

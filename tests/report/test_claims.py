@@ -331,3 +331,25 @@ def test_numbers_are_nan_safe():
     assert interval_verdict([float("nan"), 0.1, 0.12], "greater")[3] in (HOLDS, INCONCLUSIVE)
     assert seeds_needed(0.0, 0.1) is None and seeds_needed(float("nan"), 0.1) is None
     assert np.isfinite(interval_verdict([0.1, 0.1, 0.1], "greater")[0])
+
+
+def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
+    """AR-base and GRPO+BRPO+decoupled are the same config: a second test on the same pair of
+    configs and statistic says so and points at the first (counted once), whatever its verdict."""
+    from pathlib import Path
+
+    from arctl.report.claims import Claim
+
+    runs = [view("grpo", s, 0.40) for s in range(3)]
+    runs += [view("ar-base", s, 0.45 + 0.01 * s) for s in range(3)] + [view("vr-dec", s, 0.45 + 0.01 * s) for s in range(3)]
+    for r in runs:
+        r.compute_key = "k-grpo" if r.arm == "grpo" else "k-same"
+    first, second = (Test("compare", a=a, b="grpo", stat="anytime") for a in ("ar-base", "vr-dec"))
+    spec = ClaimsSpec(Path("c.yaml"), (), STATS, (Claim("3", "t", "", (first,)), Claim("6", "t", "", (second,))))
+    three, six = check_claims(spec, runs, no_command)
+    assert three.tests[0].same_as is None and six.tests[0].same_as == f"3: {three.tests[0].label}"
+    assert "counted once" in six.tests[0].note and six.verdict == three.verdict == HOLDS
+    for r in runs:  # another config under one of the names: separate evidence
+        if r.arm == "vr-dec":
+            r.compute_key = "k-other"
+    assert check_claims(spec, runs, no_command)[1].tests[0].same_as is None
