@@ -18,10 +18,13 @@ It ends at the first ``yes``. What makes it a scale model of long reasoning:
   and the chance that the answer was found rises with the budget: an early budget's score predicts a
   later one's;
 - **slips and verification**: a result digit is written wrong with probability ``slip_prob`` (a
-  wrong ``no`` drops the answer from the search, a wrong ``yes`` ends it on a wrong item); a test is
-  re-done with probability ``check_prob`` (``chk`` + the four computation tokens + the verdict: the
-  check's verdict stands), which catches a slip unless it slips itself. Checks are useful on average,
-  and most of them confirm: a length penalty has real verification to lose;
+  wrong ``no`` drops the answer from the search, a wrong ``yes`` ends it on a wrong item); a
+  ``yes`` is re-checked before concluding with probability ``check_yes_prob`` and a ``no`` with
+  ``check_prob`` (``chk`` + the four computation tokens + the verdict: the check's verdict stands,
+  and a check that says ``no`` continues the search); a check's digits slip with
+  ``check_slip_prob`` (careful: 0 by default). Checks of a ``yes`` catch the wrong ones and are
+  worth their tokens; checks of a ``no`` rarely catch anything: a length penalty has real
+  verification to lose and some to cut (docs/testbed.md, round 4);
 - **waste**: ``hmm`` after a test with probability ``filler_prob``, never useful;
 - **a summary skill at every cut**: the reference summary after a cut answers the first item not yet
   tested, except with probability ``lazy_summary_prob`` a uniform guess among all items: reading the
