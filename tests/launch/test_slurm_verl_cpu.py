@@ -160,8 +160,10 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
         row = by_step[step]
         assert {"train/score@16", "train/score@32", "train/adv_var/brpo", "actor/pg_loss"} <= set(row)
         assert row["train/think_len/mean"] > 0
-        # a step whose rewards all agree (a random model: 4 trees) has zero advantages and no gradient
-        assert (row["actor/grad_norm"] > 0) == (row["train/adv_var/brpo"] > 0)
+        # thinking advantages that vary move the policy; not the converse: with every thinking
+        # advantage 0 the decoupled summaries' own GRPO advantages can still be non-zero (seen in
+        # CI: grad norm 0.019 at BRPO variance 0)
+        assert row["actor/grad_norm"] > 0 or row["train/adv_var/brpo"] == 0
         assert 0 < row["perf/summary_prefix_cache_hit"] <= 1  # summaries reused the thinking's KV
     assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))  # the weights moved
     for step in (0, 3):  # validation before training and at test_freq
