@@ -1,17 +1,59 @@
-"""Budget priors p_B over the budget support {b_1 < ... < b_m} (paper Eq. 3).
+"""Budget priors p_B over the budget support {b_1 < ... < b_m} (paper Eq. 3), registered by name.
 
 `P_j = p_B(b = b_j)`: the probability that thinking is cut at budget ``b_j``. The thinking policy
 and (decoupled) summary policy may use different priors (paper Sec. 3.3, ``P'``).
+
+Each named prior is a rule ``budgets -> [P_1..P_m]`` registered with :func:`register_prior` beside
+its formula; ``custom`` takes the probabilities from the config. The config's choice list
+(``thinking.prior``, ``summary.prior``) is :func:`prior_names`. A prior is chosen in a spec by a
+``prior`` config-group option (``arctl/conf/prior/<name>.yaml``). This module imports torch only
+when a prior is built as a tensor (:func:`budget_prior`): composing a config reads the names.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-import torch
+CUSTOM = "custom"
+"""The prior whose probabilities the config gives (``thinking.probs``)."""
+_RULES: dict[str, Callable[[list[int]], list[float]]] = {}
 
-from arctl.algo.settings import PRIORS
+
+def register_prior(name: str) -> Callable:
+    """Decorator: register ``rule(budgets) -> probabilities`` (floats summing to 1) as prior ``name``."""
+
+    def add(rule: Callable[[list[int]], list[float]]) -> Callable[[list[int]], list[float]]:
+        if name in _RULES or name == CUSTOM:
+            raise ValueError(f"a budget prior named {name!r} is already registered")
+        _RULES[name] = rule
+        return rule
+
+    return add
+
+
+@register_prior("base")
+def _base(budgets: list[int]) -> list[float]:
+    """All mass on the largest budget, ``[0, ..., 0, 1]`` (standard reasoning, J_anytime = J)."""
+    return [0.0] * (len(budgets) - 1) + [1.0]
+
+
+@register_prior("uniform")
+def _uniform(budgets: list[int]) -> list[float]:
+    """``1/m``."""
+    return [1.0 / len(budgets)] * len(budgets)
+
+
+@register_prior("linear")
+def _linear(budgets: list[int]) -> list[float]:
+    """``P_j = b_j / sum_i b_i``."""
+    total = float(sum(budgets))
+    return [b / total for b in budgets]
+
+
+def prior_names() -> tuple[str, ...]:
+    """Every prior a config may choose: the registered rules, then ``custom``."""
+    return (*_RULES, CUSTOM)
 
 
 def _check_budgets(budgets: Sequence[int]) -> list[int]:
@@ -27,28 +69,19 @@ def _check_budgets(budgets: Sequence[int]) -> list[int]:
     return values
 
 
-def budget_prior(name: str, budgets: Sequence[int], probs: Sequence[float] | None = None) -> torch.Tensor:
-    """Return the prior ``P`` over ``budgets`` as a float64 tensor of shape [m].
+def budget_prior(name: str, budgets: Sequence[int], probs: Sequence[float] | None = None):
+    """Return the prior ``P`` over ``budgets`` as a float64 tensor of shape [m]: a registered rule
+    (``base``, ``uniform``, ``linear``, ...), or ``custom``: ``probs`` (non-negative, length m,
+    summing to 1 within 1e-6; renormalised exactly)."""
+    import torch
 
-    - ``base``: all mass on the largest budget, ``[0, ..., 0, 1]`` (standard reasoning, J_anytime = J);
-    - ``uniform``: ``1/m``;
-    - ``linear``: ``P_j = b_j / sum_i b_i``;
-    - ``custom``: ``probs`` (non-negative, length m, summing to 1 within 1e-6; renormalised exactly).
-    """
     values = _check_budgets(budgets)
     m = len(values)
-    if name != "custom" and probs is not None:
+    if name != CUSTOM and probs is not None:
         raise ValueError(f"prior {name!r} takes no probs (got {list(probs)}); use prior 'custom' to give probs")
-    if name == "base":
-        p = torch.zeros(m, dtype=torch.float64)
-        p[-1] = 1.0
-        return p
-    if name == "uniform":
-        return torch.full((m,), 1.0 / m, dtype=torch.float64)
-    if name == "linear":
-        b = torch.tensor(values, dtype=torch.float64)
-        return b / b.sum()
-    if name == "custom":
+    if name in _RULES:
+        return torch.tensor(_RULES[name](values), dtype=torch.float64)
+    if name == CUSTOM:
         if probs is None:
             raise ValueError("prior 'custom' needs probs: a list of m probabilities, one per budget")
         p_list = [float(x) for x in probs]
@@ -61,4 +94,4 @@ def budget_prior(name: str, budgets: Sequence[int], probs: Sequence[float] | Non
             raise ValueError(f"prior 'custom': probs must sum to 1, got sum {total:.6g} for {p_list}")
         p = torch.tensor(p_list, dtype=torch.float64)
         return p / p.sum()
-    raise ValueError(f"unknown budget prior {name!r}; choose one of {', '.join(PRIORS)}")
+    raise ValueError(f"unknown budget prior {name!r}; choose one of {', '.join(prior_names())}")

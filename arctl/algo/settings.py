@@ -28,9 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+
 # ------------------------------------------------------------------------------ choice lists
-PRIORS = ("base", "uniform", "linear", "custom")
-"""Budget priors p_B (and p'_B): ``arctl.algo.priors.budget_prior``."""
+def priors() -> tuple[str, ...]:
+    """Budget priors p_B (and p'_B): the names registered in :mod:`arctl.algo.priors` beside their
+    formulas (``base``, ``uniform``, ``linear``), then ``custom``."""
+    from arctl.algo.priors import prior_names
+
+    return prior_names()
 BASELINES = ("brpo", "v1", "v2", "none")
 """Variance-reduction terms of the thinking advantage: ``arctl.algo.advantages.thinking_baseline``."""
 LENGTH_PENALTIES = ("none", "v1", "v2")
@@ -39,12 +44,16 @@ SUMMARY_WEIGHTINGS = ("authors", "paper")
 """Weight of a decoupled summary's advantage: ``authors`` 1 (their ``compute_summary_advantage``),
 ``paper`` P'_j of its budget (paper Eq. 10 read literally)."""
 
-CONTROL_METHODS = ("none", "thinkprune", "l1")
-"""Training-time budget-control methods compared against (``budget_control.method``;
-``arctl.algo.methods.control``): ``none`` (the arm's own objective), ``thinkprune`` (0 reward past
-the round's thinking limit), ``l1`` (L1/LCPO: a target length in the prompt, reward of Eq. 1 or 2).
-Elastic Reasoning needs no entry: it is GRPO at one thinking budget t with a solution budget s
-(``experiments/baselines-elastic.yaml``)."""
+def control_methods() -> tuple[str, ...]:
+    """Training-time budget-control methods compared against (``budget_control.method``): the names
+    registered in :mod:`arctl.algo.methods.registry` (built-ins ``none``: the arm's own objective,
+    ``thinkprune``: 0 reward past the round's thinking limit, ``l1``: L1/LCPO, a target length in the
+    prompt and the reward of Eq. 1 or 2; then installed packages' ``arctl.methods`` entry points).
+    Elastic Reasoning needs no entry: it is GRPO at one thinking budget t with a solution budget s
+    (``experiments/baselines-elastic.yaml``)."""
+    from arctl.algo.methods.registry import method_names
+
+    return method_names()
 L1_MODES = ("exact", "max")
 """L1 reward forms: ``exact`` (L1-Exact, Eq. 1), ``max`` (L1-Max, Eq. 2)."""
 L1_ALPHA = 0.0003
@@ -86,7 +95,7 @@ class Thinking:
     """Config section ``thinking``: the budget support, the prior p_B and the BRPO baseline."""
 
     budgets: tuple[int, ...]  # b_1 < ... < b_m (thinking tokens)
-    prior: str = "uniform"  # p_B, one of PRIORS
+    prior: str = "uniform"  # p_B, one of priors()
     probs: tuple[float, ...] | None = None  # P_j for prior=custom
     baseline: str = "brpo"  # one of BASELINES
     lam: float = 0.5  # lambda: discount of earlier budgets in V1 (paper Eq. 7; the authors' 2^k weights)
@@ -128,9 +137,9 @@ class BudgetControl:
 
     Inactive (:meth:`active` false: ``method=none`` and no budget forcing) it changes nothing a run
     computes, so it does not enter the run's identity (``arctl.launch.run_id``): the scales may set
-    its values (``arctl/conf/scale/*.yaml``) without renaming existing runs."""
+    its values (the backends' scale profiles, ``arctl/backends/*/conf/scale/*.yaml``) without renaming existing runs."""
 
-    method: str = "none"  # one of CONTROL_METHODS
+    method: str = "none"  # one of control_methods()
     thinkprune_limits: tuple[int, ...] = (4000, 3000, 2000)  # ThinkPrune's rounds (1.5B), equal shares of training
     l1_mode: str = "max"  # one of L1_MODES
     l1_alpha: float = L1_ALPHA

@@ -2,7 +2,10 @@
 
 A backend is an object with the :class:`Backend` protocol, exported by its package as ``BACKEND``
 and registered under the ``arctl.backends`` entry-point group (``tiny = "arctl.backends.tiny:BACKEND"``;
-another package adds one the same way). ``arctl.compose``, ``arctl.launch`` and ``arctl.cli`` use
+another package adds one the same way). A backend brings its own settings: the run config's section
+named after it (``tiny.*``, ``verl.*``: a typed dataclass, or an open mapping with declared ranges)
+and its scale profiles (``<conf_dir>/scale/<name>.yaml``, options of the ``scale`` config group);
+:mod:`arctl.compose.plugins` adds them to the schema, to validation and to Hydra's search path. ``arctl.compose``, ``arctl.launch`` and ``arctl.cli`` use
 :func:`get_backend` and never import a backend package: the registry loads it by name, lazily, so
 the tiny backend never pulls in verl or Ray and ``arctl --help`` imports neither.
 """
@@ -64,7 +67,18 @@ class Backend(Protocol):
 
     def config_ranges(self) -> dict[str, Range]:
         """dotted key -> :class:`~arctl.config.ranges.Range` of the numeric keys under the backend's
-        own config section (``tiny.*``): validation checks them like the schema's typed keys."""
+        own config section when it is an open mapping (``tiny.*``): validation checks them like the
+        schema's typed keys."""
+
+    def settings_type(self) -> type | None:
+        """The dataclass of the backend's config section (its fields written with
+        :func:`arctl.config.schema.setting`: type, default, range, choices), typed like the core
+        sections; None: an open mapping (``{}``), whose keys a scale profile sets and
+        :meth:`config_ranges` checks. Either way ``+<name>.<key>=`` may add a key."""
+
+    def conf_dir(self) -> Path | None:
+        """A directory of config-group options the backend brings (``scale/<name>.yaml``: its scale
+        profiles), searched after arctl's own ``arctl/conf``; None: none."""
 
 
 def available_backends() -> dict[str, str]:
@@ -86,8 +100,8 @@ def load_target(target: str):
     try:
         module = importlib.import_module(module_name)
         return getattr(module, attr or "BACKEND")
-    except (ImportError, AttributeError) as err:
-        raise BackendError(f"cannot load backend {target!r}: {err}") from err
+    except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is one line naming it
+        raise BackendError(f"cannot load backend {target!r}: {type(err).__name__}: {err}") from err
 
 
 def get_backend(name: str) -> Backend:
@@ -125,3 +139,9 @@ class BackendDefaults:
 
     def config_ranges(self):
         return {}
+
+    def settings_type(self):
+        return None
+
+    def conf_dir(self):
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import nonempty_option, parse_seeds
+from arctl.cli.common import SCALE_HELP, nonempty_option, parse_seeds
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -13,7 +13,7 @@ def register(app: typer.Typer) -> None:
     def run(
         experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="Experiment name (`arctl ls experiments`)."),
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides, e.g. thinking.lam=0.7 cluster=slurm-a100"),
-        scale: str | None = nonempty_option("--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print runs, configs and the sbatch script; submit nothing."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import console, esc, nonempty_option, parse_seeds, print_json, user_errors
+from arctl.cli.common import SCALE_HELP, console, esc, nonempty_option, parse_seeds, print_json, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
     def show(
         experiment: str = typer.Argument(..., help="Experiment name (`arctl ls experiments`)."),
         overrides: list[str] = typer.Argument(None, help="Hydra overrides, e.g. prior=linear thinking.lam=0.7"),
-        scale: str | None = nonempty_option("--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
         arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of {experiment, arm, seed, source, path, config}."),

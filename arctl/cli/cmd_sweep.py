@@ -15,7 +15,7 @@ import sys
 
 import typer
 
-from arctl.cli.common import nonempty_option, parse_seeds, print_json
+from arctl.cli.common import SCALE_HELP, nonempty_option, parse_seeds, print_json
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
     def sweep(
         name: str = typer.Argument(..., metavar="SWEEP", help="Sweep name (`arctl ls sweeps`)."),
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides applied to every cell."),
-        scale: str | None = nonempty_option("--scale", help="tiny (CPU toy, default) or paper (GPU clusters)."),
+        scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print cells, configs and the sbatch script; submit nothing."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),

@@ -98,6 +98,11 @@ def _given(value):
     return value
 
 
+SCALE_HELP = ("A backend's scale profile: tiny (CPU toy, the default), tiny-running-sum, paper (GPU "
+              "clusters), or one an installed backend brings.")
+"""``--scale`` of run, sweep and show (the options: ``arctl.compose.paths.group_options("scale")``)."""
+
+
 def nonempty_option(*names: str, help: str, default: Any = None):  # noqa: A002 - typer's own name
     """``typer.Option(default, *names, help=help)`` that refuses an empty value (one error line, exit 2).
     Declare the parameter ``str``: typer turns ``""`` into ``Path(".")`` before any check could see it."""

@@ -1,12 +1,12 @@
 """The range of every numeric key of a run config: limits that a machine could ever meet.
 
 Validation (:mod:`arctl.compose.validate`) checks each numeric value of a resolved config against
-:data:`RANGES` (lists: every element against :data:`LIST_RANGES`); a numeric key without a range is
+:func:`ranges` (lists: every element against :func:`list_ranges`); a numeric key without a range is
 refused, so a new key cannot slip in unchecked (``tests/spec`` walks every experiment's configs).
 The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
-open sections' here (``scale``: set by a group option), and a backend's section (``tiny``) by the
-backend (``Backend.config_ranges``).
-Keys that users add under the open sections (``+tiny.x=...``, ``+verl.x=...``) only need to be
+open sections' here (``scale``: set by a group option), and a backend's section by the backend
+(typed: ``Backend.settings_type``; open: ``Backend.config_ranges``; :mod:`arctl.compose.plugins`).
+Keys that users add under a backend's section (``+tiny.x=...``, ``+verl.x=...``) only need to be
 finite and of a sane size (:data:`OPEN_RANGE`).
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arctl.backends.base import available_backends, get_backend
+from arctl.compose import plugins
 from arctl.config.ranges import CORES, TOKENS, F, I, Range
 from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
 
@@ -27,25 +27,23 @@ OPEN_SECTION_RANGES: dict[str, Range] = {
 }
 
 
-def backend_ranges() -> dict[str, Range]:
-    """The ranges every registered backend declares for its own section (``Backend.config_ranges``)."""
-    out: dict[str, Range] = {}
-    for name in sorted(available_backends()):
-        try:
-            ranges = getattr(get_backend(name), "config_ranges", dict)()
-        except Exception:  # noqa: BLE001 - a broken third-party backend is reported when selected
-            continue
-        out.update(ranges or {})
-    return out
+def ranges() -> dict[str, Range]:
+    """dotted key -> range of every declared numeric key: the schema's typed sections (the backends'
+    typed sections included), the open sections of :data:`OPEN_SECTION_RANGES`, the backends'."""
+    return {**field_ranges(plugins.run_config()), **OPEN_SECTION_RANGES, **plugins.backend_ranges()}
 
 
-RANGES: dict[str, Range] = {**field_ranges(), **OPEN_SECTION_RANGES, **backend_ranges()}
-LIST_RANGES: dict[str, Range] = {**field_item_ranges(), "scale.budgets": TOKENS}
-NULLABLE_LISTS = nullable_lists()
-"""null: eval budgets derived from the thinking budgets (spec.resolve._finalize); L1 targets sampled."""
-# Free-form sections where `+key=value` may add new keys (backend pass-through knobs), checked only
-# to be finite and sane (OPEN_RANGE); spec.overrides polices the additions
-OPEN_SECTIONS = ("tiny.", "verl.")
+def list_ranges() -> dict[str, Range]:
+    """dotted key -> range of each entry of a list key."""
+    return {**field_item_ranges(plugins.run_config()), "scale.budgets": TOKENS}
+
+
+def nullable() -> tuple[str, ...]:
+    """The list keys that may be null: eval budgets derived from the thinking budgets
+    (compose.resolve._finalize), L1 targets sampled."""
+    return nullable_lists(plugins.run_config())
+
+
 OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite and sane
 
 
@@ -87,13 +85,14 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
     """(key, problem) of the first value outside its range, or None. A declared key must hold its
     kind of value (a number, or a list of numbers: never a mapping, whose leaves would pass as keys
     of their own); every other numeric leaf needs a declared range, or an open section's."""
-    for key, r in RANGES.items():
+    declared, lists, open_sections = ranges(), list_ranges(), plugins.open_sections()
+    for key, r in declared.items():
         value = _lookup(cfg, key)
         if value is not _MISSING and not r.contains(value):
             return key, f"{key}={value!r} is invalid: expected {r.describe()}"
-    for key, r in LIST_RANGES.items():
+    for key, r in lists.items():
         value = _lookup(cfg, key)
-        if value is _MISSING or (value is None and key in NULLABLE_LISTS):
+        if value is _MISSING or (value is None and key in nullable()):
             continue
         if not isinstance(value, list):
             return key, f"{key}={value!r} is invalid: expected a list of numbers, each {r.describe()}"
@@ -101,10 +100,10 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
         if bad:
             return key, f"{key} holds {bad[0]!r}: each entry must be {r.describe()}"
     for key, value in _leaves(cfg):
-        if key in RANGES or _list_key(key) in LIST_RANGES:
+        if key in declared or _list_key(key) in lists:
             continue
         if _numeric(value):
-            if not key.startswith(OPEN_SECTIONS):
+            if not key.startswith(open_sections):
                 return key, f"{key}={value!r} has no declared range (arctl/compose/limits.py)"
             if not OPEN_RANGE.contains(value):
                 return key, f"{key}={value!r} is out of range: expected a finite number of magnitude <= 1e15"

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from arctl.algo.verify import bracket_depth
 from arctl.compose.errors import SpecError, did_you_mean
-from arctl.compose.limits import OPEN_SECTIONS
-from arctl.compose.paths import CONF_DIR, group_options
+from arctl.compose.paths import config_groups, group_options
+from arctl.compose.plugins import open_sections
 from arctl.compose.resolvers import value_problem
 
-GROUPS = tuple(sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir()))
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
 # id and W&B would name one run while another trains)
 IDENTITY_KEYS = ("experiment", "arm", "seed")
@@ -63,19 +62,19 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         key = parsed.key_or_group
         if parsed.is_delete():
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
-        if key in GROUPS and not parsed.is_add() and not parsed.is_force_add():
+        if key in config_groups() and not parsed.is_add() and not parsed.is_force_add():
             option = parsed.value()
             options = group_options(key)
             if not isinstance(option, str) or option not in options:
                 raise SpecError(f"unknown {key} option {option!r} in {text!r}", where, did_you_mean(str(option), options))
             groups[key] = option
             continue
-        if (parsed.is_add() or parsed.is_force_add()) and not key.startswith(OPEN_SECTIONS):
+        if (parsed.is_add() or parsed.is_force_add()) and not key.startswith(open_sections()):
             raise SpecError(
                 f"override {text!r} adds a new key",
                 where,
                 "arctl specs are closed: use an existing key (`arctl show EXP` lists them); "
-                f"new keys are allowed only under {', '.join(s.rstrip('.') for s in OPEN_SECTIONS)}",
+                f"new keys are allowed only under {', '.join(s.rstrip('.') for s in open_sections())} (the backends' sections)",
             )
         keys.append(text)
     return Overrides(groups=groups, keys=keys)

@@ -129,6 +129,20 @@ def spec_names(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
+def config_dirs() -> list[Path]:
+    """Where config-group options are found: ``arctl/conf``, then each backend's ``conf_dir`` (its
+    scale profiles: ``Backend.conf_dir``, :mod:`arctl.compose.plugins`)."""
+    from arctl.compose import plugins
+
+    return [CONF_DIR, *plugins.conf_dirs()]
+
+
+def config_groups() -> tuple[str, ...]:
+    """The config groups (``algo``, ``cluster``, ``scale``, ...): the folders of :func:`config_dirs`."""
+    return tuple(sorted({p.name for d in config_dirs() for p in d.iterdir() if p.is_dir() and p.name != "__pycache__"}))
+
+
 def group_options(group: str) -> list[str]:
-    """The options of a config group under arctl/conf (e.g. ``prior`` -> base, custom, ...)."""
-    return spec_names(CONF_DIR / group)
+    """The options of a config group (e.g. ``prior`` -> base, custom, ...; ``scale`` -> the scale
+    profiles the backends bring), over :func:`config_dirs`."""
+    return sorted({name for d in config_dirs() for name in spec_names(d / group)})

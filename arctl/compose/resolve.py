@@ -13,10 +13,11 @@ import functools
 import re
 
 from arctl.algo import settings as algo_settings
+from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment
-from arctl.compose.overrides import GROUPS, split_overrides
-from arctl.compose.paths import CONF_DIR, group_options
+from arctl.compose.overrides import split_overrides
+from arctl.compose.paths import CONF_DIR, config_groups, group_options
 from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
@@ -36,9 +37,11 @@ def _compose_groups(group_overrides: tuple[str, ...]):
     from hydra import compose, initialize_config_dir
 
     if group_overrides not in _BASE_CONFIGS:
-        schema.register()  # config.yaml's first default: every key's type and default
+        schema.register(plugins.run_config())  # config.yaml's first default: every key's type and default
+        # the backends' config-group options (their scale profiles) after arctl/conf
+        searchpath = f"hydra.searchpath=[{','.join('file://' + str(d) for d in plugins.conf_dirs())}]"
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            _BASE_CONFIGS[group_overrides] = compose(config_name="config", overrides=list(group_overrides))
+            _BASE_CONFIGS[group_overrides] = compose(config_name="config", overrides=[searchpath, *group_overrides])
     return _BASE_CONFIGS[group_overrides]
 
 
@@ -60,8 +63,9 @@ def compose_config(overrides: list[str]) -> dict:
     register_resolvers()
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
-        groups = tuple(o.input_line for o in parsed if o.key_or_group in GROUPS and not o.is_add())
-        keys = [o for o in parsed if not (o.key_or_group in GROUPS and not o.is_add())]
+        known = config_groups()
+        groups = tuple(o.input_line for o in parsed if o.key_or_group in known and not o.is_add())
+        keys = [o for o in parsed if not (o.key_or_group in known and not o.is_add())]
         cfg = copy.deepcopy(_compose_groups(groups))
         ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
         found = composed_problem(cfg)  # before anything is resolved (arctl.compose.resolvers)
@@ -243,8 +247,8 @@ def resolve_arm(
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
         for group, option in part.items():  # every choice is checked, also one a later part replaces
-            if group not in GROUPS:
-                raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(GROUPS)))
+            if group not in config_groups():
+                raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(config_groups())))
             if option not in group_options(group):
                 raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
         groups.update(part)

@@ -10,13 +10,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from arctl.algo.methods.registry import method_of
+from arctl.algo.settings import BudgetControl
 from arctl.backends.base import available_backends, get_backend
+from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
 from arctl.config.schema import bool_fields, field_choices
 
-CHOICES = field_choices()  # every string key with a fixed choice list, from the schema
-BOOLS = bool_fields()  # every key typed bool in the schema
 PROB_TOL = 1e-6
 
 
@@ -46,7 +47,7 @@ def _check(cfg: dict, key: str, ok: Callable[[Any], bool], expected: str) -> Any
 
 def _choice(cfg: dict, key: str, choices: tuple[str, ...] | None = None) -> str:
     """The value of ``key`` if it is one of ``choices`` (default: the schema's list for the key)."""
-    choices = CHOICES[key] if choices is None else choices
+    choices = field_choices(plugins.run_config())[key] if choices is None else choices
     value = _get(cfg, key)
     if value not in choices:
         raise SpecError(f"{key}={value!r} is not allowed", key, did_you_mean(str(value), choices))
@@ -96,7 +97,6 @@ def largest_budget(cfg: dict, budgets: list[int]) -> int:
 
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     """The compared methods' section (its choices and numbers' ranges: arctl/config/schema.py)."""
-    method = _get(cfg, "budget_control.method")
     top = largest_budget(cfg, budgets)
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
@@ -106,9 +106,10 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     targets = _get(cfg, "budget_control.l1_targets")
     if targets is not None:
         check_budgets(targets, "budget_control.l1_targets")
-        if method == "l1" and targets[-1] > top:
-            raise SpecError(f"budget_control.l1_targets go up to {targets[-1]} but thinking stops at {top}",
-                            "budget_control.l1_targets", f"keep targets <= the largest thinking budget ({top})")
+    control = BudgetControl.from_config(cfg)  # the method's own rules (arctl.algo.methods.registry)
+    found = method_of(control).config_problem(control, top, _get(cfg, "trainer.total_steps"))
+    if found:
+        raise SpecError(*found)
     _check(cfg, "budget_control.forcing_cue", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty cue text, e.g. Wait")
 
 
@@ -140,10 +141,11 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
         check_ranges(cfg)
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
-    for key in CHOICES:  # every string key with a choice list in the schema, each checked once
-        _choice(cfg, key)
+    schema = plugins.run_config()  # the core sections and every backend's
+    for key, choices in field_choices(schema).items():  # every string key with a choice list, each checked once
+        _choice(cfg, key, choices)
     _choice(cfg, "backend", tuple(available_backends()))
-    for key in BOOLS:
+    for key in bool_fields(schema):
         _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
     for section in ("thinking", "summary"):
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)

@@ -9,16 +9,18 @@ Validation (:mod:`arctl.compose.validate`) reads the ranges and choices from her
 (:func:`field_ranges`, :func:`field_choices`); what the YAML files add is the options of the config
 groups (a scale's numbers, a cluster profile, a model) and the backends' own sections.
 
-Two sections stay open mappings (``dict[str, Any]``): ``scale`` (its options set different keys, and
-a run's identity hashes what they set) and ``tiny`` (the tiny backend's knobs, set by the tiny scale
-only; typed by ``arctl.backends.tiny.settings.TinyRun``); their ranges are in
-:mod:`arctl.compose.limits`. ``verl`` is typed here (:class:`VerlConfig`, whose defaults the verl
-backend reads) and open: ``+verl.x=...`` adds a key, as ``+tiny.x=...`` does.
+``scale`` stays an open mapping (``dict[str, Any]``: its options set different keys, and a run's
+identity hashes what they set; its ranges are in :mod:`arctl.compose.limits`). Each backend brings
+its own section, named after it (``Backend.settings_type``: ``verl`` is typed by
+``arctl.backends.verl.settings.VerlConfig``, ``tiny`` is an open mapping whose ranges the tiny backend
+declares); :func:`run_config_type` adds them after the core sections, and ``+<backend>.x=...`` adds a
+key to any of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +41,10 @@ OPTIMIZERS = ("adamw",)
 
 
 def setting(default: Any = MISSING, *, range: Range | None = None, items: Range | None = None,
-            choices: tuple[str, ...] | None = None) -> Any:
+            choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None) -> Any:
     """A config key: its default, and what validation checks (``range`` of a number, ``items``: the
-    range of each entry of a list, ``choices`` of a string). A list default is copied per instance."""
+    range of each entry of a list, ``choices`` of a string: a tuple, or a function returning the
+    names registered when it is asked, e.g. the compared methods). A list default is copied per instance."""
     meta = {k: v for k, v in (("range", range), ("items", items), ("choices", choices)) if v is not None}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: list(default), metadata=meta)
@@ -57,7 +60,7 @@ def algo_setting(key: str, **checks: Any) -> Any:
 class ThinkingConfig:
     """``thinking``: the budget support, the prior p_B and the BRPO baseline (arctl.algo.settings.Thinking)."""
 
-    prior: str = algo_setting("thinking.prior", choices=algo.PRIORS)  # p_B (set by the `prior` group)
+    prior: str = algo_setting("thinking.prior", choices=algo.priors)  # p_B (set by the `prior` group)
     probs: list[float] | None = algo_setting("thinking.probs", items=PROB)  # explicit P_j for prior=custom
     budgets: list[int] = setting("${scale.budgets}", items=TOKENS)  # the support {b_1 < ... < b_m}
     baseline: str = algo_setting("thinking.baseline", choices=algo.BASELINES)  # brpo (V1 and V2) | v1 | v2 | none
@@ -70,7 +73,7 @@ class SummaryConfig:
     """``summary``: how summaries are sampled and trained (arctl.algo.settings.Summary)."""
 
     decoupled: bool = algo_setting("summary.decoupled")  # every budget's summaries (GRPO per prefix) vs the final one only
-    prior: str = algo_setting("summary.prior", choices=algo.PRIORS)  # p'_B (weighs summaries under weighting=paper)
+    prior: str = algo_setting("summary.prior", choices=algo.priors)  # p'_B (weighs summaries under weighting=paper)
     probs: list[float] | None = algo_setting("summary.probs", items=PROB)
     weighting: str = algo_setting("summary.weighting", choices=algo.SUMMARY_WEIGHTINGS)  # authors (1) | paper (P'_j, Eq. 10)
     group_size: int = algo_setting("summary.group_size", range=I(1, 1024))  # A: summaries sampled per budget
@@ -90,7 +93,7 @@ class BudgetControlConfig:
     """``budget_control``: the compared methods (docs/baselines.md; arctl.algo.settings.BudgetControl).
     Inactive (method none, no budget forcing) it changes nothing and is left out of a run's identity."""
 
-    method: str = algo_setting("budget_control.method", choices=algo.CONTROL_METHODS)  # none | thinkprune | l1
+    method: str = algo_setting("budget_control.method", choices=algo.control_methods)  # none | thinkprune | l1 | a plugin's
     thinkprune_limits: list[int] = algo_setting("budget_control.thinkprune_limits", items=TOKENS)  # ThinkPrune's rounds
     l1_mode: str = algo_setting("budget_control.l1_mode", choices=algo.L1_MODES)  # exact (Eq. 1) | max (Eq. 2)
     l1_alpha: float = algo_setting("budget_control.l1_alpha", range=F(0, 10))
@@ -218,48 +221,6 @@ class WandbConfig:
     tags: list[str] = setting([])
 
 
-TREE_LAYOUTS = ("flex", "dense", "duplicate")
-VERL_DEVICES = ("cuda", "cpu")  # cpu: verl's real loop on a CPU (arctl.backends.verl.cpu_platform)
-"""``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
-for debugging), or one row per branch (any engine)."""
-
-
-@dataclass
-class VerlConfig:
-    """``verl``: the verl backend's knobs (arctl.backends.verl reads them; the tiny backend ignores
-    them). Open: ``+verl.<key>=...`` may add a key, checked only to be finite and sane."""
-
-    tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
-    device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
-    rollout_name: str = "vllm"
-    tensor_model_parallel_size: int = setting(1, range=I(1, 64))
-    gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))
-    n_gpus_per_node: int = setting(8, range=I(1, 64))  # used when cluster.gpus_per_node is 0 (cluster=auto at paper scale)
-    # Rows (packed trees) per micro-batch of the old-log-prob pass and the update. One by default: verl's
-    # padded path (no flash-attn) pays for rows x the longest row, full-vocabulary logits included, and a
-    # token budget (use_dynamic_bsz) counts real tokens, so it does not bound the padding; one row of
-    # 10,176 tokens is ~24.5 GiB estimated at paper scale, which fits an 80 GB and a 40 GB card
-    # (docs/gpu.md, "Actor memory at paper scale").
-    micro_batch_size_per_gpu: int = setting(1, range=I(1, 10**5))
-    max_token_len_per_gpu: int = setting(32768, range=I(1, 10**8))  # the token budget when use_dynamic_bsz
-    use_dynamic_bsz: bool = False
-    gradient_checkpointing: bool = True
-    param_offload: bool = False
-    optimizer_offload: bool = False
-    block_size: int = setting(128, range=I(1, 65536))  # FlexAttention block; trees are padded to a multiple of it
-    data_dir: str | None = None  # null: $ARCTL_DATA_DIR or ~/data/arctl (`arctl data prepare` writes there)
-    logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
-    resume_mode: str = "auto"
-    val_before_train: bool = True
-    eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid
-    eval_checkpoint: str | None = None  # null: the newest checkpoint in run_dir/checkpoints
-    smoke: bool = False  # plumbing check, no GPU work: plugin, verl config, Ray on every node, data -> run_dir/smoke.json
-    rehearsal_steps: int = setting(0, range=I(0, 10**6))  # > 0: CPU rehearsal of the training loop (steps, stop, requeue)
-    rehearsal_step_s: float = setting(2.0, range=F(0, 86400))  # seconds of one rehearsal step
-    ray_start_args: list[str] = setting([])  # extra flags for every `ray start` of the job body
-    overrides: Any = setting([])  # raw extra verl overrides (KEY=VALUE), checked against verl's own config
-
-
 @dataclass
 class RunConfig:
     """A whole run config: the sections above, the open ones, and the run's names."""
@@ -280,9 +241,26 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
-    scale: dict[str, Any] = field(default_factory=dict)  # open: set by the scale group (ranges: spec.limits)
-    tiny: dict[str, Any] = field(default_factory=dict)  # open: the tiny backend's knobs
-    verl: VerlConfig = field(default_factory=VerlConfig)  # typed, and open to +verl.<key>
+    scale: dict[str, Any] = field(default_factory=dict)  # open: set by the scale group (ranges: compose.limits)
+    # then one section per registered backend, named after it, which the backend brings
+    # (Backend.settings_type: a dataclass, or None for an open mapping): run_config_type() adds them
+
+
+def run_config_type(sections: dict[str, type | None]) -> type:
+    """:class:`RunConfig` with the backends' sections after its own: section name -> its dataclass
+    (typed like the core sections), or None (an open mapping ``{}``). ``arctl.compose.plugins``
+    builds it from the registered backends, in name order."""
+    if not sections:
+        return RunConfig
+    extra = []
+    for name, klass in sections.items():
+        if klass is None:
+            extra.append((name, dict[str, Any], field(default_factory=dict)))
+        else:
+            if not dataclasses.is_dataclass(klass):
+                raise TypeError(f"the {name!r} section's settings type {klass!r} is not a dataclass")
+            extra.append((name, klass, field(default_factory=klass)))
+    return dataclasses.make_dataclass("RunConfig", extra, bases=(RunConfig,))
 
 
 def field_default(f: dataclasses.Field) -> Any:
@@ -290,11 +268,12 @@ def field_default(f: dataclasses.Field) -> Any:
     return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
 
 
-def register() -> None:
-    """Store :class:`RunConfig` in Hydra's ConfigStore as :data:`SCHEMA_NAME` (idempotent)."""
+def register(run_config: type = RunConfig) -> None:
+    """Store ``run_config`` (:class:`RunConfig`, or :func:`run_config_type`'s with the backends'
+    sections) in Hydra's ConfigStore as :data:`SCHEMA_NAME` (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=RunConfig)
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=run_config)
 
 
 def _walk(cls: type, prefix: str = ""):
@@ -306,31 +285,34 @@ def _walk(cls: type, prefix: str = ""):
             yield f"{prefix}{f.name}", f
 
 
-def field_ranges() -> dict[str, Range]:
-    """Dotted key -> range of every numeric key of the typed sections."""
-    return {key: f.metadata["range"] for key, f in _walk(RunConfig) if "range" in f.metadata}
+def field_ranges(cls: type = RunConfig) -> dict[str, Range]:
+    """Dotted key -> range of every numeric key of the typed sections of ``cls``."""
+    return {key: f.metadata["range"] for key, f in _walk(cls) if "range" in f.metadata}
 
 
-def field_item_ranges() -> dict[str, Range]:
+def field_item_ranges(cls: type = RunConfig) -> dict[str, Range]:
     """Dotted key -> range of each entry, for the list keys of the typed sections."""
-    return {key: f.metadata["items"] for key, f in _walk(RunConfig) if "items" in f.metadata}
+    return {key: f.metadata["items"] for key, f in _walk(cls) if "items" in f.metadata}
 
 
-def field_choices() -> dict[str, tuple[str, ...]]:
+def field_choices(cls: type = RunConfig) -> dict[str, tuple[str, ...]]:
     """Dotted key -> allowed values, for the string keys with a fixed choice list."""
-    return {key: f.metadata["choices"] for key, f in _walk(RunConfig) if "choices" in f.metadata}
+    def names(choices: Any) -> tuple[str, ...]:
+        return tuple(choices() if callable(choices) else choices)
+
+    return {key: names(f.metadata["choices"]) for key, f in _walk(cls) if "choices" in f.metadata}
 
 
-def bool_fields() -> tuple[str, ...]:
+def bool_fields(cls: type = RunConfig) -> tuple[str, ...]:
     """The keys typed ``bool`` (a config edited on disk may hold anything there)."""
-    return tuple(key for key, f in _walk(RunConfig) if f.type in (bool, "bool"))
+    return tuple(key for key, f in _walk(cls) if f.type in (bool, "bool"))
 
 
-def nullable_lists() -> tuple[str, ...]:
+def nullable_lists(cls: type = RunConfig) -> tuple[str, ...]:
     """The list keys that may be null (a derived or sampled value)."""
-    return tuple(key for key, f in _walk(RunConfig) if "items" in f.metadata and f.default is None)
+    return tuple(key for key, f in _walk(cls) if "items" in f.metadata and f.default is None)
 
 
-__all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "TREE_LAYOUTS", "WANDB_MODES", "RunConfig", "VerlConfig",
-           "algo_setting", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
+__all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "WANDB_MODES", "RunConfig",
+           "algo_setting", "run_config_type", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
            "register", "setting"]

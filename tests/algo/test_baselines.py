@@ -14,31 +14,32 @@ import torch
 from hypothesis import given, settings
 
 from arctl.algo.advantages import grpo_advantages
-from arctl.algo.methods import (
-    L1_ALPHA,
-    L1_DELTA,
-    L1_TARGET_RANGE,
+from arctl.algo.methods.budget_forcing import (
     BudgetForcing,
-    ElasticBudget,
-    ElasticCut,
     ForcingState,
-    accuracy_at_fraction,
     budget_forcing_generate,
     budget_forcing_step,
-    check_thinkprune_schedule,
-    curve_auc,
+    force_token_logits,
+)
+from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc
+from arctl.algo.methods.elastic import (
+    ElasticBudget,
+    ElasticCut,
     elastic_advantages,
     elastic_cut,
     elastic_response,
     elastic_reward,
-    force_token_logits,
+)
+from arctl.algo.methods.l1 import (
+    L1_ALPHA,
+    L1_DELTA,
+    L1_TARGET_RANGE,
     l1_exact_reward,
     l1_max_reward,
     l1_reward,
     sample_l1_targets,
-    thinkprune_limit,
-    thinkprune_reward,
 )
+from arctl.algo.methods.thinkprune import check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
 from arctl.algo.metrics import score_curve_area
 
 F64 = torch.float64

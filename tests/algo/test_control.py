@@ -9,21 +9,22 @@ from hypothesis import strategies as st
 
 from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, ForcingState, _advance, extends
+from arctl.algo.methods.thinkprune import thinkprune_schedule
 from arctl.algo.settings import L1_TARGET_RANGE, BudgetControl
 
 
 def test_thinkprune_rounds_are_equal_shares_of_training():
     """ThinkPrune (Hou et al. 2025, Sec. 3): rounds 4000 -> 3000 -> 2000; here in one run, each round
     a third of the steps (steps are 1-based, round 0 starts at step 0)."""
-    assert bc.thinkprune_schedule([4000, 3000, 2000], 300) == ((0, 4000), (101, 3000), (201, 2000))
-    assert bc.thinkprune_schedule([64, 48, 32], 100) == ((0, 64), (34, 48), (67, 32))
+    assert thinkprune_schedule([4000, 3000, 2000], 300) == ((0, 4000), (101, 3000), (201, 2000))
+    assert thinkprune_schedule([64, 48, 32], 100) == ((0, 64), (34, 48), (67, 32))
     control = BudgetControl(method="thinkprune", thinkprune_limits=(32, 24, 16))
     assert [bc.step_limit(control, s, 3) for s in (1, 2, 3)] == [32, 24, 16]
     assert bc.step_limit(BudgetControl(), 5, 10) is None
     with pytest.raises(ValueError, match="at least 3 training steps"):
-        bc.thinkprune_schedule([3, 2, 1], 2)
+        thinkprune_schedule([3, 2, 1], 2)
     with pytest.raises(ValueError, match="non-increasing"):
-        bc.thinkprune_schedule([2, 3], 10)
+        thinkprune_schedule([2, 3], 10)
 
 
 def test_thinkprune_reward_is_zero_past_the_limit():
@@ -50,8 +51,8 @@ def test_l1_rewards_by_hand():
     # correct at n_y = 23: clip(0.01 * 9 + 0.5) = 0.59; n_y = 130 over 32: clip(-0.48) = 0; wrong: 0
     (row,) = bc.shape_rewards(mx, [[1.0, 1.0, 0.0]], [20], [[3, 110, 1]], 20, True, target=32)
     assert row == pytest.approx((0.59, 0.0, 0.0))
-    assert bc.l1_instruction(mx, 512) == "Think for maximum 512 tokens."
-    assert bc.l1_instruction(exact, 512) == "Think for 512 tokens."
+    assert bc.instruction(mx, 512) == "Think for maximum 512 tokens."
+    assert bc.instruction(exact, 512) == "Think for 512 tokens."
 
 
 @settings(max_examples=60, deadline=None)

@@ -50,3 +50,26 @@ def test_single_budget():
 def test_errors_are_value_errors_with_a_clear_message(name, budgets, probs, match):
     with pytest.raises(ValueError, match=match):
         budget_prior(name, budgets, probs)
+
+
+def test_a_registered_prior_is_a_config_choice_and_a_tensor(monkeypatch):
+    """A prior is its rule registered under its name, beside its formula: the config's choice list
+    and budget_prior both come from the registry (no second list of names)."""
+    from arctl.algo import priors
+    from arctl.compose import plugins
+    from arctl.config.schema import field_choices
+
+    monkeypatch.setattr(priors, "_RULES", dict(priors._RULES))
+    assert "sqrt" not in field_choices(plugins.run_config())["thinking.prior"]
+
+    @priors.register_prior("sqrt")
+    def _sqrt(budgets):
+        w = [b ** 0.5 for b in budgets]
+        return [x / sum(w) for x in w]
+
+    assert field_choices(plugins.run_config())["summary.prior"][-2:] == ("sqrt", "custom")
+    assert budget_prior("sqrt", [1, 4]).tolist() == pytest.approx([1 / 3, 2 / 3], abs=1e-15)
+    with pytest.raises(ValueError, match="already registered"):
+        priors.register_prior("uniform")(_sqrt)
+    with pytest.raises(ValueError, match="unknown budget prior 'cubic'; choose one of base, uniform, linear, sqrt, custom"):
+        budget_prior("cubic", [1, 2])

@@ -22,8 +22,10 @@ from bad_input import launch_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arctl.compose.limits import LIST_RANGES, RANGES
+from arctl.compose.limits import list_ranges, ranges
 from arctl.config.ranges import SEED_MAX, Range
+
+RANGES, LIST_RANGES = ranges(), list_ranges()
 
 EXAMPLES = int(os.environ.get("ARCTL_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(

@@ -9,7 +9,10 @@ import pytest
 
 from arctl.backends.base import BackendDefaults, get_backend
 from arctl.compose import SpecError, resolve_experiment
-from arctl.compose.limits import RANGES, backend_ranges
+from arctl.compose.limits import ranges
+from arctl.compose.plugins import backend_ranges
+
+RANGES = ranges()
 
 
 def _numeric_leaves(node, prefix):

@@ -12,16 +12,19 @@ import pytest
 import yaml
 
 from arctl.algo import settings as algo
-from arctl.compose import SpecError, resolve_experiment
-from arctl.compose.limits import LIST_RANGES
-from arctl.compose.paths import CONF_DIR
+from arctl.compose import SpecError, plugins, resolve_experiment
+from arctl.compose.limits import list_ranges
+from arctl.compose.paths import CONF_DIR, config_dirs
 from arctl.compose.resolve import compose_config
 from arctl.compose.validate import validate_config
 from arctl.config import schema as schema_mod
-from arctl.config.schema import RunConfig, field_choices, field_default, field_ranges
+from arctl.config.schema import field_choices, field_default, field_ranges
 from arctl.launch.run_id import make_run_id
 
 OPEN = {"scale", "tiny"}
+
+
+RunConfig = plugins.run_config()  # the core sections and every backend's
 
 
 def _typed_keys(cls: type = RunConfig, prefix: str = "") -> dict[str, dataclasses.Field]:
@@ -76,12 +79,12 @@ def test_every_numeric_key_has_a_range_and_every_list_of_numbers_an_item_range()
         optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
         kind = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
         if typing.get_origin(kind) is list and typing.get_args(kind)[0] in (int, float):
-            assert key in LIST_RANGES or key.endswith(".probs"), key  # priors' probs: validate.check_prior
+            assert key in list_ranges() or key.endswith(".probs"), key  # priors' probs: validate.check_prior
         elif kind in (int, float):
-            assert key in field_ranges(), key
+            assert key in field_ranges(RunConfig), key
 
 
-@pytest.mark.parametrize("key", sorted(field_choices()))
+@pytest.mark.parametrize("key", sorted(field_choices(RunConfig)))
 def test_every_choice_list_is_enforced(key):
     cfg = resolve_experiment("main-ar-uniform", scale="tiny", seeds=[0])[0].config
     section, name = key.split(".")
@@ -116,7 +119,7 @@ def test_an_integer_for_a_number_key_is_the_same_run_as_the_float():
 DEFAULT_ONLY_GROUPS = ("cluster", "eval", "model", "scale")
 
 
-@pytest.mark.parametrize("path", sorted(p for g in DEFAULT_ONLY_GROUPS for p in (CONF_DIR / g).glob("*.yaml")),
+@pytest.mark.parametrize("path", sorted(p for d in config_dirs() for g in DEFAULT_ONLY_GROUPS for p in (d / g).glob("*.yaml")),
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_group_options_set_only_what_differs_from_the_schema(path: Path):
     """A cluster profile, a model, a scale or an eval option that restated a default would be a second

@@ -301,6 +301,7 @@ def test_outputs_through_verls_transfer_queue_postprocess_into_the_advantage_ste
     from arctl.algo.settings import BudgetControl
 
     trainer.arctl_objective, trainer.arctl_control = objective, BudgetControl()  # as __init__ sets them
+    trainer.global_steps, trainer.total_training_steps = 1, 3  # as verl's fit() sets them
     metrics = {}
     trainer._compute_advantage(_Batch(keys), metrics)
     trees = [k for k in keys if k.endswith("_0")]

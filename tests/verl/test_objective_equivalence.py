@@ -36,7 +36,23 @@ VARIANTS = [  # named settings no paper arm uses, on the AR and GRPO+vr arms
     ("main-ar-linear", "ar-linear", {"reward.length_penalty": "v2"}, "decoupled+lp-v2"),
     ("ablation-vr", "grpo-vr", {"summary.group_size": 3}, "coupled-A3"),
     ("main-ar-linear", "ar-linear", {"optim.clip_ratio_high": 0.28}, "clip-higher"),
+    # a compared method from outside arctl (tests/plugins/fake_method), registered in-process
+    ("ablation-vr", "grpo", {"budget_control.method": "halve"}, "plugin-method"),
+    ("main-ar-linear", "ar-linear", {"budget_control.method": "halve"}, "plugin-method"),
 ]
+
+
+def _register_plugin_method(monkeypatch) -> None:
+    """``halve`` (tests/plugins/fake_method) in the method registry, for this test only."""
+    from plugin_site import PLUGINS
+
+    from arctl.algo.methods import registry
+
+    monkeypatch.syspath_prepend(str(PLUGINS / "fake_method"))
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    import arctl_fake_method
+
+    registry.register_method(arctl_fake_method.METHOD)
 
 
 def _variants():
@@ -245,6 +261,8 @@ def _logps(samples, cfg, seed):
 
 @pytest.mark.parametrize("case", _paper_arms() + _variants())
 def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatch):
+    if (case[2] or {}).get("budget_control.method") == "halve":
+        _register_plugin_method(monkeypatch)
     cfg = _small(_config(case))
     composed = {layout: _compose(cfg, layout) for layout in LAYOUTS}
     control = BudgetControl.from_config(cfg)

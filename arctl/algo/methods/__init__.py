@@ -11,63 +11,11 @@ terms V1/V2 of the BRPO advantage.)
   budgets (budget-constrained rollout), correctness reward trained with the existing GRPO advantage
 - ``budget_forcing``: s1 budget forcing (Muennighoff et al., 2025, arXiv 2501.19393), a per-token
   decoding rule for evaluation
+- ``registry``: the methods by name (``budget_control.method``), each one object of hooks
+  (:class:`registry.ControlMethod`); ``control`` is what both backends call
 - ``curve``: summary metrics of an accuracy-vs-budget curve (area normalised by the largest budget,
   accuracy at a fraction of the largest budget)
+
+Import the submodules themselves (``from arctl.algo.methods.l1 import l1_reward``): this package
+imports nothing, so choosing a method by name (the registry) does not import torch.
 """
-
-from arctl.algo.methods.budget_forcing import (
-    BudgetForcing,
-    ForcingState,
-    ForcingStep,
-    budget_forcing_generate,
-    budget_forcing_step,
-    force_token_logits,
-)
-from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc
-from arctl.algo.methods.elastic import (
-    ElasticBudget,
-    ElasticCut,
-    elastic_advantages,
-    elastic_cut,
-    elastic_response,
-    elastic_reward,
-)
-from arctl.algo.methods.l1 import (
-    L1_ALPHA,
-    L1_DELTA,
-    L1_MODES,
-    L1_TARGET_RANGE,
-    l1_exact_reward,
-    l1_max_reward,
-    l1_reward,
-    sample_l1_targets,
-)
-from arctl.algo.methods.thinkprune import check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
-
-__all__ = [
-    "BudgetForcing",
-    "ElasticBudget",
-    "ElasticCut",
-    "ForcingState",
-    "ForcingStep",
-    "L1_ALPHA",
-    "L1_DELTA",
-    "L1_MODES",
-    "L1_TARGET_RANGE",
-    "accuracy_at_fraction",
-    "budget_forcing_generate",
-    "budget_forcing_step",
-    "check_thinkprune_schedule",
-    "curve_auc",
-    "elastic_advantages",
-    "elastic_cut",
-    "elastic_response",
-    "elastic_reward",
-    "force_token_logits",
-    "l1_exact_reward",
-    "l1_max_reward",
-    "l1_reward",
-    "sample_l1_targets",
-    "thinkprune_limit",
-    "thinkprune_reward",
-]

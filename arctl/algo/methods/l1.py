@@ -21,6 +21,7 @@ i.e. ``alpha = 0.001``, and its data mixes the two prompt kinds 50/50. Defaults 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,9 +29,11 @@ import numpy as np
 import torch
 
 from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
+from arctl.algo.methods.registry import ControlMethod
 from arctl.algo.settings import L1_ALPHA, L1_DELTA, L1_MODES, L1_TARGET_RANGE
 
-__all__ = ["L1_ALPHA", "L1_DELTA", "L1_MODES", "L1_TARGET_RANGE", "l1_exact_reward", "l1_max_reward", "l1_reward",
+__all__ = ["L1", "L1_ALPHA", "L1_DELTA", "L1_INSTRUCTIONS", "L1_MODES", "L1_PROMPT_TOKENS", "L1_TARGET_RANGE", "METHOD",
+           "l1_exact_reward", "l1_max_reward", "l1_reward",
            "sample_l1_targets"]
 
 # L1_MODES, L1_ALPHA, L1_DELTA, L1_TARGET_RANGE: their one home is arctl.algo.settings (the run
@@ -117,3 +120,83 @@ def sample_l1_targets(
     if hi < lo:
         raise ValueError(f"L1 target range is empty: low={lo} > high={hi}")
     return rng.integers(lo, hi, size=n, endpoint=True, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------ the method
+L1_INSTRUCTIONS = {"exact": "Think for {n} tokens.", "max": "Think for maximum {n} tokens."}
+"""L1's prompt suffix per mode (Aggarwal & Welleck 2025, Sec. 3), appended to the question."""
+L1_PROMPT_TOKENS = 32
+"""Room the suffix may take in a prompt (about 10 tokens for R1's tokenizer): verl filters prompts
+longer than ``data.max_prompt_length`` before the suffix exists, so the rollout's prompt length has
+this much more under L1."""
+
+
+def _key_rng(key: str) -> np.random.Generator:
+    return np.random.default_rng(int(hashlib.sha256(str(key).encode()).hexdigest()[:16], 16))
+
+
+class L1(ControlMethod):
+    """``budget_control.method=l1``: a target length in each question's prompt (``l1_targets``, or
+    uniform over :data:`L1_TARGET_RANGE` up to b_m), the reward of Eq. 1 or 2 (``l1_mode``,
+    ``l1_alpha``, ``l1_delta``)."""
+
+    name = "l1"
+    prompt_tokens = L1_PROMPT_TOKENS
+    shapes_rewards = True
+    writes_target = True
+
+    def question_target(self, control, key, max_budget):
+        """A function of ``key`` only (the tiny backend keys it by (seed, step, question), verl by the
+        question's uid): one of ``l1_targets``, or uniform over ``[L1_TARGET_RANGE[0], max_budget]``."""
+        if control.l1_targets:
+            return int(sample_l1_targets(_key_rng(key), 1, choices=list(control.l1_targets))[0])
+        low = min(int(L1_TARGET_RANGE[0]), int(max_budget))
+        return int(sample_l1_targets(_key_rng(key), 1, low=low, high=int(max_budget))[0])
+
+    def target_choices(self, control):
+        return tuple(int(t) for t in control.l1_targets) if control.l1_targets else None
+
+    def eval_target(self, control, budget: int) -> int:
+        """The target an L1 model is prompted with when evaluated at thinking budget ``budget``: the
+        budget itself, or with a fixed choice list the largest choice <= budget (the smallest choice
+        below all of them), so the model is asked for what fits and cut at the budget."""
+        if not control.l1_targets:
+            return int(budget)
+        choices = sorted(int(c) for c in control.l1_targets)
+        fits = [c for c in choices if c <= int(budget)]
+        return fits[-1] if fits else choices[0]
+
+    def eval_target_groups(self, control, budgets):
+        groups: dict[int, list[int]] = {}
+        for b in budgets:
+            groups.setdefault(self.eval_target(control, int(b)), []).append(int(b))
+        return sorted(groups.items())
+
+    def instruction(self, control, target):
+        return L1_INSTRUCTIONS[control.l1_mode].format(n=int(target))
+
+    def shape_rewards(self, control, rows, cuts, summary_lens, think_len, finished, limit, target):
+        """Eq. 1 or 2 with ``n_used = cut_j + summary length`` (the response tokens the model
+        generated: thinking up to the cut and the answer)."""
+        if target is None:
+            raise ValueError("L1 rewards need the question's target length")
+        out = []
+        for row, cut, lens in zip(rows, cuts, summary_lens):
+            if not row:
+                out.append([])
+                continue
+            used = [int(cut) + int(n) for n in lens]
+            r = l1_reward(torch.tensor(row, dtype=torch.float64), used, [int(target)] * len(row), control.l1_mode,
+                          float(control.l1_alpha), float(control.l1_delta))
+            out.append([float(x) for x in r.tolist()])
+        return out
+
+    def config_problem(self, control, max_budget, total_steps):
+        targets = control.l1_targets
+        if targets and max(targets) > int(max_budget):
+            return (f"budget_control.l1_targets go up to {max(targets)} but thinking stops at {max_budget}",
+                    "budget_control.l1_targets", f"keep targets <= the largest thinking budget ({max_budget})")
+        return None
+
+
+METHOD = L1()

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
+from arctl.algo.methods.registry import ControlMethod
 
 Schedule = tuple[tuple[int, int], ...]
 """Validated ThinkPrune schedule: ``((start_step, limit), ...)``, steps increasing, limits non-increasing."""
@@ -78,3 +79,48 @@ def thinkprune_reward(correct: Any, length: Any, limit: int) -> torch.Tensor:
     lens = as_lengths(length, ok.shape[0], "length")
     limit = as_int(limit, "limit", 1)
     return (ok & (lens <= limit)).to(reward_dtype(correct))
+
+
+# ------------------------------------------------------------------------------ the method
+def thinkprune_schedule(limits: Sequence[int], total_steps: int) -> Schedule:
+    """ThinkPrune's rounds as one schedule over ``total_steps`` training steps (1-based): round k of
+    n covers an equal share, starting at step ``k * total_steps // n + 1`` (round 0 at step 0).
+    E.g. limits (64, 48, 32) over 100 steps: ((0, 64), (34, 48), (67, 32))."""
+    limits = [int(v) for v in limits]
+    n, total = len(limits), int(total_steps)
+    if n == 0:
+        raise ValueError("budget_control.thinkprune_limits is empty: give the limits of the rounds, e.g. [4000, 3000, 2000]")
+    if total < n:
+        raise ValueError(f"{n} ThinkPrune rounds need at least {n} training steps, the run has {total}")
+    return check_thinkprune_schedule([(0 if k == 0 else k * total // n + 1, lim) for k, lim in enumerate(limits)])
+
+
+class ThinkPrune(ControlMethod):
+    """``budget_control.method=thinkprune``: the rounds' limits (``thinkprune_limits``) over training,
+    every reward 0 when the thinking exceeds the limit in force."""
+
+    name = "thinkprune"
+    shapes_rewards = True
+
+    def step_limit(self, control, step, total_steps):
+        return thinkprune_limit(int(step), thinkprune_schedule(control.thinkprune_limits, total_steps))
+
+    def shape_rewards(self, control, rows, cuts, summary_lens, think_len, finished, limit, target):
+        """Over the limit: the thinking is longer than it, or was cut unfinished at or past it
+        (ThinkPrune counts the whole response; here the thinking, the summary being capped by
+        ``summary.max_tokens``)."""
+        if limit is None:
+            raise ValueError("ThinkPrune rewards need the step's limit")
+        over = int(think_len) > int(limit) or (not finished and int(think_len) >= int(limit))
+        length = int(limit) + 1 if over else int(think_len)
+        return [thinkprune_reward(torch.tensor(r, dtype=torch.float64), [length] * len(r), int(limit)).tolist()
+                if r else [] for r in rows]
+
+    def config_problem(self, control, max_budget, total_steps):
+        if total_steps is not None and int(total_steps) < len(control.thinkprune_limits):
+            return (f"{len(control.thinkprune_limits)} ThinkPrune rounds need at least as many training steps, "
+                    f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")
+        return None
+
+
+METHOD = ThinkPrune()

@@ -4,9 +4,17 @@ Entry point: :func:`arctl.backends.tiny.trainer.train`. One module per concept: 
 traces, verifier), ``tokenizer``, ``model``, ``warmup`` (cached supervised warm-up), ``rollout``
 (KV-cached thinking and branching summaries), ``update`` (tree-packed PPO-clip), ``evaluate``,
 ``checkpoint``, ``trainer``.
+
+Its config section ``tiny`` is an open mapping that its scale profiles set
+(``conf/scale/tiny.yaml``, ``conf/scale/tiny-running-sum.yaml``); ``settings`` declares the ranges
+of its keys and reads them typed (``TinyRun``).
 """
 
+from pathlib import Path
+
 from arctl.backends.base import BackendDefaults
+
+CONF = Path(__file__).resolve().parent / "conf"
 
 
 class TinyBackend(BackendDefaults):
@@ -20,6 +28,9 @@ class TinyBackend(BackendDefaults):
 
         return RANGES
 
+    def conf_dir(self):
+        return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
+
     def config_problem(self, config):
         from arctl.backends.tiny.settings import NEEDS_VALUE
 
@@ -29,18 +40,23 @@ class TinyBackend(BackendDefaults):
                 return (f"{key} is null, which means 'a dataset's size' to verl; the tiny task is generated "
                         "and needs a number", key, hint)
         control = config.get("budget_control") or {}
-        if control.get("method") == "l1":
-            targets = control.get("l1_targets") or []
+        from arctl.algo.methods.registry import method_of
+        from arctl.algo.settings import BudgetControl
+
+        settings = BudgetControl.from_config(config)
+        method = method_of(settings)
+        if method.writes_target:
+            targets = method.target_choices(settings) or ()
             if not 1 <= len(targets) <= 9:
-                return ("the tiny task writes an L1 target as one word, its rank among budget_control.l1_targets, "
-                        f"so it needs 1 to 9 fixed targets (got {targets or 'null'})", "budget_control.l1_targets",
-                        "e.g. budget_control.l1_targets=[16,32,48,64]")
+                return (f"the tiny task writes budget_control.method={method.name}'s prompt target as one word, its "
+                        f"rank among the fixed targets, so it needs 1 to 9 of them (got {list(targets) or 'null'})",
+                        "budget_control.l1_targets", "e.g. budget_control.l1_targets=[16,32,48,64]")
         from arctl.backends.tiny.tasks import toy_task
 
         try:
             toy = toy_task((config.get("tiny") or {}).get("task") or {})
         except ValueError as err:
-            return str(err), "tiny.task", "see arctl/conf/scale/tiny.yaml for the tasks and their knobs"
+            return str(err), "tiny.task", "see arctl/backends/tiny/conf/scale/tiny.yaml for the tasks and their knobs"
         if int(control.get("forcing_extensions") or 0) > 0:
             cue = str(control.get("forcing_cue", ""))
             if cue not in toy.vocabulary() or cue in ("</think>", "<think>"):

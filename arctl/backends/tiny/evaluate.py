@@ -71,7 +71,7 @@ def _words(control: BudgetControl, target: int | None, n: int) -> list[str | Non
     """The L1 target word of every problem (None without a target)."""
     if target is None:
         return None
-    return [target_word(target, control.l1_targets)] * n
+    return [target_word(target, bc.target_choices(control))] * n
 
 
 def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], dataset: str,

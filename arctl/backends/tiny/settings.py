@@ -3,7 +3,7 @@
 :meth:`TinyRun.from_config` takes every key the trainer and the evaluation use from a resolved run
 config (typed by the schema, ``arctl/config/schema.py``, and validated by ``arctl.compose``) and casts it
 once; no default lives here: the values come from the schema and ``arctl/conf`` (the tiny knobs, an
-open section, from ``arctl/conf/scale/tiny.yaml``), so a key missing from the config is an error
+open section, from ``arctl/backends/tiny/conf/scale/tiny.yaml``), so a key missing from the config is an error
 naming it. The algorithm's settings are :class:`arctl.algo.settings.Objective`
 and :class:`~arctl.algo.settings.BudgetControl`; the warm-up reads its sections as they are, since
 they are its cache key (:func:`arctl.backends.tiny.warmup.warmup_key`).
@@ -18,7 +18,7 @@ from typing import Any
 from arctl.backends.tiny.tasks import knob_ranges, toy_task
 from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, F, I, Range
 
-# The range of every numeric key of the tiny section (arctl/conf/scale/tiny.yaml); validation derives
+# The range of every numeric key of the tiny section (arctl/backends/tiny/conf/scale/tiny.yaml); validation derives
 # its checks from this table (the backend's ``config_ranges``).
 RANGES: dict[str, Range] = {
     "tiny.threads": CORES,
@@ -49,7 +49,7 @@ def _get(config: Mapping[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
             raise ValueError(f"tiny backend: the run config lacks {dotted}; resolve the run with --scale tiny "
-                             "(arctl/conf/scale/tiny.yaml defines the tiny keys)")
+                             "(arctl/backends/tiny/conf/scale/tiny.yaml defines the tiny keys)")
         node = node[part]
     return node
 

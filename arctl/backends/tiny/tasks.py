@@ -45,7 +45,7 @@ class ToyTask(Protocol):
 
 def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
     if key not in section:
-        raise ValueError(f"tiny task {name!r} needs tiny.task.{name}.{key} (arctl/conf/scale/tiny.yaml)")
+        raise ValueError(f"tiny task {name!r} needs tiny.task.{name}.{key} (arctl/backends/tiny/conf/scale/tiny.yaml)")
     return section[key]
 
 

@@ -129,7 +129,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             ro = rollout(
                 model, tok, inserted, run.task, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
                 run.temperature, generator, run.max_rows, per_budget=True,
-                target_words=[target_word(t, control.l1_targets) for t in targets] if targets else None,
+                target_words=[target_word(t, bc.target_choices(control)) for t in targets] if targets else None,
             )
             limit = bc.step_limit(control, step, total)
             shape_rewards(ro, control, limit, targets)
@@ -187,9 +187,9 @@ def step_problems(config: dict, step: int) -> list:
 
 
 def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:
-    """L1's target length of each problem of ``step`` (None without L1): a function of (seed, step,
-    problem) only (:func:`arctl.algo.methods.control.question_target`)."""
-    if control.method != "l1":
+    """The target length in the prompt of each problem of ``step`` (None when the method writes none:
+    L1's): a function of (seed, step, problem) only (:func:`arctl.algo.methods.control.question_target`)."""
+    if not bc.writes_target(control):
         return None
     seed = int(config["seed"])
     return [bc.question_target(control, f"tiny:{seed}:{step}:{q}", max_budget) for q in range(n)]
@@ -199,7 +199,7 @@ def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, target
     """Replace every branch's verifier rewards by the compared method's
     (:func:`arctl.algo.methods.control.shape_rewards`; ``none`` leaves them) and recompute the
     per-budget scores."""
-    if control.method == "none":
+    if not bc.shapes_rewards(control):
         return
     g = ro.scores.shape[1]
     for br in ro.branches:
@@ -272,7 +272,7 @@ def check_config(config: dict) -> None:
     if missing:
         raise ValueError(
             f"tiny backend: config section 'tiny' lacks {', '.join(missing)}; resolve the run with --scale tiny "
-            "(arctl/conf/scale/tiny.yaml defines them)"
+            "(arctl/backends/tiny/conf/scale/tiny.yaml defines them)"
         )
     if int(config["trainer"].get("total_steps") or 0) <= 0:
         raise ValueError("tiny backend: trainer.total_steps must be a positive number of steps")

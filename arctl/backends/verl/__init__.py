@@ -2,6 +2,7 @@
 
 Importing this package is cheap (no verl, no torch). Modules:
 
+- ``settings``         the ``verl`` config section (types, defaults, ranges, choices)
 - ``plugin``           verl.plugins entry point: registers the agent loop, trainer mode and policy loss
 - ``names``            the names arctl registers with verl (one home: the plugin registers, overrides select)
 - ``overrides``        resolved arctl config -> verl override list, checked against verl's own config
@@ -25,13 +26,30 @@ Importing this package is cheap (no verl, no torch). Modules:
 
 The anytime evaluation of a checkpoint on the budget grid is verl's validation in eval-only mode
 (``verl.eval_only``, :mod:`run_config`).
+
+Its config section ``verl`` is typed by ``settings`` (:class:`settings.VerlConfig`), and its scale
+profile is ``conf/scale/paper.yaml``.
 """
 
+from pathlib import Path
 
-class VerlBackend:
+from arctl.backends.base import BackendDefaults
+
+CONF = Path(__file__).resolve().parent / "conf"
+
+
+class VerlBackend(BackendDefaults):
     """The :class:`arctl.backends.base.Backend` of verl (imports verl, torch and Ray only when used)."""
 
     name = "verl"
+
+    def settings_type(self):
+        from arctl.backends.verl.settings import VerlConfig
+
+        return VerlConfig
+
+    def conf_dir(self):
+        return CONF  # scale/paper.yaml: the paper's scale
 
     def train(self, config, run_dir, stop_event=None):
         from arctl.backends.verl.trainer import train

@@ -74,7 +74,7 @@ class TreeRecord:
     def shaped_tree(self, control: BudgetControl | None, limit: int | None = None) -> Tree:
         """The tree with the compared method's rewards (:func:`arctl.algo.methods.control.shape_rewards`;
         the verifier's without a method); ``limit``: ThinkPrune's limit at the step."""
-        if control is None or control.method == "none":
+        if control is None or not bc.shapes_rewards(control):
             return self.tree()
         rewards = bc.shape_rewards(control, self.rewards, self.cuts, self.summary_lens(), int(self.think_len),
                                    bool(self.finished), limit=limit, target=self.target)

@@ -159,16 +159,18 @@ async def generate_thinking(
     return thinking
 
 
-def l1_messages(messages: list[Any], control: BudgetControl, target: int | None) -> list[Any]:
-    """The chat messages with L1's instruction (:func:`arctl.algo.methods.control.l1_instruction`)
-    appended to the last message's text (unchanged without a target)."""
+def target_messages(messages: list[Any], control: BudgetControl, target: int | None) -> list[Any]:
+    """The chat messages with the method's instruction for ``target`` (L1's:
+    :func:`arctl.algo.methods.control.instruction`) appended to the last message's text (unchanged
+    without a target)."""
     if target is None or not messages:
         return list(messages)
     out = [dict(m) if isinstance(m, dict) else m for m in messages]
     last = out[-1]
     if not (isinstance(last, dict) and isinstance(last.get("content"), str)):
-        raise ValueError("L1 needs the question's last chat message to hold its text in 'content'")
-    last["content"] = f"{last['content']} {bc.l1_instruction(control, target)}"
+        raise ValueError(f"budget_control.method={control.method} writes a target into the prompt: it needs the "
+                         "question's last chat message to hold its text in 'content'")
+    last["content"] = f"{last['content']} {bc.instruction(control, target)}"
     return out
 
 
@@ -205,7 +207,7 @@ async def rollout_question(
     (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree."""
     budgets = [int(b) for b in budgets]
     if not validate:
-        target = bc.question_target(control, key, max(budgets)) if control.method == "l1" else None
+        target = bc.question_target(control, key, max(budgets))
         tree = await sample_tree(await build_prompt(target), budgets, True, None)
         info = {f"score@{b}": float(v) for b, v in zip(budgets, tree.scores())}
         info["think_len"] = float(len(tree.thinking))
@@ -446,7 +448,7 @@ def _make_loop_class():
                 return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id)
 
             async def build_prompt(target):
-                return await self.ct_build_initial_tokens(l1_messages(messages, control, target))
+                return await self.ct_build_initial_tokens(target_messages(messages, control, target))
 
             def sample_tree(prompt, group, per_budget, forcing):
                 return rollout_tree(self._generate, prompt, group, group_size, self.summary_max_tokens, self.inserted,

@@ -22,15 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from arctl.algo.methods.control import L1_PROMPT_TOKENS
+from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
-from arctl.config.schema import TREE_LAYOUTS, VerlConfig, field_default
+from arctl.backends.verl.settings import TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.track.identity import WandbIdentity
 
-VERL_DEFAULTS: dict[str, Any] = {f.name: field_default(f) for f in dataclasses.fields(VerlConfig)}
-"""The ``verl:`` section's defaults (their home: :class:`arctl.config.schema.VerlConfig`), for configs
-that lack a key (a config written before the key existed, a test's partial config)."""
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
 
 
@@ -129,7 +126,7 @@ def local_gpu_problem(config: dict) -> str | None:
 def config_problem(config: dict) -> tuple[str, str, str] | None:
     """(what, key, hint) of the first problem of a resolved config the verl backend cannot run
     (checked at validation, before anything is written), or None. The types and ranges of the
-    ``verl`` keys are the schema's (``arctl.config.schema.VerlConfig``), checked before this."""
+    ``verl`` keys are the schema's (``arctl.backends.verl.settings.VerlConfig``), checked before this."""
     if not (config.get("model") or {}).get("path"):
         return ("the verl backend needs model.path", "model.path",
                 "choose model=r1-distill-qwen-1.5b or set model.path=...")
@@ -350,9 +347,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         f"{a}.rollout.n": n,
         f"{a}.rollout.temperature": float(config["rollout"]["temperature"]),
         f"{a}.rollout.enable_prefix_caching": True,
-        # L1 appends its target instruction after verl filtered the prompts by length
-        f"{a}.rollout.prompt_length": int(data["max_prompt_length"])
-        + (L1_PROMPT_TOKENS if BudgetControl.from_config(config).method == "l1" else 0),
+        # a method's prompt change (L1's target instruction) is appended after verl filtered the prompts by length
+        f"{a}.rollout.prompt_length": int(data["max_prompt_length"]) + bc.prompt_tokens(BudgetControl.from_config(config)),
         f"{a}.rollout.calculate_log_probs": False,
         f"{a}.rollout.tensor_model_parallel_size": int(verl_setting(config, "tensor_model_parallel_size")),
         f"{a}.rollout.gpu_memory_utilization": float(verl_setting(config, "gpu_memory_utilization")),

@@ -257,8 +257,7 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         lens = [int(x) for x in response_mask.offsets().diff().tolist()]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         control = self.arctl_control
-        limit = (bc.step_limit(control, int(self.global_steps), int(self.total_training_steps))
-                 if control.method == "thinkprune" else None)
+        limit = bc.step_limit(control, int(self.global_steps), int(self.total_training_steps))
         adv, arctl_metrics = compute_row_advantages(
             list(batch.keys), _as_list(data["uid"]), _as_list(data["extra_fields"]), lens, self.arctl_objective, padding,
             control, limit,

@@ -1,0 +1,160 @@
+"""The compared budget-control methods, registered by name (verl's ``register_adv_est`` is the model).
+
+A method is one object, :class:`ControlMethod`, that changes a GRPO arm through hooks; the defaults
+change nothing (the ``none`` method). Both backends reach a run's method through
+:func:`method_of` (``arctl.algo.methods.control`` dispatches there) and never test its name:
+
+=============================  ===================================================================
+hook                           what it changes
+=============================  ===================================================================
+``question_target``            a training question's target in the prompt (L1; ``writes_target``)
+``target_choices``             the fixed targets a prompt may carry (None: any integer)
+``eval_target_groups``         evaluation rollouts: one per target, each cut at its budgets
+``instruction``                the prompt text for a target (verl appends it to the question)
+``prompt_tokens``              room the prompt change takes (verl sizes its prompt length)
+``step_limit``                 the thinking limit in force at a training step (ThinkPrune's round)
+``shape_rewards``              a tree's verifier rewards as the method scores them
+``config_problem``             a config the method cannot run: (what, key, hint), at validation
+=============================  ===================================================================
+
+Where a method is found: the built-ins (:data:`BUILTIN`, loaded by name when first used, so choosing
+a method's name does not import torch), the ``arctl.methods`` entry points of installed packages
+(``name = "package.module:METHOD"``), and :func:`register_method` (a module that registers on import,
+a test). The config's choice list ``budget_control.method`` is :func:`method_names`.
+
+This module imports no torch; a method's module may.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+ENTRY_POINT_GROUP = "arctl.methods"
+BUILTIN = {
+    "none": "arctl.algo.methods.registry:NONE",
+    "thinkprune": "arctl.algo.methods.thinkprune:METHOD",
+    "l1": "arctl.algo.methods.l1:METHOD",
+}
+"""name -> ``module:attribute`` of the built-in methods (docs/baselines.md). Elastic Reasoning and s1
+budget forcing are no entry: Elastic is GRPO at one thinking budget with a solution budget
+(``experiments/baselines-elastic.yaml``), s1 a decoding rule at evaluation (``budget_control.forcing_*``)."""
+NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+_REGISTERED: dict[str, ControlMethod] = {}
+_LOADED: dict[str, ControlMethod] = {}
+
+
+class ControlMethod:
+    """A compared method's hooks; these defaults leave the arm as it is (GRPO on verifier rewards).
+
+    ``control`` is the run's :class:`arctl.algo.settings.BudgetControl` (its fields are every
+    method's settings)."""
+
+    name: str = "none"
+    prompt_tokens: int = 0
+    shapes_rewards: bool = False  # whether shape_rewards changes anything (a backend may skip it)
+    writes_target: bool = False  # whether question_target puts a target into the prompt
+
+    def question_target(self, control: Any, key: str, max_budget: int) -> int | None:
+        """The target written into the prompt of training question ``key`` (a function of ``key``
+        only, so every sample of a question sees it); None: the prompt is unchanged."""
+        return None
+
+    def target_choices(self, control: Any) -> tuple[int, ...] | None:
+        """The targets a prompt may carry when they are a fixed list (None: any integer, or none)."""
+        return None
+
+    def eval_target_groups(self, control: Any, budgets: Sequence[int]) -> list[tuple[int | None, list[int]]]:
+        """Evaluation rollouts ``[(target, budgets), ...]``: one thinking rollout per target, cut at
+        its budgets. Default: one rollout with no target covers every budget."""
+        return [(None, [int(b) for b in budgets])]
+
+    def instruction(self, control: Any, target: int) -> str:
+        """The prompt text for ``target`` (only asked of a method whose question_target is not None)."""
+        raise NotImplementedError(f"budget_control.method={self.name} writes no target into the prompt")
+
+    def step_limit(self, control: Any, step: int, total_steps: int) -> int | None:
+        """The thinking limit in force at training ``step`` (1-based); None: no limit."""
+        return None
+
+    def shape_rewards(self, control: Any, rows: list[list[float]], cuts: Sequence[int],
+                      summary_lens: Sequence[Sequence[int]], think_len: int, finished: bool,
+                      limit: int | None, target: int | None) -> list[list[float]]:
+        """A tree's verifier rewards ``rows`` [m][A] (0/1) as the method scores them; ``cuts`` [m]
+        thinking tokens each budget's summaries saw, ``summary_lens`` [m][A] each summary's tokens,
+        ``think_len`` thinking tokens sampled, ``finished`` the thinking ended by itself, ``limit``
+        the step's :meth:`step_limit`, ``target`` the question's :meth:`question_target`."""
+        return rows
+
+    def config_problem(self, control: Any, max_budget: int, total_steps: int | None) -> tuple[str, str, str] | None:
+        """(what, key, hint) of a config the method cannot run; ``max_budget``: the largest thinking or
+        evaluation budget; ``total_steps``: training steps (None: a dataset's size)."""
+        return None
+
+
+NONE = ControlMethod()
+
+
+def register_method(method: ControlMethod) -> ControlMethod:
+    """Register ``method`` under ``method.name`` (returns it: usable as ``METHOD = register_method(...)``)."""
+    name = getattr(method, "name", None)
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"a method's name must match {NAME.pattern}, got {name!r}")
+    if not isinstance(method, ControlMethod):
+        raise TypeError(f"method {name!r} must be a ControlMethod (arctl.algo.methods.registry)")
+    known = _REGISTERED.get(name) or _LOADED.get(name)
+    if known is not None and known is not method:
+        raise ValueError(f"a budget-control method named {name!r} is already registered")
+    _REGISTERED[name] = method
+    return method
+
+
+def _entry_points() -> dict[str, str]:
+    try:
+        from importlib.metadata import entry_points
+
+        return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    except Exception:  # noqa: BLE001 - broken metadata must not hide the built-ins
+        return {}
+
+
+def _table() -> dict[str, str]:
+    table = dict(BUILTIN)
+    for name, target in _entry_points().items():
+        table.setdefault(name, target)
+    return table
+
+
+def method_names() -> tuple[str, ...]:
+    """Every method a config may choose (``budget_control.method``): built-ins first."""
+    names = list(BUILTIN)
+    names += sorted((set(_table()) | set(_REGISTERED)) - set(BUILTIN))
+    return tuple(names)
+
+
+def get_method(name: str) -> ControlMethod:
+    """The method registered as ``name``; ValueError naming the known ones."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in _LOADED:
+        return _LOADED[name]
+    table = _table()
+    if name not in table:
+        raise ValueError(f"unknown budget_control.method {name!r}; known: {', '.join(method_names())}")
+    module_name, _, attr = table[name].partition(":")
+    try:
+        method = getattr(importlib.import_module(module_name), attr or "METHOD")
+    except Exception as err:  # noqa: BLE001 - a plugin that fails to import is one line naming it
+        raise ValueError(f"cannot load budget_control.method {name!r} from {table[name]!r}: {err}") from err
+    if not isinstance(method, ControlMethod) or method.name != name:
+        raise ValueError(f"{table[name]!r} is not the ControlMethod named {name!r}")
+    _LOADED[name] = method
+    return method
+
+
+def method_of(control: Any) -> ControlMethod:
+    """The method of a :class:`arctl.algo.settings.BudgetControl` (its ``method`` field)."""
+    return get_method(str(control.method))

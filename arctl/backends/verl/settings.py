@@ -1,0 +1,61 @@
+"""The verl backend's config section ``verl``: its keys' types, defaults, ranges and choices.
+
+The backend brings this section itself (:meth:`arctl.backends.verl.VerlBackend.settings_type`);
+:mod:`arctl.compose.plugins` adds it to the run config's schema. This module imports no verl, torch
+or Ray: composing a config reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from arctl.config.ranges import F, I
+from arctl.config.schema import field_default, setting
+
+TREE_LAYOUTS = ("flex", "dense", "duplicate")
+"""``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
+for debugging), or one row per branch (any engine)."""
+VERL_DEVICES = ("cuda", "cpu")
+"""``verl.device``: cpu is verl's real loop on a CPU (:mod:`arctl.backends.verl.cpu_platform`)."""
+
+
+@dataclass
+class VerlConfig:
+    """``verl``: the verl backend's knobs (arctl.backends.verl reads them; the tiny backend ignores
+    them). Open: ``+verl.<key>=...`` may add a key, checked only to be finite and sane."""
+
+    tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
+    device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
+    rollout_name: str = "vllm"
+    tensor_model_parallel_size: int = setting(1, range=I(1, 64))
+    gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))
+    n_gpus_per_node: int = setting(8, range=I(1, 64))  # used when cluster.gpus_per_node is 0 (cluster=auto at paper scale)
+    # Rows (packed trees) per micro-batch of the old-log-prob pass and the update. One by default: verl's
+    # padded path (no flash-attn) pays for rows x the longest row, full-vocabulary logits included, and a
+    # token budget (use_dynamic_bsz) counts real tokens, so it does not bound the padding; one row of
+    # 10,176 tokens is ~24.5 GiB estimated at paper scale, which fits an 80 GB and a 40 GB card
+    # (docs/gpu.md, "Actor memory at paper scale").
+    micro_batch_size_per_gpu: int = setting(1, range=I(1, 10**5))
+    max_token_len_per_gpu: int = setting(32768, range=I(1, 10**8))  # the token budget when use_dynamic_bsz
+    use_dynamic_bsz: bool = False
+    gradient_checkpointing: bool = True
+    param_offload: bool = False
+    optimizer_offload: bool = False
+    block_size: int = setting(128, range=I(1, 65536))  # FlexAttention block; trees are padded to a multiple of it
+    data_dir: str | None = None  # null: $ARCTL_DATA_DIR or ~/data/arctl (`arctl data prepare` writes there)
+    logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
+    resume_mode: str = "auto"
+    val_before_train: bool = True
+    eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid
+    eval_checkpoint: str | None = None  # null: the newest checkpoint in run_dir/checkpoints
+    smoke: bool = False  # plumbing check, no GPU work: plugin, verl config, Ray on every node, data -> run_dir/smoke.json
+    rehearsal_steps: int = setting(0, range=I(0, 10**6))  # > 0: CPU rehearsal of the training loop (steps, stop, requeue)
+    rehearsal_step_s: float = setting(2.0, range=F(0, 86400))  # seconds of one rehearsal step
+    ray_start_args: list[str] = setting([])  # extra flags for every `ray start` of the job body
+    overrides: Any = setting([])  # raw extra verl overrides (KEY=VALUE), checked against verl's own config
+
+
+VERL_DEFAULTS: dict[str, Any] = {f.name: field_default(f) for f in dataclasses.fields(VerlConfig)}
+"""The ``verl:`` section's defaults, for configs written before a key existed (a resume of an old run)."""

@@ -1,0 +1,78 @@
+"""What the registered backends bring to composition: their config sections, ranges and scale profiles.
+
+Every backend of the registry (:mod:`arctl.backends.base`: the built-ins and the ``arctl.backends``
+entry points of installed packages) adds, under its own name:
+
+- a section of the run config (``Backend.settings_type``: a dataclass, typed like the core sections,
+  or None for an open mapping), after the core sections, in name order: :func:`run_config`;
+- the ranges of an open section's numeric keys (``Backend.config_ranges``): :func:`backend_ranges`;
+- a directory of config-group options (``Backend.conf_dir``, e.g. ``scale/<name>.yaml``), searched
+  after ``arctl/conf``: :func:`conf_dirs`.
+
+Loading a backend here imports only its package's ``__init__`` (cheap by the protocol's contract: no
+torch, verl or Ray). A backend that cannot be loaded adds nothing; selecting it is reported then, as
+one line (``arctl.compose.validate``).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from arctl.backends.base import Backend, BackendError, available_backends, get_backend
+from arctl.config import schema
+from arctl.config.ranges import Range
+
+
+@functools.cache
+def backends() -> dict[str, Backend]:
+    """name -> backend object, of every registered backend that loads (name order)."""
+    out: dict[str, Backend] = {}
+    for name in sorted(available_backends()):
+        try:
+            out[name] = get_backend(name)
+        except BackendError:
+            continue
+    return out
+
+
+def _call(backend: Backend, method: str, *args):
+    """A protocol method the backend may lack (an object that does not subclass BackendDefaults)."""
+    fn = getattr(backend, method, None)
+    return fn(*args) if callable(fn) else None
+
+
+@functools.cache
+def run_config() -> type:
+    """The run config's schema: :class:`arctl.config.schema.RunConfig` with a section per backend."""
+    return schema.run_config_type({name: _call(b, "settings_type") for name, b in backends().items()})
+
+
+def open_sections() -> tuple[str, ...]:
+    """``"<backend>."`` of every backend's section: where ``+key=value`` may add a key."""
+    return tuple(f"{name}." for name in backends())
+
+
+@functools.cache
+def backend_ranges() -> dict[str, Range]:
+    """dotted key -> range that the backends declare for their open sections (``Backend.config_ranges``)."""
+    out: dict[str, Range] = {}
+    for name, b in backends().items():
+        for key, r in (_call(b, "config_ranges") or {}).items():
+            if not str(key).startswith(f"{name}."):
+                raise BackendError(f"backend {name!r} declares a range for {key!r}, outside its own section {name}.*")
+            out[key] = r
+    return out
+
+
+@functools.cache
+def conf_dirs() -> tuple[Path, ...]:
+    """The backends' config-group directories (``Backend.conf_dir``) that exist, in name order."""
+    dirs = [_call(b, "conf_dir") for b in backends().values()]
+    return tuple(Path(d) for d in dirs if d is not None and Path(d).is_dir())
+
+
+def reset() -> None:
+    """Forget what was loaded (a test that changes the installed backends)."""
+    for fn in (backends, run_config, backend_ranges, conf_dirs):
+        fn.cache_clear()

@@ -1,0 +1,88 @@
+"""A compared method from outside ``arctl/`` (``tests/plugins/fake_method``: ``halve``) registers
+itself, is chosen by name, validated by its own rule and trained by both backends without a line of
+``arctl/`` naming it: through the ``arctl.methods`` entry point of an installed package (the CLI, a
+tiny micro run) and through :func:`register_method` in-process (both backends' objective, in
+``tests/verl/test_objective_equivalence.py``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from micro import MICRO
+from plugin_site import PLUGINS
+from plugin_site import run_arctl as arctl
+from wandb_reference import synced_history
+
+from arctl.algo.methods import control as bc
+from arctl.algo.methods import registry
+from arctl.algo.settings import BudgetControl, control_methods
+
+
+@pytest.fixture
+def halve(monkeypatch):
+    """The fake method registered in-process (and forgotten after the test)."""
+    monkeypatch.syspath_prepend(str(PLUGINS / "fake_method"))
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    import arctl_fake_method
+
+    yield registry.register_method(arctl_fake_method.METHOD)
+    sys.modules.pop("arctl_fake_method", None)
+
+
+def test_the_registry_names_the_builtins_and_what_registers(halve):
+    assert control_methods()[:3] == ("none", "thinkprune", "l1") and "halve" in control_methods()
+    assert registry.get_method("halve") is halve and registry.get_method("l1").name == "l1"
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_method(type(halve)())
+    with pytest.raises(ValueError, match="name must match"):
+        bad = registry.ControlMethod()
+        bad.name = "Bad Name"
+        registry.register_method(bad)
+    with pytest.raises(ValueError, match="unknown budget_control.method 'halv'; known: none, thinkprune, l1.*halve"):
+        registry.get_method("halv")
+
+
+def test_the_facade_dispatches_to_the_registered_method(halve):
+    control = BudgetControl(method="halve")
+    rows = ((1.0, 0.0), (1.0, 1.0))
+    # budget 1 cut the trace (cut 4 < 6 thinking tokens), budget 2 saw it finished
+    assert bc.shape_rewards(control, rows, [4, 6], [[1, 1], [1, 1]], 6, True) == ((0.5, 0.0), (1.0, 1.0))
+    assert bc.shapes_rewards(control) and not bc.writes_target(control) and bc.step_limit(control, 1, 10) is None
+    assert bc.question_target(control, "q", 64) is None and bc.eval_target_groups(control, [8, 16]) == [(None, [8, 16])]
+    assert not bc.shapes_rewards(BudgetControl()) and bc.shape_rewards(BudgetControl(), rows, [4, 6], [[1, 1]] * 2, 6,
+                                                                        True) == rows
+
+
+def test_without_the_package_the_method_is_refused(tmp_path):
+    out = arctl(None, "run", "ablation-vr", "--arm", "grpo", "budget_control.method=halve", "--dry-run", cwd=tmp_path)
+    assert out.returncode == 2 and "budget_control.method='halve' is not allowed" in out.stderr
+
+
+def test_an_installed_method_is_chosen_and_validated_by_its_own_rule(site, tmp_path):
+    shown = arctl(site, "run", "ablation-vr", "--arm", "grpo", "budget_control.method=halve", "--dry-run", "--json",
+                  "--workdir", str(tmp_path / "ws"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    (run,) = json.loads(shown.stdout)["runs"]
+    assert run["action"] == "new"
+    for override, message in {"budget_control.method=halv": "did you mean 'halve'",
+                              "budget_control.forcing_extensions=1": "halve does not combine with budget forcing"}.items():
+        out = arctl(site, "run", "ablation-vr", "--arm", "grpo", "budget_control.method=halve", override, "--dry-run",
+                    cwd=tmp_path)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and message in lines[0], (override, out.stderr)
+
+
+@pytest.mark.slow
+def test_an_installed_method_trains_on_the_tiny_backend(site, tmp_path):
+    ws = tmp_path / "ws"
+    out = arctl(site, "run", "ablation-vr", "--arm", "grpo", "budget_control.method=halve", *MICRO,
+                "--executor", "local", "--workdir", str(ws), "--json", cwd=tmp_path,
+                env={"ARCTL_CACHE": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    (run,) = json.loads(out.stdout)["submitted"]
+    assert run["state"] == "COMPLETED", run
+    _, rows = synced_history(Path(run["run_dir"]))
+    assert sorted({int(r["trainer/global_step"]) for r in rows if "trainer/global_step" in r}) == [0, 1, 2, 3]
