@@ -1,6 +1,6 @@
-"""The objective's settings: the one home of every algorithm default and choice list.
+"""The objective's settings: the one home of every algorithm key's type, default, range and choices.
 
-Each settings class mirrors one section of the run config, field for field:
+Each settings class is one section of the run config (its keys, or the algorithm's part of them):
 
 =====================  ===========  ===========================================================
 class                  section      fields
@@ -13,10 +13,13 @@ class                  section      fields
                                    methods of ``arctl.algo.methods``; not part of :class:`Objective`)
 =====================  ===========  ===========================================================
 
-The run config's schema (``arctl/config/schema.py``, registered in Hydra's ConfigStore) takes these
-defaults (:func:`default`) and choice lists (the tuples below) for its fields, and both backends build
-an :class:`Objective` from the resolved config (:meth:`Objective.from_config`) and hand it to
-:mod:`arctl.algo.tree_loss`. The conventions behind each setting are in ``docs/algorithm.md``.
+Each field carries its default and what validation checks (its range or choices,
+:func:`arctl.algo.ranges.checks`). The run config's schema (``arctl/config/schema.py``, registered in
+Hydra's ConfigStore) is built from these classes (``schema.from_settings``: the same fields, lists for
+tuples, plus the section's keys that are not the algorithm's), so there is no second class to keep in
+step; both backends build an :class:`Objective` from the resolved config
+(:meth:`Objective.from_config`) and hand it to :mod:`arctl.algo.tree_loss`. The conventions behind
+each setting are in ``docs/algorithm.md``.
 
 This module imports no torch: the spec layer reads it while composing configs.
 """
@@ -27,6 +30,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from arctl.algo.ranges import PROB, TOKENS, F, I, checks
 
 
 # ------------------------------------------------------------------------------ choice lists
@@ -90,15 +95,20 @@ def authors_loss_norm_len(max_budget: int, summary_max_tokens: int) -> int:
 
 
 # ------------------------------------------------------------------------------ settings
+def _setting(default: Any = dataclasses.MISSING, **check: Any) -> Any:
+    """A setting: its default and what validation checks (:func:`arctl.algo.ranges.checks`)."""
+    return field(default=default, metadata=checks(**check))
+
+
 @dataclass(frozen=True)
 class Thinking:
     """Config section ``thinking``: the budget support, the prior p_B and the BRPO baseline."""
 
-    budgets: tuple[int, ...]  # b_1 < ... < b_m (thinking tokens)
-    prior: str = "uniform"  # p_B, one of priors()
-    probs: tuple[float, ...] | None = None  # P_j for prior=custom
-    baseline: str = "brpo"  # one of BASELINES
-    lam: float = 0.5  # lambda: discount of earlier budgets in V1 (paper Eq. 7; the authors' 2^k weights)
+    budgets: tuple[int, ...] = _setting(items=TOKENS)  # b_1 < ... < b_m (thinking tokens; the config: the scale's)
+    prior: str = _setting("uniform", choices=priors)  # p_B (set by the `prior` config group)
+    probs: tuple[float, ...] | None = _setting(None, items=PROB)  # P_j for prior=custom
+    baseline: str = _setting("brpo", choices=BASELINES)  # brpo (V1 and V2) | v1 | v2 | none
+    lam: float = _setting(0.5, range=F(0, 1, lo_open=True))  # lambda: V1's discount of earlier budgets (Eq. 7; the authors' 2^k weights)
 
 
 @dataclass(frozen=True)
@@ -106,29 +116,30 @@ class Summary:
     """Config section ``summary``: how summaries are sampled and trained."""
 
     decoupled: bool = True  # train every budget's summaries (GRPO per prefix) vs the final one only
-    prior: str = "uniform"  # p'_B, used by weighting=paper
-    probs: tuple[float, ...] | None = None
-    weighting: str = "authors"  # one of SUMMARY_WEIGHTINGS
-    group_size: int = 4  # A: summaries sampled per budget
-    max_tokens: int = 128  # a summary branch's cap (inserted tokens included)
+    prior: str = _setting("uniform", choices=priors)  # p'_B (weighs summaries under weighting=paper)
+    probs: tuple[float, ...] | None = _setting(None, items=PROB)
+    weighting: str = _setting("authors", choices=SUMMARY_WEIGHTINGS)  # authors (1) | paper (P'_j, Eq. 10)
+    group_size: int = _setting(4, range=I(1, 1024))  # A: summaries sampled per budget
+    max_tokens: int = _setting(128, range=I(1, 10**5))  # a summary branch's cap (inserted tokens included; the config: the scale's)
 
 
 @dataclass(frozen=True)
 class Reward:
     """Config section ``reward``: the length-penalty shaping of the 0/1 verifier reward."""
 
-    length_penalty: str = "none"  # one of LENGTH_PENALTIES
-    alpha: float = 0.2
+    length_penalty: str = _setting("none", choices=LENGTH_PENALTIES)  # none | v1 | v2
+    alpha: float = _setting(0.2, range=PROB)
 
 
 @dataclass(frozen=True)
 class Loss:
     """The loss keys of config section ``optim``: PPO clip and the Dr. GRPO constant."""
 
-    clip_ratio: float = 0.2  # epsilon_low
-    clip_ratio_high: float = 0.2  # epsilon_high (> clip_ratio: DAPO clip-higher)
-    dual_clip: float | None = None  # c > 1: dual-clip PPO on negative advantages; None: plain PPO clip
-    loss_norm_len: int | None = None  # tokens per tree in the constant; None: authors_loss_norm_len
+    clip_ratio: float = _setting(0.2, range=F(0, 1, lo_open=True, hi_open=True))  # epsilon_low
+    clip_ratio_high: float = _setting(0.2, range=F(0, 10, lo_open=True, hi_open=True))  # epsilon_high (> clip_ratio: DAPO)
+    dual_clip: float | None = _setting(None, range=F(1, 10**6, lo_open=True, nullable=True))  # c > 1: dual-clip PPO on negative advantages; None: plain PPO clip
+    # Dr. GRPO constant, tokens per tree; None: the authors' rule b_m + 16 x summary.max_tokens + 128 (authors_loss_norm_len)
+    loss_norm_len: int | None = _setting(None, range=I(1, 10**8, nullable=True))
 
 
 @dataclass(frozen=True)
@@ -139,14 +150,14 @@ class BudgetControl:
     computes, so it does not enter the run's identity (``arctl.launch.run_id``): the scales may set
     its values (the backends' scale profiles, ``arctl/backends/*/conf/scale/*.yaml``) without renaming existing runs."""
 
-    method: str = "none"  # one of control_methods()
-    thinkprune_limits: tuple[int, ...] = (4000, 3000, 2000)  # ThinkPrune's rounds (1.5B), equal shares of training
-    l1_mode: str = "max"  # one of L1_MODES
-    l1_alpha: float = L1_ALPHA
-    l1_delta: float = L1_DELTA
-    l1_targets: tuple[int, ...] | None = None  # target choices; None: uniform over [L1_TARGET_RANGE[0], b_m]
-    forcing_extensions: int = 0  # s1 budget forcing at evaluation: 0 off; k > 0 also evaluate with up to k cues
-    forcing_cue: str = "Wait"  # the continuation cue (s1's "Wait")
+    method: str = _setting("none", choices=control_methods)  # none | thinkprune | l1 | a plugin's
+    thinkprune_limits: tuple[int, ...] = _setting((4000, 3000, 2000), items=TOKENS)  # ThinkPrune's rounds (1.5B), equal shares of training
+    l1_mode: str = _setting("max", choices=L1_MODES)  # exact (Eq. 1) | max (Eq. 2)
+    l1_alpha: float = _setting(L1_ALPHA, range=F(0, 10))
+    l1_delta: float = _setting(L1_DELTA, range=PROB)
+    l1_targets: tuple[int, ...] | None = _setting(None, items=TOKENS)  # target choices; None: uniform over [L1_TARGET_RANGE[0], b_m]
+    forcing_extensions: int = _setting(0, range=I(0, 1000))  # s1 budget forcing at evaluation: 0 off; k > 0 also evaluate with up to k cues
+    forcing_cue: str = "Wait"  # the continuation cue (s1's "Wait"): what replaces an early end of thinking
 
     @property
     def active(self) -> bool:
@@ -230,16 +241,3 @@ def loss_normaliser(n_trees: int, s: Objective) -> float:
     by (one per experiment: independent of the arm, the tree layout and the number of valid tokens;
     :func:`arctl.algo.tree_loss.policy_loss`)."""
     return float(n_trees) * float(s.norm_len)
-
-
-def default(key: str) -> Any:
-    """The default of config key ``section.field`` (e.g. ``thinking.lam``; lists for tuples), for the
-    run config's schema (``arctl.config.schema``)."""
-    section, _, name = str(key).partition(".")
-    for config_section, klass in [*SECTIONS.values(), ("budget_control", BudgetControl)]:
-        if config_section == section:
-            for f in dataclasses.fields(klass):
-                if f.name == name and f.default is not dataclasses.MISSING:
-                    value = f.default
-                    return list(value) if isinstance(value, tuple) else value
-    raise KeyError(f"no algorithm default for config key {key!r} in arctl/algo/settings.py")

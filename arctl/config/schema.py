@@ -1,7 +1,9 @@
 """The run config's schema: one dataclass per section, registered in Hydra's ConfigStore.
 
-This is the one home of every key's **type, default, range and choice list** (each field's metadata);
-the algorithm's defaults and choice lists are taken from their own home, :mod:`arctl.algo.settings`.
+Every key's **type, default, range and choice list** is written once, on its field (the metadata of
+:func:`arctl.algo.ranges.checks`): the algorithm's keys on the settings classes of
+:mod:`arctl.algo.settings`, from which :func:`from_settings` builds the ``thinking``, ``summary``,
+``reward``, ``budget_control`` and ``optim`` sections (no mirror class), the other keys here.
 ``arctl/conf/config.yaml`` puts the schema first in its defaults list (``- arctl_schema``), so Hydra
 types every value while it composes: a value of the wrong type is refused where it is written, and an
 ``int`` written for a ``float`` key reads as a float (``thinking.lam=1`` and ``=1.0`` are one run).
@@ -20,6 +22,10 @@ key to any of them.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +33,8 @@ from typing import Any
 from omegaconf import MISSING
 
 from arctl.algo import settings as algo
-from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, TOKENS, F, I, Range
+from arctl.algo.ranges import checks
+from arctl.config.ranges import CORES, COUNT, SEED_MAX, TOKENS, F, I, Range
 
 SCHEMA_NAME = "arctl_schema"
 """The schema's name in Hydra's ConfigStore (the first entry of config.yaml's defaults list)."""
@@ -45,62 +52,54 @@ def setting(default: Any = MISSING, *, range: Range | None = None, items: Range 
     """A config key: its default, and what validation checks (``range`` of a number, ``items``: the
     range of each entry of a list, ``choices`` of a string: a tuple, or a function returning the
     names registered when it is asked, e.g. the compared methods). A list default is copied per instance."""
-    meta = {k: v for k, v in (("range", range), ("items", items), ("choices", choices)) if v is not None}
+    meta = checks(range=range, items=items, choices=choices)
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
-def algo_setting(key: str, **checks: Any) -> Any:
-    """A key whose default is the algorithm's (:func:`arctl.algo.settings.default`, its one home)."""
-    return setting(algo.default(key), **checks)
+def _listed(hint: Any) -> Any:
+    """An algorithm setting's type as the config holds it: ``tuple[X, ...]`` -> ``list[X]`` (also
+    inside ``| None``); other types as they are."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [_listed(a) for a in typing.get_args(hint)]
+        return functools.reduce(operator.or_, args)
+    if typing.get_origin(hint) is tuple:
+        return list[typing.get_args(hint)[0]]
+    return hint
 
 
-@dataclass
-class ThinkingConfig:
-    """``thinking``: the budget support, the prior p_B and the BRPO baseline (arctl.algo.settings.Thinking)."""
-
-    prior: str = algo_setting("thinking.prior", choices=algo.priors)  # p_B (set by the `prior` group)
-    probs: list[float] | None = algo_setting("thinking.probs", items=PROB)  # explicit P_j for prior=custom
-    budgets: list[int] = setting("${scale.budgets}", items=TOKENS)  # the support {b_1 < ... < b_m}
-    baseline: str = algo_setting("thinking.baseline", choices=algo.BASELINES)  # brpo (V1 and V2) | v1 | v2 | none
-    lam: float = algo_setting("thinking.lam", range=F(0, 1, lo_open=True))  # BRPO's lambda (V1's weights lam^(k-j))
-    temperature: float = setting(1.0, range=F(0, 100, lo_open=True))
-
-
-@dataclass
-class SummaryConfig:
-    """``summary``: how summaries are sampled and trained (arctl.algo.settings.Summary)."""
-
-    decoupled: bool = algo_setting("summary.decoupled")  # every budget's summaries (GRPO per prefix) vs the final one only
-    prior: str = algo_setting("summary.prior", choices=algo.priors)  # p'_B (weighs summaries under weighting=paper)
-    probs: list[float] | None = algo_setting("summary.probs", items=PROB)
-    weighting: str = algo_setting("summary.weighting", choices=algo.SUMMARY_WEIGHTINGS)  # authors (1) | paper (P'_j, Eq. 10)
-    group_size: int = algo_setting("summary.group_size", range=I(1, 1024))  # A: summaries sampled per budget
-    max_tokens: int = setting("${scale.summary_max_tokens}", range=I(1, 10**5))
+def from_settings(name: str, settings: type, *, defaults: dict[str, Any] | None = None,
+                  before: list[tuple] = (), after: list[tuple] = ()) -> type:
+    """The schema class of a config section whose keys are an algorithm settings class's fields
+    (:mod:`arctl.algo.settings`, where each field's default, range and choices are written once):
+    the same fields, typed as the config holds them (lists for tuples), with their metadata; a
+    ``defaults`` entry replaces a field's default (e.g. the scale's value, ``"${scale.budgets}"``);
+    ``before``/``after``: the section's keys that are not the algorithm's (``(name, type, field)``)."""
+    hints = typing.get_type_hints(settings)
+    fields = list(before)
+    for f in dataclasses.fields(settings):
+        meta = dict(f.metadata)
+        default = (defaults or {}).get(f.name, f.default)
+        if isinstance(default, (list, tuple)):
+            spec = field(default_factory=lambda d=default: list(d), metadata=meta)
+        else:
+            spec = field(default=MISSING if default is dataclasses.MISSING else default, metadata=meta)
+        fields.append((f.name, _listed(hints[f.name]), spec))
+    return dataclasses.make_dataclass(name, [*fields, *after])
 
 
-@dataclass
-class RewardConfig:
-    """``reward``: the length-penalty shaping of the verifier's 0/1 reward (arctl.algo.settings.Reward)."""
-
-    length_penalty: str = algo_setting("reward.length_penalty", choices=algo.LENGTH_PENALTIES)  # none | v1 | v2
-    alpha: float = algo_setting("reward.alpha", range=PROB)
-
-
-@dataclass
-class BudgetControlConfig:
-    """``budget_control``: the compared methods (docs/baselines.md; arctl.algo.settings.BudgetControl).
-    Inactive (method none, no budget forcing) it changes nothing and is left out of a run's identity."""
-
-    method: str = algo_setting("budget_control.method", choices=algo.control_methods)  # none | thinkprune | l1 | a plugin's
-    thinkprune_limits: list[int] = algo_setting("budget_control.thinkprune_limits", items=TOKENS)  # ThinkPrune's rounds
-    l1_mode: str = algo_setting("budget_control.l1_mode", choices=algo.L1_MODES)  # exact (Eq. 1) | max (Eq. 2)
-    l1_alpha: float = algo_setting("budget_control.l1_alpha", range=F(0, 10))
-    l1_delta: float = algo_setting("budget_control.l1_delta", range=PROB)
-    l1_targets: list[int] | None = algo_setting("budget_control.l1_targets", items=TOKENS)  # null: uniform up to b_m
-    forcing_extensions: int = algo_setting("budget_control.forcing_extensions", range=I(0, 1000))  # s1 forcing cues at eval
-    forcing_cue: str = algo_setting("budget_control.forcing_cue")  # what replaces an early end of thinking
+ThinkingConfig = from_settings("ThinkingConfig", algo.Thinking, defaults={"budgets": "${scale.budgets}"}, after=[
+    ("temperature", float, setting(1.0, range=F(0, 100, lo_open=True))),
+])
+"""``thinking``: the budget support {b_1 < ... < b_m} (the scale's), the prior p_B and the BRPO baseline."""
+SummaryConfig = from_settings("SummaryConfig", algo.Summary, defaults={"max_tokens": "${scale.summary_max_tokens}"})
+"""``summary``: how summaries are sampled and trained."""
+RewardConfig = from_settings("RewardConfig", algo.Reward)
+"""``reward``: the length-penalty shaping of the verifier's 0/1 reward."""
+BudgetControlConfig = from_settings("BudgetControlConfig", algo.BudgetControl)
+"""``budget_control``: the compared methods (docs/baselines.md). Inactive (method none, no budget
+forcing) it changes nothing and is left out of a run's identity."""
 
 
 @dataclass
@@ -111,22 +110,18 @@ class RolloutConfig:
     temperature: float = setting(1.0, range=F(0, 100, lo_open=True))
 
 
-@dataclass
-class OptimConfig:
-    """``optim``: the optimizer, and the loss keys of arctl.algo.settings.Loss."""
-
-    name: str = setting("adamw", choices=OPTIMIZERS)
-    lr: float = setting(1.0e-6, range=F(0, 10, lo_open=True))
-    betas: list[float] = setting([0.9, 0.999], items=F(0, 1, hi_open=True))
-    weight_decay: float = setting(0.01, range=F(0, 10))
-    grad_clip: float = setting(1.0, range=F(0, 10**6, lo_open=True))
-    clip_ratio: float = algo_setting("optim.clip_ratio", range=F(0, 1, lo_open=True, hi_open=True))
-    clip_ratio_high: float = algo_setting("optim.clip_ratio_high", range=F(0, 10, lo_open=True, hi_open=True))  # > clip_ratio: DAPO
-    dual_clip: float | None = algo_setting("optim.dual_clip", range=F(1, 10**6, lo_open=True, nullable=True))  # null: plain PPO clip
-    # Dr. GRPO constant, tokens per tree; null: the authors' rule b_m + 16 x summary.max_tokens + 128 (spec.resolve)
-    loss_norm_len: int | None = algo_setting("optim.loss_norm_len", range=I(1, 10**8, nullable=True))
-    ppo_epochs: int = setting(1, range=I(1, 1000))
-    warmup_steps: int = setting(0, range=I(0, 10**7))
+OptimConfig = from_settings("OptimConfig", algo.Loss, before=[
+    ("name", str, setting("adamw", choices=OPTIMIZERS)),
+    ("lr", float, setting(1.0e-6, range=F(0, 10, lo_open=True))),
+    ("betas", list[float], setting([0.9, 0.999], items=F(0, 1, hi_open=True))),
+    ("weight_decay", float, setting(0.01, range=F(0, 10))),
+    ("grad_clip", float, setting(1.0, range=F(0, 10**6, lo_open=True))),
+], after=[
+    ("ppo_epochs", int, setting(1, range=I(1, 1000))),
+    ("warmup_steps", int, setting(0, range=I(0, 10**7))),
+])
+"""``optim``: the optimizer, and the loss keys of :class:`arctl.algo.settings.Loss` (PPO clip, the Dr.
+GRPO constant: null is the authors' rule b_m + 16 x summary.max_tokens + 128, compose.resolve)."""
 
 
 @dataclass
@@ -314,5 +309,5 @@ def nullable_lists(cls: type = RunConfig) -> tuple[str, ...]:
 
 
 __all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "WANDB_MODES", "RunConfig",
-           "algo_setting", "run_config_type", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
+           "run_config_type", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
            "register", "setting"]

@@ -112,8 +112,10 @@ def test_forcing_extends_only_while_cues_remain_and_fit():
 
 
 def test_inactive_is_the_default_and_the_defaults_have_one_home():
-    from arctl.algo.settings import default
+    from arctl.config.schema import BudgetControlConfig
 
     assert not BudgetControl().active and BudgetControl(method="l1").active and BudgetControl(forcing_extensions=1).active
-    assert default("budget_control.l1_alpha") == 0.0003 and default("budget_control.thinkprune_limits") == [4000, 3000, 2000]
+    schema = BudgetControlConfig()  # the config section's defaults are the settings class's
+    assert schema.l1_alpha == BudgetControl().l1_alpha == 0.0003
+    assert schema.thinkprune_limits == list(BudgetControl().thinkprune_limits) == [4000, 3000, 2000]
     assert BudgetControl.from_config({}) == BudgetControl()

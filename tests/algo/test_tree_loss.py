@@ -206,11 +206,7 @@ def test_the_loss_constant_is_the_authors_and_one_per_experiment():
 def test_settings_round_trip_and_defaults():
     s = objective([2, 4], prior="linear", weighting="paper", dual_clip=2.5)
     assert Objective.from_dict(s.to_dict()) == s
-    assert algo_settings.default("thinking.lam") == Thinking(budgets=(1,)).lam
-    assert algo_settings.default("summary.weighting") == "authors"
-    assert algo_settings.default("optim.dual_clip") is None
-    with pytest.raises(KeyError, match="thinking.nosuch"):
-        algo_settings.default("thinking.nosuch")
+    assert Thinking(budgets=(1,)).lam == 0.5 and Summary().weighting == "authors"
 
 
 def test_unknown_weighting_is_rejected():

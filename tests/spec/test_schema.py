@@ -51,21 +51,32 @@ def test_the_composed_config_has_exactly_the_schemas_keys():
     assert OPEN <= composed
 
 
-def test_algorithm_defaults_are_the_algo_settings():
-    """Every algorithm key's default is read from arctl/algo/settings.py, not written again."""
+def test_the_algorithm_sections_are_the_algo_settings():
+    """Every algorithm key is a field of its arctl/algo/settings.py class, with its default, range and
+    choices there and nowhere else: the schema's field is built from it (lists for tuples), and a
+    changed default, range or choice list reaches the composed config."""
     fields = _typed_keys()
     checked = 0
     for section, klass in [*algo.SECTIONS.values(), ("budget_control", algo.BudgetControl)]:
         for f in dataclasses.fields(klass):
-            if f.default is dataclasses.MISSING:
-                continue  # thinking.budgets: the scale's
-            key = f"{section}.{f.name}"
-            declared = fields[key]
+            declared = fields[f"{section}.{f.name}"]
+            assert dict(declared.metadata) == dict(f.metadata), f.name
             if isinstance(declared.default, str) and declared.default.startswith("${"):
-                continue  # the scale's value (summary.max_tokens)
-            assert field_default(declared) == algo.default(key), key
+                continue  # the scale's value (thinking.budgets, summary.max_tokens)
+            expected = list(f.default) if isinstance(f.default, tuple) else f.default
+            assert field_default(declared) == expected, f.name
             checked += 1
     assert checked >= 20
+
+
+def test_an_algorithm_default_is_written_once(monkeypatch):
+    """Changing λ's default in arctl/algo/settings.py alone changes the composed config."""
+    from arctl.config import schema
+
+    lam = next(f for f in dataclasses.fields(algo.Thinking) if f.name == "lam")
+    monkeypatch.setattr(lam, "default", 0.7)
+    rebuilt = schema.from_settings("ThinkingConfig", algo.Thinking, defaults={"budgets": [1]})
+    assert rebuilt().lam == 0.7
 
 
 def test_every_numeric_key_has_a_range_and_every_list_of_numbers_an_item_range():

@@ -1,0 +1,66 @@
+"""Ranges of numbers, and the metadata a typed setting carries for validation.
+
+A setting's field carries what validation checks in its metadata (:func:`checks`: ``range`` of a
+number, ``items``: the range of each entry of a list, ``choices`` of a string). The algorithm's
+settings (:mod:`arctl.algo.settings`) carry theirs; the run config's schema (``arctl.config.schema``)
+and the backends' sections use the same helper, and validation (``arctl.compose``) reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+BUDGET_MAX = 10**6  # thinking tokens: far above any context window
+
+
+@dataclass(frozen=True)
+class Range:
+    lo: float
+    hi: float
+    integer: bool = True
+    lo_open: bool = False
+    hi_open: bool = False
+    nullable: bool = False
+
+    def contains(self, v: Any) -> bool:
+        if v is None:
+            return self.nullable
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if self.integer and not isinstance(v, int):
+            return False
+        if not math.isfinite(v):
+            return False
+        above = v > self.lo if self.lo_open else v >= self.lo
+        below = v < self.hi if self.hi_open else v <= self.hi
+        return above and below
+
+    def describe(self) -> str:
+        what = "an integer" if self.integer else "a number"
+        num = lambda x: str(int(x)) if float(x).is_integer() else f"{x:g}"  # noqa: E731
+        lo = f"> {num(self.lo)}" if self.lo_open else f">= {num(self.lo)}"
+        hi = f"< {num(self.hi)}" if self.hi_open else f"<= {num(self.hi)}"
+        return f"{'null or ' if self.nullable else ''}{what} {lo} and {hi}"
+
+
+def I(lo: float, hi: float, **kw) -> Range:  # noqa: E743 - short names keep the table readable
+    return Range(lo, hi, integer=True, **kw)
+
+
+def F(lo: float, hi: float, **kw) -> Range:
+    return Range(lo, hi, integer=False, **kw)
+
+
+TOKENS = I(1, BUDGET_MAX)
+PROB = F(0, 1)
+
+
+def checks(range: Range | None = None, items: Range | None = None,
+           choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """A field's metadata for validation: ``range`` of a number, ``items`` the range of each entry of
+    a list, ``choices`` of a string (a tuple, or a function returning the names registered when it
+    is asked: the compared methods, the priors)."""
+    return {k: v for k, v in (("range", range), ("items", items), ("choices", choices)) if v is not None}
