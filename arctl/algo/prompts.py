@@ -93,6 +93,14 @@ class SummaryPrompt:
         return self.input_ids[len(self.input_ids) - self.inserted_len :]
 
 
+def summary_cap(max_tokens: int, inserted_len: int) -> int:
+    """Tokens a summary may generate after its branch's ``inserted_len`` inserted tokens:
+    ``summary.max_tokens`` caps a branch's inserted and summary tokens together, as in the authors'
+    code (summaries "capped at 128 tokens in all"; the loss constant counts a branch as
+    ``summary.max_tokens``), at least 1. Both backends size their summary rollouts with it."""
+    return max(1, int(max_tokens) - int(inserted_len))
+
+
 def is_finished(thinking_ids: Sequence[int], cut: int, think_end: int) -> bool:
     """True when the whole thinking fits in ``cut`` tokens and ends with ``</think>``."""
     return len(thinking_ids) > 0 and cut >= len(thinking_ids) and int(thinking_ids[-1]) == think_end

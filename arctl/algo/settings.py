@@ -155,7 +155,7 @@ class BudgetControl:
     l1_mode: str = _setting("max", choices=L1_MODES)  # exact (Eq. 1) | max (Eq. 2)
     l1_alpha: float = _setting(L1_ALPHA, range=F(0, 10))
     l1_delta: float = _setting(L1_DELTA, range=PROB)
-    l1_targets: tuple[int, ...] | None = _setting(None, items=TOKENS)  # target choices; None: uniform over [L1_TARGET_RANGE[0], b_m]
+    l1_targets: tuple[int, ...] | None = _setting(None, items=TOKENS)  # target choices; None: uniform over L1_TARGET_RANGE, at most b_m
     forcing_extensions: int = _setting(0, range=I(0, 1000))  # s1 budget forcing at evaluation: 0 off; k > 0 also evaluate with up to k cues
     forcing_cue: str = "Wait"  # the continuation cue (s1's "Wait"): what replaces an early end of thinking
 

@@ -54,11 +54,14 @@ F64 = torch.float64
 # ------------------------------------------------------------------------------ trees
 @dataclass(frozen=True)
 class Tree:
-    """One thinking sample as the objective sees it: ``think_len`` thinking tokens and the verifier
-    rewards ``rewards[j][a]`` of the A summaries sampled after its cut at budget j ([m][A])."""
+    """One thinking sample as the objective sees it: ``think_len`` thinking tokens and the rewards
+    ``rewards[j][a]`` of the A summaries sampled after its cut at budget j ([m][A]): the verifier's,
+    or a compared method's (``arctl.algo.methods.control.shape_rewards``), which the advantages see;
+    then ``verifier`` holds the verifier's 0/1 rewards [m][A], which the scores report."""
 
     think_len: int
     rewards: tuple[tuple[float, ...], ...]
+    verifier: tuple[tuple[float, ...], ...] | None = None
 
     def cuts(self, budgets: Sequence[int]) -> list[int]:
         """``cut_j = min(b_j, think_len)``: thinking tokens each budget's summaries saw."""
@@ -239,6 +242,11 @@ class BatchStats:
     score: tuple[float, ...]  # [m] mean verifier reward of each budget's summaries
     anytime_score: float  # J_anytime under p_B of those scores (Eq. 3)
     final_score: float  # score at the largest budget
+    # under a compared method that shapes rewards: the same three of the method's rewards (what the
+    # advantages see); None otherwise
+    method_score: tuple[float, ...] | None
+    method_anytime_score: float | None
+    method_final_score: float | None
     reward_mean: float  # mean reward of every summary after the length shaping
     think_len_mean: float
     adv_var: dict[str, float]  # variance of the thinking segment advantages per baseline, reached segments
@@ -250,7 +258,10 @@ def batch_stats(trees: Sequence[Tree], questions: Sequence[Hashable], advs: Sequ
     ``adv_var`` for each of ``baselines`` (names of :data:`arctl.algo.settings.BASELINES`)."""
     if not trees:
         raise ValueError("batch_stats needs at least one tree")
-    raw = torch.stack([a.raw_scores for a in advs])  # [N, m]
+    raw = torch.stack([a.raw_scores for a in advs])  # [N, m] the rewards the advantages saw
+    shaped_by_method = any(t.verifier is not None for t in trees)
+    verifier = torch.stack([torch.tensor(t.verifier if t.verifier is not None else t.rewards, dtype=F64).mean(-1)
+                            for t in trees]) if shaped_by_method else raw  # [N, m] (raw_scores' rule)
     scores = torch.stack([a.scores for a in advs])
     hit = torch.stack([a.reached for a in advs])
     probs = budget_prior(s.thinking.prior, s.budgets, s.thinking.probs)
@@ -263,9 +274,12 @@ def batch_stats(trees: Sequence[Tree], questions: Sequence[Hashable], advs: Sequ
         var[kind] = float(seg[hit].var(unbiased=False)) if bool(hit.any()) else float("nan")
     return BatchStats(
         budgets=s.budgets,
-        score=tuple(float(x) for x in raw.mean(0)),
-        anytime_score=float(anytime_objective(raw, probs)),
-        final_score=float(raw[:, -1].mean()),
+        score=tuple(float(x) for x in verifier.mean(0)),
+        anytime_score=float(anytime_objective(verifier, probs)),
+        final_score=float(verifier[:, -1].mean()),
+        method_score=tuple(float(x) for x in raw.mean(0)) if shaped_by_method else None,
+        method_anytime_score=float(anytime_objective(raw, probs)) if shaped_by_method else None,
+        method_final_score=float(raw[:, -1].mean()) if shaped_by_method else None,
         reward_mean=float(shaped.mean()),
         think_len_mean=float(torch.tensor([float(t.think_len) for t in trees], dtype=F64).mean()),
         adv_var=var,

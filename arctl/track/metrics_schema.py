@@ -98,6 +98,12 @@ def forced_dataset(dataset: str) -> str:
     return _dataset(dataset) + FORCED_SUFFIX
 
 
+TRAIN_METHOD_ANYTIME_SCORE = "train/method/anytime_score"
+"""Under a compared method that shapes rewards (ThinkPrune, L1): the anytime score of the method's
+rewards, which its advantages see (``train/anytime_score`` stays the verifier's)."""
+TRAIN_METHOD_FINAL_SCORE = "train/method/final_score"
+"""The same at the largest budget."""
+
 TRAIN_THINK_LIMIT = "train/think_limit"
 """ThinkPrune's thinking limit in force at the step (``budget_control.method=thinkprune``)."""
 
@@ -131,6 +137,11 @@ def eval_key(name: str, dataset: str = "*", budget: object = None) -> str:
 def train_score(budget: int) -> str:
     """Mean training score at thinking budget ``budget``: ``train/score@{budget}``."""
     return f"train/score@{_budget(budget)}"
+
+
+def train_method_score(budget: int) -> str:
+    """Mean of a compared method's shaped rewards at ``budget``: ``train/method/score@{budget}``."""
+    return f"train/method/score@{_budget(budget)}"
 
 
 def train_adv_var(kind: str) -> str:
@@ -228,6 +239,10 @@ def train_metrics(stats) -> dict[str, float]:
     out[TRAIN_ANYTIME_SCORE] = float(stats.anytime_score)
     out[TRAIN_FINAL_SCORE] = float(stats.final_score)
     out[TRAIN_REWARD_MEAN] = float(stats.reward_mean)
+    if stats.method_score is not None:  # a compared method shaped the rewards: its scores beside the verifier's
+        out.update({train_method_score(b): float(v) for b, v in zip(stats.budgets, stats.method_score)})
+        out[TRAIN_METHOD_ANYTIME_SCORE] = float(stats.method_anytime_score)
+        out[TRAIN_METHOD_FINAL_SCORE] = float(stats.method_final_score)
     for kind in ADV_VAR_KINDS:
         out[train_adv_var(kind)] = float(stats.adv_var[kind])
     return out

@@ -82,7 +82,10 @@ def test_l1_targets_are_one_per_question_and_in_range():
     assert bc.question_target(fixed, "same", 64) == bc.question_target(fixed, "same", 64)
     free = BudgetControl(method="l1")
     values = [bc.question_target(free, f"q{i}", 8000) for i in range(300)]
-    assert min(values) >= L1_TARGET_RANGE[0] and max(values) <= 8000 and len(set(values)) > 250
+    # the paper's range 100..4000 (random.randint(100, 4000) in L1's data script), not up to b_m = 8000
+    assert L1_TARGET_RANGE == (100, 4000)
+    assert min(values) >= 100 and max(values) <= 4000 and max(values) > 3800 and len(set(values)) > 250
+    assert max(bc.question_target(free, f"q{i}", 2000) for i in range(300)) <= 2000  # capped by b_m below 4000
 
 
 def test_l1_evaluation_prompts_the_largest_target_that_fits():

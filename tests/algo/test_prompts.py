@@ -79,3 +79,12 @@ def test_distinct_cuts_merge_budgets_past_the_end():
     assert distinct_cuts(1500, [1000, 2000, 3000, 4000]) == [(1000, [0]), (1500, [1, 2, 3])]
     assert distinct_cuts(5000, [1000, 2000]) == [(1000, [0]), (2000, [1])]
     assert distinct_cuts(2000, [1000, 2000]) == [(1000, [0]), (2000, [1])]
+
+
+def test_the_summary_cap_counts_the_inserted_tokens():
+    """summary.max_tokens caps a branch's inserted and summary tokens together (the authors': 128 in
+    all), at least one summary token: both backends size their summaries with it."""
+    from arctl.algo.prompts import summary_cap
+
+    assert summary_cap(128, 14) == 114 and summary_cap(8, 5) == 3 and summary_cap(8, 2) == 6
+    assert summary_cap(5, 5) == 1 and summary_cap(3, 9) == 1

@@ -224,6 +224,20 @@ def test_batch_stats_by_hand():
     assert stats.adv_var["brpo"] == pytest.approx(13 / 32)
 
 
+def test_under_a_compared_method_the_scores_are_the_verifiers_and_the_methods_are_beside_them():
+    """A tree whose rewards a method shaped keeps the verifier's in ``verifier``: ``score`` reports
+    those (docs/metrics.md: train/score@b is the verifier's), ``method_score`` the shaped ones."""
+    s = objective([2, 4], prior="uniform", a=2)
+    shaped = [Tree(3, ((0.5, 0.0), (0.5, -0.25)), verifier=((1.0, 0.0), (1.0, 1.0))),
+              Tree(4, ((0.0, 0.0), (0.0, 0.0)), verifier=((0.0, 0.0), (0.0, 1.0)))]
+    stats = batch_stats(shaped, Q2, tree_advantages(shaped, Q2, s), s, ["brpo"])
+    assert stats.score == (0.25, 0.75) and stats.final_score == 0.75 and stats.anytime_score == 0.5
+    assert stats.method_score == (0.125, 0.0625) and stats.method_final_score == 0.0625
+    assert stats.method_anytime_score == pytest.approx(0.09375)
+    plain = batch_stats(DECOUPLED, Q2, tree_advantages(DECOUPLED, Q2, s), s, ["brpo"])
+    assert plain.method_score is None and plain.method_anytime_score is None
+
+
 def test_adv_var_ignores_segments_the_thinking_did_not_reach():
     # tree 1 of DECOUPLED has no tokens in segment 1: only 3 of the 4 segment advantages count
     s = objective([2, 4])

@@ -53,7 +53,7 @@ def test_kv_reused_summaries_equal_reencoding_truncated_and_finished():
     th = ro.generate_thinking(model, prompts, 12, 1.0, gen, end, tok.pad_token_id)
     assert th.finished.any() and (~th.finished).any()  # both kinds of prefix are exercised
     branches = ro.plan_branches(th, [3, 6, 9, 12], inserted)
-    logits = ro.generate_summaries(model, th, branches, 2, 5, 0.0, None, tok.eos_token_id, tok.pad_token_id,
+    logits = ro.generate_summaries(model, th, branches, 2, 10, 0.0, None, tok.eos_token_id, tok.pad_token_id,
                                    max_rows=5, return_logits=True)
     _check_against_reencoding(model, th, branches, inserted, logits, tok.pad_token_id)
     assert any(b.finished for b in branches) and any(not b.finished for b in branches)
@@ -66,15 +66,19 @@ def test_rows_that_finish_early_leave_the_batch_and_the_others_stay_exact():
     th = ro.generate_thinking(model, prompts, 12, 1.0, torch.Generator().manual_seed(0), end, tok.pad_token_id)
     # sampled summaries; a token in about half of them plays <eos>, so rows finish at different steps
     probe = ro.plan_branches(th, [3, 6, 9, 12], inserted)
-    ro.generate_summaries(model, th, probe, 2, 6, 1.0, torch.Generator().manual_seed(1), -1, tok.pad_token_id)
+    ro.generate_summaries(model, th, probe, 2, 11, 1.0, torch.Generator().manual_seed(1), -1, tok.pad_token_id)
     summaries = [s for b in probe for s in b.summaries]
     eos = max({t for s in summaries for t in s}, key=lambda t: min(sum(t in s for s in summaries),
                                                                   sum(t not in s for s in summaries)))
     branches = ro.plan_branches(th, [3, 6, 9, 12], inserted)
-    logits = ro.generate_summaries(model, th, branches, 2, 6, 1.0, torch.Generator().manual_seed(1), eos,
+    logits = ro.generate_summaries(model, th, branches, 2, 11, 1.0, torch.Generator().manual_seed(1), eos,
                                    tok.pad_token_id, max_rows=6, return_logits=True)
+    # summary.max_tokens=11 caps inserted + summary: 6 summary tokens after a cut (5 inserted), 9 after a
+    # finished thinking (2 inserted), as verl's rollout caps them (arctl.algo.prompts.summary_cap)
+    caps = [11 - len(b.inserted) for b in branches for _ in b.summaries]
     lengths = [len(s) for b in branches for s in b.summaries]
-    assert min(lengths) < 6 and max(lengths) == 6, lengths  # some rows stopped early, others ran on
+    assert set(caps) == {6, 9} and all(n <= c for n, c in zip(lengths, caps)), (lengths, caps)
+    assert any(n < c for n, c in zip(lengths, caps)) and any(n == c for n, c in zip(lengths, caps))  # stopped early / ran on
     k = 0
     for b in branches:
         sp = summary_prompt(th.question(b.row), th.thinking(b.row), b.cut, inserted)

@@ -152,7 +152,11 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
     batch.old_logp = old
     monkeypatch.setattr(update, "token_logprobs", lambda model, b, temperature=1.0: (logp, torch.zeros_like(logp)))
     loss, _ = update.policy_loss(None, batch, objective, n_trees=n)
-    return tokens, float(loss)
+    from arctl.algo.tree_loss import batch_stats
+    from arctl.track import metrics_schema as ms
+
+    metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
+    return tokens, float(loss), metrics
 
 
 # ------------------------------------------------------------------------------ the verl path
@@ -196,7 +200,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
 
     rows = _verl_rows(cfg, samples, layout, targets)
     lens = [len(row["response_ids"]) for *_, row in rows]
-    adv, _ = compute_row_advantages([k for k, *_ in rows], [u for _, u, *_ in rows],
+    adv, step_metrics = compute_row_advantages([k for k, *_ in rows], [u for _, u, *_ in rows],
                                     [{"arctl": row["record"].to_dict()} for *_, row in rows], lens, objective,
                                     None, control, limit)
     assert adv.dtype == torch.float64
@@ -239,7 +243,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
     tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(sum(sum(row["response_mask"]) for *_, row in rows)),
                          global_batch_size=len(rows))
     loss, metrics = ppo_loss(actor, {"log_probs": nested(new_lp)}, data)
-    return tokens, float(loss)
+    return tokens, float(loss), {k: v for k, v in step_metrics.items() if k.startswith("train/")}
 
 
 def _logps(samples, cfg, seed):
@@ -277,12 +281,22 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
         samples = _batch(cfg, seed)
         logps = _logps(samples, cfg, seed)
         targets = [random.Random(seed + 7).randint(1, cfg["thinking"]["budgets"][-1]) for _ in range(2)]
-        tiny_tokens, tiny_loss = _tiny(cfg, samples, logps, monkeypatch, control, limit, targets)
+        tiny_tokens, tiny_loss, tiny_metrics = _tiny(cfg, samples, logps, monkeypatch, control, limit, targets)
         assert any(v != 0 for v in tiny_tokens.values())
-        if control.method != "none":  # the method's rewards changed what is trained
-            assert tiny_tokens != _tiny(cfg, samples, logps, monkeypatch)[0]
+        if bc.shapes_rewards(control):  # the method's rewards changed what is trained, not the verifier's scores
+            plain_tokens, _, plain_metrics = _tiny(cfg, samples, logps, monkeypatch)
+            assert tiny_tokens != plain_tokens
+            scores = [k for k in plain_metrics if k.startswith("train/score@") or k.endswith("_score")]
+            assert {k: tiny_metrics[k] for k in scores} == {k: plain_metrics[k] for k in scores}
+            assert len([k for k in tiny_metrics if k.startswith("train/method/")]) == len(scores)
+        else:
+            assert not any(k.startswith("train/method/") for k in tiny_metrics)
         for layout in LAYOUTS:
-            verl_tokens, verl_loss = _verl(cfg, samples, layout, logps, *composed[layout], limit=limit, targets=targets)
+            verl_tokens, verl_loss, verl_metrics = _verl(cfg, samples, layout, logps, *composed[layout], limit=limit,
+                                                         targets=targets)
+            assert set(verl_metrics) >= set(tiny_metrics)  # the same train/ keys, the same values
+            for key, value in tiny_metrics.items():
+                assert verl_metrics[key] == pytest.approx(value, abs=1e-12, nan_ok=True), (layout, key)
             # verl keeps untrained summaries (coupled arms) in its rows with advantage 0; tiny drops them
             extra = set(verl_tokens) - set(tiny_tokens)
             assert all(verl_tokens[k] == 0 for k in extra)

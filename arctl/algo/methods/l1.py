@@ -137,7 +137,7 @@ def _key_rng(key: str) -> np.random.Generator:
 
 class L1(ControlMethod):
     """``budget_control.method=l1``: a target length in each question's prompt (``l1_targets``, or
-    uniform over :data:`L1_TARGET_RANGE` up to b_m), the reward of Eq. 1 or 2 (``l1_mode``,
+    uniform over :data:`L1_TARGET_RANGE`, at most b_m), the reward of Eq. 1 or 2 (``l1_mode``,
     ``l1_alpha``, ``l1_delta``)."""
 
     name = "l1"
@@ -147,11 +147,14 @@ class L1(ControlMethod):
 
     def question_target(self, control, key, max_budget):
         """A function of ``key`` only (the tiny backend keys it by (seed, step, question), verl by the
-        question's uid): one of ``l1_targets``, or uniform over ``[L1_TARGET_RANGE[0], max_budget]``."""
+        question's uid): one of ``l1_targets``, or uniform over the paper's :data:`L1_TARGET_RANGE`
+        (100..4000, ``random.randint(100, 4000)`` in the released data script), capped at
+        ``max_budget``: an 8k run draws up to 4000, not up to b_m."""
         if control.l1_targets:
             return int(sample_l1_targets(_key_rng(key), 1, choices=list(control.l1_targets))[0])
-        low = min(int(L1_TARGET_RANGE[0]), int(max_budget))
-        return int(sample_l1_targets(_key_rng(key), 1, low=low, high=int(max_budget))[0])
+        high = min(int(L1_TARGET_RANGE[1]), int(max_budget))
+        low = min(int(L1_TARGET_RANGE[0]), high)
+        return int(sample_l1_targets(_key_rng(key), 1, low=low, high=high)[0])
 
     def target_choices(self, control):
         return tuple(int(t) for t in control.l1_targets) if control.l1_targets else None

@@ -17,7 +17,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
-from arctl.algo.prompts import InsertedTokens, distinct_cuts
+from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap
 from arctl.backends.tiny.model import additive_mask
 from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
@@ -104,6 +104,7 @@ class Branch:
     inserted: list[int]
     summaries: list[list[int]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    verifier: list[float] | None = None  # the verifier's rewards when a compared method replaced ``rewards``
 
 
 def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -246,9 +247,10 @@ def generate_summaries(
     max_rows: int = 1024,
     return_logits: bool = False,
 ) -> list[torch.Tensor]:
-    """Fill ``branch.summaries`` with ``group_size`` samples of at most ``max_tokens`` tokens
-    (``<eos>`` ends one and is kept; finished rows leave the batch), in chunks of whole branches of
-    at most ``max_rows`` rows.
+    """Fill ``branch.summaries`` with ``group_size`` samples (``<eos>`` ends one and is kept; finished
+    rows leave the batch), in chunks of whole branches of at most ``max_rows`` rows. ``max_tokens``
+    (``summary.max_tokens``) caps a branch's inserted and summary tokens together
+    (:func:`arctl.algo.prompts.summary_cap`, as verl's rollout does).
 
     Every row attends to its thinking's cached prefix in place (``prefix_attention``: no copy of
     the thinking per row). A branch's inserted tokens are encoded once and shared by its
@@ -278,20 +280,22 @@ def generate_summaries(
         logits = logits.repeat_interleave(group_size, 0)
         next_pos = (start_pos + ins_valid.sum(1)).repeat_interleave(group_size, 0)
         n = len(br) * group_size
-        out = torch.full((n, max_tokens), pad_id, dtype=torch.long)
+        caps = torch.tensor([summary_cap(max_tokens, len(b.inserted)) for b in br]).repeat_interleave(group_size)
+        steps = int(caps.max())
+        out = torch.full((n, steps), pad_id, dtype=torch.long)
         lens = torch.zeros(n, dtype=torch.long)
         alive = torch.arange(n)  # the summary rows still decoding (finished rows are dropped)
         row_logits: list[list[torch.Tensor]] = [[] for _ in range(n)] if return_logits else []
         with shared_prefix(model, prefix):
-            for s in range(max_tokens):
+            for s in range(steps):
                 if return_logits:
                     for k, r in enumerate(alive.tolist()):
                         row_logits[r].append(logits[k].clone())
                 tok = sample(logits, temperature, generator)
                 out[alive, s] = tok
                 lens[alive] += 1
-                going = tok != eos_id
-                if s == max_tokens - 1 or not going.any():
+                going = (tok != eos_id) & (lens[alive] < caps[alive])
+                if s == steps - 1 or not going.any():
                     break
                 if not going.all():
                     keep = going.nonzero()[:, 0]

@@ -197,12 +197,13 @@ def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_bu
 
 def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, targets: list[int] | None) -> None:
     """Replace every branch's verifier rewards by the compared method's
-    (:func:`arctl.algo.methods.control.shape_rewards`; ``none`` leaves them) and recompute the
-    per-budget scores."""
+    (:func:`arctl.algo.methods.control.shape_rewards`; ``none`` leaves them; the verifier's stay in
+    ``branch.verifier``, which the logged scores report) and recompute the per-budget scores."""
     if not bc.shapes_rewards(control):
         return
     g = ro.scores.shape[1]
     for br in ro.branches:
+        br.verifier = list(br.rewards)
         (shaped,) = bc.shape_rewards(
             control, [br.rewards], [br.cut], [[len(s) for s in br.summaries]], int(ro.thinking.think_len[br.row]),
             bool(ro.thinking.finished[br.row]), limit=limit, target=targets[br.row // g] if targets else None,
@@ -215,12 +216,16 @@ def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, target
 def objective_trees(ro: Rollout, m: int) -> list[Tree]:
     """The rollout's thinking samples as :class:`arctl.algo.tree_loss.Tree` records (a training
     rollout has one branch per (row, budget): ``per_budget=True``)."""
-    rewards: list[list] = [[None] * m for _ in range(ro.thinking.think_len.shape[0])]
+    n_rows = ro.thinking.think_len.shape[0]
+    rewards: list[list] = [[None] * m for _ in range(n_rows)]
+    shaped = any(br.verifier is not None for br in ro.branches)
+    verifier: list[list] = [[None] * m for _ in range(n_rows)]
     for br in ro.branches:
         for j in br.budgets:
             rewards[br.row][j] = tuple(float(r) for r in br.rewards)
+            verifier[br.row][j] = tuple(float(r) for r in (br.verifier if br.verifier is not None else br.rewards))
     lens = ro.thinking.think_len.tolist()
-    return [Tree(int(n), tuple(r)) for n, r in zip(lens, rewards)]
+    return [Tree(int(n), tuple(r), tuple(v) if shaped else None) for n, r, v in zip(lens, rewards, verifier)]
 
 
 def question_labels(ro: Rollout) -> list[int]:

@@ -78,7 +78,7 @@ class TreeRecord:
             return self.tree()
         rewards = bc.shape_rewards(control, self.rewards, self.cuts, self.summary_lens(), int(self.think_len),
                                    bool(self.finished), limit=limit, target=self.target)
-        return Tree(int(self.think_len), rewards)
+        return Tree(int(self.think_len), rewards, self.tree().rewards)  # the verifier's, for the scores
 
     def to_dict(self) -> dict[str, Any]:
         return {

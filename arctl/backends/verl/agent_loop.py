@@ -30,7 +30,7 @@ from typing import Any
 
 from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
-from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_prompt
+from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
 from arctl.algo.settings import BudgetControl
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
@@ -112,7 +112,7 @@ async def rollout_tree(
 
     async def one(group: LeafGroup) -> list[list[int]]:
         params = dict(sampling_params)
-        params["max_tokens"] = max(1, summary_max_tokens - len(group.inserted))  # branch cap includes inserted
+        params["max_tokens"] = summary_cap(summary_max_tokens, len(group.inserted))  # the branch cap includes inserted
         params.pop("stop_token_ids", None)
         outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(count(group))])
         return [[int(t) for t in o][: params["max_tokens"]] for o in outs]
