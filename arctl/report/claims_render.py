@@ -115,6 +115,11 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
     views = run_views(runs.history, runs.runs, scale=scale)
+    if not views:  # nothing to check: one line naming what to run, and nothing written
+        where, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
+        todo = " and ".join(f"`arctl sweep {s}{scale_arg}`" for s in sweeps)
+        raise ReportError(f"no runs of {', '.join(sweeps)}{where} in {base}: produce them with {todo}, or pass "
+                          "--workdir DIR where they are")
     results = check_claims(spec, views, command)
     used = []
     for v in sorted(views, key=lambda v: (v.arm, v.seed, v.run_id)):

@@ -27,6 +27,17 @@ def test_no_runs_names_the_producing_command(tmp_path):
     assert res.exit_code == 2 and "does not exist" in res.output
 
 
+def test_claims_on_an_empty_workspace_is_one_line_naming_the_sweep_and_writes_nothing(tmp_path):
+    """An existing workspace without the claims' runs: not a 150-line table of missing runs and exit 0,
+    but one error line naming what to run, exit 2, no report written."""
+    res = runner.invoke(app, ["report", "--claims", "--workdir", str(tmp_path)])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: no runs of paper in")
+    assert "`arctl sweep paper`" in lines[0] and list(tmp_path.iterdir()) == []
+    res = runner.invoke(app, ["report", "--claims", "priors", "--scale", "tiny", "--workdir", str(tmp_path)])
+    assert res.exit_code == 2 and "`arctl sweep priors --scale tiny`" in res.output and list(tmp_path.iterdir()) == []
+
+
 def test_flag_mistakes_exit_2(tmp_path):
     assert runner.invoke(app, ["report"]).exit_code == 2
     assert runner.invoke(app, ["report", "--figure", "a", "--table", "b"]).exit_code == 2

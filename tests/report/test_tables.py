@@ -58,3 +58,21 @@ def test_compare_paper_adds_paper_rows_and_differences(workspace, tmp_path):
     assert paper.loc["GRPO", "Avg"] == pytest.approx((65.0 + 28.9 + 84.7) / 3)
     md = (tmp_path / "final.md").read_text()
     assert "GRPO (paper)" in md and "Δ vs paper" in md
+
+
+def test_avg_leaves_out_the_budget_forced_evaluation():
+    """``toy-forced`` is the same problems decoded with s1 budget forcing, not another benchmark: the
+    Avg column of budget_auc is the plain benchmarks' mean, not the mean of plain and forced."""
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.tables import AVG, accuracy_table
+    from arctl.track.runs.tidy import Runs
+
+    rows = [("r1", "grpo", "eval/toy/curve_auc", 0.5), ("r1", "grpo", "eval/toy-forced/curve_auc", 0.1),
+            ("r2", "grpo", "eval/toy/curve_auc", 0.7), ("r2", "grpo", "eval/toy-forced/curve_auc", 0.3)]
+    history = pd.DataFrame([{"run_id": r, "arm": a, "metric": m, "value": v, "step": 10} for r, a, m, v in rows])
+    data = ReportData(Runs(history, pd.DataFrame()), None, source="test")
+    table = accuracy_table({"key": "eval/{dataset}/curve_auc", "scale": 100}, data)
+    assert table.loc[table.index[0], AVG] == pytest.approx(60.0)  # (50 + 70) / 2, not (60 + 20) / 2
+    assert table.loc[table.index[0]].drop(AVG).tolist() == pytest.approx([60.0, 20.0])
