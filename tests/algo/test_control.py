@@ -6,9 +6,10 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from s1_reference import ForcingState, _advance
 
 from arctl.algo.methods import control as bc
-from arctl.algo.methods.budget_forcing import BudgetForcing, ForcingState, _advance, extends
+from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.methods.thinkprune import thinkprune_schedule
 from arctl.algo.settings import L1_TARGET_RANGE, BudgetControl
 

@@ -140,9 +140,11 @@ def test_the_eval_cost_benchmark_counts_the_floor_it_divides_by():
 @given(st.data())
 def test_batched_budget_forcing_equals_the_per_token_rule(data):
     """The tiny sampler's forcing (one row per problem, batched) emits exactly what the s1 state
-    machine (arctl.algo.methods.budget_forcing, one sequence at a time) emits for the same model
+    machine (tests/support/s1_reference.py, one sequence at a time) emits for the same model
     proposals: a scripted model whose greedy token at thinking position t is script[row][t]."""
-    from arctl.algo.methods.budget_forcing import BudgetForcing, budget_forcing_generate
+    from s1_reference import budget_forcing_generate
+
+    from arctl.algo.methods.budget_forcing import BudgetForcing
 
     tok, model, _ = _setup()
     end, cue, pad = 5, 6, tok.pad_token_id

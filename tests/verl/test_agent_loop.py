@@ -405,8 +405,9 @@ def test_verl_forcing_emits_what_the_per_token_rule_emits():
     proposals: the model proposes script[t] at thinking position t, and a request stops at </think>."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
+    from s1_reference import budget_forcing_generate
 
-    from arctl.algo.methods.budget_forcing import BudgetForcing, budget_forcing_generate
+    from arctl.algo.methods.budget_forcing import BudgetForcing
     from arctl.backends.verl.agent_loop import generate_thinking
 
     end, cue = 5, (6, 4)
