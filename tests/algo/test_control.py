@@ -123,3 +123,13 @@ def test_inactive_is_the_default_and_the_defaults_have_one_home():
     assert schema.l1_alpha == BudgetControl().l1_alpha == 0.0003
     assert schema.thinkprune_limits == list(BudgetControl().thinkprune_limits) == [4000, 3000, 2000]
     assert BudgetControl.from_config({}) == BudgetControl()
+
+
+def test_thinkprune_generates_no_further_than_the_rounds_limit():
+    """ThinkPrune stops its rollout at the round's limit (its max response length), the same limit
+    its reward applies; other methods generate up to the largest budget."""
+    tp = BudgetControl(method="thinkprune", thinkprune_limits=(64, 48, 32))
+    assert [bc.generation_limit(tp, s, 100) for s in (1, 33, 34, 66, 67, 100)] == [64, 64, 48, 48, 32, 32]
+    assert all(bc.generation_limit(tp, s, 100) == bc.step_limit(tp, s, 100) for s in range(1, 101))
+    assert bc.limits_generation(tp) and not bc.limits_generation(BudgetControl(method="l1"))
+    assert bc.generation_limit(BudgetControl(), 5, 100) is None and bc.generation_limit(BudgetControl(method="l1"), 5, 100) is None

@@ -1,5 +1,6 @@
 """Summaries decoded on a slice of the thinking's KV cache equal re-encoding the whole prefix."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -173,3 +174,26 @@ def test_batched_budget_forcing_equals_the_per_token_rule(data):
             want = want[:-1]  # the close forced at the budget is the tiny rollout's cut
         assert th.thinking(r) == want, (scripts[r], th.thinking(r), want)
         assert want.count(cue) - scripts[r][: len(want)].count(cue) <= max_ext
+
+
+def test_a_generation_limit_stops_the_thinking_below_the_largest_budget():
+    """``think_max`` (a compared method's generation limit: ThinkPrune's round) stops every thinking
+    there; budgets past it share the capped prefix."""
+    from micro import MICRO
+
+    from arctl.compose import resolve_experiment
+
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    toy = toy_task(config["tiny"]["task"])
+    tok = build_tokenizer(toy.vocabulary())
+    model = build_model(model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
+    problems = toy.make_problems(np.random.default_rng(0), 3)
+    inserted = InsertedTokens.from_tokenizer(tok)
+
+    def go(**kw):
+        return ro.rollout(model, tok, inserted, toy, problems, 2, [8, 16, 48], 1, 8, 1.0,
+                          torch.Generator().manual_seed(0), **kw)
+
+    free, capped = go(), go(think_max=16)
+    assert int(free.thinking.think_len.max()) > 16 and int(capped.thinking.think_len.max()) <= 16
+    assert all(b.cut <= 16 for b in capped.branches) and {b.cut for b in capped.branches if 2 in b.budgets} <= set(range(17))

@@ -500,3 +500,30 @@ def test_a_failing_tree_tags_its_question_with_the_error_and_raises(loop_factory
         _run(loop, uid="q7", session_id=1, extra_info={"split": split})
     assert recorded == [("q7", partition, {"arctl_error": "ValueError: prompt length 9000 leaves no room within "
                                                           "max_model_len 8192"})]
+
+
+@pytest.mark.parametrize("step,limit", [(1, 9), (2, 4)])
+def test_thinkprune_stops_generating_at_the_rounds_limit(loop_factory, step, limit):
+    """ThinkPrune's rollout stops at the round's limit (limits 9 -> 4 over 2 steps): the thinking
+    request asks for at most the limit, not b_m = 30, at the step verl's batch carries
+    (``global_steps``) of the run's ``arctl.total_steps`` (the trainer sets it in on_init_end)."""
+    from omegaconf import open_dict
+
+    loop, server, _ = loop_factory(budgets=(4, 9, 30), control={"method": "thinkprune", "thinkprune_limits": [9, 4]})
+    with open_dict(loop.arctl):
+        loop.arctl.total_steps = 2
+    outputs = _run(loop, global_steps=step)
+    thinking_requests = [r for r in server.requests if "stop_token_ids" in r[1]]
+    assert thinking_requests[0][1]["max_tokens"] == limit
+    assert TreeRecord.from_dict(outputs[0].extra_fields["arctl"]).think_len <= limit
+
+
+def test_a_step_limit_without_the_step_is_one_error(loop_factory):
+    from arctl.algo.settings import BudgetControl
+    from arctl.backends.verl.agent_loop import generation_limit
+
+    thinkprune = BudgetControl(method="thinkprune", thinkprune_limits=(9, 4))
+    assert generation_limit(thinkprune, {"global_steps": 2}, {"total_steps": 2}) == 4
+    assert generation_limit(BudgetControl(), {}, {}) is None  # no method: no step needed
+    with pytest.raises(ValueError, match="limits the thinking per training step.*global_steps=None"):
+        generation_limit(thinkprune, {}, {"total_steps": 2})

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arctl.algo.methods.budget_forcing import BudgetForcing
-from arctl.algo.methods.registry import method_of
+from arctl.algo.methods.registry import ControlMethod, method_of
 from arctl.algo.settings import BudgetControl
 
 
@@ -60,6 +60,18 @@ def prompt_tokens(control: BudgetControl) -> int:
 def step_limit(control: BudgetControl, step: int, total_steps: int) -> int | None:
     """The thinking limit in force at ``step`` (None: the method sets none)."""
     return method_of(control).step_limit(control, int(step), int(total_steps))
+
+
+def generation_limit(control: BudgetControl, step: int, total_steps: int) -> int | None:
+    """The most thinking tokens a training rollout at ``step`` generates (None: up to the largest
+    budget): ThinkPrune's round limit."""
+    return method_of(control).generation_limit(control, int(step), int(total_steps))
+
+
+def limits_generation(control: BudgetControl) -> bool:
+    """Whether the method overrides :meth:`~arctl.algo.methods.registry.ControlMethod.generation_limit`."""
+    method = method_of(control)
+    return type(method).generation_limit is not ControlMethod.generation_limit
 
 
 def shapes_rewards(control: BudgetControl) -> bool:

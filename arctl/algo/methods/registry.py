@@ -13,6 +13,7 @@ hook                           what it changes
 ``instruction``                the prompt text for a target (verl appends it to the question)
 ``prompt_tokens``              room the prompt change takes (verl sizes its prompt length)
 ``step_limit``                 the thinking limit in force at a training step (ThinkPrune's round)
+``generation_limit``           the most thinking tokens a training step generates (None: b_m)
 ``shape_rewards``              a tree's verifier rewards as the method scores them
 ``config_problem``             a config the method cannot run: (what, key, hint), at validation
 =============================  ===================================================================
@@ -78,6 +79,11 @@ class ControlMethod:
 
     def step_limit(self, control: Any, step: int, total_steps: int) -> int | None:
         """The thinking limit in force at training ``step`` (1-based); None: no limit."""
+        return None
+
+    def generation_limit(self, control: Any, step: int, total_steps: int) -> int | None:
+        """The most thinking tokens a training rollout at ``step`` generates (it stops there, as the
+        method's own sampler would); None: up to the largest budget."""
         return None
 
     def shape_rewards(self, control: Any, rows: list[list[float]], cuts: Sequence[int],

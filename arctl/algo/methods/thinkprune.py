@@ -105,6 +105,11 @@ class ThinkPrune(ControlMethod):
     def step_limit(self, control, step, total_steps):
         return thinkprune_limit(int(step), thinkprune_schedule(control.thinkprune_limits, total_steps))
 
+    def generation_limit(self, control, step, total_steps):
+        """ThinkPrune stops generating at the round's limit (its rollout's max response length), so
+        no token past it is sampled or trained."""
+        return self.step_limit(control, step, total_steps)
+
     def shape_rewards(self, control, rows, cuts, summary_lens, think_len, finished, limit, target):
         """Over the limit: the thinking is longer than it, or was cut unfinished at or past it
         (ThinkPrune counts the whole response; here the thinking, the summary being capped by

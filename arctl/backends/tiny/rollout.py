@@ -348,15 +348,18 @@ def rollout(
     per_budget: bool = False,
     target_words: list[str | None] | None = None,
     forcing: BudgetForcing | None = None,
+    think_max: int | None = None,
 ) -> Rollout:
     """Think, branch and summarise ``problems`` of the toy task ``toy``; rewards from its verifier.
     ``per_budget``: ``group_size`` summaries for every budget, also where budgets share a prefix
     (training); else per distinct prefix (evaluation) (:func:`plan_branches`). ``target_words``: one
     L1 target word per problem (:func:`arctl.backends.tiny.tasks.target_word`); ``forcing``: budget forcing
-    of the thinking."""
+    of the thinking; ``think_max``: stop generating the thinking there, below the largest budget (a
+    compared method's generation limit: ThinkPrune's round)."""
     words = target_words or [None] * len(problems)
     prompts = [encode_words(tok, toy.prompt_words(p, w)) for p, w in zip(problems, words) for _ in range(n_samples)]
-    think = generate_thinking(model, prompts, int(max(budgets)), temperature, generator, inserted.think_end,
+    length = int(max(budgets)) if think_max is None else min(int(max(budgets)), int(think_max))
+    think = generate_thinking(model, prompts, length, temperature, generator, inserted.think_end,
                               tok.pad_token_id, forcing)
     branches = plan_branches(think, list(budgets), inserted, per_budget)
     generate_summaries(

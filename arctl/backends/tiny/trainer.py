@@ -130,6 +130,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 model, tok, inserted, run.task, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
                 run.temperature, generator, run.max_rows, per_budget=True,
                 target_words=[target_word(t, bc.target_choices(control)) for t in targets] if targets else None,
+                think_max=bc.generation_limit(control, step, total),  # ThinkPrune: no token past the round's limit
             )
             limit = bc.step_limit(control, step, total)
             shape_rewards(ro, control, limit, targets)

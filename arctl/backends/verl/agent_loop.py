@@ -90,14 +90,17 @@ async def rollout_tree(
     score: Callable[[list[int], list[int], list[int]], float] | None = None,
     per_budget: bool = True,
     forcing: BudgetForcing | None = None,
+    think_max: int | None = None,
 ) -> TreeRollout:
     """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``;
     ``group_size`` summaries per budget (``per_budget``) or per distinct cut. ``forcing``: s1 budget
-    forcing of the thinking (:func:`generate_thinking`)."""
+    forcing of the thinking (:func:`generate_thinking`); ``think_max``: stop generating the thinking
+    there, below the largest budget (a compared method's generation limit: ThinkPrune's round)."""
     prompt = [int(t) for t in prompt_ids]
     budgets = [int(b) for b in budgets]
     requests: list[list[int]] = []
-    thinking = await generate_thinking(generate, prompt, max(budgets), inserted.think_end, sampling_params, forcing,
+    length = max(budgets) if think_max is None else min(max(budgets), int(think_max))
+    thinking = await generate_thinking(generate, prompt, length, inserted.think_end, sampling_params, forcing,
                                        requests)
     finished = bool(thinking) and thinking[-1] == inserted.think_end
     eos = bool(thinking) and eos_id is not None and thinking[-1] == eos_id
@@ -172,6 +175,19 @@ def target_messages(messages: list[Any], control: BudgetControl, target: int | N
                          "question's last chat message to hold its text in 'content'")
     last["content"] = f"{last['content']} {bc.instruction(control, target)}"
     return out
+
+
+def generation_limit(control: BudgetControl, kwargs: dict[str, Any], arctl: Any) -> int | None:
+    """The thinking tokens a training rollout may generate (:func:`arctl.algo.methods.control.generation_limit`)
+    at the step verl dispatched this sample for (its batch's ``global_steps``), of the run's
+    ``arctl.total_steps`` (set by the trainer once verl knows it); None: up to the largest budget."""
+    step, total = kwargs.get("global_steps"), arctl.get("total_steps") if hasattr(arctl, "get") else None
+    if step is None or total is None:
+        if not bc.limits_generation(control):
+            return None  # the method never limits the generation: it needs no step
+        raise ValueError(f"budget_control.method={control.method} limits the thinking per training step, but the "
+                         f"rollout got global_steps={step!r} and arctl.total_steps={total!r}")
+    return bc.generation_limit(control, int(step), int(total))
 
 
 def question_key(kwargs: dict[str, Any], seed: int) -> str:
@@ -450,9 +466,14 @@ def _make_loop_class():
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(target_messages(messages, control, target))
 
+            # a compared method's generation limit at this training step (ThinkPrune's round): the step
+            # from verl's batch, the run's length from the trainer (ArctlPPOTrainer.on_init_end)
+            think_max = None if validate else generation_limit(control, kwargs, self.arctl)
+
             def sample_tree(prompt, group, per_budget, forcing):
                 return rollout_tree(self._generate, prompt, group, group_size, self.summary_max_tokens, self.inserted,
-                                    self.eos_id, params, score, per_budget=per_budget, forcing=forcing)
+                                    self.eos_id, params, score, per_budget=per_budget, forcing=forcing,
+                                    think_max=think_max)
 
             cue = (list(self.tokenizer.encode(control.forcing_cue, add_special_tokens=False))
                    if validate and control.forcing_extensions > 0 else [])

@@ -238,6 +238,12 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             return super()._update_actor(batch, metrics)
 
     def on_init_end(self):
+        # verl knows the run's length now (its dataloader); the agent loop workers, created after
+        # init() from this config, read it for a compared method's limit per step (ThinkPrune)
+        from omegaconf import open_dict
+
+        with open_dict(self.config):
+            self.config.arctl.total_steps = int(self.total_training_steps)
         # before the first update: every actor worker must train packed trees with the tree mask
         if self.arctl_layout in ("flex", "dense"):
             from arctl.backends.verl.tree_forward import prove_tree_patch
