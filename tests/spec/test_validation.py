@@ -63,6 +63,10 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
     assert {r.config["optim"]["loss_norm_len"] for r in ctx} == {18176}  # every arm, one constant
     tiny = resolve_experiment("ablation-vr", scale="tiny")
     assert {r.config["optim"]["loss_norm_len"] for r in tiny} == {192}
+    # an arm trained below the scale's b_m (Elastic at t = 4000) shares the constant of the arms it is
+    # compared with, not the rule at its own budget (6,176)
+    elastic = resolve_experiment("baselines-elastic", scale="paper")[0].config
+    assert elastic["thinking"]["budgets"] == [4000] and elastic["optim"]["loss_norm_len"] == 10176
     own = resolve_experiment("main-ar-uniform", scale="paper", overrides=["optim.loss_norm_len=4096"])
     assert own[0].config["optim"]["loss_norm_len"] == 4096
 
