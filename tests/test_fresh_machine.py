@@ -19,7 +19,9 @@ import pytest
 import slurm_shims  # tests/support/slurm_shims.py
 from extras import NO_VERL  # tests/support/extras.py
 
-pytestmark = pytest.mark.slow  # each runs a part of the suite again
+# each runs a part of the suite again: more than one test's 600 s (the no-verl run took 263 s on
+# 2026-11-25 and 600 s on 2026-11-26 on the same 2-core machine)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "tests" / "support" / "fresh_machine.py"
