@@ -85,14 +85,14 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
     """(key, problem) of the first value outside its range, or None. A declared key must hold its
     kind of value (a number, or a list of numbers: never a mapping, whose leaves would pass as keys
     of their own); every other numeric leaf needs a declared range, or an open section's."""
-    declared, lists, open_sections = ranges(), list_ranges(), plugins.open_sections()
+    declared, lists, open_sections, may_be_null = ranges(), list_ranges(), plugins.open_sections(), nullable()
     for key, r in declared.items():
         value = _lookup(cfg, key)
         if value is not _MISSING and not r.contains(value):
             return key, f"{key}={value!r} is invalid: expected {r.describe()}"
     for key, r in lists.items():
         value = _lookup(cfg, key)
-        if value is _MISSING or (value is None and key in nullable()):
+        if value is _MISSING or (value is None and key in may_be_null):
             continue
         if not isinstance(value, list):
             return key, f"{key}={value!r} is invalid: expected a list of numbers, each {r.describe()}"

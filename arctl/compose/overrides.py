@@ -37,6 +37,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     parser = OverridesParser.create()
     groups: dict[str, str] = {}
     keys: list[str] = []
+    groups_known = config_groups()  # read once per call: a directory listing per config dir
     for text in overrides:
         if isinstance(text, str) and text.startswith("~"):
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
@@ -62,7 +63,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         key = parsed.key_or_group
         if parsed.is_delete():
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
-        if key in config_groups() and not parsed.is_add() and not parsed.is_force_add():
+        if key in groups_known and not parsed.is_add() and not parsed.is_force_add():
             option = parsed.value()
             options = group_options(key)
             if not isinstance(option, str) or option not in options:
