@@ -5,7 +5,8 @@ Selected inside the job by ``ARCTL_TEST_BACKEND=count`` (never by a config). It 
 after every step it writes ``checkpoints/state.json`` (step, W&B run id) and appends a line to
 ``steps.log`` (``attempt step pid``); on start it resumes from the checkpoint. When
 ``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
-``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds), finish W&B, return
+``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds, or until the file
+``$ARCTL_TEST_STOP_GATE`` exists if that is set, whichever comes first), finish W&B, return
 "preempted". It also writes ``received_config.json`` (the config exactly as the job got it).
 """
 
@@ -23,7 +24,16 @@ from arctl.track.identity import WandbIdentity
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
-ENV_STOP_S = "ARCTL_TEST_STOP_S"  # seconds the stop checkpoint takes
+ENV_STOP_S = "ARCTL_TEST_STOP_S"  # seconds the stop checkpoint takes (at most, with a gate)
+ENV_STOP_GATE = "ARCTL_TEST_STOP_GATE"  # a file whose creation ends the stop checkpoint early
+
+
+def _stop_checkpoint_delay() -> None:
+    """The time a stop checkpoint takes: $ARCTL_TEST_STOP_S seconds, cut short by the gate file."""
+    deadline = time.monotonic() + float(os.environ.get(ENV_STOP_S, "0"))
+    gate = os.environ.get(ENV_STOP_GATE)
+    while time.monotonic() < deadline and not (gate and Path(gate).exists()):
+        time.sleep(0.05)
 
 
 def _save(path: Path, state: dict) -> None:
@@ -55,7 +65,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
         with open(run_dir / "steps.log", "a") as log:
             while state["step"] < total:
                 if stop_event is not None and stop_event.is_set():
-                    time.sleep(float(os.environ.get(ENV_STOP_S, "0")))  # a stop checkpoint that takes time
+                    _stop_checkpoint_delay()  # a stop checkpoint that takes time
                     _save(ckpt, state)
                     return "preempted"
                 time.sleep(step_s)

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,13 @@ def _steps(run_dir: Path) -> list[tuple[int, int]]:
 def _launch(cli, command: str, name: str, ws: Path, *args: str) -> dict:
     out = cli(command, name, *args, "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     return json.loads(out.stdout)
+
+
+def _kill_wait_s() -> int:
+    """The running cluster's KillWait (seconds between scancel's TERM and its KILL)."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    (line,) = [ln for ln in out.splitlines() if ln.split("=")[0].strip() == "KillWait"]
+    return int(line.split("=", 1)[1].split()[0])
 
 
 def _sacct(master: str) -> list[tuple[str, str]]:
@@ -89,8 +97,16 @@ def test_scancel_is_preempted_after_the_stop_checkpoint_and_only_then_resumed(sp
     resumes only that cell, every step once."""
     from arctl.launch.status_file import read_status
 
+    kill_wait = _kill_wait_s()
+    if kill_wait < 12:
+        pytest.skip(f"this cluster's KillWait is {kill_wait} s: holding a stop checkpoint open while a sweep "
+                    "runs needs >= 12 s (tests/launch/slurm/setup_slurm.sh sets 20)")
+    gate = tmp_path / "checkpoint-may-finish"
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.25")
-    monkeypatch.setenv("ARCTL_TEST_STOP_S", "3")  # the stop checkpoint takes 3 s (KillWait is 5 s here)
+    # the stop checkpoint lasts until the test opens the gate (at most KillWait - 2 s): the sweep below
+    # runs while it is being saved however slow the machine (CI of 50a4d04 raced a fixed 3 s)
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", str(kill_wait - 2))
+    monkeypatch.setenv("ARCTL_TEST_STOP_GATE", str(gate))
     ws, args = tmp_path / "ws", ("trainer.total_steps=30",)
     _launch(cli, "sweep", "lt3", ws, *args)
     waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["b"].run_id)) >= 2, 90, "cell b running")
@@ -98,9 +114,15 @@ def test_scancel_is_preempted_after_the_stop_checkpoint_and_only_then_resumed(sp
     run_dir = ws / "runs" / b.run_id
     subprocess.run(["scancel", b.job_id], check=True)
     waiter(lambda: read_status(run_dir).get("state") == "stopping", 30, "cell b saving its stop checkpoint")
+    started = time.monotonic()
     during = _launch(cli, "sweep", "lt3", ws, *args)  # refreshes first: b is still active
-    assert during["submitted"] == [], during
-    assert _by_arm(ws)["b"].state in ("PENDING", "RUNNING")  # active (sacct may lag behind the job)
+    try:
+        assert read_status(run_dir).get("state") == "stopping", \
+            f"the checkpoint ended before the sweep did ({time.monotonic() - started:.1f} s)"
+        assert during["submitted"] == [], during
+        assert _by_arm(ws)["b"].state in ("PENDING", "RUNNING")  # active (sacct may lag behind the job)
+    finally:
+        gate.touch()
     waiter(lambda: _by_arm(ws)["b"].state in ("PREEMPTED", "CANCELLED", "FAILED"), 60, "cell b stopped")
     assert _by_arm(ws)["b"].state == "PREEMPTED" and read_status(run_dir)["state"] == "preempted"
     assert any(state.startswith("CANCELLED") for job, state in _sacct(b.job_id.split("_")[0]) if job == b.job_id)
