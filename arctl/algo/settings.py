@@ -158,6 +158,9 @@ class BudgetControl:
     l1_targets: tuple[int, ...] | None = _setting(None, items=TOKENS)  # target choices; None: uniform over L1_TARGET_RANGE, at most b_m
     forcing_extensions: int = _setting(0, range=I(0, 1000))  # s1 budget forcing at evaluation: 0 off; k > 0 also evaluate with up to k cues
     forcing_cue: str = "Wait"  # the continuation cue (s1's "Wait"): what replaces an early end of thinking
+    # the chosen method's own section, ``budget_control.<method>`` (a plugin method's settings type,
+    # ``ControlMethod.settings``), as sorted (key, value) pairs; not a config key itself
+    own: tuple[tuple[str, Any], ...] = field(default=(), metadata={"section": False})
 
     @property
     def active(self) -> bool:
@@ -165,11 +168,24 @@ class BudgetControl:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> BudgetControl:
-        """From a resolved run config; a config without the section gets the defaults (inactive)."""
+        """From a resolved run config; a config without the section gets the defaults (inactive).
+        The chosen method's own section (``budget_control.<method>``) becomes :attr:`own`."""
         node = config.get("budget_control") if hasattr(config, "get") else None
         if not node:
             return cls()
-        return _build(cls, {f.name: node[f.name] for f in dataclasses.fields(cls) if f.name in node})
+        values = {f.name: node[f.name] for f in dataclasses.fields(cls) if f.name in node and f.name != "own"}
+        own = node.get(str(values.get("method", "none")))
+        if hasattr(own, "items"):
+            values["own"] = tuple(sorted((str(k), _freeze(v)) for k, v in own.items()))
+        return _build(cls, values)
+
+    def to_config(self) -> dict[str, Any]:
+        """The section as a config holds it (lists for tuples, the method's own keys under its name):
+        :meth:`from_config` of ``{"budget_control": to_config()}`` gives this object back."""
+        out = {f.name: _thaw(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "own"}
+        if self.own:
+            out[self.method] = {k: _thaw(v) for k, v in self.own}
+        return out
 
 
 SECTIONS: dict[str, tuple[str, type]] = {
@@ -185,6 +201,13 @@ def _freeze(value: Any) -> Any:
     """Lists (also OmegaConf ListConfig) -> tuples, so settings are hashable and compare equal."""
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """Tuples -> lists (:func:`_freeze`'s inverse, for a config or JSON)."""
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
     return value
 
 

@@ -9,6 +9,9 @@ entry points of installed packages) adds, under its own name:
 - a directory of config-group options (``Backend.conf_dir``, e.g. ``scale/<name>.yaml``), searched
   after ``arctl/conf``: :func:`conf_dirs`.
 
+Every compared method of :mod:`arctl.algo.methods.registry` that declares settings of its own adds
+``budget_control.<method>`` (typed, ranged, validated like the core keys): :func:`run_config`.
+
 Loading a backend here imports only its package's ``__init__`` (cheap by the protocol's contract: no
 torch, verl or Ray). A backend that cannot be loaded adds nothing; selecting it is reported then, as
 one line (``arctl.compose.validate``).
@@ -19,6 +22,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from arctl.algo.methods import registry as methods
 from arctl.backends.base import Backend, BackendError, available_backends, get_backend
 from arctl.config import schema
 from arctl.config.ranges import Range
@@ -45,7 +49,8 @@ def _call(backend: Backend, method: str, *args):
 @functools.cache
 def run_config() -> type:
     """The run config's schema: :class:`arctl.config.schema.RunConfig` with a section per backend."""
-    return schema.run_config_type({name: _call(b, "settings_type") for name, b in backends().items()})
+    return schema.run_config_type({name: _call(b, "settings_type") for name, b in backends().items()},
+                                  methods.settings_types())
 
 
 def open_sections() -> tuple[str, ...]:

@@ -79,6 +79,8 @@ def from_settings(name: str, settings: type, *, defaults: dict[str, Any] | None 
     hints = typing.get_type_hints(settings)
     fields = list(before)
     for f in dataclasses.fields(settings):
+        if f.metadata.get("section") is False:
+            continue  # held by the settings object, not a key of the section (BudgetControl.own)
         meta = dict(f.metadata)
         default = (defaults or {}).get(f.name, f.default)
         if isinstance(default, (list, tuple)):
@@ -241,13 +243,26 @@ class RunConfig:
     # (Backend.settings_type: a dataclass, or None for an open mapping): run_config_type() adds them
 
 
-def run_config_type(sections: dict[str, type | None]) -> type:
+def run_config_type(sections: dict[str, type | None], methods: dict[str, type] | None = None) -> type:
     """:class:`RunConfig` with the backends' sections after its own: section name -> its dataclass
-    (typed like the core sections), or None (an open mapping ``{}``). ``arctl.compose.plugins``
-    builds it from the registered backends, in name order."""
-    if not sections:
+    (typed like the core sections), or None (an open mapping ``{}``); and ``budget_control`` with a
+    sub-section per compared method that brings its own settings (method name -> its dataclass,
+    ``ControlMethod.settings``). ``arctl.compose.plugins`` builds it from the registered backends and
+    methods, in name order."""
+    if not sections and not methods:
         return RunConfig
     extra = []
+    if methods:
+        taken = {f.name for f in dataclasses.fields(BudgetControlConfig)}
+        own = []
+        for name, klass in methods.items():
+            if name in taken or not dataclasses.is_dataclass(klass):
+                raise TypeError(f"budget_control.method {name!r}: its settings type {klass!r} must be a dataclass "
+                                f"and its name must not be a budget_control key ({', '.join(sorted(taken))})")
+            section = from_settings(f"{klass.__name__}Config", klass)  # as the core sections: lists, not frozen
+            own.append((name, section, field(default_factory=section)))
+        control = dataclasses.make_dataclass("BudgetControlConfig", own, bases=(BudgetControlConfig,))
+        extra.append(("budget_control", control, field(default_factory=control)))
     for name, klass in sections.items():
         if klass is None:
             extra.append((name, dict[str, Any], field(default_factory=dict)))

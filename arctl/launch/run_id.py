@@ -1,22 +1,30 @@
 """A run's identity: a stable hash of what it computes, not of how or where it is launched.
 
 ``run_id = f"{experiment}_{arm}_s{seed}_{hash}"`` where ``hash`` is the first 10 hex digits of
-SHA-256 over the canonical JSON of the resolved config without its launch-only fields
-(``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``: added by launch) and
-without an inactive ``budget_control`` section (no method, no budget forcing: it changes nothing,
-so runs keep the ids they had before the section existed), and without the keys of
-:data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run keeps its id;
-a run that sets one gets an id of its own).
+SHA-256 over the canonical JSON of the resolved config without
+- its launch-only fields (``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``:
+  added by launch);
+- the sections that installed backend packages add to every config, except the run's own backend's
+  (the built-ins' always count): installing a backend renames no run;
+- an inactive ``budget_control`` section (no method, no budget forcing: it changes nothing, so runs
+  keep the ids they had before the section existed), and the sections of methods other than the
+  chosen one (``budget_control.<method>``: installing a method's package renames no run);
+- the keys of :data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run
+  keeps its id; a run that sets one gets an id of its own).
+
 The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 
 from arctl.algo.settings import BudgetControl
+from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
+from arctl.config.schema import RunConfig
 
 LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir")
 # (section, key) -> the default at which the key stays out of the identity
@@ -31,13 +39,26 @@ _PREFIX_MAX = 48
 
 def identity_config(config: dict) -> dict:
     """The part of a resolved config that defines what the run computes."""
-    out = {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS}
+    out = {k: v for k, v in config.items() if k not in LAUNCH_ONLY_KEYS and k not in _other_plugin_sections(config)}
     if "budget_control" in out and not BudgetControl.from_config(out).active:
         del out["budget_control"]
+    elif isinstance(out.get("budget_control"), dict):  # only the chosen method's own section counts
+        chosen = out["budget_control"].get("method")
+        out["budget_control"] = {k: v for k, v in out["budget_control"].items()
+                                 if not isinstance(v, dict) or k == chosen}
     for (section, key), default in ADDED_AT_DEFAULT.items():
         if isinstance(out.get(section), dict) and out[section].get(key) == default:
             out[section] = {k: v for k, v in out[section].items() if k != key}
     return out
+
+
+def _other_plugin_sections(config: dict) -> set[str]:
+    """The sections that installed backend packages add to every config (``arctl.compose.plugins``),
+    except the run's own backend's: they change nothing this run computes, and installing a backend
+    must rename no run. The core sections and the built-in backends' (``tiny``, ``verl``, part of
+    every id since they exist) always count."""
+    core = {f.name for f in dataclasses.fields(RunConfig)} | set(BUILTIN_BACKENDS) | {config.get("backend")}
+    return {k for k, v in config.items() if isinstance(v, dict) and k not in core}
 
 
 def config_hash(config: dict) -> str:

@@ -52,13 +52,24 @@ _LOADED: dict[str, ControlMethod] = {}
 class ControlMethod:
     """A compared method's hooks; these defaults leave the arm as it is (GRPO on verifier rewards).
 
-    ``control`` is the run's :class:`arctl.algo.settings.BudgetControl` (its fields are every
-    method's settings)."""
+    ``control`` is the run's :class:`arctl.algo.settings.BudgetControl`: the built-ins' flat keys, and
+    the chosen method's own section, read typed through :meth:`options`."""
 
     name: str = "none"
+    settings: type | None = None
+    """The method's own keys, a dataclass whose fields carry their default and range
+    (:func:`arctl.algo.ranges.checks` as field metadata), at ``budget_control.<name>.<key>``: composed,
+    validated and part of the run's identity like the core keys (only for runs of this method). The
+    built-ins keep their flat ``budget_control.l1_*`` / ``thinkprune_*`` keys (existing run ids)."""
     prompt_tokens: int = 0
     shapes_rewards: bool = False  # whether shape_rewards changes anything (a backend may skip it)
     writes_target: bool = False  # whether question_target puts a target into the prompt
+
+    def options(self, control: Any) -> Any:
+        """This run's values of :attr:`settings` (``budget_control.<name>``; defaults where not set)."""
+        if self.settings is None:
+            raise TypeError(f"budget_control.method={self.name} declares no settings of its own")
+        return self.settings(**dict(control.own))
 
     def question_target(self, control: Any, key: str, max_budget: int) -> int | None:
         """The target written into the prompt of training question ``key`` (a function of ``key``
@@ -162,6 +173,23 @@ def get_method(name: str) -> ControlMethod:
         raise ValueError(f"{table[name]!r} is not the ControlMethod named {name!r}")
     _LOADED[name] = method
     return method
+
+
+def settings_types() -> dict[str, type]:
+    """name -> settings dataclass of every method outside :data:`BUILTIN` that declares one (entry
+    points and registered methods; loading a plugin's module here is why it must import no torch at
+    module level). A plugin that fails to load adds nothing: choosing it reports why, as one line."""
+    out: dict[str, type] = {}
+    for name in method_names():
+        if name in BUILTIN:
+            continue
+        try:
+            settings = get_method(name).settings
+        except ValueError:
+            continue
+        if settings is not None:
+            out[name] = settings
+    return out
 
 
 def method_of(control: Any) -> ControlMethod:

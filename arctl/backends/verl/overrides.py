@@ -258,8 +258,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "arm": config.get("arm"),
         "seed": int(config.get("seed", 0)),
         "objective": Objective.from_config(config).to_dict(),
-        "budget_control": {k: list(v) if isinstance(v, tuple) else v
-                           for k, v in dataclasses.asdict(BudgetControl.from_config(config)).items()},
+        "budget_control": BudgetControl.from_config(config).to_config(),
         "tree_attention": verl_setting(config, "tree_attention"),
         "rows_per_tree": rows_per_tree(config),
         "block_size": int(verl_setting(config, "block_size")),
@@ -444,7 +443,6 @@ def _split(item: str) -> tuple[str, str]:
 
 def _declared_type(base: Any, key: str) -> Any:
     """The field's annotation in verl's typed config class (the parent node's ``_target_``), if any."""
-    import dataclasses
     import importlib
     import typing
 
