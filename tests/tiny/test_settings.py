@@ -22,3 +22,23 @@ def test_a_missing_key_names_itself():
     del cfg["tiny"]["keep_checkpoints"]
     with pytest.raises(ValueError, match=r"lacks tiny\.keep_checkpoints; resolve the run with --scale tiny"):
         TinyRun.from_config(cfg)
+
+
+def test_a_prompt_target_method_needs_1_to_9_fixed_targets_and_the_error_names_its_key(monkeypatch):
+    """The tiny task writes a target as one word (its rank): the error names the method's own key."""
+    from arctl.algo.methods import registry
+    from arctl.backends.tiny import BACKEND
+
+    cfg = arm_config("baselines-l1", "l1-exact", scale="tiny")
+    assert BACKEND.config_problem(cfg) is None
+    cfg["budget_control"]["l1_targets"] = list(range(10, 110, 10))
+    what, key, hint = BACKEND.config_problem(cfg)
+    assert "needs 1 to 9 of them" in what and key == "budget_control.l1_targets" and hint.startswith(f"e.g. {key}=")
+
+    class Aim(registry.ControlMethod):  # a plugin method with a prompt target and no fixed list
+        name, writes_target = "aim", True
+
+    monkeypatch.setattr(registry, "_REGISTERED", {**registry._REGISTERED, "aim": Aim()})
+    cfg["budget_control"]["method"] = "aim"
+    what, key, hint = BACKEND.config_problem(cfg)
+    assert "method=aim's prompt target" in what and key == "budget_control.aim" and "1 to 9" in hint

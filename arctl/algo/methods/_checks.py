@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a tensor is made: choosing the method imports none
+    import torch
 
 
 def as_int(value: Any, name: str, minimum: int) -> int:
@@ -22,6 +23,8 @@ def as_int(value: Any, name: str, minimum: int) -> int:
 
 def as_correct(correct: Any) -> torch.Tensor:
     """Correctness flags as a bool tensor [N] (bool or 0/1 input)."""
+    import torch
+
     c = torch.as_tensor(correct)
     if c.dim() != 1:
         raise ValueError(f"correct must be [N], got shape {tuple(c.shape)}")
@@ -32,6 +35,8 @@ def as_correct(correct: Any) -> torch.Tensor:
 
 def as_lengths(values: Any, n: int, name: str) -> torch.Tensor:
     """Token counts as a float64 tensor [N] (a scalar is broadcast to [N]); must be >= 0."""
+    import torch
+
     x = torch.as_tensor(values, dtype=torch.float64)
     if x.dim() == 0:
         x = x.expand(n)
@@ -44,5 +49,7 @@ def as_lengths(values: Any, n: int, name: str) -> torch.Tensor:
 
 def reward_dtype(correct: Any) -> torch.dtype:
     """float64 for the maths here; float inputs keep their dtype, like ``arctl.algo.rewards``."""
+    import torch
+
     c = torch.as_tensor(correct)
     return c.dtype if c.is_floating_point() else torch.float32

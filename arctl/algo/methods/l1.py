@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
 from arctl.algo.methods.registry import ControlMethod
 from arctl.algo.settings import L1_ALPHA, L1_DELTA, L1_MODES, L1_TARGET_RANGE
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: choosing the method imports none
+    import torch
 
 __all__ = ["L1", "L1_ALPHA", "L1_DELTA", "L1_INSTRUCTIONS", "L1_MODES", "L1_PROMPT_TOKENS", "L1_TARGET_RANGE", "METHOD",
            "l1_exact_reward", "l1_max_reward", "l1_reward",
@@ -59,6 +61,8 @@ def l1_exact_reward(correct: Any, n_used: Any, n_target: Any, alpha: float = L1_
     ``correct`` [N] bool or 0/1; ``n_used`` [N] response token counts; ``n_target`` [N] (or a
     scalar) the target in each response's prompt. Float ``correct`` keeps its dtype, else float32.
     """
+    import torch
+
     ok, used, target = _inputs(correct, n_used, n_target)
     alpha = _check_alpha(alpha)
     return (ok.to(torch.float64) - alpha * (target - used).abs()).to(reward_dtype(correct))
@@ -71,6 +75,8 @@ def l1_max_reward(
 
     Shapes and dtype as :func:`l1_exact_reward`.
     """
+    import torch
+
     ok, used, target = _inputs(correct, n_used, n_target)
     alpha = _check_alpha(alpha)
     delta = float(delta)
@@ -144,6 +150,7 @@ class L1(ControlMethod):
     prompt_tokens = L1_PROMPT_TOKENS
     shapes_rewards = True
     writes_target = True
+    targets_key = "budget_control.l1_targets"
 
     def question_target(self, control, key, max_budget):
         """A function of ``key`` only (the tiny backend keys it by (seed, step, question), verl by the
@@ -181,6 +188,8 @@ class L1(ControlMethod):
     def shape_rewards(self, control, rows, cuts, summary_lens, think_len, finished, limit, target):
         """Eq. 1 or 2 with ``n_used = cut_j + summary length`` (the response tokens the model
         generated: thinking up to the cut and the answer)."""
+        import torch
+
         if target is None:
             raise ValueError("L1 rewards need the question's target length")
         out = []

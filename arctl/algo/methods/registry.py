@@ -64,6 +64,7 @@ class ControlMethod:
     prompt_tokens: int = 0
     shapes_rewards: bool = False  # whether shape_rewards changes anything (a backend may skip it)
     writes_target: bool = False  # whether question_target puts a target into the prompt
+    targets_key: str | None = None  # the config key of target_choices' list (what an error about it names)
 
     def options(self, control: Any) -> Any:
         """This run's values of :attr:`settings` (``budget_control.<name>``; defaults where not set)."""

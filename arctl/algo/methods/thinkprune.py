@@ -18,12 +18,13 @@ Iterative pruning: several rounds of RL, each with a tighter limit (the paper's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from arctl.algo.methods._checks import as_correct, as_int, as_lengths, reward_dtype
 from arctl.algo.methods.registry import ControlMethod
+
+if TYPE_CHECKING:  # torch is imported where a tensor is made: choosing the method imports none
+    import torch
 
 Schedule = tuple[tuple[int, int], ...]
 """Validated ThinkPrune schedule: ``((start_step, limit), ...)``, steps increasing, limits non-increasing."""
@@ -114,6 +115,8 @@ class ThinkPrune(ControlMethod):
         """Over the limit: the thinking is longer than it, or was cut unfinished at or past it
         (ThinkPrune counts the whole response; here the thinking, the summary being capped by
         ``summary.max_tokens``)."""
+        import torch
+
         if limit is None:
             raise ValueError("ThinkPrune rewards need the step's limit")
         over = int(think_len) > int(limit) or (not finished and int(think_len) >= int(limit))

@@ -48,9 +48,10 @@ class TinyBackend(BackendDefaults):
         if method.writes_target:
             targets = method.target_choices(settings) or ()
             if not 1 <= len(targets) <= 9:
+                key = method.targets_key or f"budget_control.{method.name}"
                 return (f"the tiny task writes budget_control.method={method.name}'s prompt target as one word, its "
                         f"rank among the fixed targets, so it needs 1 to 9 of them (got {list(targets) or 'null'})",
-                        "budget_control.l1_targets", "e.g. budget_control.l1_targets=[16,32,48,64]")
+                        key, f"e.g. {key}=[16,32,48,64]" if method.targets_key else "give the method 1 to 9 fixed targets")
         from arctl.backends.tiny.tasks import toy_task
 
         try:
