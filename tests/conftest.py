@@ -49,3 +49,22 @@ def make_bpe_tokenizer():
         return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>", **special)
 
     return make
+
+
+# Parallel workers (pytest-xdist, pyproject's addopts): the tests that share the session's SLURM cluster
+# (its fixture would start one per worker, and they count its jobs) or start Ray (one local Ray on the
+# machine at a time) run in ONE group: one worker, in order. So do the two fresh-machine tests (each
+# runs a part of the suite again, itself in parallel). Everything else is spread over the workers.
+CLUSTER_MARKERS = ("slurm", "verl")
+GROUP_OF_FILE = {"tests/test_gpu_suite.py": "cluster", "tests/test_fresh_machine.py": "fresh-machine"}
+
+
+@pytest.hookimpl(trylast=True)  # after tests/verl/conftest.py has marked its tests `verl`
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath)).as_posix()
+        group = next((g for f, g in GROUP_OF_FILE.items() if path.endswith(f)), None)
+        if group is None and any(item.get_closest_marker(m) for m in CLUSTER_MARKERS):
+            group = "cluster"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
