@@ -20,8 +20,8 @@ from typing import Protocol, runtime_checkable
 from arctl.config.ranges import Range
 
 ENTRY_POINT_GROUP = "arctl.backends"
-# The built-in backends, also when the package metadata is stale (an editable install before
-# `pip install -e .` was re-run); entry points of other packages add to these.
+# The built-in backends: their one home (arctl's pyproject declares no entry point for them, so a stale
+# editable install cannot miss one); other packages add theirs by the ``arctl.backends`` entry points.
 BUILTIN = {
     "tiny": "arctl.backends.tiny:BACKEND",
     "verl": "arctl.backends.verl:BACKEND",
