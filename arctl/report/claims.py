@@ -63,6 +63,7 @@ class Stat:
     band: str = "low"
     fraction: float = 0.25
     label: str = ""
+    unit: str = ""  # what the tested number measures (accuracy, tokens, ...): the claims figure's panel
     paper_table: str | None = None
 
     def keys(self) -> list[str]:
@@ -255,6 +256,7 @@ class TestResult:
     note: str = ""
     paper: str = ""  # the paper's numbers for this comparison, when it has them
     same_as: str | None = None  # "claim id: test label" of an earlier test on the same configs and statistic
+    unit: str = ""  # the statistic's unit (Stat.unit): tests of one unit share a panel of the figure
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -451,7 +453,8 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         note = f"{len(values)} seed(s) with every arm of the test: run at least {need or 3}"
     return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
                       len(values), mean, lo, hi, verdict, need, None, sd, p_value(values) if len(values) >= 2 else None,
-                      None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "")
+                      None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "",
+                      unit=(stat or spec.stats.get(test.low or "") or Stat("", "final")).unit)
 
 
 def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[str]) -> TestResult:
@@ -520,7 +523,7 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     label = "at the start of training: " + _test_label(test, spec)
     note = "no run logged it at its first evaluation" if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
-                      mean, None, None, verdict, note=note)
+                      mean, None, None, verdict, note=note, unit=stat.unit)
 
 
 def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list[ClaimResult]:

@@ -196,8 +196,13 @@ def to_markdown(report: ClaimsReport) -> str:
     return "\n".join(lines)
 
 
-def _figure_png(result: ClaimResult) -> str | None:
-    """Per test: every seed's number (dots), the mean and its 95% interval (bar), 0 (line)."""
+def claim_figure(result: ClaimResult):
+    """The claim's figure (a matplotlib Figure, None without a test to draw): one panel per unit of
+    the tested numbers (accuracy, thinking tokens, ...: a token difference never hides an accuracy
+    one), per test every seed's number (dots), the mean (diamond) and its 95% interval (bar), 0 (line)
+    and the claimed side of 0 shaded."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -206,26 +211,46 @@ def _figure_png(result: ClaimResult) -> str | None:
     tests = [t for t in result.tests if t.kind != "bound" and t.per_seed]
     if not tests:
         return None
-    import textwrap
-
-    labels = ["\n".join(textwrap.wrap(t.label, 48)[:3]) for t in tests]
-    fig, ax = plt.subplots(figsize=(9, 0.75 * len(tests) + 1.0), dpi=110)
-    for row, t in enumerate(tests):
-        y = len(tests) - 1 - row
-        vals = [v["value"] for v in t.per_seed.values() if v.get("value") is not None and math.isfinite(v["value"])]
-        ax.scatter(vals, [y] * len(vals), s=14, color="#555", zorder=3)
-        color = COLORS[t.verdict]
-        if t.ci_low is not None:
-            ax.plot([t.ci_low, t.ci_high], [y, y], color=color, lw=4, alpha=0.55, solid_capstyle="butt")
-        if t.mean is not None:
-            ax.scatter([t.mean], [y], marker="D", s=36, color=color, zorder=4)
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(range(len(tests)))
-    ax.set_yticklabels(list(reversed(labels)), fontsize=7)
-    ax.set_xlabel("the tested number: per seed (dots), mean (diamond), 95% interval (bar); claimed side of 0 in each label",
-                  fontsize=7)
-    ax.tick_params(axis="x", labelsize=7)
+    units = list(dict.fromkeys(t.unit for t in tests))
+    panels = [[t for t in tests if t.unit == u] for u in units]
+    fig, axes = plt.subplots(len(units), 1, squeeze=False, dpi=110,
+                             figsize=(9, sum(0.75 * len(p) + 0.9 for p in panels)),
+                             gridspec_kw={"height_ratios": [len(p) + 0.6 for p in panels]})
+    for ax, unit, panel in zip(axes[:, 0], units, panels):
+        rows = []
+        for row, t in enumerate(panel):
+            y = len(panel) - 1 - row
+            vals = [v["value"] for v in t.per_seed.values() if v.get("value") is not None and math.isfinite(v["value"])]
+            ax.scatter(vals, [y] * len(vals), s=14, color="#555", zorder=3)
+            color = COLORS[t.verdict]
+            if t.ci_low is not None:
+                ax.plot([t.ci_low, t.ci_high], [y, y], color=color, lw=4, alpha=0.55, solid_capstyle="butt")
+            if t.mean is not None:
+                ax.scatter([t.mean], [y], marker="D", s=36, color=color, zorder=4)
+            rows.append((y, t.direction))
+        lo, hi = ax.get_xlim()
+        lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)  # 0 inside, both sides visible
+        for y, direction in rows:  # the claimed side of 0, per test
+            ax.fill_betweenx([y - 0.42, y + 0.42], 0, hi if direction == "greater" else lo, color="#dafbe1", zorder=0,
+                             label="claimed side" if y == rows[0][0] else None)
+        ax.set_xlim(lo, hi)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(panel)))
+        ax.set_yticklabels([("\n".join(textwrap.wrap(t.label, 48)[:3])) for t in reversed(panel)], fontsize=7)
+        ax.set_xlabel(f"{unit or 'the tested number'}: per seed (dots), mean (diamond), 95% interval (bar); "
+                      "shaded: the claimed side of 0", fontsize=7)
+        ax.tick_params(axis="x", labelsize=7)
     fig.tight_layout()
+    return fig
+
+
+def _figure_png(result: ClaimResult) -> str | None:
+    """:func:`claim_figure` as a base64 PNG (inline in claims.html)."""
+    import matplotlib.pyplot as plt
+
+    fig = claim_figure(result)
+    if fig is None:
+        return None
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)

@@ -353,3 +353,39 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
         if r.arm == "vr-dec":
             r.compute_key = "k-other"
     assert check_claims(spec, runs, no_command)[1].tests[0].same_as is None
+
+
+def test_the_claim_figure_has_one_panel_per_unit_and_shades_the_claimed_side():
+    """Claim 4's tests mix accuracy and token differences: each unit gets its own panel (a token
+    difference of 20 no longer flattens an accuracy difference of .02), and the claimed side of 0
+    is shaded per test (greater: right of 0; less: left)."""
+    from arctl.report.claims import ClaimResult, TestResult
+    from arctl.report.claims_render import claim_figure
+
+    def test(label, unit, direction, values):
+        mean = float(np.mean(values))
+        return TestResult("compare", label, ["a", "b"], "s", direction, {i: {"value": v} for i, v in enumerate(values)},
+                          len(values), mean, mean - 0.01, mean + 0.01, HOLDS, unit=unit)
+
+    result = ClaimResult("4", "t", "p", HOLDS, [
+        test("dense > GRPO: anytime", "accuracy", "greater", [0.02, 0.03]),
+        test("dense < GRPO: thinking", "thinking tokens", "less", [-20.0, -25.0]),
+        test("lp < GRPO: final", "accuracy", "less", [-0.01, -0.02]),
+    ])
+    fig = claim_figure(result)
+    try:
+        acc, tokens = fig.axes
+        assert acc.get_xlabel().startswith("accuracy:") and tokens.get_xlabel().startswith("thinking tokens:")
+        assert [t.get_text() for t in acc.get_yticklabels()] == ["lp < GRPO: final", "dense > GRPO: anytime"]
+        assert acc.get_xlim()[1] < 1 and tokens.get_xlim()[0] < -25  # each axis sized to its own numbers
+        from matplotlib.collections import PathCollection, PolyCollection
+
+        bands = [c.get_paths()[0].vertices for c in acc.collections
+                 if isinstance(c, PolyCollection) and not isinstance(c, PathCollection)]
+        shaded = {round(float(np.mean(v[:, 1]))): v[:, 0] for v in bands}  # row (y) -> the band's x extent
+        assert len(bands) == 2 and min(shaded[1]) >= 0 < max(shaded[1]) and max(shaded[0]) <= 0 > min(shaded[0])
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    assert claim_figure(ClaimResult("8", "t", "p", HOLDS, [])) is None
