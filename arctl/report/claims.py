@@ -33,6 +33,8 @@ from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
+    FORCED_SUFFIX,
+    NAME_ACC,
     NAME_ANYTIME_ACC,
     NAME_FINAL_ACC,
     NAME_GRID_ANYTIME_ACC,
@@ -631,4 +633,29 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
         out.append(RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                            evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
                            _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec)))
+    return out
+
+
+
+def arm_curves(views: list[RunView]) -> dict[str, dict]:
+    """What the report draws beside the claims, per arm and seed: ``budget`` {budget: accuracy} of the
+    final evaluation and ``train`` {step: anytime accuracy} of every evaluation, each the mean over
+    the run's plain evaluation datasets (the budget-forced ``-forced`` ones are another evaluation)."""
+
+    def by(items, name: str) -> dict[int, float]:
+        groups: dict[int, list[float]] = {}
+        for metric, value in items:
+            key = parse_metric(str(metric))
+            if (key is None or key.namespace != "eval" or key.name != name or key.dataset.endswith(FORCED_SUFFIX)
+                    or value is None or not math.isfinite(float(value))):
+                continue
+            groups.setdefault(key.budget if key.budget is not None else 0, []).append(float(value))
+        return {k: float(np.mean(v)) for k, v in sorted(groups.items())}
+
+    out: dict[str, dict] = {}
+    for v in sorted(views, key=lambda v: (v.arm, v.seed)):
+        arm = out.setdefault(v.arm, {"budget": {}, "train": {}})
+        arm["budget"][int(v.seed)] = by(v.final.items(), NAME_ACC)
+        train = {int(step): by(metrics.items(), NAME_ANYTIME_ACC).get(0) for step, metrics in sorted(v.evals.items())}
+        arm["train"][int(v.seed)] = {s: a for s, a in train.items() if a is not None}
     return out

@@ -25,6 +25,7 @@ from arctl.report.claims import (
     NOT_TESTABLE,
     ClaimResult,
     ClaimsSpec,
+    arm_curves,
     check_claims,
     load_claims,
     metric_globs,
@@ -44,10 +45,11 @@ class ClaimsReport:
     meta: dict
     outputs: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    curves: dict = field(default_factory=dict)  # arm -> {"budget"|"train": seed -> {x: accuracy}} (claims.arm_curves)
 
     def to_json(self) -> dict:
         return {"kind": "claims", "meta": self.meta, "interval": INTERVAL,
-                "claims": [r.to_json() for r in self.results], "runs": self.runs,
+                "claims": [r.to_json() for r in self.results], "runs": self.runs, "curves": self.curves,
                 "outputs": [str(p) for p in self.outputs], "warnings": self.warnings}
 
 
@@ -134,7 +136,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         "code_version": _run_version(code_version()), "workspace": str(base), "sweeps": sweeps, "scale": scale,
         "claims_file": str(spec.path),
     }
-    report = ClaimsReport(spec, results, used, meta, warnings=list(runs.warnings))
+    report = ClaimsReport(spec, results, used, meta, warnings=list(runs.warnings), curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
@@ -246,11 +248,52 @@ def claim_figure(result: ClaimResult):
 
 def _figure_png(result: ClaimResult) -> str | None:
     """:func:`claim_figure` as a base64 PNG (inline in claims.html)."""
+    fig = claim_figure(result)
+    return None if fig is None else _png(fig)
+
+
+def curves_figure(curves: dict):
+    """Beside the claims: per arm (one colour), accuracy against the thinking budget at the final
+    evaluation and anytime accuracy over training; every seed a thin line, the mean over seeds a
+    thick one where every seed has a value (a seed that collapsed shows as its own line). None
+    without a curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = claim_figure(result)
-    if fig is None:
+    from arctl.report.specs import arm_label
+
+    panels = (("budget", "thinking budget (tokens)", "accuracy at the final evaluation"),
+              ("train", "training step", "anytime accuracy"))
+    if not any(seeds for arm in curves.values() for part, *_ in panels for seeds in arm[part].values()):
         return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (part, xlabel, ylabel) in zip(axes, panels):
+        for i, (arm, data) in enumerate(curves.items()):
+            color = colors[i % len(colors)]
+            series = [d for d in data[part].values() if d]
+            for d in series:
+                ax.plot(list(d), list(d.values()), color=color, lw=0.7, alpha=0.35)
+            xs = sorted(set.intersection(*(set(d) for d in series))) if series else []  # where every seed has one
+            if xs:
+                mean = [float(sum(d[x] for d in series) / len(series)) for x in xs]
+                seeds = f"{len(series)} seed{'s' if len(series) > 1 else ''}"
+                ax.plot(xs, mean, color=color, lw=2.2, label=f"{arm_label(arm)} ({seeds})")
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="best")
+    fig.suptitle("per seed (thin) and the mean over seeds (thick)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -323,6 +366,10 @@ def to_html(report: ClaimsReport) -> str:
         if png:
             parts.append(f'<img alt="claim {e(r.id)}: per-seed values and intervals" src="data:image/png;base64,{png}">')
         parts.append("</section>")
+    fig = curves_figure(report.curves)
+    if fig is not None:
+        parts.append('<h2 id="curves">Curves</h2><img alt="accuracy against the thinking budget and anytime accuracy '
+                     f'over training, per arm and seed" src="data:image/png;base64,{_png(fig)}">')
     parts.append('<h2>Runs</h2><table id="runs"><thead><tr><th>run</th><th>experiment</th><th>arm</th><th>seed</th>'
                  "<th>config hash</th><th>code version</th></tr></thead><tbody>")
     for u in report.runs:

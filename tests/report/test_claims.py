@@ -307,7 +307,11 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     html_text = (out / "claims.html").read_text()
     parser = _Structure()
     parser.feed(html_text)
-    assert {"meta", "summary", "claims", "runs"} <= parser.ids
+    assert {"meta", "summary", "claims", "runs", "curves"} <= parser.ids
+    for arm, curve in doc["curves"].items():  # every run's final accuracy per budget and its training curve
+        assert curve["budget"] and all(seed_curve and all(0 <= a <= 1 for a in seed_curve.values())
+                                       for seed_curve in curve["budget"].values()), arm
+        assert all(list(map(int, c)) == sorted(map(int, c)) for c in curve["train"].values()), arm
     assert [s["id"] for s in parser.sections] == [f"claim-{i}" for i in range(1, 9)]
     assert [s["data-verdict"] for s in parser.sections] == [c["verdict"] for c in doc["claims"]]
     assert len(parser.tests) == sum(len(c["tests"]) for c in doc["claims"])
@@ -389,3 +393,31 @@ def test_the_claim_figure_has_one_panel_per_unit_and_shades_the_claimed_side():
 
         plt.close(fig)
     assert claim_figure(ClaimResult("8", "t", "p", HOLDS, [])) is None
+
+
+def test_the_curves_beside_the_claims_are_per_arm_and_seed_without_the_forced_evaluation():
+    from arctl.report.claims import arm_curves
+    from arctl.report.claims_render import curves_figure
+
+    a0 = view("grpo", 0, 0.4, acc={8: 0.2, 16: 0.5}, evals={0: {"eval/toy/anytime_acc": 0.3}, 10: {"eval/toy/anytime_acc": 0.4}})
+    a0.final["eval/toy-forced/acc@8"] = 0.9  # s1's forced evaluation: another evaluation, not drawn here
+    a0.final["eval/math/acc@8"] = 0.4  # a second dataset: the mean over datasets
+    a1 = view("grpo", 1, 0.5, acc={8: 0.3, 16: 0.6}, evals={0: {"eval/toy/anytime_acc": 0.35}})
+    b0 = view("ar-uniform", 0, 0.6, acc={8: 0.4, 16: 0.7})
+    curves = arm_curves([b0, a1, a0])
+    assert list(curves) == ["ar-uniform", "grpo"]
+    assert curves["grpo"]["budget"] == {0: {8: pytest.approx(0.3), 16: 0.5}, 1: {8: 0.3, 16: 0.6}}
+    assert curves["grpo"]["train"] == {0: {0: 0.3, 10: 0.4}, 1: {0: 0.35}} and curves["ar-uniform"]["train"] == {0: {}}
+    fig = curves_figure(curves)
+    try:
+        by_budget, train = fig.axes
+        # per arm: one thin line per seed with data and one thick mean line
+        assert len(by_budget.get_lines()) == (1 + 1) + (2 + 1) and len(train.get_lines()) == 2 + 1
+        thick = [ln for ln in by_budget.get_lines() if ln.get_linewidth() > 2]
+        assert [list(ln.get_ydata()) for ln in thick] == [[0.4, 0.7], [pytest.approx(0.3), pytest.approx(0.55)]]
+        assert "2 seeds" in " ".join(t.get_text() for t in train.get_legend().get_texts())
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    assert curves_figure({"grpo": {"budget": {0: {}}, "train": {0: {}}}}) is None
