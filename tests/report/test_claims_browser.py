@@ -1,0 +1,80 @@
+"""``claims.html`` as a reader sees it: rendered by a real headless Chromium (Debian's ``chromium``), every
+figure decoded and shown, nothing wider than the window (#31). Skips, with its reason, where no
+Chromium is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+CHROMIUM = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt-get install chromium)")
+
+# appended to a copy of the page: once everything has loaded, what the reader would see, as JSON
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const doc = document.documentElement;
+  const images = [...document.images].map(i => ({alt: i.alt, shown: i.complete && i.naturalWidth > 0,
+                                                 width: i.getBoundingClientRect().width}));
+  const wide = [...document.querySelectorAll("body *")]
+    .filter(e => e.getBoundingClientRect().right > doc.clientWidth + 1)
+    .map(e => e.tagName + (e.id ? "#" + e.id : ""));
+  const out = document.createElement("pre");
+  out.id = "arctl-probe";
+  out.textContent = JSON.stringify({images, wide, scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _render(page: Path, width: int) -> dict:
+    """What Chromium shows of ``page`` in a ``width``-pixel window (the probe's JSON)."""
+    probed = page.with_name(page.stem + "-probed.html")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},900",
+                           "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="arctl-probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                      .replace("&gt;", ">"))
+
+
+@pytest.fixture(scope="module")
+def claims_html(workspace, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("claims-browser")
+    res = CliRunner().invoke(app, ["report", "--claims", "priors", "ablations", "--scale", "tiny", "--workdir",
+                                   str(workspace), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out / "claims.html"
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_every_figure_is_shown_and_nothing_overflows(claims_html, width):
+    seen = _render(claims_html, width)
+    figures = claims_html.read_text(encoding="utf-8").count("<img ")
+    assert len(seen["images"]) == figures >= 2  # the claims' figures and the curves
+    assert all(i["shown"] and 0 < i["width"] <= seen["clientWidth"] for i in seen["images"]), seen["images"]
+    assert seen["wide"] == [] and seen["scrollWidth"] <= seen["clientWidth"], seen
+
+
+def test_the_check_sees_a_broken_figure_and_an_overflow(claims_html, tmp_path):
+    """The probe can fail: a figure whose data does not decode, and a table wider than the window."""
+    page = claims_html.read_text(encoding="utf-8")
+    broken = tmp_path / "claims.html"
+    first_png = re.search(r'src="data:image/png;base64,[^"]+"', page).group(0)
+    broken.write_text(page.replace(first_png, 'src="data:image/png;base64,AAAA"', 1)
+                      .replace("</body>", '<table id="too-wide" style="width:3000px"><tr><td>x</td></tr></table></body>'),
+                      encoding="utf-8")
+    seen = _render(broken, 1280)
+    assert [i["shown"] for i in seen["images"]].count(False) == 1
+    assert "TABLE#too-wide" in seen["wide"] and seen["scrollWidth"] > seen["clientWidth"]
