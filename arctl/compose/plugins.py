@@ -48,7 +48,8 @@ def _call(backend: Backend, method: str, *args):
 
 @functools.cache
 def run_config() -> type:
-    """The run config's schema: :class:`arctl.config.schema.RunConfig` with a section per backend."""
+    """The run config's schema: :class:`arctl.config.schema.RunConfig` with a section per backend, and
+    ``budget_control.<method>`` per compared method with settings of its own (``ControlMethod.settings``)."""
     return schema.run_config_type({name: _call(b, "settings_type") for name, b in backends().items()},
                                   methods.settings_types())
 
