@@ -485,7 +485,9 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
     else:
         verdict = HOLDS if violations == 0 else FAILS
         note = (f"{checked} evaluations checked, {violations} violate it; smallest J - J_anytime = {worst_left:+.4f}, "
-                f"smallest J_anytime/P_m - J = {worst_right:+.4f}")
+                f"smallest J_anytime/P_m - J = {worst_right:+.4f}. A sanity check of the logged numbers, not evidence "
+                "for the method: the right side holds for any non-negative reward; the left side holds when "
+                "accuracy at the largest budget is at least its mean over the budgets")
     return TestResult("bound", label, list(test.arms), None, "greater", per_seed, checked,
                       float(violations) if checked else None, None, None, verdict, None, missing=missing,
                       commands=commands, note=note)

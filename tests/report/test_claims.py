@@ -304,6 +304,7 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
     assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl sweep ablations --scale tiny"]
     assert claims["8"]["verdict"] == HOLDS  # accuracy rises with the budget in the fixture
+    assert "sanity check of the logged numbers, not evidence" in claims["8"]["tests"][0]["note"]
     html_text = (out / "claims.html").read_text()
     parser = _Structure()
     parser.feed(html_text)
