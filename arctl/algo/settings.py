@@ -152,6 +152,9 @@ class BudgetControl:
 
     method: str = _setting("none", choices=control_methods)  # none | thinkprune | l1 | a plugin's
     thinkprune_limits: tuple[int, ...] = _setting((4000, 3000, 2000), items=TOKENS)  # ThinkPrune's rounds (1.5B), equal shares of training
+    # k: the whole run is round k of thinkprune_limits (the paper's rounds as runs, each from the previous
+    # one's weights: trainer.init_from); None: every round in one run, equal shares of its steps
+    thinkprune_round: int | None = _setting(None, range=I(1, 1000, nullable=True))
     l1_mode: str = _setting("max", choices=L1_MODES)  # exact (Eq. 1) | max (Eq. 2)
     l1_alpha: float = _setting(L1_ALPHA, range=F(0, 10))
     l1_delta: float = _setting(L1_DELTA, range=PROB)

@@ -32,8 +32,10 @@ def register(app: typer.Typer) -> None:
             for rec in records:
                 config = read_frozen_run(workspace.run_dir(rec.run_id), rec.run_id, rec.experiment, rec.arm, rec.seed)
                 config.pop("run_dir", None)
+                config.pop("init_dir", None)
                 run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
-                items.append(LaunchItem(run_id=rec.run_id, run=run))
+                after = (config.get("trainer") or {}).get("init_run")  # the run it starts from
+                items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None))
             used = sorted({r.executor for r in records if r.executor})
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,

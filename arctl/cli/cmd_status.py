@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         for r in records:
             counts[r.state] = counts.get(r.state, 0) + 1
             metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
-            if r.phase and r.state == "RUNNING":  # before its first step: e.g. "warming up 640/1200"
+            if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
             rows.append((r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", r.state, r.job_id or "",
                          "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now)))

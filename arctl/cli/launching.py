@@ -116,10 +116,10 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
         for r in records:
             key = (r.state, r.error, r.step, r.phase)
             previous = last.get(r.run_id, (None, None, None, None))
-            if previous[:2] != key[:2] or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
+            if previous[:2] != key[:2] or (r.state == "PENDING" and previous[3] != key[3]) or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
                 metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
                 step = f" step {r.step}" if r.step is not None else ""
-                if r.phase and r.state == "RUNNING":  # e.g. "warming up 640/1200" before the first step
+                if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""
                 console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")
                 last[r.run_id] = key

@@ -272,6 +272,9 @@ def resolve_arm(
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}", err.hint) from None
     cfg = _finalize(cfg)
+    if (cfg.get("trainer") or {}).get("init_run") is not None:
+        raise SpecError("trainer.init_run is written by the launcher", f"{experiment.name}/{arm}: trainer.init_run",
+                        "set trainer.init_from=ARM (or EXPERIMENT/ARM): the launcher finds that run")
     if sweep:
         cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
     try:
@@ -284,8 +287,33 @@ def resolve_arm(
         seed=seed,
         config=cfg,
         sweep=sweep,
-        overrides=list(sweep_overrides or []) + list(user_overrides or []),
+        user_overrides=list(user_overrides or []),
+        sweep_overrides=list(sweep_overrides or []),
     )
+
+
+def resolve_init_from(run: ResolvedRun) -> ResolvedRun:
+    """The run whose final weights ``run`` starts from (``trainer.init_from``: ``ARM`` of the same
+    experiment or ``EXPERIMENT/ARM``), resolved as ``run`` was: the same seed, scale, sweep and
+    overrides beside the spec. SpecError (one line) for a name that is not an arm, or an arm that
+    starts from itself."""
+    value = run.init_from
+    where = f"{run.experiment}/{run.arm}: trainer.init_from"
+    if value is None:
+        raise SpecError("no trainer.init_from to resolve", where)
+    experiment_name, _, arm = value.rpartition("/")
+    experiment_name = experiment_name or run.experiment
+    try:
+        experiment = load_experiment(experiment_name)
+    except SpecError as err:
+        raise SpecError(f"trainer.init_from={value!r}: {err.what}", where, err.hint) from None
+    if arm not in experiment.arms:
+        raise SpecError(f"trainer.init_from={value!r}: experiment {experiment_name!r} has no arm {arm!r}", where,
+                        did_you_mean(arm, experiment.arms) + " (write ARM or EXPERIMENT/ARM)")
+    if (experiment_name, arm) == (run.experiment, run.arm):
+        raise SpecError(f"trainer.init_from={value!r} is the run itself", where,
+                        "name the arm whose final weights this arm starts from")
+    return resolve_arm(experiment, arm, run.seed, run.scale, run.user_overrides, run.sweep_overrides, sweep=run.sweep)
 
 
 def resolve_experiment(

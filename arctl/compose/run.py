@@ -15,7 +15,20 @@ class ResolvedRun:
     seed: int
     config: dict
     sweep: str | None = None
-    overrides: list[str] = field(default_factory=list)
+    user_overrides: list[str] = field(default_factory=list)  # the command line's
+    sweep_overrides: list[str] = field(default_factory=list)  # the sweep's and its grid point's
+
+    @property
+    def overrides(self) -> list[str]:
+        """The sweep's then the user's overrides (what was given beside the spec)."""
+        return [*self.sweep_overrides, *self.user_overrides]
+
+    @property
+    def init_from(self) -> str | None:
+        """``trainer.init_from``: the arm (``ARM`` or ``EXPERIMENT/ARM``) whose final weights this run
+        starts from; None: the run starts from the warm-up / the model checkpoint."""
+        value = (self.config.get("trainer") or {}).get("init_from")
+        return str(value) if value else None
 
     @property
     def scale(self) -> str:

@@ -191,6 +191,23 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
+    check_init_from(cfg)
     problem = get_backend(cfg["backend"]).config_problem(cfg)
     if problem:
         raise SpecError(*problem)
+
+
+def check_init_from(cfg: dict) -> None:
+    """``trainer.init_from`` names an arm (``ARM`` or ``EXPERIMENT/ARM``); ``trainer.init_run`` is
+    the launcher's (the id of that arm's run), never set without it."""
+    from arctl.compose.experiment import NAME_RE
+
+    value, run = _get(cfg, "trainer.init_from"), _get(cfg, "trainer.init_run")
+    if value is not None:
+        parts = str(value).split("/")
+        if len(parts) > 2 or not all(NAME_RE.match(p) for p in parts):
+            raise SpecError(f"trainer.init_from={value!r} is not an arm", "trainer.init_from",
+                            "write ARM (an arm of the same experiment) or EXPERIMENT/ARM")
+    elif run is not None:
+        raise SpecError(f"trainer.init_run={run!r} without trainer.init_from", "trainer.init_run",
+                        "trainer.init_run is written by the launcher: set trainer.init_from=ARM instead")

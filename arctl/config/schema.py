@@ -147,6 +147,13 @@ class TrainerConfig:
     test_freq: int = setting(20, range=COUNT)
     save_freq: int = setting(40, range=COUNT)
     deterministic: bool = False
+    # start from another run's final weights (a fresh optimizer, step 0): "ARM" of the same experiment or
+    # "EXPERIMENT/ARM", the same seed, scale and command-line overrides (L1-Max from L1-Exact,
+    # ThinkPrune's rounds). The launcher launches that run first (arctl.launch.depends); null: the warm-up
+    init_from: str | None = None
+    # set by the launcher from init_from, never by hand: the id of the run whose weights this one starts
+    # from, so that run's identity is part of this one's
+    init_run: str | None = None
 
 
 @dataclass

@@ -34,6 +34,7 @@ from arctl.launch.backends import resolve_backend
 from arctl.launch.progress import ProgressTap
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
+from arctl.track.phase import write_phase
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
@@ -80,6 +81,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
+    write_phase(run_dir, None)  # e.g. "waiting for <run>": the launcher's, while it was pending
 
     stop_event = threading.Event()
     received: list[int] = []
@@ -104,6 +106,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     if mode != "disabled":
         tap.install()
     try:
+        check_init_run(config)
         train = resolve_backend(config)
         result = train(config, run_dir, stop_event)
     except BaseException as err:
@@ -130,6 +133,19 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     write_status(run_dir, state="preempted", ended_at=time.time(), signal=names)
     _log(f"preempted (signals: {names}); checkpoint written")
     return result, received
+
+
+def check_init_run(config: dict) -> None:
+    """A run that starts from another run's final weights (``trainer.init_from``) needs that run
+    completed: JobError (one line, in status.json and ``arctl logs``) otherwise. The run's folder
+    is ``config["init_dir"]`` (:func:`arctl.launch.rundir.read_run_config`)."""
+    init_dir = config.get("init_dir")
+    if not init_dir:
+        return
+    state = read_status(Path(init_dir)).get("state")
+    if state != "completed":
+        raise JobError(f"starts from run {Path(init_dir).name}, which is {state or 'not started'} "
+                       f"({init_dir}): `arctl run` launches it first")
 
 
 class RunJob(Checkpointable):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ from arctl.launch.rundir import frozen_config, prepare_run_dir
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
+from arctl.track.phase import waiting_phase, write_phase
 
 
 @dataclass
@@ -58,6 +60,8 @@ class LaunchItem:
     reason: str = ""
     state: str | None = None  # current registry state
     shares: str | None = None  # shared cell: the id of the run it is (then run_id is that id too)
+    after: str | None = None  # the run whose final weights it starts from (trainer.init_from): its id
+    needed_by: str | None = None  # launched only because this run (its name) starts from it
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -91,15 +95,43 @@ class LaunchResult:
 
 
 def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
-    """LaunchItems (with run ids) for ``arctl.compose.ResolvedRun`` objects; duplicates merged."""
+    """LaunchItems (with run ids) for ``arctl.compose.ResolvedRun`` objects; duplicates merged.
+
+    A run that starts from another's final weights (``trainer.init_from``) brings that run along
+    (resolved with the same seed, scale and overrides, :func:`arctl.compose.resolve.resolve_init_from`;
+    ``needed_by`` names why it is there when it was not asked for), placed before it; the other
+    run's id is written into the config (``trainer.init_run``), so it is part of this run's identity,
+    and is the item's ``after``. A cycle of ``init_from`` is one SpecError line."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.resolve import resolve_init_from
+
     items: dict[str, LaunchItem] = {}
+
+    def add(run, chain: tuple[str, ...], needed_by: str | None) -> str:
+        config, after = run.config, (run.config.get("trainer") or {}).get("init_run")
+        if run.init_from and after is None:  # composed now (a resumed run's frozen config has init_run)
+            if run.name in chain:
+                raise SpecError(f"trainer.init_from makes a cycle: {' -> '.join((*chain, run.name))}",
+                                f"{run.experiment}/{run.arm}: trainer.init_from",
+                                "a run cannot start, through others, from its own weights")
+            after = add(resolve_init_from(run), (*chain, run.name), run.name)
+            config = {**config, "trainer": {**config["trainer"], "init_run": after}}
+        run_id = make_run_id(config)
+        if run_id not in items:
+            items[run_id] = LaunchItem(run_id=run_id, run=replace(run, config=frozen_config(config, run_id, run_id)),
+                                       after=after, needed_by=needed_by)
+        elif needed_by is None:
+            items[run_id].needed_by = None  # asked for, not only brought along
+        return run_id
+
     for run in resolved:
-        run_id = make_run_id(run.config)
-        items.setdefault(
-            run_id,
-            LaunchItem(run_id=run_id, run=replace(run, config=frozen_config(run.config, run_id, run_id))),
-        )
+        add(run, (), None)
     return list(items.values())
+
+
+def dependents(items: list[LaunchItem]) -> set[str]:
+    """The ids of the runs another item starts from (``after``)."""
+    return {item.after for item in items if item.after}
 
 
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
@@ -118,12 +150,19 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action = "shared"
         elif rec is None:
             item.action, item.reason = "new", "not in the registry"
+            if item.needed_by:
+                item.reason += f"; {item.needed_by} starts from it"
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:
             item.action, item.reason = ("rerun", "completed, --force") if force else ("skip", "completed")
         else:
             item.action, item.reason = "resume", f"{rec.state.lower()}: resumes from its last checkpoint"
+    by_id = {item.run_id: item for item in items}
+    for item in items:  # a run that starts from one that is not done yet waits for it
+        parent = by_id.get(item.after) if item.after else None
+        if item.action in ("new", "resume", "rerun") and parent is not None and parent.action != "skip":
+            item.reason += f"; after {item.after}"
     return items
 
 
@@ -134,10 +173,16 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
         return []
     scripts = []
     folder = workspace.jobs_dir / "%j"
-    plain = []
+    plain, later = [], []
+    by_id = {item.run_id: item for item in items}
     for item in items:
         ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
-        if ray is not None:
+        if item.after in by_id:  # goes out alone, once the job of the run it starts from is known
+            params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
+            params = after_parameters(with_ray_setup(params, ray) if ray else params, "PARENT_JOB", check=False)
+            later.append((f"sbatch script for {item.run_id} (after the job of {item.after}: its job id "
+                          "replaces PARENT_JOB)", render_sbatch(params, folder, 1)))
+        elif ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             scripts.append((f"sbatch script for {item.run_id} (verl with Ray)", render_sbatch(params, folder, 1)))
         else:
@@ -146,7 +191,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
         params, chunk = group
         title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''})"
         scripts.append((title, render_sbatch(params, folder, len(chunk))))
-    return scripts
+    return scripts + later
 
 
 def _groups(items: list[LaunchItem], array_parallelism: int | None,
@@ -249,8 +294,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             return result
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
         try:
+            waits = _waits(reg, [i for i, _ in claimed], name)
             if name == "slurm":
-                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids)
+                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
             elif name == "local":
                 job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
             else:
@@ -275,6 +321,31 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if name == "debug":
             result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
     return result
+
+
+def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str, RunRecord]:
+    """Run id -> the record of the run it starts from (``after``), for each claimed run whose
+    ``after`` is not done yet: claimed by this launch or active from an earlier one. LaunchError
+    (one line) when it is neither (not in this workspace, failed and not relaunched: a resumed run
+    whose parent was not launched with it) or runs under another kind of executor."""
+    waits = {}
+    for item in claimed:
+        if not item.after:
+            continue
+        parent = reg.get(item.after)
+        if parent is not None and parent.state == states.COMPLETED:
+            continue
+        if parent is None or parent.state not in states.ACTIVE:
+            said = "is not in this workspace" if parent is None else f"is {parent.state}"
+            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which {said}: "
+                              f"launch that run first (`arctl run {parent.experiment if parent else 'EXPERIMENT'}"
+                              f"{' --arm ' + parent.arm if parent else ''}`), or launch both with `arctl run`")
+        if parent.state != states.SUBMITTING and parent.executor not in (executor, None):
+            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which runs under "
+                              f"the {parent.executor} executor: wait for it (`arctl status`), or cancel it and launch "
+                              f"both with --executor {executor}")
+        waits[item.run_id] = parent
+    return waits
 
 
 def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchItem],
@@ -316,52 +387,85 @@ def _link_job_dir(run_dir: Path, job_dir: Path, job_id: str) -> None:
         pass
 
 
-def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
-                  job_ids: dict[str, str]) -> dict[str, str]:
-    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted."""
-    from arctl.launch.job import RunJob
+def after_parameters(params: dict, parent_job: str, check: bool = True) -> dict:
+    """sbatch parameters of a job that starts once job ``parent_job`` (``123`` or an array task
+    ``123_4``) has completed: ``--dependency=afterok:<job>``, and ``--kill-on-invalid-dep=yes``, so
+    SLURM cancels it when the other job fails instead of leaving it pending forever."""
+    if check and not JOB_ID_RE.match(str(parent_job)):
+        raise LaunchError(f"cannot wait for job {parent_job!r}: not a SLURM job id")
+    extra = {**params.get("additional_parameters", {}), "dependency": f"afterok:{parent_job}",
+             "kill_on_invalid_dep": "yes"}
+    return {**params, "additional_parameters": extra}
 
-    folder = workspace.jobs_dir / "%j"
+
+JOB_ID_RE = re.compile(r"^\d+(_\d+)?$")
+
+
+def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
+                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
+    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
+    A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
+    dependency on the job of the run it starts from (:func:`after_parameters`)."""
+    waits = waits or {}
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
+    later = []
     for item in items:
         ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
-        if ray is None:
+        if item.run_id in waits:
+            later.append((item, ray))
+        elif ray is None:
             plain.append(item)
         else:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             batches.append((params, [item]))
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
-        # submitted held, released once submitit has made the tasks' folders: SLURM opens a task's log
-        # in its folder, and a task that starts first (an idle partition, a slow shared filesystem)
-        # fails at once without a log
-        held = {**params, "additional_parameters": {**params.get("additional_parameters", {}), "hold": True}}
-        executor = slurm_executor(folder, held)
-        before = _entries(workspace.jobs_dir)
-        with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
-            try:
-                jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
-            except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
-                said = " ".join((captured.read() + " " + str(err)).split())
-                for left in _entries(workspace.jobs_dir) - before:  # submitit's pickle and script of it
-                    if left.is_dir():
-                        shutil.rmtree(left, ignore_errors=True)
-                    else:
-                        left.unlink(missing_ok=True)
-                raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
-        _release(str(jobs[0].job_id).split("_")[0])
-        for item, job in zip(chunk, jobs):
-            job_ids[item.run_id] = str(job.job_id)
-            run_dir = workspace.run_dir(item.run_id)
-            _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
-            master = str(job.job_id).split("_")[0]
-            for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
-                           workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
-                if script.exists():
-                    _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
-                    break
+        _submit_chunk(params, chunk, workspace, job_ids)
+    for item, ray in later:  # in launch order: a run comes after the one it starts from
+        params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
+        if ray is not None:
+            params = with_ray_setup(params, ray)
+        parent = waits[item.run_id]
+        write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
+        _submit_chunk(after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id)), [item],
+                      workspace, job_ids)
     return job_ids
+
+
+def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, job_ids: dict[str, str]) -> None:
+    """Submit ``chunk`` as one (array) job with ``params``; record its job ids in ``job_ids``."""
+    from arctl.launch.job import RunJob
+
+    folder = workspace.jobs_dir / "%j"
+    # submitted held, released once submitit has made the tasks' folders: SLURM opens a task's log
+    # in its folder, and a task that starts first (an idle partition, a slow shared filesystem)
+    # fails at once without a log
+    held = {**params, "additional_parameters": {**params.get("additional_parameters", {}), "hold": True}}
+    executor = slurm_executor(folder, held)
+    before = _entries(workspace.jobs_dir)
+    with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
+        try:
+            jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
+        except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
+            said = " ".join((captured.read() + " " + str(err)).split())
+            for left in _entries(workspace.jobs_dir) - before:  # submitit's pickle and script of it
+                if left.is_dir():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink(missing_ok=True)
+            raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
+    _release(str(jobs[0].job_id).split("_")[0])
+    for item, job in zip(chunk, jobs):
+        job_ids[item.run_id] = str(job.job_id)
+        run_dir = workspace.run_dir(item.run_id)
+        _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
+        master = str(job.job_id).split("_")[0]
+        for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
+                       workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
+            if script.exists():
+                _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
+                break
 
 
 def _release(master: str) -> None:

@@ -18,8 +18,10 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import local_executor
 from arctl.launch.registry import Registry
-from arctl.launch.rundir import read_run_config
+from arctl.launch.rundir import RunDirError, read_run_config
+from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
+from arctl.track.phase import read_phase, waiting_phase, write_phase
 
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
@@ -38,17 +40,27 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                 break
             time.sleep(0.1)
         pending, running = list(run_ids), {}
+        after = {rid: _after(workspace, rid) for rid in run_ids}
         while pending or running:
-            while pending and len(running) < parallelism:
-                run_id = pending.pop(0)
+            for run_id in list(pending):
+                if len(running) >= parallelism:
+                    break
                 rec = reg.get(run_id)
                 if rec is None or rec.job_id != me or rec.state != states.PENDING:
+                    pending.remove(run_id)
                     print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
                     continue
+                if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id]):
+                    if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
+                        pending.remove(run_id)
+                    continue  # waits for the run it starts from; later runs may go first
+                pending.remove(run_id)
                 run_dir = workspace.run_dir(run_id)
+                if after[run_id]:
+                    write_phase(run_dir, None)  # no longer waiting
                 executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
                 job = executor.submit(RunJob(), str(run_dir))
-                reg.update(run_id, job_id=str(job.job_id), state=states.RUNNING, started_at=time.time())
+                reg.update(run_id, job_id=str(job.job_id), state=states.RUNNING, started_at=time.time(), phase=None)
                 print(f"started {run_id} as local job {job.job_id}", flush=True)
                 running[run_id] = job
             time.sleep(POLL_S)
@@ -61,6 +73,44 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     if rec is not None:
                         refresh(reg, workspace, [rec])
                     print(f"finished {run_id}: {rec.state if rec else '?'}", flush=True)
+
+
+def _after(workspace: Workspace, run_id: str) -> str | None:
+    """The run ``run_id`` starts from (its frozen ``trainer.init_run``), or None."""
+    try:
+        return (read_run_config(workspace.run_dir(run_id)).get("trainer") or {}).get("init_run") or None
+    except RunDirError:
+        return None  # the job itself reports an unreadable config
+
+
+_LAST_REFRESH: dict[str, float] = {}
+
+
+def _parent_done(reg: Registry, workspace: Workspace, run_id: str, parent_id: str) -> bool:
+    """Whether the run ``run_id`` starts from has completed. While it is active, the run waits
+    (``phase``: "waiting for ..."); when it ended otherwise (failed, cancelled, preempted) or is not
+    in the registry, ``run_id`` is marked FAILED with the reason (``arctl run`` relaunches both)."""
+    from arctl.launch.refresh import refresh
+
+    parent = reg.get(parent_id)
+    if parent is not None and parent.state in states.ACTIVE and time.monotonic() - _LAST_REFRESH.get(parent_id, 0) > 5:
+        _LAST_REFRESH[parent_id] = time.monotonic()  # a run of another queue or launch: ask its job
+        parent = next(iter(refresh(reg, workspace, [parent])), parent)
+    if parent is not None and parent.state == states.COMPLETED:
+        return True
+    if parent is not None and parent.state in states.ACTIVE:
+        phase = waiting_phase(parent_id)
+        if read_phase(workspace.run_dir(run_id)) != phase:
+            write_phase(workspace.run_dir(run_id), phase)
+            reg.update(run_id, phase=phase)
+        return False
+    said = "is not in the registry" if parent is None else f"ended {parent.state}"
+    error = f"starts from run {parent_id}, which {said}: `arctl run` again relaunches both"
+    write_phase(workspace.run_dir(run_id), None)
+    write_status(workspace.run_dir(run_id), state="failed", error=error, ended_at=time.time())
+    reg.update(run_id, state=states.FAILED, error=error, ended_at=time.time(), phase=None)
+    print(f"failed {run_id}: {error}", flush=True)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from arctl.launch.progress import tail_progress
 from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
-from arctl.track.phase import read_phase, read_warning
+from arctl.track.phase import is_waiting, read_phase, read_warning
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
@@ -170,6 +170,10 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             pid = status.get("pid")
             if new_state in states.ACTIVE and isinstance(pid, int) and not pid_alive(pid):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
+        if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
+            error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
+                              "`arctl run` relaunches both")
+            values["phase"] = None
         if new_state != rec.state:
             values["state"] = new_state
         if error != rec.error and new_state in states.TERMINAL:

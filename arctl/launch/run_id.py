@@ -2,8 +2,8 @@
 
 ``run_id = f"{experiment}_{arm}_s{seed}_{hash}"`` where ``hash`` is the first 10 hex digits of
 SHA-256 over the canonical JSON of the resolved config without
-- its launch-only fields (``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``:
-  added by launch);
+- its launch-only fields (``cluster``: where it runs; ``wandb``: where it logs; ``run_id``/``run_dir``/
+  ``init_dir``: added by launch; the run a run starts from counts by its id, ``trainer.init_run``);
 - the sections that installed backend packages add to every config, except the run's own backend's
   (the built-ins' always count): installing a backend renames no run;
 - an inactive ``budget_control`` section (no method, no budget forcing: it changes nothing, so runs
@@ -26,9 +26,10 @@ from arctl.algo.settings import BudgetControl
 from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
 from arctl.config.schema import RunConfig
 
-LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir")
+LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir", "init_dir")
 # (section, key) -> the default at which the key stays out of the identity
-ADDED_AT_DEFAULT = {("verl", "device"): "cuda"}
+ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
+                    ("budget_control", "thinkprune_round"): None}
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a

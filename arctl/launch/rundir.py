@@ -12,6 +12,10 @@ from arctl.config import safe_yaml
 from arctl.config.files import atomic_write
 from arctl.launch.workspace import run_paths
 
+READ_KEYS = ("run_id", "run_dir", "init_dir")
+"""What :func:`read_run_config` adds to a frozen config (never written to config.yaml): the run's id,
+its folder and, for a run that starts from another's weights, that run's folder."""
+
 
 class RunDirError(RuntimeError):
     """A run directory is missing or its config.yaml is unreadable."""
@@ -19,7 +23,7 @@ class RunDirError(RuntimeError):
 
 def frozen_config(config: dict, run_id: str, wandb_id: str) -> dict:
     """The config as the job will see it: the resolved config plus ``run_id`` and ``wandb.id``."""
-    frozen = {k: v for k, v in config.items() if k not in ("run_id", "run_dir")}
+    frozen = {k: v for k, v in config.items() if k not in READ_KEYS}
     frozen["run_id"] = run_id
     frozen["wandb"] = {**frozen.get("wandb", {}), "id": wandb_id}
     return frozen
@@ -62,7 +66,7 @@ def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed:
     config = read_run_config(run_dir)
     path = run_paths(Path(run_dir))["config"]
     try:
-        validate_resolved({k: v for k, v in config.items() if k not in ("run_dir", "run_id")})
+        validate_resolved({k: v for k, v in config.items() if k not in READ_KEYS})
     except SpecError as err:
         raise RunDirError(f"{path}: {err}") from None
     named = (config.get("experiment"), config.get("arm"), config.get("seed"))
@@ -76,7 +80,8 @@ def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed:
 
 
 def read_run_config(run_dir: Path) -> dict:
-    """The frozen config of ``run_dir`` with ``run_dir`` (absolute) added."""
+    """The frozen config of ``run_dir`` with ``run_dir`` (absolute) added, and ``init_dir`` (the
+    folder of the run it starts from) when it has a ``trainer.init_run``."""
     path = run_paths(Path(run_dir))["config"]
     try:
         config = safe_yaml.load(path.read_text(encoding="utf-8"))
@@ -88,4 +93,11 @@ def read_run_config(run_dir: Path) -> dict:
         raise RunDirError(f"{path} does not hold a config mapping")
     config["run_dir"] = str(Path(run_dir).resolve())
     config.setdefault("run_id", Path(run_dir).name)
+    init_run = (config.get("trainer") or {}).get("init_run") if isinstance(config.get("trainer"), dict) else None
+    if init_run:  # trainer.init_from: the run it starts from is a sibling folder of the workspace
+        from arctl.launch.run_id import SAFE_ID
+
+        if not SAFE_ID.match(str(init_run)):
+            raise RunDirError(f"{path}: trainer.init_run={init_run!r} is not a run id (the file was edited)")
+        config["init_dir"] = str(Path(run_dir).resolve().parent / str(init_run))
     return config

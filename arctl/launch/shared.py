@@ -22,7 +22,7 @@ from pathlib import Path
 
 from arctl.config.files import atomic_write
 
-IDENTITY_KEYS = ("experiment", "run_id", "run_dir")
+IDENTITY_KEYS = ("experiment", "run_id", "run_dir", "init_dir")
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
 SHARED_FILE = "shared.json"  # the reader (arctl.track.runs.discover) knows this name too
 
@@ -38,9 +38,14 @@ def share_key(config: dict) -> str:
 def mark_shared(items: list) -> list:
     """Mark each item (a :class:`arctl.launch.launcher.LaunchItem`) that is the same run as an
     earlier one: ``shares`` = the kept run's id, ``run_id`` = that id (the run the cell is),
-    ``action`` = "shared" and a reason naming the kept cell. Returns ``items`` (same order)."""
+    ``action`` = "shared" and a reason naming the kept cell. Returns ``items`` (same order).
+    A run that another starts from (``trainer.init_from``: its ``after``) is never shared away: the
+    other run's identity names it."""
     first: dict[str, object] = {}
+    needed = {getattr(item, "after", None) for item in items} - {None}
     for item in items:
+        if item.run_id in needed:
+            continue
         kept = first.setdefault(share_key(item.config), item)
         if kept is item:
             continue

@@ -7,7 +7,8 @@ after every step it writes ``checkpoints/state.json`` (step, W&B run id) and app
 ``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
 ``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds, or until the file
 ``$ARCTL_TEST_STOP_GATE`` exists if that is set, whichever comes first), finish W&B, return
-"preempted". It also writes ``received_config.json`` (the config exactly as the job got it).
+"preempted". A run of the arm ``$ARCTL_TEST_FAIL_ARM`` raises after its first step. It also writes ``received_config.json`` (the config exactly as the job got it), and, for
+a run that starts from another's weights (``init_dir``), ``init.json`` (that run's id and final step).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
 ENV_STOP_S = "ARCTL_TEST_STOP_S"  # seconds the stop checkpoint takes (at most, with a gate)
 ENV_STOP_GATE = "ARCTL_TEST_STOP_GATE"  # a file whose creation ends the stop checkpoint early
+ENV_FAIL_ARM = "ARCTL_TEST_FAIL_ARM"  # the runs of this arm raise after their first step
 
 
 def _stop_checkpoint_delay() -> None:
@@ -47,6 +49,9 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     ckpt = ckpt_dir / "state.json"
     (run_dir / "received_config.json").write_text(json.dumps(config, sort_keys=True))
     state = json.loads(ckpt.read_text()) if ckpt.exists() else {"step": 0}
+    if not ckpt.exists() and config.get("init_dir"):  # trainer.init_from: what it starts from, as tiny keeps it
+        parent = json.loads((Path(config["init_dir"]) / "checkpoints" / "state.json").read_text())
+        atomic_write(run_dir / "init.json", json.dumps({"run_id": Path(config["init_dir"]).name, "step": parent["step"]}))
     wandb_cfg = config.get("wandb", {})
     state.setdefault("wandb_id", wandb_cfg.get("id") or config["run_id"])
     total = int(config.get("trainer", {}).get("total_steps") or 10)
@@ -58,7 +63,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     if identity.mode != "disabled":
         import wandb
 
-        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k != "run_dir"}))
+        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k not in ("run_dir", "init_dir")}))
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
     try:
@@ -73,6 +78,8 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
                 _save(ckpt, state)
                 log.write(f"{attempt} {state['step']} {os.getpid()}\n")
                 log.flush()
+                if os.environ.get(ENV_FAIL_ARM) == config.get("arm"):
+                    raise RuntimeError(f"arm {config.get('arm')} fails on purpose (${ENV_FAIL_ARM})")
                 if run is not None:
                     run.log({STEP_KEY: state["step"], TRAIN_LOSS: 1.0 / state["step"]})
         return "completed"

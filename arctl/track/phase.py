@@ -41,6 +41,16 @@ def write_phase(run_dir: str | Path, phase: str | None) -> None:
     _write(run_dir, PHASE_FILE, "phase", phase)
 
 
+def waiting_phase(run_id: str) -> str:
+    """The phase of a run that waits for the run it starts from (``trainer.init_from``)."""
+    return f"waiting for {run_id}"
+
+
+def is_waiting(phase: str | None) -> bool:
+    """Whether ``phase`` is :func:`waiting_phase`'s."""
+    return bool(phase) and str(phase).startswith("waiting for ")
+
+
 def read_phase(run_dir: str | Path) -> str | None:
     return _read(run_dir, PHASE_FILE, "phase")
 

@@ -28,6 +28,22 @@ def test_thinkprune_rounds_are_equal_shares_of_training():
         thinkprune_schedule([2, 3], 10)
 
 
+def test_a_thinkprune_round_run_holds_its_rounds_limit_at_every_step():
+    """The paper's rounds as runs (Hou et al. 2025: "each round starts from the previous round's
+    checkpoint"): round k's run generates and rewards at limit L_k from its first step to its last."""
+    for k, limit in ((1, 4000), (2, 3000), (3, 2000)):
+        control = BudgetControl(method="thinkprune", thinkprune_limits=(4000, 3000, 2000), thinkprune_round=k)
+        assert {bc.step_limit(control, s, 100) for s in range(1, 101)} == {limit}
+        assert {bc.generation_limit(control, s, 100) for s in (1, 50, 100)} == {limit}
+    assert bc.step_limit(BudgetControl(method="thinkprune", thinkprune_limits=(8, 4), thinkprune_round=2), 1, 1) == 4
+    from arctl.algo.methods.registry import method_of
+
+    four = BudgetControl(method="thinkprune", thinkprune_limits=(8, 4), thinkprune_round=3)
+    assert "thinkprune_round=3 but thinkprune_limits has 2 round(s)" in method_of(four).config_problem(four, 8, 10)[0]
+    one_step = BudgetControl(method="thinkprune", thinkprune_limits=(8, 4, 2), thinkprune_round=2)
+    assert method_of(one_step).config_problem(one_step, 8, 1) is None  # one round: one step is enough
+
+
 def test_thinkprune_reward_is_zero_past_the_limit():
     """ThinkPrune's reward: correctness if the trace fits the limit, else 0 ("unfinished thoughts and
     answers will be discarded"): over the limit, or cut unfinished at it."""

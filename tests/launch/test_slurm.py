@@ -242,3 +242,43 @@ def test_tricky_overrides_are_data_and_the_api_key_never_reaches_the_workspace(s
     out = cli("run", "lt", "--arm", "a", f"cluster.partition='debug\ntouch {marker}'", "--executor", "slurm",
               "--workdir", str(other))
     assert out.returncode == 2 and "line break" in out.stderr and not other.exists() and not marker.exists()
+
+
+CHAIN = """\
+description: two rounds, the second from the first one's final weights
+seeds: [0]
+overrides: [trainer.total_steps=3, wandb.mode=disabled, cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]
+arms:
+  r1: [algo=grpo, prior=base]
+  r2: [algo=grpo, prior=base, optim.lr=2e-6, trainer.init_from=r1]
+"""
+
+
+def test_a_run_that_starts_from_another_waits_for_its_job_and_is_cancelled_if_it_fails(specs, tmp_path, cli, waiter,
+                                                                                         monkeypatch):
+    """trainer.init_from on SLURM: the dependent run is its own job with --dependency=afterok on the
+    other run's array task; when that task fails, SLURM cancels it (--kill-on-invalid-dep) and
+    `arctl status` says why; the next `arctl run` resumes the first and runs the second after it."""
+    (specs / "experiments" / "chain.yaml").write_text(CHAIN)
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("ARCTL_TEST_FAIL_ARM", "r1")
+    doc = _launch(cli, "run", "chain", ws, "--arm", "r2")
+    (r1, r2) = doc["submitted"]
+    assert (r1["run_id"].split("_")[1], r2["run_id"].split("_")[1]) == ("r1", "r2")
+    sbatch = (ws / "runs" / r2["run_id"] / "job" / "sbatch.sh").read_text()
+    assert f"#SBATCH --dependency=afterok:{r1['job_id']}" in sbatch and "#SBATCH --kill-on-invalid-dep=yes" in sbatch
+    waiter(lambda: _by_arm(ws)["r1"].state == "FAILED" and _by_arm(ws)["r2"].state in ("CANCELLED", "FAILED"), 120,
+           "r1 to fail and SLURM to cancel r2")
+    rec = _by_arm(ws)["r2"]
+    assert rec.error.startswith(f"never started: the run it starts from did not complete (waiting for {r1['run_id']})")
+    assert not (ws / "runs" / r2["run_id"] / "steps.log").exists()
+
+    monkeypatch.delenv("ARCTL_TEST_FAIL_ARM")
+    again = _launch(cli, "run", "chain", ws, "--arm", "r2")
+    assert [r["action"] for r in again["submitted"]] == ["resume", "resume"]
+    first, second = again["submitted"]
+    waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "both runs COMPLETED")
+    recs = _by_arm(ws)
+    assert recs["r1"].ended_at <= recs["r2"].started_at
+    init = json.loads((ws / "runs" / second["run_id"] / "init.json").read_text())
+    assert init == {"run_id": first["run_id"], "step": 3}

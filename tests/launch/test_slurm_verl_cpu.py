@@ -169,6 +169,10 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     for step in (0, 3):  # validation before training and at test_freq
         assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
 
+    # trainer.init_from: a run that starts from this one gets its step-3 weights, merged by verl's own
+    # model merger into a Hugging Face directory (its model.path); checked against the FSDP shard itself
+    _check_init_model(run_dir, inputs / "model", tmp_path / "child")
+
     # eval-only from the step-3 checkpoint: the anytime grid
     out = cli("run", "vcpu", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,
               "verl.eval_only=true", f"verl.eval_checkpoint={ckpt / 'global_step_3'}", check=True)
@@ -190,3 +194,25 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     waiter(lambda: not _ray_processes(run["job_id"]) and not _ray_processes(ev["job_id"]), 60,
            "the jobs' Ray processes to end")
     print(f"\nverl on CPU: train + stop + resume {trained_s:.0f} s, all {time.monotonic() - started:.0f} s")
+
+
+def _check_init_model(parent: Path, original: Path, child: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from arctl.backends.verl.init_model import INIT_RECORD, init_model_path
+
+    merged = Path(init_model_path({"init_dir": str(parent)}, child))
+    assert json.loads((child / INIT_RECORD).read_text())["step"] == 3
+    model = AutoModelForCausalLM.from_pretrained(merged, torch_dtype=torch.float32)
+    before = AutoModelForCausalLM.from_pretrained(original, torch_dtype=torch.float32)
+    shard = torch.load(parent / "checkpoints" / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt",
+                       map_location="cpu", weights_only=False)
+    local = {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in shard.items()}
+    weights = {k: v.float() for k, v in model.state_dict().items()}
+    assert set(local) <= set(weights), set(local) - set(weights)
+    for key, value in local.items():  # the merged model is the checkpoint's weights, in bf16 (verl's merger)
+        assert torch.equal(weights[key], value.bfloat16().float()), key
+    assert any(not torch.equal(weights[k], v.bfloat16().float()) for k, v in before.state_dict().items())  # moved
+    tok = AutoTokenizer.from_pretrained(merged)
+    assert tok.encode("What is 1 + 1?") == AutoTokenizer.from_pretrained(original).encode("What is 1 + 1?")

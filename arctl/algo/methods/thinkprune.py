@@ -10,8 +10,10 @@ and answers will be discarded"), i.e. the rollout's max response length is ``L``
 length instead for a thinking-only limit. The trainer is the paper's GRPO, unchanged.
 
 Iterative pruning: several rounds of RL, each with a tighter limit (the paper's 1.5B schedule is
-4000 -> 3000 -> 2000 tokens, each round starting from the previous round's checkpoint). Here a
-*schedule* is a sequence of rounds ``(start_step, limit)``; round k is in force for
+4000 -> 3000 -> 2000 tokens, each round starting from the previous round's checkpoint). A round is a
+run (``thinkprune_round=k``: round k's limit at every step; the run of round k starts from round
+k-1's with ``trainer.init_from``, experiments/baselines-thinkprune.yaml), or, all rounds in one run,
+a *schedule*: a sequence of rounds ``(start_step, limit)``; round k is in force for
 ``start_k <= step < start_{k+1}``.
 """
 
@@ -96,14 +98,27 @@ def thinkprune_schedule(limits: Sequence[int], total_steps: int) -> Schedule:
     return check_thinkprune_schedule([(0 if k == 0 else k * total // n + 1, lim) for k, lim in enumerate(limits)])
 
 
+def round_limit(limits: Sequence[int], round_k: int) -> int:
+    """The limit of round ``round_k`` (1-based) of ``limits``, for a run that is that one round."""
+    limits = [int(v) for v in limits]
+    k = as_int(round_k, "ThinkPrune round", 1)
+    if k > len(limits):
+        raise ValueError(f"ThinkPrune round {k} of {len(limits)} rounds (limits {limits})")
+    return limits[k - 1]
+
+
 class ThinkPrune(ControlMethod):
     """``budget_control.method=thinkprune``: the rounds' limits (``thinkprune_limits``) over training,
-    every reward 0 when the thinking exceeds the limit in force."""
+    every reward 0 when the thinking exceeds the limit in force. With ``thinkprune_round=k`` the run
+    is round k alone (its limit for every step), started from round k-1's run (``trainer.init_from``),
+    as the paper runs its rounds."""
 
     name = "thinkprune"
     shapes_rewards = True
 
     def step_limit(self, control, step, total_steps):
+        if control.thinkprune_round is not None:
+            return round_limit(control.thinkprune_limits, control.thinkprune_round)
         return thinkprune_limit(int(step), thinkprune_schedule(control.thinkprune_limits, total_steps))
 
     def generation_limit(self, control, step, total_steps):
@@ -125,6 +140,12 @@ class ThinkPrune(ControlMethod):
                 if r else [] for r in rows]
 
     def config_problem(self, control, max_budget, total_steps):
+        rounds = len(control.thinkprune_limits)
+        if control.thinkprune_round is not None:
+            if int(control.thinkprune_round) > rounds:
+                return (f"budget_control.thinkprune_round={control.thinkprune_round} but thinkprune_limits has {rounds} "
+                        "round(s)", "budget_control.thinkprune_round", f"pick a round in 1..{rounds}")
+            return None
         if total_steps is not None and int(total_steps) < len(control.thinkprune_limits):
             return (f"{len(control.thinkprune_limits)} ThinkPrune rounds need at least as many training steps, "
                     f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")

@@ -46,7 +46,7 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -72,7 +72,7 @@ def save_checkpoint(
     path = d / f"step_{step:06d}.pt"
     with replacing(path) as tmp:
         torch.save(state, tmp)
-        info = {"sha256": _sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
+        info = {"sha256": file_sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
     atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info))
     old = _checkpoints(run_dir)
     for _, p in old[: max(0, len(old) - max(1, keep))]:
@@ -96,7 +96,7 @@ def _problem(path: Path) -> str | None:
         return "it is empty"
     if isinstance(recorded.get("bytes"), int) and size != recorded["bytes"]:
         return f"it has {size} bytes, {recorded['bytes']} were written (truncated?)"
-    if _sha256(path) != recorded["sha256"]:
+    if file_sha256(path) != recorded["sha256"]:
         return "its bytes do not match the checksum written with it"
     return None
 

@@ -27,7 +27,7 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
-from arctl.backends.tiny.checkpoint import newest_intact, restore, save_checkpoint
+from arctl.backends.tiny.checkpoint import file_sha256, newest_intact, restore, save_checkpoint
 from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
@@ -97,12 +97,19 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     if found.warning():
         print(f"tiny: WARNING {found.warning()}", flush=True)
         write_warning(run_dir, found.warning())
+    if found.state is None and config.get("init_dir"):  # trainer.init_from: that run's final weights
+        init = start_from_run(model, Path(config["init_dir"]))
+        atomic_write(run_dir / INIT_RECORD, json.dumps(init, indent=1))
+        print(f"tiny: {run.experiment}/{run.arm} starts from run {init['run_id']} (step {init['step']}, "
+              f"weights sha256 {init['sha256'][:12]})", flush=True)
     history = kept_rows(run_dir, resume_at)
     if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
         resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
     wb = open_wandb(config, run_dir, wandb_id, resume_at, history)
     wandb_id = getattr(wb, "id", None) or wandb_id
     record_warmup(run_dir, warm, wb)
+    if wb is not None and (run_dir / INIT_RECORD).is_file():  # what the run started from, in its W&B config
+        wb.config.update({"init": json.loads((run_dir / INIT_RECORD).read_text())}, allow_val_change=True)
 
     total = run.total_steps
     objective = Objective.from_config(config)
@@ -251,6 +258,22 @@ def pack_trees(ro: Rollout, advs: list[TreeAdvantages]) -> list:
 
 WARMUP_RECORD = "warmup.json"
 WARMUP_FIELDS = ("key", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds", "seconds")
+
+
+INIT_RECORD = "init.json"
+
+
+def start_from_run(model: torch.nn.Module, init_dir: Path) -> dict:
+    """Load the final weights of the run in ``init_dir`` (``trainer.init_from``: its newest intact
+    checkpoint, which for a completed run is its last step) into ``model``; the optimizer, the RNG
+    streams and the step count stay this run's own. Returns what was loaded (run id, step, the
+    checkpoint file and its sha256), which the run keeps in ``init.json``."""
+    found = newest_intact(init_dir)
+    if found.state is None:
+        raise ValueError(f"tiny backend: run {init_dir.name} has no checkpoint to start from ({init_dir})")
+    model.load_state_dict(found.state["model"])
+    return {"run_id": init_dir.name, "step": int(found.state["step"]), "checkpoint": str(found.path),
+            "sha256": file_sha256(found.path)}
 
 
 def record_warmup(run_dir: Path, warm: dict, wb=None) -> dict:

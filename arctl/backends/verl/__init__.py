@@ -18,6 +18,7 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``policy_loss``      Dr. GRPO constant-normalised PPO-clip loss
 - ``tree_forward``     actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
 - ``checkpoints``      checkpoints a resume can trust (each step once, marked complete after it is written)
+- ``init_model``       ``trainer.init_from``: another run's final checkpoint, merged, as this run's model
 - ``history``          the steps a run keeps, and its W&B history made to match them on resume
 - ``data``             DeepScaleR + eval sets -> verl parquet
 - ``smoke``            ``verl.smoke=true``: a real run's plumbing without GPU work

@@ -129,6 +129,11 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
     stop_file = run_dir / STOP_FILE
     stop_file.unlink(missing_ok=True)
+    from arctl.backends.verl.init_model import init_model_path
+
+    start_model = init_model_path(config, run_dir)  # trainer.init_from: that run's final weights, merged
+    if start_model:
+        config = {**config, "model": {**config["model"], "path": start_model}}
     _, cfg = verl_run_config(config, run_dir)
     rehearsal = int(verl_setting(config, "rehearsal_steps") or 0) > 0
     if not rehearsal:

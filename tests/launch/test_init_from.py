@@ -1,0 +1,218 @@
+"""A run that starts from another run's final weights (``trainer.init_from``: L1-Max from L1-Exact,
+ThinkPrune's rounds): the launcher resolves the other run, launches it first when it is not done,
+and the run waits for it; a failed one fails it without starting it. The run's identity names the
+other run's."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from arctl.compose import resolve_experiment
+from arctl.compose.errors import SpecError
+from arctl.launch.launcher import items_from_resolved, plan
+from arctl.launch.registry import Registry
+from arctl.launch.run_id import make_run_id
+from arctl.launch.status_file import read_status
+from arctl.launch.workspace import Workspace
+
+CHAIN = textwrap.dedent(
+    """\
+    description: three rounds, each from the previous one's final weights
+    seeds: [0]
+    overrides: [trainer.total_steps=4, wandb.mode=disabled, cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]
+    arms:
+      r1: [algo=grpo, prior=base]
+      r2: [algo=grpo, prior=base, optim.lr=2e-6, trainer.init_from=r1]
+      r3: [algo=grpo, prior=base, optim.lr=3e-6, trainer.init_from=chain/r2]
+    """
+)
+
+
+@pytest.fixture
+def chain(specs) -> Path:
+    (specs / "experiments" / "chain.yaml").write_text(CHAIN)
+    return specs
+
+
+def _write(specs: Path, name: str, arms: str) -> None:
+    (specs / "experiments" / f"{name}.yaml").write_text(
+        "description: x\nseeds: [0]\noverrides: [trainer.total_steps=4, wandb.mode=disabled]\narms:\n" + arms)
+
+
+def _items(name: str, arms=None, overrides=None):
+    return items_from_resolved(resolve_experiment(name, overrides or [], arms=arms))
+
+
+def test_a_run_brings_the_runs_it_starts_from_first_and_names_them_in_its_identity(chain):
+    items = _items("chain", ["r3"])
+    assert [i.arm for i in items] == ["r1", "r2", "r3"]
+    r1, r2, r3 = items
+    assert (r1.after, r2.after, r3.after) == (None, r1.run_id, r2.run_id)
+    assert (r1.needed_by, r2.needed_by, r3.needed_by) == ("chain/r2/s0", "chain/r3/s0", None)
+    assert r2.config["trainer"]["init_run"] == r1.run_id and r3.config["trainer"]["init_run"] == r2.run_id
+    # the same runs, with the same ids, as when every arm is asked for (and then none is "needed by")
+    every = _items("chain")
+    assert [i.run_id for i in every] == [i.run_id for i in items] and {i.needed_by for i in every} == {None}
+    # a run without init_from keeps the id it had before the keys existed
+    bare = {**r1.config, "trainer": {k: v for k, v in r1.config["trainer"].items() if not k.startswith("init_")}}
+    assert make_run_id(bare) == r1.run_id
+    # the command line's overrides reach the runs it starts from too (one launch, one set of runs)
+    tuned = _items("chain", ["r3"], ["optim.clip_ratio_high=0.3"])
+    assert all(i.config["optim"]["clip_ratio_high"] == 0.3 for i in tuned)
+    assert tuned[2].config["trainer"]["init_run"] == tuned[1].run_id != r2.run_id
+
+
+def test_changing_the_run_it_starts_from_changes_its_id(chain):
+    before = _items("chain", ["r2"])[1].run_id
+    (chain / "experiments" / "chain.yaml").write_text(CHAIN.replace("r1: [algo=grpo, prior=base]",
+                                                                     "r1: [algo=grpo, prior=base, optim.lr=5e-6]"))
+    after = _items("chain", ["r2"])
+    assert after[1].run_id != before and after[1].after == after[0].run_id
+
+
+@pytest.mark.parametrize("arms,expected", [
+    ("  a: [algo=grpo, trainer.init_from=nope]\n", "experiment 'd' has no arm 'nope'"),
+    ("  a: [algo=grpo, trainer.init_from=a]\n", "is the run itself"),
+    ("  a: [algo=grpo, trainer.init_from=b]\n  b: [algo=grpo, prior=base, trainer.init_from=a]\n", "makes a cycle"),
+    ("  a: [algo=grpo, trainer.init_from=x/y/z]\n", "is not an arm"),
+    ("  a: [algo=grpo, trainer.init_from=ghost/a]\n", "unknown experiment 'ghost'"),
+    ("  a: [algo=grpo, trainer.init_run=d_a_s0_0123456789]\n", "written by the launcher"),
+])
+def test_a_bad_init_from_is_one_clear_error(specs, arms, expected):
+    _write(specs, "d", arms)
+    with pytest.raises(SpecError) as err:
+        _items("d")
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_cli_says_a_bad_init_from_in_one_line_exit_2_and_writes_nothing(specs, tmp_path, cli):
+    _write(specs, "d", "  a: [algo=grpo, trainer.init_from=nope]\n")
+    out = cli("run", "d", "--executor", "local", "--workdir", str(tmp_path / "ws"))
+    assert out.returncode == 2 and not (tmp_path / "ws").exists()
+    assert len(out.stderr.strip().splitlines()) == 1 and "trainer.init_from='nope'" in out.stderr
+
+
+def test_dry_run_shows_the_order_and_the_sbatch_dependency(chain, tmp_path, cli):
+    out = json.loads(cli("run", "chain", "--arm", "r2", "--dry-run", "--executor", "slurm", "--json",
+                         "--workdir", str(tmp_path / "ws"), check=True).stdout)
+    r1, r2 = out["runs"]
+    assert r1["reason"] == "not in the registry; chain/r2/s0 starts from it"
+    assert r2["reason"] == f"not in the registry; after {r1['run_id']}"
+    assert [s["title"] for s in out["sbatch"]][0] == "sbatch script (1 run)"  # r1 first, then r2 after its job
+    assert "#SBATCH --dependency=afterok:PARENT_JOB" in out["sbatch"][1]["script"]
+    assert "#SBATCH --kill-on-invalid-dep=yes" in out["sbatch"][1]["script"]
+    assert "dependency" not in out["sbatch"][0]["script"]
+
+
+def _records(ws: Path) -> dict:
+    with Registry(ws / "registry.sqlite") as reg:
+        return {r.arm: r for r in reg.list()}
+
+
+@pytest.mark.slow
+def test_missing_then_satisfied_the_runs_go_in_order_and_each_starts_from_the_previous(chain, tmp_path, cli):
+    ws = tmp_path / "ws"
+    # missing: asking for r3 launches r1 and r2 first, on a queue of 3 slots; each waits for the previous
+    out = json.loads(cli("run", "chain", "--arm", "r3", "--executor", "local", "--array-parallelism", "3",
+                         "--workdir", str(ws), "--json", check=True).stdout)
+    assert [(r["run_id"].split("_")[1], r["state"]) for r in out["submitted"]] == [
+        ("r1", "COMPLETED"), ("r2", "COMPLETED"), ("r3", "COMPLETED")]
+    recs = _records(ws)
+    assert recs["r1"].ended_at <= recs["r2"].started_at and recs["r2"].ended_at <= recs["r3"].started_at
+    space = Workspace(ws)
+    for child, parent in (("r2", "r1"), ("r3", "r2")):
+        init = json.loads((space.run_dir(recs[child].run_id) / "init.json").read_text())
+        assert init == {"run_id": recs[parent].run_id, "step": 4}
+    assert not (space.run_dir(recs["r1"].run_id) / "init.json").exists()
+    # satisfied: a new round from a completed one starts at once; the completed ones are skipped
+    (chain / "experiments" / "chain.yaml").write_text(
+        CHAIN + "  r4: [algo=grpo, prior=base, optim.lr=4e-6, trainer.init_from=r3]\n")
+    again = json.loads(cli("run", "chain", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    assert [r["run_id"].split("_")[1] for r in again["submitted"]] == ["r4"]
+    assert sorted(s["reason"] for s in again["skipped"]) == ["completed (use --force to rerun)"] * 3
+    r4 = _records(ws)["r4"]
+    assert json.loads((space.run_dir(r4.run_id) / "init.json").read_text())["run_id"] == recs["r3"].run_id
+    status = cli("status", "chain", "--workdir", str(ws), check=True).stdout
+    assert "4 run(s): 4 completed" in status
+
+
+@pytest.mark.slow
+def test_a_failed_run_fails_the_runs_that_start_from_it_without_starting_them(chain, tmp_path, cli):
+    ws = tmp_path / "ws"
+    out = cli("run", "chain", "--arm", "r3", "--executor", "local", "--workdir", str(ws),
+              env={"ARCTL_TEST_FAIL_ARM": "r1"})
+    assert out.returncode == 1
+    recs = _records(ws)
+    assert {a: r.state for a, r in recs.items()} == {"r1": "FAILED", "r2": "FAILED", "r3": "FAILED"}
+    assert "fails on purpose" in recs["r1"].error
+    assert recs["r2"].error == f"starts from run {recs['r1'].run_id}, which ended FAILED: `arctl run` again relaunches both"
+    assert recs["r3"].error.startswith(f"starts from run {recs['r2'].run_id}, which ended FAILED")
+    space = Workspace(ws)
+    for arm in ("r2", "r3"):  # never started: no step, no job
+        assert not (space.run_dir(recs[arm].run_id) / "steps.log").exists()
+        assert read_status(space.run_dir(recs[arm].run_id))["state"] == "failed"
+    # fixed, the same command resumes r1 and then runs r2 and r3 from it
+    fixed = json.loads(cli("run", "chain", "--arm", "r3", "--executor", "local", "--workdir", str(ws), "--json",
+                           check=True).stdout)
+    assert [(r["action"], r["state"]) for r in fixed["submitted"]] == [("resume", "COMPLETED")] * 3
+
+
+def test_a_run_whose_start_is_not_in_the_workspace_is_refused_at_resume(chain, tmp_path, cli):
+    """`arctl resume` of a run whose run to start from is gone: one line, exit 2, nothing submitted."""
+    ws = tmp_path / "ws"
+    items = _items("chain", ["r2"])
+    space = Workspace.open(str(ws))
+    from arctl.launch.launcher import launch
+
+    launch(items, space, executor="debug")
+    recs = _records(ws)
+    assert {a: r.state for a, r in recs.items()} == {"r1": "COMPLETED", "r2": "COMPLETED"}
+    with Registry(space.registry_path) as reg:  # r2 failed later, and r1 was removed from the registry
+        reg.update(recs["r2"].run_id, state="FAILED")
+        with reg.transaction() as conn:
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (recs["r1"].run_id,))
+    out = cli("resume", recs["r2"].run_id, "--workdir", str(ws))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert f"starts from run {recs['r1'].run_id}, which is not in this workspace" in out.stderr
+
+
+def test_the_job_refuses_to_start_from_a_run_that_did_not_complete(chain, tmp_path):
+    from arctl.launch.job import JobError, check_init_run
+
+    parent = tmp_path / "runs" / "p"
+    parent.mkdir(parents=True)
+    (parent / "status.json").write_text(json.dumps({"state": "preempted", "updated_at": time.time()}))
+    with pytest.raises(JobError, match="starts from run p, which is preempted"):
+        check_init_run({"init_dir": str(parent)})
+    (parent / "status.json").write_text(json.dumps({"state": "completed", "updated_at": time.time()}))
+    check_init_run({"init_dir": str(parent)})
+
+
+def test_plan_says_after_only_while_the_run_it_starts_from_is_not_done(chain, tmp_path):
+    items = plan(_items("chain", ["r2"]), Workspace(tmp_path / "none"))
+    assert items[1].reason.endswith(f"after {items[0].run_id}")
+
+
+@pytest.mark.slow
+def test_status_says_what_a_waiting_run_waits_for(chain, tmp_path, cli, waiter, monkeypatch):
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "1.5")  # r1 runs for 6 s
+    ws = tmp_path / "ws"
+    out = json.loads(cli("run", "chain", "--arm", "r2", "--executor", "local", "--no-wait", "--workdir", str(ws),
+                         "--json", check=True).stdout)
+    r1, r2 = (r["run_id"] for r in out["submitted"])
+
+    def waiting():
+        status = json.loads(cli("status", "chain", "--workdir", str(ws), "--json", check=True).stdout)
+        by_id = {r["run_id"]: r for r in status}
+        return by_id[r1]["state"] == "RUNNING" and by_id[r2]["state"] == "PENDING" and by_id[r2]["phase"]
+
+    assert waiter(waiting, 60, "r1 running and r2 waiting") == f"waiting for {r1}"
+    table = cli("status", "chain", "--workdir", str(ws), check=True).stdout
+    assert f"waiting for {r1}" in table
+    waiter(lambda: {r.state for r in _records(ws).values()} == {"COMPLETED"}, 120, "both runs COMPLETED")
+    assert _records(ws)["r2"].phase is None
