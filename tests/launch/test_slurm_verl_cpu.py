@@ -204,8 +204,8 @@ def _check_init_model(parent: Path, original: Path, child: Path) -> None:
 
     merged = Path(init_model_path({"init_dir": str(parent)}, child))
     assert json.loads((child / INIT_RECORD).read_text())["step"] == 3
-    model = AutoModelForCausalLM.from_pretrained(merged, torch_dtype=torch.float32)
-    before = AutoModelForCausalLM.from_pretrained(original, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32)
+    before = AutoModelForCausalLM.from_pretrained(original, dtype=torch.float32)
     shard = torch.load(parent / "checkpoints" / "global_step_3" / "actor" / "model_world_size_1_rank_0.pt",
                        map_location="cpu", weights_only=False)
     local = {k: (v.to_local() if hasattr(v, "to_local") else v).float() for k, v in shard.items()}
