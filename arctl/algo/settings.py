@@ -176,7 +176,7 @@ class BudgetControl:
         node = config.get("budget_control") if hasattr(config, "get") else None
         if not node:
             return cls()
-        values = {f.name: node[f.name] for f in dataclasses.fields(cls) if f.name in node and f.name != "own"}
+        values = {f.name: node[f.name] for f in section_fields(cls) if f.name in node}
         own = node.get(str(values.get("method", "none")))
         if hasattr(own, "items"):
             values["own"] = tuple(sorted((str(k), _freeze(v)) for k, v in own.items()))
@@ -185,7 +185,7 @@ class BudgetControl:
     def to_config(self) -> dict[str, Any]:
         """The section as a config holds it (lists for tuples, the method's own keys under its name):
         :meth:`from_config` of ``{"budget_control": to_config()}`` gives this object back."""
-        out = {f.name: _thaw(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "own"}
+        out = {f.name: _thaw(getattr(self, f.name)) for f in section_fields(type(self))}
         if self.own:
             out[self.method] = {k: _thaw(v) for k, v in self.own}
         return out
@@ -198,6 +198,12 @@ SECTIONS: dict[str, tuple[str, type]] = {
     "loss": ("optim", Loss),
 }
 """Objective attribute -> (config section, settings class)."""
+
+
+def section_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of a settings class that are keys of its config section (not those marked
+    ``metadata={"section": False}``, like :attr:`BudgetControl.own`)."""
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("section", True) is not False]
 
 
 def _freeze(value: Any) -> Any:

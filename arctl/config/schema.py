@@ -78,9 +78,7 @@ def from_settings(name: str, settings: type, *, defaults: dict[str, Any] | None 
     ``before``/``after``: the section's keys that are not the algorithm's (``(name, type, field)``)."""
     hints = typing.get_type_hints(settings)
     fields = list(before)
-    for f in dataclasses.fields(settings):
-        if f.metadata.get("section") is False:
-            continue  # held by the settings object, not a key of the section (BudgetControl.own)
+    for f in algo.section_fields(settings):  # not what the settings object holds beside its keys (BudgetControl.own)
         meta = dict(f.metadata)
         default = (defaults or {}).get(f.name, f.default)
         if isinstance(default, (list, tuple)):

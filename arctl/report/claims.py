@@ -456,7 +456,7 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
                       len(values), mean, lo, hi, verdict, need, None, sd, p_value(values) if len(values) >= 2 else None,
                       None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "",
-                      unit=(stat or spec.stats.get(test.low or "") or Stat("", "final")).unit)
+                      unit=getattr(stat or spec.stats.get(test.low or ""), "unit", ""))
 
 
 def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[str]) -> TestResult:

@@ -233,8 +233,7 @@ def claim_figure(result: ClaimResult):
         lo, hi = ax.get_xlim()
         lo, hi = min(lo, -abs(hi) * 0.05), max(hi, abs(lo) * 0.05)  # 0 inside, both sides visible
         for y, direction in rows:  # the claimed side of 0, per test
-            ax.fill_betweenx([y - 0.42, y + 0.42], 0, hi if direction == "greater" else lo, color="#dafbe1", zorder=0,
-                             label="claimed side" if y == rows[0][0] else None)
+            ax.fill_betweenx([y - 0.42, y + 0.42], 0, hi if direction == "greater" else lo, color="#dafbe1", zorder=0)
         ax.set_xlim(lo, hi)
         ax.axvline(0, color="black", lw=0.8)
         ax.set_yticks(range(len(panel)))
