@@ -184,7 +184,7 @@ def _finalize(cfg: dict) -> dict:
     evaluated past its training budget, like Elastic Reasoning, sets them, see ``arctl.grid``);
     ``eval.grid: null`` -> ``eval.grid_size`` budgets evenly spaced up to the largest thinking budget;
     ``optim.loss_norm_len: null`` -> the authors' Dr. GRPO constant (``arctl.algo.settings``) of the
-    larger of the scale's and the arm's largest budget;
+    larger of the scale's and the arm's largest budget and of the scale's summary cap;
     ``cluster.preempt_warning_s: null`` -> the scale's warning, at most a quarter of the time limit.
     """
     budgets = cfg["thinking"]["budgets"]
@@ -204,10 +204,12 @@ def _finalize(cfg: dict) -> dict:
     if cluster.get("preempt_warning_s") is None and isinstance(time_min, int) and time_min > 0:
         default = scale_cfg.get("preempt_warning_s") or 60
         cluster["preempt_warning_s"] = max(1, min(int(default), time_min * 60 // 4))
-    optim, max_tokens = cfg.get("optim") or {}, (cfg.get("summary") or {}).get("max_tokens")
+    # one constant for the arms compared side by side: the scale's b_m, also for an arm trained at a
+    # smaller budget (Elastic's t), or the arm's own when it thinks longer (the 16k runs); the scale's
+    # summary cap, also for an arm with its own (Elastic's s)
+    optim = cfg.get("optim") or {}
+    max_tokens = (cfg.get("scale") or {}).get("summary_max_tokens", (cfg.get("summary") or {}).get("max_tokens"))
     if optim.get("loss_norm_len") is None and isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
-        # one constant for the arms compared side by side: the scale's b_m, also for an arm trained
-        # at a smaller budget (Elastic's t), or the arm's own when it thinks longer (the 16k runs)
         scale_top = max([top, *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if isinstance(b, int)]])
         optim["loss_norm_len"] = algo_settings.authors_loss_norm_len(scale_top, max_tokens)
     return cfg

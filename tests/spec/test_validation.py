@@ -63,10 +63,16 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
     assert {r.config["optim"]["loss_norm_len"] for r in ctx} == {18176}  # every arm, one constant
     tiny = resolve_experiment("ablation-vr", scale="tiny")
     assert {r.config["optim"]["loss_norm_len"] for r in tiny} == {192}
-    # an arm trained below the scale's b_m (Elastic at t = 4000) shares the constant of the arms it is
-    # compared with, not the rule at its own budget (6,176)
+    # an arm trained below the scale's b_m with its own summary cap (Elastic's E1 t = s = 1024) shares
+    # the constant of the arms it is compared with, not the rule at its own t and s (1024 + 16 x 1024 + 128)
     elastic = resolve_experiment("baselines-elastic", scale="paper")[0].config
-    assert elastic["thinking"]["budgets"] == [4000] and elastic["optim"]["loss_norm_len"] == 10176
+    assert (elastic["thinking"]["budgets"], elastic["summary"]["max_tokens"]) == ([1024], 1024)
+    assert elastic["optim"]["loss_norm_len"] == 10176
+    tiny_elastic = resolve_experiment("baselines-elastic", scale="tiny")[0].config
+    assert (tiny_elastic["thinking"]["budgets"], tiny_elastic["summary"]["max_tokens"]) == ([24], 24)  # b_m / 8
+    assert tiny_elastic["optim"]["loss_norm_len"] == 192
+    longer = resolve_experiment("main-ar-uniform", scale="paper", overrides=["summary.max_tokens=256"])
+    assert longer[0].config["optim"]["loss_norm_len"] == 10176  # the scale's cap: one constant per scale
     own = resolve_experiment("main-ar-uniform", scale="paper", overrides=["optim.loss_norm_len=4096"])
     assert own[0].config["optim"]["loss_norm_len"] == 4096
 
