@@ -129,11 +129,6 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
     return list(items.values())
 
 
-def dependents(items: list[LaunchItem]) -> set[str]:
-    """The ids of the runs another item starts from (``after``)."""
-    return {item.after for item in items if item.after}
-
-
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
     """What a launch would do with each item (read-only: nothing is claimed or written)."""
     known: dict[str, RunRecord] = {}
