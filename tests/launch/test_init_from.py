@@ -200,7 +200,7 @@ def test_plan_says_after_only_while_the_run_it_starts_from_is_not_done(chain, tm
 
 @pytest.mark.slow
 def test_status_says_what_a_waiting_run_waits_for(chain, tmp_path, cli, waiter, monkeypatch):
-    monkeypatch.setenv("ARCTL_TEST_STEP_S", "1.5")  # r1 runs for 6 s
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "3")  # r1 runs for 12 s: a few status calls see it (each 1-3 s under load)
     ws = tmp_path / "ws"
     out = json.loads(cli("run", "chain", "--arm", "r2", "--executor", "local", "--no-wait", "--workdir", str(ws),
                          "--json", check=True).stdout)
