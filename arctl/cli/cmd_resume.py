@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
             from arctl.compose.run import ResolvedRun
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.launcher import LaunchItem
-            from arctl.launch.rundir import read_frozen_run
+            from arctl.launch.rundir import PATH_KEYS, read_frozen_run
 
             workspace, reg = open_existing(workdir)
             with reg:
@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
             items = []
             for rec in records:
                 config = read_frozen_run(workspace.run_dir(rec.run_id), rec.run_id, rec.experiment, rec.arm, rec.seed)
-                config.pop("run_dir", None)
-                config.pop("init_dir", None)
+                for key in PATH_KEYS:  # this machine's folders: the launcher adds them again
+                    config.pop(key, None)
                 run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
                 after = (config.get("trainer") or {}).get("init_run")  # the run it starts from
                 items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None))

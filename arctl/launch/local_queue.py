@@ -41,6 +41,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
             time.sleep(0.1)
         pending, running = list(run_ids), {}
         after = {rid: _after(workspace, rid) for rid in run_ids}
+        asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         while pending or running:
             for run_id in list(pending):
                 if len(running) >= parallelism:
@@ -50,7 +51,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     pending.remove(run_id)
                     print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
                     continue
-                if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id]):
+                if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id], asked):
                     if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
                         pending.remove(run_id)
                     continue  # waits for the run it starts from; later runs may go first
@@ -83,18 +84,16 @@ def _after(workspace: Workspace, run_id: str) -> str | None:
         return None  # the job itself reports an unreadable config
 
 
-_LAST_REFRESH: dict[str, float] = {}
-
-
-def _parent_done(reg: Registry, workspace: Workspace, run_id: str, parent_id: str) -> bool:
-    """Whether the run ``run_id`` starts from has completed. While it is active, the run waits
+def _parent_done(reg: Registry, workspace: Workspace, run_id: str, parent_id: str, asked: dict[str, float]) -> bool:
+    """Whether the run ``run_id`` starts from has completed (``asked``: when this queue last asked
+    each parent's job, at most every 5 s). While it is active, the run waits
     (``phase``: "waiting for ..."); when it ended otherwise (failed, cancelled, preempted) or is not
     in the registry, ``run_id`` is marked FAILED with the reason (``arctl run`` relaunches both)."""
     from arctl.launch.refresh import refresh
 
     parent = reg.get(parent_id)
-    if parent is not None and parent.state in states.ACTIVE and time.monotonic() - _LAST_REFRESH.get(parent_id, 0) > 5:
-        _LAST_REFRESH[parent_id] = time.monotonic()  # a run of another queue or launch: ask its job
+    if parent is not None and parent.state in states.ACTIVE and time.monotonic() - asked.get(parent_id, 0) > 5:
+        asked[parent_id] = time.monotonic()  # a run of another queue or launch: ask its job
         parent = next(iter(refresh(reg, workspace, [parent])), parent)
     if parent is not None and parent.state == states.COMPLETED:
         return True

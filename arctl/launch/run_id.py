@@ -25,8 +25,9 @@ import re
 from arctl.algo.settings import BudgetControl
 from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
 from arctl.config.schema import RunConfig
+from arctl.launch.rundir import READ_KEYS
 
-LAUNCH_ONLY_KEYS = ("cluster", "wandb", "run_id", "run_dir", "init_dir")
+LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 # (section, key) -> the default at which the key stays out of the identity
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None}

@@ -12,9 +12,13 @@ from arctl.config import safe_yaml
 from arctl.config.files import atomic_write
 from arctl.launch.workspace import run_paths
 
-READ_KEYS = ("run_id", "run_dir", "init_dir")
-"""What :func:`read_run_config` adds to a frozen config (never written to config.yaml): the run's id,
-its folder and, for a run that starts from another's weights, that run's folder."""
+PATH_KEYS = ("run_dir", "init_dir")
+"""What :func:`read_run_config` adds to a frozen config and config.yaml never holds (they name folders
+of this machine): the run's folder and, for a run that starts from another's weights, that run's."""
+READ_KEYS = ("run_id", *PATH_KEYS)
+"""What names the run rather than what it computes: its id (written by :func:`frozen_config`; a
+config.yaml without one gets its folder's name) and :data:`PATH_KEYS`. Every filter of these keys
+(the run id's hash, shared arms, resume, the W&B config) builds on this tuple."""
 
 
 class RunDirError(RuntimeError):

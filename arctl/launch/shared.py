@@ -21,8 +21,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from arctl.config.files import atomic_write
+from arctl.launch.rundir import READ_KEYS
 
-IDENTITY_KEYS = ("experiment", "run_id", "run_dir", "init_dir")
+IDENTITY_KEYS = ("experiment", *READ_KEYS)
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
 SHARED_FILE = "shared.json"  # the reader (arctl.track.runs.discover) knows this name too
 

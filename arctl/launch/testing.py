@@ -20,6 +20,7 @@ from pathlib import Path
 
 from arctl.backends.base import BackendDefaults
 from arctl.config.files import atomic_write
+from arctl.launch.rundir import PATH_KEYS
 from arctl.launch.status_file import read_status
 from arctl.track.identity import WandbIdentity
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
@@ -63,7 +64,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     if identity.mode != "disabled":
         import wandb
 
-        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k not in ("run_dir", "init_dir")}))
+        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k not in PATH_KEYS}))
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
     try:
