@@ -37,7 +37,9 @@ from arctl.track.metrics_schema import (
     NAME_ACC,
     NAME_ANYTIME_ACC,
     NAME_FINAL_ACC,
+    NAME_CHANCE_ACC,
     NAME_GRID_ANYTIME_ACC,
+    eval_chance_acc,
     eval_key,
     parse_metric,
 )
@@ -67,6 +69,10 @@ class Stat:
     label: str = ""
     unit: str = ""  # what the tested number measures (accuracy, tokens, ...): the claims figure's panel
     paper_table: str | None = None
+    # band only: leave out the budgets at which the test's runs (every arm and seed, pooled) are not
+    # above the task's chance accuracy (``eval/{ds}/chance_acc``, 0 where not logged) by this much;
+    # the band is then the lowest/highest ``fraction`` of the budgets left, the same for every run
+    above_chance: float | None = None
 
     def keys(self) -> list[str]:
         return [k for k in (self.key, self.key_a, self.key_b) if k]
@@ -136,6 +142,9 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
         _need(bool(st.keys()), path, f"statistics.{name}", "needs key (or key_a and key_b)")
         _need(st.band in ("low", "high") and 0 < float(st.fraction) <= 1, path, f"statistics.{name}",
               "band must be low or high and 0 < fraction <= 1")
+        _need(st.above_chance is None or (st.kind == "band" and isinstance(st.above_chance, (int, float))
+                                          and 0 <= float(st.above_chance) < 1), path, f"statistics.{name}",
+              "above_chance is a margin 0 <= m < 1 of a band statistic")
         stats[str(name)] = st
     claims = []
     for i, c in enumerate(data.get("claims") or []):
@@ -180,6 +189,8 @@ def metric_globs(spec: ClaimsSpec) -> list[str]:
     for st in spec.stats.values():
         for k in st.keys():
             out.add(k.replace("{dataset}", "*").replace("{budget}", "*"))
+        if st.above_chance is not None:
+            out.add(eval_key(NAME_CHANCE_ACC))
     return sorted(out)
 
 
@@ -204,16 +215,38 @@ def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | 
     return out
 
 
-def run_stat(stat: Stat, final: dict[str, float]) -> float:
+def chance_budgets(stat: Stat, runs: list[RunView]) -> dict[str, list[int]] | None:
+    """dataset → the budgets at which the mean of ``stat.key`` over ``runs`` (their final values)
+    exceeds the dataset's chance accuracy (``eval/{ds}/chance_acc``; 0 where no run logged it) by
+    ``stat.above_chance``; None when the statistic keeps every budget. One budget set for all the
+    runs of a test: a paired difference compares the same budgets."""
+    if stat.above_chance is None:
+        return None
+    pooled: dict[str, dict[int, list[float]]] = {}
+    chance: dict[str, float] = {}
+    for run in runs:
+        for ds, vals in _key_values(run.final, stat.key).items():
+            for b, v in vals.items():
+                if b is not None and np.isfinite(v):
+                    pooled.setdefault(ds, {}).setdefault(b, []).append(v)
+            c = run.final.get(eval_chance_acc(ds))
+            if c is not None and np.isfinite(c):
+                chance[ds] = max(chance.get(ds, 0.0), float(c))
+    return {ds: sorted(b for b, vs in per_b.items() if np.mean(vs) > chance.get(ds, 0.0) + float(stat.above_chance))
+            for ds, per_b in pooled.items()}
+
+
+def run_stat(stat: Stat, final: dict[str, float], budgets_of: dict[str, list[int]] | None = None) -> float:
     """``stat`` of one run from its last logged values ``final`` (key → value); NaN when the run
-    did not log what it needs. The mean over the datasets that have it."""
+    did not log what it needs. The mean over the datasets that have it. ``budgets_of`` (dataset →
+    budgets, :func:`chance_budgets`): a band over those budgets only."""
     per_ds = []
     if stat.kind == "final":
         for vals in _key_values(final, stat.key).values():
             per_ds.append(vals[None])
     elif stat.kind in ("band", "trend"):
-        for vals in _key_values(final, stat.key).values():
-            budgets = sorted(b for b in vals if b is not None)
+        for ds, vals in _key_values(final, stat.key).items():
+            budgets = sorted(b for b in vals if b is not None and (budgets_of is None or b in budgets_of.get(ds, ())))
             if not budgets:
                 continue
             if stat.kind == "band":
@@ -422,15 +455,17 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     per_seed: dict = {}
     if test.kind == "bound":
         return _bound(test, by, label, missing, commands)
+    mine = [r for a in arms for r in by.get(a, {}).values()]  # the test's runs: one budget set for all
+    kept = {name: chance_budgets(spec.stats[name], mine) for name in test.stats()}
     if test.kind == "compare":
         seeds = sorted(set(by.get(test.a, {})) & set(by.get(test.b, {})))
         for s in seeds:
-            va, vb = run_stat(stat, by[test.a][s].final), run_stat(stat, by[test.b][s].final)
+            va, vb = run_stat(stat, by[test.a][s].final, kept[test.stat]), run_stat(stat, by[test.b][s].final, kept[test.stat])
             per_seed[s] = {"a": va, "b": vb, "value": va - vb}
     elif test.kind == "sign":
         seeds = sorted(set().union(*(set(by.get(a, {})) for a in test.arms)))
         for s in seeds:
-            vals = [run_stat(stat, by[a][s].final) for a in test.arms if s in by.get(a, {})]
+            vals = [run_stat(stat, by[a][s].final, kept[test.stat]) for a in test.arms if s in by.get(a, {})]
             vals = [v for v in vals if np.isfinite(v)]
             if vals:
                 per_seed[s] = {"value": float(np.mean(vals))}
@@ -438,8 +473,8 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         lo_stat, hi_stat = spec.stats[test.low], spec.stats[test.high]
         seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
         for s in seeds:
-            lows = [run_stat(lo_stat, by[a][s].final) for a in test.arms]
-            highs = [run_stat(hi_stat, by[a][s].final) for a in test.arms]
+            lows = [run_stat(lo_stat, by[a][s].final, kept[test.low]) for a in test.arms]
+            highs = [run_stat(hi_stat, by[a][s].final, kept[test.high]) for a in test.arms]
             spread_low, spread_high = max(lows) - min(lows), max(highs) - min(highs)
             per_seed[s] = {"spread_low": spread_low, "spread_high": spread_high, "value": spread_low - spread_high}
     direction = "greater" if test.kind == "converge" else test.direction
@@ -447,12 +482,25 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     mean, lo, hi, verdict, need = interval_verdict(values, direction)
     sd = float(np.std(values, ddof=1)) if len(values) >= 2 else None
     note = ""
+    at_chance = [n for n, k in kept.items() if k is not None and mine and not any(k.values())]
     if missing:
         note = "runs missing"
+    elif at_chance:
+        st = spec.stats[at_chance[0]]
+        verdict, need = NOT_TESTABLE, None
+        note = (f"not testable here: at no evaluated budget is the mean accuracy of these runs above chance + "
+                f"{st.above_chance:g} ({st.label or st.name})")
     elif not values:
         note = "the runs did not log what this test needs (are they finished? the final evaluation runs at the last step)"
     elif len(values) < 2:
         note = f"{len(values)} seed(s) with every arm of the test: run at least {need or 3}"
+    chosen = {n: k for n, k in kept.items() if k is not None and any(k.values())}
+    if chosen and not at_chance:
+        said = "; ".join(
+            f"{spec.stats[n].label or n} ({ds}): budgets {', '.join(map(str, _band(bs, spec.stats[n].band, spec.stats[n].fraction)))} "
+            f"of the {len(bs)} above chance + {spec.stats[n].above_chance:g}"
+            for n, k in chosen.items() for ds, bs in sorted(k.items()) if bs)
+        note = f"{note}; {said}" if note else said
     return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
                       len(values), mean, lo, hi, verdict, need, None, sd, p_value(values) if len(values) >= 2 else None,
                       None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "",

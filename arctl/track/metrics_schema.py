@@ -47,6 +47,7 @@ NAME_ANYTIME_ACC = "anytime_acc"
 NAME_GRID_ANYTIME_ACC = "grid_anytime_acc"
 NAME_FINAL_ACC = "final_acc"
 NAME_THINK_LEN = "think_len"
+NAME_CHANCE_ACC = "chance_acc"
 NAME_CURVE_AUC = "curve_auc"
 ACC_AT_FRAC_PREFIX = "acc_at_frac/"
 """Prefix of the accuracy-at-a-fraction names ``acc_at_frac/{pct}`` (:func:`acc_at_frac_name`)."""
@@ -219,6 +220,13 @@ def eval_final_acc(dataset: str) -> str:
 def eval_think_len(dataset: str) -> str:
     """Average thinking length under the maximum budget."""
     return f"eval/{_dataset(dataset)}/{NAME_THINK_LEN}"
+
+
+def eval_chance_acc(dataset: str) -> str:
+    """The accuracy of a uniform guess over the dataset's answer space (a property of the task, logged
+    where it is not ~0: a budget at which a run is not above it taught nothing; the claims' ``band``
+    statistics with ``above_chance`` leave such budgets out). Absent: 0 (open-ended answers)."""
+    return f"eval/{_dataset(dataset)}/{NAME_CHANCE_ACC}"
 
 
 def eval_corr(kind: str, dataset: str, budget: int) -> str:

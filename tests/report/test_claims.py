@@ -225,6 +225,44 @@ def test_band_and_converge_statistics_by_hand():
     assert r.verdict == HOLDS and r.mean == pytest.approx(0.10 - 0.002)
 
 
+def test_a_band_above_chance_leaves_out_the_budgets_where_the_test_s_runs_are_at_chance(tmp_path):
+    chance = Stat("low_above", "band", key="eval/{dataset}/acc@{budget}", band="low", fraction=0.5, above_chance=0.05)
+    spec = ClaimsSpec(spec_with().path, ("paper",), {**STATS, "low_above": chance}, spec_with().claims)
+
+    def run(arm, seed, acc):
+        v = view(arm, seed, 0.5, acc=acc)
+        v.final["eval/toy/chance_acc"] = 0.1
+        return v
+
+    # budget 10: both arms at chance (0.1; "a" is 0.14, "b" 0.1: pooled 0.12 < 0.1 + 0.05); 20 and 30
+    # above it pooled, although "b" alone is at chance at 20; the band is the lower half of {20, 30, 40}
+    # rounded up: {20, 30}, the same budgets for both arms
+    accs = {"a": {10: 0.14, 20: 0.3, 30: 0.5, 40: 0.7}, "b": {10: 0.10, 20: 0.1, 30: 0.4, 40: 0.7}}
+    runs = [run(arm, s, {b: v + 0.01 * s for b, v in acc.items()}) for s in range(3) for arm, acc in accs.items()]
+    r = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, runs, no_command)
+    # per seed: a (0.3 + 0.5) / 2 = 0.4, b (0.1 + 0.4) / 2 = 0.25: 0.15 (budget 10 would have cut it)
+    assert r.mean == pytest.approx(0.15) and r.verdict == HOLDS
+    assert r.per_seed[0]["a"] == pytest.approx(0.4) and r.per_seed[0]["b"] == pytest.approx(0.25)
+    assert "budgets 20, 30 of the 3 above chance + 0.05" in r.note
+    # without a logged chance it is 0: every budget counts, the band is {10, 20}
+    for v in runs:
+        del v.final["eval/toy/chance_acc"]
+    r0 = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, runs, no_command)
+    assert r0.mean == pytest.approx((0.14 + 0.3) / 2 - (0.1 + 0.1) / 2)
+    # every budget at chance: not testable here, said plainly; the claim is not decided by it
+    flat = [run(arm, s, {10: 0.1, 20: 0.11, 30: 0.12, 40: 0.1}) for s in range(3) for arm in ("a", "b")]
+    r = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, flat, no_command)
+    assert r.verdict == NOT_TESTABLE and "not testable here" in r.note and "above chance" in r.note
+    # a margin outside [0, 1), or on a statistic that is not a band, is refused by the claims file
+    from arctl.report.errors import ReportError
+
+    for field in ("{kind: band, key: k, above_chance: 2}", "{kind: final, key: k, above_chance: 0.1}"):
+        path = tmp_path / "claims.yaml"
+        path.write_text(f"kind: claims\nstatistics: {{x: {field}}}\nclaims: [{{title: t, tests: [{{kind: sign, arms: [a], stat: x}}]}}]\n")
+        with pytest.raises(ReportError, match="above_chance"):
+            load_claims(path)
+
+
 def test_the_bound_is_checked_at_every_evaluation():
     ok = {10: {"eval/toy/anytime_acc": 0.4, "eval/toy/final_acc": 0.5}, 20: {"eval/toy/anytime_acc": 0.5,
                                                                               "eval/toy/final_acc": 0.6}}

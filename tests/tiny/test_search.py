@@ -240,3 +240,22 @@ def test_the_task_is_chosen_by_name_with_its_knobs():
         toy_task({"name": "search", "search": {k: v for k, v in knobs.items() if k != "slip_prob"}})
     with pytest.raises(ValueError, match="tiny.task.min_items is neither"):
         toy_task({"name": "search", "min_items": 3, "search": knobs})
+
+
+def test_chance_is_the_accuracy_of_a_uniform_guess_among_a_problem_s_answers():
+    knobs = dict(min_items=4, max_items=8, order="sequential", slip_prob=0.0, check_prob=0.0, check_yes_prob=0.0,
+                 check_slip_prob=0.0, filler_prob=0.0, lazy_summary_prob=0.0)
+    other = dict(min_terms=2, max_terms=6, filler_prob=0.3, summary_finish_steps=2, summary_continue_prob=0.5)
+    # by hand: K uniform in {4, ..., 8}: (1/4 + 1/5 + 1/6 + 1/7 + 1/8) / 5 = 0.177
+    search = toy_task({"name": "search", "search": knobs, "running_sum": other})
+    assert search.chance_accuracy() == pytest.approx((1 / 4 + 1 / 5 + 1 / 6 + 1 / 7 + 1 / 8) / 5)
+    running = toy_task({"name": "running_sum", "search": knobs, "running_sum": other})
+    assert running.chance_accuracy() == pytest.approx(0.1)
+    # and by simulation: the verifier scores a guess among the problem's items (resp. digits)
+    rng = np.random.default_rng(7)
+    for toy, answers in ((search, lambda p: [S.answer_word(S.LABELS[i]) for i in range(p.size)]),
+                         (running, lambda p: [f"\\boxed{{{d}}}" for d in range(10)])):
+        problems = toy.make_problems(rng, 20000)
+        hits = [toy.verify([str(rng.choice(answers(p))), "<eos>"], p) for p in problems]
+        c = toy.chance_accuracy()
+        assert abs(np.mean(hits) - c) < 4 * np.sqrt(c * (1 - c) / len(hits)), (toy.name, np.mean(hits), c)

@@ -67,7 +67,7 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
         assert (col[1:] == col[1:]).all(), f"{key} missing at a training step"  # not NaN
     grid = config["eval"]["grid"]
     for key in [ms.eval_acc("toy", b) for b in grid] + [ms.eval_anytime_acc("toy"), ms.eval_final_acc("toy"),
-                                                       ms.eval_think_len("toy")]:
+                                                       ms.eval_think_len("toy"), ms.eval_chance_acc("toy")]:
         col = data.column(key)
         assert col[0] == col[0] and col[3] == col[3], f"{key} missing at an evaluation"
     # the final evaluation (step 3) covers the grid: both anytime accuracies, by their definitions

@@ -97,6 +97,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
     out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
     out.update(ms.anytime_eval_metrics(dataset, acc, list(run.eval_budgets), list(run.eval_grid) or None))
     out[ms.eval_think_len(dataset)] = think_len
+    out[ms.eval_chance_acc(dataset)] = float(run.task.chance_accuracy())
     return out, gen
 
 

@@ -225,6 +225,12 @@ def summary_words(problem: Problem, state: State, rng: np.random.Generator, lazy
     return [answer_word(pick), EOS]
 
 
+def chance_accuracy(min_items: int, max_items: int) -> float:
+    """A uniform guess among a problem's ``K`` items is right with probability ``1/K``; ``K`` is
+    uniform in ``[min_items, max_items]`` (:func:`make_problems`)."""
+    return float(np.mean([1 / k for k in range(min_items, max_items + 1)]))
+
+
 def verify(summary: list[str], problem: Problem) -> float:
     """1.0 iff the summary holds an answer word (the last one wins), no ``</think>``, and that
     answer is the passing item; else 0.0. Never raises."""

@@ -42,6 +42,10 @@ class ToyTask(Protocol):
 
     def verify(self, summary: list[str], problem) -> float: ...
 
+    def chance_accuracy(self) -> float:
+        """The accuracy of a uniform guess among the answers a problem admits, averaged over the
+        task's problems (logged as ``eval/{ds}/chance_acc``: a budget not above it taught nothing)."""
+
 
 def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
     if key not in section:
@@ -90,6 +94,9 @@ class SearchTask:
     def verify(self, summary, problem):
         return search.verify(summary, problem)
 
+    def chance_accuracy(self):
+        return search.chance_accuracy(self.min_items, self.max_items)
+
 
 class RunningSumTask:
     name = "running_sum"
@@ -123,6 +130,9 @@ class RunningSumTask:
 
     def verify(self, summary, problem):
         return running_sum.verify(summary, problem.answer)
+
+    def chance_accuracy(self):
+        return 1 / len(running_sum.ANSWER_WORDS)  # the answer is one digit
 
 
 TASKS: dict[str, type] = {SearchTask.name: SearchTask, RunningSumTask.name: RunningSumTask}
