@@ -222,3 +222,38 @@ def test_the_job_states_its_preemption_warning_routing_and_strategy(config, tmp_
         assert "every actor worker proves the tree-attention patch before the first update" in script
     else:
         assert "# tree attention: duplicate (one row per branch, plain attention)" in script
+
+
+def test_head_only_ray_flags_reach_the_head_alone(config, tmp_path):
+    # Ray's `ray start --address=...` refuses --include-dashboard, --port and --redis-shard-ports
+    # ("should only be specified when starting head node"); the other flags go to every node
+    config["verl"]["ray_start_args"] = ["--include-dashboard=false", "--object-store-memory=100000000"]
+    proc, calls = _run(job_script(config, tmp_path / "run", python="python3"), tmp_path, "gpu[07-09]",
+                       ["gpu07", "gpu08", "gpu09"])
+    assert proc.returncode == 0, proc.stderr
+    heads = [c for c in calls if "--head" in c]
+    workers = [c for c in calls if "start" in c and "--head" not in c and "ray.scripts.scripts" in c]
+    assert len(heads) == 1 and len(workers) == 2
+    assert "--include-dashboard=false" in heads[0] and "--object-store-memory=100000000" in heads[0]
+    for worker in workers:
+        assert "--include-dashboard=false" not in worker and "--object-store-memory=100000000" in worker
+
+
+def test_a_worker_whose_ray_start_fails_fails_the_job_at_once_naming_its_node(config, tmp_path):
+    script = job_script(config, tmp_path / "run", python="python3")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # srun as before, but the worker's `ray start` on gpu09 exits 1 at once (as Ray does on a refused flag)
+    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" gpu07 gpu08 gpu09; fi\n')
+    _stub(bin_dir, "srun", 'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1;; esac; done\n'
+                           'case " $* " in *" gpu09 "*"--address="*) echo "ray: refused" >&2; exit 1;; esac\n'
+                           'case " $* " in *" start "*) exec sleep 30;; esac\n'
+                           f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && touch {tmp_path}/trainer-ran; done; exit 0\n')
+    (tmp_path / "job.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_CPUS_PER_TASK": "4",
+           "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_WORKER_WAIT_S": "0.5", "ARCTL_RAY_STOP_WAIT_S": "2",
+           "HOME": str(tmp_path)}
+    proc = subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "arctl: the Ray worker on gpu09 failed (exit code 1) before the run started" in proc.stderr
+    assert not (tmp_path / "trainer-ran").exists()  # the trainer never started

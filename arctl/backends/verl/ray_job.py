@@ -9,7 +9,9 @@ through ``RAY_ADDRESS``.
 The head's port is ``6379 + SLURM_JOB_ID % 1000`` (dashboard ``8265 + ...``), so single-node
 jobs sharing a node do not collide. Ray is sized to the allocation: ``--num-cpus`` = the task's CPUs, ``--num-gpus`` =
 ``cluster.gpus_per_node`` when the job requests GPUs (else Ray counts the GPUs it can see), plus
-``verl.ray_start_args`` (extra flags for every ``ray start``, e.g. ``--object-store-memory=N``).
+``verl.ray_start_args`` (extra flags for every ``ray start``, e.g. ``--object-store-memory=N``; the head-only
+ones, :data:`RAY_HEAD_ONLY_FLAGS`, for the head only). A `ray start` step that failed before the run
+starts (a refused flag, an unreachable head) fails the job at once, naming the node.
 Ray's files go to a short per-job directory ``${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ray-$SLURM_JOB_ID``
 (Ray's socket paths must stay under ~107 characters, so not the run directory), exported as
 ``ARCTL_RAY_TMP``. Ray's token authentication uses a fresh random token per job, exported as
@@ -34,6 +36,9 @@ from pathlib import Path
 RAY_PORT = 6379  # + SLURM_JOB_ID % PORT_SPREAD: two jobs sharing a node get different ports
 RAY_DASHBOARD_PORT = 8265
 PORT_SPREAD = 1000  # 6379..7378 and 8265..9264: below Ray's worker port range (10002..19999)
+# `ray start` flags a worker's start refuses (Ray's scripts.py: "should only be specified when starting
+# head node"): verl.ray_start_args reach the head with them and every worker without them
+RAY_HEAD_ONLY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard")
 # Ray's steps ignore arctl's preemption signals (USR1/USR2, meant for the job entry): `scancel
 # --signal=USR1 JOB` without --batch signals every step, and Python's default would kill Ray.
 # An ignored signal stays ignored across exec, in Ray's own processes too.
@@ -86,6 +91,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     if isinstance(extra_args, str):
         extra_args = [extra_args]
     ray_args = "".join(" " + _q(a) for a in extra_args)
+    worker_args = "".join(" " + _q(a) for a in extra_args if str(a).split("=", 1)[0] not in RAY_HEAD_ONLY_FLAGS)
     py = python or sys.executable or "python"
     overrides = verl_overrides(config, run_dir)
 
@@ -166,6 +172,16 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         "}",
         "ray_pids=()",
         "trap cleanup EXIT",
+        "# a `ray start` step that already failed (a refused flag, an unreachable head): fail now, not after",
+        "# the trainer's wait for every node",
+        "ray_step_alive() {",
+        '  local pid="${ray_pids[-1]}" rc=0',
+        '  kill -0 "$pid" 2>/dev/null && return 0',
+        '  wait "$pid" || rc=$?',
+        '  [ "$rc" -eq 0 ] && return 0',
+        '  echo "arctl: $1 failed (exit code ${rc}) before the run started: its error is above in this log" >&2',
+        "  exit 1",
+        "}",
         "",
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
         'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
@@ -174,14 +190,16 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         f"  --disable-usage-stats{ray_args} --block &",
         "ray_pids+=($!)",
         "sleep \"${ARCTL_RAY_HEAD_WAIT_S:-10}\"",
+        'ray_step_alive "the Ray head on ${head_node}"',
         'for ((i = 1; i < ${#nodes[@]}; i++)); do',
         '  node="${nodes[$i]}"',
         '  echo "arctl: ray worker on ${node}"',
         '  srun --overlap --nodes=1 --ntasks=1 -w "$node" \\',
         f'    {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus"{gpu_flag} \\',
-        f'    --temp-dir="$ARCTL_RAY_TMP" --disable-usage-stats{ray_args} --block &',
+        f'    --temp-dir="$ARCTL_RAY_TMP" --disable-usage-stats{worker_args} --block &',
         "  ray_pids+=($!)",
         "  sleep \"${ARCTL_RAY_WORKER_WAIT_S:-5}\"",
+        '  ray_step_alive "the Ray worker on ${node}"',
         "done",
     ]
     return "\n".join(lines) + "\n"

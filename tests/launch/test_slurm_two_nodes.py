@@ -1,0 +1,153 @@
+"""The multi-node Ray-on-SLURM job body, run for real on two nodes (issue 32).
+
+tests/launch/slurm/setup_two_nodes.sh makes a two-node SLURM on this machine: two network namespaces,
+each a node with its own address, host name and slurmd, one slurmctld, accounting in the session's
+slurmdbd. `arctl run ... --scale paper --executor slurm` with ``cluster.nodes=2`` then goes the
+production path: sbatch -N 2 -> the verl backend's Ray body (head on node 0, a worker joining from node 1
+through the head's routable address, with the job's Ray token in srun's environment) -> arctl's job
+entry -> the verl backend. Nothing is shimmed. After each test no process of the run is left on either
+node (every process in a node's namespace is its slurmd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from extras import NO_VERL, verl_missing  # tests/support/extras.py
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
+
+if verl_missing():
+    pytest.skip(NO_VERL, allow_module_level=True)
+
+HERE = Path(__file__).resolve().parent
+PREFIX = f"a2n{os.getpid() % 100000}"
+NET = "10.77.%d" % (os.getpid() % 200 + 20)
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """``{"conf": SLURM_CONF of the two-node cluster, "prefix": ..., "net": ...}``."""
+    if os.geteuid() != 0:
+        pytest.skip("a two-node SLURM in network namespaces needs root")
+    base = tmp_path_factory.mktemp("two-nodes")
+    env = {**os.environ, "SLURM2_BASE": str(base), "SLURM2_PREFIX": PREFIX, "SLURM2_NET": NET}
+    env.pop("SLURM_CONF", None)
+    proc = subprocess.run(["bash", str(HERE / "slurm" / "setup_two_nodes.sh")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    if proc.returncode != 0:
+        subprocess.run(["bash", str(HERE / "slurm" / "teardown_two_nodes.sh")], env=env, capture_output=True, timeout=120)
+        pytest.fail("setup_two_nodes.sh failed: " + " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-8:]))
+    try:
+        yield {"conf": str(base / "slurm.conf"), "prefix": PREFIX, "net": NET, "base": base}
+    finally:
+        down = subprocess.run(["bash", str(HERE / "slurm" / "teardown_two_nodes.sh")], env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert "killing what was left" not in down.stdout, down.stdout
+
+
+def node_processes(prefix: str) -> dict[int, list[tuple[int, str]]]:
+    """node -> [(pid, command line)] of every process in its network namespace but its slurmd."""
+    out = {}
+    for i in (0, 1):
+        pids = subprocess.run(["ip", "netns", "pids", f"{prefix}{i}"], capture_output=True, text=True).stdout.split()
+        procs = []
+        for pid in map(int, pids):
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if not args.startswith("slurmd "):
+                procs.append((pid, args))
+        out[i] = procs
+    return out
+
+
+def nothing_left(prefix: str, waiter, timeout: float = 90) -> None:
+    waiter(lambda: not any(node_processes(prefix).values()), timeout,
+           f"no process of the run left on either node (left: {node_processes(prefix)})")
+
+
+SMOKE = textwrap.dedent(
+    """\
+    description: verl smoke run on two SLURM nodes
+    groups: {model: r1-distill-qwen-1.5b}
+    seeds: [0]
+    overrides:
+      - verl.smoke=true
+      - wandb.mode=offline
+      - cluster.nodes=2
+      - cluster.cpus_per_task=2
+      - cluster.mem_gb=3
+      - cluster.time_min=10
+      - "verl.ray_start_args=['--object-store-memory=100000000','--include-dashboard=false']"
+    arms:
+      ar: [algo=anytime, prior=uniform]
+    """
+)
+
+
+def _status(cli, ws: Path) -> dict:
+    (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+    return record
+
+
+def _env(monkeypatch, tmp_path: Path, cluster: dict, experiment: str, text: str) -> Path:
+    specs = tmp_path / "specs"
+    (specs / "experiments").mkdir(parents=True)
+    (specs / "experiments" / f"{experiment}.yaml").write_text(text)
+    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    monkeypatch.setenv("SLURM_CONF", cluster["conf"])  # sbatch, squeue, sacct, scontrol: the two-node cluster
+    monkeypatch.delenv("ARCTL_TEST_BACKEND", raising=False)  # the real verl backend runs
+    monkeypatch.delenv("ARCTL_HOME", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("ARCTL_RAY_HEAD_WAIT_S", "1")  # the smoke waits for the head's port itself
+    monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "no-data"))
+    return tmp_path / "ws"
+
+
+def test_a_verl_smoke_run_spans_both_nodes_through_the_ray_job_body(two_nodes, tmp_path, monkeypatch, cli, waiter):
+    ws = _env(monkeypatch, tmp_path, two_nodes, "vsmoke2", SMOKE)
+    key = "planted" + "0123456789abcdef" * 2
+    monkeypatch.setenv("WANDB_API_KEY", key)
+    out = cli("run", "vsmoke2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    (run,) = json.loads(out.stdout)["submitted"]
+    run_dir = Path(run["run_dir"])
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 300, "the smoke job to end")
+    if record["state"] != "COMPLETED":
+        logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+        pytest.fail(f"two-node smoke job {record['state']}: {record['error']}\n{logs[-4000:]}")
+
+    sbatch = (run_dir / "job" / "sbatch.sh").read_text()
+    assert "#SBATCH --nodes=2" in sbatch
+    summary = json.loads((run_dir / "smoke.json").read_text())
+    assert summary["ok"] is True, summary
+    ray = summary["ray"]
+    prefix, net = two_nodes["prefix"], two_nodes["net"]
+    # the head on node 0 at its own address, the worker joined from node 1
+    assert ray["address"].startswith(f"{net}.2:") and ray["nodes"] == ray["nodes_expected"] == 2
+    assert ray["node_ips"] == [f"{net}.2", f"{net}.3"]
+    assert ray["resources"]["CPU"] == 4  # cluster.cpus_per_task on each node
+    hosts = sorted(t["host"] for t in ray["tasks"])
+    assert hosts == [f"{prefix}-node0", f"{prefix}-node1"]  # the smoke's task ran on each node
+    for task in ray["tasks"]:
+        assert task["plugin_loaded_by_import_verl"] is True and task["slurm_job_id"] == record["job_id"]
+        assert task["slurm_step_id"] not in (None, "batch")  # inside the node's Ray step (srun)
+    hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
+    assert hits == "", f"the API key leaked into {hits}"  # the token and key travel in srun's environment only
+
+    def job_ended():
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "State", "-j", record["job_id"]],
+                             capture_output=True, text=True).stdout
+        return out.strip() == "COMPLETED"
+
+    waiter(job_ended, 60, "sacct: the job COMPLETED")
+    nothing_left(prefix, waiter)
+    assert not Path(ray["temp_dir"]).exists()  # removed after the successful job
