@@ -109,6 +109,7 @@ def _env(monkeypatch, tmp_path: Path, cluster: dict, experiment: str, text: str)
     monkeypatch.delenv("ARCTL_HOME", raising=False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("ARCTL_RAY_HEAD_WAIT_S", "1")  # the smoke waits for the head's port itself
+    monkeypatch.setenv("ARCTL_RAY_WORKER_WAIT_S", "2")
     monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "no-data"))
     return tmp_path / "ws"
 
@@ -151,3 +152,99 @@ def test_a_verl_smoke_run_spans_both_nodes_through_the_ray_job_body(two_nodes, t
     waiter(job_ended, 60, "sacct: the job COMPLETED")
     nothing_left(prefix, waiter)
     assert not Path(ray["temp_dir"]).exists()  # removed after the successful job
+
+
+def rehearsal(steps: int, step_s: float, warning_s: int = 60) -> str:
+    return textwrap.dedent(
+        f"""\
+        description: verl rehearsal on two SLURM nodes
+        groups: {{model: r1-distill-qwen-1.5b}}
+        seeds: [0]
+        overrides:
+          - verl.rehearsal_steps={steps}
+          - verl.rehearsal_step_s={step_s}
+          - trainer.save_freq=1
+          - wandb.mode=offline
+          - cluster.nodes=2
+          - cluster.cpus_per_task=2
+          - cluster.mem_gb=3
+          - cluster.time_min=10
+          - cluster.preempt_warning_s={warning_s}
+          - "verl.ray_start_args=['--object-store-memory=100000000','--include-dashboard=false']"
+        arms:
+          ar: [algo=anytime, prior=uniform]
+        """
+    )
+
+
+def _progress(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "rehearsal.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _history(run_dir: Path) -> list[list[int]]:
+    """The steps of each W&B fragment of the run (one per attempt), oldest first."""
+    from arctl.track.wandbfile import read_wandb_file
+
+    files = sorted({p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}, key=lambda p: p.stat().st_mtime)
+    return [[int(s) for s in read_wandb_file(f).column("trainer/global_step")] for f in files]
+
+
+def test_usr1_reaches_the_trainer_on_node_0_and_the_two_node_job_requeues_and_resumes(two_nodes, tmp_path, monkeypatch,
+                                                                                    cli, waiter):
+    from arctl.launch.status_file import read_status
+
+    ws = _env(monkeypatch, tmp_path, two_nodes, "vpre2", rehearsal(4, 6, warning_s=2))
+    out = cli("run", "vpre2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    (run,) = json.loads(out.stdout)["submitted"]
+    run_dir = Path(run["run_dir"])
+    waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 240,
+           "rehearsal step 3 to start on both nodes")
+    subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
+    waiter(lambda: read_status(run_dir).get("attempt") == 2, 150, "the requeued attempt to start")
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 240, "the requeued job to finish")
+    if record["state"] != "COMPLETED":
+        pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
+    assert record["job_id"] == run["job_id"]  # requeued by SLURM, on both nodes again
+    assert _progress(run_dir)["resumed_from"] == 2  # step 3 abandoned: resumed at the last checkpoint
+    assert _history(run_dir) == [[1, 2], [3, 4]]  # every step exactly once
+    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    assert "abandoning it" in logs and logs.count("arctl: ray worker on node1") == 2  # each attempt spans both nodes
+    nothing_left(two_nodes["prefix"], waiter)
+
+
+def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resumes(two_nodes, tmp_path, monkeypatch,
+                                                                                   cli, waiter):
+    ws = _env(monkeypatch, tmp_path, two_nodes, "vkill2", rehearsal(5, 4))
+    out = cli("run", "vkill2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    (run,) = json.loads(out.stdout)["submitted"]
+    run_dir = Path(run["run_dir"])
+    prefix = two_nodes["prefix"]
+    waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 240,
+           "rehearsal step 3 to start on both nodes")
+    # node 1's Ray dies (a node lost mid-step): every process of the job there, not its slurmd
+    ray_there = [pid for pid, args in node_processes(prefix)[1] if "ray" in args]
+    assert ray_there, node_processes(prefix)
+    for pid in ray_there:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 240, "the job to end")
+    assert record["state"] == "FAILED", record
+    error = record["error"] or ""
+    assert "\n" not in error and "Ray lost a node or worker of the job" in error, error  # one line: what died
+    nothing_left(prefix, waiter)  # the EXIT trap stopped node 0's Ray; nothing of node 1's is left
+
+    # the next sweep resumes the failed run from its last checkpoint, on both nodes again
+    out = cli("run", "vkill2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    time.sleep(1)
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
+                    "the resumed run to finish")
+    if record["state"] != "COMPLETED":
+        pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
+    assert _progress(run_dir)["resumed_from"] == 2
+    assert _history(run_dir) == [[1, 2], [3, 4, 5]]
+    nothing_left(prefix, waiter)

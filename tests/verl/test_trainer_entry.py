@@ -194,6 +194,21 @@ def test_an_error_inside_verls_ray_actors_is_one_line_naming_the_calls(config, t
                                "object has no attribute 'set_rng_state'")
 
 
+def test_a_ray_worker_that_dies_is_one_line_saying_what_died():
+    """A node of a multi-node job lost mid-run (tests/launch/test_slurm_two_nodes.py kills one): Ray
+    raises no RayTaskError but e.g. ActorDiedError or TaskUnschedulableError, without a remote traceback."""
+    from ray.exceptions import ActorDiedError, TaskUnschedulableError
+
+    from arctl.backends.verl.ray_connect import task_failure
+
+    line = task_failure(TaskUnschedulableError("The node specified via NodeAffinitySchedulingStrategy doesn't\nexist any more"))
+    assert line == ("Ray lost a node or worker of the job (TaskUnschedulableError): The task is not schedulable: "
+                    "The node specified via "
+                    "NodeAffinitySchedulingStrategy doesn't exist any more")
+    assert task_failure(ActorDiedError()).startswith("Ray lost a node or worker of the job (ActorDiedError): ")
+    assert task_failure(ValueError("not Ray's")) is None
+
+
 def test_an_eval_checkpoint_that_is_missing_or_incomplete_is_one_line(config, tmp_path, monkeypatch):
     import verl.trainer.main_ppo as main_ppo
 

@@ -97,13 +97,18 @@ def joining_kwargs(cfg: Any) -> Any:
 def task_failure(err: BaseException) -> str | None:
     """One line for an exception raised through Ray (a ``RayTaskError`` holds the remote traceback,
     and a remote call inside a remote call nests it): the remote calls it passed through, outermost
-    first, and the original exception's message. None for anything else."""
+    first, and the original exception's message; for Ray's other errors (a worker, an actor or a
+    whole node of the job died: ``ActorDiedError``, ``WorkerCrashedError``, ``NodeDiedError``) what
+    died. None for anything else."""
     import re
 
-    from ray.exceptions import RayTaskError
+    from ray.exceptions import RayError, RayTaskError
 
-    if not isinstance(err, RayTaskError):
+    if not isinstance(err, RayError):
         return None
+    if not isinstance(err, RayTaskError):  # a worker, actor or node of the job died (no remote traceback)
+        text = " ".join(str(err).split())
+        return f"Ray lost a node or worker of the job ({type(err).__name__}): {text}"[:1000]
     cause = err
     while isinstance(cause, RayTaskError) and getattr(cause, "cause", None) not in (None, cause):
         cause = cause.cause

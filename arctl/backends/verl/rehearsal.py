@@ -5,9 +5,10 @@ and checkpoint path, abandonment, requeue and resume, without a GPU.
 run's: the SLURM job body (Ray head, per-job token), the job entry and its signal handling, the stop
 watcher of :mod:`arctl.backends.verl.trainer` (STOP file, the deadline for the step in progress,
 abandonment), W&B through the same identity and resumable id, checkpoints where verl writes them.
-Each step is a Ray task of ``verl.rehearsal_step_s`` seconds on the job's Ray cluster (a plain sleep
-without ``RAY_ADDRESS``), so abandoning a step interrupts a blocking ``ray.get`` as it would in
-``run_ppo``. The loop mirrors verl's v1 trainer with arctl's hooks: resume from the newest
+Each step is a Ray task of ``verl.rehearsal_step_s`` seconds on every node of the job's Ray cluster
+(pinned to each, as verl's workers span the nodes; a plain sleep without ``RAY_ADDRESS``), so
+abandoning a step interrupts a blocking ``ray.get`` as it would in ``run_ppo``, and a node that dies
+fails the run as it would fail verl's. The loop mirrors verl's v1 trainer with arctl's hooks: resume from the newest
 complete ``global_step_N`` (:mod:`arctl.backends.verl.checkpoints`), log ``trainer/global_step``, save every
 ``trainer.save_freq`` steps and at the end, and at the end of a step with the STOP file present save
 and stop (:meth:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer.on_step_end`).
@@ -49,6 +50,20 @@ def _sleep_task(seconds: float) -> float:
     return seconds
 
 
+def _job_nodes(ray, expected: int) -> list[str]:
+    """The ids of the job's Ray nodes, once ``expected`` (``cluster.nodes``) are alive (at most
+    ``ARCTL_RAY_NODES_TIMEOUT_S``, default 300 s: the body starts the workers one after another)."""
+    deadline = time.monotonic() + float(os.environ.get("ARCTL_RAY_NODES_TIMEOUT_S") or 300)
+    while True:
+        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        if len(alive) >= expected:
+            return alive
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Ray has {len(alive)} of the job's {expected} nodes (cluster.nodes): a `ray start` "
+                               "did not join; see the job log")
+        time.sleep(1.0)
+
+
 def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
     """Run ``verl.rehearsal_steps`` sleeping steps with verl's checkpoint and stop semantics."""
     from arctl.backends.verl.overrides import verl_setting
@@ -69,13 +84,20 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
         from arctl.backends.verl.ray_connect import ray_init_kwargs
 
         ray.init(**ray_init_kwargs(cfg), log_to_driver=False, logging_level="WARNING")
-        task = ray.remote(num_cpus=0)(_sleep_task)
+        sleep = ray.remote(num_cpus=0)(_sleep_task)
+        nodes = _job_nodes(ray, int((config.get("cluster") or {}).get("nodes") or 1))
+
+        def task(seconds: float):  # one task pinned to each node of the job, as verl's workers span them
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            return [sleep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(seconds)
+                    for n in nodes]
     try:
         print(f"arctl rehearsal: steps {start + 1}..{steps} of {step_s:g} s, checkpoints every {save_freq}", flush=True)
         for step in range(start + 1, steps + 1):
             _progress(run_dir, step=step, phase="running", resumed_from=start)
             if ray is not None:
-                ray.get(task.remote(step_s))
+                ray.get(task(step_s))
             else:
                 time.sleep(step_s)
             row = {ms.STEP_KEY: step, ms.TRAIN_LOSS: 1.0 / step, ms.PERF_STEP_TIME_S: step_s}

@@ -174,24 +174,24 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                          daemon=True).start()
     try:
         try:
-            if rehearsal:
-                from arctl.backends.verl.rehearsal import rehearse
+            try:
+                if rehearsal:
+                    from arctl.backends.verl.rehearsal import rehearse
 
-                rehearse(cfg, config, run_dir, stop_file)
-            else:
-                from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-                from verl.utils.device import auto_set_device
+                    rehearse(cfg, config, run_dir, stop_file)
+                else:
+                    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+                    from verl.utils.device import auto_set_device
 
-                import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
+                    import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
 
-                auto_set_device(cfg)
-                try:
+                    auto_set_device(cfg)
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
-                except Exception as err:  # Ray's error: the remote traceback in one string
-                    line = task_failure(err)
-                    if line is None:
-                        raise
-                    raise VerlRunFailed(line) from err
+            except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
+                line = task_failure(err)
+                if line is None:
+                    raise
+                raise VerlRunFailed(line) from err
         finally:
             with lock:  # the watcher interrupts only while the run has not ended
                 done.set()
