@@ -9,6 +9,8 @@ job loses at most that much history.
 
 from __future__ import annotations
 
+import os
+
 import time
 import warnings
 from pathlib import Path
@@ -81,7 +83,14 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
         silent=True,
         console="off",
     )
-    run = wandb.init(settings=settings, **kwargs)
+    # a verl job exports WANDB_RESUME=allow for verl's own tracker; W&B refuses it beside resume_from
+    # ("`fork_from`, `resume`, or `resume_from` are mutually exclusive"): not for this init
+    env_resume = os.environ.pop("WANDB_RESUME", None) if "resume_from" in kwargs else None
+    try:
+        run = wandb.init(settings=settings, **kwargs)
+    finally:
+        if env_resume is not None:
+            os.environ["WANDB_RESUME"] = env_resume
     run.define_metric(STEP_KEY)
     run.define_metric("*", step_metric=STEP_KEY)
     for row in relog:

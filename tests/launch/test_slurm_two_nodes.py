@@ -184,35 +184,54 @@ def _progress(run_dir: Path) -> dict:
         return {}
 
 
-def _history(run_dir: Path) -> list[list[int]]:
-    """The steps of each W&B fragment of the run (one per attempt), oldest first."""
-    from arctl.track.wandbfile import read_wandb_file
+def _steps(run_dir: Path) -> list[int]:
+    """The run's W&B history as a W&B server would show it after syncing every fragment (rewinds
+    applied), read by the independent reader of tests/support/wandb_reference.py."""
+    from wandb_reference import synced_history
 
-    files = sorted({p.resolve() for p in (run_dir / "wandb").rglob("run-*.wandb")}, key=lambda p: p.stat().st_mtime)
-    return [[int(s) for s in read_wandb_file(f).column("trainer/global_step")] for f in files]
+    _, rows = synced_history(run_dir)
+    return [int(r["trainer/global_step"]) for r in rows]
 
 
-def test_usr1_reaches_the_trainer_on_node_0_and_the_two_node_job_requeues_and_resumes(two_nodes, tmp_path, monkeypatch,
-                                                                                    cli, waiter):
+def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_requeues_stops_and_resumes(
+        two_nodes, tmp_path, monkeypatch, cli, waiter):
     from arctl.launch.status_file import read_status
 
-    ws = _env(monkeypatch, tmp_path, two_nodes, "vpre2", rehearsal(4, 6, warning_s=2))
+    ws = _env(monkeypatch, tmp_path, two_nodes, "vpre2", rehearsal(6, 6, warning_s=2))
     out = cli("run", "vpre2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
+    prefix = two_nodes["prefix"]
+
+    # USR1 (the time-limit warning) in the middle of step 3: abandoned, requeued by SLURM, resumed at 2
     waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 240,
            "rehearsal step 3 to start on both nodes")
     subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 150, "the requeued attempt to start")
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 240, "the requeued job to finish")
+    assert _status(cli, ws)["job_id"] == run["job_id"]  # requeued by SLURM, not resubmitted
+
+    # scancel (TERM to every step on both nodes) in the middle of step 4: the run is PREEMPTED with its
+    # checkpoint of step 3 and nothing of the job is left on either node
+    waiter(lambda: _progress(run_dir).get("step") == 4 and _progress(run_dir).get("phase") == "running", 240,
+           "the requeued attempt to reach step 4")
+    subprocess.run(["scancel", run["job_id"]], check=True)
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 120, "the cancelled job to stop")
+    assert record["state"] == "PREEMPTED", record
+    nothing_left(prefix, waiter)
+
+    # the next sweep resumes it (a new job, both nodes again) and it completes, every step logged once
+    cli("run", "vpre2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
+                    "the resumed run to finish")
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
-    assert record["job_id"] == run["job_id"]  # requeued by SLURM, on both nodes again
-    assert _progress(run_dir)["resumed_from"] == 2  # step 3 abandoned: resumed at the last checkpoint
-    assert _history(run_dir) == [[1, 2], [3, 4]]  # every step exactly once
-    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
-    assert "abandoning it" in logs and logs.count("arctl: ray worker on node1") == 2  # each attempt spans both nodes
-    nothing_left(two_nodes["prefix"], waiter)
+    assert _progress(run_dir)["resumed_from"] == 3
+    assert _steps(run_dir) == [1, 2, 3, 4, 5, 6]  # every step exactly once, over three attempts
+    logs = {p.name: p.read_text(errors="replace") for p in (run_dir / "job").glob("*/*_log.*")}  # every job's
+    assert any("abandoning it" in text for text in logs.values())  # the USR1'd step (TERM abandons at once)
+    assert any("caught SIGTERM" in text for text in logs.values())  # scancel's TERM reached the job entry on node 0
+    assert sum("arctl: ray worker on node1" in text for name, text in logs.items() if name.endswith(".out")) == 2
+    nothing_left(prefix, waiter)
 
 
 def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resumes(two_nodes, tmp_path, monkeypatch,
@@ -246,5 +265,5 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
     assert _progress(run_dir)["resumed_from"] == 2
-    assert _history(run_dir) == [[1, 2], [3, 4, 5]]
+    assert _steps(run_dir) == [1, 2, 3, 4, 5]
     nothing_left(prefix, waiter)

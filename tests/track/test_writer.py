@@ -73,6 +73,18 @@ def test_a_resume_past_the_checkpoint_rewinds_the_run_to_it(tmp_path):
     _resume_past_the_checkpoint(tmp_path)
 
 
+def test_the_rewind_works_under_a_verl_jobs_w_and_b_environment(tmp_path, monkeypatch):
+    """A verl job exports WANDB_RESUME=allow (and WANDB_RUN_ID) for verl's own tracker; W&B refuses it
+    beside ``resume_from`` (found when a two-node verl run was resumed after scancel): the rewind of
+    arctl's repair goes through and the environment is left as it was."""
+    monkeypatch.setenv("WANDB_RESUME", "allow")
+    monkeypatch.setenv("WANDB_RUN_ID", "r1")
+    _resume_past_the_checkpoint(tmp_path)
+    import os
+
+    assert os.environ["WANDB_RESUME"] == "allow"
+
+
 def test_a_resume_on_a_slow_w_and_b_service_of_another_process_reads_complete_files(tmp_path, foreign_slow_service):
     """The CI failure of the test above, in the nested suite of tests/test_fresh_machine.py: that suite
     inherited the outer pytest's WANDB_SERVICE, so wandb.teardown() did not wait for wandb-core, which

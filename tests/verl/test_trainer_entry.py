@@ -229,3 +229,42 @@ def test_an_eval_checkpoint_that_is_missing_or_incomplete_is_one_line(config, tm
     shard.write_bytes(b"w" * 8)  # damaged after its save
     with pytest.raises(VerlConfigError, match="model.pt has 8 bytes, 64 when saved"):
         verl_trainer.train(cfg, tmp_path / "run")
+
+
+def test_sigterm_stays_the_job_entrys_after_ray_init(tmp_path):
+    """ray.init replaces the driver's SIGTERM handler (a SystemExit raised in ray.get) and installs a
+    C++ failure handler that aborts on TERM: a scancel'd verl job was marked failed, or left running,
+    instead of preempted (found on the two-node SLURM). After keep_stop_signals, a TERM during ray.get
+    runs the job entry's handler. In a subprocess: Ray's handlers are process-wide."""
+    script = tmp_path / "sigterm.py"
+    script.write_text(
+        "import os, signal, threading, time\n"
+        "got = []\n"
+        "def handler(sig, frame):\n"
+        "    got.append(sig)\n"
+        "    raise KeyboardInterrupt\n"
+        "signal.signal(signal.SIGTERM, handler)\n"
+        "import sys\n"
+        "if sys.argv[1] == 'keep':\n"
+        "    from arctl.backends.verl.ray_connect import keep_stop_signals\n"
+        "    keep_stop_signals()\n"
+        "import ray\n"
+        "ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level='ERROR')\n"
+        "def nap(s):\n"
+        "    time.sleep(s)\n"
+        "sleep = ray.remote(num_cpus=0)(nap)\n"
+        "threading.Timer(2, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+        "try:\n"
+        "    ray.get(sleep.remote(30))\n"
+        "except BaseException as err:\n"
+        "    print('raised', type(err).__name__, flush=True)\n"
+        "print('handler ran', got == [signal.SIGTERM], flush=True)\n"
+        "ray.shutdown()\n"
+    )
+    import subprocess
+    import sys
+
+    kept = subprocess.run([sys.executable, str(script), "keep"], capture_output=True, text=True, timeout=180)
+    assert "raised KeyboardInterrupt" in kept.stdout and "handler ran True" in kept.stdout, kept.stdout + kept.stderr[-2000:]
+    plain = subprocess.run([sys.executable, str(script), "plain"], capture_output=True, text=True, timeout=180)
+    assert "handler ran True" not in plain.stdout, plain.stdout  # what Ray does without it (the defect)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -116,3 +117,38 @@ def task_failure(err: BaseException) -> str | None:
     text = " ".join(str(cause).split()) if not isinstance(cause, RayTaskError) else "(no cause reported)"
     name = "RayTaskError" if isinstance(cause, RayTaskError) else type(cause).__name__
     return f"{' -> '.join(where) or 'a Ray task'} raised {name}: {text}"[:1000]
+
+
+def keep_stop_signals() -> None:
+    """Keep SIGTERM for arctl's job entry in this process (the Ray driver). ``ray.init`` replaces the
+    process's SIGTERM handler twice (``sys.exit``, then a ``SystemExit`` raised inside ``ray.get``) and
+    installs Ray's C++ failure signal handler, which takes SIGTERM too, dumps a stack and aborts: a
+    ``scancel`` of a running verl job then ended the job entry before it could abandon the step and
+    mark the run preempted - the run was marked failed, or left "running" (found on the two-node SLURM,
+    tests/launch/test_slurm_two_nodes.py). Here: the failure handler off for this process only
+    (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER``: the job's Ray nodes keep theirs), and the handler in place
+    now (the job entry's) put back after every ``ray.init`` (Ray's post-init hooks), whoever calls it
+    (verl's ``run_ppo``, the rehearsal, the smoke)."""
+    import signal
+    import threading
+
+    os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"] = "1"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:  # ray already imported: the constant was read from the environment then
+        constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    handler = signal.getsignal(signal.SIGTERM)
+    if not callable(handler) or threading.current_thread() is not threading.main_thread():
+        return  # no Python handler to keep (the job entry installs one; a plain process has none)
+    from ray._private import worker
+
+    hooks = getattr(worker, "_post_init_hooks", None)
+    if hooks is None:
+        raise RuntimeError("this Ray has no post-init hooks (ray._private.worker._post_init_hooks): arctl cannot "
+                           "keep SIGTERM for its job entry; use the Ray version verl pins")
+
+    def restore() -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
+
+    restore.arctl_keeps_sigterm = True
+    hooks[:] = [h for h in hooks if not getattr(h, "arctl_keeps_sigterm", False)] + [restore]

@@ -115,6 +115,12 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
     finally:
         file_log.close()
         if run is not None:
-            writer.close_run(run)
+            try:
+                writer.close_run(run)
+            except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM (scancel)
+                # reported, not raised: raised here it would replace the stop in flight (a preempted run
+                # would be marked failed); the logged steps are in the offline file and in VERL_LOG
+                print(f"arctl rehearsal: W&B could not close the run ({type(err).__name__}: {err}); the "
+                      f"checkpoint stands and the steps logged so far are in {VERL_LOG}", flush=True)
         if ray is not None:
             ray.shutdown()

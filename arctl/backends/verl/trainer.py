@@ -120,6 +120,9 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     work), written to ``run_dir/smoke.json``; returns ``"completed"`` when they pass.
     """
     run_dir = Path(run_dir)
+    from arctl.backends.verl.ray_connect import keep_stop_signals
+
+    keep_stop_signals()  # before any ray.init in this process: SIGTERM stays the job entry's
     if bool(verl_setting(config, "smoke")):
         from arctl.backends.verl.smoke import run_smoke
 
@@ -189,6 +192,13 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
                 line = task_failure(err)
+                if abandoned.is_set() or stop_file.exists() or (stop_event is not None and stop_event.is_set()):
+                    # a scancel's TERM reaches every process of the job at once: the Ray nodes go down
+                    # with the trainer's step, whose error then follows the stop request it answers
+                    said = line or f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+                    print(f"arctl: after the stop request the run ended with {said}; it resumes from its last "
+                          "checkpoint", file=sys.stderr, flush=True)
+                    return "preempted"
                 if line is None:
                     raise
                 raise VerlRunFailed(line) from err
