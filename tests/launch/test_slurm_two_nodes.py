@@ -27,8 +27,13 @@ if verl_missing():
     pytest.skip(NO_VERL, allow_module_level=True)
 
 HERE = Path(__file__).resolve().parent
+# names, subnet and ports of this process's two-node cluster: distinct per pytest-xdist worker (each
+# worker that runs a test here makes its own cluster; two at once must not share a port or a subnet)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
 PREFIX = f"a2n{os.getpid() % 100000}"
-NET = "10.77.%d" % (os.getpid() % 200 + 20)
+NET = f"10.77.{20 + _INDEX}"
+PORT = 6917 + 10 * _INDEX  # slurmctld; slurmd at PORT + 1
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
@@ -38,7 +43,7 @@ def two_nodes(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("a two-node SLURM in network namespaces needs root")
     base = tmp_path_factory.mktemp("two-nodes")
-    env = {**os.environ, "SLURM2_BASE": str(base), "SLURM2_PREFIX": PREFIX, "SLURM2_NET": NET}
+    env = {**os.environ, "SLURM2_BASE": str(base), "SLURM2_PREFIX": PREFIX, "SLURM2_NET": NET, "SLURM2_PORT": str(PORT)}
     env.pop("SLURM_CONF", None)
     proc = subprocess.run(["bash", str(HERE / "slurm" / "setup_two_nodes.sh")], capture_output=True, text=True,
                           env=env, timeout=300)
