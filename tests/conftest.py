@@ -52,9 +52,12 @@ def make_bpe_tokenizer():
 
 
 # Parallel workers (pytest-xdist, pyproject's addopts): the tests that share the session's SLURM cluster
-# (its fixture would start one per worker, and they count its jobs) or start Ray (one local Ray on the
-# machine at a time) run in ONE group: one worker, in order. So do the two fresh-machine tests (each
-# runs a part of the suite again, itself in parallel). Everything else is spread over the workers.
+# or start Ray are meant to run in ONE group (one worker, in order), and so is the fresh-machine test.
+# KNOWN DEFECT (2026-11-27): this hook is trylast and pytest-xdist 3.8's worker reads the xdist_group
+# markers in its own pytest_collection_modifyitems, which runs first, so no test is grouped: these tests
+# run on both workers (they cope: the session's SLURM is reused, Ray ports are per job, the two-node
+# clusters are per worker). Making the group hold serialises ~2,000 s of tests: left for a measured
+# rebalancing (issue 29 item 3).
 CLUSTER_MARKERS = ("slurm", "verl")
 GROUP_OF_FILE = {"tests/test_gpu_suite.py": "cluster", "tests/test_fresh_machine.py": "fresh-machine"}
 
