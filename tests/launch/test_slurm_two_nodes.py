@@ -34,6 +34,9 @@ _INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
 PREFIX = f"a2n{os.getpid() % 100000}"
 NET = f"10.77.{20 + _INDEX}"
 PORT = 6917 + 10 * _INDEX  # slurmctld; slurmd at PORT + 1
+# job ids of its own: every cluster of the test run shares /tmp, where a verl job keeps its Ray files in
+# /tmp/arctl-ray-<job id> (CI: two clusters' job 2 shared it, and one job's cleanup removed the other's)
+FIRST_JOB_ID = 100000 + 10000 * _INDEX
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
@@ -43,7 +46,8 @@ def two_nodes(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("a two-node SLURM in network namespaces needs root")
     base = tmp_path_factory.mktemp("two-nodes")
-    env = {**os.environ, "SLURM2_BASE": str(base), "SLURM2_PREFIX": PREFIX, "SLURM2_NET": NET, "SLURM2_PORT": str(PORT)}
+    env = {**os.environ, "SLURM2_BASE": str(base), "SLURM2_PREFIX": PREFIX, "SLURM2_NET": NET, "SLURM2_PORT": str(PORT),
+           "SLURM2_FIRST_JOB_ID": str(FIRST_JOB_ID)}
     env.pop("SLURM_CONF", None)
     proc = subprocess.run(["bash", str(HERE / "slurm" / "setup_two_nodes.sh")], capture_output=True, text=True,
                           env=env, timeout=300)

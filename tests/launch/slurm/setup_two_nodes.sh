@@ -4,7 +4,8 @@
 # through the slurmdbd (and munged) that setup_slurm.sh started, as a second cluster.
 #
 #   SLURM2_BASE=/tmp/arctl-two  SLURM2_PREFIX=arctl2n  SLURM2_NET=10.77.0  SLURM2_PORT=6917
-#   SLURM2_CPUS=2 (per node)  SLURM2_DBD_PORT=6819
+#   SLURM2_CPUS=2 (per node)  SLURM2_DBD_PORT=6819  SLURM2_FIRST_JOB_ID=100000 (job ids of this cluster
+#   start there: the machine's /tmp is shared, and a verl job's Ray dir is /tmp/arctl-ray-<job id>)
 #   bash setup_two_nodes.sh   ->  export SLURM_CONF=$SLURM2_BASE/slurm.conf
 #
 # Node i (0, 1) is the network namespace ${PREFIX}$i at $NET.$((i+2)) with host name ${PREFIX}-node$i
@@ -20,6 +21,7 @@ NET=${SLURM2_NET:-10.77.0}
 PORT=${SLURM2_PORT:-6917}
 CPUS=${SLURM2_CPUS:-2}
 DBD_PORT=${SLURM2_DBD_PORT:-6819}
+FIRST_JOB_ID=${SLURM2_FIRST_JOB_ID:-100000}
 CTL="$NET.1"
 T0=$(date +%s%N)
 log() { printf '[setup_two_nodes %5dms] %s\n' $(( ($(date +%s%N) - T0) / 1000000 )) "$*"; }
@@ -63,6 +65,7 @@ log "network up: bridge ${PREFIX}br ($CTL), nodes ${PREFIX}0 ($NET.2), ${PREFIX}
 MEM=4000
 cat > "$BASE/slurm.conf" <<EOF
 ClusterName=two-${PREFIX}
+FirstJobId=$FIRST_JOB_ID
 SlurmctldHost=$(hostname -s)($CTL)
 SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
