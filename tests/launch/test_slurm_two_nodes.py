@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
+from rehearsal_progress import progress, running  # tests/support/rehearsal_progress.py
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
 
@@ -186,13 +187,6 @@ def rehearsal(steps: int, step_s: float, warning_s: int = 60) -> str:
     )
 
 
-def _progress(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "rehearsal.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def _steps(run_dir: Path) -> list[int]:
     """The run's W&B history as a W&B server would show it after syncing every fragment (rewinds
     applied), read by the independent reader of tests/support/wandb_reference.py."""
@@ -213,7 +207,7 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
     prefix = two_nodes["prefix"]
 
     # USR1 (the time-limit warning) in the middle of step 3: abandoned, requeued by SLURM, resumed at 2
-    waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 240,
+    waiter(lambda: running(run_dir, 3), 240,
            "rehearsal step 3 to start on both nodes")
     subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 150, "the requeued attempt to start")
@@ -221,7 +215,7 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
 
     # scancel (TERM to every step on both nodes) in the middle of step 4: the run is PREEMPTED with its
     # checkpoint of step 3 and nothing of the job is left on either node
-    waiter(lambda: _progress(run_dir).get("step") == 4 and _progress(run_dir).get("phase") == "running", 240,
+    waiter(lambda: running(run_dir, 4), 240,
            "the requeued attempt to reach step 4")
     subprocess.run(["scancel", run["job_id"]], check=True)
     record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 120, "the cancelled job to stop")
@@ -234,7 +228,7 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
                     "the resumed run to finish")
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
-    assert _progress(run_dir)["resumed_from"] == 3
+    assert progress(run_dir)["resumed_from"] == 3
     assert _steps(run_dir) == [1, 2, 3, 4, 5, 6]  # every step exactly once, over three attempts
     logs = {p.name: p.read_text(errors="replace") for p in (run_dir / "job").glob("*/*_log.*")}  # every job's
     assert any("abandoning it" in text for text in logs.values())  # the USR1'd step (TERM abandons at once)
@@ -250,7 +244,7 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
     prefix = two_nodes["prefix"]
-    waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 240,
+    waiter(lambda: running(run_dir, 3), 240,
            "rehearsal step 3 to start on both nodes")
     # node 1's Ray dies (a node lost mid-step): every process of the job there, not its slurmd
     ray_there = [pid for pid, args in node_processes(prefix)[1] if "ray" in args]
@@ -273,6 +267,6 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
                     "the resumed run to finish")
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
-    assert _progress(run_dir)["resumed_from"] == 2
+    assert progress(run_dir)["resumed_from"] == 2
     assert _steps(run_dir) == [1, 2, 3, 4, 5]
     nothing_left(prefix, waiter)

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import rehearsal_progress  # tests/support/rehearsal_progress.py
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
 from arctl.launch.status_file import read_status
@@ -43,13 +44,6 @@ EXPERIMENT = textwrap.dedent(
 )
 
 
-def _progress(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "rehearsal.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(tmp_path, monkeypatch, cli, waiter):
     specs = tmp_path / "specs"
     (specs / "experiments").mkdir(parents=True)
@@ -67,8 +61,7 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     assert "#SBATCH --signal=B:USR1@2" in (run_dir / "job" / "sbatch.sh").read_text()
 
     # step 3 has just started (steps 1-2 done, checkpoint at 2): warn the job now
-    waiter(lambda: _progress(run_dir).get("step") == 3 and _progress(run_dir).get("phase") == "running", 180,
-           "rehearsal step 3 to start")
+    waiter(lambda: rehearsal_progress.running(run_dir, 3), 180, "rehearsal step 3 to start")
     subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 120, "the requeued attempt to start")
 
@@ -80,7 +73,7 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
     assert record["job_id"] == run["job_id"]  # requeued by SLURM, not resubmitted
-    progress = _progress(run_dir)
+    progress = rehearsal_progress.progress(run_dir)
     assert progress["resumed_from"] == 2  # step 3 was abandoned: the attempt resumed at the last checkpoint
     ckpt = run_dir / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"

@@ -95,6 +95,18 @@ def joining_kwargs(cfg: Any) -> Any:
     return cfg
 
 
+def wait_for_nodes(ray, expected: int, timeout_s: float) -> list[dict]:
+    """The alive nodes of the joined Ray cluster (``ray.nodes()`` records), once ``expected`` are
+    alive or ``timeout_s`` has passed (then fewer: the caller says what did not join). The job body
+    starts the workers one after another, so a driver may start before the last has joined."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        if len(alive) >= expected or time.monotonic() >= deadline:
+            return alive
+        time.sleep(1.0)
+
+
 def task_failure(err: BaseException) -> str | None:
     """One line for an exception raised through Ray (a ``RayTaskError`` holds the remote traceback,
     and a remote call inside a remote call nests it): the remote calls it passed through, outermost

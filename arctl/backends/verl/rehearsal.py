@@ -51,17 +51,14 @@ def _sleep_task(seconds: float) -> float:
 
 
 def _job_nodes(ray, expected: int) -> list[str]:
-    """The ids of the job's Ray nodes, once ``expected`` (``cluster.nodes``) are alive (at most
-    ``ARCTL_RAY_NODES_TIMEOUT_S``, default 300 s: the body starts the workers one after another)."""
-    deadline = time.monotonic() + float(os.environ.get("ARCTL_RAY_NODES_TIMEOUT_S") or 300)
-    while True:
-        alive = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-        if len(alive) >= expected:
-            return alive
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"Ray has {len(alive)} of the job's {expected} nodes (cluster.nodes): a `ray start` "
-                               "did not join; see the job log")
-        time.sleep(1.0)
+    """The ids of the job's Ray nodes, once ``expected`` (``cluster.nodes``) are alive (at most 300 s)."""
+    from arctl.backends.verl.ray_connect import wait_for_nodes
+
+    alive = wait_for_nodes(ray, expected, 300.0)
+    if len(alive) < expected:
+        raise RuntimeError(f"Ray has {len(alive)} of the job's {expected} nodes (cluster.nodes): a `ray start` "
+                           "did not join; see the job log")
+    return sorted(n["NodeID"] for n in alive)
 
 
 def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:

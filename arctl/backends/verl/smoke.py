@@ -141,10 +141,6 @@ def probe_node() -> dict[str, Any]:
     }
 
 
-def _alive_nodes(ray) -> list[dict]:
-    return [n for n in ray.nodes() if n.get("Alive")]
-
-
 def _local_temp_dir() -> Path:
     return Path("/tmp") / f"arctl-ray-smoke-{os.getpid()}"
 
@@ -200,12 +196,10 @@ def _probe_cluster(ray, facts: dict[str, Any], expected_nodes: int) -> None:
         facts["session_dir"] = ray._private.worker.global_worker.node.get_session_dir_path()
     except Exception:  # noqa: BLE001 - informative only
         facts["session_dir"] = None
+    from arctl.backends.verl.ray_connect import wait_for_nodes
+
     timeout = _float_env(NODES_TIMEOUT_ENV, 300.0)
-    deadline = time.monotonic() + timeout
-    nodes = _alive_nodes(ray)
-    while len(nodes) < expected_nodes and time.monotonic() < deadline:
-        time.sleep(1.0)
-        nodes = _alive_nodes(ray)
+    nodes = wait_for_nodes(ray, expected_nodes, timeout)
     facts["nodes"] = len(nodes)
     facts["node_ips"] = sorted(n.get("NodeManagerAddress") for n in nodes)
     wanted = ("CPU", "GPU", "memory", "object_store_memory")
