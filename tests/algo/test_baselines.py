@@ -14,17 +14,8 @@ import torch
 from hypothesis import given, settings
 from s1_reference import ForcingState, budget_forcing_generate, budget_forcing_step, force_token_logits
 
-from arctl.algo.advantages import grpo_advantages
 from arctl.algo.methods.budget_forcing import BudgetForcing
 from arctl.algo.methods.curve import accuracy_at_fraction, curve_auc
-from arctl.algo.methods.elastic import (
-    ElasticBudget,
-    ElasticCut,
-    elastic_advantages,
-    elastic_cut,
-    elastic_response,
-    elastic_reward,
-)
 from arctl.algo.methods.l1 import (
     L1_ALPHA,
     L1_DELTA,
@@ -36,6 +27,7 @@ from arctl.algo.methods.l1 import (
 )
 from arctl.algo.methods.thinkprune import check_thinkprune_schedule, thinkprune_limit, thinkprune_reward
 from arctl.algo.metrics import score_curve_area
+from arctl.algo.prompts import InsertedTokens, summary_prompt
 
 F64 = torch.float64
 
@@ -242,67 +234,34 @@ def test_l1_targets_need_a_generator():
 
 
 # ================================================================ Elastic Reasoning
+# The arm (experiments/baselines-elastic.yaml) is GRPO at one thinking budget t with the summary cap s;
+# its cut is the one both backends make, arctl.algo.prompts.summary_prompt. With E1's inserted tokens
+# (`</think>` alone after a cut thinking, nothing after a finished one; arctl's own are the ellipsis,
+# `</think>` and the answer header) it is the released two-phase rollout's.
 END = 9  # the end-of-thinking id in the toy vocabularies below
+E1 = InsertedTokens.from_ids(ellipsis=(), think_end=END, header=())
+QUESTION = (100, 101)
 
 
 @pytest.mark.parametrize(
     ("thinking", "t", "kept", "inserted"),
     [
-        ([1, 2, END], 4, (1, 2, END), ()),  # finished within t: solution follows the model's </think>
+        ([1, 2, END], 4, (1, 2, END), ()),  # finished within t: the solution follows the model's </think>
         ([1, 2, 3, END], 4, (1, 2, 3, END), ()),  # </think> as the t-th token still counts as finished
         ([1, 2, 3, 4, END], 4, (1, 2, 3, 4), (END,)),  # </think> one token late: cut at t, insert it
         ([1, 2, 3, 4, 5, 6], 4, (1, 2, 3, 4), (END,)),  # never finished: cut at t, insert </think>
-        ([1, END, 5, 6], 4, (1, END), ()),  # tokens after the model's </think> are dropped
-        ([], 4, (), (END,)),  # nothing generated (e.g. stopped at EOS): still closed by </think>
+        ([1, 2], 4, (1, 2), (END,)),  # stopped without </think> (EOS, length): still closed by </think>
+        ([], 4, (), (END,)),  # nothing generated: still closed by </think>
         ([END], 0, (), (END,)),  # t = 0: no thinking at all
     ],
 )
 def test_elastic_cut_by_hand(thinking, t, kept, inserted):
     """Elastic Reasoning (arXiv 2505.05315), Sec. 3 separate budgeting: thinking stops at </think> or
-    after t tokens, in which case </think> is appended; the solution gets its own budget s."""
-    cut = elastic_cut(thinking, END, ElasticBudget(thinking=t, solution=3))
-    assert cut == ElasticCut(kept, inserted, 3)
-    assert cut.truncated == bool(inserted)
-    assert cut.prefix == kept + inserted
-
-
-def test_elastic_response_and_mask_by_hand():
-    """Elastic Reasoning (arXiv 2505.05315), budget-constrained rollout: response = cut thinking +
-    </think> + solution (at most s tokens); the inserted </think> is trained only on request."""
-    cut = elastic_cut([1, 2, 3, 4, 5], END, ElasticBudget(3, 2))
-    tokens, mask = elastic_response(cut, [6, 7])
-    assert tokens == [1, 2, 3, END, 6, 7]
-    assert mask == [True, True, True, False, True, True]
-    assert elastic_response(cut, [6], train_inserted=True)[1] == [True, True, True, True, True]
-    finished = elastic_cut([1, END], END, ElasticBudget(3, 2))
-    assert elastic_response(finished, [6, 7]) == ([1, END, 6, 7], [True, True, True, True])
-    with pytest.raises(ValueError, match="more than its budget s=2"):
-        elastic_response(cut, [6, 7, 8])
-
-
-def test_elastic_budget():
-    """Elastic Reasoning (arXiv 2505.05315), Sec. 3: total budget c = t + s; evaluation fixes s and
-    varies t (c_i = t_i + s*)."""
-    assert ElasticBudget(1024, 1024).total == 2048
-    assert ElasticBudget.from_total(3072, 1024) == ElasticBudget(2048, 1024)
-    with pytest.raises(ValueError, match="exceeds the total budget"):
-        ElasticBudget.from_total(500, 1024)
-    with pytest.raises(ValueError, match="solution budget s must be an integer >= 1"):
-        ElasticBudget(1024, 0)
-    with pytest.raises(ValueError, match="thinking budget t must be an integer >= 0"):
-        ElasticBudget(-1, 10)
-
-
-def test_elastic_reward_and_grpo_by_hand():
-    """Elastic Reasoning (arXiv 2505.05315): reward = correctness, trained with GRPO; the advantage is
-    arctl's GRPO (minus the question's mean reward)."""
-    correct = torch.tensor([1, 0, 0, 1, 1, 1])
-    index = ["a", "a", "a", "a", "b", "b"]
-    assert elastic_reward(correct).tolist() == [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
-    # question a: mean 1/2 -> +-1/2; question b: all correct -> 0
-    assert elastic_advantages(correct, index).tolist() == [0.5, -0.5, -0.5, 0.5, 0.0, 0.0]
-    torch.testing.assert_close(elastic_advantages(correct, index), grpo_advantages(correct.float(), index))
-    assert elastic_reward(torch.tensor([1.0, 0.0], dtype=F64)).dtype == F64
+    after t tokens, in which case </think> is appended; inserted tokens are never trained."""
+    prompt = summary_prompt(QUESTION, thinking, t, E1)
+    assert prompt.input_ids == QUESTION + kept + inserted
+    assert (prompt.cut, prompt.inserted, prompt.finished) == (len(kept), inserted, not inserted)
+    assert prompt.trainable == (False,) * len(QUESTION) + (True,) * len(kept) + (False,) * len(inserted)
 
 
 def reference_elastic_rollout(thinking, end, t):
@@ -318,17 +277,21 @@ def reference_elastic_rollout(thinking, end, t):
     return out + [end], True
 
 
+# a thinking as generated: tokens until </think> (which ends the generation) or until it stops without
+generated_thinking = st.builds(lambda body, closed: body + [END] * closed,
+                               st.lists(st.sampled_from([1, 2, 3]), max_size=12), st.booleans())
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from([1, 2, 3, END]), max_size=12), st.integers(0, 10), st.integers(1, 5))
-def test_elastic_cut_matches_rollout_reference(thinking, t, s):
+@given(generated_thinking, st.integers(0, 14))
+def test_elastic_cut_matches_rollout_reference(thinking, t):
     """Elastic Reasoning (arXiv 2505.05315), budget-constrained rollout, against a token-by-token
     simulation of the thinking phase; the kept thinking never exceeds t tokens."""
-    cut = elastic_cut(thinking, END, ElasticBudget(t, s))
+    prompt = summary_prompt(QUESTION, thinking, t, E1)
     prefix, truncated = reference_elastic_rollout(thinking, END, t)
-    assert list(cut.prefix) == prefix
-    assert cut.truncated == truncated
-    assert len(cut.thinking) <= t
-    assert cut.prefix[-1] == END and cut.solution_max_tokens == s
+    assert list(prompt.input_ids[len(QUESTION):]) == prefix
+    assert prompt.finished is not truncated
+    assert prompt.cut <= t and prompt.input_ids[-1] == END
 
 
 # ================================================================ s1 budget forcing

@@ -7,12 +7,13 @@ terms V1/V2 of the BRPO advantage.)
   limits tightened in rounds (e.g. 4000 -> 3000 -> 2000)
 - ``l1``: L1 / LCPO (Aggarwal & Welleck, 2025, arXiv 2503.04697): L1-Exact and L1-Max rewards and the
   per-question target-length sampling
-- ``elastic``: Elastic Reasoning (Xu et al., 2025, arXiv 2505.05315): separate thinking / solution
-  budgets (budget-constrained rollout), correctness reward trained with the existing GRPO advantage
 - ``budget_forcing``: s1 budget forcing (Muennighoff et al., 2025, arXiv 2501.19393), a per-token
   decoding rule for evaluation
 - ``registry``: the methods by name (``budget_control.method``), each one object of hooks
   (:class:`registry.ControlMethod`); ``control`` is what both backends call
+- Elastic Reasoning (Xu et al., 2025, arXiv 2505.05315) needs no module: GRPO at one thinking budget
+  t with the summary cap s (``experiments/baselines-elastic.yaml``), cut by
+  :func:`arctl.algo.prompts.summary_prompt` like every arm's thinking
 - ``curve``: summary metrics of an accuracy-vs-budget curve (area normalised by the largest budget,
   accuracy at a fraction of the largest budget)
 
