@@ -10,7 +10,6 @@ job loses at most that much history.
 from __future__ import annotations
 
 import os
-
 import time
 import warnings
 from pathlib import Path
