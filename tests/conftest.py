@@ -51,26 +51,40 @@ def make_bpe_tokenizer():
     return make
 
 
-# Parallel workers (pytest-xdist, pyproject's addopts): the tests that share the session's SLURM cluster
-# or start Ray are meant to run in ONE group (one worker, in order), and so is the fresh-machine test.
-# KNOWN DEFECT (2026-11-27): this hook is trylast and pytest-xdist 3.8's worker reads the xdist_group
-# markers in its own pytest_collection_modifyitems, which runs first, so no test is grouped: these tests
-# run on both workers (they cope: the session's SLURM is reused, Ray ports are per job, the two-node
-# clusters are per worker). Making the group hold serialises ~2,000 s of tests: left for a measured
-# rebalancing (issue 29 item 3).
-CLUSTER_MARKERS = ("slurm", "verl")
-GROUP_OF_FILE = {"tests/test_gpu_suite.py": "cluster", "tests/test_fresh_machine.py": "fresh-machine"}
+# How the whole suite runs (``python -m pytest``, CI's command). The non-slow tests run ONCE, inside
+# tests/test_fresh_machine.py, as on a fresh machine (SLURM's programs and the verl extra absent; the
+# tests that skipped for want of verl again with verl present): running them here as well would run
+# them twice (~1,000 worker-seconds of CI). So when that test is selected and can hide programs here,
+# this session deselects every non-slow test; `pytest tests/x`, `-m "not slow"` or a machine where
+# nothing can be hidden run them here as before. Then the longest tests first: pytest-xdist's
+# `--dist loadgroup` hands one test at a time to the worker that is free (no test is grouped), so
+# this order is longest-processing-time-first scheduling of the two workers.
+FRESH_MACHINE_TEST = "tests/test_fresh_machine.py"
 
 
-@pytest.hookimpl(trylast=True)  # after tests/verl/conftest.py has marked its tests `verl`
+def _runs_first(item) -> int:
+    """0 the fresh-machine test (the non-slow suite), 1 slow verl jobs on the real SLURM (Ray and
+    verl's loop: minutes each), 2 other slow tests on the real SLURM, 3 other slow tests, 4 the rest."""
+    if Path(str(item.fspath)).as_posix().endswith(FRESH_MACHINE_TEST):
+        return 0
+    if item.get_closest_marker("slow"):
+        if item.get_closest_marker("slurm"):
+            return 1 if item.get_closest_marker("verl") else 2
+        return 3
+    return 4
+
+
+@pytest.hookimpl(trylast=True)  # after `-m`/`-k` have deselected what the command line leaves out
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = Path(str(item.fspath)).as_posix()
-        group = next((g for f, g in GROUP_OF_FILE.items() if path.endswith(f)), None)
-        if group is None and any(item.get_closest_marker(m) for m in CLUSTER_MARKERS):
-            group = "cluster"
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    import fresh_machine  # tests/support/fresh_machine.py
+
+    fresh = any(Path(str(i.fspath)).as_posix().endswith(FRESH_MACHINE_TEST) for i in items)
+    if fresh and fresh_machine.INSIDE not in os.environ and fresh_machine.available() is None:
+        nested = [i for i in items if not i.get_closest_marker("slow")]
+        if nested:
+            config.hook.pytest_deselected(items=nested)
+            items[:] = [i for i in items if i.get_closest_marker("slow")]
+    items.sort(key=_runs_first)  # stable: file order within each rank
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns `-n auto` into workers

@@ -20,6 +20,9 @@ import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
 slow = pytest.mark.slow  # the GPU check suite in a process (CPU shapes); the verdict unit tests are fast
+# the tests that read the module's one small run share a pytest-xdist worker, or each worker would
+# run the suite for itself (157 s + 64 s in CI on 2026-11-27)
+on_small_run = pytest.mark.xdist_group("gpu-suite-small-run")
 
 SUITE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "suite.py"
 GIB = 2**30
@@ -50,6 +53,7 @@ def small_run(tmp_path_factory):
 
 
 @slow
+@on_small_run
 def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
     results, md = small_run
     assert results["ok"] and results["complete"] and not results["errors"] and set(results["parts"]) == set("abcdef")
@@ -73,6 +77,7 @@ def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
 
 
 @slow
+@on_small_run
 def test_part_c_counts_recompilations_per_micro_batch_eval_then_train(small_run):
     results, md = small_run
     c = results["parts"]["c"]
@@ -97,6 +102,7 @@ def test_part_c_counts_recompilations_per_micro_batch_eval_then_train(small_run)
 
 
 @slow
+@on_small_run
 def test_part_e_tabulates_the_memory_of_full_and_chunked_log_probs(small_run):
     results, md = small_run
     e = results["parts"]["e"]
@@ -178,6 +184,7 @@ def test_parts_d_and_f_run_with_only_the_device_image_and_the_carried_wheels(tmp
 
 
 @slow
+@on_small_run
 def test_part_f_takes_one_verl_fsdp_actor_step_on_a_packed_tree(small_run):
     """verl's own actor worker and FSDP engine, one process (gloo, world size 1, arctl's cpu platform),
     the dense tree mask: the old-log-prob pass and the update's forward give the tree's log-probs, the

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
-pytestmark = pytest.mark.skipif(verl_missing(), reason=NO_VERL)
+pytestmark = [pytest.mark.skipif(verl_missing(), reason=NO_VERL),
+              pytest.mark.xdist_group("memory-model")]  # one worker: the module's model is built once
 
 HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,

@@ -22,7 +22,9 @@ import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 from rehearsal_progress import progress, running  # tests/support/rehearsal_progress.py
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster")]
+# one pytest-xdist worker for the module: one two-node cluster (the module fixture) serves its tests
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark.usefixtures("slurm_cluster"),
+              pytest.mark.xdist_group("two-nodes")]
 
 if verl_missing():
     pytest.skip(NO_VERL, allow_module_level=True)

@@ -17,7 +17,8 @@ from arctl.cli.main import app
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt-get install chromium)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt-get install chromium)"),
+              pytest.mark.xdist_group("claims-browser")]  # one worker: the module's page is rendered once
 
 # appended to a copy of the page: once everything has loaded, what the reader would see, as JSON
 PROBE = """<script>

@@ -19,6 +19,10 @@ FIGURES = ["score_curve", "ablation_dense", "ablation_decouple", "ablation_vr", 
            "ctx_16k", "cov_variance", "tree_mask"]
 
 
+# one pytest-xdist worker for the module: its fixture renders every figure once (25-65 s)
+pytestmark = pytest.mark.xdist_group("figures")
+
+
 @pytest.fixture(scope="module")
 def rendered(workspace, tmp_path_factory):
     out = tmp_path_factory.mktemp("figs")
