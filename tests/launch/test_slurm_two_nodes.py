@@ -272,3 +272,82 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
     assert progress(run_dir)["resumed_from"] == 2
     assert _steps(run_dir) == [1, 2, 3, 4, 5]
     nothing_left(prefix, waiter)
+
+
+def verl_loop(steps: int) -> str:
+    """verl's real loop on a CPU (tests/launch/test_slurm_verl_cpu.py's experiment) with one actor
+    worker per node: ``verl.n_gpus_per_node=1`` on ``cluster.nodes=2`` is an FSDP world of two, one
+    rank on each node, over gloo between the nodes' addresses."""
+    return textwrap.dedent(
+        f"""\
+        description: verl's real loop on a CPU over two SLURM nodes
+        groups: {{model: r1-distill-qwen-1.5b}}
+        seeds: [0]
+        overrides:
+          - verl.device=cpu
+          - verl.tree_attention=dense
+          - verl.n_gpus_per_node=1
+          - thinking.budgets=[16,32]
+          - eval.budgets=[16,32]
+          - eval.grid=[16,32]
+          - eval.datasets=[aime24]
+          - eval.final_datasets=[aime24]
+          - eval.n_samples=2
+          - summary.group_size=2
+          - summary.max_tokens=32
+          - rollout.n=2
+          - data.train_batch_size=2
+          - data.ppo_mini_batch_size=2
+          - data.max_prompt_length=64
+          - trainer.total_steps={steps}
+          - trainer.save_freq={steps}
+          - trainer.test_freq={steps}
+          - wandb.mode=offline
+          - cluster.nodes=2
+          - cluster.cpus_per_task=2
+          - cluster.mem_gb=3
+          - cluster.time_min=15
+          - "verl.ray_start_args=['--object-store-memory=150000000','--include-dashboard=false']"
+        arms:
+          ar-uniform: [algo=anytime, prior=uniform]
+        """
+    )
+
+
+def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tmp_path, monkeypatch, cli, waiter):
+    """verl's loop (tests/launch/test_slurm_verl_cpu.py) with its FSDP world spread over the nodes:
+    the actor workers' gloo group and verl's TransferQueue connect across the nodes' addresses."""
+    import r1_like  # tests/support/r1_like.py
+
+    inputs = r1_like.verl_inputs(tmp_path / "inputs")
+    ws = _env(monkeypatch, tmp_path, two_nodes, "vloop2", verl_loop(2))
+    where = [f"model.path={inputs / 'model'}", f"verl.data_dir={inputs / 'data'}"]
+    out = cli("run", "vloop2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,
+              check=True)
+    (run,) = json.loads(out.stdout)["submitted"]
+    run_dir = Path(run["run_dir"])
+    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 540, "verl's loop over two nodes to end")
+    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    if record["state"] != "COMPLETED":
+        pytest.fail(f"{record['state']}: {record['error']}\n{logs[-6000:]}")
+    # an FSDP world of two, one rank on each node (host names are the nodes' own: UTS namespaces)
+    prefix = two_nodes["prefix"]
+    assert (f"tree-attention patch active in 2 actor workers (FSDPEngineWithLMHead) on {prefix}-node0, "
+            f"{prefix}-node1\n") in logs, logs[-4000:]
+    from wandb_reference import synced_history  # tests/support: the independent reader of .wandb files
+
+    ids, rows = synced_history(run_dir)
+    assert ids == {record["wandb_id"]} and [r["trainer/global_step"] for r in rows] == [0, 1, 2]  # each step once
+    by_step = {r["trainer/global_step"]: r for r in rows}
+    for step in (1, 2):  # arctl's advantage step and verl's update across the two ranks, on real trees
+        assert {"train/score@16", "train/score@32", "train/adv_var/brpo", "actor/pg_loss"} <= set(by_step[step])
+    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2))  # the weights moved
+    for step in (0, 2):  # validation before training and at the end
+        assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
+    from arctl.backends.verl import checkpoints
+
+    ckpt = run_dir / "checkpoints"  # both ranks' shards saved, intact
+    assert checkpoints.saved_steps(ckpt) == [2] and checkpoints.problem(ckpt, 2) is None
+    shards = sorted(p.name for p in (ckpt / "global_step_2" / "actor").glob("model_world_size_*.pt"))
+    assert shards == ["model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt"]  # one per node's rank
+    nothing_left(prefix, waiter)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -72,15 +71,7 @@ def inputs(tmp_path_factory):
     """A local R1-Distill-shaped model directory and verl parquet files written by `arctl data prepare`."""
     import r1_like  # tests/support/r1_like.py
 
-    root = tmp_path_factory.mktemp("verl-cpu")
-    r1_like.build(root / "model")
-    questions = [{"problem": f"What is 1 + {i % 2}?", "answer": str(1 + i % 2)} for i in range(8)]
-    (root / "train.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
-    (root / "aime.jsonl").write_text("\n".join(json.dumps(q) for q in questions[:2]))
-    subprocess.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(root / "data"),
-                    "--datasets", "deepscaler,aime24", "--no-hub", "--source", f"deepscaler={root / 'train.jsonl'}",
-                    "--source", f"aime24={root / 'aime.jsonl'}"], check=True, capture_output=True, timeout=120)
-    return root
+    return r1_like.verl_inputs(tmp_path_factory.mktemp("verl-cpu"))
 
 
 def _steps_logged(run_dir: Path) -> list[int]:

@@ -119,3 +119,21 @@ def build(directory: str | Path, seed: int = 0) -> object:
     config.update(tokenizer_class="PreTrainedTokenizerFast", unk_token=None)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False))
     return tokenizer
+
+
+def verl_inputs(root: str | Path) -> Path:
+    """What verl's real loop on a CPU trains on: this model in ``root/model`` and verl parquet files
+    written by ``arctl data prepare`` in ``root/data`` (deepscaler: 8 questions "What is 1 + k?";
+    aime24: 2 of them). Returns ``root``."""
+    import subprocess
+    import sys
+
+    root = Path(root)
+    build(root / "model")
+    questions = [{"problem": f"What is 1 + {i % 2}?", "answer": str(1 + i % 2)} for i in range(8)]
+    (root / "train.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
+    (root / "aime.jsonl").write_text("\n".join(json.dumps(q) for q in questions[:2]))
+    subprocess.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(root / "data"),
+                    "--datasets", "deepscaler,aime24", "--no-hub", "--source", f"deepscaler={root / 'train.jsonl'}",
+                    "--source", f"aime24={root / 'aime.jsonl'}"], check=True, capture_output=True, timeout=120)
+    return root

@@ -251,7 +251,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             reports = prove_tree_patch(self.actor_rollout_wg.workers)
             engines = ", ".join(sorted({e for r in reports for e in r.get("engines", [])})) or "engines not located"
             # printed, not logged: the job log shows it whatever verl sets the log level to
-            print(f"arctl: tree-attention patch active in {len(reports)} actor workers ({engines})", flush=True)
+            hosts = ", ".join(sorted({str(r.get("host")) for r in reports}))  # where the FSDP ranks train
+            print(f"arctl: tree-attention patch active in {len(reports)} actor workers ({engines}) on {hosts}", flush=True)
         super().on_init_end()
 
     # ------------------------------------------------------------------ advantages
