@@ -2,7 +2,9 @@
 
 Only active runs (SUBMITTING/PENDING/RUNNING) are looked at, so refreshing a workspace of
 thousands of finished runs costs nothing. SLURM runs: ``sacct`` once for every job id at hand,
-parsed by submitit's SlurmInfoWatcher. Local runs: is the submitit controller (or the local queue)
+parsed by submitit's SlurmInfoWatcher; when some are pending, one ``squeue`` call for why, so a job
+that SLURM will never start (it asks more than any node has) says so instead of pending forever.
+Local runs: is the submitit controller (or the local queue)
 still alive? A job that died without reporting (kill -9) becomes FAILED and is resumed by the next
 sweep from its last checkpoint.
 """
@@ -30,6 +32,16 @@ GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
 # skip an active run, so a new attempt never starts while the old one still writes its checkpoint.
 STOP_TIMEOUT_S = 900.0
 TERM_GRACE_S = 30.0
+# squeue(1)'s pending reasons that no wait resolves, and which setting to change
+NEVER_STARTS = {
+    "BadConstraints": "no node of its partition has what it asks (cluster.mem_gb, cluster.cpus_per_task, "
+                      "cluster.gpus_per_node)",
+    "PartitionNodeLimit": "it asks more nodes than its partition allows (cluster.nodes)",
+    "PartitionTimeLimit": "its time limit exceeds its partition's (cluster.time_min)",
+    "DependencyNeverSatisfied": "the job it waits for ended in a way that never satisfies its dependency",
+    "InvalidAccount": "its account is not valid (cluster.account)",
+    "InvalidQOS": "its QOS is not valid (cluster.qos)",
+}
 STOPPING = "stopping: saving its checkpoint"
 CANCELLING = "cancelling: saving its checkpoint"
 
@@ -68,6 +80,30 @@ def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
         except (subprocess.SubprocessError, OSError):
             info = {}
     return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}, source
+
+
+def pending_reasons(job_ids: list[str]) -> dict[str, str]:
+    """SLURM's reason per pending job id (``"123_4"`` or ``"123"``), from ONE ``squeue`` call (array
+    tasks listed one by one: ``-r``); {} when squeue cannot answer."""
+    if not job_ids or not shutil.which("squeue"):
+        return {}
+    masters = sorted({j.split("_")[0] for j in job_ids})
+    cmd = ["squeue", "-h", "-r", "-t", "PENDING", "-o", "%i|%r", "-j", ",".join(masters)]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S).stdout
+    except (subprocess.SubprocessError, OSError):
+        return {}
+    reasons = dict(line.strip().split("|", 1) for line in out.splitlines() if line.count("|") == 1)
+    return {j: reasons[j] for j in job_ids if j in reasons}
+
+
+def never_starts(reason: str | None, job_id: str, run_id: str) -> str | None:
+    """The warning for a job SLURM will not start (``reason`` in :data:`NEVER_STARTS`), else None."""
+    why = NEVER_STARTS.get(reason or "")
+    if why is None:
+        return None
+    return (f"SLURM will not start job {job_id} ({reason}): {why}; `arctl cancel {run_id}`, change it and run "
+            "again")
 
 
 def pid_alive(pid: int, needle: str | None = None) -> bool:
@@ -147,6 +183,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     raw_states, source = scheduler_states(slurm_ids)
     scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}
+    reasons = pending_reasons([j for j, st in scheduler.items() if st == states.PENDING])
     updates = []
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
@@ -163,6 +200,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
                 sched = states.FAILED  # without accounting, a job that left the queue has ended
             new_state, error = merge_state(rec, status, sched, now)
+            if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
+                                                                      rec.run_id)):
+                values["warning"] = never
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status)
         else:  # debug runs live in the launching process

@@ -215,6 +215,31 @@ def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkey
     assert got == {"r0": states.RUNNING, "r1": states.FAILED}
 
 
+def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monkeypatch):
+    """squeue(1)'s reason codes: BadConstraints (no node has the memory or CPUs asked) never clears;
+    Resources and Priority do (a wait, no warning). One squeue call, for the pending jobs only."""
+    from arctl.launch.refresh import refresh
+
+    calls = tmp_path / "calls"
+    sacct = "printf 'JobID|State\\n7_0|PENDING\\n7_1|PENDING\\n8|PENDING\\n9_0|RUNNING\\n'\n"
+    squeue = (f"echo squeue \"$@\" >> {calls}\n"
+              "printf '7_0|BadConstraints\\n7_1|Resources\\n8|PartitionTimeLimit\\n'\n")
+    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct, squeue=squeue)
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8", "9_0"])
+    with reg:
+        got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}
+    assert calls.read_text().splitlines() == ["squeue -h -r -t PENDING -o %i|%r -j 7,8"]
+    assert got["r0"] == (states.PENDING, "SLURM will not start job 7_0 (BadConstraints): no node of its partition "
+                         "has what it asks (cluster.mem_gb, cluster.cpus_per_task, cluster.gpus_per_node); "
+                         "`arctl cancel r0`, change it and run again")
+    assert got["r1"] == (states.PENDING, None)  # waits for resources: it will start
+    assert got["r2"][1].startswith("SLURM will not start job 8 (PartitionTimeLimit)") and "cluster.time_min" in got["r2"][1]
+    assert got["r3"] == (states.RUNNING, None)
+    with Registry(ws.registry_path) as again:  # kept in the registry: `status --no-refresh` shows it
+        assert again.get("r0").warning == got["r0"][1]
+
+
 def test_pid_alive_right_after_spawn_and_not_for_another_program():
     import subprocess
     import sys

@@ -90,6 +90,21 @@ def test_a_sweep_larger_than_max_array_size_goes_out_in_chunks(specs, tmp_path, 
     waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "3 cells COMPLETED")
 
 
+def test_a_job_no_node_can_hold_says_so_in_status_and_is_cancelled(specs, tmp_path, cli, waiter):
+    """More memory than the node has: SLURM accepts the job and leaves it pending for ever
+    (BadConstraints); `arctl status` says so, naming the setting, and `arctl cancel` ends it."""
+    ws = tmp_path / "ws"
+    doc = _launch(cli, "sweep", "lt3", ws, "cluster.mem_gb=99999", "cluster.max_array_size=1")
+    run_id = doc["submitted"][0]["run_id"]
+    warning = waiter(lambda: _records(ws)[run_id].warning, 60, "status to say why the job never starts")
+    assert _records(ws)[run_id].state == "PENDING"
+    assert "(BadConstraints): no node of its partition has what it asks (cluster.mem_gb" in warning, warning
+    table = cli("status", "lt3", "--workdir", str(ws), check=True).stdout
+    assert f"{run_id}: SLURM will not start job" in " ".join(table.split())
+    cli("cancel", "lt3", "--workdir", str(ws), check=True)
+    waiter(lambda: {r.state for r in _records(ws).values()} == {"CANCELLED"}, 60, "the runs CANCELLED")
+
+
 def test_scancel_is_preempted_after_the_stop_checkpoint_and_only_then_resumed(specs, tmp_path, cli, waiter,
                                                                              monkeypatch):
     """Issue 25 (8): `scancel` (TERM) stops a job with a checkpoint: the run is PREEMPTED (sacct says
