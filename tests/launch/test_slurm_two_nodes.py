@@ -278,39 +278,13 @@ def verl_loop(steps: int) -> str:
     """verl's real loop on a CPU (tests/launch/test_slurm_verl_cpu.py's experiment) with one actor
     worker per node: ``verl.n_gpus_per_node=1`` on ``cluster.nodes=2`` is an FSDP world of two, one
     rank on each node, over gloo between the nodes' addresses."""
-    return textwrap.dedent(
-        f"""\
-        description: verl's real loop on a CPU over two SLURM nodes
-        groups: {{model: r1-distill-qwen-1.5b}}
-        seeds: [0]
-        overrides:
-          - verl.device=cpu
-          - verl.tree_attention=dense
-          - verl.n_gpus_per_node=1
-          - thinking.budgets=[16,32]
-          - eval.budgets=[16,32]
-          - eval.grid=[16,32]
-          - eval.datasets=[aime24]
-          - eval.final_datasets=[aime24]
-          - eval.n_samples=2
-          - summary.group_size=2
-          - summary.max_tokens=32
-          - rollout.n=2
-          - data.train_batch_size=2
-          - data.ppo_mini_batch_size=2
-          - data.max_prompt_length=64
-          - trainer.total_steps={steps}
-          - trainer.save_freq={steps}
-          - trainer.test_freq={steps}
-          - wandb.mode=offline
-          - cluster.nodes=2
-          - cluster.cpus_per_task=2
-          - cluster.mem_gb=3
-          - cluster.time_min=15
-          - "verl.ray_start_args=['--object-store-memory=150000000','--include-dashboard=false']"
-        arms:
-          ar-uniform: [algo=anytime, prior=uniform]
-        """
+    import r1_like  # tests/support/r1_like.py
+
+    return r1_like.verl_experiment(
+        "verl's real loop on a CPU over two SLURM nodes", "eval.grid=[16,32]", f"trainer.total_steps={steps}",
+        f"trainer.save_freq={steps}", f"trainer.test_freq={steps}", "cluster.nodes=2", "cluster.cpus_per_task=2",
+        "cluster.mem_gb=3", "cluster.time_min=15",
+        "verl.ray_start_args=['--object-store-memory=150000000','--include-dashboard=false']",
     )
 
 

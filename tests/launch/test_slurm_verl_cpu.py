@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+import r1_like  # tests/support/r1_like.py
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
 from arctl.launch.status_file import read_status
@@ -32,45 +33,17 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.verl, pytest.mark
 if verl_missing():
     pytest.skip(NO_VERL, allow_module_level=True)
 
-EXPERIMENT = """\
-description: verl's real loop on a CPU (AR-uniform, 2 budgets x 2 summaries)
-groups: {model: r1-distill-qwen-1.5b}
-seeds: [0]
-overrides:
-  - verl.device=cpu
-  - verl.tree_attention=dense
-  - verl.n_gpus_per_node=1
-  - thinking.budgets=[16,32]
-  - eval.budgets=[16,32]
-  - eval.grid=[8,16,24,32]
-  - eval.datasets=[aime24]
-  - eval.final_datasets=[aime24]
-  - eval.n_samples=2
-  - summary.group_size=2
-  - summary.max_tokens=32
-  - rollout.n=2
-  - data.train_batch_size=2
-  - data.ppo_mini_batch_size=2
-  - data.max_prompt_length=64
-  - trainer.total_steps=3
-  - trainer.save_freq=2
-  - trainer.test_freq=3
-  - wandb.mode=offline
-  - cluster.cpus_per_task=2
-  - cluster.mem_gb=8
-  - cluster.time_min=15
-  - cluster.preempt_warning_s=120
-  - "verl.ray_start_args=['--object-store-memory=200000000','--include-dashboard=false']"
-arms:
-  ar-uniform: [algo=anytime, prior=uniform]
-"""
+EXPERIMENT = r1_like.verl_experiment(
+    "verl's real loop on a CPU (AR-uniform, 2 budgets x 2 summaries)",
+    "eval.grid=[8,16,24,32]", "trainer.total_steps=3", "trainer.save_freq=2", "trainer.test_freq=3",
+    "cluster.cpus_per_task=2", "cluster.mem_gb=8", "cluster.time_min=15", "cluster.preempt_warning_s=120",
+    "verl.ray_start_args=['--object-store-memory=200000000','--include-dashboard=false']",
+)
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """A local R1-Distill-shaped model directory and verl parquet files written by `arctl data prepare`."""
-    import r1_like  # tests/support/r1_like.py
-
     return r1_like.verl_inputs(tmp_path_factory.mktemp("verl-cpu"))
 
 

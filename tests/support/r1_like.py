@@ -137,3 +137,20 @@ def verl_inputs(root: str | Path) -> Path:
                     "--datasets", "deepscaler,aime24", "--no-hub", "--source", f"deepscaler={root / 'train.jsonl'}",
                     "--source", f"aime24={root / 'aime.jsonl'}"], check=True, capture_output=True, timeout=120)
     return root
+
+
+# verl's real loop on a CPU at the smallest shapes that still train AR's trees (AR-uniform, 2 budgets x
+# 2 summaries, 2 questions x 2 samples): what every test of that loop shares
+VERL_CPU_LOOP = (
+    "verl.device=cpu", "verl.tree_attention=dense", "verl.n_gpus_per_node=1", "thinking.budgets=[16,32]",
+    "eval.budgets=[16,32]", "eval.datasets=[aime24]", "eval.final_datasets=[aime24]", "eval.n_samples=2",
+    "summary.group_size=2", "summary.max_tokens=32", "rollout.n=2", "data.train_batch_size=2",
+    "data.ppo_mini_batch_size=2", "data.max_prompt_length=64", "wandb.mode=offline",
+)
+
+
+def verl_experiment(description: str, *overrides: str) -> str:
+    """An experiment file (one seed, arm ``ar-uniform``) of :data:`VERL_CPU_LOOP` then ``overrides``."""
+    items = "".join(f"  - {json.dumps(o)}\n" for o in (*VERL_CPU_LOOP, *overrides))
+    return (f"description: {json.dumps(description)}\ngroups: {{model: r1-distill-qwen-1.5b}}\nseeds: [0]\n"
+            f"overrides:\n{items}arms:\n  ar-uniform: [algo=anytime, prior=uniform]\n")
