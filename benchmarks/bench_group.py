@@ -1,0 +1,85 @@
+"""Does one batched call of G tiny models cost less than G calls? The premise of training seeds in
+one process (issue 29 item 1), measured before building it. Run by hand; numbers in
+docs/benchmarks.md ("Several runs in one batched model").
+
+    python benchmarks/bench_group.py [--tokens 1,64] [--groups 1,2,4,8] [--repeats 5]
+
+The tiny scale's model (``main-ar-uniform`` resolved at ``--scale tiny``), G copies with their own
+weights, on 64 rows (a training step's 8 prompts x 8 samples) of T tokens each: the G models called
+one after the other, against ``torch.func.vmap`` of one functional call over their stacked weights
+(``stack_module_state``). T = 1 is a decoding step's forward (per-call overhead); T = 64 a training
+forward (arithmetic). Forward alone and forward + backward; one torch thread; best of ``--repeats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from arctl.backends.tiny.model import build_model, model_config
+
+ROWS = 64
+VOCAB = 416
+
+
+def best(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", default="1,64")
+    parser.add_argument("--groups", default="1,2,4,8")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    from arctl.compose import resolve_experiment
+
+    torch.set_num_threads(1)
+    model_section = resolve_experiment("main-ar-uniform", scale="tiny")[0].config["model"]
+    cfg = model_config(model_section, VOCAB, 0, 1)
+    cfg._attn_implementation = "eager"  # vmap has no batching rule for every SDPA kernel on CPU
+    print("| tokens per row | G | forward: G calls s | one vmap call s | ratio | fwd+bwd: G calls s | one vmap call s | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for tokens in (int(t) for t in args.tokens.split(",")):
+        for g in (int(x) for x in args.groups.split(",")):
+            models = [build_model(cfg, seed) for seed in range(g)]
+            ids = torch.randint(2, VOCAB, (g, ROWS, tokens), generator=torch.Generator().manual_seed(0))
+            params, buffers = stack_module_state(models)
+
+            def one(p, b, x):
+                return functional_call(models[0], (p, b), (x,), {"use_cache": False}).logits
+
+            def calls():
+                with torch.no_grad():
+                    for m, x in zip(models, ids):
+                        m(x, use_cache=False)
+
+            def batched():
+                with torch.no_grad():
+                    vmap(one)(params, buffers, ids)
+
+            def calls_bwd():
+                for m, x in zip(models, ids):
+                    m(x, use_cache=False).logits.logsumexp(-1).mean().backward()
+
+            def batched_bwd():
+                p = {k: v.detach().requires_grad_() for k, v in params.items()}
+                vmap(one)(p, buffers, ids).logsumexp(-1).mean().backward()
+
+            f_calls, f_vmap = best(calls, args.repeats), best(batched, args.repeats)
+            b_calls, b_vmap = best(calls_bwd, max(1, args.repeats // 2)), best(batched_bwd, max(1, args.repeats // 2))
+            print(f"| {tokens} | {g} | {f_calls:.3f} | {f_vmap:.3f} | {f_calls / f_vmap:.2f}x | {b_calls:.3f} | "
+                  f"{b_vmap:.3f} | {b_calls / b_vmap:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
