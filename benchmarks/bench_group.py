@@ -14,9 +14,9 @@ forward (arithmetic). Forward alone and forward + backward; one torch thread; be
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from bench_tree_mask import best_of  # benchmarks/ (the script's folder is on sys.path)
 from torch.func import functional_call, stack_module_state, vmap
 
 from arctl.backends.tiny.model import build_model, model_config
@@ -26,13 +26,40 @@ VOCAB = 416
 
 
 def best(fn, repeats: int) -> float:
+    """Best of ``repeats`` after one warm-up call (vmap's first call traces)."""
     fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return best_of(fn, repeats)
+
+
+def measure(cfg, g: int, tokens: int, repeats: int) -> tuple[float, float, float, float]:
+    """(forward: G calls s, one vmap call s, forward+backward: G calls s, one vmap call s) of G models
+    with their own weights on ROWS rows of ``tokens`` tokens each."""
+    models = [build_model(cfg, seed) for seed in range(g)]
+    ids = torch.randint(2, VOCAB, (g, ROWS, tokens), generator=torch.Generator().manual_seed(0))
+    params, buffers = stack_module_state(models)
+
+    def one(p, b, x):
+        return functional_call(models[0], (p, b), (x,), {"use_cache": False}).logits
+
+    def calls():
+        with torch.no_grad():
+            for m, x in zip(models, ids):
+                m(x, use_cache=False)
+
+    def batched():
+        with torch.no_grad():
+            vmap(one)(params, buffers, ids)
+
+    def calls_bwd():
+        for m, x in zip(models, ids):
+            m(x, use_cache=False).logits.logsumexp(-1).mean().backward()
+
+    def batched_bwd():
+        p = {k: v.detach().requires_grad_() for k, v in params.items()}
+        vmap(one)(p, buffers, ids).logsumexp(-1).mean().backward()
+
+    half = max(1, repeats // 2)
+    return best(calls, repeats), best(batched, repeats), best(calls_bwd, half), best(batched_bwd, half)
 
 
 def main() -> None:
@@ -51,32 +78,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for tokens in (int(t) for t in args.tokens.split(",")):
         for g in (int(x) for x in args.groups.split(",")):
-            models = [build_model(cfg, seed) for seed in range(g)]
-            ids = torch.randint(2, VOCAB, (g, ROWS, tokens), generator=torch.Generator().manual_seed(0))
-            params, buffers = stack_module_state(models)
-
-            def one(p, b, x):
-                return functional_call(models[0], (p, b), (x,), {"use_cache": False}).logits
-
-            def calls():
-                with torch.no_grad():
-                    for m, x in zip(models, ids):
-                        m(x, use_cache=False)
-
-            def batched():
-                with torch.no_grad():
-                    vmap(one)(params, buffers, ids)
-
-            def calls_bwd():
-                for m, x in zip(models, ids):
-                    m(x, use_cache=False).logits.logsumexp(-1).mean().backward()
-
-            def batched_bwd():
-                p = {k: v.detach().requires_grad_() for k, v in params.items()}
-                vmap(one)(p, buffers, ids).logsumexp(-1).mean().backward()
-
-            f_calls, f_vmap = best(calls, args.repeats), best(batched, args.repeats)
-            b_calls, b_vmap = best(calls_bwd, max(1, args.repeats // 2)), best(batched_bwd, max(1, args.repeats // 2))
+            f_calls, f_vmap, b_calls, b_vmap = measure(cfg, g, tokens, args.repeats)
             print(f"| {tokens} | {g} | {f_calls:.3f} | {f_vmap:.3f} | {f_calls / f_vmap:.2f}x | {b_calls:.3f} | "
                   f"{b_vmap:.3f} | {b_calls / b_vmap:.2f}x |", flush=True)
 

@@ -57,15 +57,20 @@ def make_bpe_tokenizer():
 # them twice (~1,000 worker-seconds of CI). So when that test is selected and can hide programs here,
 # this session deselects every non-slow test; `pytest tests/x`, `-m "not slow"` or a machine where
 # nothing can be hidden run them here as before. Then the longest tests first: pytest-xdist's
-# `--dist loadgroup` hands one test at a time to the worker that is free (no test is grouped), so
-# this order is longest-processing-time-first scheduling of the two workers.
+# `--dist loadgroup` hands one test at a time (or one `xdist_group` of a module that shares an expensive
+# module fixture) to the worker that is free, so this order is longest-processing-time-first
+# scheduling of the two workers.
 FRESH_MACHINE_TEST = "tests/test_fresh_machine.py"
+
+
+def _is_fresh_machine_test(item) -> bool:
+    return Path(str(item.fspath)).as_posix().endswith(FRESH_MACHINE_TEST)
 
 
 def _runs_first(item) -> int:
     """0 the fresh-machine test (the non-slow suite), 1 slow verl jobs on the real SLURM (Ray and
     verl's loop: minutes each), 2 other slow tests on the real SLURM, 3 other slow tests, 4 the rest."""
-    if Path(str(item.fspath)).as_posix().endswith(FRESH_MACHINE_TEST):
+    if _is_fresh_machine_test(item):
         return 0
     if item.get_closest_marker("slow"):
         if item.get_closest_marker("slurm"):
@@ -78,7 +83,7 @@ def _runs_first(item) -> int:
 def pytest_collection_modifyitems(config, items):
     import fresh_machine  # tests/support/fresh_machine.py
 
-    fresh = any(Path(str(i.fspath)).as_posix().endswith(FRESH_MACHINE_TEST) for i in items)
+    fresh = any(_is_fresh_machine_test(i) for i in items)
     if fresh and fresh_machine.INSIDE not in os.environ and fresh_machine.available() is None:
         nested = [i for i in items if not i.get_closest_marker("slow")]
         if nested:

@@ -4,9 +4,8 @@ Only active runs (SUBMITTING/PENDING/RUNNING) are looked at, so refreshing a wor
 thousands of finished runs costs nothing. SLURM runs: ``sacct`` once for every job id at hand,
 parsed by submitit's SlurmInfoWatcher; when some are pending, one ``squeue`` call for why, so a job
 that SLURM will never start (it asks more than any node has) says so instead of pending forever.
-Local runs: is the submitit controller (or the local queue)
-still alive? A job that died without reporting (kill -9) becomes FAILED and is resumed by the next
-sweep from its last checkpoint.
+Local runs: is the submitit controller (or the local queue) still alive? A job that died without
+reporting (kill -9) becomes FAILED and is resumed by the next sweep from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -51,6 +50,11 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
     return scheduler_states(job_ids)[0]
 
 
+def _masters(job_ids: list[str]) -> list[str]:
+    """The jobs (arrays) that ``job_ids`` (``"123_4"`` or ``"123"``) belong to, for one ``-j`` list."""
+    return sorted({j.split("_")[0] for j in job_ids})
+
+
 def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
     """(raw state per job id, source) where source is "sacct", "squeue" or None (no answer).
 
@@ -61,7 +65,7 @@ def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
         return {}, None
     from submitit.slurm.slurm import SlurmInfoWatcher
 
-    masters = sorted({j.split("_")[0] for j in job_ids})
+    masters = _masters(job_ids)
     info: dict = {}
     source = None
     if shutil.which("sacct"):
@@ -87,7 +91,7 @@ def pending_reasons(job_ids: list[str]) -> dict[str, str]:
     tasks listed one by one: ``-r``); {} when squeue cannot answer."""
     if not job_ids or not shutil.which("squeue"):
         return {}
-    masters = sorted({j.split("_")[0] for j in job_ids})
+    masters = _masters(job_ids)
     cmd = ["squeue", "-h", "-r", "-t", "PENDING", "-o", "%i|%r", "-j", ",".join(masters)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S).stdout
