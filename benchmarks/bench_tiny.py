@@ -49,7 +49,7 @@ def _time_update(model, batch, repeats: int) -> float:
     times = []
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
-        loss, _ = policy_loss(model, batch, BENCH_OBJECTIVE, n_trees=int(batch.input_ids.shape[0]))
+        loss, _, _ = policy_loss(model, batch, BENCH_OBJECTIVE, n_trees=int(batch.input_ids.shape[0]))
         loss.backward()
         model.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)

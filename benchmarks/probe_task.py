@@ -130,7 +130,7 @@ def _gradient_balance(model, config, out, pad_id: int):
     norms, tokens = {}, {}
     for part, mask in (("thinking", thinking), ("summary", batch.loss_mask & ~thinking)):
         part_batch = type(batch)(**{**batch.__dict__, "loss_mask": mask})
-        loss, _ = policy_loss(model, part_batch, objective, len(packed))
+        loss, _, _ = policy_loss(model, part_batch, objective, len(packed))
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         norms[part] = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
         tokens[part] = int(mask.sum())

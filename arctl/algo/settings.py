@@ -8,7 +8,7 @@ class                  section      fields
 :class:`Thinking`      ``thinking`` budgets, prior, probs, baseline, lam
 :class:`Summary`       ``summary``  decoupled, prior, probs, weighting, group_size, max_tokens
 :class:`Reward`        ``reward``   length_penalty, alpha
-:class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len
+:class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len, kl_coef, kl_type
 :class:`BudgetControl` ``budget_control``  method, thinkprune_limits, l1_*, forcing_* (the compared
                                    methods of ``arctl.algo.methods``; not part of :class:`Objective`)
 =====================  ===========  ===========================================================
@@ -45,6 +45,10 @@ BASELINES = ("brpo", "v1", "v2", "none")
 """Variance-reduction terms of the thinking advantage: ``arctl.algo.advantages.thinking_baseline``."""
 LENGTH_PENALTIES = ("none", "v1", "v2")
 """Reward shapings of the length-penalty arms: ``arctl.algo.rewards.length_penalty``."""
+KL_TYPES = ("low_var_kl", "kl", "mse", "abs")
+"""Per-token estimators of KL(policy || reference) for ``optim.kl_coef`` (verl's ``kl_loss_type`` names):
+``low_var_kl`` Schulman's k3 (L1's released scripts), ``kl`` k1, ``mse`` k2, ``abs`` |k1|;
+``arctl.algo.tree_loss.kl_token_penalty``."""
 SUMMARY_WEIGHTINGS = ("authors", "paper")
 """Weight of a decoupled summary's advantage: ``authors`` 1 (their ``compute_summary_advantage``),
 ``paper`` P'_j of its budget (paper Eq. 10 read literally)."""
@@ -133,13 +137,17 @@ class Reward:
 
 @dataclass(frozen=True)
 class Loss:
-    """The loss keys of config section ``optim``: PPO clip and the Dr. GRPO constant."""
+    """The loss keys of config section ``optim``: PPO clip, the Dr. GRPO constant, the KL term."""
 
     clip_ratio: float = _setting(0.2, range=F(0, 1, lo_open=True, hi_open=True))  # epsilon_low
     clip_ratio_high: float = _setting(0.2, range=F(0, 10, lo_open=True, hi_open=True))  # epsilon_high (> clip_ratio: DAPO)
     dual_clip: float | None = _setting(None, range=F(1, 10**6, lo_open=True, nullable=True))  # c > 1: dual-clip PPO on negative advantages; None: plain PPO clip
     # Dr. GRPO constant, tokens per tree; None: the authors' rule b_m + 16 x summary.max_tokens + 128 (authors_loss_norm_len)
     loss_norm_len: int | None = _setting(None, range=I(1, 10**8, nullable=True))
+    # KL to the reference model (the weights RL started from), summed over trained tokens and divided by the
+    # same constant as the policy loss; 0: no reference model at all (every arm but L1's, as their scripts)
+    kl_coef: float = _setting(0.0, range=F(0, 10))
+    kl_type: str = _setting("low_var_kl", choices=KL_TYPES)  # the per-token estimator (KL_TYPES)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ ended before them) share one prefix: one *summary group* of ``|J| * A`` summarie
   ``r_{m,a} - mean over the question's G thinking samples of r_m``, no prior factor;
 - length penalties shape each summary's reward (thinking length = its cut) before all of the above;
 - loss: PPO clip (dual clip only with ``optim.dual_clip``), summed over trained tokens and divided by
-  ``trees x loss_norm_len``, one constant per experiment (Dr. GRPO).
+  ``trees x loss_norm_len``, one constant per experiment (Dr. GRPO); with ``optim.kl_coef``, plus the
+  KL to the reference model, summed and divided the same way (:func:`kl_loss`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from arctl.algo.advantages import (
 from arctl.algo.objective import anytime_objective
 from arctl.algo.priors import budget_prior
 from arctl.algo.rewards import length_penalty
-from arctl.algo.settings import SUMMARY_WEIGHTINGS, Loss, Objective, loss_normaliser
+from arctl.algo.settings import KL_TYPES, SUMMARY_WEIGHTINGS, Loss, Objective, loss_normaliser
 
 F64 = torch.float64
 
@@ -209,8 +210,47 @@ def policy_loss_sum(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torc
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 n_trees: int, s: Objective) -> torch.Tensor:
     """The loss of a mini-batch of ``n_trees`` trees: :func:`policy_loss_sum` / :func:`loss_normaliser`.
-    Micro-batches of one mini-batch pass the mini-batch's ``n_trees``; their losses add up."""
+    Micro-batches of one mini-batch pass the mini-batch's ``n_trees``; their losses add up. With
+    ``optim.kl_coef > 0`` the trainer adds :func:`kl_loss` to it."""
     return policy_loss_sum(logp, old_logp, advantages, mask, s.loss) / loss_normaliser(n_trees, s)
+
+
+def kl_token_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from the sampled token's log-prob under the
+    policy (``logp``) and under the reference model (``ref_logp``), both of one shape; returns that
+    shape. Schulman's estimators, named as verl's ``kl_loss_type`` names them (``optim.kl_type``):
+    ``kl`` (k1) ``logp - ref``; ``abs`` ``|logp - ref|``; ``mse`` (k2) ``(logp - ref)^2 / 2``;
+    ``low_var_kl`` (k3, L1's released scripts) ``exp(d) - d - 1`` with ``d = ref - logp`` clamped to
+    [-20, 20] and the result to [-10, 10] (verl's clamps, for stability)."""
+    if kind == "kl":
+        return logp - ref_logp
+    if kind == "abs":
+        return (logp - ref_logp).abs()
+    if kind == "mse":
+        return 0.5 * (logp - ref_logp).square()
+    if kind == "low_var_kl":
+        d = (ref_logp - logp).clamp(-20, 20)
+        return (torch.exp(d) - d - 1).clamp(-10, 10)
+    raise ValueError(f"optim.kl_type={kind!r} is not one of {', '.join(KL_TYPES)}")
+
+
+def kl_loss(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, n_trees: int, s: Objective) -> torch.Tensor:
+    """The KL term of a mini-batch of ``n_trees`` trees: ``optim.kl_coef x`` the sum over trained
+    tokens (``mask``) of :func:`kl_token_penalty` / :func:`loss_normaliser`, the constant the policy
+    loss is divided by. L1's released scripts take a token mean of both the policy loss and the KL
+    loss; aggregating both the same way keeps their ratio, so their coefficient (0.001) means here
+    what it means there (``docs/algorithm.md``). A scalar in ``logp``'s dtype; 0 without a KL term."""
+    if not s.loss.kl_coef:
+        return logp.new_zeros(())
+    total = (kl_token_penalty(logp, ref_logp, s.loss.kl_type) * mask.to(logp.dtype)).sum()
+    return float(s.loss.kl_coef) * total / loss_normaliser(n_trees, s)
+
+
+def kl_mean(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, kind: str) -> float:
+    """Mean of :func:`kl_token_penalty` over the tokens of ``mask`` (``train/kl``: the rollout
+    policy's log-probs against the reference's, over the step's trained tokens); 0 without tokens."""
+    w = mask.to(torch.float64)
+    return float((kl_token_penalty(logp.double(), ref_logp.double(), kind) * w).sum() / w.sum().clamp_min(1))
 
 
 def clip_stats(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,

@@ -108,6 +108,13 @@ TRAIN_METHOD_FINAL_SCORE = "train/method/final_score"
 TRAIN_THINK_LIMIT = "train/think_limit"
 """ThinkPrune's thinking limit in force at the step (``budget_control.method=thinkprune``)."""
 
+TRAIN_KL = "train/kl"
+"""With ``optim.kl_coef > 0``: the mean per-token KL estimate (``optim.kl_type``) of the policy that
+sampled the step against the reference model, over the trained tokens (``arctl.algo.tree_loss.kl_mean``)."""
+TRAIN_KL_LOSS = "train/kl_loss"
+"""With ``optim.kl_coef > 0``: the KL term added to the loss (``arctl.algo.tree_loss.kl_loss``; verl logs
+its own ``actor/kl_loss``, before the coefficient and the constant)."""
+
 ACC_FRACTIONS = (0.25, 0.5)  # eval/{ds}/acc_at_frac/{pct} is logged at these fractions of the curve's largest budget
 
 

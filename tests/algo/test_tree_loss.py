@@ -19,6 +19,9 @@ from arctl.algo.tree_loss import (
     Tree,
     batch_stats,
     clip_stats,
+    kl_loss,
+    kl_mean,
+    kl_token_penalty,
     policy_loss,
     ppo_token_loss,
     shaped_rewards,
@@ -191,6 +194,46 @@ def test_policy_loss_divides_the_token_sum_by_trees_times_the_constant():
     logp, old = torch.tensor([[0.5, -0.5, 0.3]]), torch.zeros(1, 3)
     adv, mask = torch.tensor([[1.0, -1.0, 5.0]]), torch.tensor([[True, True, False]])
     assert policy_loss(logp, old, adv, mask, 2, s).item() == pytest.approx((-1.2 + 0.8) / 20)
+
+
+def test_kl_estimators_by_hand():
+    # policy log-prob -1, reference -2 (d = ref - logp = -1); and equal log-probs: every estimator 0
+    logp, ref = torch.tensor([-1.0, -0.7]), torch.tensor([-2.0, -0.7])
+    assert kl_token_penalty(logp, ref, "kl").tolist() == pytest.approx([1.0, 0.0])
+    assert kl_token_penalty(logp, ref, "abs").tolist() == pytest.approx([1.0, 0.0])
+    assert kl_token_penalty(ref, logp, "abs").tolist() == pytest.approx([1.0, 0.0])
+    assert kl_token_penalty(logp, ref, "mse").tolist() == pytest.approx([0.5, 0.0])
+    assert kl_token_penalty(logp, ref, "low_var_kl").tolist() == pytest.approx([math.exp(-1) + 1 - 1, 0.0])
+    # k3 is clamped: d = 50 -> exp(20) - 20 - 1 -> capped at 10
+    assert kl_token_penalty(torch.tensor([-60.0]), torch.tensor([-10.0]), "low_var_kl").item() == 10.0
+    with pytest.raises(ValueError, match="optim.kl_type='k9'"):
+        kl_token_penalty(logp, ref, "k9")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-8, 0), st.floats(-8, 0), st.booleans()), min_size=1, max_size=12),
+       st.sampled_from(algo_settings.KL_TYPES), st.floats(0.0005, 2.0), st.integers(1, 5))
+def test_kl_loss_is_the_coefficient_times_the_masked_sum_over_the_constant(tokens, kind, coef, n_trees):
+    s = dataclasses.replace(objective([4]), loss=Loss(loss_norm_len=10, kl_coef=coef, kl_type=kind))
+    logp = torch.tensor([t[0] for t in tokens], dtype=F64)
+    ref = torch.tensor([t[1] for t in tokens], dtype=F64)
+    mask = torch.tensor([t[2] for t in tokens])
+
+    def slow(lp, rp):  # Schulman's estimators, one token at a time (verl's clamps for k3)
+        if kind == "kl":
+            return lp - rp
+        if kind == "abs":
+            return abs(lp - rp)
+        if kind == "mse":
+            return 0.5 * (lp - rp) ** 2
+        d = min(max(rp - lp, -20.0), 20.0)
+        return min(max(math.exp(d) - d - 1, -10.0), 10.0)
+
+    picked = [slow(lp, rp) for lp, rp, keep in tokens if keep]
+    assert kl_loss(logp, ref, mask, n_trees, s).item() == pytest.approx(coef * sum(picked) / (n_trees * 10), abs=1e-12)
+    assert kl_mean(logp, ref, mask, kind) == pytest.approx(sum(picked) / len(picked) if picked else 0.0, abs=1e-12)
+    # no coefficient: no term, whatever the log-probs
+    assert kl_loss(logp, ref, mask, n_trees, objective([4])).item() == 0.0
 
 
 def test_the_loss_constant_is_the_authors_and_one_per_experiment():

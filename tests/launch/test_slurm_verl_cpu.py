@@ -7,7 +7,7 @@ arctl's mode, TransferQueue, an FSDP2 actor worker on gloo whose forward carries
 (proved by every actor worker before the first update), the ``arctl_cpu`` rollout server behind verl's
 replica and router, the tree agent loop with the R1-Distill-shaped tokenizer (tests/support/r1_like.py:
 no unk, DeepSeek specials, qwen2 model type), per-leaf rewards, arctl's advantage step and policy loss,
-validation, checkpoints. Nothing of verl's loop is stubbed; the model is a tiny random Qwen2 whose
+validation, checkpoints, and a KL term against verl's reference worker. Nothing of verl's loop is stubbed; the model is a tiny random Qwen2 whose
 favourite tokens make rewards vary.
 
 Then SLURM's time-limit warning (``scancel --batch --signal=USR1``) during step 2, where ``save_freq``
@@ -38,6 +38,8 @@ EXPERIMENT = r1_like.verl_experiment(
     "eval.grid=[8,16,24,32]", "trainer.total_steps=3", "trainer.save_freq=2", "trainer.test_freq=3",
     "cluster.cpus_per_task=2", "cluster.mem_gb=8", "cluster.time_min=15", "cluster.preempt_warning_s=120",
     "verl.ray_start_args=['--object-store-memory=200000000','--include-dashboard=false']",
+    # L1's KL term (no AR arm has one): verl's reference worker beside the actor, on the same trees
+    "optim.kl_coef=0.001",
 )
 
 
@@ -130,6 +132,13 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
         assert row["actor/grad_norm"] > 0 or row["train/adv_var/brpo"] == 0
         assert 0 < row["perf/summary_prefix_cache_hit"] <= 1  # summaries reused the thinking's KV
     assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))  # the weights moved
+    # the KL term: verl's reference worker scores the same packed trees with the tree mask (before the
+    # first update it equals the actor: no KL), and it stays the weights the run started from across
+    # the requeue (after two updates there is KL, though the resumed actor loaded step 2's weights)
+    kl = [by_step[s]["train/kl"] for s in (1, 2, 3)]
+    assert all("actor/kl_loss" in by_step[s] and "train/kl_loss" in by_step[s] for s in (1, 2, 3))
+    assert kl[0] == 0, kl  # the same log-probs to the bit: same weights, same tree mask
+    assert all(k >= 0 for k in kl) and (kl[2] > 0 or all(by_step[s]["actor/grad_norm"] == 0 for s in (1, 2))), kl
     for step in (0, 3):  # validation before training and at test_freq
         assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
 

@@ -112,6 +112,8 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
         ("optim.clip_ratio", 1.2, "a number > 0 and < 1"),
         ("optim.clip_ratio_high", 0.1, ">= optim.clip_ratio"),
         ("optim.betas", [0.9], r"\[beta1, beta2\]"),
+        ("optim.kl_coef", -0.001, "a number >= 0"),
+        ("optim.kl_type", "k3", "not allowed"),
         ("data.ppo_mini_batch_size", 48, "not a multiple"),
         ("eval.budgets", [2000, 9000], "thinking stops at 8000"),
         ("eval.grid", [250, 500, 8250], "thinking stops at 8000"),
@@ -151,6 +153,16 @@ def test_custom_prior_within_tolerance_passes():
     cfg["summary"]["prior"] = "custom"
     cfg["summary"]["probs"] = [0.1, 0.2, 0.3, 0.4 + 5e-7]
     validate_config(cfg)
+
+
+def test_a_kl_term_needs_every_sampled_summary_trained():
+    """verl's rows keep a coupled arm's untrained summaries, the tiny backend drops them: a KL term
+    would cover different tokens, so it is refused there, and allowed where every summary trains."""
+    with pytest.raises(SpecError, match="summary.decoupled=false and 4 thinking budgets"):
+        resolve_experiment("ablation-vr", ["optim.kl_coef=0.001"], arms=["grpo-vr"])
+    for arm in ("grpo", "grpo-vr-decouple"):  # one budget; decoupled
+        (run,) = resolve_experiment("ablation-vr", ["optim.kl_coef=0.001"], arms=[arm])
+        assert run.config["optim"]["kl_coef"] == 0.001
 
 
 def test_errors_through_overrides_name_the_arm_and_key():

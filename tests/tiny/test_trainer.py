@@ -99,6 +99,12 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
         limits, round_k = config["budget_control"]["thinkprune_limits"], config["budget_control"]["thinkprune_round"]
         rounds = [round_k - 1] * 3 if round_k else [0, 1, 2]  # a run of one round, or three rounds in 3 steps
         assert list(data.column(ms.TRAIN_THINK_LIMIT)[1:]) == [float(limits[k]) for k in rounds]
+    if config["optim"]["kl_coef"] > 0:  # L1's arms: the KL to the weights the run started from
+        kl = list(data.column(ms.TRAIN_KL)[1:])
+        assert kl[0] == 0.0 and all(v >= 0 for v in kl), kl  # step 1 samples with the reference's own weights
+        assert all(v == v for v in data.column(ms.TRAIN_KL_LOSS)[1:])
+    else:
+        assert ms.TRAIN_KL not in data.keys
     assert (run_dir / "checkpoints").is_dir()
     # what the run started from: the warm-up's weights hash and accuracy per eval budget, on disk and in W&B
     warm = json.loads((run_dir / "warmup.json").read_text())

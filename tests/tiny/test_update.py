@@ -75,7 +75,7 @@ def test_tree_loss_and_gradient_equal_duplicated_branches(share):
     grads, losses = [], []
     for make in (tree_batch, duplicated_batch):
         model = _model(50)
-        loss, _ = policy_loss(model, make(trees, 0), OBJECTIVE, n_trees=3)
+        loss, _, _ = policy_loss(model, make(trees, 0), OBJECTIVE, n_trees=3)
         loss.backward()
         losses.append(loss.detach())
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
@@ -98,3 +98,32 @@ def test_micro_batched_update_equals_one_batch():
         assert out["loss"] == out["loss"] and out["entropy"] > 0
     torch.testing.assert_close(params[0], params[1], atol=2e-5, rtol=1e-4)  # Adam steps of 1e-2 each
     assert not torch.equal(params[0], torch.cat([p.detach().flatten() for p in _model(50).parameters()]))
+
+
+def test_the_kl_term_pulls_the_policy_back_to_the_reference():
+    """Zero advantages: the policy loss has no gradient, so an update moves the weights by the KL term
+    alone, and it moves them towards the reference (the KL of the trained tokens falls); without a
+    reference model a KL objective is refused."""
+    from arctl.backends.tiny.update import ppo_update
+
+    trees = _trees(50, 3)
+    for tree in trees:
+        tree.advantages.zero_()
+    reference = _model(50).eval().requires_grad_(False)
+    kl = Objective(Thinking(budgets=(4, 8, 12)), loss=Loss(loss_norm_len=12, kl_coef=0.5, kl_type="low_var_kl"))
+    model = build_model(model_config(MICRO_MODEL, 50, 0, 2), 7)  # another init: far from the reference
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    groups = torch.tensor([0, 0, 1])
+    first = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, reference=reference)
+    for _ in range(5):
+        last = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, reference=reference)
+    assert first["kl"] > 0 and last["kl"] < 0.8 * first["kl"], (first, last)
+    assert first["loss"] == 0.0 and first["kl_loss"] > 0  # train/loss is the policy part alone
+    # the same update without the coefficient leaves the weights where they are (no gradient at all)
+    plain = build_model(model_config(MICRO_MODEL, 50, 0, 2), 7)
+    before = torch.cat([p.detach().flatten().clone() for p in plain.parameters()])
+    out = ppo_update(plain, torch.optim.AdamW(plain.parameters(), lr=3e-3, weight_decay=0.0), tree_batch(trees, 0),
+                     groups, 2, 1, OBJECTIVE, 0.0)
+    assert "kl" not in out and torch.equal(before, torch.cat([p.detach().flatten() for p in plain.parameters()]))
+    with pytest.raises(ValueError, match="needs the reference model"):
+        ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0)

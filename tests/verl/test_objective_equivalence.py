@@ -36,6 +36,10 @@ VARIANTS = [  # named settings no paper arm uses, on the AR and GRPO+vr arms
     ("main-ar-linear", "ar-linear", {"reward.length_penalty": "v2"}, "decoupled+lp-v2"),
     ("ablation-vr", "grpo-vr", {"summary.group_size": 3}, "coupled-A3"),
     ("main-ar-linear", "ar-linear", {"optim.clip_ratio_high": 0.28}, "clip-higher"),
+    # the KL term (L1's arms have it at its released setting) with the other estimators, on trees
+    ("main-ar-linear", "ar-linear", {"optim.kl_coef": 0.01, "optim.kl_type": "mse"}, "kl-mse"),
+    ("main-ar-uniform", "ar-uniform", {"optim.kl_coef": 0.5, "optim.kl_type": "kl"}, "kl-k1"),
+    ("main-grpo", "grpo", {"optim.kl_coef": 0.1, "optim.kl_type": "abs"}, "kl-abs"),
     # a compared method from outside arctl (tests/plugins/fake_method), registered in-process
     ("ablation-vr", "grpo", {"budget_control.method": "halve"}, "plugin-method"),
     ("main-ar-linear", "ar-linear", {"budget_control.method": "halve"}, "plugin-method"),
@@ -137,7 +141,7 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
 
     tokens = {}  # canonical token -> advantage
     logp = torch.zeros(n, max(t.length for t in packed), dtype=torch.float64)
-    old = torch.zeros_like(logp)
+    old, ref = torch.zeros_like(logp), torch.zeros_like(logp)
     for r, (tree, adv) in enumerate(zip(packed, advs)):
         p, t = tree.prompt_len, tree.thinking_len
         keys = {p + i: ("think", r, i) for i in range(t)}
@@ -147,11 +151,12 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
         assert set(keys) == set(tree.loss_mask.nonzero().flatten().tolist())  # trained tokens, each once
         for pos, key in keys.items():
             tokens[key] = float(tree.advantages[pos])
-            logp[r, pos], old[r, pos] = logps[key]
+            logp[r, pos], old[r, pos], ref[r, pos] = logps[key]
     batch = update.tree_batch(packed, PAD)
-    batch.old_logp = old
+    batch.old_logp, batch.ref_logp = old, ref
     monkeypatch.setattr(update, "token_logprobs", lambda model, b, temperature=1.0: (logp, torch.zeros_like(logp)))
-    loss, _ = update.policy_loss(None, batch, objective, n_trees=n)
+    loss, _, kl = update.policy_loss(None, batch, objective, n_trees=n)
+    assert (float(kl) > 0) == (objective.loss.kl_coef > 0)
     from arctl.algo.tree_loss import batch_stats
     from arctl.track import metrics_schema as ms
 
@@ -205,7 +210,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
                                     None, control, limit)
     assert adv.dtype == torch.float64
     a = cfg["summary"]["group_size"]
-    tokens, new_lp, old_lp = {}, [], []
+    tokens, new_lp, old_lp, ref_lp = {}, [], [], []
     for (_, _, r, row), n_resp, row_adv in zip(rows, lens, adv):
         rec, mask = row["record"], row["response_mask"]
         keys = {}
@@ -223,14 +228,15 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
         assert {i for i in range(n_resp) if mask[i]} == set(keys)  # the rows' loss masks cover these tokens
         assert all(row_adv[i] == 0 for i in range(n_resp) if i not in keys)
         full_new = torch.zeros(len(row["prompt_ids"]) + n_resp, dtype=torch.float64)
-        resp_old = torch.zeros(n_resp, dtype=torch.float64)
+        resp_old, resp_ref = torch.zeros(n_resp, dtype=torch.float64), torch.zeros(n_resp, dtype=torch.float64)
         for i, key in keys.items():
             assert key not in tokens  # every token trained in exactly one row
             tokens[key] = float(row_adv[i])
             # log_probs[t] of the full sequence is read at t - 1 (verl's no_padding_2_padding shift)
-            full_new[len(row["prompt_ids"]) + i - 1], resp_old[i] = logps[key]
+            full_new[len(row["prompt_ids"]) + i - 1], resp_old[i], resp_ref[i] = logps[key]
         new_lp.append(full_new)
         old_lp.append(resp_old)
+        ref_lp.append(resp_ref)
 
     nested = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)  # noqa: E731
     data = TensorDict({
@@ -239,6 +245,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
         "response_mask": nested([torch.tensor(row["response_mask"]) for *_, row in rows]),
         "old_log_probs": nested(old_lp),
         "advantages": nested([adv[i, : lens[i]] for i in range(len(rows))]),
+        "ref_log_prob": nested(ref_lp),
     }, batch_size=len(rows))
     tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(sum(sum(row["response_mask"]) for *_, row in rows)),
                          global_batch_size=len(rows))
@@ -247,7 +254,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
 
 
 def _logps(samples, cfg, seed):
-    """Per canonical token (new, old) log-probs with ratios around 1 +- 0.5 (so the clip acts)."""
+    """Per canonical token (new, old, reference) log-probs, ratios around 1 +- 0.5 (so the clip acts)."""
     rng = random.Random(seed + 1)
     a = cfg["summary"]["group_size"]
     keys = []
@@ -259,7 +266,7 @@ def _logps(samples, cfg, seed):
     out = {}
     for key in keys:
         old = rng.uniform(-3.0, -0.05)
-        out[key] = (old + rng.uniform(-0.5, 0.5), old)
+        out[key] = (old + rng.uniform(-0.5, 0.5), old, old + rng.uniform(-1.0, 1.0))
     return out
 
 
@@ -275,6 +282,11 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
         assert objective == Objective.from_config(cfg)  # the settings reach verl's processes whole
         assert verl_control == control
         assert actor.loss_scale_factor == 2 * cfg["rollout"]["n"] * cfg["optim"]["loss_norm_len"]
+        # the KL term: verl's, on its token sum, at kl_coef / C (arctl.backends.verl.overrides.kl_overrides)
+        assert actor.use_kl_loss == (cfg["optim"]["kl_coef"] > 0)
+        if actor.use_kl_loss:
+            assert actor.kl_loss_coef * actor.loss_scale_factor == pytest.approx(cfg["optim"]["kl_coef"], rel=1e-12)
+            assert actor.kl_loss_type == cfg["optim"]["kl_type"]
         dual = cfg["optim"]["dual_clip"] is not None
         assert actor.policy_loss.loss_mode == ("arctl_drgrpo_dual" if dual else "arctl_drgrpo")
     for seed in (0, 1):

@@ -29,6 +29,7 @@ print(json.dumps({
     "loss": get_policy_loss_fn("arctl_drgrpo").__name__,
     "loop": _agent_loop_registry["arctl_tree"]["_target_"],
     "engine_patched": getattr(ti.FSDPEngineWithLMHead.prepare_model_inputs, "_arctl_tree_patched", False),
+    "offload_unpinned": getattr(ti.CPUOffloadPolicy, "__arctl_cpu__", False),
     "registered": plugin.registered(),
 }))
 """
@@ -51,7 +52,7 @@ def test_import_verl_loads_plugin_and_registers_names():
     assert out["trainer"] == "ArctlPPOTrainer"
     assert out["loss"] == "compute_policy_loss_drgrpo"
     assert out["loop"] == "arctl.backends.verl.agent_loop.TreeAgentLoop"
-    assert out["engine_patched"] is True
+    assert out["engine_patched"] is True and out["offload_unpinned"] is True
     assert out["registered"] == {"agent_loop": True, "trainer": True, "policy_loss": True}
 
 
@@ -76,3 +77,23 @@ def test_drgrpo_loss_divides_the_token_sum_by_the_constant():
     per_tok = torch.where(adv < 0, torch.minimum(per_tok, -adv * 3.0), per_tok)
     assert torch.allclose(loss, (per_tok * mask).sum() / 1000, atol=1e-6)
     assert torch.allclose(loss, total / 1000)
+
+
+def test_on_the_cpu_platform_the_reference_model_offloads_without_pinned_memory(monkeypatch):
+    """verl gives a forward-only FSDP2 engine (the KL term's reference) CPUOffloadPolicy(pin_memory=True),
+    and pinning needs an accelerator: on the CPU platform the policy is built unpinned, elsewhere as verl asks."""
+    from types import SimpleNamespace
+
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    from arctl.backends.verl.cpu_platform import PLATFORM_ENV, unpin_offload_policy
+
+    module = SimpleNamespace(CPUOffloadPolicy=CPUOffloadPolicy)
+    unpin_offload_policy(module)
+    unpin_offload_policy(module)  # idempotent: wrapped once
+    assert module.CPUOffloadPolicy.__wrapped__ is CPUOffloadPolicy
+    monkeypatch.setenv(PLATFORM_ENV, "cpu")
+    policy = module.CPUOffloadPolicy(pin_memory=True)
+    assert isinstance(policy, CPUOffloadPolicy) and policy.pin_memory is False
+    monkeypatch.delenv(PLATFORM_ENV)
+    assert module.CPUOffloadPolicy(pin_memory=True).pin_memory is True

@@ -9,6 +9,7 @@ weights, optimizer and RNG streams; the problems of step s depend on (seed, s) o
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -77,6 +78,9 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
     )
     inserted = InsertedTokens.from_tokenizer(tok)
+    objective = Objective.from_config(config)
+    # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before any checkpoint
+    reference = reference_model(model, config.get("init_dir")) if objective.loss.kl_coef else None
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=run.lr, betas=run.betas, weight_decay=run.weight_decay
     )
@@ -112,7 +116,6 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         wb.config.update({"init": json.loads((run_dir / INIT_RECORD).read_text())}, allow_val_change=True)
 
     total = run.total_steps
-    objective = Objective.from_config(config)
     control = BudgetControl.from_config(config)
     budgets = list(objective.budgets)
     eval_budgets = list(run.eval_budgets)
@@ -152,7 +155,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             groups = torch.tensor(questions)
             upd = ppo_update(
                 model, optimizer, tree_batch(packed, tok.pad_token_id), groups, run.ppo_mini_batch_size,
-                run.ppo_epochs, objective, run.grad_clip, run.temperature, run.update_micro_batch,
+                run.ppo_epochs, objective, run.grad_clip, run.temperature, run.update_micro_batch, reference,
             )
             model.eval()
             metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
@@ -160,6 +163,8 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                             ms.PERF_STEP_TIME_S: time.perf_counter() - t0, ms.PERF_STEP_CPU_S: time.process_time() - cpu0})
             if limit is not None:
                 metrics[ms.TRAIN_THINK_LIMIT] = float(limit)
+            if "kl" in upd:
+                metrics.update({ms.TRAIN_KL: upd["kl"], ms.TRAIN_KL_LOSS: upd["kl_loss"]})
 
             # 6. evaluation, checkpoint, stop
             if step == total:
@@ -274,6 +279,16 @@ def start_from_run(model: torch.nn.Module, init_dir: Path) -> dict:
     model.load_state_dict(found.state["model"])
     return {"run_id": init_dir.name, "step": int(found.state["step"]), "checkpoint": str(found.path),
             "sha256": file_sha256(found.path)}
+
+
+def reference_model(model: torch.nn.Module, init_dir: str | Path | None) -> torch.nn.Module:
+    """The reference of the KL term (``optim.kl_coef > 0``): a frozen copy of the weights RL starts
+    from, the warm-up's or, with ``trainer.init_from``, that run's final weights (verl's reference
+    is ``model.path``: the same weights). Taken before a resumed run restores its checkpoint."""
+    ref = copy.deepcopy(model)
+    if init_dir:
+        start_from_run(ref, Path(init_dir))
+    return ref.eval().requires_grad_(False)
 
 
 def record_warmup(run_dir: Path, warm: dict, wb=None) -> dict:

@@ -4,7 +4,8 @@ One packed sequence per thinking sample (``arctl.algo.tree.pack_tree``: prompt +
 trained summary branch), run once through the model with the dense tree mask and the tree's position
 ids (SDPA), so the shared thinking is encoded once however many branches it has. The per-token
 PPO-clip loss and the Dr. GRPO constant (``trees x optim.loss_norm_len``) are
-:func:`arctl.algo.tree_loss.policy_loss`'s; this module only computes log-probs and steps.
+:func:`arctl.algo.tree_loss.policy_loss`'s, the KL term (``optim.kl_coef``) is
+:func:`arctl.algo.tree_loss.kl_loss`'s; this module only computes log-probs and steps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import torch
 
 from arctl.algo.settings import Objective
 from arctl.algo.tree import PackedTree, dense_tree_mask, stack_trees
+from arctl.algo.tree_loss import kl_loss as tree_kl_loss
+from arctl.algo.tree_loss import kl_mean
 from arctl.algo.tree_loss import policy_loss as tree_policy_loss
 from arctl.backends.tiny.model import additive_mask
 
@@ -23,7 +26,8 @@ from arctl.backends.tiny.model import additive_mask
 @dataclass
 class PackedBatch:
     """[B, L] tensors of stacked right-padded sequences, their [B, 1, L, L] attention mask, the old
-    log-probs (None: on-policy, the current log-probs detached) and the unpadded ``lengths`` [B]."""
+    log-probs (None: on-policy, the current log-probs detached), the reference model's log-probs
+    (None: no KL term) and the unpadded ``lengths`` [B]."""
 
     input_ids: torch.Tensor
     position_ids: torch.Tensor
@@ -33,6 +37,7 @@ class PackedBatch:
     old_logp: torch.Tensor | None = None
     lengths: torch.Tensor | None = None
     predecessor: torch.Tensor | None = None  # [B, L] (None: the previous column)
+    ref_logp: torch.Tensor | None = None  # [B, L] the reference model's log-probs of the trained tokens
 
     def select(self, idx: torch.Tensor) -> PackedBatch:
         """Rows ``idx``, cut to the longest of them (the padding columns of shorter rows dropped)."""
@@ -121,14 +126,21 @@ def token_logprobs(model, batch: PackedBatch, temperature: float = 1.0) -> tuple
 
 
 def policy_loss(model, batch: PackedBatch, objective: Objective, n_trees: int, temperature: float = 1.0):
-    """(loss, mean entropy of trained tokens) of ``batch``, a part of a mini-batch of ``n_trees``
-    trees (:func:`arctl.algo.tree_loss.policy_loss`)."""
+    """(loss, mean entropy of trained tokens, KL term) of ``batch``, a part of a mini-batch of
+    ``n_trees`` trees: the loss is :func:`arctl.algo.tree_loss.policy_loss` plus, with
+    ``optim.kl_coef > 0``, the KL term :func:`arctl.algo.tree_loss.kl_loss` against
+    ``batch.ref_logp`` (returned detached as the third value; 0 without)."""
     logp, ent = token_logprobs(model, batch, temperature)
     old = logp.detach() if batch.old_logp is None else batch.old_logp
     loss = tree_policy_loss(logp, old, batch.advantages, batch.loss_mask, n_trees, objective)
+    kl = logp.new_zeros(())
+    if objective.loss.kl_coef:
+        if batch.ref_logp is None:
+            raise ValueError("optim.kl_coef > 0 needs the reference model's log-probs (ppo_update's reference)")
+        kl = tree_kl_loss(logp, batch.ref_logp, batch.loss_mask, n_trees, objective)
     m = batch.loss_mask
     entropy = (ent * m).sum() / m.sum().clamp_min(1)
-    return loss, entropy
+    return loss + kl, entropy, kl.detach()
 
 
 def micro_batches(batch: PackedBatch, idx: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -137,6 +149,16 @@ def micro_batches(batch: PackedBatch, idx: torch.Tensor, size: int) -> list[torc
     if batch.lengths is not None:
         idx = idx[torch.argsort(batch.lengths[idx], descending=True, stable=True)]
     return list(idx.split(max(1, int(size))))
+
+
+def _all_logprobs(model, batch: PackedBatch, micro_batch: int, temperature: float) -> torch.Tensor:
+    """Log-probs [B, L] of every trained token of ``batch`` under ``model``, no grad, by micro-batch."""
+    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    with torch.no_grad():
+        for part in micro_batches(batch, torch.arange(batch.input_ids.shape[0]), micro_batch):
+            logp = token_logprobs(model, batch.select(part), temperature)[0]
+            out[part, : logp.shape[1]] = logp
+    return out
 
 
 def ppo_update(
@@ -150,36 +172,50 @@ def ppo_update(
     grad_clip: float,
     temperature: float = 1.0,
     micro_batch: int = 16,
+    reference: torch.nn.Module | None = None,
 ) -> dict:
     """PPO epochs over mini-batches of whole prompt groups (``groups`` [B]: prompt index of every
     sequence; ``mini_groups`` prompts per optimizer step). Old log-probs are recomputed before the
     first step when there is more than one optimizer step. Each mini-batch runs in micro-batches
     of ``micro_batch`` sequences of similar length with gradient accumulation (exact: the loss is a
     sum over tokens divided by a constant, :func:`arctl.algo.tree_loss.loss_normaliser` of the
-    mini-batch's trees). Returns mean loss and entropy."""
+    mini-batch's trees). With ``optim.kl_coef > 0``, ``reference`` (the weights RL started from)
+    gives every trained token's reference log-prob once, before the first step.
+
+    Returns the mean policy loss (``loss``, without the KL term, as verl's ``actor/pg_loss``), the
+    mean entropy, and with a KL term its mean (``kl_loss``) and ``kl``: the mean per-token KL
+    estimate of the policy that sampled the batch against the reference
+    (:func:`arctl.algo.tree_loss.kl_mean`)."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
     if epochs * len(minis) > 1:
-        old = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
-        with torch.no_grad():
-            for part in micro_batches(batch, torch.arange(len(groups)), micro_batch):
-                logp = token_logprobs(model, batch.select(part), temperature)[0]
-                old[part, : logp.shape[1]] = logp
-        batch.old_logp = old
-    losses, ents = [], []
+        batch.old_logp = _all_logprobs(model, batch, micro_batch, temperature)
+    out = {}
+    if objective.loss.kl_coef:
+        if reference is None:
+            raise ValueError("optim.kl_coef > 0 needs the reference model (ppo_update's reference)")
+        batch.ref_logp = _all_logprobs(reference, batch, micro_batch, temperature)
+        sampled = batch.old_logp if batch.old_logp is not None else _all_logprobs(model, batch, micro_batch, temperature)
+        out["kl"] = kl_mean(sampled, batch.ref_logp, batch.loss_mask, objective.loss.kl_type)
+    losses, kls, ents = [], [], []
     for _ in range(epochs):
         for idx in minis:
             optimizer.zero_grad(set_to_none=True)
-            total, ent_sum, n_tok = 0.0, 0.0, 0
+            total, kl_total, ent_sum, n_tok = 0.0, 0.0, 0.0, 0
             for part in micro_batches(batch, idx, micro_batch):
                 mb = batch.select(part)
-                loss, ent = policy_loss(model, mb, objective, len(idx), temperature)
+                loss, ent, kl = policy_loss(model, mb, objective, len(idx), temperature)
                 loss.backward()
                 k = int(mb.loss_mask.sum())
-                total, ent_sum, n_tok = total + float(loss.detach()), ent_sum + float(ent) * k, n_tok + k
+                total, kl_total = total + float(loss.detach()), kl_total + float(kl)
+                ent_sum, n_tok = ent_sum + float(ent) * k, n_tok + k
             if grad_clip and grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             optimizer.step()
-            losses.append(total)
+            losses.append(total - kl_total)
+            kls.append(kl_total)
             ents.append(ent_sum / max(n_tok, 1))
-    return {"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)}
+    out.update({"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)})
+    if objective.loss.kl_coef:
+        out["kl_loss"] = sum(kls) / len(kls)
+    return out

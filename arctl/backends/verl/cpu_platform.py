@@ -15,7 +15,8 @@ through verl's own extension points except one patch, and all applied by arctl's
   and torch refuses ("Duplicate device type cpu"). :func:`patch_distributed` wraps it so that on
   the CPU platform the backend is plain ``gloo``; elsewhere it is unchanged.
 - **engine** (:func:`register_cpu_engines`): verl registers its FSDP engines for cuda/npu only;
-  the same classes are registered for device ``cpu``.
+  the same classes are registered for device ``cpu``; its forward-only engines (the KL term's
+  reference model) offload without pinned memory (:func:`unpin_offload_policy`).
 
 What verl itself cannot run on a CPU is listed in docs/verl-backend.md ("Checked on CPU").
 """
@@ -178,6 +179,24 @@ def patch_distributed(module) -> None:
     initialize_global_process_group_ray.__arctl_cpu__ = True
     initialize_global_process_group_ray.__wrapped__ = original
     module.initialize_global_process_group_ray = initialize_global_process_group_ray
+
+
+def unpin_offload_policy(module) -> None:
+    """On the CPU platform, verl's FSDP engine module (``transformer_impl``) builds its
+    ``CPUOffloadPolicy`` with ``pin_memory=False``: verl gives every forward-only engine (the KL
+    term's reference model) ``CPUOffloadPolicy(pin_memory=True)``, and pinning host memory needs an
+    accelerator ("Cannot access accelerator device when none is available"). On a CPU the offloaded
+    parameters already sit where the forward runs. Elsewhere verl's policy is unchanged."""
+    original = getattr(module, "CPUOffloadPolicy", None)
+    if original is None or getattr(original, "__arctl_cpu__", False):
+        return
+
+    def policy(*args, **kwargs):  # CPUOffloadPolicy's one field is pin_memory
+        return original(pin_memory=False) if on_cpu_platform() else original(*args, **kwargs)
+
+    policy.__arctl_cpu__ = True
+    policy.__wrapped__ = original
+    module.CPUOffloadPolicy = policy
 
 
 def register_cpu_engines(module) -> None:

@@ -94,8 +94,9 @@ def cpu_overrides(config: dict) -> dict[str, Any]:
         f"{a}.ref.strategy": "fsdp2",
         "critic.strategy": "fsdp2",
         # fp32 compute: verl's FSDP engine reads mixed_precision only (fsdp_config.dtype alone left it bf16)
-        f"{a}.actor.fsdp_config.dtype": "float32",
-        **{f"+{a}.actor.fsdp_config.mixed_precision.{k}": "fp32" for k in ("param_dtype", "reduce_dtype", "buffer_dtype")},
+        **{f"{a}.{role}.fsdp_config.dtype": "float32" for role in ("actor", "ref")},
+        **{f"+{a}.{role}.fsdp_config.mixed_precision.{k}": "fp32" for role in ("actor", "ref")
+           for k in ("param_dtype", "reduce_dtype", "buffer_dtype")},
         f"{a}.actor.use_torch_compile": False,
         f"{a}.actor.fsdp_config.use_torch_compile": False,
         f"{a}.rollout.name": CPU_ROLLOUT,
@@ -106,6 +107,27 @@ def cpu_overrides(config: dict) -> dict[str, Any]:
         "data.dataloader_num_workers": 0,  # verl's 8 loader processes: memory, and killed noisily at shutdown
         f"{a}.rollout.agent.num_workers": 1,  # verl's 8 agent-loop actors each import verl: ~40 s on 2 cores
         "reward.num_workers": 1,  # the same for its 8 reward-loop actors
+    }
+
+
+def kl_overrides(objective: Objective, loss_scale: int, config: dict) -> dict[str, Any]:
+    """The KL term (``optim.kl_coef``, ``optim.kl_type``) in verl: verl's own KL loss against its
+    reference worker (``model.path``: the weights RL starts from), which verl aggregates with the
+    actor's ``loss_agg_mode`` (token-sum, times the data-parallel size) and adds times
+    ``kl_loss_coef``. With ``kl_loss_coef = kl_coef / C`` (C = ``loss_scale``, the constant the arctl
+    policy loss divides by) the term is :func:`arctl.algo.tree_loss.kl_loss`, as the tiny backend adds
+    it (the equivalence test checks both). No KL: no reference worker."""
+    a = "actor_rollout_ref"
+    kl = float(objective.loss.kl_coef)
+    if not kl:
+        return {f"{a}.actor.use_kl_loss": False}
+    return {
+        f"{a}.actor.use_kl_loss": True,
+        f"{a}.actor.kl_loss_coef": kl / loss_scale,
+        f"{a}.actor.kl_loss_type": objective.loss.kl_type,
+        # the reference's log-prob pass takes the actor's micro-batches and offload setting
+        f"{a}.ref.log_prob_micro_batch_size_per_gpu": int(verl_setting(config, "micro_batch_size_per_gpu")),
+        f"{a}.ref.fsdp_config.param_offload": bool(verl_setting(config, "param_offload")),
     }
 
 
@@ -332,7 +354,6 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         f"{a}.actor.clip_ratio_low": float(optim["clip_ratio"]),
         f"{a}.actor.clip_ratio_high": float(optim["clip_ratio_high"]),
         f"{a}.actor.entropy_coeff": 0,  # verl default is the int 0
-        f"{a}.actor.use_kl_loss": False,
         f"{a}.actor.optim.lr": float(optim["lr"]),
         f"{a}.actor.optim.betas": [float(b) for b in optim["betas"]],
         f"{a}.actor.optim.weight_decay": float(optim["weight_decay"]),
@@ -386,7 +407,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     if dual:
         ov[f"{a}.actor.clip_ratio_c"] = float(objective.loss.dual_clip)
     ov[f"{a}.actor.loss_agg_mode"] = "token-sum"
-    ov[f"{a}.actor.loss_scale_factor"] = int(loss_normaliser(mini * n, objective))
+    ov[f"{a}.actor.loss_scale_factor"] = scale = int(loss_normaliser(mini * n, objective))
+    ov.update(kl_overrides(objective, scale, config))
     if trainer.get("total_steps"):
         ov["trainer.total_training_steps"] = int(trainer["total_steps"])
     if run_dir is not None:

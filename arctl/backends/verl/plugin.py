@@ -74,11 +74,12 @@ def _register_policy_loss(module) -> None:
 
 
 def _patch_fsdp_engine(module) -> None:
-    from arctl.backends.verl.cpu_platform import register_cpu_engines
+    from arctl.backends.verl.cpu_platform import register_cpu_engines, unpin_offload_policy
     from arctl.backends.verl.tree_forward import patch_fsdp_engine
 
     patch_fsdp_engine(module)
     register_cpu_engines(module)
+    unpin_offload_policy(module)
 
 
 def _register_platform(module) -> None:

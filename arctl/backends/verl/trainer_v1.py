@@ -44,6 +44,7 @@ from verl.workers.utils.padding import response_to_nested
 from arctl.algo.methods import control as bc
 from arctl.algo.metrics import eval_diagnostics
 from arctl.algo.settings import BudgetControl, Objective
+from arctl.algo.tree_loss import kl_mean
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
     RECORD_KEY,
@@ -271,6 +272,12 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         )
         metrics.update(arctl_metrics)
         metrics.update(summary_cache_metrics(_as_list(data["extra_fields"]), padding))
+        if self.arctl_objective.loss.kl_coef:  # verl computed the reference's log-probs just before
+            lp = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                 select_fields=["old_log_probs", "ref_log_prob"])
+            metrics[ms.TRAIN_KL] = kl_mean(_as_nested(lp["old_log_probs"]).values(),
+                                           _as_nested(lp["ref_log_prob"]).values(),
+                                           response_mask.values(), self.arctl_objective.loss.kl_type)
         adv = adv.float()
         nested = response_to_nested(adv, response_mask)
         out = TensorDict({"advantages": nested, "returns": response_to_nested(adv.clone(), response_mask)},
@@ -370,6 +377,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             metrics[ms.PERF_STEP_TIME_S] = float(timing_raw["step"])
         if "actor/pg_loss" in metrics:
             metrics[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
+        if "actor/kl_loss" in metrics:  # verl's KL sum (times dp size); the term it added is that x kl_loss_coef
+            metrics[ms.TRAIN_KL_LOSS] = float(metrics["actor/kl_loss"]) * float(self.config.actor_rollout_ref.actor.kl_loss_coef)
         self._define_step_metric()
         return out
 
