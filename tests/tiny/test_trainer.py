@@ -131,11 +131,14 @@ def _rows(run_dir):
     return [{k: v for k, v in r.items() if k not in (ms.PERF_STEP_TIME_S, ms.PERF_STEP_CPU_S)} for r in rows]
 
 
-def test_kill_and_resume_equals_uninterrupted(workspace):
-    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
-    full = workspace / "runs" / "resume-full"
+@pytest.mark.parametrize("extra", [[], ["optim.kl_coef=0.05"]], ids=["plain", "kl"])
+def test_kill_and_resume_equals_uninterrupted(workspace, extra):
+    """With a KL term the resumed run's reference is still the warm-up, not the checkpoint it resumes
+    from: its train/kl and train/kl_loss equal the uninterrupted run's."""
+    config = resolve_experiment("main-ar-uniform", overrides=[*MICRO, *extra])[0].config
+    full = workspace / "runs" / f"resume-full{len(extra)}"
     assert train(config, full, threading.Event()) == "completed"
-    cut = workspace / "runs" / "resume-cut"
+    cut = workspace / "runs" / f"resume-cut{len(extra)}"
     assert train(config, cut, StopAfter(1)) == "preempted"
     assert [r[ms.STEP_KEY] for r in _rows(cut)] == [0, 1]
     assert train(config, cut, threading.Event()) == "completed"
@@ -147,6 +150,8 @@ def test_kill_and_resume_equals_uninterrupted(workspace):
             va, vb = ra[key], rb[key]
             assert (va != va and vb != vb) or abs(va - vb) <= 1e-6, (ra[ms.STEP_KEY], key, va, vb)
     assert len({p.resolve() for p in (cut / "wandb").rglob("run-*.wandb")}) >= 2  # one W&B fragment per attempt
+    if extra:
+        assert all(ms.TRAIN_KL in r for r in b[1:]) and b[1][ms.TRAIN_KL] == 0 and b[3][ms.TRAIN_KL] > 0
 
 
 @pytest.mark.slow  # a full warm-up in a process
