@@ -55,7 +55,8 @@ def _tail(proc: subprocess.CompletedProcess) -> str:
     """What a failed nested run said: its summary of failures, errors and skips, and stderr's end."""
     out = proc.stdout
     summary = out.find("short test summary info")
-    return (out[max(0, summary - 40):] if summary >= 0 else out[-6000:])[-12000:] + proc.stderr[-2000:]
+    start = out.rfind("\n", 0, summary) + 1  # the summary's banner line, whole (0 when it is the first)
+    return (out[start:] if summary >= 0 else out[-6000:])[-12000:] + proc.stderr[-2000:]
 
 
 def _skipped(junit: Path) -> dict[str, str]:
