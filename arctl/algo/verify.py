@@ -7,8 +7,10 @@ A response scores 1 iff
   whose content equals the ground truth under math-verify (:func:`answers_equivalent`).
 Malformed input scores 0 and never raises.
 
-Timeouts: math-verify bounds its work with ``signal.alarm``, which only works in the main thread.
-In the main thread we use it (restoring any outer alarm). In any other thread math-verify runs in
+Timeouts: math-verify bounds its work with ``signal.alarm``, which only works in the main thread,
+and only between Python steps: answers nested deeper than 12 brackets are compared as strings only
+in every thread (64 levels kept the parser 120 s in calls the alarm did not cut; a test timed out on
+it in CI). In the main thread we use it (restoring any outer alarm). In any other thread math-verify runs in
 its no-signal mode, so the input is bounded instead: answers longer than 200 characters, nested
 deeper than 12 brackets or with more than 10 ``^`` are compared as strings only, and parsed
 expressions whose evaluation can explode (integer powers above 10^4, numeric power towers,
@@ -186,6 +188,10 @@ def answers_equivalent(pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_
         if _plain(pred) == _plain(gold):
             return True
         if len(pred) > MAX_ANSWER_CHARS or len(gold) > MAX_ANSWER_CHARS:
+            return False
+        # in both modes: a deep nest can keep math-verify's parser minutes inside one call that no alarm
+        # interrupts (64 levels: 120 s here), so the alarm cannot bound it
+        if bracket_depth(pred) > NOSIGNAL_MAX_DEPTH or bracket_depth(gold) > NOSIGNAL_MAX_DEPTH:
             return False
         if threading.current_thread() is threading.main_thread():
             return _equivalent_main_thread(pred, gold, timeout_s)
