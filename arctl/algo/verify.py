@@ -136,8 +136,9 @@ def bracket_depth(s: str) -> int:
 
 
 def _safe_without_signals(s: str) -> bool:
-    """Inputs whose parsing stays fast without a timeout (measured: depth 16 parses in ~3 s)."""
-    return len(s) <= NOSIGNAL_MAX_ANSWER_CHARS and bracket_depth(s) <= NOSIGNAL_MAX_DEPTH and s.count("^") <= NOSIGNAL_MAX_POWERS
+    """Inputs whose parsing stays fast without a timeout (the depth bound, NOSIGNAL_MAX_DEPTH, holds
+    for every thread and is checked before: :func:`answers_equivalent`)."""
+    return len(s) <= NOSIGNAL_MAX_ANSWER_CHARS and s.count("^") <= NOSIGNAL_MAX_POWERS
 
 
 def _explosive(obj: Any) -> bool:
