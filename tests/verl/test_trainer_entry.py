@@ -91,6 +91,20 @@ def test_eval_only_mode_uses_the_grid_and_final_datasets(config, tmp_path):
     assert _budgets_for(composed.arctl, validate=False) == ([2000, 4000, 6000, 8000], 4)
 
 
+def test_an_eval_only_run_of_a_kl_arm_builds_no_reference_worker(config, tmp_path):
+    """L1's arms train with a KL term (a reference worker: a second copy of the model); evaluating
+    their checkpoint trains nothing, so verl is not asked for the reference."""
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    cfg = copy.deepcopy(config)
+    cfg["optim"]["kl_coef"] = 0.001
+    _, train = verl_trainer.verl_run_config(cfg, tmp_path / "run")
+    assert need_reference_policy(train) and train.actor_rollout_ref.actor.use_kl_loss
+    cfg["verl"]["eval_only"] = True
+    _, evaluate = verl_trainer.verl_run_config(cfg, tmp_path / "run")
+    assert evaluate.trainer.val_only is True and not need_reference_policy(evaluate)
+
+
 def test_stop_file_makes_the_trainer_checkpoint_and_end(tmp_path):
     from omegaconf import OmegaConf
 

@@ -116,10 +116,12 @@ def kl_overrides(objective: Objective, loss_scale: int, config: dict) -> dict[st
     actor's ``loss_agg_mode`` (token-sum, times the data-parallel size) and adds times
     ``kl_loss_coef``. With ``kl_loss_coef = kl_coef / C`` (C = ``loss_scale``, the constant the arctl
     policy loss divides by) the term is :func:`arctl.algo.tree_loss.kl_loss`, as the tiny backend adds
-    it (the equivalence test checks both). No KL: no reference worker."""
+    it (the equivalence test checks both). No KL, or an eval-only run (``verl.eval_only``: nothing is
+    trained, so a reference would only take a second copy of the model's memory and start-up time):
+    no reference worker."""
     a = "actor_rollout_ref"
     kl = float(objective.loss.kl_coef)
-    if not kl:
+    if not kl or bool(verl_setting(config, "eval_only")):
         return {f"{a}.actor.use_kl_loss": False}
     return {
         f"{a}.actor.use_kl_loss": True,

@@ -111,7 +111,9 @@ for i in 0 1; do
   nsenter --net="/run/netns/${PREFIX}$i" unshare --mount --uts --propagation private \
     sh -c "mount --bind '$BASE/hosts' /etc/hosts && hostname '${PREFIX}-node$i' && exec slurmd -f '$SLURM_CONF' -N node$i"
 done
-wait_for "both nodes idle" 60 sh -c "[ \"\$(sinfo -h -p two -o %t | sort -u)\" = idle ]"
+# slurmd retries a failed registration every 30 s: in CI the controller answered ping but a node's first
+# two registrations (at 30 s and 60 s) failed with "connect failure", so 60 s was one retry short
+wait_for "both nodes idle" 150 sh -c "[ \"\$(sinfo -h -p two -o %t | sort -u)\" = idle ]"
 log "slurmctld (pid $(cat "$BASE/pids/slurmctld.pid")), slurmd node0 (pid $(cat "$BASE/pids/slurmd-node0.pid")), node1 (pid $(cat "$BASE/pids/slurmd-node1.pid")) up"
 
 # 4. smoke: one step on each node, each seeing its own address
