@@ -35,7 +35,22 @@ HERE = Path(__file__).resolve().parent
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
 PREFIX = f"a2n{os.getpid() % 100000}"
-NET = f"10.77.{20 + _INDEX}"
+
+
+def _free_net(first: int) -> str:
+    """The first 10.77.x (x = first, first + 8, ...) no interface holds: a killed run's bridge keeps its
+    subnet, and a second bridge on it loses the route (CI: both nodes' slurmd "connect failure")."""
+    try:
+        held = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    except OSError:  # no `ip`: the fixture skips or setup_two_nodes.sh says what is missing
+        held = ""
+    for x in range(first, 250, 8):
+        if f" 10.77.{x}." not in held:
+            return f"10.77.{x}"
+    return f"10.77.{first}"  # setup_two_nodes.sh names the interface that holds it
+
+
+NET = _free_net(20 + _INDEX)
 PORT = 6917 + 10 * _INDEX  # slurmctld; slurmd at PORT + 1
 # job ids of its own: every cluster of the test run shares /tmp, where a verl job keeps its Ray files in
 # /tmp/arctl-ray-<job id> (CI: two clusters' job 2 shared it, and one job's cleanup removed the other's)

@@ -36,6 +36,10 @@ for prog in ip nsenter unshare slurmctld slurmd sacctmgr; do command -v "$prog" 
 timeout 2 bash -c "</dev/tcp/127.0.0.1/$DBD_PORT" 2>/dev/null || die "no slurmdbd on port $DBD_PORT (setup_slurm.sh starts it)"
 [ -e "$BASE/pids/slurmctld.pid" ] && die "$BASE already in use; run teardown_two_nodes.sh first"
 ip link show "${PREFIX}br" >/dev/null 2>&1 && die "bridge ${PREFIX}br exists; run teardown_two_nodes.sh first"
+# a subnet already on an interface (a killed run's bridge) takes the route to $NET.1: the nodes' slurmd
+# then fail to register ("connect failure") and the wait below times out with no word of why
+used=$(ip -o -4 addr show | awk -v net="$NET." 'index($4, net) == 1 {print $2}' | sort -u | tr '\n' ' ')
+[ -z "$used" ] || die "subnet $NET.0/24 is already on ${used}(a killed run's bridge? remove it with ip link del and its namespaces with ip netns del), or choose another SLURM2_NET"
 
 rm -rf "$BASE"; mkdir -p "$BASE"/{pids,log,ctld,spool/node0,spool/node1}
 echo "$PREFIX" > "$BASE/prefix"   # teardown_two_nodes.sh reads the names from here
@@ -111,9 +115,7 @@ for i in 0 1; do
   nsenter --net="/run/netns/${PREFIX}$i" unshare --mount --uts --propagation private \
     sh -c "mount --bind '$BASE/hosts' /etc/hosts && hostname '${PREFIX}-node$i' && exec slurmd -f '$SLURM_CONF' -N node$i"
 done
-# slurmd retries a failed registration every 30 s: in CI the controller answered ping but a node's first
-# two registrations (at 30 s and 60 s) failed with "connect failure", so 60 s was one retry short
-wait_for "both nodes idle" 150 sh -c "[ \"\$(sinfo -h -p two -o %t | sort -u)\" = idle ]"
+wait_for "both nodes idle" 60 sh -c "[ \"\$(sinfo -h -p two -o %t | sort -u)\" = idle ]"
 log "slurmctld (pid $(cat "$BASE/pids/slurmctld.pid")), slurmd node0 (pid $(cat "$BASE/pids/slurmd-node0.pid")), node1 (pid $(cat "$BASE/pids/slurmd-node1.pid")) up"
 
 # 4. smoke: one step on each node, each seeing its own address
