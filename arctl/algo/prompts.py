@@ -5,6 +5,9 @@ After thinking ``z`` is cut at a budget, the summary policy is prompted with
 - finished thinking (it ended with ``</think>`` within the budget): ``question + z + "\\n\\n**Final Answer**\\n"``.
 The inserted tokens are never trained. Token ids are never hard-coded: the end-of-thinking id is
 looked up in the tokenizer, or the caller passes precomputed inserted ids (word-level toy tokenizers).
+Those are the AnytimeReasoner authors' inserted texts (``summary.inserted=anytime``, the default);
+Elastic Reasoning's E1 appends ``</think>`` alone to a cut thinking and nothing to a finished one
+(``summary.inserted=think_end``, :data:`INSERTED_STYLES`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ THINK_END = "</think>"
 ELLIPSIS_TEXT = "...\n\n...\n\n"
 TRUNCATED_TEXT = ELLIPSIS_TEXT + THINK_END
 FINAL_ANSWER_TEXT = "\n\n**Final Answer**\n"
+INSERTED_STYLES = ("anytime", "think_end")
+"""What goes between a thinking prefix and its summary (``summary.inserted``): ``anytime`` the
+AnytimeReasoner authors' texts (cut: ellipsis + ``</think>`` + final-answer header; finished: the
+header), ``think_end`` Elastic Reasoning's budget-constrained rollout (E1: cut, ``</think>`` alone;
+finished, nothing: the solution follows the model's own ``</think>``)."""
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -56,12 +64,18 @@ class InsertedTokens:
     def from_tokenizer(
         cls,
         tokenizer: Any,
+        style: str = "anytime",
         ellipsis_text: str = ELLIPSIS_TEXT,
         header_text: str = FINAL_ANSWER_TEXT,
         think_end: str = THINK_END,
     ) -> InsertedTokens:
-        """Encode the inserted texts with ``tokenizer`` (HF PreTrainedTokenizerFast or similar)."""
+        """Encode the inserted texts of ``style`` (:data:`INSERTED_STYLES`) with ``tokenizer`` (HF
+        PreTrainedTokenizerFast or similar)."""
         end = think_end_id(tokenizer, think_end)
+        if style == "think_end":
+            return cls(truncated=(end,), finished=(), think_end=end)
+        if style != "anytime":
+            raise ValueError(f"summary.inserted={style!r} is not one of {', '.join(INSERTED_STYLES)}")
         header = tuple(_encode(tokenizer, header_text))
         return cls(truncated=tuple(_encode(tokenizer, ellipsis_text)) + (end,) + header, finished=header, think_end=end)
 

@@ -6,7 +6,7 @@ Each settings class is one section of the run config (its keys, or the algorithm
 class                  section      fields
 =====================  ===========  ===========================================================
 :class:`Thinking`      ``thinking`` budgets, prior, probs, baseline, lam
-:class:`Summary`       ``summary``  decoupled, prior, probs, weighting, group_size, max_tokens
+:class:`Summary`       ``summary``  decoupled, prior, probs, weighting, group_size, max_tokens, inserted
 :class:`Reward`        ``reward``   length_penalty, alpha
 :class:`Loss`          ``optim``    clip_ratio, clip_ratio_high, dual_clip, loss_norm_len, kl_coef, kl_type
 :class:`BudgetControl` ``budget_control``  method, thinkprune_limits, l1_*, forcing_* (the compared
@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arctl.algo.prompts import INSERTED_STYLES
 from arctl.algo.ranges import PROB, TOKENS, F, I, checks
 
 
@@ -125,6 +126,7 @@ class Summary:
     weighting: str = _setting("authors", choices=SUMMARY_WEIGHTINGS)  # authors (1) | paper (P'_j, Eq. 10)
     group_size: int = _setting(4, range=I(1, 1024))  # A: summaries sampled per budget
     max_tokens: int = _setting(128, range=I(1, 10**5))  # a summary branch's cap (inserted tokens included; the config: the scale's)
+    inserted: str = _setting("anytime", choices=INSERTED_STYLES)  # anytime (the authors') | think_end (Elastic's E1)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 
-from arctl.algo.settings import BudgetControl, Loss
+from arctl.algo.settings import BudgetControl, Loss, Summary
 from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
 from arctl.config.schema import RunConfig
 from arctl.launch.rundir import READ_KEYS
@@ -31,7 +31,7 @@ LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 # (section, key) -> the default at which the key stays out of the identity
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None, ("optim", "kl_coef"): Loss.kl_coef,
-                    ("optim", "kl_type"): Loss.kl_type}
+                    ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted}
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a

@@ -5,6 +5,7 @@ from arctl.algo.prompts import (
     TRUNCATED_TEXT,
     InsertedTokens,
     distinct_cuts,
+    summary_cap,
     summary_prompt,
     think_end_id,
 )
@@ -67,6 +68,24 @@ def test_hf_tokenizer_lookup_and_round_trip(bpe_tokenizer):
     z = tok.encode("Let me think.", add_special_tokens=False)
     p = summary_prompt(q, z, 2, ins)
     assert tok.decode(list(p.input_ids)) == tok.decode(q + z[:2]) + TRUNCATED_TEXT + FINAL_ANSWER_TEXT
+
+
+def test_elastic_style_inserts_think_end_alone(bpe_tokenizer):
+    """summary.inserted=think_end (Elastic Reasoning's E1, arXiv 2505.05315 Sec. 3): a cut thinking is
+    closed by </think> alone, a finished one gets nothing; the summary follows at once."""
+    tok = bpe_tokenizer
+    end = think_end_id(tok)
+    ins = InsertedTokens.from_tokenizer(tok, "think_end")
+    assert (ins.truncated, ins.finished, ins.think_end) == ((end,), (), end)
+    q = tok.encode("1 + 2 =", add_special_tokens=False)
+    z = tok.encode("Let me think.", add_special_tokens=False) + [end]
+    cut = summary_prompt(q, z, 2, ins)
+    assert list(cut.input_ids) == q + z[:2] + [end] and cut.inserted_len == 1 and not cut.finished
+    done = summary_prompt(q, z, len(z), ins)
+    assert list(done.input_ids) == q + z and done.inserted_len == 0 and done.finished
+    assert summary_cap(24, done.inserted_len) == 24 and summary_cap(24, cut.inserted_len) == 23
+    with pytest.raises(ValueError, match="summary.inserted='e1' is not one of anytime, think_end"):
+        InsertedTokens.from_tokenizer(tok, "e1")
 
 
 def test_tokenizer_without_think_end_is_a_clear_error(bpe_tokenizer):

@@ -60,8 +60,10 @@ def loop_factory(tokenizer, tiny_model, paper_config):
     tok = copy.deepcopy(tokenizer)
     tok.chat_template = TEMPLATE
 
-    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False, control=None):
+    def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False, control=None,
+             inserted="anytime"):
         cfg = copy.deepcopy(paper_config)
+        cfg["summary"]["inserted"] = inserted
         cfg["budget_control"].update(control or {})
         cfg["trainer"]["deterministic"] = deterministic
         cfg["thinking"]["budgets"] = list(budgets)
@@ -156,6 +158,37 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
     assert sorted(rec.rewards[1]) == [0.0, 1.0] and sorted(rec.rewards[2]) == [0.0, 1.0]
     info = outputs[0].extra_fields["reward_extra_info"]
     assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
+
+
+@pytest.mark.parametrize("layout", ["flex", "duplicate"])
+def test_elastics_inserted_think_end_alone_in_the_rollout(loop_factory, tokenizer, layout):
+    """summary.inserted=think_end (Elastic Reasoning's E1): the solution of a cut thinking follows an
+    inserted </think> alone, that of a finished thinking its own </think> (nothing inserted); the
+    solution cap counts the inserted token (summary.max_tokens = 32)."""
+    end = tokenizer.convert_tokens_to_ids("</think>")
+    think = tokenizer.encode("Let me think. 1 + 2 = 3.", add_special_tokens=False) + [end]
+    loop, server, tok = loop_factory(layout=layout, budgets=(4, 40), group_size=2, script=think, inserted="think_end")
+    assert (loop.inserted.truncated, loop.inserted.finished) == ((end,), ())
+    outputs = _run(loop)
+    prompt = outputs[0].prompt_ids
+    summary_requests = [(tuple(r[0]), r[1]["max_tokens"]) for r in server.requests if "stop_token_ids" not in r[1]]
+    assert sorted(set(summary_requests)) == sorted({(tuple(prompt + think[:4] + [end]), 31), (tuple(prompt + think), 32)})
+    rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
+    assert rec.cuts == [4, len(think)] and rec.finished
+    # packed: one row, each branch at its span; duplicate: the thinking row, then one row per summary
+    # (its response: the thinking cut, the inserted tokens, the summary; spans stay the packed tree's)
+    rows = [(o, k, rec.spans[k][0]) for o in outputs[:1] for k in range(len(rec.spans))] if layout == "flex" else [
+        (o, 2 * r.leaf[0] + r.leaf[1], r.cuts[r.leaf[0]]) for o in outputs[1:] for r in [TreeRecord.from_dict(o.extra_fields["arctl"])]]
+    assert len(rows) == 4
+    for o, k, at in rows:
+        start, sstart, stop = rec.spans[k]
+        cut, n_sum = rec.cuts[k // 2], stop - sstart
+        inserted = [end] if cut == 4 else []
+        assert sstart - start == len(inserted) and n_sum > 0
+        assert o.response_ids[at:at + len(inserted)] == inserted
+        assert o.response_mask[at:at + len(inserted) + n_sum] == [0] * len(inserted) + [1] * n_sum
+        if layout == "duplicate":
+            assert o.response_ids[:cut] == think[:cut] and o.response_mask == [0] * (cut + len(inserted)) + [1] * n_sum
 
 
 def test_a_trees_requests_share_one_sticky_request_id(loop_factory):

@@ -77,8 +77,8 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
         should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
     )
-    inserted = InsertedTokens.from_tokenizer(tok)
     objective = Objective.from_config(config)
+    inserted = InsertedTokens.from_tokenizer(tok, objective.summary.inserted)
     # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before any checkpoint
     reference = reference_model(model, config.get("init_dir")) if objective.loss.kl_coef else None
     optimizer = torch.optim.AdamW(

@@ -416,10 +416,11 @@ def _make_loop_class():
             tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
             super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
             self.arctl = self.config.arctl
-            self.inserted = InsertedTokens.from_tokenizer(self.tokenizer)
+            summary = objective_of(self.arctl).summary
+            self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
             self.eos_id = self.tokenizer.eos_token_id
             self.layout = str(self.arctl.get("tree_attention", "flex"))
-            self.summary_max_tokens = int(objective_of(self.arctl).summary.max_tokens)
+            self.summary_max_tokens = int(summary.max_tokens)
 
         async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
             out = await self.server_manager.generate(
