@@ -69,9 +69,9 @@ def _ray_processes(job_id: str) -> list[str]:
 
 
 # three starts of verl's loop (attempt 1, the requeued attempt 2, the eval-only run: Ray, the workers,
-# the rollout server, ~2.5 min each on 2 cores) and the merger: 506 s without the KL term's reference
-# worker, and past the suite's 600 s in CI with it beside the fresh-machine test (the eval-only run
-# ended 20 s after the limit). 900 s bounds a hang without failing a loop that is only slow.
+# the rollout server, ~2.5 min each on 2 cores) and the merger: 428 s alone, 498-515 s in CI beside the
+# fresh-machine test, and once past the suite's 600 s there (the eval-only run ended 20 s after the
+# limit). 900 s bounds a hang without failing a loop that is only slow.
 @pytest.mark.timeout(900)
 def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path, monkeypatch, cli, waiter):
     from wandb_reference import synced_history  # tests/support: the independent reader of .wandb files
