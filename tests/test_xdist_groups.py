@@ -1,0 +1,53 @@
+"""The suite's `xdist_group` marks keep a module's tests on one pytest-xdist worker.
+
+Six modules share one expensive module fixture (a two-node SLURM cluster, the GPU check suite's run,
+the rendered figures, the wheel, the claims page, the memory model) and mark themselves with an
+``xdist_group`` so that one worker builds it once. pytest 9.2 with pytest-xdist 3.8 drops the group
+without a word (pytest-dev/pytest-xdist#1386: xdist still writes a node-id field pytest no longer
+reads): each worker then builds the fixture for itself, which cost CI minutes unnoticed
+(two two-node clusters, the GPU suite twice, the figures twice). pyproject pins pytest below 9.2;
+this test fails on a pair of versions that drops the groups again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+MODULE = '''
+import os
+import pytest
+
+pytestmark = pytest.mark.xdist_group("shared")
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    with open(os.environ["SETUPS"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "none") + "\\n")
+
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(shared, i):
+    with open(os.environ["RAN"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "none") + "\\n")
+'''
+OTHER = '''
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    pass
+'''
+
+
+def test_a_modules_xdist_group_runs_on_one_worker_and_builds_its_fixture_once(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # none of the project's options
+    (tmp_path / "test_grouped.py").write_text(MODULE)
+    (tmp_path / "test_free.py").write_text(OTHER)
+    setups, ran = tmp_path / "setups.txt", tmp_path / "ran.txt"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                           "loadgroup", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "SETUPS": str(setups), "RAN": str(ran)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    workers = ran.read_text().split()
+    assert len(workers) == 6 and all(w.startswith("gw") for w in workers), workers  # really on xdist workers
+    assert len(set(workers)) == 1, f"the group ran on workers {sorted(set(workers))} (pytest-dev/pytest-xdist#1386)"
+    assert setups.read_text().split() == workers[:1]  # the module fixture once
