@@ -5,6 +5,9 @@
     python benchmarks/bench_tiny.py eval        # anytime evaluation (4 budgets, 32-budget grid) vs its floor
     python benchmarks/bench_tiny.py decode      # thinking decode: grouped-query attention vs the per-head
                                                 # copy of the keys/values it replaced, side by side
+    python benchmarks/bench_tiny.py forward     # the lean decoding forward vs Hugging Face's, side by side:
+                                                # thinking and summary passes (tiny and micro shapes) and
+                                                # whole RL steps; the same tokens (checked)
     python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
                                                 # Quickstart runs it: the CLI, local executor, fresh workspace
 
@@ -152,6 +155,75 @@ def bench_decode(args) -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f}; {args.threads} thread(s)")
 
 
+def _rollout_pass(model, prompts, b_m: int, budgets: list[int]):
+    """One training rollout's model work: the thinking of every prompt, then A = 4 summaries of <= 8
+    tokens per budget on each cut (AnytimeReasoner's branches). Returns (thinking s, summaries s, tokens)."""
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.backends.tiny.rollout import generate_summaries, generate_thinking, plan_branches
+
+    g = torch.Generator().manual_seed(1)
+    t0 = time.perf_counter()
+    thinking = generate_thinking(model, prompts, b_m, 1.0, g, 2, 0)
+    t1 = time.perf_counter()
+    branches = plan_branches(thinking, budgets, InsertedTokens((3, 2, 4), (4,), 2), per_budget=True)
+    generate_summaries(model, thinking, branches, 4, 8, 1.0, g, 1, 0)
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1, (thinking.think_ids, [b.summaries for b in branches])
+
+
+def bench_forward(args) -> None:
+    """The lean decoding forward (arctl/backends/tiny/decode.py) against Hugging Face's, alternating in
+    one process (best of ``--repeats``): the thinking and summary passes of one training rollout at the
+    tiny scale's model shape and at the test suite's micro shape (8 prompts x G=8, to b_m tokens, on an
+    untrained model, so every thinking runs to b_m), then ``--steps`` whole RL steps of AR-uniform and
+    GRPO at tiny scale (mean step time from the run's own perf/step_time_s)."""
+    from unittest import mock
+
+    from arctl.backends.tiny import decode
+    from arctl.backends.tiny.trainer import train
+    from arctl.track import metrics_schema as ms
+
+    run = _resolve("main-ar-uniform", [])[0]
+    budgets = list(run.config["thinking"]["budgets"])
+    b_m = max(budgets)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 416, (57,), generator=g).tolist() for _ in range(8)] * 8
+    micro = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64}
+    print("| model | pass | Hugging Face s | lean s | speed-up | same tokens |")
+    print("|---|---|---|---|---|---|")
+    for label, shape in (("tiny (128 wide, 4 layers)", {}), ("micro (32 wide, 2 layers)", micro)):
+        model = build_model(model_config({**run.config["model"], **shape}, 416, 0, 2), 0).eval()
+        best = {"hf": [float("inf")] * 2, "lean": [float("inf")] * 2}
+        out = {}
+        for _ in range(args.repeats):
+            for name in best:
+                with mock.patch.object(decode, "supports", (lambda m: False) if name == "hf" else decode.supports):
+                    th, su, out[name] = _rollout_pass(model, prompts, b_m, budgets)
+                best[name] = [min(best[name][0], th), min(best[name][1], su)]
+        same = torch.equal(out["hf"][0], out["lean"][0]) and out["hf"][1] == out["lean"][1]
+        for i, what in enumerate(("thinking", "summaries")):
+            hf, lean = best["hf"][i], best["lean"][i]
+            print(f"| {label} | {what} | {hf:.2f} | {lean:.2f} | {hf / lean:.2f}x | {same} |", flush=True)
+    ws = Path(args.workspace)
+    print(f"\n| tiny scale, {args.steps} steps | Hugging Face s/step | lean s/step | speed-up |")
+    print("|---|---|---|---|")
+    for exp in ("main-ar-uniform", "main-grpo"):
+        config = _resolve(exp, [f"trainer.total_steps={args.steps}", "trainer.test_freq=1000", "trainer.save_freq=1000",
+                                "wandb.mode=disabled", "eval.num_problems=16", "tiny.diag_problems=0",
+                                "eval.grid_size=2"])[0].config
+        means = {}
+        for name in ("hf", "lean", "hf", "lean"):  # alternating: a slow spell of the machine hits both
+            with mock.patch.object(decode, "supports", (lambda m: False) if name == "hf" else decode.supports):
+                run_dir = ws / "runs" / f"bench-forward-{exp}-{name}-{time.time_ns()}"
+                train(config, run_dir, threading.Event())
+            rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            wall = [r[ms.PERF_STEP_TIME_S] for r in rows if ms.PERF_STEP_TIME_S in r]
+            means.setdefault(name, []).append(sum(wall) / len(wall))
+        hf, lean = min(means["hf"]), min(means["lean"])
+        print(f"| {exp} | {hf:.2f} | {lean:.2f} | {hf / lean:.2f}x |", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f}; {args.threads} thread(s)")
+
+
 def eval_cost(model, tok, config: dict, budgets: list[int], n_problems: int, repeats: int) -> dict:
     """Measured time of the anytime evaluation at ``budgets`` against its floor.
 
@@ -254,7 +326,7 @@ def bench_ablation(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "ablation"))
+    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "ablation"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
@@ -263,7 +335,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
-     "ablation": bench_ablation}[args.what](args)
+     "forward": bench_forward, "ablation": bench_ablation}[args.what](args)
 
 
 if __name__ == "__main__":

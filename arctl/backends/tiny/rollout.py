@@ -18,7 +18,9 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap
+from arctl.backends.tiny import decode
 from arctl.backends.tiny.model import additive_mask
+from arctl.backends.tiny.prefix_attention import NAME as PREFIX_ATTENTION
 from arctl.backends.tiny.prefix_attention import SharedPrefix, shared_prefix
 from arctl.backends.tiny.tokenizer import decode_words, encode_words
 
@@ -130,9 +132,13 @@ def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:
 
 
 def forward_step(model, ids, positions, key_valid, cache) -> torch.Tensor:
-    """Run ``ids`` [N, k] at ``positions`` [N, k] against ``cache``; returns logits [N, k, V]."""
+    """Run ``ids`` [N, k] at ``positions`` [N, k] against ``cache``; returns logits [N, k, V]. Inside a
+    :func:`shared_prefix` block, without gradients, through :func:`arctl.backends.tiny.decode.logits`
+    (the same logits to the bit, without Hugging Face's per-call overhead)."""
     allowed = attention_mask(key_valid, ids.shape[1])
     mask = additive_mask(allowed, model.dtype)
+    if model.config._attn_implementation == PREFIX_ATTENTION and not torch.is_grad_enabled() and decode.supports(model):
+        return decode.logits(model, ids, positions, mask, cache)
     out = model(input_ids=ids, position_ids=positions, attention_mask=mask, past_key_values=cache, use_cache=True)
     return out.logits
 
