@@ -57,9 +57,12 @@ def make_bpe_tokenizer():
 # them twice (~1,000 worker-seconds of CI). So when that test is selected and can hide programs here,
 # this session deselects every non-slow test; `pytest tests/x`, `-m "not slow"` or a machine where
 # nothing can be hidden run them here as before. Then the longest tests first: pytest-xdist's
-# `--dist loadgroup` hands one test at a time (or one `xdist_group` of a module that shares an expensive
-# module fixture) to the worker that is free, so this order is longest-processing-time-first
-# scheduling of the two workers.
+# `--dist loadgroup` hands out units (one test, or one `xdist_group` of a module that shares an
+# expensive module fixture) in this order, so it is longest-processing-time-first scheduling of the two
+# workers, but for one thing: a worker holds the next unit before it starts one (it must know the
+# next test), so the unit after the fresh-machine test would wait behind it for the whole nested suite
+# (verl's CPU loop did: 500 s at the end of CI). `pytest_xdist_make_scheduler` below gives a worker that
+# runs the fresh-machine test the last unit instead (the slow test that comes last in this order).
 FRESH_MACHINE_TEST = "tests/test_fresh_machine.py"
 
 
@@ -103,3 +106,22 @@ def pytest_cmdline_main(config):
         return
     if config.args and all(str(a).split("::")[0].endswith(".py") for a in config.args):
         config.option.numprocesses = 0
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`, except that the unit queued behind the fresh-machine test is the queue's last."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FreshMachineLast(LoadGroupScheduling):
+        def _assign_work_unit(self, node) -> None:
+            held = self.assigned_work.get(node, {})
+            if self.workqueue and any(nodeid.startswith(FRESH_MACHINE_TEST) and not done
+                                      for unit in held.values() for nodeid, done in unit.items()):
+                scope, unit = self.workqueue.popitem(last=True)
+                self.workqueue[scope] = unit  # the last unit, moved to the front for the base class to take
+                self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return FreshMachineLast(config, log)

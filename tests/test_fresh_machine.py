@@ -63,12 +63,16 @@ def _skipped(junit: Path) -> dict[str, str]:
     """``{"path[::name]": reason}`` of every skipped test, or module skipped whole at collection,
     in a junit-xml report."""
     out = {}
+
+    def selectable(name: str) -> str:  # a test in an `xdist_group` is reported as "test_x[...]@group"
+        return name[: name.rfind("@")] if name.rfind("@") > name.rfind("]") else name
+
     for case in ElementTree.parse(junit).iter("testcase"):
         skip = case.find("skipped")
         if skip is None:
             continue
         if case.get("classname"):  # a test: classname "tests.x.test_y", name "test_z[...]"
-            out[f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"] = skip.get("message", "")
+            out[f"{case.get('classname').replace('.', '/')}.py::{selectable(case.get('name'))}"] = skip.get("message", "")
         else:  # a module skipped at collection: name "tests.x.test_y", the reason in the text
             out[f"{case.get('name').replace('.', '/')}.py"] = skip.text or ""
     return out

@@ -51,3 +51,36 @@ def test_a_modules_xdist_group_runs_on_one_worker_and_builds_its_fixture_once(tm
     assert len(workers) == 6 and all(w.startswith("gw") for w in workers), workers  # really on xdist workers
     assert len(set(workers)) == 1, f"the group ran on workers {sorted(set(workers))} (pytest-dev/pytest-xdist#1386)"
     assert setups.read_text().split() == workers[:1]  # the module fixture once
+
+
+def test_the_unit_queued_behind_the_fresh_machine_test_is_the_last_one(tmp_path):
+    """tests/conftest.py's scheduler: a worker holds one unit beyond the test it runs, so whatever is
+    queued behind the fresh-machine test (the whole nested suite) waits for it; that is the last unit
+    of the order, not the next (verl's CPU loop waited 900 s there and ran alone at the end of CI)."""
+    import os
+    from pathlib import Path
+
+    conftest = Path(__file__).with_name("conftest.py")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('suite_conftest', {str(conftest)!r})\n"
+        "suite = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(suite)\n"
+        "pytest_xdist_make_scheduler = suite.pytest_xdist_make_scheduler\n")
+    record = ("import os, time\n\ndef note(name):\n    with open(os.environ['RAN'], 'a') as f:\n"
+              "        f.write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + name + '\\n')\n")
+    (tmp_path / "tests" / "test_fresh_machine.py").write_text(
+        record + "\ndef test_nested_suite():\n    note('fresh')\n    time.sleep(4)\n")
+    (tmp_path / "tests" / "test_other.py").write_text(
+        record + "\nimport pytest\n\n@pytest.mark.parametrize('i', range(6))\n"
+        "def test_other(i):\n    note(f'other{i}')\n    time.sleep(0.3)\n")
+    ran = tmp_path / "ran.txt"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                           "loadgroup", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RAN": str(ran)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = [line.split() for line in ran.read_text().splitlines()]
+    fresh_worker = next(w for w, name in lines if name == "fresh")
+    assert [name for w, name in lines if w == fresh_worker] == ["fresh", "other5"], lines
+    assert sorted(name for w, name in lines if w != fresh_worker) == [f"other{i}" for i in range(5)], lines
