@@ -119,9 +119,8 @@ def pytest_xdist_make_scheduler(config, log):
             held = self.assigned_work.get(node, {})
             if self.workqueue and any(nodeid.startswith(FRESH_MACHINE_TEST) and not done
                                       for unit in held.values() for nodeid, done in unit.items()):
-                scope, unit = self.workqueue.popitem(last=True)
-                self.workqueue[scope] = unit  # the last unit, moved to the front for the base class to take
-                self.workqueue.move_to_end(scope, last=False)
+                # the last unit, moved to the front for the base class to take
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
             super()._assign_work_unit(node)
 
     return FreshMachineLast(config, log)

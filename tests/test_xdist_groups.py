@@ -10,8 +10,10 @@ this test fails on a pair of versions that drops the groups again."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 MODULE = '''
 import os
@@ -45,7 +47,7 @@ def test_a_modules_xdist_group_runs_on_one_worker_and_builds_its_fixture_once(tm
     setups, ran = tmp_path / "setups.txt", tmp_path / "ran.txt"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
                            "loadgroup", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "SETUPS": str(setups), "RAN": str(ran)})
+                          env={**os.environ, "SETUPS": str(setups), "RAN": str(ran)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     workers = ran.read_text().split()
     assert len(workers) == 6 and all(w.startswith("gw") for w in workers), workers  # really on xdist workers
@@ -57,9 +59,6 @@ def test_the_unit_queued_behind_the_fresh_machine_test_is_the_last_one(tmp_path)
     """tests/conftest.py's scheduler: a worker holds one unit beyond the test it runs, so whatever is
     queued behind the fresh-machine test (the whole nested suite) waits for it; that is the last unit
     of the order, not the next (verl's CPU loop waited 900 s there and ran alone at the end of CI)."""
-    import os
-    from pathlib import Path
-
     conftest = Path(__file__).with_name("conftest.py")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "tests").mkdir()
