@@ -1,7 +1,7 @@
 """What a config value may interpolate, and arctl's own resolvers.
 
 A value may refer to another key of the run config (``${scale.budgets}``), call arctl's own
-resolvers (:data:`RESOLVERS`: ``arctl.last``, ``arctl.grid``) and OmegaConf's ``oc.select`` (a key's
+resolvers (:data:`RESOLVERS`: ``arctl.last``, ``arctl.grid``, ``arctl.part``) and OmegaConf's ``oc.select`` (a key's
 value or a default: the config only). Nothing else: OmegaConf's and Hydra's
 resolvers read the environment (``oc.env``), build new interpolations from text (``oc.decode``,
 ``oc.create``: a way to reach ``oc.env`` that no text match sees), read the clock (``now``: every
@@ -14,7 +14,7 @@ job that read it with OmegaConf would resolve it again).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from arctl.config.ranges import BUDGET_MAX
@@ -43,7 +43,25 @@ def _grid(budgets, size) -> list[int]:
     return budget_grid(int(list(budgets)[-1]), int(size))
 
 
-RESOLVERS: dict[str, Callable[..., Any]] = {"arctl.last": _last, "arctl.grid": _grid}
+def _part(budgets, fraction) -> int | list[int]:
+    """A fraction of a support's largest budget b_m, rounded to a whole token and at least 1; a list of
+    fractions gives one each. A scale's settings that are proportions of its b_m (ThinkPrune's limits
+    b_m/2, 3b_m/8, b_m/4; Elastic's t = s = b_m/8; the tiny Dr. GRPO constant b_m) follow the scale's
+    budgets when a user or a test changes them: ``${arctl.part:${scale.budgets},[0.5,0.375,0.25]}``."""
+    from arctl.compose.errors import SpecError
+
+    top = int(list(budgets)[-1])
+    one = isinstance(fraction, (int, float, str)) or not isinstance(fraction, Sequence)
+    fractions = [fraction] if one else list(fraction)
+    for f in fractions:
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
+            raise SpecError(f"arctl.part: fraction {f!r} is invalid: expected a number > 0 and <= 1 (a part of the "
+                            "largest budget)", hint="e.g. ${arctl.part:${scale.budgets},0.5}")
+    parts = [max(1, round(top * f)) for f in fractions]
+    return parts[0] if one else parts
+
+
+RESOLVERS: dict[str, Callable[..., Any]] = {"arctl.last": _last, "arctl.grid": _grid, "arctl.part": _part}
 # what a value may call: arctl's resolvers, and OmegaConf's oc.select (another key's value, or a default:
 # it reads the config only)
 ALLOWED = (*RESOLVERS, "oc.select")

@@ -4,7 +4,7 @@ import pytest
 
 from arctl.compose import SpecError, resolve_experiment, resolve_sweep
 from arctl.compose.experiment import list_experiments, load_experiment
-from arctl.compose.resolvers import budget_grid
+from arctl.compose.resolvers import RESOLVERS, budget_grid
 from arctl.compose.sweep import list_sweeps, load_sweep
 
 PAPER_EXPERIMENTS = {
@@ -139,6 +139,48 @@ def test_budget_grid():
     assert budget_grid(8000, 32) == list(range(250, 8001, 250))
     assert budget_grid(64, 32) == list(range(2, 65, 2))
     assert budget_grid(10, 32) == list(range(1, 11))  # fewer distinct budgets than asked: no repeats
+
+
+def test_part_of_the_largest_budget_by_hand():
+    part = RESOLVERS["arctl.part"]
+    assert part([48, 96, 144, 192], [0.5, 0.375, 0.25]) == [96, 72, 48]  # ThinkPrune's 4k/3k/2k of 8k
+    assert part([48, 96, 144, 192], 0.125) == 24 and part([8, 16, 24, 32], 0.125) == 4  # Elastic's t = s = b_m/8
+    assert part([2000, 8000], 1) == 8000 and part([5], 0.01) == 1  # at least one token
+    for bad in (0, 1.5, -0.5, "abc", True, [0.5, 2]):
+        with pytest.raises(SpecError, match="arctl.part: fraction .* is invalid"):
+            part([48, 96], bad)
+
+
+# the tiny scale's settings that are parts of its largest budget, and what they were as written numbers
+# (their run ids must not change): ThinkPrune's limits, L1's targets, Elastic's t and s, the loss constant
+PARTS = [("baselines-thinkprune", "thinkprune", "budget_control.thinkprune_limits", [96, 72, 48], [16, 12, 8]),
+         ("baselines-l1", "l1-exact", "budget_control.l1_targets", [48, 96, 144, 192], [8, 16, 24, 32]),
+         ("baselines-elastic", "elastic", "thinking.budgets", [24], [4]),
+         ("baselines-elastic", "elastic", "summary.max_tokens", 24, 4),
+         ("main-grpo", "grpo", "optim.loss_norm_len", 192, 32)]
+
+
+@pytest.mark.parametrize("name,arm,key,at_tiny,at_a_sixth", PARTS, ids=[f"{p[0]}:{p[2]}" for p in PARTS])
+def test_settings_in_proportion_to_the_largest_budget_follow_the_scale_budgets(name, arm, key, at_tiny, at_a_sixth):
+    def get(cfg):
+        for part in key.split("."):
+            cfg = cfg[part]
+        return cfg
+
+    assert get(_arm(name, arm, scale="tiny")) == at_tiny
+    assert get(_arm(name, arm, scale="tiny", overrides=["scale.budgets=[8,16,24,32]"])) == at_a_sixth
+
+
+def test_ctx16k_doubles_the_tiny_loss_constant_with_its_budgets():
+    assert _arm("ctx-16k", "grpo", scale="tiny")["optim"]["loss_norm_len"] == 384
+
+
+def test_a_bad_part_is_one_error_naming_the_key_that_called_it():
+    with pytest.raises(SpecError) as err:
+        _arm("main-grpo", "grpo", scale="tiny",
+             overrides=["budget_control.thinkprune_limits='${arctl.part:${scale.budgets},[0.5,2]}'"])
+    assert str(err.value).startswith("budget_control.thinkprune_limits: arctl.part: fraction 2 is invalid")
+    assert "\n" not in str(err.value) and "raised while resolving" not in str(err.value)
 
 
 def test_eval_budgets_default_to_the_scale_support_up_to_the_max_thinking_budget():

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from micro import MICRO  # tests/support/micro.py
+from micro import MICRO_AT_TINY_BUDGETS  # tests/support/micro.py: the references' budgets
 
 REFERENCES = Path(__file__).with_name("reference")  # micro_metrics*.json: one per kind of machine
 IGNORED_PREFIXES = ("perf/",)  # wall and CPU times
@@ -72,7 +72,7 @@ def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
     from arctl.backends.tiny.trainer import train
 
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))  # the warm-up trained here, not reused
-    config = arm_config("main-ar-uniform", "ar-uniform", overrides=[*MICRO, "wandb.mode=disabled"])
+    config = arm_config("main-ar-uniform", "ar-uniform", overrides=[*MICRO_AT_TINY_BUDGETS, "wandb.mode=disabled"])
     run_dir = tmp_path / "run"
     assert train(config, run_dir, threading.Event()) == "completed"
     warm = json.loads((run_dir / "warmup.json").read_text())

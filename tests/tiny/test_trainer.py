@@ -7,7 +7,7 @@ from functools import cache
 
 import pytest
 import wandb
-from micro import MICRO  # noqa: E402 - tests/support/micro.py (shared with the real-SLURM tests)
+from micro import MICRO, micro_for  # noqa: E402 - tests/support/micro.py (shared with the real-SLURM tests)
 from resolved import arm_config, experiment_arms  # noqa: E402 - tests/support/resolved.py
 
 from arctl.backends.tiny.trainer import train
@@ -28,7 +28,7 @@ def _distinct_runs() -> dict[tuple[str, str], tuple[str, str]]:
     at collection."""
     seen, out = {}, {}
     for name, arm in experiment_arms():
-        config = arm_config(name, arm, overrides=MICRO)
+        config = arm_config(name, arm, overrides=micro_for(name))
         key = json.dumps({k: config[k] for k in ALGO_SECTIONS}, sort_keys=True)
         out[(name, arm)] = seen.setdefault(key, (name, arm))
     return out
@@ -49,7 +49,7 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
     first = _distinct_runs()[(name, arm)]
     if first != (name, arm):
         pytest.skip(f"the same algorithm config as {first[0]}/{first[1]}, which runs")
-    config = arm_config(name, arm, overrides=MICRO)
+    config = arm_config(name, arm, overrides=micro_for(name))
     run_dir = workspace / "runs" / f"{config['experiment']}-{config['arm']}"
     assert train(config, run_dir, threading.Event()) == "completed"
     wandb.teardown()  # finish() can return before wandb-core has closed the file
