@@ -60,6 +60,24 @@ def _metrics(run_dir: Path) -> dict[str, dict[str, float]]:
     return rows
 
 
+def first_difference(mine: dict, ref: dict) -> str | None:
+    """Where two micro runs' metrics ({step: {key: value}}) differ: other steps, other keys, or a
+    number off by more than TOLERANCE or at 4 decimals (NaN, a diagnostic with too few samples, equals
+    NaN); None where they agree."""
+    if sorted(mine) != sorted(ref):
+        return f"other steps: {sorted(mine)} vs {sorted(ref)}"
+    for step, row in ref.items():
+        if sorted(mine[step]) != sorted(row):
+            return f"step {step}: other keys ({sorted(set(mine[step]) ^ set(row))})"
+        for key, value in row.items():
+            got = mine[step][key]
+            same = math.isnan(got) if math.isnan(value) else \
+                abs(got - value) <= TOLERANCE and f"{got:.4f}" == f"{value:.4f}"
+            if not same:
+                return f"step {step}, {key}: {got!r} vs {value!r}"
+    return None
+
+
 def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
     writing = os.environ.get("ARCTL_WRITE_REFERENCE") == "1"
     kind = machine_kind()
@@ -87,16 +105,28 @@ def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
     want = json.loads(reference.read_text())
     assert got["warmup_sha256"] == want["warmup_sha256"], "the warm-up's weights differ from the reference's"
     assert got["warmup_accuracy"] == want["warmup_accuracy"]
-    assert sorted(got["metrics"]) == sorted(want["metrics"])  # the same steps
-    for step, row in want["metrics"].items():
-        assert sorted(got["metrics"][step]) == sorted(row), f"step {step}: other keys"
-        for key, value in row.items():
-            mine = got["metrics"][step][key]
-            if math.isnan(value):  # a diagnostic with too few samples: NaN both times
-                assert math.isnan(mine), (step, key, mine)
-                continue
-            assert abs(mine - value) <= TOLERANCE and f"{mine:.4f}" == f"{value:.4f}", (step, key, mine, value)
+    found = first_difference(got["metrics"], want["metrics"])
+    assert found is None, f"{found} (this run, then {reference.name})"
     varied = {k for row in want["metrics"].values() for k, v in row.items() if v == v and v != 0}
     assert {"train/entropy", "train/think_len/mean"} <= varied  # numbers that can differ
     if any(row.get("train/reward/mean") for row in want["metrics"].values()):
         assert "train/loss" in varied  # with a reward to learn from, the update's numbers are compared too
+
+
+def test_the_references_of_every_kind_agree():
+    """A reference left from before a change that moved the numbers fails only on its own kind of
+    machine, perhaps months later (the AVX512 one, written before e83a86b, failed on the first AVX512
+    machine since: docs/testbed.md). The micro run is so short that its warm-up's small differences
+    across kinds change no sampled token (every number equal but train/entropy, by 2.4e-7), so the
+    references of all kinds must agree: rewriting one kind's after a change that moves the numbers
+    makes the others stale, and this says so on any machine. Where a change makes the kinds differ
+    for real, delete the reference that cannot be rewritten (that kind then skips) and say so."""
+    refs = {kind: json.loads(path.read_text()) for kind, path in references().items()}
+    kinds = sorted(refs)
+    assert kinds, "no reference committed"
+    for other in kinds[1:]:
+        found = first_difference(refs[other]["metrics"], refs[kinds[0]]["metrics"])
+        assert found is None, (f"the references of {other!r} ({refs[other].get('written')}) and {kinds[0]!r} "
+                               f"({refs[kinds[0]].get('written')}) differ: {found}. One is stale: rewrite it on "
+                               "its kind (ARCTL_WRITE_REFERENCE=1) or delete it")
+        assert refs[other]["warmup_accuracy"] == refs[kinds[0]]["warmup_accuracy"]
