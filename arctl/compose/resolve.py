@@ -84,7 +84,7 @@ def _translate(err: Exception) -> SpecError:
     """Turn Hydra/OmegaConf errors into one clear line."""
     from omegaconf.errors import MissingMandatoryValue
 
-    mine = _cause(err.__cause__ or err.__context__, SpecError)  # an arctl resolver's own error, unwrapped
+    mine = _cause(err, SpecError)  # an arctl resolver's own error, unwrapped
     if mine is not None:  # named after the key that called the resolver, where the resolver could not say
         key = getattr(err, "full_key", None)
         return mine if mine.where or not key else SpecError(mine.what, str(key), mine.hint)
