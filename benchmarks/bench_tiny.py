@@ -8,6 +8,9 @@
     python benchmarks/bench_tiny.py forward     # the lean decoding forward vs Hugging Face's, side by side:
                                                 # thinking and summary passes (tiny and micro shapes) and
                                                 # whole RL steps; the same tokens (checked)
+    python benchmarks/bench_tiny.py shrink      # the thinking's decoding batch shrinking as rows end vs the
+                                                # full batch to the end (the same tokens, checked): the
+                                                # trainer's evaluation and whole RL steps, on the warm-up
     python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
                                                 # Quickstart runs it: the CLI, local executor, fresh workspace
 
@@ -290,6 +293,69 @@ def bench_eval(args) -> None:
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
+def bench_shrink(args) -> None:
+    """The thinking pass with rows that ended leaving the decoding batch (now) vs every row to the end
+    (before: ``MIN_DECODE_ROWS`` set above any batch), alternating in one process on the cached
+    warm-up of the tiny scale (trained first when absent): one evaluation as the trainer runs it
+    (``eval.num_problems`` problems at the eval budgets + the grouped diagnostics) and ``--steps`` RL
+    steps of AR-uniform and GRPO. The same metrics both ways (checked)."""
+    import math
+
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.backends.tiny import rollout as ro
+    from arctl.backends.tiny.evaluate import evaluate
+    from arctl.backends.tiny.trainer import train
+    from arctl.backends.tiny.warmup import warmup_model
+    from arctl.track import metrics_schema as ms
+
+    ws = Path(args.workspace)
+    shrinking = ro.MIN_DECODE_ROWS
+    modes = {"shrinking (now)": shrinking, "full batch (before)": 10**9}
+    config = _resolve("main-ar-uniform", [])[0].config
+    model, tok, info = warmup_model(config, ws / "bench-shrink-warmup", None)
+    model.eval()
+    inserted = InsertedTokens.from_tokenizer(tok)
+    budgets = sorted(config["eval"]["budgets"])
+    print(f"warm-up {info.get('weights_sha256', '?')[:8]}; load average {os.getloadavg()[0]:.1f}; {args.threads} thread(s); "
+          f"best of {args.repeats}, alternating")
+    print("| what | full batch (before) s | shrinking (now) s | speed-up | same metrics |")
+    print("|---|---|---|---|---|")
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    found: dict[str, dict] = {}
+    try:
+        for _ in range(args.repeats):
+            for mode, rows in modes.items():
+                ro.MIN_DECODE_ROWS = rows
+                t0 = time.perf_counter()
+                found[mode] = evaluate(model, tok, inserted, config, budgets)
+                times[mode].append(time.perf_counter() - t0)
+        a, b = found.values()
+        same = all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a.values(), b.values())) and a.keys() == b.keys()
+        before, now = min(times["full batch (before)"]), min(times["shrinking (now)"])
+        print(f"| one evaluation ({config['eval']['num_problems']} problems x {len(budgets)} budgets + "
+              f"{config['tiny']['diag_problems']} x {config['rollout']['n']} diagnostics) | {before:.1f} | {now:.1f} | "
+              f"{before / now:.2f}x | {same} |", flush=True)
+        for exp in ("main-ar-uniform", "main-grpo"):
+            run = _resolve(exp, [f"trainer.total_steps={args.steps}", "trainer.test_freq=1000", "trainer.save_freq=1000",
+                                 "wandb.mode=disabled", "eval.num_problems=16", "tiny.diag_problems=0", "eval.grid_size=2"])[0]
+            step: dict[str, list[float]] = {m: [] for m in modes}
+            scores: dict[str, list] = {}
+            for _ in range(2):
+                for mode, rows in modes.items():
+                    ro.MIN_DECODE_ROWS = rows
+                    run_dir = ws / "runs" / f"bench-shrink-{exp}-{time.time_ns()}"
+                    train(run.config, run_dir, threading.Event())
+                    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+                    step[mode].append(sum(r[ms.PERF_STEP_TIME_S] for r in lines if ms.PERF_STEP_TIME_S in r) / args.steps)
+                    scores[mode] = [r.get(ms.TRAIN_ANYTIME_SCORE) for r in lines]
+            before, now = min(step["full batch (before)"]), min(step["shrinking (now)"])
+            print(f"| {exp}, s/step (mean of {args.steps} steps, best of 2 runs) | {before:.2f} | {now:.2f} | "
+                  f"{before / now:.2f}x | {len(set(map(str, scores.values()))) == 1} |", flush=True)
+    finally:
+        ro.MIN_DECODE_ROWS = shrinking
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
 def bench_ablation(args) -> None:
     """What the Quickstart runs: ``arctl run ablation-vr --scale tiny --executor local`` in a fresh
     workspace (warm-up included), timed from submission until the last arm completes."""
@@ -326,7 +392,7 @@ def bench_ablation(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "ablation"))
+    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "shrink", "ablation"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
@@ -335,7 +401,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
-     "forward": bench_forward, "ablation": bench_ablation}[args.what](args)
+     "forward": bench_forward, "shrink": bench_shrink, "ablation": bench_ablation}[args.what](args)
 
 
 if __name__ == "__main__":

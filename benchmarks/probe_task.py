@@ -56,10 +56,10 @@ def _banned_sampling(banned: list[int]):
 
     real = ro.sample
 
-    def sample(logits, temperature, generator):
+    def sample(logits, temperature, generator, *rows):
         logits = logits.clone()
         logits[..., banned] = -math.inf
-        return real(logits, temperature, generator)
+        return real(logits, temperature, generator, *rows)
 
     return sample
 

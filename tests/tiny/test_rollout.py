@@ -91,6 +91,93 @@ def test_rows_that_finish_early_leave_the_batch_and_the_others_stay_exact():
             k += 1
 
 
+
+def _varied_prompts(tok, rng: np.random.Generator, n: int) -> list[list[int]]:
+    problems = [task.Problem(tuple(int(x) for x in rng.integers(0, 10, rng.integers(1, 7)))) for _ in range(n)]
+    return [encode_words(tok, task.prompt_words(p)) for p in problems]
+
+
+class _Ending:
+    """``rollout.forward_step`` with ``boost`` added to the logit of token ``end``, so that sampled
+    thinkings end at every length (a random model rarely emits any one token)."""
+
+    def __init__(self, end: int, boost: float):
+        self.end, self.boost, self.real, self.widths = end, boost, ro.forward_step, []
+
+    def __call__(self, model, ids, *args):
+        self.widths.append(ids.shape[0])
+        logits = self.real(model, ids, *args).clone()
+        logits[..., self.end] += self.boost
+        return logits
+
+    def __enter__(self):
+        ro.forward_step = self
+        return self
+
+    def __exit__(self, *exc):
+        ro.forward_step = self.real
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 2**16), st.sampled_from([1.5, 2.0, 3.0]))
+def test_the_shrinking_thinking_batch_equals_lockstep_decoding(n, seed, boost):
+    """Rows that end their thinking leave the decoding batch (their cache rows move behind it); the
+    tokens, lengths, ends and every cache column a row wrote are bit-identical to the full-batch
+    lockstep decoder (tests/support/lockstep.py), the random stream included."""
+    from lockstep import lockstep_thinking, written_columns
+
+    tok, model, _ = _setup()
+    prompts = _varied_prompts(tok, np.random.default_rng(seed), n)
+    with _Ending(7, boost):
+        new = ro.generate_thinking(model, prompts, 16, 1.0, torch.Generator().manual_seed(seed), 7, tok.pad_token_id)
+        ref = lockstep_thinking(model, prompts, 16, 1.0, torch.Generator().manual_seed(seed), 7, tok.pad_token_id)
+    assert torch.equal(new.think_ids, ref.think_ids) and torch.equal(new.think_len, ref.think_len)
+    assert torch.equal(new.finished, ref.finished)
+    for a, b in zip(new.cache.layers, ref.cache.layers):
+        assert a.keys.shape == b.keys.shape
+        for r in range(n):
+            cols = written_columns(ref, r)
+            assert torch.equal(a.keys[r][:, cols], b.keys[r][:, cols]) and torch.equal(a.values[r][:, cols], b.values[r][:, cols])
+
+
+def test_the_thinking_batch_shrinks_as_rows_end():
+    """On 40 rows that end at many lengths the batch does shrink (the test above then compares a
+    shrunk batch), never below MIN_DECODE_ROWS, and the summaries branching off the thinking's
+    cache are those of the lockstep decoder's cache."""
+    from lockstep import lockstep_thinking
+
+    tok, model, _ = _setup()
+    prompts = _varied_prompts(tok, np.random.default_rng(3), 40)
+    with _Ending(7, 4.0) as ending:
+        th = ro.generate_thinking(model, prompts, 16, 1.0, torch.Generator().manual_seed(0), 7, tok.pad_token_id)
+        widths = list(ending.widths)
+        ref = lockstep_thinking(model, prompts, 16, 1.0, torch.Generator().manual_seed(0), 7, tok.pad_token_id)
+    assert widths[0] == 40 and min(widths) == ro.MIN_DECODE_ROWS and widths == sorted(widths, reverse=True)
+    assert len(set(widths)) > 3 and int((~th.finished).sum()) < ro.MIN_DECODE_ROWS and int(th.think_len.min()) == 1
+    inserted = InsertedTokens.from_ids(encode_words(tok, ["...", "..."]), 7, encode_words(tok, ["**Final", "Answer**"]))
+    out = []
+    for thinking in (th, ref):
+        branches = ro.plan_branches(thinking, [4, 8, 12, 16], inserted)
+        ro.generate_summaries(model, thinking, branches, 2, 8, 1.0, torch.Generator().manual_seed(1), tok.eos_token_id,
+                              tok.pad_token_id)
+        out.append([b.summaries for b in branches])
+    assert out[0] == out[1]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=40))
+def test_the_batch_after_rows_end_keeps_every_active_row_first(flags):
+    active = torch.tensor(flags)
+    keep, out, into = ro._batch_after(active)
+    k = len(keep)
+    assert k == max(int(active.sum()), min(ro.MIN_DECODE_ROWS, len(flags)))
+    assert set(active.nonzero()[:, 0].tolist()) <= set(keep.tolist()) and len(set(keep.tolist())) == k
+    assert len(out) == len(into) and bool((out < k).all()) and bool((into >= k).all())
+    # exchanging rows out <-> into puts exactly the kept rows in [0, k), row keep[i] at i
+    now = torch.arange(len(flags))
+    now[out], now[into] = into, out
+    assert torch.equal(now[:k], keep) and sorted(now.tolist()) == list(range(len(flags)))
+
 def test_finished_thinking_shares_one_summary_group_across_later_budgets():
     tok, model, prompts = _setup()
     end = _common_token(model, tok, prompts)

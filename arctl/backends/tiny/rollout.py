@@ -1,7 +1,8 @@
 """Rollout: G thinking samples per prompt with a KV cache, then summaries branching off that cache.
 
 Thinking is generated in lockstep on left-padded prompts up to the largest budget (a row stops at
-``</think>``). For every distinct cut of a thinking (``arctl.algo.prompts.distinct_cuts``: budgets
+``</think>`` and leaves the decoding batch: a step computes only the rows still thinking, with the
+numbers and the random stream of the full batch, to the bit). For every distinct cut of a thinking (``arctl.algo.prompts.distinct_cuts``: budgets
 the thinking finished before share one prefix) the summary prompt's inserted tokens
 (``arctl.algo.prompts``) and ``group_size`` summaries are decoded on a slice of the thinking's KV
 cache: the prefix is never re-encoded. Attention uses an explicit boolean [N, 1, q, k] mask
@@ -109,13 +110,17 @@ class Branch:
     verifier: list[float] | None = None  # the verifier's rewards when a compared method replaced ``rewards``
 
 
-def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-    """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy)."""
+def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None,
+           rows: torch.Tensor | None = None, n_rows: int | None = None) -> torch.Tensor:
+    """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy). With ``rows`` [N] (the batch
+    rows' places among ``n_rows``), ``n_rows`` uniforms are drawn and the batch uses its rows' ones:
+    the random stream of a batch that kept every row."""
     if temperature <= 0:
         return logits.argmax(-1)
     # inverse-CDF sampling: one uniform per row (torch.multinomial draws one per row and token)
     cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
-    u = torch.rand(cdf.shape[0], 1, generator=generator) * cdf[:, -1:]
+    u = torch.rand(cdf.shape[0] if rows is None else n_rows, 1, generator=generator)
+    u = (u if rows is None else u[rows]) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_max(cdf.shape[-1] - 1)
 
 
@@ -178,32 +183,77 @@ def generate_thinking(
     n = ids.shape[0]
     positions = (valid.long().cumsum(1) - 1).clamp_min(0)
     cache = buffer_cache(model, ids.shape[1] + max_tokens)
-    key_valid = valid.clone()
     think = torch.full((n, max_tokens), pad_id, dtype=torch.long)
-    active = torch.ones(n, dtype=torch.bool)
+    think_len = torch.zeros(n, dtype=torch.long)
     finished = torch.zeros(n, dtype=torch.bool)
     extensions = [0] * n
+    # The decoding batch: rows whose thinking ended leave it (their cache rows move behind it), so a
+    # step computes only the rows still thinking. ``order[i]`` is the prompt row held by cache row i;
+    # the batch is cache rows [0, len(active)). Per-batch-row state: active, key_valid, next_pos, logits.
+    order = torch.arange(n)
+    active = torch.ones(n, dtype=torch.bool)
+    key_valid = valid.clone()
     with shared_prefix(model, None):  # no prefix: the fast one-token decoding attention
         logits = forward_step(model, ids, positions, key_valid, cache)[:, -1]
+        full = [(layer, layer.buf_k, layer.buf_v) for layer in cache.layers if layer.is_initialized]
         next_pos = valid.sum(1)
         for t in range(max_tokens):
-            tok = torch.where(active, sample(logits, temperature, generator), torch.full_like(next_pos, pad_id))
+            rows = order[: len(active)]
+            drawn = sample(logits, temperature, generator, rows, n)
+            tok = torch.where(active, drawn, torch.full_like(next_pos, pad_id))
             if forcing is not None:  # every active row has t thinking tokens
                 for r in (active & (tok == think_end)).nonzero()[:, 0].tolist():
-                    if extends(t, extensions[r], forcing):
-                        tok[r], extensions[r] = forcing.cue_ids[0], extensions[r] + 1
-            think[:, t] = tok
+                    if extends(t, extensions[int(rows[r])], forcing):
+                        tok[r], extensions[int(rows[r])] = forcing.cue_ids[0], extensions[int(rows[r])] + 1
+            think[rows, t] = tok
             col = active.clone()
             ended = active & (tok == think_end)
             key_valid = torch.cat([key_valid, col[:, None]], dim=1)
             logits = forward_step(model, tok[:, None], next_pos[:, None], key_valid, cache)[:, -1]
             next_pos = next_pos + col.long()
-            finished |= ended
+            think_len[rows] += col.long()
+            finished[rows] |= ended
             active &= ~ended
             if not active.any():
                 break
-    think_len = (key_valid[:, ids.shape[1] :]).sum(1)
+            if len(active) > MIN_DECODE_ROWS and int(active.sum()) <= len(active) * 7 // 8:
+                keep, out, into = _batch_after(active)
+                width = cache.layers[0].length  # columns written so far
+                for layer, k, v in full:
+                    for buf in (k, v):  # exchange rows leaving the batch's range with rows kept beyond it
+                        leaving = buf[out, :, :width]
+                        buf[out, :, :width] = buf[into, :, :width]
+                        buf[into, :, :width] = leaving
+                    layer.buf_k, layer.buf_v = k[: len(keep)], v[: len(keep)]
+                order[out], order[into] = order[into], order[out]
+                active, key_valid, next_pos, logits = active[keep], key_valid[keep], next_pos[keep], logits[keep]
+    back, same = torch.argsort(order), torch.equal(order, torch.arange(n))
+    while full:  # cache rows in prompt order again, one layer at a time
+        layer, k, v = full.pop(0)
+        layer.buf_k, layer.buf_v = (k, v) if same else (k[back], v[back])
+        del k, v
     return Thinking(ids, valid, think, think_len, finished, cache)
+
+
+# The thinking's decoding batch never shrinks below this many rows: a linear layer over 1-3 rows takes
+# another kernel path than over more (other float sums; measured on AVX512, AVX2 and baseline kernels),
+# so a batch of >= 4 rows computes every row exactly as the full batch would (tests/tiny/test_rollout.py).
+MIN_DECODE_ROWS = 8
+
+
+def _batch_after(active: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The decoding batch after rows ended. It keeps every active row, and finished ones (lowest
+    first) up to :data:`MIN_DECODE_ROWS` rows; the kept rows become batch rows [0, k): the rows
+    ``out`` (< k, not kept) exchange places with the rows ``into`` (>= k, kept). Returns (``keep``: the
+    old batch row of each new one, ``out``, ``into``)."""
+    idle = (~active).nonzero()[:, 0]
+    stay = active.clone()
+    stay[idle[: max(0, min(MIN_DECODE_ROWS, len(active)) - int(active.sum()))]] = True
+    k = int(stay.sum())
+    out, into = (~stay[:k]).nonzero()[:, 0], k + stay[k:].nonzero()[:, 0]
+    now = torch.arange(len(active))
+    now[out], now[into] = into, out
+    return now[:k], out, into
 
 
 def plan_branches(thinking: Thinking, budgets: list[int], inserted: InsertedTokens, per_budget: bool = False) -> list[Branch]:
