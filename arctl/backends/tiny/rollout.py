@@ -236,8 +236,9 @@ def generate_thinking(
 
 
 # The thinking's decoding batch never shrinks below this many rows: a linear layer over 1-3 rows takes
-# another kernel path than over more (other float sums; measured on AVX512, AVX2 and baseline kernels),
-# so a batch of >= 4 rows computes every row exactly as the full batch would (tests/tiny/test_rollout.py).
+# another kernel path than over more (other float sums: on an AVX512 machine with its own kernels and
+# forced down to AVX2 and baseline ones, ATEN_CPU_CAPABILITY / MKL_ENABLE_INSTRUCTIONS / ONEDNN_MAX_CPU_ISA),
+# while >= 4 rows give every row the full batch's bits; 8 leaves a margin (tests/tiny/test_rollout.py).
 MIN_DECODE_ROWS = 8
 
 
