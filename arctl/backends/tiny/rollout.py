@@ -2,10 +2,10 @@
 
 Thinking is generated in lockstep on left-padded prompts up to the largest budget (a row stops at
 ``</think>`` and leaves the decoding batch: a step computes only the rows still thinking, with the
-numbers and the random stream of the full batch, to the bit). For every distinct cut of a thinking (``arctl.algo.prompts.distinct_cuts``: budgets
-the thinking finished before share one prefix) the summary prompt's inserted tokens
-(``arctl.algo.prompts``) and ``group_size`` summaries are decoded on a slice of the thinking's KV
-cache: the prefix is never re-encoded. Attention uses an explicit boolean [N, 1, q, k] mask
+numbers and the random stream of the full batch, to the bit). For every distinct cut of a thinking
+(``arctl.algo.prompts.distinct_cuts``: budgets the thinking finished before share one prefix) the
+summary prompt's inserted tokens (``arctl.algo.prompts``) and ``group_size`` summaries are decoded
+on a slice of the thinking's KV cache: the prefix is never re-encoded. Attention uses an explicit boolean [N, 1, q, k] mask
 (padding and cut-off columns masked, every query sees itself) and explicit position ids, so a
 branch computes exactly what a fresh, unpadded ``question + thinking[:cut] + inserted`` would.
 """
@@ -203,8 +203,9 @@ def generate_thinking(
             tok = torch.where(active, drawn, torch.full_like(next_pos, pad_id))
             if forcing is not None:  # every active row has t thinking tokens
                 for r in (active & (tok == think_end)).nonzero()[:, 0].tolist():
-                    if extends(t, extensions[int(rows[r])], forcing):
-                        tok[r], extensions[int(rows[r])] = forcing.cue_ids[0], extensions[int(rows[r])] + 1
+                    row = int(rows[r])  # the prompt row of batch row r
+                    if extends(t, extensions[row], forcing):
+                        tok[r], extensions[row] = forcing.cue_ids[0], extensions[row] + 1
             think[rows, t] = tok
             col = active.clone()
             ended = active & (tok == think_end)
