@@ -191,36 +191,70 @@ def test_a_run_killed_after_logging_past_its_checkpoint_resumes_with_every_step_
     assert all(abs(r[ms.TRAIN_LOSS] - jsonl[r[ms.STEP_KEY]][ms.TRAIN_LOSS]) < 1e-9 for r in rows if r[ms.STEP_KEY])
 
 
-def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_nor_steps(tmp_path, monkeypatch):
-    """SLURM's TERM reaches wandb-core too: W&B calls on the stop path fail (ConnectionResetError).
-    The step is still checkpointed, the run is preempted (not failed), and the resume re-logs the
-    lost row from metrics.jsonl."""
+@pytest.mark.parametrize("order", ["already", "during", "before"])
+def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_nor_steps(tmp_path, monkeypatch, order):
+    """scancel's TERM reaches wandb-core and the job in any order, and then every W&B call fails
+    (ConnectionResetError): the stop may be set before step 1's W&B call ("already"), while it is in
+    flight ("during"), or only after it failed ("before": the service died first; the stop comes
+    0.5 s later). Each time the step is checkpointed, the run ends preempted (not failed), and the
+    resume re-logs the lost row from metrics.jsonl: every step once under one W&B id."""
     from wandb.sdk.wandb_run import Run
 
     from arctl.track import writer
 
     real_log, real_finish = writer.log_row, Run.finish
+    stop = threading.Event()
+
+    def dying_log(run, row):
+        if row[ms.STEP_KEY] < 1:
+            real_log(run, row)
+            if order == "already":
+                stop.set()  # the signal came during step 1 (its W&B call sees a set stop)
+            return
+        if order == "during":
+            stop.set()
+        elif not stop.is_set():
+            threading.Timer(0.5, stop.set).start()
+        raise ConnectionResetError("Connection lost")
+
+    def dead_service_finish(self, *a, **k):
+        real_finish(self, *a, **k)
+        raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setattr(writer, "log_row", dying_log)
+    monkeypatch.setattr(Run, "finish", dead_service_finish)
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    run_dir = tmp_path / "termed"
+    assert train(config, run_dir, stop) == "preempted"
+    assert [r[ms.STEP_KEY] for r in _rows(run_dir)] == [0, 1]
+    assert (run_dir / "checkpoints" / "step_000001.pt").is_file()
+    monkeypatch.setattr(writer, "log_row", real_log)
+    monkeypatch.setattr(Run, "finish", real_finish)
+    assert train(config, run_dir, threading.Event()) == "completed"
+    ids, steps, _ = _synced_steps(run_dir)
+    assert len(ids) == 1 and steps == [0, 1, 2, 3]
+
+
+def test_a_w_and_b_failure_without_a_stop_fails_the_run(tmp_path, monkeypatch):
+    """No stop within the grace: a lost W&B service is the run's error, raised (the job marks it
+    failed), with the step still in metrics.jsonl for the next attempt."""
+    from arctl.backends.tiny import trainer as tiny_trainer
+    from arctl.track import writer
+
+    real_log = writer.log_row
 
     def dead_service_log(run, row):
         if row[ms.STEP_KEY] >= 1:
             raise ConnectionResetError("Connection lost")
         real_log(run, row)
 
-    def dead_service_finish(self, *a, **k):
-        real_finish(self, *a, **k)
-        raise ConnectionResetError("Connection lost")
-
     monkeypatch.setattr(writer, "log_row", dead_service_log)
-    monkeypatch.setattr(Run, "finish", dead_service_finish)
+    monkeypatch.setattr(tiny_trainer, "STOP_GRACE_S", 0.2)
     config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
-    run_dir = tmp_path / "termed"
-    assert train(config, run_dir, StopAfter(1)) == "preempted"
+    run_dir = tmp_path / "lost"
+    with pytest.raises(ConnectionResetError, match="Connection lost"):
+        train(config, run_dir, threading.Event())
     assert [r[ms.STEP_KEY] for r in _rows(run_dir)] == [0, 1]
-    monkeypatch.setattr(writer, "log_row", real_log)
-    monkeypatch.setattr(Run, "finish", real_finish)
-    assert train(config, run_dir, threading.Event()) == "completed"
-    ids, steps, _ = _synced_steps(run_dir)
-    assert len(ids) == 1 and steps == [0, 1, 2, 3]
 
 
 def test_budget_forcing_evaluates_every_run_twice(tmp_path):

@@ -126,7 +126,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     status = "completed"
     try:
         if start == 0 and test_freq > 0 and resume_at is None:
-            log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress)
+            log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress, stop)
         for step in range(start + 1, total + 1):
             t0, cpu0 = time.perf_counter(), time.process_time()
             set_lr(optimizer, run.lr, step, run.lr_warmup_steps)
@@ -171,7 +171,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 metrics.update(evaluate(model, tok, inserted, config, grid))
             elif test_freq > 0 and step % test_freq == 0:
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
-            log_metrics(wb, run_dir, step, metrics, progress, stopping=stop.is_set())
+            log_metrics(wb, run_dir, step, metrics, progress, stop)
             if step == total or (save_freq > 0 and step % save_freq == 0):
                 save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
             if step < total and stop.is_set():
@@ -375,11 +375,13 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     return kept
 
 
-def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress, stopping: bool = False) -> None:
+def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress,
+                stop: threading.Event | None = None) -> None:
     """Log one row to ``run_dir/metrics.jsonl`` (first: the record a resume repairs W&B from) and
-    to W&B (``_step`` = the step); update the progress display. While the run is stopping (a TERM
-    may have taken the W&B service down with it) a W&B failure is reported, not raised: the
-    checkpoint must still be written."""
+    to W&B (``_step`` = the step); update the progress display. A W&B failure while the run is
+    stopping is reported, not raised, so that the stop checkpoint is still written: SLURM's TERM
+    reaches wandb-core too, and the service may die before, during or after this call, or before
+    the job's own handler has set ``stop`` (the failure waits up to :data:`STOP_GRACE_S` for it)."""
     from arctl.track.writer import log_row
 
     row = {ms.STEP_KEY: step, **metrics}
@@ -389,11 +391,25 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
         try:
             log_row(run, row)
         except Exception as err:  # noqa: BLE001
-            if not stopping:
+            if stop is None or not stop_within(stop, STOP_GRACE_S):
                 raise
             print(f"tiny: W&B lost step {step} while stopping ({type(err).__name__}); the next attempt "
                   "re-logs it from metrics.jsonl", flush=True)
     progress.update(step, metrics)
+
+
+STOP_GRACE_S = 5.0  # how long a failed W&B call waits for the stop signal that took the service down
+
+
+def stop_within(stop: threading.Event, seconds: float) -> bool:
+    """Whether ``stop`` is set now or within ``seconds`` (polled: ``is_set`` is the event's only
+    interface the trainer uses)."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 class Progress:
