@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -79,6 +81,24 @@ class Backend(Protocol):
     def conf_dir(self) -> Path | None:
         """A directory of config-group options the backend brings (``scale/<name>.yaml``: its scale
         profiles), searched after arctl's own ``arctl/conf``; None: none."""
+
+
+# How long a backend whose training failed waits for a stop request before calling the failure its
+# own: scancel's TERM reaches every process of a job step at once (the W&B service, Ray's workers),
+# so the failure it causes can come before the job entry's signal handler has set the stop.
+STOP_GRACE_S = 5.0
+
+
+def stop_follows(stopped: Callable[[], bool], seconds: float | None = None) -> bool:
+    """Whether ``stopped()`` is true now or becomes true within ``seconds`` (default
+    :data:`STOP_GRACE_S`; polled every 50 ms): a failure it answers with True was the stop's doing,
+    and the run ends preempted from its last checkpoint, not failed."""
+    deadline = time.monotonic() + (STOP_GRACE_S if seconds is None else seconds)
+    while not stopped():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def available_backends() -> dict[str, str]:

@@ -238,7 +238,7 @@ def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_no
 def test_a_w_and_b_failure_without_a_stop_fails_the_run(tmp_path, monkeypatch):
     """No stop within the grace: a lost W&B service is the run's error, raised (the job marks it
     failed), with the step still in metrics.jsonl for the next attempt."""
-    from arctl.backends.tiny import trainer as tiny_trainer
+    from arctl.backends import base
     from arctl.track import writer
 
     real_log = writer.log_row
@@ -249,7 +249,7 @@ def test_a_w_and_b_failure_without_a_stop_fails_the_run(tmp_path, monkeypatch):
         real_log(run, row)
 
     monkeypatch.setattr(writer, "log_row", dead_service_log)
-    monkeypatch.setattr(tiny_trainer, "STOP_GRACE_S", 0.2)
+    monkeypatch.setattr(base, "STOP_GRACE_S", 0.2)
     config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
     run_dir = tmp_path / "lost"
     with pytest.raises(ConnectionResetError, match="Connection lost"):

@@ -74,6 +74,35 @@ def test_train_returns_completed_without_stop(config, tmp_path, monkeypatch):
     assert verl_trainer.train(config, tmp_path / "run", threading.Event()) == "completed"
 
 
+def test_a_failure_a_moment_before_the_stop_request_still_preempts(config, tmp_path, monkeypatch):
+    """scancel's TERM reaches Ray's workers and the job entry at once: verl's error (an actor that
+    died) may come a few ms before the entry's handler sets the stop. The failure waits for the stop
+    (arctl.backends.base.STOP_GRACE_S) and the run ends preempted; with no stop it is the run's error."""
+    import verl.trainer.main_ppo as main_ppo
+
+    from arctl.backends import base
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    stop = threading.Event()
+
+    def dies_before_the_stop(cfg, task_runner_class):
+        threading.Timer(0.5, stop.set).start()
+        raise RuntimeError("the TaskRunner actor died")
+
+    monkeypatch.setattr(main_ppo, "run_ppo", dies_before_the_stop)
+    assert verl_trainer.train(config, tmp_path / "run", stop) == "preempted"
+
+    def dies(cfg, task_runner_class):
+        raise RuntimeError("the TaskRunner actor died")
+
+    monkeypatch.setattr(main_ppo, "run_ppo", dies)
+    monkeypatch.setattr(base, "STOP_GRACE_S", 0.2)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="actor died"):
+        verl_trainer.train(config, tmp_path / "run2", threading.Event())
+    assert time.monotonic() - t0 >= 0.2
+
+
 def test_eval_only_mode_uses_the_grid_and_final_datasets(config, tmp_path):
     cfg = copy.deepcopy(config)
     cfg["verl"]["eval_only"] = True

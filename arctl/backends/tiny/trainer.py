@@ -28,6 +28,7 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
+from arctl.backends.base import stop_follows
 from arctl.backends.tiny.checkpoint import file_sha256, newest_intact, restore, save_checkpoint
 from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
@@ -381,7 +382,8 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
     to W&B (``_step`` = the step); update the progress display. A W&B failure while the run is
     stopping is reported, not raised, so that the stop checkpoint is still written: SLURM's TERM
     reaches wandb-core too, and the service may die before, during or after this call, or before
-    the job's own handler has set ``stop`` (the failure waits up to :data:`STOP_GRACE_S` for it)."""
+    the job's own handler has set ``stop`` (the failure waits for it:
+    :func:`arctl.backends.base.stop_follows`)."""
     from arctl.track.writer import log_row
 
     row = {ms.STEP_KEY: step, **metrics}
@@ -391,25 +393,12 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
         try:
             log_row(run, row)
         except Exception as err:  # noqa: BLE001
-            if stop is None or not stop_within(stop, STOP_GRACE_S):
+            if stop is None or not stop_follows(stop.is_set):
                 raise
             print(f"tiny: W&B lost step {step} while stopping ({type(err).__name__}); the next attempt "
                   "re-logs it from metrics.jsonl", flush=True)
     progress.update(step, metrics)
 
-
-STOP_GRACE_S = 5.0  # how long a failed W&B call waits for the stop signal that took the service down
-
-
-def stop_within(stop: threading.Event, seconds: float) -> bool:
-    """Whether ``stop`` is set now or within ``seconds`` (polled: ``is_set`` is the event's only
-    interface the trainer uses)."""
-    deadline = time.monotonic() + seconds
-    while not stop.is_set():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 class Progress:

@@ -38,6 +38,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from arctl.backends.base import stop_follows
 from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests set it through this module
     ALLOW_CPU_ENV,
     VerlConfigError,
@@ -165,6 +166,10 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         wait_for_head(os.environ["RAY_ADDRESS"])
 
     done, abandoned, lock = threading.Event(), threading.Event(), threading.Lock()
+
+    def stopped() -> bool:
+        return abandoned.is_set() or stop_file.exists() or (stop_event is not None and stop_event.is_set())
+
     previous_sigint = None
     if stop_event is not None:
         if threading.current_thread() is threading.main_thread():
@@ -192,9 +197,10 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
                 line = task_failure(err)
-                if abandoned.is_set() or stop_file.exists() or (stop_event is not None and stop_event.is_set()):
+                if stop_follows(stopped, None if stop_event is not None else 0):  # no job entry: no signal to wait for
                     # a scancel's TERM reaches every process of the job at once: the Ray nodes go down
-                    # with the trainer's step, whose error then follows the stop request it answers
+                    # with the trainer's step, whose error follows (or, by a few ms, precedes) the stop
+                    # request it answers
                     said = line or f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
                     print(f"arctl: after the stop request the run ended with {said}; it resumes from its last "
                           "checkpoint", file=sys.stderr, flush=True)
@@ -214,9 +220,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     finally:
         if previous_sigint is not None:
             signal.signal(signal.SIGINT, previous_sigint)
-    if stop_file.exists() or (stop_event is not None and stop_event.is_set()):
-        return "preempted"
-    return "completed"
+    return "preempted" if stopped() else "completed"
 
 
 def main(argv: list[str] | None = None) -> int:
