@@ -410,7 +410,7 @@ class RunView:
     evals: dict  # step -> {metric: value} for the anytime/final accuracy keys (the bound)
     eval_budgets: int | None  # m of the anytime accuracy's uniform prior (len of config eval.budgets)
     grid_budgets: int | None
-    first: dict = field(default_factory=dict)  # metric -> first logged value (the start of training)
+    first: dict = field(default_factory=dict)  # metric -> value at the run's first evaluation (the start of training)
     compute_key: str | None = None  # what the run computes, names aside (arms with the same key are one config)
 
 
@@ -665,7 +665,10 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
     h = h.sort_values(["run_id", "step"], kind="stable")
     last = h.drop_duplicates(["run_id", "metric"], keep="last")
     finals = {rid: dict(zip(g["metric"], g["value"])) for rid, g in last.groupby("run_id", sort=False)}
-    head = h.drop_duplicates(["run_id", "metric"], keep="first")
+    # the start of training: every evaluation metric of the run's first evaluation step (not each
+    # metric's first value: the final grid's budgets are logged only at the last step)
+    ev = h[h["metric"].str.startswith("eval/")]
+    head = ev[ev["step"] == ev["run_id"].map(ev.groupby("run_id")["step"].min())]
     firsts = {rid: dict(zip(g["metric"], g["value"])) for rid, g in head.groupby("run_id", sort=False)}
     acc = h[h["metric"].str.endswith(tuple(f"/{n}" for n in (NAME_ANYTIME_ACC, NAME_FINAL_ACC, NAME_GRID_ANYTIME_ACC)))]
     evals: dict[str, dict] = {}

@@ -147,6 +147,26 @@ def test_a_mean_near_zero_on_the_wrong_side_is_no_evidence_either_way():
     assert "would not make it hold" not in t.note
 
 
+def test_the_start_of_training_is_the_first_evaluation_not_each_metrics_first_value():
+    """A precondition reads the run's first evaluation. The final 32-budget grid logs budgets the
+    periodic evaluations never do, so their first value is the last step's: read per metric, the
+    start of training would mix in the end of it (what 8 AR-uniform runs showed: corr(V1, R) per
+    seed where step 0 is the same for every seed)."""
+    import pandas as pd
+
+    from arctl.report.claims import run_views
+
+    rows = [("r0", 0, "eval/toy/corr_v1@96", 0.2), ("r0", 0, "eval/toy/corr_v1@192", 0.3),
+            ("r0", 0, "train/loss", 1.0), ("r0", 1, "train/loss", 0.5),
+            ("r0", 2, "eval/toy/corr_v1@96", 0.6), ("r0", 2, "eval/toy/corr_v1@192", 0.7),
+            ("r0", 2, "eval/toy/corr_v1@186", -0.9)]  # a grid budget: the last step only
+    history = pd.DataFrame(rows, columns=["run_id", "step", "metric", "value"])
+    runs = pd.DataFrame([{"run_id": "r0", "seed": 0, "arm": "ar", "experiment": "exp"}])
+    (v,) = run_views(history, runs)
+    assert v.first == {"eval/toy/corr_v1@96": 0.2, "eval/toy/corr_v1@192": 0.3}
+    assert v.final["eval/toy/corr_v1@186"] == -0.9 and v.final["eval/toy/corr_v1@96"] == 0.6
+
+
 def test_a_claim_whose_precondition_fails_is_not_testable_here():
     """Claim 7's kind of precondition: corr(V1, R) > 0 at the start of training, read from each run's
     first evaluation; measured below 0 -> the claim is not testable on these runs (its tests are
