@@ -5,9 +5,10 @@ Thinking is generated in lockstep on left-padded prompts up to the largest budge
 numbers and the random stream of the full batch, to the bit). For every distinct cut of a thinking
 (``arctl.algo.prompts.distinct_cuts``: budgets the thinking finished before share one prefix) the
 summary prompt's inserted tokens (``arctl.algo.prompts``) and ``group_size`` summaries are decoded
-on a slice of the thinking's KV cache: the prefix is never re-encoded. Attention uses an explicit boolean [N, 1, q, k] mask
-(padding and cut-off columns masked, every query sees itself) and explicit position ids, so a
-branch computes exactly what a fresh, unpadded ``question + thinking[:cut] + inserted`` would.
+on a slice of the thinking's KV cache: the prefix is never re-encoded. Attention uses an explicit
+boolean [N, 1, q, k] mask (padding and cut-off columns masked, every query sees itself) and explicit
+position ids, so a branch computes exactly what a fresh, unpadded ``question + thinking[:cut] +
+inserted`` would.
 """
 
 from __future__ import annotations

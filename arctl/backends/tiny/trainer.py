@@ -400,7 +400,6 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
     progress.update(step, metrics)
 
 
-
 class Progress:
     """A rich progress bar (step, reward, anytime accuracy, s/step) on a TTY outside CI; a one-line
     summary per evaluation otherwise (and always)."""
