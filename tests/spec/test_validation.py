@@ -71,6 +71,8 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
     tiny_elastic = resolve_experiment("baselines-elastic", scale="tiny")[0].config
     assert (tiny_elastic["thinking"]["budgets"], tiny_elastic["summary"]["max_tokens"]) == ([24], 24)  # b_m / 8
     assert tiny_elastic["optim"]["loss_norm_len"] == 192
+    # E1's inserted tokens (`</think>` alone) at both scales; the tiny warm-up trains that layout
+    assert elastic["summary"]["inserted"] == tiny_elastic["summary"]["inserted"] == "think_end"
     longer = resolve_experiment("main-ar-uniform", scale="paper", overrides=["summary.max_tokens=256"])
     assert longer[0].config["optim"]["loss_norm_len"] == 10176  # the scale's cap: one constant per scale
     own = resolve_experiment("main-ar-uniform", scale="paper", overrides=["optim.loss_norm_len=4096"])

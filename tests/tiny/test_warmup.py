@@ -134,3 +134,60 @@ def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_pa
     assert info_c["accuracy_per_budget"] == {str(top - 1): 0.5, str(top): 0.9}
     assert json.loads((warmup.warmup_dir(config) / "warmup.json").read_text())["accuracy_per_budget"] == {
         str(b): 0.9 for b in sorted(config["eval"]["budgets"])}  # the cache is not rewritten
+
+
+def test_a_think_end_run_warms_up_and_checks_its_accuracy_after_think_end_alone(tmp_path, monkeypatch):
+    """Elastic's E1 (summary.inserted=think_end) answers right after `</think>`: its warm-up trains
+    that layout and measures its accuracy with it, under a key of its own; the default's key is the
+    one without the setting (every other run's warm-up unchanged)."""
+    from arctl.backends.tiny import evaluate, warmup
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    config = _micro_config(seed=77)
+    assert config["summary"]["inserted"] == "anytime"
+    bare = copy.deepcopy(config)
+    del bare["summary"]["inserted"]
+    e1 = copy.deepcopy(config)
+    e1["summary"]["inserted"] = "think_end"
+    assert warmup.warmup_key(bare) == warmup.warmup_key(config) != warmup.warmup_key(e1)
+
+    seen = {"train": set(), "eval": set()}
+    real_example, real_rollout = warmup.training_example, evaluate.rollout
+
+    def spy_example(problem, rng, tok, inserted, *rest):
+        seen["train"].add((inserted.truncated, inserted.finished))
+        return real_example(problem, rng, tok, inserted, *rest)
+
+    def spy_rollout(model, tok, inserted, *rest, **kw):
+        seen["eval"].add((inserted.truncated, inserted.finished))
+        return real_rollout(model, tok, inserted, *rest, **kw)
+
+    monkeypatch.setattr(warmup, "training_example", spy_example)
+    monkeypatch.setattr(evaluate, "rollout", spy_rollout)
+    run = tmp_path / "ws" / "runs" / "r"
+    run.mkdir(parents=True)
+    _m, tok, info = warmup.warmup_model(e1, run, lambda m, t: evaluate.budget_accuracy(m, t, e1, 4))
+    end = tok.convert_tokens_to_ids("</think>")
+    assert seen["train"] == seen["eval"] == {((end,), ())}
+    assert info["key"] == warmup.warmup_key(e1) and set(info["accuracy_per_budget"]) == {
+        str(b) for b in e1["eval"]["budgets"]}
+
+
+def test_a_think_end_example_puts_the_summary_right_after_the_cut_and_its_end_of_thinking():
+    tok = build_tokenizer(task.vocabulary(6))
+    e1, authors = InsertedTokens.from_tokenizer(tok, "think_end"), InsertedTokens.from_tokenizer(tok)
+    toy = RunningSumTask(KNOBS)
+    problems = task.make_problems(np.random.default_rng(3), 40, 2, 6)
+    end, cut_seen, finished_seen = e1.think_end, 0, 0
+    for i, p in enumerate(problems):
+        ids, trainable = training_example(p, np.random.default_rng(i), tok, e1, toy, dict(truncate_prob=0.5))
+        ref, _ = training_example(p, np.random.default_rng(i), tok, authors, toy, dict(truncate_prob=0.5))
+        at = ids.index(end)  # the first </think>: the inserted one after a cut, else the trace's own
+        assert all(trainable[at + 1:])  # the summary, trained, follows at once
+        if trainable[at]:  # the trace's own </think>, a trained thinking token: nothing inserted after it
+            finished_seen += 1
+            assert ref[: at + 1] == ids[: at + 1] and ref[at + 1 + len(authors.finished):] == ids[at + 1:]
+        else:  # a cut: </think> alone, never trained
+            cut_seen += 1
+            assert ref[:at] == ids[:at] and ref[at + len(authors.truncated):] == ids[at + 1:]
+    assert cut_seen and finished_seen

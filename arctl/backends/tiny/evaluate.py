@@ -20,6 +20,7 @@ from arctl.backends.tiny.rollout import rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.tokenizer import encode_words
+from arctl.backends.tiny.warmup import inserted_style
 from arctl.track import metrics_schema as ms
 
 
@@ -102,8 +103,9 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
 
 
 def budget_accuracy(model, tok, config: dict, n_problems: int) -> dict[int, float]:
-    """Accuracy at every eval budget on ``n_problems`` held-out problems (the warm-up's record)."""
-    inserted = InsertedTokens.from_tokenizer(tok)
+    """Accuracy at every eval budget on ``n_problems`` held-out problems (the warm-up's record), after
+    the run's inserted tokens (``summary.inserted``, as the warm-up trained them)."""
+    inserted = InsertedTokens.from_tokenizer(tok, inserted_style(config))
     run = TinyRun.from_config(config)
     gen = torch.Generator().manual_seed(run.eval_seed)
     budgets = sorted(run.eval_budgets)

@@ -7,7 +7,7 @@ one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
 ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). While it trains, the job log
 gets a line every ~10 s (step, loss, ETA) and ``arctl status`` shows "warming up 640/1200". Examples are full reference traces or, with probability
 ``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
-``arctl.algo.prompts`` and a reference summary (which finishes up to ``summary_finish_steps``
+``arctl.algo.prompts`` (with the run's ``summary.inserted`` tokens) and a reference summary (which finishes up to ``summary_finish_steps``
 terms with probability ``summary_continue_prob``), so the model answers after any prefix.
 """
 
@@ -28,6 +28,7 @@ from filelock import FileLock, Timeout
 from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
+from arctl.algo.settings import Summary
 from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
@@ -62,8 +63,16 @@ def workspace_of(run_dir: Path) -> Path:
     return Path(os.environ.get("ARCTL_HOME") or "arctl-runs").resolve()
 
 
+def inserted_style(config: dict) -> str:
+    """The run's ``summary.inserted`` (:data:`arctl.algo.prompts.INSERTED_STYLES`): the warm-up trains
+    its summaries after these inserted tokens, and checks its accuracy with them."""
+    return str((config.get("summary") or {}).get("inserted") or Summary().inserted)
+
+
 def warmup_key(config: dict) -> str:
-    """Hash of everything the warmed-up weights depend on."""
+    """Hash of everything the warmed-up weights depend on. The inserted tokens enter it only when
+    they are not the default, so the default's key (and every run id's warm-up) is the one from
+    before the setting existed."""
     tiny = config["tiny"]
     payload = {
         "version": CACHE_VERSION,
@@ -73,6 +82,8 @@ def warmup_key(config: dict) -> str:
         "max_budget": int(max(config["eval"]["budgets"])),
         "summary_max_tokens": int(config["summary"]["max_tokens"]),
     }
+    if inserted_style(config) != Summary().inserted:
+        payload["inserted"] = inserted_style(config)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -287,7 +298,7 @@ def weights_sha256(model_dir: Path) -> str:
 def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None) -> None:
     toy, wk = toy_task(config["tiny"]["task"]), config["tiny"]["warmup"]
     tok = build_tokenizer(toy.vocabulary())
-    inserted = InsertedTokens.from_tokenizer(tok)
+    inserted = InsertedTokens.from_tokenizer(tok, inserted_style(config))
     mcfg = model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id)
     model = build_model(mcfg, int(wk["seed"]))
     rng = np.random.default_rng(int(wk["seed"]))
