@@ -30,12 +30,9 @@ TOLERANCE = 1e-6
 
 def machine_kind() -> str:
     """What the float sums depend on: the CPU model, the kernels torch picks for it, torch's version."""
-    import torch
+    from arctl.backends.tiny.warmup import machine_kind as kind
 
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor() or platform.machine()) \
-        if Path("/proc/cpuinfo").exists() else platform.processor() or platform.machine()
-    return f"{model} | {torch.backends.cpu.get_cpu_capability()} | torch {torch.__version__}"
+    return kind()
 
 
 def references() -> dict[str, Path]:

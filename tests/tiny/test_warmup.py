@@ -191,3 +191,52 @@ def test_a_think_end_example_puts_the_summary_right_after_the_cut_and_its_end_of
             cut_seen += 1
             assert ref[:at] == ids[:at] and ref[at + len(authors.truncated):] == ids[at + 1:]
     assert cut_seen and finished_seen
+
+
+def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_is_damaged(
+        tmp_path, monkeypatch, capsys, caplog):
+    """Where arctl ships the warm-start of a key, a cache without it gets that copy (no training), its
+    weights' sha256 checked; ARCTL_TINY_WARMUP=train trains instead; a damaged copy is a warning and
+    a training, never a model with other weights than recorded."""
+    import shutil
+
+    from arctl.backends.tiny import warmup
+
+    config = _micro_config(seed=99)
+    key = warmup.warmup_key(config)
+    trained = []
+    real = warmup._train_into
+    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
+    accuracy = lambda m, t: {int(b): 0.5 for b in config["eval"]["budgets"]}  # noqa: E731
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-a"))
+    run = tmp_path / "ws" / "runs" / "r"
+    run.mkdir(parents=True)
+    _m, _t, made = warmup.warmup_model(config, run, accuracy)
+    shipped = tmp_path / "shipped"
+    shutil.copytree(warmup.warmup_dir(config), shipped / key)
+    monkeypatch.setattr(warmup, "SHIPPED", shipped)
+    assert trained == [1] and warmup.shipped_dir(key) == shipped / key
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-b"))  # a new machine: empty cache
+    capsys.readouterr()
+    model, _t, info = warmup.warmup_model(config, run, accuracy)
+    assert trained == [1], "the shipped warm-start was trained again"
+    assert info["weights_sha256"] == made["weights_sha256"] == warmup.weights_sha256(warmup.warmup_dir(config) / "model")
+    assert f"the warm-start shipped with arctl for this config ({key}" in capsys.readouterr().out
+    assert model(torch.tensor([[3, 4]])).logits.shape[-1] == _m.config.vocab_size
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-c"))
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", "train")
+    warmup.warmup_model(config, run, accuracy)
+    assert trained == [1, 1]
+
+    monkeypatch.delenv("ARCTL_TINY_WARMUP")
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-d"))
+    weights = next((shipped / key / "model").glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        _m, _t, info = warmup.warmup_model(config, run, accuracy)
+    assert trained == [1, 1, 1] and "shipped warm-start" in caplog.text and "damaged" in caplog.text
+    assert info["weights_sha256"] == made["weights_sha256"]  # trained here: the recorded weights

@@ -4,7 +4,10 @@ Every arm and seed of a tiny run starts from the same warmed-up model: it is tra
 config hash (model section + ``tiny.task`` + ``tiny.warmup`` + the max budget) into
 ``<cache>/tiny-warmup/<hash>/`` under a file lock, so concurrent arms (of any workspace) wait for
 one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
-``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). While it trains, the job log
+``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). Where arctl ships the warm-start of a key
+(``shipped/<key>``: the tiny scale's default, trained once on one machine, 16 min on two cores), the
+cache gets that copy instead, its weights' sha256 checked (:func:`install_shipped`), so every machine
+starts RL from the same weights; ``ARCTL_TINY_WARMUP=train`` trains it here instead. While it trains, the job log
 gets a line every ~10 s (step, loss, ETA) and ``arctl status`` shows "warming up 640/1200". Examples are full reference traces or, with probability
 ``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
 ``arctl.algo.prompts`` (with the run's ``summary.inserted`` tokens) and a reference summary (which finishes up to ``summary_finish_steps``
@@ -18,6 +21,7 @@ import json
 import logging
 import math
 import os
+import platform
 import shutil
 import time
 from pathlib import Path
@@ -39,6 +43,8 @@ CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy pe
 
 CACHE_ENV = "ARCTL_CACHE"
 PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
+SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
+TRAIN_ENV = "ARCTL_TINY_WARMUP"  # "train": train a warm-up here even where arctl ships one for its key
 
 
 def cache_root() -> Path:
@@ -246,7 +252,7 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
                 if should_stop is not None and should_stop():
                     raise WarmupInterrupted("stopped while waiting for another run's warm-up") from None
     try:
-        if not (target / "warmup.json").exists():
+        if not (target / "warmup.json").exists() and not install_shipped(key, target):
             threads = torch.get_num_threads()
             torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
             print(f"tiny warm-up: training the shared model into {target}", flush=True)
@@ -284,6 +290,48 @@ def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
         fresh = {int(b): float(a) for b, a in measure().items()}
         have.update({b: a for b, a in fresh.items() if b not in have})
     return {str(b): have[b] for b in wanted}
+
+
+def shipped_dir(key: str) -> Path | None:
+    """The warm-start arctl ships for warm-up ``key`` (``arctl/backends/tiny/shipped/<key>``), if any."""
+    folder = SHIPPED / key
+    return folder if (folder / "warmup.json").is_file() else None
+
+
+def install_shipped(key: str, target: Path) -> bool:
+    """Put the shipped warm-start of ``key`` in the cache at ``target``, its weights' sha256 checked
+    against its record; False when there is none, when ``$ARCTL_TINY_WARMUP`` is ``train``, or when
+    the shipped copy is damaged (a warning; the caller then trains the warm-up)."""
+    source = shipped_dir(key)
+    if source is None or os.environ.get(TRAIN_ENV, "").strip().lower() == "train":
+        return False
+    info = json.loads((source / "warmup.json").read_text())
+    sha = weights_sha256(source / "model")
+    if sha != info.get("weights_sha256"):
+        log.warning("tiny warm-up: the shipped warm-start %s is damaged (weights sha256 %s, recorded %s); "
+                    "training the warm-up instead (reinstall arctl to restore it)", source, sha[:12],
+                    str(info.get("weights_sha256"))[:12])
+        return False
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    where = (info.get("shipped") or {}).get("machine", "another machine")
+    print(f"tiny warm-up: the warm-start shipped with arctl for this config ({key}, weights sha256 {sha[:12]}, "
+          f"trained on {where}); {TRAIN_ENV}=train trains it here instead", flush=True)
+    return True
+
+
+def machine_kind() -> str:
+    """What float sums depend on: the CPU model, the kernels torch picks for it, torch's version."""
+    model = None
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                      if line.startswith("model name")), None)
+    model = model or platform.processor() or platform.machine()
+    return f"{model} | {torch.backends.cpu.get_cpu_capability()} | torch {torch.__version__}"
 
 
 def weights_sha256(model_dir: Path) -> str:
@@ -325,7 +373,7 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     tok.save_pretrained(str(tmp / "tokenizer"))
     info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
             "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name, "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "weights_sha256": weights_sha256(tmp / "model")}
+            "torch": torch.__version__, "machine": machine_kind(), "weights_sha256": weights_sha256(tmp / "model")}
     (tmp / "warmup.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
