@@ -106,3 +106,19 @@ def test_a_copied_and_edited_spec_overlays_the_shipped_one(installed, tmp_path):
     assert sorted({r["seed"] for r in json.loads(dry.stdout)["runs"]}) == [0, 7]
     forced = _arctl(installed, "cp", "ablation-vr", "--force", cwd=project)
     assert forced.returncode == 0 and "seeds: [0]" in mine.read_text()
+
+
+def test_the_wheel_carries_the_shipped_warm_start(installed):
+    """The tiny scale's default warm-up ships with arctl (arctl/backends/tiny/shipped/<key>/), every file
+    of it, and the installed package finds it."""
+    import zipfile
+
+    folder = ROOT / "arctl" / "backends" / "tiny" / "shipped"
+    want = sorted(p.relative_to(ROOT).as_posix() for p in folder.rglob("*") if p.is_file())
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    assert want and sorted(n for n in names if n.startswith("arctl/backends/tiny/shipped/")) == want
+    key = next(p.name for p in folder.iterdir() if p.is_dir())
+    found = subprocess.run([installed["python"], "-c", "import sys; from arctl.backends.tiny.warmup import shipped_dir; "
+                            "print(shipped_dir(sys.argv[1]))", key], cwd=installed["cwd"], env=installed["env"],
+                           capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0 and "site-packages" in found.stdout and found.stdout.strip().endswith(key), found.stderr
