@@ -31,18 +31,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 DEFAULT = ("main-ar-uniform", "tiny")  # the experiment and scale whose warm-up is the default one
-REFERENCES = ROOT / "tests" / "tiny" / "reference"  # the micro runs' reference numbers, one file per machine kind
+SUPPORT = ROOT / "tests" / "support"  # micro.py: the micro runs' reference numbers, one file per machine kind
 
 
 def micro_reference_sha(kind: str) -> str | None:
     """The micro warm-up's weights sha256 in this kind's reference (tests/tiny/test_reproducible.py):
     recorded beside the shipped warm-start, so a change to the warm-up's code, which rewrites that
     reference, fails tests/tiny/test_shipped_warmup.py until the shipped one is trained again."""
-    for path in sorted(REFERENCES.glob("micro_metrics*.json")):
-        ref = json.loads(path.read_text())
-        if ref.get("kind") == kind:
-            return ref["warmup_sha256"]
-    return None
+    if str(SUPPORT) not in sys.path:
+        sys.path.insert(0, str(SUPPORT))
+    from micro import references
+
+    path = references().get(kind)
+    return json.loads(path.read_text())["warmup_sha256"] if path else None
 
 
 def default_config() -> dict:
@@ -69,14 +70,14 @@ def main(argv=None) -> int:
 
     from arctl.backends.tiny import warmup
     from arctl.backends.tiny.evaluate import budget_accuracy
-    from arctl.backends.tiny.settings import TinyRun
+    from arctl.backends.tiny.settings import WARMUP_ENV, TinyRun
 
     config = default_config()
     run = TinyRun.from_config(config)
     key = warmup.warmup_key(config)
     kind = warmup.machine_kind()
     if not args.check and micro_reference_sha(kind) is None:
-        print(f"no micro reference for {kind!r} in {REFERENCES}: ship from a machine kind that has one")
+        print(f"no micro reference for {kind!r} in tests/tiny/reference: ship from a machine kind that has one")
         return 2
     started = time.time()
     import torch
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
     torch.use_deterministic_algorithms(run.deterministic)  # as the trainer has it when it trains the warm-up
     with tempfile.TemporaryDirectory(prefix="arctl-ship-") as scratch:
         os.environ[warmup.CACHE_ENV] = scratch
-        os.environ[warmup.TRAIN_ENV] = "train"
+        os.environ[WARMUP_ENV] = "train"
         warmup.warmup_model(config, Path(scratch) / "run",
                             lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems))
         trained = warmup.warmup_dir(config)

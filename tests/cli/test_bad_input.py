@@ -154,3 +154,22 @@ def test_cp_refuses_to_overwrite_without_force(sandbox):
     (sandbox.ws / "mine.yaml").write_text("description: mine\n")
     result = sandbox.check_refused("cp", "ablation-vr", str(sandbox.ws / "mine.yaml"))
     assert "--force" in result.err
+
+
+@pytest.mark.parametrize("value", ["trian", "yes", "[bold]x[/bold]"])
+def test_an_unknown_warm_up_source_in_the_environment_is_refused(sandbox, monkeypatch, value):
+    """$ARCTL_TINY_WARMUP is read by every tiny job: a typo stops the submission (it used to be
+    ignored, and the jobs took the shipped warm-start the user had asked not to get)."""
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", value)
+    err = sandbox.check_refused(*RUN, *launch_args(sandbox)).err
+    assert "$ARCTL_TINY_WARMUP" in err and repr(value) in err and "shipped, train" in err
+
+
+@pytest.mark.parametrize("value", ["train", "shipped", "TRAIN", ""])
+def test_the_known_warm_up_sources_pass_validation(monkeypatch, value):
+    from arctl.backends.tiny import settings
+    from arctl.compose import resolve_experiment
+
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", value)
+    resolve_experiment("main-ar-uniform", scale="tiny")  # validates: raises SpecError on a problem
+    assert settings.warmup_source() == (value.lower() or "shipped")

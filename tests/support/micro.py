@@ -1,5 +1,16 @@
 """The micro scale of the tiny backend, shared by the tests that run real tiny training (a trainer
-in-process, or jobs on the real SLURM)."""
+in-process, or jobs on the real SLURM), and the micro runs' committed reference numbers
+(tests/tiny/test_reproducible.py; benchmarks/ship_warmstart.py reads them too)."""
+
+import json
+from pathlib import Path
+
+REFERENCES = Path(__file__).resolve().parents[1] / "tiny" / "reference"  # micro_metrics*.json: one per machine kind
+
+
+def references() -> dict[str, Path]:
+    """kind of machine (arctl.backends.tiny.warmup.machine_kind) -> its committed reference file."""
+    return {json.loads(p.read_text())["kind"]: p for p in sorted(REFERENCES.glob("micro_metrics*.json"))}
 
 # micro scale: a 2-layer 32-wide model, a few warm-up steps, 3 RL steps on 2 prompts x 2 samples, at the
 # tiny scale's budgets (48..192 thinking tokens): what the committed reference numbers of

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-from micro import MICRO_AT_TINY_BUDGETS  # tests/support/micro.py: the references' budgets
+from micro import MICRO_AT_TINY_BUDGETS, REFERENCES, references  # tests/support/micro.py
 
-REFERENCES = Path(__file__).with_name("reference")  # micro_metrics*.json: one per kind of machine
 IGNORED_PREFIXES = ("perf/",)  # wall and CPU times
 TOLERANCE = 1e-6
 
@@ -33,11 +32,6 @@ def machine_kind() -> str:
     from arctl.backends.tiny.warmup import machine_kind as kind
 
     return kind()
-
-
-def references() -> dict[str, Path]:
-    """kind of machine -> its committed reference file."""
-    return {json.loads(p.read_text())["kind"]: p for p in sorted(REFERENCES.glob("micro_metrics*.json"))}
 
 
 def reference_path(kind: str) -> Path:

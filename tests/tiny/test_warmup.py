@@ -230,6 +230,11 @@ def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_i
     warmup.warmup_model(config, run, accuracy)
     assert trained == [1, 1]
 
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", "shipped")  # said explicitly: the default
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-c2"))
+    warmup.warmup_model(config, run, accuracy)
+    assert trained == [1, 1]
+
     monkeypatch.delenv("ARCTL_TINY_WARMUP")
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-d"))
     weights = next((shipped / key / "model").glob("*.safetensors"))
@@ -240,3 +245,29 @@ def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_i
         _m, _t, info = warmup.warmup_model(config, run, accuracy)
     assert trained == [1, 1, 1] and "shipped warm-start" in caplog.text and "damaged" in caplog.text
     assert info["weights_sha256"] == made["weights_sha256"]  # trained here: the recorded weights
+
+
+def test_each_warm_up_round_says_its_accuracy_in_the_job_log(tmp_path, monkeypatch, capsys):
+    """A round short of tiny.warmup.min_acc says so and that another round follows; the last says done."""
+    from arctl.backends.tiny import warmup
+
+    config = _micro_config(seed=98)
+    config["tiny"]["warmup"].update(max_rounds=3, min_acc=0.5, steps=2)
+    scores = iter([0.25, 0.625, 1.0])
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", "train")
+    run = tmp_path / "ws" / "runs" / "r"
+    run.mkdir(parents=True)
+    top = max(config["eval"]["budgets"])
+    score = {}
+
+    def accuracy(model, tok):
+        score.setdefault("now", next(scores))
+        return {int(b): score.pop("now") if int(b) == top else 0.0 for b in config["eval"]["budgets"]}
+
+    _m, _t, info = warmup.warmup_model(config, run, accuracy)
+    out = capsys.readouterr().out
+    assert "round 1/3: loss" in out and f"accuracy 0.250 at the largest budget {top} (tiny.warmup.min_acc 0.50); " \
+        "training round 2" in out
+    assert "accuracy 0.625" in out and "round 2/3" in out and out.count("; done") == 1 and "round 3/3" not in out
+    assert info["rounds"] == 2 and info["accuracy"] == 0.625

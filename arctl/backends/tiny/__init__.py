@@ -32,8 +32,10 @@ class TinyBackend(BackendDefaults):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 
     def config_problem(self, config):
-        from arctl.backends.tiny.settings import NEEDS_VALUE
+        from arctl.backends.tiny.settings import NEEDS_VALUE, warmup_source_problem
 
+        if problem := warmup_source_problem():
+            return problem
         for key, hint in NEEDS_VALUE.items():
             section, _, leaf = key.partition(".")
             if (config.get(section) or {}).get(leaf) is None:

@@ -11,6 +11,7 @@ they are its cache key (:func:`arctl.backends.tiny.warmup.warmup_key`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,31 @@ RANGES: dict[str, Range] = {
 # keys the schema lets be null (a dataset's size decides them) that the generated toy task needs
 NEEDS_VALUE = {"trainer.total_steps": "e.g. trainer.total_steps=100",
                "eval.num_problems": "e.g. eval.num_problems=1024 (held-out problems are generated)"}
+
+# where a run's warm-up comes from: "shipped" (the default, also when unset) takes the warm-start arctl
+# ships for its key, if any (arctl.backends.tiny.warmup.install_shipped); "train" trains it on this machine
+WARMUP_ENV = "ARCTL_TINY_WARMUP"
+WARMUP_SOURCES = ("shipped", "train")
+
+
+def warmup_source_problem() -> tuple[str, str, str] | None:
+    """(what, where, hint) when ``$ARCTL_TINY_WARMUP`` holds something other than :data:`WARMUP_SOURCES`
+    (checked at validation, so a typo stops the submission instead of being ignored by every job)."""
+    raw = os.environ.get(WARMUP_ENV, "")
+    if raw.strip().lower() in ("", *WARMUP_SOURCES):
+        return None
+    return (f"{raw!r} is not a warm-up source: choose one of {', '.join(WARMUP_SOURCES)}", f"${WARMUP_ENV}",
+            f"unset it (or {WARMUP_ENV}=shipped) to start from the warm-start shipped with arctl, or "
+            f"{WARMUP_ENV}=train to train the warm-up on this machine")
+
+
+def warmup_source() -> str:
+    """``$ARCTL_TINY_WARMUP`` read: one of :data:`WARMUP_SOURCES` ("shipped" when unset); ValueError
+    (one line) for anything else."""
+    problem = warmup_source_problem()
+    if problem:
+        raise ValueError(f"{problem[1]}: {problem[0]} — {problem[2]}")
+    return os.environ.get(WARMUP_ENV, "").strip().lower() or "shipped"
 
 
 def _get(config: Mapping[str, Any], dotted: str) -> Any:

@@ -34,6 +34,7 @@ from transformers import Qwen2ForCausalLM
 from arctl.algo.prompts import InsertedTokens, summary_prompt
 from arctl.algo.settings import Summary
 from arctl.backends.tiny.model import additive_mask, build_model, model_config
+from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
 from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 
@@ -44,7 +45,6 @@ CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy pe
 CACHE_ENV = "ARCTL_CACHE"
 PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
 SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
-TRAIN_ENV = "ARCTL_TINY_WARMUP"  # "train": train a warm-up here even where arctl ships one for its key
 
 
 def cache_root() -> Path:
@@ -303,7 +303,7 @@ def install_shipped(key: str, target: Path) -> bool:
     against its record; False when there is none, when ``$ARCTL_TINY_WARMUP`` is ``train``, or when
     the shipped copy is damaged (a warning; the caller then trains the warm-up)."""
     source = shipped_dir(key)
-    if source is None or os.environ.get(TRAIN_ENV, "").strip().lower() == "train":
+    if source is None or warmup_source() == "train":
         return False
     info = json.loads((source / "warmup.json").read_text())
     sha = weights_sha256(source / "model")
@@ -312,14 +312,12 @@ def install_shipped(key: str, target: Path) -> bool:
                     "training the warm-up instead (reinstall arctl to restore it)", source, sha[:12],
                     str(info.get("weights_sha256"))[:12])
         return False
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = _staging(target)
     shutil.copytree(source, tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    _publish(tmp, target)
     where = (info.get("shipped") or {}).get("machine", "another machine")
     print(f"tiny warm-up: the warm-start shipped with arctl for this config ({key}, weights sha256 {sha[:12]}, "
-          f"trained on {where}); {TRAIN_ENV}=train trains it here instead", flush=True)
+          f"trained on {where}); {WARMUP_ENV}=train trains it here instead", flush=True)
     return True
 
 
@@ -362,18 +360,33 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
             loss = train_steps(model, tok, inserted, toy, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
             per_budget = {int(b): float(a) for b, a in accuracy_fn(model, tok).items()}
             acc = per_budget[max(per_budget)]
-            log.info("tiny warm-up round %d: loss %.4f, accuracy at the max budget %.3f", rounds, loss, acc)
-            if acc >= float(wk["min_acc"]):
+            done = acc >= float(wk["min_acc"]) or rounds == int(wk["max_rounds"])
+            print(f"tiny warm-up round {rounds}/{int(wk['max_rounds'])}: loss {loss:.4f}, accuracy {acc:.3f} at the "
+                  f"largest budget {max(per_budget)} (tiny.warmup.min_acc {float(wk['min_acc']):.2f}); "
+                  + ("done" if done else f"training round {rounds + 1}"), flush=True)
+            if done:
                 break
     finally:
         torch.random.set_rng_state(torch_state)
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = _staging(target)
     model.save_pretrained(str(tmp / "model"))
     tok.save_pretrained(str(tmp / "tokenizer"))
     info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
             "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name, "threads": torch.get_num_threads(),
             "torch": torch.__version__, "machine": machine_kind(), "weights_sha256": weights_sha256(tmp / "model")}
     (tmp / "warmup.json").write_text(json.dumps(info, indent=1))
+    _publish(tmp, target)
+
+
+def _staging(target: Path) -> Path:
+    """An empty sibling of ``target`` to build a cache entry in (what a crash left there removed)."""
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """Replace ``target`` with the finished ``tmp`` (under the key's lock; ``warmup.json`` last in, so a
+    half-built entry is never taken for a warm-up)."""
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
