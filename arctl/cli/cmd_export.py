@@ -1,0 +1,53 @@
+"""``arctl export --out DIR``: the runs' report files (W&B files, config, provenance), no checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    def export(
+        out: str = nonempty_option("--out", help="Folder to export into: new, empty, or an earlier export to add runs to."),
+        experiment: list[str] | None = typer.Option(
+            None, "--experiment", help="Only the runs of this experiment (repeatable; default: every run)."),
+        sweep: str | None = typer.Option(None, "--sweep", help="Only the runs of this sweep's experiments."),
+        workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
+        unfinished: bool = typer.Option(False, "--unfinished", help="Also export runs that have not completed, as they are."),
+        force: bool = typer.Option(False, "--force", help="Replace a run the export holds with other files."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Copy what reports read of each run (its W&B files, config.yaml, shared.json, provenance.json;
+        no checkpoints, no logs) into OUT, indexed in OUT/export.json. `arctl report --workdir OUT`
+        then rebuilds every figure, table and claim from it, on any machine."""
+        if out is None:
+            fail("give --out DIR: the folder to export into")
+        if experiment and sweep:
+            fail("give --experiment or --sweep, not both")
+        from arctl.compose.errors import SpecError
+        from arctl.report.data import resolve_experiments
+        from arctl.report.errors import ReportError
+        from arctl.report.export import export_runs
+        from arctl.track.runs import default_workdir
+
+        base = Path(workdir) if workdir is not None else default_workdir()
+        with user_errors():  # and a folder it cannot read or write: one line
+            try:
+                names = resolve_experiments({}, list(experiment or []), sweep)
+                result = export_runs(base, Path(out), names, unfinished=unfinished, force=force)
+            except (ReportError, SpecError) as err:
+                fail(str(err))
+        if as_json:
+            print_json(result.as_json())
+            return
+        counts = {a: sum(r.action == a for r in result.runs) for a in ("added", "replaced", "unchanged")}
+        size = sum(r.bytes for r in result.runs if r.action != "unchanged")
+        console.print(f"exported {len(result.runs)} run(s) to {esc(result.out)}: "
+                      + ", ".join(f"{n} {a}" for a, n in counts.items() if n) + f" ({size / 1e6:.1f} MB copied)")
+        for run_id, why in result.skipped:
+            err_console.print(f"[yellow]skipped[/] {esc(run_id)}: {esc(why)}", markup=True, highlight=False)
+        console.print(f"rebuild a report from it: arctl report --workdir {esc(result.out)} ...")

@@ -1,0 +1,188 @@
+"""``arctl export``: the part of a workspace that reports read, without checkpoints or logs.
+
+A tiny run's folder is ~100 MB of checkpoints around ~1 MB that every report, figure and claim is built
+from: its W&B files, its frozen ``config.yaml``, ``shared.json`` (the experiments it also serves) and
+``provenance.json`` (code version, machine). :func:`export_runs` copies exactly those files of the
+selected runs into ``<out>/runs/<run_id>/``, the workspace layout the readers expect
+(:mod:`arctl.track.runs.discover`), so ``arctl report --workdir <out>`` rebuilds every report from
+the export on any machine: evidence that can be committed, shared and added to later.
+
+``<out>/export.json`` indexes what an export holds: per run its experiment, arm, seed, state and the
+sha256 of every file. A later export into the same folder adds runs (evidence gathered over several
+sessions or clusters); a run already there is left alone when its files are the same, and replacing
+one whose files differ needs ``force``. Every check runs before anything is written: a refused
+export leaves the folder as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arctl.launch.provenance import PROVENANCE_FILE
+from arctl.launch.shared import SHARED_FILE
+from arctl.launch.status_file import STATUS_FILE
+from arctl.report.errors import ReportError
+from arctl.track.runs.discover import _read_yaml, discover_runs, run_identity
+
+INDEX_FILE = "export.json"
+INDEX_VERSION = 1
+CONFIG_FILE = "config.yaml"  # a run's frozen config (arctl.launch.workspace writes it)
+SIDE_FILES = (CONFIG_FILE, SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files, when present
+FINAL_STATE = "completed"
+
+
+@dataclass
+class ExportedRun:
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int | None
+    state: str
+    files: dict[str, str]  # path relative to the run's folder -> sha256
+    bytes: int
+    action: str = "added"  # added | unchanged | replaced
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    runs: list[ExportedRun] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (run_id, why)
+
+    def as_json(self) -> dict:
+        return {"out": str(self.out),
+                "runs": [{"run_id": r.run_id, "experiment": r.experiment, "arm": r.arm, "seed": r.seed,
+                          "state": r.state, "action": r.action, "bytes": r.bytes, "files": sorted(r.files)}
+                         for r in self.runs],
+                "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped]}
+
+
+def report_files(run_dir: Path, wandb_files: list[Path]) -> list[Path]:
+    """The files of ``run_dir`` that reports read: its side files present and its W&B run files
+    (``wandb_files``: :func:`arctl.track.runs.discover.discover_runs` lists each once, though W&B's
+    ``latest-run`` link names one again)."""
+    run_dir = Path(run_dir)
+    side = [run_dir / name for name in SIDE_FILES if (run_dir / name).is_file()]
+    return side + [p for p in wandb_files if p.resolve().is_relative_to(run_dir.resolve())]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _state(run_dir: Path) -> str:
+    try:
+        state = json.loads((run_dir / STATUS_FILE).read_text()).get("state")
+    except (OSError, ValueError, AttributeError):
+        return "unknown"
+    return str(state) if state else "unknown"
+
+
+def _served(run_dir: Path) -> list[str]:
+    try:
+        names = json.loads((run_dir / SHARED_FILE).read_text()).get("experiments")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def read_index(out: Path) -> dict:
+    """The index of an export folder ({} when ``out`` holds none); ReportError when it is unreadable."""
+    path = Path(out) / INDEX_FILE
+    if not path.exists():
+        return {}
+    try:
+        index = json.loads(path.read_text())
+        if not isinstance(index, dict) or not isinstance(index.get("runs"), dict):
+            raise ValueError("no 'runs' mapping")
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: not an arctl export index ({err}); choose another --out folder") from None
+    return index
+
+
+def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | None = None,
+                unfinished: bool = False, force: bool = False) -> ExportResult:
+    """Copy the report files of the runs of ``workdir`` (of ``experiments``, or all; completed runs
+    only unless ``unfinished``) into the export folder ``out``. See the module docstring."""
+    workdir, out = Path(workdir), Path(out)
+    if not (workdir / "runs").is_dir():
+        raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
+    if out.resolve() == workdir.resolve() or out.resolve().is_relative_to((workdir / "runs").resolve()):
+        raise ReportError(f"--out {out} is the workspace itself; choose a folder outside {workdir / 'runs'}")
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out} is a file; choose a folder")
+    index = read_index(out)
+    if out.is_dir() and any(out.iterdir()) and not index:
+        raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "
+                          "empty or new folder, or an earlier export to add runs to")
+    wanted = set(experiments) if experiments else None
+    result = ExportResult(out)
+    plans: list[tuple[ExportedRun, list[Path], Path]] = []
+    seen_experiments: set[str] = set()
+    for source in discover_runs(workdir):
+        run_dir = workdir / "runs" / source.run_id
+        config = _read_yaml(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).is_file() else {}
+        experiment, arm, seed = run_identity(config)
+        serves = {experiment, *_served(run_dir)}
+        if wanted is not None and not serves & wanted:
+            continue
+        seen_experiments |= serves
+        state = _state(run_dir)
+        if state != FINAL_STATE and not unfinished:
+            result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
+            continue
+        files = report_files(run_dir, source.files)
+        shas = {str(p.relative_to(run_dir)): _sha256(p) for p in files}
+        run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
+        before = (index.get("runs") or {}).get(source.run_id)
+        if before is not None:
+            if before.get("files") == shas:
+                run.action = "unchanged"
+            elif not force:
+                raise ReportError(f"run {source.run_id} is in the export {out} with other files (another attempt or "
+                                  "machine); --force replaces it, or export into another folder")
+            else:
+                run.action = "replaced"
+        plans.append((run, files, run_dir))
+    if wanted is not None and (absent := sorted(wanted - seen_experiments)):
+        raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first (`arctl run NAME`) or "
+                          "check the name (`arctl ls experiments`)")
+    if not plans:
+        why = f"{len(result.skipped)} not completed (--unfinished exports them)" if result.skipped else "none found"
+        raise ReportError(f"no runs to export from {workdir}: {why}")
+
+    runs_out = out / "runs"
+    runs_out.mkdir(parents=True, exist_ok=True)
+    index.setdefault("version", INDEX_VERSION)
+    entries = index.setdefault("runs", {})
+    for run, files, run_dir in plans:
+        result.runs.append(run)
+        if run.action == "unchanged":
+            continue
+        staging = out / ".staging" / run.run_id  # outside runs/: a crash leaves no half run there
+        shutil.rmtree(staging, ignore_errors=True)
+        for path in files:
+            target = staging / path.relative_to(run_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
+        os.replace(staging, runs_out / run.run_id)
+        entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
+                               "files": run.files, "bytes": run.bytes,
+                               "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    shutil.rmtree(out / ".staging", ignore_errors=True)
+    index["runs"] = dict(sorted(entries.items()))
+    tmp = out / f".{INDEX_FILE}.tmp"
+    tmp.write_text(json.dumps(index, indent=1) + "\n")
+    os.replace(tmp, out / INDEX_FILE)
+    return result

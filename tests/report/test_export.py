@@ -1,0 +1,146 @@
+"""`arctl export`: the runs' report files, nothing else; a report rebuilt from the export equals the
+workspace's; adding to an export; one-line refusals that write nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+from wandb_workspace import RESUMED, run_id  # tests/support/wandb_workspace.py
+
+from arctl.cli.main import app
+
+runner = CliRunner()
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def ws(workspace, tmp_path) -> Path:
+    """A copy of the shared workspace of real W&B runs, each run completed (status.json) with a
+    checkpoint, a job log and a provenance record beside what reports read, except main-grpo seed 1,
+    still running; main-ar-base seed 0 also serves ablation-decouple (shared.json)."""
+    root = tmp_path / "ws"
+    shutil.copytree(workspace, root, ignore=shutil.ignore_patterns(".arctl-cache", "report"))
+    for run in (root / "runs").iterdir():
+        state = "running" if run.name == run_id("main-grpo", "grpo", 1) else "completed"
+        (run / "status.json").write_text(json.dumps({"state": state}))
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "step_20.pt").write_bytes(b"\0" * 4096)
+        (run / "job").mkdir()
+        (run / "job" / "log.out").write_text("training...\n")
+        (run / "provenance.json").write_text(json.dumps({"arctl": {"commit": "abc"}, "run": run.name}))
+    (root / "runs" / run_id("main-ar-base", "ar-base", 0) / "shared.json").write_text(
+        json.dumps({"experiments": ["ablation-decouple"]}))
+    return root
+
+
+def _export(*args: str):
+    return runner.invoke(app, ["export", *args])
+
+
+def test_the_export_holds_exactly_what_reports_read_and_rebuilds_the_same_table(ws, tmp_path):
+    out = tmp_path / "evidence"
+    res = _export("--workdir", str(ws), "--out", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    done = json.loads(res.output)
+    running = run_id("main-grpo", "grpo", 1)
+    exported = {r["run_id"] for r in done["runs"]}
+    assert running not in exported and [s["run_id"] for s in done["skipped"]] == [running]
+    assert exported == {p.name for p in (ws / "runs").iterdir() if any((p / "wandb").rglob("run-*.wandb"))} - {running}
+    for rid in exported:
+        src, dst = ws / "runs" / rid, out / "runs" / rid
+        want = {str(p.relative_to(src)) for p in src.rglob("*") if p.is_file() and (
+            p.name in ("config.yaml", "provenance.json", "shared.json") or (p.suffix == ".wandb" and not p.is_symlink()))}
+        got = {str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file()}
+        assert got == want, rid  # no checkpoint, no job log, no status
+        assert all((dst / f).read_bytes() == (src / f).read_bytes() for f in got)
+    resumed = out / "runs" / run_id(*RESUMED)
+    fragments = [p for p in (ws / "runs" / resumed.name).rglob("*.wandb") if not p.is_symlink()]
+    assert len(fragments) >= 2 and len(list(resumed.rglob("*.wandb"))) == len(fragments)  # every fragment
+    index = json.loads((out / "export.json").read_text())
+    assert sorted(index["runs"]) == sorted(exported) and index["runs"][run_id(*RESUMED)]["state"] == "completed"
+
+    tables = []
+    for workdir in (ws, out):
+        res = runner.invoke(app, ["report", "--table", "final", "--workdir", str(workdir),
+                                  "--out", str(tmp_path / f"table-{workdir.name}"), "--experiment", "main-ar-uniform",
+                                  "--experiment", "main-ar-base"])
+        assert res.exit_code == 0, res.output
+        tables.append((tmp_path / f"table-{workdir.name}" / "final.csv").read_text())
+    assert tables[0] == tables[1] and "AR-uniform" in tables[0]
+
+
+def test_selected_experiments_include_the_runs_that_serve_them(ws, tmp_path):
+    out = tmp_path / "evidence"
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "ablation-decouple", "--json")
+    assert res.exit_code == 0, res.output
+    got = {r["run_id"] for r in json.loads(res.output)["runs"]}
+    assert got == {run_id("ablation-decouple", "grpo", 0), run_id("ablation-decouple", "grpo-decouple", 0),
+                   run_id("main-ar-base", "ar-base", 0)}
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "sweep"), "--sweep", "priors", "--unfinished", "--json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["runs"]
+    assert {r["experiment"] for r in rows} == {"main-grpo", "main-ar-base", "main-ar-linear", "main-ar-uniform"}
+    assert any(r["state"] == "running" for r in rows)  # --unfinished: exported as it is
+
+
+def test_a_later_export_adds_runs_keeps_equal_ones_and_replaces_others_only_when_forced(ws, tmp_path):
+    out = tmp_path / "evidence"
+    assert _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo").exit_code == 0
+    first = _tree(out)
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo", "--experiment",
+                  "main-ar-uniform", "--json")
+    assert res.exit_code == 0, res.output
+    actions = {r["run_id"]: r["action"] for r in json.loads(res.output)["runs"]}
+    assert actions[run_id("main-grpo", "grpo", 0)] == "unchanged"
+    assert actions[run_id("main-ar-uniform", "ar-uniform", 0)] == "added"
+    assert all(_tree(out)[k] == v for k, v in first.items() if k != "export.json")
+
+    config = ws / "runs" / run_id("main-grpo", "grpo", 0) / "config.yaml"
+    config.write_text(config.read_text() + "# another attempt\n")
+    before = _tree(out)
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo")
+    assert res.exit_code == 2 and "--force" in res.output and _tree(out) == before
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo", "--force", "--json")
+    assert res.exit_code == 0, res.output
+    assert {r["run_id"]: r["action"] for r in json.loads(res.output)["runs"]}[run_id("main-grpo", "grpo", 0)] == "replaced"
+    assert (out / "runs" / run_id("main-grpo", "grpo", 0) / "config.yaml").read_text().endswith("# another attempt\n")
+
+
+@pytest.mark.parametrize("case", ["not-an-export", "inside-workspace", "unknown-experiment", "no-workspace", "both",
+                                  "no-out", "bad-index", "nothing-completed"])
+def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
+    out = tmp_path / "out"
+    args = ["--workdir", str(ws), "--out", str(out)]
+    if case == "not-an-export":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    elif case == "inside-workspace":
+        out = ws / "runs" / "x"
+        args = ["--workdir", str(ws), "--out", str(out)]
+    elif case == "unknown-experiment":
+        args += ["--experiment", "main-nothing"]
+    elif case == "no-workspace":
+        args = ["--workdir", str(tmp_path / "nope"), "--out", str(out)]
+    elif case == "both":
+        args += ["--experiment", "main-grpo", "--sweep", "priors"]
+    elif case == "no-out":
+        args = ["--workdir", str(ws)]
+    elif case == "bad-index":
+        out.mkdir()
+        (out / "export.json").write_text("[1, 2")
+    elif case == "nothing-completed":
+        for status in (ws / "runs").glob("*/status.json"):
+            status.write_text(json.dumps({"state": "failed"}))
+    before_ws, before_out = _tree(ws), _tree(out) if out.exists() else None
+    res = _export(*args)
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.output
+    assert _tree(ws) == before_ws
+    assert (_tree(out) if out.exists() else None) == before_out
