@@ -4,6 +4,7 @@ the files others read (status.json, config.yaml, checkpoints, caches, datasets).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -37,3 +38,12 @@ def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644) -> None
     """Replace ``path`` with ``data`` (text is written as UTF-8) in one step (:func:`replacing`)."""
     with replacing(path, mode) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks (checkpoints, exported runs)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -16,7 +16,6 @@ export leaves the folder as it was.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.config.files import atomic_write, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE
 from arctl.launch.status_file import STATUS_FILE
@@ -70,14 +70,6 @@ def report_files(run_dir: Path, wandb_files: list[Path]) -> list[Path]:
     run_dir = Path(run_dir)
     side = [run_dir / name for name in SIDE_FILES if (run_dir / name).is_file()]
     return side + [p for p in wandb_files if p.resolve().is_relative_to(run_dir.resolve())]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _state(run_dir: Path) -> str:
@@ -142,7 +134,7 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
             result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
             continue
         files = report_files(run_dir, source.files)
-        shas = {str(p.relative_to(run_dir)): _sha256(p) for p in files}
+        shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
         run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
         before = (index.get("runs") or {}).get(source.run_id)
         if before is not None:
@@ -182,7 +174,5 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
                                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     shutil.rmtree(out / ".staging", ignore_errors=True)
     index["runs"] = dict(sorted(entries.items()))
-    tmp = out / f".{INDEX_FILE}.tmp"
-    tmp.write_text(json.dumps(index, indent=1) + "\n")
-    os.replace(tmp, out / INDEX_FILE)
+    atomic_write(out / INDEX_FILE, json.dumps(index, indent=1) + "\n")
     return result

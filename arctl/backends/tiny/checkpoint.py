@@ -14,7 +14,6 @@ used if it loads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from arctl.config.files import atomic_write, replacing
+from arctl.config.files import atomic_write, file_sha256, replacing
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 SUM_SUFFIX = ".sha256"
@@ -44,14 +43,6 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     if not d.is_dir():
         return []
     return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def save_checkpoint(
