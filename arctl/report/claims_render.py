@@ -124,11 +124,12 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
     used = []
+    recorded = _recorded(runs.runs)
     for v in sorted(views, key=lambda v: (v.arm, v.seed, v.run_id)):
         prov = _provenance(base / "runs" / v.run_id)
         used.append({"run_id": v.run_id, "experiment": v.experiment, "arm": v.arm, "seed": v.seed,
                      "config_hash": v.run_id.rsplit("_", 1)[-1],
-                     "code_version": _run_version(prov)})
+                     "code_version": _run_version(prov), **recorded.get(v.run_id, _NOT_RECORDED)})
     meta = {
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
@@ -144,6 +145,34 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     report.outputs[1].write_text(to_markdown(report))
     report.outputs[2].write_text(to_html(report))
     return report
+
+
+_NOT_RECORDED = {"warmup_sha256": None, "warmup_accuracy": None, "machine": None}
+
+
+def _recorded(runs_table) -> dict[str, dict]:
+    """What each run recorded of where it started and ran (its W&B config, :mod:`arctl.track.runs`):
+    the warm-up's weights sha256 and accuracy at the largest eval budget (``warmup``), and the kind of
+    machine it trained on (``machine``); None where a run (or its backend) recorded none."""
+
+    def value(rec: dict, key: str):
+        v = rec.get(key)
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+    out = {}
+    for rec in runs_table.to_dict("records") if len(runs_table) else []:
+        acc = value(rec, "config.warmup.accuracy")
+        out[str(rec["run_id"])] = {"warmup_sha256": value(rec, "config.warmup.weights_sha256"),
+                                   "warmup_accuracy": float(acc) if acc is not None else None,
+                                   "machine": value(rec, "config.machine")}
+    return out
+
+
+def _warmup_text(u: dict) -> str:
+    if not u.get("warmup_sha256"):
+        return "not recorded"
+    acc = u.get("warmup_accuracy")
+    return f"{str(u['warmup_sha256'])[:12]}" + (f" (acc {acc:.3f} at b_m)" if acc is not None else "")
 
 
 def _run_version(prov: dict) -> str:
@@ -194,7 +223,10 @@ def to_markdown(report: ClaimsReport) -> str:
                               for s, v in sorted(t.per_seed.items()))
             head = (f"{r.id}. {r.title} ({r.paper})", f"**{r.verdict}**") if i == 0 else ("", "")
             lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t)} | {t.verdict} | {t.paper or ''} |")
-    lines += ["", "Runs: " + ", ".join(f"`{u['run_id']}`" for u in report.runs), ""]
+    lines += ["", "| run | arm | seed | code version | warm-up (weights sha256) | machine |", "|---|---|---|---|---|---|"]
+    lines += [f"| `{u['run_id']}` | {u['arm']} | {u['seed']} | {u['code_version']} | {_warmup_text(u)} | "
+              f"{u.get('machine') or 'not recorded'} |" for u in report.runs]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -370,10 +402,11 @@ def to_html(report: ClaimsReport) -> str:
         parts.append('<h2 id="curves">Curves</h2><img alt="accuracy against the thinking budget and anytime accuracy '
                      f'over training, per arm and seed" src="data:image/png;base64,{_png(fig)}">')
     parts.append('<h2>Runs</h2><table id="runs"><thead><tr><th>run</th><th>experiment</th><th>arm</th><th>seed</th>'
-                 "<th>config hash</th><th>code version</th></tr></thead><tbody>")
+                 "<th>config hash</th><th>code version</th><th>warm-up</th><th>machine</th></tr></thead><tbody>")
     for u in report.runs:
         parts.append(f"<tr><td><code>{e(u['run_id'])}</code></td><td>{e(u['experiment'])}</td><td>{e(u['arm'])}</td>"
-                     f"<td>{e(str(u['seed']))}</td><td><code>{e(u['config_hash'])}</code></td><td>{e(u['code_version'])}</td></tr>")
+                     f"<td>{e(str(u['seed']))}</td><td><code>{e(u['config_hash'])}</code></td><td>{e(u['code_version'])}</td>"
+                     f"<td>{e(_warmup_text(u))}</td><td>{e(u.get('machine') or 'not recorded')}</td></tr>")
     parts.append("</tbody></table>")
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")

@@ -480,3 +480,32 @@ def test_the_curves_beside_the_claims_are_per_arm_and_seed_without_the_forced_ev
 
         plt.close(fig)
     assert curves_figure({"grpo": {"budget": {0: {}}, "train": {0: {}}}}) is None
+
+
+def test_every_run_shows_its_warm_up_and_machine_where_it_recorded_them(tmp_path):
+    """#27: the evidence shows, per run, the warm-up it started from (weights sha256, accuracy at b_m)
+    and the kind of machine it trained on, beside its code version; "not recorded" where a run has none."""
+    import os
+
+    from wandb_workspace import _write_run
+
+    from arctl.report.claims_render import build_claims_report
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    kind = "AMD EPYC | AVX512 | torch 2.13.0+cpu"
+    for experiment, arm in (("main-grpo", "grpo"), ("main-ar-uniform", "ar-uniform")):
+        for seed in (0, 1):
+            recorded = {"warmup": {"weights_sha256": "24fa32dc" + "0" * 56, "accuracy": 0.73046875},
+                        "machine": kind} if seed == 0 else None
+            _write_run(ws, experiment, arm, seed, list(range(21)), recorded=recorded)
+    report = build_claims_report(sweeps=["priors"], workdir=ws, out_dir=tmp_path / "out", progress=False, processes=1)
+    runs = {(u["arm"], u["seed"]): u for u in report.to_json()["runs"]}
+    assert runs[("grpo", 0)]["warmup_sha256"].startswith("24fa32dc") and runs[("grpo", 0)]["machine"] == kind
+    assert runs[("grpo", 0)]["warmup_accuracy"] == 0.73046875
+    assert runs[("ar-uniform", 1)]["warmup_sha256"] is None and runs[("ar-uniform", 1)]["machine"] is None
+    md = (tmp_path / "out" / "claims.md").read_text()
+    assert f"| 24fa32dc0000 (acc 0.730 at b_m) | {kind} |" in md and md.count("| not recorded | not recorded |") == 2
+    page = (tmp_path / "out" / "claims.html").read_text()
+    assert "<th>warm-up</th><th>machine</th>" in page and f"<td>{kind}</td>" in page

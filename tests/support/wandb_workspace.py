@@ -116,7 +116,7 @@ def _config(experiment, arm, seed, project) -> dict:
 
 
 def _write_run(root: Path, experiment, arm, seed, steps, *, bad_from=None, config_yaml=True,
-               final=True, extra_rows=None):
+               final=True, extra_rows=None, recorded=None, wandb_config=None):
     import yaml
 
     from arctl.track.writer import open_run
@@ -127,7 +127,9 @@ def _write_run(root: Path, experiment, arm, seed, steps, *, bad_from=None, confi
     cfg = _config(experiment, arm, seed, "arctl-test")
     if config_yaml:
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    run = open_run(cfg, run_dir)
+    run = open_run({**cfg, **(wandb_config or {})}, run_dir)
+    if recorded:  # what a job records in its W&B config beside the resolved one (e.g. the tiny warm-up, the machine)
+        run.config.update(recorded, allow_val_change=True)
     for step in steps:
         row = {"trainer/global_step": step, **train_row(arm, seed, step)}
         if step % EVAL_EVERY == 0:

@@ -112,6 +112,11 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
     assert sorted(int(b) for b in warm["accuracy_per_budget"]) == sorted(eval_budgets)
     assert warm["accuracy"] == warm["accuracy_per_budget"][str(max(eval_budgets))]
     assert data.config["warmup"]["weights_sha256"] == warm["weights_sha256"]
+    # where it trained: the kind of machine, on disk and in W&B
+    from arctl.backends.tiny.warmup import machine_kind
+
+    assert json.loads((run_dir / "machine.json").read_text()) == {"kinds": [machine_kind()]}
+    assert data.config["machine"] == machine_kind()
 
 
 class StopAfter(threading.Event):

@@ -35,7 +35,7 @@ from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.update import ppo_update, tree_batch
-from arctl.backends.tiny.warmup import WarmupInterrupted, warmup_model
+from arctl.backends.tiny.warmup import WarmupInterrupted, machine_kind, warmup_model
 from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
@@ -113,6 +113,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     wb = open_wandb(config, run_dir, wandb_id, resume_at, history)
     wandb_id = getattr(wb, "id", None) or wandb_id
     record_warmup(run_dir, warm, wb)
+    record_machine(run_dir, wb)
     if wb is not None and (run_dir / INIT_RECORD).is_file():  # what the run started from, in its W&B config
         wb.config.update({"init": json.loads((run_dir / INIT_RECORD).read_text())}, allow_val_change=True)
 
@@ -301,6 +302,27 @@ def record_warmup(run_dir: Path, warm: dict, wb=None) -> dict:
     if wb is not None:
         wb.config.update({"warmup": record}, allow_val_change=True)
     return record
+
+
+MACHINE_RECORD = "machine.json"
+
+
+def record_machine(run_dir: Path, wb=None) -> list[str]:
+    """Where the run trained: the kind of machine of each attempt (:func:`arctl.backends.tiny.warmup.machine_kind`;
+    one run id gives the same numbers on every machine of one kind, not across kinds), in order, each once
+    in a row, in ``run_dir/machine.json`` (``{"kinds": [...]}``) and the W&B run's config (``machine``:
+    the kinds joined by "; ", so a run resumed on another kind says so in every report of it)."""
+    path = Path(run_dir) / MACHINE_RECORD
+    try:
+        kinds = [str(k) for k in json.loads(path.read_text())["kinds"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        kinds = []
+    if not kinds or kinds[-1] != machine_kind():
+        kinds.append(machine_kind())
+    atomic_write(path, json.dumps({"kinds": kinds}, indent=1))
+    if wb is not None:
+        wb.config.update({"machine": "; ".join(kinds)}, allow_val_change=True)
+    return kinds
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float, step: int, warmup_steps: int) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4  # 4: a run's config is its config.yaml plus what the job recorded in W&B (warmup, machine)
 
 
 def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:

@@ -55,6 +55,11 @@ def ingest_offline(source: RunSource, cache_dir: str) -> dict:
     if not config:
         for f in ordered:
             config = f.config or config
+    else:  # config.yaml is the resolved config; what the job recorded itself (warmup, machine, init) is in W&B's
+        recorded: dict = {}
+        for f in ordered:  # the latest attempt's record wins
+            recorded.update({k: v for k, v in (f.config or {}).items() if not str(k).startswith("_")})
+        config = {**{k: v for k, v in recorded.items() if k not in config}, **config}
     last = ordered[-1] if ordered else None
     experiment, arm, seed = run_identity(config, last.name if last else "")
     if not experiment and last is not None:
