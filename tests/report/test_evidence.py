@@ -1,0 +1,68 @@
+"""The committed evidence follows from its committed runs: every ``docs/evidence/<name>/`` that holds an
+export (``arctl export``: ``export.json`` and ``runs/``) holds each run's files as indexed, and
+``arctl report --claims`` over those runs, with today's report code, gives the verdicts and numbers of
+its committed ``claims.json``. A change to the statistics that moves a committed verdict or number
+fails here until the evidence is regenerated (``docs/evidence/README.md`` says how)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from arctl.config.files import file_sha256
+
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
+EXPORTS = sorted(p.parent for p in EVIDENCE.glob("*/export.json"))
+NUMBERS = ("n", "mean", "ci_low", "ci_high", "sd", "p_value", "p_holm", "seeds_needed")
+
+
+def test_some_committed_evidence_carries_its_runs():
+    assert EXPORTS, f"no export (export.json) under {EVIDENCE}"
+
+
+@pytest.mark.parametrize("folder", EXPORTS, ids=[p.name for p in EXPORTS])
+def test_the_exported_runs_are_the_indexed_files(folder):
+    index = json.loads((folder / "export.json").read_text())
+    assert index["runs"] and sorted(p.name for p in (folder / "runs").iterdir()) == sorted(index["runs"])
+    for run_id, entry in index["runs"].items():
+        assert entry["state"] == "completed", run_id
+        run = folder / "runs" / run_id
+        assert sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) == sorted(entry["files"])
+        for name, sha in entry["files"].items():
+            assert file_sha256(run / name) == sha, f"{run_id}/{name}"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("folder", [p for p in EXPORTS if (p / "claims.json").is_file()],
+                         ids=[p.name for p in EXPORTS if (p / "claims.json").is_file()])
+def test_the_committed_claims_follow_from_the_committed_runs(folder, tmp_path):
+    from arctl.report.claims_render import _json_default, build_claims_report
+
+    committed = json.loads((folder / "claims.json").read_text())
+    work = tmp_path / folder.name  # the report caches what it reads beside the runs: not in the checkout
+    shutil.copytree(folder / "runs", work / "runs")
+    report = build_claims_report(sweeps=committed["meta"]["sweeps"], scale=committed["meta"].get("scale"), workdir=work, out_dir=tmp_path / "out",
+                                 progress=False, processes=1)
+    fresh = json.loads(json.dumps(report.to_json(), default=_json_default))  # as claims.json has it: keys as text
+    assert sorted(r["run_id"] for r in fresh["runs"]) == sorted(r["run_id"] for r in committed["runs"])
+    for old, new in zip(committed["claims"], fresh["claims"], strict=True):
+        assert (new["id"], new["verdict"]) == (old["id"], old["verdict"])
+        for t_old, t_new in zip(old["tests"], new["tests"], strict=True):
+            where = f"claim {old['id']}: {t_old['label']}"
+            assert (t_new["label"], t_new["verdict"]) == (t_old["label"], t_old["verdict"]), where
+            assert _same(t_new["per_seed"], t_old["per_seed"]), where
+            for key in NUMBERS:
+                assert _same(t_new.get(key), t_old.get(key)), f"{where}: {key} {t_new.get(key)} != {t_old.get(key)}"
