@@ -25,15 +25,14 @@ from pathlib import Path
 
 from arctl.config.files import atomic_write, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
-from arctl.launch.shared import SHARED_FILE
-from arctl.launch.status_file import STATUS_FILE
+from arctl.launch.shared import SHARED_FILE, read_shared
+from arctl.launch.status_file import read_status
 from arctl.report.errors import ReportError
-from arctl.track.runs.discover import _read_yaml, discover_runs, run_identity
+from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_identity
 
 INDEX_FILE = "export.json"
 INDEX_VERSION = 1
-CONFIG_FILE = "config.yaml"  # a run's frozen config (arctl.launch.workspace writes it)
-SIDE_FILES = (CONFIG_FILE, SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files, when present
+SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
 
 
@@ -63,29 +62,13 @@ class ExportResult:
                 "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped]}
 
 
-def report_files(run_dir: Path, wandb_files: list[Path]) -> list[Path]:
-    """The files of ``run_dir`` that reports read: its side files present and its W&B run files
-    (``wandb_files``: :func:`arctl.track.runs.discover.discover_runs` lists each once, though W&B's
-    ``latest-run`` link names one again)."""
-    run_dir = Path(run_dir)
+def report_files(source: RunSource, run_dir: Path) -> list[Path]:
+    """The files of the run in ``run_dir`` (``source``: as :func:`arctl.track.runs.discover.discover_runs`
+    found it) that reports read: its config.yaml, the side files present, and its W&B run files (each
+    once, though W&B's ``latest-run`` link names one again)."""
     side = [run_dir / name for name in SIDE_FILES if (run_dir / name).is_file()]
-    return side + [p for p in wandb_files if p.resolve().is_relative_to(run_dir.resolve())]
-
-
-def _state(run_dir: Path) -> str:
-    try:
-        state = json.loads((run_dir / STATUS_FILE).read_text()).get("state")
-    except (OSError, ValueError, AttributeError):
-        return "unknown"
-    return str(state) if state else "unknown"
-
-
-def _served(run_dir: Path) -> list[str]:
-    try:
-        names = json.loads((run_dir / SHARED_FILE).read_text()).get("experiments")
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return ([source.config_path] if source.config_path else []) + side + [
+        p for p in source.files if p.resolve().is_relative_to(run_dir.resolve())]
 
 
 def read_index(out: Path) -> dict:
@@ -123,17 +106,17 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
     seen_experiments: set[str] = set()
     for source in discover_runs(workdir):
         run_dir = workdir / "runs" / source.run_id
-        config = _read_yaml(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).is_file() else {}
+        config = _read_yaml(source.config_path) if source.config_path else {}
         experiment, arm, seed = run_identity(config)
-        serves = {experiment, *_served(run_dir)}
+        serves = {experiment, *read_shared(run_dir)}
         if wanted is not None and not serves & wanted:
             continue
         seen_experiments |= serves
-        state = _state(run_dir)
+        state = str(read_status(run_dir).get("state") or "unknown")
         if state != FINAL_STATE and not unfinished:
             result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
             continue
-        files = report_files(run_dir, source.files)
+        files = report_files(source, run_dir)
         shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
         run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
         before = (index.get("runs") or {}).get(source.run_id)
