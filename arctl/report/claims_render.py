@@ -175,6 +175,10 @@ def _warmup_text(u: dict) -> str:
     return f"{str(u['warmup_sha256'])[:12]}" + (f" (acc {acc:.3f} at b_m)" if acc is not None else "")
 
 
+def _machine_text(u: dict) -> str:
+    return str(u.get("machine") or "not recorded")
+
+
 def _run_version(prov: dict) -> str:
     """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's)."""
     if not prov:
@@ -224,8 +228,9 @@ def to_markdown(report: ClaimsReport) -> str:
             head = (f"{r.id}. {r.title} ({r.paper})", f"**{r.verdict}**") if i == 0 else ("", "")
             lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t)} | {t.verdict} | {t.paper or ''} |")
     lines += ["", "| run | arm | seed | code version | warm-up (weights sha256) | machine |", "|---|---|---|---|---|---|"]
-    lines += [f"| `{u['run_id']}` | {u['arm']} | {u['seed']} | {u['code_version']} | {_warmup_text(u)} | "
-              f"{u.get('machine') or 'not recorded'} |" for u in report.runs]
+    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a machine kind is "CPU | ISA | torch"
+    lines += [f"| `{u['run_id']}` | {cell(u['arm'])} | {u['seed']} | {cell(u['code_version'])} | {cell(_warmup_text(u))} | "
+              f"{cell(_machine_text(u))} |" for u in report.runs]
     lines.append("")
     return "\n".join(lines)
 
@@ -406,7 +411,7 @@ def to_html(report: ClaimsReport) -> str:
     for u in report.runs:
         parts.append(f"<tr><td><code>{e(u['run_id'])}</code></td><td>{e(u['experiment'])}</td><td>{e(u['arm'])}</td>"
                      f"<td>{e(str(u['seed']))}</td><td><code>{e(u['config_hash'])}</code></td><td>{e(u['code_version'])}</td>"
-                     f"<td>{e(_warmup_text(u))}</td><td>{e(u.get('machine') or 'not recorded')}</td></tr>")
+                     f"<td>{e(_warmup_text(u))}</td><td>{e(_machine_text(u))}</td></tr>")
     parts.append("</tbody></table>")
     if report.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")

@@ -506,6 +506,8 @@ def test_every_run_shows_its_warm_up_and_machine_where_it_recorded_them(tmp_path
     assert runs[("grpo", 0)]["warmup_accuracy"] == 0.73046875
     assert runs[("ar-uniform", 1)]["warmup_sha256"] is None and runs[("ar-uniform", 1)]["machine"] is None
     md = (tmp_path / "out" / "claims.md").read_text()
-    assert f"| 24fa32dc0000 (acc 0.730 at b_m) | {kind} |" in md and md.count("| not recorded | not recorded |") == 2
+    cell = kind.replace("|", "\\|")  # the kind's own bars escaped: one Markdown cell
+    assert f"| 24fa32dc0000 (acc 0.730 at b_m) | {cell} |" in md and md.count("| not recorded | not recorded |") == 2
+    assert all(line.count("|") - line.count("\\|") == 7 for line in md.splitlines() if line.startswith("| `"))
     page = (tmp_path / "out" / "claims.html").read_text()
     assert "<th>warm-up</th><th>machine</th>" in page and f"<td>{kind}</td>" in page
