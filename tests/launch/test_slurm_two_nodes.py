@@ -330,7 +330,7 @@ def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tm
     by_step = {r["trainer/global_step"]: r for r in rows}
     for step in (1, 2):  # arctl's advantage step and verl's update across the two ranks, on real trees
         assert {"train/score@16", "train/score@32", "train/adv_var/brpo", "actor/pg_loss"} <= set(by_step[step])
-    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2))  # the weights moved
+    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2)), r1_like.update_record(by_step)  # the weights moved
     for step in (0, 2):  # validation before training and at the end
         assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
     from arctl.backends.verl import checkpoints

@@ -136,7 +136,7 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
         # CI: grad norm 0.019 at BRPO variance 0)
         assert row["actor/grad_norm"] > 0 or row["train/adv_var/brpo"] == 0
         assert 0 < row["perf/summary_prefix_cache_hit"] <= 1  # summaries reused the thinking's KV
-    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2, 3))  # the weights moved
+    assert any(by_step[s]["actor/grad_norm"] > 0 for s in (1, 2, 3)), r1_like.update_record(by_step)  # the weights moved
     # the KL term: verl's reference worker scores the same packed trees with the tree mask (before the
     # first update it equals the actor: no KL), and it stays the weights the run started from across
     # the requeue (after two updates there is KL, though the resumed actor loaded step 2's weights)

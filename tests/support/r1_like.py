@@ -11,8 +11,8 @@ and a tiny Qwen2 over it.
   verifier reward *varies* (a random model never writes ``\\boxed{1}``): hidden dimension 0 carries a
   constant from the embeddings, and the lm_head reads it only for a few tokens (``\\boxed{1}``,
   ``\\boxed{2}``, ``</think>``, EOS, a filler word), which therefore take most of the probability
-  mass whatever the context. Rewards then come out 0 or 1 by chance, the advantages are not zero, and
-  the update moves the weights: what an end-to-end test of training needs.
+  mass whatever the context. Rewards then come out 0 or 1 by chance, the advantages are almost never all
+  zero (:data:`FAVOURITES`), and the update moves the weights: what an end-to-end test of training needs.
 
 ``build(directory)`` writes both as a Hugging Face model directory (``config.json``, weights,
 ``tokenizer.json``, ``tokenizer_config.json``) and returns the tokenizer.
@@ -76,8 +76,13 @@ def build_tokenizer():
 
 
 # the favourites' logits whatever the context (hidden dim 0 after the final RMSNorm is 4 / rms = 4 * sqrt(32) / 4):
-# about 52% " think", 19% each answer, 5% </think>, 4% EOS, 4% the rest of the vocabulary
-FAVOURITES = {" think": 14.5, ANSWERS[0]: 13.5, ANSWERS[1]: 13.5, "</think>": 12.2, EOS: 12.0}
+# about 55% " think", 20% each answer, 0.6% </think>, 0.6% EOS, 4% the rest of the vocabulary. A summary
+# scores 1 only if neither its thinking ended at EOS nor it wrote a second </think>: at these odds one in
+# three thinkings still ends on its own, the reward is 0.38 and a step of verl's CPU loop (2 questions x 2
+# samples x 2 budgets x 2 summaries) has every summary pair tied, hence no advantage, in 1.5% of steps (a
+# token-level simulation, 3,000 steps). With </think> 12.2 and EOS 12.0 (5% and 4%) the reward was 0.13
+# and 19% of steps had no advantage: a two-step test of "the update moves the weights" failed in CI.
+FAVOURITES = {" think": 14.5, ANSWERS[0]: 13.5, ANSWERS[1]: 13.5, "</think>": 10.0, EOS: 10.0}
 NORMED_DIM0 = 32 ** 0.5
 
 
@@ -154,3 +159,11 @@ def verl_experiment(description: str, *overrides: str) -> str:
     items = "".join(f"  - {json.dumps(o)}\n" for o in (*VERL_CPU_LOOP, *overrides))
     return (f"description: {json.dumps(description)}\ngroups: {{model: r1-distill-qwen-1.5b}}\nseeds: [0]\n"
             f"overrides:\n{items}arms:\n  ar-uniform: [algo=anytime, prior=uniform]\n")
+
+
+def update_record(rows: dict) -> str:
+    """What a failed "the weights moved" assertion should show: per step of a synced history
+    (``{step: row}``) its grad norm, scores and advantage range."""
+    keys = ("actor/grad_norm", "actor/pg_loss", "train/adv_var/brpo", "critic/advantages/min",
+            "critic/advantages/max", "train/score@16", "train/score@32")
+    return "; ".join(f"step {s}: " + ", ".join(f"{k}={row.get(k)}" for k in keys) for s, row in sorted(rows.items()))

@@ -386,7 +386,7 @@ def _staging(target: Path) -> Path:
 
 
 def _publish(tmp: Path, target: Path) -> None:
-    """Replace ``target`` with the finished ``tmp`` (under the key's lock; ``warmup.json`` last in, so a
-    half-built entry is never taken for a warm-up)."""
+    """Replace ``target`` with the finished ``tmp`` (under the key's lock): the entry appears whole, by
+    one rename of the staged folder, so a half-built entry is never taken for a warm-up."""
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
