@@ -78,10 +78,11 @@ def build_tokenizer():
 # the favourites' logits whatever the context (hidden dim 0 after the final RMSNorm is 4 / rms = 4 * sqrt(32) / 4):
 # about 55% " think", 20% each answer, 0.6% </think>, 0.6% EOS, 4% the rest of the vocabulary. A summary
 # scores 1 only if neither its thinking ended at EOS nor it wrote a second </think>: at these odds one in
-# three thinkings still ends on its own, the reward is 0.38 and a step of verl's CPU loop (2 questions x 2
-# samples x 2 budgets x 2 summaries) has every summary pair tied, hence no advantage, in 1.5% of steps (a
-# token-level simulation, 3,000 steps). With </think> 12.2 and EOS 12.0 (5% and 4%) the reward was 0.13
-# and 19% of steps had no advantage: a two-step test of "the update moves the weights" failed in CI.
+# three thinkings still ends on its own, the reward is 0.39 and a step of verl's CPU loop (2 questions x 2
+# samples x 2 budgets x 2 summaries) has every summary pair tied, hence no advantage, in 1.7% of steps
+# (benchmarks/r1_like_odds.py, 3,000 simulated steps). With </think> 12.2 and EOS 12.0 (5% and 4%) the
+# reward was 0.13 and 19% of steps had no advantage: a two-step test of "the update moves the weights"
+# failed in CI.
 FAVOURITES = {" think": 14.5, ANSWERS[0]: 13.5, ANSWERS[1]: 13.5, "</think>": 10.0, EOS: 10.0}
 NORMED_DIM0 = 32 ** 0.5
 
