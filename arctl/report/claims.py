@@ -286,7 +286,7 @@ class TestResult:
     sd: float | None = None  # of the per-seed values
     p_value: float | None = None  # two-sided paired t-test of mean 0
     p_holm: float | None = None  # Holm-adjusted within the claim
-    missing: list[str] = field(default_factory=list)  # "arm (seeds ...)" without runs
+    missing: list[str] = field(default_factory=list)  # arms without runs; "arm (seeds ...)": without those seeds
     commands: list[str] = field(default_factory=list)  # what produces the missing runs
     note: str = ""
     paper: str = ""  # the paper's numbers for this comparison, when it has them
@@ -445,16 +445,26 @@ def _paper_numbers(test: Test, stat: Stat) -> str:
 
 
 def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_command) -> TestResult:
-    """One test over ``runs``; ``missing_command(arm)`` names what produces an arm's runs."""
+    """One test over ``runs``; ``missing_command(arm, seeds)`` names what produces an arm's runs at
+    those seeds. An arm without runs is missing (at the seeds the test's other arms have); an arm
+    without some of those seeds is listed as ``"arm (seeds ...)"`` with the command for them (its
+    paired seeds still count)."""
+    from arctl.config.ranges import seeds_text
+
     by = _by_arm_seed(runs)
     arms = test.all_arms()
     missing = [a for a in arms if a not in by]
-    commands = list(dict.fromkeys(missing_command(a) for a in missing))
+    seen = sorted(set().union(*(set(by.get(a, {})) for a in arms)))  # the seeds any arm of the test has
+    short = {a: [s for s in seen if s not in by[a]] for a in arms if a in by}
+    short = {a: lack for a, lack in short.items() if lack}
+    commands = list(dict.fromkeys([missing_command(a, seen or None) for a in missing]
+                                  + [missing_command(a, lack) for a, lack in short.items()]))
+    listed = missing + [f"{a} (seeds {seeds_text(lack)})" for a, lack in short.items()]
     stat = spec.stats.get(test.stat) if test.stat else None
     label = _test_label(test, spec)
     per_seed: dict = {}
     if test.kind == "bound":
-        return _bound(test, by, label, missing, commands)
+        return _bound(test, by, label, listed, commands)
     mine = [r for a in arms for r in by.get(a, {}).values()]  # the test's runs: one budget set for all
     kept = {name: chance_budgets(spec.stats[name], mine) for name in test.stats()}
     if test.kind == "compare":
@@ -503,7 +513,7 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         note = f"{note}; {said}" if note else said
     return TestResult(test.kind, label, arms, test.stat, direction, {int(k): v for k, v in per_seed.items()},
                       len(values), mean, lo, hi, verdict, need, None, sd, p_value(values) if len(values) >= 2 else None,
-                      None, missing, commands, note, _paper_numbers(test, stat) if stat is not None else "",
+                      None, listed, commands, note, _paper_numbers(test, stat) if stat is not None else "",
                       unit=getattr(stat or spec.stats.get(test.low or ""), "unit", ""))
 
 

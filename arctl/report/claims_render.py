@@ -76,16 +76,21 @@ def _arm_experiments() -> dict[str, list[str]]:
 
 
 def missing_command_for(sweeps: dict[str, list[str]], scale: str | None):
+    """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds),
+    the sweep that holds it, else the first experiment that defines it."""
+    from arctl.config.ranges import seeds_text
+
     arm_exps = _arm_experiments()
     scale_arg = f" --scale {scale}" if scale else ""
 
-    def command(arm: str) -> str:
+    def command(arm: str, seeds=None) -> str:
+        seeds_arg = f" --seeds {seeds_text(seeds)}" if seeds else ""
         exps = arm_exps.get(arm, [])
         for sweep, members in sweeps.items():
             if any(e in members for e in exps):
-                return f"arctl sweep {sweep}{scale_arg}"
+                return f"arctl sweep {sweep}{scale_arg}{seeds_arg}"
         if exps:
-            return f"arctl run {exps[0]}{scale_arg} --seeds 0,1,2"
+            return f"arctl run {exps[0]}{scale_arg}{seeds_arg}"
         return f"(no experiment defines arm {arm!r})"
 
     return command

@@ -62,8 +62,8 @@ def spec_with(*tests: Test) -> ClaimsSpec:
     return ClaimsSpec(Path("claims.yaml"), ("paper",), STATS, (Claim("1", "t", "", tuple(tests)),))
 
 
-def no_command(arm: str) -> str:
-    return f"arctl sweep paper  # {arm}"
+def no_command(arm: str, seeds=None) -> str:
+    return f"arctl sweep paper  # {arm} {seeds}"
 
 
 def test_the_interval_is_the_paired_t_interval_worked_by_hand():
@@ -211,13 +211,29 @@ def test_a_claim_that_holds_one_that_fails_one_inconclusive_and_a_missing_run():
     assert shorter.verdict == HOLDS
     missing = evaluate_test(Test("compare", a="ar-linear", b="grpo", stat="anytime"), spec, runs, no_command)
     assert missing.verdict == INCONCLUSIVE and missing.missing == ["ar-linear"]
-    assert missing.commands == ["arctl sweep paper  # ar-linear"] and missing.n == 0
+    assert missing.commands == ["arctl sweep paper  # ar-linear [0, 1, 2]"] and missing.n == 0  # grpo's seeds
 
 
 def test_pairing_by_seed_uses_only_the_seeds_both_arms_have():
     runs = [view("grpo", s, 0.40) for s in (0, 1, 2)] + [view("ar", s, 0.45) for s in (1, 2, 3)]
     r = evaluate_test(Test("compare", a="ar", b="grpo", stat="anytime"), spec_with(), runs, no_command)
     assert sorted(r.per_seed) == [1, 2] and r.n == 2
+    # each arm is told the seeds it lacks of those the other has, with the command that adds them
+    assert r.missing == ["ar (seeds 0)", "grpo (seeds 3)"]
+    assert r.commands == ["arctl sweep paper  # ar [0]", "arctl sweep paper  # grpo [3]"]
+
+
+def test_the_command_for_missing_runs_names_the_seeds_the_other_arms_have():
+    from arctl.report.claims_render import missing_command_for
+
+    runs = [view("grpo", s, 0.40) for s in range(8)] + [view("ar-base", s, 0.45) for s in range(4)]
+    command = missing_command_for({"priors": ["main-ar-base", "main-grpo"]}, "tiny")
+    r = evaluate_test(Test("compare", a="ar-base", b="grpo", stat="anytime"), spec_with(), runs, command)
+    assert r.n == 4 and r.missing == ["ar-base (seeds 4-7)"]
+    assert r.commands == ["arctl sweep priors --scale tiny --seeds 4-7"]
+    lone = evaluate_test(Test("compare", a="grpo-dense", b="grpo", stat="anytime"), spec_with(), runs, command)
+    assert lone.missing == ["grpo-dense"] and lone.commands == ["arctl run ablation-dense --scale tiny --seeds 0-7"]
+    assert command("grpo-dense") == "arctl run ablation-dense --scale tiny"  # no seeds known: the spec's own
 
 
 def test_a_claim_is_decided_by_its_tests():
@@ -360,7 +376,8 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     base = claims["3"]["tests"][0]
     assert base["verdict"] == INCONCLUSIVE and base["n"] == 1 and "at least 3" in base["note"]
     lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
-    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl sweep ablations --scale tiny"]
+    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl sweep ablations --scale tiny --seeds 0,1"]
+    assert base["missing"] == ["ar-base (seeds 1)"] and base["commands"] == ["arctl sweep priors --scale tiny --seeds 1"]
     assert claims["8"]["verdict"] == HOLDS  # accuracy rises with the budget in the fixture
     assert "sanity check of the logged numbers, not evidence" in claims["8"]["tests"][0]["note"]
     html_text = (out / "claims.html").read_text()
