@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 import r1_like  # noqa: E402  (tests/support: the model under study)
@@ -36,20 +35,9 @@ QUESTIONS = [("What is 1 + 0?", "1"), ("What is 1 + 1?", "2")]
 
 
 def next_token_probs(tok, favourites: dict[str, float]) -> np.ndarray:
-    """The model's next-token distribution after the first question's chat prompt."""
-    saved = dict(r1_like.FAVOURITES)
-    r1_like.FAVOURITES.clear()
-    r1_like.FAVOURITES.update(favourites)
-    try:
-        model = r1_like.build_model(tok)
-    finally:
-        r1_like.FAVOURITES.clear()
-        r1_like.FAVOURITES.update(saved)
-    text = tok.apply_chat_template([{"role": "user", "content": QUESTIONS[0][0]}], tokenize=False,
-                                   add_generation_prompt=True)
-    with torch.no_grad():
-        logits = model(torch.tensor([tok.encode(text, add_special_tokens=False)])).logits[0, -1]
-    return torch.softmax(logits.double(), -1).numpy()
+    """The next-token distribution, after the first question's chat prompt, of the model built with
+    ``favourites``."""
+    return r1_like.next_token_probs(tok, r1_like.build_model(tok, favourites=favourites), QUESTIONS[0][0]).numpy()
 
 
 def simulate(tok, probs: np.ndarray, steps: int, seed: int = 0) -> tuple[float, float]:
@@ -93,16 +81,17 @@ def main() -> None:
                         help="JSON of logits overriding FAVOURITES (key EOS for the EOS token); repeatable")
     args = parser.parse_args()
     tok = r1_like.build_tokenizer()
+    shown = lambda t: "EOS" if t == r1_like.EOS else t  # noqa: E731 - the EOS token's name, as --favourites takes it
     settings = [dict(r1_like.FAVOURITES)]
     for text in args.favourites:
         settings.append({**r1_like.FAVOURITES, **{r1_like.EOS if k == "EOS" else k: v for k, v in json.loads(text).items()}})
     for favourites in settings:
         probs = next_token_probs(tok, favourites)
-        shown = {("EOS" if t == r1_like.EOS else t): round(float(probs[tok.encode(t, add_special_tokens=False)[0]]), 3)
-                 for t in favourites}
         reward, tied = simulate(tok, probs, args.steps)
-        print(json.dumps({"logits": {("EOS" if t == r1_like.EOS else t): v for t, v in favourites.items()},
-                          "probabilities": shown, "reward": round(reward, 3), "steps_all_pairs_tied": round(tied, 4)}))
+        print(json.dumps({"logits": {shown(t): v for t, v in favourites.items()},
+                          "probabilities": {shown(t): round(float(probs[tok.encode(t, add_special_tokens=False)[0]]), 3)
+                                            for t in favourites},
+                          "reward": round(reward, 3), "steps_all_pairs_tied": round(tied, 4)}))
 
 
 if __name__ == "__main__":

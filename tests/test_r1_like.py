@@ -9,16 +9,11 @@ pytest.importorskip("transformers")
 
 def test_the_favourites_take_the_mass_and_the_reward_voiding_tokens_stay_rare():
     import r1_like  # tests/support/r1_like.py
-    import torch
 
     tok = r1_like.build_tokenizer()
     model = r1_like.build_model(tok)
     for question in ("What is 1 + 0?", "What is 1 + 1?"):
-        text = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
-                                       add_generation_prompt=True)
-        prompt = tok.encode(text, add_special_tokens=False) + tok.encode(" think think", add_special_tokens=False)
-        with torch.no_grad():
-            probs = torch.softmax(model(torch.tensor([prompt])).logits[0, -1].double(), -1)
+        probs = r1_like.next_token_probs(tok, model, question, " think think")
         p = {t: float(probs[tok.convert_tokens_to_ids(t)]) for t in (*r1_like.ANSWERS, "</think>", r1_like.EOS)}
         assert all(0.15 < p[a] < 0.25 for a in r1_like.ANSWERS), p
         assert p["</think>"] + p[r1_like.EOS] < 0.02, p

@@ -14,7 +14,6 @@ SEED_MAX = 2**31 - 1  # torch/numpy seeds, and SQLite's integer column, with roo
 MAX_SEEDS = 1000  # seeds of one launch (`--seeds 0-100000000` is a typo, not a plan)
 
 
-
 def seeds_text(seeds) -> str:
     """Seeds as ``--seeds`` takes them (:func:`arctl.cli.common.parse_seeds` reads it back): sorted,
     runs of three or more consecutive seeds as ``lo-hi``, e.g. [0, 1, 2, 3, 5] -> ``"0-3,5"``."""

@@ -87,8 +87,9 @@ FAVOURITES = {" think": 14.5, ANSWERS[0]: 13.5, ANSWERS[1]: 13.5, "</think>": 10
 NORMED_DIM0 = 32 ** 0.5
 
 
-def build_model(tokenizer, seed: int = 0):
-    """The tiny Qwen2 over ``tokenizer`` (see the module docstring)."""
+def build_model(tokenizer, seed: int = 0, favourites: dict[str, float] | None = None):
+    """The tiny Qwen2 over ``tokenizer`` (see the module docstring); ``favourites``: the logits of
+    :data:`FAVOURITES` (None: those)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -104,10 +105,22 @@ def build_model(tokenizer, seed: int = 0):
             layer.self_attn.o_proj.weight[0, :] = 0.0
             layer.mlp.down_proj.weight[0, :] = 0.0
         model.lm_head.weight[:, 0] = 0.0
-        for text, logit in FAVOURITES.items():  # ... and that only the favourites read
+        for text, logit in (FAVOURITES if favourites is None else favourites).items():  # ... that only they read
             (token,) = tokenizer.encode(text, add_special_tokens=False)
             model.lm_head.weight[token, 0] = logit / NORMED_DIM0
     return model
+
+
+def next_token_probs(tokenizer, model, question: str = "What is 1 + 0?", thinking: str = "") -> object:
+    """The model's next-token distribution (a float64 tensor over the vocabulary) after ``question``'s
+    chat prompt and ``thinking``."""
+    import torch
+
+    text = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                         add_generation_prompt=True)
+    prompt = tokenizer.encode(text, add_special_tokens=False) + tokenizer.encode(thinking, add_special_tokens=False)
+    with torch.no_grad():
+        return torch.softmax(model(torch.tensor([prompt])).logits[0, -1].double(), -1)
 
 
 def build(directory: str | Path, seed: int = 0) -> object:
