@@ -345,14 +345,15 @@ def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str,
 
 def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchItem],
                    shared: list[LaunchItem]) -> None:
-    """The kept runs serve the shared cells' experiments: membership rows (``arctl status EXP``)
-    and ``shared.json`` in each kept run's dir (merged with what an earlier launch wrote). A run
-    dir that does not exist (yet: another launch is preparing it) gets its file from that launch."""
+    """The kept runs serve the shared cells: membership rows of their experiments (``arctl status
+    EXP``) and ``shared.json`` in each kept run's dir (merged with what an earlier launch wrote). A
+    run dir that does not exist (yet: another launch is preparing it) gets its file from that launch."""
     reg.add_members((item.experiment, item.shares) for item in shared)
-    for run_id, experiments in served(shared).items():
+    for run_id, cells in served(shared).items():
         run_dir = workspace.run_dir(run_id)
-        if run_dir.is_dir():
-            write_shared(run_dir, experiments, own=by_id[run_id].experiment if run_id in by_id else None)
+        kept = by_id.get(run_id) or reg.get(run_id)
+        if run_dir.is_dir() and kept is not None:
+            write_shared(run_dir, cells, own=(kept.experiment, kept.arm))
 
 
 def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchItem, RunRecord]],

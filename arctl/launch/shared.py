@@ -1,17 +1,21 @@
-"""Arms shared between the experiments of a sweep (``share_arms: true``): one run serves several.
+"""Runs shared between the cells of a sweep (``share_arms: true``): one run serves several.
 
 Two cells are *the same run* when their resolved configs are equal once the keys that only name a
-run are removed: the experiment's name (``experiment``), the launch's names for the run (``run_id``,
-``run_dir``) and its W&B names (``wandb.group``, ``wandb.name``, ``wandb.id``, ``wandb.tags``).
-Everything else (the arm's name, the seed, every training, evaluation, cluster and W&B destination
-key) must be equal. Arm ``grpo = [algo=grpo, prior=base]`` of main-grpo and of the three ablations
-differs only in ``experiment`` and ``wandb.group``, so a sweep over them runs it once per seed.
+run are removed: the experiment's and the arm's names (``experiment``, ``arm``), the launch's names
+for the run (``run_id``, ``run_dir``) and its W&B names (``wandb.group``, ``wandb.name``,
+``wandb.id``, ``wandb.tags``). Everything else (the seed, every training, evaluation, cluster and
+W&B destination key) must be equal. Arm ``grpo = [algo=grpo, prior=base]`` of main-grpo and of the
+three ablations differs only in ``experiment`` and ``wandb.group``, so a sweep over them runs it
+once per seed; AR-base (``main-ar-base``) and GRPO+BRPO+decoupled (``ablation-vr``'s
+``grpo-vr-decouple``) are one config under two arm names, so the paper's sweep trains it once.
 
 The first cell in sweep order is kept and launched; each later one is *shared*: it names the kept
 run (:attr:`LaunchItem.shares`), is not launched, and the launcher records that the kept run serves
-its experiment: a ``members`` row in the registry (``arctl status EXP`` lists the run) and
-``shared.json`` in the run dir (``{"experiments": [...]}``, the experiments it serves besides its
-own), which ``arctl.track.runs.load_runs(experiments=...)`` reads.
+its cell: a ``members`` row in the registry (``arctl status EXP`` lists the run) and
+``shared.json`` in the run dir (``{"cells": [[experiment, arm], ...]}``, the cells it serves besides
+its own; :func:`arctl.track.runs.discover.read_served` reads it, and an earlier arctl's
+``{"experiments": [...]}``), which ``arctl.track.runs.load_runs(experiments=...)`` reads: the run
+is read as a run of those cells.
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from pathlib import Path
 
 from arctl.config.files import atomic_write
 from arctl.launch.rundir import READ_KEYS
+from arctl.track.runs.discover import SHARED_FILE, read_served  # the reader of what is written here
 
-IDENTITY_KEYS = ("experiment", *READ_KEYS)
+IDENTITY_KEYS = ("experiment", "arm", *READ_KEYS)
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
-SHARED_FILE = "shared.json"  # the reader (arctl.track.runs.discover) knows this name too
 
 
 def share_key(config: dict) -> str:
@@ -56,36 +60,33 @@ def mark_shared(items: list) -> list:
     return items
 
 
-def served(items: Iterable) -> dict[str, list[str]]:
-    """Kept run id -> the experiments its shared cells belong to (sweep order, no repeats)."""
-    out: dict[str, list[str]] = {}
+def served(items: Iterable) -> dict[str, list[tuple[str, str]]]:
+    """Kept run id -> the (experiment, arm) cells its shared items are (sweep order, no repeats)."""
+    out: dict[str, list[tuple[str, str]]] = {}
     for item in items:
         if getattr(item, "shares", None):
-            names = out.setdefault(item.shares, [])
-            if item.experiment not in names:
-                names.append(item.experiment)
+            cells = out.setdefault(item.shares, [])
+            if (item.experiment, item.arm) not in cells:
+                cells.append((item.experiment, item.arm))
     return out
 
 
 def read_shared(run_dir: str | Path) -> list[str]:
-    """The experiments ``run_dir/shared.json`` says the run serves besides its own ([] if none)."""
-    try:
-        data = json.loads((Path(run_dir) / SHARED_FILE).read_text())
-    except (OSError, ValueError, RecursionError):
-        return []
-    names = data.get("experiments") if isinstance(data, dict) else None
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    """The experiments ``run_dir/shared.json`` says the run serves (a cell of) besides its own
+    cell, sorted ([] if none)."""
+    return sorted({experiment for experiment, _ in read_served(run_dir)})
 
 
-def write_shared(run_dir: str | Path, experiments: Iterable[str], own: str | None = None) -> list[str]:
-    """Merge ``experiments`` (minus the run's ``own``) into ``run_dir/shared.json``, written
-    atomically and only when its content changes (launching the sweep again rewrites nothing);
-    returns the merged, sorted list."""
+def write_shared(run_dir: str | Path, cells: Iterable[tuple[str, str]], own: tuple[str, str]) -> list[tuple[str, str]]:
+    """Merge ``cells`` (minus the run's ``own`` (experiment, arm)) into ``run_dir/shared.json``,
+    written atomically and only when its content changes (launching the sweep again rewrites
+    nothing); returns the merged, sorted cells. An earlier arctl's file (experiments only) is read
+    as those experiments under the run's own arm."""
     path = Path(run_dir) / SHARED_FILE
-    before = read_shared(run_dir)
-    merged = sorted({*before, *experiments} - {own})
-    if merged != before or not path.is_file():
+    before = read_served(run_dir, own[1])
+    merged = sorted({*before, *((str(e), str(a)) for e, a in cells)} - {tuple(own)})
+    if merged != before or not path.is_file() or "cells" not in path.read_text():
         if not merged:
             return merged
-        atomic_write(path, json.dumps({"experiments": merged}, indent=2) + "\n")
+        atomic_write(path, json.dumps({"cells": [list(c) for c in merged]}, indent=2) + "\n")
     return merged

@@ -23,8 +23,9 @@ the command that produces them.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -521,8 +522,12 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
     per_seed: dict = {}
     checked = violations = 0
     worst_left = worst_right = float("inf")
+    seen: set[str] = set()  # a run serving two arms (one config under two names) is checked once
     for arm in test.arms:
         for seed, run in by.get(arm, {}).items():
+            if run.run_id in seen:
+                continue
+            seen.add(run.run_id)
             for _step, vals in sorted(run.evals.items()):
                 for key_any, key_fin, m in ((NAME_ANYTIME_ACC, NAME_FINAL_ACC, run.eval_budgets),
                                             (NAME_GRID_ANYTIME_ACC, NAME_FINAL_ACC, run.grid_budgets)):
@@ -693,10 +698,27 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
         if seed is None or (isinstance(seed, float) and math.isnan(seed)):
             continue
 
-        out.append(RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
-                           evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
-                           _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec)))
+        view = RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
+                       evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
+                       _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
+        out.append(view)
+        # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
+        # is that arm's run too
+        for experiment, arm in _served_cells(rec.get("serves")):
+            if arm not in {v.arm for v in out if v.run_id == rid}:
+                out.append(replace(view, experiment=experiment, arm=arm))
     return out
+
+
+def _served_cells(text) -> list[tuple[str, str]]:
+    """The runs table's ``serves`` ([[experiment, arm], ...] as JSON; "" or NaN for none)."""
+    if not isinstance(text, str) or not text:
+        return []
+    try:
+        cells = json.loads(text)
+    except ValueError:
+        return []
+    return [(str(c[0]), str(c[1])) for c in cells if isinstance(c, list) and len(c) == 2]
 
 
 

@@ -1,7 +1,7 @@
 """``arctl export``: the part of a workspace that reports read, without checkpoints or logs.
 
 A tiny run's folder is ~100 MB of checkpoints around ~1 MB that every report, figure and claim is built
-from: its W&B files, its frozen ``config.yaml``, ``shared.json`` (the experiments it also serves) and
+from: its W&B files, its frozen ``config.yaml``, ``shared.json`` (the cells it also serves) and
 ``provenance.json`` (code version, machine). :func:`export_runs` copies exactly those files of the
 selected runs into ``<out>/runs/<run_id>/``, the workspace layout the readers expect
 (:mod:`arctl.track.runs.discover`), so ``arctl report --workdir <out>`` rebuilds every report from

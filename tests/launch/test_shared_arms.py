@@ -29,7 +29,8 @@ arms:
   d: [algo=grpo-dense, prior=linear]
 """
 LT3 = LT2.replace("description: shares arm a with lt", "description: shares arm a with lt and lt2").replace(
-    "d: [algo=grpo-dense, prior=linear]", "e: [algo=anytime, prior=linear]")
+    "d: [algo=grpo-dense, prior=linear]", "e: [algo=anytime, prior=linear]\n  a-too: [algo=grpo, prior=base]")
+# lt3's a-too is lt's a under another name (as AR-base is ablation-vr's grpo-vr-decouple)
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_shared_arm_runs_once_and_serves_every_experiment(shared_specs, tmp_pa
     assert not any(name.startswith("lt2_a_") for name in _run_dirs(ws))  # the shared cell has no run of its own
     assert _steps(ws / "runs" / kept) == list(range(1, 7))  # trained once
     shared_file = ws / "runs" / kept / SHARED_FILE
-    assert json.loads(shared_file.read_text()) == {"experiments": ["lt2"]}
+    assert json.loads(shared_file.read_text()) == {"cells": [["lt2", "a"]]}
     assert not (ws / "runs" / submitted[("lt2", "d")]["run_id"] / SHARED_FILE).exists()
 
     # the registry: lt2 lists the shared run (membership) besides its own; lt and the sweep as before
@@ -111,8 +112,9 @@ def test_a_shared_arm_runs_once_and_serves_every_experiment(shared_specs, tmp_pa
     # a later sweep that adds an experiment with the same arm: merged into shared.json
     grown = json.loads(cli("sweep", "share3", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
     assert [(r["experiment"], r["arm"]) for r in grown["submitted"]] == [("lt3", "e")]
-    assert [(s["experiment"], s["run_id"]) for s in grown["shared"]] == [("lt2", kept), ("lt3", kept)]
-    assert json.loads(shared_file.read_text()) == {"experiments": ["lt2", "lt3"]}
+    assert [(s["experiment"], s["arm"], s["run_id"]) for s in grown["shared"]] == [
+        ("lt2", "a", kept), ("lt3", "a", kept), ("lt3", "a-too", kept)]  # a-too: the same config, another name
+    assert json.loads(shared_file.read_text()) == {"cells": [["lt2", "a"], ["lt3", "a"], ["lt3", "a-too"]]}
     status3 = json.loads(cli("status", "lt3", "--workdir", str(ws), "--json", check=True).stdout)
     assert kept in {r["run_id"] for r in status3} and len(status3) == 2
     assert _steps(ws / "runs" / kept) == list(range(1, 7))  # still trained once
@@ -177,8 +179,8 @@ def test_read_provenance_of_a_run_without_one_or_with_a_broken_one(tmp_path):
 
 
 def test_only_the_names_of_a_run_may_differ_between_shared_cells(shared_specs):
-    """Same arm and config under another experiment: shared. The same overrides under another arm
-    name, or the same arm name with another config: separate runs."""
+    """Same config under another experiment, or under another arm name: shared. The same arm name
+    with another config: a separate run."""
     from arctl.compose import resolve_sweep
     from arctl.launch.launcher import items_from_resolved
     from arctl.launch.shared import mark_shared, share_key
@@ -194,12 +196,15 @@ def test_only_the_names_of_a_run_may_differ_between_shared_cells(shared_specs):
         kept = cells[("lt", "a", seed)]
         assert kept.shares is None and cells[("lt2", "a", seed)].shares == kept.run_id
         assert cells[("lt2", "a", seed)].run_id == kept.run_id and cells[("lt2", "a", seed)].action == "shared"
-        assert cells[("lt4", "a", seed)].shares is None and cells[("lt4", "a2", seed)].shares is None
+        assert cells[("lt4", "a", seed)].shares is None and cells[("lt4", "a2", seed)].shares == kept.run_id
+        assert cells[("lt4", "a2", seed)].reason == f"same run as lt/a/s{seed} (share_arms)"
     assert cells[("lt2", "a", 0)].run_id != cells[("lt2", "a", 1)].run_id  # seeds are never shared
-    differ = {k for k in cells[("lt", "a", 0)].config if cells[("lt", "a", 0)].config[k] != cells[("lt2", "a", 0)].config[k]}
-    assert differ == {"experiment", "run_id", "wandb"}  # what the names of a run are made of
-    assert share_key(cells[("lt", "a", 0)].config) == share_key(cells[("lt2", "a", 0)].config)
-    assert sum(1 for i in items if i.shares) == 2
+    for other, names in ((("lt2", "a", 0), {"experiment", "run_id", "wandb"}),
+                         (("lt4", "a2", 0), {"experiment", "arm", "run_id", "wandb"})):
+        a, b = cells[("lt", "a", 0)].config, cells[other].config
+        assert {k for k in a if a[k] != b[k]} == names  # what the names of a run are made of
+        assert share_key(a) == share_key(b)
+    assert sum(1 for i in items if i.shares) == 4
 
 
 def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_specs, tmp_path, refusing_sbatch):

@@ -435,6 +435,41 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     assert check_claims(spec, runs, no_command)[1].tests[0].same_as is None
 
 
+def test_a_run_shared_with_an_arm_of_another_name_is_that_arm_s_run_too_and_checked_once():
+    """`arctl sweep paper` trains AR-base once and it serves ablation-vr's grpo-vr-decouple (one
+    config, two names; ``serves`` in the runs table): both arms' tests read it, the bound checks
+    each evaluation once."""
+    import json
+
+    import pandas as pd
+
+    from arctl.report.claims import run_views
+
+    rows = [(rid, step, metric, value) for rid, acc in (("base0", 0.5), ("vr0", 0.4)) for step in (0, 10)
+            for metric, value in (("eval/toy/grid_anytime_acc", acc), ("eval/toy/final_acc", 0.6))]
+    history = pd.DataFrame(rows, columns=["run_id", "step", "metric", "value"])
+    runs = pd.DataFrame([
+        {"run_id": "base0", "seed": 0, "arm": "ar-base", "experiment": "main-ar-base", "config.eval.grid": "[10, 20]",
+         "serves": json.dumps([["ablation-vr", "grpo-vr-decouple"]])},
+        {"run_id": "vr0", "seed": 0, "arm": "grpo-vr", "experiment": "ablation-vr", "config.eval.grid": "[10, 20]",
+         "serves": ""}])
+    views = run_views(history, runs)
+    assert sorted((v.run_id, v.experiment, v.arm) for v in views) == [
+        ("base0", "ablation-vr", "grpo-vr-decouple"), ("base0", "main-ar-base", "ar-base"),
+        ("vr0", "ablation-vr", "grpo-vr")]
+    alias = next(v for v in views if v.arm == "grpo-vr-decouple")
+    assert alias.final == next(v for v in views if v.arm == "ar-base").final and alias.seed == 0
+    vr = evaluate_test(Test("compare", a="grpo-vr-decouple", b="grpo-vr", stat="anytime"), spec_with(), views,
+                       no_command)
+    assert vr.missing == [] and vr.per_seed[0]["value"] == pytest.approx(0.1)
+    bound = evaluate_test(Test("bound", arms=("ar-base", "grpo-vr-decouple", "grpo-vr")), spec_with(), views,
+                          no_command)
+    assert bound.n == 4 and bound.per_seed[0] == {"checked": 4, "violations": 0}  # 2 runs x 2 evaluations
+    for broken in ("", float("nan"), "{not json", json.dumps([["only-one"]])):  # serves nothing
+        runs.loc[0, "serves"] = broken
+        assert sorted(v.arm for v in run_views(history, runs)) == ["ar-base", "grpo-vr"]
+
+
 def test_the_claim_figure_has_one_panel_per_unit_and_shades_the_claimed_side():
     """Claim 4's tests mix accuracy and token differences: each unit gets its own panel (a token
     difference of 20 no longer flattens an accuracy difference of .02), and the claimed side of 0

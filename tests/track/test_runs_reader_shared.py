@@ -75,10 +75,40 @@ def test_without_a_filter_nothing_is_relabelled_and_the_cache_keeps_its_own_expe
     assert _rows(_read(shared_ws, tmp_path / "other")) == expected
 
 
-@pytest.mark.parametrize("text", ["{not json", "[]", '{"experiments": "ablation-vr"}', '{"experiments": [1]}'])
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"experiments": "ablation-vr"}', '{"experiments": [1]}',
+                                  '{"cells": [["ablation-vr"]]}', '{"cells": [["ablation-vr", 3]]}'])
 def test_a_broken_shared_json_serves_nothing(tmp_path, text):
     os.environ["WANDB_MODE"] = "offline"
     kept = _write_run(tmp_path / "ws", *SHARED, STEPS)
     (kept / "shared.json").write_text(text)
     assert _rows(_read(tmp_path / "ws", tmp_path / "cache", experiments=["ablation-vr"])) == {}
     assert _rows(_read(tmp_path / "ws", tmp_path / "cache")) == {"main-grpo--grpo--s0": "main-grpo"}
+
+
+def test_a_run_serving_an_arm_of_another_name_is_read_as_that_arm(tmp_path):
+    """One config under two arm names (AR-base is ablation-vr's grpo-vr-decouple): shared.json's
+    cells name the arm; read for that experiment, the run is that arm's; read with its own, it is one
+    row and ``serves`` lists the other cells."""
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    kept = _write_run(ws, "main-ar-base", "ar-base", 0, STEPS)
+    _write_run(ws, "ablation-vr", "grpo-vr", 0, STEPS)
+    cells = [["ablation-vr", "grpo-vr-decouple"], ["ablation-vr2", "ar-base"]]
+    (kept / "shared.json").write_text(json.dumps({"cells": cells}))
+    rid = "main-ar-base--ar-base--s0"
+
+    vr = _read(ws, tmp_path / "c", experiments=["ablation-vr"])
+    assert _rows(vr) == {rid: "ablation-vr", "ablation-vr--grpo-vr--s0": "ablation-vr"}
+    row = vr.runs.set_index("run_id").loc[rid]
+    assert row["arm"] == "grpo-vr-decouple" and row["serves"] == ""
+    assert set(vr.history[vr.history["run_id"] == rid]["arm"]) == {"grpo-vr-decouple"}
+
+    both = _read(ws, tmp_path / "c", experiments=["main-ar-base", "ablation-vr"])
+    row = both.runs.set_index("run_id").loc[rid]
+    assert (row["experiment"], row["arm"]) == ("main-ar-base", "ar-base")
+    assert json.loads(row["serves"]) == [["ablation-vr", "grpo-vr-decouple"]]  # the requested cells only
+    everything = _read(ws, tmp_path / "c").runs.set_index("run_id")
+    assert json.loads(everything.loc[rid, "serves"]) == cells and everything.loc["ablation-vr--grpo-vr--s0", "serves"] == ""
+    # the same-arm cell of ablation-vr2, read alone: its experiment, its own arm
+    two = _read(ws, tmp_path / "c", experiments=["ablation-vr2"]).runs.set_index("run_id")
+    assert (two.loc[rid, "experiment"], two.loc[rid, "arm"]) == ("ablation-vr2", "ar-base")

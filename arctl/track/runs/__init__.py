@@ -13,9 +13,10 @@ Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed
 ``<workdir>/runs/<run_id>/wandb/**/run-*.wandb``. A directory without ``runs/`` is searched for
 ``run-*.wandb`` files directly, one run per W&B run id.
 
-A run may serve experiments besides its own (a sweep with ``share_arms: true`` runs an arm shared
-by several experiments once): ``<workdir>/runs/<run_id>/shared.json`` = ``{"experiments": [...]}``
-lists them, and ``load_runs(experiments=...)`` then counts it as a run of those experiments too.
+A run may serve cells besides its own (a sweep with ``share_arms: true`` runs a config that several
+experiments, or arms of other names, resolve to once): ``<workdir>/runs/<run_id>/shared.json`` =
+``{"cells": [[experiment, arm], ...]}`` lists them, and ``load_runs(experiments=...)`` then counts
+it as a run of those cells too.
 
 Modules, one concept each:
 

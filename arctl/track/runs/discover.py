@@ -4,9 +4,10 @@ Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed
 ``<workdir>/runs/<run_id>/wandb/**/run-*.wandb``. A directory without ``runs/`` is searched for
 ``run-*.wandb`` files directly, one run per W&B run id.
 
-A run may serve experiments besides its own (a sweep with ``share_arms: true`` runs an arm shared
-by several experiments once): ``<workdir>/runs/<run_id>/shared.json`` = ``{"experiments": [...]}``
-lists them (:func:`_served_label`).
+A run may serve cells besides its own (a sweep with ``share_arms: true`` runs a config shared by
+several experiments, or by arms of other names, once): ``<workdir>/runs/<run_id>/shared.json`` =
+``{"cells": [[experiment, arm], ...]}`` lists them (:func:`read_served`); a file of an earlier
+arctl, ``{"experiments": [...]}``, serves those experiments under the run's own arm.
 """
 
 from __future__ import annotations
@@ -97,16 +98,32 @@ def run_identity(config: dict, fallback_name: str = "") -> tuple[str, str, int |
     return experiment, str(arm if arm is not None else fallback_name), seed
 
 
-def _served_label(source: RunSource, exp_set: set) -> str | None:
-    """The first (sorted) experiment of ``exp_set`` the run serves besides its own, per its
-    ``shared.json`` (next to its config.yaml); None when it has none (the usual case: one stat)."""
+def read_served(run_dir: str | Path, own_arm: str | None = None) -> list[tuple[str, str | None]]:
+    """The (experiment, arm) cells a run serves besides its own, per ``run_dir/shared.json``, sorted
+    and without repeats: its ``cells``; an earlier arctl's ``experiments`` list serves each under
+    ``own_arm`` (None when not given). [] when the file is absent or broken (it then serves nothing)."""
+    try:
+        data = json.loads((Path(run_dir) / SHARED_FILE).read_text())
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    cells = data.get("cells")
+    if isinstance(cells, list):
+        out = {(c[0], c[1]) for c in cells
+               if isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) and x for x in c)}
+        return sorted(out)
+    names = data.get("experiments")
+    if not isinstance(names, list):
+        return []
+    return [(n, own_arm) for n in sorted({n for n in names if isinstance(n, str) and n})]
+
+
+def _served_label(source: RunSource, exp_set: set, own_arm: str | None = None) -> tuple[str, str | None] | None:
+    """The first (sorted) cell of a requested experiment (``exp_set``) the run serves besides its
+    own, per its ``shared.json`` (next to its config.yaml): (experiment, arm; None = its own arm).
+    None when it serves none of them (the usual case: one stat)."""
     if source.config_path is None:
         return None
-    path = source.config_path.parent / SHARED_FILE
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    names = data.get("experiments") if isinstance(data, dict) else None
-    hits = sorted(n for n in names if isinstance(n, str) and n in exp_set) if isinstance(names, list) else []
+    hits = [c for c in read_served(source.config_path.parent, own_arm) if c[0] in exp_set]
     return hits[0] if hits else None

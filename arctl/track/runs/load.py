@@ -17,6 +17,7 @@ from arctl.track.runs.discover import (
     _served_label,
     default_workdir,
     discover_runs,
+    read_served,
     run_identity,
 )
 from arctl.track.runs.online import _load_online, _online_cache_dir
@@ -115,10 +116,13 @@ def load_runs(
     ``history.drop_duplicates(["run_id", "metric"], keep="last")`` would keep — read from the
     cache's JSON sidecars without opening any parquet file.
 
-    A workspace run that serves other experiments (its ``shared.json``, ``share_arms``) counts
-    as a run of them: when its own experiment is not among ``experiments`` but one it serves is,
-    it is kept with ``experiment`` set to the first (sorted) requested experiment it serves. Each
-    run is one row whatever it serves; without ``experiments`` nothing is relabelled.
+    A workspace run that serves other cells (its ``shared.json``, ``share_arms``: other experiments,
+    or arms of another name with the same config) counts as a run of them: when its own experiment
+    is not among ``experiments`` but one it serves is, it is kept with ``experiment`` and ``arm`` set
+    to the first (sorted) requested cell it serves. Each run is one row whatever it serves; the
+    other requested cells it serves are in the ``serves`` column of ``runs`` (JSON
+    ``[[experiment, arm], ...]``, "" for none); without ``experiments`` nothing is relabelled and
+    ``serves`` lists every cell.
     """
     exp_set = set(experiments) if experiments is not None else None
     if wandb_project:
@@ -139,7 +143,6 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
     metas: list[dict | None] = []
     sources: list[RunSource] = []
     todo: list[tuple[int, RunSource]] = []
-    labels: dict[str, str | None] = {}  # run_id -> the served experiment it is read as (shared.json)
     for s in discover_runs(workdir):
         meta = _cached_meta(cache, s.run_id, s.signature())
         if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
@@ -150,10 +153,8 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                     exp = str(_read_yaml(s.config_path).get("experiment", ""))
                 except Exception:
                     exp = None
-            if exp is not None and exp not in exp_set:
-                labels[s.run_id] = _served_label(s, exp_set)
-                if labels[s.run_id] is None:
-                    continue
+            if exp is not None and exp not in exp_set and _served_label(s, exp_set) is None:
+                continue
         metas.append(meta)
         sources.append(s)
         if meta is None:
@@ -163,16 +164,18 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                                 "reading runs", prefetch=[p for _, s in todo for p in s.files])
         for (i, _), meta in zip(todo, results):
             metas[i] = meta
-    if exp_set is None:
-        return [m for m in metas if m is not None]
     out = []
     for s, m in zip(sources, metas):
         if m is None:
             continue
-        if m["experiment"] not in exp_set:  # not its own: one it serves (a copy: the cache keeps its own)
-            label = labels[s.run_id] if s.run_id in labels else _served_label(s, exp_set)
-            if label is None:
-                continue
-            m = {**m, "experiment": label}
-        out.append(m)
+        # shared.json is read afresh (not part of the cache's signature); the cache keeps the run's own names
+        cells = read_served(s.config_path.parent, m["arm"]) if s.config_path is not None else []
+        if exp_set is not None:
+            cells = [c for c in cells if c[0] in exp_set]
+            if m["experiment"] not in exp_set:  # not its own: the first cell it serves (a copy)
+                if not cells:
+                    continue
+                m = {**m, "experiment": cells[0][0], "arm": cells[0][1]}
+        others = [list(c) for c in cells if c != (m["experiment"], m["arm"])]
+        out.append({**m, "serves": others} if others else m)
     return out

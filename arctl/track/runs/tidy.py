@@ -1,9 +1,11 @@
 """Cached runs → tidy pandas data: :class:`Runs`, with ``history`` one long DataFrame (run_id,
-arm, experiment, seed, step, metric, value) and ``runs`` one row per run, its config flattened."""
+arm, experiment, seed, step, metric, value) and ``runs`` one row per run, its config flattened
+(and ``serves``: the other cells a shared run serves)."""
 
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +131,7 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
             "last_step": m["last_step"],
             "n_fragments": m["n_fragments"],
             "wandb_ids": ",".join(m["wandb_ids"]),
+            "serves": json.dumps(m["serves"]) if m.get("serves") else "",  # other cells it serves (shared.json)
         }
         rec.update({f"config.{k}": v for k, v in flatten_config(m.get("config") or {}).items()})
         records.append(rec)
