@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         sweep: str | None = typer.Option(None, "--sweep", help="Only the runs of this sweep's experiments."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
         unfinished: bool = typer.Option(False, "--unfinished", help="Also export runs that have not completed, as they are."),
-        force: bool = typer.Option(False, "--force", help="Replace a run the export holds with other files."),
+        force: bool = typer.Option(False, "--force", help="Replace a run the export holds with other files (a changed shared.json alone updates it without)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Copy what reports read of each run (its W&B files, config.yaml, shared.json, provenance.json;
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result.as_json())
             return
-        counts = {a: sum(r.action == a for r in result.runs) for a in ("added", "replaced", "unchanged")}
+        counts = {a: sum(r.action == a for r in result.runs) for a in ("added", "updated", "replaced", "unchanged")}
         size = sum(r.bytes for r in result.runs if r.action != "unchanged")
         console.print(f"exported {len(result.runs)} run(s) to {esc(result.out)}: "
                       + ", ".join(f"{n} {a}" for a, n in counts.items() if n) + f" ({size / 1e6:.1f} MB copied)")

@@ -45,7 +45,7 @@ class ExportedRun:
     state: str
     files: dict[str, str]  # path relative to the run's folder -> sha256
     bytes: int
-    action: str = "added"  # added | unchanged | replaced
+    action: str = "added"  # added | unchanged | updated (only shared.json changed) | replaced
 
 
 @dataclass
@@ -61,6 +61,11 @@ class ExportResult:
                          for r in self.runs],
                 "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped]}
 
+
+def _data(files: dict[str, str]) -> dict[str, str]:
+    """A run's exported files but ``shared.json``: which cells a finished run serves grows when a
+    later sweep shares it (its data does not change), so that alone updates the export unforced."""
+    return {path: sha for path, sha in files.items() if path != SHARED_FILE}
 
 def report_files(source: RunSource, run_dir: Path) -> list[Path]:
     """The files of the run in ``run_dir`` (``source``: as :func:`arctl.track.runs.discover.discover_runs`
@@ -123,6 +128,8 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
         if before is not None:
             if before.get("files") == shas:
                 run.action = "unchanged"
+            elif _data(before.get("files") or {}) == _data(shas):  # a later sweep shares it with more cells
+                run.action = "updated"
             elif not force:
                 raise ReportError(f"run {source.run_id} is in the export {out} with other files (another attempt or "
                                   "machine); --force replaces it, or export into another folder")

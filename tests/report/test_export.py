@@ -102,6 +102,18 @@ def test_a_later_export_adds_runs_keeps_equal_ones_and_replaces_others_only_when
     assert actions[run_id("main-ar-uniform", "ar-uniform", 0)] == "added"
     assert all(_tree(out)[k] == v for k, v in first.items() if k != "export.json")
 
+    # a later sweep shares a finished run with another cell: its shared.json alone changes, updated unforced
+    (ws / "runs" / run_id("main-grpo", "grpo", 0) / "shared.json").write_text(
+        json.dumps({"cells": [["ablation-vr", "grpo"]]}))
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo", "--json")
+    assert res.exit_code == 0, res.output
+    assert {r["run_id"]: r["action"] for r in json.loads(res.output)["runs"]}[run_id("main-grpo", "grpo", 0)] == "updated"
+    exported = out / "runs" / run_id("main-grpo", "grpo", 0) / "shared.json"
+    assert json.loads(exported.read_text()) == {"cells": [["ablation-vr", "grpo"]]}
+    (ws / "runs" / run_id("main-grpo", "grpo", 0) / "shared.json").write_text(
+        json.dumps({"cells": [["ablation-dense", "grpo"], ["ablation-vr", "grpo"]]}))
+    assert "1 updated" in _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo").output
+
     config = ws / "runs" / run_id("main-grpo", "grpo", 0) / "config.yaml"
     config.write_text(config.read_text() + "# another attempt\n")
     before = _tree(out)
