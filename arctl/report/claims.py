@@ -704,8 +704,10 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
         # is that arm's run too
+        arms = {view.arm}
         for experiment, arm in _served_cells(rec.get("serves")):
-            if arm not in {v.arm for v in out if v.run_id == rid}:
+            if arm not in arms:
+                arms.add(arm)
                 out.append(replace(view, experiment=experiment, arm=arm))
     return out
 
