@@ -1,7 +1,8 @@
 """``arctl sweep SWEEP [OVERRIDES...]``: launch every cell of a sweep as ONE job array (idempotent).
 
-With ``share_arms: true`` in the sweep, a cell that is the same run as an earlier cell (the same
-resolved config but for the names of the run, see ``arctl.launch.shared``) is not launched: it is
+With ``share_arms: true`` in the sweep, a cell that is the same run as another cell, or as a run
+the workspace already has (the same resolved config but for the names of the run, experiment and
+arm among them, see ``arctl.launch.shared``), is not launched: it is
 listed as shared (``--dry-run``: action "shared"; text: a ``skip ... shared: same run as ...``
 line; ``--json``: also a ``shared`` list with the run id each cell shares).
 """
@@ -74,9 +75,10 @@ def register(app: typer.Typer) -> None:
             runs = resolve_sweep(name, list(overrides or []), scale, parse_seeds(seeds))
             items = items_from_resolved(runs)
             if load_sweep(name).share_arms:
-                from arctl.launch.shared import mark_shared
+                from arctl.launch.shared import mark_shared, workspace_runs
+                from arctl.launch.workspace import Workspace
 
-                mark_shared(items)
+                mark_shared(items, *workspace_runs(items, Workspace.open(workdir), force))
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
                                   array_parallelism=array_parallelism, as_json=as_json, members=[name],

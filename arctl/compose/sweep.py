@@ -7,9 +7,10 @@ Format::
     seeds: [0, 1, 2]               # replaces each experiment's own seeds
     overrides: []                  # applied to every cell
     grid: {thinking.lam: [0.25, 0.5]}   # optional cartesian product over these values
-    share_arms: false              # true: a cell whose resolved config equals an earlier cell's up to
-                                   # the names of the run (experiment, W&B group/name) runs once and
-                                   # serves every experiment it belongs to (arctl.launch.shared)
+    share_arms: false              # true: cells whose resolved configs are equal up to the names of
+                                   # the run (experiment, arm, W&B group/name) are one run, trained
+                                   # once, serving every cell; a run the workspace already has of that
+                                   # config (another experiment's) is that run (arctl.launch.shared)
 """
 
 from __future__ import annotations

@@ -217,11 +217,13 @@ def launch(
     """Claim, prepare and submit ``items``; returns what was submitted and what was skipped
     (shared items among them, with the reason "shared: ...")."""
     shared = [item for item in items if item.shares]
+    members = list(members)
     if shared:
         items = [item for item in items if not item.shares]
-    if not items:
+    if not items and not shared:
         raise LaunchError("nothing to launch")
-    name, note = choose_executor(executor, items[0].config.get("cluster", {}).get("executor"))
+    # every cell may share a run the workspace already has: then only that is recorded
+    name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"))
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
     if name in ("local", "debug"):  # a GPU run on this machine only if it has a GPU
@@ -283,7 +285,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
             claimed.append((item, rec))
         if shared:
-            _record_shared(reg, workspace, by_id, shared)
+            _record_shared(reg, workspace, by_id, shared, members)
             result.skipped += [(item, f"shared: {item.reason}") for item in shared]
         if not claimed:
             return result
@@ -344,11 +346,14 @@ def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str,
 
 
 def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchItem],
-                   shared: list[LaunchItem]) -> None:
-    """The kept runs serve the shared cells: membership rows of their experiments (``arctl status
-    EXP``) and ``shared.json`` in each kept run's dir (merged with what an earlier launch wrote). A
-    run dir that does not exist (yet: another launch is preparing it) gets its file from that launch."""
-    reg.add_members((item.experiment, item.shares) for item in shared)
+                   shared: list[LaunchItem], members: Iterable[str] = ()) -> None:
+    """The kept runs serve the shared cells: membership rows of their experiments and of the sweep
+    (``arctl status EXP``; a kept run outside the launched items, which the workspace already had,
+    is listed under the sweep too) and ``shared.json`` in each kept run's dir (merged with what an
+    earlier launch wrote). A run dir that does not exist (yet: another launch is preparing it) gets
+    its file from that launch."""
+    reg.add_members([(item.experiment, item.shares) for item in shared]
+                    + [(name, item.shares) for item in shared for name in members])
     for run_id, cells in served(shared).items():
         run_dir = workspace.run_dir(run_id)
         kept = by_id.get(run_id) or reg.get(run_id)

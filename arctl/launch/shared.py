@@ -9,9 +9,10 @@ three ablations differs only in ``experiment`` and ``wandb.group``, so a sweep o
 once per seed; AR-base (``main-ar-base``) and GRPO+BRPO+decoupled (``ablation-vr``'s
 ``grpo-vr-decouple``) are one config under two arm names, so the paper's sweep trains it once.
 
-The first cell in sweep order is kept and launched; each later one is *shared*: it names the kept
-run (:attr:`LaunchItem.shares`), is not launched, and the launcher records that the kept run serves
-its cell: a ``members`` row in the registry (``arctl status EXP`` lists the run) and
+One run is kept (:func:`mark_shared` says which: a run the workspace already has, else the first
+cell in sweep order) and launched if it is not done; every other cell is *shared*: it names the
+kept run (:attr:`LaunchItem.shares`), is not launched, and the launcher records that the kept run
+serves its cell: a ``members`` row in the registry (``arctl status EXP`` lists the run) and
 ``shared.json`` in the run dir (``{"cells": [[experiment, arm], ...]}``, the cells it serves besides
 its own; :func:`arctl.track.runs.discover.read_served` reads it, and an earlier arctl's
 ``{"experiments": [...]}``), which ``arctl.track.runs.load_runs(experiments=...)`` reads: the run
@@ -22,14 +23,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from arctl.config.files import atomic_write
+from arctl.launch import states
 from arctl.launch.rundir import READ_KEYS
 from arctl.track.runs.discover import SHARED_FILE, read_served  # the reader of what is written here
 
 IDENTITY_KEYS = ("experiment", "arm", *READ_KEYS)
 WANDB_IDENTITY_KEYS = ("group", "name", "id", "tags")
+REUSABLE = states.ACTIVE | {states.COMPLETED}  # a run a cell may share: done, or under way
 
 
 def share_key(config: dict) -> str:
@@ -40,24 +44,78 @@ def share_key(config: dict) -> str:
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 
 
-def mark_shared(items: list) -> list:
-    """Mark each item (a :class:`arctl.launch.launcher.LaunchItem`) that is the same run as an
-    earlier one: ``shares`` = the kept run's id, ``run_id`` = that id (the run the cell is),
-    ``action`` = "shared" and a reason naming the kept cell. Returns ``items`` (same order).
-    A run that another starts from (``trainer.init_from``: its ``after``) is never shared away: the
-    other run's identity names it."""
-    first: dict[str, object] = {}
+@dataclass(frozen=True)
+class WorkspaceRun:
+    """A run a workspace already has, outside the items being launched, that a cell may share."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int
+    state: str
+    key: str  # share_key of its config.yaml
+
+
+def mark_shared(items: list, existing: dict[str, str] | None = None, elsewhere: Iterable[WorkspaceRun] = ()) -> list:
+    """Mark each item (a :class:`arctl.launch.launcher.LaunchItem`) that is the same run as another:
+    ``shares`` = the kept run's id, ``run_id`` = that id (the run the cell is), ``action`` =
+    "shared" and a reason naming the kept run. Returns ``items`` (same order).
+
+    Of the cells that are one run (equal :func:`share_key`), the kept run is, in this order: the
+    first cell whose own run the workspace already has, completed or under way (``existing``: run id
+    -> registry state); else a run of the workspace outside these items (``elsewhere``: another
+    experiment's, or another arm name's; completed first), so ``arctl run ablation-vr`` and then
+    ``arctl sweep paper`` trains GRPO and AR-base (= GRPO+BRPO+decoupled) no second time; else the
+    first cell with a run to resume (failed, preempted, cancelled); else the first cell in sweep
+    order. A run that another starts from (``trainer.init_from``: its ``after``) is never shared
+    away: the other run's identity names it."""
+    existing = existing or {}
     needed = {getattr(item, "after", None) for item in items} - {None}
+    groups: dict[str, list] = {}
     for item in items:
-        if item.run_id in needed:
-            continue
-        kept = first.setdefault(share_key(item.config), item)
-        if kept is item:
-            continue
-        item.shares = item.run_id = kept.run_id
-        item.action = "shared"
-        item.reason = f"same run as {kept.experiment}/{kept.arm}/s{kept.seed} (share_arms)"
+        if item.run_id not in needed:
+            groups.setdefault(share_key(item.config), []).append(item)
+    outside: dict[str, WorkspaceRun] = {}
+    for run in sorted(elsewhere, key=lambda r: (r.state != states.COMPLETED, r.run_id)):
+        if run.state in REUSABLE:
+            outside.setdefault(run.key, run)
+    for key, group in groups.items():
+        going = [i for i in group if existing.get(i.run_id) in REUSABLE]
+        kept = (going[0] if going else outside.get(key)
+                or next((i for i in group if i.run_id in existing), group[0]))
+        where = " in this workspace" if isinstance(kept, WorkspaceRun) else ""
+        for item in group:
+            if item is kept:
+                continue
+            item.shares = item.run_id = kept.run_id
+            item.action = "shared"
+            item.reason = f"same run as {kept.experiment}/{kept.arm}/s{kept.seed}{where} (share_arms)"
     return items
+
+
+def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[str, str], list[WorkspaceRun]]:
+    """What :func:`mark_shared` needs of ``workspace`` (an :class:`arctl.launch.workspace.Workspace`):
+    the registry state of each item's own run, and the runs outside the items that a cell may share
+    (completed or under way, at the items' seeds; their config.yaml read). Read-only. With ``force``
+    (rerun completed cells) nothing outside is shared: the sweep's own cells are rerun."""
+    from arctl.launch.registry import Registry
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    if not workspace.exists():
+        return {}, []
+    ids = {item.run_id for item in items}
+    seeds = {item.seed for item in items}
+    with Registry(workspace.registry_path) as reg:
+        existing = {rid: rec.state for rid in ids if (rec := reg.get(rid)) is not None}
+        records = [] if force else [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids and r.seed in seeds]
+    elsewhere = []
+    for rec in records:
+        try:
+            config = read_run_config(workspace.run_dir(rec.run_id))
+        except RunDirError:
+            continue
+        elsewhere.append(WorkspaceRun(rec.run_id, rec.experiment, rec.arm, rec.seed, rec.state, share_key(config)))
+    return existing, elsewhere
 
 
 def served(items: Iterable) -> dict[str, list[tuple[str, str]]]:

@@ -222,3 +222,54 @@ def test_a_refused_submission_leaves_no_membership_and_no_shared_file(shared_spe
     with Registry(ws.registry_path) as reg:
         assert reg.list() == [] and reg.list("lt2") == [] and reg.names() == set()
     assert list(ws.runs_dir.iterdir()) == []
+
+
+def test_a_sweep_shares_the_runs_the_workspace_already_has(shared_specs, tmp_path, cli):
+    """`arctl run` first (the Quickstart's ablation-vr), a sharing sweep next (`arctl sweep paper`):
+    a cell whose config a run of the workspace already computes (its own cell's run, another
+    experiment's, or another arm name's) shares that run instead of training it again; --force
+    reruns the sweep's own cells and shares nothing outside; a sweep whose every cell is shared
+    submits nothing and records the sharing."""
+    ws = tmp_path / "ws"
+    first = json.loads(cli("run", "lt2", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    lt2 = {r["arm"]: r["run_id"] for r in first["submitted"]}
+    assert {r["state"] for r in first["submitted"]} == {"COMPLETED"}
+
+    # lt/a is lt2/a's config, and lt2/a's own run is done: lt/a shares it (not the other way round)
+    doc = json.loads(cli("sweep", "share", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    assert sorted((r["experiment"], r["arm"]) for r in doc["submitted"]) == [("lt", "b"), ("lt", "c")]
+    assert [(s["experiment"], s["arm"], s["run_id"], s["reason"]) for s in doc["shared"]] == [
+        ("lt", "a", lt2["a"], "same run as lt2/a/s0 (share_arms)")]
+    kept = ws / "runs" / lt2["a"]
+    assert json.loads((kept / SHARED_FILE).read_text()) == {"cells": [["lt", "a"]]}
+    assert _steps(kept) == list(range(1, 7)) and not any(n.startswith("lt_a_") for n in _run_dirs(ws))
+    assert lt2["a"] in {r["run_id"] for r in json.loads(cli("status", "lt", "--workdir", str(ws), "--json",
+                                                              check=True).stdout)}
+
+    # lt3 alone: a and a-too have no run of their own; the workspace's lt2/a computes them
+    (shared_specs / "sweeps" / "only3.yaml").write_text("description: x\nexperiments: [lt3]\nseeds: [0]\nshare_arms: true\n")
+    dry = json.loads(cli("sweep", "only3", "--dry-run", "--json", "--executor", "local", "--workdir", str(ws),
+                         check=True).stdout)
+    assert {(r["arm"], r["action"], r["run_id"]) for r in dry["runs"] if r["arm"] != "e"} == {
+        ("a", "shared", lt2["a"]), ("a-too", "shared", lt2["a"])}
+    assert {r["reason"] for r in dry["runs"] if r["arm"] != "e"} == {"same run as lt2/a/s0 in this workspace (share_arms)"}
+    doc3 = json.loads(cli("sweep", "only3", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    assert [(r["experiment"], r["arm"]) for r in doc3["submitted"]] == [("lt3", "e")]
+    assert json.loads((kept / SHARED_FILE).read_text()) == {"cells": [["lt", "a"], ["lt3", "a"], ["lt3", "a-too"]]}
+    assert lt2["a"] in {r["run_id"] for r in json.loads(cli("status", "only3", "--workdir", str(ws), "--json",
+                                                              check=True).stdout)}
+    assert _steps(kept) == list(range(1, 7))  # still trained once
+
+    # --force: the sweep's own cells rerun; nothing outside them is shared
+    forced = json.loads(cli("sweep", "only3", "--dry-run", "--force", "--json", "--executor", "local",
+                            "--workdir", str(ws), check=True).stdout)
+    actions = {r["arm"]: (r["action"], r["run_id"]) for r in forced["runs"]}
+    assert actions["a"][0] == "new" and actions["a"][1].startswith("lt3_a_s0_")
+    assert actions["a-too"] == ("shared", actions["a"][1]) and actions["e"][0] == "rerun"
+
+    # every cell shared: nothing to submit, the sharing recorded
+    (shared_specs / "experiments" / "lt5.yaml").write_text(LT2.replace("  d: [algo=grpo-dense, prior=linear]\n", ""))
+    (shared_specs / "sweeps" / "only5.yaml").write_text("description: x\nexperiments: [lt5]\nseeds: [0]\nshare_arms: true\n")
+    doc5 = json.loads(cli("sweep", "only5", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
+    assert doc5["submitted"] == [] and [s["run_id"] for s in doc5["shared"]] == [lt2["a"]]
+    assert ["lt5", "a"] in json.loads((kept / SHARED_FILE).read_text())["cells"]
