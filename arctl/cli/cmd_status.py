@@ -38,9 +38,14 @@ def register(app: typer.Typer) -> None:
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
+        from arctl.track.runs.discover import read_served
+
+        # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
+        serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         if as_json:
             print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
-                         "run_dir": str(workspace.run_dir(r.run_id))} for r in records])
+                         "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
+                        for r in records])
             return
         headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed")
         rows, counts = [], {}
@@ -49,7 +54,11 @@ def register(app: typer.Typer) -> None:
             metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
             if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
-            rows.append((r.run_id, f"{r.experiment}/{r.arm}/s{r.seed}", r.state, r.job_id or "",
+            cell = f"{r.experiment}/{r.arm}/s{r.seed}"
+            here = [f"{e}/{a}" for e, a in serves[r.run_id] if e == target and r.experiment != target]
+            if here:  # another experiment's run, listed because it is this one's cells too
+                cell += f" as {', '.join(here)}"
+            rows.append((r.run_id, cell, r.state, r.job_id or "",
                          "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now)))
         if console.is_terminal:
             from rich.table import Table

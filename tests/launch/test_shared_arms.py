@@ -256,8 +256,9 @@ def test_a_sweep_shares_the_runs_the_workspace_already_has(shared_specs, tmp_pat
     doc3 = json.loads(cli("sweep", "only3", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
     assert [(r["experiment"], r["arm"]) for r in doc3["submitted"]] == [("lt3", "e")]
     assert json.loads((kept / SHARED_FILE).read_text()) == {"cells": [["lt", "a"], ["lt3", "a"], ["lt3", "a-too"]]}
-    assert lt2["a"] in {r["run_id"] for r in json.loads(cli("status", "only3", "--workdir", str(ws), "--json",
-                                                              check=True).stdout)}
+    status = {r["run_id"]: r for r in json.loads(cli("status", "only3", "--workdir", str(ws), "--json", check=True).stdout)}
+    assert status[lt2["a"]]["serves"] == [["lt", "a"], ["lt3", "a"], ["lt3", "a-too"]]
+    assert "lt2/a/s0 as lt3/a, lt3/a-too" in cli("status", "lt3", "--workdir", str(ws), check=True).stdout
     assert _steps(kept) == list(range(1, 7))  # still trained once
 
     # --force: the sweep's own cells rerun; nothing outside them is shared
