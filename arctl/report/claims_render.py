@@ -13,6 +13,7 @@ import os
 import platform
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,13 @@ def _sweep_experiments(sweeps: list[str]) -> dict[str, list[str]]:
     return {s: list(load_sweep(s).experiments) for s in sweeps}
 
 
+def _sharing(sweeps: list[str]) -> set[str]:
+    """The sweeps of ``sweeps`` with ``share_arms: true``."""
+    from arctl.compose.sweep import load_sweep
+
+    return {s for s in sweeps if load_sweep(s).share_arms}
+
+
 def _arm_experiments() -> dict[str, list[str]]:
     """arm id → the project's experiments that define it."""
     from arctl.compose.experiment import list_experiments, load_experiment
@@ -75,22 +83,27 @@ def _arm_experiments() -> dict[str, list[str]]:
     return out
 
 
-def missing_command_for(sweeps: dict[str, list[str]], scale: str | None):
-    """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds),
-    the sweep that holds it, else the first experiment that defines it."""
+def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = ()):
+    """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds).
+    A sweep of ``sharing`` (``share_arms: true``) that holds it: that sweep (it trains each missing
+    config once and reuses the workspace's runs); else the arm alone, ``arctl run EXPERIMENT --arm
+    ARM``, of the first experiment of the sweeps (else of the project) that defines it: a sweep
+    without ``share_arms`` would also train its other arms, GRPO once per experiment."""
     from arctl.config.ranges import seeds_text
 
     arm_exps = _arm_experiments()
     scale_arg = f" --scale {scale}" if scale else ""
+    sharing = set(sharing)
 
     def command(arm: str, seeds=None) -> str:
         seeds_arg = f" --seeds {seeds_text(seeds)}" if seeds else ""
         exps = arm_exps.get(arm, [])
         for sweep, members in sweeps.items():
-            if any(e in members for e in exps):
+            if sweep in sharing and any(e in members for e in exps):
                 return f"arctl sweep {sweep}{scale_arg}{seeds_arg}"
-        if exps:
-            return f"arctl run {exps[0]}{scale_arg}{seeds_arg}"
+        listed = [e for members in sweeps.values() for e in members if e in exps]
+        if listed or exps:
+            return f"arctl run {(listed or exps)[0]} --arm {arm}{scale_arg}{seeds_arg}"
         return f"(no experiment defines arm {arm!r})"
 
     return command
@@ -116,7 +129,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     members = _sweep_experiments(sweeps)
     experiments = sorted({e for exps in members.values() for e in exps})
     base = Path(workdir or default_workdir())
-    command = missing_command_for(members, scale)
+    command = missing_command_for(members, scale, _sharing(sweeps))
     if not base.is_dir():
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")

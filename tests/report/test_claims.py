@@ -227,13 +227,19 @@ def test_the_command_for_missing_runs_names_the_seeds_the_other_arms_have():
     from arctl.report.claims_render import missing_command_for
 
     runs = [view("grpo", s, 0.40) for s in range(8)] + [view("ar-base", s, 0.45) for s in range(4)]
-    command = missing_command_for({"priors": ["main-ar-base", "main-grpo"]}, "tiny")
+    sweeps = {"priors": ["main-ar-base", "main-grpo"], "ablations": ["ablation-dense", "ablation-vr"]}
+    command = missing_command_for(sweeps, "tiny", sharing=["priors"])
     r = evaluate_test(Test("compare", a="ar-base", b="grpo", stat="anytime"), spec_with(), runs, command)
     assert r.n == 4 and r.missing == ["ar-base (seeds 4-7)"]
-    assert r.commands == ["arctl sweep priors --scale tiny --seeds 4-7"]
+    assert r.commands == ["arctl sweep priors --scale tiny --seeds 4-7"]  # a sharing sweep: it trains only what is missing
     lone = evaluate_test(Test("compare", a="grpo-dense", b="grpo", stat="anytime"), spec_with(), runs, command)
-    assert lone.missing == ["grpo-dense"] and lone.commands == ["arctl run ablation-dense --scale tiny --seeds 0-7"]
-    assert command("grpo-dense") == "arctl run ablation-dense --scale tiny"  # no seeds known: the spec's own
+    # ablations does not share arms: the sweep would train GRPO again in each experiment, so the arm alone
+    assert lone.missing == ["grpo-dense"] and lone.commands == ["arctl run ablation-dense --arm grpo-dense --scale tiny --seeds 0-7"]
+    assert command("grpo-dense") == "arctl run ablation-dense --arm grpo-dense --scale tiny"  # no seeds known: the spec's own
+    assert command("grpo", [1]) == "arctl sweep priors --scale tiny --seeds 1"
+    apart = missing_command_for(sweeps, "tiny")  # no sweep shares: the first of the sweeps' experiments with the arm
+    assert apart("grpo", [1]) == "arctl run main-grpo --arm grpo --scale tiny --seeds 1"
+    assert apart("ar-linear") == "arctl run main-ar-linear --arm ar-linear --scale tiny"  # in no sweep: the project's
 
 
 def test_a_claim_is_decided_by_its_tests():
@@ -376,8 +382,8 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     base = claims["3"]["tests"][0]
     assert base["verdict"] == INCONCLUSIVE and base["n"] == 1 and "at least 3" in base["note"]
     lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
-    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl sweep ablations --scale tiny --seeds 0,1"]
-    assert base["missing"] == ["ar-base (seeds 1)"] and base["commands"] == ["arctl sweep priors --scale tiny --seeds 1"]
+    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl run ablation-dense --arm grpo-lp-v1 --scale tiny --seeds 0,1"]
+    assert base["missing"] == ["ar-base (seeds 1)"] and base["commands"] == ["arctl run main-ar-base --arm ar-base --scale tiny --seeds 1"]
     assert claims["8"]["verdict"] == HOLDS  # accuracy rises with the budget in the fixture
     assert "sanity check of the logged numbers, not evidence" in claims["8"]["tests"][0]["note"]
     html_text = (out / "claims.html").read_text()
