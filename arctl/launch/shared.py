@@ -141,9 +141,11 @@ def write_shared(run_dir: str | Path, cells: Iterable[tuple[str, str]], own: tup
     nothing); returns the merged, sorted cells. An earlier arctl's file (experiments only) is read
     as those experiments under the run's own arm."""
     path = Path(run_dir) / SHARED_FILE
-    before = read_served(run_dir, own[1])
+    named = read_served(run_dir)
+    old_format = any(arm is None for _, arm in named)  # rewritten as cells
+    before = sorted({(e, own[1] if a is None else a) for e, a in named})
     merged = sorted({*before, *((str(e), str(a)) for e, a in cells)} - {tuple(own)})
-    if merged != before or not path.is_file() or "cells" not in path.read_text():
+    if merged != before or old_format or not path.is_file():
         if not merged:
             return merged
         atomic_write(path, json.dumps({"cells": [list(c) for c in merged]}, indent=2) + "\n")

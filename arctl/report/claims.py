@@ -723,7 +723,6 @@ def _served_cells(text) -> list[tuple[str, str]]:
     return [(str(c[0]), str(c[1])) for c in cells if isinstance(c, list) and len(c) == 2]
 
 
-
 def arm_curves(views: list[RunView]) -> dict[str, dict]:
     """What the report draws beside the claims, per arm and seed: ``budget`` {budget: accuracy} of the
     final evaluation and ``train`` {step: anytime accuracy} of every evaluation, each the mean over

@@ -67,6 +67,7 @@ def _data(files: dict[str, str]) -> dict[str, str]:
     later sweep shares it (its data does not change), so that alone updates the export unforced."""
     return {path: sha for path, sha in files.items() if path != SHARED_FILE}
 
+
 def report_files(source: RunSource, run_dir: Path) -> list[Path]:
     """The files of the run in ``run_dir`` (``source``: as :func:`arctl.track.runs.discover.discover_runs`
     found it) that reports read: its config.yaml, the side files present, and its W&B run files (each

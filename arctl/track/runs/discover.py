@@ -117,13 +117,3 @@ def read_served(run_dir: str | Path, own_arm: str | None = None) -> list[tuple[s
     if not isinstance(names, list):
         return []
     return [(n, own_arm) for n in sorted({n for n in names if isinstance(n, str) and n})]
-
-
-def _served_label(source: RunSource, exp_set: set, own_arm: str | None = None) -> tuple[str, str | None] | None:
-    """The first (sorted) cell of a requested experiment (``exp_set``) the run serves besides its
-    own, per its ``shared.json`` (next to its config.yaml): (experiment, arm; None = its own arm).
-    None when it serves none of them (the usual case: one stat)."""
-    if source.config_path is None:
-        return None
-    hits = [c for c in read_served(source.config_path.parent, own_arm) if c[0] in exp_set]
-    return hits[0] if hits else None

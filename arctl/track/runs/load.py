@@ -14,7 +14,6 @@ from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
 from arctl.track.runs.discover import (
     RunSource,
     _read_yaml,
-    _served_label,
     default_workdir,
     discover_runs,
     read_served,
@@ -141,10 +140,11 @@ def load_runs(
 
 def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
     metas: list[dict | None] = []
-    sources: list[RunSource] = []
     todo: list[tuple[int, RunSource]] = []
+    served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
     for s in discover_runs(workdir):
         meta = _cached_meta(cache, s.run_id, s.signature())
+        cells = read_served(s.config_path.parent) if s.config_path is not None else []
         if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
             if meta is not None:  # the sidecar holds that config.yaml (its mtime is in the signature)
                 exp = str((meta.get("config") or {}).get("experiment", ""))
@@ -153,10 +153,10 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                     exp = str(_read_yaml(s.config_path).get("experiment", ""))
                 except Exception:
                     exp = None
-            if exp is not None and exp not in exp_set and _served_label(s, exp_set) is None:
+            if exp is not None and exp not in exp_set and not any(e in exp_set for e, _ in cells):
                 continue
         metas.append(meta)
-        sources.append(s)
+        served.append(cells)
         if meta is None:
             todo.append((len(metas) - 1, s))
     if todo:
@@ -165,11 +165,11 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
         for (i, _), meta in zip(todo, results):
             metas[i] = meta
     out = []
-    for s, m in zip(sources, metas):
+    for m, named in zip(metas, served):
         if m is None:
             continue
-        # shared.json is read afresh (not part of the cache's signature); the cache keeps the run's own names
-        cells = read_served(s.config_path.parent, m["arm"]) if s.config_path is not None else []
+        # an earlier arctl's shared.json names experiments only: the run's own arm (the cache keeps its own names)
+        cells = [(e, m["arm"] if a is None else a) for e, a in named]
         if exp_set is not None:
             cells = [c for c in cells if c[0] in exp_set]
             if m["experiment"] not in exp_set:  # not its own: the first cell it serves (a copy)
