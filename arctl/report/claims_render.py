@@ -26,6 +26,7 @@ from arctl.report.claims import (
     NOT_TESTABLE,
     ClaimResult,
     ClaimsSpec,
+    TestResult,
     arm_curves,
     check_claims,
     load_claims,
@@ -33,6 +34,7 @@ from arctl.report.claims import (
     run_views,
 )
 from arctl.report.errors import ReportError
+from arctl.report.specs import arm_label
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -316,8 +318,6 @@ def curves_figure(curves: dict):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from arctl.report.specs import arm_label
-
     panels = (("budget", "thinking budget (tokens)", "accuracy at the final evaluation"),
               ("train", "training step", "anytime accuracy"))
     if not any(seeds for arm in curves.values() for part, *_ in panels for seeds in arm[part].values()):
@@ -360,11 +360,37 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em}table{border-collapse:coll
 th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f6f8fa}
 .verdict{font-weight:600;padding:1px 7px;border-radius:10px;color:#fff}.holds{background:#1a7f37}.fails{background:#cf222e}
 .inconclusive{background:#9a6700}.not-testable{background:#57606a}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
+table.seeds{width:auto;margin:4px 0 0;font-size:.9em;font-variant-numeric:tabular-nums}table.seeds th,table.seeds td{border:0;padding:0 10px 0 0;white-space:nowrap;background:none;font-weight:normal}table.seeds th{color:#57606a;white-space:normal;vertical-align:bottom}
 """
 
 
 def _badge(verdict: str) -> str:
     return f'<span class="verdict {CSS_CLASS.get(verdict, "inconclusive")}">{html.escape(verdict)}</span>'
+
+
+def _seeds_table(t: TestResult) -> str:
+    """A test's per-seed numbers as a small table, one line per seed (a compare test: both arms' numbers
+    and their difference; a bound: violations of evaluations checked); "" without seeds."""
+    e = html.escape
+    rows = sorted(t.per_seed.items())
+    if not rows:
+        return ""
+    if t.kind == "bound":
+        head = ["seed", "violations", "checked"]
+        body = [[f"s{s}", str(v["violations"]), str(v["checked"])] for s, v in rows]
+    elif t.kind == "compare" and len(t.arms) == 2:
+        head = ["seed", arm_label(t.arms[0]), arm_label(t.arms[1]), "diff"]
+        body = [[f"s{s}", fmt(v.get("a"), False), fmt(v.get("b"), False), fmt(v.get("value"))] for s, v in rows]
+    elif t.kind == "converge":
+        head = ["seed", "low spread", "high spread", "diff"]
+        body = [[f"s{s}", fmt(v.get("spread_low"), False), fmt(v.get("spread_high"), False), fmt(v.get("value"))]
+                for s, v in rows]
+    else:
+        head = ["seed", "value"]
+        body = [[f"s{s}", fmt(v.get("value"))] for s, v in rows]
+    breakable = lambda h: e(h).replace("+", "+<wbr>")  # noqa: E731 - "GRPO+BRPO+decouple" may wrap
+    return ('<table class="seeds"><tr>' + "".join(f"<th>{breakable(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body) + "</table>")
 
 
 def to_html(report: ClaimsReport) -> str:
@@ -396,23 +422,20 @@ def to_html(report: ClaimsReport) -> str:
     for r in report.results:
         parts.append(f'<section class="claim" id="claim-{e(r.id)}" data-verdict="{e(r.verdict)}">')
         parts.append(f"<h2>{e(r.id)}. {e(r.title)} {_badge(r.verdict)}</h2><p class=\"meta\">Paper: {e(r.paper)}</p>")
-        parts.append("<table class=\"tests\"><thead><tr><th>test</th><th>per seed</th><th>mean</th><th>95% interval</th>"
+        parts.append("<table class=\"tests\"><thead><tr><th>test, per seed</th><th>mean</th><th>95% interval</th>"
                      "<th>seeds</th><th>verdict</th><th>paper</th><th>notes</th></tr></thead><tbody>")
         for t in r.tests:
+            seeds = _seeds_table(t)
             if t.kind == "bound":
-                seeds = "<br>".join(f"s{s}: {v['violations']} of {v['checked']} violate" for s, v in sorted(t.per_seed.items()))
                 mean, ci = (f"{int(t.mean)} violations" if t.mean is not None else "–"), "–"
             else:
-                seeds = "<br>".join(
-                    f"s{s}: " + (f"{fmt(v['a'], False)} vs {fmt(v['b'], False)} → " if "a" in v else "") + fmt(v.get("value"))
-                    for s, v in sorted(t.per_seed.items()))
                 mean = fmt(t.mean)
                 ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "–"
             notes = e(t.note)
-            if t.missing:
-                notes += (" Missing runs: " + e(", ".join(t.missing)) + " — run " +
-                          ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
-            parts.append(f'<tr class="test" data-verdict="{e(t.verdict)}"><td>{e(t.label)}</td><td>{seeds or "–"}</td>'
+            if t.missing:  # the note then only says "runs missing": which, and the command
+                notes = ("Missing runs: " + e(", ".join(t.missing)) + " — run " +
+                         ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
+            parts.append(f'<tr class="test" data-verdict="{e(t.verdict)}"><td>{e(t.label)}{seeds}</td>'
                          f"<td>{e(mean)}</td><td>{e(ci)}</td><td>{t.n}</td><td>{_badge(t.verdict)}</td>"
                          f"<td>{e(t.paper)}</td><td>{notes}</td></tr>")
         parts.append("</tbody></table>")

@@ -350,9 +350,23 @@ class _Structure(HTMLParser):
     def __init__(self):
         super().__init__()
         self.ids, self.sections, self.tests, self.imgs, self.external = set(), [], [], [], []
+        self.seed_tables, self.cells = [], []  # each test's per-seed table (rows of cell texts); the rows' cells
+        self._in_seeds = self._row = self._cell = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "table" and a.get("class") == "seeds":
+            self._in_seeds = []
+            self.seed_tables.append(self._in_seeds)
+        elif tag == "tr" and self._in_seeds is not None:
+            self._row = []
+            self._in_seeds.append(self._row)
+        elif tag in ("td", "th") and self._in_seeds is not None:
+            self._cell = []
+            self._row.append(self._cell)
+        elif tag == "td" and self.tests and self._in_seeds is None:
+            self._cell = []
+            self.cells.append(self._cell)
         if "id" in a:
             self.ids.add(a["id"])
         if tag == "section":
@@ -367,6 +381,18 @@ class _Structure(HTMLParser):
                 self.external.append(v)
         if tag in ("script", "link"):
             self.external.append(tag)
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._in_seeds is not None:
+            for row in self._in_seeds:
+                row[:] = ["".join(c) for c in row]
+            self._in_seeds = None
+        elif tag in ("td", "th"):
+            self._cell = None
 
 
 def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
@@ -397,6 +423,14 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     assert [s["id"] for s in parser.sections] == [f"claim-{i}" for i in range(1, 9)]
     assert [s["data-verdict"] for s in parser.sections] == [c["verdict"] for c in doc["claims"]]
     assert len(parser.tests) == sum(len(c["tests"]) for c in doc["claims"])
+    # each test's seeds, one line each: a compare test's two arms by name and their difference
+    tests = [t for c in doc["claims"] for t in c["tests"]]
+    assert len(parser.seed_tables) == sum(bool(t["per_seed"]) for t in tests)
+    shown = parser.seed_tables[[t for t in tests if t["per_seed"]].index(uniform)]
+    assert shown == [["seed", "AR-uniform", "GRPO", "diff"]] + [
+        [f"s{s}", f"{v['a']:.3f}", f"{v['b']:.3f}", f"{v['value']:+.3f}"] for s, v in sorted(uniform["per_seed"].items())]
+    notes = [n for n in map("".join, parser.cells) if "grpo-lp-v1" in n]
+    assert notes and notes[0].startswith("Missing runs: grpo-lp-v1 — run arctl run ablation-dense")  # said once
     assert parser.imgs and not parser.external  # self-contained: figures inline, nothing fetched
     assert doc["meta"]["load_average"] and doc["meta"]["code_version"].startswith("arctl ")
     assert all(r["config_hash"] for r in doc["runs"])
