@@ -19,7 +19,9 @@ from arctl.cli.main import app
 
 BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 PACKAGE = "chromium-headless-shell"  # Debian's headless-only build: 64 MB, no X server needed
-pytestmark = pytest.mark.xdist_group("claims-browser")  # one worker: the module's page is rendered once
+# slow: outside tests/test_fresh_machine.py's namespace, where an install would land in a throw-away
+# overlay of /usr/bin (as SLURM's tests, which install SLURM); one worker: the page is rendered once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("claims-browser")]
 
 
 def _which() -> str | None:
