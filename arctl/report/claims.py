@@ -665,13 +665,43 @@ def _compute_key(rec: dict) -> str | None:
     return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
 
+def _of_scale(rec: dict, scale: str | None) -> bool:
+    return scale is None or str(rec.get("config.scale.name", rec.get("config.scale"))) == scale
+
+
+def unfinished(runs_table, scale: str | None = None) -> list[str]:
+    """The runs of ``scale`` whose history has not ended with W&B's exit record of a finished run
+    (still running, failed, or killed before it finished), each as "RUN_ID (STATE at step K of N)":
+    :func:`run_views` leaves them out (their last values are not the final evaluation's)."""
+    out = []
+    for rec in runs_table.to_dict("records") if len(runs_table) else []:
+        if _of_scale(rec, scale) and str(rec.get("state", "finished")) != "finished":
+            last, total = rec.get("last_step"), rec.get("config.trainer.total_steps")
+            at = f" at step {_int_text(last)}" if _int_text(last) != "?" else ""
+            at += f" of {_int_text(total)}" if at and _int_text(total) != "?" else ""
+            state = _UNFINISHED.get(str(rec.get("state")), str(rec.get("state")))
+            out.append(f"{rec['run_id']} ({state}{at})")
+    return out
+
+
+# the states of arctl.track.run_data.RunData other than "finished", as the report says them
+_UNFINISHED = {"incomplete": "running or stopped", "failed": "failed", "empty": "nothing logged"}
+
+
+def _int_text(x) -> str:
+    return str(int(x)) if isinstance(x, int | float) and not (isinstance(x, float) and math.isnan(x)) else "?"
+
+
 def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
-    """:class:`RunView` per run of a :class:`arctl.track.runs.Runs` (``history``, ``runs``),
-    keeping only runs of ``scale`` (config ``scale``) when given."""
+    """:class:`RunView` per finished run of a :class:`arctl.track.runs.Runs` (``history``, ``runs``),
+    keeping only runs of ``scale`` (config ``scale``) when given. A run that has not finished
+    (:func:`unfinished`: running, failed, killed) is left out: its last values are an earlier
+    evaluation's, not the final one's."""
     meta = {}
     if len(runs_table):
         for rec in runs_table.to_dict("records"):
-            meta[str(rec["run_id"])] = rec
+            if str(rec.get("state", "finished")) == "finished":
+                meta[str(rec["run_id"])] = rec
     if not len(history):
         return []
     h = history[["run_id", "step", "metric", "value"]].copy()
@@ -691,8 +721,8 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
         evals.setdefault(rid, {}).setdefault(int(step), {})[metric] = float(value)
     out = []
     for rid, final in finals.items():
-        rec = meta.get(rid, {})
-        if scale is not None and str(rec.get("config.scale.name", rec.get("config.scale"))) != scale:
+        rec = meta.get(rid)
+        if rec is None or not _of_scale(rec, scale):
             continue
         seed = rec.get("seed")
         if seed is None or (isinstance(seed, float) and math.isnan(seed)):

@@ -32,6 +32,7 @@ from arctl.report.claims import (
     load_claims,
     metric_globs,
     run_views,
+    unfinished,
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
@@ -137,9 +138,13 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
     views = run_views(runs.history, runs.runs, scale=scale)
+    left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
         where, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
         todo = " and ".join(f"`arctl sweep {s}{scale_arg}`" for s in sweeps)
+        if left_out:
+            raise ReportError(f"no finished runs of {', '.join(sweeps)}{where} in {base} ({len(left_out)} not finished: "
+                              f"{_listed(left_out)}): wait for them (`arctl status`), or produce them with {todo}")
         raise ReportError(f"no runs of {', '.join(sweeps)}{where} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
@@ -157,7 +162,11 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         "code_version": _run_version(code_version()), "workspace": str(base), "sweeps": sweeps, "scale": scale,
         "claims_file": str(spec.path),
     }
-    report = ClaimsReport(spec, results, used, meta, warnings=list(runs.warnings), curves=arm_curves(views))
+    warnings = list(runs.warnings)
+    if left_out:
+        warnings.append(f"left out {len(left_out)} run(s) that have not finished (their last values are not the "
+                        f"final evaluation's; `arctl status`): {_listed(left_out)}")
+    report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
@@ -165,6 +174,10 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     report.outputs[1].write_text(to_markdown(report))
     report.outputs[2].write_text(to_html(report))
     return report
+
+
+def _listed(items: list[str], most: int = 6) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 _NOT_RECORDED = {"warmup_sha256": None, "warmup_accuracy": None, "machine": None}

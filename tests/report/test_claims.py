@@ -603,3 +603,45 @@ def test_every_run_shows_its_warm_up_and_machine_where_it_recorded_them(tmp_path
     assert all(line.count("|") - line.count("\\|") == 7 for line in md.splitlines() if line.startswith("| `"))
     page = (tmp_path / "out" / "claims.html").read_text()
     assert "<th>warm-up</th><th>machine</th>" in page and f"<td>{kind}</td>" in page
+
+
+def test_a_run_that_has_not_finished_is_left_out_and_named(tmp_path):
+    """A running (or killed) run's last values are an earlier evaluation's, not the final one's: the
+    report leaves it out, says so in a warning, and counts its seed as missing; with only such runs it
+    is one error naming them."""
+    import os
+    import shutil
+
+    import wandb
+    from wandb_workspace import _write_run, run_id
+
+    from arctl.report.claims_render import build_claims_report
+    from arctl.report.errors import ReportError
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    for experiment, arm in (("main-grpo", "grpo"), ("main-ar-uniform", "ar-uniform")):
+        for seed in (0, 1):
+            if (arm, seed) == ("ar-uniform", 1):  # at step 12 of 20, no exit record: still running
+                run_dir = _write_run(ws, experiment, arm, seed, list(range(13)), final=False)
+                wandb.teardown()
+                (path,) = run_dir.rglob("run-*.wandb")
+                path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+            else:
+                _write_run(ws, experiment, arm, seed, list(range(21)))
+    wandb.teardown()
+    report = build_claims_report(sweeps=["priors"], workdir=ws, out_dir=tmp_path / "out", progress=False, processes=1)
+    doc = report.to_json()
+    assert {(u["arm"], u["seed"]) for u in doc["runs"]} == {("grpo", 0), ("grpo", 1), ("ar-uniform", 0)}
+    left = [w for w in doc["warnings"] if w.startswith("left out 1 run(s) that have not finished")]
+    unfinished_id = run_id("main-ar-uniform", "ar-uniform", 1)
+    assert left and left[0].endswith(f"`arctl status`): {unfinished_id} (running or stopped at step 7)")  # its last whole record
+    uniform = next(t for c in doc["claims"] for t in c["tests"] if t["label"].startswith("AR-uniform > GRPO: anytime"))
+    assert uniform["n"] == 1 and uniform["missing"] == ["ar-uniform (seeds 1)"]
+    for done in ws.glob("runs/*"):  # only the unfinished run left
+        if done.name != unfinished_id:
+            shutil.rmtree(done)
+    with pytest.raises(ReportError, match=rf"no finished runs of priors .* \(1 not finished: {unfinished_id} "):
+        build_claims_report(sweeps=["priors"], workdir=ws, out_dir=tmp_path / "out2", progress=False, processes=1)
+    assert not (tmp_path / "out2").exists()
