@@ -53,6 +53,7 @@ TEST_KINDS = ("compare", "sign", "converge", "bound")
 STAT_KINDS = ("final", "band", "gap", "trend")
 DIRECTIONS = ("greater", "less")
 MAX_SEEDS_NEEDED = 1000
+MISSING_NOTE = "runs missing"  # the note of a test an arm of which has no run
 INTERVAL = "paired Student-t 95% interval over seeds"
 
 
@@ -495,7 +496,7 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     note = ""
     at_chance = [n for n, k in kept.items() if k is not None and mine and not any(k.values())]
     if missing:
-        note = "runs missing"
+        note = MISSING_NOTE
     elif at_chance:
         st = spec.stats[at_chance[0]]
         verdict, need = NOT_TESTABLE, None

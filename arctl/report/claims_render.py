@@ -23,6 +23,7 @@ from arctl.report.claims import (
     HOLDS,
     INCONCLUSIVE,
     INTERVAL,
+    MISSING_NOTE,
     NOT_TESTABLE,
     ClaimResult,
     ClaimsSpec,
@@ -445,9 +446,10 @@ def to_html(report: ClaimsReport) -> str:
                 mean = fmt(t.mean)
                 ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "–"
             notes = e(t.note)
-            if t.missing:  # the note then only says "runs missing": which, and the command
-                notes = ("Missing runs: " + e(", ".join(t.missing)) + " — run " +
-                         ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
+            if t.missing:  # which, and the command (in place of a note that only says "runs missing")
+                said = ("Missing runs: " + e(", ".join(t.missing)) + " — run " +
+                        ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
+                notes = said if t.note in ("", MISSING_NOTE) else f"{notes} {said}"
             parts.append(f'<tr class="test" data-verdict="{e(t.verdict)}"><td>{e(t.label)}{seeds}</td>'
                          f"<td>{e(mean)}</td><td>{e(ci)}</td><td>{t.n}</td><td>{_badge(t.verdict)}</td>"
                          f"<td>{e(t.paper)}</td><td>{notes}</td></tr>")

@@ -431,6 +431,8 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
         [f"s{s}", f"{v['a']:.3f}", f"{v['b']:.3f}", f"{v['value']:+.3f}"] for s, v in sorted(uniform["per_seed"].items())]
     notes = [n for n in map("".join, parser.cells) if "grpo-lp-v1" in n]
     assert notes and notes[0].startswith("Missing runs: grpo-lp-v1 — run arctl run ablation-dense")  # said once
+    partly = [n for n in map("".join, parser.cells) if "Missing runs: ar-base (seeds 1)" in n]
+    assert partly and not any(n.startswith("Missing runs") for n in partly)  # a seed missing: its note stays
     assert parser.imgs and not parser.external  # self-contained: figures inline, nothing fetched
     assert doc["meta"]["load_average"] and doc["meta"]["code_version"].startswith("arctl ")
     assert all(r["config_hash"] for r in doc["runs"])
