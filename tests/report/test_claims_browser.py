@@ -79,10 +79,26 @@ def claims_html(workspace, tmp_path_factory) -> Path:
     return out / "claims.html"
 
 
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "tiny-8seeds"  # committed runs (export.json)
+
+
+@pytest.fixture(scope="module")
+def evidence_html(tmp_path_factory) -> Path:
+    """The page of the committed evidence (8 seeds, every arm: long run ids, 8-line seed tables), built
+    from its runs with today's code."""
+    out = tmp_path_factory.mktemp("evidence-browser")
+    res = CliRunner().invoke(app, ["report", "--claims", "paper", "--scale", "tiny", "--workdir", str(EVIDENCE),
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out / "claims.html"
+
+
 @pytest.mark.parametrize("width", [800, 1280])
-def test_every_figure_is_shown_and_nothing_overflows(chromium, claims_html, width):
-    seen = _render(chromium, claims_html, width)
-    figures = claims_html.read_text(encoding="utf-8").count("<img ")
+@pytest.mark.parametrize("page", ["claims_html", "evidence_html"])
+def test_every_figure_is_shown_and_nothing_overflows(chromium, page, width, request):
+    page = request.getfixturevalue(page)
+    seen = _render(chromium, page, width)
+    figures = page.read_text(encoding="utf-8").count("<img ")
     assert len(seen["images"]) == figures >= 2  # the claims' figures and the curves
     assert all(i["shown"] and 0 < i["width"] <= seen["clientWidth"] for i in seen["images"]), seen["images"]
     assert seen["wide"] == [] and seen["scrollWidth"] <= seen["clientWidth"], seen
