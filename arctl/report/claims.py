@@ -590,6 +590,8 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     verdict = INCONCLUSIVE if mean is None else (HOLDS if sign * mean > 0 else FAILS)
     label = "at the start of training: " + _test_label(test, spec)
     note = "no run logged it at its first evaluation" if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
+    if len(values) > 1 and len(set(values)) == 1:  # e.g. step 0 of one shared warm-up on the same problems
+        note += " (the same number on every seed: one measurement, not independent ones)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
                       mean, None, None, verdict, note=note, unit=stat.unit)
 

@@ -179,10 +179,11 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
     test = Test("compare", a="ar", b="grpo", stat="anytime")
     pre = Test("sign", arms=("ar",), stat="corr")
 
-    def runs(first_corr):
+    def runs(first_corr, per_seed=0.0):
         out = [view("grpo", s, 0.40) for s in range(3)] + [view("ar", s, 0.45 + 0.01 * s) for s in range(3)]
         for r in out:
-            r.first = {"eval/toy/corr_v1@30": first_corr, "eval/toy/corr_v1@40": first_corr + 0.01}
+            c = first_corr + per_seed * r.seed
+            r.first = {"eval/toy/corr_v1@30": c, "eval/toy/corr_v1@40": c + 0.01}
         return out
 
     spec = ClaimsSpec(Path("c.yaml"), (), stats, (Claim("7", "t", "", (test,), (pre,)),))
@@ -192,6 +193,10 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
     assert "measured -0.19 over 3 seed(s)" in bad.tests[1].note
     (good,) = check_claims(spec, runs(0.3), no_command)
     assert good.verdict == HOLDS and good.tests[0].verdict == HOLDS
+    # one shared warm-up evaluated on the same problems: every seed the same number, said so
+    assert good.tests[0].note.endswith("(the same number on every seed: one measurement, not independent ones)")
+    (varied,) = check_claims(spec, runs(0.3, per_seed=0.01), no_command)
+    assert varied.tests[0].verdict == HOLDS and "the same number" not in varied.tests[0].note
 
 
 def test_a_claim_that_holds_one_that_fails_one_inconclusive_and_a_missing_run():
