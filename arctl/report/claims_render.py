@@ -375,6 +375,7 @@ th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:to
 .verdict{font-weight:600;padding:1px 7px;border-radius:10px;color:#fff}.holds{background:#1a7f37}.fails{background:#cf222e}
 .inconclusive{background:#9a6700}.not-testable{background:#57606a}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
 table.seeds{width:auto;margin:4px 0 0;font-size:.9em;font-variant-numeric:tabular-nums}table.seeds th,table.seeds td{border:0;padding:0 10px 0 0;white-space:nowrap;background:none;font-weight:normal}table.seeds th{color:#57606a;white-space:normal;vertical-align:bottom}#runs code{word-break:break-all}
+@media (max-width:900px){table.tests th,table.tests td{padding:3px 3px}table.seeds th,table.seeds td{padding:0 5px 0 0}}
 """
 
 
