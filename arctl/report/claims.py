@@ -672,13 +672,19 @@ def _of_scale(rec: dict, scale: str | None) -> bool:
     return scale is None or str(rec.get("config.scale.name", rec.get("config.scale"))) == scale
 
 
+def _finished(rec: dict) -> bool:
+    """Whether a runs-table row's history ended with W&B's exit record of a finished run (a table
+    without the column, from an earlier reader, counts every run finished)."""
+    return str(rec.get("state", "finished")) == "finished"
+
+
 def unfinished(runs_table, scale: str | None = None) -> list[str]:
     """The runs of ``scale`` whose history has not ended with W&B's exit record of a finished run
     (still running, failed, or killed before it finished), each as "RUN_ID (STATE at step K of N)":
     :func:`run_views` leaves them out (their last values are not the final evaluation's)."""
     out = []
     for rec in runs_table.to_dict("records") if len(runs_table) else []:
-        if _of_scale(rec, scale) and str(rec.get("state", "finished")) != "finished":
+        if _of_scale(rec, scale) and not _finished(rec):
             last, total = rec.get("last_step"), rec.get("config.trainer.total_steps")
             at = f" at step {_int_text(last)}" if _int_text(last) != "?" else ""
             at += f" of {_int_text(total)}" if at and _int_text(total) != "?" else ""
@@ -703,7 +709,7 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
     meta = {}
     if len(runs_table):
         for rec in runs_table.to_dict("records"):
-            if str(rec.get("state", "finished")) == "finished":
+            if _finished(rec):
                 meta[str(rec["run_id"])] = rec
     if not len(history):
         return []

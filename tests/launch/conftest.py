@@ -17,6 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import debian  # tests/support/debian.py
 import fresh_machine  # tests/support/fresh_machine.py
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
@@ -102,11 +103,8 @@ def _cannot_install_reason() -> str | None:
         return "SLURM's programs are hidden here (tests/support/fresh_machine.py)"
     if shutil.which("slurmctld") and shutil.which("sbatch"):
         return None
-    if os.geteuid() != 0:
-        return "SLURM is not installed and installing it needs root"
-    if not shutil.which("apt-get"):
-        return "SLURM is not installed and there is no apt-get to install it"
-    return None
+    reason = debian.cannot_install()
+    return f"SLURM is not installed and {reason}" if reason else None
 
 
 @pytest.fixture(scope="session")
