@@ -33,7 +33,8 @@ def _problems(run: TinyRun, n: int, salt: int = 0) -> list:
     return run.task.make_problems(rng, n)
 
 
-def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy") -> dict:
+def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy",
+             sample_seed: int | None = None) -> dict:
     """Schema metrics ``eval/{dataset}/...`` at ``budgets``: accuracy per budget, anytime accuracy over
     ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too, with the grid's
     curve AUC and accuracy at ``ACC_FRACTIONS`` of its largest budget
@@ -42,9 +43,14 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     The compared methods (``budget_control``): an L1 model is prompted per budget with its target
     (one rollout per target, :func:`arctl.algo.methods.control.eval_target_groups`; the diagnostics
     at the largest budget's target); with budget forcing the same evaluation runs again with s1's
-    rule and is logged under ``eval/{dataset}-forced/``."""
+    rule and is logged under ``eval/{dataset}-forced/``.
+
+    ``sample_seed`` (default ``tiny.eval_seed``) seeds the sampling stream alone: a re-evaluation on
+    the same problems with another stream (``benchmarks/eval_noise.py``: how much of a comparison is
+    evaluation noise)."""
     control, run = BudgetControl.from_config(config), TinyRun.from_config(config)
-    out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False)
+    seed = run.eval_seed if sample_seed is None else int(sample_seed)
+    out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False, seed=seed)
     n_diag = run.diag_problems
     if n_diag > 0:  # the diagnostics continue the main rollout's sampling stream
         g = run.rollout_n
@@ -59,7 +65,8 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
         found = metrics.eval_diagnostics(diag.scores, lens, budgets, Objective.from_config(config).thinking.lam)
         out.update(ms.eval_diagnostic_metrics(dataset, found))
     if control.forcing_extensions > 0:
-        out.update(_accuracy(model, tok, inserted, run, budgets, ms.forced_dataset(dataset), control, forcing=True)[0])
+        out.update(_accuracy(model, tok, inserted, run, budgets, ms.forced_dataset(dataset), control, forcing=True,
+                             seed=seed)[0])
     return out
 
 
@@ -76,10 +83,10 @@ def _words(control: BudgetControl, target: int | None, n: int) -> list[str | Non
 
 
 def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], dataset: str,
-              control: BudgetControl, forcing: bool) -> tuple[dict, torch.Generator]:
-    """Accuracy at every budget on the held-out problems (one rollout per L1 target), the anytime
-    summaries and the mean thinking length (of the largest budget's rollout); and the sampling
-    generator as the last rollout left it."""
+              control: BudgetControl, forcing: bool, seed: int) -> tuple[dict, torch.Generator]:
+    """Accuracy at every budget on the held-out problems (one rollout per L1 target, each from the
+    sampling stream ``seed``), the anytime summaries and the mean thinking length (of the largest
+    budget's rollout); and the sampling generator as the last rollout left it."""
     problems = _problems(run, run.eval_num_problems)
     acc: dict[int, float] = {}
     think_len = float("nan")
@@ -89,7 +96,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
             cue = encode_words(tok, [control.forcing_cue])
             cfg = bc.forcing_config(control, max(group), inserted.think_end, cue)
         # every group (and the forced pass) sees the same sampling stream: common random numbers
-        gen = torch.Generator().manual_seed(run.eval_seed)
+        gen = torch.Generator().manual_seed(seed)
         main = rollout(model, tok, inserted, run.task, problems, run.eval_n_samples, generator=gen,
                        target_words=_words(control, target, len(problems)), forcing=cfg, **_common(run, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
