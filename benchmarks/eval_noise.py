@@ -37,8 +37,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-STATS = {"anytime": "grid_anytime_acc", "final": "final_acc", "think_len": "think_len"}
+STATS = ("anytime", "final", "think_len")  # the claims' stats of a run's final evaluation (reports/claims.yaml)
 STREAM0 = 1_000_003  # other sampling streams: STREAM0 + 1, + 2, ... (never tiny.eval_seed itself)
+
+
+def _key(stat: str, dataset: str = "toy") -> str:
+    """The logged metric of ``stat`` (arctl.track.metrics_schema)."""
+    from arctl.track import metrics_schema as ms
+
+    return {"anytime": ms.eval_grid_anytime_acc, "final": ms.eval_final_acc, "think_len": ms.eval_think_len}[stat](dataset)
 
 
 def _runs(workdir: Path, arms: set[str]) -> list[Path]:
@@ -61,7 +68,7 @@ def _runs(workdir: Path, arms: set[str]) -> list[Path]:
 def _logged(run_dir: Path) -> dict:
     """The final evaluation as the run logged it: the last row of metrics.jsonl."""
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    return {stat: float(last[f"eval/toy/{name}"]) for stat, name in STATS.items()}
+    return {stat: float(last[_key(stat)]) for stat in STATS}
 
 
 def _evaluate(run_dir: Path, streams: list[int | None]) -> dict:
@@ -91,7 +98,7 @@ def _evaluate(run_dir: Path, streams: list[int | None]) -> dict:
     out = {}
     for s in streams:
         m = evaluate(model, tok, inserted, config, grid, sample_seed=s)
-        out["logged" if s is None else str(s)] = {stat: float(m[f"eval/toy/{name}"]) for stat, name in STATS.items()}
+        out["logged" if s is None else str(s)] = {stat: float(m[_key(stat)]) for stat in STATS}
     return out
 
 

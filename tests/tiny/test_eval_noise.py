@@ -41,7 +41,7 @@ def test_the_split_of_the_variance_is_the_hand_worked_one():
         ("y", 1): {"logged": {"anytime": 0.50}, "1": {"anytime": 0.50}, "2": {"anytime": 0.48}},
     }
     mod = _script()
-    mod.STATS = {"anytime": "grid_anytime_acc"}
+    mod.STATS = ("anytime",)
     (row,) = mod.analyse(by, [("x", "y")])
     # seed 0: d = .10, .12, .08: squares about the mean .0000 + .0004 + .0004 = .0008 (2 df);
     # seed 1: d = .20, .16, .22, mean .58/3: (.02/3)^2 + (.10/3)^2 + (.08/3)^2 = .0168/9 (2 df)
