@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -52,12 +51,12 @@ def _runs(workdir: Path, arms: set[str]) -> list[Path]:
     """The completed runs of ``arms`` with a final checkpoint, ordered by (arm, seed)."""
     import yaml
 
+    from arctl.launch.status_file import read_status
+
     out = []
     for d in sorted((workdir / "runs").iterdir()):
-        status, cfg = d / "status.json", d / "config.yaml"
-        if not (status.is_file() and cfg.is_file()):
-            continue
-        if json.loads(status.read_text()).get("state") != "completed":
+        cfg = d / "config.yaml"
+        if not cfg.is_file() or read_status(d).get("state") != "completed":
             continue
         c = yaml.safe_load(cfg.read_text())
         if c.get("arm") in arms and c.get("scale", {}).get("name", "tiny") == "tiny":
@@ -85,9 +84,7 @@ def _evaluate(run_dir: Path, streams: list[int | None]) -> dict:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     config["tiny"]["diag_problems"] = 0  # the variance diagnostics are not a claim's stat
     run = TinyRun.from_config(config)
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"eval-noise-{os.getpid()}"
-    scratch.mkdir(exist_ok=True)
-    model, tok, _ = warmup_model(config, scratch, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems))
+    model, tok, _ = warmup_model(config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems))
     found = newest_intact(run_dir)
     if found.state is None or int(found.state["step"]) != run.total_steps:
         raise SystemExit(f"error: {run_dir.name} has no checkpoint of its last step {run.total_steps}")
