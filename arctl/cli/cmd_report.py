@@ -33,6 +33,9 @@ def register(app: typer.Typer) -> None:
         wandb_project: str | None = typer.Option(
             None, "--wandb-project", help="Read runs from this W&B project (ENTITY/PROJECT) instead."
         ),
+        where: list[str] | None = typer.Option(
+            None, "--where", help="Only runs whose config has this value, KEY=VALUE (repeatable), e.g. "
+            "--where thinking.lam=0.5: chooses between runs of one arm and seed that differ."),
         out: str | None = nonempty_option("--out", help="Output directory (default <workdir>/report)."),
         compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
         processes: int | None = typer.Option(None, "--processes", help="Parallel readers (default: all cores)."),
@@ -44,7 +47,7 @@ def register(app: typer.Typer) -> None:
             if figure is not None or table is not None or experiment or sweep or compare_paper or wandb_project:
                 fail("--claims takes sweep names as arguments (`arctl report --claims priors ablations`), "
                      "not --figure/--table/--experiment/--sweep/--compare-paper/--wandb-project")
-            _claims(list(sweeps or []), scale, workdir, out, processes, as_json)
+            _claims(list(sweeps or []), scale, workdir, out, processes, as_json, list(where or []))
             return
         if sweeps:
             fail(f"unexpected argument {sweeps[0]!r}: sweep names go with --claims; a figure or table takes --sweep NAME")
@@ -68,7 +71,7 @@ def register(app: typer.Typer) -> None:
         common = dict(
             out_dir=out_dir, experiments=experiment or None, sweep=sweep,
             workdir=None if wandb_project else base, wandb_project=wandb_project,
-            progress=not as_json, processes=processes,
+            progress=not as_json, processes=processes, where=list(where or []),
         )
         try:
             with warnings.catch_warnings():
@@ -100,7 +103,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str | None, processes: int | None,
-            as_json: bool) -> None:
+            as_json: bool, where: list[str]) -> None:
     """``arctl report --claims``: the verdict table (rich), and the files."""
     import warnings
 
@@ -119,7 +122,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)
             report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=Path(out) if out else base / "report",
-                                         progress=not as_json, processes=processes)
+                                         progress=not as_json, processes=processes, where=where)
     except (ReportError, SpecError) as err:
         fail(str(err))
     if as_json:

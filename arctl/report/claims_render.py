@@ -121,9 +121,12 @@ def _provenance(run_dir: Path) -> dict:
 
 def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = None, workdir=None,
                         out_dir: str | Path, claims_path: str | Path | None = None, progress: bool = True,
-                        processes: int | None = None) -> ClaimsReport:
-    """Read the runs of ``sweeps`` (default: the claims file's) in ``workdir``, check every claim,
-    and write ``claims.json``, ``claims.md`` and ``claims.html`` into ``out_dir``."""
+                        processes: int | None = None, where: list[str] | None = None) -> ClaimsReport:
+    """Read the runs of ``sweeps`` (default: the claims file's) in ``workdir``, one per cell
+    (:func:`arctl.report.cells.one_run_per_cell`: ``where`` filters, then the cell as the sweeps
+    compose it), check every claim, and write ``claims.json``, ``claims.md`` and ``claims.html`` into
+    ``out_dir``."""
+    from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell
     from arctl.track.runs import default_workdir, load_runs
 
     spec = load_claims(Path(claims_path) if claims_path else None)
@@ -138,6 +141,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
+    one_run_per_cell(runs, where=where, compose=cell_composer(sweeps), grid_keys=grid_keys(sweeps), source=str(base))
     views = run_views(runs.history, runs.runs, scale=scale)
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written

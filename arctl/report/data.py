@@ -6,6 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
 
@@ -70,21 +71,26 @@ def read_report_runs(
     processes: int | None = None,
     api=None,
     final_only: bool = False,
+    where: list[str] | None = None,
 ) -> ReportData:
     """Read the runs of ``spec`` (restricted to ``metrics`` globs); raise :class:`ReportError`
     naming the producing command when there are none. ``final_only``: only the last logged value
-    of each (run, metric), for reports built from :func:`final_values`."""
+    of each (run, metric), for reports built from :func:`final_values`. One run per cell
+    (:func:`arctl.report.cells.one_run_per_cell`): ``where`` (``KEY=VALUE`` config filters) first,
+    then the cell as ``sweep`` (else the spec's) composes it."""
     exps = resolve_experiments(spec, experiments, sweep)
-    where = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
+    where_from = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
         raise ReportError(
-            f"workspace {where} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
+            f"workspace {where_from} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
             f"with {producing_command(spec, exps, sweep)}"
         )
     runs = load_runs(
         workdir, experiments=exps, metrics=metrics, wandb_project=wandb_project, cache_dir=cache_dir,
         progress=progress, processes=processes, api=api, last_only=final_only,
     )
+    context = [sweep] if sweep else [spec["sweep"]] if spec.get("sweep") else []
+    one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     h = runs.history
     requires = spec.get("requires")
     if requires and len(h):
@@ -99,13 +105,13 @@ def read_report_runs(
         unreadable = list(getattr(runs, "warnings", None) or [])
         if unreadable:  # the runs may be there: say which files could not be read, not "produce them"
             raise ReportError(
-                f"no readable runs of {what}{logged} in {where}: {len(unreadable)} W&B file(s) could not be read "
+                f"no readable runs of {what}{logged} in {where_from}: {len(unreadable)} W&B file(s) could not be read "
                 f"(first: {' '.join(str(unreadable[0]).split())[:300]}); check or remove them, or produce new runs "
                 f"with {cmd}")
-        raise ReportError(f"no runs of {what}{logged} in {where}; produce them with {cmd}")
+        raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
     present = set(h["experiment"].astype(str).unique())
     missing = [e for e in (exps or []) if e not in present]
-    return ReportData(runs=runs, experiments=exps, missing=missing, source=where)
+    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from)
 
 
 def final_values(history):

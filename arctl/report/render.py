@@ -51,8 +51,10 @@ def _write_runs_used(out_dir: Path, name: str, data: ReportData | None) -> Path:
 
 
 def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=None, workdir=None,
-                  wandb_project=None, cache_dir=None, progress=True, processes=None, api=None) -> ReportResult:
-    """Build figure ``name`` (a ``reports/*.yaml`` spec of kind figure) into ``out_dir``."""
+                  wandb_project=None, cache_dir=None, progress=True, processes=None, api=None,
+                  where=None) -> ReportResult:
+    """Build figure ``name`` (a ``reports/*.yaml`` spec of kind figure) into ``out_dir``; ``where``:
+    ``KEY=VALUE`` config filters (:func:`arctl.report.cells.one_run_per_cell`)."""
     spec = load_spec("figure", name)
     builder = spec.get("builder", name)
     if builder not in BUILDERS:
@@ -62,7 +64,8 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
     if globs is not None:
         data = read_report_runs(spec, metrics=list(globs(spec)), experiments=experiments, sweep=sweep,
                                 workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
-                                progress=progress, processes=processes, api=api, final_only=final_only)
+                                progress=progress, processes=processes, api=api, final_only=final_only,
+                                where=where)
     fig, table = build(spec, data)
     out_dir = Path(out_dir)
     paths = save_figure(fig, out_dir, name)
@@ -80,12 +83,12 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
 
 def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experiments=None, sweep=None,
                  workdir=None, wandb_project=None, cache_dir=None, progress=True, processes=None,
-                 api=None) -> ReportResult:
+                 api=None, where=None) -> ReportResult:
     """Build table ``name`` (``final`` or ``anytime``) as Markdown, LaTeX and CSV into ``out_dir``."""
     spec = load_spec("table", name)
     data = read_report_runs(spec, metrics=tables.metric_globs(spec), experiments=experiments, sweep=sweep,
                             workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
-                            progress=progress, processes=processes, api=api, final_only=True)
+                            progress=progress, processes=processes, api=api, final_only=True, where=where)
     table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper)
     paths.append(_write_runs_used(Path(out_dir), name, data))
     return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,

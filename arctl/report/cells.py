@@ -1,0 +1,177 @@
+"""One run per cell: which of a workspace's runs a report reads.
+
+A workspace can hold several runs of one cell (experiment, arm, seed): the same arm launched by
+two sweeps that set something differently (``arctl sweep baselines`` evaluates with budget forcing,
+``arctl sweep paper`` without), a ``--grid`` of ``thinking.lam`` over ``main-ar-uniform``, a rerun
+with a command-line override. Averaging them, or taking whichever sorts first, would count a seed
+twice or mix configurations without saying so. So a report keeps one run per cell:
+
+1. ``--where KEY=VALUE`` (any number): only runs whose resolved config has that value;
+2. a cell that still has several runs keeps the one whose config is the cell as the report's sweep
+   (or, without one, the experiment alone) composes it at the run's scale: on the keys where the
+   runs differ, its values equal the composed cell's;
+3. a cell still undecided is one error line naming the runs, the key they differ in, and the
+   ``--where`` that chooses.
+
+The keys that only say where a run ran or logged (:data:`arctl.launch.run_id.LAUNCH_ONLY_KEYS`) never
+count, nor what a job records beside its config (warm-up, machine: not in the composed config).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+
+from arctl.report.errors import ReportError
+
+CONFIG_PREFIX = "config."  # the runs table's flattened-config columns (arctl.track.runs.tidy)
+
+
+def parse_where(items: Sequence[str] | None) -> list[tuple[str, object]]:
+    """``["thinking.lam=0.5", ...]`` → ``[("thinking.lam", 0.5), ...]`` (the value read as YAML)."""
+    import yaml
+
+    out = []
+    for item in items or []:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ReportError(f"--where {item!r}: expected KEY=VALUE (a config key, e.g. --where thinking.lam=0.5)")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = text
+        out.append((key.removeprefix(CONFIG_PREFIX), value))
+    return out
+
+
+def same_value(a, b) -> bool:
+    """Config values equal as a user means it: 2 == 2.0, [48, 96] == (48, 96), missing == missing."""
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool) and not isinstance(b, bool):
+        return float(a) == float(b)
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _plain(v):
+    """numpy scalars/arrays and pandas' NaN-for-missing as plain Python values (None for missing)."""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+def _shown(v) -> str:
+    v = _plain(v)
+    return "unset" if v is None else json.dumps(v, default=str) if not isinstance(v, str) else v
+
+
+def _launch_only(key: str) -> bool:
+    from arctl.launch.run_id import LAUNCH_ONLY_KEYS
+
+    return key.split(".", 1)[0] in LAUNCH_ONLY_KEYS or key == "trainer.init_run"
+
+
+def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Callable[[str, str, int, str | None], dict | None]
+                     | None = None, grid_keys: Sequence[str] = (), source: str = "the workspace"):
+    """Keep one run per (experiment, arm, seed) of ``runs`` (a :class:`arctl.track.runs.Runs`), in place
+    and returned: ``where`` filters first (``KEY=VALUE``), then a cell with several runs keeps the run
+    matching ``compose(experiment, arm, seed, scale)`` (the cell's resolved config, flattened; None when
+    it cannot be composed) on the keys where its runs differ. ``grid_keys`` (a grid sweep's keys) are
+    part of the cell: runs at two grid points are two cells. :class:`ReportError` (one line) for an
+    unknown ``--where`` key, a ``--where`` no run matches, and a cell it cannot decide."""
+    table = runs.runs
+    if not len(table):
+        return runs
+    keep = [True] * len(table)
+    conditions = parse_where(where)
+    for key, value in conditions:
+        column = CONFIG_PREFIX + key
+        if column not in table.columns:
+            known = sorted(c[len(CONFIG_PREFIX):] for c in table.columns if c.startswith(CONFIG_PREFIX))
+            near = [k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:3]
+            hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
+            raise ReportError(f"--where {key}={_shown(value)}: no run in {source} has config key {key!r}; {hint}")
+        keep = [k and same_value(v, value) for k, v in zip(keep, table[column])]
+    if conditions and not any(keep):
+        said = " ".join(f"--where {k}={_shown(v)}" for k, v in conditions)
+        raise ReportError(f"{said}: none of the {len(table)} runs in {source} has that config; "
+                          "drop or change --where (`arctl status` lists the runs, config.yaml in each run dir says its config)")
+    rows = [r for r, k in zip(table.to_dict("records"), keep) if k]
+    cells: dict[tuple, list[dict]] = {}
+    for rec in rows:
+        seed = _plain(rec.get("seed"))
+        point = tuple(json.dumps(_plain(rec.get(CONFIG_PREFIX + k)), default=str) for k in grid_keys)
+        cells.setdefault((str(rec.get("experiment")), str(rec.get("arm")), seed, point), []).append(rec)
+    chosen: set[str] = set()
+    for (experiment, arm, seed, _), recs in sorted(cells.items(), key=lambda kv: str(kv[0])):
+        if len(recs) == 1 or seed is None:
+            chosen.update(str(r["run_id"]) for r in recs)
+            continue
+        chosen.add(_decide(experiment, arm, int(seed), recs, compose, source))
+    runs.runs = table[[str(r) in chosen for r in table["run_id"]]].reset_index(drop=True)
+    h = runs.history
+    if len(h):
+        runs.history = h[h["run_id"].astype(str).isin(chosen)].reset_index(drop=True)
+    return runs
+
+
+def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, source: str) -> str:
+    """The run id of ``recs`` (runs of one cell) whose config is the composed cell's."""
+    columns = sorted({c for r in recs for c in r if c.startswith(CONFIG_PREFIX)})
+    differ = [c for c in columns if not _launch_only(c[len(CONFIG_PREFIX):])
+              and any(not same_value(r.get(c), recs[0].get(c)) for r in recs[1:])]
+    scales = {_plain(r.get(CONFIG_PREFIX + "scale")) for r in recs}
+    cell = compose(experiment, arm, seed, scales.pop() if len(scales) == 1 else None) if compose else None
+    if cell is not None:
+        differ = [c for c in differ if c[len(CONFIG_PREFIX):] in cell]  # recorded beside the config: not a setting
+        matching = [r for r in recs if all(same_value(r.get(c), cell[c[len(CONFIG_PREFIX):]]) for c in differ)]
+        if len(matching) == 1:
+            return str(matching[0]["run_id"])
+    key = differ[0][len(CONFIG_PREFIX):] if differ else None
+    ids = "; ".join(f"{_shown(r.get(differ[0])) if differ else '?'}: {r['run_id']}" for r in sorted(recs, key=lambda r: str(r["run_id"])))
+    what = f"that differ in {key}" if key else "with different configs"
+    choose = f"choose with --where {key}=VALUE" if key else "choose with --where KEY=VALUE"
+    also = f" (and {len(differ) - 1} more key(s))" if len(differ) > 1 else ""
+    raise ReportError(f"{experiment}/{arm} seed {seed} has {len(recs)} runs in {source} {what}{also} ({ids}), and none "
+                      f"is the cell as the report's sweep composes it; {choose}")
+
+
+def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str | None], dict | None]:
+    """``compose(experiment, arm, seed, scale)``: the cell's resolved config, flattened, as the first of
+    ``sweeps`` that has the experiment composes it (its overrides and, for a grid, nothing of the grid:
+    a grid point is told apart by its own key), else as the experiment alone; None when it cannot be
+    composed (the experiment or arm is no longer in the project, a plugin is missing)."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+    from arctl.compose.sweep import load_sweep
+    from arctl.track.runs import flatten_config
+
+    memo: dict[tuple, dict | None] = {}
+
+    def compose(experiment: str, arm: str, seed: int, scale: str | None) -> dict | None:
+        key = (experiment, arm, seed, scale)
+        if key not in memo:
+            try:
+                exp = load_experiment(experiment)
+                sweep = next((s for s in (load_sweep(n) for n in sweeps or []) if experiment in s.experiments), None)
+                run = resolve_arm(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
+                                  sweep=sweep.name if sweep else None)
+                memo[key] = flatten_config(run.config)
+            except (SpecError, KeyError, OSError, ValueError):
+                memo[key] = None
+        return memo[key]
+
+    return compose
+
+
+def grid_keys(sweeps: Sequence[str] | None) -> list[str]:
+    """The keys the grids of ``sweeps`` set (a grid point is a cell of its own)."""
+    from arctl.compose.sweep import load_sweep
+
+    return sorted({k for name in sweeps or [] for k in load_sweep(name).grid})

@@ -1,0 +1,179 @@
+"""One run per cell (arctl.report.cells): a workspace with several runs of one arm and seed (two sweeps
+that set something differently, a grid, a rerun with an override) gives a report that reads one of
+them, the one the report's sweep composes, or one error line saying how to choose; never a seed
+counted twice or configurations mixed without a word."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+from arctl.report.cells import one_run_per_cell, parse_where, same_value
+from arctl.report.errors import ReportError
+from arctl.track.runs import Runs
+
+runner = CliRunner()
+
+
+def runs_of(*rows: dict) -> Runs:
+    """A :class:`Runs` of ``rows`` (run_id, experiment, arm, seed, config.*), each with one metric."""
+    table = pd.DataFrame.from_records(rows)
+    history = pd.DataFrame({"run_id": table["run_id"], "experiment": table["experiment"], "arm": table["arm"],
+                            "seed": table["seed"], "step": 0, "metric": "eval/toy/final_acc",
+                            "value": np.arange(len(table), dtype=float)})
+    return Runs(history=history, runs=table)
+
+
+def row(run_id: str, seed: int = 0, arm: str = "grpo", **config) -> dict:
+    out = {"run_id": run_id, "experiment": "main-grpo", "arm": arm, "seed": seed, "config.scale": "tiny",
+           "config.thinking.lam": 0.5, "config.budget_control.forcing_extensions": 0, "config.wandb.name": run_id,
+           "config.machine": "AMD EPYC | AVX512"}
+    out.update({f"config.{k.replace('__', '.')}": v for k, v in config.items()})
+    return out
+
+
+def composed(**config):
+    cell = {"scale": "tiny", "thinking.lam": 0.5, "budget_control.forcing_extensions": 0}
+    cell.update({k.replace("__", "."): v for k, v in config.items()})
+    return lambda experiment, arm, seed, scale: dict(cell)
+
+
+def kept(runs: Runs) -> list[str]:
+    return sorted(runs.runs["run_id"])
+
+
+def test_values_compare_as_a_user_means_them():
+    assert same_value(2, 2.0) and same_value(np.int64(2), 2.0) and same_value([48, 96], (48, 96))
+    assert same_value(float("nan"), None) and same_value(np.array([1, 2]), [1, 2])
+    assert not same_value(0, None) and not same_value(True, 1) and not same_value("0.5", 0.5)
+    assert parse_where(["thinking.lam=0.75", "config.summary.decoupled=true", "eval.budgets=[48, 96]", "tag=x"]) == [
+        ("thinking.lam", 0.75), ("summary.decoupled", True), ("eval.budgets", [48, 96]), ("tag", "x")]
+    for bad in ("thinking.lam", "=3"):
+        with pytest.raises(ReportError, match="expected KEY=VALUE"):
+            parse_where([bad])
+
+
+def test_one_run_per_cell_is_left_alone_and_machines_and_names_never_count():
+    runs = runs_of(row("a0"), row("a1", seed=1), row("u0", arm="ar-uniform"))
+    assert kept(one_run_per_cell(runs, compose=None)) == ["a0", "a1", "u0"]
+    # two runs that differ only in what a job records beside its config: the composed cell decides nothing
+    # there, so they are undecided, but never by the machine or the W&B name
+    two = runs_of(row("a", **{"machine": "x"}), row("b", **{"machine": "y", "thinking__lam": 0.75}))
+    assert kept(one_run_per_cell(two, compose=composed())) == ["a"]
+
+
+def test_the_cell_the_sweep_composes_wins_and_the_history_follows():
+    runs = runs_of(row("plain"), row("forced", budget_control__forcing_extensions=2), row("other", seed=1))
+    out = one_run_per_cell(runs, compose=composed(budget_control__forcing_extensions=2))
+    assert kept(out) == ["forced", "other"] and sorted(out.history["run_id"]) == ["forced", "other"]
+    assert out.history.set_index("run_id").loc["forced", "value"] == 1.0  # its own values, not the plain run's
+    runs = runs_of(row("plain"), row("forced", budget_control__forcing_extensions=2))
+    assert kept(one_run_per_cell(runs, compose=composed())) == ["plain"]
+
+
+def test_a_cell_nothing_decides_is_one_error_line_naming_the_runs_the_key_and_the_choice():
+    runs = runs_of(row("lam25", thinking__lam=0.25), row("lam75", thinking__lam=0.75))
+    with pytest.raises(ReportError) as err:
+        one_run_per_cell(runs, compose=composed(), source="/ws")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("main-grpo/grpo seed 0 has 2 runs in /ws that differ in thinking.lam")
+    assert "0.25: lam25; 0.75: lam75" in msg and msg.endswith("choose with --where thinking.lam=VALUE")
+    with pytest.raises(ReportError, match="choose with --where thinking.lam=VALUE"):
+        one_run_per_cell(runs, compose=lambda *a: None)  # the cell cannot be composed: the same line
+    out = one_run_per_cell(runs_of(row("lam25", thinking__lam=0.25), row("lam75", thinking__lam=0.75)),
+                           where=["thinking.lam=0.75"], compose=composed())
+    assert kept(out) == ["lam75"]
+
+
+def test_where_filters_every_run_and_says_what_is_wrong():
+    runs = runs_of(row("a", thinking__lam=0.25), row("b", seed=1), row("c", seed=2, thinking__lam=1))
+    assert kept(one_run_per_cell(runs, where=["thinking.lam=1.0"])) == ["c"]
+    with pytest.raises(ReportError, match=r"no run in /ws has config key 'lam'; did you mean thinking\.lam\?"):
+        one_run_per_cell(runs_of(row("a")), where=["lam=0.5"], source="/ws")
+    with pytest.raises(ReportError, match=r"--where thinking\.lam=0\.3: none of the 1 runs in /ws has that config"):
+        one_run_per_cell(runs_of(row("a")), where=["thinking.lam=0.3"], source="/ws")
+
+
+def test_a_grid_point_is_a_cell_of_its_own():
+    runs = runs_of(row("lam25", thinking__lam=0.25), row("lam75", thinking__lam=0.75))
+    assert kept(one_run_per_cell(runs, compose=composed(), grid_keys=["thinking.lam"])) == ["lam25", "lam75"]
+
+
+def _write(ws, run, values: dict[int, float]) -> str:
+    """A real offline W&B run of the resolved ``run`` (config.yaml as the launcher writes it), whose
+    final evaluation logs ``values`` as eval/toy/acc@BUDGET (and the same mean as the summary keys)."""
+    import yaml
+
+    from arctl.launch.run_id import make_run_id
+    from arctl.track.writer import open_run
+
+    cfg = dict(run.config)
+    cfg["run_id"] = rid = make_run_id(cfg)
+    run_dir = ws / "runs" / rid
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    wb = open_run(cfg, run_dir)
+    mean = float(np.mean(list(values.values())))
+    for step in (0, 1):
+        logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
+        if step == 1:
+            logged.update({f"eval/toy/acc@{b}": v for b, v in values.items()})
+            logged.update({"eval/toy/anytime_acc": mean, "eval/toy/grid_anytime_acc": mean,
+                           "eval/toy/final_acc": values[max(values)], "eval/toy/think_len": 30.0})
+        wb.log(logged)
+    wb.finish()
+    return rid
+
+
+def test_a_workspace_with_two_sweeps_runs_of_one_arm_reports_each_sweep_s_own(tmp_path):
+    """`arctl sweep paper` and `arctl sweep baselines` (budget forcing on) both train main-grpo seed 0: the
+    baselines report reads the forced run, the claims the plain one; a third run of another lambda is
+    never read; without the plain run, the claims are one error line until --where chooses."""
+    import wandb
+
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    grpo, uniform = load_experiment("main-grpo"), load_experiment("main-ar-uniform")
+    budgets = resolve_arm(grpo, "grpo", 0, "tiny").config["eval"]["budgets"]
+    plain = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny"), {b: 0.2 for b in budgets})
+    forced = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny", sweep_overrides=["budget_control.forcing_extensions=2"],
+                                    sweep="baselines"), {b: 0.4 for b in budgets})
+    lam = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny", user_overrides=["thinking.lam=0.75"]), {b: 0.9 for b in budgets})
+    _write(ws, resolve_arm(uniform, "ar-uniform", 0, "tiny"), {b: 0.3 for b in budgets})
+    wandb.teardown()
+
+    res = runner.invoke(app, ["report", "--table", "final", "--sweep", "baselines", "--workdir", str(ws),
+                              "--out", str(tmp_path / "b"), "--json"])
+    assert res.exit_code == 0, res.output
+    used = {(r["arm"], r["seed"]): r["run_id"] for r in json.loads(res.stdout)["runs"]}
+    assert used[("grpo", 0)] == forced and len(used) == 2
+
+    res = runner.invoke(app, ["report", "--claims", "paper", "--scale", "tiny", "--workdir", str(ws),
+                              "--out", str(tmp_path / "c"), "--json"])
+    assert res.exit_code == 0, res.output
+    used = {(r["arm"], r["seed"]): r["run_id"] for r in json.loads(res.stdout)["runs"] if r["arm"] == "grpo"}
+    assert used == {("grpo", 0): plain}
+
+    import shutil
+
+    shutil.rmtree(ws / "runs" / plain)
+    shutil.rmtree(ws / ".arctl-cache", ignore_errors=True)
+    res = runner.invoke(app, ["report", "--claims", "paper", "--scale", "tiny", "--workdir", str(ws),
+                              "--out", str(tmp_path / "d")])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "main-grpo/grpo seed 0 has 2 runs" in lines[0], res.output
+    assert forced in lines[0] and lam in lines[0] and "--where" in lines[0] and not (tmp_path / "d").exists()
+    res = runner.invoke(app, ["report", "--claims", "paper", "--scale", "tiny", "--workdir", str(ws),
+                              "--where", "thinking.lam=0.75", "--out", str(tmp_path / "e"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert {r["run_id"] for r in json.loads(res.stdout)["runs"]} == {lam}  # --where filters every arm
