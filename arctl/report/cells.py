@@ -11,7 +11,9 @@ twice or mix configurations without saying so. So a report keeps one run per cel
    (or, without one, the experiment alone) composes it at the run's scale: on the keys where the
    runs differ, its values equal the composed cell's;
 3. a cell still undecided is one error line naming the runs, the key they differ in, and the
-   ``--where`` that chooses.
+   ``--where`` that chooses;
+4. a kept run that is not its cell as composed (the only run of its cell, from another sweep or a
+   rerun with an override) is read, and a warning names it and the keys it differs in.
 
 The keys that only say where a run ran or logged (:data:`arctl.launch.run_id.LAUNCH_ONLY_KEYS`) never
 count, nor what a job records beside its config (warm-up, machine: not in the composed config).
@@ -117,7 +119,33 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     h = runs.history
     if len(h):
         runs.history = h[h["run_id"].astype(str).isin(chosen)].reset_index(drop=True)
+    if compose is not None:
+        runs.warnings = list(runs.warnings) + _not_composed(runs.runs, compose)
     return runs
+
+
+def _not_composed(table, compose) -> list[str]:
+    """A warning per set of keys in which kept runs differ from their cell as composed (a run the
+    sweep did not launch as it stands: another sweep's, a rerun with an override): they are read,
+    and the report says so."""
+    by_keys: dict[tuple[str, ...], list[str]] = {}
+    for rec in table.to_dict("records"):
+        seed = _plain(rec.get("seed"))
+        cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), _plain(rec.get(CONFIG_PREFIX + "scale"))) \
+            if seed is not None else None
+        if cell is None:
+            continue
+        differ = tuple(k for k, v in sorted(cell.items()) if k != "seed" and not _launch_only(k)
+                       and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v))
+        if differ:
+            by_keys.setdefault(differ, []).append(str(rec["run_id"]))
+    out = []
+    for keys, ids in sorted(by_keys.items()):
+        shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+        out.append(f"{len(ids)} run(s) differ from their cell as the report's sweep composes it, in "
+                   f"{', '.join(keys[:3])}{' and more' if len(keys) > 3 else ''}: {shown}; they are read as that "
+                   "cell's runs (--where KEY=VALUE leaves them out)")
+    return out
 
 
 def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, source: str) -> str:
@@ -155,7 +183,7 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
     memo: dict[tuple, dict | None] = {}
 
     def compose(experiment: str, arm: str, seed: int, scale: str | None) -> dict | None:
-        key = (experiment, arm, seed, scale)
+        key = (experiment, arm, scale)  # the seed changes only the key `seed`: composed once, at this seed
         if key not in memo:
             try:
                 exp = load_experiment(experiment)
@@ -165,7 +193,7 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
                 memo[key] = flatten_config(run.config)
             except (SpecError, KeyError, OSError, ValueError):
                 memo[key] = None
-        return memo[key]
+        return None if memo[key] is None else {**memo[key], "seed": seed}
 
     return compose
 

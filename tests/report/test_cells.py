@@ -149,20 +149,26 @@ def test_a_workspace_with_two_sweeps_runs_of_one_arm_reports_each_sweep_s_own(tm
     forced = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny", sweep_overrides=["budget_control.forcing_extensions=2"],
                                     sweep="baselines"), {b: 0.4 for b in budgets})
     lam = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny", user_overrides=["thinking.lam=0.75"]), {b: 0.9 for b in budgets})
-    _write(ws, resolve_arm(uniform, "ar-uniform", 0, "tiny"), {b: 0.3 for b in budgets})
+    ar = _write(ws, resolve_arm(uniform, "ar-uniform", 0, "tiny"), {b: 0.3 for b in budgets})
     wandb.teardown()
 
     res = runner.invoke(app, ["report", "--table", "final", "--sweep", "baselines", "--workdir", str(ws),
                               "--out", str(tmp_path / "b"), "--json"])
     assert res.exit_code == 0, res.output
-    used = {(r["arm"], r["seed"]): r["run_id"] for r in json.loads(res.stdout)["runs"]}
+    doc = json.loads(res.stdout)
+    used = {(r["arm"], r["seed"]): r["run_id"] for r in doc["runs"]}
     assert used[("grpo", 0)] == forced and len(used) == 2
+    # AR-uniform's only run is the paper sweep's (no forcing): read, and said
+    (said,) = [w for w in doc["warnings"] if "differ from their cell" in w]
+    assert said.startswith("1 run(s) differ from their cell as the report's sweep composes it, in "
+                           "budget_control.forcing_extensions: " + ar), said
 
     res = runner.invoke(app, ["report", "--claims", "paper", "--scale", "tiny", "--workdir", str(ws),
                               "--out", str(tmp_path / "c"), "--json"])
     assert res.exit_code == 0, res.output
-    used = {(r["arm"], r["seed"]): r["run_id"] for r in json.loads(res.stdout)["runs"] if r["arm"] == "grpo"}
-    assert used == {("grpo", 0): plain}
+    doc = json.loads(res.stdout)
+    used = {(r["arm"], r["seed"]): r["run_id"] for r in doc["runs"] if r["arm"] == "grpo"}
+    assert used == {("grpo", 0): plain} and not [w for w in doc["warnings"] if "differ from their cell" in w]
 
     import shutil
 

@@ -1,107 +1,130 @@
-"""Per-method summary of the baselines sweep (docs/evidence/baselines.md) from each completed run's
-metrics.jsonl (its last row is the final evaluation): mean ± 95% Student-t CI over seeds, paired
-differences (same seed) to AR-uniform, and forced minus plain evaluation of the same model.
+"""Per-method summary of the baselines sweep (docs/evidence/baselines.md), read with arctl's own reader
+from a workspace or an export (its W&B files): one run per cell as `arctl report --sweep baselines`
+reads them, finished runs only, each run's final evaluation. Mean ± 95% Student-t interval over
+seeds; paired differences (same seed) to AR-uniform and to GRPO with their p-value and the seeds a
+paired t-test needs for 80% power at the observed mean and sd; budget forcing minus the plain
+evaluation of the same model. Budgets are fractions of the largest evaluation budget b_m.
 
-    python docs/evidence/baselines/summarize.py WORKSPACE summary.json > summary.md
+    python docs/evidence/baselines/summarize.py WORKSPACE_OR_EXPORT summary.json > summary.md
 """
-import glob
+
 import json
-import os
+import math
 import sys
 
 import numpy as np
 
-from arctl.report.stats import t975
+from arctl.compose.sweep import load_sweep
+from arctl.report.cells import cell_composer, one_run_per_cell
+from arctl.report.specs import arm_label, load_spec
+from arctl.report.stats import seeds_for_power, t975, t_cdf
+from arctl.track.metrics_schema import NAME_ACC, parse_metric
+from arctl.track.runs import load_runs
 
-ws = sys.argv[1]
-ARMS = ["ar-uniform", "grpo", "thinkprune", "l1-exact", "l1-max", "elastic"]
-runs = {}
-for d in sorted(glob.glob(f"{ws}/runs/*")):
-    st = json.load(open(f"{d}/status.json"))
-    cfg_arm = json.load(open(f"{d}/status.json")).get("arm") or os.path.basename(d).split("_")[1]
-    seed = int(os.path.basename(d).split("_")[2][1:])
-    if st["state"] != "completed":
-        continue
-    rows = [json.loads(line) for line in open(f"{d}/metrics.jsonl")]
-    runs[(cfg_arm, seed)] = rows[-1]
+SWEEP = "baselines"
+FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
+SUMMARY = ("grid_anytime_acc", "curve_auc", "final_acc", "think_len")
+DATASETS = ("toy", "toy-forced")
 
-def ci(x):
+ws, out_json = sys.argv[1], sys.argv[2]
+arms = list(load_spec("figure", "budget_methods")["arms"])
+runs = load_runs(ws, experiments=load_sweep(SWEEP).experiments, metrics=["eval/*"], progress=False, last_only=True)
+one_run_per_cell(runs, compose=cell_composer([SWEEP]), source=ws)
+finished = {str(r["run_id"]) for r in runs.runs.to_dict("records") if str(r.get("state")) == "finished"}
+h = runs.history[runs.history["run_id"].astype(str).isin(finished)]
+final: dict[tuple[str, int], dict[str, float]] = {}
+for (arm, seed), g in h.groupby(["arm", "seed"], observed=True):
+    final[(str(arm), int(seed))] = dict(zip(g["metric"].astype(str), g["value"].astype(float)))
+budgets = sorted({p.budget for m in h["metric"].astype(str).unique() if (p := parse_metric(m)) and p.name == NAME_ACC and p.budget})
+b_m = max(budgets)
+shown = [min(budgets, key=lambda b: abs(b - f * b_m)) for f in FRACTIONS]
+keys = [(f"{ds} acc@{b}", f"eval/{ds}/acc@{b}") for ds in DATASETS for b in shown]
+keys += [(f"{ds} {n}", f"eval/{ds}/{n}") for ds in DATASETS for n in SUMMARY]
+
+
+def stats(x):
+    """mean, half-width of the 95% t-interval, n, p of the t-test against 0, seeds for 80% power."""
     x = np.asarray(x, float)
     n = len(x)
-    return x.mean(), (t975(n - 1) * x.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")), n
+    if n < 2:
+        return [round(float(x.mean()), 4), None, n, None, None]
+    sd = float(x.std(ddof=1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    p = 2 * (1 - t_cdf(abs(x.mean()) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else None
+    need = seeds_for_power(float(x.mean()) / sd) if sd > 0 else None
+    return [round(float(x.mean()), 4), round(half, 4), n, None if p is None else round(p, 4), need]
 
-keys = []
-for ds in ("toy", "toy-forced"):
-    keys += [(f"{ds} acc@{b}", f"eval/{ds}/acc@{b}") for b in (8, 16, 24, 32, 48, 64)]
-    keys += [(f"{ds} {n}", f"eval/{ds}/{n}") for n in ("grid_anytime_acc", "curve_auc", "acc_at_frac/25", "acc_at_frac/50", "final_acc", "think_len")]
-out = {"arms": {}, "vs_ar_uniform": {}, "vs_grpo": {}, "forced_minus_plain": {}}
-for arm in ARMS:
-    seeds = sorted(s for a, s in runs if a == arm)
-    out["arms"][arm] = {"seeds": seeds}
+
+seeds_of = {a: sorted(s for b, s in final if b == a) for a in arms}
+out = {"b_m": b_m, "budgets_shown": shown, "arms": {}, "vs_ar_uniform": {}, "vs_grpo": {}, "forced_minus_plain": {},
+       "runs": sorted(finished)}
+for arm in arms:
+    out["arms"][arm] = {"seeds": seeds_of[arm]}
     for label, k in keys:
-        vals = [runs[(arm, s)].get(k) for s in seeds]
+        vals = [final[(arm, s)].get(k) for s in seeds_of[arm]]
         if vals and all(v is not None for v in vals):
-            m, c, n = ci(vals)
-            out["arms"][arm][label] = [round(m, 4), round(c, 4), n]
+            out["arms"][arm][label] = stats(vals)
     for ref in ("ar-uniform", "grpo"):
-        if arm == ref:
+        common = sorted(set(seeds_of[arm]) & set(seeds_of[ref]))
+        if arm == ref or not common:
             continue
-        common = sorted(set(seeds) & {s for a, s in runs if a == ref})
         res = {}
         for label, k in keys:
-            d = [runs[(arm, s)].get(k, np.nan) - runs[(ref, s)].get(k, np.nan) for s in common]
-            if d and not np.isnan(d).any():
-                m, c, n = ci(d)
-                res[label] = [round(m, 4), round(c, 4), n]
+            d = [final[(arm, s)].get(k, np.nan) - final[(ref, s)].get(k, np.nan) for s in common]
+            if not np.isnan(d).any():
+                res[label] = stats(d)
         out["vs_" + ref.replace("-", "_")][arm] = res
     res = {}
     for n_ in ("grid_anytime_acc", "curve_auc", "final_acc"):
-        d = [runs[(arm, s)][f"eval/toy-forced/{n_}"] - runs[(arm, s)][f"eval/toy/{n_}"] for s in seeds]
-        if d:
-            m, c, n = ci(d)
-            res[n_] = [round(m, 4), round(c, 4), n]
+        pairs = [(final[(arm, s)].get(f"eval/toy-forced/{n_}"), final[(arm, s)].get(f"eval/toy/{n_}")) for s in seeds_of[arm]]
+        if pairs and all(a is not None and b is not None for a, b in pairs):
+            res[n_] = stats([a - b for a, b in pairs])
     out["forced_minus_plain"][arm] = res
-json.dump(out, open(sys.argv[2], "w"), indent=1)
+json.dump(out, open(out_json, "w"), indent=1)
 
-s = out
-LAB = {"ar-uniform": "AR-uniform", "grpo": "GRPO", "thinkprune": "ThinkPrune", "l1-exact": "L1-Exact", "l1-max": "L1-Max", "elastic": "Elastic"}
-def table(ds, cols, scale=100, fmt="{:.1f} ± {:.1f}"):
-    head = "| method | " + " | ".join(c for c, _ in cols) + " |\n|---|" + "---|" * len(cols) + "\n"
-    best = {}
-    for c, k in cols:
-        vals = {a: s["arms"][a].get(f"{ds} {k}", [None])[0] for a in ARMS}
-        vals = {a: v for a, v in vals.items() if v is not None}
-        if vals and k != "think_len":
-            best[c] = max(vals, key=vals.get)
-    rows = ""
-    for a in ARMS:
-        cells = []
-        for c, k in cols:
-            v = s["arms"][a].get(f"{ds} {k}")
-            if v is None:
-                cells.append("–")
-                continue
-            sc = 1 if k == "think_len" else scale
-            t = fmt.format(v[0] * sc, v[1] * sc)
-            cells.append(f"**{t}**" if best.get(c) == a else t)
-        rows += f"| {LAB[a]} (n={len(s['arms'][a]['seeds'])}) | " + " | ".join(cells) + " |\n"
-    return head + rows
-cols = [("acc@8", "acc@8"), ("acc@16", "acc@16"), ("acc@24", "acc@24"), ("acc@32", "acc@32"), ("acc@48", "acc@48"), ("acc@64", "acc@64"),
-        ("curve AUC", "curve_auc"), ("acc at b_m/4", "acc_at_frac/25"), ("acc at b_m/2", "acc_at_frac/50"), ("anytime (grid)", "grid_anytime_acc"), ("think len", "think_len")]
+
+def cell(v, scale=100.0, sign=False):
+    if v is None:
+        return "–"
+    m, half = v[0] * scale, v[1]
+    text = f"{m:+.1f}" if sign else f"{m:.1f}"
+    return text + (f" ± {half * scale:.1f}" if half is not None else "")
+
+
+def method_table(ds):
+    cols = [(f"acc@{b}", f"acc@{b}") for b in shown] + [("curve AUC", "curve_auc"), ("anytime (grid)", "grid_anytime_acc"),
+                                                        ("think len", "think_len")]
+    lines = ["| method (seeds) | " + " | ".join(c for c, _ in cols) + " |", "|---|" + "---|" * len(cols)]
+    for a in arms:
+        s = out["arms"][a]
+        lines.append(f"| {arm_label(a)} ({len(s['seeds'])}) | " + " | ".join(
+            cell(s.get(f"{ds} {k}"), 1 if k == "think_len" else 100) for _, k in cols) + " |")
+    return "\n".join(lines)
+
+
+def diff_table(key, ref):
+    cols = [f"toy acc@{b}" for b in shown] + ["toy curve_auc", "toy grid_anytime_acc"]
+    lines = [f"| method | " + " | ".join(c.split(" ", 1)[1] for c in cols) + " | seeds for 80% power (anytime) |",
+             "|---|" + "---|" * (len(cols) + 1)]
+    for a, d in out[key].items():
+        any_ = d.get("toy grid_anytime_acc")
+        need = (f"{any_[4]}" if any_ and any_[4] else "> 1000 or n/a") if any_ else "–"
+        p = f" (p {any_[3]:.3f})" if any_ and any_[3] is not None else ""
+        lines.append(f"| {arm_label(a)} − {ref} | " + " | ".join(cell(d.get(c), sign=True) for c in cols) + f" | {need}{p} |")
+    return "\n".join(lines)
+
+
+print(f"Largest evaluation budget b_m = {b_m} thinking tokens; columns at {', '.join(map(str, shown))} "
+      f"(b_m x {', '.join(map(str, FRACTIONS))}). Percentages; mean ± 95% t-interval over seeds.\n")
 print("### Without budget forcing (`eval/toy/`)\n")
-print(table("toy", cols))
-print("### With s1 budget forcing, 2 cues (`eval/toy-forced/`)\n")
-print(table("toy-forced", cols))
-dcols = ["toy acc@8", "toy acc@16", "toy acc@32", "toy acc@48", "toy acc@64", "toy curve_auc", "toy grid_anytime_acc"]
+print(method_table("toy"))
+print("\n### With s1 budget forcing, 2 cues (`eval/toy-forced/`)\n")
+print(method_table("toy-forced"))
 for ref, key in (("AR-uniform", "vs_ar_uniform"), ("GRPO", "vs_grpo")):
-    print(f"\n### Paired differences to {ref} (same seed; mean ± 95% CI, percentage points)\n")
-    print("| method | " + " | ".join(c.split(" ", 1)[1] for c in dcols) + " |\n|---|" + "---|" * len(dcols))
-    for a in ARMS:
-        if a in s[key]:
-            d = s[key][a]
-            print(f"| {LAB[a]} | " + " | ".join((f"{d[c][0] * 100:+.1f} ± {d[c][1] * 100:.1f}" if c in d else "–") for c in dcols) + " |")
+    print(f"\n### Paired differences to {ref} (same seed; percentage points)\n")
+    print(diff_table(key, ref))
 print("\n### Budget forcing minus plain evaluation (same model and seed; percentage points)\n")
 print("| method | anytime (grid) | curve AUC | final acc |\n|---|---|---|---|")
-for a in ARMS:
-    d = s["forced_minus_plain"].get(a, {})
-    print(f"| {LAB[a]} | " + " | ".join((f"{d[c][0] * 100:+.1f} ± {d[c][1] * 100:.1f}" if c in d else "–") for c in ("grid_anytime_acc", "curve_auc", "final_acc")) + " |")
+for a in arms:
+    d = out["forced_minus_plain"].get(a, {})
+    print(f"| {arm_label(a)} | " + " | ".join(cell(d.get(c), sign=True) for c in ("grid_anytime_acc", "curve_auc", "final_acc")) + " |")
