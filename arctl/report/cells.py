@@ -72,6 +72,12 @@ def _shown(v) -> str:
     return "unset" if v is None else json.dumps(v, default=str) if not isinstance(v, str) else v
 
 
+def run_scale(rec: dict) -> str | None:
+    """The scale a runs-table row ran at (its config's ``scale.name``; ``scale`` in an older layout)."""
+    v = _plain(rec.get(CONFIG_PREFIX + "scale.name", rec.get(CONFIG_PREFIX + "scale")))
+    return None if v is None else str(v)
+
+
 def _launch_only(key: str) -> bool:
     from arctl.launch.run_id import LAUNCH_ONLY_KEYS
 
@@ -131,8 +137,7 @@ def _not_composed(table, compose) -> list[str]:
     by_keys: dict[tuple[str, ...], list[str]] = {}
     for rec in table.to_dict("records"):
         seed = _plain(rec.get("seed"))
-        cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), _plain(rec.get(CONFIG_PREFIX + "scale"))) \
-            if seed is not None else None
+        cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), run_scale(rec)) if seed is not None else None
         if cell is None:
             continue
         differ = tuple(k for k, v in sorted(cell.items()) if k != "seed" and not _launch_only(k)
@@ -153,7 +158,7 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
     columns = sorted({c for r in recs for c in r if c.startswith(CONFIG_PREFIX)})
     differ = [c for c in columns if not _launch_only(c[len(CONFIG_PREFIX):])
               and any(not same_value(r.get(c), recs[0].get(c)) for r in recs[1:])]
-    scales = {_plain(r.get(CONFIG_PREFIX + "scale")) for r in recs}
+    scales = {run_scale(r) for r in recs}
     cell = compose(experiment, arm, seed, scales.pop() if len(scales) == 1 else None) if compose else None
     if cell is not None:
         differ = [c for c in differ if c[len(CONFIG_PREFIX):] in cell]  # recorded beside the config: not a setting

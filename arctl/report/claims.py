@@ -669,7 +669,9 @@ def _compute_key(rec: dict) -> str | None:
 
 
 def _of_scale(rec: dict, scale: str | None) -> bool:
-    return scale is None or str(rec.get("config.scale.name", rec.get("config.scale"))) == scale
+    from arctl.report.cells import run_scale
+
+    return scale is None or str(run_scale(rec)) == scale
 
 
 def _finished(rec: dict) -> bool:

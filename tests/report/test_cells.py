@@ -100,6 +100,19 @@ def test_where_filters_every_run_and_says_what_is_wrong():
         one_run_per_cell(runs_of(row("a")), where=["thinking.lam=0.3"], source="/ws")
 
 
+def test_the_cell_is_composed_at_the_scale_each_run_ran_at():
+    asked = []
+
+    def compose(experiment, arm, seed, scale):
+        asked.append((experiment, arm, seed, scale))
+        return {"thinking.lam": 0.5, "scale.name": scale}
+
+    paper = {"scale": None, "scale__name": "paper"}
+    runs = runs_of(row("a", thinking__lam=0.25, **paper), row("b", **paper), row("c", seed=1, **{"scale.name": "tiny"}))
+    assert kept(one_run_per_cell(runs, compose=compose)) == ["b", "c"]
+    assert ("main-grpo", "grpo", 0, "paper") in asked and ("main-grpo", "grpo", 1, "tiny") in asked
+
+
 def test_a_grid_point_is_a_cell_of_its_own():
     runs = runs_of(row("lam25", thinking__lam=0.25), row("lam75", thinking__lam=0.75))
     assert kept(one_run_per_cell(runs, compose=composed(), grid_keys=["thinking.lam"])) == ["lam25", "lam75"]
