@@ -74,8 +74,11 @@ def _shown(v) -> str:
 
 def run_scale(rec: dict) -> str | None:
     """The scale a runs-table row ran at (its config's ``scale.name``; ``scale`` in an older layout)."""
-    v = _plain(rec.get(CONFIG_PREFIX + "scale.name", rec.get(CONFIG_PREFIX + "scale")))
-    return None if v is None else str(v)
+    for key in ("scale.name", "scale"):
+        v = _plain(rec.get(CONFIG_PREFIX + key))
+        if v is not None and not isinstance(v, dict):
+            return str(v)
+    return None
 
 
 def _launch_only(key: str) -> bool:
@@ -208,3 +211,36 @@ def grid_keys(sweeps: Sequence[str] | None) -> list[str]:
     from arctl.compose.sweep import load_sweep
 
     return sorted({k for name in sweeps or [] for k in load_sweep(name).grid})
+
+
+def serving(experiments: Sequence[str], sweeps: Sequence[str] | None) -> Callable[[dict], list[tuple[str, str]]]:
+    """``serves(config)``: the cells (experiment, arm) of ``experiments`` that a run with this resolved
+    config is, names aside: its config equals the cell as ``sweeps`` compose it at the run's scale and
+    seed on every key but the run's names and launch sections. What ``shared.json`` says of a
+    workspace run (``share_arms``), told from the config alone, for runs read from a W&B project."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+    from arctl.track.runs import flatten_config
+
+    cells = []
+    for name in experiments:
+        try:
+            cells += [(name, arm) for arm in load_experiment(name).arms]
+        except SpecError:
+            continue
+    compose = cell_composer(sweeps)
+
+    def serves(config: dict) -> list[tuple[str, str]]:
+        flat = flatten_config(config)
+        seed, scale = _plain(flat.get("seed")), run_scale({CONFIG_PREFIX + k: flat.get(k) for k in ("scale.name", "scale")})
+        if not isinstance(seed, int | float) or isinstance(seed, bool):
+            return []
+        out = []
+        for experiment, arm in cells:
+            cell = compose(experiment, arm, int(seed), scale)
+            if cell is not None and all(same_value(flat.get(k), v) for k, v in cell.items()
+                                        if k not in ("experiment", "arm") and not _launch_only(k)):
+                out.append((experiment, arm))
+        return out
+
+    return serves

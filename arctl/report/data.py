@@ -6,7 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell
+from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell, serving
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
 
@@ -85,11 +85,12 @@ def read_report_runs(
             f"workspace {where_from} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
             f"with {producing_command(spec, exps, sweep)}"
         )
+    context = [sweep] if sweep else [spec["sweep"]] if spec.get("sweep") else []
     runs = load_runs(
         workdir, experiments=exps, metrics=metrics, wandb_project=wandb_project, cache_dir=cache_dir,
         progress=progress, processes=processes, api=api, last_only=final_only,
+        serves=serving(exps, context) if wandb_project and exps else None,
     )
-    context = [sweep] if sweep else [spec["sweep"]] if spec.get("sweep") else []
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     h = runs.history
     requires = spec.get("requires")

@@ -196,3 +196,58 @@ def test_a_workspace_with_two_sweeps_runs_of_one_arm_reports_each_sweep_s_own(tm
                               "--where", "thinking.lam=0.75", "--out", str(tmp_path / "e"), "--json"])
     assert res.exit_code == 0, res.output
     assert {r["run_id"] for r in json.loads(res.stdout)["runs"]} == {lam}  # --where filters every arm
+
+
+class _OnlineRun:
+    """A run as wandb.Api lists it: its resolved config, and a history only read when scanned."""
+
+    def __init__(self, run, final: float):
+        from arctl.launch.run_id import make_run_id
+
+        self.config = {**run.config, "run_id": make_run_id(run.config)}
+        self.id = self.config["run_id"]
+        self.entity, self.project, self.state = "team", "proj", "finished"
+        self.name, self.group = f"{run.arm}-s{run.seed}", run.experiment
+        self.summary, self._attrs, self.final, self.scans = {}, {"heartbeatAt": "2026-11-29T00:00:00"}, final, 0
+
+    def scan_history(self, page_size=1000):
+        self.scans += 1
+        yield {"_step": 0, "trainer/global_step": 0, "eval/toy/final_acc": 0.0}
+        yield {"_step": 1, "trainer/global_step": 1, "eval/toy/final_acc": self.final}
+
+
+class _Api:
+    def __init__(self, runs):
+        self._runs, self.calls = runs, []
+
+    def runs(self, path, filters=None):
+        self.calls.append((path, filters))
+        return list(self._runs)
+
+
+def test_a_w_and_b_project_s_shared_runs_serve_the_cells_they_are_by_config(tmp_path):
+    """#31: W&B has no shared.json. The paper's sweep trains AR-base once and shares it with
+    ablation-vr's grpo-vr-decouple (the same config), and GRPO once for every experiment: a report of
+    ablation-vr read from the project finds them by config; a run of another config serves nothing
+    and its history is never downloaded."""
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+    from arctl.report.data import read_report_runs
+
+    def resolved(experiment, arm, seed, *user):
+        return resolve_arm(load_experiment(experiment), arm, seed, "tiny", user_overrides=list(user), sweep="paper")
+
+    grpo = _OnlineRun(resolved("main-grpo", "grpo", 0), 0.30)
+    vr = _OnlineRun(resolved("ablation-vr", "grpo-vr", 0), 0.31)
+    base = _OnlineRun(resolved("main-ar-base", "ar-base", 0), 0.34)
+    other = _OnlineRun(resolved("main-ar-base", "ar-base", 1, "thinking.lam=0.75"), 0.9)
+    uniform = _OnlineRun(resolved("main-ar-uniform", "ar-uniform", 0), 0.36)
+    api = _Api([grpo, vr, base, other, uniform])
+    data = read_report_runs({"experiments": ["ablation-vr"]}, metrics=["eval/*"], wandb_project="team/proj",
+                            api=api, cache_dir=tmp_path / "cache", progress=False)
+    used = {(r["experiment"], r["arm"], r["seed"]): r["run_id"] for r in data.used_runs()}
+    assert used == {("ablation-vr", "grpo", 0): grpo.id, ("ablation-vr", "grpo-vr", 0): vr.id,
+                    ("ablation-vr", "grpo-vr-decouple", 0): base.id}
+    assert (other.scans, uniform.scans) == (0, 0)  # listed, never downloaded
+    finals = data.history.drop_duplicates(["run_id", "metric"], keep="last").set_index("arm")["value"]
+    assert finals.to_dict() == {"grpo": 0.30, "grpo-vr": 0.31, "grpo-vr-decouple": 0.34}

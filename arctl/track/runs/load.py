@@ -105,6 +105,7 @@ def load_runs(
     progress: bool = True,
     api=None,
     last_only: bool = False,
+    serves=None,
 ) -> Runs:
     """Read the runs of a workspace (default) or of a W&B project (``wandb_project="entity/project"``).
 
@@ -121,11 +122,13 @@ def load_runs(
     to the first (sorted) requested cell it serves. Each run is one row whatever it serves; the
     other requested cells it serves are in the ``serves`` column of ``runs`` (JSON
     ``[[experiment, arm], ...]``, "" for none); without ``experiments`` nothing is relabelled and
-    ``serves`` lists every cell.
+    ``serves`` lists every cell. W&B has no ``shared.json``: reading a project, ``serves(config) ->
+    [(experiment, arm), ...]`` (the report layer composes the cells) names the requested cells a
+    run serves by its config, and the run is read as theirs in the same way.
     """
     exp_set = set(experiments) if experiments is not None else None
     if wandb_project:
-        metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api)
+        metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api, serves)
         cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
     else:
         workdir = Path(workdir) if workdir is not None else default_workdir()

@@ -46,26 +46,43 @@ def _online_cache_dir(project: str) -> Path:
     return base / ".arctl-cache" / "wandb" / project.replace("/", "__")
 
 
-def _load_online(project: str, filters, exp_set, cache_dir, progress, api) -> list[dict]:
-    from arctl.track.wandb_online import list_runs, read_run, run_signature
+def _load_online(project: str, filters, exp_set, cache_dir, progress, api, serves=None) -> list[dict]:
+    """The runs of ``project`` (of ``exp_set``'s experiments when given), each read once and cached.
+    ``serves(config) -> [(experiment, arm), ...]``: the requested cells a run of another experiment
+    serves, judged from its config (W&B has no ``shared.json``: a run one sweep shares with another
+    experiment's cell is that cell's run by its config); such a run is kept and labelled like a
+    workspace run that serves them (:func:`arctl.track.runs.load.load_runs`)."""
+    from arctl.track.wandb_online import _unwrap_config, list_runs, read_run, run_signature
 
     cache = Path(cache_dir) if cache_dir else _online_cache_dir(project)
     flt = dict(filters or {})
-    if exp_set is not None and "group" not in flt and "config.experiment" not in flt:
+    if exp_set is not None and serves is None and "group" not in flt and "config.experiment" not in flt:
         flt["$or"] = [{"group": {"$in": sorted(exp_set)}}, {"config.experiment": {"$in": sorted(exp_set)}}]
+    listed = list_runs(project, filters=flt or None, api=api)
+    wanted: list[tuple[object, list]] = []  # (run, the requested cells it serves besides its own)
+    for r in listed:
+        config = _unwrap_config(dict(r.config or {}))
+        own = str(config.get("experiment") or r.group)
+        cells = [tuple(c) for c in serves(config)] if serves is not None else []
+        if exp_set is None or own in exp_set or cells:
+            wanted.append((r, cells))
     metas = []
-    runs = list_runs(project, filters=flt or None, api=api)
-    with _progress(progress, len(runs), "downloading runs") as bar:
-        task = bar.add_task("downloading runs", total=len(runs)) if bar else None
-        for r in runs:
+    with _progress(progress, len(wanted), "downloading runs") as bar:
+        task = bar.add_task("downloading runs", total=len(wanted)) if bar else None
+        for r, cells in wanted:
             run_id = str((r.config or {}).get("run_id") or r.id)
             sig = run_signature(r)
             meta = _cached_meta(cache, run_id, sig)
             if meta is None:
                 meta = ingest_online(read_run(r), run_id, sig, str(cache))
-            metas.append(meta)
+            own = (meta["experiment"], meta["arm"])
+            cells = [c for c in cells if c != own]
+            if exp_set is not None and meta["experiment"] not in exp_set:
+                if not cells:
+                    continue
+                meta = {**meta, "experiment": cells[0][0], "arm": cells[0][1]}
+            others = [list(c) for c in cells if c != (meta["experiment"], meta["arm"])]
+            metas.append({**meta, "serves": others} if others else meta)
             if bar:
                 bar.advance(task)
-    if exp_set is not None:
-        metas = [m for m in metas if m["experiment"] in exp_set]
     return metas
