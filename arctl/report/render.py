@@ -75,6 +75,10 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
         path = out_dir / f"{name}.csv"
         table.to_csv(path, index=not isinstance(table.index, pd.RangeIndex))
         paths.append(path)
+        if "seeds" in getattr(table, "attrs", {}):  # a figure's per-seed numbers (score_curve's per_seed)
+            path = out_dir / f"{name}.seeds.csv"
+            table.attrs["seeds"].to_csv(path, index=False)
+            paths.append(path)
     paths.append(_write_runs_used(out_dir, name, data))
     return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
                         missing_experiments=data.missing if data else [],

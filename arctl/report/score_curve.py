@@ -1,5 +1,7 @@
 """Figure ``score_curve`` (paper Fig. 3): accuracy vs thinking budget per benchmark, one line per
-arm, from each run's final evaluation ``eval/{dataset}/acc@{budget}``; mean ± 95% CI over seeds."""
+arm, from each run's final evaluation ``eval/{dataset}/acc@{budget}``; mean ± 95% CI over seeds. A
+spec with ``per_seed: true`` also draws each seed's curve, thin, in its arm's colour (a collapsed
+seed shows), and writes them to ``<name>.seeds.csv``."""
 
 from __future__ import annotations
 
@@ -36,8 +38,23 @@ def curve_table(data: ReportData):
     return pd.DataFrame(out, columns=["arm", "dataset", "budget", "mean", "ci", "n"])
 
 
+def seed_table(data: ReportData):
+    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies."""
+    import pandas as pd
+
+    fin = final_values(data.history)
+    rows = []
+    for metric, arm, seed, value in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["seed"], fin["value"]):
+        p = parse_metric(metric)
+        if p is not None and p.name == NAME_ACC and p.budget is not None and p.dataset:
+            rows.append((arm, p.dataset, int(p.budget), int(seed), float(value)))
+    return pd.DataFrame(rows, columns=["arm", "dataset", "budget", "seed", "value"]).sort_values(
+        ["arm", "dataset", "seed", "budget"], kind="stable").reset_index(drop=True)
+
+
 def build(spec: dict, data: ReportData):
     table = curve_table(data)
+    seeds = seed_table(data) if spec.get("per_seed") else None
     if not len(table):
         raise ReportError(
             f"the runs in {data.source} logged no final evaluation {eval_key(NAME_ACC, '<dataset>', '<budget>')}; "
@@ -59,6 +76,10 @@ def build(spec: dict, data: ReportData):
                 continue
             x, y, ci = a["budget"].to_numpy(), a["mean"].to_numpy() * 100, a["ci"].to_numpy() * 100
             ax.plot(x, y, marker="o", ms=3, lw=1.5, color=colors[arm], label=arm_label(arm))
+            if seeds is not None:  # each seed thin beside the mean ("_": not in the legend)
+                for seed, g in seeds[(seeds["arm"] == arm) & (seeds["dataset"] == ds)].groupby("seed"):
+                    ax.plot(g["budget"], g["value"] * 100, lw=0.6, alpha=0.45, color=colors[arm],
+                            label=f"_{arm_label(arm)} seed {seed}")
             if np.isfinite(ci).any():
                 ax.fill_between(x, y - np.nan_to_num(ci), y + np.nan_to_num(ci), color=colors[arm], alpha=0.2, lw=0)
         ax.axvline(max_budget, color="0.4", ls="--", lw=1)
@@ -73,4 +94,6 @@ def build(spec: dict, data: ReportData):
     handles, labels = axes[0][0].get_legend_handles_labels()
     add_legend(fig, handles, labels)
     add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))
+    if seeds is not None:
+        table.attrs["seeds"] = seeds  # written beside the figure as <name>.seeds.csv
     return fig, table

@@ -151,3 +151,42 @@ def test_mean_ci95_against_a_loop():
         sd = (sum((v - col.mean()) ** 2 for v in col) / (len(col) - 1)) ** 0.5
         assert half[j] == pytest.approx(t975(len(col) - 1) * sd / len(col) ** 0.5)
     assert np.isnan(mean_ci95(np.array([[1.0], [np.nan]]))[1][0])
+
+
+def test_per_seed_curves_are_each_run_s_own_numbers(workspace, tmp_path, monkeypatch):
+    """A spec with ``per_seed: true`` (budget_methods) draws every seed's curve beside the mean and
+    writes them to <name>.seeds.csv: a collapsed seed shows."""
+    import pandas as pd
+
+    from arctl.report import score_curve
+    from arctl.report.data import read_report_runs
+    from arctl.report.specs import load_spec
+
+    spec = {**load_spec("figure", "score_curve"), "per_seed": True}
+    data = read_report_runs(spec, metrics=score_curve.METRICS, workdir=workspace, cache_dir=tmp_path / "cache",
+                            progress=False, processes=1, final_only=True)
+    fig, table = score_curve.build(spec, data)
+    ax = next(ax for ax in fig.axes if ax.get_title() == "AIME24")
+    for seed in (0, 1):
+        line = _line(ax, f"_GRPO seed {seed}")
+        np.testing.assert_array_equal(line.get_xdata(), GRID)
+        np.testing.assert_allclose(line.get_ydata(), [100 * acc("grpo", seed, "aime24", b, LAST_STEP) for b in GRID])
+    assert not [t for t in fig.legends[0].get_texts() if "seed" in t.get_text()]  # the legend names arms only
+    seeds = table.attrs["seeds"]
+    assert set(seeds[seeds["arm"] == "grpo"]["seed"]) == {0, 1}
+    plain = score_curve.build({**spec, "per_seed": False}, data)[0]
+    assert not [line for ax in plain.axes for line in ax.lines if "seed" in line.get_label()]
+    # through `arctl report`: a user's spec with per_seed writes the seeds beside the figure
+    import yaml
+
+    (tmp_path / "specs" / "reports").mkdir(parents=True)
+    user = {k: v for k, v in spec.items() if not k.startswith("_")} | {"name": "seedy"}
+    (tmp_path / "specs" / "reports" / "seedy.yaml").write_text(yaml.safe_dump(user))
+    monkeypatch.setenv("ARCTL_SPECS", str(tmp_path / "specs"))
+    res = render_figure("seedy", out_dir=tmp_path / "out", workdir=workspace, cache_dir=tmp_path / "cache",
+                        progress=False, processes=1)
+    written = pd.read_csv(tmp_path / "out" / "seedy.seeds.csv")
+    assert tmp_path / "out" / "seedy.seeds.csv" in res.outputs
+    row = written[(written["arm"] == "grpo") & (written["dataset"] == "aime24") & (written["seed"] == 1)
+                  & (written["budget"] == GRID[0])]
+    assert row["value"].tolist() == [pytest.approx(acc("grpo", 1, "aime24", GRID[0], LAST_STEP))]
