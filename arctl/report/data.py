@@ -77,7 +77,8 @@ def read_report_runs(
     naming the producing command when there are none. ``final_only``: only the last logged value
     of each (run, metric), for reports built from :func:`final_values`. One run per cell
     (:func:`arctl.report.cells.one_run_per_cell`): ``where`` (``KEY=VALUE`` config filters) first,
-    then the cell as ``sweep`` (else the spec's) composes it."""
+    then the cell as ``sweep`` (else the spec's) composes it. A spec with ``only_listed_arms: true``
+    shows only its ``arms`` (else they only come first)."""
     exps = resolve_experiments(spec, experiments, sweep)
     where_from = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
@@ -92,6 +93,11 @@ def read_report_runs(
         serves=serving(exps, context) if wandb_project and exps else None,
     )
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
+    if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
+        shown = {str(a) for a in spec["arms"]}
+        runs.runs = runs.runs[runs.runs["arm"].astype(str).isin(shown)].reset_index(drop=True) if len(runs.runs) else runs.runs
+        if len(runs.history):
+            runs.history = runs.history[runs.history["arm"].astype(str).isin(shown)].reset_index(drop=True)
     h = runs.history
     requires = spec.get("requires")
     if requires and len(h):

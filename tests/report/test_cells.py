@@ -251,3 +251,15 @@ def test_a_w_and_b_project_s_shared_runs_serve_the_cells_they_are_by_config(tmp_
     assert (other.scans, uniform.scans) == (0, 0)  # listed, never downloaded
     finals = data.history.drop_duplicates(["run_id", "metric"], keep="last").set_index("arm")["value"]
     assert finals.to_dict() == {"grpo": 0.30, "grpo-vr": 0.31, "grpo-vr-decouple": 0.34}
+
+
+def test_a_spec_may_show_only_the_arms_it_lists(workspace, tmp_path):
+    """budget_methods lists the methods; ThinkPrune's rounds 1-2 are runs the last round starts from:
+    with ``only_listed_arms`` they are not drawn (without it, unlisted arms come after the listed)."""
+    from arctl.report.data import read_report_runs
+
+    spec = {"experiments": ["ablation-dense"], "arms": ["grpo-dense"]}
+    common = dict(metrics=["eval/*"], workdir=workspace, cache_dir=tmp_path / "cache", progress=False, processes=1)
+    assert {r["arm"] for r in read_report_runs(spec, **common).used_runs()} == {"grpo", "grpo-dense"}
+    data = read_report_runs({**spec, "only_listed_arms": True}, **common)
+    assert {r["arm"] for r in data.used_runs()} == {"grpo-dense"} and set(data.history["arm"]) == {"grpo-dense"}
