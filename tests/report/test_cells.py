@@ -263,3 +263,15 @@ def test_a_spec_may_show_only_the_arms_it_lists(workspace, tmp_path):
     assert {r["arm"] for r in read_report_runs(spec, **common).used_runs()} == {"grpo", "grpo-dense"}
     data = read_report_runs({**spec, "only_listed_arms": True}, **common)
     assert {r["arm"] for r in data.used_runs()} == {"grpo-dense"} and set(data.history["arm"]) == {"grpo-dense"}
+
+
+def test_a_bad_where_is_one_error_line_and_writes_nothing(workspace, tmp_path):
+    for args, said in ((["--where", "thinking.lam"], "expected KEY=VALUE"),
+                       (["--where", "lamda=0.5"], "has config key 'lamda'"),
+                       (["--where", "thinking.lam=0.3"], "none of the")):
+        for command in (["report", "--table", "final", "--workdir", str(workspace)],
+                        ["report", "--claims", "priors", "--workdir", str(workspace)]):
+            res = runner.invoke(app, [*command, *args, "--out", str(tmp_path / "out")])
+            lines = res.output.strip().splitlines()
+            assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], res.output
+            assert not (tmp_path / "out").exists()
