@@ -87,6 +87,12 @@ def _launch_only(key: str) -> bool:
     return key.split(".", 1)[0] in LAUNCH_ONLY_KEYS or key == "trainer.init_run"
 
 
+def _names_the_run(key: str) -> bool:
+    """A key that names a run or says where it ran, not what it computes: its experiment, arm and seed
+    (a run shared with another cell is read under that cell's names) and the launch-only sections."""
+    return key in ("experiment", "arm", "seed") or _launch_only(key)
+
+
 def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Callable[[str, str, int, str | None], dict | None]
                      | None = None, grid_keys: Sequence[str] = (), source: str = "the workspace"):
     """Keep one run per (experiment, arm, seed) of ``runs`` (a :class:`arctl.track.runs.Runs`), in place
@@ -143,7 +149,7 @@ def _not_composed(table, compose) -> list[str]:
         cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), run_scale(rec)) if seed is not None else None
         if cell is None:
             continue
-        differ = tuple(k for k, v in sorted(cell.items()) if k != "seed" and not _launch_only(k)
+        differ = tuple(k for k, v in sorted(cell.items()) if not _names_the_run(k)
                        and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v))
         if differ:
             by_keys.setdefault(differ, []).append(str(rec["run_id"]))
@@ -239,7 +245,7 @@ def serving(experiments: Sequence[str], sweeps: Sequence[str] | None) -> Callabl
         for experiment, arm in cells:
             cell = compose(experiment, arm, int(seed), scale)
             if cell is not None and all(same_value(flat.get(k), v) for k, v in cell.items()
-                                        if k not in ("experiment", "arm") and not _launch_only(k)):
+                                        if k == "seed" or not _names_the_run(k)):
                 out.append((experiment, arm))
         return out
 

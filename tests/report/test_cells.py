@@ -68,6 +68,18 @@ def test_one_run_per_cell_is_left_alone_and_machines_and_names_never_count():
     assert kept(one_run_per_cell(two, compose=composed())) == ["a"]
 
 
+def test_a_run_read_as_a_cell_it_serves_is_not_said_to_differ_by_its_names():
+    """AR-base's run serves ablation-vr's grpo-vr-decouple (shared.json, or by config from W&B): read
+    under that cell's names, its own experiment and arm are not a difference worth a warning."""
+    shared = row("main-ar-base_ar-base_s0", arm="grpo-vr-decouple", experiment="ablation-vr", wandb__group="paper")
+    shared.update({"experiment": "ablation-vr", "config.experiment": "main-ar-base", "config.arm": "ar-base"})
+    cell = composed(experiment="ablation-vr", arm="grpo-vr-decouple", wandb__group="ablation-vr")
+    assert one_run_per_cell(runs_of(shared), compose=cell).warnings == []
+    other = dict(shared, **{"config.thinking.lam": 0.75})
+    (said,) = one_run_per_cell(runs_of(other), compose=cell).warnings
+    assert " in thinking.lam: main-ar-base_ar-base_s0;" in said
+
+
 def test_the_cell_the_sweep_composes_wins_and_the_history_follows():
     runs = runs_of(row("plain"), row("forced", budget_control__forcing_extensions=2), row("other", seed=1))
     out = one_run_per_cell(runs, compose=composed(budget_control__forcing_extensions=2))
