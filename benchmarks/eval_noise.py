@@ -47,21 +47,33 @@ def _key(stat: str, dataset: str = "toy") -> str:
     return {"anytime": ms.eval_grid_anytime_acc, "final": ms.eval_final_acc, "think_len": ms.eval_think_len}[stat](dataset)
 
 
-def _runs(workdir: Path, arms: set[str]) -> list[Path]:
-    """The completed runs of ``arms`` with a final checkpoint, ordered by (arm, seed)."""
+def _runs(workdir: Path, arms: set[str], sweep: str = "paper") -> list[Path]:
+    """The completed runs of ``arms`` with a final checkpoint, ordered by (arm, seed): one per cell,
+    as reports read them (:func:`arctl.report.cells.one_run_per_cell`: where a workspace holds two runs
+    of one arm and seed, e.g. main-grpo of ``arctl sweep paper`` and of ``arctl sweep baselines``, the
+    one ``sweep`` composes)."""
+    import pandas as pd
     import yaml
 
     from arctl.launch.status_file import read_status
+    from arctl.report.cells import cell_composer, one_run_per_cell
+    from arctl.track.runs import Runs, flatten_config
 
-    out = []
+    rows, dirs = [], {}
     for d in sorted((workdir / "runs").iterdir()):
         cfg = d / "config.yaml"
         if not cfg.is_file() or read_status(d).get("state") != "completed":
             continue
         c = yaml.safe_load(cfg.read_text())
         if c.get("arm") in arms and c.get("scale", {}).get("name", "tiny") == "tiny":
-            out.append((c["arm"], int(c["seed"]), d))
-    return [d for _, _, d in sorted(out, key=lambda t: (t[0], t[1]))]
+            rows.append({"run_id": d.name, "experiment": c.get("experiment"), "arm": c["arm"], "seed": int(c["seed"]),
+                         **{f"config.{k}": v for k, v in flatten_config(c).items()}})
+            dirs[d.name] = (c["arm"], int(c["seed"]), d)
+    if rows:
+        kept = one_run_per_cell(Runs(history=pd.DataFrame(), runs=pd.DataFrame(rows)), compose=cell_composer([sweep]),
+                                source=str(workdir)).runs["run_id"]
+        dirs = {name: dirs[name] for name in kept}
+    return [d for _, _, d in sorted(dirs.values(), key=lambda t: (t[0], t[1]))]
 
 
 def _logged(run_dir: Path) -> dict:
@@ -175,12 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard", default=None, help="i/n: measure every n-th run from the i-th")
     p.add_argument("--json", type=Path, default=Path("eval_noise.json"))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--sweep", default="paper", help="the sweep whose cells are measured where a workspace holds "
+                   "several runs of one arm and seed (default: paper)")
     args = p.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     pairs = [tuple(x.split(":", 1)) for x in args.pair]
-    runs = _runs(args.workdir, {arm for pair in pairs for arm in pair})
+    runs = _runs(args.workdir, {arm for pair in pairs for arm in pair}, args.sweep)
     if args.shard:
         i, n = (int(v) for v in args.shard.split("/"))
         measure(runs[i::n], args.streams, args.json.with_name(f"{args.json.name}.{i}"), check_first=i == 0)

@@ -58,6 +58,26 @@ def test_the_split_of_the_variance_is_the_hand_worked_one():
     assert row["seeds_needed"]["no eval noise"] <= row["seeds_needed"]["n_samples=4"] <= row["seeds_needed"]["now"]
 
 
+def test_the_runs_measured_are_one_per_cell_as_the_sweep_composes_them(tmp_path):
+    """A workspace with main-grpo seed 0 of `arctl sweep paper` and of `arctl sweep baselines` (budget
+    forcing on): the paper's is measured, once; the baselines' with --sweep baselines."""
+    from arctl.launch.run_id import make_run_id
+
+    def write(config: dict) -> str:
+        rid = make_run_id(config)
+        (tmp_path / "runs" / rid).mkdir(parents=True)
+        (tmp_path / "runs" / rid / "config.yaml").write_text(yaml.safe_dump(config))
+        (tmp_path / "runs" / rid / "status.json").write_text(json.dumps({"state": "completed"}))
+        return rid
+
+    plain = write(arm_config("main-grpo", "grpo", "tiny"))
+    forced = write(arm_config("main-grpo", "grpo", "tiny", ["budget_control.forcing_extensions=2"]))
+    other = write(arm_config("main-ar-uniform", "ar-uniform", "tiny"))
+    mod = _script()
+    assert [d.name for d in mod._runs(tmp_path, {"grpo", "ar-uniform"})] == [other, plain]
+    assert [d.name for d in mod._runs(tmp_path, {"grpo"}, "baselines")] == [forced]
+
+
 def test_another_sampling_stream_keeps_the_problems_and_changes_the_samples(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
     from arctl.algo.prompts import InsertedTokens
