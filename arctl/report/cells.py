@@ -81,6 +81,45 @@ def run_scale(rec: dict) -> str | None:
     return None
 
 
+def of_scale(rec: dict, scale: str | None) -> bool:
+    """Whether a runs-table row ran at ``scale`` (any, for None)."""
+    return scale is None or str(run_scale(rec)) == scale
+
+
+def finished_run(rec: dict) -> bool:
+    """Whether a runs-table row's history ended with W&B's exit record of a finished run (a table
+    without the column, from an earlier reader, counts every run finished)."""
+    return str(rec.get("state", "finished")) == "finished"
+
+
+# the states of arctl.track.run_data.RunData other than "finished", as the report says them
+_UNFINISHED = {"incomplete": "running or stopped", "failed": "failed", "empty": "nothing logged"}
+
+
+def unfinished(runs_table, scale: str | None = None) -> list[str]:
+    """The runs of ``scale`` whose history has not ended with W&B's exit record of a finished run
+    (still running, failed, or killed before it finished), each as "RUN_ID (STATE at step K of N)":
+    a report of final values leaves them out (their last values are not the final evaluation's)."""
+    out = []
+    for rec in runs_table.to_dict("records") if len(runs_table) else []:
+        if of_scale(rec, scale) and not finished_run(rec):
+            last, total = rec.get("last_step"), rec.get("config.trainer.total_steps")
+            at = f" at step {_int_text(last)}" if _int_text(last) != "?" else ""
+            at += f" of {_int_text(total)}" if at and _int_text(total) != "?" else ""
+            state = _UNFINISHED.get(str(rec.get("state")), str(rec.get("state")))
+            out.append(f"{rec['run_id']} ({state}{at})")
+    return out
+
+
+def listed(items: Sequence[str], most: int = 6) -> str:
+    """``a, b, c and 4 more``."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _int_text(x) -> str:
+    return str(int(x)) if isinstance(x, int | float) and not (isinstance(x, float) and math.isnan(x)) else "?"
+
+
 def _launch_only(key: str) -> bool:
     from arctl.launch.run_id import LAUNCH_ONLY_KEYS
 

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from arctl.config import safe_yaml
+from arctl.report.cells import finished_run as _finished
+from arctl.report.cells import of_scale as _of_scale
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
@@ -666,41 +668,6 @@ def _compute_key(rec: dict) -> str | None:
     if not items:
         return None
     return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
-
-
-def _of_scale(rec: dict, scale: str | None) -> bool:
-    from arctl.report.cells import run_scale
-
-    return scale is None or str(run_scale(rec)) == scale
-
-
-def _finished(rec: dict) -> bool:
-    """Whether a runs-table row's history ended with W&B's exit record of a finished run (a table
-    without the column, from an earlier reader, counts every run finished)."""
-    return str(rec.get("state", "finished")) == "finished"
-
-
-def unfinished(runs_table, scale: str | None = None) -> list[str]:
-    """The runs of ``scale`` whose history has not ended with W&B's exit record of a finished run
-    (still running, failed, or killed before it finished), each as "RUN_ID (STATE at step K of N)":
-    :func:`run_views` leaves them out (their last values are not the final evaluation's)."""
-    out = []
-    for rec in runs_table.to_dict("records") if len(runs_table) else []:
-        if _of_scale(rec, scale) and not _finished(rec):
-            last, total = rec.get("last_step"), rec.get("config.trainer.total_steps")
-            at = f" at step {_int_text(last)}" if _int_text(last) != "?" else ""
-            at += f" of {_int_text(total)}" if at and _int_text(total) != "?" else ""
-            state = _UNFINISHED.get(str(rec.get("state")), str(rec.get("state")))
-            out.append(f"{rec['run_id']} ({state}{at})")
-    return out
-
-
-# the states of arctl.track.run_data.RunData other than "finished", as the report says them
-_UNFINISHED = {"incomplete": "running or stopped", "failed": "failed", "empty": "nothing logged"}
-
-
-def _int_text(x) -> str:
-    return str(int(x)) if isinstance(x, int | float) and not (isinstance(x, float) and math.isnan(x)) else "?"
 
 
 def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:

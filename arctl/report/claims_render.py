@@ -33,7 +33,6 @@ from arctl.report.claims import (
     load_claims,
     metric_globs,
     run_views,
-    unfinished,
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
@@ -126,7 +125,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     (:func:`arctl.report.cells.one_run_per_cell`: ``where`` filters, then the cell as the sweeps
     compose it), check every claim, and write ``claims.json``, ``claims.md`` and ``claims.html`` into
     ``out_dir``."""
-    from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell
+    from arctl.report.cells import cell_composer, grid_keys, listed, one_run_per_cell, unfinished
     from arctl.track.runs import default_workdir, load_runs
 
     spec = load_claims(Path(claims_path) if claims_path else None)
@@ -149,7 +148,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         todo = " and ".join(f"`arctl sweep {s}{scale_arg}`" for s in sweeps)
         if left_out:
             raise ReportError(f"no finished runs of {', '.join(sweeps)}{where} in {base} ({len(left_out)} not finished: "
-                              f"{_listed(left_out)}): wait for them (`arctl status`), or produce them with {todo}")
+                              f"{listed(left_out)}): wait for them (`arctl status`), or produce them with {todo}")
         raise ReportError(f"no runs of {', '.join(sweeps)}{where} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
@@ -170,7 +169,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     warnings = list(runs.warnings)
     if left_out:
         warnings.append(f"left out {len(left_out)} run(s) that have not finished (their last values are not the "
-                        f"final evaluation's; `arctl status`): {_listed(left_out)}")
+                        f"final evaluation's; `arctl status`): {listed(left_out)}")
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -179,10 +178,6 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     report.outputs[1].write_text(to_markdown(report))
     report.outputs[2].write_text(to_html(report))
     return report
-
-
-def _listed(items: list[str], most: int = 6) -> str:
-    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 _NOT_RECORDED = {"warmup_sha256": None, "warmup_accuracy": None, "machine": None}

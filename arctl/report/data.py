@@ -6,7 +6,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.report.cells import cell_composer, grid_keys, one_run_per_cell, serving
+from arctl.report.cells import cell_composer, grid_keys, listed, one_run_per_cell, serving, unfinished
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
 
@@ -78,7 +78,8 @@ def read_report_runs(
     of each (run, metric), for reports built from :func:`final_values`. One run per cell
     (:func:`arctl.report.cells.one_run_per_cell`): ``where`` (``KEY=VALUE`` config filters) first,
     then the cell as ``sweep`` (else the spec's) composes it. A spec with ``only_listed_arms: true``
-    shows only its ``arms`` (else they only come first)."""
+    shows only its ``arms`` (else they only come first). With ``final_only``, runs that have not
+    finished are left out, with a warning naming them."""
     exps = resolve_experiments(spec, experiments, sweep)
     where_from = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
@@ -98,6 +99,16 @@ def read_report_runs(
         runs.runs = runs.runs[runs.runs["arm"].astype(str).isin(shown)].reset_index(drop=True) if len(runs.runs) else runs.runs
         if len(runs.history):
             runs.history = runs.history[runs.history["arm"].astype(str).isin(shown)].reset_index(drop=True)
+    left_out = unfinished(runs.runs) if final_only else []
+    if left_out:  # a running or killed run's last values are an earlier evaluation's, not the final one's
+        gone = {item.split(" ", 1)[0] for item in left_out}
+        runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
+        runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
+        if not len(runs.history):
+            raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
+                              f"wait for them (`arctl status`), or produce them with {producing_command(spec, exps, sweep)}")
+        runs.warnings = [*runs.warnings, f"left out {len(left_out)} run(s) that have not finished (their last values "
+                         f"are not the final evaluation's; `arctl status`): {listed(left_out)}"]
     h = runs.history
     requires = spec.get("requires")
     if requires and len(h):

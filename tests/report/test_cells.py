@@ -287,3 +287,30 @@ def test_a_bad_where_is_one_error_line_and_writes_nothing(workspace, tmp_path):
             lines = res.output.strip().splitlines()
             assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], res.output
             assert not (tmp_path / "out").exists()
+
+
+def test_a_report_of_final_values_leaves_out_runs_that_have_not_finished(workspace, tmp_path):
+    """A running or killed run's last values are an earlier evaluation's: a table or score curve
+    (final values) leaves it out and says so, as the claims do; a training-curve figure keeps it."""
+    from wandb_workspace import TRUNCATED, run_id
+
+    cut = run_id(*TRUNCATED)
+    res = runner.invoke(app, ["report", "--table", "final", "--experiment", TRUNCATED[0], "--workdir", str(workspace),
+                              "--out", str(tmp_path / "t"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert cut not in {r["run_id"] for r in doc["runs"]} and doc["runs"]
+    (said,) = [w for w in doc["warnings"] if w.startswith("left out")]
+    assert said.startswith("left out 1 run(s) that have not finished") and f"{cut} (running or stopped at step" in said
+    res = runner.invoke(app, ["report", "--figure", "ablation_vr", "--workdir", str(workspace), "--out", str(tmp_path / "f"),
+                              "--json"])
+    assert res.exit_code == 0 and cut in {r["run_id"] for r in json.loads(res.stdout)["runs"]}, res.output
+    import shutil
+
+    only = tmp_path / "only" / "runs"
+    shutil.copytree(workspace / "runs" / cut, only / cut)
+    res = runner.invoke(app, ["report", "--table", "final", "--experiment", TRUNCATED[0], "--workdir", str(only.parent),
+                              "--out", str(tmp_path / "n")])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: no finished runs in "), res.output
+    assert "wait for them (`arctl status`)" in lines[0] and not (tmp_path / "n").exists()
