@@ -81,7 +81,9 @@ def build(spec: dict, data: ReportData):
                     ax.plot(g["budget"], g["value"] * 100, lw=0.6, alpha=0.45, color=colors[arm],
                             label=f"_{arm_label(arm)} seed {seed}")
             if np.isfinite(ci).any():
-                ax.fill_between(x, y - np.nan_to_num(ci), y + np.nan_to_num(ci), color=colors[arm], alpha=0.2, lw=0)
+                # an accuracy lies in [0, 100]: a t-band over few seeds is drawn only there
+                lo, hi = np.clip(y - np.nan_to_num(ci), 0, 100), np.clip(y + np.nan_to_num(ci), 0, 100)
+                ax.fill_between(x, lo, hi, color=colors[arm], alpha=0.2, lw=0)
         ax.axvline(max_budget, color="0.4", ls="--", lw=1)
         ax.annotate(f"max budget {max_budget}", xy=(max_budget, 0.02), xycoords=("data", "axes fraction"),
                     ha="right", va="bottom", fontsize=7, color="0.3", rotation=90)

@@ -172,6 +172,8 @@ def test_per_seed_curves_are_each_run_s_own_numbers(workspace, tmp_path, monkeyp
         np.testing.assert_array_equal(line.get_xdata(), GRID)
         np.testing.assert_allclose(line.get_ydata(), [100 * acc("grpo", seed, "aime24", b, LAST_STEP) for b in GRID])
     assert not [t for t in fig.legends[0].get_texts() if "seed" in t.get_text()]  # the legend names arms only
+    bands = [c for ax in fig.axes for c in ax.collections]  # two seeds: t = 12.7, bands far past [0, 100] unclipped
+    assert bands and all(0 <= y <= 100 for c in bands for path in c.get_paths() for y in path.vertices[:, 1])
     seeds = table.attrs["seeds"]
     assert set(seeds[seeds["arm"] == "grpo"]["seed"]) == {0, 1}
     plain = score_curve.build({**spec, "per_seed": False}, data)[0]

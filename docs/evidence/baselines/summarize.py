@@ -51,7 +51,8 @@ def stats(x):
     sd = float(x.std(ddof=1))
     half = t975(n - 1) * sd / math.sqrt(n)
     p = 2 * (1 - t_cdf(abs(x.mean()) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else None
-    need = seeds_for_power(float(x.mean()) / sd) if sd > 0 else None
+    # an sd from one degree of freedom is uncertain by a factor ~0.3-16 (80%): no seed count from it
+    need = seeds_for_power(float(x.mean()) / sd) if sd > 0 and n >= 3 else None
     return [round(float(x.mean()), 4), round(half, 4), n, None if p is None else round(p, 4), need]
 
 
@@ -104,11 +105,11 @@ def method_table(ds):
 
 def diff_table(key, ref):
     cols = [f"toy acc@{b}" for b in shown] + ["toy curve_auc", "toy grid_anytime_acc"]
-    lines = [f"| method | " + " | ".join(c.split(" ", 1)[1] for c in cols) + " | seeds for 80% power (anytime) |",
+    lines = ["| method | " + " | ".join(c.split(" ", 1)[1] for c in cols) + " | seeds for 80% power (anytime) |",
              "|---|" + "---|" * (len(cols) + 1)]
     for a, d in out[key].items():
         any_ = d.get("toy grid_anytime_acc")
-        need = (f"{any_[4]}" if any_ and any_[4] else "> 1000 or n/a") if any_ else "–"
+        need = "–" if not any_ else "needs ≥ 3 seeds to say" if any_[2] < 3 else f"{any_[4]}" if any_[4] else "> 1000"
         p = f" (p {any_[3]:.3f})" if any_ and any_[3] is not None else ""
         lines.append(f"| {arm_label(a)} − {ref} | " + " | ".join(cell(d.get(c), sign=True) for c in cols) + f" | {need}{p} |")
     return "\n".join(lines)
