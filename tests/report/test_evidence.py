@@ -16,7 +16,7 @@ import pytest
 from arctl.config.files import file_sha256
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
-EXPORTS = sorted(p.parent for p in EVIDENCE.glob("*/export.json"))
+EXPORTS = sorted(p.parent for p in EVIDENCE.glob("**/export.json"))
 NUMBERS = ("n", "mean", "ci_low", "ci_high", "sd", "p_value", "p_holm", "seeds_needed")
 
 
@@ -24,7 +24,7 @@ def test_some_committed_evidence_carries_its_runs():
     assert EXPORTS, f"no export (export.json) under {EVIDENCE}"
 
 
-@pytest.mark.parametrize("folder", EXPORTS, ids=[p.name for p in EXPORTS])
+@pytest.mark.parametrize("folder", EXPORTS, ids=[str(p.relative_to(EVIDENCE)) for p in EXPORTS])
 def test_the_exported_runs_are_the_indexed_files(folder):
     index = json.loads((folder / "export.json").read_text())
     assert index["runs"] and sorted(p.name for p in (folder / "runs").iterdir()) == sorted(index["runs"])
@@ -66,3 +66,20 @@ def test_the_committed_claims_follow_from_the_committed_runs(folder, tmp_path):
             assert _same(t_new["per_seed"], t_old["per_seed"]), where
             for key in NUMBERS:
                 assert _same(t_new.get(key), t_old.get(key)), f"{where}: {key} {t_new.get(key)} != {t_old.get(key)}"
+
+
+def test_the_committed_baselines_figure_follows_from_its_committed_runs(tmp_path):
+    """docs/evidence/baselines/: `arctl report --figure budget_methods --sweep baselines` over the
+    exported runs gives the committed numbers, per arm and per seed, from the runs it names."""
+    import pandas as pd
+
+    from arctl.report.render import render_figure
+
+    folder = EVIDENCE / "baselines"
+    shutil.copytree(folder / "data" / "runs", tmp_path / "ws" / "runs")
+    res = render_figure("budget_methods", out_dir=tmp_path / "out", sweep="baselines", workdir=tmp_path / "ws",
+                        progress=False, processes=1)
+    for name in ("budget_methods.csv", "budget_methods.seeds.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / name), pd.read_csv(folder / name))
+    committed = json.loads((folder / "budget_methods.runs.json").read_text())["runs"]
+    assert sorted(r["run_id"] for r in res.runs) == sorted(r["run_id"] for r in committed)
