@@ -72,10 +72,11 @@ def _shown(v) -> str:
     return "unset" if v is None else json.dumps(v, default=str) if not isinstance(v, str) else v
 
 
-def run_scale(rec: dict) -> str | None:
-    """The scale a runs-table row ran at (its config's ``scale.name``; ``scale`` in an older layout)."""
+def run_scale(rec: dict, prefix: str = CONFIG_PREFIX) -> str | None:
+    """The scale a runs-table row ran at (its config's ``scale.name``; ``scale`` in an older layout);
+    ``prefix=""`` reads a flattened config instead of a runs-table row."""
     for key in ("scale.name", "scale"):
-        v = _plain(rec.get(CONFIG_PREFIX + key))
+        v = _plain(rec.get(prefix + key))
         if v is not None and not isinstance(v, dict):
             return str(v)
     return None
@@ -111,6 +112,12 @@ def unfinished(runs_table, scale: str | None = None) -> list[str]:
     return out
 
 
+def unfinished_warning(left_out: Sequence[str]) -> str:
+    """The warning of a report of final values that left out the runs :func:`unfinished` listed."""
+    return (f"left out {len(left_out)} run(s) that have not finished (their last values are not the final "
+            f"evaluation's; `arctl status`): {listed(left_out)}")
+
+
 def listed(items: Sequence[str], most: int = 6) -> str:
     """``a, b, c and 4 more``."""
     return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
@@ -126,10 +133,11 @@ def _launch_only(key: str) -> bool:
     return key.split(".", 1)[0] in LAUNCH_ONLY_KEYS or key == "trainer.init_run"
 
 
-def _names_the_run(key: str) -> bool:
-    """A key that names a run or says where it ran, not what it computes: its experiment, arm and seed
-    (a run shared with another cell is read under that cell's names) and the launch-only sections."""
-    return key in ("experiment", "arm", "seed") or _launch_only(key)
+def _names_the_run(key: str, *, seed: bool = True) -> bool:
+    """A key that names a run or says where it ran, not what it computes: its experiment, arm and (unless
+    ``seed=False``: a seed is what a run computes when the cell's seed is given) seed (a run shared with
+    another cell is read under that cell's names) and the launch-only sections."""
+    return key in ("experiment", "arm") or (seed and key == "seed") or _launch_only(key)
 
 
 def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Callable[[str, str, int, str | None], dict | None]
@@ -234,13 +242,19 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
     from arctl.track.runs import flatten_config
 
     memo: dict[tuple, dict | None] = {}
+    loaded: dict[str, list] = {}  # the sweeps' specs, read once, at the first cell composed
+
+    def _sweeps() -> list:
+        if "sweeps" not in loaded:
+            loaded["sweeps"] = [load_sweep(n) for n in sweeps or []]
+        return loaded["sweeps"]
 
     def compose(experiment: str, arm: str, seed: int, scale: str | None) -> dict | None:
         key = (experiment, arm, scale)  # the seed changes only the key `seed`: composed once, at this seed
         if key not in memo:
             try:
                 exp = load_experiment(experiment)
-                sweep = next((s for s in (load_sweep(n) for n in sweeps or []) if experiment in s.experiments), None)
+                sweep = next((s for s in _sweeps() if experiment in s.experiments), None)
                 run = resolve_arm(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
                                   sweep=sweep.name if sweep else None)
                 memo[key] = flatten_config(run.config)
@@ -277,14 +291,14 @@ def serving(experiments: Sequence[str], sweeps: Sequence[str] | None) -> Callabl
 
     def serves(config: dict) -> list[tuple[str, str]]:
         flat = flatten_config(config)
-        seed, scale = _plain(flat.get("seed")), run_scale({CONFIG_PREFIX + k: flat.get(k) for k in ("scale.name", "scale")})
+        seed, scale = _plain(flat.get("seed")), run_scale(flat, prefix="")
         if not isinstance(seed, int | float) or isinstance(seed, bool):
             return []
         out = []
         for experiment, arm in cells:
             cell = compose(experiment, arm, int(seed), scale)
             if cell is not None and all(same_value(flat.get(k), v) for k, v in cell.items()
-                                        if k == "seed" or not _names_the_run(k)):
+                                        if not _names_the_run(k, seed=False)):
                 out.append((experiment, arm))
         return out
 

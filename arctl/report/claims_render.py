@@ -125,7 +125,14 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     (:func:`arctl.report.cells.one_run_per_cell`: ``where`` filters, then the cell as the sweeps
     compose it), check every claim, and write ``claims.json``, ``claims.md`` and ``claims.html`` into
     ``out_dir``."""
-    from arctl.report.cells import cell_composer, grid_keys, listed, one_run_per_cell, unfinished
+    from arctl.report.cells import (
+        cell_composer,
+        grid_keys,
+        listed,
+        one_run_per_cell,
+        unfinished,
+        unfinished_warning,
+    )
     from arctl.track.runs import default_workdir, load_runs
 
     spec = load_claims(Path(claims_path) if claims_path else None)
@@ -144,12 +151,12 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     views = run_views(runs.history, runs.runs, scale=scale)
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
-        where, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
+        at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
         todo = " and ".join(f"`arctl sweep {s}{scale_arg}`" for s in sweeps)
         if left_out:
-            raise ReportError(f"no finished runs of {', '.join(sweeps)}{where} in {base} ({len(left_out)} not finished: "
+            raise ReportError(f"no finished runs of {', '.join(sweeps)}{at_scale} in {base} ({len(left_out)} not finished: "
                               f"{listed(left_out)}): wait for them (`arctl status`), or produce them with {todo}")
-        raise ReportError(f"no runs of {', '.join(sweeps)}{where} in {base}: produce them with {todo}, or pass "
+        raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
     used = []
@@ -168,8 +175,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     }
     warnings = list(runs.warnings)
     if left_out:
-        warnings.append(f"left out {len(left_out)} run(s) that have not finished (their last values are not the "
-                        f"final evaluation's; `arctl status`): {listed(left_out)}")
+        warnings.append(unfinished_warning(left_out))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,15 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.report.cells import cell_composer, grid_keys, listed, one_run_per_cell, serving, unfinished
+from arctl.report.cells import (
+    cell_composer,
+    grid_keys,
+    listed,
+    one_run_per_cell,
+    serving,
+    unfinished,
+    unfinished_warning,
+)
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
 
@@ -107,8 +115,7 @@ def read_report_runs(
         if not len(runs.history):
             raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
                               f"wait for them (`arctl status`), or produce them with {producing_command(spec, exps, sweep)}")
-        runs.warnings = [*runs.warnings, f"left out {len(left_out)} run(s) that have not finished (their last values "
-                         f"are not the final evaluation's; `arctl status`): {listed(left_out)}"]
+        runs.warnings = [*runs.warnings, unfinished_warning(left_out)]
     h = runs.history
     requires = spec.get("requires")
     if requires and len(h):

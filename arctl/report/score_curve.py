@@ -17,38 +17,45 @@ from arctl.track.metrics_schema import NAME_ACC, eval_key, parse_metric
 METRICS = [eval_key(NAME_ACC, budget="*")]
 
 
-def curve_table(data: ReportData):
-    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies."""
+def _final_accuracies(data: ReportData):
+    """The final evaluation's accuracies, one row per (run, dataset, budget): columns arm, seed,
+    dataset, budget, value."""
     import pandas as pd
 
     fin = final_values(data.history)
     rows = []
-    for m in fin["metric"].cat.categories:
+    for m in fin["metric"].cat.categories if len(fin) else []:
         p = parse_metric(m)
         if p is not None and p.name == NAME_ACC and p.budget is not None and p.dataset:
-            rows.append((m, p.dataset, p.budget))
-    if not rows:
-        return pd.DataFrame(columns=["arm", "dataset", "budget", "mean", "ci", "n"])
+            rows.append((m, p.dataset, int(p.budget)))
     meta = pd.DataFrame(rows, columns=["metric", "dataset", "budget"])
-    fin = fin.assign(metric=fin["metric"].astype(str)).merge(meta, on="metric")
+    if not len(meta):
+        return pd.DataFrame(columns=["arm", "seed", "dataset", "budget", "value"])
+    fin = fin.assign(metric=fin["metric"].astype(str), arm=fin["arm"].astype(str)).merge(meta, on="metric")
+    return fin[["arm", "seed", "dataset", "budget", "value"]]
+
+
+def curve_table(data: ReportData):
+    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies."""
+    import pandas as pd
+
+    acc = _final_accuracies(data)
     out = []
-    for (arm, ds, b), g in fin.groupby(["arm", "dataset", "budget"], observed=True):
+    for (arm, ds, b), g in acc.groupby(["arm", "dataset", "budget"], observed=True):
         mean, ci, n = mean_ci95(g["value"].to_numpy())
         out.append((str(arm), ds, int(b), float(mean), float(ci), int(n)))
     return pd.DataFrame(out, columns=["arm", "dataset", "budget", "mean", "ci", "n"])
 
 
 def seed_table(data: ReportData):
-    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies."""
+    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies (a run
+    without a seed in its config has no seed line: it still counts in the mean)."""
     import pandas as pd
 
-    fin = final_values(data.history)
-    rows = []
-    for metric, arm, seed, value in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["seed"], fin["value"]):
-        p = parse_metric(metric)
-        if p is not None and p.name == NAME_ACC and p.budget is not None and p.dataset:
-            rows.append((arm, p.dataset, int(p.budget), int(seed), float(value)))
-    return pd.DataFrame(rows, columns=["arm", "dataset", "budget", "seed", "value"]).sort_values(
+    acc = _final_accuracies(data)
+    acc = acc[pd.to_numeric(acc["seed"], errors="coerce").notna()]
+    acc = acc.assign(seed=pd.to_numeric(acc["seed"]).astype(int), value=acc["value"].astype(float))
+    return acc[["arm", "dataset", "budget", "seed", "value"]].sort_values(
         ["arm", "dataset", "seed", "budget"], kind="stable").reset_index(drop=True)
 
 

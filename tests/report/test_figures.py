@@ -176,6 +176,13 @@ def test_per_seed_curves_are_each_run_s_own_numbers(workspace, tmp_path, monkeyp
     assert bands and all(0 <= y <= 100 for c in bands for path in c.get_paths() for y in path.vertices[:, 1])
     seeds = table.attrs["seeds"]
     assert set(seeds[seeds["arm"] == "grpo"]["seed"]) == {0, 1}
+    # a run whose config has no seed (NaN in the runs table) draws no seed line, and still counts in the mean
+    data.history["seed"] = data.history["seed"].astype(float)
+    data.history.loc[(data.history["arm"] == "grpo") & (data.history["seed"] == 1), "seed"] = np.nan
+    _, unseeded = score_curve.build(spec, data)
+    left = unseeded.attrs["seeds"]
+    assert set(left[left["arm"] == "grpo"]["seed"]) == {0}
+    pd.testing.assert_frame_equal(unseeded, table)
     plain = score_curve.build({**spec, "per_seed": False}, data)[0]
     assert not [line for ax in plain.axes for line in ax.lines if "seed" in line.get_label()]
     # through `arctl report`: a user's spec with per_seed writes the seeds beside the figure
