@@ -6,7 +6,17 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
+from arctl.cli.common import (
+    console,
+    err_console,
+    esc,
+    fail,
+    nonempty_option,
+    parse_seeds,
+    print_json,
+    user_errors,
+)
+from arctl.cli.launching import launch_errors, sweep_items
 
 
 def register(app: typer.Typer) -> None:
@@ -15,7 +25,9 @@ def register(app: typer.Typer) -> None:
         out: str = nonempty_option("--out", help="Folder to export into: new, empty, or an earlier export to add runs to."),
         experiment: list[str] | None = typer.Option(
             None, "--experiment", help="Only the runs of this experiment (repeatable; default: every run)."),
-        sweep: str | None = typer.Option(None, "--sweep", help="Only the runs of this sweep's experiments."),
+        sweep: str | None = typer.Option(None, "--sweep", help="Only the runs of this sweep's experiments (with --seeds: its cells)."),
+        seeds: str | None = typer.Option(None, "--seeds", help="With --sweep: only the runs `arctl sweep SWEEP --seeds SEEDS [--scale S]` launches (e.g. 0-1)."),
+        scale: str | None = nonempty_option("--scale", help="With --seeds: the scale the sweep ran at (default: the sweep's)."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
         unfinished: bool = typer.Option(False, "--unfinished", help="Also export runs that have not completed, as they are."),
         force: bool = typer.Option(False, "--force", help="Replace a run the export holds with other files (a changed shared.json alone updates it without)."),
@@ -28,6 +40,10 @@ def register(app: typer.Typer) -> None:
             fail("give --out DIR: the folder to export into")
         if experiment and sweep:
             fail("give --experiment or --sweep, not both")
+        if (seeds is not None or scale is not None) and not sweep:
+            fail("--seeds and --scale choose the runs of a sweep's cells: give --sweep NAME too")
+        if scale is not None and seeds is None:
+            fail("--scale chooses a sweep's cells with --seeds: give --seeds too (e.g. --seeds 0-2)")
         from arctl.compose.errors import SpecError
         from arctl.report.data import resolve_experiments
         from arctl.report.errors import ReportError
@@ -35,10 +51,14 @@ def register(app: typer.Typer) -> None:
         from arctl.track.runs import default_workdir
 
         base = Path(workdir) if workdir is not None else default_workdir()
+        run_ids = None
+        if seeds is not None:  # the cells as `arctl sweep` launches them (a shared cell: the run that serves it)
+            with launch_errors():
+                run_ids = [item.run_id for item in sweep_items(sweep, [], scale, parse_seeds(seeds), base, False)]
         with user_errors():  # and a folder it cannot read or write: one line
             try:
-                names = resolve_experiments({}, list(experiment or []), sweep)
-                result = export_runs(base, Path(out), names, unfinished=unfinished, force=force)
+                names = None if run_ids is not None else resolve_experiments({}, list(experiment or []), sweep)
+                result = export_runs(base, Path(out), names, unfinished=unfinished, force=force, run_ids=run_ids)
             except (ReportError, SpecError) as err:
                 fail(str(err))
         if as_json:

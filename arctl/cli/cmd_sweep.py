@@ -17,7 +17,7 @@ import sys
 import typer
 
 from arctl.cli.common import SCALE_HELP, nonempty_option, parse_seeds, print_json
-from arctl.cli.launching import launch_and_report, launch_errors
+from arctl.cli.launching import launch_and_report, launch_errors, sweep_items
 
 
 def shared_cells(items) -> list[dict]:
@@ -68,17 +68,7 @@ def register(app: typer.Typer) -> None:
         """Launch the cells of SWEEP that are missing, failed, preempted or cancelled (one job array);
         with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
-            from arctl.compose import resolve_sweep
-            from arctl.compose.sweep import load_sweep
-            from arctl.launch.launcher import items_from_resolved
-
-            runs = resolve_sweep(name, list(overrides or []), scale, parse_seeds(seeds))
-            items = items_from_resolved(runs)
-            if load_sweep(name).share_arms:
-                from arctl.launch.shared import mark_shared, workspace_runs
-                from arctl.launch.workspace import Workspace
-
-                mark_shared(items, *workspace_runs(items, Workspace.open(workdir), force))
+            items = sweep_items(name, list(overrides or []), scale, parse_seeds(seeds), workdir, force)
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
                                   array_parallelism=array_parallelism, as_json=as_json, members=[name],

@@ -92,9 +92,10 @@ def read_index(out: Path) -> dict:
 
 
 def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | None = None,
-                unfinished: bool = False, force: bool = False) -> ExportResult:
-    """Copy the report files of the runs of ``workdir`` (of ``experiments``, or all; completed runs
-    only unless ``unfinished``) into the export folder ``out``. See the module docstring."""
+                unfinished: bool = False, force: bool = False, run_ids: list[str] | None = None) -> ExportResult:
+    """Copy the report files of the runs of ``workdir`` (of ``experiments``, or those of ``run_ids``, or
+    all; completed runs only unless ``unfinished``) into the export folder ``out``. A run of ``run_ids``
+    that the workspace does not have is skipped, named in ``skipped``. See the module docstring."""
     workdir, out = Path(workdir), Path(out)
     if not (workdir / "runs").is_dir():
         raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
@@ -107,10 +108,15 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
         raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "
                           "empty or new folder, or an earlier export to add runs to")
     wanted = set(experiments) if experiments else None
+    ids = None if run_ids is None else set(run_ids)
     result = ExportResult(out)
     plans: list[tuple[ExportedRun, list[Path], Path]] = []
     seen_experiments: set[str] = set()
+    found: set[str] = set()
     for source in discover_runs(workdir):
+        if ids is not None and source.run_id not in ids:
+            continue
+        found.add(source.run_id)
         run_dir = workdir / "runs" / source.run_id
         config = _read_yaml(source.config_path) if source.config_path else {}
         experiment, arm, seed = run_identity(config)
@@ -140,8 +146,15 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
     if wanted is not None and (absent := sorted(wanted - seen_experiments)):
         raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first (`arctl run NAME`) or "
                           "check the name (`arctl ls experiments`)")
+    for rid in sorted((ids or set()) - found):  # asked for, and no W&B history to read
+        there = (workdir / "runs" / rid).is_dir()
+        state = str(read_status(workdir / "runs" / rid).get("state") or "unknown") if there else None
+        result.skipped.append((rid, f"nothing logged yet (state {state})" if there
+                               else "not in the workspace (the sweep has not launched it there)"))
     if not plans:
-        why = f"{len(result.skipped)} not completed (--unfinished exports them)" if result.skipped else "none found"
+        why = (f"{len(result.skipped)} not completed (--unfinished exports them)" if found and result.skipped
+               else f"none of the {len(ids)} runs asked for is in it (another --scale or --seeds?)" if ids is not None
+               else "none found")
         raise ReportError(f"no runs to export from {workdir}: {why}")
 
     runs_out = out / "runs"

@@ -90,6 +90,35 @@ def test_selected_experiments_include_the_runs_that_serve_them(ws, tmp_path):
     assert any(r["state"] == "running" for r in rows)  # --unfinished: exported as it is
 
 
+def test_a_sweep_s_cells_at_given_seeds_are_the_runs_the_sweep_launches_there(ws, tmp_path):
+    """`--sweep S --scale X --seeds N`: exactly the run ids `arctl sweep S --scale X --seeds N` launches
+    (not the workspace's other runs of those experiments: other seeds, other configs); a cell without
+    a history to read is named in `skipped` with why."""
+    res = runner.invoke(app, ["sweep", "priors", "--scale", "tiny", "--seeds", "0", "--dry-run", "--json",
+                              "--workdir", str(ws)])
+    assert res.exit_code == 0, res.output
+    cells = {(r["experiment"], r["seed"]): r["run_id"] for r in json.loads(res.output)["runs"]}
+    assert set(cells) == {(e, 0) for e in ("main-grpo", "main-ar-base", "main-ar-linear", "main-ar-uniform")}
+    for exp, arm in (("main-grpo", "grpo"), ("main-ar-uniform", "ar-uniform")):  # this sweep's runs, done
+        shutil.copytree(ws / "runs" / run_id(exp, arm, 0), ws / "runs" / cells[(exp, 0)])
+    (ws / "runs" / cells[("main-ar-linear", 0)]).mkdir()  # launched, nothing logged yet
+    (ws / "runs" / cells[("main-ar-linear", 0)] / "status.json").write_text(json.dumps({"state": "running"}))
+    out = tmp_path / "evidence"
+    res = _export("--workdir", str(ws), "--out", str(out), "--sweep", "priors", "--scale", "tiny", "--seeds", "0", "--json")
+    assert res.exit_code == 0, res.output
+    done = json.loads(res.output)
+    assert {r["run_id"] for r in done["runs"]} == {cells[("main-grpo", 0)], cells[("main-ar-uniform", 0)]}
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted([cells[("main-grpo", 0)], cells[("main-ar-uniform", 0)]])
+    why = {s["run_id"]: s["why"] for s in done["skipped"]}
+    assert set(why) == {cells[("main-ar-linear", 0)], cells[("main-ar-base", 0)]}
+    assert "nothing logged yet (state running)" in why[cells[("main-ar-linear", 0)]]
+    assert "not in the workspace" in why[cells[("main-ar-base", 0)]]
+    # another seed: none of its runs is there, one line, nothing written
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "other"), "--sweep", "priors", "--scale", "tiny",
+                  "--seeds", "5")
+    assert res.exit_code == 2 and "none of the 4 runs asked for" in res.output and not (tmp_path / "other").exists()
+
+
 def test_a_later_export_adds_runs_keeps_equal_ones_and_replaces_others_only_when_forced(ws, tmp_path):
     out = tmp_path / "evidence"
     assert _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo").exit_code == 0
@@ -126,7 +155,8 @@ def test_a_later_export_adds_runs_keeps_equal_ones_and_replaces_others_only_when
 
 
 @pytest.mark.parametrize("case", ["not-an-export", "inside-workspace", "unknown-experiment", "no-workspace", "both",
-                                  "no-out", "bad-index", "nothing-completed"])
+                                  "no-out", "bad-index", "nothing-completed", "seeds-without-sweep",
+                                  "scale-without-seeds", "bad-seeds", "unknown-sweep"])
 def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
     out = tmp_path / "out"
     args = ["--workdir", str(ws), "--out", str(out)]
@@ -147,6 +177,14 @@ def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
     elif case == "bad-index":
         out.mkdir()
         (out / "export.json").write_text("[1, 2")
+    elif case == "seeds-without-sweep":
+        args += ["--seeds", "0"]
+    elif case == "scale-without-seeds":
+        args += ["--sweep", "priors", "--scale", "tiny"]
+    elif case == "bad-seeds":
+        args += ["--sweep", "priors", "--seeds", "zero"]
+    elif case == "unknown-sweep":
+        args += ["--sweep", "priorz", "--seeds", "0"]
     elif case == "nothing-completed":
         for status in (ws / "runs").glob("*/status.json"):
             status.write_text(json.dumps({"state": "failed"}))
