@@ -168,6 +168,20 @@ def test_the_verl_section_is_typed_and_open_only_to_additions():
     assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"
 
 
+def test_think_end_in_a_packed_row_is_refused_past_one_branch():
+    """E1's layout inserts nothing after a finished thinking; a packed verl row reads a token at the
+    one before it, so only a tree's first branch may go without inserted tokens: Elastic's arm (one
+    budget, one answer) packs, an AnytimeReasoner arm with think_end only as duplicated rows."""
+    (elastic,) = resolve_experiment("baselines-elastic", scale="paper", seeds=[0])
+    assert elastic.config["summary"]["inserted"] == "think_end" and elastic.config["verl"]["tree_attention"] == "flex"
+    with pytest.raises(SpecError, match=r"summary.inserted=think_end with \d+ summary branches per thinking and "
+                                        r"verl.tree_attention=flex"):
+        resolve_experiment("main-ar-uniform", ["summary.inserted=think_end"], scale="paper", seeds=[0])
+    (run,) = resolve_experiment("main-ar-uniform", ["summary.inserted=think_end", "verl.tree_attention=duplicate"],
+                                scale="paper", seeds=[0])
+    assert run.config["summary"]["inserted"] == "think_end"
+
+
 @pytest.fixture
 def site_profile(tmp_path, monkeypatch):
     """A copy of arctl/conf with a site cluster profile of the test's text (as a user writes one)."""

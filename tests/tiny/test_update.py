@@ -18,8 +18,11 @@ MICRO_MODEL = dict(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, in
                    tie_embeddings=True, max_position_embeddings=256)
 
 
-def _trees(vocab, seed, share=False):
-    """Trees of 2-summary groups; with ``share`` a group's summaries share their inserted tokens."""
+def _trees(vocab, seed, share=False, think_end=False):
+    """Trees of 2-summary groups; with ``share`` a group's summaries share their inserted tokens; with
+    ``think_end`` (Elastic's E1 layout, ``summary.inserted=think_end``) a branch at the end of a
+    finished thinking has no inserted tokens (the answer follows the model's own ``</think>``) and a
+    cut one has one."""
     g = torch.Generator().manual_seed(seed)
     r = lambda n: torch.randint(3, vocab, (n,), generator=g).tolist()  # noqa: E731
     trees = []
@@ -27,10 +30,15 @@ def _trees(vocab, seed, share=False):
         branches = []
         for c in cuts:
             inserted = r(2 + (c % 3))
-            branches += [SummaryBranch(c, inserted if share else r(2 + (c % 3)), r(1 + k), float(torch.randn(1, generator=g)))
-                         for k in range(2)]
+            if think_end:
+                inserted = [] if c == t_len else r(1)
+            branches += [SummaryBranch(c, inserted if share or think_end else r(2 + (c % 3)), r(1 + k),
+                                       float(torch.randn(1, generator=g))) for k in range(2)]
         trees.append(pack_tree(r(5), r(t_len), branches, torch.randn(t_len, generator=g), share_inserted=share))
     return trees
+
+
+LAYOUTS = [dict(share=False), dict(share=True), dict(think_end=True), dict(share=True, think_end=True)]
 
 
 def _model(vocab):
@@ -38,10 +46,12 @@ def _model(vocab):
     return build_model(cfg, 1)
 
 
-@pytest.mark.parametrize("share", [False, True])
-def test_tree_logprobs_equal_duplicated_branch_logprobs(share):
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_tree_logprobs_equal_duplicated_branch_logprobs(layout):
     model = _model(50)
-    trees = _trees(50, 0, share)
+    trees = _trees(50, 0, **layout)
+    if layout.get("think_end"):  # a finished thinking's answer has no inserted tokens before it
+        assert any(span.summary_start == span.start for tree in trees for span in tree.branches)
     tb, db = tree_batch(trees, 0), duplicated_batch(trees, 0)
     lt, _ = token_logprobs(model, tb)
     ld, _ = token_logprobs(model, db)
@@ -67,10 +77,10 @@ def test_logprobs_and_entropy_of_trained_tokens_equal_a_plain_forward():
     assert (logp[:, 1:][~trained] == 0).all() and (logp[:, 0] == 0).all()
 
 
-@pytest.mark.parametrize("share", [False, True])
-def test_tree_loss_and_gradient_equal_duplicated_branches(share):
-    trees = _trees(50, 1, share)
-    if share:  # each group's inserted tokens are packed once
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_tree_loss_and_gradient_equal_duplicated_branches(layout):
+    trees = _trees(50, 1, **layout)
+    if layout == dict(share=True):  # each group's inserted tokens are packed once
         assert sum(t.length for t in trees) < sum(t.length for t in _trees(50, 1, False))
     grads, losses = [], []
     for make in (tree_batch, duplicated_batch):

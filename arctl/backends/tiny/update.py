@@ -54,11 +54,9 @@ class PackedBatch:
 
 
 def tree_batch(trees: Sequence[PackedTree], pad_id: int) -> PackedBatch:
-    """Stack packed trees with their dense tree masks."""
-    for tree in trees:
-        for span in tree.branches:
-            if span.summary_start == span.start:
-                raise ValueError("a branch without inserted tokens cannot be scored from the packed layout")
+    """Stack packed trees with their dense tree masks. A branch without inserted tokens (Elastic's
+    answer after a finished thinking) is scored like any other: its first token is read at its
+    ``predecessor``, the thinking's last token."""
     s = stack_trees(trees, pad_id=pad_id)
     mask = dense_tree_mask(s["cut"], s["branch_start"], s["shared_start"], s["shared_end"])[:, None]
     lengths = torch.tensor([tree.length for tree in trees])

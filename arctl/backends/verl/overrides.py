@@ -168,6 +168,17 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
     if on_cpu(config) and verl_setting(config, "rollout_name") not in (VERL_DEFAULTS["rollout_name"], CPU_ROLLOUT):
         return (f"verl.device=cpu generates with the {CPU_ROLLOUT} server, not verl.rollout_name="
                 f"{verl_setting(config, 'rollout_name')}", "verl.rollout_name", "leave verl.rollout_name out")
+    inserted = (config.get("summary") or {}).get("inserted")
+    layout = verl_setting(config, "tree_attention")
+    if inserted == "think_end" and layout != "duplicate" and branch_rows_per_tree(config) > 1:
+        # a packed row reads each token's log-prob at the token before it in the row; only an inserted
+        # token (never trained) may follow a branch boundary, and think_end inserts nothing after a
+        # finished thinking: a second such branch would be trained on the first one's answer
+        return (f"summary.inserted=think_end with {branch_rows_per_tree(config)} summary branches per thinking "
+                f"and verl.tree_attention={layout}: an answer after a finished thinking has no inserted tokens, "
+                "so in a packed row every branch but the first would be read after another branch's answer",
+                "summary.inserted", "use one budget and one summary per thinking (Elastic's arm), or "
+                "verl.tree_attention=duplicate")
     ckpt = verl_setting(config, "eval_checkpoint")
     if ckpt and not re.fullmatch(r"global_step_\d+", Path(str(ckpt)).name):
         return (f"verl.eval_checkpoint={ckpt} is not a checkpoint folder: verl resumes from a global_step_N folder",
