@@ -154,7 +154,7 @@ def test_part_of_the_largest_budget_by_hand():
 # the tiny scale's settings that are parts of its largest budget, and what they were as written numbers
 # (their run ids must not change): ThinkPrune's limits, L1's targets, Elastic's t and s, the loss constant
 PARTS = [("baselines-thinkprune", "thinkprune", "budget_control.thinkprune_limits", [96, 72, 48], [16, 12, 8]),
-         ("baselines-l1", "l1-exact", "budget_control.l1_targets", [48, 96, 144, 192], [8, 16, 24, 32]),
+         ("baselines-l1", "l1-exact", "budget_control.l1_targets", [24, 48, 72, 96], [4, 8, 12, 16]),
          ("baselines-elastic", "elastic", "thinking.budgets", [24], [4]),
          ("baselines-elastic", "elastic", "summary.max_tokens", 24, 4),
          ("main-grpo", "grpo", "optim.loss_norm_len", 192, 32)]
