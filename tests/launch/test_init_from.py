@@ -67,6 +67,28 @@ def test_a_run_brings_the_runs_it_starts_from_first_and_names_them_in_its_identi
     assert tuned[2].config["trainer"]["init_run"] == tuned[1].run_id != r2.run_id
 
 
+def test_the_baselines_sweeps_chains_are_the_papers_recipes():
+    """The shipped chains as `arctl sweep baselines` launches them: L1-Max from L1-Exact and ThinkPrune's
+    round 3 from round 2 from round 1, at the same seed, scale and sweep overrides, each run after the
+    one it starts from, which its identity names."""
+    from arctl.compose import resolve_sweep
+
+    items = items_from_resolved(resolve_sweep("baselines", [], "tiny", [0, 1]))
+    by = {(i.experiment, i.arm, i.seed): i for i in items}
+    for seed in (0, 1):
+        exact, mx = by[("baselines-l1", "l1-exact", seed)], by[("baselines-l1", "l1-max", seed)]
+        assert exact.after is None and mx.after == exact.run_id == mx.config["trainer"]["init_run"]
+        assert (mx.config["budget_control"]["l1_mode"], exact.config["budget_control"]["l1_mode"]) == ("max", "exact")
+        r1, r2, r3 = (by[("baselines-thinkprune", a, seed)] for a in ("thinkprune-r1", "thinkprune-r2", "thinkprune"))
+        assert (r1.after, r2.after, r3.after) == (None, r1.run_id, r2.run_id)
+        assert [r.config["budget_control"]["thinkprune_round"] for r in (r1, r2, r3)] == [1, 2, 3]
+        for item in (exact, mx, r1, r2, r3):  # the sweep's override and scale reach every link
+            assert item.config["budget_control"]["forcing_extensions"] == 2 and item.config["seed"] == seed
+            assert item.config["scale"]["name"] == "tiny"
+        assert [items.index(x) for x in (exact, mx)] == sorted(items.index(x) for x in (exact, mx))
+        assert [items.index(x) for x in (r1, r2, r3)] == sorted(items.index(x) for x in (r1, r2, r3))
+
+
 def test_changing_the_run_it_starts_from_changes_its_id(chain):
     before = _items("chain", ["r2"])[1].run_id
     (chain / "experiments" / "chain.yaml").write_text(CHAIN.replace("r1: [algo=grpo, prior=base]",
