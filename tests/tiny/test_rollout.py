@@ -46,10 +46,14 @@ def _check_against_reencoding(model, th, branches, inserted, logits, pad_id):
     assert k == len(logits)
 
 
-def test_kv_reused_summaries_equal_reencoding_truncated_and_finished():
+@pytest.mark.parametrize("style", ["anytime", "think_end"])
+def test_kv_reused_summaries_equal_reencoding_truncated_and_finished(style):
+    """Also with E1's layout (Elastic, ``summary.inserted=think_end``): after a finished thinking nothing
+    is inserted, and the answer's first token is read at the thinking's own last token."""
     tok, model, prompts = _setup()
     end = _common_token(model, tok, prompts)
-    inserted = InsertedTokens.from_ids(encode_words(tok, ["...", "..."]), end, encode_words(tok, ["**Final", "Answer**"]))
+    inserted = (InsertedTokens.from_ids(encode_words(tok, ["...", "..."]), end, encode_words(tok, ["**Final", "Answer**"]))
+                if style == "anytime" else InsertedTokens(truncated=(end,), finished=(), think_end=end))
     gen = torch.Generator().manual_seed(0)
     th = ro.generate_thinking(model, prompts, 12, 1.0, gen, end, tok.pad_token_id)
     assert th.finished.any() and (~th.finished).any()  # both kinds of prefix are exercised

@@ -322,11 +322,16 @@ def generate_summaries(
     for start in range(0, len(branches), per_chunk):
         br = branches[start : start + per_chunk]
         rows = torch.tensor([b.row for b in br], dtype=torch.long)
-        cuts = torch.tensor([b.cut for b in br], dtype=torch.long)
+        # a branch without inserted tokens (E1's answer after a finished thinking) reads its first token
+        # at the thinking's last token: that token is fed again, as the branch's one "inserted" token, on
+        # the prefix before it (its keys and values are the thinking's own at that position)
+        again = torch.tensor([0 if b.inserted else 1 for b in br], dtype=torch.long)
+        fed = [b.inserted if b.inserted else [int(thinking.think_ids[b.row, b.cut - 1])] for b in br]
+        cuts = torch.tensor([b.cut for b in br], dtype=torch.long) - again
         width = p + int(cuts.max())
         prefix_valid = torch.cat([thinking.prompt_valid[rows], torch.arange(width - p)[None, :] < cuts[:, None]], dim=1)
         prefix = SharedPrefix.build(layers_kv, rows, prefix_valid, model.dtype)
-        ins_ids, ins_valid = left_pad([b.inserted for b in br], pad_id)
+        ins_ids, ins_valid = left_pad(fed, pad_id)
         start_pos = thinking.prompt_valid[rows].sum(1) + cuts
         ins_pos = start_pos[:, None] + (ins_valid.long().cumsum(1) - 1).clamp_min(0)
         # the inserted prompt: once per branch, then shared by its group_size samples
