@@ -36,6 +36,28 @@ def test_the_exported_runs_are_the_indexed_files(folder):
             assert file_sha256(run / name) == sha, f"{run_id}/{name}"
 
 
+# the sweep each committed export's runs were launched by (a new export says here which)
+EXPORT_SWEEPS = {"tiny-8seeds": "paper", "baselines/data": "baselines"}
+
+
+@pytest.mark.parametrize("folder", EXPORTS, ids=[str(p.relative_to(EVIDENCE)) for p in EXPORTS])
+def test_todays_code_composes_the_committed_runs_ids(folder):
+    """A change to a default, a scale file or an experiment that changes what a committed run's cell
+    composes to gives that cell another run id: `arctl sweep` would train it again and the reports would
+    read the committed run as another config's (a warning). Such a change must be on purpose: then the
+    evidence is regenerated. (A setting only some arms use belongs in their experiment file, not in the
+    scale every run carries.)"""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import items_from_resolved
+
+    name = str(folder.relative_to(EVIDENCE))
+    assert name in EXPORT_SWEEPS, f"say in EXPORT_SWEEPS which sweep launched the runs of {name}"
+    index = json.loads((folder / "export.json").read_text())["runs"]
+    seeds = sorted({int(e["seed"]) for e in index.values()})
+    composed = {i.run_id for i in items_from_resolved(resolve_sweep(EXPORT_SWEEPS[name], [], "tiny", seeds))}
+    assert sorted(set(index) - composed) == []
+
+
 def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
