@@ -136,14 +136,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             # 3. rollout: G thinking samples per problem, group_size summaries at every budget
             #    (L1: a target length in each problem's prompt)
             model.eval()
-            problems = step_problems(config, step)
-            targets = step_targets(config, control, step, len(problems), max(budgets))
-            ro = rollout(
-                model, tok, inserted, run.task, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
-                run.temperature, generator, run.max_rows, per_budget=True,
-                target_words=[target_word(t, bc.target_choices(control)) for t in targets] if targets else None,
-                think_max=bc.generation_limit(control, step, total),  # ThinkPrune: no token past the round's limit
-            )
+            ro, targets = train_rollout(model, tok, inserted, config, step, generator)
             limit = bc.step_limit(control, step, total)
             shape_rewards(ro, control, limit, targets)
 
@@ -199,6 +192,28 @@ def step_problems(config: dict, step: int) -> list:
     run = TinyRun.from_config(config)
     rng = np.random.default_rng([run.seed, int(step), 1])
     return run.task.make_problems(rng, run.train_batch_size)
+
+
+def train_rollout(model, tok, inserted: InsertedTokens, config: dict, step: int,
+                  generator: torch.Generator | None) -> tuple[Rollout, list[int] | None]:
+    """The training rollout of ``step``: the step's problems (:func:`step_problems`), ``rollout.n``
+    thinking samples each, ``summary.group_size`` summaries at every budget (L1: a target length in
+    each prompt, :func:`step_targets`), and the rollout caps verl's agent loop applies to the same
+    config: the thinking stops at the largest budget or below it at the method's generation limit
+    (ThinkPrune's round, :func:`arctl.algo.methods.control.generation_limit`), a branch's inserted
+    and summary tokens within ``summary.max_tokens`` (:func:`arctl.algo.prompts.summary_cap`).
+    Returns the rollout (verifier rewards) and the targets."""
+    run, control = TinyRun.from_config(config), BudgetControl.from_config(config)
+    budgets = list(Objective.from_config(config).budgets)
+    problems = step_problems(config, step)
+    targets = step_targets(config, control, step, len(problems), max(budgets))
+    ro = rollout(
+        model, tok, inserted, run.task, problems, run.rollout_n, budgets, run.group_size, run.summary_max_tokens,
+        run.temperature, generator, run.max_rows, per_budget=True,
+        target_words=[target_word(t, bc.target_choices(control)) for t in targets] if targets else None,
+        think_max=bc.generation_limit(control, step, run.total_steps),  # ThinkPrune: no token past the round's limit
+    )
+    return ro, targets
 
 
 def step_targets(config: dict, control: BudgetControl, step: int, n: int, max_budget: int) -> list[int] | None:
