@@ -5,7 +5,9 @@ tokenizer and a policy that never stops by itself. Each thinking then runs to it
 summary to its cap, so the lengths *are* the caps: both backends give every tree the same
 thinking length, the same cuts, the same inserted tokens and the same summary lengths, and these
 are the hand-worked numbers of each method (ThinkPrune's round limit, Elastic's t and s, the
-largest budget, ``summary.max_tokens`` counting the inserted tokens)."""
+largest budget, ``summary.max_tokens`` counting the inserted tokens). The evaluation likewise
+(``evaluate`` / verl's validation rollout): per L1 target group and per pass (plain, s1-forced) the
+same thinking cap and the same answer caps at every distinct cut."""
 
 from __future__ import annotations
 
@@ -167,3 +169,101 @@ def test_both_backends_roll_out_a_compared_arm_to_the_same_caps(name, arm, monke
     assert [p["max_tokens"] for p in thinking] == [think]
     summaries = sorted(p["max_tokens"] for _, p in requests if "stop_token_ids" not in p)
     assert summaries == sorted(n for _, _, _, ns in hand[1] for n in ns)
+
+
+def _tiny_eval_trees(cfg, monkeypatch):
+    """The tiny evaluation's rollouts at ``eval.budgets``, in order (each L1 target group, then the
+    forced pass): per rollout, (thinking tokens, sorted (cut + inserted tokens, summary tokens)) of
+    its trees (all alike: the policy never stops)."""
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.backends.tiny import evaluate as ev
+    from arctl.backends.tiny import rollout as ro
+    from arctl.backends.tiny.model import build_model, model_config
+    from arctl.backends.tiny.settings import TinyRun
+    from arctl.backends.tiny.tokenizer import build_tokenizer
+
+    run = TinyRun.from_config(cfg)
+    tok = build_tokenizer(run.task.vocabulary())
+    model = build_model(model_config(cfg["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
+    inserted = InsertedTokens.from_tokenizer(tok, cfg["summary"]["inserted"])
+    monkeypatch.setattr(ro, "sample", _never_stop({inserted.think_end, tok.eos_token_id}))
+    seen, plain = [], ev.rollout
+
+    def recording(*args, **kwargs):
+        out = plain(*args, **kwargs)
+        rows = {}
+        for br in out.branches:
+            rows.setdefault(br.row, []).extend((br.cut + len(br.inserted), len(s)) for s in br.summaries)
+        trees = {(int(out.thinking.think_len[r]), tuple(sorted(v))) for r, v in rows.items()}
+        assert len(trees) == 1, trees
+        seen.append(trees.pop())
+        return out
+
+    monkeypatch.setattr(ev, "rollout", recording)
+    ev.evaluate(model, tok, inserted, cfg, list(cfg["eval"]["budgets"]))
+    return tok, seen
+
+
+def _verl_eval_trees(cfg, tok):
+    """verl's validation rollout of one question on the same config and tokenizer, from its server's
+    requests: per tree (thinking request's max_tokens, sorted (summary prompt past the question,
+    summary max_tokens))."""
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from arctl.backends.verl import plugin  # noqa: F401 - registration
+    from arctl.backends.verl.agent_loop import TreeAgentLoop
+    from arctl.backends.verl.overrides import check_overrides, verl_overrides
+
+    cfg = {**cfg, "model": {**cfg["model"], "path": "/unused"}}
+    composed = check_overrides(verl_overrides(cfg))
+    server = _Server(tok.convert_tokens_to_ids("chk"))
+    tok.chat_template = TEMPLATE
+    loop = TreeAgentLoop(trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=tok,
+                         processor=None, dataset_cls=None, data_config=DictConfigWrap(composed.data))
+
+    async def go():
+        loop.loop = asyncio.get_running_loop()
+        return await loop.run({"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False},
+                              raw_prompt=[{"role": "user", "content": "chk"}], reward_model={"ground_truth": "0"},
+                              extra_info={"split": "test"}, uid="q0")
+
+    asyncio.run(go())
+    trees = []
+    for prompt, params in server.requests:  # a tree's thinking request, then its summaries' (trees one after another)
+        if "stop_token_ids" in params:
+            trees.append((prompt, params["max_tokens"], []))
+        else:
+            question = trees[-1][0]
+            assert prompt[: len(question)] == question
+            trees[-1][2].append((len(prompt) - len(question), params["max_tokens"]))
+    return [(think, tuple(sorted(summaries))) for _, think, summaries in trees]
+
+
+# the evaluation differs between compared arms by the L1 target groups, Elastic's layout and cap, and
+# no generation limit (ThinkPrune's last round evaluates to b_m like GRPO): one arm of each
+EVALUATED = [("main-grpo", "grpo"), ("baselines-thinkprune", "thinkprune"), ("baselines-l1", "l1-exact"),
+             ("baselines-elastic", "elastic")]
+
+
+@pytest.mark.parametrize("name,arm", EVALUATED, ids=[f"{n}/{a}" for n, a in EVALUATED])
+def test_both_backends_evaluate_a_compared_arm_within_the_same_caps(name, arm, monkeypatch):
+    """The evaluation at ``eval.budgets`` with the sweep's budget forcing (s1, two extensions): per
+    L1 target group (one without L1) and per pass (plain, forced), the thinking runs to the group's
+    largest budget and every distinct cut gets one answer of ``summary.max_tokens`` minus the
+    inserted tokens, in both backends."""
+    cfg = _config(name, arm)
+    cfg["budget_control"]["forcing_extensions"] = 2  # sweeps/baselines.yaml
+    cfg["tiny"]["diag_problems"], cfg["eval"]["n_samples"] = 0, 1
+    tok, tiny = _tiny_eval_trees(cfg, monkeypatch)
+    verl = _verl_eval_trees(cfg, tok)
+    assert tiny == verl
+    from arctl.algo.methods import control as bc
+    from arctl.algo.settings import BudgetControl
+
+    groups = bc.eval_target_groups(BudgetControl.from_config(cfg), list(cfg["eval"]["budgets"]))
+    ins = 1 if cfg["summary"]["inserted"] == "think_end" else 5  # `</think>` (E1) or the anytime words
+    cap = cfg["summary"]["max_tokens"]  # 8; Elastic's s = 24
+    hand = [(max(g), tuple(sorted((b + ins, cap - ins) for b in g))) for _, g in groups]
+    assert tiny == hand + hand  # plain, then forced
+    # L1 at budgets 48..192 with targets 24..96: target 48 for budget 48, target 96 for 96, 144, 192
+    assert [t for t, _ in groups] == ([48, 96] if name == "baselines-l1" else [None])
