@@ -36,6 +36,23 @@ def test_the_exported_runs_are_the_indexed_files(folder):
             assert file_sha256(run / name) == sha, f"{run_id}/{name}"
 
 
+@pytest.mark.parametrize("folder", EXPORTS, ids=[str(p.relative_to(EVIDENCE)) for p in EXPORTS])
+def test_every_committed_run_logged_every_step_exactly_once(folder):
+    """Read by the independent reader of offline ``.wandb`` files (what ``wandb sync`` would leave on a
+    server, every fragment of every attempt): steps 0..trainer.total_steps, each exactly once, and the
+    final evaluation at the last step."""
+    import yaml
+    from wandb_reference import synced_history  # tests/support/wandb_reference.py
+
+    for run_id in json.loads((folder / "export.json").read_text())["runs"]:
+        run = folder / "runs" / run_id
+        total = int(yaml.safe_load((run / "config.yaml").read_text())["trainer"]["total_steps"])
+        _, history = synced_history(run)
+        steps = [int(row["_step"]) for row in history]
+        assert sorted(steps) == list(range(total + 1)), (run_id, len(steps))
+        assert any(k.startswith("eval/") and k.endswith("grid_anytime_acc") for k in history[-1]), run_id
+
+
 # the sweep each committed export's runs were launched by (a new export says here which)
 EXPORT_SWEEPS = {"tiny-8seeds": "paper", "baselines/data": "baselines"}
 
