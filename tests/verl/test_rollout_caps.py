@@ -71,23 +71,29 @@ def _never_stop(stops):
     return sample
 
 
-def _tiny_trees(cfg, step, monkeypatch):
-    """Per thinking row of the tiny training rollout: (thinking tokens, sorted (budget, cut,
-    inserted, summary lengths))."""
-    import numpy as np
-
+def _tiny(cfg, monkeypatch):
+    """The arm's toy tokenizer, a random model of its shape, its inserted tokens; the sampler never stops."""
     from arctl.algo.prompts import InsertedTokens
     from arctl.backends.tiny import rollout as ro
     from arctl.backends.tiny.model import build_model, model_config
     from arctl.backends.tiny.settings import TinyRun
     from arctl.backends.tiny.tokenizer import build_tokenizer
-    from arctl.backends.tiny.trainer import train_rollout
 
-    run = TinyRun.from_config(cfg)
-    tok = build_tokenizer(run.task.vocabulary())
+    tok = build_tokenizer(TinyRun.from_config(cfg).task.vocabulary())
     model = build_model(model_config(cfg["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
     inserted = InsertedTokens.from_tokenizer(tok, cfg["summary"]["inserted"])
     monkeypatch.setattr(ro, "sample", _never_stop({inserted.think_end, tok.eos_token_id}))
+    return tok, model, inserted
+
+
+def _tiny_trees(cfg, step, monkeypatch):
+    """Per thinking row of the tiny training rollout: (thinking tokens, sorted (budget, cut,
+    inserted, summary lengths))."""
+    import numpy as np
+
+    from arctl.backends.tiny.trainer import train_rollout
+
+    tok, model, inserted = _tiny(cfg, monkeypatch)
     out, _targets = train_rollout(model, tok, inserted, cfg, step, torch.Generator().manual_seed(0))
     rows = {}
     for br in out.branches:
@@ -110,14 +116,13 @@ class _Server:
                                extra_fields={})
 
 
-def _verl_tree(cfg, tok, step):
-    """verl's agent loop on the same config and tokenizer: (thinking tokens, sorted (budget, cut,
-    inserted, summary lengths)) of its packed tree, and the server's requests."""
+def _verl_run(cfg, tok, **kwargs):
+    """verl's tree agent loop, composed from the arm's config as the verl backend composes it, with the
+    toy tokenizer, run on one question (``kwargs``: the row's fields); returns (outputs, requests)."""
     from omegaconf import open_dict
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 
     from arctl.backends.verl import plugin  # noqa: F401 - registration
-    from arctl.backends.verl.advantage import TreeRecord
     from arctl.backends.verl.agent_loop import TreeAgentLoop
     from arctl.backends.verl.overrides import check_overrides, verl_overrides
 
@@ -129,16 +134,24 @@ def _verl_tree(cfg, tok, step):
     tok.chat_template = TEMPLATE
     loop = TreeAgentLoop(trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=tok,
                          processor=None, dataset_cls=None, data_config=DictConfigWrap(composed.data))
-    with open_dict(loop.arctl):
+    with open_dict(loop.arctl):  # the trainer sets the run's length (ArctlPPOTrainer.on_init_end)
         loop.arctl.total_steps = int(cfg["trainer"]["total_steps"])
 
     async def go():
         loop.loop = asyncio.get_running_loop()
         return await loop.run({"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False},
                               raw_prompt=[{"role": "user", "content": "chk"}], reward_model={"ground_truth": "0"},
-                              global_steps=step, uid="q0")
+                              uid="q0", **kwargs)
 
-    outputs = asyncio.run(go())
+    return asyncio.run(go()), server.requests
+
+
+def _verl_tree(cfg, tok, step):
+    """verl's agent loop on the same config and tokenizer: (thinking tokens, sorted (budget, cut,
+    inserted, summary lengths)) of its packed tree, and the server's requests."""
+    from arctl.backends.verl.advantage import TreeRecord
+
+    outputs, requests = _verl_run(cfg, tok, global_steps=step)
     assert len(outputs) == 1  # the packed layout: one row per tree
     rec = TreeRecord.from_dict(outputs[0].extra_fields["arctl"])
     a = rec.group_size
@@ -149,7 +162,7 @@ def _verl_tree(cfg, tok, step):
     tree = tuple(sorted((j, rec.cuts[j], ins[0][0], tuple(n for _, n in ins)) for j, ins in per_budget.items()))
     assert all(len({i for i, _ in ins}) == 1 for ins in per_budget.values())
     assert not rec.finished
-    return (rec.think_len, tree), server.requests
+    return (rec.think_len, tree), requests
 
 
 @pytest.mark.parametrize("name,arm", sorted(EXPECTED), ids=[f"{n}/{a}" for n, a in sorted(EXPECTED)])
@@ -175,18 +188,9 @@ def _tiny_eval_trees(cfg, monkeypatch):
     """The tiny evaluation's rollouts at ``eval.budgets``, in order (each L1 target group, then the
     forced pass): per rollout, (thinking tokens, sorted (cut + inserted tokens, summary tokens)) of
     its trees (all alike: the policy never stops)."""
-    from arctl.algo.prompts import InsertedTokens
     from arctl.backends.tiny import evaluate as ev
-    from arctl.backends.tiny import rollout as ro
-    from arctl.backends.tiny.model import build_model, model_config
-    from arctl.backends.tiny.settings import TinyRun
-    from arctl.backends.tiny.tokenizer import build_tokenizer
 
-    run = TinyRun.from_config(cfg)
-    tok = build_tokenizer(run.task.vocabulary())
-    model = build_model(model_config(cfg["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0).eval()
-    inserted = InsertedTokens.from_tokenizer(tok, cfg["summary"]["inserted"])
-    monkeypatch.setattr(ro, "sample", _never_stop({inserted.think_end, tok.eos_token_id}))
+    tok, model, inserted = _tiny(cfg, monkeypatch)
     seen, plain = [], ev.rollout
 
     def recording(*args, **kwargs):
@@ -208,28 +212,9 @@ def _verl_eval_trees(cfg, tok):
     """verl's validation rollout of one question on the same config and tokenizer, from its server's
     requests: per tree (thinking request's max_tokens, sorted (summary prompt past the question,
     summary max_tokens))."""
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-
-    from arctl.backends.verl import plugin  # noqa: F401 - registration
-    from arctl.backends.verl.agent_loop import TreeAgentLoop
-    from arctl.backends.verl.overrides import check_overrides, verl_overrides
-
-    cfg = {**cfg, "model": {**cfg["model"], "path": "/unused"}}
-    composed = check_overrides(verl_overrides(cfg))
-    server = _Server(tok.convert_tokens_to_ids("chk"))
-    tok.chat_template = TEMPLATE
-    loop = TreeAgentLoop(trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=tok,
-                         processor=None, dataset_cls=None, data_config=DictConfigWrap(composed.data))
-
-    async def go():
-        loop.loop = asyncio.get_running_loop()
-        return await loop.run({"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False},
-                              raw_prompt=[{"role": "user", "content": "chk"}], reward_model={"ground_truth": "0"},
-                              extra_info={"split": "test"}, uid="q0")
-
-    asyncio.run(go())
+    _, requests = _verl_run(cfg, tok, extra_info={"split": "test"})  # a validation row
     trees = []
-    for prompt, params in server.requests:  # a tree's thinking request, then its summaries' (trees one after another)
+    for prompt, params in requests:  # a tree's thinking request, then its summaries' (trees one after another)
         if "stop_token_ids" in params:
             trees.append((prompt, params["max_tokens"], []))
         else:
