@@ -90,7 +90,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     console.print(f"workspace: {esc(workspace.root)}")
     table = Table(show_header=True, header_style="bold")
     for col in ("run id", "experiment", "arm", "seed", "would", "why"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # a narrow terminal or a pipe folds a run id, never cuts it
     for i in items:
         table.add_row(*(esc(v) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason)))
     console.print(table)
