@@ -35,12 +35,11 @@ def _final_accuracies(data: ReportData):
     return fin[["arm", "seed", "dataset", "budget", "value"]]
 
 
-def curve_table(data: ReportData, acc=None):
-    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies (``acc``:
-    :func:`_final_accuracies` of ``data``, when the caller has it)."""
+def curve_table(acc):
+    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies ``acc``
+    (:func:`_final_accuracies`)."""
     import pandas as pd
 
-    acc = _final_accuracies(data) if acc is None else acc
     out = []
     for (arm, ds, b), g in acc.groupby(["arm", "dataset", "budget"], observed=True):
         mean, ci, n = mean_ci95(g["value"].to_numpy())
@@ -48,13 +47,12 @@ def curve_table(data: ReportData, acc=None):
     return pd.DataFrame(out, columns=["arm", "dataset", "budget", "mean", "ci", "n"])
 
 
-def seed_table(data: ReportData, acc=None):
-    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies (a run
-    without a seed in its config has no seed line: it still counts in the mean; ``acc`` as in
-    :func:`curve_table`)."""
+def seed_table(acc):
+    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies ``acc``
+    (:func:`_final_accuracies`; a run without a seed in its config has no seed line: it still counts in
+    the mean)."""
     import pandas as pd
 
-    acc = _final_accuracies(data) if acc is None else acc
     acc = acc[pd.to_numeric(acc["seed"], errors="coerce").notna()]
     acc = acc.assign(seed=pd.to_numeric(acc["seed"]).astype(int), value=acc["value"].astype(float))
     return acc[["arm", "dataset", "budget", "seed", "value"]].sort_values(
@@ -63,8 +61,8 @@ def seed_table(data: ReportData, acc=None):
 
 def build(spec: dict, data: ReportData):
     acc = _final_accuracies(data)  # parsed once for both tables
-    table = curve_table(data, acc)
-    seeds = seed_table(data, acc) if spec.get("per_seed") else None
+    table = curve_table(acc)
+    seeds = seed_table(acc) if spec.get("per_seed") else None
     if not len(table):
         raise ReportError(
             f"the runs in {data.source} logged no final evaluation {eval_key(NAME_ACC, '<dataset>', '<budget>')}; "
