@@ -13,12 +13,15 @@ A claim is a list of tests; a test turns runs into one number per seed and asser
 
 A run's statistic is computed from the last logged value of each key (the final evaluation),
 averaged over the evaluation datasets the run logged (``statistics:`` in the claims file). The
-interval is the two-sided 95% Student-t interval of the mean over seeds (:mod:`arctl.report.stats`).
-Verdict: **holds** when the interval lies on the claimed side of 0, **fails** when it lies on the
-other side, **inconclusive** when it straddles 0 or fewer than 2 seeds have the test's runs (with the
-number of seeds that would resolve it at the observed mean and spread). A claim holds when every
-test holds, fails when any test fails, and is inconclusive otherwise. Missing runs are named with
-the command that produces them.
+interval shown is the two-sided 95% Student-t interval of the mean over seeds (:mod:`arctl.report.stats`),
+for the test alone. Verdict (:func:`correct_within_claim`): the paired t-test's two-sided p-values are
+Holm-corrected over the claim's declared tests; a test **holds** (**fails**) when its adjusted p is
+below 0.05 and its mean is on the claimed (other) side of 0, and is **inconclusive** otherwise (fewer
+than 2 seeds, no spread across seeds, or underpowered: with the seeds that would give it 80% power
+at the observed mean and spread), or **not testable here** (a precondition or the statistic's
+above-chance budgets fail). A claim fails when any test fails, holds when every test holds, is not
+testable here when no test is, and is inconclusive otherwise. Missing runs are named with the
+command that produces them.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "fails", "inconclusive", "no
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
 ALPHA = 0.05  # family-wise error of a claim's tests (Holm)
 POWER = 0.8  # the power "seeds needed" plans for
+NO_SPREAD = 1e-12  # an sd at most this share of the mean's size (at least 1) is no spread (:func:`no_spread`)
 TEST_KINDS = ("compare", "sign", "converge", "bound")
 STAT_KINDS = ("final", "band", "gap", "trend")
 DIRECTIONS = ("greater", "less")
@@ -337,6 +341,8 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
     if len(x) < 2:  # no spread to judge by: the usual minimum
         return mean, None, None, INCONCLUSIVE, 3
     lo, hi = mean - half, mean + half
+    if no_spread(sd, mean):  # a t-interval of width 0: judged by the sign test (correct_within_claim)
+        return mean, lo, hi, INCONCLUSIVE, sign_test_seeds(1) if mean != 0 else None
     sign = 1 if direction == "greater" else -1
     if sign * lo > 0 and sign * hi > 0:
         return mean, lo, hi, HOLDS, None
@@ -345,25 +351,51 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
     return mean, lo, hi, INCONCLUSIVE, seeds_needed(mean, sd)
 
 
+def no_spread(sd: float | None, mean: float | None) -> bool:
+    """Whether the seeds' values are one value (to rounding: sd <= 1e-12 of the mean's size): the
+    t statistic mean / (sd / sqrt(n)) is undefined or a rounding artefact (tied differences on an
+    accuracy grid at 2-3 seeds; one run under two names), so :func:`p_value` uses the sign test."""
+    return sd is not None and mean is not None and np.isfinite(sd) and sd <= NO_SPREAD * max(1.0, abs(mean))
+
+
+def sign_test_p(n: int) -> float:
+    """Two-sided p-value of the exact sign test when all ``n`` values are on one side of 0: 2 * 0.5^n."""
+    return min(1.0, 2.0 * 0.5 ** n)
+
+
+def sign_test_seeds(tests_in_claim: int = 1) -> int:
+    """Seeds that one-sided agreement needs to pass the claim's Holm level for its first test
+    (ALPHA / tests_in_claim) by the sign test: the smallest n with 2 * 0.5^n < that level."""
+    n = 2
+    while sign_test_p(n) >= ALPHA / max(1, tests_in_claim):
+        n += 1
+    return n
+
+
 def p_value(values: list[float]) -> float:
-    """Two-sided p-value of the paired t-test of mean 0 (NaN below 2 values; 0 for a constant
-    non-zero sample)."""
+    """Two-sided p-value of the paired t-test of mean 0 (NaN below 2 values). Where the values do not
+    spread (:func:`no_spread`) the t-test is undefined (t = mean / 0 would give p = 0 from 2 tied
+    seeds): 1 for all zeros, else the exact sign test's :func:`sign_test_p` (every value on one side)."""
     x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
     if len(x) < 2:
         return float("nan")
     sd = float(np.std(x, ddof=1))
-    if sd == 0:
-        return 1.0 if float(np.mean(x)) == 0 else 0.0
+    if no_spread(sd, float(np.mean(x))):
+        return 1.0 if float(np.mean(x)) == 0 else sign_test_p(len(x))
     t = float(np.mean(x)) / (sd / math.sqrt(len(x)))
     return 2 * (1 - t_cdf(abs(t), len(x) - 1))
 
 
 def claim_verdict(tests: list[TestResult]) -> str:
+    """Fails when a test fails, holds when every test holds, not testable here when no test is
+    testable here, else inconclusive."""
     verdicts = [t.verdict for t in tests]
     if any(v == FAILS for v in verdicts):
         return FAILS
     if verdicts and all(v == HOLDS for v in verdicts):
         return HOLDS
+    if verdicts and all(v == NOT_TESTABLE for v in verdicts):
+        return NOT_TESTABLE
     return INCONCLUSIVE
 
 
@@ -372,15 +404,37 @@ def correct_within_claim(tests: list[TestResult]) -> None:
     count): a test holds (fails) when its Holm-adjusted p-value is below ALPHA and its mean is on
     the claimed (other) side of 0, and is inconclusive otherwise, with the seeds that would give it
     80% power at that level at the observed mean and spread, and the same at the ends of the sd's
-    80% interval (an sd from few seeds is itself uncertain)."""
-    interval = [t for t in tests if t.kind != "bound" and t.n >= 2 and t.mean is not None]
-    adjusted = holm([t.p_value if t.p_value is not None else float("nan") for t in interval])
-    k = len(interval)
-    for t, p_adj in zip(interval, adjusted):
+    80% interval (an sd from few seeds is itself uncertain).
+
+    The family is every interval test the claim declares: one without a p-value (runs missing,
+    fewer than 2 seeds, not testable here, no spread) counts as p = 1, so a claim whose other tests
+    lack runs is not judged at a laxer level than its declared tests allow."""
+    family = [t for t in tests if t.kind != "bound"]
+    tested = [t.n >= 2 and t.mean is not None for t in family]
+    p_all = [t.p_value if ok and t.p_value is not None and t.p_value == t.p_value else 1.0
+             for t, ok in zip(family, tested)]
+    adjusted = holm(p_all)
+    k = len(family)
+    for t, ok, p_adj in zip(family, tested, adjusted):
+        if not ok or t.verdict == NOT_TESTABLE:
+            continue
         t.p_holm = p_adj
         sign = 1 if t.direction == "greater" else -1
         on_side = sign * t.mean > 0
-        if p_adj == p_adj and p_adj < ALPHA:
+        if no_spread(t.sd, t.mean) and t.mean != 0:  # p is the sign test's (p_value)
+            said = (f"every seed gives {t.mean:+.4g}: no spread across seeds, so the p-value is the exact sign "
+                    f"test's ({t.n} of {t.n} seeds on one side: p = {sign_test_p(t.n):.3g}), Holm-adjusted "
+                    f"{p_adj:.3g} over the claim's {k} test(s)")
+            if p_adj < ALPHA:
+                t.verdict, t.seeds_needed, t.seeds_range = (HOLDS if on_side else FAILS), None, None
+                t.note = said + (f"; {t.note}" if t.note else "")
+            else:
+                t.verdict, t.seeds_range = INCONCLUSIVE, None
+                t.seeds_needed = sign_test_seeds(k)
+                t.note = (f"{said}; underpowered: {t.seeds_needed} seeds all on one side would pass"
+                          + (f"; {t.note}" if t.note else ""))
+            continue
+        if p_adj < ALPHA:
             t.verdict = HOLDS if on_side else FAILS
             t.seeds_needed, t.seeds_range = None, None
             continue
@@ -390,7 +444,9 @@ def correct_within_claim(tests: list[TestResult]) -> None:
             lo_sd, hi_sd = sd_interval(t.sd, t.n, 0.8)
             t.seeds_range = [seeds_needed(t.mean, lo_sd, k), seeds_needed(t.mean, hi_sd, k)]
         where = f"Holm-adjusted p = {p_adj:.3g} over the claim's {k} test(s)"
-        if not on_side:
+        if t.mean == 0:
+            t.note = f"{where}; the observed mean is 0: no evidence either way"
+        elif not on_side:
             t.note = (f"{where}; the observed mean ({t.mean:+.4g}) is on the other side of 0, within its noise: "
                       "no evidence either way")
         elif t.seeds_needed:
@@ -489,6 +545,8 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         for s in seeds:
             lows = [run_stat(lo_stat, by[a][s].final, kept[test.low]) for a in test.arms]
             highs = [run_stat(hi_stat, by[a][s].final, kept[test.high]) for a in test.arms]
+            if not all(np.isfinite(lows + highs)):  # an arm without the statistic: no spread over every arm
+                continue
             spread_low, spread_high = max(lows) - min(lows), max(highs) - min(highs)
             per_seed[s] = {"spread_low": spread_low, "spread_high": spread_high, "value": spread_low - spread_high}
     direction = "greater" if test.kind == "converge" else test.direction

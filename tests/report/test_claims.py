@@ -202,7 +202,7 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
 def test_a_claim_that_holds_one_that_fails_one_inconclusive_and_a_missing_run():
     runs = [view("grpo", s, 0.40 + 0.01 * s, think=40.0) for s in range(3)]
     runs += [view("ar", s, 0.45 + 0.01 * s + 0.002 * s * s, think=35.0 + s) for s in range(3)]  # +0.05..+0.054
-    runs += [view("worse", s, 0.30 + 0.01 * s) for s in range(3)]  # -0.10 every seed
+    runs += [view("worse", s, 0.30 + 0.01 * s + [0.0, 0.004, -0.004][s]) for s in range(3)]  # -0.10 +- 0.004
     runs += [view("noisy", s, 0.40 + [0.05, -0.06, 0.02][s]) for s in range(3)]
     spec = spec_with()
     holds = evaluate_test(Test("compare", a="ar", b="grpo", stat="anytime"), spec, runs, no_command)
@@ -266,10 +266,11 @@ def test_band_and_converge_statistics_by_hand():
     runs = []
     for s in range(3):
         for i, arm in enumerate(("base", "linear", "uniform")):
-            runs.append(view(arm, s, 0.5, acc={10: 0.1 + 0.05 * i + 0.001 * s, 40: 0.6 + 0.001 * i}))
+            runs.append(view(arm, s, 0.5, acc={10: 0.1 + 0.05 * i * (1 + 0.1 * s), 40: 0.6 + 0.001 * i}))
     r = evaluate_test(Test("converge", arms=("base", "linear", "uniform"), low="acc_low", high="acc_high"),
                       spec_with(), runs, no_command)
-    assert r.verdict == HOLDS and r.mean == pytest.approx(0.10 - 0.002)
+    # spreads per seed: 0.10 / 0.11 / 0.12 at the smallest budget, 0.002 at the largest
+    assert r.verdict == HOLDS and r.mean == pytest.approx(0.11 - 0.002)
 
 
 def test_a_band_above_chance_leaves_out_the_budgets_where_the_test_s_runs_are_at_chance(tmp_path):
@@ -285,17 +286,19 @@ def test_a_band_above_chance_leaves_out_the_budgets_where_the_test_s_runs_are_at
     # above it pooled, although "b" alone is at chance at 20; the band is the lower half of {20, 30, 40}
     # rounded up: {20, 30}, the same budgets for both arms
     accs = {"a": {10: 0.14, 20: 0.3, 30: 0.5, 40: 0.7}, "b": {10: 0.10, 20: 0.1, 30: 0.4, 40: 0.7}}
-    runs = [run(arm, s, {b: v + 0.01 * s for b, v in acc.items()}) for s in range(3) for arm, acc in accs.items()]
+    runs = [run(arm, s, {b: v + 0.01 * s + (0.003 * s * s if arm == "a" else 0.0) for b, v in acc.items()})
+            for s in range(3) for arm, acc in accs.items()]
     r = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, runs, no_command)
-    # per seed: a (0.3 + 0.5) / 2 = 0.4, b (0.1 + 0.4) / 2 = 0.25: 0.15 (budget 10 would have cut it)
-    assert r.mean == pytest.approx(0.15) and r.verdict == HOLDS
+    # per seed: a (0.3 + 0.5) / 2 = 0.4, b (0.1 + 0.4) / 2 = 0.25: 0.15 (budget 10 would have cut it),
+    # + 0.003 s^2 (0 / 0.003 / 0.012): mean 0.155
+    assert r.mean == pytest.approx(0.155) and r.verdict == HOLDS
     assert r.per_seed[0]["a"] == pytest.approx(0.4) and r.per_seed[0]["b"] == pytest.approx(0.25)
     assert "budgets 20, 30 of the 3 above chance + 0.05" in r.note
     # without a logged chance it is 0: every budget counts, the band is {10, 20}
     for v in runs:
         del v.final["eval/toy/chance_acc"]
     r0 = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, runs, no_command)
-    assert r0.mean == pytest.approx((0.14 + 0.3) / 2 - (0.1 + 0.1) / 2)
+    assert r0.mean == pytest.approx((0.14 + 0.3) / 2 - (0.1 + 0.1) / 2 + 0.005)
     # every budget at chance: not testable here, said plainly; the claim is not decided by it
     flat = [run(arm, s, {10: 0.1, 20: 0.11, 30: 0.12, 40: 0.1}) for s in range(3) for arm in ("a", "b")]
     r = evaluate_test(Test("compare", a="a", b="b", stat="low_above"), spec, flat, no_command)
@@ -409,7 +412,10 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     claims = {c["id"]: c for c in doc["claims"]}
     # the fixture's accuracies: arm base + 0.01 * seed + ...: AR-uniform is 0.06 above GRPO on both seeds
     uniform = next(t for t in claims["1"]["tests"] if t["label"].startswith("AR-uniform > GRPO: anytime"))
-    assert uniform["verdict"] == HOLDS and uniform["n"] == 2 and uniform["mean"] == pytest.approx(0.06, abs=1e-6)
+    # two seeds that agree to the last bit decide nothing (a t statistic of mean / 0); the sign test
+    # over the claim's 6 tests needs 8 seeds on one side
+    assert uniform["verdict"] == INCONCLUSIVE and uniform["n"] == 2 and uniform["mean"] == pytest.approx(0.06, abs=1e-6)
+    assert "exact sign test" in uniform["note"] and uniform["seeds_needed"] == 8
     base = claims["3"]["tests"][0]
     assert base["verdict"] == INCONCLUSIVE and base["n"] == 1 and "at least 3" in base["note"]
     lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
@@ -652,3 +658,73 @@ def test_a_run_that_has_not_finished_is_left_out_and_named(tmp_path):
     with pytest.raises(ReportError, match=rf"no finished runs of priors .* \(1 not finished: {unfinished_id} "):
         build_claims_report(sweeps=["priors"], workdir=ws, out_dir=tmp_path / "out2", progress=False, processes=1)
     assert not (tmp_path / "out2").exists()
+
+
+def test_seeds_that_do_not_spread_are_judged_by_the_sign_test_not_by_t_equals_infinity():
+    """Tied differences (an accuracy grid at 2-3 seeds, one run under two names) make the t statistic
+    mean / 0: never a verdict from 2 seeds; the exact sign test's 2 * 0.5^n instead."""
+    from arctl.report.claims import p_value, sign_test_seeds
+
+    def claim_of(n: int, diff: float, *tests: Test):
+        runs = [view("grpo", s, 0.40 + 0.01 * s) for s in range(n)] + [view("ar", s, 0.40 + 0.01 * s + diff) for s in range(n)]
+        return check_claims(spec_with(Test("compare", a="ar", b="grpo", stat="anytime"), *tests), runs, no_command)[0]
+
+    two = claim_of(2, 0.06)
+    t = two.tests[0]
+    assert t.verdict == INCONCLUSIVE and two.verdict == INCONCLUSIVE  # was "holds" (p = 0)
+    assert t.p_value == pytest.approx(0.5) and "exact sign test" in t.note and t.seeds_needed == 6
+    # 6 seeds all on the claimed side: p = 2 / 64 = 0.031 < 0.05 (one test); the other way: fails
+    assert claim_of(6, 0.06).verdict == HOLDS and claim_of(6, -0.06).verdict == FAILS
+    # in a claim of two tests the first needs p < 0.025: 6 seeds are not enough, 7 are (2 / 128)
+    other = Test("compare", a="ar", b="grpo", stat="think_len", direction="less")
+    assert claim_of(6, 0.06, other).tests[0].verdict == INCONCLUSIVE and sign_test_seeds(2) == 7
+    assert claim_of(7, 0.06, other).tests[0].verdict == HOLDS
+    # rounding noise is no spread either: (0.3 - 0.2) and (0.4 - 0.3) differ in the last bit
+    assert (0.3 - 0.2) != (0.4 - 0.3) and p_value([0.3 - 0.2, 0.4 - 0.3]) == pytest.approx(0.5)
+    # all zeros: p = 1, and the note says the mean is 0 (not "on the other side")
+    zero = claim_of(3, 0.0).tests[0]
+    assert zero.verdict == INCONCLUSIVE and zero.p_value == 1.0 and "observed mean is 0" in zero.note
+
+
+def test_holm_counts_every_declared_test_even_one_without_runs():
+    """A claim of 3 tests of which 2 lack runs judges the third at 0.05 / 3, not 0.05."""
+    runs = [view("grpo", s, 0.40) for s in range(4)]
+    runs += [view("ar", s, 0.40 + [0.05, 0.03, 0.06, 0.02][s]) for s in range(4)]
+    one = Test("compare", a="ar", b="grpo", stat="anytime")
+    alone = check_claims(spec_with(one), runs, no_command)[0].tests[0]
+    assert 0.0167 < alone.p_value < 0.05 and alone.verdict == HOLDS  # p = 0.021
+    lacking = [Test("compare", a="ar-linear", b="grpo", stat="anytime"), Test("compare", a="ar-base", b="grpo", stat="anytime")]
+    res = check_claims(spec_with(one, *lacking), runs, no_command)[0]
+    assert res.tests[0].p_holm == pytest.approx(3 * alone.p_value) and res.tests[0].verdict == INCONCLUSIVE
+    assert "over the claim's 3 test(s)" in res.tests[0].note and res.verdict == INCONCLUSIVE
+
+
+def test_converge_drops_a_seed_where_any_arm_lacks_the_statistic_wherever_it_is_listed():
+    """max/min over a list with NaN depend on where the NaN is: the seed is dropped for every position."""
+    for gap in ("base", "linear", "uniform"):
+        runs = []
+        for s in range(3):
+            for i, arm in enumerate(("base", "linear", "uniform")):
+                acc = {10: 0.1 + 0.05 * i * (1 + 0.1 * s), 40: 0.6 + 0.001 * i}
+                runs.append(view(arm, s, 0.5, acc={} if (arm == gap and s == 2) else acc))
+        r = evaluate_test(Test("converge", arms=("base", "linear", "uniform"), low="acc_low", high="acc_high"),
+                          spec_with(), runs, no_command)
+        assert sorted(r.per_seed) == [0, 1] and r.n == 2, gap
+        assert r.mean == pytest.approx((0.10 + 0.11) / 2 - 0.002), gap
+
+
+def test_a_claim_whose_every_test_is_not_testable_is_not_testable():
+    from arctl.report.claims import TestResult, claim_verdict
+
+    def result(verdict):
+        return TestResult("compare", "t", ("a", "b"), "x", "greater", {}, 0, None, None, None, verdict, None)
+
+    assert claim_verdict([result(NOT_TESTABLE), result(NOT_TESTABLE)]) == NOT_TESTABLE
+    assert claim_verdict([result(NOT_TESTABLE), result(INCONCLUSIVE)]) == INCONCLUSIVE
+    assert claim_verdict([result(NOT_TESTABLE), result(FAILS)]) == FAILS
+
+
+def test_the_95_percent_quantile_beyond_the_table_is_exact():
+    assert t975(31) == pytest.approx(2.0395, abs=1e-4) and t975(60) == pytest.approx(2.0003, abs=1e-4)
+    for df in (31, 45, 120, 1000):
+        assert t_cdf(t975(df), df) == pytest.approx(0.975, abs=1e-9)
