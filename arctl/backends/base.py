@@ -56,6 +56,10 @@ class Backend(Protocol):
     def local_problem(self, config: dict) -> str | None:
         """Why the run cannot run on this machine (the local executor), e.g. no GPU."""
 
+    def slurm_problem(self, config: dict) -> str | None:
+        """Why the run cannot be submitted to SLURM as its ``cluster`` section asks, e.g. a GPU run
+        that asks SLURM for no GPU."""
+
     def job_setup(self, config: dict, run_dir: Path) -> str | None:
         """Shell lines the SLURM job runs before arctl's job entry, which then runs on the first node
         as a child of the batch shell (e.g. a Ray cluster sized to the allocation, with an EXIT trap
@@ -146,6 +150,9 @@ class BackendDefaults:
         return None
 
     def local_problem(self, config):
+        return None
+
+    def slurm_problem(self, config):
         return None
 
     def job_setup(self, config, run_dir):

@@ -74,9 +74,18 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     plan(items, workspace, force)
     to_launch = [i for i in items if i.action in ("new", "resume", "rerun")]
     scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
+    refused = None  # what the launch itself would refuse (slurm_problem), shown, not raised: a dry run previews
+    if name == "slurm" and to_launch:
+        from arctl.launch.executors import LaunchError
+        from arctl.launch.launcher import slurm_problem
+
+        try:
+            slurm_problem(to_launch)
+        except LaunchError as err:
+            refused = str(err)
     if as_json:
         print_json({
-            "dry_run": True, "executor": name, "workspace": str(workspace.root),
+            "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
             "runs": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                       "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
                       "config": i.config} for i in items],
@@ -87,6 +96,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     from rich.table import Table
 
     console.print(f"[bold]dry run[/]: nothing is written or submitted. {esc(note)}")
+    if refused:
+        console.print(f"[bold red]a launch would be refused[/]: {esc(refused)}")
     console.print(f"workspace: {esc(workspace.root)}")
     table = Table(show_header=True, header_style="bold")
     for col in ("run id", "experiment", "arm", "seed", "would", "why"):

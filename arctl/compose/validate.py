@@ -16,7 +16,7 @@ from arctl.backends.base import available_backends, get_backend
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
-from arctl.config.schema import bool_fields, field_choices
+from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices
 
 PROB_TOL = 1e-6
 
@@ -151,6 +151,11 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
     baseline, n = _get(cfg, "thinking.baseline"), _get(cfg, "rollout.n")
     check_budget_control(cfg, budgets)
+    if (cfg.get("thinking") or {}).get("temperature", UNREAD_THINKING_TEMPERATURE) != UNREAD_THINKING_TEMPERATURE:
+        raise SpecError(  # a key no backend reads: a value set there would change nothing, silently
+            f"thinking.temperature={cfg['thinking']['temperature']} is read by no backend",
+            "thinking.temperature", "the sampling temperatures are rollout.temperature (training) and "
+            "eval.temperature (evaluation)")
     if baseline in ("v2", "brpo") and n < 2:
         raise SpecError(
             f"rollout.n={n} leaves the group baseline V2 nothing to average",

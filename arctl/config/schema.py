@@ -89,8 +89,12 @@ def from_settings(name: str, settings: type, *, defaults: dict[str, Any] | None 
     return dataclasses.make_dataclass(name, [*fields, *after])
 
 
+UNREAD_THINKING_TEMPERATURE = 1.0
+"""``thinking.temperature``: read by no backend (the sampling temperatures are ``rollout.temperature`` and
+``eval.temperature``); it stays in the schema at this value because every run id hashes it, and
+validation refuses any other value."""
 ThinkingConfig = from_settings("ThinkingConfig", algo.Thinking, defaults={"budgets": "${scale.budgets}"}, after=[
-    ("temperature", float, setting(1.0, range=F(0, 100, lo_open=True))),
+    ("temperature", float, setting(UNREAD_THINKING_TEMPERATURE, range=F(0, 100, lo_open=True))),
 ])
 """``thinking``: the budget support {b_1 < ... < b_m} (the scale's), the prior p_B and the BRPO baseline."""
 SummaryConfig = from_settings("SummaryConfig", algo.Summary, defaults={"max_tokens": "${scale.summary_max_tokens}"})

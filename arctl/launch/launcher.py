@@ -231,6 +231,7 @@ def launch(
     if name == "slurm":  # refuse bad sbatch options before anything is claimed or written
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
+        slurm_problem(items)
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
@@ -257,6 +258,23 @@ def gpu_problem(items: list[LaunchItem]) -> None:
             raise LaunchError(
                 f"{item.experiment}/{item.arm}: {problem} — submit it to a cluster (cluster=<profile>: {clusters}; "
                 "or --executor slurm), or use --scale tiny; verl.smoke=true and verl.rehearsal_steps=N run without a GPU")
+
+
+def slurm_problem(items: list[LaunchItem]) -> None:
+    """Refuse (LaunchError) runs whose ``cluster`` section asks SLURM for less than the backend
+    needs (e.g. a GPU run that requests no GPU: ``cluster=auto`` picked SLURM with its laptop-sized
+    defaults): one line naming the cluster profiles."""
+    from arctl.backends.base import get_backend
+    from arctl.compose.paths import group_options
+
+    for item in items:
+        backend = get_backend(str(item.config.get("backend", "tiny")))
+        check = getattr(backend, "slurm_problem", None)  # a backend written before the method existed has none
+        problem = check(item.config) if check is not None else None
+        if problem:
+            clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
+            raise LaunchError(f"{item.experiment}/{item.arm}: {problem} — pass cluster=<profile> ({clusters}, or your "
+                              "site's) or the cluster.* keys it needs")
 
 
 def _launch(items, workspace, name, result, force, array_parallelism, members, echo, shared=()) -> LaunchResult:

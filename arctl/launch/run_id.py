@@ -10,7 +10,8 @@ SHA-256 over the canonical JSON of the resolved config without
   keep the ids they had before the section existed), and the sections of methods other than the
   chosen one (``budget_control.<method>``: installing a method's package renames no run);
 - the keys of :data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run
-  keeps its id; a run that sets one gets an id of its own).
+  keeps its id; a run that sets one gets an id of its own);
+- the keys of :data:`NOT_COMPUTED` at any value (how a run keeps its files, not what it computes).
 
 The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
 """
@@ -32,6 +33,8 @@ LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None, ("optim", "kl_coef"): Loss.kl_coef,
                     ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted}
+# (section, key) never in the identity: they change what stays on disk, not one number a run computes
+NOT_COMPUTED = {("verl", "keep_checkpoints")}
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a
@@ -51,6 +54,9 @@ def identity_config(config: dict) -> dict:
                                  if not isinstance(v, dict) or k == chosen}
     for (section, key), default in ADDED_AT_DEFAULT.items():
         if isinstance(out.get(section), dict) and out[section].get(key) == default:
+            out[section] = {k: v for k, v in out[section].items() if k != key}
+    for section, key in NOT_COMPUTED:
+        if isinstance(out.get(section), dict) and key in out[section]:
             out[section] = {k: v for k, v in out[section].items() if k != key}
     return out
 

@@ -36,6 +36,12 @@ def test_a_figure_that_is_not_a_name_is_refused(sandbox):
     assert "figure" in sandbox.check_refused("run", "fig", *launch_args(sandbox)).err
 
 
+def test_a_key_no_backend_reads_is_refused_not_ignored(sandbox):
+    """thinking.temperature is in every run id but read by no backend (rollout.temperature is)."""
+    err = sandbox.check_refused(*RUN, "thinking.temperature=0.6", *launch_args(sandbox)).err
+    assert "thinking.temperature=0.6 is read by no backend" in err and "rollout.temperature" in err
+
+
 # item 6: tracebacks
 @pytest.mark.parametrize("args", [
     ["cluster.mem_gb=abc"],
@@ -173,3 +179,19 @@ def test_the_known_warm_up_sources_pass_validation(monkeypatch, value):
     monkeypatch.setenv("ARCTL_TINY_WARMUP", value)
     resolve_experiment("main-ar-uniform", scale="tiny")  # validates: raises SpecError on a problem
     assert settings.warmup_source() == (value.lower() or "shipped")
+
+
+def test_a_gpu_run_that_asks_slurm_for_no_gpu_is_refused(sandbox):
+    """cluster=auto (the default) at paper scale: SLURM with a CPU job's defaults, no GPU; a site's
+    profile (or cluster.gpus_per_node) gives it GPUs; the smoke and CPU runs ask for none on purpose."""
+    err = sandbox.check_refused(*RUN, "--scale", "paper", *launch_args(sandbox)).err
+    assert "cluster.gpus_per_node=0 asks SLURM for none" in err and "8 GPUs per node" in err
+    assert "cluster=<profile> (slurm, slurm-a100" in err
+    from arctl.backends.verl.overrides import slurm_gpu_problem
+    from arctl.compose import resolve_experiment
+
+    (paper,) = [r.config for r in resolve_experiment("main-ar-uniform", scale="paper")]
+    assert slurm_gpu_problem(paper) is not None
+    for fix in ({"cluster": {**paper["cluster"], "gpus_per_node": 8}}, {"verl": {**paper["verl"], "smoke": True}},
+                {"verl": {**paper["verl"], "device": "cpu"}}):
+        assert slurm_gpu_problem({**paper, **fix}) is None, fix

@@ -139,3 +139,37 @@ def test_no_complete_checkpoint_starts_the_run_over(tmp_path):
     assert not (ckpt / checkpoints.TRACKER).exists()
     assert find_latest_ckpt_path(str(ckpt)) is None  # verl trains from scratch
     assert checkpoints.repair(tmp_path / "nothing-here") == (0, [])
+
+
+def test_only_the_newest_complete_checkpoints_stay_also_across_a_requeue(composed, monkeypatch, tmp_path):
+    """verl keeps every save by default (16 of ~21 GB for a 1.5B paper run); arctl keeps the newest
+    ``verl.keep_checkpoints`` (2) whole folders, and a requeued attempt (a new trainer) removes what
+    an earlier attempt saved."""
+    assert composed.arctl.keep_checkpoints == 2
+    trainer = _trainer(composed, monkeypatch, tmp_path)
+    ckpt = tmp_path / "checkpoints"
+    for step in (1, 2, 3):
+        trainer.global_steps = step
+        trainer._save_checkpoint()
+    assert checkpoints.saved_steps(ckpt) == [3, 2]
+    again = _trainer(composed, monkeypatch, tmp_path)  # the requeued job's trainer, resuming at 3
+    for step in (4, 5):
+        again.global_steps = step
+        again._save_checkpoint()
+    assert checkpoints.saved_steps(ckpt) == [5, 4] and checkpoints.repair(ckpt) == (5, [])
+    assert sorted(p.name for p in ckpt.iterdir()) == ["global_step_4", "global_step_5", checkpoints.TRACKER]
+
+
+def test_prune_keeps_the_newest_complete_ones_and_a_newer_unfinished_save(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    for step in (10, 20, 30, 40):
+        d = checkpoints.folder(ckpt, step)
+        d.mkdir(parents=True)
+        (d / "shard.pt").write_bytes(b"x" * step)
+        checkpoints.mark_complete(ckpt, step)
+    (checkpoints.folder(ckpt, 40) / "shard.pt").write_bytes(b"x")  # damaged after its save
+    checkpoints.folder(ckpt, 50).mkdir()  # a save that never finished: no marker
+    assert checkpoints.prune(ckpt, 2) == [10]
+    assert checkpoints.saved_steps(ckpt) == [50, 40, 30, 20]  # 30 and 20 are the newest complete ones
+    assert checkpoints.prune(ckpt, 2) == [] and checkpoints.prune(ckpt, 1) == [20]
+    assert checkpoints.repair(ckpt)[0] == 30

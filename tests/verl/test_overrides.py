@@ -211,6 +211,9 @@ def test_validation_goes_in_batches_the_routers_sticky_ids_cover(paper_config, t
 
 @pytest.mark.parametrize("overrides,fragment", [
     (["verl.eval_only=true", "verl.eval_checkpoint=/runs/x/checkpoints"], "not a checkpoint folder"),
+    # its own run dir has no checkpoint: verl would evaluate model.path and log it as the arm's final evaluation
+    (["verl.eval_only=true"], "needs verl.eval_checkpoint"),
+    (["eval.num_problems=100"], "evaluates every problem"),  # read by the tiny backend only
     (["verl.device=cpu", "verl.tree_attention=dense", "cluster.gpus_per_node=2"], "would request GPUs from SLURM"),
     (["verl.device=cpu"], "no backward pass on a CPU"),
     (["verl.device=cpu", "verl.tree_attention=dense", "verl.rollout_name=sglang"], "arctl_cpu server"),

@@ -74,6 +74,26 @@ def test_job_body_is_valid_bash(config, tmp_path):
     assert 'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))' in script
 
 
+def test_the_script_lists_what_the_trainer_runs_in_eval_only_mode_too(paper_config, tmp_path):
+    """The job body's comment lists the trainer's override list (verl_run_config's), eval-only mode's
+    included: not the training run's resume_mode=auto alone."""
+    from arctl.backends.verl.run_config import run_overrides
+
+    cfg = copy.deepcopy(paper_config)
+    cfg["verl"].update(eval_only=True, eval_checkpoint="/runs/a/checkpoints/global_step_7")
+    listed = run_overrides(cfg, tmp_path / "run")
+    assert listed == verl_run_config_overrides(cfg, tmp_path / "run")
+    assert listed[-2:] == ["trainer.resume_mode=resume_path", "trainer.resume_from_path='/runs/a/checkpoints/global_step_7'"]
+    script = job_script(cfg, tmp_path / "run")
+    assert "#   trainer.val_only=true" in script and "#   trainer.resume_mode=resume_path" in script
+
+
+def verl_run_config_overrides(cfg, run_dir):
+    from arctl.backends.verl.run_config import verl_run_config
+
+    return list(verl_run_config(cfg, run_dir)[0])
+
+
 def test_ray_starts_only_on_listed_nodes_and_trainer_on_head(config, tmp_path):
     run_dir = tmp_path / "run"
     config["wandb"]["id"] = "run-id-1"

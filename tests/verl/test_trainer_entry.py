@@ -120,6 +120,20 @@ def test_eval_only_mode_uses_the_grid_and_final_datasets(config, tmp_path):
     assert _budgets_for(composed.arctl, validate=False) == ([2000, 4000, 6000, 8000], 4)
 
 
+def test_eval_only_of_the_model_itself_resumes_nothing(config, tmp_path):
+    """verl.eval_checkpoint=model: model.path evaluated as it is, said on purpose (never by a
+    resume_mode=auto that finds no checkpoint in the eval run's own run dir)."""
+    cfg = copy.deepcopy(config)
+    cfg["verl"].update(eval_only=True, eval_checkpoint="model")
+    _, composed = verl_trainer.verl_run_config(cfg, tmp_path / "run")
+    assert composed.trainer.val_only is True and composed.trainer.resume_mode == "disable"
+    from arctl.backends.verl.overrides import config_problem
+
+    assert config_problem(cfg) is None
+    cfg["verl"]["eval_checkpoint"] = None
+    assert "needs verl.eval_checkpoint" in config_problem(cfg)[0]
+
+
 def test_an_eval_only_run_of_a_kl_arm_builds_no_reference_worker(config, tmp_path):
     """L1's arms train with a KL term (a reference worker: a second copy of the model); evaluating
     their checkpoint trains nothing, so verl is not asked for the reference."""

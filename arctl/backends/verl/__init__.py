@@ -67,6 +67,11 @@ class VerlBackend(BackendDefaults):
 
         return local_gpu_problem(config)
 
+    def slurm_problem(self, config):
+        from arctl.backends.verl.overrides import slurm_gpu_problem
+
+        return slurm_gpu_problem(config)
+
     def job_setup(self, config, run_dir):
         from arctl.backends.verl.ray_job import job_setup
 

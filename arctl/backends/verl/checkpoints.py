@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 from arctl.config.files import atomic_write
@@ -113,9 +114,28 @@ def repair(checkpoint_dir: Path | str) -> tuple[int, list[str]]:
     return step, notes
 
 
+def prune(checkpoint_dir: Path | str, keep: int) -> list[int]:
+    """Remove every ``global_step_N`` folder older than the newest ``keep`` complete ones (whole
+    folders: the actor's shards, verl's ``data.pt`` and arctl's marker); returns the steps removed.
+    A folder newer than those (a save that did not finish) is left, as :func:`repair` leaves it.
+    verl's own ``max_actor_ckpt_to_keep`` is not used: it removes only ``global_step_N/actor`` and
+    forgets what it saved before a requeue, so a preempted run would keep one checkpoint per attempt."""
+    d = Path(checkpoint_dir)
+    steps = saved_steps(d)
+    complete = [s for s in steps if problem(d, s) is None]
+    if len(complete) <= max(1, keep):
+        return []
+    oldest_kept = complete[max(1, keep) - 1]
+    removed = [s for s in steps if s < oldest_kept]
+    for s in removed:
+        shutil.rmtree(folder(d, s), ignore_errors=True)
+    return removed
+
+
 class SaveOnce:
     """Mixin of verl's trainer: ``_save_checkpoint`` saves a step once (verl's ``save_freq`` and a
-    stop request at the same step call it twice) and marks the save complete when it has ended."""
+    stop request at the same step call it twice), marks the save complete when it has ended, and
+    then keeps only the newest ``arctl.keep_checkpoints`` complete checkpoints (:func:`prune`)."""
 
     _arctl_saved_step: int | None = None
 
@@ -126,4 +146,7 @@ class SaveOnce:
         out = super()._save_checkpoint()
         mark_complete(self.config.trainer.default_local_dir, step)
         self._arctl_saved_step = step
+        keep = self.config.get("arctl", {}).get("keep_checkpoints")
+        if keep:
+            prune(self.config.trainer.default_local_dir, int(keep))
         return out

@@ -25,7 +25,7 @@ from typing import Any
 from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
-from arctl.backends.verl.settings import TREE_LAYOUTS, VERL_DEFAULTS
+from arctl.backends.verl.settings import EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.track.identity import WandbIdentity
 
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
@@ -147,6 +147,17 @@ def local_gpu_problem(config: dict) -> str | None:
     return "the paper scale (verl backend) trains on GPUs and this machine has none"
 
 
+def slurm_gpu_problem(config: dict) -> str | None:
+    """Why this verl run cannot go to SLURM as its ``cluster`` asks, or None: it trains on GPUs
+    (``verl.n_gpus_per_node`` of them per node) and ``cluster.gpus_per_node`` is 0, so the job would
+    get no GPU (``cluster=auto`` picks SLURM with the defaults of a CPU job: 2 CPUs, 8 GB, 60 min).
+    Smoke and rehearsal runs use no GPU."""
+    if runs_without_gpu(config) or int((config.get("cluster") or {}).get("gpus_per_node") or 0) > 0:
+        return None
+    return (f"it trains on {int(verl_setting(config, 'n_gpus_per_node'))} GPUs per node (verl.n_gpus_per_node) "
+            "but cluster.gpus_per_node=0 asks SLURM for none")
+
+
 def config_problem(config: dict) -> tuple[str, str, str] | None:
     """(what, key, hint) of the first problem of a resolved config the verl backend cannot run
     (checked at validation, before anything is written), or None. The types and ranges of the
@@ -180,7 +191,18 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
                 "summary.inserted", "use one budget and one summary per thinking (Elastic's arm), or "
                 "verl.tree_attention=duplicate")
     ckpt = verl_setting(config, "eval_checkpoint")
-    if ckpt and not re.fullmatch(r"global_step_\d+", Path(str(ckpt)).name):
+    if (config.get("eval") or {}).get("num_problems") is not None:
+        return (f"eval.num_problems={config['eval']['num_problems']} is the tiny backend's (problems it generates): "
+                "the verl backend evaluates every problem of the eval datasets' files", "eval.num_problems",
+                "leave it out (null), or point data.val_files at a smaller file")
+    if bool(verl_setting(config, "eval_only")) and not ckpt:
+        # resume_mode=auto in the eval-only run's own (new, empty) run dir would evaluate model.path and log it
+        # as the arm's final evaluation
+        return ("verl.eval_only=true needs verl.eval_checkpoint: an eval-only run has a run id and run dir of its "
+                "own, so it has no checkpoint to evaluate", "verl.eval_checkpoint",
+                f"give the trained run's RUN_DIR/checkpoints/global_step_N, or verl.eval_checkpoint={EVAL_MODEL} "
+                "to evaluate model.path itself")
+    if ckpt and ckpt != EVAL_MODEL and not re.fullmatch(r"global_step_\d+", Path(str(ckpt)).name):
         return (f"verl.eval_checkpoint={ckpt} is not a checkpoint folder: verl resumes from a global_step_N folder",
                 "verl.eval_checkpoint", "e.g. verl.eval_checkpoint=RUN_DIR/checkpoints/global_step_40")
     args = (config.get("verl") or {}).get("ray_start_args") or []
@@ -302,6 +324,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "eval_datasets": list(ev["datasets"]),
         "eval_only": False,
         "stop_file": None,  # set by train(): run_dir/STOP (a shared filesystem path)
+        "keep_checkpoints": int(verl_setting(config, "keep_checkpoints")),  # checkpoints.prune after each save
     }
 
 

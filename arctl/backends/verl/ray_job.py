@@ -70,7 +70,8 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     """The part of the job body before the trainer: the run's environment, a Ray head on the first
     node and a worker on every other node, ``RAY_ADDRESS`` exported, an EXIT trap that stops Ray."""
     from arctl.backends.verl.history import VERL_LOG
-    from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_overrides, verl_setting
+    from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_setting
+    from arctl.backends.verl.run_config import run_overrides
     from arctl.track.identity import WandbIdentity
 
     run_dir = Path(run_dir)
@@ -93,7 +94,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     ray_args = "".join(" " + _q(a) for a in extra_args)
     worker_args = "".join(" " + _q(a) for a in extra_args if str(a).split("=", 1)[0] not in RAY_HEAD_ONLY_FLAGS)
     py = python or sys.executable or "python"
-    overrides = verl_overrides(config, run_dir)
+    overrides = run_overrides(config, run_dir)  # eval-only mode's too: what the trainer runs
 
     identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
     env = {

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.verl.history import VERL_LOG
-from arctl.backends.verl.overrides import build_verl_config, dataset_file, fmt_value, verl_setting
+from arctl.backends.verl.overrides import (
+    build_verl_config,
+    dataset_file,
+    fmt_value,
+    verl_overrides,
+    verl_setting,
+)
+from arctl.backends.verl.settings import EVAL_MODEL
 from arctl.track.identity import WandbIdentity
 
 
@@ -27,21 +34,36 @@ def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
         "arctl.eval_only=true",
     ]
     ckpt = verl_setting(config, "eval_checkpoint")
-    if ckpt:
+    if ckpt == EVAL_MODEL:  # model.path itself: nothing to resume (never a checkpoint of the run dir)
+        out.append("trainer.resume_mode=disable")
+    elif ckpt:
         out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={fmt_value(str(ckpt))}"]
     return out
 
 
+def _with_eval_only(config: dict, run_dir: Path | None) -> dict:
+    """The config whose ``verl.overrides`` start with the eval-only mode's (the config itself when not
+    eval-only)."""
+    if not bool(verl_setting(config, "eval_only")):
+        return config
+    from copy import deepcopy
+
+    config = deepcopy(config)
+    config.setdefault("verl", {})
+    extra = list(config["verl"].get("overrides") or [])
+    config["verl"]["overrides"] = eval_only_overrides(config, run_dir) + extra
+    return config
+
+
+def run_overrides(config: dict, run_dir: Path | None) -> list[str]:
+    """The override list the trainer runs (eval-only mode included), without composing verl's config:
+    what the sbatch script shows."""
+    return verl_overrides(_with_eval_only(config, run_dir), run_dir)
+
+
 def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]:
     """Overrides and the checked verl config of this arctl config (eval-only mode included)."""
-    if bool(verl_setting(config, "eval_only")):
-        from copy import deepcopy
-
-        config = deepcopy(config)
-        config.setdefault("verl", {})
-        extra = list(config["verl"].get("overrides") or [])
-        config["verl"]["overrides"] = eval_only_overrides(config, run_dir) + extra
-    return build_verl_config(config, run_dir)
+    return build_verl_config(_with_eval_only(config, run_dir), run_dir)
 
 
 def data_files(cfg: Any) -> list[str]:

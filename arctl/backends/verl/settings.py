@@ -18,6 +18,8 @@ TREE_LAYOUTS = ("flex", "dense", "duplicate")
 """``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
 for debugging), or one row per branch (any engine)."""
 VERL_DEVICES = ("cuda", "cpu")
+EVAL_MODEL = "model"
+"""``verl.eval_checkpoint=model``: the eval-only run evaluates ``model.path`` itself (no RL checkpoint)."""
 """``verl.device``: cpu is verl's real loop on a CPU (:mod:`arctl.backends.verl.cpu_platform`)."""
 
 
@@ -48,8 +50,13 @@ class VerlConfig:
     logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
     resume_mode: str = "auto"
     val_before_train: bool = True
-    eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid
-    eval_checkpoint: str | None = None  # null: the newest checkpoint in run_dir/checkpoints
+    eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid (needs eval_checkpoint)
+    # eval_only's checkpoint: a run's checkpoints/global_step_N folder, or EVAL_MODEL ("model": model.path
+    # itself, untrained). No default: an eval-only run has its own run id and run dir, so no checkpoint of its own
+    eval_checkpoint: str | None = None
+    # global_step_N folders kept in run_dir/checkpoints: the newest complete ones (arctl removes the older
+    # after each save; verl would keep all: ~21 GB each at 1.5B, ~91 GB at 7B)
+    keep_checkpoints: int = setting(2, range=I(1, 10**4))
     smoke: bool = False  # plumbing check, no GPU work: plugin, verl config, Ray on every node, data -> run_dir/smoke.json
     rehearsal_steps: int = setting(0, range=I(0, 10**6))  # > 0: CPU rehearsal of the training loop (steps, stop, requeue)
     rehearsal_step_s: float = setting(2.0, range=F(0, 86400))  # seconds of one rehearsal step

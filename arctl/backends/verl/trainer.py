@@ -48,6 +48,7 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
 )
 from arctl.backends.verl.ray_connect import task_failure
 from arctl.backends.verl.run_config import data_files, platform_env, verl_run_config, with_wandb_env
+from arctl.backends.verl.settings import EVAL_MODEL
 from arctl.track.phase import write_warning
 
 STOP_FILE = "STOP"
@@ -66,7 +67,7 @@ def _check_inputs(config: dict, cfg: Any) -> None:
             "or set data.train_files / data.val_files"
         )
     ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
-    if ckpt:
+    if ckpt and ckpt != EVAL_MODEL:
         from arctl.backends.verl import checkpoints
 
         path = Path(str(ckpt)).expanduser()
