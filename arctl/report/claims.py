@@ -697,6 +697,17 @@ def _mark_repeated_evidence(results: list[ClaimResult], runs: list[RunView]) -> 
                 seen[sig] = f"{result.id}: {t.label}"
 
 
+def repeated_claims(results: list[ClaimResult]) -> dict[str, list[str]]:
+    """Claim id -> the earlier claims whose evidence each of its tests repeats (every test marked
+    ``same_as``): its verdict is no independent piece of evidence, and a summary says so."""
+    out: dict[str, list[str]] = {}
+    for r in results:
+        tests = [t for t in r.tests if t.kind != "bound"]
+        if tests and all(t.same_as for t in tests):
+            out[r.id] = sorted({str(t.same_as).split(":", 1)[0] for t in tests})
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # runs from a workspace
 def _count(value) -> int | None:

@@ -32,6 +32,7 @@ from arctl.report.claims import (
     check_claims,
     load_claims,
     metric_globs,
+    repeated_claims,
     run_views,
 )
 from arctl.report.errors import ReportError
@@ -413,6 +414,13 @@ def _seeds_table(t: TestResult) -> str:
             + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body) + "</table>")
 
 
+def _repeats_said(results) -> str:
+    """" Claim 3 repeats the evidence of claim 1 ..." for each claim whose every test repeats an earlier one's."""
+    said = [f"claim {cid} repeats the evidence of claim {', '.join(of)}" for cid, of in repeated_claims(results).items()]
+    text = "; ".join(said)
+    return f" {text[:1].upper()}{text[1:]} (the same configs and statistic): not an independent verdict." if said else ""
+
+
 def to_html(report: ClaimsReport) -> str:
     e = html.escape
     m = report.meta
@@ -432,7 +440,7 @@ def to_html(report: ClaimsReport) -> str:
         "(measured at the start of training) fails.</p>",
         f'<p id="summary">{counts[HOLDS]} hold, {counts[FAILS]} fail, {counts[INCONCLUSIVE]} inconclusive, '
         f"{counts[NOT_TESTABLE]} not testable here "
-        f"(of {len(report.results)} claims, {len(report.runs)} runs).</p>",
+        f"(of {len(report.results)} claims, {len(report.runs)} runs).{e(_repeats_said(report.results))}</p>",
         '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
     ]
     for r in report.results:

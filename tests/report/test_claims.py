@@ -482,6 +482,13 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     three, six = check_claims(spec, runs, no_command)
     assert three.tests[0].same_as is None and six.tests[0].same_as == f"3: {three.tests[0].label}"
     assert "counted once" in six.tests[0].note and six.verdict == three.verdict == HOLDS
+    # the summary says claim 6 is no independent verdict
+    from arctl.report.claims import repeated_claims
+    from arctl.report.claims_render import _repeats_said
+
+    assert repeated_claims([three, six]) == {"6": ["3"]}
+    assert _repeats_said([three, six]) == (" Claim 6 repeats the evidence of claim 3 (the same configs and statistic): "
+                                           "not an independent verdict.")
     for r in runs:  # another config under one of the names: separate evidence
         if r.arm == "vr-dec":
             r.compute_key = "k-other"
