@@ -4,7 +4,10 @@ A response scores 1 iff
 - exactly one ``</think>`` occurs in thinking + inserted text + summary, and the thinking did not
   end with EOS (:func:`format_ok`, :func:`format_ok_ids`), and
 - the first paragraph starting with ``**Final Answer**`` holds a ``\\boxed{}`` (the last one wins)
-  whose content equals the ground truth under math-verify (:func:`answers_equivalent`).
+  whose content equals the ground truth (or any of a list of acceptable answers) under math-verify
+  (:func:`answers_equivalent`), percent signs removed as the authors' grader does. The authors grade
+  with DeepScaleR's grader (Hendrycks normalisation, then sympy) instead of math-verify; where the
+  two differ (docs/algorithm.md, "The verifier") arctl's scores differ from theirs.
 Malformed input scores 0 and never raises.
 
 Timeouts: math-verify bounds its work with ``signal.alarm``, which only works in the main thread,
@@ -96,6 +99,13 @@ def _plain(s: str) -> str:
     return "".join(s.split())
 
 
+def _without_percent(s: str) -> str:
+    """``10\\%`` -> ``10``: a percent sign is not part of the answer (the authors' grader, the
+    Hendrycks MATH normaliser, removes every ``\\%`` and ``%``; math-verify reads ``10\\%`` as 0.1, so
+    MATH500's "by what percent" problems, gold ``10``, would score a ``\\boxed{10\\%}`` 0)."""
+    return s.replace("\\%", "").replace("%", "").strip() if "%" in s else s
+
+
 # ------------------------------------------------------------------------------ equivalence
 def _equivalent_main_thread(pred: str, gold: str, timeout_s: float) -> bool:
     """math-verify with its signal-based timeouts (main thread only)."""
@@ -183,7 +193,7 @@ def answers_equivalent(pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_
     try:
         if not isinstance(pred, str) or not isinstance(gold, str):
             return False
-        pred, gold = pred.strip(), gold.strip()
+        pred, gold = _without_percent(pred.strip()), _without_percent(gold.strip())
         if not pred or not gold:
             return False
         if _plain(pred) == _plain(gold):
@@ -206,12 +216,17 @@ def answers_equivalent(pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_
 
 
 def verify_answer(summary_text: str, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
-    """1 if the summary's final answer equals ``ground_truth``, else 0 (no format check)."""
+    """1 if the summary's final answer equals ``ground_truth``, else 0 (no format check). A list or
+    tuple ``ground_truth`` is a set of acceptable answers (Minerva's): 1 if it equals any of them."""
     pred = extract_answer(summary_text)
-    gold = ground_truth_answer(ground_truth)
-    if pred is None or gold is None:
+    if pred is None:
         return 0
-    return int(answers_equivalent(pred, gold, timeout_s))
+    golds = list(ground_truth) if isinstance(ground_truth, (list, tuple)) else [ground_truth]
+    for item in golds:
+        gold = ground_truth_answer(item)
+        if gold is not None and answers_equivalent(pred, gold, timeout_s):
+            return 1
+    return 0
 
 
 # ------------------------------------------------------------------------------ formatting rule

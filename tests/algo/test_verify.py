@@ -59,10 +59,26 @@ def test_last_boxed_and_ground_truth():
         ("\\frac{1}{3}", "0.5", False),
         ("", "3", False),
         (None, "3", False),
+        # a percent sign is no part of the answer (the authors' grader removes it): MATH500's "by what
+        # percent" problems have gold 10
+        ("10\\%", "10", True),
+        ("10", "10\\%", True),
+        ("10%", "10", True),
+        ("11\\%", "10", False),
+        ("50\\%", "0.5", False),
     ],
 )
 def test_answers_equivalent(pred, gold, same):
     assert answers_equivalent(pred, gold) is same
+
+
+def test_a_list_of_golds_is_a_list_of_acceptable_answers():
+    """Minerva's ['0.01', '0.02'] (the authors' grader matches any element)."""
+    assert verify_answer(HEADER + "\\boxed{0.01}", ["0.01", "0.02"]) == 1
+    assert verify_answer(HEADER + "\\boxed{0.02}", ("0.01", "0.02")) == 1
+    assert verify_answer(HEADER + "\\boxed{0.03}", ["0.01", "0.02"]) == 0
+    assert verify_answer(HEADER + "\\boxed{4.4 \\times 10^7}", ["4.4e7", "4.4 \\times 10^7"]) == 1
+    assert verify_answer(HEADER + "\\boxed{1}", []) == 0
 
 
 def test_verify_answer_end_to_end():

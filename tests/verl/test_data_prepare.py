@@ -49,13 +49,23 @@ def test_prepare_writes_verl_parquet(app, tmp_path):
     row = train.iloc[2]
     assert row["data_source"] == "deepscaler" and row["ability"] == "math"
     assert list(row["prompt"]) == [{"role": "user", "content": "What is 2+1?" + PROMPT_SUFFIX}]
-    assert row["reward_model"] == {"style": "rule", "ground_truth": "3"}
+    assert row["reward_model"]["ground_truth"] == "3" and list(row["reward_model"]["alternatives"]) == []
     assert row["extra_info"] == {"split": "train", "index": 2}
     aime = pd.read_parquet(out / "aime24" / "test.parquet")
     assert aime.iloc[0]["reward_model"]["ground_truth"] == "7"
     assert aime.iloc[0]["prompt"][0]["content"].endswith("within \\boxed{}.")
     olym = pd.read_parquet(out / "olympiadbench" / "test.parquet")
-    assert [r["ground_truth"] for r in olym["reward_model"]] == ["$\\frac{1}{2}$", "3, 4"]
+    # a list of answers is a list of alternatives, any of which is right (the authors' grader; Minerva's
+    # ['0.01', '0.02']), never one answer "3, 4" joined from them (math-verify reads that as a set)
+    assert [r["ground_truth"] for r in olym["reward_model"]] == ["$\\frac{1}{2}$", "3"]
+    assert [list(r["alternatives"]) for r in olym["reward_model"]] == [[], ["3", "4"]]
+    from arctl.algo.verify import verify_answer
+    from arctl.backends.verl.reward import ground_truth_of
+
+    gold = ground_truth_of(olym.iloc[1]["reward_model"])  # as the agent loop reads it (numpy arrays inside)
+    assert gold == ["3", "4"]
+    assert [verify_answer(f"**Final Answer**\n\\boxed{{{a}}}", gold) for a in ("3", "4", "3, 4", "5")] == [1, 1, 0, 0]
+    assert ground_truth_of(olym.iloc[0]["reward_model"]) == "$\\frac{1}{2}$"
 
 
 def test_prepared_files_are_the_ones_the_overrides_point_to(app, tmp_path, paper_config):

@@ -84,18 +84,18 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     raise DataError(f"{path}: unsupported file type {suffix or '(none)'}; use .json, .jsonl or .parquet")
 
 
-def _answer(value: Any) -> str | None:
+def _answers(value: Any) -> list[str]:
+    """The acceptable answers of a record: a list in the source (Minerva's ``['0.01', '0.02']``,
+    OlympiadBench's one-element ``final_answer``) is a list of alternatives, any of which is right
+    (the authors' grader matches any), never one answer joined from them."""
     if value is None:
-        return None
+        return []
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        items = [str(v).strip() for v in value if v is not None and str(v).strip()]
-        if not items:
-            return None
-        return items[0] if len(items) == 1 else ", ".join(items)
+        return [str(v).strip() for v in value if v is not None and str(v).strip()]
     text = str(value).strip()
-    return text or None
+    return [text] if text else []
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
@@ -112,7 +112,8 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
         if not isinstance(rec, dict):
             raise DataError(f"{source or name}: row {i} is not an object")
         problem = _field(rec, PROBLEM_KEYS)
-        answer = _answer(_field(rec, ANSWER_KEYS))
+        answers = _answers(_field(rec, ANSWER_KEYS))
+        answer = answers[0] if answers else None
         if not isinstance(problem, str) or not problem.strip():
             raise DataError(
                 f"{source or name}: row {i} has no problem text (looked for {', '.join(PROBLEM_KEYS)})"
@@ -124,7 +125,10 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
                 "data_source": name,
                 "prompt": [{"role": "user", "content": problem.strip() + PROMPT_SUFFIX}],
                 "ability": "math",
-                "reward_model": {"style": "rule", "ground_truth": answer},
+                # ground_truth: the first acceptable answer; alternatives: all of them when there are several
+                # (one list per row, empty otherwise, so every row has one parquet type)
+                "reward_model": {"style": "rule", "ground_truth": answer,
+                                 "alternatives": answers if len(answers) > 1 else []},
                 "extra_info": {"split": split, "index": i},
             }
         )

@@ -15,10 +15,16 @@ from typing import Any
 
 
 def ground_truth_of(reward_model: Any) -> Any:
-    """``reward_model["ground_truth"]`` of a verl row (dict or None)."""
-    if isinstance(reward_model, dict):
-        return reward_model.get("ground_truth")
-    return None
+    """What a verl row's answer is checked against: ``reward_model["alternatives"]`` (a list, any of
+    which is right) when it holds several, else ``reward_model["ground_truth"]``; None without a dict."""
+    if not isinstance(reward_model, dict):
+        return None
+    alternatives = reward_model.get("alternatives")
+    if hasattr(alternatives, "tolist"):  # a numpy array from the parquet reader
+        alternatives = alternatives.tolist()
+    if isinstance(alternatives, (list, tuple)) and len(alternatives) > 1:
+        return [str(a) for a in alternatives]
+    return reward_model.get("ground_truth")
 
 
 def leaf_reward(
