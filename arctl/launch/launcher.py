@@ -244,37 +244,36 @@ def launch(
         raise
 
 
-def gpu_problem(items: list[LaunchItem]) -> None:
-    """Refuse (LaunchError) runs that cannot run on this machine (the local/debug executor runs them
-    here; e.g. a verl run needing a GPU on a machine without one): one line naming the cluster
-    profiles that would run them."""
+def _refuse_backend_problems(items: list[LaunchItem], method: str, advice: str) -> None:
+    """Raise LaunchError (one line) for the first item whose backend's ``method`` (a
+    ``Backend.*_problem`` check) names a problem; ``advice`` is formatted with ``clusters``, the
+    cluster profiles that submit to SLURM. A backend written before the check existed has none."""
     from arctl.backends.base import get_backend
     from arctl.compose.paths import group_options
 
     for item in items:
-        problem = get_backend(str(item.config.get("backend", "tiny"))).local_problem(item.config)
+        check = getattr(get_backend(str(item.config.get("backend", "tiny"))), method, None)
+        problem = check(item.config) if check is not None else None
         if problem:
             clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
-            raise LaunchError(
-                f"{item.experiment}/{item.arm}: {problem} — submit it to a cluster (cluster=<profile>: {clusters}; "
-                "or --executor slurm), or use --scale tiny; verl.smoke=true and verl.rehearsal_steps=N run without a GPU")
+            raise LaunchError(f"{item.experiment}/{item.arm}: {problem} — {advice.format(clusters=clusters)}")
+
+
+def gpu_problem(items: list[LaunchItem]) -> None:
+    """Refuse (LaunchError) runs that cannot run on this machine (the local/debug executor runs them
+    here; e.g. a verl run needing a GPU on a machine without one): one line naming the cluster
+    profiles that would run them."""
+    _refuse_backend_problems(items, "local_problem", (
+        "submit it to a cluster (cluster=<profile>: {clusters}; or --executor slurm), or use --scale tiny; "
+        "verl.smoke=true and verl.rehearsal_steps=N run without a GPU"))
 
 
 def slurm_problem(items: list[LaunchItem]) -> None:
     """Refuse (LaunchError) runs whose ``cluster`` section asks SLURM for less than the backend
     needs (e.g. a GPU run that requests no GPU: ``cluster=auto`` picked SLURM with its laptop-sized
     defaults): one line naming the cluster profiles."""
-    from arctl.backends.base import get_backend
-    from arctl.compose.paths import group_options
-
-    for item in items:
-        backend = get_backend(str(item.config.get("backend", "tiny")))
-        check = getattr(backend, "slurm_problem", None)  # a backend written before the method existed has none
-        problem = check(item.config) if check is not None else None
-        if problem:
-            clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
-            raise LaunchError(f"{item.experiment}/{item.arm}: {problem} — pass cluster=<profile> ({clusters}, or your "
-                              "site's) or the cluster.* keys it needs")
+    _refuse_backend_problems(items, "slurm_problem",
+                             "pass cluster=<profile> ({clusters}, or your site's) or the cluster.* keys it needs")
 
 
 def _launch(items, workspace, name, result, force, array_parallelism, members, echo, shared=()) -> LaunchResult:

@@ -190,11 +190,11 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
                 "so in a packed row every branch but the first would be read after another branch's answer",
                 "summary.inserted", "use one budget and one summary per thinking (Elastic's arm), or "
                 "verl.tree_attention=duplicate")
-    ckpt = verl_setting(config, "eval_checkpoint")
     if (config.get("eval") or {}).get("num_problems") is not None:
         return (f"eval.num_problems={config['eval']['num_problems']} is the tiny backend's (problems it generates): "
                 "the verl backend evaluates every problem of the eval datasets' files", "eval.num_problems",
                 "leave it out (null), or point data.val_files at a smaller file")
+    ckpt = verl_setting(config, "eval_checkpoint")
     if bool(verl_setting(config, "eval_only")) and not ckpt:
         # resume_mode=auto in the eval-only run's own (new, empty) run dir would evaluate model.path and log it
         # as the arm's final evaluation
