@@ -9,7 +9,8 @@ constant hidden dimension), so a step is simulated by sampling tokens from the d
 gives after the chat prompt: per step 2 questions ("1 + 0", "1 + 1") x ``rollout.n`` 2 thinkings of at
 most b_m = 32 tokens (stopping at ``</think>`` or EOS), cut at budgets 16 and 32, 2 summaries per cut
 of at most ``summary_cap(32, inserted)`` tokens (stopping at EOS), each scored by the agent loop's own
-scorer (:func:`arctl.backends.verl.reward.leaf_reward`: the authors' format rule, math-verify). A step has no advantage when
+scorer (:func:`arctl.backends.verl.reward.leaf_reward`: the authors' format rule, math-verify: the grader
+its recorded numbers were measured with). A step has no advantage when
 every summary pair is tied (the decoupled summaries' GRPO advantages are then zero, and so, as a
 rule, are the thinking's). Prints per setting: the favourites' probabilities, the mean reward and the
 share of steps with every pair tied.
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 import r1_like  # noqa: E402  (tests/support: the model under study)
 
 from arctl.algo.prompts import InsertedTokens, summary_cap, summary_prompt  # noqa: E402
+from arctl.algo.verify import MATH_VERIFY  # noqa: E402
 from arctl.backends.verl.reward import leaf_reward  # noqa: E402
 
 BUDGETS, GROUP, SAMPLES, SUMMARY_MAX = (16, 32), 2, 2, 32
@@ -67,7 +69,7 @@ def simulate(tok, probs: np.ndarray, steps: int, seed: int = 0) -> tuple[float, 
                     for _ in range(GROUP):
                         summary = sample(summary_cap(SUMMARY_MAX, prompt.inserted_len), {eos})
                         pair.append(leaf_reward(thinking[:cut], prompt.inserted, summary, gold, tok,
-                                                inserted.think_end, eos))
+                                                inserted.think_end, eos, grader=MATH_VERIFY))
                     pairs.append(pair)
         rewards += [r for p in pairs for r in p]
         tied += all(p[0] == p[1] for p in pairs)

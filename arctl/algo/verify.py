@@ -5,9 +5,10 @@ A response scores 1 iff
   end with EOS (:func:`format_ok`, :func:`format_ok_ids`), and
 - the first paragraph starting with ``**Final Answer**`` holds a ``\\boxed{}`` (the last one wins)
   whose content equals the ground truth (or any of a list of acceptable answers) under math-verify
-  (:func:`answers_equivalent`), percent signs removed as the authors' grader does. The authors grade
-  with DeepScaleR's grader (Hendrycks normalisation, then sympy) instead of math-verify; where the
-  two differ (docs/algorithm.md, "The verifier") arctl's scores differ from theirs.
+  (:func:`answers_equivalent`), percent signs removed as the authors' grader does, under the
+  ``math-verify`` grader; under ``deepscaler`` (the authors' grader, the verl backend's default:
+  ``verl.grader``) the authors' own extraction and comparison (:mod:`arctl.algo.deepscaler_grader`).
+  Where the two differ: docs/algorithm.md, "The verifier".
 Malformed input scores 0 and never raises.
 
 Timeouts: math-verify bounds its work with ``signal.alarm``, which only works in the main thread,
@@ -26,7 +27,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 THINK_END = "</think>"
@@ -35,6 +36,15 @@ DEFAULT_TIMEOUT_S = 5
 MAX_PARAGRAPH_CHARS = 20_000
 MAX_ANSWER_CHARS = 1_000
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
+DEEPSCALER, MATH_VERIFY = "deepscaler", "math-verify"
+GRADERS = (DEEPSCALER, MATH_VERIFY)
+"""``verl.grader``: how a summary's answer is compared with the gold one. ``deepscaler``: the authors'
+(DeepScaleR's grader as their ``brpo.py`` calls it); ``math-verify``: arctl's earlier grader."""
+DEFAULT_GRADER = DEEPSCALER
+"""The authors' grader: what produced the paper's numbers."""
+GRADER_BEFORE_THE_KEY = MATH_VERIFY
+"""The grader of a run whose config has no ``verl.grader`` (written before the key existed, 2026-11-29):
+what such runs were trained and evaluated with; their run ids stay (:mod:`arctl.launch.run_id`)."""
 
 
 # ------------------------------------------------------------------------------ extraction
@@ -67,14 +77,21 @@ def last_boxed(text: str) -> str | None:
         i += 1
     if i >= len(text) or text[i] != "{":
         return None
+    end = closing_brace(text, i)
+    return None if end is None else text[i + 1 : end].strip()
+
+
+def closing_brace(text: str, start: int) -> int | None:
+    """Index of the first ``}`` after ``start`` at which the braces counted from ``start`` balance
+    (a ``}`` that closes nothing counts too, as in the authors' ``last_boxed_only_string``); None if none."""
     depth = 0
-    for j in range(i, len(text)):
+    for j in range(start, len(text)):
         if text[j] == "{":
             depth += 1
         elif text[j] == "}":
             depth -= 1
             if depth == 0:
-                return text[i + 1 : j].strip()
+                return j
     return None
 
 
@@ -250,18 +267,35 @@ def format_ok_ids(
     return thinking.count(think_end_id) + branch.count(think_end_id) == 1
 
 
+def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callable[[str, str], bool] | None = None) -> int:
+    """1 if the summary's answer is right under ``grader`` (one of :data:`GRADERS`), else 0 (no format
+    check). ``sympy_stage``: the deepscaler grader's stage 2, in this process when None
+    (:func:`arctl.algo.deepscaler_grader.grade`). Raises only for an unknown grader."""
+    if grader == MATH_VERIFY:
+        return verify_answer(summary_text, ground_truth)
+    if grader == DEEPSCALER:
+        from arctl.algo import deepscaler_grader
+
+        return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal)
+    raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
+
+
 def score_response(
     response_text: str,
     ground_truth: Any,
+    *,
+    grader: str,
     think_end: str = THINK_END,
     eos: str | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    sympy_stage: Callable[[str, str], bool] | None = None,
 ) -> int:
     """Reward of a whole response ``thinking + inserted text + summary``: 1 iff :func:`format_ok` and
-    the answer after ``think_end`` is correct, else 0. Never raises."""
+    the answer after ``think_end`` is right under ``grader``, else 0. Raises only for an unknown grader."""
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
     try:
         if not format_ok(response_text, think_end, eos):
             return 0
-        return verify_answer(response_text.split(think_end, 1)[1], ground_truth, timeout_s)
+        return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage)
     except Exception:
         return 0

@@ -11,7 +11,10 @@ SHA-256 over the canonical JSON of the resolved config without
   chosen one (``budget_control.<method>``: installing a method's package renames no run);
 - the keys of :data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run
   keeps its id; a run that sets one gets an id of its own);
-- the keys of :data:`NOT_COMPUTED` at any value (how a run keeps its files, not what it computes).
+- the keys of :data:`NOT_COMPUTED` at any value (how a run keeps its files, not what it computes);
+- the keys of :data:`NEW_DEFAULT` (added later with a default that changed what their backend computes)
+  at the value that reproduces the earlier runs, in runs of that backend, and at their default in
+  other backends' runs: earlier runs keep their ids, a run of the new default gets an id of its own.
 
 The same cell of the same sweep always maps to the same id, so resubmitting a sweep finds it.
 """
@@ -24,6 +27,7 @@ import json
 import re
 
 from arctl.algo.settings import BudgetControl, Loss, Summary
+from arctl.algo.verify import DEFAULT_GRADER, GRADER_BEFORE_THE_KEY
 from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
 from arctl.config.schema import RunConfig
 from arctl.launch.rundir import READ_KEYS
@@ -35,6 +39,8 @@ ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, 
                     ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted}
 # (section, key) never in the identity: they change what stays on disk, not one number a run computes
 NOT_COMPUTED = {("verl", "keep_checkpoints")}
+# (backend, key) -> (the value earlier runs of that backend computed with, the key's default)
+NEW_DEFAULT = {("verl", "grader"): (GRADER_BEFORE_THE_KEY, DEFAULT_GRADER)}
 HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a
@@ -58,6 +64,10 @@ def identity_config(config: dict) -> dict:
     for section, key in NOT_COMPUTED:
         if isinstance(out.get(section), dict) and key in out[section]:
             out[section] = {k: v for k, v in out[section].items() if k != key}
+    for (backend, key), (earlier, default) in NEW_DEFAULT.items():
+        silent = earlier if config.get("backend") == backend else default
+        if isinstance(out.get(backend), dict) and out[backend].get(key) == silent:
+            out[backend] = {k: v for k, v in out[backend].items() if k != key}
     return out
 
 

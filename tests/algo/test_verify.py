@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from arctl.algo.verify import (
+    GRADERS,
     answers_equivalent,
     extract_answer,
     format_ok,
@@ -177,10 +178,12 @@ def test_format_rule_on_text():
     assert not format_ok("no end of thinking" + HEADER + "\\boxed{3}")
     assert not format_ok("thinking<eos>...\n\n...\n\n</think>" + HEADER + "\\boxed{3}", eos="<eos>")
     assert format_ok(finished + "<eos>", eos="<eos>")  # EOS ending the summary is fine
-    assert score_response(truncated, "3") == 1
-    assert score_response(finished + "</think>", "3") == 0
-    assert score_response("thinking<eos>...\n\n...\n\n</think>" + HEADER + "\\boxed{3}", "3", eos="<eos>") == 0
-    assert score_response(None, "3") == 0
+    for grader in GRADERS:
+        assert score_response(truncated, "3", grader=grader) == 1
+        assert score_response(finished + "</think>", "3", grader=grader) == 0
+        bad = "thinking<eos>...\n\n...\n\n</think>" + HEADER + "\\boxed{3}"
+        assert score_response(bad, "3", grader=grader, eos="<eos>") == 0
+        assert score_response(None, "3", grader=grader) == 0
 
 
 def test_format_rule_on_ids():

@@ -46,6 +46,26 @@ def test_run_id_changes_with_what_the_run_computes():
     assert len(ids) == 4
 
 
+def test_the_grader_key_renames_only_verl_runs_that_grade_differently_than_before_it_existed():
+    """verl.grader arrived with a new default (the authors' grader): a tiny run keeps its id at the
+    default, a verl run keeps its id under math-verify (what it computed before) and gets a new one
+    under the authors' grader; the key's value is read from the one home of both values."""
+    from arctl.algo.verify import DEFAULT_GRADER, GRADER_BEFORE_THE_KEY
+
+    assert (DEFAULT_GRADER, GRADER_BEFORE_THE_KEY) == ("deepscaler", "math-verify")
+
+    def with_grader(backend, grader=None):
+        cfg = {**_copy(CONFIG), "backend": backend, "verl": {"tree_attention": "flex"}}
+        if grader:
+            cfg["verl"]["grader"] = grader
+        return make_run_id(cfg)
+
+    assert with_grader("tiny", DEFAULT_GRADER) == with_grader("tiny")
+    assert with_grader("tiny", GRADER_BEFORE_THE_KEY) != with_grader("tiny")
+    assert with_grader("verl", GRADER_BEFORE_THE_KEY) == with_grader("verl")
+    assert with_grader("verl", DEFAULT_GRADER) != with_grader("verl")
+
+
 def test_run_id_is_a_safe_name():
     cfg = {**_copy(CONFIG), "experiment": "a/b c;$(x)", "arm": "../.."}
     run_id = make_run_id(cfg)

@@ -57,9 +57,32 @@ def test_every_paper_experiment_composes_in_verl_config(tmp_path):
         constants.setdefault(run.experiment, set()).add(cfg["optim"]["loss_norm_len"])
         assert composed.trainer.default_local_dir == str(tmp_path / run.config["arm"] / "checkpoints")
         assert OmegaConf.select(composed, "algorithm.norm_adv_by_std_in_grpo") is False
+        # the run's grader reaches the agent loop and verl's own reward path
+        assert composed.arctl.grader == composed.reward.custom_reward_function.reward_kwargs.grader == "deepscaler"
     # one constant per experiment, whatever the arm: the authors' 10,176 at 8k and 18,176 at 16k
     assert all(len(c) == 1 for c in constants.values()), constants
     assert constants["ablation-vr"] == {10176} and constants["ctx-16k"] == {18176}
+
+
+@pytest.mark.parametrize("grader", ["deepscaler", "math-verify"])
+def test_verls_reward_function_loads_with_the_runs_grader(paper_config, tmp_path, grader):
+    """verl loads compute_score from the composed config with reward_kwargs bound: the grader is the
+    run's (an unreduced fraction is wrong only under the authors' grader)."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    cfg = {**paper_config, "verl": {**paper_config["verl"], "grader": grader}}
+    _, composed = build_verl_config(cfg, tmp_path)
+    fn = get_custom_reward_fn(composed)
+    text = "t</think>\n\n**Final Answer**\n\\boxed{\\frac{2}{4}}"
+    assert fn("aime24", text, "\\frac{1}{2}", None) == (0.0 if grader == "deepscaler" else 1.0)
+    assert fn("aime24", text, "\\frac{2}{4}", None) == 1.0
+
+
+def test_a_config_from_before_the_grader_key_keeps_grading_with_math_verify(paper_config):
+    from arctl.backends.verl.overrides import arctl_settings
+
+    old = {**paper_config, "verl": {k: v for k, v in paper_config["verl"].items() if k != "grader"}}
+    assert arctl_settings(old)["grader"] == "math-verify" and arctl_settings(paper_config)["grader"] == "deepscaler"
 
 
 def test_loss_constant_is_independent_of_the_tree_layout_and_dual_clip_is_opt_in(paper_config):

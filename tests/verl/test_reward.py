@@ -1,11 +1,17 @@
-"""Per-leaf reward: the authors' formatting rule through arctl.algo.verify."""
+"""Per-leaf reward: the authors' formatting rule through arctl.algo.verify, under both graders."""
 
 from __future__ import annotations
 
 import pytest
 
 from arctl.algo.prompts import InsertedTokens
+from arctl.algo.verify import GRADERS
 from arctl.backends.verl.reward import compute_score, ground_truth_of, leaf_reward
+
+
+@pytest.fixture(params=GRADERS)
+def grader(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -15,45 +21,62 @@ def parts(tokenizer):
     return tokenizer, ins, enc
 
 
-def test_correct_summary_after_truncated_thinking_scores_1(parts):
+def test_correct_summary_after_truncated_thinking_scores_1(parts, grader):
     tok, ins, enc = parts
     r = leaf_reward(enc("Let me think. 1 + 2"), ins.truncated, enc("\\boxed{3}") + [tok.eos_token_id], "3", tok,
-                    ins.think_end, tok.eos_token_id)
+                    ins.think_end, tok.eos_token_id, grader=grader)
     assert r == 1.0
 
 
-def test_wrong_answer_scores_0(parts):
+def test_wrong_answer_scores_0(parts, grader):
     tok, ins, enc = parts
     assert leaf_reward(enc("Let me think."), ins.truncated, enc("\\boxed{2}"), "3", tok, ins.think_end,
-                       tok.eos_token_id) == 0.0
+                       tok.eos_token_id, grader=grader) == 0.0
 
 
-def test_finished_thinking_uses_its_own_think_end(parts):
+def test_finished_thinking_uses_its_own_think_end(parts, grader):
     tok, ins, enc = parts
     thinking = enc("Let me think. 1 + 2 = 3.") + [ins.think_end]
-    assert leaf_reward(thinking, ins.finished, enc("\\boxed{3}"), "3", tok, ins.think_end, tok.eos_token_id) == 1.0
+    assert leaf_reward(thinking, ins.finished, enc("\\boxed{3}"), "3", tok, ins.think_end, tok.eos_token_id, grader=grader) == 1.0
 
 
-def test_a_second_think_end_scores_0(parts):
+def test_a_second_think_end_scores_0(parts, grader):
     tok, ins, enc = parts
     summary = enc("\\boxed{3}") + [ins.think_end]
-    assert leaf_reward(enc("Let me think."), ins.truncated, summary, "3", tok, ins.think_end, tok.eos_token_id) == 0.0
+    assert leaf_reward(enc("Let me think."), ins.truncated, summary, "3", tok, ins.think_end, tok.eos_token_id, grader=grader) == 0.0
 
 
-def test_thinking_that_ended_with_eos_scores_0(parts):
+def test_thinking_that_ended_with_eos_scores_0(parts, grader):
     tok, ins, enc = parts
     thinking = enc("Let me think.") + [tok.eos_token_id]
-    assert leaf_reward(thinking, ins.truncated, enc("\\boxed{3}"), "3", tok, ins.think_end, tok.eos_token_id) == 0.0
+    assert leaf_reward(thinking, ins.truncated, enc("\\boxed{3}"), "3", tok, ins.think_end, tok.eos_token_id, grader=grader) == 0.0
 
 
-def test_missing_header_or_garbage_never_raises(parts):
+def test_missing_header_or_garbage_never_raises(parts, grader):
     tok, ins, enc = parts
-    assert leaf_reward(enc("x"), [ins.think_end], enc("\\boxed{3}"), "3", tok, ins.think_end, None) == 0.0
-    assert leaf_reward([10**9], ins.truncated, [10**9], "3", tok, ins.think_end, None) == 0.0
+    assert leaf_reward(enc("x"), [ins.think_end], enc("\\boxed{3}"), "3", tok, ins.think_end, None, grader=grader) == 0.0
+    assert leaf_reward([10**9], ins.truncated, [10**9], "3", tok, ins.think_end, None, grader=grader) == 0.0
 
 
-def test_text_rule_for_verls_reward_path():
+def test_text_rule_for_verls_reward_path(grader):
     text = "Let me think.</think>\n\n**Final Answer**\n\\boxed{\\frac{1}{2}}"
-    assert compute_score("aime24", text, "0.5") == 1.0
-    assert compute_score("aime24", text.replace("</think>", "</think></think>"), "0.5") == 0.0
+    assert compute_score("aime24", text, "0.5", grader=grader) == 1.0
+    assert compute_score("aime24", text.replace("</think>", "</think></think>"), "0.5", grader=grader) == 0.0
     assert ground_truth_of({"style": "rule", "ground_truth": "7"}) == "7" and ground_truth_of(None) is None
+
+
+def test_an_unknown_grader_is_an_error_not_a_zero(parts):
+    tok, ins, enc = parts
+    with pytest.raises(ValueError, match="unknown grader 'sympy'"):
+        leaf_reward(enc("x"), ins.truncated, enc("\\boxed{3}"), "3", tok, ins.think_end, None, grader="sympy")
+    with pytest.raises(ValueError, match="unknown grader"):
+        compute_score("aime24", "x</think>", "3", grader="")
+
+
+def test_the_graders_differ_where_docs_algorithm_md_says(parts):
+    """math-verify reads an unreduced fraction and 1/3 to 7 digits as right; the authors' grader does not."""
+    tok, ins, enc = parts
+    for given, gold in (("\\frac{2}{4}", "\\frac{1}{2}"), ("0.3333333", "\\frac{1}{3}"), ("2, 1", "1, 2")):
+        scores = {g: leaf_reward(enc("t"), ins.truncated, enc(f"\\boxed{{{given}}}"), gold, tok, ins.think_end,
+                                 tok.eos_token_id, grader=g) for g in GRADERS}
+        assert scores == {"math-verify": 1.0, "deepscaler": 0.0}, (given, gold)

@@ -464,7 +464,8 @@ def _make_loop_class():
             def score(prefix, inserted, summary):
                 from arctl.backends.verl.reward import leaf_reward
 
-                return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id)
+                return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id,
+                                   grader=self.arctl["grader"])
 
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(target_messages(messages, control, target))

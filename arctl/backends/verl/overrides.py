@@ -24,6 +24,7 @@ from typing import Any
 
 from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
+from arctl.algo.verify import GRADER_BEFORE_THE_KEY
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.track.identity import WandbIdentity
@@ -242,6 +243,14 @@ def verl_setting(config: dict, key: str) -> Any:
     return VERL_DEFAULTS[key] if value is None else value
 
 
+def grader_of(config: dict) -> str:
+    """``verl.grader``; a config written before the key existed graded with math-verify
+    (:data:`arctl.algo.verify.GRADER_BEFORE_THE_KEY`), so its resume keeps grading so."""
+    section = config.get("verl") or {}
+    value = section.get("grader") if isinstance(section, dict) else None
+    return GRADER_BEFORE_THE_KEY if value is None else str(value)
+
+
 def data_dir(config: dict) -> Path:
     """Where ``arctl data prepare`` writes parquet files and the trainer reads them."""
     value = verl_setting(config, "data_dir") or os.environ.get("ARCTL_DATA_DIR") or "~/data/arctl"
@@ -325,6 +334,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "eval_only": False,
         "stop_file": None,  # set by train(): run_dir/STOP (a shared filesystem path)
         "keep_checkpoints": int(verl_setting(config, "keep_checkpoints")),  # checkpoints.prune after each save
+        "grader": grader_of(config),  # the agent loop's leaf_reward
     }
 
 
@@ -416,6 +426,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         # reward: the authors' rule through arctl.algo.verify (the agent loop scores every leaf)
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward.py")),
         "reward.custom_reward_function.name": "compute_score",
+        "+reward.custom_reward_function.reward_kwargs.grader": grader_of(config),
         # algorithm: advantages are arctl's (trainer mode arctl); no KL, no std normalisation
         "algorithm.adv_estimator": "grpo",
         "algorithm.norm_adv_by_std_in_grpo": False,

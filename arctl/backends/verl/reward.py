@@ -1,8 +1,10 @@
 """Rule reward with the authors' formatting rule, through :mod:`arctl.algo.verify`.
 
 A leaf (summary branch) scores 1 iff ``</think>`` occurs exactly once in ``thinking[:cut] +
-inserted + summary``, the cut thinking does not end with EOS, and the first ``**Final Answer**``
-paragraph's last ``\\boxed{}`` equals the ground truth under math-verify; otherwise 0.
+inserted + summary``, the cut thinking does not end with EOS, and the summary's answer equals the
+ground truth under the run's grader (``verl.grader``: the authors' DeepScaleR grader by default, its
+sympy stage bounded at 10 s in a child process, :mod:`arctl.backends.verl.sympy_worker`; or
+math-verify); otherwise 0.
 
 :func:`leaf_reward` works on token ids (what the agent loop has); :func:`compute_score` is the
 same rule on text with verl's ``custom_reward_function`` signature, for verl's own reward path.
@@ -35,22 +37,30 @@ def leaf_reward(
     tokenizer: Any,
     think_end_id: int,
     eos_id: int | None,
+    *,
+    grader: str,
 ) -> float:
-    """Reward of one leaf from token ids (never raises; malformed input scores 0)."""
-    from arctl.algo.verify import format_ok_ids, verify_answer
+    """Reward of one leaf from token ids (never raises for a leaf; malformed input scores 0)."""
+    from arctl.algo.verify import GRADERS, format_ok_ids, grade
+    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
     try:
         branch = [int(t) for t in inserted] + [int(t) for t in summary]
         if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
             return 0.0
         text = tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
-        return float(verify_answer(text, ground_truth))
+        return float(grade(text, ground_truth, grader, bounded_sympy_equal))
     except Exception:
         return 0.0
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs) -> float:
-    """verl ``custom_reward_function``: the authors' rule on the decoded response text."""
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, *,
+                  grader: str, **kwargs) -> float:
+    """verl ``custom_reward_function``: the authors' rule on the decoded response text (``grader`` comes
+    from ``reward.custom_reward_function.reward_kwargs``, set by :func:`arctl.backends.verl.overrides.verl_overrides`)."""
     from arctl.algo.verify import score_response
+    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
-    return float(score_response(solution_str, ground_truth))
+    return float(score_response(solution_str, ground_truth, grader=grader, sympy_stage=bounded_sympy_equal))

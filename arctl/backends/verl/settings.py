@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from arctl.algo.verify import DEFAULT_GRADER, GRADERS
 from arctl.config.ranges import F, I
 from arctl.config.schema import field_default, setting
 
@@ -31,6 +32,9 @@ class VerlConfig:
     tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
     device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
     rollout_name: str = "vllm"
+    # how a summary's answer is compared with the gold one (arctl.algo.verify.GRADERS): the authors' grader
+    # (DeepScaleR's, what produced the paper's numbers) or math-verify (more lenient: docs/algorithm.md 11)
+    grader: str = setting(DEFAULT_GRADER, choices=GRADERS)
     tensor_model_parallel_size: int = setting(1, range=I(1, 64))
     gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))
     n_gpus_per_node: int = setting(8, range=I(1, 64))  # used when cluster.gpus_per_node is 0 (cluster=auto at paper scale)
