@@ -313,11 +313,16 @@ def sympy_equal(given: str, gold: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ the whole grader
+class StageUnavailable(RuntimeError):
+    """Stage 2 cannot run at all (its worker process does not start): an error of the machine, raised
+    through :func:`grade`, never scored as a wrong answer."""
+
+
 def grade(summary_text: str, ground_truth: Any, sympy_stage: Callable[[str, str], bool] = sympy_equal) -> int:
     """1 iff the summary's answer equals an acceptable answer under the authors' two stages, else 0.
     ``sympy_stage(given, gold)`` runs stage 2: :func:`sympy_equal` in this process by default; the verl
     backend passes its time-bounded worker (:mod:`arctl.backends.verl.sympy_worker`). No formatting
-    rule here (:func:`arctl.algo.verify.score_response` applies it). Never raises."""
+    rule here (:func:`arctl.algo.verify.score_response` applies it). Raises only :class:`StageUnavailable`."""
     try:
         given = boxed_content(final_answer_step(summary_text) or "")
         if given is None:
@@ -326,5 +331,7 @@ def grade(summary_text: str, ground_truth: Any, sympy_stage: Callable[[str, str]
             if equal_after_hendrycks(given, gold) or sympy_stage(given, gold):
                 return 1
         return 0
+    except StageUnavailable:
+        raise
     except Exception:
         return 0

@@ -290,12 +290,17 @@ def score_response(
     sympy_stage: Callable[[str, str], bool] | None = None,
 ) -> int:
     """Reward of a whole response ``thinking + inserted text + summary``: 1 iff :func:`format_ok` and
-    the answer after ``think_end`` is right under ``grader``, else 0. Raises only for an unknown grader."""
+    the answer after ``think_end`` is right under ``grader``, else 0. Raises only for an unknown grader
+    or a grader that cannot run (:class:`arctl.algo.deepscaler_grader.StageUnavailable`)."""
+    from arctl.algo.deepscaler_grader import StageUnavailable
+
     if grader not in GRADERS:
         raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
     try:
         if not format_ok(response_text, think_end, eos):
             return 0
         return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage)
+    except StageUnavailable:
+        raise
     except Exception:
         return 0

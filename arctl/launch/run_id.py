@@ -71,6 +71,21 @@ def identity_config(config: dict) -> dict:
     return out
 
 
+def with_keys_added_later(config: dict) -> dict:
+    """A config written before some keys existed (a run's frozen config.yaml), with each missing key of
+    :data:`ADDED_AT_DEFAULT` at its default and of :data:`NEW_DEFAULT` at the value the run computed
+    with (the earlier one in a run of that backend, the default in others'): the schema's keys, the
+    same computation, the same identity. Keys present are left as they are."""
+    out = dict(config)
+    backend = config.get("backend")
+    added = {**ADDED_AT_DEFAULT,
+             **{(b, k): (earlier if backend == b else default) for (b, k), (earlier, default) in NEW_DEFAULT.items()}}
+    for (section, key), value in added.items():
+        if isinstance(out.get(section), dict) and key not in out[section]:
+            out[section] = {**out[section], key: value}
+    return out
+
+
 def _other_plugin_sections(config: dict) -> set[str]:
     """The sections that installed backend packages add to every config (``arctl.compose.plugins``),
     except the run's own backend's: they change nothing this run computes, and installing a backend

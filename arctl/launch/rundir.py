@@ -59,15 +59,16 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 
 
 def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed: int) -> dict:
-    """The frozen config of a run about to be resumed, checked as input: a ``config.yaml`` edited by
-    hand is validated like a composed config, and must still be the run the registry names (the same
+    """The frozen config of a run about to be resumed, checked as input: the keys added since it was
+    written at the values it computed with (:func:`arctl.launch.run_id.with_keys_added_later`), then a
+    ``config.yaml`` edited by hand is validated like a composed config, and must still be the run the registry names (the same
     experiment, arm, seed and identity hash: an edited config is another run, launched with
     ``arctl run``). RunDirError (one line) otherwise."""
     from arctl.compose.errors import SpecError
     from arctl.compose.validate import validate_resolved
-    from arctl.launch.run_id import make_run_id
+    from arctl.launch.run_id import make_run_id, with_keys_added_later
 
-    config = read_run_config(run_dir)
+    config = with_keys_added_later(read_run_config(run_dir))  # a run frozen before a key existed resumes
     path = run_paths(Path(run_dir))["config"]
     try:
         validate_resolved({k: v for k, v in config.items() if k not in READ_KEYS})

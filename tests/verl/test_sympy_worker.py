@@ -24,22 +24,34 @@ def test_the_child_gives_the_in_process_verdicts_with_one_child():
         worker.close()
 
 
-class _Sleeper(SympyWorker):
-    """A child that never answers its first request (a simplify that hangs), then answers."""
+class _Scripted(SympyWorker):
+    """A child running ``code`` (a stand-in for the real one, to time its parts)."""
+
+    def __init__(self, code: str, timeout_s: float):
+        super().__init__(timeout_s)
+        self.code = code
 
     def _start(self):
         import subprocess
 
         self.started += 1
-        code = ("import sys, time\n"
-                "first = True\n"
-                "for line in sys.stdin:\n"
-                "    if first and 'hang' in line:\n"
-                "        time.sleep(60)\n"
-                "    first = False\n"
-                "    sys.stdout.write('1\\n'); sys.stdout.flush()\n")
-        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-c", self.code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, bufsize=1)
+
+
+# ready at once; never answers its first request if it says "hang" (a simplify that hangs), then answers 1
+HANGS_ONCE = ("import sys, time\n"
+              "print('ready', flush=True)\n"
+              "first = True\n"
+              "for line in sys.stdin:\n"
+              "    if first and 'hang' in line:\n"
+              "        time.sleep(60)\n"
+              "    first = False\n"
+              "    sys.stdout.write('1\\n'); sys.stdout.flush()\n")
+
+
+def _Sleeper(timeout_s):
+    return _Scripted(HANGS_ONCE, timeout_s)
 
 
 def test_past_the_time_bound_it_is_wrong_and_the_child_is_replaced():
@@ -72,3 +84,42 @@ def test_the_module_worker_is_shared_and_started_once():
     assert sympy_worker.bounded_sympy_equal("a", "b") is False and sympy_worker._WORKER is first
     assert first.started == 1
     first.close()
+
+
+def test_the_time_bound_starts_after_the_child_is_ready():
+    """A child that takes 2 s to import (a loaded node) still has the whole bound for its answer."""
+    code = "import sys, time\ntime.sleep(2)\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print(1, flush=True)\n"
+    worker = _Scripted(code, timeout_s=1.0)
+    try:
+        assert worker("a", "b") is True and worker.started == 1
+    finally:
+        worker.close()
+
+
+def test_a_child_that_cannot_start_fails_the_step_in_one_line_and_scores_nothing(tokenizer):
+    """No sympy on the machine: not a wrong answer for every leaf, an error naming what to install."""
+    import pytest
+
+    from arctl.algo.deepscaler_grader import StageUnavailable
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.backends.verl.reward import leaf_reward
+
+    code = "print('cannot import sympy: pip install sympy pylatexenc', flush=True)\n"
+    broken = _Scripted(code, timeout_s=1.0)
+    with pytest.raises(StageUnavailable, match="could not start a worker process.*cannot import sympy"):
+        broken("a", "b")
+    assert broken._proc is None
+
+    ins = InsertedTokens.from_tokenizer(tokenizer)
+    enc = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+    saved = sympy_worker._WORKER
+    sympy_worker._WORKER = broken
+    try:
+        with pytest.raises(StageUnavailable):  # stage 1 says no, stage 2 cannot run: the step fails
+            leaf_reward(enc("t"), ins.truncated, enc("\\boxed{2}"), "3", tokenizer, ins.think_end, None,
+                        grader="deepscaler")
+        right = leaf_reward(enc("t"), ins.truncated, enc("\\boxed{3}"), "3", tokenizer, ins.think_end, None,
+                            grader="deepscaler")
+        assert right == 1.0  # stage 1 decides without the child
+    finally:
+        sympy_worker._WORKER = saved

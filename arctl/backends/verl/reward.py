@@ -40,7 +40,9 @@ def leaf_reward(
     *,
     grader: str,
 ) -> float:
-    """Reward of one leaf from token ids (never raises for a leaf; malformed input scores 0)."""
+    """Reward of one leaf from token ids (malformed input scores 0; raises only for an unknown grader or
+    a grader that cannot run on this machine)."""
+    from arctl.algo.deepscaler_grader import StageUnavailable
     from arctl.algo.verify import GRADERS, format_ok_ids, grade
     from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
@@ -52,6 +54,8 @@ def leaf_reward(
             return 0.0
         text = tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
         return float(grade(text, ground_truth, grader, bounded_sympy_equal))
+    except StageUnavailable:
+        raise  # the machine, not the leaf: the step fails with this line
     except Exception:
         return 0.0
 

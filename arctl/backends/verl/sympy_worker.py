@@ -4,9 +4,13 @@
 be stopped mid-call (no signal reaches a Ray worker's threads). The authors run the stage in a
 ``multiprocessing.Pool`` and count a call that takes more than 10 s wrong; :class:`SympyWorker` does
 the same with one plain child process (``python -m arctl.backends.verl.sympy_worker``): no re-import of
-the caller's main module (a Ray worker's), no fork of a threaded process. Past the timeout the child
-is killed and the next call starts a new one. Requests are serialised (the agent loop scores one leaf
-at a time).
+the caller's main module (a Ray worker's), no fork of a threaded process. A child imports sympy and
+pylatexenc and says ``ready`` before its first request, so the 10 s are the stage's own, not the
+child's start. Past the timeout the child is killed and the next call starts a new one; a child found
+dead when written to is replaced and the request sent again once. A child that cannot start at all
+(:data:`START_TIMEOUT_S`) is :class:`arctl.algo.deepscaler_grader.StageUnavailable`: the step fails
+with that line, no answer is scored wrong for it. Requests are serialised (the agent loop scores one
+leaf at a time).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ import threading
 import time
 from typing import Any
 
-from arctl.algo.deepscaler_grader import SYMPY_TIMEOUT_S, sympy_equal
+from arctl.algo.deepscaler_grader import SYMPY_TIMEOUT_S, StageUnavailable, sympy_equal
+
+START_TIMEOUT_S = 120.0  # a child's start (Python, sympy, pylatexenc) on a loaded node
+READY = "ready"
 
 
 class SympyWorker:
@@ -40,22 +47,40 @@ class SympyWorker:
         return subprocess.Popen([sys.executable, "-m", "arctl.backends.verl.sympy_worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
 
+    def _ready_child(self) -> subprocess.Popen:
+        """The running child, or a new one once it said it is ready (StageUnavailable if it never does)."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._stop()
+        self._proc = self._start()
+        line = _readline(self._proc, time.monotonic() + START_TIMEOUT_S)
+        if line is None or line.strip() != READY:
+            said = f": {line.strip()}" if line else " (no answer; its stderr is not kept: it would fill a pipe)"
+            self._stop()
+            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process "
+                                   f"({sys.executable} -m arctl.backends.verl.sympy_worker){said}")
+        return self._proc
+
     def __call__(self, given: str, gold: str) -> bool:
         """Whether ``given`` equals ``gold`` under the sympy stage; False past :attr:`timeout_s`."""
+        request = json.dumps([given, gold]) + "\n"
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._proc = self._start()
-            proc = self._proc
-            try:
-                proc.stdin.write(json.dumps([given, gold]) + "\n")
-                proc.stdin.flush()
+            for attempt in (1, 2):
+                proc = self._ready_child()
+                try:
+                    proc.stdin.write(request)
+                    proc.stdin.flush()
+                except (OSError, ValueError):  # it died since: a new child, the request again, once
+                    self._stop()
+                    if attempt == 2:
+                        return False
+                    continue
                 line = _readline(proc, time.monotonic() + self.timeout_s)
-            except (OSError, ValueError):
-                line = None
-            if line is None:  # timed out or died: the authors count it wrong
-                self._stop()
-                return False
-            return line.strip() == "1"
+                if line is None:  # timed out or died while working: the authors count it wrong
+                    self._stop()
+                    return False
+                return line.strip() == "1"
+            return False
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -98,7 +123,17 @@ def bounded_sympy_equal(given: str, gold: str) -> bool:
 
 
 def _serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
-    """The child's loop: one JSON ``[given, gold]`` per line in, ``1`` or ``0`` per line out."""
+    """The child's loop: ``ready`` once sympy and pylatexenc are imported, then one JSON ``[given, gold]``
+    per line in, ``1`` or ``0`` per line out."""
+    try:
+        import pylatexenc.latex2text  # noqa: F401
+        import sympy.parsing.sympy_parser  # noqa: F401
+    except ImportError as err:  # the parent raises StageUnavailable with this line
+        stdout.write(f"cannot import {err.name}: pip install sympy pylatexenc\n")
+        stdout.flush()
+        return
+    stdout.write(READY + "\n")
+    stdout.flush()
     for line in stdin:
         try:
             given, gold = json.loads(line)
