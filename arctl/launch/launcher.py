@@ -9,7 +9,7 @@ submit each run exactly once; completed runs are skipped unless ``force``.
 Items marked *shared* (``share_arms: true`` in a sweep, :mod:`arctl.launch.shared`) are not
 launched: the run they share is, and it is recorded as serving their experiments (registry
 membership and ``shared.json``). A run directory created here gets ``provenance.json``
-(:mod:`arctl.launch.provenance`): arctl's version and git commit.
+(:mod:`arctl.launch.provenance`): arctl's version and git commit; a resume adds its own to the list.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from arctl.launch.executors import (
     slurm_parameters,
     with_ray_setup,
 )
-from arctl.launch.provenance import code_version, write_provenance
+from arctl.launch.provenance import code_version, record_resume, write_provenance
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import frozen_config, prepare_run_dir
@@ -295,9 +295,11 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
             item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
             run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            version = version or code_version()  # git is asked once per launch
             if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
-                version = version or code_version()  # git is asked once per launch
                 write_provenance(run_dir, version)
+            else:  # a resume: its steps from here on run under this code
+                record_resume(run_dir, version)
             # before the job exists: afterwards the job itself may already have written its state
             write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
             claimed.append((item, rec))

@@ -1,7 +1,12 @@
 """What code launched a run: ``provenance.json`` next to the run's ``config.yaml``.
 
     {"arctl_version": "0.1.0", "git_commit": "<40 hex>" | null, "git_dirty": true | false | null,
-     "created_at": <unix time>}
+     "created_at": <unix time>,
+     "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "at": <unix time>}, ...]}
+
+The top-level fields name the code that launched the run; ``resumed`` (absent until the first
+resume) lists the code of every resume after it, in order, so a run whose later steps ran under
+another commit says so.
 
 ``git_commit`` is ``git rev-parse HEAD`` of the checkout arctl is imported from, when arctl's own
 files are tracked by that git work tree (an editable install or a source checkout); an installed
@@ -75,6 +80,17 @@ def provenance(version: dict | None = None) -> dict:
 def write_provenance(run_dir: str | Path, version: dict | None = None) -> dict:
     """Write ``run_dir/provenance.json`` (atomically); returns what was written."""
     info = provenance(version)
+    atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def record_resume(run_dir: str | Path, version: dict | None = None) -> dict:
+    """Append this resume's code version to ``run_dir/provenance.json`` (atomically; a run launched
+    before arctl wrote provenance gets a file with only ``resumed``); returns what was written."""
+    info = read_provenance(run_dir) or {}
+    resumed = info.get("resumed") if isinstance(info.get("resumed"), list) else []
+    version = version if version is not None else code_version()
+    info["resumed"] = [*resumed, {**version, "at": time.time()}]
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 

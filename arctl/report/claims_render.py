@@ -220,13 +220,20 @@ def _machine_text(u: dict) -> str:
 
 
 def _run_version(prov: dict) -> str:
-    """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's)."""
+    """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's); a run
+    resumed under other code adds ``, resumed by <commit[:12]>`` for each such code, in order."""
     if not prov:
         return "unknown"
-    commit = prov.get("git_commit")
-    v = f"arctl {prov.get('arctl_version', '?')}"
-    if commit:
-        v += f" ({str(commit)[:12]}{'-dirty' if prov.get('git_dirty') else ''})"
+
+    def one(p: dict) -> str:
+        commit = p.get("git_commit")
+        v = f"arctl {p.get('arctl_version', '?')}"
+        return v + (f" ({str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''})" if commit else "")
+
+    v = one(prov) if "arctl_version" in prov else "unknown"
+    for later in prov.get("resumed") or []:
+        if isinstance(later, dict) and one(later) not in v:
+            v += f", resumed by {one(later)}"
     return v
 
 

@@ -139,6 +139,8 @@ def test_cancel_then_resume_only_once_the_stop_checkpoint_is_saved(specs, tmp_pa
     resumed = json.loads(out.stdout)["submitted"]
     assert [(r["run_id"], r["action"], r["state"]) for r in resumed] == [(first.name, "resume", "COMPLETED")]
     assert _steps(first) == list(range(1, 101))
+    prov = json.loads((first / "provenance.json").read_text())  # the launch's code, then the resume's
+    assert [r["git_commit"] for r in prov["resumed"]] == [prov["git_commit"]] and prov["resumed"][0]["at"] > prov["created_at"]
 
 
 def test_logs_surface_the_error_of_a_failed_run(specs, tmp_path, cli, monkeypatch):
