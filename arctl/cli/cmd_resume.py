@@ -17,6 +17,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print what each run would do, its frozen config and "
+                                     "the sbatch script; write and submit nothing."),
     ) -> None:
         """Resume failed, preempted or cancelled runs with the same run id and W&B run id."""
         with launch_errors():
@@ -39,4 +41,4 @@ def register(app: typer.Typer) -> None:
             used = sorted({r.executor for r in records if r.executor})
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
-                              array_parallelism=None, as_json=as_json, members=[], dry_run=False)
+                              array_parallelism=None, as_json=as_json, members=[], dry_run=dry_run)

@@ -93,6 +93,11 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
                              if r["state"] != "RUNNING"], 30, "the killed run to stop")
     assert status[0]["state"] == "FAILED"
     before = _steps(run_dir)
+    files = sorted(p.name for p in run_dir.rglob("*"))
+    dry = json.loads(cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", "--json", check=True).stdout)
+    assert [(r["run_id"], r["action"]) for r in dry["runs"]] == [(run_dir.name, "resume")] and dry["sbatch"] == []
+    assert dry["runs"][0]["config"]["trainer"]["total_steps"] == 40  # the frozen config, shown
+    assert sorted(p.name for p in run_dir.rglob("*")) == files and _states(ws)[run_dir.name] == "FAILED"  # nothing written
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
     doc = json.loads(cli(*args, "--json", check=True).stdout)
     assert doc["submitted"][0]["action"] == "resume" and doc["submitted"][0]["state"] == "COMPLETED"
