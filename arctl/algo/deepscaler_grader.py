@@ -16,8 +16,8 @@ lines, not stripped), the content of its last ``\\boxed{...}`` (exactly ``\\boxe
 This module re-implements that behaviour (it imports none of their code); every rule above, with its
 quirks, is pinned by hand-worked cases in ``tests/algo/test_deepscaler_grader.py`` whose expected
 verdicts were read off the authors' code. The formatting rule (one ``</think>``, no EOS-ended thinking)
-is :mod:`arctl.algo.verify`'s, shared by both graders. Needs ``sympy`` and ``pylatexenc`` (installed
-with verl).
+is :mod:`arctl.algo.verify`'s, shared by both graders. Needs ``sympy`` and ``pylatexenc`` (arctl's
+dependencies).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from arctl.algo.verify import closing_brace
+from arctl.algo.verify import FINAL_ANSWER_HEADER, closing_brace
 
-FINAL_ANSWER_PREFIX = "**Final Answer**\n"  # the authors' FINAL_ANSWER_DELIMITER: the header and its newline
+FINAL_ANSWER_PREFIX = FINAL_ANSWER_HEADER + "\n"  # the authors' FINAL_ANSWER_DELIMITER: the header and its newline
 SYMPY_TIMEOUT_S = 10.0  # the authors' run_grade_answer_sympy_with_timeout
 _BOXED_OPEN = "\\boxed{"
 
@@ -322,7 +322,9 @@ def grade(summary_text: str, ground_truth: Any, sympy_stage: Callable[[str, str]
     """1 iff the summary's answer equals an acceptable answer under the authors' two stages, else 0.
     ``sympy_stage(given, gold)`` runs stage 2: :func:`sympy_equal` in this process by default; the verl
     backend passes its time-bounded worker (:mod:`arctl.backends.verl.sympy_worker`). No formatting
-    rule here (:func:`arctl.algo.verify.score_response` applies it). Raises only :class:`StageUnavailable`."""
+    rule here (:func:`arctl.algo.verify.score_response` applies it). A stage that raises
+    :class:`StageUnavailable` (it cannot run on this machine) fails the call; any other error of a
+    stage, or in the answer, scores 0 (as the authors' bare ``except`` does)."""
     try:
         given = boxed_content(final_answer_step(summary_text) or "")
         if given is None:

@@ -9,7 +9,7 @@ A response scores 1 iff
   ``math-verify`` grader; under ``deepscaler`` (the authors' grader, the verl backend's default:
   ``verl.grader``) the authors' own extraction and comparison (:mod:`arctl.algo.deepscaler_grader`).
   Where the two differ: docs/algorithm.md, "The verifier".
-Malformed input scores 0 and never raises.
+Malformed input scores 0; only an unknown grader or a grader that cannot run on the machine raises.
 
 Timeouts: math-verify bounds its work with ``signal.alarm``, which only works in the main thread,
 and only between Python steps: answers nested deeper than 12 brackets are compared as strings only
@@ -267,17 +267,23 @@ def format_ok_ids(
     return thinking.count(think_end_id) + branch.count(think_end_id) == 1
 
 
+def check_grader(grader: str) -> None:
+    """ValueError unless ``grader`` is one of :data:`GRADERS` (configs are checked before any of this runs)."""
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
+
+
 def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callable[[str, str], bool] | None = None) -> int:
     """1 if the summary's answer is right under ``grader`` (one of :data:`GRADERS`), else 0 (no format
     check). ``sympy_stage``: the deepscaler grader's stage 2, in this process when None
-    (:func:`arctl.algo.deepscaler_grader.grade`). Raises only for an unknown grader."""
+    (:func:`arctl.algo.deepscaler_grader.grade`). Raises for an unknown grader, and
+    :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 cannot run."""
+    check_grader(grader)
     if grader == MATH_VERIFY:
         return verify_answer(summary_text, ground_truth)
-    if grader == DEEPSCALER:
-        from arctl.algo import deepscaler_grader
+    from arctl.algo import deepscaler_grader
 
-        return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal)
-    raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
+    return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal)
 
 
 def score_response(
@@ -294,8 +300,7 @@ def score_response(
     or a grader that cannot run (:class:`arctl.algo.deepscaler_grader.StageUnavailable`)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
 
-    if grader not in GRADERS:
-        raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
+    check_grader(grader)
     try:
         if not format_ok(response_text, think_end, eos):
             return 0

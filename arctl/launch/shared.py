@@ -99,6 +99,7 @@ def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[st
     (completed or under way, at the items' seeds; their config.yaml read). Read-only. With ``force``
     (rerun completed cells) nothing outside is shared: the sweep's own cells are rerun."""
     from arctl.launch.registry import Registry
+    from arctl.launch.run_id import with_keys_added_later
     from arctl.launch.rundir import RunDirError, read_run_config
 
     if not workspace.exists():
@@ -114,6 +115,8 @@ def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[st
             config = read_run_config(workspace.run_dir(rec.run_id))
         except RunDirError:
             continue
+        # a run frozen before a key existed is the cell it computes: compared with the key at its value
+        config = with_keys_added_later(config)
         elsewhere.append(WorkspaceRun(rec.run_id, rec.experiment, rec.arm, rec.seed, rec.state, share_key(config)))
     return existing, elsewhere
 

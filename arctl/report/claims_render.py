@@ -221,19 +221,25 @@ def _machine_text(u: dict) -> str:
 
 def _run_version(prov: dict) -> str:
     """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's); a run
-    resumed under other code adds ``, resumed by <commit[:12]>`` for each such code, in order."""
+    resumed under other code adds ``, resumed by <that code>`` each time the code changed, in order."""
     if not prov:
         return "unknown"
 
-    def one(p: dict) -> str:
+    def key(p: dict) -> tuple:
+        return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty"))
+
+    def text(p: dict) -> str:
         commit = p.get("git_commit")
         v = f"arctl {p.get('arctl_version', '?')}"
         return v + (f" ({str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''})" if commit else "")
 
-    v = one(prov) if "arctl_version" in prov else "unknown"
+    launched = prov if "arctl_version" in prov else None
+    v = text(launched) if launched else "unknown"
+    last = key(launched) if launched else None
     for later in prov.get("resumed") or []:
-        if isinstance(later, dict) and one(later) not in v:
-            v += f", resumed by {one(later)}"
+        if isinstance(later, dict) and key(later) != last:
+            v += f", resumed by {text(later)}"
+            last = key(later)
     return v
 
 

@@ -129,7 +129,13 @@ def test_stage_two_runs_only_when_stage_one_fails_and_decides_then():
     text = "\n\n**Final Answer**\n\\boxed{x}"
     assert dg.grade(text, ["x"], stage) == 1 and calls == []
     assert dg.grade(text, ["a", "b"], stage) == 1 and calls == [("x", "a"), ("x", "b")]
-    assert dg.grade(text, ["a"], lambda *_: 1 / 0) == 0  # a failing stage scores 0, never raises
+    assert dg.grade(text, ["a"], lambda *_: 1 / 0) == 0  # a stage that fails on an answer scores 0 (the authors')
+
+    def unavailable(*_):
+        raise dg.StageUnavailable("no worker")
+
+    with pytest.raises(dg.StageUnavailable):  # a stage that cannot run at all is the machine's error
+        dg.grade(text, ["a"], unavailable)
 
 
 @settings(max_examples=300, deadline=None)

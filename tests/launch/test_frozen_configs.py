@@ -49,3 +49,34 @@ def test_a_verl_run_from_before_the_grader_key_resumes_grading_with_math_verify(
     run_paths(run_dir)["config"].write_text(dump_config(old), encoding="utf-8")
     back = read_frozen_run(run_dir, run_id, "main-ar-uniform", "ar-uniform", 0)
     assert back["verl"]["grader"] == "math-verify" and arctl_settings(back)["grader"] == "math-verify"
+
+
+def test_a_run_frozen_before_a_key_is_shared_by_a_cell_that_computes_the_same(tmp_path):
+    """A sweep in an old workspace reuses the runs it already has: the frozen config is compared with the
+    keys added since at the values it computed with (before, its missing keys made it another run)."""
+    from arctl.launch.registry import Registry, RunRecord, new_claim_token
+    from arctl.launch.shared import share_key, workspace_runs
+    from arctl.launch.workspace import Workspace
+
+    run = resolve_experiment("main-grpo", scale="tiny")[0]
+    config = copy.deepcopy({k: v for k, v in run.config.items() if k not in ("run_id", "run_dir", "init_dir")})
+    old = copy.deepcopy(config)
+    for section, key in LATER_KEYS:
+        old.get(section, {}).pop(key, None)
+    run_id = make_run_id(config)
+    assert make_run_id(old) == run_id and share_key(old) != share_key(config)
+    ws = Workspace.open(tmp_path / "ws")
+    run_dir = ws.run_dir(run_id)
+    run_dir.mkdir(parents=True)
+    run_paths(run_dir)["config"].write_text(dump_config(old), encoding="utf-8")
+    with Registry(ws.registry_path) as reg:
+        token = new_claim_token()
+        (rec,) = reg.claim([RunRecord(run_id=run_id, experiment="main-grpo", arm="grpo", seed=0)], token).claimed
+        reg.release([run_id], token, "COMPLETED")
+
+    class Cell:  # what the launcher passes: another experiment's cell of the same config
+        def __init__(self):
+            self.run_id, self.seed = "other_cell_s0_0123456789", 0
+
+    _, elsewhere = workspace_runs([Cell()], ws)
+    assert [(w.run_id, w.key == share_key(config)) for w in elsewhere] == [(run_id, True)]

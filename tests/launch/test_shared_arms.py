@@ -274,24 +274,3 @@ def test_a_sweep_shares_the_runs_the_workspace_already_has(shared_specs, tmp_pat
     doc5 = json.loads(cli("sweep", "only5", "--executor", "local", "--workdir", str(ws), "--json", check=True).stdout)
     assert doc5["submitted"] == [] and [s["run_id"] for s in doc5["shared"]] == [lt2["a"]]
     assert ["lt5", "a"] in json.loads((kept / SHARED_FILE).read_text())["cells"]
-
-
-def test_a_resume_under_other_code_is_recorded_and_shown_beside_the_launch(tmp_path):
-    """The claims report names a run's code; a run resumed by another commit names both (issue found by
-    resuming a workspace of an older arctl: its provenance still named only the launching commit)."""
-    from arctl.launch.provenance import record_resume, write_provenance
-    from arctl.report.claims_render import _run_version
-
-    a = {"arctl_version": "0.1.0", "git_commit": "a" * 40, "git_dirty": False}
-    b = {"arctl_version": "0.1.0", "git_commit": "b" * 40, "git_dirty": True}
-    write_provenance(tmp_path, a)
-    record_resume(tmp_path, a)
-    assert _run_version(read_provenance(tmp_path)) == "arctl 0.1.0 (aaaaaaaaaaaa)"  # same code: said once
-    record_resume(tmp_path, b)
-    prov = read_provenance(tmp_path)
-    assert [r["git_commit"] for r in prov["resumed"]] == ["a" * 40, "b" * 40] and prov["git_commit"] == "a" * 40
-    assert _run_version(prov) == "arctl 0.1.0 (aaaaaaaaaaaa), resumed by arctl 0.1.0 (bbbbbbbbbbbb-dirty)"
-    fresh = tmp_path / "old"  # launched before arctl wrote provenance, then resumed
-    fresh.mkdir()
-    record_resume(fresh, b)
-    assert _run_version(read_provenance(fresh)) == "unknown, resumed by arctl 0.1.0 (bbbbbbbbbbbb-dirty)"

@@ -123,3 +123,67 @@ def test_a_child_that_cannot_start_fails_the_step_in_one_line_and_scores_nothing
         assert right == 1.0  # stage 1 decides without the child
     finally:
         sympy_worker._WORKER = saved
+
+
+def test_a_child_that_cannot_be_created_is_an_error_not_a_wrong_answer():
+    """fork refused (a process limit on a node), or no interpreter: StageUnavailable, never a 0."""
+    import pytest
+
+    from arctl.algo.deepscaler_grader import StageUnavailable
+    from arctl.algo.verify import grade
+
+    class NoFork(SympyWorker):
+        def _start(self):
+            self.started += 1
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    worker = NoFork()
+    with pytest.raises(StageUnavailable, match="could not start a worker process.*Resource temporarily"):
+        grade("\n\n**Final Answer**\n\\boxed{2\\sqrt{2}}", "\\sqrt{8}", "deepscaler", worker)
+
+
+# ready, then exits on the first request it reads (a crash in the stage); a new child does the same
+# unless the marker file exists, which the first child creates: so "dies once" or "dies always"
+DIES = ("import os, sys\n"
+        "print('ready', flush=True)\n"
+        "marker = sys.argv[1]\n"
+        "for line in sys.stdin:\n"
+        "    if marker == 'always' or not os.path.exists(marker):\n"
+        "        if marker != 'always':\n"
+        "            open(marker, 'w').close()\n"
+        "        os._exit(3)\n"
+        "    print(1, flush=True)\n")
+
+
+class _Dies(_Scripted):
+    def __init__(self, marker: str):
+        super().__init__(DIES, timeout_s=30.0)
+        self.marker = marker
+
+    def _start(self):
+        import subprocess
+
+        self.started += 1
+        return subprocess.Popen([sys.executable, "-c", self.code, self.marker], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+def test_a_child_that_dies_on_a_request_is_replaced_and_asked_again_once(tmp_path):
+    worker = _Dies(str(tmp_path / "died-once"))
+    try:
+        t0 = time.monotonic()
+        assert worker("a", "b") is True and worker.started == 2  # no wait for the 30 s bound either
+        assert time.monotonic() - t0 < 10
+    finally:
+        worker.close()
+
+
+def test_a_child_that_dies_on_every_request_is_an_error_not_a_wrong_answer():
+    import pytest
+
+    from arctl.algo.deepscaler_grader import StageUnavailable
+
+    worker = _Dies("always")
+    with pytest.raises(StageUnavailable, match="died twice on one request"):
+        worker("a", "b")
+    assert worker.started == 2 and worker._proc is None

@@ -43,11 +43,10 @@ def leaf_reward(
     """Reward of one leaf from token ids (malformed input scores 0; raises only for an unknown grader or
     a grader that cannot run on this machine)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
-    from arctl.algo.verify import GRADERS, format_ok_ids, grade
+    from arctl.algo.verify import check_grader, format_ok_ids, grade
     from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
-    if grader not in GRADERS:
-        raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
+    check_grader(grader)
     try:
         branch = [int(t) for t in inserted] + [int(t) for t in summary]
         if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):

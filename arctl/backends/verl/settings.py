@@ -33,7 +33,7 @@ class VerlConfig:
     device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
     rollout_name: str = "vllm"
     # how a summary's answer is compared with the gold one (arctl.algo.verify.GRADERS): the authors' grader
-    # (DeepScaleR's, what produced the paper's numbers) or math-verify (more lenient: docs/algorithm.md 11)
+    # (DeepScaleR's, what produced the paper's numbers) or math-verify (it accepts more: docs/algorithm.md 11)
     grader: str = setting(DEFAULT_GRADER, choices=GRADERS)
     tensor_model_parallel_size: int = setting(1, range=I(1, 64))
     gpu_memory_utilization: float = setting(0.6, range=F(0, 1, lo_open=True))

@@ -6,11 +6,12 @@ be stopped mid-call (no signal reaches a Ray worker's threads). The authors run 
 the same with one plain child process (``python -m arctl.backends.verl.sympy_worker``): no re-import of
 the caller's main module (a Ray worker's), no fork of a threaded process. A child imports sympy and
 pylatexenc and says ``ready`` before its first request, so the 10 s are the stage's own, not the
-child's start. Past the timeout the child is killed and the next call starts a new one; a child found
-dead when written to is replaced and the request sent again once. A child that cannot start at all
-(:data:`START_TIMEOUT_S`) is :class:`arctl.algo.deepscaler_grader.StageUnavailable`: the step fails
-with that line, no answer is scored wrong for it. Requests are serialised (the agent loop scores one
-leaf at a time).
+child's start. Past the timeout the child is killed and the next call starts a new one; a child
+that dies on a request is replaced and the request sent again once. A child that cannot start at all
+(:data:`START_TIMEOUT_S`, or no process can be created), or that dies twice on one request, is
+:class:`arctl.algo.deepscaler_grader.StageUnavailable`: the step fails with that line, no answer is
+scored wrong for it. Requests are serialised (the agent loop scores one leaf at a time, in its event
+loop: a stage that runs into the 10 s holds that worker's generation meanwhile).
 """
 
 from __future__ import annotations
@@ -52,35 +53,42 @@ class SympyWorker:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stop()
-        self._proc = self._start()
+        where = f"({sys.executable} -m arctl.backends.verl.sympy_worker)"
+        try:
+            self._proc = self._start()
+        except OSError as err:  # no fork (process limit, memory), no interpreter
+            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process {where}: "
+                                   f"{err}") from err
         line = _readline(self._proc, time.monotonic() + START_TIMEOUT_S)
         if line is None or line.strip() != READY:
             said = f": {line.strip()}" if line else " (no answer; its stderr is not kept: it would fill a pipe)"
             self._stop()
-            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process "
-                                   f"({sys.executable} -m arctl.backends.verl.sympy_worker){said}")
+            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process {where}{said}")
         return self._proc
 
     def __call__(self, given: str, gold: str) -> bool:
-        """Whether ``given`` equals ``gold`` under the sympy stage; False past :attr:`timeout_s`."""
+        """Whether ``given`` equals ``gold`` under the sympy stage; False past :attr:`timeout_s` (the child
+        is then replaced). A child that dies on the request is replaced and asked again once; dying
+        twice is StageUnavailable, not a wrong answer."""
         request = json.dumps([given, gold]) + "\n"
         with self._lock:
-            for attempt in (1, 2):
+            for _ in range(2):
                 proc = self._ready_child()
+                deadline = time.monotonic() + self.timeout_s
                 try:
                     proc.stdin.write(request)
                     proc.stdin.flush()
-                except (OSError, ValueError):  # it died since: a new child, the request again, once
-                    self._stop()
-                    if attempt == 2:
-                        return False
-                    continue
-                line = _readline(proc, time.monotonic() + self.timeout_s)
-                if line is None:  # timed out or died while working: the authors count it wrong
-                    self._stop()
+                    line = _readline(proc, deadline)
+                except (OSError, ValueError):  # it died before reading the request
+                    line = None
+                if line is not None:
+                    return line.strip() == "1"
+                died = proc.poll() is not None or time.monotonic() < deadline
+                self._stop()
+                if not died:  # the stage ran out of time: the authors count it wrong
                     return False
-                return line.strip() == "1"
-            return False
+            raise StageUnavailable(f"the authors' grader's sympy worker process died twice on one request "
+                                   f"({json.dumps([given, gold])[:200]})")
 
     def _stop(self) -> None:
         proc, self._proc = self._proc, None
