@@ -140,6 +140,34 @@ def _names_the_run(key: str, *, seed: bool = True) -> bool:
     return key in ("experiment", "arm") or (seed and key == "seed") or _launch_only(key)
 
 
+def with_keys_added_later(table):
+    """The runs table with each config key added since a run was written (:func:`arctl.launch.run_id.
+    with_keys_added_later`) at the value that run computed with, in every row that has the key's
+    section: a workspace that spans an upgrade is read as one (``--where verl.grader=math-verify`` finds
+    the runs from before the key; their cell does not differ from its composed config by a key they lack)."""
+    from arctl.launch.run_id import ADDED_AT_DEFAULT, NEW_DEFAULT
+
+    if not len(table):
+        return table
+    table = table.copy()
+    backends = table.get("config.backend")
+    added = [((s, k), lambda i, d=d: d) for (s, k), d in ADDED_AT_DEFAULT.items()]
+    added += [((b, k), lambda i, b=b, e=e, d=d: e if backends is not None and backends.iloc[i] == b else d)
+              for (b, k), (e, d) in NEW_DEFAULT.items()]
+    for (section, key), value_of in added:
+        prefix = f"{CONFIG_PREFIX}{section}."
+        siblings = [c for c in table.columns if c.startswith(prefix)]
+        if not siblings:
+            continue
+        column = prefix + key
+        has_section = table[siblings].notna().any(axis=1)
+        current = table[column].tolist() if column in table.columns else [None] * len(table)
+        # a missing key and a null value look alike in the flattened table; the keys whose default is null
+        # fill null with null
+        table[column] = [value_of(i) if has_section.iloc[i] and _plain(v) is None else v for i, v in enumerate(current)]
+    return table
+
+
 def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Callable[[str, str, int, str | None], dict | None]
                      | None = None, grid_keys: Sequence[str] = (), source: str = "the workspace"):
     """Keep one run per (experiment, arm, seed) of ``runs`` (a :class:`arctl.track.runs.Runs`), in place
@@ -148,7 +176,7 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     it cannot be composed) on the keys where its runs differ. ``grid_keys`` (a grid sweep's keys) are
     part of the cell: runs at two grid points are two cells. :class:`ReportError` (one line) for an
     unknown ``--where`` key, a ``--where`` no run matches, and a cell it cannot decide."""
-    table = runs.runs
+    table = runs.runs = with_keys_added_later(runs.runs)
     if not len(table):
         return runs
     keep = [True] * len(table)

@@ -314,3 +314,18 @@ def test_a_report_of_final_values_leaves_out_runs_that_have_not_finished(workspa
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: no finished runs in "), res.output
     assert "wait for them (`arctl status`)" in lines[0] and not (tmp_path / "n").exists()
+
+
+def test_a_workspace_that_spans_an_upgrade_is_read_as_one():
+    """Runs written before a key existed hold the value they computed with: --where finds them, and
+    their cell does not differ from the composed one by the key they lack (before, the old verl run was
+    not found by --where verl.grader=math-verify and every old run 'differed' on optim.kl_coef)."""
+    old_verl = row("old-verl", seed=0, backend="verl", verl__tree_attention="flex", optim__lr=1e-6)
+    new_verl = row("new-verl", seed=1, backend="verl", verl__tree_attention="flex", verl__grader="deepscaler",
+                   optim__lr=1e-6, optim__kl_coef=0.0)
+    old_tiny = row("old-tiny", seed=2, backend="tiny", verl__tree_attention="flex", optim__lr=1e-6)
+    assert kept(one_run_per_cell(runs_of(old_verl, new_verl, old_tiny), where=["verl.grader=math-verify"])) == ["old-verl"]
+    assert kept(one_run_per_cell(runs_of(old_verl, new_verl, old_tiny), where=["verl.grader=deepscaler"])) == [
+        "new-verl", "old-tiny"]  # a tiny run grades nothing: it is at the key's default
+    out = one_run_per_cell(runs_of(old_tiny), compose=composed(backend="tiny", optim__kl_coef=0.0, optim__lr=1e-6))
+    assert kept(out) == ["old-tiny"] and not [w for w in out.warnings if "kl_coef" in w]
