@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from arctl.algo.deepscaler_grader import sympy_equal
 from arctl.backends.verl import sympy_worker
 from arctl.backends.verl.sympy_worker import SympyWorker
@@ -55,11 +57,11 @@ def _Sleeper(timeout_s):
 
 
 def test_past_the_time_bound_it_is_wrong_and_the_child_is_replaced():
-    worker = _Sleeper(timeout_s=1.0)
+    worker = _Sleeper(timeout_s=3.0)  # seconds a loaded machine still answers "1" in
     try:
         t0 = time.monotonic()
         assert worker("hang", "x") is False  # the authors count a timeout wrong
-        assert 1.0 <= time.monotonic() - t0 < 10
+        assert 3.0 <= time.monotonic() - t0 < 30
         hung = worker.started
         assert worker("fine", "x") is True and worker.started == hung + 1  # a new child answers
     finally:
@@ -87,9 +89,9 @@ def test_the_module_worker_is_shared_and_started_once():
 
 
 def test_the_time_bound_starts_after_the_child_is_ready():
-    """A child that takes 2 s to import (a loaded node) still has the whole bound for its answer."""
-    code = "import sys, time\ntime.sleep(2)\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print(1, flush=True)\n"
-    worker = _Scripted(code, timeout_s=1.0)
+    """A child that takes 6 s to import (a loaded node) still has the whole bound (3 s) for its answer."""
+    code = "import sys, time\ntime.sleep(6)\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print(1, flush=True)\n"
+    worker = _Scripted(code, timeout_s=3.0)
     try:
         assert worker("a", "b") is True and worker.started == 1
     finally:
@@ -157,7 +159,7 @@ DIES = ("import os, sys\n"
 
 class _Dies(_Scripted):
     def __init__(self, marker: str):
-        super().__init__(DIES, timeout_s=30.0)
+        super().__init__(DIES, timeout_s=60.0)
         self.marker = marker
 
     def _start(self):
@@ -172,8 +174,8 @@ def test_a_child_that_dies_on_a_request_is_replaced_and_asked_again_once(tmp_pat
     worker = _Dies(str(tmp_path / "died-once"))
     try:
         t0 = time.monotonic()
-        assert worker("a", "b") is True and worker.started == 2  # no wait for the 30 s bound either
-        assert time.monotonic() - t0 < 10
+        assert worker("a", "b") is True and worker.started == 2  # no wait for the 60 s bound either
+        assert time.monotonic() - t0 < 45
     finally:
         worker.close()
 
@@ -187,3 +189,37 @@ def test_a_child_that_dies_on_every_request_is_an_error_not_a_wrong_answer():
     with pytest.raises(StageUnavailable, match="died twice on one request"):
         worker("a", "b")
     assert worker.started == 2 and worker._proc is None
+
+
+@pytest.mark.slow  # starts a local Ray
+def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch):
+    """Where the verl backend grades: an async method of a Ray actor (the agent-loop worker). A child that
+    could not start there would fail every step on a cluster at the first wrong answer stage 1 cannot
+    settle; here it answers, from the actor's own process, twice with one child."""
+    ray = pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a local Ray must not write ~/.ray/auth_token
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    @ray.remote(num_cpus=0)
+    class Grader:
+        async def grade(self, given, gold):
+            import os
+            import threading
+
+            from arctl.backends.verl import sympy_worker as sw
+
+            ok = sw.bounded_sympy_equal(given, gold)
+            return ok, os.getpid(), sw._WORKER.started, sw._WORKER._proc.pid, threading.current_thread().name
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        actor = Grader.options(lifetime="detached").remote()
+        first = ray.get(actor.grade.remote("2\\sqrt{2}", "\\sqrt{8}"), timeout=300)
+        second = ray.get(actor.grade.remote("\\frac{2}{4}", "\\frac{1}{2}"), timeout=300)
+    finally:
+        ray.shutdown()
+    import os
+
+    assert first[0] is True and second[0] is False  # the authors' verdicts: equal; an unreduced fraction
+    assert first[1] != os.getpid() and first[3] not in (first[1], os.getpid())  # the actor's own child
+    assert second[2] == 1 and second[3] == first[3]  # one child served both
