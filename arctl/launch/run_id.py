@@ -58,29 +58,29 @@ def identity_config(config: dict) -> dict:
         chosen = out["budget_control"].get("method")
         out["budget_control"] = {k: v for k, v in out["budget_control"].items()
                                  if not isinstance(v, dict) or k == chosen}
-    for (section, key), default in ADDED_AT_DEFAULT.items():
-        if isinstance(out.get(section), dict) and out[section].get(key) == default:
+    for (section, key), silent in keys_added_later(config.get("backend")).items():
+        if isinstance(out.get(section), dict) and out[section].get(key) == silent:
             out[section] = {k: v for k, v in out[section].items() if k != key}
     for section, key in NOT_COMPUTED:
         if isinstance(out.get(section), dict) and key in out[section]:
             out[section] = {k: v for k, v in out[section].items() if k != key}
-    for (backend, key), (earlier, default) in NEW_DEFAULT.items():
-        silent = earlier if config.get("backend") == backend else default
-        if isinstance(out.get(backend), dict) and out[backend].get(key) == silent:
-            out[backend] = {k: v for k, v in out[backend].items() if k != key}
     return out
 
 
+def keys_added_later(backend: str | None) -> dict[tuple[str, str], object]:
+    """Each key added after runs were written -> the value a run of ``backend`` without it computed
+    with: :data:`ADDED_AT_DEFAULT`'s default; :data:`NEW_DEFAULT`'s earlier value in a run of that
+    backend, its default in other backends' runs. At that value a key stays out of the identity."""
+    return {**ADDED_AT_DEFAULT,
+            **{(b, k): (earlier if backend == b else default) for (b, k), (earlier, default) in NEW_DEFAULT.items()}}
+
+
 def with_keys_added_later(config: dict) -> dict:
-    """A config written before some keys existed (a run's frozen config.yaml), with each missing key of
-    :data:`ADDED_AT_DEFAULT` at its default and of :data:`NEW_DEFAULT` at the value the run computed
-    with (the earlier one in a run of that backend, the default in others'): the schema's keys, the
-    same computation, the same identity. Keys present are left as they are."""
+    """A config written before some keys existed (a run's frozen config.yaml), with each missing key at
+    the value the run computed with (:func:`keys_added_later`): the schema's keys, the same
+    computation, the same identity. Keys present are left as they are."""
     out = dict(config)
-    backend = config.get("backend")
-    added = {**ADDED_AT_DEFAULT,
-             **{(b, k): (earlier if backend == b else default) for (b, k), (earlier, default) in NEW_DEFAULT.items()}}
-    for (section, key), value in added.items():
+    for (section, key), value in keys_added_later(config.get("backend")).items():
         if isinstance(out.get(section), dict) and key not in out[section]:
             out[section] = {**out[section], key: value}
     return out

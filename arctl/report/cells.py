@@ -145,16 +145,14 @@ def with_keys_added_later(table):
     with_keys_added_later`) at the value that run computed with, in every row that has the key's
     section: a workspace that spans an upgrade is read as one (``--where verl.grader=math-verify`` finds
     the runs from before the key; their cell does not differ from its composed config by a key they lack)."""
-    from arctl.launch.run_id import ADDED_AT_DEFAULT, NEW_DEFAULT
+    from arctl.launch.run_id import keys_added_later
 
     if not len(table):
         return table
     table = table.copy()
-    backends = table.get("config.backend")
-    added = [((s, k), lambda i, d=d: d) for (s, k), d in ADDED_AT_DEFAULT.items()]
-    added += [((b, k), lambda i, b=b, e=e, d=d: e if backends is not None and backends.iloc[i] == b else d)
-              for (b, k), (e, d) in NEW_DEFAULT.items()]
-    for (section, key), value_of in added:
+    backends = [_plain(b) for b in table["config.backend"]] if "config.backend" in table.columns else [None] * len(table)
+    added = {b: keys_added_later(b) for b in set(backends)}
+    for section, key in keys_added_later(None):  # the same keys for every backend
         prefix = f"{CONFIG_PREFIX}{section}."
         siblings = [c for c in table.columns if c.startswith(prefix)]
         if not siblings:
@@ -164,7 +162,8 @@ def with_keys_added_later(table):
         current = table[column].tolist() if column in table.columns else [None] * len(table)
         # a missing key and a null value look alike in the flattened table; the keys whose default is null
         # fill null with null
-        table[column] = [value_of(i) if has_section.iloc[i] and _plain(v) is None else v for i, v in enumerate(current)]
+        table[column] = [added[b][(section, key)] if has and _plain(v) is None else v
+                         for b, has, v in zip(backends, has_section, current)]
     return table
 
 
