@@ -9,7 +9,9 @@ For one thinking sample (verl runs ``rollout.n`` of these per question):
    sampling: a prefix that ``|J|`` budgets share gets ``|J| x A`` summaries; verl's server returns
    one sequence per request; vLLM's prefix cache, ``rollout.enable_prefix_caching``, reuses the
    prefix's KV, so the thinking is computed once);
-3. score every summary with the authors' rule (:func:`arctl.backends.verl.reward.leaf_reward`);
+3. score every summary with the authors' rule (:func:`leaf_scorer`: the format rule and the decoding on
+   the event loop's thread, the grader on one grading thread per process, so that a grade, whose
+   sympy stage may run for up to 10 s, holds no other tree's generation);
 4. return the tree in the output's ``extra_fields["arctl"]`` (:class:`~arctl.backends.verl.advantage.TreeRecord`),
    as one packed row (layouts ``flex``/``dense``) or as a thinking row plus one row per summary
    (``duplicate``). Per-summary rewards live in the record: verl's multi-output default copies the
@@ -22,9 +24,12 @@ summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``r
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +41,41 @@ from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
+Score = Callable[[list[int], list[int], list[int]], "float | Awaitable[float]"]
+
+_GRADING: ThreadPoolExecutor | None = None
+_GRADING_LOCK = threading.Lock()
+
+
+def grading_executor() -> ThreadPoolExecutor:
+    """The process's grading thread (one: the sympy stage's child serves one request at a time, and
+    more threads would only contend for the GIL with the event loop)."""
+    global _GRADING
+    with _GRADING_LOCK:
+        if _GRADING is None:
+            _GRADING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arctl-grade")
+    return _GRADING
+
+
+def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth: Any, grader: str) -> Score:
+    """``async (thinking[:cut], inserted, summary) -> reward``: the authors' rule of
+    :func:`arctl.backends.verl.reward.leaf_reward`, its two halves on two threads. The format rule and
+    the decoding run on the calling (event-loop) thread, which owns the tokenizer; the grader runs on
+    :func:`grading_executor`'s thread, so a grade that waits for the sympy stage (up to 10 s on an answer
+    sympy cannot simplify) leaves the event loop free to serve every other tree's requests."""
+    from arctl.algo.verify import check_grader
+    from arctl.backends.verl.reward import grade_leaf, leaf_text
+
+    check_grader(grader)
+
+    async def score(prefix: list[int], inserted: list[int], summary: list[int]) -> float:
+        text = leaf_text(prefix, inserted, summary, tokenizer, think_end, eos_id)
+        if text is None:
+            return 0.0
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(grading_executor(), lambda: grade_leaf(text, ground_truth, grader=grader))
+
+    return score
 
 
 @dataclass
@@ -87,13 +127,14 @@ async def rollout_tree(
     inserted: InsertedTokens,
     eos_id: int | None,
     sampling_params: dict[str, Any],
-    score: Callable[[list[int], list[int], list[int]], float] | None = None,
+    score: Score | None = None,
     per_budget: bool = True,
     forcing: BudgetForcing | None = None,
     think_max: int | None = None,
 ) -> TreeRollout:
     """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``;
-    ``group_size`` summaries per budget (``per_budget``) or per distinct cut. ``forcing``: s1 budget
+    ``group_size`` summaries per budget (``per_budget``) or per distinct cut, each scored by ``score``
+    (a reward, or an awaitable of one: :func:`leaf_scorer`) as soon as its group is sampled. ``forcing``: s1 budget
     forcing of the thinking (:func:`generate_thinking`); ``think_max``: stop generating the thinking
     there, below the largest budget (a compared method's generation limit: ThinkPrune's round)."""
     prompt = [int(t) for t in prompt_ids]
@@ -113,22 +154,24 @@ async def rollout_tree(
     def count(group: LeafGroup) -> int:
         return group_size * (len(group.budget_indices) if per_budget else 1)
 
-    async def one(group: LeafGroup) -> list[list[int]]:
+    async def reward(group: LeafGroup, summary: list[int]) -> float:
+        r = score(thinking[: group.cut], group.inserted, summary)
+        return float(await r) if inspect.isawaitable(r) else float(r)
+
+    async def one(group: LeafGroup) -> None:
         params = dict(sampling_params)
         params["max_tokens"] = summary_cap(summary_max_tokens, len(group.inserted))  # the branch cap includes inserted
         params.pop("stop_token_ids", None)
         outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(count(group))])
-        return [[int(t) for t in o][: params["max_tokens"]] for o in outs]
+        group.summaries = [[int(t) for t in o][: params["max_tokens"]] for o in outs]
+        if score is not None:
+            group.rewards = list(await asyncio.gather(*[reward(group, s) for s in group.summaries]))
+        else:
+            group.rewards = [0.0] * len(group.summaries)
 
     for grp in groups:
         requests += [grp.prefix] * count(grp)
-    results = await asyncio.gather(*[one(g) for g in groups])
-    for grp, summaries in zip(groups, results):
-        grp.summaries = summaries
-        if score is not None:
-            grp.rewards = [float(score(thinking[: grp.cut], grp.inserted, s)) for s in summaries]
-        else:
-            grp.rewards = [0.0] * len(summaries)
+    await asyncio.gather(*[one(g) for g in groups])
     return TreeRollout(prompt, thinking, budgets, groups, finished, eos, group_size, per_budget, requests)
 
 
@@ -461,11 +504,7 @@ def _make_loop_class():
             # logprobs from the server are not used (old log-probs are recomputed on the tree)
             params = {k: v for k, v in sampling_params.items() if k != "logprobs"}
 
-            def score(prefix, inserted, summary):
-                from arctl.backends.verl.reward import leaf_reward
-
-                return leaf_reward(prefix, inserted, summary, gt, self.tokenizer, self.inserted.think_end, self.eos_id,
-                                   grader=self.arctl["grader"])
+            score = leaf_scorer(self.tokenizer, self.inserted.think_end, self.eos_id, gt, self.arctl["grader"])
 
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(target_messages(messages, control, target))

@@ -6,8 +6,10 @@ ground truth under the run's grader (``verl.grader``: the authors' DeepScaleR gr
 sympy stage bounded at 10 s in a child process, :mod:`arctl.backends.verl.sympy_worker`; or
 math-verify); otherwise 0.
 
-:func:`leaf_reward` works on token ids (what the agent loop has); :func:`compute_score` is the
-same rule on text with verl's ``custom_reward_function`` signature, for verl's own reward path.
+:func:`leaf_reward` works on token ids (what the agent loop has), in two parts: :func:`leaf_text` (the
+format rule and the decoding, on the caller's thread: a tokenizer is not shared across threads) and
+:func:`grade_leaf` (the grader, which the agent loop runs on its grading thread); :func:`compute_score`
+is the same rule on text with verl's ``custom_reward_function`` signature, for verl's own reward path.
 """
 
 from __future__ import annotations
@@ -29,6 +31,46 @@ def ground_truth_of(reward_model: Any) -> Any:
     return reward_model.get("ground_truth")
 
 
+def leaf_text(
+    thinking_prefix: Sequence[int],
+    inserted: Sequence[int],
+    summary: Sequence[int],
+    tokenizer: Any,
+    think_end_id: int,
+    eos_id: int | None,
+) -> str | None:
+    """The text a leaf's grade reads (its inserted tokens and summary, EOS dropped), or None where the
+    authors' format rule already scores it 0 (``</think>`` not exactly once, a thinking cut on EOS) or its
+    ids do not decode."""
+    from arctl.algo.verify import format_ok_ids
+
+    try:
+        branch = [int(t) for t in inserted] + [int(t) for t in summary]
+        if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
+            return None
+        return tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
+    except Exception:
+        return None
+
+
+def grade_leaf(text: str | None, ground_truth: Any, *, grader: str) -> float:
+    """A leaf's reward from :func:`leaf_text` (None scores 0; an answer the grader cannot read scores 0;
+    raises only for an unknown grader or a grader that cannot run on this machine)."""
+    from arctl.algo.deepscaler_grader import StageUnavailable
+    from arctl.algo.verify import check_grader, grade
+    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
+
+    check_grader(grader)
+    if text is None:
+        return 0.0
+    try:
+        return float(grade(text, ground_truth, grader, bounded_sympy_equal))
+    except StageUnavailable:
+        raise  # the machine, not the leaf: the step fails with this line
+    except Exception:
+        return 0.0
+
+
 def leaf_reward(
     thinking_prefix: Sequence[int],
     inserted: Sequence[int],
@@ -40,23 +82,10 @@ def leaf_reward(
     *,
     grader: str,
 ) -> float:
-    """Reward of one leaf from token ids (malformed input scores 0; raises only for an unknown grader or
-    a grader that cannot run on this machine)."""
-    from arctl.algo.deepscaler_grader import StageUnavailable
-    from arctl.algo.verify import check_grader, format_ok_ids, grade
-    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
-
-    check_grader(grader)
-    try:
-        branch = [int(t) for t in inserted] + [int(t) for t in summary]
-        if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
-            return 0.0
-        text = tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
-        return float(grade(text, ground_truth, grader, bounded_sympy_equal))
-    except StageUnavailable:
-        raise  # the machine, not the leaf: the step fails with this line
-    except Exception:
-        return 0.0
+    """Reward of one leaf from token ids: :func:`grade_leaf` of :func:`leaf_text` (malformed input
+    scores 0; raises only for an unknown grader or a grader that cannot run on this machine)."""
+    return grade_leaf(leaf_text(thinking_prefix, inserted, summary, tokenizer, think_end_id, eos_id), ground_truth,
+                      grader=grader)
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, *,

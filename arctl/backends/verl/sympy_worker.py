@@ -10,8 +10,9 @@ child's start. Past the timeout the child is killed and the next call starts a n
 that dies on a request is replaced and the request sent again once. A child that cannot start at all
 (:data:`START_TIMEOUT_S`, or no process can be created), or that dies twice on one request, is
 :class:`arctl.algo.deepscaler_grader.StageUnavailable`: the step fails with that line, no answer is
-scored wrong for it. Requests are serialised (the agent loop scores one leaf at a time, in its event
-loop: a stage that runs into the 10 s holds that worker's generation meanwhile).
+scored wrong for it. Requests are serialised (the agent loop grades on one thread of its own,
+:func:`arctl.backends.verl.agent_loop.grading_executor`: a stage that runs into the 10 s delays that
+worker's later grades, not its generation).
 """
 
 from __future__ import annotations
