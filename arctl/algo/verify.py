@@ -192,7 +192,9 @@ def _explosive(obj: Any) -> bool:
 
 
 def _equivalent_without_signals(pred: str, gold: str) -> bool:
-    """math-verify in no-signal mode (worker threads), on bounded input only."""
+    """math-verify in no-signal mode (worker threads), on bounded input only: no time bound at all here,
+    so the bounds on the input are what keeps a call short. Every verl grade runs here (a Ray actor's
+    event loop is not the main thread, nor is the agent loop's grading thread)."""
     from math_verify import parse, verify
 
     if not (_safe_without_signals(pred) and _safe_without_signals(gold)):

@@ -195,7 +195,8 @@ def test_a_child_that_dies_on_every_request_is_an_error_not_a_wrong_answer():
 def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch):
     """Where the verl backend grades: an async method of a Ray actor (the agent-loop worker). A child that
     could not start there would fail every step on a cluster at the first wrong answer stage 1 cannot
-    settle; here it answers, from the actor's own process, twice with one child."""
+    settle; here it answers, from the actor's own process, twice with one child, and a third time from the
+    agent loop's grading thread (``leaf_scorer``)."""
     ray = pytest.importorskip("ray")
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a local Ray must not write ~/.ray/auth_token
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -211,11 +212,25 @@ def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch
             ok = sw.bounded_sympy_equal(given, gold)
             return ok, os.getpid(), sw._WORKER.started, sw._WORKER._proc.pid, threading.current_thread().name
 
+        async def score_leaf(self, gold):  # as the agent loop scores: decoded here, graded on its thread
+            import threading
+
+            from arctl.backends.verl import sympy_worker as sw
+            from arctl.backends.verl.agent_loop import leaf_scorer
+
+            class Decodes:
+                def decode(self, ids, skip_special_tokens=False):
+                    return "\n\n**Final Answer**\n\\boxed{2\\sqrt{2}}"
+
+            reward = await leaf_scorer(Decodes(), 1, 2, gold, "deepscaler")([5, 6], [1], [3])
+            return reward, sw._WORKER.started, sorted(t.name for t in threading.enumerate() if "arctl-grade" in t.name)
+
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         actor = Grader.options(lifetime="detached").remote()
         first = ray.get(actor.grade.remote("2\\sqrt{2}", "\\sqrt{8}"), timeout=300)
         second = ray.get(actor.grade.remote("\\frac{2}{4}", "\\frac{1}{2}"), timeout=300)
+        leaf = ray.get(actor.score_leaf.remote("\\sqrt{8}"), timeout=300)
     finally:
         ray.shutdown()
     import os
@@ -223,3 +238,4 @@ def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch
     assert first[0] is True and second[0] is False  # the authors' verdicts: equal; an unreduced fraction
     assert first[1] != os.getpid() and first[3] not in (first[1], os.getpid())  # the actor's own child
     assert second[2] == 1 and second[3] == first[3]  # one child served both
+    assert leaf == (1.0, 1, ["arctl-grade_0"])  # a leaf graded on the grading thread, by the same child

@@ -60,7 +60,8 @@ def grading_executor() -> ThreadPoolExecutor:
 def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth: Any, grader: str) -> Score:
     """``async (thinking[:cut], inserted, summary) -> reward``: the authors' rule of
     :func:`arctl.backends.verl.reward.leaf_reward`, its two halves on two threads. The format rule and
-    the decoding run on the calling (event-loop) thread, which owns the tokenizer; the grader runs on
+    the decoding run on the calling (event-loop) thread, where they ran before (the tokenizer is not
+    handed to another thread); the grader runs on
     :func:`grading_executor`'s thread, so a grade that waits for the sympy stage (up to 10 s on an answer
     sympy cannot simplify) leaves the event loop free to serve every other tree's requests."""
     from arctl.algo.verify import check_grader

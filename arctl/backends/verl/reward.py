@@ -7,7 +7,7 @@ sympy stage bounded at 10 s in a child process, :mod:`arctl.backends.verl.sympy_
 math-verify); otherwise 0.
 
 :func:`leaf_reward` works on token ids (what the agent loop has), in two parts: :func:`leaf_text` (the
-format rule and the decoding, on the caller's thread: a tokenizer is not shared across threads) and
+format rule and the decoding, on the caller's thread: the tokenizer is not handed to another thread) and
 :func:`grade_leaf` (the grader, which the agent loop runs on its grading thread); :func:`compute_score`
 is the same rule on text with verl's ``custom_reward_function`` signature, for verl's own reward path.
 """
