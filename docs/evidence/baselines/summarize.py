@@ -17,7 +17,7 @@ import numpy as np
 from arctl.compose.sweep import load_sweep
 from arctl.report.cells import cell_composer, one_run_per_cell
 from arctl.report.specs import arm_label, load_spec
-from arctl.report.stats import seeds_for_power, t975, t_cdf
+from arctl.report.stats import holm, seeds_for_power, t975, t_cdf
 from arctl.track.metrics_schema import NAME_ACC, parse_metric
 from arctl.track.runs import load_runs
 
@@ -81,6 +81,11 @@ for arm in arms:
         if pairs and all(a is not None and b is not None for a, b in pairs):
             res[n_] = stats([a - b for a, b in pairs])
     out["forced_minus_plain"][arm] = res
+# Holm over the methods compared with one reference, on the anytime accuracy (the page's one test per method)
+for ref in ("ar_uniform", "grpo"):
+    tests = {a: d["toy grid_anytime_acc"][3] for a, d in out["vs_" + ref].items()
+             if d.get("toy grid_anytime_acc") and d["toy grid_anytime_acc"][3] is not None}
+    out["holm_anytime_vs_" + ref] = {a: round(h, 4) for a, h in zip(tests, holm(list(tests.values())))}
 json.dump(out, open(out_json, "w"), indent=1)
 
 
@@ -105,12 +110,14 @@ def method_table(ds):
 
 def diff_table(key, ref):
     cols = [f"toy acc@{b}" for b in shown] + ["toy curve_auc", "toy grid_anytime_acc"]
-    lines = ["| method | " + " | ".join(c.split(" ", 1)[1] for c in cols) + " | seeds for 80% power (anytime) |",
+    lines = ["| method | " + " | ".join(c.split(" ", 1)[1] for c in cols)
+             + f" | seeds for 80% power (anytime; p, and Holm over the {len(out['holm_anytime_' + key])} methods) |",
              "|---|" + "---|" * (len(cols) + 1)]
     for a, d in out[key].items():
         any_ = d.get("toy grid_anytime_acc")
         need = "–" if not any_ else "needs ≥ 3 seeds to say" if any_[2] < 3 else f"{any_[4]}" if any_[4] else "> 1000"
-        p = f" (p {any_[3]:.3f})" if any_ and any_[3] is not None else ""
+        adjusted = out["holm_anytime_" + key].get(a)
+        p = f" (p {any_[3]:.3f}, Holm {adjusted:.3f})" if any_ and any_[3] is not None else ""
         lines.append(f"| {arm_label(a)} − {ref} | " + " | ".join(cell(d.get(c), sign=True) for c in cols) + f" | {need}{p} |")
     return "\n".join(lines)
 
