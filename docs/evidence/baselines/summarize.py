@@ -47,13 +47,13 @@ def stats(x):
     x = np.asarray(x, float)
     n = len(x)
     if n < 2:
-        return [round(float(x.mean()), 4), None, n, None, None]
+        return [round(float(x.mean()), 6), None, n, None, None]
     sd = float(x.std(ddof=1))
     half = t975(n - 1) * sd / math.sqrt(n)
     p = 2 * (1 - t_cdf(abs(x.mean()) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else None
     # an sd from one degree of freedom is uncertain by a factor ~0.3-16 (80%): no seed count from it
     need = seeds_for_power(float(x.mean()) / sd) if sd > 0 and n >= 3 else None
-    return [round(float(x.mean()), 4), round(half, 4), n, None if p is None else round(p, 4), need]
+    return [round(float(x.mean()), 6), round(half, 6), n, None if p is None else round(p, 4), need]
 
 
 seeds_of = {a: sorted(s for b, s in final if b == a) for a in arms}
