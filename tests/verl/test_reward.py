@@ -56,6 +56,21 @@ def test_missing_header_or_garbage_never_raises(parts, grader):
     tok, ins, enc = parts
     assert leaf_reward(enc("x"), [ins.think_end], enc("\\boxed{3}"), "3", tok, ins.think_end, None, grader=grader) == 0.0
     assert leaf_reward([10**9], ins.truncated, [10**9], "3", tok, ins.think_end, None, grader=grader) == 0.0
+    for bad in ([-1], [2**64], [1.5], ["a"], [None]):  # not token ids: the tokenizer or int() refuses them
+        assert leaf_reward(enc("x"), ins.truncated, bad, "3", tok, ins.think_end, None, grader=grader) == 0.0
+
+
+def test_a_tokenizer_that_fails_fails_the_leaf_instead_of_scoring_it_0(parts, grader):
+    """A tokenizer error that is not about the ids (e.g. the fast tokenizer's "Already borrowed" when
+    another thread holds it) is raised: the tree fails in one line, no wrong reward is trained on."""
+    tok, ins, enc = parts
+
+    class Busy:
+        def decode(self, ids, skip_special_tokens=False):
+            raise RuntimeError("Already borrowed")
+
+    with pytest.raises(RuntimeError, match="Already borrowed"):
+        leaf_reward(enc("x"), ins.truncated, enc("\\boxed{3}"), "3", Busy(), ins.think_end, None, grader=grader)
 
 
 def test_text_rule_for_verls_reward_path(grader):

@@ -41,7 +41,9 @@ def leaf_text(
 ) -> str | None:
     """The text a leaf's grade reads (its inserted tokens and summary, EOS dropped), or None where the
     authors' format rule already scores it 0 (``</think>`` not exactly once, a thinking cut on EOS) or its
-    ids do not decode."""
+    ids are not token ids (not integers, or out of the tokenizer's integer range). Any other error of the
+    tokenizer is raised: it fails the tree in one line (the step with it), where scoring the leaf 0 would
+    train on a wrong reward without a trace."""
     from arctl.algo.verify import format_ok_ids
 
     try:
@@ -49,7 +51,7 @@ def leaf_text(
         if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
             return None
         return tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
-    except Exception:
+    except (TypeError, ValueError, OverflowError):  # what an id that is not a token id raises
         return None
 
 
