@@ -24,7 +24,6 @@ summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``r
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import threading
 import uuid
@@ -41,7 +40,7 @@ from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
-Score = Callable[[list[int], list[int], list[int]], "float | Awaitable[float]"]
+Score = Callable[[list[int], list[int], list[int]], Awaitable[float]]
 
 _GRADING: ThreadPoolExecutor | None = None
 _GRADING_LOCK = threading.Lock()
@@ -135,7 +134,7 @@ async def rollout_tree(
 ) -> TreeRollout:
     """Generate one thinking and its summary tree through ``generate(prompt_ids, params) -> ids``;
     ``group_size`` summaries per budget (``per_budget``) or per distinct cut, each scored by ``score``
-    (a reward, or an awaitable of one: :func:`leaf_scorer`) as soon as its group is sampled. ``forcing``: s1 budget
+    (``async (thinking[:cut], inserted, summary) -> reward``: :func:`leaf_scorer`) as soon as its group is sampled. ``forcing``: s1 budget
     forcing of the thinking (:func:`generate_thinking`); ``think_max``: stop generating the thinking
     there, below the largest budget (a compared method's generation limit: ThinkPrune's round)."""
     prompt = [int(t) for t in prompt_ids]
@@ -155,10 +154,6 @@ async def rollout_tree(
     def count(group: LeafGroup) -> int:
         return group_size * (len(group.budget_indices) if per_budget else 1)
 
-    async def reward(group: LeafGroup, summary: list[int]) -> float:
-        r = score(thinking[: group.cut], group.inserted, summary)
-        return float(await r) if inspect.isawaitable(r) else float(r)
-
     async def one(group: LeafGroup) -> None:
         params = dict(sampling_params)
         params["max_tokens"] = summary_cap(summary_max_tokens, len(group.inserted))  # the branch cap includes inserted
@@ -166,7 +161,8 @@ async def rollout_tree(
         outs = await asyncio.gather(*[generate(group.prefix, params) for _ in range(count(group))])
         group.summaries = [[int(t) for t in o][: params["max_tokens"]] for o in outs]
         if score is not None:
-            group.rewards = list(await asyncio.gather(*[reward(group, s) for s in group.summaries]))
+            rewards = await asyncio.gather(*[score(thinking[: group.cut], group.inserted, s) for s in group.summaries])
+            group.rewards = [float(r) for r in rewards]
         else:
             group.rewards = [0.0] * len(group.summaries)
 
