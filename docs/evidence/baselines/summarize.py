@@ -53,7 +53,8 @@ def stats(x):
     p = 2 * (1 - t_cdf(abs(x.mean()) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else None
     # an sd from one degree of freedom is uncertain by a factor ~0.3-16 (80%): no seed count from it
     need = seeds_for_power(float(x.mean()) / sd) if sd > 0 and n >= 3 else None
-    return [round(float(x.mean()), 6), round(half, 6), n, None if p is None else round(p, 4), need]
+    # p to 3 significant digits (not 4 decimals: a p of 2.4e-5 rounded to 0 made Holm's 5 x p 0 too)
+    return [round(float(x.mean()), 6), round(half, 6), n, None if p is None else float(f"{p:.3g}"), need]
 
 
 seeds_of = {a: sorted(s for b, s in final if b == a) for a in arms}
@@ -85,7 +86,7 @@ for arm in arms:
 for ref in ("ar_uniform", "grpo"):
     tests = {a: d["toy grid_anytime_acc"][3] for a, d in out["vs_" + ref].items()
              if d.get("toy grid_anytime_acc") and d["toy grid_anytime_acc"][3] is not None}
-    out["holm_anytime_vs_" + ref] = {a: round(h, 4) for a, h in zip(tests, holm(list(tests.values())))}
+    out["holm_anytime_vs_" + ref] = {a: float(f"{h:.3g}") for a, h in zip(tests, holm(list(tests.values())))}
 json.dump(out, open(out_json, "w"), indent=1)
 
 
@@ -108,6 +109,10 @@ def method_table(ds):
     return "\n".join(lines)
 
 
+def p_text(p):
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
+
+
 def diff_table(key, ref):
     cols = [f"toy acc@{b}" for b in shown] + ["toy curve_auc", "toy grid_anytime_acc"]
     lines = ["| method | " + " | ".join(c.split(" ", 1)[1] for c in cols)
@@ -117,7 +122,7 @@ def diff_table(key, ref):
         any_ = d.get("toy grid_anytime_acc")
         need = "–" if not any_ else "needs ≥ 3 seeds to say" if any_[2] < 3 else f"{any_[4]}" if any_[4] else "> 1000"
         adjusted = out["holm_anytime_" + key].get(a)
-        p = f" (p {any_[3]:.3f}, Holm {adjusted:.3f})" if any_ and any_[3] is not None else ""
+        p = f" (p {p_text(any_[3])}, Holm {p_text(adjusted)})" if any_ and any_[3] is not None else ""
         lines.append(f"| {arm_label(a)} − {ref} | " + " | ".join(cell(d.get(c), sign=True) for c in cols) + f" | {need}{p} |")
     return "\n".join(lines)
 
