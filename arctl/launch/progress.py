@@ -102,16 +102,37 @@ METRIC_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
 TAIL_BYTES = 16384
 
 
-def tail_progress(run_dir: Path) -> dict:
+def file_marks(run_dir: Path) -> dict[str, list[int]]:
+    """(inode, size, mtime in ns) of each metrics file present: what an attempt starts with. Both
+    backends rewrite ``metrics.jsonl`` (a new file) when they restore a checkpoint and append a row
+    per step, so a file whose mark is unchanged still ends at the previous attempt's last step, which
+    the new attempt may redo (e.g. 57 when it resumes from 40). Compared for equality only: no
+    clock, so a file server's skewed clock cannot hide a row."""
+    marks = {}
+    for name in METRIC_FILES:
+        try:
+            st = (Path(run_dir) / name).stat()
+        except OSError:
+            continue
+        marks[name] = [st.st_ino, st.st_size, st.st_mtime_ns]
+    return marks
+
+
+def tail_progress(run_dir: Path, unchanged: dict | None = None) -> dict:
     """Step and headline metric from the last row of the run's metrics files (reads their tails
     only); of several files, the one that reached the furthest step (verl's file log of the running
-    attempt is ahead of ``metrics.jsonl``, which holds what earlier attempts kept).
+    attempt is ahead of ``metrics.jsonl``, which holds what earlier attempts kept). A file whose
+    :func:`file_marks` entry equals ``unchanged``'s (the marks the running attempt started with) is
+    skipped: it holds only what earlier attempts logged.
 
     For backends whose W&B logging happens in another process (verl logs from a Ray worker), so the
     in-process tap sees nothing. Rows are ``{"trainer/global_step": ..}`` or verl's
     ``{"step": .., "data": {..}}``.
     """
-    found = [out for name in METRIC_FILES if (out := _last_row(Path(run_dir) / name))]
+    marks = file_marks(run_dir) if unchanged else {}
+    found = [out for name in METRIC_FILES
+             if not (unchanged and name in marks and unchanged.get(name) == marks[name])
+             and (out := _last_row(Path(run_dir) / name))]
     return max(found, key=lambda out: out.get("step", -1), default={})
 
 

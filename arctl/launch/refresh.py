@@ -192,9 +192,15 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
         values = _from_status(status)
-        tail = tail_progress(workspace.run_dir(rec.run_id))
-        if tail.get("step", -1) > values.get("step", -1):  # metrics logged outside the job process
+        attempt_runs = status.get("state") in ("running", "stopping")
+        # metrics logged outside the job process; while an attempt runs, only files it has written
+        tail = tail_progress(workspace.run_dir(rec.run_id), status.get("metric_files") if attempt_runs else None)
+        if tail.get("step", -1) > values.get("step", -1):
             values.update(tail)
+        if attempt_runs and "step" in status and "step" not in values:
+            # a new attempt that has logged nothing yet: not the previous attempt's step (the
+            # registry's), which it may redo from an earlier checkpoint
+            values.update(step=None, metric_name=None, metric_value=None)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
         if status.get("state") == "stopping" or rec.cancel_requested:

@@ -2,7 +2,8 @@
 
 Fields: state (submitted | running | stopping | completed | preempted | requeued | failed), job_id, host, pid,
 executor, started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt,
-signal, warning (e.g. a checkpoint that failed its checksum and was skipped).
+signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
+metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "step": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "attempt": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "metric_value": _number, "started_at": _number, "updated_at": _number, "ended_at": _number,
+    "metric_files": lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(m, list) and len(m) == 3
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in m) for k, m in v.items()),
 }
 
 

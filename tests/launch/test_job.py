@@ -78,6 +78,34 @@ def test_a_signal_stops_with_a_checkpoint_and_the_next_start_resumes(tmp_path, m
     assert read_status(run_dir)["state"] == "completed"
 
 
+def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monkeypatch, waiter):
+    """The job entry's first write of an attempt clears the previous attempt's step and metric and
+    records the marks of the metrics files it finds (what `arctl status` then skips until the
+    backend writes them: tests/launch/test_registry.py)."""
+    from arctl.launch.progress import file_marks, tail_progress
+    from arctl.launch.status_file import write_status
+
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.3")
+    run_dir = _run_dir(tmp_path, steps=4)
+    write_status(run_dir, state="preempted", attempt=1, step=57, metric_name="train/loss", metric_value=0.1)
+    (run_dir / "metrics.jsonl").write_text("".join(
+        json.dumps({"trainer/global_step": i, "train/loss": 1 / (i + 1)}) + "\n" for i in range(58)))
+    marks = file_marks(run_dir)
+    assert set(marks) == {"metrics.jsonl"}
+    proc = subprocess.Popen([sys.executable, "-m", "arctl.launch.job", str(run_dir)], stderr=subprocess.PIPE, text=True)
+    try:
+        waiter(lambda: read_status(run_dir).get("attempt") == 2, 60, "attempt 2 starts")
+        status = read_status(run_dir)
+        assert status["state"] == "running"
+        assert (status["step"], status["metric_name"], status["metric_value"]) == (None, None, None)
+        assert status["metric_files"] == marks
+        assert tail_progress(run_dir, status["metric_files"]) == {}  # only attempt 1's rows in it
+        assert tail_progress(run_dir)["step"] == 57
+    finally:
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+
 def test_a_failing_backend_is_reported_in_status_and_stderr(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCTL_TEST_BACKEND", "arctl.launch.no_such_module:train")
     run_dir = _run_dir(tmp_path)

@@ -260,6 +260,63 @@ def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monk
         assert again.get("r0").warning == got["r0"][1]
 
 
+def _metric_rows(run_dir, steps, verl=False):
+    if verl:  # verl's file logger
+        return "".join(json.dumps({"step": i, "data": {"train/anytime_score": i / 100}}) + "\n" for i in steps)
+    return "".join(json.dumps({"trainer/global_step": i, "train/anytime_score": i / 100}) + "\n" for i in steps)
+
+
+@pytest.mark.parametrize("log_name", ["metrics.jsonl", "verl_metrics.jsonl"])
+def test_a_resumed_attempt_shows_its_own_step_not_the_previous_attempts(tmp_path, monkeypatch, log_name):
+    """Attempt 1 logged steps 0-57 and its last checkpoint is at 40. Until attempt 2 has restored it
+    (the backend rewrites metrics.jsonl to steps <= 40) or logged a step, `arctl status` showed 57,
+    a step the attempt will redo; now no step, then 40, 41. Files are told apart by their marks
+    (inode, size, mtime), never by comparing clocks. A status file of an older arctl (no marks)
+    reads the tail as before."""
+    from arctl.config.files import atomic_write
+    from arctl.launch.progress import file_marks
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    _fake_scheduler(tmp_path, monkeypatch, "", with_sacct=True)  # sacct: 7_0 RUNNING
+    ws, reg = _slurm_runs(tmp_path, ["7_0"])
+    run_dir = ws.run_dir("r0")
+    verl = log_name == "verl_metrics.jsonl"
+    log = run_dir / log_name
+    log.write_text(_metric_rows(run_dir, range(58), verl))
+    with reg:
+        assert refresh(reg, ws)[0].step == 57  # attempt 1, running: its tail
+        # attempt 2 starts (the job entry's first write, as arctl.launch.job writes it)
+        write_status(run_dir, state="running", attempt=2, step=None, metric_name=None, metric_value=None,
+                     metric_files=file_marks(run_dir))
+        rec = refresh(reg, ws)[0]
+        assert (rec.step, rec.metric_name, rec.metric_value) == (None, None, None)
+        assert Registry(ws.registry_path).get("r0").step is None
+        atomic_write(run_dir / "metrics.jsonl", _metric_rows(run_dir, range(41)))  # restored at 40
+        if verl:
+            log.unlink()  # folded into metrics.jsonl (arctl.backends.verl.history.kept_rows)
+        assert refresh(reg, ws)[0].step == 40
+        with open(run_dir / log_name, "a") as fh:
+            fh.write(_metric_rows(run_dir, [41], verl))
+        rec = refresh(reg, ws)[0]
+        assert (rec.step, rec.metric_name, rec.metric_value) == (41, "train/anytime_score", 0.41)
+        # a file appended to in place (same inode, larger) is this attempt's too
+        write_status(run_dir, state="running", attempt=3, step=None, metric_files=file_marks(run_dir))
+        assert refresh(reg, ws)[0].step is None
+        with open(run_dir / log_name, "a") as fh:
+            fh.write(_metric_rows(run_dir, [42], verl))
+        assert refresh(reg, ws)[0].step == 42
+    # an older arctl's attempt: no marks and no step key in status.json
+    status = json.loads((run_dir / "status.json").read_text())
+    for key in ("metric_files", "step", "metric_name", "metric_value"):
+        status.pop(key)
+    (run_dir / "status.json").write_text(json.dumps(status))
+    with open(run_dir / log_name, "a") as fh:
+        fh.write(_metric_rows(run_dir, [43], verl))
+    with Registry(ws.registry_path) as again:
+        assert refresh(again, ws)[0].step == 43
+
+
 def test_pid_alive_right_after_spawn_and_not_for_another_program():
     import subprocess
     import sys
