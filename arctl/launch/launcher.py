@@ -39,6 +39,7 @@ from arctl.launch.executors import (
     slurm_parameters,
     with_ray_setup,
 )
+from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, write_provenance
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
@@ -593,10 +594,10 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
             error = " ".join(str(err).split())[-300:]
         status = read_status(run_dir)
         state = {"completed": states.COMPLETED, "preempted": states.PREEMPTED}.get(status.get("state"), states.FAILED)
-        values = {"state": state, "ended_at": time.time(), "error": status.get("error") or error}
-        for key in ("step", "metric_name", "metric_value", "wandb_id"):
-            if status.get(key) is not None:
-                values[key] = status[key]
+        values = {"state": state, "ended_at": time.time(), "error": status.get("error") or error,
+                  **run_progress(run_dir, status, active=False)}
+        if status.get("wandb_id") is not None:
+            values["wandb_id"] = status["wandb_id"]
         reg.update(item.run_id, **values)
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"

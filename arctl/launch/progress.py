@@ -136,6 +136,26 @@ def tail_progress(run_dir: Path, unchanged: dict | None = None) -> dict:
     return max(found, key=lambda out: out.get("step", -1), default={})
 
 
+PROGRESS_KEYS = ("step", "metric_name", "metric_value")
+
+
+def run_progress(run_dir: Path, status: dict, active: bool) -> dict:
+    """The step and headline metric a run shows (``arctl status``, ``arctl repair``): status.json's
+    (what the job's tap wrote) or the metrics files' last row, whichever reached the further step.
+    While an attempt is ``active``, a file unchanged since the attempt began (status.json's
+    ``metric_files``) holds only what earlier attempts logged and is skipped, and an attempt that has
+    logged nothing yet shows no step (None: not the previous attempt's, which it may redo from an
+    earlier checkpoint). Once the run has ended every file counts, so a job killed before its backend
+    rewrote them still shows how far the run got."""
+    values = {k: status[k] for k in PROGRESS_KEYS if status.get(k) is not None}
+    tail = tail_progress(run_dir, status.get("metric_files") if active else None)
+    if tail.get("step", -1) > values.get("step", -1):  # e.g. verl: logged outside the job process
+        values.update(tail)
+    if active and "step" in status and "step" not in values:  # the job entry cleared it (a new attempt)
+        values.update(dict.fromkeys(PROGRESS_KEYS))
+    return values
+
+
 def _last_row(path: Path) -> dict:
     import json
 

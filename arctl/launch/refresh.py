@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from arctl.launch import states
-from arctl.launch.progress import tail_progress
+from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
@@ -134,7 +134,7 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
 
 def _from_status(status: dict) -> dict:
     values = {}
-    for key in ("step", "metric_name", "metric_value", "wandb_id", "started_at", "ended_at"):
+    for key in ("wandb_id", "started_at", "ended_at"):  # the step and metric: run_progress
         if status.get(key) is not None:
             values[key] = status[key]
     return values
@@ -192,15 +192,6 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
         values = _from_status(status)
-        attempt_runs = status.get("state") in ("running", "stopping")
-        # metrics logged outside the job process; while an attempt runs, only files it has written
-        tail = tail_progress(workspace.run_dir(rec.run_id), status.get("metric_files") if attempt_runs else None)
-        if tail.get("step", -1) > values.get("step", -1):
-            values.update(tail)
-        if attempt_runs and "step" in status and "step" not in values:
-            # a new attempt that has logged nothing yet: not the previous attempt's step (the
-            # registry's), which it may redo from an earlier checkpoint
-            values.update(step=None, metric_name=None, metric_value=None)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
         if status.get("state") == "stopping" or rec.cancel_requested:
@@ -220,6 +211,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             pid = status.get("pid")
             if new_state in states.ACTIVE and isinstance(pid, int) and not pid_alive(pid):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
+        # the step: this attempt's while it is active (decided by the state found now, not status.json's,
+        # which a killed job never rewrote), how far the run got once it has ended
+        values.update(run_progress(workspace.run_dir(rec.run_id), status, active=new_state in states.ACTIVE))
         if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
             error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
                               "`arctl run` relaunches both")

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from arctl.launch import states
+from arctl.launch.progress import run_progress
 from arctl.launch.registry import JOB_ID, Registry, RunRecord
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
@@ -33,7 +34,7 @@ class Repaired:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
 
 
-def _record(run_id: str, config: dict, status: dict) -> RunRecord:
+def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
     scale = (config.get("scale") or {}).get("name") if isinstance(config.get("scale"), dict) else None
     reported = status.get("state")
     executor = status.get("executor")
@@ -46,12 +47,13 @@ def _record(run_id: str, config: dict, status: dict) -> RunRecord:
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
     else:
         state, error = states.FAILED, UNKNOWN
+    progress = run_progress(run_dir, status, active=state in states.ACTIVE)
     return RunRecord(
         run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
         state=state, scale=scale, backend=config.get("backend"), executor=executor, job_id=job_id,
         attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
-        started_at=status.get("started_at"), ended_at=status.get("ended_at"), step=status.get("step"),
-        metric_name=status.get("metric_name"), metric_value=status.get("metric_value"),
+        started_at=status.get("started_at"), ended_at=status.get("ended_at"), step=progress.get("step"),
+        metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         wandb_id=status.get("wandb_id"), error=error, claim=None,
     )
 
@@ -93,7 +95,7 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
         if why:
             result.skipped.append((folder.name, why))
             continue
-        result.runs.append(_record(folder.name, config, read_status(folder)))
+        result.runs.append(_record(folder.name, config, read_status(folder), folder))
         group = (config.get("wandb") or {}).get("group") if isinstance(config.get("wandb"), dict) else None
         if isinstance(group, str) and SAFE_ID.match(group) and group != config["experiment"]:
             members.append((group, folder.name))  # the sweep it was launched by

@@ -317,6 +317,52 @@ def test_a_resumed_attempt_shows_its_own_step_not_the_previous_attempts(tmp_path
         assert refresh(again, ws)[0].step == 43
 
 
+def test_a_job_killed_before_it_logged_still_shows_how_far_the_run_got(tmp_path):
+    """Attempt 2 started (status.json: running, no step, the marks of attempt 1's metrics.jsonl) and
+    was killed before its backend rewrote the file: the job never reported again. Its row turns
+    FAILED and shows step 57, attempt 1's (from the review of the fix above: the attempt's activity is
+    the state found now, not status.json's). `arctl repair` rebuilds the same step, and does for a run
+    whose last attempt completed without logging a step (it resumed at its final checkpoint)."""
+    from arctl.launch.progress import file_marks
+    from arctl.launch.refresh import refresh
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.status_file import write_status
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    reg = Registry(ws.registry_path)
+    reg.claim([_rec("r0"), _rec("r1")], new_claim_token())
+    dead = subprocess_dead_pid()
+    reg.update_many((rid, {"state": states.RUNNING, "executor": "local", "job_id": str(dead), "step": 57})
+                    for rid in ("r0", "r1"))
+    for rid in ("r0", "r1"):
+        run_dir = ws.run_dir(rid)
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(f"experiment: e\narm: a{rid}\nseed: 0\nrun_id: {rid}\n")
+        (run_dir / "metrics.jsonl").write_text(_metric_rows(run_dir, range(58)))
+        write_status(run_dir, state="running", executor="local", job_id=str(dead), attempt=2, step=None,
+                     metric_name=None, metric_value=None, metric_files=file_marks(run_dir))
+    write_status(ws.run_dir("r1"), state="completed")  # resumed at its last checkpoint: nothing to log
+    with reg:
+        got = {r.run_id: (r.state, r.step, r.metric_value) for r in refresh(reg, ws)}
+    assert got == {"r0": (states.FAILED, 57, 0.57), "r1": (states.COMPLETED, 57, 0.57)}
+    rebuild_registry(ws)
+    with Registry(ws.registry_path) as again:
+        assert [(r.run_id, r.state, r.step) for r in again.list()] == [
+            ("r0", states.RUNNING, None), ("r1", states.COMPLETED, 57)]  # r0: the next refresh asks its process
+        assert [(r.run_id, r.state, r.step) for r in refresh(again, ws)] == [
+            ("r0", states.FAILED, 57), ("r1", states.COMPLETED, 57)]
+
+
+def subprocess_dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def test_pid_alive_right_after_spawn_and_not_for_another_program():
     import subprocess
     import sys
