@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
             workspace = Workspace.open(workdir)
             if not workspace.runs_dir.is_dir():
                 raise LaunchError(f"no run folders at {workspace.runs_dir}: not an arctl workspace (--workdir)")
+            if workspace.is_export():
+                raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
+                                  f"read it as it is (`arctl report --workdir {workspace.root}`)")
             done = rebuild_registry(workspace)
         if as_json:
             print_json({"workspace": str(workspace.root), "kept": done.kept,

@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from arctl.cli.common import console, esc, nonempty_option, print_json
+from arctl.cli.common import console, err_console, esc, nonempty_option, print_json
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 records = select_runs(reg, [target]) if target is not None else reg.list()
+                reg_ids = {r.run_id for r in (records if target is None else reg.list())}
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
@@ -42,7 +43,12 @@ def register(app: typer.Typer) -> None:
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
+        lost = _unregistered(workspace, reg_ids) if target is None else []
+        note = (f"{len(lost)} run folder(s) in {workspace.runs_dir} are not in the registry (e.g. {lost[0]}): "
+                f"`arctl repair --workdir {workspace.root}` rebuilds it from the run folders") if lost else None
         if as_json:
+            if note:
+                err_console.print(f"[yellow]note[/]: {esc(note)}")
             print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
                         for r in records])
@@ -81,3 +87,15 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[red]{esc(r.run_id)}: {esc(r.error)}[/]")
             if r.warning:
                 console.print(f"[yellow]{esc(r.run_id)}: {esc(r.warning)}[/]")
+        if note:
+            console.print(f"[yellow]note[/]: {esc(note)}")
+
+
+def _unregistered(workspace, known: set[str]) -> list[str]:
+    """Run folders (with a config.yaml) the registry has no row for: a registry deleted, emptied or
+    copied from elsewhere."""
+    try:
+        names = sorted(p.name for p in workspace.runs_dir.iterdir() if p.name not in known)
+    except OSError:
+        return []
+    return workspace.unregistered(names)

@@ -130,8 +130,32 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
     return list(items.values())
 
 
+def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iterable[str]) -> str | None:
+    """Why launching ``items`` into ``workspace`` must be refused (``known``: the run ids its registry
+    has), or None: the workspace is an export (runs for reports, no registry, no checkpoints), or a run
+    that is new to the registry already has a run folder (a registry deleted, emptied or copied from
+    elsewhere: the launch would train into the folder, or remove it when the submission is refused)."""
+    from arctl.launch.workspace import EXPORT_INDEX
+
+    root = workspace.root
+    if workspace.is_export():
+        return (f"{root} is an arctl export ({EXPORT_INDEX}): reports read it (`arctl report --workdir {root}`), "
+                "and it has no registry or checkpoints to train from — launch into a workspace (--workdir DIR or "
+                "$ARCTL_HOME)")
+    known = set(known)
+    found = workspace.unregistered([i.run_id for i in items if i.run_id not in known and not i.shares])
+    if found:
+        what = (f"run folders {workspace.run_dir(found[0])} and {len(found) - 1} more exist" if len(found) > 1
+                else f"run folder {workspace.run_dir(found[0])} exists")
+        return (f"{what} but {workspace.registry_path.name} has no row for {'them' if len(found) > 1 else 'it'} (the "
+                f"registry was deleted, emptied or copied from elsewhere) — `arctl repair --workdir {root}` rebuilds "
+                "the registry from the run folders; nothing is submitted")
+    return None
+
+
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
-    """What a launch would do with each item (read-only: nothing is claimed or written)."""
+    """What a launch would do with each item (read-only: nothing is claimed or written). An item
+    :func:`workspace_problem` names is planned "refused"."""
     known: dict[str, RunRecord] = {}
     if workspace.exists():
         with Registry(workspace.registry_path) as reg:
@@ -139,11 +163,16 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 rec = reg.get(item.run_id)
                 if rec is not None:
                     known[item.run_id] = rec
+    unregistered = set(workspace.unregistered([i.run_id for i in items if i.run_id not in known]))
     for item in items:
         rec = known.get(item.run_id)
         item.state = rec.state if rec else None
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
+        elif workspace.is_export():
+            item.action, item.reason = "refused", "the workspace is an export"
+        elif rec is None and item.run_id in unregistered:
+            item.action, item.reason = "refused", "its run folder exists, the registry has no row for it"
         elif rec is None:
             item.action, item.reason = "new", "not in the registry"
             if item.needed_by:
@@ -233,6 +262,8 @@ def launch(
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
+    if workspace.is_export():  # before anything is written
+        raise LaunchError(workspace_problem(items, workspace, ()))
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
@@ -284,17 +315,22 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         from arctl.launch.refresh import refresh
 
         existing = [r for r in (reg.get(i.run_id) for i in items) if r is not None]
+        if problem := workspace_problem(items, workspace, [r.run_id for r in existing]):
+            raise LaunchError(problem)
         refresh(reg, workspace, existing)  # a killed job must be seen as failed before we decide
         claim = reg.claim([item.record() for item in items], token, force=force, members=members)
         for rec, reason in claim.skipped:
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []
+        created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
         version = None
         for rec in claim.claimed:
             item = by_id[rec.run_id]
             previous = rec.extra.get("previous_state")
             item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
             item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
+            if not workspace.run_dir(item.run_id).exists():
+                created.add(item.run_id)
             run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
             version = version or code_version()  # git is asked once per launch
             if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
@@ -325,7 +361,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             # keep the state they had (their run dirs hold checkpoints)
             reg.unclaim([r for _, r in refused], token)
             for item, rec in refused:
-                if rec.extra.get("previous_state") is None:
+                if rec.extra.get("previous_state") is None and item.run_id in created:
                     shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
             if isinstance(err, LaunchError):
                 raise

@@ -11,6 +11,7 @@ scheduler; one whose job left no executor behind is FAILED, and ``arctl resume``
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -70,17 +71,35 @@ def _why_not(run_id: str, config: dict) -> str | None:
 
 
 def rebuild_registry(workspace: Workspace) -> Repaired:
-    """Move the registry aside and write a new one from ``runs/*``."""
-    kept = None
+    """Write a new registry from ``runs/*`` beside the old one, then move the old one aside and the
+    new one in: an interruption (Ctrl-C, a kill) before the swap leaves the old registry in place
+    (and a ``registry.sqlite.new-<pid>`` to delete), never a workspace without one."""
     path = workspace.registry_path
+    new = path.with_name(f"{path.name}.new-{os.getpid()}")
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path.with_name(new.name + suffix).unlink(missing_ok=True)
+    try:
+        result = _rebuild(workspace, new)
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            path.with_name(new.name + suffix).unlink(missing_ok=True)
+        raise
     if path.exists():
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for suffix in ("", "-wal", "-shm"):
             old = path.with_name(path.name + suffix)
             if old.exists():
                 old.rename(path.with_name(f"{path.name}.damaged-{stamp}{suffix}"))
-        kept = str(path.with_name(f"{path.name}.damaged-{stamp}"))
-    result = Repaired(kept)
+        result.kept = str(path.with_name(f"{path.name}.damaged-{stamp}"))
+    for suffix in ("-wal", "-shm"):  # none once closed (SQLite checkpoints and removes them); moved if kept
+        if new.with_name(new.name + suffix).exists():
+            new.with_name(new.name + suffix).rename(path.with_name(path.name + suffix))
+    new.rename(path)
+    return result
+
+
+def _rebuild(workspace: Workspace, path) -> Repaired:
+    result = Repaired(None)
     members: list[tuple[str, str]] = []
     folders = sorted(workspace.runs_dir.iterdir()) if workspace.runs_dir.is_dir() else []
     for folder in folders:

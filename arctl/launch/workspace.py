@@ -22,6 +22,7 @@ from pathlib import Path
 
 DEFAULT_WORKDIR = "arctl-runs"
 ENV_HOME = "ARCTL_HOME"
+EXPORT_INDEX = "export.json"  # marks an export (`arctl export`): runs for reports, no registry, no checkpoints
 
 
 def workspace_path(workdir: str | Path | None = None) -> Path:
@@ -55,6 +56,15 @@ class Workspace:
 
     def exists(self) -> bool:
         return self.registry_path.is_file()
+
+    def is_export(self) -> bool:
+        return (self.root / EXPORT_INDEX).is_file()
+
+    def unregistered(self, run_ids) -> list[str]:
+        """Those of ``run_ids`` (runs the registry has no row for) whose run folder exists with a
+        config.yaml: the registry was deleted, emptied or copied from elsewhere. A launch must not take
+        them for new runs (it would train into them, or remove them when the submission is refused)."""
+        return [r for r in run_ids if (self.run_dir(r) / "config.yaml").is_file()]
 
 
 def run_paths(run_dir: Path) -> dict[str, Path]:

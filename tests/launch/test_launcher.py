@@ -78,3 +78,52 @@ def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tm
     assert not ws.run_dir(items[0].run_id).exists()
     with Registry(ws.registry_path) as reg:
         assert reg.get(items[0].run_id) is None
+
+
+def _folder_tree(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("registry", ["deleted", "emptied"])
+def test_run_folders_the_registry_does_not_know_are_never_taken_for_new_runs(specs, tmp_path, refusing_sbatch,
+                                                                             registry):
+    """Found by an adversarial pass (2026-11-29): with registry.sqlite deleted or truncated to 0 bytes,
+    a sweep planned the existing (completed) run folders "new", and when sbatch refused the job, the
+    rollback of the "new" runs removed those folders and their W&B files. Now the launch is refused
+    in one line naming `arctl repair`, before anything is claimed, written or submitted."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import plan
+
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    ws = Workspace(tmp_path / "ws")
+    for item in items:
+        run_dir = ws.run_dir(item.run_id)
+        (run_dir / "wandb").mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(f"experiment: lt\narm: {item.arm}\nseed: 0\n")
+        (run_dir / "status.json").write_text('{"state": "completed"}')
+        (run_dir / "wandb" / "run.wandb").write_bytes(b"history")
+    if registry == "emptied":
+        ws.registry_path.write_bytes(b"")
+    before = _folder_tree(ws.runs_dir)
+    assert {i.action for i in plan(items, ws)} == {"refused"}
+    with pytest.raises(LaunchError) as info:
+        launch(items, ws, executor="slurm", members=["lt3"])
+    message = str(info.value)
+    assert "has no row for them" in message and "arctl repair --workdir" in message and "\n" not in message
+    assert _folder_tree(ws.runs_dir) == before  # every folder and file as it was
+    assert not ws.jobs_dir.exists()
+
+
+def test_an_export_is_not_a_workspace_to_launch_into(specs, tmp_path, refusing_sbatch):
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import plan
+
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    ws = Workspace(tmp_path / "export")
+    ws.root.mkdir()
+    (ws.root / "export.json").write_text('{"version": 1, "runs": {}}')
+    assert {i.action for i in plan(items, ws)} == {"refused"}
+    for executor in ("slurm", "local"):
+        with pytest.raises(LaunchError, match="is an arctl export"):
+            launch(items, ws, executor=executor, members=["lt3"])
+    assert sorted(p.name for p in ws.root.iterdir()) == ["export.json"]  # no registry, no runs/

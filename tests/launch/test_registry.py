@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import socket
 import time
+from pathlib import Path
 
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
@@ -384,3 +385,37 @@ def test_pid_alive_right_after_spawn_and_not_for_another_program():
     finally:
         other.kill()
         other.wait()
+
+
+def test_an_interrupted_repair_leaves_the_old_registry_in_place(tmp_path, monkeypatch):
+    """Found by an adversarial pass: Ctrl-C during `arctl repair` of a large workspace left no
+    registry.sqlite at all (the old one was moved aside first), and the next `arctl status` said
+    "no arctl workspace". The new registry is now written beside the old one and swapped in last."""
+    from arctl.launch import repair
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    with Registry(ws.registry_path) as reg:
+        reg.claim([_rec("r0")], new_claim_token())
+    for rid in ("r0", "r1"):
+        ws.run_dir(rid).mkdir(parents=True)
+        (ws.run_dir(rid) / "config.yaml").write_text(f"experiment: e\narm: a{rid}\nseed: 0\nrun_id: {rid}\n")
+    real = repair._record
+
+    def interrupted(run_id, *args):
+        if run_id == "r1":
+            raise KeyboardInterrupt
+        return real(run_id, *args)
+
+    monkeypatch.setattr(repair, "_record", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        repair.rebuild_registry(ws)
+    assert sorted(p.name for p in ws.root.iterdir()) == ["registry.sqlite", "runs"]
+    with Registry(ws.registry_path) as reg:
+        assert [r.run_id for r in reg.list()] == ["r0"]  # the old one, untouched
+    monkeypatch.setattr(repair, "_record", real)
+    done = repair.rebuild_registry(ws)
+    assert done.kept and sorted(p.name for p in ws.root.iterdir()) == [
+        "registry.sqlite", Path(done.kept).name, "runs"]
+    with Registry(ws.registry_path) as reg:
+        assert sorted(r.run_id for r in reg.list()) == ["r0", "r1"]
