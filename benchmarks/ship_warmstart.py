@@ -71,6 +71,7 @@ def main(argv=None) -> int:
     from arctl.backends.tiny import warmup
     from arctl.backends.tiny.evaluate import budget_accuracy
     from arctl.backends.tiny.settings import WARMUP_ENV, TinyRun
+    from arctl.config.files import CACHE_ENV
 
     config = default_config()
     run = TinyRun.from_config(config)
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
 
     torch.use_deterministic_algorithms(run.deterministic)  # as the trainer has it when it trains the warm-up
     with tempfile.TemporaryDirectory(prefix="arctl-ship-") as scratch:
-        os.environ[warmup.CACHE_ENV] = scratch
+        os.environ[CACHE_ENV] = scratch
         os.environ[WARMUP_ENV] = "train"
         warmup.warmup_model(config, Path(scratch) / "run",
                             lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems))

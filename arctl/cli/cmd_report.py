@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
             "--where thinking.lam=0.5: chooses between runs of one arm and seed that differ."),
         out: str | None = nonempty_option("--out", help="Output directory (default <workdir>/report)."),
         compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
-        processes: int | None = typer.Option(None, "--processes", help="Parallel readers (default: all cores)."),
+        processes: int | None = typer.Option(None, "--processes", min=1, help="Parallel readers (default: all cores)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep, or check
@@ -62,12 +62,14 @@ def register(app: typer.Typer) -> None:
         import warnings
 
         from arctl.compose.errors import SpecError
-        from arctl.report.errors import ReportError
+        from arctl.report.errors import ReportError, out_dir_problem
         from arctl.report.render import render_figure, render_table
         from arctl.track.runs import RunReadWarning, default_workdir
 
         base = Path(workdir) if workdir is not None else default_workdir()
         out_dir = Path(out) if out is not None else base / "report"
+        if problem := out_dir_problem(out_dir, None if wandb_project else base):
+            fail(problem)
         common = dict(
             out_dir=out_dir, experiments=experiment or None, sweep=sweep,
             workdir=None if wandb_project else base, wandb_project=wandb_project,
@@ -109,7 +111,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
 
     from arctl.compose.errors import SpecError
     from arctl.report.claims_render import build_claims_report, test_summary
-    from arctl.report.errors import ReportError
+    from arctl.report.errors import ReportError, out_dir_problem
     from arctl.track.runs import RunReadWarning, default_workdir
 
     if scale is not None:
@@ -118,6 +120,8 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
     base = Path(workdir) if workdir is not None else default_workdir()
+    if problem := out_dir_problem(Path(out) if out else base / "report", base):
+        fail(problem)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)

@@ -47,3 +47,29 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+CACHE_ENV = "ARCTL_CACHE"
+
+
+def cache_root() -> Path:
+    """The user-level cache shared by every workspace: ``$ARCTL_CACHE``, else
+    ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "arctl"
+
+
+def writable_dir(path: str | Path) -> bool:
+    """Whether ``path`` is (or can be made) a folder this process can create files in (tried, not
+    inferred from modes: root, ACLs and read-only mounts answer differently)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path, prefix=".probe.")
+        os.close(fd)
+        os.unlink(name)
+        return True
+    except OSError:
+        return False

@@ -27,10 +27,11 @@ from arctl.config.files import atomic_write, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import read_status
-from arctl.report.errors import ReportError
+from arctl.launch.workspace import EXPORT_INDEX
+from arctl.report.errors import ReportError, out_dir_problem
 from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_identity
 
-INDEX_FILE = "export.json"
+INDEX_FILE = EXPORT_INDEX
 INDEX_VERSION = 1
 SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
@@ -101,8 +102,8 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
         raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
     if out.resolve() == workdir.resolve() or out.resolve().is_relative_to((workdir / "runs").resolve()):
         raise ReportError(f"--out {out} is the workspace itself; choose a folder outside {workdir / 'runs'}")
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"--out {out} is a file; choose a folder")
+    if problem := out_dir_problem(out):
+        raise ReportError(problem)
     index = read_index(out)
     if out.is_dir() and any(out.iterdir()) and not index:
         raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "

@@ -344,3 +344,34 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(sandbox, cli_in):
         assert not [p for p in after.rglob("*") if ".tmp" in p.name], (args, sorted(after.rglob("*tmp*")))
     proc = cli_in(["status", "--workdir", ws], full=sandbox.ws)  # reading needs no space
     assert proc.returncode == 0 and ids[0] in proc.stdout, proc.stderr
+
+
+def test_run_folders_outside_the_registry_are_pointed_out_and_an_export_is_not_repaired(sandbox):
+    """A registry emptied (0 bytes) beside its run folders: `arctl status` says so and names `arctl
+    repair` (before: "0 run(s): none", exit 0); `arctl repair` of an export (no registry, states in
+    export.json) is one error line, not 48 runs rebuilt as failed and to be resumed."""
+    import json
+
+    ids = sandbox.add_run_dirs()
+    (sandbox.ws / "registry.sqlite").write_bytes(b"")
+    done = sandbox.run("status", "--workdir", str(sandbox.ws), "--no-refresh")
+    assert done.code == 0 and f"{len(ids)} run folder(s)" in done.out and "arctl repair --workdir" in done.out
+    done = sandbox.run("status", "--workdir", str(sandbox.ws), "--json")
+    assert json.loads(done.out) == [] and "arctl repair" in done.err
+    (sandbox.ws / "export.json").write_text('{"version": 1, "runs": {}}')
+    result = sandbox.check_refused("repair", "--workdir", str(sandbox.ws))
+    assert "is an arctl export" in result.err
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file", "inside runs/"])
+@pytest.mark.parametrize("command", [["--table", "final", "--experiment", "lt"], ["--claims", "priors"]])
+def test_a_report_out_that_cannot_be_a_folder_is_one_line_before_any_run_is_read(sandbox, where, command):
+    """Found by an adversarial pass: `--out FILE` was a FileExistsError traceback after every run
+    had been read; `--out` inside runs/ wrote report files among the run folders (export refused it)."""
+    sandbox.add_run_dirs()
+    (sandbox.root / "afile").write_text("mine\n")
+    out = {"a file": sandbox.root / "afile", "below a file": sandbox.root / "afile" / "x",
+           "inside runs/": sandbox.ws / "runs" / "rep"}[where]
+    result = sandbox.check_refused("report", *command, "--workdir", str(sandbox.ws), "--out", str(out))
+    assert "choose a folder" in result.err
+    assert (sandbox.root / "afile").read_text() == "mine\n"

@@ -37,23 +37,14 @@ from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
 from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
+from arctl.config.files import cache_root
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
 
 
-CACHE_ENV = "ARCTL_CACHE"
 PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
 SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
-
-
-def cache_root() -> Path:
-    """The user-level cache shared by every workspace: ``$ARCTL_CACHE``, else
-    ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "arctl"
 
 
 def warmup_dir(config: dict) -> Path:

@@ -70,6 +70,27 @@ def discover_runs(workdir: str | Path) -> list[RunSource]:
     return out
 
 
+class ConfigReadError(ValueError):
+    """A run's config.yaml cannot be used (one line: why)."""
+
+
+def read_run_yaml(path: Path) -> dict:
+    """A run's frozen config.yaml; :class:`ConfigReadError` when it cannot be read, is not a mapping,
+    or names its experiment with something that is not a name (a reader then says so and falls back to
+    the W&B config, instead of leaving the run out of a report without a word)."""
+    from arctl.config import safe_yaml
+
+    try:
+        data = safe_yaml.load(path.read_text(encoding="utf-8"))
+    except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
+        raise ConfigReadError(" ".join(str(err).split())[:200] or type(err).__name__) from None
+    if not isinstance(data, dict):
+        raise ConfigReadError(f"not a mapping but {type(data).__name__}")
+    if "experiment" in data and not isinstance(data["experiment"], str):
+        raise ConfigReadError(f"its experiment is {data['experiment']!r}, not a name")
+    return data
+
+
 def _read_yaml(path: Path) -> dict:
     """A run's frozen config; {} when it cannot be read (the run is then known by its W&B files)."""
     from arctl.config import safe_yaml

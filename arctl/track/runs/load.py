@@ -13,9 +13,9 @@ from arctl.track.run_data import RunData
 from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
 from arctl.track.runs.discover import (
     RunSource,
-    _read_yaml,
     default_workdir,
     discover_runs,
+    read_run_yaml,
     read_served,
     run_identity,
 )
@@ -23,6 +23,20 @@ from arctl.track.runs.online import _load_online, _online_cache_dir
 from arctl.track.runs.pool import _run_parallel
 from arctl.track.runs.stitch import attempt_order, stitch_fragments
 from arctl.track.runs.tidy import Runs, _assemble
+
+
+def workspace_cache(workdir: Path) -> Path:
+    """Where the parsed runs of ``workdir`` are cached: ``<workdir>/.arctl-cache/runs``, or where the
+    workspace cannot be written (a read-only copy, another user's, an export on a read-only mount)
+    ``<user cache>/runs/<hash of the workspace's path>`` (:func:`arctl.config.files.cache_root`)."""
+    import hashlib
+
+    from arctl.config.files import cache_root, writable_dir
+
+    cache = workdir / ".arctl-cache" / "runs"
+    if writable_dir(cache):
+        return cache
+    return cache_root() / "runs" / hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
 
 
 class RunReadWarning(UserWarning):
@@ -49,7 +63,7 @@ def ingest_offline(source: RunSource, cache_dir: str) -> dict:
     config: dict = {}
     if source.config_path is not None:
         try:
-            config = _read_yaml(source.config_path)
+            config = read_run_yaml(source.config_path)
         except Exception as e:  # a broken config.yaml: fall back to the W&B config
             notes.append(f"{source.config_path}: unreadable ({e}); used the W&B config")
     if not config:
@@ -132,7 +146,7 @@ def load_runs(
         cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
     else:
         workdir = Path(workdir) if workdir is not None else default_workdir()
-        cache = Path(cache_dir) if cache_dir else workdir / ".arctl-cache" / "runs"
+        cache = Path(cache_dir) if cache_dir else workspace_cache(workdir)
         metas = _load_offline(workdir, exp_set, cache, processes, progress)
     metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
     out = _assemble(metas, cache, metrics, last_only)
@@ -153,8 +167,8 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
                 exp = str((meta.get("config") or {}).get("experiment", ""))
             else:
                 try:
-                    exp = str(_read_yaml(s.config_path).get("experiment", ""))
-                except Exception:
+                    exp = str(read_run_yaml(s.config_path).get("experiment", ""))
+                except Exception:  # read, warned about and identified by its W&B config (ingest_offline)
                     exp = None
             if exp is not None and exp not in exp_set and not any(e in exp_set for e, _ in cells):
                 continue
