@@ -73,3 +73,21 @@ def writable_dir(path: str | Path) -> bool:
         return True
     except OSError:
         return False
+
+
+@contextmanager
+def exclusive(name: str) -> Iterator[None]:
+    """Hold the user-level lock ``name`` (a file under ``<cache_root>/locks``, ``flock``ed) for the
+    block: e.g. two `arctl export`s into one folder take turns instead of losing each other's index
+    entries. Nothing is written where the locked thing is."""
+    import fcntl
+
+    folder = cache_root() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(name.encode()).hexdigest()[:24]
+    with open(folder / f"{key}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

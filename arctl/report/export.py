@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.config.files import atomic_write, file_sha256
+from arctl.config.files import atomic_write, exclusive, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import read_status
@@ -33,6 +33,7 @@ from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_
 
 INDEX_FILE = EXPORT_INDEX
 INDEX_VERSION = 1
+STAGING = ".staging"  # where a run's files are copied before its folder is moved into runs/
 SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
 
@@ -63,6 +64,11 @@ class ExportResult:
                 "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped]}
 
 
+def _place(staging: Path, target: Path) -> None:
+    """Move a run's staged folder into the export's runs/ (one rename)."""
+    os.replace(staging, target)
+
+
 def _data(files: dict[str, str]) -> dict[str, str]:
     """A run's exported files but ``shared.json``: which cells a finished run serves grows when a
     later sweep shares it (its data does not change), so that alone updates the export unforced."""
@@ -87,6 +93,10 @@ def read_index(out: Path) -> dict:
         index = json.loads(path.read_text())
         if not isinstance(index, dict) or not isinstance(index.get("runs"), dict):
             raise ValueError("no 'runs' mapping")
+        for run_id, entry in index["runs"].items():
+            files = entry.get("files") if isinstance(entry, dict) else None
+            if not (isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())):
+                raise ValueError(f"run {run_id!r} has no files mapping")
     except (OSError, ValueError) as err:
         raise ReportError(f"{path}: not an arctl export index ({err}); choose another --out folder") from None
     return index
@@ -97,7 +107,11 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
     """Copy the report files of the runs of ``workdir`` (of ``experiments``, or those of ``run_ids``, or
     all; completed runs only unless ``unfinished``) into the export folder ``out``. A run of ``run_ids``
     that the workspace does not have is skipped, named in ``skipped``. See the module docstring."""
-    workdir, out = Path(workdir), Path(out)
+    with exclusive(f"export {Path(out).resolve()}"):  # two exports into one folder take turns
+        return _export(Path(workdir), Path(out), experiments, unfinished, force, run_ids)
+
+
+def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -> ExportResult:
     if not (workdir / "runs").is_dir():
         raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
     if out.resolve() == workdir.resolve() or out.resolve().is_relative_to((workdir / "runs").resolve()):
@@ -105,7 +119,7 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
     if problem := out_dir_problem(out):
         raise ReportError(problem)
     index = read_index(out)
-    if out.is_dir() and any(out.iterdir()) and not index:
+    if out.is_dir() and any(p.name != STAGING for p in out.iterdir()) and not index:
         raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "
                           "empty or new folder, or an earlier export to add runs to")
     wanted = set(experiments) if experiments else None
@@ -133,8 +147,9 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
         shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
         run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
         before = (index.get("runs") or {}).get(source.run_id)
+        there = all((out / "runs" / source.run_id / p).is_file() for p in shas)  # an interrupted export may lack it
         if before is not None:
-            if before.get("files") == shas:
+            if before.get("files") == shas and there:
                 run.action = "unchanged"
             elif _data(before.get("files") or {}) == _data(shas):  # a later sweep shares it with more cells
                 run.action = "updated"
@@ -158,26 +173,34 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
                else "none found")
         raise ReportError(f"no runs to export from {workdir}: {why}")
 
-    runs_out = out / "runs"
-    runs_out.mkdir(parents=True, exist_ok=True)
     index.setdefault("version", INDEX_VERSION)
     entries = index.setdefault("runs", {})
+    out.mkdir(parents=True, exist_ok=True)
+    # the index first and after every run: an interrupted export (Ctrl-C, a kill) leaves an export that
+    # lists exactly the runs in place, and the same command completes it
+    atomic_write(out / INDEX_FILE, json.dumps(index, indent=1) + "\n")
+    runs_out = out / "runs"
+    runs_out.mkdir(parents=True, exist_ok=True)
     for run, files, run_dir in plans:
         result.runs.append(run)
         if run.action == "unchanged":
             continue
-        staging = out / ".staging" / run.run_id  # outside runs/: a crash leaves no half run there
+        staging = out / STAGING / run.run_id  # outside runs/: a crash leaves no half run there
         shutil.rmtree(staging, ignore_errors=True)
         for path in files:
             target = staging / path.relative_to(run_dir)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
+        entries.pop(run.run_id, None)  # not listed while its folder is being replaced
+        if (runs_out / run.run_id).exists():
+            atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
         shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
-        os.replace(staging, runs_out / run.run_id)
+        _place(staging, runs_out / run.run_id)
         entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
                                "files": run.files, "bytes": run.bytes,
                                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    shutil.rmtree(out / ".staging", ignore_errors=True)
+        atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
+    shutil.rmtree(out / STAGING, ignore_errors=True)
     index["runs"] = dict(sorted(entries.items()))
     atomic_write(out / INDEX_FILE, json.dumps(index, indent=1) + "\n")
     return result

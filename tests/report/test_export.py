@@ -156,7 +156,7 @@ def test_a_later_export_adds_runs_keeps_equal_ones_and_replaces_others_only_when
 
 @pytest.mark.parametrize("case", ["not-an-export", "inside-workspace", "unknown-experiment", "no-workspace", "both",
                                   "no-out", "bad-index", "nothing-completed", "seeds-without-sweep",
-                                  "scale-without-seeds", "bad-seeds", "unknown-sweep"])
+                                  "scale-without-seeds", "bad-seeds", "unknown-sweep", "bad-index-entry"])
 def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
     out = tmp_path / "out"
     args = ["--workdir", str(ws), "--out", str(out)]
@@ -177,6 +177,9 @@ def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
     elif case == "bad-index":
         out.mkdir()
         (out / "export.json").write_text("[1, 2")
+    elif case == "bad-index-entry":  # was an AttributeError traceback (an adversarial pass)
+        out.mkdir()
+        (out / "export.json").write_text(json.dumps({"runs": {run_id("main-grpo", "grpo", 0): {"files": [1, 2]}}}))
     elif case == "seeds-without-sweep":
         args += ["--seeds", "0"]
     elif case == "scale-without-seeds":
@@ -194,3 +197,61 @@ def test_refusals_are_one_line_and_write_nothing(ws, tmp_path, case):
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.output
     assert _tree(ws) == before_ws
     assert (_tree(out) if out.exists() else None) == before_out
+
+
+def test_an_interrupted_export_is_completed_by_the_same_command(ws, tmp_path, monkeypatch):
+    """Found by an adversarial pass: Ctrl-C during a first export left runs/ and .staging/ without
+    export.json, and the same command then refused the folder ("neither empty nor an arctl export");
+    an interrupted --force left an index that named files no longer there. The index is now written
+    first and after every run: it always lists exactly the runs in place."""
+    from arctl.report import export
+
+    clean, out = tmp_path / "clean", tmp_path / "evidence"
+    assert _export("--workdir", str(ws), "--out", str(clean)).exit_code == 0
+    real, moved = export._place, []
+
+    def interrupted(src, dst):
+        if len(moved) == 2:
+            raise KeyboardInterrupt
+        moved.append(dst)
+        return real(src, dst)
+
+    monkeypatch.setattr(export, "_place", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_runs(ws, out)
+    listed = set(json.loads((out / "export.json").read_text())["runs"])
+    assert listed == {Path(p).name for p in moved} == {p.name for p in (out / "runs").iterdir()}
+    monkeypatch.setattr(export, "_place", real)
+    res = _export("--workdir", str(ws), "--out", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    assert {k: v for k, v in _tree(out).items() if k != "export.json"} == {
+        k: v for k, v in _tree(clean).items() if k != "export.json"}
+    assert set(json.loads((out / "export.json").read_text())["runs"]) == set(
+        json.loads((clean / "export.json").read_text())["runs"])
+
+
+def test_two_exports_into_one_folder_at_once_keep_both_indexes(ws, tmp_path):
+    """Found by an adversarial pass: two exports of different experiments into one new folder both
+    succeeded and the index listed only one's runs. They now take turns (a user-level lock)."""
+    import threading
+
+    from arctl.report.export import export_runs
+
+    out = tmp_path / "evidence"
+    errors = []
+
+    def one(name):
+        try:
+            export_runs(ws, out, experiments=[name])
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in ("main-grpo", "main-ar-uniform")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    listed = set(json.loads((out / "export.json").read_text())["runs"])
+    assert listed == {p.name for p in (out / "runs").iterdir()}
+    assert {"main-grpo", "main-ar-uniform"} <= {n.split("--")[0] for n in listed}
