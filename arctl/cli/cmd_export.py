@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import typer
@@ -70,4 +71,4 @@ def register(app: typer.Typer) -> None:
                       + ", ".join(f"{n} {a}" for a, n in counts.items() if n) + f" ({size / 1e6:.1f} MB copied)")
         for run_id, why in result.skipped:
             err_console.print(f"[yellow]skipped[/] {esc(run_id)}: {esc(why)}", markup=True, highlight=False)
-        console.print(f"rebuild a report from it: arctl report --workdir {esc(result.out)} ...")
+        console.print(f"rebuild a report from it: arctl report --workdir {esc(shlex.quote(str(result.out)))} ...")

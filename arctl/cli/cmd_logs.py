@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
                         err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(why)}")
                 files = log_files(workspace, rec)
                 if not files:
-                    console.print("[dim]no log files yet (the job has not started)[/]")
+                    console.print("[dim]no log files yet (the job has not started)[/]" if rec.state in states.ACTIVE
+                                  else f"[dim]no log files (in {esc(workspace.run_dir(rec.run_id) / 'job')})[/]")
                 offsets: dict[Path, int] = {}
                 for path in files:
                     text = path.read_text(errors="replace")

@@ -62,12 +62,17 @@ def cache_root() -> Path:
 
 
 def writable_dir(path: str | Path) -> bool:
-    """Whether ``path`` is (or can be made) a folder this process can create files in (tried, not
-    inferred from modes: root, ACLs and read-only mounts answer differently)."""
-    path = Path(path)
+    """Whether ``path`` is a folder this process can create files in, or, where it does not exist yet,
+    whether its nearest existing ancestor is one (where it would be made). Tried with a file created
+    and removed at once, not inferred from modes (root, ACLs and read-only mounts answer differently);
+    nothing is left behind."""
+    place = Path(path)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    if not place.is_dir():
+        return False
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path, prefix=".probe.")
+        fd, name = tempfile.mkstemp(dir=place, prefix=".probe.")
         os.close(fd)
         os.unlink(name)
         return True

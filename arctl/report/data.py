@@ -123,6 +123,15 @@ def read_report_runs(
         keep_runs = set(h.loc[h["metric"].isin(ok), "run_id"].astype(str))
         runs.history = h[h["run_id"].isin(keep_runs)].reset_index(drop=True)
         h = runs.history
+    present = set(h["experiment"].astype(str).unique()) if len(h) else set()
+    if experiments:  # named with --experiment: a name that is neither an experiment nor in the runs is a typo
+        from arctl.compose.errors import did_you_mean
+        from arctl.compose.experiment import list_experiments
+
+        known = set(list_experiments())
+        if unknown := [e for e in experiments if e not in present and e not in known]:
+            raise ReportError(f"--experiment {unknown[0]!r}: no such experiment, and no runs of it in {where_from} — "
+                              f"{did_you_mean(unknown[0], known)} (`arctl ls experiments` lists them)")
     if not len(h):
         what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
         logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
@@ -134,7 +143,6 @@ def read_report_runs(
                 f"(first: {' '.join(str(unreadable[0]).split())[:300]}); check or remove them, or produce new runs "
                 f"with {cmd}")
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
-    present = set(h["experiment"].astype(str).unique())
     missing = [e for e in (exps or []) if e not in present]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from)
 

@@ -375,3 +375,14 @@ def test_a_report_out_that_cannot_be_a_folder_is_one_line_before_any_run_is_read
     result = sandbox.check_refused("report", *command, "--workdir", str(sandbox.ws), "--out", str(out))
     assert "choose a folder" in result.err
     assert (sandbox.root / "afile").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("name, hint", [("nosuch", "choose one of"), ("l_t", "did you mean 'lt'")])
+def test_a_report_of_an_experiment_that_does_not_exist_is_one_line(sandbox, name, hint):
+    """Found by an adversarial pass: `--experiment nosuch` beside a real one built the report with a
+    note (exit 0), and `--experiment main_grpo` alone suggested `arctl run main_grpo`."""
+    sandbox.add_run_dirs()
+    for args in (["--experiment", "lt", "--experiment", name], ["--experiment", name]):
+        result = sandbox.check_refused("report", "--table", "final", *args, "--workdir", str(sandbox.ws),
+                                       "--out", str(sandbox.root / "out"))
+        assert f"--experiment {name!r}: no such experiment" in result.err and hint in result.err
