@@ -96,6 +96,9 @@ def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) ->
     closest allowed key. Names are names, never paths: ``[a-z0-9][a-z0-9._-]*``, looked up inside
     the spec folders only."""
     if not isinstance(name, str) or not NAME_RE.match(name):
+        if isinstance(name, str) and "/" not in name and (file := find_spec(folder, name)) is not None:
+            raise SpecError(f"its file name {name!r} is not a valid {kind} name", str(file.path),
+                            "rename it: lowercase letters, digits, '.', '_' and '-'")
         raise SpecError(
             f"{kind} name {name!r} is not a name",
             None,

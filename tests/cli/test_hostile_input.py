@@ -386,3 +386,13 @@ def test_a_report_of_an_experiment_that_does_not_exist_is_one_line(sandbox, name
         result = sandbox.check_refused("report", "--table", "final", *args, "--workdir", str(sandbox.ws),
                                        "--out", str(sandbox.root / "out"))
         assert f"--experiment {name!r}: no such experiment" in result.err and hint in result.err
+
+
+def test_a_spec_file_whose_name_is_not_a_name_is_named_with_its_path(sandbox):
+    """Found by an adversarial pass: `experiments/My Exp.yaml` made `arctl ls` fail with "experiment
+    name 'My Exp' is not a name ... (`arctl ls experiments` lists them)": no file named, and the
+    advice was the command that failed."""
+    bad = sandbox.specs / "experiments" / "My Exp.yaml"
+    bad.write_text("arms: {a: {}}\n")
+    result = sandbox.check_refused("ls")
+    assert str(bad) in result.err and "rename it" in result.err
