@@ -42,6 +42,8 @@ def _parse_sources(items: list[str]) -> dict[str, Path]:
             fail(f"--source {item!r} is not NAME=PATH — write e.g. --source aime24=/data/aime24.jsonl")
         if name.strip() not in _dataset_names():
             fail(f"--source {item!r}: unknown dataset {name.strip()!r}; known: {', '.join(_dataset_names())}")
+        if name.strip() in sources:
+            fail(f"--source {name.strip()} is given twice ({sources[name.strip()]} and {path.strip()}) — give it once")
         sources[name.strip()] = Path(path.strip()).expanduser()
     return sources
 

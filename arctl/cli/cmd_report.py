@@ -57,6 +57,8 @@ def register(app: typer.Typer) -> None:
             fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`), or --claims")
         if experiment and sweep:
             fail("give --experiment or --sweep, not both")
+        if workdir is not None and wandb_project:
+            fail("give --workdir (a workspace's W&B files) or --wandb-project (a W&B project), not both")
         if compare_paper and figure is not None:
             fail("--compare-paper applies to tables only (use it with --table final or --table anytime)")
         import warnings

@@ -396,3 +396,15 @@ def test_a_spec_file_whose_name_is_not_a_name_is_named_with_its_path(sandbox):
     bad.write_text("arms: {a: {}}\n")
     result = sandbox.check_refused("ls")
     assert str(bad) in result.err and "rename it" in result.err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["report", "--table", "final", "--workdir", "WS", "--wandb-project", "a/b"], "not both"),
+    (["report", "--table", "final", "--workdir", "WS", "--processes", "-3"], "--processes"),
+    (["data", "prepare", "-s", "aime24=A.jsonl", "-s", "aime24=B.jsonl", "--no-hub", "-o", "OUT"], "given twice"),
+], ids=["workdir-and-wandb-project", "processes-negative", "source-twice"])
+def test_contradictory_or_invalid_flags_are_one_line(sandbox, args, says):
+    """Found by an adversarial pass: each was accepted silently (--workdir ignored, -3 readers, the last
+    --source winning)."""
+    args = [{"WS": str(sandbox.ws), "OUT": str(sandbox.root / "out")}.get(a, a) for a in args]
+    assert says in sandbox.check_refused(*args).err
