@@ -274,6 +274,10 @@ class Registry:
         (reading the schema also fails on a file that is not SQLite at all)."""
         have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
         missing = [c for c in ("run_id", "experiment", "arm", "seed", "state") if c not in have]
+        if not have and (other := self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' LIMIT 1").fetchone()):
+            raise RegistryError(f"{self.path} is a SQLite database without arctl's runs table (it has {other[0]!r}): "
+                                f"not an arctl registry; {repair_hint(self.path)}")
         if have and missing:
             raise RegistryError(f"{self.path} has no column {missing[0]!r}: it is not an arctl registry, or damaged; "
                                 f"{repair_hint(self.path)}")

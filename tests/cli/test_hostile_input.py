@@ -151,6 +151,17 @@ def _garbage(ws):
     (ws / "registry.sqlite").write_bytes(b"this is not a database\n" * 50)
 
 
+def _foreign_sqlite(ws):  # another program's database in its place (arctl added its tables to it before)
+    import sqlite3
+
+    path = ws / "registry.sqlite"
+    path.unlink()
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+
+
 def _old_schema(ws):
     path = ws / "registry.sqlite"
     path.unlink()
@@ -192,7 +203,7 @@ def _path_run_id(ws):
 
 
 FILE_DAMAGE = {"truncated": _truncate, "not sqlite": _garbage, "old schema": _old_schema,
-               "schema not utf-8": _schema_not_utf8}
+               "schema not utf-8": _schema_not_utf8, "another program's sqlite": _foreign_sqlite}
 ROW_DAMAGE = {"text metric": _text_metric, "job id that is an option": _shell_job_id,
               "run id that is a path": _path_run_id, "value not utf-8": _value_not_utf8}
 DAMAGE = {**FILE_DAMAGE, **ROW_DAMAGE}
