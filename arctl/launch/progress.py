@@ -146,7 +146,8 @@ def run_progress(run_dir: Path, status: dict, active: bool) -> dict:
     ``metric_files``) holds only what earlier attempts logged and is skipped, and an attempt that has
     logged nothing yet shows no step (None: not the previous attempt's, which it may redo from an
     earlier checkpoint). Once the run has ended every file counts, so a job killed before its backend
-    rewrote them still shows how far the run got."""
+    rewrote them still shows how far the run got. (An NFS client's attribute cache may show the old
+    file's marks for up to its ``acregmax``, ~60 s, after the backend replaced it: no step that long.)"""
     values = {k: status[k] for k in PROGRESS_KEYS if status.get(k) is not None}
     tail = tail_progress(run_dir, status.get("metric_files") if active else None)
     if tail.get("step", -1) > values.get("step", -1):  # e.g. verl: logged outside the job process
