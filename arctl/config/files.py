@@ -84,13 +84,20 @@ def writable_dir(path: str | Path) -> bool:
 def exclusive(name: str) -> Iterator[None]:
     """Hold the user-level lock ``name`` (a file under ``<cache_root>/locks``, ``flock``ed) for the
     block: e.g. two `arctl export`s into one folder take turns instead of losing each other's index
-    entries. Nothing is written where the locked thing is."""
+    entries. Nothing is written where the locked thing is. One machine and one user cache only (two
+    machines, or two users, exporting into one shared folder are not serialised); where the user cache
+    cannot be written, the block runs unlocked."""
     import fcntl
 
     folder = cache_root() / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(name.encode()).hexdigest()[:24]
-    with open(folder / f"{key}.lock", "a") as fh:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / f"{key}.lock", "a")  # noqa: SIM115 - closed below
+    except OSError:  # a user cache that cannot be written (a read-only home): no lock, as before it existed
+        yield
+        return
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -359,10 +359,12 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             refused = [(i, r) for i, r in claimed if i.run_id not in job_ids]
             # nothing of a refused submission stays: new runs leave no row and no run dir, resumed ones
             # keep the state they had (their run dirs hold checkpoints)
-            reg.unclaim([r for _, r in refused], token)
+            # folders first: interrupted here, a run keeps its SUBMITTING row (the next launch takes it
+            # over), never a folder without a row
             for item, rec in refused:
                 if rec.extra.get("previous_state") is None and item.run_id in created:
                     shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
+            reg.unclaim([r for _, r in refused], token)
             if isinstance(err, LaunchError):
                 raise
             if isinstance(err, Exception):

@@ -12,6 +12,8 @@ scheduler; one whose job left no executor behind is FAILED, and ``arctl resume``
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -26,6 +28,8 @@ from arctl.launch.workspace import Workspace
 
 REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED}
 UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
+QUEUED = ("submitted before the registry was rebuilt, and its job id was only there: if its job is still "
+          "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")
 
 
 @dataclass
@@ -46,16 +50,21 @@ def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
         state, error = REPORTED[reported], status.get("error") if reported == "failed" else None
     elif job_id and executor in ("slurm", "local"):
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
+    elif reported == "submitted":  # the job id was the registry's: its job may still be queued
+        state, error = states.FAILED, QUEUED
     else:
         state, error = states.FAILED, UNKNOWN
     progress = run_progress(run_dir, status, active=state in states.ACTIVE)
+    # a --force rerun's generation is in its W&B id (<run_id>-g<N>): the next rerun must not reuse an id
+    wandb = config.get("wandb") if isinstance(config.get("wandb"), dict) else {}
+    again = re.fullmatch(re.escape(run_id) + r"-g(\d{1,6})", str(wandb.get("id") or ""))
     return RunRecord(
         run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
         state=state, scale=scale, backend=config.get("backend"), executor=executor, job_id=job_id,
         attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
         started_at=status.get("started_at"), ended_at=status.get("ended_at"), step=progress.get("step"),
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
-        wandb_id=status.get("wandb_id"), error=error, claim=None,
+        wandb_id=status.get("wandb_id"), error=error, claim=None, generation=int(again.group(1)) if again else 0,
     )
 
 
@@ -76,26 +85,41 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
     (and a ``registry.sqlite.new-<pid>`` to delete), never a workspace without one."""
     path = workspace.registry_path
     new = path.with_name(f"{path.name}.new-{os.getpid()}")
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        path.with_name(new.name + suffix).unlink(missing_ok=True)
+    for left in path.parent.glob(f"{path.name}.new-*"):  # this repair's, or a killed one's
+        pid = left.name.removeprefix(f"{path.name}.new-").split("-")[0]
+        if left.name.startswith(new.name) or not (pid.isdigit() and _alive(int(pid))):
+            left.unlink(missing_ok=True)
     try:
         result = _rebuild(workspace, new)
     except BaseException:
         for suffix in ("", "-wal", "-shm", "-journal"):
             path.with_name(new.name + suffix).unlink(missing_ok=True)
         raise
-    if path.exists():
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for suffix in ("", "-wal", "-shm"):
-            old = path.with_name(path.name + suffix)
-            if old.exists():
-                old.rename(path.with_name(f"{path.name}.damaged-{stamp}{suffix}"))
-        result.kept = str(path.with_name(f"{path.name}.damaged-{stamp}"))
-    for suffix in ("-wal", "-shm"):  # none once closed (SQLite checkpoints and removes them); moved if kept
-        if new.with_name(new.name + suffix).exists():
-            new.with_name(new.name + suffix).rename(path.with_name(path.name + suffix))
-    new.rename(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kept = path.with_name(f"{path.name}.damaged-{stamp}")
+    # the old write-ahead log and its index go aside first, whether or not the old file is there: SQLite
+    # would replay a log left beside the new file over it (a registry deleted while a holder ran)
+    for suffix in ("-wal", "-shm"):
+        if path.with_name(path.name + suffix).exists():
+            path.with_name(path.name + suffix).rename(kept.with_name(kept.name + suffix))
+    if path.exists():  # kept under another name, and replaced in one step: never a moment without a registry
+        try:
+            os.link(path, kept)
+        except OSError:  # a filesystem without hard links
+            shutil.copy2(path, kept)
+        result.kept = str(kept)
+    os.replace(new, path)  # closed: SQLite checkpointed its log into it and removed it
     return result
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _rebuild(workspace: Workspace, path) -> Repaired:

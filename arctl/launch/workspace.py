@@ -61,10 +61,27 @@ class Workspace:
         return (self.root / EXPORT_INDEX).is_file()
 
     def unregistered(self, run_ids) -> list[str]:
-        """Those of ``run_ids`` (runs the registry has no row for) whose run folder exists with a
-        config.yaml: the registry was deleted, emptied or copied from elsewhere. A launch must not take
-        them for new runs (it would train into them, or remove them when the submission is refused)."""
-        return [r for r in run_ids if (self.run_dir(r) / "config.yaml").is_file()]
+        """Those of ``run_ids`` (runs the registry has no row for) whose run folder holds a run: a
+        config.yaml and something a job made (a state past "submitted" in status.json, a checkpoint, a
+        W&B file). The registry was deleted, emptied or copied from elsewhere: a launch must not take
+        them for new runs (it would train into them, or remove them when the submission is refused). A
+        folder a launch only prepared (its own, a concurrent launch's, or one an interrupted rollback
+        left) holds none of that and is not counted."""
+        import json
+
+        out = []
+        for run_id in run_ids:
+            run_dir = self.run_dir(run_id)
+            if not (run_dir / "config.yaml").is_file():
+                continue
+            try:
+                state = json.loads((run_dir / "status.json").read_text()).get("state")
+            except (OSError, ValueError, AttributeError, RecursionError):
+                state = None
+            made = any(p.is_file() for name in ("checkpoints", "wandb") for p in (run_dir / name).rglob("*"))
+            if made or state not in (None, "submitted"):
+                out.append(run_id)
+        return out
 
 
 def run_paths(run_dir: Path) -> dict[str, Path]:

@@ -127,3 +127,21 @@ def test_an_export_is_not_a_workspace_to_launch_into(specs, tmp_path, refusing_s
         with pytest.raises(LaunchError, match="is an arctl export"):
             launch(items, ws, executor=executor, members=["lt3"])
     assert sorted(p.name for p in ws.root.iterdir()) == ["export.json"]  # no registry, no runs/
+
+
+def test_a_folder_a_launch_only_prepared_does_not_block_the_next(specs, tmp_path, refusing_sbatch):
+    """From the review of the guard above: an interrupted rollback (or a concurrent launch's
+    preparation) leaves a folder with config.yaml and status "submitted" and nothing a job made; it
+    is no lost registry and must not refuse later launches. (The rollback now also removes folders
+    before it deletes rows.)"""
+    from arctl.compose import resolve_experiment
+
+    items = items_from_resolved(resolve_experiment("lt", [], arms=["a"]))
+    ws = Workspace(tmp_path / "ws")
+    shell = ws.run_dir(items[0].run_id)
+    (shell / "wandb").mkdir(parents=True)
+    (shell / "checkpoints").mkdir()
+    (shell / "config.yaml").write_text("experiment: lt\narm: a\nseed: 0\n")
+    (shell / "status.json").write_text('{"state": "submitted"}')
+    with pytest.raises(LaunchError, match="invalid partition"):  # sbatch's refusal, not the registry's
+        launch(items, ws, executor="slurm")

@@ -419,3 +419,29 @@ def test_an_interrupted_repair_leaves_the_old_registry_in_place(tmp_path, monkey
         "registry.sqlite", Path(done.kept).name, "runs"]
     with Registry(ws.registry_path) as reg:
         assert sorted(r.run_id for r in reg.list()) == ["r0", "r1"]
+
+
+def test_a_repair_is_not_undone_by_a_deleted_registrys_write_ahead_log(tmp_path):
+    """From the review of the swap: registry.sqlite deleted while a process still held it leaves its
+    -wal/-shm; the rebuilt file renamed in beside them had that log replayed over it (every later
+    open saw the deleted registry's rows). The old log now goes aside first."""
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    holder = Registry(ws.registry_path)
+    holder.claim([_rec(f"old{i}") for i in range(30)], new_claim_token())
+    assert ws.registry_path.with_name("registry.sqlite-wal").stat().st_size > 0
+    ws.registry_path.unlink()
+    for rid in ("r0", "r1"):
+        ws.run_dir(rid).mkdir(parents=True)
+        (ws.run_dir(rid) / "config.yaml").write_text(
+            f"experiment: e\narm: a{rid}\nseed: 0\nrun_id: {rid}\nwandb: {{id: {rid}-g2}}\n")
+    try:
+        rebuild_registry(ws)
+        with Registry(ws.registry_path) as reg:
+            assert [(r.run_id, r.generation) for r in reg.list()] == [("r0", 2), ("r1", 2)]  # a rerun's W&B id kept
+    finally:
+        holder.close()
+    with Registry(ws.registry_path) as reg:
+        assert [r.run_id for r in reg.list()] == ["r0", "r1"]

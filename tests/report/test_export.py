@@ -255,3 +255,13 @@ def test_two_exports_into_one_folder_at_once_keep_both_indexes(ws, tmp_path):
     listed = set(json.loads((out / "export.json").read_text())["runs"])
     assert listed == {p.name for p in (out / "runs").iterdir()}
     assert {"main-grpo", "main-ar-uniform"} <= {n.split("--")[0] for n in listed}
+
+
+def test_an_export_works_where_the_user_cache_cannot_be_written(ws, tmp_path, monkeypatch):
+    """From the review of the lock above: a read-only home (containers on HPC) made every export fail
+    on making the lock's folder. It now runs unlocked there."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("x")
+    monkeypatch.setenv("ARCTL_CACHE", str(blocked / "cache"))
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "evidence"), "--experiment", "main-grpo")
+    assert res.exit_code == 0, res.output
