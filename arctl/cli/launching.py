@@ -60,7 +60,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                    as_json: bool) -> None:
     """Print what would be launched; write and submit nothing."""
     from arctl.launch.executors import choose_executor
-    from arctl.launch.launcher import dry_run_scripts, plan, workspace_problem
+    from arctl.launch.launcher import dry_run_scripts, plan, planned_problem
     from arctl.launch.rundir import dump_config
 
     configured = items[0].config.get("cluster", {}).get("executor")
@@ -75,7 +75,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     to_launch = [i for i in items if i.action in ("new", "resume", "rerun")]
     scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
     # what the launch itself would refuse (workspace_problem, slurm_problem), shown, not raised: a dry run previews
-    refused = workspace_problem(items, workspace, [i.run_id for i in items if i.state is not None])
+    refused = planned_problem(items, workspace)
     if name == "slurm" and to_launch and not refused:
         from arctl.launch.executors import LaunchError
         from arctl.launch.launcher import slurm_problem

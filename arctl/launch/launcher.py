@@ -130,11 +130,21 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
     return list(items.values())
 
 
-def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iterable[str]) -> str | None:
+def unregistered_folders(items: list[LaunchItem], workspace: Workspace, known: Iterable[str]) -> list[str]:
+    """The run ids among ``items`` that are new to the registry (``known``: the run ids it has) but
+    whose run folder holds something a job made (shared items launch as the run they share)."""
+    known = set(known)
+    return workspace.unregistered([i.run_id for i in items if i.run_id not in known and not i.shares])
+
+
+def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iterable[str],
+                      found: list[str] | None = None) -> str | None:
     """Why launching ``items`` into ``workspace`` must be refused (``known``: the run ids its registry
     has), or None: the workspace is an export (runs for reports, no registry, no checkpoints), or a run
     that is new to the registry already has a run folder (a registry deleted, emptied or copied from
-    elsewhere: the launch would train into the folder, or remove it when the submission is refused)."""
+    elsewhere: the launch would train into the folder, or remove it when the submission is refused).
+    ``found``: :func:`unregistered_folders` where the caller has it already (the folders are not
+    scanned again)."""
     from arctl.launch.workspace import EXPORT_INDEX
 
     root = workspace.root
@@ -142,8 +152,8 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
         return (f"{root} is an arctl export ({EXPORT_INDEX}): reports read it (`arctl report --workdir {root}`), "
                 "and it has no registry or checkpoints to train from — launch into a workspace (--workdir DIR or "
                 "$ARCTL_HOME)")
-    known = set(known)
-    found = workspace.unregistered([i.run_id for i in items if i.run_id not in known and not i.shares])
+    if found is None:
+        found = unregistered_folders(items, workspace, known)
     if found:
         what = (f"run folders {workspace.run_dir(found[0])} and {len(found) - 1} more exist" if len(found) > 1
                 else f"run folder {workspace.run_dir(found[0])} exists")
@@ -155,7 +165,7 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
 
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
     """What a launch would do with each item (read-only: nothing is claimed or written). An item
-    :func:`workspace_problem` names is planned "refused"."""
+    :func:`workspace_problem` names is planned "refused" (:func:`planned_problem` says why)."""
     known: dict[str, RunRecord] = {}
     if workspace.exists():
         with Registry(workspace.registry_path) as reg:
@@ -163,7 +173,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 rec = reg.get(item.run_id)
                 if rec is not None:
                     known[item.run_id] = rec
-    unregistered = set(workspace.unregistered([i.run_id for i in items if i.run_id not in known]))
+    unregistered = set(unregistered_folders(items, workspace, known))
     for item in items:
         rec = known.get(item.run_id)
         item.state = rec.state if rec else None
@@ -189,6 +199,11 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         if item.action in ("new", "resume", "rerun") and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
+
+
+def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None:
+    """:func:`workspace_problem` for items :func:`plan` has planned (their folders are not scanned again)."""
+    return workspace_problem(items, workspace, (), found=[i.run_id for i in items if i.action == "refused"])
 
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,

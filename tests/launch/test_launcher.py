@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
+from typer.testing import CliRunner
 
+from arctl.cli.main import app
 from arctl.launch import states
 from arctl.launch.executors import LaunchError, site_max_array_size
 from arctl.launch.launcher import items_from_resolved, launch
@@ -92,7 +96,7 @@ def test_run_folders_the_registry_does_not_know_are_never_taken_for_new_runs(spe
     rollback of the "new" runs removed those folders and their W&B files. Now the launch is refused
     in one line naming `arctl repair`, before anything is claimed, written or submitted."""
     from arctl.compose import resolve_sweep
-    from arctl.launch.launcher import plan
+    from arctl.launch.launcher import plan, planned_problem
 
     items = items_from_resolved(resolve_sweep("lt3", []))
     ws = Workspace(tmp_path / "ws")
@@ -110,19 +114,25 @@ def test_run_folders_the_registry_does_not_know_are_never_taken_for_new_runs(spe
         launch(items, ws, executor="slurm", members=["lt3"])
     message = str(info.value)
     assert "has no row for them" in message and "arctl repair --workdir" in message and "\n" not in message
+    assert planned_problem(items, ws) == message  # a dry run shows the launch's own refusal
+    res = CliRunner().invoke(app, ["sweep", "lt3", "--workdir", str(ws.root), "--executor", "slurm", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout)
+    assert shown["refused"] == message and {r["action"] for r in shown["runs"]} == {"refused"}
     assert _folder_tree(ws.runs_dir) == before  # every folder and file as it was
     assert not ws.jobs_dir.exists()
 
 
 def test_an_export_is_not_a_workspace_to_launch_into(specs, tmp_path, refusing_sbatch):
     from arctl.compose import resolve_sweep
-    from arctl.launch.launcher import plan
+    from arctl.launch.launcher import plan, planned_problem
 
     items = items_from_resolved(resolve_sweep("lt3", []))
     ws = Workspace(tmp_path / "export")
     ws.root.mkdir()
     (ws.root / "export.json").write_text('{"version": 1, "runs": {}}')
     assert {i.action for i in plan(items, ws)} == {"refused"}
+    assert "is an arctl export" in planned_problem(items, ws)
     for executor in ("slurm", "local"):
         with pytest.raises(LaunchError, match="is an arctl export"):
             launch(items, ws, executor=executor, members=["lt3"])
