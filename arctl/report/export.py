@@ -175,10 +175,14 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
 
     index.setdefault("version", INDEX_VERSION)
     entries = index.setdefault("runs", {})
+
+    def save_index() -> None:
+        atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
+
     out.mkdir(parents=True, exist_ok=True)
     # the index first and after every run: an interrupted export (Ctrl-C, a kill) leaves an export that
     # lists exactly the runs in place, and the same command completes it
-    atomic_write(out / INDEX_FILE, json.dumps(index, indent=1) + "\n")
+    save_index()
     runs_out = out / "runs"
     runs_out.mkdir(parents=True, exist_ok=True)
     for run, files, run_dir in plans:
@@ -193,14 +197,12 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
             shutil.copyfile(path, target)
         entries.pop(run.run_id, None)  # not listed while its folder is being replaced
         if (runs_out / run.run_id).exists():
-            atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
+            save_index()
         shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
         _place(staging, runs_out / run.run_id)
         entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
                                "files": run.files, "bytes": run.bytes,
                                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
+        save_index()
     shutil.rmtree(out / STAGING, ignore_errors=True)
-    index["runs"] = dict(sorted(entries.items()))
-    atomic_write(out / INDEX_FILE, json.dumps(index, indent=1) + "\n")
     return result
