@@ -6,7 +6,8 @@ The registry is an index; the run folders hold the facts: each ``runs/<run_id>/`
 experiments a shared arm serves). A damaged, foreign or hand-edited ``registry.sqlite`` is moved
 aside (kept as ``registry.sqlite.damaged-<time>``) and a new one is written from those files. A run
 whose job was still running is entered as RUNNING with its job id, so the next refresh asks its
-scheduler; one whose job left no executor behind is FAILED, and ``arctl resume`` resumes it.
+scheduler; one submitted to SLURM and not started yet, as PENDING with the job id its ``job/`` link
+names; one whose job left no executor behind is FAILED, and ``arctl resume`` resumes it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted":
 UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
 QUEUED = ("submitted before the registry was rebuilt, and its job id was only there: if its job is still "
           "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")
+SLURM_JOB = re.compile(r"^\d+(_\d+)?$")
+CLOCK_SLACK_S = 2.0  # a link's mtime (the file system's clock) against status.json's updated_at (the launcher's)
 
 
 @dataclass
@@ -48,6 +51,9 @@ def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
         job_id = "debug"  # the registry's name for the in-process executor's job
     if reported in REPORTED:
         state, error = REPORTED[reported], status.get("error") if reported == "failed" else None
+    elif reported == "submitted" and (queued := _submitted_job(run_dir, status)):
+        # not started yet (a resumed run's status.json still names its previous attempt's job)
+        state, error, executor, job_id = states.PENDING, None, "slurm", queued  # the next refresh asks sacct
     elif job_id and executor in ("slurm", "local"):
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
     elif reported == "submitted":  # the job id was the registry's: its job may still be queued
@@ -66,6 +72,22 @@ def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         wandb_id=status.get("wandb_id"), error=error, claim=None, generation=int(again.group(1)) if again else 0,
     )
+
+
+def _submitted_job(run_dir, status: dict) -> str | None:
+    """The SLURM job id of a run's last submission, when its status.json still says "submitted" (the
+    job has not started): the launcher writes "submitted" before it submits, and links
+    ``job/<job id>`` when sbatch has accepted the job. The newest such link, if it is not older than
+    that status (a submission sbatch refused leaves "submitted" and only older links); None otherwise."""
+    folder = run_dir / "job"
+    since = status.get("updated_at") or 0.0
+    newest = None
+    for link in folder.iterdir() if folder.is_dir() else ():
+        if link.is_symlink() and SLURM_JOB.match(link.name):
+            made = link.lstat().st_mtime
+            if made >= since - CLOCK_SLACK_S and (newest is None or made > newest[0]):
+                newest = (made, link.name)
+    return newest[1] if newest else None
 
 
 def _why_not(run_id: str, config: dict) -> str | None:

@@ -13,6 +13,7 @@ from arctl.launch import states
 from arctl.launch.executors import LaunchError, site_max_array_size
 from arctl.launch.launcher import items_from_resolved, launch
 from arctl.launch.registry import Registry
+from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
 
@@ -155,3 +156,54 @@ def test_a_folder_a_launch_only_prepared_does_not_block_the_next(specs, tmp_path
     (shell / "status.json").write_text('{"state": "submitted"}')
     with pytest.raises(LaunchError, match="invalid partition"):  # sbatch's refusal, not the registry's
         launch(items, ws, executor="slurm")
+
+
+def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_it_twice(specs, tmp_path, monkeypatch):
+    """Left by the last review of `arctl repair`: a run whose job was still queued (status.json
+    "submitted", its job id only in the lost registry) was rebuilt FAILED, and `arctl resume` would
+    have submitted a second job to train it. The launcher links ``job/<job id>`` once sbatch accepts
+    the job; repair enters the run PENDING with that id and the next refresh asks sacct. A run whose
+    later resubmission sbatch refused ("submitted" written after its only link) stays FAILED, with
+    the message to check squeue."""
+    import os
+
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import plan
+    from arctl.launch.refresh import refresh
+    from arctl.launch.repair import QUEUED, rebuild_registry
+
+    calls = tmp_path / "sbatch-calls"
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin",
+        sbatch=(f'echo "$1" >> {calls}\n'
+                f'if [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+                'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
+        srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n",
+        sacct='printf "JobID|State\\n101_0|PENDING\\n101_1|PENDING\\n101_2|FAILED\\n"\n',
+        squeue="exit 0\n",
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    site_max_array_size.cache_clear()
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    ws = Workspace(tmp_path / "ws")
+    launch(items, ws, executor="slurm", members=["lt3"])
+    a, b, c = (i.run_id for i in items)
+    with Registry(ws.registry_path) as reg:  # c's job failed at once; its resubmission is refused
+        reg.update_many([(c, {"state": states.FAILED})])
+    link = ws.run_dir(c) / "job" / "101_2"
+    made = link.lstat().st_mtime - 600  # submitted ten minutes before the retry
+    os.utime(link, (made, made), follow_symlinks=False)
+    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    assert read_status(ws.run_dir(c))["state"] == "submitted"
+
+    ws.registry_path.unlink()
+    done = rebuild_registry(ws)
+    got = {r.run_id: (r.state, r.executor, r.job_id, r.error) for r in done.runs}
+    assert got[a] == (states.PENDING, "slurm", "101_0", None) and got[b] == (states.PENDING, "slurm", "101_1", None)
+    assert got[c][0] == states.FAILED and got[c][3] == QUEUED
+    with Registry(ws.registry_path) as reg:
+        assert {r.run_id: r.state for r in refresh(reg, ws)} == {a: states.PENDING, b: states.PENDING, c: states.FAILED}
+    again = plan(items_from_resolved(resolve_sweep("lt3", [])), ws)
+    assert {i.run_id: i.action for i in again} == {a: "active", b: "active", c: "resume"}
+    site_max_array_size.cache_clear()
