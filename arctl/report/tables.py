@@ -22,20 +22,22 @@ def metric_globs(spec: dict) -> list[str]:
 
 def accuracy_table(spec: dict, data: ReportData):
     """DataFrame: index = arm label, columns = dataset labels + Avg (over the benchmarks evaluated
-    without budget forcing), values × ``spec.scale``."""
+    without budget forcing), values × ``spec.scale``. ``attrs["runs"]``: label -> how many runs its
+    row averages (the Markdown and LaTeX tables name an arm that averages fewer than another)."""
     import pandas as pd
 
     name = spec["key"].split("{dataset}/", 1)[-1]  # e.g. grid_anytime_acc, acc_at_frac/50
     fin = final_values(data.history)
     rows = []
-    for m, arm, v in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["value"]):
+    for m, arm, run, v in zip(fin["metric"].astype(str), fin["arm"].astype(str), fin["run_id"].astype(str),
+                              fin["value"]):
         p = parse_metric(m)
         if p is not None and p.dataset and p.name == name and p.budget is None:
-            rows.append((arm, p.dataset, float(v)))
+            rows.append((arm, run, p.dataset, float(v)))
     if not rows:
         raise ReportError(f"the runs in {data.source} logged no {spec['key']}; they must finish training "
                           "(the final evaluation runs at the last step)")
-    df = pd.DataFrame(rows, columns=["arm", "dataset", "value"])
+    df = pd.DataFrame(rows, columns=["arm", "run_id", "dataset", "value"])
     scale = float(spec.get("scale", 1))
     means = df.groupby(["arm", "dataset"])["value"].mean().unstack("dataset") * scale
     datasets = dataset_order(means.columns)
@@ -45,7 +47,9 @@ def accuracy_table(spec: dict, data: ReportData):
     # another decoding of them, not another benchmark: it stays out of Avg
     plain = [d for d in datasets if not str(d).endswith(FORCED_SUFFIX)] or datasets
     means[AVG] = means[plain].mean(axis=1, skipna=False)
+    runs = df.groupby("arm")["run_id"].nunique()
     means.index = [arm_label(a) for a in arms]
+    means.attrs["runs"] = {arm_label(a): int(runs[a]) for a in arms}
     means.columns = [dataset_label(d) for d in datasets] + [AVG]
     means.index.name = "algorithm"
     return means
@@ -101,6 +105,15 @@ def _best(ours) -> dict[str, set[str]]:
     return best
 
 
+def _name(ours, alg) -> str:
+    """The row's label, and "(n of N runs)" when it averages fewer runs than another row: a mean over
+    fewer seeds (a run that failed or is not exported yet) is not the same claim."""
+    runs = ours.attrs.get("runs") or {}
+    most = max(runs.values(), default=0)
+    n = runs.get(alg, most)
+    return str(alg) if n == most else f"{alg} ({n} of {most} runs)"
+
+
 def _sections(ours, compare):
     secs = [("arctl", ours, False)]
     if compare is not None:
@@ -116,7 +129,7 @@ def to_markdown(ours, compare=None) -> str:
     lines = ["| Algorithm | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for source, frame, signed in _sections(ours, compare):
         for alg, row in frame.iterrows():
-            name = alg if source == "arctl" else f"{alg} ({'paper' if source == 'paper' else 'Δ vs paper'})"
+            name = _name(ours, alg) if source == "arctl" else f"{alg} ({'paper' if source == 'paper' else 'Δ vs paper'})"
             cells = []
             for c in cols:
                 s = _fmt(row.get(c, float("nan")), signed)
@@ -140,8 +153,8 @@ def to_latex(ours, compare=None, caption: str = "") -> str:
         if k:
             out.append(r"\midrule")
         for alg, row in frame.iterrows():
-            name = _tex_escape(str(alg)) + ("" if source == "arctl" else
-                                           (" (paper)" if source == "paper" else r" ($\Delta$)"))
+            name = _tex_escape(_name(ours, alg) if source == "arctl" else str(alg)) + (
+                "" if source == "arctl" else (" (paper)" if source == "paper" else r" ($\Delta$)"))
             cells = []
             for c in cols:
                 s = _fmt(row.get(c, float("nan")), signed).replace("–", "--")

@@ -34,11 +34,15 @@ def test_table_values_formats_and_bold(workspace, tmp_path, name, fn):
             assert got.loc[label, col] == pytest.approx(v, abs=1e-9)
     md = (tmp_path / f"{name}.md").read_text()
     best = max(want, key=lambda a: want[a]["AIME24"])
-    assert f"| {best} |" in md and f"**{want[best]['AIME24']:.1f}**" in md
+    assert f"| {best}" in md and f"**{want[best]['AIME24']:.1f}**" in md
+    # AR-base and AR-linear average one seed where GRPO and AR-uniform average two: the rows say so
+    shown = [line.split(" | ")[0].removeprefix("| ") for line in md.splitlines()[2:]]
+    assert shown == ["GRPO", "AR-base (1 of 2 runs)", "AR-linear (1 of 2 runs)", "AR-uniform"]
     assert md.count("**") == 2 * 4  # one bold cell per column (3 benchmarks + Avg)
     tex = (tmp_path / f"{name}.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert f"\\textbf{{{want[best]['AIME24']:.1f}}}" in tex
+    assert "AR-linear (1 of 2 runs) &" in tex and "GRPO &" in tex
     with open(tmp_path / f"{name}.csv") as f:
         rows = {r["algorithm"]: r for r in csv.DictReader(f)}
     assert float(rows["GRPO"]["AMC22"]) == pytest.approx(want["GRPO"]["AMC22"], abs=1e-4)
