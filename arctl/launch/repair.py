@@ -25,14 +25,12 @@ from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
 from arctl.launch.status_file import read_status
-from arctl.launch.workspace import Workspace
+from arctl.launch.workspace import Workspace, queued_job
 
 REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED}
 UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
 QUEUED = ("submitted before the registry was rebuilt, and its job id was only there: if its job is still "
           "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")
-SLURM_JOB = re.compile(r"^\d+(_\d+)?$")
-CLOCK_SLACK_S = 2.0  # a link's mtime (the file system's clock) against status.json's updated_at (the launcher's)
 
 
 @dataclass
@@ -42,7 +40,10 @@ class Repaired:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
 
 
-def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
+def _record(run_id: str, config: dict, status: dict, run_dir,
+            queued: tuple[str, str | None, float] | None = None) -> RunRecord:
+    """``queued``: (job id, its state as the scheduler says or None, when it was submitted) of the
+    SLURM job submitted for it that had not started (:func:`_queued`)."""
     scale = (config.get("scale") or {}).get("name") if isinstance(config.get("scale"), dict) else None
     reported = status.get("state")
     executor = status.get("executor")
@@ -51,13 +52,15 @@ def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
         job_id = "debug"  # the registry's name for the in-process executor's job
     if reported in REPORTED:
         state, error = REPORTED[reported], status.get("error") if reported == "failed" else None
-    elif reported == "submitted" and (queued := _submitted_job(run_dir, status)):
-        # not started yet (a resumed run's status.json still names its previous attempt's job)
-        state, error, executor, job_id = states.PENDING, None, "slurm", queued  # the next refresh asks sacct
+    elif reported == "submitted" and queued and queued[1] in states.ACTIVE:  # the scheduler has its job
+        (job_id, state, _), error, executor = queued, None, "slurm"
+    elif reported == "submitted" and queued and queued[1] is not None:  # it ended before the run started
+        state, job_id = states.FAILED, None
+        error = f"its SLURM job {queued[0]} ended ({queued[1].lower()}) before the run started; `arctl resume` resumes it"
+    elif reported == "submitted":  # its job id was the registry's (the job id status.json names is an earlier
+        state, error, job_id = states.FAILED, QUEUED, None  # attempt's): its job may still be queued
     elif job_id and executor in ("slurm", "local"):
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
-    elif reported == "submitted":  # the job id was the registry's: its job may still be queued
-        state, error = states.FAILED, QUEUED
     else:
         state, error = states.FAILED, UNKNOWN
     progress = run_progress(run_dir, status, active=state in states.ACTIVE)
@@ -71,23 +74,22 @@ def _record(run_id: str, config: dict, status: dict, run_dir) -> RunRecord:
         started_at=status.get("started_at"), ended_at=status.get("ended_at"), step=progress.get("step"),
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         wandb_id=status.get("wandb_id"), error=error, claim=None, generation=int(again.group(1)) if again else 0,
+        submitted_at=queued[2] if queued and state in states.ACTIVE else None,
     )
 
 
-def _submitted_job(run_dir, status: dict) -> str | None:
-    """The SLURM job id of a run's last submission, when its status.json still says "submitted" (the
-    job has not started): the launcher writes "submitted" before it submits, and links
-    ``job/<job id>`` when sbatch has accepted the job. The newest such link, if it is not older than
-    that status (a submission sbatch refused leaves "submitted" and only older links); None otherwise."""
-    folder = run_dir / "job"
-    since = status.get("updated_at") or 0.0
-    newest = None
-    for link in folder.iterdir() if folder.is_dir() else ():
-        if link.is_symlink() and SLURM_JOB.match(link.name):
-            made = link.lstat().st_mtime
-            if made >= since - CLOCK_SLACK_S and (newest is None or made > newest[0]):
-                newest = (made, link.name)
-    return newest[1] if newest else None
+def _queued(folders) -> dict[str, tuple[str, str | None, float]]:
+    """Run folder name -> (job id, state, submitted at) for the runs submitted to SLURM whose job
+    had not started (:func:`arctl.launch.workspace.queued_job`), their states from ONE scheduler
+    call. The state is None where the scheduler does not have the job (purged from accounting,
+    another cluster's) or none answers here: such a run is rebuilt FAILED with the message to check
+    squeue, not PENDING (a row no scheduler confirms would stay pending for ever)."""
+    from arctl.launch.refresh import scheduler_states
+
+    links = {f.name: (job, f) for f in folders if (job := queued_job(f))}
+    raw, _source = scheduler_states([job for job, _ in links.values()])
+    return {name: (job, states.slurm_state(raw[job]) if job in raw else None, (folder / "job" / job).lstat().st_mtime)
+            for name, (job, folder) in links.items()}
 
 
 def _why_not(run_id: str, config: dict) -> str | None:
@@ -148,6 +150,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
     result = Repaired(None)
     members: list[tuple[str, str]] = []
     folders = sorted(workspace.runs_dir.iterdir()) if workspace.runs_dir.is_dir() else []
+    queued = _queued([f for f in folders if f.is_dir()])
     for folder in folders:
         if not folder.is_dir():
             continue
@@ -160,7 +163,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
         if why:
             result.skipped.append((folder.name, why))
             continue
-        result.runs.append(_record(folder.name, config, read_status(folder), folder))
+        result.runs.append(_record(folder.name, config, read_status(folder), folder, queued.get(folder.name)))
         group = (config.get("wandb") or {}).get("group") if isinstance(config.get("wandb"), dict) else None
         if isinstance(group, str) and SAFE_ID.match(group) and group != config["experiment"]:
             members.append((group, folder.name))  # the sweep it was launched by

@@ -16,13 +16,45 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_WORKDIR = "arctl-runs"
 ENV_HOME = "ARCTL_HOME"
 EXPORT_INDEX = "export.json"  # marks an export (`arctl export`): runs for reports, no registry, no checkpoints
+SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+FILE_TIME_SLACK_S = 1.0  # the coarsest file-time resolution in use (1 s on some file systems)
+
+
+def _state(run_dir: Path):
+    """status.json's state as written (None: no file, or not a mapping)."""
+    try:
+        return json.loads((run_dir / "status.json").read_text()).get("state")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+
+
+def queued_job(run_dir: Path) -> str | None:
+    """The SLURM job id of a run submitted whose job has not started, else None.
+
+    The launcher writes status.json "submitted" before it submits, and links ``job/<job id>`` once
+    sbatch has accepted the job; the job itself writes "running" when it starts. So: the status
+    still says "submitted", and the newest job link is not older than that status. Both times are
+    the file system's (the status file's and the link's mtimes), never a host's clock against a file
+    server's. A submission sbatch refused leaves "submitted" beside older links only: None."""
+    run_dir = Path(run_dir)
+    if _state(run_dir) != "submitted":
+        return None
+    try:
+        since = (run_dir / "status.json").stat().st_mtime
+        links = [p for p in (run_dir / "job").iterdir() if p.is_symlink() and SLURM_JOB_ID.match(p.name)]
+        made = sorted((p.lstat().st_mtime, p.name) for p in links)
+    except OSError:
+        return None
+    return made[-1][1] if made and made[-1][0] >= since - FILE_TIME_SLACK_S else None
 
 
 def workspace_path(workdir: str | Path | None = None) -> Path:
@@ -63,23 +95,19 @@ class Workspace:
     def unregistered(self, run_ids) -> list[str]:
         """Those of ``run_ids`` (runs the registry has no row for) whose run folder holds a run: a
         config.yaml and something a job made (a state past "submitted" in status.json, a checkpoint, a
-        W&B file). The registry was deleted, emptied or copied from elsewhere: a launch must not take
-        them for new runs (it would train into them, or remove them when the submission is refused). A
+        W&B file), or a SLURM job that is queued for it (:func:`queued_job`). The registry was deleted,
+        emptied or copied from elsewhere: a launch must not take them for new runs (it would train
+        into them, submit a second job for them, or remove them when the submission is refused). A
         folder a launch only prepared (its own, a concurrent launch's, or one an interrupted rollback
         left) holds none of that and is not counted."""
-        import json
-
         out = []
         for run_id in run_ids:
             run_dir = self.run_dir(run_id)
             if not (run_dir / "config.yaml").is_file():
                 continue
-            try:
-                state = json.loads((run_dir / "status.json").read_text()).get("state")
-            except (OSError, ValueError, AttributeError, RecursionError):
-                state = None
+            state = _state(run_dir)
             made = any(p.is_file() for name in ("checkpoints", "wandb") for p in (run_dir / name).rglob("*"))
-            if made or state not in (None, "submitted"):
+            if made or state not in (None, "submitted") or queued_job(run_dir):
                 out.append(run_id)
         return out
 

@@ -162,48 +162,67 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     """Left by the last review of `arctl repair`: a run whose job was still queued (status.json
     "submitted", its job id only in the lost registry) was rebuilt FAILED, and `arctl resume` would
     have submitted a second job to train it. The launcher links ``job/<job id>`` once sbatch accepts
-    the job; repair enters the run PENDING with that id and the next refresh asks sacct. A run whose
-    later resubmission sbatch refused ("submitted" written after its only link) stays FAILED, with
-    the message to check squeue."""
+    the job; with the registry gone, a launch is refused (naming `arctl repair`), and repair enters
+    the run PENDING with that id when the scheduler still has the job. From the review of that fix:
+    a job the scheduler does not have (purged, another cluster's) or has ended is not entered
+    pending (the row would stay pending for ever); a run whose later resubmission sbatch refused
+    ("submitted" written after its only link; status.json still names its first job, which ran)
+    is FAILED with the message to check squeue, not RUNNING under its first job."""
     import os
 
     from arctl.compose import resolve_sweep
     from arctl.launch.launcher import plan
     from arctl.launch.refresh import refresh
     from arctl.launch.repair import QUEUED, rebuild_registry
+    from arctl.launch.status_file import write_status
 
-    calls = tmp_path / "sbatch-calls"
+    calls, sacct_out = tmp_path / "sbatch-calls", tmp_path / "sacct.out"
     bin_dir = slurm_shims.install(
         tmp_path / "bin",
         sbatch=(f'echo "$1" >> {calls}\n'
                 f'if [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
                 'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
         srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n",
-        sacct='printf "JobID|State\\n101_0|PENDING\\n101_1|PENDING\\n101_2|FAILED\\n"\n',
-        squeue="exit 0\n",
+        sacct=f'cat {sacct_out}\n', squeue="exit 0\n",
     )
     monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
     site_max_array_size.cache_clear()
-    items = items_from_resolved(resolve_sweep("lt3", []))
-    ws = Workspace(tmp_path / "ws")
-    launch(items, ws, executor="slurm", members=["lt3"])
-    a, b, c = (i.run_id for i in items)
-    with Registry(ws.registry_path) as reg:  # c's job failed at once; its resubmission is refused
-        reg.update_many([(c, {"state": states.FAILED})])
-    link = ws.run_dir(c) / "job" / "101_2"
-    made = link.lstat().st_mtime - 600  # submitted ten minutes before the retry
-    os.utime(link, (made, made), follow_symlinks=False)
-    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
-        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
-    assert read_status(ws.run_dir(c))["state"] == "submitted"
 
-    ws.registry_path.unlink()
+    def sweep():
+        return items_from_resolved(resolve_sweep("lt3", []))
+
+    a, b, c = (i.run_id for i in sweep())
+    ws = Workspace(tmp_path / "ws")
+    launch(sweep(), ws, executor="slurm", members=["lt3"])
+    # c's job ran and failed; the retry, ten minutes later, is refused by sbatch
+    write_status(ws.run_dir(c), state="failed", job_id="101_2", executor="slurm", error="killed")
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(c, {"state": states.FAILED})])
+    for path in (ws.run_dir(c) / "job" / "101_2", ws.run_dir(c) / "status.json"):
+        made = path.lstat().st_mtime - 600
+        os.utime(path, (made, made), follow_symlinks=False)
+    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
+        launch(sweep(), ws, executor="slurm", members=["lt3"])
+    assert read_status(ws.run_dir(c))["state"] == "submitted" and read_status(ws.run_dir(c))["job_id"] == "101_2"
+
+    ws.registry_path.unlink()  # lost while a's and b's jobs wait in the queue
+    assert {i.run_id: i.action for i in plan(sweep(), ws)} == {a: "refused", b: "refused", c: "new"}
+    with pytest.raises(LaunchError, match="arctl repair"):
+        launch(sweep(), ws, executor="slurm", members=["lt3"])
+    assert len(calls.read_text().splitlines()) == 2  # nothing more submitted
+
+    sacct_out.write_text("JobID|State\n101_0|PENDING\n101_2|FAILED\n")  # b's job: not in accounting
     done = rebuild_registry(ws)
     got = {r.run_id: (r.state, r.executor, r.job_id, r.error) for r in done.runs}
-    assert got[a] == (states.PENDING, "slurm", "101_0", None) and got[b] == (states.PENDING, "slurm", "101_1", None)
-    assert got[c][0] == states.FAILED and got[c][3] == QUEUED
+    assert got[a] == (states.PENDING, "slurm", "101_0", None)
+    assert got[b][0] == states.FAILED and got[b][3] == QUEUED
+    assert got[c][0] == states.FAILED and got[c][2] is None and got[c][3] == QUEUED
     with Registry(ws.registry_path) as reg:
-        assert {r.run_id: r.state for r in refresh(reg, ws)} == {a: states.PENDING, b: states.PENDING, c: states.FAILED}
-    again = plan(items_from_resolved(resolve_sweep("lt3", [])), ws)
-    assert {i.run_id: i.action for i in again} == {a: "active", b: "active", c: "resume"}
+        assert {r.run_id: r.state for r in refresh(reg, ws)} == {a: states.PENDING, b: states.FAILED, c: states.FAILED}
+    assert {i.run_id: i.action for i in plan(sweep(), ws)} == {a: "active", b: "resume", c: "resume"}
+
+    sacct_out.write_text("JobID|State\n101_0|CANCELLED by 0\n101_1|PENDING\n")  # a's job cancelled meanwhile
+    got = {r.run_id: (r.state, r.job_id, r.error) for r in rebuild_registry(ws).runs}
+    assert got[a][:2] == (states.FAILED, None) and "job 101_0 ended (cancelled) before the run started" in got[a][2]
+    assert got[b][:2] == (states.PENDING, "101_1")
     site_max_array_size.cache_clear()
