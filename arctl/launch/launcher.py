@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arctl.compose.run import ResolvedRun
+from arctl.config.files import atomic_write
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
@@ -43,10 +44,10 @@ from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, write_provenance
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
-from arctl.launch.rundir import frozen_config, prepare_run_dir
+from arctl.launch.rundir import archive_previous, frozen_config, prepare_run_dir, restore_previous
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
-from arctl.launch.workspace import Workspace
+from arctl.launch.workspace import Workspace, run_paths
 from arctl.track.phase import waiting_phase, write_phase
 
 
@@ -338,6 +339,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []
         created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
+        archived: dict[str, Path] = {}  # a --force rerun's previous files: a refusal puts them back
+        kept: dict[str, dict[Path, bytes | None]] = {}  # a resumed run's files this launch rewrites: likewise
         version = None
         for rec in claim.claimed:
             item = by_id[rec.run_id]
@@ -346,7 +349,11 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
             if not workspace.run_dir(item.run_id).exists():
                 created.add(item.run_id)
-            run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config, fresh=previous == states.COMPLETED)
+            elif previous is not None and previous != states.COMPLETED:  # a resume
+                kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
+            if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id))):
+                archived[item.run_id] = archive
+            run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
             version = version or code_version()  # git is asked once per launch
             if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
                 write_provenance(run_dir, version)
@@ -379,6 +386,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             for item, rec in refused:
                 if rec.extra.get("previous_state") is None and item.run_id in created:
                     shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
+                elif item.run_id in archived:  # a refused --force rerun: the run stays the finished run it was
+                    restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
+                elif item.run_id in kept:  # a refused resume: its status as its last job reported it, ...
+                    _put_back(kept[item.run_id])
             reg.unclaim([r for _, r in refused], token)
             if isinstance(err, LaunchError):
                 raise
@@ -391,6 +402,24 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if name == "debug":
             result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
     return result
+
+
+RESUME_REWRITES = ("config", "status", "provenance")  # the files of a run folder that preparing a resume writes
+
+
+def _contents(run_dir: Path, keys) -> dict[Path, bytes | None]:
+    """The bytes of each file of ``run_dir`` named by ``keys`` (:func:`run_paths`; None: absent)."""
+    paths = run_paths(run_dir)
+    return {paths[k]: paths[k].read_bytes() if paths[k].is_file() else None for k in keys}
+
+
+def _put_back(contents: dict[Path, bytes | None]) -> None:
+    """Write back what :func:`_contents` read (and remove what was absent then)."""
+    for path, data in contents.items():
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write(path, data)
 
 
 def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str, RunRecord]:

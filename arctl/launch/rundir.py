@@ -47,15 +47,54 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
     paths = run_paths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if fresh:
-        archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
-        for key in ("checkpoints", "wandb", "status", "provenance", "warning"):  # the launcher writes a new provenance
-            if paths[key].exists():
-                archive.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(paths[key]), str(archive / paths[key].name))
+        archive_previous(run_dir)
     for key in ("job", "checkpoints", "wandb"):
         paths[key].mkdir(exist_ok=True)
     atomic_write(paths["config"], dump_config(config))
     return run_dir
+
+
+ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning")  # the launcher writes a new provenance
+
+
+def archive_previous(run_dir: Path) -> Path | None:
+    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json and warning.json to
+    ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
+    another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it."""
+    paths = run_paths(run_dir)
+    archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while archive.exists():  # a second rerun within the same second
+        archive, n = run_dir / "previous" / f"{time.strftime('%Y%m%d-%H%M%S')}-{n}", n + 1
+    moved = None
+    for key in ARCHIVED:
+        if paths[key].exists():
+            archive.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(paths[key]), str(archive / paths[key].name))
+            moved = archive
+    if moved is not None and paths["config"].is_file():
+        shutil.copy2(paths["config"], archive / paths["config"].name)
+    return moved
+
+
+def restore_previous(run_dir: Path, archive: Path) -> None:
+    """Put back what :func:`archive_previous` moved to ``archive`` (a rerun whose submission was
+    refused: the run is the finished run it was), replacing what the rerun wrote since."""
+    paths = run_paths(run_dir)
+    for key in (*ARCHIVED, "config"):
+        kept = archive / paths[key].name
+        if not kept.exists():
+            continue
+        if paths[key].is_dir() and not paths[key].is_symlink():
+            shutil.rmtree(paths[key])
+        else:
+            paths[key].unlink(missing_ok=True)
+        shutil.move(str(kept), str(paths[key]))
+    for folder in (archive, archive.parent):  # previous/ itself when this was its only archive
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed: int) -> dict:

@@ -166,8 +166,9 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     the run PENDING with that id when the scheduler still has the job. From the review of that fix:
     a job the scheduler does not have (purged, another cluster's) or has ended is not entered
     pending (the row would stay pending for ever); a run whose later resubmission sbatch refused
-    ("submitted" written after its only link; status.json still names its first job, which ran)
-    is FAILED with the message to check squeue, not RUNNING under its first job."""
+    ("submitted" written after its only link, by a launch killed before it submitted; status.json
+    still names its first job, which ran) is FAILED with the message to check squeue, not RUNNING
+    under its first job."""
     import os
 
     from arctl.compose import resolve_sweep
@@ -194,22 +195,18 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     a, b, c = (i.run_id for i in sweep())
     ws = Workspace(tmp_path / "ws")
     launch(sweep(), ws, executor="slurm", members=["lt3"])
-    # c's job ran and failed; the retry, ten minutes later, is refused by sbatch
+    # c's job ran and failed; the retry, ten minutes later, was killed after it wrote "submitted"
     write_status(ws.run_dir(c), state="failed", job_id="101_2", executor="slurm", error="killed")
-    with Registry(ws.registry_path) as reg:
-        reg.update_many([(c, {"state": states.FAILED})])
-    for path in (ws.run_dir(c) / "job" / "101_2", ws.run_dir(c) / "status.json"):
-        made = path.lstat().st_mtime - 600
-        os.utime(path, (made, made), follow_symlinks=False)
-    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
-        launch(sweep(), ws, executor="slurm", members=["lt3"])
-    assert read_status(ws.run_dir(c))["state"] == "submitted" and read_status(ws.run_dir(c))["job_id"] == "101_2"
+    made = (ws.run_dir(c) / "job" / "101_2").lstat().st_mtime - 600
+    os.utime(ws.run_dir(c) / "job" / "101_2", (made, made), follow_symlinks=False)
+    write_status(ws.run_dir(c), state="submitted", error=None)
+    assert read_status(ws.run_dir(c))["job_id"] == "101_2"
 
     ws.registry_path.unlink()  # lost while a's and b's jobs wait in the queue
     assert {i.run_id: i.action for i in plan(sweep(), ws)} == {a: "refused", b: "refused", c: "new"}
     with pytest.raises(LaunchError, match="arctl repair"):
         launch(sweep(), ws, executor="slurm", members=["lt3"])
-    assert len(calls.read_text().splitlines()) == 2  # nothing more submitted
+    assert len(calls.read_text().splitlines()) == 1  # nothing more submitted
 
     sacct_out.write_text("JobID|State\n101_0|PENDING\n101_2|FAILED\n")  # b's job: not in accounting
     done = rebuild_registry(ws)
@@ -226,3 +223,30 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     assert got[a][:2] == (states.FAILED, None) and "job 101_0 ended (cancelled) before the run started" in got[a][2]
     assert got[b][:2] == (states.PENDING, "101_1")
     site_max_array_size.cache_clear()
+
+
+def test_a_refused_rerun_or_resume_leaves_the_run_as_it_was(specs, tmp_path, refusing_sbatch):
+    """From the same review: `--force` on a completed run moved its checkpoints, W&B files and status
+    to previous/<time>/ before submitting, and when sbatch refused the job nothing put them back:
+    the registry said COMPLETED, the folder said "submitted" and held no W&B file (reports and
+    export no longer saw the run; a later repair made it FAILED). A refused resume left "submitted"
+    over its last job's status likewise. Both are now as they were."""
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])  # the counting backend: three completed runs
+    done, stopped = items[0].run_id, items[1].run_id
+    with Registry(ws.registry_path) as reg:
+        assert {r.state for r in reg.list()} == {states.COMPLETED}
+        reg.update_many([(stopped, {"state": states.FAILED})])
+    before = {rid: _folder_tree(ws.run_dir(rid)) for rid in (done, stopped)}
+    assert "checkpoints/state.json" in before[done] and "status.json" in before[stopped]
+    for force in (True, False):  # the rerun of `done`; the resume of `stopped`
+        with pytest.raises(LaunchError, match="invalid partition"):
+            launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=force, members=["lt3"])
+        for rid in (done, stopped):
+            assert _folder_tree(ws.run_dir(rid)) == before[rid], rid
+            assert not (ws.run_dir(rid) / "previous").exists()
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(done).state == states.COMPLETED and reg.get(stopped).state == states.FAILED
