@@ -22,8 +22,9 @@ def metric_globs(spec: dict) -> list[str]:
 
 def accuracy_table(spec: dict, data: ReportData):
     """DataFrame: index = arm label, columns = dataset labels + Avg (over the benchmarks evaluated
-    without budget forcing), values × ``spec.scale``. ``attrs["runs"]``: label -> how many runs its
-    row averages (the Markdown and LaTeX tables name an arm that averages fewer than another)."""
+    without budget forcing), values × ``spec.scale``. ``attrs["runs"]``: label -> the fewest runs a
+    cell of its row averages (the Markdown and LaTeX tables name a row with a cell that averages fewer
+    runs than another cell: an arm with a failed seed, or a run that did not log every benchmark)."""
     import pandas as pd
 
     name = spec["key"].split("{dataset}/", 1)[-1]  # e.g. grid_anytime_acc, acc_at_frac/50
@@ -47,9 +48,10 @@ def accuracy_table(spec: dict, data: ReportData):
     # another decoding of them, not another benchmark: it stays out of Avg
     plain = [d for d in datasets if not str(d).endswith(FORCED_SUFFIX)] or datasets
     means[AVG] = means[plain].mean(axis=1, skipna=False)
-    runs = df.groupby("arm")["run_id"].nunique()
+    runs = df.groupby(["arm", "dataset"])["run_id"].nunique().unstack("dataset").reindex(columns=datasets)
     means.index = [arm_label(a) for a in arms]
-    means.attrs["runs"] = {arm_label(a): int(runs[a]) for a in arms}
+    means.attrs["runs"] = {arm_label(a): int(runs.loc[a].min()) for a in arms}  # a cell not logged shows "–"
+    means.attrs["most_runs"] = int(runs.max().max())
     means.columns = [dataset_label(d) for d in datasets] + [AVG]
     means.index.name = "algorithm"
     return means
@@ -106,10 +108,10 @@ def _best(ours) -> dict[str, set[str]]:
 
 
 def _name(ours, alg) -> str:
-    """The row's label, and "(n of N runs)" when it averages fewer runs than another row: a mean over
-    fewer seeds (a run that failed or is not exported yet) is not the same claim."""
+    """The row's label, and "(n of N runs)" when a cell of it averages fewer runs than another cell: a
+    mean over fewer seeds (a run that failed or is not exported yet) is not the same claim."""
     runs = ours.attrs.get("runs") or {}
-    most = max(runs.values(), default=0)
+    most = ours.attrs.get("most_runs", max(runs.values(), default=0))
     n = runs.get(alg, most)
     return str(alg) if n == most else f"{alg} ({n} of {most} runs)"
 

@@ -80,3 +80,26 @@ def test_avg_leaves_out_the_budget_forced_evaluation():
     table = accuracy_table({"key": "eval/{dataset}/curve_auc", "scale": 100}, data)
     assert table.loc[table.index[0], AVG] == pytest.approx(60.0)  # (50 + 70) / 2, not (60 + 20) / 2
     assert table.loc[table.index[0]].drop(AVG).tolist() == pytest.approx([60.0, 20.0])
+
+
+def test_a_row_with_a_cell_over_fewer_runs_says_so():
+    """From the review of the "(n of N runs)" note: it counted runs per row, so a run that logged
+    AMC22 but not AIME24 kept the row unmarked while its AIME24 cell (and Avg) averaged one run."""
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.tables import accuracy_table, to_latex, to_markdown
+    from arctl.track.runs.tidy import Runs
+
+    rows = [("g0", "grpo", "amc22", 0.5), ("g0", "grpo", "aime24", 0.3), ("g1", "grpo", "amc22", 0.7),
+            ("u0", "ar-uniform", "amc22", 0.6), ("u0", "ar-uniform", "aime24", 0.2),
+            ("u1", "ar-uniform", "amc22", 0.6), ("u1", "ar-uniform", "aime24", 0.4)]
+    history = pd.DataFrame([{"run_id": r, "arm": a, "metric": f"eval/{d}/grid_anytime_acc", "value": v, "step": 9}
+                            for r, a, d, v in rows])
+    table = accuracy_table({"key": "eval/{dataset}/grid_anytime_acc", "scale": 100},
+                           ReportData(Runs(history, pd.DataFrame()), None, source="test"))
+    md, tex = to_markdown(table), to_latex(table)
+    names = [line.split(" | ")[0].removeprefix("| ") for line in md.splitlines()[2:]]
+    assert sorted(names) == ["AR-uniform", "GRPO (1 of 2 runs)"]
+    assert "GRPO (1 of 2 runs) &" in tex
+    assert table.loc["GRPO", "AIME24"] == pytest.approx(30.0) and table.loc["GRPO", "AMC22"] == pytest.approx(60.0)
