@@ -17,29 +17,38 @@ from arctl.launch.registry import Registry, RegistryError, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
+# scancel's line for a job id SLURM does not have (ended and purged, another cluster's)
+GONE = re.compile(r"job id (\S+?): Invalid job id specified")
+
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
     """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
     not started is CANCELLED at once; a started one is asked to stop (TERM: it saves a checkpoint)
     and stays active until it has, then becomes CANCELLED (:func:`arctl.launch.refresh.merge_state`),
-    so no resume can start beside the attempt that is still saving."""
+    so no resume can start beside the attempt that is still saving. A job SLURM no longer has
+    ("Invalid job id specified": nothing left to stop) is CANCELLED at once; scancel still cancelled
+    the others it was given."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
+    gone: set[str] = set()
     if slurm_ids:
         if not shutil.which("scancel"):
             raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
         proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+            errors = [line for line in proc.stderr.splitlines() if line.strip()]
+            gone = {m.group(1) for line in errors if (m := GONE.search(line))}
+            if not errors or len(gone) < len(errors):
+                raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
     now = time.time()
     updates = []
     for rec in active:
         started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
-        elif rec.executor != "slurm":
-            started = False  # waiting in the local queue (or gone): nothing to save
+        elif rec.executor != "slurm" or rec.job_id in gone:
+            started = False  # waiting in the local queue, or its job is gone: nothing to save
         if started:
             values = {"cancel_requested": now, "phase": "cancelling: saving its checkpoint", "claim": None}
             outcome.append((rec, f"cancelling (job {rec.job_id}): it saves a checkpoint and stops"))

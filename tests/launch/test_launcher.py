@@ -250,3 +250,39 @@ def test_a_refused_rerun_or_resume_leaves_the_run_as_it_was(specs, tmp_path, ref
             assert not (ws.run_dir(rid) / "previous").exists()
     with Registry(ws.registry_path) as reg:
         assert reg.get(done).state == states.COMPLETED and reg.get(stopped).state == states.FAILED
+
+
+def test_cancel_goes_on_past_a_job_slurm_no_longer_has(specs, tmp_path, monkeypatch):
+    """From the same review: one scancel for all the runs' jobs, and any error failed the whole cancel,
+    so a run whose job SLURM no longer had (purged, another cluster's) could never be cancelled and
+    the others' cancellations, which scancel had made, were not recorded. "Invalid job id
+    specified" now means: nothing left to stop, the run is cancelled; any other error still fails."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.status_file import write_status
+
+    calls, scancel_err = tmp_path / "scancel-calls", tmp_path / "scancel.err"
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+        scontrol="echo 'MaxArraySize            = 1001'\n",
+        scancel=f'echo "$*" >> {calls}\nif [ -s {scancel_err} ]; then cat {scancel_err} >&2; exit 1; fi\n',
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    site_max_array_size.cache_clear()
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="slurm", members=["lt3"])
+    a, b, c = (i.run_id for i in items)
+    write_status(ws.run_dir(a), state="running")
+    write_status(ws.run_dir(b), state="running")  # its job was killed without a word, then purged
+    scancel_err.write_text("scancel: error: Kill job error on job id 101_2: Access/permission denied\n")
+    with Registry(ws.registry_path) as reg, pytest.raises(LaunchError, match="permission denied"):
+        cancel_runs(reg, ws, reg.list())
+    scancel_err.write_text("scancel: error: Kill job error on job id 101_1: Invalid job id specified\n")
+    with Registry(ws.registry_path) as reg:
+        said = dict((r.run_id, why) for r, why in cancel_runs(reg, ws, reg.list()))
+        got = {r.run_id: r.state for r in reg.list()}
+    assert calls.read_text().split("\n")[1].split() == ["101_0", "101_1", "101_2"]
+    assert got == {a: states.PENDING, b: states.CANCELLED, c: states.CANCELLED}  # a saves its checkpoint first
+    assert said[a].startswith("cancelling") and said[b].startswith("cancelled")
+    site_max_array_size.cache_clear()
