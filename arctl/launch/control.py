@@ -17,21 +17,26 @@ from arctl.launch.registry import Registry, RegistryError, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
-# scancel's line for a job id SLURM does not have (ended and purged, another cluster's)
+# scancel's lines for a job id SLURM does not have (ended and purged, another cluster's), and for a
+# job that is ending already: the other jobs of the same call were cancelled
 GONE = re.compile(r"job id (\S+?): Invalid job id specified")
+ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
     """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
     not started is CANCELLED at once; a started one is asked to stop (TERM: it saves a checkpoint)
     and stays active until it has, then becomes CANCELLED (:func:`arctl.launch.refresh.merge_state`),
-    so no resume can start beside the attempt that is still saving. A job SLURM no longer has
-    ("Invalid job id specified": nothing left to stop) is CANCELLED at once; scancel still cancelled
-    the others it was given."""
+    so no resume can start beside the attempt that is still saving. scancel cancels the jobs it has
+    and complains about the others: a job already ending is left to the next refresh (it completes or
+    fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
+    started, and left as it is, with why, when its run reported it started (it may run on another
+    cluster, or was killed without a word)."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     gone: set[str] = set()
+    ending: set[str] = set()
     if slurm_ids:
         if not shutil.which("scancel"):
             raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
@@ -39,12 +44,20 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
         if proc.returncode != 0:
             errors = [line for line in proc.stderr.splitlines() if line.strip()]
             gone = {m.group(1) for line in errors if (m := GONE.search(line))}
-            if not errors or len(gone) < len(errors):
+            ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
+            if not errors or len(gone) + len(ending) < len(errors):
                 raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
     now = time.time()
     updates = []
     for rec in active:
         started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
+        if rec.executor == "slurm" and rec.job_id in ending:
+            outcome.append((rec, f"not cancelled: its job {rec.job_id} is already ending (`arctl status` shows how)"))
+            continue
+        if rec.executor == "slurm" and rec.job_id in gone and started:
+            outcome.append((rec, f"not cancelled: SLURM here does not have its job {rec.job_id}, and the run "
+                                 "reported it started (another cluster's job? cancel it there)"))
+            continue
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
         elif rec.executor != "slurm" or rec.job_id in gone:

@@ -14,6 +14,7 @@ membership and ``shared.json``). A run directory created here gets ``provenance.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -341,34 +342,34 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
         archived: dict[str, Path] = {}  # a --force rerun's previous files: a refusal puts them back
         kept: dict[str, dict[Path, bytes | None]] = {}  # a resumed run's files this launch rewrites: likewise
-        version = None
-        for rec in claim.claimed:
-            item = by_id[rec.run_id]
-            previous = rec.extra.get("previous_state")
-            item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
-            item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
-            if not workspace.run_dir(item.run_id).exists():
-                created.add(item.run_id)
-            elif previous is not None and previous != states.COMPLETED:  # a resume
-                kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
-            if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id))):
-                archived[item.run_id] = archive
-            run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
-            version = version or code_version()  # git is asked once per launch
-            if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
-                write_provenance(run_dir, version)
-            else:  # a resume: its steps from here on run under this code
-                record_resume(run_dir, version)
-            # before the job exists: afterwards the job itself may already have written its state
-            write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
-            claimed.append((item, rec))
-        if shared:
-            _record_shared(reg, workspace, by_id, shared, members)
-            result.skipped += [(item, f"shared: {item.reason}") for item in shared]
-        if not claimed:
-            return result
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
-        try:
+        version = None
+        try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
+            for rec in claim.claimed:
+                item = by_id[rec.run_id]
+                previous = rec.extra.get("previous_state")
+                item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
+                item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
+                if not workspace.run_dir(item.run_id).exists():
+                    created.add(item.run_id)
+                elif previous is not None and previous != states.COMPLETED:  # a resume
+                    kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
+                if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id))):
+                    archived[item.run_id] = archive
+                run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
+                version = version or code_version()  # git is asked once per launch
+                if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
+                    write_provenance(run_dir, version)
+                else:  # a resume: its steps from here on run under this code
+                    record_resume(run_dir, version)
+                # before the job exists: afterwards the job itself may already have written its state
+                write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
+                claimed.append((item, rec))
+            if shared:
+                _record_shared(reg, workspace, by_id, shared, members)
+                result.skipped += [(item, f"shared: {item.reason}") for item in shared]
+            if not claimed:
+                return result
             waits = _waits(reg, [i for i, _ in claimed], name)
             if name == "slurm":
                 _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
@@ -377,14 +378,15 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             else:
                 job_ids.update({item.run_id: "debug" for item, _ in claimed})
         except BaseException as err:
-            _record_submitted(reg, name, [(i, r) for i, r in claimed if i.run_id in job_ids], job_ids)
-            refused = [(i, r) for i, r in claimed if i.run_id not in job_ids]
-            # nothing of a refused submission stays: new runs leave no row and no run dir, resumed ones
-            # keep the state they had (their run dirs hold checkpoints)
+            every = [(by_id[r.run_id], r) for r in claim.claimed]
+            _record_submitted(reg, name, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+            refused = [(i, r) for i, r in every if i.run_id not in job_ids]
+            # nothing of a refused submission stays: new runs leave no row and no run dir, resumed and
+            # rerun ones are as they were (their folders, and the registry's state, error and generation)
             # folders first: interrupted here, a run keeps its SUBMITTING row (the next launch takes it
             # over), never a folder without a row
-            for item, rec in refused:
-                if rec.extra.get("previous_state") is None and item.run_id in created:
+            for item, _rec in refused:
+                if item.run_id in created:
                     shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
                 elif item.run_id in archived:  # a refused --force rerun: the run stays the finished run it was
                     restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
@@ -392,6 +394,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     _put_back(kept[item.run_id])
             reg.unclaim([r for _, r in refused], token)
             if isinstance(err, LaunchError):
+                raise
+            if isinstance(err, OSError) and err.filename:  # e.g. a full disk: the CLI names the path, one line
                 raise
             if isinstance(err, Exception):
                 raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}") from err
@@ -558,12 +562,20 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
                 else:
                     left.unlink(missing_ok=True)
             raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
-    _release(str(jobs[0].job_id).split("_")[0])
+    master = str(jobs[0].job_id).split("_")[0]
+    try:
+        _release(master)
+    except LaunchError:
+        raise  # refused and cancelled by _release
+    except BaseException:  # e.g. Ctrl-C: a job left held would wait in the queue for ever
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["scancel", master], capture_output=True, timeout=60, check=False)
+        raise
+    # released: every task may start now, so all are recorded before anything else can be interrupted
+    job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
     for item, job in zip(chunk, jobs):
-        job_ids[item.run_id] = str(job.job_id)
         run_dir = workspace.run_dir(item.run_id)
         _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
-        master = str(job.job_id).split("_")[0]
         for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
                        workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
             if script.exists():

@@ -448,6 +448,7 @@ class Registry:
                 current.state, current.claim, current.updated_at = states.SUBMITTING, token, now
                 current.generation, current.error, current.cancel_requested = generation, None, None
                 current.extra["previous_state"] = row["state"]
+                current.extra["previous"] = {k: row[k] for k in ("generation", "error", "cancel_requested")}
                 claimed.append(current)
         return ClaimResult(claimed, skipped)
 
@@ -491,9 +492,12 @@ class Registry:
                     conn.execute("DELETE FROM runs WHERE run_id=? AND claim=?", (rec.run_id, token))
                     conn.execute("DELETE FROM members WHERE run_id=? AND run_id NOT IN (SELECT run_id FROM runs)",
                                  (rec.run_id,))
-                else:
-                    conn.execute("UPDATE runs SET state=?, claim=NULL WHERE run_id=? AND claim=?",
-                                 (previous, rec.run_id, token))
+                else:  # with the generation, error and cancel request it had
+                    was = rec.extra.get("previous") or {}
+                    conn.execute("UPDATE runs SET state=?, claim=NULL, generation=COALESCE(?, generation), error=?, "
+                                 "cancel_requested=? WHERE run_id=? AND claim=?",
+                                 (previous, was.get("generation"), was.get("error"), was.get("cancel_requested"),
+                                  rec.run_id, token))
 
     @_guarded
     def release(self, run_ids: Iterable[str], token: str, state: str, error: str | None = None) -> None:

@@ -79,17 +79,17 @@ def archive_previous(run_dir: Path) -> Path | None:
 
 def restore_previous(run_dir: Path, archive: Path) -> None:
     """Put back what :func:`archive_previous` moved to ``archive`` (a rerun whose submission was
-    refused: the run is the finished run it was), replacing what the rerun wrote since."""
+    refused: the run is the finished run it was), replacing what the rerun wrote since and removing
+    what it added (checkpoints/ and wandb/ come back when the run had them)."""
     paths = run_paths(run_dir)
     for key in (*ARCHIVED, "config"):
         kept = archive / paths[key].name
-        if not kept.exists():
-            continue
         if paths[key].is_dir() and not paths[key].is_symlink():
-            shutil.rmtree(paths[key])
+            shutil.rmtree(paths[key])  # the rerun's (its job never ran: empty, or the launcher's own)
         else:
-            paths[key].unlink(missing_ok=True)
-        shutil.move(str(kept), str(paths[key]))
+            paths[key].unlink(missing_ok=True)  # the rerun's (a provenance.json the run had none of)
+        if kept.exists():
+            shutil.move(str(kept), str(paths[key]))
     for folder in (archive, archive.parent):  # previous/ itself when this was its only archive
         try:
             folder.rmdir()

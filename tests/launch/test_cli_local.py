@@ -92,6 +92,8 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     status = waiter(lambda: [r for r in json.loads(cli("status", "--workdir", str(ws), "--json").stdout)
                              if r["state"] != "RUNNING"], 30, "the killed run to stop")
     assert status[0]["state"] == "FAILED"
+    # the local queue tidies the job's folder once it sees the job end (a poll later, under load seconds)
+    waiter(lambda: not (run_dir / "job" / "%j").exists(), 30, "the local queue to see the job end")
     before = _steps(run_dir)
     files = sorted(p.name for p in run_dir.rglob("*"))
     dry = json.loads(cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", "--json", check=True).stdout)

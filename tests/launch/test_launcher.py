@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
@@ -252,11 +253,13 @@ def test_a_refused_rerun_or_resume_leaves_the_run_as_it_was(specs, tmp_path, ref
         assert reg.get(done).state == states.COMPLETED and reg.get(stopped).state == states.FAILED
 
 
-def test_cancel_goes_on_past_a_job_slurm_no_longer_has(specs, tmp_path, monkeypatch):
+def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, tmp_path, monkeypatch):
     """From the same review: one scancel for all the runs' jobs, and any error failed the whole cancel,
     so a run whose job SLURM no longer had (purged, another cluster's) could never be cancelled and
-    the others' cancellations, which scancel had made, were not recorded. "Invalid job id
-    specified" now means: nothing left to stop, the run is cancelled; any other error still fails."""
+    the others' cancellations, which scancel had made, were not recorded. Now: "Invalid job id
+    specified" for a run that never started cancels it (nothing to stop); for one that reported it
+    started, it is left as it is with why (from the review of that fix: it may be training on another
+    cluster); "already completing" is left to the next refresh; any other error still fails."""
     from arctl.compose import resolve_sweep
     from arctl.launch.control import cancel_runs
     from arctl.launch.status_file import write_status
@@ -274,15 +277,97 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has(specs, tmp_path, monkeypa
     launch(items, ws, executor="slurm", members=["lt3"])
     a, b, c = (i.run_id for i in items)
     write_status(ws.run_dir(a), state="running")
-    write_status(ws.run_dir(b), state="running")  # its job was killed without a word, then purged
+    write_status(ws.run_dir(b), state="running")  # on another cluster, or killed without a word and purged
     scancel_err.write_text("scancel: error: Kill job error on job id 101_2: Access/permission denied\n")
     with Registry(ws.registry_path) as reg, pytest.raises(LaunchError, match="permission denied"):
         cancel_runs(reg, ws, reg.list())
-    scancel_err.write_text("scancel: error: Kill job error on job id 101_1: Invalid job id specified\n")
+    scancel_err.write_text("scancel: error: Kill job error on job id 101_1: Invalid job id specified\n"
+                           "scancel: error: Kill job error on job id 101_2: Invalid job id specified\n")
     with Registry(ws.registry_path) as reg:
-        said = dict((r.run_id, why) for r, why in cancel_runs(reg, ws, reg.list()))
-        got = {r.run_id: r.state for r in reg.list()}
+        said = {r.run_id: why for r, why in cancel_runs(reg, ws, reg.list())}
+        got = {r.run_id: (r.state, r.cancel_requested is not None) for r in reg.list()}
     assert calls.read_text().split("\n")[1].split() == ["101_0", "101_1", "101_2"]
-    assert got == {a: states.PENDING, b: states.CANCELLED, c: states.CANCELLED}  # a saves its checkpoint first
-    assert said[a].startswith("cancelling") and said[b].startswith("cancelled")
+    assert got == {a: (states.PENDING, True), b: (states.PENDING, False), c: (states.CANCELLED, True)}
+    assert said[a].startswith("cancelling") and "another cluster" in said[b] and said[c].startswith("cancelled")
+    scancel_err.write_text("scancel: error: Kill job error on job id 101_0: Job/step already completing or completed\n")
+    with Registry(ws.registry_path) as reg:
+        (rec, why), = cancel_runs(reg, ws, [reg.get(a)])
+        assert "already ending" in why and reg.get(a).state == states.PENDING
     site_max_array_size.cache_clear()
+
+
+def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behind(specs, tmp_path, monkeypatch):
+    """From the review of the refusal rollback: Ctrl-C while the tasks of a released array were being
+    linked marked the tasks not linked yet "refused", and the rollback put old files back under jobs
+    that were starting. Every task is recorded once the array is released; interrupted before the
+    release, the held job is cancelled (it would wait in the queue for ever) and nothing stays."""
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+
+    calls = tmp_path / "calls"
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+        scontrol=f"echo \"scontrol $*\" >> {calls}\necho 'MaxArraySize            = 1001'\n",
+        scancel=f'echo "scancel $*" >> {calls}\n',
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    site_max_array_size.cache_clear()
+    real_link = launcher._link_job_dir
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    ws = Workspace(tmp_path / "after")
+    monkeypatch.setattr(launcher, "_link_job_dir", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    with Registry(ws.registry_path) as reg:
+        assert sorted((r.state, r.job_id) for r in reg.list()) == [(states.PENDING, f"101_{i}") for i in range(3)]
+    assert all(read_status(ws.run_dir(r.run_id))["state"] == "submitted" for r in Registry(ws.registry_path).list())
+    assert "scancel" not in calls.read_text()
+
+    monkeypatch.setattr(launcher, "_link_job_dir", real_link)
+    monkeypatch.setattr(launcher, "_release", interrupted)
+    ws = Workspace(tmp_path / "before")
+    with pytest.raises(KeyboardInterrupt):
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    assert "scancel 101" in calls.read_text().splitlines()[-1]
+    assert not ws.root.exists()  # the workspace this launch made, and nothing else
+    site_max_array_size.cache_clear()
+
+
+def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(specs, tmp_path, monkeypatch,
+                                                                                   refusing_sbatch):
+    """From the same review: a full disk (or Ctrl-C) while the launch prepared the run folders was
+    outside the rollback: rows stayed SUBMITTING, completed runs of a --force sweep stayed moved to
+    previous/. Also: a refused resume kept a folder it had made (the run's was gone), and the registry
+    lost the run's error and, for a rerun, its generation (its W&B id)."""
+    import errno
+
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM at step 3"}),
+                         (c, {"state": states.FAILED, "error": "killed"})])
+        rows = {r.run_id: (r.state, r.error, r.generation, r.wandb_run_id) for r in reg.list()}
+    shutil.rmtree(ws.run_dir(c))
+    before = _folder_tree(ws.runs_dir)
+    with pytest.raises(LaunchError, match="invalid partition"):  # sbatch refuses: rerun a, resume b and c
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+    assert _folder_tree(ws.runs_dir) == before and not ws.run_dir(c).exists()
+    with Registry(ws.registry_path) as reg:
+        assert {r.run_id: (r.state, r.error, r.generation, r.wandb_run_id) for r in reg.list()} == rows
+
+    def full(run_dir, version):  # the disk fills up at the second run (a's rerun is prepared by then)
+        raise OSError(errno.ENOSPC, "No space left on device", str(run_dir / "provenance.json"))
+
+    monkeypatch.setattr(launcher, "record_resume", full)
+    with pytest.raises(OSError, match="No space"):  # the CLI names the file in one line
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+    assert _folder_tree(ws.runs_dir) == before
+    with Registry(ws.registry_path) as reg:
+        assert {r.run_id: (r.state, r.error, r.generation, r.wandb_run_id) for r in reg.list()} == rows
