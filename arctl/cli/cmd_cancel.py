@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
         RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them)."""
         with launch_errors():
-            from arctl.launch.control import cancel_runs, open_existing, select_runs
+            from arctl.launch.control import NOT_CANCELLED, cancel_runs, open_existing, select_runs
             from arctl.launch.refresh import refresh
 
             workspace, reg = open_existing(workdir)
@@ -26,11 +26,14 @@ def register(app: typer.Typer) -> None:
                 records = refresh(reg, workspace, select_runs(reg, list(targets)))
                 done = cancel_runs(reg, workspace, records)
         if as_json:
-            print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state} for r, _ in done])
+            print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state,
+                         "cancelled": not what.startswith(NOT_CANCELLED), "outcome": what} for r, what in done])
             return
         for rec, what in done:
             console.print(f"{esc(rec.run_id)}: {esc(what)}")
         idle = len(records) - len(done)
-        saving = sum(1 for r, _ in done if r.state != "CANCELLED")
-        console.print(f"{len(done)} run(s) cancelled" + (f"; {saving} save a checkpoint first (CANCELLED once saved)"
-                                                          if saving else "") + (f"; {idle} were not active" if idle else ""))
+        left = sum(1 for _, what in done if what.startswith(NOT_CANCELLED))
+        saving = sum(1 for r, what in done if r.state != "CANCELLED" and not what.startswith(NOT_CANCELLED))
+        console.print(f"{len(done) - left} run(s) cancelled" + (f"; {saving} save a checkpoint first (CANCELLED once "
+                                                                 "saved)" if saving else "")
+                      + (f"; {left} not cancelled (above)" if left else "") + (f"; {idle} were not active" if idle else ""))

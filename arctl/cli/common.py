@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from arctl.config.files import PLACE_ERRNOS
+
 EXIT_USER_ERROR = 2
 
 console = Console(highlight=False, soft_wrap=True)
@@ -58,10 +60,6 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
-# what the machine says when a path cannot be used: a full disk, a read-only or foreign folder, a file
-# where a folder should be, a name too long. The user can act on each; none is a bug of arctl's
-PLACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-                          errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EEXIST, errno.EIO})
 
 
 def place_problem(err: BaseException) -> str | None:

@@ -4,12 +4,18 @@ the files others read (status.json, config.yaml, checkpoints, caches, datasets).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+# what the machine says when a path cannot be used: a full disk, a read-only or foreign folder, a file
+# where a folder should be, a name too long. The user can act on each; none is a bug of arctl's
+PLACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                          errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EEXIST, errno.EIO})
 
 
 @contextmanager

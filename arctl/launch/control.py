@@ -21,6 +21,9 @@ from arctl.launch.workspace import Workspace
 # job that is ending already: the other jobs of the same call were cancelled
 GONE = re.compile(r"job id (\S+?): Invalid job id specified")
 ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
+NOT_CANCELLED = "not cancelled"  # how an outcome of :func:`cancel_runs` that changed nothing begins
+SILENT_S = 3600.0  # a started run whose status.json has not changed for this long, and whose job SLURM does
+# not have, is taken for dead (a job writes its status at every logged step)
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
@@ -30,8 +33,9 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
     so no resume can start beside the attempt that is still saving. scancel cancels the jobs it has
     and complains about the others: a job already ending is left to the next refresh (it completes or
     fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
-    started, and left as it is, with why, when its run reported it started (it may run on another
-    cluster, or was killed without a word)."""
+    started or has been silent for :data:`SILENT_S` (killed without a word), and left as it is, with
+    why, when its run reported lately (it may run on another cluster). An outcome that changed
+    nothing begins with :data:`NOT_CANCELLED`."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
@@ -52,11 +56,12 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
     for rec in active:
         started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
         if rec.executor == "slurm" and rec.job_id in ending:
-            outcome.append((rec, f"not cancelled: its job {rec.job_id} is already ending (`arctl status` shows how)"))
+            outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))
             continue
-        if rec.executor == "slurm" and rec.job_id in gone and started:
-            outcome.append((rec, f"not cancelled: SLURM here does not have its job {rec.job_id}, and the run "
-                                 "reported it started (another cluster's job? cancel it there)"))
+        if rec.executor == "slurm" and rec.job_id in gone and started and not _silent(workspace.run_dir(rec.run_id)):
+            outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and the run "
+                                 f"reported within the last {SILENT_S / 60:.0f} min (another cluster's job? cancel "
+                                 "it there; a job killed without a word is cancelled once it has been silent that long)"))
             continue
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
@@ -73,6 +78,14 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
             setattr(rec, k, v)
     reg.update_many(updates)
     return outcome
+
+
+def _silent(run_dir: Path) -> bool:
+    """Has status.json not changed for :data:`SILENT_S` (or is it gone)?"""
+    try:
+        return time.time() - (run_dir / "status.json").stat().st_mtime > SILENT_S
+    except OSError:
+        return True
 
 
 def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:

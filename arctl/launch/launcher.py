@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arctl.compose.run import ResolvedRun
-from arctl.config.files import atomic_write
+from arctl.config.files import PLACE_ERRNOS, atomic_write
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
@@ -379,26 +379,43 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 job_ids.update({item.run_id: "debug" for item, _ in claimed})
         except BaseException as err:
             every = [(by_id[r.run_id], r) for r in claim.claimed]
-            _record_submitted(reg, name, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+            left = []  # what the rollback could not do (a full disk fails it too): said, never masking `err`
+            try:
+                _record_submitted(reg, name, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+            except Exception as also:  # noqa: BLE001 - reported with the original error
+                left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
             refused = [(i, r) for i, r in every if i.run_id not in job_ids]
             # nothing of a refused submission stays: new runs leave no row and no run dir, resumed and
             # rerun ones are as they were (their folders, and the registry's state, error and generation)
             # folders first: interrupted here, a run keeps its SUBMITTING row (the next launch takes it
-            # over), never a folder without a row
-            for item, _rec in refused:
-                if item.run_id in created:
-                    shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
-                elif item.run_id in archived:  # a refused --force rerun: the run stays the finished run it was
-                    restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
-                elif item.run_id in kept:  # a refused resume: its status as its last job reported it, ...
-                    _put_back(kept[item.run_id])
-            reg.unclaim([r for _, r in refused], token)
+            # over), never a folder without a row; each step alone, the rows given back whatever fails
+            try:
+                for item, _rec in refused:
+                    try:
+                        if item.run_id in created:
+                            shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
+                        elif item.run_id in archived:  # a refused --force rerun: the finished run it was
+                            restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
+                        elif item.run_id in kept:  # a refused resume: its status as its last job reported it
+                            _put_back(kept[item.run_id])
+                    except Exception as also:  # noqa: BLE001 - reported with the original error
+                        where = archived.get(item.run_id)
+                        left.append(f"{workspace.run_dir(item.run_id)} ({also}" + (f"; its files are in {where})"
+                                                                                   if where else ")"))
+            finally:
+                try:
+                    reg.unclaim([r for _, r in refused], token)
+                except Exception as also:  # noqa: BLE001 - reported with the original error
+                    left.append(f"the registry rows of {len(refused)} run(s) ({also}; `arctl repair` rebuilds them)")
+            said = ("; and could not undo: " + "; ".join(left)) if left else ""
             if isinstance(err, LaunchError):
+                if said:
+                    raise LaunchError(f"{err}{said}") from err
                 raise
-            if isinstance(err, OSError) and err.filename:  # e.g. a full disk: the CLI names the path, one line
-                raise
+            if isinstance(err, OSError) and err.filename and err.errno in PLACE_ERRNOS and not said:
+                raise  # e.g. a full disk: the CLI names the path in one line
             if isinstance(err, Exception):
-                raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}") from err
+                raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
             raise
         _record_submitted(reg, name, claimed, job_ids)
         result.submitted = [item for item, _ in claimed]
@@ -554,13 +571,24 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
         try:
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
-        except Exception as err:  # submitit.core.utils.FailedJobError from sbatch: one line for the user
+        except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
             said = " ".join((captured.read() + " " + str(err)).split())
-            for left in _entries(workspace.jobs_dir) - before:  # submitit's pickle and script of it
+            made = _entries(workspace.jobs_dir) - before  # submitit's pickle and script of it
+            # files submitit moved into a job's folder: sbatch had accepted that (held) job, cancel it
+            accepted = sorted({p.name.split("_")[0] for p in made if p.name.split("_")[0].isdigit()})
+            if accepted:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(["scancel", *accepted], capture_output=True, timeout=60, check=False)
+            for left in made:
                 if left.is_dir():
                     shutil.rmtree(left, ignore_errors=True)
                 else:
                     left.unlink(missing_ok=True)
+            if not isinstance(err, Exception):  # Ctrl-C: as it is
+                raise
+            if accepted:
+                raise LaunchError(f"sbatch accepted job {', '.join(accepted)}, then the submission failed "
+                                  f"(job cancelled): {said[-300:]}") from err
             raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
     master = str(jobs[0].job_id).split("_")[0]
     try:

@@ -66,24 +66,32 @@ def archive_previous(run_dir: Path) -> Path | None:
     n = 1
     while archive.exists():  # a second rerun within the same second
         archive, n = run_dir / "previous" / f"{time.strftime('%Y%m%d-%H%M%S')}-{n}", n + 1
-    moved = None
-    for key in ARCHIVED:
-        if paths[key].exists():
-            archive.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(paths[key]), str(archive / paths[key].name))
-            moved = archive
-    if moved is not None and paths["config"].is_file():
-        shutil.copy2(paths["config"], archive / paths["config"].name)
-    return moved
+    if not any(paths[key].exists() for key in ARCHIVED):
+        return None
+    archive.mkdir(parents=True, exist_ok=True)
+    try:  # the copy first (it needs space; the moves are renames), and all of it or none of it
+        if paths["config"].is_file():
+            shutil.copy2(paths["config"], archive / paths["config"].name)
+        for key in ARCHIVED:
+            if paths[key].exists():
+                shutil.move(str(paths[key]), str(archive / paths[key].name))
+    except BaseException:
+        (archive / paths["config"].name).unlink(missing_ok=True)  # a copy (perhaps half written): not put back
+        restore_previous(run_dir, archive, keep_added=True)
+        raise
+    return archive
 
 
-def restore_previous(run_dir: Path, archive: Path) -> None:
+def restore_previous(run_dir: Path, archive: Path, keep_added: bool = False) -> None:
     """Put back what :func:`archive_previous` moved to ``archive`` (a rerun whose submission was
     refused: the run is the finished run it was), replacing what the rerun wrote since and removing
-    what it added (checkpoints/ and wandb/ come back when the run had them)."""
+    what it added (checkpoints/ and wandb/ come back when the run had them). ``keep_added``: only put
+    back what the archive holds (an archive interrupted halfway: the rest was never moved)."""
     paths = run_paths(run_dir)
     for key in (*ARCHIVED, "config"):
         kept = archive / paths[key].name
+        if keep_added and not kept.exists():
+            continue
         if paths[key].is_dir() and not paths[key].is_symlink():
             shutil.rmtree(paths[key])  # the rerun's (its job never ran: empty, or the launcher's own)
         else:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
+from pathlib import Path
 
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
@@ -289,10 +292,21 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
     assert calls.read_text().split("\n")[1].split() == ["101_0", "101_1", "101_2"]
     assert got == {a: (states.PENDING, True), b: (states.PENDING, False), c: (states.CANCELLED, True)}
     assert said[a].startswith("cancelling") and "another cluster" in said[b] and said[c].startswith("cancelled")
+    silent = time.time() - 2 * 3600  # b's job was killed without a word two hours ago: now it is cancelled
+    os.utime(ws.run_dir(b) / "status.json", (silent, silent))
+    with Registry(ws.registry_path) as reg:
+        said = {r.run_id: why for r, why in cancel_runs(reg, ws, [reg.get(b)])}
+        assert said[b].startswith("cancelled") and reg.get(b).state == states.CANCELLED
     scancel_err.write_text("scancel: error: Kill job error on job id 101_0: Job/step already completing or completed\n")
     with Registry(ws.registry_path) as reg:
         (rec, why), = cancel_runs(reg, ws, [reg.get(a)])
         assert "already ending" in why and reg.get(a).state == states.PENDING
+    res = CliRunner().invoke(app, ["cancel", a, "--workdir", str(ws.root), "--json"])  # says so, also in JSON
+    assert res.exit_code == 0, res.output
+    (shown,) = json.loads(res.stdout)
+    assert shown["cancelled"] is False and "already ending" in shown["outcome"]
+    res = CliRunner().invoke(app, ["cancel", a, "--workdir", str(ws.root)])
+    assert "0 run(s) cancelled; 1 not cancelled" in res.stdout
     site_max_array_size.cache_clear()
 
 
@@ -371,3 +385,90 @@ def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(
     assert _folder_tree(ws.runs_dir) == before
     with Registry(ws.registry_path) as reg:
         assert {r.run_id: (r.state, r.error, r.generation, r.wandb_run_id) for r in reg.list()} == rows
+
+
+def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back(specs, tmp_path, monkeypatch,
+                                                                                 refusing_sbatch):
+    """From the third review: on a full disk the rollback's own writes fail too; the first failure
+    aborted it before the rows were given back (they stayed SUBMITTING under a dead claim, and the
+    next sweep "resumed" completed runs), and its error replaced sbatch's. Each step is now alone,
+    the rows are given back whatever fails, and the one error line says both. Also: an archive of a
+    finished run that fails halfway puts back what it moved (it left the run's files in previous/)."""
+    import errno
+
+    import arctl.launch.launcher as launcher
+    import arctl.launch.rundir as rundir
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
+        rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(ws.run_dir(b) / "status.json"))
+
+    monkeypatch.setattr(launcher, "_put_back", full)  # b's resume cannot be undone
+    with pytest.raises(LaunchError) as info:
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+    message = str(info.value)
+    assert message.startswith("sbatch refused the job") and "could not undo" in message and str(ws.run_dir(b)) in message
+    with Registry(ws.registry_path) as reg:
+        assert {r.run_id: (r.state, r.error, r.generation) for r in reg.list()} == rows  # every row given back
+    assert read_status(ws.run_dir(a))["state"] == "completed"  # a's rerun was undone
+    monkeypatch.undo()
+
+    before = _folder_tree(ws.run_dir(a))
+    real_move, moves = shutil.move, []
+
+    def move_then_full(src, dst):
+        moves.append(src)
+        if len(moves) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", dst)
+        return real_move(src, dst)
+
+    monkeypatch.setattr(rundir.shutil, "move", move_then_full)
+    with pytest.raises(OSError):
+        rundir.archive_previous(ws.run_dir(a))
+    monkeypatch.undo()
+    assert _folder_tree(ws.run_dir(a)) == before and not (ws.run_dir(a) / "previous").exists()
+
+
+def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_path, monkeypatch):
+    """From the same review: after sbatch answers, submitit still moves the job's files into its
+    folder; a failure (or Ctrl-C) there was reported "sbatch refused the job" and the held job stayed
+    in the queue for ever. The job ids of the folders submitit made are cancelled."""
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+
+    calls = tmp_path / "calls"
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+        scontrol="echo 'MaxArraySize            = 1001'\n", scancel=f'echo "scancel $*" >> {calls}\n',
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    site_max_array_size.cache_clear()
+    real = launcher.slurm_executor
+
+    class Failing:
+        def __init__(self, folder, params):
+            self.jobs_dir = Path(str(folder)).parent
+
+        def map_array(self, fn, args, exc=OSError("[Errno 28] No space left on device")):
+            (self.jobs_dir / "101_0").mkdir(parents=True)  # submitit had moved task 0's pickle
+            raise self.exc
+
+    for exc, raised in ((OSError("No space left on device"), LaunchError), (KeyboardInterrupt(), KeyboardInterrupt)):
+        Failing.exc = exc
+        monkeypatch.setattr(launcher, "slurm_executor", Failing)
+        ws = Workspace(tmp_path / f"ws-{raised.__name__}")
+        with pytest.raises(raised) as info:
+            launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+        assert calls.read_text().splitlines()[-1] == "scancel 101"
+        if raised is LaunchError:
+            assert "sbatch accepted job 101, then the submission failed (job cancelled)" in str(info.value)
+        assert not ws.root.exists()
+    monkeypatch.setattr(launcher, "slurm_executor", real)
+    site_max_array_size.cache_clear()
