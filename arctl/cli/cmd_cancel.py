@@ -13,7 +13,7 @@ def register(app: typer.Typer) -> None:
     def cancel(
         targets: list[str] = typer.Argument(..., metavar="TARGET", help="Run ids (or prefixes), sweep or experiment names."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON: the cancelled runs."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: each active run, whether it was cancelled and why."),
     ) -> None:
         """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
         RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -22,8 +23,8 @@ from arctl.launch.workspace import Workspace
 GONE = re.compile(r"job id (\S+?): Invalid job id specified")
 ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
 NOT_CANCELLED = "not cancelled"  # how an outcome of :func:`cancel_runs` that changed nothing begins
-SILENT_S = 3600.0  # a started run whose status.json has not changed for this long, and whose job SLURM does
-# not have, is taken for dead (a job writes its status at every logged step)
+SILENT_S = 3600.0  # a started run whose folder and logs have not changed for this long, and whose job SLURM
+# does not have, is taken for dead (a live job writes its logs, metrics, status or checkpoints meanwhile)
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
@@ -33,8 +34,8 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
     so no resume can start beside the attempt that is still saving. scancel cancels the jobs it has
     and complains about the others: a job already ending is left to the next refresh (it completes or
     fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
-    started or has been silent for :data:`SILENT_S` (killed without a word), and left as it is, with
-    why, when its run reported lately (it may run on another cluster). An outcome that changed
+    started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
+    killed without a word), and left as it is, with why, otherwise (it may run on another cluster). An outcome that changed
     nothing begins with :data:`NOT_CANCELLED`."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
@@ -58,10 +59,10 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
         if rec.executor == "slurm" and rec.job_id in ending:
             outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))
             continue
-        if rec.executor == "slurm" and rec.job_id in gone and started and not _silent(workspace.run_dir(rec.run_id)):
-            outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and the run "
-                                 f"reported within the last {SILENT_S / 60:.0f} min (another cluster's job? cancel "
-                                 "it there; a job killed without a word is cancelled once it has been silent that long)"))
+        if rec.executor == "slurm" and rec.job_id in gone and started and not _silent(workspace, rec):
+            outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and its folder "
+                                 f"or logs changed within the last {SILENT_S / 60:.0f} min (another cluster's job? "
+                                 "cancel it there; a job killed without a word is cancelled once all is that quiet)"))
             continue
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
@@ -80,12 +81,18 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
     return outcome
 
 
-def _silent(run_dir: Path) -> bool:
-    """Has status.json not changed for :data:`SILENT_S` (or is it gone)?"""
-    try:
-        return time.time() - (run_dir / "status.json").stat().st_mtime > SILENT_S
-    except OSError:
-        return True
+def _silent(workspace: Workspace, rec: RunRecord) -> bool:
+    """Has nothing the run's job writes changed for :data:`SILENT_S`: the files of its folder (status,
+    metrics, checkpoints, W&B) and its job's logs (in jobs/, linked from the folder)?"""
+    newest = 0.0
+    for root, _dirs, files in os.walk(workspace.run_dir(rec.run_id)):  # links to jobs/ are not followed
+        for name in files:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+    for path in log_files(workspace, rec):
+        with contextlib.suppress(OSError):
+            newest = max(newest, path.stat().st_mtime)
+    return time.time() - newest > SILENT_S
 
 
 def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:

@@ -14,7 +14,6 @@ membership and ``shared.json``). A run directory created here gets ``provenance.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -389,25 +388,37 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             # rerun ones are as they were (their folders, and the registry's state, error and generation)
             # folders first: interrupted here, a run keeps its SUBMITTING row (the next launch takes it
             # over), never a folder without a row; each step alone, the rows given back whatever fails
+            interrupted: BaseException | None = None  # a second Ctrl-C: the rollback (renames) finishes first
             try:
                 for item, _rec in refused:
-                    try:
-                        if item.run_id in created:
-                            shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
-                        elif item.run_id in archived:  # a refused --force rerun: the finished run it was
-                            restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
-                        elif item.run_id in kept:  # a refused resume: its status as its last job reported it
-                            _put_back(kept[item.run_id])
-                    except Exception as also:  # noqa: BLE001 - reported with the original error
-                        where = archived.get(item.run_id)
-                        left.append(f"{workspace.run_dir(item.run_id)} ({also}" + (f"; its files are in {where})"
-                                                                                   if where else ")"))
+                    for again in (False, True):  # each undo may run twice (renames and rewrites: idempotent)
+                        try:
+                            if item.run_id in created:
+                                shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
+                            elif item.run_id in archived:  # a refused --force rerun: the finished run it was
+                                restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
+                            elif item.run_id in kept:  # a refused resume: its status as its last job reported it
+                                _put_back(kept[item.run_id])
+                            break
+                        except BaseException as also:  # noqa: BLE001 - reported with the original error
+                            if not isinstance(also, Exception):
+                                interrupted = also
+                                if not again:
+                                    continue  # a second Ctrl-C: finish this run's undo first
+                            where = archived.get(item.run_id)
+                            left.append(f"{workspace.run_dir(item.run_id)} ({also or type(also).__name__}"
+                                        + (f"; its files are in {where})" if where else ")"))
+                            break
             finally:
                 try:
                     reg.unclaim([r for _, r in refused], token)
                 except Exception as also:  # noqa: BLE001 - reported with the original error
                     left.append(f"the registry rows of {len(refused)} run(s) ({also}; `arctl repair` rebuilds them)")
             said = ("; and could not undo: " + "; ".join(left)) if left else ""
+            if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
+                if said:
+                    (interrupted or err).add_note(said.removeprefix("; "))
+                raise (interrupted or err) from None
             if isinstance(err, LaunchError):
                 if said:
                     raise LaunchError(f"{err}{said}") from err
@@ -567,19 +578,28 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     # fails at once without a log
     held = {**params, "additional_parameters": {**params.get("additional_parameters", {}), "hold": True}}
     executor = slurm_executor(folder, held)
+    accepted: list[str] = []  # the job id sbatch answered with, as submitit parses it (this launch's only)
+    parse = executor._get_job_id_from_submission_command
+
+    def parsed(output):
+        job_id = parse(output)
+        accepted.append(str(job_id))
+        return job_id
+
+    executor._get_job_id_from_submission_command = parsed
     before = _entries(workspace.jobs_dir)
     with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
         try:
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
         except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
             said = " ".join((captured.read() + " " + str(err)).split())
-            made = _entries(workspace.jobs_dir) - before  # submitit's pickle and script of it
-            # files submitit moved into a job's folder: sbatch had accepted that (held) job, cancel it
-            accepted = sorted({p.name.split("_")[0] for p in made if p.name.split("_")[0].isdigit()})
-            if accepted:
-                with contextlib.suppress(OSError, subprocess.SubprocessError):
-                    subprocess.run(["scancel", *accepted], capture_output=True, timeout=60, check=False)
-            for left in made:
+            cancelled = _scancel(accepted) if accepted else False  # accepted (held), then submitit failed
+            # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
+            # launch into the same workspace may be submitting its own meanwhile)
+            for left in _entries(workspace.jobs_dir) - before:
+                job = left.name.split("_")[0]
+                if job.isdigit() and job not in accepted:
+                    continue
                 if left.is_dir():
                     shutil.rmtree(left, ignore_errors=True)
                 else:
@@ -587,8 +607,9 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
             if not isinstance(err, Exception):  # Ctrl-C: as it is
                 raise
             if accepted:
+                what = "job cancelled" if cancelled else f"scancel {' '.join(accepted)} failed: cancel it yourself"
                 raise LaunchError(f"sbatch accepted job {', '.join(accepted)}, then the submission failed "
-                                  f"(job cancelled): {said[-300:]}") from err
+                                  f"({what}): {said[-300:]}") from err
             raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
     master = str(jobs[0].job_id).split("_")[0]
     try:
@@ -596,8 +617,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     except LaunchError:
         raise  # refused and cancelled by _release
     except BaseException:  # e.g. Ctrl-C: a job left held would wait in the queue for ever
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(["scancel", master], capture_output=True, timeout=60, check=False)
+        _scancel([master])
         raise
     # released: every task may start now, so all are recorded before anything else can be interrupted
     job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
@@ -609,6 +629,14 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
             if script.exists():
                 _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
                 break
+
+
+def _scancel(job_ids: list[str]) -> bool:
+    """Cancel ``job_ids`` (best effort, while another error is on its way): whether scancel said yes."""
+    try:
+        return subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _release(master: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -55,49 +56,65 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 
 
 ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning")  # the launcher writes a new provenance
+MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 
 
 def archive_previous(run_dir: Path) -> Path | None:
     """Move a finished run's checkpoints/, wandb/, status.json, provenance.json and warning.json to
     ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
-    another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it."""
+    another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it.
+    Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after
+    a manifest of what is moved; a failure puts back what was moved and raises."""
     paths = run_paths(run_dir)
     archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
     n = 1
     while archive.exists():  # a second rerun within the same second
         archive, n = run_dir / "previous" / f"{time.strftime('%Y%m%d-%H%M%S')}-{n}", n + 1
-    if not any(paths[key].exists() for key in ARCHIVED):
+    keys = [key for key in ARCHIVED if paths[key].exists()]
+    if not keys:
         return None
     archive.mkdir(parents=True, exist_ok=True)
-    try:  # the copy first (it needs space; the moves are renames), and all of it or none of it
+    try:  # what needs space first (the manifest, the copy); then renames
+        (archive / MANIFEST).write_text("".join(f"{key}\n" for key in [*keys, "config"]))
         if paths["config"].is_file():
             shutil.copy2(paths["config"], archive / paths["config"].name)
-        for key in ARCHIVED:
-            if paths[key].exists():
-                shutil.move(str(paths[key]), str(archive / paths[key].name))
-    except BaseException:
+        for key in keys:
+            os.rename(paths[key], archive / paths[key].name)
+    except BaseException as err:
         (archive / paths["config"].name).unlink(missing_ok=True)  # a copy (perhaps half written): not put back
-        restore_previous(run_dir, archive, keep_added=True)
+        try:
+            restore_previous(run_dir, archive)
+        except Exception as undo:  # noqa: BLE001 - the first error is the one to report
+            raise RunDirError(f"{run_dir}: moving its previous files aside failed ({err}) and moving them back "
+                              f"failed too ({undo}): they are in {archive}") from err
         raise
     return archive
 
 
-def restore_previous(run_dir: Path, archive: Path, keep_added: bool = False) -> None:
+def restore_previous(run_dir: Path, archive: Path) -> None:
     """Put back what :func:`archive_previous` moved to ``archive`` (a rerun whose submission was
     refused: the run is the finished run it was), replacing what the rerun wrote since and removing
-    what it added (checkpoints/ and wandb/ come back when the run had them). ``keep_added``: only put
-    back what the archive holds (an archive interrupted halfway: the rest was never moved)."""
+    what it added (a provenance.json the run had none of; checkpoints/ and wandb/ come back as the
+    run had them). Safe to run again after an interruption: a key the manifest lists whose file is no
+    longer in the archive was put back already (or never moved) and is left alone; without the
+    manifest (removed last) there is nothing left to do."""
     paths = run_paths(run_dir)
+    try:
+        listed = set((archive / MANIFEST).read_text().split())
+    except FileNotFoundError:
+        return  # put back already (the manifest goes last)
     for key in (*ARCHIVED, "config"):
         kept = archive / paths[key].name
-        if keep_added and not kept.exists():
-            continue
+        moved = key in listed
+        if moved and not kept.exists():
+            continue  # put back already, or never moved
         if paths[key].is_dir() and not paths[key].is_symlink():
             shutil.rmtree(paths[key])  # the rerun's (its job never ran: empty, or the launcher's own)
-        else:
-            paths[key].unlink(missing_ok=True)  # the rerun's (a provenance.json the run had none of)
-        if kept.exists():
-            shutil.move(str(kept), str(paths[key]))
+        elif paths[key].exists() or paths[key].is_symlink():
+            paths[key].unlink()  # the rerun's
+        if moved:
+            os.replace(kept, paths[key])
+    (archive / MANIFEST).unlink(missing_ok=True)
     for folder in (archive, archive.parent):  # previous/ itself when this was its only archive
         try:
             folder.rmdir()

@@ -292,8 +292,14 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
     assert calls.read_text().split("\n")[1].split() == ["101_0", "101_1", "101_2"]
     assert got == {a: (states.PENDING, True), b: (states.PENDING, False), c: (states.CANCELLED, True)}
     assert said[a].startswith("cancelling") and "another cluster" in said[b] and said[c].startswith("cancelled")
-    silent = time.time() - 2 * 3600  # b's job was killed without a word two hours ago: now it is cancelled
-    os.utime(ws.run_dir(b) / "status.json", (silent, silent))
+    silent = time.time() - 2 * 3600
+    for path in (*ws.run_dir(b).rglob("*"), *ws.jobs_dir.rglob("*")):
+        os.utime(path, (silent, silent), follow_symlinks=False)
+    (ws.run_dir(b) / "metrics.jsonl").write_text('{"step": 7}\n')  # quiet status, but it still logs: alive
+    with Registry(ws.registry_path) as reg:
+        said = {r.run_id: why for r, why in cancel_runs(reg, ws, [reg.get(b)])}
+        assert said[b].startswith("not cancelled") and reg.get(b).state == states.PENDING
+    os.utime(ws.run_dir(b) / "metrics.jsonl", (silent, silent))  # killed without a word two hours ago
     with Registry(ws.registry_path) as reg:
         said = {r.run_id: why for r, why in cancel_runs(reg, ws, [reg.get(b)])}
         assert said[b].startswith("cancelled") and reg.get(b).state == states.CANCELLED
@@ -410,6 +416,7 @@ def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(ws.run_dir(b) / "status.json"))
 
+    real_put_back = launcher._put_back
     monkeypatch.setattr(launcher, "_put_back", full)  # b's resume cannot be undone
     with pytest.raises(LaunchError) as info:
         launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
@@ -418,28 +425,53 @@ def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back
     with Registry(ws.registry_path) as reg:
         assert {r.run_id: (r.state, r.error, r.generation) for r in reg.list()} == rows  # every row given back
     assert read_status(ws.run_dir(a))["state"] == "completed"  # a's rerun was undone
-    monkeypatch.undo()
+    monkeypatch.setattr(launcher, "_put_back", real_put_back)
+
+    # a second Ctrl-C while the rollback puts a's files back: it finishes that first, then stops
+    real_restore, restores = launcher.restore_previous, []
+
+    def interrupted_once(run_dir, archive):
+        restores.append(run_dir)
+        real_restore(run_dir, archive)  # halfway, as it were: the retry must find it done
+        if len(restores) == 1:
+            raise KeyboardInterrupt
+
+    everything = _folder_tree(ws.runs_dir)
+    monkeypatch.setattr(launcher, "restore_previous", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+    monkeypatch.setattr(launcher, "restore_previous", real_restore)
+    assert restores[0] == restores[1] == ws.run_dir(a) and _folder_tree(ws.runs_dir) == everything
+    with Registry(ws.registry_path) as reg:
+        assert {r.run_id: (r.state, r.error, r.generation) for r in reg.list()} == rows
 
     before = _folder_tree(ws.run_dir(a))
-    real_move, moves = shutil.move, []
+    real_rename, renames = os.rename, []
 
-    def move_then_full(src, dst):
-        moves.append(src)
-        if len(moves) == 2:
-            raise OSError(errno.ENOSPC, "No space left on device", dst)
-        return real_move(src, dst)
+    def rename_then_fail(src, dst):  # e.g. checkpoints/ on another file system (EXDEV): no copy, ever
+        renames.append(src)
+        if len(renames) == 2:
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        return real_rename(src, dst)
 
-    monkeypatch.setattr(rundir.shutil, "move", move_then_full)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(rundir.os, "rename", rename_then_fail)
+    with pytest.raises(OSError, match="cross-device"):
         rundir.archive_previous(ws.run_dir(a))
-    monkeypatch.undo()
-    assert _folder_tree(ws.run_dir(a)) == before and not (ws.run_dir(a) / "previous").exists()
+    monkeypatch.setattr(rundir.os, "rename", real_rename)
+    assert len(renames) == 2 and _folder_tree(ws.run_dir(a)) == before and not (ws.run_dir(a) / "previous").exists()
+    # put back twice (a second Ctrl-C during the first): the second changes nothing
+    archive = rundir.archive_previous(ws.run_dir(a))
+    rundir.restore_previous(ws.run_dir(a), archive)
+    rundir.restore_previous(ws.run_dir(a), archive)
+    assert _folder_tree(ws.run_dir(a)) == before
 
 
 def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_path, monkeypatch):
     """From the same review: after sbatch answers, submitit still moves the job's files into its
     folder; a failure (or Ctrl-C) there was reported "sbatch refused the job" and the held job stayed
-    in the queue for ever. The job ids of the folders submitit made are cancelled."""
+    in the queue for ever. The job id submitit parsed from sbatch's answer is cancelled, and only its
+    folders are removed (from the next review: another launch into the same workspace may be
+    submitting its own job meanwhile; its job and folders were cancelled and removed too)."""
     import arctl.launch.launcher as launcher
     from arctl.compose import resolve_sweep
 
@@ -456,19 +488,27 @@ def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_pa
         def __init__(self, folder, params):
             self.jobs_dir = Path(str(folder)).parent
 
-        def map_array(self, fn, args, exc=OSError("[Errno 28] No space left on device")):
+        @staticmethod
+        def _get_job_id_from_submission_command(output):
+            return output.split()[-1]
+
+        def map_array(self, fn, args):
+            self._get_job_id_from_submission_command("Submitted batch job 101")
             (self.jobs_dir / "101_0").mkdir(parents=True)  # submitit had moved task 0's pickle
+            (self.jobs_dir / "202_0").mkdir(parents=True)  # another launch's job, meanwhile
             raise self.exc
 
     for exc, raised in ((OSError("No space left on device"), LaunchError), (KeyboardInterrupt(), KeyboardInterrupt)):
         Failing.exc = exc
         monkeypatch.setattr(launcher, "slurm_executor", Failing)
         ws = Workspace(tmp_path / f"ws-{raised.__name__}")
+        ws.jobs_dir.mkdir(parents=True)  # a workspace in use (by the other launch too)
+        calls.unlink(missing_ok=True)
         with pytest.raises(raised) as info:
             launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
-        assert calls.read_text().splitlines()[-1] == "scancel 101"
+        assert calls.read_text().splitlines() == ["scancel 101"]
         if raised is LaunchError:
             assert "sbatch accepted job 101, then the submission failed (job cancelled)" in str(info.value)
-        assert not ws.root.exists()
+        assert sorted(p.name for p in ws.jobs_dir.iterdir()) == ["202_0"]
     monkeypatch.setattr(launcher, "slurm_executor", real)
     site_max_array_size.cache_clear()
