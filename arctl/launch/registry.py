@@ -13,6 +13,7 @@ traceback, and no value read back (a job id, a run id) reaches a command line or
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -271,11 +272,20 @@ class Registry:
 
     def _check_schema(self) -> None:
         """A file with a ``runs`` table lacking a column every arctl version had is damaged or foreign
-        (reading the schema also fails on a file that is not SQLite at all)."""
-        have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+        (reading the schema also fails on a file that is not SQLite at all). Both reads in one read
+        transaction: another process creating the registry at this moment (its tables in one
+        transaction) is seen before or after, never halfway (a "runs" table appearing between the two
+        reads was taken for another program's database)."""
+        self._conn.execute("BEGIN")
+        try:
+            have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+            other = None if have else self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' LIMIT 1").fetchone()
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("COMMIT")
         missing = [c for c in ("run_id", "experiment", "arm", "seed", "state") if c not in have]
-        if not have and (other := self._conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' LIMIT 1").fetchone()):
+        if not have and other:
             raise RegistryError(f"{self.path} is a SQLite database without arctl's runs table (it has {other[0]!r}): "
                                 f"not an arctl registry; {repair_hint(self.path)}")
         if have and missing:
