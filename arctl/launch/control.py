@@ -69,10 +69,12 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save
         if started:
-            values = {"cancel_requested": now, "phase": "cancelling: saving its checkpoint", "claim": None}
+            values = {"cancel_requested": now, "phase": "cancelling: saving its checkpoint", "claim": None,
+                      "before_claim": None}
             outcome.append((rec, f"cancelling (job {rec.job_id}): it saves a checkpoint and stops"))
         else:
-            values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None}
+            values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None,
+                      "before_claim": None}
             outcome.append((rec, f"cancelled (job {rec.job_id})"))
         updates.append((rec.run_id, values))
         for k, v in values.items():

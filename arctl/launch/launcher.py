@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,11 +41,17 @@ from arctl.launch.executors import (
 )
 from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, write_provenance
-from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.run_id import make_run_id
-from arctl.launch.rundir import archive_previous, frozen_config, prepare_run_dir, restore_previous
+from arctl.launch.rundir import (
+    archive_previous,
+    frozen_config,
+    last_archive,
+    prepare_run_dir,
+    restore_previous,
+)
 from arctl.launch.shared import served, write_shared
-from arctl.launch.status_file import write_status
+from arctl.launch.status_file import read_status, write_status
 from arctl.launch.workspace import Workspace, run_paths
 from arctl.track.phase import waiting_phase, write_phase
 
@@ -175,8 +180,9 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 if rec is not None:
                     known[item.run_id] = rec
     unregistered = set(unregistered_folders(items, workspace, known))
+    now = time.time()
     for item in items:
-        rec = known.get(item.run_id)
+        rec = _as_a_launch_finds_it(known.get(item.run_id), workspace, now)
         item.state = rec.state if rec else None
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
@@ -200,6 +206,18 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         if item.action in ("new", "resume", "rerun") and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
+
+
+def _as_a_launch_finds_it(rec: RunRecord | None, workspace: Workspace, now: float) -> RunRecord | None:
+    """``rec`` as :func:`launch` would decide on it: a dead launch's claim is given the job it had
+    submitted (:func:`arctl.launch.refresh.orphaned_job`), else undone (the run as it was before it)."""
+    from arctl.launch.refresh import orphaned_job
+
+    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+        return rec
+    if job := orphaned_job(rec, workspace.run_dir(rec.run_id), now):
+        return replace(rec, **job)
+    return rec.unclaimed()
 
 
 def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None:
@@ -334,6 +352,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if problem := workspace_problem(items, workspace, [r.run_id for r in existing]):
             raise LaunchError(problem)
         refresh(reg, workspace, existing)  # a killed job must be seen as failed before we decide
+        _put_back_dead_reruns(workspace, existing)
         claim = reg.claim([item.record() for item in items], token, force=force, members=members)
         for rec, reason in claim.skipped:
             result.skipped.append((by_id[rec.run_id], reason))
@@ -346,7 +365,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
             for rec in claim.claimed:
                 item = by_id[rec.run_id]
-                previous = rec.extra.get("previous_state")
+                previous = (rec.previous or {}).get("state")
                 item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
                 item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
                 if not workspace.run_dir(item.run_id).exists():
@@ -384,36 +403,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             except Exception as also:  # noqa: BLE001 - reported with the original error
                 left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
             refused = [(i, r) for i, r in every if i.run_id not in job_ids]
-            # nothing of a refused submission stays: new runs leave no row and no run dir, resumed and
-            # rerun ones are as they were (their folders, and the registry's state, error and generation)
-            # folders first: interrupted here, a run keeps its SUBMITTING row (the next launch takes it
-            # over), never a folder without a row; each step alone, the rows given back whatever fails
-            interrupted: BaseException | None = None  # a second Ctrl-C: the rollback (renames) finishes first
-            try:
-                for item, _rec in refused:
-                    for again in (False, True):  # each undo may run twice (renames and rewrites: idempotent)
-                        try:
-                            if item.run_id in created:
-                                shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
-                            elif item.run_id in archived:  # a refused --force rerun: the finished run it was
-                                restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
-                            elif item.run_id in kept:  # a refused resume: its status as its last job reported it
-                                _put_back(kept[item.run_id])
-                            break
-                        except BaseException as also:  # noqa: BLE001 - reported with the original error
-                            if not isinstance(also, Exception):
-                                interrupted = also
-                                if not again:
-                                    continue  # a second Ctrl-C: finish this run's undo first
-                            where = archived.get(item.run_id)
-                            left.append(f"{workspace.run_dir(item.run_id)} ({also or type(also).__name__}"
-                                        + (f"; its files are in {where})" if where else ")"))
-                            break
-            finally:
-                try:
-                    reg.unclaim([r for _, r in refused], token)
-                except Exception as also:  # noqa: BLE001 - reported with the original error
-                    left.append(f"the registry rows of {len(refused)} run(s) ({also}; `arctl repair` rebuilds them)")
+            interrupted = _roll_back(reg, workspace, token, refused, created, archived, kept, left)
             said = ("; and could not undo: " + "; ".join(left)) if left else ""
             if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                 if said:
@@ -436,7 +426,64 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
     return result
 
 
-RESUME_REWRITES = ("config", "status", "provenance")  # the files of a run folder that preparing a resume writes
+def _put_back_dead_reruns(workspace: Workspace, records: list[RunRecord]) -> None:
+    """A --force rerun whose launch died after it moved the finished run's files aside (and before its
+    job went out: :func:`arctl.launch.refresh.orphaned_job` has run) gets them back, as its refusal
+    would have done: the claim undone makes the run COMPLETED again, and its folder must be too."""
+    now = time.time()
+    for rec in records:
+        if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+            continue
+        was = rec.unclaimed()
+        run_dir = workspace.run_dir(rec.run_id)
+        if (was is not None and was.state == states.COMPLETED and read_status(run_dir).get("state") != "completed"
+                and (archive := last_archive(run_dir))):
+            restore_previous(run_dir, archive)
+
+
+def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
+               created: set[str], archived: dict[str, Path], kept: dict[str, dict[Path, bytes | None]],
+               left: list[str]) -> BaseException | None:
+    """Undo a refused submission of ``refused``: nothing of it stays. New runs leave no row and no run
+    dir (``created``: the folders this launch made); resumed and rerun ones are as they were: their
+    folders (``archived``: a --force rerun's finished files, put back; ``kept``: the files a resume
+    rewrote) and their rows (state, error, generation: :meth:`Registry.unclaim`). Folders first:
+    interrupted there, a run keeps its claim, whose row says what it was (the next launch undoes it),
+    never a folder without a row. Each step alone, the rows given back whatever fails; what could not
+    be undone is appended to ``left``. Returns a second Ctrl-C (or other BaseException) that came
+    during the undo, after finishing it, for the caller to raise."""
+    interrupted: BaseException | None = None
+    try:
+        for item, _rec in refused:
+            for again in (False, True):  # each undo may run twice (renames and rewrites: idempotent)
+                try:
+                    if item.run_id in created:
+                        shutil.rmtree(workspace.run_dir(item.run_id), ignore_errors=True)
+                    elif item.run_id in archived:  # a refused --force rerun: the finished run it was
+                        restore_previous(workspace.run_dir(item.run_id), archived[item.run_id])
+                    elif item.run_id in kept:  # a refused resume: its status as its last job reported it
+                        _put_back(kept[item.run_id])
+                    break
+                except BaseException as also:  # noqa: BLE001 - reported with the original error
+                    if not isinstance(also, Exception):
+                        interrupted = also
+                        if not again:
+                            continue  # a second Ctrl-C: finish this run's undo first
+                    where = archived.get(item.run_id)
+                    left.append(f"{workspace.run_dir(item.run_id)} ({also or type(also).__name__}"
+                                + (f"; its files are in {where})" if where else ")"))
+                    break
+    finally:
+        try:
+            reg.unclaim([r for _, r in refused], token)
+        except Exception as also:  # noqa: BLE001 - reported with the original error
+            left.append(f"the registry rows of {len(refused)} run(s) ({also}; the next launch undoes them, "
+                        "`arctl repair` rebuilds them)")
+    return interrupted
+
+
+# the files of a run folder that preparing a resume writes (and submitting it: a waiting run's phase)
+RESUME_REWRITES = ("config", "status", "provenance", "phase")
 
 
 def _contents(run_dir: Path, keys) -> dict[Path, bytes | None]:
@@ -500,7 +547,9 @@ def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchIt
     now = time.time()
     reg.update_many(
         (item.run_id, {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
-                       "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "error": None,
+                       "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
+                       "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
+                       "error": None,
                        "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
                        "ended_at": None})
         for item, rec in claimed
@@ -526,14 +575,11 @@ def after_parameters(params: dict, parent_job: str, check: bool = True) -> dict:
     """sbatch parameters of a job that starts once job ``parent_job`` (``123`` or an array task
     ``123_4``) has completed: ``--dependency=afterok:<job>``, and ``--kill-on-invalid-dep=yes``, so
     SLURM cancels it when the other job fails instead of leaving it pending forever."""
-    if check and not JOB_ID_RE.match(str(parent_job)):
+    if check and not states.SLURM_JOB_ID.match(str(parent_job)):
         raise LaunchError(f"cannot wait for job {parent_job!r}: not a SLURM job id")
     extra = {**params.get("additional_parameters", {}), "dependency": f"afterok:{parent_job}",
              "kill_on_invalid_dep": "yes"}
     return {**params, "additional_parameters": extra}
-
-
-JOB_ID_RE = re.compile(r"^\d+(_\d+)?$")
 
 
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,

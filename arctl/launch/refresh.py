@@ -18,9 +18,9 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.progress import run_progress
-from arctl.launch.registry import Registry, RunRecord
+from arctl.launch.registry import Registry, RunRecord, claim_is_stale
 from arctl.launch.status_file import read_status
-from arctl.launch.workspace import Workspace
+from arctl.launch.workspace import Workspace, queued_job
 from arctl.track.phase import is_waiting, read_phase, read_warning
 
 SACCT_TIMEOUT_S = 60
@@ -177,13 +177,42 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
     return record.state, record.error
 
 
+def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
+    """The job a dead launch submitted for ``rec`` before it could record it (killed between sbatch
+    and the registry; its claim is stale), as registry values, or None. From the run folder: a SLURM
+    job queued for it (:func:`arctl.launch.workspace.queued_job`: PENDING), or a job that has started
+    and reported under a job id the row does not have (RUNNING: the scheduler is asked next). Taken
+    over as a new claim instead, such a run would get a second job training it."""
+    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+        return None
+    values = {"claim": None, "before_claim": None, "attempts": rec.attempts + 1, "ended_at": None, "error": None}
+    if (job := queued_job(run_dir)) and job != rec.job_id:  # the row's own: an earlier attempt's, never started
+        return {**values, "state": states.PENDING, "executor": "slurm", "job_id": job,
+                "submitted_at": (run_dir / "job" / job).lstat().st_mtime}
+    status = read_status(run_dir)
+    job = status.get("job_id")
+    # SLURM only: the local queue starts no job whose registry row names another (a dead launch's)
+    if (status.get("state") not in (None, "submitted") and status.get("executor") == "slurm"
+            and isinstance(job, str) and states.SLURM_JOB_ID.match(job) and job != rec.job_id):
+        return {**values, "state": states.RUNNING, "executor": "slurm", "job_id": job,
+                "submitted_at": status.get("started_at")}
+    return None
+
+
 def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:
-    """Update the active runs among ``records`` (default: all) and return them refreshed."""
+    """Update the active runs among ``records`` (default: all) and return them refreshed. A dead
+    launch's claim whose job went out is given that job first (:func:`orphaned_job`)."""
     records = registry.list() if records is None else records
+    now = time.time()
+    for rec in records:
+        if values := orphaned_job(rec, workspace.run_dir(rec.run_id), now):
+            if not registry.readonly and not registry.settle_claim(rec.run_id, rec.claim, values):
+                continue  # the row moved on meanwhile (another process's claim): as the next refresh finds it
+            for k, v in values.items():
+                setattr(rec, k, v)
     active = [r for r in records if r.state in states.ACTIVE and r.state != states.SUBMITTING]
     if not active:
         return records
-    now = time.time()
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     raw_states, source = scheduler_states(slurm_ids)
     scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}

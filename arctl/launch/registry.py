@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from arctl.launch import states
@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS runs (
     error        TEXT,
     phase        TEXT,
     cancel_requested REAL,
-    warning      TEXT
+    warning      TEXT,
+    before_claim TEXT
 );
 CREATE TABLE IF NOT EXISTS members (
     name   TEXT NOT NULL,
@@ -72,8 +73,8 @@ CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 """
 
 STALE_CLAIM_S = 600.0
-# SLURM (123, 123_4), a local submitit controller (its pid), the local queue, the debug executor (in-process)
-JOB_ID = re.compile(r"^(\d+(_\d+)?|queue:\d+|debug)$")
+# SLURM's, a local submitit controller (its pid), the local queue, the debug executor (in-process)
+JOB_ID = re.compile(rf"^({states.SLURM_JOB}|queue:\d+|debug)$")
 COLUMN_TYPES = {"INTEGER": ("seed", "attempts", "generation", "step"),
                 "REAL": ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value",
                          "cancel_requested")}
@@ -155,6 +156,33 @@ _ROW_RULES = {  # column -> (rule, what it must be); None is allowed where the c
        for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value", "cancel_requested")},
 }
 _TEXT_RULE = (lambda v: v is None or _is_text(v), "text")
+_BEFORE_KEYS = ("state", "generation", "error", "cancel_requested")
+LEGACY_CLAIM = ("claimed by a launch that died, of an arctl that did not record what the run was before; "
+                "`arctl sweep`/`arctl resume` resumes it from its last checkpoint")
+
+
+def _is_before_claim(v) -> bool:
+    """JSON of what a run was before a claim: its state (None: the claim made the row), generation,
+    error and cancel request, and the claim's token (other keys: a later arctl's, ignored)."""
+    try:
+        data = json.loads(v)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return (isinstance(data, dict) and set(data) >= {*_BEFORE_KEYS, "claim"}
+            and (data["state"] is None or data["state"] in states.ALL)
+            and all(_ROW_RULES[k][0](data[k]) for k in ("generation", "cancel_requested"))
+            and _TEXT_RULE[0](data["error"]) and _TEXT_RULE[0](data["claim"]))
+
+
+def _before(rec: RunRecord | None, token: str) -> str:
+    """``before_claim`` for a claim by ``token`` on ``rec`` as it is (None: a new run)."""
+    was = {k: getattr(rec, k) for k in _BEFORE_KEYS} if rec else {"state": None, "generation": 0, "error": None,
+                                                                 "cancel_requested": None}
+    return json.dumps({**was, "claim": token})
+
+
+_ROW_RULES["before_claim"] = (lambda v: v is None or (_is_text(v) and _is_before_claim(v)),
+                              "what the run was before a claim (JSON)")
 
 
 @dataclass
@@ -185,7 +213,28 @@ class RunRecord:
     phase: str | None = None  # what a running job does before its first step, e.g. "warming up 640/1200"
     cancel_requested: float | None = None  # when `arctl cancel` asked the job to stop (it ends CANCELLED)
     warning: str | None = None  # what the job warned about (e.g. a damaged checkpoint it skipped)
-    extra: dict = field(default_factory=dict, compare=False, repr=False)
+    # JSON: the state, generation, error and cancel request a claim took over (None: the claim made the
+    # row). In the row itself, so a claim whose launch died is undone from the row alone (claim())
+    before_claim: str | None = None
+
+    @property
+    def previous(self) -> dict | None:
+        """What this run was before the claim on it holds (``before_claim``): its state (None: a new
+        run), generation, error and cancel request; None where the row does not say (no claim, or a
+        claim an arctl made that did not record it)."""
+        was = json.loads(self.before_claim) if self.before_claim else None
+        return was if was is not None and self.claim and was.get("claim") == self.claim else None
+
+    def unclaimed(self) -> RunRecord | None:
+        """This run as it was before the claim on it (None: the claim made the row, a new run). A
+        claim that did not record it (an older arctl's) leaves the run FAILED with its generation:
+        the next launch resumes it, as that arctl did."""
+        was = self.previous
+        if was is None:
+            return replace(self, state=states.FAILED, error=LEGACY_CLAIM, claim=None, before_claim=None)
+        if was["state"] is None:
+            return None
+        return replace(self, **{k: was[k] for k in _BEFORE_KEYS}, claim=None, before_claim=None)
 
     @property
     def wandb_run_id(self) -> str:
@@ -193,10 +242,10 @@ class RunRecord:
         return self.run_id if not self.generation else f"{self.run_id}-g{self.generation}"
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-COLUMNS = [f.name for f in fields(RunRecord) if f.name != "extra"]
+COLUMNS = [f.name for f in fields(RunRecord)]
 
 
 @dataclass(frozen=True)
@@ -209,7 +258,7 @@ def new_claim_token() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _claim_is_stale(record: RunRecord, now: float) -> bool:
+def claim_is_stale(record: RunRecord, now: float) -> bool:
     """A SUBMITTING claim whose owner died (same host, dead pid) or that is older than 10 min."""
     if record.state != states.SUBMITTING:
         return False
@@ -429,38 +478,56 @@ class Registry:
                 for name in members:
                     conn.execute("INSERT OR IGNORE INTO members(name, run_id) VALUES (?, ?)", (name, want.run_id))
                 if row is None:
-                    rec = RunRecord(**{**want.as_dict(), "state": states.SUBMITTING, "claim": token,
-                                       "created_at": now, "updated_at": now})
-                    values = rec.as_dict()
-                    conn.execute(
-                        f"INSERT INTO runs({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
-                        [values[c] for c in COLUMNS],
-                    )
-                    claimed.append(rec)
+                    claimed.append(self._insert(conn, want, token, now))
                     continue
                 current = self._record(row)
-                stale = _claim_is_stale(current, now)
-                if current.state in states.ACTIVE and not stale:
+                if claim_is_stale(current, now):  # its launch died: undo that claim first, then decide
+                    current = self._undo_claim(conn, current)
+                    if current is None:  # the dead launch made the row: a new run again
+                        conn.execute("DELETE FROM runs WHERE run_id=?", (want.run_id,))
+                        claimed.append(self._insert(conn, want, token, now))
+                        continue
+                if current.state in states.ACTIVE:
                     skipped.append((current, f"already {current.state.lower()}"))
                     continue
                 if current.state == states.COMPLETED and not force:
                     skipped.append((current, "completed (use --force to rerun)"))
                     continue
-                if current.state not in relaunch and current.state != states.COMPLETED and not stale and not force:
+                if current.state not in relaunch and current.state != states.COMPLETED and not force:
                     skipped.append((current, f"{current.state.lower()}"))
                     continue
                 generation = current.generation + (1 if force and current.state == states.COMPLETED else 0)
+                before = _before(current, token)
                 conn.execute(
-                    "UPDATE runs SET state=?, claim=?, updated_at=?, generation=?, error=NULL, cancel_requested=NULL "
-                    "WHERE run_id=?",
-                    (states.SUBMITTING, token, now, generation, current.run_id),
+                    "UPDATE runs SET state=?, claim=?, updated_at=?, generation=?, error=NULL, cancel_requested=NULL, "
+                    "before_claim=? WHERE run_id=?",
+                    (states.SUBMITTING, token, now, generation, before, current.run_id),
                 )
                 current.state, current.claim, current.updated_at = states.SUBMITTING, token, now
                 current.generation, current.error, current.cancel_requested = generation, None, None
-                current.extra["previous_state"] = row["state"]
-                current.extra["previous"] = {k: row[k] for k in ("generation", "error", "cancel_requested")}
+                current.before_claim = before
                 claimed.append(current)
         return ClaimResult(claimed, skipped)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, want: RunRecord, token: str, now: float) -> RunRecord:
+        """Insert ``want`` as a new run claimed by ``token``."""
+        rec = RunRecord(**{**want.as_dict(), "state": states.SUBMITTING, "claim": token, "created_at": now,
+                           "updated_at": now, "before_claim": _before(None, token)})
+        values = rec.as_dict()
+        conn.execute(f"INSERT INTO runs({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
+                     [values[c] for c in COLUMNS])
+        return rec
+
+    @staticmethod
+    def _undo_claim(conn: sqlite3.Connection, rec: RunRecord) -> RunRecord | None:
+        """Give the run of claim ``rec`` what it was before (its ``before_claim``): the row as it is now,
+        or None where the claim made the row (which is left to the caller)."""
+        was = rec.unclaimed()
+        if was is not None:
+            conn.execute("UPDATE runs SET state=?, claim=NULL, generation=?, error=?, cancel_requested=?, "
+                         "before_claim=NULL WHERE run_id=?", (*(getattr(was, k) for k in _BEFORE_KEYS), rec.run_id))
+        return was
 
     @_guarded
     def add_members(self, pairs: Iterable[tuple[str, str]]) -> None:
@@ -494,20 +561,31 @@ class Registry:
     @_guarded
     def unclaim(self, claimed: Iterable[RunRecord], token: str) -> None:
         """Undo a claim whose submission was refused: runs this claim inserted are deleted (with
-        their sweep/experiment memberships), re-claimed runs get their previous state back."""
+        their sweep/experiment memberships), re-claimed runs get back what they were (their row's
+        ``before_claim``: state, generation, error and cancel request)."""
         with self.transaction() as conn:
             for rec in claimed:
-                previous = rec.extra.get("previous_state")
-                if previous is None:
-                    conn.execute("DELETE FROM runs WHERE run_id=? AND claim=?", (rec.run_id, token))
+                row = conn.execute("SELECT * FROM runs WHERE run_id=? AND claim=?", (rec.run_id, token)).fetchone()
+                if row is None:  # not this claim's (any more)
+                    continue
+                if self._undo_claim(conn, self._record(row)) is None:
+                    conn.execute("DELETE FROM runs WHERE run_id=?", (rec.run_id,))
                     conn.execute("DELETE FROM members WHERE run_id=? AND run_id NOT IN (SELECT run_id FROM runs)",
                                  (rec.run_id,))
-                else:  # with the generation, error and cancel request it had
-                    was = rec.extra.get("previous") or {}
-                    conn.execute("UPDATE runs SET state=?, claim=NULL, generation=COALESCE(?, generation), error=?, "
-                                 "cancel_requested=? WHERE run_id=? AND claim=?",
-                                 (previous, was.get("generation"), was.get("error"), was.get("cancel_requested"),
-                                  rec.run_id, token))
+
+    @_guarded
+    def settle_claim(self, run_id: str, claim: str | None, values: dict) -> bool:
+        """Apply ``values`` to run ``run_id`` if it is still SUBMITTING under ``claim`` (a dead launch's
+        claim given its job: :func:`arctl.launch.refresh.orphaned_job`); False where it is not."""
+        bad = set(values) - set(COLUMNS)
+        if bad:
+            raise ValueError(f"unknown registry columns {sorted(bad)}")
+        values = {**values, "updated_at": time.time()}
+        with self.transaction() as conn:
+            cur = conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} "
+                               "WHERE run_id=? AND state=? AND claim IS ?",
+                               [*values.values(), run_id, states.SUBMITTING, claim])
+            return cur.rowcount == 1
 
     @_guarded
     def release(self, run_ids: Iterable[str], token: str, state: str, error: str | None = None) -> None:
@@ -515,7 +593,8 @@ class Registry:
         with self.transaction() as conn:
             for run_id in run_ids:
                 conn.execute(
-                    "UPDATE runs SET state=?, error=?, claim=NULL, updated_at=? WHERE run_id=? AND claim=?",
+                    "UPDATE runs SET state=?, error=?, claim=NULL, before_claim=NULL, updated_at=? "
+                    "WHERE run_id=? AND claim=?",
                     (state, error, time.time(), run_id, token),
                 )
 

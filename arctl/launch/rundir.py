@@ -55,12 +55,13 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
     return run_dir
 
 
-ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning")  # the launcher writes a new provenance
+# the launcher writes a new provenance (and a phase, for a run that waits for another)
+ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 
 
 def archive_previous(run_dir: Path) -> Path | None:
-    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json and warning.json to
+    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json and phase.json to
     ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
     another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it.
     Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after
@@ -120,6 +121,13 @@ def restore_previous(run_dir: Path, archive: Path) -> None:
             folder.rmdir()
         except OSError:
             break
+
+
+def last_archive(run_dir: Path) -> Path | None:
+    """The newest archive of ``run_dir`` (:func:`archive_previous`) that still has its manifest, or None."""
+    found = [a for a in (Path(run_dir) / "previous").glob("*") if (a / MANIFEST).is_file()]
+    return max(found, key=lambda a: (a.name[:15], int(a.name[16:] or 0) if a.name[16:].isdigit() else 0),
+               default=None)
 
 
 def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed: int) -> dict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 SUBMITTING = "SUBMITTING"  # claimed by one `arctl run/sweep` process, being submitted
 PENDING = "PENDING"  # submitted, waiting for resources (or requeued)
 RUNNING = "RUNNING"
@@ -15,6 +17,9 @@ ACTIVE = frozenset({SUBMITTING, PENDING, RUNNING})
 TERMINAL = frozenset({COMPLETED, FAILED, PREEMPTED, CANCELLED})
 # what `arctl sweep` relaunches (and resumes from the last checkpoint) without --force
 RELAUNCHABLE = frozenset({FAILED, PREEMPTED, CANCELLED})
+
+SLURM_JOB = r"\d+(_\d+)?"  # a SLURM job id, or an array task's: 123, 123_4
+SLURM_JOB_ID = re.compile(rf"^{SLURM_JOB}$")
 
 # sacct states -> registry states (the part before " by <uid>", e.g. "CANCELLED by 0")
 SLURM_STATES = {

@@ -16,25 +16,18 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from arctl.launch import states
+from arctl.launch.status_file import STATUS_FILE, read_status
+from arctl.track.phase import PHASE_FILE, WARNING_FILE
 
 DEFAULT_WORKDIR = "arctl-runs"
 ENV_HOME = "ARCTL_HOME"
 EXPORT_INDEX = "export.json"  # marks an export (`arctl export`): runs for reports, no registry, no checkpoints
-SLURM_JOB_ID = re.compile(r"^\d+(_\d+)?$")
 FILE_TIME_SLACK_S = 1.0  # the coarsest file-time resolution in use (1 s on some file systems)
-
-
-def _state(run_dir: Path):
-    """status.json's state as written (None: no file, or not a mapping)."""
-    try:
-        return json.loads((run_dir / "status.json").read_text()).get("state")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
 
 
 def queued_job(run_dir: Path) -> str | None:
@@ -46,11 +39,11 @@ def queued_job(run_dir: Path) -> str | None:
     the file system's (the status file's and the link's mtimes), never a host's clock against a file
     server's. A submission sbatch refused leaves "submitted" beside older links only: None."""
     run_dir = Path(run_dir)
-    if _state(run_dir) != "submitted":
+    if read_status(run_dir).get("state") != "submitted":
         return None
     try:
-        since = (run_dir / "status.json").stat().st_mtime
-        links = [p for p in (run_dir / "job").iterdir() if p.is_symlink() and SLURM_JOB_ID.match(p.name)]
+        since = (run_dir / STATUS_FILE).stat().st_mtime
+        links = [p for p in (run_dir / "job").iterdir() if p.is_symlink() and states.SLURM_JOB_ID.match(p.name)]
         made = sorted((p.lstat().st_mtime, p.name) for p in links)
     except OSError:
         return None
@@ -105,7 +98,7 @@ class Workspace:
             run_dir = self.run_dir(run_id)
             if not (run_dir / "config.yaml").is_file():
                 continue
-            state = _state(run_dir)
+            state = read_status(run_dir).get("state")
             made = any(p.is_file() for name in ("checkpoints", "wandb") for p in (run_dir / name).rglob("*"))
             if made or state not in (None, "submitted") or queued_job(run_dir):
                 out.append(run_id)
@@ -118,9 +111,10 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "config": run_dir / "config.yaml",
         "provenance": run_dir / "provenance.json",
         "shared": run_dir / "shared.json",
-        "status": run_dir / "status.json",
+        "status": run_dir / STATUS_FILE,
         "job": run_dir / "job",
         "checkpoints": run_dir / "checkpoints",
         "wandb": run_dir / "wandb",
-        "warning": run_dir / "warning.json",  # what the job warned about (arctl.track.phase)
+        "warning": run_dir / WARNING_FILE,  # what the job warned about (arctl.track.phase)
+        "phase": run_dir / PHASE_FILE,  # what it does before its first step, e.g. waiting for another run
     }

@@ -251,3 +251,48 @@ def test_status_says_what_a_waiting_run_waits_for(chain, tmp_path, cli, waiter, 
     assert f"waiting for {r1}" in table
     waiter(lambda: {r.state for r in _records(ws).values()} == {"COMPLETED"}, 120, "both runs COMPLETED")
     assert _records(ws)["r2"].phase is None
+
+
+def test_a_refused_waiting_run_is_left_as_it_was_not_waiting(chain, tmp_path, monkeypatch):
+    """From a review: the launcher writes "waiting for <run>" (phase.json) just before it submits a run
+    that waits for another; when sbatch then refused that run, the resumed run kept the phase, and
+    `arctl status` showed a run no job would start as waiting. The refusal now puts phase.json back too."""
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    from arctl.launch import states
+    from arctl.launch.executors import LaunchError, site_max_array_size
+    from arctl.launch.launcher import launch
+    from arctl.launch.status_file import write_status
+    from arctl.track.phase import read_phase, write_phase
+
+    def sbatch(body: str) -> None:
+        bin_dir = slurm_shims.install(tmp_path / "bin", sbatch=body, srun="exit 0\n",
+                                      scontrol="echo 'MaxArraySize            = 1001'\n")
+        monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+        site_max_array_size.cache_clear()
+
+    ws = Workspace(tmp_path / "ws")
+    sbatch('echo "Submitted batch job 100"\n')
+    launch(_items("chain", arms=["r2"]), ws, executor="slurm", members=["chain"])
+    r1, r2 = (i.run_id for i in _items("chain", arms=["r2"]))
+    assert read_phase(ws.run_dir(r2)) == f"waiting for {r1}"
+    write_phase(ws.run_dir(r2), None)  # both jobs started, then failed
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(r, {"state": states.FAILED, "error": "node lost"}) for r in (r1, r2)])
+    calls = tmp_path / "calls"
+    sbatch(f'echo "$1" >> {calls}\nif [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+           'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n')
+    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
+        launch(_items("chain", arms=["r2"]), ws, executor="slurm", members=["chain"])
+    assert read_phase(ws.run_dir(r2)) is None
+    with Registry(ws.registry_path) as reg:
+        assert (reg.get(r1).state, reg.get(r1).job_id) == (states.PENDING, "101")
+        assert (reg.get(r2).state, reg.get(r2).error) == (states.FAILED, "node lost")
+        reg.update_many([(r, {"state": states.COMPLETED, "error": None}) for r in (r1, r2)])
+    for r in (r1, r2):  # both finished; a --force rerun of both, r2's refused: r2 is the finished run it was
+        write_status(ws.run_dir(r), state="completed")
+    calls.unlink()
+    with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
+        launch(_items("chain", arms=["r2"]), ws, executor="slurm", force=True, members=["chain"])
+    assert read_phase(ws.run_dir(r2)) is None and read_status(ws.run_dir(r2))["state"] == "completed"
+    site_max_array_size.cache_clear()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -391,6 +393,135 @@ def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(
     assert _folder_tree(ws.runs_dir) == before
     with Registry(ws.registry_path) as reg:
         assert {r.run_id: (r.state, r.error, r.generation, r.wandb_run_id) for r in reg.list()} == rows
+
+
+def test_a_claim_left_by_a_rollback_that_could_not_write_the_registry_is_undone_by_the_next_launch(
+        specs, tmp_path, monkeypatch, refusing_sbatch):
+    """From the fourth review: a --force sweep refused by sbatch whose rollback could not give the rows
+    back (the registry unwritable) left them SUBMITTING under a claim whose process then exited; the
+    next plain sweep took them over as resumes and trained the completed run again (under the refused
+    rerun's generation). The row now keeps what it was before the claim: the next launch undoes the dead
+    claim from the row, then decides (the completed run is skipped, the failed one resumed)."""
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+    from arctl.launch.registry import RegistryError
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
+        rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
+    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
+    dead.start()
+    dead.join()
+    real_token, real_unclaim = launcher.new_claim_token, Registry.unclaim
+    monkeypatch.setattr(launcher, "new_claim_token", lambda: f"{socket.gethostname()}:{dead.pid}:x")
+
+    def unwritable(self, claimed, token):
+        raise RegistryError(f"{self.path}: attempt to write a readonly database", "readonly")
+
+    monkeypatch.setattr(Registry, "unclaim", unwritable)
+    with pytest.raises(LaunchError, match="could not undo: the registry rows of 3 run"):
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+    with Registry(ws.registry_path) as reg:
+        assert {r.state for r in reg.list()} == {states.SUBMITTING}  # the dead claim, as the rollback left it
+    monkeypatch.setattr(launcher, "new_claim_token", real_token)
+    monkeypatch.setattr(Registry, "unclaim", real_unclaim)
+    planned = {i.run_id: i.action for i in launcher.plan(items_from_resolved(resolve_sweep("lt3", [])), ws)}
+    assert planned == {a: "skip", b: "resume", c: "skip"}  # the dry run decides as the launch does
+    result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    assert {i.run_id: why for i, why in result.skipped} == {a: "completed (use --force to rerun)",
+                                                          c: "completed (use --force to rerun)"}
+    assert [(i.run_id, i.action) for i in result.submitted] == [(b, "resume")]
+    with Registry(ws.registry_path) as reg:
+        now = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
+    assert now == {**rows, b: (states.COMPLETED, None, 0)}
+    assert all(r.before_claim is None and r.claim is None for r in Registry(ws.registry_path).list())
+
+
+@pytest.mark.parametrize("job", ["queued", "started", "earlier", "local"])
+def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, monkeypatch, job):
+    """A launch killed between sbatch and the registry leaves its claim (SUBMITTING, a dead process)
+    and a job training the run. The next launch (or `arctl status`) takes that job from the run
+    folder, the queued job's link or the started job's status, and submits nothing: taking the run
+    over as a new claim put a second job on it. Not a job the row already names (an earlier attempt's
+    that never started: "earlier") nor a local one (the local queue starts no job whose row names
+    another): those runs are resumed (the review found the earlier attempt's job adopted, PENDING for
+    ever)."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import plan
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items)
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
+    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
+    dead.start()
+    dead.join()
+    with Registry(ws.registry_path) as reg:  # b's resume, as the killed launch left it
+        reg.claim([i.record() for i in items if i.run_id == b], f"{socket.gethostname()}:{dead.pid}:x")
+    write_status(ws.run_dir(b), state="submitted", error=None)
+    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
+    (ws.run_dir(b) / "job" / ("40" if job == "earlier" else "41")).symlink_to(tmp_path)
+    if job in ("started", "local"):
+        write_status(ws.run_dir(b), state="running", job_id="41", executor="slurm" if job == "started" else "local")
+    calls = tmp_path / "calls"
+    sacct = f"echo sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n41|RUNNING\\n'\n"
+    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct, sbatch=f"echo sbatch >> {calls}; exit 1\n",
+                                  srun="exit 0\n", scontrol="echo 'MaxArraySize = 1001'\n")
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    if job in ("earlier", "local"):
+        assert {i.run_id: i.action for i in plan(items, ws)} == {a: "skip", b: "resume", c: "skip"}
+        with pytest.raises(LaunchError):  # submitted again (this sbatch refuses it)
+            launch(items, ws, executor="slurm", members=["lt3"])
+        assert "sbatch" in calls.read_text()
+        assert (Registry(ws.registry_path).get(b).state, Registry(ws.registry_path).get(b).error) == (
+            states.FAILED, "OOM")
+        return
+    assert {i.run_id: i.action for i in plan(items, ws)} == {a: "skip", b: "active", c: "skip"}
+    result = launch(items, ws, executor="slurm", members=["lt3"])
+    assert result.submitted == [] and "sbatch" not in calls.read_text()
+    assert dict((i.run_id, why) for i, why in result.skipped)[b] == "already running"
+    with Registry(ws.registry_path) as reg:
+        row = reg.get(b)
+        assert (row.state, row.job_id, row.executor, row.claim, row.before_claim, row.error) == (
+            states.RUNNING, "41", "slurm", None, None, None)
+        assert refresh(reg, ws) and reg.get(b).state == states.RUNNING
+
+
+def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_back(specs, tmp_path,
+                                                                                    refusing_sbatch):
+    """From the fifth review: a --force launch killed (kill -9) after it moved a finished run's files to
+    previous/ and before sbatch: the next plain sweep undid the dead claim (the row COMPLETED again)
+    but the folder kept an empty checkpoints/ and status "submitted", its files in previous/: a run
+    that starts from it found no weights, `arctl repair` rebuilt it FAILED. The launch now puts the
+    files back with the row."""
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    before = _folder_tree(ws.runs_dir)
+    rows = {r.run_id: (r.state, r.generation, r.wandb_id) for r in Registry(ws.registry_path).list()}
+
+    def killed_before_sbatch():
+        launcher._submit_slurm = lambda *args, **kwargs: os._exit(9)
+        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", force=True, members=["lt3"])
+
+    child = mp.get_context("fork").Process(target=killed_before_sbatch)
+    child.start()
+    child.join()
+    assert child.exitcode == 9
+    assert all((ws.run_dir(r) / "previous").is_dir() for r in rows)  # moved aside by the killed launch
+    result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    assert result.submitted == [] and {why for _, why in result.skipped} == {"completed (use --force to rerun)"}
+    assert _folder_tree(ws.runs_dir) == before
+    assert {r.run_id: (r.state, r.generation, r.wandb_id) for r in Registry(ws.registry_path).list()} == rows
 
 
 def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back(specs, tmp_path, monkeypatch,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -14,7 +15,7 @@ import slurm_shims  # tests/support/slurm_shims.py
 
 from arctl.launch import states
 from arctl.launch.refresh import merge_state
-from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.registry import Registry, RegistryError, RunRecord, new_claim_token
 from arctl.launch.run_id import config_hash, make_run_id
 
 CONFIG = {
@@ -91,7 +92,7 @@ def test_claim_skips_active_and_completed_and_relaunches_failed(tmp_path):
                          ("r3", {"state": states.FAILED})])
         second = reg.claim([_rec("r1"), _rec("r2"), _rec("r3")], new_claim_token())
         assert [r.run_id for r in second.claimed] == ["r3"]
-        assert second.claimed[0].extra["previous_state"] == states.FAILED
+        assert second.claimed[0].previous["state"] == states.FAILED
         assert {r.run_id: why for r, why in second.skipped} == {
             "r1": "already pending", "r2": "completed (use --force to rerun)"}
         forced = reg.claim([_rec("r2")], new_claim_token(), force=True)
@@ -100,16 +101,95 @@ def test_claim_skips_active_and_completed_and_relaunches_failed(tmp_path):
         assert forced.claimed[0].wandb_run_id == "r2-g1"  # a forced rerun is a fresh W&B run
 
 
-def test_a_claim_of_a_dead_process_is_stale(tmp_path):
+def _dead_token() -> str:
     dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
     dead.start()
     dead.join()
+    return f"{socket.gethostname()}:{dead.pid}:x"
+
+
+def test_a_claim_of_a_dead_process_is_stale(tmp_path):
     with Registry(tmp_path / "r.sqlite") as reg:
-        reg.claim([_rec("r1")], f"{socket.gethostname()}:{dead.pid}:x")
+        reg.claim([_rec("r1")], _dead_token())
         again = reg.claim([_rec("r1")], new_claim_token())
         assert [r.run_id for r in again.claimed] == ["r1"]
+        assert again.claimed[0].previous["state"] is None  # the dead launch made the row: a new run again
         live = reg.claim([_rec("r1")], new_claim_token())  # now held by this (live) process
         assert live.claimed == [] and live.skipped[0][1] == "already submitting"
+
+
+def test_a_dead_claim_is_undone_from_the_row_before_deciding(tmp_path):
+    """A launch that died (or whose rollback could not write the registry) leaves its claim in the row;
+    the next launch gives the run back what it was, from the row alone, then decides: a completed run a
+    dead --force rerun had claimed stays completed (it was trained again as a "resume"), a failed one is
+    resumed with its generation, and the row keeps no trace of the dead claim."""
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("done"), _rec("broke")], new_claim_token())
+        reg.update_many([("done", {"state": states.COMPLETED, "claim": None, "generation": 2}),
+                         ("broke", {"state": states.FAILED, "claim": None, "error": "OOM", "cancel_requested": 5.0})])
+        dead = _dead_token()
+        reg.claim([_rec("done")], dead, force=True)
+        reg.claim([_rec("broke")], dead)
+        assert reg.get("done").generation == 3 and reg.get("broke").error is None  # the claims as they were
+        again = reg.claim([_rec("done"), _rec("broke")], new_claim_token())
+        assert {r.run_id: why for r, why in again.skipped} == {"done": "completed (use --force to rerun)"}
+        done = reg.get("done")
+        assert (done.state, done.generation, done.claim, done.before_claim) == (states.COMPLETED, 2, None, None)
+        [broke] = again.claimed
+        assert broke.previous == {"state": states.FAILED, "generation": 0, "error": "OOM", "cancel_requested": 5.0,
+                                  "claim": broke.claim}
+        forced = reg.claim([_rec("done")], _dead_token(), force=True)
+        assert forced.claimed[0].generation == 3
+        rerun = reg.claim([_rec("done")], new_claim_token(), force=True)  # the dead rerun's claim undone first
+        assert rerun.claimed[0].generation == 3 and rerun.claimed[0].previous["state"] == states.COMPLETED
+
+
+def test_a_dead_claim_that_did_not_record_the_run_is_resumed_with_its_generation(tmp_path):
+    """From a review: a claim an older arctl made (no ``before_claim``; the column is added empty) or
+    took over (a ``before_claim`` of another claim) was read as "the claim made the row": the run was
+    inserted afresh, generation 0, its W&B id another generation's. Such a run is now FAILED with its
+    generation and resumed, as that arctl did; a later arctl's extra keys are ignored, not "damaged"."""
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("old"), _rec("over"), _rec("later")], new_claim_token())
+        reg.update_many([(r, {"state": states.COMPLETED, "claim": None, "generation": 2})
+                         for r in ("old", "over", "later")])
+        reg.claim([_rec("over")], "elsewhere:1:a", force=True)  # recorded under the claim "elsewhere:1:a"
+        dead = _dead_token()
+        reg.claim([_rec("later")], dead, force=True)
+        later = json.loads(reg.get("later").before_claim)
+        reg.update_many([("old", {"state": states.SUBMITTING, "claim": dead, "generation": 3, "before_claim": None}),
+                         ("over", {"claim": dead}),  # an older arctl took it over: the note is another claim's
+                         ("later", {"before_claim": json.dumps({**later, "archive": "previous/x"})})])
+        again = reg.claim([_rec("old"), _rec("over"), _rec("later")], new_claim_token())
+        assert [(r.run_id, r.generation, r.previous["state"]) for r in again.claimed] == [
+            ("old", 3, states.FAILED), ("over", 3, states.FAILED)]
+        assert again.claimed[0].previous["error"].startswith("claimed by a launch that died")
+        assert [(r.run_id, why) for r, why in again.skipped] == [("later", "completed (use --force to rerun)")]
+        assert reg.get("later").generation == 2
+
+
+def test_unclaim_restores_from_the_row_and_only_this_claims_rows(tmp_path):
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("r1"), _rec("r2")], new_claim_token())
+        reg.update_many([("r1", {"state": states.COMPLETED, "claim": None, "generation": 1}),
+                         ("r2", {"state": states.FAILED, "claim": None, "error": "boom"})])
+        token = new_claim_token()
+        mine = reg.claim([_rec("r1"), _rec("r2"), _rec("r3")], token, force=True).claimed
+        reg.update("r2", claim="someone-else")  # taken over meanwhile: not this claim's to undo
+        reg.unclaim([dataclasses.replace(r, before_claim=None) for r in mine], token)  # the row decides
+        r1, r2 = reg.get("r1"), reg.get("r2")
+        assert (r1.state, r1.generation, r1.claim, r1.before_claim) == (states.COMPLETED, 1, None, None)
+        assert (r2.state, r2.claim) == (states.SUBMITTING, "someone-else")
+        assert reg.get("r3") is None
+
+
+def test_a_damaged_before_claim_is_one_error_line(tmp_path):
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("r1")], new_claim_token())
+        reg.update("r1", before_claim='{"state": "NOPE", "generation": 0, "error": null, "cancel_requested": null, '
+                                      '"claim": "x"}')
+        with pytest.raises(RegistryError, match="before_claim=.*what the run was before a claim"):
+            reg.get("r1")
 
 
 def _claim_worker(path: str, run_ids: list[str], barrier, out) -> None:
