@@ -362,8 +362,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         kept: dict[str, dict[Path, bytes | None]] = {}  # a resumed run's files this launch rewrites: likewise
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
         version = None
+        beat = _ClaimBeat(reg, token)
         try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
             for rec in claim.claimed:
+                beat()
                 item = by_id[rec.run_id]
                 previous = (rec.previous or {}).get("state")
                 item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
@@ -390,7 +392,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 return result
             waits = _waits(reg, [i for i, _ in claimed], name)
             if name == "slurm":
-                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
+                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, beat)
             elif name == "local":
                 job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
             else:
@@ -424,6 +426,23 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if name == "debug":
             result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
     return result
+
+
+CLAIM_BEAT_S = 60.0  # how often a launch renews its claims (a claim older than STALE_CLAIM_S is a dead launch's)
+
+
+class _ClaimBeat:
+    """Renews this launch's claims (their ``updated_at``) at most every CLAIM_BEAT_S while it prepares
+    folders and submits: a launch slower than STALE_CLAIM_S (thousands of runs, a slow sbatch or file
+    system) had its claims taken for a dead launch's by another launch, which submitted second jobs."""
+
+    def __init__(self, reg: Registry, token: str):
+        self.reg, self.token, self.last = reg, token, time.monotonic()
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last >= CLAIM_BEAT_S:
+            self.reg.renew_claims(self.token)
+            self.last = time.monotonic()
 
 
 def _put_back_dead_reruns(workspace: Workspace, records: list[RunRecord]) -> None:
@@ -583,10 +602,12 @@ def after_parameters(params: dict, parent_job: str, check: bool = True) -> dict:
 
 
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
-                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
+                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
+                  beat: Callable[[], None] = lambda: None) -> dict[str, str]:
     """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
     A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
-    dependency on the job of the run it starts from (:func:`after_parameters`)."""
+    dependency on the job of the run it starts from (:func:`after_parameters`). ``beat`` is called
+    before each sbatch (:class:`_ClaimBeat`)."""
     waits = waits or {}
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
@@ -602,12 +623,14 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             batches.append((params, [item]))
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
+        beat()
         _submit_chunk(params, chunk, workspace, job_ids)
     for item, ray in later:  # in launch order: a run comes after the one it starts from
         params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
         if ray is not None:
             params = with_ray_setup(params, ray)
         parent = waits[item.run_id]
+        beat()
         write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
         _submit_chunk(after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id)), [item],
                       workspace, job_ids)

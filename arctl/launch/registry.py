@@ -574,6 +574,12 @@ class Registry:
                                  (rec.run_id,))
 
     @_guarded
+    def renew_claims(self, token: str) -> None:
+        """Mark the claims of ``token`` (a live launch) fresh: :func:`claim_is_stale` judges by age."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE runs SET updated_at=? WHERE claim=? AND state=?", (time.time(), token, states.SUBMITTING))
+
+    @_guarded
     def settle_claim(self, run_id: str, claim: str | None, values: dict) -> bool:
         """Apply ``values`` to run ``run_id`` if it is still SUBMITTING under ``claim`` (a dead launch's
         claim given its job: :func:`arctl.launch.refresh.orphaned_job`); False where it is not."""

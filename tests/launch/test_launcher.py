@@ -524,6 +524,36 @@ def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_
     assert {r.run_id: (r.state, r.generation, r.wandb_id) for r in Registry(ws.registry_path).list()} == rows
 
 
+def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, tmp_path, monkeypatch):
+    """From the fifth review: a claim older than STALE_CLAIM_S is taken for a dead launch's, and a
+    live launch slower than that (thousands of runs, a slow file system or sbatch) had its claims
+    taken by another launch, which submitted a second job for each. A launch renews its claims as it
+    goes. Here with the staleness at 1 s and folders that take 0.45 s each to prepare."""
+    import arctl.launch.launcher as launcher
+    import arctl.launch.registry as registry
+    from arctl.compose import resolve_sweep
+    from arctl.launch.registry import new_claim_token
+
+    monkeypatch.setattr(registry, "STALE_CLAIM_S", 1.0)
+    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.0)
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    real_prepare, seen = launcher.prepare_run_dir, []
+
+    def slow_prepare(run_dir, config):
+        time.sleep(0.45)
+        if len(seen) == 2:  # another launch of the same sweep, while this one prepares its third folder
+            with Registry(ws.registry_path) as reg:
+                other = reg.claim([i.record() for i in items], new_claim_token())
+                seen.extend(other.claimed)
+        seen.append(run_dir)
+        return real_prepare(run_dir, config)
+
+    monkeypatch.setattr(launcher, "prepare_run_dir", slow_prepare)
+    result = launch(items, ws, executor="debug", members=["lt3"])
+    assert len(result.submitted) == 3 and len(seen) == 3  # the other launch claimed nothing
+
+
 def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back(specs, tmp_path, monkeypatch,
                                                                                  refusing_sbatch):
     """From the third review: on a full disk the rollback's own writes fail too; the first failure
