@@ -95,6 +95,27 @@ def _folder_tree(root) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _three_done_b_failed(tmp_path):
+    """lt3's three runs completed (debug executor), then b FAILED ("OOM"): (workspace, run ids, rows)."""
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
+        rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
+    return ws, (a, b, c), rows
+
+
+def _dead_claim_token() -> str:
+    """The claim token of a process of this host that has exited."""
+    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
+    dead.start()
+    dead.join()
+    return f"{socket.gethostname()}:{dead.pid}:x"
+
+
 @pytest.mark.parametrize("registry", ["deleted", "emptied"])
 def test_run_folders_the_registry_does_not_know_are_never_taken_for_new_runs(specs, tmp_path, refusing_sbatch,
                                                                              registry):
@@ -406,17 +427,10 @@ def test_a_claim_left_by_a_rollback_that_could_not_write_the_registry_is_undone_
     from arctl.compose import resolve_sweep
     from arctl.launch.registry import RegistryError
 
-    ws = Workspace(tmp_path / "ws")
-    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
-    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
-    with Registry(ws.registry_path) as reg:
-        reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
-        rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
-    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
-    dead.start()
-    dead.join()
+    ws, (a, b, c), rows = _three_done_b_failed(tmp_path)
+    dead = _dead_claim_token()
     real_token, real_unclaim = launcher.new_claim_token, Registry.unclaim
-    monkeypatch.setattr(launcher, "new_claim_token", lambda: f"{socket.gethostname()}:{dead.pid}:x")
+    monkeypatch.setattr(launcher, "new_claim_token", lambda: dead)
 
     def unwritable(self, claimed, token):
         raise RegistryError(f"{self.path}: attempt to write a readonly database", "readonly")
@@ -460,11 +474,8 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
     a, b, c = (i.run_id for i in items)
     with Registry(ws.registry_path) as reg:
         reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
-    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
-    dead.start()
-    dead.join()
     with Registry(ws.registry_path) as reg:  # b's resume, as the killed launch left it
-        reg.claim([i.record() for i in items if i.run_id == b], f"{socket.gethostname()}:{dead.pid}:x")
+        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
     write_status(ws.run_dir(b), state="submitted", error=None)
     (ws.run_dir(b) / "job").mkdir(exist_ok=True)
     (ws.run_dir(b) / "job" / ("40" if job == "earlier" else "41")).symlink_to(tmp_path)
@@ -567,12 +578,7 @@ def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back
     import arctl.launch.rundir as rundir
     from arctl.compose import resolve_sweep
 
-    ws = Workspace(tmp_path / "ws")
-    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
-    a, b, c = (i.run_id for i in items_from_resolved(resolve_sweep("lt3", [])))
-    with Registry(ws.registry_path) as reg:
-        reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
-        rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
+    ws, (a, b, c), rows = _three_done_b_failed(tmp_path)
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(ws.run_dir(b) / "status.json"))
