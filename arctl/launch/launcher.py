@@ -46,12 +46,11 @@ from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import (
     archive_previous,
     frozen_config,
-    last_archive,
     prepare_run_dir,
     restore_previous,
 )
 from arctl.launch.shared import served, write_shared
-from arctl.launch.status_file import read_status, write_status
+from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace, run_paths
 from arctl.track.phase import waiting_phase, write_phase
 
@@ -351,8 +350,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         existing = [r for r in (reg.get(i.run_id) for i in items) if r is not None]
         if problem := workspace_problem(items, workspace, [r.run_id for r in existing]):
             raise LaunchError(problem)
-        refresh(reg, workspace, existing)  # a killed job must be seen as failed before we decide
-        _put_back_dead_reruns(workspace, existing)
+        # a killed job must be seen as failed before we decide, a dead launch's claim undone (or given its job)
+        refresh(reg, workspace, existing)
         claim = reg.claim([item.record() for item in items], token, force=force, members=members)
         for rec, reason in claim.skipped:
             result.skipped.append((by_id[rec.run_id], reason))
@@ -374,7 +373,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     created.add(item.run_id)
                 elif previous is not None and previous != states.COMPLETED:  # a resume
                     kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
-                if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id))):
+                if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id),
+                                                                                 claim=token)):
                     archived[item.run_id] = archive
                 run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
                 version = version or code_version()  # git is asked once per launch
@@ -445,21 +445,6 @@ class _ClaimBeat:
             self.last = time.monotonic()
 
 
-def _put_back_dead_reruns(workspace: Workspace, records: list[RunRecord]) -> None:
-    """A --force rerun whose launch died after it moved the finished run's files aside (and before its
-    job went out: :func:`arctl.launch.refresh.orphaned_job` has run) gets them back, as its refusal
-    would have done: the claim undone makes the run COMPLETED again, and its folder must be too."""
-    now = time.time()
-    for rec in records:
-        if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
-            continue
-        was = rec.unclaimed()
-        run_dir = workspace.run_dir(rec.run_id)
-        if (was is not None and was.state == states.COMPLETED and read_status(run_dir).get("state") != "completed"
-                and (archive := last_archive(run_dir))):
-            restore_previous(run_dir, archive)
-
-
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
                created: set[str], archived: dict[str, Path], kept: dict[str, dict[Path, bytes | None]],
                left: list[str]) -> BaseException | None:
@@ -496,8 +481,8 @@ def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tu
         try:
             reg.unclaim([r for _, r in refused], token)
         except Exception as also:  # noqa: BLE001 - reported with the original error
-            left.append(f"the registry rows of {len(refused)} run(s) ({also}; the next launch undoes them, "
-                        "`arctl repair` rebuilds them)")
+            left.append(f"the registry rows of {len(refused)} run(s) ({also}; the next launch, or `arctl "
+                        "status`, undoes them)")
     return interrupted
 
 

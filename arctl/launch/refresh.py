@@ -14,11 +14,13 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.progress import run_progress
-from arctl.launch.registry import Registry, RunRecord, claim_is_stale
+from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim_token
+from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
 from arctl.track.phase import is_waiting, read_phase, read_warning
@@ -199,17 +201,44 @@ def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
     return None
 
 
+def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[RunRecord],
+                        now: float) -> list[RunRecord]:
+    """The claims among ``records`` whose launch died: given the job it had submitted
+    (:func:`orphaned_job`), else undone: this process takes the claim over (one process only), puts
+    back what a --force rerun of it had moved aside (the archive its manifest names it in) and gives the
+    run what it was before. A run the dead launch made is left to the next launch (which takes it for
+    a new run). Returns the records as they are now (read-only: as they would be)."""
+    out = []
+    for rec in records:
+        if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+            out.append(rec)
+            continue
+        run_dir = workspace.run_dir(rec.run_id)
+        job = orphaned_job(rec, run_dir, now)
+        if not job and rec.unclaimed() is None:
+            out.append(rec)
+            continue
+        if registry.readonly:  # shown as a launch would find it, nothing written
+            out.append(replace(rec, **job) if job else rec.unclaimed())
+            continue
+        if job and registry.settle_claim(rec.run_id, rec.claim, job):
+            out.append(replace(rec, **job))
+            continue
+        mine = None if job else registry.take_over(rec.run_id, rec.claim, new_claim_token())
+        if mine is not None:
+            if archive := claimed_archive(run_dir, rec.claim):
+                restore_previous(run_dir, archive)
+            registry.unclaim([mine], mine.claim)
+        out.append(registry.get(rec.run_id) or rec)  # whoever settled it: as it is now
+    return out
+
+
 def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:
     """Update the active runs among ``records`` (default: all) and return them refreshed. A dead
-    launch's claim whose job went out is given that job first (:func:`orphaned_job`)."""
+    launch's claim is settled first (:func:`_settle_dead_claims`)."""
     records = registry.list() if records is None else records
     now = time.time()
-    for rec in records:
-        if values := orphaned_job(rec, workspace.run_dir(rec.run_id), now):
-            if not registry.readonly and not registry.settle_claim(rec.run_id, rec.claim, values):
-                continue  # the row moved on meanwhile (another process's claim): as the next refresh finds it
-            for k, v in values.items():
-                setattr(rec, k, v)
+    records = _settle_dead_claims(registry, workspace, records, now)
     active = [r for r in records if r.state in states.ACTIVE and r.state != states.SUBMITTING]
     if not active:
         return records

@@ -580,6 +580,24 @@ class Registry:
             conn.execute("UPDATE runs SET updated_at=? WHERE claim=? AND state=?", (time.time(), token, states.SUBMITTING))
 
     @_guarded
+    def take_over(self, run_id: str, dead: str | None, mine: str) -> RunRecord | None:
+        """Make claim ``mine`` the holder of run ``run_id`` if it is still SUBMITTING under ``dead`` (a
+        dead launch's claim), keeping what the run was before (``before_claim``, now ``mine``'s); the
+        record, or None where another process got there first. Only the holder undoes a claim's files."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE run_id=? AND state=? AND claim IS ?",
+                               (run_id, states.SUBMITTING, dead)).fetchone()
+            if row is None:
+                return None
+            rec = self._record(row)
+            was = rec.previous
+            before = None if was is None else json.dumps({**was, "claim": mine})
+            conn.execute("UPDATE runs SET claim=?, before_claim=?, updated_at=? WHERE run_id=?",
+                         (mine, before, time.time(), run_id))
+            rec.claim, rec.before_claim = mine, before
+            return rec
+
+    @_guarded
     def settle_claim(self, run_id: str, claim: str | None, values: dict) -> bool:
         """Apply ``values`` to run ``run_id`` if it is still SUBMITTING under ``claim`` (a dead launch's
         claim given its job: :func:`arctl.launch.refresh.orphaned_job`); False where it is not."""

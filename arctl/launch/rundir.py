@@ -58,14 +58,16 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 # the launcher writes a new provenance (and a phase, for a run that waits for another)
 ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
+CLAIM_MARK = "#claim"  # the manifest's line naming the claim of the rerun that moved them
 
 
-def archive_previous(run_dir: Path) -> Path | None:
+def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
     """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json and phase.json to
     ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
     another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it.
     Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after
-    a manifest of what is moved; a failure puts back what was moved and raises."""
+    a manifest of what is moved, which names the registry ``claim`` of the rerun (a launch that dies
+    halfway: :func:`claimed_archive` finds what it moved); a failure puts back what was moved and raises."""
     paths = run_paths(run_dir)
     archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
     n = 1
@@ -76,7 +78,8 @@ def archive_previous(run_dir: Path) -> Path | None:
         return None
     archive.mkdir(parents=True, exist_ok=True)
     try:  # what needs space first (the manifest, the copy); then renames
-        (archive / MANIFEST).write_text("".join(f"{key}\n" for key in [*keys, "config"]))
+        (archive / MANIFEST).write_text("".join(f"{key}\n" for key in [*keys, "config"])
+                                        + (f"{CLAIM_MARK} {claim}\n" if claim else ""))
         if paths["config"].is_file():
             shutil.copy2(paths["config"], archive / paths["config"].name)
         for key in keys:
@@ -123,11 +126,19 @@ def restore_previous(run_dir: Path, archive: Path) -> None:
             break
 
 
-def last_archive(run_dir: Path) -> Path | None:
-    """The newest archive of ``run_dir`` (:func:`archive_previous`) that still has its manifest, or None."""
-    found = [a for a in (Path(run_dir) / "previous").glob("*") if (a / MANIFEST).is_file()]
-    return max(found, key=lambda a: (a.name[:15], int(a.name[16:] or 0) if a.name[16:].isdigit() else 0),
-               default=None)
+def claimed_archive(run_dir: Path, claim: str | None) -> Path | None:
+    """The archive of ``run_dir`` that the rerun of registry claim ``claim`` made and nothing has put
+    back yet (its manifest is there and names the claim), or None."""
+    if not claim:
+        return None
+    for archive in (Path(run_dir) / "previous").glob("*"):
+        try:
+            lines = (archive / MANIFEST).read_text().splitlines()
+        except OSError:
+            continue
+        if f"{CLAIM_MARK} {claim}" in lines:
+            return archive
+    return None
 
 
 def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed: int) -> dict:

@@ -510,8 +510,9 @@ def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_
     """From the fifth review: a --force launch killed (kill -9) after it moved a finished run's files to
     previous/ and before sbatch: the next plain sweep undid the dead claim (the row COMPLETED again)
     but the folder kept an empty checkpoints/ and status "submitted", its files in previous/: a run
-    that starts from it found no weights, `arctl repair` rebuilt it FAILED. The launch now puts the
-    files back with the row."""
+    that starts from it found no weights, `arctl repair` rebuilt it FAILED. A refresh (`arctl status`,
+    `arctl cancel`, every launch) now takes the dead claim over, puts back the archive whose manifest
+    names that claim, and gives the row back."""
     import arctl.launch.launcher as launcher
     from arctl.compose import resolve_sweep
 
@@ -529,6 +530,11 @@ def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_
     child.join()
     assert child.exitcode == 9
     assert all((ws.run_dir(r) / "previous").is_dir() for r in rows)  # moved aside by the killed launch
+    from arctl.launch.refresh import refresh
+
+    with Registry(ws.registry_path) as reg:  # `arctl status` (and `arctl cancel`, which refreshes first)
+        assert {r.state for r in refresh(reg, ws)} == {states.COMPLETED}
+    assert _folder_tree(ws.runs_dir) == before  # the review: cancel made them CANCELLED, files left aside
     result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
     assert result.submitted == [] and {why for _, why in result.skipped} == {"completed (use --force to rerun)"}
     assert _folder_tree(ws.runs_dir) == before
@@ -563,6 +569,26 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
     monkeypatch.setattr(launcher, "prepare_run_dir", slow_prepare)
     result = launch(items, ws, executor="debug", members=["lt3"])
     assert len(result.submitted) == 3 and len(seen) == 3  # the other launch claimed nothing
+
+
+def test_only_the_archive_of_the_dead_claim_is_put_back(tmp_path):
+    """From the sixth review: "the newest archive" was taken for the dead rerun's, but every finished
+    rerun leaves its archive (and manifest) behind, and names order by local time. An archive names the
+    claim that made it; only that one is the dead claim's."""
+    import arctl.launch.rundir as rundir
+
+    run_dir = tmp_path / "run"
+    for n, claim in enumerate(["h:1:early", None, "h:2:dead"]):
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run_dir / "checkpoints" / "final.pt").write_text(f"weights {n}")
+        (run_dir / "status.json").write_text('{"state": "completed"}')
+        rundir.archive_previous(run_dir, claim=claim)
+    assert rundir.claimed_archive(run_dir, "h:9:other") is None and rundir.claimed_archive(run_dir, None) is None
+    archive = rundir.claimed_archive(run_dir, "h:2:dead")
+    rundir.restore_previous(run_dir, archive)
+    assert (run_dir / "checkpoints" / "final.pt").read_text() == "weights 2"
+    assert rundir.claimed_archive(run_dir, "h:2:dead") is None  # put back: no longer an archive to restore
+    assert rundir.claimed_archive(run_dir, "h:1:early") is not None
 
 
 def test_a_rollback_that_fails_too_keeps_the_first_error_and_gives_the_rows_back(specs, tmp_path, monkeypatch,

@@ -168,6 +168,26 @@ def test_a_dead_claim_that_did_not_record_the_run_is_resumed_with_its_generation
         assert reg.get("later").generation == 2
 
 
+def test_a_dead_claim_is_settled_by_one_process_only(tmp_path):
+    """From the sixth review: a refresh that lost the race for a dead claim (another `arctl status` gave
+    it its job, or another launch took it over) must not act on it: settle_claim and take_over write
+    only while the row is still that claim's."""
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("r1")], new_claim_token())
+        reg.update("r1", state=states.FAILED, claim=None, generation=4)
+        dead = _dead_token()
+        reg.claim([_rec("r1")], dead)
+        mine = reg.take_over("r1", dead, "h:1:mine")
+        assert mine.claim == "h:1:mine" and mine.previous["state"] == states.FAILED
+        assert reg.take_over("r1", dead, "h:2:late") is None
+        assert not reg.settle_claim("r1", dead, {"state": states.PENDING, "job_id": "7"})
+        assert reg.get("r1").state == states.SUBMITTING
+        reg.unclaim([mine], mine.claim)
+        row = reg.get("r1")
+        assert (row.state, row.generation, row.claim) == (states.FAILED, 4, None)
+        assert not reg.settle_claim("r1", None, {"state": states.PENDING})  # not SUBMITTING any more
+
+
 def test_unclaim_restores_from_the_row_and_only_this_claims_rows(tmp_path):
     with Registry(tmp_path / "r.sqlite") as reg:
         reg.claim([_rec("r1"), _rec("r2")], new_claim_token())
