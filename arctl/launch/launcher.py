@@ -41,7 +41,7 @@ from arctl.launch.executors import (
 )
 from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, write_provenance
-from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim_token
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import (
     archive_previous,
@@ -178,10 +178,12 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 rec = reg.get(item.run_id)
                 if rec is not None:
                     known[item.run_id] = rec
+    from arctl.launch.refresh import settled
+
     unregistered = set(unregistered_folders(items, workspace, known))
     now = time.time()
     for item in items:
-        rec = _as_a_launch_finds_it(known.get(item.run_id), workspace, now)
+        rec = settled(known.get(item.run_id), workspace.run_dir(item.run_id), now)  # as the launch will decide
         item.state = rec.state if rec else None
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
@@ -205,18 +207,6 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         if item.action in ("new", "resume", "rerun") and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
-
-
-def _as_a_launch_finds_it(rec: RunRecord | None, workspace: Workspace, now: float) -> RunRecord | None:
-    """``rec`` as :func:`launch` would decide on it: a dead launch's claim is given the job it had
-    submitted (:func:`arctl.launch.refresh.orphaned_job`), else undone (the run as it was before it)."""
-    from arctl.launch.refresh import orphaned_job
-
-    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
-        return rec
-    if job := orphaned_job(rec, workspace.run_dir(rec.run_id), now):
-        return replace(rec, **job)
-    return rec.unclaimed()
 
 
 def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None:

@@ -201,6 +201,17 @@ def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
     return None
 
 
+def settled(rec: RunRecord | None, run_dir: Path, now: float) -> RunRecord | None:
+    """``rec`` as a launch decides on it: a dead launch's claim given the job it had submitted
+    (:func:`orphaned_job`), else undone (the run as it was; None: a run the dead launch made, which a
+    launch takes for a new one). Any other record as it is. Nothing is written (the dry run's view)."""
+    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+        return rec
+    if job := orphaned_job(rec, run_dir, now):
+        return replace(rec, **job)
+    return rec.unclaimed()
+
+
 def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[RunRecord],
                         now: float) -> list[RunRecord]:
     """The claims among ``records`` whose launch died: given the job it had submitted
@@ -210,21 +221,17 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
     a new run). Returns the records as they are now (read-only: as they would be)."""
     out = []
     for rec in records:
-        if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
-            out.append(rec)
-            continue
         run_dir = workspace.run_dir(rec.run_id)
-        job = orphaned_job(rec, run_dir, now)
-        if not job and rec.unclaimed() is None:
-            out.append(rec)
+        view = settled(rec, run_dir, now)
+        if view is rec or view is None or registry.readonly:  # not a dead claim, a new run's, or shown only
+            out.append(view or rec)
             continue
-        if registry.readonly:  # shown as a launch would find it, nothing written
-            out.append(replace(rec, **job) if job else rec.unclaimed())
+        given_job = view.state in states.ACTIVE  # an undone claim's run is never active (claims take no active run)
+        if given_job and registry.settle_claim(rec.run_id, rec.claim,
+                                               {k: v for k, v in view.as_dict().items() if getattr(rec, k) != v}):
+            out.append(view)
             continue
-        if job and registry.settle_claim(rec.run_id, rec.claim, job):
-            out.append(replace(rec, **job))
-            continue
-        mine = None if job else registry.take_over(rec.run_id, rec.claim, new_claim_token())
+        mine = None if given_job else registry.take_over(rec.run_id, rec.claim, new_claim_token())
         if mine is not None:
             if archive := claimed_archive(run_dir, rec.claim):
                 restore_previous(run_dir, archive)
