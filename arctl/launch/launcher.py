@@ -19,9 +19,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -351,88 +352,103 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         kept: dict[str, dict[Path, bytes | None]] = {}  # a resumed run's files this launch rewrites: likewise
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
         version = None
-        beat = _ClaimBeat(reg, token)
-        try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
-            for rec in claim.claimed:
-                beat()
-                item = by_id[rec.run_id]
-                previous = (rec.previous or {}).get("state")
-                item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
-                item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
-                if not workspace.run_dir(item.run_id).exists():
-                    created.add(item.run_id)
-                elif previous is not None and previous != states.COMPLETED:  # a resume
-                    kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
-                if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id),
-                                                                                 claim=token)):
-                    archived[item.run_id] = archive
-                run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
-                version = version or code_version()  # git is asked once per launch
-                if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
-                    write_provenance(run_dir, version)
-                else:  # a resume: its steps from here on run under this code
-                    record_resume(run_dir, version)
-                # before the job exists: afterwards the job itself may already have written its state
-                write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
-                claimed.append((item, rec))
-            if shared:
-                _record_shared(reg, workspace, by_id, shared, members)
-                result.skipped += [(item, f"shared: {item.reason}") for item in shared]
-            if not claimed:
-                return result
-            waits = _waits(reg, [i for i, _ in claimed], name)
-            if name == "slurm":
-                _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, beat)
-            elif name == "local":
-                job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
-            else:
-                job_ids.update({item.run_id: "debug" for item, _ in claimed})
-        except BaseException as err:
-            every = [(by_id[r.run_id], r) for r in claim.claimed]
-            left = []  # what the rollback could not do (a full disk fails it too): said, never masking `err`
-            try:
-                _record_submitted(reg, name, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
-            except Exception as also:  # noqa: BLE001 - reported with the original error
-                left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
-            refused = [(i, r) for i, r in every if i.run_id not in job_ids]
-            interrupted = _roll_back(reg, workspace, token, refused, created, archived, kept, left)
-            said = ("; and could not undo: " + "; ".join(left)) if left else ""
-            if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
-                if said:
-                    (interrupted or err).add_note(said.removeprefix("; "))
-                raise (interrupted or err) from None
-            if isinstance(err, LaunchError):
-                if said:
-                    raise LaunchError(f"{err}{said}") from err
+        with _claims_kept_fresh(workspace.registry_path, token):
+            try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
+                for rec in claim.claimed:
+                    item = by_id[rec.run_id]
+                    previous = (rec.previous or {}).get("state")
+                    item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
+                    item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
+                    if not workspace.run_dir(item.run_id).exists():
+                        created.add(item.run_id)
+                    elif previous is not None and previous != states.COMPLETED:  # a resume
+                        kept[item.run_id] = _contents(workspace.run_dir(item.run_id), RESUME_REWRITES)
+                    if previous == states.COMPLETED and (archive := archive_previous(workspace.run_dir(item.run_id),
+                                                                                     claim=token)):
+                        archived[item.run_id] = archive
+                    run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
+                    version = version or code_version()  # git is asked once per launch
+                    if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
+                        write_provenance(run_dir, version)
+                    else:  # a resume: its steps from here on run under this code
+                        record_resume(run_dir, version)
+                    # before the job exists: afterwards the job itself may already have written its state
+                    write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
+                    claimed.append((item, rec))
+                if shared:
+                    _record_shared(reg, workspace, by_id, shared, members)
+                    result.skipped += [(item, f"shared: {item.reason}") for item in shared]
+                if not claimed:
+                    return result
+                waits = _waits(reg, [i for i, _ in claimed], name)
+                if name == "slurm":
+                    _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
+                elif name == "local":
+                    job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
+                else:
+                    job_ids.update({item.run_id: "debug" for item, _ in claimed})
+            except BaseException as err:
+                every = [(by_id[r.run_id], r) for r in claim.claimed]
+                left = []  # what the rollback could not do (a full disk fails it too): said, never masking `err`
+                try:
+                    _record_submitted(reg, name, token, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+                except Exception as also:  # noqa: BLE001 - reported with the original error
+                    left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
+                refused = [(i, r) for i, r in every if i.run_id not in job_ids]
+                interrupted = _roll_back(reg, workspace, token, refused, created, archived, kept, left)
+                said = ("; and could not undo: " + "; ".join(left)) if left else ""
+                if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
+                    if said:
+                        (interrupted or err).add_note(said.removeprefix("; "))
+                    raise (interrupted or err) from None
+                if isinstance(err, LaunchError):
+                    if said:
+                        raise LaunchError(f"{err}{said}") from err
+                    raise
+                if isinstance(err, OSError) and err.filename and err.errno in PLACE_ERRNOS and not said:
+                    raise  # e.g. a full disk: the CLI names the path in one line
+                if isinstance(err, Exception):
+                    raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
                 raise
-            if isinstance(err, OSError) and err.filename and err.errno in PLACE_ERRNOS and not said:
-                raise  # e.g. a full disk: the CLI names the path in one line
-            if isinstance(err, Exception):
-                raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
-            raise
-        _record_submitted(reg, name, claimed, job_ids)
-        result.submitted = [item for item, _ in claimed]
-        result.job_ids = job_ids
+            dropped = _record_submitted(reg, name, token, claimed, job_ids)
+        gone = {item.run_id for item, _ in dropped}
+        result.submitted = [item for item, _ in claimed if item.run_id not in gone]
+        result.skipped += dropped
+        result.job_ids = {item.run_id: job_ids[item.run_id] for item in result.submitted}
         if name == "debug":
-            result.failed = _run_debug([i for i, _ in claimed], workspace, reg, echo)
+            result.failed = _run_debug(result.submitted, workspace, reg, echo)
     return result
 
 
 CLAIM_BEAT_S = 60.0  # how often a launch renews its claims (a claim older than STALE_CLAIM_S is a dead launch's)
 
 
-class _ClaimBeat:
-    """Renews this launch's claims (their ``updated_at``) at most every CLAIM_BEAT_S while it prepares
-    folders and submits: a launch slower than STALE_CLAIM_S (thousands of runs, a slow sbatch or file
-    system) had its claims taken for a dead launch's by another launch, which submitted second jobs."""
+@contextmanager
+def _claims_kept_fresh(registry_path: Path, token: str) -> Iterator[None]:
+    """Renew the claims of ``token`` (their ``updated_at``) every CLAIM_BEAT_S while the block runs, from
+    a thread with its own registry connection: a live launch slower than STALE_CLAIM_S (thousands of
+    runs, a slow file system, one sbatch that blocks for minutes) had its claims taken for a dead
+    launch's by another launch, which submitted second jobs. A renewal that fails is tried again at
+    the next beat (a claim goes stale only after ten missed ones)."""
+    stop = threading.Event()
 
-    def __init__(self, reg: Registry, token: str):
-        self.reg, self.token, self.last = reg, token, time.monotonic()
+    def beat() -> None:
+        try:
+            reg = Registry(registry_path)
+        except Exception:  # noqa: BLE001 - the launch itself reports a registry it cannot open
+            return
+        with reg:
+            while not stop.wait(CLAIM_BEAT_S):
+                with suppress(Exception):
+                    reg.renew_claims(token)
 
-    def __call__(self) -> None:
-        if time.monotonic() - self.last >= CLAIM_BEAT_S:
-            self.reg.renew_claims(self.token)
-            self.last = time.monotonic()
+    thread = threading.Thread(target=beat, name="arctl-claim-beat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
@@ -536,10 +552,14 @@ def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchI
             write_shared(run_dir, cells, own=(kept.experiment, kept.arm))
 
 
-def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchItem, RunRecord]],
-                      job_ids: dict[str, str]) -> None:
+def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tuple[LaunchItem, RunRecord]],
+                      job_ids: dict[str, str]) -> list[tuple[LaunchItem, str]]:
+    """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run whose
+    row the claim no longer holds keeps what it has now: cancelled while it was being submitted (its
+    job is cancelled here; the local queue skips it), or its job already adopted by a refresh that
+    took this launch for a dead one. Returns the runs whose jobs were dropped that way, with why."""
     now = time.time()
-    reg.update_many(
+    lost = reg.update_claimed(token, [
         (item.run_id, {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
                        "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
                        "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
@@ -547,7 +567,20 @@ def _record_submitted(reg: Registry, executor: str, claimed: list[tuple[LaunchIt
                        "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
                        "ended_at": None})
         for item, rec in claimed
-    )
+    ])
+    by_id = {item.run_id: item for item, _ in claimed}
+    dropped = []
+    for run_id in lost:
+        now_rec = reg.get(run_id)
+        if now_rec is not None and now_rec.job_id == job_ids[run_id] and now_rec.state in states.ACTIVE:
+            continue  # adopted: the row already names this job
+        why = ("gone from the registry" if now_rec is None else "cancelled" if now_rec.state == states.CANCELLED
+               else f"taken over by another launch (now {now_rec.state})")
+        dropped.append((by_id[run_id], f"{why} while this launch submitted it"
+                        + (f"; its job {job_ids[run_id]} is cancelled" if executor == "slurm" else "")))
+    if executor == "slurm" and dropped:
+        _scancel([job_ids[item.run_id] for item, _ in dropped])
+    return dropped
 
 
 def _entries(folder: Path) -> set[Path]:
@@ -577,12 +610,10 @@ def after_parameters(params: dict, parent_job: str, check: bool = True) -> dict:
 
 
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
-                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
-                  beat: Callable[[], None] = lambda: None) -> dict[str, str]:
+                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
     """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
     A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
-    dependency on the job of the run it starts from (:func:`after_parameters`). ``beat`` is called
-    before each sbatch (:class:`_ClaimBeat`)."""
+    dependency on the job of the run it starts from (:func:`after_parameters`)."""
     waits = waits or {}
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
@@ -598,14 +629,12 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             batches.append((params, [item]))
     batches += _groups(plain, array_parallelism)
     for params, chunk in batches:
-        beat()
         _submit_chunk(params, chunk, workspace, job_ids)
     for item, ray in later:  # in launch order: a run comes after the one it starts from
         params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
         if ray is not None:
             params = with_ray_setup(params, ray)
         parent = waits[item.run_id]
-        beat()
         write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
         _submit_chunk(after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id)), [item],
                       workspace, job_ids)

@@ -559,6 +559,25 @@ class Registry:
                 conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
 
     @_guarded
+    def update_claimed(self, token: str, updates: Iterable[tuple[str, dict]]) -> list[str]:
+        """Apply ``(run_id, {column: value})`` updates in one transaction to the rows claim ``token``
+        still holds; the run ids it no longer holds (cancelled meanwhile, or its claim taken for a dead
+        launch's), left as they are."""
+        lost = []
+        now = time.time()
+        with self.transaction() as conn:
+            for run_id, values in updates:
+                values = {**values, "updated_at": now}
+                bad = set(values) - set(COLUMNS)
+                if bad:
+                    raise ValueError(f"unknown registry columns {sorted(bad)}")
+                sets = ", ".join(f"{k}=?" for k in values)
+                cur = conn.execute(f"UPDATE runs SET {sets} WHERE run_id=? AND claim=?", [*values.values(), run_id, token])
+                if cur.rowcount != 1:
+                    lost.append(run_id)
+        return lost
+
+    @_guarded
     def unclaim(self, claimed: Iterable[RunRecord], token: str) -> None:
         """Undo a claim whose submission was refused: runs this claim inserted are deleted (with
         their sweep/experiment memberships), re-claimed runs get back what they were (their row's

@@ -552,7 +552,7 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
     from arctl.launch.registry import new_claim_token
 
     monkeypatch.setattr(registry, "STALE_CLAIM_S", 1.0)
-    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.0)
+    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.1)
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
     real_prepare, seen = launcher.prepare_run_dir, []
@@ -569,6 +569,92 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
     monkeypatch.setattr(launcher, "prepare_run_dir", slow_prepare)
     result = launch(items, ws, executor="debug", members=["lt3"])
     assert len(result.submitted) == 3 and len(seen) == 3  # the other launch claimed nothing
+
+
+@pytest.fixture
+def slow_sbatch(tmp_path, monkeypatch):
+    """An sbatch that answers after 2.5 s (a loaded controller); scancel records what it is asked."""
+    calls = tmp_path / "scancel-calls"
+    bin_dir = slurm_shims.install(
+        tmp_path / "bin",
+        sbatch='sleep 2.5; echo "Submitted batch job 101"\n',
+        scontrol="echo 'MaxArraySize            = 1001'\n",
+        scancel=f'echo "$@" >> {calls}\n',
+        srun="exit 0\n",
+    )
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    site_max_array_size.cache_clear()
+    yield calls
+    site_max_array_size.cache_clear()
+
+
+def _beside_the_launch(after_s: float, work) -> list:
+    """Run ``work()`` in a thread ``after_s`` seconds from now (while the launch waits for sbatch); its
+    result is the list's only item once the thread is joined."""
+    import threading
+
+    out: list = []
+    thread = threading.Thread(target=lambda: (time.sleep(after_s), out.append(work())), daemon=True)
+    thread.start()
+    out.append(thread)
+    return out
+
+
+def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, monkeypatch, slow_sbatch):
+    """From the sixth review: the claims were renewed between folders and sbatch calls only, so one
+    sbatch that blocked longer than STALE_CLAIM_S let another launch take the claims for a dead
+    launch's (and submit second jobs). A thread renews them while the launch waits. Here the
+    staleness is 1 s and sbatch answers after 2.5 s; another launch tries to claim at 1.8 s."""
+    import arctl.launch.launcher as launcher
+    import arctl.launch.registry as registry
+    from arctl.compose import resolve_sweep
+    from arctl.launch.registry import new_claim_token
+
+    monkeypatch.setattr(registry, "STALE_CLAIM_S", 1.0)
+    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.2)
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+
+    def other_launch():
+        with Registry(ws.registry_path) as reg:
+            return [r.run_id for r in reg.claim([i.record() for i in items], new_claim_token()).claimed]
+
+    other = _beside_the_launch(1.8, other_launch)
+    result = launch(items, ws, executor="slurm", members=["lt3"])
+    other[0].join()
+    assert other[1] == []  # the other launch claimed nothing
+    assert len(result.submitted) == 3
+    with Registry(ws.registry_path) as reg:
+        assert {r.state for r in reg.list("lt3")} == {states.PENDING} and {r.claim for r in reg.list("lt3")} == {None}
+
+
+def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_goes(specs, tmp_path, slow_sbatch):
+    """From the sixth review: `arctl cancel` of a run whose launch was still submitting made it
+    CANCELLED, and the launch then wrote it PENDING with its job (the cancel undone, the job trained).
+    The launch records only the rows its claim still holds, and cancels the jobs of the others."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    first = items[0].run_id
+
+    def cancel_first():
+        with Registry(ws.registry_path) as reg:
+            return cancel_runs(reg, ws, [reg.get(first)])
+
+    cancel = _beside_the_launch(1.0, cancel_first)
+    result = launch(items, ws, executor="slurm", members=["lt3"])
+    cancel[0].join()
+    assert [why for _, why in cancel[1]] == ["cancelled (job None)"]
+    with Registry(ws.registry_path) as reg:
+        got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
+    assert got[first] == (states.CANCELLED, None)
+    assert {v for k, v in got.items() if k != first} == {(states.PENDING, "101_1"), (states.PENDING, "101_2")}
+    assert slow_sbatch.read_text().split() == ["101_0"]  # its job, and only its, cancelled
+    assert [i.run_id for i in result.submitted] == [i.run_id for i in items[1:]]
+    assert [(i.run_id, why) for i, why in result.skipped] == [
+        (first, "cancelled while this launch submitted it; its job 101_0 is cancelled")]
 
 
 def test_only_the_archive_of_the_dead_claim_is_put_back(tmp_path):
