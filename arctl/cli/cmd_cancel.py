@@ -13,6 +13,8 @@ def register(app: typer.Typer) -> None:
     def cancel(
         targets: list[str] = typer.Argument(..., metavar="TARGET", help="Run ids (or prefixes), sweep or experiment names."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        force: bool = typer.Option(False, "--force", help="Also cancel a started run whose job SLURM here does not "
+                                   "have though its folder changed lately (you know it runs nowhere else)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: each active run, whether it was cancelled and why."),
     ) -> None:
         """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
@@ -24,7 +26,7 @@ def register(app: typer.Typer) -> None:
             workspace, reg = open_existing(workdir)
             with reg:
                 records = refresh(reg, workspace, select_runs(reg, list(targets)))
-                done = cancel_runs(reg, workspace, records)
+                done = cancel_runs(reg, workspace, records, force=force)
         if as_json:
             print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state,
                          "cancelled": not what.startswith(NOT_CANCELLED), "outcome": what} for r, what in done])

@@ -27,7 +27,8 @@ SILENT_S = 3600.0  # a started run whose folder and logs have not changed for th
 # does not have, is taken for dead (a live job writes its logs, metrics, status or checkpoints meanwhile)
 
 
-def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -> list[tuple[RunRecord, str]]:
+def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
+                force: bool = False) -> list[tuple[RunRecord, str]]:
     """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
     not started is CANCELLED at once; a started one is asked to stop (TERM: it saves a checkpoint)
     and stays active until it has, then becomes CANCELLED (:func:`arctl.launch.refresh.merge_state`),
@@ -35,7 +36,8 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
     and complains about the others: a job already ending is left to the next refresh (it completes or
     fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
     started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
-    killed without a word), and left as it is, with why, otherwise (it may run on another cluster). An outcome that changed
+    killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
+    ``force``: the user knows it runs nowhere, so it is CANCELLED too). An outcome that changed
     nothing begins with :data:`NOT_CANCELLED`."""
     outcome = []
     active = [r for r in records if r.state in states.ACTIVE]
@@ -59,10 +61,11 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord]) -
         if rec.executor == "slurm" and rec.job_id in ending:
             outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))
             continue
-        if rec.executor == "slurm" and rec.job_id in gone and started and not _silent(workspace, rec):
+        if rec.executor == "slurm" and rec.job_id in gone and started and not force and not _silent(workspace, rec):
             outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and its folder "
                                  f"or logs changed within the last {SILENT_S / 60:.0f} min (another cluster's job? "
-                                 "cancel it there; a job killed without a word is cancelled once all is that quiet)"))
+                                 "cancel it there; a job killed without a word is cancelled once all is that quiet, "
+                                 "or now with --force)"))
             continue
         if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop

@@ -321,11 +321,17 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
     (ws.run_dir(b) / "metrics.jsonl").write_text('{"step": 7}\n')  # quiet status, but it still logs: alive
     with Registry(ws.registry_path) as reg:
         said = {r.run_id: why for r, why in cancel_runs(reg, ws, [reg.get(b)])}
-        assert said[b].startswith("not cancelled") and reg.get(b).state == states.PENDING
+        assert said[b].startswith("not cancelled") and "--force" in said[b] and reg.get(b).state == states.PENDING
     os.utime(ws.run_dir(b) / "metrics.jsonl", (silent, silent))  # killed without a word two hours ago
     with Registry(ws.registry_path) as reg:
         said = {r.run_id: why for r, why in cancel_runs(reg, ws, [reg.get(b)])}
         assert said[b].startswith("cancelled") and reg.get(b).state == states.CANCELLED
+        reg.update(b, state=states.PENDING, cancel_requested=None, ended_at=None)  # as it was, logging lately
+    os.utime(ws.run_dir(b) / "metrics.jsonl")
+    res = CliRunner().invoke(app, ["cancel", b, "--workdir", str(ws.root), "--force"])  # the user knows better
+    assert res.exit_code == 0 and "1 run(s) cancelled" in res.stdout, res.output
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(b).state == states.CANCELLED
     scancel_err.write_text("scancel: error: Kill job error on job id 101_0: Job/step already completing or completed\n")
     with Registry(ws.registry_path) as reg:
         (rec, why), = cancel_runs(reg, ws, [reg.get(a)])
