@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"{esc(rec.run_id)}: {esc(what)}")
         idle = len(records) - len(done)
         left = sum(1 for _, what in done if what.startswith(NOT_CANCELLED))
-        saving = sum(1 for r, what in done if r.state != "CANCELLED" and not what.startswith(NOT_CANCELLED))
+        saving = sum(1 for r, what in done if r.state not in ("CANCELLED", "SUBMITTING")
+                     and not what.startswith(NOT_CANCELLED))
         console.print(f"{len(done) - left} run(s) cancelled" + (f"; {saving} save a checkpoint first (CANCELLED once "
                                                                  "saved)" if saving else "")
                       + (f"; {left} not cancelled (above)" if left else "") + (f"; {idle} were not active" if idle else ""))

@@ -14,7 +14,7 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.refresh import pid_alive
-from arctl.launch.registry import Registry, RegistryError, RunRecord
+from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
@@ -38,9 +38,40 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
     killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). An outcome that changed
-    nothing begins with :data:`NOT_CANCELLED`."""
-    outcome = []
-    active = [r for r in records if r.state in states.ACTIVE]
+    nothing begins with :data:`NOT_CANCELLED`.
+
+    A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it
+    CANCELLED with its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`). Each
+    write is conditional on the row as read (its claim and job); a row another process changed
+    meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
+    outcome: list[tuple[RunRecord, str]] = []
+    todo = [r for r in records if r.state in states.ACTIVE]
+    for _ in range(3):
+        changed = _cancel_once(reg, workspace, todo, force, outcome)
+        todo = [r for r in (reg.get(run_id) for run_id in changed) if r is not None and r.state in states.ACTIVE]
+        if not todo:
+            break
+    for rec in todo:
+        outcome.append((rec, f"{NOT_CANCELLED}: its row kept changing while this cancel ran; try again"))
+    return outcome
+
+
+def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], force: bool,
+                 outcome: list[tuple[RunRecord, str]]) -> list[str]:
+    """One pass of :func:`cancel_runs` over ``active``, appending to ``outcome``; returns the run ids
+    whose rows changed before this pass wrote them."""
+    changed = []
+    now = time.time()
+    submitting = [r for r in active if r.state == states.SUBMITTING]
+    for rec in submitting:  # its job id, if any, is an earlier attempt's: nothing to scancel
+        if not reg.update_if(rec.run_id, {"state": states.SUBMITTING, "claim": rec.claim}, {"cancel_requested": now}):
+            changed.append(rec.run_id)
+            continue
+        rec.cancel_requested = now
+        outcome.append((rec, "cancelled: its launch died before submitting it" if claim_is_stale(rec, now) else
+                             "cancelled while its launch submits it (the launch cancels the job it submits)"))
+    active = [r for r in active if r.state != states.SUBMITTING]
+
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     gone: set[str] = set()
     ending: set[str] = set()
@@ -54,8 +85,6 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
             ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
             if not errors or len(gone) + len(ending) < len(errors):
                 raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
-    now = time.time()
-    updates = []
     for rec in active:
         started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
         if rec.executor == "slurm" and rec.job_id in ending:
@@ -79,11 +108,13 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
             values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None,
                       "before_claim": None}
             outcome.append((rec, f"cancelled (job {rec.job_id})"))
-        updates.append((rec.run_id, values))
+        if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None}, values):
+            outcome.pop()
+            changed.append(rec.run_id)
+            continue
         for k, v in values.items():
             setattr(rec, k, v)
-    reg.update_many(updates)
-    return outcome
+    return changed
 
 
 def _silent(workspace: Workspace, rec: RunRecord) -> bool:

@@ -274,3 +274,12 @@ def with_ray_setup(params: dict, setup: str) -> dict:
     extra = {**params.get("additional_parameters", {}), "signal": f"B:{PREEMPT_SIGNAL}@{delay}"}
     return {**params, "setup": [*params.get("setup", []), *lines, *JOB_RUNNER_LINES], "use_srun": False,
             "additional_parameters": extra, EXEC_KEY: True}
+
+
+def scancel_quietly(job_ids: list[str]) -> bool:
+    """Cancel SLURM jobs ``job_ids`` (best effort, while something else is on its way): whether scancel
+    said yes."""
+    try:
+        return subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False

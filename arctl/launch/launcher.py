@@ -36,6 +36,7 @@ from arctl.launch.executors import (
     choose_executor,
     local_parallelism,
     render_sbatch,
+    scancel_quietly,
     slurm_executor,
     slurm_parameters,
     with_ray_setup,
@@ -390,13 +391,16 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             except BaseException as err:
                 every = [(by_id[r.run_id], r) for r in claim.claimed]
                 left = []  # what the rollback could not do (a full disk fails it too): said, never masking `err`
+                dropped = []
                 try:
-                    _record_submitted(reg, name, token, [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+                    dropped = _record_submitted(reg, name, token, [(i, r) for i, r in every if i.run_id in job_ids],
+                                                job_ids)
                 except Exception as also:  # noqa: BLE001 - reported with the original error
                     left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
                 refused = [(i, r) for i, r in every if i.run_id not in job_ids]
                 interrupted = _roll_back(reg, workspace, token, refused, created, archived, kept, left)
                 said = ("; and could not undo: " + "; ".join(left)) if left else ""
+                said += "".join(f"; {item.run_id}: {why}" for item, why in dropped)
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                     if said:
                         (interrupted or err).add_note(said.removeprefix("; "))
@@ -431,12 +435,9 @@ def _claims_kept_fresh(registry_path: Path, token: str) -> Iterator[None]:
     launch's by another launch, which submitted second jobs. A renewal that fails is tried again at
     the next beat (a claim goes stale only after ten missed ones)."""
     stop = threading.Event()
+    reg = Registry(registry_path)  # here: a registry the launch has just opened opens again (or fails loudly)
 
     def beat() -> None:
-        try:
-            reg = Registry(registry_path)
-        except Exception:  # noqa: BLE001 - the launch itself reports a registry it cannot open
-            return
         with reg:
             while not stop.wait(CLAIM_BEAT_S):
                 with suppress(Exception):
@@ -554,12 +555,14 @@ def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchI
 
 def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tuple[LaunchItem, RunRecord]],
                       job_ids: dict[str, str]) -> list[tuple[LaunchItem, str]]:
-    """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run whose
-    row the claim no longer holds keeps what it has now: cancelled while it was being submitted (its
-    job is cancelled here; the local queue skips it), or its job already adopted by a refresh that
-    took this launch for a dead one. Returns the runs whose jobs were dropped that way, with why."""
+    """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run cancelled
+    while this launch submitted it (`arctl cancel` asks a claimed run's launch to cancel it) is recorded
+    CANCELLED with its job, and the job cancelled (the local queue skips a run that is not PENDING). A
+    run whose row the claim no longer holds keeps what it has now: its job adopted by a refresh that
+    took this launch for a dead one, or, where the row names another job or none, the job cancelled.
+    Returns the runs not submitted after all, with why."""
     now = time.time()
-    lost = reg.update_claimed(token, [
+    lost, stopped = reg.update_claimed(token, [
         (item.run_id, {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
                        "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
                        "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
@@ -567,20 +570,21 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
                        "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
                        "ended_at": None})
         for item, rec in claimed
-    ])
+    ], cancelled={"state": states.CANCELLED, "ended_at": now})
     by_id = {item.run_id: item for item, _ in claimed}
-    dropped = []
+    dropped = [(run_id, "cancelled while this launch submitted it") for run_id in stopped]
     for run_id in lost:
         now_rec = reg.get(run_id)
         if now_rec is not None and now_rec.job_id == job_ids[run_id] and now_rec.state in states.ACTIVE:
             continue  # adopted: the row already names this job
-        why = ("gone from the registry" if now_rec is None else "cancelled" if now_rec.state == states.CANCELLED
-               else f"taken over by another launch (now {now_rec.state})")
-        dropped.append((by_id[run_id], f"{why} while this launch submitted it"
-                        + (f"; its job {job_ids[run_id]} is cancelled" if executor == "slurm" else "")))
+        why = "gone from the registry" if now_rec is None else f"made {now_rec.state} by another process"
+        dropped.append((run_id, f"{why} while this launch submitted it"))
     if executor == "slurm" and dropped:
-        _scancel([job_ids[item.run_id] for item, _ in dropped])
-    return dropped
+        ok = scancel_quietly([job_ids[run_id] for run_id, _ in dropped])
+        dropped = [(run_id, why + (f"; its job {job_ids[run_id]} is cancelled" if ok else
+                                   f"; scancel failed: cancel its job yourself (`scancel {job_ids[run_id]}`)"))
+                   for run_id, why in dropped]
+    return [(by_id[run_id], why) for run_id, why in dropped]
 
 
 def _entries(folder: Path) -> set[Path]:
@@ -666,7 +670,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
         except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
             said = " ".join((captured.read() + " " + str(err)).split())
-            cancelled = _scancel(accepted) if accepted else False  # accepted (held), then submitit failed
+            cancelled = scancel_quietly(accepted) if accepted else False  # accepted (held), then submitit failed
             # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
             # launch into the same workspace may be submitting its own meanwhile)
             for left in _entries(workspace.jobs_dir) - before:
@@ -690,7 +694,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     except LaunchError:
         raise  # refused and cancelled by _release
     except BaseException:  # e.g. Ctrl-C: a job left held would wait in the queue for ever
-        _scancel([master])
+        scancel_quietly([master])
         raise
     # released: every task may start now, so all are recorded before anything else can be interrupted
     job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
@@ -702,14 +706,6 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
             if script.exists():
                 _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
                 break
-
-
-def _scancel(job_ids: list[str]) -> bool:
-    """Cancel ``job_ids`` (best effort, while another error is on its way): whether scancel said yes."""
-    try:
-        return subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60, check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def _release(master: str) -> None:
@@ -807,7 +803,10 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
     failed = {}
     for item in items:
         run_dir = workspace.run_dir(item.run_id)
-        reg.update(item.run_id, state=states.RUNNING, started_at=time.time())
+        if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
+                             {"state": states.RUNNING, "started_at": time.time()}):
+            echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
+            continue
         echo(f"running {item.run_id} in-process")
         job = DebugExecutor(folder=run_dir / "job").submit(RunJob(), str(run_dir))
         error = None

@@ -36,7 +36,8 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
     with Registry(workspace.registry_path) as reg:
         deadline = time.monotonic() + WAIT_FOR_REGISTRY_S  # the launcher records our pid after starting us
         while time.monotonic() < deadline:
-            if all((r := reg.get(rid)) is not None and r.job_id == me for rid in run_ids):
+            # settled: recorded under this queue, or no longer the launch's to record (cancelled, taken over)
+            if all((r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids):
                 break
             time.sleep(0.1)
         pending, running = list(run_ids), {}

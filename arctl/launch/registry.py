@@ -559,23 +559,45 @@ class Registry:
                 conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
 
     @_guarded
-    def update_claimed(self, token: str, updates: Iterable[tuple[str, dict]]) -> list[str]:
+    def update_claimed(self, token: str, updates: Iterable[tuple[str, dict]],
+                       cancelled: dict | None = None) -> tuple[list[str], list[str]]:
         """Apply ``(run_id, {column: value})`` updates in one transaction to the rows claim ``token``
-        still holds; the run ids it no longer holds (cancelled meanwhile, or its claim taken for a dead
-        launch's), left as they are."""
-        lost = []
+        still holds; a held row whose cancel was asked meanwhile (``cancel_requested``: `arctl cancel`
+        during the launch) gets its update with ``cancelled`` over it instead. Returns (the run ids the
+        claim no longer holds, left as they are; the run ids given ``cancelled``)."""
+        lost, stopped = [], []
         now = time.time()
         with self.transaction() as conn:
             for run_id, values in updates:
+                row = conn.execute("SELECT cancel_requested FROM runs WHERE run_id=? AND claim=?",
+                                   (run_id, token)).fetchone()
+                if row is None:
+                    lost.append(run_id)
+                    continue
+                if row[0] is not None and cancelled is not None:
+                    values = {**values, **cancelled}
+                    stopped.append(run_id)
                 values = {**values, "updated_at": now}
                 bad = set(values) - set(COLUMNS)
                 if bad:
                     raise ValueError(f"unknown registry columns {sorted(bad)}")
-                sets = ", ".join(f"{k}=?" for k in values)
-                cur = conn.execute(f"UPDATE runs SET {sets} WHERE run_id=? AND claim=?", [*values.values(), run_id, token])
-                if cur.rowcount != 1:
-                    lost.append(run_id)
-        return lost
+                conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE run_id=?",
+                             [*values.values(), run_id])
+        return lost, stopped
+
+    @_guarded
+    def update_if(self, run_id: str, expect: dict, values: dict) -> bool:
+        """Apply ``values`` to run ``run_id`` if its columns are still as ``expect`` says (what the
+        caller read: another process may have changed the row since); whether it did."""
+        bad = (set(values) | set(expect)) - set(COLUMNS)
+        if bad:
+            raise ValueError(f"unknown registry columns {sorted(bad)}")
+        values = {**values, "updated_at": time.time()}
+        with self.transaction() as conn:
+            cur = conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE run_id=? AND "
+                               + " AND ".join(f"{k} IS ?" for k in expect),
+                               [*values.values(), run_id, *expect.values()])
+            return cur.rowcount == 1
 
     @_guarded
     def unclaim(self, claimed: Iterable[RunRecord], token: str) -> None:

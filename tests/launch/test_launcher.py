@@ -511,6 +511,35 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
         assert refresh(reg, ws) and reg.get(b).state == states.RUNNING
 
 
+def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
+    """A run cancelled while its launch submitted it, and the launch killed after sbatch: the refresh
+    that gives the run the job the dead launch had submitted cancels that job (no one else knows it)."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])
+    b = items[1].run_id
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
+        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
+    write_status(ws.run_dir(b), state="submitted", error=None)
+    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
+    (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
+    calls = tmp_path / "calls"
+    bin_dir = slurm_shims.install(tmp_path / "bin", sacct="printf 'JobID|State\\n41|PENDING\\n'\n",
+                                  scancel=f"echo scancel \"$@\" >> {calls}\n", srun="exit 0\n")
+    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    with Registry(ws.registry_path) as reg:
+        reg.update(b, cancel_requested=time.time())  # `arctl cancel` while the launch was alive
+        refresh(reg, ws)
+        row = reg.get(b)
+    assert (row.state, row.job_id, row.claim) == (states.CANCELLED, "41", None)
+    assert calls.read_text().split() == ["scancel", "41"]
+
+
 def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_back(specs, tmp_path,
                                                                                     refusing_sbatch):
     """From the fifth review: a --force launch killed (kill -9) after it moved a finished run's files to
@@ -578,12 +607,13 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
 
 
 @pytest.fixture
-def slow_sbatch(tmp_path, monkeypatch):
-    """An sbatch that answers after 2.5 s (a loaded controller); scancel records what it is asked."""
-    calls = tmp_path / "scancel-calls"
+def counting_sbatch(tmp_path, monkeypatch):
+    """sbatch answers job 101, then 102, ...; scancel records what it is asked (the file it yields)."""
+    calls, count = tmp_path / "scancel-calls", tmp_path / "sbatch-count"
     bin_dir = slurm_shims.install(
         tmp_path / "bin",
-        sbatch='sleep 2.5; echo "Submitted batch job 101"\n',
+        sbatch=f'n=$(( $(cat {count} 2>/dev/null || echo 100) + 1 )); echo $n > {count}; '
+               'echo "Submitted batch job $n"\n',
         scontrol="echo 'MaxArraySize            = 1001'\n",
         scancel=f'echo "$@" >> {calls}\n',
         srun="exit 0\n",
@@ -594,23 +624,27 @@ def slow_sbatch(tmp_path, monkeypatch):
     site_max_array_size.cache_clear()
 
 
-def _beside_the_launch(after_s: float, work) -> list:
-    """Run ``work()`` in a thread ``after_s`` seconds from now (while the launch waits for sbatch); its
-    result is the list's only item once the thread is joined."""
-    import threading
+def _while_submitting(monkeypatch, work) -> list:
+    """Call ``work()`` inside the launch's first sbatch (its claims made, its job not recorded yet);
+    what it returns is the list's item."""
+    import arctl.launch.launcher as launcher
 
-    out: list = []
-    thread = threading.Thread(target=lambda: (time.sleep(after_s), out.append(work())), daemon=True)
-    thread.start()
-    out.append(thread)
+    real, out = launcher._submit_chunk, []
+
+    def submit(*args, **kwargs):
+        if not out:
+            out.append(work())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "_submit_chunk", submit)
     return out
 
 
-def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, monkeypatch, slow_sbatch):
+def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, monkeypatch, counting_sbatch):
     """From the sixth review: the claims were renewed between folders and sbatch calls only, so one
     sbatch that blocked longer than STALE_CLAIM_S let another launch take the claims for a dead
     launch's (and submit second jobs). A thread renews them while the launch waits. Here the
-    staleness is 1 s and sbatch answers after 2.5 s; another launch tries to claim at 1.8 s."""
+    staleness is 1 s, and inside the launch's sbatch, 1.8 s after it began, another launch claims."""
     import arctl.launch.launcher as launcher
     import arctl.launch.registry as registry
     from arctl.compose import resolve_sweep
@@ -622,45 +656,101 @@ def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, 
     items = items_from_resolved(resolve_sweep("lt3", []))
 
     def other_launch():
+        time.sleep(1.8)  # a slow sbatch: the claims were made before it began
         with Registry(ws.registry_path) as reg:
             return [r.run_id for r in reg.claim([i.record() for i in items], new_claim_token()).claimed]
 
-    other = _beside_the_launch(1.8, other_launch)
+    other = _while_submitting(monkeypatch, other_launch)
     result = launch(items, ws, executor="slurm", members=["lt3"])
-    other[0].join()
-    assert other[1] == []  # the other launch claimed nothing
+    assert other == [[]]  # the other launch claimed nothing
     assert len(result.submitted) == 3
     with Registry(ws.registry_path) as reg:
         assert {r.state for r in reg.list("lt3")} == {states.PENDING} and {r.claim for r in reg.list("lt3")} == {None}
 
 
-def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_goes(specs, tmp_path, slow_sbatch):
-    """From the sixth review: `arctl cancel` of a run whose launch was still submitting made it
-    CANCELLED, and the launch then wrote it PENDING with its job (the cancel undone, the job trained).
-    The launch records only the rows its claim still holds, and cancels the jobs of the others."""
+def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_goes(specs, tmp_path, monkeypatch,
+                                                                                    counting_sbatch):
+    """From the sixth review and the review of its fix: `arctl cancel` of a run whose launch was still
+    submitting made it CANCELLED, and the launch then wrote it PENDING with its job (the cancel undone,
+    the job trained); and a resumed run's row still named its previous job, which the cancel asked
+    scancel to stop (an ended job: "already ending", not cancelled). A cancel asks the launch, which
+    records the run CANCELLED with its new job and cancels that job."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="slurm", members=["lt3"])
+    first = items[0].run_id
+    with Registry(ws.registry_path) as reg:  # preempted: the next sweep resumes it under a new job
+        reg.update(first, state=states.PREEMPTED)
+    write_status(ws.run_dir(first), state="preempted")
+
+    def cancel_first():
+        with Registry(ws.registry_path) as reg:
+            rec = reg.get(first)
+            assert (rec.state, rec.job_id) == (states.SUBMITTING, "101_0")  # the previous attempt's job
+            return [why for _, why in cancel_runs(reg, ws, [rec])]
+
+    cancel = _while_submitting(monkeypatch, cancel_first)
+    result = launch(items, ws, executor="slurm", members=["lt3"])
+    assert cancel == [["cancelled while its launch submits it (the launch cancels the job it submits)"]]
+    with Registry(ws.registry_path) as reg:
+        got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
+    assert got[first] == (states.CANCELLED, "102")  # one run: a plain job, no array
+    assert {v for k, v in got.items() if k != first} == {(states.PENDING, "101_1"), (states.PENDING, "101_2")}
+    assert counting_sbatch.read_text().split() == ["102"]  # the new job, and only it, cancelled
+    assert result.submitted == [] and (first, "cancelled while this launch submitted it; its job 102 is "
+                                              "cancelled") in [(i.run_id, why) for i, why in result.skipped]
+
+
+def test_a_cancel_that_read_a_run_before_its_launch_recorded_the_job_cancels_that_job(specs, tmp_path,
+                                                                                     counting_sbatch):
+    """From the review of the fix above: `arctl cancel` read a run SUBMITTING, its launch then recorded
+    the job (PENDING), and the cancel wrote CANCELLED over it without cancelling the job. Each cancel
+    write is conditional on the row as read; a changed row is read again and cancelled as it is."""
+    from dataclasses import replace
+
     from arctl.compose import resolve_sweep
     from arctl.launch.control import cancel_runs
 
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="slurm", members=["lt3"])
     first = items[0].run_id
-
-    def cancel_first():
-        with Registry(ws.registry_path) as reg:
-            return cancel_runs(reg, ws, [reg.get(first)])
-
-    cancel = _beside_the_launch(1.0, cancel_first)
-    result = launch(items, ws, executor="slurm", members=["lt3"])
-    cancel[0].join()
-    assert [why for _, why in cancel[1]] == ["cancelled (job None)"]
     with Registry(ws.registry_path) as reg:
-        got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
-    assert got[first] == (states.CANCELLED, None)
-    assert {v for k, v in got.items() if k != first} == {(states.PENDING, "101_1"), (states.PENDING, "101_2")}
-    assert slow_sbatch.read_text().split() == ["101_0"]  # its job, and only its, cancelled
-    assert [i.run_id for i in result.submitted] == [i.run_id for i in items[1:]]
-    assert [(i.run_id, why) for i, why in result.skipped] == [
-        (first, "cancelled while this launch submitted it; its job 101_0 is cancelled")]
+        as_read = replace(reg.get(first), state=states.SUBMITTING, claim="elsewhere:1:x", job_id=None)
+        said = [why for _, why in cancel_runs(reg, ws, [as_read])]
+        assert (reg.get(first).state, reg.get(first).job_id) == (states.CANCELLED, "101_0")
+    assert said == ["cancelled (job 101_0)"] and counting_sbatch.read_text().split() == ["101_0"]
+
+
+def test_a_debug_run_cancelled_while_the_one_before_it_runs_does_not_run(specs, tmp_path, monkeypatch):
+    """From the same review: the debug executor set each run RUNNING when its turn came, over a cancel
+    made while the runs before it trained."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.job import RunJob
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    ran = []
+
+    def fake_run(self, run_dir):
+        ran.append(Path(run_dir).name)
+        if len(ran) == 1:
+            with Registry(ws.registry_path) as reg:
+                cancel_runs(reg, ws, [reg.get(items[1].run_id)])
+        write_status(Path(run_dir), state="completed")
+        return "done"
+
+    monkeypatch.setattr(RunJob, "__call__", fake_run)
+    launch(items, ws, executor="debug", members=["lt3"])
+    assert ran == [items[0].run_id, items[2].run_id]
+    with Registry(ws.registry_path) as reg:
+        assert [reg.get(i.run_id).state for i in items] == [states.COMPLETED, states.CANCELLED, states.COMPLETED]
 
 
 def test_only_the_archive_of_the_dead_claim_is_put_back(tmp_path):
