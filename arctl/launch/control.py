@@ -46,9 +46,15 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
     outcome: list[tuple[RunRecord, str]] = []
     todo = [r for r in records if r.state in states.ACTIVE]
+    asked: set[str] = set()  # the SLURM jobs scancel was asked to stop: never asked twice
     for _ in range(3):
-        changed = _cancel_once(reg, workspace, todo, force, outcome)
-        todo = [r for r in (reg.get(run_id) for run_id in changed) if r is not None and r.state in states.ACTIVE]
+        changed = _cancel_once(reg, workspace, todo, force, outcome, asked)
+        todo = []
+        for rec in (reg.get(run_id) for run_id in changed):
+            if rec is not None and rec.state in states.ACTIVE:
+                todo.append(rec)
+            elif rec is not None and rec.executor == "slurm" and rec.job_id in asked:  # ended by this cancel
+                outcome.append((rec, f"cancelled (job {rec.job_id}): it ended {rec.state}"))
         if not todo:
             break
     for rec in todo:
@@ -57,14 +63,17 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
 
 
 def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], force: bool,
-                 outcome: list[tuple[RunRecord, str]]) -> list[str]:
+                 outcome: list[tuple[RunRecord, str]], asked: set[str]) -> list[str]:
     """One pass of :func:`cancel_runs` over ``active``, appending to ``outcome``; returns the run ids
-    whose rows changed before this pass wrote them."""
+    whose rows changed before this pass wrote them. ``asked``: the jobs an earlier pass scancelled (a
+    run whose job is among them is cancelled without asking again: SLURM would answer "already
+    completing"); this pass adds its own."""
     changed = []
     now = time.time()
     submitting = [r for r in active if r.state == states.SUBMITTING]
     for rec in submitting:  # its job id, if any, is an earlier attempt's: nothing to scancel
-        if not reg.update_if(rec.run_id, {"state": states.SUBMITTING, "claim": rec.claim}, {"cancel_requested": now}):
+        if not reg.update_if(rec.run_id, {"state": states.SUBMITTING, "claim": rec.claim}, {"cancel_requested": now},
+                             touch=False):  # the claim's age stays its launch's
             changed.append(rec.run_id)
             continue
         rec.cancel_requested = now
@@ -72,7 +81,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                              "cancelled while its launch submits it (the launch cancels the job it submits)"))
     active = [r for r in active if r.state != states.SUBMITTING]
 
-    slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
+    slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id and r.job_id not in asked]
     gone: set[str] = set()
     ending: set[str] = set()
     if slurm_ids:
@@ -85,6 +94,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
             if not errors or len(gone) + len(ending) < len(errors):
                 raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+        asked.update(slurm_ids)
     for rec in active:
         started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
         if rec.executor == "slurm" and rec.job_id in ending:

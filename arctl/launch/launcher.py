@@ -556,8 +556,11 @@ def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchI
 def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tuple[LaunchItem, RunRecord]],
                       job_ids: dict[str, str]) -> list[tuple[LaunchItem, str]]:
     """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run cancelled
-    while this launch submitted it (`arctl cancel` asks a claimed run's launch to cancel it) is recorded
-    CANCELLED with its job, and the job cancelled (the local queue skips a run that is not PENDING). A
+    while this launch submitted it (`arctl cancel` asks a claimed run's launch to cancel it) has its
+    job cancelled: a SLURM job (which may have started: its array was released before this record) is
+    recorded PENDING with the cancel request, ending CANCELLED as a cancelled job does (a job that had
+    started saves its checkpoint first; refresh's merge_state); a local or debug one, which cannot have
+    started, is recorded CANCELLED (the local queue skips a run that is not PENDING). A
     run whose row the claim no longer holds keeps what it has now: its job adopted by a refresh that
     took this launch for a dead one, or, where the row names another job or none, the job cancelled.
     Returns the runs not submitted after all, with why."""
@@ -570,7 +573,7 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
                        "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
                        "ended_at": None})
         for item, rec in claimed
-    ], cancelled={"state": states.CANCELLED, "ended_at": now})
+    ], cancelled={} if executor == "slurm" else {"state": states.CANCELLED, "ended_at": now})
     by_id = {item.run_id: item for item, _ in claimed}
     dropped = [(run_id, "cancelled while this launch submitted it") for run_id in stopped]
     for run_id in lost:

@@ -62,7 +62,12 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     write_phase(run_dir, None)  # no longer waiting
                 executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
                 job = executor.submit(RunJob(), str(run_dir))
-                reg.update(run_id, job_id=str(job.job_id), state=states.RUNNING, started_at=time.time(), phase=None)
+                if not reg.update_if(run_id, {"state": states.PENDING, "job_id": me},  # not cancelled meanwhile
+                                     {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
+                                      "phase": None}):
+                    job.cancel(check=False)
+                    print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
+                    continue
                 print(f"started {run_id} as local job {job.job_id}", flush=True)
                 running[run_id] = job
             time.sleep(POLL_S)

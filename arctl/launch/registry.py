@@ -586,13 +586,14 @@ class Registry:
         return lost, stopped
 
     @_guarded
-    def update_if(self, run_id: str, expect: dict, values: dict) -> bool:
+    def update_if(self, run_id: str, expect: dict, values: dict, touch: bool = True) -> bool:
         """Apply ``values`` to run ``run_id`` if its columns are still as ``expect`` says (what the
-        caller read: another process may have changed the row since); whether it did."""
+        caller read: another process may have changed the row since); whether it did. ``touch=False``
+        keeps ``updated_at`` (a claim's age: a dead launch's claim must not look fresh)."""
         bad = (set(values) | set(expect)) - set(COLUMNS)
         if bad:
             raise ValueError(f"unknown registry columns {sorted(bad)}")
-        values = {**values, "updated_at": time.time()}
+        values = {**values, "updated_at": time.time()} if touch else values
         with self.transaction() as conn:
             cur = conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE run_id=? AND "
                                + " AND ".join(f"{k} IS ?" for k in expect),

@@ -540,6 +540,46 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
     assert calls.read_text().split() == ["scancel", "41"]
 
 
+def test_the_local_queue_stops_a_job_whose_run_was_cancelled_as_it_started(specs, tmp_path, monkeypatch):
+    """From the second review: the local queue checked that a run was PENDING, started its job, and then
+    wrote RUNNING over whatever the row had become: a cancel in between was undone and the run trained.
+    The write is conditional; a run cancelled meanwhile has its job stopped."""
+    import arctl.launch.local_queue as local_queue
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.job import RunJob
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))[:1]
+    monkeypatch.setattr(RunJob, "__call__", lambda self, run_dir: "not trained here")
+    launch(items, ws, executor="debug", members=["lt3"])  # its folder and row
+    run_id, me = items[0].run_id, f"queue:{os.getpid()}"
+    with Registry(ws.registry_path) as reg:
+        reg.update(run_id, state=states.PENDING, executor="local", job_id=me)
+    stopped = []
+
+    class Job:
+        job_id = "4242"
+
+        def cancel(self, check=True):
+            stopped.append(self.job_id)
+
+        def done(self):
+            return True
+
+    class Executor:
+        def submit(self, fn, run_dir):
+            with Registry(ws.registry_path) as reg:  # `arctl cancel`, as the job starts
+                cancel_runs(reg, ws, [reg.get(run_id)])
+            return Job()
+
+    monkeypatch.setattr(local_queue, "local_executor", lambda folder, cluster: Executor())
+    local_queue.run_queue(ws.root, [run_id], parallelism=1)
+    assert stopped == ["4242"]
+    with Registry(ws.registry_path) as reg:
+        assert (reg.get(run_id).state, reg.get(run_id).job_id) == (states.CANCELLED, me)
+
+
 def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_back(specs, tmp_path,
                                                                                     refusing_sbatch):
     """From the fifth review: a --force launch killed (kill -9) after it moved a finished run's files to
@@ -616,6 +656,7 @@ def counting_sbatch(tmp_path, monkeypatch):
                'echo "Submitted batch job $n"\n',
         scontrol="echo 'MaxArraySize            = 1001'\n",
         scancel=f'echo "$@" >> {calls}\n',
+        sacct="printf 'JobID|State\\n102|CANCELLED by 0\\n'\n",
         srun="exit 0\n",
     )
     monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
@@ -674,7 +715,9 @@ def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_go
     submitting made it CANCELLED, and the launch then wrote it PENDING with its job (the cancel undone,
     the job trained); and a resumed run's row still named its previous job, which the cancel asked
     scancel to stop (an ended job: "already ending", not cancelled). A cancel asks the launch, which
-    records the run CANCELLED with its new job and cancels that job."""
+    records the run with its new job and the cancel request and cancels that job (from the second
+    review: recorded CANCELLED at once, a job of an earlier chunk, released and started, would train
+    beside the next launch's); the run is CANCELLED once SLURM says its job is."""
     from arctl.compose import resolve_sweep
     from arctl.launch.control import cancel_runs
     from arctl.launch.status_file import write_status
@@ -698,11 +741,16 @@ def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_go
     assert cancel == [["cancelled while its launch submits it (the launch cancels the job it submits)"]]
     with Registry(ws.registry_path) as reg:
         got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
-    assert got[first] == (states.CANCELLED, "102")  # one run: a plain job, no array
+        assert reg.get(first).cancel_requested is not None
+    assert got[first] == (states.PENDING, "102")  # one run: a plain job, no array
     assert {v for k, v in got.items() if k != first} == {(states.PENDING, "101_1"), (states.PENDING, "101_2")}
     assert counting_sbatch.read_text().split() == ["102"]  # the new job, and only it, cancelled
     assert result.submitted == [] and (first, "cancelled while this launch submitted it; its job 102 is "
                                               "cancelled") in [(i.run_id, why) for i, why in result.skipped]
+    from arctl.launch.refresh import refresh
+
+    with Registry(ws.registry_path) as reg:  # `arctl status`: SLURM says its job was cancelled
+        assert [r.state for r in refresh(reg, ws, [reg.get(first)])] == [states.CANCELLED]
 
 
 def test_a_cancel_that_read_a_run_before_its_launch_recorded_the_job_cancels_that_job(specs, tmp_path,
@@ -724,6 +772,13 @@ def test_a_cancel_that_read_a_run_before_its_launch_recorded_the_job_cancels_tha
         said = [why for _, why in cancel_runs(reg, ws, [as_read])]
         assert (reg.get(first).state, reg.get(first).job_id) == (states.CANCELLED, "101_0")
     assert said == ["cancelled (job 101_0)"] and counting_sbatch.read_text().split() == ["101_0"]
+    second = items[1].run_id  # read PENDING; a refresh made it RUNNING before the cancel wrote: asked once
+    with Registry(ws.registry_path) as reg:
+        as_read = reg.get(second)
+        reg.update(second, state=states.RUNNING)
+        said = [why for _, why in cancel_runs(reg, ws, [as_read])]
+        assert reg.get(second).state == states.CANCELLED and reg.get(second).cancel_requested is not None
+    assert said == ["cancelled (job 101_1)"] and counting_sbatch.read_text().split() == ["101_0", "101_1"]
 
 
 def test_a_debug_run_cancelled_while_the_one_before_it_runs_does_not_run(specs, tmp_path, monkeypatch):
