@@ -2,8 +2,10 @@
 
 Selected inside the job by ``ARCTL_TEST_BACKEND=count`` (never by a config). It counts
 ``trainer.total_steps`` steps, sleeping ``$ARCTL_TEST_STEP_S`` seconds (default 0.2) per step;
-after every step it writes ``checkpoints/state.json`` (step, W&B run id) and appends a line to
-``steps.log`` (``attempt step pid``); on start it resumes from the checkpoint. When
+after every step it appends a line to ``steps.log`` (``attempt step pid``), then writes
+``checkpoints/state.json`` (step, W&B run id); on start it resumes from the checkpoint and rewinds
+``steps.log`` to it, as a trainer rewinds its history (a kill between the two writes neither loses
+nor repeats a step). When
 ``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
 ``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds, or until the file
 ``$ARCTL_TEST_STOP_GATE`` exists if that is set, whichever comes first), finish W&B, return
@@ -43,6 +45,16 @@ def _save(path: Path, state: dict) -> None:
     atomic_write(path, json.dumps(state))
 
 
+def _rewind_log(log: Path, step: int) -> None:
+    """Drop the lines of ``log`` past ``step`` (logged by a job killed before its checkpoint)."""
+    if not log.exists():
+        return
+    lines = log.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if int(line.split()[1]) <= step]
+    if kept != lines:
+        atomic_write(log, "".join(kept))
+
+
 def train(config: dict, run_dir: Path, stop_event=None) -> str:
     run_dir = Path(run_dir)
     ckpt_dir = run_dir / "checkpoints"
@@ -50,6 +62,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     ckpt = ckpt_dir / "state.json"
     (run_dir / "received_config.json").write_text(json.dumps(config, sort_keys=True))
     state = json.loads(ckpt.read_text()) if ckpt.exists() else {"step": 0}
+    _rewind_log(run_dir / "steps.log", state["step"])
     if not ckpt.exists() and config.get("init_dir"):  # trainer.init_from: what it starts from, as tiny keeps it
         parent = json.loads((Path(config["init_dir"]) / "checkpoints" / "state.json").read_text())
         atomic_write(run_dir / "init.json", json.dumps({"run_id": Path(config["init_dir"]).name, "step": parent["step"]}))
@@ -76,9 +89,9 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
                     return "preempted"
                 time.sleep(step_s)
                 state["step"] += 1
-                _save(ckpt, state)
                 log.write(f"{attempt} {state['step']} {os.getpid()}\n")
                 log.flush()
+                _save(ckpt, state)
                 if os.environ.get(ENV_FAIL_ARM) == config.get("arm"):
                     raise RuntimeError(f"arm {config.get('arm')} fails on purpose (${ENV_FAIL_ARM})")
                 if run is not None:

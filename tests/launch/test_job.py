@@ -153,3 +153,17 @@ def test_progress_is_the_furthest_step_of_the_metrics_files(tmp_path):
         json.dumps({"trainer/global_step": i, "train/anytime_score": i / 10}) + "\n" for i in range(3)))
     (tmp_path / "verl_metrics.jsonl").write_text(json.dumps({"step": 3, "data": {"train/anytime_score": 0.3}}) + "\n")
     assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.3}
+
+
+def test_the_count_backend_rewinds_its_log_to_the_checkpoint_a_kill_left(tmp_path):
+    """A job killed after logging step 3 but before its checkpoint said 3: the resume does step 3 again
+    and the log keeps it once (the order of the two writes once lost a step in the kill -9 tests)."""
+    from arctl.launch.testing import train
+
+    run_dir = _run_dir(tmp_path, steps=4)
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    (run_dir / "checkpoints" / "state.json").write_text(json.dumps({"step": 2}))
+    (run_dir / "steps.log").write_text("".join(f"0 {s} 1\n" for s in (1, 2, 3)))
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert train(config, run_dir) == "completed"
+    assert [s for _, s in _steps(run_dir)] == [1, 2, 3, 4]
