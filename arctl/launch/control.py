@@ -40,8 +40,10 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). An outcome that changed
     nothing begins with :data:`NOT_CANCELLED`.
 
-    A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it
-    CANCELLED with its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`). Each
+    A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it with
+    its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`): a SLURM one stays
+    PENDING with the request until SLURM says the job ended (it may have started), a local or debug one
+    is CANCELLED; a dead launch's job, adopted by a refresh, is cancelled the same way. Each
     write is conditional on the row as read (its claim and job); a row another process changed
     meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
     outcome: list[tuple[RunRecord, str]] = []

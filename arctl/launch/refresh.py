@@ -219,7 +219,8 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
     (:func:`orphaned_job`), else undone: this process takes the claim over (one process only), puts
     back what a --force rerun of it had moved aside (the archive its manifest names it in) and gives the
     run what it was before. A run the dead launch made is left to the next launch (which takes it for
-    a new run). A run cancelled while the dead launch held it has the job it was given cancelled.
+    a new run). A run cancelled while the dead launch held it has the job it was given cancelled (the
+    run stays active, with the request, until the scheduler says the job ended).
     Returns the records as they are now (read-only: as they would be)."""
     out = []
     for rec in records:
@@ -231,10 +232,9 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
         given_job = view.state in states.ACTIVE  # an undone claim's run is never active (claims take no active run)
         if given_job and registry.settle_claim(rec.run_id, rec.claim,
                                                {k: v for k, v in view.as_dict().items() if getattr(rec, k) != v}):
-            if rec.cancel_requested is not None and scancel_quietly([str(view.job_id)]):  # cancelled meanwhile
-                registry.update(rec.run_id, state=states.CANCELLED, ended_at=now)
-                view = registry.get(rec.run_id) or view
-            out.append(view)
+            if rec.cancel_requested is not None:  # cancelled meanwhile: the job is asked to stop; it may have
+                scancel_quietly([str(view.job_id)])  # started, so the run stays active with the request until
+            out.append(view)  # SLURM says the job ended (merge_state: CANCELLED), as a launch leaves it
             continue
         mine = None if given_job else registry.take_over(rec.run_id, rec.claim, new_claim_token())
         if mine is not None:

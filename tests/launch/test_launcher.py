@@ -528,15 +528,23 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
     write_status(ws.run_dir(b), state="submitted", error=None)
     (ws.run_dir(b) / "job").mkdir(exist_ok=True)
     (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
-    calls = tmp_path / "calls"
-    bin_dir = slurm_shims.install(tmp_path / "bin", sacct="printf 'JobID|State\\n41|PENDING\\n'\n",
+    calls, sched = tmp_path / "calls", tmp_path / "sched"
+    sched.write_text("PENDING")
+    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=f"printf 'JobID|State\\n41|%s\\n' $(cat {sched})\n",
                                   scancel=f"echo scancel \"$@\" >> {calls}\n", srun="exit 0\n")
     monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
     with Registry(ws.registry_path) as reg:
         reg.update(b, cancel_requested=time.time())  # `arctl cancel` while the launch was alive
         refresh(reg, ws)
         row = reg.get(b)
-    assert (row.state, row.job_id, row.claim) == (states.CANCELLED, "41", None)
+        # the job may have started (saving its stop checkpoint): active with the request until SLURM says
+        assert (row.state, row.job_id, row.claim) == (states.PENDING, "41", None) and row.cancel_requested
+        assert calls.read_text().split() == ["scancel", "41"]
+        refresh(reg, ws)  # asked once
+        sched.write_text("CANCELLED")
+        refresh(reg, ws)
+        row = reg.get(b)
+    assert (row.state, row.job_id) == (states.CANCELLED, "41")
     assert calls.read_text().split() == ["scancel", "41"]
 
 
