@@ -551,12 +551,8 @@ class Registry:
         now = time.time()
         with self.transaction() as conn:
             for run_id, values in updates:
-                values = {**values, "updated_at": now}
-                bad = set(values) - set(COLUMNS)
-                if bad:
-                    raise ValueError(f"unknown registry columns {sorted(bad)}")
-                sets = ", ".join(f"{k}=?" for k in values)
-                conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+                sets, params = _set_clause(values, now)
+                conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*params, run_id])
 
     @_guarded
     def update_claimed(self, token: str, updates: Iterable[tuple[str, dict]],
@@ -577,12 +573,8 @@ class Registry:
                 if row[0] is not None and cancelled is not None:
                     values = {**values, **cancelled}
                     stopped.append(run_id)
-                values = {**values, "updated_at": now}
-                bad = set(values) - set(COLUMNS)
-                if bad:
-                    raise ValueError(f"unknown registry columns {sorted(bad)}")
-                conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE run_id=?",
-                             [*values.values(), run_id])
+                sets, params = _set_clause(values, now)
+                conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*params, run_id])
         return lost, stopped
 
     @_guarded
@@ -590,14 +582,11 @@ class Registry:
         """Apply ``values`` to run ``run_id`` if its columns are still as ``expect`` says (what the
         caller read: another process may have changed the row since); whether it did. ``touch=False``
         keeps ``updated_at`` (a claim's age: a dead launch's claim must not look fresh)."""
-        bad = (set(values) | set(expect)) - set(COLUMNS)
-        if bad:
-            raise ValueError(f"unknown registry columns {sorted(bad)}")
-        values = {**values, "updated_at": time.time()} if touch else values
+        sets, params = _set_clause(values, time.time() if touch else None)
+        _set_clause(expect, None)  # the same check of the names
+        where = "".join(f" AND {k} IS ?" for k in expect)
         with self.transaction() as conn:
-            cur = conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} WHERE run_id=? AND "
-                               + " AND ".join(f"{k} IS ?" for k in expect),
-                               [*values.values(), run_id, *expect.values()])
+            cur = conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?{where}", [*params, run_id, *expect.values()])
             return cur.rowcount == 1
 
     @_guarded
@@ -643,15 +632,7 @@ class Registry:
     def settle_claim(self, run_id: str, claim: str | None, values: dict) -> bool:
         """Apply ``values`` to run ``run_id`` if it is still SUBMITTING under ``claim`` (a dead launch's
         claim given its job: :func:`arctl.launch.refresh.orphaned_job`); False where it is not."""
-        bad = set(values) - set(COLUMNS)
-        if bad:
-            raise ValueError(f"unknown registry columns {sorted(bad)}")
-        values = {**values, "updated_at": time.time()}
-        with self.transaction() as conn:
-            cur = conn.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in values)} "
-                               "WHERE run_id=? AND state=? AND claim IS ?",
-                               [*values.values(), run_id, states.SUBMITTING, claim])
-            return cur.rowcount == 1
+        return self.update_if(run_id, {"state": states.SUBMITTING, "claim": claim}, values)
 
     @_guarded
     def release(self, run_ids: Iterable[str], token: str, state: str, error: str | None = None) -> None:
@@ -663,6 +644,16 @@ class Registry:
                     "WHERE run_id=? AND claim=?",
                     (state, error, time.time(), run_id, token),
                 )
+
+
+def _set_clause(values: dict, now: float | None) -> tuple[str, list]:
+    """``("a=?, b=?", [values])`` for an UPDATE of ``values`` (and ``updated_at=now`` unless ``now``
+    is None); a name that is not a column of ``runs`` is a ValueError (names go into the SQL text)."""
+    bad = set(values) - set(COLUMNS)
+    if bad:
+        raise ValueError(f"unknown registry columns {sorted(bad)}")
+    values = values if now is None else {**values, "updated_at": now}
+    return ", ".join(f"{k}=?" for k in values), list(values.values())
 
 
 def _short(value) -> str:
