@@ -135,19 +135,22 @@ def slurm_cluster():
             shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _max_array_size_asked_afresh():
+    """The site's MaxArraySize is cached per process (one ``scontrol`` call): forgotten around every
+    test, so a test's shimmed ``scontrol`` (or the real SLURM's) is what the code under test asks."""
+    from arctl.launch.executors import site_max_array_size
+
+    site_max_array_size.cache_clear()
+    yield
+    site_max_array_size.cache_clear()
+
+
 @pytest.fixture
 def refusing_sbatch(tmp_path, monkeypatch):
     """An sbatch that refuses every job as a site would ("invalid partition specified: nosuch");
     MaxArraySize is 1001."""
-    from arctl.launch.executors import site_max_array_size
 
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin",
-        sbatch='echo "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n',
-        scontrol="echo 'MaxArraySize            = 1001'\n",
-        srun="exit 0\n",
-    )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
-    yield bin_dir
-    site_max_array_size.cache_clear()
+    return slurm_shims.use(tmp_path / "bin", monkeypatch,
+                           sbatch='echo "sbatch: error: invalid partition specified: nosuch" >&2; exit 1\n',
+                           scontrol="echo 'MaxArraySize            = 1001'\n", srun="exit 0\n")

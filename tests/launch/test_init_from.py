@@ -260,16 +260,14 @@ def test_a_refused_waiting_run_is_left_as_it_was_not_waiting(chain, tmp_path, mo
     import slurm_shims  # tests/support/slurm_shims.py
 
     from arctl.launch import states
-    from arctl.launch.executors import LaunchError, site_max_array_size
+    from arctl.launch.executors import LaunchError
     from arctl.launch.launcher import launch
     from arctl.launch.status_file import write_status
     from arctl.track.phase import read_phase, write_phase
 
     def sbatch(body: str) -> None:
-        bin_dir = slurm_shims.install(tmp_path / "bin", sbatch=body, srun="exit 0\n",
-                                      scontrol="echo 'MaxArraySize            = 1001'\n")
-        monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-        site_max_array_size.cache_clear()
+        slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch=body, srun="exit 0\n",
+                        scontrol="echo 'MaxArraySize            = 1001'\n")
 
     ws = Workspace(tmp_path / "ws")
     sbatch('echo "Submitted batch job 100"\n')
@@ -295,4 +293,3 @@ def test_a_refused_waiting_run_is_left_as_it_was_not_waiting(chain, tmp_path, mo
     with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
         launch(_items("chain", arms=["r2"]), ws, executor="slurm", force=True, members=["chain"])
     assert read_phase(ws.run_dir(r2)) is None and read_status(ws.run_dir(r2))["state"] == "completed"
-    site_max_array_size.cache_clear()

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from arctl.cli.main import app
 from arctl.launch import states
-from arctl.launch.executors import LaunchError, site_max_array_size
+from arctl.launch.executors import LaunchError
 from arctl.launch.launcher import items_from_resolved, launch
 from arctl.launch.registry import Registry
 from arctl.launch.status_file import read_status
@@ -27,18 +27,14 @@ from arctl.launch.workspace import Workspace
 def fake_slurm(tmp_path, monkeypatch):
     """sbatch accepts the first submission and refuses the next; MaxArraySize is 1001."""
     count = tmp_path / "sbatch-calls"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin",
-        sbatch=(f'echo "$1" >> {count}\n'
-                f'if [ "$(wc -l < {count})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
-                'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
-        srun="exit 0\n",
-        scontrol="echo 'MaxArraySize            = 1001'\n",
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'echo "$1" >> {count}\n'
+                            f'if [ "$(wc -l < {count})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+                            'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
+                    srun="exit 0\n",
+                    scontrol="echo 'MaxArraySize            = 1001'\n",
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
     yield count
-    site_max_array_size.cache_clear()
 
 
 def test_a_refused_chunk_keeps_the_accepted_one_pending_and_leaves_no_trace_of_the_rest(specs, tmp_path, fake_slurm):
@@ -205,16 +201,13 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     from arctl.launch.status_file import write_status
 
     calls, sacct_out = tmp_path / "sbatch-calls", tmp_path / "sacct.out"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin",
-        sbatch=(f'echo "$1" >> {calls}\n'
-                f'if [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
-                'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
-        srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n",
-        sacct=f'cat {sacct_out}\n', squeue="exit 0\n",
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'echo "$1" >> {calls}\n'
+                            f'if [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
+                            'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
+                    srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n",
+                    sacct=f'cat {sacct_out}\n', squeue="exit 0\n",
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
 
     def sweep():
         return items_from_resolved(resolve_sweep("lt3", []))
@@ -249,7 +242,6 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     got = {r.run_id: (r.state, r.job_id, r.error) for r in rebuild_registry(ws).runs}
     assert got[a][:2] == (states.FAILED, None) and "job 101_0 ended (cancelled) before the run started" in got[a][2]
     assert got[b][:2] == (states.PENDING, "101_1")
-    site_max_array_size.cache_clear()
 
 
 def test_a_refused_rerun_or_resume_leaves_the_run_as_it_was(specs, tmp_path, refusing_sbatch):
@@ -291,13 +283,10 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
     from arctl.launch.status_file import write_status
 
     calls, scancel_err = tmp_path / "scancel-calls", tmp_path / "scancel.err"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
-        scontrol="echo 'MaxArraySize            = 1001'\n",
-        scancel=f'echo "$*" >> {calls}\nif [ -s {scancel_err} ]; then cat {scancel_err} >&2; exit 1; fi\n',
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+                    scontrol="echo 'MaxArraySize            = 1001'\n",
+                    scancel=f'echo "$*" >> {calls}\nif [ -s {scancel_err} ]; then cat {scancel_err} >&2; exit 1; fi\n',
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
     launch(items, ws, executor="slurm", members=["lt3"])
@@ -342,7 +331,6 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
     assert shown["cancelled"] is False and "already ending" in shown["outcome"]
     res = CliRunner().invoke(app, ["cancel", a, "--workdir", str(ws.root)])
     assert "0 run(s) cancelled; 1 not cancelled" in res.stdout
-    site_max_array_size.cache_clear()
 
 
 def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behind(specs, tmp_path, monkeypatch):
@@ -354,13 +342,10 @@ def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behi
     from arctl.compose import resolve_sweep
 
     calls = tmp_path / "calls"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
-        scontrol=f"echo \"scontrol $*\" >> {calls}\necho 'MaxArraySize            = 1001'\n",
-        scancel=f'echo "scancel $*" >> {calls}\n',
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+                    scontrol=f"echo \"scontrol $*\" >> {calls}\necho 'MaxArraySize            = 1001'\n",
+                    scancel=f'echo "scancel $*" >> {calls}\n',
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
     real_link = launcher._link_job_dir
 
     def interrupted(*args):
@@ -382,7 +367,6 @@ def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behi
         launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
     assert "scancel 101" in calls.read_text().splitlines()[-1]
     assert not ws.root.exists()  # the workspace this launch made, and nothing else
-    site_max_array_size.cache_clear()
 
 
 def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(specs, tmp_path, monkeypatch,
@@ -489,9 +473,8 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
         write_status(ws.run_dir(b), state="running", job_id="41", executor="slurm" if job == "started" else "local")
     calls = tmp_path / "calls"
     sacct = f"echo sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n41|RUNNING\\n'\n"
-    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct, sbatch=f"echo sbatch >> {calls}; exit 1\n",
-                                  srun="exit 0\n", scontrol="echo 'MaxArraySize = 1001'\n")
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, sbatch=f"echo sbatch >> {calls}; exit 1\n",
+                    srun="exit 0\n", scontrol="echo 'MaxArraySize = 1001'\n")
     if job in ("earlier", "local"):
         assert {i.run_id: i.action for i in plan(items, ws)} == {a: "skip", b: "resume", c: "skip"}
         with pytest.raises(LaunchError):  # submitted again (this sbatch refuses it)
@@ -530,9 +513,8 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
     (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
     calls, sched = tmp_path / "calls", tmp_path / "sched"
     sched.write_text("PENDING")
-    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=f"printf 'JobID|State\\n41|%s\\n' $(cat {sched})\n",
-                                  scancel=f"echo scancel \"$@\" >> {calls}\n", srun="exit 0\n")
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=f"printf 'JobID|State\\n41|%s\\n' $(cat {sched})\n",
+                    scancel=f"echo scancel \"$@\" >> {calls}\n", srun="exit 0\n")
     with Registry(ws.registry_path) as reg:
         reg.update(b, cancel_requested=time.time())  # `arctl cancel` while the launch was alive
         refresh(reg, ws)
@@ -658,19 +640,15 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
 def counting_sbatch(tmp_path, monkeypatch):
     """sbatch answers job 101, then 102, ...; scancel records what it is asked (the file it yields)."""
     calls, count = tmp_path / "scancel-calls", tmp_path / "sbatch-count"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin",
-        sbatch=f'n=$(( $(cat {count} 2>/dev/null || echo 100) + 1 )); echo $n > {count}; '
-               'echo "Submitted batch job $n"\n',
-        scontrol="echo 'MaxArraySize            = 1001'\n",
-        scancel=f'echo "$@" >> {calls}\n',
-        sacct="printf 'JobID|State\\n102|CANCELLED by 0\\n'\n",
-        srun="exit 0\n",
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=f'n=$(( $(cat {count} 2>/dev/null || echo 100) + 1 )); echo $n > {count}; '
+                           'echo "Submitted batch job $n"\n',
+                    scontrol="echo 'MaxArraySize            = 1001'\n",
+                    scancel=f'echo "$@" >> {calls}\n',
+                    sacct="printf 'JobID|State\\n102|CANCELLED by 0\\n'\n",
+                    srun="exit 0\n",
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
     yield calls
-    site_max_array_size.cache_clear()
 
 
 def _while_submitting(monkeypatch, work) -> list:
@@ -914,12 +892,9 @@ def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_pa
     from arctl.compose import resolve_sweep
 
     calls = tmp_path / "calls"
-    bin_dir = slurm_shims.install(
-        tmp_path / "bin", sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
-        scontrol="echo 'MaxArraySize            = 1001'\n", scancel=f'echo "scancel $*" >> {calls}\n',
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
+                    scontrol="echo 'MaxArraySize            = 1001'\n", scancel=f'echo "scancel $*" >> {calls}\n',
     )
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
-    site_max_array_size.cache_clear()
     real = launcher.slurm_executor
 
     class Failing:
@@ -949,4 +924,3 @@ def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_pa
             assert "sbatch accepted job 101, then the submission failed (job cancelled)" in str(info.value)
         assert sorted(p.name for p in ws.jobs_dir.iterdir()) == ["202_0"]
     monkeypatch.setattr(launcher, "slurm_executor", real)
-    site_max_array_size.cache_clear()

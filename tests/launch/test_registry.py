@@ -291,9 +291,8 @@ def _fake_scheduler(tmp_path, monkeypatch, squeue_out: str, with_sacct: bool):
         sacct = f"echo sacct \"$@\" >> {calls}\nprintf 'JobID|State\\n7_0|RUNNING\\n7_1|CANCELLED by 0\\n'\n"
     else:  # a site without accounting
         sacct = "echo 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"
-    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct,
-                                  squeue=f"echo squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct,
+                    squeue=f"echo squeue \"$@\" >> {calls}\nprintf '{squeue_out}'\n")
     return calls
 
 
@@ -345,8 +344,7 @@ def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monk
     sacct = "printf 'JobID|State\\n7_0|PENDING\\n7_1|PENDING\\n8|PENDING\\n9_0|RUNNING\\n'\n"
     squeue = (f"echo squeue \"$@\" >> {calls}\n"
               "printf '7_0|BadConstraints\\n7_1|Resources\\n8|PartitionTimeLimit\\n'\n")
-    bin_dir = slurm_shims.install(tmp_path / "bin", sacct=sacct, squeue=squeue)
-    monkeypatch.setenv("PATH", slurm_shims.path_with(bin_dir))
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
     ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8", "9_0"])
     with reg:
         got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}

@@ -45,6 +45,15 @@ def install(bin_dir: Path, **bodies: str) -> Path:
     return bin_dir
 
 
+def use(bin_dir: Path, monkeypatch, **bodies: str) -> Path:
+    """:func:`install` the shims and put them first on PATH for the test (``monkeypatch`` undoes it).
+    The launch tests' conftest forgets the cached MaxArraySize around every test, so a shimmed
+    ``scontrol`` is asked afresh. Returns ``bin_dir``."""
+    install(bin_dir, **bodies)
+    monkeypatch.setenv("PATH", path_with(bin_dir))
+    return bin_dir
+
+
 def path_with(bin_dir: Path) -> str:
     """A PATH where the shims come first and nothing else of SLURM's can be found before them."""
     return f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
