@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
+        from arctl.launch.refresh import CANCEL_ASKED
         from arctl.track.runs.discover import read_served
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
@@ -60,6 +61,8 @@ def register(app: typer.Typer) -> None:
             metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
             if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
+            elif r.state == "SUBMITTING" and r.cancel_requested is not None:
+                metric = CANCEL_ASKED
             cell = f"{r.experiment}/{r.arm}/s{r.seed}"
             here = [f"{e}/{a}" for e, a in serves[r.run_id] if e == target and r.experiment != target]
             if here:  # another experiment's run, listed because it is this one's cells too

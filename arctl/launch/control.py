@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
-from arctl.launch.refresh import pid_alive
+from arctl.launch.refresh import CANCELLING, pid_alive
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
@@ -37,8 +37,9 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
     started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
     killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
-    ``force``: the user knows it runs nowhere, so it is CANCELLED too). An outcome that changed
-    nothing begins with :data:`NOT_CANCELLED`.
+    ``force``: the user knows it runs nowhere, so it is CANCELLED too). A debug run that trains inside a
+    live arctl process is left to that process (Ctrl-C there). An outcome that changed nothing begins
+    with :data:`NOT_CANCELLED`.
 
     A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it with
     its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`): a SLURM one stays
@@ -98,7 +99,12 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
         asked.update(slurm_ids)
     for rec in active:
-        started = read_status(workspace.run_dir(rec.run_id)).get("state") in ("running", "stopping")
+        status = read_status(workspace.run_dir(rec.run_id))
+        started = status.get("state") in ("running", "stopping")
+        if rec.executor == "debug" and started and isinstance(pid := status.get("pid"), int) and pid_alive(pid):
+            outcome.append((rec, f"{NOT_CANCELLED}: it trains inside the arctl process {pid} (debug executor): "
+                                 "stop it there with Ctrl-C"))  # its end would be written over a CANCELLED
+            continue
         if rec.executor == "slurm" and rec.job_id in ending:
             outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))
             continue
@@ -113,7 +119,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save
         if started:
-            values = {"cancel_requested": now, "phase": "cancelling: saving its checkpoint", "claim": None,
+            values = {"cancel_requested": now, "phase": CANCELLING, "claim": None,
                       "before_claim": None}
             outcome.append((rec, f"cancelling (job {rec.job_id}): it saves a checkpoint and stops"))
         else:

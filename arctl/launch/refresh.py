@@ -46,6 +46,7 @@ NEVER_STARTS = {
 }
 STOPPING = "stopping: saving its checkpoint"
 CANCELLING = "cancelling: saving its checkpoint"
+CANCEL_ASKED = "cancel requested: its launch stops the job it submits"  # a SUBMITTING run's (arctl status)
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:

@@ -494,6 +494,32 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
         assert refresh(reg, ws) and reg.get(b).state == states.RUNNING
 
 
+def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_path):
+    """From the review: `arctl cancel` of a debug run wrote it CANCELLED while it kept training inside
+    the arctl process that ran it, whose end then wrote COMPLETED over it. Such a run is not cancelled
+    (Ctrl-C in that process stops it); one whose process is gone is CANCELLED."""
+    import subprocess
+    import sys
+
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))[:1]
+    launch(items, ws, executor="debug", members=["lt3"])
+    run = items[0].run_id
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    for pid, state, said in ((os.getpid(), states.RUNNING, "not cancelled: it trains inside the arctl process"),
+                             (int(gone.stdout), states.CANCELLED, "cancelled")):
+        with Registry(ws.registry_path) as reg:
+            reg.update(run, state=states.RUNNING, ended_at=None)
+            write_status(ws.run_dir(run), state="running", pid=pid)
+            ((_, why),) = cancel_runs(reg, ws, [reg.get(run)])
+            assert why.startswith(said) and reg.get(run).state == state, why
+
+
 def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
     """A run cancelled while its launch submitted it, and the launch killed after sbatch: the refresh
     that gives the run the job the dead launch had submitted cancels that job (no one else knows it)."""
@@ -720,7 +746,10 @@ def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_go
         with Registry(ws.registry_path) as reg:
             rec = reg.get(first)
             assert (rec.state, rec.job_id) == (states.SUBMITTING, "101_0")  # the previous attempt's job
-            return [why for _, why in cancel_runs(reg, ws, [rec])]
+            said = [why for _, why in cancel_runs(reg, ws, [rec])]
+        shown = CliRunner().invoke(app, ["status", first, "--workdir", str(ws.root), "--no-refresh"])
+        assert shown.exit_code == 0 and "cancel requested" in shown.stdout, shown.output  # status says so
+        return said
 
     cancel = _while_submitting(monkeypatch, cancel_first)
     result = launch(items, ws, executor="slurm", members=["lt3"])
