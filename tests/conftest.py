@@ -17,6 +17,12 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.pop("WANDB_API_KEY", None)
 os.environ.pop("WANDB_SERVICE", None)  # each test process owns its W&B service (another's teardown waits for nothing)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One OpenMP thread per process (torch's intra-op pool, in every worker and every process a test starts):
+# two pytest-xdist workers, the nested fresh-machine suite's two and the jobs tests start share the cores,
+# and two threads each only wait on one another (tests/algo, tests/verl and tests/tiny side by side on 2
+# cores, two workers: 326 s with it against 362 s without, CPU 581 s against 636 s; docs/benchmarks.md).
+# A job's own settings (tiny.threads, Ray's workers) still set their threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The tiny warm-up cache is user-level (~/.cache/arctl): the suite keeps its own, shared by its tests
 # (and by the jobs they start, which inherit the environment), and never touches the developer's.
 if "ARCTL_CACHE" not in os.environ:
