@@ -21,7 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # two pytest-xdist workers, the nested fresh-machine suite's two and the jobs tests start share the cores,
 # and two threads each only wait on one another (tests/algo, tests/verl and tests/tiny side by side on 2
 # cores, two workers: 326 s with it against 362 s without, CPU 581 s against 636 s; docs/benchmarks.md).
-# A job's own settings (tiny.threads, Ray's workers) still set their threads.
+# A tiny job still sets its own (tiny.threads, tiny.warmup.threads), as does the CPU rollout server; Ray
+# sets OMP_NUM_THREADS only where it is unset, so verl's Ray workers run one thread too (speed only).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The tiny warm-up cache is user-level (~/.cache/arctl): the suite keeps its own, shared by its tests
 # (and by the jobs they start, which inherit the environment), and never touches the developer's.

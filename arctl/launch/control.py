@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
-from arctl.launch.refresh import CANCELLING, pid_alive
+from arctl.launch.refresh import CANCELLING, LAUNCH_CANCELS, debug_process_alive, pid_alive
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
@@ -38,8 +38,8 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
     killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). A debug run that trains inside a
-    live arctl process is left to that process (Ctrl-C there). An outcome that changed nothing begins
-    with :data:`NOT_CANCELLED`.
+    live arctl process is left to that process (Ctrl-C there; ``force``: recorded CANCELLED, which its
+    end does not overwrite). An outcome that changed nothing begins with :data:`NOT_CANCELLED`.
 
     A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it with
     its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`): a SLURM one stays
@@ -81,7 +81,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             continue
         rec.cancel_requested = now
         outcome.append((rec, "cancelled: its launch died before submitting it" if claim_is_stale(rec, now) else
-                             "cancelled while its launch submits it (the launch cancels the job it submits)"))
+                             f"cancelled while its launch submits it ({LAUNCH_CANCELS})"))
     active = [r for r in active if r.state != states.SUBMITTING]
 
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id and r.job_id not in asked]
@@ -101,9 +101,10 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))
         started = status.get("state") in ("running", "stopping")
-        if rec.executor == "debug" and started and isinstance(pid := status.get("pid"), int) and pid_alive(pid):
-            outcome.append((rec, f"{NOT_CANCELLED}: it trains inside the arctl process {pid} (debug executor): "
-                                 "stop it there with Ctrl-C"))  # its end would be written over a CANCELLED
+        if rec.executor == "debug" and rec.state == states.RUNNING and not force and debug_process_alive(status):
+            outcome.append((rec, f"{NOT_CANCELLED}: it trains inside the arctl process {status['pid']} on "
+                                 f"{status.get('host') or 'this host'} (debug executor): stop it there with Ctrl-C "
+                                 "(--force records it CANCELLED)"))
             continue
         if rec.executor == "slurm" and rec.job_id in ending:
             outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))

@@ -276,6 +276,11 @@ def with_ray_setup(params: dict, setup: str) -> dict:
             "additional_parameters": extra, EXEC_KEY: True}
 
 
+def scancel_failed(job_id: str) -> str:
+    """What is said of a run whose job a best-effort :func:`scancel_quietly` could not cancel."""
+    return f"scancel failed: cancel its job yourself (`scancel {job_id}`)"
+
+
 def scancel_quietly(job_ids: list[str]) -> bool:
     """Cancel SLURM jobs ``job_ids`` (best effort, while something else is on its way): whether scancel
     said yes."""

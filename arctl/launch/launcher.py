@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +37,7 @@ from arctl.launch.executors import (
     choose_executor,
     local_parallelism,
     render_sbatch,
+    scancel_failed,
     scancel_quietly,
     slurm_executor,
     slurm_parameters,
@@ -585,7 +587,7 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
     if executor == "slurm" and dropped:
         ok = scancel_quietly([job_ids[run_id] for run_id, _ in dropped])
         dropped = [(run_id, why + (f"; its job {job_ids[run_id]} is cancelled" if ok else
-                                   f"; scancel failed: cancel its job yourself (`scancel {job_ids[run_id]}`)"))
+                                   f"; {scancel_failed(job_ids[run_id])}"))
                    for run_id, why in dropped]
     return [(by_id[run_id], why) for run_id, why in dropped]
 
@@ -806,8 +808,11 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
     failed = {}
     for item in items:
         run_dir = workspace.run_dir(item.run_id)
+        # this process, named before the row says RUNNING: `arctl cancel` and refresh ask whether it lives
+        started = time.time()
+        write_status(run_dir, pid=os.getpid(), host=socket.gethostname(), started_at=started)
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
-                             {"state": states.RUNNING, "started_at": time.time()}):
+                             {"state": states.RUNNING, "started_at": started}):
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue
         echo(f"running {item.run_id} in-process")
@@ -823,7 +828,8 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
                   **run_progress(run_dir, status, active=False)}
         if status.get("wandb_id") is not None:
             values["wandb_id"] = status["wandb_id"]
-        reg.update(item.run_id, **values)
+        if not reg.update_if(item.run_id, {"state": states.RUNNING}, values):  # cancelled (--force) meanwhile
+            continue
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"
     return failed

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from arctl.launch import states
-from arctl.launch.executors import scancel_quietly
+from arctl.launch.executors import scancel_failed, scancel_quietly
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
-from arctl.track.phase import is_waiting, read_phase, read_warning
+from arctl.track.phase import is_waiting, read_phase, read_warning, write_warning
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
@@ -46,7 +47,8 @@ NEVER_STARTS = {
 }
 STOPPING = "stopping: saving its checkpoint"
 CANCELLING = "cancelling: saving its checkpoint"
-CANCEL_ASKED = "cancel requested: its launch stops the job it submits"  # a SUBMITTING run's (arctl status)
+LAUNCH_CANCELS = "its launch cancels the job it submits"  # a run cancelled while its launch submits it
+CANCEL_ASKED = f"cancel requested: {LAUNCH_CANCELS}"  # such a run in `arctl status`
 
 
 def sacct_states(job_ids: list[str]) -> dict[str, str]:
@@ -134,6 +136,32 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
         except (OSError, IndexError):
             return True
     return True
+
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` of this machine started (epoch seconds), or None where /proc cannot say."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
+
+
+def debug_process_alive(status: dict) -> bool:
+    """Is the arctl process that trains a debug run (status.json's ``pid`` on its ``host``) alive? One on
+    another host cannot be asked here: taken for alive. A pid that a process started after the run's
+    ``started_at`` holds is reused: dead."""
+    pid = status.get("pid")
+    if not isinstance(pid, int):
+        return False
+    if status.get("host") not in (None, socket.gethostname()):
+        return True
+    if not pid_alive(pid):
+        return False
+    began, started = _process_start(pid), status.get("started_at")
+    return began is None or not isinstance(started, (int, float)) or began <= started + 1.0
 
 
 def _from_status(status: dict) -> dict:
@@ -233,9 +261,11 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
         given_job = view.state in states.ACTIVE  # an undone claim's run is never active (claims take no active run)
         if given_job and registry.settle_claim(rec.run_id, rec.claim,
                                                {k: v for k, v in view.as_dict().items() if getattr(rec, k) != v}):
-            if rec.cancel_requested is not None:  # cancelled meanwhile: the job is asked to stop; it may have
-                scancel_quietly([str(view.job_id)])  # started, so the run stays active with the request until
-            out.append(view)  # SLURM says the job ended (merge_state: CANCELLED), as a launch leaves it
+            # cancelled meanwhile: the job is asked to stop; it may have started, so the run stays active with
+            # the request until SLURM says the job ended (merge_state: CANCELLED), as a launch leaves it
+            if rec.cancel_requested is not None and not scancel_quietly([str(view.job_id)]):
+                write_warning(run_dir, scancel_failed(str(view.job_id)))  # arctl status shows it
+            out.append(view)
             continue
         mine = None if given_job else registry.take_over(rec.run_id, rec.claim, new_claim_token())
         if mine is not None:
@@ -270,7 +300,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
-                sched = states.FAILED  # without accounting, a job that left the queue has ended
+                # without accounting, a job that left the queue has ended (cancelled, if a cancel asked it)
+                sched = states.CANCELLED if rec.cancel_requested else states.FAILED
             new_state, error = merge_state(rec, status, sched, now)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id)):
@@ -279,8 +310,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             new_state, error = _local_state(rec, status)
         else:  # debug runs live in the launching process
             new_state, error = merge_state(rec, status, None, now)
-            pid = status.get("pid")
-            if new_state in states.ACTIVE and isinstance(pid, int) and not pid_alive(pid):
+            if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
         # the step: this attempt's while it is active (decided by the state found now, not status.json's,
         # which a killed job never rewrote), how far the run got once it has ended

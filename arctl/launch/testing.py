@@ -46,13 +46,22 @@ def _save(path: Path, state: dict) -> None:
 
 
 def _rewind_log(log: Path, step: int) -> None:
-    """Drop the lines of ``log`` past ``step`` (logged by a job killed before its checkpoint)."""
+    """Drop the lines of ``log`` past ``step`` (logged by a job killed before its checkpoint), in place:
+    a job of an earlier attempt still running appends to the same file, so an overlap stays visible. A
+    line that does not read as ``attempt step pid`` is kept as it is."""
     if not log.exists():
         return
     lines = log.read_text().splitlines(keepends=True)
-    kept = [line for line in lines if int(line.split()[1]) <= step]
+
+    def past(line: str) -> bool:
+        fields = line.split()
+        return len(fields) >= 2 and fields[1].isdigit() and int(fields[1]) > step
+
+    kept = [line for line in lines if not past(line)]
     if kept != lines:
-        atomic_write(log, "".join(kept))
+        with open(log, "r+") as f:
+            f.write("".join(kept))
+            f.truncate()
 
 
 def train(config: dict, run_dir: Path, stop_event=None) -> str:

@@ -167,3 +167,40 @@ def test_the_count_backend_rewinds_its_log_to_the_checkpoint_a_kill_left(tmp_pat
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert train(config, run_dir) == "completed"
     assert [s for _, s in _steps(run_dir)] == [1, 2, 3, 4]
+
+
+def test_the_count_backend_never_checkpoints_a_step_it_has_not_logged(tmp_path, monkeypatch):
+    """The job dies as it logs step 2 (a kill between the two writes): the checkpoint still says 1, so
+    the resume logs step 2 (checkpointing first had lost it: CI's kill -9 test saw 1-4, 6-40)."""
+    import builtins
+
+    import arctl.launch.testing as count
+
+    run_dir = _run_dir(tmp_path, steps=4)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+
+    class Dies:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            if text.split()[1] == "2":
+                raise KeyboardInterrupt("killed as it logs step 2")
+            return self.f.write(text)
+
+        def flush(self):
+            self.f.flush()
+
+    monkeypatch.setattr(count, "open", lambda *a, **k: Dies(builtins.open(*a, **k)), raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        count.train(config, run_dir)
+    monkeypatch.undo()
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
+    assert count.train(config, run_dir) == "completed"
+    assert [s for _, s in _steps(run_dir)] == [1, 2, 3, 4]

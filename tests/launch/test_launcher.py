@@ -494,30 +494,53 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
         assert refresh(reg, ws) and reg.get(b).state == states.RUNNING
 
 
-def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_path):
-    """From the review: `arctl cancel` of a debug run wrote it CANCELLED while it kept training inside
+def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_path, monkeypatch):
+    """From the reviews: `arctl cancel` of a debug run wrote it CANCELLED while it kept training inside
     the arctl process that ran it, whose end then wrote COMPLETED over it. Such a run is not cancelled
-    (Ctrl-C in that process stops it); one whose process is gone is CANCELLED."""
+    (Ctrl-C in that process stops it), from the moment its row says RUNNING; --force records it CANCELLED
+    and its end leaves that; a run whose process is gone (or whose pid another process now holds) is
+    CANCELLED; one on another host is taken for alive."""
     import subprocess
     import sys
 
     from arctl.compose import resolve_sweep
     from arctl.launch.control import cancel_runs
+    from arctl.launch.job import RunJob
     from arctl.launch.status_file import write_status
 
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))[:1]
-    launch(items, ws, executor="debug", members=["lt3"])
     run = items[0].run_id
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True)
-    for pid, state, said in ((os.getpid(), states.RUNNING, "not cancelled: it trains inside the arctl process"),
-                             (int(gone.stdout), states.CANCELLED, "cancelled")):
+    said = []
+
+    def trains(force):
+        def call(self, run_dir):  # inside the debug run, before the job wrote its own status
+            with Registry(ws.registry_path) as reg:
+                said.append(cancel_runs(reg, ws, [reg.get(run)], force=force)[0][1])
+            write_status(run_dir, state="completed")
+            return "completed"
+        return call
+
+    monkeypatch.setattr(RunJob, "__call__", trains(False))
+    launch(items, ws, executor="debug", members=["lt3"])
+    assert said[-1].startswith(f"not cancelled: it trains inside the arctl process {os.getpid()}"), said
+    assert Registry(ws.registry_path).get(run).state == states.COMPLETED
+    monkeypatch.setattr(RunJob, "__call__", trains(True))
+    launch(items, ws, executor="debug", members=["lt3"], force=True)
+    assert said[-1].startswith("cancelled"), said
+    assert Registry(ws.registry_path).get(run).state == states.CANCELLED  # its end did not write over it
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+    for status, state in (({"pid": gone}, states.CANCELLED),
+                          ({"pid": os.getpid(), "started_at": time.time() - 10 * 86400}, states.CANCELLED),  # reused
+                          ({"pid": gone, "host": "another-node"}, states.RUNNING)):
         with Registry(ws.registry_path) as reg:
             reg.update(run, state=states.RUNNING, ended_at=None)
-            write_status(ws.run_dir(run), state="running", pid=pid)
+            write_status(ws.run_dir(run), **{"state": "running", "host": socket.gethostname(),
+                                             "started_at": time.time(), **status})
             ((_, why),) = cancel_runs(reg, ws, [reg.get(run)])
-            assert why.startswith(said) and reg.get(run).state == state, why
+            assert reg.get(run).state == state, (status, why)
 
 
 def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
@@ -549,11 +572,39 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
         assert (row.state, row.job_id, row.claim) == (states.PENDING, "41", None) and row.cancel_requested
         assert calls.read_text().split() == ["scancel", "41"]
         refresh(reg, ws)  # asked once
+        assert reg.get(b).warning is None
         sched.write_text("CANCELLED")
         refresh(reg, ws)
         row = reg.get(b)
     assert (row.state, row.job_id) == (states.CANCELLED, "41")
     assert calls.read_text().split() == ["scancel", "41"]
+
+
+def test_a_dead_launchs_job_that_scancel_cannot_cancel_is_named_in_status(specs, tmp_path, monkeypatch):
+    """From the review: the refresh that adopts a dead launch's job for a cancelled run ignored a failed
+    scancel; the run showed "cancelling" while the job trained. arctl status now names the job to cancel."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])
+    b = items[1].run_id
+    with Registry(ws.registry_path) as reg:
+        reg.update(b, state=states.FAILED, executor="slurm", job_id="40")
+        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
+    write_status(ws.run_dir(b), state="submitted", error=None)
+    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
+    (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41|PENDING\\n'\n",
+                    scancel="echo 'scancel: error: Kill job error on job id 41: Access/permission denied' >&2; exit 1\n",
+                    srun="exit 0\n")
+    with Registry(ws.registry_path) as reg:
+        reg.update(b, cancel_requested=time.time())
+        refresh(reg, ws)
+        row = reg.get(b)
+    assert (row.state, row.job_id) == (states.PENDING, "41") and row.warning == "scancel failed: cancel its job yourself (`scancel 41`)"
 
 
 def test_the_local_queue_stops_a_job_whose_run_was_cancelled_as_it_started(specs, tmp_path, monkeypatch):
@@ -753,7 +804,7 @@ def test_a_run_cancelled_while_its_launch_submits_stays_cancelled_and_its_job_go
 
     cancel = _while_submitting(monkeypatch, cancel_first)
     result = launch(items, ws, executor="slurm", members=["lt3"])
-    assert cancel == [["cancelled while its launch submits it (the launch cancels the job it submits)"]]
+    assert cancel == [["cancelled while its launch submits it (its launch cancels the job it submits)"]]
     with Registry(ws.registry_path) as reg:
         got = {r.run_id: (r.state, r.job_id) for r in reg.list("lt3")}
         assert reg.get(first).cancel_requested is not None

@@ -329,10 +329,11 @@ def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkey
     from arctl.launch.refresh import refresh
 
     _fake_scheduler(tmp_path, monkeypatch, "7_0|RUNNING\\n", with_sacct=False)
-    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1"])
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "7_2"])
     with reg:
+        reg.update("r2", cancel_requested=time.time())  # `arctl cancel` scancelled it (review: it ended FAILED)
         got = {r.run_id: r.state for r in refresh(reg, ws)}
-    assert got == {"r0": states.RUNNING, "r1": states.FAILED}
+    assert got == {"r0": states.RUNNING, "r1": states.FAILED, "r2": states.CANCELLED}
 
 
 def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monkeypatch):
