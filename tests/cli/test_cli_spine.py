@@ -111,3 +111,35 @@ def test_help_imports_no_heavy_modules():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY=\n" in out.stdout or out.stdout.rstrip().endswith("HEAVY="), out.stdout[-500:]
     assert "Commands" in out.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["data"]])
+def test_a_command_group_alone_prints_its_help_once_and_exits_2(args):
+    # the help was printed twice: rich prints it when the "no arguments" error is built, and main()
+    # printed ctx.get_help() again
+    out = subprocess.run([sys.executable, "-m", "arctl.cli.main", *args], capture_output=True, text=True, timeout=60,
+                         env={**__import__("os").environ, "COLUMNS": "100"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout.count("Usage:") == 1 and "Commands" in out.stdout, out.stdout
+
+
+def test_main_builds_the_command_tree_once_and_each_call_is_its_own(capsys, monkeypatch):
+    from arctl.cli.main import command, main
+
+    def call(*args):
+        monkeypatch.setattr(sys, "argv", ["arctl", *args])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        return exit_.value.code, capsys.readouterr()
+
+    import typer.main
+
+    built, builds = command(), []
+    real = typer.main.get_command
+    monkeypatch.setattr(typer.main, "get_command", lambda app: builds.append(app) or real(app))
+    assert call("--version") == (0, (f"arctl {arctl.__version__}\n", ""))
+    code, out = call("ls", "sweeps", "--json")
+    assert code == 0 and "priors" in {r["name"] for r in json.loads(out.out)}
+    code, out = call("ls", "--bogus")  # a usage mistake after a good call: its own context, one line
+    assert code == 2 and out.err.startswith("error: No such option: --bogus") and len(out.err.splitlines()) == 1
+    assert call("--version")[0] == 0 and command() is built and builds == []  # one tree served every call
