@@ -809,10 +809,11 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
     for item in items:
         run_dir = workspace.run_dir(item.run_id)
         # this process, named before the row says RUNNING: `arctl cancel` and refresh ask whether it lives
-        started = time.time()
+        started, before = time.time(), read_status(run_dir)
         write_status(run_dir, pid=os.getpid(), host=socket.gethostname(), started_at=started)
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
                              {"state": states.RUNNING, "started_at": started}):
+            write_status(run_dir, **{k: before.get(k) for k in ("pid", "host", "started_at")})  # not this process's
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue
         echo(f"running {item.run_id} in-process")

@@ -562,6 +562,9 @@ class Registry:
         during the launch) gets its update with ``cancelled`` over it instead. Returns (the run ids the
         claim no longer holds, left as they are; the run ids given ``cancelled``)."""
         lost, stopped = [], []
+        updates = list(updates)
+        for _, values in [*updates, ("", cancelled or {})]:  # every name, also of a row the claim lost
+            _check_columns(values)
         now = time.time()
         with self.transaction() as conn:
             for run_id, values in updates:
@@ -583,7 +586,7 @@ class Registry:
         caller read: another process may have changed the row since); whether it did. ``touch=False``
         keeps ``updated_at`` (a claim's age: a dead launch's claim must not look fresh)."""
         sets, params = _set_clause(values, time.time() if touch else None)
-        _set_clause(expect, None)  # the same check of the names
+        _check_columns(expect)
         where = "".join(f" AND {k} IS ?" for k in expect)
         with self.transaction() as conn:
             cur = conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?{where}", [*params, run_id, *expect.values()])
@@ -646,12 +649,17 @@ class Registry:
                 )
 
 
-def _set_clause(values: dict, now: float | None) -> tuple[str, list]:
-    """``("a=?, b=?", [values])`` for an UPDATE of ``values`` (and ``updated_at=now`` unless ``now``
-    is None); a name that is not a column of ``runs`` is a ValueError (names go into the SQL text)."""
-    bad = set(values) - set(COLUMNS)
+def _check_columns(names) -> None:
+    """A name that is not a column of ``runs`` is a ValueError: names go into the SQL text."""
+    bad = set(names) - set(COLUMNS)
     if bad:
         raise ValueError(f"unknown registry columns {sorted(bad)}")
+
+
+def _set_clause(values: dict, now: float | None) -> tuple[str, list]:
+    """``("a=?, b=?", [values])`` for an UPDATE of ``values`` (and ``updated_at=now`` unless ``now``
+    is None); names checked by ``_check_columns``."""
+    _check_columns(values)
     values = values if now is None else {**values, "updated_at": now}
     return ", ".join(f"{k}=?" for k in values), list(values.values())
 

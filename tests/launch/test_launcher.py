@@ -1004,3 +1004,35 @@ def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_pa
             assert "sbatch accepted job 101, then the submission failed (job cancelled)" in str(info.value)
         assert sorted(p.name for p in ws.jobs_dir.iterdir()) == ["202_0"]
     monkeypatch.setattr(launcher, "slurm_executor", real)
+
+
+def test_a_debug_run_cancelled_while_the_runs_before_it_ran_is_not_run_and_not_named_this_process(
+        specs, tmp_path, monkeypatch):
+    """From the review: a debug launch named its process in a run's status.json before it knew the run
+    was still pending; a run cancelled meanwhile kept that pid, host and start."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.job import RunJob
+    from arctl.launch.status_file import read_status, write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))[:2]
+    first, second = (i.run_id for i in items)
+    ran = []
+
+    def call(self, run_dir):  # the first run cancels the second, which waits for it
+        ran.append(Path(run_dir).name)
+        with Registry(ws.registry_path) as reg:
+            cancel_runs(reg, ws, [reg.get(second)])
+        write_status(run_dir, state="completed")
+        return "completed"
+
+    monkeypatch.setattr(RunJob, "__call__", call)
+    said = []
+    launch(items, ws, executor="debug", members=["lt3"], echo=said.append)
+    assert ran == [first] and any(line.startswith(f"not running {second}: it was cancelled") for line in said), said
+    with Registry(ws.registry_path) as reg:
+        assert (reg.get(first).state, reg.get(second).state) == (states.COMPLETED, states.CANCELLED)
+    status = read_status(ws.run_dir(second))
+    assert (status.get("pid"), status.get("host"), status.get("started_at")) == (None, None, None), status
+    assert read_status(ws.run_dir(first))["pid"] == os.getpid()

@@ -84,6 +84,20 @@ def test_registry_uses_wal(tmp_path):
         assert reg._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_name_that_is_not_a_column_is_refused_before_any_sql_and_changes_nothing(tmp_path):
+    """Column names go into the SQL text: every update checks them, in what it sets and in what it expects."""
+    with Registry(tmp_path / "r.sqlite") as reg:
+        reg.claim([_rec("r1")], new_claim_token())
+        before = reg.get("r1")
+        for call in (lambda: reg.update("r1", **{"state=1; --": "x"}),
+                     lambda: reg.update_if("r1", {"state": before.state}, {"nope": 1}),
+                     lambda: reg.update_if("r1", {"state IS NOT ? OR 1": None}, {"state": states.FAILED}),
+                     lambda: reg.update_claimed("t", [("r1", {"nope": 1})])):
+            with pytest.raises(ValueError, match="unknown registry columns"):
+                call()
+        assert reg.get("r1") == before
+
+
 def test_claim_skips_active_and_completed_and_relaunches_failed(tmp_path):
     with Registry(tmp_path / "r.sqlite") as reg:
         first = reg.claim([_rec("r1"), _rec("r2"), _rec("r3")], new_claim_token())
