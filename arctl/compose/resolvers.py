@@ -14,6 +14,7 @@ job that read it with OmegaConf would resolve it again).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,8 +76,11 @@ def register() -> None:
             OmegaConf.register_new_resolver(name, fn)
 
 
-def _resolver_names(text: str) -> list[str]:
-    """Every resolver called in ``text`` (nested calls too); ValueError if it is not OmegaConf text."""
+@functools.lru_cache(maxsize=4096)
+def _resolver_names(text: str) -> tuple[str, ...]:
+    """Every resolver called in ``text`` (nested calls too); ValueError if it is not OmegaConf text.
+    Cached: OmegaConf's grammar parser takes ~1 ms a text, and every cell of a sweep holds the same
+    interpolations of the shipped specs (480 parses for `arctl sweep paper`)."""
     from omegaconf import grammar_parser
     from omegaconf.errors import GrammarParseError
     from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser as P
@@ -91,7 +95,7 @@ def _resolver_names(text: str) -> list[str]:
         if isinstance(node, P.InterpolationResolverContext):
             names.append(node.resolverName().getText())
         todo.extend(node.getChild(i) for i in range(node.getChildCount()) if hasattr(node, "getChildCount"))
-    return names
+    return tuple(names)
 
 
 def interpolation_problem(text: str) -> str | None:
