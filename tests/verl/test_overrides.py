@@ -289,3 +289,37 @@ def test_a_micro_batch_holds_one_packed_tree_in_both_passes(paper_config):
     assert actor.use_dynamic_bsz is False and actor.ppo_micro_batch_size_per_gpu == 1
     assert rollout.log_prob_use_dynamic_bsz is False and rollout.log_prob_micro_batch_size_per_gpu == 1
     assert composed.data.max_response_length == 10176
+
+
+@pytest.mark.parametrize("extra", [
+    [],  # the run's own overrides
+    ["+trainer.arctl_note=1", "~trainer.val_only"],  # a new key, a deleted one
+    ["model_engine=dp", "actor@actor_rollout_ref.actor=dp_actor"],  # group choices: Hydra composes them
+    ["trainer.nosuchkey=1"], ["trainer.save_freq=often"], ["trainer.save_freq=1,2"], ["trainer.save_freq=[1"],
+])
+def test_verls_config_composed_once_with_the_overrides_applied_is_hydras_compose(extra, tmp_path):
+    """overrides._compose applies a run's overrides with Hydra's own applier to verl's config composed
+    once; Hydra's compose of the same overrides, every time from verl's files, is the reference: the same
+    config (values, interpolations, struct flag) or the same error, on a paper run of each set of override keys."""
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl import overrides as ov
+
+    shapes, runs = {}, []  # a run of each set of override keys (the applier's work), two more for their values
+    for run in _paper_runs():
+        items = verl_overrides(run.config, tmp_path / run.config["arm"])
+        if shapes.setdefault(tuple(sorted(i.partition("=")[0] for i in items)), run) is run or (
+                f"{run.experiment}/{run.arm}" in ("ctx-16k/ar-uniform", "r1-7b/ar-linear")):
+            runs.append((run, items))
+    assert len(runs) >= 4, [f"{r.experiment}/{r.arm}" for r, _ in runs]
+    for run, items in runs if not extra else runs[:1]:
+        items = items + extra
+        outcomes = []
+        for compose in (ov._compose, ov._compose_with_hydra):
+            try:
+                cfg = compose(items)
+                outcomes.append((OmegaConf.to_container(cfg), OmegaConf.is_struct(cfg)))
+            except Exception as err:  # noqa: BLE001 - the same error, whatever it is
+                outcomes.append((type(err), str(err), str(err.__cause__)))
+        assert outcomes[0] == outcomes[1], (run.experiment, run.arm, extra)
+    assert ov._compose([]) is not ov._base_config()  # a copy: a caller's change stays its own
