@@ -813,7 +813,8 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         write_status(run_dir, pid=os.getpid(), host=socket.gethostname(), started_at=started)
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
                              {"state": states.RUNNING, "started_at": started}):
-            write_status(run_dir, **{k: before.get(k) for k in ("pid", "host", "started_at")})  # not this process's
+            if read_status(run_dir).get("pid") == os.getpid():  # not this process's (unless another launch took it)
+                write_status(run_dir, **{k: before.get(k) for k in ("pid", "host", "started_at")})
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue
         echo(f"running {item.run_id} in-process")

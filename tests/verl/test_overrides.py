@@ -295,6 +295,8 @@ def test_a_micro_batch_holds_one_packed_tree_in_both_passes(paper_config):
     [],  # the run's own overrides
     ["+trainer.arctl_note=1", "~trainer.val_only"],  # a new key, a deleted one
     ["model_engine=dp", "actor@actor_rollout_ref.actor=dp_actor"],  # group choices: Hydra composes them
+    ["hydra/job_logging=disabled", "~hydra/launcher"], ["++hydra/job_logging=disabled"],  # Hydra's own groups
+    ["hydra/job_logging=null"], ["++trainer.total_epochs=2.0", "trainer.val_before_train=1"],
     ["trainer.nosuchkey=1"], ["trainer.save_freq=often"], ["trainer.save_freq=1,2"], ["trainer.save_freq=[1"],
 ])
 def test_verls_config_composed_once_with_the_overrides_applied_is_hydras_compose(extra, tmp_path):
@@ -318,7 +320,7 @@ def test_verls_config_composed_once_with_the_overrides_applied_is_hydras_compose
         for compose in (ov._compose, ov._compose_with_hydra):
             try:
                 cfg = compose(items)
-                outcomes.append((OmegaConf.to_container(cfg), OmegaConf.is_struct(cfg)))
+                outcomes.append((OmegaConf.to_yaml(cfg), OmegaConf.is_struct(cfg)))  # types shown: 1, 1.0, true
             except Exception as err:  # noqa: BLE001 - the same error, whatever it is
                 outcomes.append((type(err), str(err), str(err.__cause__)))
         assert outcomes[0] == outcomes[1], (run.experiment, run.arm, extra)

@@ -495,8 +495,8 @@ def _compose(overrides: Sequence[str]) -> Any:
     """verl's ppo_trainer config with ``overrides``, as Hydra's compose makes it. Hydra reads and merges
     verl's ~20 config files on every compose (~0.3 s); where no override chooses a config group (arctl's
     never do), this applies them, with Hydra's own override applier, to a copy of the config composed
-    once: what Hydra does after its defaults list (tests/verl/test_overrides.py compares both on every
-    paper run and on refused overrides)."""
+    once: what Hydra does after its defaults list (tests/verl/test_overrides.py compares both on a paper
+    run of each set of override keys and on refused, group, Hydra-group and sweep overrides)."""
     import copy
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -504,8 +504,8 @@ def _compose(overrides: Sequence[str]) -> Any:
 
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     groups = _config_groups()
-    if any(o.key_or_group in groups or o.key_or_group.split(".")[0] == "hydra" or o.package is not None
-           or o.is_sweep_override() for o in parsed):
+    if any(o.key_or_group in groups or o.key_or_group == "hydra" or o.is_hydra_override()  # hydra.x, hydra/x
+           or o.package is not None or o.is_sweep_override() for o in parsed):
         return _compose_with_hydra(overrides)
     cfg = copy.deepcopy(_base_config())
     ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
