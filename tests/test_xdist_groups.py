@@ -15,6 +15,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The inner sessions load pytest-xdist alone: the installed plugins pytest would load on its own
+# (hypothesis, hydra's, anyio's) have nothing to do with how xdist groups tests, and importing them in
+# the session and both workers was ~90% of each run's CPU (8.5 s wall alone against 1.1 s; inside CI's
+# nested suite, with both cores shared by a dozen processes, one run passed its 120 s guard).
+NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist.plugin", "-n", "2",
+          "--dist", "loadgroup"]
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The inner session, with a guard against a hang that shows what it printed before it."""
+    try:
+        return subprocess.run(PYTEST + args, cwd=cwd, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **NO_AUTOLOAD, **env})
+    except subprocess.TimeoutExpired as err:
+        out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+        raise AssertionError(f"the inner pytest ran past {err.timeout} s; it printed:\n{out[-3000:]}") from None
+
 MODULE = '''
 import os
 import pytest
@@ -45,9 +63,7 @@ def test_a_modules_xdist_group_runs_on_one_worker_and_builds_its_fixture_once(tm
     (tmp_path / "test_grouped.py").write_text(MODULE)
     (tmp_path / "test_free.py").write_text(OTHER)
     setups, ran = tmp_path / "setups.txt", tmp_path / "ran.txt"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                           "loadgroup", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "SETUPS": str(setups), "RAN": str(ran)})
+    proc = _run([str(tmp_path)], tmp_path, {"SETUPS": str(setups), "RAN": str(ran)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     workers = ran.read_text().split()
     assert len(workers) == 6 and all(w.startswith("gw") for w in workers), workers  # really on xdist workers
@@ -75,9 +91,7 @@ def test_the_unit_queued_behind_the_fresh_machine_test_is_the_last_one(tmp_path)
         record + "\nimport pytest\n\n@pytest.mark.parametrize('i', range(6))\n"
         "def test_other(i):\n    note(f'other{i}')\n    time.sleep(0.3)\n")
     ran = tmp_path / "ran.txt"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                           "loadgroup", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "RAN": str(ran)})
+    proc = _run(["tests"], tmp_path, {"RAN": str(ran)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line.split() for line in ran.read_text().splitlines()]
     fresh_worker = next(w for w, name in lines if name == "fresh")
