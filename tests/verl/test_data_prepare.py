@@ -149,3 +149,82 @@ def test_the_row_count_note_is_coloured_not_printed_as_markup(app, tmp_path):
                                    "--no-hub", *_sources(tmp_path)[:2]])
     assert res.exit_code == 0, res.output
     assert "(paper: 40315)" in res.stdout and "[yellow]" not in res.stdout and "[/]" not in res.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _prepare_in_a_process(tmp_path, *args, **env):
+    """The real command in its own process: the hub's client reads HF_ENDPOINT and HF_HUB_OFFLINE at import."""
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
+    return subprocess.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(tmp_path / "o"),
+                           *args], capture_output=True, text=True, timeout=300,
+                          env={**base, "HF_HOME": str(tmp_path / "hf"), **env})
+
+
+def test_an_unreachable_hub_is_one_line_at_once_naming_each_dataset_it_was_asked_for(tmp_path):
+    """`datasets` retries an unreachable hub five times with back-off (~25 s of warnings before its
+    error); the command asks once and says what to do instead."""
+    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24,math500,deepscaler", *_sources(tmp_path)[:2],
+                                HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Hugging Face hub (http://127.0.0.1:"), lines
+    assert "for aime24, math500: pass local files with --source aime24=PATH --source math500=PATH" in lines[0]
+    assert "HF_HUB_OFFLINE=1" in lines[0] and "Retrying" not in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_offline_without_a_cached_copy_is_one_line_naming_hf_hub_offline(tmp_path):
+    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", HF_HUB_OFFLINE="1",
+                                HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "aime24 (HuggingFaceH4/aime_2024) is not in your Hugging Face cache and " \
+        "HF_HUB_OFFLINE is set" in lines[0] and "--source aime24=PATH" in lines[0], lines
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_hub_probe_asks_once_and_counts_any_answer_as_reachable(monkeypatch):
+    import http.server
+    import threading
+
+    from huggingface_hub import constants
+
+    from arctl.backends.verl.data import hub_unreachable
+
+    asked = []
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        assert hub_unreachable() is None and asked == ["/"]  # a 404 is an answer
+    finally:
+        server.shutdown()
+        server.server_close()
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setattr(constants, "ENDPOINT", closed)
+    why = hub_unreachable()
+    assert why is not None and why.startswith(closed + ": ") and "refused" in why.lower(), why
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert hub_unreachable() is None  # offline: datasets reads its cache, nothing is asked

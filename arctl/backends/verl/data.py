@@ -137,6 +137,37 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
     return rows
 
 
+HUB_PROBE_TIMEOUT_S = 10.0
+OFFLINE_HINT = "or set HF_HUB_OFFLINE=1 to use a copy in your Hugging Face cache"
+
+
+def hub_unreachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the Hugging Face hub cannot be reached from here (one request, no retry), or None when it
+    answers (any HTTP status) or when the hub is switched off (``HF_HUB_OFFLINE``: ``datasets`` then
+    reads its cache). ``datasets`` itself retries an unreachable hub five times with back-off, ~25 s
+    of warnings before its error; this asks once."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # no hub client: load_from_hub says what is missing
+        return None
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, ssl.SSLError):  # it answered; the hub's client has its own certificates
+            return None
+        return f"{constants.ENDPOINT}: {' '.join(str(reason).split())[:120] or type(reason).__name__}"
+    return None
+
+
 def load_from_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
     """Rows of ``spec`` from the Hugging Face hub (raises DataError with one line if unreachable)."""
     try:
@@ -147,6 +178,13 @@ def load_from_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
         ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.hf_split)
     except Exception as err:
         first = " ".join(str(err).split())[:160]
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            raise DataError(
+                f"{spec.name} ({spec.hf_id}) is not in your Hugging Face cache and HF_HUB_OFFLINE is set ({first}); "
+                f"pass a local file with --source {spec.name}=PATH, or unset HF_HUB_OFFLINE to download it"
+            ) from None
         raise DataError(
             f"cannot download {spec.name} ({spec.hf_id}) from the Hugging Face hub ({first}); "
             f"pass a local file with --source {spec.name}=PATH"
@@ -177,6 +215,11 @@ def prepare(
     for name in names:  # check every source before writing anything
         if name not in sources and not use_hub:
             raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
+    from_hub = [name for name in names if name not in sources]
+    if from_hub and (why := hub_unreachable()):
+        flags = " ".join(f"--source {name}=PATH" for name in from_hub)
+        raise DataError(f"cannot reach the Hugging Face hub ({why}) for {', '.join(from_hub)}: "
+                        f"pass local files with {flags}, {OFFLINE_HINT}")
     prepared = []  # every dataset is read and converted before any file is written: a bad source writes nothing
     for name in names:
         spec = DATASETS[name]
