@@ -12,7 +12,6 @@ the tiny backend never pulls in verl or Ray and ``arctl --help`` imports neither
 
 from __future__ import annotations
 
-import functools
 import importlib
 import threading
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from arctl.algo.methods.registry import builtin_then_installed
 from arctl.config.ranges import Range
 
 ENTRY_POINT_GROUP = "arctl.backends"
@@ -108,23 +108,7 @@ def stop_follows(stopped: Callable[[], bool], seconds: float | None = None) -> b
 
 def available_backends() -> dict[str, str]:
     """name → ``module:attribute`` of every backend (built-ins, then entry points)."""
-    table = dict(BUILTIN)
-    for name, target in _entry_points().items():
-        table.setdefault(name, target)
-    return table
-
-
-@functools.cache
-def _entry_points() -> dict[str, str]:
-    """The ``arctl.backends`` entry points of the installed packages, read once per process: reading them
-    scans every installed package's metadata (~50 ms with verl's ~180), and composing a sweep asks
-    several times per cell (135 times for `arctl sweep paper --dry-run`)."""
-    try:
-        from importlib.metadata import entry_points
-
-        return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    except Exception:  # noqa: BLE001 - broken metadata must not hide the built-ins
-        return {}
+    return builtin_then_installed(BUILTIN, ENTRY_POINT_GROUP)
 
 
 def load_target(target: str):

@@ -83,14 +83,15 @@ def test_composing_a_sweep_reads_the_installed_packages_entry_points_once(monkey
     installed later: a new process)."""
     import importlib.metadata
 
+    from arctl.algo.methods.registry import installed_entry_points
     from arctl.backends import base
     from arctl.compose import resolve_sweep
 
     real, groups = importlib.metadata.entry_points, []
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: groups.append(kw.get("group")) or real(**kw))
-    base._entry_points.cache_clear()
+    installed_entry_points.cache_clear()
     try:
         cells = resolve_sweep("paper", [], scale="tiny")
         assert len(cells) > 20 and groups.count(base.ENTRY_POINT_GROUP) == 1, (len(cells), groups)
     finally:
-        base._entry_points.cache_clear()
+        installed_entry_points.cache_clear()
