@@ -493,10 +493,11 @@ def _base_config() -> Any:
 
 def _compose(overrides: Sequence[str]) -> Any:
     """verl's ppo_trainer config with ``overrides``, as Hydra's compose makes it. Hydra reads and merges
-    verl's ~20 config files on every compose (~0.3 s); where no override chooses a config group (arctl's
-    never do), this applies them, with Hydra's own override applier, to a copy of the config composed
-    once: what Hydra does after its defaults list (tests/verl/test_overrides.py compares both on a paper
-    run of each set of override keys and on refused, group, Hydra-group and sweep overrides)."""
+    verl's ~20 config files on every compose (0.8-0.95 s on the AVX2 machine, ~0.2 s this quick path);
+    where no override chooses a config group (arctl's never do), this applies them, with Hydra's own
+    override applier, to a copy of the config composed once: what Hydra does after its defaults list
+    (tests/verl/test_overrides.py compares both on a paper run of each set of override keys and on
+    refused, group, Hydra-group and sweep overrides)."""
     import copy
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
