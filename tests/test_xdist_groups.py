@@ -20,20 +20,22 @@ from pathlib import Path
 # (hypothesis, hydra's, anyio's) have nothing to do with how xdist groups tests, and importing them in
 # the session and both workers was ~90% of each run's CPU (8.5 s wall alone against 1.1 s; inside CI's
 # nested suite, with both cores shared by a dozen processes, one run passed its 120 s guard).
-NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}  # no option of an unloaded plugin
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist.plugin", "-n", "2",
           "--dist", "loadgroup"]
 GUARD_S = 120
 
 
-def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The inner session. One that runs past the guard (once in CI, 120 s against ~1-3 s here; a
-    hang of an xdist worker's start, pytest-dev/pytest-xdist#110, or a machine that busy) is run
-    once more; a second one fails with what both printed."""
+def _run(args: list[str], cwd: Path, records: dict[str, Path]) -> subprocess.CompletedProcess:
+    """The inner session, ``records`` (variable → file its tests append to) in its environment. One
+    that runs past the guard (once in CI, 120 s against ~1-3 s here; a hang of an xdist worker's
+    start, pytest-dev/pytest-xdist#110, or a machine that busy) is killed with its workers, its
+    records removed, and run once more; a second one fails with what both printed."""
     printed = []
     for _ in range(2):
         proc = subprocess.Popen(PYTEST + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, **NO_AUTOLOAD, **env}, start_new_session=True)
+                                env={**os.environ, **NO_AUTOLOAD, **{k: str(v) for k, v in records.items()}},
+                                start_new_session=True)
         try:
             out, err = proc.communicate(timeout=GUARD_S)
             return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
@@ -41,8 +43,12 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
             os.killpg(proc.pid, signal.SIGKILL)  # the session and its workers, none left to write below
             out, err = proc.communicate()
             printed.append((out + err)[-3000:])
-            for name in env.values():  # what the killed session recorded goes; the next one records afresh
-                Path(name).unlink(missing_ok=True)
+            for path in records.values():  # what the killed session recorded goes; the next one records afresh
+                path.unlink(missing_ok=True)
+        finally:
+            if proc.poll() is None:  # interrupted otherwise (Ctrl-C, pytest-timeout): nothing left running
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     raise AssertionError(f"the inner pytest ran past {GUARD_S} s twice; it printed:\n" + "\n---\n".join(printed))
 
 
@@ -76,7 +82,7 @@ def test_a_modules_xdist_group_runs_on_one_worker_and_builds_its_fixture_once(tm
     (tmp_path / "test_grouped.py").write_text(MODULE)
     (tmp_path / "test_free.py").write_text(OTHER)
     setups, ran = tmp_path / "setups.txt", tmp_path / "ran.txt"
-    proc = _run([str(tmp_path)], tmp_path, {"SETUPS": str(setups), "RAN": str(ran)})
+    proc = _run([str(tmp_path)], tmp_path, {"SETUPS": setups, "RAN": ran})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     workers = ran.read_text().split()
     assert len(workers) == 6 and all(w.startswith("gw") for w in workers), workers  # really on xdist workers
@@ -104,7 +110,7 @@ def test_the_unit_queued_behind_the_fresh_machine_test_is_the_last_one(tmp_path)
         record + "\nimport pytest\n\n@pytest.mark.parametrize('i', range(6))\n"
         "def test_other(i):\n    note(f'other{i}')\n    time.sleep(0.3)\n")
     ran = tmp_path / "ran.txt"
-    proc = _run(["tests"], tmp_path, {"RAN": str(ran)})
+    proc = _run(["tests"], tmp_path, {"RAN": ran})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line.split() for line in ran.read_text().splitlines()]
     fresh_worker = next(w for w, name in lines if name == "fresh")

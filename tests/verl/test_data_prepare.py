@@ -151,6 +151,7 @@ def test_the_row_count_note_is_coloured_not_printed_as_markup(app, tmp_path):
     assert "(paper: 40315)" in res.stdout and "[yellow]" not in res.stdout and "[/]" not in res.stdout
 
 
+
 def _closed_port() -> int:
     import socket
 
@@ -159,48 +160,103 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def _prepare_in_a_process(tmp_path, *args, **env):
-    """The real command in its own process: the hub's client reads HF_ENDPOINT and HF_HUB_OFFLINE at import."""
+def _clean_env(tmp_path, **env) -> dict[str, str]:
+    """This environment without the hub's settings and proxies (a proxy would answer for 127.0.0.1),
+    with a Hugging Face cache of the test's own."""
     import os
+
+    drop = ("HF_", "TRANSFORMERS_OFFLINE")
+    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(drop) and k.lower() not in proxies}
+    return {**base, "HF_HOME": str(tmp_path / "hf"), **env}
+
+
+def _prepare_in_a_process(tmp_path, *args, **env):
+    """The real command in its own process: the hub's client and datasets read HF_* at import."""
     import subprocess
     import sys
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
     return subprocess.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(tmp_path / "o"),
-                           *args], capture_output=True, text=True, timeout=300,
-                          env={**base, "HF_HOME": str(tmp_path / "hf"), **env})
+                           *args], capture_output=True, text=True, timeout=300, env=_clean_env(tmp_path, **env))
 
 
-def test_an_unreachable_hub_is_one_line_at_once_naming_each_dataset_it_was_asked_for(tmp_path):
-    """`datasets` retries an unreachable hub five times with back-off (~25 s of warnings before its
-    error); the command asks once and says what to do instead."""
+CACHE_AIME = """
+import os, pathlib, shutil, sys
+import datasets
+ds = datasets.Dataset.from_list([{"problem": "Find x.", "answer": "7"}, {"problem": "Find y.", "answer": "3"}])
+hf = pathlib.Path(os.environ["HF_HOME"])
+dst = hf / "datasets" / "HuggingFaceH4___aime_2024" / "default" / "0.0.0" / "0123abcd"
+dst.mkdir(parents=True)
+ds.save_to_disk(str(hf / "saved"))
+shutil.move(str(hf / "saved" / "data-00000-of-00001.arrow"), dst / "aime_2024-train.arrow")
+split = datasets.SplitInfo("train", num_examples=len(ds), dataset_name="aime_2024")
+datasets.DatasetInfo(features=ds.features, dataset_name="aime_2024", config_name="default",
+                     splits=datasets.SplitDict({"train": split})).write_to_directory(str(dst))
+"""
+
+
+def _cache_aime24(tmp_path) -> None:
+    """A copy of aime24 (two problems) in the test's Hugging Face cache, where `datasets` keeps one it
+    downloaded (HF_HOME/datasets/<owner>___<name>/<config>/<version>/<hash>/)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", CACHE_AIME], check=True, capture_output=True, timeout=300,
+                   env=_clean_env(tmp_path))
+
+
+def _one_error_line(res) -> str:
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_an_unreachable_hub_is_asked_once_and_one_line_names_each_dataset_it_would_have_given(tmp_path):
+    """`datasets` retries an unreachable hub five times with back-off (~25 s of warnings) before it
+    looks in its cache; the command asks once, looks in the cache, and says what to do instead."""
     res = _prepare_in_a_process(tmp_path, "--datasets", "aime24,math500,deepscaler", *_sources(tmp_path)[:2],
                                 HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
-    assert res.returncode == 2, res.stdout + res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Hugging Face hub (http://127.0.0.1:"), lines
-    assert "for aime24, math500: pass local files with --source aime24=PATH --source math500=PATH" in lines[0]
-    assert "HF_HUB_OFFLINE=1" in lines[0] and "Retrying" not in res.stderr
-    assert not (tmp_path / "o").exists()
+    line = _one_error_line(res)
+    assert line.startswith("error: cannot reach the Hugging Face hub (http://127.0.0.1:"), line
+    assert line.endswith("your Hugging Face cache has no usable copy of aime24, math500: "
+                         "pass local files with --source aime24=PATH --source math500=PATH"), line
+    assert "Retrying" not in res.stderr and not (tmp_path / "o").exists()
 
 
-def test_offline_without_a_cached_copy_is_one_line_naming_hf_hub_offline(tmp_path):
-    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", HF_HUB_OFFLINE="1",
-                                HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
-    assert res.returncode == 2, res.stdout + res.stderr
-    lines = [line for line in res.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "aime24 (HuggingFaceH4/aime_2024) is not in your Hugging Face cache and " \
-        "HF_HUB_OFFLINE is set" in lines[0] and "--source aime24=PATH" in lines[0], lines
-    assert not (tmp_path / "o").exists()
+def test_with_the_hub_unreachable_a_cached_copy_is_used_and_a_missing_one_writes_nothing(tmp_path):
+    _cache_aime24(tmp_path)
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24,math500", HF_ENDPOINT=closed)
+    assert _one_error_line(res).endswith("no usable copy of math500: pass local files with --source math500=PATH")
+    assert not (tmp_path / "o").exists()  # not even aime24's, which the cache had
+
+    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", "--json", HF_ENDPOINT=closed)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = json.loads(res.stdout)
+    assert row["rows"] == 2 and row["source"] == "hf:HuggingFaceH4/aime_2024 (cached copy: hub unreachable)", row
+    problems = pd.read_parquet(tmp_path / "o" / "aime24" / "test.parquet")["prompt"]
+    assert [p[0]["content"] for p in problems] == ["Find x." + PROMPT_SUFFIX, "Find y." + PROMPT_SUFFIX]
 
 
-def test_the_hub_probe_asks_once_and_counts_any_answer_as_reachable(monkeypatch):
+@pytest.mark.parametrize("offline", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"])
+def test_offline_the_hub_is_not_asked_and_a_missing_copy_is_one_line(tmp_path, offline):
+    closed = f"http://127.0.0.1:{_closed_port()}"
+    line = _one_error_line(_prepare_in_a_process(tmp_path, "--datasets", "math500", HF_ENDPOINT=closed,
+                                                 **{offline: "1"}))
+    assert line.startswith("error: math500 (HuggingFaceH4/MATH-500): no usable copy in your Hugging Face cache, "
+                           "and datasets is offline") and line.endswith("--source math500=PATH"), line
+    if offline == "HF_DATASETS_OFFLINE":  # datasets' own switch; the cached copy, and no word of the hub
+        _cache_aime24(tmp_path)
+        res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", "--json", HF_ENDPOINT=closed, **{offline: "1"})
+        assert res.returncode == 0 and json.loads(res.stdout)[0]["source"] == "hf:HuggingFaceH4/aime_2024", res.stderr
+
+
+def test_the_hub_probe_counts_any_answer_as_reachable(tmp_path):
     import http.server
+    import subprocess
+    import sys
     import threading
-
-    from huggingface_hub import constants
-
-    from arctl.backends.verl.data import hub_unreachable
 
     asked = []
 
@@ -215,16 +271,11 @@ def test_the_hub_probe_asks_once_and_counts_any_answer_as_reachable(monkeypatch)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    probe = "from arctl.backends.verl.data import hub_unreachable; print(repr(hub_unreachable()))"
     try:
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-        assert hub_unreachable() is None and asked == ["/"]  # a 404 is an answer
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                             env=_clean_env(tmp_path, HF_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}"))
     finally:
         server.shutdown()
         server.server_close()
-    closed = f"http://127.0.0.1:{_closed_port()}"
-    monkeypatch.setattr(constants, "ENDPOINT", closed)
-    why = hub_unreachable()
-    assert why is not None and why.startswith(closed + ": ") and "refused" in why.lower(), why
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    assert hub_unreachable() is None  # offline: datasets reads its cache, nothing is asked
+    assert out.stdout.strip() == "None" and asked == ["/"], (out.stdout, out.stderr, asked)  # a 404 is an answer

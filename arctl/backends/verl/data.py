@@ -15,8 +15,9 @@ Sources: a local json / jsonl / parquet file per dataset, or the Hugging Face hu
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,59 +138,84 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
     return rows
 
 
-HUB_PROBE_TIMEOUT_S = 10.0
-OFFLINE_HINT = "or set HF_HUB_OFFLINE=1 to use a copy in your Hugging Face cache"
+def _datasets_offline() -> bool | None:
+    """Whether ``datasets`` works offline (``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE``, or its own
+    ``HF_DATASETS_OFFLINE``, which overrides them); None without ``datasets``."""
+    try:
+        from datasets import config
+    except ImportError:
+        return None
+    return bool(config.HF_HUB_OFFLINE)
 
 
-def hub_unreachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Why the Hugging Face hub cannot be reached from here (one request, no retry), or None when it
-    answers (any HTTP status) or when the hub is switched off (``HF_HUB_OFFLINE``: ``datasets`` then
-    reads its cache). ``datasets`` itself retries an unreachable hub five times with back-off, ~25 s
-    of warnings before its error; this asks once."""
-    import ssl
-    import urllib.error
-    import urllib.request
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be reached from here, or None when it answers (any HTTP status),
+    when ``datasets`` works offline (it then reads its cache) or is not installed (load_from_hub says
+    so). One HEAD with the hub's own client (its proxies, certificates and timeout,
+    ``HF_HUB_ETAG_TIMEOUT``): ``datasets`` retries an unreachable hub five times with back-off, ~25 s
+    of warnings, before it falls back to its cache."""
+    if _datasets_offline() in (None, True):
+        return None
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
 
     try:
-        from huggingface_hub import constants
-    except ImportError:  # no hub client: load_from_hub says what is missing
-        return None
-    if constants.HF_HUB_OFFLINE:
-        return None
-    try:
-        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout_s).close()
-    except urllib.error.HTTPError:
-        return None  # it answered
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", err)
-        if isinstance(reason, ssl.SSLError):  # it answered; the hub's client has its own certificates
-            return None
-        return f"{constants.ENDPOINT}: {' '.join(str(reason).split())[:120] or type(reason).__name__}"
+        get_session().head(constants.ENDPOINT, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except Exception as err:  # noqa: BLE001 - whatever stops this request stops datasets' too
+        return f"{constants.ENDPOINT}: {' '.join(str(err).split())[:120] or type(err).__name__}"
     return None
 
 
-def load_from_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
-    """Rows of ``spec`` from the Hugging Face hub (raises DataError with one line if unreachable)."""
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """``datasets`` and the hub's client offline within the block, as ``HF_HUB_OFFLINE=1`` makes them at
+    import (both read the module attributes set here on each call), and ``datasets``' warnings off."""
+    from datasets import config
+    from datasets.utils import logging
+    from huggingface_hub import constants
+
+    saved = config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE, logging.get_verbosity()
+    config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = constants.HF_HUB_OFFLINE = True
+    logging.set_verbosity_error()  # "Using the latest cached version ...": the summary's source says so
+    try:
+        yield
+    finally:
+        config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE, verbosity = saved
+        logging.set_verbosity(verbosity)
+
+
+def load_from_hub(spec: DatasetSpec, unreachable: str | None = None) -> list[dict[str, Any]]:
+    """Rows of ``spec`` from the Hugging Face hub, or from the copy in the Hugging Face cache when
+    ``datasets`` works offline or the hub is ``unreachable`` (why, from :func:`hub_unreachable`);
+    DataError with one line when neither has it."""
     try:
         import datasets
     except ImportError:
         raise DataError(f"no local file for {spec.name} and the `datasets` package is not installed") from None
+    offline = _datasets_offline()
     try:
-        ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.hf_split)
+        with _offline() if unreachable else contextlib.nullcontext():
+            ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.hf_split)
     except Exception as err:
         first = " ".join(str(err).split())[:160]
-        from huggingface_hub import constants
-
-        if constants.HF_HUB_OFFLINE:
+        flag = f"pass a local file with --source {spec.name}=PATH"
+        if unreachable:
+            raise CacheMiss(spec.name, first) from None
+        if offline:
             raise DataError(
-                f"{spec.name} ({spec.hf_id}) is not in your Hugging Face cache and HF_HUB_OFFLINE is set ({first}); "
-                f"pass a local file with --source {spec.name}=PATH, or unset HF_HUB_OFFLINE to download it"
+                f"{spec.name} ({spec.hf_id}): no usable copy in your Hugging Face cache, and datasets is offline "
+                f"(HF_HUB_OFFLINE, HF_DATASETS_OFFLINE or TRANSFORMERS_OFFLINE) ({first}); {flag}"
             ) from None
-        raise DataError(
-            f"cannot download {spec.name} ({spec.hf_id}) from the Hugging Face hub ({first}); "
-            f"pass a local file with --source {spec.name}=PATH"
-        ) from None
+        raise DataError(f"cannot download {spec.name} ({spec.hf_id}) from the Hugging Face hub ({first}); {flag}") from None
     return [dict(r) for r in ds]
+
+
+class CacheMiss(DataError):
+    """A dataset the hub would have given, with the hub unreachable and no usable copy in the cache."""
+
+    def __init__(self, name: str, why: str):
+        super().__init__(f"{name}: {why}")
+        self.name = name
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
@@ -215,20 +241,26 @@ def prepare(
     for name in names:  # check every source before writing anything
         if name not in sources and not use_hub:
             raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
-    from_hub = [name for name in names if name not in sources]
-    if from_hub and (why := hub_unreachable()):
-        flags = " ".join(f"--source {name}=PATH" for name in from_hub)
-        raise DataError(f"cannot reach the Hugging Face hub ({why}) for {', '.join(from_hub)}: "
-                        f"pass local files with {flags}, {OFFLINE_HINT}")
-    prepared = []  # every dataset is read and converted before any file is written: a bad source writes nothing
+    # the hub is asked once; unreachable, each dataset it would give comes from the Hugging Face cache
+    unreachable = hub_unreachable() if any(name not in sources for name in names) else None
+    prepared, missing = [], []  # every dataset is read and converted before any file is written
     for name in names:
         spec = DATASETS[name]
         if name in sources:
             records, origin = read_records(Path(sources[name])), str(sources[name])
         else:
-            records, origin = load_from_hub(spec), f"hf:{spec.hf_id}"
+            try:
+                records = load_from_hub(spec, unreachable)
+            except CacheMiss:
+                missing.append(name)
+                continue
+            origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
         prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
+    if missing:
+        flags = " ".join(f"--source {name}=PATH" for name in missing)
+        raise DataError(f"cannot reach the Hugging Face hub ({unreachable}) and your Hugging Face cache has no "
+                        f"usable copy of {', '.join(missing)}: pass local files with {flags}")
     summary = []
     for name, spec, origin, rows, path in prepared:
         write_parquet(rows, path)
