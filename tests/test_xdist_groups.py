@@ -46,7 +46,7 @@ def _run(args: list[str], cwd: Path, records: dict[str, Path]) -> subprocess.Com
             for path in records.values():  # what the killed session recorded goes; the next one records afresh
                 path.unlink(missing_ok=True)
         finally:
-            if proc.poll() is None:  # interrupted otherwise (Ctrl-C, pytest-timeout): nothing left running
+            if proc.poll() is None:  # an exception here (Ctrl-C, pytest-timeout's signal): nothing left running
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     raise AssertionError(f"the inner pytest ran past {GUARD_S} s twice; it printed:\n" + "\n---\n".join(printed))

@@ -67,7 +67,8 @@ class Backend(Protocol):
         that stops it); None: the plain job entry under srun."""
 
     def prepare_data(self, out: Path, datasets: list[str], sources: dict[str, Path], use_hub: bool) -> list[dict] | None:
-        """``arctl data prepare``: write the backend's datasets; None if it needs none."""
+        """``arctl data prepare``: write the backend's datasets and return a row per dataset (``dataset``,
+        ``split``, ``rows``, ``expected`` (or None), ``path``, optionally ``source``); None if it needs none."""
 
     def datasets(self) -> tuple[str, ...]:
         """Names ``arctl data prepare`` accepts for this backend."""

@@ -93,6 +93,6 @@ def register(app: typer.Typer) -> None:
             if row["expected"] and row["rows"] != row["expected"]:
                 note = f" [yellow](paper: {row['expected']})[/]"
             console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows") + note
-                          + esc(f"  -> {row['path']}"))
+                          + esc(f"  -> {row['path']}" + (f"  (from {row['source']})" if row.get("source") else "")))
 
     app.add_typer(data_app, name="data")

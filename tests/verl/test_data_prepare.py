@@ -151,7 +151,6 @@ def test_the_row_count_note_is_coloured_not_printed_as_markup(app, tmp_path):
     assert "(paper: 40315)" in res.stdout and "[yellow]" not in res.stdout and "[/]" not in res.stdout
 
 
-
 def _closed_port() -> int:
     import socket
 
@@ -165,7 +164,7 @@ def _clean_env(tmp_path, **env) -> dict[str, str]:
     with a Hugging Face cache of the test's own."""
     import os
 
-    drop = ("HF_", "TRANSFORMERS_OFFLINE")
+    drop = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_OFFLINE")
     proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
     base = {k: v for k, v in os.environ.items() if not k.startswith(drop) and k.lower() not in proxies}
     return {**base, "HF_HOME": str(tmp_path / "hf"), **env}
@@ -232,11 +231,23 @@ def test_with_the_hub_unreachable_a_cached_copy_is_used_and_a_missing_one_writes
     assert not (tmp_path / "o").exists()  # not even aime24's, which the cache had
 
     res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", "--json", HF_ENDPOINT=closed)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 0 and res.stderr == "", res.stdout + res.stderr  # datasets' warnings too
     (row,) = json.loads(res.stdout)
     assert row["rows"] == 2 and row["source"] == "hf:HuggingFaceH4/aime_2024 (cached copy: hub unreachable)", row
     problems = pd.read_parquet(tmp_path / "o" / "aime24" / "test.parquet")["prompt"]
     assert [p[0]["content"] for p in problems] == ["Find x." + PROMPT_SUFFIX, "Find y." + PROMPT_SUFFIX]
+    res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", HF_ENDPOINT=closed)  # the text says so too
+    assert res.returncode == 0 and "(from hf:HuggingFaceH4/aime_2024 (cached copy: hub unreachable))" in res.stdout
+
+
+def test_with_the_hub_unreachable_a_cached_copy_that_cannot_be_read_is_named_with_why(tmp_path):
+    _cache_aime24(tmp_path)
+    (arrow,) = (tmp_path / "hf" / "datasets").rglob("aime_2024-train.arrow")
+    arrow.write_bytes(b"")
+    line = _one_error_line(_prepare_in_a_process(tmp_path, "--datasets", "aime24",
+                                                 HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}"))
+    assert "your Hugging Face cache has no usable copy of aime24 (" in line, line  # why, not just the name
+    assert line.endswith("pass local files with --source aime24=PATH"), line
 
 
 @pytest.mark.parametrize("offline", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"])
@@ -249,7 +260,8 @@ def test_offline_the_hub_is_not_asked_and_a_missing_copy_is_one_line(tmp_path, o
     if offline == "HF_DATASETS_OFFLINE":  # datasets' own switch; the cached copy, and no word of the hub
         _cache_aime24(tmp_path)
         res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", "--json", HF_ENDPOINT=closed, **{offline: "1"})
-        assert res.returncode == 0 and json.loads(res.stdout)[0]["source"] == "hf:HuggingFaceH4/aime_2024", res.stderr
+        assert res.returncode == 0 and res.stderr == "", res.stderr
+        assert json.loads(res.stdout)[0]["source"] == "hf:HuggingFaceH4/aime_2024", res.stdout
 
 
 def test_the_hub_probe_counts_any_answer_as_reachable(tmp_path):

@@ -10,7 +10,8 @@ One row per problem, in verl's RL dataset format::
 
 Written to ``OUT/<name>/<split>.parquet`` (the paths :mod:`arctl.backends.verl.overrides` uses).
 Sources: a local json / jsonl / parquet file per dataset, or the Hugging Face hub through
-``datasets`` when it is reachable.
+``datasets``: asked once (:func:`hub_unreachable`); when it cannot be reached, or ``datasets`` is
+offline, the copy in the Hugging Face cache.
 """
 
 from __future__ import annotations
@@ -159,6 +160,8 @@ def hub_unreachable() -> str | None:
     from huggingface_hub import constants
     from huggingface_hub.utils import get_session
 
+    if constants.HF_HUB_OFFLINE:  # HF_DATASETS_OFFLINE=0 beside it: the hub's client refuses at once, no retry
+        return None
     try:
         get_session().head(constants.ENDPOINT, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except Exception as err:  # noqa: BLE001 - whatever stops this request stops datasets' too
@@ -167,21 +170,33 @@ def hub_unreachable() -> str | None:
 
 
 @contextlib.contextmanager
-def _offline() -> Iterator[None]:
-    """``datasets`` and the hub's client offline within the block, as ``HF_HUB_OFFLINE=1`` makes them at
-    import (both read the module attributes set here on each call), and ``datasets``' warnings off."""
-    from datasets import config
+def _quiet() -> Iterator[None]:
+    """``datasets``' warnings off within the block ("Using the latest cached version ...": the summary's
+    source says where the rows came from; an error is one line)."""
     from datasets.utils import logging
-    from huggingface_hub import constants
 
-    saved = config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE, logging.get_verbosity()
-    config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = constants.HF_HUB_OFFLINE = True
-    logging.set_verbosity_error()  # "Using the latest cached version ...": the summary's source says so
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
     try:
         yield
     finally:
-        config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE, verbosity = saved
         logging.set_verbosity(verbosity)
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """``datasets`` and the hub's client offline within the block, as ``HF_HUB_OFFLINE=1`` makes them at
+    import (both read the module attributes set here on each call)."""
+    from datasets import config
+    from huggingface_hub import constants
+
+    saved = config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE
+    config.HF_HUB_OFFLINE = config.HF_DATASETS_OFFLINE = constants.HF_HUB_OFFLINE = True
+    try:
+        with _quiet():
+            yield
+    finally:
+        config.HF_HUB_OFFLINE, config.HF_DATASETS_OFFLINE, constants.HF_HUB_OFFLINE = saved
 
 
 def load_from_hub(spec: DatasetSpec, unreachable: str | None = None) -> list[dict[str, Any]]:
@@ -194,13 +209,13 @@ def load_from_hub(spec: DatasetSpec, unreachable: str | None = None) -> list[dic
         raise DataError(f"no local file for {spec.name} and the `datasets` package is not installed") from None
     offline = _datasets_offline()
     try:
-        with _offline() if unreachable else contextlib.nullcontext():
+        with _offline() if unreachable else _quiet() if offline else contextlib.nullcontext():
             ds = datasets.load_dataset(spec.hf_id, spec.hf_config, split=spec.hf_split)
     except Exception as err:
         first = " ".join(str(err).split())[:160]
         flag = f"pass a local file with --source {spec.name}=PATH"
         if unreachable:
-            raise CacheMiss(spec.name, first) from None
+            raise CacheMiss(spec.name, "" if "OfflineModeIsEnabled" in first else first) from None
         if offline:
             raise DataError(
                 f"{spec.name} ({spec.hf_id}): no usable copy in your Hugging Face cache, and datasets is offline "
@@ -211,11 +226,12 @@ def load_from_hub(spec: DatasetSpec, unreachable: str | None = None) -> list[dic
 
 
 class CacheMiss(DataError):
-    """A dataset the hub would have given, with the hub unreachable and no usable copy in the cache."""
+    """A dataset the hub would have given, with the hub unreachable and no usable copy in the cache:
+    ``why`` is empty where the cache has none, else why its copy could not be read."""
 
     def __init__(self, name: str, why: str):
-        super().__init__(f"{name}: {why}")
-        self.name = name
+        super().__init__(f"{name}: {why or 'not in the cache'}")
+        self.name, self.why = name, why
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
@@ -251,14 +267,14 @@ def prepare(
         else:
             try:
                 records = load_from_hub(spec, unreachable)
-            except CacheMiss:
-                missing.append(name)
+            except CacheMiss as err:
+                missing.append(f"{name} ({err.why})" if err.why else name)
                 continue
             origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
         prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
     if missing:
-        flags = " ".join(f"--source {name}=PATH" for name in missing)
+        flags = " ".join(f"--source {name.split()[0]}=PATH" for name in missing)
         raise DataError(f"cannot reach the Hugging Face hub ({unreachable}) and your Hugging Face cache has no "
                         f"usable copy of {', '.join(missing)}: pass local files with {flags}")
     summary = []
