@@ -268,15 +268,16 @@ def prepare(
             try:
                 records = load_from_hub(spec, unreachable)
             except CacheMiss as err:
-                missing.append(f"{name} ({err.why})" if err.why else name)
+                missing.append((name, err.why))
                 continue
             origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
         prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
     if missing:
-        flags = " ".join(f"--source {name.split()[0]}=PATH" for name in missing)
+        named = ", ".join(f"{name} ({why})" if why else name for name, why in missing)
+        flags = " ".join(f"--source {name}=PATH" for name, _ in missing)
         raise DataError(f"cannot reach the Hugging Face hub ({unreachable}) and your Hugging Face cache has no "
-                        f"usable copy of {', '.join(missing)}: pass local files with {flags}")
+                        f"usable copy of {named}: pass local files with {flags}")
     summary = []
     for name, spec, origin, rows, path in prepared:
         write_parquet(rows, path)
