@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from ports import unused_port  # tests/support/ports.py
 from typer.testing import CliRunner
 
 from arctl.backends.verl.data import PROMPT_SUFFIX
@@ -151,14 +152,6 @@ def test_the_row_count_note_is_coloured_not_printed_as_markup(app, tmp_path):
     assert "(paper: 40315)" in res.stdout and "[yellow]" not in res.stdout and "[/]" not in res.stdout
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _clean_env(tmp_path, **env) -> dict[str, str]:
     """This environment without the hub's settings and proxies (a proxy would answer for 127.0.0.1),
     with a Hugging Face cache of the test's own."""
@@ -215,7 +208,7 @@ def test_an_unreachable_hub_is_asked_once_and_one_line_names_each_dataset_it_wou
     """`datasets` retries an unreachable hub five times with back-off (~25 s of warnings) before it
     looks in its cache; the command asks once, looks in the cache, and says what to do instead."""
     res = _prepare_in_a_process(tmp_path, "--datasets", "aime24,math500,deepscaler", *_sources(tmp_path)[:2],
-                                HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+                                HF_ENDPOINT=f"http://127.0.0.1:{unused_port()}")
     line = _one_error_line(res)
     assert line.startswith("error: cannot reach the Hugging Face hub (http://127.0.0.1:"), line
     assert line.endswith("your Hugging Face cache has no usable copy of aime24, math500: "
@@ -225,7 +218,7 @@ def test_an_unreachable_hub_is_asked_once_and_one_line_names_each_dataset_it_wou
 
 def test_with_the_hub_unreachable_a_cached_copy_is_used_and_a_missing_one_writes_nothing(tmp_path):
     _cache_aime24(tmp_path)
-    closed = f"http://127.0.0.1:{_closed_port()}"
+    closed = f"http://127.0.0.1:{unused_port()}"
     res = _prepare_in_a_process(tmp_path, "--datasets", "aime24,math500", HF_ENDPOINT=closed)
     assert _one_error_line(res).endswith("no usable copy of math500: pass local files with --source math500=PATH")
     assert not (tmp_path / "o").exists()  # not even aime24's, which the cache had
@@ -245,14 +238,14 @@ def test_with_the_hub_unreachable_a_cached_copy_that_cannot_be_read_is_named_wit
     (arrow,) = (tmp_path / "hf" / "datasets").rglob("aime_2024-train.arrow")
     arrow.write_bytes(b"")
     line = _one_error_line(_prepare_in_a_process(tmp_path, "--datasets", "aime24",
-                                                 HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}"))
+                                                 HF_ENDPOINT=f"http://127.0.0.1:{unused_port()}"))
     assert "your Hugging Face cache has no usable copy of aime24 (" in line, line  # why, not just the name
     assert line.endswith("pass local files with --source aime24=PATH"), line
 
 
 @pytest.mark.parametrize("offline", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"])
 def test_offline_the_hub_is_not_asked_and_a_missing_copy_is_one_line(tmp_path, offline):
-    closed = f"http://127.0.0.1:{_closed_port()}"
+    closed = f"http://127.0.0.1:{unused_port()}"
     line = _one_error_line(_prepare_in_a_process(tmp_path, "--datasets", "math500", HF_ENDPOINT=closed,
                                                  **{offline: "1"}))
     assert line.startswith("error: math500 (HuggingFaceH4/MATH-500): no usable copy in your Hugging Face cache, "

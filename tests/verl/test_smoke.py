@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ports import unused_port  # tests/support/ports.py
 
 from arctl.backends.verl import trainer as verl_trainer
 from arctl.backends.verl.ray_connect import RayConnectError, split_address, wait_for_head
@@ -23,12 +24,6 @@ def config(paper_config, tmp_path):
     cfg["verl"]["smoke"] = True
     cfg["run_id"] = "smoke-test"
     return cfg
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -77,7 +72,7 @@ def test_a_local_smoke_run_checks_everything_and_leaves_no_ray_behind(config, tm
 
 
 def test_nothing_at_ray_address_is_one_line_and_recorded(config, tmp_path, monkeypatch):
-    port = _free_port()
+    port = unused_port()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
     monkeypatch.setenv("ARCTL_RAY_HEAD_TIMEOUT_S", "1")
     with pytest.raises(SmokeError) as info:
