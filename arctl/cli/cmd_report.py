@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -43,67 +43,80 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep, or check
         the paper's claims (--claims)."""
-        if claims:
-            if figure is not None or table is not None or experiment or sweep or compare_paper or wandb_project:
-                fail("--claims takes sweep names as arguments (`arctl report --claims priors ablations`), "
-                     "not --figure/--table/--experiment/--sweep/--compare-paper/--wandb-project")
-            _claims(list(sweeps or []), scale, workdir, out, processes, as_json, list(where or []))
-            return
-        if sweeps:
-            fail(f"unexpected argument {sweeps[0]!r}: sweep names go with --claims; a figure or table takes --sweep NAME")
-        if scale is not None:
-            fail("--scale goes with --claims")
-        if (figure is None) == (table is None):
-            fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`), or --claims")
-        if experiment and sweep:
-            fail("give --experiment or --sweep, not both")
-        if workdir is not None and wandb_project:
-            fail("give --workdir (a workspace's W&B files) or --wandb-project (a W&B project), not both")
-        if compare_paper and figure is not None:
-            fail("--compare-paper applies to tables only (use it with --table final or --table anytime)")
-        import warnings
+        with user_errors():  # and a folder it cannot read or write: one line
+            _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wandb_project, where, out,
+                    compare_paper, processes, as_json)
 
-        from arctl.compose.errors import SpecError
-        from arctl.report.errors import ReportError, out_dir_problem
-        from arctl.report.render import render_figure, render_table
-        from arctl.track.runs import RunReadWarning, default_workdir
 
-        base = Path(workdir) if workdir is not None else default_workdir()
-        out_dir = Path(out) if out is not None else base / "report"
-        if problem := out_dir_problem(out_dir, None if wandb_project else base):
-            fail(problem)
-        common = dict(
-            out_dir=out_dir, experiments=experiment or None, sweep=sweep,
-            workdir=None if wandb_project else base, wandb_project=wandb_project,
-            progress=not as_json, processes=processes, where=list(where or []),
-        )
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RunReadWarning)  # shown below, once, in yellow
-                if figure is not None:
-                    result = render_figure(figure, **common)
-                else:
-                    result = render_table(table, compare_paper=compare_paper, **common)
-        except (ReportError, SpecError) as err:
-            fail(str(err))
-        except ValueError as err:  # e.g. a malformed --wandb-project
-            fail(str(err))
-        if as_json:
-            print_json(result.to_json())
-            return
-        for w in result.warnings:
-            err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
-        if result.missing_experiments:
-            err_console.print(
-                "[yellow]note:[/] no runs yet of " + esc(", ".join(result.missing_experiments))
-                + " (they are left out)", markup=True, highlight=False)
-        console.print(f"{result.kind} [bold]{esc(result.name)}[/] from {len(result.runs)} run(s):")
-        for p in result.outputs:
-            console.print(f"  {esc(p)}")
-        if result.kind == "table":
-            md = next((p for p in result.outputs if p.suffix == ".md"), None)
-            if md is not None:
-                console.print(md.read_text(), markup=False, highlight=False)
+def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wandb_project, where, out,
+            compare_paper, processes, as_json) -> None:
+    """``arctl report``'s body (the options as given)."""
+    if claims:
+        if figure is not None or table is not None or experiment or sweep or compare_paper or wandb_project:
+            fail("--claims takes sweep names as arguments (`arctl report --claims priors ablations`), "
+                 "not --figure/--table/--experiment/--sweep/--compare-paper/--wandb-project")
+        _claims(list(sweeps or []), scale, workdir, out, processes, as_json, list(where or []))
+        return
+    if sweeps:
+        fail(f"unexpected argument {sweeps[0]!r}: sweep names go with --claims; a figure or table takes --sweep NAME")
+    if scale is not None:
+        fail("--scale goes with --claims")
+    if (figure is None) == (table is None):
+        fail("give exactly one of --figure NAME or --table NAME (see `arctl ls figures` / `arctl ls tables`), or --claims")
+    if experiment and sweep:
+        fail("give --experiment or --sweep, not both")
+    if workdir is not None and wandb_project:
+        fail("give --workdir (a workspace's W&B files) or --wandb-project (a W&B project), not both")
+    if compare_paper and figure is not None:
+        fail("--compare-paper applies to tables only (use it with --table final or --table anytime)")
+    import warnings
+
+    from arctl.compose.errors import SpecError
+    from arctl.report.cells import parse_where
+    from arctl.report.errors import ReportError, out_dir_problem
+    from arctl.report.render import render_figure, render_table
+    from arctl.track.runs import RunReadWarning, default_workdir
+
+    base = Path(workdir) if workdir is not None else default_workdir()
+    out_dir = Path(out) if out is not None else base / "report"
+    if problem := out_dir_problem(out_dir, None if wandb_project else base, given=out is not None):
+        fail(problem)
+    try:
+        parse_where(where)  # its mistakes before any run is read
+    except ReportError as err:
+        fail(str(err))
+    common = dict(
+        out_dir=out_dir, experiments=experiment or None, sweep=sweep,
+        workdir=None if wandb_project else base, wandb_project=wandb_project,
+        progress=not as_json, processes=processes, where=list(where or []),
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunReadWarning)  # shown below, once, in yellow
+            if figure is not None:
+                result = render_figure(figure, **common)
+            else:
+                result = render_table(table, compare_paper=compare_paper, **common)
+    except (ReportError, SpecError) as err:
+        fail(str(err))
+    except ValueError as err:  # e.g. a malformed --wandb-project
+        fail(str(err))
+    if as_json:
+        print_json(result.to_json())
+        return
+    for w in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
+    if result.missing_experiments:
+        err_console.print(
+            "[yellow]note:[/] no runs yet of " + esc(", ".join(result.missing_experiments))
+            + " (they are left out)", markup=True, highlight=False)
+    console.print(f"{result.kind} [bold]{esc(result.name)}[/] from {len(result.runs)} run(s):")
+    for p in result.outputs:
+        console.print(f"  {esc(p)}")
+    if result.kind == "table":
+        md = next((p for p in result.outputs if p.suffix == ".md"), None)
+        if md is not None:
+            console.print(md.read_text(), markup=False, highlight=False)
 
 
 def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str | None, processes: int | None,
@@ -122,8 +135,14 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
     base = Path(workdir) if workdir is not None else default_workdir()
-    if problem := out_dir_problem(Path(out) if out else base / "report", base):
+    if problem := out_dir_problem(Path(out) if out else base / "report", base, given=out is not None):
         fail(problem)
+    from arctl.report.cells import parse_where
+
+    try:
+        parse_where(where)  # its mistakes before any run is read
+    except ReportError as err:
+        fail(str(err))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)

@@ -44,7 +44,10 @@ def parse_where(items: Sequence[str] | None) -> list[tuple[str, object]]:
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        out.append((key.removeprefix(CONFIG_PREFIX), value))
+        key = key.removeprefix(CONFIG_PREFIX)
+        if any(key == k for k, _ in out):
+            raise ReportError(f"--where {key}=... is given twice: a run has one value per key; keep one")
+        out.append((key, value))
     return out
 
 

@@ -60,6 +60,12 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
     if builder not in BUILDERS:
         raise ReportError(f"{spec['_path']}: unknown builder {builder!r}; choose one of {', '.join(BUILDERS)}")
     build, globs, final_only = BUILDERS[builder]
+    if globs is None:
+        given = [flag for flag, value in (("--experiment", experiments), ("--sweep", sweep),
+                                          ("--wandb-project", wandb_project), ("--where", where)) if value]
+        if given:
+            raise ReportError(f"figure {name} reads no runs (it is drawn from the method's definitions): "
+                              f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply; leave {'it' if len(given) == 1 else 'them'} out")
     data = None
     if globs is not None:
         data = read_report_runs(spec, metrics=list(globs(spec)), experiments=experiments, sweep=sweep,

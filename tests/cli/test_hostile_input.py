@@ -374,18 +374,45 @@ def test_run_folders_outside_the_registry_are_pointed_out_and_an_export_is_not_r
     assert "is an arctl export" in result.err
 
 
-@pytest.mark.parametrize("where", ["a file", "below a file", "inside runs/"])
-@pytest.mark.parametrize("command", [["--table", "final", "--experiment", "lt"], ["--claims", "priors"]])
+@pytest.mark.parametrize("where", ["a file", "below a file", "inside runs/", "not writable", "a name too long"])
+@pytest.mark.parametrize("command", [["--table", "final", "--experiment", "lt"], ["--claims", "priors"],
+                                     ["--figure", "tree_mask"]])
 def test_a_report_out_that_cannot_be_a_folder_is_one_line_before_any_run_is_read(sandbox, where, command):
     """Found by an adversarial pass: `--out FILE` was a FileExistsError traceback after every run
-    had been read; `--out` inside runs/ wrote report files among the run folders (export refused it)."""
+    had been read; `--out` inside runs/ wrote report files among the run folders (export refused it).
+    Found by a later one: a folder that cannot be made (/proc/x: root may write almost anywhere else)
+    or a name over the file system's 255 bytes was a traceback from mkdir (exit 1)."""
     sandbox.add_run_dirs()
     (sandbox.root / "afile").write_text("mine\n")
     out = {"a file": sandbox.root / "afile", "below a file": sandbox.root / "afile" / "x",
-           "inside runs/": sandbox.ws / "runs" / "rep"}[where]
+           "inside runs/": sandbox.ws / "runs" / "rep", "not writable": Path("/proc/arctl-report"),
+           "a name too long": sandbox.root / ("a" * 300)}[where]
     result = sandbox.check_refused("report", *command, "--workdir", str(sandbox.ws), "--out", str(out))
-    assert "choose a folder" in result.err
+    assert "--out" in result.err and ("choose a folder" in result.err or "choose another folder" in result.err)
     assert (sandbox.root / "afile").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--table", "final", "--experiment", "lt", "--where", "foo"], "expected KEY=VALUE"),
+    (["--table", "final", "--experiment", "lt", "--where", "=1"], "expected KEY=VALUE"),
+    (["--table", "final", "--experiment", "lt", "--where", "thinking.lam=0.5", "--where", "thinking.lam=0.7"],
+     "given twice"),
+    (["--figure", "tree_mask", "--where", "thinking.lam=0.5"], "--where does not apply"),
+    (["--figure", "tree_mask", "--sweep", "priors", "--where", "a=1"], "--sweep, --where do not apply"),
+])
+def test_a_report_option_that_cannot_apply_is_one_line_before_any_run_is_read(sandbox, args, says):
+    """Found by an adversarial pass: a malformed --where was found only after every run had been read
+    (and the run cache written into the workspace); a key given twice matched no run ("none of the 2
+    runs has that config"); a figure drawn from no runs ignored --where/--sweep/--experiment (exit 0)."""
+    sandbox.add_run_dirs()
+    result = sandbox.check_refused("report", *args, "--workdir", str(sandbox.ws), "--out", str(sandbox.root / "rep"))
+    assert says in result.err and not (sandbox.root / "rep").exists()
+
+
+def test_a_report_whose_default_folder_cannot_be_made_says_to_give_out(sandbox):
+    """`--workdir /proc/x`: the report would go to /proc/x/report (a traceback from mkdir before)."""
+    result = sandbox.check_refused("report", "--figure", "tree_mask", "--workdir", "/proc/arctl-ws")
+    assert "the default report folder /proc/arctl-ws/report" in result.err and "give --out" in result.err
 
 
 @pytest.mark.parametrize("name, hint", [("nosuch", "choose one of"), ("l_t", "did you mean 'lt'")])

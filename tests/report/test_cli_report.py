@@ -88,3 +88,19 @@ def test_when_every_wandb_file_is_unreadable_the_error_names_them(workspace, tmp
     assert res.exit_code == 2 and "Traceback" not in res.output
     text = " ".join(res.output.split())
     assert "could not be read" in text and ".wandb" in text, res.output
+
+
+def test_a_malformed_where_is_refused_before_any_run_is_read(tmp_path):
+    """Found by an adversarial pass: `--where foo` was refused only after every run had been read, and
+    the parsed runs had been cached into the workspace (`.arctl-cache/`) by a command that failed."""
+    from wandb_workspace import build_workspace  # tests/support/wandb_workspace.py
+
+    ws = build_workspace(tmp_path / "ws")
+    before = sorted(p.relative_to(ws) for p in ws.rglob("*"))
+    for where in (["foo"], ["=1"], ["thinking.lam=0.5", "config.thinking.lam=0.7"]):
+        res = runner.invoke(app, ["report", "--table", "anytime", "--workdir", str(ws), "--out", str(tmp_path / "out"),
+                                  *[a for w in where for a in ("--where", w)]])
+        assert res.exit_code == 2 and res.output.startswith("error: --where"), res.output
+    assert sorted(p.relative_to(ws) for p in ws.rglob("*")) == before and not (tmp_path / "out").exists()
+    res = runner.invoke(app, ["report", "--table", "anytime", "--workdir", str(ws), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0 and (ws / ".arctl-cache").is_dir(), res.output  # what the refused ones did not do
