@@ -17,6 +17,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices
+from arctl.track.identity import naming_problem
 
 PROB_TOL = 1e-6
 
@@ -206,6 +207,10 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
     check_init_from(cfg)
+    naming = naming_problem(cfg.get("wandb") or {})
+    if naming:
+        key, what, hint = naming
+        raise SpecError(what, key, hint)
     problem = get_backend(cfg["backend"]).config_problem(cfg)
     if problem:
         raise SpecError(*problem)

@@ -31,6 +31,37 @@ DEFAULT_MODE = "offline"
 MODES = ("offline", "online", "disabled")
 ENV_DEFAULT_GROUP = "arctl"  # WANDB_RUN_GROUP with neither wandb.group nor an experiment
 RESUME = "allow"  # a resumed attempt writes a new fragment of the same run id
+# what wandb.init refuses (wandb 0.31, wandb_settings: validate_project, validate_run_tags): checked when
+# a config is validated, so that a job is not submitted to fail at its first line
+PROJECT_MAX_CHARS = 128
+PROJECT_FORBIDDEN = "/\\#?%:"
+TAG_MAX_CHARS = 64
+
+
+def naming_problem(wandb: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(key, what is wrong, what to do) for a value of a config's ``wandb`` section that ``wandb.init``
+    would refuse: a project that is empty (a ``$VAR`` left unset; leave the key out for the default),
+    longer than 128 characters or holding one of ``/ \\ # ? % :``, a tag empty or over 64 characters;
+    else None."""
+    project = wandb.get("project")
+    if project is not None:
+        text = str(project)
+        bad = sorted({c for c in PROJECT_FORBIDDEN if c in text})
+        if not text.strip():
+            return "wandb.project", "wandb.project is empty", f"leave it out for the default ({DEFAULT_PROJECT!r})"
+        if len(text) > PROJECT_MAX_CHARS:
+            return ("wandb.project", f"wandb.project is {len(text)} characters long: W&B takes at most {PROJECT_MAX_CHARS}",
+                    "choose a shorter project name")
+        if bad:
+            return ("wandb.project", f"wandb.project={text!r} contains {' '.join(bad)}: W&B refuses "
+                    f"{' '.join(PROJECT_FORBIDDEN)} in a project name",
+                    "the entity goes in wandb.entity (wandb.entity=TEAM wandb.project=NAME)" if "/" in bad
+                    else "choose a name without them")
+    for tag in wandb.get("tags") or []:
+        if not 1 <= len(str(tag)) <= TAG_MAX_CHARS:
+            return ("wandb.tags", f"wandb.tags has the tag {str(tag)!r}: W&B takes tags of 1 to {TAG_MAX_CHARS} characters",
+                    "shorten or drop it")
+    return None
 
 
 def run_name(config: dict, arm_default: Any = "run") -> str:

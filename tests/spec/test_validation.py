@@ -124,12 +124,26 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
         ("cluster.executor", "k8s", "not allowed"),
         ("cluster.nodes", 0, ">= 1"),
         ("wandb.mode", "shared", "not allowed"),
+        # what wandb.init refuses (found by a black-box pass: accepted, the job would fail at its start)
+        ("wandb.project", "team/proj", "contains /: .*wandb.entity"),
+        ("wandb.project", "a#b?c%d:e", r"contains # % : \?"),
+        ("wandb.project", "back\\slash", r"contains \\"),
+        ("wandb.project", "", "is empty"),
+        ("wandb.project", "p" * 129, "129 characters long: W&B takes at most 128"),
+        ("wandb.tags", ["ok", ""], "the tag ''"),
+        ("wandb.tags", ["t" * 65], "1 to 64 characters"),
         ("seed", -1, ">= 0"),
         ("model.path", None, "needs model.path"),
     ],
 )
 def test_each_rule(path, value, match):
     bad(path, value, match)
+
+
+def test_wandb_names_at_the_limits_pass():
+    cfg = base()
+    cfg["wandb"].update(project="p" * 128, tags=["t" * 64, "x"])
+    validate_config(cfg)
 
 
 @pytest.mark.parametrize(
