@@ -92,13 +92,15 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                       "config": i.config} for i in items],
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
         })
+        if refused:  # exits as the launch would: 2, with the launch's own error line
+            fail(f"a launch would be refused: {refused}")
         return
     from rich.syntax import Syntax
     from rich.table import Table
 
     console.print(f"[bold]dry run[/]: nothing is written or submitted. {esc(note)}")
     if refused:
-        console.print(f"[bold red]a launch would be refused[/]: {esc(refused)}")
+        console.print(f"[bold red]a launch would be refused[/]: {esc(refused)} (the preview follows)")
     console.print(f"workspace: {esc(workspace.root)}")
     table = Table(show_header=True, header_style="bold")
     for col in ("run id", "experiment", "arm", "seed", "would", "why"):
@@ -112,6 +114,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     for title, script in scripts:
         console.rule(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
+    if refused:
+        fail(f"a launch would be refused: {refused}")
 
 
 def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:

@@ -69,21 +69,28 @@ def cache_root() -> Path:
 
 def writable_dir(path: str | Path) -> bool:
     """Whether ``path`` is a folder this process can create files in, or, where it does not exist yet,
-    whether its nearest existing ancestor is one (where it would be made). Tried with a file created
-    and removed at once, not inferred from modes (root, ACLs and read-only mounts answer differently);
-    nothing is left behind."""
+    whether its nearest existing ancestor is one (where it would be made): :func:`write_problem`."""
+    return write_problem(path) is None
+
+
+def write_problem(path: str | Path) -> str | None:
+    """Why this process cannot create files in the folder ``path`` or, where it does not exist yet, in
+    its nearest existing ancestor (where it would be made): ``"PLACE: the system's words"`` (e.g.
+    ``/mnt/ro: Read-only file system``, ``/sys: Permission denied``, ``/x/f: not a folder``), or None.
+    Tried with a file created and removed at once, not inferred from modes (root, ACLs and read-only
+    mounts answer differently); nothing is left behind."""
     place = Path(path)
     while not place.exists() and place != place.parent:
         place = place.parent
     if not place.is_dir():
-        return False
+        return f"{place}: not a folder"
     try:
         fd, name = tempfile.mkstemp(dir=place, prefix=".probe.")
         os.close(fd)
         os.unlink(name)
-        return True
-    except OSError:
-        return False
+        return None
+    except OSError as err:
+        return f"{place}: {err.strerror or err}"
 
 
 @contextmanager

@@ -213,9 +213,33 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     return items
 
 
+def workdir_problem(workspace: Workspace) -> str | None:
+    """Why the workspace's folder cannot hold runs, or None: it (or a folder above it) is a file, its
+    name is one the file system refuses (too long), or this process cannot create files where it is or
+    would be made (``/proc``, a read-only mount, another user's folder; tried, not inferred from modes)."""
+    from arctl.config.files import write_problem
+
+    root = workspace.root
+    try:
+        for place in (root, *root.parents):
+            if place.exists():
+                if not place.is_dir():
+                    what = "is a file" if place == root else f"is below {place}, a file"
+                    return f"--workdir {root} {what}, not a folder — choose another --workdir (or ARCTL_HOME)"
+                break
+        if why := write_problem(root):
+            return (f"--workdir {root}: cannot create files there ({why}) — choose a folder you can write with "
+                    "--workdir (or ARCTL_HOME)")
+    except OSError as err:  # a name longer than the file system allows
+        return f"--workdir {root}: {err.strerror or err} — choose another --workdir (or ARCTL_HOME)"
+    return None
+
+
 def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None:
-    """:func:`workspace_problem` for items :func:`plan` has planned (their folders are not scanned again)."""
-    return workspace_problem(items, workspace, (), found=[i.run_id for i in items if i.action == "refused"])
+    """:func:`workdir_problem`, then :func:`workspace_problem` for items :func:`plan` has planned (their
+    folders are not scanned again)."""
+    return workdir_problem(workspace) or workspace_problem(
+        items, workspace, (), found=[i.run_id for i in items if i.action == "refused"])
 
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
@@ -289,6 +313,8 @@ def launch(
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
+    if problem := workdir_problem(workspace):
+        raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
         raise LaunchError(workspace_problem(items, workspace, ()))
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)

@@ -16,7 +16,7 @@ def out_dir_problem(out, workdir=None, given: bool = True) -> str | None:
     whether the user named ``out`` (else it is the default under the workspace, and said so)."""
     from pathlib import Path
 
-    from arctl.config.files import writable_dir
+    from arctl.config.files import write_problem
 
     out = Path(out)
     what, choose = (f"--out {out}", "choose") if given else (f"the default report folder {out}", "give --out")
@@ -26,8 +26,8 @@ def out_dir_problem(out, workdir=None, given: bool = True) -> str | None:
                 return f"{what}: {place} is a file; {choose} a folder"
             if place.exists():
                 break
-        if not writable_dir(out):
-            return f"{what}: cannot create files there ({place} is not writable); {choose} a folder you can write"
+        if why := write_problem(out):
+            return f"{what}: cannot create files there ({why}); {choose} a folder you can write"
     except OSError as err:  # a name longer than the file system allows, a path through a file or a loop
         return f"{what}: {err.strerror or err}; {choose} another folder"
     if workdir is not None and Path(workdir, "runs").is_dir():

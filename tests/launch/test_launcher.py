@@ -140,8 +140,8 @@ def test_run_folders_the_registry_does_not_know_are_never_taken_for_new_runs(spe
     assert "has no row for them" in message and "arctl repair --workdir" in message and "\n" not in message
     assert planned_problem(items, ws) == message  # a dry run shows the launch's own refusal
     res = CliRunner().invoke(app, ["sweep", "lt3", "--workdir", str(ws.root), "--executor", "slurm", "--dry-run", "--json"])
-    assert res.exit_code == 0, res.output
-    shown = json.loads(res.stdout)
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: a launch would be refused: {message}", res.output
+    shown = json.loads(res.stdout)  # the preview still comes, and exits as the launch would
     assert shown["refused"] == message and {r["action"] for r in shown["runs"]} == {"refused"}
     assert _folder_tree(ws.runs_dir) == before  # every folder and file as it was
     assert not ws.jobs_dir.exists()
@@ -161,6 +161,29 @@ def test_an_export_is_not_a_workspace_to_launch_into(specs, tmp_path, refusing_s
         with pytest.raises(LaunchError, match="is an arctl export"):
             launch(items, ws, executor=executor, members=["lt3"])
     assert sorted(p.name for p in ws.root.iterdir()) == ["export.json"]  # no registry, no runs/
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file", "not writable"])
+def test_a_workdir_that_cannot_be_a_folder_refuses_the_launch_and_its_dry_run(specs, tmp_path, refusing_sbatch, where):
+    """Found by a black-box pass: `--dry-run --workdir FILE` (or below one, or under /proc) previewed the
+    launch and exited 0, where the launch itself failed at mkdir ("FILE: File exists")."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import planned_problem
+
+    (tmp_path / "afile").write_text("mine\n")
+    root = {"a file": tmp_path / "afile", "below a file": tmp_path / "afile" / "ws",
+            "not writable": Path("/proc/arctl-ws")}[where]
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    says = {"a file": "is a file, not a folder", "below a file": f"is below {tmp_path / 'afile'}, a file",
+            "not writable": "cannot create files there (/proc: "}[where]
+    assert says in planned_problem(items, Workspace(root))
+    for executor in ("slurm", "local"):
+        with pytest.raises(LaunchError, match="choose"):
+            launch(items, Workspace(root), executor=executor, members=["lt3"])
+        res = CliRunner().invoke(app, ["sweep", "lt3", "--workdir", str(root), "--executor", executor, "--dry-run"])
+        lines = res.stderr.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and says in lines[0], res.output
+    assert (tmp_path / "afile").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "bin", "specs"]
 
 
 def test_a_folder_a_launch_only_prepared_does_not_block_the_next(specs, tmp_path, refusing_sbatch):
