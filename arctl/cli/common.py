@@ -120,19 +120,21 @@ def parse_seeds(text: str | None) -> list[int] | None:
 
     if text is None:
         return None
+    import re
+
     seeds: list[int] = []
     try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError
-                if hi - lo + 1 + len(seeds) > MAX_SEEDS:
-                    fail(f"--seeds {text!r} names {hi - lo + 1 + len(seeds)} seeds; at most {MAX_SEEDS} per launch")
-                seeds.extend(range(lo, hi + 1))
-            elif part:
-                seeds.append(int(part))
+        for part in text.split(","):  # each part N or N-M in ASCII digits: no empty part ("1,,2", "1,")
+            found = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
+            if found is None:
+                raise ValueError
+            lo = int(found[1])
+            hi = int(found[2]) if found[2] is not None else lo
+            if hi < lo:
+                raise ValueError
+            if hi - lo + 1 + len(seeds) > MAX_SEEDS:
+                fail(f"--seeds {text!r} names {hi - lo + 1 + len(seeds)} seeds; at most {MAX_SEEDS} per launch")
+            seeds.extend(range(lo, hi + 1))
     except ValueError:
         fail(f"--seeds {text!r} is not a list of seeds — use e.g. --seeds 0,1,2 or --seeds 0-2")
     if not seeds or any(s < 0 or s > SEED_MAX for s in seeds) or len(set(seeds)) != len(seeds):

@@ -49,7 +49,14 @@ def test_a_key_no_backend_reads_is_refused_not_ignored(sandbox):
     ["--seeds", "0-100000000"],
     ["--seeds", "-3"],
     ["--seeds", "5-2"],
-], ids=["mem-abc", "seed-overflow", "seed-range-huge", "seed-negative", "seed-range-reversed"])
+    # found by a black-box pass: an empty entry was skipped, a non-ASCII digit read as one (int() takes both)
+    ["--seeds", "1,,2"],
+    ["--seeds", "1,"],
+    ["--seeds", ",1"],
+    ["--seeds", "\u0661"],
+    ["--seeds", "0-\u0662"],
+], ids=["mem-abc", "seed-overflow", "seed-range-huge", "seed-negative", "seed-range-reversed", "seed-empty-entry",
+        "seed-trailing-comma", "seed-leading-comma", "seed-arabic-indic-digit", "seed-range-to-arabic-indic"])
 def test_values_that_used_to_raise_are_one_error_line(sandbox, args):
     sandbox.check_refused(*RUN, *args, *launch_args(sandbox))
 
