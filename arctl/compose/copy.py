@@ -47,6 +47,11 @@ def _candidates(name: str) -> dict[str, SpecFile]:
     return out
 
 
+def _a(kind: str) -> str:
+    """``"an experiment"``, ``"a sweep"``."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
 def copy_spec(name: str, dest: str | Path | None = None, kind: str | None = None, force: bool = False) -> Copied:
     """Copy spec ``name`` to ``dest`` (a file, or a folder; default ``./<kind>s/`` or the first
     ``$ARCTL_SPECS`` directory); refuses to overwrite unless ``force``."""
@@ -57,12 +62,16 @@ def copy_spec(name: str, dest: str | Path | None = None, kind: str | None = None
         raise SpecError(f"unknown kind {kind!r}", "--kind", f"choose one of {', '.join(KINDS)}")
     found = _candidates(name)
     if kind is not None:
+        other = [k for k in found if k != kind]
         found = {k: v for k, v in found.items() if k == kind}
+        if not found and other:
+            raise SpecError(f"{name!r} is {' and '.join(map(_a, other))}, not {_a(kind)}", "--kind",
+                            f"use --kind {other[0]} or leave --kind out")
     if not found:
         known = [n for folder in KINDS.values() for n in spec_files(folder)]
         raise SpecError(f"no experiment, sweep or report named {name!r}", None, did_you_mean(name, known))
     if len(found) > 1:
-        raise SpecError(f"{name!r} is a {' and a '.join(found)}", None, "choose with --kind " + "|".join(found))
+        raise SpecError(f"{name!r} is {' and '.join(map(_a, found))}", None, "choose with --kind " + "|".join(found))
     (kind, source), = found.items()
     target = Path(dest) if dest is not None else user_spec_dir(KINDS[kind])
     if target.is_dir() or dest is None or str(dest).endswith(os.sep):

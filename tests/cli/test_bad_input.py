@@ -163,6 +163,14 @@ def test_cp_refuses_bad_names(sandbox, args):
     sandbox.check_refused(*args, str(sandbox.ws / "copy.yaml"))
 
 
+@pytest.mark.parametrize("name, kind, says", [("main-grpo", "sweep", "'main-grpo' is an experiment, not a sweep"),
+                                              ("priors", "experiment", "'priors' is a sweep, not an experiment")])
+def test_cp_of_a_name_of_another_kind_says_which_kind_it_is(sandbox, name, kind, says):
+    """Found by a black-box pass: 'no experiment, sweep or report named 'main-grpo' — did you mean 'main-grpo'"."""
+    err = sandbox.check_refused("cp", name, "--kind", kind, str(sandbox.ws / "copy.yaml")).err
+    assert says in err and "did you mean" not in err
+
+
 def test_cp_refuses_to_overwrite_without_force(sandbox):
     (sandbox.ws / "mine.yaml").write_text("description: mine\n")
     result = sandbox.check_refused("cp", "ablation-vr", str(sandbox.ws / "mine.yaml"))
