@@ -39,6 +39,8 @@ def register(app: typer.Typer) -> None:
                 after = (config.get("trainer") or {}).get("init_run")  # the run it starts from
                 items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None))
             used = sorted({r.executor for r in records if r.executor})
+            executor_by = "--executor" if executor else "where the run ran before"
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
-                              array_parallelism=None, as_json=as_json, members=[], dry_run=dry_run)
+                              array_parallelism=None, as_json=as_json, members=[], dry_run=dry_run,
+                              executor_by=executor_by)

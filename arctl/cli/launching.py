@@ -57,7 +57,7 @@ def styled(state: str) -> str:
 
 
 def dry_run_report(items, workspace, executor: str | None, force: bool, array_parallelism: int | None,
-                   as_json: bool) -> None:
+                   as_json: bool, executor_by: str = "--executor") -> None:
     """Print what would be launched; write and submit nothing."""
     from arctl.launch.executors import choose_executor
     from arctl.launch.launcher import dry_run_scripts, plan, planned_problem
@@ -66,7 +66,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     configured = items[0].config.get("cluster", {}).get("executor")
     requested = executor or configured or "auto"
     try:
-        name, note = choose_executor(executor, configured)
+        name, note = choose_executor(executor, configured, executor_by)
     except ValueError:
         if requested not in ("slurm",):
             raise
@@ -194,14 +194,16 @@ def figure_commands(items, workdir) -> list[str]:
     return [f"arctl report --figure {f}{where}" for f in figures]
 
 
-def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run):
-    """The body of run/sweep/resume once the items are known."""
+def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run,
+                      executor_by: str = "--executor"):
+    """The body of run/sweep/resume once the items are known (``executor_by``: where ``executor`` came
+    from, for the executor line)."""
     from arctl.launch.launcher import launch
     from arctl.launch.workspace import Workspace
 
     workspace = Workspace.open(workdir)
     if dry_run:
-        dry_run_report(items, workspace, executor, force, array_parallelism, as_json)
+        dry_run_report(items, workspace, executor, force, array_parallelism, as_json, executor_by)
         return
     import contextlib
     import sys
@@ -210,7 +212,7 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     with quiet:
         result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
-                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"))
+                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"), executor_by=executor_by)
     report_launch(result, workspace, as_json)
     waited = None
     should_wait = wait if wait is not None else result.executor == "local"

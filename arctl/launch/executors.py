@@ -70,8 +70,9 @@ def slurm_controller_answers(timeout_s: float = 1.5) -> bool:
     return False
 
 
-def choose_executor(requested: str | None, configured: str | None) -> tuple[str, str]:
-    """(executor, one-line reason). ``requested`` (--executor) beats the config's cluster.executor.
+def choose_executor(requested: str | None, configured: str | None, requested_by: str = "--executor") -> tuple[str, str]:
+    """(executor, one-line reason). ``requested`` (--executor, or what ``requested_by`` names: e.g.
+    the executor a resumed run ran on) beats the config's cluster.executor.
 
     ``auto``: SLURM when ``sbatch`` is on PATH (and the slurmctld of slurm.conf answers), else local.
     """
@@ -86,7 +87,7 @@ def choose_executor(requested: str | None, configured: str | None) -> tuple[str,
         raise LaunchError(f"unknown executor {name!r} — choose one of: auto, {', '.join(EXECUTORS)}")
     if name == "slurm" and not shutil.which("sbatch"):
         raise LaunchError("executor slurm needs `sbatch` on PATH — use --executor local, or run on a SLURM login node")
-    origin = "--executor" if requested else "cluster.executor"
+    origin = requested_by if requested else "cluster.executor"
     return name, f"executor: {name} ({origin})"
 
 

@@ -294,9 +294,11 @@ def launch(
     array_parallelism: int | None = None,
     members: Iterable[str] = (),
     echo: Callable[[str], None] = lambda _msg: None,
+    executor_by: str = "--executor",
 ) -> LaunchResult:
     """Claim, prepare and submit ``items``; returns what was submitted and what was skipped
-    (shared items among them, with the reason "shared: ...")."""
+    (shared items among them, with the reason "shared: ..."). ``executor_by``: where ``executor``
+    came from, as the launch's executor line says it."""
     shared = [item for item in items if item.shares]
     members = list(members)
     if shared:
@@ -304,7 +306,7 @@ def launch(
     if not items and not shared:
         raise LaunchError("nothing to launch")
     # every cell may share a run the workspace already has: then only that is recorded
-    name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"))
+    name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
     if name in ("local", "debug"):  # a GPU run on this machine only if it has a GPU

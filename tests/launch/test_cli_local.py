@@ -99,6 +99,11 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     dry = json.loads(cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", "--json", check=True).stdout)
     assert [(r["run_id"], r["action"]) for r in dry["runs"]] == [(run_dir.name, "resume")] and dry["sbatch"] == []
     assert dry["runs"][0]["config"]["trainer"]["total_steps"] == 40  # the frozen config, shown
+    # the executor line says where the executor came from (a black-box pass found "(--executor)" without one)
+    text = cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", check=True).stdout
+    assert "executor: local (where the run ran before)" in " ".join(text.split())
+    text = cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", "--executor", "local", check=True).stdout
+    assert "executor: local (--executor)" in " ".join(text.split())
     assert sorted(p.name for p in run_dir.rglob("*")) == files and _states(ws)[run_dir.name] == "FAILED"  # nothing written
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
     doc = json.loads(cli(*args, "--json", check=True).stdout)
