@@ -107,17 +107,24 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
     """Copy the report files of the runs of ``workdir`` (of ``experiments``, or those of ``run_ids``, or
     all; completed runs only unless ``unfinished``) into the export folder ``out``. A run of ``run_ids``
     that the workspace does not have is skipped, named in ``skipped``. See the module docstring."""
-    with exclusive(f"export {Path(out).resolve()}"):  # two exports into one folder take turns
-        return _export(Path(workdir), Path(out), experiments, unfinished, force, run_ids)
+    workdir, out = Path(workdir), Path(out)
+    _refuse_places(workdir, out)  # before the lock: a refused export writes nothing, not even its lock file
+    with exclusive(f"export {out.resolve()}"):  # two exports into one folder take turns
+        return _export(workdir, out, experiments, unfinished, force, run_ids)
 
 
-def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -> ExportResult:
+def _refuse_places(workdir: Path, out: Path) -> None:
+    """ReportError where the workspace has no runs/ or ``out`` cannot be the export's folder."""
     if not (workdir / "runs").is_dir():
         raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
     if out.resolve() == workdir.resolve() or out.resolve().is_relative_to((workdir / "runs").resolve()):
         raise ReportError(f"--out {out} is the workspace itself; choose a folder outside {workdir / 'runs'}")
     if problem := out_dir_problem(out):
         raise ReportError(problem)
+
+
+def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -> ExportResult:
+    _refuse_places(workdir, out)  # again under the lock: a folder the export before this one changed
     index = read_index(out)
     if out.is_dir() and any(p.name != STAGING for p in out.iterdir()) and not index:
         raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "

@@ -265,3 +265,16 @@ def test_an_export_works_where_the_user_cache_cannot_be_written(ws, tmp_path, mo
     monkeypatch.setenv("ARCTL_CACHE", str(blocked / "cache"))
     res = _export("--workdir", str(ws), "--out", str(tmp_path / "evidence"), "--experiment", "main-grpo")
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("case", ["no-workspace", "inside-workspace", "out-not-writable"])
+def test_an_export_refused_for_its_folders_takes_no_lock(ws, tmp_path, monkeypatch, case):
+    """Found by a black-box pass: every refused export left `$ARCTL_CACHE/locks/<hash>.lock` behind; the
+    folders are checked before the lock is taken now (and again under it)."""
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    workdir, out = {"no-workspace": (tmp_path / "nope", tmp_path / "out"),
+                    "inside-workspace": (ws, ws / "runs" / "x"),
+                    "out-not-writable": (ws, Path("/proc/arctl-export"))}[case]
+    res = _export("--workdir", str(workdir), "--out", str(out))
+    assert res.exit_code == 2 and res.output.startswith("error: "), res.output
+    assert not (tmp_path / "cache").exists()
