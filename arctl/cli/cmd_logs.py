@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, nonempty_option
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -19,8 +19,12 @@ def register(app: typer.Typer) -> None:
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run stops."),
         tail: int = typer.Option(200, "--tail", min=0, help="Lines of each file to show first (0: all)."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the run's state, job, error and log files (their "
+                                     "last --tail lines) as one JSON document."),
     ) -> None:
         """Print the stdout and stderr of RUN's current job; a failed run's error comes first, in red."""
+        if as_json and follow:
+            fail("--json prints one document: leave out --follow")
         with launch_errors():
             from arctl.launch import states
             from arctl.launch.control import error_summary, log_files, open_existing, select_one
@@ -29,6 +33,17 @@ def register(app: typer.Typer) -> None:
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 rec = refresh(reg, workspace, [select_one(reg, run)])[0]
+                if as_json:
+                    files = log_files(workspace, rec)
+                    print_json({
+                        "run_id": rec.run_id, "state": rec.state, "job_id": rec.job_id,
+                        "run_dir": str(workspace.run_dir(rec.run_id)),
+                        "error": error_summary(workspace, rec) if rec.state in (
+                            states.FAILED, states.CANCELLED, states.PREEMPTED) else None,
+                        "logs": [{"path": str(path.resolve()), "lines": _last(path.read_text(errors="replace"), tail)}
+                                 for path in files],
+                    })
+                    return
                 console.print(f"{esc(rec.run_id)}  {styled(rec.state)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")
                 if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
                     why = error_summary(workspace, rec)
@@ -41,9 +56,8 @@ def register(app: typer.Typer) -> None:
                 offsets: dict[Path, int] = {}
                 for path in files:
                     text = path.read_text(errors="replace")
-                    lines = text.splitlines()
                     console.rule(esc(f"{path.name}  ({path.resolve()})"))
-                    shown = lines[-tail:] if tail else lines
+                    shown = _last(text, tail)
                     sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
                     offsets[path] = len(text.encode())
                 sys.stdout.flush()
@@ -63,3 +77,9 @@ def register(app: typer.Typer) -> None:
                         if rec.state == states.FAILED:
                             err_console.print(f"[bold red]failed:[/] {esc(error_summary(workspace, rec) or 'see above')}")
                         break
+
+
+def _last(text: str, tail: int) -> list[str]:
+    """The last ``tail`` lines of ``text`` (0: all)."""
+    lines = text.splitlines()
+    return lines[-tail:] if tail else lines

@@ -163,6 +163,11 @@ def test_logs_surface_the_error_of_a_failed_run(specs, tmp_path, cli, monkeypatc
     run_id = next(iter(_states(ws)))
     logs = cli("logs", run_id[:12], "--workdir", str(ws), check=True)
     assert "FAILED" in logs.stdout and "no_such_backend" in logs.stderr.splitlines()[0]
+    doc = json.loads(cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--tail", "3", check=True).stdout)
+    assert doc["run_id"] == run_id and doc["state"] == "FAILED" and "no_such_backend" in doc["error"]
+    assert all(Path(f["path"]).is_file() and len(f["lines"]) <= 3 for f in doc["logs"])
+    refused = cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--follow")
+    assert refused.returncode == 2 and refused.stdout == "" and "leave out --follow" in refused.stderr
 
 
 def test_tricky_overrides_reach_the_job_as_data_and_the_api_key_stays_out_of_the_workspace(
