@@ -28,11 +28,12 @@ def register(app: typer.Typer) -> None:
             print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}
                         for r in runs])
             return
-        import yaml
         from rich.syntax import Syntax
+
+        from arctl.launch.rundir import dump_config  # as the dry run and the run's config.yaml write it
 
         console.print(esc(f"{experiment}: {source['path']} ({source['source']})"))
         for run in runs:
             backend = run.config["backend"]
             console.rule(f"[bold]{esc(run.name)}[/]  {esc(f'scale={run.scale}  backend={backend}')}")
-            console.print(Syntax(yaml.safe_dump(run.config, sort_keys=False), "yaml", background_color="default"))
+            console.print(Syntax(dump_config(run.config), "yaml", background_color="default"))

@@ -143,3 +143,13 @@ def test_main_builds_the_command_tree_once_and_each_call_is_its_own(capsys, monk
     code, out = call("ls", "--bogus")  # a usage mistake after a good call: its own context, one line
     assert code == 2 and out.err.startswith("error: No such option: --bogus") and len(out.err.splitlines()) == 1
     assert call("--version")[0] == 0 and command() is built and builds == []  # one tree served every call
+
+
+def test_show_prints_unicode_values_as_written_and_as_the_dry_run_does():
+    """Found by a black-box pass: show printed `group: "\u65E5\u672C x"` where run --dry-run printed the text."""
+    import yaml
+
+    shown = invoke("show", "main-grpo", 'wandb.group="日本 x"')
+    assert shown.exit_code == 0 and "group: 日本 x" in shown.stdout and "\\u65E5" not in shown.stdout
+    config = yaml.safe_load(shown.stdout.split("\n", 2)[2])  # the YAML after the header and the rule
+    assert config["wandb"]["group"] == "日本 x" and config["experiment"] == "main-grpo"
