@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from arctl.cli.common import SCALE_HELP, nonempty_option, parse_seeds, print_json
+from arctl.cli.common import SCALE_HELP, err_console, esc, nonempty_option, parse_seeds, print_json
 from arctl.cli.launching import launch_and_report, launch_errors, sweep_items
 
 
@@ -50,6 +50,21 @@ def json_with_shared(items, as_json: bool):
             sys.stdout.flush()
 
 
+def grid_overridden(name: str, overrides: list[str]) -> list[str]:
+    """A note for each command-line override of a key the sweep's grid varies: the override wins (as
+    for any key), so the grid's values of that key collapse into one."""
+    from arctl.compose.sweep import load_sweep
+
+    grid = load_sweep(name).grid
+    notes = []
+    for text in overrides:
+        key = text.split("=", 1)[0].lstrip("+~")
+        if key in grid:
+            notes.append(f"{text} replaces the sweep's grid over {key} ({len(grid[key])} values: "
+                         f"{', '.join(map(str, grid[key]))}): every cell takes this value")
+    return notes
+
+
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
@@ -69,6 +84,8 @@ def register(app: typer.Typer) -> None:
         with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
             items = sweep_items(name, list(overrides or []), scale, parse_seeds(seeds), workdir, force)
+            for note in grid_overridden(name, list(overrides or [])):
+                err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
                                   array_parallelism=array_parallelism, as_json=as_json, members=[name],

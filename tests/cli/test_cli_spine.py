@@ -153,3 +153,14 @@ def test_show_prints_unicode_values_as_written_and_as_the_dry_run_does():
     assert shown.exit_code == 0 and "group: 日本 x" in shown.stdout and "\\u65E5" not in shown.stdout
     config = yaml.safe_load(shown.stdout.split("\n", 2)[2])  # the YAML after the header and the rule
     assert config["wandb"]["group"] == "日本 x" and config["experiment"] == "main-grpo"
+
+
+def test_an_override_of_a_grid_key_is_noted_on_stderr():
+    """Found by a black-box pass: `arctl sweep lambda thinking.lam=0.1` turned the grid's 4 values into
+    one without a word (the command line wins over the grid, as documented: now it says so)."""
+    result = invoke("sweep", "lambda", "thinking.lam=0.1", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    assert {r["config"]["thinking"]["lam"] for r in json.loads(result.stdout)["runs"]} == {0.1}
+    assert "note: thinking.lam=0.1 replaces the sweep's grid over thinking.lam (4 values" in result.stderr
+    plain = invoke("sweep", "lambda", "--dry-run", "--json")
+    assert "note:" not in plain.stderr and len({r["config"]["thinking"]["lam"] for r in json.loads(plain.stdout)["runs"]}) == 4
