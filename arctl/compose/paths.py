@@ -98,9 +98,16 @@ def report_file(filename: str) -> Path | None:
 
 
 def user_spec_dir(kind: str) -> Path:
-    """Where ``arctl cp`` puts a copy: the first ``$ARCTL_SPECS`` directory, else ``./<kind>``."""
+    """Where ``arctl cp`` puts a copy: the first ``$ARCTL_SPECS`` directory, else ``./<kind>``. A first
+    ``$ARCTL_SPECS`` directory that does not exist is a SpecError (a typo there would have a new spec
+    tree made wherever it points, which the search path then also reads)."""
+    from arctl.compose.errors import SpecError
+
     env = [p for p in os.environ.get(SPECS_ENV, "").split(os.pathsep) if p.strip()]
     base = Path(env[0]).expanduser() if env else Path.cwd()
+    if env and not base.is_dir():
+        raise SpecError(f"${SPECS_ENV} names {base}, which is not a folder", SPECS_ENV,
+                        "create it first (mkdir), fix $ARCTL_SPECS, or give the copy's destination (arctl cp NAME DEST)")
     return base / kind
 
 

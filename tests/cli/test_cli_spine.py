@@ -164,3 +164,15 @@ def test_an_override_of_a_grid_key_is_noted_on_stderr():
     assert "note: thinking.lam=0.1 replaces the sweep's grid over thinking.lam (4 values" in result.stderr
     plain = invoke("sweep", "lambda", "--dry-run", "--json")
     assert "note:" not in plain.stderr and len({r["config"]["thinking"]["lam"] for r in json.loads(plain.stdout)["runs"]}) == 4
+
+
+def test_cp_into_an_arctl_specs_folder_that_does_not_exist_is_refused(tmp_path, monkeypatch):
+    """Found by a black-box pass: with ARCTL_SPECS mistyped, `arctl cp main-grpo` made the folder and a spec
+    tree in it (exit 0). An existing one still takes the copy."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ARCTL_SPECS", str(tmp_path / "typo"))
+    result = invoke("cp", "main-grpo")
+    assert result.exit_code == 2 and "ARCTL_SPECS names" in result.stderr and "mkdir" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "typo").mkdir()
+    assert invoke("cp", "main-grpo").exit_code == 0 and (tmp_path / "typo" / "experiments" / "main-grpo.yaml").is_file()
