@@ -224,9 +224,30 @@ def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
             continue
         found = reg.find(target)
         if not found:
+            kind = _known_spec(target)
+            if kind is not None:
+                raise LaunchError(f"{kind} {target!r} has no runs in {reg.path.parent} — launch them with "
+                                  f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}`, or `arctl status` lists "
+                                  "what is there")
             raise LaunchError(f"no run, sweep or experiment {target!r} in {reg.path.parent} — `arctl status` lists them")
         chosen.update((r.run_id, r) for r in found)
     return list(chosen.values())
+
+
+def _known_spec(name: str) -> str | None:
+    """"sweep" or "experiment" where ``name`` is a spec of that kind (sweeps first), else None."""
+    from arctl.compose.experiment import NAME_RE
+    from arctl.compose.paths import find_spec
+
+    if not NAME_RE.match(str(name)):  # a run id prefix, a path: no spec is looked up
+        return None
+    for folder, kind in (("sweeps", "sweep"), ("experiments", "experiment")):
+        try:
+            if find_spec(folder, name) is not None:
+                return kind
+        except OSError:  # a name too long for the file system
+            return None
+    return None
 
 
 def select_one(reg: Registry, target: str) -> RunRecord:

@@ -446,3 +446,16 @@ def test_contradictory_or_invalid_flags_are_one_line(sandbox, args, says):
     --source winning)."""
     args = [{"WS": str(sandbox.ws), "OUT": str(sandbox.root / "out")}.get(a, a) for a in args]
     assert says in sandbox.check_refused(*args).err
+
+
+@pytest.mark.parametrize("command", ["status", "cancel"])
+def test_a_sweep_or_experiment_without_runs_here_is_named_as_such(sandbox, command):
+    """Found by a black-box pass: `arctl status priors` in a workspace without its runs said "no run, sweep
+    or experiment 'priors'", as if the sweep did not exist."""
+    sandbox.add_run_dirs()
+    err = sandbox.check_refused(command, "priors", "--workdir", str(sandbox.ws)).err
+    assert "sweep 'priors' has no runs in" in err and "`arctl sweep priors`" in err
+    err = sandbox.check_refused(command, "main-grpo", "--workdir", str(sandbox.ws)).err
+    assert "experiment 'main-grpo' has no runs in" in err and "`arctl run main-grpo`" in err
+    err = sandbox.check_refused(command, "nosuch", "--workdir", str(sandbox.ws)).err
+    assert "no run, sweep or experiment 'nosuch' in" in err
