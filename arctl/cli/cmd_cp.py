@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from arctl.cli.common import console, esc, print_json, user_errors
@@ -13,8 +11,9 @@ def register(app: typer.Typer) -> None:
     @app.command("cp")
     def cp(
         name: str = typer.Argument(..., help="An experiment, sweep or report name (`arctl ls ...` lists them)."),
-        dest: Path | None = typer.Argument(None, help="File or folder (default: ./experiments, ./sweeps or ./reports, "
-                                                       "or the first $ARCTL_SPECS directory).", show_default=False),
+        dest: str | None = typer.Argument(None, help="File or folder (a path ending in / is a folder, made if new; "
+                                                      "default: ./experiments, ./sweeps or ./reports, or the first "
+                                                      "$ARCTL_SPECS directory).", show_default=False),
         kind: str | None = typer.Option(None, "--kind", help="experiment, sweep or report, when the name is several."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),

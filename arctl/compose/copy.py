@@ -73,6 +73,8 @@ def copy_spec(name: str, dest: str | Path | None = None, kind: str | None = None
     if len(found) > 1:
         raise SpecError(f"{name!r} is {' and '.join(map(_a, found))}", None, "choose with --kind " + "|".join(found))
     (kind, source), = found.items()
+    if dest is not None and not str(dest).strip():  # `arctl cp NAME "$DIR"` with DIR unset: not "here"
+        raise SpecError("DEST is empty", "DEST", "give a folder or a path ending in .yaml, or leave DEST out")
     target = Path(dest) if dest is not None else user_spec_dir(KINDS[kind])
     if target.is_dir() or dest is None or str(dest).endswith(os.sep):
         target = target / source.path.name

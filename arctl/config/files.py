@@ -23,7 +23,10 @@ def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
     """``with replacing(p) as tmp: write tmp`` — ``tmp`` (a new file beside ``p``) replaces ``p`` when
     the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:  # name the file the caller writes, not a temporary name it never sees
+        raise OSError(err.errno, err.strerror, str(path)) from err
     os.close(fd)
     tmp = Path(name)
     try:

@@ -171,6 +171,17 @@ def test_cp_of_a_name_of_another_kind_says_which_kind_it_is(sandbox, name, kind,
     assert says in err and "did you mean" not in err
 
 
+def test_cp_dest_ending_in_a_slash_is_a_new_folder_and_an_empty_or_unmakeable_one_is_refused(sandbox):
+    """Found by a black-box pass: typer's Path dropped the trailing '/' ('DEST: /x/newdir is not a .yaml
+    file'), an empty DEST copied into the current folder, and /proc/x.yaml named the temporary file
+    ('/proc/.x.yaml.v9w1jxcl.tmp: No such file or directory')."""
+    done = sandbox.run("cp", "ablation-vr", str(sandbox.ws / "newdir") + "/")
+    assert done.code == 0 and (sandbox.ws / "newdir" / "ablation-vr.yaml").is_file(), done.err
+    assert "DEST is empty" in sandbox.check_refused("cp", "ablation-vr", "").err
+    err = sandbox.check_refused("cp", "ablation-vr", "/proc/arctl-copy.yaml").err
+    assert "/proc/arctl-copy.yaml:" in err and ".tmp" not in err
+
+
 def test_cp_refuses_to_overwrite_without_force(sandbox):
     (sandbox.ws / "mine.yaml").write_text("description: mine\n")
     result = sandbox.check_refused("cp", "ablation-vr", str(sandbox.ws / "mine.yaml"))
