@@ -46,12 +46,12 @@ def register(app: typer.Typer) -> None:
         if scale is not None and seeds is None:
             fail("--scale chooses a sweep's cells with --seeds: give --seeds too (e.g. --seeds 0-2)")
         from arctl.compose.errors import SpecError
+        from arctl.config.files import workdir_path
         from arctl.report.data import resolve_experiments
         from arctl.report.errors import ReportError
         from arctl.report.export import export_runs
-        from arctl.track.runs import default_workdir
 
-        base = Path(workdir) if workdir is not None else default_workdir()
+        base = workdir_path(workdir)
         run_ids = None
         if seeds is not None:  # the cells as `arctl sweep` launches them (a shared cell: the run that serves it)
             with launch_errors():
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():  # and a folder it cannot read or write: one line
             try:
                 names = None if run_ids is not None else resolve_experiments({}, list(experiment or []), sweep)
-                result = export_runs(base, Path(out), names, unfinished=unfinished, force=force, run_ids=run_ids)
+                result = export_runs(base, Path(out).expanduser(), names, unfinished=unfinished, force=force, run_ids=run_ids)
             except (ReportError, SpecError) as err:
                 fail(str(err))
         if as_json:

@@ -72,13 +72,14 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
     import warnings
 
     from arctl.compose.errors import SpecError
+    from arctl.config.files import workdir_path
     from arctl.report.cells import parse_where
     from arctl.report.errors import ReportError, out_dir_problem
     from arctl.report.render import render_figure, render_table
-    from arctl.track.runs import RunReadWarning, default_workdir
+    from arctl.track.runs import RunReadWarning
 
-    base = Path(workdir) if workdir is not None else default_workdir()
-    out_dir = Path(out) if out is not None else base / "report"
+    base = workdir_path(workdir)
+    out_dir = Path(out).expanduser() if out is not None else base / "report"
     if problem := out_dir_problem(out_dir, None if wandb_project else base, given=out is not None):
         fail(problem)
     try:
@@ -125,17 +126,19 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     import warnings
 
     from arctl.compose.errors import SpecError
+    from arctl.config.files import workdir_path
     from arctl.report.claims_render import build_claims_report, test_summary
     from arctl.report.errors import ReportError, out_dir_problem
-    from arctl.track.runs import RunReadWarning, default_workdir
+    from arctl.track.runs import RunReadWarning
 
     if scale is not None:
         from arctl.compose.paths import group_options
 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
-    base = Path(workdir) if workdir is not None else default_workdir()
-    if problem := out_dir_problem(Path(out) if out else base / "report", base, given=out is not None):
+    base = workdir_path(workdir)
+    out_dir = Path(out).expanduser() if out is not None else base / "report"
+    if problem := out_dir_problem(out_dir, base, given=out is not None):
         fail(problem)
     from arctl.report.cells import parse_where
 
@@ -146,7 +149,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)
-            report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=Path(out) if out else base / "report",
+            report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=out_dir,
                                          progress=not as_json, processes=processes, where=where)
     except (ReportError, SpecError) as err:
         fail(str(err))

@@ -55,13 +55,14 @@ def grid_overridden(name: str, overrides: list[str]) -> list[str]:
     for any key), so the grid's values of that key collapse into one."""
     from arctl.compose.sweep import load_sweep
 
-    grid = load_sweep(name).grid
+    grid = {key.lstrip("+~"): values for key, values in load_sweep(name).grid.items()}
     notes = []
     for text in overrides:
         key = text.split("=", 1)[0].lstrip("+~")
         if key in grid:
+            effect = "removes that key from every cell" if text.startswith("~") else "every cell takes this value"
             notes.append(f"{text} replaces the sweep's grid over {key} ({len(grid[key])} values: "
-                         f"{', '.join(map(str, grid[key]))}): every cell takes this value")
+                         f"{', '.join(map(str, grid[key]))}): {effect}")
     return notes
 
 

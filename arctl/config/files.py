@@ -58,7 +58,16 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+HOME_ENV = "ARCTL_HOME"
+DEFAULT_WORKDIR = "arctl-runs"
 CACHE_ENV = "ARCTL_CACHE"
+
+
+def workdir_path(workdir: str | Path | None = None) -> Path:
+    """The workspace folder every command means: ``workdir`` (--workdir), else ``$ARCTL_HOME``, else
+    ``./arctl-runs``; ``~`` expanded (a shell leaves it in ``--workdir=~/x`` and in a quoted
+    ``ARCTL_HOME="~/x"``), relative as given."""
+    return Path(workdir or os.environ.get(HOME_ENV) or DEFAULT_WORKDIR).expanduser()
 
 
 def cache_root() -> Path:
@@ -70,30 +79,35 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "arctl"
 
 
+PROBE_PREFIX = ".arctl-probe."  # the file folder_problem creates and removes at once (a folder's own listing skips it)
+
+
 def writable_dir(path: str | Path) -> bool:
     """Whether ``path`` is a folder this process can create files in, or, where it does not exist yet,
-    whether its nearest existing ancestor is one (where it would be made): :func:`write_problem`."""
-    return write_problem(path) is None
+    whether it could be made there: :func:`folder_problem` has nothing to say."""
+    return folder_problem(path) is None
 
 
-def write_problem(path: str | Path) -> str | None:
-    """Why this process cannot create files in the folder ``path`` or, where it does not exist yet, in
-    its nearest existing ancestor (where it would be made): ``"PLACE: the system's words"`` (e.g.
-    ``/mnt/ro: Read-only file system``, ``/sys: Permission denied``, ``/x/f: not a folder``), or None.
-    Tried with a file created and removed at once, not inferred from modes (root, ACLs and read-only
-    mounts answer differently); nothing is left behind."""
+def folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a folder this process creates files in, or None. Where it does not exist
+    yet, its nearest existing ancestor is asked (where it would be made): ``"/x/f is a file, not a
+    folder"``, ``"cannot create files in /mnt/ro (Read-only file system)"``, or the system's words for a
+    name it refuses (``"File name too long"``). Tried with a file created and removed at once (named
+    ``PROBE_PREFIX...``), not inferred from modes: root, ACLs and read-only mounts answer differently."""
     place = Path(path)
-    while not place.exists() and place != place.parent:
-        place = place.parent
-    if not place.is_dir():
-        return f"{place}: not a folder"
     try:
-        fd, name = tempfile.mkstemp(dir=place, prefix=".probe.")
+        while not place.exists() and place != place.parent:
+            place = place.parent
+        if not place.is_dir():
+            return f"{place} is a file, not a folder"
+        fd, name = tempfile.mkstemp(dir=place, prefix=PROBE_PREFIX)
         os.close(fd)
         os.unlink(name)
         return None
     except OSError as err:
-        return f"{place}: {err.strerror or err}"
+        if err.errno == errno.ENAMETOOLONG:
+            return err.strerror or str(err)
+        return f"cannot create files in {place} ({err.strerror or err})"
 
 
 @contextmanager

@@ -214,24 +214,12 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
 
 
 def workdir_problem(workspace: Workspace) -> str | None:
-    """Why the workspace's folder cannot hold runs, or None: it (or a folder above it) is a file, its
-    name is one the file system refuses (too long), or this process cannot create files where it is or
-    would be made (``/proc``, a read-only mount, another user's folder; tried, not inferred from modes)."""
-    from arctl.config.files import write_problem
+    """Why the workspace's folder cannot hold runs, or None: :func:`arctl.config.files.folder_problem`
+    (a file on its path, a name too long, a folder where no file can be created)."""
+    from arctl.config.files import folder_problem
 
-    root = workspace.root
-    try:
-        for place in (root, *root.parents):
-            if place.exists():
-                if not place.is_dir():
-                    what = "is a file" if place == root else f"is below {place}, a file"
-                    return f"--workdir {root} {what}, not a folder — choose another --workdir (or ARCTL_HOME)"
-                break
-        if why := write_problem(root):
-            return (f"--workdir {root}: cannot create files there ({why}) — choose a folder you can write with "
-                    "--workdir (or ARCTL_HOME)")
-    except OSError as err:  # a name longer than the file system allows
-        return f"--workdir {root}: {err.strerror or err} — choose another --workdir (or ARCTL_HOME)"
+    if problem := folder_problem(workspace.root):
+        return f"workspace {workspace.root}: {problem} — choose another with --workdir (or ARCTL_HOME)"
     return None
 
 

@@ -16,16 +16,14 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from arctl.config.files import workdir_path
 from arctl.launch import states
 from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.track.phase import PHASE_FILE, WARNING_FILE
 
-DEFAULT_WORKDIR = "arctl-runs"
-ENV_HOME = "ARCTL_HOME"
 EXPORT_INDEX = "export.json"  # marks an export (`arctl export`): runs for reports, no registry, no checkpoints
 FILE_TIME_SLACK_S = 1.0  # the coarsest file-time resolution in use (1 s on some file systems)
 
@@ -52,8 +50,7 @@ def queued_job(run_dir: Path) -> str | None:
 
 def workspace_path(workdir: str | Path | None = None) -> Path:
     """The workspace directory: ``workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs`` (absolute)."""
-    chosen = workdir or os.environ.get(ENV_HOME) or DEFAULT_WORKDIR
-    return Path(chosen).expanduser().resolve()
+    return workdir_path(workdir).resolve()
 
 
 @dataclass(frozen=True)

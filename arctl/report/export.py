@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.config.files import atomic_write, exclusive, file_sha256
+from arctl.config.files import PROBE_PREFIX, atomic_write, exclusive, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import read_status
@@ -117,16 +117,18 @@ def _refuse_places(workdir: Path, out: Path) -> None:
     """ReportError where the workspace has no runs/ or ``out`` cannot be the export's folder."""
     if not (workdir / "runs").is_dir():
         raise ReportError(f"{workdir}: no runs/ folder here; pass --workdir DIR (or set ARCTL_HOME) to a workspace")
-    if out.resolve() == workdir.resolve() or out.resolve().is_relative_to((workdir / "runs").resolve()):
-        raise ReportError(f"--out {out} is the workspace itself; choose a folder outside {workdir / 'runs'}")
-    if problem := out_dir_problem(out):
+    if out.resolve() == workdir.resolve():
+        raise ReportError(f"--out {out} is the workspace itself; choose a folder outside it")
+    if problem := out_dir_problem(out, workdir):  # inside its runs/, or not a folder that can be written
         raise ReportError(problem)
 
 
 def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -> ExportResult:
     _refuse_places(workdir, out)  # again under the lock: a folder the export before this one changed
     index = read_index(out)
-    if out.is_dir() and any(p.name != STAGING for p in out.iterdir()) and not index:
+    # a concurrent export's folder_problem probe (it checks before it waits for the lock) is not content
+    if out.is_dir() and any(p.name != STAGING and not p.name.startswith(PROBE_PREFIX) for p in out.iterdir()) \
+            and not index:
         raise ReportError(f"--out {out} is neither empty nor an arctl export ({INDEX_FILE} missing); choose an "
                           "empty or new folder, or an earlier export to add runs to")
     wanted = set(experiments) if experiments else None

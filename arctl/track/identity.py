@@ -40,9 +40,10 @@ TAG_MAX_CHARS = 64
 
 def naming_problem(wandb: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(key, what is wrong, what to do) for a value of a config's ``wandb`` section that ``wandb.init``
-    would refuse: a project that is empty (a ``$VAR`` left unset; leave the key out for the default),
-    longer than 128 characters or holding one of ``/ \\ # ? % :``, a tag empty or over 64 characters;
-    else None."""
+    would refuse (a project longer than 128 characters or holding one of ``/ \\ # ? % :``, a tag empty or
+    over 64 characters), that would reach it changed (a tag holding ``,``: the verl backend passes tags
+    in ``WANDB_TAGS``, which wandb splits on commas), or that is a mistake (an empty project: a ``$VAR``
+    left unset, where W&B would log to the default project without a word); else None."""
     project = wandb.get("project")
     if project is not None:
         text = str(project)
@@ -61,6 +62,9 @@ def naming_problem(wandb: Mapping[str, Any]) -> tuple[str, str, str] | None:
         if not 1 <= len(str(tag)) <= TAG_MAX_CHARS:
             return ("wandb.tags", f"wandb.tags has the tag {str(tag)!r}: W&B takes tags of 1 to {TAG_MAX_CHARS} characters",
                     "shorten or drop it")
+        if "," in str(tag):
+            return ("wandb.tags", f"wandb.tags has the tag {str(tag)!r}: a comma would split it in two (WANDB_TAGS "
+                    "is comma-separated)", "write each tag as its own list entry")
     return None
 
 

@@ -174,8 +174,9 @@ def test_a_workdir_that_cannot_be_a_folder_refuses_the_launch_and_its_dry_run(sp
     root = {"a file": tmp_path / "afile", "below a file": tmp_path / "afile" / "ws",
             "not writable": Path("/proc/arctl-ws")}[where]
     items = items_from_resolved(resolve_sweep("lt3", []))
-    says = {"a file": "is a file, not a folder", "below a file": f"is below {tmp_path / 'afile'}, a file",
-            "not writable": "cannot create files there (/proc: "}[where]
+    says = {"a file": f"workspace {root}: {tmp_path / 'afile'} is a file, not a folder",
+            "below a file": f"workspace {root}: {tmp_path / 'afile'} is a file, not a folder",
+            "not writable": "workspace /proc/arctl-ws: cannot create files in /proc ("}[where]
     assert says in planned_problem(items, Workspace(root))
     for executor in ("slurm", "local"):
         with pytest.raises(LaunchError, match="choose"):

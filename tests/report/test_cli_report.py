@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -104,3 +105,15 @@ def test_a_malformed_where_is_refused_before_any_run_is_read(tmp_path):
     assert sorted(p.relative_to(ws) for p in ws.rglob("*")) == before and not (tmp_path / "out").exists()
     res = runner.invoke(app, ["report", "--table", "anytime", "--workdir", str(ws), "--out", str(tmp_path / "out")])
     assert res.exit_code == 0 and (ws / ".arctl-cache").is_dir(), res.output  # what the refused ones did not do
+
+
+def test_a_tilde_in_out_or_arctl_home_is_the_home_folder(tmp_path):
+    """From a review: `--out=~/x` (bash leaves ~ after '=') made a folder named '~' and then failed in
+    pandas' to_csv, which expands ~ itself (a traceback); ARCTL_HOME="~/ws" was expanded by `arctl run`
+    (launch's workspace_path) and not by report or export: two homes, two workspaces."""
+    env = {"HOME": str(tmp_path), "ARCTL_HOME": "~/ws"}
+    res = runner.invoke(app, ["report", "--figure", "tree_mask", "--out", "~/figs"], env=env)
+    assert res.exit_code == 0 and (tmp_path / "figs" / "tree_mask.png").is_file(), res.output
+    res = runner.invoke(app, ["report", "--figure", "tree_mask"], env=env)
+    assert res.exit_code == 0 and (tmp_path / "ws" / "report" / "tree_mask.png").is_file(), res.output
+    assert not Path("~").exists()

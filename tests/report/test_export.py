@@ -278,3 +278,15 @@ def test_an_export_refused_for_its_folders_takes_no_lock(ws, tmp_path, monkeypat
     res = _export("--workdir", str(workdir), "--out", str(out))
     assert res.exit_code == 2 and res.output.startswith("error: "), res.output
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_concurrent_exports_probe_file_is_not_content_of_the_folder(ws, tmp_path):
+    """From a review: the folder checks made before the lock create and remove a probe file in --out; an
+    export holding the lock that saw one took the folder for "neither empty nor an arctl export"."""
+    from arctl.config.files import PROBE_PREFIX
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{PROBE_PREFIX}abc123").write_text("")
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo")
+    assert res.exit_code == 0, res.output

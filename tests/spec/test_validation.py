@@ -132,6 +132,7 @@ def test_loss_constant_is_filled_in_from_the_authors_rule():
         ("wandb.project", "p" * 129, "129 characters long: W&B takes at most 128"),
         ("wandb.tags", ["ok", ""], "the tag ''"),
         ("wandb.tags", ["t" * 65], "1 to 64 characters"),
+        ("wandb.tags", ["x,"], "a comma would split it"),
         ("seed", -1, ">= 0"),
         ("model.path", None, "needs model.path"),
     ],

@@ -57,7 +57,9 @@ def workspace_of(run_dir: Path) -> Path:
     run_dir = Path(run_dir).resolve()
     if run_dir.parent.name == "runs":
         return run_dir.parent.parent
-    return Path(os.environ.get("ARCTL_HOME") or "arctl-runs").resolve()
+    from arctl.config.files import workdir_path
+
+    return workdir_path().resolve()
 
 
 def inserted_style(config: dict) -> str:

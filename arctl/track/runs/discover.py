@@ -13,7 +13,6 @@ arctl, ``{"experiments": [...]}``, serves those experiments under the run's own 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +36,10 @@ class RunSource:
 
 
 def default_workdir() -> Path:
-    """``$ARCTL_HOME`` if set, else ``./arctl-runs``."""
-    return Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+    """``$ARCTL_HOME`` if set, else ``./arctl-runs`` (:func:`arctl.config.files.workdir_path`)."""
+    from arctl.config.files import workdir_path
+
+    return workdir_path()
 
 
 def _unique_wandb_files(root: Path) -> list[Path]:

@@ -3,7 +3,6 @@ workspace runs (:mod:`arctl.track.runs.cache`) under ``$ARCTL_HOME/.arctl-cache/
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from arctl.track.run_data import RunData
@@ -42,7 +41,9 @@ def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) ->
 
 
 def _online_cache_dir(project: str) -> Path:
-    base = Path(os.environ.get("ARCTL_HOME") or "arctl-runs")
+    from arctl.config.files import workdir_path
+
+    base = workdir_path()
     return base / ".arctl-cache" / "wandb" / project.replace("/", "__")
 
 
