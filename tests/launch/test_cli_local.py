@@ -165,7 +165,14 @@ def test_logs_surface_the_error_of_a_failed_run(specs, tmp_path, cli, monkeypatc
     assert "FAILED" in logs.stdout and "no_such_backend" in logs.stderr.splitlines()[0]
     doc = json.loads(cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--tail", "3", check=True).stdout)
     assert doc["run_id"] == run_id and doc["state"] == "FAILED" and "no_such_backend" in doc["error"]
-    assert all(Path(f["path"]).is_file() and len(f["lines"]) <= 3 for f in doc["logs"])
+    assert doc["logs"] and all(Path(f["path"]).is_file() and len(f["lines"]) <= 3 for f in doc["logs"])
+    log = Path(doc["logs"][0]["path"])
+    log.write_text(log.read_text() + "".join(f"line {i}\n" for i in range(5)))  # longer than --tail
+    doc = json.loads(cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--tail", "3", check=True).stdout)
+    assert {f["path"]: f["lines"] for f in doc["logs"]}[str(log)] == ["line 2", "line 3", "line 4"]
+    full = json.loads(cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--tail", "0", check=True).stdout)
+    lines = {f["path"]: f["lines"] for f in full["logs"]}[str(log)]
+    assert lines[-5:] == [f"line {i}" for i in range(5)] and len(lines) > 5
     refused = cli("logs", run_id[:12], "--workdir", str(ws), "--json", "--follow")
     assert refused.returncode == 2 and refused.stdout == "" and "leave out --follow" in refused.stderr
 
