@@ -43,6 +43,8 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
         if not isinstance(text, str) or "=" not in text:
             raise SpecError(f"override {text!r} is not KEY=VALUE", where, "e.g. thinking.lam=0.7 or prior=linear")
+        if not text.split("=", 1)[0].strip().lstrip("+"):
+            raise SpecError(f"override {text!r} has no key before '='", where, "e.g. thinking.lam=0.7 or prior=linear")
         if len(text) > MAX_OVERRIDE_CHARS:
             raise SpecError(f"override {_shown(text)} is {len(text)} characters long", where,
                             f"an override is at most {MAX_OVERRIDE_CHARS} characters")

@@ -105,6 +105,9 @@ def _translate(err: Exception) -> SpecError:
             "overrides",
             _key_hint(key) + " (`arctl show EXP` prints every key)",
         )
+    if first.startswith("Interpolation key"):  # ${KEY} naming no key of the config
+        return SpecError(first, "overrides", "an interpolation ${KEY} names a config key (`arctl show EXP` prints "
+                         "every key), e.g. eval.budgets=${thinking.budgets}")
     return SpecError(first, "overrides")
 
 

@@ -189,6 +189,18 @@ def test_errors_through_overrides_name_the_arm_and_key():
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("override, says", [
+    ("=1", "override '=1' has no key before '='"),
+    ("+=1", "override '+=1' has no key before '='"),
+    ("thinking.lam=${oops}", "Interpolation key 'oops' not found — an interpolation ${KEY} names a config key"),
+])
+def test_an_override_without_a_key_or_with_an_unknown_interpolation_says_what_to_write(override, says):
+    """Found by a black-box pass: '=1' said "unknown config key '?'"; '${oops}' gave Hydra's line alone."""
+    with pytest.raises(SpecError) as info:
+        resolve_experiment("main-grpo", [override])
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
 def test_unknown_experiment_suggests_the_closest():
     with pytest.raises(SpecError, match="did you mean 'ablation-vr'"):
         resolve_experiment("ablation-rv")
