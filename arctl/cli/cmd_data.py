@@ -68,9 +68,10 @@ def register(app: typer.Typer) -> None:
         known = _dataset_names()
         names = list(known) if datasets.strip() == "all" else [n.strip() for n in datasets.split(",") if n.strip()]
         unknown = [n for n in names if n not in known]
-        if not names or unknown:
-            fail(f"--datasets {datasets!r}: unknown dataset {unknown[0] if unknown else '(none)'!r}; "
-                 f"known: {', '.join(known)}")
+        if not names:
+            fail(f"--datasets {datasets!r} names no dataset — give 'all' or some of {', '.join(known)}")
+        if unknown:
+            fail(f"--datasets {datasets!r}: unknown dataset {unknown[0]!r}; known: {', '.join(known)}")
         sources = _parse_sources(source)
         target = Path(out).expanduser() if out is not None else _default_out()
         with user_errors():

@@ -89,6 +89,7 @@ def test_prepared_files_are_the_ones_the_overrides_point_to(app, tmp_path, paper
     "args, fragment",
     [
         (["--datasets", "aime25"], "unknown dataset 'aime25'"),
+        (["--datasets", " , "], "names no dataset — give 'all' or some of deepscaler"),  # was "unknown dataset '(none)'"
         (["--source", "aime24"], "is not NAME=PATH"),
         (["--source", "gsm8k=/x.json"], "unknown dataset 'gsm8k'"),
         (["--datasets", "aime24", "--no-hub"], "no source for aime24"),
