@@ -27,6 +27,9 @@ def register(app: typer.Typer) -> None:
             if workspace.is_export():
                 raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
                                   f"read it as it is (`arctl report --workdir {workspace.root}`)")
+            if workspace.registry_path.exists() and not workspace.registry_path.is_file():
+                raise LaunchError(f"{workspace.registry_path} is a folder, not a registry file: move it out of the way "
+                                  "(it holds no runs: they are in runs/), then run `arctl repair` again")
             done = rebuild_registry(workspace)
         if as_json:
             print_json({"workspace": str(workspace.root), "kept": done.kept,

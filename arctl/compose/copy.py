@@ -10,7 +10,7 @@ from pathlib import Path
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.experiment import NAME_RE
 from arctl.compose.paths import SpecFile, shipped_root, spec_files, spec_roots, user_spec_dir
-from arctl.config.files import atomic_write
+from arctl.config.files import atomic_write, folder_problem
 
 KINDS = {"experiment": "experiments", "sweep": "sweeps", "report": "reports"}
 
@@ -84,6 +84,8 @@ def copy_spec(name: str, dest: str | Path | None = None, kind: str | None = None
         raise SpecError(f"{target} is the spec itself", "DEST", "copy it somewhere else")
     if target.exists() and not force:
         raise SpecError(f"{target} exists", "DEST", "pass --force to overwrite it")
+    if problem := folder_problem(target.parent):  # a file on the path, a folder no file can be made in
+        raise SpecError(f"{target}: {problem}", "DEST", "give a folder you can write, or a .yaml path in one")
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, source.path.read_bytes())
     return Copied(kind, name, source, target)

@@ -194,6 +194,9 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     workspace = Workspace.open(workdir)
     if workspace.root.exists() and not workspace.root.is_dir():
         raise LaunchError(f"--workdir {workspace.root} is a file, not an arctl workspace (a folder)")
+    if workspace.registry_path.exists() and not workspace.registry_path.is_file():
+        raise LaunchError(f"{workspace.registry_path} is a folder, not a registry file — move it out of the way, "
+                          f"then `arctl repair --workdir {workspace.root}` rebuilds the registry from runs/")
     if not workspace.exists():
         raise LaunchError(
             f"no arctl workspace at {workspace.root} — launch runs with `arctl run`/`arctl sweep`, "

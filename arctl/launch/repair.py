@@ -17,6 +17,7 @@ import re
 import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.progress import run_progress
@@ -119,6 +120,16 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
         for suffix in ("", "-wal", "-shm", "-journal"):
             path.with_name(new.name + suffix).unlink(missing_ok=True)
         raise
+    try:
+        _swap(path, new, result)
+    except BaseException:  # the new registry is not left beside an old one that could not be moved aside
+        new.unlink(missing_ok=True)
+        raise
+    return result
+
+
+def _swap(path: Path, new: Path, result: Repaired) -> None:
+    """Keep the old registry (and its log) under ``.damaged-<time>`` and move ``new`` in its place."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     kept = path.with_name(f"{path.name}.damaged-{stamp}")
     # the old write-ahead log and its index go aside first, whether or not the old file is there: SQLite
@@ -133,7 +144,6 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
             shutil.copy2(path, kept)
         result.kept = str(kept)
     os.replace(new, path)  # closed: SQLite checkpointed its log into it and removed it
-    return result
 
 
 def _alive(pid: int) -> bool:

@@ -180,6 +180,9 @@ def test_cp_dest_ending_in_a_slash_is_a_new_folder_and_an_empty_or_unmakeable_on
     assert "DEST is empty" in sandbox.check_refused("cp", "ablation-vr", "").err
     err = sandbox.check_refused("cp", "ablation-vr", "/proc/arctl-copy.yaml").err
     assert "/proc/arctl-copy.yaml:" in err and ".tmp" not in err
+    (sandbox.ws / "afile").write_text("mine\n")  # a file where a folder of DEST would be: "afile: File exists" before
+    err = sandbox.check_refused("cp", "ablation-vr", str(sandbox.ws / "afile" / "x.yaml")).err
+    assert f"{sandbox.ws / 'afile'} is a file, not a folder" in err
 
 
 def test_cp_refuses_to_overwrite_without_force(sandbox):

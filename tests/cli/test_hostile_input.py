@@ -459,3 +459,15 @@ def test_a_sweep_or_experiment_without_runs_here_is_named_as_such(sandbox, comma
     assert "experiment 'main-grpo' has no runs in" in err and "`arctl run main-grpo`" in err
     err = sandbox.check_refused(command, "nosuch", "--workdir", str(sandbox.ws)).err
     assert "no run, sweep or experiment 'nosuch' in" in err
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "lt"], ["logs", "lt_b"], ["repair"]])
+def test_a_registry_that_is_a_folder_is_one_line_and_repair_leaves_nothing(sandbox, command):
+    """Found by a black-box pass: with registry.sqlite a folder, `status` said "no arctl workspace" and
+    `arctl repair` failed on "Is a directory" after writing registry.sqlite.new-<pid> beside it."""
+    sandbox.add_run_dirs()
+    registry = sandbox.ws / "registry.sqlite"
+    registry.unlink()
+    registry.mkdir()
+    err = sandbox.check_refused(*command, "--workdir", str(sandbox.ws)).err  # nothing written, nothing left
+    assert "registry.sqlite is a folder, not a registry file" in err and "arctl repair" in err
