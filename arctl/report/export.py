@@ -177,8 +177,11 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
         result.skipped.append((rid, f"nothing logged yet (state {state})" if there
                                else "not in the workspace (the sweep has not launched it there)"))
     if not plans:
+        folders = [p for p in (workdir / "runs").iterdir() if p.is_dir()]
         why = (f"{len(result.skipped)} not completed (--unfinished exports them)" if found and result.skipped
                else f"none of the {len(ids)} runs asked for is in it (another --scale or --seeds?)" if ids is not None
+               else f"none of its {len(folders)} run folders has W&B files (runs with wandb.mode=disabled, or not "
+                    "started, log none: an export holds what reports read)" if folders and not found
                else "none found")
         raise ReportError(f"no runs to export from {workdir}: {why}")
 

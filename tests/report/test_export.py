@@ -290,3 +290,16 @@ def test_a_concurrent_exports_probe_file_is_not_content_of_the_folder(ws, tmp_pa
     (out / f"{PROBE_PREFIX}abc123").write_text("")
     res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo")
     assert res.exit_code == 0, res.output
+
+
+def test_run_folders_without_wandb_files_are_named_as_such(tmp_path):
+    """Found by a black-box pass: run folders whose runs logged nothing to W&B (wandb.mode=disabled) gave
+    "no runs to export from WS: none found" while `arctl status` listed them."""
+    ws = tmp_path / "ws"
+    for name in ("lt_a_s0_0123456789", "lt_b_s0_0123456789"):
+        (ws / "runs" / name).mkdir(parents=True)
+        (ws / "runs" / name / "config.yaml").write_text("experiment: lt\narm: a\nseed: 0\n")
+        (ws / "runs" / name / "status.json").write_text('{"state": "completed"}')
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2 and "none of its 2 run folders has W&B files" in res.output, res.output
+    assert not (tmp_path / "out").exists()
