@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         """Rebuild registry.sqlite from runs/*/ (config.yaml, status.json, shared.json) when it is damaged
         or was edited; the old file is kept beside it as registry.sqlite.damaged-<time>."""
         with launch_errors():
+            from arctl.launch.control import registry_folder_problem
             from arctl.launch.executors import LaunchError
             from arctl.launch.repair import rebuild_registry
             from arctl.launch.workspace import Workspace
@@ -27,9 +28,8 @@ def register(app: typer.Typer) -> None:
             if workspace.is_export():
                 raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
                                   f"read it as it is (`arctl report --workdir {workspace.root}`)")
-            if workspace.registry_path.exists() and not workspace.registry_path.is_file():
-                raise LaunchError(f"{workspace.registry_path} is a folder, not a registry file: move it out of the way "
-                                  "(it holds no runs: they are in runs/), then run `arctl repair` again")
+            if problem := registry_folder_problem(workspace):
+                raise LaunchError(problem)
             done = rebuild_registry(workspace)
         if as_json:
             print_json({"workspace": str(workspace.root), "kept": done.kept,

@@ -72,20 +72,11 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
     import warnings
 
     from arctl.compose.errors import SpecError
-    from arctl.config.files import workdir_path
-    from arctl.report.cells import parse_where
-    from arctl.report.errors import ReportError, out_dir_problem
+    from arctl.report.errors import ReportError
     from arctl.report.render import render_figure, render_table
     from arctl.track.runs import RunReadWarning
 
-    base = workdir_path(workdir)
-    out_dir = Path(out).expanduser() if out is not None else base / "report"
-    if problem := out_dir_problem(out_dir, None if wandb_project else base, given=out is not None):
-        fail(problem)
-    try:
-        parse_where(where)  # its mistakes before any run is read
-    except ReportError as err:
-        fail(str(err))
+    base, out_dir = _places(workdir, out, where, runs_in_workdir=not wandb_project)
     common = dict(
         out_dir=out_dir, experiments=experiment or None, sweep=sweep,
         workdir=None if wandb_project else base, wandb_project=wandb_project,
@@ -120,15 +111,33 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
             console.print(md.read_text(), markup=False, highlight=False)
 
 
+def _places(workdir: str | None, out: str | None, where: list[str] | None, runs_in_workdir: bool) -> tuple[Path, Path]:
+    """(workspace, output folder) of a report, their mistakes refused before any run is read: an output
+    folder that cannot be written or lies in the workspace's runs/ (where the runs come from the
+    workspace: ``runs_in_workdir``), a malformed --where."""
+    from arctl.config.files import workdir_path
+    from arctl.report.cells import parse_where
+    from arctl.report.errors import ReportError, out_dir_problem
+
+    base = workdir_path(workdir)
+    out_dir = Path(out).expanduser() if out is not None else base / "report"
+    if problem := out_dir_problem(out_dir, base if runs_in_workdir else None, given=out is not None):
+        fail(problem)
+    try:
+        parse_where(where)
+    except ReportError as err:
+        fail(str(err))
+    return base, out_dir
+
+
 def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str | None, processes: int | None,
             as_json: bool, where: list[str]) -> None:
     """``arctl report --claims``: the verdict table (rich), and the files."""
     import warnings
 
     from arctl.compose.errors import SpecError
-    from arctl.config.files import workdir_path
     from arctl.report.claims_render import build_claims_report, test_summary
-    from arctl.report.errors import ReportError, out_dir_problem
+    from arctl.report.errors import ReportError
     from arctl.track.runs import RunReadWarning
 
     if scale is not None:
@@ -136,16 +145,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
-    base = workdir_path(workdir)
-    out_dir = Path(out).expanduser() if out is not None else base / "report"
-    if problem := out_dir_problem(out_dir, base, given=out is not None):
-        fail(problem)
-    from arctl.report.cells import parse_where
-
-    try:
-        parse_where(where)  # its mistakes before any run is read
-    except ReportError as err:
-        fail(str(err))
+    base, out_dir = _places(workdir, out, where, runs_in_workdir=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)

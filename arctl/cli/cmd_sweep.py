@@ -55,14 +55,13 @@ def grid_overridden(name: str, overrides: list[str]) -> list[str]:
     for any key), so the grid's values of that key collapse into one."""
     from arctl.compose.sweep import load_sweep
 
-    grid = {key.lstrip("+~"): values for key, values in load_sweep(name).grid.items()}
+    grid = {key.lstrip("+"): values for key, values in load_sweep(name).grid.items()}
     notes = []
-    for text in overrides:
-        key = text.split("=", 1)[0].lstrip("+~")
+    for text in overrides:  # KEY=VALUE or +KEY=VALUE (composing the cells has refused any other form)
+        key = text.split("=", 1)[0].lstrip("+")
         if key in grid:
-            effect = "removes that key from every cell" if text.startswith("~") else "every cell takes this value"
             notes.append(f"{text} replaces the sweep's grid over {key} ({len(grid[key])} values: "
-                         f"{', '.join(map(str, grid[key]))}): {effect}")
+                         f"{', '.join(map(str, grid[key]))}): every cell takes this value")
     return notes
 
 

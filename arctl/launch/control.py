@@ -187,6 +187,15 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
     return record.error
 
 
+def registry_folder_problem(workspace: Workspace) -> str | None:
+    """The line for a ``registry.sqlite`` that is a folder (every command that opens the registry, and
+    ``arctl repair``, which would replace it), else None."""
+    if workspace.registry_path.exists() and not workspace.registry_path.is_file():
+        return (f"{workspace.registry_path} is a folder, not a registry file — move it out of the way (it holds no "
+                f"runs: they are in runs/), then `arctl repair --workdir {workspace.root}` rebuilds the registry")
+    return None
+
+
 def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     """The workspace and its registry, opened read-only where the workspace cannot be written (and,
     for a command that only ``reading``, where its disk is full): such a command still works.
@@ -194,9 +203,8 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     workspace = Workspace.open(workdir)
     if workspace.root.exists() and not workspace.root.is_dir():
         raise LaunchError(f"--workdir {workspace.root} is a file, not an arctl workspace (a folder)")
-    if workspace.registry_path.exists() and not workspace.registry_path.is_file():
-        raise LaunchError(f"{workspace.registry_path} is a folder, not a registry file — move it out of the way, "
-                          f"then `arctl repair --workdir {workspace.root}` rebuilds the registry from runs/")
+    if problem := registry_folder_problem(workspace):
+        raise LaunchError(problem)
     if not workspace.exists():
         raise LaunchError(
             f"no arctl workspace at {workspace.root} — launch runs with `arctl run`/`arctl sweep`, "
