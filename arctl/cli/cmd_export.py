@@ -69,6 +69,8 @@ def register(app: typer.Typer) -> None:
         size = sum(r.bytes for r in result.runs if r.action != "unchanged")
         console.print(f"exported {len(result.runs)} run(s) to {esc(result.out)}: "
                       + ", ".join(f"{n} {a}" for a, n in counts.items() if n) + f" ({size / 1e6:.1f} MB copied)")
+        for run_id, what in result.warnings:
+            err_console.print(f"[yellow]warning[/] {esc(run_id)}: {esc(what)}", markup=True, highlight=False)
         for run_id, why in result.skipped:
             err_console.print(f"[yellow]skipped[/] {esc(run_id)}: {esc(why)}", markup=True, highlight=False)
         console.print(f"rebuild a report from it: arctl report --workdir {esc(shlex.quote(str(result.out)))} ...")

@@ -66,6 +66,10 @@ def main() -> None:
     from arctl.cli.common import EXIT_USER_ERROR, err_console, esc
 
     usage, abort = _click_exceptions()
+    repeated = repeated_option(command(), sys.argv[1:])
+    if repeated is not None:
+        err_console.print(f"[bold red]error:[/] {esc(repeated)}", markup=True, highlight=False)
+        sys.exit(EXIT_USER_ERROR)
     try:
         code = command()(standalone_mode=False)
     except usage as err:
@@ -82,6 +86,44 @@ def main() -> None:
     except abort:
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def repeated_option(root, args: list[str]) -> str | None:
+    """The error line for an option that takes one value and is given more than once (``--seeds 0
+    --seeds 1``: click keeps the last and drops the first without a word), else None. Walks ``args``
+    as click does: down the command groups by name, each option's value skipped, ``--`` ends options;
+    options declared ``multiple`` and flags may repeat. Usage mistakes of any other kind are left to
+    click (None)."""
+    cmd, path, i = root, [root.name or "arctl"], 0
+    seen: dict[str, int] = {}
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break
+        if token in ("-h", "--help"):
+            return None  # the help wins, as in click
+        if not token.startswith("-") or token == "-":
+            sub = getattr(cmd, "commands", {}).get(token)
+            if sub is not None:
+                cmd, path, seen = sub, [*path, token], {}
+            continue
+        name, attached = (token.split("=", 1)[0], True) if token.startswith("--") and "=" in token else (token, False)
+        if not token.startswith("--") and len(token) > 2:  # -oVALUE
+            name, attached = token[:2], True
+        option = next((p for p in cmd.params if name in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))), None)
+        if option is None or getattr(option, "param_type_name", "") != "option":
+            continue  # unknown: click says so
+        takes_value = not (option.is_flag or option.count)
+        if takes_value and not attached:
+            i += 1  # its value, whatever it looks like
+        if takes_value and not option.multiple:
+            seen[option.name] = seen.get(option.name, 0) + 1
+            if seen[option.name] == 2:
+                shown = "/".join(option.opts)
+                return (f"{shown} is given more than once; it takes one value: give it once "
+                        f"(`{' '.join(path)} --help`)")
+    return None
 
 
 def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -55,13 +55,15 @@ class ExportResult:
     out: Path
     runs: list[ExportedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run_id, why)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (run_id, what): exported as it is
 
     def as_json(self) -> dict:
         return {"out": str(self.out),
                 "runs": [{"run_id": r.run_id, "experiment": r.experiment, "arm": r.arm, "seed": r.seed,
                           "state": r.state, "action": r.action, "bytes": r.bytes, "files": sorted(r.files)}
                          for r in self.runs],
-                "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped]}
+                "skipped": [{"run_id": rid, "why": why} for rid, why in self.skipped],
+                "warnings": [{"run_id": rid, "what": what} for rid, what in self.warnings]}
 
 
 def _place(staging: Path, target: Path) -> None:
@@ -113,6 +115,18 @@ def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | N
         return _export(workdir, out, experiments, unfinished, force, run_ids)
 
 
+def _config_problem(path: Path | None, config: dict) -> str | None:
+    """What is wrong with a run's frozen config (unreadable, not a mapping, no experiment), or None; a run
+    without one (logged outside arctl) is known by its W&B files, as reports read it."""
+    if path is None or not path.is_file():
+        return None
+    if not config:
+        return f"its config.yaml ({path}) cannot be read as a YAML mapping"
+    if not run_identity(config)[0]:
+        return f"its config.yaml ({path}) names no experiment"
+    return None
+
+
 def _refuse_places(workdir: Path, out: Path) -> None:
     """ReportError where the workspace has no runs/ or ``out`` cannot be the export's folder."""
     if not (workdir / "runs").is_dir():
@@ -144,6 +158,7 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
         run_dir = workdir / "runs" / source.run_id
         config = _read_yaml(source.config_path) if source.config_path else {}
         experiment, arm, seed = run_identity(config)
+        damaged = _config_problem(source.config_path, config)
         serves = {experiment, *read_shared(run_dir)}
         if wanted is not None and not serves & wanted:
             continue
@@ -155,6 +170,9 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
         files = report_files(source, run_dir)
         shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
         run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
+        if damaged:
+            result.warnings.append((source.run_id, f"{damaged}; exported as it is: reports know the run by its W&B "
+                                    "files only"))
         before = (index.get("runs") or {}).get(source.run_id)
         there = all((out / "runs" / source.run_id / p).is_file() for p in shas)  # an interrupted export may lack it
         if before is not None:

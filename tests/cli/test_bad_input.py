@@ -224,3 +224,45 @@ def test_a_gpu_run_that_asks_slurm_for_no_gpu_is_refused(sandbox):
     for fix in ({"cluster": {**paper["cluster"], "gpus_per_node": 8}}, {"verl": {**paper["verl"], "smoke": True}},
                 {"verl": {**paper["verl"], "device": "cpu"}}):
         assert slurm_gpu_problem({**paper, **fix}) is None, fix
+
+
+# found by a black-box pass: click keeps the last of a repeated option and drops the first silently
+@pytest.mark.parametrize("args", [
+    ["run", "main-ar-uniform", "--seeds", "0", "--seeds", "1"],
+    ["run", "main-ar-uniform", "--seeds=0", "--scale", "tiny", "--seeds", "1"],
+    ["sweep", "priors", "--scale", "tiny", "--scale=micro"],
+    ["status", "--json", "--workdir", "a", "--workdir=b"],
+    ["data", "prepare", "-o", "x", "--out=y"],
+], ids=["run-seeds", "run-seeds-equals", "sweep-scale", "status-workdir", "data-short-and-long"])
+def test_an_option_given_twice_is_refused(sandbox, args):
+    extra = launch_args(sandbox) if args[0] in ("run", "sweep") else []
+    err = sandbox.check_refused(*args, *extra).err
+    assert "is given more than once" in err and f"`arctl {' '.join(args[:2] if args[0] == 'data' else args[:1])} --help`" in err
+
+
+def test_every_single_valued_option_of_every_command_is_checked_and_multiple_ones_may_repeat():
+    from arctl.cli.main import command, repeated_option
+
+    root, checked, free = command(), 0, 0
+
+    def walk(cmd, path):
+        nonlocal checked, free
+        for sub_name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, sub_name])
+        for param in cmd.params:
+            if getattr(param, "param_type_name", "") != "option" or param.is_flag or param.count or not path:
+                continue
+            for opt in param.opts:
+                args = [*path, opt, "v", opt, "v"]
+                line = repeated_option(root, args)
+                if param.multiple:
+                    free += 1
+                    assert line is None, args
+                else:
+                    checked += 1
+                    assert line is not None and "/".join(param.opts) in line, args
+                    assert repeated_option(root, [*path, opt, "v"]) is None, args
+                    assert repeated_option(root, [*path, opt, "v", "--", opt, "v"]) is None, args  # after --: arguments
+                    assert repeated_option(root, [*path, opt, opt, "--help"]) is None, args  # a value that looks like it
+    walk(root, [])
+    assert checked > 30 and free >= 4, (checked, free)

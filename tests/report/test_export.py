@@ -303,3 +303,25 @@ def test_run_folders_without_wandb_files_are_named_as_such(tmp_path):
     res = _export("--workdir", str(ws), "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "none of its 2 run folders has W&B files" in res.output, res.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbled", "no-experiment", "not-a-mapping"])
+def test_a_run_whose_config_cannot_be_read_is_exported_with_a_warning(ws, tmp_path, damage):
+    """Found by a black-box pass: a run with a damaged config.yaml was exported (with --unfinished, or
+    completed) without a word, indexed with no experiment, arm or seed. (A run without config.yaml, logged
+    outside arctl, is known by its W&B files: no warning, as for r1-7b's here.)"""
+    running = ws / "runs" / run_id("main-grpo", "grpo", 1)
+    config = running / "config.yaml"
+    if damage == "garbled":
+        config.write_text("experiment: [unclosed\n")
+    elif damage == "no-experiment":
+        config.write_text("arm: grpo\nseed: 1\n")
+    else:
+        config.write_text("- a list\n")
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "out"), "--unfinished", "--json")
+    assert res.exit_code == 0, res.output
+    done = json.loads(res.output)
+    assert [w["run_id"] for w in done["warnings"]] == [running.name], done["warnings"]
+    assert "config.yaml" in done["warnings"][0]["what"] and "exported as it is" in done["warnings"][0]["what"]
+    res = _export("--workdir", str(ws), "--out", str(tmp_path / "out2"), "--unfinished")
+    assert res.exit_code == 0 and f"warning {running.name}: its config.yaml" in " ".join(res.output.split()), res.output
