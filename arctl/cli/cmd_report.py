@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
             None, help="With --claims: the sweep(s) whose runs the claims read (default: reports/claims.yaml's).",
             show_default=False),
         figure: str | None = typer.Option(None, "--figure", help="Figure to build (see `arctl ls figures`)."),
-        table: str | None = typer.Option(None, "--table", help="Table to build: final or anytime."),
+        table: str | None = typer.Option(None, "--table", help="Table to build (`arctl ls tables` lists them)."),
         claims: bool = typer.Option(False, "--claims", help="Check the paper's claims (reports/claims.yaml): a verdict per claim "
                                     "with 95% intervals over seeds; writes claims.html, claims.md, claims.json."),
         scale: str | None = nonempty_option("--scale", help="With --claims: only runs of this scale (tiny or paper)."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import SCALE_HELP, nonempty_option, parse_seeds
+from arctl.cli.common import EXECUTOR_HELP, SCALE_HELP, nonempty_option, parse_seeds
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print runs, configs and the sbatch script; submit nothing."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: cluster.executor; auto = slurm if sbatch exists)."),
+        executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed runs from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Runs at a time (default: cluster.array_parallelism; local: what the cores allow)."),

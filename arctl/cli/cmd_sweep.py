@@ -16,7 +16,15 @@ import sys
 
 import typer
 
-from arctl.cli.common import SCALE_HELP, err_console, esc, nonempty_option, parse_seeds, print_json
+from arctl.cli.common import (
+    EXECUTOR_HELP,
+    SCALE_HELP,
+    err_console,
+    esc,
+    nonempty_option,
+    parse_seeds,
+    print_json,
+)
 from arctl.cli.launching import launch_and_report, launch_errors, sweep_items
 
 
@@ -74,7 +82,7 @@ def register(app: typer.Typer) -> None:
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print cells, configs and the sbatch script; submit nothing."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
-        executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: cluster.executor)."),
+        executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed cells from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
         array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Cells running at a time."),

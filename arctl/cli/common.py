@@ -101,6 +101,10 @@ SCALE_HELP = ("A backend's scale profile: tiny (CPU toy, the default), tiny-runn
 """``--scale`` of run, sweep and show (the options: ``arctl.compose.paths.group_options("scale")``)."""
 
 
+EXECUTOR_HELP = ("slurm | local | debug (default: cluster.executor; auto = slurm if sbatch is on PATH and a "
+                 "controller answers, else local).")
+
+
 def nonempty_option(*names: str, help: str, default: Any = None):  # noqa: A002 - typer's own name
     """``typer.Option(default, *names, help=help)`` that refuses an empty value (one error line, exit 2).
     Declare the parameter ``str``: typer turns ``""`` into ``Path(".")`` before any check could see it."""

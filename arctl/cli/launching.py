@@ -74,14 +74,14 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     plan(items, workspace, force)
     to_launch = [i for i in items if i.action in ("new", "resume", "rerun")]
     scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
-    # what the launch itself would refuse (workspace_problem, slurm_problem), shown, not raised: a dry run previews
+    # what the launch itself would refuse (workspace_problem, executor_problem), shown, not raised: a dry run previews
     refused = planned_problem(items, workspace)
-    if name == "slurm" and to_launch and not refused:
+    if to_launch and not refused:
         from arctl.launch.executors import LaunchError
-        from arctl.launch.launcher import slurm_problem
+        from arctl.launch.launcher import executor_problem
 
-        try:
-            slurm_problem(to_launch)
+        try:  # the launch asks of every run it would claim (shared cells are recorded, not run)
+            executor_problem(name, [i for i in items if not i.shares], array_parallelism)
         except LaunchError as err:
             refused = str(err)
     if as_json:

@@ -297,12 +297,7 @@ def launch(
     name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
-    if name in ("local", "debug"):  # a GPU run on this machine only if it has a GPU
-        gpu_problem(items)
-    if name == "slurm":  # refuse bad sbatch options before anything is claimed or written
-        for item in items:
-            slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
-        slurm_problem(items)
+    executor_problem(name, items, array_parallelism)
     if problem := workdir_problem(workspace):
         raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
@@ -341,6 +336,18 @@ def gpu_problem(items: list[LaunchItem]) -> None:
     _refuse_backend_problems(items, "local_problem", (
         "submit it to a cluster (cluster=<profile>: {clusters}; or --executor slurm), or use --scale tiny; "
         "verl.smoke=true and verl.rehearsal_steps=N run without a GPU"))
+
+
+def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None) -> None:
+    """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
+    a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
+    for no GPU (slurm). The launch and its dry run (which shows the refusal) both ask here."""
+    if name in ("local", "debug"):
+        gpu_problem(items)
+    if name == "slurm":
+        for item in items:
+            slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
+        slurm_problem(items)
 
 
 def slurm_problem(items: list[LaunchItem]) -> None:

@@ -131,9 +131,12 @@ def _int_text(x) -> str:
 
 
 def _launch_only(key: str) -> bool:
-    from arctl.launch.run_id import LAUNCH_ONLY_KEYS
+    """A key outside what a run computes: a launch-only section, a key never in the identity
+    (``verl.keep_checkpoints``: what stays on disk), the run a run started from."""
+    from arctl.launch.run_id import LAUNCH_ONLY_KEYS, NOT_COMPUTED
 
-    return key.split(".", 1)[0] in LAUNCH_ONLY_KEYS or key == "trainer.init_run"
+    section, _, rest = key.partition(".")
+    return section in LAUNCH_ONLY_KEYS or (section, rest) in NOT_COMPUTED or key == "trainer.init_run"
 
 
 def _names_the_run(key: str, *, seed: bool = True) -> bool:

@@ -187,6 +187,36 @@ def test_a_workdir_that_cannot_be_a_folder_refuses_the_launch_and_its_dry_run(sp
     assert (tmp_path / "afile").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "bin", "specs"]
 
 
+@pytest.mark.parametrize("executor", ["local", None])
+def test_a_gpu_run_on_a_machine_without_one_refuses_the_launch_and_its_dry_run(tmp_path, monkeypatch, executor):
+    """Found by a docs pass: a paper-scale (verl) run for the local executor on a machine without a GPU
+    (``auto`` picks local where no SLURM controller answers) was refused by the launch, while its dry run
+    previewed it and exited 0 (README: a dry run exits 2 where the launch would be refused)."""
+    import torch
+
+    from arctl.backends.verl import overrides
+    from arctl.compose import resolve_experiment
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine, as on every CI machine
+    monkeypatch.delenv(overrides.ALLOW_CPU_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))  # no sbatch: auto picks local
+    root = tmp_path / "ws"
+    items = items_from_resolved(resolve_experiment("main-ar-uniform", scale="paper"))
+    with pytest.raises(LaunchError) as info:
+        launch(items, Workspace(root), executor="local")
+    message = str(info.value)
+    assert "trains on GPUs and this machine has none" in message and "\n" not in message
+    assert not root.exists()  # nothing written
+    res = CliRunner().invoke(app, ["run", "main-ar-uniform", "--scale", "paper", "--workdir", str(root), "--dry-run",
+                                   "--json", *(["--executor", executor] if executor else [])])
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: a launch would be refused: {message}", res.output
+    assert json.loads(res.stdout)["refused"] == message and not root.exists()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with one: previewed, exit 0
+    res = CliRunner().invoke(app, ["run", "main-ar-uniform", "--scale", "paper", "--workdir", str(root), "--dry-run",
+                                   "--json", *(["--executor", executor] if executor else [])])
+    assert res.exit_code == 0 and json.loads(res.stdout)["refused"] is None, res.output
+
+
 def test_a_folder_a_launch_only_prepared_does_not_block_the_next(specs, tmp_path, refusing_sbatch):
     """From the review of the guard above: an interrupted rollback (or a concurrent launch's
     preparation) leaves a folder with config.yaml and status "submitted" and nothing a job made; it

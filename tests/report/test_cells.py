@@ -329,3 +329,22 @@ def test_a_workspace_that_spans_an_upgrade_is_read_as_one():
         "new-verl", "old-tiny"]  # a tiny run grades nothing: it is at the key's default
     out = one_run_per_cell(runs_of(old_tiny), compose=composed(backend="tiny", optim__kl_coef=0.0, optim__lr=1e-6))
     assert kept(out) == ["old-tiny"] and not [w for w in out.warnings if "kl_coef" in w]
+
+
+def test_a_key_outside_the_run_identity_does_not_make_a_run_differ_from_its_cell():
+    """Found by a docs pass: every evidence run "differed from its cell" in verl.keep_checkpoints (its default
+    changed after they ran), a key that changes what stays on disk, not what a run computes (not in the run id);
+    a computed key that differs is still said."""
+    import pandas as pd
+
+    from arctl.report.cells import _not_composed
+
+    cell = {"experiment": "e", "arm": "a", "seed": 0, "thinking.lam": 0.5, "verl.keep_checkpoints": 2}
+    table = pd.DataFrame([
+        {"run_id": "r0", "experiment": "e", "arm": "a", "seed": 0, "config.thinking.lam": 0.5,
+         "config.verl.keep_checkpoints": 5},
+        {"run_id": "r1", "experiment": "e", "arm": "a", "seed": 1, "config.thinking.lam": 0.75,
+         "config.verl.keep_checkpoints": 5},
+    ])
+    (said,) = _not_composed(table, lambda experiment, arm, seed, scale: cell)
+    assert said.startswith("1 run(s) differ from their cell as the report's sweep composes it, in thinking.lam: r1;"), said
