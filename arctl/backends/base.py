@@ -61,6 +61,11 @@ class Backend(Protocol):
         """Why the run cannot be submitted to SLURM as its ``cluster`` section asks, e.g. a GPU run
         that asks SLURM for no GPU."""
 
+    def launch_problem(self, config: dict, run_dir: Path) -> str | None:
+        """Why the job would fail as it starts, found where it is submitted from, before it queues (the
+        launch refuses it, its dry run says so): e.g. a config the framework rejects, an input file
+        that is not there."""
+
     def job_setup(self, config: dict, run_dir: Path) -> str | None:
         """Shell lines the SLURM job runs before arctl's job entry, which then runs on the first node
         as a child of the batch shell (e.g. a Ray cluster sized to the allocation, with an EXIT trap
@@ -147,6 +152,9 @@ class BackendDefaults:
         return None
 
     def slurm_problem(self, config):
+        return None
+
+    def launch_problem(self, config, run_dir):
         return None
 
     def job_setup(self, config, run_dir):

@@ -81,7 +81,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         from arctl.launch.launcher import executor_problem
 
         try:  # the launch asks of every run it would claim (shared cells are recorded, not run)
-            executor_problem(name, [i for i in items if not i.shares], array_parallelism)
+            executor_problem(name, [i for i in items if not i.shares], array_parallelism, workspace)
         except LaunchError as err:
             refused = str(err)
     if as_json:

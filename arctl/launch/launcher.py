@@ -297,7 +297,7 @@ def launch(
     name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
-    executor_problem(name, items, array_parallelism)
+    executor_problem(name, items, array_parallelism, workspace)
     if problem := workdir_problem(workspace):
         raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
@@ -338,16 +338,32 @@ def gpu_problem(items: list[LaunchItem]) -> None:
         "verl.smoke=true and verl.rehearsal_steps=N run without a GPU"))
 
 
-def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None) -> None:
+def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace) -> None:
     """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
     a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
-    for no GPU (slurm). The launch and its dry run (which shows the refusal) both ask here."""
+    for no GPU (slurm), then what would fail as any job starts (:func:`start_problem`). The launch and
+    its dry run (which shows the refusal) both ask here."""
     if name in ("local", "debug"):
         gpu_problem(items)
     if name == "slurm":
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
+    start_problem(items, workspace)
+
+
+def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:
+    """Refuse (LaunchError, one line) the first run whose job would fail as it starts, found here
+    before it queues for its GPUs (the backend's ``launch_problem``: e.g. verl's own config check, a
+    parallel layout verl checks only on the GPUs, a dataset file that is not there)."""
+    from arctl.backends.base import get_backend
+
+    for item in items:
+        check = getattr(get_backend(str(item.config.get("backend", "tiny"))), "launch_problem", None)
+        problem = check(item.config, workspace.run_dir(item.run_id)) if check is not None else None
+        if problem:
+            raise LaunchError(f"{item.experiment}/{item.arm}: {problem} (its job would fail as it "
+                              "starts)")
 
 
 def slurm_problem(items: list[LaunchItem]) -> None:

@@ -72,6 +72,11 @@ class VerlBackend(BackendDefaults):
 
         return slurm_gpu_problem(config)
 
+    def launch_problem(self, config, run_dir):
+        from arctl.backends.verl.run_config import launch_problem
+
+        return launch_problem(config, run_dir)
+
     def job_setup(self, config, run_dir):
         from arctl.backends.verl.ray_job import job_setup
 

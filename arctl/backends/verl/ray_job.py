@@ -119,7 +119,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
             f" on verl's FSDP engine ({'/'.join(TREE_STRATEGIES)}; other strategies are refused); every actor "
             "worker proves the tree-attention patch before the first update" if layout != "duplicate" else
             " (one row per branch, plain attention)")),
-        "# verl overrides (checked against verl's config by the trainer before it starts):",
+        "# verl overrides (checked against verl's config at the launch and by the trainer before it starts):",
         *[_comment("  " + shlex.quote(line)) for line in overrides],
         "",
     ]

@@ -78,6 +78,86 @@ def data_files(cfg: Any) -> list[str]:
     return [f for f in files if f]
 
 
+def inputs_problem(config: dict, cfg: Any) -> str | None:
+    """Why the run's inputs are not there, or None: a dataset file of the composed verl config, or the
+    checkpoint an eval-only run evaluates (missing, or saved by arctl and incomplete). Asked by the job
+    as it starts and by the launch (the same shared paths, seen from where it submits)."""
+    missing = [f for f in data_files(cfg) if not Path(f).expanduser().exists()]
+    if missing:
+        from arctl.backends.verl.overrides import data_dir
+
+        return (f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
+                "or set data.train_files / data.val_files")
+    ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
+    if ckpt and ckpt != EVAL_MODEL:
+        from arctl.backends.verl import checkpoints
+
+        path = Path(str(ckpt)).expanduser()
+        if not path.is_dir():
+            return f"verl.eval_checkpoint={ckpt} does not exist — give a run's checkpoints/global_step_N folder"
+        why = checkpoints.problem(path.parent, int(path.name.rsplit("_", 1)[1]))
+        if why and (path / checkpoints.MARKER).exists():
+            return f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}"
+    return None
+
+
+def parallel_problem(config: dict, cfg: Any) -> str | None:
+    """Why verl's workers would refuse the run's parallel layout once they hold their GPUs, or None
+    (verl's ``validate_config`` does not check these): the rollout's tensor x data x pipeline parallel
+    size must divide the world (``trainer.n_gpus_per_node x trainer.nnodes``;
+    ``verl/workers/engine_workers.py``, at worker start), and the actor's mini-batch in rows
+    (``ppo_mini_batch_size x rollout.n x`` rows per tree) must divide by its data-parallel size (the
+    world over the Ulysses sequence-parallel size; asserted at the first update, after a rollout)."""
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl.overrides import rows_per_tree
+
+    def get(key: str, default: int = 1) -> int:
+        value = OmegaConf.select(cfg, key, default=None)
+        return int(value) if value is not None else default
+
+    world = get("trainer.n_gpus_per_node") * get("trainer.nnodes")
+    r = "actor_rollout_ref.rollout"
+    infer = (get(f"{r}.tensor_model_parallel_size") * get(f"{r}.data_parallel_size")
+             * get(f"{r}.pipeline_model_parallel_size"))
+    if world % infer:
+        return (f"the rollout's parallel size {infer} (tensor {get(f'{r}.tensor_model_parallel_size')} x data "
+                f"{get(f'{r}.data_parallel_size')} x pipeline {get(f'{r}.pipeline_model_parallel_size')}) does not "
+                f"divide the {world} GPUs (verl.n_gpus_per_node x cluster.nodes): verl's workers refuse it as they "
+                "start; choose verl.tensor_model_parallel_size dividing the GPUs")
+    dp = world // max(1, get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
+    rows = get("actor_rollout_ref.actor.ppo_mini_batch_size") * get(f"{r}.n") * rows_per_tree(config)
+    if dp and rows % dp:
+        return (f"the actor's mini-batch of {rows} rows (data.ppo_mini_batch_size x rollout.n"
+                f"{' x rows per tree' if rows_per_tree(config) > 1 else ''}) does not divide by its {dp} data-parallel "
+                "ranks: verl refuses it at the first update, after a rollout; choose data.ppo_mini_batch_size so "
+                "that it does")
+    return None
+
+
+def launch_problem(config: dict, run_dir: Path | None) -> str | None:
+    """Why this run's job would fail as it starts, or None, asked before it is submitted (and by a dry
+    run): verl's own check of the composed config (verl_run_config), the parallel layout verl's workers
+    check only on their GPUs, and the inputs (datasets, an eval-only run's checkpoint). A smoke run
+    checks none of these (plumbing only), a rehearsal reads no inputs; without verl installed here
+    nothing can be checked (the job's own environment decides)."""
+    if bool(verl_setting(config, "smoke")):
+        return None
+    try:
+        import verl  # noqa: F401
+    except ImportError:
+        return None
+    from arctl.backends.verl.overrides import VerlConfigError
+
+    try:
+        _, cfg = verl_run_config(config, run_dir)
+    except VerlConfigError as err:
+        return " ".join(str(err).split())
+    if int(verl_setting(config, "rehearsal_steps") or 0) > 0:
+        return None
+    return parallel_problem(config, cfg) or inputs_problem(config, cfg)
+
+
 def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
     """W&B settings for verl's tracker (its ``wandb.init`` reads them); never the API key. verl
     names the run itself (``trainer.experiment_name``), so no ``WANDB_NAME``."""

@@ -47,8 +47,7 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
     verl_setting,
 )
 from arctl.backends.verl.ray_connect import task_failure
-from arctl.backends.verl.run_config import data_files, platform_env, verl_run_config, with_wandb_env
-from arctl.backends.verl.settings import EVAL_MODEL
+from arctl.backends.verl.run_config import platform_env, verl_run_config, with_wandb_env
 from arctl.track.phase import write_warning
 
 STOP_FILE = "STOP"
@@ -60,23 +59,10 @@ STEP_GRACE_FRACTION = 0.5  # of cluster.preempt_warning_s: the step in progress 
 
 
 def _check_inputs(config: dict, cfg: Any) -> None:
-    missing = [f for f in data_files(cfg) if not Path(f).expanduser().exists()]
-    if missing:
-        raise VerlConfigError(
-            f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
-            "or set data.train_files / data.val_files"
-        )
-    ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
-    if ckpt and ckpt != EVAL_MODEL:
-        from arctl.backends.verl import checkpoints
+    from arctl.backends.verl.run_config import inputs_problem
 
-        path = Path(str(ckpt)).expanduser()
-        if not path.is_dir():
-            raise VerlConfigError(f"verl.eval_checkpoint={ckpt} does not exist — give a run's "
-                                  "checkpoints/global_step_N folder")
-        why = checkpoints.problem(path.parent, int(path.name.rsplit("_", 1)[1]))
-        if why and (path / checkpoints.MARKER).exists():
-            raise VerlConfigError(f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}")
+    if problem := inputs_problem(config, cfg):
+        raise VerlConfigError(problem)
     import torch
 
     if not torch.cuda.is_available() and os.environ.get(ALLOW_CPU_ENV) != "1" and not on_cpu(config):

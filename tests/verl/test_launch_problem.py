@@ -1,0 +1,96 @@
+"""What would fail as a verl job starts is refused before it is submitted (from a review of the GPU path):
+verl's own config check, the parallel layout verl's workers check only on their GPUs, and the inputs.
+Before, each was found by the job after it had queued for its GPUs and started Ray."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arctl.backends.verl.run_config import launch_problem
+from arctl.cli.main import app
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch) -> Path:
+    """``ARCTL_DATA_DIR`` holding every dataset file the paper scale's runs read (empty files: only
+    their existence is checked before a launch)."""
+    from arctl.backends.verl.data import DATASETS
+
+    root = tmp_path / "data"
+    for name in ("deepscaler/train.parquet", *(f"{d}/test.parquet" for d in DATASETS if d != "deepscaler")):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"")
+    monkeypatch.setenv("ARCTL_DATA_DIR", str(root))
+    return root
+
+
+def _config(*overrides: str) -> dict:
+    from arctl.compose import resolve_experiment
+
+    (run,) = resolve_experiment("main-grpo", scale="paper", overrides=["cluster=slurm", *overrides])
+    return run.config
+
+
+def test_the_paper_runs_pass_where_their_inputs_are(data, tmp_path):
+    from arctl.compose import resolve_experiment
+
+    for name in ("main-grpo", "main-ar-uniform"):
+        for run in resolve_experiment(name, scale="paper", overrides=["cluster=slurm"]):
+            assert launch_problem(run.config, tmp_path / "run") is None, name
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("cluster.nodes=3", "real_train_batch_size (512) must be divisible by minimal possible batch size (24)"),
+    ("cluster.gpus_per_node=6", "must be divisible by minimal possible batch size (6)"),
+    ("verl.overrides=['trainer.save_frq=10']", "verl rejects an override in 'trainer.save_frq=10'"),
+    ("verl.tensor_model_parallel_size=3", "the rollout's parallel size 3 (tensor 3 x data 1 x pipeline 1) does not "
+                                          "divide the 8 GPUs"),
+], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel"])
+def test_what_verl_refuses_only_on_the_gpus_is_refused_before_the_job_queues(data, tmp_path, override, says):
+    problem = launch_problem(_config(override), tmp_path / "run")
+    assert problem is not None and says in problem and "\n" not in problem, problem
+
+
+def test_a_mini_batch_the_data_parallel_ranks_cannot_split_is_refused(data, tmp_path):
+    problem = launch_problem(_config("data.ppo_mini_batch_size=1", "data.train_batch_size=2", "rollout.n=4"),
+                             tmp_path / "run")
+    assert problem is not None and "mini-batch of 4 rows" in problem and "8 data-parallel ranks" in problem, problem
+
+
+def test_missing_inputs_are_refused_and_a_smoke_or_rehearsal_run_is_not_checked_for_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "nodata"))
+    problem = launch_problem(_config(), tmp_path / "run")
+    assert problem is not None and problem.startswith(f"dataset file {tmp_path / 'nodata'}") and "arctl data prepare" in problem
+    assert launch_problem(_config("verl.smoke=true"), tmp_path / "run") is None
+    assert launch_problem(_config("verl.rehearsal_steps=3"), tmp_path / "run") is None
+
+
+def test_an_eval_only_run_of_a_checkpoint_that_is_not_there_is_refused(data, tmp_path):
+    ckpt = tmp_path / "other" / "checkpoints" / "global_step_40"
+    problem = launch_problem(_config("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "run")
+    assert problem == f"verl.eval_checkpoint={ckpt} does not exist — give a run's checkpoints/global_step_N folder"
+    ckpt.mkdir(parents=True)
+    assert launch_problem(_config("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "run") is None
+
+
+def test_the_launch_and_its_dry_run_refuse_in_one_line_and_submit_nothing(data, tmp_path, monkeypatch):
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    calls = tmp_path / "calls.log"
+    shims = slurm_shims.install(tmp_path / "shims", **{
+        name: f'echo "{name} $*" >> "{calls}"\nexit 1\n' for name in slurm_shims.CLIENT_PROGRAMS})
+    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
+    ws = tmp_path / "ws"
+    args = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm",
+            "verl.tensor_model_parallel_size=3"]
+    res = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
+    assert res.exit_code == 2 and "a launch would be refused: main-grpo/grpo: the rollout's parallel size 3" in res.stderr
+    assert "its job would fail as it starts" in res.stderr and json.loads(res.stdout)["refused"]
+    res = CliRunner().invoke(app, args)
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "the rollout's parallel size 3" in lines[0], res.output
+    assert not ws.exists() and "sbatch" not in (calls.read_text() if calls.exists() else "")
