@@ -657,11 +657,23 @@ def after_parameters(params: dict, parent_job: str, check: bool = True) -> dict:
     return {**params, "additional_parameters": extra}
 
 
+def slot_parameters(params: dict, ahead_job: str) -> dict:
+    """sbatch parameters of a job that takes the slot of job ``ahead_job`` once that job has ended,
+    however it ended (``--dependency=afterany:<job>``: failed or cancelled, the slot is free; a
+    requeued job keeps it): how a sweep of single jobs keeps to ``array_parallelism``, as an array's
+    ``%P`` does for its tasks."""
+    extra = {**params.get("additional_parameters", {}), "dependency": f"afterany:{ahead_job}"}
+    return {**params, "additional_parameters": extra}
+
+
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
     """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
     A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
-    dependency on the job of the run it starts from (:func:`after_parameters`)."""
+    dependency on the job of the run it starts from (:func:`after_parameters`). A run with a Ray job
+    body (verl) is a job of its own, not an array task: ``array_parallelism`` still bounds how many of
+    them run at once, each one past the first P waiting for the end of the one P places before it
+    (:func:`slot_parameters`)."""
     waits = waits or {}
     plain = []
     batches: list[tuple[dict, list[LaunchItem]]] = []
@@ -675,8 +687,12 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         else:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             batches.append((params, [item]))
-    batches += _groups(plain, array_parallelism)
-    for params, chunk in batches:
+    for k, (params, chunk) in enumerate(batches):  # the Ray jobs: at most array_parallelism at once
+        slots = int(params["array_parallelism"])
+        if k >= slots:
+            batches[k] = (slot_parameters(params, job_ids[batches[k - slots][1][0].run_id]), chunk)
+        _submit_chunk(batches[k][0], chunk, workspace, job_ids)
+    for params, chunk in _groups(plain, array_parallelism):
         _submit_chunk(params, chunk, workspace, job_ids)
     for item, ray in later:  # in launch order: a run comes after the one it starts from
         params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)

@@ -1090,3 +1090,30 @@ def test_a_debug_run_cancelled_while_the_runs_before_it_ran_is_not_run_and_not_n
     status = read_status(ws.run_dir(second))
     assert (status.get("pid"), status.get("host"), status.get("started_at")) == (None, None, None), status
     assert read_status(ws.run_dir(first))["pid"] == os.getpid()
+
+
+def test_single_ray_jobs_of_a_sweep_keep_to_array_parallelism(specs, tmp_path, monkeypatch):
+    """From a review of the GPU path: a verl run is a job of its own (its Ray body is per run), so
+    cluster.array_parallelism, which bounds an array's tasks (%P), bounded nothing: 27 jobs of 8 GPUs went
+    out at once. Now the job P places later waits for each one to end, whatever its end (afterany)."""
+    from arctl.compose import resolve_experiment
+
+    count, scripts = tmp_path / "n", tmp_path / "scripts"
+    scripts.mkdir()
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'echo x >> {count}\nn=$(wc -l < {count})\ncp "$1" {scripts}/$((200 + n)).sh\n'
+                            'echo "Submitted batch job $((200 + n))"\n'),
+                    scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
+                    squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+    runs = resolve_experiment("main-grpo", scale="paper", seeds=[0, 1, 2, 3, 4],
+                              overrides=["cluster=slurm", "cluster.array_parallelism=2", "verl.rehearsal_steps=2"])
+    items = items_from_resolved(runs)
+    result = launch(items, Workspace(tmp_path / "ws"), executor="slurm")
+    assert len(result.submitted) == 5 and len(count.read_text().splitlines()) == 5  # five jobs, none an array
+    deps = []
+    for k in range(5):
+        text = (scripts / f"{201 + k}.sh").read_text()
+        assert "#SBATCH --array" not in text
+        deps.append([line for line in text.splitlines() if line.startswith("#SBATCH --dependency")])
+    assert deps == [[], [], ["#SBATCH --dependency=afterany:201"], ["#SBATCH --dependency=afterany:202"],
+                    ["#SBATCH --dependency=afterany:203"]], deps
