@@ -17,6 +17,7 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``reward``           rule reward with the authors' formatting rule (through ``arctl.algo.verify``)
 - ``policy_loss``      Dr. GRPO constant-normalised PPO-clip loss
 - ``tree_forward``     actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
+- ``stop_request``     the stop request between the job entry and verl's trainer (STOP, SAVING files)
 - ``checkpoints``      checkpoints a resume can trust (each step once, marked complete after it is written)
 - ``init_model``       ``trainer.init_from``: another run's final checkpoint, merged, as this run's model
 - ``history``          the steps a run keeps, and its W&B history made to match them on resume

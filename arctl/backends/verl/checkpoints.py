@@ -143,8 +143,11 @@ class SaveOnce:
         step = int(self.global_steps)
         if self._arctl_saved_step == step:
             return None
-        out = super()._save_checkpoint()
-        mark_complete(self.config.trainer.default_local_dir, step)
+        from arctl.backends.verl import stop_request
+
+        with stop_request.saving(stop_request.stop_file_of(self.config)):  # not abandoned while it writes
+            out = super()._save_checkpoint()
+            mark_complete(self.config.trainer.default_local_dir, step)
         self._arctl_saved_step = step
         keep = self.config.get("arctl", {}).get("keep_checkpoints")
         if keep:

@@ -27,6 +27,7 @@ from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.algo.verify import GRADER_BEFORE_THE_KEY
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
+from arctl.backends.verl.stop_request import STOP_FILE
 from arctl.track.identity import WandbIdentity
 
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
@@ -471,7 +472,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     items = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
     settings = arctl_settings(config)
     if run_dir is not None:
-        settings["stop_file"] = str(Path(run_dir) / "STOP")
+        settings["stop_file"] = str(Path(run_dir) / STOP_FILE)
     items += [f"+arctl.{k}={fmt_value(v)}" for k, v in settings.items()]
     extra = verl_setting(config, "overrides") or []
     if isinstance(extra, str):

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.base import stop_follows
+from arctl.backends.verl import stop_request
 from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests set it through this module
     ALLOW_CPU_ENV,
     VerlConfigError,
@@ -49,8 +50,6 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
 from arctl.backends.verl.ray_connect import task_failure
 from arctl.backends.verl.run_config import platform_env, verl_run_config, with_wandb_env
 from arctl.track.phase import write_warning
-
-STOP_FILE = "STOP"
 
 
 class VerlRunFailed(RuntimeError):
@@ -81,16 +80,39 @@ def step_grace_s(config: dict, stop_event: threading.Event | None) -> float:
     return STEP_GRACE_FRACTION * float(warning)
 
 
+def save_wait_s(config: dict, stop_event: threading.Event | None) -> float:
+    """Seconds after a stop request up to which a checkpoint save in progress is waited for before the
+    step is abandoned: none under SIGTERM (the scheduler kills soon after), else
+    :data:`~arctl.backends.verl.stop_request.SAVE_WAIT_FRACTION` of the warning."""
+    if stop_event is not None and getattr(stop_event, "abandon", False):
+        return 0.0
+    warning = (config.get("cluster") or {}).get("preempt_warning_s") or 60
+    return stop_request.SAVE_WAIT_FRACTION * float(warning)
+
+
 def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, config: dict,
            abandoned: threading.Event, lock: threading.Lock) -> None:
-    """On a stop request: ask the trainer to checkpoint after its step (STOP file); when the step
-    outlives its grace, abandon it (interrupt the run in the main thread)."""
+    """On a stop request: ask the trainer to checkpoint after its step (STOP file, with the time it
+    will be abandoned); when the step outlives its grace, abandon it (interrupt the run in the main
+    thread), unless a checkpoint save is in progress (SAVING file): that is waited for, up to
+    :func:`save_wait_s` after the request."""
+    import time
+
     while not done.is_set():
         if stop_event.wait(timeout=1.0):
-            stop_file.write_text("stop requested\n")
-            grace = step_grace_s(config, stop_event)
+            asked, grace = time.time(), step_grace_s(config, stop_event)
+            stop_request.request(stop_file, asked + grace)
             if done.wait(timeout=grace):
                 return
+            marker, said = stop_request.saving_marker(stop_file), False
+            while marker is not None and marker.exists() and time.time() < asked + save_wait_s(config, stop_event):
+                if not said:
+                    print(f"arctl: a checkpoint save is in progress at the end of the step's grace ({grace:g} s); "
+                          f"waiting for it, up to {save_wait_s(config, stop_event):g} s after the stop request",
+                          file=sys.stderr, flush=True)
+                    said = True
+                if done.wait(timeout=0.5):
+                    return
             with lock:
                 if done.is_set():
                     return
@@ -118,7 +140,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         return "completed"
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
-    stop_file = run_dir / STOP_FILE
+    stop_file = run_dir / stop_request.STOP_FILE
     stop_file.unlink(missing_ok=True)
     from arctl.backends.verl.init_model import init_model_path
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -45,6 +45,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.metrics import eval_diagnostics
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree_loss import kl_mean
+from arctl.backends.verl import stop_request
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
     RECORD_KEY,
@@ -61,7 +62,6 @@ from arctl.track import metrics_schema as ms
 
 logger = logging.getLogger(__name__)
 
-STOP_FILE_ENV = "ARCTL_STOP_FILE"
 SYNC_MODE = "sync"
 
 
@@ -328,13 +328,44 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
 
     # ------------------------------------------------------------------ stop / preemption
+    _arctl_training = False  # inside fit()'s loop (on_train_begin): a stop ends it
+    _arctl_stopped_at: int | None = None  # the step at which a stop request was acted on
+    _arctl_validation_s: float | None = None  # how long the last validation took
+
+    def on_train_begin(self):
+        super().on_train_begin()
+        self._arctl_training = True
+
     def on_step_end(self):
         super().on_step_end()
-        stop_file = self.config.arctl.get("stop_file") or os.environ.get(STOP_FILE_ENV)
-        if stop_file and os.path.exists(stop_file):
-            logger.warning("arctl: stop requested; saving a checkpoint at step %s and ending", self.global_steps)
-            self._save_checkpoint()
-            self.total_training_steps = self.global_steps  # fit() ends after this step
+        if stop_request.requested(stop_request.stop_file_of(self.config)):
+            self._arctl_stop()
+
+    def _arctl_stop(self) -> None:
+        """Save this step's checkpoint and end fit() after the step."""
+        logger.warning("arctl: stop requested; saving a checkpoint at step %s and ending", self.global_steps)
+        self._save_checkpoint()
+        self.total_training_steps = self.global_steps  # fit() ends after this step
+        self._arctl_stopped_at = self.global_steps
+
+    def _validate(self, *args, **kwargs):
+        """verl's validation, timed; in the training loop after a stop request: skipped where its last
+        duration does not fit before the step would be abandoned (verl logs a step after validating it,
+        so an abandoned validation would lose the step's row), and a stop that came during it is acted
+        on at once (this step's checkpoint), not after another step."""
+        stop_file = stop_request.stop_file_of(self.config)
+        if (self._arctl_training and self._arctl_stopped_at == self.global_steps
+                and not stop_request.validation_fits(stop_file, self._arctl_validation_s)):
+            logger.warning("arctl: step %s's validation skipped: the stop request leaves less than %.2fx its last "
+                           "duration (%s s) before the step is abandoned", self.global_steps,
+                           stop_request.VALIDATION_MARGIN, self._arctl_validation_s)
+            return {}
+        started = time.monotonic()
+        out = super()._validate(*args, **kwargs)
+        self._arctl_validation_s = time.monotonic() - started
+        if self._arctl_training and self._arctl_stopped_at != self.global_steps and stop_request.requested(stop_file):
+            self._arctl_stop()
+        return out
 
     # ------------------------------------------------------------------ metrics
     def _define_step_metric(self) -> None:

@@ -1,0 +1,96 @@
+"""The stop request between a verl run's job entry and verl's trainer (a Ray actor, maybe on another
+node): files in the run dir, on the filesystem both see.
+
+- ``STOP``: written by the job entry's watcher (:func:`arctl.backends.verl.trainer._watch`) when SLURM's
+  warning (USR1) or a cancel asks the run to stop; it holds the time at which the watcher will abandon
+  the step in progress (``abandon_at <epoch seconds>``). The trainer checkpoints after its step and ends
+  (:class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`).
+- ``SAVING``: present while the trainer writes a checkpoint (:class:`arctl.backends.verl.checkpoints.
+  SaveOnce`). The watcher does not abandon a save in progress at the end of the step's grace; it waits
+  for it up to :data:`SAVE_WAIT_FRACTION` of the warning (an abandoned save leaves the run to resume
+  from the checkpoint before it, up to ``trainer.save_freq`` steps back).
+
+A stop that comes at a step that validates skips the validation when the time left before
+``abandon_at`` is less than :data:`VALIDATION_MARGIN` times the last validation's duration (a
+validation cut by the abandon would lose the step's logged row: verl logs a step after validating it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+STOP_FILE = "STOP"
+STOP_FILE_ENV = "ARCTL_STOP_FILE"  # the stop file's path where the config has none (arctl.stop_file)
+SAVING_FILE = "SAVING"
+SAVE_WAIT_FRACTION = 0.9  # of cluster.preempt_warning_s: the longest a save in progress is waited for
+VALIDATION_MARGIN = 1.25  # the validation runs after a stop only if 1.25x its last duration is left
+
+
+def request(path: str | Path, abandon_at: float | None) -> None:
+    """Ask the trainer to stop after its step; ``abandon_at``: when the step will be abandoned."""
+    Path(path).write_text("stop requested\n" + (f"abandon_at {abandon_at:.3f}\n" if abandon_at is not None else ""))
+
+
+def requested(path: str | Path | None) -> bool:
+    return bool(path) and Path(str(path)).exists()
+
+
+def abandon_at(path: str | Path | None) -> float | None:
+    """The time the watcher abandons the step (None: not said, or no request)."""
+    if not path:
+        return None
+    try:
+        lines = Path(str(path)).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key == "abandon_at":
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
+
+
+def validation_fits(path: str | Path | None, last_validation_s: float | None, now: float | None = None) -> bool:
+    """Whether a validation may run after the stop request at ``path``: its last duration (None: none
+    measured yet) times :data:`VALIDATION_MARGIN` ends before the abandon time (unknown: it does not)."""
+    deadline = abandon_at(path)
+    if deadline is None or last_validation_s is None:
+        return False
+    left = deadline - (time.time() if now is None else now)
+    return last_validation_s * VALIDATION_MARGIN <= left
+
+
+def stop_file_of(config) -> str | None:
+    """The stop file of verl's composed config (``arctl.stop_file``), else ``$ARCTL_STOP_FILE``."""
+    import os
+
+    arctl = config.get("arctl") if hasattr(config, "get") else None
+    return (arctl.get("stop_file") if arctl is not None else None) or os.environ.get(STOP_FILE_ENV)
+
+
+def saving_marker(stop_file: str | Path | None) -> Path | None:
+    return Path(str(stop_file)).parent / SAVING_FILE if stop_file else None
+
+
+@contextlib.contextmanager
+def saving(stop_file: str | Path | None) -> Iterator[None]:
+    """Mark a checkpoint save in progress for the block (nothing without a stop file path)."""
+    marker = saving_marker(stop_file)
+    if marker is None:
+        yield
+        return
+    try:
+        marker.write_text(f"{time.time():.3f}\n")
+    except OSError:
+        marker = None
+    try:
+        yield
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)

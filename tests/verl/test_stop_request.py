@@ -1,0 +1,152 @@
+"""The stop request between the job entry and verl's trainer (from a review of the GPU path): a stop at
+a step that validates no longer risks the step's logged row (verl logs a step after validating it, and
+a validation cut by the abandon lost it), a stop that comes during a validation is acted on at once,
+and a checkpoint save in progress is not abandoned at the end of the step's grace."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from omegaconf import OmegaConf
+
+from arctl.backends.verl import stop_request
+
+
+def test_the_request_says_when_the_step_will_be_abandoned(tmp_path):
+    stop = tmp_path / stop_request.STOP_FILE
+    assert not stop_request.requested(stop) and stop_request.abandon_at(stop) is None
+    stop_request.request(stop, 1000.5)
+    assert stop_request.requested(stop) and stop_request.abandon_at(stop) == 1000.5
+    stop_request.request(stop, None)
+    assert stop_request.requested(stop) and stop_request.abandon_at(stop) is None
+
+
+@pytest.mark.parametrize(("deadline", "last", "fits"), [
+    (1100.0, 60.0, True),  # 100 s left, 75 s needed
+    (1100.0, 90.0, False),  # 112.5 s needed
+    (None, 1.0, False),  # no deadline said: never
+    (1100.0, None, False),  # no validation measured yet: never
+])
+def test_a_validation_after_a_stop_runs_only_where_its_last_duration_fits(tmp_path, deadline, last, fits):
+    stop = tmp_path / stop_request.STOP_FILE
+    stop_request.request(stop, deadline)
+    assert stop_request.validation_fits(stop, last, now=1000.0) is fits
+
+
+def test_a_save_is_marked_while_it_writes_and_unmarked_however_it_ends(tmp_path):
+    stop = tmp_path / stop_request.STOP_FILE
+    marker = stop_request.saving_marker(stop)
+    with stop_request.saving(stop):
+        assert marker.exists()
+    assert not marker.exists()
+    with pytest.raises(RuntimeError), stop_request.saving(stop):
+        raise RuntimeError("the save failed")
+    assert not marker.exists()
+    with stop_request.saving(None):  # no stop file known: nothing marked
+        pass
+
+
+def _watcher(tmp_path, monkeypatch, warning_s: float, term: bool = False):
+    from arctl.backends.verl import trainer
+
+    interrupts: list[float] = []
+    monkeypatch.setattr(trainer._thread, "interrupt_main", lambda: interrupts.append(time.monotonic()))
+    stop_event, done, abandoned = threading.Event(), threading.Event(), threading.Event()
+    if term:
+        stop_event.abandon = True
+    config = {"cluster": {"preempt_warning_s": warning_s}}
+    stop = tmp_path / stop_request.STOP_FILE
+    thread = threading.Thread(target=trainer._watch, args=(stop_event, stop, done, config, abandoned, threading.Lock()),
+                              daemon=True)
+    thread.start()
+    return stop_event, done, abandoned, interrupts, thread, stop
+
+
+def test_a_save_in_progress_at_the_end_of_the_grace_is_waited_for(tmp_path, monkeypatch):
+    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=4.0)  # grace 2 s
+    marker = stop_request.saving_marker(stop)
+    marker.write_text("")  # the trainer is writing its checkpoint
+    asked = time.monotonic()
+    stop_event.set()
+    time.sleep(2.8)
+    assert stop.exists() and not abandoned.is_set() and not interrupts  # past the grace: the save is waited for
+    marker.unlink()  # the save ended; the step still has not: abandoned now
+    thread.join(timeout=5)
+    assert abandoned.is_set() and len(interrupts) == 1 and interrupts[0] - asked >= 2.8
+
+
+def test_a_save_that_outlives_the_wait_is_abandoned_and_sigterm_waits_for_none(tmp_path, monkeypatch):
+    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=2.0)
+    stop_request.saving_marker(stop).write_text("")
+    asked = time.monotonic()
+    stop_event.set()
+    thread.join(timeout=6)
+    assert abandoned.is_set() and 1.7 <= interrupts[0] - asked < 3.0  # 0.9 x 2 s
+    other = tmp_path / "term"
+    other.mkdir()
+    stop_event, done, abandoned, interrupts, thread, stop = _watcher(other, monkeypatch, warning_s=60.0, term=True)
+    stop_request.saving_marker(stop).write_text("")
+    asked = time.monotonic()
+    stop_event.set()
+    thread.join(timeout=5)
+    assert abandoned.is_set() and interrupts[0] - asked < 1.5  # TERM: the scheduler kills soon
+
+
+class _Validations:
+    """verl's own ``_validate``, stood in for: records each call, may take time or bring a stop request."""
+
+    def __init__(self):
+        self.calls, self.seconds, self.stop_during = 0, 0.0, None
+
+    def __call__(self, trainer):
+        self.calls += 1
+        time.sleep(self.seconds)
+        if self.stop_during is not None:
+            stop_request.request(self.stop_during, time.time() + 60)
+        return {"val/acc": 1.0}
+
+
+@pytest.fixture
+def trainer(tmp_path, monkeypatch):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    validations = _Validations()
+    monkeypatch.setattr(PPOTrainerSync, "_validate", lambda self: validations(self))
+    t = object.__new__(ArctlPPOTrainer)  # only the stop logic is exercised: no workers
+    t.config = OmegaConf.create({"arctl": {"stop_file": str(tmp_path / stop_request.STOP_FILE)}})
+    t.global_steps, t.total_training_steps = 20, 100
+    t.saved = []
+    t._save_checkpoint = lambda: t.saved.append(t.global_steps)
+    t.validations = validations
+    return t
+
+
+def test_validations_outside_a_stop_run_and_are_timed(trainer):
+    trainer.validations.seconds = 0.2
+    assert trainer._validate() == {"val/acc": 1.0}  # before training (val_before_train)
+    assert trainer.validations.calls == 1 and trainer._arctl_validation_s >= 0.2
+    trainer._arctl_training = True
+    assert trainer._validate() == {"val/acc": 1.0} and trainer.saved == [] and trainer.total_training_steps == 100
+
+
+def test_a_stop_at_a_validating_step_validates_only_where_it_fits(trainer):
+    stop = trainer.config.arctl.stop_file
+    trainer._arctl_training, trainer._arctl_validation_s = True, 30.0
+    stop_request.request(stop, time.time() + 600)
+    trainer._arctl_stop()  # what on_step_end does on a request (its parent hook needs a live trainer)
+    assert trainer.saved == [20] and trainer.total_training_steps == 20
+    assert trainer._validate() == {"val/acc": 1.0}  # 37.5 s needed, 600 s left
+    stop_request.request(stop, time.time() + 20)
+    trainer._arctl_validation_s = 30.0  # the stand-in took no time
+    assert trainer._validate() == {} and trainer.validations.calls == 1  # 37.5 s needed, 20 s left: skipped
+
+
+def test_a_stop_that_comes_during_a_validation_checkpoints_this_step(trainer):
+    trainer._arctl_training = True
+    trainer.validations.stop_during = trainer.config.arctl.stop_file
+    assert trainer._validate() == {"val/acc": 1.0}
+    assert trainer.saved == [20] and trainer.total_training_steps == 20 and trainer._arctl_stopped_at == 20
