@@ -137,6 +137,8 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     delay = warning_seconds(cluster)
     extra = _sbatch_extra(cluster.get("sbatch_extra") or [])
     extra["signal"] = f"{PREEMPT_SIGNAL}@{delay}"
+    if "no_requeue" not in extra:  # submitit requeues with `scontrol requeue`, which a site's JobRequeue=0
+        extra["requeue"] = True  # refuses for a job not submitted requeueable (the run would end at its limit)
     params: dict = {
         "job_name": re.sub(r"[^A-Za-z0-9_.-]+", "-", job_name)[:64] or "arctl",
         "time": time_min,

@@ -29,7 +29,8 @@ def test_slurm_parameters_carry_the_cluster_profile():
     assert params["nodes"] == 2 and params["gpus_per_node"] == 8 and params["cpus_per_task"] == 96
     assert params["mem"] == "900GB" and params["time"] == 2880 and params["constraint"] == "a100-80gb"
     assert params["job_name"] == "priors-sweep"
-    assert params["additional_parameters"] == {"exclusive": True, "reservation": "paper", "signal": "USR1@1800"}
+    assert params["additional_parameters"] == {"exclusive": True, "reservation": "paper", "signal": "USR1@1800",
+                                              "requeue": True}
     assert params["setup"] == ["export SUBMITIT_PREEMPT_SIGNAL=USR1", "module load cuda/12.4"]
 
 
@@ -72,6 +73,17 @@ def test_sbatch_script_is_one_array_with_parallelism(tmp_path):
     assert "#SBATCH --partition=gpu" in lines and "#SBATCH --account=proj" in lines
     assert not any("gpus-per-node" in line for line in lines)
     assert lines.index("module load cuda/12.4") < next(i for i, line in enumerate(lines) if line.startswith("srun "))
+
+
+def test_jobs_are_submitted_requeueable_unless_the_profile_says_otherwise(tmp_path):
+    """From a review of the GPU path: submitit requeues a job after SLURM's warning with `scontrol requeue`,
+    which a site whose slurm.conf has JobRequeue=0 refuses for a job not submitted with --requeue: the run
+    would have checkpointed and then ended at its time limit instead of going on."""
+    lines = render_sbatch(slurm_parameters(CLUSTER, "x"), tmp_path / "%j", 1).splitlines()
+    assert "#SBATCH --requeue" in lines
+    lines = render_sbatch(slurm_parameters({**CLUSTER, "sbatch_extra": ["--no-requeue"]}, "x"), tmp_path / "%j",
+                          1).splitlines()
+    assert "#SBATCH --no-requeue" in lines and "#SBATCH --requeue" not in lines
 
 
 def test_ray_setup_runs_the_script_then_our_job_as_the_batch_shell(tmp_path):
