@@ -229,6 +229,28 @@ def test_deterministic_rollout_gets_distinct_deterministic_ids_per_sample(loop_f
     assert server.request_ids[start:] == per_tree[("q1", 1)]  # deterministic
 
 
+def test_deterministic_requests_each_get_a_seed_of_their_own(loop_factory):
+    """From a review of the GPU path: under rollout.full_determinism verl gives every request of a vLLM
+    replica one seed (``replica_rank + seed``, a setdefault), and a tree's requests run on one replica with
+    one prefix: every summary of a group came back identical (each decoupled summary's advantage exactly 0)
+    and a question's thinking samples on one replica were duplicates. Each request now carries its own seed,
+    derived from the run's seed and its deterministic id: distinct, and the same when the sample reruns."""
+    loop, server, tok = loop_factory(budgets=(4, 9), group_size=2, deterministic=True)
+    seeds = {}
+    for uid, session in (("q1", 0), ("q1", 1)):
+        start = len(server.requests)
+        _run(loop, uid=uid, session_id=session)
+        seeds[(uid, session)] = [params.get("seed") for _, params in server.requests[start:]]
+    every = [s for ss in seeds.values() for s in ss]
+    assert None not in every and len(every) == len(set(every)), seeds  # thinking and summaries: all distinct
+    start = len(server.requests)
+    _run(loop, uid="q1", session_id=1)
+    assert [params.get("seed") for _, params in server.requests[start:]] == seeds[("q1", 1)]
+    loop, server, tok = loop_factory(budgets=(4, 9), group_size=2)
+    _run(loop)
+    assert all("seed" not in params for _, params in server.requests)  # sampling as verl does it
+
+
 def test_summary_cache_metrics_count_each_tree_once():
     from arctl.backends.verl.trainer_v1 import summary_cache_metrics
 

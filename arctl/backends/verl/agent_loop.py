@@ -400,6 +400,18 @@ def tree_request_ids(full_determinism: bool = False, sample: str | None = None) 
     return lambda: tree
 
 
+def request_seed(base: int, request_id: str) -> int:
+    """The vLLM sampling seed of one request under ``rollout.full_determinism``: its own, derived from
+    the run's seed and the request's deterministic id. verl otherwise gives every request of a replica
+    the same seed (``replica_rank + rollout.seed``), and a tree's requests all run on one replica
+    with one prefix: every summary of a group came back token-identical (each summary's advantage
+    exactly 0) and the thinking samples of a question that share a replica were duplicates. The CPU
+    rollout server (:mod:`arctl.backends.verl.cpu_rollout`) seeds a request without one the same way."""
+    import hashlib
+
+    return int(hashlib.sha256(f"{int(base)}:{request_id}".encode()).hexdigest()[:12], 16)
+
+
 def sample_name(kwargs: dict[str, Any]) -> str | None:
     """``{uid}-{session}`` of the thinking sample an agent loop runs: verl's v1 worker passes the
     question's ``uid`` and the sample's ``session_id`` (0 .. rollout.n - 1)."""
@@ -452,6 +464,8 @@ def _make_loop_class():
     class TreeAgentLoop(AgentLoopBase):
         """verl agent loop of the AnytimeReasoner tree rollout (registered as ``arctl_tree``)."""
 
+        _seed_base: int | None = None  # under full determinism: each request's seed derives from it
+
         def __init__(self, *args, hf_model_type: str | None = None, **kwargs):
             tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
             super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
@@ -463,8 +477,11 @@ def _make_loop_class():
             self.summary_max_tokens = int(summary.max_tokens)
 
         async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
+            request_id = self._request_id()
+            if self._seed_base is not None:  # full determinism: a seed of its own (request_seed)
+                params = {**params, "seed": request_seed(self._seed_base, request_id)}
             out = await self.server_manager.generate(
-                request_id=self._request_id(), prompt_ids=prompt_ids, sampling_params=params
+                request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
             )
             self._server_extra.append(dict(getattr(out, "extra_fields", None) or {}))
             self._prompt_lens.append(len(prompt_ids))
@@ -522,6 +539,7 @@ def _make_loop_class():
             self._prompt_lens: list[int] = []
             full_determinism = bool(getattr(self.rollout_config, "full_determinism", False))
             self._request_id = tree_request_ids(full_determinism, sample_name(kwargs))
+            self._seed_base = int(getattr(self.rollout_config, "seed", 0) or 0) if full_determinism else None
             with simple_timer("generate_sequences", metrics):
                 tree, info, target = await rollout_question(
                     sample_tree, build_prompt, budgets, validate, control,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 import logging
 import os
 import threading
@@ -152,7 +151,9 @@ class CPURolloutServer:
             stops |= self.eos_ids
         seed = params.get("seed")
         if seed is None:  # a stream of its own per request, reproducible from the request id
-            seed = int(hashlib.sha256(f"{self._seed}:{request_id}".encode()).hexdigest()[:12], 16)
+            from arctl.backends.verl.agent_loop import request_seed
+
+            seed = request_seed(self._seed, request_id)
         generator = torch.Generator().manual_seed(int(seed))
         temperature = float(params.get("temperature", 1.0))
         top_p = float(params.get("top_p", 1.0))
