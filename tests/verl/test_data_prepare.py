@@ -58,7 +58,7 @@ def test_prepare_writes_verl_parquet(app, tmp_path):
     olym = pd.read_parquet(out / "olympiadbench" / "test.parquet")
     # a list of answers is a list of alternatives, any of which is right (the authors' grader; Minerva's
     # ['0.01', '0.02']), never one answer "3, 4" joined from them (math-verify reads that as a set)
-    assert [r["ground_truth"] for r in olym["reward_model"]] == ["$\\frac{1}{2}$", "3"]
+    assert [r["ground_truth"] for r in olym["reward_model"]] == ["\\frac{1}{2}", "3"]  # without the $ that wrap it
     assert [list(r["alternatives"]) for r in olym["reward_model"]] == [[], ["3", "4"]]
     from arctl.algo.verify import verify_answer
     from arctl.backends.verl.reward import ground_truth_of
@@ -66,7 +66,7 @@ def test_prepare_writes_verl_parquet(app, tmp_path):
     gold = ground_truth_of(olym.iloc[1]["reward_model"])  # as the agent loop reads it (numpy arrays inside)
     assert gold == ["3", "4"]
     assert [verify_answer(f"**Final Answer**\n\\boxed{{{a}}}", gold) for a in ("3", "4", "3, 4", "5")] == [1, 1, 0, 0]
-    assert ground_truth_of(olym.iloc[0]["reward_model"]) == "$\\frac{1}{2}$"
+    assert ground_truth_of(olym.iloc[0]["reward_model"]) == "\\frac{1}{2}"
 
 
 def test_prepared_files_are_the_ones_the_overrides_point_to(app, tmp_path, paper_config):
@@ -285,3 +285,20 @@ def test_the_hub_probe_counts_any_answer_as_reachable(tmp_path):
         server.shutdown()
         server.server_close()
     assert out.stdout.strip() == "None" and asked == ["/"], (out.stdout, out.stderr, asked)  # a 404 is an answer
+
+
+def test_answers_wrapped_in_math_delimiters_are_graded_as_their_content():
+    """From a review of the data path: OlympiadBench's final_answer writes answers as `$x=3$`; the grader's
+    normalisers drop only escaped dollars, so a right boxed answer scored 0 against it."""
+    from arctl.algo.verify import DEFAULT_GRADER, grade
+    from arctl.backends.verl.data import to_verl_rows
+
+    records = [{"problem": "p", "final_answer": ["$x=3$"]}, {"problem": "p", "final_answer": ["$$120^{\\circ}$$", "$120$"]},
+               {"problem": "p", "answer": "$5 and $6"}, {"problem": "p", "answer": "$"}]
+    rows = [r["reward_model"] for r in to_verl_rows(records, "olympiadbench", "test")]
+    assert rows[0] == {"style": "rule", "ground_truth": "x=3", "alternatives": []}
+    assert rows[1]["ground_truth"] == "120^{\\circ}" and rows[1]["alternatives"] == ["120^{\\circ}", "120"]
+    assert rows[2]["ground_truth"] == "$5 and $6" and rows[3]["ground_truth"] == "$"  # not one wrapped answer: kept
+    summary = "**Final Answer**\n\\boxed{3}"  # graded as the reward grades it (the default grader)
+    assert grade(summary, rows[0]["ground_truth"], DEFAULT_GRADER) == 1
+    assert grade(summary, "$x=3$", DEFAULT_GRADER) == 0  # what it was graded against before

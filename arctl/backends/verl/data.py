@@ -86,18 +86,30 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     raise DataError(f"{path}: unsupported file type {suffix or '(none)'}; use .json, .jsonl or .parquet")
 
 
+def _bare(text: str) -> str:
+    """An answer without the math delimiters that wrap all of it (``$x=3$``, ``$$120^{\circ}$$``, as
+    OlympiadBench's ``final_answer`` writes them): the grader's normalisers drop only escaped ``\$``, so
+    a right ``\boxed{3}`` scored 0 against ``$x=3$`` (and 1 against ``x=3``)."""
+    for mark in ("$$", "$"):
+        inner = text[len(mark):-len(mark)] if len(text) > 2 * len(mark) and text.startswith(mark) and text.endswith(mark) else None
+        if inner is not None and "$" not in inner and inner.strip():
+            return inner.strip()
+    return text
+
+
 def _answers(value: Any) -> list[str]:
     """The acceptable answers of a record: a list in the source (Minerva's ``['0.01', '0.02']``,
     OlympiadBench's one-element ``final_answer``) is a list of alternatives, any of which is right
-    (the authors' grader matches any), never one answer joined from them."""
+    (the authors' grader matches any), never one answer joined from them; each without the ``$``
+    that wrap all of it (:func:`_bare`)."""
     if value is None:
         return []
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        return [str(v).strip() for v in value if v is not None and str(v).strip()]
+        return [_bare(str(v).strip()) for v in value if v is not None and str(v).strip()]
     text = str(value).strip()
-    return [text] if text else []
+    return [_bare(text)] if text else []
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
