@@ -60,7 +60,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                    as_json: bool, executor_by: str = "--executor") -> None:
     """Print what would be launched; write and submit nothing."""
     from arctl.launch.executors import choose_executor
-    from arctl.launch.launcher import dry_run_scripts, plan, planned_problem
+    from arctl.launch.launcher import STARTS, dry_run_scripts, plan, planned_problem
     from arctl.launch.rundir import dump_config
 
     configured = items[0].config.get("cluster", {}).get("executor")
@@ -72,7 +72,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             raise
         name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
     plan(items, workspace, force)
-    to_launch = [i for i in items if i.action in ("new", "resume", "rerun")]
+    to_launch = [i for i in items if i.action in STARTS]
     scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
     # what the launch itself would refuse (workspace_problem, executor_problem), shown, not raised: a dry run previews
     refused = planned_problem(items, workspace)
@@ -81,7 +81,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         from arctl.launch.launcher import executor_problem
 
         try:  # the launch asks of every run it would claim (shared cells are recorded, not run)
-            executor_problem(name, [i for i in items if not i.shares], array_parallelism, workspace)
+            executor_problem(name, [i for i in items if not i.shares], array_parallelism, workspace, to_launch)
         except LaunchError as err:
             refused = str(err)
     if as_json:

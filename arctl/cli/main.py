@@ -94,6 +94,9 @@ def repeated_option(root, args: list[str]) -> str | None:
     as click does: down the command groups by name, each option's value skipped, ``--`` ends options;
     options declared ``multiple`` and flags may repeat. Usage mistakes of any other kind are left to
     click (None)."""
+    before_dashes = args[: args.index("--")] if "--" in args else args
+    if any(a in ("-h", "--help", "--version") for a in before_dashes):
+        return None  # the help (or the version) wins, wherever it is, as in click
     cmd, path, i = root, [root.name or "arctl"], 0
     seen: dict[str, int] = {}
     while i < len(args):
@@ -101,8 +104,6 @@ def repeated_option(root, args: list[str]) -> str | None:
         i += 1
         if token == "--":
             break
-        if token in ("-h", "--help"):
-            return None  # the help wins, as in click
         if not token.startswith("-") or token == "-":
             sub = getattr(cmd, "commands", {}).get(token)
             if sub is not None:

@@ -172,6 +172,9 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
     return None
 
 
+STARTS = ("new", "resume", "rerun")  # the planned actions that start a job
+
+
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
     """What a launch would do with each item (read-only: nothing is claimed or written). An item
     :func:`workspace_problem` names is planned "refused" (:func:`planned_problem` says why)."""
@@ -208,7 +211,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     by_id = {item.run_id: item for item in items}
     for item in items:  # a run that starts from one that is not done yet waits for it
         parent = by_id.get(item.after) if item.after else None
-        if item.action in ("new", "resume", "rerun") and parent is not None and parent.action != "skip":
+        if item.action in STARTS and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
 
@@ -297,7 +300,10 @@ def launch(
     name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
-    executor_problem(name, items, array_parallelism, workspace)
+    import copy
+
+    starting = [i for i in plan([copy.copy(i) for i in items], workspace, force) if i.action in STARTS]
+    executor_problem(name, items, array_parallelism, workspace, starting)
     if problem := workdir_problem(workspace):
         raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
@@ -338,18 +344,20 @@ def gpu_problem(items: list[LaunchItem]) -> None:
         "verl.smoke=true and verl.rehearsal_steps=N run without a GPU"))
 
 
-def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace) -> None:
+def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace,
+                     starting: list[LaunchItem]) -> None:
     """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
     a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
-    for no GPU (slurm), then what would fail as any job starts (:func:`start_problem`). The launch and
-    its dry run (which shows the refusal) both ask here."""
+    for no GPU (slurm), then what would fail as the job of a run in ``starting`` (those :func:`plan`
+    starts: new, resumed, rerun; not one it skips) starts (:func:`start_problem`). The launch and its
+    dry run (which shows the refusal) both ask here."""
     if name in ("local", "debug"):
         gpu_problem(items)
     if name == "slurm":
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
-    start_problem(items, workspace)
+    start_problem(starting, workspace)
 
 
 def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:
@@ -662,7 +670,9 @@ def slot_parameters(params: dict, ahead_job: str) -> dict:
     however it ended (``--dependency=afterany:<job>``: failed or cancelled, the slot is free; a
     requeued job keeps it): how a sweep of single jobs keeps to ``array_parallelism``, as an array's
     ``%P`` does for its tasks."""
-    extra = {**params.get("additional_parameters", {}), "dependency": f"afterany:{ahead_job}"}
+    extra = dict(params.get("additional_parameters", {}))
+    before = extra.get("dependency")  # e.g. afterok on the run it starts from: both must hold (",")
+    extra["dependency"] = f"{before},afterany:{ahead_job}" if before else f"afterany:{ahead_job}"
     return {**params, "additional_parameters": extra}
 
 
@@ -687,11 +697,17 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         else:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             batches.append((params, [item]))
-    for k, (params, chunk) in enumerate(batches):  # the Ray jobs: at most array_parallelism at once
+    ray_jobs: list[str] = []  # the run ids of the Ray jobs, in submission order: one slot chain
+
+    def submit_ray(params: dict, item: LaunchItem) -> None:  # at most array_parallelism at once
         slots = int(params["array_parallelism"])
-        if k >= slots:
-            batches[k] = (slot_parameters(params, job_ids[batches[k - slots][1][0].run_id]), chunk)
-        _submit_chunk(batches[k][0], chunk, workspace, job_ids)
+        if len(ray_jobs) >= slots:
+            params = slot_parameters(params, job_ids[ray_jobs[-slots]])
+        _submit_chunk(params, [item], workspace, job_ids)
+        ray_jobs.append(item.run_id)
+
+    for params, chunk in batches:
+        submit_ray(params, chunk[0])
     for params, chunk in _groups(plain, array_parallelism):
         _submit_chunk(params, chunk, workspace, job_ids)
     for item, ray in later:  # in launch order: a run comes after the one it starts from
@@ -700,8 +716,11 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             params = with_ray_setup(params, ray)
         parent = waits[item.run_id]
         write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
-        _submit_chunk(after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id)), [item],
-                      workspace, job_ids)
+        params = after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id))
+        if ray is not None:
+            submit_ray(params, item)
+        else:
+            _submit_chunk(params, [item], workspace, job_ids)
     return job_ids
 
 

@@ -161,6 +161,9 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
         damaged = _config_problem(source.config_path, config)
         serves = {experiment, *read_shared(run_dir)}
         if wanted is not None and not serves & wanted:
+            if damaged:  # it may be one of them: say so, not nothing
+                result.warnings.append((source.run_id, f"{damaged}; not exported: with no experiment it matches no "
+                                        "--experiment/--sweep (an export without them takes it)"))
             continue
         seen_experiments |= serves
         state = str(read_status(run_dir).get("state") or "unknown")

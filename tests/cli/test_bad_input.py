@@ -264,5 +264,7 @@ def test_every_single_valued_option_of_every_command_is_checked_and_multiple_one
                     assert repeated_option(root, [*path, opt, "v"]) is None, args
                     assert repeated_option(root, [*path, opt, "v", "--", opt, "v"]) is None, args  # after --: arguments
                     assert repeated_option(root, [*path, opt, opt, "--help"]) is None, args  # a value that looks like it
+                    assert repeated_option(root, [*path, opt, "v", opt, "v", "--help"]) is None, args  # help wins
+                    assert repeated_option(root, ["--version", *path, opt, "v", opt, "v"]) is None, args
     walk(root, [])
     assert checked > 30 and free >= 4, (checked, free)

@@ -1117,3 +1117,12 @@ def test_single_ray_jobs_of_a_sweep_keep_to_array_parallelism(specs, tmp_path, m
         deps.append([line for line in text.splitlines() if line.startswith("#SBATCH --dependency")])
     assert deps == [[], [], ["#SBATCH --dependency=afterany:201"], ["#SBATCH --dependency=afterany:202"],
                     ["#SBATCH --dependency=afterany:203"]], deps
+    # runs that start from another (init_from: afterok on it) take their place in the same chain (a review)
+    runs = resolve_experiment("baselines-l1", scale="paper", seeds=[0, 1],
+                              overrides=["cluster=slurm", "cluster.array_parallelism=1", "verl.rehearsal_steps=2"])
+    launch(items_from_resolved(runs), Workspace(tmp_path / "ws2"), executor="slurm")
+    deps = {k: [line for line in (scripts / f"{k}.sh").read_text().splitlines() if line.startswith("#SBATCH --dep")]
+            for k in range(206, 210)}
+    assert deps == {206: [], 207: ["#SBATCH --dependency=afterany:206"],
+                    208: ["#SBATCH --dependency=afterok:206,afterany:207"],
+                    209: ["#SBATCH --dependency=afterok:207,afterany:208"]}, deps

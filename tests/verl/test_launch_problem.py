@@ -72,7 +72,8 @@ def test_missing_inputs_are_refused_and_a_smoke_or_rehearsal_run_is_not_checked_
 def test_an_eval_only_run_of_a_checkpoint_that_is_not_there_is_refused(data, tmp_path):
     ckpt = tmp_path / "other" / "checkpoints" / "global_step_40"
     problem = launch_problem(_config("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "run")
-    assert problem == f"verl.eval_checkpoint={ckpt} does not exist — give a run's checkpoints/global_step_N folder"
+    assert problem.startswith(f"verl.eval_checkpoint={ckpt} does not exist — give a run's checkpoints/global_step_N "
+                              "folder (seen from here; where only the compute nodes see it, ARCTL_VERL_LAUNCH_CHECK=0")
     ckpt.mkdir(parents=True)
     assert launch_problem(_config("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "run") is None
 
@@ -94,3 +95,51 @@ def test_the_launch_and_its_dry_run_refuse_in_one_line_and_submit_nothing(data, 
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and "the rollout's parallel size 3" in lines[0], res.output
     assert not ws.exists() and "sbatch" not in (calls.read_text() if calls.exists() else "")
+
+
+def test_what_verl_would_accept_is_not_refused(data, tmp_path, monkeypatch):
+    """From a review: an eval-only run makes no update (the mini-batch rule is asserted only there); the
+    FSDP config's Ulysses size divides the data-parallel ranks; data only the compute nodes see is the
+    user's to vouch for (ARCTL_VERL_LAUNCH_CHECK=0)."""
+    small = ("data.ppo_mini_batch_size=1", "data.train_batch_size=2", "rollout.n=4")
+    ckpt = tmp_path / "other" / "checkpoints" / "global_step_40"
+    ckpt.mkdir(parents=True)
+    assert launch_problem(_config(*small, "verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "r") is None
+    ulysses = "verl.overrides=['actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2']"
+    problem = launch_problem(_config("data.ppo_mini_batch_size=1", "data.train_batch_size=4", "rollout.n=6", ulysses),
+                             tmp_path / "r")
+    assert problem is not None and "mini-batch of 6 rows" in problem and "4 data-parallel ranks" in problem, problem
+    monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "only-on-the-nodes"))
+    assert launch_problem(_config(), tmp_path / "r") is not None
+    monkeypatch.setenv("ARCTL_VERL_LAUNCH_CHECK", "0")
+    assert launch_problem(_config(), tmp_path / "r") is None
+
+
+def test_a_completed_run_the_launch_skips_is_not_checked(data, tmp_path, monkeypatch):
+    """From a review: the check asked every run of the launch, so a sweep whose completed run's inputs had
+    gone since (a pruned checkpoint, moved data) was refused where it skipped that run before."""
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    from arctl.compose import resolve_experiment
+    from arctl.launch import states
+    from arctl.launch.launcher import items_from_resolved, launch
+    from arctl.launch.registry import Registry
+    from arctl.launch.workspace import Workspace
+
+    count = tmp_path / "n"
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=f'echo x >> {count}\necho "Submitted batch job $((300 + $(wc -l < {count})))"\n',
+                    scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
+                    squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_experiment("main-grpo", scale="paper", overrides=["cluster=slurm"]))
+    launch(items, ws, executor="slurm")
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(items[0].run_id, {"state": states.COMPLETED})])
+    (data / "deepscaler" / "train.parquet").unlink()
+    items = items_from_resolved(resolve_experiment("main-grpo", scale="paper", overrides=["cluster=slurm"]))
+    result = launch(items, ws, executor="slurm")
+    assert [reason for _, reason in result.skipped] == ["completed (use --force to rerun)"] and not result.submitted
+    with pytest.raises(Exception, match="dataset file"):  # --force reruns it: then it is checked
+        launch(items_from_resolved(resolve_experiment("main-grpo", scale="paper", overrides=["cluster=slurm"])), ws,
+               executor="slurm", force=True)

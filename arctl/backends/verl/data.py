@@ -87,7 +87,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _bare(text: str) -> str:
-    """An answer without the math delimiters that wrap all of it (``$x=3$``, ``$$120^{\circ}$$``, as
+    r"""An answer without the math delimiters that wrap all of it (``$x=3$``, ``$$120^{\circ}$$``, as
     OlympiadBench's ``final_answer`` writes them): the grader's normalisers drop only escaped ``\$``, so
     a right ``\boxed{3}`` scored 0 against ``$x=3$`` (and 1 against ``x=3``)."""
     for mark in ("$$", "$"):

@@ -125,7 +125,12 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
                 f"{get(f'{r}.data_parallel_size')} x pipeline {get(f'{r}.pipeline_model_parallel_size')}) does not "
                 f"divide the {world} GPUs (verl.n_gpus_per_node x cluster.nodes): verl's workers refuse it as they "
                 "start; choose verl.tensor_model_parallel_size dividing the GPUs")
-    dp = world // max(1, get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
+    if bool(verl_setting(config, "eval_only")):
+        return None  # no update: the mini-batch rule is asserted only there
+    # verl's engine reads the FSDP config's Ulysses size (the actor's own key is the deprecated alias it copies)
+    sp = max(get("actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"),
+             get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
+    dp = world // max(1, sp)
     rows = get("actor_rollout_ref.actor.ppo_mini_batch_size") * get(f"{r}.n") * rows_per_tree(config)
     if dp and rows % dp:
         return (f"the actor's mini-batch of {rows} rows (data.ppo_mini_batch_size x rollout.n"
@@ -135,13 +140,19 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
     return None
 
 
+LAUNCH_CHECK_ENV = "ARCTL_VERL_LAUNCH_CHECK"  # "0": the launch does not ask launch_problem
+
+
 def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     """Why this run's job would fail as it starts, or None, asked before it is submitted (and by a dry
     run): verl's own check of the composed config (verl_run_config), the parallel layout verl's workers
     check only on their GPUs, and the inputs (datasets, an eval-only run's checkpoint). A smoke run
     checks none of these (plumbing only), a rehearsal reads no inputs; without verl installed here
-    nothing can be checked (the job's own environment decides)."""
-    if bool(verl_setting(config, "smoke")):
+    nothing can be checked (the job's own environment decides). ``ARCTL_VERL_LAUNCH_CHECK=0`` skips it
+    (e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that sets its path)."""
+    import os
+
+    if bool(verl_setting(config, "smoke")) or os.environ.get(LAUNCH_CHECK_ENV) == "0":
         return None
     try:
         import verl  # noqa: F401
@@ -155,7 +166,11 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
         return " ".join(str(err).split())
     if int(verl_setting(config, "rehearsal_steps") or 0) > 0:
         return None
-    return parallel_problem(config, cfg) or inputs_problem(config, cfg)
+    if problem := parallel_problem(config, cfg):
+        return problem
+    if problem := inputs_problem(config, cfg):
+        return f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips this check)"
+    return None
 
 
 def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:

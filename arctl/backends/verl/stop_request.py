@@ -12,7 +12,9 @@ node): files in the run dir, on the filesystem both see.
 
 A stop that comes at a step that validates skips the validation when the time left before
 ``abandon_at`` is less than :data:`VALIDATION_MARGIN` times the last validation's duration (a
-validation cut by the abandon would lose the step's logged row: verl logs a step after validating it).
+validation cut by the abandon would lose the step's logged row: verl logs a step after validating it),
+except at the run's last step (its final evaluation). A skipped validation is not redone: that
+evaluation point is missing from the run's curves (the trainer's log says so).
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ VALIDATION_MARGIN = 1.25  # the validation runs after a stop only if 1.25x its l
 
 
 def request(path: str | Path, abandon_at: float | None) -> None:
-    """Ask the trainer to stop after its step; ``abandon_at``: when the step will be abandoned."""
-    Path(path).write_text("stop requested\n" + (f"abandon_at {abandon_at:.3f}\n" if abandon_at is not None else ""))
+    """Ask the trainer to stop after its step; ``abandon_at``: when the step will be abandoned. Written
+    whole (a reader never sees it empty)."""
+    from arctl.config.files import atomic_write
+
+    atomic_write(Path(path), "stop requested\n" + (f"abandon_at {abandon_at:.3f}\n" if abandon_at is not None else ""))
 
 
 def requested(path: str | Path | None) -> bool:
@@ -57,11 +62,12 @@ def abandon_at(path: str | Path | None) -> float | None:
 
 
 def validation_fits(path: str | Path | None, last_validation_s: float | None, now: float | None = None) -> bool:
-    """Whether a validation may run after the stop request at ``path``: its last duration (None: none
-    measured yet) times :data:`VALIDATION_MARGIN` ends before the abandon time (unknown: it does not)."""
+    """Whether a validation may run after the stop request at ``path``: unless its last duration times
+    :data:`VALIDATION_MARGIN` is known to end after the abandon time (no duration measured in this
+    attempt, or no abandon time said: it runs, as it did before the check)."""
     deadline = abandon_at(path)
     if deadline is None or last_validation_s is None:
-        return False
+        return True
     left = deadline - (time.time() if now is None else now)
     return last_validation_s * VALIDATION_MARGIN <= left
 

@@ -104,13 +104,15 @@ def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, 
             stop_request.request(stop_file, asked + grace)
             if done.wait(timeout=grace):
                 return
-            marker, said = stop_request.saving_marker(stop_file), False
-            while marker is not None and marker.exists() and time.time() < asked + save_wait_s(config, stop_event):
-                if not said:
+            # a save in progress at the end of the grace is waited for, and then the rest of its step (the
+            # trainer logs the step's row after the save): abandoned at once, the row would be lost
+            marker, saw = stop_request.saving_marker(stop_file), False
+            while marker is not None and (saw or marker.exists()) and time.time() < asked + save_wait_s(config, stop_event):
+                if not saw:
                     print(f"arctl: a checkpoint save is in progress at the end of the step's grace ({grace:g} s); "
-                          f"waiting for it, up to {save_wait_s(config, stop_event):g} s after the stop request",
-                          file=sys.stderr, flush=True)
-                    said = True
+                          f"waiting for it and its step, up to {save_wait_s(config, stop_event):g} s after the stop "
+                          "request", file=sys.stderr, flush=True)
+                    saw = True
                 if done.wait(timeout=0.5):
                     return
             with lock:
@@ -142,6 +144,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
     stop_file = run_dir / stop_request.STOP_FILE
     stop_file.unlink(missing_ok=True)
+    stop_request.saving_marker(stop_file).unlink(missing_ok=True)  # left by a save an earlier attempt lost
     from arctl.backends.verl.init_model import init_model_path
 
     start_model = init_model_path(config, run_dir)  # trainer.init_from: that run's final weights, merged

@@ -331,6 +331,7 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     _arctl_training = False  # inside fit()'s loop (on_train_begin): a stop ends it
     _arctl_stopped_at: int | None = None  # the step at which a stop request was acted on
     _arctl_validation_s: float | None = None  # how long the last validation took
+    _arctl_last_step: int | None = None  # the run's last step, once a stop has ended fit() earlier
 
     def on_train_begin(self):
         super().on_train_begin()
@@ -345,6 +346,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         """Save this step's checkpoint and end fit() after the step."""
         logger.warning("arctl: stop requested; saving a checkpoint at step %s and ending", self.global_steps)
         self._save_checkpoint()
+        if self._arctl_last_step is None:
+            self._arctl_last_step = int(self.total_training_steps)
         self.total_training_steps = self.global_steps  # fit() ends after this step
         self._arctl_stopped_at = self.global_steps
 
@@ -354,7 +357,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         so an abandoned validation would lose the step's row), and a stop that came during it is acted
         on at once (this step's checkpoint), not after another step."""
         stop_file = stop_request.stop_file_of(self.config)
-        if (self._arctl_training and self._arctl_stopped_at == self.global_steps
+        last = self.global_steps >= (self._arctl_last_step or self.total_training_steps)  # the final evaluation
+        if (self._arctl_training and self._arctl_stopped_at == self.global_steps and not last
                 and not stop_request.validation_fits(stop_file, self._arctl_validation_s)):
             logger.warning("arctl: step %s's validation skipped: the stop request leaves less than %.2fx its last "
                            "duration (%s s) before the step is abandoned", self.global_steps,
