@@ -242,16 +242,30 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     folder = workspace.jobs_dir / "%j"
     plain, later = [], []
     by_id = {item.run_id: item for item in items}
+    rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
+    # the Ray jobs' slot chain in submission order (_submit_slurm): the others first, then those that wait
+    chain = ([i.run_id for i in items if rays[i.run_id] is not None and i.after not in by_id]
+             + [i.run_id for i in items if rays[i.run_id] is not None and i.after in by_id])
+
+    def slotted(params: dict, run_id: str) -> tuple[dict, str]:
+        k, slots = chain.index(run_id), int(params["array_parallelism"])
+        if k < slots:
+            return params, ""
+        return (slot_parameters(params, "SLOT_JOB"),
+                f"; at most {slots} at once: it waits for the end of {chain[k - slots]}'s job, whose id replaces SLOT_JOB")
+
     for item in items:
-        ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
+        ray = rays[item.run_id]
         if item.after in by_id:  # goes out alone, once the job of the run it starts from is known
             params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
             params = after_parameters(with_ray_setup(params, ray) if ray else params, "PARENT_JOB", check=False)
+            params, slot = slotted(params, item.run_id) if ray else (params, "")
             later.append((f"sbatch script for {item.run_id} (after the job of {item.after}: its job id "
-                          "replaces PARENT_JOB)", render_sbatch(params, folder, 1)))
+                          f"replaces PARENT_JOB{slot})", render_sbatch(params, folder, 1)))
         elif ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
-            scripts.append((f"sbatch script for {item.run_id} (verl with Ray)", render_sbatch(params, folder, 1)))
+            params, slot = slotted(params, item.run_id)
+            scripts.append((f"sbatch script for {item.run_id} (verl with Ray{slot})", render_sbatch(params, folder, 1)))
         else:
             plain.append(item)
     for group in _groups(plain, array_parallelism, ask_site=False):  # a preview: do not ask the controller

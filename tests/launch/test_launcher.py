@@ -1117,6 +1117,13 @@ def test_single_ray_jobs_of_a_sweep_keep_to_array_parallelism(specs, tmp_path, m
         deps.append([line for line in text.splitlines() if line.startswith("#SBATCH --dependency")])
     assert deps == [[], [], ["#SBATCH --dependency=afterany:201"], ["#SBATCH --dependency=afterany:202"],
                     ["#SBATCH --dependency=afterany:203"]], deps
+    # the dry run shows the same chain, the job ids still unknown (a review)
+    res = CliRunner().invoke(app, ["run", "main-grpo", "--scale", "paper", "--seeds", "0-4", "--executor", "slurm",
+                                   "--workdir", str(tmp_path / "ws3"), "--dry-run", "--json", "cluster=slurm",
+                                   "cluster.array_parallelism=2", "verl.rehearsal_steps=2"])
+    shown = json.loads(res.stdout)["sbatch"]
+    assert ["#SBATCH --dependency=afterany:SLOT_JOB" in s["script"] for s in shown] == [False, False, True, True, True]
+    assert f"it waits for the end of {items[0].run_id}'s job" in shown[2]["title"], shown[2]["title"]
     # runs that start from another (init_from: afterok on it) take their place in the same chain (a review)
     runs = resolve_experiment("baselines-l1", scale="paper", seeds=[0, 1],
                               overrides=["cluster=slurm", "cluster.array_parallelism=1", "verl.rehearsal_steps=2"])
