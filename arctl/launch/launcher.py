@@ -56,7 +56,7 @@ from arctl.launch.rundir import (
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace, run_paths
-from arctl.track.phase import waiting_phase, write_phase
+from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
 
 @dataclass
@@ -717,6 +717,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         slots = int(params["array_parallelism"])
         if len(ray_jobs) >= slots:
             params = slot_parameters(params, job_ids[ray_jobs[-slots]])
+            if item.run_id not in waits:  # shown by `arctl status` (a run that starts from another says that)
+                write_phase(workspace.run_dir(item.run_id), queued_phase(ray_jobs[-slots]))
         _submit_chunk(params, [item], workspace, job_ids)
         ray_jobs.append(item.run_id)
 

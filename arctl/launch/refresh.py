@@ -25,7 +25,7 @@ from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
-from arctl.track.phase import is_waiting, read_phase, read_warning, write_warning
+from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
@@ -318,6 +318,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
             error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
                               "`arctl run` relaunches both")
+            values["phase"] = None
+        if new_state in states.TERMINAL and is_queued(values.get("phase")):  # cancelled before its slot came
             values["phase"] = None
         if new_state != rec.state:
             values["state"] = new_state

@@ -46,6 +46,17 @@ def waiting_phase(run_id: str) -> str:
     return f"waiting for {run_id}"
 
 
+def queued_phase(run_id: str) -> str:
+    """The phase of a run whose job waits for a slot: the end of ``run_id``'s job (a sweep's Ray jobs keep
+    to ``cluster.array_parallelism``)."""
+    return f"queued behind {run_id}'s job (cluster.array_parallelism)"
+
+
+def is_queued(phase: str | None) -> bool:
+    """Whether ``phase`` is :func:`queued_phase`'s."""
+    return bool(phase) and str(phase).startswith("queued behind ")
+
+
 def is_waiting(phase: str | None) -> bool:
     """Whether ``phase`` is :func:`waiting_phase`'s."""
     return bool(phase) and str(phase).startswith("waiting for ")

@@ -1117,6 +1117,17 @@ def test_single_ray_jobs_of_a_sweep_keep_to_array_parallelism(specs, tmp_path, m
         deps.append([line for line in text.splitlines() if line.startswith("#SBATCH --dependency")])
     assert deps == [[], [], ["#SBATCH --dependency=afterany:201"], ["#SBATCH --dependency=afterany:202"],
                     ["#SBATCH --dependency=afterany:203"]], deps
+    from arctl.track.phase import read_phase
+
+    phases = [read_phase(Workspace(tmp_path / "ws").run_dir(i.run_id)) for i in items]
+    assert phases[:2] == [None, None] and phases[2] == f"queued behind {items[0].run_id}'s job (cluster.array_parallelism)"
+    from arctl.launch import refresh as refresh_module
+
+    # cancelled before its slot came: ended, no longer queued
+    monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({j: "CANCELLED" for j in ids}, "sacct"))
+    with Registry(Workspace(tmp_path / "ws").registry_path) as reg:
+        refreshed = {r.run_id: r for r in refresh_module.refresh(reg, Workspace(tmp_path / "ws"))}
+    assert refreshed[items[2].run_id].state in states.TERMINAL and refreshed[items[2].run_id].phase is None
     # the dry run shows the same chain, the job ids still unknown (a review)
     res = CliRunner().invoke(app, ["run", "main-grpo", "--scale", "paper", "--seeds", "0-4", "--executor", "slurm",
                                    "--workdir", str(tmp_path / "ws3"), "--dry-run", "--json", "cluster=slurm",
