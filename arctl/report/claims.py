@@ -5,8 +5,10 @@ A claim is a list of tests; a test turns runs into one number per seed and asser
 - ``compare a b stat direction``: ``stat(a) − stat(b)`` per seed (paired by seed: only seeds both
   arms have), claimed ``> 0`` (greater) or ``< 0`` (less);
 - ``sign arms stat direction``: ``stat`` per seed (mean over the listed arms' runs of that seed);
-- ``converge arms low high``: per seed, the spread (max − min over ``arms``) of ``low`` minus the
-  spread of ``high``, claimed ``> 0`` (the arms come together);
+- ``converge a arms low high``: per seed, the lead of ``a`` over the other ``arms`` (mean of ``a − x``)
+  at ``low`` minus its lead at ``high``, claimed ``> 0`` (the arms come together: the leader's lead
+  shrinks). Signed, so 0 in expectation where the leads are equal: a spread (max − min over the arms)
+  grows with the noise, and its difference between two bands of unequal noise was a bias, not a finding;
 - ``bound arms``: every evaluation of every run satisfies ``J_anytime ≤ J ≤ J_anytime / P_m``
   (paper App. B), with ``J`` the final accuracy and ``J_anytime`` the anytime accuracy of the same
   evaluation under its uniform budget prior (``P_m = 1/m``); a count, not an interval.
@@ -169,9 +171,10 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
                 _need(s in stats, path, tw, f"unknown statistic {s!r} (define it under statistics:)")
             _need(test.direction in DIRECTIONS, path, tw, f"direction must be one of {', '.join(DIRECTIONS)}")
             need = {"compare": test.a and test.b and test.stat, "sign": test.arms and test.stat,
-                    "converge": len(test.arms) >= 2 and test.low and test.high, "bound": test.arms}[test.kind]
+                    "converge": test.a and test.arms and test.a not in test.arms and test.low and test.high,
+                    "bound": test.arms}[test.kind]
             _need(bool(need), path, tw, {"compare": "needs a, b and stat", "sign": "needs arms and stat",
-                                         "converge": "needs two or more arms, low and high",
+                                         "converge": "needs a (the arm that leads at low), the other arms, low and high",
                                          "bound": "needs arms"}[test.kind])
             tests.append(test)
         pre = []
@@ -215,7 +218,8 @@ def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | 
     out: dict[str, dict] = {}
     for key, value in final.items():
         p = parse_metric(key)
-        if p is None or p.namespace != "eval" or p.name != name:
+        # a budget-forced evaluation (`{ds}-forced`) is another kind of evaluation: never averaged in
+        if p is None or p.namespace != "eval" or p.name != name or p.dataset.endswith(FORCED_SUFFIX):
             continue
         if ("{budget}" in template) != (p.budget is not None):
             continue
@@ -439,8 +443,9 @@ def correct_within_claim(tests: list[TestResult]) -> None:
             t.seeds_needed, t.seeds_range = None, None
             continue
         t.verdict = INCONCLUSIVE
-        t.seeds_needed = seeds_needed(t.mean, t.sd, k)
-        if t.sd and t.sd > 0 and t.mean != 0:
+        # seeds to detect the observed mean: none on the other side of 0 (it would count seeds for the opposite)
+        t.seeds_needed = seeds_needed(t.mean, t.sd, k) if on_side else None
+        if t.sd and t.sd > 0 and t.mean != 0 and on_side:
             lo_sd, hi_sd = sd_interval(t.sd, t.n, 0.8)
             t.seeds_range = [seeds_needed(t.mean, lo_sd, k), seeds_needed(t.mean, hi_sd, k)]
         where = f"Holm-adjusted p = {p_adj:.3g} over the claim's {k} test(s)"
@@ -541,14 +546,16 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
                 per_seed[s] = {"value": float(np.mean(vals))}
     elif test.kind == "converge":
         lo_stat, hi_stat = spec.stats[test.low], spec.stats[test.high]
-        seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
+        every = test.all_arms()
+        seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in every))) if not missing else []
         for s in seeds:
-            lows = [run_stat(lo_stat, by[a][s].final, kept[test.low]) for a in test.arms]
-            highs = [run_stat(hi_stat, by[a][s].final, kept[test.high]) for a in test.arms]
-            if not all(np.isfinite(lows + highs)):  # an arm without the statistic: no spread over every arm
+            lows = [run_stat(lo_stat, by[a][s].final, kept[test.low]) for a in every]
+            highs = [run_stat(hi_stat, by[a][s].final, kept[test.high]) for a in every]
+            if not all(np.isfinite(lows + highs)):  # an arm without the statistic: no lead over every arm
                 continue
-            spread_low, spread_high = max(lows) - min(lows), max(highs) - min(highs)
-            per_seed[s] = {"spread_low": spread_low, "spread_high": spread_high, "value": spread_low - spread_high}
+            lead_low = float(np.mean([lows[0] - x for x in lows[1:]]))
+            lead_high = float(np.mean([highs[0] - x for x in highs[1:]]))
+            per_seed[s] = {"lead_low": lead_low, "lead_high": lead_high, "value": lead_low - lead_high}
     direction = "greater" if test.kind == "converge" else test.direction
     values = [v["value"] for v in per_seed.values() if np.isfinite(v["value"])]
     mean, lo, hi, verdict, need = interval_verdict(values, direction)
@@ -628,7 +635,7 @@ def _test_label(test: Test, spec: ClaimsSpec) -> str:
         return f"{what} {op} ({', '.join(_label(a) for a in test.arms)})"
     if test.kind == "converge":
         lo, hi = spec.stats[test.low], spec.stats[test.high]
-        return (f"spread over {', '.join(_label(a) for a in test.arms)}: {lo.label or lo.name} "
+        return (f"lead of {_label(test.a)} over {', '.join(_label(a) for a in test.arms)}: {lo.label or lo.name} "
                 f"> {hi.label or hi.name}")
     return f"J_anytime <= J <= J_anytime / P_m at every evaluation ({len(test.arms)} arms)"
 

@@ -416,8 +416,8 @@ def _seeds_table(t: TestResult) -> str:
         head = ["seed", arm_label(t.arms[0]), arm_label(t.arms[1]), "diff"]
         body = [[f"s{s}", fmt(v.get("a"), False), fmt(v.get("b"), False), fmt(v.get("value"))] for s, v in rows]
     elif t.kind == "converge":
-        head = ["seed", "low spread", "high spread", "diff"]
-        body = [[f"s{s}", fmt(v.get("spread_low"), False), fmt(v.get("spread_high"), False), fmt(v.get("value"))]
+        head = ["seed", "lead, low", "lead, high", "diff"]
+        body = [[f"s{s}", fmt(v.get("lead_low")), fmt(v.get("lead_high")), fmt(v.get("value"))]
                 for s, v in rows]
     else:
         head = ["seed", "value"]
