@@ -671,11 +671,15 @@ def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list
         pre = [precondition_result(t, spec, runs) for t in claim.preconditions]
         tests = [evaluate_test(t, spec, runs, missing_command) for t in claim.tests]
         correct_within_claim(tests)
-        failed = [p for p in pre if p.verdict == FAILS]
+        # a precondition that fails, or that no run measured while the tests have runs: not testable here
+        # (an unchecked precondition is not a passed one)
+        measured = any(t.n for t in tests)
+        failed = [p for p in pre if p.verdict == FAILS or (p.mean is None and measured)]
         verdict = NOT_TESTABLE if failed else claim_verdict(tests)
         if failed:
             for t in tests:
-                t.note = ("not testable here (precondition " + "; ".join(f"{p.label} fails: {p.note}" for p in failed)
+                t.note = ("not testable here (precondition " + "; ".join(
+                    f"{p.label} {'fails' if p.verdict == FAILS else 'cannot be checked'}: {p.note}" for p in failed)
                           + ")" + (f"; {t.note}" if t.note else ""))
         out.append(ClaimResult(claim.id, claim.title, claim.paper, verdict, pre + tests))
     _mark_repeated_evidence(out, runs)

@@ -197,6 +197,13 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
     assert good.tests[0].note.endswith("(the same number on every seed: one measurement, not independent ones)")
     (varied,) = check_claims(spec, runs(0.3, per_seed=0.01), no_command)
     assert varied.tests[0].verdict == HOLDS and "the same number" not in varied.tests[0].note
+    # runs that never measured it at their first evaluation: unchecked is not passed (a review)
+    unmeasured = runs(0.3)
+    for r in unmeasured:
+        r.first = {}
+    (unknown,) = check_claims(spec, unmeasured, no_command)
+    assert unknown.verdict == NOT_TESTABLE and unknown.tests[0].mean is None
+    assert "cannot be checked: no run logged it at its first evaluation" in unknown.tests[1].note
 
 
 def test_a_claim_that_holds_one_that_fails_one_inconclusive_and_a_missing_run():
