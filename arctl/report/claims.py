@@ -38,6 +38,7 @@ import numpy as np
 from arctl.config import safe_yaml
 from arctl.report.cells import finished_run as _finished
 from arctl.report.cells import of_scale as _of_scale
+from arctl.report.cells import run_scale
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
@@ -750,7 +751,8 @@ def _compute_key(rec: dict) -> str | None:
     return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
 
-def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
+def run_views(history, runs_table, scale: str | None = None, compose=None,
+              warnings: list[str] | None = None) -> list[RunView]:
     """:class:`RunView` per finished run of a :class:`arctl.track.runs.Runs` (``history``, ``runs``),
     keeping only runs of ``scale`` (config ``scale``) when given. A run that has not finished
     (:func:`unfinished`: running, failed, killed) is left out: its last values are an earlier
@@ -791,13 +793,32 @@ def run_views(history, runs_table, scale: str | None = None) -> list[RunView]:
                        _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
-        # is that arm's run too
+        # is that arm's run too, where its config is that cell's as composed now (``compose``, :func:`arctl.
+        # report.cells.cell_composer`): a stale or edited shared.json is said, not read (from a review)
         arms = {view.arm}
         for experiment, arm in _served_cells(rec.get("serves")):
-            if arm not in arms:
-                arms.add(arm)
-                out.append(replace(view, experiment=experiment, arm=arm))
+            if arm in arms:
+                continue
+            if compose is not None and (differ := _differs_from_cell(rec, compose(experiment, arm, int(seed), run_scale(rec)))):
+                if warnings is not None:
+                    warnings.append(f"run {rid}: its shared.json says it serves {experiment}/{arm}, but its config differs "
+                                    f"from that cell's in {', '.join(differ[:3])}{' and more' if len(differ) > 3 else ''}: "
+                                    "not read as that arm's run (run `arctl sweep` to train the cell)")
+                continue
+            arms.add(arm)
+            out.append(replace(view, experiment=experiment, arm=arm))
     return out
+
+
+def _differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
+    """The keys of ``cell`` (a composed cell, flattened; None: it cannot be composed, nothing said) in
+    which the runs-table row ``rec`` differs, names and launch sections aside."""
+    from arctl.report.cells import _names_the_run, same_value
+
+    if not cell:
+        return []
+    return [k for k, v in sorted(cell.items())
+            if not _names_the_run(k, seed=False) and f"config.{k}" in rec and not same_value(rec[f"config.{k}"], v)]
 
 
 def _served_cells(text) -> list[tuple[str, str]]:

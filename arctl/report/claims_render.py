@@ -148,8 +148,10 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
-    one_run_per_cell(runs, where=where, compose=cell_composer(sweeps), grid_keys=grid_keys(sweeps), source=str(base))
-    views = run_views(runs.history, runs.runs, scale=scale)
+    compose = cell_composer(sweeps)
+    one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
+    served_warnings: list[str] = []
+    views = run_views(runs.history, runs.runs, scale=scale, compose=compose, warnings=served_warnings)
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
         at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
@@ -174,7 +176,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         "code_version": _run_version(code_version()), "workspace": str(base), "sweeps": sweeps, "scale": scale,
         "claims_file": str(spec.path),
     }
-    warnings = list(runs.warnings)
+    warnings = list(runs.warnings) + served_warnings
     if left_out:
         warnings.append(unfinished_warning(left_out))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))

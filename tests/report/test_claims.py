@@ -553,6 +553,18 @@ def test_a_run_shared_with_an_arm_of_another_name_is_that_arm_s_run_too_and_chec
     for broken in ("", float("nan"), "{not json", json.dumps([["only-one"]])):  # serves nothing
         runs.loc[0, "serves"] = broken
         assert sorted(v.arm for v in run_views(history, runs)) == ["ar-base", "grpo-vr"]
+    # a shared.json that says more than the config (stale, edited): the cell it names is composed and
+    # compared; where the run is not that cell, it is said and not read (from a review of the statistics)
+    runs.loc[0, "serves"] = json.dumps([["ablation-vr", "grpo-vr-decouple"], ["ablation-vr", "grpo-vr"]])
+    runs["config.summary.decoupled"] = [True, False]
+    cells = {("ablation-vr", "grpo-vr-decouple"): {"arm": "grpo-vr-decouple", "summary.decoupled": True},
+             ("ablation-vr", "grpo-vr"): {"arm": "grpo-vr", "summary.decoupled": False}}
+    said: list[str] = []
+    views = run_views(history, runs, compose=lambda e, a, seed, scale: cells[(e, a)], warnings=said)
+    assert sorted((v.run_id, v.arm) for v in views) == [("base0", "ar-base"), ("base0", "grpo-vr-decouple"),
+                                                        ("vr0", "grpo-vr")]
+    assert said == ["run base0: its shared.json says it serves ablation-vr/grpo-vr, but its config differs from that "
+                    "cell's in summary.decoupled: not read as that arm's run (run `arctl sweep` to train the cell)"]
 
 
 def test_the_claim_figure_has_one_panel_per_unit_and_shades_the_claimed_side():
