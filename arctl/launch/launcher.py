@@ -700,7 +700,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     (:func:`slot_parameters`)."""
     waits = waits or {}
     plain = []
-    batches: list[tuple[dict, list[LaunchItem]]] = []
+    rays: list[tuple[dict, LaunchItem]] = []  # a Ray job each, with its sbatch parameters
     later = []
     for item in items:
         ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
@@ -709,8 +709,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         elif ray is None:
             plain.append(item)
         else:
-            params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
-            batches.append((params, [item]))
+            rays.append((with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray),
+                         item))
     ray_jobs: list[str] = []  # the run ids of the Ray jobs, in submission order: one slot chain
 
     def submit_ray(params: dict, item: LaunchItem) -> None:  # at most array_parallelism at once
@@ -722,8 +722,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         _submit_chunk(params, [item], workspace, job_ids)
         ray_jobs.append(item.run_id)
 
-    for params, chunk in batches:
-        submit_ray(params, chunk[0])
+    for params, item in rays:
+        submit_ray(params, item)
     for params, chunk in _groups(plain, array_parallelism):
         _submit_chunk(params, chunk, workspace, job_ids)
     for item, ray in later:  # in launch order: a run comes after the one it starts from

@@ -219,6 +219,13 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     return runs
 
 
+def differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
+    """The keys of ``cell`` (a composed cell's config, flattened; None or empty: nothing to compare) in
+    which the runs-table row ``rec`` differs, its names, seed and launch sections aside."""
+    return [k for k, v in sorted((cell or {}).items()) if not _names_the_run(k)
+            and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v)]
+
+
 def _not_composed(table, compose) -> list[str]:
     """A warning per set of keys in which kept runs differ from their cell as composed (a run the
     sweep did not launch as it stands: another sweep's, a rerun with an override): they are read,
@@ -229,8 +236,7 @@ def _not_composed(table, compose) -> list[str]:
         cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), run_scale(rec)) if seed is not None else None
         if cell is None:
             continue
-        differ = tuple(k for k, v in sorted(cell.items()) if not _names_the_run(k)
-                       and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v))
+        differ = tuple(differs_from_cell(rec, cell))
         if differ:
             by_keys.setdefault(differ, []).append(str(rec["run_id"]))
     out = []

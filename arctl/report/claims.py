@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from arctl.config import safe_yaml
+from arctl.report.cells import differs_from_cell, run_scale
 from arctl.report.cells import finished_run as _finished
 from arctl.report.cells import of_scale as _of_scale
-from arctl.report.cells import run_scale
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
@@ -799,7 +799,7 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
         for experiment, arm in _served_cells(rec.get("serves")):
             if arm in arms:
                 continue
-            if compose is not None and (differ := _differs_from_cell(rec, compose(experiment, arm, int(seed), run_scale(rec)))):
+            if compose is not None and (differ := differs_from_cell(rec, compose(experiment, arm, int(seed), run_scale(rec)))):
                 if warnings is not None:
                     warnings.append(f"run {rid}: its shared.json says it serves {experiment}/{arm}, but its config differs "
                                     f"from that cell's in {', '.join(differ[:3])}{' and more' if len(differ) > 3 else ''}: "
@@ -809,16 +809,6 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
             out.append(replace(view, experiment=experiment, arm=arm))
     return out
 
-
-def _differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
-    """The keys of ``cell`` (a composed cell, flattened; None: it cannot be composed, nothing said) in
-    which the runs-table row ``rec`` differs, names and launch sections aside."""
-    from arctl.report.cells import _names_the_run, same_value
-
-    if not cell:
-        return []
-    return [k for k, v in sorted(cell.items())
-            if not _names_the_run(k, seed=False) and f"config.{k}" in rec and not same_value(rec[f"config.{k}"], v)]
 
 
 def _served_cells(text) -> list[tuple[str, str]]:

@@ -131,10 +131,11 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
     sp = max(get("actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"),
              get("actor_rollout_ref.actor.ulysses_sequence_parallel_size"))
     dp = world // max(1, sp)
-    rows = get("actor_rollout_ref.actor.ppo_mini_batch_size") * get(f"{r}.n") * rows_per_tree(config)
+    per_tree = rows_per_tree(config)
+    rows = get("actor_rollout_ref.actor.ppo_mini_batch_size") * get(f"{r}.n") * per_tree
     if dp and rows % dp:
         return (f"the actor's mini-batch of {rows} rows (data.ppo_mini_batch_size x rollout.n"
-                f"{' x rows per tree' if rows_per_tree(config) > 1 else ''}) does not divide by its {dp} data-parallel "
+                f"{' x rows per tree' if per_tree > 1 else ''}) does not divide by its {dp} data-parallel "
                 "ranks: verl refuses it at the first update, after a rollout; choose data.ppo_mini_batch_size so "
                 "that it does")
     return None

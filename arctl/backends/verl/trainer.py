@@ -71,23 +71,26 @@ def _check_inputs(config: dict, cfg: Any) -> None:
         )
 
 
-def step_grace_s(config: dict, stop_event: threading.Event | None) -> float:
-    """Seconds the step in progress may take after a stop request before it is abandoned: none when
-    the job entry asks to abandon (``stop_event.abandon``, SIGTERM), else half of the warning."""
+def _of_warning(fraction: float, config: dict, stop_event: threading.Event | None) -> float:
+    """``fraction`` of the run's warning before its time limit (``cluster.preempt_warning_s``, 60 s
+    where unset); none when the job entry asks to abandon (``stop_event.abandon``, SIGTERM: the
+    scheduler kills soon after)."""
     if stop_event is not None and getattr(stop_event, "abandon", False):
         return 0.0
-    warning = (config.get("cluster") or {}).get("preempt_warning_s") or 60
-    return STEP_GRACE_FRACTION * float(warning)
+    return fraction * float((config.get("cluster") or {}).get("preempt_warning_s") or 60)
+
+
+def step_grace_s(config: dict, stop_event: threading.Event | None) -> float:
+    """Seconds the step in progress may take after a stop request before it is abandoned: half of the
+    warning (none under SIGTERM)."""
+    return _of_warning(STEP_GRACE_FRACTION, config, stop_event)
 
 
 def save_wait_s(config: dict, stop_event: threading.Event | None) -> float:
-    """Seconds after a stop request up to which a checkpoint save in progress is waited for before the
-    step is abandoned: none under SIGTERM (the scheduler kills soon after), else
-    :data:`~arctl.backends.verl.stop_request.SAVE_WAIT_FRACTION` of the warning."""
-    if stop_event is not None and getattr(stop_event, "abandon", False):
-        return 0.0
-    warning = (config.get("cluster") or {}).get("preempt_warning_s") or 60
-    return stop_request.SAVE_WAIT_FRACTION * float(warning)
+    """Seconds after a stop request up to which a checkpoint save in progress (and then its step) is
+    waited for before the step is abandoned: :data:`~arctl.backends.verl.stop_request.SAVE_WAIT_FRACTION`
+    of the warning (none under SIGTERM)."""
+    return _of_warning(stop_request.SAVE_WAIT_FRACTION, config, stop_event)
 
 
 def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, config: dict,
@@ -106,12 +109,12 @@ def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, 
                 return
             # a save in progress at the end of the grace is waited for, and then the rest of its step (the
             # trainer logs the step's row after the save): abandoned at once, the row would be lost
-            marker, saw = stop_request.saving_marker(stop_file), False
-            while marker is not None and (saw or marker.exists()) and time.time() < asked + save_wait_s(config, stop_event):
+            marker, saw, wait = stop_request.saving_marker(stop_file), False, save_wait_s(config, stop_event)
+            while marker is not None and (saw or marker.exists()) and time.time() < asked + wait:
                 if not saw:
                     print(f"arctl: a checkpoint save is in progress at the end of the step's grace ({grace:g} s); "
-                          f"waiting for it and its step, up to {save_wait_s(config, stop_event):g} s after the stop "
-                          "request", file=sys.stderr, flush=True)
+                          f"waiting for it and its step, up to {wait:g} s after the stop request",
+                          file=sys.stderr, flush=True)
                     saw = True
                 if done.wait(timeout=0.5):
                     return
