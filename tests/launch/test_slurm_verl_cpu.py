@@ -121,6 +121,7 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     assert "stop requested; saving a checkpoint at step 2" in logs
     assert logs.count(f"Saving checkpoint to {ckpt / 'global_step_2'}\n") == 1  # verl's save_freq save only
     assert "tree-attention patch active in 1 actor workers" in logs
+    assert "Draining for up to" not in logs  # the requeue's TERM stopped Ray at once (ray_job.NO_DRAIN)
 
     # W&B: one run, a fragment per attempt, every step exactly once
     ids, rows = synced_history(run_dir)

@@ -79,6 +79,9 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
     logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
     assert "abandoning it" in logs and "resumes from its last checkpoint" in logs
+    # the requeue's TERM stopped the job's Ray at once: Ray 2.60 logs this line when it drains its node
+    # on SIGTERM instead (up to 30 s, until SLURM's KillWait sent SIGKILL)
+    assert "Draining for up to" not in logs
 
     from arctl.track.wandbfile import read_wandb_file
 

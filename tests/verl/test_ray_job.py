@@ -197,6 +197,30 @@ def test_without_a_gpu_request_ray_counts_the_gpus_itself(config, tmp_path):
     assert not any(a.startswith("--num-gpus") for a in head)
 
 
+def test_the_jobs_ray_stops_on_sigterm_without_draining_its_node(config, tmp_path):
+    """Ray 2.60's `ray start --block` drains its node on SIGTERM for up to 30 s (for Serve) before it stops
+    its processes: at a requeue or scancel SLURM's TERM reaches every step, and the drain held the job
+    until KillWait's SIGKILL (a requeue of verl's CPU loop waited 35 s, 15 s for a tiny job's). Every Ray
+    step gets the drain's timeout 0, under the name the installed Ray reads."""
+    from extras import NO_VERL, verl_missing  # tests/support/extras.py
+
+    from arctl.backends.verl.ray_job import NO_DRAIN
+
+    script = job_script(config, tmp_path / "run", python="python3")
+    assert script.index(f"export {NO_DRAIN}=0") < script.index("ray.scripts.scripts start")
+    proc, _ = _run(script, tmp_path, "n1,n2", ["n1", "n2"])
+    assert proc.returncode == 0, proc.stderr
+    assert _env_of_trainer(tmp_path)[NO_DRAIN] == "0"  # srun passes the job's environment to every step
+    if verl_missing():
+        pytest.skip(NO_VERL)
+    import sys
+
+    read = subprocess.run([sys.executable, "-c", "from ray._private import ray_constants as c; "
+                           "print(c.RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S)"],
+                          env={**os.environ, NO_DRAIN: "0"}, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0 and float(read.stdout) == 0, read.stdout + read.stderr  # the name Ray reads
+
+
 def test_ray_steps_ignore_the_preemption_signals():
     """`scancel --signal=USR1 JOB` (no --batch) signals every step: Ray must survive it; TERM still stops it."""
     import signal

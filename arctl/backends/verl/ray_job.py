@@ -19,7 +19,8 @@ Ray's files go to a short per-job directory ``${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ra
 disk): Ray 2.60's ``ray start --head`` turns token auth on by itself when ``~/.ray/auth_token``
 exists, while a driver given ``RAY_AUTH_MODE`` unset and an explicit address does not, so without
 this the trainer cannot join its own head. The EXIT trap stops the ``ray start --block`` steps (Ray then stops its own
-processes) and, after a successful job, removes the head's Ray directory (kept for its logs when
+processes, at once: its drain on SIGTERM, :data:`NO_DRAIN`, is off, so a requeue or ``scancel`` does not wait out
+SLURM's KillWait) and, after a successful job, removes the head's Ray directory (kept for its logs when
 the job failed). Ray's steps ignore USR1/USR2 (arctl's preemption signals, for the job entry only). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
 job's environment (``sbatch`` exports the submitter's), never written into the script.
 Checkpoints go to ``RUN_DIR/checkpoints``; verl's ``trainer.resume_mode`` (``auto``: resume from
@@ -43,6 +44,10 @@ RAY_HEAD_ONLY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard")
 # --signal=USR1 JOB` without --batch signals every step, and Python's default would kill Ray.
 # An ignored signal stays ignored across exec, in Ray's own processes too.
 IGNORE_PREEMPT = "bash -c 'trap \"\" USR1 USR2; exec \"$@\"' arctl-ray"
+# Ray 2.60's `ray start --block` drains its node on SIGTERM for up to this many seconds (for Ray
+# Serve's proxies) before it stops its processes; a job's private Ray has nothing to drain to, and
+# SLURM's TERM (a requeue after the checkpoint, scancel) reaches every process of the job at once
+NO_DRAIN = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
 
 
 def _q(value: object) -> str:
@@ -156,6 +161,9 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         "export RAY_AUTH_TOKEN=\"$(od -An -tx1 -N32 /dev/urandom | tr -d ' \\n')\"",
         "# Ray's files: a short per-job path (socket paths have a length limit)",
         'export ARCTL_RAY_TMP="${ARCTL_RAY_TMPDIR:-/tmp}/arctl-ray-${SLURM_JOB_ID:-$$}"',
+        "# the job's Ray is its own: on SIGTERM (a requeue, scancel, the EXIT trap) stop at once, not drain",
+        "# the node for Serve's sake (Ray 2.60: up to 30 s, held until SLURM's KillWait sends SIGKILL)",
+        f"export {NO_DRAIN}=0",
         "",
         "# on exit: stop the ray steps (ray start --block stops its own processes on SIGTERM),",
         "# wait for them, and drop the head's Ray directory unless the job failed (its logs)",
