@@ -148,14 +148,15 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     for step in (0, 3):  # validation before training and at test_freq
         assert {"eval/aime24/acc@16", "eval/aime24/acc@32", "eval/aime24/anytime_acc"} <= set(by_step[step])
 
-    # trainer.init_from: a run that starts from this one gets its step-3 weights, merged by verl's own
-    # model merger into a Hugging Face directory (its model.path); checked against the FSDP shard itself
-    _check_init_model(run_dir, inputs / "model", tmp_path / "child")
-
-    # eval-only from the step-3 checkpoint: the anytime grid
+    # eval-only from the step-3 checkpoint: the anytime grid (submitted first: its job starts while the
+    # merged model below is checked)
     out = cli("run", "vcpu", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,
               "verl.eval_only=true", f"verl.eval_checkpoint={ckpt / 'global_step_3'}", check=True)
     (ev,) = json.loads(out.stdout)["submitted"]
+
+    # trainer.init_from: a run that starts from this one gets its step-3 weights, merged by verl's own
+    # model merger into a Hugging Face directory (its model.path); checked against the FSDP shard itself
+    _check_init_model(run_dir, inputs / "model", tmp_path / "child")
 
     def eval_done():
         records = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
