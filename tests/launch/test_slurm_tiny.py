@@ -49,9 +49,8 @@ def _steps(run_dir: Path) -> list[int]:
     return out
 
 
-def _record(cli, ws: Path, run_id: str) -> dict:
-    records = json.loads(cli("status", run_id, "--workdir", str(ws), "--json", check=True).stdout)
-    (record,) = records
+def _record(statuses, ws: Path, run_id: str) -> dict:
+    (record,) = statuses(ws, run_id)  # in-process: a waiting test's polls (tests/launch/conftest.py)
     return record
 
 
@@ -69,10 +68,10 @@ def _launch(cli, ws: Path) -> tuple[dict, Path]:
     return run, Path(run["run_dir"])
 
 
-def _finish_and_check_history(cli, ws: Path, run: dict, run_dir: Path, waiter) -> None:
+def _finish_and_check_history(cli, ws: Path, run: dict, run_dir: Path, waiter, statuses) -> None:
     out = cli("resume", run["run_id"], "--workdir", str(ws), "--json", check=True)
     assert [r["run_id"] for r in json.loads(out.stdout)["submitted"]] == [run["run_id"]]
-    record = waiter(lambda: (r := _record(cli, ws, run["run_id"]))["state"] in ("COMPLETED", "FAILED") and r,
+    record = waiter(lambda: (r := _record(statuses, ws, run["run_id"]))["state"] in ("COMPLETED", "FAILED") and r,
                     300, "the resumed run to finish")
     assert record["state"] == "COMPLETED", cli("logs", run["run_id"], "--workdir", str(ws)).stdout[-3000:]
     assert _steps(run_dir) == list(range(TOTAL + 1))
@@ -83,7 +82,7 @@ def _finish_and_check_history(cli, ws: Path, run: dict, run_dir: Path, waiter) -
 
 
 def test_term_mid_run_checkpoints_marks_preempted_and_the_resume_keeps_every_step_once(project, tmp_path, cli,
-                                                                                    waiter, monkeypatch):
+                                                                                    waiter, monkeypatch, statuses):
     key = "planted" + "0123456789abcdef" * 2 + "term"
     monkeypatch.setenv("WANDB_API_KEY", key)
     ws = tmp_path / "ws"
@@ -93,25 +92,25 @@ def test_term_mid_run_checkpoints_marks_preempted_and_the_resume_keeps_every_ste
     environ = Path(f"/proc/{pid}/environ").read_bytes()  # the job's own environment, while it runs
     assert b"WANDB_API_KEY" not in environ and key.encode() not in environ
     subprocess.run(["scancel", "--signal=TERM", run["job_id"]], check=True)
-    record = waiter(lambda: (r := _record(cli, ws, run["run_id"]))["state"] in ("PREEMPTED", "FAILED", "COMPLETED")
+    record = waiter(lambda: (r := _record(statuses, ws, run["run_id"]))["state"] in ("PREEMPTED", "FAILED", "COMPLETED")
                     and r, 120, "the job to stop")
     assert record["state"] == "PREEMPTED", cli("logs", run["run_id"], "--workdir", str(ws)).stdout[-3000:]
     stopped_at = _steps(run_dir)[-1]
     assert 3 <= stopped_at < TOTAL
     assert (run_dir / "checkpoints" / f"step_{stopped_at:06d}.pt").exists()  # the stop checkpoint
-    _finish_and_check_history(cli, ws, run, run_dir, waiter)
+    _finish_and_check_history(cli, ws, run, run_dir, waiter, statuses)
     for where in (ws, _state_dir()):
         hits = subprocess.run(["grep", "-rl", key, str(where)], capture_output=True, text=True).stdout
         assert hits == "", f"the API key reached {hits}"
 
 
-def test_kill_9_past_a_checkpoint_resumes_with_every_step_once(project, tmp_path, cli, waiter):
+def test_kill_9_past_a_checkpoint_resumes_with_every_step_once(project, tmp_path, cli, waiter, statuses):
     ws = tmp_path / "ws"
     run, run_dir = _launch(cli, ws)
     waiter(lambda: len(_steps(run_dir)) >= 8, 300, "step 7 (checkpoint at 5)")
     os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
-    record = waiter(lambda: (r := _record(cli, ws, run["run_id"]))["state"] in ("FAILED", "COMPLETED") and r,
+    record = waiter(lambda: (r := _record(statuses, ws, run["run_id"]))["state"] in ("FAILED", "COMPLETED") and r,
                     120, "the killed job to be FAILED")
     assert record["state"] == "FAILED"
     assert _steps(run_dir)[-1] > 5  # steps past the checkpoint were logged, and are redone
-    _finish_and_check_history(cli, ws, run, run_dir, waiter)
+    _finish_and_check_history(cli, ws, run, run_dir, waiter, statuses)

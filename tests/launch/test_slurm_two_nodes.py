@@ -121,8 +121,8 @@ SMOKE = textwrap.dedent(
 )
 
 
-def _status(cli, ws: Path) -> dict:
-    (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+def _status(statuses, ws: Path) -> dict:
+    (record,) = statuses(ws)  # in-process: a waiting test's polls (tests/launch/conftest.py)
     return record
 
 
@@ -141,14 +141,14 @@ def _env(monkeypatch, tmp_path: Path, cluster: dict, experiment: str, text: str)
     return tmp_path / "ws"
 
 
-def test_a_verl_smoke_run_spans_both_nodes_through_the_ray_job_body(two_nodes, tmp_path, monkeypatch, cli, waiter):
+def test_a_verl_smoke_run_spans_both_nodes_through_the_ray_job_body(two_nodes, tmp_path, monkeypatch, cli, waiter, statuses):
     ws = _env(monkeypatch, tmp_path, two_nodes, "vsmoke2", SMOKE)
     key = "planted" + "0123456789abcdef" * 2
     monkeypatch.setenv("WANDB_API_KEY", key)
     out = cli("run", "vsmoke2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 300, "the smoke job to end")
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 300, "the smoke job to end")
     if record["state"] != "COMPLETED":
         logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
         pytest.fail(f"two-node smoke job {record['state']}: {record['error']}\n{logs[-4000:]}")
@@ -214,7 +214,7 @@ def _steps(run_dir: Path) -> list[int]:
 
 
 def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_requeues_stops_and_resumes(
-        two_nodes, tmp_path, monkeypatch, cli, waiter):
+        two_nodes, tmp_path, monkeypatch, cli, waiter, statuses):
     from arctl.launch.status_file import read_status
 
     ws = _env(monkeypatch, tmp_path, two_nodes, "vpre2", rehearsal(6, 6, warning_s=2))
@@ -228,20 +228,20 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
            "rehearsal step 3 to start on both nodes")
     subprocess.run(["scancel", "--signal=USR1", "--batch", run["job_id"]], check=True)
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 150, "the requeued attempt to start")
-    assert _status(cli, ws)["job_id"] == run["job_id"]  # requeued by SLURM, not resubmitted
+    assert _status(statuses, ws)["job_id"] == run["job_id"]  # requeued by SLURM, not resubmitted
 
     # scancel (TERM to every step on both nodes) in the middle of step 4: the run is PREEMPTED with its
     # checkpoint of step 3 and nothing of the job is left on either node
     waiter(lambda: running(run_dir, 4), 240,
            "the requeued attempt to reach step 4")
     subprocess.run(["scancel", run["job_id"]], check=True)
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 120, "the cancelled job to stop")
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 120, "the cancelled job to stop")
     assert record["state"] == "PREEMPTED", record
     nothing_left(prefix, waiter)
 
     # the next sweep resumes it (a new job, both nodes again) and it completes, every step logged once
     cli("run", "vpre2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
                     "the resumed run to finish")
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
@@ -255,7 +255,7 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
 
 
 def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resumes(two_nodes, tmp_path, monkeypatch,
-                                                                                   cli, waiter):
+                                                                                   cli, waiter, statuses):
     ws = _env(monkeypatch, tmp_path, two_nodes, "vkill2", rehearsal(5, 4))
     out = cli("run", "vkill2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     (run,) = json.loads(out.stdout)["submitted"]
@@ -271,7 +271,7 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 240, "the job to end")
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 240, "the job to end")
     assert record["state"] == "FAILED", record
     error = record["error"] or ""
     assert "\n" not in error and "Ray lost a node or worker of the job" in error, error  # one line: what died
@@ -280,7 +280,7 @@ def test_killing_the_worker_nodes_ray_fails_the_job_in_one_line_and_a_rerun_resu
     # the next sweep resumes the failed run from its last checkpoint, on both nodes again
     out = cli("run", "vkill2", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     time.sleep(1)
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r["job_id"] != run["job_id"] and r, 300,
                     "the resumed run to finish")
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{cli('logs', run['run_id'], '--workdir', str(ws)).stdout[-3000:]}")
@@ -303,7 +303,7 @@ def verl_loop(steps: int) -> str:
     )
 
 
-def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tmp_path, monkeypatch, cli, waiter):
+def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tmp_path, monkeypatch, cli, waiter, statuses):
     """verl's loop (tests/launch/test_slurm_verl_cpu.py) with its FSDP world spread over the nodes:
     the actor workers' gloo group and verl's TransferQueue connect across the nodes' addresses."""
     import r1_like  # tests/support/r1_like.py
@@ -315,7 +315,7 @@ def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tm
               check=True)
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 540, "verl's loop over two nodes to end")
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 540, "verl's loop over two nodes to end")
     logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{logs[-6000:]}")

@@ -73,7 +73,7 @@ def _ray_processes(job_id: str) -> list[str]:
 # fresh-machine test, and once past the suite's 600 s there (the eval-only run ended 20 s after the
 # limit). 900 s bounds a hang without failing a loop that is only slow.
 @pytest.mark.timeout(900)
-def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path, monkeypatch, cli, waiter):
+def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path, monkeypatch, cli, waiter, statuses):
     from wandb_reference import synced_history  # tests/support: the independent reader of .wandb files
 
     from arctl.backends.verl import checkpoints
@@ -103,7 +103,7 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 240, "the requeued attempt to start")
 
     def done():
-        (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+        (record,) = statuses(ws)
         return record["state"] in ("COMPLETED", "FAILED") and record
 
     record = waiter(done, 420, "the requeued attempt to finish")
@@ -159,7 +159,7 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     _check_init_model(run_dir, inputs / "model", tmp_path / "child")
 
     def eval_done():
-        records = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+        records = statuses(ws)
         rec = next(r for r in records if r["run_id"] == ev["run_id"])
         return rec["state"] in ("COMPLETED", "FAILED") and rec
 

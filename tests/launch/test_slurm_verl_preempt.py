@@ -44,7 +44,7 @@ EXPERIMENT = textwrap.dedent(
 )
 
 
-def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(tmp_path, monkeypatch, cli, waiter):
+def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(tmp_path, monkeypatch, cli, waiter, statuses):
     specs = tmp_path / "specs"
     (specs / "experiments").mkdir(parents=True)
     (specs / "experiments" / "vpre.yaml").write_text(EXPERIMENT)
@@ -66,7 +66,7 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     waiter(lambda: read_status(run_dir).get("attempt") == 2, 120, "the requeued attempt to start")
 
     def done():
-        (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+        (record,) = statuses(ws)
         return record["state"] in ("COMPLETED", "FAILED") and record
 
     record = waiter(done, 180, "the requeued job to finish")

@@ -41,8 +41,8 @@ EXPERIMENT = textwrap.dedent(
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED")
 
 
-def _status(cli, ws: Path) -> dict:
-    (record,) = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)
+def _status(statuses, ws: Path) -> dict:
+    (record,) = statuses(ws)  # in-process: a waiting test's polls (tests/launch/conftest.py)
     return record
 
 
@@ -51,7 +51,7 @@ def _ps() -> list[tuple[int, str]]:
     return [(int(pid), args) for pid, _, args in (line.strip().partition(" ") for line in out.splitlines())]
 
 
-def test_a_verl_smoke_run_completes_on_slurm_through_the_ray_job_body(tmp_path, monkeypatch, cli, waiter):
+def test_a_verl_smoke_run_completes_on_slurm_through_the_ray_job_body(tmp_path, monkeypatch, cli, waiter, statuses):
     specs = tmp_path / "specs"
     (specs / "experiments").mkdir(parents=True)
     (specs / "experiments" / "vsmoke.yaml").write_text(EXPERIMENT)
@@ -68,7 +68,7 @@ def test_a_verl_smoke_run_completes_on_slurm_through_the_ray_job_body(tmp_path, 
     out = cli("run", "vsmoke", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", check=True)
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
-    record = waiter(lambda: (r := _status(cli, ws))["state"] in TERMINAL and r, 240, "the smoke job to end")
+    record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 240, "the smoke job to end")
     if record["state"] != "COMPLETED":
         logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
         pytest.fail(f"smoke job {record['state']}: {record['error']}\n{logs[-3000:]}")
