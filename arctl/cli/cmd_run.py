@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed runs from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
-        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Runs at a time (default: cluster.array_parallelism; local: what the cores allow)."),
+        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Runs at a time (default: cluster.array_parallelism; local: what the cores and memory allow)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Launch every arm x seed of EXPERIMENT; completed runs are skipped, failed/preempted ones resumed."""

@@ -223,6 +223,7 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
         final = {r.run_id: r for r in waited or []}
         print_json({
             "executor": result.executor, "workspace": str(workspace.root),
+            **({"parallelism": result.parallelism} if result.parallelism else {}),
             "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                            "action": i.action, "job_id": result.job_ids.get(i.run_id),
                            "run_dir": str(workspace.run_dir(i.run_id)),

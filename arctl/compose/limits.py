@@ -21,6 +21,7 @@ from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
 OPEN_SECTION_RANGES: dict[str, Range] = {
     # scale
     "scale.cpus_per_task": CORES,
+    "scale.mem_gb": F(0.125, 10**5),
     "scale.preempt_warning_s": I(1, 65535),
     "scale.rollout_n": I(1, 1024),
     "scale.summary_max_tokens": I(1, 10**5),

@@ -202,7 +202,8 @@ class ClusterConfig:
     nodes: int = setting(1, range=I(1, 10**4))
     gpus_per_node: int = setting(0, range=I(0, 64))
     cpus_per_task: int = setting("${oc.select:scale.cpus_per_task,2}", range=CORES)  # the scale's need (tiny: 1 core per run)
-    mem_gb: float = setting(8, range=F(0.125, 10**5))  # at least 128 MB: SLURM reads --mem=0 as the whole node
+    # at least 128 MB: SLURM reads --mem=0 as the whole node; the scale's need (tiny: 4 GB, a run peaks at ~2.9 GB)
+    mem_gb: float = setting("${oc.select:scale.mem_gb,8}", range=F(0.125, 10**5))
     time_min: int = setting(60, range=I(1, 366 * 24 * 60))
     constraint: str | None = None
     array_parallelism: int = setting(64, range=I(1, 10**5))

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 from arctl.config.schema import EXECUTORS as CLUSTER_EXECUTORS
@@ -92,13 +93,46 @@ def choose_executor(requested: str | None, configured: str | None, requested_by:
 
 
 def local_parallelism(cluster: dict, n_runs: int, requested: int | None = None) -> int:
-    """Concurrent local jobs: --array-parallelism, else as many as the cores allow (>= 1)."""
+    """Concurrent local jobs: --array-parallelism, else as many as the cores allow (>= 1), and more
+    than that for one-thread runs where sharing the cores ends the last run sooner and the memory
+    (``cluster.mem_gb`` a run) holds them: 3 runs on 2 cores take 1.5 run-lengths side by side
+    against 2 two at a time (:func:`shared_makespan`). Each run computes the same numbers either way
+    (one thread, its own process); only when each ends changes."""
     if requested:
         return max(1, min(requested, n_runs))
     cores = os.cpu_count() or 1
     per_job = max(1, int(cluster.get("cpus_per_task") or 1))
-    fit = max(1, cores // per_job)
-    return max(1, min(fit, int(cluster.get("array_parallelism") or 1), n_runs))
+    bound = max(1, min(int(cluster.get("array_parallelism") or 1), n_runs))
+    fit = max(1, min(cores // per_job, bound))
+    if per_job > 1 or fit >= bound:  # a run of several threads would spin against the others for its cores
+        return fit
+    room = int(available_memory_gb() // max(float(cluster.get("mem_gb") or 8), 0.125))
+    best = fit
+    for p in range(fit + 1, min(bound, room) + 1):
+        if shared_makespan(n_runs, p, cores) < shared_makespan(n_runs, best, cores):
+            best = p
+    return best
+
+
+def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
+    """When the last of ``n_runs`` equal one-thread runs ends, ``parallel`` at a time on ``cores``
+    cores, in run-lengths: ceil(n / p) rounds, each max(1, p / cores) long (p > cores share them)."""
+    return -(-n_runs // parallel) * Fraction(max(parallel, cores), cores)
+
+
+def available_memory_gb() -> float:
+    """The memory this machine can give new processes now (Linux ``MemAvailable``), else its total
+    physical memory, else 0 (unknown: no run beyond the cores)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (AttributeError, ValueError, OSError):
+        return 0.0
 
 
 def _sbatch_extra(lines: list) -> dict:

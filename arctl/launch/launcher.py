@@ -102,6 +102,7 @@ class LaunchResult:
     skipped: list[tuple[LaunchItem, str]] = field(default_factory=list)
     job_ids: dict[str, str] = field(default_factory=dict)  # run_id -> job id
     failed: dict[str, str] = field(default_factory=dict)  # run_id -> error (debug executor)
+    parallelism: int | None = None  # local: runs at a time (executors.local_parallelism)
 
 
 def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
@@ -448,7 +449,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if name == "slurm":
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
                 elif name == "local":
-                    job_ids.update(_submit_local([i for i, _ in claimed], workspace, array_parallelism))
+                    ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
+                    job_ids.update(ids)
+                    result.parallelism = parallel
+                    result.executor_note += f"; {parallel} at a time on {os.cpu_count() or 1} cores"
                 else:
                     job_ids.update({item.run_id: "debug" for item, _ in claimed})
             except BaseException as err:
@@ -876,8 +880,10 @@ def captured_stderr():
                     sys.stderr.write(text)
 
 
-def _submit_local(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None) -> dict[str, str]:
-    """Start one detached local queue that runs the items ``parallelism`` at a time."""
+def _submit_local(items: list[LaunchItem], workspace: Workspace,
+                  array_parallelism: int | None) -> tuple[dict[str, str], int]:
+    """Start one detached local queue that runs the items ``parallelism`` at a time (returned with
+    the job ids)."""
     parallel = local_parallelism(items[0].config.get("cluster", {}), len(items), array_parallelism)
     workspace.jobs_dir.mkdir(parents=True, exist_ok=True)
     log_path = workspace.jobs_dir / f"local-queue-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
@@ -885,7 +891,7 @@ def _submit_local(items: list[LaunchItem], workspace: Workspace, array_paralleli
            *[item.run_id for item in items]]
     with open(log_path, "ab") as log, job_environment(items):
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-    return {item.run_id: f"queue:{proc.pid}" for item in items}
+    return {item.run_id: f"queue:{proc.pid}" for item in items}, parallel
 
 
 def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, echo) -> dict[str, str]:

@@ -11,7 +11,8 @@ SHA-256 over the canonical JSON of the resolved config without
   chosen one (``budget_control.<method>``: installing a method's package renames no run);
 - the keys of :data:`ADDED_AT_DEFAULT` while they hold their default (added later: every earlier run
   keeps its id; a run that sets one gets an id of its own);
-- the keys of :data:`NOT_COMPUTED` at any value (how a run keeps its files, not what it computes);
+- the keys of :data:`NOT_COMPUTED` at any value (how a run keeps its files or what it asks of the machine,
+  not what it computes);
 - the keys of :data:`NEW_DEFAULT` (added later with a default that changed what their backend computes)
   at the value that reproduces the earlier runs, in runs of that backend, and at their default in
   other backends' runs: earlier runs keep their ids, a run of the new default gets an id of its own.
@@ -37,8 +38,9 @@ LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None, ("optim", "kl_coef"): Loss.kl_coef,
                     ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted}
-# (section, key) never in the identity: they change what stays on disk, not one number a run computes
-NOT_COMPUTED = {("verl", "keep_checkpoints")}
+# (section, key) never in the identity: they change what stays on disk or what a run asks of the machine
+# (the scale's memory, cluster.mem_gb's default), not one number a run computes
+NOT_COMPUTED = {("verl", "keep_checkpoints"), ("scale", "mem_gb")}
 # (backend, key) -> (the value earlier runs of that backend computed with, the key's default)
 NEW_DEFAULT = {("verl", "grader"): (GRADER_BEFORE_THE_KEY, DEFAULT_GRADER)}
 HASH_LEN = 10

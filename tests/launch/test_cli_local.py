@@ -36,6 +36,16 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     out = cli("run", "lt", "--executor", "local", "--workdir", str(ws), "--json", check=True)
     doc = json.loads(out.stdout)
     assert doc["executor"] == "local" and len(doc["submitted"]) == 3
+    # as many at a time as the cores and memory allow: one-thread runs of 1 GB share the cores where the
+    # last ends sooner (3 on 2 cores: all three), and the queue was told so
+    from arctl.launch.executors import local_parallelism
+
+    at_once = local_parallelism({"cpus_per_task": 1, "mem_gb": 1, "array_parallelism": 64}, 3)
+    assert doc["parallelism"] == at_once and (at_once == 3 or os.cpu_count() != 2)
+    with Registry(ws / "registry.sqlite") as reg:
+        rows = reg.list()
+    started, ended = sorted(r.started_at for r in rows), sorted(r.ended_at for r in rows)
+    assert started[at_once - 1] < ended[0]  # the first `at_once` side by side
     assert {r["state"] for r in doc["submitted"]} == {"COMPLETED"}
     assert doc["figures"] == [f"arctl report --figure ablation_vr --workdir {ws}"]  # the spec's figure:
     for run in doc["submitted"]:

@@ -38,6 +38,11 @@ def test_run_id_is_stable_and_ignores_launch_only_fields():
     moved["run_dir"] = "/elsewhere"
     assert make_run_id(moved) == make_run_id(CONFIG)
     assert make_run_id(CONFIG).startswith("ablation-vr_grpo-vr_s0_")
+    # a scale's memory need (cluster.mem_gb's default) is what a run asks of the machine: the tiny
+    # scale's mem_gb, added after its runs were written, renamed none of them
+    sized = {**_copy(CONFIG), "scale": {"name": "tiny", "cpus_per_task": 1}}
+    assert make_run_id({**sized, "scale": {**sized["scale"], "mem_gb": 4}}) == make_run_id(sized)
+    assert make_run_id({**sized, "scale": {**sized["scale"], "cpus_per_task": 2}}) != make_run_id(sized)  # threads: computed
 
 
 def test_run_id_changes_with_what_the_run_computes():
