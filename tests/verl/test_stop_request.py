@@ -5,6 +5,7 @@ and a checkpoint save in progress is not abandoned at the end of the step's grac
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -154,9 +155,29 @@ def test_a_stop_at_a_validating_step_validates_only_where_it_fits(trainer):
     trainer._arctl_stop()  # what on_step_end does on a request (its parent hook needs a live trainer)
     assert trainer.saved == [20] and trainer.total_training_steps == 20
     assert trainer._validate() == {"val/acc": 1.0}  # 37.5 s needed, 600 s left
+    assert stop_request.skipped_validation(stop) is None
     stop_request.request(stop, time.time() + 20)
     trainer._arctl_validation_s = 30.0  # the stand-in took no time
     assert trainer._validate() == {} and trainer.validations.calls == 1  # 37.5 s needed, 20 s left: skipped
+    assert stop_request.skipped_validation(stop) == 20  # the resume from step 20's checkpoint validates it first
+
+
+def test_the_resume_validates_the_skipped_step_first_and_logs_its_row_again_with_it(trainer, tmp_path):
+    """Found by a review: a validation a stop skipped was never redone, and its point was missing from the
+    run's curves. The resumed attempt (verl's val_before_train at the checkpoint's step) returns the
+    step's kept row with the evaluation, which verl logs as that step's row; the record goes once the
+    training loop begins (after that log)."""
+    stop = trainer.config.arctl.stop_file
+    stop_request.mark_skipped_validation(stop, 20)
+    rows = [{"trainer/global_step": s, "actor/pg_loss": s / 10} for s in (19, 20)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trainer.config.arctl.redo_validation_at = 20
+    assert trainer._validate() == {"trainer/global_step": 20, "actor/pg_loss": 2.0, "val/acc": 1.0}
+    assert stop_request.skipped_validation(stop) == 20  # not yet logged: a stop now keeps the record
+    trainer.on_train_begin()
+    assert stop_request.skipped_validation(stop) is None
+    trainer.global_steps = 40  # a later validation in the loop is verl's own
+    assert trainer._validate() == {"val/acc": 1.0}
 
 
 def test_the_final_validation_runs_after_a_stop_at_the_last_step(trainer):

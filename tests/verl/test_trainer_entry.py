@@ -4,6 +4,7 @@ eval-only mode on the 32-budget grid; clear errors without data or GPUs."""
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 
@@ -325,3 +326,88 @@ def test_sigterm_stays_the_job_entrys_after_ray_init(tmp_path):
     assert "raised KeyboardInterrupt" in kept.stdout and "handler ran True" in kept.stdout, kept.stdout + kept.stderr[-2000:]
     plain = subprocess.run([sys.executable, str(script), "plain"], capture_output=True, text=True, timeout=180)
     assert "handler ran True" not in plain.stdout, plain.stdout  # what Ray does without it (the defect)
+
+
+def _stopped_at_2_with_its_validation_skipped(config, run_dir):
+    """What a first attempt left: steps 0-2 in W&B and verl's file log (step 2 without its evaluation),
+    step 2's checkpoint, and the record that the stop skipped step 2's validation."""
+    from arctl.backends.verl import rehearsal, stop_request
+    from arctl.track import writer
+
+    rows = [{"trainer/global_step": 0, "eval/aime24/anytime_acc": 0.5},
+            {"trainer/global_step": 1, "actor/pg_loss": 0.1}, {"trainer/global_step": 2, "actor/pg_loss": 0.2}]
+    run = writer.open_run(config, run_dir)
+    for row in rows:
+        writer.log_row(run, row)
+    writer.close_run(run)
+    (run_dir / "verl_metrics.jsonl").write_text("".join(
+        json.dumps({"step": r["trainer/global_step"], "data": r}) + "\n" for r in rows))
+    rehearsal.save_checkpoint(run_dir / "checkpoints", 2)
+    stop_request.mark_skipped_validation(run_dir / stop_request.STOP_FILE, 2)
+
+
+def test_the_resume_after_a_skipped_validation_validates_first_and_w_and_b_holds_the_step_once_with_it(
+        config, tmp_path, monkeypatch):
+    """Found by a review: a validation a stop skipped (stop_request) was never redone, and its point was
+    missing from the run's curves. The resume from that step's checkpoint validates before training, W&B
+    is rewound to the step before, and the step's row is logged again with the evaluation (what the
+    trainer's _validate returns then: tests/verl/test_stop_request.py): read by the independent reader,
+    every step once, step 2 with both."""
+    import verl.trainer.main_ppo as main_ppo
+    import wandb
+    from wandb_reference import synced_history
+
+    from arctl.backends.verl import stop_request
+    from arctl.backends.verl.history import kept_row
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    config["wandb"]["mode"] = "offline"
+    run_dir = tmp_path / "run"
+    _stopped_at_2_with_its_validation_skipped(config, run_dir)
+    seen = {}
+
+    def fake_run_ppo(cfg, task_runner_class):  # verl's tracker in the trainer, with the job's W&B environment
+        from verl.utils.tracking import Tracking
+
+        seen["cfg"] = cfg
+        with monkeypatch.context() as env:
+            for key, value in cfg.ray_kwargs.ray_init.runtime_env.env_vars.items():
+                env.setenv(key, str(value))
+            tracker = Tracking(project_name=cfg.trainer.project_name, experiment_name=cfg.trainer.experiment_name,
+                               default_backend=["wandb"], config={})
+            tracker.log(data={**kept_row(run_dir, 2), "eval/aime24/anytime_acc": 0.7}, step=2)  # val_before_train
+            tracker.log(data={"trainer/global_step": 3, "actor/pg_loss": 0.3}, step=3)
+            wandb.finish()
+
+    monkeypatch.setattr(main_ppo, "run_ppo", fake_run_ppo)
+    assert verl_trainer.train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()
+    cfg = seen["cfg"]
+    assert cfg.trainer.val_before_train is True and cfg.arctl.redo_validation_at == 2
+    _, rows = synced_history(run_dir)
+    assert [r["trainer/global_step"] for r in rows] == [0, 1, 2, 3]
+    assert rows[2]["actor/pg_loss"] == 0.2 and rows[2]["eval/aime24/anytime_acc"] == 0.7
+    assert stop_request.skipped_validation(run_dir / stop_request.STOP_FILE) == 2  # the trainer clears it (stand-in here)
+
+
+def test_a_skipped_validation_of_a_step_past_the_checkpoint_is_redone_by_training_not_before_it(config, tmp_path,
+                                                                                               monkeypatch):
+    """The stop's checkpoint save was abandoned: the run resumes at an earlier step and redoes the skipped
+    step, its validation with it; the record is stale and nothing is validated first."""
+    import verl.trainer.main_ppo as main_ppo
+    import wandb
+
+    from arctl.backends.verl import checkpoints, stop_request
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    config["wandb"]["mode"] = "offline"
+    run_dir = tmp_path / "run"
+    _stopped_at_2_with_its_validation_skipped(config, run_dir)
+    stop_request.mark_skipped_validation(run_dir / stop_request.STOP_FILE, 3)  # past the checkpoint (step 2)
+    assert checkpoints.repair(run_dir / "checkpoints")[0] == 2
+    seen = {}
+    monkeypatch.setattr(main_ppo, "run_ppo", lambda cfg, task_runner_class: seen.setdefault("cfg", cfg))
+    assert verl_trainer.train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()
+    assert seen["cfg"].trainer.val_before_train is False and seen["cfg"].arctl.redo_validation_at is None
+    assert stop_request.skipped_validation(run_dir / stop_request.STOP_FILE) is None

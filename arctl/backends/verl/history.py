@@ -55,11 +55,28 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     return kept
 
 
-def prepare_attempt(config: dict, run_dir: Path, resume_at: int | None) -> list[dict]:
+def prepare_attempt(config: dict, run_dir: Path, resume_at: int | None, redo_validation: bool = False) -> list[dict]:
     """Before an attempt that resumes from the checkpoint at ``resume_at`` (None: starts over):
-    keep the rows up to it and repair the W&B files to match. Returns the kept rows."""
+    keep the rows up to it and repair the W&B files to match. Returns the kept rows.
+
+    ``redo_validation``: a stop skipped the validation of step ``resume_at``
+    (:func:`arctl.backends.verl.stop_request.skipped_validation`); the attempt validates it before
+    training and logs the step's row again, its kept metrics with the evaluation
+    (:func:`kept_row`, :class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`), so W&B is rewound to
+    the step before it (``metrics.jsonl`` keeps the row until the attempt's own replaces it)."""
     from arctl.track.writer import repair_history
 
     kept = kept_rows(run_dir, resume_at)
-    repair_history(config, run_dir, resume_at, kept)
+    if redo_validation and resume_at:
+        repair_history(config, run_dir, int(resume_at) - 1, [r for r in kept if r[STEP_KEY] < int(resume_at)])
+    else:
+        repair_history(config, run_dir, resume_at, kept)
     return kept
+
+
+def kept_row(run_dir: Path, step: int) -> dict:
+    """The row of ``step`` in ``metrics.jsonl`` ({} where there is none)."""
+    for row in _read_lines(Path(run_dir) / KEPT_LOG):
+        if isinstance(row, dict) and row.get(STEP_KEY) == int(step):
+            return row
+    return {}

@@ -334,6 +334,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "eval_datasets": list(ev["datasets"]),
         "eval_only": False,
         "stop_file": None,  # set by train(): run_dir/STOP (a shared filesystem path)
+        "redo_validation_at": None,  # set by train(): the resumed step whose validation a stop skipped
         "keep_checkpoints": int(verl_setting(config, "keep_checkpoints")),  # checkpoints.prune after each save
         "grader": grader_of(config),  # the agent loop's leaf_reward
     }

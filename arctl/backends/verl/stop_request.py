@@ -13,8 +13,12 @@ node): files in the run dir, on the filesystem both see.
 A stop that comes at a step that validates skips the validation when the time left before
 ``abandon_at`` is less than :data:`VALIDATION_MARGIN` times the last validation's duration (a
 validation cut by the abandon would lose the step's logged row: verl logs a step after validating it),
-except at the run's last step (its final evaluation). A skipped validation is not redone: that
-evaluation point is missing from the run's curves (the trainer's log says so).
+except at the run's last step (its final evaluation). The skipped step is written to
+``VALIDATION_SKIPPED`` beside ``STOP``; the attempt that resumes from that step's checkpoint validates it
+before training (``trainer.val_before_train``) and logs the step's row again with the evaluation (W&B
+rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`), so the point is
+not missing from the run's curves. A resume from an earlier checkpoint redoes the step, and its
+validation with it: the file is then stale and removed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 STOP_FILE = "STOP"
 STOP_FILE_ENV = "ARCTL_STOP_FILE"  # the stop file's path where the config has none (arctl.stop_file)
 SAVING_FILE = "SAVING"
+VALIDATION_SKIPPED_FILE = "VALIDATION_SKIPPED"  # the step whose validation a stop skipped
 SAVE_WAIT_FRACTION = 0.9  # of cluster.preempt_warning_s: the longest a save in progress is waited for
 VALIDATION_MARGIN = 1.25  # the validation runs after a stop only if 1.25x its last duration is left
 
@@ -82,6 +87,34 @@ def stop_file_of(config) -> str | None:
 
 def saving_marker(stop_file: str | Path | None) -> Path | None:
     return Path(str(stop_file)).parent / SAVING_FILE if stop_file else None
+
+
+def skipped_marker(stop_file: str | Path | None) -> Path | None:
+    return Path(str(stop_file)).parent / VALIDATION_SKIPPED_FILE if stop_file else None
+
+
+def mark_skipped_validation(stop_file: str | Path | None, step: int) -> None:
+    """Record that the stop at ``step`` skipped its validation (written whole; nothing without a stop file)."""
+    marker = skipped_marker(stop_file)
+    if marker is not None:
+        from arctl.config.files import atomic_write
+
+        atomic_write(marker, f"{int(step)}\n")
+
+
+def skipped_validation(stop_file: str | Path | None) -> int | None:
+    """The step whose validation a stop skipped (None: none, or the record cannot be read)."""
+    marker = skipped_marker(stop_file)
+    try:
+        return int(marker.read_text().strip()) if marker is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def clear_skipped_validation(stop_file: str | Path | None) -> None:
+    marker = skipped_marker(stop_file)
+    if marker is not None:
+        marker.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

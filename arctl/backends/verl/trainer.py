@@ -170,9 +170,17 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
         print(f"arctl: WARNING {note}", file=sys.stderr, flush=True)
         write_warning(run_dir, note)
     resume_at = resume_at or None
-    if resume_at:  # the checkpoint's model was validated when test_freq said so: not again on every requeue
-        cfg.trainer.val_before_train = False
-    prepare_attempt(config, run_dir, resume_at)  # W&B history = the steps up to the checkpoint, once each
+    redo = resume_at is not None and stop_request.skipped_validation(stop_file) == resume_at
+    if not redo:  # none, or stale: a resume from an earlier checkpoint redoes the step, its validation with it
+        stop_request.clear_skipped_validation(stop_file)
+    if resume_at:  # the checkpoint's model was validated when test_freq said so: not again on every requeue,
+        cfg.trainer.val_before_train = redo  # unless a stop skipped that validation: then it comes first
+        cfg.arctl.redo_validation_at = resume_at if redo else None
+    if redo:
+        print(f"arctl: step {resume_at}'s validation was skipped by the stop; validating it before training",
+              file=sys.stderr, flush=True)
+    # W&B history = the steps up to the checkpoint, once each (to the step before it, when it is logged again)
+    prepare_attempt(config, run_dir, resume_at, redo_validation=redo)
     if os.environ.get("RAY_ADDRESS"):  # the job body started the Ray head in the background
         from arctl.backends.verl.ray_connect import joining_kwargs, wait_for_head
 

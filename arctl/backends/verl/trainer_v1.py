@@ -30,6 +30,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -332,10 +333,13 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     _arctl_stopped_at: int | None = None  # the step at which a stop request was acted on
     _arctl_validation_s: float | None = None  # how long the last validation took
     _arctl_last_step: int | None = None  # the run's last step, once a stop has ended fit() earlier
+    _arctl_redone: int | None = None  # the step whose skipped validation this attempt did before training
 
     def on_train_begin(self):
         super().on_train_begin()
         self._arctl_training = True
+        if self._arctl_redone is not None:  # the redone step's row is logged (fit() logs before this hook)
+            stop_request.clear_skipped_validation(stop_request.stop_file_of(self.config))
 
     def on_step_end(self):
         super().on_step_end()
@@ -354,21 +358,31 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     def _validate(self, *args, **kwargs):
         """verl's validation, timed; in the training loop after a stop request: skipped where its last
         duration does not fit before the step would be abandoned (verl logs a step after validating it,
-        so an abandoned validation would lose the step's row), and a stop that came during it is acted
-        on at once (this step's checkpoint), not after another step."""
+        so an abandoned validation would lose the step's row; the step is recorded and the resume from its
+        checkpoint validates it first), and a stop that came during it is acted on at once (this step's
+        checkpoint), not after another step. Before training, at the step ``arctl.redo_validation_at``:
+        the step's kept row with the evaluation, which verl logs as that step's row again (W&B was
+        rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`)."""
         stop_file = stop_request.stop_file_of(self.config)
         last = self.global_steps >= (self._arctl_last_step or self.total_training_steps)  # the final evaluation
         if (self._arctl_training and self._arctl_stopped_at == self.global_steps and not last
                 and not stop_request.validation_fits(stop_file, self._arctl_validation_s)):
             logger.warning("arctl: step %s's validation skipped: the stop request leaves less than %.2fx its last "
-                           "duration (%s s) before the step is abandoned", self.global_steps,
-                           stop_request.VALIDATION_MARGIN, self._arctl_validation_s)
+                           "duration (%s s) before the step is abandoned; the resume validates it first",
+                           self.global_steps, stop_request.VALIDATION_MARGIN, self._arctl_validation_s)
+            stop_request.mark_skipped_validation(stop_file, self.global_steps)
             return {}
         started = time.monotonic()
         out = super()._validate(*args, **kwargs)
         self._arctl_validation_s = time.monotonic() - started
         if self._arctl_training and self._arctl_stopped_at != self.global_steps and stop_request.requested(stop_file):
             self._arctl_stop()
+        redo = self.config.arctl.get("redo_validation_at")
+        if not self._arctl_training and redo is not None and int(redo) == self.global_steps and stop_file:
+            from arctl.backends.verl.history import kept_row
+
+            self._arctl_redone = self.global_steps
+            out = {**kept_row(Path(str(stop_file)).parent, self.global_steps), **out}
         return out
 
     # ------------------------------------------------------------------ metrics
