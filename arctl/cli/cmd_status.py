@@ -8,7 +8,7 @@ import time
 import typer
 
 from arctl.cli.common import console, err_console, esc, nonempty_option, print_json
-from arctl.cli.launching import launch_errors, styled
+from arctl.cli.launching import how_far, launch_errors, step_text, styled
 
 
 def _elapsed(rec, now: float) -> str:
@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
         refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),
     ) -> None:
-        """Runs with state, job id, step, last metric, W&B run id and elapsed time."""
+        """Runs with state, job id, step (a running run's: of how many, and the time left at its pace),
+        last metric, W&B run id and elapsed time."""
         with launch_errors():
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.refresh import refresh as refresh_runs
@@ -45,12 +46,14 @@ def register(app: typer.Typer) -> None:
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         lost = _unregistered(workspace, reg_ids) if target is None else []
+        far = {r.run_id: how_far(workspace, r, now) for r in records}  # running runs: (total steps, s left)
         note = (f"{len(lost)} run folder(s) in {workspace.runs_dir} are not in the registry (e.g. {lost[0]}): "
                 f"`arctl repair --workdir {workspace.root}` rebuilds it from the run folders") if lost else None
         if as_json:
             if note:
                 err_console.print(f"[yellow]note[/]: {esc(note)}")
             print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
+                         "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
                         for r in records])
             return
@@ -68,7 +71,7 @@ def register(app: typer.Typer) -> None:
             if here:  # another experiment's run, listed because it is this one's cells too
                 cell += f" as {', '.join(here)}"
             rows.append((r.run_id, cell, r.state, r.job_id or "",
-                         "" if r.step is None else str(r.step), metric, r.wandb_id or "", _elapsed(r, now)))
+                         step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "", _elapsed(r, now)))
         if console.is_terminal:
             from rich.table import Table
 

@@ -134,12 +134,44 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
     console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress."))
 
 
+def how_far(workspace, rec, now: float, schedules: dict | None = None) -> tuple[int | None, float | None]:
+    """A running run's ``trainer.total_steps`` and the seconds left at its attempt's pace
+    (:func:`arctl.launch.progress.time_left`); (None, None) for a run that is not running.
+    ``schedules`` caches each run's (total steps, test_freq) by run id (its config read once)."""
+    if rec.state != "RUNNING":
+        return None, None
+    from arctl.launch.progress import schedule, time_left
+    from arctl.launch.status_file import read_status
+
+    run_dir = workspace.run_dir(rec.run_id)
+    if schedules is None or rec.run_id not in schedules:
+        found = schedule(run_dir)
+        if schedules is not None:
+            schedules[rec.run_id] = found
+    else:
+        found = schedules[rec.run_id]
+    total, cycle = found
+    return total, time_left({**read_status(run_dir), "step": rec.step}, total, now, cycle)
+
+
+def step_text(step: int | None, total: int | None, left: float | None) -> str:
+    """``59/100 (~5 min left)``, ``59/100``, ``59`` or ``""``."""
+    if step is None:
+        return ""
+    text = f"{step}/{total}" if total else str(step)
+    if left is not None:
+        text += f" (~{max(1, round(left / 60))} min left)" if left >= 60 else " (<1 min left)"
+    return text
+
+
 def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
-    """Wait for the runs, printing state changes (and the step every 30 s)."""
+    """Wait for the runs, printing state changes (and the step, of how many, with the time left at the
+    run's pace, every 30 s)."""
     from arctl.launch.launcher import wait_for
 
     last: dict[str, tuple] = {}
     last_print = [0.0]
+    totals: dict = {}
 
     def on_update(records) -> None:
         if as_json:
@@ -151,7 +183,7 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
             previous = last.get(r.run_id, (None, None, None, None))
             if previous[:2] != key[:2] or (r.state == "PENDING" and previous[3] != key[3]) or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
                 metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
-                step = f" step {r.step}" if r.step is not None else ""
+                step = f" step {step_text(r.step, *how_far(workspace, r, time.time(), totals))}" if r.step is not None else ""
                 if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""
                 console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")

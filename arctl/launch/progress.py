@@ -55,6 +55,8 @@ class ProgressTap:
             return
         if _is_number(row.get(STEP_KEY)):
             self.values["step"] = int(row[STEP_KEY])
+            if "first_step" not in self.values:  # the attempt's pace is counted from here (time_left)
+                self.values["first_step"], self.values["first_step_at"] = self.values["step"], time.time()
         metric = headline_metric(row)
         if metric:
             self.values["metric_name"], self.values["metric_value"] = metric
@@ -186,3 +188,35 @@ def _last_row(path: Path) -> dict:
         if out:
             return out
     return {}
+
+
+MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace says how long is left
+
+
+def time_left(status: dict, total_steps: int | None, now: float, cycle: int | None = None) -> float | None:
+    """Seconds until a running attempt reaches ``total_steps`` at the pace it has kept since the first
+    step it logged (status.json's ``step``, ``first_step``, ``first_step_at``). ``cycle``: the steps between
+    evaluations (``trainer.test_freq``); the pace is said only once it spans a whole cycle, so that it
+    holds an evaluation in its share (a step's row is logged after the step's evaluation), and at least
+    :data:`MIN_PACE_STEPS` steps; the final evaluation after the last step is not in it. None before,
+    or without a total."""
+    step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
+    if not total_steps or step is None or first is None or first_at is None:
+        return None
+    if step - first < max(MIN_PACE_STEPS, int(cycle or 0)):
+        return None
+    return max(0.0, (int(total_steps) - step) * max(0.0, now - first_at) / (step - first))
+
+
+def schedule(run_dir: Path) -> tuple[int | None, int | None]:
+    """The run's ``trainer.total_steps`` and ``trainer.test_freq`` (its frozen config); None where one
+    cannot be read."""
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    try:
+        trainer = read_run_config(Path(run_dir)).get("trainer") or {}
+    except (RunDirError, OSError, ValueError):
+        return None, None
+    total, freq = trainer.get("total_steps"), trainer.get("test_freq")
+    return (int(total) if _is_number(total) and total > 0 else None,
+            int(freq) if _is_number(freq) and freq > 0 else None)

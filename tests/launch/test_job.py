@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,8 @@ def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monke
 
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.3")
     run_dir = _run_dir(tmp_path, steps=4)
-    write_status(run_dir, state="preempted", attempt=1, step=57, metric_name="train/loss", metric_value=0.1)
+    write_status(run_dir, state="preempted", attempt=1, step=57, metric_name="train/loss", metric_value=0.1,
+                 first_step=0, first_step_at=1.0)
     (run_dir / "metrics.jsonl").write_text("".join(
         json.dumps({"trainer/global_step": i, "train/loss": 1 / (i + 1)}) + "\n" for i in range(58)))
     marks = file_marks(run_dir)
@@ -98,6 +100,7 @@ def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monke
         status = read_status(run_dir)
         assert status["state"] == "running"
         assert (status["step"], status["metric_name"], status["metric_value"]) == (None, None, None)
+        assert (status["first_step"], status["first_step_at"]) == (None, None)  # attempt 1's pace is not its own
         assert status["metric_files"] == marks
         assert tail_progress(run_dir, status["metric_files"]) == {}  # only attempt 1's rows in it
         assert tail_progress(run_dir)["step"] == 57
@@ -129,6 +132,11 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     status = read_status(tmp_path)
     assert (status["step"], status["metric_name"], status["metric_value"], status["wandb_id"]) == (
         7, "train/anytime_score", 0.25, "wid")
+    first_at = status["first_step_at"]
+    assert status["first_step"] == 7 and abs(first_at - time.time()) < 60  # where the attempt's pace starts
+    tap.observe({"trainer/global_step": 9, "train/loss": 0.4})
+    status = read_status(tmp_path)
+    assert (status["step"], status["first_step"], status["first_step_at"]) == (9, 7, first_at)
 
 
 def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
