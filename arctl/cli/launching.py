@@ -134,24 +134,17 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
     console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress."))
 
 
-def how_far(workspace, rec, now: float, schedules: dict | None = None) -> tuple[int | None, float | None]:
-    """A running run's ``trainer.total_steps`` and the seconds left at its attempt's pace
-    (:func:`arctl.launch.progress.time_left`); (None, None) for a run that is not running.
-    ``schedules`` caches each run's (total steps, test_freq) by run id (its config read once)."""
-    if rec.state != "RUNNING":
-        return None, None
-    from arctl.launch.progress import schedule, time_left
+def how_far(workspace, rec, now: float) -> tuple[int | None, float | None]:
+    """A running run's total steps and the seconds left at its attempt's pace, from its status.json
+    (:func:`arctl.launch.progress.time_left`); (None, None) for a run that is not running."""
+    from arctl.launch import states
+    from arctl.launch.progress import time_left
     from arctl.launch.status_file import read_status
 
-    run_dir = workspace.run_dir(rec.run_id)
-    if schedules is None or rec.run_id not in schedules:
-        found = schedule(run_dir)
-        if schedules is not None:
-            schedules[rec.run_id] = found
-    else:
-        found = schedules[rec.run_id]
-    total, cycle = found
-    return total, time_left({**read_status(run_dir), "step": rec.step}, total, now, cycle)
+    if rec.state != states.RUNNING:
+        return None, None
+    status = {**read_status(workspace.run_dir(rec.run_id)), "step": rec.step}
+    return status.get("total_steps"), time_left(status, now)
 
 
 def step_text(step: int | None, total: int | None, left: float | None) -> str:
@@ -171,7 +164,6 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
 
     last: dict[str, tuple] = {}
     last_print = [0.0]
-    totals: dict = {}
 
     def on_update(records) -> None:
         if as_json:
@@ -183,7 +175,7 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
             previous = last.get(r.run_id, (None, None, None, None))
             if previous[:2] != key[:2] or (r.state == "PENDING" and previous[3] != key[3]) or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
                 metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
-                step = f" step {step_text(r.step, *how_far(workspace, r, time.time(), totals))}" if r.step is not None else ""
+                step = f" step {step_text(r.step, *how_far(workspace, r, time.time()))}" if r.step is not None else ""
                 if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""
                 console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")

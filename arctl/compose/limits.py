@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from arctl.compose import plugins
-from arctl.config.ranges import CORES, TOKENS, F, I, Range
+from arctl.config.ranges import CORES, MEM_GB, TOKENS, F, I, Range
 from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
 
 OPEN_SECTION_RANGES: dict[str, Range] = {
     # scale
     "scale.cpus_per_task": CORES,
-    "scale.mem_gb": F(0.125, 10**5),
+    "scale.mem_gb": MEM_GB,
     "scale.preempt_warning_s": I(1, 65535),
     "scale.rollout_n": I(1, 1024),
     "scale.summary_max_tokens": I(1, 10**5),

@@ -34,7 +34,7 @@ from omegaconf import MISSING
 
 from arctl.algo import settings as algo
 from arctl.algo.ranges import checks
-from arctl.config.ranges import CORES, COUNT, SEED_MAX, TOKENS, F, I, Range
+from arctl.config.ranges import CORES, COUNT, MEM_GB, SEED_MAX, TOKENS, F, I, Range
 
 SCHEMA_NAME = "arctl_schema"
 """The schema's name in Hydra's ConfigStore (the first entry of config.yaml's defaults list)."""
@@ -202,8 +202,7 @@ class ClusterConfig:
     nodes: int = setting(1, range=I(1, 10**4))
     gpus_per_node: int = setting(0, range=I(0, 64))
     cpus_per_task: int = setting("${oc.select:scale.cpus_per_task,2}", range=CORES)  # the scale's need (tiny: 1 core per run)
-    # at least 128 MB: SLURM reads --mem=0 as the whole node; the scale's need (tiny: 4 GB, a run peaks at ~2.9 GB)
-    mem_gb: float = setting("${oc.select:scale.mem_gb,8}", range=F(0.125, 10**5))
+    mem_gb: float = setting("${oc.select:scale.mem_gb,8}", range=MEM_GB)  # the scale's need (tiny: 4 GB; a run peaks at ~2.9)
     time_min: int = setting(60, range=I(1, 366 * 24 * 60))
     constraint: str | None = None
     array_parallelism: int = setting(64, range=I(1, 10**5))

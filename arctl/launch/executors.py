@@ -100,13 +100,14 @@ def local_parallelism(cluster: dict, n_runs: int, requested: int | None = None) 
     (one thread, its own process); only when each ends changes."""
     if requested:
         return max(1, min(requested, n_runs))
-    cores = os.cpu_count() or 1
+    cores = local_cores()
     per_job = max(1, int(cluster.get("cpus_per_task") or 1))
     bound = max(1, min(int(cluster.get("array_parallelism") or 1), n_runs))
     fit = max(1, min(cores // per_job, bound))
-    if per_job > 1 or fit >= bound:  # a run of several threads would spin against the others for its cores
+    mem_gb = float(cluster.get("mem_gb") or 0)
+    if per_job > 1 or fit >= bound or mem_gb <= 0:  # a run of several threads would spin against the others
         return fit
-    room = int(available_memory_gb() // max(float(cluster.get("mem_gb") or 8), 0.125))
+    room = int(available_memory_gb() // mem_gb)
     best = fit
     for p in range(fit + 1, min(bound, room) + 1):
         if shared_makespan(n_runs, p, cores) < shared_makespan(n_runs, best, cores):
@@ -114,25 +115,64 @@ def local_parallelism(cluster: dict, n_runs: int, requested: int | None = None) 
     return best
 
 
+def local_cores() -> int:
+    """The cores the local executor counts on (``os.cpu_count()``, at least 1)."""
+    return os.cpu_count() or 1
+
+
 def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
     """When the last of ``n_runs`` equal one-thread runs ends, ``parallel`` at a time on ``cores``
-    cores, in run-lengths: ceil(n / p) rounds, each max(1, p / cores) long (p > cores share them)."""
-    return -(-n_runs // parallel) * Fraction(max(parallel, cores), cores)
+    cores, in run-lengths: the full rounds of ``parallel`` runs, each max(1, p / cores) long (p > cores
+    share them), then a last round of the r runs left, max(1, r / cores)."""
+    rounds, left = divmod(n_runs, parallel)
+    return rounds * Fraction(max(parallel, cores), cores) + (Fraction(max(left, cores), cores) if left else 0)
 
 
 def available_memory_gb() -> float:
-    """The memory this machine can give new processes now (Linux ``MemAvailable``), else its total
-    physical memory, else 0 (unknown: no run beyond the cores)."""
+    """The memory this machine can give new processes now, in GiB: Linux ``MemAvailable``, less where a
+    cgroup (a container's, a SLURM step's) limits this process to less (its limit minus its use); else
+    the total physical memory; else 0 (unknown: no run beyond the cores)."""
+    found = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) / 2**20
+                found = int(line.split()[1]) / 2**20
     except (OSError, ValueError, IndexError):
         pass
+    if found is None:
+        try:
+            found = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+        except (AttributeError, ValueError, OSError):
+            return 0.0
+    limited = _cgroup_room_gb()
+    return min(found, limited) if limited is not None else found
+
+
+def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
+    """This process's cgroup memory limit minus its use, in GiB (v2: memory.max and memory.current of
+    its own cgroup; v1: memory.limit_in_bytes and memory.usage_in_bytes), or None: no limit, or none
+    readable."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
-    except (AttributeError, ValueError, OSError):
-        return 0.0
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2
+            pair = (root / path.lstrip("/") / "memory.max", root / path.lstrip("/") / "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            base = root / "memory" / path.lstrip("/")
+            pair = (base / "memory.limit_in_bytes", base / "memory.usage_in_bytes")
+        else:
+            continue
+        try:
+            limit, used = (f.read_text().strip() for f in pair)
+            if limit == "max" or int(limit) >= 2**60:
+                continue
+            return max(0, int(limit) - int(used)) / 2**30
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _sbatch_extra(lines: list) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from arctl.launch.backends import resolve_backend
-from arctl.launch.progress import ProgressTap, file_marks
+from arctl.launch.progress import ProgressTap, file_marks, schedule
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
 from arctl.track.phase import write_phase
@@ -82,7 +82,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
         step=None, metric_name=None, metric_value=None, metric_files=file_marks(run_dir), first_step=None,
-        first_step_at=None,
+        first_step_at=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")

@@ -35,6 +35,7 @@ from arctl.launch.executors import (
     array_chunk_size,
     backend_job_setup,
     choose_executor,
+    local_cores,
     local_parallelism,
     render_sbatch,
     scancel_failed,
@@ -452,7 +453,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
                     result.parallelism = parallel
-                    result.executor_note += f"; {parallel} at a time on {os.cpu_count() or 1} cores"
+                    result.executor_note += f"; {parallel} at a time on {local_cores()} cores"
                 else:
                     job_ids.update({item.run_id: "debug" for item, _ in claimed})
             except BaseException as err:

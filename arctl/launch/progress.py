@@ -55,8 +55,10 @@ class ProgressTap:
             return
         if _is_number(row.get(STEP_KEY)):
             self.values["step"] = int(row[STEP_KEY])
-            if "first_step" not in self.values:  # the attempt's pace is counted from here (time_left)
-                self.values["first_step"], self.values["first_step_at"] = self.values["step"], time.time()
+            from arctl.track.writer import relogging
+
+            if "first_step" not in self.values and not relogging():  # the attempt's pace starts here (time_left):
+                self.values["first_step"], self.values["first_step_at"] = self.values["step"], time.time()  # its own rows
         metric = headline_metric(row)
         if metric:
             self.values["metric_name"], self.values["metric_value"] = metric
@@ -193,30 +195,29 @@ def _last_row(path: Path) -> dict:
 MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace says how long is left
 
 
-def time_left(status: dict, total_steps: int | None, now: float, cycle: int | None = None) -> float | None:
-    """Seconds until a running attempt reaches ``total_steps`` at the pace it has kept since the first
-    step it logged (status.json's ``step``, ``first_step``, ``first_step_at``). ``cycle``: the steps between
-    evaluations (``trainer.test_freq``); the pace is said only once it spans a whole cycle, so that it
-    holds an evaluation in its share (a step's row is logged after the step's evaluation), and at least
-    :data:`MIN_PACE_STEPS` steps; the final evaluation after the last step is not in it. None before,
-    or without a total."""
+def time_left(status: dict, now: float) -> float | None:
+    """Seconds until a running attempt reaches its ``total_steps`` at the pace it has kept since the
+    first step it logged (status.json's ``step``, ``first_step``, ``first_step_at``, ``total_steps``,
+    ``test_freq``: the job entry writes the schedule, its progress tap the rest). The pace is said once
+    it holds the first evaluation after that step (every ``test_freq`` steps; a step's row is logged after
+    its evaluation) where one comes before the last step, so that evaluations are in its share, and at
+    least :data:`MIN_PACE_STEPS` steps; the final evaluation after the last step is not in it. None
+    before that, and where the tap saw no step (a verl run logs from a Ray actor; W&B disabled)."""
     step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
-    if not total_steps or step is None or first is None or first_at is None:
+    total, cycle = status.get("total_steps"), status.get("test_freq")
+    if not total or step is None or first is None or first_at is None:
         return None
-    if step - first < max(MIN_PACE_STEPS, int(cycle or 0)):
+    need = first + MIN_PACE_STEPS
+    if cycle and (first // cycle + 1) * cycle < total:  # an evaluation is still to come before the last step
+        need = max(need, (first // cycle + 1) * cycle)
+    if step < need:
         return None
-    return max(0.0, (int(total_steps) - step) * max(0.0, now - first_at) / (step - first))
+    return max(0.0, (int(total) - step) * max(0.0, now - first_at) / (step - first))
 
 
-def schedule(run_dir: Path) -> tuple[int | None, int | None]:
-    """The run's ``trainer.total_steps`` and ``trainer.test_freq`` (its frozen config); None where one
-    cannot be read."""
-    from arctl.launch.rundir import RunDirError, read_run_config
-
-    try:
-        trainer = read_run_config(Path(run_dir)).get("trainer") or {}
-    except (RunDirError, OSError, ValueError):
-        return None, None
-    total, freq = trainer.get("total_steps"), trainer.get("test_freq")
-    return (int(total) if _is_number(total) and total > 0 else None,
-            int(freq) if _is_number(freq) and freq > 0 else None)
+def schedule(config: dict) -> dict:
+    """``{"total_steps": N, "test_freq": F}`` of a run's config (None where not a positive number): what
+    status.json carries for :func:`time_left`, so that ``arctl status`` parses no config."""
+    trainer = config.get("trainer") or {}
+    return {key: int(trainer[key]) if _is_number(trainer.get(key)) and trainer[key] > 0 else None
+            for key in ("total_steps", "test_freq")}

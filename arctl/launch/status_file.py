@@ -4,8 +4,8 @@ Fields: state (submitted | running | stopping | completed | preempted | requeued
 executor, started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt,
 signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
-first_step_at (the first step this attempt logged, and when: the attempt's pace, :func:`arctl.launch.progress.
-time_left`).
+first_step_at (the first step this attempt logged, and when) with total_steps and test_freq (the run's
+schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
     "step": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "first_step": lambda v: isinstance(v, int) and not isinstance(v, bool), "first_step_at": _number,
+    "total_steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+    "test_freq": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
     "attempt": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "metric_value": _number, "started_at": _number, "updated_at": _number, "ended_at": _number,
     "metric_files": lambda v: isinstance(v, dict) and all(

@@ -229,12 +229,16 @@ def test_one_thread_runs_share_the_cores_where_the_last_ends_sooner_and_the_memo
     # by hand: ceil(n/p) rounds of max(1, p/2) run-lengths, the fewest runs at once among the shortest
     assert shared_makespan(3, 2, 2) == 2 and shared_makespan(3, 3, 2) == Fraction(3, 2)
     assert shared_makespan(27, 2, 2) == 14 and shared_makespan(27, 3, 2) == Fraction(27, 2)
-    expected = {1: 1, 2: 2, 3: 3, 4: 2, 5: 5, 6: 2, 8: 2, 9: 3, 27: 3, 30: 2}
+    # a last round of fewer runs is shorter: 5 = 3 + 2 runs, 1.5 + 1
+    assert shared_makespan(5, 3, 2) == Fraction(5, 2) and shared_makespan(27, 4, 2) == Fraction(27, 2)
+    expected = {1: 1, 2: 2, 3: 3, 4: 2, 5: 3, 6: 2, 8: 2, 9: 3, 27: 3, 30: 2}
     assert {n: local_parallelism(one, n) for n in expected} == expected
     memory["gb"] = 11.9  # two 4 GB runs fit, not three: the cores' two, as before
     assert local_parallelism(one, 3) == 2
     memory["gb"] = 12.1
     assert local_parallelism(one, 3) == 3 and local_parallelism({**one, "mem_gb": 8}, 3) == 2
+    assert local_parallelism(one, 5) == 3  # room for 3: 2.5 run-lengths, not 3 two at a time
+    assert local_parallelism({k: v for k, v in one.items() if k != "mem_gb"}, 3) == 2  # no memory said: the cores
     assert local_parallelism({**one, "array_parallelism": 2}, 3) == 2  # the profile's bound holds
     assert local_parallelism({**one, "cpus_per_task": 2}, 3) == 1  # several threads a run: never more than fit
     assert local_parallelism(one, 3, requested=2) == 2
@@ -245,3 +249,25 @@ def test_one_thread_runs_share_the_cores_where_the_last_ends_sooner_and_the_memo
 def test_available_memory_is_read_from_the_machine():
     gb = available_memory_gb()
     assert 0 < gb < 2**20  # a real number of GiB on any machine the tests run on
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_cgroup_memory_limit_bounds_the_available_memory(tmp_path, version):
+    """From a review: in a container (docker --memory=8g on a 64 GB host) MemAvailable is the host's, and
+    three 4 GB runs would start where two fit. The process's own cgroup's limit minus its use bounds it."""
+    from arctl.launch.executors import _cgroup_room_gb
+
+    if version == "v2":
+        membership = "0::/job/1\n"
+        folder, limit, used = tmp_path / "job" / "1", "memory.max", "memory.current"
+    else:
+        membership = "5:cpu:/\n4:memory:/job/1\n0::/\n"
+        folder, limit, used = tmp_path / "memory" / "job" / "1", "memory.limit_in_bytes", "memory.usage_in_bytes"
+    (tmp_path / "cgroup").write_text(membership)
+    folder.mkdir(parents=True)
+    (folder / limit).write_text(f"{8 * 2**30}\n")
+    (folder / used).write_text(f"{2**30}\n")
+    assert _cgroup_room_gb(tmp_path, tmp_path / "cgroup") == 7.0
+    (folder / limit).write_text("max\n" if version == "v2" else "9223372036854771712\n")  # no limit
+    assert _cgroup_room_gb(tmp_path, tmp_path / "cgroup") is None
+    assert _cgroup_room_gb(tmp_path, tmp_path / "nowhere") is None

@@ -101,6 +101,7 @@ def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monke
         assert status["state"] == "running"
         assert (status["step"], status["metric_name"], status["metric_value"]) == (None, None, None)
         assert (status["first_step"], status["first_step_at"]) == (None, None)  # attempt 1's pace is not its own
+        assert (status["total_steps"], status.get("test_freq")) == (4, None)  # the schedule, from the config
         assert status["metric_files"] == marks
         assert tail_progress(run_dir, status["metric_files"]) == {}  # only attempt 1's rows in it
         assert tail_progress(run_dir)["step"] == 57
@@ -137,6 +138,22 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     tap.observe({"trainer/global_step": 9, "train/loss": 0.4})
     status = read_status(tmp_path)
     assert (status["step"], status["first_step"], status["first_step_at"]) == (9, 7, first_at)
+
+
+def test_rows_an_earlier_attempt_logged_again_are_not_the_attempts_pace(tmp_path):
+    """From a review: a resume's W&B repair logs the rows the files lost again at once (arctl.track.writer.
+    open_run), and the tap took the first of them for the attempt's start: resumed at 40 with steps 1-40
+    logged again, one step 20 s later said "<1 min left" of 60 steps."""
+    from arctl.track.writer import relogged
+
+    tap = ProgressTap(tmp_path, interval_s=0.0)
+    with relogged():
+        for step in (38, 39, 40):
+            tap.observe({"trainer/global_step": step, "train/loss": 0.5})
+    status = read_status(tmp_path)
+    assert status["step"] == 40 and "first_step" not in status
+    tap.observe({"trainer/global_step": 41, "train/loss": 0.4})
+    assert read_status(tmp_path)["first_step"] == 41
 
 
 def test_progress_from_the_tail_of_a_metrics_file(tmp_path):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
-import yaml
 
 from arctl.launch import states
 from arctl.launch.refresh import merge_state
@@ -569,29 +568,28 @@ def test_a_repair_is_not_undone_by_a_deleted_registrys_write_ahead_log(tmp_path)
 
 def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pace(tmp_path, statuses):
     """A user waiting on the Quickstart saw "step 59" and not of how many or for how long. A running
-    run's step shows its trainer.total_steps and, once the attempt's pace spans an evaluation cycle
-    (trainer.test_freq steps after its first logged one), the time left at that pace (status.json's
-    first_step, first_step_at, as the job's progress tap writes them); --json gives both."""
+    run's step shows its total and, once the attempt's pace spans an evaluation cycle (test_freq steps
+    after its first logged one), the time left at that pace (status.json's total_steps and test_freq, as
+    the job entry writes them, first_step and first_step_at, as its progress tap does); --json gives both."""
     import io
     from contextlib import redirect_stdout
 
     from arctl.cli.main import main
     from arctl.launch.status_file import write_status
 
-    ws, _ = _slurm_runs(tmp_path, ["7_0", "7_1"])
-    for i in (0, 1):
-        (ws.run_dir(f"r{i}") / "config.yaml").write_text(yaml.safe_dump(
-            {"experiment": "e", "arm": f"r{i}", "seed": 0, "backend": "tiny",
-             "trainer": {"total_steps": 100, "test_freq": 20}}))
+    ws, _ = _slurm_runs(tmp_path, ["7_0", "7_1", "7_2"])
     now = time.time()
-    # r0 went from step 10 to 30 in 400 s (20 s a step): 70 steps, ~1,400 s left
-    write_status(ws.run_dir("r0"), step=30, first_step=10, first_step_at=now - 400)
-    write_status(ws.run_dir("r1"), step=29, first_step=10, first_step_at=now - 380)  # no evaluation in it yet
+    # r0 went from step 10 to 30 in 400 s (20 s a step): 70 steps, ~1,400 s left; r1's pace holds no evaluation
+    # yet (10 -> 19); r2 was launched by an arctl that wrote no schedule
+    write_status(ws.run_dir("r0"), step=30, first_step=10, first_step_at=now - 400, total_steps=100, test_freq=20)
+    write_status(ws.run_dir("r1"), step=19, first_step=10, first_step_at=now - 180, total_steps=100, test_freq=20)
+    write_status(ws.run_dir("r2"), step=30, first_step=10, first_step_at=now - 400)
     with Registry(ws.registry_path) as again:
-        again.update_many([("r0", {"step": 30}), ("r1", {"step": 29})])
+        again.update_many([("r0", {"step": 30}), ("r1", {"step": 19}), ("r2", {"step": 30})])
     records = {r["run_id"]: r for r in statuses(ws.root, "--no-refresh")}
     assert records["r0"]["total_steps"] == 100 and 1390 < records["r0"]["time_left_s"] < 1420
-    assert records["r1"]["total_steps"] == 100 and records["r1"]["time_left_s"] is None  # no pace yet
+    assert records["r1"]["total_steps"] == 100 and records["r1"]["time_left_s"] is None
+    assert records["r2"]["total_steps"] is None and records["r2"]["time_left_s"] is None
     out, saved = io.StringIO(), sys.argv
     sys.argv = ["arctl", "status", "--no-refresh", "--workdir", str(ws.root)]
     try:
@@ -603,18 +601,21 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
         sys.argv = saved
     rows = {line.split()[0]: line for line in out.getvalue().splitlines() if line.startswith("r")}
     assert rows["r0"].rstrip().endswith(" 30/100 (~23 min left)")
-    assert rows["r1"].rstrip().endswith(" 29/100") and "left" not in rows["r1"]
+    assert rows["r1"].rstrip().endswith(" 19/100") and rows["r2"].rstrip().endswith(" 30")
 
 
 def test_time_left_is_the_attempts_pace_since_its_first_logged_step():
     from arctl.launch.progress import time_left
 
-    paced = {"step": 30, "first_step": 10, "first_step_at": 1000.0}
-    assert time_left(paced, 100, now=1400.0) == 70 * 20.0  # 20 steps in 400 s, 70 to go
-    assert time_left({**paced, "step": 100}, 100, now=1400.0) == 0.0
-    assert time_left({**paced, "step": 11}, 100, now=1400.0) is None  # one step: no pace yet
-    assert time_left(paced, None, now=1400.0) is None and time_left({"step": 30}, 100, now=1400.0) is None
-    # evaluations every 20 steps: the pace is said once it spans 20 steps (a step's row comes after its
-    # evaluation, so 10 -> 30 holds the one at 20); 10 -> 29 does not hold one yet
-    assert time_left(paced, 100, now=1400.0, cycle=20) == 70 * 20.0
-    assert time_left({**paced, "step": 29}, 100, now=1400.0, cycle=20) is None
+    paced = {"step": 30, "first_step": 10, "first_step_at": 1000.0, "total_steps": 100}
+    assert time_left(paced, now=1400.0) == 70 * 20.0  # 20 steps in 400 s, 70 to go
+    assert time_left({**paced, "step": 100}, now=1400.0) == 0.0
+    assert time_left({**paced, "step": 11}, now=1400.0) is None  # one step: no pace yet
+    assert time_left({**paced, "total_steps": None}, now=1400.0) is None and time_left({"step": 30}, now=1400.0) is None
+    # evaluations every 20 steps: the pace is said once it holds the first after its start (a step's row
+    # comes after its evaluation: 10 -> 20 holds the one at 20, 10 -> 19 none yet)
+    assert time_left({**paced, "test_freq": 20}, now=1400.0) == 70 * 20.0
+    assert time_left({**paced, "test_freq": 20, "step": 20}, now=1400.0) == 80 * 40.0
+    assert time_left({**paced, "test_freq": 20, "step": 19}, now=1400.0) is None
+    # none comes before the last step (resumed at 80 of 100, every 50): 2 steps are enough
+    assert time_left({**paced, "test_freq": 50, "first_step": 81, "step": 90}, now=1400.0) == 10 * 400.0 / 9
