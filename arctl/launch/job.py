@@ -31,7 +31,7 @@ from pathlib import Path
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from arctl.launch.backends import resolve_backend
-from arctl.launch.progress import ProgressTap, file_marks, schedule
+from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
 from arctl.track.phase import write_phase
@@ -74,6 +74,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     run_dir = Path(run_dir).resolve()
     config = read_run_config(run_dir)
     attempt = int(read_status(run_dir).get("attempt", 0)) + 1
+    marks = file_marks(run_dir)
     write_status(
         run_dir, state="running", job_id=current_job_id(), executor=current_executor(), host=socket.gethostname(),
         pid=os.getpid(),
@@ -81,7 +82,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         # this attempt has logged nothing yet: the previous one's step is not its progress (it may
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
-        step=None, metric_name=None, metric_value=None, metric_files=file_marks(run_dir), first_step=None,
+        step=None, metric_name=None, metric_value=None, metric_files=marks, first_step=None,
         first_step_at=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
@@ -110,6 +111,8 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     tap = ProgressTap(run_dir)
     if mode != "disabled":
         tap.install()
+    pace_stop = threading.Event()  # where the attempt's pace starts, for the time left in `arctl status`
+    threading.Thread(target=watch_pace, args=(run_dir, marks, tap, pace_stop), daemon=True).start()
     try:
         check_init_run(config)
         train = resolve_backend(config)
@@ -122,6 +125,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         traceback.print_exc()
         raise
     finally:
+        pace_stop.set()
         tap.uninstall()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from pathlib import Path
 
@@ -49,28 +50,33 @@ class ProgressTap:
         self.values: dict = {}
         self._written = 0.0
         self._original = None
+        self._lock = threading.RLock()  # the pace watcher (watch_pace) writes from its own thread
 
     def observe(self, row: dict, run_id: str | None = None) -> None:
         if not isinstance(row, dict):
             return
-        if _is_number(row.get(STEP_KEY)):
-            self.values["step"] = int(row[STEP_KEY])
-            from arctl.track.writer import relogging
-
-            if "first_step" not in self.values and not relogging():  # the attempt's pace starts here (time_left):
-                self.values["first_step"], self.values["first_step_at"] = self.values["step"], time.time()  # its own rows
-        metric = headline_metric(row)
-        if metric:
-            self.values["metric_name"], self.values["metric_value"] = metric
-        if run_id:
-            self.values["wandb_id"] = run_id
-        if time.monotonic() - self._written >= self.interval_s:
-            self.flush()
+        with self._lock:
+            if _is_number(row.get(STEP_KEY)):
+                self.values["step"] = int(row[STEP_KEY])
+            metric = headline_metric(row)
+            if metric:
+                self.values["metric_name"], self.values["metric_value"] = metric
+            if run_id:
+                self.values["wandb_id"] = run_id
+            if time.monotonic() - self._written >= self.interval_s:
+                self.flush()
 
     def flush(self) -> None:
-        if self.values:
-            write_status(self.run_dir, **self.values)
-            self._written = time.monotonic()
+        with self._lock:
+            if self.values:
+                write_status(self.run_dir, **self.values)
+                self._written = time.monotonic()
+
+    def pace_from(self, step: int, at: float) -> None:
+        """Record where this attempt's pace starts (:func:`watch_pace`), written at once."""
+        with self._lock:
+            self.values["first_step"], self.values["first_step_at"] = int(step), float(at)
+            self.flush()
 
     def install(self) -> bool:
         """Wrap wandb's Run.log; False when wandb is not importable."""
@@ -192,17 +198,39 @@ def _last_row(path: Path) -> dict:
     return {}
 
 
+PACE_POLL_S = 5.0  # how often the job entry looks at the metrics files for the attempt's first step
+
+
+def watch_pace(run_dir: Path, marks: dict, tap: ProgressTap, stop: threading.Event, poll_s: float = PACE_POLL_S) -> None:
+    """Until ``stop``: find where this attempt's pace starts, from the metrics files every backend writes
+    a row per step to (:func:`tail_progress`, skipping files unchanged since the attempt began:
+    ``marks``), whoever logs to W&B and where (verl: a Ray actor). The first step seen is not it: it may
+    be the last kept row of a resume (the backend rewrites its file to the checkpoint before it trains)
+    or a row whose time is unknown; the first step after it is, with the time it was seen (within
+    ``poll_s``), recorded through ``tap`` (:meth:`ProgressTap.pace_from`) for :func:`time_left`."""
+    seen = None
+    while not stop.wait(poll_s):
+        step = tail_progress(run_dir, marks).get("step")
+        if step is None:
+            continue
+        if seen is None:
+            seen = step
+        elif step > seen:
+            tap.pace_from(step, time.time())
+            return
+
+
 MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace says how long is left
 
 
 def time_left(status: dict, now: float) -> float | None:
     """Seconds until a running attempt reaches its ``total_steps`` at the pace it has kept since the
     first step it logged (status.json's ``step``, ``first_step``, ``first_step_at``, ``total_steps``,
-    ``test_freq``: the job entry writes the schedule, its progress tap the rest). The pace is said once
+    ``test_freq``: the job entry writes them, :func:`watch_pace`). The pace is said once
     it holds the first evaluation after that step (every ``test_freq`` steps; a step's row is logged after
     its evaluation) where one comes before the last step, so that evaluations are in its share, and at
     least :data:`MIN_PACE_STEPS` steps; the final evaluation after the last step is not in it. None
-    before that, and where the tap saw no step (a verl run logs from a Ray actor; W&B disabled)."""
+    before that."""
     step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
     total, cycle = status.get("total_steps"), status.get("test_freq")
     if not total or step is None or first is None or first_at is None:

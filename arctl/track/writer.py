@@ -9,8 +9,6 @@ job loses at most that much history.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import os
 import time
 import warnings
@@ -20,7 +18,6 @@ from arctl.track.identity import WandbIdentity, run_name  # noqa: F401 - run_nam
 from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
-_RELOGGING = contextvars.ContextVar("arctl_relogging", default=False)
 CLOSE_WAIT_S = 60.0  # how long close_run waits for a W&B service it does not own to complete the file
 
 
@@ -95,26 +92,9 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
             os.environ["WANDB_RESUME"] = env_resume
     run.define_metric(STEP_KEY)
     run.define_metric("*", step_metric=STEP_KEY)
-    with relogged():
-        for row in relog:
-            log_row(run, row)
+    for row in relog:
+        log_row(run, row)
     return run
-
-
-@contextlib.contextmanager
-def relogged():
-    """Rows logged inside the block are an earlier attempt's, logged again (:func:`open_run`)."""
-    token = _RELOGGING.set(True)
-    try:
-        yield
-    finally:
-        _RELOGGING.reset(token)
-
-
-def relogging() -> bool:
-    """Whether the rows logged now are an earlier attempt's, logged again by :func:`open_run` (a
-    progress tap does not count them as this attempt's pace)."""
-    return _RELOGGING.get()
 
 
 def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, history: list[dict] | tuple = ()) -> None:

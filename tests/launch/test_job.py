@@ -133,27 +133,54 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     status = read_status(tmp_path)
     assert (status["step"], status["metric_name"], status["metric_value"], status["wandb_id"]) == (
         7, "train/anytime_score", 0.25, "wid")
-    first_at = status["first_step_at"]
-    assert status["first_step"] == 7 and abs(first_at - time.time()) < 60  # where the attempt's pace starts
-    tap.observe({"trainer/global_step": 9, "train/loss": 0.4})
-    status = read_status(tmp_path)
-    assert (status["step"], status["first_step"], status["first_step_at"]) == (9, 7, first_at)
+    assert "first_step" not in status  # where the attempt's pace starts is watch_pace's to say
 
 
-def test_rows_an_earlier_attempt_logged_again_are_not_the_attempts_pace(tmp_path):
-    """From a review: a resume's W&B repair logs the rows the files lost again at once (arctl.track.writer.
-    open_run), and the tap took the first of them for the attempt's start: resumed at 40 with steps 1-40
-    logged again, one step 20 s later said "<1 min left" of 60 steps."""
-    from arctl.track.writer import relogged
+def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_the_first_seen(tmp_path):
+    """Where the time left in `arctl status` counts from, for every backend (verl logs to W&B from a Ray
+    actor, which the tap never sees): the metrics files' first step past the first one seen. Attempt 1
+    left steps 0-57 (its marks skip them); attempt 2 restores the checkpoint at 40 (the backend rewrites
+    the file: 40 is seen first, at restore time, minutes before Ray runs a step), then logs 41: from there.
+    (From a review: a resume's W&B repair logs kept rows again at once, and a tap on W&B took them for
+    the attempt's start: resumed at 40, one step later it said "<1 min left" of 60 steps.)"""
+    import threading
 
-    tap = ProgressTap(tmp_path, interval_s=0.0)
-    with relogged():
-        for step in (38, 39, 40):
-            tap.observe({"trainer/global_step": step, "train/loss": 0.5})
-    status = read_status(tmp_path)
-    assert status["step"] == 40 and "first_step" not in status
-    tap.observe({"trainer/global_step": 41, "train/loss": 0.4})
-    assert read_status(tmp_path)["first_step"] == 41
+    from arctl.launch.progress import file_marks, watch_pace
+
+    def rows(steps) -> str:
+        return "".join(json.dumps({"trainer/global_step": i, "train/loss": 1 / (i + 1)}) + "\n" for i in steps)
+
+    (tmp_path / "metrics.jsonl").write_text(rows(range(58)))
+    marks = file_marks(tmp_path)
+    tap, stop = ProgressTap(tmp_path, interval_s=0.0), threading.Event()
+    watcher = threading.Thread(target=watch_pace, args=(tmp_path, marks, tap, stop, 0.02), daemon=True)
+    watcher.start()
+    try:
+        time.sleep(0.2)
+        assert "first_step" not in read_status(tmp_path)  # only attempt 1's rows
+        (tmp_path / "metrics.tmp").write_text(rows(range(41)))
+        (tmp_path / "metrics.tmp").replace(tmp_path / "metrics.jsonl")  # the restore: a new file
+        time.sleep(0.2)
+        assert "first_step" not in read_status(tmp_path)  # 40: seen first, not a step of this attempt's pace
+        with open(tmp_path / "metrics.jsonl", "a") as fh:
+            fh.write(rows([41]))
+        logged = time.time()
+        watcher.join(timeout=5)
+        status = read_status(tmp_path)
+        assert not watcher.is_alive() and status["first_step"] == 41 and abs(status["first_step_at"] - logged) < 1
+    finally:
+        stop.set()
+    # stopped before it saw a second step: nothing recorded
+    other = tmp_path / "other"
+    other.mkdir()
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_pace, args=(other, {}, ProgressTap(other, interval_s=0.0), stop, 0.02))
+    watcher.start()
+    (other / "metrics.jsonl").write_text(rows([0]))
+    time.sleep(0.1)
+    stop.set()
+    watcher.join(timeout=5)
+    assert not watcher.is_alive() and "first_step" not in read_status(other)
 
 
 def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
