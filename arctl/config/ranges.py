@@ -32,4 +32,4 @@ COUNT = I(1, 10**7)
 CORES = I(1, 4096)
 MEM_GB = F(0.125, 10**5)  # a run's memory: at least 128 MB (SLURM reads --mem=0 as the whole node)
 
-__all__ = ["BUDGET_MAX", "CORES", "COUNT", "MAX_SEEDS", "PROB", "SEED_MAX", "TOKENS", "F", "I", "Range", "seeds_text"]
+__all__ = ["BUDGET_MAX", "CORES", "COUNT", "MAX_SEEDS", "MEM_GB", "PROB", "SEED_MAX", "TOKENS", "F", "I", "Range", "seeds_text"]

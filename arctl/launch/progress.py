@@ -224,8 +224,8 @@ MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace 
 
 
 def time_left(status: dict, now: float) -> float | None:
-    """Seconds until a running attempt reaches its ``total_steps`` at the pace it has kept since the
-    first step it logged (status.json's ``step``, ``first_step``, ``first_step_at``, ``total_steps``,
+    """Seconds until a running attempt reaches its ``total_steps`` at the pace it has kept since its
+    pace began (status.json's ``step``, ``first_step``, ``first_step_at``, ``total_steps``,
     ``test_freq``: the job entry writes them, :func:`watch_pace`). The pace is said once
     it holds the first evaluation after that step (every ``test_freq`` steps; a step's row is logged after
     its evaluation) where one comes before the last step, so that evaluations are in its share, and at

@@ -4,7 +4,7 @@ Fields: state (submitted | running | stopping | completed | preempted | requeued
 executor, started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt,
 signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
-first_step_at (the first step this attempt logged, and when) with total_steps and test_freq (the run's
+first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`.
 """
 
