@@ -109,7 +109,8 @@ class ProgressTap:
 
 # metric files the backends append one JSON row per step to (tiny; verl's FileLogger)
 METRIC_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
-TAIL_BYTES = 16384
+TAIL_BYTES = 16384  # the first read of a metrics file's end; doubled while no whole row is in it
+MAX_TAIL_BYTES = 1 << 24  # at most this much of a file's end is read for its last row (16 MiB)
 
 
 def file_marks(run_dir: Path) -> dict[str, list[int]]:
@@ -168,21 +169,35 @@ def run_progress(run_dir: Path, status: dict, active: bool) -> dict:
 
 
 def _last_row(path: Path) -> dict:
-    import json
-
+    """Step and headline metric of the last whole row of ``path`` that has either; ``{}`` if none.
+    Reads the file's end, from :data:`TAIL_BYTES` on and twice as much while no whole row with a step
+    or metric is in it (a paper-scale verl row, hundreds of metrics, can be longer than the first read),
+    up to the whole file or :data:`MAX_TAIL_BYTES`."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - TAIL_BYTES))
-            lines = fh.read().splitlines()
+            size = fh.seek(0, 2)
+            window = TAIL_BYTES
+            while True:
+                start = max(0, size - window)
+                fh.seek(start)
+                lines = fh.read(size - start).splitlines()
+                out = _newest(lines[1:] if start else lines)  # a window's first line is cut unless at 0
+                if out or not start or window >= MAX_TAIL_BYTES:
+                    return out
+                window *= 2
     except OSError:
         return {}
+
+
+def _newest(lines: list[bytes]) -> dict:
+    """:func:`_last_row` of the rows ``lines``, the last first."""
+    import json
+
     for raw in reversed(lines):
         try:
             obj = json.loads(raw)
         except ValueError:
-            continue  # a partial first or last line
+            continue  # a partial last line (the backend writing it)
         if not isinstance(obj, dict):
             continue
         row = obj["data"] if isinstance(obj.get("data"), dict) else obj

@@ -195,6 +195,23 @@ def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
     assert tail_progress(tmp_path) == {"step": 2001, "metric_name": "train/anytime_score", "metric_value": 0.5}
 
 
+def test_progress_from_rows_longer_than_the_first_read(tmp_path):
+    """A paper-scale verl row (hundreds of metrics, per budget and per worker) is longer than the first
+    read of the file's end: the last row is still found, whole, not the row before it and not none (it
+    once read 16 KB only, and such a run showed no step in `arctl status`)."""
+    from arctl.launch.progress import TAIL_BYTES, tail_progress
+
+    def row(step):
+        data = {f"perf/worker_{k}/time_{j}": 0.125 for k in range(40) for j in range(60)}
+        return json.dumps({"step": step, "data": {**data, "train/reward/mean": step / 10}})
+
+    assert len(row(1)) > 4 * TAIL_BYTES
+    (tmp_path / "verl_metrics.jsonl").write_text("\n".join(row(s) for s in range(1, 4)) + '\n{"step": 4, "data": {"pe')
+    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/reward/mean", "metric_value": 0.3}
+    (tmp_path / "verl_metrics.jsonl").write_text(row(7))  # one row, the file's first line
+    assert tail_progress(tmp_path)["step"] == 7
+
+
 def test_progress_is_the_furthest_step_of_the_metrics_files(tmp_path):
     """A resumed verl run: metrics.jsonl holds the steps earlier attempts kept (0-2), verl's file log
     the running attempt's (3). Before, metrics.jsonl was read first and `arctl status` showed step 2
