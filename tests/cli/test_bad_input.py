@@ -42,6 +42,15 @@ def test_a_key_no_backend_reads_is_refused_not_ignored(sandbox):
     assert "thinking.temperature=0.6 is read by no backend" in err and "rollout.temperature" in err
 
 
+def test_more_tiny_threads_than_the_job_asks_cores_for_is_refused(sandbox):
+    """tiny.threads follows cluster.cpus_per_task; set apart and above it, a SLURM job would run its
+    threads on fewer cores and the local executor would put one-thread runs' company beside it."""
+    err = sandbox.check_refused(*RUN, "tiny.threads=2", "cluster.cpus_per_task=1", *launch_args(sandbox)).err
+    assert "tiny.threads=2 is more than the cores" in err and "cluster.cpus_per_task=2" in err
+    ok = sandbox.run(*RUN, "tiny.threads=2", "cluster.cpus_per_task=2", "--dry-run", *launch_args(sandbox))
+    assert ok.code == 0 and ok.crash is None, ok.err
+
+
 # item 6: tracebacks
 @pytest.mark.parametrize("args", [
     ["cluster.mem_gb=abc"],

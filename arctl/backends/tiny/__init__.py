@@ -41,6 +41,11 @@ class TinyBackend(BackendDefaults):
             if (config.get(section) or {}).get(leaf) is None:
                 return (f"{key} is null, which means 'a dataset's size' to verl; the tiny task is generated "
                         "and needs a number", key, hint)
+        threads, cores = (config.get("tiny") or {}).get("threads"), (config.get("cluster") or {}).get("cpus_per_task")
+        if isinstance(threads, int) and isinstance(cores, int) and threads > cores:
+            return (f"tiny.threads={threads} is more than the cores a job asks for (cluster.cpus_per_task={cores}): "
+                    "its threads would share them, and the local executor would put other runs beside it",
+                    "tiny.threads", f"set cluster.cpus_per_task={threads} instead (tiny.threads follows it)")
         control = config.get("budget_control") or {}
         from arctl.algo.methods.registry import method_of
         from arctl.algo.settings import BudgetControl
