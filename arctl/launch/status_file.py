@@ -24,6 +24,11 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _integer(low: int | None = None):
+    """A check: an int (not a bool), at least ``low`` where given."""
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (low is None or v >= low)
+
+
 def _text(v) -> bool:
     return isinstance(v, str) and len(v) <= 10_000
 
@@ -33,16 +38,12 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "state": lambda v: v in STATES,
     "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
     "signal": _text, "warning": _text,
-    "pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-    "step": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "first_step": lambda v: isinstance(v, int) and not isinstance(v, bool), "first_step_at": _number,
-    "total_steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-    "test_freq": lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-    "attempt": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
+    "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0),
     "metric_value": _number, "started_at": _number, "updated_at": _number, "ended_at": _number,
     "metric_files": lambda v: isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(m, list) and len(m) == 3
-        and all(isinstance(x, int) and not isinstance(x, bool) for x in m) for k, m in v.items()),
+        and all(map(_integer(), m)) for k, m in v.items()),
 }
 
 
