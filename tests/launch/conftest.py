@@ -144,12 +144,57 @@ def _cannot_install_reason() -> str | None:
     return f"SLURM is not installed and {reason}" if reason else None
 
 
+SLURM_START = Path("/tmp/arctl-slurm-test.start")  # flock'ed: one session at a time finds the test SLURM up or starts it
+SLURM_USERS = Path("/tmp/arctl-slurm-test.users")  # flock'ed shared by every session while it uses it
+LAST_USER_WAIT_S = 1800  # how long the session that started SLURM waits for the others to end before it stops it
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A running SLURM with accounting (sacct) on localhost for the whole session."""
-    if _slurm_up():
-        yield "existing"
-        return
+    """A running SLURM with accounting (sacct) on localhost for the whole session.
+
+    Each pytest-xdist worker runs its own session, so several may want SLURM at once: one at a time
+    (:data:`SLURM_START`) finds it up or starts it; each then holds :data:`SLURM_USERS` shared while
+    its tests run, and the session that started SLURM stops it only once it holds that lock alone
+    (every other session that used it has ended). Before, two workers could start two SLURMs on one
+    port, and the first to end cancelled the other's jobs."""
+    import fcntl
+
+    with open(SLURM_START, "a") as start, open(SLURM_USERS, "a") as users:
+        fcntl.flock(start, fcntl.LOCK_EX)
+        try:
+            existing = _slurm_up()
+            if not existing:
+                base = _start_slurm()
+            fcntl.flock(users, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(start, fcntl.LOCK_UN)
+        if existing:
+            yield "existing"
+            return
+        try:
+            yield str(base)
+        finally:
+            deadline = time.monotonic() + LAST_USER_WAIT_S
+            while True:  # the last user (no session holds SLURM_USERS but this one), no other starting
+                fcntl.flock(start, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    fcntl.flock(start, fcntl.LOCK_UN)
+                    time.sleep(0.5)
+            env = {**os.environ, "SLURM_BASE": str(base)}
+            subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)
+            if not (base / "pids" / "slurmctld.pid").exists():  # every daemon stopped: drop its state
+                shutil.rmtree(base, ignore_errors=True)
+
+
+def _start_slurm() -> Path:
+    """Start SLURM (tests/launch/slurm/setup_slurm.sh) under a private state dir; skip where it cannot
+    be installed, fail where it does not start."""
     reason = _cannot_install_reason()
     if reason:
         pytest.skip(f"SLURM cannot start here: {reason}")
@@ -164,12 +209,7 @@ def slurm_cluster():
         if not had_packages and not shutil.which("slurmctld"):
             pytest.skip(f"SLURM cannot start here: its packages could not be installed ({tail})")
         pytest.fail(f"setup_slurm.sh failed: {tail}")
-    try:
-        yield str(base)
-    finally:
-        subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)
-        if not (base / "pids" / "slurmctld.pid").exists():  # every daemon stopped: drop its state
-            shutil.rmtree(base, ignore_errors=True)
+    return base
 
 
 @pytest.fixture(autouse=True)
