@@ -115,35 +115,6 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 0
 
 
-def _runs_the_fresh_machine_test(config) -> bool:
-    """Will this session run tests/test_fresh_machine.py (the whole suite, or its folder or file named,
-    slow tests not left out, outside a nested run, on a machine where programs can be hidden)? Decided
-    before collection, from the command line."""
-    import fresh_machine  # tests/support/fresh_machine.py
-
-    if fresh_machine.INSIDE in os.environ or "not slow" in (config.option.markexpr or ""):
-        return False
-    root = Path(__file__).resolve().parent
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        named = [Path(str(a).split("::")[0]).resolve() for a in config.args]
-        if not any(p in (root, root / "test_fresh_machine.py") for p in named):
-            return False
-    return fresh_machine.available() is None
-
-
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: one worker per core (pytest-xdist's count), and one more in a session that runs the
-    fresh-machine test: its worker only waits on the nested suite, which starts one worker per core of
-    its own, and once that suite has ended the other slow tests wait on SLURM and Ray often enough
-    that two workers left a core idle (a fresh-clone CI: 237 core-seconds idle in 731 s, most of it in
-    the last five minutes; docs/benchmarks.md)."""
-    if not _runs_the_fresh_machine_test(config):
-        return None
-    from xdist.plugin import pytest_xdist_auto_num_workers as count
-
-    return count(config) + 1
-
-
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup`, except that the unit queued behind the fresh-machine test is the queue's last."""
     if config.getvalue("dist") != "loadgroup":
