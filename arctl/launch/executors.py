@@ -130,8 +130,9 @@ def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
 
 def available_memory_gb() -> float:
     """The memory this machine can give new processes now, in GiB: Linux ``MemAvailable``, less where a
-    cgroup (a container's, a SLURM step's) limits this process to less (its limit minus its use); else
-    the total physical memory; else 0 (unknown: no run beyond the cores)."""
+    cgroup (a container's, a SLURM step's) limits this process to less (its limit minus its use); on
+    macOS what ``vm_stat`` counts free (:func:`vm_stat_available_gb`); else 0 (unknown: no run beyond
+    the cores; the total memory, which this once fell back to, says nothing of what other programs hold)."""
     found = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -139,13 +140,27 @@ def available_memory_gb() -> float:
                 found = int(line.split()[1]) / 2**20
     except (OSError, ValueError, IndexError):
         pass
-    if found is None:
+    if found is None and sys.platform == "darwin":  # a Mac: no /proc; vm_stat says what is free
         try:
-            found = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
-        except (AttributeError, ValueError, OSError):
-            return 0.0
+            text = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+        found = vm_stat_available_gb(text)
+    if found is None:
+        return 0.0  # unknown: no run beyond the cores (the total memory is not what is free)
     limited = _cgroup_room_gb()
     return min(found, limited) if limited is not None else found
+
+
+def vm_stat_available_gb(text: str) -> float | None:
+    """What macOS can give new processes, in GiB, from ``vm_stat``'s output: its free, inactive,
+    speculative and purgeable pages (what Activity Monitor counts as available, less the compressor's
+    share); None when ``text`` is not vm_stat's."""
+    page = re.search(r"page size of (\d+) bytes", text)
+    counts = dict(re.findall(r"^Pages (free|inactive|speculative|purgeable):\s+(\d+)\.", text, re.M))
+    if not page or "free" not in counts:
+        return None
+    return sum(int(v) for v in counts.values()) * int(page.group(1)) / 2**30
 
 
 def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
