@@ -403,7 +403,8 @@ def tree_request_ids(full_determinism: bool = False, sample: str | None = None) 
 def request_seed(base: int, request_id: str) -> int:
     """The vLLM sampling seed of one request under ``rollout.full_determinism``: its own, derived from
     ``base`` (verl's ``rollout.seed``) and the request's id (:func:`tree_request_ids`: built from the
-    question's ``uid``, which verl draws afresh, so a rerun draws other seeds). verl otherwise gives every request of a replica
+    question's ``uid``: under full determinism arctl's trainer draws it from the run's seed and the step,
+    ``trainer_v1.ArctlPPOTrainer._reproducible_uids``, so a rerun or a resume draws the same seeds). verl otherwise gives every request of a replica
     the same seed (``replica_rank + rollout.seed``), and a tree's requests all run on one replica
     with one prefix: every summary of a group came back token-identical (each summary's advantage
     exactly 0) and the thinking samples of a question that share a replica were duplicates. The CPU

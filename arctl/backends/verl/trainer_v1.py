@@ -20,6 +20,8 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
 - ``on_step_end``: a stop file (written when the job is asked to stop) -> checkpoint, then end;
 - ``_save_checkpoint`` (:class:`arctl.backends.verl.checkpoints.SaveOnce`): a step is saved once (a
   stop at a ``save_freq`` step saved it twice into one folder) and marked complete after its save;
+- ``_fetch_one_gen_batch`` / ``_validate``: under ``trainer.deterministic`` the questions' uids (which
+  name and seed their requests) are drawn from the run's seed and the step, not uuid4;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
   with ``trainer/global_step``.
 """
@@ -27,8 +29,11 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import logging
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -36,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 import transfer_queue as tq
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 from tensordict import TensorDict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -355,6 +360,36 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         self.total_training_steps = self.global_steps  # fit() ends after this step
         self._arctl_stopped_at = self.global_steps
 
+    # ------------------------------------------------------------------ reproducible uids
+    _arctl_uid_key: tuple | None = None  # (seed, step, phase) the uids drawn now are counted under
+    _arctl_uid_count: Any = None
+
+    def _fetch_one_gen_batch(self):
+        with self._reproducible_uids("train"):
+            return super()._fetch_one_gen_batch()
+
+    @contextlib.contextmanager
+    def _reproducible_uids(self, phase: str):
+        """Under ``trainer.deterministic`` (verl's ``rollout.full_determinism``): the uids verl's trainer
+        draws for a batch's questions (``uuid.uuid4()`` in ``trainer_base``) are the k-th of (run seed,
+        step, ``phase``) (:func:`step_uid`), so a rerun, or a resume from a checkpoint, draws the same: a
+        uid names a tree's requests and seeds each (``agent_loop.request_seed``), and a uuid4 made every
+        deterministic run sample differently. Otherwise verl's uuid4."""
+        if not OmegaConf.select(self.config, "actor_rollout_ref.rollout.full_determinism", default=False):
+            yield
+            return
+        from verl.trainer.ppo.v1 import trainer_base
+
+        key = (int(self.config.arctl.get("seed", 0) or 0), int(self.global_steps), phase)
+        if self._arctl_uid_key != key:
+            self._arctl_uid_key, self._arctl_uid_count = key, itertools.count()
+        saved = trainer_base.uuid
+        trainer_base.uuid = _StepUuids(key, self._arctl_uid_count)
+        try:
+            yield
+        finally:
+            trainer_base.uuid = saved
+
     def _validate(self, *args, **kwargs):
         """verl's validation, timed; in the training loop after a stop request: skipped where its last
         duration does not fit before the step would be abandoned (verl logs a step after validating it,
@@ -373,7 +408,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             stop_request.mark_skipped_validation(stop_file, self.global_steps)
             return {}
         started = time.monotonic()
-        out = super()._validate(*args, **kwargs)
+        with self._reproducible_uids("val"):
+            out = super()._validate(*args, **kwargs)
         self._arctl_validation_s = time.monotonic() - started
         if self._arctl_training and self._arctl_stopped_at != self.global_steps and stop_request.requested(stop_file):
             self._arctl_stop()
@@ -433,6 +469,22 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
 
 
 _FAIL_FAST: dict[type, type] = {}
+
+
+def step_uid(key: tuple, k: int) -> uuid.UUID:
+    """The ``k``-th uid drawn under ``key`` (run seed, step, phase): a version-4 UUID from sha256 of both."""
+    return uuid.UUID(bytes=hashlib.sha256(f"{key}:{k}".encode()).digest()[:16], version=4)
+
+
+class _StepUuids:
+    """What ``trainer_base`` sees as its ``uuid`` module while it draws reproducible uids: ``uuid4()``
+    gives :func:`step_uid` of the key, counting on across the step's fetches."""
+
+    def __init__(self, key: tuple, count):
+        self._key, self._count = key, count
+
+    def uuid4(self) -> uuid.UUID:
+        return step_uid(self._key, next(self._count))
 
 
 def _fail_fast_class(cls: type) -> type:
