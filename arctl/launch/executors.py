@@ -153,11 +153,11 @@ def available_memory_gb() -> float:
 
 
 def vm_stat_available_gb(text: str) -> float | None:
-    """What macOS can give new processes, in GiB, from ``vm_stat``'s output: its free, inactive,
-    speculative and purgeable pages (what Activity Monitor counts as available, less the compressor's
-    share); None when ``text`` is not vm_stat's."""
+    """What macOS can give new processes, in GiB, from ``vm_stat``'s output: its free, inactive and
+    speculative pages (psutil's "available" on macOS; purgeable pages are inside the active and inactive
+    counts already); None when ``text`` is not vm_stat's."""
     page = re.search(r"page size of (\d+) bytes", text)
-    counts = dict(re.findall(r"^Pages (free|inactive|speculative|purgeable):\s+(\d+)\.", text, re.M))
+    counts = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", text, re.M))
     if not page or "free" not in counts:
         return None
     return sum(int(v) for v in counts.values()) * int(page.group(1)) / 2**30

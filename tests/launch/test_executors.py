@@ -275,20 +275,21 @@ def test_a_cgroup_memory_limit_bounds_the_available_memory(tmp_path, version):
 
 def test_on_a_mac_the_available_memory_is_what_vm_stat_counts_free():
     """From a review: with no /proc/meminfo (macOS) the total memory stood for the free one, so a 64 GB
-    Mac with 40 GB in use would start ten 4 GB runs at once. vm_stat's free, inactive, speculative and
-    purgeable pages count; its other lines do not; other text is unknown (None: the cores only)."""
+    Mac with 40 GB in use would start ten 4 GB runs at once. vm_stat's free, inactive and speculative
+    pages count (psutil's sum); its other lines do not (purgeable pages are inside active and inactive);
+    other text is unknown (None: the cores only)."""
     from arctl.launch.executors import vm_stat_available_gb
 
     sample = """Mach Virtual Memory Statistics: (page size of 16384 bytes)
 Pages free:                                65536.
 Pages active:                             500000.
 Pages inactive:                           131072.
-Pages speculative:                         32768.
+Pages speculative:                         65536.
 Pages throttled:                               0.
 Pages wired down:                         200000.
 Pages purgeable:                           32768.
 "Translation faults":                  123456789.
 Pages occupied by compressor:             300000.
 """
-    assert vm_stat_available_gb(sample) == (65536 + 131072 + 32768 + 32768) * 16384 / 2**30 == 4.0
+    assert vm_stat_available_gb(sample) == (65536 + 131072 + 65536) * 16384 / 2**30 == 4.0
     assert vm_stat_available_gb("") is None and vm_stat_available_gb("Pages free: 12.\n") is None

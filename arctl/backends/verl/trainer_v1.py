@@ -486,6 +486,9 @@ class _StepUuids:
     def uuid4(self) -> uuid.UUID:
         return step_uid(self._key, next(self._count))
 
+    def __getattr__(self, name: str):  # the rest of the uuid module, should a later verl use it there
+        return getattr(uuid, name)
+
 
 def _fail_fast_class(cls: type) -> type:
     """``cls`` (verl's replay buffer) with :class:`arctl.backends.verl.rollout_failures.FailFast`."""
