@@ -4,12 +4,18 @@
 launcher; it starts each run only if the registry still says it is waiting in this queue (a
 cancelled run is skipped), records the submitit job id (the controller's pid), and exits when all
 its runs are done. Preemption/requeue of a local job is handled by submitit's local controller.
+
+Every queue of a workspace shares its slots (:func:`take_slot`): a run starts only while it holds one of
+N ``flock``ed files of the workspace's ``local-slots`` folder, N being its queue's parallelism, so two
+launches in a row (each sized to the cores and free memory it saw, ``executors.local_parallelism``) run
+at most the larger N at a time, not both at once; a run waiting for a slot says so in ``arctl status``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import sys
 import time
@@ -21,10 +27,25 @@ from arctl.launch.registry import Registry
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
-from arctl.track.phase import read_phase, waiting_phase, write_phase
+from arctl.track.phase import read_phase, slot_phase, waiting_phase, write_phase
 
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
+SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run at a time (take_slot)
+
+
+def take_slot(folder: Path, slots: int):
+    """One of the ``slots`` slot files of ``folder``, open and exclusively ``flock``ed (released when
+    closed, or by the kernel when the process ends), or None while other processes hold them all."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(slots):
+        handle = open(folder / f"slot-{k}", "a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            handle.close()
+    return None
 
 
 def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
@@ -40,7 +61,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
             if all((r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids):
                 break
             time.sleep(0.1)
-        pending, running = list(run_ids), {}
+        pending, running, slots = list(run_ids), {}, {}
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         while pending or running:
@@ -56,9 +77,15 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
                         pending.remove(run_id)
                     continue  # waits for the run it starts from; later runs may go first
-                pending.remove(run_id)
                 run_dir = workspace.run_dir(run_id)
-                if after[run_id]:
+                slot = take_slot(workspace.root / SLOTS_DIR, parallelism)
+                if slot is None:  # another queue of the workspace runs as many: the head of this one waits
+                    if read_phase(run_dir) != slot_phase(parallelism):
+                        write_phase(run_dir, slot_phase(parallelism))
+                        reg.update(run_id, phase=slot_phase(parallelism))
+                    break
+                pending.remove(run_id)
+                if after[run_id] or read_phase(run_dir):
                     write_phase(run_dir, None)  # no longer waiting
                 executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
                 job = executor.submit(RunJob(), str(run_dir))
@@ -66,14 +93,17 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                                      {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
                                       "phase": None}):
                     job.cancel(check=False)
+                    slot.close()
                     print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
                     continue
                 print(f"started {run_id} as local job {job.job_id}", flush=True)
                 running[run_id] = job
+                slots[run_id] = slot
             time.sleep(POLL_S)
             for run_id, job in list(running.items()):
                 if job.done():
                     del running[run_id]
+                    slots.pop(run_id).close()
                     with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
                         (workspace.run_dir(run_id) / "job" / "%j").rmdir()
                     rec = reg.get(run_id)

@@ -62,6 +62,12 @@ def is_waiting(phase: str | None) -> bool:
     return bool(phase) and str(phase).startswith("waiting for ")
 
 
+def slot_phase(slots: int) -> str:
+    """The phase of a local run whose queue waits for one of the workspace's ``slots``: another launch's
+    runs in the same workspace hold them (:mod:`arctl.launch.local_queue`)."""
+    return f"waiting for a free slot ({slots} local runs of this workspace at a time: another launch's run holds it)"
+
+
 def read_phase(run_dir: str | Path) -> str | None:
     return _read(run_dir, PHASE_FILE, "phase")
 

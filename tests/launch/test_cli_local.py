@@ -204,3 +204,36 @@ def test_tricky_overrides_reach_the_job_as_data_and_the_api_key_stays_out_of_the
     assert (status["step"], status["metric_name"], status["wandb_id"]) == (6, "train/loss", received["wandb"]["id"])
     hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
     assert hits == "", f"the API key leaked into {hits}"
+
+
+def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, statuses, waiter, monkeypatch):
+    """From a review: each local launch sized its queue to the cores and free memory it saw, so two in a
+    row (the Quickstart, then a sweep) ran both queues at once. A run starts only while it holds one of
+    the workspace's slots (as many as its queue's parallelism): two launches of one at a time run one at
+    a time in all, and the run that waits for a slot says so in `arctl status`."""
+    from arctl.launch.local_queue import SLOTS_DIR, take_slot
+
+    held = [take_slot(tmp_path / "slots", 2) for _ in range(3)]
+    assert held[0] and held[1] and held[2] is None  # two slots, both taken
+    held[0].close()
+    assert take_slot(tmp_path / "slots", 2) is not None  # one freed
+
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.4")  # 6 steps: ~2.4 s a run
+    ws = tmp_path / "ws"
+    for seed in ("0", "1"):
+        cli("run", "lt", "--seeds", seed, "--executor", "local", "--array-parallelism", "1", "--no-wait",
+            "--workdir", str(ws), "--json", check=True)
+    phases = set()
+
+    def all_done():
+        records = statuses(ws)
+        phases.update(str(r.get("phase")) for r in records)
+        return len(records) == 6 and all(r["state"] in ("COMPLETED", "FAILED") for r in records) and records
+
+    records = waiter(all_done, 240, "both launches' six runs to end")
+    assert {r["state"] for r in records} == {"COMPLETED"}
+    spans = sorted((read_status(Path(r["run_dir"]))["started_at"], read_status(Path(r["run_dir"]))["ended_at"])
+                   for r in records)
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans  # one at a time in all
+    assert any("waiting for a free slot" in p for p in phases), phases
+    assert (ws / SLOTS_DIR).is_dir()
