@@ -9,6 +9,9 @@ Every queue of a workspace shares its slots (:func:`take_slot`): a run starts on
 N ``flock``ed files of the workspace's ``local-slots`` folder, N being its queue's parallelism, so two
 launches in a row (each sized to the cores and free memory it saw, ``executors.local_parallelism``) run
 at most the larger N at a time, not both at once; a run waiting for a slot says so in ``arctl status``.
+A queue that waits leaves a ``waiting-PID`` marker there, and a queue that frees a slot starts nothing
+for a moment while another waits, so the two take turns instead of the first running all its runs first.
+Slots count runs, not cores (a run of several threads holds one), per workspace.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from arctl.launch.registry import Registry
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
-from arctl.track.phase import read_phase, slot_phase, waiting_phase, write_phase
+from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_phase, write_phase
 
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
@@ -36,16 +39,56 @@ SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run a
 
 def take_slot(folder: Path, slots: int):
     """One of the ``slots`` slot files of ``folder``, open and exclusively ``flock``ed (released when
-    closed, or by the kernel when the process ends), or None while other processes hold them all."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for k in range(slots):
-        handle = open(folder / f"slot-{k}", "a")
+    closed, or by the kernel when the process ends), or None while other processes hold them all. The
+    files are tried from the highest, so a queue of fewer slots (which tries only the lowest) is not the
+    last to find one free. Where the folder cannot lock (a file system without locks), a stand-in slot:
+    the queue runs as if alone, as before slots."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return _Unlocked()
+    for k in reversed(range(slots)):
+        try:
+            fd = os.open(folder / f"slot-{k}", os.O_RDONLY | os.O_CREAT, 0o644)  # a lock needs no write access
+        except OSError:
+            return _Unlocked()
+        handle = os.fdopen(fd, "rb")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return handle
         except BlockingIOError:
             handle.close()
+        except OSError:  # e.g. ENOLCK: no locks here
+            handle.close()
+            return _Unlocked()
     return None
+
+
+class _Unlocked:
+    """A slot where the workspace's folder cannot lock."""
+
+    def close(self) -> None:
+        pass
+
+
+def _others_wait(folder: Path) -> bool:
+    """Whether another live queue of the workspace waits for a slot (its ``waiting-PID`` marker)."""
+    for marker in folder.glob("waiting-*"):
+        try:
+            pid = int(marker.name.split("-", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+        except PermissionError:
+            return True
+    return False
 
 
 def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
@@ -61,55 +104,78 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
             if all((r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids):
                 break
             time.sleep(0.1)
-        pending, running, slots = list(run_ids), {}, {}
+        pending, running, slots, stopping = list(run_ids), {}, {}, []
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
-        while pending or running:
-            for run_id in list(pending):
-                if len(running) >= parallelism:
-                    break
-                rec = reg.get(run_id)
-                if rec is None or rec.job_id != me or rec.state != states.PENDING:
-                    pending.remove(run_id)
-                    print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
-                    continue
-                if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id], asked):
-                    if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
-                        pending.remove(run_id)
-                    continue  # waits for the run it starts from; later runs may go first
-                run_dir = workspace.run_dir(run_id)
-                slot = take_slot(workspace.root / SLOTS_DIR, parallelism)
-                if slot is None:  # another queue of the workspace runs as many: the head of this one waits
-                    if read_phase(run_dir) != slot_phase(parallelism):
-                        write_phase(run_dir, slot_phase(parallelism))
-                        reg.update(run_id, phase=slot_phase(parallelism))
-                    break
-                pending.remove(run_id)
-                if after[run_id] or read_phase(run_dir):
-                    write_phase(run_dir, None)  # no longer waiting
-                executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
-                job = executor.submit(RunJob(), str(run_dir))
-                if not reg.update_if(run_id, {"state": states.PENDING, "job_id": me},  # not cancelled meanwhile
-                                     {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
-                                      "phase": None}):
-                    job.cancel(check=False)
-                    slot.close()
-                    print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
-                    continue
-                print(f"started {run_id} as local job {job.job_id}", flush=True)
-                running[run_id] = job
-                slots[run_id] = slot
-            time.sleep(POLL_S)
-            for run_id, job in list(running.items()):
-                if job.done():
-                    del running[run_id]
-                    slots.pop(run_id).close()
-                    with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
-                        (workspace.run_dir(run_id) / "job" / "%j").rmdir()
+        folder = workspace.root / SLOTS_DIR
+        waiting = folder / f"waiting-{os.getpid()}"  # this queue's head waits for a slot
+        hold_until = 0.0  # after freeing a slot another queue waits for, start nothing until then
+        try:
+            while pending or running or stopping:
+                for run_id in list(pending):
+                    if len(running) >= parallelism or time.monotonic() < hold_until:
+                        break
                     rec = reg.get(run_id)
-                    if rec is not None:
-                        refresh(reg, workspace, [rec])
-                    print(f"finished {run_id}: {rec.state if rec else '?'}", flush=True)
+                    run_dir = workspace.run_dir(run_id)
+                    if rec is None or rec.job_id != me or rec.state != states.PENDING:
+                        pending.remove(run_id)
+                        if is_slot_queued(read_phase(run_dir)):  # cancelled while it waited for a slot
+                            write_phase(run_dir, None)
+                        print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
+                        continue
+                    if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id], asked):
+                        if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
+                            pending.remove(run_id)
+                        continue  # waits for the run it starts from; later runs may go first
+                    slot = take_slot(folder, parallelism)
+                    if slot is None:  # another queue of the workspace runs as many: the head of this one waits
+                        with contextlib.suppress(OSError):
+                            waiting.touch()
+                        if read_phase(run_dir) != slot_phase(parallelism):
+                            write_phase(run_dir, slot_phase(parallelism))
+                            reg.update(run_id, phase=slot_phase(parallelism))
+                        break
+                    with contextlib.suppress(OSError):
+                        waiting.unlink()
+                    pending.remove(run_id)
+                    if after[run_id] or read_phase(run_dir):
+                        write_phase(run_dir, None)  # no longer waiting
+                    try:
+                        executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
+                        job = executor.submit(RunJob(), str(run_dir))
+                    except BaseException:
+                        slot.close()
+                        raise
+                    if not reg.update_if(run_id, {"state": states.PENDING, "job_id": me},  # not cancelled meanwhile
+                                         {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
+                                          "phase": None}):
+                        job.cancel(check=False)
+                        stopping.append((job, slot))  # its slot is freed once it has stopped
+                        print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
+                        continue
+                    print(f"started {run_id} as local job {job.job_id}", flush=True)
+                    running[run_id] = job
+                    slots[run_id] = slot
+                time.sleep(POLL_S)
+                for job, slot in list(stopping):
+                    if job.done():
+                        stopping.remove((job, slot))
+                        slot.close()
+                for run_id, job in list(running.items()):
+                    if job.done():
+                        del running[run_id]
+                        slots.pop(run_id).close()
+                        if pending and _others_wait(folder):  # let the waiting queue take it first
+                            hold_until = time.monotonic() + 4 * POLL_S
+                        with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
+                            (workspace.run_dir(run_id) / "job" / "%j").rmdir()
+                        rec = reg.get(run_id)
+                        if rec is not None:
+                            refresh(reg, workspace, [rec])
+                        print(f"finished {run_id}: {rec.state if rec else '?'}", flush=True)
+        finally:
+            with contextlib.suppress(OSError):
+                waiting.unlink()
 
 
 def _after(workspace: Workspace, run_id: str) -> str | None:

@@ -62,10 +62,18 @@ def is_waiting(phase: str | None) -> bool:
     return bool(phase) and str(phase).startswith("waiting for ")
 
 
+SLOT_PHASE = "queued for a local slot"
+
+
 def slot_phase(slots: int) -> str:
     """The phase of a local run whose queue waits for one of the workspace's ``slots``: another launch's
     runs in the same workspace hold them (:mod:`arctl.launch.local_queue`)."""
-    return f"waiting for a free slot ({slots} local runs of this workspace at a time: another launch's run holds it)"
+    return f"{SLOT_PHASE} (another launch into this workspace runs; this one runs {slots} at a time)"
+
+
+def is_slot_queued(phase: str | None) -> bool:
+    """Whether ``phase`` is :func:`slot_phase`'s."""
+    return bool(phase) and str(phase).startswith(SLOT_PHASE)
 
 
 def read_phase(run_dir: str | Path) -> str | None:

@@ -210,11 +210,13 @@ def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, sta
     """From a review: each local launch sized its queue to the cores and free memory it saw, so two in a
     row (the Quickstart, then a sweep) ran both queues at once. A run starts only while it holds one of
     the workspace's slots (as many as its queue's parallelism): two launches of one at a time run one at
-    a time in all, and the run that waits for a slot says so in `arctl status`."""
+    a time in all, taking turns (the second does not wait for all of the first), and the run that waits
+    for a slot says so in `arctl status`."""
     from arctl.launch.local_queue import SLOTS_DIR, take_slot
 
     held = [take_slot(tmp_path / "slots", 2) for _ in range(3)]
     assert held[0] and held[1] and held[2] is None  # two slots, both taken
+    assert take_slot(tmp_path / "slots", 1) is None  # a queue of one slot tries the lowest: taken last
     held[0].close()
     assert take_slot(tmp_path / "slots", 2) is not None  # one freed
 
@@ -232,8 +234,10 @@ def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, sta
 
     records = waiter(all_done, 240, "both launches' six runs to end")
     assert {r["state"] for r in records} == {"COMPLETED"}
-    spans = sorted((read_status(Path(r["run_dir"]))["started_at"], read_status(Path(r["run_dir"]))["ended_at"])
-                   for r in records)
+    spans = sorted((read_status(Path(r["run_dir"]))["started_at"], read_status(Path(r["run_dir"]))["ended_at"],
+                    r["seed"]) for r in records)
     assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans  # one at a time in all
-    assert any("waiting for a free slot" in p for p in phases), phases
+    order = [seed for _, _, seed in spans]
+    assert all(a != b for a, b in zip(order, order[1:])), order  # turns: neither launch ran twice in a row
+    assert any("queued for a local slot" in p for p in phases), phases
     assert (ws / SLOTS_DIR).is_dir()
