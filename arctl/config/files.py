@@ -110,6 +110,17 @@ def folder_problem(path: str | Path) -> str | None:
         return f"cannot create files in {place} ({err.strerror or err})"
 
 
+def open_lock(path: str | Path):
+    """``path`` opened to be ``flock``ed: read-only (a lock needs no write access), created (mode 0644)
+    where missing. An existing file is opened without ``O_CREAT``, which fs.protected_regular refuses
+    for another user's file in a sticky folder such as /tmp. Raises OSError."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    return os.fdopen(fd, "rb")
+
+
 @contextmanager
 def exclusive(name: str) -> Iterator[None]:
     """Hold the user-level lock ``name`` (a file under ``<cache_root>/locks``, ``flock``ed) for the
@@ -123,7 +134,7 @@ def exclusive(name: str) -> Iterator[None]:
     key = hashlib.sha256(name.encode()).hexdigest()[:24]
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fh = open(folder / f"{key}.lock", "a")  # noqa: SIM115 - closed below
+        fh = open_lock(folder / f"{key}.lock")
     except OSError:  # a user cache that cannot be written (a read-only home): no lock, as before it existed
         yield
         return

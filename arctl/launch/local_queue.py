@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from arctl.config.files import open_lock
 from arctl.launch import states
 from arctl.launch.executors import local_executor
 from arctl.launch.registry import Registry
@@ -49,10 +50,9 @@ def take_slot(folder: Path, slots: int):
         return _Unlocked()
     for k in reversed(range(slots)):
         try:
-            fd = os.open(folder / f"slot-{k}", os.O_RDONLY | os.O_CREAT, 0o644)  # a lock needs no write access
+            handle = open_lock(folder / f"slot-{k}")
         except OSError:
             return _Unlocked()
-        handle = os.fdopen(fd, "rb")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return handle
@@ -104,7 +104,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
             if all((r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids):
                 break
             time.sleep(0.1)
-        pending, running, slots, stopping = list(run_ids), {}, {}, []
+        pending, running, stopping = list(run_ids), {}, []  # running: run id -> (its job, its slot)
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         folder = workspace.root / SLOTS_DIR
@@ -154,17 +154,16 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                         print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
                         continue
                     print(f"started {run_id} as local job {job.job_id}", flush=True)
-                    running[run_id] = job
-                    slots[run_id] = slot
+                    running[run_id] = job, slot
                 time.sleep(POLL_S)
                 for job, slot in list(stopping):
                     if job.done():
                         stopping.remove((job, slot))
                         slot.close()
-                for run_id, job in list(running.items()):
+                for run_id, (job, slot) in list(running.items()):
                     if job.done():
                         del running[run_id]
-                        slots.pop(run_id).close()
+                        slot.close()
                         if pending and _others_wait(folder):  # let the waiting queue take it first
                             hold_until = time.monotonic() + 4 * POLL_S
                         with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"

@@ -160,7 +160,9 @@ def slurm_cluster():
     port, and the first to end cancelled the other's jobs."""
     import fcntl
 
-    with _lock_file(SLURM_START) as start, _lock_file(SLURM_USERS) as users:
+    from arctl.config.files import open_lock  # read-only: a lock file another user made in /tmp still opens
+
+    with open_lock(SLURM_START) as start, open_lock(SLURM_USERS) as users:
         fcntl.flock(start, fcntl.LOCK_EX)
         try:
             existing = _slurm_up()
@@ -190,17 +192,6 @@ def slurm_cluster():
             subprocess.run(["bash", str(SLURM_DIR / "teardown_slurm.sh")], env=env, capture_output=True, timeout=180)
             if not (base / "pids" / "slurmctld.pid").exists():  # every daemon stopped: drop its state
                 shutil.rmtree(base, ignore_errors=True)
-
-
-def _lock_file(path: Path):
-    """``path`` opened for ``flock`` (read-only: a lock needs no write access), made readable by all
-    where this session creates it: a lock file another user made in /tmp must not fail the fixture
-    (fs.protected_regular refuses an O_CREAT open of it, so an existing file is opened without)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-    return os.fdopen(fd, "rb")
 
 
 def _start_slurm() -> Path:
