@@ -105,7 +105,9 @@ def test_the_unit_queued_behind_the_fresh_machine_test_is_the_last_one(tmp_path)
     record = ("import os, time\n\ndef note(name):\n    with open(os.environ['RAN'], 'a') as f:\n"
               "        f.write(os.environ['PYTEST_XDIST_WORKER'] + ' ' + name + '\\n')\n")
     (tmp_path / "tests" / "test_fresh_machine.py").write_text(
-        record + "\ndef test_nested_suite():\n    note('fresh')\n    time.sleep(4)\n")
+        record + "\ndef test_nested_suite():\n    note('fresh')\n"  # until the other worker ran five others (<= 60 s)
+        "    end = time.monotonic() + 60\n    while open(os.environ['RAN']).read().count('other') < 5 and "
+        "time.monotonic() < end:\n        time.sleep(0.1)\n")
     (tmp_path / "tests" / "test_other.py").write_text(
         record + "\nimport pytest\n\n@pytest.mark.parametrize('i', range(6))\n"
         "def test_other(i):\n    note(f'other{i}')\n    time.sleep(0.3)\n")

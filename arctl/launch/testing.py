@@ -9,7 +9,9 @@ nor repeats a step). When
 ``wandb.mode`` is not ``disabled`` it logs each step to W&B (``dir=run_dir/wandb``, id from
 ``wandb.id``) with ``trainer/global_step``. ``stop_event`` set -> checkpoint (taking ``$ARCTL_TEST_STOP_S`` seconds, or until the file
 ``$ARCTL_TEST_STOP_GATE`` exists if that is set, whichever comes first), finish W&B, return
-"preempted". A run of the arm ``$ARCTL_TEST_FAIL_ARM`` raises after its first step. It also writes ``received_config.json`` (the config exactly as the job got it), and, for
+"preempted". With ``$ARCTL_TEST_GATE`` set, a job pauses after step ``$ARCTL_TEST_PAUSE_AFTER`` (default 0:
+before its first) until that file exists or it is told to stop, so a test acts on a running job
+without racing it to the end. A run of the arm ``$ARCTL_TEST_FAIL_ARM`` raises after its first step. It also writes ``received_config.json`` (the config exactly as the job got it), and, for
 a run that starts from another's weights (``init_dir``), ``init.json`` (that run's id and final step).
 """
 
@@ -31,6 +33,9 @@ ENV_STEP_S = "ARCTL_TEST_STEP_S"
 ENV_STOP_S = "ARCTL_TEST_STOP_S"  # seconds the stop checkpoint takes (at most, with a gate)
 ENV_STOP_GATE = "ARCTL_TEST_STOP_GATE"  # a file whose creation ends the stop checkpoint early
 ENV_FAIL_ARM = "ARCTL_TEST_FAIL_ARM"  # the runs of this arm raise after their first step
+ENV_GATE = "ARCTL_TEST_GATE"  # a file: jobs pause after step $ARCTL_TEST_PAUSE_AFTER until it exists
+ENV_PAUSE_AFTER = "ARCTL_TEST_PAUSE_AFTER"
+PAUSE_MAX_S = 300.0
 
 
 def _stop_checkpoint_delay() -> None:
@@ -38,6 +43,20 @@ def _stop_checkpoint_delay() -> None:
     deadline = time.monotonic() + float(os.environ.get(ENV_STOP_S, "0"))
     gate = os.environ.get(ENV_STOP_GATE)
     while time.monotonic() < deadline and not (gate and Path(gate).exists()):
+        time.sleep(0.05)
+
+
+def _pause(step: int, stop_event) -> None:
+    """After step ``$ARCTL_TEST_PAUSE_AFTER`` (0: before the first), wait for the file ``$ARCTL_TEST_GATE``
+    (if set) or a stop request, at most :data:`PAUSE_MAX_S` (a test that failed before opening its gate
+    leaves no job behind for long)."""
+    gate = os.environ.get(ENV_GATE)
+    if not gate or step != int(os.environ.get(ENV_PAUSE_AFTER, "0")):
+        return
+    deadline = time.monotonic() + PAUSE_MAX_S
+    while not Path(gate).exists() and not (stop_event is not None and stop_event.is_set()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"${ENV_GATE} ({gate}) was not created within {PAUSE_MAX_S:g} s")
         time.sleep(0.05)
 
 
@@ -92,6 +111,7 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     try:
         with open(run_dir / "steps.log", "a") as log:
             while state["step"] < total:
+                _pause(state["step"], stop_event)
                 if stop_event is not None and stop_event.is_set():
                     _stop_checkpoint_delay()  # a stop checkpoint that takes time
                     _save(ckpt, state)

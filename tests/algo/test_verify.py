@@ -114,7 +114,8 @@ def test_slow_to_parse_answer_returns_within_the_time_limit():
     summary = HEADER + "\\boxed{" + "(" * 64 + "1" + ")" * 64 + "}"
     assert verify_answer(summary, "1", timeout_s=1) == 0
     assert verify_answer(summary, "2", timeout_s=1) == 0  # never right for a wrong gold answer
-    assert verify_answer(HEADER + "\\boxed{(((1)))}", "1", timeout_s=5) == 1  # a shallow nest is parsed
+    # a shallow nest is parsed (a limit no loaded machine reaches: a cold parse is what this worker may do first)
+    assert verify_answer(HEADER + "\\boxed{(((1)))}", "1", timeout_s=30) == 1
     assert verify_answer(summary, "(" * 64 + "1" + ")" * 64) == 1  # the same string still matches
 
 
@@ -148,7 +149,7 @@ def test_worker_threads_run_without_signals_on_bounded_input(summary, gold, scor
 
 def test_main_thread_handles_what_worker_threads_refuse():
     # the long sum is refused off the main thread but fine with signal timeouts
-    assert verify_answer(HEADER + "\\boxed{" + "1+" * 150 + "1}", "151", timeout_s=2) == 1
+    assert verify_answer(HEADER + "\\boxed{" + "1+" * 150 + "1}", "151", timeout_s=30) == 1
 
 
 def test_main_thread_keeps_an_outer_alarm():
@@ -159,7 +160,7 @@ def test_main_thread_keeps_an_outer_alarm():
     old_handler = signal.signal(signal.SIGALRM, handler)
     old_timer = signal.setitimer(signal.ITIMER_REAL, 100.0)
     try:
-        assert answers_equivalent("\\frac{1}{2}", "0.5", timeout_s=2)
+        assert answers_equivalent("\\frac{1}{2}", "0.5", timeout_s=30)  # its own alarm, shorter than the outer
         remaining, _ = signal.getitimer(signal.ITIMER_REAL)
         assert 90 < remaining <= 100
         assert signal.getsignal(signal.SIGALRM) is handler

@@ -235,7 +235,8 @@ def test_plan_says_after_only_while_the_run_it_starts_from_is_not_done(chain, tm
 
 @pytest.mark.slow
 def test_status_says_what_a_waiting_run_waits_for(chain, tmp_path, cli, waiter, monkeypatch):
-    monkeypatch.setenv("ARCTL_TEST_STEP_S", "3")  # r1 runs for 12 s: a few status calls see it (each 1-3 s under load)
+    gate = tmp_path / "go"  # r1 waits before its first step until this exists: it runs while the status calls look
+    monkeypatch.setenv("ARCTL_TEST_GATE", str(gate))
     ws = tmp_path / "ws"
     out = json.loads(cli("run", "chain", "--arm", "r2", "--executor", "local", "--no-wait", "--workdir", str(ws),
                          "--json", check=True).stdout)
@@ -246,9 +247,12 @@ def test_status_says_what_a_waiting_run_waits_for(chain, tmp_path, cli, waiter, 
         by_id = {r["run_id"]: r for r in status}
         return by_id[r1]["state"] == "RUNNING" and by_id[r2]["state"] == "PENDING" and by_id[r2]["phase"]
 
-    assert waiter(waiting, 60, "r1 running and r2 waiting") == f"waiting for {r1}"
-    table = cli("status", "chain", "--workdir", str(ws), check=True).stdout
-    assert f"waiting for {r1}" in table
+    try:
+        assert waiter(waiting, 60, "r1 running and r2 waiting") == f"waiting for {r1}"
+        table = cli("status", "chain", "--workdir", str(ws), check=True).stdout
+        assert f"waiting for {r1}" in table
+    finally:
+        gate.touch()
     waiter(lambda: {r.state for r in _records(ws).values()} == {"COMPLETED"}, 120, "both runs COMPLETED")
     assert _records(ws)["r2"].phase is None
 

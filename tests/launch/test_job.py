@@ -60,6 +60,9 @@ def test_checkpoint_resubmits_the_same_callable_on_the_same_run_dir(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGTERM])
 def test_a_signal_stops_with_a_checkpoint_and_the_next_start_resumes(tmp_path, monkeypatch, sig, waiter):
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.1")
+    gate = tmp_path / "go"  # the job pauses after step 3 until this exists: the signal comes before its end
+    monkeypatch.setenv("ARCTL_TEST_GATE", str(gate))
+    monkeypatch.setenv("ARCTL_TEST_PAUSE_AFTER", "3")
     run_dir = _run_dir(tmp_path, steps=30)
     cmd = [sys.executable, "-m", "arctl.launch.job", str(run_dir)]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
@@ -70,7 +73,8 @@ def test_a_signal_stops_with_a_checkpoint_and_the_next_start_resumes(tmp_path, m
     status = read_status(run_dir)
     assert status["state"] == "preempted" and status["signal"] == sig.name
     stopped_at = json.loads((run_dir / "checkpoints" / "state.json").read_text())["step"]
-    assert 3 <= stopped_at < 30
+    assert stopped_at == 3
+    gate.touch()
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
     assert subprocess.run(cmd, capture_output=True).returncode == 0
     steps = _steps(run_dir)
@@ -87,6 +91,8 @@ def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monke
     from arctl.launch.status_file import write_status
 
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.3")
+    gate = tmp_path / "go"  # the job waits before its first step until this exists: it is running when read
+    monkeypatch.setenv("ARCTL_TEST_GATE", str(gate))
     run_dir = _run_dir(tmp_path, steps=4)
     write_status(run_dir, state="preempted", attempt=1, step=57, metric_name="train/loss", metric_value=0.1,
                  first_step=0, first_step_at=1.0)
@@ -106,6 +112,7 @@ def test_a_new_attempt_starts_without_the_previous_attempts_step(tmp_path, monke
         assert tail_progress(run_dir, status["metric_files"]) == {}  # only attempt 1's rows in it
         assert tail_progress(run_dir)["step"] == 57
     finally:
+        gate.touch()
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
 
@@ -136,7 +143,8 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     assert "first_step" not in status  # where the attempt's pace starts is watch_pace's to say
 
 
-def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_the_first_seen(tmp_path):
+def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_the_first_seen(tmp_path, monkeypatch,
+                                                                                               waiter):
     """Where the time left in `arctl status` counts from, for every backend (verl logs to W&B from a Ray
     actor, which the tap never sees): the metrics files' first step past the first one seen. Attempt 1
     left steps 0-57 (its marks skip them); attempt 2 restores the checkpoint at 40 (the backend rewrites
@@ -145,7 +153,18 @@ def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_
     the attempt's start: resumed at 40, one step later it said "<1 min left" of 60 steps.)"""
     import threading
 
+    from arctl.launch import progress
     from arctl.launch.progress import file_marks, watch_pace
+
+    seen: list = []  # what each of the watcher's reads found (it polls every 0.02 s: under load, seconds)
+
+    def tail(*args, **kwargs):
+        out = real_tail(*args, **kwargs)
+        seen.append(out.get("step"))
+        return out
+
+    real_tail = progress.tail_progress
+    monkeypatch.setattr(progress, "tail_progress", tail)
 
     def rows(steps) -> str:
         return "".join(json.dumps({"trainer/global_step": i, "train/loss": 1 / (i + 1)}) + "\n" for i in steps)
@@ -156,18 +175,18 @@ def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_
     watcher = threading.Thread(target=watch_pace, args=(tmp_path, marks, tap, stop, 0.02), daemon=True)
     watcher.start()
     try:
-        time.sleep(0.2)
-        assert "first_step" not in read_status(tmp_path)  # only attempt 1's rows
+        waiter(lambda: len(seen) >= 3, 30, "three reads of the metrics")
+        assert "first_step" not in read_status(tmp_path) and set(seen) == {None}  # only attempt 1's rows
         (tmp_path / "metrics.tmp").write_text(rows(range(41)))
         (tmp_path / "metrics.tmp").replace(tmp_path / "metrics.jsonl")  # the restore: a new file
-        time.sleep(0.2)
+        waiter(lambda: 40 in seen, 30, "the watcher to read step 40")
         assert "first_step" not in read_status(tmp_path)  # 40: seen first, not a step of this attempt's pace
+        before = time.time()
         with open(tmp_path / "metrics.jsonl", "a") as fh:
             fh.write(rows([41]))
-        logged = time.time()
-        watcher.join(timeout=5)
+        watcher.join(timeout=30)
         status = read_status(tmp_path)
-        assert not watcher.is_alive() and status["first_step"] == 41 and abs(status["first_step_at"] - logged) < 1
+        assert not watcher.is_alive() and status["first_step"] == 41 and before <= status["first_step_at"] <= time.time()
     finally:
         stop.set()
     # stopped before it saw a second step: nothing recorded

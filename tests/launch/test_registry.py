@@ -579,15 +579,16 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
 
     ws, _ = _slurm_runs(tmp_path, ["7_0", "7_1", "7_2"])
     now = time.time()
-    # r0 went from step 10 to 30 in 400 s (20 s a step): 70 steps, ~1,400 s left; r1's pace holds no evaluation
-    # yet (10 -> 19); r2 was launched by an arctl that wrote no schedule
-    write_status(ws.run_dir("r0"), step=30, first_step=10, first_step_at=now - 400, total_steps=100, test_freq=20)
+    # r0 went from step 10 to 50 in 2,400 s (60 s a step): 50 steps, ~3,000 s left (+1.25 s for each second
+    # this test takes to read it: "~50 min" for 24 s); r1's pace holds no evaluation yet (10 -> 19); r2 was
+    # launched by an arctl that wrote no schedule
+    write_status(ws.run_dir("r0"), step=50, first_step=10, first_step_at=now - 2400, total_steps=100, test_freq=20)
     write_status(ws.run_dir("r1"), step=19, first_step=10, first_step_at=now - 180, total_steps=100, test_freq=20)
     write_status(ws.run_dir("r2"), step=30, first_step=10, first_step_at=now - 400)
     with Registry(ws.registry_path) as again:
-        again.update_many([("r0", {"step": 30}), ("r1", {"step": 19}), ("r2", {"step": 30})])
+        again.update_many([("r0", {"step": 50}), ("r1", {"step": 19}), ("r2", {"step": 30})])
     records = {r["run_id"]: r for r in statuses(ws.root, "--no-refresh")}
-    assert records["r0"]["total_steps"] == 100 and 1390 < records["r0"]["time_left_s"] < 1420
+    assert records["r0"]["total_steps"] == 100 and 2999 < records["r0"]["time_left_s"] < 3030
     assert records["r1"]["total_steps"] == 100 and records["r1"]["time_left_s"] is None
     assert records["r2"]["total_steps"] is None and records["r2"]["time_left_s"] is None
     out, saved = io.StringIO(), sys.argv
@@ -600,7 +601,7 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
     finally:
         sys.argv = saved
     rows = {line.split()[0]: line for line in out.getvalue().splitlines() if line.startswith("r")}
-    assert rows["r0"].rstrip().endswith(" 30/100 (~23 min left)")
+    assert rows["r0"].rstrip().endswith(" 50/100 (~50 min left)")
     assert rows["r1"].rstrip().endswith(" 19/100") and rows["r2"].rstrip().endswith(" 30")
 
 

@@ -295,7 +295,7 @@ def test_a_worker_whose_ray_start_fails_fails_the_job_at_once_naming_its_node(co
                            f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && touch {tmp_path}/trainer-ran; done; exit 0\n')
     (tmp_path / "job.sh").write_text(script)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_CPUS_PER_TASK": "4",
-           "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_WORKER_WAIT_S": "0.5", "ARCTL_RAY_STOP_WAIT_S": "2",
+           "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_WORKER_WAIT_S": "2", "ARCTL_RAY_STOP_WAIT_S": "2",
            "HOME": str(tmp_path)}
     proc = subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1, proc.stderr
