@@ -9,8 +9,9 @@ Every queue of a workspace shares its slots (:func:`take_slot`): a run starts on
 N ``flock``ed files of the workspace's ``local-slots`` folder, N being its queue's parallelism, so two
 launches in a row (each sized to the cores and free memory it saw, ``executors.local_parallelism``) run
 at most the larger N at a time, not both at once; a run waiting for a slot says so in ``arctl status``.
-A queue that waits leaves a ``waiting-PID`` marker there, and a queue that frees a slot starts nothing
-for a moment while another waits, so the two take turns instead of the first running all its runs first.
+A queue that waits leaves a ``waiting-PID-N`` marker there (N: its slots), and a queue that frees a slot the
+waiting one can take starts nothing until that one has taken it (at most :data:`HOLD_S`), so the two take
+turns instead of the first running all its runs first.
 Slots count runs, not cores (a run of several threads holds one), per workspace.
 """
 
@@ -36,11 +37,12 @@ from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_ph
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
 SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run at a time (take_slot)
+HOLD_S = 10.0  # after freeing a slot another queue waits for, start nothing until it took it, at most this long
 
 
 def take_slot(folder: Path, slots: int):
-    """One of the ``slots`` slot files of ``folder``, open and exclusively ``flock``ed (released when
-    closed, or by the kernel when the process ends), or None while other processes hold them all. The
+    """One of the ``slots`` slot files of ``folder``, open and exclusively ``flock``ed (a :class:`Slot`,
+    released when closed, or by the kernel when the process ends), or None while other processes hold them all. The
     files are tried from the highest, so a queue of fewer slots (which tries only the lowest) is not the
     last to find one free. Where the folder cannot lock (a file system without locks), a stand-in slot:
     the queue runs as if alone, as before slots."""
@@ -55,7 +57,7 @@ def take_slot(folder: Path, slots: int):
             return _Unlocked()
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
+            return Slot(handle, k)
         except BlockingIOError:
             handle.close()
         except OSError:  # e.g. ENOLCK: no locks here
@@ -64,21 +66,36 @@ def take_slot(folder: Path, slots: int):
     return None
 
 
+class Slot:
+    """A held slot: the ``flock``ed file ``slot-<index>``, open until :meth:`close`."""
+
+    def __init__(self, handle, index: int) -> None:
+        self.handle, self.index = handle, index
+
+    def close(self) -> None:
+        self.handle.close()
+
+
 class _Unlocked:
     """A slot where the workspace's folder cannot lock."""
+
+    index = None
 
     def close(self) -> None:
         pass
 
 
-def _others_wait(folder: Path) -> bool:
-    """Whether another live queue of the workspace waits for a slot (its ``waiting-PID`` marker)."""
+def _others_wait(folder: Path, index: int | None) -> bool:
+    """Whether another live queue of the workspace waits for a slot it can take: its ``waiting-PID-N``
+    marker, with N above ``index`` (a queue of N slots tries only slot files 0..N-1)."""
+    if index is None:
+        return False
     for marker in folder.glob("waiting-*"):
         try:
-            pid = int(marker.name.split("-", 1)[1])
+            pid, slots = (int(part) for part in marker.name.split("-")[1:3])
         except ValueError:
             continue
-        if pid == os.getpid():
+        if pid == os.getpid() or index >= slots:
             continue
         try:
             os.kill(pid, 0)
@@ -108,13 +125,16 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         folder = workspace.root / SLOTS_DIR
-        waiting = folder / f"waiting-{os.getpid()}"  # this queue's head waits for a slot
-        hold_until = 0.0  # after freeing a slot another queue waits for, start nothing until then
+        waiting = folder / f"waiting-{os.getpid()}-{parallelism}"  # there while this queue's head waits for a slot
+        hold_until, freed = 0.0, None  # the slot freed last, for another queue that waits (_others_wait)
         try:
             while pending or running or stopping:
+                wants = False
                 for run_id in list(pending):
-                    if len(running) >= parallelism or time.monotonic() < hold_until:
+                    if len(running) >= parallelism:
                         break
+                    if time.monotonic() < hold_until and _others_wait(folder, freed):
+                        break  # let the waiting queue take the freed slot first
                     rec = reg.get(run_id)
                     run_dir = workspace.run_dir(run_id)
                     if rec is None or rec.job_id != me or rec.state != states.PENDING:
@@ -129,14 +149,11 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                         continue  # waits for the run it starts from; later runs may go first
                     slot = take_slot(folder, parallelism)
                     if slot is None:  # another queue of the workspace runs as many: the head of this one waits
-                        with contextlib.suppress(OSError):
-                            waiting.touch()
+                        wants = True
                         if read_phase(run_dir) != slot_phase(parallelism):
                             write_phase(run_dir, slot_phase(parallelism))
                             reg.update(run_id, phase=slot_phase(parallelism))
                         break
-                    with contextlib.suppress(OSError):
-                        waiting.unlink()
                     pending.remove(run_id)
                     if after[run_id] or read_phase(run_dir):
                         write_phase(run_dir, None)  # no longer waiting
@@ -155,6 +172,11 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                         continue
                     print(f"started {run_id} as local job {job.job_id}", flush=True)
                     running[run_id] = job, slot
+                with contextlib.suppress(OSError):  # the marker says whether this queue waits now
+                    if wants:
+                        waiting.touch()
+                    else:
+                        waiting.unlink(missing_ok=True)
                 time.sleep(POLL_S)
                 for job, slot in list(stopping):
                     if job.done():
@@ -164,8 +186,8 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     if job.done():
                         del running[run_id]
                         slot.close()
-                        if pending and _others_wait(folder):  # let the waiting queue take it first
-                            hold_until = time.monotonic() + 4 * POLL_S
+                        if pending:  # a queue that waits for this slot takes it first (the loop above)
+                            hold_until, freed = time.monotonic() + HOLD_S, slot.index
                         with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
                             (workspace.run_dir(run_id) / "job" / "%j").rmdir()
                         rec = reg.get(run_id)

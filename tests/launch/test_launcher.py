@@ -7,6 +7,8 @@ import multiprocessing as mp
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -701,6 +703,31 @@ def test_the_local_queue_stops_a_job_whose_run_was_cancelled_as_it_started(specs
         assert (reg.get(run_id).state, reg.get(run_id).job_id) == (states.CANCELLED, me)
 
 
+def test_a_freed_slot_is_held_only_for_a_live_queue_that_can_take_it(tmp_path):
+    """A queue that frees a slot holds it back while another queue waits (its ``waiting-PID-N``
+    marker) only if that queue, which tries slot files 0..N-1, can take it, and only while it lives."""
+    from arctl.launch.local_queue import _others_wait, take_slot
+
+    folder = tmp_path / "local-slots"
+    slot = take_slot(folder, 3)
+    assert slot.index == 2  # the highest free slot first
+    assert not _others_wait(folder, slot.index)  # no one waits
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (folder / f"waiting-{sleeper.pid}-2").touch()  # a live queue of 2 slots: files 0 and 1
+        assert not _others_wait(folder, 2) and _others_wait(folder, 1) and _others_wait(folder, 0)
+        (folder / f"waiting-{os.getpid()}-3").touch()  # this queue's own marker does not count
+        assert not _others_wait(folder, 2)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not _others_wait(folder, 0) and not (folder / f"waiting-{sleeper.pid}-2").exists()  # a dead one's goes
+    (folder / "waiting-x-1").touch()  # not a marker arctl writes: ignored
+    assert not _others_wait(folder, 0) and not _others_wait(folder, None)  # None: a slot where nothing locks
+    slot.close()
+    assert take_slot(folder, 3).index == 2  # freed
+
+
 def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_back(specs, tmp_path,
                                                                                     refusing_sbatch):
     """From the fifth review: a --force launch killed (kill -9) after it moved a finished run's files to
@@ -741,20 +768,21 @@ def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, 
     """From the fifth review: a claim older than STALE_CLAIM_S is taken for a dead launch's, and a
     live launch slower than that (thousands of runs, a slow file system or sbatch) had its claims
     taken by another launch, which submitted a second job for each. A launch renews its claims as it
-    goes. Here with the staleness at 1 s and folders that take 0.45 s each to prepare."""
+    goes. Here with the staleness at 3 s and folders that take 1.35 s each to prepare (the other launch
+    claims 4 s after the claims were made; a launch stalled under load by up to 1.6 s keeps them)."""
     import arctl.launch.launcher as launcher
     import arctl.launch.registry as registry
     from arctl.compose import resolve_sweep
     from arctl.launch.registry import new_claim_token
 
-    monkeypatch.setattr(registry, "STALE_CLAIM_S", 1.0)
+    monkeypatch.setattr(registry, "STALE_CLAIM_S", 3.0)
     monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.1)
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
     real_prepare, seen = launcher.prepare_run_dir, []
 
     def slow_prepare(run_dir, config):
-        time.sleep(0.45)
+        time.sleep(1.35)
         if len(seen) == 2:  # another launch of the same sweep, while this one prepares its third folder
             with Registry(ws.registry_path) as reg:
                 other = reg.claim([i.record() for i in items], new_claim_token())
@@ -802,19 +830,20 @@ def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, 
     """From the sixth review: the claims were renewed between folders and sbatch calls only, so one
     sbatch that blocked longer than STALE_CLAIM_S let another launch take the claims for a dead
     launch's (and submit second jobs). A thread renews them while the launch waits. Here the
-    staleness is 1 s, and inside the launch's sbatch, 1.8 s after it began, another launch claims."""
+    staleness is 3 s, and inside the launch's sbatch, 5 s after it began, another launch claims (the
+    renewing thread, every 0.2 s, may stall under load by up to 2.8 s)."""
     import arctl.launch.launcher as launcher
     import arctl.launch.registry as registry
     from arctl.compose import resolve_sweep
     from arctl.launch.registry import new_claim_token
 
-    monkeypatch.setattr(registry, "STALE_CLAIM_S", 1.0)
+    monkeypatch.setattr(registry, "STALE_CLAIM_S", 3.0)
     monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.2)
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
 
     def other_launch():
-        time.sleep(1.8)  # a slow sbatch: the claims were made before it began
+        time.sleep(5.0)  # a slow sbatch: the claims were made before it began
         with Registry(ws.registry_path) as reg:
             return [r.run_id for r in reg.claim([i.record() for i in items], new_claim_token()).claimed]
 
