@@ -186,8 +186,10 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     if job.done():
                         del running[run_id]
                         slot.close()
-                        if pending:  # a queue that waits for this slot takes it first (the loop above)
-                            hold_until, freed = time.monotonic() + HOLD_S, slot.index
+                        if pending and slot.index is not None:  # a queue that waits for it takes it first (above)
+                            held = freed is not None and time.monotonic() < hold_until
+                            freed = min(freed, slot.index) if held else slot.index  # the lowest: most can take it
+                            hold_until = time.monotonic() + HOLD_S
                         with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
                             (workspace.run_dir(run_id) / "job" / "%j").rmdir()
                         rec = reg.get(run_id)
