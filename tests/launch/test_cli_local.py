@@ -36,12 +36,11 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     out = cli("run", "lt", "--executor", "local", "--workdir", str(ws), "--json", check=True)
     doc = json.loads(out.stdout)
     assert doc["executor"] == "local" and len(doc["submitted"]) == 3
-    # as many at a time as the cores and memory allow: one-thread runs of 1 GB share the cores where the
-    # last ends sooner (3 on 2 cores: all three), and the queue was told so
-    from arctl.launch.executors import local_parallelism
-
-    at_once = local_parallelism({"cpus_per_task": 1, "mem_gb": 1, "array_parallelism": 64}, 3)
-    assert doc["parallelism"] == at_once and (at_once == 3 or os.cpu_count() != 2)
+    # as many at a time as the cores allow, and more where the memory holds them (one-thread runs of 1 GB
+    # share the cores where the last ends sooner: 3 on 2 cores with 3 GB free; tests/launch/test_executors.py
+    # sizes it with the memory given), and the queue was told so
+    at_once = doc["parallelism"]
+    assert min(3, os.cpu_count()) <= at_once <= 3
     # the queue started the first `at_once` before any ended (its log, in order: the runs' own start and
     # end times, 0.3 s of steps each, depend on how soon the OS starts each job's Python)
     (log,) = (ws / "jobs").glob("local-queue-*.log")
