@@ -10,7 +10,7 @@ N ``flock``ed files of the workspace's ``local-slots`` folder, N being its queue
 launches in a row (each sized to the cores and free memory it saw, ``executors.local_parallelism``) run
 at most the larger N at a time, not both at once; a run waiting for a slot says so in ``arctl status``.
 A queue that waits leaves a ``waiting-PID-N`` marker there (N: its slots), and a queue that frees a slot the
-waiting one can take starts nothing until that one has taken it (at most :data:`HOLD_S`), so the two take
+waiting one can take starts nothing more while that slot stays free (at most :data:`HOLD_S`), so the two take
 turns instead of the first running all its runs first.
 Slots count runs, not cores (a run of several threads holds one), per workspace.
 """
@@ -28,6 +28,7 @@ from pathlib import Path
 from arctl.config.files import open_lock
 from arctl.launch import states
 from arctl.launch.executors import local_executor
+from arctl.launch.refresh import pid_alive
 from arctl.launch.registry import Registry
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.status_file import write_status
@@ -37,7 +38,8 @@ from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_ph
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
 SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run at a time (take_slot)
-HOLD_S = 10.0  # after freeing a slot another queue waits for, start nothing until it took it, at most this long
+HOLD_S = 10.0  # after freeing a slot another queue waits for, start nothing while it is free, at most this long
+QUEUE_MODULE = "arctl.launch.local_queue"  # in a live queue's command line (``python -m`` this module)
 
 
 def take_slot(folder: Path, slots: int):
@@ -87,7 +89,8 @@ class _Unlocked:
 
 def _others_wait(folder: Path, index: int | None) -> bool:
     """Whether another live queue of the workspace waits for a slot it can take: its ``waiting-PID-N``
-    marker, with N above ``index`` (a queue of N slots tries only slot files 0..N-1)."""
+    marker, with N above ``index`` (a queue of N slots tries only slot files 0..N-1). A dead queue's
+    marker (killed before it could remove it; its pid gone, reused or a zombie) is removed."""
     if index is None:
         return False
     for marker in folder.glob("waiting-*"):
@@ -97,15 +100,35 @@ def _others_wait(folder: Path, index: int | None) -> bool:
             continue
         if pid == os.getpid() or index >= slots:
             continue
-        try:
-            os.kill(pid, 0)
+        if pid_alive(pid, QUEUE_MODULE):
             return True
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):
-                marker.unlink()
-        except PermissionError:
-            return True
+        with contextlib.suppress(OSError):
+            marker.unlink()
     return False
+
+
+def _slot_free(folder: Path, index: int) -> bool:
+    """Whether no process holds slot file ``index`` now (a non-blocking lock, released at once)."""
+    try:
+        handle = open_lock(folder / f"slot-{index}")
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        handle.close()
+
+
+def _still_held(folder: Path, held: set[int]) -> bool:
+    """Whether one of the slots this queue freed for others (``held``, pruned in place) is still free and
+    wanted by another live queue that can take it: then this queue starts nothing yet."""
+    for index in sorted(held):
+        if not (_slot_free(folder, index) and _others_wait(folder, index)):
+            held.discard(index)  # taken (by the waiting queue, or by anyone), or wanted by none that can
+    return bool(held)
 
 
 def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
@@ -126,15 +149,17 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         folder = workspace.root / SLOTS_DIR
         waiting = folder / f"waiting-{os.getpid()}-{parallelism}"  # there while this queue's head waits for a slot
-        hold_until, freed = 0.0, None  # the slot freed last, for another queue that waits (_others_wait)
+        held: set[int] = set()  # slots this queue freed while it had runs to start (_still_held)
+        hold_until = 0.0
         try:
             while pending or running or stopping:
                 wants = False
+                if held and time.monotonic() >= hold_until:
+                    held.clear()
+                holding = bool(held) and _still_held(folder, held)  # once a pass
                 for run_id in list(pending):
                     if len(running) >= parallelism:
                         break
-                    if time.monotonic() < hold_until and _others_wait(folder, freed):
-                        break  # let the waiting queue take the freed slot first
                     rec = reg.get(run_id)
                     run_dir = workspace.run_dir(run_id)
                     if rec is None or rec.job_id != me or rec.state != states.PENDING:
@@ -147,6 +172,8 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                         if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
                             pending.remove(run_id)
                         continue  # waits for the run it starts from; later runs may go first
+                    if holding:
+                        break  # another queue waits for a slot this one freed: it takes it first
                     slot = take_slot(folder, parallelism)
                     if slot is None:  # another queue of the workspace runs as many: the head of this one waits
                         wants = True
@@ -178,24 +205,26 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                     else:
                         waiting.unlink(missing_ok=True)
                 time.sleep(POLL_S)
+                freed = []
                 for job, slot in list(stopping):
                     if job.done():
                         stopping.remove((job, slot))
-                        slot.close()
+                        freed.append(slot)
                 for run_id, (job, slot) in list(running.items()):
                     if job.done():
                         del running[run_id]
-                        slot.close()
-                        if pending and slot.index is not None:  # a queue that waits for it takes it first (above)
-                            held = freed is not None and time.monotonic() < hold_until
-                            freed = min(freed, slot.index) if held else slot.index  # the lowest: most can take it
-                            hold_until = time.monotonic() + HOLD_S
+                        freed.append(slot)
                         with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
                             (workspace.run_dir(run_id) / "job" / "%j").rmdir()
                         rec = reg.get(run_id)
                         if rec is not None:
                             refresh(reg, workspace, [rec])
                         print(f"finished {run_id}: {rec.state if rec else '?'}", flush=True)
+                for slot in freed:
+                    slot.close()
+                    if pending and slot.index is not None:  # a queue that waits for it takes it first (above)
+                        held.add(slot.index)
+                        hold_until = time.monotonic() + HOLD_S
         finally:
             with contextlib.suppress(OSError):
                 waiting.unlink()

@@ -703,29 +703,45 @@ def test_the_local_queue_stops_a_job_whose_run_was_cancelled_as_it_started(specs
         assert (reg.get(run_id).state, reg.get(run_id).job_id) == (states.CANCELLED, me)
 
 
-def test_a_freed_slot_is_held_only_for_a_live_queue_that_can_take_it(tmp_path):
-    """A queue that frees a slot holds it back while another queue waits (its ``waiting-PID-N``
-    marker) only if that queue, which tries slot files 0..N-1, can take it, and only while it lives."""
-    from arctl.launch.local_queue import _others_wait, take_slot
+def test_a_freed_slot_is_held_only_while_a_live_queue_that_can_take_it_waits_and_it_is_free(tmp_path):
+    """A queue that frees a slot holds back its own next run while another queue waits (its
+    ``waiting-PID-N`` marker) only if that queue, which tries slot files 0..N-1, can take it, only while
+    that queue lives, and only while the slot is still free (a review: a hold kept for a slot the queue had
+    itself taken back idled the rest of its slots)."""
+    from arctl.launch.local_queue import QUEUE_MODULE, _others_wait, _still_held, take_slot
 
     folder = tmp_path / "local-slots"
-    slot = take_slot(folder, 3)
-    assert slot.index == 2  # the highest free slot first
-    assert not _others_wait(folder, slot.index)  # no one waits
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    slots = [take_slot(folder, 3) for _ in range(3)]
+    assert [s.index for s in slots] == [2, 1, 0]  # the highest free slot first
+    assert not _others_wait(folder, 0)  # no one waits
+    waiter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", QUEUE_MODULE])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live pid, not a queue
     try:
-        (folder / f"waiting-{sleeper.pid}-2").touch()  # a live queue of 2 slots: files 0 and 1
-        assert not _others_wait(folder, 2) and _others_wait(folder, 1) and _others_wait(folder, 0)
+        (folder / f"waiting-{waiter.pid}-1").touch()  # a live queue of one slot: file 0 only
+        assert _others_wait(folder, 0) and not _others_wait(folder, 1)
         (folder / f"waiting-{os.getpid()}-3").touch()  # this queue's own marker does not count
         assert not _others_wait(folder, 2)
+        slots[0].close()  # slot 2 freed: the waiting queue cannot take it, so it is not held
+        held = {2}
+        assert not _still_held(folder, held) and held == set()
+        slots[2].close()  # slot 0 freed: held while it is free
+        held = {0}
+        assert _still_held(folder, held) and _still_held(folder, held) and held == {0}
+        taken = take_slot(folder, 1)  # the waiting queue takes it: the hold ends
+        assert taken.index == 0 and not _still_held(folder, held) and held == set()
+        taken.close()
+        (folder / f"waiting-{other.pid}-3").touch()  # a reused pid that is no queue: its marker goes
+        (folder / f"waiting-{waiter.pid}-1").unlink()
+        assert not _others_wait(folder, 0) and not (folder / f"waiting-{other.pid}-3").exists()
+        (folder / f"waiting-{waiter.pid}-1").touch()
     finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert not _others_wait(folder, 0) and not (folder / f"waiting-{sleeper.pid}-2").exists()  # a dead one's goes
+        for proc in (waiter, other):
+            proc.kill()
+            proc.wait()
+    assert not _others_wait(folder, 0) and not (folder / f"waiting-{waiter.pid}-1").exists()  # a dead one's goes
     (folder / "waiting-x-1").touch()  # not a marker arctl writes: ignored
     assert not _others_wait(folder, 0) and not _others_wait(folder, None)  # None: a slot where nothing locks
-    slot.close()
-    assert take_slot(folder, 3).index == 2  # freed
+    slots[1].close()
 
 
 def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_back(specs, tmp_path,

@@ -159,10 +159,12 @@ def test_usr1_checkpoints_requeues_and_finishes_with_the_same_run_and_wandb_ids(
     doc = _launch(cli, "run", "lt", ws, "--arm", "a", "trainer.total_steps=25", "wandb.mode=offline")
     (run,) = doc["submitted"]
     run_dir = Path(run["run_dir"])
-    waiter(lambda: len(_steps(run_dir)) >= 5, 90, "5 steps")
-    subprocess.run(["scancel", "--signal=USR1", run["job_id"]], check=True)
-    waiter(lambda: read_status(run_dir).get("state") in ("requeued", "preempted"), 60, "checkpoint + requeue")
-    gate.touch()  # the requeued attempt goes on from step 5
+    try:
+        waiter(lambda: len(_steps(run_dir)) >= 5, 90, "5 steps")
+        subprocess.run(["scancel", "--signal=USR1", run["job_id"]], check=True)
+        waiter(lambda: read_status(run_dir).get("state") in ("requeued", "preempted"), 60, "checkpoint + requeue")
+    finally:
+        gate.touch()  # the requeued attempt goes on from step 5
     waiter(lambda: _records(ws)[run["run_id"]].state == "COMPLETED", 150, "the requeued job to finish")
     steps = _steps(run_dir)
     assert [s for _, s in steps] == list(range(1, 26))  # continuous step count across the requeue
@@ -183,11 +185,13 @@ def test_a_job_killed_with_sigkill_is_failed_and_resumed_by_the_next_sweep(specs
     monkeypatch.setenv("ARCTL_TEST_PAUSE_AFTER", "3")
     ws, args = tmp_path / "ws", ("trainer.total_steps=20",)
     _launch(cli, "sweep", "lt3", ws, *args)
-    waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["c"].run_id)) >= 3, 90, "cell c at step 3")
-    c = _by_arm(ws)["c"]
-    run_dir = ws / "runs" / c.run_id
-    os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
-    gate.touch()
+    try:  # (all three cells run at once on the test SLURM's 8 CPUs)
+        waiter(lambda: len(_steps(ws / "runs" / _by_arm(ws)["c"].run_id)) >= 3, 90, "cell c at step 3")
+        c = _by_arm(ws)["c"]
+        run_dir = ws / "runs" / c.run_id
+        os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
+    finally:
+        gate.touch()
     waiter(lambda: _by_arm(ws)["c"].state == "FAILED", 60, "cell c FAILED")
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.02")
     waiter(lambda: all(r.state != "RUNNING" for r in _records(ws).values()), 90, "the other cells to finish")
