@@ -33,8 +33,19 @@ def _states(ws: Path) -> dict[str, str]:
 
 
 def _queue_parallelism(ws: Path) -> int | None:
-    """The ``--parallelism`` of the live local queue of workspace ``ws`` (``ps``), or None."""
-    for line in subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout.splitlines():
+    """The ``--parallelism`` of the live local queue of workspace ``ws`` (its command line: /proc, else
+    ``ps``), or None."""
+    proc = Path("/proc")
+    if proc.is_dir():
+        lines = []
+        for cmdline in proc.glob("[0-9]*/cmdline"):
+            try:
+                lines.append(cmdline.read_bytes().decode(errors="replace").replace("\0", " "))
+            except OSError:
+                continue
+    else:  # macOS
+        lines = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    for line in lines:
         words = line.split()
         if "arctl.launch.local_queue" in words and str(ws) in words and "--parallelism" in words:
             return int(words[words.index("--parallelism") + 1])
