@@ -716,6 +716,16 @@ def test_a_freed_slot_is_held_only_while_a_live_queue_that_can_take_it_waits_and
     assert not _others_wait(folder, 0)  # no one waits
     waiter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", QUEUE_MODULE])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a live pid, not a queue
+
+    def execed(proc) -> bool:  # its command line is its own (right after the fork it is this process's or empty)
+        try:
+            return b"time.sleep(60)" in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        except OSError:
+            return not Path("/proc").is_dir()
+
+    end = time.monotonic() + 60
+    while not (execed(waiter) and execed(other)) and time.monotonic() < end:
+        time.sleep(0.05)
     try:
         (folder / f"waiting-{waiter.pid}-1").touch()  # a live queue of one slot: file 0 only
         assert _others_wait(folder, 0) and not _others_wait(folder, 1)
