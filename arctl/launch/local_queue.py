@@ -54,18 +54,27 @@ def take_slot(folder: Path, slots: int):
         return _Unlocked()
     for k in reversed(range(slots)):
         try:
-            handle = open_lock(folder / f"slot-{k}")
-        except OSError:
-            return _Unlocked()
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return Slot(handle, k)
-        except BlockingIOError:
-            handle.close()
+            handle = _try_lock(folder / f"slot-{k}")
         except OSError:  # e.g. ENOLCK: no locks here
-            handle.close()
             return _Unlocked()
+        if handle is not None:
+            return Slot(handle, k)
     return None
+
+
+def _try_lock(path: Path):
+    """``path`` open and exclusively ``flock``ed, or None while another process holds it. Raises OSError
+    where it cannot be opened or locked."""
+    handle = open_lock(path)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return handle
+    except BlockingIOError:
+        handle.close()
+        return None
+    except BaseException:
+        handle.close()
+        raise
 
 
 class Slot:
@@ -110,16 +119,13 @@ def _others_wait(folder: Path, index: int | None) -> bool:
 def _slot_free(folder: Path, index: int) -> bool:
     """Whether no process holds slot file ``index`` now (a non-blocking lock, released at once)."""
     try:
-        handle = open_lock(folder / f"slot-{index}")
+        handle = _try_lock(folder / f"slot-{index}")
     except OSError:
         return False
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
+    if handle is None:
         return False
-    finally:
-        handle.close()
+    handle.close()
+    return True
 
 
 def _still_held(folder: Path, held: set[int]) -> bool:
