@@ -19,8 +19,9 @@ interval shown is the two-sided 95% Student-t interval of the mean over seeds (:
 for the test alone. Verdict (:func:`correct_within_claim`): the paired t-test's two-sided p-values are
 Holm-corrected over the claim's declared tests; a test **holds** (**fails**) when its adjusted p is
 below 0.05 and its mean is on the claimed (other) side of 0, and is **inconclusive** otherwise (fewer
-than 2 seeds, no spread across seeds, or underpowered: with the seeds that would give it 80% power
-at the observed mean and spread), or **not testable here** (a precondition or the statistic's
+than 2 seeds, a mean of 0, or underpowered: with the seeds that would give it 80% power at the
+observed mean and spread), or **not testable here**. Seeds whose values do not spread (tied to
+rounding) are judged by the exact sign test instead of the t-test (:func:`p_value`) (a precondition or the statistic's
 above-chance budgets fail). A claim fails when any test fails, holds when every test holds, is not
 testable here when no test is, and is inconclusive otherwise. Missing runs are named with the
 command that produces them.
@@ -143,6 +144,8 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
     except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
         raise ReportError(f"{path}: not a readable YAML file ({' '.join(str(err).split())[:200]})") from None
     _need(isinstance(data, dict) and data.get("kind") == "claims", path, "top level", "expected a mapping with kind: claims")
+    top = {"kind", "name", "sweeps", "statistics", "claims"}  # the interval and its level are fixed (INTERVAL, ALPHA)
+    _need(set(data) <= top, path, "top level", f"unknown field(s) {sorted(set(data) - top, key=str)}")
     stats = {}
     for name, s in (data.get("statistics") or {}).items():
         _need(isinstance(s, dict) and s.get("kind") in STAT_KINDS, path, f"statistics.{name}",
@@ -363,9 +366,22 @@ def no_spread(sd: float | None, mean: float | None) -> bool:
     return sd is not None and mean is not None and np.isfinite(sd) and sd <= NO_SPREAD * max(1.0, abs(mean))
 
 
-def sign_test_p(n: int) -> float:
-    """Two-sided p-value of the exact sign test when all ``n`` values are on one side of 0: 2 * 0.5^n."""
-    return min(1.0, 2.0 * 0.5 ** n)
+def sign_test_p(above: int, below: int = 0) -> float:
+    """Two-sided p-value of the exact sign test of ``above`` values above 0 and ``below`` below it (values
+    at 0 left out): 2 * P(Binomial(above + below, 1/2) <= min(above, below)), at most 1; 1 with none.
+    All ``n`` on one side: 2 * 0.5^n."""
+    n = above + below
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(above, below) + 1)) / 2.0 ** n
+    return min(1.0, 2.0 * tail)
+
+
+def sign_counts(values) -> tuple[int, int]:
+    """How many of the finite ``values`` are above 0 and below it; one within rounding of 0 (|v| <=
+    NO_SPREAD) is neither."""
+    x = [float(v) for v in values if np.isfinite(v)]
+    return sum(v > NO_SPREAD for v in x), sum(v < -NO_SPREAD for v in x)
 
 
 def sign_test_seeds(tests_in_claim: int = 1) -> int:
@@ -380,13 +396,14 @@ def sign_test_seeds(tests_in_claim: int = 1) -> int:
 def p_value(values: list[float]) -> float:
     """Two-sided p-value of the paired t-test of mean 0 (NaN below 2 values). Where the values do not
     spread (:func:`no_spread`) the t-test is undefined (t = mean / 0 would give p = 0 from 2 tied
-    seeds): 1 for all zeros, else the exact sign test's :func:`sign_test_p` (every value on one side)."""
+    seeds): the exact sign test's :func:`sign_test_p` of the values' signs instead (1 where every value
+    is 0 to rounding; values of rounding size on both sides of 0 are not n seeds on one side)."""
     x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
     if len(x) < 2:
         return float("nan")
     sd = float(np.std(x, ddof=1))
     if no_spread(sd, float(np.mean(x))):
-        return 1.0 if float(np.mean(x)) == 0 else sign_test_p(len(x))
+        return sign_test_p(*sign_counts(x))
     t = float(np.mean(x)) / (sd / math.sqrt(len(x)))
     return 2 * (1 - t_cdf(abs(t), len(x) - 1))
 
@@ -425,18 +442,24 @@ def correct_within_claim(tests: list[TestResult]) -> None:
             continue
         t.p_holm = p_adj
         sign = 1 if t.direction == "greater" else -1
-        on_side = sign * t.mean > 0
-        if no_spread(t.sd, t.mean) and t.mean != 0:  # p is the sign test's (p_value)
-            said = (f"every seed gives {t.mean:+.4g}: no spread across seeds, so the p-value is the exact sign "
-                    f"test's ({t.n} of {t.n} seeds on one side: p = {sign_test_p(t.n):.3g}), Holm-adjusted "
-                    f"{p_adj:.3g} over the claim's {k} test(s)")
+        zero = abs(t.mean) <= NO_SPREAD  # 0 to rounding: no side
+        on_side = not zero and sign * t.mean > 0
+        above, below = sign_counts(v.get("value", float("nan")) for v in t.per_seed.values())
+        if no_spread(t.sd, t.mean) and above + below:  # p is the sign test's (p_value)
+            said = (f"the seeds do not spread (mean {t.mean:+.4g}), so the p-value is the exact sign test's "
+                    f"({above} of {t.n} seeds above 0, {below} below: p = {sign_test_p(above, below):.3g}), "
+                    f"Holm-adjusted {p_adj:.3g} over the claim's {k} test(s)")
             if p_adj < ALPHA:
                 t.verdict, t.seeds_needed, t.seeds_range = (HOLDS if on_side else FAILS), None, None
                 t.note = said + (f"; {t.note}" if t.note else "")
-            else:
+            elif on_side:
                 t.verdict, t.seeds_range = INCONCLUSIVE, None
                 t.seeds_needed = sign_test_seeds(k)
                 t.note = (f"{said}; underpowered: {t.seeds_needed} seeds all on one side would pass"
+                          + (f"; {t.note}" if t.note else ""))
+            else:  # seeds on the other side would make it fail, not pass: no seed count for the claim
+                t.verdict, t.seeds_needed, t.seeds_range = INCONCLUSIVE, None, None
+                t.note = (f"{said}; the seeds are on the other side of 0, not yet significant: no evidence for it"
                           + (f"; {t.note}" if t.note else ""))
             continue
         if p_adj < ALPHA:
@@ -446,11 +469,11 @@ def correct_within_claim(tests: list[TestResult]) -> None:
         t.verdict = INCONCLUSIVE
         # seeds to detect the observed mean: none on the other side of 0 (it would count seeds for the opposite)
         t.seeds_needed = seeds_needed(t.mean, t.sd, k) if on_side else None
-        if t.sd and t.sd > 0 and t.mean != 0 and on_side:
+        if t.sd and t.sd > 0 and on_side:
             lo_sd, hi_sd = sd_interval(t.sd, t.n, 0.8)
             t.seeds_range = [seeds_needed(t.mean, lo_sd, k), seeds_needed(t.mean, hi_sd, k)]
         where = f"Holm-adjusted p = {p_adj:.3g} over the claim's {k} test(s)"
-        if t.mean == 0:
+        if zero:
             t.note = f"{where}; the observed mean is 0: no evidence either way"
         elif not on_side:
             t.note = (f"{where}; the observed mean ({t.mean:+.4g}) is on the other side of 0, within its noise: "
@@ -538,12 +561,11 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         for s in seeds:
             va, vb = run_stat(stat, by[test.a][s].final, kept[test.stat]), run_stat(stat, by[test.b][s].final, kept[test.stat])
             per_seed[s] = {"a": va, "b": vb, "value": va - vb}
-    elif test.kind == "sign":
-        seeds = sorted(set().union(*(set(by.get(a, {})) for a in test.arms)))
+    elif test.kind == "sign":  # the mean over every listed arm: only seeds all of them have, none while one is missing
+        seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
         for s in seeds:
-            vals = [run_stat(stat, by[a][s].final, kept[test.stat]) for a in test.arms if s in by.get(a, {})]
-            vals = [v for v in vals if np.isfinite(v)]
-            if vals:
+            vals = [run_stat(stat, by[a][s].final, kept[test.stat]) for a in test.arms]
+            if all(np.isfinite(vals)):
                 per_seed[s] = {"value": float(np.mean(vals))}
     elif test.kind == "converge":
         lo_stat, hi_stat = spec.stats[test.low], spec.stats[test.high]
@@ -646,18 +668,19 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     ``stat`` must be on the claimed side of 0 (a measured fact of the task, not a hypothesis)."""
     stat = spec.stats[test.stat]
     by = _by_arm_seed(runs)
-    per_seed = {}
-    for s in sorted(set().union(*(set(by.get(a, {})) for a in test.arms))):
-        vals = [run_stat(stat, by[a][s].first) for a in test.arms if s in by.get(a, {})]
-        vals = [v for v in vals if np.isfinite(v)]
-        if vals:
+    per_seed = {}  # as a sign test: the mean over every listed arm, on the seeds all of them have
+    for s in sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))):
+        vals = [run_stat(stat, by[a][s].first) for a in test.arms]
+        if all(np.isfinite(vals)):
             per_seed[int(s)] = {"value": float(np.mean(vals))}
     values = [v["value"] for v in per_seed.values()]
     mean = float(np.mean(values)) if values else None
     sign = 1 if test.direction == "greater" else -1
     verdict = INCONCLUSIVE if mean is None else (HOLDS if sign * mean > 0 else FAILS)
     label = "at the start of training: " + _test_label(test, spec)
-    note = "no run logged it at its first evaluation" if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
+    lacking = [a for a in test.arms if a not in by]
+    note = (f"runs missing: {', '.join(lacking)}" if lacking else "no run logged it at its first evaluation") \
+        if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
     if len(values) > 1 and len(set(values)) == 1:  # e.g. step 0 of one shared warm-up on the same problems
         note += " (the same number on every seed: one measurement, not independent ones)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
@@ -695,18 +718,21 @@ def _mark_repeated_evidence(results: list[ClaimResult], runs: list[RunView]) -> 
     for r in runs:
         keys.setdefault(r.arm, set()).add(r.compute_key)
     arm_key = {arm: tuple(sorted(map(str, ks))) for arm, ks in keys.items() if None not in ks}
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple, tuple[str, TestResult]] = {}
     for result in results:
         for t in result.tests:
             if t.kind != "compare" or len(t.arms) != 2 or any(a not in arm_key for a in t.arms):
                 continue
             sig = (arm_key[t.arms[0]], arm_key[t.arms[1]], t.stat, t.direction)
             if sig in seen:
-                t.same_as = seen[sig]
-                t.note = (f"the same evidence as claim {seen[sig]} (the same configs under other arm names): counted once"
-                          + (f"; {t.note}" if t.note else ""))
+                name, first = seen[sig]
+                t.same_as = name
+                # its own claim may judge it at another Holm level: the earlier verdict is said beside it
+                there = f"{first.verdict}" + (f", Holm-adjusted p = {first.p_holm:.3g}" if first.p_holm is not None else "")
+                t.note = (f"the same evidence as claim {name} (the same configs under other arm names; {there} there): "
+                          "counted once" + (f"; {t.note}" if t.note else ""))
             else:
-                seen[sig] = f"{result.id}: {t.label}"
+                seen[sig] = (f"{result.id}: {t.label}", t)
 
 
 def repeated_claims(results: list[ClaimResult]) -> dict[str, list[str]]:

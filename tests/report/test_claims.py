@@ -377,6 +377,12 @@ def test_a_broken_claims_file_is_one_error(tmp_path):
                     "claims: [{title: t, tests: [{kind: compare, a: x, b: y, stat: nope}]}]\n")
     with pytest.raises(ReportError, match="unknown statistic 'nope'"):
         load_claims(path)
+    # a top-level setting the claims do not read (the level is fixed: 95% intervals, Holm at 5%) is
+    # refused, not silently ignored
+    path.write_text("kind: claims\nconfidence: 0.9\nstatistics: {x: {kind: final, key: k}}\n"
+                    "claims: [{title: t, tests: [{kind: sign, arms: [a], stat: x}]}]\n")
+    with pytest.raises(ReportError, match=r"top level: unknown field\(s\) \['confidence'\]"):
+        load_claims(path)
 
 
 class _Structure(HTMLParser):
@@ -507,6 +513,8 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     three, six = check_claims(spec, runs, no_command)
     assert three.tests[0].same_as is None and six.tests[0].same_as == f"3: {three.tests[0].label}"
     assert "counted once" in six.tests[0].note and six.verdict == three.verdict == HOLDS
+    # its claim may judge it at another Holm level than the first's: the first's verdict is said beside it
+    assert f"holds, Holm-adjusted p = {three.tests[0].p_holm:.3g} there" in six.tests[0].note, six.tests[0].note
     # the summary says claim 6 is no independent verdict
     from arctl.report.claims import repeated_claims
     from arctl.report.claims_render import _repeats_said
@@ -728,6 +736,51 @@ def test_seeds_that_do_not_spread_are_judged_by_the_sign_test_not_by_t_equals_in
     # all zeros: p = 1, and the note says the mean is 0 (not "on the other side")
     zero = claim_of(3, 0.0).tests[0]
     assert zero.verdict == INCONCLUSIVE and zero.p_value == 1.0 and "observed mean is 0" in zero.note
+
+
+def test_the_sign_test_counts_the_seeds_on_each_side_and_rounding_noise_is_on_neither():
+    """Found by a review: where seeds did not spread, any nonzero mean got p = 2 * 0.5^n, as if every
+    seed were on its side: rounding noise on both sides of 0 (one run under two names, sums in another
+    order) held a claim, and tied seeds on the wrong side were told how many more seeds would pass."""
+    from arctl.report.claims import p_value, sign_test_p
+
+    noise = [1e-13, -1e-13, 2e-13, 1e-13, 1e-13, -1e-13]
+    assert p_value(noise) == 1.0  # was 2 / 64 = 0.031: "holds"
+    # the exact two-sided binomial test, by hand: 5 above, 1 below of 6: 2 * (1 + 6) / 64
+    assert sign_test_p(5, 1) == pytest.approx(14 / 64) and sign_test_p(6) == pytest.approx(2 / 64)
+    assert sign_test_p(3, 3) == 1.0 and sign_test_p(0, 0) == 1.0
+    # tied values to rounding, most above 0 and one below: the test counts them
+    tied = [2e-12] * 9 + [-1.1e-12]
+    assert p_value(tied) == pytest.approx(2 * (1 + 10) / 2 ** 10)
+
+    def claim_of(values, direction="greater"):
+        runs = [view("grpo", s, 0.40) for s in range(len(values))]
+        runs += [view("ar", s, 0.40 + v) for s, v in enumerate(values)]
+        return check_claims(spec_with(Test("compare", a="ar", b="grpo", stat="anytime", direction=direction)),
+                            runs, no_command)[0].tests[0]
+
+    rounding = claim_of([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert rounding.verdict == INCONCLUSIVE and rounding.seeds_needed is None and "observed mean is 0" in rounding.note
+    # three tied seeds on the wrong side: inconclusive, and no "6 seeds would pass" (6 would fail it)
+    wrong = claim_of([-0.06] * 3)
+    assert wrong.verdict == INCONCLUSIVE and wrong.seeds_needed is None and "other side of 0" in wrong.note, wrong.note
+    assert "3 of 3 seeds above 0" not in wrong.note and "0 of 3 seeds above 0, 3 below" in wrong.note
+    right = claim_of([0.06] * 3)
+    assert right.verdict == INCONCLUSIVE and right.seeds_needed == 6 and "3 of 3 seeds above 0, 0 below" in right.note
+    assert claim_of([-0.06] * 6).verdict == FAILS and claim_of([0.06] * 6).verdict == HOLDS
+
+
+def test_a_sign_test_over_several_arms_waits_for_every_arm():
+    """Found by a review: a sign test over arms [a1, a2] averaged whichever arms had runs, so it was judged
+    (and held) with a2 missing; a seed only some arms have averaged another set of arms."""
+    test = Test("sign", arms=("a1", "a2"), stat="anytime")
+    only_a1 = [view("a1", s, 0.5 + 0.01 * s) for s in range(6)]
+    r = check_claims(spec_with(test), only_a1, no_command)[0]
+    assert r.verdict == INCONCLUSIVE and r.tests[0].n == 0 and r.tests[0].verdict != HOLDS
+    both = only_a1 + [view("a2", s, 0.3) for s in range(4)]  # a2 has seeds 0-3 only
+    t = evaluate_test(test, spec_with(test), both, no_command)
+    assert sorted(t.per_seed) == [0, 1, 2, 3] and t.per_seed[1]["value"] == pytest.approx((0.51 + 0.3) / 2)
+    assert any(m.startswith("a2 (seeds ") for m in t.missing), t.missing
 
 
 def test_holm_counts_every_declared_test_even_one_without_runs():
