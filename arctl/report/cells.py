@@ -219,6 +219,34 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     return runs
 
 
+def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
+    """:class:`ReportError` (one line) where an arm has several runs at one seed after
+    :func:`one_run_per_cell`: runs at two grid points of a sweep (``thinking.lam=0.25`` and ``0.5``), or
+    the same arm name in two experiments with other configs. A figure or table averages an arm's runs
+    over seeds, so they would be read as seeds of one arm (a lambda sweep's four points as a mean with
+    their spread as its interval); the error names what differs and how to choose."""
+    if not len(table) or "arm" not in table.columns:
+        return
+    groups: dict[tuple, list[dict]] = {}
+    for rec in table.to_dict("records"):
+        seed = _plain(rec.get("seed"))
+        if seed is not None:
+            groups.setdefault((str(rec.get("arm")), seed), []).append(rec)
+    for (arm, seed), recs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len({str(r["run_id"]) for r in recs}) < 2:
+            continue
+        differ = [k for k in grid_keys if len({json.dumps(_plain(r.get(CONFIG_PREFIX + k)), default=str) for r in recs}) > 1]
+        if differ:
+            values = ", ".join(sorted({_shown(_plain(r.get(CONFIG_PREFIX + differ[0]))) for r in recs}))
+            what = f"at {len(recs)} grid points ({differ[0]} = {values})"
+            how = f"--where {differ[0]}=VALUE"
+        else:
+            what = f"in {len(recs)} experiments ({', '.join(sorted({str(r.get('experiment')) for r in recs}))})"
+            how = "--experiment NAME"
+        raise ReportError(f"arm {arm!r} has {len(recs)} runs at seed {seed}, {what}: a figure or table averages an "
+                          f"arm's runs over seeds and would read them as seeds of one arm; choose one with {how}")
+
+
 def differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
     """The keys of ``cell`` (a composed cell's config, flattened; None or empty: nothing to compare) in
     which the runs-table row ``rec`` differs, its names, seed and launch sections aside."""

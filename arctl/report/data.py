@@ -10,6 +10,7 @@ from arctl.report.cells import (
     cell_composer,
     grid_keys,
     listed,
+    one_run_per_arm_seed,
     one_run_per_cell,
     serving,
     unfinished,
@@ -123,6 +124,9 @@ def read_report_runs(
         keep_runs = set(h.loc[h["metric"].isin(ok), "run_id"].astype(str))
         runs.history = h[h["run_id"].isin(keep_runs)].reset_index(drop=True)
         h = runs.history
+    if len(h):  # the runs the report reads: several of one arm at one seed would be averaged as seeds
+        one_run_per_arm_seed(runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))],
+                             grid_keys(context))
     present = set(h["experiment"].astype(str).unique()) if len(h) else set()
     if experiments:  # named with --experiment: a name that is neither an experiment nor in the runs is a typo
         from arctl.compose.errors import did_you_mean

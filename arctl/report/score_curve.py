@@ -53,7 +53,8 @@ def seed_table(acc):
     the mean)."""
     import pandas as pd
 
-    acc = acc[pd.to_numeric(acc["seed"], errors="coerce").notna()]
+    seed = pd.to_numeric(acc["seed"], errors="coerce")
+    acc = acc[seed.notna() & (seed >= 0)]  # the history says -1 for a run without a seed (arctl.track.runs.tidy)
     acc = acc.assign(seed=pd.to_numeric(acc["seed"]).astype(int), value=acc["value"].astype(float))
     return acc[["arm", "dataset", "budget", "seed", "value"]].sort_values(
         ["arm", "dataset", "seed", "budget"], kind="stable").reset_index(drop=True)

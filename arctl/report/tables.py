@@ -66,7 +66,12 @@ def paper_rows(spec: dict, columns: list[str]):
     if not path.is_file():
         raise ReportError(f"--compare-paper needs {path} (the paper's tables); it is missing")
     paper = pd.read_csv(path)
-    paper = paper[paper["table"] == spec.get("paper_table", spec["name"])].drop(columns="table")
+    which = spec.get("paper_table", spec["name"])
+    if not (paper["table"] == which).any():
+        has = ", ".join(sorted(set(paper["table"].astype(str))))
+        raise ReportError(f"--compare-paper: the paper has no table {which!r} (the paper's tables here: {has}); "
+                          f"drop --compare-paper for --table {spec['name']}")
+    paper = paper[paper["table"] == which].drop(columns="table")
     paper = paper.set_index("algorithm")
     bench = [c for c in columns if c != AVG and c in paper.columns]
     if not bench:

@@ -348,3 +348,42 @@ def test_a_key_outside_the_run_identity_does_not_make_a_run_differ_from_its_cell
     ])
     (said,) = _not_composed(table, lambda experiment, arm, seed, scale: cell)
     assert said.startswith("1 run(s) differ from their cell as the report's sweep composes it, in thinking.lam: r1;"), said
+
+
+def test_an_arm_with_several_runs_at_one_seed_is_refused_not_averaged_as_seeds():
+    """Found by a review: cells are (experiment, arm, seed, grid point), but figures and tables average by
+    arm: a lambda sweep's four points became one row whose interval was their spread, and one arm name in
+    two experiments counted seed 0 twice. Such runs are one error line saying how to choose."""
+    from arctl.report.cells import one_run_per_arm_seed
+
+    grid = pd.DataFrame([{"run_id": f"lam{lam}-s{s}", "experiment": "main-ar-uniform", "arm": "ar-uniform", "seed": s,
+                          "config.thinking.lam": lam} for lam in (0.25, 0.5) for s in (0, 1)])
+    with pytest.raises(ReportError, match=r"arm 'ar-uniform' has 2 runs at seed 0, at 2 grid points "
+                                          r"\(thinking.lam = 0.25, 0.5\).*--where thinking.lam=VALUE$"):
+        one_run_per_arm_seed(grid, ["thinking.lam"])
+    one_run_per_arm_seed(grid[grid["config.thinking.lam"] == 0.5], ["thinking.lam"])  # one point: read as seeds
+    exps = pd.DataFrame([{"run_id": f"{e}-s0", "experiment": e, "arm": "grpo", "seed": 0} for e in ("r1-7b", "ablation-vr")])
+    with pytest.raises(ReportError, match=r"has 2 runs at seed 0, in 2 experiments \(ablation-vr, r1-7b\).*--experiment NAME$"):
+        one_run_per_arm_seed(exps)
+    # one run listed under two experiments (a shared arm serving both) is one run
+    one_run_per_arm_seed(pd.concat([exps.iloc[:1], exps.iloc[:1].assign(experiment="ablation-dense")]))
+    one_run_per_arm_seed(exps.assign(seed=[None, None]))  # runs without a seed have no seed to be counted at
+
+
+def test_compare_paper_on_a_table_the_paper_does_not_have_is_one_error():
+    """Found by a review: `--table budget_auc --compare-paper` wrote our rows alone, no paper rows and no word."""
+    from arctl.report.tables import paper_rows
+
+    with pytest.raises(ReportError, match=r"the paper has no table 'budget_auc' \(the paper's tables here: anytime, final\)"):
+        paper_rows({"name": "budget_auc", "key": "eval/{dataset}/curve_auc"}, ["AMC22", "Avg"])
+    assert len(paper_rows({"name": "table_final", "paper_table": "final"}, ["AMC22", "Avg"]))
+
+
+def test_a_run_without_a_seed_draws_no_seed_line():
+    """The history says seed -1 for a run without one: it counts in the mean and draws no "seed -1" line
+    (two such runs of an arm were one zig-zag line)."""
+    from arctl.report.score_curve import seed_table
+
+    acc = pd.DataFrame({"arm": ["grpo"] * 6, "seed": [-1, -1, -1, -1, 0, 0], "dataset": ["toy"] * 6,
+                        "budget": [16, 32, 16, 32, 16, 32], "value": [.1, .2, .5, .6, .3, .4]})
+    assert seed_table(acc)["seed"].tolist() == [0, 0]
