@@ -69,29 +69,36 @@ def _check_budgets(budgets: Sequence[int]) -> list[int]:
     return values
 
 
+def _checked(what: str, p_list: list[float], values: list[int], renormalise: bool = True):
+    """``p_list`` as a float64 tensor [m] (renormalised exactly, or as given), after checking it is a distribution
+    over the m budgets ``values``: length m, finite, >= 0, summing to 1 within 1e-6 (``what`` starts
+    the error: who gave it)."""
+    import torch
+
+    m = len(values)
+    if len(p_list) != m:
+        raise ValueError(f"{what} {len(p_list)} entries but there are {m} budgets {values}")
+    if any(not math.isfinite(x) or x < 0 for x in p_list):
+        raise ValueError(f"{what} {p_list}: probabilities must be finite and >= 0")
+    total = sum(p_list)
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"{what} {p_list}: probabilities must sum to 1, got sum {total:.6g}")
+    p = torch.tensor(p_list, dtype=torch.float64)
+    return p / p.sum() if renormalise else p
+
+
 def budget_prior(name: str, budgets: Sequence[int], probs: Sequence[float] | None = None):
     """Return the prior ``P`` over ``budgets`` as a float64 tensor of shape [m]: a registered rule
     (``base``, ``uniform``, ``linear``, ...), or ``custom``: ``probs`` (non-negative, length m,
-    summing to 1 within 1e-6; renormalised exactly)."""
-    import torch
-
+    summing to 1 within 1e-6; renormalised exactly). A registered rule's output is checked the same way."""
     values = _check_budgets(budgets)
-    m = len(values)
     if name != CUSTOM and probs is not None:
         raise ValueError(f"prior {name!r} takes no probs (got {list(probs)}); use prior 'custom' to give probs")
-    if name in _RULES:
-        return torch.tensor(_RULES[name](values), dtype=torch.float64)
+    if name in _RULES:  # a registered rule's output is checked as a custom prior's is (a plugin's too)
+        return _checked(f"prior {name!r} (a registered rule) gave", [float(x) for x in _RULES[name](values)], values,
+                        renormalise=False)
     if name == CUSTOM:
         if probs is None:
             raise ValueError("prior 'custom' needs probs: a list of m probabilities, one per budget")
-        p_list = [float(x) for x in probs]
-        if len(p_list) != m:
-            raise ValueError(f"prior 'custom': probs has {len(p_list)} entries but there are {m} budgets {values}")
-        if any(not math.isfinite(x) or x < 0 for x in p_list):
-            raise ValueError(f"prior 'custom': probs must be finite and >= 0, got {p_list}")
-        total = sum(p_list)
-        if abs(total - 1.0) > 1e-6:
-            raise ValueError(f"prior 'custom': probs must sum to 1, got sum {total:.6g} for {p_list}")
-        p = torch.tensor(p_list, dtype=torch.float64)
-        return p / p.sum()
+        return _checked("prior 'custom': probs has", [float(x) for x in probs], values)
     raise ValueError(f"unknown budget prior {name!r}; choose one of {', '.join(prior_names())}")

@@ -91,7 +91,7 @@ class TreeAdvantages:
     summaries: torch.Tensor  # [m, A] advantage of summary a of budget j (0 where not trained)
     trained: torch.Tensor  # [m] bool: budget j's summaries are in the loss
     scores: torch.Tensor  # [m] per-budget score r_j after length shaping
-    raw_scores: torch.Tensor  # [m] per-budget mean verifier reward
+    raw_scores: torch.Tensor  # [m] per-budget mean of Tree.rewards (the compared method's, if any) before length shaping
     segments: torch.Tensor  # [m] segment advantages A_k
     reached: torch.Tensor  # [m] bool: the thinking has tokens in segment k
 

@@ -108,9 +108,15 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     if targets is not None:
         check_budgets(targets, "budget_control.l1_targets")
     control = BudgetControl.from_config(cfg)  # the method's own rules (arctl.algo.methods.registry)
-    found = method_of(control).config_problem(control, top, _get(cfg, "trainer.total_steps"))
+    method = method_of(control)
+    found = method.config_problem(control, top, _get(cfg, "trainer.total_steps"))
     if found:
         raise SpecError(*found)
+    penalty = _get(cfg, "reward.length_penalty")
+    if method.shapes_rewards and penalty not in (None, "none"):  # arctl.algo.tree_loss.shaped_rewards
+        raise SpecError(f"reward.length_penalty={penalty} would replace the rewards budget_control.method={method.name} "
+                        "shapes (it scores each summary from correctness alone): the two do not compose",
+                        "reward.length_penalty", "set reward.length_penalty=none, or budget_control.method=none")
     _check(cfg, "budget_control.forcing_cue", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty cue text, e.g. Wait")
 
 

@@ -73,3 +73,14 @@ def test_a_registered_prior_is_a_config_choice_and_a_tensor(monkeypatch):
         priors.register_prior("uniform")(_sqrt)
     with pytest.raises(ValueError, match="unknown budget prior 'cubic'; choose one of base, uniform, linear, sqrt, custom"):
         budget_prior("cubic", [1, 2])
+    # a registered rule's output is checked as a custom prior's is (found by a review: a rule giving
+    # [1, 1] doubled every thinking advantage; one entry broadcast silently over every budget)
+    priors.register_prior("ones")(lambda budgets: [1.0] * len(budgets))
+    priors.register_prior("one")(lambda budgets: [1.0])
+    priors.register_prior("negative")(lambda budgets: [1.5, -0.5])
+    with pytest.raises(ValueError, match=r"prior 'ones' \(a registered rule\) gave \[1.0, 1.0\]: .*sum to 1, got sum 2"):
+        budget_prior("ones", [1, 2])
+    with pytest.raises(ValueError, match=r"prior 'one' \(a registered rule\) gave 1 entries but there are 2 budgets"):
+        budget_prior("one", [1, 2])
+    with pytest.raises(ValueError, match=r">= 0"):
+        budget_prior("negative", [1, 2])

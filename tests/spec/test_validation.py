@@ -324,3 +324,16 @@ def test_random_overrides_raise_only_spec_errors(key, value):
         resolve_experiment("main-grpo", [f"{key}={value}"], scale="tiny")
     except SpecError as err:
         assert "\n" not in str(err)
+
+
+def test_a_length_penalty_on_a_method_that_shapes_its_rewards_is_refused():
+    """Found by a review: reward.length_penalty scores each summary from correctness read off the
+    method's rewards (raw > 0) and overwrites them, so L1's own penalty vanished and a correct L1 reward
+    <= 0 counted as wrong. The two do not compose: refused at validation."""
+    cfg = arm_config("baselines-l1", "l1-exact", scale="paper")
+    validate_config(cfg)
+    cfg["reward"]["length_penalty"], cfg["reward"]["alpha"] = "v1", 0.2
+    with pytest.raises(SpecError, match=r"^reward.length_penalty: reward.length_penalty=v1 would replace the rewards "
+                                        r"budget_control.method=l1 shapes .* — set reward.length_penalty=none"):
+        validate_config(cfg)
+    validate_config(arm_config("ablation-dense", "grpo-lp-v1", scale="paper"))  # GRPO's verifier rewards: fine
