@@ -79,6 +79,7 @@ def build(spec: dict, data: ReportData):
     fig, axes = new_figure(len(panels), len(datasets))
     curves = all_seed_curves(h, [p["key"].format(dataset=ds) for p in panels for ds in datasets])
     rows = []
+    partial: dict[str, set[int]] = {}  # arm -> steps left out of its mean (not every one of its runs logged them)
     for i, panel in enumerate(panels):
         for j, ds in enumerate(datasets):
             ax = axes[i][j]
@@ -91,10 +92,15 @@ def build(spec: dict, data: ReportData):
                 x, mean, ci, n = c
                 scale = float(panel.get("scale", 1))
                 mean, ci = mean * scale, ci * scale
-                ax.plot(x, mean, lw=1.5, color=colors[arm], label=arm_label(arm))
-                if np.isfinite(ci).any():
-                    ax.fill_between(x, mean - np.nan_to_num(ci), mean + np.nan_to_num(ci), color=colors[arm],
-                                    alpha=0.2, lw=0)
+                # the mean over the same runs at every point: a step only some of the arm's runs logged (one
+                # still running or stopped early, an extra evaluation) would move the curve by who is in it
+                full = n == n.max()
+                if not full.all():
+                    partial.setdefault(arm, set()).update(int(s) for s in x[~full])
+                ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
+                if np.isfinite(ci[full]).any():
+                    ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
+                                    color=colors[arm], alpha=0.2, lw=0)
                 rows += [(arm, metric, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
                 drawn = True
             if not drawn:
@@ -107,6 +113,11 @@ def build(spec: dict, data: ReportData):
     if not rows:
         raise ReportError(f"the runs in {data.source} logged none of the metrics of this figure "
                           f"({', '.join(metric_globs(spec))})")
+    for arm, steps in partial.items():
+        shown = ", ".join(str(s) for s in sorted(steps)[:6]) + (", ..." if len(steps) > 6 else "")
+        data.runs.warnings = [*data.runs.warnings, (
+            f"{arm_label(arm)}: {len(steps)} step(s) ({shown}) that not every run of the arm logged are left out of "
+            "its mean curve (a run still running or stopped early; the CSV has them with their n)")]
     handles, labels = [], []
     for ax in np.ravel(axes):
         for hd, lb in zip(*ax.get_legend_handles_labels()):

@@ -199,3 +199,33 @@ def test_per_seed_curves_are_each_run_s_own_numbers(workspace, tmp_path, monkeyp
     row = written[(written["arm"] == "grpo") & (written["dataset"] == "aime24") & (written["seed"] == 1)
                   & (written["budget"] == GRID[0])]
     assert row["value"].tolist() == [pytest.approx(acc("grpo", 1, "aime24", GRID[0], LAST_STEP))]
+
+
+def test_a_training_curve_averages_the_same_runs_at_every_step():
+    """Found by a review: the mean at each step was over whichever runs logged it, so a seed that stopped
+    at step 60 (or a running one) moved the curve at 80, and one seed's extra evaluation at step 47 was
+    drawn as the arm's mean. The curve keeps the steps every run logged; the rest is said in a warning
+    and kept, with its n, in the table."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.training_curves import build
+    from arctl.track.runs import Runs
+
+    rows = [(f"r{s}", "grpo", step, 0.4 + 0.1 * s + 0.001 * step) for s in range(3) for step in (0, 20, 40, 60, 80, 100)
+            if not (s == 0 and step > 60)] + [("r1", "grpo", 47, 0.9)]
+    history = pd.DataFrame([{"run_id": r, "arm": a, "experiment": "e", "seed": int(r[1]), "step": st,
+                             "metric": "eval/toy/anytime_acc", "value": v} for r, a, st, v in rows])
+    for col in ("run_id", "arm", "experiment", "metric"):
+        history[col] = history[col].astype("category")
+    data = ReportData(Runs(history, pd.DataFrame({"run_id": ["r0", "r1", "r2"], "experiment": ["e"] * 3,
+                                                   "arm": ["grpo"] * 3, "seed": [0, 1, 2]})), None, source="t")
+    fig, table = build({"name": "t", "panels": [{"key": "eval/{dataset}/anytime_acc", "label": "a"}]}, data)
+    line = _line(fig.axes[0], "GRPO")
+    np.testing.assert_array_equal(line.get_xdata(), [0, 20, 40, 60])
+    np.testing.assert_allclose(line.get_ydata(), [0.5 + 0.001 * s for s in (0, 20, 40, 60)])
+    assert table.set_index("step")["n"].to_dict() == {0: 3, 20: 3, 40: 3, 47: 1, 60: 3, 80: 2, 100: 2}
+    assert data.runs.warnings == ["GRPO: 3 step(s) (47, 80, 100) that not every run of the arm logged are left out of "
+                                  "its mean curve (a run still running or stopped early; the CSV has them with their n)"]
+    plt.close(fig)
