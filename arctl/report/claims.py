@@ -509,6 +509,21 @@ def _label(arm: str) -> str:
     return arm_label(arm)
 
 
+def one_config_per_arm_seed(runs: list[RunView]) -> None:
+    """:class:`ReportError` (one line) where an arm has runs of other configs at one seed (a grid's points,
+    a rerun with an override): the tests pair runs by arm and seed and read one of each
+    (:func:`_by_arm_seed`), so the others would be dropped without a word. Runs of one config (the same arm
+    run in several experiments: ``compute_key``) are one."""
+    by_cell: dict[tuple, dict] = {}
+    for v in runs:
+        by_cell.setdefault((v.arm, int(v.seed)), {})[v.run_id] = v.compute_key
+    for (arm, seed), keys in sorted(by_cell.items(), key=str):
+        if len(set(keys.values())) > 1 or (len(keys) > 1 and None in keys.values()):
+            raise ReportError(f"arm {arm!r} has {len(keys)} runs of other configs at seed {seed} "
+                              f"({', '.join(sorted(keys)[:3])}): the claims pair runs by arm and seed and would read "
+                              "only one; choose with --where KEY=VALUE")
+
+
 def _by_arm_seed(runs: list[RunView]) -> dict[str, dict[int, RunView]]:
     out: dict[str, dict[int, RunView]] = {}
     for r in sorted(runs, key=lambda r: r.run_id):  # deterministic: the first run id of an (arm, seed)

@@ -32,6 +32,7 @@ from arctl.report.claims import (
     check_claims,
     load_claims,
     metric_globs,
+    one_config_per_arm_seed,
     repeated_claims,
     run_views,
 )
@@ -152,6 +153,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
     served_warnings: list[str] = []
     views = run_views(runs.history, runs.runs, scale=scale, compose=compose, warnings=served_warnings)
+    one_config_per_arm_seed(views)
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
         at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")

@@ -848,3 +848,20 @@ def test_seeds_needed_is_not_counted_for_a_mean_on_the_other_side():
     (t,) = result.tests
     assert t.mean < 0 and t.verdict == INCONCLUSIVE and t.seeds_needed is None and t.seeds_range is None
     assert "on the other side of 0" in t.note
+
+
+def test_runs_of_other_configs_at_one_arm_and_seed_are_one_error_not_one_dropped():
+    """Found by a review: the tests pair runs by arm and seed and kept the first run id of each, so a
+    second config under the same arm and seed (a grid's point, a rerun with an override) was dropped
+    without a word. One config run in several experiments is still one run."""
+    from arctl.report.claims import one_config_per_arm_seed
+    from arctl.report.errors import ReportError
+
+    same = [view("grpo", 0, 0.4), view("grpo", 0, 0.4)]
+    same[1].run_id = "other-experiment_grpo_s0_abc"
+    for v in same:
+        v.compute_key = "k1"
+    one_config_per_arm_seed(same)
+    same[1].compute_key = "k2"
+    with pytest.raises(ReportError, match=r"^arm 'grpo' has 2 runs of other configs at seed 0 .*--where KEY=VALUE$"):
+        one_config_per_arm_seed(same)
