@@ -5,7 +5,7 @@
   decoupled summary and outcome GRPO advantages (Dr. GRPO, no std)
 - ``rewards``: length-penalised rewards (L1-style v1, Arora-style v2)
 - ``objective``: J_anytime and J (Eq. 3, App. B bounds)
-- ``metrics``: per-budget / anytime / final accuracy, curve area, variance diagnostics (Figure 4)
+- ``metrics``: per-budget / anytime / final accuracy, curve area, variance diagnostics (Fig. 2)
 - ``prompts``: summary prompts after a cut thinking (App. A)
 - ``tree``: tree packing and its attention masks (dense, FlexAttention mask_mod / BlockMask) (App. C)
 - ``verify``: answer extraction, math-verify equivalence with timeouts, the formatting rule

@@ -1,4 +1,4 @@
-"""Evaluation metrics and the variance diagnostics of the paper's Figure 4 (``fig:cov_variance``).
+"""Evaluation metrics and the variance diagnostics of the paper's Fig. 2 (``fig:cov_variance``).
 
 Score tables are ``[N, m]`` (N samples, m budgets, e.g. acc of sample n when cut at budget j) or
 ``[B, G, m]`` for the diagnostics, which need the thinking group structure.
