@@ -191,7 +191,8 @@ def anytime_eval_metrics(
     """The summary keys of one evaluation, from its accuracy per evaluated budget.
 
     ``anytime_acc``: mean accuracy over ``eval_budgets`` (the training-curve metric, paper Sec. 4.2:
-    budgets {2000, ..., 8000}); over every evaluated budget if none of them was evaluated.
+    budgets {2000, ..., 8000}); over every evaluated budget if none of them was evaluated; not logged
+    when only some were (a mean over part of them would be another number under the same key).
     ``grid_anytime_acc``: mean over ``grid``, only when every grid budget was evaluated.
     ``final_acc``: accuracy at the largest evaluated budget.
     ``curve_auc`` and ``acc_at_frac/{pct}`` (one per fraction of ``acc_fractions``, :data:`ACC_FRACTIONS`): the score curve
@@ -202,11 +203,11 @@ def anytime_eval_metrics(
 
     if not acc_by_budget:
         return {}
-    chosen = [int(b) for b in eval_budgets or () if int(b) in acc_by_budget] or sorted(acc_by_budget)
-    out = {
-        eval_anytime_acc(dataset): sum(acc_by_budget[b] for b in chosen) / len(chosen),
-        eval_final_acc(dataset): acc_by_budget[max(acc_by_budget)],
-    }
+    wanted = [int(b) for b in eval_budgets or ()]
+    chosen = [b for b in wanted if b in acc_by_budget] or sorted(acc_by_budget)
+    out = {eval_final_acc(dataset): acc_by_budget[max(acc_by_budget)]}
+    if not wanted or len(chosen) == len(wanted) or not any(b in acc_by_budget for b in wanted):
+        out[eval_anytime_acc(dataset)] = sum(acc_by_budget[b] for b in chosen) / len(chosen)
     grid = [int(b) for b in grid or ()]
     if grid and all(b in acc_by_budget for b in grid):
         out[eval_grid_anytime_acc(dataset)] = sum(acc_by_budget[b] for b in grid) / len(grid)

@@ -140,3 +140,23 @@ def test_the_reevaluation_reproduces_each_runs_final_evaluation(tmp_path, monkey
     before = out.read_text()
     assert mod.main(["--workdir", str(tmp_path / "ws"), "--pair", "grpo-dense:grpo", "--json", str(out)]) == 0
     assert json.loads(out.read_text()) == json.loads(before)
+
+
+def test_a_group_of_one_logs_no_variance_diagnostics(tmp_path, monkeypatch):
+    """With rollout.n=1 V2 is the sample itself (corr 1, variance 0: numbers that say nothing), so the
+    tiny backend logs no diagnostics there, as the verl backend does not (found by a review)."""
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    from arctl.algo.prompts import InsertedTokens
+    from arctl.algo.settings import Objective
+    from arctl.backends.tiny import evaluate as ev
+    from arctl.backends.tiny.warmup import warmup_model
+
+    def keys(n: int) -> set[str]:
+        config = arm_config("main-grpo", "grpo", overrides=[*MICRO, "eval.num_problems=8", "tiny.diag_problems=4",
+                                                            f"rollout.n={n}", "thinking.baseline=none"])
+        model, tok, _ = warmup_model(config, tmp_path / "run", lambda m, t: ev.budget_accuracy(m, t, config, 4))
+        inserted = InsertedTokens.from_tokenizer(tok, Objective.from_config(config).summary.inserted)
+        return set(evaluate(model, tok, inserted, config, config["eval"]["budgets"]))
+
+    assert any("/nvar/" in k for k in keys(2))
+    assert not any("/nvar/" in k or "/corr_v" in k for k in keys(1))

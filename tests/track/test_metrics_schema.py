@@ -85,6 +85,12 @@ def test_anytime_eval_metrics_by_hand():
     # none of the eval budgets evaluated: every evaluated budget counts
     assert ms.anytime_eval_metrics("x", {1: 0.0, 2: 1.0}, [5], None)["eval/x/anytime_acc"] == 0.5
     assert ms.anytime_eval_metrics("x", {}, [1], [1]) == {}
+    # only some of them evaluated (a grid of 10 up to 8000 holds 4000 and 8000, not 2000 or 6000): no
+    # anytime_acc, rather than a mean over part of the budgets under the same key (found by a review: .75
+    # where the four budgets give .625)
+    some = ms.anytime_eval_metrics("x", {800 * k: 0.5 if k < 5 else 1.0 for k in range(1, 11)}, [2000, 4000, 6000, 8000],
+                                   [800 * k for k in range(1, 11)])
+    assert "eval/x/anytime_acc" not in some and some["eval/x/final_acc"] == 1.0 and "eval/x/grid_anytime_acc" in some
 
 
 def test_curve_summaries_by_hand():

@@ -201,6 +201,25 @@ def test_eval_metrics_follow_the_arctl_schema():
     assert not any("-forced/nvar" in k or "-forced/corr" in k for k in both)
 
 
+def test_the_variance_diagnostics_group_a_questions_samples_as_training_does():
+    """Found by a review: verl grouped the diagnostics by the validation's samples per question
+    (eval.n_samples, 32) where the tiny backend groups by rollout.n (8); V2 includes the sample itself,
+    so corr(V2, R) and the GRPO variance depend on G. Four samples of a question in groups of two equal
+    two questions of two samples each."""
+    from arctl.backends.verl.trainer_v1 import eval_metrics
+
+    infos = {"score@250": [0, 1, 1, 1, 0, 0, 1, 0], "score@500": [1, 1, 1, 0, 0, 1, 1, 1],
+             "think_len": [100, 300, 260, 400, 120, 350, 280, 500]}
+    in_twos = eval_metrics(["d"] * 8, ["q1"] * 4 + ["q2"] * 4, infos, 0.5, group_size=2)
+    as_pairs = eval_metrics(["d"] * 8, ["a", "a", "b", "b", "c", "c", "e", "e"], infos, 0.5)
+    in_fours = eval_metrics(["d"] * 8, ["q1"] * 4 + ["q2"] * 4, infos, 0.5)
+    keys = [k for k in as_pairs if "nvar" in k or "corr" in k]
+    assert keys and all(in_twos[k] == as_pairs[k] or (in_twos[k] != in_twos[k] and as_pairs[k] != as_pairs[k]) for k in keys)
+    assert any(in_fours[k] != as_pairs[k] for k in keys if in_fours[k] == in_fours[k])
+    # a group of one has no V2 but the sample itself: no diagnostics
+    assert not any("nvar" in k for k in eval_metrics(["d"] * 8, ["q1"] * 4 + ["q2"] * 4, infos, 0.5, group_size=1))
+
+
 def test_wandb_run_gets_step_metric_and_arctl_identity(tmp_path, monkeypatch):
     import wandb
     from omegaconf import OmegaConf

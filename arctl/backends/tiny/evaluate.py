@@ -52,7 +52,8 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     seed = run.eval_seed if sample_seed is None else int(sample_seed)
     out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False, seed=seed)
     n_diag = run.diag_problems
-    if n_diag > 0:  # the diagnostics continue the main rollout's sampling stream
+    if n_diag > 0 and run.rollout_n > 1:  # the diagnostics continue the main rollout's sampling stream (a group
+        # of one has no V2 but the sample itself: corr 1, variance 0, as the verl backend skips them)
         g = run.rollout_n
         target = bc.eval_target_groups(control, budgets)[-1][0]
         problems = _problems(run, n_diag, salt=1)

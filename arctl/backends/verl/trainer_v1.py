@@ -450,6 +450,7 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         metric_dict.update(eval_metrics(
             data_sources, sample_uids, reward_extra_infos_dict, self.arctl_objective.thinking.lam,
             self.config.arctl.get("eval_budgets"), self.config.arctl.get("eval_grid"),
+            group_size=int(self.config.actor_rollout_ref.rollout.n),
         ))
         metric_dict[ms.STEP_KEY] = self.global_steps
         self._define_step_metric()
@@ -504,13 +505,15 @@ TRAINER_REGISTRY["arctl"] = ArctlPPOTrainer  # also registered by the plugin; sa
 
 def eval_metrics(
     data_sources: list[str], sample_uids: list[Any], infos: dict[str, list], lam: float,
-    eval_budgets=None, eval_grid=None, diagnostics: bool = True,
+    eval_budgets=None, eval_grid=None, diagnostics: bool = True, group_size: int | None = None,
 ) -> dict[str, float]:
     """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
     budgets), ``grid_anytime_acc``, ``curve_auc`` and ``acc_at_frac/{pct}`` (``metrics_schema.ACC_FRACTIONS``)
     (when the evaluation covered ``eval_grid``), ``final_acc``,
     ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget
-    (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``), from the validation rows'
+    (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``; a question's samples in groups of
+    ``group_size``, training's rollout.n, as the tiny backend groups them: V2 includes the sample itself, so
+    corr(V2, R) and the GRPO variance depend on G), from the validation rows'
     ``score@{b}`` and ``think_len`` values; the rows' ``forced_score@{b}`` and ``forced_think_len``
     (budget forcing) the same way under ``eval/{ds}-forced/`` (without diagnostics)."""
     out: dict[str, float] = {}
@@ -539,9 +542,12 @@ def eval_metrics(
         by_uid: dict[Any, list[int]] = defaultdict(list)
         for k, i in enumerate(rows):
             by_uid[sample_uids[i]].append(k)
-        sizes = {len(v) for v in by_uid.values()}
+        groups = list(by_uid.values())
+        if group_size and all(len(v) > group_size and len(v) % group_size == 0 for v in groups):
+            groups = [v[i:i + group_size] for v in groups for i in range(0, len(v), group_size)]
+        sizes = {len(v) for v in groups}
         if diagnostics and "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
-            idx = torch.tensor(list(by_uid.values()))
+            idx = torch.tensor(groups)
             lens = torch.tensor([int(float(infos["think_len"][i] or 0.0)) for i in rows])[idx]
             out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(scores[idx], lens, budgets, lam)))
     return out
