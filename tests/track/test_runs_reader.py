@@ -151,3 +151,58 @@ def test_prefetch_advises_every_file_in_order(tmp_path, monkeypatch):
         if t.name == "arctl-prefetch":
             t.join(10)
     assert seen == [(1, os.POSIX_FADV_WILLNEED), (2, os.POSIX_FADV_WILLNEED), (3, os.POSIX_FADV_WILLNEED)]
+
+
+def _one_run_workspace(workspace, tmp_path):
+    import shutil
+
+    source = next(s for s in discover_runs(workspace) if s.config_path is not None)
+    run_dir = source.config_path.parent
+    copy = tmp_path / "ws" / run_dir.relative_to(workspace)
+    shutil.copytree(run_dir, copy, symlinks=True)
+    return tmp_path / "ws", source.run_id
+
+
+def test_a_run_that_changes_while_it_is_read_is_read_again(workspace, tmp_path, monkeypatch):
+    """Found by a review: the cache was stamped with the files' state taken after parsing them, so a
+    live run's file completed between the read and the stamp kept its half-read cache for good."""
+    from arctl.track import wandbfile
+
+    ws, rid = _one_run_workspace(workspace, tmp_path)
+    calls = []
+    real_ingest, real_read = runs_load.ingest_offline, wandbfile.read_wandb_file
+    monkeypatch.setattr(runs_load, "ingest_offline", lambda *a: calls.append(a[0].run_id) or real_ingest(*a))
+
+    def read_then_the_run_writes(path, **kw):
+        data = real_read(path, **kw)
+        st = os.stat(path)  # the job appends after the reader has parsed the file
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        return data
+
+    monkeypatch.setattr(wandbfile, "read_wandb_file", read_then_the_run_writes)
+    load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
+    monkeypatch.setattr(wandbfile, "read_wandb_file", real_read)
+    load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
+    assert calls == [rid, rid]  # the second read saw the change (was: the stale cache, once and for all)
+    load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
+    assert calls == [rid, rid]  # and then the cache serves
+
+
+def test_a_config_replaced_with_the_same_size_and_time_is_read_again(workspace, tmp_path):
+    """Found by a review: the cache's signature (path, size, mtime) served the old config of a config.yaml
+    replaced by rename with its size and mtime kept (cp -p, tar, a filesystem with 1-s timestamps)."""
+    ws, rid = _one_run_workspace(workspace, tmp_path)
+    first = load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
+    seed = int(first.runs["seed"].iloc[0])
+    config = next(ws.rglob("config.yaml"))
+    text = config.read_text()
+    assert f"seed: {seed}\n" in text
+    other = (seed + 7) % 10
+    new = config.with_name("config.yaml.new")
+    new.write_text(text.replace(f"seed: {seed}\n", f"seed: {other}\n", 1))
+    st = config.stat()
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, config)
+    assert config.stat().st_size == st.st_size and config.stat().st_mtime_ns == st.st_mtime_ns
+    again = load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
+    assert int(again.runs["seed"].iloc[0]) == other

@@ -28,10 +28,13 @@ class RunSource:
     config_path: Path | None = None
 
     def signature(self) -> list[list]:
+        """What the cache of this run is valid for: each file's path, size, modification time, inode and
+        change time (a file replaced by rename with its size and mtime kept, as ``cp -p`` or ``tar`` do or
+        on a filesystem with 1-s timestamps, has another inode or ctime). OSError where a file is gone."""
         sig = []
         for p in [*self.files, *([self.config_path] if self.config_path else [])]:
             st = p.stat()
-            sig.append([str(p), st.st_size, st.st_mtime_ns])
+            sig.append([str(p), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
         return sig
 
 

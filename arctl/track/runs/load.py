@@ -43,8 +43,10 @@ class RunReadWarning(UserWarning):
     """A run file was truncated or corrupt, or a run could not be read; the rest was kept."""
 
 
-def ingest_offline(source: RunSource, cache_dir: str) -> dict:
-    """Parse the fragments of one run, stitch them, cache them; return the run's metadata."""
+def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = None) -> dict:
+    """Parse the fragments of one run, stitch them, cache them; return the run's metadata. The cache is
+    stamped with ``signature``, the files' state taken before they were read (default: now): a file that
+    grows while it is read leaves a cache that the next read finds stale, not one stamped as current."""
     from arctl.track.wandbfile import WandbFileError, read_wandb_file
 
     notes: list[str] = []
@@ -101,7 +103,7 @@ def ingest_offline(source: RunSource, cache_dir: str) -> dict:
         "metrics": [str(c) for c in wide.columns],
         "config": config,
         "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
-        "signature": source.signature(),
+        "signature": signature if signature is not None else source.signature(),
         "warnings": notes,
     }
     return _write_cache(wide, meta, Path(cache_dir))
@@ -160,7 +162,13 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
     todo: list[tuple[int, RunSource]] = []
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
     for s in discover_runs(workdir):
-        meta = _cached_meta(cache, s.run_id, s.signature())
+        try:
+            sig = s.signature()  # before any read of the files (ingest_offline stamps the cache with it)
+        except OSError as e:  # moved while listed (a restart's wandb-discarded/): the next read has it
+            warnings.warn(f"run {s.run_id}: its files changed while being listed ({e}); left out of this read",
+                          RunReadWarning, stacklevel=3)
+            continue
+        meta = _cached_meta(cache, s.run_id, sig)
         cells = read_served(s.config_path.parent) if s.config_path is not None else []
         if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
             if meta is not None:  # the sidecar holds that config.yaml (its mtime is in the signature)
@@ -175,11 +183,11 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> l
         metas.append(meta)
         served.append(cells)
         if meta is None:
-            todo.append((len(metas) - 1, s))
+            todo.append((len(metas) - 1, s, sig))
     if todo:
-        results = _run_parallel(ingest_offline, [(s, str(cache)) for _, s in todo], processes, progress,
-                                "reading runs", prefetch=[p for _, s in todo for p in s.files])
-        for (i, _), meta in zip(todo, results):
+        results = _run_parallel(ingest_offline, [(s, str(cache), sig) for _, s, sig in todo], processes, progress,
+                                "reading runs", prefetch=[p for _, s, _ in todo for p in s.files])
+        for (i, _, _), meta in zip(todo, results):
             metas[i] = meta
     out = []
     for m, named in zip(metas, served):
