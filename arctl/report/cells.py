@@ -222,7 +222,8 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
 def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
     """:class:`ReportError` (one line) where an arm has several runs at one seed after
     :func:`one_run_per_cell`: runs at two grid points of a sweep (``thinking.lam=0.25`` and ``0.5``), or
-    the same arm name in two experiments with other configs. A figure or table averages an arm's runs
+    two runs of the same arm name in two experiments (whatever their configs: the seed would count twice;
+    one run serving both is one). A figure or table averages an arm's runs
     over seeds, so they would be read as seeds of one arm (a lambda sweep's four points as a mean with
     their spread as its interval); the error names what differs and how to choose."""
     if not len(table) or "arm" not in table.columns:
@@ -237,7 +238,7 @@ def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
             continue
         differ = [k for k in grid_keys if len({json.dumps(_plain(r.get(CONFIG_PREFIX + k)), default=str) for r in recs}) > 1]
         if differ:
-            values = ", ".join(sorted({_shown(_plain(r.get(CONFIG_PREFIX + differ[0]))) for r in recs}))
+            values = ", ".join(sorted({_shown(r.get(CONFIG_PREFIX + differ[0])) for r in recs}))
             what = f"at {len(recs)} grid points ({differ[0]} = {values})"
             how = f"--where {differ[0]}=VALUE"
         else:

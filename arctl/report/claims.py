@@ -20,9 +20,9 @@ for the test alone. Verdict (:func:`correct_within_claim`): the paired t-test's 
 Holm-corrected over the claim's declared tests; a test **holds** (**fails**) when its adjusted p is
 below 0.05 and its mean is on the claimed (other) side of 0, and is **inconclusive** otherwise (fewer
 than 2 seeds, a mean of 0, or underpowered: with the seeds that would give it 80% power at the
-observed mean and spread), or **not testable here**. Seeds whose values do not spread (tied to
-rounding) are judged by the exact sign test instead of the t-test (:func:`p_value`) (a precondition or the statistic's
-above-chance budgets fail). A claim fails when any test fails, holds when every test holds, is not
+observed mean and spread), or **not testable here** (a precondition or the statistic's above-chance
+budgets fail). Seeds whose values do not spread (tied to rounding) are judged by the exact sign test
+instead of the t-test (:func:`p_value`). A claim fails when any test fails, holds when every test holds, is not
 testable here when no test is, and is inconclusive otherwise. Missing runs are named with the
 command that produces them.
 """

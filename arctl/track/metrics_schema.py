@@ -204,9 +204,10 @@ def anytime_eval_metrics(
     if not acc_by_budget:
         return {}
     wanted = [int(b) for b in eval_budgets or ()]
-    chosen = [b for b in wanted if b in acc_by_budget] or sorted(acc_by_budget)
+    present = [b for b in wanted if b in acc_by_budget]
     out = {eval_final_acc(dataset): acc_by_budget[max(acc_by_budget)]}
-    if not wanted or len(chosen) == len(wanted) or not any(b in acc_by_budget for b in wanted):
+    if len(present) in (0, len(wanted)):  # every eval budget, or none of them: then every evaluated budget
+        chosen = present or sorted(acc_by_budget)
         out[eval_anytime_acc(dataset)] = sum(acc_by_budget[b] for b in chosen) / len(chosen)
     grid = [int(b) for b in grid or ()]
     if grid and all(b in acc_by_budget for b in grid):

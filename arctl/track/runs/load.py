@@ -159,7 +159,7 @@ def load_runs(
 
 def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
     metas: list[dict | None] = []
-    todo: list[tuple[int, RunSource]] = []
+    todo: list[tuple[int, RunSource, list]] = []  # (index in metas, source, its signature before reading)
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
     for s in discover_runs(workdir):
         try:
