@@ -217,7 +217,9 @@ def _band(budgets: list[int], band: str, fraction: float) -> list[int]:
 
 
 def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | None, float]]:
-    """dataset → {budget (None without one) → value} for the keys matching ``template``."""
+    """dataset → {budget (None without one) → value} for the keys matching ``template``; a key whose
+    final value is NaN (a correlation undefined at that budget in the final evaluation) is left out,
+    not replaced by an earlier evaluation's value."""
     name = template.split("/", 2)[2].split("@")[0]
     out: dict[str, dict] = {}
     for key, value in final.items():
@@ -225,7 +227,7 @@ def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | 
         # a budget-forced evaluation (`{ds}-forced`) is another kind of evaluation: never averaged in
         if p is None or p.namespace != "eval" or p.name != name or p.dataset.endswith(FORCED_SUFFIX):
             continue
-        if ("{budget}" in template) != (p.budget is not None):
+        if ("{budget}" in template) != (p.budget is not None) or math.isnan(value):
             continue
         out.setdefault(p.dataset, {})[p.budget] = float(value)
     return out

@@ -55,6 +55,8 @@ CORR_PREFIX = "corr_"
 """Prefix of the correlation names ``corr_{kind}`` (:func:`corr_name`)."""
 NVAR_PREFIX = "nvar/"
 """Prefix of the normalised-variance names ``nvar/{kind}`` (:func:`nvar_name`)."""
+ADV_VAR_PREFIX = "adv_var/"
+"""Prefix of the advantage-variance names ``adv_var/{kind}`` (:func:`train_adv_var`)."""
 
 _DATASET_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -154,7 +156,7 @@ def train_method_score(budget: int) -> str:
 
 def train_adv_var(kind: str) -> str:
     """Variance of the advantage estimate under baseline ``kind``: ``train/adv_var/{kind}``."""
-    return f"train/adv_var/{_kind(kind, ADV_VAR_KINDS, 'advantage-variance')}"
+    return f"train/{ADV_VAR_PREFIX}{_kind(kind, ADV_VAR_KINDS, 'advantage-variance')}"
 
 
 def eval_acc(dataset: str, budget: int) -> str:
@@ -322,3 +324,14 @@ def budgets_of(keys, dataset: str, name: str) -> list[int]:
         if p is not None and p.dataset == dataset and p.name == name and p.budget is not None:
             out.add(p.budget)
     return sorted(out)
+
+
+def nan_means_undefined(key: str) -> bool:
+    """Whether a NaN logged under ``key`` means "undefined here", not a diverged run: the correlations
+    and normalised variances of the evaluation (a constant column, a group of one) and the advantage
+    variances (no reached segment). A NaN or an infinity under any other key is reported when the run
+    is read (:func:`arctl.track.runs.stitch.nonfinite_notes`)."""
+    m = parse_metric(key)
+    return m is not None and (
+        (m.namespace == "eval" and m.name.startswith((CORR_PREFIX, NVAR_PREFIX)))
+        or (m.namespace == "train" and m.name.startswith(ADV_VAR_PREFIX)))

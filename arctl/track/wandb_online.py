@@ -74,6 +74,18 @@ def _number(v) -> float:
     return math.nan
 
 
+def _logged_nan(v) -> bool:
+    """A NaN the run logged (``nan``, or ``"NaN"`` from a server), not a value that is no number."""
+    if isinstance(v, float):
+        return math.isnan(v)
+    if isinstance(v, str):
+        try:
+            return math.isnan(float(v))
+        except ValueError:
+            return False
+    return False
+
+
 def _unwrap_config(config: dict) -> dict:
     """Older servers return ``{key: {"value": v, "desc": ...}}``; arctl wants ``{key: v}``."""
     return {
@@ -95,9 +107,11 @@ def read_run(run, page_size: int = 1000) -> RunData:
         for k in row:
             col_index.setdefault(k, len(col_index))
     values = np.full((len(rows), len(col_index)), np.nan)
+    nan = np.zeros(values.shape, dtype=bool)
     for i, row in enumerate(rows):
         for k, v in row.items():
             values[i, col_index[k]] = _number(v)
+            nan[i, col_index[k]] = _logged_nan(v)
     state = str(getattr(run, "state", "") or "")
     summary = getattr(run, "summary", None)
     try:
@@ -117,4 +131,5 @@ def read_run(run, page_size: int = 1000) -> RunData:
         exit_code=None,
         keys=list(col_index),
         values=values,
+        nan=nan if nan.any() else None,
     )

@@ -206,3 +206,40 @@ def test_a_config_replaced_with_the_same_size_and_time_is_read_again(workspace, 
     assert config.stat().st_size == st.st_size and config.stat().st_mtime_ns == st.st_mtime_ns
     again = load_runs(ws, cache_dir=tmp_path / "c", progress=False, processes=1)
     assert int(again.runs["seed"].iloc[0]) == other
+
+
+def test_a_run_that_logged_nan_reads_nan_there_with_a_warning(tmp_path):
+    """Found by a review: the reader took a logged NaN for "not logged", so a run whose loss diverged
+    showed its last finite loss (reports, ``last_only``) and nothing said so. Now the NaN is a value,
+    an infinity is kept as before, and each metric that logged either is one warning line; a NaN of
+    the diagnostics (a correlation of a constant column) means "undefined" and is not warned about."""
+    import math
+    import warnings
+
+    import wandb
+    from wandb_workspace import _write_run
+
+    nan, inf = float("nan"), float("inf")
+    _write_run(tmp_path / "ws", "main-grpo", "grpo", 0, [0, 1, 2], final=False, extra_rows=[
+        {"trainer/global_step": 3, "train/loss": nan, "eval/aime24/corr_v1@2000": nan, "train/grad_norm": inf},
+        {"trainer/global_step": 4, "train/loss": nan, "train/grad_norm": 2.0}])
+    wandb.teardown()
+    rid = run_id("main-grpo", "grpo", 0)
+    for attempt in ("parsed", "cached"):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            runs = load_runs(tmp_path / "ws", cache_dir=tmp_path / "c", progress=False, processes=1)
+            last = load_runs(tmp_path / "ws", cache_dir=tmp_path / "c", progress=False, last_only=True)
+        said = sorted({str(w.message) for w in seen if issubclass(w.category, RunReadWarning)})
+        assert said == [f"run {rid}: train/grad_norm logged +inf at 1 of its 2 logged step(s), the first at step 3",
+                        f"run {rid}: train/loss logged NaN at 2 of its 5 logged step(s), the first at step 3"], attempt
+        h = runs.history
+        loss = h[h["metric"] == "train/loss"]
+        assert loss["step"].tolist() == [0, 1, 2, 3, 4]
+        assert loss["value"].tolist()[:3] == [1.0, 0.5, 1.0 / 3] and all(map(math.isnan, loss["value"].tolist()[3:]))
+        corr = h[h["metric"] == "eval/aime24/corr_v1@2000"]
+        assert corr["step"].tolist() == [3] and math.isnan(corr["value"].iloc[0])
+        final = last.history.set_index("metric")
+        assert final.loc["train/loss", "step"] == 4 and math.isnan(final.loc["train/loss", "value"])
+        assert final.loc["train/grad_norm", "value"] == 2.0
+        assert final.loc["train/entropy", "step"] == 2  # what stopped being logged keeps its last value

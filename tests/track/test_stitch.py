@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arctl.track.run_data import RunData
-from arctl.track.runs import stitch_fragments
+from arctl.track.runs import stitch_fragments, stitch_logged
 
 NAN = math.nan
 
@@ -40,33 +40,58 @@ def test_fragment_without_step_key_falls_back_to_wandb_step():
     assert wide["m"].tolist() == [1.0, 2.0] and "used W&B's _step" in notes[0]
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)),
-                                   st.one_of(st.none(), st.integers(0, 9)),
-                                   st.one_of(st.none(), st.integers(0, 9))),
-                         min_size=1, max_size=8), min_size=1, max_size=3))
+_CELL = st.one_of(st.none(), st.integers(0, 9), st.just("nan"))  # not logged, a number, a logged NaN
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)),
+                          st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), _CELL, _CELL),
+                                   min_size=1, max_size=8)), min_size=1, max_size=3))
 def test_matches_a_loop_reference(fragments):
     frags = []
-    for i, rows in enumerate(fragments):
-        vals = [[NAN if v is None else float(v) for v in r] for r in rows]
-        frags.append(frag(f"f{i}", float(i), ["trainer/global_step", "m", "n"], vals))
-    # reference: walk fragments in start order, rows in order; carry the last step; last write wins
-    ref: dict[tuple[int, str], float] = {}
-    for f in frags:
+    for i, (rewind, rows) in enumerate(fragments):
+        vals = [[NAN if v in (None, "nan") else float(v) for v in r] for r in rows]
+        f = frag(f"f{i}", float(i), ["trainer/global_step", "m", "n"], vals)
+        f.nan = np.array([[v == "nan" for v in r] for r in rows], dtype=bool).reshape(len(rows), 3)
+        f.rewind_step = rewind if i else None
+        frags.append(f)
+    # reference: walk fragments in start order, rows in order; a rewind forgets the steps after it; carry
+    # the last step; last write wins, a logged NaN too
+    ref: dict[tuple[int, str], object] = {}
+    for f, (_, rows) in zip(frags, fragments):
+        if f.rewind_step is not None:
+            ref = {k: v for k, v in ref.items() if k[0] <= f.rewind_step}
         step = None
-        for row in f.values:
-            if not math.isnan(row[0]):
+        for row in rows:
+            if row[0] is not None:
                 step = int(row[0])
             if step is None:
                 continue
             for key, v in zip(("m", "n"), row[1:]):
-                if not math.isnan(v):
+                if v is not None:
                     ref[(step, key)] = v
             ref.setdefault((step, "_seen"), 1)
-    wide, _ = stitch_fragments(frags)
-    got = {(int(s), k): v for s, row in wide.iterrows() for k, v in row.items() if not math.isnan(v)}
+    wide, logged, _ = stitch_logged(frags)
+    got = {(int(s), str(k)): ("nan" if math.isnan(wide.iloc[i, j]) else wide.iloc[i, j])
+           for i, s in enumerate(wide.index) for j, k in enumerate(wide.columns) if logged[i, j]}
     assert got == {k: v for k, v in ref.items() if k[1] != "_seen"}
+    assert not (~logged & ~np.isnan(wide.to_numpy())).any()  # a cell not logged holds NaN
     assert sorted(wide.index) == sorted({s for s, k in ref if k == "_seen"})
+    plain, _ = stitch_fragments(frags)
+    assert plain.equals(wide)
+
+
+def test_a_logged_nan_is_kept_and_a_later_attempt_overrides_it_either_way():
+    """A loss that went NaN at step 2 shows NaN there, not the earlier attempt's value; a later
+    attempt's number replaces an earlier NaN; a step that logged nothing stays unlogged."""
+    first = frag("a", 0.0, ["trainer/global_step", "loss", "acc"], [[1, 0.5, 0.1], [2, 0.4, NAN], [3, NAN, NAN]])
+    first.nan = np.array([[0, 0, 0], [0, 0, 0], [0, 1, 0]], dtype=bool)
+    second = frag("b", 1.0, ["trainer/global_step", "loss"], [[2, NAN], [3, 0.3]])
+    second.nan = np.array([[0, 1], [0, 0]], dtype=bool)
+    wide, logged, _ = stitch_logged([second, first])
+    assert list(wide.index) == [1, 2, 3]
+    assert wide["loss"].tolist()[0] == 0.5 and math.isnan(wide["loss"].tolist()[1]) and wide["loss"].tolist()[2] == 0.3
+    assert logged.tolist() == [[True, True], [True, False], [True, False]]
 
 
 def test_equal_start_times_follow_w_and_b_s_count_of_attempts_in_one_second():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from arctl.track import wandbfile as wo
 from arctl.track.wandbfile import history_bulk as wh
 from arctl.track.wandbfile import wire
-from arctl.track.wandbfile.values import _to_float
+from arctl.track.wandbfile.values import _nan_flags, _to_float
 
 pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 
@@ -30,10 +30,12 @@ def _both(payloads):
 
 
 def _assert_same(payloads):
-    (k1, v1), (k2, v2), w1, w2 = _both(payloads)
+    (k1, v1, n1), (k2, v2, n2), w1, w2 = _both(payloads)
     assert k1 == k2
-    assert v1.shape == v2.shape
+    assert v1.shape == v2.shape == n1.shape == n2.shape
     np.testing.assert_array_equal(v1, v2)  # NaN == NaN here
+    np.testing.assert_array_equal(n1, n2)
+    assert not (n1 & ~np.isnan(v1)).any()  # a logged NaN holds NaN
     assert w1 == w2
 
 
@@ -63,7 +65,7 @@ def test_real_offline_runs_decode_in_bulk_exactly_like_protobuf(workspace):
         _assert_same(payloads)
         lengths = np.array([len(p) for p in payloads])
         ends = np.cumsum(lengths)
-        items = wh.decode_history(b"".join(payloads), ends - lengths, ends, _to_float)
+        items = wh.decode_history(b"".join(payloads), ends - lengths, ends, _to_float, _nan_flags)
         assert items.irregular.size == 0, path  # wandb's own records take the bulk path
         assert len(items.values) == sum(len(pb.Record.FromString(p).history.item) for p in payloads)
 
@@ -77,10 +79,28 @@ def test_hand_made_records_give_the_logged_values():
         for k, v in row.items():
             h.item.add(nested_key=[k], value_json=v if isinstance(v, str) else json.dumps(v))
         payloads.append(pb.Record(num=n + 1, history=h).SerializeToString())
-    keys, values = wo.history_table(payloads, lambda m: None)
+    keys, values, nan = wo.history_table(payloads, lambda m: None)
     assert keys == ["trainer/global_step", "a", "b", "c"]
     expected = np.array([[0, 0.5, 1.0, np.nan], [1, -1e-300, np.nan, np.nan], [np.nan, 2, np.nan, math.inf]])
     np.testing.assert_array_equal(values, expected)
+    assert not nan.any()
+    _assert_same(payloads)
+
+
+def test_a_logged_nan_is_told_from_a_value_that_is_no_number():
+    """W&B writes ``float("nan")`` as ``NaN``: a value the run logged (a diverged loss), unlike a string,
+    ``null`` or a table, which are not numbers at all; both hold NaN in ``values``."""
+    rows = [{"a": "NaN", "b": '"text"'}, {"a": "1", "b": "null", "c": "NaN"}, {"a": '"NaN"', "c": "-Infinity"}]
+    payloads = []
+    for n, row in enumerate(rows):
+        h = pb.HistoryRecord(step=pb.HistoryStep(num=n))
+        for k, v in row.items():
+            h.item.add(nested_key=[k], value_json=v)
+        payloads.append(pb.Record(num=n + 1, history=h).SerializeToString())
+    keys, values, nan = wo.history_table(payloads, lambda m: None)
+    assert keys == ["a", "b", "c"]
+    np.testing.assert_array_equal(values, [[np.nan, np.nan, np.nan], [1, np.nan, np.nan], [np.nan, np.nan, -math.inf]])
+    assert nan.tolist() == [[True, False, False], [False, False, True], [False, False, False]]
     _assert_same(payloads)
 
 
@@ -88,7 +108,8 @@ _VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(json.dumps),
     st.integers(-(2**70), 2**70).map(json.dumps),
     st.sampled_from(["true", "false", "null", '"text"', '{"_type": "table"}', "[1, 2]", "", " 1.5", "1_0",
-                     "+1", ".5", "1e", "-", "NaN", "-Infinity", "0x10", "é", "1.5 "]),
+                     "+1", ".5", "1e", "-", "NaN", "-Infinity", "0x10", "é", "1.5 ", "nan", " NaN", '"NaN"',
+                     "-NaN", "NaNa"]),
 )
 _KEYS = st.one_of(st.sampled_from(["trainer/global_step", "train/loss", "eval/aime24/acc@2000", "_step", "é/ü"]),
                   st.text(min_size=0, max_size=12))
@@ -165,7 +186,7 @@ def test_non_utf8_key_falls_back_to_protobuf():
     data[data.index(b"ab")] = 0xFF  # an invalid UTF-8 key: protobuf rejects the record
     payloads = [good.SerializeToString(), bytes(data)]
     _assert_same(payloads)
-    (keys, values), _, warnings, _ = _both(payloads)
+    (keys, values, _), _, warnings, _ = _both(payloads)
     assert keys == ["ab"] and values.shape == (1, 1)
     assert len(warnings) == 1 and "undecodable history record" in warnings[0]
 

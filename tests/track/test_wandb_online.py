@@ -92,3 +92,21 @@ def test_server_errors_become_one_clear_line():
 
     with pytest.raises(wandb_online.WandbAccessError, match="team/proj.*No API key configured.*wandb login"):
         wandb_online.list_runs("team/proj", api=Refusing())
+
+
+def test_a_nan_the_run_logged_is_a_value_online_too(tmp_path):
+    """The W&B API gives a logged NaN as ``nan`` or, from some servers, ``"NaN"``: a value (and a warning),
+    unlike ``None`` or a string, which are not logged numbers."""
+    import math
+
+    run = FakeRun("a1", "main-grpo", "grpo", 0, n=0)
+    rows = [{"trainer/global_step": 0, "train/loss": 0.5, "note": "x"},
+            {"trainer/global_step": 1, "train/loss": float("nan"), "note": None},
+            {"trainer/global_step": 2, "train/loss": "NaN", "note": "NaN?"}]
+    run.scan_history = lambda page_size=1000: iter(rows)
+    with pytest.warns(Warning, match=r"train/loss logged NaN at 2 of its 3 logged step\(s\), the first at step 1"):
+        runs = load_runs(wandb_project="team/proj", cache_dir=tmp_path, api=FakeApi([run]), progress=False)
+    h = runs.history
+    loss = h[h["metric"] == "train/loss"]["value"].tolist()
+    assert loss[0] == 0.5 and math.isnan(loss[1]) and math.isnan(loss[2]) and len(loss) == 3
+    assert not (h["metric"] == "note").any()

@@ -34,7 +34,7 @@ from arctl.track.runs.cache import CACHE_VERSION
 from arctl.track.runs.discover import SHARED_FILE, RunSource, default_workdir, discover_runs, run_identity
 from arctl.track.runs.load import RunReadWarning, ingest_offline, load_runs
 from arctl.track.runs.online import ingest_online
-from arctl.track.runs.stitch import stitch_fragments
+from arctl.track.runs.stitch import stitch_fragments, stitch_logged
 from arctl.track.runs.tidy import ID_COLUMNS, Runs, flatten_config
 
 __all__ = [
@@ -52,4 +52,5 @@ __all__ = [
     "load_runs",
     "run_identity",
     "stitch_fragments",
+    "stitch_logged",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
-CACHE_VERSION = 4  # 4: a run's config is its config.yaml plus what the job recorded in W&B (warmup, machine)
+CACHE_VERSION = 5  # 5: a logged NaN is a value (a group file's rows are the logged ones, NaN included)
 
 
 def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:
@@ -40,8 +40,8 @@ def _column_groups(logged: np.ndarray) -> list[list[int]]:
 
 
 def _last_values(values: np.ndarray, logged: np.ndarray, steps: np.ndarray, names: list[str]) -> dict[str, list]:
-    """metric → [step, value] of its last logged (non-NaN) value: the final evaluation, kept in the
-    JSON sidecar so reports that need only final values read no parquet at all."""
+    """metric → [step, value] of its last logged value (NaN where the run logged NaN last): the final
+    evaluation, kept in the JSON sidecar so reports that need only final values read no parquet at all."""
     if not values.size:
         return {}
     last = len(values) - 1 - np.argmax(logged[::-1], axis=0)
@@ -49,10 +49,10 @@ def _last_values(values: np.ndarray, logged: np.ndarray, steps: np.ndarray, name
             for j in range(values.shape[1]) if logged[last[j], j]}
 
 
-def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
+def _write_cache(wide, logged: np.ndarray, meta: dict, cache_dir: Path) -> dict:
     """One parquet file per column group (``<run>.g<i>.parquet``: step + its columns, only the
-    rows where they were logged) and a JSON sidecar with the metadata, the group index and the
-    last value of every metric."""
+    rows where they were logged: ``logged``, bool, ``wide``'s shape, a logged NaN included) and a JSON
+    sidecar with the metadata, the group index and the last value of every metric."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -61,7 +61,7 @@ def _write_cache(wide, meta: dict, cache_dir: Path) -> dict:
     names = [str(c) for c in wide.columns]
     values = wide.to_numpy(dtype=np.float64, copy=False) if names else np.zeros((len(wide), 0))
     steps = wide.index.to_numpy().astype(np.int64, copy=False)
-    logged = ~np.isnan(values)
+    logged = np.asarray(logged, dtype=bool).reshape(values.shape)
     groups = _column_groups(logged)
     meta["groups"] = [[names[j] for j in g] for g in groups]
     meta["metrics"] = [m for g in meta["groups"] for m in g]

@@ -21,7 +21,7 @@ from arctl.track.runs.discover import (
 )
 from arctl.track.runs.online import _load_online, _online_cache_dir
 from arctl.track.runs.pool import _run_parallel
-from arctl.track.runs.stitch import attempt_order, stitch_fragments
+from arctl.track.runs.stitch import attempt_order, nonfinite_notes, stitch_logged
 from arctl.track.runs.tidy import Runs, _assemble
 
 
@@ -80,8 +80,9 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
     experiment, arm, seed = run_identity(config, last.name if last else "")
     if not experiment and last is not None:
         experiment = last.group
-    wide, stitch_notes = stitch_fragments(frags)
+    wide, logged, stitch_notes = stitch_logged(frags)
     notes.extend(stitch_notes)
+    notes.extend(f"run {source.run_id}: {n}" for n in nonfinite_notes(wide, logged))
     summary: dict = {}
     for f in ordered:
         summary.update(f.summary)
@@ -106,7 +107,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         "signature": signature if signature is not None else source.signature(),
         "warnings": notes,
     }
-    return _write_cache(wide, meta, Path(cache_dir))
+    return _write_cache(wide, logged, meta, Path(cache_dir))
 
 
 def load_runs(

@@ -9,13 +9,14 @@ from arctl.track.run_data import RunData
 from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
 from arctl.track.runs.discover import run_identity
 from arctl.track.runs.pool import _progress
-from arctl.track.runs.stitch import stitch_fragments
+from arctl.track.runs.stitch import nonfinite_notes, stitch_logged
 
 
 def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) -> dict:
     """Cache one run read through the W&B API (same layout as :func:`arctl.track.runs.load.ingest_offline`)."""
     experiment, arm, seed = run_identity(run.config, run.name)
-    wide, notes = stitch_fragments([run])
+    wide, logged, notes = stitch_logged([run])
+    notes += [f"run {run_id}: {n}" for n in nonfinite_notes(wide, logged)]
     meta = {
         "version": CACHE_VERSION,
         "run_id": run_id,
@@ -37,7 +38,7 @@ def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) ->
         "signature": signature,
         "warnings": notes + run.warnings,
     }
-    return _write_cache(wide, meta, Path(cache_dir))
+    return _write_cache(wide, logged, meta, Path(cache_dir))
 
 
 def _online_cache_dir(project: str) -> Path:
@@ -87,3 +88,4 @@ def _load_online(project: str, filters, exp_set, cache_dir, progress, api, serve
             if bar:
                 bar.advance(task)
     return metas
+

@@ -9,7 +9,7 @@ from pathlib import PurePath
 
 import numpy as np
 
-from arctl.track.metrics_schema import STEP_KEY, WANDB_STEP_KEY
+from arctl.track.metrics_schema import STEP_KEY, WANDB_STEP_KEY, nan_means_undefined
 from arctl.track.run_data import RunData
 
 
@@ -25,20 +25,29 @@ def attempt_order(frag: RunData) -> tuple[float, int, str]:
 
 
 def stitch_fragments(fragments: Sequence[RunData]):
-    """One wide DataFrame (index: trainer/global_step, one column per metric) from the fragments
-    of one run, in the order their attempts started (:func:`attempt_order`); for a step logged by
-    several fragments the later fragment wins, per metric. Rows logged without the step key take the
-    last step seen in their fragment (W&B's own rule for ``define_metric(step_metric=...)``); a
-    fragment with no step key at all falls back to ``_step``. Keys starting with ``_`` are dropped. A fragment that rewound the run
+    """``(wide, notes)`` of :func:`stitch_logged` (``wide``: NaN where a step did not log a metric, or
+    logged NaN)."""
+    wide, _, notes = stitch_logged(fragments)
+    return wide, notes
+
+
+def stitch_logged(fragments: Sequence[RunData]):
+    """``(wide, logged, notes)``: one wide DataFrame (index: trainer/global_step, one column per metric)
+    from the fragments of one run, in the order their attempts started (:func:`attempt_order`), and
+    ``logged`` (bool, ``wide``'s shape): the cells logged, a NaN the run logged included (``wide`` holds
+    NaN there and where nothing was logged). For a step logged by several fragments the later fragment
+    wins, per metric, a logged NaN too. Rows logged without the step key take the last step seen in
+    their fragment (W&B's own rule for ``define_metric(step_metric=...)``); a fragment with no step key
+    at all falls back to ``_step``. Keys starting with ``_`` are dropped. A fragment that rewound the run
     (``resume_from="<id>?_step=N"``, :attr:`RunData.rewind_step`) first cuts the history of the
     earlier fragments after step N, as W&B does on sync (arctl logs ``_step`` = its global step)."""
     import pandas as pd
 
-    parts = []
+    parts: list[tuple[np.ndarray, list[str], np.ndarray, np.ndarray]] = []  # (step, keys, values, logged) rows
     notes: list[str] = []
-    for order, frag in enumerate(sorted(fragments, key=attempt_order)):
+    for frag in sorted(fragments, key=attempt_order):
         if frag.rewind_step is not None:
-            parts = [p[p[STEP_KEY] <= frag.rewind_step] for p in parts]
+            parts = [(st[k], keys, v[k], lg[k]) for st, keys, v, lg in parts if (k := st <= frag.rewind_step).any()]
         if frag.n_rows == 0:
             continue
         if STEP_KEY in frag.keys:
@@ -47,17 +56,66 @@ def stitch_fragments(fragments: Sequence[RunData]):
             step = frag.column(WANDB_STEP_KEY)
             notes.append(f"{frag.source}: no {STEP_KEY} logged; used W&B's {WANDB_STEP_KEY} instead")
         keep = [j for j, k in enumerate(frag.keys) if not k.startswith("_") and k != STEP_KEY]
-        df = pd.DataFrame(frag.values[:, keep], columns=[frag.keys[j] for j in keep])
-        df.insert(0, "_order", order)
-        df.insert(0, STEP_KEY, step)
-        parts.append(df[~np.isnan(step)])
+        rows = ~np.isnan(step)
+        parts.append((step[rows].astype(np.int64), [frag.keys[j] for j in keep],
+                      frag.values[np.ix_(rows, keep)], frag.logged()[np.ix_(rows, keep)]))
     if not parts:
-        return pd.DataFrame(index=pd.Index([], name=STEP_KEY, dtype="int64")), notes
-    allrows = pd.concat(parts, ignore_index=True, sort=False) if len(parts) > 1 else parts[0]
-    allrows = allrows.drop(columns="_order")
-    allrows[STEP_KEY] = allrows[STEP_KEY].astype("int64")
-    if len(parts) == 1 and allrows[STEP_KEY].is_monotonic_increasing and allrows[STEP_KEY].is_unique:
-        wide = allrows.set_index(STEP_KEY)
-    else:
-        wide = allrows.groupby(STEP_KEY, sort=True).last()  # last non-null per column
-    return wide, notes
+        empty = pd.DataFrame(index=pd.Index([], name=STEP_KEY, dtype="int64"))
+        return empty, np.zeros((0, 0), dtype=bool), notes
+    steps, names, values, logged = _last_per_step(parts)
+    wide = pd.DataFrame(values, index=pd.Index(steps, name=STEP_KEY), columns=names)
+    return wide, logged, notes
+
+
+def _last_per_step(parts):
+    """The rows of ``parts`` (in order) → one row per step (ascending), the last logged cell of each
+    metric: ``(steps, names, values, logged)``, names in order of first appearance."""
+    if len(parts) == 1:
+        step, names, values, logged = parts[0]
+        if (np.diff(step) > 0).all():  # one attempt, each step logged once: already the table
+            return step, names, values, logged
+    col: dict[str, int] = {}
+    for _, keys, _, _ in parts:
+        for k in keys:
+            col.setdefault(k, len(col))
+    n = sum(len(p[0]) for p in parts)
+    step = np.concatenate([p[0] for p in parts])
+    values = np.full((n, len(col)), np.nan)
+    logged = np.zeros((n, len(col)), dtype=bool)
+    if not n:
+        return step, list(col), values, logged
+    at = 0
+    for st, keys, v, lg in parts:
+        idx = np.array([col[k] for k in keys], dtype=np.int64)
+        values[at : at + len(st), idx] = v
+        logged[at : at + len(st), idx] = lg
+        at += len(st)
+    order = np.argsort(step, kind="stable")  # by step, then in logging order
+    step, values, logged = step[order], values[order], logged[order]
+    starts = np.flatnonzero(np.concatenate([[True], step[1:] != step[:-1]]))
+    pos = np.where(logged, np.arange(n)[:, None], -1)
+    last = np.maximum.reduceat(pos, starts, axis=0)  # per step and metric: its last logged row
+    cols = np.arange(len(col))
+    out = np.where(last >= 0, values[np.maximum(last, 0), cols], np.nan)
+    return step[starts], list(col), out, last >= 0
+
+
+def nonfinite_notes(wide, logged: np.ndarray) -> list[str]:
+    """One line per metric of :func:`stitch_logged`'s ``(wide, logged)`` that logged NaN or an infinity
+    (a diverged loss, a skipped step's gradient norm): how often and from which step. Reports show those
+    values as they are, not the last finite one before them. Keys where NaN means "undefined"
+    (:func:`arctl.track.metrics_schema.nan_means_undefined`) are not listed."""
+    if not wide.size:
+        return []
+    values = wide.to_numpy(dtype=np.float64)
+    bad = logged & ~np.isfinite(values)
+    notes = []
+    for j in np.flatnonzero(bad.any(axis=0)).tolist():
+        key = str(wide.columns[j])
+        if nan_means_undefined(key):
+            continue
+        rows = np.flatnonzero(bad[:, j])
+        kinds = sorted({"NaN" if np.isnan(v) else f"{v:+}" for v in values[rows, j]})
+        notes.append(f"{key} logged {'/'.join(kinds)} at {len(rows)} of its {int(logged[:, j].sum())} logged "
+                     f"step(s), the first at step {int(wide.index[rows[0]])}")
+    return notes

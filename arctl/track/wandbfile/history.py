@@ -4,25 +4,29 @@ rules of :func:`history_table_protobuf`, the reference it is tested against."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from arctl.track.wandbfile.history_bulk import decode_history
-from arctl.track.wandbfile.values import _floats, _item_key, _to_float
+from arctl.track.wandbfile.values import _floats, _item_key, _nan_flags, _to_float
+
+Table = tuple[list[str], np.ndarray, np.ndarray]
 
 
-def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> tuple[list[str], np.ndarray]:
-    """(keys, values[row, key]) of the history records ``payloads`` (serialized Records), in order:
-    one row per decodable record, columns in order of first appearance, NaN where a row did not
-    log a key or its value is not a number (see :func:`history_table_at`)."""
+def history_table(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> Table:
+    """(keys, values[row, key], nan[row, key]) of the history records ``payloads`` (serialized
+    Records), in order: one row per decodable record, columns in order of first appearance; a value is
+    NaN where a row did not log a key, its value is not a number (a string, ``null``, media), or it
+    logged NaN, and ``nan`` (bool) is True exactly for the last (see :func:`history_table_at`)."""
     lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
     ends = np.cumsum(lengths)
     return history_table_at(b"".join(payloads), ends - lengths, ends, warn, where)
 
 
 def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Callable[[str], None],
-                     where: str = "") -> tuple[list[str], np.ndarray]:
+                     where: str = "") -> Table:
     """:func:`history_table` of the records ``data[starts[i]:ends[i]]``.
 
     The regular records (the shape wandb writes) are decoded in bulk by
@@ -31,13 +35,13 @@ def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Ca
     """
     n_rec = len(starts)
     if not n_rec:
-        return [], np.zeros((0, 0))
+        return [], np.zeros((0, 0)), np.zeros((0, 0), dtype=bool)
 
     def payload(r: int) -> bytes:
         return data[int(starts[r]) : int(ends[r])]
 
     try:
-        items = decode_history(data, starts, ends, _to_float)
+        items = decode_history(data, starts, ends, _to_float, _nan_flags)
     except ValueError:  # a key or value that is not UTF-8: protobuf decides what to keep
         return history_table_protobuf([payload(r) for r in range(n_rec)], warn, where)
     # first appearance of each key: (record, position) — sorts the columns like the reference
@@ -48,7 +52,7 @@ def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Ca
         for c, i in enumerate(firsts.tolist()):
             first_at[items.keys[c]] = (int(items.record[i]), i)
     keys_of = items.keys
-    rec_parts, col_parts, val_parts = [items.record], [None], [items.values]
+    rec_parts, col_parts, val_parts, nan_parts = [items.record], [None], [items.values], [items.nan]
     dropped = np.zeros(n_rec, dtype=bool)
     if len(items.irregular):
         from wandb.proto import wandb_internal_pb2 as pb
@@ -68,6 +72,7 @@ def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Ca
             rec_parts.append(np.full(len(ks), r, dtype=np.int64))
             col_parts.append(ks)
             val_parts.append(_floats([it.value_json for it in its]))
+            nan_parts.append(_nan_flags(val_parts[-1], lambda i, its=its: its[i].value_json))
     columns = sorted(first_at, key=first_at.__getitem__)
     col_index = {k: j for j, k in enumerate(columns)}
     code_to_col = np.array([col_index[k] for k in keys_of], dtype=np.int64)
@@ -75,14 +80,15 @@ def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Ca
     cols += [np.array([col_index[k] for k in ks], dtype=np.int64) for ks in col_parts[1:]]
     row_of_record = np.cumsum(~dropped) - 1
     values = np.full((int((~dropped).sum()), len(columns)), np.nan)
-    for rec, col, val in zip(rec_parts, cols, val_parts):
+    nan = np.zeros(values.shape, dtype=bool)
+    for rec, col, val, flag in zip(rec_parts, cols, val_parts, nan_parts):
         if len(rec):
             values[row_of_record[rec], col] = val
-    return columns, values
+            nan[row_of_record[rec], col] = flag  # a later item of one key in one record wins, as for values
+    return columns, values, nan
 
 
-def history_table_protobuf(payloads: list[bytes], warn: Callable[[str], None],
-                           where: str = "") -> tuple[list[str], np.ndarray]:
+def history_table_protobuf(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> Table:
     """:func:`history_table` decoded by protobuf, one record at a time (the slow reference)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
@@ -106,6 +112,17 @@ def history_table_protobuf(payloads: list[bytes], warn: Callable[[str], None],
     col_index: dict[str, int] = {}
     cols = [col_index.setdefault(k, len(col_index)) for k in key_of]
     values = np.full((n_rows, len(col_index)), np.nan)
+    nan = np.zeros(values.shape, dtype=bool)
     if key_of:
-        values[np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)] = _floats(text_of)
-    return list(col_index), values
+        at = np.asarray(row_of, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        values[at] = _floats(text_of)
+        nan[at] = [_numeric(t) and math.isnan(float(t)) for t in text_of]
+    return list(col_index), values, nan
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -164,15 +164,18 @@ class HistoryItems:
     record: np.ndarray  # index of the record (in the input order) each item belongs to
     code: np.ndarray  # index into ``keys``
     keys: list[str]  # in order of first appearance
-    values: np.ndarray  # float64; NaN where the value is not a number
+    values: np.ndarray  # float64; NaN where the value is not a number or is a logged NaN
+    nan: np.ndarray  # bool; the value is a logged NaN (its text is ``NaN``), not a value that is no number
     irregular: np.ndarray  # indices of the records the walker did not decode (use protobuf)
 
 
 def decode_history(joined: bytes, starts: np.ndarray, ends: np.ndarray,
-                   to_float: Callable[[str], float]) -> HistoryItems:
+                   to_float: Callable[[str], float],
+                   nan_flags: Callable[[np.ndarray, Callable[[int], str]], np.ndarray]) -> HistoryItems:
     """Items of the history records ``joined[starts[i]:ends[i]]`` (serialized ``Record``s).
 
-    ``to_float`` converts a value_json text that is not a plain JSON number (the reader's rule).
+    ``to_float`` converts a value_json text that is not a plain JSON number (the reader's rule);
+    ``nan_flags(values, text_of)`` says which NaN values are logged NaNs (the reader's rule).
     Raises ``ValueError`` when a key or value is not UTF-8 (the caller then uses protobuf).
     """
     import pyarrow as pa
@@ -272,4 +275,5 @@ def decode_history(joined: bytes, starts: np.ndarray, ends: np.ndarray,
     mv = memoryview(joined)
     for i in other.tolist():
         values[i] = to_float(bytes(mv[v_start[i] : v_end[i]]).decode("utf-8"))
-    return HistoryItems(record=it_owner, code=code, keys=keys, values=values, irregular=np.flatnonzero(bad))
+    nan = nan_flags(values, lambda i: bytes(mv[v_start[i] : v_end[i]]).decode("utf-8"))
+    return HistoryItems(record=it_owner, code=code, keys=keys, values=values, nan=nan, irregular=np.flatnonzero(bad))

@@ -117,13 +117,14 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
             run.state = "finished" if run.exit_code == 0 else "failed"
 
-    run.keys, run.values = history_table_at(data, starts[is_history], ends[is_history], warnings.append, where)
+    run.keys, run.values, nan = history_table_at(data, starts[is_history], ends[is_history], warnings.append, where)
+    run.nan = nan if nan.any() else None
 
     if summary:
         run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
     else:
         if run.values.size:
-            logged = ~np.isnan(run.values)
+            logged = run.logged()
             last = len(run.values) - 1 - np.argmax(logged[::-1], axis=0)
             for j, k in enumerate(run.keys):
                 if logged[last[j], j] and not k.startswith("_"):

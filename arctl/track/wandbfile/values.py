@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,6 +27,24 @@ def _to_float(text: str) -> float:
     if isinstance(v, bool | int | float):
         return float(v)
     return math.nan  # strings, media, tables: not a number
+
+
+def _is_nan_text(text: str) -> bool:
+    """Whether ``text`` is a logged NaN (W&B writes ``float("nan")`` as ``NaN``), as opposed to a value
+    that is not a number at all (a string, ``null``, media), which is not logged as a number."""
+    try:
+        return math.isnan(float(text))
+    except ValueError:
+        return False
+
+
+def _nan_flags(values: np.ndarray, text_of: Callable[[int], str]) -> np.ndarray:
+    """bool [n]: which of ``values`` (NaN where not a number) are logged NaNs; ``text_of(i)``: the
+    text of value i, asked for the NaN ones only."""
+    flags = np.zeros(len(values), dtype=bool)
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        flags[i] = _is_nan_text(text_of(i))
+    return flags
 
 
 def _floats(texts: list[str]) -> np.ndarray:
