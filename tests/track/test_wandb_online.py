@@ -94,6 +94,31 @@ def test_server_errors_become_one_clear_line():
         wandb_online.list_runs("team/proj", api=Refusing())
 
 
+def test_a_forced_rerun_and_its_original_are_one_run_read_from_the_newest(tmp_path):
+    """Found by a review: a ``--force`` rerun is a new W&B run (``<run id>-g1``) with the original's
+    ``config.run_id``, the cache key: both were read into one cache entry and the tidy data failed
+    (ValueError/IndexError). Now the newest is read, as the workspace keeps only the rerun, and a warning
+    names both."""
+    import warnings
+
+    from arctl.track.runs import RunReadWarning
+
+    old, new = FakeRun("r0", "main-grpo", "grpo", 0, n=5), FakeRun("r0-g1", "main-grpo", "grpo", 0, n=3)
+    for run, created in ((old, "2026-01-01T00:00:00"), (new, "2026-01-02T00:00:00")):
+        run.config["run_id"] = "main-grpo_grpo_s0_abc"
+        run._attrs["createdAt"] = created
+    for order in ([new, old], [old, new]):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            runs = load_runs(wandb_project="team/proj", cache_dir=tmp_path / str(len(seen)), api=FakeApi(order),
+                             progress=False)
+        assert runs.runs["run_id"].tolist() == ["main-grpo_grpo_s0_abc"] and runs.runs["wandb_ids"].tolist() == ["r0-g1"]
+        assert runs.history["step"].max() == 20  # the rerun's 3 rows, not the original's 5
+        said = [str(w.message) for w in seen if issubclass(w.category, RunReadWarning)]
+        assert said == ["run main-grpo_grpo_s0_abc: W&B runs r0, r0-g1 have its run id (a --force rerun and what it "
+                        "replaced): read the newest, r0-g1"]
+
+
 def test_a_nan_the_run_logged_is_a_value_online_too(tmp_path):
     """The W&B API gives a logged NaN as ``nan`` or, from some servers, ``"NaN"``: a value (and a warning),
     unlike ``None`` or a string, which are not logged numbers."""

@@ -68,11 +68,12 @@ def _load_online(project: str, filters, exp_set, cache_dir, progress, api, serve
         cells = [tuple(c) for c in serves(config)] if serves is not None else []
         if exp_set is None or own in exp_set or cells:
             wanted.append((r, cells))
+    wanted, replaced = _newest_per_run_id(wanted)
     metas = []
     with _progress(progress, len(wanted), "downloading runs") as bar:
         task = bar.add_task("downloading runs", total=len(wanted)) if bar else None
         for r, cells in wanted:
-            run_id = str((r.config or {}).get("run_id") or r.id)
+            run_id = _run_id_of(r)
             sig = run_signature(r)
             meta = _cached_meta(cache, run_id, sig)
             if meta is None:
@@ -84,8 +85,32 @@ def _load_online(project: str, filters, exp_set, cache_dir, progress, api, serve
                     continue
                 meta = {**meta, "experiment": cells[0][0], "arm": cells[0][1]}
             others = [list(c) for c in cells if c != (meta["experiment"], meta["arm"])]
+            if run_id in replaced:  # said on every read, not kept in the run's cache
+                meta = {**meta, "warnings": [*meta.get("warnings", []), replaced[run_id]]}
             metas.append({**meta, "serves": others} if others else meta)
             if bar:
                 bar.advance(task)
     return metas
 
+
+def _run_id_of(run) -> str:
+    """The arctl run id of a W&B run (its cache key): ``config.run_id``, else the W&B id."""
+    return str((run.config or {}).get("run_id") or run.id)
+
+
+def _newest_per_run_id(wanted: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
+    """One ``(run, cells)`` per arctl run id: a ``--force`` rerun is a new W&B run (``<run id>-g<n>``)
+    with the run id of the one it replaced, and a workspace keeps only the rerun, so the newest (W&B's
+    ``createdAt``, then the W&B id) is read. Also ``{run id: a warning line}`` for each run id so chosen."""
+    groups: dict[str, list[tuple]] = {}
+    for item in wanted:
+        groups.setdefault(_run_id_of(item[0]), []).append(item)
+    kept, notes = [], {}
+    for rid, group in groups.items():
+        group.sort(key=lambda item: (str((getattr(item[0], "_attrs", None) or {}).get("createdAt") or ""),
+                                     str(item[0].id)))
+        kept.append(group[-1])
+        if len(group) > 1:
+            notes[rid] = (f"run {rid}: W&B runs {', '.join(str(r.id) for r, _ in group)} have its run id (a --force "
+                          f"rerun and what it replaced): read the newest, {group[-1][0].id}")
+    return kept, notes
