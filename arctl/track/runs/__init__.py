@@ -5,8 +5,9 @@
 flattened config. Steps are ``trainer/global_step`` values; fragments of a resumed run (several
 .wandb files of one run) are stitched on that key, later fragments winning on overlapping steps.
 
-Each run is parsed once and cached as parquet (wide: one column per metric) plus a JSON sidecar
-keyed on the size and mtime of every source file, so re-rendering reads only what changed. Runs
+Each run is parsed once and cached as parquet (one file per group of metrics logged at the same
+steps) plus a JSON sidecar keyed on the state of every source file, so re-rendering reads only what
+changed (:mod:`~arctl.track.runs.cache`). Runs
 that need parsing are read in parallel processes with a progress bar.
 
 Workspace layout: ``<workdir>/runs/<run_id>/config.yaml`` (experiment, arm, seed) and

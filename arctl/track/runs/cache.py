@@ -1,14 +1,22 @@
 """The parquet cache of parsed runs: per run, one parquet file per column group plus a JSON
-sidecar (metadata, group index, last value of every metric) keyed on the size and mtime of every
-source file, so re-rendering reads only what changed.
+sidecar (metadata, group index, last value of every metric) keyed on the state of every source
+file, so re-rendering reads only what changed.
 
-Layout in the cache directory: ``<run>.g<i>.parquet`` (step + the columns of group i, only the
-rows where they were logged) and ``<run>.json`` (the sidecar).
+Layout in the cache directory: ``<run>.<generation>.g<i>.parquet`` (step + the columns of group i,
+only the rows where they were logged) and ``<run>.json`` (the sidecar, naming its generation). A
+rewrite writes a new generation's files beside the old ones and then replaces the sidecar, so a
+report reading the run meanwhile (another process) reads one version whole: the old sidecar with
+the old files or the new with the new. Another generation's files are removed by a later write of
+the run once they are :data:`STALE_GENERATION_S` old.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +24,8 @@ import numpy as np
 from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
-CACHE_VERSION = 5  # 5: a logged NaN is a value (a group file's rows are the logged ones, NaN included)
+CACHE_VERSION = 6  # 5: a logged NaN is a value (a group file's rows are the logged ones); 6: generations
+STALE_GENERATION_S = 600.0  # another generation's files older than this are removed (no reader still holds them)
 
 
 def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:
@@ -24,8 +33,28 @@ def _cache_paths(cache_dir: Path, run_id: str) -> tuple[Path, Path]:
     return cache_dir / f"{safe}.parquet", cache_dir / f"{safe}.json"
 
 
-def _group_path(base: Path, i: int) -> Path:
-    return base.with_name(base.name.replace(".parquet", f".g{i}.parquet"))
+def _group_path(base: Path, i: int, generation: str) -> Path:
+    return base.with_name(base.name.replace(".parquet", f".{generation}.g{i}.parquet"))
+
+
+def _remove_stale(base: Path, keep: str, now: float) -> None:
+    """Remove the group files of ``base``'s run from other generations (and from the layout before
+    generations) that are :data:`STALE_GENERATION_S` old; best effort."""
+    run = re.escape(base.name.removesuffix(".parquet"))
+    mine = re.compile(rf"{run}(?:\.([0-9a-f]{{12}}))?\.g\d+\.parquet")
+    try:
+        entries = list(os.scandir(base.parent))
+    except OSError:
+        return
+    for entry in entries:
+        m = mine.fullmatch(entry.name)
+        if m is None or m.group(1) == keep:
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime >= STALE_GENERATION_S:
+                os.unlink(entry.path)
+        except OSError:  # removed by another writer meanwhile
+            pass
 
 
 def _column_groups(logged: np.ndarray) -> list[list[int]]:
@@ -58,6 +87,8 @@ def _write_cache(wide, logged: np.ndarray, meta: dict, cache_dir: Path) -> dict:
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     base, js = _cache_paths(cache_dir, meta["run_id"])
+    rewrite = js.exists()
+    meta["generation"] = generation = uuid.uuid4().hex[:12]
     names = [str(c) for c in wide.columns]
     values = wide.to_numpy(dtype=np.float64, copy=False) if names else np.zeros((len(wide), 0))
     steps = wide.index.to_numpy().astype(np.int64, copy=False)
@@ -70,10 +101,11 @@ def _write_cache(wide, logged: np.ndarray, meta: dict, cache_dir: Path) -> dict:
         rows = np.flatnonzero(logged[:, cols[0]])
         arrays = [pa.array(steps[rows])] + [pa.array(values[rows, j]) for j in cols]
         table = pa.Table.from_arrays(arrays, names=[STEP_KEY, *meta["groups"][i]])
-        target = _group_path(base, i)
-        with replacing(target) as tmp:
+        with replacing(_group_path(base, i, generation)) as tmp:
             pq.write_table(table, tmp, use_dictionary=False)  # float metrics: dictionaries only cost time
     atomic_write(js, json.dumps(meta, default=str))
+    if rewrite:
+        _remove_stale(base, generation, time.time())
     return meta
 
 
@@ -87,6 +119,9 @@ def _cached_meta(cache_dir: Path, run_id: str, signature: list) -> dict | None:
         return None
     if meta.get("version") != CACHE_VERSION or meta.get("signature") != json.loads(json.dumps(signature)):
         return None
-    if not all(_group_path(base, i).is_file() for i in range(len(meta.get("groups", [])))):
+    generation = meta.get("generation")
+    if not isinstance(generation, str) or not re.fullmatch(r"[0-9a-f]{12}", generation):
+        return None
+    if not all(_group_path(base, i, generation).is_file() for i in range(len(meta.get("groups", [])))):
         return None
     return meta

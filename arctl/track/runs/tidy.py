@@ -72,7 +72,8 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
             import pyarrow.parquet as pq
 
             # ParquetFile.read without threads: ~6x less overhead than read_table on small files
-            table = pq.ParquetFile(_group_path(base, gi)).read(columns=[STEP_KEY, *wanted], use_threads=False)
+            table = pq.ParquetFile(_group_path(base, gi, meta["generation"])).read(columns=[STEP_KEY, *wanted],
+                                                                                 use_threads=False)
             step = table.column(0).to_numpy()
             mat = np.empty((len(wanted), table.num_rows))  # metric × row; every row logged them (a NaN too)
             for j in range(len(wanted)):
