@@ -109,7 +109,7 @@ def _batch(cfg: dict, seed: int):
 
 
 # ------------------------------------------------------------------------------ the tiny path
-def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=None):
+def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=None, ents=None):
     from arctl.backends.tiny import trainer, update
     from arctl.backends.tiny.rollout import Branch, Rollout, Thinking, budget_scores
 
@@ -141,7 +141,7 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
 
     tokens = {}  # canonical token -> advantage
     logp = torch.zeros(n, max(t.length for t in packed), dtype=torch.float64)
-    old, ref = torch.zeros_like(logp), torch.zeros_like(logp)
+    old, ref, ent = torch.zeros_like(logp), torch.zeros_like(logp), torch.full_like(logp, 99.0)
     for r, (tree, adv) in enumerate(zip(packed, advs)):
         p, t = tree.prompt_len, tree.thinking_len
         keys = {p + i: ("think", r, i) for i in range(t)}
@@ -152,15 +152,17 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
         for pos, key in keys.items():
             tokens[key] = float(tree.advantages[pos])
             logp[r, pos], old[r, pos], ref[r, pos] = logps[key]
+            ent[r, pos] = (ents or {}).get(key, 0.0)
     batch = update.tree_batch(packed, PAD)
     batch.old_logp, batch.ref_logp = old, ref
-    monkeypatch.setattr(update, "token_logprobs", lambda model, b, temperature=1.0: (logp, torch.zeros_like(logp)))
-    loss, _, kl = update.policy_loss(None, batch, objective, n_trees=n)
+    monkeypatch.setattr(update, "token_logprobs", lambda model, b, temperature=1.0: (logp, ent))
+    loss, entropy, kl = update.policy_loss(None, batch, objective, n_trees=n)
     assert (float(kl) > 0) == (objective.loss.kl_coef > 0)
     from arctl.algo.tree_loss import batch_stats
     from arctl.track import metrics_schema as ms
 
     metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
+    metrics[ms.TRAIN_ENTROPY] = float(entropy)
     return tokens, float(loss), metrics
 
 
@@ -196,12 +198,14 @@ def _compose(cfg, layout):
     return objective_of(composed.arctl), omega_conf_to_dataclass(composed.actor_rollout_ref.actor), control_of(composed.arctl)
 
 
-def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=None, targets=None):
+def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=None, targets=None, ents=None):
     from tensordict import TensorDict
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.losses import ppo_loss
 
-    from arctl.backends.verl.trainer_v1 import compute_row_advantages
+    from arctl.backends.verl.advantage import trained_token_mean
+    from arctl.backends.verl.trainer_v1 import compute_row_advantages, row_records
+    from arctl.track import metrics_schema as ms
 
     rows = _verl_rows(cfg, samples, layout, targets)
     lens = [len(row["response_ids"]) for *_, row in rows]
@@ -210,7 +214,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
                                     None, control, limit)
     assert adv.dtype == torch.float64
     a = cfg["summary"]["group_size"]
-    tokens, new_lp, old_lp, ref_lp = {}, [], [], []
+    tokens, new_lp, old_lp, ref_lp, ent = {}, [], [], [], []
     for (_, _, r, row), n_resp, row_adv in zip(rows, lens, adv):
         rec, mask = row["record"], row["response_mask"]
         keys = {}
@@ -237,6 +241,9 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
         new_lp.append(full_new)
         old_lp.append(resp_old)
         ref_lp.append(resp_ref)
+        # the entropy of every response token (99 on inserted and prefix tokens: outside the mask)
+        ent.append(torch.tensor([(ents or {}).get(keys[i], 0.0) if i in keys else 99.0 for i in range(n_resp)],
+                                dtype=torch.float64))
 
     nested = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)  # noqa: E731
     data = TensorDict({
@@ -250,6 +257,8 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
     tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(sum(sum(row["response_mask"]) for *_, row in rows)),
                          global_batch_size=len(rows))
     loss, metrics = ppo_loss(actor, {"log_probs": nested(new_lp)}, data)
+    step_metrics[ms.TRAIN_ENTROPY] = trained_token_mean(
+        ent, row_records([{"arctl": row["record"].to_dict()} for *_, row in rows]), objective)
     return tokens, float(loss), {k: v for k, v in step_metrics.items() if k.startswith("train/")}
 
 
@@ -292,8 +301,10 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
     for seed in (0, 1):
         samples = _batch(cfg, seed)
         logps = _logps(samples, cfg, seed)
+        rng = random.Random(seed + 2)
+        ents = {key: rng.uniform(0.1, 3.0) for key in sorted(logps)}  # the entropy of each canonical token
         targets = [random.Random(seed + 7).randint(1, cfg["thinking"]["budgets"][-1]) for _ in range(2)]
-        tiny_tokens, tiny_loss, tiny_metrics = _tiny(cfg, samples, logps, monkeypatch, control, limit, targets)
+        tiny_tokens, tiny_loss, tiny_metrics = _tiny(cfg, samples, logps, monkeypatch, control, limit, targets, ents)
         assert any(v != 0 for v in tiny_tokens.values())
         if bc.shapes_rewards(control):  # the method's rewards changed what is trained, not the verifier's scores
             plain_tokens, _, plain_metrics = _tiny(cfg, samples, logps, monkeypatch)
@@ -305,7 +316,7 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
             assert not any(k.startswith("train/method/") for k in tiny_metrics)
         for layout in LAYOUTS:
             verl_tokens, verl_loss, verl_metrics = _verl(cfg, samples, layout, logps, *composed[layout], limit=limit,
-                                                         targets=targets)
+                                                         targets=targets, ents=ents)
             assert set(verl_metrics) >= set(tiny_metrics)  # the same train/ keys, the same values
             for key, value in tiny_metrics.items():
                 assert verl_metrics[key] == pytest.approx(value, abs=1e-12, nan_ok=True), (layout, key)
@@ -317,3 +328,25 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
             for key, value in tiny_tokens.items():
                 assert abs(verl_tokens[key] - value) <= 1e-12, (layout, key, verl_tokens[key], value)
             assert verl_loss == pytest.approx(tiny_loss, abs=1e-9, rel=0), layout
+
+
+def test_a_padding_row_and_inserted_tokens_are_never_trained_tokens():
+    """train/entropy and train/kl average over :func:`trained_mask`: verl's padding rows (no record) and a
+    row's inserted tokens are out, as a coupled arm's summaries of other budgets than the largest."""
+    from arctl.backends.verl.advantage import TreeRecord, trained_mask
+
+    cfg = _small(_config(("ablation-vr", "grpo-vr", None)))
+    objective = Objective.from_config(cfg)
+    assert not objective.summary.decoupled and len(objective.budgets) > 1
+    a, m = objective.summary.group_size, len(objective.budgets)
+    spans, at = [], 5
+    for _ in range(m * a):  # inserted 2, summary 3 per summary
+        spans.append((at, at + 2, at + 5))
+        at += 5
+    rec = TreeRecord(budgets=tuple(objective.budgets), think_len=5, rewards=tuple((0.0,) * a for _ in range(m)),
+                     finished=False, eos=False, spans=tuple(spans), row="tree", leaf=None, layout="flex")
+    mask = trained_mask([None, rec], [4, at], objective).tolist()
+    assert mask[:4] == [False] * 4  # the padding row
+    tree = mask[4:]
+    last = [i for k, (_, s, e) in enumerate(spans) if k // a == m - 1 for i in range(s, e)]
+    assert [i for i, x in enumerate(tree) if x] == list(range(5)) + last

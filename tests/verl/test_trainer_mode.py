@@ -132,10 +132,16 @@ def test_entropy_is_the_mean_over_trained_tokens(composed, monkeypatch):
     import verl.trainer.ppo.v1.trainer_base as base
 
     from arctl.backends.verl import trainer_v1
+    from arctl.backends.verl.advantage import TreeRecord
 
-    rows = {
-        "a": {"entropy": torch.tensor([1.0, 2.0, 9.0]), "response_mask": torch.tensor([1, 1, 0])},
-        "b": {"entropy": torch.tensor([3.0, 4.0]), "response_mask": torch.tensor([1, 1])},
+    budgets = tuple(composed.arctl.objective.thinking.budgets)
+    thinking = TreeRecord(budgets=budgets, think_len=2, rewards=((0.0,),) * len(budgets), row="thinking")
+    branch = TreeRecord(budgets=budgets, think_len=2, rewards=((0.0,),) * len(budgets), row="branch", leaf=(0, 0),
+                        spans=((2, 3, 5),) * len(budgets))
+    rows = {  # a thinking row (its third token is not in it), a branch row (a prefix token, an inserted, two summary)
+        "a": {"entropy": torch.tensor([1.0, 2.0, 9.0]), "extra_fields": {"arctl": thinking.to_dict()}},
+        "b": {"entropy": torch.tensor([9.0, 9.0, 3.0, 4.0]), "extra_fields": {"arctl": branch.to_dict()}},
+        "c": {"entropy": torch.tensor([9.0, 9.0]), "extra_fields": {}},  # verl's padding row
     }
 
     def verl_old_log_prob(self, batch, metrics):  # verl's: writes entropy, logs a token *sum*
@@ -147,7 +153,9 @@ def test_entropy_is_the_mean_over_trained_tokens(composed, monkeypatch):
     trainer = _trainer(composed, monkeypatch)
     trainer.arctl_layout = "duplicate"  # no tree tensors to write
     metrics = {}
-    trainer._compute_old_log_prob(Batch(["a", "b"]), metrics)
+    batch = Batch(["a", "b", "c"])
+    batch.tags = [{}, {}, {"is_padding": True}]
+    trainer._compute_old_log_prob(batch, metrics)
     assert metrics["train/entropy"] == pytest.approx((1 + 2 + 3 + 4) / 4)
     assert metrics["actor/entropy"] == metrics["train/entropy"]
 

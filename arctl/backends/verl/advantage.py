@@ -20,7 +20,7 @@ import torch
 
 from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective
-from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
+from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, summary_trained, tree_advantages
 from arctl.track import metrics_schema as ms
 
 RECORD_KEY = "arctl"
@@ -165,6 +165,49 @@ def response_advantages(rec: TreeRecord, adv: TreeAdvantages, response_len: int)
         if n_summary:
             out[response_len - n_summary :] = adv.summaries[j, a]
     return out
+
+
+def trained_tokens(rec: TreeRecord | None, trained: Sequence[bool], response_len: int) -> torch.Tensor:
+    """The tokens of one rollout row that enter the loss: [response_len] bool, where
+    :func:`response_advantages` puts an advantage that training uses. The thinking tokens (``tree`` and
+    ``thinking`` rows) and the summary tokens of the budgets whose summaries are ``trained``
+    (:func:`arctl.algo.tree_loss.summary_trained`: all when decoupled, the largest budget's when
+    coupled); never the inserted tokens, nothing of a padding row (``rec`` None). The rows' response
+    mask is also 1 on a coupled arm's other summaries (advantage 0), which the tiny backend does not
+    pack at all."""
+    out = torch.zeros(response_len, dtype=torch.bool)
+    if rec is None:
+        return out
+    if rec.row in ("tree", "thinking"):
+        out[: min(rec.think_len, response_len)] = True
+    if rec.row == "tree":
+        for k, (_start, summary_start, end) in enumerate(rec.spans):
+            if trained[k // rec.group_size]:
+                out[summary_start:end] = True
+    elif rec.row == "branch" and rec.leaf is not None:
+        j, a = rec.leaf
+        _start, summary_start, end = rec.spans[j * rec.group_size + a]
+        if trained[j] and end > summary_start:
+            out[response_len - (end - summary_start) :] = True
+    return out
+
+
+def trained_mask(records: Sequence[TreeRecord | None], response_lens: Sequence[int], objective: Objective) -> torch.Tensor:
+    """:func:`trained_tokens` of every rollout row, concatenated in row order (the layout of a jagged
+    tensor's ``values()``): [sum(response_lens)] bool."""
+    trained = summary_trained(objective)
+    parts = [trained_tokens(rec, trained, int(n)) for rec, n in zip(records, response_lens)]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.bool)
+
+
+def trained_token_mean(values: Sequence[torch.Tensor], records: Sequence[TreeRecord | None],
+                       objective: Objective) -> float:
+    """Mean of per-token ``values`` (one [response_len] tensor per rollout row) over the tokens that
+    enter the loss (:func:`trained_tokens`): ``train/entropy`` over the tokens the tiny backend trains."""
+    if not len(values):
+        return 0.0
+    mask = trained_mask(records, [int(v.shape[0]) for v in values], objective)
+    return float(torch.cat([v.double() for v in values])[mask].sum() / max(int(mask.sum()), 1))
 
 
 def batch_metrics(records: Sequence[TreeRecord], uids: Sequence[Any], advs: Sequence[TreeAdvantages],

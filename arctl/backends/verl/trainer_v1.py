@@ -61,6 +61,8 @@ from arctl.backends.verl.advantage import (
     objective_of,
     record_advantages,
     response_advantages,
+    trained_mask,
+    trained_token_mean,
 )
 from arctl.backends.verl.checkpoints import SaveOnce
 from arctl.backends.verl.rollout_failures import FailFast
@@ -108,11 +110,7 @@ def compute_row_advantages(
     one of its ``tree`` (packed) or ``thinking`` row. Padding rows (verl's synthetic no-op samples)
     and rows without a record get 0.
     """
-    padding = padding or [False] * len(keys)
-    records: list[TreeRecord | None] = []
-    for ef, pad in zip(extra_fields, padding):
-        d = ef.get(RECORD_KEY) if isinstance(ef, dict) and not pad else None
-        records.append(TreeRecord.from_dict(d) if d else None)
+    records = row_records(extra_fields, padding)
     trees: dict[str, int] = {}
     tree_records: list[TreeRecord] = []
     tree_uids: list[Any] = []
@@ -135,6 +133,16 @@ def compute_row_advantages(
     return out, batch_metrics(tree_records, tree_uids, advs, objective, control, limit)
 
 
+def row_records(extra_fields: list[Any], padding: list[bool] | None = None) -> list[TreeRecord | None]:
+    """The tree record of each rollout row (None for a padding row or a row without one)."""
+    padding = padding or [False] * len(extra_fields)
+    out: list[TreeRecord | None] = []
+    for ef, pad in zip(extra_fields, padding):
+        d = ef.get(RECORD_KEY) if isinstance(ef, dict) and not pad else None
+        out.append(TreeRecord.from_dict(d) if d else None)
+    return out
+
+
 def summary_cache_metrics(extra_fields: list[Any], padding: list[bool] | None = None) -> dict[str, float]:
     """``perf/summary_cached_tokens`` (mean per summary request) and ``perf/summary_prefix_cache_hit``
     (cached / prompt tokens) of a batch, from the trees' agent-loop accounting (one row per tree
@@ -152,13 +160,6 @@ def summary_cache_metrics(extra_fields: list[Any], padding: list[bool] | None = 
     if not requests:
         return {}
     return {ms.PERF_SUMMARY_CACHED_TOKENS: cached / requests, ms.PERF_SUMMARY_CACHE_HIT: cached / max(prompt, 1)}
-
-
-def masked_token_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean of ``values`` over the tokens where ``mask`` is 1 (nested or padded [N, L] tensors)."""
-    v, m = _as_nested(values), _as_nested(mask)
-    total = (v.values().double() * m.values().double()).sum()
-    return float(total / m.values().double().sum().clamp_min(1))
 
 
 def tree_tensors(prompt_ids: list[int], response_ids: list[int], rec: TreeRecord) -> dict[str, torch.Tensor]:
@@ -281,9 +282,10 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         if self.arctl_objective.loss.kl_coef:  # verl computed the reference's log-probs just before
             lp = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                  select_fields=["old_log_probs", "ref_log_prob"])
+            trained = trained_mask(row_records(_as_list(data["extra_fields"]), padding), lens, self.arctl_objective)
             metrics[ms.TRAIN_KL] = kl_mean(_as_nested(lp["old_log_probs"]).values(),
                                            _as_nested(lp["ref_log_prob"]).values(),
-                                           response_mask.values(), self.arctl_objective.loss.kl_type)
+                                           trained, self.arctl_objective.loss.kl_type)
         adv = adv.float()
         nested = response_to_nested(adv, response_mask)
         out = TensorDict({"advantages": nested, "returns": response_to_nested(adv.clone(), response_mask)},
@@ -296,9 +298,14 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             self._put_tree_tensors(batch)
         out = super()._compute_old_log_prob(batch, metrics)
         # verl aggregates the entropy metric with the loss's aggregation (token-sum, divided by the
-        # loss constant): a sum, not the mean entropy of a token. Report the mean over trained tokens.
-        data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["entropy", "response_mask"])
-        metrics["actor/entropy"] = metrics[ms.TRAIN_ENTROPY] = masked_token_mean(data["entropy"], data["response_mask"])
+        # loss constant): a sum, not the mean entropy of a token; and over the response mask, which is
+        # also 1 on a coupled arm's untrained summaries and on padding rows. Report the mean over the
+        # tokens the loss trains, as the tiny backend does.
+        data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["entropy", "extra_fields"])
+        padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
+        metrics["actor/entropy"] = metrics[ms.TRAIN_ENTROPY] = trained_token_mean(
+            _as_nested(data["entropy"]).unbind(), row_records(_as_list(data["extra_fields"]), padding),
+            self.arctl_objective)
         return out
 
     def _put_tree_tensors(self, batch) -> None:
