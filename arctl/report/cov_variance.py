@@ -5,6 +5,8 @@ vs GRPO (and V1 alone) per budget. Values: the last logged ``eval/{ds}/corr_{v1,
 
 from __future__ import annotations
 
+import math
+
 from arctl.report.data import ReportData, final_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
@@ -38,7 +40,7 @@ def series_table(data: ReportData):
     rows = []
     for m, v in zip(fin["metric"].astype(str), fin["value"]):
         p = parse_metric(m)
-        if p is not None and p.name in SERIES and p.budget is not None:
+        if p is not None and p.name in SERIES and p.budget is not None and not math.isnan(v):  # NaN: undefined there
             rows.append((p.name, p.dataset, p.budget, float(v)))
     df = pd.DataFrame(rows, columns=["series", "dataset", "budget", "value"])
     return df.groupby(["series", "budget"], as_index=False)["value"].mean()

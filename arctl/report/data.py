@@ -18,6 +18,7 @@ from arctl.report.cells import (
 )
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
+from arctl.track.wandbfile.reader import NO_EXIT_RECORD
 
 
 @dataclass
@@ -102,6 +103,9 @@ def read_report_runs(
         progress=progress, processes=processes, api=api, last_only=final_only,
         serves=serving(exps, context) if wandb_project and exps else None,
     )
+    # what reading the files said (before the cells add theirs), less what is not damage: a run still
+    # running, a run that logged NaN
+    read_notes = [w for w in runs.warnings if w not in set(runs.nonfinite) and not w.endswith(NO_EXIT_RECORD)]
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
         shown = {str(a) for a in spec["arms"]}
@@ -140,7 +144,7 @@ def read_report_runs(
         what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
         logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
         cmd = spec.get("hint") if requires and spec.get("hint") else producing_command(spec, exps, sweep)
-        unreadable = list(getattr(runs, "warnings", None) or [])
+        unreadable = read_notes
         if unreadable:  # the runs may be there: say which files could not be read, not "produce them"
             raise ReportError(
                 f"no readable runs of {what}{logged} in {where_from}: {len(unreadable)} W&B file(s) could not be read "

@@ -117,7 +117,7 @@ def build(spec: dict, data: ReportData):
         shown = ", ".join(str(s) for s in sorted(steps)[:6]) + (", ..." if len(steps) > 6 else "")
         data.runs.warnings = [*data.runs.warnings, (
             f"{arm_label(arm)}: {len(steps)} step(s) ({shown}) that not every run of the arm logged are left out of "
-            "its mean curve (a run still running or stopped early; the CSV has them with their n)")]
+            "its mean curve (a run still running or stopped early, or a NaN a run logged; the CSV has them with their n)")]
     handles, labels = [], []
     for ax in np.ravel(axes):
         for hd, lb in zip(*ax.get_legend_handles_labels()):

@@ -44,7 +44,8 @@ class RunData:
         return present if self.nan is None else present | self.nan
 
     def column(self, key: str) -> np.ndarray:
-        """History of ``key`` (all rows; NaN where absent); all-NaN if the key was never logged."""
+        """History of ``key`` (all rows; NaN where absent or a logged NaN, :attr:`nan` tells which); all-NaN
+        if the key was never logged."""
         try:
             return self.values[:, self.keys.index(key)]
         except ValueError:

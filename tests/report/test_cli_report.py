@@ -91,6 +91,22 @@ def test_when_every_wandb_file_is_unreadable_the_error_names_them(workspace, tmp
     assert "could not be read" in text and ".wandb" in text, res.output
 
 
+def test_a_diverged_run_is_not_called_an_unreadable_file(tmp_path):
+    """From a review: with no run that logged a report's metrics, the error counted every warning as a W&B
+    file that could not be read: the new "logged NaN" line, and the cells' "differs from its cell" (a
+    readable run, told to be removed). Only what reading the files said counts now."""
+    import wandb
+    from wandb_workspace import _write_run
+
+    _write_run(tmp_path / "ws", "ablation-vr", "grpo", 0, [0, 1], final=False, extra_rows=[
+        {"trainer/global_step": 2, "train/loss": float("nan")}])
+    wandb.teardown()
+    res = runner.invoke(app, ["report", "--figure", "cov_variance", "--workdir", str(tmp_path / "ws")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "could not be read" not in text and "no runs of" in text, res.output
+
+
 def test_a_malformed_where_is_refused_before_any_run_is_read(tmp_path):
     """Found by an adversarial pass: `--where foo` was refused only after every run had been read, and
     the parsed runs had been cached into the workspace (`.arctl-cache/`) by a command that failed."""

@@ -227,5 +227,31 @@ def test_a_training_curve_averages_the_same_runs_at_every_step():
     np.testing.assert_allclose(line.get_ydata(), [0.5 + 0.001 * s for s in (0, 20, 40, 60)])
     assert table.set_index("step")["n"].to_dict() == {0: 3, 20: 3, 40: 3, 47: 1, 60: 3, 80: 2, 100: 2}
     assert data.runs.warnings == ["GRPO: 3 step(s) (47, 80, 100) that not every run of the arm logged are left out of "
-                                  "its mean curve (a run still running or stopped early; the CSV has them with their n)"]
+                                  "its mean curve (a run still running or stopped early, or a NaN a run logged; the CSV has them with their n)"]
     plt.close(fig)
+
+
+def test_cov_variance_draws_no_point_where_a_correlation_is_undefined():
+    """The run reader now keeps a logged NaN: corr(V1, R) is NaN at the smallest budget (V1 constant). A
+    point there would break the line; a budget undefined in every run is no point, and a figure with no
+    defined value is the "no run logged" error, not an empty figure."""
+    import math
+
+    import pandas as pd
+    import pytest
+
+    from arctl.report.cov_variance import build, series_table
+    from arctl.report.data import ReportData
+    from arctl.report.errors import ReportError
+    from arctl.track.runs.tidy import Runs
+
+    def data(rows):
+        h = pd.DataFrame(rows, columns=["run_id", "step", "metric", "value"])
+        return ReportData(runs=Runs(history=h, runs=pd.DataFrame()), experiments=None, source="here")
+
+    nan = math.nan
+    table = series_table(data([("r0", 9, "eval/toy/corr_v1@8", nan), ("r1", 9, "eval/toy/corr_v1@8", nan),
+                               ("r0", 9, "eval/toy/corr_v1@16", 0.5), ("r1", 9, "eval/toy/corr_v1@16", nan)]))
+    assert table.to_dict("records") == [{"series": "corr_v1", "budget": 16, "value": 0.5}]
+    with pytest.raises(ReportError, match="logged"):
+        build({"hint": "x"}, data([("r0", 9, "eval/toy/corr_v1@8", nan)]))

@@ -81,6 +81,17 @@ def test_matches_a_loop_reference(fragments):
     assert plain.equals(wide)
 
 
+def test_a_fragment_a_rewind_cuts_whole_keeps_its_columns_first():
+    """From a review: the numpy stitching dropped a fragment a later rewind cut to nothing, columns and
+    all, so the column order (the cache's groups, the metric categories) differed from the old code's."""
+    first = frag("a", 0.0, ["trainer/global_step", "b"], [[5, 1.0]])
+    second = frag("b", 1.0, ["trainer/global_step", "a", "b"], [[2, 2.0, 3.0]])
+    second.rewind_step = 1
+    wide, logged, _ = stitch_logged([first, second])
+    assert list(wide.columns) == ["b", "a"] and list(wide.index) == [2]
+    assert wide.loc[2].tolist() == [3.0, 2.0] and logged.tolist() == [[True, True]]
+
+
 def test_a_logged_nan_is_kept_and_a_later_attempt_overrides_it_either_way():
     """A loss that went NaN at step 2 shows NaN there, not the earlier attempt's value; a later
     attempt's number replaces an earlier NaN; a step that logged nothing stays unlogged."""

@@ -107,16 +107,21 @@ def test_a_forced_rerun_and_its_original_are_one_run_read_from_the_newest(tmp_pa
     for run, created in ((old, "2026-01-01T00:00:00"), (new, "2026-01-02T00:00:00")):
         run.config["run_id"] = "main-grpo_grpo_s0_abc"
         run._attrs["createdAt"] = created
-    for order in ([new, old], [old, new]):
+    for i, order in enumerate(([new, old], [old, new])):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            runs = load_runs(wandb_project="team/proj", cache_dir=tmp_path / str(len(seen)), api=FakeApi(order),
-                             progress=False)
+            runs = load_runs(wandb_project="team/proj", cache_dir=tmp_path / str(i), api=FakeApi(order), progress=False)
         assert runs.runs["run_id"].tolist() == ["main-grpo_grpo_s0_abc"] and runs.runs["wandb_ids"].tolist() == ["r0-g1"]
         assert runs.history["step"].max() == 20  # the rerun's 3 rows, not the original's 5
         said = [str(w.message) for w in seen if issubclass(w.category, RunReadWarning)]
         assert said == ["run main-grpo_grpo_s0_abc: W&B runs r0, r0-g1 have its run id (a --force rerun and what it "
                         "replaced): read the newest, r0-g1"]
+    # without a creation time (or the same one) the rerun's generation decides: g10 after g9
+    ninth, tenth = FakeRun("r0-g9", "main-grpo", "grpo", 0, n=2), FakeRun("r0-g10", "main-grpo", "grpo", 0, n=4)
+    for run in (ninth, tenth):
+        run.config["run_id"] = "main-grpo_grpo_s0_abc"
+    runs = load_runs(wandb_project="team/proj", cache_dir=tmp_path / "g", api=FakeApi([tenth, ninth]), progress=False)
+    assert runs.runs["wandb_ids"].tolist() == ["r0-g10"]
 
 
 def test_a_nan_the_run_logged_is_a_value_online_too(tmp_path):

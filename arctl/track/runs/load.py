@@ -48,6 +48,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
     stamped with ``signature``, the files' state taken before they were read (default: now): a file that
     grows while it is read leaves a cache that the next read finds stale, not one stamped as current."""
     from arctl.track.wandbfile import WandbFileError, read_wandb_file
+    from arctl.track.wandbfile.reader import NO_EXIT_RECORD
 
     notes: list[str] = []
     frags: list[RunData] = []
@@ -60,7 +61,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         notes.extend(f.warnings)
     # an unfinished fragment followed by a later one is a resumed run, not damage
     ordered = sorted(frags, key=attempt_order)
-    notes = [n for n in notes if not (n.endswith("(run still running, killed or crashed)")
+    notes = [n for n in notes if not (n.endswith(NO_EXIT_RECORD)
                                       and ordered and not n.startswith(ordered[-1].source))]
     config: dict = {}
     if source.config_path is not None:
@@ -82,7 +83,6 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         experiment = last.group
     wide, logged, stitch_notes = stitch_logged(frags)
     notes.extend(stitch_notes)
-    notes.extend(f"run {source.run_id}: {n}" for n in nonfinite_notes(wide, logged))
     summary: dict = {}
     for f in ordered:
         summary.update(f.summary)
@@ -106,6 +106,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
         "signature": signature if signature is not None else source.signature(),
         "warnings": notes,
+        "nonfinite": [f"run {source.run_id}: {n}" for n in nonfinite_notes(wide, logged)],
     }
     return _write_cache(wide, logged, meta, Path(cache_dir))
 

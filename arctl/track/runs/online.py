@@ -3,6 +3,7 @@ workspace runs (:mod:`arctl.track.runs.cache`) under ``$ARCTL_HOME/.arctl-cache/
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from arctl.track.run_data import RunData
@@ -16,7 +17,6 @@ def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) ->
     """Cache one run read through the W&B API (same layout as :func:`arctl.track.runs.load.ingest_offline`)."""
     experiment, arm, seed = run_identity(run.config, run.name)
     wide, logged, notes = stitch_logged([run])
-    notes += [f"run {run_id}: {n}" for n in nonfinite_notes(wide, logged)]
     meta = {
         "version": CACHE_VERSION,
         "run_id": run_id,
@@ -37,6 +37,7 @@ def ingest_online(run: RunData, run_id: str, signature: list, cache_dir: str) ->
         "summary": {k: v for k, v in run.summary.items() if not str(k).startswith("_")},
         "signature": signature,
         "warnings": notes + run.warnings,
+        "nonfinite": [f"run {run_id}: {n}" for n in nonfinite_notes(wide, logged)],
     }
     return _write_cache(wide, logged, meta, Path(cache_dir))
 
@@ -98,6 +99,15 @@ def _run_id_of(run) -> str:
     return str((run.config or {}).get("run_id") or run.id)
 
 
+def _age(item: tuple) -> tuple:
+    """Sort key, oldest first, of a ``(run, cells)``: W&B's ``createdAt``, then the rerun's generation
+    (``<run id>-g<n>``: g10 after g9), then the W&B id."""
+    run = item[0]
+    generation = re.search(r"-g(\d+)$", str(run.id))
+    return (str((getattr(run, "_attrs", None) or {}).get("createdAt") or ""),
+            int(generation.group(1)) if generation else 0, str(run.id))
+
+
 def _newest_per_run_id(wanted: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
     """One ``(run, cells)`` per arctl run id: a ``--force`` rerun is a new W&B run (``<run id>-g<n>``)
     with the run id of the one it replaced, and a workspace keeps only the rerun, so the newest (W&B's
@@ -107,8 +117,7 @@ def _newest_per_run_id(wanted: list[tuple]) -> tuple[list[tuple], dict[str, str]
         groups.setdefault(_run_id_of(item[0]), []).append(item)
     kept, notes = [], {}
     for rid, group in groups.items():
-        group.sort(key=lambda item: (str((getattr(item[0], "_attrs", None) or {}).get("createdAt") or ""),
-                                     str(item[0].id)))
+        group.sort(key=_age)
         kept.append(group[-1])
         if len(group) > 1:
             notes[rid] = (f"run {rid}: W&B runs {', '.join(str(r.id) for r, _ in group)} have its run id (a --force "

@@ -47,7 +47,7 @@ def stitch_logged(fragments: Sequence[RunData]):
     notes: list[str] = []
     for frag in sorted(fragments, key=attempt_order):
         if frag.rewind_step is not None:
-            parts = [(st[k], keys, v[k], lg[k]) for st, keys, v, lg in parts if (k := st <= frag.rewind_step).any()]
+            parts = [(st[k], keys, v[k], lg[k]) for st, keys, v, lg in parts for k in [st <= frag.rewind_step]]
         if frag.n_rows == 0:
             continue
         if STEP_KEY in frag.keys:
@@ -102,8 +102,8 @@ def _last_per_step(parts):
 
 def nonfinite_notes(wide, logged: np.ndarray) -> list[str]:
     """One line per metric of :func:`stitch_logged`'s ``(wide, logged)`` that logged NaN or an infinity
-    (a diverged loss, a skipped step's gradient norm): how often and from which step. Reports show those
-    values as they are, not the last finite one before them. Keys where NaN means "undefined"
+    (a diverged loss, a skipped step's gradient norm): how often and from which step. Reports read those
+    values, not the last finite one before them (a mean leaves a NaN out). Keys where NaN means "undefined"
     (:func:`arctl.track.metrics_schema.nan_means_undefined`) are not listed."""
     if not wide.size:
         return []

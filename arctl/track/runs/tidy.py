@@ -25,6 +25,7 @@ class Runs:
     history: object  # pandas.DataFrame
     runs: object  # pandas.DataFrame
     warnings: list[str] = field(default_factory=list)
+    nonfinite: list[str] = field(default_factory=list)  # the warnings that say a run logged NaN or an infinity
 
 
 def _match_any(name: str, patterns: Iterable[str] | None) -> bool:
@@ -136,4 +137,5 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
         records.append(rec)
     runs = pd.DataFrame.from_records(records, columns=None if records else ["run_id", *ID_COLUMNS[1:]])
     notes = [w for m in metas for w in m.get("warnings", [])]
-    return Runs(history=history, runs=runs, warnings=notes)
+    nonfinite = [w for m in metas for w in m.get("nonfinite", [])]
+    return Runs(history=history, runs=runs, warnings=notes + nonfinite, nonfinite=nonfinite)

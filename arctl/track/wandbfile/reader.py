@@ -68,6 +68,8 @@ def _apply_config(config: dict, items) -> None:
 
 
 SUMMARY_TAIL = 64
+NO_EXIT_RECORD = "no exit record (run still running, killed or crashed)"
+"""The end of the warning of a file without the exit record: a run's state, not damage."""
 
 
 def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
@@ -141,7 +143,7 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             for it in rec.remove:
                 run.summary.pop(_item_key(it), None)
     if run.state == "incomplete":
-        warnings.append(f"{where}: no exit record (run still running, killed or crashed)")
+        warnings.append(f"{where}: {NO_EXIT_RECORD}")
     return run
 
 
