@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, nonempty_option, print_json
+from arctl.cli.common import console, err_console, esc, nonempty_option, print_json, printable
 from arctl.cli.launching import how_far, launch_errors, step_text, styled
 
 
@@ -70,8 +70,10 @@ def register(app: typer.Typer) -> None:
             here = [f"{e}/{a}" for e, a in serves[r.run_id] if e == target and r.experiment != target]
             if here:  # another experiment's run, listed because it is this one's cells too
                 cell += f" as {', '.join(here)}"
-            rows.append((r.run_id, cell, r.state, r.job_id or "",
-                         step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "", _elapsed(r, now)))
+            # what a job wrote (its phase, metric name) reaches the terminal: no control sequence of it does
+            rows.append(tuple(printable(c) for c in (r.run_id, cell, r.state, r.job_id or "",
+                                                     step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "",
+                                                     _elapsed(r, now))))
         if console.is_terminal:
             from rich.table import Table
 
@@ -89,10 +91,10 @@ def register(app: typer.Typer) -> None:
         summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
         console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
         for r in records:
-            if r.state == "FAILED" and r.error:
-                console.print(f"[red]{esc(r.run_id)}: {esc(r.error)}[/]")
+            if r.state == "FAILED" and r.error:  # a job's error (Ray's carries colour codes): printable
+                console.print(f"[red]{esc(r.run_id)}: {esc(printable(r.error))}[/]")
             if r.warning:
-                console.print(f"[yellow]{esc(r.run_id)}: {esc(r.warning)}[/]")
+                console.print(f"[yellow]{esc(r.run_id)}: {esc(printable(r.warning))}[/]")
         if note:
             console.print(f"[yellow]note[/]: {esc(note)}")
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, print_json, user_errors
+from arctl.cli.common import console, err_console, esc, fail, print_json, printable, user_errors
 
 STATE_STYLE = {
     "COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
@@ -203,7 +203,8 @@ def closing_lines(workspace, records) -> None:
     console.print(esc(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)"))
     bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED")]
     for r in bad:
-        err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(': ' + r.error if r.error else '')} — `arctl logs {esc(r.run_id)}`")
+        err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(printable(': ' + r.error) if r.error else '')} — "
+                          f"`arctl logs {esc(r.run_id)}`")
 
 
 def figure_commands(items, workdir) -> list[str]:

@@ -49,6 +49,9 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
     outcome: list[tuple[RunRecord, str]] = []
     todo = [r for r in records if r.state in states.ACTIVE]
+    if todo and reg.readonly:  # before any scancel: a cancel the registry cannot record is not made at all
+        raise LaunchError(f"{workspace.registry_path}: this workspace cannot be written here, and a cancel is "
+                          "recorded in it; nothing was cancelled — cancel as a user who can write it")
     asked: set[str] = set()  # the SLURM jobs scancel was asked to stop: never asked twice
     for _ in range(3):
         changed = _cancel_once(reg, workspace, todo, force, outcome, asked)

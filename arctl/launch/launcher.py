@@ -55,7 +55,7 @@ from arctl.launch.rundir import (
     restore_previous,
 )
 from arctl.launch.shared import served, write_shared
-from arctl.launch.status_file import write_status
+from arctl.launch.status_file import mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
@@ -439,7 +439,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     else:  # a resume: its steps from here on run under this code
                         record_resume(run_dir, version)
                     # before the job exists: afterwards the job itself may already have written its state
-                    write_status(workspace.run_dir(item.run_id), state="submitted", error=None)
+                    mark_submitted(workspace.run_dir(item.run_id))
                     claimed.append((item, rec))
                 if shared:
                     _record_shared(reg, workspace, by_id, shared, members)

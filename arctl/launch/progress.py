@@ -41,6 +41,12 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_step(value) -> bool:
+    """A step a status file and the registry can hold (SQLite's INTEGER: below 2**63); a metrics file
+    is input, and a row with another "step" (1e19, -1) is no step."""
+    return _is_number(value) and 0 <= value < 2**63
+
+
 class ProgressTap:
     """Collects step/metric/W&B id from logged rows and writes them to status.json."""
 
@@ -56,7 +62,7 @@ class ProgressTap:
         if not isinstance(row, dict):
             return
         with self._lock:
-            if _is_number(row.get(STEP_KEY)):
+            if _is_step(row.get(STEP_KEY)):
                 self.values["step"] = int(row[STEP_KEY])
             metric = headline_metric(row)
             if metric:
@@ -203,7 +209,7 @@ def _newest(lines: list[bytes]) -> dict:
         row = obj["data"] if isinstance(obj.get("data"), dict) else obj
         step = row.get(STEP_KEY, obj.get("step"))
         out: dict = {}
-        if _is_number(step):
+        if _is_step(step):
             out["step"] = int(step)
         metric = headline_metric(row)
         if metric:

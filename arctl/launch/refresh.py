@@ -291,6 +291,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     reasons = pending_reasons([j for j, st in scheduler.items() if st == states.PENDING])
     updates = []
     for rec in active:
+        read = {k: getattr(rec, k) for k in ATTEMPT_KEYS}  # the attempt this refresh judges
         status = read_status(workspace.run_dir(rec.run_id))
         values = _from_status(status)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
@@ -315,6 +316,11 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         # the step: this attempt's while it is active (decided by the state found now, not status.json's,
         # which a killed job never rewrote), how far the run got once it has ended
         values.update(run_progress(workspace.run_dir(rec.run_id), status, active=new_state in states.ACTIVE))
+        if new_state in states.ACTIVE:
+            if status.get("state") in ("submitted", "running", "stopping"):  # not the end of an earlier attempt
+                values["ended_at"] = None  # (a requeued job's first write is ended_at None: kept out by _from_status)
+        elif values.get("ended_at", rec.ended_at) is None:
+            values["ended_at"] = now  # ended without saying when (killed): when a refresh first saw it
         if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
             error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
                               "`arctl run` relaunches both")
@@ -327,12 +333,20 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             values["error"] = error
         values = {k: v for k, v in values.items() if getattr(rec, k) != v}
         if values:
-            updates.append((rec.run_id, values))
+            updates.append((rec.run_id, read, values))
             for k, v in values.items():
                 setattr(rec, k, v)
     if not registry.readonly:  # a read-only workspace: the states are shown, not saved
-        registry.update_many(updates)
+        # written only where the row is still the attempt read: a launch in another process that
+        # resubmitted the run meanwhile (a resume) keeps its row, and this refresh shows that row
+        stale = set(registry.update_many_if(updates))
+        if stale:
+            records = [(registry.get(r.run_id) or r) if r.run_id in stale else r for r in records]
     return records
+
+
+ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim")
+"""What identifies the attempt a refresh judged: its write applies only while the row still has them."""
 
 
 def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:

@@ -555,6 +555,25 @@ class Registry:
                 conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*params, run_id])
 
     @_guarded
+    def update_many_if(self, updates: Iterable[tuple[str, dict, dict]]) -> list[str]:
+        """Apply ``(run_id, expect, values)`` updates in one transaction, each only where the row's
+        columns are still as ``expect`` says (what the caller read: a launch in another process may
+        have resubmitted the run meanwhile). Returns the run ids left as they are."""
+        updates = [(rid, expect, vals) for rid, expect, vals in updates if vals]
+        if not updates:
+            return []
+        now, stale = time.time(), []
+        with self.transaction() as conn:
+            for run_id, expect, values in updates:
+                _check_columns(expect)
+                sets, params = _set_clause(values, now)
+                where = "".join(f" AND {k} IS ?" for k in expect)
+                cur = conn.execute(f"UPDATE runs SET {sets} WHERE run_id=?{where}", [*params, run_id, *expect.values()])
+                if cur.rowcount != 1:
+                    stale.append(run_id)
+        return stale
+
+    @_guarded
     def update_claimed(self, token: str, updates: Iterable[tuple[str, dict]],
                        cancelled: dict | None = None) -> tuple[list[str], list[str]]:
         """Apply ``(run_id, {column: value})`` updates in one transaction to the rows claim ``token``

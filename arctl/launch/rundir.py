@@ -56,13 +56,15 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 
 
 # the launcher writes a new provenance (and a phase, for a run that waits for another)
-ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase")
+# the metrics files too: a rerun that found them would keep (and relog) the replaced run's step 0, and show its progress
+ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 CLAIM_MARK = "#claim"  # the manifest's line naming the claim of the rerun that moved them
 
 
 def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
-    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json and phase.json to
+    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json, phase.json and
+    metrics files (metrics.jsonl, verl_metrics.jsonl) to
     ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
     another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it.
     Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after

@@ -25,8 +25,9 @@ def _number(v) -> bool:
 
 
 def _integer(low: int | None = None):
-    """A check: an int (not a bool), at least ``low`` where given."""
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and (low is None or v >= low)
+    """A check: an int (not a bool) SQLite's INTEGER holds, at least ``low`` where given."""
+    return lambda v: (isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                      and (low is None or v >= low))
 
 
 def _text(v) -> bool:
@@ -67,3 +68,10 @@ def write_status(run_dir: Path, **fields) -> dict:
     data["updated_at"] = time.time()
     atomic_write(run_dir / STATUS_FILE, json.dumps(data))
     return data
+
+
+def mark_submitted(run_dir: Path) -> dict:
+    """status.json of an attempt being submitted: ``submitted``, and none of the previous attempt's
+    error, end or process (a refresh would take them for this attempt's: an elapsed time of 0, a debug
+    run failed for a process that ended with the last attempt)."""
+    return write_status(run_dir, state="submitted", error=None, ended_at=None, pid=None)

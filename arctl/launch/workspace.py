@@ -21,6 +21,7 @@ from pathlib import Path
 
 from arctl.config.files import workdir_path
 from arctl.launch import states
+from arctl.launch.progress import METRIC_FILES
 from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.track.phase import PHASE_FILE, WARNING_FILE
 
@@ -114,4 +115,6 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "wandb": run_dir / "wandb",
         "warning": run_dir / WARNING_FILE,  # what the job warned about (arctl.track.phase)
         "phase": run_dir / PHASE_FILE,  # what it does before its first step, e.g. waiting for another run
+        "metrics": run_dir / METRIC_FILES[0],  # a row per step (tiny; verl's file log is the other)
+        "verl_metrics": run_dir / METRIC_FILES[1],
     }

@@ -345,6 +345,50 @@ def test_refresh_asks_sacct_once_for_all_jobs(tmp_path, monkeypatch):
     assert got == {"r0": states.RUNNING, "r1": states.CANCELLED, "r2": states.RUNNING}  # 9_0: unknown, kept
 
 
+def test_a_refresh_does_not_overwrite_a_run_another_launch_resubmitted_meanwhile(tmp_path, monkeypatch):
+    """From a review: a refresh read a row, asked sacct (up to a minute), then wrote what it judged with a
+    plain UPDATE. A resume in another process that meanwhile submitted job 200 for the failed job 100 had its
+    PENDING row turned FAILED (job 200 kept): never refreshed again, `arctl cancel` left the job running,
+    the next sweep launched the run twice. Now the write applies only to the attempt the refresh read."""
+    from arctl.launch import refresh as refresh_module
+    from arctl.launch.status_file import write_status
+
+    ws, reg = _slurm_runs(tmp_path, ["100"])
+
+    def sacct_while_a_resume_submits(ids):
+        with Registry(ws.registry_path) as other:  # `arctl resume` in another process
+            other.update("r0", state=states.PENDING, job_id="200", attempts=2, error=None)
+        write_status(ws.run_dir("r0"), state="submitted", error=None)
+        return {"100": states.FAILED}, "sacct"
+
+    monkeypatch.setattr(refresh_module, "scheduler_states", sacct_while_a_resume_submits)
+    monkeypatch.setattr(refresh_module, "pending_reasons", lambda ids: {})
+    with reg:
+        shown = refresh_module.refresh(reg, ws)
+        row = reg.get("r0")
+    assert (row.state, row.job_id, row.error) == (states.PENDING, "200", None)
+    assert [(r.state, r.job_id) for r in shown] == [(states.PENDING, "200")]  # shown as it is now
+
+
+def test_a_cancel_in_a_workspace_it_cannot_write_cancels_no_job(tmp_path, monkeypatch):
+    """From a review: `arctl cancel` in a read-only workspace ran scancel, then failed to record it and
+    exited 2 ("read-only"): the user was told nothing was done, the job was cancelled, the row kept RUNNING."""
+    import subprocess
+
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.executors import LaunchError
+
+    ws, reg = _slurm_runs(tmp_path, ["100"])
+    reg.close()
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a) or subprocess.CompletedProcess(a, 0, "", ""))
+    with Registry(ws.registry_path, readonly=True) as ro, pytest.raises(LaunchError, match="nothing was cancelled"):
+        cancel_runs(ro, ws, ro.list())
+    assert ran == []
+    with Registry(ws.registry_path) as rw:
+        assert rw.get("r0").state == states.RUNNING
+
+
 def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkeypatch):
     from arctl.launch.refresh import refresh
 

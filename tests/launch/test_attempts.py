@@ -1,0 +1,81 @@
+"""What one attempt of a run shows is its own (found by a review of the launch layer): a resumed run's
+elapsed time, a --force rerun's step and metrics, a queued debug run's process."""
+
+from __future__ import annotations
+
+import time
+
+from arctl.launch import refresh as refresh_module
+from arctl.launch import rundir, states
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.status_file import mark_submitted, read_status, write_status
+from arctl.launch.workspace import Workspace
+
+
+def _one_run(tmp_path, **row) -> tuple[Workspace, Registry]:
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir("r1").mkdir(parents=True)
+    (ws.run_dir("r1") / "config.yaml").write_text("run_id: r1\n")
+    reg = Registry(ws.registry_path)
+    reg.claim([RunRecord(run_id="r1", experiment="e", arm="a", seed=0)], new_claim_token())
+    reg.update("r1", claim=None, before_claim=None, **row)
+    return ws, reg
+
+
+def test_a_resumed_run_shows_the_elapsed_time_of_its_attempt(tmp_path, monkeypatch):
+    """The launcher kept the previous attempt's ended_at in status.json and a refresh copied it into the row
+    while the new job waited; the job's ended_at None never replaced it: `arctl status` showed 0:00:00
+    for the whole attempt, `--json` a negative elapsed_s."""
+    t0 = time.time() - 7200
+    ws, reg = _one_run(tmp_path, state=states.PREEMPTED, executor="slurm", job_id="100", started_at=t0,
+                       ended_at=t0 + 3600)
+    run_dir = ws.run_dir("r1")
+    write_status(run_dir, state="preempted", started_at=t0, ended_at=t0 + 3600, pid=4242)
+    # `arctl resume`: the launcher's status write (mark_submitted), then its row (as _record_submitted writes it)
+    mark_submitted(run_dir)
+    reg.update("r1", state=states.PENDING, job_id="200", attempts=2, ended_at=None)
+    assert read_status(run_dir).get("ended_at") is None and read_status(run_dir).get("pid") is None
+    monkeypatch.setattr(refresh_module, "pending_reasons", lambda ids: {})
+    monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.PENDING}, "sacct"))
+    with reg:
+        assert refresh_module.refresh(reg, ws)[0].ended_at is None
+        write_status(run_dir, state="running", started_at=time.time() - 600, ended_at=None)  # job 200 starts
+        monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.RUNNING}, "sacct"))
+        rec = refresh_module.refresh(reg, ws)[0]
+        assert rec.state == states.RUNNING and rec.ended_at is None and 590 < time.time() - rec.started_at < 700
+        # a requeued job (submitit's USR1 path): its end was recorded, then it runs again
+        write_status(run_dir, state="preempted", ended_at=time.time() - 60)
+        reg.update("r1", ended_at=time.time() - 60)
+        write_status(run_dir, state="running", started_at=time.time(), ended_at=None)
+        assert refresh_module.refresh(reg, ws)[0].ended_at is None
+        # killed without a word: ended when a refresh first saw it, not still running in the elapsed column
+        monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.FAILED}, "sacct"))
+        rec = refresh_module.refresh(reg, ws)[0]
+        assert rec.state == states.FAILED and abs(rec.ended_at - time.time()) < 60
+
+
+def test_a_forced_rerun_does_not_start_from_the_replaced_runs_metrics(tmp_path):
+    """A --force rerun moved checkpoints, W&B files and status aside but not metrics.jsonl: the tiny trainer
+    kept its step-0 row (the initial evaluation, not redone: under new code, the old code's numbers, relogged
+    into the new W&B run) and `arctl status` showed the replaced run's step and metric for the rerun."""
+    ws, reg = _one_run(tmp_path, state=states.COMPLETED)
+    reg.close()
+    run_dir = ws.run_dir("r1")
+    for name in ("metrics.jsonl", "verl_metrics.jsonl"):
+        (run_dir / name).write_text('{"trainer/global_step": 0, "train/loss": 1.0}\n')
+    archive = rundir.archive_previous(run_dir)
+    assert not (run_dir / "metrics.jsonl").exists() and not (run_dir / "verl_metrics.jsonl").exists()
+    assert (archive / "metrics.jsonl").is_file() and (archive / "verl_metrics.jsonl").is_file()
+    rundir.restore_previous(run_dir, archive)  # a refused rerun: the run is the one it was
+    assert (run_dir / "metrics.jsonl").read_text().startswith('{"trainer/global_step": 0')
+
+
+def test_a_queued_debug_run_is_not_failed_for_its_last_attempts_process(tmp_path, monkeypatch):
+    """`arctl resume --executor debug` runs its runs one by one; the next one's status.json still named the
+    previous attempt's (dead) process, so an `arctl status` meanwhile marked it FAILED and the launch
+    skipped it. The launcher's status write (mark_submitted) clears the process."""
+    ws, reg = _one_run(tmp_path, state=states.PENDING, executor="debug", job_id="debug")
+    write_status(ws.run_dir("r1"), state="completed", pid=999_999_999, started_at=time.time() - 60)  # the last attempt
+    mark_submitted(ws.run_dir("r1"))
+    with reg:
+        assert refresh_module.refresh(reg, ws)[0].state == states.PENDING
