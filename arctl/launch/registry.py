@@ -297,12 +297,21 @@ class Registry:
             raise
 
     def _open(self) -> None:
-        if self.readonly:  # immutable: no lock, no -wal/-shm files (the folder cannot take them)
-            self._conn = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None,
-                                         check_same_thread=False)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("SELECT count(*) FROM runs").fetchone()  # a damaged file fails here
-            return
+        if self.readonly:
+            # read-only, seeing what the processes that write it committed to its WAL (a local queue, a
+            # launch that waits keep it open for hours: their commits stay in the -wal file); where even
+            # that cannot be opened (no -shm and a folder that cannot take one), immutable: the main file
+            for mode in ("mode=ro", "immutable=1"):
+                self._conn = sqlite3.connect(f"file:{self.path}?{mode}", uri=True, isolation_level=None,
+                                             check_same_thread=False, timeout=60.0)
+                self._conn.row_factory = sqlite3.Row
+                try:
+                    self._conn.execute("SELECT count(*) FROM runs").fetchone()  # a damaged file fails here
+                    return
+                except sqlite3.OperationalError as err:
+                    if mode == "immutable=1" or "no such table" in str(err):
+                        raise
+                    self._conn.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row

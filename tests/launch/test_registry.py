@@ -664,3 +664,27 @@ def test_time_left_is_the_attempts_pace_since_its_first_logged_step():
     assert time_left({**paced, "test_freq": 20, "step": 19}, now=1400.0) is None
     # none comes before the last step (resumed at 80 of 100, every 50): 2 steps are enough
     assert time_left({**paced, "test_freq": 50, "first_step": 81, "step": 90}, now=1400.0) == 10 * 400.0 / 9
+
+
+def test_a_read_only_view_sees_what_an_open_writer_committed(tmp_path):
+    """From a review: the read-only registry (a workspace this user cannot write) was opened immutable,
+    which never reads the -wal file: while another process kept the registry open (a local queue, a launch
+    that waits), `arctl status` showed old states and missed new runs, and a new workspace's read-only open
+    said "damaged (no such table: runs)", pointing at `arctl repair` for a healthy registry."""
+    path = tmp_path / "registry.sqlite"
+    with Registry(path) as first:
+        first.claim([_rec("r1")], new_claim_token())
+        first.update("r1", state=states.PENDING, claim=None, before_claim=None)
+    writer = Registry(path)  # stays open: its commits stay in the WAL
+    try:
+        writer.update("r1", state=states.COMPLETED, step=100)
+        writer.claim([_rec("r2")], new_claim_token())
+        with Registry(path, readonly=True) as ro:
+            assert sorted((r.run_id, r.state) for r in ro.list()) == [("r1", states.COMPLETED),
+                                                                       ("r2", states.SUBMITTING)]
+        fresh = tmp_path / "new" / "registry.sqlite"
+        with Registry(fresh) as made, Registry(fresh, readonly=True) as ro:  # a workspace just created
+            made.claim([_rec("r9")], new_claim_token())
+            assert [r.run_id for r in ro.list()] == ["r9"]
+    finally:
+        writer.close()
