@@ -178,7 +178,8 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
                 step = f" step {step_text(r.step, *how_far(workspace, r, time.time()))}" if r.step is not None else ""
                 if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""
-                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}{esc(step + metric)}")
+                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}"
+                              f"{esc(printable(step + metric))}")  # a job wrote the phase and the metric name
                 last[r.run_id] = key
         if periodic:
             last_print[0] = now

@@ -439,7 +439,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     else:  # a resume: its steps from here on run under this code
                         record_resume(run_dir, version)
                     # before the job exists: afterwards the job itself may already have written its state
-                    mark_submitted(workspace.run_dir(item.run_id))
+                    # (a debug run is run by this process: a refresh watches it, and fails the run if it dies)
+                    mark_submitted(workspace.run_dir(item.run_id),
+                                   (os.getpid(), socket.gethostname()) if name == "debug" else None)
                     claimed.append((item, rec))
                 if shared:
                     _record_shared(reg, workspace, by_id, shared, members)
@@ -639,7 +641,7 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
                        "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
                        "error": None,
                        "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
-                       "ended_at": None})
+                       "started_at": None, "ended_at": None})
         for item, rec in claimed
     ], cancelled={} if executor == "slurm" else {"state": states.CANCELLED, "ended_at": now})
     by_id = {item.run_id: item for item, _ in claimed}
@@ -911,7 +913,10 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
                              {"state": states.RUNNING, "started_at": started}):
             if read_status(run_dir).get("pid") == os.getpid():  # not this process's (unless another launch took it)
-                write_status(run_dir, **{k: before.get(k) for k in ("pid", "host", "started_at")})
+                kept = {k: before.get(k) for k in ("pid", "host", "started_at")}
+                if kept["pid"] == os.getpid():  # named by this launch's mark_submitted: the run is not its any more
+                    kept.update(pid=None, host=None)
+                write_status(run_dir, **kept)
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue
         echo(f"running {item.run_id} in-process")

@@ -345,7 +345,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     return records
 
 
-ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim")
+ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim", "cancel_requested")
 """What identifies the attempt a refresh judged: its write applies only while the row still has them."""
 
 

@@ -298,10 +298,12 @@ class Registry:
 
     def _open(self) -> None:
         if self.readonly:
-            # read-only, seeing what the processes that write it committed to its WAL (a local queue, a
-            # launch that waits keep it open for hours: their commits stay in the -wal file); where even
-            # that cannot be opened (no -shm and a folder that cannot take one), immutable: the main file
-            for mode in ("mode=ro", "immutable=1"):
+            # while a writer has it open (its -wal and -shm files are there: a local queue, a launch that
+            # waits keep it open for hours, their commits in the -wal file), read-only through them; else
+            # immutable, the main file alone (a read-only open would create -wal/-shm files of this user,
+            # which the workspace's owner could then not write)
+            wal = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")]
+            for mode in ("mode=ro", "immutable=1") if all(p.exists() for p in wal) else ("immutable=1",):
                 self._conn = sqlite3.connect(f"file:{self.path}?{mode}", uri=True, isolation_level=None,
                                              check_same_thread=False, timeout=60.0)
                 self._conn.row_factory = sqlite3.Row

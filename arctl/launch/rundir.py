@@ -60,6 +60,8 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 CLAIM_MARK = "#claim"  # the manifest's line naming the claim of the rerun that moved them
+KNOWN_MARK = "#archives"  # the manifest's line naming every key its arctl archives (what a restore may remove)
+LEGACY_ARCHIVED = ARCHIVED[:6]  # what an arctl that wrote no such line archived (not the metrics files)
 
 
 def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
@@ -81,6 +83,7 @@ def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
     archive.mkdir(parents=True, exist_ok=True)
     try:  # what needs space first (the manifest, the copy); then renames
         (archive / MANIFEST).write_text("".join(f"{key}\n" for key in [*keys, "config"])
+                                        + f"{KNOWN_MARK} {' '.join(ARCHIVED)}\n"
                                         + (f"{CLAIM_MARK} {claim}\n" if claim else ""))
         if paths["config"].is_file():
             shutil.copy2(paths["config"], archive / paths["config"].name)
@@ -106,10 +109,14 @@ def restore_previous(run_dir: Path, archive: Path) -> None:
     manifest (removed last) there is nothing left to do."""
     paths = run_paths(run_dir)
     try:
-        listed = set((archive / MANIFEST).read_text().split())
+        lines = (archive / MANIFEST).read_text().splitlines()
     except FileNotFoundError:
         return  # put back already (the manifest goes last)
-    for key in (*ARCHIVED, "config"):
+    listed = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    # the keys the arctl that archived knew: a file of another key (an older arctl left its metrics files
+    # in the run folder) is the finished run's, not the rerun's, and stays
+    known = next((line.split()[1:] for line in lines if line.startswith(KNOWN_MARK)), list(LEGACY_ARCHIVED))
+    for key in (*(k for k in ARCHIVED if k in known), "config"):
         kept = archive / paths[key].name
         moved = key in listed
         if moved and not kept.exists():

@@ -34,11 +34,13 @@ def test_a_resumed_run_shows_the_elapsed_time_of_its_attempt(tmp_path, monkeypat
     # `arctl resume`: the launcher's status write (mark_submitted), then its row (as _record_submitted writes it)
     mark_submitted(run_dir)
     reg.update("r1", state=states.PENDING, job_id="200", attempts=2, ended_at=None)
-    assert read_status(run_dir).get("ended_at") is None and read_status(run_dir).get("pid") is None
+    assert [read_status(run_dir).get(k) for k in ("started_at", "ended_at", "pid")] == [None, None, None]
+    reg.update("r1", started_at=None)  # as _record_submitted writes the row (review: a queued resume showed 72 h)
     monkeypatch.setattr(refresh_module, "pending_reasons", lambda ids: {})
     monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.PENDING}, "sacct"))
     with reg:
-        assert refresh_module.refresh(reg, ws)[0].ended_at is None
+        rec = refresh_module.refresh(reg, ws)[0]
+        assert rec.ended_at is None and rec.started_at is None  # queued: no elapsed time yet
         write_status(run_dir, state="running", started_at=time.time() - 600, ended_at=None)  # job 200 starts
         monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.RUNNING}, "sacct"))
         rec = refresh_module.refresh(reg, ws)[0]
@@ -68,14 +70,47 @@ def test_a_forced_rerun_does_not_start_from_the_replaced_runs_metrics(tmp_path):
     assert (archive / "metrics.jsonl").is_file() and (archive / "verl_metrics.jsonl").is_file()
     rundir.restore_previous(run_dir, archive)  # a refused rerun: the run is the one it was
     assert (run_dir / "metrics.jsonl").read_text().startswith('{"trainer/global_step": 0')
+    # an archive of an arctl that left the metrics files in the run folder: a restore keeps them (review)
+    archive = rundir.archive_previous(run_dir)
+    for name in ("metrics.jsonl", "verl_metrics.jsonl"):
+        (archive / name).rename(run_dir / name)
+    manifest = archive / rundir.MANIFEST
+    manifest.write_text("".join(line + "\n" for line in manifest.read_text().splitlines()
+                                if line not in ("metrics", "verl_metrics") and not line.startswith(rundir.KNOWN_MARK)))
+    rundir.restore_previous(run_dir, archive)
+    assert (run_dir / "metrics.jsonl").is_file() and (run_dir / "verl_metrics.jsonl").is_file()
 
 
-def test_a_queued_debug_run_is_not_failed_for_its_last_attempts_process(tmp_path, monkeypatch):
+def test_a_queued_debug_run_is_watched_through_its_launch(tmp_path, monkeypatch):
     """`arctl resume --executor debug` runs its runs one by one; the next one's status.json still named the
     previous attempt's (dead) process, so an `arctl status` meanwhile marked it FAILED and the launch
-    skipped it. The launcher's status write (mark_submitted) clears the process."""
+    skipped it. The launcher's status write (mark_submitted) names the launch's own process instead: while
+    it lives the run waits, once it died (Ctrl-C) the run is FAILED, not PENDING for ever."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
     ws, reg = _one_run(tmp_path, state=states.PENDING, executor="debug", job_id="debug")
     write_status(ws.run_dir("r1"), state="completed", pid=999_999_999, started_at=time.time() - 60)  # the last attempt
-    mark_submitted(ws.run_dir("r1"))
+    mark_submitted(ws.run_dir("r1"), (os.getpid(), socket.gethostname()))
     with reg:
         assert refresh_module.refresh(reg, ws)[0].state == states.PENDING
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        mark_submitted(ws.run_dir("r1"), (int(dead.stdout), socket.gethostname()))  # a launch that has ended
+        assert refresh_module.refresh(reg, ws)[0].state == states.FAILED
+
+
+def test_a_rebuilt_run_that_never_started_has_ended(tmp_path):
+    """`arctl repair` rebuilds a run whose attempt was submitted but never started FAILED; with the end of
+    the previous attempt cleared at submission (mark_submitted) it had no end, and a FAILED row is never
+    refreshed again: its elapsed time would grow for ever. It ends when its status was last written."""
+    from arctl.launch.repair import _record
+
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    write_status(run_dir, state="preempted", started_at=time.time() - 7200, ended_at=time.time() - 3600)
+    status = mark_submitted(run_dir)
+    rec = _record("r1", {"experiment": "e", "arm": "a", "seed": 0}, read_status(run_dir), run_dir)
+    assert rec.state == states.FAILED and rec.started_at is None
+    assert rec.ended_at == status["updated_at"]

@@ -688,3 +688,16 @@ def test_a_read_only_view_sees_what_an_open_writer_committed(tmp_path):
             assert [r.run_id for r in ro.list()] == ["r9"]
     finally:
         writer.close()
+
+
+def test_a_read_only_view_writes_no_file_where_no_writer_is(tmp_path):
+    """From the review of the fix above: a read-only open (mode=ro) created -wal and -shm files owned by the
+    reader, which the workspace's owner could then not write (every arctl run/cancel failed 'read-only').
+    With no writer there (no -wal/-shm), the main file is read as it is (immutable) and nothing is made."""
+    path = tmp_path / "registry.sqlite"
+    with Registry(path) as first:
+        first.claim([_rec("r1")], new_claim_token())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.sqlite"]
+    with Registry(path, readonly=True) as ro:
+        assert [r.run_id for r in ro.list()] == ["r1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.sqlite"]
