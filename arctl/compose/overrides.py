@@ -56,6 +56,10 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         except HydraException as err:
             msg = str(err).strip().splitlines()[0]
             raise SpecError(f"cannot parse override {text!r} ({msg})", where, "see Hydra's override grammar") from None
+        if parsed.is_sweep_override():  # a,b / range(..) / glob(..): one run per value in Hydra's multirun
+            raise SpecError(f"override {text!r} is a sweep over several values, not one value", where,
+                            "sweep with a sweep spec's grid (`arctl cp priors` shows one), or quote a value "
+                            "holding a comma: KEY='a,b'")
         if parsed.key_or_group.lstrip("+") in IDENTITY_KEYS:
             raise SpecError(f"override {text!r} sets the run's identity", where,
                             "the experiment, arm and seed come from the spec, --arm and --seeds")

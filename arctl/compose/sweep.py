@@ -22,6 +22,7 @@ from pathlib import Path
 from arctl.compose.errors import SpecError
 from arctl.compose.experiment import _str_list, parse_seeds, read_spec_file
 from arctl.compose.paths import spec_files
+from arctl.config.hydra_text import override_value
 
 SWEEP_KEYS = {"description", "experiments", "seeds", "overrides", "grid", "share_arms"}
 
@@ -43,17 +44,9 @@ class Sweep:
             return [[]]
         keys = list(self.grid)
         return [
-            [f"{k}={_override_value(v)}" for k, v in zip(keys, values)]
+            [f"{k}={override_value(v)}" for k, v in zip(keys, values)]
             for values in itertools.product(*(self.grid[k] for k in keys))
         ]
-
-
-def _override_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ",".join(_override_value(v) for v in value) + "]"
-    return str(value)
 
 
 def load_sweep(name: str) -> Sweep:
@@ -64,6 +57,12 @@ def load_sweep(name: str) -> Sweep:
     grid = data.get("grid") or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise SpecError("'grid' must map override keys to non-empty lists of values", str(path))
+    for key, values in grid.items():
+        for v in values:
+            try:
+                override_value(v)
+            except ValueError as err:
+                raise SpecError(f"grid value {err}", f"{path}: grid.{key}", "give a finite number") from None
     share_arms = data.get("share_arms", False)
     if not isinstance(share_arms, bool):
         shown = repr(share_arms)

@@ -166,6 +166,11 @@ def test_the_verl_section_is_typed_and_open_only_to_additions():
         resolve_experiment("main-grpo", ["verl.ray_start_args=[1,2]"], scale="paper", seeds=[0])  # typed: '1', '2'
     (run,) = resolve_experiment("main-grpo", ["+verl.note=x"], scale="paper", seeds=[0])
     assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"
+    # from a review: two values verl reads only on the cluster, once its workers start (GPU hours)
+    with pytest.raises(SpecError, match="verl.resume_mode='autoo' is not allowed"):
+        resolve_experiment("main-grpo", ["verl.resume_mode=autoo"], scale="paper", seeds=[0])
+    with pytest.raises(SpecError, match="verl.rollout_name='vlm' is not allowed"):
+        resolve_experiment("main-grpo", ["verl.rollout_name=vlm"], scale="paper", seeds=[0])
 
 
 def test_think_end_in_a_packed_row_is_refused_past_one_branch():

@@ -337,3 +337,35 @@ def test_a_length_penalty_on_a_method_that_shapes_its_rewards_is_refused():
                                         r"budget_control.method=l1 shapes .* — set reward.length_penalty=none"):
         validate_config(cfg)
     validate_config(arm_config("ablation-dense", "grpo-lp-v1", scale="paper"))  # GRPO's verifier rewards: fine
+
+
+def test_a_grid_holds_null_and_strings_with_commas_as_themselves(specs):
+    """From a review: a grid value was written with str(): null became the text 'None' (an sbatch
+    `--partition=None`, failing only at submission; a null dual clip refused as 'not a number') and a string
+    holding a comma became Hydra's sweep syntax, stored as 'ChoiceSweep(...)'. Now Hydra's own grammar."""
+    from arctl.compose import resolve_sweep
+
+    specs("sweeps", "g", """
+        experiments: [main-grpo]
+        grid:
+          optim.dual_clip: [null, 3.0]
+          wandb.name: ["a,b", "x y*"]
+    """)
+    runs = resolve_sweep("g", [], "tiny", [0])
+    assert sorted((r.config["optim"]["dual_clip"] is None, r.config["wandb"]["name"]) for r in runs) == [
+        (False, "a,b"), (False, "x y*"), (True, "a,b"), (True, "x y*")]
+    specs("sweeps", "h", """
+        experiments: [main-grpo]
+        grid: {optim.lr: [.nan]}
+    """)
+    with pytest.raises(SpecError, match="grid value override value nan is not a finite number"):
+        resolve_sweep("h", [], "tiny", [0])
+
+
+@pytest.mark.parametrize("override", ["wandb.project=arctl,ablation", "data.train_dataset=glob(*)",
+                                      "thinking.lam=0.5,0.7", "seed_offset=range(3)"])
+def test_a_sweep_on_the_command_line_is_one_line_not_a_stored_text(override):
+    """From a review: `wandb.project=arctl,ablation` was stored as the text "ChoiceSweep(...)", `thinking.lam=
+    0.5,0.7` refused as "ChoiceSweep(...) ... expected a number"."""
+    with pytest.raises(SpecError, match="is a sweep over several values, not one value"):
+        resolve_experiment("main-grpo", [override])

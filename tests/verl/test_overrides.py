@@ -325,3 +325,18 @@ def test_verls_config_composed_once_with_the_overrides_applied_is_hydras_compose
                 outcomes.append((type(err), str(err), str(err.__cause__)))
         assert outcomes[0] == outcomes[1], (run.experiment, run.arm, extra)
     assert ov._compose([]) is not ov._base_config()  # a copy: a caller's change stays its own
+
+
+def test_the_rollout_names_and_resume_modes_arctl_accepts_are_verls():
+    """verl.rollout_name and verl.resume_mode are refused at validation outside these lists: they must be
+    what the installed verl knows (its rollout registry; the modes its trainer reads)."""
+    import inspect
+
+    from verl.trainer.ppo.v1 import trainer_base
+    from verl.workers.rollout import base
+
+    from arctl.backends.verl.settings import CPU_ROLLOUT, RESUME_MODES, ROLLOUT_NAMES
+
+    assert set(ROLLOUT_NAMES) - {CPU_ROLLOUT} == {n for n, mode in base._ROLLOUT_REGISTRY if mode == "async"} - {CPU_ROLLOUT}
+    source = inspect.getsource(trainer_base)
+    assert all(f'resume_mode == "{m}"' in source for m in RESUME_MODES)

@@ -32,9 +32,11 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from arctl.backends.verl.settings import CPU_ROLLOUT
+
 logger = logging.getLogger(__name__)
 
-ROLLOUT = "arctl_cpu"
+ROLLOUT = CPU_ROLLOUT  # the name the verl settings accept (verl.rollout_name)
 SERVER_NAME = "arctl_cpu_server_{replica}_0"
 PREFIX_CACHE_ENTRIES = 64
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -26,8 +25,9 @@ from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
 from arctl.algo.verify import GRADER_BEFORE_THE_KEY
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
-from arctl.backends.verl.settings import EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
+from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.backends.verl.stop_request import STOP_FILE
+from arctl.config.hydra_text import override_value
 from arctl.track.identity import WandbIdentity
 
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
@@ -66,7 +66,6 @@ def on_cpu(config: dict) -> bool:
     return verl_setting(config, "device") == "cpu"
 
 
-CPU_ROLLOUT = "arctl_cpu"  # arctl.backends.verl.cpu_rollout.ROLLOUT (kept import-free here)
 CPU_LAYOUTS = ("dense", "duplicate")  # FlexAttention has no backward on a CPU
 CPU_RAY_CPUS = 8  # logical: TransferQueue's storage and controller actors, the rollout server, the workers
 
@@ -292,27 +291,11 @@ def max_response_length(config: dict) -> int:
 
 
 def fmt_value(value: Any) -> str:
-    """A Python value in Hydra's override grammar."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise VerlConfigError(f"verl override value {value!r} is not a finite number")
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(fmt_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{fmt_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./~-]*", text) and text.lower() not in (
-        "null", "true", "false", "nan", "inf",
-    ):
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A Python value in Hydra's override grammar (:func:`arctl.config.hydra_text.override_value`)."""
+    try:
+        return override_value(value)
+    except ValueError as err:
+        raise VerlConfigError(f"verl {err}") from None
 
 
 def arctl_settings(config: dict) -> dict[str, Any]:

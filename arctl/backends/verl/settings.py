@@ -19,6 +19,9 @@ TREE_LAYOUTS = ("flex", "dense", "duplicate")
 """``verl.tree_attention``: packed trees under a FlexAttention BlockMask, the same mask dense (SDPA,
 for debugging), or one row per branch (any engine)."""
 VERL_DEVICES = ("cuda", "cpu")
+CPU_ROLLOUT = "arctl_cpu"  # arctl.backends.verl.cpu_rollout.ROLLOUT: verl.device=cpu's rollout server
+ROLLOUT_NAMES = ("vllm", "sglang", "trtllm", CPU_ROLLOUT)  # verl's rollout registry, and arctl's CPU server
+RESUME_MODES = ("auto", "disable")  # verl's; its third, resume_path, needs a path arctl does not pass
 EVAL_MODEL = "model"
 """``verl.eval_checkpoint=model``: the eval-only run evaluates ``model.path`` itself (no RL checkpoint)."""
 """``verl.device``: cpu is verl's real loop on a CPU (:mod:`arctl.backends.verl.cpu_platform`)."""
@@ -31,7 +34,7 @@ class VerlConfig:
 
     tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
     device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
-    rollout_name: str = "vllm"
+    rollout_name: str = setting("vllm", choices=ROLLOUT_NAMES)
     # how a summary's answer is compared with the gold one (arctl.algo.verify.GRADERS): the authors' grader
     # (DeepScaleR's, what produced the paper's numbers) or math-verify (it accepts more: docs/algorithm.md 11)
     grader: str = setting(DEFAULT_GRADER, choices=GRADERS)
@@ -52,7 +55,7 @@ class VerlConfig:
     block_size: int = setting(128, range=I(1, 65536))  # FlexAttention block; trees are padded to a multiple of it
     data_dir: str | None = None  # null: $ARCTL_DATA_DIR or ~/data/arctl (`arctl data prepare` writes there)
     logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
-    resume_mode: str = "auto"
+    resume_mode: str = setting("auto", choices=RESUME_MODES)
     val_before_train: bool = True
     eval_only: bool = False  # anytime evaluation of a checkpoint on eval.grid (needs eval_checkpoint)
     # eval_only's checkpoint: a run's checkpoints/global_step_N folder, or EVAL_MODEL ("model": model.path
