@@ -369,3 +369,15 @@ def test_a_sweep_on_the_command_line_is_one_line_not_a_stored_text(override):
     0.5,0.7` refused as "ChoiceSweep(...) ... expected a number"."""
     with pytest.raises(SpecError, match="is a sweep over several values, not one value"):
         resolve_experiment("main-grpo", [override])
+
+
+@pytest.mark.parametrize("override, match", [
+    ("model=r1-distill-qwen-1.5b", "model.hidden_size=None: the tiny backend builds its model from its sizes"),
+    ("model.num_kv_heads=3", "model.num_kv_heads=3 does not divide model.num_heads"),
+    ("model.hidden_size=7", "model.hidden_size=7 is not a multiple of model.num_heads"),
+])
+def test_a_tiny_model_that_cannot_be_built_is_refused_before_the_job(override, match):
+    """From a review: a paper-scale model choice at tiny scale (every size null) and heads that do not divide
+    passed validation; the job then failed building the model (TypeError) or in its first forward pass."""
+    with pytest.raises(SpecError, match=match):
+        resolve_experiment("main-grpo", [override])

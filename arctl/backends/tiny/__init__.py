@@ -32,7 +32,7 @@ class TinyBackend(BackendDefaults):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 
     def config_problem(self, config):
-        from arctl.backends.tiny.settings import NEEDS_VALUE, warmup_source_problem
+        from arctl.backends.tiny.settings import NEEDS_VALUE, model_problem, warmup_source_problem
 
         if problem := warmup_source_problem():
             return problem
@@ -41,6 +41,8 @@ class TinyBackend(BackendDefaults):
             if (config.get(section) or {}).get(leaf) is None:
                 return (f"{key} is null, which means 'a dataset's size' to verl; the tiny task is generated "
                         "and needs a number", key, hint)
+        if problem := model_problem(config.get("model") or {}):
+            return problem
         threads, cores = (config.get("tiny") or {}).get("threads"), (config.get("cluster") or {}).get("cpus_per_task")
         if isinstance(threads, int) and isinstance(cores, int) and threads > cores:
             return (f"tiny.threads={threads} is more than the cores a job asks for (cluster.cpus_per_task={cores}): "

@@ -144,3 +144,28 @@ class TinyRun:
             eval_n_samples=int(g("eval.n_samples")), eval_temperature=float(g("eval.temperature")),
             eval_num_problems=int(g("eval.num_problems")),
         )
+
+
+MODEL_SIZE_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+                   "max_position_embeddings")
+"""The ``model`` keys the tiny backend builds its model from (:func:`arctl.backends.tiny.model.model_config`)."""
+
+
+def model_problem(model: dict) -> tuple[str, str, str] | None:
+    """(what, key, what to do) where the ``model`` section cannot build the tiny model: a size that is not
+    a positive integer (a paper-scale model choice, whose sizes are its checkpoint's: null here), heads that
+    do not divide the width, or key/value heads that do not divide the heads (the first forward pass fails)."""
+    for key in MODEL_SIZE_KEYS:
+        value = model.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return (f"model.{key}={value!r}: the tiny backend builds its model from its sizes, and this is not a "
+                    "positive integer (a paper-scale model choice names a checkpoint instead)", f"model.{key}",
+                    "keep the tiny scale's model (leave model= out at --scale tiny) or give every size")
+    heads, kv, width = model["num_heads"], model["num_kv_heads"], model["hidden_size"]
+    if width % heads:
+        return (f"model.hidden_size={width} is not a multiple of model.num_heads={heads}", "model.num_heads",
+                "choose heads that divide the width")
+    if heads % kv:
+        return (f"model.num_kv_heads={kv} does not divide model.num_heads={heads} (grouped-query attention)",
+                "model.num_kv_heads", f"e.g. model.num_kv_heads={heads}")
+    return None
