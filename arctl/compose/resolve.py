@@ -322,7 +322,17 @@ def resolve_init_from(run: ResolvedRun) -> ResolvedRun:
     if (experiment_name, arm) == (run.experiment, run.arm):
         raise SpecError(f"trainer.init_from={value!r} is the run itself", where,
                         "name the arm whose final weights this arm starts from")
-    return resolve_arm(experiment, arm, run.seed, run.scale, run.user_overrides, run.sweep_overrides, sweep=run.sweep)
+    # the overrides beside the spec carry over, but not what names this run's start: the run it starts
+    # from is that run (an override naming it would make it start from itself)
+    return resolve_arm(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
+                       _not_init(run.sweep_overrides), sweep=run.sweep)
+
+
+INIT_KEYS = ("trainer.init_from", "trainer.init_run")
+
+
+def _not_init(overrides: list[str]) -> list[str]:
+    return [o for o in overrides if o.split("=", 1)[0].strip().lstrip("+") not in INIT_KEYS]
 
 
 def resolve_experiment(

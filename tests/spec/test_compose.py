@@ -106,9 +106,9 @@ def test_override_grammar():
 
 def test_tiny_scale_uses_the_tiny_model_unless_the_user_picks_one():
     assert _arm("main-grpo", "grpo", scale="tiny")["model"]["name"] == "tiny-qwen2"
-    assert _arm("main-grpo", "grpo", scale="tiny", overrides=["model=r1-distill-qwen-1.5b"])["model"]["name"] == (
-        "r1-distill-qwen-1.5b"
-    )
+    # the user's choice wins the composition; the tiny backend then refuses a model it cannot build (a review)
+    with pytest.raises(SpecError, match="model.hidden_size=None: the tiny backend builds its model from its sizes"):
+        _arm("main-grpo", "grpo", scale="tiny", overrides=["model=r1-distill-qwen-1.5b"])
     assert _arm("main-grpo", "grpo", overrides=["scale=paper"])["backend"] == "verl"
     # the scale's own declaration (scale.model), not its name, fixes the model: every scale that
     # inherits the tiny one, and none other

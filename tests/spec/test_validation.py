@@ -381,3 +381,15 @@ def test_a_tiny_model_that_cannot_be_built_is_refused_before_the_job(override, m
     passed validation; the job then failed building the model (TypeError) or in its first forward pass."""
     with pytest.raises(SpecError, match=match):
         resolve_experiment("main-grpo", [override])
+
+
+def test_trainer_init_from_on_the_command_line_starts_from_that_run_as_launched_alone():
+    """From a review: `arctl run main-ar-uniform trainer.init_from=main-grpo/grpo` was refused ("is the run
+    itself"): the override was carried to the run it names, which then started from itself. The run started
+    from is resolved without it: the same config as `arctl run main-grpo`'s grpo arm."""
+    from arctl.compose.resolve import resolve_init_from
+
+    (run,) = resolve_experiment("main-ar-uniform", ["trainer.init_from=main-grpo/grpo", "thinking.lam=0.7"], seeds=[0])
+    start = resolve_init_from(run)
+    (alone,) = resolve_experiment("main-grpo", ["thinking.lam=0.7"], arms=["grpo"], seeds=[0])
+    assert (start.experiment, start.arm) == ("main-grpo", "grpo") and start.config == alone.config
