@@ -190,8 +190,31 @@ def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path
     return None
 
 
+# sbatch options arctl sets itself (or that would break what it relies on): the key to use instead, or why not
+_SHORT = {"t": "time", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "c": "cpus_per_task",
+          "N": "nodes", "J": "job_name", "a": "array", "o": "output", "e": "error", "d": "dependency", "D": "chdir",
+          "G": "gpus"}
+ARCTL_SBATCH = {
+    "time": "use cluster.time_min (the preemption warning is placed before it)",
+    "partition": "use cluster.partition", "account": "use cluster.account", "qos": "use cluster.qos",
+    "constraint": "use cluster.constraint", "cpus_per_task": "use cluster.cpus_per_task", "nodes": "use cluster.nodes",
+    "mem": "use cluster.mem_gb", "gpus_per_node": "use cluster.gpus_per_node", "gres": "use cluster.gpus_per_node",
+    "gpus": "use cluster.gpus_per_node",
+    "signal": "use cluster.preempt_warning_s (arctl's jobs checkpoint on its signal)",
+    "array": "use cluster.array_parallelism (arctl makes the job arrays)",
+    "dependency": "leave it out: arctl chains the jobs (trainer.init_from, cluster.array_parallelism)",
+    "job_name": "leave it out: arctl names each job after its runs",
+    "output": "leave it out: `arctl logs` reads the logs where arctl's jobs write them",
+    "error": "leave it out: `arctl logs` reads the logs where arctl's jobs write them",
+    "wrap": "leave it out: arctl submits a script of its own",
+    "chdir": "leave it out: arctl's jobs run from their run folder",
+}
+
+
 def _sbatch_extra(lines: list) -> dict:
-    """``["--exclusive", "--mail-type=END", "#SBATCH --reservation=x"]`` -> additional_parameters."""
+    """``["--exclusive", "--mail-type=END", "#SBATCH --reservation=x"]`` -> additional_parameters. An option
+    arctl sets itself (:data:`ARCTL_SBATCH`) is refused with the key that sets it: here it would replace arctl's
+    silently (a time limit the preemption warning is not placed before, logs `arctl logs` cannot find)."""
     extra: dict = {}
     for raw in lines or []:
         text = str(raw).strip()
@@ -201,6 +224,9 @@ def _sbatch_extra(lines: list) -> dict:
         if not match:
             raise LaunchError(f"cluster.sbatch_extra entry {raw!r} is not an sbatch option — write e.g. '--exclusive' or '--reservation=NAME'")
         key, value = match.group(1).replace("-", "_"), match.group(2)
+        key = _SHORT.get(key, key) if not text.startswith("--") else key
+        if key in ARCTL_SBATCH:
+            raise LaunchError(f"cluster.sbatch_extra entry {raw!r} sets what arctl sets itself — {ARCTL_SBATCH[key]}")
         extra[key] = True if value is None else _one_line(value.strip(), "cluster.sbatch_extra")
     return extra
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -45,6 +46,20 @@ def test_the_preemption_warning_is_the_cluster_setting_within_the_time_limit():
     assert warning_seconds({**CLUSTER, "preempt_warning_s": 90000, "time_min": 3000}) == 65535  # sbatch's maximum
     assert warning_seconds({**CLUSTER, "preempt_warning_s": 700, "time_min": 10}) == 599  # always before the limit
     assert slurm_parameters({**CLUSTER, "preempt_warning_s": 300}, "x")["additional_parameters"]["signal"] == "USR1@300"
+
+
+@pytest.mark.parametrize("entry, use", [
+    ("--array=0-3", "cluster.array_parallelism"), ("--output=/x", "`arctl logs`"), ("--wrap=hostname", "a script"),
+    ("--time=10", "cluster.time_min"), ("-t 10", "cluster.time_min"), ("#SBATCH --signal=B:USR2@30", "preempt_warning_s"),
+    ("--job-name=x", "names each job"), ("-p gpu", "cluster.partition"), ("--dependency=afterok:1", "chains"),
+])
+def test_an_sbatch_extra_option_arctl_sets_itself_is_refused_with_the_key_that_sets_it(entry, use):
+    """From a review: `--time=10` replaced cluster.time_min (the preemption warning is placed before that),
+    `--output` the logs `arctl logs` reads, `--array` made an array of a single job, `--signal` was dropped;
+    all passed and failed (or misbehaved) only on the cluster."""
+    with pytest.raises(LaunchError, match=f"sets what arctl sets itself — .*{re.escape(use)}"):
+        slurm_parameters({**CLUSTER, "sbatch_extra": [entry]}, "x")
+    assert slurm_parameters({**CLUSTER, "sbatch_extra": ["--exclusive", "--mail-type=END"]}, "x")
 
 
 def test_bad_sbatch_extra_is_one_clear_error():
