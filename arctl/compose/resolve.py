@@ -256,6 +256,12 @@ def resolve_arm(
                         (arm_ov, f"{where}: arms.{arm}"), (swept, f"sweep {sweep}")):
         if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
             raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
+    if "scale" in experiment.groups:
+        raise SpecError(f"groups: {{scale: {experiment.groups['scale']}}} in a spec", f"{where}: groups",
+                        "the scale is chosen with --scale")
+    if unknown := sorted(set(experiment.scales) - set(group_options("scale"))):  # a typo would apply to no scale
+        raise SpecError(f"scales.{unknown[0]}: no such scale", f"{where}: scales",
+                        did_you_mean(unknown[0], group_options("scale")))
 
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):

@@ -393,3 +393,20 @@ def test_trainer_init_from_on_the_command_line_starts_from_that_run_as_launched_
     start = resolve_init_from(run)
     (alone,) = resolve_experiment("main-grpo", ["thinking.lam=0.7"], arms=["grpo"], seeds=[0])
     assert (start.experiment, start.arm) == ("main-grpo", "grpo") and start.config == alone.config
+
+
+def test_a_spec_naming_a_scale_that_does_not_exist_or_choosing_one_in_groups_is_refused(specs):
+    """From a review: `scales: {tiyn: [...]}` applied to no scale, silently; `groups: {scale: paper}` was
+    overruled by --scale, silently (the same choice in `overrides:` is refused)."""
+    specs("experiments", "typo", """
+        arms: {a: []}
+        scales: {tiyn: [thinking.lam=0.9]}
+    """)
+    with pytest.raises(SpecError, match="scales.tiyn: no such scale.*tiny"):
+        resolve_experiment("typo")
+    specs("experiments", "grp", """
+        arms: {a: []}
+        groups: {scale: paper}
+    """)
+    with pytest.raises(SpecError, match="the scale is chosen with --scale"):
+        resolve_experiment("grp")
