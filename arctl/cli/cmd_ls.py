@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from arctl.cli.common import console, esc, print_json, user_errors
+from arctl.cli.common import console, esc, print_json, printable, user_errors
 
 
 class Kind(str, Enum):
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(column, overflow="fold", no_wrap=column in ("name", "source"),
                              ratio=2 if column == "description" else None, min_width=16 if column == "description" else None)
         for row in rows:
-            table.add_row(*[esc(_cell(row.get(c))) for c in columns])
+            table.add_row(*[esc(printable(_cell(row.get(c)))) for c in columns])  # a spec's text: no control sequence
         console.print(table)
 
 

@@ -176,3 +176,18 @@ def test_cp_into_an_arctl_specs_folder_that_does_not_exist_is_refused(tmp_path, 
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "typo").mkdir()
     assert invoke("cp", "main-grpo").exit_code == 0 and (tmp_path / "typo" / "experiments" / "main-grpo.yaml").is_file()
+
+
+def test_ls_prints_a_specs_description_without_its_control_sequences(tmp_path, monkeypatch):
+    """From a review: `arctl ls` escaped rich markup in a spec's description but passed ESC through: a
+    description holding ESC[2J cleared the terminal."""
+    from typer.testing import CliRunner
+
+    from arctl.cli.main import app
+
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "mine.yaml").write_text('description: "boom \\e[2J gone"\narms: {a: []}\n')
+    monkeypatch.setenv("ARCTL_SPECS", str(tmp_path))
+    res = CliRunner().invoke(app, ["ls", "experiments"])
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\\x1b" in res.output  # written as an escape (the table folds it)
