@@ -72,7 +72,9 @@ def register(app: typer.Typer) -> None:
             table.add_column(column, overflow="fold", no_wrap=column in ("name", "source"),
                              ratio=2 if column == "description" else None, min_width=16 if column == "description" else None)
         for row in rows:
-            table.add_row(*[esc(printable(_cell(row.get(c)))) for c in columns])  # a spec's text: no control sequence
+            # a spec's text: no control sequence (its lines and tabs kept)
+            table.add_row(*[esc("\n".join(printable(line.replace("\t", "    ")) for line in _cell(row.get(c)).split("\n")))
+                            for c in columns])
         console.print(table)
 
 

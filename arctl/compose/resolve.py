@@ -9,6 +9,7 @@ point; the user's overrides.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 
@@ -259,9 +260,10 @@ def resolve_arm(
     if "scale" in experiment.groups:
         raise SpecError(f"groups: {{scale: {experiment.groups['scale']}}} in a spec", f"{where}: groups",
                         "the scale is chosen with --scale")
-    if unknown := sorted(set(experiment.scales) - set(group_options("scale"))):  # a typo would apply to no scale
-        raise SpecError(f"scales.{unknown[0]}: no such scale", f"{where}: scales",
-                        did_you_mean(unknown[0], group_options("scale")))
+    for unknown in sorted(set(experiment.scales) - set(group_options("scale"))):  # a typo applies to no scale
+        close = difflib.get_close_matches(unknown, group_options("scale"), n=1, cutoff=0.7)
+        if close:  # (a scale no installed plugin provides, far from every known one, is another machine's)
+            raise SpecError(f"scales.{unknown}: no such scale", f"{where}: scales", f"did you mean {close[0]!r}?")
 
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):

@@ -16,6 +16,7 @@ Format::
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,9 +45,21 @@ class Sweep:
             return [[]]
         keys = list(self.grid)
         return [
-            [f"{k}={override_value(v)}" for k, v in zip(keys, values)]
+            [f"{k}={_grid_text(v)}" for k, v in zip(keys, values)]
             for values in itertools.product(*(self.grid[k] for k in keys))
         ]
+
+
+# a number YAML 1.1 reads as text (1e-3: no dot), which Hydra reads as the number it is
+_NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _grid_text(value) -> str:
+    """A grid value as an override's text (Hydra's grammar, :func:`arctl.config.hydra_text.override_value`);
+    a number PyYAML left as text (``1e-3``) is written as the number it is, as a YAML 1.2 reader reads it."""
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        return value
+    return override_value(value)
 
 
 def load_sweep(name: str) -> Sweep:

@@ -30,4 +30,12 @@ def override_value(value: Any) -> str:
     text = str(value)
     if _PLAIN.fullmatch(text) and text.lower() not in ("null", "true", "false", "nan", "inf"):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return quoted(text)
+
+
+def quoted(text: str) -> str:
+    """``text`` in single quotes as Hydra reads it back: a quote escaped, and the backslashes before a quote
+    (or before the closing one) doubled; other backslashes are Hydra's as they are (``D:\\runs`` stays)."""
+    body = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    body = re.sub(r"(\\+)$", lambda m: m.group(1) * 2, body)
+    return f"'{body}'"

@@ -194,12 +194,8 @@ def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path
 _SHORT = {"t": "time", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "c": "cpus_per_task",
           "N": "nodes", "J": "job_name", "a": "array", "o": "output", "e": "error", "d": "dependency", "D": "chdir",
           "G": "gpus"}
-ARCTL_SBATCH = {
+ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, replace arctl's line: allowed)
     "time": "use cluster.time_min (the preemption warning is placed before it)",
-    "partition": "use cluster.partition", "account": "use cluster.account", "qos": "use cluster.qos",
-    "constraint": "use cluster.constraint", "cpus_per_task": "use cluster.cpus_per_task", "nodes": "use cluster.nodes",
-    "mem": "use cluster.mem_gb", "gpus_per_node": "use cluster.gpus_per_node", "gres": "use cluster.gpus_per_node",
-    "gpus": "use cluster.gpus_per_node",
     "signal": "use cluster.preempt_warning_s (arctl's jobs checkpoint on its signal)",
     "array": "use cluster.array_parallelism (arctl makes the job arrays)",
     "dependency": "leave it out: arctl chains the jobs (trainer.init_from, cluster.array_parallelism)",

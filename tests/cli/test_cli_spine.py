@@ -186,8 +186,9 @@ def test_ls_prints_a_specs_description_without_its_control_sequences(tmp_path, m
     from arctl.cli.main import app
 
     (tmp_path / "experiments").mkdir()
-    (tmp_path / "experiments" / "mine.yaml").write_text('description: "boom \\e[2J gone"\narms: {a: []}\n')
+    (tmp_path / "experiments" / "mine.yaml").write_text('description: "boom \\e[2J gone\\nsecond\\tline"\narms: {a: []}\n')
     monkeypatch.setenv("ARCTL_SPECS", str(tmp_path))
     res = CliRunner().invoke(app, ["ls", "experiments"])
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.output and "\\x1b" in res.output  # written as an escape (the table folds it)
+    assert "\\n" not in res.output and "\\t" not in res.output and "second" in res.output  # lines and tabs kept

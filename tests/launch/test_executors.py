@@ -51,7 +51,7 @@ def test_the_preemption_warning_is_the_cluster_setting_within_the_time_limit():
 @pytest.mark.parametrize("entry, use", [
     ("--array=0-3", "cluster.array_parallelism"), ("--output=/x", "`arctl logs`"), ("--wrap=hostname", "a script"),
     ("--time=10", "cluster.time_min"), ("-t 10", "cluster.time_min"), ("#SBATCH --signal=B:USR2@30", "preempt_warning_s"),
-    ("--job-name=x", "names each job"), ("-p gpu", "cluster.partition"), ("--dependency=afterok:1", "chains"),
+    ("--job-name=x", "names each job"), ("--dependency=afterok:1", "chains"), ("-J x", "names each job"),
 ])
 def test_an_sbatch_extra_option_arctl_sets_itself_is_refused_with_the_key_that_sets_it(entry, use):
     """From a review: `--time=10` replaced cluster.time_min (the preemption warning is placed before that),
@@ -59,7 +59,11 @@ def test_an_sbatch_extra_option_arctl_sets_itself_is_refused_with_the_key_that_s
     all passed and failed (or misbehaved) only on the cluster."""
     with pytest.raises(LaunchError, match=f"sets what arctl sets itself — .*{re.escape(use)}"):
         slurm_parameters({**CLUSTER, "sbatch_extra": [entry]}, "x")
-    assert slurm_parameters({**CLUSTER, "sbatch_extra": ["--exclusive", "--mail-type=END"]}, "x")
+    # resources replace arctl's line, as a user may need: typed GPUs, a non-GPU gres, the whole node's memory
+    allowed = ["--exclusive", "--mail-type=END", "--gres=nvme:1", "--gpus-per-node=a100:8", "--mem=0", "-p gpu"]
+    extra = slurm_parameters({**CLUSTER, "sbatch_extra": allowed}, "x")["additional_parameters"]
+    assert {k: extra[k] for k in ("gres", "gpus_per_node", "mem", "partition")} == {
+        "gres": "nvme:1", "gpus_per_node": "a100:8", "mem": "0", "partition": "gpu"}
 
 
 def test_bad_sbatch_extra_is_one_clear_error():

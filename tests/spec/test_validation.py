@@ -339,6 +339,32 @@ def test_a_length_penalty_on_a_method_that_shapes_its_rewards_is_refused():
     validate_config(arm_config("ablation-dense", "grpo-lp-v1", scale="paper"))  # GRPO's verifier rewards: fine
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab ,'\\\"$:{}[]=*()é\t"), max_size=12))
+def test_a_value_written_in_hydras_grammar_reads_back_as_itself(text):
+    """override_value (sweep grids, verl's overrides): Hydra reads the text back as the same string, backslashes
+    and quotes included (a review: every backslash was doubled, D:\\runs became D:\\\\runs)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from arctl.config.hydra_text import override_value
+
+    (parsed,) = OverridesParser.create().parse_overrides([f"k={override_value(text)}"])
+    assert parsed.value() == text
+
+
+def test_a_grid_number_yaml_reads_as_text_is_the_number(specs):
+    """PyYAML reads 1e-3 (no dot) as text; the grid wrote it unquoted and Hydra read a number. Quoting it
+    (a review) refused a typed key and made a string of an untyped one."""
+    from arctl.compose import resolve_sweep
+
+    specs("sweeps", "n", """
+        experiments: [main-grpo]
+        grid: {tiny.warmup.lr: [3e-3], optim.lr: [1e-6]}
+    """)
+    (run,) = resolve_sweep("n", [], "tiny", [0])
+    assert run.config["tiny"]["warmup"]["lr"] == 0.003 and run.config["optim"]["lr"] == 1e-6
+
+
 def test_a_grid_holds_null_and_strings_with_commas_as_themselves(specs):
     """From a review: a grid value was written with str(): null became the text 'None' (an sbatch
     `--partition=None`, failing only at submission; a null dual clip refused as 'not a number') and a string
@@ -375,6 +401,7 @@ def test_a_sweep_on_the_command_line_is_one_line_not_a_stored_text(override):
     ("model=r1-distill-qwen-1.5b", "model.hidden_size=None: the tiny backend builds its model from its sizes"),
     ("model.num_kv_heads=3", "model.num_kv_heads=3 does not divide model.num_heads"),
     ("model.hidden_size=7", "model.hidden_size=7 is not a multiple of model.num_heads"),
+    ("model.hidden_size=100", "is an odd head size"),
 ])
 def test_a_tiny_model_that_cannot_be_built_is_refused_before_the_job(override, match):
     """From a review: a paper-scale model choice at tiny scale (every size null) and heads that do not divide
@@ -404,6 +431,12 @@ def test_a_spec_naming_a_scale_that_does_not_exist_or_choosing_one_in_groups_is_
     """)
     with pytest.raises(SpecError, match="scales.tiyn: no such scale.*tiny"):
         resolve_experiment("typo")
+    specs("experiments", "port", """
+        arms: {a: []}
+        scales: {fake: [thinking.lam=0.9]}
+    """)  # a plugin's scale, not installed here: far from every scale, not a typo (a review)
+    (run,) = resolve_experiment("port", seeds=[0])
+    assert run.config["thinking"]["lam"] != 0.9
     specs("experiments", "grp", """
         arms: {a: []}
         groups: {scale: paper}

@@ -165,6 +165,9 @@ def model_problem(model: dict) -> tuple[str, str, str] | None:
     if width % heads:
         return (f"model.hidden_size={width} is not a multiple of model.num_heads={heads}", "model.num_heads",
                 "choose heads that divide the width")
+    if (width // heads) % 2:
+        return (f"model.hidden_size={width} / model.num_heads={heads} is an odd head size ({width // heads}): rotary "
+                "position embeddings need an even one", "model.num_heads", "choose heads that leave an even head size")
     if heads % kv:
         return (f"model.num_kv_heads={kv} does not divide model.num_heads={heads} (grouped-query attention)",
                 "model.num_kv_heads", f"e.g. model.num_kv_heads={heads}")
