@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from arctl.track.run_data import RunData
+from arctl.track.wandbfile.values import _is_nan_text
 
 
 class WandbAccessError(ValueError):
@@ -78,12 +79,7 @@ def _logged_nan(v) -> bool:
     """A NaN the run logged (``nan``, or ``"NaN"`` from a server), not a value that is no number."""
     if isinstance(v, float):
         return math.isnan(v)
-    if isinstance(v, str):
-        try:
-            return math.isnan(float(v))
-        except ValueError:
-            return False
-    return False
+    return isinstance(v, str) and _is_nan_text(v)
 
 
 def _unwrap_config(config: dict) -> dict:

@@ -25,6 +25,7 @@ from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
 CACHE_VERSION = 6  # 5: a logged NaN is a value (a group file's rows are the logged ones); 6: generations
+GENERATION = r"[0-9a-f]{12}"  # a write's token in its files' names (uuid4 hex)
 STALE_GENERATION_S = 600.0  # another generation's files older than this are removed (no reader still holds them)
 
 
@@ -41,7 +42,7 @@ def _remove_stale(base: Path, keep: str, now: float) -> None:
     """Remove the group files of ``base``'s run from other generations (and from the layout before
     generations) that are :data:`STALE_GENERATION_S` old; best effort."""
     run = re.escape(base.name.removesuffix(".parquet"))
-    mine = re.compile(rf"{run}(?:\.([0-9a-f]{{12}}))?\.g\d+\.parquet")
+    mine = re.compile(rf"{run}(?:\.({GENERATION}))?\.g\d+\.parquet")
     try:
         entries = list(os.scandir(base.parent))
     except OSError:
@@ -79,7 +80,7 @@ def _last_values(values: np.ndarray, logged: np.ndarray, steps: np.ndarray, name
 
 
 def _write_cache(wide, logged: np.ndarray, meta: dict, cache_dir: Path) -> dict:
-    """One parquet file per column group (``<run>.g<i>.parquet``: step + its columns, only the
+    """One parquet file per column group (``<run>.<generation>.g<i>.parquet``: step + its columns, only the
     rows where they were logged: ``logged``, bool, ``wide``'s shape, a logged NaN included) and a JSON
     sidecar with the metadata, the group index and the last value of every metric."""
     import pyarrow as pa
@@ -120,7 +121,7 @@ def _cached_meta(cache_dir: Path, run_id: str, signature: list) -> dict | None:
     if meta.get("version") != CACHE_VERSION or meta.get("signature") != json.loads(json.dumps(signature)):
         return None
     generation = meta.get("generation")
-    if not isinstance(generation, str) or not re.fullmatch(r"[0-9a-f]{12}", generation):
+    if not isinstance(generation, str) or not re.fullmatch(GENERATION, generation):
         return None
     if not all(_group_path(base, i, generation).is_file() for i in range(len(meta.get("groups", [])))):
         return None
