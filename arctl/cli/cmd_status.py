@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
+        from arctl.launch.progress import shown_metric
         from arctl.launch.refresh import CANCEL_ASKED
         from arctl.track.runs.discover import read_served
 
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
         rows, counts = [], {}
         for r in records:
             counts[r.state] = counts.get(r.state, 0) + 1
-            metric = f"{r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
+            metric = shown_metric(r.metric_name, r.metric_value, r.metric_nonfinite)
             if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
             elif r.state == "SUBMITTING" and r.cancel_requested is not None:

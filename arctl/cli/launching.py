@@ -161,6 +161,7 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
     """Wait for the runs, printing state changes (and the step, of how many, with the time left at the
     run's pace, every 30 s)."""
     from arctl.launch.launcher import wait_for
+    from arctl.launch.progress import shown_metric
 
     last: dict[str, tuple] = {}
     last_print = [0.0]
@@ -174,7 +175,7 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
             key = (r.state, r.error, r.step, r.phase)
             previous = last.get(r.run_id, (None, None, None, None))
             if previous[:2] != key[:2] or (r.state == "PENDING" and previous[3] != key[3]) or (periodic and r.state == "RUNNING" and previous[2:] != key[2:]):
-                metric = f" {r.metric_name}={r.metric_value:.4g}" if r.metric_value is not None else ""
+                metric = " " + shown if (shown := shown_metric(r.metric_name, r.metric_value, r.metric_nonfinite)) else ""
                 step = f" step {step_text(r.step, *how_far(workspace, r, time.time()))}" if r.step is not None else ""
                 if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""

@@ -82,7 +82,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         # this attempt has logged nothing yet: the previous one's step is not its progress (it may
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
-        step=None, metric_name=None, metric_value=None, metric_files=marks, first_step=None,
+        step=None, metric_name=None, metric_value=None, metric_nonfinite=None, metric_files=marks, first_step=None,
         first_step_at=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )

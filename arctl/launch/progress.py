@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from arctl.launch.status_file import write_status
+from arctl.launch.status_file import NONFINITE_TEXTS, write_status
 from arctl.track.metrics_schema import (
     NAME_ANYTIME_ACC,
     STEP_KEY,
@@ -23,22 +23,51 @@ from arctl.track.metrics_schema import (
     TRAIN_REWARD_MEAN,
 )
 
-# the first of these present in a logged row is the status table's "last metric"
+# the first of these present in a logged row is the status table's "last metric"; one that logged a
+# number that is not finite (NaN, inf: a diverged loss) comes first, since that is the news
 HEADLINE = (TRAIN_ANYTIME_SCORE, TRAIN_FINAL_SCORE, TRAIN_REWARD_MEAN, TRAIN_LOSS)
 
 
 def headline_metric(row: dict) -> tuple[str, float] | None:
-    for key in HEADLINE:
-        if _is_number(row.get(key)):
-            return key, float(row[key])
+    """(key, value) of ``row``'s headline metric: of the :data:`HEADLINE` keys it holds a number under,
+    the first that is not finite, else the first; without any, the first evaluation anytime accuracy."""
+    present = [(key, float(row[key])) for key in HEADLINE if _is_real(row.get(key))]
+    for key, value in present:
+        if not math.isfinite(value):
+            return key, value
+    if present:
+        return present[0]
     for key, value in row.items():
-        if key.endswith(NAME_ANYTIME_ACC) and _is_number(value):
+        if key.endswith(NAME_ANYTIME_ACC) and _is_real(value):
             return key, float(value)
     return None
 
 
+def metric_fields(metric: tuple[str, float]) -> dict:
+    """The status fields of a headline metric: its name, and its value, or where that is not finite,
+    ``metric_value`` None (SQLite stores a NaN as NULL, JSON has none) and ``metric_nonfinite`` its text."""
+    name, value = metric
+    if math.isfinite(value):
+        return {"metric_name": name, "metric_value": value, "metric_nonfinite": None}
+    return {"metric_name": name, "metric_value": None, "metric_nonfinite": "nan" if math.isnan(value) else
+            ("inf" if value > 0 else "-inf")}
+
+
+def shown_metric(name: str | None, value: float | None, nonfinite: str | None = None) -> str:
+    """``name=value`` as ``arctl status`` shows a headline metric (``train/loss=nan`` where it diverged); ""
+    without one."""
+    if name and nonfinite in NONFINITE_TEXTS:
+        return f"{name}={nonfinite}"
+    return f"{name}={value:.4g}" if value is not None else ""
+
+
+def _is_real(value) -> bool:
+    """A number a metric was logged as, finite or not (NaN and inf included; not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _is_real(value) and math.isfinite(value)
 
 
 def _is_step(value) -> bool:
@@ -66,7 +95,7 @@ class ProgressTap:
                 self.values["step"] = int(row[STEP_KEY])
             metric = headline_metric(row)
             if metric:
-                self.values["metric_name"], self.values["metric_value"] = metric
+                self.values.update(metric_fields(metric))
             if run_id:
                 self.values["wandb_id"] = run_id
             if time.monotonic() - self._written >= self.interval_s:
@@ -153,7 +182,7 @@ def tail_progress(run_dir: Path, unchanged: dict | None = None) -> dict:
     return max(found, key=lambda out: out.get("step", -1), default={})
 
 
-PROGRESS_KEYS = ("step", "metric_name", "metric_value")
+PROGRESS_KEYS = ("step", "metric_name", "metric_value", "metric_nonfinite")
 
 
 def run_progress(run_dir: Path, status: dict, active: bool) -> dict:
@@ -171,6 +200,9 @@ def run_progress(run_dir: Path, status: dict, active: bool) -> dict:
         values.update(tail)
     if active and "step" in status and "step" not in values:  # the job entry cleared it (a new attempt)
         values.update(dict.fromkeys(PROGRESS_KEYS))
+    if values.get("metric_name") is not None:  # a metric's fields go together: none of an earlier one's stays
+        values.setdefault("metric_value", None)
+        values.setdefault("metric_nonfinite", None)
     return values
 
 
@@ -213,7 +245,7 @@ def _newest(lines: list[bytes]) -> dict:
             out["step"] = int(step)
         metric = headline_metric(row)
         if metric:
-            out["metric_name"], out["metric_value"] = metric
+            out.update(metric_fields(metric))
         if out:
             return out
     return {}

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.run_id import SAFE_ID
+from arctl.launch.status_file import NONFINITE_TEXTS
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -56,6 +57,7 @@ CREATE TABLE IF NOT EXISTS runs (
     step         INTEGER,
     metric_name  TEXT,
     metric_value REAL,
+    metric_nonfinite TEXT,
     wandb_id     TEXT,
     error        TEXT,
     phase        TEXT,
@@ -152,6 +154,7 @@ _ROW_RULES = {  # column -> (rule, what it must be); None is allowed where the c
     "attempts": (lambda v: isinstance(v, int) and v >= 0, "a count"),
     "generation": (lambda v: isinstance(v, int) and v >= 0, "a count"),
     "step": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "a step"),
+    "metric_nonfinite": (lambda v: v is None or v in NONFINITE_TEXTS, f"one of {', '.join(NONFINITE_TEXTS)}"),
     **{c: (lambda v: v is None or _is_number(v), "a number")
        for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value", "cancel_requested")},
 }
@@ -208,6 +211,7 @@ class RunRecord:
     step: int | None = None
     metric_name: str | None = None
     metric_value: float | None = None
+    metric_nonfinite: str | None = None  # "nan", "inf" or "-inf" where the metric was no finite number (value None)
     wandb_id: str | None = None
     error: str | None = None
     phase: str | None = None  # what a running job does before its first step, e.g. "warming up 640/1200"

@@ -76,6 +76,7 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         # an attempt that ended without saying when (submitted, never started): when its status was last written
         ended_at=status.get("ended_at") or (status.get("updated_at") if state in states.TERMINAL else None),
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
+        metric_nonfinite=progress.get("metric_nonfinite"),
         wandb_id=status.get("wandb_id"), error=error, claim=None, generation=int(again.group(1)) if again else 0,
         submitted_at=queued[2] if queued and state in states.ACTIVE else None,
     )

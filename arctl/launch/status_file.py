@@ -1,7 +1,8 @@
 """``run_dir/status.json``: what the job itself reports (written atomically by the job entry).
 
 Fields: state (submitted | running | stopping | completed | preempted | requeued | failed), job_id, host, pid,
-executor, started_at, updated_at, ended_at, step, metric_name, metric_value, wandb_id, error, attempt,
+executor, started_at, updated_at, ended_at, step, metric_name, metric_value (null where the metric was not finite:
+metric_nonfinite says "nan", "inf" or "-inf"), wandb_id, error, attempt,
 signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
 first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
@@ -18,6 +19,8 @@ from pathlib import Path
 from arctl.config.files import atomic_write
 
 STATUS_FILE = "status.json"
+NONFINITE_TEXTS = ("nan", "inf", "-inf")
+"""``metric_nonfinite``: the headline metric's value where it is no finite number (status.json, the registry)."""
 
 
 def _number(v) -> bool:
@@ -41,7 +44,7 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "signal": _text, "warning": _text,
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0),
-    "metric_value": _number, "started_at": _number, "updated_at": _number, "ended_at": _number,
+    "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
     "metric_files": lambda v: isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(m, list) and len(m) == 3
         and all(map(_integer(), m)) for k, m in v.items()),

@@ -143,6 +143,34 @@ def test_progress_tap_records_step_and_headline_metric(tmp_path):
     assert "first_step" not in status  # where the attempt's pace starts is watch_pace's to say
 
 
+def test_a_diverged_run_shows_its_nan_not_its_last_finite_metric(tmp_path):
+    """From a review: a NaN (or inf) headline value was skipped, so `arctl status` went on showing the last
+    finite one of a run whose loss had diverged (a GPU job running on, looking healthy). A headline key
+    that logged a number that is not finite comes first (here train/loss over the finite score); a later
+    finite row clears it; the metrics files' tail says the same."""
+    from arctl.launch.progress import shown_metric, tail_progress
+
+    tap = ProgressTap(tmp_path, interval_s=0.0)
+    tap.observe({"trainer/global_step": 7, "train/loss": 0.5, "train/anytime_score": 0.25})
+    tap.observe({"trainer/global_step": 8, "train/loss": float("nan"), "train/anytime_score": 0.0})
+    status = read_status(tmp_path)
+    assert (status["step"], status["metric_name"], status["metric_value"], status["metric_nonfinite"]) == (
+        8, "train/loss", None, "nan")
+    assert json.loads((tmp_path / "status.json").read_text())["metric_nonfinite"] == "nan"  # strict JSON: no NaN
+    tap.observe({"trainer/global_step": 9, "train/loss": float("-inf"), "train/anytime_score": 0.0})
+    assert read_status(tmp_path)["metric_nonfinite"] == "-inf"
+    tap.observe({"trainer/global_step": 10, "train/loss": 0.4, "train/anytime_score": 0.3})
+    status = read_status(tmp_path)
+    assert (status["metric_name"], status["metric_value"], status["metric_nonfinite"]) == ("train/anytime_score", 0.3, None)
+    assert shown_metric("train/loss", None, "nan") == "train/loss=nan"
+    assert shown_metric("train/loss", 0.51234) == "train/loss=0.5123" and shown_metric(None, None) == ""
+    rows = [{"trainer/global_step": 1, "train/anytime_score": 0.5},
+            {"trainer/global_step": 2, "train/anytime_score": 0.5, "train/loss": float("inf")}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # json writes Infinity
+    assert tail_progress(tmp_path) == {"step": 2, "metric_name": "train/loss", "metric_value": None,
+                                       "metric_nonfinite": "inf"}
+
+
 def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_the_first_seen(tmp_path, monkeypatch,
                                                                                                waiter):
     """Where the time left in `arctl status` counts from, for every backend (verl logs to W&B from a Ray
@@ -209,9 +237,11 @@ def test_progress_from_the_tail_of_a_metrics_file(tmp_path):
     rows = [{"step": i, "data": {"trainer/global_step": i, "train/reward/mean": i / 100}} for i in range(1, 2000)]
     text = "\n".join(json.dumps(r) for r in rows) + '\n{"step": 2000, "da'  # verl's format, last line partial
     (tmp_path / "verl_metrics.jsonl").write_text(text)
-    assert tail_progress(tmp_path) == {"step": 1999, "metric_name": "train/reward/mean", "metric_value": 19.99}
+    assert tail_progress(tmp_path) == {"step": 1999, "metric_name": "train/reward/mean", "metric_value": 19.99,
+                                       "metric_nonfinite": None}
     (tmp_path / "metrics.jsonl").write_text('{"trainer/global_step": 2001, "train/anytime_score": 0.5}\n')
-    assert tail_progress(tmp_path) == {"step": 2001, "metric_name": "train/anytime_score", "metric_value": 0.5}
+    assert tail_progress(tmp_path) == {"step": 2001, "metric_name": "train/anytime_score", "metric_value": 0.5,
+                                       "metric_nonfinite": None}
 
 
 def test_progress_from_rows_longer_than_the_first_read(tmp_path):
@@ -226,7 +256,8 @@ def test_progress_from_rows_longer_than_the_first_read(tmp_path):
 
     assert len(row(1)) > 4 * TAIL_BYTES
     (tmp_path / "verl_metrics.jsonl").write_text("\n".join(row(s) for s in range(1, 4)) + '\n{"step": 4, "data": {"pe')
-    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/reward/mean", "metric_value": 0.3}
+    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/reward/mean", "metric_value": 0.3,
+                                       "metric_nonfinite": None}
     (tmp_path / "verl_metrics.jsonl").write_text(row(7))  # one row, the file's first line
     assert tail_progress(tmp_path)["step"] == 7
 
@@ -240,7 +271,8 @@ def test_progress_is_the_furthest_step_of_the_metrics_files(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(
         json.dumps({"trainer/global_step": i, "train/anytime_score": i / 10}) + "\n" for i in range(3)))
     (tmp_path / "verl_metrics.jsonl").write_text(json.dumps({"step": 3, "data": {"train/anytime_score": 0.3}}) + "\n")
-    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.3}
+    assert tail_progress(tmp_path) == {"step": 3, "metric_name": "train/anytime_score", "metric_value": 0.3,
+                                       "metric_nonfinite": None}
 
 
 def test_the_count_backend_rewinds_its_log_to_the_checkpoint_a_kill_left(tmp_path):

@@ -701,3 +701,43 @@ def test_a_read_only_view_writes_no_file_where_no_writer_is(tmp_path):
     with Registry(path, readonly=True) as ro:
         assert [r.run_id for r in ro.list()] == ["r1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["registry.sqlite"]
+
+
+def test_a_diverged_run_keeps_its_nan_through_refresh_repair_and_status(tmp_path, cli):
+    """From a review: the registry (SQLite stores a NaN as NULL) and `arctl status` showed a run whose
+    loss had gone NaN with its last finite metric. Now the row says ``metric_nonfinite``, status shows
+    ``train/loss=nan`` and --json carries it (strict JSON: no NaN token), `arctl repair` rebuilds it, and a
+    later finite row clears it."""
+    from arctl.launch.refresh import refresh
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.status_file import write_status
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    reg = Registry(ws.registry_path)
+    reg.claim([_rec("r0")], new_claim_token())
+    run_dir = ws.run_dir("r0")
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("experiment: e\narm: a\nseed: 0\nrun_id: r0\n")
+    rows = [{"trainer/global_step": 0, "train/loss": 0.5, "train/anytime_score": 0.4},
+            {"trainer/global_step": 1, "train/loss": float("nan"), "train/anytime_score": 0.4}]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_status(run_dir, state="completed", executor="local", attempt=1, ended_at=time.time())
+    reg.update_many([("r0", {"state": states.RUNNING, "executor": "local", "job_id": "1"})])
+    with reg:
+        (rec,) = refresh(reg, ws)
+    assert (rec.state, rec.step, rec.metric_name, rec.metric_value, rec.metric_nonfinite) == (
+        states.COMPLETED, 1, "train/loss", None, "nan")
+    out = cli("status", "--workdir", str(ws.root), "--no-refresh", check=True).stdout
+    assert "train/loss=nan" in out and "0.4" not in out.split("train/loss")[1][:8]
+    doc = json.loads(cli("status", "--workdir", str(ws.root), "--json", check=True).stdout)
+    assert (doc[0]["metric_name"], doc[0]["metric_value"], doc[0]["metric_nonfinite"]) == ("train/loss", None, "nan")
+    rebuild_registry(ws)
+    with Registry(ws.registry_path) as again:
+        assert again.get("r0").metric_nonfinite == "nan"
+    with open(run_dir / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"trainer/global_step": 2, "train/loss": 0.3, "train/anytime_score": 0.5}) + "\n")
+    rebuild_registry(ws)  # (a completed row is not refreshed again)
+    with Registry(ws.registry_path) as again:
+        rec = again.get("r0")
+    assert (rec.step, rec.metric_name, rec.metric_value, rec.metric_nonfinite) == (2, "train/anytime_score", 0.5, None)

@@ -32,7 +32,7 @@ def test_a_step_sqlite_cannot_hold_is_no_step(tmp_path):
     (tmp_path / STATUS_FILE).write_text(json.dumps({"step": 10**19, "pid": 2**64, "attempt": 1}))
     assert read_status(tmp_path) == {"attempt": 1}
     (tmp_path / "verl_metrics.jsonl").write_text(json.dumps({"step": 1e19, "data": {"train/loss": 0.5}}) + "\n")
-    assert tail_progress(tmp_path) == {"metric_name": "train/loss", "metric_value": 0.5}
+    assert tail_progress(tmp_path) == {"metric_name": "train/loss", "metric_value": 0.5, "metric_nonfinite": None}
     ws = Workspace(tmp_path / "ws")
     with Registry(ws.registry_path) as reg:
         reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
