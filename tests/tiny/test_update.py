@@ -137,3 +137,25 @@ def test_the_kl_term_pulls_the_policy_back_to_the_reference():
     assert "kl" not in out and torch.equal(before, torch.cat([p.detach().flatten() for p in plain.parameters()]))
     with pytest.raises(ValueError, match="needs the reference model"):
         ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0)
+
+
+def test_an_update_with_a_gradient_that_is_not_finite_is_skipped_as_verl_skips_it():
+    """verl 0.9.1's engines skip an optimizer step whose gradient norm is not finite (and drop its
+    gradients); the tiny backend stepped anyway and every weight became NaN. A NaN advantage in the second
+    prompt group's mini-batch: that step is skipped and counted, the first group's step is taken as if
+    the second had not been there, and the weights stay finite."""
+    from arctl.backends.tiny.update import ppo_update
+
+    trees = _trees(50, 4)
+    trees[2].advantages.fill_(float("nan"))
+    model = _model(50)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 1, 1, OBJECTIVE, 1.0)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert out["skipped"] == 1 and out["loss"] != out["loss"]  # the NaN loss is logged: the divergence shows
+    assert torch.isfinite(after).all()
+    alone = _model(50)
+    ppo_update(alone, torch.optim.AdamW(alone.parameters(), lr=1e-2), tree_batch(trees[:2], 0), torch.tensor([0, 0]),
+               1, 1, OBJECTIVE, 1.0)
+    torch.testing.assert_close(after, torch.cat([p.detach().flatten() for p in alone.parameters()]))
+    assert not torch.equal(after, torch.cat([p.detach().flatten() for p in _model(50).parameters()]))

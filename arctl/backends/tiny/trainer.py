@@ -153,6 +153,11 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 run.ppo_epochs, objective, run.grad_clip, run.temperature, run.update_micro_batch, reference,
             )
             model.eval()
+            if upd["skipped"]:  # verl prints "WARN: grad_norm is not finite" and skips the same way
+                note = (f"step {step}: the gradient norm was not finite in {upd['skipped']} optimizer step(s): "
+                        "skipped, as verl skips them (train/loss shows whether the loss diverged)")
+                print(f"tiny: WARNING {note}", flush=True)
+                write_warning(run_dir, note)
             metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
             metrics.update({ms.TRAIN_LOSS: upd["loss"], ms.TRAIN_ENTROPY: upd["entropy"],
                             ms.PERF_STEP_TIME_S: time.perf_counter() - t0, ms.PERF_STEP_CPU_S: time.process_time() - cpu0})

@@ -180,10 +180,14 @@ def ppo_update(
     mini-batch's trees). With ``optim.kl_coef > 0``, ``reference`` (the weights RL started from)
     gives every trained token's reference log-prob once, before the first step.
 
+    An optimizer step whose gradient norm is not finite (NaN, inf) is skipped, its gradients dropped, as
+    verl 0.9.1's engines do (``optimizer_step`` in ``verl/workers/engine/fsdp/transformer_impl.py``): one
+    bad batch does not turn every weight into NaN in one backend and leave the other's as they were.
+
     Returns the mean policy loss (``loss``, without the KL term, as verl's ``actor/pg_loss``), the
-    mean entropy, and with a KL term its mean (``kl_loss``) and ``kl``: the mean per-token KL
-    estimate of the policy that sampled the batch against the reference
-    (:func:`arctl.algo.tree_loss.kl_mean`)."""
+    mean entropy, ``skipped``: the optimizer steps skipped, and with a KL term its mean (``kl_loss``)
+    and ``kl``: the mean per-token KL estimate of the policy that sampled the batch against the
+    reference (:func:`arctl.algo.tree_loss.kl_mean`)."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
     if epochs * len(minis) > 1:
@@ -195,7 +199,7 @@ def ppo_update(
         batch.ref_logp = _all_logprobs(reference, batch, micro_batch, temperature)
         sampled = batch.old_logp if batch.old_logp is not None else _all_logprobs(model, batch, micro_batch, temperature)
         out["kl"] = kl_mean(sampled, batch.ref_logp, batch.loss_mask, objective.loss.kl_type)
-    losses, kls, ents = [], [], []
+    losses, kls, ents, skipped = [], [], [], 0
     for _ in range(epochs):
         for idx in minis:
             optimizer.zero_grad(set_to_none=True)
@@ -207,13 +211,16 @@ def ppo_update(
                 k = int(mb.loss_mask.sum())
                 total, kl_total = total + float(loss.detach()), kl_total + float(kl)
                 ent_sum, n_tok = ent_sum + float(ent) * k, n_tok + k
-            if grad_clip and grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            optimizer.step()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip if grad_clip > 0 else float("inf"))
+            if torch.isfinite(norm):
+                optimizer.step()
+            else:  # verl's rule: skip the step, drop the gradients
+                optimizer.zero_grad(set_to_none=True)
+                skipped += 1
             losses.append(total - kl_total)
             kls.append(kl_total)
             ents.append(ent_sum / max(n_tok, 1))
-    out.update({"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents)})
+    out.update({"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents), "skipped": skipped})
     if objective.loss.kl_coef:
         out["kl_loss"] = sum(kls) / len(kls)
     return out
