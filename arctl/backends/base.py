@@ -87,7 +87,13 @@ class Backend(Protocol):
         """The dataclass of the backend's config section (its fields written with
         :func:`arctl.config.schema.setting`: type, default, range, choices), typed like the core
         sections; None: an open mapping (``{}``), whose keys a scale profile sets and
-        :meth:`config_ranges` checks. Either way ``+<name>.<key>=`` may add a key."""
+        :meth:`config_ranges` checks."""
+
+    def added_keys(self) -> tuple[str, ...] | None:
+        """Where ``+<name>.<key>=`` may add a key the section does not have: the dotted prefixes under
+        which the backend reads (and checks) keys it finds, e.g. ``("tiny.task.",)``; None: anywhere in
+        its section (an open mapping read as a whole). A key added elsewhere would be read by nothing,
+        and is refused (:func:`arctl.compose.plugins.added_key_problem`)."""
 
     def conf_dir(self) -> Path | None:
         """A directory of config-group options the backend brings (``scale/<name>.yaml``: its scale
@@ -171,6 +177,9 @@ class BackendDefaults:
 
     def settings_type(self):
         return None
+
+    def added_keys(self):
+        return None if self.settings_type() is None else ()  # a typed section declares every key it reads
 
     def conf_dir(self):
         return None

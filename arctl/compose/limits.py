@@ -6,8 +6,9 @@ refused, so a new key cannot slip in unchecked (``tests/spec`` walks every exper
 The typed sections' ranges are written on their fields in the schema (:mod:`arctl.config.schema`); the
 open sections' here (``scale``: set by a group option), and a backend's section by the backend
 (typed: ``Backend.settings_type``; open: ``Backend.config_ranges``; :mod:`arctl.compose.plugins`).
-Keys that users add under a backend's section (``+tiny.x=...``, ``+verl.x=...``) only need to be
-finite and of a sane size (:data:`OPEN_RANGE`).
+Keys that users add under a backend's section where it reads them (``+tiny.task.<task>.<knob>=...``, a
+plugin's open section: ``Backend.added_keys``; elsewhere refused) only need to be finite and of a sane size
+here (:data:`OPEN_RANGE`): the backend checks them.
 """
 
 from __future__ import annotations

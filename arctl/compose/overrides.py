@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from arctl.algo.verify import bracket_depth
 from arctl.compose.errors import SpecError, did_you_mean
@@ -23,10 +23,13 @@ def _shown(text: str) -> str:
 
 @dataclass(frozen=True)
 class Overrides:
-    """Overrides split into config-group choices (last one wins) and key overrides (in order)."""
+    """Overrides split into config-group choices (last one wins) and key overrides (in order);
+    ``added``: the keys of those written ``+key=``/``++key=`` (checked once composed: a key the config
+    lacks must be one its backend reads, :func:`arctl.compose.plugins.added_key_problem`)."""
 
     groups: dict[str, str]
     keys: list[str]
+    added: list[str] = field(default_factory=list)
 
 
 def split_overrides(overrides: list[str], where: str) -> Overrides:
@@ -37,6 +40,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     parser = OverridesParser.create()
     groups: dict[str, str] = {}
     keys: list[str] = []
+    added: list[str] = []
     groups_known = config_groups()  # read once per call: a directory listing per config dir
     for text in overrides:
         if isinstance(text, str) and text.startswith("~"):
@@ -84,4 +88,6 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
                 f"new keys are allowed only under {', '.join(s.rstrip('.') for s in open_sections())} (the backends' sections)",
             )
         keys.append(text)
-    return Overrides(groups=groups, keys=keys)
+        if parsed.is_add() or parsed.is_force_add():
+            added.append(key.lstrip("+"))
+    return Overrides(groups=groups, keys=keys, added=added)

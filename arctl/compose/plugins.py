@@ -59,6 +59,20 @@ def open_sections() -> tuple[str, ...]:
     return tuple(f"{name}." for name in backends())
 
 
+def added_key_problem(key: str, backend: str) -> str | None:
+    """Why ``+key=`` (a key the composed config lacks) would change nothing for a run of ``backend``:
+    it is another backend's section, or not where its own backend reads added keys
+    (``Backend.added_keys``); None where it is read."""
+    section = key.split(".", 1)[0]
+    if section != backend:
+        return f"{key} is read by the {section} backend only, and this run's backend is {backend}"
+    owner = backends().get(backend)
+    prefixes = _call(owner, "added_keys") if owner is not None else None
+    if prefixes is None or key.startswith(tuple(prefixes)):
+        return None
+    return f"{key} is no key of the {backend} section: nothing would read it"
+
+
 @functools.cache
 def backend_ranges() -> dict[str, Range]:
     """dotted key -> range that the backends declare for their open sections (``Backend.config_ranges``)."""

@@ -284,10 +284,13 @@ def resolve_arm(
     overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
     cfg = compose_config(overrides)
+    parts = ((exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"), (arm_ov, f"{where}: arms.{arm}"),
+             (swept, f"sweep {sweep}"), (user, "command line"))
     try:
         check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}", err.hint) from None
+    _check_added_keys(parts, cfg, tuple(f"{g}={o}" for g, o in sorted(groups.items())))
     cfg = _finalize(cfg)
     if (cfg.get("trainer") or {}).get("init_run") is not None:
         raise SpecError("trainer.init_run is written by the launcher", f"{experiment.name}/{arm}: trainer.init_run",
@@ -307,6 +310,34 @@ def resolve_arm(
         user_overrides=list(user_overrides or []),
         sweep_overrides=list(sweep_overrides or []),
     )
+
+
+_ABSENT = object()
+
+
+def _check_added_keys(parts, cfg: dict, group_overrides: tuple[str, ...]) -> None:
+    """A key added with ``+key=`` that the config of the run's groups lacks must be one its backend
+    reads (:func:`arctl.compose.plugins.added_key_problem`): else the value would be carried to the
+    job and change nothing, silently (``+verl.gpu_memory_utilisation=0.8``: a typo that Hydra's own
+    message, "use +key=", invites)."""
+    from omegaconf import OmegaConf
+
+    base, known = _compose_groups(group_overrides), None
+    for part, place in parts:
+        for key in part.added:
+            if OmegaConf.select(base, key, default=_ABSENT) is not _ABSENT:
+                continue  # ++key= on a key the config has: an override like any other
+            problem = plugins.added_key_problem(key, str(cfg.get("backend")))
+            if problem:
+                section = key.split(".", 1)[0]
+                if section != cfg.get("backend"):
+                    raise SpecError(f"override +{key}: {problem}", place,
+                                    f"leave it out: only a run of a scale of the {section} backend reads it")
+                known = known or _dotted_keys(OmegaConf.to_container(base, resolve=False))
+                near = closest(key, [k for k in known if k.startswith(f"{section}.")])
+                raise SpecError(f"override +{key}: {problem}", place,
+                                "did you mean " + " or ".join(repr(k) for k in near) + "? (set it without +)" if near
+                                else "`arctl show EXP` lists the keys a run has")
 
 
 def resolve_init_from(run: ResolvedRun) -> ResolvedRun:

@@ -225,6 +225,7 @@ class WandbConfig:
     name: str = "${arm}-s${seed}"
     mode: str = setting("offline", choices=WANDB_MODES)
     tags: list[str] = setting([])
+    notes: str | None = None  # the W&B run's notes: free text, e.g. what the run is for (WANDB_NOTES for verl)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 :class:`WandbIdentity` reads ``config.wandb`` (and ``experiment``, ``arm``, ``seed``, ``run_id``):
 ``dir = run_dir/wandb``, project (default ``arctl``), group (``wandb.group``, else the experiment),
-name (``wandb.name``, else ``{arm}-s{seed}``), entity, tags, mode (default ``offline``) and the run id
+name (``wandb.name``, else ``{arm}-s{seed}``), entity, tags, notes, mode (default ``offline``) and the run id
 a resumed attempt continues. Two renderings: :meth:`~WandbIdentity.init_kwargs`, the ``wandb.init``
 arguments of :mod:`arctl.track.writer`, and :meth:`~WandbIdentity.env`, the ``WANDB_*`` variables a
 trainer that opens its own W&B run (verl's tracker) reads. ``WANDB_API_KEY`` is never part of it.
@@ -87,6 +87,7 @@ class WandbIdentity:
     tags: Any = None  # as the config gives them (a list)
     id: Any = None  # wandb.id: the launcher's W&B id (the run id, suffixed after a --force rerun)
     run_id: Any = None  # the arctl run id (init_kwargs falls back to it without wandb.id)
+    notes: Any = None  # wandb.notes: the run's notes (free text)
 
     @classmethod
     def from_config(cls, config: dict, run_dir: str | Path | None, *, mode: str | None = None,
@@ -104,6 +105,7 @@ class WandbIdentity:
             tags=wb.get("tags"),
             id=wb.get("id") or None,
             run_id=config.get("run_id"),
+            notes=wb.get("notes") or None,
         )
 
     @property
@@ -121,6 +123,7 @@ class WandbIdentity:
             "group": self.group,
             "name": self.name,
             "tags": list(self.tags or []) or None,
+            "notes": str(self.notes) if self.notes else None,
             "config": config,
             "dir": str(self.dir),
             "mode": self.mode,
@@ -151,6 +154,8 @@ class WandbIdentity:
             env["WANDB_ENTITY"] = str(self.entity)
         if self.tags:
             env["WANDB_TAGS"] = ",".join(str(t) for t in self.tags)
+        if self.notes:
+            env["WANDB_NOTES"] = str(self.notes)
         if self.id:
             env["WANDB_RUN_ID"] = str(self.id)
             env["WANDB_RESUME"] = RESUME

@@ -128,7 +128,7 @@ def test_a_sweep_cannot_reach_outside_the_experiments_folder(sandbox):
 @pytest.mark.parametrize("override", [
     "wandb.name=${oc.env:WANDB_API_KEY}",
     "wandb.name=${oc.env:HOME,x}",
-    "+tiny.note=prefix-${oc.env:USER}",
+    "wandb.notes=prefix-${oc.env:USER}",
 ], ids=["api-key", "with-default", "inside-a-string"])
 def test_oc_env_in_an_override_is_refused(sandbox, monkeypatch, override):
     monkeypatch.setenv("WANDB_API_KEY", "planted-key-0123456789")

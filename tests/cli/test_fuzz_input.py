@@ -73,7 +73,7 @@ BAD_NUMERIC = st.sampled_from(sorted(RANGES)).flatmap(
 BAD_LIST = st.sampled_from(sorted(LIST_RANGES)).flatmap(
     lambda key: st.sampled_from(out_of_range(LIST_RANGES[key])).map(lambda v: f"{key}=[16,32,{v}]"))
 BAD_ENV = st.builds(lambda key, var, shape: shape.format(key=key, var=var),
-                    st.sampled_from(["wandb.name", "wandb.project", "+tiny.note", "cluster.partition"]),
+                    st.sampled_from(["wandb.name", "wandb.project", "wandb.notes", "cluster.partition"]),
                     st.sampled_from(["WANDB_API_KEY", "HOME", "PATH", "NOPE"]),
                     st.sampled_from(["{key}=${{oc.env:{var}}}", "{key}=${{oc.env:{var},dflt}}", "{key}=pre-${{oc.env:{var}}}",
                                      "{key}='${{oc.env:{var}}}'", "{key}=${{oc.env:${{oc.env:{var}}}}}"]))
@@ -230,7 +230,8 @@ INTERPOLATION = st.one_of(
     st.builds(lambda c: "${arctl.grid:${scale.budgets}," + c + "}", CALL),  # inside an allowed resolver
     st.just("${wandb.project}{oc.env:WANDB_API_KEY}"),  # text that becomes an interpolation
 )
-TARGET_KEY = st.sampled_from(["wandb.name", "wandb.project", "+tiny.e", "+verl.f", "cluster.partition", "eval.grid"])
+TARGET_KEY = st.sampled_from(["wandb.name", "wandb.project", "wandb.notes", "+tiny.task.search.e", "cluster.partition",
+                              "eval.grid"])
 
 
 @FUZZ

@@ -24,13 +24,13 @@ def key(monkeypatch):
 # 1. no resolver can read the environment, however the interpolation is built
 BUILT = {
     "decode (as reported)": ["wandb.project=$", "wandb.name='${oc.decode:\"${wandb.project}{oc.env:WANDB_API_KEY}\"}'"],
-    "decode into an open key": ["+tiny.e=${oc.decode:'${oc.env:WANDB_API_KEY}'}"],
+    "decode into an added key": ["+tiny.task.search.e=${oc.decode:'${oc.env:WANDB_API_KEY}'}"],
     "create": ["wandb.name=${oc.create:'{a: 1}'}"],
     "text that becomes an interpolation": ["wandb.project=$", "wandb.name=${wandb.project}{oc.env:WANDB_API_KEY}"],
     "env inside an allowed resolver": ["eval.grid='${arctl.grid:${scale.budgets},${oc.env:WANDB_API_KEY}}'"],
     "the clock": ["wandb.name=run-${now:%H%M%S}"],
     "hydra's runtime": ["wandb.name=${hydra:runtime.cwd}"],
-    "oc.dict": ["+tiny.e=${oc.dict.keys:wandb}"],
+    "oc.dict": ["wandb.notes=${oc.dict.keys:wandb}"],
     "an escaped interpolation": ["wandb.name=\\${oc.env:WANDB_API_KEY}"],
 }
 

@@ -244,11 +244,11 @@ def test_tricky_overrides_reach_the_job_as_data_and_the_api_key_stays_out_of_the
     key = "planted" + "0123456789abcdef" * 2
     monkeypatch.setenv("WANDB_API_KEY", key)
     ws = tmp_path / "ws"
-    cli("run", "lt", "--arm", "a", f"+tiny.note={_hydra_quote(tricky)}", "wandb.mode=offline",
+    cli("run", "lt", "--arm", "a", f"wandb.notes={_hydra_quote(tricky)}", "wandb.mode=offline",
         "--executor", "local", "--workdir", str(ws), check=True)
     run_dir = next((ws / "runs").iterdir())
     received = json.loads((run_dir / "received_config.json").read_text())
-    assert received["tiny"]["note"] == tricky and not marker.exists()
+    assert received["wandb"]["notes"] == tricky and not marker.exists()
     assert list((run_dir / "wandb").rglob(f"*{received['wandb']['id']}*.wandb"))
     status = json.loads(cli("status", "--workdir", str(ws), "--json", check=True).stdout)[0]
     assert (status["step"], status["metric_name"], status["wandb_id"]) == (6, "train/loss", received["wandb"]["id"])

@@ -256,11 +256,11 @@ def test_tricky_overrides_are_data_and_the_api_key_never_reaches_the_workspace(s
     key = "planted" + "fedcba9876543210" * 2
     monkeypatch.setenv("WANDB_API_KEY", key)
     ws = tmp_path / "ws"
-    doc = _launch(cli, "run", "lt", ws, "--arm", "b", f"+tiny.note={quoted}", "wandb.mode=offline")
+    doc = _launch(cli, "run", "lt", ws, "--arm", "b", f"wandb.notes={quoted}", "wandb.mode=offline")
     (run,) = doc["submitted"]
     waiter(lambda: _records(ws)[run["run_id"]].state == "COMPLETED", 120, "the run to complete")
     received = json.loads((Path(run["run_dir"]) / "received_config.json").read_text())
-    assert received["tiny"]["note"] == tricky and not marker.exists()
+    assert received["wandb"]["notes"] == tricky and not marker.exists()
     assert list((ws / "jobs").rglob("*_submission.sh")), "the sbatch script is in the workspace"
     hits = subprocess.run(["grep", "-rl", key, str(ws)], capture_output=True, text=True).stdout
     assert hits == "", f"the API key leaked into {hits}"

@@ -94,8 +94,12 @@ def test_override_grammar():
     assert cfg["thinking"]["probs"] == [0.1, 0.2, 0.3, 0.4]
     # user overrides come last: they beat the arm's group choices
     assert _arm("main-grpo", "grpo", overrides=["algo=anytime"])["thinking"]["baseline"] == "brpo"
-    # new keys are allowed only in the backend pass-through sections
-    assert _arm("main-grpo", "grpo", overrides=["+verl.extra=3"])["verl"]["extra"] == 3
+    # a new key only where a backend reads it (a toy task's knobs); else it would change nothing: refused
+    with pytest.raises(SpecError, match=r"verl.extra is no key of the verl section: nothing would read it"):
+        _arm("main-grpo", "grpo", overrides=["+verl.extra=3"])
+    with pytest.raises(SpecError, match=r"verl.extra is read by the verl backend only.*backend is tiny"):
+        _arm("main-grpo", "grpo", scale="tiny", overrides=["+verl.extra=3"])
+    assert _arm("main-grpo", "grpo", scale="tiny", overrides=["++tiny.threads=1"])["tiny"]["threads"] == 1  # a key it has
     with pytest.raises(SpecError, match="adds a new key"):
         _arm("main-grpo", "grpo", overrides=["+new.key=1"])
     with pytest.raises(SpecError, match="unknown config key 'thinking.lamb'.*thinking.lam"):

@@ -156,16 +156,22 @@ def _lookup(node, dotted):
 
 
 def test_the_verl_section_is_typed_and_open_only_to_additions():
-    """verl's knobs: a typo is an unknown key, a bad layout is refused before any GPU job, and
-    ``+verl.<key>`` still adds a pass-through key."""
+    """verl's knobs: a typo is an unknown key, a bad layout is refused before any GPU job, and so is a
+    key added with ``+verl.<key>`` (nothing reads it: a typo Hydra's "use +key=" invites, found only
+    when the GPU run ignores it)."""
     with pytest.raises(SpecError, match="unknown config key 'verl.tree_attenton'.*verl.tree_attention"):
         resolve_experiment("main-grpo", ["verl.tree_attenton=dense"], scale="paper", seeds=[0])
     with pytest.raises(SpecError, match="verl.tree_attention='sparse' is not allowed"):
         resolve_experiment("main-grpo", ["verl.tree_attention=sparse"], scale="paper", seeds=[0])
     with pytest.raises(SpecError, match="verl.ray_start_args holds '1', which is not a `ray start` flag"):
         resolve_experiment("main-grpo", ["verl.ray_start_args=[1,2]"], scale="paper", seeds=[0])  # typed: '1', '2'
-    (run,) = resolve_experiment("main-grpo", ["+verl.note=x"], scale="paper", seeds=[0])
-    assert run.config["verl"]["note"] == "x" and run.config["verl"]["tree_attention"] == "flex"
+    with pytest.raises(SpecError, match="verl.gpu_memory_utilisation is no key of the verl section.*"
+                                        "did you mean 'verl.gpu_memory_utilization'"):
+        resolve_experiment("main-grpo", ["+verl.gpu_memory_utilisation=0.8"], scale="paper", seeds=[0])
+    with pytest.raises(SpecError, match=r"tiny.threads is read by the tiny backend only.*backend is verl"):
+        resolve_experiment("main-grpo", ["+tiny.threads=2"], scale="paper", seeds=[0])
+    (run,) = resolve_experiment("main-grpo", ["++verl.tree_attention=dense"], scale="paper", seeds=[0])
+    assert run.config["verl"]["tree_attention"] == "dense"
     # from a review: two values verl reads only on the cluster, once its workers start (GPU hours)
     with pytest.raises(SpecError, match="verl.resume_mode='autoo' is not allowed"):
         resolve_experiment("main-grpo", ["verl.resume_mode=autoo"], scale="paper", seeds=[0])

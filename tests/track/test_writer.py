@@ -27,6 +27,22 @@ def test_init_kwargs_follow_the_conventions(tmp_path):
         wandb_init_kwargs(_config(wandb={"mode": "cloud"}), tmp_path)
 
 
+def test_the_runs_notes_reach_wandb_in_both_renderings(tmp_path):
+    """``wandb.notes`` (free text, several lines): ``wandb.init(notes=...)`` for the tiny backend, and
+    ``WANDB_NOTES`` for verl's tracker; the run's .wandb file holds them."""
+    from arctl.track.identity import WandbIdentity
+
+    notes = "why: lam=0.7\nsecond line; $(not run)"
+    config = _config(wandb={"project": "p", "mode": "offline", "notes": notes})
+    assert wandb_init_kwargs(config, tmp_path)["notes"] == notes
+    assert wandb_init_kwargs(_config(), tmp_path)["notes"] is None
+    assert WandbIdentity.from_config(config, tmp_path).env()["WANDB_NOTES"] == notes
+    assert "WANDB_NOTES" not in WandbIdentity.from_config(_config(), tmp_path).env()
+    close_run(open_run(config, tmp_path))
+    (path,) = {p.resolve() for p in (tmp_path / "wandb").rglob("run-*.wandb")}
+    assert notes.encode() in path.read_bytes()
+
+
 def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
     from arctl.track.wandbfile import read_wandb_file
 

@@ -28,6 +28,11 @@ class TinyBackend(BackendDefaults):
 
         return RANGES
 
+    def added_keys(self):
+        # the scale profile (conf/scale/tiny.yaml) has every key the tiny loop reads; a toy task's knobs
+        # are read and checked where the task is built (arctl.backends.tiny.tasks.task_section)
+        return ("tiny.task.",)
+
     def conf_dir(self):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 

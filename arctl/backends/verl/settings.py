@@ -30,7 +30,8 @@ EVAL_MODEL = "model"
 @dataclass
 class VerlConfig:
     """``verl``: the verl backend's knobs (arctl.backends.verl reads them; the tiny backend ignores
-    them). Open: ``+verl.<key>=...`` may add a key, checked only to be finite and sane."""
+    them). Typed: ``+verl.<key>=...`` adding a key is refused (nothing would read it); verl's own config
+    keys go in ``overrides``."""
 
     tree_attention: str = setting("flex", choices=TREE_LAYOUTS)
     device: str = setting("cuda", choices=VERL_DEVICES)  # cpu: a CPU platform, gloo, the arctl_cpu rollout server
