@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from arctl.algo.verify import bracket_depth
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.paths import config_groups, group_options
-from arctl.compose.plugins import open_sections
+from arctl.compose.plugins import open_sections, run_config
 from arctl.compose.resolvers import value_problem
+from arctl.config.schema import bool_fields
 
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
 # id and W&B would name one run while another trains)
@@ -87,6 +88,10 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
                 "arctl specs are closed: use an existing key (`arctl show EXP` lists them); "
                 f"new keys are allowed only under {', '.join(s.rstrip('.') for s in open_sections())} (the backends' sections)",
             )
+        if key.lstrip("+") in bool_fields(run_config()) and not isinstance(parsed.value(), bool):
+            # OmegaConf would take 2 (any nonzero number), 'yes', 'on' or '1' for true
+            raise SpecError(f"override {text!r}: {key.lstrip('+')} is true or false", where,
+                            f"write {key.lstrip('+')}=true or {key.lstrip('+')}=false")
         keys.append(text)
         if parsed.is_add() or parsed.is_force_add():
             added.append(key.lstrip("+"))

@@ -443,3 +443,14 @@ def test_a_spec_naming_a_scale_that_does_not_exist_or_choosing_one_in_groups_is_
     """)
     with pytest.raises(SpecError, match="the scale is chosen with --scale"):
         resolve_experiment("grp")
+
+
+@pytest.mark.parametrize("value", ["2", "1", "0", "yes", "on", "'true'", "null"])
+def test_a_true_or_false_key_takes_true_or_false_only(value):
+    """From a review: OmegaConf turns 2 (any nonzero number), 1, 'yes', 'on' and the text 'true' into
+    true, so `summary.decoupled=2` trained the decoupled arm without a word."""
+    with pytest.raises(SpecError, match="summary.decoupled is true or false"):
+        resolve_experiment("main-grpo", [f"summary.decoupled={value}"], scale="tiny", seeds=[0])
+    (run,) = resolve_experiment("main-grpo", ["summary.decoupled=false", "trainer.deterministic=True"], scale="tiny",
+                                seeds=[0])
+    assert run.config["summary"]["decoupled"] is False and run.config["trainer"]["deterministic"] is True
