@@ -91,9 +91,10 @@ class Backend(Protocol):
 
     def added_keys(self) -> tuple[str, ...] | None:
         """Where ``+<name>.<key>=`` may add a key the section does not have: the dotted prefixes under
-        which the backend reads (and checks) keys it finds, e.g. ``("tiny.task.",)``; None: anywhere in
-        its section (an open mapping read as a whole). A key added elsewhere would be read by nothing,
-        and is refused (:func:`arctl.compose.plugins.added_key_problem`)."""
+        which the backend reads (and checks) keys it finds, e.g. ``("tiny.task.",)``; ``()``: nowhere (a
+        typed section that declares every key it reads, as verl's); None (the default): anywhere in its
+        section (read as a whole). A key added where it would be read by nothing is refused
+        (:func:`arctl.compose.plugins.added_key_problem`)."""
 
     def conf_dir(self) -> Path | None:
         """A directory of config-group options the backend brings (``scale/<name>.yaml``: its scale
@@ -179,7 +180,7 @@ class BackendDefaults:
         return None
 
     def added_keys(self):
-        return None if self.settings_type() is None else ()  # a typed section declares every key it reads
+        return None  # a backend that does not say reads what it finds in its section
 
     def conf_dir(self):
         return None

@@ -147,12 +147,20 @@ def test_wrong_key_or_type_fails_with_one_clear_line(paper_config, bad, fragment
 
 def test_extra_override_is_applied_and_malformed_one_rejected(paper_config):
     cfg = copy.deepcopy(paper_config)
-    cfg["verl"]["overrides"] = ["trainer.save_freq=7"]
+    cfg["verl"]["overrides"] = ["trainer.log_val_generations=7"]
     _, composed = build_verl_config(cfg)
-    assert composed.trainer.save_freq == 7
-    cfg["verl"]["overrides"] = ["trainer.save_freq"]
+    assert composed.trainer.log_val_generations == 7
+    cfg["verl"]["overrides"] = ["trainer.log_val_generations"]
     with pytest.raises(VerlConfigError, match="KEY=VALUE"):
         verl_overrides(cfg)
+    # from a review: a raw override of a value arctl sets won silently, while what arctl computed from its own
+    # config stayed (rollout.n=16 with the loss constant of n=8: each update twice as large; a response length
+    # shorter than a packed tree); now refused, as is arctl's own node
+    for item in ("actor_rollout_ref.rollout.n=16", "data.max_response_length=4096", "+arctl.seed=3",
+                 "trainer.save_freq=7"):
+        cfg["verl"]["overrides"] = [item]
+        with pytest.raises(VerlConfigError, match=f"replaces {item.split('=')[0].lstrip('+')}, which arctl sets"):
+            verl_overrides(cfg)
 
 
 def test_strings_with_grammar_characters_are_quoted(paper_config):
@@ -340,3 +348,27 @@ def test_the_rollout_names_and_resume_modes_arctl_accepts_are_verls():
     assert set(ROLLOUT_NAMES) - {CPU_ROLLOUT} == {n for n, mode in base._ROLLOUT_REGISTRY if mode == "async"} - {CPU_ROLLOUT}
     source = inspect.getsource(trainer_base)
     assert all(f'resume_mode == "{m}"' in source for m in RESUME_MODES)
+
+
+def test_paths_under_home_reach_verl_expanded(paper_config, tmp_path, monkeypatch):
+    """From a review: ``data.val_files=[~/data/val.parquet]`` passed arctl's launch check (which expands
+    ``~``) and reached verl as written, where ``datasets`` looked for ``<cwd>/~/data/val.parquet`` once the
+    GPU job had started. Every path the user names reaches verl expanded; an HF model id is unchanged."""
+    import copy
+
+    from arctl.backends.verl.run_config import run_overrides
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = copy.deepcopy(paper_config)
+    cfg["data"]["train_files"] = "~/data/train.parquet"
+    cfg["data"]["val_files"] = ["~/data/val.parquet", "/abs/other.parquet"]
+    cfg["model"]["path"] = "~/models/r1"
+    composed = check_overrides(verl_overrides(cfg))
+    assert composed.data.train_files == str(tmp_path / "data/train.parquet")
+    assert list(composed.data.val_files) == [str(tmp_path / "data/val.parquet"), "/abs/other.parquet"]
+    assert composed.actor_rollout_ref.model.path == str(tmp_path / "models/r1")
+    cfg["model"]["path"] = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+    assert check_overrides(verl_overrides(cfg)).actor_rollout_ref.model.path == cfg["model"]["path"]
+    cfg["verl"].update(eval_only=True, eval_checkpoint="~/runs/r/checkpoints/global_step_5")
+    composed = check_overrides(run_overrides(cfg, tmp_path / "run"))
+    assert composed.trainer.resume_from_path == str(tmp_path / "runs/r/checkpoints/global_step_5")

@@ -86,8 +86,8 @@ def test_nothing_at_ray_address_is_one_line_and_recorded(config, tmp_path, monke
 
 
 def test_a_bad_verl_override_fails_the_smoke_at_config(config, tmp_path):
-    config["verl"]["overrides"] = ["trainer.save_freq=often"]
-    with pytest.raises(SmokeError, match=r"failed at config: verl override trainer.save_freq='often' has the wrong type"):
+    config["verl"]["overrides"] = ["trainer.log_val_generations=often"]
+    with pytest.raises(SmokeError, match=r"failed at config: verl override trainer.log_val_generations='often' has the wrong type"):
         run_smoke(config, tmp_path / "run")
     assert json.loads((tmp_path / "run" / SMOKE_FILE).read_text())["failed_check"] == "config"
 

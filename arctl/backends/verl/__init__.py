@@ -50,6 +50,9 @@ class VerlBackend(BackendDefaults):
 
         return VerlConfig
 
+    def added_keys(self):
+        return ()  # VerlConfig declares every key arctl's verl backend reads; verl's own keys: verl.overrides
+
     def conf_dir(self):
         return CONF  # scale/paper.yaml: the paper's scale
 

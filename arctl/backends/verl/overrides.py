@@ -323,15 +323,25 @@ def arctl_settings(config: dict) -> dict[str, Any]:
     }
 
 
+def user_path(value: Any) -> str:
+    """A file or folder the user named, as verl must get it: ``~`` expanded (verl passes a path on as
+    written: ``datasets`` and Hugging Face resolve ``~/data`` against the working directory, while
+    arctl's launch checks expanded it and found the file). An HF model id is unchanged."""
+    text = str(value)
+    return str(Path(text).expanduser()) if text.startswith("~") else text
+
+
 def _val_files(config: dict) -> list[str]:
     if config["data"].get("val_files"):
         files = config["data"]["val_files"]
-        return [str(f) for f in (files if isinstance(files, (list, tuple)) else [files])]
+        return [user_path(f) for f in (files if isinstance(files, (list, tuple)) else [files])]
     return [str(dataset_file(config, name, "test")) for name in config["eval"]["datasets"]]
 
 
-def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]:
-    """The Hydra override list (``key=value``) that runs this arctl config on verl's v1 trainer."""
+def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequence[str] = ()) -> list[str]:
+    """The Hydra override list (``key=value``) that runs this arctl config on verl's v1 trainer: what arctl
+    derives from the config, then ``mode`` (arctl's own entries of a mode: the eval-only run's), then the
+    user's ``verl.overrides`` (refused where they replace what arctl set)."""
     layout = verl_setting(config, "tree_attention")
     if layout not in TREE_LAYOUTS:
         raise VerlConfigError(
@@ -351,6 +361,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         # the file logger always: run_dir/verl_metrics.jsonl is what a resume re-logs W&B rows from
         logger = ["console", "file"] + ([] if wandb.get("mode") == "disabled" else ["wandb"])
     train_files = data.get("train_files") or str(dataset_file(config, data["train_dataset"], "train"))
+    train_files = [user_path(f) for f in train_files] if isinstance(train_files, (list, tuple)) else user_path(train_files)
     ev = config["eval"]
     identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
     a = "actor_rollout_ref"
@@ -366,7 +377,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
         "data.truncation": "error",
         "data.seed": int(config.get("seed", 0)),
         # model
-        f"{a}.model.path": str(model_path),
+        f"{a}.model.path": user_path(model_path),
         # padded rows in every layout: remove-padding packs rows into one sequence and needs
         # flash-attn's varlen kernels, which verl[vllm]==0.9.1 does not install
         f"{a}.model.use_remove_padding": False,
@@ -461,10 +472,17 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None) -> list[str]
     extra = verl_setting(config, "overrides") or []
     if isinstance(extra, str):
         extra = [extra]
+    derived = {k.lstrip("+") for k in ov}  # what arctl sets from its own config (a later value would win)
     for item in extra:
         if not isinstance(item, str) or "=" not in item:
-            raise VerlConfigError(f"verl.overrides entry {item!r} is not KEY=VALUE; write e.g. trainer.save_freq=10")
-    return items + list(extra)
+            raise VerlConfigError(f"verl.overrides entry {item!r} is not KEY=VALUE; write e.g. trainer.log_val_generations=10")
+        key = item.split("=", 1)[0].strip().lstrip("+~")
+        if key in derived or key.split(".", 1)[0] == "arctl":
+            raise VerlConfigError(
+                f"verl.overrides entry {item!r} replaces {key}, which arctl sets from the run's config or as its "
+                "layout needs (other values are computed from the same keys: the loss constant from rollout.n, the "
+                "response length from the budgets); set the arctl key it comes from (`arctl show EXP --scale paper`)")
+    return items + list(mode) + list(extra)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -664,9 +682,10 @@ def check_config_dataclasses(cfg: Any) -> None:
         raise VerlConfigError(f"verl's config validation failed: {' '.join(str(err).split())}") from None
 
 
-def build_verl_config(config: dict, run_dir: Path | str | None = None) -> tuple[list[str], Any]:
-    """Overrides and the composed, checked verl config for this arctl config."""
-    overrides = verl_overrides(config, run_dir)
+def build_verl_config(config: dict, run_dir: Path | str | None = None,
+                      mode: Sequence[str] = ()) -> tuple[list[str], Any]:
+    """Overrides and the composed, checked verl config for this arctl config (``mode``: :func:`verl_overrides`)."""
+    overrides = verl_overrides(config, run_dir, mode)
     cfg = check_overrides(overrides)
     layout = verl_setting(config, "tree_attention")
     strategy = str(cfg.actor_rollout_ref.actor.get("strategy", "fsdp"))

@@ -14,6 +14,7 @@ from arctl.backends.verl.overrides import (
     build_verl_config,
     dataset_file,
     fmt_value,
+    user_path,
     verl_overrides,
     verl_setting,
 )
@@ -37,33 +38,24 @@ def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
     if ckpt == EVAL_MODEL:  # model.path itself: nothing to resume (never a checkpoint of the run dir)
         out.append("trainer.resume_mode=disable")
     elif ckpt:
-        out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={fmt_value(str(ckpt))}"]
+        out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={fmt_value(user_path(ckpt))}"]
     return out
 
 
-def _with_eval_only(config: dict, run_dir: Path | None) -> dict:
-    """The config whose ``verl.overrides`` start with the eval-only mode's (the config itself when not
-    eval-only)."""
-    if not bool(verl_setting(config, "eval_only")):
-        return config
-    from copy import deepcopy
-
-    config = deepcopy(config)
-    config.setdefault("verl", {})
-    extra = list(config["verl"].get("overrides") or [])
-    config["verl"]["overrides"] = eval_only_overrides(config, run_dir) + extra
-    return config
+def _mode(config: dict, run_dir: Path | None) -> list[str]:
+    """arctl's own overrides of the run's mode: the eval-only mode's, else none."""
+    return eval_only_overrides(config, run_dir) if bool(verl_setting(config, "eval_only")) else []
 
 
 def run_overrides(config: dict, run_dir: Path | None) -> list[str]:
     """The override list the trainer runs (eval-only mode included), without composing verl's config:
     what the sbatch script shows."""
-    return verl_overrides(_with_eval_only(config, run_dir), run_dir)
+    return verl_overrides(config, run_dir, _mode(config, run_dir))
 
 
 def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]:
     """Overrides and the checked verl config of this arctl config (eval-only mode included)."""
-    return build_verl_config(_with_eval_only(config, run_dir), run_dir)
+    return build_verl_config(config, run_dir, _mode(config, run_dir))
 
 
 def data_files(cfg: Any) -> list[str]:
