@@ -302,3 +302,19 @@ def test_answers_wrapped_in_math_delimiters_are_graded_as_their_content():
     summary = "**Final Answer**\n\\boxed{3}"  # graded as the reward grades it (the default grader)
     assert grade(summary, rows[0]["ground_truth"], DEFAULT_GRADER) == 1
     assert grade(summary, "$x=3$", DEFAULT_GRADER) == 0  # what it was graded against before
+
+
+def test_a_missing_answer_in_a_parquet_file_is_no_answer_not_nan(app, tmp_path):
+    """From a review: a float answer column with a null (AMC's answers are floats) reads as NaN from
+    parquet, and ``str(NaN)`` became the ground truth "nan": a question that scores 0 for ever, said
+    nowhere (the same gap in a .jsonl file was refused). Now it is refused the same way, with its row."""
+    from arctl.backends.verl.data import read_records, to_verl_rows
+
+    pd.DataFrame({"problem": ["p1", "p2"], "answer": [142.0, None]}).to_parquet(tmp_path / "amc.parquet")
+    records = read_records(tmp_path / "amc.parquet")
+    assert to_verl_rows(records[:1], "amc", "test")[0]["reward_model"]["ground_truth"] == "142.0"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "amc22",
+                                   "--source", f"amc22={tmp_path / 'amc.parquet'}"])
+    assert res.exit_code == 2 and "row 1 has no answer" in res.stderr and not (tmp_path / "o").exists()
+    (row,) = to_verl_rows([{"problem": "p", "answer": ["1", float("nan"), None]}], "amc", "test")
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "1", "alternatives": []}  # one answer left

@@ -97,24 +97,37 @@ def _bare(text: str) -> str:
     return text
 
 
+def _missing(value: Any) -> bool:
+    """No value: None, or the NaN/NA a parquet or pandas table holds for a missing cell (a float column's
+    null reads as NaN, and ``str(NaN)`` is ``"nan"``: an answer no summary can match)."""
+    if value is None:
+        return True
+    try:
+        import pandas as pd
+
+        return bool(pd.isna(value)) if not isinstance(value, (list, tuple, dict, str)) and pd.api.types.is_scalar(value) else False
+    except ImportError:
+        return isinstance(value, float) and value != value
+
+
 def _answers(value: Any) -> list[str]:
     """The acceptable answers of a record: a list in the source (Minerva's ``['0.01', '0.02']``,
     OlympiadBench's one-element ``final_answer``) is a list of alternatives, any of which is right
     (the authors' grader matches any), never one answer joined from them; each without the ``$``
     that wrap all of it (:func:`_bare`)."""
-    if value is None:
+    if _missing(value):
         return []
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        return [_bare(str(v).strip()) for v in value if v is not None and str(v).strip()]
+        return [_bare(str(v).strip()) for v in value if not _missing(v) and str(v).strip()]
     text = str(value).strip()
     return [_bare(text)] if text else []
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
     for key in keys:
-        if key in row and row[key] is not None:
+        if key in row and not _missing(row[key]):
             return row[key]
     return None
 
