@@ -318,15 +318,18 @@ class StageUnavailable(RuntimeError):
     through :func:`grade`, never scored as a wrong answer."""
 
 
-def grade(summary_text: str, ground_truth: Any, sympy_stage: Callable[[str, str], bool] = sympy_equal) -> int:
-    """1 iff the summary's answer equals an acceptable answer under the authors' two stages, else 0.
+def grade(summary_text: str, ground_truth: Any, sympy_stage: Callable[[str, str], bool] = sympy_equal,
+          whole: bool = False) -> int:
+    """1 iff the summary's answer equals an acceptable answer under the authors' two stages, else 0;
+    ``whole``: the answer is the last ``\\boxed{}`` of the whole text (DeepScaleR's reward on the text after
+    ``</think>``: ``extract_answer``), not of its ``**Final Answer**`` paragraph.
     ``sympy_stage(given, gold)`` runs stage 2: :func:`sympy_equal` in this process by default; the verl
     backend passes its time-bounded worker (:mod:`arctl.backends.verl.sympy_worker`). No formatting
     rule here (:func:`arctl.algo.verify.score_response` applies it). A stage that raises
     :class:`StageUnavailable` (it cannot run on this machine) fails the call; any other error of a
     stage, or in the answer, scores 0 (as the authors' bare ``except`` does)."""
     try:
-        given = boxed_content(final_answer_step(summary_text) or "")
+        given = boxed_content(summary_text if whole else final_answer_step(summary_text) or "")
         if given is None:
             return 0
         for gold in acceptable_answers(ground_truth):

@@ -42,6 +42,20 @@ GRADERS = (DEEPSCALER, MATH_VERIFY)
 (DeepScaleR's grader as their ``brpo.py`` calls it); ``math-verify``: arctl's earlier grader."""
 DEFAULT_GRADER = DEEPSCALER
 """The authors' grader: what produced the paper's numbers."""
+FINAL_ANSWER, SOLUTION = "final_answer", "solution"
+ANSWER_AT = (FINAL_ANSWER, SOLUTION)
+"""Where a graded text's answer is: ``final_answer`` the last ``\\boxed{}`` of its first ``**Final Answer**``
+paragraph (the authors' reward, after their inserted header); ``solution`` the last ``\\boxed{}`` anywhere in
+it (DeepScaleR's reward on the text after ``</think>``, which Elastic Reasoning trains with: no header is
+inserted, the model writes its own solution)."""
+
+
+def answer_at(inserted: str | None) -> str:
+    """Where the answer is for ``summary.inserted`` (:data:`arctl.algo.prompts.INSERTED_STYLES`): ``think_end``
+    (E1's ``</think>`` alone) -> :data:`SOLUTION`, else :data:`FINAL_ANSWER`."""
+    return SOLUTION if inserted == "think_end" else FINAL_ANSWER
+
+
 GRADER_BEFORE_THE_KEY = MATH_VERIFY
 """The grader of a run whose config has no ``verl.grader`` (written before the key existed, 2026-11-29):
 what such runs were trained and evaluated with; their run ids stay (:mod:`arctl.launch.run_id`)."""
@@ -95,8 +109,11 @@ def closing_brace(text: str, start: int) -> int | None:
     return None
 
 
-def extract_answer(summary_text: str) -> str | None:
-    """The answer of a summary: last ``\\boxed{}`` in its first ``**Final Answer**`` paragraph."""
+def extract_answer(summary_text: str, at: str = FINAL_ANSWER) -> str | None:
+    """The answer of a summary: last ``\\boxed{}`` in its first ``**Final Answer**`` paragraph (``at``
+    :data:`SOLUTION`: in the whole text, at most its last :data:`MAX_PARAGRAPH_CHARS`)."""
+    if at == SOLUTION:
+        return last_boxed(summary_text[-MAX_PARAGRAPH_CHARS:]) if isinstance(summary_text, str) else None
     paragraph = final_answer_paragraph(summary_text)
     return None if paragraph is None else last_boxed(paragraph)
 
@@ -234,10 +251,12 @@ def answers_equivalent(pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_
         return False
 
 
-def verify_answer(summary_text: str, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
-    """1 if the summary's final answer equals ``ground_truth``, else 0 (no format check). A list or
-    tuple ``ground_truth`` is a set of acceptable answers (Minerva's): 1 if it equals any of them."""
-    pred = extract_answer(summary_text)
+def verify_answer(summary_text: str, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  at: str = FINAL_ANSWER) -> int:
+    """1 if the summary's final answer (:func:`extract_answer` ``at``) equals ``ground_truth``, else 0 (no
+    format check). A list or tuple ``ground_truth`` is a set of acceptable answers (Minerva's): 1 if it
+    equals any of them."""
+    pred = extract_answer(summary_text, at)
     if pred is None:
         return 0
     golds = list(ground_truth) if isinstance(ground_truth, (list, tuple)) else [ground_truth]
@@ -275,17 +294,21 @@ def check_grader(grader: str) -> None:
         raise ValueError(f"unknown grader {grader!r}; use one of {', '.join(GRADERS)}")
 
 
-def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callable[[str, str], bool] | None = None) -> int:
-    """1 if the summary's answer is right under ``grader`` (one of :data:`GRADERS`), else 0 (no format
-    check). ``sympy_stage``: the deepscaler grader's stage 2, in this process when None
-    (:func:`arctl.algo.deepscaler_grader.grade`). Raises for an unknown grader, and
-    :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 cannot run."""
+def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callable[[str, str], bool] | None = None,
+          at: str = FINAL_ANSWER) -> int:
+    """1 if the summary's answer (found ``at``: :data:`ANSWER_AT`) is right under ``grader`` (one of
+    :data:`GRADERS`), else 0 (no format check). ``sympy_stage``: the deepscaler grader's stage 2, in this
+    process when None (:func:`arctl.algo.deepscaler_grader.grade`). Raises for an unknown grader or
+    place, and :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 cannot run."""
     check_grader(grader)
+    if at not in ANSWER_AT:
+        raise ValueError(f"answer place {at!r} is not one of {', '.join(ANSWER_AT)}")
     if grader == MATH_VERIFY:
-        return verify_answer(summary_text, ground_truth)
+        return verify_answer(summary_text, ground_truth, at=at)
     from arctl.algo import deepscaler_grader
 
-    return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal)
+    return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal,
+                                   whole=at == SOLUTION)
 
 
 def score_response(
@@ -296,6 +319,7 @@ def score_response(
     think_end: str = THINK_END,
     eos: str | None = None,
     sympy_stage: Callable[[str, str], bool] | None = None,
+    at: str = FINAL_ANSWER,
 ) -> int:
     """Reward of a whole response ``thinking + inserted text + summary``: 1 iff :func:`format_ok` and
     the answer after ``think_end`` is right under ``grader``, else 0. Raises only for an unknown grader
@@ -306,7 +330,7 @@ def score_response(
     try:
         if not format_ok(response_text, think_end, eos):
             return 0
-        return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage)
+        return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage, at)
     except StageUnavailable:
         raise
     except Exception:

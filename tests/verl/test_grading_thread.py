@@ -37,11 +37,11 @@ def test_a_grade_that_waits_leaves_the_event_loop_serving_another_tree(parts, mo
     waited: list[bool] = []
     real_grade = reward.grade_leaf
 
-    def grade(text, ground_truth, *, grader):
+    def grade(text, ground_truth, *, grader, at):
         if ground_truth == "3" and not waited:  # tree A's first grade waits until tree B's thinking is served
             loop.call_soon_threadsafe(a_grading.set)
             waited.append(b_served.wait(timeout=10))
-        return real_grade(text, ground_truth, grader=grader)
+        return real_grade(text, ground_truth, grader=grader, at=at)
 
     monkeypatch.setattr(reward, "grade_leaf", grade)
 
@@ -95,7 +95,7 @@ def test_the_scorer_gives_what_leaf_reward_gives(parts, grader):
 def test_a_grader_that_cannot_run_fails_the_tree_from_the_grading_thread(parts, monkeypatch):
     tok, ins, enc = parts
 
-    def grade(text, ground_truth, *, grader):
+    def grade(text, ground_truth, *, grader, at):
         assert threading.current_thread() is not threading.main_thread()
         raise StageUnavailable("the authors' grader's sympy stage could not start a worker process")
 

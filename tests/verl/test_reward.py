@@ -95,3 +95,45 @@ def test_the_graders_differ_where_docs_algorithm_md_says(parts):
         scores = {g: leaf_reward(enc("t"), ins.truncated, enc(f"\\boxed{{{given}}}"), gold, tok, ins.think_end,
                                  tok.eos_token_id, grader=g) for g in GRADERS}
         assert scores == {"math-verify": 1.0, "deepscaler": 0.0}, (given, gold)
+
+
+ELASTIC_ANSWERS = {  # R1-style solutions after a cut thinking and E1's `</think>`: (text, right under E1's reward)
+    "Thus, the answer is \\(\\boxed{5}\\).": 1.0,
+    "The sum is 5.\n\n\\[\n\\boxed{5}\n\\]": 1.0,
+    "**Final Answer:** \\boxed{5}": 1.0,
+    "### Final Answer\n\\boxed{5}": 1.0,
+    "**Final Answer**\n\\boxed{5}": 1.0,
+    "first \\boxed{5}, then I changed my mind: \\boxed{4}": 0.0,  # the last box is the answer
+    "no box at all: 5": 0.0,
+}
+
+
+@pytest.mark.parametrize("text", ELASTIC_ANSWERS, ids=range(len(ELASTIC_ANSWERS)))
+def test_an_elastic_solution_is_graded_where_its_reward_reads_the_answer(parts, grader, text):
+    """From a review of the data path: with `summary.inserted=think_end` (Elastic's E1 layout) nothing
+    inserts the `**Final Answer**` header, and both graders read the answer only in a paragraph starting
+    with it: a right `\\boxed{5}` in a solution written any other way scored 0 in training and evaluation.
+    DeepScaleR's reward, which E1 trains with, takes the last `\\boxed{}` after `</think>`: so does arctl now
+    for that layout (`answer_at`), while the AnytimeReasoner layout keeps the authors' header rule."""
+    from arctl.algo.verify import SOLUTION, answer_at
+
+    tok, ins, enc = parts
+    e1 = InsertedTokens.from_tokenizer(tok, style="think_end")
+    thinking = enc("Let me think. 2 + 3")
+    args = (thinking, e1.truncated, enc(text) + [tok.eos_token_id], "5", tok, e1.think_end, tok.eos_token_id)
+    assert leaf_reward(*args, grader=grader, at=answer_at("think_end")) == ELASTIC_ANSWERS[text]
+    if text != "**Final Answer**\n\\boxed{5}":
+        assert leaf_reward(*args, grader=grader) == 0.0  # the header rule, as before
+    assert compute_score("x", tok.decode(thinking + list(e1.truncated) + enc(text)), "5", grader=grader,
+                         answer_at=SOLUTION) == ELASTIC_ANSWERS[text]
+
+
+def test_the_elastic_arm_reads_its_answers_as_its_reward_does():
+    from arctl.algo.verify import FINAL_ANSWER, SOLUTION
+    from arctl.backends.verl.overrides import arctl_settings, verl_overrides
+    from arctl.compose import resolve_experiment
+
+    (elastic,) = resolve_experiment("baselines-elastic", scale="paper", seeds=[0])
+    (ar,) = resolve_experiment("main-ar-uniform", scale="paper", seeds=[0])
+    assert arctl_settings(elastic.config)["answer_at"] == SOLUTION and arctl_settings(ar.config)["answer_at"] == FINAL_ANSWER
+    assert f"+reward.custom_reward_function.reward_kwargs.answer_at={SOLUTION}" in verl_overrides(elastic.config)

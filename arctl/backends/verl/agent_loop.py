@@ -36,6 +36,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
 from arctl.algo.settings import BudgetControl
+from arctl.algo.verify import FINAL_ANSWER
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
 
@@ -56,7 +57,8 @@ def grading_executor() -> ThreadPoolExecutor:
     return _GRADING
 
 
-def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth: Any, grader: str) -> Score:
+def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth: Any, grader: str,
+                at: str = FINAL_ANSWER) -> Score:
     """``async (thinking[:cut], inserted, summary) -> reward``: the authors' rule of
     :func:`arctl.backends.verl.reward.leaf_reward`, its two halves on two threads. The format rule and
     the decoding run on the calling (event-loop) thread, where they ran before (the tokenizer is not
@@ -73,7 +75,8 @@ def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth
         if text is None:
             return 0.0
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(grading_executor(), lambda: grade_leaf(text, ground_truth, grader=grader))
+        return await loop.run_in_executor(grading_executor(), lambda: grade_leaf(text, ground_truth, grader=grader,
+                                                                                  at=at))
 
     return score
 
@@ -520,7 +523,8 @@ def _make_loop_class():
             # logprobs from the server are not used (old log-probs are recomputed on the tree)
             params = {k: v for k, v in sampling_params.items() if k != "logprobs"}
 
-            score = leaf_scorer(self.tokenizer, self.inserted.think_end, self.eos_id, gt, self.arctl["grader"])
+            score = leaf_scorer(self.tokenizer, self.inserted.think_end, self.eos_id, gt, self.arctl["grader"],
+                                self.arctl.get("answer_at", FINAL_ANSWER))
 
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(target_messages(messages, control, target))

@@ -23,7 +23,7 @@ from typing import Any
 
 from arctl.algo.methods import control as bc
 from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
-from arctl.algo.verify import GRADER_BEFORE_THE_KEY
+from arctl.algo.verify import GRADER_BEFORE_THE_KEY, answer_at
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.backends.verl.stop_request import STOP_FILE
@@ -320,6 +320,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "redo_validation_at": None,  # set by train(): the resumed step whose validation a stop skipped
         "keep_checkpoints": int(verl_setting(config, "keep_checkpoints")),  # checkpoints.prune after each save
         "grader": grader_of(config),  # the agent loop's leaf_reward
+        "answer_at": answer_at((config.get("summary") or {}).get("inserted")),  # ... and where it reads the answer
     }
 
 
@@ -423,6 +424,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward.py")),
         "reward.custom_reward_function.name": "compute_score",
         "+reward.custom_reward_function.reward_kwargs.grader": grader_of(config),
+        "+reward.custom_reward_function.reward_kwargs.answer_at": answer_at((config.get("summary") or {}).get("inserted")),
         # algorithm: advantages are arctl's (trainer mode arctl); no KL, no std normalisation
         "algorithm.adv_estimator": "grpo",
         "algorithm.norm_adv_by_std_in_grpo": False,

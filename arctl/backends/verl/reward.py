@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from arctl.algo.verify import FINAL_ANSWER
+
 
 def ground_truth_of(reward_model: Any) -> Any:
     """What a verl row's answer is checked against: ``reward_model["alternatives"]`` (a list, any of
@@ -55,9 +57,10 @@ def leaf_text(
         return None
 
 
-def grade_leaf(text: str | None, ground_truth: Any, *, grader: str) -> float:
+def grade_leaf(text: str | None, ground_truth: Any, *, grader: str, at: str = FINAL_ANSWER) -> float:
     """A leaf's reward from :func:`leaf_text` (None scores 0; an answer the grader cannot read scores 0;
-    raises only for an unknown grader or a grader that cannot run on this machine)."""
+    raises only for an unknown grader or a grader that cannot run on this machine). ``at``: where the
+    answer is (:data:`arctl.algo.verify.ANSWER_AT`, from ``summary.inserted``: :func:`arctl.algo.verify.answer_at`)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
     from arctl.algo.verify import check_grader, grade
     from arctl.backends.verl.sympy_worker import bounded_sympy_equal
@@ -66,7 +69,7 @@ def grade_leaf(text: str | None, ground_truth: Any, *, grader: str) -> float:
     if text is None:
         return 0.0
     try:
-        return float(grade(text, ground_truth, grader, bounded_sympy_equal))
+        return float(grade(text, ground_truth, grader, bounded_sympy_equal, at))
     except StageUnavailable:
         raise  # the machine, not the leaf: the step fails with this line
     except Exception:
@@ -83,18 +86,20 @@ def leaf_reward(
     eos_id: int | None,
     *,
     grader: str,
+    at: str = FINAL_ANSWER,
 ) -> float:
     """Reward of one leaf from token ids: :func:`grade_leaf` of :func:`leaf_text` (malformed input
     scores 0; raises only for an unknown grader or a grader that cannot run on this machine)."""
     return grade_leaf(leaf_text(thinking_prefix, inserted, summary, tokenizer, think_end_id, eos_id), ground_truth,
-                      grader=grader)
+                      grader=grader, at=at)
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, *,
-                  grader: str, **kwargs) -> float:
+                  grader: str, answer_at: str = FINAL_ANSWER, **kwargs) -> float:
     """verl ``custom_reward_function``: the authors' rule on the decoded response text (``grader`` comes
     from ``reward.custom_reward_function.reward_kwargs``, set by :func:`arctl.backends.verl.overrides.verl_overrides`)."""
     from arctl.algo.verify import score_response
     from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
-    return float(score_response(solution_str, ground_truth, grader=grader, sympy_stage=bounded_sympy_equal))
+    return float(score_response(solution_str, ground_truth, grader=grader, sympy_stage=bounded_sympy_equal,
+                                at=answer_at))
