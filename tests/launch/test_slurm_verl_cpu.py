@@ -87,7 +87,10 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("ARCTL_RAY_HEAD_WAIT_S", "1")
     ws = tmp_path / "ws"
-    where = [f"model.path={inputs / 'model'}", f"verl.data_dir={inputs / 'data'}"]
+    # it trains on a file `arctl data prepare` made from an eval set (its rows say split "test"): the trainer's
+    # mark, not the rows, tells the agent loop a training batch from a validation one (agent_loop.is_validation)
+    where = [f"model.path={inputs / 'model'}", f"verl.data_dir={inputs / 'data'}",
+             f"data.train_files={inputs / 'data' / 'aime24' / 'test.parquet'}", "trainer.total_epochs=4"]  # 1 step each
     started = time.monotonic()
 
     out = cli("run", "vcpu", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "--json", *where,

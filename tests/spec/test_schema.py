@@ -175,6 +175,10 @@ def test_the_verl_section_is_typed_and_open_only_to_additions():
     # from a review: two values verl reads only on the cluster, once its workers start (GPU hours)
     with pytest.raises(SpecError, match="verl.resume_mode='autoo' is not allowed"):
         resolve_experiment("main-grpo", ["verl.resume_mode=autoo"], scale="paper", seeds=[0])
+    # a second review: `disable` restarted verl at step 0 while arctl rewound W&B and pruned to the newest
+    # checkpoint (the fresh attempt's checkpoints pruned as older), and each requeue restarted: refused
+    with pytest.raises(SpecError, match="verl.resume_mode='disable' is not allowed"):
+        resolve_experiment("main-grpo", ["verl.resume_mode=disable"], scale="paper", seeds=[0])
     with pytest.raises(SpecError, match="verl.rollout_name='vlm' is not allowed"):
         resolve_experiment("main-grpo", ["verl.rollout_name=vlm"], scale="paper", seeds=[0])
 

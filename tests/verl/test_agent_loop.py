@@ -10,6 +10,7 @@ import copy
 import dataclasses
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -274,6 +275,45 @@ def test_validation_is_recognised_from_the_row():
     assert is_validation({"data_source": "aime24"}, arctl) and not is_validation({"data_source": "deepscaler"}, arctl)
     assert is_validation({"validate": True, "extra_info": {"split": "train"}}, arctl)
     assert is_validation({"extra_info": {"split": "train"}}, OmegaConf.create({"eval_only": True}))
+
+
+def test_the_trainers_mark_says_validation_whatever_the_rows_split():
+    """From a review: verl 0.9.1 drops its ``validate`` flag before the agent loop, and the row's split
+    decided: a validation file sliced from DeepScaleR's training set (split "train") was rolled out as
+    training (training budgets, A summaries), a training file made by `arctl data prepare` from an eval
+    set (split "test") as validation (one thinking row: nothing trained). arctl's trainer now marks every
+    row it sends; the mark reaches the agent loop's kwargs through verl's tensordict as verl's
+    AgentLoopWorkerTQ.generate_sequences unpacks a row (NonTensorStack per row, NonTensorData per batch)."""
+    from omegaconf import OmegaConf
+    from tensordict import NonTensorData, NonTensorStack
+    from verl.utils import tensordict_utils as tu
+
+    from arctl.backends.verl.advantage import VALIDATE_KEY
+    from arctl.backends.verl.agent_loop import is_validation
+    from arctl.backends.verl.trainer_v1 import _MarkedLoader
+
+    arctl = OmegaConf.create({"eval_only": False, "eval_datasets": ["aime24"]})
+    assert is_validation({"extra_info": {"split": "train"}, VALIDATE_KEY: True}, arctl)
+    assert not is_validation({"extra_info": {"split": "test"}, "data_source": "aime24", VALIDATE_KEY: False}, arctl)
+
+    def rows(batch):  # verl 0.9.1's AgentLoopWorkerTQ.generate_sequences, row by row
+        out = []
+        for i in range(len(batch)):
+            row = {}
+            for k, v in batch.items():
+                row[k] = v[i].data if isinstance(v, NonTensorStack) else v.data if isinstance(v, NonTensorData) else v[i]
+            out.append(row)
+        return out
+
+    loader = [{"raw_prompt": np.array([[{"role": "user", "content": "q"}]] * 2, dtype=object),
+               "extra_info": np.array([{"split": "train"}] * 2, dtype=object), "index": torch.arange(2)}]
+    (val,) = [tu.get_tensordict(b) for b in _MarkedLoader(loader)]
+    assert [is_validation(r, arctl) for r in rows(val)] == [True, True] and len(_MarkedLoader(loader)) == 1
+    train = tu.get_tensordict({"raw_prompt": loader[0]["raw_prompt"], "index": torch.arange(2),
+                               "extra_info": np.array([{"split": "test"}] * 2, dtype=object),
+                               "data_source": np.array(["aime24"] * 2, dtype=object)})
+    tu.assign_non_tensor_data(train, VALIDATE_KEY, False)  # what the trainer's _fetch_one_gen_batch adds
+    assert [is_validation(r, arctl) for r in rows(train)] == [False, False]
 
 
 def test_duplicate_layout_rows_and_validation_rows(loop_factory):

@@ -173,3 +173,33 @@ def test_prune_keeps_the_newest_complete_ones_and_a_newer_unfinished_save(tmp_pa
     assert checkpoints.saved_steps(ckpt) == [50, 40, 30, 20]  # 30 and 20 are the newest complete ones
     assert checkpoints.prune(ckpt, 2) == [] and checkpoints.prune(ckpt, 1) == [20]
     assert checkpoints.repair(ckpt)[0] == 30
+
+
+def test_a_step_saved_again_over_a_skipped_folder_is_not_taken_for_complete_after_a_kill(composed, monkeypatch,
+                                                                                        tmp_path):
+    """From a review: step 60's folder was damaged after its save (repair skipped it, left on disk, and the run
+    resumed from 40); the attempt trains to 60 again and verl's save writes over the folder in place. A
+    kill in that save left the old marker over the new shard: sizes matched, step 60 taken for complete
+    (a mix of two saves). Now the skipped folder is removed before the save."""
+    trainer = _trainer(composed, monkeypatch, tmp_path)
+    ckpt = tmp_path / "checkpoints"
+    for step in (40, 60):
+        trainer.global_steps = step
+        trainer._arctl_saved_step = None
+        trainer._save_checkpoint()
+    (checkpoints.folder(ckpt, 60) / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"w" * 10)  # damaged after saving
+    step, notes = checkpoints.repair(ckpt)
+    assert step == 40 and "global_step_60 skipped" in notes[0]
+
+    class Killed(Workers):
+        def save_checkpoint(self, local_path, remote_path, global_step, max_ckpt_to_keep=None):
+            super().save_checkpoint(local_path, remote_path, global_step)  # the shard, whole
+            raise KeyboardInterrupt("killed before verl's data.pt and tracker")
+
+    trainer = _trainer(composed, monkeypatch, tmp_path)
+    trainer.actor_rollout_wg = Killed()
+    trainer.global_steps = 60
+    with pytest.raises(KeyboardInterrupt):
+        trainer._save_checkpoint()
+    assert checkpoints.problem(ckpt, 60) is not None
+    assert checkpoints.repair(ckpt)[0] == 40

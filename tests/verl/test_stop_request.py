@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -138,7 +139,10 @@ def trainer(tmp_path, monkeypatch):
     t.global_steps, t.total_training_steps = 20, 100
     t.saved = []
     t._save_checkpoint = lambda: t.saved.append(t.global_steps)
-    t.validations = validations
+    t.validations, t.val_dataloader = validations, []
+    t.logger = SimpleNamespace(log=lambda data, step: t.logged.append(step))  # verl's Tracking, stood in for
+    t.logged = []
+    t._arctl_watch_logging()  # what on_train_begin does
     return t
 
 
@@ -157,6 +161,8 @@ def test_a_stop_at_a_validating_step_validates_only_where_it_fits(trainer):
     trainer._arctl_stop()  # what on_step_end does on a request (its parent hook needs a live trainer)
     assert trainer.saved == [20] and trainer.total_training_steps == 20
     assert trainer._validate() == {"val/acc": 1.0}  # 37.5 s needed, 600 s left
+    assert stop_request.skipped_validation(stop) == 20  # until verl has logged the step's row
+    trainer.logger.log(data={"val/acc": 1.0}, step=20)
     assert stop_request.skipped_validation(stop) is None
     stop_request.request(stop, time.time() + 20)
     trainer._arctl_validation_s = 30.0  # the stand-in took no time
@@ -198,3 +204,49 @@ def test_a_stop_that_comes_during_a_validation_checkpoints_this_step(trainer):
     trainer.validations.stop_during = trainer.config.arctl.stop_file
     assert trainer._validate() == {"val/acc": 1.0}
     assert trainer.saved == [20] and trainer.total_training_steps == 20 and trainer._arctl_stopped_at == 20
+
+
+def test_a_validation_killed_in_the_loop_is_redone_by_the_resume_and_the_record_goes_once_logged(trainer):
+    """From a review: verl saves a step's checkpoint, then validates, then logs the step's row. A job killed
+    during that validation (abandoned, TERM, a lost node) resumed after the step without its evaluation,
+    and at the last step ended "completed" without the run's final evaluation. Now the record that the
+    step's validation may be missing is written before every validation in the loop and goes once verl
+    has logged the row: the resume from that step's checkpoint validates it first (trainer.train)."""
+    stop = trainer.config.arctl.stop_file
+    trainer._arctl_training = True
+    trainer.global_steps = trainer.total_training_steps = 100
+
+    def killed(self, trainer):
+        raise KeyboardInterrupt("the job was killed during the final validation")
+
+    trainer.validations.__class__ = type("Killed", (_Validations,), {"__call__": killed})
+    with pytest.raises(KeyboardInterrupt):
+        trainer._validate()
+    assert stop_request.skipped_validation(stop) == 100  # the next attempt (resume at 100) validates it first
+    trainer.validations.__class__ = _Validations
+    assert trainer._validate() == {"val/acc": 1.0} and stop_request.skipped_validation(stop) == 100
+    trainer.logger.log(data={"train/loss": 0.1}, step=99)  # another step's row: the record stays
+    assert stop_request.skipped_validation(stop) == 100
+    trainer.logger.log(data={"val/acc": 1.0}, step=100)
+    assert stop_request.skipped_validation(stop) is None and trainer.logged == [99, 100]
+
+
+def test_a_requeued_attempt_knows_how_long_a_validation_takes(trainer):
+    """From a review: a requeued attempt validates nothing before training, so at its first stop the last
+    validation's duration was unknown and a validation that could not finish ran anyway (the step's row
+    lost with it). The duration is recorded beside the stop file and read by the next attempt."""
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    stop = trainer.config.arctl.stop_file
+    trainer.validations.seconds = 0.05
+    trainer._validate()
+    assert stop_request.recorded_validation_s(stop) >= 0.05
+    stop_request.record_validation_s(stop, 30.0)  # as the attempt before the requeue measured it
+    again = object.__new__(ArctlPPOTrainer)  # the requeued attempt: nothing measured in it
+    again.config, again.global_steps, again.total_training_steps = trainer.config, 40, 100
+    again.saved, again.validations, again.val_dataloader = [], trainer.validations, []
+    again._save_checkpoint = lambda: again.saved.append(again.global_steps)
+    again._arctl_training = True
+    stop_request.request(stop, time.time() + 20)
+    again._arctl_stop()
+    assert again._validate() == {} and stop_request.skipped_validation(stop) == 40  # 37.5 s needed, 20 s left

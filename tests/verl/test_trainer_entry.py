@@ -75,6 +75,62 @@ def test_train_returns_completed_without_stop(config, tmp_path, monkeypatch):
     assert verl_trainer.train(config, tmp_path / "run", threading.Event()) == "completed"
 
 
+def test_a_stop_during_the_last_step_ends_the_run_completed_not_requeued(config, tmp_path, monkeypatch):
+    """From a review: a stop request during the run's last step (SLURM's warning) made train() say
+    "preempted" though verl had logged that step and its final evaluation: the job was requeued to an
+    allocation that started Ray, loaded the models and ended at once. The trainer records the logged last
+    step (FINISHED, :meth:`ArctlPPOTrainer._arctl_watch_logging`); train() then says completed, also when
+    the shutdown after it fails or is abandoned. A stop before the last step still preempts."""
+    import verl.trainer.main_ppo as main_ppo
+
+    from arctl.backends.verl import stop_request
+
+    monkeypatch.setenv(verl_trainer.ALLOW_CPU_ENV, "1")
+    for ending in ("returns", "raises"):
+        stop, run_dir = threading.Event(), tmp_path / ending
+
+        def last_step_logged_under_a_stop(cfg, task_runner_class):
+            stop.set()
+            stop_request.mark_finished(cfg.arctl.stop_file, 100)  # what the trainer's logger does at the last step
+            if ending == "raises":
+                raise RuntimeError("the TaskRunner actor died")  # TERM reached Ray during the shutdown
+
+        monkeypatch.setattr(main_ppo, "run_ppo", last_step_logged_under_a_stop)
+        assert verl_trainer.train(config, run_dir, stop) == "completed", ending
+
+    def stopped_earlier(cfg, task_runner_class):
+        stop.set()
+
+    stop = threading.Event()
+    (tmp_path / "again").mkdir()
+    stop_request.mark_finished(tmp_path / "again" / "STOP", 100)  # an earlier attempt's: removed at the start
+    monkeypatch.setattr(main_ppo, "run_ppo", stopped_earlier)
+    assert verl_trainer.train(config, tmp_path / "again", stop) == "preempted"
+
+
+def test_the_trainer_records_the_runs_last_logged_step(tmp_path):
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl import stop_request
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    t = object.__new__(ArctlPPOTrainer)
+    stop = tmp_path / stop_request.STOP_FILE
+    t.config = OmegaConf.create({"arctl": {"stop_file": str(stop)}})
+    t.total_training_steps, t.logger = 100, SimpleNamespace(log=lambda data, step: None)
+    t._arctl_watch_logging()
+    t.logger.log(data={}, step=99)
+    assert not stop_request.finished(stop)
+    t._arctl_last_step, t.total_training_steps = 100, 60  # a stop at 60 ends fit() there: not the run's end
+    t.logger.log(data={}, step=60)
+    assert not stop_request.finished(stop)
+    t._arctl_last_step, t.total_training_steps = None, 100
+    t.logger.log(data={}, step=100)
+    assert stop_request.finished(stop)
+
+
 def test_a_failure_a_moment_before_the_stop_request_still_preempts(config, tmp_path, monkeypatch):
     """scancel's TERM reaches Ray's workers and the job entry at once: verl's error (an actor that
     died) may come a few ms before the entry's handler sets the stop. The failure waits for the stop

@@ -21,7 +21,11 @@ for debugging), or one row per branch (any engine)."""
 VERL_DEVICES = ("cuda", "cpu")
 CPU_ROLLOUT = "arctl_cpu"  # arctl.backends.verl.cpu_rollout.ROLLOUT: verl.device=cpu's rollout server
 ROLLOUT_NAMES = ("vllm", "sglang", "trtllm", CPU_ROLLOUT)  # verl's rollout registry, and arctl's CPU server
-RESUME_MODES = ("auto", "disable")  # verl's; its third, resume_path, needs a path arctl does not pass
+RESUME_MODES = ("auto",)
+"""``verl.resume_mode``: verl's ``auto`` only. ``disable`` restarted verl at step 0 while arctl's attempt (the
+W&B rewind, the metrics history, the checkpoint pruning) worked from the newest checkpoint, and every requeue
+started again (from a review); a run from scratch is ``arctl run ... --force``. ``resume_path`` needs a path
+arctl does not pass (the eval-only mode sets it, and ``disable``, itself)."""
 EVAL_MODEL = "model"
 """``verl.eval_checkpoint=model``: the eval-only run evaluates ``model.path`` itself (no RL checkpoint)."""
 """``verl.device``: cpu is verl's real loop on a CPU (:mod:`arctl.backends.verl.cpu_platform`)."""
