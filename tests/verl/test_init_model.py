@@ -54,3 +54,32 @@ def test_a_run_with_its_own_checkpoint_and_no_merged_model_resumes_from_its_own(
     child = tmp_path / "c"
     _complete(child / "checkpoints", 4)
     assert init_model_path({"init_dir": str(tmp_path / "gone")}, child) is None
+
+
+def test_a_kl_run_whose_merged_model_was_deleted_merges_it_again_for_its_reference(tmp_path, monkeypatch):
+    """From a review: verl builds the KL term's reference from ``model.path``; a run started from another
+    (L1-Max from L1-Exact, kl_coef 0.001) whose init_model/ was deleted after its own first checkpoint fell
+    back to the base model, so its KL reference changed mid-run without a word. Now merged again from the
+    checkpoint init.json names; where that is gone, one clear error. Without a KL term, as before."""
+    import shutil
+
+    parent, child = tmp_path / "p", tmp_path / "c"
+    _complete(parent / "checkpoints", 5)
+    merged = []
+
+    def merge(actor, target):
+        merged.append(actor)
+        target.mkdir(parents=True)
+
+    monkeypatch.setattr("arctl.backends.verl.init_model.merge_actor", merge)
+    kl = {"init_dir": str(parent), "optim": {"kl_coef": 0.001}}
+    assert init_model_path(kl, child) == str(child / INIT_MODEL_DIR)
+    _complete(child / "checkpoints", 3)  # the run's own checkpoint
+    shutil.rmtree(child / INIT_MODEL_DIR)
+    assert init_model_path({**kl, "optim": {"kl_coef": 0.0}}, child) is None  # its weights: its checkpoint
+    assert init_model_path(kl, child) == str(child / INIT_MODEL_DIR)
+    assert merged == [parent / "checkpoints" / "global_step_5" / "actor"] * 2
+    shutil.rmtree(child / INIT_MODEL_DIR)
+    shutil.rmtree(parent / "checkpoints" / "global_step_5")  # pruned since
+    with pytest.raises(VerlConfigError, match="KL term's reference .* cannot be rebuilt"):
+        init_model_path(kl, child)

@@ -10,7 +10,8 @@ The merge runs once, in the job, before verl starts: ``run_dir/init_model/`` (we
 tokenizer), written to a temporary folder and renamed when complete, with ``init.json`` beside it
 (the run id, step and checkpoint it came from). A resumed attempt reuses it; a run that already has a
 checkpoint of its own and no merged model (deleted) keeps its ``model.path``: its weights come from
-its checkpoint.
+its checkpoint; with a KL term it is merged again (verl's reference policy is ``model.path``: the
+weights the run started from), or the attempt stops with one line where that checkpoint is gone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def init_model_path(config: dict, run_dir: Path) -> str | None:
     if (run_dir / INIT_RECORD).is_file() and target.is_dir():
         return str(target)
     if checkpoints.newest_complete(run_dir / "checkpoints")[0] > 0:
+        if float((config.get("optim") or {}).get("kl_coef") or 0) > 0 and (run_dir / INIT_RECORD).is_file():
+            return _merged_again(run_dir, target)  # verl's KL reference is model.path: the weights it started from
         return None  # resumes from its own checkpoint, which holds its weights
     step, _ = checkpoints.newest_complete(init_dir / "checkpoints")
     if step == 0:
@@ -47,6 +50,25 @@ def init_model_path(config: dict, run_dir: Path) -> str | None:
     atomic_write(run_dir / INIT_RECORD, json.dumps({"run_id": init_dir.name, "step": step,
                                                     "checkpoint": str(actor.parent)}, indent=1))
     print(f"arctl: starts from run {init_dir.name}, step {step} ({actor.parent}), merged into {target}", flush=True)
+    return str(target)
+
+
+def _merged_again(run_dir: Path, target: Path) -> str:
+    """``init_model/`` of a run with a KL term, deleted after the run had checkpoints of its own: merged
+    again from the checkpoint ``init.json`` names (from a review: verl builds the KL reference from
+    ``model.path``, so the reference had silently become the base model for the rest of the run)."""
+    try:
+        actor = Path(json.loads((run_dir / INIT_RECORD).read_text())["checkpoint"]) / "actor"
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise VerlConfigError(f"{run_dir / INIT_RECORD} cannot be read ({err}); its KL reference (the weights the "
+                              "run started from) is unknown: `arctl run --force` starts the run again") from None
+    step = int(actor.parent.name.rsplit("_", 1)[-1]) if actor.parent.name.startswith("global_step_") else -1
+    if not actor.is_dir() or checkpoints.problem(actor.parent.parent, step) is not None:
+        raise VerlConfigError(f"{target} was deleted and the checkpoint it was merged from ({actor.parent}) is gone "
+                              "or incomplete: the KL term's reference (the weights the run started from) cannot be "
+                              "rebuilt; `arctl run --force` starts the run again")
+    merge_actor(actor, target)
+    print(f"arctl: {target} merged again from {actor.parent} (the KL term's reference)", flush=True)
     return str(target)
 
 
