@@ -122,6 +122,8 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     assert all(checkpoints.problem(ckpt, s) is None for s in (2, 3))
     assert (ckpt / checkpoints.TRACKER).read_text() == "3"
     assert "stop requested; saving a checkpoint at step 2" in logs
+    # verl logged the last step (FINISHED: complete) and every validation's row (no record left to redo)
+    assert (run_dir / "FINISHED").read_text().strip() == "3" and not (run_dir / "VALIDATION_SKIPPED").exists()
     assert logs.count(f"Saving checkpoint to {ckpt / 'global_step_2'}\n") == 1  # verl's save_freq save only
     assert "tree-attention patch active in 1 actor workers" in logs
     assert "Draining for up to" not in logs  # the requeue's TERM stopped Ray at once (ray_job.NO_DRAIN)

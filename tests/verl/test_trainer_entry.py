@@ -89,7 +89,7 @@ def test_a_stop_during_the_last_step_ends_the_run_completed_not_requeued(config,
     for ending in ("returns", "raises"):
         stop, run_dir = threading.Event(), tmp_path / ending
 
-        def last_step_logged_under_a_stop(cfg, task_runner_class):
+        def last_step_logged_under_a_stop(cfg, task_runner_class, stop=stop, ending=ending):
             stop.set()
             stop_request.mark_finished(cfg.arctl.stop_file, 100)  # what the trainer's logger does at the last step
             if ending == "raises":

@@ -24,6 +24,9 @@ from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, summary_trai
 from arctl.track import metrics_schema as ms
 
 RECORD_KEY = "arctl"
+VALIDATE_KEY = "arctl_validate"
+"""The field arctl's trainer gives every row it sends to the agent loop: True in verl's validation pass,
+False in training (verl 0.9.1 drops its own ``validate`` flag before the agent loop sees a row)."""
 FORCED_PREFIX = "forced_"
 """Prefix of the validation infos of the budget-forcing pass (the agent loop writes
 ``forced_score@{b}`` and ``forced_think_len``; the trainer logs them under ``eval/{ds}-forced/``)."""

@@ -38,7 +38,14 @@ from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summa
 from arctl.algo.settings import BudgetControl
 from arctl.algo.verify import FINAL_ANSWER
 from arctl.backends.verl import rollout_failures
-from arctl.backends.verl.advantage import FORCED_PREFIX, RECORD_KEY, TreeRecord, control_of, objective_of
+from arctl.backends.verl.advantage import (
+    FORCED_PREFIX,
+    RECORD_KEY,
+    VALIDATE_KEY,
+    TreeRecord,
+    control_of,
+    objective_of,
+)
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
 Score = Callable[[list[int], list[int], list[int]], Awaitable[float]]
@@ -367,11 +374,16 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
     """Whether this rollout belongs to verl's validation pass.
 
     verl 0.9.1 does not pass its ``validate`` flag to ``AgentLoopBase.run`` (it only reaches the
-    post-processing), so the row tells: ``arctl data prepare`` writes ``extra_info.split = "test"``
-    for eval sets and ``"train"`` for DeepScaleR; eval-only mode is validation throughout.
+    post-processing), so arctl's trainer marks every row it sends (:data:`VALIDATE_KEY`: its
+    validation pass, or a training batch), whatever the file's rows say. Without the mark (a caller
+    other than arctl's trainer): eval-only mode is validation throughout, else the row tells
+    (``arctl data prepare`` writes ``extra_info.split = "test"`` for eval sets and ``"train"`` for
+    DeepScaleR), which a file used for the other role gets wrong.
     """
     if "validate" in kwargs:
         return bool(kwargs["validate"])
+    if kwargs.get(VALIDATE_KEY) is not None:
+        return bool(kwargs[VALIDATE_KEY])
     if bool(arctl.get("eval_only", False)):
         return True
     extra = kwargs.get("extra_info")

@@ -18,7 +18,16 @@ except at the run's last step (its final evaluation). The skipped step is writte
 before training (``trainer.val_before_train``) and logs the step's row again with the evaluation (W&B
 rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`), so the point is
 not missing from the run's curves. A resume from an earlier checkpoint redoes the step, and its
-validation with it: the file is then stale and removed.
+validation with it: the file is then stale and removed. The same record is written before every
+validation in the training loop and removed once verl has logged the step's row: verl saves a step's
+checkpoint before it validates and logs, so a job killed during that validation (abandoned, TERM, a
+node lost) would otherwise resume after the step without its evaluation, and at the last step end
+"completed" without the run's final evaluation.
+- ``VALIDATION_SECONDS``: how long the last validation took, for :func:`validation_fits` in a later
+  attempt (a requeued attempt validates nothing before its first stop).
+- ``FINISHED``: verl has logged the run's last step (its final evaluation with it): the run is complete,
+  whatever stop request came during that step (the job would otherwise be requeued to an allocation that
+  loads the models and ends at once).
 """
 
 from __future__ import annotations
@@ -31,7 +40,9 @@ from pathlib import Path
 STOP_FILE = "STOP"
 STOP_FILE_ENV = "ARCTL_STOP_FILE"  # the stop file's path where the config has none (arctl.stop_file)
 SAVING_FILE = "SAVING"
-VALIDATION_SKIPPED_FILE = "VALIDATION_SKIPPED"  # the step whose validation a stop skipped
+VALIDATION_SKIPPED_FILE = "VALIDATION_SKIPPED"  # the step whose validation (and logged row) may be missing
+VALIDATION_SECONDS_FILE = "VALIDATION_SECONDS"  # the last validation's duration
+FINISHED_FILE = "FINISHED"  # the step at which verl logged the run's last row
 SAVE_WAIT_FRACTION = 0.9  # of cluster.preempt_warning_s: the longest a save in progress is waited for
 VALIDATION_MARGIN = 1.25  # the validation runs after a stop only if 1.25x its last duration is left
 
@@ -91,6 +102,41 @@ def saving_marker(stop_file: str | Path | None) -> Path | None:
 
 def skipped_marker(stop_file: str | Path | None) -> Path | None:
     return Path(str(stop_file)).parent / VALIDATION_SKIPPED_FILE if stop_file else None
+
+
+def finished_marker(stop_file: str | Path | None) -> Path | None:
+    return Path(str(stop_file)).parent / FINISHED_FILE if stop_file else None
+
+
+def mark_finished(stop_file: str | Path | None, step: int) -> None:
+    """Record that the run's last step ``step`` is logged (nothing without a stop file)."""
+    marker = finished_marker(stop_file)
+    if marker is not None:
+        from arctl.config.files import atomic_write
+
+        atomic_write(marker, f"{int(step)}\n")
+
+
+def finished(stop_file: str | Path | None) -> bool:
+    marker = finished_marker(stop_file)
+    return marker is not None and marker.is_file()
+
+
+def record_validation_s(stop_file: str | Path | None, seconds: float) -> None:
+    """Record how long the last validation took (nothing without a stop file)."""
+    if stop_file:
+        from arctl.config.files import atomic_write
+
+        atomic_write(Path(str(stop_file)).parent / VALIDATION_SECONDS_FILE, f"{float(seconds):.3f}\n")
+
+
+def recorded_validation_s(stop_file: str | Path | None) -> float | None:
+    """The duration :func:`record_validation_s` wrote (None: none, or unreadable)."""
+    try:
+        value = float((Path(str(stop_file)).parent / VALIDATION_SECONDS_FILE).read_text()) if stop_file else None
+    except (OSError, ValueError):
+        return None
+    return value if value is not None and value >= 0 and value == value else None
 
 
 def mark_skipped_validation(stop_file: str | Path | None, step: int) -> None:

@@ -148,6 +148,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     stop_file = run_dir / stop_request.STOP_FILE
     stop_file.unlink(missing_ok=True)
     stop_request.saving_marker(stop_file).unlink(missing_ok=True)  # left by a save an earlier attempt lost
+    stop_request.finished_marker(stop_file).unlink(missing_ok=True)
     from arctl.backends.verl.init_model import init_model_path
 
     start_model = init_model_path(config, run_dir)  # trainer.init_from: that run's final weights, merged
@@ -193,6 +194,13 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     def stopped() -> bool:
         return abandoned.is_set() or stop_file.exists() or (stop_event is not None and stop_event.is_set())
 
+    def finished(how: str) -> bool:  # verl logged the run's last step: complete, whatever stop came during it
+        if stop_request.finished(stop_file) and stopped():
+            print(f"arctl: the run's last step is logged; it is complete ({how} after the stop request)",
+                  file=sys.stderr, flush=True)
+            return True
+        return False
+
     previous_sigint = None
     if stop_event is not None:
         if threading.current_thread() is threading.main_thread():
@@ -220,6 +228,8 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
                 line = task_failure(err)
+                if finished(f"{type(err).__name__} in the shutdown"):
+                    return "completed"
                 if stop_follows(stopped, None if stop_event is not None else 0):  # no job entry: no signal to wait for
                     # a scancel's TERM reaches every process of the job at once: the Ray nodes go down
                     # with the trainer's step, whose error follows (or, by a few ms, precedes) the stop
@@ -237,13 +247,15 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     except KeyboardInterrupt:  # also when the interrupt lands in the finally above
         if not abandoned.is_set():
             raise
+        if finished("abandoned"):
+            return "completed"
         print("arctl: step abandoned after the stop request; the run resumes from its last checkpoint",
               file=sys.stderr, flush=True)
         return "preempted"
     finally:
         if previous_sigint is not None:
             signal.signal(signal.SIGINT, previous_sigint)
-    return "preempted" if stopped() else "completed"
+    return "preempted" if stopped() and not finished("ended") else "completed"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from omegaconf import OmegaConf, open_dict
 from tensordict import TensorDict
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
 from verl.workers.utils.padding import response_to_nested
 
 from arctl.algo.methods import control as bc
@@ -55,6 +56,7 @@ from arctl.backends.verl import stop_request
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
     RECORD_KEY,
+    VALIDATE_KEY,
     TreeRecord,
     batch_metrics,
     control_of,
@@ -352,6 +354,25 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         self._arctl_training = True
         if self._arctl_redone is not None:  # the redone step's row is logged (fit() logs before this hook)
             stop_request.clear_skipped_validation(stop_request.stop_file_of(self.config))
+        self._arctl_watch_logging()
+
+    def _arctl_watch_logging(self) -> None:
+        """Once verl has logged a step's row, the record that its validation may be missing goes
+        (:meth:`_validate` writes it before validating; verl logs after: ``self.logger.log(data, step)``),
+        and once it has logged the run's last step, the run is finished (``FINISHED``: complete, whatever
+        stop came during that step)."""
+        log, stop_file = self.logger.log, stop_request.stop_file_of(self.config)
+
+        def logged(*args, **kwargs):
+            out = log(*args, **kwargs)
+            step = kwargs.get("step", args[1] if len(args) > 1 else None)
+            if step is not None and stop_request.skipped_validation(stop_file) == int(step):
+                stop_request.clear_skipped_validation(stop_file)
+            if step is not None and int(step) >= int(self._arctl_last_step or self.total_training_steps):
+                stop_request.mark_finished(stop_file, int(step))
+            return out
+
+        self.logger.log = logged
 
     def on_step_end(self):
         super().on_step_end()
@@ -373,7 +394,9 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
 
     def _fetch_one_gen_batch(self):
         with self._reproducible_uids("train"):
-            return super()._fetch_one_gen_batch()
+            batch = super()._fetch_one_gen_batch()
+        tu.assign_non_tensor_data(batch, VALIDATE_KEY, False)  # a training row, whatever its file says
+        return batch
 
     @contextlib.contextmanager
     def _reproducible_uids(self, phase: str):
@@ -407,17 +430,21 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`)."""
         stop_file = stop_request.stop_file_of(self.config)
         last = self.global_steps >= (self._arctl_last_step or self.total_training_steps)  # the final evaluation
+        seconds = self._arctl_validation_s or stop_request.recorded_validation_s(stop_file)  # an earlier attempt's
         if (self._arctl_training and self._arctl_stopped_at == self.global_steps and not last
-                and not stop_request.validation_fits(stop_file, self._arctl_validation_s)):
+                and not stop_request.validation_fits(stop_file, seconds)):
             logger.warning("arctl: step %s's validation skipped: the stop request leaves less than %.2fx its last "
                            "duration (%s s) before the step is abandoned; the resume validates it first",
-                           self.global_steps, stop_request.VALIDATION_MARGIN, self._arctl_validation_s)
+                           self.global_steps, stop_request.VALIDATION_MARGIN, seconds)
             stop_request.mark_skipped_validation(stop_file, self.global_steps)
             return {}
+        if self._arctl_training:  # the step is saved already: a kill before its row is logged loses this evaluation
+            stop_request.mark_skipped_validation(stop_file, self.global_steps)  # (the next attempt redoes it)
         started = time.monotonic()
-        with self._reproducible_uids("val"):
+        with self._reproducible_uids("val"), _marked_validation(self):
             out = super()._validate(*args, **kwargs)
         self._arctl_validation_s = time.monotonic() - started
+        stop_request.record_validation_s(stop_file, self._arctl_validation_s)
         if self._arctl_training and self._arctl_stopped_at != self.global_steps and stop_request.requested(stop_file):
             self._arctl_stop()
         redo = self.config.arctl.get("redo_validation_at")
@@ -474,6 +501,39 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             metrics[ms.TRAIN_KL_LOSS] = float(metrics["actor/kl_loss"]) * float(self.config.actor_rollout_ref.actor.kl_loss_coef)
         self._define_step_metric()
         return out
+
+
+class _MarkedLoader:
+    """``trainer.val_dataloader`` while verl validates: each batch it yields holds :data:`VALIDATE_KEY`
+    True per row, which reaches the agent loop with the row (verl's ``_validate`` builds the batch from the
+    loader's dict and keeps its own ``validate`` flag from the agent loop)."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def __iter__(self):
+        for batch in self._loader:
+            batch[VALIDATE_KEY] = np.array([True] * len(batch["raw_prompt"]), dtype=object)
+            yield batch
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+@contextlib.contextmanager
+def _marked_validation(trainer):
+    loader = getattr(trainer, "val_dataloader", None)
+    if loader is None:  # a trainer verl has not set up (a test's stand-in): nothing to mark
+        yield
+        return
+    trainer.val_dataloader = _MarkedLoader(loader)
+    try:
+        yield
+    finally:
+        trainer.val_dataloader = loader
 
 
 _FAIL_FAST: dict[type, type] = {}
