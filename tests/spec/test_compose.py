@@ -79,9 +79,12 @@ def test_r1_7b_and_ctx_16k_scale_overrides():
     ctx = _arm("ctx-16k", "ar-uniform")
     assert ctx["thinking"]["budgets"] == list(range(2000, 16001, 2000))
     assert ctx["rollout"]["n"] == 16 and ctx["trainer"]["total_epochs"] == 3
+    # the anytime accuracy over the authors' 4 validation budgets at 16k (brpo.py: VAL_SPLIT_POINTS), not all 8
+    assert ctx["eval"]["budgets"] == [4000, 8000, 12000, 16000] and ctx["eval"]["grid"][-1] == 16000
     assert _arm("ctx-16k", "grpo")["thinking"]["budgets"] == [16000]
     tiny = _arm("ctx-16k", "ar-uniform", scale="tiny")  # b_m x 2, as 8k -> 16k, and its loss constant
     assert tiny["thinking"]["budgets"] == list(range(48, 385, 48)) and tiny["optim"]["loss_norm_len"] == 384
+    assert tiny["eval"]["budgets"] == [96, 192, 288, 384]
     first = _arm("ctx-16k", "ar-uniform", scale="tiny-running-sum")  # the first toy keeps its budgets
     assert first["thinking"]["budgets"] == list(range(8, 65, 8)) and first["tiny"]["task"]["name"] == "running_sum"
 
