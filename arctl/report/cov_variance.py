@@ -1,13 +1,15 @@
 """Figure ``cov_variance`` (paper Fig. 2). Left: correlation coefficient of the baselines V1 and V2
 with the return R(x, z, j_t) per thinking budget; right: normalised variance of the BRPO advantage
-vs GRPO (and V1 alone) per budget. Values: the last logged ``eval/{ds}/corr_{v1,v2}@{b}`` and
-``eval/{ds}/nvar/{brpo,grpo,v1}@{b}`` of every run that logged them, mean over runs and datasets."""
+vs GRPO (and V1 alone) per budget. Values: the first logged ``eval/{ds}/corr_{v1,v2}@{b}`` and
+``eval/{ds}/nvar/{brpo,grpo,v1}@{b}`` of every run that logged them (its first evaluation: the model RL
+starts from, as the paper evaluates the untrained R1-Distill-1.5B), mean over runs and datasets. Not the
+paper's 8 budgets {1000, ..., 8000}: the evaluation's own (``eval.budgets``, 4 at paper scale)."""
 
 from __future__ import annotations
 
 import math
 
-from arctl.report.data import ReportData, final_values
+from arctl.report.data import ReportData, first_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
 from arctl.report.style import add_footnote, new_figure, runs_footnote
@@ -34,13 +36,22 @@ SERIES = {
 
 
 def series_table(data: ReportData):
+    """Mean per (series, budget) over runs and datasets of each run's first evaluation that logged the
+    diagnostics (the model before RL; until 2026-12-03 the last values: the trained model, on the final
+    grid); a budget only a later evaluation covers (the final grid's) is not drawn from it."""
     import pandas as pd
 
-    fin = final_values(data.history)
+    h = data.history
+    parsed = [parse_metric(m) for m in h["metric"].astype(str)] if len(h) else []
+    ours = [p is not None and p.name in SERIES and p.budget is not None for p in parsed]
+    h = h[ours] if len(h) else h
+    if len(h):
+        first_step = h.groupby("run_id")["step"].transform("min")
+        h = first_values(h[h["step"] == first_step])
     rows = []
-    for m, v in zip(fin["metric"].astype(str), fin["value"]):
+    for m, v in zip(h["metric"].astype(str) if len(h) else [], h["value"] if len(h) else []):
         p = parse_metric(m)
-        if p is not None and p.name in SERIES and p.budget is not None and not math.isnan(v):  # NaN: undefined there
+        if not math.isnan(v):  # NaN: undefined there
             rows.append((p.name, p.dataset, p.budget, float(v)))
     df = pd.DataFrame(rows, columns=["series", "dataset", "budget", "value"])
     return df.groupby(["series", "budget"], as_index=False)["value"].mean()

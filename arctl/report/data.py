@@ -160,3 +160,10 @@ def final_values(history):
     if not len(history):
         return history
     return history.drop_duplicates(subset=["run_id", "metric"], keep="last").reset_index(drop=True)
+
+
+def first_values(history):
+    """The first logged value of every (run, metric): the first evaluation (the model RL starts from)."""
+    if not len(history):
+        return history
+    return history.drop_duplicates(subset=["run_id", "metric"], keep="first").reset_index(drop=True)

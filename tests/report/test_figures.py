@@ -255,3 +255,20 @@ def test_cov_variance_draws_no_point_where_a_correlation_is_undefined():
     assert table.to_dict("records") == [{"series": "corr_v1", "budget": 16, "value": 0.5}]
     with pytest.raises(ReportError, match="logged"):
         build({"hint": "x"}, data([("r0", 9, "eval/toy/corr_v1@8", nan)]))
+
+
+def test_cov_variance_shows_the_model_before_rl_as_the_paper_does():
+    """From a review: the paper's Fig. 2 evaluates the untrained R1-Distill-1.5B; the figure took each run's
+    last values (the trained model, on the final grid). It takes each run's first evaluation now."""
+    import pandas as pd
+
+    from arctl.report.cov_variance import series_table
+    from arctl.report.data import ReportData
+    from arctl.track.runs.tidy import Runs
+
+    rows = [("r0", 0, "eval/toy/corr_v1@8", 0.2), ("r0", 100, "eval/toy/corr_v1@8", 0.9),
+            ("r0", 100, "eval/toy/corr_v1@4", 0.7), ("r1", 0, "eval/toy/corr_v1@8", 0.4)]
+    h = pd.DataFrame(rows, columns=["run_id", "step", "metric", "value"])
+    table = series_table(ReportData(runs=Runs(history=h, runs=pd.DataFrame()), experiments=None, source="here"))
+    got = {r["budget"]: round(r["value"], 9) for r in table.to_dict("records")}
+    assert got == {8: 0.3}  # step 0 of both runs; a budget only the later (final grid) evaluation has: not drawn
