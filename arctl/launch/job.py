@@ -94,6 +94,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
 
     def on_signal(signum, _frame):
         received.append(signum)
+        stop_event.at = getattr(stop_event, "at", None) or time.time()  # when the first stop signal came
         stop_event.abandon = getattr(stop_event, "abandon", False) or signum == signal.SIGTERM
         _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
         stop_event.set()

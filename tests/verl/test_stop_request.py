@@ -95,6 +95,19 @@ def test_after_a_save_the_step_is_waited_for_up_to_the_save_wait(tmp_path, monke
     assert abandoned.is_set() and 5.3 <= interrupts[0] - asked < 7.5  # the step never ended: abandoned at 0.9 x 6 s
 
 
+def test_the_grace_counts_from_the_signal_not_from_when_the_watcher_saw_it(tmp_path, monkeypatch):
+    """From a review: the step's grace was counted from when the watcher first looked, after the attempt's
+    start (an init_from merge, Ray's head); a warning that came during it left the step more time than
+    the scheduler leaves before its kill. The job entry stamps the signal's time (stop_event.at)."""
+    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=8.0)
+    asked = time.monotonic()
+    stop_event.at = time.time() - 6.0  # the warning came 6 s ago: the 4-s grace is over
+    stop_event.set()
+    thread.join(timeout=10)
+    assert abandoned.is_set() and interrupts[0] - asked < 3.0  # was >= 4 s: a grace from now
+    assert stop_request.abandon_at(stop) < time.time() - 1.0
+
+
 def test_a_save_that_outlives_the_wait_is_abandoned_and_sigterm_waits_for_none(tmp_path, monkeypatch):
     stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=4.0)
     stop_request.saving_marker(stop).write_text("")

@@ -103,9 +103,11 @@ def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, 
 
     while not done.is_set():
         if stop_event.wait(timeout=1.0):
-            asked, grace = time.time(), step_grace_s(config, stop_event)
+            # from the signal (the job entry's stop_event.at), not from now: a warning that came while the
+            # attempt was starting (a merge, Ray's head) has used part of the time before the scheduler's kill
+            asked, grace = float(getattr(stop_event, "at", None) or time.time()), step_grace_s(config, stop_event)
             stop_request.request(stop_file, asked + grace)
-            if done.wait(timeout=grace):
+            if done.wait(timeout=max(0.0, asked + grace - time.time())):
                 return
             # a save in progress at the end of the grace is waited for, and then the rest of its step (the
             # trainer logs the step's row after the save): abandoned at once, the row would be lost
