@@ -587,7 +587,7 @@ def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str,
     ``after`` is not done yet: claimed by this launch or active from an earlier one. LaunchError
     (one line) when it is neither (not in this workspace, failed and not relaunched: a resumed run
     whose parent was not launched with it) or runs under another kind of executor."""
-    waits = {}
+    waits, ours = {}, {i.run_id for i in claimed}
     for item in claimed:
         if not item.after:
             continue
@@ -599,6 +599,10 @@ def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str,
             raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which {said}: "
                               f"launch that run first (`arctl run {parent.experiment if parent else 'EXPERIMENT'}"
                               f"{' --arm ' + parent.arm if parent else ''}`), or launch both with `arctl run`")
+        if parent.state == states.SUBMITTING and parent.run_id not in ours:  # another launch's: no job id to wait for
+            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which another "
+                              "launch is submitting now (its job id is not known yet): launch this one again once "
+                              "`arctl status` shows that run PENDING or RUNNING")
         if parent.state != states.SUBMITTING and parent.executor not in (executor, None):
             raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which runs under "
                               f"the {parent.executor} executor: wait for it (`arctl status`), or cancel it and launch "

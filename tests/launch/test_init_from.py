@@ -297,3 +297,24 @@ def test_a_refused_waiting_run_is_left_as_it_was_not_waiting(chain, tmp_path, mo
     with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
         launch(_items("chain", arms=["r2"]), ws, executor="slurm", force=True, members=["chain"])
     assert read_phase(ws.run_dir(r2)) is None and read_status(ws.run_dir(r2))["state"] == "completed"
+
+
+def test_a_run_whose_start_another_launch_is_submitting_is_refused_not_made_to_wait_for_no_job(chain, tmp_path):
+    """From a review of the launch layer: a run starting from one that another launch was still submitting
+    (SUBMITTING, no job id of this attempt yet) was given `--dependency=afterok:None` (sbatch refuses it),
+    or the previous attempt's job id (a dependency never satisfied). Now one line saying to launch it again
+    once that run is PENDING; a parent this launch submits itself is waited for as before."""
+    from arctl.launch.launcher import LaunchError, _waits
+    from arctl.launch.registry import RunRecord, new_claim_token
+
+    ws = tmp_path / "ws"
+    r1, r2 = plan(_items("chain", ["r1", "r2"]), Workspace(ws))
+    assert r2.after == r1.run_id
+    space = Workspace.open(str(ws))
+    with Registry(space.registry_path) as reg:
+        reg.claim([RunRecord(run_id=i.run_id, experiment=i.experiment, arm=i.arm, seed=i.seed) for i in (r1,)],
+                  new_claim_token())  # another launch's claim: SUBMITTING
+        assert reg.get(r1.run_id).state == "SUBMITTING"
+        with pytest.raises(LaunchError, match="another launch is submitting now"):
+            _waits(reg, [r2], "slurm")
+        assert set(_waits(reg, [r1, r2], "slurm")) == {r2.run_id}  # submitted by this launch: waited for
