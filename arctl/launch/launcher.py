@@ -207,7 +207,8 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:
-            item.action, item.reason = ("rerun", "completed, --force") if force else ("skip", "completed")
+            item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
+                                        else ("skip", "completed"))
         else:
             item.action, item.reason = "resume", f"{rec.state.lower()}: resumes from its last checkpoint"
     by_id = {item.run_id: item for item in items}
@@ -409,7 +410,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             raise LaunchError(problem)
         # a killed job must be seen as failed before we decide, a dead launch's claim undone (or given its job)
         refresh(reg, workspace, existing)
-        claim = reg.claim([item.record() for item in items], token, force=force, members=members)
+        # --force reruns the runs asked for, not a completed run brought along because one starts from it
+        forced = {i.run_id for i in items if i.needed_by is None} if force else False
+        claim = reg.claim([item.record() for item in items], token, force=forced, members=members)
         for rec, reason in claim.skipped:
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []

@@ -25,7 +25,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -474,21 +474,22 @@ class Registry:
         self,
         wanted: list[RunRecord],
         token: str,
-        force: bool = False,
+        force: bool | Collection[str] = False,
         members: Iterable[str] = (),
         relaunch: frozenset[str] = states.RELAUNCHABLE,
     ) -> ClaimResult:
         """Atomically claim the runs this process should submit.
 
         New runs are inserted; runs in ``relaunch`` states (or any inactive state with
-        ``force``) are re-claimed; active runs (claimed by someone else, pending, running) and
-        completed runs are skipped with a reason. ``members`` names (sweep/experiment) are
-        attached to every wanted run.
+        ``force``: every run, or the run ids it holds) are re-claimed; active runs (claimed by someone
+        else, pending, running) and completed runs are skipped with a reason. ``members`` names
+        (sweep/experiment) are attached to every wanted run.
         """
         now = time.time()
         claimed, skipped = [], []
         with self.transaction() as conn:
             for want in wanted:
+                forced = force if isinstance(force, bool) else want.run_id in force
                 row = conn.execute("SELECT * FROM runs WHERE run_id=?", (want.run_id,)).fetchone()
                 for name in members:
                     conn.execute("INSERT OR IGNORE INTO members(name, run_id) VALUES (?, ?)", (name, want.run_id))
@@ -505,13 +506,13 @@ class Registry:
                 if current.state in states.ACTIVE:
                     skipped.append((current, f"already {current.state.lower()}"))
                     continue
-                if current.state == states.COMPLETED and not force:
-                    skipped.append((current, "completed (use --force to rerun)"))
+                if current.state == states.COMPLETED and not forced:
+                    skipped.append((current, "completed" if force else "completed (use --force to rerun)"))
                     continue
-                if current.state not in relaunch and current.state != states.COMPLETED and not force:
+                if current.state not in relaunch and current.state != states.COMPLETED and not forced:
                     skipped.append((current, f"{current.state.lower()}"))
                     continue
-                generation = current.generation + (1 if force and current.state == states.COMPLETED else 0)
+                generation = current.generation + (1 if forced and current.state == states.COMPLETED else 0)
                 before = _before(current, token)
                 conn.execute(
                     "UPDATE runs SET state=?, claim=?, updated_at=?, generation=?, error=NULL, cancel_requested=NULL, "

@@ -295,7 +295,7 @@ def test_a_refused_waiting_run_is_left_as_it_was_not_waiting(chain, tmp_path, mo
         write_status(ws.run_dir(r), state="completed")
     calls.unlink()
     with pytest.raises(LaunchError, match="QOSMaxSubmitJobPerUserLimit"):
-        launch(_items("chain", arms=["r2"]), ws, executor="slurm", force=True, members=["chain"])
+        launch(_items("chain", arms=["r1", "r2"]), ws, executor="slurm", force=True, members=["chain"])
     assert read_phase(ws.run_dir(r2)) is None and read_status(ws.run_dir(r2))["state"] == "completed"
 
 
@@ -318,3 +318,25 @@ def test_a_run_whose_start_another_launch_is_submitting_is_refused_not_made_to_w
         with pytest.raises(LaunchError, match="another launch is submitting now"):
             _waits(reg, [r2], "slurm")
         assert set(_waits(reg, [r1, r2], "slurm")) == {r2.run_id}  # submitted by this launch: waited for
+
+
+def test_force_reruns_the_run_asked_for_not_the_completed_run_it_starts_from(chain, tmp_path):
+    """From a review of sweeps: `arctl run baselines-l1 --arm l1-max --force` reran L1-Exact too (brought
+    along because L1-Max starts from it), retraining a completed run under the same id and overwriting
+    the weights other runs and reports use. --force now applies to the runs asked for; a completed
+    run brought along is kept, and the forced run starts from it."""
+    from arctl.launch.launcher import launch
+
+    ws = Workspace(tmp_path / "ws")
+    launch(_items("chain", arms=["r2"]), ws, executor="debug")
+    recs = _records(ws.root)
+    assert {a: r.state for a, r in recs.items()} == {"r1": "COMPLETED", "r2": "COMPLETED"}
+    planned = plan(_items("chain", arms=["r2"]), ws, force=True)
+    assert [(i.action, i.reason.split(";")[0]) for i in planned] == [("skip", "completed"), ("rerun", "completed, --force")]
+    result = launch(_items("chain", arms=["r2"]), ws, executor="debug", force=True)
+    again = _records(ws.root)
+    assert (again["r1"].generation, again["r1"].attempts) == (recs["r1"].generation, recs["r1"].attempts)  # kept
+    assert again["r2"].generation == recs["r2"].generation + 1 and again["r2"].state == "COMPLETED"
+    assert [(i.arm, why) for i, why in result.skipped] == [("r1", "completed")]
+    forced_both = plan(_items("chain", arms=["r1", "r2"]), ws, force=True)  # both asked for: both rerun
+    assert [i.action for i in forced_both] == ["rerun", "rerun"]
