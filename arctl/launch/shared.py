@@ -79,8 +79,9 @@ def mark_shared(items: list, existing: dict[str, str] | None = None, elsewhere: 
     for run in sorted(elsewhere, key=lambda r: (r.state != states.COMPLETED, r.run_id)):
         if run.state in REUSABLE:
             outside.setdefault(run.key, run)
-    for key, group in groups.items():
-        going = [i for i in group if existing.get(i.run_id) in REUSABLE]
+    for key, group in groups.items():  # of the cells' own runs, a completed one first
+        going = sorted((i for i in group if existing.get(i.run_id) in REUSABLE),
+                       key=lambda i: existing[i.run_id] != states.COMPLETED)
         kept = (going[0] if going else outside.get(key)
                 or next((i for i in group if i.run_id in existing), group[0]))
         where = " in this workspace" if isinstance(kept, WorkspaceRun) else ""
@@ -96,7 +97,9 @@ def mark_shared(items: list, existing: dict[str, str] | None = None, elsewhere: 
 def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[str, str], list[WorkspaceRun]]:
     """What :func:`mark_shared` needs of ``workspace`` (an :class:`arctl.launch.workspace.Workspace`):
     the registry state of each item's own run, and the runs outside the items that a cell may share
-    (completed or under way, at the items' seeds; their config.yaml read). Read-only. With ``force``
+    (completed or under way, at the items' seeds; their config.yaml read). The states are refreshed first
+    (the scheduler asked, dead claims settled) on a read-only registry: a run whose job died is not
+    under way (a cell shared with it would never run; from a review). Read-only. With ``force``
     (rerun completed cells) nothing outside is shared: the sweep's own cells are rerun."""
     from arctl.launch.registry import Registry
     from arctl.launch.run_id import with_keys_added_later
@@ -106,9 +109,14 @@ def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[st
         return {}, []
     ids = {item.run_id for item in items}
     seeds = {item.seed for item in items}
-    with Registry(workspace.registry_path) as reg:
-        existing = {rid: rec.state for rid in ids if (rec := reg.get(rid)) is not None}
-        records = [] if force else [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids and r.seed in seeds]
+    from arctl.launch.refresh import refresh
+
+    with Registry(workspace.registry_path, readonly=True) as reg:  # states as they are now, nothing written
+        mine = [rec for rid in sorted(ids) if (rec := reg.get(rid)) is not None]
+        others = [] if force else [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids and r.seed in seeds]
+        fresh = refresh(reg, workspace, mine + others) if mine or others else []
+    existing = {rec.run_id: rec.state for rec in fresh if rec.run_id in ids}
+    records = [rec for rec in fresh if rec.run_id not in ids and rec.state in REUSABLE]
     elsewhere = []
     for rec in records:
         try:

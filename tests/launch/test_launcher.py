@@ -1199,3 +1199,47 @@ def test_single_ray_jobs_of_a_sweep_keep_to_array_parallelism(specs, tmp_path, m
     assert deps == {206: [], 207: ["#SBATCH --dependency=afterany:206"],
                     208: ["#SBATCH --dependency=afterok:206,afterany:207"],
                     209: ["#SBATCH --dependency=afterok:207,afterany:208"]}, deps
+
+
+def test_a_sweep_shares_no_cell_with_a_run_whose_job_died_and_prefers_a_completed_one(specs, tmp_path, monkeypatch):
+    """From a review of sweeps: share_arms decided on the registry's states as they were last written. A run
+    outside the sweep with the cell's config, RUNNING in the registry though its local queue had died, took
+    the cell (nothing submitted, and every later sweep skipped it again until some `arctl status`); and of a
+    cell's runs, a dead one was kept over a completed one. The states are refreshed first (read-only), and a
+    completed run is kept first."""
+    from arctl.compose import resolve_experiment, resolve_sweep
+    from arctl.launch.registry import new_claim_token
+    from arctl.launch.rundir import frozen_config, prepare_run_dir
+    from arctl.launch.shared import mark_shared, workspace_runs
+
+    (specs / "experiments" / "lt2.yaml").write_text(
+        "description: shares arm a with lt\nseeds: [0]\noverrides: [trainer.total_steps=6, wandb.mode=disabled, "
+        "cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]\narms:\n  a: [algo=grpo, prior=base]\n")
+    (specs / "sweeps" / "share.yaml").write_text("description: x\nexperiments: [lt]\nseeds: [0]\nshare_arms: true\n")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (outside,) = items_from_resolved(resolve_experiment("lt2", arms=["a"], seeds=[0]))
+    ws = Workspace.open(str(tmp_path / "ws"))
+    ws.root.mkdir(parents=True)
+    with Registry(ws.registry_path) as reg:
+        reg.claim([outside.record()], new_claim_token())
+        prepare_run_dir(ws.run_dir(outside.run_id), frozen_config(outside.config, outside.run_id, outside.run_id))
+        reg.update_many([(outside.run_id, {"state": states.RUNNING, "executor": "local", "job_id": f"queue:{dead}",
+                                           "claim": None, "before_claim": None})])
+    items = items_from_resolved(resolve_sweep("share", [], None, None))
+    a = next(i for i in items if i.arm == "a")
+    mark_shared(items, *workspace_runs(items, ws))
+    assert a.shares is None and a.run_id != outside.run_id  # the dead run serves no cell: lt/a runs
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(outside.run_id).state == states.RUNNING  # read-only: the launch's own refresh writes it
+        reg.update_many([(outside.run_id, {"state": states.COMPLETED})])
+    items = items_from_resolved(resolve_sweep("share", [], None, None))
+    mark_shared(items, *workspace_runs(items, ws))
+    assert next(i for i in items if i.arm == "a").shares == outside.run_id  # a completed outside run serves it
+    # of a cell group's own runs, the completed one is kept over one that is (still) running
+    cells = [type("I", (), {"run_id": "r-running", "config": a.config, "experiment": "e", "arm": "x", "seed": 0,
+                            "after": None, "shares": None})(),
+             type("I", (), {"run_id": "r-done", "config": a.config, "experiment": "e", "arm": "y", "seed": 0,
+                            "after": None, "shares": None})()]
+    mark_shared(cells, {"r-running": states.RUNNING, "r-done": states.COMPLETED}, [])
+    assert cells[0].shares == "r-done" and cells[1].shares is None
