@@ -73,7 +73,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
     plan(items, workspace, force)
     to_launch = [i for i in items if i.action in STARTS]
-    scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism)
+    scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism,
+                              {i.run_id: i.job for i in items if i.action == "active" and i.job})
     # what the launch itself would refuse (workspace_problem, executor_problem), shown, not raised: a dry run previews
     refused = planned_problem(items, workspace)
     if to_launch and not refused:

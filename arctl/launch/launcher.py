@@ -73,6 +73,7 @@ class LaunchItem:
     shares: str | None = None  # shared cell: the id of the run it is (then run_id is that id too)
     after: str | None = None  # the run whose final weights it starts from (trainer.init_from): its id
     needed_by: str | None = None  # launched only because this run (its name) starts from it
+    job: str | None = None  # an active run's job id (plan): a run starting from it waits for that job
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -178,22 +179,27 @@ STARTS = ("new", "resume", "rerun")  # the planned actions that start a job
 
 
 def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
-    """What a launch would do with each item (read-only: nothing is claimed or written). An item
-    :func:`workspace_problem` names is planned "refused" (:func:`planned_problem` says why)."""
-    known: dict[str, RunRecord] = {}
+    """What a launch would do with each item (read-only: nothing is claimed or written). The states are
+    refreshed first, as the launch refreshes them (the scheduler asked, dead claims settled) on a read-only
+    registry: a run whose job died is planned "resume", not "active" (from a review: the dry run said
+    "already running" of a run the launch then resubmitted). An item :func:`workspace_problem` names is
+    planned "refused" (:func:`planned_problem` says why)."""
+    rows: dict[str, RunRecord] = {}  # the registry's rows
+    known: dict[str, RunRecord] = {}  # as the launch decides on them
     if workspace.exists():
-        with Registry(workspace.registry_path) as reg:
-            for item in items:
-                rec = reg.get(item.run_id)
-                if rec is not None:
-                    known[item.run_id] = rec
-    from arctl.launch.refresh import settled
+        from arctl.launch.refresh import fresh_view, settled
 
-    unregistered = set(unregistered_folders(items, workspace, known))
-    now = time.time()
+        now = time.time()
+        with Registry(workspace.registry_path) as reg:
+            rows = {rec.run_id: rec for item in items if (rec := reg.get(item.run_id)) is not None}
+        views = [v for rec in rows.values() if (v := settled(rec, workspace.run_dir(rec.run_id), now)) is not None]
+        known = {rec.run_id: rec for rec in fresh_view(workspace, views)}
+
+    unregistered = set(unregistered_folders(items, workspace, rows))
     for item in items:
-        rec = settled(known.get(item.run_id), workspace.run_dir(item.run_id), now)  # as the launch will decide
+        rec = known.get(item.run_id)  # as the launch will decide (None: a dead launch's new run, or none)
         item.state = rec.state if rec else None
+        item.job = rec.job_id if rec is not None and rec.state in states.ACTIVE else None
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
         elif workspace.is_export():
@@ -237,8 +243,11 @@ def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None
 
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
-                    array_parallelism: int | None = None) -> list[tuple[str, str]]:
-    """(title, sbatch script) as they would be submitted (SLURM), without submitting anything."""
+                    array_parallelism: int | None = None, active: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(title, sbatch script) as they would be submitted (SLURM), without submitting anything. ``active``:
+    run id -> job id of runs under way from an earlier launch, which a run starting from one waits for
+    (:func:`_waits`)."""
+    active = active or {}
     if executor != "slurm" or not items:
         return []
     scripts = []
@@ -259,12 +268,14 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
 
     for item in items:
         ray = rays[item.run_id]
-        if item.after in by_id:  # goes out alone, once the job of the run it starts from is known
+        if item.after in by_id or item.after in active:  # alone, once the job of the run it starts from is known
             params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
-            params = after_parameters(with_ray_setup(params, ray) if ray else params, "PARENT_JOB", check=False)
+            job = "PARENT_JOB" if item.after in by_id else active[item.after]
+            params = after_parameters(with_ray_setup(params, ray) if ray else params, job, check=False)
             params, slot = slotted(params, item.run_id) if ray else (params, "")
-            later.append((f"sbatch script for {item.run_id} (after the job of {item.after}: its job id "
-                          f"replaces PARENT_JOB{slot})", render_sbatch(params, folder, 1)))
+            said = "its job id replaces PARENT_JOB" if item.after in by_id else f"job {job}, under way"
+            later.append((f"sbatch script for {item.run_id} (after the job of {item.after}: {said}{slot})",
+                          render_sbatch(params, folder, 1)))
         elif ray is not None:
             params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
             params, slot = slotted(params, item.run_id)

@@ -21,7 +21,7 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import scancel_failed, scancel_quietly
 from arctl.launch.progress import run_progress
-from arctl.launch.registry import Registry, RunRecord, claim_is_stale, new_claim_token
+from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
@@ -274,6 +274,18 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
             registry.unclaim([mine], mine.claim)
         out.append(registry.get(rec.run_id) or rec)  # whoever settled it: as it is now
     return out
+
+
+def fresh_view(workspace: Workspace, records: list[RunRecord]) -> list[RunRecord]:
+    """``records`` as a refresh finds them now (the scheduler asked), written nowhere: :func:`refresh` on a
+    read-only registry (as they are where the registry cannot be opened so)."""
+    if not records:
+        return []
+    try:
+        with Registry(workspace.registry_path, readonly=True) as ro:
+            return refresh(ro, workspace, records)
+    except RegistryError:
+        return records
 
 
 def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:

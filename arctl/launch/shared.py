@@ -109,12 +109,12 @@ def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[st
         return {}, []
     ids = {item.run_id for item in items}
     seeds = {item.seed for item in items}
-    from arctl.launch.refresh import refresh
+    from arctl.launch.refresh import fresh_view
 
-    with Registry(workspace.registry_path, readonly=True) as reg:  # states as they are now, nothing written
+    with Registry(workspace.registry_path) as reg:
         mine = [rec for rid in sorted(ids) if (rec := reg.get(rid)) is not None]
         others = [] if force else [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids and r.seed in seeds]
-        fresh = refresh(reg, workspace, mine + others) if mine or others else []
+    fresh = fresh_view(workspace, mine + others)  # states as they are now, nothing written
     existing = {rec.run_id: rec.state for rec in fresh if rec.run_id in ids}
     records = [rec for rec in fresh if rec.run_id not in ids and rec.state in REUSABLE]
     elsewhere = []

@@ -340,3 +340,39 @@ def test_force_reruns_the_run_asked_for_not_the_completed_run_it_starts_from(cha
     assert [(i.arm, why) for i, why in result.skipped] == [("r1", "completed")]
     forced_both = plan(_items("chain", arms=["r1", "r2"]), ws, force=True)  # both asked for: both rerun
     assert [i.action for i in forced_both] == ["rerun", "rerun"]
+
+
+def test_the_dry_run_shows_what_the_launch_does_with_stale_states_and_running_parents(chain, tmp_path, monkeypatch):
+    """From a review of sweeps: the dry run read the registry as last written: a run whose job had died
+    was "already running" there, and the launch (which refreshes first) resubmitted it; and a run starting
+    from one under way from an earlier launch got no --dependency in the preview, which the launch gives
+    it (_waits). The dry run refreshes (read-only) and shows the dependency on that job."""
+    import subprocess
+    import sys
+
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    from arctl.launch import states
+    from arctl.launch.launcher import dry_run_scripts
+    from arctl.launch.registry import new_claim_token
+
+    ws = Workspace.open(str(tmp_path / "ws"))
+    ws.root.mkdir(parents=True)
+    r1, r2 = plan(_items("chain", ["r2"]), ws)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    with Registry(ws.registry_path) as reg:
+        reg.claim([r1.record()], new_claim_token())
+        reg.update_many([(r1.run_id, {"state": states.RUNNING, "executor": "local", "job_id": f"queue:{dead}",
+                                      "claim": None, "before_claim": None})])
+    got = plan(_items("chain", ["r2"]), ws)
+    assert [(i.arm, i.action) for i in got] == [("r1", "resume"), ("r2", "new")]  # was ("r1", "active")
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(r1.run_id).state == states.RUNNING  # a dry run writes nothing
+        reg.update_many([(r1.run_id, {"executor": "slurm", "job_id": "4242", "submitted_at": time.time()})])
+    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue="printf '4242 RUNNING\\n'\n",
+                    sacct="printf 'JobID|State\\n4242|RUNNING\\n'\n")
+    got = plan(_items("chain", ["r2"]), ws)
+    assert [(i.arm, i.action, i.job) for i in got] == [("r1", "active", "4242"), ("r2", "new", None)]
+    (title, script), = dry_run_scripts([got[1]], ws, "slurm", None, {got[0].run_id: got[0].job})
+    assert "#SBATCH --dependency=afterok:4242" in script and "job 4242, under way" in title
