@@ -50,6 +50,12 @@ it (DeepScaleR's reward on the text after ``</think>``, which Elastic Reasoning 
 inserted, the model writes its own solution)."""
 
 
+def check_answer_at(at: str) -> None:
+    """ValueError for a place of the answer that is not one of :data:`ANSWER_AT`."""
+    if at not in ANSWER_AT:
+        raise ValueError(f"answer place {at!r} is not one of {', '.join(ANSWER_AT)}")
+
+
 def answer_at(inserted: str | None) -> str:
     """Where the answer is for ``summary.inserted`` (:data:`arctl.algo.prompts.INSERTED_STYLES`): ``think_end``
     (E1's ``</think>`` alone) -> :data:`SOLUTION`, else :data:`FINAL_ANSWER`."""
@@ -301,8 +307,7 @@ def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callab
     process when None (:func:`arctl.algo.deepscaler_grader.grade`). Raises for an unknown grader or
     place, and :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 cannot run."""
     check_grader(grader)
-    if at not in ANSWER_AT:
-        raise ValueError(f"answer place {at!r} is not one of {', '.join(ANSWER_AT)}")
+    check_answer_at(at)
     if grader == MATH_VERIFY:
         return verify_answer(summary_text, ground_truth, at=at)
     from arctl.algo import deepscaler_grader
@@ -327,6 +332,7 @@ def score_response(
     from arctl.algo.deepscaler_grader import StageUnavailable
 
     check_grader(grader)
+    check_answer_at(at)  # before the try: a wrong place is the caller's error, not a leaf scored 0
     try:
         if not format_ok(response_text, think_end, eos):
             return 0

@@ -199,7 +199,10 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     for item in items:
         rec = known.get(item.run_id)  # as the launch will decide (None: a dead launch's new run, or none)
         item.state = rec.state if rec else None
-        item.job = rec.job_id if rec is not None and rec.state in states.ACTIVE else None
+        # a SLURM job a run starting from this one would depend on (_waits: not one another launch is still
+        # submitting, whose job id is its previous attempt's; not another executor's)
+        item.job = (rec.job_id if rec is not None and rec.state in (states.PENDING, states.RUNNING)
+                    and rec.executor == "slurm" else None)
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
         elif workspace.is_export():

@@ -376,3 +376,6 @@ def test_the_dry_run_shows_what_the_launch_does_with_stale_states_and_running_pa
     assert [(i.arm, i.action, i.job) for i in got] == [("r1", "active", "4242"), ("r2", "new", None)]
     (title, script), = dry_run_scripts([got[1]], ws, "slurm", None, {got[0].run_id: got[0].job})
     assert "#SBATCH --dependency=afterok:4242" in script and "job 4242, under way" in title
+    with Registry(ws.registry_path) as reg:  # another launch is resubmitting it: 4242 is its previous attempt's
+        reg.update_many([(r1.run_id, {"state": states.SUBMITTING, "claim": new_claim_token()})])
+    assert [i.job for i in plan(_items("chain", ["r2"]), ws)] == [None, None]  # no dependency on an old job

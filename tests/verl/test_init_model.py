@@ -83,3 +83,6 @@ def test_a_kl_run_whose_merged_model_was_deleted_merges_it_again_for_its_referen
     shutil.rmtree(parent / "checkpoints" / "global_step_5")  # pruned since
     with pytest.raises(VerlConfigError, match="KL term's reference .* cannot be rebuilt"):
         init_model_path(kl, child)
+    (child / INIT_RECORD).unlink()  # and the record of what it was merged from
+    with pytest.raises(VerlConfigError, match="were deleted: the KL term's reference"):
+        init_model_path(kl, child)

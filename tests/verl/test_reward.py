@@ -128,6 +128,14 @@ def test_an_elastic_solution_is_graded_where_its_reward_reads_the_answer(parts, 
                          answer_at=SOLUTION) == ELASTIC_ANSWERS[text]
 
 
+def test_an_unknown_answer_place_is_the_callers_error_not_a_leaf_scored_0(parts, grader):
+    tok, ins, enc = parts
+    with pytest.raises(ValueError, match="answer place 'boxed' is not one of"):
+        leaf_reward(enc("x"), ins.truncated, enc("\\boxed{3}"), "3", tok, ins.think_end, None, grader=grader, at="boxed")
+    with pytest.raises(ValueError, match="answer place"):
+        compute_score("x", "x</think>\\boxed{3}", "3", grader=grader, answer_at="boxed")
+
+
 def test_the_elastic_arm_reads_its_answers_as_its_reward_does():
     from arctl.algo.verify import FINAL_ANSWER, SOLUTION
     from arctl.backends.verl.overrides import arctl_settings, verl_overrides

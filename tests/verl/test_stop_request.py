@@ -181,6 +181,9 @@ def test_a_stop_at_a_validating_step_validates_only_where_it_fits(trainer):
     trainer._arctl_validation_s = 30.0  # the stand-in took no time
     assert trainer._validate() == {} and trainer.validations.calls == 1  # 37.5 s needed, 20 s left: skipped
     assert stop_request.skipped_validation(stop) == 20  # the resume from step 20's checkpoint validates it first
+    trainer._arctl_validated = None  # (the validation above ran at another attempt's step 20)
+    trainer.logger.log(data={"train/loss": 0.1}, step=20)  # verl logs the step's row without the evaluation
+    assert stop_request.skipped_validation(stop) == 20  # (a review of the fix: it had cleared the record here)
 
 
 def test_the_resume_validates_the_skipped_step_first_and_logs_its_row_again_with_it(trainer, tmp_path):
@@ -260,6 +263,10 @@ def test_a_requeued_attempt_knows_how_long_a_validation_takes(trainer):
     again.saved, again.validations, again.val_dataloader = [], trainer.validations, []
     again._save_checkpoint = lambda: again.saved.append(again.global_steps)
     again._arctl_training = True
+    again.logger, again.logged = SimpleNamespace(log=lambda data, step: None), []
+    again._arctl_watch_logging()
     stop_request.request(stop, time.time() + 20)
     again._arctl_stop()
     assert again._validate() == {} and stop_request.skipped_validation(stop) == 40  # 37.5 s needed, 20 s left
+    again.logger.log(data={"train/loss": 0.1}, step=40)  # the row without the evaluation: the record stays
+    assert stop_request.skipped_validation(stop) == 40

@@ -98,6 +98,15 @@ def test_a_stop_during_the_last_step_ends_the_run_completed_not_requeued(config,
         monkeypatch.setattr(main_ppo, "run_ppo", last_step_logged_under_a_stop)
         assert verl_trainer.train(config, run_dir, stop) == "completed", ending
 
+    def error_a_moment_before_the_stop(cfg, task_runner_class):  # the stop_follows race: still completed
+        stop_request.mark_finished(cfg.arctl.stop_file, 100)
+        threading.Timer(0.3, stop.set).start()
+        raise RuntimeError("the TaskRunner actor died")
+
+    stop = threading.Event()
+    monkeypatch.setattr(main_ppo, "run_ppo", error_a_moment_before_the_stop)
+    assert verl_trainer.train(config, tmp_path / "race", stop) == "completed"
+
     def stopped_earlier(cfg, task_runner_class):
         stop.set()
 

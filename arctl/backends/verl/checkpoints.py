@@ -146,12 +146,14 @@ class SaveOnce:
         from arctl.backends.verl import stop_request
 
         ckpt = self.config.trainer.default_local_dir
-        if folder(ckpt, step).is_dir() and problem(ckpt, step) is not None:
-            # an earlier attempt's save of this step that repair skipped (damaged, or never finished):
-            # verl writes its files over it in place, and a kill during that would leave its old marker
-            # over a mix of both, taken for complete; this attempt's save starts from an empty folder
-            shutil.rmtree(folder(ckpt, step))
         with stop_request.saving(stop_request.stop_file_of(self.config)):  # not abandoned while it writes
+            if folder(ckpt, step).is_dir() and problem(ckpt, step) is not None:
+                # an earlier attempt's save of this step that repair skipped (damaged, or never finished):
+                # verl writes its files over it in place, and a kill during that would leave its old marker
+                # over a mix of both, taken for complete; this attempt's save starts from an empty folder
+                # (where a file cannot be removed, as a busy one on NFS, at least without the old marker)
+                shutil.rmtree(folder(ckpt, step), ignore_errors=True)
+                (folder(ckpt, step) / MARKER).unlink(missing_ok=True)
             out = super()._save_checkpoint()
             mark_complete(self.config.trainer.default_local_dir, step)
         self._arctl_saved_step = step

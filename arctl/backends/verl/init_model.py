@@ -38,8 +38,8 @@ def init_model_path(config: dict, run_dir: Path) -> str | None:
     if (run_dir / INIT_RECORD).is_file() and target.is_dir():
         return str(target)
     if checkpoints.newest_complete(run_dir / "checkpoints")[0] > 0:
-        if float((config.get("optim") or {}).get("kl_coef") or 0) > 0 and (run_dir / INIT_RECORD).is_file():
-            return _merged_again(run_dir, target)  # verl's KL reference is model.path: the weights it started from
+        if float((config.get("optim") or {}).get("kl_coef") or 0) > 0:  # verl's KL reference is model.path
+            return _merged_again(run_dir, target)  # the weights it started from
         return None  # resumes from its own checkpoint, which holds its weights
     step, _ = checkpoints.newest_complete(init_dir / "checkpoints")
     if step == 0:
@@ -59,6 +59,9 @@ def _merged_again(run_dir: Path, target: Path) -> str:
     ``model.path``, so the reference had silently become the base model for the rest of the run)."""
     try:
         actor = Path(json.loads((run_dir / INIT_RECORD).read_text())["checkpoint"]) / "actor"
+    except FileNotFoundError:
+        raise VerlConfigError(f"{target} and {run_dir / INIT_RECORD} were deleted: the KL term's reference (the "
+                              "weights the run started from) is unknown; `arctl run --force` starts the run again") from None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise VerlConfigError(f"{run_dir / INIT_RECORD} cannot be read ({err}); its KL reference (the weights the "
                               "run started from) is unknown: `arctl run --force` starts the run again") from None

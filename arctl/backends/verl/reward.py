@@ -62,10 +62,11 @@ def grade_leaf(text: str | None, ground_truth: Any, *, grader: str, at: str = FI
     raises only for an unknown grader or a grader that cannot run on this machine). ``at``: where the
     answer is (:data:`arctl.algo.verify.ANSWER_AT`, from ``summary.inserted``: :func:`arctl.algo.verify.answer_at`)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
-    from arctl.algo.verify import check_grader, grade
+    from arctl.algo.verify import check_answer_at, check_grader, grade
     from arctl.backends.verl.sympy_worker import bounded_sympy_equal
 
     check_grader(grader)
+    check_answer_at(at)
     if text is None:
         return 0.0
     try:

@@ -236,6 +236,8 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     # a scancel's TERM reaches every process of the job at once: the Ray nodes go down
                     # with the trainer's step, whose error follows (or, by a few ms, precedes) the stop
                     # request it answers
+                    if finished(f"{type(err).__name__} in the shutdown"):  # the error came just before the stop
+                        return "completed"
                     said = line or f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
                     print(f"arctl: after the stop request the run ended with {said}; it resumes from its last "
                           "checkpoint", file=sys.stderr, flush=True)

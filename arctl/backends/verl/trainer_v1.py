@@ -348,6 +348,7 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     _arctl_validation_s: float | None = None  # how long the last validation took
     _arctl_last_step: int | None = None  # the run's last step, once a stop has ended fit() earlier
     _arctl_redone: int | None = None  # the step whose skipped validation this attempt did before training
+    _arctl_validated: int | None = None  # the step whose validation ran to its end in the training loop
 
     def on_train_begin(self):
         super().on_train_begin()
@@ -366,7 +367,9 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         def logged(*args, **kwargs):
             out = log(*args, **kwargs)
             step = kwargs.get("step", args[1] if len(args) > 1 else None)
-            if step is not None and stop_request.skipped_validation(stop_file) == int(step):
+            # the step's row holds its evaluation only where the validation ran (one a stop skipped stays recorded)
+            if (step is not None and self._arctl_validated == int(step)
+                    and stop_request.skipped_validation(stop_file) == int(step)):
                 stop_request.clear_skipped_validation(stop_file)
             if step is not None and int(step) >= int(self._arctl_last_step or self.total_training_steps):
                 stop_request.mark_finished(stop_file, int(step))
@@ -445,6 +448,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             out = super()._validate(*args, **kwargs)
         self._arctl_validation_s = time.monotonic() - started
         stop_request.record_validation_s(stop_file, self._arctl_validation_s)
+        if self._arctl_training:
+            self._arctl_validated = int(self.global_steps)
         if self._arctl_training and self._arctl_stopped_at != self.global_steps and stop_request.requested(stop_file):
             self._arctl_stop()
         redo = self.config.arctl.get("redo_validation_at")
