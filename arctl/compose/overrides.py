@@ -43,6 +43,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     keys: list[str] = []
     added: list[str] = []
     groups_known = config_groups()  # read once per call: a directory listing per config dir
+    bools = set(bool_fields(run_config()))
     for text in overrides:
         if isinstance(text, str) and text.startswith("~"):
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
@@ -88,11 +89,11 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
                 "arctl specs are closed: use an existing key (`arctl show EXP` lists them); "
                 f"new keys are allowed only under {', '.join(s.rstrip('.') for s in open_sections())} (the backends' sections)",
             )
-        if key.lstrip("+") in bool_fields(run_config()) and not isinstance(parsed.value(), bool):
+        name = key.lstrip("+")
+        if name in bools and not isinstance(parsed.value(), bool):
             # OmegaConf would take 2 (any nonzero number), 'yes', 'on' or '1' for true
-            raise SpecError(f"override {text!r}: {key.lstrip('+')} is true or false", where,
-                            f"write {key.lstrip('+')}=true or {key.lstrip('+')}=false")
+            raise SpecError(f"override {text!r}: {name} is true or false", where, f"write {name}=true or {name}=false")
         keys.append(text)
         if parsed.is_add() or parsed.is_force_add():
-            added.append(key.lstrip("+"))
+            added.append(name)
     return Overrides(groups=groups, keys=keys, added=added)

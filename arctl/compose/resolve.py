@@ -241,7 +241,8 @@ def resolve_arm(
     sweep: str | None = None,
 ) -> ResolvedRun:
     user = split_overrides(list(user_overrides or []), "command line")
-    swept = split_overrides(list(sweep_overrides or []), f"sweep {sweep}" if sweep else "sweep")
+    swept_place = f"sweep {sweep}" if sweep else "sweep"
+    swept = split_overrides(list(sweep_overrides or []), swept_place)
     if scale is not None and not str(scale).strip():
         raise SpecError("--scale is empty", "--scale", f"give one of {', '.join(group_options('scale'))}, or leave it out")
     if scale and user.groups.get("scale", scale) != scale:
@@ -250,11 +251,12 @@ def resolve_arm(
     if scale not in group_options("scale"):
         raise SpecError(f"unknown scale {scale!r}", "--scale", did_you_mean(scale, group_options("scale")))
     where = f"{experiment.path}"
-    exp_all = split_overrides(experiment.overrides, f"{where}: overrides")
-    exp_scale = split_overrides(experiment.scales.get(scale, []), f"{where}: scales.{scale}")
-    arm_ov = split_overrides(experiment.arms[arm], f"{where}: arms.{arm}")
-    for part, place in ((exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"),
-                        (arm_ov, f"{where}: arms.{arm}"), (swept, f"sweep {sweep}")):
+    spec_parts = [(split_overrides(texts, place), place) for texts, place in (
+        (experiment.overrides, f"{where}: overrides"), (experiment.scales.get(scale, []), f"{where}: scales.{scale}"),
+        (experiment.arms[arm], f"{where}: arms.{arm}"))]
+    (exp_all, _), (exp_scale, _), (arm_ov, _) = spec_parts
+    parts = [*spec_parts, (swept, swept_place), (user, "command line")]  # (overrides, where they were written)
+    for part, place in parts[:-1]:
         if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
             raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
     if "scale" in experiment.groups:
@@ -284,8 +286,6 @@ def resolve_arm(
     overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
     cfg = compose_config(overrides)
-    parts = ((exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"), (arm_ov, f"{where}: arms.{arm}"),
-             (swept, f"sweep {sweep}"), (user, "command line"))
     try:
         check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
     except SpecError as err:

@@ -41,18 +41,13 @@ def series_table(data: ReportData):
     grid); a budget only a later evaluation covers (the final grid's) is not drawn from it."""
     import pandas as pd
 
-    h = data.history
-    parsed = [parse_metric(m) for m in h["metric"].astype(str)] if len(h) else []
-    ours = [p is not None and p.name in SERIES and p.budget is not None for p in parsed]
-    h = h[ours] if len(h) else h
+    rows, h = [], data.history
     if len(h):
-        first_step = h.groupby("run_id")["step"].transform("min")
-        h = first_values(h[h["step"] == first_step])
-    rows = []
-    for m, v in zip(h["metric"].astype(str) if len(h) else [], h["value"] if len(h) else []):
-        p = parse_metric(m)
-        if not math.isnan(v):  # NaN: undefined there
-            rows.append((p.name, p.dataset, p.budget, float(v)))
+        parsed = [parse_metric(m) for m in h["metric"].astype(str)]
+        h = h.assign(parsed=parsed)[[p is not None and p.name in SERIES and p.budget is not None for p in parsed]]
+        h = first_values(h[h["step"] == h.groupby("run_id")["step"].transform("min")])
+        rows = [(p.name, p.dataset, p.budget, float(v)) for p, v in zip(h["parsed"], h["value"])
+                if not math.isnan(v)]  # NaN: undefined there
     df = pd.DataFrame(rows, columns=["series", "dataset", "budget", "value"])
     return df.groupby(["series", "budget"], as_index=False)["value"].mean()
 

@@ -155,9 +155,9 @@ class SaveOnce:
                 shutil.rmtree(folder(ckpt, step), ignore_errors=True)
                 (folder(ckpt, step) / MARKER).unlink(missing_ok=True)
             out = super()._save_checkpoint()
-            mark_complete(self.config.trainer.default_local_dir, step)
+            mark_complete(ckpt, step)
         self._arctl_saved_step = step
         keep = self.config.get("arctl", {}).get("keep_checkpoints")
         if keep:
-            prune(self.config.trainer.default_local_dir, int(keep))
+            prune(ckpt, int(keep))
         return out

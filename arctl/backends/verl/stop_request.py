@@ -96,25 +96,34 @@ def stop_file_of(config) -> str | None:
     return (arctl.get("stop_file") if arctl is not None else None) or os.environ.get(STOP_FILE_ENV)
 
 
+def _beside(stop_file: str | Path | None, name: str) -> Path | None:
+    """The file ``name`` beside the stop file (None without one)."""
+    return Path(str(stop_file)).parent / name if stop_file else None
+
+
+def _write(path: Path | None, text: str) -> None:
+    """Write ``path`` whole (nothing without a path)."""
+    if path is not None:
+        from arctl.config.files import atomic_write
+
+        atomic_write(path, text)
+
+
 def saving_marker(stop_file: str | Path | None) -> Path | None:
-    return Path(str(stop_file)).parent / SAVING_FILE if stop_file else None
+    return _beside(stop_file, SAVING_FILE)
 
 
 def skipped_marker(stop_file: str | Path | None) -> Path | None:
-    return Path(str(stop_file)).parent / VALIDATION_SKIPPED_FILE if stop_file else None
+    return _beside(stop_file, VALIDATION_SKIPPED_FILE)
 
 
 def finished_marker(stop_file: str | Path | None) -> Path | None:
-    return Path(str(stop_file)).parent / FINISHED_FILE if stop_file else None
+    return _beside(stop_file, FINISHED_FILE)
 
 
 def mark_finished(stop_file: str | Path | None, step: int) -> None:
     """Record that the run's last step ``step`` is logged (nothing without a stop file)."""
-    marker = finished_marker(stop_file)
-    if marker is not None:
-        from arctl.config.files import atomic_write
-
-        atomic_write(marker, f"{int(step)}\n")
+    _write(finished_marker(stop_file), f"{int(step)}\n")
 
 
 def finished(stop_file: str | Path | None) -> bool:
@@ -124,16 +133,14 @@ def finished(stop_file: str | Path | None) -> bool:
 
 def record_validation_s(stop_file: str | Path | None, seconds: float) -> None:
     """Record how long the last validation took (nothing without a stop file)."""
-    if stop_file:
-        from arctl.config.files import atomic_write
-
-        atomic_write(Path(str(stop_file)).parent / VALIDATION_SECONDS_FILE, f"{float(seconds):.3f}\n")
+    _write(_beside(stop_file, VALIDATION_SECONDS_FILE), f"{float(seconds):.3f}\n")
 
 
 def recorded_validation_s(stop_file: str | Path | None) -> float | None:
     """The duration :func:`record_validation_s` wrote (None: none, or unreadable)."""
+    path = _beside(stop_file, VALIDATION_SECONDS_FILE)
     try:
-        value = float((Path(str(stop_file)).parent / VALIDATION_SECONDS_FILE).read_text()) if stop_file else None
+        value = float(path.read_text()) if path is not None else None
     except (OSError, ValueError):
         return None
     return value if value is not None and value >= 0 and value == value else None
@@ -141,11 +148,7 @@ def recorded_validation_s(stop_file: str | Path | None) -> float | None:
 
 def mark_skipped_validation(stop_file: str | Path | None, step: int) -> None:
     """Record that the stop at ``step`` skipped its validation (written whole; nothing without a stop file)."""
-    marker = skipped_marker(stop_file)
-    if marker is not None:
-        from arctl.config.files import atomic_write
-
-        atomic_write(marker, f"{int(step)}\n")
+    _write(skipped_marker(stop_file), f"{int(step)}\n")
 
 
 def skipped_validation(stop_file: str | Path | None) -> int | None:

@@ -230,13 +230,11 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
                 line = task_failure(err)
-                if finished(f"{type(err).__name__} in the shutdown"):
-                    return "completed"
                 if stop_follows(stopped, None if stop_event is not None else 0):  # no job entry: no signal to wait for
                     # a scancel's TERM reaches every process of the job at once: the Ray nodes go down
                     # with the trainer's step, whose error follows (or, by a few ms, precedes) the stop
                     # request it answers
-                    if finished(f"{type(err).__name__} in the shutdown"):  # the error came just before the stop
+                    if finished(f"{type(err).__name__} in the shutdown"):  # after verl logged the last step
                         return "completed"
                     said = line or f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
                     print(f"arctl: after the stop request the run ended with {said}; it resumes from its last "

@@ -367,11 +367,12 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         def logged(*args, **kwargs):
             out = log(*args, **kwargs)
             step = kwargs.get("step", args[1] if len(args) > 1 else None)
+            if step is None:
+                return out
             # the step's row holds its evaluation only where the validation ran (one a stop skipped stays recorded)
-            if (step is not None and self._arctl_validated == int(step)
-                    and stop_request.skipped_validation(stop_file) == int(step)):
+            if self._arctl_validated == int(step) and stop_request.skipped_validation(stop_file) == int(step):
                 stop_request.clear_skipped_validation(stop_file)
-            if step is not None and int(step) >= int(self._arctl_last_step or self.total_training_steps):
+            if int(step) >= int(self._arctl_last_step or self.total_training_steps):
                 stop_request.mark_finished(stop_file, int(step))
             return out
 
