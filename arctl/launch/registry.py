@@ -33,6 +33,7 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.status_file import NONFINITE_TEXTS
+from arctl.track.identity import wandb_id
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -242,8 +243,9 @@ class RunRecord:
 
     @property
     def wandb_run_id(self) -> str:
-        """The W&B run id: the run id, suffixed after a --force rerun (a fresh W&B run)."""
-        return self.run_id if not self.generation else f"{self.run_id}-g{self.generation}"
+        """The W&B run id: the run id, suffixed after a --force rerun (a fresh W&B run); as W&B takes it
+        (:func:`arctl.track.identity.wandb_id`)."""
+        return wandb_id(self.run_id if not self.generation else f"{self.run_id}-g{self.generation}")
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -11,8 +11,8 @@ Where the renderings differ, they keep what each consumer has always done:
 
 - group: with neither ``wandb.group`` nor an experiment, ``init_kwargs`` has no group (None) while
   ``env`` sets ``WANDB_RUN_GROUP=arctl``;
-- run id: ``init_kwargs`` takes ``wandb.id``, else the arctl ``run_id``, reduced to W&B's id
-  characters (at most 64); ``env`` sets ``WANDB_RUN_ID`` from ``wandb.id`` only, as given;
+- run id: ``init_kwargs`` takes ``wandb.id``, else the arctl ``run_id``; ``env`` sets ``WANDB_RUN_ID``
+  from ``wandb.id`` only; both as :func:`wandb_id` makes it a W&B id (the launcher records the same);
 - mode: ``init_kwargs`` refuses a mode other than offline, online or disabled; ``env`` passes it on;
 - name without ``wandb.name`` and without an ``arm``: ``{arm_default}-s{seed}``, where the writer's
   default is ``run`` and the verl backend passes ``arm_default=None`` (``None-s0``).
@@ -20,6 +20,7 @@ Where the renderings differ, they keep what each consumer has always done:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,20 @@ RESUME = "allow"  # a resumed attempt writes a new fragment of the same run id
 PROJECT_MAX_CHARS = 128
 PROJECT_FORBIDDEN = "/\\#?%:"
 TAG_MAX_CHARS = 64
+ID_MAX_CHARS = 64  # wandb.init's run id
+_ID_HASH = 10
+
+
+def wandb_id(text: str) -> str:
+    """The W&B run id of an arctl run id (or of ``wandb.id``): W&B's characters, at most 64. A longer
+    id keeps its start and ends in a hash of the whole, never cut at 64: a long experiment name's
+    run id, or its ``--force`` rerun's ``-g2``, would lose the end that tells them apart (from a
+    review: two reruns, and verl's and arctl's writers, under one cut id)."""
+    text = re.sub(r"[^A-Za-z0-9_.-]", "-", str(text))
+    if len(text) <= ID_MAX_CHARS:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:_ID_HASH]
+    return f"{text[:ID_MAX_CHARS - _ID_HASH - 1]}-{digest}"
 
 
 def naming_problem(wandb: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -133,7 +148,7 @@ class WandbIdentity:
         # fragment of the same id, which the reader stitches on trainer/global_step
         run_id = self.id or self.run_id
         if run_id:
-            kwargs["id"] = re.sub(r"[^A-Za-z0-9_.-]", "-", str(run_id))[:64]
+            kwargs["id"] = wandb_id(run_id)
             kwargs["resume"] = RESUME
         return kwargs
 
@@ -157,6 +172,6 @@ class WandbIdentity:
         if self.notes:
             env["WANDB_NOTES"] = str(self.notes)
         if self.id:
-            env["WANDB_RUN_ID"] = str(self.id)
+            env["WANDB_RUN_ID"] = wandb_id(self.id)
             env["WANDB_RESUME"] = RESUME
         return env

@@ -192,3 +192,30 @@ def test_attempts_with_the_same_start_time_are_read_in_w_and_b_s_order_not_the_p
     assert _synced(tmp_path)[1] == expected
     wide, _ = stitch_fragments([read_wandb_file(p) for p in tmp_path.rglob("run-*.wandb")])
     assert [(s, round(v - s, 3)) for s, v in wide["train/loss"].items()] == expected
+
+
+def test_a_long_run_id_and_its_reruns_keep_distinct_w_and_b_ids_in_every_rendering(tmp_path):
+    """W&B takes 64 characters: a run id of a long experiment name (or a large seed) and its --force reruns
+    were cut to one id (``...-g`` for g1 and g2), and verl's ``WANDB_RUN_ID`` kept the uncut id (from a
+    review). Now one id per run and generation, the same in wandb.init, verl's environment and the registry."""
+    from arctl.launch.registry import RunRecord
+    from arctl.launch.run_id import make_run_id
+    from arctl.track.identity import ID_MAX_CHARS, WandbIdentity
+
+    base = {"experiment": "budget-prior-ablation-uniform-vs-linear", "arm": "grpo-decoupled", "seed": 2**31 - 1}
+    run_id = make_run_id(base)
+    assert len(run_id) > ID_MAX_CHARS
+    ids = []
+    for generation in (0, 1, 2, 12):
+        record = RunRecord(run_id=run_id, experiment="e", arm="a", seed=0, generation=generation)
+        frozen = {**base, "run_id": run_id, "wandb": {"mode": "offline", "id": record.wandb_run_id}}
+        kw = wandb_init_kwargs(frozen, tmp_path)
+        assert kw["id"] == record.wandb_run_id == WandbIdentity.from_config(frozen, tmp_path).env()["WANDB_RUN_ID"]
+        assert len(kw["id"]) <= ID_MAX_CHARS and kw["id"].startswith(run_id[:40])
+        ids.append(kw["id"])
+    assert len(set(ids)) == 4
+    # without the launcher's wandb.id: the run id itself, shortened the same way, and two seeds stay apart
+    other = make_run_id({**base, "seed": 2**31 - 2})
+    assert (wandb_init_kwargs({**base, "run_id": run_id}, tmp_path)["id"]
+            != wandb_init_kwargs({**base, "run_id": other}, tmp_path)["id"])
+    assert wandb_init_kwargs({**base, "run_id": run_id}, tmp_path)["id"] == ids[0]
