@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
-                records = select_runs(reg, [target]) if target is not None else reg.list()
+                records = select_runs(reg, [target], prefixes=True) if target is not None else reg.list()
                 reg_ids = {r.run_id for r in (records if target is None else reg.list())}
                 if refresh:
                     records = refresh_runs(reg, workspace, records)

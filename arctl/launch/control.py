@@ -222,8 +222,8 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
         raise
 
 
-def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
-    """Runs named by ``targets``: run ids (or unique prefixes), sweep or experiment names. An empty
+def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> list[RunRecord]:
+    """Runs named by ``targets``: run ids (or a prefix of one only), sweep or experiment names. An empty
     or blank target is an error, never "everything" (``arctl cancel "$RUN"`` with RUN unset)."""
     if not targets:
         raise LaunchError("no run, sweep or experiment named — give at least one (`arctl status` lists them)")
@@ -236,15 +236,18 @@ def select_runs(reg: Registry, targets: list[str]) -> list[RunRecord]:
         if by_name:
             chosen.update((r.run_id, r) for r in by_name)
             continue
-        found = reg.find(target)
-        if not found:
-            kind = _known_spec(target)
-            if kind is not None:
-                raise LaunchError(f"{kind} {target!r} has no runs in {reg.path.parent} — launch them with "
-                                  f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}`, or `arctl status` lists "
-                                  "what is there")
-            raise LaunchError(f"no run, sweep or experiment {target!r} in {reg.path.parent} — `arctl status` lists them")
-        chosen.update((r.run_id, r) for r in found)
+        # a sweep or experiment without runs names none, never the runs its name is a prefix of (sweep
+        # `baselines` is a prefix of baselines-l1's runs: from a review, they were cancelled)
+        kind = None if reg.get(target) is not None else _known_spec(target)
+        if kind is not None:
+            raise LaunchError(f"{kind} {target!r} has no runs in {reg.path.parent} — launch them with "
+                              f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}`, or `arctl status` lists "
+                              "what is there")
+        if prefixes and (found := reg.find(target)):  # what reads only (status): every run the prefix starts
+            chosen.update((r.run_id, r) for r in found)
+            continue
+        one = select_one(reg, target, "run, sweep or experiment")
+        chosen[one.run_id] = one
     return list(chosen.values())
 
 
@@ -264,13 +267,16 @@ def _known_spec(name: str) -> str | None:
     return None
 
 
-def select_one(reg: Registry, target: str) -> RunRecord:
+def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
+    """The run whose id is ``target`` or the only one it starts: a prefix of several is an error, never
+    all of them (``..._s1`` starts the ids of seeds 10-19 too)."""
     if not str(target).strip():
         raise LaunchError("an empty run id names no run — `arctl status` lists run ids")
     found = reg.find(target)
     if not found:
-        raise LaunchError(f"no run {target!r} in {reg.path.parent} — `arctl status` lists run ids")
+        raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status` lists them")
     if len(found) > 1:
         some = ", ".join(r.run_id for r in found[:3])
-        raise LaunchError(f"{target!r} matches {len(found)} runs ({some}, ...) — give more of the run id")
+        raise LaunchError(f"{target!r} starts {len(found)} run ids ({some}{', ...' if len(found) > 3 else ''}) — "
+                          "give the whole run id, or more of it, or the sweep or experiment name")
     return found[0]

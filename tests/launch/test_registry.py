@@ -741,3 +741,27 @@ def test_a_diverged_run_keeps_its_nan_through_refresh_repair_and_status(tmp_path
     with Registry(ws.registry_path) as again:
         rec = again.get("r0")
     assert (rec.step, rec.metric_name, rec.metric_value, rec.metric_nonfinite) == (2, "train/anytime_score", 0.5, None)
+
+
+def test_cancel_and_resume_act_only_on_the_runs_named_not_on_every_id_a_name_starts(tmp_path):
+    """From a review: `arctl cancel main-grpo_grpo_s1` cancelled seeds 10 and 11 too (a run id prefix took every
+    match), and `arctl cancel baselines` (a sweep with no runs here) cancelled baselines-l1's and -elastic's runs."""
+    from arctl.launch.control import select_runs
+    from arctl.launch.executors import LaunchError
+
+    ids = ["main-grpo_grpo_s1_aaaa", "main-grpo_grpo_s10_bbbb", "main-grpo_grpo_s11_cccc", "baselines-l1_l1_s0_dddd",
+           "baselines-elastic_el_s0_eeee"]
+    with Registry(tmp_path / "registry.sqlite") as reg:
+        reg.claim([RunRecord(run_id=i, experiment=i.split("_")[0], arm=i.split("_")[1], seed=0) for i in ids],
+                  new_claim_token())
+        with pytest.raises(LaunchError, match=r"'main-grpo_grpo_s1' starts 3 run ids .* give the whole run id"):
+            select_runs(reg, ["main-grpo_grpo_s1"])
+        with pytest.raises(LaunchError, match="sweep 'baselines' has no runs"):
+            select_runs(reg, ["baselines"])
+        assert [r.run_id for r in select_runs(reg, ["main-grpo_grpo_s1_aaaa"])] == ["main-grpo_grpo_s1_aaaa"]
+        assert [r.run_id for r in select_runs(reg, ["main-grpo_grpo_s10"])] == ["main-grpo_grpo_s10_bbbb"]
+        assert len(select_runs(reg, ["main-grpo"])) == 3  # an experiment: all its runs
+        # what only reads (`arctl status PREFIX`) still lists every run a prefix starts
+        assert len(select_runs(reg, ["main-grpo_grpo_s1"], prefixes=True)) == 3
+        with pytest.raises(LaunchError, match="sweep 'baselines' has no runs"):
+            select_runs(reg, ["baselines"], prefixes=True)
