@@ -240,6 +240,67 @@ def test_a_w_and_b_service_killed_by_the_stop_signal_loses_neither_checkpoint_no
     assert len(ids) == 1 and steps == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("lost", ["row", "close"])
+def test_a_stop_in_the_last_step_that_w_and_b_lost_is_preempted_and_the_resume_logs_the_final_row(
+        tmp_path, monkeypatch, lost):
+    """From a review: the TERM came in the last step and W&B lost its row (the final evaluation, Table 2's)
+    or the run's close; the run ended "completed", which nothing resumes, so W&B (what reports read) never
+    had the row. Now it ends preempted at the final checkpoint; the next attempt trains nothing, re-logs
+    the row from metrics.jsonl and completes: every step once."""
+    from wandb.sdk.wandb_run import Run
+
+    from arctl.track import writer
+
+    real_log, real_finish = writer.log_row, Run.finish
+    stop = threading.Event()
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    total = config["trainer"]["total_steps"]
+
+    def dying_log(run, row):
+        if row[ms.STEP_KEY] == total:
+            stop.set()
+            if lost == "row":
+                raise ConnectionResetError("Connection lost")
+        real_log(run, row)
+
+    def dead_service_finish(self, *a, **k):
+        real_finish(self, *a, **k)
+        raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setattr(writer, "log_row", dying_log)
+    if lost == "close":
+        monkeypatch.setattr(Run, "finish", dead_service_finish)
+    run_dir = tmp_path / "last"
+    assert train(config, run_dir, stop) == "preempted"
+    assert [r[ms.STEP_KEY] for r in _rows(run_dir)] == list(range(total + 1))
+    monkeypatch.setattr(writer, "log_row", real_log)
+    monkeypatch.setattr(Run, "finish", real_finish)
+    assert train(config, run_dir, threading.Event()) == "completed"
+    ids, steps, rows = _synced_steps(run_dir)
+    assert len(ids) == 1 and steps == list(range(total + 1))
+    assert any(k.startswith("eval/") for k in rows[-1])  # the final evaluation reached W&B
+
+
+def test_a_w_and_b_close_failure_without_a_stop_fails_the_run(tmp_path, monkeypatch):
+    """The run's close failing with no stop is the run's error (it was printed and the run "completed",
+    its W&B file without its end), raised as a lost row is."""
+    from wandb.sdk.wandb_run import Run
+
+    from arctl.backends import base
+
+    real_finish = Run.finish
+
+    def dead_service_finish(self, *a, **k):
+        real_finish(self, *a, **k)
+        raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setattr(Run, "finish", dead_service_finish)
+    monkeypatch.setattr(base, "STOP_GRACE_S", 0.2)
+    config = resolve_experiment("main-ar-uniform", overrides=MICRO)[0].config
+    with pytest.raises(ConnectionResetError, match="Connection lost"):
+        train(config, tmp_path / "closed", threading.Event())
+
+
 def test_a_w_and_b_failure_without_a_stop_fails_the_run(tmp_path, monkeypatch):
     """No stop within the grace: a lost W&B service is the run's error, raised (the job marks it
     failed), with the step still in metrics.jsonl for the next attempt."""

@@ -126,9 +126,11 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     test_freq, save_freq = run.test_freq, run.save_freq
     progress = Progress(total, start)
     status = "completed"
+    closing = None
+    lost = []  # what W&B lost while the run stopped (the row of a step, the run's close): the next attempt re-logs it
     try:
         if start == 0 and test_freq > 0 and resume_at is None:
-            log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress, stop)
+            lost += log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress, stop)
         for step in range(start + 1, total + 1):
             t0, cpu0 = time.perf_counter(), time.process_time()
             set_lr(optimizer, run.lr, step, run.lr_warmup_steps)
@@ -171,11 +173,13 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 metrics.update(evaluate(model, tok, inserted, config, grid))
             elif test_freq > 0 and step % test_freq == 0:
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
-            log_metrics(wb, run_dir, step, metrics, progress, stop)
-            if step == total or (save_freq > 0 and step % save_freq == 0):
+            lost += log_metrics(wb, run_dir, step, metrics, progress, stop)
+            saved = step == total or (save_freq > 0 and step % save_freq == 0)
+            if saved:
                 save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
             if step < total and stop.is_set():
-                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
+                if not saved:  # the same step saved twice: a kill between the second's .pt and its checksum
+                    save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
                 status = "preempted"
                 break
     finally:
@@ -184,8 +188,19 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             try:
                 writer.close_run(wb)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
-                print(f"tiny: W&B could not close the run ({type(err).__name__}: {err}); the checkpoint is "
-                      "saved and the next attempt repairs the W&B history from metrics.jsonl", flush=True)
+                closing = err  # raised below unless the stop did it (not over an error of the loop's)
+    if closing is not None:
+        if not stop_follows(stop.is_set):
+            raise closing
+        lost.append(f"the run's close ({type(closing).__name__}: {closing})")
+    if lost and status == "completed":
+        # the last step's row (its final evaluation: Table 2) or the run's end never reached W&B: a completed
+        # run is never resumed, and its W&B history would lack them for good (from a review). Preempted at the
+        # final checkpoint instead: the next attempt re-logs them from metrics.jsonl and trains nothing
+        status = "preempted"
+    if lost:
+        print(f"tiny: W&B lost {', '.join(lost)} while the run stopped; the checkpoint is saved and the next attempt "
+              "re-logs the W&B history from metrics.jsonl", flush=True)
     print(f"tiny: {run.experiment}/{run.arm} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
@@ -419,13 +434,13 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
 
 
 def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress,
-                stop: threading.Event | None = None) -> None:
+                stop: threading.Event | None = None) -> list[str]:
     """Log one row to ``run_dir/metrics.jsonl`` (first: the record a resume repairs W&B from) and
     to W&B (``_step`` = the step); update the progress display. A W&B failure while the run is
     stopping is reported, not raised, so that the stop checkpoint is still written: SLURM's TERM
     reaches wandb-core too, and the service may die before, during or after this call, or before
     the job's own handler has set ``stop`` (the failure waits for it:
-    :func:`arctl.backends.base.stop_follows`)."""
+    :func:`arctl.backends.base.stop_follows`). Returns what W&B lost: ``["step N"]``, else ``[]``."""
     from arctl.track.writer import log_row
 
     row = {ms.STEP_KEY: step, **metrics}
@@ -437,9 +452,10 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
         except Exception as err:  # noqa: BLE001
             if stop is None or not stop_follows(stop.is_set):
                 raise
-            print(f"tiny: W&B lost step {step} while stopping ({type(err).__name__}); the next attempt "
-                  "re-logs it from metrics.jsonl", flush=True)
+            progress.update(step, metrics)
+            return [f"step {step} ({type(err).__name__})"]
     progress.update(step, metrics)
+    return []
 
 
 class Progress:
