@@ -19,9 +19,11 @@ PLACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
 
 
 @contextmanager
-def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
+def replacing(path: str | Path, mode: int = 0o644, durable: bool = False) -> Iterator[Path]:
     """``with replacing(p) as tmp: write tmp`` — ``tmp`` (a new file beside ``p``) replaces ``p`` when
-    the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was."""
+    the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was. ``durable``:
+    ``tmp`` and then the folder are flushed to disk (fsync) around the rename, so that a machine that
+    crashes after it has the new file (a checkpoint before the older one is deleted)."""
     path = Path(path)
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -32,7 +34,11 @@ def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
     try:
         os.chmod(tmp, mode)  # readable by the team, like any file a job writes
         yield tmp
+        if durable:
+            _fsync(tmp)
         os.replace(tmp, path)
+        if durable:
+            _fsync(path.parent)
     except OSError as err:
         tmp.unlink(missing_ok=True)
         if err.filename is None or str(err.filename) == str(tmp):  # a full disk on write names no file: name ours
@@ -43,9 +49,17 @@ def replacing(path: str | Path, mode: int = 0o644) -> Iterator[Path]:
         raise
 
 
-def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644) -> None:
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644, durable: bool = False) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8) in one step (:func:`replacing`)."""
-    with replacing(path, mode) as tmp:
+    with replacing(path, mode, durable) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
 
 

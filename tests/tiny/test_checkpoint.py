@@ -123,3 +123,49 @@ def test_a_run_resumes_from_the_newest_intact_checkpoint_with_a_warning_and_ever
         _empty(path)
     with pytest.raises(CheckpointError, match="no intact checkpoint"):
         train(config, run_dir, threading.Event())
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+def test_a_save_after_resuming_past_a_damaged_checkpoint_keeps_itself_and_sets_the_damaged_one_aside(
+        two_checkpoints, keep):
+    """From a review: pruning kept the highest step numbers, damaged or not. Resumed from step 2 past a damaged
+    step 5, the save of step 3 deleted itself with keep=1 (only the damaged file was left: no resume possible)
+    and the step 2 it resumed from with keep=2."""
+    run_dir, _, _ = two_checkpoints
+    model = torch.nn.Linear(64, 64)
+    save_checkpoint(run_dir, 5, model, torch.optim.AdamW(model.parameters()), torch.Generator(), None, keep=3)
+    _flip(run_dir / "checkpoints" / "step_000005.pt")
+    found = newest_intact(run_dir)
+    assert found.path.name == "step_000002.pt"  # resumed past the damaged step 5
+    with torch.no_grad():
+        model.weight.fill_(3.0)
+    save_checkpoint(run_dir, 3, model, torch.optim.AdamW(model.parameters()), torch.Generator(), None, keep=keep)
+    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert "step_000003.pt" in names and "step_000005.pt" not in names
+    assert {"step_000005.pt.damaged", "step_000005.pt.sha256.damaged"} <= set(names)
+    assert ("step_000002.pt" in names) == (keep == 2)
+    found = newest_intact(run_dir)
+    assert found.path.name == "step_000003.pt" and not found.skipped
+    assert torch.equal(found.state["model"]["weight"], torch.full((64, 64), 3.0))
+
+
+def test_a_kill_between_a_resaved_checkpoint_and_its_checksum_leaves_it_usable(two_checkpoints, monkeypatch):
+    """From a review: saving a step again (a stop at a save step saved it twice; a step redone past a damaged one)
+    replaced the .pt while its old checksum stayed: a kill before the new checksum was written left a complete
+    checkpoint whose bytes 'do not match', skipped as damaged (torch.save's bytes differ from save to save)."""
+    from arctl.backends.tiny import checkpoint
+
+    run_dir, _, _ = two_checkpoints
+    model = torch.nn.Linear(64, 64)
+    with torch.no_grad():
+        model.weight.fill_(7.0)
+
+    def killed(path, *a, **k):
+        raise KeyboardInterrupt  # the kill, after the .pt was renamed into place
+
+    monkeypatch.setattr(checkpoint, "atomic_write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(run_dir, 2, model, torch.optim.AdamW(model.parameters()), torch.Generator(), None, keep=2)
+    found = newest_intact(run_dir)
+    assert found.path.name == "step_000002.pt" and not found.skipped
+    assert torch.equal(found.state["model"]["weight"], torch.full((64, 64), 7.0))

@@ -1,7 +1,8 @@
 """Checkpoints of a tiny run: model, optimizer, every RNG stream, step and W&B run id.
 
-``run_dir/checkpoints/step_{step:06d}.pt`` written atomically (temp file + rename), then its
-checksum ``step_{step:06d}.pt.sha256`` (JSON: sha256, bytes, step); the newest ``keep`` are kept.
+``run_dir/checkpoints/step_{step:06d}.pt`` written atomically (temp file, flushed to disk, + rename),
+then its checksum ``step_{step:06d}.pt.sha256`` (JSON: sha256, bytes, step); the newest ``keep`` up to
+the one just saved are kept, and damaged newer ones (a resume skipped them) are renamed ``*.damaged``.
 Restoring one continues the run exactly: same weights, same optimizer moments, same sampling
 generator and the same python / numpy / torch global RNG states.
 
@@ -27,6 +28,7 @@ from arctl.config.files import atomic_write, file_sha256, replacing
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 SUM_SUFFIX = ".sha256"
+DAMAGED_SUFFIX = ".damaged"  # a damaged checkpoint newer than the run's next save, kept for a look
 
 
 class CheckpointError(RuntimeError):
@@ -61,10 +63,22 @@ def save_checkpoint(
         "wandb_id": wandb_id,
     }
     path = d / f"step_{step:06d}.pt"
-    with replacing(path) as tmp:
+    for leftover in d.glob(".step_*.tmp"):  # a save a kill cut short (a checkpoint's size each)
+        leftover.unlink(missing_ok=True)
+    # a step saved again (past a damaged one): its old checksum goes first, or a kill between the new .pt
+    # and its checksum leaves a complete checkpoint that looks damaged (torch.save's bytes differ per save)
+    path.with_name(path.name + SUM_SUFFIX).unlink(missing_ok=True)
+    with replacing(path, durable=True) as tmp:
         torch.save(state, tmp)
         info = {"sha256": file_sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
-    atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info))
+    atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info), durable=True)
+    # newer files are damaged ones the run resumed past (newest_intact took none of them): set aside, never
+    # counted among the kept (from a review: with keep=1 the save just written was pruned beside one)
+    for newer_step, p in _checkpoints(run_dir):
+        if newer_step > step:
+            for f in (p, p.with_name(p.name + SUM_SUFFIX)):
+                if f.exists():
+                    f.replace(f.with_name(f.name + DAMAGED_SUFFIX))
     old = _checkpoints(run_dir)
     for _, p in old[: max(0, len(old) - max(1, keep))]:
         p.unlink(missing_ok=True)
