@@ -190,7 +190,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         from arctl.launch.refresh import fresh_view, settled
 
         now = time.time()
-        with Registry(workspace.registry_path) as reg:
+        with Registry(workspace.registry_path, readonly=True) as reg:  # a dry run of a read-only workspace too
             rows = {rec.run_id: rec for item in items if (rec := reg.get(item.run_id)) is not None}
         views = [v for rec in rows.values() if (v := settled(rec, workspace.run_dir(rec.run_id), now)) is not None]
         known = {rec.run_id: rec for rec in fresh_view(workspace, views)}

@@ -334,6 +334,15 @@ def test_a_read_only_workspace_answers_what_reads_and_refuses_what_writes_in_one
     for args in (["status", "--no-refresh"], ["status"], ["status", "lt", "--json"], ["logs", ids[0]]):
         proc = cli_in([*args, "--workdir", ws], read_only=sandbox.ws)
         assert proc.returncode == 0 and ids[0] in proc.stdout, (args, proc.stderr)
+    # the sweep's plan of an export only reads (from a review: it opened the registry to write, and a read-only
+    # workspace, an export's usual source, was refused); a dry run says the launch would be refused, and why
+    out = sandbox.ws.parent / "exported"
+    proc = cli_in(["export", "--workdir", ws, "--out", str(out), "--sweep", "paper", "--seeds", "0"],
+                  read_only=sandbox.ws)
+    assert "registry.sqlite" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    for args in (["run", "lt", "--dry-run"], ["sweep", "paper", "--scale", "tiny", "--seeds", "0", "--dry-run"]):
+        line = _one_error_line(cli_in([*args, "--workdir", ws], read_only=sandbox.ws))
+        assert "launch would be refused" in line and "read-only" in line.lower(), line
     for args in (["run", "lt", "--force", "--executor", "slurm"], ["resume", ids[0], "--force", "--executor", "slurm"],
                  ["repair"], ["cp", "ablation-vr", f"{ws}/mine.yaml"]):
         line = _one_error_line(cli_in([*args, "--workdir", ws] if args[0] != "cp" else args, read_only=sandbox.ws))
