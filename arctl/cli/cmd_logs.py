@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
 import sys
 import time
 from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, printable
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -48,18 +49,22 @@ def register(app: typer.Typer) -> None:
                 if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
                     why = error_summary(workspace, rec)
                     if why:
-                        err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(why)}")
+                        err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(printable(why))}")  # Ray's colour codes
                 files = log_files(workspace, rec)
                 if not files:
                     console.print("[dim]no log files yet (the job has not started)[/]" if rec.state in states.ACTIVE
                                   else f"[dim]no log files (in {esc(workspace.run_dir(rec.run_id) / 'job')})[/]")
+                # followed by bytes read, not by the length of decoded text: a \r\n or an invalid byte made the
+                # offset wrong, and what came next was repeated or lost (from a review); a character split
+                # between two reads is decoded whole
                 offsets: dict[Path, int] = {}
+                decoders: dict[Path, codecs.IncrementalDecoder] = {}
                 for path in files:
-                    text = path.read_text(errors="replace")
+                    data = path.read_bytes()
                     console.rule(esc(f"{path.name}  ({path.resolve()})"))
-                    shown = _last(text, tail)
+                    shown = _last(data.decode(errors="replace"), tail)
                     sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
-                    offsets[path] = len(text.encode())
+                    offsets[path] = len(data)
                 sys.stdout.flush()
                 while follow:
                     time.sleep(1.0)
@@ -68,14 +73,15 @@ def register(app: typer.Typer) -> None:
                             fh.seek(offsets.get(path, 0))
                             chunk = fh.read()
                         if chunk:
-                            sys.stdout.write(chunk.decode(errors="replace"))
+                            decoder = decoders.setdefault(path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+                            sys.stdout.write(decoder.decode(chunk))
                             sys.stdout.flush()
                             offsets[path] = offsets.get(path, 0) + len(chunk)
                     rec = refresh(reg, workspace, [reg.get(rec.run_id)])[0]
                     if rec.state not in states.ACTIVE:
                         console.print(f"-- {esc(rec.run_id)} {styled(rec.state)}")
                         if rec.state == states.FAILED:
-                            err_console.print(f"[bold red]failed:[/] {esc(error_summary(workspace, rec) or 'see above')}")
+                            err_console.print(f"[bold red]failed:[/] {esc(printable(error_summary(workspace, rec) or 'see above'))}")
                         break
 
 

@@ -192,3 +192,32 @@ def test_ls_prints_a_specs_description_without_its_control_sequences(tmp_path, m
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.output and "\\x1b" in res.output  # written as an escape (the table folds it)
     assert "\\n" not in res.output and "\\t" not in res.output and "second" in res.output  # lines and tabs kept
+
+
+def test_logs_follow_prints_what_comes_next_once_whatever_the_bytes(sandbox, monkeypatch):
+    """From a review: the followed offset was the length of the decoded text, so a \\r\\n (one byte short) repeated
+    what came next and an invalid byte (two long) lost it; a character split between two reads was garbled."""
+    import dataclasses
+
+    from arctl.launch import control, refresh, states
+
+    run_id = sandbox.add_runs()[0]
+    log = sandbox.root / "job.out"
+    log.write_bytes(b"first\r\nbad \xff\xfe bytes\n")
+    appended = [b"NEW1 caf\xc3", b"\xa9 NEW2\n"]  # an \u00e9 split between two reads
+    calls = []
+
+    def fake_refresh(reg, workspace, records):
+        calls.append(1)
+        if len(calls) > 1 and appended:
+            with open(log, "ab") as fh:
+                fh.write(appended.pop(0))
+        done = len(calls) > 3
+        return [dataclasses.replace(r, state=states.COMPLETED if done else states.RUNNING) for r in records]
+
+    monkeypatch.setattr(refresh, "refresh", fake_refresh)
+    monkeypatch.setattr(control, "log_files", lambda workspace, rec: [log])
+    out = sandbox.run("logs", run_id, "--follow", "--tail", "0", "--workdir", str(sandbox.ws))
+    assert out.code == 0 and out.crash is None, out.err
+    assert out.out.count("NEW1 caf\u00e9 NEW2\n") == 1 and out.out.count("NEW") == 2, out.out
+    assert "first" in out.out and "\ufffd" in out.out  # the invalid bytes shown as such, once
