@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, esc, fail, nonempty_option, print_json, user_errors
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
 
 
 def _dataset_backends() -> dict[str, str]:
@@ -73,6 +73,9 @@ def register(app: typer.Typer) -> None:
         if unknown:
             fail(f"--datasets {datasets!r}: unknown dataset {unknown[0]!r}; known: {', '.join(known)}")
         sources = _parse_sources(source)
+        for stray in [n for n in sources if n not in names]:  # ignored without a word before (from a review)
+            err_console.print(esc(f"note: --source {stray}={sources[stray]} is not read: {stray} is not among "
+                                  f"--datasets ({', '.join(names)})"))
         target = Path(out).expanduser() if out is not None else _default_out()
         with user_errors():
             from arctl.backends.base import BackendUserError, get_backend
@@ -94,6 +97,7 @@ def register(app: typer.Typer) -> None:
             if row["expected"] and row["rows"] != row["expected"]:
                 note = f" [yellow](paper: {row['expected']})[/]"
             console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows") + note
-                          + esc(f"  -> {row['path']}" + (f"  (from {row['source']})" if row.get("source") else "")))
+                          + esc(f"  -> {row['path']}" + (f"  (from {row['source']})" if row.get("source") else ""))
+                          + (" [yellow](replaced the file there)[/]" if row.get("replaced") else ""))
 
     app.add_typer(data_app, name="data")

@@ -318,3 +318,26 @@ def test_a_missing_answer_in_a_parquet_file_is_no_answer_not_nan(app, tmp_path):
     assert res.exit_code == 2 and "row 1 has no answer" in res.stderr and not (tmp_path / "o").exists()
     (row,) = to_verl_rows([{"problem": "p", "answer": ["1", float("nan"), None]}], "amc", "test")
     assert row["reward_model"] == {"style": "rule", "ground_truth": "1", "alternatives": []}  # one answer left
+
+
+def test_a_target_that_cannot_be_written_leaves_every_file_as_it_was_and_a_replaced_file_is_said(app, tmp_path):
+    """From a review: a folder where the second dataset's parquet goes failed the command after the first
+    dataset's file was written (one half-prepared folder); and a file prepared again was replaced without a word."""
+    import json
+
+    out = tmp_path / "out"
+    (out / "aime24" / "test.parquet").mkdir(parents=True)
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "deepscaler,aime24",
+                                   "--no-hub", *_sources(tmp_path)])
+    assert res.exit_code == 2 and "is a folder" in res.output, res.output
+    assert not (out / "deepscaler").exists()
+    (out / "aime24" / "test.parquet").rmdir()
+    args = ["data", "prepare", "--out", str(out), "--datasets", "deepscaler,aime24", "--no-hub", *_sources(tmp_path),
+            "--json"]
+    first = CliRunner().invoke(app, args)
+    again = CliRunner().invoke(app, args)
+    assert first.exit_code == again.exit_code == 0, first.output + again.output
+    assert [r["replaced"] for r in json.loads(first.stdout)] == [False, False]
+    assert [r["replaced"] for r in json.loads(again.stdout)] == [True, True]
+    # a --source of a dataset not prepared (olympiadbench here) was ignored without a word (from a review)
+    assert "--source olympiadbench=" in again.stderr and "is not read" in again.stderr

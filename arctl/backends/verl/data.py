@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,11 +304,29 @@ def prepare(
         flags = " ".join(f"--source {name}=PATH" for name, _ in missing)
         raise DataError(f"cannot reach the Hugging Face hub ({unreachable}) and your Hugging Face cache has no "
                         f"usable copy of {named}: pass local files with {flags}")
+    for *_, path in prepared:  # every target checked before any is written (from a review: the second's failure
+        if problem := _target_problem(path):  # left the first written)
+            raise DataError(problem)
     summary = []
     for name, spec, origin, rows, path in prepared:
+        replaced = path.is_file()
         write_parquet(rows, path)
         summary.append(
             {"dataset": name, "split": spec.split, "rows": len(rows), "expected": spec.expected_size,
-             "source": origin, "path": str(path)}
+             "source": origin, "path": str(path), "replaced": replaced}
         )
     return summary
+
+
+def _target_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be written (a folder there, a file where a folder must be, no permission), or None."""
+    if path.is_dir():
+        return f"{path} is a folder, not a parquet file — move it out of the way or choose another --out"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, where {path} needs a folder — choose another --out"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} cannot be written here (permission denied) — choose another --out"
+    return None
