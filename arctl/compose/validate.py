@@ -17,7 +17,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices
-from arctl.track.identity import naming_problem
+from arctl.track.identity import API_KEY_ENV, naming_problem
 
 PROB_TOL = 1e-6
 
@@ -213,6 +213,13 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
     check_init_from(cfg)
+    for key in ("cluster.setup", "cluster.sbatch_extra"):  # lines of the job script SLURM keeps: no secret there
+        for line in _get(cfg, key) or []:
+            if API_KEY_ENV in str(line):
+                raise SpecError(f"{key} names {API_KEY_ENV}: its lines are written into the job script (and SLURM's "
+                                "state), where a secret must not be", key,
+                                f"set {API_KEY_ENV} in the shell you launch from (an online run's job gets it from "
+                                "there), or use `wandb login` on the cluster")
     naming = naming_problem(cfg.get("wandb") or {})
     if naming:
         key, what, hint = naming

@@ -34,6 +34,7 @@ from arctl.launch.backends import resolve_backend
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
+from arctl.track.identity import API_KEY_ENV
 from arctl.track.phase import write_phase
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
@@ -105,7 +106,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     mode = str(config.get("wandb", {}).get("mode", "offline"))
     os.environ.setdefault(FLUSH_ENV, "1")
     if mode != "online":
-        os.environ.pop("WANDB_API_KEY", None)  # not needed offline: keep it out of every child process
+        os.environ.pop(API_KEY_ENV, None)  # not needed offline: keep it out of every child process
     # a W&B service inherited from the launching process (a notebook, a test run) is not ours: its
     # teardown would not wait for our files, and it may be gone before the job ends
     os.environ.pop("WANDB_SERVICE", None)

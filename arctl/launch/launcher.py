@@ -57,6 +57,7 @@ from arctl.launch.rundir import (
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths
+from arctl.track.identity import API_KEY_ENV
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
 
@@ -847,7 +848,7 @@ def _release(master: str) -> None:
         raise LaunchError(f"scontrol release {master} failed (job cancelled): {' '.join(said.split())[-400:]}")
 
 
-SECRET_ENV = "WANDB_API_KEY"
+SECRET_ENV = API_KEY_ENV
 
 
 def needs_api_key(items: list[LaunchItem]) -> bool:

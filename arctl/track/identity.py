@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+API_KEY_ENV = "WANDB_API_KEY"  # the secret: read from the environment only, never written by arctl
 DEFAULT_PROJECT = "arctl"
 DEFAULT_MODE = "offline"
 MODES = ("offline", "online", "disabled")

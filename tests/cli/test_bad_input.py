@@ -144,6 +144,18 @@ def test_oc_env_in_a_spec_file_is_refused(sandbox, monkeypatch):
     assert "planted-key" not in result.err
 
 
+@pytest.mark.parametrize("override", ['cluster.setup=["export WANDB_API_KEY=planted-key-0123456789"]',
+                                      'cluster.sbatch_extra=["--export=ALL,WANDB_API_KEY=planted-key-0123456789"]'],
+                         ids=["setup", "sbatch-extra"])
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_an_api_key_in_the_job_scripts_lines_is_refused(sandbox, override, command):
+    """From a review: a key written into cluster.setup was shown, frozen into config.yaml, written into the
+    sbatch script (and SLURM's state) and exported with the run."""
+    args = [command, "main-grpo", override, *(launch_args(sandbox) if command == "run" else [])]
+    result = sandbox.check_refused(*args)
+    assert "WANDB_API_KEY" in result.err and "planted-key" not in result.err
+
+
 # item 10: an empty target is an error, never "everything"
 @pytest.mark.parametrize("command", ["cancel", "resume", "status", "logs", "show"])
 @pytest.mark.parametrize("target", ["", "  "], ids=["empty", "blank"])
