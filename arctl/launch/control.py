@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
-from arctl.launch.refresh import CANCELLING, LAUNCH_CANCELS, debug_process_alive, pid_alive
+from arctl.launch.refresh import CANCELLING, LAUNCH_CANCELS, debug_process_alive, local_job_alive
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
@@ -118,7 +118,12 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                  "cancel it there; a job killed without a word is cancelled once all is that quiet, "
                                  "or now with --force)"))
             continue
-        if rec.executor == "local" and rec.job_id and rec.job_id.isdigit() and pid_alive(int(rec.job_id), "submitit"):
+        alive = local_job_alive(rec, status) if rec.executor == "local" else False
+        if alive is None and not force:
+            outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) runs on {status.get('host')}, "
+                                 "not this host: cancel it there (--force records it CANCELLED)"))
+            continue
+        if alive and rec.job_id and rec.job_id.isdigit():
             os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save

@@ -191,7 +191,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         from arctl.launch.refresh import fresh_view, settled
 
         now = time.time()
-        with Registry(workspace.registry_path, readonly=True) as reg:  # a dry run of a read-only workspace too
+        with Registry.for_reading(workspace.registry_path) as reg:  # a dry run of a read-only workspace too
             rows = {rec.run_id: rec for item in items if (rec := reg.get(item.run_id)) is not None}
         views = [v for rec in rows.values() if (v := settled(rec, workspace.run_dir(rec.run_id), now)) is not None]
         known = {rec.run_id: rec for rec in fresh_view(workspace, views)}
@@ -458,8 +458,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                         record_resume(run_dir, version)
                     # before the job exists: afterwards the job itself may already have written its state
                     # (a debug run is run by this process: a refresh watches it, and fails the run if it dies)
+                    # (a local run's host: its job's process is asked on that host only)
                     mark_submitted(workspace.run_dir(item.run_id),
-                                   (os.getpid(), socket.gethostname()) if name == "debug" else None)
+                                   (os.getpid() if name == "debug" else None, socket.gethostname())
+                                   if name in ("debug", "local") else None)
                     claimed.append((item, rec))
                 if shared:
                     _record_shared(reg, workspace, by_id, shared, members)

@@ -164,6 +164,29 @@ def debug_process_alive(status: dict) -> bool:
     return began is None or not isinstance(started, (int, float)) or began <= started + 1.0
 
 
+REUSED_AFTER_S = 60.0  # a local job's process that started this long after its submission holds a reused pid
+
+
+def local_job_alive(rec: RunRecord, status: dict) -> bool | None:
+    """Is the process of local run ``rec``'s job (its submitit controller, or the local queue it waits in)
+    alive? None where it runs on another host (status.json's ``host``: a workspace on a shared disk),
+    which cannot be asked here. A pid whose process started after the job's submission is reused: False
+    (from a review: taken for the job, it kept a dead run RUNNING, and `arctl cancel` signalled it)."""
+    if status.get("host") not in (None, socket.gethostname()):
+        return None
+    job = rec.job_id or ""
+    if job.startswith("queue:") and job[6:].isdigit():
+        pid, needle = int(job[6:]), "arctl.launch.local_queue"
+    elif job.isdigit():
+        pid, needle = int(job), "submitit"
+    else:
+        return False
+    if not pid_alive(pid, needle):
+        return False
+    began = _process_start(pid)
+    return began is None or rec.submitted_at is None or began <= rec.submitted_at + REUSED_AFTER_S
+
+
 def _from_status(status: dict) -> dict:
     values = {}
     for key in ("wandb_id", "started_at", "ended_at"):  # the step and metric: run_progress
@@ -367,11 +390,14 @@ def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
         return states.COMPLETED, None
     stopped = states.CANCELLED if rec.cancel_requested else states.PREEMPTED
     job_id = rec.job_id or ""
+    alive = local_job_alive(rec, status)
+    if alive is None:  # another host's job: as the registry has it (that host's refresh judges it)
+        return rec.state, None
     if job_id.startswith("queue:"):  # waiting in the local queue process
-        if pid_alive(int(job_id.split(":")[1]), "arctl.launch.local_queue"):
+        if alive:
             return rec.state, None
         return states.FAILED, "the local queue stopped before starting this run"
-    if job_id.isdigit() and pid_alive(int(job_id), "submitit"):  # alive: also while it saves a stop checkpoint
+    if job_id.isdigit() and alive:  # alive: also while it saves a stop checkpoint
         return (states.PENDING if reported == "requeued" else states.RUNNING), None
     if reported == "preempted":
         return stopped, None

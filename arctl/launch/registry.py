@@ -302,6 +302,14 @@ class Registry:
             self.close()
             raise
 
+    @classmethod
+    def for_reading(cls, path: Path) -> Registry:
+        """The registry opened by what only reads it (a plan, a dry run): read-only where it cannot be
+        written (an archive, a colleague's workspace: from a review, such a plan failed on the open),
+        else as any open (which gives an emptied file its tables)."""
+        path = Path(path)
+        return cls(path, readonly=not (os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)))
+
     def _open(self) -> None:
         if self.readonly:
             # while a writer has it open (its -wal and -shm files are there: a local queue, a launch that

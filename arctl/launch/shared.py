@@ -111,7 +111,7 @@ def workspace_runs(items: list, workspace, force: bool = False) -> tuple[dict[st
     seeds = {item.seed for item in items}
     from arctl.launch.refresh import fresh_view
 
-    with Registry(workspace.registry_path, readonly=True) as reg:  # an export's or a dry run's read-only workspace
+    with Registry.for_reading(workspace.registry_path) as reg:  # an export's or a dry run's read-only workspace
         mine = [rec for rid in sorted(ids) if (rec := reg.get(rid)) is not None]
         others = [] if force else [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids and r.seed in seeds]
     fresh = fresh_view(workspace, mine + others)  # states as they are now, nothing written

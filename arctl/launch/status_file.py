@@ -73,10 +73,11 @@ def write_status(run_dir: Path, **fields) -> dict:
     return data
 
 
-def mark_submitted(run_dir: Path, process: tuple[int, str] | None = None) -> dict:
+def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None) -> dict:
     """status.json of an attempt being submitted: ``submitted``, and none of the previous attempt's
     error, start, end or process (a refresh would take them for this attempt's: an elapsed time of 0
     or of days, a debug run failed for a process that ended with the last attempt). ``process``: (pid,
-    host) of the process that will run it (the debug executor's launch), which a refresh watches."""
+    host) of the process that will run it (the debug executor's launch), which a refresh watches; a local
+    run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host)

@@ -765,3 +765,43 @@ def test_cancel_and_resume_act_only_on_the_runs_named_not_on_every_id_a_name_sta
         assert len(select_runs(reg, ["main-grpo_grpo_s1"], prefixes=True)) == 3
         with pytest.raises(LaunchError, match="sweep 'baselines' has no runs"):
             select_runs(reg, ["baselines"], prefixes=True)
+
+
+@pytest.mark.parametrize("case", ["another host", "a reused pid", "its job"])
+def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submission(tmp_path, case):
+    """From a review: a local run's pid was trusted as it stood. A workspace on a shared disk read from another
+    host took the job for dead (FAILED) and left it running; a pid reused by another submitit controller (another
+    run's, started later) kept a dead run RUNNING, and `arctl cancel` sent that other job TERM."""
+    import subprocess
+    import sys
+
+    from arctl.launch.control import NOT_CANCELLED, cancel_runs
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+    from arctl.launch.workspace import Workspace
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "submitit"])
+    try:
+        time.sleep(0.3)
+        ws = Workspace(tmp_path / "ws")
+        submitted = time.time() - (3600 if case == "a reused pid" else 0)
+        with Registry(ws.registry_path) as reg:
+            reg.claim([_rec("r0")], new_claim_token())
+            reg.update_many([("r0", {"state": states.RUNNING, "executor": "local", "job_id": str(proc.pid),
+                                     "submitted_at": submitted, "claim": None})])
+            ws.run_dir("r0").mkdir(parents=True)
+            write_status(ws.run_dir("r0"), state="running",
+                         host="gpu-node-7" if case == "another host" else socket.gethostname())
+            (row,) = refresh(reg, ws)
+            expected = {"another host": states.RUNNING, "a reused pid": states.FAILED, "its job": states.RUNNING}[case]
+            assert row.state == expected
+            if row.state in states.ACTIVE:
+                ((_, said),) = cancel_runs(reg, ws, [row])
+                assert said.startswith(NOT_CANCELLED) == (case == "another host"), said
+                if case == "another host":
+                    assert "gpu-node-7" in said
+        time.sleep(0.3)
+        assert (proc.poll() is None) == (case != "its job")  # only the run's own job was sent TERM
+    finally:
+        proc.kill()
+        proc.wait()
