@@ -59,7 +59,8 @@ def register(app: typer.Typer) -> None:
         with user_errors():  # and a folder it cannot read or write: one line
             try:
                 names = None if run_ids is not None else resolve_experiments({}, list(experiment or []), sweep)
-                result = export_runs(base, Path(out).expanduser(), names, unfinished=unfinished, force=force, run_ids=run_ids)
+                result = export_runs(base, Path(out).expanduser(), names, unfinished=unfinished, force=force, run_ids=run_ids,
+                                     progress=not as_json)
             except (ReportError, SpecError) as err:
                 fail(str(err))
         if as_json:

@@ -20,6 +20,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from arctl.launch.status_file import read_status
 from arctl.launch.workspace import EXPORT_INDEX
 from arctl.report.errors import ReportError, out_dir_problem
 from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_identity
+from arctl.track.runs.pool import _progress
 
 INDEX_FILE = EXPORT_INDEX
 INDEX_VERSION = 1
@@ -105,14 +108,24 @@ def read_index(out: Path) -> dict:
 
 
 def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | None = None,
-                unfinished: bool = False, force: bool = False, run_ids: list[str] | None = None) -> ExportResult:
+                unfinished: bool = False, force: bool = False, run_ids: list[str] | None = None,
+                progress: bool = False) -> ExportResult:
     """Copy the report files of the runs of ``workdir`` (of ``experiments``, or those of ``run_ids``, or
     all; completed runs only unless ``unfinished``) into the export folder ``out``. A run of ``run_ids``
-    that the workspace does not have is skipped, named in ``skipped``. See the module docstring."""
+    that the workspace does not have is skipped, named in ``skipped``. ``progress``: a progress bar on
+    stderr (runs checked, then runs copied). See the module docstring."""
     workdir, out = Path(workdir), Path(out)
     _refuse_places(workdir, out)  # before the lock: a refused export writes nothing, not even its lock file
     with exclusive(f"export {out.resolve()}"):  # two exports into one folder take turns
-        return _export(workdir, out, experiments, unfinished, force, run_ids)
+        return _export(workdir, out, experiments, unfinished, force, run_ids, progress)
+
+
+@contextmanager
+def _bar(enabled: bool, total: int, what: str) -> Iterator[Callable[[], None]]:
+    """A progress bar of ``total`` items on stderr while the block runs; yields the call that counts one."""
+    with _progress(enabled, total, what) as bar:
+        task = bar.add_task(what, total=total) if bar else None
+        yield (lambda: bar.advance(task)) if bar else (lambda: None)
 
 
 def _config_problem(path: Path | None, config: dict) -> str | None:
@@ -137,7 +150,47 @@ def _refuse_places(workdir: Path, out: Path) -> None:
         raise ReportError(problem)
 
 
-def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -> ExportResult:
+def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished: bool, force: bool, exported: dict,
+              result: ExportResult):
+    """What the export does with one run of the workspace: None where it is not asked for (``wanted``: the
+    experiments); else ((run, files, run_dir) or None where it is skipped, the experiments it serves). Its
+    warnings and why it is skipped go into ``result``."""
+    run_dir = workdir / "runs" / source.run_id
+    config = _read_yaml(source.config_path) if source.config_path else {}
+    experiment, arm, seed = run_identity(config)
+    damaged = _config_problem(source.config_path, config)
+    serves = {experiment, *read_shared(run_dir)}
+    if wanted is not None and not serves & wanted:
+        if damaged:  # it may be one of them: say so, not nothing
+            result.warnings.append((source.run_id, f"{damaged}; not exported: with no experiment it matches no "
+                                    "--experiment/--sweep (an export without them takes it)"))
+        return None
+    state = str(read_status(run_dir).get("state") or (exported.get(source.run_id) or {}).get("state") or "unknown")
+    if state != FINAL_STATE and not unfinished:
+        result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
+        return None, serves
+    files = report_files(source, run_dir)
+    shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
+    run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
+    if damaged:
+        result.warnings.append((source.run_id, f"{damaged}; exported as it is: reports know the run by its W&B "
+                                "files only"))
+    before = (index.get("runs") or {}).get(source.run_id)
+    there = all((out / "runs" / source.run_id / p).is_file() for p in shas)  # an interrupted export may lack it
+    if before is not None:
+        if before.get("files") == shas and there:
+            run.action = "unchanged"
+        elif _data(before.get("files") or {}) == _data(shas):  # a later sweep shares it with more cells
+            run.action = "updated"
+        elif not force:
+            raise ReportError(f"run {source.run_id} is in the export {out} with other files (another attempt or "
+                              "machine); --force replaces it, or export into another folder")
+        else:
+            run.action = "replaced"
+    return (run, files, run_dir), serves
+
+
+def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, progress=False) -> ExportResult:
     _refuse_places(workdir, out)  # again under the lock: a folder the export before this one changed
     index = read_index(out)
     # a concurrent export's folder_problem probe (it checks before it waits for the lock) is not content
@@ -151,44 +204,20 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
     plans: list[tuple[ExportedRun, list[Path], Path]] = []
     seen_experiments: set[str] = set()
     found: set[str] = set()
-    for source in discover_runs(workdir):
-        if ids is not None and source.run_id not in ids:
-            continue
-        found.add(source.run_id)
-        run_dir = workdir / "runs" / source.run_id
-        config = _read_yaml(source.config_path) if source.config_path else {}
-        experiment, arm, seed = run_identity(config)
-        damaged = _config_problem(source.config_path, config)
-        serves = {experiment, *read_shared(run_dir)}
-        if wanted is not None and not serves & wanted:
-            if damaged:  # it may be one of them: say so, not nothing
-                result.warnings.append((source.run_id, f"{damaged}; not exported: with no experiment it matches no "
-                                        "--experiment/--sweep (an export without them takes it)"))
-            continue
-        seen_experiments |= serves
-        state = str(read_status(run_dir).get("state") or "unknown")
-        if state != FINAL_STATE and not unfinished:
-            result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
-            continue
-        files = report_files(source, run_dir)
-        shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
-        run = ExportedRun(source.run_id, experiment, arm, seed, state, shas, sum(p.stat().st_size for p in files))
-        if damaged:
-            result.warnings.append((source.run_id, f"{damaged}; exported as it is: reports know the run by its W&B "
-                                    "files only"))
-        before = (index.get("runs") or {}).get(source.run_id)
-        there = all((out / "runs" / source.run_id / p).is_file() for p in shas)  # an interrupted export may lack it
-        if before is not None:
-            if before.get("files") == shas and there:
-                run.action = "unchanged"
-            elif _data(before.get("files") or {}) == _data(shas):  # a later sweep shares it with more cells
-                run.action = "updated"
-            elif not force:
-                raise ReportError(f"run {source.run_id} is in the export {out} with other files (another attempt or "
-                                  "machine); --force replaces it, or export into another folder")
-            else:
-                run.action = "replaced"
-        plans.append((run, files, run_dir))
+    # an export exported again: its runs have no status.json, their state is in its index (from a review: every
+    # run was "not completed (state unknown)")
+    exported = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).is_file() else {}
+    sources = [s for s in discover_runs(workdir) if ids is None or s.run_id in ids]
+    with _bar(progress, len(sources), "checking runs") as advance:
+        for source in sources:
+            advance()
+            plan = _plan_run(source, workdir, out, index, wanted, unfinished, force, exported, result)
+            found.add(source.run_id)
+            if plan is None:
+                continue
+            seen_experiments |= plan[1]
+            if plan[0] is not None:
+                plans.append(plan[0])
     if wanted is not None and (absent := sorted(wanted - seen_experiments)):
         raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first (`arctl run NAME`) or "
                           "check the name (`arctl ls experiments`)")
@@ -218,24 +247,32 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids) -
     save_index()
     runs_out = out / "runs"
     runs_out.mkdir(parents=True, exist_ok=True)
-    for run, files, run_dir in plans:
-        result.runs.append(run)
-        if run.action == "unchanged":
-            continue
-        staging = out / STAGING / run.run_id  # outside runs/: a crash leaves no half run there
-        shutil.rmtree(staging, ignore_errors=True)
-        for path in files:
-            target = staging / path.relative_to(run_dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-        entries.pop(run.run_id, None)  # not listed while its folder is being replaced
-        if (runs_out / run.run_id).exists():
-            save_index()
-        shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
-        _place(staging, runs_out / run.run_id)
-        entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
-                               "files": run.files, "bytes": run.bytes,
-                               "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        save_index()
+    with _bar(progress, sum(run.action != "unchanged" for run, _, _ in plans), "copying runs") as advance:
+        for run, files, run_dir in plans:
+            result.runs.append(run)
+            if run.action != "unchanged":
+                _copy_run(run, files, run_dir, out, entries, save_index)
+                advance()
     shutil.rmtree(out / STAGING, ignore_errors=True)
     return result
+
+
+def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, entries: dict, save_index) -> None:
+    """Copy one run's files into ``out/runs/`` (staged beside, placed whole) and list it in the index."""
+    runs_out = out / "runs"
+    staging = out / STAGING / run.run_id  # outside runs/: a crash leaves no half run there
+    shutil.rmtree(staging, ignore_errors=True)
+    for path in files:
+        target = staging / path.relative_to(run_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    entries.pop(run.run_id, None)  # not listed while its folder is being replaced
+    if (runs_out / run.run_id).exists():
+        save_index()
+    shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
+    _place(staging, runs_out / run.run_id)
+    entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
+                           "files": run.files, "bytes": run.bytes,
+                           "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    save_index()
+

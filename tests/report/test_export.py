@@ -331,3 +331,17 @@ def test_a_run_whose_config_cannot_be_read_is_exported_with_a_warning(ws, tmp_pa
     done = json.loads(res.output)
     assert running.name not in {r["run_id"] for r in done["runs"]}
     assert [w["run_id"] for w in done["warnings"]] == [running.name] and "not exported" in done["warnings"][0]["what"]
+
+
+def test_an_export_exported_again_keeps_its_runs_states(ws, tmp_path):
+    """From a review: an export has no status.json (its states are in export.json), so exporting it again read
+    every run as 'not completed (state unknown)' and exported nothing without --unfinished. The command without
+    --json draws its progress bars on stderr (the data on stdout stays the summary)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert _export("--workdir", str(ws), "--out", str(first), "--json").exit_code == 0
+    res = _export("--workdir", str(first), "--out", str(second))
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("exported ")
+    a, b = (json.loads((p / "export.json").read_text())["runs"] for p in (first, second))
+    assert sorted(a) == sorted(b) and {r["state"] for r in b.values()} == {"completed"}
+    assert all(a[rid]["files"] == b[rid]["files"] for rid in a)
