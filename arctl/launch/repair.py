@@ -12,14 +12,18 @@ names; one whose job left no executor behind is FAILED, and ``arctl resume`` res
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
+import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.launch import states
+from arctl.launch.executors import LaunchError
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import JOB_ID, Registry, RunRecord
 from arctl.launch.run_id import SAFE_ID
@@ -112,6 +116,10 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
     new one in: an interruption (Ctrl-C, a kill) before the swap leaves the old registry in place
     (and a ``registry.sqlite.new-<pid>`` to delete), never a workspace without one."""
     path = workspace.registry_path
+    if (holder := registry_holder(path)) is not None:
+        raise LaunchError(f"{path} is open in process {holder} (a local queue, a launch, `arctl run --wait`?): a "
+                          "repair would replace the file it writes to, and what it writes next would be lost — let "
+                          f"it end or stop it, then run `arctl repair` again")
     new = path.with_name(f"{path.name}.new-{os.getpid()}")
     for left in path.parent.glob(f"{path.name}.new-*"):  # this repair's, or a killed one's
         pid = left.name.removeprefix(f"{path.name}.new-").split("-")[0]
@@ -129,6 +137,30 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
         new.unlink(missing_ok=True)
         raise
     return result
+
+
+_SHM_DMS = 128  # SQLite's WAL index: every connection holds a read lock on this byte of the -shm file
+
+
+def registry_holder(path: Path) -> int | None:
+    """The pid of another process that has the registry open (SQLite's lock on its WAL index, which a
+    killed process's does not keep), or None. Linux's ``struct flock`` layout; elsewhere None."""
+    shm = path.with_name(path.name + "-shm")
+    if not sys.platform.startswith("linux") or not shm.exists():
+        return None
+    try:
+        fd = os.open(shm, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        layout = "hhqqi4x"  # l_type, l_whence, l_start, l_len, l_pid
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS, 1, 0))
+        kind, _, _, _, pid = struct.unpack(layout, got)
+        return None if kind == fcntl.F_UNLCK else int(pid)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _swap(path: Path, new: Path, result: Repaired) -> None:

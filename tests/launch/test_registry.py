@@ -805,3 +805,34 @@ def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submiss
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_repair_while_another_process_has_the_registry_open_is_refused_and_one_killed_is_not_a_holder(tmp_path):
+    """From a review: `arctl repair` replaced the registry under a live local queue (or launch, or waiter): it
+    went on writing to the old file, now registry.sqlite.damaged-*, so a cancel written to the new one never
+    reached it (the cancelled run started) and the job ids it recorded were lost (a resume submitted twice)."""
+    import subprocess
+    import sys
+
+    from arctl.launch.executors import LaunchError
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    with Registry(ws.registry_path) as reg:
+        reg.claim([_rec("r0")], new_claim_token())
+    hold = ("import sys, time; sys.path[:0] = {path!r}; from arctl.launch.registry import Registry; "
+            "r = Registry({reg!r}); r.list(); print('open', flush=True); time.sleep(60)")
+    code = hold.format(path=sys.path, reg=str(ws.registry_path))
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(LaunchError, match=rf"open in process {holder.pid} .* then run `arctl repair` again"):
+            rebuild_registry(ws)
+        assert not list(ws.registry_path.parent.glob("registry.sqlite.damaged-*"))  # nothing replaced
+    finally:
+        holder.kill()
+        holder.wait()
+    # killed, its -shm file stays, its lock does not: the repair goes ahead
+    assert ws.registry_path.with_name("registry.sqlite-shm").exists()
+    rebuild_registry(ws)
