@@ -271,3 +271,29 @@ def test_each_warm_up_round_says_its_accuracy_in_the_job_log(tmp_path, monkeypat
         "training round 2" in out
     assert "accuracy 0.625" in out and "round 2/3" in out and out.count("; done") == 1 and "round 3/3" not in out
     assert info["rounds"] == 2 and info["accuracy"] == 0.625
+
+
+def test_a_damaged_cached_warm_up_is_set_aside_and_made_again(tmp_path, monkeypatch, capsys):
+    """From a review: a cached warm-up was trusted as long as its warmup.json existed; a damaged entry of the
+    shared cache was used by every later run (or failed deep in safetensors) with the recorded, unchecked sha."""
+    from arctl.backends.tiny import warmup
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    config = _micro_config(seed=987)
+    run = tmp_path / "ws" / "runs" / "r1"
+    run.mkdir(parents=True)
+
+    def accuracy(m, t):
+        return {int(b): 0.9 for b in config["eval"]["budgets"]}
+
+    _m, _t, first = warmup.warmup_model(config, run, accuracy)
+    target = warmup.warmup_dir(config)
+    (weights,) = (target / "model").glob("*.safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0xFF  # a flipped byte in the tensors (still loads: only the checksum tells)
+    weights.write_bytes(bytes(data))
+    assert warmup.cache_problem(target) is not None
+    _m, _t, again = warmup.warmup_model(config, run, accuracy)
+    assert "is damaged" in capsys.readouterr().out
+    assert warmup.cache_problem(target) is None and again["weights_sha256"] == first["weights_sha256"]
+    assert len(list(target.parent.glob(f"{target.name}.damaged-*"))) == 1

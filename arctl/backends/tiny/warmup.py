@@ -245,6 +245,11 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
                 if should_stop is not None and should_stop():
                     raise WarmupInterrupted("stopped while waiting for another run's warm-up") from None
     try:
+        if (target / "warmup.json").exists() and (why := cache_problem(target)):  # under the lock: no reader meanwhile
+            aside = target.with_name(f"{target.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            target.rename(aside)
+            print(f"tiny warm-up: WARNING the cached warm-up {target} is damaged ({why}); set aside as {aside.name}, "
+                  "made again", flush=True)
         if not (target / "warmup.json").exists() and not install_shipped(key, target):
             threads = torch.get_num_threads()
             torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
@@ -270,6 +275,20 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
     info["path"] = str(target)
     return model, tok, info
+
+
+def cache_problem(target: Path) -> str | None:
+    """What is wrong with the cached warm-up ``target`` (its record unreadable, its weights not those its
+    record names: a disk error, an edit), or None. From a review: a damaged entry of the shared cache was
+    used by every run, or failed deep in safetensors, while each run's record repeated the unchecked sha."""
+    try:
+        recorded = json.loads((target / "warmup.json").read_text()).get("weights_sha256")
+    except (OSError, ValueError, AttributeError) as err:
+        return f"its warmup.json cannot be read: {type(err).__name__}"
+    if recorded is None:  # an entry of an arctl that recorded no checksum
+        return None
+    sha = weights_sha256(target / "model")
+    return None if sha == recorded else f"weights sha256 {sha[:12]}, recorded {str(recorded)[:12]}"
 
 
 def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
