@@ -56,3 +56,40 @@ def test_a_run_starts_from_the_final_weights_of_the_run_it_names(tmp_path):
         return {int(s["step"]) for s in state.values()}
 
     assert adam_steps(child) == adam_steps(parent) and len(adam_steps(parent)) == 1
+
+
+def test_a_resumed_kl_run_keeps_the_reference_it_started_from_or_says_it_is_gone(tmp_path, monkeypatch):
+    """From a review: every attempt rebuilt the KL reference from the parent's newest checkpoint of the moment,
+    so after the parent was rerun (or its final checkpoint replaced) a resumed child trained against another
+    reference without a word. Now the checkpoint init.json names, its sha256 checked: that one, or one line."""
+    import pytest
+
+    from arctl.backends.tiny import trainer
+    from arctl.backends.tiny.checkpoint import save_checkpoint
+
+    config = resolve_experiment("main-grpo", overrides=[*MICRO, "optim.kl_coef=0.05"])[0].config
+    parent = tmp_path / "runs" / "parent"
+    assert train(config, parent, threading.Event()) == "completed"
+    child_config = {**config, "arm": "child", "trainer": {**config["trainer"], "init_from": "grpo", "init_run": "parent"},
+                    "init_dir": str(parent)}
+    child = tmp_path / "runs" / "child"
+    stop = threading.Event()
+    real = trainer.log_metrics
+
+    def stop_after_step_1(run, run_dir, step, *a, **k):
+        out = real(run, run_dir, step, *a, **k)
+        if step == 1:
+            stop.set()
+        return out
+
+    monkeypatch.setattr(trainer, "log_metrics", stop_after_step_1)
+    assert train(child_config, child, stop) == "preempted"
+    monkeypatch.setattr(trainer, "log_metrics", real)
+    # the parent's final checkpoint replaced by other weights (a --force rerun of it)
+    final = newest_intact(parent)
+    model = torch.nn.Module()
+    model.state_dict = lambda: {k: v + 1.0 for k, v in final.state["model"].items()}
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    save_checkpoint(parent, 3, model, optimizer, torch.Generator(), None)
+    with pytest.raises(ValueError, match=r"the checkpoint this run started from .* is gone or changed"):
+        train(child_config, child, threading.Event())

@@ -29,7 +29,13 @@ from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.base import stop_follows
-from arctl.backends.tiny.checkpoint import file_sha256, newest_intact, restore, save_checkpoint
+from arctl.backends.tiny.checkpoint import (
+    checkpoint_dir,
+    file_sha256,
+    newest_intact,
+    restore,
+    save_checkpoint,
+)
 from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
 from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
@@ -81,7 +87,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     objective = Objective.from_config(config)
     inserted = InsertedTokens.from_tokenizer(tok, objective.summary.inserted)
     # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before any checkpoint
-    reference = reference_model(model, config.get("init_dir")) if objective.loss.kl_coef else None
+    reference = reference_model(model, config.get("init_dir"), run_dir) if objective.loss.kl_coef else None
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=run.lr, betas=run.betas, weight_decay=run.weight_decay
     )
@@ -313,17 +319,33 @@ def start_from_run(model: torch.nn.Module, init_dir: Path) -> dict:
     found = newest_intact(init_dir)
     if found.state is None:
         raise ValueError(f"tiny backend: run {init_dir.name} has no checkpoint to start from ({init_dir})")
+    if found.skipped:  # its final weights are damaged: an earlier step's are other weights (from a review)
+        raise ValueError(f"tiny backend: run {init_dir.name}'s final weights cannot be started from: "
+                         f"{found.warning()} — restore its checkpoint or rerun it ({init_dir})")
     model.load_state_dict(found.state["model"])
     return {"run_id": init_dir.name, "step": int(found.state["step"]), "checkpoint": str(found.path),
             "sha256": file_sha256(found.path)}
 
 
-def reference_model(model: torch.nn.Module, init_dir: str | Path | None) -> torch.nn.Module:
+def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
+                    run_dir: Path | None = None) -> torch.nn.Module:
     """The reference of the KL term (``optim.kl_coef > 0``): a frozen copy of the weights RL starts
     from, the warm-up's or, with ``trainer.init_from``, that run's final weights (verl's reference
-    is ``model.path``: the same weights). Taken before a resumed run restores its checkpoint."""
+    is ``model.path``: the same weights). Taken before a resumed run restores its checkpoint; a resumed
+    run's is the checkpoint its ``init.json`` names, its sha256 checked (that run rerun or its checkpoint
+    damaged since: one line, not another reference; from a review, as verl's init_model does)."""
     ref = copy.deepcopy(model)
-    if init_dir:
+    record = Path(run_dir) / INIT_RECORD if run_dir is not None else None
+    resumed = run_dir is not None and any(checkpoint_dir(Path(run_dir)).glob("step_*.pt"))  # else it starts over
+    if init_dir and resumed and record.is_file():
+        init = json.loads(record.read_text())
+        path = Path(init["checkpoint"])
+        if not path.is_file() or file_sha256(path) != init["sha256"]:
+            raise ValueError(f"tiny backend: the checkpoint this run started from ({path}, sha256 "
+                             f"{init['sha256'][:12]}) is gone or changed (run {init['run_id']} rerun?): its KL "
+                             "reference cannot be rebuilt — restore that checkpoint, or rerun this run with --force")
+        ref.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["model"])
+    elif init_dir:
         start_from_run(ref, Path(init_dir))
     return ref.eval().requires_grad_(False)
 
