@@ -124,7 +124,13 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                  "not this host: cancel it there (--force records it CANCELLED)"))
             continue
         if alive and rec.job_id and rec.job_id.isdigit():
-            os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
+            try:
+                os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
+            except ProcessLookupError:  # it ended meanwhile: nothing to stop, the run is what it reported
+                started = False
+            except PermissionError:  # another user's process: this run only, the others go on
+                outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) is another user's"))
+                continue
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save
         if started:

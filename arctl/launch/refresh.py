@@ -183,8 +183,11 @@ def local_job_alive(rec: RunRecord, status: dict) -> bool | None:
         return False
     if not pid_alive(pid, needle):
         return False
+    # the job's process started at its submission, or, for one that waited in the local queue, when the queue
+    # started it (started_at: from a review, a run that waited was taken for dead while it trained)
+    since = max((t for t in (rec.submitted_at, rec.started_at) if isinstance(t, (int, float))), default=None)
     began = _process_start(pid)
-    return began is None or rec.submitted_at is None or began <= rec.submitted_at + REUSED_AFTER_S
+    return began is None or since is None or began <= since + REUSED_AFTER_S
 
 
 def _from_status(status: dict) -> dict:

@@ -767,7 +767,7 @@ def test_cancel_and_resume_act_only_on_the_runs_named_not_on_every_id_a_name_sta
             select_runs(reg, ["baselines"], prefixes=True)
 
 
-@pytest.mark.parametrize("case", ["another host", "a reused pid", "its job"])
+@pytest.mark.parametrize("case", ["another host", "a reused pid", "its job", "its job after the queue"])
 def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submission(tmp_path, case):
     """From a review: a local run's pid was trusted as it stood. A workspace on a shared disk read from another
     host took the job for dead (FAILED) and left it running; a pid reused by another submitit controller (another
@@ -784,16 +784,19 @@ def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submiss
     try:
         time.sleep(0.3)
         ws = Workspace(tmp_path / "ws")
-        submitted = time.time() - (3600 if case == "a reused pid" else 0)
+        # "its job after the queue": submitted an hour ago, started by the local queue when a slot freed (its
+        # started_at; a review found such a run taken for dead while it trained)
+        submitted = time.time() - (3600 if case in ("a reused pid", "its job after the queue") else 0)
+        started = time.time() if case == "its job after the queue" else None
         with Registry(ws.registry_path) as reg:
             reg.claim([_rec("r0")], new_claim_token())
             reg.update_many([("r0", {"state": states.RUNNING, "executor": "local", "job_id": str(proc.pid),
-                                     "submitted_at": submitted, "claim": None})])
+                                     "submitted_at": submitted, "started_at": started, "claim": None})])
             ws.run_dir("r0").mkdir(parents=True)
             write_status(ws.run_dir("r0"), state="running",
                          host="gpu-node-7" if case == "another host" else socket.gethostname())
             (row,) = refresh(reg, ws)
-            expected = {"another host": states.RUNNING, "a reused pid": states.FAILED, "its job": states.RUNNING}[case]
+            expected = {"another host": states.RUNNING, "a reused pid": states.FAILED}.get(case, states.RUNNING)
             assert row.state == expected
             if row.state in states.ACTIVE:
                 ((_, said),) = cancel_runs(reg, ws, [row])
@@ -801,7 +804,7 @@ def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submiss
                 if case == "another host":
                     assert "gpu-node-7" in said
         time.sleep(0.3)
-        assert (proc.poll() is None) == (case != "its job")  # only the run's own job was sent TERM
+        assert (proc.poll() is None) == (not case.startswith("its job"))  # only the run's own job was sent TERM
     finally:
         proc.kill()
         proc.wait()
