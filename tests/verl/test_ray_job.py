@@ -176,6 +176,9 @@ def test_ray_is_sized_to_the_allocation_with_a_per_job_token(config, tmp_path):
     assert len(starts) == 2 and not list(tmp_path.glob("pwned*"))
     for call in starts:  # head and worker alike
         assert "--num-cpus=4" in call and "--num-gpus=8" in call  # SLURM_CPUS_PER_TASK, cluster.gpus_per_node
+        # and the step has those CPUs (srun inherits no --cpus-per-task since Slurm 22.05: a step of one CPU
+        # confined Ray and every worker it starts to one core; from a review)
+        assert "--cpus-per-task=4" in call[:call.index("-w")]
         assert "--temp-dir=/tmp/arctl-ray-4242" in call and "--disable-usage-stats" in call
         assert call[-3:] == ["--object-store-memory=100000000", "--labels=a b;touch pwned", "--block"]
     env = _env_of_trainer(tmp_path)

@@ -59,6 +59,13 @@ def _comment(text: str) -> str:
     return "# " + "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
+# the job's CPUs for each step that runs Ray (or the trainer): since Slurm 22.05 srun inherits no
+# --cpus-per-task from sbatch, and a step of one CPU confines Ray's raylet and every worker it starts
+# (the FSDP ranks, vLLM, the agent and reward loops) to one core under task/affinity or task/cgroup (from a
+# review; the test clusters run task/none, where nothing showed it)
+STEP_CPUS = '${SLURM_CPUS_PER_TASK:+--cpus-per-task="$SLURM_CPUS_PER_TASK"}'
+
+
 def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     """The bash body of the SLURM job (no ``#SBATCH`` header): :func:`job_setup`, then the trainer on
     the head node. The launcher uses the setup only and runs arctl's job entry in the trainer's place."""
@@ -66,7 +73,7 @@ def job_script(config: dict, run_dir: Path, python: str | None = None) -> str:
     return job_setup(config, run_dir, python) + "\n".join([
         "",
         "# the trainer runs on the head node and joins the Ray cluster through RAY_ADDRESS",
-        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
+        f'srun --overlap --nodes=1 --ntasks=1 {STEP_CPUS} -w "$head_node" \\',
         f"  {_q(py)} -m arctl.backends.verl.trainer {_q(Path(run_dir))}",
     ]) + "\n"
 
@@ -193,7 +200,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         "}",
         "",
         'echo "arctl: ray head on ${head_node} (${RAY_ADDRESS})"',
-        'srun --overlap --nodes=1 --ntasks=1 -w "$head_node" \\',
+        f'srun --overlap --nodes=1 --ntasks=1 {STEP_CPUS} -w "$head_node" \\',
         f'  {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --head --node-ip-address="$head_ip" --port="$ray_port" \\',
         f'  --dashboard-port=$(( {RAY_DASHBOARD_PORT} + port_offset )) --num-cpus="$cpus"{gpu_flag} --temp-dir="$ARCTL_RAY_TMP" \\',
         f"  --disable-usage-stats{ray_args} --block &",
@@ -203,7 +210,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         'for ((i = 1; i < ${#nodes[@]}; i++)); do',
         '  node="${nodes[$i]}"',
         '  echo "arctl: ray worker on ${node}"',
-        '  srun --overlap --nodes=1 --ntasks=1 -w "$node" \\',
+        f'  srun --overlap --nodes=1 --ntasks=1 {STEP_CPUS} -w "$node" \\',
         f'    {IGNORE_PREEMPT} {_q(py)} -m ray.scripts.scripts start --address="$RAY_ADDRESS" --num-cpus="$cpus"{gpu_flag} \\',
         f'    --temp-dir="$ARCTL_RAY_TMP" --disable-usage-stats{worker_args} --block &',
         "  ray_pids+=($!)",
