@@ -354,8 +354,17 @@ def slurm_executor(folder: Path, params: dict, max_num_timeout: int = 20):
     return executor
 
 
+LOCAL_GPUS_ENV = "ARCTL_LOCAL_CUDA_VISIBLE_DEVICES"  # the launching shell's CUDA_VISIBLE_DEVICES, for the job
+LOCAL_GPUS_UNSET = "<unset>"
+
+
 def local_executor(folder: Path, cluster: dict):
+    """A submitit LocalExecutor for one run. Its controller sets ``CUDA_VISIBLE_DEVICES`` to its own GPU
+    count (none: ``""``); the shell's value (or its absence) goes along in :data:`LOCAL_GPUS_ENV`, and the
+    job entry puts it back (:func:`arctl.launch.job.restore_gpus`)."""
     from submitit import LocalExecutor
+
+    os.environ[LOCAL_GPUS_ENV] = os.environ.get("CUDA_VISIBLE_DEVICES", LOCAL_GPUS_UNSET)  # submitit copies os.environ
 
     executor = LocalExecutor(folder=folder, max_num_timeout=20)
     time_min = int(cluster.get("time_min") or 60)

@@ -31,6 +31,7 @@ from pathlib import Path
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from arctl.launch.backends import resolve_backend
+from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
@@ -47,17 +48,34 @@ class JobError(RuntimeError):
     """The backend did not return "completed" or "preempted"."""
 
 
-_JOB_ENV = (("SLURM_JOB_ID", "slurm"), ("SUBMITIT_LOCAL_JOB_ID", "local"), ("SUBMITIT_DEBUG_JOB_ID", "debug"))
+# submitit's own markers first: a local or debug job launched from a shell inside a SLURM allocation (salloc,
+# srun --pty) has SLURM_JOB_ID too, and was recorded as that allocation's SLURM job (from a review: a repair
+# rebuilt it as one)
+_JOB_ENV = (("SUBMITIT_LOCAL_JOB_ID", "local"), ("SUBMITIT_DEBUG_JOB_ID", "debug"), ("SLURM_JOB_ID", "slurm"))
 
 
 def current_job_id() -> str:
     env = os.environ
-    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+    local = next((env[key] for key, name in _JOB_ENV if name != "slurm" and env.get(key)), None)
+    if local is None and env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
     for key, _ in _JOB_ENV:
         if env.get(key):
             return env[key]
     return f"pid{os.getpid()}"
+
+
+def restore_gpus() -> str | None:
+    """Give a local job the launching shell's ``CUDA_VISIBLE_DEVICES`` back: submitit's local controller sets
+    it to its own ``gpus_per_node`` (none: ``""``), which hid every GPU from a verl run on a GPU workstation
+    (from a review). :func:`arctl.launch.executors.local_executor` kept the shell's value (or its absence)."""
+    kept = os.environ.pop(LOCAL_GPUS_ENV, None)
+    if kept is not None and os.environ.get("SUBMITIT_EXECUTOR") == "local":
+        if kept == LOCAL_GPUS_UNSET:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = kept
+    return os.environ.get("CUDA_VISIBLE_DEVICES")  # what the job sees now
 
 
 def current_executor() -> str | None:
@@ -72,6 +90,7 @@ def _log(message: str) -> None:
 
 def run_job(run_dir: Path) -> tuple[str, list[int]]:
     """Train the run in ``run_dir``; return (result, signals received)."""
+    restore_gpus()  # before anything asks CUDA
     run_dir = Path(run_dir).resolve()
     config = read_run_config(run_dir)
     attempt = int(read_status(run_dir).get("attempt", 0)) + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from fractions import Fraction
 
@@ -312,3 +313,23 @@ Pages occupied by compressor:             300000.
 """
     assert vm_stat_available_gb(sample) == (65536 + 131072 + 65536) * 16384 / 2**30 == 4.0
     assert vm_stat_available_gb("") is None and vm_stat_available_gb("Pages free: 12.\n") is None
+
+
+@pytest.mark.parametrize("shell", ["3,5", None], ids=["set", "unset"])
+def test_a_local_job_sees_the_gpus_of_the_shell_it_was_launched_from(tmp_path, monkeypatch, shell):
+    """From a review: submitit's local controller sets CUDA_VISIBLE_DEVICES to its own gpus_per_node, none: "",
+    so a verl run on a GPU workstation (--executor local) saw no GPU in its job. The job entry puts the
+    launching shell's value (or its absence) back."""
+    from arctl.launch.executors import local_executor
+    from arctl.launch.job import restore_gpus
+
+    if shell is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shell)
+    monkeypatch.delenv("ARCTL_LOCAL_CUDA_VISIBLE_DEVICES", raising=False)
+    executor = local_executor(tmp_path / "job", {"time_min": 5})
+    blanked = executor.submit(os.getenv, "CUDA_VISIBLE_DEVICES")  # a module function: the job's own environment
+    restored = executor.submit(restore_gpus)
+    assert blanked.result() == ""  # submitit's doing, without the entry's restore
+    assert restored.result() == shell

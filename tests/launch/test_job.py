@@ -324,3 +324,16 @@ def test_the_count_backend_never_checkpoints_a_step_it_has_not_logged(tmp_path, 
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
     assert count.train(config, run_dir) == "completed"
     assert [s for _, s in _steps(run_dir)] == [1, 2, 3, 4]
+
+
+def test_a_local_job_launched_inside_a_slurm_allocation_is_the_local_job(monkeypatch):
+    """From a review: `arctl run --executor local` from an salloc shell recorded executor slurm and the
+    allocation's job id (SLURM's variables were read first); a repair then rebuilt it as a SLURM run."""
+    from arctl.launch.job import current_executor, current_job_id
+
+    for key, value in {"SLURM_JOB_ID": "4242", "SLURM_ARRAY_JOB_ID": "4242", "SLURM_ARRAY_TASK_ID": "0",
+                       "SUBMITIT_LOCAL_JOB_ID": "777"}.items():
+        monkeypatch.setenv(key, value)
+    assert (current_job_id(), current_executor()) == ("777", "local")
+    monkeypatch.delenv("SUBMITIT_LOCAL_JOB_ID")
+    assert (current_job_id(), current_executor()) == ("4242_0", "slurm")
