@@ -88,10 +88,8 @@ def _log(message: str) -> None:
     print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_job(run_dir: Path) -> tuple[str, list[int]]:
-    """Train the run in ``run_dir``; return (result, signals received)."""
-    restore_gpus()  # before anything asks CUDA
-    run_dir = Path(run_dir).resolve()
+def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
+    """Read the run's config and record this attempt as running; returns (config, attempt, metrics marks)."""
     config = read_run_config(run_dir)
     attempt = int(read_status(run_dir).get("attempt", 0)) + 1
     marks = file_marks(run_dir)
@@ -108,7 +106,13 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
     write_phase(run_dir, None)  # e.g. "waiting for <run>": the launcher's, while it was pending
+    return config, attempt, marks
 
+
+def run_job(run_dir: Path) -> tuple[str, list[int]]:
+    """Train the run in ``run_dir``; return (result, signals received)."""
+    restore_gpus()  # before anything asks CUDA
+    run_dir = Path(run_dir).resolve()
     stop_event = threading.Event()
     received: list[int] = []
 
@@ -121,7 +125,17 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         with contextlib.suppress(OSError):  # the run stays active (not resumable) until "preempted"
             write_status(run_dir, state="stopping", signal=signal.Signals(signum).name)
 
+    # first thing: submitit's own handler ignores TERM until here (a cancel that came this early was lost;
+    # from a review)
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    try:
+        config, attempt, marks = _start_attempt(run_dir)
+        if stop_event.is_set():  # a stop that came before "running" was written keeps the run stopping
+            write_status(run_dir, state="stopping", signal=signal.Signals(received[0]).name)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
     mode = str(config.get("wandb", {}).get("mode", "offline"))
     os.environ.setdefault(FLUSH_ENV, "1")
     if mode != "online":
@@ -187,7 +201,9 @@ class RunJob(Checkpointable):
         usr = JobEnvironment._usr_sig()
         submitit_handler = signal.getsignal(usr)  # submitit's checkpoint_and_try_requeue, if any
         result, received = run_job(Path(run_dir))
-        if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received):
+        # a TERM beside the requeue signal is a cancel (or a node going away) that came during the time limit's
+        # checkpoint: no requeue, or the local controller started the run again and the cancel was lost
+        if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and signal.SIGTERM not in received:
             if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
                 write_status(Path(run_dir), state="requeued")
                 _log("requeueing through submitit")

@@ -337,3 +337,38 @@ def test_a_local_job_launched_inside_a_slurm_allocation_is_the_local_job(monkeyp
     assert (current_job_id(), current_executor()) == ("777", "local")
     monkeypatch.delenv("SUBMITIT_LOCAL_JOB_ID")
     assert (current_job_id(), current_executor()) == ("4242_0", "slurm")
+
+
+def test_a_cancel_during_a_time_limit_checkpoint_is_not_requeued(tmp_path, monkeypatch, waiter):
+    """From a review: `arctl cancel` (TERM) landing while a local run saved its time-limit checkpoint (after
+    USR1/USR2) was requeued all the same: the controller started the run again and the cancel was lost."""
+    import threading
+
+    from submitit.core.job_environment import JobEnvironment
+
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.05")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "1.0")  # the stop checkpoint takes a second: the TERM comes in it
+    run_dir = _run_dir(tmp_path, steps=200)
+    requeued = []
+
+    class Submitit:  # submitit's checkpoint_and_try_requeue is a bound method; RunJob calls it to requeue
+        def handler(self, signum, frame):
+            requeued.append(signum)
+
+    usr = JobEnvironment._usr_sig()
+    before = signal.signal(usr, Submitit().handler)
+
+    def signals():
+        waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 2, 60, "2 steps")
+        os.kill(os.getpid(), signal.SIGUSR1)  # the time limit's warning
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)  # the cancel
+
+    thread = threading.Thread(target=signals)
+    thread.start()
+    try:
+        assert RunJob()(str(run_dir)) == "preempted"
+    finally:
+        thread.join()
+        signal.signal(usr, before)
+    assert requeued == [] and read_status(run_dir)["state"] == "preempted"
