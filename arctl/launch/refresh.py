@@ -122,12 +122,14 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process: its command line still says whether it is the one meant
+        pass                 # (from a review: a dead job's pid reused by root's process was alive)
     if needle:
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            cmdline = _command_line(pid)
+        except ProcessLookupError:
+            return False
+        if cmdline is None:  # cannot tell
             return True
         if cmdline.strip() and needle not in cmdline:  # empty right after spawn: still exec'ing
             return False
@@ -136,6 +138,23 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
         except (OSError, IndexError):
             return True
     return True
+
+
+def _command_line(pid: int) -> str | None:
+    """Process ``pid``'s command line: /proc's, else ``ps``'s (macOS has no /proc: from a review, every
+    pid was alive there); None where neither can say."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        if Path("/proc/self").exists():  # /proc is there and the process is not: gone meanwhile
+            raise ProcessLookupError(pid) from None
+    except OSError:
+        return None
+    try:
+        out = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 def _process_start(pid: int) -> float | None:

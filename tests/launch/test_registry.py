@@ -839,3 +839,30 @@ def test_a_repair_while_another_process_has_the_registry_open_is_refused_and_one
     # killed, its -shm file stays, its lock does not: the repair goes ahead
     assert ws.registry_path.with_name("registry.sqlite-shm").exists()
     rebuild_registry(ws)
+
+
+def test_a_pid_of_another_users_process_is_judged_by_its_command_line(monkeypatch):
+    """From a review: kill(pid, 0) failing with EPERM (another user's process, e.g. root's after a reboot, holding
+    a dead job's pid) answered "alive" before the command line was looked at."""
+    import subprocess
+    import sys
+
+    from arctl.launch import refresh
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "not-ours"])
+    try:
+        time.sleep(0.3)
+        real_kill = os.kill
+
+        def eperm(pid, sig):
+            if pid == other.pid:
+                raise PermissionError(1, "Operation not permitted")
+            return real_kill(pid, sig)
+
+        monkeypatch.setattr(refresh.os, "kill", eperm)
+        assert not refresh.pid_alive(other.pid, "submitit")
+        assert refresh.pid_alive(other.pid, "not-ours") and refresh.pid_alive(other.pid)
+    finally:
+        monkeypatch.undo()  # os.kill is os's own: put back before the process is killed
+        other.kill()
+        other.wait()
