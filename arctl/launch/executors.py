@@ -354,6 +354,7 @@ def slurm_executor(folder: Path, params: dict, max_num_timeout: int = 20):
     return executor
 
 
+LOCAL_TIME_LIMIT_MIN = 366 * 24 * 60  # a local job's: none to speak of
 LOCAL_GPUS_ENV = "ARCTL_LOCAL_CUDA_VISIBLE_DEVICES"  # the launching shell's CUDA_VISIBLE_DEVICES, for the job
 LOCAL_GPUS_UNSET = "<unset>"
 
@@ -367,8 +368,10 @@ def local_executor(folder: Path, cluster: dict):
     os.environ[LOCAL_GPUS_ENV] = os.environ.get("CUDA_VISIBLE_DEVICES", LOCAL_GPUS_UNSET)  # submitit copies os.environ
 
     executor = LocalExecutor(folder=folder, max_num_timeout=20)
-    time_min = int(cluster.get("time_min") or 60)
-    executor.update_parameters(timeout_min=time_min, signal_delay_s=warning_seconds(cluster))
+    # no time limit: cluster.time_min is a scheduler's. With it, the controller stopped the job every time_min
+    # (a checkpoint and a restart, the step in progress lost) and gave up after six restarts (submitit's
+    # max_retry): the run ended FAILED "died without reporting" at 6 h by default (from a review)
+    executor.update_parameters(timeout_min=LOCAL_TIME_LIMIT_MIN, signal_delay_s=warning_seconds(cluster))
     return executor
 
 

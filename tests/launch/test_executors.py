@@ -333,3 +333,12 @@ def test_a_local_job_sees_the_gpus_of_the_shell_it_was_launched_from(tmp_path, m
     restored = executor.submit(restore_gpus)
     assert blanked.result() == ""  # submitit's doing, without the entry's restore
     assert restored.result() == shell
+
+
+def test_a_local_job_has_no_time_limit_of_the_schedulers(tmp_path):
+    """From a review: the local controller stopped a job every cluster.time_min (checkpoint, restart, the step
+    in progress lost) and gave up after six restarts: a run past 6 h (the default 60 min) ended FAILED."""
+    from arctl.launch.executors import local_executor
+
+    executor = local_executor(tmp_path / "job", {"time_min": 60})
+    assert executor.parameters["timeout_min"] >= 365 * 24 * 60
