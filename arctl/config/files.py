@@ -125,13 +125,22 @@ def folder_problem(path: str | Path) -> str | None:
 
 
 def open_lock(path: str | Path):
-    """``path`` opened to be ``flock``ed: read-only (a lock needs no write access), created (mode 0644)
-    where missing. An existing file is opened without ``O_CREAT``, which fs.protected_regular refuses
-    for another user's file in a sticky folder such as /tmp. Raises OSError."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    """``path`` opened to be ``flock``ed: for writing where it can be (NFS emulates flock with POSIX locks,
+    and an exclusive one needs a writable descriptor: EBADF on a read-only one; from a review, the local
+    slots silently stopped locking there), else read-only (another user's file, which a local lock needs no
+    write access to), created (mode 0644) where missing. An existing file is opened without ``O_CREAT``,
+    which fs.protected_regular refuses for another user's file in a sticky folder such as /tmp. Raises OSError."""
+    for flags in (os.O_RDWR, os.O_RDONLY):
+        try:
+            fd = os.open(path, flags)
+            break
+        except PermissionError:
+            continue
+        except FileNotFoundError:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            break
+    else:
+        fd = os.open(path, os.O_RDONLY)  # raises: the file is there and cannot be opened at all
     return os.fdopen(fd, "rb")
 
 

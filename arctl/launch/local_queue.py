@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import fcntl
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,12 @@ WAIT_FOR_REGISTRY_S = 30.0
 SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run at a time (take_slot)
 HOLD_S = 10.0  # after freeing a slot another queue waits for, start nothing while it is free, at most this long
 QUEUE_MODULE = "arctl.launch.local_queue"  # in a live queue's command line (``python -m`` this module)
+
+
+def slots_folder(workspace_root: Path) -> Path:
+    """The slot files of this host's local runs: a workspace on a shared disk used from two hosts has
+    each host's cores (from a review: host B's queue waited for the slots of host A's runs)."""
+    return Path(workspace_root) / SLOTS_DIR / socket.gethostname()
 
 
 def take_slot(folder: Path, slots: int):
@@ -153,7 +160,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         pending, running, stopping = list(run_ids), {}, []  # running: run id -> (its job, its slot)
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
-        folder = workspace.root / SLOTS_DIR
+        folder = slots_folder(workspace.root)
         waiting = folder / f"waiting-{os.getpid()}-{parallelism}"  # there while this queue's head waits for a slot
         held: set[int] = set()  # slots this queue freed while it had runs to start (_still_held)
         hold_until = 0.0

@@ -262,7 +262,7 @@ def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, sta
     the workspace's slots (as many as its queue's parallelism): two launches of one at a time run one at
     a time in all, taking turns (the second does not wait for all of the first), and the run that waits
     for a slot says so in `arctl status`."""
-    from arctl.launch.local_queue import SLOTS_DIR, take_slot
+    from arctl.launch.local_queue import slots_folder, take_slot
 
     held = [take_slot(tmp_path / "slots", 2) for _ in range(3)]
     assert held[0] and held[1] and held[2] is None  # two slots, both taken
@@ -278,7 +278,7 @@ def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, sta
         cli("run", "lt", "--seeds", seed, "--executor", "local", "--array-parallelism", "1", "--no-wait",
             "--workdir", str(ws), "--json", check=True)
     try:
-        waiter(lambda: list((ws / SLOTS_DIR).glob("waiting-*")), 120, "the second launch to wait for a slot")
+        waiter(lambda: list(slots_folder(ws).glob("waiting-*")), 120, "the second launch to wait for a slot")
     finally:
         gate.touch()
     phases = set()
@@ -296,4 +296,4 @@ def test_two_launches_in_one_workspace_share_its_slots(specs, tmp_path, cli, sta
     order = [seed for _, _, seed in spans]
     assert all(a != b for a, b in zip(order, order[1:])), order  # turns: neither launch ran twice in a row
     assert any("queued for a local slot" in p for p in phases), phases
-    assert (ws / SLOTS_DIR).is_dir()
+    assert slots_folder(ws).is_dir()

@@ -1243,3 +1243,31 @@ def test_a_sweep_shares_no_cell_with_a_run_whose_job_died_and_prefers_a_complete
                             "after": None, "shares": None})()]
     mark_shared(cells, {"r-running": states.RUNNING, "r-done": states.COMPLETED}, [])
     assert cells[0].shares == "r-done" and cells[1].shares is None
+
+
+def test_slot_files_are_locked_through_a_writable_descriptor_and_kept_per_host(tmp_path, monkeypatch):
+    """From a review: the slot files were flock'ed through a read-only descriptor, which NFS (flock emulated with
+    POSIX locks) refuses with EBADF: the queue then ran unlocked, oversubscribing without a word; and a
+    workspace shared by two hosts pooled their slots (one host's queue waited for the other's runs)."""
+    import fcntl as fcntl_
+    import socket
+
+    from arctl.config.files import open_lock
+    from arctl.launch.local_queue import slots_folder
+
+    with open_lock(tmp_path / "new.lock") as made, open_lock(tmp_path / "new.lock") as existing:
+        for handle in (made, existing):
+            assert fcntl_.fcntl(handle.fileno(), fcntl_.F_GETFL) & os.O_ACCMODE == os.O_RDWR
+    # another user's lock file (opened for writing: EACCES) is still locked read-only, as before
+    real_open = os.open
+
+    def refuse_writing(path, flags, *a):
+        if flags & os.O_ACCMODE == os.O_RDWR and not flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", refuse_writing)
+    with open_lock(tmp_path / "new.lock") as theirs:
+        assert fcntl_.fcntl(theirs.fileno(), fcntl_.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    monkeypatch.undo()
+    assert slots_folder(tmp_path / "ws") == tmp_path / "ws" / "local-slots" / socket.gethostname()
