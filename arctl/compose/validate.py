@@ -91,14 +91,13 @@ def check_prior(prior: str, probs: Any, m: int, key: str) -> None:
 
 
 def largest_budget(cfg: dict, budgets: list[int]) -> int:
-    """The largest thinking or scale budget: how far an evaluation (or an L1 target) may go; an arm
+    """The largest thinking or scale budget: how far an evaluation may go; an arm
     trained below the scale's b_m (Elastic) is still evaluated up to it."""
     return max([budgets[-1], *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if _is_int(b)]])
 
 
 def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     """The compared methods' section (its choices and numbers' ranges: arctl/config/schema.py)."""
-    top = largest_budget(cfg, budgets)
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
         raise SpecError(f"budget_control.thinkprune_limits={limits!r} must be a non-empty, non-increasing list of "
@@ -109,7 +108,9 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
         check_budgets(targets, "budget_control.l1_targets")
     control = BudgetControl.from_config(cfg)  # the method's own rules (arctl.algo.methods.registry)
     method = method_of(control)
-    found = method.config_problem(control, top, _get(cfg, "trainer.total_steps"))
+    # the arm's own largest thinking budget: what its training rollout reaches (an L1 target past it, which the
+    # scale's larger b_m let through, was one the rollout could never reach; from a review)
+    found = method.config_problem(control, budgets[-1], _get(cfg, "trainer.total_steps"))
     if found:
         raise SpecError(*found)
     penalty = _get(cfg, "reward.length_penalty")

@@ -454,3 +454,13 @@ def test_a_true_or_false_key_takes_true_or_false_only(value):
     (run,) = resolve_experiment("main-grpo", ["summary.decoupled=false", "trainer.deterministic=True"], scale="tiny",
                                 seeds=[0])
     assert run.config["summary"]["decoupled"] is False and run.config["trainer"]["deterministic"] is True
+
+
+def test_l1_targets_past_the_arms_own_thinking_budget_are_refused():
+    """From a review: the targets were checked against the scale's b_m, so an L1 arm trained at a smaller
+    thinking budget took a prompt target its rollout (capped at that budget) could never reach."""
+    ok = arm_config("baselines-l1", "l1-exact")
+    validate_config(ok)
+    top = ok["thinking"]["budgets"][-1]
+    with pytest.raises(SpecError, match=rf"l1_targets go up to \d+ but thinking stops at {top // 4}"):
+        arm_config("baselines-l1", "l1-exact", overrides=[f"thinking.budgets=[{top // 4}]"])

@@ -109,8 +109,8 @@ class ControlMethod:
         return rows
 
     def config_problem(self, control: Any, max_budget: int, total_steps: int | None) -> tuple[str, str, str] | None:
-        """(what, key, hint) of a config the method cannot run; ``max_budget``: the largest thinking or
-        evaluation budget; ``total_steps``: training steps (None: a dataset's size)."""
+        """(what, key, hint) of a config the method cannot run; ``max_budget``: the run's largest thinking
+        budget (what its training rollout reaches); ``total_steps``: training steps (None: a dataset's size)."""
         return None
 
 
