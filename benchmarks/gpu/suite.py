@@ -647,16 +647,21 @@ def save_model_dir(model, directory: str) -> int:
 
 def actor_overrides(model_dir: str, attn: str, cuda: bool, norm_len: int) -> list[str]:
     """verl's actor config for part f: the keys arctl's ``verl_overrides`` sets for the actor (padded rows,
-    the tree attention implementation, gradient checkpointing, dynamic batch size with arctl's token
-    budget, the ``arctl_drgrpo`` loss with token-sum over the Dr. GRPO constant, arctl's optimizer keys)
-    for one tree per mini-batch; on CPU, those of ``verl.device=cpu`` (FSDP2, no torch.compile) and fp32
-    mixed precision (a tight comparison). On CUDA verl's defaults stay: FSDP1, bf16 mixed precision."""
+    the tree attention implementation, gradient checkpointing, the paper runs' batching: verl settings'
+    defaults, one row per micro-batch and no dynamic batch size (from a review: part f ran verl's token-budget
+    path, which the paper runs do not), the ``arctl_drgrpo`` loss with token-sum over the Dr. GRPO constant,
+    arctl's optimizer keys) for one tree per mini-batch; on CPU, those of ``verl.device=cpu`` (FSDP2, no
+    torch.compile) and fp32 mixed precision (a tight comparison). On CUDA verl's defaults stay: FSDP1, bf16."""
+    from arctl.backends.verl.settings import VerlConfig
+
+    paper = VerlConfig()
     a = "actor_rollout_ref"
     ov = [f"{a}.model.path={model_dir}", f"{a}.model.use_remove_padding=false",
           f"{a}.model.enable_gradient_checkpointing=true", f"+{a}.model.override_config.attn_implementation={attn}",
-          f"{a}.actor.ppo_mini_batch_size=1", f"{a}.actor.ppo_micro_batch_size_per_gpu=1",
-          f"{a}.actor.use_dynamic_bsz=true", f"{a}.actor.ppo_max_token_len_per_gpu=32768",
-          f"{a}.rollout.log_prob_max_token_len_per_gpu=32768", f"{a}.rollout.n=1",
+          f"{a}.actor.ppo_mini_batch_size=1", f"{a}.actor.ppo_micro_batch_size_per_gpu={paper.micro_batch_size_per_gpu}",
+          f"{a}.actor.use_dynamic_bsz={str(paper.use_dynamic_bsz).lower()}",
+          f"{a}.actor.ppo_max_token_len_per_gpu={paper.max_token_len_per_gpu}",
+          f"{a}.rollout.log_prob_micro_batch_size_per_gpu={paper.micro_batch_size_per_gpu}", f"{a}.rollout.n=1",
           f"{a}.actor.policy_loss.loss_mode=arctl_drgrpo", f"{a}.actor.loss_agg_mode=token-sum",
           f"{a}.actor.loss_scale_factor={norm_len}", f"{a}.actor.clip_ratio={F_LOSS['clip_ratio']}",
           f"{a}.actor.clip_ratio_low={F_LOSS['clip_ratio']}", f"{a}.actor.clip_ratio_high={F_LOSS['clip_ratio_high']}",
