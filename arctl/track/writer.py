@@ -14,7 +14,7 @@ import time
 import warnings
 from pathlib import Path
 
-from arctl.track.identity import WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
+from arctl.track.identity import RESUME, WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
 from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
@@ -86,7 +86,24 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
     # ("`fork_from`, `resume`, or `resume_from` are mutually exclusive"): not for this init
     env_resume = os.environ.pop("WANDB_RESUME", None) if "resume_from" in kwargs else None
     try:
-        run = wandb.init(settings=settings, **kwargs)
+        try:
+            run = wandb.init(settings=settings, **kwargs)
+        except Exception as err:  # noqa: BLE001 - what a server without rewind answers is not documented
+            if kwargs.get("mode") != "online" or "resume_from" not in kwargs:
+                raise
+            # W&B's rewind is a private preview (not on self-managed servers): without it an online run
+            # resumes where the server has it; steps it already holds keep their first values there (the
+            # run's offline files, which arctl's reports read, are rewound as always). From a review: the
+            # resumed run failed at its first line on every requeue
+            message = (f"W&B refused to rewind run {kwargs['id']} to step {kwargs['resume_from'].rsplit('=', 1)[1]} "
+                       f"({type(err).__name__}: {' '.join(str(err).split())[:200]}): rewind is a W&B preview your "
+                       "server may not have; resumed without it, its online history keeps the first values of the "
+                       "steps this attempt redoes")
+            warnings.warn(message, stacklevel=2)
+            print(f"arctl: WARNING {message}", flush=True)
+            kwargs.pop("resume_from")
+            kwargs["resume"] = RESUME
+            run = wandb.init(settings=settings, **kwargs)
     finally:
         if env_resume is not None:
             os.environ["WANDB_RESUME"] = env_resume

@@ -219,3 +219,27 @@ def test_a_long_run_id_and_its_reruns_keep_distinct_w_and_b_ids_in_every_renderi
     assert (wandb_init_kwargs({**base, "run_id": run_id}, tmp_path)["id"]
             != wandb_init_kwargs({**base, "run_id": other}, tmp_path)["id"])
     assert wandb_init_kwargs({**base, "run_id": run_id}, tmp_path)["id"] == ids[0]
+
+
+def test_an_online_resume_that_w_and_b_will_not_rewind_goes_on_without_the_rewind(tmp_path, monkeypatch):
+    """W&B's rewind (``resume_from``) is a private preview, absent from self-managed servers (a review): an
+    online run's resume failed at wandb.init on every requeue. It resumes without the rewind, with a warning;
+    an offline run (arctl's default) still fails loudly on such an error."""
+    import wandb
+
+    calls = []
+
+    def server_without_rewind(**kwargs):
+        calls.append(kwargs)
+        if "resume_from" in kwargs:
+            raise wandb.errors.CommError("rewind is not enabled for this entity")
+        return type("Run", (), {"define_metric": lambda *a, **k: None, "log": lambda *a, **k: None})()
+
+    monkeypatch.setattr(wandb, "init", server_without_rewind)
+    monkeypatch.setattr("arctl.track.writer.last_logged_step", lambda run_dir: 6)
+    history = [{"trainer/global_step": s, "train/loss": float(s)} for s in range(5)]
+    with pytest.warns(UserWarning, match="refused to rewind run r1 to step 4"):
+        open_run(_config(wandb={"mode": "online"}), tmp_path, resume_at=4, history=history)
+    assert [("resume_from" in c, c.get("resume")) for c in calls] == [(True, None), (False, "allow")]
+    with pytest.raises(wandb.errors.CommError):
+        open_run(_config(wandb={"mode": "offline"}), tmp_path, resume_at=4, history=history)
