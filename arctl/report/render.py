@@ -15,7 +15,9 @@ from arctl.report.style import save_figure
 BUILDERS = {  # builder, metric globs of a spec, whether it reads only final values (final_values)
     "score_curve": (score_curve.build, lambda spec: score_curve.METRICS, True),
     "training_curves": (training_curves.build, training_curves.metric_globs, False),
-    "cov_variance": (cov_variance.build, lambda spec: cov_variance.METRICS, True),
+    # each run's first evaluation (the model before RL, as the paper's Fig. 2): the whole history, not the final
+    # values (from a review: read with final values only, the command drew the trained model after all)
+    "cov_variance": (cov_variance.build, lambda spec: cov_variance.METRICS, False),
     "tree_mask": (tree_mask.build, None, False),
 }
 
