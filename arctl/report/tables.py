@@ -23,8 +23,9 @@ def metric_globs(spec: dict) -> list[str]:
 def accuracy_table(spec: dict, data: ReportData):
     """DataFrame: index = arm label, columns = dataset labels + Avg (over the benchmarks evaluated
     without budget forcing), values × ``spec.scale``. ``attrs["runs"]``: label -> the fewest runs a
-    cell of its row averages (the Markdown and LaTeX tables name a row with a cell that averages fewer
-    runs than another cell: an arm with a failed seed, or a run that did not log every benchmark)."""
+    cell of its row averages (finite values only: a run that logged NaN is not in its mean); the Markdown and
+    LaTeX tables name a row with a cell that averages fewer runs than another cell: an arm with a failed or
+    diverged seed, or a run that did not log every benchmark."""
     import pandas as pd
 
     name = spec["key"].split("{dataset}/", 1)[-1]  # e.g. grid_anytime_acc, acc_at_frac/50
@@ -48,10 +49,14 @@ def accuracy_table(spec: dict, data: ReportData):
     # another decoding of them, not another benchmark: it stays out of Avg
     plain = [d for d in datasets if not str(d).endswith(FORCED_SUFFIX)] or datasets
     means[AVG] = means[plain].mean(axis=1, skipna=False)
-    runs = df.groupby(["arm", "dataset"])["run_id"].nunique().unstack("dataset").reindex(columns=datasets)
+    # runs a cell averages: its finite values (pandas' mean skips a NaN, so a diverged seed left the mean while
+    # the row still counted it: from a review), against the most runs any cell averages
+    used = (df.dropna(subset=["value"]).groupby(["arm", "dataset"])["run_id"].nunique().unstack("dataset")
+            .reindex(index=arms, columns=datasets).fillna(0))
+    most = df.groupby(["arm", "dataset"])["run_id"].nunique().max()
     means.index = [arm_label(a) for a in arms]
-    means.attrs["runs"] = {arm_label(a): int(runs.loc[a].min()) for a in arms}  # a cell not logged shows "–"
-    means.attrs["most_runs"] = int(runs.max().max())
+    means.attrs["runs"] = {arm_label(a): int(used.loc[a].min()) for a in arms}  # a cell not logged shows "–"
+    means.attrs["most_runs"] = int(most)
     means.columns = [dataset_label(d) for d in datasets] + [AVG]
     means.index.name = "algorithm"
     return means
@@ -114,7 +119,7 @@ def _best(ours) -> dict[str, set[str]]:
 
 def _name(ours, alg) -> str:
     """The row's label, and "(n of N runs)" when a cell of it averages fewer runs than another cell: a
-    mean over fewer seeds (a run that failed or is not exported yet) is not the same claim."""
+    mean over fewer seeds (a run that failed, logged NaN or is not exported yet) is not the same claim."""
     runs = ours.attrs.get("runs") or {}
     most = ours.attrs.get("most_runs", max(runs.values(), default=0))
     n = runs.get(alg, most)

@@ -103,3 +103,23 @@ def test_a_row_with_a_cell_over_fewer_runs_says_so():
     assert sorted(names) == ["AR-uniform", "GRPO (1 of 2 runs)"]
     assert "GRPO (1 of 2 runs) &" in tex
     assert table.loc["GRPO", "AIME24"] == pytest.approx(30.0) and table.loc["GRPO", "AMC22"] == pytest.approx(60.0)
+
+
+def test_a_seed_that_logged_nan_is_named_in_its_row_not_counted_silently():
+    """From a review: pandas' mean skips a NaN, so a diverged seed's NaN final value left the cell's mean (biased
+    upward) while the row still counted the run: nothing in the table said a seed was missing."""
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.tables import accuracy_table, to_markdown
+    from arctl.track.runs.tidy import Runs
+
+    nan = float("nan")
+    rows = [("g0", "grpo", 0.5), ("g1", "grpo", 0.7), ("u0", "ar-uniform", 0.6), ("u1", "ar-uniform", nan)]
+    history = pd.DataFrame([{"run_id": r, "arm": a, "metric": "eval/aime24/final_acc", "value": v, "step": 9}
+                            for r, a, v in rows])
+    table = accuracy_table({"key": "eval/{dataset}/final_acc", "scale": 100},
+                           ReportData(Runs(history, pd.DataFrame()), None, source="test"))
+    names = sorted(line.split(" | ")[0].removeprefix("| ") for line in to_markdown(table).splitlines()[2:])
+    assert names == ["AR-uniform (1 of 2 runs)", "GRPO"]
+    assert table.loc["AR-uniform", "AIME24"] == pytest.approx(60.0)
