@@ -129,8 +129,9 @@ def read_report_runs(
         runs.history = h[h["run_id"].isin(keep_runs)].reset_index(drop=True)
         h = runs.history
     if len(h):  # the runs the report reads: several of one arm at one seed would be averaged as seeds
-        one_run_per_arm_seed(runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))],
-                             grid_keys(context))
+        kept = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
+        one_run_per_arm_seed(kept, grid_keys(context))
+        _one_scale(kept, where_from)
     present = set(h["experiment"].astype(str).unique()) if len(h) else set()
     if experiments:  # named with --experiment: a name that is neither an experiment nor in the runs is a typo
         from arctl.compose.errors import did_you_mean
@@ -153,6 +154,26 @@ def read_report_runs(
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
     missing = [e for e in (exps or []) if e not in present]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from)
+
+
+def _one_scale(kept, where_from: str) -> None:
+    """ReportError where the runs a report reads ran at several scales: another task or budgets under the
+    same metric names (tiny's search task and tiny-running-sum both log eval/toy/*), averaged as seeds
+    (from a review: a table averaged both tasks without a word)."""
+    from arctl.report.cells import run_scale
+
+    counts: dict[str, int] = {}
+    key = "scale"  # an older layout's key; scale.name where the configs have it
+    for rec in kept.to_dict("records"):
+        if (scale := run_scale(rec)) is not None:
+            counts[scale] = counts.get(scale, 0) + 1
+            if run_scale({"config.scale.name": rec.get("config.scale.name")}) is not None:
+                key = "scale.name"
+    if len(counts) > 1:
+        found = ", ".join(f"{scale} ({n} runs)" for scale, n in sorted(counts.items()))
+        first = max(counts, key=counts.get)
+        raise ReportError(f"the runs in {where_from} ran at several scales: {found}; one figure or table would "
+                          f"average them as seeds — choose one with --where {key}={first}")
 
 
 def final_values(history):

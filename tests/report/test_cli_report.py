@@ -133,3 +133,26 @@ def test_a_tilde_in_out_or_arctl_home_is_the_home_folder(tmp_path):
     res = runner.invoke(app, ["report", "--figure", "tree_mask"], env=env)
     assert res.exit_code == 0 and (tmp_path / "ws" / "report" / "tree_mask.png").is_file(), res.output
     assert not Path("~").exists()
+
+
+def test_runs_of_two_scales_in_one_table_are_refused_naming_the_filter(tmp_path):
+    """From a review: tiny's search task and tiny-running-sum both log eval/toy/* and nothing compared the runs'
+    scales, so a table averaged the two tasks' runs as seeds without a word. One line naming --where."""
+    import yaml
+    from wandb_workspace import LAST_STEP, _write_run
+
+    root = tmp_path / "ws"
+    steps = list(range(LAST_STEP + 1))
+    for seed, scale in ((0, "tiny"), (1, "tiny-running-sum")):
+        run_dir = _write_run(root, "main-grpo", "grpo", seed, steps)
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+        (run_dir / "config.yaml").write_text(yaml.safe_dump({**config, "scale": {"name": scale}}))
+    import wandb
+
+    wandb.teardown()
+    args = ["report", "--table", "final", "--experiment", "main-grpo", "--workdir", str(root), "--out", str(tmp_path / "o")]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "ran at several scales" in res.output and "--where scale.name=" in res.output, res.output
+    assert not (tmp_path / "o").exists()
+    res = runner.invoke(app, [*args, "--where", "scale.name=tiny"])
+    assert res.exit_code == 0, res.output
