@@ -76,6 +76,7 @@ def build(spec: dict, data: ReportData):
     nrows = -(-len(datasets) // ncols)
     fig, axes = new_figure(nrows, ncols)
     max_budget = int(table["budget"].max())
+    partial: dict[str, set[int]] = {}  # arm -> budgets left out of its curve (not every one of its runs logged them)
     for i, ds in enumerate(datasets):
         ax = axes[i // ncols][i % ncols]
         sub = table[table["dataset"] == ds]
@@ -83,6 +84,12 @@ def build(spec: dict, data: ReportData):
             a = sub[sub["arm"] == arm].sort_values("budget")
             if not len(a):
                 continue
+            # the mean over the same runs at every budget (as training_curves): a budget only some runs logged
+            # (a NaN, an evaluation without the grid) made the curve jagged by who was in it (from a review)
+            full = a["n"].to_numpy() == a["n"].max()
+            if not full.all():
+                partial.setdefault(arm, set()).update(int(b) for b in a["budget"].to_numpy()[~full])
+            a = a[full]
             x, y, ci = a["budget"].to_numpy(), a["mean"].to_numpy() * 100, a["ci"].to_numpy() * 100
             ax.plot(x, y, marker="o", ms=3, lw=1.5, color=colors[arm], label=arm_label(arm))
             if seeds is not None:  # each seed thin beside the mean ("_": not in the legend)
@@ -102,6 +109,11 @@ def build(spec: dict, data: ReportData):
         ax.grid(alpha=0.3)
     for j in range(len(datasets), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
+    for arm, budgets in partial.items():
+        shown = ", ".join(str(b) for b in sorted(budgets)[:6]) + (", ..." if len(budgets) > 6 else "")
+        data.runs.warnings = [*data.runs.warnings, (
+            f"{arm_label(arm)}: {len(budgets)} budget(s) ({shown}) that not every run of the arm logged are left out "
+            "of its curve (a NaN a run logged, or an evaluation without them; the CSV has them with their n)")]
     handles, labels = axes[0][0].get_legend_handles_labels()
     add_legend(fig, handles, labels)
     add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))

@@ -272,3 +272,28 @@ def test_cov_variance_shows_the_model_before_rl_as_the_paper_does():
     table = series_table(ReportData(runs=Runs(history=h, runs=pd.DataFrame()), experiments=None, source="here"))
     got = {r["budget"]: round(r["value"], 9) for r in table.to_dict("records")}
     assert got == {8: 0.3}  # step 0 of both runs; a budget only the later (final grid) evaluation has: not drawn
+
+
+def test_the_score_curve_is_the_mean_over_the_same_runs_at_every_budget():
+    """From a review: each budget's mean was over the runs that logged it, so a run whose final evaluation lacked
+    some budgets (or logged NaN there) made the curve jump by who was in it. Those budgets are left out of the
+    curve, with a warning; the CSV keeps them with their n."""
+    import math
+
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.score_curve import build
+    from arctl.track.runs.tidy import Runs
+
+    rows = [(r, b, v) for r, vals in (("r0", {8: 0.2, 16: 0.4, 24: 0.5}), ("r1", {8: 0.4, 16: math.nan, 24: 0.7}))
+            for b, v in vals.items()]
+    h = pd.DataFrame([{"run_id": r, "arm": "ar-uniform", "seed": int(r[1]), "step": 9, "metric": f"eval/toy/acc@{b}",
+                       "value": v} for r, b, v in rows])
+    h["metric"] = h["metric"].astype("category")
+    data = ReportData(runs=Runs(history=h, runs=pd.DataFrame()), experiments=None, source="here")
+    fig, table = build({}, data)
+    (line,) = [ln for ln in fig.axes[0].lines if ln.get_label() == "AR-uniform"]
+    assert list(line.get_xdata()) == [8, 24] and list(line.get_ydata()) == pytest.approx([30.0, 60.0])
+    assert table.set_index("budget")["n"].to_dict() == {8: 2, 16: 1, 24: 2}
+    assert any("1 budget(s) (16)" in w for w in data.runs.warnings)
