@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import struct
 import sys
@@ -31,6 +30,7 @@ from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
+from arctl.track.identity import wandb_generation
 
 REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED}
 UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
@@ -71,7 +71,7 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
     progress = run_progress(run_dir, status, active=state in states.ACTIVE)
     # a --force rerun's generation is in its W&B id (<run_id>-g<N>): the next rerun must not reuse an id
     wandb = config.get("wandb") if isinstance(config.get("wandb"), dict) else {}
-    again = re.fullmatch(re.escape(run_id) + r"-g(\d{1,6})", str(wandb.get("id") or ""))
+    again = wandb_generation(run_id, wandb.get("id"))
     return RunRecord(
         run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
         state=state, scale=scale, backend=config.get("backend"), executor=executor, job_id=job_id,
@@ -81,7 +81,7 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         ended_at=status.get("ended_at") or (status.get("updated_at") if state in states.TERMINAL else None),
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         metric_nonfinite=progress.get("metric_nonfinite"),
-        wandb_id=status.get("wandb_id"), error=error, claim=None, generation=int(again.group(1)) if again else 0,
+        wandb_id=status.get("wandb_id"), error=error, claim=None, generation=again or 0,
         submitted_at=queued[2] if queued and state in states.ACTIVE else None,
     )
 

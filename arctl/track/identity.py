@@ -42,6 +42,24 @@ ID_MAX_CHARS = 64  # wandb.init's run id
 _ID_HASH = 10
 
 
+GENERATIONS_SEARCHED = 10_000  # --force reruns of one run whose hashed W&B id wandb_generation recognises
+
+
+def wandb_generation(run_id: str, wid: str | None) -> int | None:
+    """The ``--force`` generation whose W&B id (:func:`wandb_id` of ``<run_id>-g<N>``, the run id itself for
+    0) is ``wid``, or None. A long run id's W&B id ends in a hash, not in ``-g<N>`` (from a review: a
+    repair read every such run as generation 0, and its next rerun reused an id)."""
+    if not wid:
+        return None
+    wid = str(wid)
+    if wid in (run_id, wandb_id(run_id)):
+        return 0
+    plain = re.fullmatch(re.escape(str(run_id)) + r"-g(\d{1,6})", wid)  # ids of W&B's length, as written
+    if plain:
+        return int(plain.group(1))
+    return next((n for n in range(1, GENERATIONS_SEARCHED) if wandb_id(f"{run_id}-g{n}") == wid), None)
+
+
 def wandb_id(text: str) -> str:
     """The W&B run id of an arctl run id (or of ``wandb.id``): W&B's characters, at most 64. A longer
     id keeps its start and ends in a hash of the whole, never cut at 64: a long experiment name's

@@ -243,3 +243,24 @@ def test_an_online_resume_that_w_and_b_will_not_rewind_goes_on_without_the_rewin
     assert [("resume_from" in c, c.get("resume")) for c in calls] == [(True, None), (False, "allow")]
     with pytest.raises(wandb.errors.CommError):
         open_run(_config(wandb={"mode": "offline"}), tmp_path, resume_at=4, history=history)
+
+
+def test_the_generation_of_a_long_run_ids_w_and_b_id_is_recognised(tmp_path):
+    """From a review of the shortened ids: `arctl repair` read the --force generation from `<run_id>-g<N>`, which a
+    long run id's W&B id no longer ends in: rebuilt as generation 0, its next rerun reused g1's W&B id."""
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.run_id import make_run_id
+    from arctl.launch.workspace import Workspace
+    from arctl.track.identity import wandb_generation, wandb_id
+
+    long_id = make_run_id({"experiment": "budget-prior-ablation-uniform-vs-linear", "arm": "grpo-decoupled",
+                           "seed": 2**31 - 1})
+    for rid in (long_id, "r1"):
+        assert [wandb_generation(rid, wandb_id(f"{rid}-g{n}" if n else rid)) for n in (0, 1, 2, 37)] == [0, 1, 2, 37]
+    assert wandb_generation("r1", "r2-g1") is None
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(long_id).mkdir(parents=True)
+    (ws.run_dir(long_id) / "config.yaml").write_text(
+        f"experiment: e\narm: a\nseed: 0\nrun_id: {long_id}\nwandb: {{id: {wandb_id(long_id + '-g2')}}}\n")
+    (done,) = rebuild_registry(ws).runs
+    assert done.generation == 2

@@ -3,9 +3,9 @@ workspace runs (:mod:`arctl.track.runs.cache`) under ``$ARCTL_HOME/.arctl-cache/
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from arctl.track.identity import wandb_generation
 from arctl.track.run_data import RunData
 from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
 from arctl.track.runs.discover import run_identity
@@ -103,9 +103,8 @@ def _age(item: tuple) -> tuple:
     """Sort key, oldest first, of a ``(run, cells)``: W&B's ``createdAt``, then the rerun's generation
     (``<run id>-g<n>``: g10 after g9), then the W&B id."""
     run = item[0]
-    generation = re.search(r"-g(\d+)$", str(run.id))
-    return (str((getattr(run, "_attrs", None) or {}).get("createdAt") or ""),
-            int(generation.group(1)) if generation else 0, str(run.id))
+    generation = wandb_generation(_run_id_of(run), str(run.id))  # a long run id's W&B id ends in a hash
+    return (str((getattr(run, "_attrs", None) or {}).get("createdAt") or ""), generation or 0, str(run.id))
 
 
 def _newest_per_run_id(wanted: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
