@@ -3,6 +3,7 @@ workspace runs (:mod:`arctl.track.runs.cache`) under ``$ARCTL_HOME/.arctl-cache/
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from arctl.track.identity import wandb_generation
@@ -104,7 +105,10 @@ def _age(item: tuple) -> tuple:
     (``<run id>-g<n>``: g10 after g9), then the W&B id."""
     run = item[0]
     generation = wandb_generation(_run_id_of(run), str(run.id))  # a long run id's W&B id ends in a hash
-    return (str((getattr(run, "_attrs", None) or {}).get("createdAt") or ""), generation or 0, str(run.id))
+    if generation is None:  # a W&B id not made from the run id: its own -g<n>, if any
+        found = re.search(r"-g(\d+)$", str(run.id))
+        generation = int(found.group(1)) if found else 0
+    return (str((getattr(run, "_attrs", None) or {}).get("createdAt") or ""), generation, str(run.id))
 
 
 def _newest_per_run_id(wanted: list[tuple]) -> tuple[list[tuple], dict[str, str]]:
