@@ -169,3 +169,25 @@ def test_a_kill_between_a_resaved_checkpoint_and_its_checksum_leaves_it_usable(t
     found = newest_intact(run_dir)
     assert found.path.name == "step_000002.pt" and not found.skipped
     assert torch.equal(found.state["model"]["weight"], torch.full((64, 64), 7.0))
+
+
+def test_a_kill_while_a_damaged_steps_checkpoint_is_saved_again_does_not_make_it_trusted(two_checkpoints,
+                                                                                         monkeypatch):
+    """From a review of the re-save: the old checksum of a damaged step was removed before the new save, so a kill
+    during torch.save left the damaged file without a checksum, which is 'used if it loads': trusted."""
+    import arctl.backends.tiny.checkpoint as checkpoint
+
+    run_dir, w1, _ = two_checkpoints
+    _flip(run_dir / "checkpoints" / "step_000002.pt")
+    assert newest_intact(run_dir).path.name == "step_000001.pt"  # resumed from 1, past the damaged 2
+    model = torch.nn.Linear(64, 64)
+
+    def killed(state, path):
+        raise KeyboardInterrupt  # the kill, during the save of step 2
+
+    monkeypatch.setattr(checkpoint.torch, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(run_dir, 2, model, torch.optim.AdamW(model.parameters()), torch.Generator(), None, keep=2)
+    monkeypatch.undo()
+    found = newest_intact(run_dir)
+    assert found.path.name == "step_000001.pt" and torch.equal(found.state["model"]["weight"], w1)

@@ -65,20 +65,19 @@ def save_checkpoint(
     path = d / f"step_{step:06d}.pt"
     for leftover in d.glob(".step_*.tmp"):  # a save a kill cut short (a checkpoint's size each)
         leftover.unlink(missing_ok=True)
-    # a step saved again (past a damaged one): its old checksum goes first, or a kill between the new .pt
-    # and its checksum leaves a complete checkpoint that looks damaged (torch.save's bytes differ per save)
-    path.with_name(path.name + SUM_SUFFIX).unlink(missing_ok=True)
+    # files of this step or newer are damaged ones the run resumed past (newest_intact took none of them): set
+    # aside before the save, never counted among the kept (from a review: with keep=1 the save just written was
+    # pruned beside one), and never left to a kill: a damaged .pt whose checksum had gone, or a new .pt beside
+    # the old checksum, was taken for intact or for damaged (torch.save's bytes differ from save to save)
+    for newer_step, p in _checkpoints(run_dir):
+        if newer_step >= step:
+            for f in (p, p.with_name(p.name + SUM_SUFFIX)):
+                if f.exists():
+                    f.replace(f.with_name(f.name + DAMAGED_SUFFIX))
     with replacing(path, durable=True) as tmp:
         torch.save(state, tmp)
         info = {"sha256": file_sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
     atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info), durable=True)
-    # newer files are damaged ones the run resumed past (newest_intact took none of them): set aside, never
-    # counted among the kept (from a review: with keep=1 the save just written was pruned beside one)
-    for newer_step, p in _checkpoints(run_dir):
-        if newer_step > step:
-            for f in (p, p.with_name(p.name + SUM_SUFFIX)):
-                if f.exists():
-                    f.replace(f.with_name(f.name + DAMAGED_SUFFIX))
     old = _checkpoints(run_dir)
     for _, p in old[: max(0, len(old) - max(1, keep))]:
         p.unlink(missing_ok=True)
