@@ -119,6 +119,10 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                  "or now with --force)"))
             continue
         alive = local_job_alive(rec, status) if rec.executor == "local" else False
+        # a run waiting in another host's local queue is cancelled in the registry, which that queue reads; only a
+        # job's live process there cannot be signalled from here (from a review)
+        if alive is None and (rec.job_id or "").startswith("queue:"):
+            alive = False
         if alive is None and not force:
             outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) runs on {status.get('host')}, "
                                  "not this host: cancel it there (--force records it CANCELLED)"))
@@ -126,8 +130,10 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         if alive and rec.job_id and rec.job_id.isdigit():
             try:
                 os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
-            except ProcessLookupError:  # it ended meanwhile: nothing to stop, the run is what it reported
-                started = False
+            except ProcessLookupError:  # it ended meanwhile: the run is what it reports, the next refresh says
+                outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) ended meanwhile "
+                                     "(`arctl status` shows how)"))
+                continue
             except PermissionError:  # another user's process: this run only, the others go on
                 outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) is another user's"))
                 continue

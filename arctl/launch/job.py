@@ -201,9 +201,11 @@ class RunJob(Checkpointable):
         usr = JobEnvironment._usr_sig()
         submitit_handler = signal.getsignal(usr)  # submitit's checkpoint_and_try_requeue, if any
         result, received = run_job(Path(run_dir))
-        # a TERM beside the requeue signal is a cancel (or a node going away) that came during the time limit's
-        # checkpoint: no requeue, or the local controller started the run again and the cancel was lost
-        if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and signal.SIGTERM not in received:
+        # a local job's TERM beside the requeue signal is `arctl cancel` during the time limit's checkpoint: no
+        # requeue, or the local controller started the run again and the cancel was lost. On SLURM a TERM then is
+        # the time limit's own (a checkpoint that overran the warning), and SLURM requeues no cancelled job
+        cancelled = signal.SIGTERM in received and current_executor() != "slurm"
+        if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and not cancelled:
             if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
                 write_status(Path(run_dir), state="requeued")
                 _log("requeueing through submitit")

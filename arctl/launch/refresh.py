@@ -154,6 +154,8 @@ def _command_line(pid: int) -> str | None:
         out = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
+    if out.returncode == 1 and not out.stdout.strip():  # ps lists no such process: it ended meanwhile
+        raise ProcessLookupError(pid)
     return out.stdout if out.returncode == 0 else None
 
 
@@ -413,7 +415,11 @@ def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
     stopped = states.CANCELLED if rec.cancel_requested else states.PREEMPTED
     job_id = rec.job_id or ""
     alive = local_job_alive(rec, status)
-    if alive is None:  # another host's job: as the registry has it (that host's refresh judges it)
+    if alive is None:  # another host's job: what it reported at its end, else as the registry has it
+        if reported == "failed":
+            return states.FAILED, status.get("error")
+        if reported == "preempted":
+            return stopped, None
         return rec.state, None
     if job_id.startswith("queue:"):  # waiting in the local queue process
         if alive:

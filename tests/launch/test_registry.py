@@ -866,3 +866,28 @@ def test_a_pid_of_another_users_process_is_judged_by_its_command_line(monkeypatc
         monkeypatch.undo()  # os.kill is os's own: put back before the process is killed
         other.kill()
         other.wait()
+
+
+def test_another_hosts_queued_run_is_cancelled_and_its_reported_end_is_read(tmp_path):
+    """From a review of the host check: a run waiting in another host's local queue could no longer be cancelled
+    (the registry, which that queue reads, is enough); and a run another host's job reported failed stayed
+    RUNNING here for ever once that host's queue was gone."""
+    from arctl.launch.control import NOT_CANCELLED, cancel_runs
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+    from arctl.launch.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    with Registry(ws.registry_path) as reg:
+        reg.claim([_rec("q0"), _rec("f0")], new_claim_token())
+        reg.update_many([("q0", {"state": states.PENDING, "executor": "local", "job_id": "queue:4242",
+                                 "submitted_at": time.time(), "claim": None}),
+                         ("f0", {"state": states.RUNNING, "executor": "local", "job_id": "4243",
+                                 "submitted_at": time.time(), "claim": None})])
+        for rid, state in (("q0", "submitted"), ("f0", "failed")):
+            ws.run_dir(rid).mkdir(parents=True)
+            write_status(ws.run_dir(rid), state=state, host="gpu-node-7", error="boom" if state == "failed" else None)
+        shown = {r.run_id: r for r in refresh(reg, ws)}
+        assert shown["f0"].state == states.FAILED and shown["q0"].state == states.PENDING
+        ((_, said),) = cancel_runs(reg, ws, [shown["q0"]])
+        assert not said.startswith(NOT_CANCELLED) and reg.get("q0").state == states.CANCELLED
