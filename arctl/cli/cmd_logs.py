@@ -62,7 +62,9 @@ def register(app: typer.Typer) -> None:
                 for path in files:
                     data = path.read_bytes()
                     console.rule(esc(f"{path.name}  ({path.resolve()})"))
-                    shown = _last(data.decode(errors="replace"), tail)
+                    # one decoder per file from the first read on: a character cut at its end is whole later
+                    decoder = decoders.setdefault(path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+                    shown = _last(decoder.decode(data), tail)
                     sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
                     offsets[path] = len(data)
                 sys.stdout.flush()

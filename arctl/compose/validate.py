@@ -7,6 +7,7 @@ eval budgets within the thinking budgets, the preemption warning within the time
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +142,9 @@ def check_ranges(cfg: dict) -> None:
         raise SpecError(problem, key, f"override it, e.g. {key}=...")
 
 
+WRITTEN_KEY = re.compile(rf"{API_KEY_ENV}\s*[=:]\s*['\"]?(?![$'\"\s]|$)")  # the key's value written in the line
+
+
 def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     """Raise SpecError on the first problem in a resolved run config: the ranges (unless the caller
     checked them: ``ranges_checked``, once per command), then the rules across keys and the values
@@ -214,11 +218,13 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
     check_init_from(cfg)
-    for key in ("cluster.setup", "cluster.sbatch_extra"):  # lines of the job script SLURM keeps: no secret there
-        for line in _get(cfg, key) or []:
-            if API_KEY_ENV in str(line):
-                raise SpecError(f"{key} names {API_KEY_ENV}: its lines are written into the job script (and SLURM's "
-                                "state), where a secret must not be", key,
+    # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
+    # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)
+    for key in ("cluster.setup", "cluster.sbatch_extra", "verl.overrides"):
+        for line in (_get(cfg, key) if key != "verl.overrides" else (cfg.get("verl") or {}).get("overrides")) or []:
+            if WRITTEN_KEY.search(str(line)):
+                raise SpecError(f"{key} writes out {API_KEY_ENV}: its lines are frozen into the run's config.yaml and "
+                                "job script (and SLURM's state), where a secret must not be", key,
                                 f"set {API_KEY_ENV} in the shell you launch from (an online run's job gets it from "
                                 "there), or use `wandb login` on the cluster")
     naming = naming_problem(cfg.get("wandb") or {})

@@ -92,13 +92,13 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
             if kwargs.get("mode") != "online" or "resume_from" not in kwargs:
                 raise
             # W&B's rewind is a private preview (not on self-managed servers): without it an online run
-            # resumes where the server has it; steps it already holds keep their first values there (the
-            # run's offline files, which arctl's reports read, are rewound as always). From a review: the
-            # resumed run failed at its first line on every requeue
+            # resumes where the server has it, and W&B drops the re-logged steps at or below that, in the
+            # run's local files too: those steps keep the killed attempt's values (metrics.jsonl has the
+            # redone ones). From a review: the resumed run failed at its first line on every requeue
             message = (f"W&B refused to rewind run {kwargs['id']} to step {kwargs['resume_from'].rsplit('=', 1)[1]} "
                        f"({type(err).__name__}: {' '.join(str(err).split())[:200]}): rewind is a W&B preview your "
-                       "server may not have; resumed without it, its online history keeps the first values of the "
-                       "steps this attempt redoes")
+                       "server may not have; resumed without it, W&B keeps the killed attempt's values of the steps "
+                       "this attempt redoes (online and in the run's files; metrics.jsonl has the redone ones)")
             warnings.warn(message, stacklevel=2)
             print(f"arctl: WARNING {message}", flush=True)
             kwargs.pop("resume_from")

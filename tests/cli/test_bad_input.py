@@ -156,6 +156,22 @@ def test_an_api_key_in_the_job_scripts_lines_is_refused(sandbox, override, comma
     assert "WANDB_API_KEY" in result.err and "planted-key" not in result.err
 
 
+@pytest.mark.parametrize("line", ["export WANDB_API_KEY=$(cat ~/.wandb_key)", 'export WANDB_API_KEY="$MY_KEY"',
+                                  "unset WANDB_API_KEY"])
+def test_a_setup_line_that_reads_or_unsets_the_api_key_is_no_secret(sandbox, line):
+    """A review of the rule above: it refused any line naming the variable, a key read from a file included."""
+    done = sandbox.run("show", "main-grpo", f"cluster.setup=['{line}']", "--json")
+    assert done.code == 0, done.err
+
+
+def test_an_api_key_in_verls_raw_overrides_is_refused(sandbox):
+    """verl.overrides are frozen into config.yaml too (a review of the rule above: only the job script's lines
+    were looked at)."""
+    done = sandbox.run("show", "ctx-16k", "--scale", "paper",
+                       "verl.overrides=['+actor_rollout_ref.env_vars.WANDB_API_KEY=planted-key-0123456789']", "--json")
+    assert done.code == 2 and "writes out WANDB_API_KEY" in done.err and "planted-key" not in done.err, done.err
+
+
 # item 10: an empty target is an error, never "everything"
 @pytest.mark.parametrize("command", ["cancel", "resume", "status", "logs", "show"])
 @pytest.mark.parametrize("target", ["", "  "], ids=["empty", "blank"])

@@ -85,6 +85,13 @@ def test_a_resumed_kl_run_keeps_the_reference_it_started_from_or_says_it_is_gone
     monkeypatch.setattr(trainer, "log_metrics", stop_after_step_1)
     assert train(child_config, child, stop) == "preempted"
     monkeypatch.setattr(trainer, "log_metrics", real)
+    # the workspace moved (another host's mount): init.json's path is the old one; the parent is found where it is
+    moved = tmp_path / "moved"
+    (tmp_path / "runs").rename(moved)
+    parent, child = moved / "parent", moved / "child"
+    child_config = {**child_config, "init_dir": str(parent)}
+    assert train({**child_config, "trainer": {**child_config["trainer"], "total_steps": 2}}, child,
+                 threading.Event()) == "completed"
     # the parent's final checkpoint replaced by other weights (a --force rerun of it)
     final = newest_intact(parent)
     model = torch.nn.Module()

@@ -339,7 +339,9 @@ def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
     resumed = run_dir is not None and any(checkpoint_dir(Path(run_dir)).glob("step_*.pt"))  # else it starts over
     if init_dir and resumed and record.is_file():
         init = json.loads(record.read_text())
-        path = Path(init["checkpoint"])
+        # the parent's folder as this run finds it now (init_dir: a moved workspace, another host's mount), its
+        # checkpoint by name: the path init.json wrote may be another machine's (from a review)
+        path = Path(init_dir) / "checkpoints" / Path(init["checkpoint"]).name
         if not path.is_file() or file_sha256(path) != init["sha256"]:
             raise ValueError(f"tiny backend: the checkpoint this run started from ({path}, sha256 "
                              f"{init['sha256'][:12]}) is gone or changed (run {init['run_id']} rerun?): its KL "
