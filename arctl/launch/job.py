@@ -116,22 +116,39 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     stop_event = threading.Event()
     received: list[int] = []
 
-    def on_signal(signum, _frame):
+    def on_signal(signum, _frame):  # no file written here: see write_stopping
         received.append(signum)
         stop_event.at = getattr(stop_event, "at", None) or time.time()  # when the first stop signal came
         stop_event.abandon = getattr(stop_event, "abandon", False) or signum == signal.SIGTERM
         _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
         stop_event.set()
-        with contextlib.suppress(OSError):  # the run stays active (not resumable) until "preempted"
-            write_status(run_dir, state="stopping", signal=signal.Signals(signum).name)
+
+    ended = threading.Event()
+
+    def write_stopping() -> None:
+        """status.json's "stopping" (the run stays active, not resumable, until "preempted"), written from this
+        thread and not from the signal handler: a handler's write landed inside a write of the main thread's (the
+        progress tap's) that then put its stale "running" back (from a review; status_file's lock orders the
+        threads' writes, which a handler interrupting its own thread could not)."""
+        while not ended.is_set():
+            if stop_event.wait(0.1):
+                with contextlib.suppress(OSError):
+                    write_status(run_dir, state="stopping", signal=signal.Signals(received[0]).name)
+                return
+
+    stopping = threading.Thread(target=write_stopping, name="arctl-stopping", daemon=True)
+
+    def end_stopping() -> None:  # before the attempt's last write: "stopping" never comes after it
+        ended.set()
+        if stopping.is_alive():
+            stopping.join()
 
     # first thing: submitit's own handler ignores TERM until here (a cancel that came this early was lost;
     # from a review)
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
         config, attempt, marks = _start_attempt(run_dir)
-        if stop_event.is_set():  # a stop that came before "running" was written keeps the run stopping
-            write_status(run_dir, state="stopping", signal=signal.Signals(received[0]).name)
+        stopping.start()  # after "running": a stop that came before it still ends up "stopping"
     except BaseException:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -153,6 +170,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         train = resolve_backend(config)
         result = train(config, run_dir, stop_event)
     except BaseException as err:
+        end_stopping()
         tap.flush()
         line = " ".join(f"{type(err).__name__}: {err}".split())[:500]
         write_status(run_dir, state="failed", error=line, ended_at=time.time())
@@ -164,6 +182,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         tap.uninstall()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    end_stopping()
     tap.flush()
     if result == "completed":
         write_status(run_dir, state="completed", ended_at=time.time())

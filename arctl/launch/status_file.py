@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from pathlib import Path
 
@@ -63,13 +64,18 @@ def read_status(run_dir: Path) -> dict:
     return {k: v for k, v in data.items() if k in _FIELDS and (v is None or _FIELDS[k](v))}
 
 
+_WRITING = threading.Lock()  # one read-merge-write at a time in a process (the job's main, pace and stop threads)
+
+
 def write_status(run_dir: Path, **fields) -> dict:
-    """Merge ``fields`` into status.json (atomic replace) and return the new content."""
+    """Merge ``fields`` into status.json (atomic replace) and return the new content. Never from a signal
+    handler: it may interrupt its own thread inside this lock (the job entry writes from a thread)."""
     run_dir = Path(run_dir)
-    data = read_status(run_dir)
-    data.update(fields)
-    data["updated_at"] = time.time()
-    atomic_write(run_dir / STATUS_FILE, json.dumps(data))
+    with _WRITING:
+        data = read_status(run_dir)
+        data.update(fields)
+        data["updated_at"] = time.time()
+        atomic_write(run_dir / STATUS_FILE, json.dumps(data))
     return data
 
 

@@ -372,3 +372,40 @@ def test_a_cancel_during_a_time_limit_checkpoint_is_not_requeued(tmp_path, monke
         thread.join()
         signal.signal(usr, before)
     assert requeued == [] and read_status(run_dir)["state"] == "preempted"
+
+
+def test_the_stopping_state_is_written_outside_the_signal_handler_in_order(tmp_path, monkeypatch, waiter):
+    """From a review: the signal handler wrote "stopping" itself; landing inside a write of the progress tap's (the
+    same thread), that write then put its stale "running" back, and a cancelled SLURM run was taken for stopped
+    before its checkpoint was saved. The handler only sets the stop; a thread writes "stopping", every write of
+    the process is one at a time, and "stopping" comes before the attempt's last write."""
+    import threading
+
+    from arctl.launch import job
+
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.05")
+    monkeypatch.setenv("ARCTL_TEST_STOP_S", "0.5")
+    run_dir = _run_dir(tmp_path, steps=200)
+    writes = []
+    real = job.write_status
+
+    def recorded(path, **fields):
+        if "state" in fields:
+            writes.append((fields["state"], threading.current_thread().name))
+        return real(path, **fields)
+
+    monkeypatch.setattr(job, "write_status", recorded)
+
+    def stop():
+        waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 2, 60, "2 steps")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    try:
+        result, received = job.run_job(run_dir)
+    finally:
+        thread.join()
+    assert (result, received) == ("preempted", [signal.SIGTERM])
+    assert [state for state, _ in writes] == ["running", "stopping", "preempted"]
+    assert writes[1][1] == "arctl-stopping" and read_status(run_dir)["state"] == "preempted"
