@@ -56,13 +56,10 @@ _JOB_ENV = (("SUBMITIT_LOCAL_JOB_ID", "local"), ("SUBMITIT_DEBUG_JOB_ID", "debug
 
 def current_job_id() -> str:
     env = os.environ
-    local = next((env[key] for key, name in _JOB_ENV if name != "slurm" and env.get(key)), None)
-    if local is None and env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+    key, kind = next(((k, name) for k, name in _JOB_ENV if env.get(k)), (None, None))
+    if kind in (None, "slurm") and env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-    for key, _ in _JOB_ENV:
-        if env.get(key):
-            return env[key]
-    return f"pid{os.getpid()}"
+    return env[key] if key else f"pid{os.getpid()}"
 
 
 def restore_gpus() -> str | None:

@@ -177,12 +177,21 @@ def debug_process_alive(status: dict) -> bool:
     pid = status.get("pid")
     if not isinstance(pid, int):
         return False
-    if status.get("host") not in (None, socket.gethostname()):
+    if _another_host(status):
         return True
-    if not pid_alive(pid):
-        return False
-    began, started = _process_start(pid), status.get("started_at")
-    return began is None or not isinstance(started, (int, float)) or began <= started + 1.0
+    return pid_alive(pid) and _not_reused(pid, status.get("started_at"), 1.0)
+
+
+def _another_host(status: dict) -> bool:
+    """Did the process that wrote status.json run on another host (a workspace on a shared disk)?"""
+    return status.get("host") not in (None, socket.gethostname())
+
+
+def _not_reused(pid: int, since: float | None, slack_s: float) -> bool:
+    """Did process ``pid`` start by ``since`` (+ ``slack_s``), when the process meant started? One that started
+    later holds a reused pid. True where /proc or ``since`` cannot say."""
+    began = _process_start(pid)
+    return began is None or not isinstance(since, (int, float)) or began <= since + slack_s
 
 
 REUSED_AFTER_S = 60.0  # a local job's process that started this long after its submission holds a reused pid
@@ -193,7 +202,7 @@ def local_job_alive(rec: RunRecord, status: dict) -> bool | None:
     alive? None where it runs on another host (status.json's ``host``: a workspace on a shared disk),
     which cannot be asked here. A pid whose process started after the job's submission is reused: False
     (from a review: taken for the job, it kept a dead run RUNNING, and `arctl cancel` signalled it)."""
-    if status.get("host") not in (None, socket.gethostname()):
+    if _another_host(status):
         return None
     job = rec.job_id or ""
     if job.startswith("queue:") and job[6:].isdigit():
@@ -202,13 +211,10 @@ def local_job_alive(rec: RunRecord, status: dict) -> bool | None:
         pid, needle = int(job), "submitit"
     else:
         return False
-    if not pid_alive(pid, needle):
-        return False
     # the job's process started at its submission, or, for one that waited in the local queue, when the queue
     # started it (started_at: from a review, a run that waited was taken for dead while it trained)
     since = max((t for t in (rec.submitted_at, rec.started_at) if isinstance(t, (int, float))), default=None)
-    began = _process_start(pid)
-    return began is None or since is None or began <= since + REUSED_AFTER_S
+    return pid_alive(pid, needle) and _not_reused(pid, since, REUSED_AFTER_S)
 
 
 def _from_status(status: dict) -> dict:
@@ -414,23 +420,19 @@ def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
         return states.COMPLETED, None
     stopped = states.CANCELLED if rec.cancel_requested else states.PREEMPTED
     job_id = rec.job_id or ""
-    alive = local_job_alive(rec, status)
-    if alive is None:  # another host's job: what it reported at its end, else as the registry has it
-        if reported == "failed":
-            return states.FAILED, status.get("error")
-        if reported == "preempted":
-            return stopped, None
-        return rec.state, None
-    if job_id.startswith("queue:"):  # waiting in the local queue process
+    alive = local_job_alive(rec, status)  # None: another host's job, which cannot be asked here
+    if alive is not None and job_id.startswith("queue:"):  # waiting in the local queue process
         if alive:
             return rec.state, None
         return states.FAILED, "the local queue stopped before starting this run"
-    if job_id.isdigit() and alive:  # alive: also while it saves a stop checkpoint
+    if alive and job_id.isdigit():  # alive: also while it saves a stop checkpoint
         return (states.PENDING if reported == "requeued" else states.RUNNING), None
     if reported == "preempted":
         return stopped, None
     if reported == "failed":
         return states.FAILED, status.get("error")
+    if alive is None:  # another host's job that has not reported its end: as the registry has it
+        return rec.state, None
     if rec.cancel_requested:
         return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
     return states.FAILED, "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it"

@@ -105,7 +105,8 @@ def _problem(path: Path) -> str | None:
     return None
 
 
-def _load(path: Path) -> dict:
+def load_checkpoint(path: Path) -> dict:
+    """A tiny checkpoint's state (ValueError if the file is some other pickle)."""
     state = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(state, dict) or not {"model", "optimizer", "generator", "step"} <= set(state):
         raise ValueError("not a tiny checkpoint")
@@ -136,7 +137,7 @@ def newest_intact(run_dir: Path) -> Found:
         why = _problem(path)
         if why is None:
             try:
-                found.path, found.state = path, _load(path)
+                found.path, found.state = path, load_checkpoint(path)
                 return found
             except Exception as err:  # noqa: BLE001 - any way a file fails to load makes it unusable
                 why = f"it does not load ({type(err).__name__}: {' '.join(str(err).split())[:120]})"

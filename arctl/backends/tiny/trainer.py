@@ -30,8 +30,8 @@ from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.base import stop_follows
 from arctl.backends.tiny.checkpoint import (
-    checkpoint_dir,
     file_sha256,
+    load_checkpoint,
     newest_intact,
     restore,
     save_checkpoint,
@@ -86,8 +86,6 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     )
     objective = Objective.from_config(config)
     inserted = InsertedTokens.from_tokenizer(tok, objective.summary.inserted)
-    # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before any checkpoint
-    reference = reference_model(model, config.get("init_dir"), run_dir) if objective.loss.kl_coef else None
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=run.lr, betas=run.betas, weight_decay=run.weight_decay
     )
@@ -100,6 +98,9 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     # keeps (those up to the checkpoint), and the W&B history is made to match it (writer.open_run)
     start, wandb_id, resume_at = 0, None, None
     found = newest_intact(run_dir)  # checksums verified; a damaged newest one is skipped, with a warning
+    # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before the checkpoint's
+    reference = (reference_model(model, config.get("init_dir"), run_dir, resumed=found.state is not None)
+                 if objective.loss.kl_coef else None)
     if found.state is not None:
         state = restore(found.state, model, optimizer, generator)
         start, wandb_id = state["step"], state["wandb_id"]
@@ -328,7 +329,7 @@ def start_from_run(model: torch.nn.Module, init_dir: Path) -> dict:
 
 
 def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
-                    run_dir: Path | None = None) -> torch.nn.Module:
+                    run_dir: Path | None = None, resumed: bool = False) -> torch.nn.Module:
     """The reference of the KL term (``optim.kl_coef > 0``): a frozen copy of the weights RL starts
     from, the warm-up's or, with ``trainer.init_from``, that run's final weights (verl's reference
     is ``model.path``: the same weights). Taken before a resumed run restores its checkpoint; a resumed
@@ -336,8 +337,7 @@ def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
     damaged since: one line, not another reference; from a review, as verl's init_model does)."""
     ref = copy.deepcopy(model)
     record = Path(run_dir) / INIT_RECORD if run_dir is not None else None
-    resumed = run_dir is not None and any(checkpoint_dir(Path(run_dir)).glob("step_*.pt"))  # else it starts over
-    if init_dir and resumed and record.is_file():
+    if init_dir and resumed and record is not None and record.is_file():  # (not resumed: it starts over)
         init = json.loads(record.read_text())
         # the parent's folder as this run finds it now (init_dir: a moved workspace, another host's mount), its
         # checkpoint by name: the path init.json wrote may be another machine's (from a review)
@@ -346,7 +346,7 @@ def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
             raise ValueError(f"tiny backend: the checkpoint this run started from ({path}, sha256 "
                              f"{init['sha256'][:12]}) is gone or changed (run {init['run_id']} rerun?): its KL "
                              "reference cannot be rebuilt — restore that checkpoint, or rerun this run with --force")
-        ref.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["model"])
+        ref.load_state_dict(load_checkpoint(path)["model"])
     elif init_dir:
         start_from_run(ref, Path(init_dir))
     return ref.eval().requires_grad_(False)
