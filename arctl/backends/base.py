@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from arctl.algo.methods.registry import builtin_then_installed
+from arctl.algo.methods.registry import plugin_table, unreadable_packages
 from arctl.config.ranges import Range
 
 ENTRY_POINT_GROUP = "arctl.backends"
@@ -121,7 +121,13 @@ def stop_follows(stopped: Callable[[], bool], seconds: float | None = None) -> b
 
 def available_backends() -> dict[str, str]:
     """name → ``module:attribute`` of every backend (built-ins, then entry points)."""
-    return builtin_then_installed(BUILTIN, ENTRY_POINT_GROUP)
+    return plugin_table(BUILTIN, ENTRY_POINT_GROUP)[0]
+
+
+def backend_problems() -> dict[str, str]:
+    """name → why an installed package's backend of that name cannot be used (two packages declare it, it names
+    a built-in, it is not a name: :func:`arctl.algo.methods.registry.plugin_table`)."""
+    return plugin_table(BUILTIN, ENTRY_POINT_GROUP)[1]
 
 
 def load_target(target: str):
@@ -139,9 +145,13 @@ def get_backend(name: str) -> Backend:
     if ":" in name:
         obj = load_target(name)
     else:
-        table = available_backends()
+        table, problems = plugin_table(BUILTIN, ENTRY_POINT_GROUP)
+        if name in problems:
+            raise BackendError(f"backend {name!r} cannot be used: {problems[name]}")
         if name not in table:
-            raise BackendError(f"unknown backend {name!r}; known: {', '.join(sorted(table))}")
+            lost = unreadable_packages(ENTRY_POINT_GROUP)
+            raise BackendError(f"unknown backend {name!r}; known: {', '.join(sorted(table))}"
+                               + (f" (the entry points of {', '.join(lost)} cannot be read)" if lost else ""))
         obj = load_target(table[name])
     if not callable(getattr(obj, "train", None)):
         raise BackendError(f"backend {name!r} has no train(config, run_dir, stop_event) method: it must be an "

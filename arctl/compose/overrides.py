@@ -14,6 +14,9 @@ from arctl.config.schema import bool_fields
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
 # id and W&B would name one run while another trains)
 IDENTITY_KEYS = ("experiment", "arm", "seed")
+# what --scale chooses (a scale profile's YAML sets them): overridden, a tiny run was labelled paper (reports
+# filter by scale.name) and a run it starts from was resolved at the named scale (from a review)
+SCALE_KEYS = ("scale.name", "scale.model")
 MAX_OVERRIDE_CHARS = 4096  # an override is a line a person writes
 MAX_NESTING = 32  # brackets: Hydra's parser recurses per level
 
@@ -44,6 +47,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     added: list[str] = []
     groups_known = config_groups()  # read once per call: a directory listing per config dir
     bools = set(bool_fields(run_config()))
+    nullable_bools = set(bool_fields(run_config(), nullable=True))
     for text in overrides:
         if isinstance(text, str) and text.startswith("~"):
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
@@ -69,6 +73,9 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         if parsed.key_or_group.lstrip("+") in IDENTITY_KEYS:
             raise SpecError(f"override {text!r} sets the run's identity", where,
                             "the experiment, arm and seed come from the spec, --arm and --seeds")
+        if parsed.key_or_group.lstrip("+") in SCALE_KEYS:
+            raise SpecError(f"override {text!r} sets what --scale chooses", where,
+                            "choose the scale with --scale, and a model with model=<option>")
         found = value_problem(parsed.value())  # what a value may interpolate: arctl.compose.resolvers
         if found:
             raise SpecError(f"override {found}", where, "write the value itself")
@@ -93,6 +100,9 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
         if name in bools and not isinstance(parsed.value(), bool):
             # OmegaConf would take 2 (any nonzero number), 'yes', 'on' or '1' for true
             raise SpecError(f"override {text!r}: {name} is true or false", where, f"write {name}=true or {name}=false")
+        if name in nullable_bools and not isinstance(parsed.value(), bool) and parsed.value() is not None:
+            raise SpecError(f"override {text!r}: {name} is true, false or null", where,
+                            f"write {name}=true, {name}=false or {name}=null")
         keys.append(text)
         if parsed.is_add() or parsed.is_force_add():
             added.append(name)

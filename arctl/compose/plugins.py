@@ -19,25 +19,42 @@ one line (``arctl.compose.validate``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
 from arctl.algo.methods import registry as methods
-from arctl.backends.base import Backend, BackendError, available_backends, get_backend
+from arctl.backends.base import Backend, BackendError, available_backends, backend_problems, get_backend
 from arctl.config import schema
 from arctl.config.ranges import Range
 
 
-@functools.cache
 def backends() -> dict[str, Backend]:
     """name -> backend object, of every registered backend that loads (name order)."""
+    return _load_backends()[0]
+
+
+def backend_failures() -> dict[str, str]:
+    """name -> why a registered backend cannot be used here (it does not load; an installed package's
+    name that is a core section of the run config, or that two packages declare): one line each."""
+    return _load_backends()[1]
+
+
+@functools.cache
+def _load_backends() -> tuple[dict[str, Backend], dict[str, str]]:
+    core = {f.name for f in dataclasses.fields(schema.RunConfig)}
     out: dict[str, Backend] = {}
+    failed: dict[str, str] = dict(backend_problems())
     for name in sorted(available_backends()):
+        if name in core:  # its section would replace the core one (from a review)
+            failed[name] = (f"backend {name!r} is named like the run config's own section {name}: the package that "
+                            "declares it must rename it")
+            continue
         try:
             out[name] = get_backend(name)
-        except BackendError:
-            continue
-    return out
+        except BackendError as err:
+            failed[name] = " ".join(str(err).split())
+    return out, failed
 
 
 def _call(backend: Backend, method: str, *args):
@@ -46,10 +63,15 @@ def _call(backend: Backend, method: str, *args):
     return fn(*args) if callable(fn) else None
 
 
-@functools.cache
 def run_config() -> type:
     """The run config's schema: :class:`arctl.config.schema.RunConfig` with a section per backend, and
-    ``budget_control.<method>`` per compared method with settings of its own (``ControlMethod.settings``)."""
+    ``budget_control.<method>`` per compared method with settings of its own (``ControlMethod.settings``;
+    rebuilt when a method is registered in this process)."""
+    return _run_config(methods.generation())
+
+
+@functools.cache
+def _run_config(_registered: int) -> type:
     return schema.run_config_type({name: _call(b, "settings_type") for name, b in backends().items()},
                                   methods.settings_types())
 
@@ -94,5 +116,5 @@ def conf_dirs() -> tuple[Path, ...]:
 
 def reset() -> None:
     """Forget what was loaded (a test that changes the installed backends)."""
-    for fn in (backends, run_config, backend_ranges, conf_dirs):
+    for fn in (_load_backends, _run_config, backend_ranges, conf_dirs):
         fn.cache_clear()

@@ -249,7 +249,10 @@ def resolve_arm(
         raise SpecError(f"--scale {scale} and scale={user.groups['scale']} disagree", "command line", "give the scale once")
     scale = user.groups.get("scale") or scale or DEFAULT_SCALE
     if scale not in group_options("scale"):
-        raise SpecError(f"unknown scale {scale!r}", "--scale", did_you_mean(scale, group_options("scale")))
+        failed = plugins.backend_failures()  # a scale a backend that does not load would bring (from a review)
+        raise SpecError(f"unknown scale {scale!r}" + (f" (backends that cannot be used: "
+                        f"{'; '.join(failed.values())})" if failed else ""), "--scale",
+                        did_you_mean(scale, group_options("scale")))
     where = f"{experiment.path}"
     spec_parts = [(split_overrides(texts, place), place) for texts, place in (
         (experiment.overrides, f"{where}: overrides"), (experiment.scales.get(scale, []), f"{where}: scales.{scale}"),

@@ -13,11 +13,11 @@ from typing import Any
 
 from arctl.algo.methods.registry import method_of
 from arctl.algo.settings import BudgetControl
-from arctl.backends.base import available_backends, get_backend
+from arctl.backends.base import available_backends
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
-from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices
+from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices, str_list_fields
 from arctl.track.identity import API_KEY_ENV, naming_problem
 
 PROB_TOL = 1e-6
@@ -108,7 +108,11 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
     if targets is not None:
         check_budgets(targets, "budget_control.l1_targets")
     control = BudgetControl.from_config(cfg)  # the method's own rules (arctl.algo.methods.registry)
-    method = method_of(control)
+    try:
+        method = method_of(control)
+    except ValueError as err:  # a plugin that does not load or cannot be used (from a review: a traceback)
+        raise SpecError(" ".join(str(err).split()), "budget_control.method",
+                        "fix or reinstall the package that provides it, or choose another method") from err
     # the arm's own largest thinking budget: what its training rollout reaches (an L1 target past it, which the
     # scale's larger b_m let through, was one the rollout could never reach; from a review)
     found = method.config_problem(control, budgets[-1], _get(cfg, "trainer.total_steps"))
@@ -156,9 +160,18 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     schema = plugins.run_config()  # the core sections and every backend's
     for key, choices in field_choices(schema).items():  # every string key with a choice list, each checked once
         _choice(cfg, key, choices)
-    _choice(cfg, "backend", tuple(available_backends()))
+    failures = plugins.backend_failures()
+    _choice(cfg, "backend", tuple(sorted({*available_backends(), *failures})))
+    if cfg.get("backend") in failures:  # a plugin that does not load: why, as one line (from a review: a traceback)
+        raise SpecError(failures[cfg["backend"]], "backend", "fix or reinstall the package that provides it, or "
+                        "choose another backend")
     for key in bool_fields(schema):
         _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
+    for key in bool_fields(schema, nullable=True):
+        _check(cfg, key, lambda v: v is None or isinstance(v, bool), "true, false or null")
+    for key in str_list_fields(schema):  # shell lines, flags, names (from a review: `cluster.setup=[{a:b}]` went
+        # into the job script as the line "{'a': 'b'}")
+        _check(cfg, key, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
     for section in ("thinking", "summary"):
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
     baseline, n = _get(cfg, "thinking.baseline"), _get(cfg, "rollout.n")
@@ -231,7 +244,7 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     if naming:
         key, what, hint = naming
         raise SpecError(what, key, hint)
-    problem = get_backend(cfg["backend"]).config_problem(cfg)
+    problem = plugins.backends()[cfg["backend"]].config_problem(cfg)
     if problem:
         raise SpecError(*problem)
 

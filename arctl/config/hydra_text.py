@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./~-]*")  # a string Hydra reads back as that string, unquoted
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")  # a string Hydra reads back as that string, unquoted
 
 
 def override_value(value: Any) -> str:

@@ -323,9 +323,16 @@ def field_choices(cls: type = RunConfig) -> dict[str, tuple[str, ...]]:
     return {key: names(f.metadata["choices"]) for key, f in _walk(cls) if "choices" in f.metadata}
 
 
-def bool_fields(cls: type = RunConfig) -> tuple[str, ...]:
-    """The keys typed ``bool`` (a config edited on disk may hold anything there)."""
-    return tuple(key for key, f in _walk(cls) if f.type in (bool, "bool"))
+def bool_fields(cls: type = RunConfig, nullable: bool = False) -> tuple[str, ...]:
+    """The keys typed ``bool`` (a config edited on disk may hold anything there); ``nullable``: those typed
+    ``bool | None`` (from a review: left out, ``model.tie_embeddings=2`` or ``=yes`` was taken for true)."""
+    kinds = ("bool | None", "Optional[bool]", bool | None) if nullable else (bool, "bool")
+    return tuple(key for key, f in _walk(cls) if f.type in kinds)
+
+
+def str_list_fields(cls: type = RunConfig) -> tuple[str, ...]:
+    """The keys typed ``list[str]`` (shell lines, flags, names: each entry must be text)."""
+    return tuple(key for key, f in _walk(cls) if f.type in ("list[str]", list[str]))
 
 
 def nullable_lists(cls: type = RunConfig) -> tuple[str, ...]:
@@ -334,5 +341,5 @@ def nullable_lists(cls: type = RunConfig) -> tuple[str, ...]:
 
 
 __all__ = ["EXECUTORS", "OPTIMIZERS", "SCHEMA_NAME", "WANDB_MODES", "RunConfig",
-           "run_config_type", "bool_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
+           "run_config_type", "bool_fields", "str_list_fields", "field_choices", "field_default", "field_item_ranges", "field_ranges", "nullable_lists",
            "register", "setting"]

@@ -1,9 +1,11 @@
 """Every validation rule with a bad input; random bad specs never pass and only raise SpecError."""
 
+import copy
+import re
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from resolved import arm_config  # tests/support/resolved.py
 
@@ -340,7 +342,9 @@ def test_a_length_penalty_on_a_method_that_shapes_its_rewards_is_refused():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from("ab ,'\\\"$:{}[]=*()é\t"), max_size=12))
+@given(st.text(alphabet=st.sampled_from("ab ,'\\\"$:{}[]=*()é\t~/.-_"), max_size=12))
+@example("x~y").via("a review: ~ was written unquoted, which Hydra cannot read")
+@example("a/~b").via("a review")
 def test_a_value_written_in_hydras_grammar_reads_back_as_itself(text):
     """override_value (sweep grids, verl's overrides): Hydra reads the text back as the same string, backslashes
     and quotes included (a review: every backslash was doubled, D:\\runs became D:\\\\runs)."""
@@ -464,3 +468,35 @@ def test_l1_targets_past_the_arms_own_thinking_budget_are_refused():
     top = ok["thinking"]["budgets"][-1]
     with pytest.raises(SpecError, match=rf"l1_targets go up to \d+ but thinking stops at {top // 4}"):
         arm_config("baselines-l1", "l1-exact", overrides=[f"thinking.budgets=[{top // 4}]"])
+
+
+@pytest.mark.parametrize("value", ["2", "yes", "on", "0"])
+def test_a_true_false_or_null_key_takes_those_only(value):
+    """From a review: `model.tie_embeddings` (bool | None) was left out of the true-or-false rule, and 2, yes
+    and on were taken for true; a frozen config holding 2 passed validation too."""
+    with pytest.raises(SpecError, match="model.tie_embeddings is true, false or null"):
+        resolve_experiment("main-grpo", [f"model.tie_embeddings={value}"], scale="tiny", seeds=[0])
+    (run,) = resolve_experiment("main-grpo", ["model.tie_embeddings=null"], scale="tiny", seeds=[0])
+    cfg = copy.deepcopy(run.config)
+    cfg["model"]["tie_embeddings"] = 2
+    with pytest.raises(SpecError, match=r"model.tie_embeddings=2 is invalid"):
+        validate_config(cfg)
+
+
+@pytest.mark.parametrize("override", ["cluster.setup=[{a:b},[c]]", "wandb.tags=[[a],{b:c}]",
+                                      "cluster.sbatch_extra=[[--exclusive]]"])
+def test_every_entry_of_a_list_of_texts_is_a_text(override):
+    """From a review: only eval.datasets was checked entry by entry; `cluster.setup=[{a:b}]` went into the job
+    script as the shell line "{'a': 'b'}"."""
+    key = override.split("=", 1)[0]
+    with pytest.raises(SpecError, match=rf"{re.escape(key)}=.* is invalid: expected a list of texts"):
+        resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
+
+
+@pytest.mark.parametrize("override", ["scale.name=paper", "scale.model=r1-distill-qwen-1.5b", "+scale.name=x"])
+def test_what_the_scale_chooses_is_not_an_override(override):
+    """From a review: `scale.name=paper` on a tiny run labelled it paper (reports filter by scale.name) and
+    resolved the run it starts from (trainer.init_from) at the paper scale, on verl; `scale.model=` was ignored
+    but renamed the run."""
+    with pytest.raises(SpecError, match="sets what --scale chooses"):
+        resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,10 @@ BUILTIN = {
 """name -> ``module:attribute`` of the built-in methods (docs/baselines.md). Elastic Reasoning and s1
 budget forcing are no entry: Elastic is GRPO at one thinking budget with a solution budget
 (``experiments/baselines-elastic.yaml``), s1 a decoding rule at evaluation (``budget_control.forcing_*``)."""
-NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""A plugin's name (a method's, a backend's): it names a config section (``budget_control.<method>``,
+``<backend>``), so an identifier: lower case, digits and ``_`` (from a review: a hyphen, or an entry point
+named ``verl.megatron``, made every command fail at building the schema)."""
 
 _REGISTERED: dict[str, ControlMethod] = {}
 _LOADED: dict[str, ControlMethod] = {}
@@ -124,34 +128,104 @@ def register_method(method: ControlMethod) -> ControlMethod:
         raise ValueError(f"a method's name must match {NAME.pattern}, got {name!r}")
     if not isinstance(method, ControlMethod):
         raise TypeError(f"method {name!r} must be a ControlMethod (arctl.algo.methods.registry)")
+    _check_settings(method, "registered")
     known = _REGISTERED.get(name) or _LOADED.get(name)
     if known is not None and known is not method:
         raise ValueError(f"a budget-control method named {name!r} is already registered")
+    if known is None:  # a built-in's or an installed package's name, not yet loaded (from a review: registered
+        # first, it replaced the built-in `l1` unseen); the entry point's own module registering itself is fine
+        table, _ = plugin_table(BUILTIN, ENTRY_POINT_GROUP)
+        if name in BUILTIN or (name in table and table[name].partition(":")[0] not in sys.modules):
+            raise ValueError(f"a budget-control method named {name!r} exists ({table[name]}): choose another name")
     _REGISTERED[name] = method
+    _GENERATION[0] += 1
     return method
 
 
-@functools.cache
-def installed_entry_points(group: str) -> dict[str, str]:
-    """name → ``module:attribute`` of the ``group`` entry points of the installed packages, read once per
-    process and group: reading them scans every installed package's metadata (~50 ms with verl's ~180
-    packages), and composing a sweep asks several times per cell (135 times for `arctl sweep paper
-    --dry-run` before this cache). A plugin installed later is seen by a new process. The one home of
-    this for every plugin group (methods here, backends in :mod:`arctl.backends.base`)."""
-    try:
-        from importlib.metadata import entry_points
+_GENERATION = [0]
 
-        return {ep.name: ep.value for ep in entry_points(group=group)}
+
+def generation() -> int:
+    """How many methods :func:`register_method` added in this process (the schema of the methods' settings
+    is rebuilt when it changes). A registered method lives in this process only: a job, another process,
+    finds the built-ins and the installed entry points."""
+    return _GENERATION[0]
+
+
+@functools.cache
+def _scan(group: str) -> tuple[dict[str, tuple[str, str]], dict[str, str], tuple[str, ...]]:
+    """The ``group`` entry points of the installed packages, read once per process and group: (name →
+    (``module:attribute``, package), name → why it cannot be used, packages whose metadata cannot be read).
+    Package by package: one package's malformed entry_points.txt hid every plugin (from a review)."""
+    from importlib import metadata
+
+    found: dict[str, tuple[str, str]] = {}
+    problems: dict[str, str] = {}
+    unreadable: list[str] = []
+    seen: set[str] = set()
+    try:
+        dists = list(metadata.distributions())
     except Exception:  # noqa: BLE001 - broken metadata must not hide the built-ins
-        return {}
+        return {}, {}, ()
+    for dist in dists:
+        try:
+            package = str(dist.metadata["Name"] or "?")
+            key = re.sub(r"[-_.]+", "-", package).lower()
+            if key in seen:  # the first on the path, as importlib.metadata.entry_points() takes it
+                continue
+            seen.add(key)
+            points = [(ep.name, ep.value) for ep in dist.entry_points if ep.group == group]
+        except Exception:  # noqa: BLE001 - this package's metadata alone is left out
+            unreadable.append(str(getattr(dist, "_path", "") or "a package"))
+            continue
+        for name, target in points:
+            if not NAME.fullmatch(name):
+                problems[name] = (f"package {package} declares the {group} entry point {name!r}, which is not a "
+                                  f"name arctl can use (lower case letters, digits and _; {NAME.pattern})")
+            elif name in found and found[name][0] != target:
+                problems[name] = (f"packages {found[name][1]} ({found[name][0]}) and {package} ({target}) both "
+                                  f"declare the {group} entry point {name!r}: uninstall one")
+            else:
+                found.setdefault(name, (target, package))
+    return found, problems, tuple(unreadable)
+
+
+def installed_entry_points(group: str) -> dict[str, str]:
+    """name → ``module:attribute`` of the ``group`` entry points of the installed packages (names they declare
+    twice, or that are not names, left out: :func:`plugin_table` says why). Read once per process and group:
+    reading them scans every installed package's metadata (~50 ms with verl's ~180 packages), and composing
+    a sweep asks several times per cell. A plugin installed later is seen by a new process. The one home of
+    this for every plugin group (methods here, backends in :mod:`arctl.backends.base`)."""
+    found, problems, _ = _scan(group)
+    return {name: target for name, (target, _) in found.items() if name not in problems}
+
+
+def plugin_table(builtin: dict[str, str], group: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(name → ``module:attribute``: ``builtin``, then the installed ``group`` entry points; name → why that
+    name cannot be used: declared by two packages, not a name, or an installed package's entry point that
+    names a built-in for another object, which arctl will not choose between silently)."""
+    found, problems, _ = _scan(group)
+    problems = dict(problems)
+    table = dict(builtin)
+    for name, (target, package) in found.items():
+        if name in builtin and target != builtin[name]:
+            problems[name] = (f"package {package} declares the {group} entry point {name!r} ({target}), the name "
+                              f"of arctl's built-in ({builtin[name]}): uninstall it, or have it renamed")
+        elif name not in problems:
+            table.setdefault(name, target)
+    for name in problems:
+        table.pop(name, None)
+    return table, problems
+
+
+def unreadable_packages(group: str) -> tuple[str, ...]:
+    """Installed packages whose entry points could not be read (for an "unknown" error: a plugin there is lost)."""
+    return _scan(group)[2]
 
 
 def builtin_then_installed(builtin: dict[str, str], group: str) -> dict[str, str]:
-    """``builtin``, then the installed ``group`` entry points whose names it does not already have."""
-    table = dict(builtin)
-    for name, target in installed_entry_points(group).items():
-        table.setdefault(name, target)
-    return table
+    """``builtin``, then the installed ``group`` entry points whose names can be used (:func:`plugin_table`)."""
+    return plugin_table(builtin, group)[0]
 
 
 def _table() -> dict[str, str]:
@@ -159,28 +233,54 @@ def _table() -> dict[str, str]:
 
 
 def method_names() -> tuple[str, ...]:
-    """Every method a config may choose (``budget_control.method``): built-ins first."""
+    """Every method a config may choose (``budget_control.method``): built-ins first; a name an installed
+    package declares that cannot be used is among them, so that choosing it says why."""
+    table, problems = plugin_table(BUILTIN, ENTRY_POINT_GROUP)
     names = list(BUILTIN)
-    names += sorted((set(_table()) | set(_REGISTERED)) - set(BUILTIN))
+    names += sorted((set(table) | set(_REGISTERED) | {n for n in problems if NAME.fullmatch(n)}) - set(BUILTIN))
     return tuple(names)
 
 
+def _check_settings(method: ControlMethod, where: str) -> None:
+    """ValueError where ``method``'s own settings cannot be a section ``budget_control.<name>``: not a
+    dataclass, or named like one of arctl's ``budget_control`` keys (from a review: either made every
+    command fail at building the schema, a plugin that was never chosen included)."""
+    if method.settings is None:
+        return
+    import dataclasses
+
+    from arctl.algo.settings import BudgetControl
+
+    if not dataclasses.is_dataclass(method.settings):
+        raise ValueError(f"budget_control.method {method.name!r} ({where}): its settings {method.settings!r} must be "
+                         "a dataclass")
+    if method.name in {f.name for f in dataclasses.fields(BudgetControl)}:
+        raise ValueError(f"budget_control.method {method.name!r} ({where}) has settings of its own, whose section "
+                         f"budget_control.{method.name} would be arctl's key of that name: the method needs another name")
+
+
 def get_method(name: str) -> ControlMethod:
-    """The method registered as ``name``; ValueError naming the known ones."""
+    """The method registered as ``name``; ValueError (one line) naming the known ones, or why it cannot be used."""
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name in _LOADED:
         return _LOADED[name]
-    table = _table()
+    table, problems = plugin_table(BUILTIN, ENTRY_POINT_GROUP)
+    if name in problems:
+        raise ValueError(f"budget_control.method {name!r} cannot be used: {problems[name]}")
     if name not in table:
-        raise ValueError(f"unknown budget_control.method {name!r}; known: {', '.join(method_names())}")
+        lost = unreadable_packages(ENTRY_POINT_GROUP)
+        raise ValueError(f"unknown budget_control.method {name!r}; known: {', '.join(method_names())}"
+                         + (f" (the entry points of {', '.join(lost)} cannot be read)" if lost else ""))
     module_name, _, attr = table[name].partition(":")
     try:
         method = getattr(importlib.import_module(module_name), attr or "METHOD")
     except Exception as err:  # noqa: BLE001 - a plugin that fails to import is one line naming it
-        raise ValueError(f"cannot load budget_control.method {name!r} from {table[name]!r}: {err}") from err
+        raise ValueError(f"cannot load budget_control.method {name!r} from {table[name]!r}: "
+                         f"{type(err).__name__}: {' '.join(str(err).split())}") from err
     if not isinstance(method, ControlMethod) or method.name != name:
         raise ValueError(f"{table[name]!r} is not the ControlMethod named {name!r}")
+    _check_settings(method, table[name])
     _LOADED[name] = method
     return method
 
@@ -188,7 +288,8 @@ def get_method(name: str) -> ControlMethod:
 def settings_types() -> dict[str, type]:
     """name -> settings dataclass of every method outside :data:`BUILTIN` that declares one (entry
     points and registered methods; loading a plugin's module here is why it must import no torch at
-    module level). A plugin that fails to load adds nothing: choosing it reports why, as one line."""
+    module level). A plugin that fails to load, or that cannot be used, adds nothing: choosing it reports
+    why, as one line."""
     out: dict[str, type] = {}
     for name in method_names():
         if name in BUILTIN:

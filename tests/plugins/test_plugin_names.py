@@ -1,0 +1,145 @@
+"""Plugins that cannot be used, installed beside the good ones (from a review of the extension points): each
+is one line when it is chosen, and nothing when it is not (before, a hyphenated name or a broken plugin made
+every command fail with a traceback, one malformed package hid every plugin, and two packages declaring one
+name were chosen between by the order of the file system)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from plugin_site import make_site
+from plugin_site import run_arctl as arctl
+
+DRY = ("run", "ablation-vr", "--arm", "grpo", "--dry-run")
+
+
+def _package(site: Path, dist: str, entry_points: str, modules: dict[str, str] | None = None) -> None:
+    """A package as pip leaves one: ``dist``'s .dist-info with ``entry_points`` and its modules' sources."""
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    for name, source in (modules or {}).items():
+        (site / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+SETTINGS_METHOD = """\
+    from dataclasses import dataclass
+    from arctl.algo.methods.registry import ControlMethod
+
+    @dataclass
+    class Settings:
+        factor: float = 0.5
+
+    class M(ControlMethod):
+        name = "{name}"
+        settings = Settings
+
+    METHOD = M()
+"""
+
+
+def _one_error(out, *needles: str) -> str:
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), out.stderr[-3000:]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    for var in ("ARCTL_SPECS", "ARCTL_HOME", "ARCTL_TEST_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    return make_site(tmp_path / "site")  # the good plugins (fake backend, `halve`) are there too
+
+
+def test_unusable_method_plugins_are_one_line_when_chosen_and_nothing_otherwise(site, tmp_path):
+    _package(site, "hyphen-method", """\
+        [arctl.methods]
+        elastic-v2 = hyphen_method:METHOD
+        """, {"hyphen_method": SETTINGS_METHOD.format(name="elastic-v2")})
+    _package(site, "broken-method", """\
+        [arctl.methods]
+        broken = broken_method:METHOD
+        """, {"broken_method": "import a_module_nobody_installed\n"})
+    _package(site, "keyed-method", """\
+        [arctl.methods]
+        l1_mode = keyed_method:METHOD
+        """, {"keyed_method": SETTINGS_METHOD.format(name="l1_mode")})
+    _package(site, "second-halve", """\
+        [arctl.methods]
+        halve = second_halve:METHOD
+        """, {"second_halve": SETTINGS_METHOD.format(name="halve")})
+    _package(site, "shadow-l1", """\
+        [arctl.methods]
+        l1 = shadow_l1:METHOD
+        """, {"shadow_l1": SETTINGS_METHOD.format(name="l1")})
+    _package(site, "zzz-unrelated", """\
+        [console_scripts]
+        this line has no equals sign
+        """)
+    ok = arctl(site, *DRY, cwd=tmp_path)  # none of them chosen: the command works
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    _one_error(arctl(site, *DRY, "budget_control.method=broken", cwd=tmp_path),
+               "cannot load budget_control.method 'broken'", "ModuleNotFoundError", "budget_control.method")
+    _one_error(arctl(site, *DRY, "budget_control.method=l1_mode", cwd=tmp_path), "the method needs another name")
+    _one_error(arctl(site, *DRY, "budget_control.method=halve", cwd=tmp_path),
+               "arctl-test-plugins", "second-halve", "uninstall one")  # which one is meant is not guessed
+    _one_error(arctl(site, *DRY, "budget_control.method=l1", cwd=tmp_path), "shadow-l1", "built-in")
+    _one_error(arctl(site, *DRY, "budget_control.method=elastic-v2", cwd=tmp_path), "budget_control.method")
+
+
+def test_one_malformed_package_hides_no_plugin(site, tmp_path):
+    _package(site, "aaa-unrelated", """\
+        [console_scripts]
+        this line has no equals sign
+        """)
+    out = arctl(site, *DRY, "budget_control.method=halve", "budget_control.halve.factor=0.25", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_unusable_backend_plugins_are_one_line_when_chosen(site, tmp_path):
+    _package(site, "broken-backend", """\
+        [arctl.backends]
+        bb = broken_backend:BACKEND
+        verl-megatron = broken_backend:BACKEND
+        cluster = cluster_backend:BACKEND
+        """, {"broken_backend": "import a_module_nobody_installed\n",
+              "cluster_backend": "from arctl_fake_backend import BACKEND\n"})
+    ok = arctl(site, *DRY, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    _one_error(arctl(site, *DRY, "backend=bb", cwd=tmp_path), "cannot load backend", "ModuleNotFoundError", "backend")
+    _one_error(arctl(site, *DRY, "backend=cluster", cwd=tmp_path), "the run config's own section cluster")
+    # a scale the broken backend would have brought: unknown, and why
+    _one_error(arctl(site, "run", "ablation-vr", "--scale", "bbscale", "--dry-run", cwd=tmp_path),
+               "unknown scale 'bbscale'", "cannot load backend 'broken_backend:BACKEND'")
+    fake = arctl(site, "run", "ablation-vr", "--scale", "fake", "--dry-run", cwd=tmp_path)  # the good one still works
+    assert fake.returncode == 0, fake.stderr[-3000:]
+
+
+def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_after_it(monkeypatch):
+    import sys
+
+    from arctl.algo.methods import registry
+    from arctl.compose import plugins
+    from arctl.config.schema import field_ranges
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    monkeypatch.setattr(registry, "_LOADED", {k: v for k, v in registry._LOADED.items() if k != "l1"})
+    impostor = type("L1", (registry.ControlMethod,), {"name": "l1"})()
+    with pytest.raises(ValueError, match="named 'l1' exists"):  # before the built-in was ever loaded
+        registry.register_method(impostor)
+    assert type(registry.get_method("l1")).__module__ == "arctl.algo.methods.l1"
+
+    plugins.run_config()  # a composition before the method registers
+    sys.path.insert(0, str(Path(__file__).parent / "fake_method"))
+    try:
+        import arctl_fake_method
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(registry, "_GENERATION", [registry.generation()])
+    registry.register_method(arctl_fake_method.METHOD)
+    assert "budget_control.halve.factor" in field_ranges(plugins.run_config())
