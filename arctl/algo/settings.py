@@ -147,7 +147,7 @@ class Loss:
     # Dr. GRPO constant, tokens per tree; None: the authors' rule b_m + 16 x summary.max_tokens + 128 (authors_loss_norm_len)
     loss_norm_len: int | None = _setting(None, range=I(1, 10**8, nullable=True))
     # KL to the reference model (the weights RL started from), summed over trained tokens and divided by the
-    # same constant as the policy loss; 0: no reference model at all (every arm but L1's, as their scripts)
+    # same constant as the policy loss; 0: no reference model at all (every arm but L1's and Elastic's, as their scripts)
     kl_coef: float = _setting(0.0, range=F(0, 10))
     kl_type: str = _setting("low_var_kl", choices=KL_TYPES)  # the per-token estimator (KL_TYPES)
 

@@ -373,7 +373,7 @@ def gpu_problem(items: list[LaunchItem]) -> None:
     profiles that would run them."""
     _refuse_backend_problems(items, "local_problem", (
         "submit it to a cluster (cluster=<profile>: {clusters}; or --executor slurm), or use --scale tiny; "
-        "verl.smoke=true and verl.rehearsal_steps=N run without a GPU"))
+        "verl.smoke=true, verl.rehearsal_steps=N and verl.device=cpu run without a GPU"))
 
 
 def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace,
