@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-THINK_END = "</think>"
+from arctl.algo.prompts import THINK_END
+
 FINAL_ANSWER_HEADER = "**Final Answer**"
 DEFAULT_TIMEOUT_S = 5
 MAX_PARAGRAPH_CHARS = 20_000

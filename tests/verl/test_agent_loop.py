@@ -622,3 +622,49 @@ def test_a_step_limit_without_the_step_is_one_error(loop_factory):
     assert generation_limit(BudgetControl(), {}, {}) is None  # no method: no step needed
     with pytest.raises(ValueError, match="limits the thinking per training step.*global_steps=None"):
         generation_limit(thinkprune, {}, {"total_steps": 2})
+
+
+def test_a_loop_that_cannot_be_built_records_its_error_when_run(loop_factory, monkeypatch):
+    """From a review: verl builds the loop before run(), so an error of its construction (a tokenizer without
+    </think>) skipped rollout_failures and the step failed with "see the agent-loop worker's log"."""
+    import transfer_queue
+
+    from arctl.backends.verl import agent_loop
+
+    recorded = []
+
+    async def put(key, partition_id, fields=None, tag=None):
+        recorded.append((key, partition_id, tag))
+
+    def no_think_end(cls, tokenizer, style=None):
+        raise ValueError("the tokenizer has no '</think>' token")
+
+    monkeypatch.setattr(transfer_queue, "async_kv_put", put)
+    monkeypatch.setattr(agent_loop.InsertedTokens, "from_tokenizer", classmethod(no_think_end))
+    loop, _, _ = loop_factory()  # built: no exception yet
+    with pytest.raises(ValueError, match="no '</think>' token"):
+        _run(loop, uid="q3", session_id=1, extra_info={"split": "train"})
+    assert recorded == [("q3", "train", {"arctl_error": "ValueError: the tokenizer has no '</think>' token"})]
+
+
+def test_the_chat_format_is_read_from_a_tokenizers_vocabulary_once():
+    """From a review: verl builds a loop per sample, and each read the tokenizer's whole vocabulary (151k
+    entries, ~110 ms a sample on R1-Distill's)."""
+    from arctl.backends.verl.agent_loop import DEEPSEEK_EOS, continuous_token_model_type
+
+    class Tok:
+        reads = 0
+
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            type(self).reads += 1
+            return self.vocab
+
+    r1, qwen = Tok({DEEPSEEK_EOS: 1}), Tok({"<|im_end|>": 2})
+    for _ in range(3):
+        assert continuous_token_model_type(r1, "qwen2") == "deepseek_v3"
+        assert continuous_token_model_type(qwen, "qwen2") == "qwen2"
+        assert continuous_token_model_type(Tok({}), "qwen2") is None  # a new tokenizer is read afresh
+    assert Tok.reads == 2 + 3

@@ -52,10 +52,12 @@ def test_greedy_generation_through_the_prefix_cache_equals_plain_generation(serv
     # a stop token ends the request and is kept in the output, as vLLM keeps it
     stopped = _generate(server, prompt, max_tokens=12, stop_token_ids=[first.token_ids[0]])
     assert stopped.token_ids == first.token_ids[:1] and len(first.token_ids) > 1
-    # a summary request: the thinking prefix plus inserted text -> the prompt's KV is reused
+    # a summary request: the thinking prefix plus inserted text -> the prompt's and the thinking's KV are reused
+    # (from a review: only prompts were kept, and every summary recomputed its thinking)
+    assert len(first.token_ids) > 5
     branch = prompt + first.token_ids[:5] + tok.encode("...\n\n", add_special_tokens=False)
     second = _generate(server, branch, max_tokens=8)
-    assert second.extra_fields["num_cached_tokens"] == len(prompt)
+    assert second.extra_fields["num_cached_tokens"] >= len(prompt) + 5
     assert second.token_ids == _reference(server.model, branch, 8, server.eos_ids)
     # the same branch again: all but its last token come from the cache, same tokens
     again = _generate(server, branch, max_tokens=8)
@@ -107,3 +109,42 @@ def test_sampling_keeps_what_top_k_and_top_p_allow(seed, top_k, top_p, temperatu
         assert token in allowed
         assert logp == pytest.approx(float(raw[token]))  # vLLM's logprob: the unprocessed distribution
     assert sample_next(logits, 0.0, top_p, top_k, g)[0] == int(torch.argmax(logits))  # greedy
+
+
+def test_a_request_that_ended_before_an_abort_came_is_completed(server, monkeypatch):
+    """From a review: the stop reason was read after decoding, so a request that ended on its stop token just as
+    an abort came was reported aborted (and an async client resumed it past its stop token)."""
+    from arctl.backends.verl import cpu_rollout
+
+    real = cpu_rollout.sample_next
+
+    def then_abort(*args):
+        token, logp = real(*args)
+        server._aborting = True  # the abort arrives as the request's last token is sampled
+        return token, logp
+
+    first = _generate(server, list(range(10, 20)), max_tokens=1)
+    monkeypatch.setattr(cpu_rollout, "sample_next", then_abort)
+    try:
+        out = _generate(server, list(range(10, 20)), max_tokens=4, stop_token_ids=[first.token_ids[0]])
+    finally:
+        server._aborting = False
+    assert out.token_ids == first.token_ids and out.stop_reason == "completed"
+
+
+def test_the_prefix_cache_is_cleared_between_a_lookups_steps_not_during_them():
+    """From a review: verl's sleep/clear calls come from the event loop while a request decodes in a thread;
+    a clear during longest()'s walk raised "OrderedDict mutated during iteration"."""
+    import threading
+
+    from arctl.backends.verl.cpu_rollout import PrefixCache
+
+    cache = PrefixCache()
+    cache._items[(1, 2, 3)] = None
+    with cache._lock:  # a lookup in progress
+        clearing = threading.Thread(target=cache.clear)
+        clearing.start()
+        clearing.join(0.3)
+        assert clearing.is_alive() and (1, 2, 3) in cache._items  # waits for the lookup
+    clearing.join(5)
+    assert not clearing.is_alive() and not cache._items

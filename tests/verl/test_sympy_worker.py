@@ -142,6 +142,11 @@ def test_a_child_that_cannot_be_created_is_an_error_not_a_wrong_answer():
     worker = NoFork()
     with pytest.raises(StageUnavailable, match="could not start a worker process.*Resource temporarily"):
         grade("\n\n**Final Answer**\n\\boxed{2\\sqrt{2}}", "\\sqrt{8}", "deepscaler", worker)
+    # later grades say so at once, without trying again (from a review: each tried, up to START_TIMEOUT_S apiece)
+    for _ in range(3):
+        with pytest.raises(StageUnavailable, match="Resource temporarily"):
+            worker("a", "b")
+    assert worker.started == 1
 
 
 # ready, then exits on the first request it reads (a crash in the stage); a new child does the same

@@ -36,7 +36,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
 from arctl.algo.settings import BudgetControl
-from arctl.algo.verify import FINAL_ANSWER
+from arctl.algo.verify import FINAL_ANSWER, answer_at
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
@@ -455,10 +455,19 @@ def continuous_token_model_type(tokenizer: Any, hf_model_type: str | None) -> st
     family = _MODEL_TYPE_TO_FAMILY.get(str(hf_model_type or "").strip().lower())
     if family is None or not str(family.value).startswith("qwen"):
         return hf_model_type
-    vocab = tokenizer.get_vocab()
-    if "<|im_end|>" in vocab:
+    kept = _CHAT_TOKENS.get(id(tokenizer))
+    if kept is None or kept[0] is not tokenizer:  # verl builds a loop per sample with the worker's one tokenizer:
+        vocab = tokenizer.get_vocab()  # a 151k-entry dict each time, ~110 ms a sample (from a review): once
+        kept = _CHAT_TOKENS[id(tokenizer)] = (tokenizer, "<|im_end|>" in vocab, DEEPSEEK_EOS in vocab)
+    _, im_end, deepseek_eos = kept
+    if im_end:
         return hf_model_type
-    return "deepseek_v3" if DEEPSEEK_EOS in vocab else None
+    return "deepseek_v3" if deepseek_eos else None
+
+
+_CHAT_TOKENS: dict[int, tuple[Any, bool, bool]] = {}
+"""id(tokenizer) -> (the tokenizer, has ``<|im_end|>``, has DeepSeek's end of sentence): the tokenizer is kept,
+so its id is not reused while cached."""
 
 
 def summary_cache_fields(extra: Sequence[dict[str, Any]], prompt_lens: Sequence[int]) -> dict[str, Any]:
@@ -484,14 +493,22 @@ def _make_loop_class():
         _seed_base: int | None = None  # under full determinism: each request's seed derives from it
 
         def __init__(self, *args, hf_model_type: str | None = None, **kwargs):
-            tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
-            super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
-            self.arctl = self.config.arctl
-            summary = objective_of(self.arctl).summary
-            self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
-            self.eos_id = self.tokenizer.eos_token_id
-            self.layout = str(self.arctl.get("tree_attention", "flex"))
-            self.summary_max_tokens = int(summary.max_tokens)
+            # verl builds the loop before it calls run(): an error here (a tokenizer without </think>, a config
+            # without arctl's node, verl's chat-format refusal) is kept for run() to record, so the step fails
+            # with its line (rollout_failures) rather than "see the agent-loop worker's log" (from a review)
+            self._init_error: Exception | None = None
+            try:
+                tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
+                super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
+                self.arctl = self.config.arctl
+                summary = objective_of(self.arctl).summary
+                self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
+                self.eos_id = self.tokenizer.eos_token_id
+                self.layout = str(self.arctl.get("tree_attention", "flex"))
+                self.summary_max_tokens = int(summary.max_tokens)
+                self.answer_at = str(self.arctl.get("answer_at") or answer_at(summary.inserted))
+            except Exception as err:  # noqa: BLE001 - re-raised by run(), after it is recorded
+                self._init_error = err
 
         async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
             request_id = self._request_id()
@@ -517,6 +534,11 @@ def _make_loop_class():
             }
 
         async def run(self, sampling_params: dict[str, Any], **kwargs) -> list[AgentLoopOutput]:
+            if self._init_error is not None:
+                arctl = getattr(self, "arctl", None)
+                validate = is_validation(kwargs, arctl) if arctl is not None else bool(kwargs.get(VALIDATE_KEY))
+                await rollout_failures.record(kwargs.get("uid"), validate, self._init_error)
+                raise self._init_error
             validate = is_validation(kwargs, self.arctl)
             try:
                 return await self._run_tree(sampling_params, validate, kwargs)
@@ -536,7 +558,7 @@ def _make_loop_class():
             params = {k: v for k, v in sampling_params.items() if k != "logprobs"}
 
             score = leaf_scorer(self.tokenizer, self.inserted.think_end, self.eos_id, gt, self.arctl["grader"],
-                                self.arctl.get("answer_at", FINAL_ANSWER))
+                                self.answer_at)
 
             async def build_prompt(target):
                 return await self.ct_build_initial_tokens(target_messages(messages, control, target))

@@ -9,9 +9,9 @@ that the agent loop, the router, the weight sync and the trainer are verl's own:
   an async ``generate(prompt_ids, sampling_params, request_id) -> TokenOutput`` (temperature, top-p,
   top-k, ``max_tokens`` clamped like verl's vLLM server, ``stop_token_ids`` kept in the output like
   vLLM, EOS unless ``ignore_eos``, log-probs of the sampled tokens) and a *prefix cache*: the KV of
-  recent prompts is kept and a request that shares a prefix with one reuses it
-  (``extra_fields["num_cached_tokens"]``, as vLLM reports it), so a tree's summary requests do not
-  recompute the thinking. Requests run one at a time (a lock), the event loop stays free.
+  recent requests (prompt and generated tokens) is kept and a request that shares a prefix with one
+  reuses it (``extra_fields["num_cached_tokens"]``, as vLLM reports it), so a tree's summary requests
+  do not recompute the thinking. Requests run one at a time (a lock), the event loop stays free.
 - :class:`CPUReplica` (``RolloutReplica``): launches the server actor named
   ``arctl_cpu_server_{replica}_0`` beside the replica's workers; sleep/wake/abort/resume reach it.
 - :class:`ServerAdapter` (``BaseRollout``, in each actor worker): ``update_weights`` sends the
@@ -77,32 +77,38 @@ class PrefixCache:
     def __init__(self, entries: int = PREFIX_CACHE_ENTRIES):
         self.entries = entries
         self._items: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        # its own lock: verl's sleep/clear calls come from the event loop while a request decodes in a thread
+        # (from a review: a clear during longest()'s walk raised "OrderedDict mutated during iteration")
+        self._lock = threading.Lock()
 
     def clear(self) -> None:
-        self._items.clear()
+        with self._lock:
+            self._items.clear()
 
     def put(self, tokens: list[int], cache) -> None:
-        key = tuple(tokens)
-        self._items[key] = copy.deepcopy(cache)
-        self._items.move_to_end(key)
-        while len(self._items) > self.entries:
-            self._items.popitem(last=False)
+        key, kept = tuple(tokens), copy.deepcopy(cache)
+        with self._lock:
+            self._items[key] = kept
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
 
     def longest(self, tokens: list[int]) -> tuple[int, Any]:
         """(shared length, a copy of that entry's cache cropped to it), or (0, None). At most
         ``len(tokens) - 1`` tokens are reused: the last prompt token is run again for its logits."""
         best, best_key = 0, None
-        for key in self._items:
-            n = 0
-            limit = min(len(key), len(tokens) - 1)
-            while n < limit and key[n] == tokens[n]:
-                n += 1
-            if n > best:
-                best, best_key = n, key
-        if best_key is None:
-            return 0, None
-        self._items.move_to_end(best_key)
-        cache = copy.deepcopy(self._items[best_key])
+        with self._lock:
+            for key in self._items:
+                n = 0
+                limit = min(len(key), len(tokens) - 1)
+                while n < limit and key[n] == tokens[n]:
+                    n += 1
+                if n > best:
+                    best, best_key = n, key
+            if best_key is None:
+                return 0, None
+            self._items.move_to_end(best_key)
+            cache = copy.deepcopy(self._items[best_key])
         cache.crop(best)
         return best, cache
 
@@ -166,11 +172,13 @@ class CPURolloutServer:
             cache = cache if cache is not None else DynamicCache()
             out = self.model(input_ids=torch.tensor([prompt_ids[cached:]]), past_key_values=cache, use_cache=True)
             self.prefix_cache.put(prompt_ids, out.past_key_values)
-            tokens, logps = [], []
+            tokens, logps, fed = [], [], 0  # fed: generated tokens the cache holds
             logits = out.logits[0, -1]
             cache = out.past_key_values
+            stop_reason = "completed"  # decided here: a request that ended as an abort came was not aborted
             for _ in range(max_tokens):
                 if self._aborting:
+                    stop_reason = "aborted"
                     break
                 token, logp = sample_next(logits, temperature, top_p, top_k, generator)
                 tokens.append(token)
@@ -179,7 +187,9 @@ class CPURolloutServer:
                     break
                 out = self.model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True)
                 logits, cache = out.logits[0, -1], out.past_key_values
-        stop_reason = "aborted" if self._aborting else "completed"
+                fed += 1
+            if fed:  # the thinking's KV too, for the tree's summary requests (from a review: only prompts were kept)
+                self.prefix_cache.put(prompt_ids + tokens[:fed], cache)
         return TokenOutput(token_ids=tokens, log_probs=logps if params.get("logprobs") else None, stop_reason=stop_reason,
                            extra_fields={"global_steps": self.global_steps, "num_cached_tokens": cached})
 

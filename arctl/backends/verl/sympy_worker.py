@@ -38,6 +38,9 @@ class SympyWorker:
     def __init__(self, timeout_s: float = SYMPY_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self.started = 0  # children started so far (a timeout replaces one)
+        # a child that could not start: every later grade says so at once (from a review: each tried again, up
+        # to START_TIMEOUT_S apiece, on the one grading thread, so a broken node failed its step slowly)
+        self.unavailable: StageUnavailable | None = None
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
 
@@ -53,18 +56,23 @@ class SympyWorker:
         """The running child, or a new one once it said it is ready (StageUnavailable if it never does)."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
+        if self.unavailable is not None:
+            raise self.unavailable
         self._stop()
         where = f"({sys.executable} -m arctl.backends.verl.sympy_worker)"
         try:
             self._proc = self._start()
         except OSError as err:  # no fork (process limit, memory), no interpreter
-            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process {where}: "
-                                   f"{err}") from err
+            self.unavailable = StageUnavailable(f"the authors' grader's sympy stage could not start a worker "
+                                                f"process {where}: {err}")
+            raise self.unavailable from err
         line = _readline(self._proc, time.monotonic() + START_TIMEOUT_S)
         if line is None or line.strip() != READY:
             said = f": {line.strip()}" if line else " (no answer; its stderr is not kept: it would fill a pipe)"
             self._stop()
-            raise StageUnavailable(f"the authors' grader's sympy stage could not start a worker process {where}{said}")
+            self.unavailable = StageUnavailable(f"the authors' grader's sympy stage could not start a worker "
+                                                f"process {where}{said}")
+            raise self.unavailable
         return self._proc
 
     def __call__(self, given: str, gold: str) -> bool:
