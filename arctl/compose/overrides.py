@@ -70,6 +70,11 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             raise SpecError(f"override {text!r} is a sweep over several values, not one value", where,
                             "sweep with a sweep spec's grid (`arctl cp priors` shows one), or quote a value "
                             "holding a comma: KEY='a,b'")
+        if parsed.package is not None:  # Hydra's group@package: arctl's groups have one place each (from a review:
+            # `prior@thinking=linear` was taken for prior=linear, the thinking prior, whatever the package said)
+            raise SpecError(f"override {text!r} names a package (@{parsed.package})", where,
+                            f"choose the option without it: {parsed.key_or_group.lstrip('+')}=<option>; the summary's "
+                            "prior is summary.prior=<name>")
         if parsed.key_or_group.lstrip("+") in IDENTITY_KEYS:
             raise SpecError(f"override {text!r} sets the run's identity", where,
                             "the experiment, arm and seed come from the spec, --arm and --seeds")

@@ -106,6 +106,10 @@ def _translate(err: Exception) -> SpecError:
             "overrides",
             _key_hint(key) + " (`arctl show EXP` prints every key)",
         )
+    appended = re.search(r"Could not append to config\. An item is already at '([^']+)'", first)
+    if appended:  # +key= of a key the config has
+        key = appended.group(1)
+        return SpecError(f"+{key}= adds a key the config already has", key, f"drop the +: {key}=...")
     if first.startswith("Interpolation key"):  # ${KEY} naming no key of the config
         return SpecError(first, "overrides", "an interpolation ${KEY} names a config key (`arctl show EXP` prints "
                          "every key), e.g. eval.budgets=${thinking.budgets}")
@@ -288,7 +292,10 @@ def resolve_arm(
     overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
     overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
-    cfg = compose_config(overrides)
+    try:
+        cfg = compose_config(overrides)
+    except SpecError as err:
+        raise _placed(err, parts, f"{experiment.name}/{arm}") from None
     try:
         check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
     except SpecError as err:
@@ -316,6 +323,23 @@ def resolve_arm(
 
 
 _ABSENT = object()
+
+
+def _placed(err: SpecError, parts, run: str) -> SpecError:
+    """``err`` of composing a run's overrides, said where the key it is about was written (the spec's
+    ``overrides``/``scales``/``arms``, the sweep, the command line: the last of them that sets it, as it is the
+    one that counts); from a review: every such error said "overrides", so a sweep over seven experiments did
+    not say which file to fix, and a spec's mistake read like the command line's."""
+    key = named_key = err.where if err.where not in (None, "overrides") else None
+    named = re.search(r"(?:unknown config key|Could not override) '([^']+)'", err.what)
+    key = named.group(1) if named else key
+    if key:
+        for part, place in reversed(parts):
+            for text in part.keys:
+                written = text.split("=", 1)[0].lstrip("+~")
+                if written == key or key.startswith(written + ".") or written.startswith(key + "."):
+                    return SpecError(err.what, f"{place} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
+    return SpecError(err.what, f"{run}: {err.where}" if err.where else run, err.hint)
 
 
 def _check_added_keys(parts, cfg: dict, group_overrides: tuple[str, ...]) -> None:

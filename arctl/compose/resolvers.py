@@ -34,14 +34,28 @@ def budget_grid(max_budget: int, size: int) -> list[int]:
     return sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
 
 
+def _top(budgets, resolver: str):
+    """A support's largest budget; SpecError (named after the key that calls ``resolver``) where the value it
+    reads is no non-empty list (from a review: ``scale.budgets=[]`` was "IndexError raised while resolving")."""
+    from arctl.compose.errors import SpecError
+
+    if (isinstance(budgets, (str, bytes)) or not isinstance(budgets, Sequence) or not budgets
+            or not all(isinstance(b, int) and not isinstance(b, bool) for b in budgets)):
+        raise SpecError(f"{resolver} reads the budgets {budgets!r}, which are not a non-empty list of token budgets "
+                        "(integers)",
+                        hint="the budgets it reads come from another key (e.g. scale.budgets=[...], "
+                             "thinking.budgets=[...]): give that key a list")
+    return list(budgets)[-1]
+
+
 def _last(budgets) -> list:
     """The largest budget of a support, as a one-budget support (GRPO's single final budget)."""
-    return [list(budgets)[-1]]
+    return [_top(budgets, "arctl.last")]
 
 
 def _grid(budgets, size) -> list[int]:
     """The evaluation grid up to a support's largest budget (an arm evaluated past its training budget)."""
-    return budget_grid(int(list(budgets)[-1]), int(size))
+    return budget_grid(_top(budgets, "arctl.grid"), int(size))
 
 
 def _part(budgets, fraction) -> int | list[int]:
@@ -51,7 +65,7 @@ def _part(budgets, fraction) -> int | list[int]:
     budgets when a user or a test changes them: ``${arctl.part:${scale.budgets},[0.5,0.375,0.25]}``."""
     from arctl.compose.errors import SpecError
 
-    top = int(list(budgets)[-1])
+    top = _top(budgets, "arctl.part")
     one = isinstance(fraction, (int, float, str)) or not isinstance(fraction, Sequence)
     fractions = [fraction] if one else list(fraction)
     for f in fractions:

@@ -9,7 +9,10 @@ a hash): minutes and gigabytes. :func:`load` refuses, with one line and before a
 - a file over :data:`MAX_BYTES`;
 - nesting deeper than :data:`MAX_DEPTH`, as written or once aliases are expanded;
 - more than :data:`MAX_NODES` values once aliases are expanded; a recursive alias;
-- a key twice in one mapping (PyYAML keeps the last silently: a second ``arms:`` would drop the first).
+- a key twice in one mapping (PyYAML keeps the last silently: a second ``arms:`` would drop the first);
+  a key that overrides one a merge (``<<: *base``) brings is YAML's rule, not a duplicate;
+- ``!!binary`` and ``!!set`` (no config value is bytes or a set); a date or time stays the text it is
+  (a ``2024-01-01`` in a frozen config was a ``datetime.date``, which the run id cannot hash: from a review).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:  # `<<: *base` (from a review: refused as "could not determine a
+                continue                   # constructor for the tag ...merge", which safe_load accepts)
             key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen
@@ -54,7 +59,22 @@ class _Loader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # the merges, explicit keys winning
         return super().construct_mapping(node, deep=deep)
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+def _refused(loader, node):
+    raise yaml.constructor.ConstructorError(None, None, f"{node.tag.rsplit(':', 1)[-1]} values are not config values "
+                                            "(write a list or a text)", node.start_mark)
+
+
+for _tag in ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:set"):
+    _Loader.add_constructor(_tag, _refused)
 
 
 def _children(node) -> list:

@@ -186,7 +186,9 @@ def test_a_bad_part_is_one_error_naming_the_key_that_called_it():
     with pytest.raises(SpecError) as err:
         _arm("main-grpo", "grpo", scale="tiny",
              overrides=["budget_control.thinkprune_limits='${arctl.part:${scale.budgets},[0.5,2]}'"])
-    assert str(err.value).startswith("budget_control.thinkprune_limits: arctl.part: fraction 2 is invalid")
+    # where it was written (the command line; a spec's file and arm, from a review), then the key
+    assert str(err.value).startswith("command line (main-grpo/grpo): budget_control.thinkprune_limits: arctl.part: "
+                                     "fraction 2 is invalid")
     assert "\n" not in str(err.value) and "raised while resolving" not in str(err.value)
 
 
@@ -203,3 +205,4 @@ def test_the_base_config_declares_every_verl_backend_default():
     assert {k: cfg["verl"][k] for k in VERL_DEFAULTS} == VERL_DEFAULTS
     assert _arm("main-ar-uniform", "ar-uniform", overrides=["verl.tree_attention=duplicate"])["verl"][
         "tree_attention"] == "duplicate"
+

@@ -500,3 +500,26 @@ def test_what_the_scale_chooses_is_not_an_override(override):
     but renamed the run."""
     with pytest.raises(SpecError, match="sets what --scale chooses"):
         resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
+
+
+def test_a_mistake_in_a_spec_or_a_sweep_says_which_file_and_part_wrote_it(specs):
+    """From a review: every composition error said "overrides", so a sweep over seven experiments did not say
+    which file to fix, and a spec's mistake read like the command line's."""
+    specs("experiments", "typo", """
+        overrides: [thinking.lam=0.5]
+        arms:
+          a: [thinking.lamm=0.3]
+          b: [thinking.lam=abc]
+    """)
+    with pytest.raises(SpecError, match=r"typo\.yaml: arms\.a \(typo/a\): unknown config key 'thinking\.lamm'"):
+        resolve_experiment("typo", arms=["a"], seeds=[0])
+    with pytest.raises(SpecError, match=r"typo\.yaml: arms\.b \(typo/b\): thinking\.lam: thinking\.lam=abc is invalid"):
+        resolve_experiment("typo", arms=["b"], seeds=[0])
+    with pytest.raises(SpecError, match=r"^command line \(main-grpo/grpo\): tiny\.task\.name: \+tiny\.task\.name= adds a "
+                                        r"key the config already has — drop the \+"):
+        resolve_experiment("main-grpo", ["+tiny.task.name=x"], seeds=[0])
+    # Hydra's group@package: the package was dropped, `prior@thinking=linear` taken for prior=linear
+    with pytest.raises(SpecError, match=r"override 'prior@summary=linear' names a package \(@summary\)"):
+        resolve_experiment("main-grpo", ["prior@summary=linear"], seeds=[0])
+    with pytest.raises(SpecError, match=r"thinking\.budgets: arctl\.last reads the budgets \[\], which are not"):
+        resolve_experiment("main-grpo", ["scale.budgets=[]"], seeds=[0])
