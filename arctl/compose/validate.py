@@ -7,6 +7,7 @@ eval budgets within the thinking budgets, the preemption warning within the time
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices, str_list_fields
-from arctl.track.identity import API_KEY_ENV, naming_problem
+from arctl.track.identity import API_KEY_ENV, naming_problem, secret_in
 
 PROB_TOL = 1e-6
 
@@ -240,6 +241,16 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
                                 "job script (and SLURM's state), where a secret must not be", key,
                                 f"set {API_KEY_ENV} in the shell you launch from (an online run's job gets it from "
                                 "there), or use `wandb login` on the cluster")
+    # whatever the spelling (`wandb login <key>`, a .netrc line, an HF token in a verl override): the value of a
+    # secret of this shell found anywhere in the config (from a review: `wandb login <key>` in cluster.setup
+    # reached config.yaml, W&B's config and the job script)
+    found = secret_in(cfg, os.environ)
+    if found:
+        key, name = found
+        raise SpecError(f"the value of ${name} is written here: the config is frozen into the run's config.yaml, W&B's "
+                        "config and the job script, where a secret must not be", key,
+                        f"read it from the environment where it is used (\"${name}\", a file of mode 600), not "
+                        "written into the config")
     naming = naming_problem(cfg.get("wandb") or {})
     if naming:
         key, what, hint = naming

@@ -295,12 +295,15 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
 
 def _groups(items: list[LaunchItem], array_parallelism: int | None,
             ask_site: bool = True) -> list[tuple[dict, list[LaunchItem]]]:
-    """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size."""
+    """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size. Online and offline runs
+    are submitted apart: an online job is submitted with the API key in its environment (job_environment),
+    which sbatch stores with every task of the array (from a review: one online arm put the key into SLURM's
+    state of every offline task beside it)."""
     by_params: dict[str, tuple[dict, list[LaunchItem]]] = {}
     for item in items:
         name = item.sweep or item.experiment
         params = slurm_parameters(item.config["cluster"], name, array_parallelism)
-        key = json.dumps(params, sort_keys=True)
+        key = json.dumps([params, needs_api_key([item])], sort_keys=True)
         by_params.setdefault(key, (params, []))[1].append(item)
     out = []
     for params, group in by_params.values():

@@ -28,6 +28,36 @@ from pathlib import Path
 from typing import Any
 
 API_KEY_ENV = "WANDB_API_KEY"  # the secret: read from the environment only, never written by arctl
+# environment variables that hold secrets by their name (W&B's key, HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...): a
+# config that holds one's value would write it into config.yaml, W&B's config and the job script
+SECRET_ENV = re.compile(r"(?:^|_)(?:API_KEY|TOKEN|SECRET|SECRET_ACCESS_KEY|SECRET_KEY|PASSWORD|PASSWD)$")
+SECRET_MIN_CHARS = 8  # shorter values would match ordinary config text
+
+
+def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
+    """name -> value of every secret in ``environ`` (:data:`SECRET_ENV`, at least :data:`SECRET_MIN_CHARS` long)."""
+    return {name: value for name, value in environ.items()
+            if (name == API_KEY_ENV or SECRET_ENV.search(name.upper())) and len(value.strip()) >= SECRET_MIN_CHARS}
+
+
+def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(dotted key, variable name) of the first text in ``config`` that holds a secret's value from
+    ``environ``, or None. The value itself is never part of what it returns."""
+    secrets = secret_values(environ)
+    if not secrets:
+        return None
+    stack: list[tuple[str, Any]] = [("", config)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, Mapping):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
+        elif isinstance(node, str):
+            for name, value in secrets.items():
+                if value.strip() in node:
+                    return where, name
+    return None
 DEFAULT_PROJECT = "arctl"
 DEFAULT_MODE = "offline"
 MODES = ("offline", "online", "disabled")

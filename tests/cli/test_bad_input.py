@@ -172,6 +172,27 @@ def test_an_api_key_in_verls_raw_overrides_is_refused(sandbox):
     assert done.code == 2 and "writes out WANDB_API_KEY" in done.err and "planted-key" not in done.err, done.err
 
 
+@pytest.mark.parametrize("variable, override", [
+    ("WANDB_API_KEY", "cluster.setup=['wandb login planted0123456789abcdef0123456789abcdef']"),
+    ("WANDB_API_KEY", "cluster.setup=['echo machine api.wandb.ai password planted0123456789abcdef0123456789abcdef "
+                      ">> ~/.netrc']"),
+    ("HF_TOKEN", "cluster.sbatch_extra=['--export=ALL,HF_TOKEN=planted0123456789abcdef0123456789abcdef']"),
+    ("AWS_SECRET_ACCESS_KEY", "wandb.tags=[xplanted0123456789abcdef0123456789abcdefx]"),
+])
+@pytest.mark.parametrize("command", ["run", "show"])
+def test_a_secret_of_the_shell_written_anywhere_in_the_config_is_refused(sandbox, monkeypatch, variable, override,
+                                                                        command):
+    """From a review: the rule above reads one spelling (WANDB_API_KEY=...); `wandb login <key>`, a .netrc line or
+    an HF token reached config.yaml, W&B's config and the job script. The value of a secret of the launching
+    shell, whatever the spelling and wherever in the config, is refused, and never echoed."""
+    monkeypatch.setenv(variable, "planted0123456789abcdef0123456789abcdef")
+    args = [command, "main-grpo", override, *(launch_args(sandbox) if command == "run" else [])]
+    result = sandbox.check_refused(*args)
+    assert f"the value of ${variable} is written here" in result.err and "planted" not in result.err, result.err
+    monkeypatch.delenv(variable)  # the same config, with no such secret in the shell: accepted
+    assert sandbox.run("show", "main-grpo", override, "--json").code == 0
+
+
 # item 10: an empty target is an error, never "everything"
 @pytest.mark.parametrize("command", ["cancel", "resume", "status", "logs", "show"])
 @pytest.mark.parametrize("target", ["", "  "], ids=["empty", "blank"])

@@ -1271,3 +1271,19 @@ def test_slot_files_are_locked_through_a_writable_descriptor_and_kept_per_host(t
         assert fcntl_.fcntl(theirs.fileno(), fcntl_.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
     monkeypatch.undo()
     assert slots_folder(tmp_path / "ws") == tmp_path / "ws" / "local-slots" / socket.gethostname()
+
+
+def test_online_and_offline_runs_are_submitted_apart_so_no_offline_job_carries_the_key():
+    """From a review of secrets: runs were grouped into one array by their sbatch settings alone, and an online
+    run's submission keeps WANDB_API_KEY in the environment sbatch stores with every task of the array."""
+    from arctl.compose import resolve_experiment
+    from arctl.launch.launcher import LaunchItem, _groups, needs_api_key
+
+    offline = resolve_experiment("ablation-vr", seeds=[0, 1])
+    online = resolve_experiment("ablation-vr", ["wandb.mode=online"], seeds=[2])
+    items = [LaunchItem(f"r{i}", run) for i, run in enumerate([*offline, *online])]
+    groups = _groups(items, None, ask_site=False)
+    assert sorted(len(chunk) for _, chunk in groups) == [len(online), len(offline)]
+    for _, chunk in groups:
+        assert len({needs_api_key([item]) for item in chunk}) == 1  # each submission is one kind
+    assert _groups(items[: len(offline)], None, ask_site=False)[0][1] == items[: len(offline)]  # offline: one array
