@@ -90,3 +90,65 @@ def test_variance_diagnostics_show_v1_helps_late_budgets():
     assert corr["v1"][-1] > corr["v2"][-1]
     # by Eq. 9 the first budget uses only V2
     assert nv["brpo"][0].item() == pytest.approx(nv["grpo"][0].item())
+
+
+def test_variance_diagnostics_at_a_later_budget_by_hand_with_a_sample_that_did_not_reach_it():
+    """From a review: the case above checks budget 0 (every ratio 1 whatever the code does) and a budget where
+    Var R = 0 (nan): a Pearson that forgot to centre y, and a mask ignored, passed. Here, worked by hand:
+    B=1, G=4, m=2, uniform P = (1/2, 1/2), lam = 1/2; scores g0 (0,1), g1 (1,1), g2 (0,0), g3 (1,0); g3's thinking
+    ended at b_1 (think_len 2 of budgets (2, 4)), so it has no segment 1.
+    R = (1/2,1/2), (1,1/2), (0,0), (1/2,0); V2 = (1/2, 1/4) over all four (Eq. 8);
+    V1 at k=1 = s_0 * P_2 = 0, 1/2, 0, 1/2; BRPO at k=1 = V1/2 + V2/2 = 1/8, 3/8, 1/8, 3/8.
+    Budget 1 over g0..g2: R = (1/2, 1/2, 0), Var R = 1/18; R - V2 = (1/4, 1/4, -1/4): 1/18 -> 1;
+    R - V1 = (1/2, 0, 0): 1/18 -> 1; R - BRPO = (3/8, 1/8, -1/8): 1/24 -> 3/4.
+    corr(V1, R) over g0..g2: V1 (0, 1/2, 0) against R: cov 1/12 / sqrt(1/6 * 1/6) = 1/2 (over all four it is 0).
+    Budget 0: R = (1/2, 1, 0, 1/2), V2 = 1/2 = BRPO, V1 = 0: every ratio 1."""
+    from arctl.algo.metrics import eval_diagnostics
+
+    s = torch.tensor([[[0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0]]], dtype=F64)
+    d = eval_diagnostics(s, torch.tensor([[4, 4, 4, 2]]), [2, 4], 0.5)
+    assert d.nvar["grpo"] == pytest.approx([1.0, 1.0]) and d.nvar["v1"] == pytest.approx([1.0, 1.0])
+    assert d.nvar["brpo"] == pytest.approx([1.0, 0.75])
+    assert math.isnan(d.corr["v1"][0]) and d.corr["v1"][1] == pytest.approx(0.5)
+    assert math.isnan(d.corr["v2"][1])  # V2 is one value within the single question
+    everyone = baseline_correlations(s, budget_prior("uniform", [2, 4]), 0.5)  # no mask: g3 counts
+    assert everyone["v1"][1].item() == pytest.approx(0.0, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), b=st.integers(1, 3), g=st.integers(2, 6), m=st.integers(1, 4),
+       lam=st.sampled_from([0.25, 0.5, 0.9]), prior=st.sampled_from(["uniform", "linear", "base"]))
+def test_variance_diagnostics_match_plain_loops(seed, b, g, m, lam, prior):
+    """Against numpy's variance and correlation of the rows each budget keeps, one budget at a time (R and the
+    baselines from arctl.algo.advantages, which tests/algo/test_advantages.py checks against the authors' loops)."""
+    import numpy as np
+
+    from arctl.algo.advantages import budget_returns, segments_reached, thinking_baseline
+
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.randint(0, 2, (b, g, m), generator=gen).to(F64)
+    budgets = [4 * (k + 1) for k in range(m)]
+    think = torch.randint(1, 4 * m + 1, (b, g), generator=gen)
+    p = budget_prior(prior, budgets)
+    reached = segments_reached(think, budgets)
+    nv = normalized_variances(s, p, lam, reached)
+    corr = baseline_correlations(s, p, lam, reached)
+    r = budget_returns(s, p).numpy().reshape(-1, m)
+    keep = reached.numpy().reshape(-1, m)
+    for k in range(m):
+        rows = keep[:, k]
+        rk = r[rows, k]
+        for key, name in (("brpo", "brpo"), ("grpo", "v2"), ("v1", "v1")):
+            v = thinking_baseline(s, p, lam, name).numpy().reshape(-1, m)[rows, k]
+            want = np.var(rk - v) / np.var(rk) if rows.any() and np.var(rk) > 0 else math.nan
+            got = nv[key][k].item()
+            assert (math.isnan(want) and math.isnan(got)) or got == pytest.approx(want, abs=1e-9), (key, k)
+        for key in ("v1", "v2"):
+            v = thinking_baseline(s, p, lam, key).numpy().reshape(-1, m)[rows, k]
+            got = corr[key][k].item()
+            if rows.sum() > 1 and np.ptp(rk) > 0 and np.ptp(v) == 0:  # a constant baseline: undefined, or 0 where
+                assert math.isnan(got) or abs(got) < 1e-9, (key, k, got)  # its mean rounds off by an ulp
+                continue
+            ok = rows.sum() > 1 and np.ptp(v) > 0 and np.ptp(rk) > 0
+            want = float(np.corrcoef(v, rk)[0, 1]) if ok else math.nan
+            assert (math.isnan(want) and math.isnan(got)) or got == pytest.approx(want, abs=1e-9), (key, k)

@@ -187,6 +187,12 @@ def test_ppo_token_loss_hand_worked_and_dual_clip():
     assert ppo_token_loss(big, torch.zeros(1), torch.ones(1), dual).item() == pytest.approx(-1.2)  # A > 0 untouched
     stats = clip_stats(big, torch.zeros(1), -torch.ones(1), torch.ones(1, dtype=torch.bool), dual)
     assert stats["clipfrac_lower"] == 1.0 and stats["approx_kl"] == pytest.approx(-2.0)
+    # clipfrac (verl's actor/pg_clipfrac): the first two tokens are held back by the clip (above), the third
+    # (A > 0, ratio below 1 - eps: the pessimistic bound keeps the ratio) is not, the fourth is masked out
+    held = clip_stats(torch.tensor([0.5, -0.5, -0.5, 0.5]), torch.zeros(4), torch.tensor([1.0, -1.0, 1.0, 1.0]),
+                      torch.tensor([True, True, True, False]), s)
+    assert held["clipfrac"] == pytest.approx(2 / 3) and held["clipfrac_lower"] == 0.0
+    assert held["approx_kl"] == pytest.approx((-0.5 + 0.5 + 0.5) / 3)
 
 
 def test_policy_loss_divides_the_token_sum_by_trees_times_the_constant():
@@ -389,7 +395,7 @@ def test_tree_advantages_match_the_authors_loops(batch):
     trees, questions, s = batch
     got = tree_advantages(trees, questions, s)
     want = authors_reference(trees, questions, s)
-    for g, (think, summ, seg) in zip(got, want):
+    for g, (think, summ, seg) in zip(got, want, strict=True):  # a dropped tree fails
         assert g.thinking.tolist() == pytest.approx(think, abs=1e-9)
         assert g.summaries.tolist() == [pytest.approx(row, abs=1e-9) for row in summ]
         assert g.segments.tolist() == pytest.approx(seg, abs=1e-9)

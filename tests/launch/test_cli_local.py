@@ -27,6 +27,15 @@ def _steps(run_dir: Path) -> list[int]:
     return [int(line.split()[1]) for line in (run_dir / "steps.log").read_text().splitlines()]
 
 
+def _resumed_from_its_checkpoint(before: list[str], after: list[str]) -> None:
+    """``steps.log`` lines (``attempt step pid``) before a resume and after it: the steps up to the checkpoint
+    are the first job's lines, as they were, and every later one another process's (from a review: comparing
+    step numbers alone, a resume that restarted from step 0 passed too)."""
+    assert after[: len(before)] == before, (before, after[: len(before) + 2])
+    first = {line.split()[2] for line in before}
+    assert after[len(before):] and not first & {line.split()[2] for line in after[len(before):]}
+
+
 def _states(ws: Path) -> dict[str, str]:
     with Registry(ws / "registry.sqlite") as reg:
         return {r.run_id: r.state for r in reg.list()}
@@ -141,7 +150,7 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     assert status[0]["state"] == "FAILED"
     # the local queue tidies the job's folder once it sees the job end (a poll later, under load seconds)
     waiter(lambda: not (run_dir / "job" / "%j").exists(), 30, "the local queue to see the job end")
-    before = _steps(run_dir)
+    before = (run_dir / "steps.log").read_text().splitlines()
     files = sorted(p.name for p in run_dir.rglob("*"))
     dry = json.loads(cli("resume", run_dir.name, "--workdir", str(ws), "--dry-run", "--json", check=True).stdout)
     assert [(r["run_id"], r["action"]) for r in dry["runs"]] == [(run_dir.name, "resume")] and dry["sbatch"] == []
@@ -155,7 +164,8 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
     doc = json.loads(cli(*args, "--json", check=True).stdout)
     assert doc["submitted"][0]["action"] == "resume" and doc["submitted"][0]["state"] == "COMPLETED"
-    assert _steps(run_dir) == list(range(1, 41)) and _steps(run_dir)[: len(before)] == before
+    assert _steps(run_dir) == list(range(1, 41))
+    _resumed_from_its_checkpoint(before, (run_dir / "steps.log").read_text().splitlines())
 
 
 def test_usr1_on_a_local_job_checkpoints_and_submitit_restarts_it(specs, tmp_path, cli, waiter, monkeypatch):
@@ -207,10 +217,12 @@ def test_cancel_then_resume_only_once_the_stop_checkpoint_is_saved(specs, tmp_pa
     waiter(lambda: set(_states(ws).values()) == {"CANCELLED"}, 30, "every run CANCELLED")
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.001")
     monkeypatch.setenv("ARCTL_TEST_STOP_S", "0")
+    before = (first / "steps.log").read_text().splitlines()
     out = cli("resume", first.name, "--workdir", str(ws), "--json", check=True)
     resumed = json.loads(out.stdout)["submitted"]
     assert [(r["run_id"], r["action"], r["state"]) for r in resumed] == [(first.name, "resume", "COMPLETED")]
     assert _steps(first) == list(range(1, 101))
+    _resumed_from_its_checkpoint(before, (first / "steps.log").read_text().splitlines())
     prov = json.loads((first / "provenance.json").read_text())  # the launch's code, then the resume's
     assert [r["git_commit"] for r in prov["resumed"]] == [prov["git_commit"]] and prov["resumed"][0]["at"] > prov["created_at"]
 

@@ -283,6 +283,43 @@ def test_merge_state(reported, scheduler, expected):
 
 
 @pytest.mark.parametrize(
+    ("reported", "cancel", "expected", "error"),
+    [
+        # SLURM says PREEMPTED (its TIMEOUT too, arctl.launch.states) of a job that did not report its stop (killed
+        # at the time limit, or preempted past its grace): resumable from its last checkpoint, not failed
+        ("running", False, states.PREEMPTED, None),
+        ("stopping", False, states.PREEMPTED, None),  # long silent while saving: the save never ended
+        (None, False, states.PREEMPTED, None),
+        ("running", True, states.CANCELLED, None),  # `arctl cancel` asked for the stop
+    ],
+)
+def test_a_job_slurm_calls_preempted_is_resumable_whatever_it_reported(reported, cancel, expected, error):
+    """From a review: no row had SLURM's PREEMPTED/TIMEOUT without the job's own report, so taking such a job for
+    FAILED passed every test."""
+    rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING,
+                    cancel_requested=time.time() if cancel else None)
+    status = {"state": reported, "updated_at": time.time() - 3600} if reported else {}
+    assert merge_state(rec, status, states.PREEMPTED, time.time()) == (expected, error)
+
+
+@pytest.mark.parametrize(
+    ("reported", "scheduler", "error"),
+    [
+        ("running", states.COMPLETED, "job ended without completing (see `arctl logs`)"),
+        ("running", states.FAILED, "job failed or was killed (see `arctl logs`)"),
+        ("running", states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"),
+    ],
+)
+def test_the_error_a_merged_state_carries_says_what_to_do(reported, scheduler, error):
+    rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
+    status = {"state": reported, "updated_at": time.time() - 3600}
+    assert merge_state(rec, status, scheduler, time.time())[1] == error
+    said = {**status, "error": "CUDA out of memory"}  # the job's own words win where it said any
+    if scheduler != states.CANCELLED:
+        assert merge_state(rec, said, scheduler, time.time())[1] == "CUDA out of memory"
+
+
+@pytest.mark.parametrize(
     ("reported", "age_s", "scheduler", "cancel", "expected"),
     [
         ("stopping", 5, states.CANCELLED, False, states.RUNNING),  # saving its stop checkpoint: not resumable

@@ -143,10 +143,15 @@ def test_scancel_is_preempted_after_the_stop_checkpoint_and_only_then_resumed(sp
     assert any(state.startswith("CANCELLED") for job, state in _sacct(b.job_id.split("_")[0]) if job == b.job_id)
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.02")
     monkeypatch.setenv("ARCTL_TEST_STOP_S", "0")
+    before = (run_dir / "steps.log").read_text().splitlines()  # attempt step pid
     doc = _launch(cli, "sweep", "lt3", ws, *args)
     assert [(r["run_id"], r["action"]) for r in doc["submitted"]] == [(b.run_id, "resume")]
     waiter(lambda: all(r.state == "COMPLETED" for r in _records(ws).values()), 120, "all cells COMPLETED")
     assert [s for _, s in _steps(ws / "runs" / b.run_id)] == list(range(1, 31))
+    # resumed from its stop checkpoint, not restarted: the first job's lines stand, every later one another's
+    after = (run_dir / "steps.log").read_text().splitlines()
+    assert before and after[: len(before)] == before
+    assert not {line.split()[2] for line in before} & {line.split()[2] for line in after[len(before):]}
 
 
 def test_usr1_checkpoints_requeues_and_finishes_with_the_same_run_and_wandb_ids(specs, tmp_path, cli, waiter,

@@ -492,9 +492,15 @@ def test_claims_usage_mistakes_are_one_error_line(workspace):
 
 
 def test_numbers_are_nan_safe():
-    assert interval_verdict([float("nan"), 0.1, 0.12], "greater")[3] in (HOLDS, INCONCLUSIVE)
+    """A NaN seed is left out, not counted as 0 (from a review: the old check accepted either verdict): the two
+    others, .10 and .12, give mean .11 and the 95% t-interval .11 +- 12.706 * .014142 / sqrt(2) = +-.12706."""
+    mean, lo, hi, verdict, _ = interval_verdict([float("nan"), 0.1, 0.12], "greater")
+    assert mean == pytest.approx(0.11) and verdict == INCONCLUSIVE
+    assert (lo, hi) == (pytest.approx(0.11 - 0.12706, abs=1e-5), pytest.approx(0.11 + 0.12706, abs=1e-5))
     assert seeds_needed(0.0, 0.1) is None and seeds_needed(float("nan"), 0.1) is None
-    assert np.isfinite(interval_verdict([0.1, 0.1, 0.1], "greater")[0])
+    # three equal values: no spread, judged by the sign test, which needs 6 seeds at 5% (2 * 0.5^6 < 0.05)
+    mean, _, _, verdict, needed = interval_verdict([0.1, 0.1, 0.1], "greater")
+    assert mean == pytest.approx(0.1) and verdict == INCONCLUSIVE and needed == 6
 
 
 def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
@@ -873,3 +879,35 @@ def test_runs_of_other_configs_at_one_arm_and_seed_are_one_error_not_one_dropped
     same[1].compute_key = "k2"
     with pytest.raises(ReportError, match=r"^arm 'grpo' has 2 runs of other configs at seed 0 .*--where KEY=VALUE$"):
         one_config_per_arm_seed(same)
+
+
+def test_trend_and_gap_by_hand():
+    """From a review: flipping the sign of either statistic passed every test here (only the committed
+    evidence, made by this code, noticed). Worked by hand from the definitions in docs/claims.md."""
+    acc = {10: 0.1, 20: 0.2, 30: 0.3, 40: 0.4}
+    final = {f"eval/toy/acc@{b}": v for b, v in acc.items()}
+    final |= {f"eval/toy/forced_acc@{b}": 0.4 for b in acc}
+    final |= {f"eval/other/acc@{b}": 2 * v for b, v in acc.items()}  # a second dataset: the mean over both
+    trend = Stat("trend", "trend", key="eval/{dataset}/acc@{budget}", fraction=0.25)
+    # toy: the highest quarter (40) minus the lowest (10) = .3; other: .8 - .2 = .6; mean .45
+    assert run_stat(trend, final) == pytest.approx(0.45)
+    gap = Stat("gap", "gap", key_a="eval/{dataset}/acc@{budget}", key_b="eval/{dataset}/forced_acc@{budget}",
+               band="high", fraction=0.5)
+    # toy only (other has no forced_acc): the highest half {30, 40}: (.3 - .4 + .4 - .4) / 2 = -.05
+    assert run_stat(gap, final) == pytest.approx(-0.05)
+    assert run_stat(trend, final, {"toy": [10, 20]}) == pytest.approx(0.1)  # toy's band left to 10 and 20
+
+
+def test_the_chance_level_is_the_highest_any_runs_logged():
+    """From a review: every run of the test above logs one chance level, so taking the lowest passed too."""
+    from arctl.report.claims import chance_budgets
+
+    stat = Stat("low_above", "band", key="eval/{dataset}/acc@{budget}", band="low", fraction=0.5, above_chance=0.05)
+    runs = []
+    for arm, chance in (("a", 0.1), ("b", 0.3)):
+        for s in range(3):
+            v = view(arm, s, 0.5, acc={10: 0.2, 20: 0.4, 30: 0.6})
+            v.final["eval/toy/chance_acc"] = chance
+            runs.append(v)
+    # above max(0.1, 0.3) + 0.05 = 0.35: budgets 20 and 30 (with the lowest level, 0.15: 10 as well)
+    assert chance_budgets(stat, runs) == {"toy": [20, 30]}
