@@ -149,6 +149,17 @@ def config_groups() -> tuple[str, ...]:
     return tuple(sorted({p.name for d in config_dirs() for p in d.iterdir() if p.is_dir() and p.name != "__pycache__"}))
 
 
+def default_option(group: str) -> str | None:
+    """The option ``arctl/conf/config.yaml``'s defaults list chooses for ``group`` (``scale`` -> tiny): the one
+    home of each group's default."""
+    from arctl.config.safe_yaml import load
+
+    for entry in (load((CONF_DIR / "config.yaml").read_text()) or {}).get("defaults") or []:
+        if isinstance(entry, dict) and group in entry:
+            return str(entry[group])
+    return None
+
+
 def group_options(group: str) -> list[str]:
     """The options of a config group (e.g. ``prior`` -> base, custom, ...; ``scale`` -> the scale
     profiles the backends bring), over :func:`config_dirs`."""

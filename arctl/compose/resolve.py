@@ -18,7 +18,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment
 from arctl.compose.overrides import split_overrides
-from arctl.compose.paths import CONF_DIR, config_groups, group_options
+from arctl.compose.paths import CONF_DIR, config_groups, default_option, group_options
 from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
@@ -26,8 +26,8 @@ from arctl.compose.sweep import load_sweep
 from arctl.compose.validate import check_ranges, validate_config
 from arctl.config import schema
 
-DEFAULT_SCALE = "tiny"
-
+# a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
+DEFAULT_PREEMPT_WARNING_S = 60
 
 _BASE_CONFIGS: dict[tuple[str, ...], object] = {}
 
@@ -207,14 +207,14 @@ def _finalize(cfg: dict) -> dict:
         scale_budgets = [b for b in cfg["scale"].get("budgets") or [] if isinstance(b, int)]
         cfg["eval"]["budgets"] = sorted({b for b in scale_budgets + budgets if 0 < b <= top})
     if cfg["eval"].get("grid") is None:
-        size = cfg["eval"].get("grid_size", 32)
+        size = cfg["eval"]["grid_size"]  # the schema's default where not set
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"eval.grid_size={size!r} must be an integer", "eval.grid_size")
         cfg["eval"]["grid"] = budget_grid(top, size)
     cluster, scale_cfg = cfg.get("cluster") or {}, cfg.get("scale") or {}
     time_min = cluster.get("time_min")
     if cluster.get("preempt_warning_s") is None and isinstance(time_min, int) and time_min > 0:
-        default = scale_cfg.get("preempt_warning_s") or 60
+        default = scale_cfg.get("preempt_warning_s") or DEFAULT_PREEMPT_WARNING_S
         cluster["preempt_warning_s"] = max(1, min(int(default), time_min * 60 // 4))
     # one constant for the arms compared side by side: the scale's b_m, also for an arm trained at a
     # smaller budget (Elastic's t), or the arm's own when it thinks longer (the 16k runs); the scale's
@@ -251,7 +251,7 @@ def resolve_arm(
         raise SpecError("--scale is empty", "--scale", f"give one of {', '.join(group_options('scale'))}, or leave it out")
     if scale and user.groups.get("scale", scale) != scale:
         raise SpecError(f"--scale {scale} and scale={user.groups['scale']} disagree", "command line", "give the scale once")
-    scale = user.groups.get("scale") or scale or DEFAULT_SCALE
+    scale = user.groups.get("scale") or scale or default_option("scale")  # config.yaml's defaults list
     if scale not in group_options("scale"):
         failed = plugins.backend_failures()  # a scale a backend that does not load would bring (from a review)
         raise SpecError(f"unknown scale {scale!r}" + (f" (backends that cannot be used: "
