@@ -523,3 +523,13 @@ def test_a_mistake_in_a_spec_or_a_sweep_says_which_file_and_part_wrote_it(specs)
         resolve_experiment("main-grpo", ["prior@summary=linear"], seeds=[0])
     with pytest.raises(SpecError, match=r"thinking\.budgets: arctl\.last reads the budgets \[\], which are not"):
         resolve_experiment("main-grpo", ["scale.budgets=[]"], seeds=[0])
+
+
+@pytest.mark.parametrize("override", ["data.train_dataset=nope", "eval.datasets=[nope]", "eval.final_datasets=[a,b]"])
+def test_a_dataset_the_tiny_backend_would_not_read_is_refused(override):
+    """From a review: the tiny backend trains and evaluates its generated task; a dataset key naming another was
+    accepted, ignored, and renamed the run."""
+    key = override.split("=", 1)[0]
+    with pytest.raises(SpecError, match=rf"{re.escape(key)}=.*the tiny backend trains and evaluates its generated task"):
+        resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
+    resolve_experiment("main-grpo", ["eval.final_datasets=[]"], scale="tiny", seeds=[0])  # [] means eval.datasets

@@ -37,9 +37,16 @@ class TinyBackend(BackendDefaults):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 
     def config_problem(self, config):
-        from arctl.backends.tiny.settings import NEEDS_VALUE, model_problem, warmup_source_problem
+        from arctl.backends.tiny.settings import (
+            NEEDS_VALUE,
+            dataset_problem,
+            model_problem,
+            warmup_source_problem,
+        )
 
         if problem := warmup_source_problem():
+            return problem
+        if problem := dataset_problem(config):
             return problem
         for key, hint in NEEDS_VALUE.items():
             section, _, leaf = key.partition(".")

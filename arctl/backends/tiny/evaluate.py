@@ -17,7 +17,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.backends.tiny.rollout import rollout
-from arctl.backends.tiny.settings import TinyRun
+from arctl.backends.tiny.settings import DATASET, TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.tokenizer import encode_words
 from arctl.backends.tiny.warmup import inserted_style
@@ -33,7 +33,7 @@ def _problems(run: TinyRun, n: int, salt: int = 0) -> list:
     return run.task.make_problems(rng, n)
 
 
-def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = "toy",
+def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[int], dataset: str = DATASET,
              sample_seed: int | None = None) -> dict:
     """Schema metrics ``eval/{dataset}/...`` at ``budgets``: accuracy per budget, anytime accuracy over
     ``eval.budgets`` and, when ``budgets`` cover ``eval.grid``, over the grid too, with the grid's

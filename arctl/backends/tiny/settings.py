@@ -41,6 +41,23 @@ RANGES: dict[str, Range] = {
     "tiny.warmup.threads": I(0, 4096),
 }
 # keys the schema lets be null (a dataset's size decides them) that the generated toy task needs
+DATASET = "toy"  # the one dataset of the tiny backend: its generated task (eval/toy/... in every metric key)
+
+
+def dataset_problem(config: dict) -> tuple[str, str, str] | None:
+    """A dataset key naming another dataset than the generated task's: the tiny backend reads none of them
+    (from a review: `data.train_dataset=nope eval.datasets=[nope]` was accepted, and renamed the run)."""
+    data, ev = config.get("data") or {}, config.get("eval") or {}
+    for key, value, ok in (("data.train_dataset", data.get("train_dataset"), (DATASET,)),
+                           ("eval.datasets", ev.get("datasets"), ([DATASET],)),
+                           ("eval.final_datasets", ev.get("final_datasets"), ([DATASET], []))):
+        if value is not None and value not in ok:
+            return (f"{key}={value!r}: the tiny backend trains and evaluates its generated task, {DATASET!r}, and reads "
+                    "no dataset", key, f"leave it out (the tiny scale sets {DATASET}); datasets are the verl backend's "
+                    "(--scale paper)")
+    return None
+
+
 NEEDS_VALUE = {"trainer.total_steps": "e.g. trainer.total_steps=100",
                "eval.num_problems": "e.g. eval.num_problems=1024 (held-out problems are generated)"}
 
