@@ -21,8 +21,14 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             from arctl.compose import resolve_experiment
             from arctl.compose.paths import find_spec
+            from arctl.compose.resolve import resolve_init_from
 
-            runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
+            # an arm given twice is shown once, as run launches it once
+            runs = resolve_experiment(experiment, list(overrides or []), scale, list(dict.fromkeys(arm or [])),
+                                      parse_seeds(seeds))
+            for run in runs:  # the run each starts from is resolved as `arctl run` resolves it (from a review: a
+                if run.init_from is not None:  # trainer.init_from naming no arm was shown, and refused by run)
+                    resolve_init_from(run)
             source = find_spec("experiments", experiment).source()  # resolved, so it exists
         if as_json:
             print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}

@@ -72,6 +72,15 @@ def test_show_json_round_trips_the_resolved_configs():
     assert runs[2]["config"]["thinking"]["budgets"] == [2000, 4000, 6000, 8000]
 
 
+def test_show_refuses_what_run_refuses_and_shows_an_arm_given_twice_once():
+    """From a review: `show` resolved no trainer.init_from (a name of no arm was shown, and refused by `run`),
+    and printed an arm given twice twice (`run` launches it once)."""
+    result = invoke("show", "main-grpo", "trainer.init_from=nope")
+    assert result.exit_code == 2 and "experiment 'main-grpo' has no arm 'nope'" in result.output, result.output
+    result = invoke("show", "ablation-vr", "--arm", "grpo", "--arm", "grpo", "--json")
+    assert result.exit_code == 0 and [r["arm"] for r in json.loads(result.stdout)] == ["grpo"]
+
+
 def test_show_pretty_prints_yaml_for_each_arm():
     result = invoke("show", "ablation-decouple", "--arm", "grpo-decouple")
     assert result.exit_code == 0
