@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -104,6 +105,9 @@ def bench_status(root: Path, n_runs: int, repeat: int) -> dict:
 def bench_submit(root: Path, n_cells: int) -> dict:
     if not shutil.which("sbatch"):
         return {"skipped": "no sbatch on PATH (start SLURM with tests/launch/slurm/setup_slurm.sh)"}
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        return {"skipped": "no SLURM controller answers `scontrol ping` (start one with tests/launch/slurm/setup_slurm.sh)"}
     from arctl.compose import resolve_experiment
     from arctl.launch.launcher import LaunchItem, launch
     from arctl.launch.run_id import make_run_id
@@ -118,8 +122,8 @@ def bench_submit(root: Path, n_cells: int) -> dict:
     for seed in range(n_cells):
         cfg = {**base.config, "seed": seed}
         rid = make_run_id(cfg)
-        items.append(LaunchItem(run_id=rid, experiment=base.experiment, arm=base.arm, seed=seed,
-                                config=frozen_config(cfg, rid, rid), sweep="bench"))
+        run = dataclasses.replace(base, seed=seed, config=frozen_config(cfg, rid, rid), sweep="bench")
+        items.append(LaunchItem(run_id=rid, run=run))
     ws = Workspace(root / "ws-submit")
     t0 = time.perf_counter()
     result = launch(items, ws, executor="slurm", members=["bench"], array_parallelism=1)

@@ -8,6 +8,7 @@ Run: python benchmarks/bench_tree_mask.py [--lengths 2000 8000]
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -37,6 +38,11 @@ def main() -> None:
     torch.set_num_threads(1)
     from torch.nn.attention.flex_attention import create_block_mask
 
+    # one call first, untimed: the first create_block_mask pays its one-time setup, which the dense and interval
+    # builds (best of 3) do not carry (from a review); each length is then one call (seconds at 16k on a CPU)
+    small = paper_tree(256)
+    create_block_mask(tree_mask_mod(small.cut, small.branch_start), None, None, small.length, small.length, "cpu")
+    print(f"load average {os.getloadavg()[0]:.1f}; one torch thread")
     print(f"{'thinking':>8} {'L':>6} {'dense MiB':>9} {'dense s':>8} {'intervals s':>11} {'create_block_mask s':>19}")
     for think_len in args.lengths:
         tree = paper_tree(think_len)
