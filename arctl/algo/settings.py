@@ -34,6 +34,8 @@ from typing import Any
 from arctl.algo.prompts import INSERTED_STYLES
 from arctl.algo.ranges import PROB, TOKENS, F, I, checks
 
+DEFAULT_BLOCK_SIZE = 128  # FlexAttention's block of a packed tree's mask (verl.block_size; arctl.algo.tree)
+
 
 # ------------------------------------------------------------------------------ choice lists
 def priors() -> tuple[str, ...]:

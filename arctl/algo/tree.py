@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-DEFAULT_BLOCK_SIZE = 128
+from arctl.algo.settings import DEFAULT_BLOCK_SIZE  # re-exported: the mask's block
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ def test_train_runs_verl_in_process_and_returns_preempted_on_stop(config, tmp_pa
     assert env["WANDB_DIR"] == str(run_dir / "wandb")
     assert env["WANDB_RUN_GROUP"] == "main-ar-uniform" and env["WANDB_RUN_ID"] == "abc123"
     assert "WANDB_API_KEY" not in env and "secret-xyz" not in str(cfg)
+    # verl.block_size reaches the tree mask of every worker (from a review: it reached none)
+    assert env["ARCTL_TREE_BLOCK_SIZE"] == str(config["verl"]["block_size"])
     assert (run_dir / "checkpoints").is_dir()
 
 

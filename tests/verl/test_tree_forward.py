@@ -90,7 +90,7 @@ def test_block_mask_for_the_paper_tree_never_builds_an_LxL_tensor():
     assert Largest.numel * 16 < tree.length**2  # largest tensor < L^2 / 16 (it is O(L * L / 128))
 
 
-def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model):
+def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model, monkeypatch):
     """verl's FSDPEngineWithLMHead.prepare_model_inputs (patched by the plugin) on a micro-batch of
     two packed trees: the model inputs it builds reproduce the per-tree log-probs, for SDPA (dense
     4-D mask) and FlexAttention (BlockMask); micro-batches without tree fields are unchanged."""
@@ -126,6 +126,12 @@ def test_patched_fsdp_engine_inputs_give_the_tree_forward(tiny_model):
         try:
             inputs, _ = ti.FSDPEngineWithLMHead.prepare_model_inputs(Engine(), micro_batch(True))
             assert type(inputs["attention_mask"]).__name__ == ("BlockMask" if impl == "flex_attention" else "Tensor")
+            if impl == "flex_attention":  # verl.block_size, as the run's runtime env gives it (from a review: the
+                assert inputs["attention_mask"].BLOCK_SIZE == (128, 128)  # mask was built at 128 whatever it said)
+                monkeypatch.setenv("ARCTL_TREE_BLOCK_SIZE", "16")
+                inputs, _ = ti.FSDPEngineWithLMHead.prepare_model_inputs(Engine(), micro_batch(True))
+                monkeypatch.delenv("ARCTL_TREE_BLOCK_SIZE")
+                assert inputs["attention_mask"].BLOCK_SIZE == (16, 16)
             with torch.no_grad():
                 logits = tiny_model(**inputs).logits.float()
         finally:

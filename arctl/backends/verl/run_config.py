@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.verl.history import VERL_LOG
+from arctl.backends.verl.names import BLOCK_SIZE_ENV
 from arctl.backends.verl.overrides import (
     build_verl_config,
     dataset_file,
@@ -196,5 +197,6 @@ def with_wandb_env(cfg: Any, config: dict, run_dir: Path) -> Any:
     env_vars = dict(OmegaConf.to_container(existing)) if OmegaConf.is_config(existing) else {}
     env_vars.update(wandb_env(config, Path(run_dir)))
     env_vars.update(platform_env(config))
+    env_vars[BLOCK_SIZE_ENV] = str(int(verl_setting(config, "block_size")))  # the tree mask's block, in every worker
     OmegaConf.update(cfg, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True)
     return cfg

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from arctl.algo.settings import DEFAULT_BLOCK_SIZE
 from arctl.algo.verify import DEFAULT_GRADER, GRADERS
 from arctl.config.ranges import F, I
 from arctl.config.schema import field_default, setting
@@ -57,7 +58,9 @@ class VerlConfig:
     gradient_checkpointing: bool = True
     param_offload: bool = False
     optimizer_offload: bool = False
-    block_size: int = setting(128, range=I(1, 65536))  # FlexAttention block; trees are padded to a multiple of it
+    # the tree mask's FlexAttention block (the patched engine builds its BlockMask with it) and room in the response
+    # cap; from a review: it had reached neither the mask (always 128) nor any padding
+    block_size: int = setting(DEFAULT_BLOCK_SIZE, range=I(1, 65536))
     data_dir: str | None = None  # null: $ARCTL_DATA_DIR or ~/data/arctl (`arctl data prepare` writes there)
     logger: Any = None  # null: console + file (run_dir/verl_metrics.jsonl, what a resume re-logs from) + wandb
     resume_mode: str = setting("auto", choices=RESUME_MODES)

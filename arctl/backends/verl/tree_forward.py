@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from arctl.algo.tree import DEFAULT_BLOCK_SIZE, dense_tree_mask, tree_block_mask
+from arctl.backends.verl.names import BLOCK_SIZE_ENV
 
 
 def padded_tree_encoding(cut: torch.Tensor, branch_start: torch.Tensor, max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,7 +112,9 @@ def patch_fsdp_engine(module) -> None:
             micro_batch["tree_cut"], micro_batch["tree_branch_start"], input_ids.shape[-1]
         )
         impl = attn_implementation_of(getattr(self, "module", None))
-        model_inputs["attention_mask"] = tree_attention_mask(cut.to(input_ids.device), bstart.to(input_ids.device), impl)
+        block = int(os.environ.get(BLOCK_SIZE_ENV) or DEFAULT_BLOCK_SIZE)  # verl.block_size (run_config.with_wandb_env)
+        model_inputs["attention_mask"] = tree_attention_mask(cut.to(input_ids.device), bstart.to(input_ids.device), impl,
+                                                             block)
         return model_inputs, output_args
 
     setattr(prepare_model_inputs, _PATCHED, True)
