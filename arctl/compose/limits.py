@@ -17,7 +17,7 @@ from typing import Any
 
 from arctl.compose import plugins
 from arctl.config.ranges import CORES, MEM_GB, TOKENS, F, I, Range
-from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists
+from arctl.config.schema import field_item_ranges, field_ranges, nullable_lists, number_fields
 
 OPEN_SECTION_RANGES: dict[str, Range] = {
     # scale
@@ -106,9 +106,11 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
             continue
         if _numeric(value):
             if not key.startswith(open_sections):
-                # a number where the key takes none (text, true/false); a numeric key of arctl's own has its
-                # range declared (tests/spec: every schema number has one), so this is the user's value
-                return key, f"{key}={value!r} is invalid: this key takes no number"
+                if key in number_fields(plugins.run_config()):  # a plugin's number without a range (arctl's own
+                    # all have one: tests/spec): the plugin's to declare (from a review)
+                    return key, (f"{key}={value!r}: {key} declares no range (a plugin's setting declares one with "
+                                 "arctl.algo.ranges.checks(range=...))")
+                return key, f"{key}={value!r} is invalid: this key takes no number"  # a text or true/false key
             if not OPEN_RANGE.contains(value):
                 return key, f"{key}={value!r} is out of range: expected a finite number of magnitude <= 1e15"
     return None

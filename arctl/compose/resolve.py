@@ -29,7 +29,7 @@ from arctl.config import schema
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
 DEFAULT_PREEMPT_WARNING_S = 60
 
-_BASE_CONFIGS: dict[tuple[str, ...], object] = {}
+_BASE_CONFIGS: dict[tuple[int, tuple[str, ...]], object] = {}  # (methods registered in this process, choices)
 
 
 def _compose_groups(group_overrides: tuple[str, ...]):
@@ -37,13 +37,16 @@ def _compose_groups(group_overrides: tuple[str, ...]):
     compose reads every config file again (~0.1 s) and a sweep repeats a few choice sets."""
     from hydra import compose, initialize_config_dir
 
-    if group_overrides not in _BASE_CONFIGS:
+    from arctl.algo.methods.registry import generation
+
+    key = (generation(), group_overrides)  # a method registered since has a section of its own (a review)
+    if key not in _BASE_CONFIGS:
         schema.register(plugins.run_config())  # config.yaml's first default: every key's type and default
         # the backends' config-group options (their scale profiles) after arctl/conf
         searchpath = f"hydra.searchpath=[{','.join('file://' + str(d) for d in plugins.conf_dirs())}]"
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            _BASE_CONFIGS[group_overrides] = compose(config_name="config", overrides=[searchpath, *group_overrides])
-    return _BASE_CONFIGS[group_overrides]
+            _BASE_CONFIGS[key] = compose(config_name="config", overrides=[searchpath, *group_overrides])
+    return _BASE_CONFIGS[key]
 
 
 def compose_config(overrides: list[str]) -> dict:
@@ -334,11 +337,17 @@ def _placed(err: SpecError, parts, run: str) -> SpecError:
     named = re.search(r"(?:unknown config key|Could not override) '([^']+)'", err.what)
     key = named.group(1) if named else key
     if key:
-        for part, place in reversed(parts):
-            for text in part.keys:
-                written = text.split("=", 1)[0].lstrip("+~")
-                if written == key or key.startswith(written + ".") or written.startswith(key + "."):
-                    return SpecError(err.what, f"{place} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
+        # in the order Hydra applies them, which stops at the first that fails: the overrides of exactly this key
+        # (those whose written value the error quotes first), else those of a key above or below it
+        written = [(text, place) for part, place in parts for text in part.keys]
+        exact = [(t, p) for t, p in written if t.split("=", 1)[0].lstrip("+~") == key]
+        near = [(t, p) for t, p in written if (lambda w: key.startswith(w + ".") or w.startswith(key + "."))(
+            t.split("=", 1)[0].lstrip("+~"))]
+        quoted = [(t, p) for t, p in exact if "=" in t and f"={t.split('=', 1)[1]} is" in err.what]
+        found = (quoted or exact or near)[:1]
+        if found:
+            place = found[0][1]
+            return SpecError(err.what, f"{place} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
     return SpecError(err.what, f"{run}: {err.where}" if err.where else run, err.hint)
 
 

@@ -46,10 +46,15 @@ class _Loader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
-        seen = set()
+        seen, merges = set(), 0
         for key_node, _ in node.value:
             if key_node.tag == MERGE_TAG:  # `<<: *base` (from a review: refused as "could not determine a
-                continue                   # constructor for the tag ...merge", which safe_load accepts)
+                merges += 1                # constructor for the tag ...merge", which safe_load accepts)
+                if merges > 1:  # a second `<<` drops the first's keys silently: `<<: [*a, *b]` merges both
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "'<<' appears twice in one mapping (merge several with <<: [*a, *b])",
+                        key_node.start_mark)
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen

@@ -330,6 +330,12 @@ def bool_fields(cls: type = RunConfig, nullable: bool = False) -> tuple[str, ...
     return tuple(key for key, f in _walk(cls) if f.type in kinds)
 
 
+def number_fields(cls: type = RunConfig) -> tuple[str, ...]:
+    """The keys typed a number (int or float, nullable or not), with or without a declared range."""
+    kinds = ("int", "float", "int | None", "float | None", int, float)
+    return tuple(key for key, f in _walk(cls) if f.type in kinds)
+
+
 def str_list_fields(cls: type = RunConfig) -> tuple[str, ...]:
     """The keys typed ``list[str]`` (shell lines, flags, names: each entry must be text)."""
     return tuple(key for key, f in _walk(cls) if f.type in ("list[str]", list[str]))

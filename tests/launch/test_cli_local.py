@@ -141,7 +141,10 @@ def test_kill_9_is_failed_in_status_and_resumed_from_its_checkpoint(specs, tmp_p
     doc = json.loads(cli(*args, "--no-wait", "--json", check=True).stdout)
     run_dir = Path(doc["submitted"][0]["run_dir"])
     try:
-        waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 3, 60, "3 steps")
+        # 3 steps logged and checkpointed (the job pauses there): a kill between a step's line and its checkpoint
+        # would make the resume rewrite that line (a review: a race the line comparison below would fail on)
+        waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 3
+               and json.loads((run_dir / "checkpoints" / "state.json").read_text())["step"] >= 3, 60, "3 steps saved")
         os.kill(read_status(run_dir)["pid"], signal.SIGKILL)
     finally:
         gate.touch()

@@ -133,6 +133,13 @@ def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_
     with pytest.raises(ValueError, match="named 'l1' exists"):  # before the built-in was ever loaded
         registry.register_method(impostor)
     assert type(registry.get_method("l1")).__module__ == "arctl.algo.methods.l1"
+    # an installed package that declares the built-in's name too: still a ValueError naming it (a KeyError before)
+    monkeypatch.setattr(registry, "_LOADED", {k: v for k, v in registry._LOADED.items() if k != "l1"})
+    monkeypatch.setattr(registry, "_scan", lambda group: ({"l1": ("shadow:METHOD", "shadow-l1")}, {}, ()))
+    with pytest.raises(ValueError, match=r"named 'l1' exists \(arctl\.algo\.methods\.l1:METHOD\)"):
+        registry.register_method(impostor)
+    monkeypatch.undo()
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
 
     plugins.run_config()  # a composition before the method registers
     sys.path.insert(0, str(Path(__file__).parent / "fake_method"))
@@ -143,3 +150,34 @@ def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_
     monkeypatch.setattr(registry, "_GENERATION", [registry.generation()])
     registry.register_method(arctl_fake_method.METHOD)
     assert "budget_control.halve.factor" in field_ranges(plugins.run_config())
+
+
+def test_a_method_registered_after_a_composition_is_composed_with_its_own_keys(monkeypatch):
+    """A review of the test above: the schema was rebuilt, but Hydra's base configs cached per group choice
+    were not, so `budget_control.halve.factor=` was refused ("unknown config key") after a first composition."""
+    import sys
+
+    from arctl.algo.methods import registry
+    from arctl.compose import resolve_experiment
+
+    resolve_experiment("main-grpo", seeds=[0])  # a composition before the method registers
+    sys.path.insert(0, str(Path(__file__).parent / "fake_method"))
+    try:
+        import arctl_fake_method
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    monkeypatch.setattr(registry, "_GENERATION", [registry.generation()])
+    registry.register_method(arctl_fake_method.METHOD)
+    (run,) = resolve_experiment("main-grpo", ["budget_control.method=halve", "budget_control.halve.factor=0.25"],
+                                seeds=[0])
+    assert run.config["budget_control"]["halve"] == {"factor": 0.25}
+
+
+def test_a_plugin_number_without_a_range_says_so(site, tmp_path):
+    _package(site, "norange-method", """\
+        [arctl.methods]
+        norange = norange_method:METHOD
+        """, {"norange_method": SETTINGS_METHOD.format(name="norange")})  # factor: float, no range declared
+    _one_error(arctl(site, *DRY, "budget_control.method=norange", cwd=tmp_path),
+               "budget_control.norange.factor=0.5: budget_control.norange.factor declares no range")

@@ -31,3 +31,11 @@ def test_dates_and_times_stay_the_text_written():
 def test_values_no_config_holds_are_one_line(text, kind):
     with pytest.raises(YamlError, match=rf"line 1, column 4: {kind} values are not config values"):
         load(text)
+
+
+def test_a_second_merge_key_in_one_mapping_is_refused():
+    """A review: two `<<` in one mapping load silently, the second dropping the first's keys (PyYAML's rule);
+    the sequence form merges several."""
+    with pytest.raises(YamlError, match="'<<' appears twice in one mapping"):
+        load("a: &a {x: 1}\nb: &b {x: 2}\nc: {<<: *a, <<: *b}\n")
+    assert load("a: &a {x: 1}\nb: &b {y: 2}\nc: {<<: [*a, *b]}\n")["c"] == {"x": 1, "y": 2}

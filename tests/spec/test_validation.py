@@ -533,3 +533,27 @@ def test_a_dataset_the_tiny_backend_would_not_read_is_refused(override):
     with pytest.raises(SpecError, match=rf"{re.escape(key)}=.*the tiny backend trains and evaluates its generated task"):
         resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
     resolve_experiment("main-grpo", ["eval.final_datasets=[]"], scale="tiny", seeds=[0])  # [] means eval.datasets
+
+
+def test_a_mistake_is_placed_where_hydra_stopped_not_where_the_key_is_written_last(specs):
+    """A review of the placement above: it named the last part writing the key; Hydra stops at the first
+    override that fails (the spec's bad value, with a good one on the command line; the spec's unknown key,
+    with an arm's key below it)."""
+    specs("experiments", "rx", """
+        overrides: [thinking.lam=abc]
+        arms: {a: []}
+    """)
+    with pytest.raises(SpecError, match=r"rx\.yaml: overrides \(rx/a\): thinking\.lam: thinking\.lam=abc is invalid"):
+        resolve_experiment("rx", ["thinking.lam=0.7"], seeds=[0])
+    specs("experiments", "ry", """
+        overrides: [thinking.nosuch=1]
+        arms: {a: [thinking.nosuch.deeper=2]}
+    """)
+    with pytest.raises(SpecError, match=r"ry\.yaml: overrides \(ry/a\): unknown config key 'thinking\.nosuch'"):
+        resolve_experiment("ry", seeds=[0])
+
+
+def test_block_sizes_flexattention_may_not_divide_are_refused():
+    with pytest.raises(SpecError, match="verl.block_size=100: the tree mask's FlexAttention block must be a multiple of 128"):
+        resolve_experiment("main-grpo", ["verl.block_size=100"], scale="paper", seeds=[0])
+    resolve_experiment("main-grpo", ["verl.block_size=256"], scale="paper", seeds=[0])

@@ -143,10 +143,13 @@ def test_a_child_that_cannot_be_created_is_an_error_not_a_wrong_answer():
     with pytest.raises(StageUnavailable, match="could not start a worker process.*Resource temporarily"):
         grade("\n\n**Final Answer**\n\\boxed{2\\sqrt{2}}", "\\sqrt{8}", "deepscaler", worker)
     # later grades say so at once, without trying again (from a review: each tried, up to START_TIMEOUT_S apiece)
+    raised = []
     for _ in range(3):
-        with pytest.raises(StageUnavailable, match="Resource temporarily"):
+        with pytest.raises(StageUnavailable, match="Resource temporarily") as err:
             worker("a", "b")
+        raised.append(err.value)
     assert worker.started == 1
+    assert len({id(e) for e in raised}) == 3  # a new one each time: one raised again grew its traceback per grade
 
 
 # ready, then exits on the first request it reads (a crash in the stage); a new child does the same

@@ -136,7 +136,8 @@ def register_method(method: ControlMethod) -> ControlMethod:
         # first, it replaced the built-in `l1` unseen); the entry point's own module registering itself is fine
         table, _ = plugin_table(BUILTIN, ENTRY_POINT_GROUP)
         if name in BUILTIN or (name in table and table[name].partition(":")[0] not in sys.modules):
-            raise ValueError(f"a budget-control method named {name!r} exists ({table[name]}): choose another name")
+            raise ValueError(f"a budget-control method named {name!r} exists ({BUILTIN.get(name) or table.get(name)}): "
+                             "choose another name")
     _REGISTERED[name] = method
     _GENERATION[0] += 1
     return method

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.algo.methods import control as bc
-from arctl.algo.settings import BudgetControl, Objective, loss_normaliser
+from arctl.algo.settings import DEFAULT_BLOCK_SIZE, BudgetControl, Objective, loss_normaliser
 from arctl.algo.verify import GRADER_BEFORE_THE_KEY, answer_at
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
@@ -163,6 +163,12 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
     """(what, key, hint) of the first problem of a resolved config the verl backend cannot run
     (checked at validation, before anything is written), or None. The types and ranges of the
     ``verl`` keys are the schema's (``arctl.backends.verl.settings.VerlConfig``), checked before this."""
+    block = verl_setting(config, "block_size")
+    if isinstance(block, int) and block % DEFAULT_BLOCK_SIZE:  # it reaches FlexAttention's kernels now (a review)
+        return (f"verl.block_size={block}: the tree mask's FlexAttention block must be a multiple of "
+                f"{DEFAULT_BLOCK_SIZE}, FlexAttention's default block: its GPU kernels need block sizes their tiles divide, "
+                "and another size would be found wanting only at the first GPU step (none was tried on a GPU here)", "verl.block_size",
+                f"leave it at {DEFAULT_BLOCK_SIZE}, or a multiple of it")
     if not (config.get("model") or {}).get("path"):
         return ("the verl backend needs model.path", "model.path",
                 "choose model=r1-distill-qwen-1.5b or set model.path=...")

@@ -56,8 +56,8 @@ class SympyWorker:
         """The running child, or a new one once it said it is ready (StageUnavailable if it never does)."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        if self.unavailable is not None:
-            raise self.unavailable
+        if self.unavailable is not None:  # a new exception each time: one raised again keeps every traceback
+            raise StageUnavailable(str(self.unavailable))
         self._stop()
         where = f"({sys.executable} -m arctl.backends.verl.sympy_worker)"
         try:
