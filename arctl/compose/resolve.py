@@ -330,24 +330,26 @@ _ABSENT = object()
 
 def _placed(err: SpecError, parts, run: str) -> SpecError:
     """``err`` of composing a run's overrides, said where the key it is about was written (the spec's
-    ``overrides``/``scales``/``arms``, the sweep, the command line: the last of them that sets it, as it is the
-    one that counts); from a review: every such error said "overrides", so a sweep over seven experiments did
-    not say which file to fix, and a spec's mistake read like the command line's."""
+    ``overrides``/``scales``/``arms``, the sweep, the command line): the first part, in the order Hydra applies
+    them, that writes the key with the value the error quotes, else the first that writes the key, else one
+    that writes a key above or below it, as Hydra stops at the first override that fails. From a review: every
+    such error said "overrides", so a sweep over seven experiments did not say which file to fix, and a spec's
+    mistake read like the command line's."""
     key = named_key = err.where if err.where not in (None, "overrides") else None
     named = re.search(r"(?:unknown config key|Could not override) '([^']+)'", err.what)
     key = named.group(1) if named else key
     if key:
-        # in the order Hydra applies them, which stops at the first that fails: the overrides of exactly this key
-        # (those whose written value the error quotes first), else those of a key above or below it
-        written = [(text, place) for part, place in parts for text in part.keys]
-        exact = [(t, p) for t, p in written if t.split("=", 1)[0].lstrip("+~") == key]
-        near = [(t, p) for t, p in written if (lambda w: key.startswith(w + ".") or w.startswith(key + "."))(
-            t.split("=", 1)[0].lstrip("+~"))]
-        quoted = [(t, p) for t, p in exact if "=" in t and f"={t.split('=', 1)[1]} is" in err.what]
+        written = []  # (key, value, place) of every key override, in the order Hydra applies them
+        for part, place in parts:
+            for text in part.keys:
+                written_key, _, value = text.partition("=")
+                written.append((written_key.lstrip("+~"), value, place))
+        exact = [w for w in written if w[0] == key]
+        quoted = [w for w in exact if f"={w[1]} is" in err.what]
+        near = [w for w in written if key.startswith(w[0] + ".") or w[0].startswith(key + ".")]
         found = (quoted or exact or near)[:1]
         if found:
-            place = found[0][1]
-            return SpecError(err.what, f"{place} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
+            return SpecError(err.what, f"{found[0][2]} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
     return SpecError(err.what, f"{run}: {err.where}" if err.where else run, err.hint)
 
 

@@ -35,8 +35,9 @@ SECRET_MIN_CHARS = 8  # shorter values would match ordinary config text
 
 
 def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
-    """name -> value of every secret in ``environ`` (:data:`SECRET_ENV`, at least :data:`SECRET_MIN_CHARS` long)."""
-    return {name: value for name, value in environ.items()
+    """name -> value (stripped) of every secret in ``environ`` (:data:`SECRET_ENV`, at least
+    :data:`SECRET_MIN_CHARS` long)."""
+    return {name: value.strip() for name, value in environ.items()
             if (name == API_KEY_ENV or SECRET_ENV.search(name.upper())) and len(value.strip()) >= SECRET_MIN_CHARS}
 
 
@@ -55,7 +56,7 @@ def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None
             stack.extend((f"{where}[{i}]", v) for i, v in enumerate(node))
         elif isinstance(node, str):
             for name, value in secrets.items():
-                if value.strip() in node:
+                if value in node:
                     return where, name
     return None
 DEFAULT_PROJECT = "arctl"
@@ -87,6 +88,8 @@ def wandb_generation(run_id: str, wid: str | None) -> int | None:
     plain = re.fullmatch(re.escape(str(run_id)) + r"-g(\d{1,6})", wid)  # ids of W&B's length, as written
     if plain:
         return int(plain.group(1))
+    if len(wid) != ID_MAX_CHARS:  # a hashed id is exactly that long: no generation can give this one (the
+        return None               # online reader asks of every run; the search is 10,000 hashes)
     return next((n for n in range(1, GENERATIONS_SEARCHED) if wandb_id(f"{run_id}-g{n}") == wid), None)
 
 

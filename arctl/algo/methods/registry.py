@@ -155,8 +155,11 @@ def generation() -> int:
 
 @functools.cache
 def _scan(group: str) -> tuple[dict[str, tuple[str, str]], dict[str, str], tuple[str, ...]]:
-    """The ``group`` entry points of the installed packages, read once per process and group: (name →
-    (``module:attribute``, package), name → why it cannot be used, packages whose metadata cannot be read).
+    """The ``group`` entry points of the installed packages: (name → (``module:attribute``, package), name →
+    why it cannot be used, packages whose metadata cannot be read). Read once per process and group: reading
+    them scans every installed package's metadata (~50 ms with verl's ~180 packages), and composing a sweep
+    asks several times per cell; a plugin installed later is seen by a new process. The one home of this for
+    every plugin group (methods here, backends in :mod:`arctl.backends.base`, through :func:`plugin_table`).
     Package by package: one package's malformed entry_points.txt hid every plugin (from a review)."""
     from importlib import metadata
 
@@ -191,16 +194,6 @@ def _scan(group: str) -> tuple[dict[str, tuple[str, str]], dict[str, str], tuple
     return found, problems, tuple(unreadable)
 
 
-def installed_entry_points(group: str) -> dict[str, str]:
-    """name → ``module:attribute`` of the ``group`` entry points of the installed packages (names they declare
-    twice, or that are not names, left out: :func:`plugin_table` says why). Read once per process and group:
-    reading them scans every installed package's metadata (~50 ms with verl's ~180 packages), and composing
-    a sweep asks several times per cell. A plugin installed later is seen by a new process. The one home of
-    this for every plugin group (methods here, backends in :mod:`arctl.backends.base`)."""
-    found, problems, _ = _scan(group)
-    return {name: target for name, (target, _) in found.items() if name not in problems}
-
-
 def plugin_table(builtin: dict[str, str], group: str) -> tuple[dict[str, str], dict[str, str]]:
     """(name → ``module:attribute``: ``builtin``, then the installed ``group`` entry points; name → why that
     name cannot be used: declared by two packages, not a name, or an installed package's entry point that
@@ -222,15 +215,6 @@ def plugin_table(builtin: dict[str, str], group: str) -> tuple[dict[str, str], d
 def unreadable_packages(group: str) -> tuple[str, ...]:
     """Installed packages whose entry points could not be read (for an "unknown" error: a plugin there is lost)."""
     return _scan(group)[2]
-
-
-def builtin_then_installed(builtin: dict[str, str], group: str) -> dict[str, str]:
-    """``builtin``, then the installed ``group`` entry points whose names can be used (:func:`plugin_table`)."""
-    return plugin_table(builtin, group)[0]
-
-
-def _table() -> dict[str, str]:
-    return builtin_then_installed(BUILTIN, ENTRY_POINT_GROUP)
 
 
 def method_names() -> tuple[str, ...]:

@@ -40,7 +40,6 @@ RANGES: dict[str, Range] = {
     "tiny.warmup.seed": I(0, SEED_MAX),
     "tiny.warmup.threads": I(0, 4096),
 }
-# keys the schema lets be null (a dataset's size decides them) that the generated toy task needs
 DATASET = "toy"  # the one dataset of the tiny backend: its generated task (eval/toy/... in every metric key)
 
 
@@ -58,6 +57,7 @@ def dataset_problem(config: dict) -> tuple[str, str, str] | None:
     return None
 
 
+# keys the schema lets be null (a dataset's size decides them) that the generated toy task needs
 NEEDS_VALUE = {"trainer.total_steps": "e.g. trainer.total_steps=100",
                "eval.num_problems": "e.g. eval.num_problems=1024 (held-out problems are generated)"}
 

@@ -171,7 +171,6 @@ class CPURolloutServer:
             cached, cache = self.prefix_cache.longest(prompt_ids)
             cache = cache if cache is not None else DynamicCache()
             out = self.model(input_ids=torch.tensor([prompt_ids[cached:]]), past_key_values=cache, use_cache=True)
-            self.prefix_cache.put(prompt_ids, out.past_key_values)
             tokens, logps, fed = [], [], 0  # fed: generated tokens the cache holds
             logits = out.logits[0, -1]
             cache = out.past_key_values
@@ -188,8 +187,10 @@ class CPURolloutServer:
                 out = self.model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True)
                 logits, cache = out.logits[0, -1], out.past_key_values
                 fed += 1
-            if fed:  # the thinking's KV too, for the tree's summary requests (from a review: only prompts were kept)
-                self.prefix_cache.put(prompt_ids + tokens[:fed], cache)
+            # the prompt's and the generated tokens' KV in one entry (a prompt-only one beside it would be a second
+            # copy of the same prefix): the thinking's for the tree's summary requests (from a review: only prompts
+            # were kept)
+            self.prefix_cache.put(prompt_ids + tokens[:fed], cache)
         return TokenOutput(token_ids=tokens, log_probs=logps if params.get("logprobs") else None, stop_reason=stop_reason,
                            extra_fields={"global_steps": self.global_steps, "num_cached_tokens": cached})
 
