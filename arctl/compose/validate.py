@@ -195,15 +195,6 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
             "with one summary per budget the baseline is the mean over the question's thinking samples: "
             "use rollout.n>=2, or summary.group_size>=2",
         )
-    kl = _get(cfg, "optim.kl_coef")
-    if kl and not _get(cfg, "summary.decoupled") and m > 1:
-        raise SpecError(
-            f"optim.kl_coef={kl} with summary.decoupled=false and {m} thinking budgets: the KL term covers the "
-            "trained tokens, and verl's rows keep the untrained summaries of the earlier budgets where the tiny "
-            "backend drops them, so the two backends would penalise different tokens",
-            "optim.kl_coef",
-            "use summary.decoupled=true, one thinking budget (as GRPO arms have), or optim.kl_coef=0",
-        )
     lo = _get(cfg, "optim.clip_ratio")
     _check(cfg, "optim.clip_ratio_high", lambda v: v >= lo, f"a number >= optim.clip_ratio={lo}")
     _check(cfg, "optim.loss_norm_len", lambda v: v is not None,

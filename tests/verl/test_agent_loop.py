@@ -62,8 +62,9 @@ def loop_factory(tokenizer, tiny_model, paper_config):
     tok.chat_template = TEMPLATE
 
     def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False, control=None,
-             inserted="anytime"):
+             inserted="anytime", decoupled=True):
         cfg = copy.deepcopy(paper_config)
+        cfg["summary"]["decoupled"] = decoupled
         cfg["summary"]["inserted"] = inserted
         cfg["budget_control"].update(control or {})
         cfg["trainer"]["deterministic"] = deterministic
@@ -335,6 +336,33 @@ def test_duplicate_layout_rows_and_validation_rows(loop_factory):
     assert len(val) == 1
     assert sum("stop_token_ids" not in r[1] for r in server.requests) == len(
         set(TreeRecord.from_dict(val[0].extra_fields["arctl"]).cuts))
+
+
+@pytest.mark.parametrize("layout", ["flex", "duplicate"])
+def test_a_coupled_arm_sends_only_its_trained_summaries_into_the_loss(loop_factory, paper_config, layout):
+    """Coupled (GRPO+BRPO's arm): the largest budget's summaries are trained, the others' only scored. A
+    packed row keeps their tokens with a response mask of 0; the duplicated layout sends no row for them,
+    so a tree is the ``rows_per_tree`` rows the trainer scales verl's mini-batch by (1 + A, not 1 + m x A)."""
+    from arctl.backends.verl.overrides import rows_per_tree
+
+    loop, _, _ = loop_factory(layout=layout, budgets=(4, 9, 30), group_size=2, decoupled=False)
+    outputs = _run(loop)
+    recs = [TreeRecord.from_dict(o.extra_fields["arctl"]) for o in outputs]
+    assert all(r.rewards and len(r.rewards) == 3 and len(r.spans) == 6 for r in recs)  # every budget scored
+    if layout == "duplicate":
+        cfg = copy.deepcopy(paper_config)  # what the loop was built from (loop_factory)
+        cfg["thinking"]["budgets"], cfg["verl"]["tree_attention"] = [4, 9, 30], "duplicate"
+        cfg["summary"].update(group_size=2, decoupled=False)
+        assert len(outputs) == rows_per_tree(cfg) == 3
+        assert [r.row for r in recs] == ["thinking", "branch", "branch"] and [r.leaf for r in recs[1:]] == [(2, 0), (2, 1)]
+        return
+    (row,), (rec,) = outputs, recs
+    on = {i for i, m in enumerate(row.response_mask) if m}
+    trained = set(range(rec.think_len))
+    for k, (_start, sstart, end) in enumerate(rec.spans):
+        if k // 2 == 2:
+            trained |= set(range(sstart, end))
+    assert on == trained and any(end > sstart for _, sstart, end in rec.spans[:4])  # others' tokens, masked out
 
 
 @pytest.mark.parametrize("layout", ["flex", "duplicate"])

@@ -40,6 +40,7 @@ VARIANTS = [  # named settings no paper arm uses, on the AR and GRPO+vr arms
     ("main-ar-linear", "ar-linear", {"optim.kl_coef": 0.01, "optim.kl_type": "mse"}, "kl-mse"),
     ("main-ar-uniform", "ar-uniform", {"optim.kl_coef": 0.5, "optim.kl_type": "kl"}, "kl-k1"),
     ("main-grpo", "grpo", {"optim.kl_coef": 0.1, "optim.kl_type": "abs"}, "kl-abs"),
+    ("ablation-vr", "grpo-vr", {"optim.kl_coef": 0.1}, "coupled-kl"),  # low_var_kl: a coupled arm's KL tokens
     # a compared method from outside arctl (tests/plugins/fake_method), registered in-process
     ("ablation-vr", "grpo", {"budget_control.method": "halve"}, "plugin-method"),
     ("main-ar-linear", "ar-linear", {"budget_control.method": "halve"}, "plugin-method"),
@@ -168,7 +169,10 @@ def _tiny(cfg, samples, logps, monkeypatch, control=None, limit=None, targets=No
 
 # ------------------------------------------------------------------------------ the verl path
 def _verl_rows(cfg, samples, layout, targets=None):
+    from arctl.algo.tree_loss import summary_trained
     from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, output_rows
+
+    trained = summary_trained(Objective.from_config(cfg))  # what the agent loop passes for a training tree
 
     a = cfg["summary"]["group_size"]
     rows = []
@@ -178,7 +182,7 @@ def _verl_rows(cfg, samples, layout, targets=None):
         tree = TreeRollout(s["prompt"], s["thinking"], list(cfg["thinking"]["budgets"]), groups, s["finished"], False,
                            group_size=a)
         target = targets[s["question"]] if targets else None
-        for i, row in enumerate(output_rows(tree, layout, target)):
+        for i, row in enumerate(output_rows(tree, layout, target, trained)):
             rows.append((f"q{s['question']}_{r}_{i}", f"q{s['question']}", r, row))
     return rows
 
@@ -203,6 +207,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.losses import ppo_loss
 
+    from arctl.algo.tree_loss import summary_trained
     from arctl.backends.verl.advantage import trained_token_mean
     from arctl.backends.verl.trainer_v1 import compute_row_advantages, row_records
     from arctl.track import metrics_schema as ms
@@ -214,6 +219,7 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
                                     None, control, limit)
     assert adv.dtype == torch.float64
     a = cfg["summary"]["group_size"]
+    trained = summary_trained(objective)
     tokens, new_lp, old_lp, ref_lp, ent = {}, [], [], [], []
     for (_, _, r, row), n_resp, row_adv in zip(rows, lens, adv):
         rec, mask = row["record"], row["response_mask"]
@@ -223,10 +229,12 @@ def _verl(cfg, samples, layout, logps, objective, actor, control=None, limit=Non
         if rec.row == "tree":
             for k, (start, sstart, end) in enumerate(rec.spans):
                 j, x = divmod(k, a)
-                keys.update({sstart + i: ("sum", r, j, x, i) for i in range(end - sstart)})
+                if trained[j]:  # a coupled arm's other summaries: in the row, out of its mask
+                    keys.update({sstart + i: ("sum", r, j, x, i) for i in range(end - sstart)})
                 assert row_adv[start:sstart].abs().max() == 0  # inserted tokens are never trained
         if rec.row == "branch":
             j, x = rec.leaf
+            assert trained[j]  # no row for a summary the loss does not train
             start, sstart, end = rec.spans[j * a + x]
             keys.update({n_resp - (end - sstart) + i: ("sum", r, j, x, i) for i in range(end - sstart)})
         assert {i for i in range(n_resp) if mask[i]} == set(keys)  # the rows' loss masks cover these tokens
@@ -320,11 +328,8 @@ def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatc
             assert set(verl_metrics) >= set(tiny_metrics)  # the same train/ keys, the same values
             for key, value in tiny_metrics.items():
                 assert verl_metrics[key] == pytest.approx(value, abs=1e-12, nan_ok=True), (layout, key)
-            # verl keeps untrained summaries (coupled arms) in its rows with advantage 0; tiny drops them
-            extra = set(verl_tokens) - set(tiny_tokens)
-            assert all(verl_tokens[k] == 0 for k in extra)
-            assert not cfg["summary"]["decoupled"] or not extra
-            assert set(tiny_tokens) <= set(verl_tokens)
+            # the same tokens in the loss: a coupled arm's untrained summaries are in neither
+            assert set(verl_tokens) == set(tiny_tokens), layout
             for key, value in tiny_tokens.items():
                 assert abs(verl_tokens[key] - value) <= 1e-12, (layout, key, verl_tokens[key], value)
             assert verl_loss == pytest.approx(tiny_loss, abs=1e-9, rel=0), layout

@@ -107,6 +107,11 @@ def test_paper_response_length_is_the_authors():
     ov = verl_overrides(dup)
     # duplicated layout: 1 thinking row + 16 branch rows per tree; the trainer scales the mini-batch by 17
     assert "actor_rollout_ref.actor.ppo_mini_batch_size=32" in ov and "+arctl.rows_per_tree=17" in ov
+    # a coupled arm trains the largest budget's summaries only and sends no row for the others' (grpo-vr:
+    # 4 budgets x 1 summary, 1 trained): 2 rows per tree, not 5 (the mini-batch would hold 2.5 x the trees)
+    vr = next(r.config for r in resolve_experiment("ablation-vr", scale="paper") if r.arm == "grpo-vr")
+    vr["verl"]["tree_attention"] = "duplicate"
+    assert "+arctl.rows_per_tree=2" in verl_overrides(vr)
     _, composed = build_verl_config(dup)  # verl accepts the duplicated-branch layout too
     # it loads without flash-attn (not in verl[vllm]==0.9.1): SDPA on padded rows, never verl's
     # default flash_attention_2 or its remove-padding path

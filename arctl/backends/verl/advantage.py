@@ -176,8 +176,8 @@ def trained_tokens(rec: TreeRecord | None, trained: Sequence[bool], response_len
     ``thinking`` rows) and the summary tokens of the budgets whose summaries are ``trained``
     (:func:`arctl.algo.tree_loss.summary_trained`: all when decoupled, the largest budget's when
     coupled); never the inserted tokens, nothing of a padding row (``rec`` None). The rows' response
-    mask is also 1 on a coupled arm's other summaries (advantage 0), which the tiny backend does not
-    pack at all."""
+    mask is 1 on the same tokens (:func:`arctl.backends.verl.agent_loop.packed_response`; verl's padding
+    rows have a mask of 0)."""
     out = torch.zeros(response_len, dtype=torch.bool)
     if rec is None:
         return out

@@ -36,6 +36,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
 from arctl.algo.settings import BudgetControl
+from arctl.algo.tree_loss import summary_trained
 from arctl.algo.verify import FINAL_ANSWER, answer_at
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import (
@@ -292,21 +293,32 @@ async def rollout_question(
     return last[0], info, last[1]
 
 
-def packed_response(tree: TreeRollout) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
+def summary_budget(tree: TreeRollout, grp: LeafGroup, k: int) -> int:
+    """The budget index ``j`` of summary ``k`` of ``grp`` (per-budget trees hold A summaries of each of
+    the group's budgets, in order; a validation tree's one group of summaries is its first budget's)."""
+    return grp.budget_indices[k // tree.group_size] if tree.per_budget else grp.budget_indices[0]
+
+
+def packed_response(tree: TreeRollout, trained: Sequence[bool] | None = None,
+                    ) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
     """Response of the packed layout: thinking, then every summary ``inserted + summary`` (groups in
     increasing cut: budget-major for a training tree).
 
-    Returns ``(response_ids, response_mask, spans)``: the mask is 1 on thinking and summary tokens
-    and 0 on inserted tokens; spans are ``(start, summary_start, end)`` in response coordinates.
+    Returns ``(response_ids, response_mask, spans)``: the mask is 1 on thinking tokens and on the
+    summary tokens of the budgets whose summaries are ``trained`` ([m],
+    :func:`arctl.algo.tree_loss.summary_trained`; all when None), 0 on inserted tokens and on a coupled
+    arm's other summaries (kept for their spans, which a compared method's rewards read); spans are
+    ``(start, summary_start, end)`` in response coordinates.
     """
     ids = list(tree.thinking)
     mask = [1] * len(ids)
     spans = []
     for grp in tree.groups:
-        for s in grp.summaries:
+        for k, s in enumerate(grp.summaries):
             start = len(ids)
             ids += grp.inserted + s
-            mask += [0] * len(grp.inserted) + [1] * len(s)
+            on = 1 if trained is None or trained[summary_budget(tree, grp, k)] else 0
+            mask += [0] * len(grp.inserted) + [on] * len(s)
             spans.append((start, start + len(grp.inserted), len(ids)))
     return ids, mask, spans
 
@@ -326,10 +338,14 @@ def tree_record(tree: TreeRollout, layout: str, spans=(), row: str = "tree", lea
     )
 
 
-def output_rows(tree: TreeRollout, layout: str, target: int | None = None) -> list[dict[str, Any]]:
+def output_rows(tree: TreeRollout, layout: str, target: int | None = None,
+                trained: Sequence[bool] | None = None) -> list[dict[str, Any]]:
     """The rollout rows of one tree: ``prompt_ids, response_ids, response_mask, reward, record``
-    (``target``: the L1 target in the prompt, kept in every record)."""
-    ids, mask, spans = packed_response(tree)
+    (``target``: the L1 target in the prompt, kept in every record). ``trained`` [m]: which budgets'
+    summaries the loss trains (:func:`arctl.algo.tree_loss.summary_trained`; all when None): a packed
+    row masks the others' tokens out, the duplicated layout sends no row for them (their rewards and
+    lengths stay in the records)."""
+    ids, mask, spans = packed_response(tree, trained)
     scores = tree.scores()
     final = scores[-1] if scores else 0.0
     if layout in ("flex", "dense"):
@@ -347,7 +363,9 @@ def output_rows(tree: TreeRollout, layout: str, target: int | None = None) -> li
     a = tree.group_size
     for grp in tree.groups:
         for k, s in enumerate(grp.summaries):
-            j = grp.budget_indices[k // a] if tree.per_budget else grp.budget_indices[0]
+            j = summary_budget(tree, grp, k)
+            if trained is not None and not trained[j]:
+                continue
             prefix = tree.thinking[: grp.cut]
             rows.append(
                 dict(
@@ -501,7 +519,9 @@ def _make_loop_class():
                 tokenizer = kwargs["tokenizer"] if "tokenizer" in kwargs else args[2]
                 super().__init__(*args, hf_model_type=continuous_token_model_type(tokenizer, hf_model_type), **kwargs)
                 self.arctl = self.config.arctl
-                summary = objective_of(self.arctl).summary
+                objective = objective_of(self.arctl)
+                summary = objective.summary
+                self.trained = summary_trained(objective)  # which budgets' summaries a training row trains
                 self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
                 self.eos_id = self.tokenizer.eos_token_id
                 self.layout = str(self.arctl.get("tree_attention", "flex"))
@@ -586,7 +606,8 @@ def _make_loop_class():
                     question_key(kwargs, int(self.arctl.get("seed", 0))), self.inserted.think_end, cue,
                 )
             versions = self._weight_versions()
-            rows = output_rows(tree, "duplicate" if validate else self.layout, target)
+            rows = output_rows(tree, "duplicate" if validate else self.layout, target,
+                               None if validate else self.trained)
             if validate:  # validation never trains: the thinking row carries the scores
                 rows = rows[:1]
             outputs = []

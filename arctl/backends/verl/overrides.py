@@ -23,6 +23,7 @@ from typing import Any
 
 from arctl.algo.methods import control as bc
 from arctl.algo.settings import DEFAULT_BLOCK_SIZE, BudgetControl, Objective, loss_normaliser
+from arctl.algo.tree_loss import summary_trained
 from arctl.algo.verify import GRADER_BEFORE_THE_KEY, answer_at
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
@@ -272,10 +273,17 @@ def branch_rows_per_tree(config: dict) -> int:
     return len(config["thinking"]["budgets"]) * int(config["summary"]["group_size"])
 
 
+def trained_branches_per_tree(config: dict) -> int:
+    """Summary branches per thinking sample that the loss trains: every budget's A summaries when
+    decoupled, the largest budget's when coupled (:func:`arctl.algo.tree_loss.summary_trained`)."""
+    return sum(summary_trained(Objective.from_config(config))) * int(config["summary"]["group_size"])
+
+
 def rows_per_tree(config: dict) -> int:
-    """Rows verl trains per sampled tree: 1 packed row, or 1 thinking row + every summary branch
-    (``duplicate``): the actor's mini-batch in rows is ``ppo_mini_batch_size x rollout.n x`` this."""
-    return 1 + branch_rows_per_tree(config) if verl_setting(config, "tree_attention") == "duplicate" else 1
+    """Rows verl trains per sampled tree: 1 packed row, or 1 thinking row + every trained summary
+    branch (``duplicate``; a coupled arm's other summaries send no row): the actor's mini-batch in rows
+    is ``ppo_mini_batch_size x rollout.n x`` this."""
+    return 1 + trained_branches_per_tree(config) if verl_setting(config, "tree_attention") == "duplicate" else 1
 
 
 def max_response_length(config: dict) -> int:

@@ -300,9 +300,8 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             self._put_tree_tensors(batch)
         out = super()._compute_old_log_prob(batch, metrics)
         # verl aggregates the entropy metric with the loss's aggregation (token-sum, divided by the
-        # loss constant): a sum, not the mean entropy of a token; and over the response mask, which is
-        # also 1 on a coupled arm's untrained summaries and on padding rows. Report the mean over the
-        # tokens the loss trains, as the tiny backend does.
+        # loss constant): a sum, not the mean entropy of a token. Report the mean over the tokens the loss
+        # trains, as the tiny backend does.
         data = tq.kv_batch_get(keys=out.keys, partition_id=out.partition_id, select_fields=["entropy", "extra_fields"])
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
         metrics["actor/entropy"] = metrics[ms.TRAIN_ENTROPY] = trained_token_mean(
