@@ -97,3 +97,36 @@ def test_on_the_cpu_platform_the_reference_model_offloads_without_pinned_memory(
     assert isinstance(policy, CPUOffloadPolicy) and policy.pin_memory is False
     monkeypatch.delenv(PLATFORM_ENV)
     assert module.CPUOffloadPolicy(pin_memory=True).pin_memory is True
+
+
+BROKEN = r"""
+import json, sys
+from arctl.backends.verl import plugin
+
+def broken(module):
+    raise AttributeError("verl moved POLICY_LOSS_REGISTRY")
+
+plugin._ACTIONS[plugin.POLICY_LOSS_MODULE] = broken
+import verl.trainer.ppo.core_algos as core_algos  # verl's own import goes through
+try:
+    plugin.check_registered()
+    refused = None
+except RuntimeError as err:
+    refused = str(err)
+print(json.dumps({"imported": hasattr(core_algos, "POLICY_LOSS_REGISTRY"), "failures": plugin.failures(),
+                  "refused": refused}))
+"""
+
+
+def test_a_registration_that_fails_leaves_verl_importable_and_arctls_runs_refuse_to_start():
+    """A registration that raises (another verl than the one arctl pins) used to fail the import of verl's
+    module itself, for every program of the environment: now the module imports, the failure is kept, and
+    the check arctl's runs make before they start names it."""
+    proc = subprocess.run([sys.executable, "-c", BROKEN], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["imported"] is True
+    assert out["failures"] == {"verl.trainer.ppo.core_algos": "AttributeError: verl moved POLICY_LOSS_REGISTRY"}
+    assert "verl.trainer.ppo.core_algos: AttributeError: verl moved POLICY_LOSS_REGISTRY" in out["refused"]
+    assert "arctl could not extend verl.trainer.ppo.core_algos" in proc.stderr  # said where it happens

@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.util
+import logging
 import sys
 import threading
 from collections.abc import Callable
@@ -47,6 +48,7 @@ ROLLOUT_BASE_MODULE = "verl.workers.rollout.base"
 
 _lock = threading.RLock()
 _done: set[str] = set()
+_failed: dict[str, str] = {}  # verl module -> why arctl could not extend it (the module itself imported)
 
 
 def _register_agent_loop(module) -> None:
@@ -153,7 +155,15 @@ class _PostImportLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
-        _apply(self._name, module)
+        try:
+            _apply(self._name, module)
+        except Exception as err:  # noqa: BLE001 - kept for arctl's runs (failures()); verl itself imports
+            # a failure here would fail the import of verl's module for every program of the environment,
+            # arctl's or not: verl works without arctl's names, and arctl's runs refuse to start without them
+            with _lock:
+                _failed[self._name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+            logging.getLogger(__name__).warning("arctl could not extend %s (verl works without it; arctl's runs "
+                                                "will not start): %s", self._name, _failed[self._name])
 
     def __getattr__(self, item):  # get_source, get_filename, ... of the wrapped loader
         return getattr(self._loader, item)
@@ -195,6 +205,24 @@ def register() -> dict[str, str]:
         if module is not None and hasattr(module, _READY_ATTR[name]):
             _apply(name, module)  # already imported: fill it in now
     return dict(NAMES)
+
+
+def failures() -> dict[str, str]:
+    """The verl modules of this process that arctl could not extend, with why (empty when all went in)."""
+    with _lock:
+        return dict(_failed)
+
+
+def check_registered() -> None:
+    """Import verl's registries arctl extends in this process and raise one RuntimeError naming what
+    failed (:func:`failures`) or which name is missing; arctl's verl runs call it before they start."""
+    names = registered()
+    failed = failures()
+    missing = [k for k, ok in names.items() if not ok]
+    if failed or missing:
+        said = "; ".join(f"{m}: {why}" for m, why in failed.items()) or f"not registered: {', '.join(missing)}"
+        raise RuntimeError(f"arctl's verl plugin could not extend verl in this process ({said}); is this the verl "
+                           "version arctl pins (pip show verl)?")
 
 
 def registered() -> dict[str, bool]:

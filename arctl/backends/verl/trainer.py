@@ -224,8 +224,9 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
                     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
                     from verl.utils.device import auto_set_device
 
-                    import arctl.backends.verl.plugin  # noqa: F401 - registrations in this process too
+                    from arctl.backends.verl import plugin
 
+                    plugin.check_registered()  # a registration that failed is this run's error, not a later one's
                     auto_set_device(cfg)
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line

@@ -153,7 +153,7 @@ def tree_patch_report(worker: Any = None) -> dict[str, Any]:
     itself logs plugin import errors at DEBUG only)."""
     report: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid(), "ok": False, "problem": None}
     try:
-        import arctl.backends.verl.plugin  # noqa: F401 - what `import verl` should have loaded
+        from arctl.backends.verl import plugin  # what `import verl` should have loaded
 
         module = importlib.import_module(FSDP_ENGINE_MODULE)
     except Exception as err:  # noqa: BLE001 - reported, not raised: the trainer fails with all reports
@@ -165,7 +165,9 @@ def tree_patch_report(worker: Any = None) -> dict[str, Any]:
     report["engines"] = sorted({type(e).__name__ for e in engines})
     wrong = [type(e).__name__ for e in engines if not (isinstance(e, cls) and getattr(type(e).prepare_model_inputs, _PATCHED, False))]
     if not report["patched"]:
-        report["problem"] = "verl's FSDP engine has no tree mask in this process (arctl's plugin did not patch it)"
+        why = plugin.failures().get(FSDP_ENGINE_MODULE)
+        report["problem"] = ("verl's FSDP engine has no tree mask in this process (arctl's plugin did not patch it"
+                             + (f": {why})" if why else ")"))
     elif wrong:
         report["problem"] = f"the worker trains with {', '.join(sorted(set(wrong)))}, which has no tree mask (use strategy=fsdp)"
     else:
