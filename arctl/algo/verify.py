@@ -27,7 +27,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from arctl.algo.prompts import THINK_END
@@ -283,13 +283,29 @@ def format_ok(response_text: str, think_end: str = THINK_END, eos: str | None = 
     return not (eos and eos in response_text.split(think_end, 1)[0])
 
 
+def eos_ids(eos: int | Collection[int] | None) -> frozenset[int]:
+    """``eos`` (one id, several, or None) as a set of ids."""
+    if eos is None:
+        return frozenset()
+    return frozenset([int(eos)]) if isinstance(eos, int) else frozenset(int(t) for t in eos)
+
+
+def stop_eos_ids(generation_eos: int | Collection[int] | None, tokenizer_eos: int | None) -> frozenset[int]:
+    """The EOS ids generation ends at, as vLLM stops: the tokenizer's and every one of the model's
+    generation config (``eos_token_id``: one id or a list; a chat model often lists its end-of-turn
+    token beside the tokenizer's EOS)."""
+    return eos_ids(generation_eos) | eos_ids(tokenizer_eos)
+
+
 def format_ok_ids(
-    thinking_ids: Sequence[int], branch_ids: Sequence[int], think_end_id: int, eos_id: int | None = None
+    thinking_ids: Sequence[int], branch_ids: Sequence[int], think_end_id: int,
+    eos_id: int | Collection[int] | None = None,
 ) -> bool:
-    """The authors' formatting rule on token ids: the (possibly cut) thinking must not end with EOS,
-    and ``</think>`` must occur exactly once in thinking + branch (inserted tokens + summary)."""
+    """The authors' formatting rule on token ids: the (possibly cut) thinking must not end with EOS
+    (``eos_id``: one id or the model's set, :func:`stop_eos_ids`), and ``</think>`` must occur exactly
+    once in thinking + branch (inserted tokens + summary)."""
     thinking = [int(t) for t in thinking_ids]
-    if eos_id is not None and thinking and thinking[-1] == eos_id:
+    if thinking and thinking[-1] in eos_ids(eos_id):
         return False
     branch = [int(t) for t in branch_ids]
     return thinking.count(think_end_id) + branch.count(think_end_id) == 1

@@ -11,6 +11,7 @@ from arctl.algo.verify import (
     extract_answer,
     format_ok,
     format_ok_ids,
+    stop_eos_ids,
     ground_truth_answer,
     last_boxed,
     score_response,
@@ -196,3 +197,9 @@ def test_format_rule_on_ids():
     assert not format_ok_ids([5, END], [8, END], END, EOS)
     # thinking ended with EOS: scores 0 whatever follows
     assert not format_ok_ids([5, EOS], [9, END, 8], END, EOS)
+    # a model with several EOS ids (its generation config's beside the tokenizer's): each one counts
+    eos = stop_eos_ids([2, 11], 13)
+    assert eos == {2, 11, 13} and stop_eos_ids(11, 13) == {11, 13} and stop_eos_ids(None, 13) == {13}
+    assert stop_eos_ids(None, None) == frozenset()
+    assert not format_ok_ids([5, 11], [9, END, 8], END, eos) and not format_ok_ids([5, 13], [9, END, 8], END, eos)
+    assert format_ok_ids([5, 11], [9, END, 8], END, EOS)  # one id: only it

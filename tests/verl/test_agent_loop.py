@@ -62,7 +62,7 @@ def loop_factory(tokenizer, tiny_model, paper_config):
     tok.chat_template = TEMPLATE
 
     def make(layout="flex", budgets=(4, 9, 30), group_size=2, script=None, deterministic=False, control=None,
-             inserted="anytime", decoupled=True):
+             inserted="anytime", decoupled=True, model_dir=None):
         cfg = copy.deepcopy(paper_config)
         cfg["summary"]["decoupled"] = decoupled
         cfg["summary"]["inserted"] = inserted
@@ -75,8 +75,12 @@ def loop_factory(tokenizer, tiny_model, paper_config):
         cfg["verl"]["tree_attention"] = layout
         composed = check_overrides(verl_overrides(cfg))
         server = FakeServer(tiny_model, tok.eos_token_id, script)
+        loop_tok = tok
+        if model_dir is not None:  # where verl loaded the tokenizer from: the model's files
+            loop_tok = copy.deepcopy(tok)
+            loop_tok.name_or_path = str(model_dir)
         loop = TreeAgentLoop(
-            trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=tok, processor=None,
+            trainer_config=DictConfigWrap(composed), server_manager=server, tokenizer=loop_tok, processor=None,
             dataset_cls=None, data_config=DictConfigWrap(composed.data),
         )
         return loop, server, tok
@@ -160,6 +164,30 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
     assert sorted(rec.rewards[1]) == [0.0, 1.0] and sorted(rec.rewards[2]) == [0.0, 1.0]
     info = outputs[0].extra_fields["reward_extra_info"]
     assert info[f"score@{len(think) + 2}"] == info["score@40"] == 0.5
+
+
+def test_a_thinking_ended_by_any_of_the_models_eos_ids_scores_zero(loop_factory, tokenizer, tmp_path):
+    """The authors' rule scores every summary of a thinking that ended with EOS 0. A model's generation
+    config can list EOS ids beside the tokenizer's (Llama 3 Instruct: 128001/128008/128009, the tokenizer
+    128009), and the server stops at each of them (vLLM; arctl's CPU server too): the rule reads them all.
+    Before, only the tokenizer's counted, so a thinking ended by another one was graded as cut."""
+    from transformers import GenerationConfig
+
+    tok = tokenizer
+    other = tok.encode("Let", add_special_tokens=False)[0]  # the model's second EOS id here
+    GenerationConfig(eos_token_id=[tok.eos_token_id, other]).save_pretrained(tmp_path)
+    think = tok.encode("Let me think. 1 + 2 = 3.", add_special_tokens=False)[1:] + [other]
+    correct = tok.encode("\\boxed{3}", add_special_tokens=False) + [tok.eos_token_id]
+    for model_dir, eos in ((tmp_path, True), (None, False)):  # with the generation config; without it
+        loop, server, _ = loop_factory(budgets=(4, len(think) + 2), group_size=2, script=think, model_dir=model_dir)
+
+        async def scripted(request_id, *, prompt_ids, sampling_params, **kw):
+            return SimpleNamespace(token_ids=list(think) if "stop_token_ids" in sampling_params else correct)
+
+        server.generate = scripted
+        rec = TreeRecord.from_dict(_run(loop)[0].extra_fields["arctl"])
+        assert rec.think_len == len(think) and not rec.finished and rec.eos is eos
+        assert rec.rewards[1] == ((0.0, 0.0) if eos else (1.0, 1.0))  # the full thinking's summaries
 
 
 @pytest.mark.parametrize("layout", ["flex", "duplicate"])

@@ -148,3 +148,21 @@ def test_the_prefix_cache_is_cleared_between_a_lookups_steps_not_during_them():
         assert clearing.is_alive() and (1, 2, 3) in cache._items  # waits for the lookup
     clearing.join(5)
     assert not clearing.is_alive() and not cache._items
+
+
+def test_the_server_stops_at_the_tokenizers_eos_and_every_one_of_the_generation_configs(r1_dir, tmp_path):
+    """As vLLM (``SamplingParams.update_from_generation_config``): the tokenizer's EOS and every id the
+    model's generation config lists. Before, a generation config's list replaced the tokenizer's EOS."""
+    import shutil
+
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from arctl.backends.verl.cpu_rollout import CPURolloutServer
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(r1_dir, model_dir)
+    eos = AutoTokenizer.from_pretrained(model_dir).eos_token_id
+    GenerationConfig(eos_token_id=[eos + 1, eos + 2]).save_pretrained(model_dir)
+    config = SimpleNamespace(prompt_length=32, response_length=48, max_model_len=None, seed=0)
+    server = CPURolloutServer(config, SimpleNamespace(local_path=str(model_dir), path=str(model_dir)))
+    assert server.eos_ids == {eos, eos + 1, eos + 2}

@@ -27,7 +27,7 @@ import asyncio
 import itertools
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +37,7 @@ from arctl.algo.methods.budget_forcing import BudgetForcing, extends
 from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
 from arctl.algo.settings import BudgetControl
 from arctl.algo.tree_loss import summary_trained
-from arctl.algo.verify import FINAL_ANSWER, answer_at
+from arctl.algo.verify import FINAL_ANSWER, answer_at, eos_ids, stop_eos_ids
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
@@ -65,7 +65,7 @@ def grading_executor() -> ThreadPoolExecutor:
     return _GRADING
 
 
-def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | None, ground_truth: Any, grader: str,
+def leaf_scorer(tokenizer: Any, think_end: int, eos_id: int | Collection[int] | None, ground_truth: Any, grader: str,
                 at: str = FINAL_ANSWER) -> Score:
     """``async (thinking[:cut], inserted, summary) -> reward``: the authors' rule of
     :func:`arctl.backends.verl.reward.leaf_reward`, its two halves on two threads. The format rule and
@@ -136,7 +136,7 @@ async def rollout_tree(
     group_size: int,
     summary_max_tokens: int,
     inserted: InsertedTokens,
-    eos_id: int | None,
+    eos_id: int | Collection[int] | None,
     sampling_params: dict[str, Any],
     score: Score | None = None,
     per_budget: bool = True,
@@ -155,7 +155,7 @@ async def rollout_tree(
     thinking = await generate_thinking(generate, prompt, length, inserted.think_end, sampling_params, forcing,
                                        requests)
     finished = bool(thinking) and thinking[-1] == inserted.think_end
-    eos = bool(thinking) and eos_id is not None and thinking[-1] == eos_id
+    eos = bool(thinking) and thinking[-1] in eos_ids(eos_id)  # the model's every EOS id (stop_eos_ids)
     groups: list[LeafGroup] = []
     for cut, idx in distinct_cuts(len(thinking), budgets):
         sp = summary_prompt(prompt, thinking, cut, inserted)
@@ -501,6 +501,19 @@ def summary_cache_fields(extra: Sequence[dict[str, Any]], prompt_lens: Sequence[
     }
 
 
+def generation_eos(tokenizer: Any) -> int | list[int] | None:
+    """``eos_token_id`` of the generation config beside the tokenizer's files (verl loads both from the
+    model's local copy), or None where there is none."""
+    import os
+
+    path = str(getattr(tokenizer, "name_or_path", "") or "")
+    if not os.path.isfile(os.path.join(path, "generation_config.json")):
+        return None
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_pretrained(path).eos_token_id
+
+
 def _make_loop_class():
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
     from verl.utils.profiler import simple_timer
@@ -523,7 +536,8 @@ def _make_loop_class():
                 summary = objective.summary
                 self.trained = summary_trained(objective)  # which budgets' summaries a training row trains
                 self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
-                self.eos_id = self.tokenizer.eos_token_id
+                # every id the server ends a generation at (vLLM: the tokenizer's EOS and the generation config's)
+                self.eos_id = stop_eos_ids(generation_eos(self.tokenizer), self.tokenizer.eos_token_id)
                 self.layout = str(self.arctl.get("tree_attention", "flex"))
                 self.summary_max_tokens = int(summary.max_tokens)
                 self.answer_at = str(self.arctl.get("answer_at") or answer_at(summary.inserted))

@@ -127,9 +127,11 @@ class CPURolloutServer:
         torch.set_num_threads(max(1, int(os.environ.get("ARCTL_CPU_ROLLOUT_THREADS", "1"))))
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
-        eos = self.model.generation_config.eos_token_id if self.model.generation_config is not None else None
-        eos = eos if eos is not None else tokenizer.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else ([eos] if eos is not None else []))
+        from arctl.algo.verify import stop_eos_ids
+
+        generation = self.model.generation_config
+        self.eos_ids = set(stop_eos_ids(generation.eos_token_id if generation is not None else None,
+                                        tokenizer.eos_token_id))  # as vLLM: both
         self.max_model_len = int(getattr(config, "max_model_len", None) or (config.prompt_length + config.response_length))
         self.global_steps = None
         self.prefix_cache = PrefixCache()

@@ -14,7 +14,7 @@ is the same rule on text with verl's ``custom_reward_function`` signature, for v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from arctl.algo.verify import FINAL_ANSWER
@@ -39,20 +39,21 @@ def leaf_text(
     summary: Sequence[int],
     tokenizer: Any,
     think_end_id: int,
-    eos_id: int | None,
+    eos_id: int | Collection[int] | None,
 ) -> str | None:
     """The text a leaf's grade reads (its inserted tokens and summary, EOS dropped), or None where the
     authors' format rule already scores it 0 (``</think>`` not exactly once, a thinking cut on EOS) or its
     ids are not token ids (not integers, or out of the tokenizer's integer range). Any other error of the
     tokenizer is raised: it fails the tree in one line (the step with it), where scoring the leaf 0 would
     train on a wrong reward without a trace."""
-    from arctl.algo.verify import format_ok_ids
+    from arctl.algo.verify import eos_ids, format_ok_ids
 
     try:
         branch = [int(t) for t in inserted] + [int(t) for t in summary]
         if not format_ok_ids(thinking_prefix, branch, think_end_id, eos_id):
             return None
-        return tokenizer.decode([t for t in branch if t != eos_id], skip_special_tokens=False)
+        eos = eos_ids(eos_id)
+        return tokenizer.decode([t for t in branch if t not in eos], skip_special_tokens=False)
     except (TypeError, ValueError, OverflowError):  # what an id that is not a token id raises
         return None
 
@@ -84,7 +85,7 @@ def leaf_reward(
     ground_truth: Any,
     tokenizer: Any,
     think_end_id: int,
-    eos_id: int | None,
+    eos_id: int | Collection[int] | None,
     *,
     grader: str,
     at: str = FINAL_ANSWER,
