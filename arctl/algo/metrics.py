@@ -49,6 +49,24 @@ def score_curve_area(accuracy: torch.Tensor | Sequence[float], budgets: Sequence
     return torch.trapezoid(acc, b) / (b[-1] - b[0])
 
 
+ROUNDING = 1e-12
+"""A column whose values spread less than this (relative to their size, at least 1) is constant: returns and
+baselines are sums of a few rewards times prior masses, so such a spread is the rounding of two sums of
+the same numbers in another order (two groups' means of 0.36 apart by an ulp), not a difference."""
+
+
+def _constant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """[m] bool: column k of ``x`` [N, m] holds one value (to :data:`ROUNDING`) on the rows where ``w`` is 1,
+    or none. Read from the values, not the centred sum: a constant column's mean can be off its value by an
+    ulp (three 0.1s sum to 0.30000000000000004), which would leave a variance of ~1e-33 and a correlation of
+    noise."""
+    on = w > 0
+    hi = torch.where(on, x, -torch.inf).amax(0)
+    lo = torch.where(on, x, torch.inf).amin(0)
+    size = torch.maximum(hi.abs(), lo.abs()).nan_to_num(0.0, posinf=0.0).clamp_min(1.0)
+    return ~(hi - lo > ROUNDING * size)
+
+
 def _pearson(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Column-wise Pearson correlation of [N, m] tensors over the rows where ``w`` [N, m] is 1:
     [m] (nan where a column has fewer than two rows or is constant)."""
@@ -56,15 +74,17 @@ def _pearson(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     mean = lambda t: (t * w).sum(0) / count.clamp_min(1)  # noqa: E731
     xc, yc = (x - mean(x)) * w, (y - mean(y)) * w
     denom = (xc.pow(2).sum(0) * yc.pow(2).sum(0)).sqrt()
-    return torch.where((denom > 0) & (count > 1), (xc * yc).sum(0) / denom.clamp_min(1e-300), torch.nan)
+    defined = (denom > 0) & (count > 1) & ~_constant(x, w) & ~_constant(y, w)
+    return torch.where(defined, (xc * yc).sum(0) / denom.clamp_min(1e-300), torch.nan)
 
 
 def _masked_var(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Column-wise population variance of [N, m] over the rows where ``w`` is 1: [m] (nan if none)."""
+    """Column-wise population variance of [N, m] over the rows where ``w`` is 1: [m] (nan if none;
+    exactly 0 for a constant column)."""
     count = w.sum(0)
     mean = (x * w).sum(0) / count.clamp_min(1)
     var = ((x - mean) ** 2 * w).sum(0) / count.clamp_min(1)
-    return torch.where(count > 0, var, torch.nan)
+    return torch.where(count > 0, torch.where(_constant(x, w), 0.0, var), torch.nan)
 
 
 def _reach_weights(scores: torch.Tensor, reached: torch.Tensor | None) -> torch.Tensor:

@@ -124,6 +124,10 @@ def test_variance_diagnostics_match_plain_loops(seed, b, g, m, lam, prior):
     import numpy as np
 
     from arctl.algo.advantages import budget_returns, segments_reached, thinking_baseline
+    from arctl.algo.metrics import ROUNDING
+
+    def spread(x):  # values that differ by more than rounding (two sums of the same numbers can differ by an ulp)
+        return len(x) > 0 and np.ptp(x) > ROUNDING * max(1.0, float(np.abs(x).max()))
 
     gen = torch.Generator().manual_seed(seed)
     s = torch.randint(0, 2, (b, g, m), generator=gen).to(F64)
@@ -140,15 +144,34 @@ def test_variance_diagnostics_match_plain_loops(seed, b, g, m, lam, prior):
         rk = r[rows, k]
         for key, name in (("brpo", "brpo"), ("grpo", "v2"), ("v1", "v1")):
             v = thinking_baseline(s, p, lam, name).numpy().reshape(-1, m)[rows, k]
-            want = np.var(rk - v) / np.var(rk) if rows.any() and np.var(rk) > 0 else math.nan
+            want = np.var(rk - v) / np.var(rk) if rows.any() and spread(rk) else math.nan  # R not constant
             got = nv[key][k].item()
             assert (math.isnan(want) and math.isnan(got)) or got == pytest.approx(want, abs=1e-9), (key, k)
         for key in ("v1", "v2"):
             v = thinking_baseline(s, p, lam, key).numpy().reshape(-1, m)[rows, k]
             got = corr[key][k].item()
-            if rows.sum() > 1 and np.ptp(rk) > 0 and np.ptp(v) == 0:  # a constant baseline: undefined, or 0 where
-                assert math.isnan(got) or abs(got) < 1e-9, (key, k, got)  # its mean rounds off by an ulp
-                continue
-            ok = rows.sum() > 1 and np.ptp(v) > 0 and np.ptp(rk) > 0
+            ok = rows.sum() > 1 and spread(v) and spread(rk)  # a constant column: undefined
             want = float(np.corrcoef(v, rk)[0, 1]) if ok else math.nan
             assert (math.isnan(want) and math.isnan(got)) or got == pytest.approx(want, abs=1e-9), (key, k)
+
+
+def test_a_constant_return_has_no_correlation_and_no_normalised_variance():
+    """By hand: one budget whose return R is the same for all three samples (R = 0.1 each). Var(R) = 0, so
+    the correlations with V1/V2 and Var(R - V)/Var(R) are undefined (nan). Their centred sums had been of
+    the mean's rounding (three 0.1s sum to 0.30000000000000004): a correlation of ~1e-17 and a variance
+    of ~1e-33 (a normalised variance of 3e30), which hypothesis found."""
+    from arctl.algo.metrics import _masked_var, _pearson
+
+    r = torch.full((3, 1), 0.1, dtype=F64)
+    w = torch.ones(3, 1, dtype=F64)
+    v = torch.tensor([[0.0], [0.3], [0.7]], dtype=F64)
+    assert float(((r - (r * w).sum(0) / 3) ** 2).sum()) > 0  # the rounding the old code read as spread
+    assert math.isnan(_pearson(v, r, w).item()) and math.isnan(_pearson(r, v, w).item())
+    assert _masked_var(r, w).item() == 0.0
+    assert _pearson(v, 2 * v, w).item() == pytest.approx(1.0)  # a column that varies still correlates
+    # two groups' mean returns, equal but summed in another order (an ulp apart): no spread either (hypothesis
+    # found a V2 "correlated" .43 / .85 with R here)
+    ulp = torch.tensor([[0.36], [0.36 + 2 ** -54 * 4], [0.36]], dtype=F64)
+    assert ulp[1, 0] != ulp[0, 0] and math.isnan(_pearson(ulp, v, w).item())
+    kept = torch.tensor([[1.0], [1.0], [0.0], [0.0], [1.0]], dtype=F64)  # the rows kept: the three 0.1s
+    assert _masked_var(torch.tensor([[0.1], [0.1], [5.0], [7.0], [0.1]], dtype=F64), kept).item() == 0.0
