@@ -147,6 +147,7 @@ def check_ranges(cfg: dict) -> None:
         raise SpecError(problem, key, f"override it, e.g. {key}=...")
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WRITTEN_KEY = re.compile(rf"{API_KEY_ENV}\s*[=:]\s*['\"]?(?![$'\"\s]|$)")  # the key's value written in the line
 
 
@@ -222,6 +223,8 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
+    _check(cfg, "cluster.secrets", lambda v: all(ENV_NAME.fullmatch(x) for x in v),
+           "a list of environment variable names (letters, digits, _), e.g. [HF_TOKEN]")
     check_init_from(cfg)
     # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
     # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)

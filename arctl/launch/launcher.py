@@ -57,7 +57,7 @@ from arctl.launch.rundir import (
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths
-from arctl.track.identity import API_KEY_ENV
+from arctl.track.identity import API_KEY_ENV, is_secret_name
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
 
@@ -295,15 +295,15 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
 
 def _groups(items: list[LaunchItem], array_parallelism: int | None,
             ask_site: bool = True) -> list[tuple[dict, list[LaunchItem]]]:
-    """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size. Online and offline runs
-    are submitted apart: an online job is submitted with the API key in its environment (job_environment),
-    which sbatch stores with every task of the array (from a review: one online arm put the key into SLURM's
-    state of every offline task beside it)."""
+    """Items sharing sbatch parameters, in chunks of at most cluster.max_array_size. Runs that receive other
+    secrets are submitted apart (online runs the API key, a run its ``cluster.secrets``; job_environment):
+    sbatch stores the environment with every task of the array (from a review: one online arm put the key
+    into SLURM's state of every offline task beside it)."""
     by_params: dict[str, tuple[dict, list[LaunchItem]]] = {}
     for item in items:
         name = item.sweep or item.experiment
         params = slurm_parameters(item.config["cluster"], name, array_parallelism)
-        key = json.dumps([params, needs_api_key([item])], sort_keys=True)
+        key = json.dumps([params, sorted(passed_secrets([item]))], sort_keys=True)
         by_params.setdefault(key, (params, []))[1].append(item)
     out = []
     for params, group in by_params.values():
@@ -473,6 +473,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     return result
                 waits = _waits(reg, [i for i, _ in claimed], name)
                 if name == "slurm":
+                    left = sorted({n for i, _ in claimed for n in left_out_secrets([i])})
+                    if left:  # said, not silent: a job that needs one (a gated model's HF_TOKEN) fails without it
+                        echo(f"left out of the jobs' environment (secrets of this shell, which sbatch would store in "
+                             f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job")
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
@@ -794,7 +798,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
 
     executor._get_job_id_from_submission_command = parsed
     before = _entries(workspace.jobs_dir)
-    with job_environment(chunk), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
+    with job_environment(chunk, scheduler=True), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
         try:
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
         except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
@@ -853,25 +857,38 @@ def _release(master: str) -> None:
         raise LaunchError(f"scontrol release {master} failed (job cancelled): {' '.join(said.split())[-400:]}")
 
 
-SECRET_ENV = API_KEY_ENV
-
-
 def needs_api_key(items: list[LaunchItem]) -> bool:
     """Whether any of the jobs logs to W&B online (the only case that needs the API key)."""
     return any((item.config.get("wandb") or {}).get("mode") == "online" for item in items)
 
 
+def passed_secrets(items: list[LaunchItem]) -> set[str]:
+    """The secrets of the launching shell the jobs of ``items`` receive: ``WANDB_API_KEY`` where one logs
+    online, and the names of their ``cluster.secrets``."""
+    names = {str(n) for item in items for n in (item.config.get("cluster") or {}).get("secrets") or []}
+    return names | ({API_KEY_ENV} if needs_api_key(items) else set())
+
+
+def left_out_secrets(items: list[LaunchItem], environ=None) -> list[str]:
+    """The secrets of this shell (by name: :func:`arctl.track.identity.is_secret_name`) a SLURM submission
+    of ``items`` leaves out of the jobs' environment."""
+    env = os.environ if environ is None else environ
+    return sorted({name for name in env if is_secret_name(name)} - passed_secrets(items))
+
+
 @contextmanager
-def job_environment(items: list[LaunchItem]):
-    """The environment jobs are submitted with: this process's, without ``WANDB_API_KEY`` unless a
-    job logs online. sbatch exports the submitting environment into SLURM's state directory and the
-    job; an offline run must leave the key in neither."""
-    key = None if needs_api_key(items) else os.environ.pop(SECRET_ENV, None)
+def job_environment(items: list[LaunchItem], scheduler: bool = False):
+    """The environment jobs are submitted with: this process's, without ``WANDB_API_KEY`` unless a job
+    logs online. With ``scheduler`` (sbatch: it exports the submitting environment into SLURM's state
+    directory, and a site may keep job environments in accounting) without every other secret of the
+    shell either, but those named in the jobs' ``cluster.secrets``."""
+    keep = passed_secrets(items)
+    names = left_out_secrets(items) if scheduler else ([] if API_KEY_ENV in keep else [API_KEY_ENV])
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
     try:
         yield
     finally:
-        if key is not None:
-            os.environ[SECRET_ENV] = key
+        os.environ.update(saved)
 
 
 @contextmanager

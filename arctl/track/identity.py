@@ -34,11 +34,16 @@ SECRET_ENV = re.compile(r"(?:^|_)(?:API_KEY|TOKEN|SECRET|SECRET_ACCESS_KEY|SECRE
 SECRET_MIN_CHARS = 8  # shorter values would match ordinary config text
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable holds a secret by its name (:data:`API_KEY_ENV`, :data:`SECRET_ENV`)."""
+    return name == API_KEY_ENV or bool(SECRET_ENV.search(name.upper()))
+
+
 def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
     """name -> value (stripped) of every secret in ``environ`` (:data:`SECRET_ENV`, at least
     :data:`SECRET_MIN_CHARS` long)."""
     return {name: value.strip() for name, value in environ.items()
-            if (name == API_KEY_ENV or SECRET_ENV.search(name.upper())) and len(value.strip()) >= SECRET_MIN_CHARS}
+            if is_secret_name(name) and len(value.strip()) >= SECRET_MIN_CHARS}
 
 
 def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None:

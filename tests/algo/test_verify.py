@@ -11,10 +11,10 @@ from arctl.algo.verify import (
     extract_answer,
     format_ok,
     format_ok_ids,
-    stop_eos_ids,
     ground_truth_answer,
     last_boxed,
     score_response,
+    stop_eos_ids,
     verify_answer,
 )
 

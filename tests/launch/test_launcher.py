@@ -72,6 +72,20 @@ def test_a_refused_sbatch_writes_nothing_and_says_why_in_one_line(specs, tmp_pat
     assert not ws.root.exists()
 
 
+def test_a_slurm_launch_says_which_secrets_its_jobs_go_without(specs, tmp_path, refusing_sbatch, monkeypatch):
+    """A job that needs a secret it was not given (a gated model's HF_TOKEN) would fail on the cluster: the
+    launch names what it leaves out (never the value) and how to pass one."""
+    from arctl.compose import resolve_experiment
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "q" * 30)
+    said: list[str] = []
+    items = items_from_resolved(resolve_experiment("lt", ["cluster.partition=nosuch"], arms=["a"]))
+    with pytest.raises(LaunchError):
+        launch(items, Workspace(tmp_path / "ws"), executor="slurm", echo=said.append)
+    (line,) = [m for m in said if "HF_TOKEN" in m]
+    assert "cluster.secrets=[NAME]" in line and "q" * 30 not in line
+
+
 def test_a_refused_sbatch_in_an_existing_workspace_leaves_no_job_files(specs, tmp_path, refusing_sbatch):
     """submitit writes its pickle and script into jobs/ before sbatch answers: a refusal removes
     them (and the run's row and run dir), so the workspace holds only what it held before."""
@@ -1287,3 +1301,41 @@ def test_online_and_offline_runs_are_submitted_apart_so_no_offline_job_carries_t
     for _, chunk in groups:
         assert len({needs_api_key([item]) for item in chunk}) == 1  # each submission is one kind
     assert _groups(items[: len(offline)], None, ask_site=False)[0][1] == items[: len(offline)]  # offline: one array
+
+
+def test_a_slurm_submission_leaves_every_secret_out_but_those_its_runs_name(monkeypatch):
+    """sbatch stores the environment it exports in SLURM's state: an HF token, a cloud key, a GitHub token of the
+    launching shell went there with every job (from a review). Now a SLURM submission carries only the secrets
+    its runs name in cluster.secrets (and an online run the W&B key); runs that name others go in another
+    array; a local submission (no scheduler state) still drops only the W&B key of offline runs."""
+    import os
+
+    from arctl.compose import resolve_experiment
+    from arctl.launch.launcher import LaunchItem, _groups, job_environment, left_out_secrets
+
+    shell = {"HF_TOKEN": "hf_" + "x" * 20, "GITHUB_TOKEN": "ghp_" + "y" * 20, "WANDB_API_KEY": "k" * 40,
+             "AWS_SECRET_ACCESS_KEY": "z" * 30, "MY_PASSWORD": "short", "TOKENIZERS_PARALLELISM": "false"}
+    for name, value in shell.items():
+        monkeypatch.setenv(name, value)
+    plain = LaunchItem("plain", resolve_experiment("ablation-vr", arms=["grpo"])[0])
+    hf = LaunchItem("hf", resolve_experiment("ablation-vr", ["cluster.secrets=[HF_TOKEN]"], arms=["grpo"])[0])
+    online = LaunchItem("on", resolve_experiment("ablation-vr", ["wandb.mode=online"], arms=["grpo"])[0])
+    secret = ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HF_TOKEN", "MY_PASSWORD", "WANDB_API_KEY"]
+    assert left_out_secrets([plain]) == secret  # by name, whatever the value's length; TOKENIZERS_* is no secret
+    for items, kept in (([plain], set()), ([hf], {"HF_TOKEN"}), ([online], {"WANDB_API_KEY"})):
+        with job_environment(items, scheduler=True):
+            assert {n for n in secret if n in os.environ} == kept
+            assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+        assert all(os.environ[n] == v for n, v in shell.items())  # the shell's own environment, back
+    with job_environment([plain]):  # local: only the key of an offline run goes
+        assert "WANDB_API_KEY" not in os.environ and os.environ["HF_TOKEN"] == shell["HF_TOKEN"]
+    chunks = [sorted(i.run_id for i in chunk) for _, chunk in _groups([plain, hf, online], None, ask_site=False)]
+    assert sorted(chunks) == [["hf"], ["on"], ["plain"]]  # one array each: sbatch stores one environment per array
+
+
+def test_cluster_secrets_takes_variable_names():
+    from arctl.compose import resolve_experiment
+    from arctl.compose.errors import SpecError
+
+    with pytest.raises(SpecError, match="cluster.secrets"):
+        resolve_experiment("ablation-vr", ["cluster.secrets=[HF-TOKEN]"], arms=["grpo"])

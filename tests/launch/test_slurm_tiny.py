@@ -2,7 +2,8 @@
 clusters send; SLURM signals every process of the job step, the W&B service included) or killed
 with SIGKILL resumes with the same run and W&B ids, and the synced W&B history (read by the
 independent reader, tests/support/wandb_reference.py) holds every step exactly once. An offline run's job
-sees no WANDB_API_KEY, and the key is in no file of the workspace or of SLURM's state."""
+sees no WANDB_API_KEY (nor HF_TOKEN, a secret no run names in cluster.secrets), and neither is in any file of
+the workspace or of SLURM's state."""
 
 from __future__ import annotations
 
@@ -84,13 +85,16 @@ def _finish_and_check_history(cli, ws: Path, run: dict, run_dir: Path, waiter, s
 def test_term_mid_run_checkpoints_marks_preempted_and_the_resume_keeps_every_step_once(project, tmp_path, cli,
                                                                                     waiter, monkeypatch, statuses):
     key = "planted" + "0123456789abcdef" * 2 + "term"
+    hf = "hf_planted" + "fedcba9876543210" * 2  # another secret of the shell: no run names it in cluster.secrets
     monkeypatch.setenv("WANDB_API_KEY", key)
+    monkeypatch.setenv("HF_TOKEN", hf)
     ws = tmp_path / "ws"
     run, run_dir = _launch(cli, ws)
     waiter(lambda: len(_steps(run_dir)) >= 4, 300, "step 3")
     pid = read_status(run_dir)["pid"]
     environ = Path(f"/proc/{pid}/environ").read_bytes()  # the job's own environment, while it runs
     assert b"WANDB_API_KEY" not in environ and key.encode() not in environ
+    assert b"HF_TOKEN" not in environ and hf.encode() not in environ
     subprocess.run(["scancel", "--signal=TERM", run["job_id"]], check=True)
     record = waiter(lambda: (r := _record(statuses, ws, run["run_id"]))["state"] in ("PREEMPTED", "FAILED", "COMPLETED")
                     and r, 120, "the job to stop")
@@ -100,8 +104,9 @@ def test_term_mid_run_checkpoints_marks_preempted_and_the_resume_keeps_every_ste
     assert (run_dir / "checkpoints" / f"step_{stopped_at:06d}.pt").exists()  # the stop checkpoint
     _finish_and_check_history(cli, ws, run, run_dir, waiter, statuses)
     for where in (ws, _state_dir()):
-        hits = subprocess.run(["grep", "-rl", key, str(where)], capture_output=True, text=True).stdout
-        assert hits == "", f"the API key reached {hits}"
+        for secret in (key, hf):
+            hits = subprocess.run(["grep", "-rl", secret, str(where)], capture_output=True, text=True).stdout
+            assert hits == "", f"a secret reached {hits}"
 
 
 def test_kill_9_past_a_checkpoint_resumes_with_every_step_once(project, tmp_path, cli, waiter, statuses):
