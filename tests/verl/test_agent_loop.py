@@ -724,3 +724,16 @@ def test_the_chat_format_is_read_from_a_tokenizers_vocabulary_once():
         assert continuous_token_model_type(qwen, "qwen2") == "qwen2"
         assert continuous_token_model_type(Tok({}), "qwen2") is None  # a new tokenizer is read afresh
     assert Tok.reads == 2 + 3
+
+
+def test_an_aborted_request_fails_its_tree(loop_factory):
+    """verl hands an aborted request back as it stands where it does not resume it (async training without
+    partial rollout): its tokens would have been taken as a whole thinking, graded as cut by the budget."""
+    loop, server, _ = loop_factory()
+
+    async def aborting(request_id, *, prompt_ids, sampling_params, **kw):
+        return SimpleNamespace(token_ids=[5, 6, 7], stop_reason="aborted", extra_fields={})
+
+    server.generate = aborting
+    with pytest.raises(RuntimeError, match="aborted request .* after 3 tokens"):
+        _run(loop)

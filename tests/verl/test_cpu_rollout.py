@@ -166,3 +166,33 @@ def test_the_server_stops_at_the_tokenizers_eos_and_every_one_of_the_generation_
     config = SimpleNamespace(prompt_length=32, response_length=48, max_model_len=None, seed=0)
     server = CPURolloutServer(config, SimpleNamespace(local_path=str(model_dir), path=str(model_dir)))
     assert server.eos_ids == {eos, eos + 1, eos + 2}
+
+
+def test_weights_that_leave_a_parameter_out_or_do_not_fit_are_refused(server, r1_dir, tmp_path):
+    """The trainer's weights arrive in one piece (every rank gathers them): a parameter not sent would keep
+    its old values in the rollout while training moved on, silently (load_state_dict(strict=False) said
+    nothing). A tied weight counts as sent under either of its names."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from arctl.backends.verl.cpu_rollout import CPURolloutServer
+
+    state = {k: v.clone() for k, v in server.model.state_dict().items()}
+    dropped = next(k for k in state if "layers.1." in k)
+    with pytest.raises(ValueError, match=f"not sent .*{dropped}"):
+        server.update_weights({k: v for k, v in state.items() if k != dropped})
+    with pytest.raises(ValueError, match="not the model's .*value_head"):
+        server.update_weights({**state, "value_head.weight": torch.zeros(1)})
+
+    tied_dir = tmp_path / "tied"
+    shutil.copytree(r1_dir, tied_dir)
+    model = AutoModelForCausalLM.from_pretrained(r1_dir)
+    model.config.tie_word_embeddings = True
+    AutoModelForCausalLM.from_config(model.config).save_pretrained(tied_dir)
+    config = SimpleNamespace(prompt_length=32, response_length=48, max_model_len=None, seed=0)
+    tied = CPURolloutServer(config, SimpleNamespace(local_path=str(tied_dir), path=str(tied_dir)))
+    assert tied.model.lm_head.weight is tied.model.model.embed_tokens.weight
+    full = {k: v.clone() for k, v in tied.model.state_dict().items()}
+    for left in ("lm_head.weight", "model.embed_tokens.weight"):  # either name carries the tied weight
+        assert tied.update_weights({k: v for k, v in full.items() if k != left}) == len(full) - 1

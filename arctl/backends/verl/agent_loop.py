@@ -49,6 +49,7 @@ from arctl.backends.verl.advantage import (
 )
 
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
+ABORTED = ("aborted", "abort")  # stop reasons of a request the server gave up (verl.workers.rollout.llm_server)
 Score = Callable[[list[int], list[int], list[int]], Awaitable[float]]
 
 _GRADING: ThreadPoolExecutor | None = None
@@ -551,6 +552,12 @@ def _make_loop_class():
             out = await self.server_manager.generate(
                 request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
             )
+            if getattr(out, "stop_reason", None) in ABORTED:
+                # verl returns an aborted request as it stands only where it does not resume it (async training
+                # without partial rollout): a thinking cut there would be graded as cut by the budget
+                raise RuntimeError(f"the rollout server aborted request {request_id} after {len(out.token_ids)} tokens "
+                                   "(verl's async training without partial rollout drops such samples): a tree needs "
+                                   "every request whole; turn on async_training.partial_rollout or train synchronously")
             self._server_extra.append(dict(getattr(out, "extra_fields", None) or {}))
             self._prompt_lens.append(len(prompt_ids))
             return list(out.token_ids)

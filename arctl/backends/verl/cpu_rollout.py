@@ -127,6 +127,10 @@ class CPURolloutServer:
         torch.set_num_threads(max(1, int(os.environ.get("ARCTL_CPU_ROLLOUT_THREADS", "1"))))
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
+        by_tensor: dict[int, set[str]] = {}  # the names of each parameter (tied weights: several)
+        for name, param in self.model.named_parameters(remove_duplicate=False):
+            by_tensor.setdefault(id(param), set()).add(name)
+        self._tied = {name: names - {name} for names in by_tensor.values() for name in names}
         from arctl.algo.verify import stop_eos_ids
 
         generation = self.model.generation_config
@@ -211,6 +215,12 @@ class CPURolloutServer:
             loaded = set(state) - set(unexpected)
             if not loaded:
                 raise ValueError(f"no weight matched the rollout model (unexpected: {sorted(unexpected)[:5]})")
+            # a tied weight arrives under one of its names; any other weight left out would leave the rollout
+            # sampling with the old (or initial) values of it while the trainer moved on (from a review)
+            untouched = [name for name in missing if not loaded & self._tied.get(name, set())]
+            if untouched or unexpected:
+                raise ValueError(f"the trainer's weights do not match the rollout model: not sent "
+                                 f"{sorted(untouched)[:5]}, not the model's {sorted(unexpected)[:5]}")
             self.prefix_cache.clear()  # the cached KV belongs to the old weights
             if global_steps is not None:
                 self.global_steps = int(global_steps)
