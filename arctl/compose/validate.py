@@ -225,6 +225,10 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
            "finishing a training step and writing a checkpoint")
     _check(cfg, "cluster.secrets", lambda v: all(ENV_NAME.fullmatch(x) for x in v),
            "a list of environment variable names (letters, digits, _), e.g. [HF_TOKEN]")
+    if API_KEY_ENV in _get(cfg, "cluster.secrets"):
+        raise SpecError(f"cluster.secrets names {API_KEY_ENV}, which follows wandb.mode: an online run's job gets it, "
+                        "an offline run's never does", "cluster.secrets",
+                        f"leave {API_KEY_ENV} out of cluster.secrets (wandb.mode=online passes it)")
     check_init_from(cfg)
     # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
     # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)

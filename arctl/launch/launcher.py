@@ -476,7 +476,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     left = sorted({n for i, _ in claimed for n in left_out_secrets([i])})
                     if left:  # said, not silent: a job that needs one (a gated model's HF_TOKEN) fails without it
                         echo(f"left out of the jobs' environment (secrets of this shell, which sbatch would store in "
-                             f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job")
+                             f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job"
+                             + (f" (and wandb.mode=online {API_KEY_ENV})" if API_KEY_ENV in left else ""))
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)

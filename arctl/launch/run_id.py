@@ -22,6 +22,7 @@ The same cell of the same sweep always maps to the same id, so resubmitting a sw
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -37,7 +38,8 @@ LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 # (section, key) -> the default at which the key stays out of the identity
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None, ("optim", "kl_coef"): Loss.kl_coef,
-                    ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted}
+                    ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted,
+                    ("cluster", "secrets"): []}  # launch-only: a config frozen before it resumes and shares as it did
 # (section, key) never in the identity: they change what stays on disk or what a run asks of the machine
 # (the scale's memory, cluster.mem_gb's default), not one number a run computes
 NOT_COMPUTED = {("verl", "keep_checkpoints"), ("scale", "mem_gb")}
@@ -84,7 +86,7 @@ def with_keys_added_later(config: dict) -> dict:
     out = dict(config)
     for (section, key), value in keys_added_later(config.get("backend")).items():
         if isinstance(out.get(section), dict) and key not in out[section]:
-            out[section] = {**out[section], key: value}
+            out[section] = {**out[section], key: copy.deepcopy(value)}  # a list default is each config's own
     return out
 
 

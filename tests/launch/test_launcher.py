@@ -1315,6 +1315,10 @@ def test_a_slurm_submission_leaves_every_secret_out_but_those_its_runs_name(monk
 
     shell = {"HF_TOKEN": "hf_" + "x" * 20, "GITHUB_TOKEN": "ghp_" + "y" * 20, "WANDB_API_KEY": "k" * 40,
              "AWS_SECRET_ACCESS_KEY": "z" * 30, "MY_PASSWORD": "short", "TOKENIZERS_PARALLELISM": "false"}
+    from arctl.track.identity import is_secret_name
+
+    for name in [n for n in os.environ if is_secret_name(n)]:  # the developer's own (an OPENAI_API_KEY, a GH_TOKEN)
+        monkeypatch.delenv(name)
     for name, value in shell.items():
         monkeypatch.setenv(name, value)
     plain = LaunchItem("plain", resolve_experiment("ablation-vr", arms=["grpo"])[0])
@@ -1339,3 +1343,5 @@ def test_cluster_secrets_takes_variable_names():
 
     with pytest.raises(SpecError, match="cluster.secrets"):
         resolve_experiment("ablation-vr", ["cluster.secrets=[HF-TOKEN]"], arms=["grpo"])
+    with pytest.raises(SpecError, match="follows wandb.mode"):  # an offline run's job never gets the W&B key
+        resolve_experiment("ablation-vr", ["cluster.secrets=[WANDB_API_KEY]"], arms=["grpo"])

@@ -169,25 +169,30 @@ def test_finished_thinking_merges_later_budgets_and_per_leaf_rewards_are_explici
 def test_a_thinking_ended_by_any_of_the_models_eos_ids_scores_zero(loop_factory, tokenizer, tmp_path):
     """The authors' rule scores every summary of a thinking that ended with EOS 0. A model's generation
     config can list EOS ids beside the tokenizer's (Llama 3 Instruct: 128001/128008/128009, the tokenizer
-    128009), and the server stops at each of them (vLLM; arctl's CPU server too): the rule reads them all.
-    Before, only the tokenizer's counted, so a thinking ended by another one was graded as cut."""
-    from transformers import GenerationConfig
+    128009), and the server stops at each of them (vLLM; arctl's CPU server too): the rule reads them all,
+    from the model's generation_config.json, else its config.json (as verl and vLLM read them). Before, only
+    the tokenizer's counted, so a thinking ended by another one was graded as cut."""
+    from transformers import GenerationConfig, Qwen2Config
 
     tok = tokenizer
     other = tok.encode("Let", add_special_tokens=False)[0]  # the model's second EOS id here
-    GenerationConfig(eos_token_id=[tok.eos_token_id, other]).save_pretrained(tmp_path)
+    (tmp_path / "generation").mkdir()
+    GenerationConfig(eos_token_id=[tok.eos_token_id, other]).save_pretrained(tmp_path / "generation")
+    Qwen2Config(vocab_size=len(tok), eos_token_id=[other, tok.eos_token_id]).save_pretrained(tmp_path / "config")
+    Qwen2Config(vocab_size=len(tok), eos_token_id=tok.eos_token_id).save_pretrained(tmp_path / "one")
     think = tok.encode("Let me think. 1 + 2 = 3.", add_special_tokens=False)[1:] + [other]
     correct = tok.encode("\\boxed{3}", add_special_tokens=False) + [tok.eos_token_id]
-    for model_dir, eos in ((tmp_path, True), (None, False)):  # with the generation config; without it
-        loop, server, _ = loop_factory(budgets=(4, len(think) + 2), group_size=2, script=think, model_dir=model_dir)
+    for folder, eos in (("generation", True), ("config", True), ("one", False)):
+        loop, server, _ = loop_factory(budgets=(4, len(think) + 2), group_size=2, script=think,
+                                       model_dir=tmp_path / folder)
 
         async def scripted(request_id, *, prompt_ids, sampling_params, **kw):
             return SimpleNamespace(token_ids=list(think) if "stop_token_ids" in sampling_params else correct)
 
         server.generate = scripted
         rec = TreeRecord.from_dict(_run(loop)[0].extra_fields["arctl"])
-        assert rec.think_len == len(think) and not rec.finished and rec.eos is eos
-        assert rec.rewards[1] == ((0.0, 0.0) if eos else (1.0, 1.0))  # the full thinking's summaries
+        assert rec.think_len == len(think) and not rec.finished and rec.eos is eos, folder
+        assert rec.rewards[1] == ((0.0, 0.0) if eos else (1.0, 1.0)), folder  # the full thinking's summaries
 
 
 @pytest.mark.parametrize("layout", ["flex", "duplicate"])

@@ -181,7 +181,8 @@ def test_weights_that_leave_a_parameter_out_or_do_not_fit_are_refused(server, r1
     state = {k: v.clone() for k, v in server.model.state_dict().items()}
     dropped = next(k for k in state if "layers.1." in k)
     with pytest.raises(ValueError, match=f"not sent .*{dropped}"):
-        server.update_weights({k: v for k, v in state.items() if k != dropped})
+        server.update_weights({k: v + 1 for k, v in state.items() if k != dropped})
+    assert all(torch.equal(v, state[k]) for k, v in server.model.state_dict().items())  # refused before loading
     with pytest.raises(ValueError, match="not the model's .*value_head"):
         server.update_weights({**state, "value_head.weight": torch.zeros(1)})
 

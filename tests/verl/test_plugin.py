@@ -130,3 +130,33 @@ def test_a_registration_that_fails_leaves_verl_importable_and_arctls_runs_refuse
     assert out["failures"] == {"verl.trainer.ppo.core_algos": "AttributeError: verl moved POLICY_LOSS_REGISTRY"}
     assert "verl.trainer.ppo.core_algos: AttributeError: verl moved POLICY_LOSS_REGISTRY" in out["refused"]
     assert "arctl could not extend verl.trainer.ppo.core_algos" in proc.stderr  # said where it happens
+
+
+AGAIN = r"""
+import json
+from arctl.backends.verl import plugin
+
+def broken(module):
+    raise AttributeError("verl moved it")
+
+plugin._ACTIONS[plugin.PLATFORM_MODULE] = broken
+import verl.plugin.platform.platform_manager  # imported: its registration failed, kept
+again = plugin.register()  # "safe to call any number of times": the direct path keeps the failure too
+plugin.check_registered()  # a GPU run needs none of the CPU platform's modules
+try:
+    plugin.check_registered(cpu=True)
+    refused = None
+except RuntimeError as err:
+    refused = str(err)
+print(json.dumps({"again": again, "failures": sorted(plugin.failures()), "refused": refused}))
+"""
+
+
+def test_a_failed_registration_stays_kept_through_register_and_only_the_runs_that_need_it_refuse():
+    proc = subprocess.run([sys.executable, "-c", AGAIN], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["again"]["agent_loop"] == "arctl_tree"
+    assert out["failures"] == ["verl.plugin.platform.platform_manager"]
+    assert "platform_manager: AttributeError: verl moved it" in out["refused"]

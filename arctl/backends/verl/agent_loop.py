@@ -24,6 +24,7 @@ summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``r
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import threading
 import uuid
@@ -502,17 +503,19 @@ def summary_cache_fields(extra: Sequence[dict[str, Any]], prompt_lens: Sequence[
     }
 
 
-def generation_eos(tokenizer: Any) -> int | list[int] | None:
-    """``eos_token_id`` of the generation config beside the tokenizer's files (verl loads both from the
-    model's local copy), or None where there is none."""
-    import os
+@functools.lru_cache(maxsize=8)
+def generation_eos(model: str) -> tuple[int, ...]:
+    """The EOS ids of the generation config of the model at ``model`` (the folder verl loaded the tokenizer
+    from: the model's local copy), as verl and vLLM read it (:func:`verl.utils.model.get_generation_config`:
+    ``generation_config.json``, else the model's ``config.json``); () where it has neither. Read once per
+    process (verl builds a loop per sample)."""
+    from verl.utils.model import get_generation_config
 
-    path = str(getattr(tokenizer, "name_or_path", "") or "")
-    if not os.path.isfile(os.path.join(path, "generation_config.json")):
-        return None
-    from transformers import GenerationConfig
-
-    return GenerationConfig.from_pretrained(path).eos_token_id
+    try:
+        config = get_generation_config(model)
+    except (OSError, ValueError):  # a folder with neither file (a tokenizer's own)
+        return ()
+    return tuple(sorted(eos_ids(getattr(config, "eos_token_id", None)))) if config is not None else ()
 
 
 def _make_loop_class():
@@ -538,7 +541,8 @@ def _make_loop_class():
                 self.trained = summary_trained(objective)  # which budgets' summaries a training row trains
                 self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
                 # every id the server ends a generation at (vLLM: the tokenizer's EOS and the generation config's)
-                self.eos_id = stop_eos_ids(generation_eos(self.tokenizer), self.tokenizer.eos_token_id)
+                self.eos_id = stop_eos_ids(generation_eos(str(getattr(self.tokenizer, "name_or_path", "") or "")),
+                                           self.tokenizer.eos_token_id)
                 self.layout = str(self.arctl.get("tree_attention", "flex"))
                 self.summary_max_tokens = int(summary.max_tokens)
                 self.answer_at = str(self.arctl.get("answer_at") or answer_at(summary.inserted))

@@ -211,16 +211,18 @@ class CPURolloutServer:
     def update_weights(self, state: dict, global_steps: int | None = None) -> int:
         """Load the trainer's weights (full tensors, Hugging Face names); returns how many."""
         with self._lock:
-            missing, unexpected = self.model.load_state_dict(state, strict=False)
-            loaded = set(state) - set(unexpected)
+            names = set(self.model.state_dict())
+            loaded, unexpected = set(state) & names, sorted(set(state) - names)
             if not loaded:
-                raise ValueError(f"no weight matched the rollout model (unexpected: {sorted(unexpected)[:5]})")
-            # a tied weight arrives under one of its names; any other weight left out would leave the rollout
-            # sampling with the old (or initial) values of it while the trainer moved on (from a review)
-            untouched = [name for name in missing if not loaded & self._tied.get(name, set())]
+                raise ValueError(f"no weight matched the rollout model (unexpected: {unexpected[:5]})")
+            # checked before anything is loaded: a tied weight arrives under one of its names; any other weight
+            # left out would leave the rollout sampling with its old values while the trainer moved on (from a
+            # review: load_state_dict(strict=False) took any subset)
+            untouched = sorted(n for n in names - loaded if not loaded & self._tied.get(n, set()))
             if untouched or unexpected:
-                raise ValueError(f"the trainer's weights do not match the rollout model: not sent "
-                                 f"{sorted(untouched)[:5]}, not the model's {sorted(unexpected)[:5]}")
+                raise ValueError(f"the trainer's weights do not match the rollout model: not sent {untouched[:5]}, "
+                                 f"not the model's {unexpected[:5]}")
+            self.model.load_state_dict(state, strict=False)  # strict=True would ask for a tied weight's second name
             self.prefix_cache.clear()  # the cached KV belongs to the old weights
             if global_steps is not None:
                 self.global_steps = int(global_steps)

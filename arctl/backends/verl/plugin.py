@@ -143,6 +143,22 @@ def _apply(name: str, module) -> None:
         raise
 
 
+def _apply_kept(name: str, module) -> None:
+    """:func:`_apply`, its failure kept (:func:`failures`) and logged, not raised: raised from the hook, it
+    would fail the import of verl's module for every program of the environment, arctl's or not. verl works
+    without arctl's names, and arctl's runs refuse to start without them (:func:`check_registered`)."""
+    try:
+        _apply(name, module)
+    except Exception as err:  # noqa: BLE001 - kept for arctl's runs
+        with _lock:
+            _failed[name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        logging.getLogger(__name__).warning("arctl could not extend %s (verl works without it; arctl's runs "
+                                            "will not start): %s", name, _failed[name])
+    else:
+        with _lock:
+            _failed.pop(name, None)
+
+
 class _PostImportLoader(importlib.abc.Loader):
     """Wraps a module's real loader and registers arctl's names once the module has executed."""
 
@@ -155,15 +171,7 @@ class _PostImportLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
-        try:
-            _apply(self._name, module)
-        except Exception as err:  # noqa: BLE001 - kept for arctl's runs (failures()); verl itself imports
-            # a failure here would fail the import of verl's module for every program of the environment,
-            # arctl's or not: verl works without arctl's names, and arctl's runs refuse to start without them
-            with _lock:
-                _failed[self._name] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-            logging.getLogger(__name__).warning("arctl could not extend %s (verl works without it; arctl's runs "
-                                                "will not start): %s", self._name, _failed[self._name])
+        _apply_kept(self._name, module)
 
     def __getattr__(self, item):  # get_source, get_filename, ... of the wrapped loader
         return getattr(self._loader, item)
@@ -203,7 +211,7 @@ def register() -> dict[str, str]:
     for name in _ACTIONS:
         module = sys.modules.get(name)
         if module is not None and hasattr(module, _READY_ATTR[name]):
-            _apply(name, module)  # already imported: fill it in now
+            _apply_kept(name, module)  # already imported: fill it in now
     return dict(NAMES)
 
 
@@ -213,11 +221,15 @@ def failures() -> dict[str, str]:
         return dict(_failed)
 
 
-def check_registered() -> None:
+CPU_ONLY_MODULES = (PLATFORM_MODULE, DISTRIBUTED_MODULE, REPLICA_MODULE, ROLLOUT_BASE_MODULE)  # verl.device=cpu's
+
+
+def check_registered(cpu: bool = False) -> None:
     """Import verl's registries arctl extends in this process and raise one RuntimeError naming what
-    failed (:func:`failures`) or which name is missing; arctl's verl runs call it before they start."""
+    failed (:func:`failures`; the CPU platform's modules only for a ``cpu`` run) or which name is
+    missing; arctl's verl runs call it before they start."""
     names = registered()
-    failed = failures()
+    failed = {m: why for m, why in failures().items() if cpu or m not in CPU_ONLY_MODULES}
     missing = [k for k, ok in names.items() if not ok]
     if failed or missing:
         said = "; ".join(f"{m}: {why}" for m, why in failed.items()) or f"not registered: {', '.join(missing)}"

@@ -263,6 +263,10 @@ def check_plugin(loaded_before_verl: bool) -> dict[str, Any]:
 
     registered = plugin.registered()
     missing = [k for k, ok in registered.items() if not ok]
+    failed = plugin.failures()
+    if failed:  # the cause, kept by the plugin's hook (verl logs plugin errors at DEBUG only)
+        module, why = next(iter(failed.items()))
+        raise SmokeError(f"arctl's plugin could not extend {module} after `import verl`: {why}")
     if missing:
         raise SmokeError(f"arctl's {missing[0]} ({plugin.NAMES[missing[0]]}) is not in verl's registry after `import verl`")
     return {"entry_point": eps[0], "loaded_by_import_verl": not loaded_before_verl, "registered": registered,

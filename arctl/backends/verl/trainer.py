@@ -226,7 +226,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
 
                     from arctl.backends.verl import plugin
 
-                    plugin.check_registered()  # a registration that failed is this run's error, not a later one's
+                    plugin.check_registered(cpu=on_cpu(config))  # a failed registration is this run's error, not a later one's
                     auto_set_device(cfg)
                     run_ppo(cfg, task_runner_class=TaskRunnerV1)
             except Exception as err:  # Ray's error: the remote traceback, or what died, in one line
