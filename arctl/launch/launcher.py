@@ -729,6 +729,26 @@ def slot_parameters(params: dict, ahead_job: str) -> dict:
     return {**params, "additional_parameters": extra}
 
 
+def array_shares(sizes: list[int], bound: int) -> list[int]:
+    """Each array's ``%p`` where arrays of ``sizes`` tasks go out together and at most ``bound`` tasks may run
+    at once in all: ``bound`` split in proportion to the sizes (each at least 1 and at most its size); with
+    more arrays than ``bound``, 1 each (and :func:`_submit_slurm` starts each array only after the one
+    ``bound`` places before it has ended). One array keeps ``bound``."""
+    if len(sizes) <= 1:
+        return [bound] * len(sizes)
+    if len(sizes) > bound:
+        return [1] * len(sizes)
+    shares, left = [1] * len(sizes), bound - len(sizes)
+    while left > 0:
+        open_ = [i for i, n in enumerate(sizes) if shares[i] < n]
+        if not open_:
+            break
+        i = max(open_, key=lambda i: (sizes[i] / shares[i], -i))  # the array furthest behind its share
+        shares[i] += 1
+        left -= 1
+    return shares
+
+
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
     """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
@@ -763,8 +783,17 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     for params, item in rays:
         submit_ray(params, item)
-    for params, chunk in _groups(plain, array_parallelism):
+    arrays = _groups(plain, array_parallelism)
+    bound = min((int(params["array_parallelism"]) for params, _ in arrays), default=1)
+    shares = array_shares([len(chunk) for _, chunk in arrays], bound)
+    masters: list[str] = []  # each array's job id, in submission order
+    for k, ((params, chunk), share) in enumerate(zip(arrays, shares)):
+        if len(arrays) > 1:  # several arrays (other sbatch settings, secrets, chunks): at most P tasks in all
+            params = {**params, "array_parallelism": share}
+            if k >= bound:  # more arrays than P: each takes the slot of the one P places before
+                params = slot_parameters(params, masters[k - bound])
         _submit_chunk(params, chunk, workspace, job_ids)
+        masters.append(str(job_ids[chunk[0].run_id]).split("_")[0])
     for item, ray in later:  # in launch order: a run comes after the one it starts from
         params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
         if ray is not None:

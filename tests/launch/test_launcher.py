@@ -1345,3 +1345,45 @@ def test_cluster_secrets_takes_variable_names():
         resolve_experiment("ablation-vr", ["cluster.secrets=[HF-TOKEN]"], arms=["grpo"])
     with pytest.raises(SpecError, match="follows wandb.mode"):  # an offline run's job never gets the W&B key
         resolve_experiment("ablation-vr", ["cluster.secrets=[WANDB_API_KEY]"], arms=["grpo"])
+
+
+def _accepting_sbatch(tmp_path, monkeypatch) -> Path:
+    """sbatch accepts every submission as job 101, 102, ... and keeps each script (its path in a log)."""
+    scripts = tmp_path / "sbatch-scripts"
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'echo "$1" >> {scripts}\n'
+                            f'echo "Submitted batch job $((100 + $(wc -l < {scripts})))"\n'),
+                    srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n")
+    return scripts
+
+
+def _array_lines(ws: Workspace) -> list[tuple[str, str]]:
+    """(the --array line, the --dependency line; '' where none) of each array's sbatch script, in job-id order
+    (submitit submits an array of one task as a plain job)."""
+    out = []
+    for folder in sorted((p for p in ws.jobs_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        lines = (folder / f"{folder.name}_submission.sh").read_text().splitlines()
+        array = next((x for x in lines if x.startswith("#SBATCH --array")), "")
+        dep = next((x for x in lines if x.startswith("#SBATCH --dependency")), "")
+        out.append((array, dep))
+    return out
+
+
+def test_several_arrays_of_one_launch_keep_to_array_parallelism_in_all(specs, tmp_path, monkeypatch):
+    """A launch whose runs need different sbatch settings (here: online and offline, which go apart so that the W&B
+    key stays out of the offline tasks) goes out as several arrays. Each had its own %P, so a launch with P=4 ran up
+    to 8 (from a review). Now P is split in proportion to the arrays' sizes; with more arrays than P, each array
+    waits for the one P places before it (afterany)."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import array_shares
+
+    assert array_shares([6, 3], 4) == [3, 1] and array_shares([1, 10], 4) == [1, 3] and array_shares([5], 4) == [4]
+    assert array_shares([2, 2], 64) == [2, 2] and array_shares([5, 5, 5], 2) == [1, 1, 1]
+    _accepting_sbatch(tmp_path, monkeypatch)
+    items = items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=2"]))  # 3 runs: arrays of 2 + 1
+    launch(items, ws := Workspace(tmp_path / "ws"), executor="slurm", members=["lt3"], array_parallelism=2)
+    assert _array_lines(ws) == [("#SBATCH --array=0-1%1", ""), ("", "")]  # P=2: 1 + the single task
+    launch(items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=1"])), ws2 := Workspace(tmp_path / "ws2"),
+           executor="slurm", members=["lt3"], array_parallelism=2)  # three arrays of 1 task, P=2
+    assert _array_lines(ws2) == [("", ""), ("", ""), ("", "#SBATCH --dependency=afterany:103")]  # the third waits
+    # for the first (jobs 103, 104, 105 of the shim's count)
