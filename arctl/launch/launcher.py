@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arctl.compose.run import ResolvedRun
-from arctl.config.files import PLACE_ERRNOS, atomic_write
+from arctl.config.files import PLACE_ERRNOS, atomic_write, exclusive
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
@@ -828,7 +828,11 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
 
     executor._get_job_id_from_submission_command = parsed
     before = _entries(workspace.jobs_dir)
-    with job_environment(chunk, scheduler=True), captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
+    # one submission at a time per workspace (on this machine, for this user): submitit writes its pickles and
+    # script into jobs/ under temporary names before sbatch answers, and a refused submission removes the new
+    # entries there, which were another launch's own while both submitted (from a review)
+    with exclusive(f"sbatch:{workspace.jobs_dir.resolve()}"), job_environment(chunk, scheduler=True), \
+            captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
         try:
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
         except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after

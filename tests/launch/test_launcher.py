@@ -1387,3 +1387,28 @@ def test_several_arrays_of_one_launch_keep_to_array_parallelism_in_all(specs, tm
            executor="slurm", members=["lt3"], array_parallelism=2)  # three arrays of 1 task, P=2
     assert _array_lines(ws2) == [("", ""), ("", ""), ("", "#SBATCH --dependency=afterany:103")]  # the third waits
     # for the first (jobs 103, 104, 105 of the shim's count)
+
+
+def test_two_launches_into_one_workspace_submit_one_at_a_time(specs, tmp_path, monkeypatch):
+    """submitit writes its pickles and script into jobs/ under temporary names before sbatch answers, and a refused
+    submission removes the new entries there: while two launches submitted at once, those were the other launch's
+    own (from a review). Submissions into one workspace now take turns: two launches' sbatch calls never overlap."""
+    import subprocess
+    import sys
+
+    spans = tmp_path / "sbatch-spans"
+    count = tmp_path / "sbatch-count"
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'start=$(date +%s.%N); sleep 1.5\necho x >> {count}\n'
+                            f'echo "$start $(date +%s.%N)" >> {spans}\n'
+                            f'echo "Submitted batch job $((100 + $(wc -l < {count})))"\n'),
+                    srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n")
+    ws = tmp_path / "ws"
+    procs = [subprocess.Popen([sys.executable, "-m", "arctl.cli.main", "run", "lt", "--arm", arm, "--executor", "slurm",
+                               "--workdir", str(ws), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for arm in ("a", "b")]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()[-2000:]
+    (s1, e1), (s2, e2) = sorted(tuple(map(float, line.split())) for line in spans.read_text().splitlines())
+    assert e1 <= s2, f"sbatch calls overlapped: {s1:.2f}-{e1:.2f} and {s2:.2f}-{e2:.2f}"
