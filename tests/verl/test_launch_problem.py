@@ -49,9 +49,16 @@ def test_the_paper_runs_pass_where_their_inputs_are(data, tmp_path):
     ("verl.overrides=['trainer.save_frq=10']", "verl rejects an override in 'trainer.save_frq=10'"),
     ("verl.tensor_model_parallel_size=3", "the rollout's parallel size 3 (tensor 3 x data 1 x pipeline 1) does not "
                                           "divide the 8 GPUs"),
-], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel"])
+    # from a review of what fails only on the GPUs: at the first log-prob pass or as the workers start
+    ("verl.micro_batch_size_per_gpu=3", "verl.micro_batch_size_per_gpu=3 does not divide the 32 rows each of the 8 "
+                                        "data-parallel ranks gets per mini-batch"),
+    ("verl.use_dynamic_bsz=true verl.max_token_len_per_gpu=4096", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096 "
+                                                                  "tokens (verl.max_token_len_per_gpu) is below the longest row"),
+    ("verl.overrides=['actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2']",
+     "ulysses_sequence_parallel_size=2: Ulysses sequence parallelism needs verl's remove-padding path"),
+], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel", "micro-batch", "token-budget", "ulysses"])
 def test_what_verl_refuses_only_on_the_gpus_is_refused_before_the_job_queues(data, tmp_path, override, says):
-    problem = launch_problem(_config(override), tmp_path / "run")
+    problem = launch_problem(_config(*override.split(" ")), tmp_path / "run")
     assert problem is not None and says in problem and "\n" not in problem, problem
 
 
@@ -59,6 +66,28 @@ def test_a_mini_batch_the_data_parallel_ranks_cannot_split_is_refused(data, tmp_
     problem = launch_problem(_config("data.ppo_mini_batch_size=1", "data.train_batch_size=2", "rollout.n=4"),
                              tmp_path / "run")
     assert problem is not None and "mini-batch of 4 rows" in problem and "8 data-parallel ranks" in problem, problem
+
+
+def test_a_training_set_that_cannot_feed_the_steps_is_refused(data, tmp_path):
+    """verl's epoch is rows // train_batch_size steps and its loop ends after trainer.total_epochs epochs whatever
+    trainer.total_steps says: fewer rows than a batch divided by zero after the first validation; too few epochs
+    ended the run early, without its last checkpoint and final evaluation, reported completed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def rows(n: int) -> None:
+        pq.write_table(pa.table({"prompt": [f"q{i}" for i in range(n)]}), data / "deepscaler" / "train.parquet")
+
+    rows(10)  # the paper's batch is 64 prompts
+    problem = launch_problem(_config(), tmp_path / "run")
+    assert problem is not None and problem.startswith("data.train_files hold 10 rows, fewer than one batch "
+                                                      "(data.train_batch_size=64)"), problem
+    rows(200)  # 3 steps an epoch
+    assert launch_problem(_config(), tmp_path / "run") is None  # total_steps null: the epochs decide
+    assert launch_problem(_config("trainer.total_steps=6", "trainer.total_epochs=2"), tmp_path / "run") is None
+    problem = launch_problem(_config("trainer.total_steps=10"), tmp_path / "run")
+    assert problem is not None and "trainer.total_steps=10 needs 4 epochs of the 3 steps" in problem, problem
+    assert "give trainer.total_epochs=4" in problem
 
 
 def test_missing_inputs_are_refused_and_a_smoke_or_rehearsal_run_is_not_checked_for_them(tmp_path, monkeypatch):

@@ -131,6 +131,66 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
                 f"{' x rows per tree' if per_tree > 1 else ''}) does not divide by its {dp} data-parallel "
                 "ranks: verl refuses it at the first update, after a rollout; choose data.ppo_mini_batch_size so "
                 "that it does")
+    for role in ("actor", "ref"):  # the engine's own key; arctl pads rows (no remove-padding), which Ulysses needs
+        size = get(f"actor_rollout_ref.{role}.fsdp_config.ulysses_sequence_parallel_size")
+        if size > 1:
+            return (f"actor_rollout_ref.{role}.fsdp_config.ulysses_sequence_parallel_size={size}: Ulysses sequence "
+                    "parallelism needs verl's remove-padding path, which arctl turns off (flash-attn's varlen kernels "
+                    "are not in verl[vllm]==0.9.1); verl's FSDP engine refuses it as its workers start. Leave it at 1")
+    longest = get("data.max_prompt_length", 0) + get("data.max_response_length", 0)
+    if bool(verl_setting(config, "use_dynamic_bsz")):
+        for key in ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+                    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+                    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"):
+            budget = OmegaConf.select(cfg, key, default=None)
+            if budget is not None and int(budget) * max(1, sp) < longest:
+                return (f"{key}={budget} tokens (verl.max_token_len_per_gpu) is below the longest row, {longest} "
+                        "tokens (data.max_prompt_length + the response a tree can fill): verl refuses such a row at "
+                        f"the first log-prob pass, after a rollout; give verl.max_token_len_per_gpu>={longest}")
+    else:
+        micro = int(verl_setting(config, "micro_batch_size_per_gpu"))
+        per_rank = rows // dp if dp else rows
+        if per_rank % micro:
+            return (f"verl.micro_batch_size_per_gpu={micro} does not divide the {per_rank} rows each of the {dp} "
+                    "data-parallel ranks gets per mini-batch (data.ppo_mini_batch_size x rollout.n"
+                    f"{' x rows per tree' if per_tree > 1 else ''} / ranks): verl refuses it at the first log-prob "
+                    f"pass, after a rollout; choose a divisor of {per_rank}")
+    return None
+
+
+def steps_problem(config: dict, cfg: Any) -> str | None:
+    """Why the training files cannot feed the run's steps, or None: verl's epoch is ``rows //
+    data.train_batch_size`` steps (the last partial batch dropped), and its loop ends when
+    ``trainer.total_epochs`` epochs are done, whatever ``trainer.total_steps`` says: with fewer rows than one
+    batch it divides by zero after the first validation; with too few epochs the run ends early, without its
+    last checkpoint and final evaluation, and is reported completed. Rows are read from the parquet files'
+    footers (an upper bound: verl may filter over-long prompts)."""
+    from omegaconf import OmegaConf
+
+    if bool(verl_setting(config, "eval_only")):
+        return None
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    value = OmegaConf.select(cfg, "data.train_files")
+    files = [str(v) for v in value] if OmegaConf.is_list(value) else [str(value)]
+    try:
+        rows = sum(pq.read_metadata(str(Path(f).expanduser())).num_rows for f in files if f)
+    except Exception:  # noqa: BLE001 - not a parquet file this can read: the job's own loader says why
+        return None
+    batch = int(OmegaConf.select(cfg, "data.train_batch_size"))
+    if rows < batch:
+        return (f"data.train_files hold {rows} rows, fewer than one batch (data.train_batch_size={batch}): verl's "
+                "epoch would have no step; give a larger training set or a smaller data.train_batch_size")
+    epochs = int(OmegaConf.select(cfg, "trainer.total_epochs"))
+    steps = OmegaConf.select(cfg, "trainer.total_training_steps", default=None)
+    if steps is not None and int(steps) > (rows // batch) * epochs:
+        need = -(-int(steps) // (rows // batch))
+        return (f"trainer.total_steps={steps} needs {need} epochs of the {rows // batch} steps data.train_files hold "
+                f"({rows} rows // data.train_batch_size={batch}), but trainer.total_epochs={epochs}: verl would end "
+                f"the run after {(rows // batch) * epochs} steps, without its last checkpoint and final evaluation; "
+                f"give trainer.total_epochs={need}")
     return None
 
 
@@ -162,7 +222,7 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
         return None
     if problem := parallel_problem(config, cfg):
         return problem
-    if problem := inputs_problem(config, cfg):
+    if problem := inputs_problem(config, cfg) or steps_problem(config, cfg):
         return f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips this check)"
     return None
 
