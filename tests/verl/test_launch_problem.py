@@ -90,6 +90,39 @@ def test_a_training_set_that_cannot_feed_the_steps_is_refused(data, tmp_path):
     assert "give trainer.total_epochs=4" in problem
 
 
+def test_a_model_whose_heads_or_context_do_not_fit_the_layout_is_refused(data, tmp_path):
+    """Read from the model's config where it is here (a folder, or Hugging Face's cache; nothing downloaded): vLLM
+    refuses heads it cannot split over the tensor-parallel ranks as its server starts, and a context shorter than
+    the longest row cuts the thinking below its budget and leaves no room for a summary."""
+    from transformers import Qwen2Config
+
+    model = tmp_path / "model"
+    Qwen2Config(num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=4096).save_pretrained(model)
+    problem = launch_problem(_config(f"model.path={model}", "verl.tensor_model_parallel_size=8"), tmp_path / "run")
+    assert problem is not None and "verl.tensor_model_parallel_size=8 does not divide the model's 12 attention " \
+        "heads" in problem, problem
+    problem = launch_problem(_config(f"model.path={model}", "verl.tensor_model_parallel_size=4"), tmp_path / "run")
+    assert problem is not None and problem.startswith("the longest row, 9280 tokens") and "context of 4096" in problem
+    Qwen2Config(num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=131072).save_pretrained(model)
+    assert launch_problem(_config(f"model.path={model}", "verl.tensor_model_parallel_size=4"), tmp_path / "run") is None
+
+
+def test_a_resume_on_another_number_of_gpus_than_its_checkpoint_is_refused(data, tmp_path):
+    """verl saves a model shard per rank and loads the current world's: cluster.* is launch-only (the same run id),
+    so a resume with other nodes or GPUs per node failed at load, after Ray and the workers had started."""
+    from arctl.backends.verl import checkpoints
+
+    run_dir = tmp_path / "run"
+    actor = checkpoints.folder(run_dir / "checkpoints", 40) / "actor"
+    actor.mkdir(parents=True)
+    for rank in range(8):
+        (actor / f"model_world_size_8_rank_{rank}.pt").write_bytes(b"x")
+    checkpoints.mark_complete(run_dir / "checkpoints", 40)
+    assert launch_problem(_config(), run_dir) is None  # the paper's 8 GPUs, as saved
+    problem = launch_problem(_config("cluster.nodes=2"), run_dir)
+    assert problem is not None and "step 40) holds the model in 8 shards" in problem and "current 16 GPUs" in problem
+
+
 def test_missing_inputs_are_refused_and_a_smoke_or_rehearsal_run_is_not_checked_for_them(tmp_path, monkeypatch):
     monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "nodata"))
     problem = launch_problem(_config(), tmp_path / "run")

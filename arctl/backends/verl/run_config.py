@@ -6,6 +6,7 @@ runtime env. Used by the trainer (:mod:`arctl.backends.verl.trainer`) and by the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,65 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
     return None
 
 
+def model_problem(config: dict, cfg: Any) -> str | None:
+    """Why the model cannot serve the run's layout, or None, where its config can be read here (a local
+    folder, or Hugging Face's cache: nothing is downloaded): vLLM splits the attention heads over the
+    rollout's tensor-parallel ranks (it refuses heads it cannot split as its server starts), and the
+    longest row (prompt + the response a tree can fill) must fit the model's context, else generation is
+    cut below the thinking budget and a summary request finds no room."""
+    from omegaconf import OmegaConf
+
+    path = OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
+    if not path:
+        return None
+    try:
+        from transformers import AutoConfig
+
+        model = AutoConfig.from_pretrained(str(Path(str(path)).expanduser()) if Path(str(path)).expanduser().is_dir()
+                                           else str(path), local_files_only=True)
+    except Exception:  # noqa: BLE001 - not readable here (not downloaded, remote code): the job's own start says
+        return None
+    tp = int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", default=1) or 1)
+    heads = getattr(model, "num_attention_heads", None)
+    if heads and tp > 1 and int(heads) % tp:
+        return (f"verl.tensor_model_parallel_size={tp} does not divide the model's {heads} attention heads ({path}): "
+                "vLLM refuses it as its rollout server starts; choose a divisor of the heads")
+    context = getattr(model, "max_position_embeddings", None)
+    longest = int(OmegaConf.select(cfg, "data.max_prompt_length", default=0) or 0) + \
+        int(OmegaConf.select(cfg, "data.max_response_length", default=0) or 0)
+    if context and longest > int(context):
+        return (f"the longest row, {longest} tokens (data.max_prompt_length + the response a tree can fill), exceeds "
+                f"the model's context of {context} (max_position_embeddings of {path}): the rollout would cut the "
+                "thinking below its budget and find no room for a summary; use smaller thinking.budgets, fewer "
+                "summaries, or a model with a longer context")
+    return None
+
+
+def checkpoint_world_problem(config: dict, cfg: Any, run_dir: Path | None) -> str | None:
+    """Why a resume cannot load the run's newest complete checkpoint, or None: verl saves one model shard per
+    rank (``model_world_size_W_rank_R.pt``) and loads the shards of the current world size, so a run resumed
+    on another number of GPUs (``cluster.*`` is launch-only: the same run id) fails at load."""
+    from omegaconf import OmegaConf
+
+    from arctl.backends.verl import checkpoints
+
+    if run_dir is None or bool(verl_setting(config, "eval_only")):
+        return None
+    ckpt = Path(run_dir) / "checkpoints"
+    step, _ = checkpoints.newest_complete(ckpt) if ckpt.is_dir() else (0, [])
+    if not step:
+        return None
+    worlds = {int(m.group(1)) for f in (checkpoints.folder(ckpt, step) / "actor").glob("model_world_size_*_rank_*.pt")
+              if (m := re.match(r"model_world_size_(\d+)_rank_\d+\.pt$", f.name))}
+    world = int(OmegaConf.select(cfg, "trainer.n_gpus_per_node") or 1) * int(OmegaConf.select(cfg, "trainer.nnodes") or 1)
+    if worlds and world not in worlds:
+        saved = min(worlds)
+        return (f"the run's newest checkpoint (step {step}) holds the model in {saved} shards, one per GPU it was "
+                f"trained on, and verl loads the shards of the current {world} GPUs: resume it on {saved} GPUs "
+                "(cluster.nodes x cluster.gpus_per_node)")
+    return None
+
+
 def steps_problem(config: dict, cfg: Any) -> str | None:
     """Why the training files cannot feed the run's steps, or None: verl's epoch is ``rows //
     data.train_batch_size`` steps (the last partial batch dropped), and its loop ends when
@@ -220,9 +280,10 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
         return " ".join(str(err).split())
     if int(verl_setting(config, "rehearsal_steps") or 0) > 0:
         return None
-    if problem := parallel_problem(config, cfg):
+    if problem := parallel_problem(config, cfg) or model_problem(config, cfg):
         return problem
-    if problem := inputs_problem(config, cfg) or steps_problem(config, cfg):
+    if problem := (inputs_problem(config, cfg) or steps_problem(config, cfg)
+                   or checkpoint_world_problem(config, cfg, run_dir)):
         return f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips this check)"
     return None
 
