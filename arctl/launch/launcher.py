@@ -903,11 +903,13 @@ def passed_secrets(items: list[LaunchItem]) -> set[str]:
     return names | ({API_KEY_ENV} if needs_api_key(items) else set())
 
 
-def left_out_secrets(items: list[LaunchItem], environ=None) -> list[str]:
+def left_out_secrets(items: list[LaunchItem], environ=None, passed: set[str] | None = None) -> list[str]:
     """The secrets of this shell (by name: :func:`arctl.track.identity.is_secret_name`) a SLURM submission
-    of ``items`` leaves out of the jobs' environment."""
+    of ``items`` leaves out of the jobs' environment (``passed``: :func:`passed_secrets` of ``items``,
+    where the caller has it)."""
     env = os.environ if environ is None else environ
-    return sorted({name for name in env if is_secret_name(name)} - passed_secrets(items))
+    keep = passed_secrets(items) if passed is None else passed
+    return sorted({name for name in env if is_secret_name(name)} - keep)
 
 
 @contextmanager
@@ -917,7 +919,7 @@ def job_environment(items: list[LaunchItem], scheduler: bool = False):
     directory, and a site may keep job environments in accounting) without every other secret of the
     shell either, but those named in the jobs' ``cluster.secrets``."""
     keep = passed_secrets(items)
-    names = left_out_secrets(items) if scheduler else ([] if API_KEY_ENV in keep else [API_KEY_ENV])
+    names = left_out_secrets(items, passed=keep) if scheduler else ([] if API_KEY_ENV in keep else [API_KEY_ENV])
     saved = {name: os.environ.pop(name) for name in names if name in os.environ}
     try:
         yield

@@ -31,7 +31,7 @@ import re
 from arctl.algo.settings import BudgetControl, Loss, Summary
 from arctl.algo.verify import DEFAULT_GRADER, GRADER_BEFORE_THE_KEY
 from arctl.backends.base import BUILTIN as BUILTIN_BACKENDS
-from arctl.config.schema import RunConfig
+from arctl.config.schema import ClusterConfig, RunConfig
 from arctl.launch.rundir import READ_KEYS
 
 LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
@@ -39,7 +39,7 @@ LAUNCH_ONLY_KEYS = ("cluster", "wandb", *READ_KEYS)
 ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, ("trainer", "init_run"): None,
                     ("budget_control", "thinkprune_round"): None, ("optim", "kl_coef"): Loss.kl_coef,
                     ("optim", "kl_type"): Loss.kl_type, ("summary", "inserted"): Summary.inserted,
-                    ("cluster", "secrets"): []}  # launch-only: a config frozen before it resumes and shares as it did
+                    ("cluster", "secrets"): ClusterConfig().secrets}  # launch-only: a config frozen before it resumes and shares as it did
 # (section, key) never in the identity: they change what stays on disk or what a run asks of the machine
 # (the scale's memory, cluster.mem_gb's default), not one number a run computes
 NOT_COMPUTED = {("verl", "keep_checkpoints"), ("scale", "mem_gb")}
