@@ -191,6 +191,13 @@ class ModelConfig:
     max_position_embeddings: int | None = _model_dim(10**7)
 
 
+MODEL_SIZE_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
+                   "max_position_embeddings")
+"""The ``model`` sizes a model built without a checkpoint is made from (the tiny backend's); with ``tie_embeddings``
+:data:`MODEL_BUILD_KEYS`, every key a checkpoint (``model.path``) decides instead."""
+MODEL_BUILD_KEYS = (*MODEL_SIZE_KEYS, "tie_embeddings")
+
+
 @dataclass
 class ClusterConfig:
     """``cluster``: where and how a run is submitted (a profile of arctl/conf/cluster/ sets what differs)."""

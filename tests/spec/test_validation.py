@@ -413,6 +413,22 @@ def test_a_tiny_model_that_cannot_be_built_is_refused_before_the_job(override, m
         resolve_experiment("main-grpo", [override])
 
 
+@pytest.mark.parametrize("scale, overrides, match", [
+    ("tiny", ["model.path=/models/m"], r"model.path='/models/m': the tiny backend builds its model from the model.\* "
+                                       "sizes and does not load a checkpoint"),
+    ("paper", ["model.num_layers=8"], "model.num_layers=8 would be ignored: the verl backend loads model.path"),
+    ("paper", ["model.tie_embeddings=false"], "model.tie_embeddings=False would be ignored"),
+    ("paper", ["model=tiny", "model.path=/models/m"], r"model.hidden_size=128 would be ignored.*\(/models/m\).*"
+                                                      "leave model.hidden_size/num_layers/.*/tie_embeddings out"),
+])
+def test_the_half_of_the_model_section_a_backend_would_ignore_is_refused(scale, overrides, match):
+    """From a review: the verl backend loads model.path and silently ignored the model.* sizes beside it (a user
+    who set model.num_layers=8 trained the checkpoint's 28 layers); the tiny backend builds from the sizes and
+    silently ignored model.path."""
+    with pytest.raises(SpecError, match=match):
+        resolve_experiment("main-grpo", overrides, scale=scale)
+
+
 def test_trainer_init_from_on_the_command_line_starts_from_that_run_as_launched_alone():
     """From a review: `arctl run main-ar-uniform trainer.init_from=main-grpo/grpo` was refused ("is the run
     itself"): the override was carried to the run it names, which then started from itself. The run started

@@ -18,6 +18,7 @@ from typing import Any
 
 from arctl.backends.tiny.tasks import knob_ranges, toy_task
 from arctl.config.ranges import CORES, COUNT, PROB, SEED_MAX, F, I, Range
+from arctl.config.schema import MODEL_SIZE_KEYS
 
 # The range of every numeric key of the tiny section (arctl/backends/tiny/conf/scale/tiny.yaml); validation derives
 # its checks from this table (the backend's ``config_ranges``).
@@ -163,21 +164,23 @@ class TinyRun:
         )
 
 
-MODEL_SIZE_KEYS = ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size",
-                   "max_position_embeddings")
-"""The ``model`` keys the tiny backend builds its model from (:func:`arctl.backends.tiny.model.model_config`)."""
 
 
 def model_problem(model: dict) -> tuple[str, str, str] | None:
     """(what, key, what to do) where the ``model`` section cannot build the tiny model: a size that is not
     a positive integer (a paper-scale model choice, whose sizes are its checkpoint's: null here), heads that
-    do not divide the width, or key/value heads that do not divide the heads (the first forward pass fails)."""
+    do not divide the width, or key/value heads that do not divide the heads (the first forward pass fails), or a
+    checkpoint (``model.path``), which it would not read."""
     for key in MODEL_SIZE_KEYS:
         value = model.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return (f"model.{key}={value!r}: the tiny backend builds its model from its sizes, and this is not a "
                     "positive integer (a paper-scale model choice names a checkpoint instead)", f"model.{key}",
                     "keep the tiny scale's model (leave model= out at --scale tiny) or give every size")
+    if model.get("path"):
+        return (f"model.path={model['path']!r}: the tiny backend builds its model from the model.* sizes and does not "
+                "load a checkpoint", "model.path",
+                "leave model.path out at --scale tiny, or train the checkpoint with the verl backend (--scale paper)")
     heads, kv, width = model["num_heads"], model["num_kv_heads"], model["hidden_size"]
     if width % heads:
         return (f"model.hidden_size={width} is not a multiple of model.num_heads={heads}", "model.num_heads",

@@ -29,6 +29,7 @@ from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.backends.verl.stop_request import STOP_FILE
 from arctl.config.hydra_text import override_value
+from arctl.config.schema import MODEL_BUILD_KEYS
 from arctl.track.identity import WandbIdentity
 
 ATTN_IMPLEMENTATION = {"flex": "flex_attention", "dense": "sdpa", "duplicate": "sdpa"}
@@ -173,6 +174,11 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
     if not (config.get("model") or {}).get("path"):
         return ("the verl backend needs model.path", "model.path",
                 "choose model=r1-distill-qwen-1.5b or set model.path=...")
+    if sized := [key for key in MODEL_BUILD_KEYS if (config.get("model") or {}).get(key) is not None]:
+        return (f"model.{sized[0]}={config['model'][sized[0]]!r} would be ignored: the verl backend loads model.path "
+                f"({config['model']['path']}), whose config sets the model's sizes", f"model.{sized[0]}",
+                f"leave model.{'/'.join(sized)} out (null) with a checkpoint, e.g. model=r1-distill-qwen-1.5b "
+                "model.path=DIR")
     problem = strategy_problem(config)
     if problem:
         return problem, "verl.overrides", "the tree mask exists for the FSDP engine only"
