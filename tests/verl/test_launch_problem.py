@@ -50,13 +50,23 @@ def test_the_paper_runs_pass_where_their_inputs_are(data, tmp_path):
     ("verl.tensor_model_parallel_size=3", "the rollout's parallel size 3 (tensor 3 x data 1 x pipeline 1) does not "
                                           "divide the 8 GPUs"),
     # from a review of what fails only on the GPUs: at the first log-prob pass or as the workers start
-    ("verl.micro_batch_size_per_gpu=3", "verl.micro_batch_size_per_gpu=3 does not divide the 32 rows each of the 8 "
-                                        "data-parallel ranks gets per mini-batch"),
-    ("verl.use_dynamic_bsz=true verl.max_token_len_per_gpu=4096", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096 "
+    ("verl.micro_batch_size_per_gpu=3", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=3 "
+                                        "(verl.micro_batch_size_per_gpu) does not divide the 64 rows each of the 8 "
+                                        "data-parallel ranks gets per batch"),
+    # from a review: keys verl derives by interpolation from one arctl sets, set alone in verl.overrides: the two
+    # dynamic-batch flags (verl's workers assert at start that they are equal), a log-prob pass's token budget (the
+    # check had read arctl's key, which that pass no longer followed)
+    ("verl.overrides=['actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true']",
+     "actor_rollout_ref.actor.use_dynamic_bsz=False and actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True differ"),
+    ("verl.use_dynamic_bsz=true verl.overrides=['actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=1024']",
+     "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=1024 tokens (verl.max_token_len_per_gpu) is below the longest "
+     "row"),
+    ("verl.use_dynamic_bsz=true verl.max_token_len_per_gpu=4096", "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=4096 "
                                                                   "tokens (verl.max_token_len_per_gpu) is below the longest row"),
     ("verl.overrides=['actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2']",
      "ulysses_sequence_parallel_size=2: Ulysses sequence parallelism needs verl's remove-padding path"),
-], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel", "micro-batch", "token-budget", "ulysses"])
+], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel", "micro-batch", "dynamic-flags-differ",
+        "ref-token-budget", "token-budget", "ulysses"])
 def test_what_verl_refuses_only_on_the_gpus_is_refused_before_the_job_queues(data, tmp_path, override, says):
     problem = launch_problem(_config(*override.split(" ")), tmp_path / "run")
     assert problem is not None and says in problem and "\n" not in problem, problem

@@ -138,24 +138,38 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
             return (f"actor_rollout_ref.{role}.fsdp_config.ulysses_sequence_parallel_size={size}: Ulysses sequence "
                     "parallelism needs verl's remove-padding path, which arctl turns off (flash-attn's varlen kernels "
                     "are not in verl[vllm]==0.9.1); verl's FSDP engine refuses it as its workers start. Leave it at 1")
+    a = "actor_rollout_ref"
+    flags = (f"{a}.actor.use_dynamic_bsz", f"{r}.log_prob_use_dynamic_bsz")
+    if len({bool(OmegaConf.select(cfg, key, default=False)) for key in flags}) > 1:
+        return (f"{flags[0]}={OmegaConf.select(cfg, flags[0])} and {flags[1]}={OmegaConf.select(cfg, flags[1])} differ "
+                "(one was set in verl.overrides): verl's workers assert they are equal as they start; set "
+                "verl.use_dynamic_bsz, which both follow, and leave them out of verl.overrides")
     longest = get("data.max_prompt_length", 0) + get("data.max_response_length", 0)
-    if bool(verl_setting(config, "use_dynamic_bsz")):
-        for key in ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
-                    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
-                    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu"):
-            budget = OmegaConf.select(cfg, key, default=None)
+    batch = get("data.train_batch_size") * get(f"{r}.n") * per_tree
+    # each pass: its dynamic-batch flag, token budget and micro-batch (verl reads the pass's own keys: one set alone
+    # in verl.overrides counts), and the rows a rank gets in it: the log-prob passes the batch, the update a mini-batch
+    passes = ((f"{r}.log_prob_use_dynamic_bsz", f"{r}.log_prob_max_token_len_per_gpu",
+               f"{r}.log_prob_micro_batch_size_per_gpu", batch, "batch (data.train_batch_size", "first log-prob pass"),
+              (f"{a}.ref.log_prob_use_dynamic_bsz", f"{a}.ref.log_prob_max_token_len_per_gpu",
+               f"{a}.ref.log_prob_micro_batch_size_per_gpu", batch, "batch (data.train_batch_size", "first log-prob pass"),
+              (f"{a}.actor.use_dynamic_bsz", f"{a}.actor.ppo_max_token_len_per_gpu", f"{a}.actor.ppo_micro_batch_size_per_gpu",
+               rows, "mini-batch (data.ppo_mini_batch_size", "first update"))
+    for flag, budget_key, micro_key, pass_rows, what, when in passes:
+        if bool(OmegaConf.select(cfg, flag, default=False)):
+            budget = OmegaConf.select(cfg, budget_key, default=None)
             if budget is not None and int(budget) * max(1, sp) < longest:
-                return (f"{key}={budget} tokens (verl.max_token_len_per_gpu) is below the longest row, {longest} "
+                return (f"{budget_key}={budget} tokens (verl.max_token_len_per_gpu) is below the longest row, {longest} "
                         "tokens (data.max_prompt_length + the response a tree can fill): verl refuses such a row at "
-                        f"the first log-prob pass, after a rollout; give verl.max_token_len_per_gpu>={longest}")
-    else:
-        micro = int(verl_setting(config, "micro_batch_size_per_gpu"))
-        per_rank = rows // dp if dp else rows
-        if per_rank % micro:
-            return (f"verl.micro_batch_size_per_gpu={micro} does not divide the {per_rank} rows each of the {dp} "
-                    "data-parallel ranks gets per mini-batch (data.ppo_mini_batch_size x rollout.n"
-                    f"{' x rows per tree' if per_tree > 1 else ''} / ranks): verl refuses it at the first log-prob "
-                    f"pass, after a rollout; choose a divisor of {per_rank}")
+                        f"the {when}, after a rollout; give verl.max_token_len_per_gpu>={longest} (and this key, where "
+                        "verl.overrides sets it)")
+            continue
+        micro = OmegaConf.select(cfg, micro_key, default=None)
+        per_rank = pass_rows // dp if dp else pass_rows
+        if micro is not None and per_rank % int(micro):
+            return (f"{micro_key}={micro} (verl.micro_batch_size_per_gpu) does not divide the {per_rank} rows each of "
+                    f"the {dp} data-parallel ranks gets per {what} x rollout.n"
+                    f"{' x rows per tree' if per_tree > 1 else ''} / ranks): verl refuses it at the {when}, after a "
+                    f"rollout; choose a divisor of {per_rank}")
     return None
 
 
