@@ -58,9 +58,32 @@ TOKENS = I(1, BUDGET_MAX)
 PROB = F(0, 1)
 
 
+ADDED_LATER = "added_later"
+"""A settings field's metadata key: the field was added after runs were written, and at its default it stays out
+of a run's identity (:func:`added_later_defaults`)."""
+
+
 def checks(range: Range | None = None, items: Range | None = None,
-           choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None) -> dict[str, Any]:
+           choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None,
+           added_later: bool = False) -> dict[str, Any]:
     """A field's metadata for validation: ``range`` of a number, ``items`` the range of each entry of
     a list, ``choices`` of a string (a tuple, or a function returning the names registered when it
-    is asked: the compared methods, the priors)."""
-    return {k: v for k, v in (("range", range), ("items", items), ("choices", choices)) if v is not None}
+    is asked: the compared methods, the priors). ``added_later``: a plugin's setting added in a later
+    version of its package: at its default, the runs written before it keep their ids (the run id hashes
+    the config), so they resume and are found as before."""
+    meta = {k: v for k, v in (("range", range), ("items", items), ("choices", choices)) if v is not None}
+    return {**meta, ADDED_LATER: True} if added_later else meta
+
+
+def added_later_defaults(settings: type | None) -> dict[str, Any]:
+    """field name -> default of each field of the dataclass ``settings`` marked ``added_later``
+    (:func:`checks`); {} for None or a class that is not a dataclass."""
+    import dataclasses
+
+    if settings is None or not dataclasses.is_dataclass(settings):
+        return {}
+    out = {}
+    for f in dataclasses.fields(settings):
+        if f.metadata.get(ADDED_LATER):
+            out[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    return out

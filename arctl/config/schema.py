@@ -48,11 +48,13 @@ OPTIMIZERS = ("adamw",)
 
 
 def setting(default: Any = MISSING, *, range: Range | None = None, items: Range | None = None,
-            choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None) -> Any:
+            choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None, added_later: bool = False) -> Any:
     """A config key: its default, and what validation checks (``range`` of a number, ``items``: the
     range of each entry of a list, ``choices`` of a string: a tuple, or a function returning the
-    names registered when it is asked, e.g. the compared methods). A list default is copied per instance."""
-    meta = checks(range=range, items=items, choices=choices)
+    names registered when it is asked, e.g. the compared methods). A list default is copied per instance.
+    ``added_later``: a plugin backend's key added in a later version of its package (runs written before keep
+    their ids: :func:`arctl.algo.ranges.checks`)."""
+    meta = checks(range=range, items=items, choices=choices, added_later=added_later)
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)

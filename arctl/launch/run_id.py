@@ -65,6 +65,10 @@ def identity_config(config: dict) -> dict:
     for (section, key), silent in keys_added_later(config.get("backend")).items():
         if isinstance(out.get(section), dict) and out[section].get(key) == silent:
             out[section] = {k: v for k, v in out[section].items() if k != key}
+    for path, silent in plugin_keys_added_later(config).items():
+        *parents, key = path
+        if isinstance(inner := _section(out, parents), dict) and key in inner and inner[key] == silent:
+            out = _replaced(out, parents, {k: v for k, v in inner.items() if k != key})
     for section, key in NOT_COMPUTED:
         if isinstance(out.get(section), dict) and key in out[section]:
             out[section] = {k: v for k, v in out[section].items() if k != key}
@@ -87,7 +91,53 @@ def with_keys_added_later(config: dict) -> dict:
     for (section, key), value in keys_added_later(config.get("backend")).items():
         if isinstance(out.get(section), dict) and key not in out[section]:
             out[section] = {**out[section], key: copy.deepcopy(value)}  # a list default is each config's own
+    for path, value in plugin_keys_added_later(config).items():
+        *parents, key = path
+        if isinstance(inner := _section(out, parents), dict) and key not in inner:
+            out = _replaced(out, parents, {**inner, key: copy.deepcopy(value)})
     return out
+
+
+def plugin_keys_added_later(config: dict) -> dict[tuple[str, ...], object]:
+    """The keys a plugin marks ``added_later`` (:func:`arctl.algo.ranges.checks`) in the sections this run
+    reads, as paths -> their defaults: its backend's section (a backend outside the built-ins:
+    ``(backend, key)``) and its compared method's (a method outside the built-ins: ``("budget_control", method,
+    key)``). A plugin's new key at its default renames no run, as :data:`ADDED_AT_DEFAULT` does for arctl's."""
+    from arctl.algo.methods.registry import BUILTIN as BUILTIN_METHODS
+    from arctl.algo.methods.registry import get_method
+    from arctl.algo.ranges import added_later_defaults
+
+    out: dict[tuple[str, ...], object] = {}
+    backend = config.get("backend")
+    if isinstance(backend, str) and backend not in BUILTIN_BACKENDS:
+        from arctl.compose.plugins import backends
+
+        if (loaded := backends().get(backend)) is not None:
+            out.update({(backend, k): v for k, v in added_later_defaults(loaded.settings_type()).items()})
+    method = (config.get("budget_control") or {}).get("method") if isinstance(config.get("budget_control"), dict) else None
+    if isinstance(method, str) and method not in BUILTIN_METHODS:
+        try:
+            settings = get_method(method).settings
+        except ValueError:  # not installed here: its keys are the config's as written
+            settings = None
+        out.update({("budget_control", method, k): v for k, v in added_later_defaults(settings).items()})
+    return out
+
+
+def _section(config: dict, path: list[str]):
+    """The mapping at ``path`` inside ``config``, or None."""
+    node = config
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _replaced(config: dict, path: list[str], value) -> dict:
+    """``config`` with the mapping at ``path`` replaced by ``value`` (copies along the path; the rest shared)."""
+    if not path:
+        return value
+    head, *rest = path
+    return {**config, head: _replaced(config.get(head) or {}, rest, value)}
 
 
 def _other_plugin_sections(config: dict) -> set[str]:
