@@ -175,7 +175,7 @@ def _rollout_pass(model, prompts, b_m: int, budgets: list[int]):
     thinking = generate_thinking(model, prompts, b_m, 1.0, g, 2, 0)
     t1 = time.perf_counter()
     branches = plan_branches(thinking, budgets, InsertedTokens((3, 2, 4), (4,), 2), per_budget=True)
-    generate_summaries(model, thinking, branches, 4, 8, 1.0, g, 1, 0)
+    generate_summaries(model, thinking, branches, 4, 8, 1.0, g, 1, 0, 1024)
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, (thinking.think_ids, [b.summaries for b in branches])
 

@@ -97,6 +97,6 @@ def test_a_resumed_kl_run_keeps_the_reference_it_started_from_or_says_it_is_gone
     model = torch.nn.Module()
     model.state_dict = lambda: {k: v + 1.0 for k, v in final.state["model"].items()}
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
-    save_checkpoint(parent, 3, model, optimizer, torch.Generator(), None)
+    save_checkpoint(parent, 3, model, optimizer, torch.Generator(), None, keep=2)
     with pytest.raises(ValueError, match=r"the checkpoint this run started from .* is gone or changed"):
         train(child_config, child, threading.Event())

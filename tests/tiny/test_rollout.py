@@ -71,7 +71,7 @@ def test_rows_that_finish_early_leave_the_batch_and_the_others_stay_exact():
     th = ro.generate_thinking(model, prompts, 12, 1.0, torch.Generator().manual_seed(0), end, tok.pad_token_id)
     # sampled summaries; a token in about half of them plays <eos>, so rows finish at different steps
     probe = ro.plan_branches(th, [3, 6, 9, 12], inserted)
-    ro.generate_summaries(model, th, probe, 2, 11, 1.0, torch.Generator().manual_seed(1), -1, tok.pad_token_id)
+    ro.generate_summaries(model, th, probe, 2, 11, 1.0, torch.Generator().manual_seed(1), -1, tok.pad_token_id, 64)
     summaries = [s for b in probe for s in b.summaries]
     eos = max({t for s in summaries for t in s}, key=lambda t: min(sum(t in s for s in summaries),
                                                                   sum(t not in s for s in summaries)))
@@ -163,7 +163,7 @@ def test_the_thinking_batch_shrinks_as_rows_end():
     for thinking in (th, ref):
         branches = ro.plan_branches(thinking, [4, 8, 12, 16], inserted)
         ro.generate_summaries(model, thinking, branches, 2, 8, 1.0, torch.Generator().manual_seed(1), tok.eos_token_id,
-                              tok.pad_token_id)
+                              tok.pad_token_id, 64)
         out.append([b.summaries for b in branches])
     assert out[0] == out[1]
 
@@ -283,7 +283,7 @@ def test_a_generation_limit_stops_the_thinking_below_the_largest_budget():
 
     def go(**kw):
         return ro.rollout(model, tok, inserted, toy, problems, 2, [8, 16, 48], 1, 8, 1.0,
-                          torch.Generator().manual_seed(0), **kw)
+                          torch.Generator().manual_seed(0), 64, **kw)
 
     free, capped = go(), go(think_max=16)
     assert int(free.thinking.think_len.max()) > 16 and int(capped.thinking.think_len.max()) <= 16

@@ -103,7 +103,7 @@ def test_micro_batched_update_equals_one_batch():
         model = _model(50)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
         out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 2, 2, OBJECTIVE, 1.0,
-                         micro_batch=micro)
+                         1.0, micro)
         params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
         assert out["loss"] == out["loss"] and out["entropy"] > 0
     torch.testing.assert_close(params[0], params[1], atol=2e-5, rtol=1e-4)  # Adam steps of 1e-2 each
@@ -124,19 +124,19 @@ def test_the_kl_term_pulls_the_policy_back_to_the_reference():
     model = build_model(model_config(MICRO_MODEL, 50, 0, 2), 7)  # another init: far from the reference
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     groups = torch.tensor([0, 0, 1])
-    first = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, reference=reference)
+    first = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, 1.0, 16, reference=reference)
     for _ in range(5):
-        last = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, reference=reference)
+        last = ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, 1.0, 16, reference=reference)
     assert first["kl"] > 0 and last["kl"] < 0.8 * first["kl"], (first, last)
     assert first["loss"] == 0.0 and first["kl_loss"] > 0  # train/loss is the policy part alone
     # the same update without the coefficient leaves the weights where they are (no gradient at all)
     plain = build_model(model_config(MICRO_MODEL, 50, 0, 2), 7)
     before = torch.cat([p.detach().flatten().clone() for p in plain.parameters()])
     out = ppo_update(plain, torch.optim.AdamW(plain.parameters(), lr=3e-3, weight_decay=0.0), tree_batch(trees, 0),
-                     groups, 2, 1, OBJECTIVE, 0.0)
+                     groups, 2, 1, OBJECTIVE, 0.0, 1.0, 16)
     assert "kl" not in out and torch.equal(before, torch.cat([p.detach().flatten() for p in plain.parameters()]))
     with pytest.raises(ValueError, match="needs the reference model"):
-        ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0)
+        ppo_update(model, opt, tree_batch(trees, 0), groups, 2, 1, kl, 0.0, 1.0, 16)
 
 
 def test_an_update_with_a_gradient_that_is_not_finite_is_skipped_as_verl_skips_it():
@@ -150,12 +150,12 @@ def test_an_update_with_a_gradient_that_is_not_finite_is_skipped_as_verl_skips_i
     trees[2].advantages.fill_(float("nan"))
     model = _model(50)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 1, 1, OBJECTIVE, 1.0)
+    out = ppo_update(model, opt, tree_batch(trees, 0), torch.tensor([0, 0, 1]), 1, 1, OBJECTIVE, 1.0, 1.0, 16)
     after = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert out["skipped"] == 1 and out["loss"] != out["loss"]  # the NaN loss is logged: the divergence shows
     assert torch.isfinite(after).all()
     alone = _model(50)
     ppo_update(alone, torch.optim.AdamW(alone.parameters(), lr=1e-2), tree_batch(trees[:2], 0), torch.tensor([0, 0]),
-               1, 1, OBJECTIVE, 1.0)
+               1, 1, OBJECTIVE, 1.0, 1.0, 16)
     torch.testing.assert_close(after, torch.cat([p.detach().flatten() for p in alone.parameters()]))
     assert not torch.equal(after, torch.cat([p.detach().flatten() for p in _model(50).parameters()]))

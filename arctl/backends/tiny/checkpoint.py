@@ -48,7 +48,7 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model, optimizer, generator: torch.Generator, wandb_id: str | None, keep: int = 2
+    run_dir: Path, step: int, model, optimizer, generator: torch.Generator, wandb_id: str | None, keep: int
 ) -> Path:
     d = checkpoint_dir(run_dir)
     d.mkdir(parents=True, exist_ok=True)

@@ -303,7 +303,7 @@ def generate_summaries(
     generator: torch.Generator | None,
     eos_id: int,
     pad_id: int,
-    max_rows: int = 1024,
+    max_rows: int,
     return_logits: bool = False,
 ) -> list[torch.Tensor]:
     """Fill ``branch.summaries`` with ``group_size`` samples (``<eos>`` ends one and is kept; finished
@@ -408,7 +408,7 @@ def rollout(
     summary_max_tokens: int,
     temperature: float,
     generator: torch.Generator | None,
-    max_rows: int = 1024,
+    max_rows: int,
     per_budget: bool = False,
     target_words: list[str | None] | None = None,
     forcing: BudgetForcing | None = None,

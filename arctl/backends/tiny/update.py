@@ -168,8 +168,8 @@ def ppo_update(
     epochs: int,
     objective: Objective,
     grad_clip: float,
-    temperature: float = 1.0,
-    micro_batch: int = 16,
+    temperature: float,
+    micro_batch: int,
     reference: torch.nn.Module | None = None,
 ) -> dict:
     """PPO epochs over mini-batches of whole prompt groups (``groups`` [B]: prompt index of every
