@@ -170,6 +170,30 @@ def with_keys_added_later(table):
         # fill null with null
         table[column] = [added[b][(section, key)] if has and _plain(v) is None else v
                          for b, has, v in zip(backends, has_section, current)]
+    return _with_plugin_keys_added_later(table, backends)
+
+
+def _with_plugin_keys_added_later(table, backends: list):
+    """The keys a plugin marks ``added_later`` (:func:`arctl.launch.run_id.plugin_keys_added_later`: its backend's
+    section, its method's ``budget_control.<method>``) at their defaults, in each row of that backend or method
+    whose section holds other keys and not this one."""
+    from arctl.launch.run_id import plugin_keys_added_later
+
+    column = f"{CONFIG_PREFIX}budget_control.method"
+    methods = [_plain(m) for m in table[column]] if column in table.columns else [None] * len(table)
+    for pair in set(zip(backends, methods)):
+        found = plugin_keys_added_later({"backend": pair[0], "budget_control": {"method": pair[1]}})
+        for path, value in found.items():
+            prefix = CONFIG_PREFIX + ".".join(path[:-1]) + "."
+            siblings = [c for c in table.columns if c.startswith(prefix)]
+            if not siblings:
+                continue
+            key_column = prefix + path[-1]
+            rows = [(b, m) == pair for b, m in zip(backends, methods)]
+            has_section = table[siblings].notna().any(axis=1)
+            current = table[key_column].tolist() if key_column in table.columns else [None] * len(table)
+            table[key_column] = [value if mine and has and _plain(v) is None else v
+                             for mine, has, v in zip(rows, has_section, current)]
     return table
 
 

@@ -81,3 +81,27 @@ def test_a_backends_key_added_later_keeps_the_earlier_runs_ids(monkeypatch):
     # a tiny run beside it is not the plugin's: its section is the built-in's
     tiny = {**before, "backend": "tiny", "tiny": {"depth": 2}}
     assert with_keys_added_later(tiny)["tiny"] == {"depth": 2}
+
+
+def test_a_report_reads_a_run_from_before_the_key_as_the_cell_it_computes(grow):
+    """A workspace that spans the plugin's upgrade: the cell's run from before the key (no `rounds`) is the one
+    the report's composed cell (`rounds` at its default) names, not a rerun at another value."""
+    import numpy as np
+    import pandas as pd
+
+    from arctl.report.cells import one_run_per_cell
+    from arctl.track.runs import Runs
+
+    def row(run_id, **own):
+        return {"run_id": run_id, "experiment": "e", "arm": "a", "seed": 0, "config.backend": "tiny",
+                "config.budget_control.method": "grow_later", "config.budget_control.grow_later.factor": 0.5,
+                **{f"config.budget_control.grow_later.{k}": v for k, v in own.items()}}
+
+    table = pd.DataFrame.from_records([row("before"), row("later", rounds=4)])
+    history = pd.DataFrame({"run_id": table["run_id"], "experiment": "e", "arm": "a", "seed": 0, "step": 0,
+                            "metric": "eval/toy/final_acc", "value": np.arange(2, dtype=float)})
+    cell = {"backend": "tiny", "budget_control.method": "grow_later", "budget_control.grow_later.factor": 0.5,
+            "budget_control.grow_later.rounds": 3}
+    kept = one_run_per_cell(Runs(history=history, runs=table), compose=lambda *a: dict(cell))
+    assert list(kept.runs["run_id"]) == ["before"]
+    assert kept.runs["config.budget_control.grow_later.rounds"].tolist() == [3]
