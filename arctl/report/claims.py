@@ -741,6 +741,9 @@ def _mark_repeated_evidence(results: list[ClaimResult], runs: list[RunView]) -> 
             if t.kind != "compare" or len(t.arms) != 2 or any(a not in arm_key for a in t.arms):
                 continue
             sig = (arm_key[t.arms[0]], arm_key[t.arms[1]], t.stat, t.direction)
+            # "b < a" is the test "a > b" written the other way round (the same differences, negated)
+            flipped = (arm_key[t.arms[1]], arm_key[t.arms[0]], t.stat, "less" if t.direction == "greater" else "greater")
+            sig = min(sig, flipped)
             if sig in seen:
                 name, first = seen[sig]
                 t.same_as = name

@@ -8,18 +8,16 @@ import warnings
 
 import numpy as np
 
-# t_{0.975, df} for df = 1..30 (to 3 decimals); beyond it the exact quantile (:func:`t_quantile`)
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-         2.052, 2.048, 2.045, 2.042]
-
 
 @functools.cache
 def t975(df: int) -> float:
-    """Two-sided 95% Student-t quantile for ``df`` degrees of freedom (NaN for df < 1)."""
+    """Two-sided 95% Student-t quantile for ``df`` degrees of freedom (NaN for df < 1): the exact quantile
+    (:func:`t_quantile`), the one the p-values use. From a review: a table to 3 decimals was above it at 18 of
+    df 1-30 (df 7, 8 seeds: 2.365 against 2.36462), so a test at t between the two read p < .05 and "holds"
+    or "fails" beside an interval that crossed 0."""
     if df < 1:
         return float("nan")
-    return _T975[df - 1] if df <= len(_T975) else t_quantile(0.975, df)
+    return t_quantile(0.975, df)
 
 
 def mean_ci95(samples, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -67,10 +67,11 @@ def no_command(arm: str, seeds=None) -> str:
 
 
 def test_the_interval_is_the_paired_t_interval_worked_by_hand():
-    # per-seed differences 0.1, 0.2, 0.3: mean 0.2, sd 0.1, half-width t_{.975,2} * 0.1 / sqrt(3) = 4.303 * 0.057735 = 0.248434
+    # per-seed differences 0.1, 0.2, 0.3: mean 0.2, sd 0.1, half-width t_{.975,2} * 0.1 / sqrt(3) = 4.302653 * 0.057735
+    # = 0.248414 (at 2 degrees of freedom t_p = (2p - 1) sqrt(2 / (4p(1 - p))): 0.95 * sqrt(2 / 0.0975))
     mean, lo, hi, verdict, need = interval_verdict([0.1, 0.2, 0.3], "greater")
-    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2 - 0.248434, abs=1e-6)
-    assert hi == pytest.approx(0.2 + 0.248434, abs=1e-6) and verdict == INCONCLUSIVE
+    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2 - 0.248414, abs=1e-6)
+    assert hi == pytest.approx(0.2 + 0.248414, abs=1e-6) and verdict == INCONCLUSIVE
     # seeds for 80% power at an effect of mean / sd = 2 (the interval alone would exclude 0 at n = 4,
     # a test that then succeeds only about half the time)
     assert need == 5 and t_test_power(2.0, 5) >= 0.8 > t_test_power(2.0, 4)
@@ -99,10 +100,15 @@ def test_the_power_against_a_simulated_t_test(effect, n):
     assert t_test_power(effect, n) == pytest.approx(simulated, abs=0.015)
 
 
+T975_TABLE = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+              2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+              2.052, 2.048, 2.045, 2.042]  # a printed table of t_{0.975, df}, df = 1..30, to 3 decimals
+
+
 def test_student_t_and_chi_square_quantiles_match_the_tables():
-    for df in range(1, 31):  # the printed table the interval used
-        assert t_quantile(0.975, df) == pytest.approx(t975(df), abs=6e-4)
-        assert t_cdf(t975(df), df) == pytest.approx(0.975, abs=2e-4)
+    for df, printed in enumerate(T975_TABLE, start=1):  # the interval's quantile is the exact one, not the table
+        assert t975(df) == pytest.approx(printed, abs=5e-4 + 1e-12)
+        assert t_cdf(t975(df), df) == pytest.approx(0.975, abs=1e-9)
     assert chi2_quantile(0.95, 1) == pytest.approx(3.8415, abs=1e-4)
     assert chi2_quantile(0.05, 10) == pytest.approx(3.9403, abs=1e-4)
     assert chi2_quantile(0.5, 2) == pytest.approx(2 * math.log(2), abs=1e-9)  # exponential median
@@ -493,7 +499,7 @@ def test_claims_usage_mistakes_are_one_error_line(workspace):
 
 def test_numbers_are_nan_safe():
     """A NaN seed is left out, not counted as 0 (from a review: the old check accepted either verdict): the two
-    others, .10 and .12, give mean .11 and the 95% t-interval .11 +- 12.706 * .014142 / sqrt(2) = +-.12706."""
+    others, .10 and .12, give mean .11 and the 95% t-interval .11 +- 12.7062 * .014142 / sqrt(2) = +-.127062."""
     mean, lo, hi, verdict, _ = interval_verdict([float("nan"), 0.1, 0.12], "greater")
     assert mean == pytest.approx(0.11) and verdict == INCONCLUSIVE
     assert (lo, hi) == (pytest.approx(0.11 - 0.12706, abs=1e-5), pytest.approx(0.11 + 0.12706, abs=1e-5))
@@ -528,6 +534,14 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     assert repeated_claims([three, six]) == {"6": ["3"]}
     assert _repeats_said([three, six]) == (" Claim 6 repeats the evidence of claim 3 (the same configs and statistic): "
                                            "not an independent verdict.")
+    # written the other way round ("grpo < vr-dec" is "vr-dec > grpo"): the same evidence (from a review: missed)
+    flipped = Test("compare", a="grpo", b="vr-dec", stat="anytime", direction="less")
+    spec_flipped = ClaimsSpec(Path("c.yaml"), (), STATS, (Claim("3", "t", "", (first,)), Claim("6", "t", "", (flipped,))))
+    assert check_claims(spec_flipped, runs, no_command)[1].tests[0].same_as == f"3: {three.tests[0].label}"
+    # the other way round but in the same direction ("grpo > vr-dec") is the opposite claim, not a repeat
+    opposite = Test("compare", a="grpo", b="vr-dec", stat="anytime", direction="greater")
+    spec_opposite = ClaimsSpec(Path("c.yaml"), (), STATS, (Claim("3", "t", "", (first,)), Claim("6", "t", "", (opposite,))))
+    assert check_claims(spec_opposite, runs, no_command)[1].tests[0].same_as is None
     for r in runs:  # another config under one of the names: separate evidence
         if r.arm == "vr-dec":
             r.compute_key = "k-other"
@@ -825,6 +839,28 @@ def test_a_claim_whose_every_test_is_not_testable_is_not_testable():
     assert claim_verdict([result(NOT_TESTABLE), result(NOT_TESTABLE)]) == NOT_TESTABLE
     assert claim_verdict([result(NOT_TESTABLE), result(INCONCLUSIVE)]) == INCONCLUSIVE
     assert claim_verdict([result(NOT_TESTABLE), result(FAILS)]) == FAILS
+
+
+def test_a_test_is_significant_exactly_when_its_interval_leaves_zero_out():
+    """From a review: the interval took a 3-decimal table of t_{0.975} and the p-value the exact t, so at 8 seeds
+    a t between 2.36462 and 2.365 read p < .05 ("holds" or "fails") beside an interval that crossed 0."""
+    from arctl.report.claims import p_value
+    from arctl.report.stats import mean_ci95
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(0.0, 1.0, size=8)
+    base = (base - base.mean()) / base.std(ddof=1)  # mean 0, sd 1: t = mean * sqrt(8) / sd
+    for t in (2.3646, 2.36465, 2.3648, 2.3649, 2.36499):  # between the exact quantile (2.36462) and the table's
+        values = list(base + t / math.sqrt(8))
+        mean, half, _ = mean_ci95(values)
+        assert (p_value(values) < 0.05) == (abs(float(mean)) > float(half)), t
+    for n in range(2, 40):  # and on random samples at every seed count
+        for _ in range(20):
+            values = list(rng.normal(0.3, 1.0, size=n))
+            mean, half, _ = mean_ci95(values)
+            p = p_value(values)
+            if abs(p - 0.05) > 1e-9:
+                assert (p < 0.05) == (abs(float(mean)) > float(half)), (n, values)
 
 
 def test_the_95_percent_quantile_beyond_the_table_is_exact():

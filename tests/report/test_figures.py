@@ -95,7 +95,7 @@ def test_training_curve_means_and_bands(rendered):
     a0 = [anytime_acc("grpo-dense", 0, "aime24", s) for s in steps]
     a1 = [anytime_acc("grpo-dense", 1, "aime24", s) for s in steps]
     np.testing.assert_allclose(dense.get_ydata(), [50 * (x + y) for x, y in zip(a0, a1)])
-    # 95% CI of two seeds: t(1) * sd / sqrt(2), sd = |a0 - a1| / sqrt(2)  -> 12.706 * |a0 - a1| / 2
+    # 95% CI of two seeds: t(1) * sd / sqrt(2), sd = |a0 - a1| / sqrt(2)  -> 12.7062 * |a0 - a1| / 2
     tab = res.table[(res.table["arm"] == "grpo-dense") & (res.table["metric"] == "eval/aime24/anytime_acc")]
     np.testing.assert_allclose(tab["ci"], [100 * t975(1) * abs(x - y) / 2 for x, y in zip(a0, a1)])
     tl = _line(axes[5], "GRPO")  # thinking length, AMC22, one seed: no band

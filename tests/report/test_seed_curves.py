@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
@@ -58,6 +60,7 @@ def test_hand_worked_two_seeds():
     steps, mean, ci, n = all_seed_curves(h, ["m"])[("m", "grpo")]
     np.testing.assert_array_equal(steps, [0, 10])
     np.testing.assert_allclose(mean, [0.3, 0.6])
-    # s = |a - b| / sqrt(2); half-width = t_{0.975,1} * s / sqrt(2) = 12.706 * |a - b| / 2
-    np.testing.assert_allclose(ci, [12.706 * 0.1, 12.706 * 0.2])
+    # s = |a - b| / sqrt(2); half-width = t_{0.975,1} * s / sqrt(2) = t * |a - b| / 2, t = tan(0.475 pi) = 12.7062 (Cauchy)
+    t = math.tan(0.475 * math.pi)
+    np.testing.assert_allclose(ci, [t * 0.1, t * 0.2])
     np.testing.assert_array_equal(n, [2, 2])
