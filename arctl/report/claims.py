@@ -613,6 +613,11 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         note = "the runs did not log what this test needs (are they finished? the final evaluation runs at the last step)"
     elif len(values) < 2:
         note = f"{len(values)} seed(s) with every arm of the test: run at least {need or 3}"
+    unvalued = [x for x in seeds if x not in per_seed or not np.isfinite(per_seed[x]["value"])]
+    if values and unvalued:  # from a review: such seeds left the count without a word
+        said = (f"seed(s) {seeds_text(unvalued)} left out: a run of theirs has no finite value of the statistic "
+                "(NaN: a diverged run, or a metric it did not log)")
+        note = f"{note}; {said}" if note else said
     chosen = {n: k for n, k in kept.items() if k is not None and any(k.values())}
     if chosen and not at_chance:
         said = "; ".join(

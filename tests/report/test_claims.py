@@ -509,6 +509,18 @@ def test_numbers_are_nan_safe():
     assert mean == pytest.approx(0.1) and verdict == INCONCLUSIVE and needed == 6
 
 
+def test_a_seed_without_a_finite_value_is_left_out_and_said():
+    """From a review: a seed whose run logged NaN left the seed count silently (8 seeds run, 7 counted)."""
+    runs = [view("grpo", s, 0.40) for s in range(4)]
+    runs += [view("ar", s, float("nan") if s == 2 else 0.45 + 0.01 * s) for s in range(4)]
+    (claim,) = check_claims(spec_with(Test("compare", a="ar", b="grpo", stat="anytime")), runs, no_command)
+    (t,) = claim.tests
+    assert t.n == 3 and "seed(s) 2 left out: a run of theirs has no finite value of the statistic" in t.note, t.note
+    (claim,) = check_claims(spec_with(Test("compare", a="ar", b="grpo", stat="anytime")),
+                            [r for r in runs if r.seed != 2], no_command)
+    assert "left out" not in claim.tests[0].note  # nothing to say where every seed counts
+
+
 def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     """AR-base and GRPO+BRPO+decoupled are the same config: a second test on the same pair of
     configs and statistic says so and points at the first (counted once), whatever its verdict."""
