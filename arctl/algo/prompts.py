@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+THINK_START = "<think>"
 THINK_END = "</think>"
 ELLIPSIS_TEXT = "...\n\n...\n\n"
 TRUNCATED_TEXT = ELLIPSIS_TEXT + THINK_END
@@ -105,6 +106,25 @@ class SummaryPrompt:
     @property
     def inserted(self) -> tuple[int, ...]:
         return self.input_ids[len(self.input_ids) - self.inserted_len :]
+
+
+def opens_thinking_problem(tokenizer: Any, prompt_ids: Sequence[int]) -> str | None:
+    """Why a question's prompt (the chat template's, generation prompt added) does not open the thinking, or
+    None: where the tokenizer has a ``<think>`` token, the prompt must end with it and a newline, as R1-Distill's
+    template renders (``<｜Assistant｜><think>\\n``). Its templates older than about February 2025 end at
+    ``<｜Assistant｜>``: the model then often answers without thinking, which changes every thinking length
+    and every budget's cut, silently. A tokenizer without ``<think>`` (a model that does not think in tags) has
+    nothing to check."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    if THINK_START not in vocab:
+        return None
+    tail = tokenizer.decode(list(prompt_ids)[-8:], skip_special_tokens=False)
+    if tail.rstrip(" ").endswith(THINK_START + "\n"):
+        return None
+    return (f"the chat template's prompt ends {tail[-40:]!r}, not with {THINK_START!r} and a newline: the tokenizer has "
+            f"{THINK_START}, and without it opening the prompt (R1-Distill's templates before ~2025-02) the model often "
+            "answers without thinking; use a tokenizer_config.json whose chat template ends the generation prompt with "
+            f"'{THINK_START}\\n' (the model's current revision)")
 
 
 def summary_cap(max_tokens: int, inserted_len: int) -> int:

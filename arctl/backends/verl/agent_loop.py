@@ -35,7 +35,13 @@ from typing import Any
 
 from arctl.algo.methods import control as bc
 from arctl.algo.methods.budget_forcing import BudgetForcing, extends
-from arctl.algo.prompts import InsertedTokens, distinct_cuts, summary_cap, summary_prompt
+from arctl.algo.prompts import (
+    InsertedTokens,
+    distinct_cuts,
+    opens_thinking_problem,
+    summary_cap,
+    summary_prompt,
+)
 from arctl.algo.settings import BudgetControl
 from arctl.algo.tree_loss import summary_trained
 from arctl.algo.verify import FINAL_ANSWER, answer_at, eos_ids, stop_eos_ids
@@ -413,6 +419,23 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
     return str(kwargs.get("data_source", "")) in {str(d) for d in (arctl.get("eval_datasets") or [])}
 
 
+_PROMPT_CHECKED: list[bool] = []
+
+
+def warn_once_if_thinking_is_not_opened(tokenizer: Any, prompt_ids: Sequence[int]) -> str | None:
+    """The first prompt a worker builds: a warning in the job's log where the chat template does not open the
+    thinking (:func:`arctl.algo.prompts.opens_thinking_problem`; also in the smoke run's report), once per process.
+    Returns the problem the first time, else None."""
+    if _PROMPT_CHECKED:
+        return None
+    _PROMPT_CHECKED.append(True)
+    problem = opens_thinking_problem(tokenizer, prompt_ids)
+    if problem:
+        print(f"arctl: WARNING {problem} (a model that opens its thinking itself, e.g. Qwen3, may ignore this)",
+              flush=True)
+    return problem
+
+
 def tree_request_ids(full_determinism: bool = False, sample: str | None = None) -> Callable[[], str]:
     """The ``request_id`` of each request of one tree (call it once per request).
 
@@ -606,7 +629,9 @@ def _make_loop_class():
                                 self.answer_at)
 
             async def build_prompt(target):
-                return await self.ct_build_initial_tokens(target_messages(messages, control, target))
+                prompt = await self.ct_build_initial_tokens(target_messages(messages, control, target))
+                warn_once_if_thinking_is_not_opened(self.tokenizer, prompt)
+                return prompt
 
             # a compared method's generation limit at this training step (ThinkPrune's round): the step
             # from verl's batch, the run's length from the trainer (ArctlPPOTrainer.on_init_end)

@@ -293,12 +293,36 @@ def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
     return {"files": files, "missing": missing}, warnings
 
 
+def prompt_problem(path: str) -> str | None:
+    """:func:`arctl.algo.prompts.opens_thinking_problem` of the model's own chat template (a question with the
+    generation prompt, as verl's agent loop builds it), where its tokenizer can be read here without downloading;
+    else None."""
+    from arctl.algo.prompts import opens_thinking_problem
+
+    try:
+        from transformers import AutoTokenizer
+
+        local = Path(path).expanduser()
+        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else path, local_files_only=True)
+        ids = tok.apply_chat_template([{"role": "user", "content": "What is 1 + 1?"}], add_generation_prompt=True,
+                                      tokenize=True)
+    except Exception:  # noqa: BLE001 - no tokenizer here, or no chat template: the job's own start says
+        return None
+    ids = ids["input_ids"] if not isinstance(ids, list) else ids
+    return opens_thinking_problem(tok, ids)
+
+
 def check_model(path: str) -> tuple[dict, list[str]]:
     local = Path(path).expanduser()
     if local.is_dir():
         ok = (local / "config.json").exists()
         facts = {"path": path, "kind": "local directory", "config_json": ok}
-        return facts, [] if ok else [f"model.path={path} has no config.json — is it a Hugging Face model directory?"]
+        if not ok:
+            return facts, [f"model.path={path} has no config.json — is it a Hugging Face model directory?"]
+        problem = prompt_problem(path)
+        facts["prompt_opens_thinking"] = problem is None
+        return facts, [] if problem is None else [f"model.path={path}: {problem} (a model that opens its thinking "
+                                                  "itself, e.g. Qwen3, may ignore this)"]
     cached = None
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -309,7 +333,10 @@ def check_model(path: str) -> tuple[dict, list[str]]:
         cached = False
     facts = {"path": path, "kind": "hugging face id", "in_cache": cached, "hf_home": os.environ.get("HF_HOME")}
     if cached:
-        return facts, []
+        problem = prompt_problem(path)
+        facts["prompt_opens_thinking"] = problem is None
+        return facts, [] if problem is None else [f"model {path}: {problem} (a model that opens its thinking itself, "
+                                                  "e.g. Qwen3, may ignore this)"]
     return facts, [
         f"model {path} is neither a local directory nor in the Hugging Face cache here — every node will download "
         "it at start (pre-download it with `huggingface-cli download`, on a filesystem all nodes share via HF_HOME)"
