@@ -124,7 +124,8 @@ def opens_thinking_problem(tokenizer: Any, prompt_ids: Sequence[int]) -> str | N
     return (f"the chat template's prompt ends {tail[-40:]!r}, not with {THINK_START!r} and a newline: the tokenizer has "
             f"{THINK_START}, and without it opening the prompt (R1-Distill's templates before ~2025-02) the model often "
             "answers without thinking; use a tokenizer_config.json whose chat template ends the generation prompt with "
-            f"'{THINK_START}\\n' (the model's current revision)")
+            f"'{THINK_START}\\n' (the model's current revision); a model that opens its thinking itself, e.g. Qwen3, "
+            "may ignore this")
 
 
 def summary_cap(max_tokens: int, inserted_len: int) -> int:

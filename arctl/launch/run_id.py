@@ -62,10 +62,7 @@ def identity_config(config: dict) -> dict:
         chosen = out["budget_control"].get("method")
         out["budget_control"] = {k: v for k, v in out["budget_control"].items()
                                  if not isinstance(v, dict) or k == chosen}
-    for (section, key), silent in keys_added_later(config.get("backend")).items():
-        if isinstance(out.get(section), dict) and out[section].get(key) == silent:
-            out[section] = {k: v for k, v in out[section].items() if k != key}
-    for path, silent in plugin_keys_added_later(config).items():
+    for path, silent in _added_later(config).items():
         *parents, key = path
         if isinstance(inner := _section(out, parents), dict) and key in inner and inner[key] == silent:
             out = _replaced(out, parents, {k: v for k, v in inner.items() if k != key})
@@ -88,14 +85,17 @@ def with_keys_added_later(config: dict) -> dict:
     the value the run computed with (:func:`keys_added_later`): the schema's keys, the same
     computation, the same identity. Keys present are left as they are."""
     out = dict(config)
-    for (section, key), value in keys_added_later(config.get("backend")).items():
-        if isinstance(out.get(section), dict) and key not in out[section]:
-            out[section] = {**out[section], key: copy.deepcopy(value)}  # a list default is each config's own
-    for path, value in plugin_keys_added_later(config).items():
+    for path, value in _added_later(config).items():
         *parents, key = path
         if isinstance(inner := _section(out, parents), dict) and key not in inner:
-            out = _replaced(out, parents, {**inner, key: copy.deepcopy(value)})
+            out = _replaced(out, parents, {**inner, key: copy.deepcopy(value)})  # a list default is each config's own
     return out
+
+
+def _added_later(config: dict) -> dict[tuple[str, ...], object]:
+    """Every key added after runs were written that ``config``'s run reads, as a path -> the value its runs
+    from before computed with: arctl's (:func:`keys_added_later`) and its plugins' (:func:`plugin_keys_added_later`)."""
+    return {**keys_added_later(config.get("backend")), **plugin_keys_added_later(config)}
 
 
 def plugin_keys_added_later(config: dict) -> dict[tuple[str, ...], object]:

@@ -151,7 +151,7 @@ def with_keys_added_later(table):
     with_keys_added_later`) at the value that run computed with, in every row that has the key's
     section: a workspace that spans an upgrade is read as one (``--where verl.grader=math-verify`` finds
     the runs from before the key; their cell does not differ from its composed config by a key they lack)."""
-    from arctl.launch.run_id import keys_added_later
+    from arctl.launch.run_id import keys_added_later, plugin_keys_added_later
 
     if not len(table):
         return table
@@ -159,42 +159,33 @@ def with_keys_added_later(table):
     backends = [_plain(b) for b in table["config.backend"]] if "config.backend" in table.columns else [None] * len(table)
     added = {b: keys_added_later(b) for b in set(backends)}
     for section, key in keys_added_later(None):  # the same keys for every backend
-        prefix = f"{CONFIG_PREFIX}{section}."
-        siblings = [c for c in table.columns if c.startswith(prefix)]
-        if not siblings:
-            continue
-        column = prefix + key
-        has_section = table[siblings].notna().any(axis=1)
-        current = table[column].tolist() if column in table.columns else [None] * len(table)
         # a missing key and a null value look alike in the flattened table; the keys whose default is null
         # fill null with null
-        table[column] = [added[b][(section, key)] if has and _plain(v) is None else v
-                         for b, has, v in zip(backends, has_section, current)]
-    return _with_plugin_keys_added_later(table, backends)
-
-
-def _with_plugin_keys_added_later(table, backends: list):
-    """The keys a plugin marks ``added_later`` (:func:`arctl.launch.run_id.plugin_keys_added_later`: its backend's
-    section, its method's ``budget_control.<method>``) at their defaults, in each row of that backend or method
-    whose section holds other keys and not this one."""
-    from arctl.launch.run_id import plugin_keys_added_later
-
+        _fill_missing(table, (section,), key, [added[b][(section, key)] for b in backends])
     column = f"{CONFIG_PREFIX}budget_control.method"
     methods = [_plain(m) for m in table[column]] if column in table.columns else [None] * len(table)
-    for pair in set(zip(backends, methods)):
+    for pair in set(zip(backends, methods)):  # a plugin's keys (run_id.plugin_keys_added_later): its rows only
         found = plugin_keys_added_later({"backend": pair[0], "budget_control": {"method": pair[1]}})
-        for path, value in found.items():
-            prefix = CONFIG_PREFIX + ".".join(path[:-1]) + "."
-            siblings = [c for c in table.columns if c.startswith(prefix)]
-            if not siblings:
-                continue
-            key_column = prefix + path[-1]
-            rows = [(b, m) == pair for b, m in zip(backends, methods)]
-            has_section = table[siblings].notna().any(axis=1)
-            current = table[key_column].tolist() if key_column in table.columns else [None] * len(table)
-            table[key_column] = [value if mine and has and _plain(v) is None else v
-                             for mine, has, v in zip(rows, has_section, current)]
+        for (*parents, key), value in found.items():
+            _fill_missing(table, parents, key, [value if (b, m) == pair else _NOT_HERE for b, m in zip(backends, methods)])
     return table
+
+
+_NOT_HERE = object()
+
+
+def _fill_missing(table, parents, key: str, values: list) -> None:
+    """In place: the column ``config.<parents>.<key>`` at ``values[i]`` in each row ``i`` whose section holds other
+    keys and not this one (``_NOT_HERE``: a row the key is not added to)."""
+    prefix = CONFIG_PREFIX + ".".join(parents) + "."
+    siblings = [c for c in table.columns if c.startswith(prefix)]
+    if not siblings:
+        return
+    column = prefix + key
+    has_section = table[siblings].notna().any(axis=1)
+    current = table[column].tolist() if column in table.columns else [None] * len(table)
+    table[column] = [fill if fill is not _NOT_HERE and has and _plain(v) is None else v
+                     for fill, has, v in zip(values, has_section, current)]
 
 
 def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Callable[[str, str, int, str | None], dict | None]

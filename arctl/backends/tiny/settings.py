@@ -164,8 +164,6 @@ class TinyRun:
         )
 
 
-
-
 def model_problem(model: dict) -> tuple[str, str, str] | None:
     """(what, key, what to do) where the ``model`` section cannot build the tiny model: a size that is not
     a positive integer (a paper-scale model choice, whose sizes are its checkpoint's: null here), heads that

@@ -431,8 +431,7 @@ def warn_once_if_thinking_is_not_opened(tokenizer: Any, prompt_ids: Sequence[int
     _PROMPT_CHECKED.append(True)
     problem = opens_thinking_problem(tokenizer, prompt_ids)
     if problem:
-        print(f"arctl: WARNING {problem} (a model that opens its thinking itself, e.g. Qwen3, may ignore this)",
-              flush=True)
+        print(f"arctl: WARNING {problem}", flush=True)
     return problem
 
 

@@ -173,6 +173,12 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
     return None
 
 
+def model_source(path: str) -> str:
+    """What Hugging Face's ``from_pretrained`` reads ``model.path`` as: its local folder (``~`` expanded), else the hub id."""
+    local = Path(path).expanduser()
+    return str(local) if local.is_dir() else path
+
+
 def model_problem(config: dict, cfg: Any) -> str | None:
     """Why the model cannot serve the run's layout, or None, where its config can be read here (a local
     folder, or Hugging Face's cache: nothing is downloaded): vLLM splits the attention heads over the
@@ -187,8 +193,7 @@ def model_problem(config: dict, cfg: Any) -> str | None:
     try:
         from transformers import AutoConfig
 
-        model = AutoConfig.from_pretrained(str(Path(str(path)).expanduser()) if Path(str(path)).expanduser().is_dir()
-                                           else str(path), local_files_only=True)
+        model = AutoConfig.from_pretrained(model_source(str(path)), local_files_only=True)
     except Exception:  # noqa: BLE001 - not readable here (not downloaded, remote code): the job's own start says
         return None
     tp = int(OmegaConf.select(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", default=1) or 1)

@@ -302,14 +302,22 @@ def prompt_problem(path: str) -> str | None:
     try:
         from transformers import AutoTokenizer
 
-        local = Path(path).expanduser()
-        tok = AutoTokenizer.from_pretrained(str(local) if local.is_dir() else path, local_files_only=True)
+        from arctl.backends.verl.run_config import model_source
+
+        tok = AutoTokenizer.from_pretrained(model_source(path), local_files_only=True)
         ids = tok.apply_chat_template([{"role": "user", "content": "What is 1 + 1?"}], add_generation_prompt=True,
                                       tokenize=True)
     except Exception:  # noqa: BLE001 - no tokenizer here, or no chat template: the job's own start says
         return None
     ids = ids["input_ids"] if not isinstance(ids, list) else ids
     return opens_thinking_problem(tok, ids)
+
+
+def _with_prompt_check(facts: dict, name: str, path: str) -> tuple[dict, list[str]]:
+    """``facts`` with ``prompt_opens_thinking`` (:func:`prompt_problem`), and its warning where it does not."""
+    problem = prompt_problem(path)
+    facts["prompt_opens_thinking"] = problem is None
+    return facts, [] if problem is None else [f"{name}: {problem}"]
 
 
 def check_model(path: str) -> tuple[dict, list[str]]:
@@ -319,10 +327,7 @@ def check_model(path: str) -> tuple[dict, list[str]]:
         facts = {"path": path, "kind": "local directory", "config_json": ok}
         if not ok:
             return facts, [f"model.path={path} has no config.json — is it a Hugging Face model directory?"]
-        problem = prompt_problem(path)
-        facts["prompt_opens_thinking"] = problem is None
-        return facts, [] if problem is None else [f"model.path={path}: {problem} (a model that opens its thinking "
-                                                  "itself, e.g. Qwen3, may ignore this)"]
+        return _with_prompt_check(facts, f"model.path={path}", path)
     cached = None
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -333,10 +338,7 @@ def check_model(path: str) -> tuple[dict, list[str]]:
         cached = False
     facts = {"path": path, "kind": "hugging face id", "in_cache": cached, "hf_home": os.environ.get("HF_HOME")}
     if cached:
-        problem = prompt_problem(path)
-        facts["prompt_opens_thinking"] = problem is None
-        return facts, [] if problem is None else [f"model {path}: {problem} (a model that opens its thinking itself, "
-                                                  "e.g. Qwen3, may ignore this)"]
+        return _with_prompt_check(facts, f"model {path}", path)
     return facts, [
         f"model {path} is neither a local directory nor in the Hugging Face cache here — every node will download "
         "it at start (pre-download it with `huggingface-cli download`, on a filesystem all nodes share via HF_HOME)"
