@@ -215,6 +215,17 @@ def test_part_f_takes_one_verl_fsdp_actor_step_on_a_packed_tree(small_run):
     assert p["max_abs_update"] == pytest.approx(p["lr"], rel=0.05) and p["sign_agreement"] == 1.0 and p["sign_checked"] > 0
     assert set(f["seconds"]) >= {"engine init", "old-log-prob pass", "update", "reference"} and f["peak_gib"] is None
     assert "## f. one verl FSDP actor step" in md and "| update against the reference gradient (sign agreement) |" in md
+    # the diagnostics (added after the first GPU run, 2026-12-04): what verl built and what reached its model
+    loaded = f["as_loaded"]
+    assert loaded["parameters"] == 27 and loaded["parameters_differing"] == {} and loaded["parameters_missing"] == []
+    assert loaded["buffers_max_abs_diff"]["model.rotary_emb.inv_freq"] == 0.0
+    assert set(loaded["config_differing"]) <= {"bos_token_id", "eos_token_id", "pad_token_id"}  # verl sets token ids
+    seen = f["inputs_seen"]
+    assert seen["mask_type"] == "Tensor" and seen["attention_calls_by_mask_type"] == {"Tensor": 3 * 2}  # (old-log-prob, update, its checkpoint recompute) x 2 layers
+    assert f["inputs_compared"] == {"input_ids_equal": True, "position_ids_equal": True, "position_ids_differing": 0,
+                                    "mask_elements_differing": 0}
+    replay = f["logp_diff"]["float32 reference on verl's model inputs vs on the suite's"]
+    assert replay["max"] == 0.0 and f["logp_diff"]["verl update vs fp32 reference"]["max"] < 1e-5
 
 
 def good_f_record() -> dict:
@@ -343,3 +354,20 @@ def test_the_cpu_byte_counter_counts_a_weight_once():
         tally.exclude(lin.parameters())
         y = lin(x)
     assert tally.peak == y.numel() * 4 == 4096
+
+
+def test_the_device_rehearsal_hides_what_the_device_image_lacks_and_keeps_the_carried_wheels():
+    """--as-device hides every installed distribution that neither the device image (device_image.txt) nor the
+    carried wheels provide. Before 2026-12-04 the image was eight names plus their requirements as installed
+    here, which kept pydantic (typer requires it here): the rehearsal passed, part f failed on the device."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "gpu"))
+    try:
+        import stub_imports
+    finally:
+        sys.path.pop(0)
+    image = set(stub_imports.device_image())
+    assert {"torch", "transformers", "typer", "numpy"} <= image and "pydantic" not in image and len(image) > 150
+    assert {"pydantic", "pydantic-core", "verl"} <= set(stub_imports.CARRIED)
+    absent = set(stub_imports.absent_on_device())
+    assert "pydantic" not in absent and "torch" not in absent and "arctl" not in absent
+    assert "wandb" in absent and "submitit" in absent  # installed here, on no device image, not carried

@@ -25,6 +25,7 @@ import importlib.metadata
 import re
 import sys
 import types
+from pathlib import Path
 
 
 class _Anything:
@@ -167,16 +168,28 @@ def hide(names, metadata_only=()) -> None:
     sys.meta_path[:] = [_Hiding(f, frozenset(roots), frozenset(dists)) for f in sys.meta_path]
 
 
-# The device image (/work/shared/notes/gpu-device.md): these distributions and what they require.
-DEVICE_IMAGE = ("torch", "transformers", "triton", "numpy", "pandas", "pyarrow", "pytest", "hypothesis")
+# The device image: every distribution it holds (device_image.txt, from the device tool's package list).
+# Until 2026-12-04 this was eight names plus what they require *as installed here*: that kept pydantic (typer
+# requires it here), which the device lacks, and part f's first run there failed on `import pydantic`.
+DEVICE_IMAGE_FILE = Path(__file__).with_name("device_image.txt")
+
+
+def device_image() -> tuple[str, ...]:
+    """The distributions of the device's image (normalised names), read from ``DEVICE_IMAGE_FILE``."""
+    lines = DEVICE_IMAGE_FILE.read_text().splitlines()
+    return tuple(_norm(line.strip()) for line in lines if line.strip() and not line.startswith("#"))
+
+
 # The wheels docs/gpu.md carries to the device for parts d and f (installed there with --no-deps): what
 # verl.workers.engine.fsdp.transformer_impl, verl.trainer.ppo.core_algos, verl.workers.utils.losses,
 # verl.workers.engine_workers (part f's actor worker), Hydra's compose (part f) and arctl's verl plugin
 # import, less the device image's; each one is needed (the rehearsal without it fails). Ray, TransferQueue,
 # uvicorn and FastAPI are stubbed (--stub, DEVICE_STUBS): verl imports them at module level, d and f run
-# none of their code.
+# none of their code. pydantic (with pydantic-core, annotated-types, typing-inspection and a typing-extensions
+# new enough for it) is imported by verl's engine workers (part f).
 CARRIED = ("verl", "tensordict", "omegaconf", "antlr4-python3-runtime", "codetiming", "cloudpickle", "orjson",
-           "pyvers", "peft", "accelerate", "datasets", "multiprocess", "dill", "xxhash", "pillow", "psutil", "hydra-core")
+           "pyvers", "peft", "accelerate", "datasets", "multiprocess", "dill", "xxhash", "pillow", "psutil", "hydra-core",
+           "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions")
 DEVICE_STUBS = ("ray", "transfer_queue", "uvicorn", "fastapi")
 # never hidden: this repository (on sys.path from the working tree on the device too) and the installer
 ALWAYS = ("arctl", "pip", "setuptools", "wheel")
@@ -185,35 +198,9 @@ ALWAYS = ("arctl", "pip", "setuptools", "wheel")
 NOT_INSTALLED = ("arctl",)
 
 
-def _requirement_names(dist) -> list[str]:
-    """The names a distribution requires on Linux and CPython >= 3.11 (extras left out)."""
-    from packaging.markers import default_environment
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    env = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux", "extra": ""}
-    names = []
-    for line in dist.requires or []:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate(env):
-            names.append(_norm(req.name))
-    return names
-
-
 def absent_on_device() -> list[str]:
-    """Installed distributions the device would not have: neither in DEVICE_IMAGE (with everything it
-    requires, as installed here) nor CARRIED nor ALWAYS. ``hide()`` them to rehearse part d."""
-    installed = {}
-    for dist in importlib.metadata.distributions():
-        installed.setdefault(_norm(dist.metadata["Name"] or ""), dist)
-    keep, todo = set(), [_norm(n) for n in DEVICE_IMAGE]
-    while todo:
-        name = todo.pop()
-        if name in keep or name not in installed:
-            continue
-        keep.add(name)
-        todo += _requirement_names(installed[name])
-    keep |= {_norm(n) for n in CARRIED + ALWAYS}
+    """Installed distributions the device would not have: neither in its image (``device_image()``) nor
+    CARRIED nor ALWAYS. ``hide()`` them to rehearse parts d and f."""
+    installed = {_norm(dist.metadata["Name"] or "") for dist in importlib.metadata.distributions()}
+    keep = set(device_image()) | {_norm(n) for n in CARRIED + ALWAYS}
     return sorted(n for n in installed if n and n not in keep)

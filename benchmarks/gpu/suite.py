@@ -165,13 +165,10 @@ SHAPES = {
 TOL = {"float32": dict(logp=2e-4, grad=2e-4), "bfloat16": dict(logp=0.25, grad=0.05)}
 LM_HEAD_CHUNK = 1024  # tokens per lm_head chunk (the 151,936-word vocabulary would need GBs at once)
 ORDER = "adfebc"  # run order: checks and the memory table first, the open-ended compile counting last
-# Seconds a part needs to give its numbers, for --budget-s. Paper: a-priori for one H100 (nothing has
-# run on a GPU yet; replace them with the seconds_total of results.json once it has). c and e need this
-# much for their first micro-batch and use what is left for the others. f (a-priori too): saving the
-# 1.78e9-parameter model (bf16, 3.6 GB) ~15 s, verl loading it in fp32 on the host and wrapping it ~30 s,
-# the old-log-prob pass and the update on L = 10,176 with first compilations ~60 s, two parameter
-# snapshots, the fp32 reference forward + backward and the comparisons ~45 s.
-ESTIMATE_S = {"paper": dict(a=180, d=60, f=150, e=30, b=60, c=60), "small": dict(a=30, d=15, f=30, e=5, b=15, c=5)}
+# Seconds a part needs to give its numbers, for --budget-s. Paper: measured on one H200 (2026-12-04,
+# docs/gpu.md: a 98.8, d 46.0 with verl's import, f 75-85 alone with verl's import, e 34.5, b 29.8, c 38.0),
+# rounded up. c and e need this much for their first micro-batch and use what is left for the others.
+ESTIMATE_S = {"paper": dict(a=110, d=55, f=110, e=40, b=35, c=45), "small": dict(a=30, d=15, f=30, e=5, b=15, c=5)}
 # single-GPU view of part e: bytes per parameter a single-GPU actor holds besides the bf16 compute weights
 # (FSDP mixed precision, no offload): fp32 master weights 4 + AdamW exp_avg 4 + exp_avg_sq 4; the update
 # also fp32 gradients 4 (its bf16 gradients are in the measured peak)
@@ -290,9 +287,11 @@ class Context:
     may fill as it goes), ``save()`` (writes results.json and results.md now) and ``left()`` (seconds
     of --budget-s left)."""
 
-    def __init__(self, shape: dict, shape_name: str, device: str, repeats: int, rec: dict, save, left):
+    def __init__(self, shape: dict, shape_name: str, device: str, repeats: int, rec: dict, save, left,
+                 f_mask: str | None = None, f_overrides: tuple[str, ...] = ()):
         self.shape, self.shape_name, self.device, self.repeats = shape, shape_name, device, repeats
         self.rec, self.save, self.left = rec, save, left
+        self.f_mask, self.f_overrides = f_mask, tuple(f_overrides)  # part f's variant (--f-mask, --f-override)
 
     @property
     def cuda(self) -> bool:
@@ -713,6 +712,34 @@ BLOCK_MASK_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_
                      "full_q_num_blocks", "full_q_indices")
 
 
+CONFIG_NOT_COMPARED = ("_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype",
+                       "_attn_implementation", "attn_implementation", "_attn_implementation_autoset", "use_cache")
+
+
+def loaded_vs_saved(engine, model, params: dict[str, torch.Tensor]) -> dict:
+    """What verl's engine built from the saved model directory against the model the suite saved: its
+    parameters (``params``, :func:`param_snapshot` before any update) element for element, its buffers
+    (the rotary embedding's ``inv_freq``, which no checkpoint holds: a module built on the meta device and
+    materialised empty would have garbage there) and its config, key for key."""
+    saved = {n: t.detach().to("cpu", torch.float32) for n, t in model.named_parameters()}
+    differing = {n: float((params[n] - saved[n]).abs().max()) for n in saved if n in params
+                 and (params[n].shape != saved[n].shape or not torch.equal(params[n], saved[n]))}
+    strip = lambda n: n.replace("_fsdp_wrapped_module.", "").replace("_checkpoint_wrapped_module.", "")  # noqa: E731
+    built = {strip(n): b.detach().to("cpu", torch.float32) for n, b in engine.module.named_buffers()}
+    buffers = {}
+    for n, b in model.named_buffers():
+        got = built.get(n)
+        buffers[n] = (None if got is None or got.shape != b.shape else
+                      float((got - b.detach().to("cpu", torch.float32)).abs().max()))
+    inner = getattr(engine.module, "module", engine.module)
+    mine, theirs = model.config.to_dict(), getattr(inner, "config", None)
+    theirs = theirs.to_dict() if theirs is not None else {}
+    config = {k: [mine.get(k), theirs.get(k)] for k in sorted(set(mine) | set(theirs))
+              if k not in CONFIG_NOT_COMPARED and mine.get(k) != theirs.get(k)}
+    return {"parameters": len(saved), "parameters_missing": sorted(set(saved) - set(params)),
+            "parameters_differing": differing, "buffers_max_abs_diff": buffers, "config_differing": config}
+
+
 def same_tree_mask(got, expected) -> bool:
     """Whether the attention mask verl's forward got is the suite's tree mask: the dense boolean
     [B, 1, L, L] mask element for element, or a BlockMask with the same sequence lengths and block
@@ -733,6 +760,109 @@ def peak_rss_gib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB  # Linux: KiB
+
+
+F_POSITION_BUCKET = 2048  # positions per row of part f's log-prob difference profile
+
+
+def watch_model_inputs(root, attn: str) -> dict:
+    """Record what verl's first forward hands the decoder stack (input ids, position ids, attention mask:
+    a forward pre-hook on the inner ``*Model`` module) and what type of mask reaches each call of the
+    attention function ``attn`` (transformers' ``ALL_ATTENTION_FUNCTIONS``). ``seen["stop"]()`` removes
+    both and returns the report (without the tensors, which stay in ``seen`` for
+    :func:`replay_model_inputs`)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as functions
+
+    seen: dict = {"attention_masks": {}, "forwards": 0}
+    inner = [m for m in root.modules() if type(m).__name__.endswith("Model") and hasattr(m, "layers")]
+
+    def pre_hook(module, args, kwargs):
+        seen["forwards"] += 1
+        if "input_ids" not in seen:
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            seen.update(input_ids=ids.detach().clone() if ids is not None else None,
+                        position_ids=(kwargs.get("position_ids").detach().clone()
+                                      if kwargs.get("position_ids") is not None else None),
+                        attention_mask=kwargs.get("attention_mask"), kwargs=sorted(kwargs))
+
+    handles = [m.register_forward_pre_hook(pre_hook, with_kwargs=True) for m in inner[:1]]
+    had = attn in functions._local_mapping
+    previous = functions._local_mapping.get(attn)
+    original = functions[attn]
+
+    def counting(module, query, key, value, attention_mask, *args, **kwargs):
+        kind = type(attention_mask).__name__
+        seen["attention_masks"][kind] = seen["attention_masks"].get(kind, 0) + 1
+        seen.setdefault("query_shape", list(query.shape))
+        return original(module, query, key, value, attention_mask, *args, **kwargs)
+
+    functions[attn] = counting
+
+    def stop() -> dict:
+        for h in handles:
+            h.remove()
+        if had:
+            functions[attn] = previous
+        else:
+            del functions[attn]
+        mask = seen.get("attention_mask")
+        return {"inner_module": type(inner[0]).__name__ if inner else None, "forwards": seen["forwards"],
+                "kwargs": seen.get("kwargs"), "mask_type": type(mask).__name__,
+                "input_ids_shape": list(seen["input_ids"].shape) if seen.get("input_ids") is not None else None,
+                "position_ids_shape": list(seen["position_ids"].shape) if seen.get("position_ids") is not None else None,
+                "attention_calls_by_mask_type": dict(seen["attention_masks"]), "query_shape": seen.get("query_shape")}
+
+    seen["stop"] = stop
+    return seen
+
+
+def replay_model_inputs(model, seen: dict | None, trees, device: str, layout: str, dtype) -> torch.Tensor | None:
+    """The reference model's trained-token log-probs on the inputs verl's forward handed the model
+    (``seen`` from :func:`watch_model_inputs`), under ``dtype`` autocast, no grad; and, into
+    ``seen["compared"]``, how those inputs differ from the suite's own (ids, positions, the mask element
+    for element: a BlockMask's ``mask_mod`` evaluated on every (q, kv) pair). None where none was seen."""
+    if not seen or seen.get("input_ids") is None:
+        return None
+    s, mask = tree_inputs(trees, device, layout)
+    ids, pos, got = seen["input_ids"].to(device), seen.get("position_ids"), seen.get("attention_mask")
+    cmp = {"input_ids_equal": bool(ids.shape == s["input_ids"].shape and torch.equal(ids, s["input_ids"]))}
+    if pos is not None:
+        pos = pos.to(device)
+        same = pos.shape == s["position_ids"].shape
+        cmp["position_ids_equal"] = bool(same and torch.equal(pos, s["position_ids"]))
+        cmp["position_ids_differing"] = int((pos != s["position_ids"]).sum()) if same else None
+    expected = dense_tree_mask(s["cut"], s["branch_start"])[0]
+    length = expected.shape[-1]
+    if type(got).__name__ == "BlockMask":
+        q = torch.arange(length, device=device)
+        dense = got.mask_mod(0, 0, q[:, None], q[None, :]).to(device)
+        cmp["mask_mod_elements_differing"] = int((dense != expected.to(device)).sum())
+        cmp["mask_seq_lengths"] = list(got.seq_lengths)
+    elif isinstance(got, torch.Tensor):
+        g = got.bool().reshape(-1, *got.shape[-2:])[0]
+        cmp["mask_elements_differing"] = int((g != expected.to(g.device)).sum()) if g.shape == expected.shape else None
+    seen["compared"] = cmp
+    if not cmp["input_ids_equal"]:
+        return None
+    with torch.no_grad(), torch.autocast(device_type=device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+        return token_logp(model, ids, pos if pos is not None else s["position_ids"], got, s["predecessor"],
+                          s["loss_mask"]).double().cpu()
+
+
+def logp_diff_stats(diff: torch.Tensor, positions: torch.Tensor) -> dict:
+    """Max, mean, 99th percentile of |diff| [N] over trained tokens, the position of the largest, and the
+    max and mean per bucket of ``F_POSITION_BUCKET`` positions (``positions`` [N]: each token's position id):
+    an error that grows with the position points at the rotary embedding, not at bf16's rounding."""
+    a = diff.abs().double()
+    buckets = {}
+    for lo in range(0, int(positions.max()) + 1, F_POSITION_BUCKET):
+        sel = (positions >= lo) & (positions < lo + F_POSITION_BUCKET)
+        if sel.any():
+            buckets[f"{lo}-{lo + F_POSITION_BUCKET - 1}"] = {"n": int(sel.sum()), "max": float(a[sel].max()),
+                                                             "mean": float(a[sel].mean())}
+    i = int(a.argmax())
+    return {"max": float(a[i]), "mean": float(a.mean()), "p99": float(a.quantile(0.99)), "argmax_position": int(positions[i]),
+            "by_position": buckets}
 
 
 def f_checks(r: dict) -> list[dict]:
@@ -788,7 +918,11 @@ def part_f(ctx: Context) -> dict:
                            f"{'cuda' if cuda else 'cpu'!r} (the suite sets VERL_PLATFORM=cpu for --device cpu before "
                            "verl is imported)")
     spec = shape["model"]
-    attn, layout = ("flex_attention", "flex") if cuda else ("sdpa", "dense")  # no FlexAttention backward on a CPU
+    # no FlexAttention backward on a CPU; --f-mask dense on CUDA runs verl's SDPA with the dense tree mask
+    layout = ctx.f_mask or ("flex" if cuda else "dense")
+    if layout == "flex" and not cuda:
+        raise RuntimeError("part f with --f-mask flex needs CUDA (FlexAttention has no backward on a CPU)")
+    attn = "flex_attention" if layout == "flex" else "sdpa"
     compute = "bfloat16" if cuda else "float32"
     tree = make_tree(shape, spec["vocab_size"])
     p = tree.prompt_len
@@ -832,8 +966,10 @@ def part_f(ctx: Context) -> dict:
         params_n = sum(x.numel() for x in model.parameters())
         rec["model"] = {**spec, "tie_word_embeddings": False, "parameters": params_n,
                         "saved_dtype": str(next(model.parameters()).dtype).split(".")[-1], "directory_mib": size / 2**20}
-        overrides = actor_overrides(model_dir, attn, cuda, norm_len)
+        overrides = actor_overrides(model_dir, attn, cuda, norm_len) + list(ctx.f_overrides)
         rec["overrides"] = overrides
+        if ctx.f_mask or ctx.f_overrides:
+            rec["variant"] = {"mask": layout, "overrides": list(ctx.f_overrides)}
         cfg = compose_verl(overrides)
         worker = engine = None
         recorded, masks = {}, []
@@ -853,6 +989,7 @@ def part_f(ctx: Context) -> dict:
                     return model_inputs, output_args
 
                 engine.prepare_model_inputs = checking_inputs
+                seen = watch_model_inputs(engine.module, attn)  # what reaches the model and its attention
                 rec["engine"] = {
                     "worker": "ActorRolloutRefWorker(role='actor')", "engine": type(engine).__name__,
                     "module": type(engine.module).__name__, "strategy": engine.engine_config.strategy,
@@ -874,6 +1011,7 @@ def part_f(ctx: Context) -> dict:
 
                 t0 = phase("parameters before")
                 before = param_snapshot(engine)
+                rec["as_loaded"] = loaded_vs_saved(engine, model, before)
                 done("parameters before", t0)
                 data = tree_batch(tree, old_log_probs=old, advantages=adv)
                 tu.assign_non_tensor(data, calculate_entropy=False, distillation_use_topk=False, distillation_only=False,
@@ -896,6 +1034,7 @@ def part_f(ctx: Context) -> dict:
                 after = param_snapshot(engine)
                 done("parameters after", t0)
         finally:
+            seen_report = seen.pop("stop")() if "seen" in locals() and "stop" in seen else None
             del worker, engine
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -920,11 +1059,32 @@ def part_f(ctx: Context) -> dict:
         ref_norm = float(torch.sqrt(sum((x.double() ** 2).sum() for x in grads.values())))
         ref_logp = ref_logp.detach().double().cpu()
         done("reference", t0)
+        low_logp = low_grads = replay_logp = None
+        rec["inputs_seen"] = seen_report
+        if compute != "float32":
+            # the same reference in verl's precision: bf16 parameters (exact: the weights were saved bf16),
+            # fp32 buffers, bf16 autocast, as verl's FSDP mixed precision computes. It tells what bf16 alone
+            # does to log-probs and gradient signs on this model and tree, beside verl vs the fp32 reference.
+            t0 = phase("reference, verl's precision")
+            ref.zero_grad(set_to_none=True)  # the fp32 gradients stay in ``grads``
+            for x in ref.parameters():
+                x.data = x.data.to(getattr(torch, compute))
+            with torch.autocast(device_type=device.split(":")[0], dtype=getattr(torch, compute)):
+                low_logp, _ = tree_logp(ref, [tree], device, layout)
+            low_loss = policy_loss(low_logp.double(), old_t, adv_t, every, 1, objective)
+            low_loss.backward()
+            low_grads = {n: x.grad for n, x in ref.named_parameters() if x.grad is not None}
+            low_logp = low_logp.detach().double().cpu()
+            done("reference, verl's precision", t0)
+        replay_logp = replay_model_inputs(ref, seen, [tree], device, layout,
+                                          None if compute == "float32" else getattr(torch, compute))
+        rec["inputs_compared"] = seen.get("compared")
 
     update_logp = response_from_nested(recorded["log_probs"], recorded["response_mask"]).values()[trained].double()
     arctl_loss = float(policy_loss(update_logp, old_t.cpu(), adv_t.cpu(), every.cpu(), 1, objective))
     changed = total = agree = checked = 0
     max_update, nan = 0.0, False
+    low_sign = dict(update_agree=0, reference_agree=0, dot=0.0, low_sq=0.0)  # against the reference in verl's precision
     with torch.no_grad():
         for name, b in before.items():
             a = after[name]
@@ -940,7 +1100,14 @@ def part_f(ctx: Context) -> dict:
                 d = d.to(grad.device)
                 agree += int((torch.sign(d[clear]) == -torch.sign(grad[clear])).sum())
                 checked += int(clear.sum())
-    del before, after, grads, ref
+                low = low_grads.get(name) if low_grads is not None else None
+                if low is not None:  # on the fp32 reference's clear elements, as the check above
+                    low = low.float()
+                    low_sign["update_agree"] += int((torch.sign(d[clear]) == -torch.sign(low[clear])).sum())
+                    low_sign["reference_agree"] += int((torch.sign(low[clear]) == torch.sign(grad[clear])).sum())
+                    low_sign["dot"] += float((low.double() * grad.double()).sum())
+                    low_sign["low_sq"] += float((low.double() ** 2).sum())
+    del before, after, grads, low_grads, ref
     model = None
     free_memory(device)
     nan = nan or bool(torch.isnan(verl_old).any() or torch.isnan(update_logp).any())
@@ -958,6 +1125,23 @@ def part_f(ctx: Context) -> dict:
                 "sign_agreement": agree / max(checked, 1)},
         nan=nan, old_logp_noise=F_OLD_LOGP_NOISE, verl_logp_dtype=recorded["dtype"],
         tree_mask={"forwards": len(masks), "matching": sum(masks)})
+    positions = stack_trees([tree])["position_ids"][0, p:][trained]
+    diffs = {"verl update vs fp32 reference": update_logp - ref_logp, "verl old-log-prob vs fp32 reference": verl_old_t - ref_logp}
+    if replay_logp is not None:
+        base = low_logp if low_logp is not None else ref_logp
+        diffs.update({f"{compute} reference on verl's model inputs vs on the suite's": replay_logp - base,
+                      f"verl update vs {compute} reference on verl's model inputs": update_logp - replay_logp})
+    if low_logp is not None:
+        diffs.update({f"{compute} reference vs fp32 reference": low_logp - ref_logp,
+                      f"verl update vs {compute} reference": update_logp - low_logp})
+        low_norm = math.sqrt(low_sign["low_sq"])
+        rec["precision_reference"] = {
+            "dtype": compute, "grad_norm": low_norm, "grad_norm_rel_diff_vs_fp32": abs(low_norm - ref_norm) / max(ref_norm, 1e-30),
+            "grad_cosine_vs_fp32": low_sign["dot"] / max(low_norm * ref_norm, 1e-30),
+            "grad_sign_agreement_vs_fp32": low_sign["reference_agree"] / max(checked, 1),
+            "verl_grad_norm_rel_diff": abs(grad_norm - low_norm) / max(low_norm, 1e-30),
+            "update_sign_agreement": low_sign["update_agree"] / max(checked, 1)}
+    rec["logp_diff"] = {name: logp_diff_stats(d, positions) for name, d in diffs.items()}
     if cuda:
         rec["device_total_gib"] = torch.cuda.get_device_properties(device).total_memory / GIB
     rec["checks"] = f_checks(rec)
@@ -1267,6 +1451,31 @@ def _md_f(f: dict) -> list[str]:
     for name, sec in f["seconds"].items():
         lines.append(f"| {name} | {sec:.1f} | {_fmt(peak.get(name) if peak else None, '.3f')} |")
     lines += ["", f"peak: {f['peak_method']}" + (f"; peak RSS {f['peak_rss_gib']:.2f} GiB" if f.get("peak_rss_gib") else "")]
+    if f.get("logp_diff"):
+        lines += ["", "log-prob differences over trained tokens (|diff|; by position: max / mean per "
+                  f"{F_POSITION_BUCKET} positions)", "", "| compared | max | mean | p99 | at position | by position |",
+                  "|---|---|---|---|---|---|"]
+        for name, d in f["logp_diff"].items():
+            profile = "; ".join(f"{k}: {b['max']:.2g} / {b['mean']:.2g}" for k, b in d["by_position"].items())
+            lines.append(f"| {name} | {d['max']:.3g} | {d['mean']:.3g} | {d['p99']:.3g} | {d['argmax_position']} | {profile} |")
+    if f.get("as_loaded"):
+        q = f["as_loaded"]
+        lines += ["", f"verl's model as loaded vs the saved one: {len(q['parameters_differing'])} of {q['parameters']} "
+                  f"parameter tensors differ {json.dumps(q['parameters_differing'])[:400]}, missing {q['parameters_missing'][:5]}; "
+                  f"buffers max abs diff {json.dumps(q['buffers_max_abs_diff'])[:400]}; config keys differing "
+                  f"{json.dumps(q['config_differing'], default=str)[:600]}"]
+    if ctx_overrides := f.get("variant"):
+        lines += ["", f"variant: {json.dumps(ctx_overrides)}"]
+    if f.get("inputs_seen") or f.get("inputs_compared"):
+        lines += ["", f"what verl's forwards handed the model: {json.dumps(f.get('inputs_seen'))}; against the suite's "
+                  f"inputs: {json.dumps(f.get('inputs_compared'))}"]
+    if f.get("precision_reference"):
+        q = f["precision_reference"]
+        lines += ["", f"reference in verl's precision ({q['dtype']} parameters, fp32 buffers, autocast): grad norm "
+                  f"{q['grad_norm']:.6f} ({q['grad_norm_rel_diff_vs_fp32']:.2e} from fp32's; verl's {q['verl_grad_norm_rel_diff']:.2e} "
+                  f"from it), gradient cosine vs fp32 {q['grad_cosine_vs_fp32']:.6f}, gradient sign agreement vs fp32 "
+                  f"{q['grad_sign_agreement_vs_fp32']:.4f}, verl's update against its gradient (sign agreement) "
+                  f"{q['update_sign_agreement']:.4f} (on the fp32 reference's clear elements)"]
     return lines
 
 
@@ -1337,6 +1546,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default=ORDER, help="the parts to run (any of abcdef; they run in the order "
                         f"{', '.join(ORDER)}); a part left out is reported as skipped, e.g. --parts abce")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--f-mask", choices=("flex", "dense"), default=None, help="part f's tree mask (default: "
+                        "flex on CUDA, dense on a CPU; dense runs verl's SDPA with the boolean [B, 1, L, L] mask)")
+    parser.add_argument("--f-override", action="append", default=[], metavar="KEY=VALUE", help="a verl override "
+                        "appended to part f's actor config (repeatable), e.g. actor_rollout_ref.actor.strategy=fsdp2")
     parser.add_argument("--budget-s", type=float, default=540.0, help="seconds from the suite's start for all "
                         "parts (default 540: one device call is at most 600 s)")
     args = parser.parse_args(argv)
@@ -1393,7 +1606,7 @@ def main(argv: list[str] | None = None) -> int:
             if alarm:
                 ALARM["armed"] = True
                 signal.setitimer(signal.ITIMER_REAL, max(left(), 0.01))
-            rec.update(RUNNERS[key](Context(shape, args.shape, device, args.repeats, rec, save, left)))
+            rec.update(RUNNERS[key](Context(shape, args.shape, device, args.repeats, rec, save, left, args.f_mask, args.f_override)))
             rec["status"] = "ok" if rec["ok"] else ("stopped" if rec.get("stopped_early") else "failed")
             if not rec["ok"]:  # a check off its tolerance: the part's own reason, else a pointer to its table
                 rec.setdefault("error", rec.get("stopped_early") or "a check failed (see this part's table)")
