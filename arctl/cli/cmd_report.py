@@ -136,7 +136,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     import warnings
 
     from arctl.compose.errors import SpecError
-    from arctl.report.claims_render import build_claims_report, test_summary
+    from arctl.report.claims_render import build_claims_report, summary_text, test_summary
     from arctl.report.errors import ReportError
     from arctl.track.runs import RunReadWarning
 
@@ -170,6 +170,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}" for t in r.tests]
         table.add_row(esc(r.id), esc(f"{r.title} ({r.paper})"), f"[bold {colors[r.verdict]}]{r.verdict}[/]", "\n".join(lines))
     console.print(table)
+    console.print(esc(summary_text(report.results, len(report.runs))))
     for w in report.warnings:
         err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
     for p in report.outputs:

@@ -54,7 +54,7 @@ class ClaimsReport:
     curves: dict = field(default_factory=dict)  # arm -> {"budget"|"train": seed -> {x: accuracy}} (claims.arm_curves)
 
     def to_json(self) -> dict:
-        return {"kind": "claims", "meta": self.meta, "interval": INTERVAL,
+        return {"kind": "claims", "meta": self.meta, "interval": INTERVAL, "summary": summary(self.results),
                 "claims": [r.to_json() for r in self.results], "runs": self.runs, "curves": self.curves,
                 "outputs": [str(p) for p in self.outputs], "warnings": self.warnings}
 
@@ -277,6 +277,7 @@ def to_markdown(report: ClaimsReport) -> str:
     lines = [f"# The paper's claims, checked ({', '.join(m['sweeps'])}{', scale ' + m['scale'] if m['scale'] else ''})", "",
              f"{m['created']} on {m['host']} ({m['cpus']} CPUs, load {m['load_average']}); {m['code_version']}; "
              f"workspace `{m['workspace']}`; {len(report.runs)} runs; intervals: {INTERVAL}.", "",
+             summary_text(report.results, len(report.runs)), "",
              "| claim | verdict | test | per seed | mean [95% CI] | verdict | paper |", "|---|---|---|---|---|---|---|"]
     for r in report.results:
         for i, t in enumerate(r.tests):
@@ -438,10 +439,38 @@ def _repeats_said(results) -> str:
     return f" {text[:1].upper()}{text[1:]} (the same configs and statistic): not an independent verdict." if said else ""
 
 
+def sanity_checks(results) -> list[str]:
+    """Ids of the claims whose every test is a ``bound`` test: a check of the evaluation (J_anytime <= J <=
+    J_anytime / P_m holds of any correct evaluation; the right side is vacuous at P_m = 1/32), not evidence
+    for or against the method."""
+    return [r.id for r in results if r.tests and all(t.kind == "bound" for t in r.tests)]
+
+
+def summary(results) -> dict:
+    """The verdicts counted over the independent pieces of evidence: a claim that repeats an earlier one's
+    evidence (``repeated_claims``) and a sanity check (``sanity_checks``) are named, not counted."""
+    repeated, sanity = repeated_claims(results), sanity_checks(results)
+    counted = [r for r in results if r.id not in repeated and r.id not in sanity]
+    return {"counts": {v: sum(r.verdict == v for r in counted) for v in (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)},
+            "claims_counted": [r.id for r in counted], "repeats": repeated,
+            "sanity_checks": {r.id: r.verdict for r in results if r.id in sanity}}
+
+
+def summary_text(results, runs: int) -> str:
+    """One paragraph: the counts of :func:`summary`, then what was left out of them and why."""
+    s = summary(results)
+    c = s["counts"]
+    text = (f"{c[HOLDS]} hold, {c[FAILS]} fail, {c[INCONCLUSIVE]} inconclusive, {c[NOT_TESTABLE]} not testable here "
+            f"(of {len(s['claims_counted'])} independent claims; {runs} runs).{_repeats_said(results)}")
+    for cid, verdict in s["sanity_checks"].items():
+        text += (f" Claim {cid} is a sanity check of the evaluation (its bound holds of any correct one), not "
+                 f"evidence for the method: {verdict}, not counted.")
+    return text
+
+
 def to_html(report: ClaimsReport) -> str:
     e = html.escape
     m = report.meta
-    counts = {v: sum(r.verdict == v for r in report.results) for v in (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)}
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>arctl: the paper's claims, checked ({e(', '.join(m['sweeps']))})</title>",
@@ -455,9 +484,7 @@ def to_html(report: ClaimsReport) -> str:
         "claimed (other) side of 0, and is inconclusive otherwise, with the seeds that would give it 80% power at the "
         "observed mean and spread. A claim holds when every test holds; it is not testable here when a precondition "
         "(measured at the start of training) fails.</p>",
-        f'<p id="summary">{counts[HOLDS]} hold, {counts[FAILS]} fail, {counts[INCONCLUSIVE]} inconclusive, '
-        f"{counts[NOT_TESTABLE]} not testable here "
-        f"(of {len(report.results)} claims, {len(report.runs)} runs).{e(_repeats_said(report.results))}</p>",
+        f'<p id="summary">{e(summary_text(report.results, len(report.runs)))}</p>',
         '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
     ]
     for r in report.results:

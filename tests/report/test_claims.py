@@ -959,3 +959,27 @@ def test_the_chance_level_is_the_highest_any_runs_logged():
             runs.append(v)
     # above max(0.1, 0.3) + 0.05 = 0.35: budgets 20 and 30 (with the lowest level, 0.15: 10 as well)
     assert chance_budgets(stat, runs) == {"toy": [20, 30]}
+
+
+def test_the_summary_counts_independent_evidence_and_names_repeats_and_sanity_checks():
+    """The headline counts each piece of evidence once: a claim whose tests repeat an earlier claim's (the same
+    configs under other arm names) and a claim of bound tests only (claim 8: holds of any correct evaluation)
+    are named with their verdicts, not counted (a leftover of the 2026-12-04 review: they were counted)."""
+    from arctl.report.claims import ClaimResult, TestResult
+    from arctl.report.claims_render import summary, summary_text
+
+    def test(kind, verdict, same_as=None):
+        return TestResult(kind, "t", ["a", "b"], "anytime", "greater", {}, 3, 0.01, 0.0, 0.02, verdict, same_as=same_as)
+
+    results = [ClaimResult("1", "one", "", HOLDS, [test("compare", HOLDS)]),
+               ClaimResult("3", "three", "", HOLDS, [test("compare", HOLDS, same_as="1: t")]),
+               ClaimResult("4", "four", "", FAILS, [test("compare", FAILS), test("bound", HOLDS)]),
+               ClaimResult("7", "seven", "", INCONCLUSIVE, [test("sign", INCONCLUSIVE)]),
+               ClaimResult("8", "eight", "", HOLDS, [test("bound", HOLDS)])]
+    s = summary(results)
+    assert s["counts"] == {HOLDS: 1, FAILS: 1, INCONCLUSIVE: 1, NOT_TESTABLE: 0}
+    assert s["claims_counted"] == ["1", "4", "7"] and s["repeats"] == {"3": ["1"]} and s["sanity_checks"] == {"8": HOLDS}
+    text = summary_text(results, 12)
+    assert text.startswith("1 hold, 1 fail, 1 inconclusive, 0 not testable here (of 3 independent claims; 12 runs).")
+    assert "Claim 3 repeats the evidence of claim 1" in text and "Claim 8 is a sanity check" in text
+    assert f"{HOLDS}, not counted." in text
