@@ -686,8 +686,12 @@ def _test_label(test: Test, spec: ClaimsSpec) -> str:
 
 
 def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> TestResult:
-    """A precondition on the runs' first evaluation (the start of training): the mean over seeds of
-    ``stat`` must be on the claimed side of 0 (a measured fact of the task, not a hypothesis)."""
+    """A precondition on the runs' first evaluation (the start of training): ``stat`` must be on the claimed
+    side of 0 (a measured fact of the task, not a hypothesis). Where the seeds measured it independently
+    (their numbers differ), their mean's 95% t-interval must be on that side: a mean on the claimed side
+    whose interval reaches 0 is not established (INCONCLUSIVE, and the claim is not testable here); a mean
+    on the other side fails. Where every seed has the same number (one shared warm-up evaluated on the same
+    problems: one measurement), its value decides, and the note says so."""
     stat = spec.stats[test.stat]
     by = _by_arm_seed(runs)
     per_seed = {}  # as a sign test: the mean over every listed arm, on the seeds all of them have
@@ -703,10 +707,18 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     lacking = [a for a in test.arms if a not in by]
     note = (f"runs missing: {', '.join(lacking)}" if lacking else "no run logged it at its first evaluation") \
         if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
+    low = high = None
     if len(values) > 1 and len(set(values)) == 1:  # e.g. step 0 of one shared warm-up on the same problems
         note += " (the same number on every seed: one measurement, not independent ones)"
+    elif len(values) > 1:
+        _, half, _ = mean_ci95(np.asarray(values))
+        low, high = mean - float(half), mean + float(half)
+        note += f", 95% interval [{low:+.4g}, {high:+.4g}]"
+        if verdict == HOLDS and (low if sign > 0 else -high) <= 0:
+            verdict = INCONCLUSIVE
+            note += ": not established (the interval reaches 0)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
-                      mean, None, None, verdict, note=note, unit=stat.unit)
+                      mean, low, high, verdict, note=note, unit=stat.unit)
 
 
 def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list[ClaimResult]:
@@ -720,12 +732,14 @@ def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list
         # a precondition that fails, or that no run measured while the tests have runs: not testable here
         # (an unchecked precondition is not a passed one)
         measured = any(t.n for t in tests)
-        failed = [p for p in pre if p.verdict == FAILS or (p.mean is None and measured)]
+        failed = [p for p in pre if p.verdict != HOLDS and (p.mean is not None or measured)]
         verdict = NOT_TESTABLE if failed else claim_verdict(tests)
+        said = {FAILS: "fails", INCONCLUSIVE: "is not established"}
         if failed:
             for t in tests:
                 t.note = ("not testable here (precondition " + "; ".join(
-                    f"{p.label} {'fails' if p.verdict == FAILS else 'cannot be checked'}: {p.note}" for p in failed)
+                    f"{p.label} {said[p.verdict] if p.mean is not None else 'cannot be checked'}: {p.note}"
+                    for p in failed)
                           + ")" + (f"; {t.note}" if t.note else ""))
         out.append(ClaimResult(claim.id, claim.title, claim.paper, verdict, pre + tests))
     _mark_repeated_evidence(out, runs)

@@ -203,6 +203,13 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
     assert good.tests[0].note.endswith("(the same number on every seed: one measurement, not independent ones)")
     (varied,) = check_claims(spec, runs(0.3, per_seed=0.01), no_command)
     assert varied.tests[0].verdict == HOLDS and "the same number" not in varied.tests[0].note
+    assert varied.tests[0].ci_low > 0 and "95% interval [" in varied.tests[0].note
+    # independent seeds whose mean is on the claimed side but whose interval reaches 0: not established,
+    # so the claim is not testable here (before: the point estimate passed it)
+    (shaky,) = check_claims(spec, runs(-0.05, per_seed=0.06), no_command)  # seeds -0.04, 0.02, 0.08: mean +0.02
+    assert shaky.tests[0].mean == pytest.approx(0.02) and shaky.tests[0].ci_low < 0 < shaky.tests[0].ci_high
+    assert shaky.tests[0].verdict == INCONCLUSIVE and shaky.verdict == NOT_TESTABLE
+    assert "is not established" in shaky.tests[1].note and "the interval reaches 0" in shaky.tests[1].note
     # runs that never measured it at their first evaluation: unchecked is not passed (a review)
     unmeasured = runs(0.3)
     for r in unmeasured:
