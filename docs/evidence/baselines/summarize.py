@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from arctl.compose.sweep import load_sweep
+from arctl.report.claims import seeds_needed
 from arctl.report.cells import cell_composer, one_run_per_cell
 from arctl.report.specs import arm_label, load_spec
 from arctl.report.stats import holm, seeds_for_power, t975, t_cdf
@@ -58,6 +59,7 @@ def stats(x):
 
 
 seeds_of = {a: sorted(s for b, s in final if b == a) for a in arms}
+anytime_diffs: dict[tuple[str, str], np.ndarray] = {}  # (reference, method) -> paired anytime differences
 out = {"b_m": b_m, "budgets_shown": shown, "arms": {}, "vs_ar_uniform": {}, "vs_grpo": {}, "forced_minus_plain": {},
        "runs": sorted(finished)}
 for arm in arms:
@@ -75,6 +77,8 @@ for arm in arms:
             d = [final[(arm, s)].get(k, np.nan) - final[(ref, s)].get(k, np.nan) for s in common]
             if not np.isnan(d).any():
                 res[label] = stats(d)
+                if label == "toy grid_anytime_acc":
+                    anytime_diffs[(ref.replace("-", "_"), arm)] = np.asarray(d, float)
         out["vs_" + ref.replace("-", "_")][arm] = res
     res = {}
     for n_ in ("grid_anytime_acc", "curve_auc", "final_acc"):
@@ -87,6 +91,11 @@ for ref in ("ar_uniform", "grpo"):
     tests = {a: d["toy grid_anytime_acc"][3] for a, d in out["vs_" + ref].items()
              if d.get("toy grid_anytime_acc") and d["toy grid_anytime_acc"][3] is not None}
     out["holm_anytime_vs_" + ref] = {a: float(f"{h:.3g}") for a, h in zip(tests, holm(list(tests.values())))}
+    # seeds for 80% power at Holm's level for the first of the family's tests (alpha / k), as the claims report
+    # counts them (arctl.report.claims.seeds_needed); before 2026-12-04 this page used alpha = 0.05
+    out["seeds_holm_anytime_vs_" + ref] = {
+        a: seeds_needed(float(d.mean()), float(d.std(ddof=1)), len(tests)) if len(d) >= 3 else None
+        for (r, a), d in anytime_diffs.items() if r == ref and a in tests}
 json.dump(out, open(out_json, "w"), indent=1)
 
 
@@ -116,11 +125,12 @@ def p_text(p):
 def diff_table(key, ref):
     cols = [f"toy acc@{b}" for b in shown] + ["toy curve_auc", "toy grid_anytime_acc"]
     lines = ["| method | " + " | ".join(c.split(" ", 1)[1] for c in cols)
-             + f" | seeds for 80% power (anytime; p, and Holm over the {len(out['holm_anytime_' + key])} methods) |",
+             + f" | seeds for 80% power (anytime, at Holm's level for {len(out['holm_anytime_' + key])} methods; p, and Holm's p) |",
              "|---|" + "---|" * (len(cols) + 1)]
     for a, d in out[key].items():
         any_ = d.get("toy grid_anytime_acc")
-        need = "–" if not any_ else "needs ≥ 3 seeds to say" if any_[2] < 3 else f"{any_[4]}" if any_[4] else "> 1000"
+        holm_need = out["seeds_holm_anytime_" + key].get(a)
+        need = "–" if not any_ else "needs ≥ 3 seeds to say" if any_[2] < 3 else f"{holm_need}" if holm_need else "> 1000"
         adjusted = out["holm_anytime_" + key].get(a)
         p = f" (p {p_text(any_[3])}, Holm {p_text(adjusted)})" if any_ and any_[3] is not None else ""
         lines.append(f"| {arm_label(a)} − {ref} | " + " | ".join(cell(d.get(c), sign=True) for c in cols) + f" | {need}{p} |")
