@@ -66,10 +66,6 @@ class Backend(Protocol):
         launch refuses it, its dry run says so): e.g. a config the framework rejects, an input file
         that is not there."""
 
-    def launch_warning(self, config: dict) -> str | None:
-        """A caution the launch (and its dry run) prints, once per distinct text, and carries in its --json,
-        without refusing: e.g. a code path not yet validated on the hardware the run will use."""
-
     def job_setup(self, config: dict, run_dir: Path) -> str | None:
         """Shell lines the SLURM job runs before arctl's job entry, which then runs on the first node
         as a child of the batch shell (e.g. a Ray cluster sized to the allocation, with an EXIT trap
@@ -176,9 +172,6 @@ class BackendDefaults:
         return None
 
     def launch_problem(self, config, run_dir):
-        return None
-
-    def launch_warning(self, config):
         return None
 
     def job_setup(self, config, run_dir):

@@ -60,7 +60,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                    as_json: bool, executor_by: str = "--executor") -> None:
     """Print what would be launched; write and submit nothing."""
     from arctl.launch.executors import choose_executor
-    from arctl.launch.launcher import STARTS, dry_run_scripts, launch_warnings, plan, planned_problem
+    from arctl.launch.launcher import STARTS, dry_run_scripts, plan, planned_problem
     from arctl.launch.rundir import dump_config
 
     configured = items[0].config.get("cluster", {}).get("executor")
@@ -85,10 +85,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             executor_problem(name, [i for i in items if not i.shares], array_parallelism, workspace, to_launch)
         except LaunchError as err:
             refused = str(err)
-    warnings = launch_warnings(to_launch)
     if as_json:
         print_json({
-            "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused, "warnings": warnings,
+            "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
             "runs": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                       "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
                       "config": i.config} for i in items],
@@ -104,7 +103,6 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     if refused:
         console.print(f"[bold red]a launch would be refused[/]: {esc(refused)} (the preview follows)")
     console.print(f"workspace: {esc(workspace.root)}")
-    print_warnings(warnings)
     table = Table(show_header=True, header_style="bold")
     for col in ("run id", "experiment", "arm", "seed", "would", "why"):
         table.add_column(col, overflow="fold")  # a narrow terminal or a pipe folds a run id, never cuts it
@@ -121,16 +119,10 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         fail(f"a launch would be refused: {refused}")
 
 
-def print_warnings(warnings: list[str]) -> None:
-    for text in warnings:
-        err_console.print(f"[yellow]warning[/]: {esc(text)}")
-
-
 def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:
     if as_json:
         return
     err_console.print(esc(result.executor_note))
-    print_warnings(result.warnings)
     for item in result.submitted:
         job = result.job_ids.get(item.run_id, "")
         console.print(esc(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}"))
@@ -266,7 +258,6 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
                            "state": final[i.run_id].state if i.run_id in final else "PENDING"}
                           for i in result.submitted],
             "skipped": [{"run_id": i.run_id, "reason": why} for i, why in result.skipped],
-            "warnings": result.warnings,
             "figures": figures,
         })
     else:

@@ -106,7 +106,6 @@ class LaunchResult:
     job_ids: dict[str, str] = field(default_factory=dict)  # run_id -> job id
     failed: dict[str, str] = field(default_factory=dict)  # run_id -> error (debug executor)
     parallelism: int | None = None  # local: runs at a time (executors.local_parallelism)
-    warnings: list[str] = field(default_factory=list)  # the backends' launch_warning of the runs it starts
 
 
 def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
@@ -344,7 +343,7 @@ def launch(
         raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
         raise LaunchError(workspace_problem(items, workspace, ()))
-    result = LaunchResult(executor=name, executor_note=note, items=items + shared, warnings=launch_warnings(starting))
+    result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
     try:
@@ -394,20 +393,6 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
     start_problem(starting, workspace)
-
-
-def launch_warnings(items: list[LaunchItem]) -> list[str]:
-    """The backends' cautions (``Backend.launch_warning``) for the runs in ``items``, each distinct text
-    once, in order: printed by the launch and its dry run, carried in their --json; nothing is refused."""
-    from arctl.backends.base import get_backend
-
-    found: list[str] = []
-    for item in items:
-        check = getattr(get_backend(str(item.config.get("backend", "tiny"))), "launch_warning", None)
-        text = check(item.config) if check is not None else None
-        if text and text not in found:
-            found.append(text)
-    return found
 
 
 def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:

@@ -81,11 +81,6 @@ class VerlBackend(BackendDefaults):
 
         return launch_problem(config, run_dir)
 
-    def launch_warning(self, config):
-        from arctl.backends.verl.run_config import launch_warning
-
-        return launch_warning(config)
-
     def job_setup(self, config, run_dir):
         from arctl.backends.verl.ray_job import job_setup
 

@@ -16,7 +16,6 @@ from arctl.backends.verl.overrides import (
     build_verl_config,
     dataset_file,
     fmt_value,
-    runs_without_gpu,
     user_path,
     verl_overrides,
     verl_setting,
@@ -275,22 +274,6 @@ def steps_problem(config: dict, cfg: Any) -> str | None:
 
 
 LAUNCH_CHECK_ENV = "ARCTL_VERL_LAUNCH_CHECK"  # "0": the launch does not ask launch_problem
-
-
-# What the launch says of a verl training run on GPUs until the GPU check suite's part f passes on a GPU
-# (docs/gpu.md, "First GPU run"). Remove it with the evidence that it passed.
-GPU_NOT_VALIDATED = (
-    "verl's actor forward is not validated on GPUs: on one H200 (2026-12-04) it computed log-probs 0.30 "
-    "(mean) off the tree's from the same weights and inputs, 15x what bf16 alone does (docs/gpu.md, "
-    "'First GPU run'); run `python benchmarks/gpu/suite.py --parts f` on one of your GPUs first")
-
-
-def launch_warning(config: dict) -> str | None:
-    """:data:`GPU_NOT_VALIDATED` for a run whose actor trains on GPUs; None for an evaluation-only run
-    (no actor update), the smoke run, the CPU rehearsal and verl's loop on a CPU."""
-    if runs_without_gpu(config) or bool(verl_setting(config, "eval_only")):
-        return None
-    return GPU_NOT_VALIDATED
 
 
 def launch_problem(config: dict, run_dir: Path | None) -> str | None:
