@@ -712,25 +712,45 @@ BLOCK_MASK_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_
                      "full_q_num_blocks", "full_q_indices")
 
 
+def load_reference(model_dir: str, device: str, attn: str):
+    """The saved model directory loaded as verl's actor loads it (``from_pretrained`` in fp32, which computes
+    the rotary frequencies afresh), on ``device``, gradient checkpointing on, in train mode (as make_model)."""
+    from transformers import Qwen2ForCausalLM
+
+    model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn).to(device)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    model.train()
+    return model
+
+
+def rope_buffers_diff(model, buffers: dict[str, torch.Tensor] | None = None) -> float:
+    """Max |difference| between the rotary embedding's buffers (``inv_freq``, ``original_inv_freq``: no
+    checkpoint holds them) of ``model`` (or ``buffers``, by name) and those of a fresh rotary embedding built
+    from ``model``'s config in fp32: 0.0 unless a dtype cast rounded them."""
+    rotary = model.model.rotary_emb
+    fresh = dict(type(rotary)(config=model.config).named_buffers())
+    got = buffers if buffers is not None else {f"model.rotary_emb.{n}": b for n, b in rotary.named_buffers()}
+    return max(float((got[f"model.rotary_emb.{n}"].detach().cpu().double() - b.double()).abs().max())
+               for n, b in fresh.items())
+
+
 CONFIG_NOT_COMPARED = ("_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype",
                        "_attn_implementation", "attn_implementation", "_attn_implementation_autoset", "use_cache")
 
 
 def loaded_vs_saved(engine, model, params: dict[str, torch.Tensor]) -> dict:
     """What verl's engine built from the saved model directory against the model the suite saved: its
-    parameters (``params``, :func:`param_snapshot` before any update) element for element, its buffers
-    (the rotary embedding's ``inv_freq``, which no checkpoint holds: a module built on the meta device and
-    materialised empty would have garbage there) and its config, key for key."""
+    parameters (``params``, :func:`param_snapshot` before any update) element for element, its rotary
+    embedding's buffers (``inv_freq``: no checkpoint holds them) against fresh fp32 ones
+    (:func:`rope_buffers_diff`; ``model``'s own were rounded by its bf16 cast), and its config, key for key."""
     saved = {n: t.detach().to("cpu", torch.float32) for n, t in model.named_parameters()}
     differing = {n: float((params[n] - saved[n]).abs().max()) for n in saved if n in params
                  and (params[n].shape != saved[n].shape or not torch.equal(params[n], saved[n]))}
     strip = lambda n: n.replace("_fsdp_wrapped_module.", "").replace("_checkpoint_wrapped_module.", "")  # noqa: E731
     built = {strip(n): b.detach().to("cpu", torch.float32) for n, b in engine.module.named_buffers()}
-    buffers = {}
-    for n, b in model.named_buffers():
-        got = built.get(n)
-        buffers[n] = (None if got is None or got.shape != b.shape else
-                      float((got - b.detach().to("cpu", torch.float32)).abs().max()))
+    rope = {n: b for n, b in built.items() if n.startswith("model.rotary_emb.")}
+    buffers = {"rotary embedding vs fresh fp32": rope_buffers_diff(model, rope) if rope else None}
     inner = getattr(engine.module, "module", engine.module)
     mine, theirs = model.config.to_dict(), getattr(inner, "config", None)
     theirs = theirs.to_dict() if theirs is not None else {}
@@ -883,6 +903,9 @@ def f_checks(r: dict) -> list[dict]:
         ("verl's forwards got the tree mask (old-log-prob pass, update)", f"{m['matching']} of {m['forwards']}",
          "every one, >= 2", m["forwards"] >= 2 and m["matching"] == m["forwards"]),
         ("parameters changed (elements)", p["changed"], "> 0", p["changed"] > 0),
+        # the suite's own reference, checked: a bf16 cast rounds the rotary frequencies, which verl's fp32 load does not
+        ("the reference's rotary frequencies vs fresh fp32 ones: max abs diff", r["reference_rope_max_abs_diff"], 0.0,
+         r["reference_rope_max_abs_diff"] == 0.0),
         ("verl loss vs arctl loss of verl's log-probs: abs diff", r["loss_abs_diff"], 1e-6 * max(1.0, abs(r["arctl_loss"])),
          r["loss_abs_diff"] <= 1e-6 * max(1.0, abs(r["arctl_loss"]))),
     ]
@@ -957,8 +980,9 @@ def part_f(ctx: Context) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="arctl-suite-f-") as model_dir:
         t0 = phase("model directory")
-        # saved as R1-Distill ships (bf16) on CUDA; the reference later runs on exactly these values in fp32
-        model = make_model(spec, device, torch.bfloat16 if cuda else torch.float32, attn, tie=False)
+        # saved as R1-Distill ships (bf16), on a CPU too: verl loads it in fp32 (its actor's weights are these
+        # values exactly) and so does the reference, from the directory (see "the reference" below)
+        model = make_model(spec, device, torch.bfloat16, attn, tie=False)
         size = save_model_dir(model, model_dir)
         model.to("cpu")
         free_memory(device)
@@ -1044,9 +1068,15 @@ def part_f(ctx: Context) -> dict:
         rec["verl_metrics"] = {k: first(k) for k in ("loss", "grad_norm", "lr", "actor/pg_clipfrac", "actor/ppo_kl",
                                                      "perf/max_memory_allocated_gb") if k in metrics}
 
-        # the reference: the suite's own tree forward on the saved weights (fp32), arctl's loss, its gradient
+        # the reference: the suite's own tree forward of the saved model directory loaded as verl's actor loads it
+        # (fp32), arctl's loss, its gradient. Not ``model`` cast back to fp32: its bf16 cast rounded the rotary
+        # embedding's inv_freq (a buffer no checkpoint holds; verl's load computes it afresh in fp32), and the
+        # first GPU run (2026-12-04) compared verl with that rounded reference: log-probs 0.30 apart (a review)
         t0 = phase("reference")
-        ref = model.to(device=device, dtype=torch.float32)
+        model = None
+        free_memory(device)
+        ref = load_reference(model_dir, device, attn)
+        rec["reference_rope_max_abs_diff"] = rope_buffers_diff(ref)  # 0.0: the exact frequencies
         ref.zero_grad(set_to_none=True)
         ref_logp, _ = tree_logp(ref, [tree], device, layout)
         old_t = old[trained].double().to(device)
@@ -1108,7 +1138,6 @@ def part_f(ctx: Context) -> dict:
                     low_sign["dot"] += float((low.double() * grad.double()).sum())
                     low_sign["low_sq"] += float((low.double() ** 2).sum())
     del before, after, grads, low_grads, ref
-    model = None
     free_memory(device)
     nan = nan or bool(torch.isnan(verl_old).any() or torch.isnan(update_logp).any())
     loss, grad_norm = rec["verl_metrics"]["loss"], rec["verl_metrics"]["grad_norm"]

@@ -148,12 +148,10 @@ def parallel_problem(config: dict, cfg: Any) -> str | None:
     batch = get("data.train_batch_size") * get(f"{r}.n") * per_tree
     # each pass: its dynamic-batch flag, token budget and micro-batch (verl reads the pass's own keys: one set alone
     # in verl.overrides counts), and the rows a rank gets in it: the log-prob passes the batch, the update a mini-batch
-    passes = ((f"{r}.log_prob_use_dynamic_bsz", f"{r}.log_prob_max_token_len_per_gpu",
-               f"{r}.log_prob_micro_batch_size_per_gpu", batch, "batch (data.train_batch_size", "first log-prob pass"),
-              (f"{a}.ref.log_prob_use_dynamic_bsz", f"{a}.ref.log_prob_max_token_len_per_gpu",
-               f"{a}.ref.log_prob_micro_batch_size_per_gpu", batch, "batch (data.train_batch_size", "first log-prob pass"),
-              (f"{a}.actor.use_dynamic_bsz", f"{a}.actor.ppo_max_token_len_per_gpu", f"{a}.actor.ppo_micro_batch_size_per_gpu",
-               rows, "mini-batch (data.ppo_mini_batch_size", "first update"))
+    passes = [(f"{p}.log_prob_use_dynamic_bsz", f"{p}.log_prob_max_token_len_per_gpu", f"{p}.log_prob_micro_batch_size_per_gpu",
+               batch, "batch (data.train_batch_size", "first log-prob pass") for p in (r, f"{a}.ref")]  # rollout's, ref's
+    passes.append((f"{a}.actor.use_dynamic_bsz", f"{a}.actor.ppo_max_token_len_per_gpu",
+                   f"{a}.actor.ppo_micro_batch_size_per_gpu", rows, "mini-batch (data.ppo_mini_batch_size", "first update"))
     for flag, budget_key, micro_key, pass_rows, what, when in passes:
         if bool(OmegaConf.select(cfg, flag, default=False)):
             budget = OmegaConf.select(cfg, budget_key, default=None)
