@@ -786,7 +786,8 @@ F_POSITION_BUCKET = 2048  # positions per row of part f's log-prob difference pr
 
 
 def watch_model_inputs(root, attn: str) -> dict:
-    """Record what verl's first forward hands the decoder stack (input ids, position ids, attention mask:
+    """Record what verl's first forward (the old-log-prob pass; the update's mask is checked by
+    :func:`same_tree_mask` only) hands the decoder stack (input ids, position ids, attention mask:
     a forward pre-hook on the inner ``*Model`` module) and what type of mask reaches each call of the
     attention function ``attn`` (transformers' ``ALL_ATTENTION_FUNCTIONS``). ``seen["stop"]()`` removes
     both and returns the report (without the tensors, which stay in ``seen`` for
@@ -806,6 +807,8 @@ def watch_model_inputs(root, attn: str) -> dict:
                         attention_mask=kwargs.get("attention_mask"), kwargs=sorted(kwargs))
 
     handles = [m.register_forward_pre_hook(pre_hook, with_kwargs=True) for m in inner[:1]]
+    # transformers' AttentionInterface keeps per-instance overrides in ``_local_mapping`` (5.9 and 5.17 alike):
+    # an override set here is removed again by ``del``, which touches only that mapping
     had = attn in functions._local_mapping
     previous = functions._local_mapping.get(attn)
     original = functions[attn]
@@ -1064,6 +1067,7 @@ def part_f(ctx: Context) -> dict:
                 dist.destroy_process_group()
             free_memory(device)
         rec["peak_rss_gib"] = peak_rss_gib()
+        rec["inputs_seen"] = seen_report  # saved before the reference phases, which may run out of memory or time
         first = lambda key: float(metrics[key][0] if isinstance(metrics[key], list) else metrics[key])  # noqa: E731
         rec["verl_metrics"] = {k: first(k) for k in ("loss", "grad_norm", "lr", "actor/pg_clipfrac", "actor/ppo_kl",
                                                      "perf/max_memory_allocated_gb") if k in metrics}
@@ -1090,7 +1094,6 @@ def part_f(ctx: Context) -> dict:
         ref_logp = ref_logp.detach().double().cpu()
         done("reference", t0)
         low_logp = low_grads = replay_logp = None
-        rec["inputs_seen"] = seen_report
         if compute != "float32":
             # the same reference in verl's precision: bf16 parameters (exact: the weights were saved bf16),
             # fp32 buffers, bf16 autocast, as verl's FSDP mixed precision computes. It tells what bf16 alone
