@@ -61,6 +61,8 @@ def test_the_gpu_suite_runs_on_cpu_at_small_shapes(small_run):
     assert a["status"] == "ok" and a["tree"]["length"] % 128 != 0 and a["tree"]["branches"] == 16
     fp32 = next(c for c in a["checks"] if c["dtype"] == "float32")
     assert fp32["logp_max_abs_diff"] < 1e-5 and fp32["grad_rel_err"] < 1e-5 and fp32["flex_forward_max_abs_diff"] < 1e-5
+    bf16 = next(c for c in a["checks"] if c["dtype"] == "bfloat16")
+    assert bf16["ok_vs_fp32"] and 0 < bf16["vs_fp32"]["tree_grad_rel_err"] <= 1.5 * bf16["vs_fp32"]["dup_grad_rel_err"]
     b = results["parts"]["b"]["rows"]
     assert b["tree, dense SDPA mask"]["seconds"] > 0 and b["duplicated rows"]["seconds"] > 0
     d = results["parts"]["d"]
@@ -396,3 +398,20 @@ def test_rope_rounding_reproduces_what_the_first_gpu_run_compared(tmp_path):
     rows = list(out["logp_diff"]["by_position"].values())
     assert out["logp_diff"]["max"] > 1e-4 and rows[-1]["mean"] > rows[0]["mean"]
     assert json.loads((tmp_path / "out.json").read_text()) == out
+
+
+def test_part_a_judges_bf16_by_the_duplicated_rows_own_rounding():
+    """bf16 (since the first GPU run: 0.0506 against an a-priori 0.05, cosine 0.9987): the tree passes when it is at
+    most 1.5x as far from the fp32 truth as the bf16 duplicated rows are, and fails when it is far further off."""
+    import torch
+
+    suite = load_suite()
+    truth = {"logp": torch.zeros(4, dtype=torch.float64), "grad": torch.ones(10)}
+    rows_logp, rows_grad = torch.full((4,), 0.01), torch.ones(10) * 1.02
+    near = suite.bf16_against_fp32(torch.full((4,), -0.012), rows_logp, torch.ones(10) * 0.975, rows_grad, truth)
+    assert near["ok_vs_fp32"] and near["vs_fp32"]["tree_logp_max_err"] == pytest.approx(0.012)
+    far_logp = suite.bf16_against_fp32(torch.full((4,), 0.3), rows_logp, torch.ones(10), rows_grad, truth)
+    far_grad = suite.bf16_against_fp32(torch.zeros(4), rows_logp, torch.ones(10) * 1.2, rows_grad, truth)
+    assert not far_logp["ok_vs_fp32"] and not far_grad["ok_vs_fp32"]
+    assert far_grad["vs_fp32"]["tree_grad_rel_err"] == pytest.approx(0.2)
+    assert far_grad["vs_fp32"]["dup_grad_rel_err"] == pytest.approx(0.02)

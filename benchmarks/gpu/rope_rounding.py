@@ -50,7 +50,12 @@ def main(argv: list[str] | None = None) -> dict:
     model = suite.make_model(spec, "cpu", torch.bfloat16, "sdpa", tie=False)  # as part f saves it
     with tempfile.TemporaryDirectory(prefix="arctl-rope-") as d:
         suite.save_model_dir(model, d)
-        cast_back = model.to(dtype=torch.float32).eval()  # the suite's reference until 2026-12-04
+        # the suite's reference until 2026-12-04: the model cast back to fp32 from its bf16 cast, which had rounded
+        # the rotary buffers too (make_model now rebuilds them in fp32 after the cast; here they are rounded again)
+        cast_back = model.to(dtype=torch.float32).eval()
+        with torch.no_grad():
+            for buf in cast_back.model.rotary_emb.buffers():
+                buf.copy_(buf.to(torch.bfloat16).to(buf.dtype))
         del model
         gc.collect()
         loaded = suite.load_reference(d, "cpu", "sdpa").eval()  # as verl's actor loads it (and the reference now)
