@@ -20,8 +20,8 @@ for the test alone. Verdict (:func:`correct_within_claim`): the paired t-test's 
 Holm-corrected over the claim's declared tests; a test **holds** (**fails**) when its adjusted p is
 below 0.05 and its mean is on the claimed (other) side of 0, and is **inconclusive** otherwise (fewer
 than 2 seeds, a mean of 0, or underpowered: with the seeds that would give it 80% power at the
-observed mean and spread), or **not testable here** (a precondition or the statistic's above-chance
-budgets fail). Seeds whose values do not spread (tied to rounding) are judged by the exact sign test
+observed mean and spread), or **not testable here** (a precondition is not established: it fails, or its
+interval over independent seeds reaches 0; or the statistic's above-chance budgets fail). Seeds whose values do not spread (tied to rounding) are judged by the exact sign test
 instead of the t-test (:func:`p_value`). A claim fails when any test fails, holds when every test holds, is not
 testable here when no test is, and is inconclusive otherwise. Missing runs are named with the
 command that produces them.
@@ -688,17 +688,21 @@ def _test_label(test: Test, spec: ClaimsSpec) -> str:
 def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> TestResult:
     """A precondition on the runs' first evaluation (the start of training): ``stat`` must be on the claimed
     side of 0 (a measured fact of the task, not a hypothesis). Where the seeds measured it independently
-    (their numbers differ), their mean's 95% t-interval must be on that side: a mean on the claimed side
-    whose interval reaches 0 is not established (INCONCLUSIVE, and the claim is not testable here); a mean
-    on the other side fails. Where every seed has the same number (one shared warm-up evaluated on the same
-    problems: one measurement), its value decides, and the note says so."""
+    (their numbers differ), their mean's 95% t-interval decides: on the claimed side it holds, on the other
+    side it fails, across 0 it is not established (INCONCLUSIVE; the claim is not testable here either way).
+    Where there is one measurement (one seed, or every seed the same number: one shared warm-up evaluated on
+    the same problems), its value decides, and the note says so. Seeds whose first evaluation lacks it are
+    named."""
     stat = spec.stats[test.stat]
     by = _by_arm_seed(runs)
     per_seed = {}  # as a sign test: the mean over every listed arm, on the seeds all of them have
+    unmeasured = []
     for s in sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))):
         vals = [run_stat(stat, by[a][s].first) for a in test.arms]
         if all(np.isfinite(vals)):
             per_seed[int(s)] = {"value": float(np.mean(vals))}
+        else:
+            unmeasured.append(int(s))
     values = [v["value"] for v in per_seed.values()]
     mean = float(np.mean(values)) if values else None
     sign = 1 if test.direction == "greater" else -1
@@ -708,15 +712,20 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     note = (f"runs missing: {', '.join(lacking)}" if lacking else "no run logged it at its first evaluation") \
         if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
     low = high = None
-    if len(values) > 1 and len(set(values)) == 1:  # e.g. step 0 of one shared warm-up on the same problems
+    if len(values) == 1:
+        note += " (one seed: one measurement)"
+    elif len(values) > 1 and len(set(values)) == 1:  # e.g. step 0 of one shared warm-up on the same problems
         note += " (the same number on every seed: one measurement, not independent ones)"
     elif len(values) > 1:
         _, half, _ = mean_ci95(np.asarray(values))
         low, high = mean - float(half), mean + float(half)
         note += f", 95% interval [{low:+.4g}, {high:+.4g}]"
-        if verdict == HOLDS and (low if sign > 0 else -high) <= 0:
-            verdict = INCONCLUSIVE
+        claimed, other = (low, -high) if sign > 0 else (-high, low)  # > 0: the interval is beyond 0 on that side
+        verdict = HOLDS if claimed > 0 else FAILS if other > 0 else INCONCLUSIVE
+        if verdict == INCONCLUSIVE:
             note += ": not established (the interval reaches 0)"
+    if unmeasured:
+        note += f"; seed(s) {', '.join(f's{s}' for s in unmeasured)} left out (no finite value at the first evaluation)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
                       mean, low, high, verdict, note=note, unit=stat.unit)
 
@@ -779,7 +788,7 @@ def repeated_claims(results: list[ClaimResult]) -> dict[str, list[str]]:
     ``same_as``): its verdict is no independent piece of evidence, and a summary says so."""
     out: dict[str, list[str]] = {}
     for r in results:
-        tests = [t for t in r.tests if t.kind != "bound"]
+        tests = [t for t in r.tests if t.kind not in ("bound", "precondition")]
         if tests and all(t.same_as for t in tests):
             out[r.id] = sorted({str(t.same_as).split(":", 1)[0] for t in tests})
     return out

@@ -773,7 +773,7 @@ def loaded_vs_saved(engine, model, params: dict[str, torch.Tensor]) -> dict:
     """What verl's engine built from the saved model directory against the model the suite saved: its
     parameters (``params``, :func:`param_snapshot` before any update) element for element, its rotary
     embedding's buffers (``inv_freq``: no checkpoint holds them) against fresh fp32 ones
-    (:func:`rope_buffers_diff`; ``model``'s own were rounded by its bf16 cast), and its config, key for key."""
+    (:func:`rope_buffers_diff`), and its config, key for key."""
     saved = {n: t.detach().to("cpu", torch.float32) for n, t in model.named_parameters()}
     differing = {n: float((params[n] - saved[n]).abs().max()) for n in saved if n in params
                  and (params[n].shape != saved[n].shape or not torch.equal(params[n], saved[n]))}
@@ -1139,6 +1139,7 @@ def part_f(ctx: Context) -> dict:
             low_grads = {n: x.grad for n, x in ref.named_parameters() if x.grad is not None}
             low_logp = low_logp.detach().double().cpu()
             done("reference, verl's precision", t0)
+        rec["peak_rss_gib_after_reference"] = peak_rss_gib()  # the reference is loaded from the directory (host memory)
         replay_logp = replay_model_inputs(ref, seen, [tree], device, layout,
                                           None if compute == "float32" else getattr(torch, compute))
         rec["inputs_compared"] = seen.get("compared")

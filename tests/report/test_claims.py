@@ -210,6 +210,19 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
     assert shaky.tests[0].mean == pytest.approx(0.02) and shaky.tests[0].ci_low < 0 < shaky.tests[0].ci_high
     assert shaky.tests[0].verdict == INCONCLUSIVE and shaky.verdict == NOT_TESTABLE
     assert "is not established" in shaky.tests[1].note and "the interval reaches 0" in shaky.tests[1].note
+    # on the wrong side but across 0: not established, not "fails"; beyond 0 on the wrong side: fails
+    (across,) = check_claims(spec, runs(-0.09, per_seed=0.06), no_command)  # -0.08, -0.02, 0.04: mean -0.02
+    assert across.tests[0].verdict == INCONCLUSIVE and across.verdict == NOT_TESTABLE
+    (below,) = check_claims(spec, runs(-0.3, per_seed=0.01), no_command)
+    assert below.tests[0].verdict == FAILS and "fails" in below.tests[1].note
+    # one seed is one measurement, and a seed without a value is named (a review: 1 of 3 seeds passed it silently)
+    lone = runs(0.01)
+    for r in lone:
+        if r.arm == "ar" and r.seed > 0:
+            r.first = {}
+    (one,) = check_claims(spec, lone, no_command)
+    assert one.tests[0].n == 1 and "(one seed: one measurement)" in one.tests[0].note
+    assert "seed(s) s1, s2 left out" in one.tests[0].note
     # runs that never measured it at their first evaluation: unchecked is not passed (a review)
     unmeasured = runs(0.3)
     for r in unmeasured:
@@ -551,8 +564,8 @@ def test_two_arm_names_for_one_config_are_one_piece_of_evidence():
     from arctl.report.claims_render import _repeats_said
 
     assert repeated_claims([three, six]) == {"6": ["3"]}
-    assert _repeats_said([three, six]) == (" Claim 6 repeats the evidence of claim 3 (the same configs and statistic): "
-                                           "not an independent verdict.")
+    assert _repeats_said([three, six]) == (" Claim 6 (holds) repeats the evidence of claim 3 (the same configs and "
+                                           "statistic): not an independent verdict.")
     # written the other way round ("grpo < vr-dec" is "vr-dec > grpo"): the same evidence (from a review: missed)
     flipped = Test("compare", a="grpo", b="vr-dec", stat="anytime", direction="less")
     spec_flipped = ClaimsSpec(Path("c.yaml"), (), STATS, (Claim("3", "t", "", (first,)), Claim("6", "t", "", (flipped,))))
@@ -988,5 +1001,12 @@ def test_the_summary_counts_independent_evidence_and_names_repeats_and_sanity_ch
     assert s["claims_counted"] == ["1", "4", "7"] and s["repeats"] == {"3": ["1"]} and s["sanity_checks"] == {"8": HOLDS}
     text = summary_text(results, 12)
     assert text.startswith("1 hold, 1 fail, 1 inconclusive, 0 not testable here (of 3 independent claims; 12 runs).")
-    assert "Claim 3 repeats the evidence of claim 1" in text and "Claim 8 is a sanity check" in text
-    assert f"{HOLDS}, not counted." in text
+    assert "Claim 3 (holds) repeats the evidence of claim 1" in text and "Claim 8 is a check of the evaluation" in text
+    assert f"{HOLDS}, not counted." in text and "Check first" not in text
+    # a check that does not hold is read first (from a review: its left side is a statement about the model)
+    results[-1] = ClaimResult("8", "eight", "", FAILS, [test("bound", FAILS)])
+    assert summary_text(results, 12).startswith("Check first: claim 8, the bound J_anytime <= J <= J_anytime / P_m, ")
+    # a claim with a precondition is still recognised as a repeat (a review: preconditions never repeat)
+    pre = TestResult("precondition", "p", ["a"], "corr", "greater", {}, 1, 0.3, None, None, HOLDS)
+    results[1] = ClaimResult("3", "three", "", HOLDS, [pre, test("compare", HOLDS, same_as="1: t")])
+    assert summary(results)["repeats"] == {"3": ["1"]}
