@@ -725,7 +725,9 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
         if verdict == INCONCLUSIVE:
             note += ": not established (the interval reaches 0)"
     if unmeasured:
-        note += f"; seed(s) {', '.join(f's{s}' for s in unmeasured)} left out (no finite value at the first evaluation)"
+        from arctl.config.ranges import seeds_text
+
+        note += f"; seed(s) {seeds_text(unmeasured)} left out (no finite value at the first evaluation)"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
                       mean, low, high, verdict, note=note, unit=stat.unit)
 

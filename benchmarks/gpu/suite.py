@@ -346,7 +346,7 @@ def part_a(ctx: Context) -> dict:
                  "grad_rel_err": rel, "grad_cosine": float(torch.nn.functional.cosine_similarity(g_tree, g_dup, dim=0)),
                  "tolerance": tol, "ok": bool(float(diff.max()) <= tol["logp"] and rel <= tol["grad"])}
         if dtype == torch.float32:
-            truth = {"logp": ref.double(), "grad": g_dup.clone()}
+            truth = {"logp": ref.double(), "grad": g_dup}  # kept through the bf16 pass (``del g_dup`` drops the name)
         else:  # bf16 rounds both: the tree must be as close to the fp32 truth as the duplicated rows are
             check.update(bf16_against_fp32(got, ref, g_tree, g_dup, truth))
             check["ok"] = check["ok_vs_fp32"]
@@ -1029,6 +1029,7 @@ def part_f(ctx: Context) -> dict:
             rec["variant"] = {"mask": layout, "overrides": list(ctx.f_overrides)}
         cfg = compose_verl(overrides)
         worker = engine = None
+        seen: dict = {}  # watch_model_inputs' record, once the engine exists
         recorded, masks = {}, []
         try:
             with single_process_env():
@@ -1091,7 +1092,7 @@ def part_f(ctx: Context) -> dict:
                 after = param_snapshot(engine)
                 done("parameters after", t0)
         finally:
-            seen_report = seen.pop("stop")() if "seen" in locals() and "stop" in seen else None
+            seen_report = seen.pop("stop")() if "stop" in seen else None
             del worker, engine
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -1123,7 +1124,7 @@ def part_f(ctx: Context) -> dict:
         ref_norm = float(torch.sqrt(sum((x.double() ** 2).sum() for x in grads.values())))
         ref_logp = ref_logp.detach().double().cpu()
         done("reference", t0)
-        low_logp = low_grads = replay_logp = None
+        low_logp = low_grads = None
         if compute != "float32":
             # the same reference in verl's precision: bf16 parameters (exact: the weights were saved bf16),
             # fp32 buffers, bf16 autocast, as verl's FSDP mixed precision computes. It tells what bf16 alone
@@ -1534,8 +1535,8 @@ def _md_f(f: dict) -> list[str]:
                   f"parameter tensors differ {json.dumps(q['parameters_differing'])[:400]}, missing {q['parameters_missing'][:5]}; "
                   f"buffers max abs diff {json.dumps(q['buffers_max_abs_diff'])[:400]}; config keys differing "
                   f"{json.dumps(q['config_differing'], default=str)[:600]}"]
-    if ctx_overrides := f.get("variant"):
-        lines += ["", f"variant: {json.dumps(ctx_overrides)}"]
+    if variant := f.get("variant"):
+        lines += ["", f"variant: {json.dumps(variant)}"]
     if f.get("inputs_seen") or f.get("inputs_compared"):
         lines += ["", f"what verl's forwards handed the model: {json.dumps(f.get('inputs_seen'))}; against the suite's "
                   f"inputs: {json.dumps(f.get('inputs_compared'))}"]

@@ -222,7 +222,7 @@ def test_a_claim_whose_precondition_fails_is_not_testable_here():
             r.first = {}
     (one,) = check_claims(spec, lone, no_command)
     assert one.tests[0].n == 1 and "(one seed: one measurement)" in one.tests[0].note
-    assert "seed(s) s1, s2 left out" in one.tests[0].note
+    assert "seed(s) 1,2 left out" in one.tests[0].note
     # runs that never measured it at their first evaluation: unchecked is not passed (a review)
     unmeasured = runs(0.3)
     for r in unmeasured:
