@@ -869,14 +869,14 @@ def watch_model_inputs(root, attn: str) -> dict:
     return seen
 
 
-def replay_model_inputs(model, seen: dict | None, trees, device: str, layout: str, dtype) -> torch.Tensor | None:
+def replay_model_inputs(model, seen: dict | None, trees, device: str, dtype) -> torch.Tensor | None:
     """The reference model's trained-token log-probs on the inputs verl's forward handed the model
     (``seen`` from :func:`watch_model_inputs`), under ``dtype`` autocast, no grad; and, into
     ``seen["compared"]``, how those inputs differ from the suite's own (ids, positions, the mask element
     for element: a BlockMask's ``mask_mod`` evaluated on every (q, kv) pair). None where none was seen."""
     if not seen or seen.get("input_ids") is None:
         return None
-    s, mask = tree_inputs(trees, device, layout)
+    s = {k: v.to(device) for k, v in stack_trees(trees).items()}  # the suite's own inputs; the mask is compared below
     ids, pos, got = seen["input_ids"].to(device), seen.get("position_ids"), seen.get("attention_mask")
     cmp = {"input_ids_equal": bool(ids.shape == s["input_ids"].shape and torch.equal(ids, s["input_ids"]))}
     if pos is not None:
@@ -1141,7 +1141,7 @@ def part_f(ctx: Context) -> dict:
             low_logp = low_logp.detach().double().cpu()
             done("reference, verl's precision", t0)
         rec["peak_rss_gib_after_reference"] = peak_rss_gib()  # the reference is loaded from the directory (host memory)
-        replay_logp = replay_model_inputs(ref, seen, [tree], device, layout,
+        replay_logp = replay_model_inputs(ref, seen, [tree], device,
                                           None if compute == "float32" else getattr(torch, compute))
         rec["inputs_compared"] = seen.get("compared")
 
