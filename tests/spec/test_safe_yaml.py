@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from arctl.config.safe_yaml import YamlError, load
+from arctl.config.safe_yaml import Loader, PythonLoader, YamlError, load
 
 
 def test_a_merge_key_loads_as_the_safe_loader_loads_it_and_an_explicit_key_wins():
@@ -39,3 +41,60 @@ def test_a_second_merge_key_in_one_mapping_is_refused():
     with pytest.raises(YamlError, match="'<<' appears twice in one mapping"):
         load("a: &a {x: 1}\nb: &b {x: 2}\nc: {<<: *a, <<: *b}\n")
     assert load("a: &a {x: 1}\nb: &b {y: 2}\nc: {<<: [*a, *b]}\n")["c"] == {"x": 1, "y": 2}
+
+
+# libyaml's parser (safe_yaml.Loader) against PyYAML's own (safe_yaml.PythonLoader), on documents PyYAML writes,
+# then damaged: the tokens a person mistypes in a spec, and characters no YAML allows
+_SCALARS = st.sampled_from([1, -2.5, 0, "txt", "", None, True, False, "a: b", "2024-01-01", "~", "0x1f", "1e3", ".inf",
+                            "1_000", "0o17", "+12", "1:20", "yes", "No", "=", "é", "x y", "<<", "- a", "#c", "'q'"])
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.sampled_from(["a", "b", "<<", "1", "x y", "é"]), inner, max_size=3),
+                       max_leaves=12)
+_TOKENS = st.sampled_from(list(":-[]{},#&*|>'\"%@` \n\t?") + list("abc1.e+") + [
+    "<<: *a\n", "&a ", "*a", "!!str ", "!!int ", "!!float ", "? ", "--- ", "...\n", "\x00", "\x07", "\ufeff", "é"])
+
+
+@st.composite
+def _documents(draw):
+    doc = yaml.dump(draw(_VALUES), default_flow_style=draw(st.sampled_from([None, True, False])),
+                    allow_unicode=draw(st.booleans()))
+    for at, token, delete in draw(st.lists(st.tuples(st.integers(0, 400), _TOKENS, st.booleans()), max_size=4)):
+        at = at % (len(doc) + 1)
+        doc = doc[:at] + doc[at + 1:] if delete else doc[:at] + token + doc[at:]
+    return doc
+
+
+def _read(text, loader_class=None):
+    try:
+        return "read", repr(load(text, loader_class))  # repr: NaN equals NaN
+    except YamlError as err:
+        return "refused", str(err)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_documents())
+def test_libyaml_reads_what_pyyaml_reads_to_the_same_value_and_refuses_in_one_line(doc):
+    """Every document PyYAML's loader reads is read to the same value (libyaml refuses a few that PyYAML reads:
+    load() then reads them with PyYAML); anything else is a YamlError, never another exception (a control
+    character and `!!int abc` were tracebacks). libyaml reads some documents PyYAML refuses (tabs inside plain
+    text): accepted, as any YAML 1.1 reader does."""
+    python, c_only, mixed = _read(doc, PythonLoader), _read(doc, Loader), _read(doc)
+    assert mixed == (python if python[0] == "read" or c_only[0] == "refused" else c_only)
+    if python[0] == "read" and c_only[0] == "read":
+        assert c_only == python
+
+
+@pytest.mark.parametrize("loader_class", [PythonLoader, Loader], ids=["pyyaml", "libyaml"])
+@pytest.mark.parametrize("text, message", [
+    ('a: 1\nb: "x\x07"\n', r"line 2, column 6: character #x0007: "),
+    ("a: 1\n\x00", r"line 2, column 1: character #x0000: "),
+    ("seeds: [!!int abc]\n", r"line 1, column 9: int value 'abc' cannot be read \(invalid literal"),
+    ("x: !!float 1.2.3\n", r"line 1, column 4: float value '1.2.3' cannot be read"),
+    ("x: {!!int : 1}\n", r"line 1, column 5: int value '' cannot be read"),
+])
+def test_a_character_yaml_does_not_allow_or_a_value_its_tag_cannot_make_is_one_line_where_it_is(text, message,
+                                                                                               loader_class):
+    with pytest.raises(YamlError, match=message):
+        load(text, loader_class)
+    with pytest.raises(YamlError, match=message):
+        load(text)
