@@ -13,6 +13,8 @@
                                                 # trainer's evaluation and whole RL steps, on the warm-up
     python benchmarks/bench_tiny.py ablation    # whole ablation-vr at tiny scale (3 arms, 1 seed), as the
                                                 # Quickstart runs it: the CLI, local executor, fresh workspace
+    python benchmarks/bench_tiny.py bandwidth   # attention against the KV cache vs one thread's memory
+                                                # bandwidth: what bounds the thinking pass
 
 One torch thread (``--threads``) for tree/step. Peak RSS is the process's ``ru_maxrss``.
 """
@@ -403,9 +405,43 @@ def bench_ablation(args) -> None:
           f"at the max budget); load average now {os.getloadavg()[0]:.1f}")
 
 
+def bench_bandwidth(args) -> None:
+    """Attention against the KV cache as the thinking pass runs it (``q [B,H,1,d] @ K^T`` on a slice of the
+    cache buffer, the tiny model's H = 4, d = 32, a 249-token buffer), timed at three cache lengths, beside one
+    thread's sum over a 64 MB tensor: a time linear in L at the sum's GB/s means bytes bound it, not calls."""
+    from arctl.backends.tiny.prefix_attention import grouped_matmul
+
+    def best(f, n: int) -> float:
+        for _ in range(10):
+            f()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t0) / n
+
+    n = 40 * args.repeats
+    print(f"{args.threads} thread(s); mean of {n} calls; load average {os.getloadavg()[0]:.1f}")
+    print("| rows B | cache length L | q.K^T us | keys read GB/s | weights.V us | q.K^T on a contiguous copy us |")
+    print("|---|---|---|---|---|---|")
+    for rows in (64, 8):
+        for length in (60, 150, 249):
+            buf = torch.randn(rows, 4, 249, 32)
+            keys, q, w = buf[:, :, :length], torch.randn(rows, 4, 1, 32), torch.randn(rows, 4, 1, length)
+            dense = keys.contiguous()
+            qk = best(lambda: grouped_matmul(q, keys.transpose(-1, -2)), n)  # noqa: B023 - called at once
+            wv = best(lambda: grouped_matmul(w, keys), n)  # noqa: B023
+            qk_dense = best(lambda: grouped_matmul(q, dense.transpose(-1, -2)), n)  # noqa: B023
+            print(f"| {rows} | {length} | {qk * 1e6:.0f} | {keys.numel() * 4 / qk / 1e9:.1f} | {wv * 1e6:.0f} | "
+                  f"{qk_dense * 1e6:.0f} |")
+    x = torch.randn(16_000_000)
+    s = best(lambda: x.sum(), 10)
+    print(f"sum over 64 MB: {x.numel() * 4 / s / 1e9:.1f} GB/s; load average after {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "shrink", "ablation"))
+    parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "shrink", "ablation",
+                                             "bandwidth"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
@@ -414,7 +450,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
-     "forward": bench_forward, "shrink": bench_shrink, "ablation": bench_ablation}[args.what](args)
+     "forward": bench_forward, "shrink": bench_shrink, "ablation": bench_ablation,
+     "bandwidth": bench_bandwidth}[args.what](args)
 
 
 if __name__ == "__main__":
