@@ -17,6 +17,7 @@ a hash): minutes and gigabytes. :func:`load` refuses, with one line and before a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -48,6 +49,9 @@ class _Bounds:
             self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
+        if not isinstance(node, yaml.MappingNode):  # `!!map [a, b]`: the base class's check, before the loop
+            raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}",
+                                                    node.start_mark)
         seen, merges = set(), 0
         for key_node, _ in node.value:
             if key_node.tag == MERGE_TAG:  # `<<: *base` (from a review: refused as "could not determine a
@@ -75,7 +79,7 @@ class _Bounds:
         constructor's ValueError or IndexError (a traceback: from a review)."""
         try:
             return super().construct_object(node, deep=deep)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, YamlError):
             raise
         except (ArithmeticError, LookupError, TypeError, ValueError) as err:
             what = f" {node.value!r}" if isinstance(node, yaml.ScalarNode) else ""
@@ -166,12 +170,19 @@ def load(text: str | bytes, loader_class: type | None = None) -> Any:
     loader only (the tests compare the two)."""
     if len(text) > MAX_BYTES:
         raise YamlError(f"{len(text)} bytes: YAML files arctl reads are at most {MAX_BYTES} bytes")
-    if loader_class is None and Loader is not PythonLoader:
+    if loader_class is None and Loader is not PythonLoader and _libyaml_reads_as_pyyaml(text):
         try:
             return _load(text, Loader)
-        except YamlError:
+        except (YamlError, UnicodeError):  # UnicodeError: a lone surrogate in the text (libyaml reads UTF-8)
             pass
     return _load(text, loader_class or PythonLoader)
+
+
+def _libyaml_reads_as_pyyaml(text: str | bytes) -> bool:
+    """False where libyaml and PyYAML may read one text to two values (a review fuzzed both; PyYAML reads these):
+    a BOM after the first character (libyaml skips one at the start of any line) and any tag (``!``: an empty
+    value tagged ``!`` is null to PyYAML and '' to libyaml). Bytes are decoded by PyYAML alone."""
+    return isinstance(text, str) and "!" not in text and "\ufeff" not in text[1:]
 
 
 def _load(text: str | bytes, loader_class: type) -> Any:
@@ -201,15 +212,18 @@ def _load(text: str | bytes, loader_class: type) -> Any:
 
 def _unreadable(text: str | bytes, err: yaml.reader.ReaderError) -> str:
     """One line for a character YAML does not allow (a control character, bytes that are not UTF-8), with its
-    line and column: the first such character in a text, the reader's position in bytes."""
-    char, where = err.character, ""
-    if isinstance(text, str) and isinstance(char, int) and chr(char) in text:
+    line and column (YAML's line breaks): the first such character of the text, or the reader's byte position
+    in bytes that do not decode."""
+    char, where, at = err.character, "", None
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")  # PyYAML counts a character's position in the decoded text
+        except UnicodeDecodeError:
+            at = err.position if isinstance(err.position, int) else None
+    if isinstance(text, str) and isinstance(char, int) and 0 <= char <= 0x10FFFF and chr(char) in text:
         at = text.index(chr(char))
-    else:
-        at = err.position if isinstance(err.position, int) else None
     if at is not None:
-        before = text[:at]
-        newline = "\n" if isinstance(text, str) else b"\n"
-        where = f" at line {before.count(newline) + 1}, column {at - (before.rfind(newline) + 1) + 1}"
-    shown = f"#x{char:04x}" if isinstance(char, int) else repr(char)
-    return f"invalid YAML{where}: character {shown}: {err.reason}"
+        lines = re.split(r"\r\n|[\n\r\x85\u2028\u2029]" if isinstance(text, str) else rb"\r\n|[\n\r]", text[:at])
+        where = f" at line {len(lines)}, column {len(lines[-1]) + 1}"
+    shown = f" #x{char:04x}" if isinstance(char, int) and char >= 0 else ""
+    return f"invalid YAML{where}: character{shown}: {err.reason}"
