@@ -112,6 +112,15 @@ def test_bad_rows_are_reported_with_their_file(app, tmp_path):
     assert res.exit_code == 2 and "row 0 has no answer" in res.stderr
 
 
+def test_a_jsonl_row_that_is_not_json_is_named_by_its_line(app, tmp_path):
+    """From a review: the error said "line 1 column 1" of the row's own text, for a bad second line."""
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"problem": "x", "answer": "1"}) + "\n\nnot json\n")
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "math500",
+                                   "--source", f"math500={tmp_path / 'bad.jsonl'}", "--no-hub"])
+    assert res.exit_code == 2 and "bad.jsonl: line 3, column 1: Expecting value" in res.stderr, res.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_module_import_is_light():
     import subprocess
     import sys

@@ -68,8 +68,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             import pandas as pd
 
             return pd.read_parquet(path).to_dict("records")
-        if suffix == ".jsonl":
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if suffix == ".jsonl":  # each row parsed alone: an error names the file's line, not the row's (a review)
+            rows = []
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise DataError(f"cannot read {path}: line {number}, column {err.colno}: {err.msg}") from None
+            return rows
         if suffix == ".json":
             data = json.loads(path.read_text())
             if isinstance(data, dict):
