@@ -240,10 +240,14 @@ def token_logp(model, input_ids, position_ids, mask, predecessor, trained) -> to
     return torch.cat(out) if out else hidden.new_zeros(0)
 
 
+def stacked_on(trees, device: str) -> dict[str, torch.Tensor]:
+    """:func:`arctl.algo.tree.stack_trees` of ``trees``, every tensor on ``device``."""
+    return {k: v.to(device) for k, v in stack_trees(trees).items()}
+
+
 def tree_inputs(trees, device: str, mask_kind: str):
     """Stacked trees and their attention mask: ``flex`` BlockMask, ``dense`` boolean [B,1,L,L]."""
-    s = stack_trees(trees)
-    s = {k: v.to(device) for k, v in s.items()}
+    s = stacked_on(trees, device)
     if mask_kind == "flex":
         mask = tree_block_mask(s["cut"], s["branch_start"], device=device)
     else:
@@ -876,7 +880,7 @@ def replay_model_inputs(model, seen: dict | None, trees, device: str, dtype) -> 
     for element: a BlockMask's ``mask_mod`` evaluated on every (q, kv) pair). None where none was seen."""
     if not seen or seen.get("input_ids") is None:
         return None
-    s = {k: v.to(device) for k, v in stack_trees(trees).items()}  # the suite's own inputs; the mask is compared below
+    s = stacked_on(trees, device)  # the suite's own inputs; their mask is compared below
     ids, pos, got = seen["input_ids"].to(device), seen.get("position_ids"), seen.get("attention_mask")
     cmp = {"input_ids_equal": bool(ids.shape == s["input_ids"].shape and torch.equal(ids, s["input_ids"]))}
     if pos is not None:
