@@ -70,8 +70,7 @@ class _Bounds:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark)
             seen.add(key)
-        if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)  # the merges, explicit keys winning
+        self.flatten_mapping(node)  # the merges, explicit keys winning
         return super().construct_mapping(node, deep=deep)
 
     def construct_object(self, node, deep=False):
