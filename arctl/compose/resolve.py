@@ -18,7 +18,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment
 from arctl.compose.overrides import split_overrides
-from arctl.compose.paths import CONF_DIR, config_groups, default_option, group_options
+from arctl.compose.paths import CONF_DIR, config_groups, default_option, group_options, spec_files
 from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
@@ -65,6 +65,7 @@ def compose_config(overrides: list[str]) -> dict:
     from omegaconf.errors import OmegaConfBaseException
 
     register_resolvers()
+    cfg = None
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
         known = config_groups()
@@ -77,7 +78,7 @@ def compose_config(overrides: list[str]) -> dict:
             raise SpecError(found[1], found[0], "write the value itself")
         data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException) as err:
-        raise _translate(err) from None
+        raise (_argument_problem(cfg, err) or _translate(err)) from None
     found = leftover_problem(data)
     if found:
         raise SpecError(found[1], found[0], "write the value itself")
@@ -113,10 +114,55 @@ def _translate(err: Exception) -> SpecError:
     if appended:  # +key= of a key the config has
         key = appended.group(1)
         return SpecError(f"+{key}= adds a key the config already has", key, f"drop the +: {key}=...")
+    key = str(getattr(err, "full_key", None) or "") or "overrides"  # the key whose value failed to resolve
     if first.startswith("Interpolation key"):  # ${KEY} naming no key of the config
-        return SpecError(first, "overrides", "an interpolation ${KEY} names a config key (`arctl show EXP` prints "
+        return SpecError(first, key, "an interpolation ${KEY} names a config key (`arctl show EXP` prints "
                          "every key), e.g. eval.budgets=${thinking.budgets}")
-    return SpecError(first, "overrides")
+    return SpecError(first, key)
+
+
+_KEY_PART = re.compile(r"[^.\[\]]+|\[(\d+)\]")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\}")  # ${key}: no resolver, no relative key
+
+
+def _raw_value(data, key: str):
+    """The value at dotted ``key`` (``eval.grid[0]``) of an unresolved container, or None."""
+    for part in _KEY_PART.finditer(key):
+        index = part.group(1)
+        try:
+            data = data[int(index)] if index is not None else data[part.group(0)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _argument_problem(cfg, err: BaseException) -> SpecError | None:
+    """Where an arctl resolver refused an argument that its call read from another key (``eval.grid``'s
+    ``${arctl.grid:${scale.budgets},${eval.grid_size}}`` with ``eval.grid_size=0``), that key's own range
+    error: the user wrote that key, not the one that calls the resolver (a spec's, perhaps). None otherwise."""
+    from omegaconf import OmegaConf
+
+    from arctl.compose.limits import range_problem
+
+    key = getattr(err, "full_key", None)
+    if cfg is None or not key or _cause(err, SpecError) is None:
+        return None
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    text = _raw_value(raw, str(key))
+    for ref in _REFERENCE.findall(text) if isinstance(text, str) else ():
+        value = _raw_value(raw, ref)
+        if value is None or (isinstance(value, str) and "${" in value):
+            continue
+        nested: dict = {}
+        node = nested
+        *parents, last = ref.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+        found = range_problem(nested)
+        if found and found[0] == ref:
+            return SpecError(found[1], ref, f"override it, e.g. {ref}=...")
+    return None
 
 
 def _cause(err: BaseException | None, kind: type) -> BaseException | None:
@@ -246,9 +292,10 @@ def resolve_arm(
     user_overrides: list[str] | None = None,
     sweep_overrides: list[str] | None = None,
     sweep: str | None = None,
+    sweep_file: str | None = None,
 ) -> ResolvedRun:
     user = split_overrides(list(user_overrides or []), "command line")
-    swept_place = f"sweep {sweep}" if sweep else "sweep"
+    swept_place = _sweep_place(sweep, sweep_file)
     swept = split_overrides(list(sweep_overrides or []), swept_place)
     if scale is not None and not str(scale).strip():
         raise SpecError("--scale is empty", "--scale", f"give one of {', '.join(group_options('scale'))}, or leave it out")
@@ -328,6 +375,17 @@ def resolve_arm(
 _ABSENT = object()
 
 
+def _sweep_place(sweep: str | None, sweep_file: str | None) -> str:
+    """Where a sweep's overrides and grid were written: its file (from a review: "sweep NAME" or "overrides"
+    did not say which file to fix, e.g. a user's sweep that overlays a shipped one)."""
+    if sweep_file:
+        return sweep_file
+    if not sweep:
+        return "sweep"
+    found = spec_files("sweeps").get(sweep)
+    return str(found.path) if found else f"sweep {sweep}"
+
+
 def _placed(err: SpecError, parts, run: str) -> SpecError:
     """``err`` of composing a run's overrides, said where the key it is about was written (the spec's
     ``overrides``/``scales``/``arms``, the sweep, the command line): the first part, in the order Hydra applies
@@ -344,7 +402,8 @@ def _placed(err: SpecError, parts, run: str) -> SpecError:
             for text in part.keys:
                 written_key, _, value = text.partition("=")
                 written.append((written_key.lstrip("+~"), value, place))
-        exact = [w for w in written if w[0] == key]
+        base = key.split("[", 1)[0]  # eval.grid[0]: an item of the list eval.grid=[...] writes
+        exact = [w for w in written if w[0] in (key, base)]
         quoted = [w for w in exact if f"={w[1]} is" in err.what]
         near = [w for w in written if key.startswith(w[0] + ".") or w[0].startswith(key + ".")]
         found = (quoted or exact or near)[:1]
@@ -454,6 +513,7 @@ def resolve_sweep(
             for arm in experiment.arms:
                 for seed in cell_seeds:
                     runs.append(
-                        resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name)
+                        resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
+                                    sweep_file=str(sweep.path))
                     )
     return runs

@@ -15,6 +15,7 @@ job that read it with OmegaConf would resolve it again).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,14 +25,31 @@ from arctl.config.ranges import BUDGET_MAX
 def budget_grid(max_budget: int, size: int) -> list[int]:
     """``size`` budgets evenly spaced up to ``max_budget`` (paper: 32 budgets every 250 to 8000)."""
     from arctl.compose.errors import SpecError
+
+    found = _grid_problem(max_budget, size)
+    if found:
+        key, value, expected = found
+        shown = f"{key}={value!r}" if key == "eval.grid_size" else f"budget {value!r}"
+        raise SpecError(f"{shown} is invalid: expected {expected}", key)
+    return _spaced(max_budget, size)
+
+
+def _spaced(max_budget: int, size: int) -> list[int]:
+    return sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
+
+
+def _grid_problem(max_budget, size) -> tuple[str, Any, str] | None:
+    """(the key whose rule the value breaks, the value, what that key takes) of a grid's size or largest
+    budget, or None. A size is an integer, never a number YAML would truncate (2.5) or a boolean (true):
+    from a review, both gave a grid silently."""
     from arctl.config.schema import field_ranges
 
     sizes = field_ranges()["eval.grid_size"]
-    if not sizes.contains(size):
-        raise SpecError(f"eval.grid_size={size!r} is invalid: expected {sizes.describe()}", "eval.grid_size")
-    if not (isinstance(max_budget, int) and 1 <= max_budget <= BUDGET_MAX):
-        raise SpecError(f"budget {max_budget!r} is invalid: expected an integer >= 1 and <= {BUDGET_MAX}", "thinking.budgets")
-    return sorted({max(1, round(max_budget * i / size)) for i in range(1, size + 1)})
+    if isinstance(size, bool) or not isinstance(size, int) or not sizes.contains(size):
+        return "eval.grid_size", size, sizes.describe()
+    if isinstance(max_budget, bool) or not (isinstance(max_budget, int) and 1 <= max_budget <= BUDGET_MAX):
+        return "thinking.budgets", max_budget, f"an integer >= 1 and <= {BUDGET_MAX}"
+    return None
 
 
 def _top(budgets, resolver: str):
@@ -54,8 +72,19 @@ def _last(budgets) -> list:
 
 
 def _grid(budgets, size) -> list[int]:
-    """The evaluation grid up to a support's largest budget (an arm evaluated past its training budget)."""
-    return budget_grid(_top(budgets, "arctl.grid"), int(size))
+    """The evaluation grid up to a support's largest budget (an arm evaluated past its training budget).
+    A bad argument is this resolver's error, not the key whose rule it shares (from a review: a user who wrote
+    ``thinking.budgets='${arctl.grid:${scale.budgets},0}'`` read "eval.grid_size=0 is invalid")."""
+    from arctl.compose.errors import SpecError
+
+    top = _top(budgets, "arctl.grid")
+    found = _grid_problem(top, size)
+    if found:
+        what = "size" if found[0] == "eval.grid_size" else "largest budget"
+        shown = str(found[1]).lower() if isinstance(found[1], bool) else repr(found[1])  # as written: true
+        raise SpecError(f"arctl.grid: {what} {shown} is invalid: expected {found[2]} (as {found[0]} takes)",
+                        hint=f"e.g. {USAGE['arctl.grid'][1]}")
+    return _spaced(top, size)
 
 
 def _part(budgets, fraction) -> int | list[int]:
@@ -76,7 +105,36 @@ def _part(budgets, fraction) -> int | list[int]:
     return parts[0] if one else parts
 
 
-RESOLVERS: dict[str, Callable[..., Any]] = {"arctl.last": _last, "arctl.grid": _grid, "arctl.part": _part}
+# each resolver's arguments and an example, for the error of a call with too few or too many
+USAGE: dict[str, tuple[str, str]] = {
+    "arctl.last": ("BUDGETS (a list of token budgets)", "${arctl.last:${scale.budgets}}"),
+    "arctl.grid": ("BUDGETS,SIZE (a list of token budgets, the number of grid budgets)",
+                   "${arctl.grid:${scale.budgets},32}"),
+    "arctl.part": ("BUDGETS,FRACTION (a list of token budgets, a fraction or a list of fractions)",
+                   "${arctl.part:${scale.budgets},0.5}"),
+}
+
+
+def _counted(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` that takes exactly its arguments, else a SpecError naming the resolver and its arguments (from a
+    review: ``${arctl.last:}`` printed Python's "missing 1 required positional argument")."""
+    from arctl.compose.errors import SpecError
+
+    count = len(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def call(*args):
+        if len(args) != count:
+            arguments, example = USAGE[name]
+            raise SpecError(f"{name} takes {count} argument{'s' if count > 1 else ''}, {arguments}, "
+                            f"not {len(args)}", hint=f"e.g. {example}")
+        return fn(*args)
+
+    return call
+
+
+RESOLVERS: dict[str, Callable[..., Any]] = {
+    name: _counted(name, fn) for name, fn in {"arctl.last": _last, "arctl.grid": _grid, "arctl.part": _part}.items()}
 # what a value may call: arctl's resolvers, and OmegaConf's oc.select (another key's value, or a default:
 # it reads the config only)
 ALLOWED = (*RESOLVERS, "oc.select")
