@@ -29,13 +29,27 @@ command that produces them.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from arctl.compose.errors import did_you_mean
+from arctl.compose.report_specs import (
+    BUDGET,
+    DATASET,
+    choice_problem,
+    fraction_problem,
+    key_problem,
+    margin_problem,
+    name_problem,
+    names_problem,
+    text_problem,
+)
 from arctl.config import safe_yaml
 from arctl.report.cells import differs_from_cell, run_scale
 from arctl.report.cells import finished_run as _finished
@@ -132,9 +146,62 @@ def _need(cond: bool, path: Path, where: str, what: str) -> None:
         raise ReportError(f"{path}: {where}: {what}")
 
 
+def _typed(path: Path, where: str, data: dict, known: dict) -> None:
+    """Each field of ``data`` (a mapping at ``where``) is in ``known`` (name → check) and passes it."""
+    for name, value in data.items():
+        _need(name in known, path, where, f"unknown field {name!r}; {did_you_mean(str(name), known)}")
+        _need((problem := known[name](value)) is None, path, f"{where}.{name}", str(problem))
+
+
+def _mapping(path: Path, where: str, value, what: str) -> dict:
+    _need(isinstance(value, dict), path, where, f"expected a mapping ({what}), got {type(value).__name__}")
+    return value
+
+
+def _items(path: Path, where: str, value, what: str) -> list:
+    _need(isinstance(value, list), path, where, f"expected a list ({what}), got {type(value).__name__}")
+    return value
+
+
+STAT_KEY_RE = re.compile(r"^eval/\{dataset\}/[^{}@/][^{}@]*(@\{budget\})?$")
+
+
+def _stat_key_problem(v) -> str | None:
+    """A statistic's key: ``eval/{dataset}/<name>``, with ``@{budget}`` for a per-budget metric."""
+    if problem := key_problem(v, (DATASET, BUDGET), (DATASET,)):
+        return problem
+    if not STAT_KEY_RE.match(v):
+        return (f"{v!r} is not an evaluation key: write eval/{DATASET}/<name>, or eval/{DATASET}/<name>@{BUDGET} "
+                "for a metric per budget")
+    return None
+
+
+_KEY = _stat_key_problem
+STAT_FIELDS = {"kind": functools.partial(choice_problem, choices=STAT_KINDS), "key": _KEY, "key_a": _KEY,
+               "key_b": _KEY, "band": functools.partial(choice_problem, choices=("low", "high")),
+               "fraction": fraction_problem, "label": text_problem, "unit": text_problem,
+               "paper_table": name_problem, "above_chance": margin_problem}
+TEST_FIELDS = {"kind": functools.partial(choice_problem, choices=TEST_KINDS), "a": name_problem, "b": name_problem,
+               "arms": names_problem, "stat": name_problem, "low": name_problem, "high": name_problem,
+               "direction": functools.partial(choice_problem, choices=DIRECTIONS)}
+CLAIM_FIELDS = {"id": text_problem, "title": text_problem, "paper": text_problem, "tests": lambda v: None,
+                "preconditions": lambda v: None}
+
+
+def _test(path: Path, where: str, t, stats: dict) -> Test:
+    t = _mapping(path, where, t, "a test: {kind: compare, a: ..., b: ..., stat: ..., direction: ...}")
+    _need("kind" in t, path, where, f"needs a kind: one of {', '.join(TEST_KINDS)}")
+    _typed(path, where, t, TEST_FIELDS)
+    test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
+    for s in test.stats():
+        _need(s in stats, path, where, f"unknown statistic {s!r} (define it under statistics:)")
+    return test
+
+
 def load_claims(path: Path | None = None) -> ClaimsSpec:
-    """Read and check a claims file (default ``reports/claims.yaml``)."""
-    from arctl.compose.paths import report_file, reports_dir
+    """Read and check a claims file (default ``reports/claims.yaml``): each mistake one
+    :class:`ReportError` line naming the file and the field."""
+    from arctl.compose.paths import find_spec, report_file, reports_dir
 
     path = Path(path) if path is not None else (report_file("claims.yaml") or reports_dir() / "claims.yaml")
     if not path.is_file():
@@ -146,34 +213,33 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
     _need(isinstance(data, dict) and data.get("kind") == "claims", path, "top level", "expected a mapping with kind: claims")
     top = {"kind", "name", "sweeps", "statistics", "claims"}  # the interval and its level are fixed (INTERVAL, ALPHA)
     _need(set(data) <= top, path, "top level", f"unknown field(s) {sorted(set(data) - top, key=str)}")
+    _need((problem := names_problem(data.get("sweeps") or [])) is None, path, "sweeps", str(problem))
+    for sweep in data.get("sweeps") or []:
+        _need(find_spec("sweeps", sweep) is not None, path, "sweeps", f"unknown sweep {sweep!r} (`arctl ls sweeps` lists them)")
     stats = {}
-    for name, s in (data.get("statistics") or {}).items():
-        _need(isinstance(s, dict) and s.get("kind") in STAT_KINDS, path, f"statistics.{name}",
-              f"kind must be one of {', '.join(STAT_KINDS)}")
-        known = {f for f in Stat.__dataclass_fields__ if f != "name"}
-        _need(set(s) <= known, path, f"statistics.{name}", f"unknown field(s) {sorted(set(s) - known)}")
+    for name, s in _mapping(path, "statistics", data.get("statistics") or {}, "name: {kind: ..., key: ...}").items():
+        where = f"statistics.{name}"
+        s = _mapping(path, where, s, "{kind: final, key: ..., label: ..., unit: ...}")
+        _need(s.get("kind") in STAT_KINDS, path, where, f"kind must be one of {', '.join(STAT_KINDS)}")
+        _typed(path, where, s, STAT_FIELDS)
         st = Stat(name=str(name), **s)
-        _need(bool(st.keys()), path, f"statistics.{name}", "needs key (or key_a and key_b)")
-        _need(st.band in ("low", "high") and 0 < float(st.fraction) <= 1, path, f"statistics.{name}",
-              "band must be low or high and 0 < fraction <= 1")
-        _need(st.above_chance is None or (st.kind == "band" and isinstance(st.above_chance, (int, float))
-                                          and 0 <= float(st.above_chance) < 1), path, f"statistics.{name}",
+        _need(bool(st.keys()), path, where, "needs key (or key_a and key_b)")
+        _need(st.above_chance is None or st.kind == "band", path, where,
               "above_chance is a margin 0 <= m < 1 of a band statistic")
+        per_budget = [k for k in st.keys() if k.endswith("@" + BUDGET)]
+        _need(st.kind == "final" or len(per_budget) == len(st.keys()), path, where,
+              f"a {st.kind} statistic reads a metric per budget: its key ends in @{BUDGET}")
         stats[str(name)] = st
     claims = []
-    for i, c in enumerate(data.get("claims") or []):
+    for i, c in enumerate(_items(path, "claims", data.get("claims") or [], "- {id: 1, title: ..., tests: [...]}")):
         where = f"claims[{i}]"
-        _need(isinstance(c, dict) and c.get("title") and c.get("tests"), path, where, "needs a title and tests")
+        c = _mapping(path, where, c, "{id: 1, title: ..., tests: [...]}")
+        _typed(path, where, c, CLAIM_FIELDS)
+        _need(bool(c.get("title")) and bool(c.get("tests")), path, where, "needs a title and tests")
         tests = []
-        for j, t in enumerate(c["tests"]):
+        for j, t in enumerate(_items(path, f"{where}.tests", c["tests"], "- {kind: compare, ...}")):
             tw = f"{where}.tests[{j}]"
-            _need(isinstance(t, dict) and t.get("kind") in TEST_KINDS, path, tw, f"kind must be one of {', '.join(TEST_KINDS)}")
-            known = set(Test.__dataclass_fields__)
-            _need(set(t) <= known, path, tw, f"unknown field(s) {sorted(set(t) - known)}")
-            test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
-            for s in test.stats():
-                _need(s in stats, path, tw, f"unknown statistic {s!r} (define it under statistics:)")
-            _need(test.direction in DIRECTIONS, path, tw, f"direction must be one of {', '.join(DIRECTIONS)}")
+            test = _test(path, tw, t, stats)
             need = {"compare": test.a and test.b and test.stat, "sign": test.arms and test.stat,
                     "converge": test.a and test.arms and test.a not in test.arms and test.low and test.high,
                     "bound": test.arms}[test.kind]
@@ -182,16 +248,12 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
                                          "bound": "needs arms"}[test.kind])
             tests.append(test)
         pre = []
-        for j, t in enumerate(c.get("preconditions") or []):
+        for j, t in enumerate(_items(path, f"{where}.preconditions", c.get("preconditions") or [], "- {kind: sign, ...}")):
             tw = f"{where}.preconditions[{j}]"
-            _need(isinstance(t, dict) and t.get("kind") == "sign", path, tw, "a precondition is a sign test (kind: sign)")
-            _need(set(t) <= set(Test.__dataclass_fields__), path, tw, f"unknown field(s) {sorted(set(t) - set(Test.__dataclass_fields__))}")
-            test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
-            _need(bool(test.arms) and test.stat in stats, path, tw, "needs arms and a stat defined under statistics:")
-            _need(test.direction in DIRECTIONS, path, tw, f"direction must be one of {', '.join(DIRECTIONS)}")
+            test = _test(path, tw, t, stats)
+            _need(test.kind == "sign", path, tw, "a precondition is a sign test (kind: sign)")
+            _need(bool(test.arms) and bool(test.stat), path, tw, "needs arms and a stat defined under statistics:")
             pre.append(test)
-        _need(set(c) <= {"id", "title", "paper", "tests", "preconditions"}, path, where,
-              f"unknown field(s) {sorted(set(c) - {'id', 'title', 'paper', 'tests', 'preconditions'})}")
         claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests),
                             tuple(pre)))
     _need(bool(claims), path, "claims", "no claims")

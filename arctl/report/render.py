@@ -6,13 +6,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.compose.report_specs import spec_builder
 from arctl.report import cov_variance, score_curve, tables, training_curves, tree_mask
 from arctl.report.data import ReportData, read_report_runs
 from arctl.report.errors import ReportError
 from arctl.report.specs import load_spec
 from arctl.report.style import save_figure
 
-BUILDERS = {  # builder, metric globs of a spec, whether it reads only final values (final_values)
+BUILDERS = {  # (arctl.compose.report_specs.FIGURE_BUILDERS names them) builder, metric globs of a spec, whether it reads only final values (final_values)
     "score_curve": (score_curve.build, lambda spec: score_curve.METRICS, True),
     "training_curves": (training_curves.build, training_curves.metric_globs, False),
     # each run's first evaluation (the model before RL, as the paper's Fig. 2): the whole history, not the final
@@ -57,11 +58,8 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
                   where=None) -> ReportResult:
     """Build figure ``name`` (a ``reports/*.yaml`` spec of kind figure) into ``out_dir``; ``where``:
     ``KEY=VALUE`` config filters (:func:`arctl.report.cells.one_run_per_cell`)."""
-    spec = load_spec("figure", name)
-    builder = spec.get("builder", name)
-    if builder not in BUILDERS:
-        raise ReportError(f"{spec['_path']}: unknown builder {builder!r}; choose one of {', '.join(BUILDERS)}")
-    build, globs, final_only = BUILDERS[builder]
+    spec = load_spec("figure", name)  # checked: its builder is one of BUILDERS
+    build, globs, final_only = BUILDERS[spec_builder(spec)]
     if globs is None:
         given = [flag for flag, value in (("--experiment", experiments), ("--sweep", sweep),
                                           ("--wandb-project", wandb_project), ("--where", where)) if value]

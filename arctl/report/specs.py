@@ -7,8 +7,15 @@ import difflib
 from functools import lru_cache
 from pathlib import Path
 
+from arctl.compose.errors import did_you_mean
 from arctl.compose.paths import report_file, reports_dir
-from arctl.compose.report_specs import all_report_specs
+from arctl.compose.report_specs import (
+    all_report_specs,
+    check_report_spec,
+    name_problem,
+    names_problem,
+    text_problem,
+)
 from arctl.config import safe_yaml
 from arctl.report.errors import ReportError
 
@@ -21,10 +28,11 @@ def all_specs(kind: str) -> dict[str, dict]:
 
 
 def load_spec(kind: str, name: str) -> dict:
-    """The spec of figure/table ``name``; an unknown name suggests the closest ones."""
+    """The spec of figure/table ``name``, checked (:func:`arctl.compose.report_specs.check_report_spec`);
+    an unknown name suggests the closest ones."""
     specs = all_specs(kind)
     if name in specs:
-        return specs[name]
+        return check_report_spec(specs[name], specs[name]["_path"])
     where = reports_dir()
     if not specs:
         raise ReportError(f"no {kind} specs in {where}; set ARCTL_SPECS to a directory holding reports/")
@@ -42,7 +50,36 @@ def _labels(path: str) -> dict:
         data = safe_yaml.load(Path(path).read_text(encoding="utf-8"))
     except (safe_yaml.YamlError, UnicodeDecodeError, OSError) as err:
         raise ReportError(f"{path}: not a readable YAML file ({err})") from None
-    return data if isinstance(data, dict) else {}
+    return _checked_labels(data, path)
+
+
+LABEL_FIELDS = {"arms": "arm id", "datasets": "dataset id", "dataset_order": None}  # None: a list of dataset ids
+
+
+def _checked_labels(data, path: str) -> dict:
+    """``reports/labels.yaml``'s mapping, each mistake one :class:`ReportError` line naming the file and the
+    field (not a traceback from the first figure that reads it)."""
+    example = "arms: {grpo: GRPO}, datasets: {aime24: AIME24}, dataset_order: [aime24]"
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: expected a mapping like {{{example}}}, got {type(data).__name__}")
+    for name, value in data.items():
+        if name not in LABEL_FIELDS:
+            raise ReportError(f"{path}: {name}: unknown field; {did_you_mean(str(name), LABEL_FIELDS)}")
+        if value is None:
+            continue
+        if LABEL_FIELDS[name] is None:
+            if problem := names_problem(value):
+                raise ReportError(f"{path}: {name}: {problem}")
+            continue
+        if not isinstance(value, dict):
+            raise ReportError(f"{path}: {name}: expected a mapping {LABEL_FIELDS[name]} -> display name, "
+                              f"like {{grpo: GRPO}}, got {type(value).__name__}")
+        for key, label in value.items():
+            if problem := name_problem(key) or text_problem(label):
+                raise ReportError(f"{path}: {name}.{key}: {problem}")
+    return data
 
 
 def labels() -> dict:

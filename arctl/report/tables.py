@@ -65,12 +65,11 @@ def accuracy_table(spec: dict, data: ReportData):
 def paper_rows(spec: dict, columns: list[str]):
     """The paper's rows of this table restricted to ``columns`` (Avg recomputed when a benchmark is
     missing from ours)."""
-    import pandas as pd
 
     path = paper_tables_path()
     if not path.is_file():
         raise ReportError(f"--compare-paper needs {path} (the paper's tables); it is missing")
-    paper = pd.read_csv(path)
+    paper = read_paper_tables(path)
     which = spec.get("paper_table", spec["name"])
     if not (paper["table"] == which).any():
         has = ", ".join(sorted(set(paper["table"].astype(str))))
@@ -89,6 +88,35 @@ def paper_rows(spec: dict, columns: list[str]):
     out[AVG] = paper[AVG].astype(float) if set(bench) == set(all_bench) else out[bench].mean(axis=1)
     out.index.name = "algorithm"
     return out
+
+
+def read_paper_tables(path: Path):
+    """``reports/paper_tables.csv`` as a DataFrame (columns table, algorithm, one per benchmark, Avg; the
+    numbers as floats, a blank cell NaN), each mistake one :class:`ReportError` line naming the file."""
+    import pandas as pd
+
+    try:
+        paper = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, OSError, UnicodeDecodeError) as err:  # pandas' ParserError is a ValueError
+        raise ReportError(f"{path}: not a readable CSV file ({' '.join(str(err).split())[:160]})") from None
+    missing = [c for c in ("table", "algorithm", AVG) if c not in paper.columns]
+    if missing:
+        raise ReportError(f"{path}: no column {', '.join(missing)} (the header is table,algorithm,<benchmarks>,{AVG}; "
+                          f"it has {', '.join(map(str, paper.columns))})")
+    repeated = paper.duplicated(["table", "algorithm"])
+    if repeated.any():
+        row = paper[repeated].iloc[0]
+        raise ReportError(f"{path}: table {row['table']!r} has algorithm {row['algorithm']!r} twice; keep one row")
+    for col in [c for c in paper.columns if c not in ("table", "algorithm")]:
+        for i, cell in enumerate(paper[col]):
+            try:
+                float(cell) if cell.strip() else None
+            except ValueError:
+                where = f"table {paper['table'].iloc[i]!r}, algorithm {paper['algorithm'].iloc[i]!r}, column {col!r}"
+                raise ReportError(f"{path}: {where}: {cell!r} is not a number "
+                                  "(leave the cell empty where the paper has no value)") from None
+        paper[col] = pd.to_numeric(paper[col].str.strip().replace("", None))
+    return paper
 
 
 def compare_with_paper(ours, paper):

@@ -357,7 +357,8 @@ def test_a_band_above_chance_leaves_out_the_budgets_where_the_test_s_runs_are_at
     # a margin outside [0, 1), or on a statistic that is not a band, is refused by the claims file
     from arctl.report.errors import ReportError
 
-    for field in ("{kind: band, key: k, above_chance: 2}", "{kind: final, key: k, above_chance: 0.1}"):
+    for field in ("{kind: band, key: 'eval/{dataset}/k@{budget}', above_chance: 2}",
+                  "{kind: final, key: 'eval/{dataset}/k', above_chance: 0.1}"):
         path = tmp_path / "claims.yaml"
         path.write_text(f"kind: claims\nstatistics: {{x: {field}}}\nclaims: [{{title: t, tests: [{{kind: sign, arms: [a], stat: x}}]}}]\n")
         with pytest.raises(ReportError, match="above_chance"):
@@ -399,13 +400,13 @@ def test_a_broken_claims_file_is_one_error(tmp_path):
     from arctl.report.errors import ReportError
 
     path = tmp_path / "claims.yaml"
-    path.write_text("kind: claims\nstatistics: {x: {kind: final, key: k}}\n"
+    path.write_text("kind: claims\nstatistics: {x: {kind: final, key: 'eval/{dataset}/k'}}\n"
                     "claims: [{title: t, tests: [{kind: compare, a: x, b: y, stat: nope}]}]\n")
     with pytest.raises(ReportError, match="unknown statistic 'nope'"):
         load_claims(path)
     # a top-level setting the claims do not read (the level is fixed: 95% intervals, Holm at 5%) is
     # refused, not silently ignored
-    path.write_text("kind: claims\nconfidence: 0.9\nstatistics: {x: {kind: final, key: k}}\n"
+    path.write_text("kind: claims\nconfidence: 0.9\nstatistics: {x: {kind: final, key: 'eval/{dataset}/k'}}\n"
                     "claims: [{title: t, tests: [{kind: sign, arms: [a], stat: x}]}]\n")
     with pytest.raises(ReportError, match=r"top level: unknown field\(s\) \['confidence'\]"):
         load_claims(path)
