@@ -30,8 +30,21 @@ def _dataset_names() -> tuple[str, ...]:
     return tuple(_dataset_backends())
 
 
+DATA_ENV = "ARCTL_DATA_DIR"
+DEFAULT_DATA_DIR = "~/data/arctl"
+
+
 def _default_out() -> Path:
-    return Path(os.environ.get("ARCTL_DATA_DIR") or "~/data/arctl").expanduser()
+    return Path(os.environ.get(DATA_ENV) or DEFAULT_DATA_DIR).expanduser()
+
+
+def _default_out_named() -> tuple[str, str]:
+    """(the output folder as an error names it, what the user does) where --out was not given: the folder
+    came from $ARCTL_DATA_DIR or is the default, and an error names that, not --out."""
+    if os.environ.get(DATA_ENV):
+        return f"{DATA_ENV}={_default_out()}", f"point {DATA_ENV} at another folder (or give --out DIR)"
+    return (f"the default data folder {DEFAULT_DATA_DIR} ({_default_out()})",
+            f"move it aside, or give --out DIR (or set {DATA_ENV})")
 
 
 def _parse_sources(items: list[str]) -> dict[str, Path]:
@@ -77,6 +90,12 @@ def register(app: typer.Typer) -> None:
             err_console.print(esc(f"note: --source {stray}={sources[stray]} is not read: {stray} is not among "
                                   f"--datasets ({', '.join(names)})"))
         target = Path(out).expanduser() if out is not None else _default_out()
+        if out is None:  # a folder the user did not name on the command line: the error says where it came from
+            from arctl.config.files import folder_problem
+
+            named, remedy = _default_out_named()
+            if problem := folder_problem(target):
+                fail(f"{named}: {problem} — {remedy}")
         with user_errors():
             from arctl.backends.base import BackendUserError, get_backend
 
@@ -87,8 +106,8 @@ def register(app: typer.Typer) -> None:
                 try:
                     summary += get_backend(backend).prepare_data(
                         target, mine, {k: v for k, v in sources.items() if k in mine}, hub) or []
-                except BackendUserError as err:
-                    fail(str(err))
+                except BackendUserError as err:  # a file under the folder (a folder where a parquet goes)
+                    fail(str(err) if out is not None else str(err).replace("choose another --out", remedy))
         if as_json:
             print_json(summary)
             return

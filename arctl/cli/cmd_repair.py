@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
 
             workspace = Workspace.open(workdir)
             if not workspace.runs_dir.is_dir():
-                raise LaunchError(f"no run folders at {workspace.runs_dir}: not an arctl workspace (--workdir)")
+                raise LaunchError(f"no run folders at {workspace.runs_dir}: {workspace.named} is not an arctl workspace "
+                                  "(`arctl run` makes one)")
             if workspace.is_export():
                 raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
                                   f"read it as it is (`arctl report --workdir {workspace.root}`)")

@@ -84,6 +84,39 @@ def workdir_path(workdir: str | Path | None = None) -> Path:
     return Path(workdir or os.environ.get(HOME_ENV) or DEFAULT_WORKDIR).expanduser()
 
 
+def workdir_origin(workdir: str | Path | None = None) -> str:
+    """Where :func:`workdir_path` takes the workspace from, as the user set it: ``"--workdir"``,
+    ``"ARCTL_HOME"`` or ``"default"`` (``./arctl-runs``). An error about the workspace names this, never
+    an option the user did not use."""
+    if workdir:
+        return "--workdir"
+    return HOME_ENV if os.environ.get(HOME_ENV) else "default"
+
+
+def workdir_named(root: str | Path, origin: str | None) -> str:
+    """The workspace ``root`` as an error names it, with where it came from (:func:`workdir_origin`):
+    ``"--workdir /x"``, ``"ARCTL_HOME=/x"``, ``"the default workspace ./arctl-runs (/cwd/arctl-runs)"``,
+    else (a workspace built from a path, not from the command line) ``"workspace /x"``."""
+    if origin == "--workdir":
+        return f"--workdir {root}"
+    if origin == HOME_ENV:
+        return f"{HOME_ENV}={root}"
+    if origin == "default":
+        return f"the default workspace ./{DEFAULT_WORKDIR} ({root})"
+    return f"workspace {root}"
+
+
+def workdir_remedy(origin: str | None) -> str:
+    """What the user does about a workspace folder that cannot be used, by where it came from."""
+    if origin == "--workdir":
+        return "choose another with --workdir"
+    if origin == HOME_ENV:
+        return f"point {HOME_ENV} at another folder (or give --workdir DIR)"
+    if origin == "default":
+        return f"move ./{DEFAULT_WORKDIR} aside, or give --workdir DIR (or set {HOME_ENV})"
+    return f"choose another with --workdir (or {HOME_ENV})"
+
+
 def cache_root() -> Path:
     """The user-level cache shared by every workspace: ``$ARCTL_CACHE``, else
     ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl``."""

@@ -208,26 +208,22 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
 
 
 def registry_folder_problem(workspace: Workspace) -> str | None:
-    """The line for a ``registry.sqlite`` that is a folder (every command that opens the registry, and
-    ``arctl repair``, which would replace it), else None."""
-    if workspace.registry_path.exists() and not workspace.registry_path.is_file():
-        return (f"{workspace.registry_path} is a folder, not a registry file — move it out of the way (it holds no "
-                f"runs: they are in runs/), then `arctl repair --workdir {workspace.root}` rebuilds the registry")
-    return None
+    """Why ``workspace`` cannot be used as it is (a ``registry.sqlite`` that is a folder, a ``runs`` that
+    is a file, ...: :meth:`Workspace.layout_problem`), else None: every command that opens the registry,
+    and ``arctl repair``, which would replace it."""
+    return workspace.layout_problem()
 
 
 def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     """The workspace and its registry, opened read-only where the workspace cannot be written (and,
     for a command that only ``reading``, where its disk is full): such a command still works.
-    LaunchError if there is no workspace there yet."""
+    LaunchError if there is no workspace there yet, or its layout cannot be used
+    (:meth:`Workspace.open`)."""
     workspace = Workspace.open(workdir)
-    if workspace.root.exists() and not workspace.root.is_dir():
-        raise LaunchError(f"--workdir {workspace.root} is a file, not an arctl workspace (a folder)")
-    if problem := registry_folder_problem(workspace):
-        raise LaunchError(problem)
     if not workspace.exists():
+        came = {"ARCTL_HOME": " (from ARCTL_HOME)", "default": " (the default ./arctl-runs)"}.get(workspace.origin, "")
         raise LaunchError(
-            f"no arctl workspace at {workspace.root} — launch runs with `arctl run`/`arctl sweep`, "
+            f"no arctl workspace at {workspace.root}{came} — launch runs with `arctl run`/`arctl sweep`, "
             "or point --workdir/ARCTL_HOME at an existing workspace"
         )
     writable = os.access(workspace.root, os.W_OK) and os.access(workspace.registry_path, os.W_OK)

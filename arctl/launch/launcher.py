@@ -230,12 +230,16 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
 
 
 def workdir_problem(workspace: Workspace) -> str | None:
-    """Why the workspace's folder cannot hold runs, or None: :func:`arctl.config.files.folder_problem`
-    (a file on its path, a name too long, a folder where no file can be created)."""
-    from arctl.config.files import folder_problem
+    """Why the workspace's folder cannot hold runs, or None: :meth:`Workspace.layout_problem` (a file on
+    its path, a ``registry.sqlite`` that is a folder, a ``runs`` that is a file), then
+    :func:`arctl.config.files.folder_problem` (a name too long, a folder where no file can be created).
+    Named as the user gave it (``--workdir``, ``ARCTL_HOME`` or the default)."""
+    from arctl.config.files import folder_problem, workdir_remedy
 
+    if problem := workspace.layout_problem():
+        return problem
     if problem := folder_problem(workspace.root):
-        return f"workspace {workspace.root}: {problem} — choose another with --workdir (or ARCTL_HOME)"
+        return f"{workspace.named}: {problem} — {workdir_remedy(workspace.origin)}"
     return None
 
 
@@ -334,7 +338,10 @@ def launch(
     # every cell may share a run the workspace already has: then only that is recorded
     name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
     if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
-        raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — choose another --workdir")
+        from arctl.config.files import workdir_remedy
+
+        raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — "
+                          f"{workdir_remedy(workspace.origin)}")
     import copy
 
     starting = [i for i in plan([copy.copy(i) for i in items], workspace, force) if i.action in STARTS]

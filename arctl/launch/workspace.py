@@ -16,10 +16,10 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.config.files import workdir_path
+from arctl.config.files import workdir_named, workdir_origin, workdir_path, workdir_remedy
 from arctl.launch import states
 from arctl.launch.progress import METRIC_FILES
 from arctl.launch.status_file import STATUS_FILE, read_status
@@ -57,10 +57,62 @@ def workspace_path(workdir: str | Path | None = None) -> Path:
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+    # where the command line took it from (arctl.config.files.workdir_origin): what its errors name;
+    # None: built from a path (a test, a job)
+    origin: str | None = field(default=None, compare=False)
 
     @classmethod
     def open(cls, workdir: str | Path | None = None) -> Workspace:
-        return cls(workspace_path(workdir))
+        """The workspace every command means (``workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``).
+        LaunchError (one line) where its layout cannot be used (:meth:`layout_problem`): every command
+        refuses it before it reads or writes anything."""
+        workspace = cls(workspace_path(workdir), workdir_origin(workdir))
+        if problem := workspace.layout_problem():
+            from arctl.launch.executors import LaunchError
+
+            raise LaunchError(problem)
+        return workspace
+
+    @property
+    def named(self) -> str:
+        """The workspace as an error names it, with where it came from (``ARCTL_HOME=/x``, ...)."""
+        return workdir_named(self.root, self.origin)
+
+    def layout_problem(self) -> str | None:
+        """Why this folder cannot be an arctl workspace as it is, or None; read-only (nothing is created or
+        probed): it, or a folder above it, is a file; ``registry.sqlite`` is not a file (a folder: SQLite
+        cannot open it, and a repair would replace it); ``runs`` or ``jobs`` is a file. A folder that
+        cannot be looked into is left to what uses it (its error names the file)."""
+        try:
+            return self._layout_problem()
+        except OSError:
+            return None
+
+    def _layout_problem(self) -> str | None:
+        place = self.root
+        while not place.exists() and place != place.parent:
+            place = place.parent
+        if place.exists() and not place.is_dir():
+            if place == self.root:
+                return f"{self.named} is a file, not an arctl workspace (a folder) — {workdir_remedy(self.origin)}"
+            return f"{self.named}: {place} is a file, not a folder — {workdir_remedy(self.origin)}"
+        if not self.root.is_dir():
+            return None
+        registry = self.registry_path
+        if registry.exists() and not registry.is_file():
+            if self.runs_dir.is_dir() and any(self.runs_dir.iterdir()):
+                then = (f"then `arctl repair --workdir {self.root}` rebuilds the registry from the run folders "
+                        f"(the runs are in {self.runs_dir}, not in it)")
+            else:  # a repair would refuse: there is nothing to rebuild from
+                then = "the workspace has no runs yet, so nothing is lost: the next `arctl run` creates the registry"
+            kind = "a folder" if registry.is_dir() else "not a regular file"
+            return (f"{registry} is {kind}, not a registry file (the workspace's SQLite database) — "
+                    f"move it aside; {then}")
+        for folder, holds in ((self.runs_dir, "each run in runs/<run id>/"), (self.jobs_dir, "SLURM's job files in jobs/")):
+            if folder.exists() and not folder.is_dir():
+                return (f"{folder} is a file, not a folder: arctl keeps {holds} — move the file aside, "
+                        "then run the command again")
+        return None
 
     @property
     def registry_path(self) -> Path:

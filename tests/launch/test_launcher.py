@@ -190,7 +190,7 @@ def test_a_workdir_that_cannot_be_a_folder_refuses_the_launch_and_its_dry_run(sp
     root = {"a file": tmp_path / "afile", "below a file": tmp_path / "afile" / "ws",
             "not writable": Path("/proc/arctl-ws")}[where]
     items = items_from_resolved(resolve_sweep("lt3", []))
-    says = {"a file": f"workspace {root}: {tmp_path / 'afile'} is a file, not a folder",
+    says = {"a file": f"workspace {root} is a file, not an arctl workspace (a folder)",
             "below a file": f"workspace {root}: {tmp_path / 'afile'} is a file, not a folder",
             "not writable": "workspace /proc/arctl-ws: cannot create files in /proc ("}[where]
     assert says in planned_problem(items, Workspace(root))
@@ -199,7 +199,9 @@ def test_a_workdir_that_cannot_be_a_folder_refuses_the_launch_and_its_dry_run(sp
             launch(items, Workspace(root), executor=executor, members=["lt3"])
         res = CliRunner().invoke(app, ["sweep", "lt3", "--workdir", str(root), "--executor", executor, "--dry-run"])
         lines = res.stderr.strip().splitlines()
-        assert res.exit_code == 2 and len(lines) == 1 and says in lines[0], res.output
+        # the command line names the workspace as the user gave it (--workdir), and says what to do
+        said = says.replace("workspace ", "--workdir ", 1)
+        assert res.exit_code == 2 and len(lines) == 1 and said in lines[0] and "--workdir" in lines[0], res.output
     assert (tmp_path / "afile").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "bin", "specs"]
 
 
