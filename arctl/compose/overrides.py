@@ -36,6 +36,16 @@ class Overrides:
     added: list[str] = field(default_factory=list)
 
 
+def _parse_hint(text: str) -> str:
+    """What to do about an override Hydra cannot parse: an interpolation whose arguments hold a comma
+    (``${arctl.grid:${scale.budgets},32}``) parses only quoted, which Hydra's message does not say."""
+    key, _, value = text.partition("=")
+    if "${" in value and "," in value and value[:1] not in "'\"":
+        return (f"quote a value holding an interpolation with a comma: {key}='{value}' (in a shell, quote the "
+                f"whole override too: \"{key}='{value}'\")")
+    return "see Hydra's override grammar"
+
+
 def split_overrides(overrides: list[str], where: str) -> Overrides:
     """Parse ``overrides`` with Hydra's grammar; group choices are checked against arctl/conf."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -65,7 +75,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             (parsed,) = parser.parse_overrides([text])
         except HydraException as err:
             msg = str(err).strip().splitlines()[0]
-            raise SpecError(f"cannot parse override {text!r} ({msg})", where, "see Hydra's override grammar") from None
+            raise SpecError(f"cannot parse override {text!r} ({msg})", where, _parse_hint(text)) from None
         if parsed.is_sweep_override():  # a,b / range(..) / glob(..): one run per value in Hydra's multirun
             raise SpecError(f"override {text!r} is a sweep over several values, not one value", where,
                             "sweep with a sweep spec's grid (`arctl cp priors` shows one), or quote a value "

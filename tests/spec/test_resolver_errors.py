@@ -100,3 +100,14 @@ def test_a_bad_resolver_call_in_a_sweep_names_its_file(sweeps):
     with pytest.raises(SpecError) as info:
         resolve_sweep("mine")
     assert str(info.value).startswith(f"{path} (ablation-vr/grpo): eval.grid: arctl.grid: size 2.5 is invalid")
+
+
+def test_an_unquoted_interpolation_with_a_comma_is_told_to_quote_it():
+    """Hydra cannot parse ``eval.grid=${arctl.grid:${scale.budgets},32}`` unquoted (the comma); its message
+    only repeated the override. The line now shows the quoted form, which resolves."""
+    text = _error(["eval.grid=${arctl.grid:${scale.budgets},32}"])
+    assert "cannot parse override" in text
+    assert "quote a value holding an interpolation with a comma: eval.grid='${arctl.grid:${scale.budgets},32}'" in text
+    run = resolve_experiment("ablation-vr", ["eval.grid='${arctl.grid:${scale.budgets},32}'"], arms=["grpo"])[0]
+    assert len(run.config["eval"]["grid"]) == 32
+    assert "quote" not in _error(["thinking.budgets=[1,2"])  # a bracket left open: not a quoting problem
