@@ -52,43 +52,43 @@ MAIN_TRAINING, SCORE_CURVE, TABLE_FINAL, TREE_MASK = ("main_training.yaml", "sco
                                                      "table_final.yaml", "tree_mask.yaml")
 FIGURE = {"main_training.yaml": ["--figure", "main_training"], "score_curve.yaml": ["--figure", "score_curve"],
           "table_final.yaml": ["--table", "final"], "tree_mask.yaml": ["--figure", "tree_mask"]}
-# (file, its text, the field the error names, words the error says)
+# (file, the field the error names, its value there (None: left out), words the error says)
 SPEC_CASES = {
-    "panel without key": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "[{label: x}]"), "panels", "needs a key"),
-    "panels a number": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "5"), "panels", "expected a list of panels"),
-    "panel key placeholder": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "[{key: 'train/{nope}'}]"), "panels",
-                              "unknown placeholder {nope}"),
-    "panel key brace": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "[{key: 'eval/{dataset/x'}]"), "panels",
-                        "not a key template"),
-    "panel scale text": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "[{key: train/loss, scale: abc}]"), "panels",
-                         "item 0.scale: expected a number > 0"),
-    "panel field typo": (MAIN_TRAINING, _with(MAIN_TRAINING, "panels", "[{key: train/loss, lable: x}]"), "panels",
-                         "did you mean 'label'"),
-    "datasets a number": (MAIN_TRAINING, _with(MAIN_TRAINING, "datasets", "5"), "datasets", "expected a list of names"),
-    "experiments a number list": (SCORE_CURVE, _with(SCORE_CURVE, "experiments", "[5]"), "experiments",
-                                  "item 0: expected a name"),
-    "experiments a string": (SCORE_CURVE, _with(SCORE_CURVE, "experiments", "main-grpo"), "experiments",
-                             "write [main-grpo]"),
-    "experiment unknown": (SCORE_CURVE, _with(SCORE_CURVE, "experiments", "[main-grpoo]"), "experiments",
-                           "did you mean 'main-grpo'"),
-    "arms a number": (SCORE_CURVE, _with(SCORE_CURVE, "arms", "5"), "arms", "expected a list of names"),
-    "per_seed text": (SCORE_CURVE, _with(SCORE_CURVE, "per_seed", "yes please"), "per_seed", "true or false"),
-    "score_curve key not drawn": (SCORE_CURVE, _with(SCORE_CURVE, "key", "'eval/{dataset}/final_acc'"), "key",
-                                  "score_curve draws eval/{dataset}/acc@{budget}"),
-    "table without key": (TABLE_FINAL, _without(_shipped(TABLE_FINAL), "key"), "key", "a table needs key:"),
-    "table key without dataset": (TABLE_FINAL, _with(TABLE_FINAL, "key", "eval/final_acc"), "key", "has no {dataset}"),
-    "table scale text": (TABLE_FINAL, _with(TABLE_FINAL, "scale", "abc"), "scale", "expected a number > 0"),
-    "table sweep unknown": (TABLE_FINAL, _with(TABLE_FINAL, "sweep", "nonexist"), "sweep", "unknown sweep 'nonexist'"),
-    "field typo": (TABLE_FINAL, _with(TABLE_FINAL, "arm", "[grpo]"), "arm", "did you mean 'arms'"),
-    "another builder's field": (TABLE_FINAL, _with(TABLE_FINAL, "per_seed", "true"), "per_seed",
-                                "'per_seed' is read by score_curve, not by table"),
-    "table builder": (TABLE_FINAL, _with(TABLE_FINAL, "builder", "score_curve"), "builder", "built by builder 'table'"),
-    "figure builder unknown": (SCORE_CURVE, _with(SCORE_CURVE, "builder", "scorecurve"), "builder", "no figure builder"),
-    "name a path": (SCORE_CURVE, _with(SCORE_CURVE, "name", "../x"), "name", "is not a name"),
-    "tree cuts text": (TREE_MASK, _with(TREE_MASK, "cuts", "abc"), "cuts", "expected a list of thinking lengths"),
-    "tree cut past the thinking": (TREE_MASK, _with(TREE_MASK, "cuts", "[6, 30]"), "cuts", "cut 30 is beyond"),
-    "tree length zero": (TREE_MASK, _with(TREE_MASK, "summary_len", "0"), "summary_len", "expected a whole number 1.."),
+    "panel without key": (MAIN_TRAINING, "panels", "[{label: x}]", "needs a key"),
+    "panels a number": (MAIN_TRAINING, "panels", "5", "expected a list of panels"),
+    "panel key placeholder": (MAIN_TRAINING, "panels", "[{key: 'train/{nope}'}]", "unknown placeholder {nope}"),
+    "panel key brace": (MAIN_TRAINING, "panels", "[{key: 'eval/{dataset/x'}]", "not a key template"),
+    "panel scale text": (MAIN_TRAINING, "panels", "[{key: train/loss, scale: abc}]", "item 0.scale: expected a number > 0"),
+    "panel field typo": (MAIN_TRAINING, "panels", "[{key: train/loss, lable: x}]", "did you mean 'label'"),
+    "datasets a number": (MAIN_TRAINING, "datasets", "5", "expected a list of names"),
+    "experiments a number list": (SCORE_CURVE, "experiments", "[5]", "item 0: expected a name"),
+    "experiments a string": (SCORE_CURVE, "experiments", "main-grpo", "write [main-grpo]"),
+    "experiment unknown": (SCORE_CURVE, "experiments", "[main-grpoo]", "did you mean 'main-grpo'"),
+    "arms a number": (SCORE_CURVE, "arms", "5", "expected a list of names"),
+    "per_seed text": (SCORE_CURVE, "per_seed", "yes please", "true or false"),
+    "score_curve key not drawn": (SCORE_CURVE, "key", "'eval/{dataset}/final_acc'", "score_curve draws eval/{dataset}/acc@{budget}"),
+    "table without key": (TABLE_FINAL, "key", None, "a table needs key:"),
+    "table key without dataset": (TABLE_FINAL, "key", "eval/final_acc", "has no {dataset}"),
+    "table scale text": (TABLE_FINAL, "scale", "abc", "expected a number > 0"),
+    "table sweep unknown": (TABLE_FINAL, "sweep", "nonexist", "unknown sweep 'nonexist'"),
+    "field typo": (TABLE_FINAL, "arm", "[grpo]", "did you mean 'arms'"),
+    "another builder's field": (TABLE_FINAL, "per_seed", "true", "'per_seed' is read by score_curve, not by table"),
+    "table builder": (TABLE_FINAL, "builder", "score_curve", "built by builder 'table'"),
+    "figure builder unknown": (SCORE_CURVE, "builder", "scorecurve", "no figure builder"),
+    "name a path": (SCORE_CURVE, "name", "../x", "is not a name"),
+    "tree cuts text": (TREE_MASK, "cuts", "abc", "expected a list of thinking lengths"),
+    "tree cut past the thinking": (TREE_MASK, "cuts", "[6, 30]", "cut 30 is beyond"),
+    "tree length zero": (TREE_MASK, "summary_len", "0", "expected a whole number 1.."),
 }
+
+
+def _user_specs(tmp_path: Path, monkeypatch, file: str, text: str) -> Path:
+    """A spec root (``$ARCTL_SPECS``) whose ``reports/<file>`` is ``text``, overlaying the shipped one."""
+    specs = tmp_path / "specs"
+    (specs / "reports").mkdir(parents=True)
+    (specs / "reports" / file).write_text(text)
+    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    return specs
 
 
 def _one_error_line(res, *words: str) -> str:
@@ -103,11 +103,9 @@ def _one_error_line(res, *words: str) -> str:
 
 @pytest.mark.parametrize("case", list(SPEC_CASES))
 def test_a_mistake_in_a_figure_or_table_spec_is_one_line_naming_file_and_field(case, tmp_path, monkeypatch):
-    file, text, field, words = SPEC_CASES[case]
-    specs = tmp_path / "specs"
-    (specs / "reports").mkdir(parents=True)
-    (specs / "reports" / file).write_text(text)
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    file, field, value, words = SPEC_CASES[case]
+    text = _with(file, field, value) if value is not None else _without(_shipped(file), field)
+    specs = _user_specs(tmp_path, monkeypatch, file, text)
     flag = FIGURE[file] if case != "name a path" else ["--figure", "../x"]
     out, work = tmp_path / "out", tmp_path / "ws"
     work.mkdir()
@@ -203,10 +201,7 @@ def test_a_mistake_in_the_claims_file_is_one_line_naming_the_field(case, tmp_pat
                          "sweep unknown": ("[nope]", "sweeps: unknown sweep 'nope'")}[case]
         text = (f"kind: claims\nsweeps: {sweeps}\n{STATS}\n"
                 "claims: [{id: 1, title: t, tests: [{kind: sign, arms: [a], stat: s}]}]\n")
-    specs = tmp_path / "specs"
-    (specs / "reports").mkdir(parents=True)
-    (specs / "reports" / CLAIMS).write_text(text)
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    specs = _user_specs(tmp_path, monkeypatch, CLAIMS, text)
     out = tmp_path / "out"
     res = runner.invoke(app, ["report", "--claims", "priors", "--workdir", str(tmp_path), "--out", str(out)],
                         env={"COLUMNS": "400"})
@@ -228,10 +223,7 @@ LABEL_CASES = {
 @pytest.mark.parametrize("case", list(LABEL_CASES))
 def test_a_mistake_in_the_display_names_is_one_line(case, workspace, tmp_path, monkeypatch):
     text, words = LABEL_CASES[case]
-    specs = tmp_path / "specs"
-    (specs / "reports").mkdir(parents=True)
-    (specs / "reports" / "labels.yaml").write_text(text)
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    specs = _user_specs(tmp_path, monkeypatch, "labels.yaml", text)
     out = tmp_path / "out"
     res = runner.invoke(app, ["report", "--figure", "score_curve", "--workdir", str(workspace), "--out", str(out)],
                         env={"COLUMNS": "400"})
@@ -252,10 +244,7 @@ PAPER_CASES = {
 @pytest.mark.parametrize("case", list(PAPER_CASES))
 def test_a_mistake_in_the_papers_tables_is_one_line(case, workspace, tmp_path, monkeypatch):
     text, words = PAPER_CASES[case]
-    specs = tmp_path / "specs"
-    (specs / "reports").mkdir(parents=True)
-    (specs / "reports" / "paper_tables.csv").write_text(text)
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
+    specs = _user_specs(tmp_path, monkeypatch, "paper_tables.csv", text)
     res = runner.invoke(app, ["report", "--table", "final", "--compare-paper", "--workdir", str(workspace),
                               "--out", str(tmp_path / "out")], env={"COLUMNS": "400"})
     _one_error_line(res, str(specs / "reports" / "paper_tables.csv"), words)
