@@ -88,6 +88,20 @@ def _arm_experiments() -> dict[str, list[str]]:
     return out
 
 
+def _known_arms(spec, arm_exps: dict[str, list[str]]) -> None:
+    """:class:`ReportError` naming the claims file and the test whose arm no experiment defines: such a test
+    could only ever say "runs missing" (from a review: a typo, ``ar-bsae``, read as a claim without runs)."""
+    from arctl.compose.errors import did_you_mean
+
+    for i, claim in enumerate(spec.claims):
+        for part, tests in (("tests", claim.tests), ("preconditions", claim.preconditions)):
+            for j, test in enumerate(tests):
+                for arm in test.all_arms():
+                    if arm not in arm_exps:
+                        raise ReportError(f"{spec.path}: claims[{i}].{part}[{j}]: no experiment defines arm {arm!r}; "
+                                          f"{did_you_mean(arm, arm_exps)} (`arctl show EXPERIMENT` lists its arms)")
+
+
 def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = ()):
     """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds).
     A sweep of ``sharing`` (``share_arms: true``) that holds it: that sweep (it trains each missing
@@ -138,6 +152,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     from arctl.track.runs import default_workdir, load_runs
 
     spec = load_claims(Path(claims_path) if claims_path else None)
+    _known_arms(spec, _arm_experiments())
     sweeps = list(sweeps or spec.sweeps)
     if not sweeps:
         raise ReportError("name the sweep(s) whose runs the claims read, e.g. `arctl report --claims priors ablations`")

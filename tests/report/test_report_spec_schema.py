@@ -257,3 +257,16 @@ def test_the_papers_tables_read_as_numbers_with_a_blank_cell_missing(tmp_path):
     path.write_text("table,algorithm,AMC22,AIME24,Avg\nfinal,GRPO,65.0,,50.7\n")
     paper = read_paper_tables(path)
     assert paper["AMC22"].tolist() == [65.0] and paper["AIME24"].isna().all() and paper["Avg"].tolist() == [50.7]
+
+
+def test_a_claims_arm_no_experiment_defines_is_one_line_not_a_test_forever_missing_runs(workspace, tmp_path, monkeypatch):
+    """From a review: a typo (``ar-bsae``) made its test "inconclusive, runs missing" for good."""
+    text = _shipped(CLAIMS).replace("{kind: compare, a: ar-base, b: grpo, stat: anytime, direction: greater}",
+                                    "{kind: compare, a: ar-bsae, b: grpo, stat: anytime, direction: greater}", 1)
+    specs = _user_specs(tmp_path, monkeypatch, CLAIMS, text)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["report", "--claims", "priors", "--workdir", str(workspace), "--out", str(out)],
+                        env={"COLUMNS": "400"})
+    _one_error_line(res, f"{specs / 'reports' / CLAIMS}: claims[0].tests[0]: no experiment defines arm 'ar-bsae'",
+                    "did you mean 'ar-base'")
+    assert not out.exists()
