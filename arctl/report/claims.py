@@ -316,17 +316,48 @@ def chance_budgets(stat: Stat, runs: list[RunView]) -> dict[str, list[int]] | No
             for ds, per_b in pooled.items()}
 
 
-def run_stat(stat: Stat, final: dict[str, float], budgets_of: dict[str, list[int]] | None = None) -> float:
+def _finite_support(stat: Stat, final: dict[str, float]) -> dict[str, set]:
+    """dataset → the budgets (None for a key without one) at which the run has a finite value of every key
+    of ``stat`` (both keys of a gap)."""
+    maps = [_key_values(final, key) for key in stat.keys()]
+    out = {}
+    for ds in set.intersection(*(set(m) for m in maps)):
+        budgets = set.intersection(*(set(m[ds]) for m in maps))
+        if budgets:
+            out[ds] = budgets
+    return out
+
+
+def common_support(stat: Stat, finals: list[dict[str, float]]) -> dict[str, set]:
+    """dataset → budgets at which EVERY run of ``finals`` has a finite value of ``stat``: what a paired
+    difference (or a mean over arms) compares. From a review: a run that logged NaN for one benchmark was
+    averaged over the others, so its seed's difference set two benchmarks against three."""
+    supports = [_finite_support(stat, f) for f in finals]
+    if not supports:
+        return {}
+    shared = set.intersection(*(set(sp) for sp in supports))
+    out = {ds: set.intersection(*(sp[ds] for sp in supports)) for ds in shared}
+    return {ds: bs for ds, bs in out.items() if bs}
+
+
+def run_stat(stat: Stat, final: dict[str, float], budgets_of: dict[str, list[int]] | None = None,
+             support: dict[str, set] | None = None) -> float:
     """``stat`` of one run from its last logged values ``final`` (key → value); NaN when the run
     did not log what it needs. The mean over the datasets that have it. ``budgets_of`` (dataset →
-    budgets, :func:`chance_budgets`): a band over those budgets only."""
+    budgets, :func:`chance_budgets`): a band over those budgets only. ``support`` (dataset → budgets,
+    :func:`common_support`): only those datasets and budgets (the ones every run compared with it has)."""
+    def allowed(ds: str, b) -> bool:
+        return support is None or b in support.get(ds, ())
+
     per_ds = []
     if stat.kind == "final":
-        for vals in _key_values(final, stat.key).values():
-            per_ds.append(vals[None])
+        for ds, vals in _key_values(final, stat.key).items():
+            if None in vals and allowed(ds, None):
+                per_ds.append(vals[None])
     elif stat.kind in ("band", "trend"):
         for ds, vals in _key_values(final, stat.key).items():
-            budgets = sorted(b for b in vals if b is not None and (budgets_of is None or b in budgets_of.get(ds, ())))
+            budgets = sorted(b for b in vals if b is not None and allowed(ds, b)
+                             and (budgets_of is None or b in budgets_of.get(ds, ())))
             if not budgets:
                 continue
             if stat.kind == "band":
@@ -338,12 +369,21 @@ def run_stat(stat: Stat, final: dict[str, float], budgets_of: dict[str, list[int
     elif stat.kind == "gap":
         va, vb = _key_values(final, stat.key_a), _key_values(final, stat.key_b)
         for ds in sorted(set(va) & set(vb)):
-            budgets = sorted(b for b in set(va[ds]) & set(vb[ds]) if b is not None)
+            budgets = sorted(b for b in set(va[ds]) & set(vb[ds]) if b is not None and allowed(ds, b))
             if budgets:
                 chosen = _band(budgets, stat.band, stat.fraction)
                 per_ds.append(float(np.mean([va[ds][b] - vb[ds][b] for b in chosen])))
     per_ds = [v for v in per_ds if np.isfinite(v)]
     return float(np.mean(per_ds)) if per_ds else float("nan")
+
+
+def paired_stats(stat: Stat, finals: list[dict[str, float]], budgets_of=None) -> tuple[list[float], bool]:
+    """``stat`` of each run of ``finals`` (the runs of one seed a test compares) over their
+    :func:`common_support`, and whether that support leaves out a value some run has (a NaN or a metric
+    another run did not log)."""
+    support = common_support(stat, finals)
+    narrowed = any(_finite_support(stat, f) != support for f in finals)
+    return [run_stat(stat, f, budgets_of, support) for f in finals], narrowed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,15 +675,18 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         return _bound(test, by, label, listed, commands)
     mine = [r for a in arms for r in by.get(a, {}).values()]  # the test's runs: one budget set for all
     kept = {name: chance_budgets(spec.stats[name], mine) for name in test.stats()}
+    narrowed: list[int] = []  # seeds whose runs were compared on the benchmarks and budgets all of them have
     if test.kind == "compare":
         seeds = sorted(set(by.get(test.a, {})) & set(by.get(test.b, {})))
         for s in seeds:
-            va, vb = run_stat(stat, by[test.a][s].final, kept[test.stat]), run_stat(stat, by[test.b][s].final, kept[test.stat])
+            (va, vb), cut = paired_stats(stat, [by[test.a][s].final, by[test.b][s].final], kept[test.stat])
             per_seed[s] = {"a": va, "b": vb, "value": va - vb}
+            narrowed += [s] * cut
     elif test.kind == "sign":  # the mean over every listed arm: only seeds all of them have, none while one is missing
         seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
         for s in seeds:
-            vals = [run_stat(stat, by[a][s].final, kept[test.stat]) for a in test.arms]
+            vals, cut = paired_stats(stat, [by[a][s].final for a in test.arms], kept[test.stat])
+            narrowed += [s] * cut
             if all(np.isfinite(vals)):
                 per_seed[s] = {"value": float(np.mean(vals))}
     elif test.kind == "converge":
@@ -651,8 +694,9 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         every = test.all_arms()
         seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in every))) if not missing else []
         for s in seeds:
-            lows = [run_stat(lo_stat, by[a][s].final, kept[test.low]) for a in every]
-            highs = [run_stat(hi_stat, by[a][s].final, kept[test.high]) for a in every]
+            lows, cut_low = paired_stats(lo_stat, [by[a][s].final for a in every], kept[test.low])
+            highs, cut_high = paired_stats(hi_stat, [by[a][s].final for a in every], kept[test.high])
+            narrowed += [s] * (cut_low or cut_high)
             if not all(np.isfinite(lows + highs)):  # an arm without the statistic: no lead over every arm
                 continue
             lead_low = float(np.mean([lows[0] - x for x in lows[1:]]))
@@ -679,6 +723,11 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
     if values and unvalued:  # from a review: such seeds left the count without a word
         said = (f"seed(s) {seeds_text(unvalued)} left out: a run of theirs has no finite value of the statistic "
                 "(NaN: a diverged run, or a metric it did not log)")
+        note = f"{note}; {said}" if note else said
+    narrowed = [x for x in narrowed if x not in unvalued]
+    if values and narrowed:
+        said = (f"seed(s) {seeds_text(narrowed)} compared on the benchmarks and budgets every run of the seed has "
+                "(a run of theirs has NaN, or no value, at others)")
         note = f"{note}; {said}" if note else said
     chosen = {n: k for n, k in kept.items() if k is not None and any(k.values())}
     if chosen and not at_chance:
@@ -760,7 +809,7 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     per_seed = {}  # as a sign test: the mean over every listed arm, on the seeds all of them have
     unmeasured = []
     for s in sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))):
-        vals = [run_stat(stat, by[a][s].first) for a in test.arms]
+        vals, _ = paired_stats(stat, [by[a][s].first for a in test.arms])
         if all(np.isfinite(vals)):
             per_seed[int(s)] = {"value": float(np.mean(vals))}
         else:

@@ -1011,3 +1011,29 @@ def test_the_summary_counts_independent_evidence_and_names_repeats_and_sanity_ch
     pre = TestResult("precondition", "p", ["a"], "corr", "greater", {}, 1, 0.3, None, None, HOLDS)
     results[1] = ClaimResult("3", "three", "", HOLDS, [pre, test("compare", HOLDS, same_as="1: t")])
     assert summary(results)["repeats"] == {"3": ["1"]}
+
+
+def test_a_benchmark_one_run_of_a_seed_lacks_is_left_out_of_both_sides_of_its_difference():
+    """From a read-only audit: a run that logged NaN for one benchmark was averaged over the other two, and its
+    seed's difference set two benchmarks against three (AR-linear vs GRPO: s1 -0.046 where the same benchmarks
+    give +0.067). Worked by hand: per seed the mean over the benchmarks BOTH runs have."""
+    def two(arm, seed, toy, other):
+        v = view(arm, seed, toy)
+        v.final.update({"eval/math/final_acc": other})
+        return v
+
+    runs = [two("a", 0, 0.5, 0.9), two("b", 0, 0.4, 0.7),  # s0: (0.6 + 0.9) / 2 - (0.5 + 0.7) / 2 = 0.15
+            two("a", 1, 0.5, math.nan), two("b", 1, 0.4, 0.1)]  # s1: toy alone, 0.6 - 0.5 = 0.1 (was 0.6 - 0.3)
+    stat = Stat("final", "final", key="eval/{dataset}/final_acc")
+    spec = ClaimsSpec(spec_with().path, ("paper",), {**STATS, "final": stat}, spec_with().claims)
+    r = evaluate_test(Test("compare", a="a", b="b", stat="final"), spec, runs, no_command)
+    assert r.per_seed[0]["value"] == pytest.approx(0.15) and r.per_seed[1]["value"] == pytest.approx(0.1)
+    assert r.per_seed[1]["b"] == pytest.approx(0.5) and r.n == 2
+    assert "seed(s) 1 compared on the benchmarks and budgets every run of the seed has" in r.note
+    # a band: a budget one run lacks moves neither run's band (both over 20, 30, 40's lowest quarter: 20)
+    acc_a = {10: math.nan, 20: 0.2, 30: 0.3, 40: 0.4}
+    acc_b = {10: 0.05, 20: 0.1, 30: 0.2, 40: 0.3}
+    band = [view("a", 0, 0.5, acc=acc_a), view("b", 0, 0.5, acc=acc_b)]
+    r = evaluate_test(Test("compare", a="a", b="b", stat="acc_low"), spec_with(), band, no_command)
+    assert r.per_seed[0]["a"] == pytest.approx(0.2) and r.per_seed[0]["b"] == pytest.approx(0.1)  # b: was 0.05
+    assert "compared on the benchmarks and budgets" in r.note
