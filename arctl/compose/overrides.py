@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from arctl.algo.verify import bracket_depth
@@ -10,6 +11,7 @@ from arctl.compose.paths import config_groups, group_options
 from arctl.compose.plugins import open_sections, run_config
 from arctl.compose.resolvers import value_problem
 from arctl.config.schema import bool_fields
+from arctl.track.identity import known_secrets, secret_shown
 
 # a run's identity: set from the spec, --arm and --seeds, never by an override (the registry, the run
 # id and W&B would name one run while another trains)
@@ -58,7 +60,15 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     groups_known = config_groups()  # read once per call: a directory listing per config dir
     bools = set(bool_fields(run_config()))
     nullable_bools = set(bool_fields(run_config(), nullable=True))
+    secrets = known_secrets(os.environ)
     for text in overrides:
+        if isinstance(text, str) and (name := next((n for n, v in secrets.items() if v in text), None)):
+            # before anything parses or shows it: an error line would echo it, and a later override of the same
+            # key would leave the composed config clean while the text stays in the command line W&B records
+            # (from an audit: `wandb.notes=$KEY wandb.notes=x` passed)
+            raise SpecError(f"the value of {secret_shown(name)} is written in an override (overrides are frozen into "
+                            "the run's config, and W&B records a command line)", where,
+                            "a secret is read from the environment where it is used, never written in an override")
         if isinstance(text, str) and text.startswith("~"):
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
         if not isinstance(text, str) or "=" not in text:

@@ -19,7 +19,7 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices, str_list_fields
-from arctl.track.identity import API_KEY_ENV, naming_problem, secret_in
+from arctl.track.identity import API_KEY_ENV, naming_problem, secret_in, secret_shown
 
 PROB_TOL = 1e-6
 
@@ -225,10 +225,10 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
            "finishing a training step and writing a checkpoint")
     _check(cfg, "cluster.secrets", lambda v: all(ENV_NAME.fullmatch(x) for x in v),
            "a list of environment variable names (letters, digits, _), e.g. [HF_TOKEN]")
-    if API_KEY_ENV in _get(cfg, "cluster.secrets"):
-        raise SpecError(f"cluster.secrets names {API_KEY_ENV}, which follows wandb.mode: an online run's job gets it, "
-                        "an offline run's never does", "cluster.secrets",
-                        f"leave {API_KEY_ENV} out of cluster.secrets (wandb.mode=online passes it)")
+    if API_KEY_ENV in _get(cfg, "cluster.secrets") and (cfg.get("wandb") or {}).get("mode") != "online":
+        raise SpecError(f"cluster.secrets names {API_KEY_ENV}, which only an online run's job uses (an offline "
+                        "run's never gets it)", "cluster.secrets",
+                        f"leave {API_KEY_ENV} out of cluster.secrets, or log online (wandb.mode=online)")
     check_init_from(cfg)
     # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
     # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)
@@ -245,10 +245,10 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     found = secret_in(cfg, os.environ)
     if found:
         key, name = found
-        raise SpecError(f"the value of ${name} is written here: the config is frozen into the run's config.yaml, W&B's "
-                        "config and the job script, where a secret must not be", key,
-                        f"read it from the environment where it is used (\"${name}\", a file of mode 600), not "
-                        "written into the config")
+        raise SpecError(f"the value of {secret_shown(name)} is written here: the config is frozen into the run's "
+                        "config.yaml, W&B's config and the job script, where a secret must not be", key,
+                        "read it from the environment where it is used (\"$VARIABLE\", a file of mode 600, "
+                        "`wandb login` on the cluster), not written into the config")
     naming = naming_problem(cfg.get("wandb") or {})
     if naming:
         key, what, hint = naming

@@ -399,7 +399,27 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(items)
+        online_key_problem(starting)
     start_problem(starting, workspace)
+
+
+def online_key_problem(items: list[LaunchItem], environ=None) -> None:
+    """Refuse (LaunchError) an online run's SLURM submission that has no way to its W&B key but SLURM's state:
+    sbatch stores the environment it exports (in its state directory, and a site may keep it in accounting),
+    so arctl never exports ``WANDB_API_KEY`` there unless the run names it in ``cluster.secrets``. The job then
+    reads the key where ``wandb login`` put it (``~/.netrc``, the cluster's home folder). From an audit: an
+    online run's key was in ``slurm/ctld/hash.N/job.N/environment`` while the job existed."""
+    from arctl.track.identity import netrc_secrets
+
+    env = os.environ if environ is None else environ
+    online = [i for i in items if needs_api_key([i]) and API_KEY_ENV not in _named_secrets(i)]
+    if online and not netrc_secrets(env):
+        item = online[0]
+        raise LaunchError(
+            f"{item.experiment}/{item.arm}: wandb.mode=online on SLURM needs the W&B key where its job can read it, "
+            f"and arctl does not put {API_KEY_ENV} into SLURM's state (sbatch stores a job's environment): run "
+            f"`wandb login` on the cluster (the job reads ~/.netrc), or pass it anyway with "
+            f"cluster.secrets=[{API_KEY_ENV}] (then SLURM stores it with the job)")
 
 
 def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:
@@ -484,7 +504,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     if left:  # said, not silent: a job that needs one (a gated model's HF_TOKEN) fails without it
                         echo(f"left out of the jobs' environment (secrets of this shell, which sbatch would store in "
                              f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job"
-                             + (f" (and wandb.mode=online {API_KEY_ENV})" if API_KEY_ENV in left else ""))
+                             + (" (an online run reads the W&B key from ~/.netrc: `wandb login`)"
+                                if API_KEY_ENV in left and needs_api_key([i for i, _ in claimed]) else ""))
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
@@ -903,11 +924,16 @@ def needs_api_key(items: list[LaunchItem]) -> bool:
     return any((item.config.get("wandb") or {}).get("mode") == "online" for item in items)
 
 
-def passed_secrets(items: list[LaunchItem]) -> set[str]:
-    """The secrets of the launching shell the jobs of ``items`` receive: ``WANDB_API_KEY`` where one logs
-    online, and the names of their ``cluster.secrets``."""
-    names = {str(n) for item in items for n in (item.config.get("cluster") or {}).get("secrets") or []}
-    return names | ({API_KEY_ENV} if needs_api_key(items) else set())
+def _named_secrets(item: LaunchItem) -> set[str]:
+    return {str(n) for n in (item.config.get("cluster") or {}).get("secrets") or []}
+
+
+def passed_secrets(items: list[LaunchItem], scheduler: bool = False) -> set[str]:
+    """The secrets of the launching shell the jobs of ``items`` receive: the names of their ``cluster.secrets``,
+    and ``WANDB_API_KEY`` where one logs online, except through a ``scheduler`` (sbatch stores the environment
+    in SLURM's state): there only where a run names it in ``cluster.secrets`` (:func:`online_key_problem`)."""
+    names = {n for item in items for n in _named_secrets(item)}
+    return names | ({API_KEY_ENV} if needs_api_key(items) and not scheduler else set())
 
 
 def left_out_secrets(items: list[LaunchItem], environ=None, passed: set[str] | None = None) -> list[str]:
@@ -915,7 +941,7 @@ def left_out_secrets(items: list[LaunchItem], environ=None, passed: set[str] | N
     of ``items`` leaves out of the jobs' environment (``passed``: :func:`passed_secrets` of ``items``,
     where the caller has it)."""
     env = os.environ if environ is None else environ
-    keep = passed_secrets(items) if passed is None else passed
+    keep = passed_secrets(items, scheduler=True) if passed is None else passed
     return sorted({name for name in env if is_secret_name(name)} - keep)
 
 
@@ -925,7 +951,7 @@ def job_environment(items: list[LaunchItem], scheduler: bool = False):
     logs online. With ``scheduler`` (sbatch: it exports the submitting environment into SLURM's state
     directory, and a site may keep job environments in accounting) without every other secret of the
     shell either, but those named in the jobs' ``cluster.secrets``."""
-    keep = passed_secrets(items)
+    keep = passed_secrets(items, scheduler)
     names = left_out_secrets(items, passed=keep) if scheduler else ([] if API_KEY_ENV in keep else [API_KEY_ENV])
     saved = {name: os.environ.pop(name) for name in names if name in os.environ}
     try:

@@ -46,10 +46,41 @@ def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
             if is_secret_name(name) and len(value.strip()) >= SECRET_MIN_CHARS}
 
 
+NETRC_KEY = f"{API_KEY_ENV} (~/.netrc)"  # how an error names the W&B key `wandb login` stored in ~/.netrc
+
+
+def netrc_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """{:data:`NETRC_KEY`: the key} where ``$NETRC`` (else ``~/.netrc``) holds a W&B login (a ``machine``
+    whose host names wandb: ``wandb login`` writes ``api.wandb.ai``): a key set there, not in the
+    environment, is as secret (from an audit: such a key written into ``cluster.setup`` reached config.yaml,
+    the job script and SLURM's state unrecognised). Nothing when there is no such file or it is unreadable."""
+    import netrc
+
+    path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
+    try:
+        hosts = netrc.netrc(path).hosts
+    except (OSError, netrc.NetrcParseError):
+        return {}
+    keys = [entry[2] for host, entry in sorted(hosts.items()) if "wandb" in host and entry[2]]
+    keys = [k.strip() for k in keys if len(k.strip()) >= SECRET_MIN_CHARS]
+    return {NETRC_KEY: keys[0]} if keys else {}
+
+
+def known_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`) and the W&B
+    key in ~/.netrc (:func:`netrc_secrets`). A name is a variable's, or :data:`NETRC_KEY`."""
+    return {**netrc_secrets(environ), **secret_values(environ)}
+
+
+def secret_shown(name: str) -> str:
+    """A secret's name as an error says it: ``$WANDB_API_KEY``, or ``WANDB_API_KEY (~/.netrc)``."""
+    return name if name == NETRC_KEY else f"${name}"
+
+
 def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """(dotted key, variable name) of the first text in ``config`` that holds a secret's value from
-    ``environ``, or None. The value itself is never part of what it returns."""
-    secrets = secret_values(environ)
+    """(dotted key, secret name) of the first text in ``config`` that holds a secret's value
+    (:func:`known_secrets`), or None. The value itself is never part of what it returns."""
+    secrets = known_secrets(environ)
     if not secrets:
         return None
     stack: list[tuple[str, Any]] = [("", config)]

@@ -10,6 +10,7 @@ job loses at most that much history.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -85,6 +86,7 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
     # a verl job exports WANDB_RESUME=allow for verl's own tracker; W&B refuses it beside resume_from
     # ("`fork_from`, `resume`, or `resume_from` are mutually exclusive"): not for this init
     env_resume = os.environ.pop("WANDB_RESUME", None) if "resume_from" in kwargs else None
+    argv, sys.argv = sys.argv, sys.argv[:1]  # W&B records the process's arguments in the run (see below)
     try:
         try:
             run = wandb.init(settings=settings, **kwargs)
@@ -105,6 +107,10 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
             kwargs["resume"] = RESUME
             run = wandb.init(settings=settings, **kwargs)
     finally:
+        # W&B writes sys.argv[1:] into the run's metadata (its .wandb file, and W&B's server online): a debug
+        # job trains inside the `arctl` command, whose arguments are what the user typed (from an audit: a
+        # secret given in an override that a later one replaced). The run's config is what it ran with.
+        sys.argv = argv
         if env_resume is not None:
             os.environ["WANDB_RESUME"] = env_resume
     run.define_metric(STEP_KEY)

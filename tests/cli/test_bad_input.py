@@ -188,9 +188,37 @@ def test_a_secret_of_the_shell_written_anywhere_in_the_config_is_refused(sandbox
     monkeypatch.setenv(variable, "planted0123456789abcdef0123456789abcdef")
     args = [command, "main-grpo", override, *(launch_args(sandbox) if command == "run" else [])]
     result = sandbox.check_refused(*args)
-    assert f"the value of ${variable} is written here" in result.err and "planted" not in result.err, result.err
+    assert f"the value of ${variable} is written" in result.err and "planted" not in result.err, result.err
     monkeypatch.delenv(variable)  # the same config, with no such secret in the shell: accepted
     assert sandbox.run("show", "main-grpo", override, "--json").code == 0
+
+
+KEY = "planted0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize("overrides", [["cluster.setup=['wandb login " + KEY + "']"],
+                                       ["wandb.notes=" + KEY, "wandb.notes=x"],  # the config ends clean
+                                       ["wandb.tags=[" + KEY]],  # unparsable: refused before Hydra echoes it
+                         ids=["setup", "overridden-later", "unparsable"])
+@pytest.mark.parametrize("where", ["environment", "netrc"])
+def test_a_secret_in_an_override_is_refused_unechoed_even_where_a_later_one_replaces_it(sandbox, monkeypatch,
+                                                                                        overrides, where):
+    """From an audit: `wandb.notes=$KEY wandb.notes=x` passed (the composed config was clean) and a debug run's
+    W&B file recorded the command line; a key set only by `wandb login` (~/.netrc, not the environment) written
+    into cluster.setup reached config.yaml, the job script and SLURM's state; a parse error echoed the key."""
+    home = sandbox.ws.parent / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("NETRC", raising=False)
+    if where == "environment":
+        monkeypatch.setenv("WANDB_API_KEY", KEY)
+        said = "the value of $WANDB_API_KEY is written"
+    else:
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        (home / ".netrc").write_text(f"machine api.wandb.ai\n  login user\n  password {KEY}\n")
+        said = "the value of WANDB_API_KEY (~/.netrc) is written"
+    result = sandbox.check_refused("run", "main-grpo", *overrides, *launch_args(sandbox))
+    assert said in result.err and "planted" not in result.err, result.err
 
 
 # item 10: an empty target is an error, never "everything"

@@ -1328,15 +1328,53 @@ def test_a_slurm_submission_leaves_every_secret_out_but_those_its_runs_name(monk
     online = LaunchItem("on", resolve_experiment("ablation-vr", ["wandb.mode=online"], arms=["grpo"])[0])
     secret = ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HF_TOKEN", "MY_PASSWORD", "WANDB_API_KEY"]
     assert left_out_secrets([plain]) == secret  # by name, whatever the value's length; TOKENIZERS_* is no secret
-    for items, kept in (([plain], set()), ([hf], {"HF_TOKEN"}), ([online], {"WANDB_API_KEY"})):
+    named = LaunchItem("named", resolve_experiment(
+        "ablation-vr", ["wandb.mode=online", "cluster.secrets=[WANDB_API_KEY]"], arms=["grpo"])[0])
+    # an online run's key goes only where its run names it: sbatch stores the environment in SLURM's state (from
+    # an audit: the key sat in slurm/ctld/hash.N/job.N/environment); its job reads ~/.netrc (`wandb login`)
+    for items, kept in (([plain], set()), ([hf], {"HF_TOKEN"}), ([online], set()), ([named], {"WANDB_API_KEY"})):
         with job_environment(items, scheduler=True):
             assert {n for n in secret if n in os.environ} == kept
             assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
         assert all(os.environ[n] == v for n, v in shell.items())  # the shell's own environment, back
+    with job_environment([online]):  # local (no scheduler state): an online run's job gets the key
+        assert os.environ["WANDB_API_KEY"] == shell["WANDB_API_KEY"]
     with job_environment([plain]):  # local: only the key of an offline run goes
         assert "WANDB_API_KEY" not in os.environ and os.environ["HF_TOKEN"] == shell["HF_TOKEN"]
     chunks = [sorted(i.run_id for i in chunk) for _, chunk in _groups([plain, hf, online], None, ask_site=False)]
     assert sorted(chunks) == [["hf"], ["on"], ["plain"]]  # one array each: sbatch stores one environment per array
+
+
+def test_an_online_slurm_submission_needs_a_wandb_login_or_the_key_named(tmp_path, monkeypatch):
+    """arctl never puts WANDB_API_KEY into SLURM's state on its own: an online run's job reads the key from
+    ~/.netrc (`wandb login`); without one here, the submission (and its dry run) is refused in one line that says
+    both ways, before anything is claimed; cluster.secrets=[WANDB_API_KEY] passes it knowingly."""
+    from arctl.compose import resolve_experiment
+    from arctl.launch.launcher import LaunchItem, online_key_problem
+
+    key = "k" * 40
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "WANDB_API_KEY": key}
+    online = LaunchItem("on", resolve_experiment("ablation-vr", ["wandb.mode=online"], arms=["grpo"])[0])
+    offline = LaunchItem("off", resolve_experiment("ablation-vr", arms=["grpo"])[0])
+    named = LaunchItem("named", resolve_experiment(
+        "ablation-vr", ["wandb.mode=online", "cluster.secrets=[WANDB_API_KEY]"], arms=["grpo"])[0])
+    with pytest.raises(LaunchError, match=r"ablation-vr/grpo: wandb.mode=online on SLURM needs the W&B key .* "
+                                          r"`wandb login` on the cluster .* cluster.secrets=\[WANDB_API_KEY\]"):
+        online_key_problem([offline, online], env)
+    online_key_problem([offline, named], env)  # named: passed knowingly
+    online_key_problem([offline], env)  # offline: no key needed
+    (home / ".netrc").write_text(f"machine api.wandb.ai\n  login user\n  password {key}\n")
+    online_key_problem([online], env)  # `wandb login` done: the job reads it there
+    (home / ".netrc").write_text(f"machine github.com login me password {key}\n")  # no W&B login
+    with pytest.raises(LaunchError):
+        online_key_problem([online], env)
+    slurm_shims.use(tmp_path / "bin", monkeypatch)  # every SLURM program the dry run may look up
+    res = CliRunner().invoke(app, ["run", "ablation-vr", "--arm", "grpo", "wandb.mode=online", "--executor", "slurm",
+                                   "--dry-run", "--workdir", str(tmp_path / "ws")], env=env)
+    assert res.exit_code == 2 and "wandb.mode=online on SLURM needs the W&B key" in res.output, res.output
+    assert not (tmp_path / "ws").exists()
 
 
 def test_cluster_secrets_takes_variable_names():
@@ -1345,7 +1383,7 @@ def test_cluster_secrets_takes_variable_names():
 
     with pytest.raises(SpecError, match="cluster.secrets"):
         resolve_experiment("ablation-vr", ["cluster.secrets=[HF-TOKEN]"], arms=["grpo"])
-    with pytest.raises(SpecError, match="follows wandb.mode"):  # an offline run's job never gets the W&B key
+    with pytest.raises(SpecError, match="which only an online run.s job uses"):  # an offline run's job never gets the W&B key
         resolve_experiment("ablation-vr", ["cluster.secrets=[WANDB_API_KEY]"], arms=["grpo"])
 
 

@@ -43,6 +43,21 @@ def test_the_runs_notes_reach_wandb_in_both_renderings(tmp_path):
     assert notes.encode() in path.read_bytes()
 
 
+def test_the_command_line_of_the_process_is_not_recorded_in_the_run(tmp_path, monkeypatch):
+    """From an audit: W&B records ``sys.argv[1:]`` in the run's metadata, and a debug job trains inside the
+    ``arctl`` command, whose arguments are what the user typed (a secret given in an override that a later one
+    replaced). The arguments are kept from W&B and restored after."""
+    import sys
+
+    marker = "argvMARKER0123456789abcdef"
+    monkeypatch.setattr(sys, "argv", ["arctl", "run", "x", f"wandb.notes={marker}", "wandb.notes=x"])
+    close_run(open_run(_config(), tmp_path))
+    assert sys.argv[3] == f"wandb.notes={marker}"
+    files = [p for p in (tmp_path / "wandb").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in files)
+    assert not [p for p in files if marker.encode() in p.read_bytes()]
+
+
 def test_open_run_sets_flush_interval_and_step_metric(tmp_path):
     from arctl.track.wandbfile import read_wandb_file
 
