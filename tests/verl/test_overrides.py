@@ -377,3 +377,23 @@ def test_paths_under_home_reach_verl_expanded(paper_config, tmp_path, monkeypatc
     cfg["verl"].update(eval_only=True, eval_checkpoint="~/runs/r/checkpoints/global_step_5")
     composed = check_overrides(run_overrides(cfg, tmp_path / "run"))
     assert composed.trainer.resume_from_path == str(tmp_path / "runs/r/checkpoints/global_step_5")
+
+
+def test_each_seed_samples_its_own_stream_and_vllm_sizes_its_cache_for_the_longest_request(paper_config, tmp_path):
+    """From an audit of the mapping: verl's rollout seed (vLLM's engine seed, + the replica's rank) stayed 42 for
+    every seed, so replicates of an arm differed by their data order alone; max_model_len stayed null, so vLLM
+    sized its KV cache for R1-Distill's 131,072-token context. The seed follows the run's; the longest request
+    is the prompt (with a method's added instruction) and the whole response."""
+    import copy
+
+    from arctl.backends.verl.overrides import max_response_length
+    from arctl.backends.verl.run_config import verl_run_config
+
+    seeds = {}
+    for seed in (0, 3):
+        cfg = copy.deepcopy(paper_config)
+        cfg["seed"] = seed
+        rollout = verl_run_config(cfg, tmp_path / str(seed))[1].actor_rollout_ref.rollout
+        seeds[seed] = rollout.seed
+        assert rollout.max_model_len == rollout.prompt_length + max_response_length(cfg) == 1024 + 10176
+    assert seeds == {0: 0, 3: 3}

@@ -384,6 +384,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
     train_files = data.get("train_files") or str(dataset_file(config, data["train_dataset"], "train"))
     train_files = [user_path(f) for f in train_files] if isinstance(train_files, (list, tuple)) else user_path(train_files)
     ev = config["eval"]
+    prompt_len = int(data["max_prompt_length"]) + bc.prompt_tokens(BudgetControl.from_config(config))
     identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
     a = "actor_rollout_ref"
     ov: dict[str, Any] = {
@@ -431,7 +432,13 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
         f"{a}.rollout.temperature": float(config["rollout"]["temperature"]),
         f"{a}.rollout.enable_prefix_caching": True,
         # a method's prompt change (L1's target instruction) is appended after verl filtered the prompts by length
-        f"{a}.rollout.prompt_length": int(data["max_prompt_length"]) + bc.prompt_tokens(BudgetControl.from_config(config)),
+        f"{a}.rollout.prompt_length": prompt_len,
+        # a request never needs more: the model's own limit (131,072 for R1-Distill) made vLLM size its KV cache
+        # for it (from an audit of the mapping: left null)
+        f"{a}.rollout.max_model_len": prompt_len + resp_len,
+        # vLLM's engine seed (+ the replica's rank): verl's default 42 made every seed of an arm sample with one
+        # stream, so replicates differed by their data order alone (from an audit of the mapping)
+        f"{a}.rollout.seed": int(config.get("seed", 0)),
         f"{a}.rollout.calculate_log_probs": False,
         f"{a}.rollout.tensor_model_parallel_size": int(verl_setting(config, "tensor_model_parallel_size")),
         f"{a}.rollout.gpu_memory_utilization": float(verl_setting(config, "gpu_memory_utilization")),
