@@ -43,8 +43,8 @@ def _parse_hint(text: str) -> str:
     (``${arctl.grid:${scale.budgets},32}``) parses only quoted, which Hydra's message does not say."""
     key, _, value = text.partition("=")
     if "${" in value and "," in value and value[:1] not in "'\"":
-        return (f"quote a value holding an interpolation with a comma: {key}='{value}' (in a shell, quote the "
-                f"whole override too: \"{key}='{value}'\")")
+        return (f"quote a value holding an interpolation with a comma: {key}=\"{value}\" (in a shell, in single "
+                f"quotes, so that the shell leaves ${{...}} alone: '{key}=\"{value}\"')")
     return "see Hydra's override grammar"
 
 

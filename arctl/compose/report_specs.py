@@ -19,7 +19,7 @@ from typing import Any
 
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.experiment import NAME_RE, read_yaml_mapping
-from arctl.compose.paths import find_spec, spec_files
+from arctl.compose.paths import ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED, find_spec, spec_files
 from arctl.track.metrics_schema import NAME_ACC, eval_key
 
 NOT_SPECS = ("labels",)  # reports/labels.yaml: display names, not a report
@@ -253,17 +253,24 @@ def check_report_spec(data: dict, path: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # the reader
+_PRECEDENCE = (ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED)  # the search path's order (arctl.compose.paths)
+
+
 def all_report_specs(kind: str) -> dict[str, dict]:
     """name → spec (with ``_path`` and ``_origin``) of every ``reports/*.yaml`` of ``kind``, as read
-    (:func:`check_report_spec` checks the one used). A file whose ``kind`` is none of
-    :data:`SPEC_KINDS`, or two files of one name, are a :class:`SpecError`."""
+    (:func:`check_report_spec` checks the one used). A YAML without ``kind`` is not a report spec (notes, a
+    helper file) and is skipped; a ``kind`` none of :data:`SPEC_KINDS` is a :class:`SpecError`. Two specs of
+    one name: the one earlier on the search path wins (a user's copy, ``arctl cp score_curve
+    reports/mine.yaml``, overlays the shipped spec it names); two of one origin are a :class:`SpecError`."""
     out: dict[str, dict] = {}
     for stem, found in spec_files("reports").items():
         if stem in NOT_SPECS:
             continue
         data = read_yaml_mapping(found.path, confined=True)
+        if "kind" not in data:
+            continue
         if (problem := choice_problem(data.get("kind"), SPEC_KINDS)):
-            raise SpecError(problem, f"{found.path}: kind", "every reports/*.yaml but labels.yaml says "
+            raise SpecError(problem, f"{found.path}: kind", "every report spec under reports/ says "
                             f"kind: {' | '.join(SPEC_KINDS)}")
         data.setdefault("name", stem)
         if data["kind"] != kind:
@@ -271,8 +278,13 @@ def all_report_specs(kind: str) -> dict[str, dict]:
         data["_path"], data["_origin"] = str(found.path), found.origin
         name = str(data["name"])
         if name in out:
-            raise SpecError(f"two {kind} specs are named {name!r}: this one and {out[name]['_path']}",
-                            f"{found.path}: name", "rename one of them")
+            other = out[name]
+            rank, theirs = _PRECEDENCE.index(found.origin), _PRECEDENCE.index(other["_origin"])
+            if rank == theirs:
+                raise SpecError(f"two {kind} specs are named {name!r}: this one and {other['_path']}",
+                                f"{found.path}: name", "rename one of them (its name: field)")
+            if rank > theirs:
+                continue  # the shipped spec a user's copy overlays
         out[name] = data
     return dict(sorted(out.items()))
 

@@ -150,7 +150,12 @@ def _typed(path: Path, where: str, data: dict, known: dict) -> None:
     """Each field of ``data`` (a mapping at ``where``) is in ``known`` (name → check) and passes it."""
     for name, value in data.items():
         _need(name in known, path, where, f"unknown field {name!r}; {did_you_mean(str(name), known)}")
-        _need((problem := known[name](value)) is None, path, f"{where}.{name}", str(problem))
+        if value is not None:  # `label:` left empty: not given (as in a figure spec)
+            _need((problem := known[name](value)) is None, path, f"{where}.{name}", str(problem))
+
+
+def _given(data: dict) -> dict:
+    return {k: v for k, v in data.items() if v is not None}
 
 
 def _mapping(path: Path, where: str, value, what: str) -> dict:
@@ -190,9 +195,9 @@ CLAIM_FIELDS = {"id": text_problem, "title": text_problem, "paper": text_problem
 
 def _test(path: Path, where: str, t, stats: dict) -> Test:
     t = _mapping(path, where, t, "a test: {kind: compare, a: ..., b: ..., stat: ..., direction: ...}")
-    _need("kind" in t, path, where, f"needs a kind: one of {', '.join(TEST_KINDS)}")
+    _need(t.get("kind") is not None, path, where, f"needs a kind: one of {', '.join(TEST_KINDS)}")
     _typed(path, where, t, TEST_FIELDS)
-    test = Test(**{**t, "arms": tuple(t.get("arms") or ())})
+    test = Test(**{**_given(t), "arms": tuple(t.get("arms") or ())})
     for s in test.stats():
         _need(s in stats, path, where, f"unknown statistic {s!r} (define it under statistics:)")
     return test
@@ -222,7 +227,7 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
         s = _mapping(path, where, s, "{kind: final, key: ..., label: ..., unit: ...}")
         _need(s.get("kind") in STAT_KINDS, path, where, f"kind must be one of {', '.join(STAT_KINDS)}")
         _typed(path, where, s, STAT_FIELDS)
-        st = Stat(name=str(name), **s)
+        st = Stat(name=str(name), **_given(s))
         _need(bool(st.keys()), path, where, "needs key (or key_a and key_b)")
         _need(st.above_chance is None or st.kind == "band", path, where,
               "above_chance is a margin 0 <= m < 1 of a band statistic")
@@ -382,7 +387,14 @@ def paired_stats(stat: Stat, finals: list[dict[str, float]], budgets_of=None) ->
     :func:`common_support`, and whether that support leaves out a value some run has (a NaN or a metric
     another run did not log)."""
     support = common_support(stat, finals)
-    narrowed = any(_finite_support(stat, f) != support for f in finals)
+
+    def used(sup: dict[str, set]) -> dict[str, set]:  # what a band can read: within budgets_of (above chance)
+        if budgets_of is None:
+            return sup
+        kept = {ds: {b for b in bs if b is None or b in budgets_of.get(ds, ())} for ds, bs in sup.items()}
+        return {ds: bs for ds, bs in kept.items() if bs}
+
+    narrowed = any(used(_finite_support(stat, f)) != used(support) for f in finals)
     return [run_stat(stat, f, budgets_of, support) for f in finals], narrowed
 
 

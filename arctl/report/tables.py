@@ -14,6 +14,7 @@ from arctl.report.specs import arm_label, dataset_label, dataset_order, order, p
 from arctl.track.metrics_schema import FORCED_SUFFIX, parse_metric
 
 AVG = "Avg"
+PAPER_MISSING = ("", "na", "n/a", "nan", "-", "\u2013")  # a cell of paper_tables.csv where the paper has no value
 
 
 def metric_globs(spec: dict) -> list[str]:
@@ -108,6 +109,7 @@ def read_paper_tables(path: Path):
         row = paper[repeated].iloc[0]
         raise ReportError(f"{path}: table {row['table']!r} has algorithm {row['algorithm']!r} twice; keep one row")
     for col in [c for c in paper.columns if c not in ("table", "algorithm")]:
+        paper[col] = paper[col].where(~paper[col].str.strip().str.lower().isin(PAPER_MISSING), "")
         for i, cell in enumerate(paper[col]):
             try:
                 float(cell) if cell.strip() else None

@@ -49,32 +49,50 @@ def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
 NETRC_KEY = f"{API_KEY_ENV} (~/.netrc)"  # how an error names the W&B key `wandb login` stored in ~/.netrc
 
 
+def _wandb_hosts(environ: Mapping[str, str]) -> set[str]:
+    """The hosts a W&B login is stored under: ``api.wandb.ai``, and ``$WANDB_BASE_URL``'s (a self-hosted server)."""
+    from urllib.parse import urlparse
+
+    hosts = {"api.wandb.ai"}
+    base = (environ.get("WANDB_BASE_URL") or "").strip()
+    if base:
+        host = urlparse(base if "://" in base else f"https://{base}").hostname
+        if host:
+            hosts.add(host.lower())
+    return hosts
+
+
 def netrc_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """{:data:`NETRC_KEY`: the key} where ``$NETRC`` (else ``~/.netrc``) holds a W&B login (a ``machine``
-    whose host names wandb: ``wandb login`` writes ``api.wandb.ai``): a key set there, not in the
-    environment, is as secret (from an audit: such a key written into ``cluster.setup`` reached config.yaml,
-    the job script and SLURM's state unrecognised). Nothing when there is no such file or it is unreadable."""
+    """:data:`NETRC_KEY` (``... host``) -> the key, for every W&B login in ``$NETRC`` (else ``~/.netrc``): a
+    ``machine`` that is W&B's host or ``$WANDB_BASE_URL``'s, or whose name holds "wandb" (``wandb login`` writes
+    ``api.wandb.ai``). A key set there, not in the environment, is as secret (from an audit: such a key written
+    into ``cluster.setup`` reached config.yaml, the job script and SLURM's state unrecognised). Nothing when
+    there is no such file or it cannot be read (not text, not netrc)."""
     import netrc
 
     path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
     try:
         hosts = netrc.netrc(path).hosts
-    except (OSError, netrc.NetrcParseError):
+    except (OSError, ValueError, netrc.NetrcParseError):  # ValueError: UnicodeDecodeError (from a review)
         return {}
-    keys = [entry[2] for host, entry in sorted(hosts.items()) if "wandb" in host and entry[2]]
-    keys = [k.strip() for k in keys if len(k.strip()) >= SECRET_MIN_CHARS]
-    return {NETRC_KEY: keys[0]} if keys else {}
+    wandb_hosts = _wandb_hosts(environ)
+    out = {}
+    for host, entry in sorted(hosts.items()):
+        key = (entry[2] or "").strip()
+        if (host.lower() in wandb_hosts or "wandb" in host.lower()) and len(key) >= SECRET_MIN_CHARS:
+            out[NETRC_KEY if not out else f"{NETRC_KEY[:-1]}, {host})"] = key
+    return out
 
 
 def known_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`) and the W&B
-    key in ~/.netrc (:func:`netrc_secrets`). A name is a variable's, or :data:`NETRC_KEY`."""
-    return {**netrc_secrets(environ), **secret_values(environ)}
+    keys in ~/.netrc (:func:`netrc_secrets`). A name is a variable's, or one of ``WANDB_API_KEY (~/.netrc...)``."""
+    return {**secret_values(environ), **netrc_secrets(environ)}  # the environment's first: an error names it
 
 
 def secret_shown(name: str) -> str:
     """A secret's name as an error says it: ``$WANDB_API_KEY``, or ``WANDB_API_KEY (~/.netrc)``."""
-    return name if name == NETRC_KEY else f"${name}"
+    return name if name.startswith(NETRC_KEY[:-1]) else f"${name}"
 
 
 def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None:

@@ -4,6 +4,8 @@ hypothesis fuzz over the same contract is tests/cli/test_fuzz_input.py."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from bad_input import launch_args
 
@@ -354,3 +356,27 @@ def test_every_single_valued_option_of_every_command_is_checked_and_multiple_one
                     assert repeated_option(root, ["--version", *path, opt, "v", opt, "v"]) is None, args
     walk(root, [])
     assert checked > 30 and free >= 4, (checked, free)
+
+
+def test_netrc_logins_of_a_self_hosted_wandb_count_and_an_unreadable_netrc_is_no_traceback(sandbox, monkeypatch):
+    """From a review: a ~/.netrc that is not UTF-8 made every run/show a traceback (netrc raised UnicodeDecodeError);
+    a self-hosted server's login ($WANDB_BASE_URL's host) was not a secret, and of two W&B logins only the first."""
+    from arctl.track.identity import known_secrets, netrc_secrets
+
+    home = sandbox.ws.parent / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    (home / ".netrc").write_bytes(b"machine example.com login me password p\xe9ss\n")
+    assert netrc_secrets({"HOME": str(home)}) == {}
+    assert sandbox.run("show", "main-grpo", "--json").code == 0
+    other = "corp" + KEY[4:]
+    (home / ".netrc").write_text(f"machine api.wandb.ai login u password {KEY}\nmachine ml.corp.example login u "
+                                 f"password {other}\n")
+    assert set(known_secrets({"HOME": str(home)}).values()) == {KEY}  # ml.corp.example is no W&B host by itself
+    monkeypatch.setenv("WANDB_BASE_URL", "https://ml.corp.example:8443")
+    assert set(known_secrets(dict(os.environ)).values()) == {KEY, other}
+    for value in (KEY, other):  # either login's key, written in an override: refused, never echoed
+        result = sandbox.check_refused("run", "main-grpo", f"wandb.notes={value}", *launch_args(sandbox))
+        assert "WANDB_API_KEY (~/.netrc" in result.err and value not in result.err, result.err

@@ -146,14 +146,22 @@ def test_the_reports_doc_lists_every_field():
         assert f"`{name}`" in doc, name
 
 
-def test_a_kind_no_report_has_and_two_specs_of_one_name_are_refused(tmp_path, monkeypatch):
-    specs = tmp_path / "specs"
-    (specs / "reports").mkdir(parents=True)
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
-    (specs / "reports" / "mine.yaml").write_text(_shipped(SCORE_CURVE).replace("kind: figure", "kind: figur"))
+def test_a_kind_no_report_has_is_refused_and_a_users_copy_of_a_name_overlays_the_shipped_spec(tmp_path, monkeypatch):
+    """A kind none of figure/table/claims is one line; a YAML without a kind (notes) is no report spec and is
+    skipped; a copy under another file name (`arctl cp score_curve reports/mine.yaml`, `name: score_curve`)
+    overlays the shipped spec (from a review: it stopped every figure command), two of one origin are refused."""
+    specs = _user_specs(tmp_path, monkeypatch, "mine.yaml", _shipped(SCORE_CURVE).replace("kind: figure", "kind: figur"))
     res = runner.invoke(app, ["ls", "figures"], env={"COLUMNS": "400"})
     _one_error_line(res, f"{specs / 'reports' / 'mine.yaml'}: kind: ", "not one of figure, table, claims")
-    (specs / "reports" / "mine.yaml").write_text(_shipped(SCORE_CURVE))  # name: score_curve, as the shipped one
+    (specs / "reports" / "mine.yaml").write_text("foo: 1\n")  # no kind: not a report spec
+    assert runner.invoke(app, ["ls", "figures"]).exit_code == 0
+    (specs / "reports" / "mine.yaml").write_text(_shipped(SCORE_CURVE).replace("description: ", "description: mine. "))
+    res = runner.invoke(app, ["ls", "figures", "--json"])
+    import json
+
+    row = next(r for r in json.loads(res.stdout) if r["name"] == "score_curve")
+    assert res.exit_code == 0 and row["path"] == str(specs / "reports" / "mine.yaml"), res.output
+    (specs / "reports" / "other.yaml").write_text(_shipped(SCORE_CURVE))  # a second copy in the same folder
     res = runner.invoke(app, ["ls", "figures"], env={"COLUMNS": "400"})
     _one_error_line(res, "two figure specs are named 'score_curve'", "rename one of them")
 
@@ -185,6 +193,9 @@ STAT_CASES = {
                                "statistics.s: a band statistic reads a metric per budget"),
     "band word": ("statistics: {s: {kind: band, key: 'eval/{dataset}/acc@{budget}', band: middle}}",
                   "statistics.s.band: str 'middle' is not one of low, high"),
+    "a test without a kind": ("statistics: {s: {kind: final, key: 'eval/{dataset}/final_acc'}}\n"
+                              "claims: [{id: 1, title: t, tests: [{kind: null, arms: [a], stat: s}]}]",
+                              "claims[0].tests[0]: needs a kind"),
 }
 
 
@@ -195,7 +206,9 @@ def test_a_mistake_in_the_claims_file_is_one_line_naming_the_field(case, tmp_pat
         text = f"kind: claims\n{STATS}\n{part}\n"
     elif case in STAT_CASES:
         part, words = STAT_CASES[case]
-        text = f"kind: claims\n{part}\nclaims: [{{id: 1, title: t, tests: [{{kind: sign, arms: [a], stat: s}}]}}]\n"
+        text = f"kind: claims\n{part}\n"
+        if "\nclaims:" not in text:
+            text += "claims: [{id: 1, title: t, tests: [{kind: sign, arms: [a], stat: s}]}]\n"
     else:
         sweeps, words = {"sweeps a number": ("5", "sweeps: expected a list of names"),
                          "sweep unknown": ("[nope]", "sweeps: unknown sweep 'nope'")}[case]
@@ -254,9 +267,23 @@ def test_the_papers_tables_read_as_numbers_with_a_blank_cell_missing(tmp_path):
     from arctl.report.tables import read_paper_tables
 
     path = Path(tmp_path / "p.csv")
-    path.write_text("table,algorithm,AMC22,AIME24,Avg\nfinal,GRPO,65.0,,50.7\n")
+    path.write_text("table,algorithm,AMC22,AIME24,Avg\nfinal,GRPO,65.0,,50.7\nfinal,L1,NA,n/a,-\n")
     paper = read_paper_tables(path)
-    assert paper["AMC22"].tolist() == [65.0] and paper["AIME24"].isna().all() and paper["Avg"].tolist() == [50.7]
+    assert paper["AMC22"].tolist()[0] == 65.0 and paper["AIME24"].isna().all() and paper["Avg"].tolist()[0] == 50.7
+    assert paper.iloc[1][["AMC22", "AIME24", "Avg"]].isna().all()  # NA spellings pandas read as missing before
+
+
+def test_a_null_optional_field_of_the_claims_file_is_not_given(tmp_path):
+    """From a review: `label: null`, `paper_table: null`, `above_chance: null` were refused (read as values)."""
+    from arctl.report.claims import load_claims
+
+    path = tmp_path / "claims.yaml"
+    path.write_text("kind: claims\nstatistics: {s: {kind: band, key: 'eval/{dataset}/acc@{budget}', label: null, "
+                    "paper_table: null, above_chance: null, band: null}}\n"
+                    "claims: [{id: 1, title: t, paper: null, tests: [{kind: sign, arms: [a], stat: s, direction: null}]}]\n")
+    spec = load_claims(path)
+    assert spec.stats["s"].band == "low" and spec.stats["s"].above_chance is None
+    assert spec.claims[0].tests[0].direction == "greater"
 
 
 def test_a_claims_arm_no_experiment_defines_is_one_line_not_a_test_forever_missing_runs(workspace, tmp_path, monkeypatch):

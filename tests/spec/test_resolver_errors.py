@@ -107,7 +107,12 @@ def test_an_unquoted_interpolation_with_a_comma_is_told_to_quote_it():
     only repeated the override. The line now shows the quoted form, which resolves."""
     text = _error(["eval.grid=${arctl.grid:${scale.budgets},32}"])
     assert "cannot parse override" in text
-    assert "quote a value holding an interpolation with a comma: eval.grid='${arctl.grid:${scale.budgets},32}'" in text
-    run = resolve_experiment("ablation-vr", ["eval.grid='${arctl.grid:${scale.budgets},32}'"], arms=["grpo"])[0]
+    quoted = 'eval.grid="${arctl.grid:${scale.budgets},32}"'
+    assert f"quote a value holding an interpolation with a comma: {quoted}" in text
+    assert f"'{quoted}'" in text  # the shell form: single quotes outside, so bash leaves ${...} alone
+    run = resolve_experiment("ablation-vr", [quoted], arms=["grpo"])[0]  # the form shown resolves
     assert len(run.config["eval"]["grid"]) == 32
+    import subprocess
+    shell = subprocess.run(["bash", "-c", f"printf %s '{quoted}'"], capture_output=True, text=True)
+    assert shell.stdout == quoted  # what the shell hands arctl, unchanged
     assert "quote" not in _error(["thinking.budgets=[1,2"])  # a bracket left open: not a quoting problem
