@@ -321,7 +321,7 @@ def test_a_missing_answer_in_a_parquet_file_is_no_answer_not_nan(app, tmp_path):
 
     pd.DataFrame({"problem": ["p1", "p2"], "answer": [142.0, None]}).to_parquet(tmp_path / "amc.parquet")
     records = read_records(tmp_path / "amc.parquet")
-    assert to_verl_rows(records[:1], "amc", "test")[0]["reward_model"]["ground_truth"] == "142.0"
+    assert to_verl_rows(records[:1], "amc", "test")[0]["reward_model"]["ground_truth"] == "142"  # as written
     res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "amc22",
                                    "--source", f"amc22={tmp_path / 'amc.parquet'}"])
     assert res.exit_code == 2 and "row 1 has no answer" in res.stderr and not (tmp_path / "o").exists()
@@ -350,3 +350,38 @@ def test_a_target_that_cannot_be_written_leaves_every_file_as_it_was_and_a_repla
     assert [r["replaced"] for r in json.loads(again.stdout)] == [True, True]
     # a --source of a dataset not prepared (olympiadbench here) was ignored without a word (from a review)
     assert "--source olympiadbench=" in again.stderr and "is not read" in again.stderr
+
+
+def test_a_json_of_splits_gives_the_datasets_split_and_answers_are_text_as_written(app, tmp_path):
+    """From an audit of the prepared files: {"train": [...], "test": [...]} given as an eval set wrote its train
+    rows (the first list found); AMC's float answers became "142.0", 1e-05 "1e-05" (no grader reads an
+    exponent), JSON true "True"; the problem was stripped where the authors' script writes f"{question}
+    {instruction}"."""
+    import json
+
+    from arctl.backends.verl.data import PROMPT_SUFFIX, read_records, to_verl_rows
+
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"train": [{"problem": "TRAIN q", "answer": "1"}],
+                                "test": [{"problem": "TEST q", "answer": "2"}]}))
+    assert read_records(both, "test")[0]["problem"] == "TEST q"
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "aime24", "--source",
+                                   f"aime24={both}"])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_parquet(out / "aime24" / "test.parquet")
+    assert rows["prompt"][0][0]["content"] == "TEST q" + PROMPT_SUFFIX
+    only_train = tmp_path / "train.json"
+    only_train.write_text(json.dumps({"train": [{"problem": "TRAIN q", "answer": "1"}]}))
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o2"), "--datasets", "aime24",
+                                   "--source", f"aime24={only_train}"])
+    assert res.exit_code == 2 and "without the 'test' split" in res.stderr and not (tmp_path / "o2").exists()
+    rows = to_verl_rows([{"problem": "Angle?\n", "answer": 1e-05}, {"problem": "q", "answer": [0.5, 3.0]}],
+                        "minerva", "test")
+    assert rows[0]["prompt"][0]["content"] == "Angle?\n" + PROMPT_SUFFIX  # the authors' f"{question} {instruction}"
+    assert rows[0]["reward_model"]["ground_truth"] == "0.00001"
+    assert rows[1]["reward_model"]["alternatives"] == ["0.5", "3"]
+    from arctl.backends.verl.data import DataError
+
+    with pytest.raises(DataError, match="row 0: answer True is true/false"):
+        to_verl_rows([{"problem": "q", "answer": True}], "amc22", "test")

@@ -57,8 +57,12 @@ class DataError(BackendUserError):
     """A dataset source that cannot be read or converted (one clear line)."""
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Rows of a local .json (list of objects, or {"data": [...]}), .jsonl or .parquet file."""
+SPLIT_KEYS = ("train", "validation", "test")  # the splits a JSON object of splits may hold
+
+
+def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a local .json (list of objects, {"data": [...]}, or an object of splits: ``split``'s list),
+    .jsonl or .parquet file."""
     path = Path(path).expanduser()
     if not path.exists():
         raise DataError(f"dataset file {path} does not exist")
@@ -80,9 +84,13 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         if suffix == ".json":
             data = json.loads(path.read_text())
             if isinstance(data, dict):
-                for key in ("data", "rows", "problems", "train", "test"):
+                for key in ("data", "rows", "problems", *([split] if split else [])):
                     if isinstance(data.get(key), list):
                         return data[key]
+                splits = [k for k in SPLIT_KEYS if isinstance(data.get(k), list)]
+                if splits:  # from an audit: {"train": [...], "test": [...]} as an eval set gave its train rows
+                    raise DataError(f"{path}: a JSON object of splits ({', '.join(splits)}) without the "
+                                    f"{split or 'needed'!r} split this dataset reads; give a file of that split")
                 raise DataError(f"{path}: a JSON object must hold a list under 'data' (or be a list)")
             if isinstance(data, list):
                 return data
@@ -128,9 +136,21 @@ def _answers(value: Any) -> list[str]:
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        return [_bare(str(v).strip()) for v in value if not _missing(v) and str(v).strip()]
-    text = str(value).strip()
+        return [_bare(_text(v)) for v in value if not _missing(v) and _text(v)]
+    text = _text(value)
     return [_bare(text)] if text else []
+
+
+def _text(value: Any) -> str:
+    """An answer as text: a number as it is written (AMC's 142.0 is "142", 1e-05 is "0.00001": the grader
+    reads no exponent), a true/false refused (no answer of a maths problem; from an audit: "True")."""
+    if isinstance(value, bool):
+        raise DataError(f"answer {value!r} is true/false, not an answer")
+    if isinstance(value, float):
+        import numpy as np
+
+        return np.format_float_positional(value, trim="-")
+    return str(value).strip()
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
@@ -147,7 +167,10 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
         if not isinstance(rec, dict):
             raise DataError(f"{source or name}: row {i} is not an object")
         problem = _field(rec, PROBLEM_KEYS)
-        answers = _answers(_field(rec, ANSWER_KEYS))
+        try:
+            answers = _answers(_field(rec, ANSWER_KEYS))
+        except DataError as err:
+            raise DataError(f"{source or name}: row {i}: {err}") from None
         answer = answers[0] if answers else None
         if not isinstance(problem, str) or not problem.strip():
             raise DataError(
@@ -158,7 +181,8 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
         rows.append(
             {
                 "data_source": name,
-                "prompt": [{"role": "user", "content": problem.strip() + PROMPT_SUFFIX}],
+                # as the authors' data script writes it: f"{question} {instruction}", the problem unstripped
+                "prompt": [{"role": "user", "content": problem + PROMPT_SUFFIX}],
                 "ability": "math",
                 # ground_truth: the first acceptable answer; alternatives: all of them when there are several
                 # (one list per row, empty otherwise, so every row has one parquet type)
@@ -296,7 +320,7 @@ def prepare(
     for name in names:
         spec = DATASETS[name]
         if name in sources:
-            records, origin = read_records(Path(sources[name])), str(sources[name])
+            records, origin = read_records(Path(sources[name]), spec.split), str(sources[name])
         else:
             try:
                 records = load_from_hub(spec, unreachable)
