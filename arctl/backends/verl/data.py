@@ -74,7 +74,7 @@ def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
             return pd.read_parquet(path).to_dict("records")
         if suffix == ".jsonl":  # each row parsed alone: an error names the file's line, not the row's (a review)
             rows = []
-            for number, line in enumerate(path.read_text().splitlines(), 1):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
@@ -82,7 +82,7 @@ def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
                         raise DataError(f"cannot read {path}: line {number}, column {err.colno}: {err.msg}") from None
             return rows
         if suffix == ".json":
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
                 for key in ("data", "rows", "problems", *([split] if split else [])):
                     if isinstance(data.get(key), list):
