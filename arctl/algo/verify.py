@@ -259,17 +259,18 @@ def answers_equivalent(pred: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_
 
 
 def verify_answer(summary_text: str, ground_truth: Any, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  at: str = FINAL_ANSWER) -> int:
+                  at: str = FINAL_ANSWER, equivalent: Callable[[str, str], bool] | None = None) -> int:
     """1 if the summary's final answer (:func:`extract_answer` ``at``) equals ``ground_truth``, else 0 (no
     format check). A list or tuple ``ground_truth`` is a set of acceptable answers (Minerva's): 1 if it
-    equals any of them."""
+    equals any of them. ``equivalent(pred, gold)``: the comparison (default :func:`answers_equivalent` in
+    this process; the verl backend's runs it in a child process, bounded in time)."""
     pred = extract_answer(summary_text, at)
     if pred is None:
         return 0
     golds = list(ground_truth) if isinstance(ground_truth, (list, tuple)) else [ground_truth]
     for item in golds:
         gold = ground_truth_answer(item)
-        if gold is not None and answers_equivalent(pred, gold, timeout_s):
+        if gold is not None and (equivalent(pred, gold) if equivalent else answers_equivalent(pred, gold, timeout_s)):
             return 1
     return 0
 
@@ -318,15 +319,16 @@ def check_grader(grader: str) -> None:
 
 
 def grade(summary_text: str, ground_truth: Any, grader: str, sympy_stage: Callable[[str, str], bool] | None = None,
-          at: str = FINAL_ANSWER) -> int:
+          at: str = FINAL_ANSWER, equivalent: Callable[[str, str], bool] | None = None) -> int:
     """1 if the summary's answer (found ``at``: :data:`ANSWER_AT`) is right under ``grader`` (one of
     :data:`GRADERS`), else 0 (no format check). ``sympy_stage``: the deepscaler grader's stage 2, in this
-    process when None (:func:`arctl.algo.deepscaler_grader.grade`). Raises for an unknown grader or
-    place, and :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 cannot run."""
+    process when None (:func:`arctl.algo.deepscaler_grader.grade`); ``equivalent``: math-verify's comparison,
+    in this process when None (:func:`verify_answer`). Raises for an unknown grader or place, and
+    :class:`arctl.algo.deepscaler_grader.StageUnavailable` when stage 2 (or ``equivalent``) cannot run."""
     check_grader(grader)
     check_answer_at(at)
     if grader == MATH_VERIFY:
-        return verify_answer(summary_text, ground_truth, at=at)
+        return verify_answer(summary_text, ground_truth, at=at, equivalent=equivalent)
     from arctl.algo import deepscaler_grader
 
     return deepscaler_grader.grade(summary_text, ground_truth, sympy_stage or deepscaler_grader.sympy_equal,
@@ -342,10 +344,12 @@ def score_response(
     eos: str | None = None,
     sympy_stage: Callable[[str, str], bool] | None = None,
     at: str = FINAL_ANSWER,
+    equivalent: Callable[[str, str], bool] | None = None,
 ) -> int:
     """Reward of a whole response ``thinking + inserted text + summary``: 1 iff :func:`format_ok` and
-    the answer after ``think_end`` is right under ``grader``, else 0. Raises only for an unknown grader
-    or a grader that cannot run (:class:`arctl.algo.deepscaler_grader.StageUnavailable`)."""
+    the answer after ``think_end`` is right under ``grader``, else 0 (``sympy_stage``, ``equivalent``: as
+    :func:`grade`). Raises only for an unknown grader or a grader that cannot run
+    (:class:`arctl.algo.deepscaler_grader.StageUnavailable`)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
 
     check_grader(grader)
@@ -353,7 +357,7 @@ def score_response(
     try:
         if not format_ok(response_text, think_end, eos):
             return 0
-        return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage, at)
+        return grade(response_text.split(think_end, 1)[1], ground_truth, grader, sympy_stage, at, equivalent)
     except StageUnavailable:
         raise
     except Exception:

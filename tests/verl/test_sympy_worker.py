@@ -80,12 +80,31 @@ def test_a_child_that_died_is_restarted():
 
 
 def test_the_module_worker_is_shared_and_started_once():
-    sympy_worker._WORKER = None
+    sympy_worker._WORKERS.pop(sympy_worker.SYMPY, None)
     assert sympy_worker.bounded_sympy_equal("2\\sqrt{2}", "\\sqrt{8}") is True
-    first = sympy_worker._WORKER
-    assert sympy_worker.bounded_sympy_equal("a", "b") is False and sympy_worker._WORKER is first
+    first = sympy_worker._WORKERS[sympy_worker.SYMPY]
+    assert sympy_worker.bounded_sympy_equal("a", "b") is False and sympy_worker._WORKERS[sympy_worker.SYMPY] is first
     assert first.started == 1
     first.close()
+
+
+def test_math_verify_runs_in_its_own_child_bounded_in_time():
+    """From an audit: ``verl.grader=math-verify`` graded on the agent loop's thread, where math-verify has no
+    alarm; an answer such as sin(x)^9 cos(y)^9 (x+y)^99 against 1 ran past 40 s and stalled every later grade
+    of the worker. It runs in a child's main thread now (math-verify's own alarm works there, and the parent
+    kills a child past the bound): the same verdicts as in this process, and that answer wrong in time."""
+    from arctl.algo.verify import answers_equivalent
+
+    worker = SympyWorker(timeout_s=10.0, stage=sympy_worker.MATH_VERIFY)
+    try:
+        pairs = [("\\frac{1}{2}", "0.5"), ("x+1", "1+x"), ("3", "4")]
+        assert [worker(a, b) for a, b in pairs] == [answers_equivalent(a, b) for a, b in pairs] == [True, True, False]
+        t0 = time.monotonic()
+        assert worker("\\sin(x)^{9}\\cos(y)^{9}(x+y)^{99}", "1") is False
+        assert time.monotonic() - t0 < 15
+        assert worker("2", "2.0") is True  # the worker still answers
+    finally:
+        worker.close()
 
 
 def test_the_time_bound_starts_after_the_child_is_ready():
@@ -114,8 +133,8 @@ def test_a_child_that_cannot_start_fails_the_step_in_one_line_and_scores_nothing
 
     ins = InsertedTokens.from_tokenizer(tokenizer)
     enc = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
-    saved = sympy_worker._WORKER
-    sympy_worker._WORKER = broken
+    saved = sympy_worker._WORKERS.get(sympy_worker.SYMPY)
+    sympy_worker._WORKERS[sympy_worker.SYMPY] = broken
     try:
         with pytest.raises(StageUnavailable):  # stage 1 says no, stage 2 cannot run: the step fails
             leaf_reward(enc("t"), ins.truncated, enc("\\boxed{2}"), "3", tokenizer, ins.think_end, None,
@@ -124,7 +143,10 @@ def test_a_child_that_cannot_start_fails_the_step_in_one_line_and_scores_nothing
                             grader="deepscaler")
         assert right == 1.0  # stage 1 decides without the child
     finally:
-        sympy_worker._WORKER = saved
+        if saved is None:
+            sympy_worker._WORKERS.pop(sympy_worker.SYMPY, None)
+        else:
+            sympy_worker._WORKERS[sympy_worker.SYMPY] = saved
 
 
 def test_a_child_that_cannot_be_created_is_an_error_not_a_wrong_answer():
@@ -218,7 +240,7 @@ def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch
             from arctl.backends.verl import sympy_worker as sw
 
             ok = sw.bounded_sympy_equal(given, gold)
-            return ok, os.getpid(), sw._WORKER.started, sw._WORKER._proc.pid, threading.current_thread().name
+            return ok, os.getpid(), sw._WORKERS[sw.SYMPY].started, sw._WORKERS[sw.SYMPY]._proc.pid, threading.current_thread().name
 
         async def score_leaf(self, gold):  # as the agent loop scores: decoded here, graded on its thread
             import threading
@@ -231,7 +253,7 @@ def test_the_child_starts_and_answers_inside_a_ray_actors_event_loop(monkeypatch
                     return "\n\n**Final Answer**\n\\boxed{2\\sqrt{2}}"
 
             reward = await leaf_scorer(Decodes(), 1, 2, gold, "deepscaler")([5, 6], [1], [3])
-            return reward, sw._WORKER.started, sorted(t.name for t in threading.enumerate() if "arctl-grade" in t.name)
+            return reward, sw._WORKERS[sw.SYMPY].started, sorted(t.name for t in threading.enumerate() if "arctl-grade" in t.name)
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:

@@ -64,14 +64,14 @@ def grade_leaf(text: str | None, ground_truth: Any, *, grader: str, at: str = FI
     answer is (:data:`arctl.algo.verify.ANSWER_AT`, from ``summary.inserted``: :func:`arctl.algo.verify.answer_at`)."""
     from arctl.algo.deepscaler_grader import StageUnavailable
     from arctl.algo.verify import check_answer_at, check_grader, grade
-    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
+    from arctl.backends.verl.sympy_worker import bounded_math_verify, bounded_sympy_equal
 
     check_grader(grader)
     check_answer_at(at)
     if text is None:
         return 0.0
     try:
-        return float(grade(text, ground_truth, grader, bounded_sympy_equal, at))
+        return float(grade(text, ground_truth, grader, bounded_sympy_equal, at, bounded_math_verify))
     except StageUnavailable:
         raise  # the machine, not the leaf: the step fails with this line
     except Exception:
@@ -101,7 +101,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """verl ``custom_reward_function``: the authors' rule on the decoded response text (``grader`` comes
     from ``reward.custom_reward_function.reward_kwargs``, set by :func:`arctl.backends.verl.overrides.verl_overrides`)."""
     from arctl.algo.verify import score_response
-    from arctl.backends.verl.sympy_worker import bounded_sympy_equal
+    from arctl.backends.verl.sympy_worker import bounded_math_verify, bounded_sympy_equal
 
     return float(score_response(solution_str, ground_truth, grader=grader, sympy_stage=bounded_sympy_equal,
-                                at=answer_at))
+                                at=answer_at, equivalent=bounded_math_verify))

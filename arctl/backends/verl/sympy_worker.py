@@ -1,4 +1,5 @@
-"""The authors' grader's sympy stage with their time bound: a child process, killed past 10 s.
+"""The authors' grader's sympy stage with their time bound: a child process, killed past 10 s (and, for
+``verl.grader=math-verify``, math-verify's comparison the same way: :func:`bounded_math_verify`).
 
 ``sympy.simplify`` can run for minutes on an answer a model writes, and only a separate process can
 be stopped mid-call (no signal reaches a Ray worker's threads). The authors run the stage in a
@@ -30,13 +31,28 @@ from arctl.algo.deepscaler_grader import SYMPY_TIMEOUT_S, StageUnavailable, symp
 
 START_TIMEOUT_S = 120.0  # a child's start (Python, sympy, pylatexenc) on a loaded node
 READY = "ready"
+SYMPY, MATH_VERIFY = "sympy", "math-verify"  # what a child computes: the deepscaler grader's stage 2, or math-verify
+WHAT = {SYMPY: "the authors' grader's sympy stage", MATH_VERIFY: "the math-verify grader"}
+
+
+def _math_verify(given: str, gold: str) -> bool:
+    """``verl.grader=math-verify``'s comparison, in the child's main thread, where math-verify's own alarm
+    works (from an audit: on the agent loop's grading thread it has no time bound at all, and
+    ``\\sin(x)^{9}\\cos(y)^{9}(x+y)^{99}`` against ``1`` ran past 40 s, stalling every later grade)."""
+    from arctl.algo.verify import answers_equivalent
+
+    return answers_equivalent(given, gold)
+
+
+STAGES = {SYMPY: sympy_equal, MATH_VERIFY: _math_verify}
 
 
 class SympyWorker:
     """:func:`arctl.algo.deepscaler_grader.sympy_equal` in a child process, bounded in time. Thread-safe."""
 
-    def __init__(self, timeout_s: float = SYMPY_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = SYMPY_TIMEOUT_S, stage: str = SYMPY) -> None:
         self.timeout_s = timeout_s
+        self.stage = stage  # one of STAGES: what the child computes
         self.started = 0  # children started so far (a timeout replaces one)
         # a child that could not start: every later grade says so at once (from a review: each tried again, up
         # to START_TIMEOUT_S apiece, on the one grading thread, so a broken node failed its step slowly)
@@ -49,7 +65,7 @@ class SympyWorker:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.started += 1
-        return subprocess.Popen([sys.executable, "-m", "arctl.backends.verl.sympy_worker"], stdin=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-m", "arctl.backends.verl.sympy_worker", self.stage], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
 
     def _ready_child(self) -> subprocess.Popen:
@@ -60,18 +76,17 @@ class SympyWorker:
             raise StageUnavailable(str(self.unavailable))
         self._stop()
         where = f"({sys.executable} -m arctl.backends.verl.sympy_worker)"
+        what = WHAT[self.stage]
         try:
             self._proc = self._start()
         except OSError as err:  # no fork (process limit, memory), no interpreter
-            self.unavailable = StageUnavailable(f"the authors' grader's sympy stage could not start a worker "
-                                                f"process {where}: {err}")
+            self.unavailable = StageUnavailable(f"{what} could not start a worker process {where}: {err}")
             raise self.unavailable from err
         line = _readline(self._proc, time.monotonic() + START_TIMEOUT_S)
         if line is None or line.strip() != READY:
             said = f": {line.strip()}" if line else " (no answer; its stderr is not kept: it would fill a pipe)"
             self._stop()
-            self.unavailable = StageUnavailable(f"the authors' grader's sympy stage could not start a worker "
-                                                f"process {where}{said}")
+            self.unavailable = StageUnavailable(f"{what} could not start a worker process {where}{said}")
             raise self.unavailable
         return self._proc
 
@@ -79,7 +94,7 @@ class SympyWorker:
         """Whether ``given`` equals ``gold`` under the sympy stage; False past :attr:`timeout_s` (the child
         is then replaced). A child that dies on the request is replaced and asked again once; dying
         twice is StageUnavailable, not a wrong answer."""
-        request = json.dumps([given, gold]) + "\n"
+        request = json.dumps([self.stage, given, gold]) + "\n"
         with self._lock:
             for _ in range(2):
                 proc = self._ready_child()
@@ -96,7 +111,7 @@ class SympyWorker:
                 self._stop()
                 if not died:  # the stage ran out of time: the authors count it wrong
                     return False
-            raise StageUnavailable(f"the authors' grader's sympy worker process died twice on one request "
+            raise StageUnavailable(f"{WHAT[self.stage]}'s worker process died twice on one request "
                                    f"({json.dumps([given, gold])[:200]})")
 
     def _stop(self) -> None:
@@ -126,35 +141,49 @@ def _readline(proc: subprocess.Popen, deadline: float) -> str | None:
     return None
 
 
-_WORKER: SympyWorker | None = None
+_WORKERS: dict[str, SympyWorker] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def bounded_sympy_equal(given: str, gold: str) -> bool:
-    """The process-wide worker's verdict (started on first use)."""
-    global _WORKER
+def _worker(stage: str) -> SympyWorker:
+    """The process-wide worker of ``stage`` (started on first use)."""
     with _WORKER_LOCK:
-        if _WORKER is None:
-            _WORKER = SympyWorker()
-    return _WORKER(given, gold)
+        if stage not in _WORKERS:
+            _WORKERS[stage] = SympyWorker(stage=stage)
+        return _WORKERS[stage]
 
 
-def _serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
+def bounded_sympy_equal(given: str, gold: str) -> bool:
+    """The deepscaler grader's sympy stage, in the process-wide child, bounded at 10 s."""
+    return _worker(SYMPY)(given, gold)
+
+
+def bounded_math_verify(given: str, gold: str) -> bool:
+    """math-verify's comparison (:func:`arctl.algo.verify.answers_equivalent`), in the process-wide child,
+    bounded at 10 s (past it: wrong, as the deepscaler stage counts it)."""
+    return _worker(MATH_VERIFY)(given, gold)
+
+
+def _serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout, stage: str = SYMPY) -> None:
     """The child's loop: ``ready`` once sympy and pylatexenc are imported, then one JSON ``[given, gold]``
-    per line in, ``1`` or ``0`` per line out."""
-    try:
+    per line in (``[stage, given, gold]``: :data:`STAGES`), ``1`` or ``0`` per line out."""
+    try:  # before "ready": the time bound is the comparison's, not the imports'
         import pylatexenc.latex2text  # noqa: F401
         import sympy.parsing.sympy_parser  # noqa: F401
+
+        if stage == MATH_VERIFY:
+            import math_verify  # noqa: F401
     except ImportError as err:  # the parent raises StageUnavailable with this line
-        stdout.write(f"cannot import {err.name}: pip install sympy pylatexenc\n")
+        stdout.write(f"cannot import {err.name}: pip install sympy pylatexenc"
+                     f"{' math-verify' if stage == MATH_VERIFY else ''}\n")
         stdout.flush()
         return
     stdout.write(READY + "\n")
     stdout.flush()
     for line in stdin:
         try:
-            given, gold = json.loads(line)
-            ok = sympy_equal(given, gold)
+            stage, given, gold = json.loads(line)
+            ok = STAGES[stage](given, gold)
         except Exception:
             ok = False
         stdout.write("1\n" if ok else "0\n")
@@ -162,4 +191,4 @@ def _serve(stdin: Any = sys.stdin, stdout: Any = sys.stdout) -> None:
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(stage=sys.argv[1] if len(sys.argv) > 1 else SYMPY)
