@@ -371,10 +371,13 @@ def test_a_json_of_splits_gives_the_datasets_split_and_answers_are_text_as_writt
     assert res.exit_code == 0, res.output
     rows = pd.read_parquet(out / "aime24" / "test.parquet")
     assert rows["prompt"][0][0]["content"] == "TEST q" + PROMPT_SUFFIX
-    only_train = tmp_path / "train.json"
-    only_train.write_text(json.dumps({"train": [{"problem": "TRAIN q", "answer": "1"}]}))
-    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o2"), "--datasets", "aime24",
-                                   "--source", f"aime24={only_train}"])
+    only_train = tmp_path / "train.json"  # AIME24's hub copy is one "train" split (a review): still its rows
+    only_train.write_text(json.dumps({"train": [{"problem": "AIME q", "answer": "1"}]}))
+    assert read_records(only_train, "test", "train")[0]["problem"] == "AIME q"
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps({"train": [{"problem": "a", "answer": "1"}], "validation": [{"problem": "b", "answer": "2"}]}))
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o2"), "--datasets", "math500",
+                                   "--source", f"math500={two}"])
     assert res.exit_code == 2 and "without the 'test' split" in res.stderr and not (tmp_path / "o2").exists()
     rows = to_verl_rows([{"problem": "Angle?\n", "answer": 1e-05}, {"problem": "q", "answer": [0.5, 3.0]}],
                         "minerva", "test")

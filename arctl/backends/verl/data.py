@@ -60,9 +60,10 @@ class DataError(BackendUserError):
 SPLIT_KEYS = ("train", "validation", "test")  # the splits a JSON object of splits may hold
 
 
-def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a local .json (list of objects, {"data": [...]}, or an object of splits: ``split``'s list),
-    .jsonl or .parquet file."""
+def read_records(path: Path, split: str | None = None, hub_split: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a local .json (list of objects, {"data": [...]}, or an object of splits: ``split``'s list, else
+    ``hub_split``'s (the split the dataset's hub copy has: AIME24's is "train"), else its only one), .jsonl or
+    .parquet file."""
     path = Path(path).expanduser()
     if not path.exists():
         raise DataError(f"dataset file {path} does not exist")
@@ -84,10 +85,12 @@ def read_records(path: Path, split: str | None = None) -> list[dict[str, Any]]:
         if suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
-                for key in ("data", "rows", "problems", *([split] if split else [])):
+                for key in ("data", "rows", "problems", *(k for k in (split, hub_split) if k)):
                     if isinstance(data.get(key), list):
                         return data[key]
                 splits = [k for k in SPLIT_KEYS if isinstance(data.get(k), list)]
+                if len(splits) == 1:  # one split: no doubt which rows are meant (a saved DatasetDict)
+                    return data[splits[0]]
                 if splits:  # from an audit: {"train": [...], "test": [...]} as an eval set gave its train rows
                     raise DataError(f"{path}: a JSON object of splits ({', '.join(splits)}) without the "
                                     f"{split or 'needed'!r} split this dataset reads; give a file of that split")
@@ -320,7 +323,7 @@ def prepare(
     for name in names:
         spec = DATASETS[name]
         if name in sources:
-            records, origin = read_records(Path(sources[name]), spec.split), str(sources[name])
+            records, origin = read_records(Path(sources[name]), spec.split, spec.hf_split), str(sources[name])
         else:
             try:
                 records = load_from_hub(spec, unreachable)

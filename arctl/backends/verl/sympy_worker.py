@@ -35,13 +35,23 @@ SYMPY, MATH_VERIFY = "sympy", "math-verify"  # what a child computes: the deepsc
 WHAT = {SYMPY: "the authors' grader's sympy stage", MATH_VERIFY: "the math-verify grader"}
 
 
+_MV_THREAD = None
+
+
 def _math_verify(given: str, gold: str) -> bool:
-    """``verl.grader=math-verify``'s comparison, in the child's main thread, where math-verify's own alarm
-    works (from an audit: on the agent loop's grading thread it has no time bound at all, and
-    ``\\sin(x)^{9}\\cos(y)^{9}(x+y)^{99}`` against ``1`` ran past 40 s, stalling every later grade)."""
+    """``verl.grader=math-verify``'s comparison as the agent loop's grading thread made it (a thread of the
+    child: math-verify's no-signal mode, with its bounds on the input, so a resumed run grades as it did),
+    now bounded in time by the parent, which kills the child past :data:`SYMPY_TIMEOUT_S` (from an audit:
+    on that thread it had no time bound at all, and ``\\sin(x)^{9}\\cos(y)^{9}(x+y)^{99}`` against ``1``
+    ran past 40 s, stalling every later grade of the worker)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from arctl.algo.verify import answers_equivalent
 
-    return answers_equivalent(given, gold)
+    global _MV_THREAD
+    if _MV_THREAD is None:
+        _MV_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arctl-math-verify")
+    return _MV_THREAD.submit(answers_equivalent, given, gold).result()
 
 
 STAGES = {SYMPY: sympy_equal, MATH_VERIFY: _math_verify}
