@@ -407,6 +407,16 @@ def scancel_failed(job_id: str) -> str:
     return f"scancel failed: cancel its job yourself (`scancel {job_id}`)"
 
 
+def release_quietly(job_id: str) -> bool:
+    """Release held SLURM job ``job_id`` (best effort; a job not held is left as it is): whether scontrol said
+    yes."""
+    try:
+        return subprocess.run(["scontrol", "release", job_id], capture_output=True, timeout=60,
+                              check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def scancel_quietly(job_ids: list[str]) -> bool:
     """Cancel SLURM jobs ``job_ids`` (best effort, while something else is on its way): whether scancel
     said yes."""

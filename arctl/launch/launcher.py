@@ -316,7 +316,37 @@ def _groups(items: list[LaunchItem], array_parallelism: int | None,
     return out
 
 
-def launch(
+@contextmanager
+def _stops_as_interrupts():
+    """SIGTERM and SIGHUP (a ``kill``, a closed ssh session) raise KeyboardInterrupt while a launch runs, as
+    Ctrl-C does, so that its rollback runs: the claims undone, a held job cancelled (from a hunt: either signal
+    ended the process where it stood, leaving a held job queued for ever and the rows SUBMITTING). The main
+    thread only (where Python delivers signals); the handlers before are put back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def launch(*args, **kwargs) -> LaunchResult:
+    """:func:`launch_items` with SIGTERM and SIGHUP taken as Ctrl-C (:func:`_stops_as_interrupts`)."""
+    with _stops_as_interrupts():
+        return launch_items(*args, **kwargs)
+
+
+def launch_items(
     items: list[LaunchItem],
     workspace: Workspace,
     executor: str | None = None,
@@ -885,22 +915,27 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
             raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
     master = str(jobs[0].job_id).split("_")[0]
     try:
+        # each run folder links its job while the job is held, before the release: a launch killed after the
+        # release (kill -9, a lost session) leaves the next launch the job to adopt (refresh.orphaned_job), where
+        # a job released but not linked yet was invisible and submitted again, two jobs training one run (from a
+        # hunt); killed before the release, the next launch adopts the held job and releases it
+        for item, job in zip(chunk, jobs):
+            run_dir = workspace.run_dir(item.run_id)
+            _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
+            for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
+                           workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
+                if script.exists():
+                    _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
+                    break
         _release(master)
-    except LaunchError:
-        raise  # refused and cancelled by _release
-    except BaseException:  # e.g. Ctrl-C: a job left held would wait in the queue for ever
-        scancel_quietly([master])
+    except BaseException as err:  # refused (cancelled by _release), or e.g. Ctrl-C: a held job would wait for ever
+        if not isinstance(err, LaunchError):
+            scancel_quietly([master])
+        for item, job in zip(chunk, jobs):  # no link to a cancelled job: a later launch would adopt it
+            (workspace.run_dir(item.run_id) / "job" / str(job.job_id)).unlink(missing_ok=True)
         raise
-    # released: every task may start now, so all are recorded before anything else can be interrupted
+    # released: every task may start now
     job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
-    for item, job in zip(chunk, jobs):
-        run_dir = workspace.run_dir(item.run_id)
-        _link_job_dir(run_dir, workspace.jobs_dir / str(job.job_id), str(job.job_id))
-        for script in (workspace.jobs_dir / master / f"{master}_submission.sh",
-                       workspace.jobs_dir / str(job.job_id) / f"{master}_submission.sh"):
-            if script.exists():
-                _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
-                break
 
 
 def _release(master: str) -> None:

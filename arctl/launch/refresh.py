@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arctl.launch import states
-from arctl.launch.executors import scancel_failed, scancel_quietly
+from arctl.launch.executors import release_quietly, scancel_failed, scancel_quietly
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
@@ -318,6 +318,8 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
             # the request until SLURM says the job ended (merge_state: CANCELLED), as a launch leaves it
             if rec.cancel_requested is not None and not scancel_quietly([str(view.job_id)]):
                 write_warning(run_dir, scancel_failed(str(view.job_id)))  # arctl status shows it
+            elif view.state == states.PENDING:  # the dead launch may have died before releasing it (held for ever)
+                release_quietly(str(view.job_id).split("_")[0])
             out.append(view)
             continue
         mine = None if given_job else registry.take_over(rec.run_id, rec.claim, new_claim_token())

@@ -406,39 +406,52 @@ def test_cancel_goes_on_past_a_job_slurm_no_longer_has_or_that_is_ending(specs, 
 
 
 def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behind(specs, tmp_path, monkeypatch):
-    """From the review of the refusal rollback: Ctrl-C while the tasks of a released array were being
-    linked marked the tasks not linked yet "refused", and the rollback put old files back under jobs
-    that were starting. Every task is recorded once the array is released; interrupted before the
-    release, the held job is cancelled (it would wait in the queue for ever) and nothing stays."""
+    """Every run folder links its job while the array is held, before the release: a launch killed after the
+    release leaves the next launch the job to adopt (from a hunt: released but not linked yet, it was invisible
+    and submitted again: two jobs training one run). Interrupted before the release (while linking, or in it),
+    the held job is cancelled (it would wait in the queue for ever), no link to it stays, and nothing else. A
+    SIGTERM or SIGHUP (kill, a closed ssh session) is such an interrupt too (it ended the process where it
+    stood, a held job queued for ever)."""
+    import os
+    import signal
+
     import arctl.launch.launcher as launcher
     from arctl.compose import resolve_sweep
 
+    handler_before = signal.getsignal(signal.SIGTERM)
     calls = tmp_path / "calls"
     slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch='echo "Submitted batch job 101"\n', srun="exit 0\n",
-                    scontrol=f"echo \"scontrol $*\" >> {calls}\necho 'MaxArraySize            = 1001'\n",
+                    scontrol=f"echo \"scontrol $*\" >> {calls}\n"
+                             f"case \"$1\" in release) ls -1 {tmp_path}/ok/runs/*/job/ >> {calls} 2>&1;; esac\n"
+                             "echo 'MaxArraySize            = 1001'\n",
                     scancel=f'echo "scancel $*" >> {calls}\n',
     )
-    real_link = launcher._link_job_dir
+    ws = Workspace(tmp_path / "ok")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    said = calls.read_text()
+    assert "scontrol release 101" in said and all(f"101_{i}" in said.split("scontrol release 101", 1)[1]
+                                                  for i in range(3))  # linked before the release
+    real_link, real_release = launcher._link_job_dir, launcher._release
 
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    ws = Workspace(tmp_path / "after")
-    monkeypatch.setattr(launcher, "_link_job_dir", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
-    with Registry(ws.registry_path) as reg:
-        assert sorted((r.state, r.job_id) for r in reg.list()) == [(states.PENDING, f"101_{i}") for i in range(3)]
-    assert all(read_status(ws.run_dir(r.run_id))["state"] == "submitted" for r in Registry(ws.registry_path).list())
-    assert "scancel" not in calls.read_text()
+    def terminated(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        raise AssertionError("SIGTERM did not interrupt the launch")
 
-    monkeypatch.setattr(launcher, "_link_job_dir", real_link)
-    monkeypatch.setattr(launcher, "_release", interrupted)
-    ws = Workspace(tmp_path / "before")
-    with pytest.raises(KeyboardInterrupt):
-        launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
-    assert "scancel 101" in calls.read_text().splitlines()[-1]
-    assert not ws.root.exists()  # the workspace this launch made, and nothing else
+    for where, patch in (("link", ("_link_job_dir", interrupted)), ("release", ("_release", interrupted)),
+                         ("sigterm", ("_release", terminated))):
+        monkeypatch.setattr(launcher, "_link_job_dir", real_link)
+        monkeypatch.setattr(launcher, "_release", real_release)
+        monkeypatch.setattr(launcher, *patch)
+        ws = Workspace(tmp_path / where)
+        with pytest.raises(KeyboardInterrupt):
+            launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+        assert "scancel 101" in calls.read_text().splitlines()[-1], where
+        assert not ws.root.exists(), where  # the workspace this launch made, and nothing else
+    assert signal.getsignal(signal.SIGTERM) is handler_before  # the caller's handler, back
 
 
 def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(specs, tmp_path, monkeypatch,
@@ -650,6 +663,34 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
         row = reg.get(b)
     assert (row.state, row.job_id) == (states.CANCELLED, "41")
     assert calls.read_text().split() == ["scancel", "41"]
+
+
+def test_a_dead_launchs_held_job_is_released_when_its_run_is_given_it(specs, tmp_path, monkeypatch):
+    """A launch killed after its job was linked (held) but before the release: the refresh that gives the run
+    that job releases it (held, it would wait in the queue for ever; released already, scontrol says no and
+    nothing changes)."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])
+    b = items[1].run_id
+    with Registry(ws.registry_path) as reg:
+        reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
+        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
+    write_status(ws.run_dir(b), state="submitted", error=None)
+    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
+    (ws.run_dir(b) / "job" / "41_1").symlink_to(tmp_path)
+    calls = tmp_path / "calls"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41_1|PENDING\\n'\n",
+                    scontrol=f"echo scontrol \"$@\" >> {calls}\n", srun="exit 0\n")
+    with Registry(ws.registry_path) as reg:
+        refresh(reg, ws)
+        row = reg.get(b)
+    assert (row.state, row.job_id, row.claim) == (states.PENDING, "41_1", None)
+    assert calls.read_text().split() == ["scontrol", "release", "41"]
 
 
 def test_a_dead_launchs_job_that_scancel_cannot_cancel_is_named_in_status(specs, tmp_path, monkeypatch):
