@@ -628,11 +628,10 @@ def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_p
             assert reg.get(run).state == state, (status, why)
 
 
-def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
-    """A run cancelled while its launch submitted it, and the launch killed after sbatch: the refresh
-    that gives the run the job the dead launch had submitted cancels that job (no one else knows it)."""
+def _dead_launch_run(tmp_path, job: str):
+    """(workspace, run id): run b of sweep lt3, FAILED under job 40, claimed again by a launch that died after
+    linking its new job ``job`` (status "submitted", the link newer than it)."""
     from arctl.compose import resolve_sweep
-    from arctl.launch.refresh import refresh
     from arctl.launch.status_file import write_status
 
     ws = Workspace(tmp_path / "ws")
@@ -644,7 +643,16 @@ def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(sp
         reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
     write_status(ws.run_dir(b), state="submitted", error=None)
     (ws.run_dir(b) / "job").mkdir(exist_ok=True)
-    (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
+    (ws.run_dir(b) / "job" / job).symlink_to(tmp_path)
+    return ws, b
+
+
+def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
+    """A run cancelled while its launch submitted it, and the launch killed after sbatch: the refresh
+    that gives the run the job the dead launch had submitted cancels that job (no one else knows it)."""
+    from arctl.launch.refresh import refresh
+
+    ws, b = _dead_launch_run(tmp_path, "41")
     calls, sched = tmp_path / "calls", tmp_path / "sched"
     sched.write_text("PENDING")
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=f"printf 'JobID|State\\n41|%s\\n' $(cat {sched})\n",
@@ -669,20 +677,9 @@ def test_a_dead_launchs_held_job_is_released_when_its_run_is_given_it(specs, tmp
     """A launch killed after its job was linked (held) but before the release: the refresh that gives the run
     that job releases it (held, it would wait in the queue for ever; released already, scontrol says no and
     nothing changes)."""
-    from arctl.compose import resolve_sweep
     from arctl.launch.refresh import refresh
-    from arctl.launch.status_file import write_status
 
-    ws = Workspace(tmp_path / "ws")
-    items = items_from_resolved(resolve_sweep("lt3", []))
-    launch(items, ws, executor="debug", members=["lt3"])
-    b = items[1].run_id
-    with Registry(ws.registry_path) as reg:
-        reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
-        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
-    write_status(ws.run_dir(b), state="submitted", error=None)
-    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
-    (ws.run_dir(b) / "job" / "41_1").symlink_to(tmp_path)
+    ws, b = _dead_launch_run(tmp_path, "41_1")
     calls = tmp_path / "calls"
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41_1|PENDING\\n'\n",
                     scontrol=f"echo scontrol \"$@\" >> {calls}\n", srun="exit 0\n")
@@ -696,20 +693,9 @@ def test_a_dead_launchs_held_job_is_released_when_its_run_is_given_it(specs, tmp
 def test_a_dead_launchs_job_that_scancel_cannot_cancel_is_named_in_status(specs, tmp_path, monkeypatch):
     """From the review: the refresh that adopts a dead launch's job for a cancelled run ignored a failed
     scancel; the run showed "cancelling" while the job trained. arctl status now names the job to cancel."""
-    from arctl.compose import resolve_sweep
     from arctl.launch.refresh import refresh
-    from arctl.launch.status_file import write_status
 
-    ws = Workspace(tmp_path / "ws")
-    items = items_from_resolved(resolve_sweep("lt3", []))
-    launch(items, ws, executor="debug", members=["lt3"])
-    b = items[1].run_id
-    with Registry(ws.registry_path) as reg:
-        reg.update(b, state=states.FAILED, executor="slurm", job_id="40")
-        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
-    write_status(ws.run_dir(b), state="submitted", error=None)
-    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
-    (ws.run_dir(b) / "job" / "41").symlink_to(tmp_path)
+    ws, b = _dead_launch_run(tmp_path, "41")
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41|PENDING\\n'\n",
                     scancel="echo 'scancel: error: Kill job error on job id 41: Access/permission denied' >&2; exit 1\n",
                     srun="exit 0\n")
