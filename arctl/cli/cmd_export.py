@@ -52,13 +52,10 @@ def register(app: typer.Typer) -> None:
         from arctl.report.export import export_runs
 
         base = workdir_path(workdir)
-        from arctl.launch.executors import LaunchError
         from arctl.launch.workspace import Workspace
 
-        try:  # a workspace that is a file (or has a file for runs/): named as the user set it
+        with launch_errors():  # a workspace that is a file (or has a file for runs/): named as the user set it
             Workspace.open(workdir)
-        except LaunchError as err:
-            fail(str(err))
         run_ids = None
         if seeds is not None:  # the cells as `arctl sweep` launches them (a shared cell: the run that serves it)
             with launch_errors():

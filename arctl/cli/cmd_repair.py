@@ -17,20 +17,17 @@ def register(app: typer.Typer) -> None:
         """Rebuild registry.sqlite from runs/*/ (config.yaml, status.json, shared.json) when it is damaged
         or was edited; the old file is kept beside it as registry.sqlite.damaged-<time>."""
         with launch_errors():
-            from arctl.launch.control import registry_folder_problem
             from arctl.launch.executors import LaunchError
             from arctl.launch.repair import rebuild_registry
             from arctl.launch.workspace import Workspace
 
-            workspace = Workspace.open(workdir)
+            workspace = Workspace.open(workdir)  # refuses a registry.sqlite that is a folder (and a runs/ file)
             if not workspace.runs_dir.is_dir():
                 raise LaunchError(f"no run folders at {workspace.runs_dir}: {workspace.named} is not an arctl workspace "
                                   "(`arctl run` makes one)")
             if workspace.is_export():
                 raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
                                   f"read it as it is (`arctl report --workdir {workspace.root}`)")
-            if problem := registry_folder_problem(workspace):
-                raise LaunchError(problem)
             done = rebuild_registry(workspace)
         if as_json:
             print_json({"workspace": str(workspace.root), "kept": done.kept,

@@ -121,13 +121,11 @@ def _places(workdir: str | None, out: str | None, where: list[str] | None, runs_
 
     base = workdir_path(workdir)
     if runs_in_workdir:  # a workspace that is a file (or has a file for runs/): named as the user set it
-        from arctl.launch.executors import LaunchError
+        from arctl.cli.launching import launch_errors
         from arctl.launch.workspace import Workspace
 
-        try:
+        with launch_errors():
             Workspace.open(workdir)
-        except LaunchError as err:
-            fail(str(err))
     out_dir = Path(out).expanduser() if out is not None else base / "report"
     if problem := out_dir_problem(out_dir, base if runs_in_workdir else None, given=out is not None):
         fail(problem)

@@ -173,7 +173,6 @@ class Field:
     required: bool = False
 
 
-_EVERY_FIGURE = FIGURE_BUILDERS
 FIELDS: dict[str, Field] = {
     "kind": Field(lambda v: choice_problem(v, ("figure", "table")), required=True),
     "name": Field(_spec_name_problem),

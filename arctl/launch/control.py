@@ -207,13 +207,6 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
     return record.error
 
 
-def registry_folder_problem(workspace: Workspace) -> str | None:
-    """Why ``workspace`` cannot be used as it is (a ``registry.sqlite`` that is a folder, a ``runs`` that
-    is a file, ...: :meth:`Workspace.layout_problem`), else None: every command that opens the registry,
-    and ``arctl repair``, which would replace it."""
-    return workspace.layout_problem()
-
-
 def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     """The workspace and its registry, opened read-only where the workspace cannot be written (and,
     for a command that only ``reading``, where its disk is full): such a command still works.

@@ -181,9 +181,8 @@ def _stat_key_problem(v) -> str | None:
     return None
 
 
-_KEY = _stat_key_problem
-STAT_FIELDS = {"kind": functools.partial(choice_problem, choices=STAT_KINDS), "key": _KEY, "key_a": _KEY,
-               "key_b": _KEY, "band": functools.partial(choice_problem, choices=("low", "high")),
+STAT_FIELDS = {"kind": functools.partial(choice_problem, choices=STAT_KINDS), "key": _stat_key_problem,
+               "key_a": _stat_key_problem, "key_b": _stat_key_problem, "band": functools.partial(choice_problem, choices=("low", "high")),
                "fraction": fraction_problem, "label": text_problem, "unit": text_problem,
                "paper_table": name_problem, "above_chance": margin_problem}
 TEST_FIELDS = {"kind": functools.partial(choice_problem, choices=TEST_KINDS), "a": name_problem, "b": name_problem,
@@ -333,11 +332,14 @@ def _finite_support(stat: Stat, final: dict[str, float]) -> dict[str, set]:
     return out
 
 
-def common_support(stat: Stat, finals: list[dict[str, float]]) -> dict[str, set]:
+def common_support(stat: Stat, finals: list[dict[str, float]], supports: list[dict[str, set]] | None = None
+                   ) -> dict[str, set]:
     """dataset → budgets at which EVERY run of ``finals`` has a finite value of ``stat``: what a paired
     difference (or a mean over arms) compares. From a review: a run that logged NaN for one benchmark was
-    averaged over the others, so its seed's difference set two benchmarks against three."""
-    supports = [_finite_support(stat, f) for f in finals]
+    averaged over the others, so its seed's difference set two benchmarks against three. ``supports``: the
+    runs' :func:`_finite_support`, where the caller has them."""
+    if supports is None:
+        supports = [_finite_support(stat, f) for f in finals]
     if not supports:
         return {}
     shared = set.intersection(*(set(sp) for sp in supports))
@@ -386,7 +388,8 @@ def paired_stats(stat: Stat, finals: list[dict[str, float]], budgets_of=None) ->
     """``stat`` of each run of ``finals`` (the runs of one seed a test compares) over their
     :func:`common_support`, and whether that support leaves out a value some run has (a NaN or a metric
     another run did not log)."""
-    support = common_support(stat, finals)
+    own = [_finite_support(stat, f) for f in finals]
+    support = common_support(stat, finals, own)
 
     def used(sup: dict[str, set]) -> dict[str, set]:  # what a band can read: within budgets_of (above chance)
         if budgets_of is None:
@@ -394,7 +397,7 @@ def paired_stats(stat: Stat, finals: list[dict[str, float]], budgets_of=None) ->
         kept = {ds: {b for b in bs if b is None or b in budgets_of.get(ds, ())} for ds, bs in sup.items()}
         return {ds: bs for ds, bs in kept.items() if bs}
 
-    narrowed = any(used(_finite_support(stat, f)) != used(support) for f in finals)
+    narrowed = any(used(sup) != used(support) for sup in own)
     return [run_stat(stat, f, budgets_of, support) for f in finals], narrowed
 
 

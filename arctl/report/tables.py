@@ -109,15 +109,15 @@ def read_paper_tables(path: Path):
         row = paper[repeated].iloc[0]
         raise ReportError(f"{path}: table {row['table']!r} has algorithm {row['algorithm']!r} twice; keep one row")
     for col in [c for c in paper.columns if c not in ("table", "algorithm")]:
-        paper[col] = paper[col].where(~paper[col].str.strip().str.lower().isin(PAPER_MISSING), "")
-        for i, cell in enumerate(paper[col]):
-            try:
-                float(cell) if cell.strip() else None
-            except ValueError:
-                where = f"table {paper['table'].iloc[i]!r}, algorithm {paper['algorithm'].iloc[i]!r}, column {col!r}"
-                raise ReportError(f"{path}: {where}: {cell!r} is not a number "
-                                  "(leave the cell empty where the paper has no value)") from None
-        paper[col] = pd.to_numeric(paper[col].str.strip().replace("", None))
+        cells = paper[col].str.strip()
+        given = ~cells.str.lower().isin(PAPER_MISSING)
+        numbers = pd.to_numeric(cells.where(given, None), errors="coerce")
+        if (bad := given & numbers.isna()).any():
+            i = int(bad.to_numpy().argmax())
+            where = f"table {paper['table'].iloc[i]!r}, algorithm {paper['algorithm'].iloc[i]!r}, column {col!r}"
+            raise ReportError(f"{path}: {where}: {paper[col].iloc[i]!r} is not a number "
+                              "(leave the cell empty where the paper has no value)")
+        paper[col] = numbers
     return paper
 
 

@@ -139,7 +139,7 @@ def _answers(value: Any) -> list[str]:
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        return [_bare(_text(v)) for v in value if not _missing(v) and _text(v)]
+        return [_bare(text) for text in (_text(v) for v in value if not _missing(v)) if text]
     text = _text(value)
     return [_bare(text)] if text else []
 
