@@ -92,7 +92,11 @@ def register(app: typer.Typer) -> None:
         with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
             items = sweep_items(name, list(overrides or []), scale, parse_seeds(seeds), workdir, force)
-            for note in grid_overridden(name, list(overrides or [])):
+            from arctl.launch.cells import same_run_notes
+
+            noted = grid_overridden(name, list(overrides or []))
+            keys = {text.split("=", 1)[0].lstrip("+") for text in overrides or [] if any(n.startswith(f"{text} ") for n in noted)}
+            for note in [*noted, *same_run_notes(items, keys)]:
                 err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,

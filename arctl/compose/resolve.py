@@ -25,6 +25,7 @@ from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.com
 from arctl.compose.sweep import load_sweep
 from arctl.compose.validate import check_ranges, validate_config
 from arctl.config import schema
+from arctl.config.hydra_text import override_value
 
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
 DEFAULT_PREEMPT_WARNING_S = 60
@@ -340,7 +341,8 @@ def resolve_arm(
         if option not in group_options(group):
             raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
     overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
-    overrides += [f"experiment={experiment.name}", f"arm={arm}", f"seed={seed}"]
+    # names as text: Hydra would read an arm "1e3" as 1000.0, "true" as True, "null" as no arm
+    overrides += [f"experiment={override_value(experiment.name)}", f"arm={override_value(arm)}", f"seed={seed}"]
     overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
     try:
         cfg = compose_config(overrides)
@@ -506,8 +508,9 @@ def resolve_sweep(
     for exp_name in sweep.experiments:
         try:
             experiment = load_experiment(exp_name)
-        except SpecError as err:
-            raise SpecError(err.what, str(sweep.path), err.hint) from None
+        except SpecError as err:  # a name the sweep lists that is no experiment: the sweep's mistake; an
+            # experiment's own (``arms: {}``) is said in its file, which the error names (from a hunt)
+            raise (err if err.where else SpecError(err.what, f"{sweep.path}: experiments", err.hint)) from None
         cell_seeds = list(seeds) if seeds else (sweep.seeds or experiment.seeds)
         for point in sweep.grid_points():
             for arm in experiment.arms:

@@ -67,6 +67,10 @@ def load_sweep(name: str) -> Sweep:
     experiments = data.get("experiments")
     if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):
         raise SpecError("a sweep needs 'experiments: [name, ...]'", str(path))
+    twice = sorted({e for e in experiments if experiments.count(e) > 1})
+    if twice:  # its cells would be one run each, launched once: a name meant to be another's, most likely
+        raise SpecError(f"experiment {twice[0]!r} is listed {experiments.count(twice[0])} times", f"{path}: experiments",
+                        "list each experiment once")
     grid = data.get("grid") or {}
     if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
         raise SpecError("'grid' must map override keys to non-empty lists of values", str(path))

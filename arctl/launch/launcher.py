@@ -75,6 +75,7 @@ class LaunchItem:
     after: str | None = None  # the run whose final weights it starts from (trainer.init_from): its id
     needed_by: str | None = None  # launched only because this run (its name) starts from it
     job: str | None = None  # an active run's job id (plan): a run starting from it waits for that job
+    cells: list[ResolvedRun] = field(default_factory=list)  # the cells asked for that are this run (arctl.launch.cells)
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -115,11 +116,14 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
     (resolved with the same seed, scale and overrides, :func:`arctl.compose.resolve.resolve_init_from`;
     ``needed_by`` names why it is there when it was not asked for), placed before it; the other
     run's id is written into the config (``trainer.init_run``), so it is part of this run's identity,
-    and is the item's ``after``. A cycle of ``init_from`` is one SpecError line."""
+    and is the item's ``after``. A cycle of ``init_from`` is one SpecError line, and so are two cells of one
+    run id that differ in a key outside the identity (:func:`arctl.launch.cells.conflict`)."""
     from arctl.compose.errors import SpecError
     from arctl.compose.resolve import resolve_init_from
+    from arctl.launch.cells import conflict
 
     items: dict[str, LaunchItem] = {}
+    first: dict[str, ResolvedRun] = {}  # run id -> the first run of that id, as composed (before its config is frozen)
 
     def add(run, chain: tuple[str, ...], needed_by: str | None) -> str:
         config, after = run.config, (run.config.get("trainer") or {}).get("init_run")
@@ -131,11 +135,17 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
             after = add(resolve_init_from(run), (*chain, run.name), run.name)
             config = {**config, "trainer": {**config["trainer"], "init_run": after}}
         run_id = make_run_id(config)
+        run = replace(run, config=config)
         if run_id not in items:
             items[run_id] = LaunchItem(run_id=run_id, run=replace(run, config=frozen_config(config, run_id, run_id)),
                                        after=after, needed_by=needed_by)
+            first[run_id] = run
+        elif (problem := conflict(first[run_id], run, run_id)) is not None:
+            raise problem
         elif needed_by is None:
             items[run_id].needed_by = None  # asked for, not only brought along
+        if needed_by is None:
+            items[run_id].cells.append(run)
         return run_id
 
     for run in resolved:

@@ -1,0 +1,96 @@
+"""Cells of one launch that are one run (the same run id): when that is fine, when it is a mistake.
+
+A run's id hashes what it computes (:mod:`arctl.launch.run_id`), so two cells of a sweep can be one run:
+
+- cells whose configs are equal (a grid point that changes nothing: the command line or the experiment sets
+  what the grid varies). The run is launched once, and ``arctl sweep`` says so (:func:`same_run_notes`):
+  from a hunt, a grid over the ``prior`` group beside ``thinking.prior=linear`` on the command line gave 1 run
+  for 3 points without a word;
+- cells that differ only in what is no part of the identity (``cluster.*``, ``wandb.*``, ``scale.mem_gb``): one
+  run cannot have both values. From a hunt: ``grid: {cluster.mem_gb: [1, 2]}`` launched every cell once, with
+  1 GB, silently. :func:`conflict` makes that one error line naming the key, both values and where it is set.
+"""
+
+from __future__ import annotations
+
+from arctl.compose.errors import SpecError
+from arctl.compose.run import ResolvedRun
+
+
+def flat(config: dict, prefix: str = "") -> dict[str, object]:
+    """``config`` as dotted keys -> leaf values (a list is one leaf)."""
+    out: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def conflict(kept: ResolvedRun, other: ResolvedRun, run_id: str) -> SpecError | None:
+    """None when ``other`` may be launched as ``kept`` (their configs are equal); else the one line saying which
+    key they differ in, though the run id is one (a key that is no part of a run's identity)."""
+    if other.config == kept.config:
+        return None
+    a, b = flat(kept.config), flat(other.config)
+    differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    # the key an override writes, before one derived from it (scale.mem_gb before cluster.mem_gb, its ${...})
+    key = next((k for k in differing if _place(other, k) or _place(kept, k)), differing[0])
+    more = f" (and {len(differing) - 1} more keys)" if len(differing) > 1 else ""
+    return SpecError(
+        f"two cells of {kept.name} set {key}={_shown(a.get(key))} and {key}={_shown(b.get(key))}{more}, but "
+        f"{key.split('.', 1)[0]}.* is no part of what a run computes: they are one run ({run_id})",
+        _place(other, key) or _place(kept, key) or kept.name,
+        "give it one value for every cell (the sweep's overrides or the command line): a grid varies what runs compute")
+
+
+def same_run_notes(items, overrides_noted: set[str] = frozenset()) -> list[str]:
+    """One note per set of grid keys whose points gave one run: ``items`` are launch items
+    (:class:`arctl.launch.launcher.LaunchItem`) with the cells merged into each (``cells``). Keys in
+    ``overrides_noted`` are left out (the command line's override of that very key is noted already)."""
+    collapsed: dict[tuple[str, ...], list] = {}
+    for item in items:
+        cells = getattr(item, "cells", [])
+        if len(cells) < 2:
+            continue
+        texts = [set(c.sweep_overrides) for c in cells]
+        varied = sorted(set().union(*texts) - set.intersection(*texts))
+        keys = tuple(sorted({t.split("=", 1)[0].lstrip("+") for t in varied} - set(overrides_noted)))
+        if keys:
+            collapsed.setdefault(keys, []).append((item, varied))
+    notes = []
+    for keys, found in collapsed.items():
+        item, varied = found[0]
+        names = ", ".join(i.run.name for i, _ in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        user = item.run.user_overrides
+        why = (f"the command line's {' '.join(user)} may set what it varies" if user
+               else "an override of the sweep or the experiment sets what it varies")
+        notes.append(f"the sweep's grid over {', '.join(keys)} changes nothing for {names}: "
+                     f"{' / '.join(varied)} are one run, launched once ({why})")
+    return notes
+
+
+def _place(run: ResolvedRun, key: str) -> str | None:
+    """Where ``run``'s value of ``key`` was written: the command line or the sweep (its grid point or overrides)."""
+    def sets(text: str) -> bool:
+        written = text.split("=", 1)[0].lstrip("+~")
+        return written == key or key.startswith(written + ".")
+
+    if any(sets(t) for t in run.user_overrides):
+        return "command line"
+    if run.sweep and any(sets(t) for t in run.sweep_overrides):
+        from arctl.compose.paths import spec_files
+        from arctl.compose.sweep import load_sweep
+
+        grid = {k.lstrip("+~") for k in load_sweep(run.sweep).grid}
+        found = spec_files("sweeps").get(run.sweep)
+        where = str(found.path) if found else f"sweep {run.sweep}"
+        written = [t.split("=", 1)[0].lstrip("+~") for t in run.sweep_overrides if sets(t)][-1]  # the last one wins
+        return f"{where}: grid.{written}" if written in grid else f"{where}: overrides"
+    return None
+
+
+def _shown(value) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."

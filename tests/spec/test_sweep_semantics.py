@@ -1,0 +1,110 @@
+"""What a sweep's cells become, from a read-only hunt of sweep semantics (each case was silent or wrong):
+
+- names Hydra reads as values (an arm ``1e3``, ``true``, ``null``) stay the names they are;
+- two cells that are one run id but differ in a key outside the identity (``cluster.*``, ``wandb.*``) are
+  one error line naming the key and where it is set (every cell ran with the first value);
+- a grid point that changes nothing (the command line or the experiment sets what it varies) is a note;
+- an experiment listed twice is refused; an experiment's own mistake is said in its own file.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bad_input import Sandbox, launch_args
+
+from arctl.compose import resolve_experiment
+from arctl.launch.launcher import items_from_resolved
+from arctl.launch.run_id import make_run_id
+
+NUMERIC_ARMS = ["1e3", "1000", "1_000", "true", "null", "0.5", "nan"]
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch) -> Sandbox:
+    box = Sandbox(tmp_path)
+    monkeypatch.setenv("ARCTL_SPECS", str(box.specs))
+    monkeypatch.delenv("ARCTL_HOME", raising=False)
+    return box
+
+
+def _write(sandbox: Sandbox, kind: str, name: str, text: str) -> None:
+    (sandbox.specs / kind / f"{name}.yaml").write_text(text)
+
+
+def test_names_hydra_would_read_as_values_stay_names_and_distinct_runs(sandbox):
+    """Passed unquoted, arm ``1e3`` became 1000.0, arms ``1000`` and ``1_000`` were one run, ``null`` a type error."""
+    arms = "".join(f'  "{arm}": [optim.lr={i + 1}e-6]\n' for i, arm in enumerate(NUMERIC_ARMS))
+    _write(sandbox, "experiments", "1e3", f"description: names\ngroups: {{algo: grpo, prior: base}}\narms:\n{arms}")
+    runs = resolve_experiment("1e3", scale="tiny")
+    assert [(r.config["experiment"], r.config["arm"]) for r in runs] == [("1e3", arm) for arm in NUMERIC_ARMS]
+    assert all(r.config["wandb"]["group"] == "1e3" and r.config["wandb"]["name"] == f"{r.arm}-s0" for r in runs)
+    ids = [make_run_id(r.config) for r in runs]
+    assert len(set(ids)) == len(ids) and ids[0].startswith("1e3_1e3_s0_") and ids[2].startswith("1e3_1-000_s0_")
+
+
+@pytest.mark.parametrize("key, values", [("cluster.mem_gb", "[1, 2]"), ("wandb.notes", "[a, b]"),
+                                         ("scale.mem_gb", "[3, 4]")])
+def test_a_grid_over_a_key_outside_the_identity_is_one_error_line(sandbox, key, values):
+    _write(sandbox, "sweeps", "g", f"experiments: [main-grpo]\nseeds: [0]\ngrid: {{{key}: {values}}}\n")
+    for dry in (["--dry-run"], ["--json"], []):
+        err = sandbox.check_refused("sweep", "g", *dry, *launch_args(sandbox)).err
+        assert f"g.yaml: grid.{key}: two cells of main-grpo/grpo/s0 set {key}=" in err
+        assert f"{key.split('.')[0]}.* is no part of what a run computes" in err
+    with pytest.raises(Exception, match=f"set {key}="):  # the layer below the CLI refuses too
+        from arctl.compose import resolve_sweep
+
+        items_from_resolved(resolve_sweep("g", [], "tiny"))
+
+
+def test_a_key_outside_the_identity_set_once_is_fine(sandbox):
+    _write(sandbox, "sweeps", "g", "experiments: [main-grpo]\nseeds: [0, 1]\noverrides: [cluster.mem_gb=3]\n")
+    result = sandbox.run("sweep", "g", "--dry-run", "--json", *launch_args(sandbox))
+    assert result.code == 0 and result.crash is None, result.err
+    assert [r["config"]["cluster"]["mem_gb"] for r in json.loads(result.out)["runs"]] == [3.0, 3.0]
+
+
+def test_an_experiment_listed_twice_is_refused(sandbox):
+    _write(sandbox, "sweeps", "twice", "experiments: [main-grpo, ablation-vr, main-grpo]\nseeds: [0]\n")
+    err = sandbox.check_refused("sweep", "twice", "--dry-run", *launch_args(sandbox)).err
+    assert "twice.yaml: experiments: experiment 'main-grpo' is listed 2 times" in err
+
+
+def _grid_runs(sandbox, *overrides: str) -> tuple[list[str], str]:
+    result = sandbox.run("sweep", "pg", *overrides, "--dry-run", "--json", *launch_args(sandbox))
+    assert result.code == 0 and result.crash is None, result.err + (result.crash or "")
+    return [r["config"]["thinking"]["prior"] for r in json.loads(result.out)["runs"]], result.err
+
+
+def test_a_grid_over_a_group_that_an_override_sets_says_its_points_are_one_run(sandbox):
+    """The note matched the grid's literal key only: ``thinking.prior=linear`` against ``grid: {prior: [...]}``
+    turned 3 points into 1 run with no word."""
+    _write(sandbox, "sweeps", "pg", "experiments: [main-ar-base]\nseeds: [0]\ngrid: {prior: [base, linear, uniform]}\n")
+    priors, err = _grid_runs(sandbox)
+    assert priors == ["base", "linear", "uniform"] and "note:" not in err
+    priors, err = _grid_runs(sandbox, "thinking.prior=linear")
+    assert priors == ["linear"]
+    assert ("note: the sweep's grid over prior changes nothing for main-ar-base/ar-base/s0: prior=base / prior=linear"
+            " / prior=uniform are one run, launched once (the command line's thinking.prior=linear") in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_grid_that_the_experiment_overrides_says_so(sandbox):
+    _write(sandbox, "experiments", "fixed", "groups: {algo: anytime}\narms:\n  a: [thinking.prior=base]\n"
+                                            "  b: [prior=uniform]\n")
+    _write(sandbox, "sweeps", "pg", "experiments: [fixed]\nseeds: [0, 1]\ngrid: {prior: [linear, uniform]}\n")
+    priors, err = _grid_runs(sandbox)
+    assert priors == ["base", "base", "linear", "linear", "uniform", "uniform"]  # a: 1 run a seed; b: one per point
+    assert "changes nothing for fixed/a/s0, fixed/a/s1: prior=linear / prior=uniform are one run" in err
+    assert "an override of the sweep or the experiment sets what it varies" in err and "fixed/b" not in err
+
+
+def test_an_experiments_own_mistake_is_said_in_its_file_an_unknown_name_in_the_sweeps(sandbox):
+    _write(sandbox, "experiments", "broken", "arms: {}\n")
+    _write(sandbox, "sweeps", "s", "experiments: [main-grpo, broken]\nseeds: [0]\n")
+    err = sandbox.check_refused("sweep", "s", "--dry-run", *launch_args(sandbox)).err
+    assert f"error: {sandbox.specs / 'experiments' / 'broken.yaml'}: an experiment needs a non-empty" in err
+    _write(sandbox, "sweeps", "s", "experiments: [main-grpo, main-grp]\nseeds: [0]\n")
+    err = sandbox.check_refused("sweep", "s", "--dry-run", *launch_args(sandbox)).err
+    assert f"error: {sandbox.specs / 'sweeps' / 's.yaml'}: experiments: unknown experiment 'main-grp'" in err
