@@ -151,6 +151,17 @@ def test_lambda_weights_recent_budgets_more():
         assert baseline_v1(s, p, lam)[0, 0, 2].item() == pytest.approx(lam / (1 + lam) * 0.5, abs=1e-15)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("lam", [1e-45, 1e-300, 5e-324])
+def test_a_tiny_lambda_gives_the_nearest_earlier_score_not_zero(dtype, lam):
+    """lim lam->0 of V1[k] is scores[k-1] * P(B >= b_k). lam^(k-j) underflowed to 0 in every weight (float32 below
+    ~1e-38, float64 at 5e-324 for k-j >= 2), so V1 was 0: the weight of the nearest budget is now 1."""
+    s = torch.tensor([[[1.0, 0.0, 1.0, 1.0]]], dtype=dtype)
+    v1 = baseline_v1(s, UNIFORM, lam)
+    want = torch.tensor([[[0.0, 1.0 * 3 / 4, 0.0 * 2 / 4, 1.0 * 1 / 4]]], dtype=dtype)
+    torch.testing.assert_close(v1, want, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-15)
+
+
 # ---------------------------------------------------------------- properties
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 3), st.integers(2, 6), st.integers(1, 5), st.integers(0, 2**31 - 1))
