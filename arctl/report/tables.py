@@ -1,6 +1,10 @@
 """Tables ``final`` and ``anytime`` (paper Tables 1-2): accuracy per benchmark and their average,
 one row per arm (mean over seeds of each run's last logged value), best in bold, written as
-Markdown, LaTeX (booktabs) and CSV. ``compare_paper`` adds the paper's rows (from
+Markdown, LaTeX (booktabs) and CSV. A benchmark's cell averages the arm's runs that logged a finite
+value of it; Avg averages, over the arm's runs that logged every benchmark, each run's mean over the
+benchmarks (so Avg and a claim compare the same runs on the same benchmarks), "–" where no run
+logged them all. A row where some cell, Avg included, averages fewer runs than the table's fullest
+cell is named "<arm> (n of N runs)", n the fewest. ``compare_paper`` adds the paper's rows (from
 ``reports/paper_tables.csv``) and our-minus-paper differences."""
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ def metric_globs(spec: dict) -> list[str]:
 
 def accuracy_table(spec: dict, data: ReportData):
     """DataFrame: index = arm label, columns = dataset labels + Avg (over the benchmarks evaluated
-    without budget forcing), values × ``spec.scale``. ``attrs["runs"]``: label -> the fewest runs a
-    cell of its row averages (finite values only: a run that logged NaN is not in its mean); the Markdown and
+    without budget forcing, over the runs that logged every one of them: :func:`_average`), values × ``spec.scale``.
+    ``attrs["runs"]``: label -> the fewest runs a cell of its row, Avg included, averages (finite values only:
+    a run that logged NaN is not in its mean); the Markdown and
     LaTeX tables name a row with a cell that averages fewer runs than another cell: an arm with a failed or
     diverged seed, or a run that did not log every benchmark."""
     import pandas as pd
@@ -49,18 +54,39 @@ def accuracy_table(spec: dict, data: ReportData):
     # the average over the benchmarks; a budget-forced evaluation ("-forced") of the same problems is
     # another decoding of them, not another benchmark: it stays out of Avg
     plain = [d for d in datasets if not str(d).endswith(FORCED_SUFFIX)] or datasets
-    means[AVG] = means[plain].mean(axis=1, skipna=False)
+    avg, avg_runs = _average(df, plain, arms, scale)
+    means[AVG] = avg
     # runs a cell averages: its finite values (pandas' mean skips a NaN, so a diverged seed left the mean while
     # the row still counted it: from a review), against the most runs any cell averages
     used = (df.dropna(subset=["value"]).groupby(["arm", "dataset"])["run_id"].nunique().unstack("dataset")
             .reindex(index=arms, columns=datasets).fillna(0))
     most = df.groupby(["arm", "dataset"])["run_id"].nunique().max()
     means.index = [arm_label(a) for a in arms]
-    means.attrs["runs"] = {arm_label(a): int(used.loc[a].min()) for a in arms}  # a cell not logged shows "–"
+    # a cell not logged shows "–"; Avg averages the runs that logged every benchmark, at most any cell's
+    means.attrs["runs"] = {arm_label(a): int(min(used.loc[a].min(), avg_runs[a])) for a in arms}
     means.attrs["most_runs"] = int(most)
     means.columns = [dataset_label(d) for d in datasets] + [AVG]
     means.index.name = "algorithm"
     return means
+
+
+def _average(df, plain: list, arms: list, scale: float):
+    """(Avg per arm, the runs it averages per arm): the mean over the arm's runs that have a finite value of
+    every benchmark of ``plain`` of each run's mean over them, NaN for an arm without such a run. The columns'
+    means average all of an arm's runs that logged each benchmark; averaging those would set a mean over
+    three seeds beside one over two (a run that did not log a benchmark, or logged NaN) and call it one
+    number. So Avg compares runs on what every one of them has, as a claim's paired difference does
+    (:func:`arctl.report.claims.common_support`)."""
+    import pandas as pd
+
+    per_run = (df[df["dataset"].isin(plain)].groupby(["arm", "run_id", "dataset"])["value"].mean()
+               .unstack("dataset").reindex(columns=plain))
+    complete = per_run[per_run.notna().all(axis=1)]
+    run_means = complete.mean(axis=1) * scale
+    by_arm = run_means.groupby(level="arm")
+    avg = by_arm.mean().reindex(arms) if len(run_means) else pd.Series(float("nan"), index=arms)
+    counts = by_arm.size().reindex(arms).fillna(0) if len(run_means) else pd.Series(0, index=arms)
+    return avg.to_numpy(), {a: int(counts[a]) for a in arms}
 
 
 def paper_rows(spec: dict, columns: list[str]):

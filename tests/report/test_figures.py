@@ -79,7 +79,7 @@ def test_score_curve_values(rendered):
 
     csv = pd.read_csv(next(p for p in rendered["score_curve"].outputs if p.suffix == ".csv"))
     rows = csv[(csv["arm"] == "grpo") & (csv["dataset"] == "aime24")].sort_values("budget")
-    np.testing.assert_allclose(rows["mean"].to_numpy() * 100, want)
+    np.testing.assert_allclose(rows["acc_mean_pct"].to_numpy(), want)  # percent, as drawn (and as named)
     assert list(rows["n"]) == [2] * len(GRID)
 
 
@@ -198,7 +198,7 @@ def test_per_seed_curves_are_each_run_s_own_numbers(workspace, tmp_path, monkeyp
     assert tmp_path / "out" / "seedy.seeds.csv" in res.outputs
     row = written[(written["arm"] == "grpo") & (written["dataset"] == "aime24") & (written["seed"] == 1)
                   & (written["budget"] == GRID[0])]
-    assert row["value"].tolist() == [pytest.approx(acc("grpo", 1, "aime24", GRID[0], LAST_STEP))]
+    assert row["acc_pct"].tolist() == [pytest.approx(100 * acc("grpo", 1, "aime24", GRID[0], LAST_STEP))]
 
 
 def test_a_training_curve_averages_the_same_runs_at_every_step():
