@@ -1,7 +1,9 @@
 """Figure ``score_curve`` (paper Fig. 3): accuracy vs thinking budget per benchmark, one line per
 arm, from each run's final evaluation ``eval/{dataset}/acc@{budget}``; mean ± 95% CI over seeds. A
 spec with ``per_seed: true`` also draws each seed's curve, thin, in its arm's colour (a collapsed
-seed shows), and writes them to ``<name>.seeds.csv``."""
+seed shows), and writes them to ``<name>.seeds.csv``. The tables behind it (written as ``<name>.csv`` and
+``<name>.seeds.csv``) hold accuracy in percent, as the figure draws it, in columns that say so
+(:data:`MEAN`, :data:`CI`, :data:`VALUE`; before 2026-12-04: fractions of 1 in ``mean``, ``ci``, ``value``)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure,
 from arctl.track.metrics_schema import NAME_ACC, eval_key, parse_metric
 
 METRICS = [eval_key(NAME_ACC, budget="*")]
+MEAN, CI, VALUE = "acc_mean_pct", "acc_ci95_pct", "acc_pct"  # percent: the mean, the 95% interval's half-width, a seed's
 
 
 def _final_accuracies(data: ReportData):
@@ -36,27 +39,27 @@ def _final_accuracies(data: ReportData):
 
 
 def curve_table(acc):
-    """Long table (arm, dataset, budget, mean, ci, n) of the final-evaluation accuracies ``acc``
-    (:func:`_final_accuracies`)."""
+    """Long table (arm, dataset, budget, :data:`MEAN`, :data:`CI`, n) of the final-evaluation accuracies
+    ``acc`` (:func:`_final_accuracies`, fractions of 1), in percent."""
     import pandas as pd
 
     out = []
     for (arm, ds, b), g in acc.groupby(["arm", "dataset", "budget"], observed=True):
         mean, ci, n = mean_ci95(g["value"].to_numpy())
-        out.append((str(arm), ds, int(b), float(mean), float(ci), int(n)))
-    return pd.DataFrame(out, columns=["arm", "dataset", "budget", "mean", "ci", "n"])
+        out.append((str(arm), ds, int(b), 100 * float(mean), 100 * float(ci), int(n)))
+    return pd.DataFrame(out, columns=["arm", "dataset", "budget", MEAN, CI, "n"])
 
 
 def seed_table(acc):
-    """Long table (arm, dataset, budget, seed, value) of each run's final-evaluation accuracies ``acc``
-    (:func:`_final_accuracies`; a run without a seed in its config has no seed line: it still counts in
+    """Long table (arm, dataset, budget, seed, :data:`VALUE`) of each run's final-evaluation accuracies ``acc``
+    (:func:`_final_accuracies`), in percent (a run without a seed in its config has no seed line: it still counts in
     the mean)."""
     import pandas as pd
 
     seed = pd.to_numeric(acc["seed"], errors="coerce")
     acc = acc[seed.notna() & (seed >= 0)]  # the history says -1 for a run without a seed (arctl.track.runs.tidy)
-    acc = acc.assign(seed=pd.to_numeric(acc["seed"]).astype(int), value=acc["value"].astype(float))
-    return acc[["arm", "dataset", "budget", "seed", "value"]].sort_values(
+    acc = acc.assign(seed=pd.to_numeric(acc["seed"]).astype(int), **{VALUE: 100 * acc["value"].astype(float)})
+    return acc[["arm", "dataset", "budget", "seed", VALUE]].sort_values(
         ["arm", "dataset", "seed", "budget"], kind="stable").reset_index(drop=True)
 
 
@@ -90,11 +93,11 @@ def build(spec: dict, data: ReportData):
             if not full.all():
                 partial.setdefault(arm, set()).update(int(b) for b in a["budget"].to_numpy()[~full])
             a = a[full]
-            x, y, ci = a["budget"].to_numpy(), a["mean"].to_numpy() * 100, a["ci"].to_numpy() * 100
+            x, y, ci = a["budget"].to_numpy(), a[MEAN].to_numpy(), a[CI].to_numpy()
             ax.plot(x, y, marker="o", ms=3, lw=1.5, color=colors[arm], label=arm_label(arm))
             if seeds is not None:  # each seed thin beside the mean ("_": not in the legend)
                 for seed, g in seeds[(seeds["arm"] == arm) & (seeds["dataset"] == ds)].groupby("seed"):
-                    ax.plot(g["budget"], g["value"] * 100, lw=0.6, alpha=0.45, color=colors[arm],
+                    ax.plot(g["budget"], g[VALUE], lw=0.6, alpha=0.45, color=colors[arm],
                             label=f"_{arm_label(arm)} seed {seed}")
             if np.isfinite(ci).any():
                 # an accuracy lies in [0, 100]: a t-band over few seeds is drawn only there
