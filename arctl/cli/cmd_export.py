@@ -36,7 +36,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Copy what reports read of each run (its W&B files, config.yaml, shared.json, provenance.json;
         no checkpoints, no logs) into OUT, indexed in OUT/export.json. `arctl report --workdir OUT`
-        then rebuilds every figure, table and claim from it, on any machine."""
+        then rebuilds every figure, table and claim from it, on any machine. Completed runs only, unless
+        --unfinished: a run without status.json is completed when its W&B files end with a clean finish
+        at its config's trainer.total_steps."""
         if out is None:
             fail("give --out DIR: the folder to export into")
         if experiment and sweep:

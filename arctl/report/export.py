@@ -12,6 +12,11 @@ sha256 of every file. A later export into the same folder adds runs (evidence ga
 sessions or clusters); a run already there is left alone when its files are the same, and replacing
 one whose files differ needs ``force``. Every check runs before anything is written: a refused
 export leaves the folder as it was.
+
+Only completed runs are exported unless ``unfinished``. A run's state is its ``status.json``'s (what its
+job reported), else, in an export exported again, its index's; a run with neither (from before
+``status.json``, or whose file was lost) is completed when its own files say so
+(:func:`completed_by_wandb`), and a run skipped is named with why.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 from arctl.config.files import PROBE_PREFIX, atomic_write, exclusive, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE, read_shared
-from arctl.launch.status_file import read_status
+from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.launch.workspace import EXPORT_INDEX
 from arctl.report.errors import ReportError, out_dir_problem
 from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_identity
@@ -39,6 +44,7 @@ INDEX_VERSION = 1
 STAGING = ".staging"  # where a run's files are copied before its folder is moved into runs/
 SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
+UNFINISHED_HINT = "; --unfinished exports it as it is"
 
 
 @dataclass
@@ -140,6 +146,35 @@ def _config_problem(path: Path | None, config: dict) -> str | None:
     return None
 
 
+def completed_by_wandb(source: RunSource, config: dict) -> tuple[bool, str]:
+    """Whether a run without a job's word on it (no ``status.json``: a run from before the file, or one whose
+    file was lost) completed, as its own files tell: its last W&B fragment ends with W&B's exit record of a
+    clean finish and its history reaches ``trainer.total_steps`` of its config.yaml (a preempted attempt
+    finishes its W&B run too, before the last step; a run killed has no exit record). ``(done, why not)``."""
+    from arctl.track.runs.stitch import attempt_order, stitch_fragments
+    from arctl.track.wandbfile import WandbFileError, read_wandb_file
+
+    where = f"no {STATUS_FILE} in its folder (the job's record of how it ended)"
+    total = (config.get("trainer") or {}).get("total_steps") if isinstance(config.get("trainer"), dict) else None
+    if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+        return False, f"{where}, and no trainer.total_steps in its config.yaml to check its W&B history against"
+    frags = []
+    for path in source.files:
+        try:
+            frags.append(read_wandb_file(path, summary=False))
+        except (OSError, WandbFileError) as err:
+            return False, f"{where}, and its W&B file {path} cannot be read ({' '.join(str(err).split())[:120]})"
+    last = max(frags, key=attempt_order) if frags else None
+    if last is None or last.state != "finished":
+        end = "failed" if last is not None and last.state == "failed" else "has no exit record (running, or killed)"
+        return False, f"{where}, and its last W&B attempt {end}"
+    wide, _ = stitch_fragments(frags)
+    step = int(wide.index.max()) if len(wide.index) else None
+    if step is None or step < total:
+        return False, f"{where}, and its W&B history ends at step {'-' if step is None else step} of {total}"
+    return True, ""
+
+
 def _refuse_places(workdir: Path, out: Path) -> None:
     """ReportError where the workspace has no runs/ or ``out`` cannot be the export's folder."""
     if not (workdir / "runs").is_dir():
@@ -165,9 +200,13 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
             result.warnings.append((source.run_id, f"{damaged}; not exported: with no experiment it matches no "
                                     "--experiment/--sweep (an export without them takes it)"))
         return None
-    state = str(read_status(run_dir).get("state") or (exported.get(source.run_id) or {}).get("state") or "unknown")
+    state = str(read_status(run_dir).get("state") or (exported.get(source.run_id) or {}).get("state") or "")
+    why = f"not completed (state {state})"
+    if not state:  # no status.json (a run from before it, a file lost): its W&B files and config.yaml tell
+        done, why = completed_by_wandb(source, config)
+        state = FINAL_STATE if done else "unknown"
     if state != FINAL_STATE and not unfinished:
-        result.skipped.append((source.run_id, f"not completed (state {state}); --unfinished exports it as it is"))
+        result.skipped.append((source.run_id, why + UNFINISHED_HINT))
         return None, serves
     files = report_files(source, run_dir)
     shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
@@ -228,7 +267,10 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
                                else "not in the workspace (the sweep has not launched it there)"))
     if not plans:
         folders = [p for p in (workdir / "runs").iterdir() if p.is_dir()]
-        why = (f"{len(result.skipped)} not completed (--unfinished exports them)" if found and result.skipped
+        first, reason = result.skipped[0] if result.skipped else ("", "")
+        reason = reason.removesuffix(UNFINISHED_HINT)
+        why = (f"{len(result.skipped)} not completed (the first, {first}: {reason}); --unfinished exports them as "
+               "they are" if found and result.skipped
                else f"none of the {len(ids)} runs asked for is in it (another --scale or --seeds?)" if ids is not None
                else f"none of its {len(folders)} run folders has W&B files (runs with wandb.mode=disabled, or not "
                     "started, log none: an export holds what reports read)" if folders and not found
