@@ -35,6 +35,19 @@ if "ARCTL_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["ARCTL_CACHE"], ignore_errors=True)  # the suite's, not left in /tmp
 
 
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """A workspace with a registry and a copy of the project's specs (``ARCTL_SPECS`` points at it), for the
+    bad-input contract and spec tests (:class:`tests/support/bad_input.Sandbox`)."""
+    from bad_input import Sandbox
+
+    box = Sandbox(tmp_path)
+    monkeypatch.setenv("ARCTL_SPECS", str(box.specs))
+    monkeypatch.delenv("ARCTL_HOME", raising=False)
+    monkeypatch.delenv("ARCTL_TEST_BACKEND", raising=False)
+    return box
+
+
 @pytest.fixture(scope="session")
 def make_bpe_tokenizer():
     """Build a tiny byte-level BPE tokenizer (HF PreTrainedTokenizerFast) with ``<unk>``, ``<eos>``

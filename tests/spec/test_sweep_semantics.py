@@ -21,12 +21,6 @@ from arctl.launch.run_id import make_run_id
 NUMERIC_ARMS = ["1e3", "1000", "1_000", "true", "null", "0.5", "nan"]
 
 
-@pytest.fixture
-def sandbox(tmp_path, monkeypatch) -> Sandbox:
-    box = Sandbox(tmp_path)
-    monkeypatch.setenv("ARCTL_SPECS", str(box.specs))
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    return box
 
 
 def _write(sandbox: Sandbox, kind: str, name: str, text: str) -> None:

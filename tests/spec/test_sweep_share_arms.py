@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from bad_input import Sandbox, launch_args
+from bad_input import launch_args
 
 from arctl.compose import SpecError
 from arctl.compose.sweep import load_sweep
@@ -12,12 +12,6 @@ from arctl.compose.sweep import load_sweep
 SWEEP = "description: x\nexperiments: [main-grpo, ablation-vr]\nseeds: [0]\n"
 
 
-@pytest.fixture
-def sandbox(tmp_path, monkeypatch) -> Sandbox:
-    box = Sandbox(tmp_path)
-    monkeypatch.setenv("ARCTL_SPECS", str(box.specs))
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    return box
 
 
 @pytest.mark.parametrize("value, expected", [(None, False), ("false", False), ("true", True), ("yes", True)])
