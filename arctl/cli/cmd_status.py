@@ -41,8 +41,20 @@ def register(app: typer.Typer) -> None:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
         from arctl.launch.progress import shown_metric
-        from arctl.launch.refresh import CANCEL_ASKED
+        from arctl.launch.refresh import CANCEL_ASKED, folder_gone, interrupted_launch
+        from arctl.launch.states import INTERRUPTED
         from arctl.track.runs.discover import read_served
+
+        # shown as their warning (in JSON too), never written: a dead launch's new runs, which no one submits
+        # (their rows say SUBMITTING: shown INTERRUPTED), with what submits them; an active run whose folder
+        # was deleted, whose job fails
+        interrupted = set()
+        for r in records:
+            if said := interrupted_launch(r, workspace.run_dir(r.run_id), now):
+                r.warning = said
+                interrupted.add(r.run_id)
+            elif said := folder_gone(r, workspace.run_dir(r.run_id)):
+                r.warning = said
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
@@ -61,18 +73,19 @@ def register(app: typer.Typer) -> None:
         headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed")
         rows, counts = [], {}
         for r in records:
-            counts[r.state] = counts.get(r.state, 0) + 1
+            state = INTERRUPTED if r.run_id in interrupted else r.state
+            counts[state] = counts.get(state, 0) + 1
             metric = shown_metric(r.metric_name, r.metric_value, r.metric_nonfinite)
             if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
-            elif r.state == "SUBMITTING" and r.cancel_requested is not None:
+            elif state == "SUBMITTING" and r.cancel_requested is not None:
                 metric = CANCEL_ASKED
             cell = f"{r.experiment}/{r.arm}/s{r.seed}"
             here = [f"{e}/{a}" for e, a in serves[r.run_id] if e == target and r.experiment != target]
             if here:  # another experiment's run, listed because it is this one's cells too
                 cell += f" as {', '.join(here)}"
             # what a job wrote (its phase, metric name) reaches the terminal: no control sequence of it does
-            rows.append(tuple(printable(c) for c in (r.run_id, cell, r.state, r.job_id or "",
+            rows.append(tuple(printable(c) for c in (r.run_id, cell, state, r.job_id or "",
                                                      step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "",
                                                      _elapsed(r, now))))
         if console.is_terminal:

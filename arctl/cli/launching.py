@@ -13,7 +13,7 @@ from arctl.cli.common import console, err_console, esc, fail, print_json, printa
 
 STATE_STYLE = {
     "COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
-    "FAILED": "bold red", "PREEMPTED": "magenta", "CANCELLED": "red",
+    "FAILED": "bold red", "PREEMPTED": "magenta", "CANCELLED": "red", "INTERRUPTED": "red",
 }
 
 

@@ -13,8 +13,15 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
-from arctl.launch.refresh import CANCELLING, LAUNCH_CANCELS, debug_process_alive, local_job_alive
-from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale
+from arctl.launch.refresh import (
+    CANCELLING,
+    LAUNCH_CANCELS,
+    debug_process_alive,
+    interrupted_launch,
+    local_job_alive,
+    settled,
+)
+from arctl.launch.registry import Registry, RegistryError, RunRecord
 from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace
 
@@ -44,7 +51,9 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it with
     its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`): a SLURM one stays
     PENDING with the request until SLURM says the job ended (it may have started), a local or debug one
-    is CANCELLED; a dead launch's job, adopted by a refresh, is cancelled the same way. Each
+    is CANCELLED; a dead launch's job, adopted by a refresh, is cancelled the same way. A run whose launch
+    died before submitting it has no job to cancel: it is left as it is, saying so (:data:`NOT_CANCELLED`;
+    `arctl status` shows it INTERRUPTED, :func:`arctl.launch.refresh.interrupted_launch`). Each
     write is conditional on the row as read (its claim and job); a row another process changed
     meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
     outcome: list[tuple[RunRecord, str]] = []
@@ -78,12 +87,23 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     now = time.time()
     submitting = [r for r in active if r.state == states.SUBMITTING]
     for rec in submitting:  # its job id, if any, is an earlier attempt's: nothing to scancel
+        view = settled(rec, workspace.run_dir(rec.run_id), now)  # rec itself while its launch lives
+        if view is None or view.state not in states.ACTIVE:
+            # its launch died before submitting it and gave it no job: no job runs, and a request would be
+            # undone with the dead claim by the next launch (from the hunt of interrupted launches: "cancelled"
+            # was said, and the row stayed SUBMITTING). A dead launch's job: asked below, cancelled by the
+            # refresh that adopts it (_settle_dead_claims)
+            said = (interrupted_launch(rec, workspace.run_dir(rec.run_id), now) if view is None else None) or (
+                "its launch was interrupted before it submitted it" + (f"; it is {view.state} as before" if view else ""))
+            outcome.append((rec, f"{NOT_CANCELLED}: nothing to cancel, {said}"))
+            continue
         if not reg.update_if(rec.run_id, {"state": states.SUBMITTING, "claim": rec.claim}, {"cancel_requested": now},
                              touch=False):  # the claim's age stays its launch's
             changed.append(rec.run_id)
             continue
         rec.cancel_requested = now
-        outcome.append((rec, "cancelled: its launch died before submitting it" if claim_is_stale(rec, now) else
+        outcome.append((rec, f"cancelled: its launch died after submitting job {view.job_id}, which the next "
+                             "`arctl status` cancels" if view is not rec else
                              f"cancelled while its launch submits it ({LAUNCH_CANCELS})"))
     active = [r for r in active if r.state != states.SUBMITTING]
 

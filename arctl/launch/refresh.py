@@ -295,6 +295,35 @@ def settled(rec: RunRecord | None, run_dir: Path, now: float) -> RunRecord | Non
     return rec.unclaimed()
 
 
+def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
+    """What to say of a run whose launch died before it submitted it and that no refresh settles: one the
+    dead launch made and gave no job (:func:`settled`: None), whose row stays SUBMITTING until the next
+    launch takes it for a new run. None for any other run: a live launch's claim is being submitted, and a
+    dead launch's claim on an existing run or with a job is settled by a refresh (:func:`_settle_dead_claims`)."""
+    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now) or settled(rec, run_dir, now) is not None:
+        return None
+    return f"its launch was interrupted before it submitted it, so no job runs for it: {_launched_again(rec)} submits it"
+
+
+def _launched_again(rec: RunRecord) -> str:
+    """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it)."""
+    again = f"arctl sweep {rec.sweep}" if rec.sweep else f"arctl run {rec.experiment}"
+    return f"`{again}` (with the overrides it was launched with)"
+
+
+def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
+    """The warning for a pending or running run whose folder is gone (deleted by hand), else None: its job
+    reads its config there when it starts (so it fails) and writes its checkpoints and status there; the
+    run is launched afresh once it has ended. Shown, never stored: a stored warning outlives the attempt it
+    is about (nothing rewrites it once the run has ended: a relaunch that completes would still say it)."""
+    if rec.state not in (states.PENDING, states.RUNNING) or run_dir.exists():
+        return None
+    what = "fails when it starts (it reads its config there)" if rec.state == states.PENDING else \
+        "cannot save its checkpoints or progress there"
+    return (f"its run folder {run_dir} is gone (deleted?): its job {rec.job_id} {what}; `arctl cancel {rec.run_id}`, "
+            f"then {_launched_again(rec)} launches it again from the start")
+
+
 def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[RunRecord],
                         now: float) -> list[RunRecord]:
     """The claims among ``records`` whose launch died: given the job it had submitted

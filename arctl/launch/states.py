@@ -11,6 +11,10 @@ COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 PREEMPTED = "PREEMPTED"  # stopped with a checkpoint; the next sweep resumes it
 CANCELLED = "CANCELLED"
+# shown only (`arctl status`), never stored: a run whose launch died before submitting it (its row stays
+# SUBMITTING under the dead launch's claim until the next launch takes it for a new run); SUBMITTING would
+# say someone still submits it
+INTERRUPTED = "INTERRUPTED"
 
 ALL = frozenset({SUBMITTING, PENDING, RUNNING, COMPLETED, FAILED, PREEMPTED, CANCELLED})
 ACTIVE = frozenset({SUBMITTING, PENDING, RUNNING})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import slurm_shims  # tests/support/slurm_shims.py
+from dead_launch import dead_claim_token, dead_launch_run  # tests/support/dead_launch.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -118,14 +119,6 @@ def _three_done_b_failed(tmp_path):
         reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
         rows = {r.run_id: (r.state, r.error, r.generation) for r in reg.list()}
     return ws, (a, b, c), rows
-
-
-def _dead_claim_token() -> str:
-    """The claim token of a process of this host that has exited."""
-    dead = mp.get_context("fork").Process(target=os._exit, args=(0,))
-    dead.start()
-    dead.join()
-    return f"{socket.gethostname()}:{dead.pid}:x"
 
 
 @pytest.mark.parametrize("registry", ["deleted", "emptied"])
@@ -503,7 +496,7 @@ def test_a_claim_left_by_a_rollback_that_could_not_write_the_registry_is_undone_
     from arctl.launch.registry import RegistryError
 
     ws, (a, b, c), rows = _three_done_b_failed(tmp_path)
-    dead = _dead_claim_token()
+    dead = dead_claim_token()
     real_token, real_unclaim = launcher.new_claim_token, Registry.unclaim
     monkeypatch.setattr(launcher, "new_claim_token", lambda: dead)
 
@@ -550,7 +543,7 @@ def test_a_dead_launchs_job_is_recorded_not_submitted_again(specs, tmp_path, mon
     with Registry(ws.registry_path) as reg:
         reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
     with Registry(ws.registry_path) as reg:  # b's resume, as the killed launch left it
-        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
+        reg.claim([i.record() for i in items if i.run_id == b], dead_claim_token())
     write_status(ws.run_dir(b), state="submitted", error=None)
     (ws.run_dir(b) / "job").mkdir(exist_ok=True)
     (ws.run_dir(b) / "job" / ("40" if job == "earlier" else "41")).symlink_to(tmp_path)
@@ -628,31 +621,12 @@ def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_p
             assert reg.get(run).state == state, (status, why)
 
 
-def _dead_launch_run(tmp_path, job: str):
-    """(workspace, run id): run b of sweep lt3, FAILED under job 40, claimed again by a launch that died after
-    linking its new job ``job`` (status "submitted", the link newer than it)."""
-    from arctl.compose import resolve_sweep
-    from arctl.launch.status_file import write_status
-
-    ws = Workspace(tmp_path / "ws")
-    items = items_from_resolved(resolve_sweep("lt3", []))
-    launch(items, ws, executor="debug", members=["lt3"])
-    b = items[1].run_id
-    with Registry(ws.registry_path) as reg:
-        reg.update_many([(b, {"state": states.FAILED, "error": "OOM", "executor": "slurm", "job_id": "40"})])
-        reg.claim([i.record() for i in items if i.run_id == b], _dead_claim_token())
-    write_status(ws.run_dir(b), state="submitted", error=None)
-    (ws.run_dir(b) / "job").mkdir(exist_ok=True)
-    (ws.run_dir(b) / "job" / job).symlink_to(tmp_path)
-    return ws, b
-
-
 def test_a_dead_launchs_job_is_cancelled_when_its_run_was_cancelled_meanwhile(specs, tmp_path, monkeypatch):
     """A run cancelled while its launch submitted it, and the launch killed after sbatch: the refresh
     that gives the run the job the dead launch had submitted cancels that job (no one else knows it)."""
     from arctl.launch.refresh import refresh
 
-    ws, b = _dead_launch_run(tmp_path, "41")
+    ws, b = dead_launch_run(tmp_path, "41")
     calls, sched = tmp_path / "calls", tmp_path / "sched"
     sched.write_text("PENDING")
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=f"printf 'JobID|State\\n41|%s\\n' $(cat {sched})\n",
@@ -679,7 +653,7 @@ def test_a_dead_launchs_held_job_is_released_when_its_run_is_given_it(specs, tmp
     nothing changes)."""
     from arctl.launch.refresh import refresh
 
-    ws, b = _dead_launch_run(tmp_path, "41_1")
+    ws, b = dead_launch_run(tmp_path, "41_1")
     calls = tmp_path / "calls"
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41_1|PENDING\\n'\n",
                     scontrol=f"echo scontrol \"$@\" >> {calls}\n", srun="exit 0\n")
@@ -695,7 +669,7 @@ def test_a_dead_launchs_job_that_scancel_cannot_cancel_is_named_in_status(specs,
     scancel; the run showed "cancelling" while the job trained. arctl status now names the job to cancel."""
     from arctl.launch.refresh import refresh
 
-    ws, b = _dead_launch_run(tmp_path, "41")
+    ws, b = dead_launch_run(tmp_path, "41")
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n41|PENDING\\n'\n",
                     scancel="echo 'scancel: error: Kill job error on job id 41: Access/permission denied' >&2; exit 1\n",
                     srun="exit 0\n")

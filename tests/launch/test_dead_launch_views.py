@@ -1,0 +1,168 @@
+"""What `arctl status` and `arctl cancel` say of runs an interrupted launch left behind, and of a run whose folder
+was deleted while its job waits (found by a read-only hunt of interrupted launches, 2026-12-04)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+import slurm_shims  # tests/support/slurm_shims.py
+from dead_launch import dead_claim_token, dead_launch_run  # tests/support/dead_launch.py
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+from arctl.launch import states
+from arctl.launch.launcher import items_from_resolved, launch
+from arctl.launch.registry import Registry, new_claim_token
+from arctl.launch.status_file import mark_submitted
+from arctl.launch.workspace import Workspace
+
+
+def _new_runs_claimed(tmp_path, token: str):
+    """(workspace, run ids b and c): lt3's run a completed (debug executor); b and c new runs claimed by the launch
+    of ``token``, which registered them and prepared b's folder but submitted nothing."""
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items[:1], ws, executor="debug", members=["lt3"])
+    with Registry(ws.registry_path) as reg:
+        claim = reg.claim([i.record() for i in items[1:]], token, members=["lt3"])
+    assert [r.state for r in claim.claimed] == [states.SUBMITTING] * 2
+    b, c = (i.run_id for i in items[1:])
+    ws.run_dir(b).mkdir(parents=True)
+    mark_submitted(ws.run_dir(b))
+    return ws, b, c
+
+
+def _status(ws, *args: str):
+    res = CliRunner().invoke(app, ["status", *args, "--workdir", str(ws.root)])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_path):
+    """A launch killed between registering its new runs and submitting them: they showed SUBMITTING until the
+    next launch, as if still being submitted. Status says the launch is gone and which command submits them."""
+    ws, b, c = _new_runs_claimed(tmp_path, dead_claim_token())
+    out = _status(ws)
+    rows = {line.split()[0]: line.split()[2] for line in out.splitlines() if line.startswith(("lt_", b, c))}
+    assert rows[b] == rows[c] == "INTERRUPTED", out
+    assert "SUBMITTING" not in out and "2 interrupted" in out
+    (note,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
+    assert "its launch was interrupted before it submitted it" in note and "`arctl sweep lt3` (with the overrides it was launched with) submits it" in note
+    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}
+    assert doc[b]["state"] == states.SUBMITTING and "its launch was interrupted" in doc[b]["warning"]
+    with Registry(ws.registry_path) as reg:  # shown, nothing written: the next launch takes them for new runs
+        assert (reg.get(b).state, reg.get(b).warning) == (states.SUBMITTING, None)
+
+
+def test_status_shows_a_live_launchs_runs_as_submitting(specs, tmp_path):
+    """The runs a launch that is alive still submits (a concurrent `arctl status`) stay SUBMITTING, without a note."""
+    ws, b, c = _new_runs_claimed(tmp_path, new_claim_token())  # this process: alive
+    out = _status(ws)
+    assert "2 submitting" in out and "INTERRUPTED" not in out and "interrupted" not in out, out
+    res = CliRunner().invoke(app, ["cancel", b, "--workdir", str(ws.root)])
+    assert res.exit_code == 0 and "cancelled while its launch submits it" in res.output, res.output
+
+
+def test_cancel_of_a_dead_launchs_new_run_says_there_was_nothing_to_cancel(specs, tmp_path):
+    """`arctl cancel` of such a run said "cancelled" and the row stayed SUBMITTING. No job was submitted for it:
+    it says so, changes nothing, and status goes on saying what submits it."""
+    ws, b, c = _new_runs_claimed(tmp_path, dead_claim_token())
+    res = CliRunner().invoke(app, ["cancel", b, "--workdir", str(ws.root)])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith(f"{b}: not cancelled: nothing to cancel"), res.output
+    assert "0 run(s) cancelled; 1 not cancelled" in res.output
+    with Registry(ws.registry_path) as reg:
+        row = reg.get(b)
+    assert (row.state, row.cancel_requested) == (states.SUBMITTING, None)
+    out = _status(ws, b)
+    assert "INTERRUPTED" in out and "cancel requested" not in out, out
+
+
+def test_status_warns_of_a_pending_runs_deleted_folder(specs, tmp_path, monkeypatch):
+    """A run folder deleted by hand while its job waits in SLURM's queue: status said nothing, and the job failed
+    when it started. Status warns on that run, in one line."""
+    ws, b, _ = _new_runs_claimed(tmp_path, new_claim_token())
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n77_1|PENDING\\n'\n",
+                    squeue="exit 0\n", scancel="exit 0\n", srun="exit 0\n")
+    with Registry(ws.registry_path) as reg:
+        reg.update(b, state=states.PENDING, executor="slurm", job_id="77_1", claim=None, before_claim=None,
+                   submitted_at=time.time() - 100)
+    assert "folder" not in _status(ws)
+    shutil.rmtree(ws.run_dir(b))
+    out = _status(ws)
+    (line,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
+    assert "PENDING" in out and f"its run folder {ws.run_dir(b)} is gone" in line, out
+    assert "`arctl cancel" in line
+    # what it says to do works: the cancel, then the sweep launches it afresh (debug executor here)
+    res = CliRunner().invoke(app, ["cancel", b, "--workdir", str(ws.root)])
+    assert res.exit_code == 0 and "1 run(s) cancelled" in res.output, res.output
+    assert "CANCELLED" in _status(ws, b) and "folder" not in _status(ws, b)  # said while its job is active only
+    from arctl.compose import resolve_sweep
+
+    result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    assert b in {i.run_id for i in result.submitted} and not result.failed
+    with Registry(ws.registry_path) as reg:
+        assert (reg.get(b).state, reg.get(b).warning) == (states.COMPLETED, None)
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_cancel_of_a_dead_launchs_claim_no_refresh_settled_says_what_it_did(specs, tmp_path, linked):
+    """A dead launch's claim on an existing run that a refresh has not settled yet (another process raced it):
+    without a job, nothing is cancelled and the run is as before; with the job that launch had linked, the request
+    is recorded for the refresh that adopts the job (which cancels it), and the outcome says so (it said "its launch
+    died before submitting it" of that job too)."""
+    from arctl.launch.control import cancel_runs
+
+    ws, b = dead_launch_run(tmp_path, "41" if linked else None)
+    with Registry(ws.registry_path) as reg:
+        ((_, said),) = cancel_runs(reg, ws, [reg.get(b)])
+        row = reg.get(b)
+    assert row.state == states.SUBMITTING
+    if linked:
+        assert said == "cancelled: its launch died after submitting job 41, which the next `arctl status` cancels"
+        assert row.cancel_requested is not None
+    else:
+        assert said == ("not cancelled: nothing to cancel, its launch was interrupted before it submitted it; it is "
+                        "FAILED as before")
+        assert row.cancel_requested is None
+
+
+def test_a_full_registry_after_sbatch_says_the_jobs_were_submitted_and_who_adopts_them(specs, tmp_path, monkeypatch):
+    """sbatch accepted the jobs, then recording them failed ("database or disk is full"): the error said only that,
+    and the user, told to run the command again, could not know the jobs were out. It names the jobs and says the
+    next `arctl status` or launch adopts them; and it does (nothing is submitted twice)."""
+    import arctl.launch.launcher as launcher
+    from arctl.compose import resolve_sweep
+    from arctl.launch.registry import RegistryError
+
+    calls = tmp_path / "calls"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch=f'echo sbatch >> {calls}; echo "Submitted batch job 101"\n',
+                    scontrol=f'[ "$1" = release ] && echo scontrol "$@" >> {calls}; echo "MaxArraySize = 1001"\n',
+                    sacct="printf 'JobID|State\\n101_0|PENDING\\n101_1|PENDING\\n101_2|PENDING\\n'\n",
+                    squeue="exit 0\n", srun="exit 0\n")
+    monkeypatch.setattr(launcher, "new_claim_token", dead_claim_token)  # the launch that fails: gone once it has
+
+    def full(self, token, updates, cancelled=None):
+        raise RegistryError(f"{self.path}: database or disk is full (0.0 MiB free there): free some space and run "
+                            "the command again", "full")
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    with monkeypatch.context() as patched:
+        patched.setattr(Registry, "update_claimed", full)
+        with pytest.raises(RegistryError) as info:
+            launch(items, ws, executor="slurm", members=["lt3"])
+    said = str(info.value)
+    assert "database or disk is full" in said and "\n" not in said, said
+    assert "submitted job 101 (3 runs)" in said and "the next `arctl status` or launch" in said, said
+    again = launch(items, ws, executor="slurm", members=["lt3"])  # as the error says: the jobs adopted
+    assert again.submitted == [] and {why for _, why in again.skipped} == {"already pending"}
+    with Registry(ws.registry_path) as reg:
+        got = {r.run_id: (r.state, r.job_id) for r in reg.list()}
+    assert got == {item.run_id: (states.PENDING, f"101_{n}") for n, item in enumerate(items)}
+    assert calls.read_text().split().count("sbatch") == 1
