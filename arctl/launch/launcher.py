@@ -46,7 +46,7 @@ from arctl.launch.executors import (
 )
 from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, write_provenance
-from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.registry import Registry, RegistryError, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import (
     archive_previous,
@@ -580,7 +580,21 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if isinstance(err, Exception):
                     raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
                 raise
-            dropped = _record_submitted(reg, name, token, claimed, job_ids)
+            try:
+                dropped = _record_submitted(reg, name, token, claimed, job_ids)
+            except RegistryError as err:  # e.g. a full disk: the jobs are out, and the user must know it (from a hunt)
+                if name != "slurm":
+                    raise
+                # the run folders link them (_submit_chunk): once this launch has exited, a refresh adopts them
+                # (refresh.orphaned_job)
+                masters = [job_id.split("_")[0] for job_id in job_ids.values()]
+                several = len(set(masters)) > 1
+                jobs = ", ".join(f"{m} ({masters.count(m)} run{'s' * (masters.count(m) > 1)})"
+                                 for m in dict.fromkeys(masters))
+                it = "them" if several else "it"
+                raise RegistryError(f"submitted job{'s' * several} {jobs}, but could not record {it}: {err}; the next "
+                                    f"`arctl status` or launch (once the registry can be written) adopts {it}: "
+                                    "nothing is submitted twice", err.kind) from err
         gone = {item.run_id for item, _ in dropped}
         result.submitted = [item for item, _ in claimed if item.run_id not in gone]
         result.skipped += dropped
