@@ -11,7 +11,16 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
+from arctl.cli.common import (
+    console,
+    err_console,
+    esc,
+    fail,
+    nonempty_option,
+    print_json,
+    printable,
+    user_errors,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -97,7 +106,7 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
         print_json(result.to_json())
         return
     for w in result.warnings:
-        err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
+        err_console.print(f"[yellow]warning:[/] {esc(printable(w))}", markup=True, highlight=False)  # names read from runs
     if result.missing_experiments:
         err_console.print(
             "[yellow]note:[/] no runs yet of " + esc(", ".join(result.missing_experiments))
@@ -108,7 +117,9 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
     if result.kind == "table":
         md = next((p for p in result.outputs if p.suffix == ".md"), None)
         if md is not None:
-            console.print(md.read_text(), markup=False, highlight=False)
+            # a benchmark's name comes from the runs' metric keys: no control sequence of it reaches the terminal
+            console.print("\n".join(printable(line) for line in md.read_text().splitlines()), markup=False,
+                          highlight=False)
 
 
 def _places(workdir: str | None, out: str | None, where: list[str] | None, runs_in_workdir: bool) -> tuple[Path, Path]:
@@ -178,6 +189,6 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     console.print(table)
     console.print(esc(summary_text(report.results, len(report.runs))))
     for w in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
+        err_console.print(f"[yellow]warning:[/] {esc(printable(w))}", markup=True, highlight=False)  # names read from runs
     for p in report.outputs:
         console.print(f"  {esc(p)}")

@@ -23,8 +23,9 @@ from arctl.config.files import PLACE_ERRNOS
 
 EXIT_USER_ERROR = 2
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: a user's ":smile:" (in a description, a path, a name) is printed as written, not as an emoji
+console = Console(highlight=False, soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 class UserError(Exception):
@@ -33,8 +34,20 @@ class UserError(Exception):
 
 def esc(value: Any) -> str:
     """``value`` as text that rich prints verbatim: user-supplied strings (names, paths, errors,
-    overrides) are never read as markup (``[/x]`` would crash, ``[link=...]`` would hide itself)."""
-    return escape(str(value))
+    overrides) are never read as markup (``[/x]`` would crash, ``[link=...]`` would hide itself).
+
+    Backslashes at the end are rich's one trap: before a tag each pair prints one, elsewhere each prints
+    itself, and rich's ``escape`` doubles one (from a hunt: ``--foo\\`` printed ``--foo\\\\`` before ": ...",
+    and two at the end before ``[/]`` printed one). So the text's own trailing backslashes are doubled and
+    an empty tag follows them: one each, whatever comes after."""
+    text = str(value)
+    body = text.rstrip("\\")
+    if len(body) == len(text):
+        return escape(text)
+    return escape(body) + "\\" * (2 * (len(text) - len(body))) + _EMPTY_TAG
+
+
+_EMPTY_TAG = "[dim][/dim]"  # prints nothing; the backslashes before it are read in pairs
 
 
 def printable(text: str) -> str:

@@ -258,6 +258,7 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
         if not str(target).strip():
             raise LaunchError("an empty run, sweep or experiment name names nothing — give a run id (prefix), "
                               "sweep or experiment (`arctl status` lists them)")
+        _check_text(target, "run, sweep or experiment")
         by_name = reg.list(target)
         if by_name:
             chosen.update((r.run_id, r) for r in by_name)
@@ -275,6 +276,16 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
         one = select_one(reg, target, "run, sweep or experiment")
         chosen[one.run_id] = one
     return list(chosen.values())
+
+
+def _check_text(target: str, what: str) -> None:
+    """LaunchError for a name that is not UTF-8 text (a byte the shell passed as a lone surrogate): no run,
+    sweep or experiment has it, and SQLite cannot be asked (from a hunt: a traceback, exit 1)."""
+    try:
+        str(target).encode("utf-8")
+    except UnicodeEncodeError:
+        raise LaunchError(f"the {what} name {ascii(target)} is not UTF-8 text — no run id has it "
+                          "(`arctl status` lists them)") from None
 
 
 def _known_spec(name: str) -> str | None:
@@ -298,6 +309,7 @@ def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
     all of them (``..._s1`` starts the ids of seeds 10-19 too)."""
     if not str(target).strip():
         raise LaunchError("an empty run id names no run — `arctl status` lists run ids")
+    _check_text(target, what)
     found = reg.find(target)
     if not found:
         raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status` lists them")
