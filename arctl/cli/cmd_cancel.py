@@ -15,21 +15,30 @@ def register(app: typer.Typer) -> None:
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         force: bool = typer.Option(False, "--force", help="Also cancel a started run whose job SLURM here does not "
                                    "have though its folder changed lately (you know it runs nowhere else)."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON: each active run, whether it was cancelled and why."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON: each run named, whether it was cancelled and why."),
     ) -> None:
         """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
         RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them)."""
         with launch_errors():
-            from arctl.launch.control import NOT_CANCELLED, cancel_runs, open_existing, select_runs
+            from arctl.launch.control import (
+                NOT_ACTIVE,
+                NOT_CANCELLED,
+                cancel_runs,
+                open_existing,
+                select_runs,
+            )
             from arctl.launch.refresh import refresh
 
             workspace, reg = open_existing(workdir)
             with reg:
                 records = refresh(reg, workspace, select_runs(reg, list(targets)))
                 done = cancel_runs(reg, workspace, records, force=force)
-        if as_json:
+        if as_json:  # every run named, as the text counts them: one that was not active says so
+            asked = {r.run_id for r, _ in done}
             print_json([{"run_id": r.run_id, "job_id": r.job_id, "state": r.state,
-                         "cancelled": not what.startswith(NOT_CANCELLED), "outcome": what} for r, what in done])
+                         "cancelled": not what.startswith(NOT_CANCELLED), "outcome": what} for r, what in done]
+                       + [{"run_id": r.run_id, "job_id": r.job_id, "state": r.state, "cancelled": False,
+                           "outcome": NOT_ACTIVE} for r in records if r.run_id not in asked])
             return
         for rec, what in done:
             console.print(f"{esc(rec.run_id)}: {esc(what)}")

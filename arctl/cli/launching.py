@@ -199,7 +199,7 @@ def closing_lines(workspace, records) -> None:
         for r in records:
             run_dir = workspace.run_dir(r.run_id)
             console.print(f"{styled(r.state)} {esc(f'{r.experiment}/{r.arm}/s{r.seed}: {run_dir}')}")
-            wandb_dirs = sorted((run_dir / "wandb").rglob("offline-run-*"))
+            wandb_dirs = wandb_folders(run_dir)
             if wandb_dirs:
                 console.print(esc(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else "")))
     console.print(esc(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)"))
@@ -208,6 +208,11 @@ def closing_lines(workspace, records) -> None:
     for r in bad:
         err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(printable(': ' + r.error) if r.error else '')} — "
                           f"`arctl logs {esc(r.run_id)}`")
+
+
+def wandb_folders(run_dir) -> list:
+    """A run's offline W&B run folders, oldest first (one per attempt)."""
+    return sorted((run_dir / "wandb").rglob("offline-run-*"))
 
 
 def figure_commands(items, workdir) -> list[str]:
@@ -255,7 +260,11 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
             "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                            "action": i.action, "job_id": result.job_ids.get(i.run_id),
                            "run_dir": str(workspace.run_dir(i.run_id)),
-                           "state": final[i.run_id].state if i.run_id in final else "PENDING"}
+                           "state": final[i.run_id].state if i.run_id in final else "PENDING",
+                           # what the text's closing lines say of a run waited for: why it ended so, its W&B files
+                           **({"error": final[i.run_id].error,
+                               "wandb": [str(d) for d in wandb_folders(workspace.run_dir(i.run_id))]}
+                              if i.run_id in final else {})}
                           for i in result.submitted],
             "skipped": [{"run_id": i.run_id, "reason": why} for i, why in result.skipped],
             "figures": figures,

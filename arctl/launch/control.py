@@ -30,6 +30,7 @@ from arctl.launch.workspace import Workspace
 GONE = re.compile(r"job id (\S+?): Invalid job id specified")
 ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
 NOT_CANCELLED = "not cancelled"  # how an outcome of :func:`cancel_runs` that changed nothing begins
+NOT_ACTIVE = f"{NOT_CANCELLED}: not active"  # a run named that has no job to cancel (completed, failed, cancelled, ...)
 SILENT_S = 3600.0  # a started run whose folder and logs have not changed for this long, and whose job SLURM
 # does not have, is taken for dead (a live job writes its logs, metrics, status or checkpoints meanwhile)
 

@@ -77,3 +77,23 @@ def test_a_benchmark_name_from_a_runs_metric_keys_reaches_the_terminal_without_c
     printed = result.out + result.err
     assert "PWNED" in printed and "\\x1b" in printed  # said, escaped
     assert "\x1b" not in printed and "\x07" not in printed
+
+
+def test_json_says_what_the_text_says_of_a_failed_run_and_of_a_run_not_active(sandbox, monkeypatch):
+    """From the hunt: `run --json` gave a FAILED run no reason (the text prints it and the W&B folder), and
+    `cancel --json` left out the runs that were not active (the text counts them)."""
+    import json
+
+    ids = sandbox.add_run_dirs()  # lt's three arms, COMPLETED
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")
+    monkeypatch.setenv("ARCTL_TEST_FAIL_ARM", "b")
+    failed = sandbox.run("run", "lt", "--seeds", "2", "--executor", "debug", "--workdir", str(sandbox.ws), "--json")
+    assert failed.code == 1 and failed.crash is None, failed.err + (failed.crash or "")
+    runs = {r["arm"]: r for r in json.loads(failed.out)["submitted"]}
+    assert runs["b"]["state"] == "FAILED" and "fails on purpose" in runs["b"]["error"]
+    assert runs["a"]["state"] == "COMPLETED" and runs["a"]["error"] is None and runs["a"]["wandb"] == []
+    done = sandbox.run("cancel", ids[0], "--workdir", str(sandbox.ws), "--json")
+    assert done.code == 0, done.err
+    assert json.loads(done.out) == [{"run_id": ids[0], "job_id": "debug", "state": "COMPLETED", "cancelled": False,
+                                     "outcome": "not cancelled: not active"}]
