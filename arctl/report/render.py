@@ -42,7 +42,27 @@ class ReportResult:
             "runs": self.runs,
             "missing_experiments": self.missing_experiments,
             "warnings": self.warnings,
+            # a table's numbers, as its Markdown prints them (the text shows them: from a hunt, --json had none)
+            **({"rows": table_rows(self.table)} if self.kind == "table" and self.table is not None else {}),
         }
+
+
+def table_rows(table) -> list[dict]:
+    """A table's rows as ``{"row": label, "values": {column: number or None}, "runs": the fewest runs a cell of
+    it averages (None: a row of the paper's)}``; NaN and inf are None (JSON has neither)."""
+    import math
+    import numbers
+
+    runs = table.attrs.get("runs", {})
+
+    def value(v):
+        if isinstance(v, numbers.Real) and not isinstance(v, bool):
+            return float(v) if math.isfinite(v) else None
+        return None if v is None else str(v)
+
+    return [{"row": str(label), "values": {str(c): value(v) for c, v in row.items()},
+             "runs": runs.get(label) if row.get("source", tables.OURS) == tables.OURS else None}
+            for label, row in table.iterrows()]
 
 
 def _write_runs_used(out_dir: Path, name: str, data: ReportData | None) -> Path:

@@ -21,6 +21,8 @@ AVG = "Avg"
 PAPER_MISSING = ("", "na", "n/a", "nan", "-", "\u2013")  # a cell of paper_tables.csv where the paper has no value
 
 
+OURS = "arctl"  # the source of a row of our runs (beside "paper" and "diff" with compare_paper)
+
 def metric_globs(spec: dict) -> list[str]:
     return [spec["key"].replace("{dataset}", "*")]
 
@@ -155,8 +157,10 @@ def compare_with_paper(ours, paper):
     cols = [c for c in ours.columns if c in paper.columns]
     shared = [a for a in ours.index if a in paper.index]
     diff = ours.loc[shared, cols] - paper.loc[shared, cols]
-    parts = [ours.assign(source="arctl"), paper[cols].assign(source="paper"), diff.assign(source="diff")]
-    return pd.concat(parts)
+    parts = [ours.assign(source=OURS), paper[cols].assign(source="paper"), diff.assign(source="diff")]
+    out = pd.concat(parts)
+    out.attrs = dict(ours.attrs)  # the runs each of our rows averages (concat keeps no attrs)
+    return out
 
 
 def _fmt(v: float, signed: bool = False) -> str:
@@ -197,11 +201,11 @@ def to_markdown(ours, compare=None) -> str:
     lines = ["| Algorithm | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for source, frame, signed in _sections(ours, compare):
         for alg, row in frame.iterrows():
-            name = _name(ours, alg) if source == "arctl" else f"{alg} ({'paper' if source == 'paper' else 'Δ vs paper'})"
+            name = _name(ours, alg) if source == OURS else f"{alg} ({'paper' if source == 'paper' else 'Δ vs paper'})"
             cells = []
             for c in cols:
                 s = _fmt(row.get(c, float("nan")), signed)
-                cells.append(f"**{s}**" if source == "arctl" and alg in best[c] else s)
+                cells.append(f"**{s}**" if source == OURS and alg in best[c] else s)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -221,12 +225,12 @@ def to_latex(ours, compare=None, caption: str = "") -> str:
         if k:
             out.append(r"\midrule")
         for alg, row in frame.iterrows():
-            name = _tex_escape(_name(ours, alg) if source == "arctl" else str(alg)) + (
-                "" if source == "arctl" else (" (paper)" if source == "paper" else r" ($\Delta$)"))
+            name = _tex_escape(_name(ours, alg) if source == OURS else str(alg)) + (
+                "" if source == OURS else (" (paper)" if source == "paper" else r" ($\Delta$)"))
             cells = []
             for c in cols:
                 s = _fmt(row.get(c, float("nan")), signed).replace("–", "--")
-                cells.append(rf"\textbf{{{s}}}" if source == "arctl" and alg in best[c] else s)
+                cells.append(rf"\textbf{{{s}}}" if source == OURS and alg in best[c] else s)
             out.append(name + " & " + " & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     if caption:
@@ -241,7 +245,7 @@ def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = spec["name"]
-    csv_frame = compare if compare is not None else ours.assign(source="arctl")
+    csv_frame = compare if compare is not None else ours.assign(source=OURS)
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
     paths[0].write_text(to_markdown(ours, compare))
     paths[1].write_text(to_latex(ours, compare, caption=spec.get("description", "")))

@@ -1,6 +1,7 @@
 """Tables final/anytime equal values computed by hand from the written metrics."""
 
 import csv
+import json
 
 import pytest
 from wandb_workspace import LAST_STEP, final_acc, grid_anytime_acc
@@ -46,6 +47,13 @@ def test_table_values_formats_and_bold(workspace, tmp_path, name, fn):
     with open(tmp_path / f"{name}.csv") as f:
         rows = {r["algorithm"]: r for r in csv.DictReader(f)}
     assert float(rows["GRPO"]["AMC22"]) == pytest.approx(want["GRPO"]["AMC22"], abs=1e-4)
+    # --json holds the numbers the Markdown prints (it held none: from a hunt), with the runs each row averages
+    doc = json.loads(json.dumps(res.to_json(), allow_nan=False))
+    assert [r["row"] for r in doc["rows"]] == [a for a, _, _ in ARMS]
+    assert [r["runs"] for r in doc["rows"]] == [2, 1, 1, 2]
+    for r in doc["rows"]:
+        assert r["values"]["source"] == "arctl"
+        assert all(r["values"][c] == pytest.approx(v, abs=1e-9) for c, v in want[r["row"]].items())
 
 
 def test_compare_paper_adds_paper_rows_and_differences(workspace, tmp_path):
@@ -62,6 +70,9 @@ def test_compare_paper_adds_paper_rows_and_differences(workspace, tmp_path):
     assert paper.loc["GRPO", "Avg"] == pytest.approx((65.0 + 28.9 + 84.7) / 3)
     md = (tmp_path / "final.md").read_text()
     assert "GRPO (paper)" in md and "Δ vs paper" in md
+    rows = [r for r in res.to_json()["rows"] if r["row"] == "GRPO"]
+    assert [(r["values"]["source"], r["runs"]) for r in rows] == [("arctl", 2), ("paper", None), ("diff", None)]
+    assert rows[1]["values"]["AMC22"] == 65.0
 
 
 def test_avg_leaves_out_the_budget_forced_evaluation():
