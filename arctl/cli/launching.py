@@ -73,8 +73,6 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
     plan(items, workspace, force)
     to_launch = [i for i in items if i.action in STARTS]
-    scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism,
-                              {i.run_id: i.job for i in items if i.action == "active" and i.job})
     # what the launch itself would refuse (workspace_problem, executor_problem), shown, not raised: a dry run previews
     refused = planned_problem(items, workspace)
     if to_launch and not refused:
@@ -85,6 +83,13 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             executor_problem(name, [i for i in items if not i.shares], array_parallelism, workspace, to_launch)
         except LaunchError as err:
             refused = str(err)
+    try:
+        scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism,
+                                  {i.run_id: i.job for i in items if i.action == "active" and i.job})
+    except Exception:  # a job that cannot be set up (a bad verl.overrides entry): what refuses the launch says why
+        if not refused:  # (from an audit: this was a traceback, exit 1, where the launch gives one line)
+            raise
+        scripts = []
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,

@@ -150,7 +150,11 @@ def test_an_eval_only_run_of_a_checkpoint_that_is_not_there_is_refused(data, tmp
     assert launch_problem(_config("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}"), tmp_path / "run") is None
 
 
-def test_the_launch_and_its_dry_run_refuse_in_one_line_and_submit_nothing(data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("override, says", [
+    ("verl.tensor_model_parallel_size=3", "the rollout's parallel size 3"),
+    # the job's setup raises too: the dry run's sbatch preview was a traceback, exit 1 (from an audit of the README)
+    ("verl.overrides=['trainer.save_freq=10']", "verl.overrides entry 'trainer.save_freq=10' replaces trainer.save_freq")])
+def test_the_launch_and_its_dry_run_refuse_in_one_line_and_submit_nothing(data, tmp_path, monkeypatch, override, says):
     import slurm_shims  # tests/support/slurm_shims.py
 
     calls = tmp_path / "calls.log"
@@ -158,14 +162,16 @@ def test_the_launch_and_its_dry_run_refuse_in_one_line_and_submit_nothing(data, 
         name: f'echo "{name} $*" >> "{calls}"\nexit 1\n' for name in slurm_shims.CLIENT_PROGRAMS})
     monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
     ws = tmp_path / "ws"
-    args = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm",
-            "verl.tensor_model_parallel_size=3"]
+    args = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm", override]
     res = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
-    assert res.exit_code == 2 and "a launch would be refused: main-grpo/grpo: the rollout's parallel size 3" in res.stderr
+    assert res.exit_code == 2 and f"a launch would be refused: main-grpo/grpo: {says}" in res.stderr, res.output
     assert "its job would fail as it starts" in res.stderr and json.loads(res.stdout)["refused"]
+    res = CliRunner().invoke(app, [*args, "--dry-run"])
+    assert res.exit_code == 2, res.output  # (an exception escaping is exit 1)
+    assert f"a launch would be refused: main-grpo/grpo: {says}" in res.stdout
     res = CliRunner().invoke(app, args)
     lines = res.stderr.strip().splitlines()
-    assert res.exit_code == 2 and len(lines) == 1 and "the rollout's parallel size 3" in lines[0], res.output
+    assert res.exit_code == 2 and len(lines) == 1 and says in lines[0], res.output
     assert not ws.exists() and "sbatch" not in (calls.read_text() if calls.exists() else "")
 
 
@@ -215,3 +221,20 @@ def test_a_completed_run_the_launch_skips_is_not_checked(data, tmp_path, monkeyp
     with pytest.raises(Exception, match="dataset file"):  # --force reruns it: then it is checked
         launch(items_from_resolved(resolve_experiment("main-grpo", scale="paper", overrides=["cluster=slurm"])), ws,
                executor="slurm", force=True)
+
+
+@pytest.mark.parametrize("override, says", [
+    ("verl.overrides='[trainer.save_freq=10]'", "verl.overrides entry '[trainer.save_freq=10]' is not KEY=VALUE"),
+    ("verl.overrides=5", "verl.overrides=5 is not a list of KEY=VALUE entries"),
+    ("verl.overrides=[5]", "verl.overrides entry 5 is not KEY=VALUE"),
+    ("verl.overrides=[nokey]", "verl.overrides entry 'nokey' is not KEY=VALUE")])
+def test_verl_overrides_that_are_not_key_value_entries_are_refused_where_they_are_written(override, says):
+    """From an audit of the README, which wrote `verl.overrides='[KEY=VALUE]'`: one text reached the job, where
+    verl's message named another entry; `verl.overrides=5` was a traceback at validation."""
+    from arctl.compose import SpecError
+
+    with pytest.raises(SpecError) as info:
+        _config(override)
+    assert says in str(info.value) and "verl.overrides=['trainer.save_freq=5']" in str(info.value)
+    assert _config("verl.overrides=['trainer.log_val_generations=10']")["verl"]["overrides"] == [
+        "trainer.log_val_generations=10"]
