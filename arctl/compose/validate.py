@@ -233,7 +233,10 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
     # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)
     for key in ("cluster.setup", "cluster.sbatch_extra", "verl.overrides"):
-        for line in (_get(cfg, key) if key != "verl.overrides" else (cfg.get("verl") or {}).get("overrides")) or []:
+        lines = _get(cfg, key) if key != "verl.overrides" else (cfg.get("verl") or {}).get("overrides")
+        # one text is one line (read letter by letter, a key in it was missed); a value of another type is refused
+        # by its own check (verl.overrides=5 was a traceback here: from an audit)
+        for line in lines if isinstance(lines, (list, tuple)) else [] if lines is None else [lines]:
             if WRITTEN_KEY.search(str(line)):
                 raise SpecError(f"{key} writes out {API_KEY_ENV}: its lines are frozen into the run's config.yaml and "
                                 "job script (and SLURM's state), where a secret must not be", key,

@@ -161,6 +161,20 @@ def slurm_gpu_problem(config: dict) -> str | None:
             "but cluster.gpus_per_node=0 asks SLURM for none")
 
 
+def _extra_problem(extra) -> str | None:
+    """What is wrong with ``verl.overrides`` as a list of ``KEY=VALUE`` texts (one text: one entry), or None. From
+    an audit: ``verl.overrides='[KEY=VALUE]'`` reached Hydra as one text, accepted until the job's verl config was
+    composed, where verl's message named another entry."""
+    if extra is None:
+        return None
+    if not isinstance(extra, (list, tuple, str)):
+        return f"verl.overrides={extra!r} is not a list of KEY=VALUE entries"
+    for item in [extra] if isinstance(extra, str) else extra:
+        if not isinstance(item, str) or "=" not in item or item.lstrip("+~").startswith("["):
+            return f"verl.overrides entry {item!r} is not KEY=VALUE"
+    return None
+
+
 def config_problem(config: dict) -> tuple[str, str, str] | None:
     """(what, key, hint) of the first problem of a resolved config the verl backend cannot run
     (checked at validation, before anything is written), or None. The types and ranges of the
@@ -179,6 +193,8 @@ def config_problem(config: dict) -> tuple[str, str, str] | None:
                 f"({config['model']['path']}), whose config sets the model's sizes", f"model.{sized[0]}",
                 f"leave model.{'/'.join(sized)} out (null) with a checkpoint, e.g. model=r1-distill-qwen-1.5b "
                 "model.path=DIR")
+    if (problem := _extra_problem(verl_setting(config, "overrides"))) is not None:
+        return problem, "verl.overrides", "write each entry quoted inside the list: \"verl.overrides=['trainer.save_freq=5']\""
     problem = strategy_problem(config)
     if problem:
         return problem, "verl.overrides", "the tree mask exists for the FSDP engine only"
