@@ -235,6 +235,11 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     (:meth:`Workspace.open`)."""
     workspace = Workspace.open(workdir)
     if not workspace.exists():
+        folders = sorted(p.name for p in workspace.runs_dir.iterdir() if p.is_dir()) if workspace.runs_dir.is_dir() else []
+        if folders:  # the registry was deleted: the README promises these are pointed out (from an audit)
+            raise LaunchError(f"{workspace.registry_path} is missing, and {workspace.runs_dir} holds {len(folders)} run "
+                              f"folder(s) (e.g. {folders[0]}) — `arctl repair --workdir {workspace.root}` rebuilds the "
+                              "registry from them")
         came = {"ARCTL_HOME": " (from ARCTL_HOME)", "default": " (the default ./arctl-runs)"}.get(workspace.origin, "")
         raise LaunchError(
             f"no arctl workspace at {workspace.root}{came} — launch runs with `arctl run`/`arctl sweep`, "

@@ -390,6 +390,8 @@ def launch_items(
         raise LaunchError(problem)
     if workspace.is_export():  # before anything is written
         raise LaunchError(workspace_problem(items, workspace, ()))
+    if not workspace.exists() and (problem := workspace_problem(items, workspace, ())):
+        raise LaunchError(problem)  # a deleted registry: refused before an empty one is made (from an audit)
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)

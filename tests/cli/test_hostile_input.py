@@ -209,7 +209,13 @@ ROW_DAMAGE = {"text metric": _text_metric, "job id that is an option": _shell_jo
 DAMAGE = {**FILE_DAMAGE, **ROW_DAMAGE}
 READ_ROWS = [["status"], ["status", "--no-refresh"], ["status", "lt"], ["cancel", "lt"], ["resume", "lt"]]
 COMMANDS = [*READ_ROWS, ["logs", "lt_b"], ["run", "lt", "--executor", "slurm"], ["sweep", "priors", "--executor", "slurm"]]
+def _deleted(ws):  # status said "no arctl workspace", not the run folders and `arctl repair` (from an audit)
+    (ws / "registry.sqlite").unlink()
+
+
+# (a launch of other runs into a workspace whose registry was deleted makes a new one: the folders stay pointed out)
 CASES = ([pytest.param(d, c, id=f"{' '.join(c)}-{n}") for n, d in FILE_DAMAGE.items() for c in COMMANDS]
+         + [pytest.param(_deleted, c, id=f"{' '.join(c)}-deleted") for c in COMMANDS if c[0] != "sweep"]
          + [pytest.param(d, c, id=f"{' '.join(c)}-{n}") for n, d in ROW_DAMAGE.items() for c in READ_ROWS])
 
 
