@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
         no checkpoints, no logs) into OUT, indexed in OUT/export.json. `arctl report --workdir OUT`
         then rebuilds every figure, table and claim from it, on any machine. Completed runs only, unless
         --unfinished: a run without status.json is completed when its W&B files end with a clean finish
-        at its config's trainer.total_steps."""
+        at its config's trainer.total_steps (a run that counts epochs, null total_steps: the paper scale's,
+        needs status.json or --unfinished)."""
         if out is None:
             fail("give --out DIR: the folder to export into")
         if experiment and sweep:
@@ -61,7 +62,8 @@ def register(app: typer.Typer) -> None:
         run_ids = None
         if seeds is not None:  # the cells as `arctl sweep` launches them (a shared cell: the run that serves it)
             with launch_errors():
-                run_ids = [item.run_id for item in sweep_items(sweep, [], scale, parse_seeds(seeds), base, False)]
+                run_ids = [item.run_id for item in sweep_items(sweep, [], scale, parse_seeds(seeds), base, False,
+                                                                 launching=False)]
         with user_errors():  # and a folder it cannot read or write: one line
             try:
                 names = None if run_ids is not None else resolve_experiments({}, list(experiment or []), sweep)

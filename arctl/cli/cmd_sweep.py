@@ -58,18 +58,19 @@ def json_with_shared(items, as_json: bool):
             sys.stdout.flush()
 
 
-def grid_overridden(name: str, overrides: list[str]) -> list[str]:
-    """A note for each command-line override of a key the sweep's grid varies: the override wins (as
-    for any key), so the grid's values of that key collapse into one."""
+def grid_overridden(name: str, overrides: list[str]) -> dict[str, str]:
+    """The keys the sweep's grid varies that a command-line override sets -> a note for each: the override
+    wins (as for any key), so the grid's values of that key collapse into one."""
+    from arctl.compose.overrides import override_key
     from arctl.compose.sweep import load_sweep
 
-    grid = {key.lstrip("+"): values for key, values in load_sweep(name).grid.items()}
-    notes = []
+    grid = {override_key(key): values for key, values in load_sweep(name).grid.items()}
+    notes = {}
     for text in overrides:  # KEY=VALUE or +KEY=VALUE (composing the cells has refused any other form)
-        key = text.split("=", 1)[0].lstrip("+")
+        key = override_key(text)
         if key in grid:
-            notes.append(f"{text} replaces the sweep's grid over {key} ({len(grid[key])} values: "
-                         f"{', '.join(map(str, grid[key]))}): every cell takes this value")
+            notes[key] = (f"{text} replaces the sweep's grid over {key} ({len(grid[key])} values: "
+                          f"{', '.join(map(str, grid[key]))}): every cell takes this value")
     return notes
 
 
@@ -95,8 +96,7 @@ def register(app: typer.Typer) -> None:
             from arctl.launch.cells import same_run_notes
 
             noted = grid_overridden(name, list(overrides or []))
-            keys = {text.split("=", 1)[0].lstrip("+") for text in overrides or [] if any(n.startswith(f"{text} ") for n in noted)}
-            for note in [*noted, *same_run_notes(items, keys)]:
+            for note in [*noted.values(), *same_run_notes(items, set(noted))]:
                 err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,

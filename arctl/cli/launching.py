@@ -35,15 +35,17 @@ def launch_errors():
             raise
 
 
-def sweep_items(name: str, overrides: list[str], scale: str | None, seeds: list[int] | None, workdir, force: bool):
+def sweep_items(name: str, overrides: list[str], scale: str | None, seeds: list[int] | None, workdir, force: bool,
+                launching: bool = True):
     """The launch items of sweep ``name`` (:class:`arctl.launch.launcher.LaunchItem`, one per cell), as
     ``arctl sweep`` launches them: with ``share_arms``, a cell that is the same run as another, or as a
-    run of the workspace ``workdir``, carries that run's id (:func:`arctl.launch.shared.mark_shared`)."""
+    run of the workspace ``workdir``, carries that run's id (:func:`arctl.launch.shared.mark_shared`).
+    ``launching`` False: for naming the runs only (an export of a sweep launched before a conflict was refused)."""
     from arctl.compose import resolve_sweep
     from arctl.compose.sweep import load_sweep
     from arctl.launch.launcher import items_from_resolved
 
-    items = items_from_resolved(resolve_sweep(name, list(overrides or []), scale, seeds))
+    items = items_from_resolved(resolve_sweep(name, list(overrides or []), scale, seeds), launching=launching)
     if load_sweep(name).share_arms:
         from arctl.launch.shared import mark_shared, workspace_runs
         from arctl.launch.workspace import Workspace

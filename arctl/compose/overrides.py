@@ -23,6 +23,11 @@ MAX_OVERRIDE_CHARS = 4096  # an override is a line a person writes
 MAX_NESTING = 32  # brackets: Hydra's parser recurses per level
 
 
+def override_key(text: str) -> str:
+    """The key an override text writes: ``KEY=VALUE``, ``+KEY=``, ``++KEY=``, ``~KEY`` -> ``KEY``."""
+    return text.split("=", 1)[0].strip().lstrip("+~")
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:60] + "...")
 

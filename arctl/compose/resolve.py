@@ -17,7 +17,7 @@ from arctl.algo import settings as algo_settings
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment
-from arctl.compose.overrides import split_overrides
+from arctl.compose.overrides import override_key, split_overrides
 from arctl.compose.paths import CONF_DIR, config_groups, default_option, group_options, spec_files
 from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.compose.resolvers import register as register_resolvers
@@ -470,7 +470,7 @@ INIT_KEYS = ("trainer.init_from", "trainer.init_run")
 
 
 def _not_init(overrides: list[str]) -> list[str]:
-    return [o for o in overrides if o.split("=", 1)[0].strip().lstrip("+") not in INIT_KEYS]
+    return [o for o in overrides if override_key(o) not in INIT_KEYS]
 
 
 def resolve_experiment(

@@ -6,14 +6,15 @@ A run's id hashes what it computes (:mod:`arctl.launch.run_id`), so two cells of
   what the grid varies). The run is launched once, and ``arctl sweep`` says so (:func:`same_run_notes`):
   from a hunt, a grid over the ``prior`` group beside ``thinking.prior=linear`` on the command line gave 1 run
   for 3 points without a word;
-- cells that differ only in what is no part of the identity (``cluster.*``, ``wandb.*``, ``scale.mem_gb``): one
-  run cannot have both values. From a hunt: ``grid: {cluster.mem_gb: [1, 2]}`` launched every cell once, with
+- cells that differ in what is no part of the identity but decides how or where the run runs (``cluster.*``,
+  ``wandb.*``, ``scale.mem_gb``, ``verl.keep_checkpoints``): one run cannot have both values. From a hunt: ``grid: {cluster.mem_gb: [1, 2]}`` launched every cell once, with
   1 GB, silently. :func:`conflict` makes that one error line naming the key, both values and where it is set.
 """
 
 from __future__ import annotations
 
 from arctl.compose.errors import SpecError
+from arctl.compose.overrides import override_key
 from arctl.compose.run import ResolvedRun
 
 
@@ -29,20 +30,33 @@ def flat(config: dict, prefix: str = "") -> dict[str, object]:
 
 
 def conflict(kept: ResolvedRun, other: ResolvedRun, run_id: str) -> SpecError | None:
-    """None when ``other`` may be launched as ``kept`` (their configs are equal); else the one line saying which
-    key they differ in, though the run id is one (a key that is no part of a run's identity)."""
+    """None when ``other`` may be launched as ``kept``: their configs are equal, or differ only where a run
+    reads nothing (an inactive ``budget_control``, another method's section: the identity leaves them out as
+    inert, and a grid point there is a moot one, :func:`same_run_notes`). Else the one line naming the key that
+    decides how or where the one run runs (:func:`runs_differently`), both values and where it is set."""
     if other.config == kept.config:
         return None
     a, b = flat(kept.config), flat(other.config)
-    differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and runs_differently(k))
+    if not differing:
+        return None
     # the key an override writes, before one derived from it (scale.mem_gb before cluster.mem_gb, its ${...})
     key = next((k for k in differing if _place(other, k) or _place(kept, k)), differing[0])
     more = f" (and {len(differing) - 1} more keys)" if len(differing) > 1 else ""
     return SpecError(
         f"two cells of {kept.name} set {key}={_shown(a.get(key))} and {key}={_shown(b.get(key))}{more}, but "
-        f"{key.split('.', 1)[0]}.* is no part of what a run computes: they are one run ({run_id})",
+        f"{key} is no part of what a run computes: they are one run ({run_id}), which cannot have both",
         _place(other, key) or _place(kept, key) or kept.name,
         "give it one value for every cell (the sweep's overrides or the command line): a grid varies what runs compute")
+
+
+def runs_differently(key: str) -> bool:
+    """Whether dotted ``key`` is one the run id leaves out though the run uses it: where and how it runs or logs
+    (``cluster.*``, ``wandb.*``, :data:`arctl.launch.run_id.NOT_COMPUTED`), not what it computes."""
+    from arctl.launch.run_id import LAUNCH_ONLY_KEYS, NOT_COMPUTED
+
+    section, _, rest = key.partition(".")
+    return section in LAUNCH_ONLY_KEYS or (section, rest.split(".", 1)[0]) in NOT_COMPUTED
 
 
 def same_run_notes(items, overrides_noted: set[str] = frozenset()) -> list[str]:
@@ -56,25 +70,23 @@ def same_run_notes(items, overrides_noted: set[str] = frozenset()) -> list[str]:
             continue
         texts = [set(c.sweep_overrides) for c in cells]
         varied = sorted(set().union(*texts) - set.intersection(*texts))
-        keys = tuple(sorted({t.split("=", 1)[0].lstrip("+") for t in varied} - set(overrides_noted)))
+        keys = tuple(sorted({override_key(t) for t in varied} - set(overrides_noted)))
         if keys:
             collapsed.setdefault(keys, []).append((item, varied))
     notes = []
-    for keys, found in collapsed.items():
+    for found in collapsed.values():
         item, varied = found[0]
         names = ", ".join(i.run.name for i, _ in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-        user = item.run.user_overrides
-        why = (f"the command line's {' '.join(user)} may set what it varies" if user
-               else "an override of the sweep or the experiment sets what it varies")
-        notes.append(f"the sweep's grid over {', '.join(keys)} changes nothing for {names}: "
-                     f"{' / '.join(varied)} are one run, launched once ({why})")
+        notes.append(f"the sweep's grid points {' / '.join(varied)} are one run of {names}, launched once (equal "
+                     "values, a setting the run does not read, or an override in the experiment, the sweep or on the "
+                     "command line that sets what they vary)")
     return notes
 
 
 def _place(run: ResolvedRun, key: str) -> str | None:
     """Where ``run``'s value of ``key`` was written: the command line or the sweep (its grid point or overrides)."""
     def sets(text: str) -> bool:
-        written = text.split("=", 1)[0].lstrip("+~")
+        written = override_key(text)
         return written == key or key.startswith(written + ".")
 
     if any(sets(t) for t in run.user_overrides):
@@ -83,10 +95,10 @@ def _place(run: ResolvedRun, key: str) -> str | None:
         from arctl.compose.paths import spec_files
         from arctl.compose.sweep import load_sweep
 
-        grid = {k.lstrip("+~") for k in load_sweep(run.sweep).grid}
+        grid = {override_key(k) for k in load_sweep(run.sweep).grid}
         found = spec_files("sweeps").get(run.sweep)
         where = str(found.path) if found else f"sweep {run.sweep}"
-        written = [t.split("=", 1)[0].lstrip("+~") for t in run.sweep_overrides if sets(t)][-1]  # the last one wins
+        written = [override_key(t) for t in run.sweep_overrides if sets(t)][-1]  # the last one wins
         return f"{where}: grid.{written}" if written in grid else f"{where}: overrides"
     return None
 

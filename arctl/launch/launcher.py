@@ -109,7 +109,7 @@ class LaunchResult:
     parallelism: int | None = None  # local: runs at a time (executors.local_parallelism)
 
 
-def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
+def items_from_resolved(resolved: Iterable, launching: bool = True) -> list[LaunchItem]:
     """LaunchItems (with run ids) for ``arctl.compose.ResolvedRun`` objects; duplicates merged.
 
     A run that starts from another's final weights (``trainer.init_from``) brings that run along
@@ -117,7 +117,8 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
     ``needed_by`` names why it is there when it was not asked for), placed before it; the other
     run's id is written into the config (``trainer.init_run``), so it is part of this run's identity,
     and is the item's ``after``. A cycle of ``init_from`` is one SpecError line, and so are two cells of one
-    run id that differ in a key outside the identity (:func:`arctl.launch.cells.conflict`)."""
+    run id that differ in a key outside the identity that decides how the run runs
+    (:func:`arctl.launch.cells.conflict`), when ``launching`` (what only reads runs, an export, names them)."""
     from arctl.compose.errors import SpecError
     from arctl.compose.resolve import resolve_init_from
     from arctl.launch.cells import conflict
@@ -140,7 +141,7 @@ def items_from_resolved(resolved: Iterable) -> list[LaunchItem]:
             items[run_id] = LaunchItem(run_id=run_id, run=replace(run, config=frozen_config(config, run_id, run_id)),
                                        after=after, needed_by=needed_by)
             first[run_id] = run
-        elif (problem := conflict(first[run_id], run, run_id)) is not None:
+        elif launching and (problem := conflict(first[run_id], run, run_id)) is not None:
             raise problem
         elif needed_by is None:
             items[run_id].needed_by = None  # asked for, not only brought along

@@ -12,8 +12,6 @@ from arctl.compose.sweep import load_sweep
 SWEEP = "description: x\nexperiments: [main-grpo, ablation-vr]\nseeds: [0]\n"
 
 
-
-
 @pytest.mark.parametrize("value, expected", [(None, False), ("false", False), ("true", True), ("yes", True)])
 def test_share_arms_is_a_boolean_false_by_default(sandbox, value, expected):
     text = SWEEP if value is None else SWEEP + f"share_arms: {value}\n"  # YAML 1.1: a bare yes is true
