@@ -120,6 +120,11 @@ def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) ->
     return path, data
 
 
+def yaml_kind(value) -> str:
+    """What YAML read a name written without quotes as: "a boolean", "an integer", "a number"."""
+    return {bool: "a boolean", int: "an integer"}.get(type(value), "a number")
+
+
 def load_experiment(name: str) -> Experiment:
     """Read and check ``experiments/<name>.yaml``; unknown names get the closest suggestions."""
     path, data = read_spec_file("experiment", name, "experiments", EXPERIMENT_KEYS)
@@ -128,7 +133,10 @@ def load_experiment(name: str) -> Experiment:
         raise SpecError("an experiment needs a non-empty mapping 'arms: {name: [overrides...]}'", str(path))
     arms = {}
     for arm, overrides in arms_raw.items():
-        if not isinstance(arm, str) or not NAME_RE.match(arm):
+        if not isinstance(arm, str):  # true:, 1000:, 1e-3: YAML reads a key like that as a value
+            raise SpecError(f"arm name {arm!r} is read by YAML as {yaml_kind(arm)}", f"{path}: arms",
+                            "write the name in quotes, e.g. \"true\": [...]")
+        if not NAME_RE.match(arm):
             raise SpecError(f"bad arm name {arm!r} (lowercase letters, digits, '-', '_', '.')", str(path))
         arms[arm] = _str_list(overrides, f"{path}: arms.{arm}")
     groups = data.get("groups") or {}

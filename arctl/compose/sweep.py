@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.compose.errors import SpecError
-from arctl.compose.experiment import _str_list, parse_seeds, read_spec_file
+from arctl.compose.experiment import _str_list, parse_seeds, read_spec_file, yaml_kind
 from arctl.compose.paths import spec_files
 from arctl.config.hydra_text import override_value
 
@@ -65,6 +65,9 @@ def _grid_text(value) -> str:
 def load_sweep(name: str) -> Sweep:
     path, data = read_spec_file("sweep", name, "sweeps", SWEEP_KEYS)
     experiments = data.get("experiments")
+    if isinstance(experiments, list) and (read := [e for e in experiments if isinstance(e, (bool, int, float))]):
+        raise SpecError(f"experiment name {read[0]!r} is read by YAML as {yaml_kind(read[0])}",
+                        f"{path}: experiments", "write the name in quotes, e.g. [\"true\"]")
     if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):
         raise SpecError("a sweep needs 'experiments: [name, ...]'", str(path))
     twice = sorted({e for e in experiments if experiments.count(e) > 1})
