@@ -52,10 +52,16 @@ def baseline_v1(scores: torch.Tensor, probs: torch.Tensor | Sequence[float], lam
     m = scores.shape[-1]
     k = torch.arange(m, device=scores.device)
     dist = (k[:, None] - k[None, :]).to(scores.dtype)  # dist[k, j] = k - j
-    # lam^(k-j-1), the nearest earlier budget at weight 1: the same ratio as lam^(k-j), but a small lam does not
-    # underflow every weight to 0 (float32 at lam < 1e-38 gave V1 = 0, not the nearest earlier score, its limit)
-    weights = torch.where(dist > 0, torch.as_tensor(float(lam), dtype=scores.dtype) ** (dist - 1), 0.0)
-    norm = weights.sum(-1)  # [m]; 0 for k = 0, >= 1 after
+    lam_t = torch.as_tensor(float(lam), dtype=scores.dtype)
+    weights = torch.where(dist > 0, lam_t ** dist, 0.0)
+    norm = weights.sum(-1)  # [m]; 0 for k = 0
+    if bool((norm[1:] < torch.finfo(scores.dtype).tiny).any()):
+        # a segment's weights underflowed below the dtype's normal range (float32 at lam < ~1e-38, float64 at lam <
+        # ~1e-308; the division below clamps there): V1 was 0, not its limit, the nearest
+        # earlier score. lam^(k-j-1) has the same ratios with the nearest at 1 (used only here: for any other lam
+        # the sums are the ones runs were trained with, bit for bit)
+        weights = torch.where(dist > 0, lam_t ** (dist - 1), 0.0)
+        norm = weights.sum(-1)
     weighted = scores @ weights.T  # [B, G, m]
     mean_earlier = torch.where(norm > 0, weighted / norm.clamp_min(torch.finfo(scores.dtype).tiny), 0.0)
     return mean_earlier * tail_mass(p)
