@@ -49,12 +49,12 @@ def register(app: typer.Typer) -> None:
         # (their rows say SUBMITTING: shown INTERRUPTED), with what submits them; an active run whose folder
         # was deleted, whose job fails
         interrupted = set()
-        for r in records:
+        for r in records:  # beside a warning the row has (a review: it was replaced)
             if said := interrupted_launch(r, workspace.run_dir(r.run_id), now):
-                r.warning = said
+                r.warning = f"{said}; {r.warning}" if r.warning else said
                 interrupted.add(r.run_id)
             elif said := folder_gone(r, workspace.run_dir(r.run_id)):
-                r.warning = said
+                r.warning = f"{said}; {r.warning}" if r.warning else said
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}

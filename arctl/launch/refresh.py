@@ -306,9 +306,10 @@ def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
 
 
 def _launched_again(rec: RunRecord) -> str:
-    """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it)."""
-    again = f"arctl sweep {rec.sweep}" if rec.sweep else f"arctl run {rec.experiment}"
-    return f"`{again}` (with the overrides it was launched with)"
+    """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it; the
+    scale and seed are the row's)."""
+    again = f"arctl sweep {rec.sweep}" if rec.sweep else f"arctl run {rec.experiment} --arm {rec.arm}"
+    return f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}` (with the overrides it was launched with)"
 
 
 def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:

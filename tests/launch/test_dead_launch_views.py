@@ -52,7 +52,7 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert rows[b] == rows[c] == "INTERRUPTED", out
     assert "SUBMITTING" not in out and "2 interrupted" in out
     (note,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
-    assert "its launch was interrupted before it submitted it" in note and "`arctl sweep lt3` (with the overrides it was launched with) submits it" in note
+    assert "its launch was interrupted before it submitted it" in note and "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with) submits it" in note
     doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}
     assert doc[b]["state"] == states.SUBMITTING and "its launch was interrupted" in doc[b]["warning"]
     with Registry(ws.registry_path) as reg:  # shown, nothing written: the next launch takes them for new runs
