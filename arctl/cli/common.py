@@ -105,7 +105,7 @@ def user_errors() -> Iterator[None]:
 def _given(value):
     """An option given as ``""`` is a mistake (``--workdir "$DIR"`` with DIR unset), never the default."""
     if value is not None and not str(value).strip():
-        raise typer.BadParameter("is empty: leave the option out for its default")
+        raise typer.BadParameter("is empty: give it a value, or leave the option out")
     return value
 
 

@@ -69,10 +69,10 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     for text in overrides:
         if isinstance(text, str) and (name := next((n for n, v in secrets.items() if v in text), None)):
             # before anything parses or shows it: an error line would echo it, and a later override of the same
-            # key would leave the composed config clean while the text stays in the command line W&B records
-            # (from an audit: `wandb.notes=$KEY wandb.notes=x` passed)
+            # key would leave the composed config clean while the text stays in the command line (from an audit:
+            # `wandb.notes=$KEY wandb.notes=x` passed, and W&B recorded the command line then; it no longer sees it)
             raise SpecError(f"the value of {secret_shown(name)} is written in an override (overrides are frozen into "
-                            "the run's config, and W&B records a command line)", where,
+                            "the run's config and its job script)", where,
                             "a secret is read from the environment where it is used, never written in an override")
         if isinstance(text, str) and text.startswith("~"):
             raise SpecError(f"override {text!r} deletes a key", where, "set it to null instead: KEY=null")
