@@ -501,22 +501,25 @@ def resolve_sweep(
     overrides: list[str] | None = None,
     scale: str | None = None,
     seeds: list[int] | None = None,
+    on_cell=None,
 ) -> list[ResolvedRun]:
-    """Every cell of sweep ``name``: its experiments' arms x seeds x grid points."""
+    """Every cell of sweep ``name``: its experiments' arms x seeds x grid points. ``on_cell(done, total)``
+    after each cell is composed (a sweep of hundreds of cells takes seconds: the CLI shows it)."""
     sweep = load_sweep(name)
-    runs = []
+    experiments = []
     for exp_name in sweep.experiments:
         try:
-            experiment = load_experiment(exp_name)
+            experiments.append(load_experiment(exp_name))
         except SpecError as err:  # a name the sweep lists that is no experiment: the sweep's mistake; an
             # experiment's own (``arms: {}``) is said in its file, which the error names (from a hunt)
             raise (err if err.where else SpecError(err.what, f"{sweep.path}: experiments", err.hint)) from None
-        cell_seeds = list(seeds) if seeds else (sweep.seeds or experiment.seeds)
-        for point in sweep.grid_points():
-            for arm in experiment.arms:
-                for seed in cell_seeds:
-                    runs.append(
-                        resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
-                                    sweep_file=str(sweep.path))
-                    )
+    points = sweep.grid_points()
+    cells = [(experiment, point, arm, seed) for experiment in experiments for point in points
+             for arm in experiment.arms for seed in (list(seeds) if seeds else (sweep.seeds or experiment.seeds))]
+    runs = []
+    for experiment, point, arm, seed in cells:
+        runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
+                                sweep_file=str(sweep.path)))
+        if on_cell is not None:
+            on_cell(len(runs), len(cells))
     return runs
