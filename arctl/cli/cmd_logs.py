@@ -52,7 +52,12 @@ def register(app: typer.Typer) -> None:
                         err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(printable(why))}")  # Ray's colour codes
                 files = log_files(workspace, rec)
                 if not files:
-                    console.print("[dim]no log files yet (the job has not started)[/]" if rec.state in states.ACTIVE
+                    from arctl.launch.refresh import interrupted_launch
+
+                    # a dead launch's new run has no job at all (from a hunt: "has not started" of it)
+                    gone = interrupted_launch(rec, workspace.run_dir(rec.run_id), time.time())
+                    console.print(f"[dim]no log files: {esc(gone)}[/]" if gone else
+                                  "[dim]no log files yet (the job has not started)[/]" if rec.state in states.ACTIVE
                                   else f"[dim]no log files (in {esc(workspace.run_dir(rec.run_id) / 'job')})[/]")
                 # followed by bytes read, not by the length of decoded text: a \r\n or an invalid byte made the
                 # offset wrong, and what came next was repeated or lost (from a review); a character split

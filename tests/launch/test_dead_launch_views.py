@@ -57,6 +57,8 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert doc[b]["state"] == states.SUBMITTING and "its launch was interrupted" in doc[b]["warning"]
     with Registry(ws.registry_path) as reg:  # shown, nothing written: the next launch takes them for new runs
         assert (reg.get(b).state, reg.get(b).warning) == (states.SUBMITTING, None)
+    logs = CliRunner().invoke(app, ["logs", c, "--workdir", str(ws.root)])  # it said "the job has not started"
+    assert logs.exit_code == 0 and "no log files: its launch was interrupted before it submitted it" in logs.output
 
 
 def test_status_shows_a_live_launchs_runs_as_submitting(specs, tmp_path):
