@@ -83,6 +83,8 @@ def from_settings(name: str, settings: type, *, defaults: dict[str, Any] | None 
     for f in algo.section_fields(settings):  # not what the settings object holds beside its keys (BudgetControl.own)
         meta = dict(f.metadata)
         default = (defaults or {}).get(f.name, f.default)
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()  # a plugin's list default, written the usual way (from a hunt: it was lost)
         if isinstance(default, (list, tuple)):
             spec = field(default_factory=lambda d=default: list(d), metadata=meta)
         else:

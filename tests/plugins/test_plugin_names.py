@@ -181,3 +181,31 @@ def test_a_plugin_number_without_a_range_says_so(site, tmp_path):
         """, {"norange_method": SETTINGS_METHOD.format(name="norange")})  # factor: float, no range declared
     _one_error(arctl(site, *DRY, "budget_control.method=norange", cwd=tmp_path),
                "budget_control.norange.factor=0.5: budget_control.norange.factor declares no range")
+
+
+def test_a_plugin_list_setting_with_a_default_factory_keeps_its_default(site, tmp_path):
+    """From a hunt: ``field(default_factory=lambda: [24, 48])``, the usual way to write a list default, lost its
+    default in the schema: every run, of any method, was one "missing value" line."""
+    _package(site, "listfac-method", """\
+        [arctl.methods]
+        listfac = listfac_method:METHOD
+        """, {"listfac_method": """\
+        from dataclasses import dataclass, field
+        from arctl.algo.methods.registry import ControlMethod
+        from arctl.algo.ranges import I
+
+        @dataclass
+        class Settings:
+            targets: list[int] = field(default_factory=lambda: [24, 48], metadata={"items": I(1, 10**6)})
+
+        class M(ControlMethod):
+            name = "listfac"
+            settings = Settings
+
+        METHOD = M()
+        """})
+    plain = arctl(site, *DRY, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    chosen = arctl(site, "show", "ablation-vr", "--arm", "grpo", "budget_control.method=listfac", "--json", cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stderr[-3000:]
+    assert '"targets": [\n' in chosen.stdout and "24" in chosen.stdout
