@@ -44,11 +44,13 @@ VARIANTS = [  # named settings no paper arm uses, on the AR and GRPO+vr arms
     # a compared method from outside arctl (tests/plugins/fake_method), registered in-process
     ("ablation-vr", "grpo", {"budget_control.method": "halve"}, "plugin-method"),
     ("main-ar-linear", "ar-linear", {"budget_control.method": "halve"}, "plugin-method"),
+    # one that reads across a tree's budgets (from a hunt: tiny gave a method one budget's row at a time)
+    ("main-ar-linear", "ar-linear", {"budget_control.method": "earliest"}, "plugin-method-tree"),
 ]
 
 
 def _register_plugin_method(monkeypatch) -> None:
-    """``halve`` (tests/plugins/fake_method) in the method registry, for this test only."""
+    """``halve`` (tests/plugins/fake_method) and ``earliest`` in the method registry, for this test only."""
     from plugin_site import PLUGINS
 
     from arctl.algo.methods import registry
@@ -58,6 +60,17 @@ def _register_plugin_method(monkeypatch) -> None:
     import arctl_fake_method
 
     registry.register_method(arctl_fake_method.METHOD)
+
+    class Earliest(registry.ControlMethod):
+        """Only the smallest budget with a correct summary keeps its rewards: a rule over the whole tree."""
+        name = "earliest"
+        shapes_rewards = True
+
+        def shape_rewards(self, control, rows, cuts, summary_lens, think_len, finished, limit, target):
+            first = next((j for j, row in enumerate(rows) if any(row)), len(rows))
+            return [list(row) if j == first else [0.0] * len(row) for j, row in enumerate(rows)]
+
+    registry.register_method(Earliest())
 
 
 def _variants():
@@ -289,7 +302,7 @@ def _logps(samples, cfg, seed):
 
 @pytest.mark.parametrize("case", _paper_arms() + _variants())
 def test_both_backends_train_the_same_tokens_with_the_same_loss(case, monkeypatch):
-    if (case[2] or {}).get("budget_control.method") == "halve":
+    if (case[2] or {}).get("budget_control.method") in ("halve", "earliest"):
         _register_plugin_method(monkeypatch)
     cfg = _small(_config(case))
     composed = {layout: _compose(cfg, layout) for layout in LAYOUTS}

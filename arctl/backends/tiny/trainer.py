@@ -259,13 +259,24 @@ def shape_rewards(ro: Rollout, control: BudgetControl, limit: int | None, target
     if not bc.shapes_rewards(control):
         return
     g = ro.scores.shape[1]
+    trees: dict[int, list] = {}  # a thinking row -> its branches, one per budget (a training rollout's)
     for br in ro.branches:
-        br.verifier = list(br.rewards)
-        (shaped,) = bc.shape_rewards(
-            control, [br.rewards], [br.cut], [[len(s) for s in br.summaries]], int(ro.thinking.think_len[br.row]),
-            bool(ro.thinking.finished[br.row]), limit=limit, target=targets[br.row // g] if targets else None,
+        if len(br.budgets) != 1:
+            raise ValueError(f"a training branch covers budgets {br.budgets}: shaping rewards needs one per budget")
+        trees.setdefault(br.row, []).append(br)
+    for row, tree in trees.items():
+        # the whole tree at once, rows [m][A] in budget order, as verl's TreeRecord.shaped_tree gives it (from a
+        # hunt: one branch at a time, a method that reads across budgets computed other maths here than on verl)
+        tree.sort(key=lambda br: br.budgets[0])
+        for br in tree:
+            br.verifier = list(br.rewards)
+        shaped = bc.shape_rewards(
+            control, [br.rewards for br in tree], [br.cut for br in tree], [[len(s) for s in br.summaries] for br in tree],
+            int(ro.thinking.think_len[row]), bool(ro.thinking.finished[row]), limit=limit,
+            target=targets[row // g] if targets else None,
         )
-        br.rewards = list(shaped)
+        for br, rewards in zip(tree, shaped, strict=True):
+            br.rewards = list(rewards)
     b, _, m = ro.scores.shape
     ro.scores = budget_scores(ro.branches, b * g, m).view(b, g, m)
 
