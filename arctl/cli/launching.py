@@ -44,9 +44,10 @@ def composing(name: str):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn(f"composing {esc(name)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    # the name as the task's description: TextColumn formats its text (a review: a "{" in it was a traceback)
+    with Progress(TextColumn("composing {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as bar:
-        task = bar.add_task("cells", total=None)
+        task = bar.add_task(esc(name), total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 

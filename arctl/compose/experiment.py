@@ -122,7 +122,8 @@ def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) ->
 
 def yaml_kind(value) -> str:
     """What YAML read a name written without quotes as: "a boolean", "an integer", "a number"."""
-    return {bool: "a boolean", int: "an integer"}.get(type(value), "a number")
+    return {bool: "a boolean", int: "an integer", float: "a number", type(None): "null (no name)"}.get(
+        type(value), f"a {type(value).__name__}")
 
 
 def load_experiment(name: str) -> Experiment:

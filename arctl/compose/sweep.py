@@ -65,7 +65,7 @@ def _grid_text(value) -> str:
 def load_sweep(name: str) -> Sweep:
     path, data = read_spec_file("sweep", name, "sweeps", SWEEP_KEYS)
     experiments = data.get("experiments")
-    if isinstance(experiments, list) and (read := [e for e in experiments if isinstance(e, (bool, int, float))]):
+    if isinstance(experiments, list) and (read := [e for e in experiments if e is None or isinstance(e, (bool, int, float))]):
         raise SpecError(f"experiment name {read[0]!r} is read by YAML as {yaml_kind(read[0])}",
                         f"{path}: experiments", "write the name in quotes, e.g. [\"true\"]")
     if not isinstance(experiments, list) or not experiments or not all(isinstance(e, str) for e in experiments):

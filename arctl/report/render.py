@@ -48,8 +48,8 @@ class ReportResult:
 
 
 def table_rows(table) -> list[dict]:
-    """A table's rows as ``{"row": label, "values": {column: number or None}, "runs": the fewest runs a cell of
-    it averages (None: a row of the paper's)}``; NaN and inf are None (JSON has neither)."""
+    """A table's rows as ``{"row": label, "source": "arctl" | "paper" | "diff", "values": {column: number or None},
+    "runs": the fewest runs a cell of it averages (None: a row of the paper's)}``; NaN and inf are None."""
     import math
     import numbers
 
@@ -60,7 +60,8 @@ def table_rows(table) -> list[dict]:
             return float(v) if math.isfinite(v) else None
         return None if v is None else str(v)
 
-    return [{"row": str(label), "values": {str(c): value(v) for c, v in row.items()},
+    return [{"row": str(label), "source": str(row.get("source", tables.OURS)),
+             "values": {str(c): value(v) for c, v in row.items() if c != "source"},
              "runs": runs.get(label) if row.get("source", tables.OURS) == tables.OURS else None}
             for label, row in table.iterrows()]
 

@@ -187,7 +187,7 @@ def _name(ours, alg) -> str:
 
 
 def _sections(ours, compare):
-    secs = [("arctl", ours, False)]
+    secs = [(OURS, ours, False)]
     if compare is not None:
         paper = compare[compare["source"] == "paper"].drop(columns="source")
         diff = compare[compare["source"] == "diff"].drop(columns="source")

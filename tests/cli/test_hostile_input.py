@@ -213,6 +213,16 @@ def _deleted(ws):  # status said "no arctl workspace", not the run folders and `
     (ws / "registry.sqlite").unlink()
 
 
+@pytest.mark.parametrize("command", [["status"], ["logs", "lt_a"], ["cancel", "lt"], ["resume", "lt"]])
+def test_an_export_is_said_to_be_one_not_a_registry_to_repair(sandbox, command):
+    """A review of the deleted-registry message: an export has runs/ and never a registry; repair refuses it."""
+    sandbox.add_run_dirs()
+    (sandbox.ws / "registry.sqlite").unlink()
+    (sandbox.ws / "export.json").write_text('{"runs": {}}')
+    err = sandbox.check_refused(*command, "--workdir", str(sandbox.ws)).err
+    assert "is an arctl export: reports read it" in err and "arctl repair" not in err
+
+
 # (a launch of other runs into a workspace whose registry was deleted makes a new one: the folders stay pointed out)
 CASES = ([pytest.param(d, c, id=f"{' '.join(c)}-{n}") for n, d in FILE_DAMAGE.items() for c in COMMANDS]
          + [pytest.param(_deleted, c, id=f"{' '.join(c)}-deleted") for c in COMMANDS if c[0] != "sweep"]

@@ -57,6 +57,10 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert doc[b]["state"] == states.SUBMITTING and "its launch was interrupted" in doc[b]["warning"]
     with Registry(ws.registry_path) as reg:  # shown, nothing written: the next launch takes them for new runs
         assert (reg.get(b).state, reg.get(b).warning) == (states.SUBMITTING, None)
+    with Registry(ws.registry_path) as reg:  # a stored warning stays beside the note (a review: it was replaced)
+        reg.update_many([(c, {"warning": "an earlier attempt's warning"})])
+    (note,) = [line for line in _status(ws).splitlines() if line.startswith(f"{c}:")]
+    assert "its launch was interrupted" in note and note.endswith("; an earlier attempt's warning")
     logs = CliRunner().invoke(app, ["logs", c, "--workdir", str(ws.root)])  # it said "the job has not started"
     assert logs.exit_code == 0 and "no log files: its launch was interrupted before it submitted it" in logs.output
 

@@ -52,7 +52,7 @@ def test_table_values_formats_and_bold(workspace, tmp_path, name, fn):
     assert [r["row"] for r in doc["rows"]] == [a for a, _, _ in ARMS]
     assert [r["runs"] for r in doc["rows"]] == [2, 1, 1, 2]
     for r in doc["rows"]:
-        assert r["values"]["source"] == "arctl"
+        assert r["source"] == "arctl" and "source" not in r["values"]
         assert all(r["values"][c] == pytest.approx(v, abs=1e-9) for c, v in want[r["row"]].items())
 
 
@@ -71,7 +71,7 @@ def test_compare_paper_adds_paper_rows_and_differences(workspace, tmp_path):
     md = (tmp_path / "final.md").read_text()
     assert "GRPO (paper)" in md and "Δ vs paper" in md
     rows = [r for r in res.to_json()["rows"] if r["row"] == "GRPO"]
-    assert [(r["values"]["source"], r["runs"]) for r in rows] == [("arctl", 2), ("paper", None), ("diff", None)]
+    assert [(r["source"], r["runs"]) for r in rows] == [("arctl", 2), ("paper", None), ("diff", None)]
     assert rows[1]["values"]["AMC22"] == 65.0
 
 

@@ -135,6 +135,9 @@ def test_a_name_yaml_reads_as_a_value_says_to_quote_it(sandbox):
     _write(sandbox, "sweeps", "s", "experiments: [main-grpo, 1e3, 2024]\nseeds: [0]\n")
     err = sandbox.check_refused("sweep", "s", "--dry-run", *launch_args(sandbox)).err
     assert "s.yaml: experiments: experiment name 2024 is read by YAML as an integer" in err
+    _write(sandbox, "sweeps", "s", "experiments: [main-grpo, null]\nseeds: [0]\n")
+    err = sandbox.check_refused("sweep", "s", "--dry-run", *launch_args(sandbox)).err
+    assert "experiment name None is read by YAML as null (no name)" in err
 
 
 def test_composing_a_sweep_reports_each_cell_and_the_cli_shows_it_on_a_terminal(monkeypatch):
@@ -157,3 +160,6 @@ def test_composing_a_sweep_reports_each_cell_and_the_cli_shows_it_on_a_terminal(
         for k in range(1, 9):
             on_cell(k, 8)
     assert "composing lambda" in screen.getvalue() and "8/8" in screen.getvalue()
+    with launching.composing("{x} [bold]y") as on_cell:  # a review: "{x}" was a KeyError before the name's check
+        on_cell(1, 1)
+    assert "composing {x} [bold]y" in screen.getvalue()
