@@ -136,7 +136,8 @@ def load_target(target: str):
     try:
         module = importlib.import_module(module_name)
         return getattr(module, attr or "BACKEND")
-    except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is one line naming it
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of a plugin's import is one line naming it
+        # (SystemExit too: a plugin calling sys.exit at import ended every arctl command, from a hunt)
         raise BackendError(f"cannot load backend {target!r}: {type(err).__name__}: {err}") from err
 
 

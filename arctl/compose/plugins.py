@@ -42,19 +42,50 @@ def backend_failures() -> dict[str, str]:
 
 @functools.cache
 def _load_backends() -> tuple[dict[str, Backend], dict[str, str]]:
+    from arctl.backends.base import BUILTIN
+
     core = {f.name for f in dataclasses.fields(schema.RunConfig)}
     out: dict[str, Backend] = {}
     failed: dict[str, str] = dict(backend_problems())
-    for name in sorted(available_backends()):
+    scales: dict[str, str] = {}  # scale profile -> the backend that brings it (the built-ins' first)
+    for name in sorted(available_backends(), key=lambda n: (n not in BUILTIN, n)):
         if name in core:  # its section would replace the core one (from a review)
             failed[name] = (f"backend {name!r} is named like the run config's own section {name}: the package that "
                             "declares it must rename it")
             continue
         try:
-            out[name] = get_backend(name)
+            backend = get_backend(name)
+            problem = _hooks_problem(name, backend, scales)
         except BackendError as err:
-            failed[name] = " ".join(str(err).split())
-    return out, failed
+            problem = " ".join(str(err).split())
+        if problem:
+            failed[name] = problem
+        else:
+            out[name] = backend
+    return dict(sorted(out.items())), failed
+
+
+def _hooks_problem(name: str, backend: Backend, scales: dict[str, str]) -> str | None:
+    """Why a loaded backend cannot be used, asked once of its composition hooks, or None (and its scale profiles
+    recorded in ``scales``). From a hunt of plugin paths: a ``settings_type`` or ``conf_dir`` that raised was a
+    traceback in every command, also of runs of other backends; a scale profile named like another backend's
+    (``tiny``) silently became the default scale's, renaming every run."""
+    try:
+        settings = _call(backend, "settings_type")
+        ranges = _call(backend, "config_ranges")
+        folder = _call(backend, "conf_dir")
+    except Exception as err:  # noqa: BLE001 - a plugin's hook that fails is one line naming it
+        return f"backend {name!r} cannot be used: a hook raised {type(err).__name__}: {' '.join(str(err).split())[:200]}"
+    if settings is not None and not (isinstance(settings, type) and dataclasses.is_dataclass(settings)):
+        return f"backend {name!r} cannot be used: its settings_type() is {settings!r}, not a dataclass type or None"
+    if ranges is not None and not isinstance(ranges, dict):
+        return f"backend {name!r} cannot be used: its config_ranges() is {type(ranges).__name__}, not a mapping"
+    mine = sorted(p.stem for p in (Path(folder) / "scale").glob("*.yaml")) if folder is not None else []
+    if taken := [s for s in mine if s in scales]:
+        return (f"backend {name!r} cannot be used: its scale {taken[0]!r} is the {scales[taken[0]]} backend's (two "
+                "profiles of one name: which one a run gets would depend on the installed packages)")
+    scales.update(dict.fromkeys(mine, name))
+    return None
 
 
 def _call(backend: Backend, method: str, *args):

@@ -5,6 +5,7 @@ name were chosen between by the order of the file system)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -120,6 +121,49 @@ def test_unusable_backend_plugins_are_one_line_when_chosen(site, tmp_path):
     assert fake.returncode == 0, fake.stderr[-3000:]
 
 
+def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leaves_other_runs_alone(site, tmp_path):
+    """From a hunt of plugin paths: a settings_type that raised (or was no dataclass type) was a traceback in every
+    command; a scale profile named `tiny` silently replaced the default scale, renaming every run."""
+    _package(site, "hook-backends", """\
+        [arctl.backends]
+        raising = hook_backends:RAISING
+        notype = hook_backends:NOTYPE
+        aaa = hook_backends:SHADOW
+        """, {"hook_backends": """\
+        from pathlib import Path
+        from arctl.backends.base import BackendDefaults
+
+        class Trains(BackendDefaults):
+            def train(self, config, run_dir, stop_event):
+                return None
+
+        class Raising(Trains):
+            name = "raising"
+            def settings_type(self):
+                raise RuntimeError("settings_type exploded")
+
+        class NoType(Trains):
+            name = "notype"
+            def settings_type(self):
+                return {"width": 1}
+
+        class Shadow(Trains):
+            name = "aaa"
+            def conf_dir(self):
+                return Path(__file__).parent / "aaa_conf"
+
+        RAISING, NOTYPE, SHADOW = Raising(), NoType(), Shadow()
+        """})
+    (site / "aaa_conf" / "scale").mkdir(parents=True)
+    (site / "aaa_conf" / "scale" / "tiny.yaml").write_text("# @package _global_\nbackend: aaa\n")
+    plain = arctl(site, *DRY, "--json", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert {r["config"]["backend"] for r in json.loads(plain.stdout)["runs"]} == {"tiny"}
+    _one_error(arctl(site, *DRY, "backend=raising", cwd=tmp_path), "RuntimeError: settings_type exploded")
+    _one_error(arctl(site, *DRY, "backend=notype", cwd=tmp_path), "not a dataclass type or None")
+    _one_error(arctl(site, *DRY, "backend=aaa", cwd=tmp_path), "its scale 'tiny' is the tiny backend's")
+
+
 def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_after_it(monkeypatch):
     import sys
 
@@ -180,7 +224,38 @@ def test_a_plugin_number_without_a_range_says_so(site, tmp_path):
         norange = norange_method:METHOD
         """, {"norange_method": SETTINGS_METHOD.format(name="norange")})  # factor: float, no range declared
     _one_error(arctl(site, *DRY, "budget_control.method=norange", cwd=tmp_path),
-               "budget_control.norange.factor=0.5: budget_control.norange.factor declares no range")
+               "budget_control.method 'norange' (norange_method:METHOD) cannot be used: budget_control.norange.factor "
+               "declares no range")
+    assert arctl(site, *DRY, cwd=tmp_path).returncode == 0  # a run of another method: untouched (a hunt: refused)
+
+
+@pytest.mark.parametrize("field, says", [
+    ("factor: float = field(metadata=checks(range=PROB))", "factor has no default"),
+    ("factor: float = field(default=2.0, metadata=checks(range=PROB))", "factor's default 2.0 is outside its range"),
+    ("factor: float = field(default='half', metadata=checks(range=PROB))", "factor's default 'half' is no float"),
+])
+def test_a_method_whose_settings_cannot_be_keys_is_unusable_and_leaves_other_runs_alone(site, tmp_path, field, says):
+    """From a hunt of plugin paths: each of these made every run of every method one error line."""
+    _package(site, "bad-settings", """\
+        [arctl.methods]
+        bad = bad_settings:METHOD
+        """, {"bad_settings": f"""\
+        from dataclasses import dataclass, field
+        from arctl.algo.methods.registry import ControlMethod
+        from arctl.algo.ranges import PROB, checks
+
+        @dataclass
+        class Settings:
+            {field}
+
+        class M(ControlMethod):
+            name = "bad"
+            settings = Settings
+
+        METHOD = M()
+        """})
+    assert arctl(site, *DRY, cwd=tmp_path).returncode == 0
+    _one_error(arctl(site, *DRY, "budget_control.method=bad", cwd=tmp_path), f"budget_control.bad.{says}")
 
 
 def test_a_plugin_list_setting_with_a_default_factory_keeps_its_default(site, tmp_path):
