@@ -116,7 +116,8 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
                         "fix or reinstall the package that provides it, or choose another method") from err
     # the arm's own largest thinking budget: what its training rollout reaches (an L1 target past it, which the
     # scale's larger b_m let through, was one the rollout could never reach; from a review)
-    found = method.config_problem(control, budgets[-1], _get(cfg, "trainer.total_steps"))
+    found = _asked(f"budget_control.method {method.name!r}", "budget_control.method",
+                   lambda: method.config_problem(control, budgets[-1], _get(cfg, "trainer.total_steps")))
     if found:
         raise SpecError(*found)
     penalty = _get(cfg, "reward.length_penalty")
@@ -256,9 +257,23 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     if naming:
         key, what, hint = naming
         raise SpecError(what, key, hint)
-    problem = plugins.backends()[cfg["backend"]].config_problem(cfg)
+    problem = _asked(f"backend {cfg['backend']!r}", "backend", lambda: plugins.backends()[cfg["backend"]].config_problem(cfg))
     if problem:
         raise SpecError(*problem)
+
+
+def _asked(who: str, key: str, ask) -> tuple | None:
+    """A plugin's ``config_problem`` answer: None, or (what[, key[, hint]]) texts; one that raises or answers
+    something else is the plugin's own problem, said as one line (from a hunt: a traceback, exit 1)."""
+    try:
+        found = ask()
+    except Exception as err:  # noqa: BLE001 - a plugin's rule that fails names the plugin
+        raise SpecError(f"{who}'s config_problem raised {type(err).__name__}: {' '.join(str(err).split())[:200]}", key,
+                        "fix or reinstall the package that provides it, or choose another") from None
+    if found is None or (isinstance(found, tuple) and 1 <= len(found) <= 3 and all(isinstance(x, str) for x in found)):
+        return found
+    raise SpecError(f"{who}'s config_problem answered {found!r:.80}, not None or (what, key, hint)", key,
+                    "fix or reinstall the package that provides it, or choose another")
 
 
 def check_init_from(cfg: dict) -> None:

@@ -284,3 +284,30 @@ def test_a_plugin_list_setting_with_a_default_factory_keeps_its_default(site, tm
     chosen = arctl(site, "show", "ablation-vr", "--arm", "grpo", "budget_control.method=listfac", "--json", cwd=tmp_path)
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert '"targets": [\n' in chosen.stdout and "24" in chosen.stdout
+
+
+def test_a_plugin_rule_that_raises_or_answers_nonsense_is_one_line(site, tmp_path):
+    """From a hunt of plugin paths: a method's config_problem that raised (or returned a text) was a traceback."""
+    _package(site, "rule-methods", """\
+        [arctl.methods]
+        cpraise = rule_methods:RAISES
+        cpstr = rule_methods:TEXT
+        """, {"rule_methods": """\
+        from arctl.algo.methods.registry import ControlMethod
+
+        class Raises(ControlMethod):
+            name = "cpraise"
+            def config_problem(self, control, max_budget, total_steps):
+                raise KeyError("budgets")
+
+        class Text(ControlMethod):
+            name = "cpstr"
+            def config_problem(self, control, max_budget, total_steps):
+                return "a text, not a tuple"
+
+        RAISES, TEXT = Raises(), Text()
+        """})
+    _one_error(arctl(site, *DRY, "budget_control.method=cpraise", cwd=tmp_path),
+               "budget_control.method 'cpraise''s config_problem raised KeyError")
+    _one_error(arctl(site, *DRY, "budget_control.method=cpstr", cwd=tmp_path),
+               "budget_control.method 'cpstr''s config_problem answered 'a text, not a tuple'")
