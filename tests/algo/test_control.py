@@ -149,3 +149,25 @@ def test_thinkprune_generates_no_further_than_the_rounds_limit():
     assert all(bc.generation_limit(tp, s, 100) == bc.step_limit(tp, s, 100) for s in range(1, 101))
     assert bc.limits_generation(tp) and not bc.limits_generation(BudgetControl(method="l1"))
     assert bc.generation_limit(BudgetControl(), 5, 100) is None and bc.generation_limit(BudgetControl(method="l1"), 5, 100) is None
+
+
+def test_a_methods_limit_that_is_no_number_of_tokens_is_named(monkeypatch):
+    """From a hunt of plugin paths: a plugin's step_limit of -5 failed inside torch ("negative dimension")."""
+    from arctl.algo.methods import registry
+
+    class Negative(registry.ControlMethod):
+        name = "neglimit"
+
+        def step_limit(self, control, step, total_steps):
+            return -5
+
+        def generation_limit(self, control, step, total_steps):
+            return 0
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    registry.register_method(Negative())
+    c = BudgetControl(method="neglimit")
+    with pytest.raises(ValueError, match="'neglimit': its step_limit gave -5, not None"):
+        bc.step_limit(c, 1, 10)
+    with pytest.raises(ValueError, match="its generation_limit gave 0"):
+        bc.generation_limit(c, 1, 10)

@@ -59,13 +59,23 @@ def prompt_tokens(control: BudgetControl) -> int:
 
 def step_limit(control: BudgetControl, step: int, total_steps: int) -> int | None:
     """The thinking limit in force at ``step`` (None: the method sets none)."""
-    return method_of(control).step_limit(control, int(step), int(total_steps))
+    return _tokens(control, "step_limit", method_of(control).step_limit(control, int(step), int(total_steps)))
 
 
 def generation_limit(control: BudgetControl, step: int, total_steps: int) -> int | None:
     """The most thinking tokens a training rollout at ``step`` generates (None: up to the largest
     budget): ThinkPrune's round limit."""
-    return method_of(control).generation_limit(control, int(step), int(total_steps))
+    return _tokens(control, "generation_limit",
+                   method_of(control).generation_limit(control, int(step), int(total_steps)))
+
+
+def _tokens(control: BudgetControl, hook: str, value):
+    """``value`` where it is None or a number of tokens >= 1; else ValueError naming the method's hook (from a
+    hunt: a plugin's -5 failed inside torch, "negative dimension -5")."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"budget_control.method {control.method!r}: its {hook} gave {value!r}, not None or a number of "
+                     "thinking tokens >= 1")
 
 
 def limits_generation(control: BudgetControl) -> bool:
