@@ -24,6 +24,7 @@ import functools
 from pathlib import Path
 
 from arctl.algo.methods import registry as methods
+from arctl.algo.ranges import fields_problem
 from arctl.backends.base import Backend, BackendError, available_backends, backend_problems, get_backend
 from arctl.config import schema
 from arctl.config.ranges import Range
@@ -80,6 +81,9 @@ def _hooks_problem(name: str, backend: Backend, scales: dict[str, str]) -> str |
         return f"backend {name!r} cannot be used: its settings_type() is {settings!r}, not a dataclass type or None"
     if ranges is not None and not isinstance(ranges, dict):
         return f"backend {name!r} cannot be used: its config_ranges() is {type(ranges).__name__}, not a mapping"
+    ranged = frozenset(str(k).removeprefix(f"{name}.") for k in ranges or {})
+    if settings is not None and (problem := fields_problem(settings, ranged, need_default=False)):
+        return f"backend {name!r} cannot be used: {name}.{problem}"
     mine = sorted(p.stem for p in (Path(folder) / "scale").glob("*.yaml")) if folder is not None else []
     if taken := [s for s in mine if s in scales]:
         return (f"backend {name!r} cannot be used: its scale {taken[0]!r} is the {scales[taken[0]]} backend's (two "

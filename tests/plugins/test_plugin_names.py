@@ -129,7 +129,9 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
         raising = hook_backends:RAISING
         notype = hook_backends:NOTYPE
         aaa = hook_backends:SHADOW
+        norange = hook_backends:NORANGE
         """, {"hook_backends": """\
+        from dataclasses import dataclass
         from pathlib import Path
         from arctl.backends.base import BackendDefaults
 
@@ -152,7 +154,16 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
             def conf_dir(self):
                 return Path(__file__).parent / "aaa_conf"
 
-        RAISING, NOTYPE, SHADOW = Raising(), NoType(), Shadow()
+        @dataclass
+        class Unranged:
+            width: int = 4
+
+        class NoRange(Trains):
+            name = "norange"
+            def settings_type(self):
+                return Unranged
+
+        RAISING, NOTYPE, SHADOW, NORANGE = Raising(), NoType(), Shadow(), NoRange()
         """})
     (site / "aaa_conf" / "scale").mkdir(parents=True)
     (site / "aaa_conf" / "scale" / "tiny.yaml").write_text("# @package _global_\nbackend: aaa\n")
@@ -162,6 +173,8 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
     _one_error(arctl(site, *DRY, "backend=raising", cwd=tmp_path), "RuntimeError: settings_type exploded")
     _one_error(arctl(site, *DRY, "backend=notype", cwd=tmp_path), "not a dataclass type or None")
     _one_error(arctl(site, *DRY, "backend=aaa", cwd=tmp_path), "its scale 'tiny' is the tiny backend's")
+    # a number without a range took any value (norange.width=-1000000)
+    _one_error(arctl(site, *DRY, "backend=norange", cwd=tmp_path), "norange.width declares no range")
 
 
 def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_after_it(monkeypatch):

@@ -242,39 +242,12 @@ def _check_settings(method: ControlMethod, where: str) -> None:
     if method.name in {f.name for f in dataclasses.fields(BudgetControl)}:
         raise ValueError(f"budget_control.method {method.name!r} ({where}) has settings of its own, whose section "
                          f"budget_control.{method.name} would be arctl's key of that name: the method needs another name")
-    if problem := _fields_problem(method.settings):
+    from arctl.algo.ranges import fields_problem
+
+    if problem := fields_problem(method.settings):
         # a section every config holds: a field it cannot fill or check made every run fail, of any method (a hunt)
         raise ValueError(f"budget_control.method {method.name!r} ({where}) cannot be used: "
                          f"budget_control.{method.name}.{problem}")
-
-
-def _fields_problem(settings: type) -> str | None:
-    """What a settings dataclass's field lacks to be a config key: a default, a range for a number (declared
-    with :func:`arctl.algo.ranges.checks`), a default of its type and inside its range; None when all have it."""
-    import dataclasses
-    import typing
-
-    try:
-        hints = typing.get_type_hints(settings)
-    except Exception as err:  # noqa: BLE001 - an annotation that does not resolve
-        return f"(its annotations) cannot be read: {type(err).__name__}: {err}"
-    for f in dataclasses.fields(settings):
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            return f"{f.name} has no default"
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kind = hints.get(f.name)
-        if kind in (int, float):
-            if isinstance(default, bool) or not isinstance(default, (int, float)) or (kind is int and isinstance(default, float)):
-                return f"{f.name}'s default {default!r} is no {kind.__name__}"
-            if f.metadata.get("range") is None:
-                return (f"{f.name} declares no range (a plugin's setting declares one with "
-                        "arctl.algo.ranges.checks(range=...))")
-        if (r := f.metadata.get("range")) is not None and not r.contains(default):
-            return f"{f.name}'s default {default!r} is outside its range: {r.describe()}"
-        if (r := f.metadata.get("items")) is not None and isinstance(default, (list, tuple)) and \
-                (bad := [v for v in default if not r.contains(v)]):
-            return f"{f.name}'s default holds {bad[0]!r}: each entry must be {r.describe()}"
-    return None
 
 
 def get_method(name: str) -> ControlMethod:
