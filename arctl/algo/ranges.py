@@ -90,32 +90,45 @@ def added_later_defaults(settings: type | None) -> dict[str, Any]:
 
 
 def fields_problem(settings: type, ranged: frozenset[str] = frozenset(), need_default: bool = True) -> str | None:
-    """What a plugin's settings dataclass's field lacks to be a config key: a default (``need_default``), a range
-    for a number (declared with :func:`checks`, or one of ``ranged``: a backend's ``config_ranges``), a default
-    of its type and inside its range; None when all have it. From a hunt of plugin paths: each of these made
-    every run fail, or let any number through."""
+    """What a plugin's settings dataclass's key (a field of its config section) lacks: a default (``need_default``;
+    OmegaConf's ``???`` is none), a range for a number (declared with :func:`checks`, or one of ``ranged``: a
+    backend's ``config_ranges``), a default of its type, inside its range, among its choices; None when all have
+    it. A default that is an interpolation (``${scale.rollout_n}``) is the config's to resolve: not checked here.
+    From a hunt of plugin paths: each of these made every run fail, or let any number through."""
     import dataclasses
     import typing
+
+    from arctl.algo.settings import section_fields
 
     try:
         hints = typing.get_type_hints(settings)
     except Exception as err:  # noqa: BLE001 - an annotation that does not resolve
         return f"(its annotations) cannot be read: {type(err).__name__}: {err}"
-    for f in dataclasses.fields(settings):
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+    for f in section_fields(settings):
+        default = (f.default if f.default is not dataclasses.MISSING else
+                   f.default_factory() if f.default_factory is not dataclasses.MISSING else _MISSING_TEXT)
+        kind = hints.get(f.name)
+        if kind in (int, float) and f.metadata.get("range") is None and f.name not in ranged:
+            return f"{f.name} declares no range (a plugin's setting declares one with arctl.algo.ranges.checks(range=...))"
+        if default == _MISSING_TEXT:
             if need_default:
                 return f"{f.name} has no default"
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        kind = hints.get(f.name)
-        if kind in (int, float):
-            if isinstance(default, bool) or not isinstance(default, (int, float)) or (kind is int and isinstance(default, float)):
-                return f"{f.name}'s default {default!r} is no {kind.__name__}"
-            if f.metadata.get("range") is None and f.name not in ranged:
-                return f"{f.name} declares no range (a plugin's setting declares one with arctl.algo.ranges.checks(range=...))"
+        if isinstance(default, str) and default.startswith("${"):
+            continue
+        if kind in (int, float) and (isinstance(default, bool) or not isinstance(default, (int, float))
+                                     or (kind is int and isinstance(default, float))):
+            return f"{f.name}'s default {default!r} is no {kind.__name__}"
         if (r := f.metadata.get("range")) is not None and not r.contains(default):
             return f"{f.name}'s default {default!r} is outside its range: {r.describe()}"
         if (r := f.metadata.get("items")) is not None and isinstance(default, (list, tuple)) and \
                 (bad := [v for v in default if not r.contains(v)]):
             return f"{f.name}'s default holds {bad[0]!r}: each entry must be {r.describe()}"
+        choices = f.metadata.get("choices")
+        choices = choices() if callable(choices) else choices
+        if choices is not None and default is not None and default not in choices:
+            return f"{f.name}'s default {default!r} is not one of its choices: {', '.join(map(str, choices))}"
     return None
+
+
+_MISSING_TEXT = "???"  # OmegaConf's MISSING: what arctl.config.schema.setting() holds without a default

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 
 from arctl.algo.methods import registry as methods
@@ -67,28 +68,33 @@ def _load_backends() -> tuple[dict[str, Backend], dict[str, str]]:
 
 
 def _hooks_problem(name: str, backend: Backend, scales: dict[str, str]) -> str | None:
-    """Why a loaded backend cannot be used, asked once of its composition hooks, or None (and its scale profiles
-    recorded in ``scales``). From a hunt of plugin paths: a ``settings_type`` or ``conf_dir`` that raised was a
-    traceback in every command, also of runs of other backends; a scale profile named like another backend's
-    (``tiny``) silently became the default scale's, renaming every run."""
+    """Why a loaded backend cannot be used, asked once of its composition hooks, or None. Its scale profiles are
+    recorded in ``scales`` whatever else is wrong with it, so which backend owns a name never depends on another's
+    health. From a hunt of plugin paths: a ``settings_type`` or ``conf_dir`` that raised was a traceback in every
+    command, also of runs of other backends; a scale profile named like another backend's (``tiny``) silently
+    became the default scale's, renaming every run."""
     try:
+        folder = _call(backend, "conf_dir")
+        mine = sorted(p.stem for p in (Path(folder) / "scale").glob("*.yaml")) if folder is not None else []
         settings = _call(backend, "settings_type")
         ranges = _call(backend, "config_ranges")
-        folder = _call(backend, "conf_dir")
-    except Exception as err:  # noqa: BLE001 - a plugin's hook that fails is one line naming it
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - a plugin's hook that fails (or exits) is one line
         return f"backend {name!r} cannot be used: a hook raised {type(err).__name__}: {' '.join(str(err).split())[:200]}"
+    taken = [s for s in mine if s in scales]
+    scales.update({s: name for s in mine if s not in scales})
+    if taken:
+        return (f"backend {name!r} cannot be used: its scale {taken[0]!r} is the {scales[taken[0]]} backend's (two "
+                "profiles of one name: the built-ins' come first, then the backends' in name order)")
     if settings is not None and not (isinstance(settings, type) and dataclasses.is_dataclass(settings)):
         return f"backend {name!r} cannot be used: its settings_type() is {settings!r}, not a dataclass type or None"
-    if ranges is not None and not isinstance(ranges, dict):
+    if ranges is not None and not isinstance(ranges, Mapping):
         return f"backend {name!r} cannot be used: its config_ranges() is {type(ranges).__name__}, not a mapping"
+    if outside := [k for k in ranges or {} if not str(k).startswith(f"{name}.")]:
+        return f"backend {name!r} cannot be used: it declares a range for {outside[0]!r}, outside its own section {name}.*"
     ranged = frozenset(str(k).removeprefix(f"{name}.") for k in ranges or {})
-    if settings is not None and (problem := fields_problem(settings, ranged, need_default=False)):
+    # (a default for every key: the section is in every config, so a key without one failed every run of any backend)
+    if settings is not None and (problem := fields_problem(settings, ranged)):
         return f"backend {name!r} cannot be used: {name}.{problem}"
-    mine = sorted(p.stem for p in (Path(folder) / "scale").glob("*.yaml")) if folder is not None else []
-    if taken := [s for s in mine if s in scales]:
-        return (f"backend {name!r} cannot be used: its scale {taken[0]!r} is the {scales[taken[0]]} backend's (two "
-                "profiles of one name: which one a run gets would depend on the installed packages)")
-    scales.update(dict.fromkeys(mine, name))
     return None
 
 

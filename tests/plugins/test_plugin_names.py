@@ -130,10 +130,14 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
         notype = hook_backends:NOTYPE
         aaa = hook_backends:SHADOW
         norange = hook_backends:NORANGE
+        fine = hook_backends:FINE
+        missing = hook_backends:MISSING
         """, {"hook_backends": """\
         from dataclasses import dataclass
         from pathlib import Path
         from arctl.backends.base import BackendDefaults
+        from arctl.config.ranges import I
+        from arctl.config.schema import setting
 
         class Trains(BackendDefaults):
             def train(self, config, run_dir, stop_event):
@@ -163,7 +167,26 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
             def settings_type(self):
                 return Unranged
 
-        RAISING, NOTYPE, SHADOW, NORANGE = Raising(), NoType(), Shadow(), NoRange()
+        @dataclass
+        class Unset:  # a review: an interpolated number is fine (it was refused as "no int")
+            width: int = setting(4, range=I(1, 9))
+            n: int = setting("${rollout.n}", range=I(1, 1024))
+
+        @dataclass
+        class NoDefault:  # its section is in every config: without a default every run would miss its value
+            width: int = setting(range=I(1, 9))
+
+        class Missing(Trains):
+            name = "missing"
+            def settings_type(self):
+                return NoDefault
+
+        class Fine(Trains):
+            name = "fine"
+            def settings_type(self):
+                return Unset
+
+        RAISING, NOTYPE, SHADOW, NORANGE, FINE, MISSING = Raising(), NoType(), Shadow(), NoRange(), Fine(), Missing()
         """})
     (site / "aaa_conf" / "scale").mkdir(parents=True)
     (site / "aaa_conf" / "scale" / "tiny.yaml").write_text("# @package _global_\nbackend: aaa\n")
@@ -175,6 +198,9 @@ def test_a_backend_whose_hooks_fail_or_whose_scale_is_taken_is_unusable_and_leav
     _one_error(arctl(site, *DRY, "backend=aaa", cwd=tmp_path), "its scale 'tiny' is the tiny backend's")
     # a number without a range took any value (norange.width=-1000000)
     _one_error(arctl(site, *DRY, "backend=norange", cwd=tmp_path), "norange.width declares no range")
+    fine = arctl(site, "show", "ablation-vr", "--arm", "grpo", "backend=fine", "fine.width=5", "--json", cwd=tmp_path)
+    assert fine.returncode == 0 and '"width": 5' in fine.stdout, fine.stderr[-3000:]
+    _one_error(arctl(site, *DRY, "backend=missing", cwd=tmp_path), "missing.width has no default")
 
 
 def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_after_it(monkeypatch):
@@ -246,6 +272,9 @@ def test_a_plugin_number_without_a_range_says_so(site, tmp_path):
     ("factor: float = field(metadata=checks(range=PROB))", "factor has no default"),
     ("factor: float = field(default=2.0, metadata=checks(range=PROB))", "factor's default 2.0 is outside its range"),
     ("factor: float = field(default='half', metadata=checks(range=PROB))", "factor's default 'half' is no float"),
+    # a review: a text without a default, and a default outside its choices, still refused every run
+    ("label: str = setting()", "label has no default"),
+    ("mode: str = setting('zzz', choices=('a', 'b'))", "mode's default 'zzz' is not one of its choices: a, b"),
 ])
 def test_a_method_whose_settings_cannot_be_keys_is_unusable_and_leaves_other_runs_alone(site, tmp_path, field, says):
     """From a hunt of plugin paths: each of these made every run of every method one error line."""
@@ -256,6 +285,7 @@ def test_a_method_whose_settings_cannot_be_keys_is_unusable_and_leaves_other_run
         from dataclasses import dataclass, field
         from arctl.algo.methods.registry import ControlMethod
         from arctl.algo.ranges import PROB, checks
+        from arctl.config.schema import setting
 
         @dataclass
         class Settings:

@@ -18,6 +18,7 @@ s1 budget forcing is a decoding rule at evaluation, orthogonal to the method
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 from arctl.algo.methods.budget_forcing import BudgetForcing
@@ -72,8 +73,10 @@ def generation_limit(control: BudgetControl, step: int, total_steps: int) -> int
 def _tokens(control: BudgetControl, hook: str, value):
     """``value`` where it is None or a number of tokens >= 1; else ValueError naming the method's hook (from a
     hunt: a plugin's -5 failed inside torch, "negative dimension -5")."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)  # (a numpy integer is one too)
     raise ValueError(f"budget_control.method {control.method!r}: its {hook} gave {value!r}, not None or a number of "
                      "thinking tokens >= 1")
 
