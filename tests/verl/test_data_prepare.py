@@ -260,6 +260,11 @@ def test_offline_the_hub_is_not_asked_and_a_missing_copy_is_one_line(tmp_path, o
                                                  **{offline: "1"}))
     assert line.startswith("error: math500 (HuggingFaceH4/MATH-500): no usable copy in your Hugging Face cache, "
                            "and datasets is offline") and line.endswith("--source math500=PATH"), line
+    if offline == "HF_HUB_OFFLINE":  # several: all of them in the one line (an audit: only the first was named)
+        line = _one_error_line(_prepare_in_a_process(tmp_path, "--datasets", "math500,amc22", HF_ENDPOINT=closed,
+                                                     **{offline: "1"}))
+        assert line.startswith("error: math500 (HuggingFaceH4/MATH-500), amc22 (") and \
+            line.endswith("pass local files with --source math500=PATH --source amc22=PATH"), line
     if offline == "HF_DATASETS_OFFLINE":  # datasets' own switch; the cached copy, and no word of the hub
         _cache_aime24(tmp_path)
         res = _prepare_in_a_process(tmp_path, "--datasets", "aime24", "--json", HF_ENDPOINT=closed, **{offline: "1"})

@@ -277,12 +277,28 @@ def load_from_hub(spec: DatasetSpec, unreachable: str | None = None) -> list[dic
         if unreachable:
             raise CacheMiss(spec.name, "" if "OfflineModeIsEnabled" in first else first) from None
         if offline:
-            raise DataError(
-                f"{spec.name} ({spec.hf_id}): no usable copy in your Hugging Face cache, and datasets is offline "
-                f"(HF_HUB_OFFLINE, HF_DATASETS_OFFLINE or TRANSFORMERS_OFFLINE) ({first}); {flag}"
-            ) from None
+            raise OfflineMiss(spec, first) from None
         raise DataError(f"cannot download {spec.name} ({spec.hf_id}) from the Hugging Face hub ({first}); {flag}") from None
     return [dict(r) for r in ds]
+
+
+class OfflineMiss(DataError):
+    """A dataset ``datasets`` would download, with it offline (an environment switch) and no usable copy in the
+    cache: ``why``, what ``datasets`` said. :func:`prepare` names every such dataset in one line."""
+
+    def __init__(self, spec: DatasetSpec, why: str):
+        super().__init__(offline_line([(spec, why)]))
+        self.spec, self.why = spec, why
+
+
+def offline_line(missed: list[tuple[DatasetSpec, str]]) -> str:
+    """The one line for datasets that ``datasets``, offline, has no usable copy of (from an audit: a list of
+    several named only the first, so each rerun found the next)."""
+    named = ", ".join(f"{spec.name} ({spec.hf_id})" for spec, _ in missed)
+    flags = " ".join(f"--source {spec.name}=PATH" for spec, _ in missed)
+    return (f"{named}: no usable copy in your Hugging Face cache, and datasets is offline (HF_HUB_OFFLINE, "
+            f"HF_DATASETS_OFFLINE or TRANSFORMERS_OFFLINE) ({missed[0][1]}); pass "
+            f"{'a local file' if len(missed) == 1 else 'local files'} with {flags}")
 
 
 class CacheMiss(DataError):
@@ -319,7 +335,7 @@ def prepare(
             raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
     # the hub is asked once; unreachable, each dataset it would give comes from the Hugging Face cache
     unreachable = hub_unreachable() if any(name not in sources for name in names) else None
-    prepared, missing = [], []  # every dataset is read and converted before any file is written
+    prepared, missing, offline = [], [], []  # every dataset is read and converted before any file is written
     for name in names:
         spec = DATASETS[name]
         if name in sources:
@@ -330,9 +346,14 @@ def prepare(
             except CacheMiss as err:
                 missing.append((name, err.why))
                 continue
+            except OfflineMiss as err:
+                offline.append((err.spec, err.why))
+                continue
             origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
         prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
+    if offline:
+        raise DataError(offline_line(offline))
     if missing:
         named = ", ".join(f"{name} ({why})" if why else name for name, why in missing)
         flags = " ".join(f"--source {name}=PATH" for name, _ in missing)
