@@ -89,9 +89,9 @@ def added_later_defaults(settings: type | None) -> dict[str, Any]:
     return out
 
 
-def fields_problem(settings: type, ranged: frozenset[str] = frozenset(), need_default: bool = True) -> str | None:
-    """What a plugin's settings dataclass's key (a field of its config section) lacks: a default (``need_default``;
-    OmegaConf's ``???`` is none), a range for a number (declared with :func:`checks`, or one of ``ranged``: a
+def fields_problem(settings: type, ranged: frozenset[str] = frozenset()) -> str | None:
+    """What a plugin's settings dataclass's key (a field of its config section) lacks: a default (OmegaConf's
+    ``???`` is none: the section is in every config, so a key without one failed every run), a range for a number (declared with :func:`checks`, or one of ``ranged``: a
     backend's ``config_ranges``), a default of its type, inside its range, among its choices; None when all have
     it. A default that is an interpolation (``${scale.rollout_n}``) is the config's to resolve: not checked here.
     From a hunt of plugin paths: each of these made every run fail, or let any number through."""
@@ -111,9 +111,7 @@ def fields_problem(settings: type, ranged: frozenset[str] = frozenset(), need_de
         if kind in (int, float) and f.metadata.get("range") is None and f.name not in ranged:
             return f"{f.name} declares no range (a plugin's setting declares one with arctl.algo.ranges.checks(range=...))"
         if default == _MISSING_TEXT:
-            if need_default:
-                return f"{f.name} has no default"
-            continue
+            return f"{f.name} has no default"
         if isinstance(default, str) and default.startswith("${"):
             continue
         if kind in (int, float) and (isinstance(default, bool) or not isinstance(default, (int, float))

@@ -51,9 +51,8 @@ def register(app: typer.Typer) -> None:
         interrupted = set()
         for r in records:  # beside a warning the row has (a review: it was replaced)
             if said := interrupted_launch(r, workspace.run_dir(r.run_id), now):
-                r.warning = f"{said}; {r.warning}" if r.warning else said
                 interrupted.add(r.run_id)
-            elif said := folder_gone(r, workspace.run_dir(r.run_id)):
+            if said := said or folder_gone(r, workspace.run_dir(r.run_id)):
                 r.warning = f"{said}; {r.warning}" if r.warning else said
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)

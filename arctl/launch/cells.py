@@ -16,17 +16,7 @@ from __future__ import annotations
 from arctl.compose.errors import SpecError
 from arctl.compose.overrides import override_key
 from arctl.compose.run import ResolvedRun
-
-
-def flat(config: dict, prefix: str = "") -> dict[str, object]:
-    """``config`` as dotted keys -> leaf values (a list is one leaf)."""
-    out: dict[str, object] = {}
-    for key, value in config.items():
-        if isinstance(value, dict) and value:
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+from arctl.track.runs.tidy import flatten_config
 
 
 def conflict(kept: ResolvedRun, other: ResolvedRun, run_id: str) -> SpecError | None:
@@ -36,7 +26,7 @@ def conflict(kept: ResolvedRun, other: ResolvedRun, run_id: str) -> SpecError | 
     decides how or where the one run runs (:func:`runs_differently`), both values and where it is set."""
     if other.config == kept.config:
         return None
-    a, b = flat(kept.config), flat(other.config)
+    a, b = flatten_config(kept.config), flatten_config(other.config)
     differing = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and runs_differently(k))
     if not differing:
         return None

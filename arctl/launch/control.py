@@ -15,9 +15,10 @@ from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.refresh import (
     CANCELLING,
+    INTERRUPTED_BEFORE,
     LAUNCH_CANCELS,
     debug_process_alive,
-    interrupted_launch,
+    interrupted_note,
     local_job_alive,
     settled,
 )
@@ -94,8 +95,8 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             # undone with the dead claim by the next launch (from the hunt of interrupted launches: "cancelled"
             # was said, and the row stayed SUBMITTING). A dead launch's job: asked below, cancelled by the
             # refresh that adopts it (_settle_dead_claims)
-            said = (interrupted_launch(rec, workspace.run_dir(rec.run_id), now) if view is None else None) or (
-                "its launch was interrupted before it submitted it" + (f"; it is {view.state} as before" if view else ""))
+            # (view None: its launch's claim is stale, or settled() would have given the row back itself)
+            said = interrupted_note(rec) if view is None else f"{INTERRUPTED_BEFORE}; it is {view.state} as before"
             outcome.append((rec, f"{NOT_CANCELLED}: nothing to cancel, {said}"))
             continue
         if not reg.update_if(rec.run_id, {"state": states.SUBMITTING, "claim": rec.claim}, {"cancel_requested": now},
@@ -235,10 +236,10 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     (:meth:`Workspace.open`)."""
     workspace = Workspace.open(workdir)
     if not workspace.exists():
-        folders = sorted(p.name for p in workspace.runs_dir.iterdir() if p.is_dir()) if workspace.runs_dir.is_dir() else []
         if workspace.is_export():  # runs for reports, never a registry (a review: repair was suggested, which refuses)
             raise LaunchError(f"{workspace.root} is an arctl export: reports read it (`arctl report --workdir "
                               f"{workspace.root}`); it has no registry of runs to show, cancel or resume")
+        folders = sorted(p.name for p in workspace.runs_dir.iterdir() if p.is_dir()) if workspace.runs_dir.is_dir() else []
         if folders:  # the registry was deleted: the README promises these are pointed out (from an audit)
             raise LaunchError(f"{workspace.registry_path} is missing, and {workspace.runs_dir} holds {len(folders)} run "
                               f"folder(s) (e.g. {folders[0]}) — `arctl repair --workdir {workspace.root}` rebuilds the "

@@ -302,7 +302,15 @@ def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
     dead launch's claim on an existing run or with a job is settled by a refresh (:func:`_settle_dead_claims`)."""
     if rec.state != states.SUBMITTING or not claim_is_stale(rec, now) or settled(rec, run_dir, now) is not None:
         return None
-    return f"its launch was interrupted before it submitted it, so no job runs for it: {_launched_again(rec)} submits it"
+    return interrupted_note(rec)
+
+
+INTERRUPTED_BEFORE = "its launch was interrupted before it submitted it"
+
+
+def interrupted_note(rec: RunRecord) -> str:
+    """:func:`interrupted_launch`'s words for a new run whose dead launch gave it no job."""
+    return f"{INTERRUPTED_BEFORE}, so no job runs for it: {_launched_again(rec)} submits it"
 
 
 def _launched_again(rec: RunRecord) -> str:
