@@ -204,7 +204,15 @@ ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, re
     "error": "leave it out: `arctl logs` reads the logs where arctl's jobs write them",
     "wrap": "leave it out: arctl submits a script of its own",
     "chdir": "leave it out: arctl's jobs run from their run folder",
+    # from a hunt: these replaced arctl's line while the job body (one task per node, Ray sized from the cluster
+    # keys) kept its own count: a second node never joined, a task ran the job twice
+    "nodes": "use cluster.nodes (the job body starts Ray on each of them)",
+    "cpus_per_task": "use cluster.cpus_per_task (each node's Ray is sized from it and the launch checks it)",
+    "ntasks": "leave it out: an arctl job runs one task per node",
+    "ntasks_per_node": "leave it out: an arctl job runs one task per node",
 }
+# sbatch options that ask for GPUs (typed GPUs or a site's GRES spelling may replace arctl's --gpus-per-node line)
+GPU_SBATCH = ("gpus_per_node", "gpus_per_task", "gpus", "gres")
 
 
 def _sbatch_extra(lines: list) -> dict:
@@ -225,6 +233,50 @@ def _sbatch_extra(lines: list) -> dict:
             raise LaunchError(f"cluster.sbatch_extra entry {raw!r} sets what arctl sets itself — {ARCTL_SBATCH[key]}")
         extra[key] = True if value is None else _one_line(value.strip(), "cluster.sbatch_extra")
     return extra
+
+
+def _gpu_count(key: str, value) -> int | None:
+    """The GPUs an sbatch GPU option (:data:`GPU_SBATCH`) asks for: ``[type:]N`` (a comma list: summed), a GRES list's
+    ``gpu[:type][:N]`` entries (``gpu`` alone: 1); None for a GRES without a GPU or a count arctl cannot read."""
+    total, seen = 0, False
+    for part in str(value).split(","):
+        part = re.sub(r"\(.*\)$", "", part.strip())  # a GRES entry's socket binding, e.g. gpu:4(S:0-1)
+        fields = part.split(":")
+        if key == "gres":
+            if fields[0] != "gpu":
+                continue
+            fields = fields[1:] or ["1"]
+            if not fields[-1].isdigit():  # gpu:a100 is one a100
+                fields.append("1")
+        if not fields[-1].isdigit():
+            return None
+        total, seen = total + int(fields[-1]), True
+    return total if seen else None
+
+
+def _gpu_lines(extra: dict, cluster: dict) -> bool:
+    """Whether ``cluster.sbatch_extra`` asks for the job's GPUs itself (typed, or as a GRES), refusing one whose
+    count per node is not ``cluster.gpus_per_node``: Ray and verl are given that count (from a hunt:
+    ``--gpus-per-node=a100:4`` beside the default 8 left Ray asking for GPUs SLURM had not granted, after the job
+    had queued; ``a100:8`` beside 4 billed 8 and used 4)."""
+    want = int(cluster.get("gpus_per_node") or 0)
+    nodes = max(1, int(cluster.get("nodes") or 1))
+    asked = False
+    for key in GPU_SBATCH:
+        if key not in extra:
+            continue
+        count = _gpu_count(key, extra[key])
+        if count is None:
+            continue  # a GRES without a GPU (--gres=nvme:1)
+        asked = True
+        per_node = count / nodes if key == "gpus" else count  # --gpus counts the job's; one task per node
+        if per_node != want:
+            flag = f"--{key.replace('_', '-')}={extra[key]}"
+            said = f"{count} GPU(s) in all ({per_node:g} per node of {nodes})" if key == "gpus" else f"{count} GPU(s) per node"
+            raise LaunchError(f"cluster.sbatch_extra entry {flag} asks SLURM for {said}, but cluster.gpus_per_node={want}, "
+                              "the count the job's Ray and verl are given — set cluster.gpus_per_node to the same number "
+                              "per node")
+    return asked
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -267,7 +319,9 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     for key in ("partition", "account", "qos", "constraint"):
         if cluster.get(key):
             params[key] = _one_line(cluster[key], f"cluster.{key}")
-    if int(cluster.get("gpus_per_node") or 0) > 0:
+    # a typed or GRES request in sbatch_extra gives the GPUs instead of arctl's line (SLURM refuses --gres=gpu beside
+    # --gpus-per-node: they are mutually exclusive)
+    if not _gpu_lines(extra, cluster) and int(cluster.get("gpus_per_node") or 0) > 0:
         params["gpus_per_node"] = int(cluster["gpus_per_node"])
     return params
 

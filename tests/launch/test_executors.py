@@ -53,6 +53,10 @@ def test_the_preemption_warning_is_the_cluster_setting_within_the_time_limit():
     ("--array=0-3", "cluster.array_parallelism"), ("--output=/x", "`arctl logs`"), ("--wrap=hostname", "a script"),
     ("--time=10", "cluster.time_min"), ("-t 10", "cluster.time_min"), ("#SBATCH --signal=B:USR2@30", "preempt_warning_s"),
     ("--job-name=x", "names each job"), ("--dependency=afterok:1", "chains"), ("-J x", "names each job"),
+    # from a hunt: these replaced arctl's line while the job body kept its own count (Ray on one node of two)
+    ("--nodes=3", "cluster.nodes"), ("-N 3", "cluster.nodes"), ("-c 16", "cluster.cpus_per_task"),
+    ("--cpus-per-task=16", "cluster.cpus_per_task"), ("--ntasks-per-node=8", "one task per node"),
+    ("--ntasks=2", "one task per node"),
 ])
 def test_an_sbatch_extra_option_arctl_sets_itself_is_refused_with_the_key_that_sets_it(entry, use):
     """From a review: `--time=10` replaced cluster.time_min (the preemption warning is placed before that),
@@ -65,6 +69,39 @@ def test_an_sbatch_extra_option_arctl_sets_itself_is_refused_with_the_key_that_s
     extra = slurm_parameters({**CLUSTER, "sbatch_extra": allowed}, "x")["additional_parameters"]
     assert {k: extra[k] for k in ("gres", "gpus_per_node", "mem", "partition")} == {
         "gres": "nvme:1", "gpus_per_node": "a100:8", "mem": "0", "partition": "gpu"}
+
+
+@pytest.mark.parametrize("entry, gpus, nodes, says", [
+    ("--gpus-per-node=a100:4", 8, 2, "asks SLURM for 4 GPU(s) per node, but cluster.gpus_per_node=8"),
+    ("--gres=gpu:a100:4", 8, 1, "asks SLURM for 4 GPU(s) per node, but cluster.gpus_per_node=8"),
+    ("--gres=gpu:2,nvme:1", 8, 1, "asks SLURM for 2 GPU(s) per node"),
+    ("--gpus=8", 8, 2, "asks SLURM for 8 GPU(s) in all (4 per node of 2), but cluster.gpus_per_node=8"),
+    ("--gpus-per-node=a100:8", 0, 1, "asks SLURM for 8 GPU(s) per node, but cluster.gpus_per_node=0"),
+    ("-G 16", 4, 2, "asks SLURM for 16 GPU(s) in all (8 per node of 2), but cluster.gpus_per_node=4"),
+])
+def test_an_sbatch_extra_gpu_request_other_than_the_clusters_count_is_refused(entry, gpus, nodes, says):
+    """From a hunt: `--gpus-per-node=a100:4` beside the default 8 replaced arctl's line, while the job's Ray
+    (`--num-gpus=8`) and verl (`trainer.n_gpus_per_node=8`) kept 8: Ray refuses more GPUs than it sees, after
+    the job had queued for them; `a100:8` beside 4 billed 8 GPUs and used 4."""
+    with pytest.raises(LaunchError, match=re.escape(says) + ".*set cluster.gpus_per_node to the same number"):
+        slurm_parameters({**CLUSTER, "gpus_per_node": gpus, "nodes": nodes, "sbatch_extra": [entry]}, "x")
+
+
+@pytest.mark.parametrize("entry, gpus, nodes", [
+    ("--gpus-per-node=a100:8", 8, 2), ("--gres=gpu:a100:8", 8, 2), ("--gres=gpu:4(S:0-1),nvme:1", 4, 1),
+    ("--gres=gpu", 1, 1), ("--gpus=a100:16", 8, 2), ("--gpus-per-task=h100:8", 8, 1)])
+def test_an_sbatch_extra_gpu_request_of_the_clusters_count_is_the_scripts_only_gpu_line(entry, gpus, nodes, tmp_path):
+    """A typed or GRES request replaces arctl's `--gpus-per-node` line: SLURM refuses `--gres=gpu` beside
+    `--gpus-per-node` (mutually exclusive), and two requests would each have to be right."""
+    params = slurm_parameters({**CLUSTER, "gpus_per_node": gpus, "nodes": nodes, "sbatch_extra": [entry]}, "x")
+    lines = render_sbatch(params, tmp_path / "%j", 1).splitlines()
+    gpu_lines = [line.replace("'", "") for line in lines if re.match(r"#SBATCH --(gpus|gres)", line)]  # unquoted
+    assert gpu_lines == [f"#SBATCH {entry}"], gpu_lines
+    # without one, arctl's own line; a GRES without a GPU keeps it
+    for extra in ([], ["--gres=nvme:1"]):
+        lines = render_sbatch(slurm_parameters({**CLUSTER, "gpus_per_node": gpus, "nodes": nodes, "sbatch_extra": extra},
+                                               "x"), tmp_path / "%j", 1).splitlines()
+        assert f"#SBATCH --gpus-per-node={gpus}" in lines
 
 
 def test_bad_sbatch_extra_is_one_clear_error():

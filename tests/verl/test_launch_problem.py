@@ -65,8 +65,12 @@ def test_the_paper_runs_pass_where_their_inputs_are(data, tmp_path):
                                                                   "tokens (verl.max_token_len_per_gpu) is below the longest row"),
     ("verl.overrides=['actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size=2']",
      "ulysses_sequence_parallel_size=2: Ulysses sequence parallelism needs verl's remove-padding path"),
+    # from a hunt: verl builds the rollout's typed config only in RolloutReplica.__init__, on the GPUs
+    ("verl.overrides=['actor_rollout_ref.rollout.pipeline_model_parallel_size=2']",
+     "verl's rollout config (actor_rollout_ref.rollout) refuses it: Current rollout self.name='vllm' not implemented "
+     "pipeline_model_parallel_size > 1 yet."),
 ], ids=["nodes", "gpus", "unknown-verl-key", "tensor-parallel", "micro-batch", "dynamic-flags-differ",
-        "ref-token-budget", "token-budget", "ulysses"])
+        "ref-token-budget", "token-budget", "ulysses", "rollout-pipeline"])
 def test_what_verl_refuses_only_on_the_gpus_is_refused_before_the_job_queues(data, tmp_path, override, says):
     problem = launch_problem(_config(*override.split(" ")), tmp_path / "run")
     assert problem is not None and says in problem and "\n" not in problem, problem
@@ -131,6 +135,53 @@ def test_a_resume_on_another_number_of_gpus_than_its_checkpoint_is_refused(data,
     assert launch_problem(_config(), run_dir) is None  # the paper's 8 GPUs, as saved
     problem = launch_problem(_config("cluster.nodes=2"), run_dir)
     assert problem is not None and "step 40) holds the model in 8 shards" in problem and "current 16 GPUs" in problem
+
+
+def test_an_eval_only_run_of_a_checkpoint_saved_on_another_number_of_gpus_is_refused(data, tmp_path):
+    """From a hunt: the shard check asked resumes only, so evaluating an 8-GPU checkpoint on 4 GPUs (a natural
+    smaller allocation) passed, and verl failed to load `model_world_size_4_rank_*.pt` once its workers held the GPUs."""
+    from arctl.backends.verl import checkpoints
+
+    ckpt_dir = tmp_path / "trained" / "checkpoints"
+    actor = checkpoints.folder(ckpt_dir, 40) / "actor"
+    actor.mkdir(parents=True)
+    for rank in range(8):
+        (actor / f"model_world_size_8_rank_{rank}.pt").write_bytes(b"x")
+    checkpoints.mark_complete(ckpt_dir, 40)
+    ckpt = checkpoints.folder(ckpt_dir, 40)
+    evaluate = ("verl.eval_only=true", f"verl.eval_checkpoint={ckpt}")
+    assert launch_problem(_config(*evaluate), tmp_path / "run") is None  # the 8 GPUs it was trained on
+    problem = launch_problem(_config(*evaluate, "cluster.gpus_per_node=4"), tmp_path / "run")
+    assert problem is not None and problem.startswith(
+        f"verl.eval_checkpoint={ckpt} holds the model in 8 shards, one per GPU it was trained on, and verl loads the "
+        "shards of the current 4 GPUs: evaluate it on 8 GPUs"), problem
+    assert launch_problem(_config(*evaluate, "cluster.gpus_per_node=4", "cluster.nodes=2"), tmp_path / "run") is None
+
+
+@pytest.mark.parametrize("overrides, need, says", [
+    (["cluster=local", "cluster.gpus_per_node=8"], 33, "cluster.cpus_per_task=2 gives each node's Ray 2 CPUs"),
+    (["cluster.cpus_per_task=32"], 33, "(3 with each of its 8 GPUs, 8 for TransferQueue's 8 storage units and 1 for "
+                                       "their controller)"),
+    (["cluster.nodes=2", "cluster.cpus_per_task=28"], 29, "4 for TransferQueue's 8 storage units over the nodes"),
+    (["cluster.gpus_per_node=4", "cluster.cpus_per_task=16",
+      "verl.overrides=['transfer_queue.backend.SimpleStorage.num_data_storage_units=4']"], 17, "4 storage units"),
+    (["verl.ray_start_args=['--num-cpus=4']"], 33, "verl.ray_start_args' --num-cpus=4 gives each node's Ray 4 CPUs"),
+])
+def test_a_gpu_job_whose_ray_has_fewer_cpus_than_verl_reserves_is_refused(overrides, need, says):
+    """From a hunt: `cluster.gpus_per_node=8` alone (what the refusal of a GPU-less request suggests) kept the
+    2-CPU default; the job body starts Ray with `--num-cpus=$SLURM_CPUS_PER_TASK`, and verl waits with no time
+    limit for TransferQueue's actors (8 + 1 CPUs) and a placement group of 3 CPUs per GPU: the job would hold 8
+    GPUs doing nothing until its time limit. The boundary was checked on Ray with verl's and TransferQueue's own
+    placement calls: 33 CPUs hold 8 GPUs' bundles after TransferQueue's, 32 do not."""
+    from arctl.backends.verl.run_config import ray_cpus_problem
+
+    problem = ray_cpus_problem(_config(*overrides))
+    assert problem is not None and says in problem and f"verl reserves {need} there before its first step" in problem
+    assert problem.endswith(f">={need}") and "\n" not in problem, problem
+    # at the boundary it passes; a GPU-less run (the CPU loop sizes its own logical Ray) is not asked
+    enough = [o for o in overrides if not o.startswith(("cluster.cpus_per_task", "verl.ray_start_args"))]
+    assert ray_cpus_problem(_config(*enough, f"cluster.cpus_per_task={need}")) is None
+    assert ray_cpus_problem(_config("verl.smoke=true", "cluster.cpus_per_task=1")) is None
 
 
 def test_missing_inputs_are_refused_and_a_smoke_or_rehearsal_run_is_not_checked_for_them(tmp_path, monkeypatch):

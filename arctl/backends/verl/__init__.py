@@ -73,8 +73,9 @@ class VerlBackend(BackendDefaults):
 
     def slurm_problem(self, config):
         from arctl.backends.verl.overrides import slurm_gpu_problem
+        from arctl.backends.verl.run_config import ray_cpus_problem
 
-        return slurm_gpu_problem(config)
+        return slurm_gpu_problem(config) or ray_cpus_problem(config)
 
     def launch_problem(self, config, run_dir):
         from arctl.backends.verl.run_config import launch_problem

@@ -708,13 +708,15 @@ def check_overrides(overrides: Sequence[str]) -> Any:
 
 
 def check_config_dataclasses(cfg: Any) -> None:
-    """Let verl build its typed config objects (actor, rollout, data checks), as main_ppo does."""
+    """Let verl build its typed config objects (actor, rollout, data checks), as main_ppo does, and the
+    rollout's, which verl builds only in ``RolloutReplica.__init__``, once its workers hold their GPUs (from a
+    hunt: a rollout ``pipeline_model_parallel_size=2``, which ``RolloutConfig`` refuses for vLLM, passed the launch)."""
     import contextlib
     import io
     import warnings
 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     try:
         # verl prints a success line and warns about the disabled critic: keep stdout clean
@@ -725,6 +727,14 @@ def check_config_dataclasses(cfg: Any) -> None:
             )
     except Exception as err:  # verl raises AssertionError / ValueError / TypeError
         raise VerlConfigError(f"verl's config validation failed: {' '.join(str(err).split())}") from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    except Exception as err:  # noqa: BLE001 - Hydra's InstantiationException, the rollout's own error its cause
+        why = err.__cause__ or err
+        raise VerlConfigError(f"verl's rollout config (actor_rollout_ref.rollout) refuses it: "
+                              f"{' '.join(str(why).split())}") from None
 
 
 def build_verl_config(config: dict, run_dir: Path | str | None = None,

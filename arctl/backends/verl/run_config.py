@@ -92,7 +92,28 @@ def inputs_problem(config: dict, cfg: Any) -> str | None:
         why = checkpoints.problem(path.parent, int(path.name.rsplit("_", 1)[1]))
         if why and (path / checkpoints.MARKER).exists():
             return f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}"
+        # from a hunt: evaluating on fewer GPUs than the checkpoint was trained on failed at load, on the GPUs
+        if (saved := _other_world(path, cfg)) is not None:
+            return (f"verl.eval_checkpoint={ckpt} holds the model in {saved} shards, one per GPU it was trained on, "
+                    f"and verl loads the shards of the current {_world(cfg)} GPUs: evaluate it on {saved} GPUs "
+                    "(cluster.nodes x cluster.gpus_per_node)")
     return None
+
+
+def _world(cfg: Any) -> int:
+    """The GPUs of verl's world: ``trainer.n_gpus_per_node x trainer.nnodes``."""
+    from omegaconf import OmegaConf
+
+    return int(OmegaConf.select(cfg, "trainer.n_gpus_per_node") or 1) * int(OmegaConf.select(cfg, "trainer.nnodes") or 1)
+
+
+def _other_world(step_dir: Path, cfg: Any) -> int | None:
+    """The number of GPUs a checkpoint (``global_step_N``) was saved from where it is not the current world's,
+    else None: verl saves one model shard per rank (``actor/model_world_size_W_rank_R.pt``) and loads the shards of
+    the current world size only."""
+    worlds = {int(m.group(1)) for f in (Path(step_dir) / "actor").glob("model_world_size_*_rank_*.pt")
+              if (m := re.match(r"model_world_size_(\d+)_rank_\d+\.pt$", f.name))}
+    return min(worlds) if worlds and _world(cfg) not in worlds else None
 
 
 def parallel_problem(config: dict, cfg: Any) -> str | None:
@@ -214,23 +235,17 @@ def checkpoint_world_problem(config: dict, cfg: Any, run_dir: Path | None) -> st
     """Why a resume cannot load the run's newest complete checkpoint, or None: verl saves one model shard per
     rank (``model_world_size_W_rank_R.pt``) and loads the shards of the current world size, so a run resumed
     on another number of GPUs (``cluster.*`` is launch-only: the same run id) fails at load."""
-    from omegaconf import OmegaConf
-
     from arctl.backends.verl import checkpoints
 
     if run_dir is None or bool(verl_setting(config, "eval_only")):
-        return None
+        return None  # an eval-only run's checkpoint: inputs_problem
     ckpt = Path(run_dir) / "checkpoints"
     step, _ = checkpoints.newest_complete(ckpt) if ckpt.is_dir() else (0, [])
     if not step:
         return None
-    worlds = {int(m.group(1)) for f in (checkpoints.folder(ckpt, step) / "actor").glob("model_world_size_*_rank_*.pt")
-              if (m := re.match(r"model_world_size_(\d+)_rank_\d+\.pt$", f.name))}
-    world = int(OmegaConf.select(cfg, "trainer.n_gpus_per_node") or 1) * int(OmegaConf.select(cfg, "trainer.nnodes") or 1)
-    if worlds and world not in worlds:
-        saved = min(worlds)
+    if (saved := _other_world(checkpoints.folder(ckpt, step), cfg)) is not None:
         return (f"the run's newest checkpoint (step {step}) holds the model in {saved} shards, one per GPU it was "
-                f"trained on, and verl loads the shards of the current {world} GPUs: resume it on {saved} GPUs "
+                f"trained on, and verl loads the shards of the current {_world(cfg)} GPUs: resume it on {saved} GPUs "
                 "(cluster.nodes x cluster.gpus_per_node)")
     return None
 
@@ -269,6 +284,66 @@ def steps_problem(config: dict, cfg: Any) -> str | None:
                 f"the run after {(rows // batch) * epochs} steps, without its last checkpoint and final evaluation; "
                 f"give trainer.total_epochs={need}")
     return None
+
+
+def ray_cpus_needed(cfg: Any) -> tuple[int, str]:
+    """(CPUs, what holds them) that verl reserves on each node's Ray before its first step, from its composed
+    config: ``ResourcePoolManager.max_colocate_count`` CPUs with every GPU (one ``{CPU: 3, GPU: 1}`` bundle per
+    GPU in a placement group per node, ``verl/single_controller/ray/base.py``), and once per job one CPU for each
+    TransferQueue storage unit (spread over the nodes) and one for its controller (``transfer_queue``'s actors
+    ask ``num_cpus=1``). verl waits for them with no time limit. Ray's other actors (the task runner, agent
+    and reward loops) hold no CPU once placed."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+    from verl.single_controller.ray.base import ResourcePoolManager
+
+    colocate = next(f.default for f in dataclasses.fields(ResourcePoolManager) if f.name == "max_colocate_count")
+    gpus = int(OmegaConf.select(cfg, "trainer.n_gpus_per_node") or 0)
+    nodes = max(1, int(OmegaConf.select(cfg, "trainer.nnodes") or 1))
+    storage = 0
+    if OmegaConf.select(cfg, "transfer_queue.backend.storage_backend", default="SimpleStorage") == "SimpleStorage":
+        storage = int(OmegaConf.select(cfg, "transfer_queue.backend.SimpleStorage.num_data_storage_units", default=0) or 0)
+    need = colocate * gpus + -(-storage // nodes) + 1
+    what = (f"{colocate} with each of its {gpus} GPUs, {-(-storage // nodes)} for TransferQueue's {storage} storage "
+            f"units{' over the nodes' if nodes > 1 else ''} and 1 for their controller")
+    return need, what
+
+
+def ray_cpus_problem(config: dict) -> str | None:
+    """Why the Ray of this run's SLURM job cannot hold what verl reserves before its first step, or None. The job
+    body starts each node's Ray with ``--num-cpus=$SLURM_CPUS_PER_TASK`` (``cluster.cpus_per_task``, unless
+    ``verl.ray_start_args`` gives ``--num-cpus``), and verl waits for its placement groups with no time limit: short
+    of CPUs, the job would hold its GPUs doing nothing until its time limit, then requeue (from a hunt:
+    ``cluster.gpus_per_node=8`` with the default 2 CPUs passed every check). Runs without a GPU, and without verl
+    installed here, are not checked."""
+    from arctl.backends.verl.overrides import VerlConfigError, runs_without_gpu
+
+    cluster = config.get("cluster") or {}
+    if runs_without_gpu(config) or int(cluster.get("gpus_per_node") or 0) <= 0:
+        return None
+    try:
+        import verl  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        _, cfg = verl_run_config(config, None)
+    except VerlConfigError:
+        return None  # the launch's own check says it (launch_problem)
+    cpus, key = int(cluster.get("cpus_per_task") or 1), "cluster.cpus_per_task"
+    args = verl_setting(config, "ray_start_args") or []
+    words = " ".join(str(a) for a in ([args] if isinstance(args, str) else args)).split()
+    for i, word in enumerate(words):  # the last --num-cpus is the one `ray start` takes
+        value = word.partition("=")[2] if word.startswith("--num-cpus=") else (
+            words[i + 1] if word == "--num-cpus" and i + 1 < len(words) else None)
+        if value is not None and value.isdigit():
+            cpus, key = int(value), "verl.ray_start_args' --num-cpus"
+    need, what = ray_cpus_needed(cfg)
+    if cpus >= need:
+        return None
+    return (f"{key}={cpus} gives each node's Ray {cpus} CPUs, and verl reserves {need} there before its first step "
+            f"({what}) and waits for them without a time limit: the job would hold its GPUs doing nothing until its "
+            f"time limit; give {'cluster.cpus_per_task' if key.startswith('cluster') else '--num-cpus'}>={need}")
 
 
 LAUNCH_CHECK_ENV = "ARCTL_VERL_LAUNCH_CHECK"  # "0": the launch does not ask launch_problem
