@@ -91,18 +91,35 @@ def of_scale(rec: dict, scale: str | None) -> bool:
 
 
 def finished_run(rec: dict) -> bool:
-    """Whether a runs-table row's history ended with W&B's exit record of a finished run (a table
-    without the column, from an earlier reader, counts every run finished)."""
-    return str(rec.get("state", "finished")) == "finished"
+    """Whether a runs-table row's history ended with W&B's exit record of a clean finish *at its last step*
+    (``trainer.total_steps`` of its config; a table without the columns, from an earlier reader, counts every
+    run finished). A run that stops (preempted, cancelled) or fails closes its W&B run on the way out, with
+    exit code 0 in the runs of arctl before 2026-12-05 and in verl's task runner after a stop: the exit record
+    alone took them for finished, and their last evaluation, mid-training, for the final one (from a hunt). An
+    eval-only run (``verl.eval_only``) trains no step and is finished by its exit record."""
+    return _end(rec) is None
 
 
 # the states of arctl.track.run_data.RunData other than "finished", as the report says them
-_UNFINISHED = {"incomplete": "running or stopped", "failed": "failed", "empty": "nothing logged"}
+_UNFINISHED = {"incomplete": "running or killed", "failed": "failed", "empty": "nothing logged"}
+STOPPED_EARLY = "stopped before its last step"  # W&B's clean exit record short of trainer.total_steps
+
+
+def _end(rec: dict) -> str | None:
+    """How a runs-table row's run did not finish (:data:`_UNFINISHED`, :data:`STOPPED_EARLY`), or None."""
+    state = str(rec.get("state", "finished"))
+    if state != "finished":
+        return _UNFINISHED.get(state, state)
+    total, last = _plain(rec.get(CONFIG_PREFIX + "trainer.total_steps")), _plain(rec.get("last_step"))
+    if _plain(rec.get(CONFIG_PREFIX + "verl.eval_only")) is True:
+        return None
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (total, last))
+    return STOPPED_EARLY if numbers and last < total else None
 
 
 def unfinished(runs_table, scale: str | None = None) -> list[str]:
-    """The runs of ``scale`` whose history has not ended with W&B's exit record of a finished run
-    (still running, failed, or killed before it finished), each as "RUN_ID (STATE at step K of N)":
+    """The runs of ``scale`` that have not finished (:func:`finished_run`: still running, failed, killed, or
+    stopped before their last step), each as "RUN_ID (STATE at step K of N)":
     a report of final values leaves them out (their last values are not the final evaluation's)."""
     out = []
     for rec in runs_table.to_dict("records") if len(runs_table) else []:
@@ -110,8 +127,7 @@ def unfinished(runs_table, scale: str | None = None) -> list[str]:
             last, total = rec.get("last_step"), rec.get("config.trainer.total_steps")
             at = f" at step {_int_text(last)}" if _int_text(last) != "?" else ""
             at += f" of {_int_text(total)}" if at and _int_text(total) != "?" else ""
-            state = _UNFINISHED.get(str(rec.get("state")), str(rec.get("state")))
-            out.append(f"{rec['run_id']} ({state}{at})")
+            out.append(f"{rec['run_id']} ({_end(rec)}{at})")
     return out
 
 
@@ -275,15 +291,23 @@ def _not_composed(table, compose) -> list[str]:
     sweep did not launch as it stands: another sweep's, a rerun with an override): they are read,
     and the report says so."""
     by_keys: dict[tuple[str, ...], list[str]] = {}
+    gone: dict[str, list[str]] = {}  # experiment/arm -> its runs, of a cell the project no longer composes
     for rec in table.to_dict("records"):
         seed = _plain(rec.get("seed"))
         cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), run_scale(rec)) if seed is not None else None
         if cell is None:
+            if seed is not None:  # from a hunt: an arm removed from its experiment was read beside the new runs silently
+                gone.setdefault(f"{rec.get('experiment')}/{rec.get('arm')}", []).append(str(rec["run_id"]))
             continue
         differ = tuple(differs_from_cell(rec, cell))
         if differ:
             by_keys.setdefault(differ, []).append(str(rec["run_id"]))
     out = []
+    if gone:
+        ids = [i for v in gone.values() for i in v]
+        out.append(f"{len(ids)} run(s) of {listed(sorted(gone))}, which the project's specs no longer compose (an arm or "
+                   f"experiment removed or renamed since they ran, or a plugin missing), are read as they ran: "
+                   f"{listed(ids, 4)}")
     for keys, ids in sorted(by_keys.items()):
         shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
         out.append(f"{len(ids)} run(s) differ from their cell as the report's sweep composes it, in "

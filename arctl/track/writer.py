@@ -135,9 +135,10 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     close_run(run)
 
 
-def close_run(run, wait_s: float = CLOSE_WAIT_S) -> None:
-    """Finish ``run`` and stop this process's W&B service, and return when its .wandb file is
-    complete (ends with the exit record), as a resume in the same process reads it next.
+def close_run(run, wait_s: float = CLOSE_WAIT_S, exit_code: int = 0) -> None:
+    """Finish ``run`` (W&B's exit record with ``exit_code``: non-zero for a run ending on an error, which
+    W&B and arctl's reader call failed) and stop this process's W&B service, and return when its .wandb
+    file is complete (ends with the exit record), as a resume in the same process reads it next.
 
     ``finish`` returns before wandb-core has flushed and closed the file; ``wandb.teardown()`` waits for
     that only when this process started the service. A process that inherited ``WANDB_SERVICE`` from
@@ -149,7 +150,7 @@ def close_run(run, wait_s: float = CLOSE_WAIT_S) -> None:
     settings = getattr(run, "settings", None)
     sync_file = None if settings is None or settings.mode == "disabled" else Path(settings.sync_file)
     try:
-        run.finish()
+        run.finish(exit_code=exit_code)
     finally:
         wandb.teardown()
     if sync_file is None or not sync_file.exists():

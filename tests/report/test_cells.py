@@ -145,9 +145,10 @@ def _write(ws, run, values: dict[int, float]) -> str:
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     wb = open_run(cfg, run_dir)
     mean = float(np.mean(list(values.values())))
-    for step in (0, 1):
+    last = int(cfg["trainer"]["total_steps"])  # the final evaluation at the last step: a finished run
+    for step in (0, last):
         logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
-        if step == 1:
+        if step == last:
             logged.update({f"eval/toy/acc@{b}": v for b, v in values.items()})
             logged.update({"eval/toy/anytime_acc": mean, "eval/toy/grid_anytime_acc": mean,
                            "eval/toy/final_acc": values[max(values)], "eval/toy/think_len": 30.0})
@@ -301,7 +302,7 @@ def test_a_report_of_final_values_leaves_out_runs_that_have_not_finished(workspa
     doc = json.loads(res.stdout)
     assert cut not in {r["run_id"] for r in doc["runs"]} and doc["runs"]
     (said,) = [w for w in doc["warnings"] if w.startswith("left out")]
-    assert said.startswith("left out 1 run(s) that have not finished") and f"{cut} (running or stopped at step" in said
+    assert said.startswith("left out 1 run(s) that have not finished") and f"{cut} (running or killed at step" in said
     res = runner.invoke(app, ["report", "--figure", "ablation_vr", "--workdir", str(workspace), "--out", str(tmp_path / "f"),
                               "--json"])
     assert res.exit_code == 0 and cut in {r["run_id"] for r in json.loads(res.stdout)["runs"]}, res.output
@@ -387,3 +388,45 @@ def test_a_run_without_a_seed_draws_no_seed_line():
     acc = pd.DataFrame({"arm": ["grpo"] * 6, "seed": [-1, -1, -1, -1, 0, 0], "dataset": ["toy"] * 6,
                         "budget": [16, 32, 16, 32, 16, 32], "value": [.1, .2, .5, .6, .3, .4]})
     assert seed_table(acc)["seed"].tolist() == [0, 0]
+
+
+def test_a_run_is_finished_when_its_clean_exit_record_comes_at_its_last_step():
+    """From a hunt: a stopped (preempted, cancelled) run closes its W&B run cleanly, before its last step; the
+    exit record alone took it for finished. An eval-only run trains no step; an earlier reader's table, without
+    the columns, counts every run finished."""
+    from arctl.report.cells import finished_run
+
+    done = {"state": "finished", "last_step": 10, "config.trainer.total_steps": 10}
+    assert finished_run(done) and finished_run({**done, "last_step": 11})
+    assert not finished_run({**done, "last_step": 7}) and not finished_run({**done, "state": "failed"})
+    assert finished_run({**done, "last_step": 0, "config.verl.eval_only": True})
+    assert finished_run({"state": "finished"}) and finished_run({})
+
+
+def test_a_run_of_an_arm_removed_from_its_experiment_is_named_when_it_is_read(tmp_path):
+    """From a hunt: an arm removed from an experiment after it ran (or renamed) kept its runs in the workspace, and
+    the experiment's figure and tables read them beside the new runs without a word (a run whose cell still exists
+    but differs is named: `differ from their cell`)."""
+    import wandb
+
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    grpo = load_experiment("main-grpo")
+    budgets = resolve_arm(grpo, "grpo", 0, "tiny").config["eval"]["budgets"]
+    kept = _write(ws, resolve_arm(grpo, "grpo", 0, "tiny"), {b: 0.2 for b in budgets})
+    old = resolve_arm(grpo, "grpo", 1, "tiny")
+    old.config["arm"] = "grpo-removed"  # an arm the experiment had when it ran
+    removed = _write(ws, old, {b: 0.4 for b in budgets})
+    wandb.teardown()
+    res = runner.invoke(app, ["report", "--table", "final", "--experiment", "main-grpo", "--workdir", str(ws),
+                              "--out", str(tmp_path / "t"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {r["run_id"] for r in doc["runs"]} == {kept, removed}
+    (said,) = [w for w in doc["warnings"] if "no longer compose" in w]
+    assert said == (f"1 run(s) of main-grpo/grpo-removed, which the project's specs no longer compose (an arm or "
+                    f"experiment removed or renamed since they ran, or a plugin missing), are read as they ran: {removed}")

@@ -341,3 +341,45 @@ def test_budget_forcing_evaluates_every_run_twice(tmp_path):
     for key, value in rows["plain"][-1].items():
         if key.startswith("eval/"):
             assert last[key] == value or (value != value and last[key] != last[key]), key  # NaN: no variance
+
+
+def test_a_stopped_or_failed_run_is_not_taken_for_a_finished_one_by_the_reports(workspace, monkeypatch):
+    """From a hunt: a run stopped (preempted, cancelled) or failed closed its W&B run with a clean exit record,
+    which the reports of final values took for a finished run, and its last evaluation, mid-training, for the
+    final one (a table "from 1 run(s)" without a word). Now a failed run's record says failed (exit code 1),
+    and a clean record short of trainer.total_steps is a run stopped before its last step."""
+    import yaml
+
+    from arctl.report.cells import finished_run, unfinished
+    from arctl.track.runs import load_runs
+
+    config = resolve_experiment("main-grpo", overrides=[*MICRO, "trainer.total_steps=4"])[0].config
+    root = workspace / "finished-or-not"
+    for name in ("stopped", "failed", "done"):  # as a launch leaves them: the reader finds runs by their config.yaml
+        (root / "runs" / name).mkdir(parents=True)
+        (root / "runs" / name / "config.yaml").write_text(yaml.safe_dump({**config, "run_id": name}))
+    assert train(config, root / "runs" / "done", threading.Event()) == "completed"  # (the warm-up, made once)
+    assert train(config, root / "runs" / "stopped", StopAfter(1)) == "preempted"
+
+    import arctl.backends.tiny.trainer as tiny_trainer
+
+    real = tiny_trainer.evaluate
+    calls = []
+
+    def broken(*args, **kwargs):  # the second evaluation (step 2) fails, after the first was logged
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a planted failure")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_trainer, "evaluate", broken)
+    with pytest.raises(RuntimeError, match="a planted failure"):
+        train(config, root / "runs" / "failed", threading.Event())
+    monkeypatch.setattr(tiny_trainer, "evaluate", real)
+
+    table = load_runs(root, progress=False, cache_dir=root / "cache").runs
+    by_id = {r["run_id"]: r for r in table.to_dict("records")}
+    assert by_id["failed"]["state"] == "failed" and by_id["stopped"]["state"] == "finished"
+    assert [finished_run(by_id[r]) for r in ("stopped", "failed", "done")] == [False, False, True]
+    said = sorted(unfinished(table))
+    assert said == ["failed (failed at step 1 of 4)", "stopped (stopped before its last step at step 1 of 4)"], said

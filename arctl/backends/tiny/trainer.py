@@ -189,11 +189,14 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                     save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
                 status = "preempted"
                 break
+    except BaseException:
+        status = "failed"  # W&B's exit record says so (its clean one took a failed run for finished: a hunt)
+        raise
     finally:
         progress.close()
         if wb is not None:
             try:
-                writer.close_run(wb)
+                writer.close_run(wb, exit_code=1 if status == "failed" else 0)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
                 closing = err  # raised below unless the stop did it (not over an error of the loop's)
     if closing is not None:

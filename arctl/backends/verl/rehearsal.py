@@ -89,6 +89,7 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
 
             return [sleep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(seconds)
                     for n in nodes]
+    failed = False
     try:
         print(f"arctl rehearsal: steps {start + 1}..{steps} of {step_s:g} s, checkpoints every {save_freq}", flush=True)
         for step in range(start + 1, steps + 1):
@@ -109,11 +110,14 @@ def rehearse(cfg: Any, config: dict, run_dir: Path, stop_file: Path) -> None:
             if stop:
                 print(f"arctl rehearsal: stop requested; checkpoint at step {step}", flush=True)
                 break
+    except BaseException:
+        failed = True  # W&B's exit record says so, as verl's task runner does for a run that raised
+        raise
     finally:
         file_log.close()
         if run is not None:
             try:
-                writer.close_run(run)
+                writer.close_run(run, exit_code=1 if failed else 0)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM (scancel)
                 # reported, not raised: raised here it would replace the stop in flight (a preempted run
                 # would be marked failed); the logged steps are in the offline file and in VERL_LOG
