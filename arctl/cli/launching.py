@@ -244,10 +244,17 @@ def figure_commands(items, workdir) -> list[str]:
     """``arctl report --figure F`` for the figure of each launched experiment (its spec's ``figure:``)."""
     import shlex
 
+    from arctl.compose.errors import SpecError
     from arctl.compose.experiment import load_experiment
 
+    def figure(experiment: str) -> str | None:
+        try:
+            return load_experiment(experiment).figure
+        except SpecError:  # a resumed run's spec not on this search path (its frozen config is all it needs):
+            return None    # said after its job ran, as an error line, it lost the launch's output (from a hunt)
+
     experiments = dict.fromkeys(i.experiment for i in items)
-    figures = dict.fromkeys(f for f in (load_experiment(e).figure for e in experiments) if f)
+    figures = dict.fromkeys(f for f in (figure(e) for e in experiments) if f)
     where = f" --workdir {shlex.quote(str(workdir))}" if workdir is not None else ""
     return [f"arctl report --figure {f}{where}" for f in figures]
 

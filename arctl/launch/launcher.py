@@ -502,6 +502,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         forced = {i.run_id for i in items if i.needed_by is None} if force else False
         claim = reg.claim([item.record() for item in items], token, force=forced, members=members)
         for rec, reason in claim.skipped:
+            if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
+                reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): --force "
+                           "runs it again")  # without a word, while reports said to run it
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []
         created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
@@ -515,6 +518,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     item = by_id[rec.run_id]
                     previous = (rec.previous or {}).get("state")
                     item.action = "new" if previous is None else ("rerun" if previous == states.COMPLETED else "resume")
+                    if item.action == "resume" and (problem := _wandb_mode_change(item, workspace)):
+                        raise LaunchError(problem)
                     item.config = frozen_config(item.config, item.run_id, rec.wandb_run_id)
                     if not workspace.run_dir(item.run_id).exists():
                         created.add(item.run_id)
@@ -605,6 +610,26 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         if name == "debug":
             result.failed = _run_debug(result.submitted, workspace, reg, echo)
     return result
+
+
+def _wandb_mode_change(item: LaunchItem, workspace: Workspace) -> str | None:
+    """Why a resume cannot take the ``wandb.mode`` it was given, or None: one to or from ``disabled`` where the
+    run's earlier attempts did otherwise (``wandb`` is launch-only: a resume freezes the newly composed section).
+    From a hunt: a run resumed with ``wandb.mode=disabled`` completed with its W&B history, what reports and
+    figures read, ending at the stop, without a word."""
+    from arctl.launch.rundir import read_run_config
+
+    try:
+        before = str(((read_run_config(workspace.run_dir(item.run_id)) or {}).get("wandb") or {}).get("mode"))
+    except Exception:  # noqa: BLE001 - an unreadable config.yaml: the job's own start says so
+        return None
+    now = str((item.config.get("wandb") or {}).get("mode"))
+    if (before == "disabled") == (now == "disabled"):
+        return None
+    gap = ("its W&B history, which reports read, would end at the stop" if now == "disabled" else
+           "its W&B history, which reports read, would start mid-run")
+    return (f"{item.experiment}/{item.arm}: resuming run {item.run_id} with wandb.mode={now}, where its earlier "
+            f"attempts ran with wandb.mode={before}: {gap}; resume it with wandb.mode={before}")
 
 
 CLAIM_BEAT_S = 60.0  # how often a launch renews its claims (a claim older than STALE_CLAIM_S is a dead launch's)

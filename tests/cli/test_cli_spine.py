@@ -230,3 +230,16 @@ def test_logs_follow_prints_what_comes_next_once_whatever_the_bytes(sandbox, mon
     assert out.code == 0 and out.crash is None, out.err
     assert out.out.count("NEW1 caf\u00e9 NEW2\n") == 1 and out.out.count("NEW") == 2, out.out
     assert "first" in out.out and "\ufffd" in out.out  # the invalid bytes shown as such, once
+
+
+def test_the_closing_figure_command_of_a_run_whose_spec_is_not_here_is_left_out(sandbox):
+    """From a hunt: `arctl resume RUN` needs only the run's frozen config, but after its job had trained, the
+    closing `arctl report --figure` line loaded the run's experiment spec; run where that spec is not on the
+    search path, it was `error: unknown experiment` and exit 2 (the README: an error line means nothing was
+    submitted), and the --json document was never printed."""
+    from types import SimpleNamespace
+
+    from arctl.cli.launching import figure_commands
+
+    items = [SimpleNamespace(experiment="ablation-vr"), SimpleNamespace(experiment="an-experiment-not-here")]
+    assert figure_commands(items, None) == ["arctl report --figure ablation_vr"]
