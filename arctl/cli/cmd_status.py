@@ -114,9 +114,20 @@ def register(app: typer.Typer) -> None:
 
 def _unregistered(workspace, known: set[str]) -> list[str]:
     """Run folders (with a config.yaml) the registry has no row for: a registry deleted, emptied or
-    copied from elsewhere."""
+    copied from elsewhere. A run folder copied by hand (``cp -r runs/X runs/X.bak``) is none: `arctl repair`
+    skips it (:func:`arctl.launch.repair.copy_of`), so the note would name repair for it for ever."""
+    from arctl.launch.repair import copy_of
+    from arctl.launch.rundir import RunDirError, read_run_config
+
     try:
         names = sorted(p.name for p in workspace.runs_dir.iterdir() if p.name not in known)
     except OSError:
         return []
-    return workspace.unregistered(names)
+
+    def a_copy(name: str) -> bool:
+        try:
+            return copy_of(name, read_run_config(workspace.run_dir(name))) is not None
+        except RunDirError:
+            return False
+
+    return [name for name in workspace.unregistered(names) if not a_copy(name)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -140,7 +141,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                  "cancel it there; a job killed without a word is cancelled once all is that quiet, "
                                  "or now with --force)"))
             continue
-        alive = local_job_alive(rec, status) if rec.executor == "local" else False
+        alive = local_job_alive(rec, status, workspace) if rec.executor == "local" else False
         # a run waiting in another host's local queue is cancelled in the registry, which that queue reads; only a
         # job's live process there cannot be signalled from here (from a review)
         if alive is None and (rec.job_id or "").startswith("queue:"):
@@ -316,7 +317,8 @@ def _known_spec(name: str) -> str | None:
 
 def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
     """The run whose id is ``target`` or the only one it starts: a prefix of several is an error, never
-    all of them (``..._s1`` starts the ids of seeds 10-19 too)."""
+    all of them (``..._s1`` starts the ids of seeds 10-19 too). ``what``: what the command takes ("run": one
+    run only, never a sweep or experiment name)."""
     if not str(target).strip():
         raise LaunchError("an empty run id names no run — `arctl status` lists run ids")
     _check_text(target, what)
@@ -325,6 +327,9 @@ def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
         raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status` lists them")
     if len(found) > 1:
         some = ", ".join(r.run_id for r in found[:3])
+        # one run only (`arctl logs`): a sweep or experiment name is no way out (from a hunt: it was suggested)
+        out = (", or the sweep or experiment name" if what != "run" else
+               f" (`arctl status {shlex.quote(str(target))}` lists them)")
         raise LaunchError(f"{target!r} starts {len(found)} run ids ({some}{', ...' if len(found) > 3 else ''}) — "
-                          "give the whole run id, or more of it, or the sweep or experiment name")
+                          f"give the whole run id, or more of it{out}")
     return found[0]

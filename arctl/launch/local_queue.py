@@ -103,10 +103,12 @@ class _Unlocked:
         pass
 
 
-def _others_wait(folder: Path, index: int | None) -> bool:
+def _others_wait(folder: Path, index: int | None, root: Path | None = None) -> bool:
     """Whether another live queue of the workspace waits for a slot it can take: its ``waiting-PID-N``
     marker, with N above ``index`` (a queue of N slots tries only slot files 0..N-1). A dead queue's
-    marker (killed before it could remove it; its pid gone, reused or a zombie) is removed."""
+    marker (killed before it could remove it; its pid gone, reused or a zombie) is removed, and so is, given the
+    workspace's ``root``, a marker of another workspace's queue (a `cp -r` copy of the workspace has the markers
+    of the original's queues, which wait for the original's slots)."""
     if index is None:
         return False
     for marker in folder.glob("waiting-*"):
@@ -116,7 +118,7 @@ def _others_wait(folder: Path, index: int | None) -> bool:
             continue
         if pid == os.getpid() or index >= slots:
             continue
-        if pid_alive(pid, QUEUE_MODULE):
+        if pid_alive(pid, QUEUE_MODULE, root):
             return True
         with contextlib.suppress(OSError):
             marker.unlink()
@@ -135,11 +137,12 @@ def _slot_free(folder: Path, index: int) -> bool:
     return True
 
 
-def _still_held(folder: Path, held: set[int]) -> bool:
+def _still_held(folder: Path, held: set[int], root: Path | None = None) -> bool:
     """Whether one of the slots this queue freed for others (``held``, pruned in place) is still free and
-    wanted by another live queue that can take it: then this queue starts nothing yet."""
+    wanted by another live queue (of the workspace at ``root``, when given) that can take it: then this queue
+    starts nothing yet."""
     for index in sorted(held):
-        if not (_slot_free(folder, index) and _others_wait(folder, index)):
+        if not (_slot_free(folder, index) and _others_wait(folder, index, root)):
             held.discard(index)  # taken (by the waiting queue, or by anyone), or wanted by none that can
     return bool(held)
 
@@ -169,7 +172,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                 wants = False
                 if held and time.monotonic() >= hold_until:
                     held.clear()
-                holding = bool(held) and _still_held(folder, held)  # once a pass
+                holding = bool(held) and _still_held(folder, held, workspace.root)  # once a pass
                 for run_id in list(pending):
                     if len(running) >= parallelism:
                         break

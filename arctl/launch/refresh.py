@@ -116,22 +116,28 @@ def never_starts(reason: str | None, job_id: str, run_id: str) -> str | None:
             "again")
 
 
-def pid_alive(pid: int, needle: str | None = None) -> bool:
-    """Is ``pid`` alive (and, if given, does its command line contain ``needle``)?"""
+def pid_alive(pid: int, needle: str | None = None, argument: Path | None = None, under: bool = False) -> bool:
+    """Is ``pid`` alive (and, if given, does its command line contain ``needle`` and have ``argument`` as one of
+    its arguments, or with ``under`` an argument that is a path inside ``argument``)? ``argument`` tells the
+    process of this workspace from the same process of a copy of it, whose registry has the same pids (from a
+    hunt: `arctl cancel` in a `cp -r` copy stopped the original's job)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: its command line still says whether it is the one meant
         pass                 # (from a review: a dead job's pid reused by root's process was alive)
-    if needle:
+    if needle or argument is not None:
         try:
-            cmdline = _command_line(pid)
+            found = _command_line(pid)
         except ProcessLookupError:
             return False
-        if cmdline is None:  # cannot tell
+        if found is None:  # cannot tell
             return True
-        if cmdline.strip() and needle not in cmdline:  # empty right after spawn: still exec'ing
+        cmdline, sep = found
+        if cmdline.strip(sep + " ") and (  # empty right after spawn: still exec'ing
+                (needle and needle not in cmdline) or (argument is not None and not _has_argument(cmdline, sep,
+                                                                                                str(argument), under))):
             return False
         try:  # a zombie (exited, not yet reaped by its parent) is dead for us
             return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
@@ -140,23 +146,32 @@ def pid_alive(pid: int, needle: str | None = None) -> bool:
     return True
 
 
-def _command_line(pid: int) -> str | None:
-    """Process ``pid``'s command line: /proc's, else ``ps``'s (macOS has no /proc: from a review, every
-    pid was alive there); None where neither can say."""
+def _has_argument(cmdline: str, sep: str, path: str, under: bool) -> bool:
+    """Is ``path`` one of the arguments of ``cmdline`` (separated by ``sep``), or with ``under`` is one of them a
+    path inside it? Whole arguments only: /a/ws is not /a/ws_copy, nor is /a/ws/runs/X inside /a/ws/runs/X.bak."""
+    words = f"{sep}{cmdline.rstrip(sep)}{sep}"
+    path = path.rstrip("/") or "/"
+    return f"{sep}{path}{sep}" in words or (under and f"{sep}{path.rstrip('/')}/" in words)
+
+
+def _command_line(pid: int) -> tuple[str, str] | None:
+    """Process ``pid``'s command line and what separates its arguments there: /proc's (NUL), else ``ps``'s (a
+    space; macOS has no /proc: from a review, every pid was alive there); None where neither can say."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"), "\0"
     except FileNotFoundError:
         if Path("/proc/self").exists():  # /proc is there and the process is not: gone meanwhile
             raise ProcessLookupError(pid) from None
     except OSError:
         return None
-    try:
-        out = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    try:  # -ww: never cut to a terminal's width (the paths a job's process is told by come last)
+        out = subprocess.run(["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True,
+                             timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode == 1 and not out.stdout.strip():  # ps lists no such process: it ended meanwhile
         raise ProcessLookupError(pid)
-    return out.stdout if out.returncode == 0 else None
+    return (out.stdout.strip(), " ") if out.returncode == 0 else None
 
 
 def _process_start(pid: int) -> float | None:
@@ -197,24 +212,52 @@ def _not_reused(pid: int, since: float | None, slack_s: float) -> bool:
 REUSED_AFTER_S = 60.0  # a local job's process that started this long after its submission holds a reused pid
 
 
-def local_job_alive(rec: RunRecord, status: dict) -> bool | None:
-    """Is the process of local run ``rec``'s job (its submitit controller, or the local queue it waits in)
-    alive? None where it runs on another host (status.json's ``host``: a workspace on a shared disk),
-    which cannot be asked here. A pid whose process started after the job's submission is reused: False
-    (from a review: taken for the job, it kept a dead run RUNNING, and `arctl cancel` signalled it)."""
+def _job_process(rec: RunRecord, workspace: Workspace) -> tuple[int, str, Path, bool] | None:
+    """(pid, what its command line contains, the path among its arguments, whether that argument lies inside the
+    path) of the process of local run ``rec``'s job in ``workspace``, or None where its job id names none."""
+    job = rec.job_id or ""
+    if job.startswith("queue:") and job[6:].isdigit():  # the launcher's python -m arctl.launch.local_queue <root> ...
+        return int(job[6:]), "arctl.launch.local_queue", workspace.root, False
+    if job.isdigit():  # python -m submitit.local._local <run folder>/job/%j (made absolute by submitit)
+        return int(job), "submitit", workspace.run_dir(rec.run_id).absolute(), True
+    return None
+
+
+def _job_since(rec: RunRecord) -> float | None:
+    """When the process of local run ``rec``'s job started: at its submission, or, for one that waited in the local
+    queue, when the queue started it (started_at: from a review, a run that waited was taken for dead while it
+    trained)."""
+    return max((t for t in (rec.submitted_at, rec.started_at) if isinstance(t, (int, float))), default=None)
+
+
+def local_job_alive(rec: RunRecord, status: dict, workspace: Workspace) -> bool | None:
+    """Is the process of local run ``rec``'s job (its submitit controller, or the local queue it waits in) alive,
+    and ``workspace``'s? None where it runs on another host (status.json's ``host``: a workspace on a shared disk),
+    which cannot be asked here. A pid whose process started after the job's submission is reused: False (from a
+    review: taken for the job, it kept a dead run RUNNING, and `arctl cancel` signalled it). So is another
+    workspace's process: the local queue is told its workspace's folder, the controller its run's job folder
+    (from a hunt: in a `cp -r` copy of a live workspace, whose registry has the same pids, the original's jobs
+    were the copy's, RUNNING for ever, and `arctl cancel` there stopped them)."""
     if _another_host(status):
         return None
-    job = rec.job_id or ""
-    if job.startswith("queue:") and job[6:].isdigit():
-        pid, needle = int(job[6:]), "arctl.launch.local_queue"
-    elif job.isdigit():
-        pid, needle = int(job), "submitit"
-    else:
+    if (process := _job_process(rec, workspace)) is None:
         return False
-    # the job's process started at its submission, or, for one that waited in the local queue, when the queue
-    # started it (started_at: from a review, a run that waited was taken for dead while it trained)
-    since = max((t for t in (rec.submitted_at, rec.started_at) if isinstance(t, (int, float))), default=None)
-    return pid_alive(pid, needle) and _not_reused(pid, since, REUSED_AFTER_S)
+    pid, needle, path, under = process
+    return pid_alive(pid, needle, path, under) and _not_reused(pid, _job_since(rec), REUSED_AFTER_S)
+
+
+def _job_of_another_workspace(rec: RunRecord, workspace: Workspace) -> str | None:
+    """Why local run ``rec`` of ``workspace``, whose job's process is not alive here, is not running: its job's
+    pid is held by the same kind of process of another workspace (this one a copy of that one, made while the
+    job ran?); else None."""
+    if (process := _job_process(rec, workspace)) is None:
+        return None
+    pid, needle, _path, _under = process
+    if not (pid_alive(pid, needle) and _not_reused(pid, _job_since(rec), REUSED_AFTER_S)):
+        return None
+    what = "the local queue it waited in" if needle == "arctl.launch.local_queue" else "its job"
+    return (f"{what} (process {pid}) is another workspace's (is this one a copy of it?): nothing runs it here; "
+            f"`arctl resume {rec.run_id}` launches it here")
 
 
 def _from_status(status: dict) -> dict:
@@ -321,12 +364,22 @@ def _launched_again(rec: RunRecord) -> str:
 
 
 def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
-    """The warning for a pending or running run whose folder is gone (deleted by hand), else None: its job
-    reads its config there when it starts (so it fails) and writes its checkpoints and status there; the
-    run is launched afresh once it has ended. Shown, never stored: a stored warning outlives the attempt it
-    is about (nothing rewrites it once the run has ended: a relaunch that completes would still say it)."""
-    if rec.state not in (states.PENDING, states.RUNNING) or run_dir.exists():
+    """The warning for a run whose folder is gone (deleted by hand), else None. A pending or running run's job
+    reads its config there when it starts (so it fails) and writes its checkpoints and status there; the run
+    is launched afresh once it has ended. An ended run's results and checkpoints went with it: reports cannot
+    read it, and a completed one is launched again only with --force (from a hunt: it showed COMPLETED without
+    a word). Shown, never stored: a stored warning outlives the attempt it is about (nothing rewrites it once
+    the run has ended: a relaunch that completes would still say it)."""
+    if rec.state not in (states.PENDING, states.RUNNING, *states.TERMINAL) or run_dir.exists():
         return None
+    if rec.state == states.COMPLETED:  # one cell: --force on its sweep would rerun the sweep's other runs too
+        scale = f" --scale {rec.scale}" if rec.scale else ""
+        given = "the overrides it was launched with" + (", its sweep's included" if rec.sweep else "")
+        return (f"its run folder {run_dir} is gone (deleted?): reports cannot read it; `arctl run {rec.experiment} "
+                f"--arm {rec.arm}{scale} --seeds {rec.seed} --force` (with {given}) runs it again from the start")
+    if rec.state in states.TERMINAL:
+        return (f"its run folder {run_dir} is gone (deleted?), its checkpoints with it: {_launched_again(rec)} "
+                "launches it again from the start")
     what = "fails when it starts (it reads its config there)" if rec.state == states.PENDING else \
         "cannot save its checkpoints or progress there"
     return (f"its run folder {run_dir} is gone (deleted?): its job {rec.job_id} {what}; `arctl cancel {rec.run_id}`, "
@@ -413,7 +466,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                                                                       rec.run_id)):
                 values["warning"] = never
         elif rec.executor == "local":
-            new_state, error = _local_state(rec, status)
+            new_state, error = _local_state(rec, status, workspace)
         else:  # debug runs live in the launching process
             new_state, error = merge_state(rec, status, None, now)
             if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
@@ -454,17 +507,17 @@ ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim", "cancel_re
 """What identifies the attempt a refresh judged: its write applies only while the row still has them."""
 
 
-def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
+def _local_state(rec: RunRecord, status: dict, workspace: Workspace) -> tuple[str, str | None]:
     reported = status.get("state")
     if reported == "completed":
         return states.COMPLETED, None
     stopped = states.CANCELLED if rec.cancel_requested else states.PREEMPTED
     job_id = rec.job_id or ""
-    alive = local_job_alive(rec, status)  # None: another host's job, which cannot be asked here
+    alive = local_job_alive(rec, status, workspace)  # None: another host's job, which cannot be asked here
     if alive is not None and job_id.startswith("queue:"):  # waiting in the local queue process
         if alive:
             return rec.state, None
-        return states.FAILED, "the local queue stopped before starting this run"
+        return states.FAILED, _job_of_another_workspace(rec, workspace) or "the local queue stopped before starting this run"
     if alive and job_id.isdigit():  # alive: also while it saves a stop checkpoint
         return (states.PENDING if reported == "requeued" else states.RUNNING), None
     if reported == "preempted":
@@ -475,4 +528,5 @@ def _local_state(rec: RunRecord, status: dict) -> tuple[str, str | None]:
         return rec.state, None
     if rec.cancel_requested:
         return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
-    return states.FAILED, "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it"
+    return states.FAILED, (_job_of_another_workspace(rec, workspace)
+                           or "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it")

@@ -100,9 +100,20 @@ def _queued(folders) -> dict[str, tuple[str, str | None, float]]:
             for name, (job, folder) in links.items()}
 
 
+def copy_of(run_id: str, config: dict) -> str | None:
+    """The run whose folder ``runs/<run_id>/`` is a copy of (``cp -r runs/X runs/X.bak``: its config.yaml names
+    run X, :func:`arctl.launch.rundir.read_run_config`'s ``run_id``), else None. Such a folder is no run of its
+    own: registered, it made a second run of one cell (from a hunt: reports choked on it)."""
+    named = config.get("run_id")
+    return None if named == run_id else str(named)
+
+
 def _why_not(run_id: str, config: dict) -> str | None:
     if not SAFE_ID.match(run_id):
         return "its name is not a run id"
+    if (original := copy_of(run_id, config)) is not None:  # a hand-edited run_id is not echoed (control characters)
+        return (f"it is a copy of run {original if SAFE_ID.match(original) else '(another id)'} (its config.yaml's "
+                "run_id), made by hand: not a run of its own (keep a copy outside runs/)")
     for key, kind in (("experiment", str), ("arm", str), ("seed", int)):
         if not isinstance(config.get(key), kind) or isinstance(config.get(key), bool):
             return f"its config.yaml has no {key}"

@@ -107,7 +107,10 @@ def test_status_warns_of_a_pending_runs_deleted_folder(specs, tmp_path, monkeypa
     # what it says to do works: the cancel, then the sweep launches it afresh (debug executor here)
     res = CliRunner().invoke(app, ["cancel", b, "--workdir", str(ws.root)])
     assert res.exit_code == 0 and "1 run(s) cancelled" in res.output, res.output
-    assert "CANCELLED" in _status(ws, b) and "folder" not in _status(ws, b)  # said while its job is active only
+    out = _status(ws, b)  # ended: no job to cancel, what launches it again is said
+    (line,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
+    assert "CANCELLED" in out and "is gone" in line and "`arctl cancel" not in line, out
+    assert "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with) launches it" in line
     from arctl.compose import resolve_sweep
 
     result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
@@ -172,3 +175,52 @@ def test_a_full_registry_after_sbatch_says_the_jobs_were_submitted_and_who_adopt
         got = {r.run_id: (r.state, r.job_id) for r in reg.list()}
     assert got == {item.run_id: (states.PENDING, f"101_{n}") for n, item in enumerate(items)}
     assert calls.read_text().split().count("sbatch") == 1
+
+
+def test_status_warns_of_an_ended_runs_deleted_folder_and_what_it_says_works(specs, tmp_path):
+    """A run folder deleted by hand after its run ended: status showed a completed run COMPLETED without a word
+    (reports cannot read it, and a launch skips it). Status warns on it (in JSON too, as the row's warning), with
+    what runs it again; so it does for a failed one, which a launch starts again from the start."""
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    items = items_from_resolved(resolve_sweep("lt3", []))
+    launch(items, ws, executor="debug", members=["lt3"])
+    a, b, c = (i.run_id for i in items)
+    with Registry(ws.registry_path) as reg:
+        reg.update(b, state=states.FAILED, error="OOM")
+    assert "folder" not in _status(ws)
+    shutil.rmtree(ws.run_dir(a))
+    shutil.rmtree(ws.run_dir(b))
+    out = _status(ws)
+    notes = {line.split(":")[0]: line for line in out.splitlines() if line.startswith((f"{a}:", f"{b}:"))}
+    assert f"its run folder {ws.run_dir(a)} is gone" in notes[a] and "reports cannot read it" in notes[a], out
+    rerun = "`arctl run lt --arm a --scale tiny --seeds 0 --force` (with the overrides it was launched with, its sweep's"
+    assert rerun in notes[a], notes[a]
+    assert f"its run folder {ws.run_dir(b)} is gone" in notes[b], out
+    assert "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with)" in notes[b], notes[b]
+    assert out.count("is gone") == 2 and "COMPLETED" in out and "FAILED" in out
+    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}
+    assert "is gone" in doc[a]["warning"] and "is gone" in doc[b]["warning"] and doc[c]["warning"] is None
+    # what it says to do works: the failed one is launched again by the sweep, the completed one by --force
+    again = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    assert [i.run_id for i in again.submitted] == [b] and not again.failed
+    res = CliRunner().invoke(app, ["run", "lt", "--arm", "a", "--scale", "tiny", "--seeds", "0", "--force",
+                                   "--executor", "debug", "--workdir", str(ws.root)])
+    assert res.exit_code == 0, res.output
+    out = _status(ws)
+    assert "3 run(s): 3 completed" in out and "is gone" not in out, out
+
+
+def test_logs_of_a_name_that_starts_several_run_ids_says_what_logs_takes(specs, tmp_path):
+    """`arctl logs lt`, lt an experiment whose runs' ids it starts: the error said to give "the sweep or experiment
+    name", which logs does not take (it shows one run). It says to give one run's id, and where they are listed."""
+    from arctl.compose import resolve_sweep
+
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
+    res = CliRunner().invoke(app, ["logs", "lt", "--workdir", str(ws.root)])
+    assert res.exit_code == 2, res.output
+    (line,) = res.output.strip().splitlines()
+    assert line.startswith("error: 'lt' starts 3 run ids") and "sweep or experiment name" not in line, line
+    assert "give the whole run id" in line and "`arctl status lt` lists them" in line, line

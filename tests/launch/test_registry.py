@@ -817,7 +817,8 @@ def test_a_local_runs_process_is_its_jobs_only_on_its_host_and_since_its_submiss
     from arctl.launch.status_file import write_status
     from arctl.launch.workspace import Workspace
 
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "submitit"])
+    # a submitit controller's command line names its run's job folder (a process of another workspace's copy is not it)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "submitit", f"{tmp_path}/ws/runs/r0/job/%j"])
     try:
         time.sleep(0.3)
         ws = Workspace(tmp_path / "ws")
