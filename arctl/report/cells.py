@@ -105,11 +105,25 @@ _UNFINISHED = {"incomplete": "running or killed", "failed": "failed", "empty": "
 STOPPED_EARLY = "stopped before its last step"  # W&B's clean exit record short of trainer.total_steps
 
 
+JOB_STATE = "job_state"  # a runs-table column: what the run's job said (arctl.report.export.job_states)
+
+
+def with_job_states(table, states: dict[str, str]):
+    """``table`` (a runs table) with :data:`JOB_STATE` from ``states`` (``{run_id: state}``; None where absent)."""
+    if len(table):
+        table[JOB_STATE] = [states.get(str(r)) for r in table["run_id"]]
+    return table
+
+
 def _end(rec: dict) -> str | None:
-    """How a runs-table row's run did not finish (:data:`_UNFINISHED`, :data:`STOPPED_EARLY`), or None."""
+    """How a runs-table row's run did not finish (:data:`_UNFINISHED`, :data:`STOPPED_EARLY`, its job's word), or
+    None."""
     state = str(rec.get("state", "finished"))
     if state != "finished":
         return _UNFINISHED.get(state, state)
+    job = rec.get(JOB_STATE)
+    if isinstance(job, str) and job and job != "completed":  # its job's word: e.g. preempted at the paper scale
+        return f"its job says {job}"
     total, last = _plain(rec.get(CONFIG_PREFIX + "trainer.total_steps")), _plain(rec.get("last_step"))
     if _plain(rec.get(CONFIG_PREFIX + "verl.eval_only")) is True:
         return None

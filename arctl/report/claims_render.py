@@ -148,6 +148,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         one_run_per_cell,
         unfinished,
         unfinished_warning,
+        with_job_states,
     )
     from arctl.track.runs import default_workdir, load_runs
 
@@ -164,6 +165,9 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
+    from arctl.report.export import job_states
+
+    with_job_states(runs.runs, job_states(base, runs.runs.get("run_id", [])))  # how each run's job said it ended
     compose = cell_composer(sweeps)
     one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
     served_warnings: list[str] = []

@@ -15,6 +15,7 @@ from arctl.report.cells import (
     serving,
     unfinished,
     unfinished_warning,
+    with_job_states,
 )
 from arctl.report.errors import ReportError
 from arctl.track.runs import Runs, default_workdir, load_runs
@@ -112,6 +113,10 @@ def read_report_runs(
         runs.runs = runs.runs[runs.runs["arm"].astype(str).isin(shown)].reset_index(drop=True) if len(runs.runs) else runs.runs
         if len(runs.history):
             runs.history = runs.history[runs.history["arm"].astype(str).isin(shown)].reset_index(drop=True)
+    if final_only and not wandb_project:  # how each run's job said it ended (status.json; an export's index)
+        from arctl.report.export import job_states
+
+        with_job_states(runs.runs, job_states(Path(workdir or default_workdir()), runs.runs.get("run_id", [])))
     left_out = unfinished(runs.runs) if final_only else []
     if left_out:  # a running or killed run's last values are an earlier evaluation's, not the final one's
         gone = {item.split(" ", 1)[0] for item in left_out}

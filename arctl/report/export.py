@@ -86,6 +86,22 @@ def _data(files: dict[str, str]) -> dict[str, str]:
     return {path: sha for path, sha in files.items() if path != SHARED_FILE}
 
 
+def job_states(workdir: Path, run_ids) -> dict[str, str]:
+    """``{run_id: state}`` of how each run's job said it ended or stands (``completed``, ``preempted``, ``failed``,
+    ``running``, ...): its ``status.json`` in a workspace, the index's ``state`` in an export (which copies no
+    status.json); runs without either are left out. A report of final values reads a run as finished only where
+    its job said completed: a stopped run (preempted, cancelled) closes its W&B run cleanly, and at the paper
+    scale (``trainer.total_steps`` null: an epoch) its W&B history alone cannot tell it from a finished one."""
+    workdir = Path(workdir)
+    index = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).exists() else {}
+    out = {}
+    for rid in run_ids:
+        state = read_status(workdir / "runs" / str(rid)).get("state") or (index.get(str(rid)) or {}).get("state")
+        if isinstance(state, str) and state:
+            out[str(rid)] = state
+    return out
+
+
 def report_files(source: RunSource, run_dir: Path) -> list[Path]:
     """The files of the run in ``run_dir`` (``source``: as :func:`arctl.track.runs.discover.discover_runs`
     found it) that reports read: its config.yaml, the side files present, and its W&B run files (each

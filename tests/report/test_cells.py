@@ -145,7 +145,7 @@ def _write(ws, run, values: dict[int, float]) -> str:
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
     wb = open_run(cfg, run_dir)
     mean = float(np.mean(list(values.values())))
-    last = int(cfg["trainer"]["total_steps"])  # the final evaluation at the last step: a finished run
+    last = int(cfg["trainer"]["total_steps"] or 1)  # the final evaluation at the last step: a finished run
     for step in (0, last):
         logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
         if step == last:
@@ -430,3 +430,37 @@ def test_a_run_of_an_arm_removed_from_its_experiment_is_named_when_it_is_read(tm
     (said,) = [w for w in doc["warnings"] if "no longer compose" in w]
     assert said == (f"1 run(s) of main-grpo/grpo-removed, which the project's specs no longer compose (an arm or "
                     f"experiment removed or renamed since they ran, or a plugin missing), are read as they ran: {removed}")
+
+
+def test_a_run_its_job_says_stopped_is_left_out_of_final_values_at_the_paper_scale_and_from_an_export(tmp_path):
+    """From a hunt: at the paper scale `trainer.total_steps` is null (an epoch), so a run preempted (verl's task
+    runner closes its W&B run cleanly after a stop) looked finished to its W&B files alone. The job's word
+    (status.json; the state an export's index keeps) says it has not completed."""
+    import wandb
+
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+    from arctl.launch.status_file import write_status
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["WANDB_MODE"] = "offline"
+    ws = tmp_path / "ws"
+    grpo = load_experiment("main-grpo")
+    runs = [resolve_arm(grpo, "grpo", seed, "paper", user_overrides=["trainer.total_steps=null"]) for seed in (0, 1)]
+    budgets = runs[0].config["eval"]["budgets"]
+    assert runs[0].config["trainer"]["total_steps"] is None
+    done, stopped = (_write(ws, run, {b: 0.2 for b in budgets}) for run in runs)
+    wandb.teardown()
+    write_status(ws / "runs" / done, state="completed")
+    write_status(ws / "runs" / stopped, state="preempted")
+    for where, extra in ((ws, []), (tmp_path / "export", ["--unfinished"])):
+        if extra:  # the export keeps the job's word in its index
+            res = runner.invoke(app, ["export", "--workdir", str(ws), "--out", str(where), *extra, "--json"])
+            assert res.exit_code == 0, res.output
+        res = runner.invoke(app, ["report", "--table", "final", "--experiment", "main-grpo", "--workdir", str(where),
+                                  "--out", str(tmp_path / f"t{len(extra)}"), "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert {r["run_id"] for r in doc["runs"]} == {done}, (where, doc["runs"])
+        (said,) = [w for w in doc["warnings"] if w.startswith("left out")]
+        assert f"{stopped} (its job says preempted at step" in said, said
