@@ -129,7 +129,8 @@ class Claim:
     paper: str
     tests: tuple[Test, ...]
     # what must be true of the runs at the start of training (their first evaluation) for the claim
-    # to be testable on them: sign tests, read as measured means (no interval)
+    # to be testable on them: sign tests, read with the 95% t-interval over independent seeds
+    # (precondition_result)
     preconditions: tuple[Test, ...] = ()
 
 
@@ -230,6 +231,8 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
         _need(bool(st.keys()), path, where, "needs key (or key_a and key_b)")
         _need(st.above_chance is None or st.kind == "band", path, where,
               "above_chance is a margin 0 <= m < 1 of a band statistic")
+        _need(st.kind != "trend" or float(st.fraction) <= 0.5, path, where,  # from a review: a trend of 0 by design
+              f"a trend's fraction is at most 0.5: with {st.fraction:g} its high and low bands share budgets")
         per_budget = [k for k in st.keys() if k.endswith("@" + BUDGET)]
         _need(st.kind == "final" or len(per_budget) == len(st.keys()), path, where,
               f"a {st.kind} statistic reads a metric per budget: its key ends in @{BUDGET}")
@@ -293,7 +296,7 @@ def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | 
         # a budget-forced evaluation (`{ds}-forced`) is another kind of evaluation: never averaged in
         if p is None or p.namespace != "eval" or p.name != name or p.dataset.endswith(FORCED_SUFFIX):
             continue
-        if ("{budget}" in template) != (p.budget is not None) or math.isnan(value):
+        if ("{budget}" in template) != (p.budget is not None) or not math.isfinite(value):
             continue
         out.setdefault(p.dataset, {})[p.budget] = float(value)
     return out
@@ -369,7 +372,7 @@ def run_stat(stat: Stat, final: dict[str, float], budgets_of: dict[str, list[int
                 continue
             if stat.kind == "band":
                 per_ds.append(float(np.mean([vals[b] for b in _band(budgets, stat.band, stat.fraction)])))
-            else:
+            elif 2 * len(_band(budgets, "low", stat.fraction)) <= len(budgets):  # the bands apart: else no trend
                 hi = np.mean([vals[b] for b in _band(budgets, "high", stat.fraction)])
                 lo = np.mean([vals[b] for b in _band(budgets, "low", stat.fraction)])
                 per_ds.append(float(hi - lo))
@@ -465,8 +468,8 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
     mean, half, n = mean_ci95(x)
     mean, half = float(mean), float(half)
     sd = float(np.std(x, ddof=1)) if len(x) >= 2 else float("nan")
-    if len(x) < 2:  # no spread to judge by: the usual minimum
-        return mean, None, None, INCONCLUSIVE, 3
+    if len(x) < 2:  # no spread to judge by, no power to compute: the note says to run at least 3 seeds
+        return mean, None, None, INCONCLUSIVE, None
     lo, hi = mean - half, mean + half
     if no_spread(sd, mean):  # a t-interval of width 0: judged by the sign test (correct_within_claim)
         return mean, lo, hi, INCONCLUSIVE, sign_test_seeds(1) if mean != 0 else None
@@ -479,7 +482,7 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
 
 
 def no_spread(sd: float | None, mean: float | None) -> bool:
-    """Whether the seeds' values are one value (to rounding: sd <= 1e-12 of the mean's size): the
+    """Whether the seeds' values are one value (to rounding: sd <= 1e-12 x max(1, |mean|)): the
     t statistic mean / (sd / sqrt(n)) is undefined or a rounding artefact (tied differences on an
     accuracy grid at 2-3 seeds; one run under two names), so :func:`p_value` uses the sign test."""
     return sd is not None and mean is not None and np.isfinite(sd) and sd <= NO_SPREAD * max(1.0, abs(mean))
@@ -941,12 +944,21 @@ NAMING_SECTIONS = ("config.wandb.", "config.cluster.")
 
 
 def _compute_key(rec: dict) -> str | None:
-    """A digest of a run's config columns without its names, seed and launch-only sections: two
-    arms whose runs share it compute the same thing (None without config columns)."""
+    """A digest of a run's config columns without its names, seed and launch-only keys (those a run id
+    leaves out too) and the sections its job recorded in W&B beside its config.yaml (the machine, the
+    warm-up's record and time, verl's own config with the run's names in it): two arms whose runs share
+    it compute the same thing (None without config columns). From a review: two runs of one config on
+    two machine kinds were refused as "other configs"."""
     import hashlib
 
+    from arctl.report.cells import _launch_only
+    from arctl.track.runs.tidy import RECORDED
+
+    recorded = tuple(f"config.{k}." for k in str(rec.get(RECORDED) or "").split(",") if k)
+    recorded_whole = {p[:-1] for p in recorded}
     items = sorted((k, str(v)) for k, v in rec.items()
                    if k.startswith("config.") and k not in NAMING_KEYS and not k.startswith(NAMING_SECTIONS)
+                   and not _launch_only(k[len("config."):]) and not k.startswith(recorded) and k not in recorded_whole
                    and not (isinstance(v, float) and math.isnan(v)))
     if not items:
         return None

@@ -1037,3 +1037,52 @@ def test_a_benchmark_one_run_of_a_seed_lacks_is_left_out_of_both_sides_of_its_di
     r = evaluate_test(Test("compare", a="a", b="b", stat="acc_low"), spec_with(), band, no_command)
     assert r.per_seed[0]["a"] == pytest.approx(0.2) and r.per_seed[0]["b"] == pytest.approx(0.1)  # b: was 0.05
     assert "compared on the benchmarks and budgets" in r.note
+
+
+def test_four_leftovers_of_a_review_of_the_statistics(tmp_path):
+    """From a review against scipy/statsmodels: (1) a trend over a dataset defined at one budget was high
+    minus low of the same budget, 0, averaged with the other datasets (a trend of 0.4 read 0.2); a trend's
+    fraction above 0.5 made every trend 0; (2) an infinite value counted as support, so a pair compared one
+    run's two datasets with the other's one; (3) one seed gave 'seeds needed: 3', which is not a power
+    computation (and said of a mean on the wrong side)."""
+    from arctl.report.claims import paired_stats
+
+    trend = Stat("t", "trend", key="eval/{dataset}/corr_v1@{budget}", fraction=0.25)
+    rising = {f"eval/a/corr_v1@{b}": 0.1 * i for i, b in enumerate(range(100, 900, 100))}  # 8 budgets, +0.7 overall
+    lone = {"eval/b/corr_v1@256": 0.3, **{f"eval/b/corr_v1@{b}": float("nan") for b in (512, 768)}}
+    hi, lo = np.mean([0.6, 0.7]), np.mean([0.0, 0.1])
+    assert run_stat(trend, rising) == pytest.approx(hi - lo)
+    assert run_stat(trend, {**rising, **lone}) == pytest.approx(hi - lo)  # b has no trend: not a 0 beside a's
+    assert math.isnan(run_stat(trend, lone))
+
+    final = Stat("f", "final", key="eval/{dataset}/final_acc")
+    values, narrowed = paired_stats(final, [{"eval/d1/final_acc": 0.5, "eval/d2/final_acc": float("inf")},
+                                            {"eval/d1/final_acc": 0.4, "eval/d2/final_acc": 0.6}])
+    assert values == [pytest.approx(0.5), pytest.approx(0.4)] and narrowed  # d1 only, and said
+
+    assert interval_verdict([0.2], "less") == (0.2, None, None, INCONCLUSIVE, None)
+    assert interval_verdict([0.2], "greater")[-1] is None
+
+    path = tmp_path / "claims.yaml"
+    path.write_text("kind: claims\nsweeps: [paper]\nstatistics:\n  t: {kind: trend, key: 'eval/{dataset}/corr_v1@{budget}', "
+                    "fraction: 0.6}\nclaims: []\n")
+    with pytest.raises(Exception, match="a trend's fraction is at most 0.5: with 0.6 its high and low bands share"):
+        load_claims(path)
+
+
+def test_runs_of_one_config_on_two_machine_kinds_are_one_config_to_the_claims():
+    """From a review: the shared-config digest read what a job records about itself in W&B beside its config.yaml
+    (the machine kind, the warm-up's time; in verl runs verl's own config with the run's names): two runs of one
+    config under two experiments were refused as 'other configs' with no key named."""
+    from arctl.report.claims import _compute_key
+
+    base = {"run_id": "x", "config.experiment": "main-grpo", "config.arm": "grpo", "config.seed": 0,
+            "config.thinking.lam": 0.5, "config.cluster.mem_gb": 4, "config.scale.mem_gb": 4}
+    a = {**base, "recorded": "arctl,machine,warmup", "config.machine": "avx2", "config.warmup.seconds": 180.0,
+         "config.arctl.experiment": "main-grpo"}
+    b = {**base, "config.experiment": "ablation-dense", "recorded": "arctl,machine,warmup", "config.machine": "avx512",
+         "config.warmup.seconds": 200.0, "config.arctl.experiment": "ablation-dense", "config.scale.mem_gb": 8}
+    assert _compute_key(a) == _compute_key(b) is not None
+    assert _compute_key({**b, "config.thinking.lam": 0.75}) != _compute_key(a)  # what it computes differs
+    # without the record of what the job added (a cache of an earlier reader), the machine still counts
+    assert _compute_key({**a, "recorded": ""}) != _compute_key({**b, "recorded": ""})

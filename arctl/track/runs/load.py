@@ -69,6 +69,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
             config = read_run_yaml(source.config_path)
         except Exception as e:  # a broken config.yaml: fall back to the W&B config
             notes.append(f"{source.config_path}: unreadable ({e}); used the W&B config")
+    recorded_keys: list[str] = []  # top-level keys of `config` that came from W&B's, not config.yaml
     if not config:
         for f in ordered:
             config = f.config or config
@@ -76,6 +77,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         recorded: dict = {}
         for f in ordered:  # the latest attempt's record wins
             recorded.update({k: v for k, v in (f.config or {}).items() if not str(k).startswith("_")})
+        recorded_keys = sorted(str(k) for k in recorded if k not in config)
         config = {**{k: v for k, v in recorded.items() if k not in config}, **config}
     last = ordered[-1] if ordered else None
     experiment, arm, seed = run_identity(config, last.name if last else "")
@@ -103,6 +105,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         "last_step": int(wide.index.max()) if len(wide) else None,
         "metrics": [str(c) for c in wide.columns],
         "config": config,
+        "recorded": recorded_keys,
         "summary": {k: v for k, v in summary.items() if not k.startswith("_")},
         "signature": signature if signature is not None else source.signature(),
         "warnings": notes,

@@ -28,6 +28,9 @@ class Runs:
     nonfinite: list[str] = field(default_factory=list)  # the warnings that say a run logged NaN or an infinity
 
 
+RECORDED = "recorded"  # a runs-table column: the config's top-level keys its job recorded in W&B (load.py)
+
+
 def _match_any(name: str, patterns: Iterable[str] | None) -> bool:
     return patterns is None or any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
@@ -132,6 +135,7 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
             "n_fragments": m["n_fragments"],
             "wandb_ids": ",".join(m["wandb_ids"]),
             "serves": json.dumps(m["serves"]) if m.get("serves") else "",  # other cells it serves (shared.json)
+            RECORDED: ",".join(m.get("recorded") or []),  # config sections its job recorded, not its config.yaml's
         }
         rec.update({f"config.{k}": v for k, v in flatten_config(m.get("config") or {}).items()})
         records.append(rec)
