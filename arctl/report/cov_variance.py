@@ -3,13 +3,16 @@ with the return R(x, z, j_t) per thinking budget; right: normalised variance of 
 vs GRPO (and V1 alone) per budget. Values: the first logged ``eval/{ds}/corr_{v1,v2}@{b}`` and
 ``eval/{ds}/nvar/{brpo,grpo,v1}@{b}`` of every run that logged them (its first evaluation: the model RL
 starts from, as the paper evaluates the untrained R1-Distill-1.5B), mean over runs and datasets. Not the
-paper's 8 budgets {1000, ..., 8000}: the evaluation's own (``eval.budgets``, 4 at paper scale)."""
+paper's 8 budgets {1000, ..., 8000}: the evaluation's own (``eval.budgets``, 4 at paper scale). Every experiment
+is searched, so runs evaluated at other budgets (a 7B run's 16000) can meet: a series draws the budgets that as
+many values as at its fullest budget average (:func:`arctl.report.data.full_support`, as the other curves), the
+rest is said in a warning and kept in the CSV (series, budget, value, n) with its n."""
 
 from __future__ import annotations
 
 import math
 
-from arctl.report.data import ReportData, first_values
+from arctl.report.data import ReportData, first_values, full_support, left_out_note
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
 from arctl.report.style import add_footnote, new_figure, runs_footnote
@@ -38,7 +41,8 @@ SERIES = {
 def series_table(data: ReportData):
     """Mean per (series, budget) over runs and datasets of each run's first evaluation that logged the
     diagnostics (the model before RL; until 2026-12-03 the last values: the trained model, on the final
-    grid); a budget only a later evaluation covers (the final grid's) is not drawn from it."""
+    grid); a budget only a later evaluation covers (the final grid's) is not drawn from it. Columns series,
+    budget, value, n: the finite values it averages, one per run and dataset (a NaN, undefined there, is none)."""
     import pandas as pd
 
     rows, h = [], data.history
@@ -49,7 +53,7 @@ def series_table(data: ReportData):
         rows = [(p.name, p.dataset, p.budget, float(v)) for p, v in zip(h["parsed"], h["value"])
                 if not math.isnan(v)]  # NaN: undefined there
     df = pd.DataFrame(rows, columns=["series", "dataset", "budget", "value"])
-    return df.groupby(["series", "budget"], as_index=False)["value"].mean()
+    return df.groupby(["series", "budget"], as_index=False)["value"].agg(value="mean", n="size")
 
 
 def build(spec: dict, data: ReportData):
@@ -59,10 +63,17 @@ def build(spec: dict, data: ReportData):
                           f"produce one with {spec.get('hint')}")
     fig, axes = new_figure(1, 2, panel_w=4.2, panel_h=3.0)
     left, right = axes[0]
+    partial: dict[tuple[int, ...], list[str]] = {}  # budgets left out -> the series that leave them out
     for name, (side, label, color) in SERIES.items():
         s = table[table["series"] == name].sort_values("budget")
         if not len(s):
             continue
+        # the mean over the same runs at every budget: runs of several experiments (every one is searched) at
+        # other budgets made the curve the mean of all to 8000, then one run's at 16000 (from a review)
+        full = full_support(s["n"].to_numpy())
+        if not full.all():
+            partial.setdefault(tuple(int(b) for b in s["budget"].to_numpy()[~full]), []).append(name)
+        s = s[full]
         ax = left if side == "left" else right
         ax.plot(s["budget"], s["value"], marker="o", ms=3, lw=1.5, color=color, label=label)
     left.set_title(r"corr($V$, $R(x, z, j_t)$)")
@@ -75,5 +86,9 @@ def build(spec: dict, data: ReportData):
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(frameon=False, fontsize=8)
+    for budgets, names in partial.items():  # one line for the series a cause shares (runs at other budgets)
+        data.runs.warnings = [*data.runs.warnings, left_out_note(
+            ", ".join(names), "budget", budgets, of="", curve="its curve" if len(names) == 1 else "their curves",
+            why="runs evaluated at other budgets, e.g. of other experiments, or a NaN where it is undefined")]
     add_footnote(fig, runs_footnote(data.used_runs(), arm_label))
     return fig, table

@@ -30,6 +30,7 @@ class ReportData:
     experiments: list[str] | None  # None: every experiment
     missing: list[str] = field(default_factory=list)
     source: str = ""
+    missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (:func:`missing_arms`)
 
     @property
     def history(self):
@@ -158,7 +159,79 @@ def read_report_runs(
                 f"with {cmd}")
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
     missing = [e for e in (exps or []) if e not in present]
-    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from)
+    absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
+    if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
+        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from)]
+    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent))
+
+
+def missing_arms(spec: dict, experiments: list[str] | None, present_experiments: set[str],
+                 present_arms: set[str]) -> dict[str, list[str]]:
+    """The arms the spec lists (``arms``) that no run read has: arm -> the experiments (of those read that have
+    runs) whose spec defines it. With ``experiments`` (the spec's, ``--experiment``'s or the sweep's), an arm only
+    experiments without any run define is not named here (the experiment is: :attr:`ReportData.missing`), nor one
+    no experiment read defines (``--experiment main-grpo`` of a figure of four arms); an experiment whose spec is
+    not on the search path defines every arm (the arm is named)."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+
+    absent = [str(a) for a in spec.get("arms") or [] if str(a) not in present_arms]
+    if not absent or experiments is None:
+        return {a: [] for a in absent}
+    defined: dict[str, list[str]] = {}
+    for e in experiments:
+        if e not in present_experiments:
+            continue
+        try:
+            arms = set(load_experiment(e).arms)
+        except SpecError:
+            arms = set(absent)
+        for a in absent:
+            if a in arms:
+                defined.setdefault(a, []).append(e)
+    return {a: defined[a] for a in absent if a in defined}
+
+
+def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | None, where_from: str) -> str:
+    """One line naming the arms of :func:`missing_arms` and the command that produces their runs."""
+    from arctl.report.specs import arm_label
+
+    def named(a: str) -> str:
+        return a if arm_label(a) == a else f"{arm_label(a)} ({a})"
+
+    if sweep:
+        cmd = f"`arctl sweep {sweep}`"
+    else:
+        by_exp: dict[str, list[str]] = {}
+        for a, exps in absent.items():
+            for e in exps or ["EXPERIMENT"]:
+                by_exp.setdefault(e, []).append(a)
+        cmd = " and ".join(f"`arctl run {e} {' '.join(f'--arm {a}' for a in arms)}`" for e, arms in by_exp.items())
+        if spec.get("sweep"):
+            cmd += f" (or the whole sweep: `arctl sweep {spec['sweep']}`)"
+    return (f"{len(absent)} arm(s) of the spec have no runs in {where_from}: {', '.join(named(a) for a in absent)} "
+            f"(left out of the {spec.get('kind') or 'report'}); produce them with {cmd}")
+
+
+def full_support(n):
+    """Where a mean over runs is drawn (a figure's points): where as many runs logged a value as at the curve's
+    fullest point. A point only some of them logged (a run still running or stopped early, a NaN, an evaluation
+    at other budgets) would move the curve by who is in it; it is left out of the curve and kept, with its n, in
+    the figure's CSV (:func:`left_out_note`). The rule of training_curves, score_curve and cov_variance."""
+    import numpy as np
+
+    n = np.asarray(n)
+    return n == n.max() if n.size else np.zeros(0, dtype=bool)
+
+
+def left_out_note(who: str, what: str, points, *, of: str, curve: str, why: str) -> str:
+    """The warning of the points ``who``'s curve leaves out (:func:`full_support`): ``what`` names them (step,
+    budget), ``of`` the runs averaged ("of the arm"), ``curve`` the line ("its curve"), ``why`` how a point comes
+    to be."""
+    points = sorted(points)
+    shown = ", ".join(str(p) for p in points[:6]) + (", ..." if len(points) > 6 else "")
+    return (f"{who}: {len(points)} {what}(s) ({shown}) that not every run{of} logged are left out of {curve} "
+            f"({why}; the CSV has them with their n)")
 
 
 def _one_scale(kept, where_from: str) -> None:

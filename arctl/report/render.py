@@ -31,6 +31,7 @@ class ReportResult:
     runs: list[dict] = field(default_factory=list)
     missing_experiments: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (a warning names them)
     figure: object = None  # matplotlib Figure
     table: object = None  # pandas DataFrame behind the figure/table
 
@@ -41,6 +42,7 @@ class ReportResult:
             "outputs": [str(p) for p in self.outputs],
             "runs": self.runs,
             "missing_experiments": self.missing_experiments,
+            "missing_arms": self.missing_arms,
             "warnings": self.warnings,
             # a table's numbers, as its Markdown prints them (the text shows them: from a hunt, --json had none)
             **({"rows": table_rows(self.table)} if self.kind == "table" and self.table is not None else {}),
@@ -70,7 +72,8 @@ def _write_runs_used(out_dir: Path, name: str, data: ReportData | None) -> Path:
     path = out_dir / f"{name}.runs.json"
     runs = data.used_runs() if data is not None else []
     path.write_text(json.dumps({"source": data.source if data else None, "runs": runs,
-                                "missing_experiments": data.missing if data else []}, indent=1, default=str))
+                                "missing_experiments": data.missing if data else [],
+                                "missing_arms": data.missing_arms if data else []}, indent=1, default=str))
     return path
 
 
@@ -99,17 +102,19 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
     if hasattr(table, "to_csv") and len(table):  # the numbers behind the figure
         import pandas as pd
 
+        # rounded as a table's CSV is (100 * 0.58 was written 57.99999999999999)
         path = out_dir / f"{name}.csv"
-        table.to_csv(path, index=not isinstance(table.index, pd.RangeIndex))
+        table.round(tables.CSV_DECIMALS).to_csv(path, index=not isinstance(table.index, pd.RangeIndex))
         paths.append(path)
         if "seeds" in getattr(table, "attrs", {}):  # a figure's per-seed numbers (score_curve's per_seed)
             path = out_dir / f"{name}.seeds.csv"
-            table.attrs["seeds"].to_csv(path, index=False)
+            table.attrs["seeds"].round(tables.CSV_DECIMALS).to_csv(path, index=False)
             paths.append(path)
     paths.append(_write_runs_used(out_dir, name, data))
     return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
                         missing_experiments=data.missing if data else [],
-                        warnings=data.runs.warnings if data else [], figure=fig, table=table)
+                        warnings=data.runs.warnings if data else [],
+                        missing_arms=data.missing_arms if data else [], figure=fig, table=table)
 
 
 def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experiments=None, sweep=None,
@@ -123,4 +128,4 @@ def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experim
     table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper)
     paths.append(_write_runs_used(Path(out_dir), name, data))
     return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,
-                        warnings=data.runs.warnings, table=table)
+                        warnings=data.runs.warnings, missing_arms=data.missing_arms, table=table)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arctl.report.data import ReportData, final_values
+from arctl.report.data import ReportData, final_values, full_support, left_out_note
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
@@ -89,7 +89,7 @@ def build(spec: dict, data: ReportData):
                 continue
             # the mean over the same runs at every budget (as training_curves): a budget only some runs logged
             # (a NaN, an evaluation without the grid) made the curve jagged by who was in it (from a review)
-            full = a["n"].to_numpy() == a["n"].max()
+            full = full_support(a["n"].to_numpy())
             if not full.all():
                 partial.setdefault(arm, set()).update(int(b) for b in a["budget"].to_numpy()[~full])
             a = a[full]
@@ -113,10 +113,9 @@ def build(spec: dict, data: ReportData):
     for j in range(len(datasets), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
     for arm, budgets in partial.items():
-        shown = ", ".join(str(b) for b in sorted(budgets)[:6]) + (", ..." if len(budgets) > 6 else "")
-        data.runs.warnings = [*data.runs.warnings, (
-            f"{arm_label(arm)}: {len(budgets)} budget(s) ({shown}) that not every run of the arm logged are left out "
-            "of its curve (a NaN a run logged, or an evaluation without them; the CSV has them with their n)")]
+        data.runs.warnings = [*data.runs.warnings, left_out_note(
+            arm_label(arm), "budget", budgets, of=" of the arm", curve="its curve",
+            why="a NaN a run logged, or an evaluation without them")]
     handles, labels = axes[0][0].get_legend_handles_labels()
     add_legend(fig, handles, labels)
     add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))

@@ -4,8 +4,10 @@ Markdown, LaTeX (booktabs) and CSV. A benchmark's cell averages the arm's runs t
 value of it; Avg averages, over the arm's runs that logged every benchmark, each run's mean over the
 benchmarks (so Avg and a claim compare the same runs on the same benchmarks), "–" where no run
 logged them all. A row where some cell, Avg included, averages fewer runs than the table's fullest
-cell is named "<arm> (n of N runs)", n the fewest. ``compare_paper`` adds the paper's rows (from
-``reports/paper_tables.csv``) and our-minus-paper differences."""
+cell is named "<arm> (n of N runs)", n the fewest; the CSV says n and N of every row (columns ``runs``,
+``most_runs``). ``compare_paper`` adds the paper's rows (from ``reports/paper_tables.csv``) and our-minus-paper
+differences; a paper row's Avg is the paper's own, shown only where every benchmark of it is (else none, said
+once in a warning)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from arctl.report.specs import arm_label, dataset_label, dataset_order, order, p
 from arctl.track.metrics_schema import FORCED_SUFFIX, parse_metric
 
 AVG = "Avg"
+CSV_DECIMALS = 4  # the decimals a report's CSV (a table's, a figure's) writes
 PAPER_MISSING = ("", "na", "n/a", "nan", "-", "\u2013")  # a cell of paper_tables.csv where the paper has no value
 
 
@@ -92,8 +95,10 @@ def _average(df, plain: list, arms: list, scale: float):
 
 
 def paper_rows(spec: dict, columns: list[str]):
-    """The paper's rows of this table restricted to ``columns`` (Avg recomputed when a benchmark is
-    missing from ours)."""
+    """The paper's rows of this table restricted to ``columns``. A row's Avg is the paper's own where every
+    benchmark the row has is among ``columns``, else NaN: a mean over the benchmarks shown (53.3 of three of
+    Table 1's five, where the paper says 45.6) would be no number of the paper's, under its name (from a review).
+    ``attrs["avg_note"]``: why a row has no Avg (None where none lacks it)."""
 
     path = paper_tables_path()
     if not path.is_file():
@@ -114,8 +119,15 @@ def paper_rows(spec: dict, columns: list[str]):
         )
     out = paper[bench].astype(float)
     all_bench = [c for c in paper.columns if c != AVG]
-    out[AVG] = paper[AVG].astype(float) if set(bench) == set(all_bench) else out[bench].mean(axis=1)
+    unshown = {alg: [c for c in all_bench if c not in bench and not math.isnan(float(paper.loc[alg, c]))]
+               for alg in paper.index}
+    out[AVG] = [float("nan") if unshown[alg] else float(paper.loc[alg, AVG]) for alg in paper.index]
     out.index.name = "algorithm"
+    lacking = {c for cols in unshown.values() for c in cols}
+    out.attrs["avg_note"] = (
+        f"--compare-paper: the paper's {AVG} averages {', '.join(all_bench)}; these runs have no "
+        f"{', '.join(c for c in all_bench if c in lacking)}, so the paper's rows show no {AVG}, nor their difference "
+        f"(a mean over the benchmarks shown would not be the paper's number)") if lacking else None
     return out
 
 
@@ -180,10 +192,15 @@ def _best(ours) -> dict[str, set[str]]:
 def _name(ours, alg) -> str:
     """The row's label, and "(n of N runs)" when a cell of it averages fewer runs than another cell: a
     mean over fewer seeds (a run that failed, logged NaN or is not exported yet) is not the same claim."""
+    n, most = row_runs(ours, alg)
+    return str(alg) if n == most else f"{alg} ({n} of {most} runs)"
+
+
+def row_runs(ours, alg) -> tuple[int, int]:
+    """(n, N) of our row ``alg``: the fewest runs a cell of it averages, the most any cell of the table does."""
     runs = ours.attrs.get("runs") or {}
     most = ours.attrs.get("most_runs", max(runs.values(), default=0))
-    n = runs.get(alg, most)
-    return str(alg) if n == most else f"{alg} ({n} of {most} runs)"
+    return runs.get(alg, most), most
 
 
 def _sections(ours, compare):
@@ -241,7 +258,12 @@ def to_latex(ours, compare=None, caption: str = "") -> str:
 def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool = False):
     """Write ``<name>.md/.tex/.csv``; returns (table DataFrame, paths)."""
     ours = accuracy_table(spec, data)
-    compare = compare_with_paper(ours, paper_rows(spec, list(ours.columns))) if compare_paper else None
+    compare = None
+    if compare_paper:
+        paper = paper_rows(spec, list(ours.columns))
+        compare = compare_with_paper(ours, paper)
+        if paper.attrs.get("avg_note"):
+            data.runs.warnings = [*data.runs.warnings, paper.attrs["avg_note"]]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = spec["name"]
@@ -249,5 +271,16 @@ def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
     paths[0].write_text(to_markdown(ours, compare))
     paths[1].write_text(to_latex(ours, compare, caption=spec.get("description", "")))
-    csv_frame.round(4).to_csv(paths[2], index_label="algorithm")
+    csv_frame.round(CSV_DECIMALS).assign(**runs_columns(ours, csv_frame)).to_csv(paths[2], index_label="algorithm")
     return csv_frame, paths
+
+
+def runs_columns(ours, frame) -> dict:
+    """The CSV's ``runs`` and ``most_runs`` of each row of ``frame``: what the Markdown's "(n of N runs)" says
+    (:func:`_name`), on every row of ours (the CSV held only the numbers: from a review); empty on the paper's
+    rows and the differences."""
+    import pandas as pd
+
+    counts = [row_runs(ours, a) if src == OURS else (None, None) for a, src in zip(frame.index, frame["source"])]
+    return {"runs": pd.array([n for n, _ in counts], dtype="Int64"),
+            "most_runs": pd.array([most for _, most in counts], dtype="Int64")}

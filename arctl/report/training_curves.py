@@ -1,22 +1,31 @@
 """Training-curve figures (``ablation_dense``, ``ablation_decouple``, ``ablation_vr``,
 ``main_training``, ``r1_7b``, ``ctx_16k``): one panel per metric × benchmark, metric vs
-``trainer/global_step``, arms as lines, seeds as mean ± 95% CI bands."""
+``trainer/global_step``, arms as lines, seeds as mean ± 95% CI bands. The table behind it (``<name>.csv``):
+arm, metric, unit, step, mean, ci (the 95% interval's half-width), n; mean and ci in the panel's unit, the metric
+as logged × the panel's ``scale``, which ``unit`` names (:func:`panel_unit`: "percent", "tokens", ...)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from arctl.report.data import ReportData
+from arctl.report.data import ReportData, full_support, left_out_note
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
 from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
 from arctl.track.metrics_schema import (
+    ACC_AT_FRAC_PREFIX,
+    NAME_ACC,
     NAME_ANYTIME_ACC,
+    NAME_CHANCE_ACC,
+    NAME_CURVE_AUC,
     NAME_FINAL_ACC,
+    NAME_GRID_ANYTIME_ACC,
     NAME_THINK_LEN,
+    TRAIN_THINK_LEN_MEAN,
     eval_datasets,
     eval_key,
+    parse_metric,
 )
 
 DEFAULT_PANELS = [
@@ -24,6 +33,27 @@ DEFAULT_PANELS = [
     {"key": eval_key(NAME_FINAL_ACC, "{dataset}"), "label": "Final accuracy (%)", "scale": 100},
     {"key": eval_key(NAME_THINK_LEN, "{dataset}"), "label": "Avg. thinking length"},
 ]
+
+
+# the evaluation's accuracies, logged as fractions of 1 (docs/metrics.md)
+ACCURACY_NAMES = (NAME_ACC, NAME_ANYTIME_ACC, NAME_GRID_ANYTIME_ACC, NAME_FINAL_ACC, NAME_CHANCE_ACC, NAME_CURVE_AUC)
+
+
+def panel_unit(metric: str, scale: float) -> str:
+    """The unit of a panel's numbers (its metric as logged × its ``scale``), as the CSV's ``unit`` column says it:
+    an accuracy of the evaluation (a fraction of 1) × 100 is "percent", × 1 "fraction of 1"; a thinking length is
+    "tokens"; any other metric is "as logged"; another scale is written after an "x" ("tokens x 0.001")."""
+    p = parse_metric(metric)
+    scale = float(scale)
+    if p is not None and p.namespace == "eval" and (p.name in ACCURACY_NAMES or p.name.startswith(ACC_AT_FRAC_PREFIX)):
+        if scale == 100:
+            return "percent"
+        base = "fraction of 1"
+    elif metric == TRAIN_THINK_LEN_MEAN or (p is not None and p.namespace == "eval" and p.name == NAME_THINK_LEN):
+        base = "tokens"
+    else:
+        base = "as logged"
+    return base if scale == 1 else f"{base} x {scale:g}"
 
 
 def metric_globs(spec: dict) -> list[str]:
@@ -94,14 +124,15 @@ def build(spec: dict, data: ReportData):
                 mean, ci = mean * scale, ci * scale
                 # the mean over the same runs at every point: a step only some of the arm's runs logged (one
                 # still running or stopped early, an extra evaluation) would move the curve by who is in it
-                full = n == n.max()
+                full = full_support(n)
                 if not full.all():
                     partial.setdefault(arm, set()).update(int(s) for s in x[~full])
                 ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
                 if np.isfinite(ci[full]).any():
                     ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
                                     color=colors[arm], alpha=0.2, lw=0)
-                rows += [(arm, metric, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
+                unit = panel_unit(metric, scale)
+                rows += [(arm, metric, unit, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
                 drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, f"{metric}\nnot logged", ha="center", va="center", transform=ax.transAxes,
@@ -114,10 +145,9 @@ def build(spec: dict, data: ReportData):
         raise ReportError(f"the runs in {data.source} logged none of the metrics of this figure "
                           f"({', '.join(metric_globs(spec))})")
     for arm, steps in partial.items():
-        shown = ", ".join(str(s) for s in sorted(steps)[:6]) + (", ..." if len(steps) > 6 else "")
-        data.runs.warnings = [*data.runs.warnings, (
-            f"{arm_label(arm)}: {len(steps)} step(s) ({shown}) that not every run of the arm logged are left out of "
-            "its mean curve (a run still running or stopped early, or a NaN a run logged; the CSV has them with their n)")]
+        data.runs.warnings = [*data.runs.warnings, left_out_note(
+            arm_label(arm), "step", steps, of=" of the arm", curve="its mean curve",
+            why="a run still running or stopped early, or a NaN a run logged")]
     handles, labels = [], []
     for ax in np.ravel(axes):
         for hd, lb in zip(*ax.get_legend_handles_labels()):
@@ -127,5 +157,6 @@ def build(spec: dict, data: ReportData):
     add_legend(fig, handles, labels)
     note = runs_footnote(data.used_runs(), arm_label, arms)
     add_footnote(fig, f"{spec['description']}. {note}" if spec.get("description") else note)
-    table = pd.DataFrame(rows, columns=["arm", "metric", "step", "mean", "ci", "n"])
+    # mean and ci in the panel's unit (its scale's: percent for the accuracies of the paper's panels), said per row
+    table = pd.DataFrame(rows, columns=["arm", "metric", "unit", "step", "mean", "ci", "n"])
     return fig, table

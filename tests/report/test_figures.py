@@ -252,7 +252,7 @@ def test_cov_variance_draws_no_point_where_a_correlation_is_undefined():
     nan = math.nan
     table = series_table(data([("r0", 9, "eval/toy/corr_v1@8", nan), ("r1", 9, "eval/toy/corr_v1@8", nan),
                                ("r0", 9, "eval/toy/corr_v1@16", 0.5), ("r1", 9, "eval/toy/corr_v1@16", nan)]))
-    assert table.to_dict("records") == [{"series": "corr_v1", "budget": 16, "value": 0.5}]
+    assert table.to_dict("records") == [{"series": "corr_v1", "budget": 16, "value": 0.5, "n": 1}]
     with pytest.raises(ReportError, match="logged"):
         build({"hint": "x"}, data([("r0", 9, "eval/toy/corr_v1@8", nan)]))
 
