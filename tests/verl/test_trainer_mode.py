@@ -70,11 +70,13 @@ def test_the_arctl_mode_is_the_synchronous_trainer(composed, monkeypatch):
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
     from arctl.backends.verl.rollout_failures import FailFast
+    from arctl.backends.verl.trainer_v1 import QuestionOrder
 
     trainer = _trainer(composed, monkeypatch)
     assert trainer.trainer_mode == "sync"
-    # verl's synchronous buffer (arctl adds only the check of failed groups: test_rollout_failures.py)
-    assert type(trainer.replay_buffer).__mro__[1:3] == (FailFast, ReplayBuffer)
+    # verl's synchronous buffer (arctl adds the check of failed groups, test_rollout_failures.py, and the order of
+    # a batch's rows: below)
+    assert type(trainer.replay_buffer).__mro__[1:4] == (FailFast, QuestionOrder, ReplayBuffer)
     assert not isinstance(trainer.replay_buffer, ReplayBufferAsync)
     # prompts are fetched a whole batch at a time, not one by one (64 fetches per step)
     assert trainer.replay_buffer.gen_batch_size == composed.data.train_batch_size == 64
@@ -184,3 +186,35 @@ def test_the_update_counts_the_mini_batch_in_rows_of_the_layout(paper_config, tm
     assert seen == [32 * rows]
     assert trainer._get_required_batch_multiple(dp_size=8) == 32 * rows * composed.actor_rollout_ref.rollout.n
     assert trainer.config.actor_rollout_ref.actor.ppo_mini_batch_size == 32  # restored
+
+
+def test_a_batch_reaches_the_mini_batches_in_question_order_not_in_the_order_rollouts_finished(composed, monkeypatch):
+    """From a review of the verl path: TransferQueue lists a step's rows in the order the trees' rollouts
+    finished (roughly by thinking length), verl's balancing keeps each rank's rows in that order and each rank
+    cuts them into the actor's mini-batches unshuffled: with two optimizer steps a batch (every paper arm), the
+    first trained the short thinkings, the second the long ones. The batch is now in question order: each
+    question's samples and rows together, the questions in the order of their seeded uids."""
+    import random
+
+    from transfer_queue.metadata import KVBatchMeta
+
+    import arctl.backends.verl.trainer_v1 as v1
+
+    trainer = _trainer(composed, monkeypatch)
+    rng = random.Random(0)
+    uids = [str(v1.step_uid((0, 1, "train"), k)) for k in range(6)]
+    thinking = {(u, s): rng.randrange(100, 8000) for u in uids for s in range(4)}
+    rows = [f"{u}_{s}_{i}" for (u, s) in thinking for i in range(3)]
+    finished = sorted(rows, key=lambda k: (thinking[(k.split("_")[0], int(k.split("_")[1]))], k))  # completion order
+    snapshot = {k: {"seq_len": len(k)} for k in finished}
+    import verl.trainer.ppo.v1.replay_buffer as rb
+
+    monkeypatch.setattr(rb.tq, "kv_clear", lambda **kw: None)  # (TransferQueue's store is not running here)
+    batch = trainer.replay_buffer._materialize_batch("train", uids, snapshot)
+    assert isinstance(batch, KVBatchMeta)
+    assert batch.keys == sorted(rows, key=lambda k: (k.split("_")[0], int(k.split("_")[1]), int(k.split("_")[2])))
+    assert batch.tags == [snapshot[k] for k in batch.keys]  # each row keeps its own tag
+    # the two halves (two optimizer steps) hold whole questions, not the short and the long thinkings
+    first = {k.split("_")[0] for k in batch.keys[: len(rows) // 2]}
+    assert len(first) == 3 and not first & {k.split("_")[0] for k in batch.keys[len(rows) // 2:]}
+    assert batch.keys[0].startswith(min(uids))
