@@ -329,7 +329,7 @@ def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
         some = ", ".join(r.run_id for r in found[:3])
         # one run only (`arctl logs`): a sweep or experiment name is no way out (from a hunt: it was suggested)
         out = (", or the sweep or experiment name" if what != "run" else
-               f" (`arctl status {shlex.quote(str(target))}` lists them)")
+               f" (`arctl status {shlex.quote(str(target))} --workdir {shlex.quote(str(reg.path.parent))}` lists them)")
         raise LaunchError(f"{target!r} starts {len(found)} run ids ({some}{', ...' if len(found) > 3 else ''}) — "
                           f"give the whole run id, or more of it{out}")
     return found[0]

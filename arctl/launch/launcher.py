@@ -441,7 +441,7 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
     if name == "slurm":
         for item in items:
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
-        slurm_problem(items)
+        slurm_problem(starting)  # (a completed run the launch skips needs nothing of the cluster; from a review)
         online_key_problem(starting)
     start_problem(starting, workspace)
 
@@ -491,7 +491,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
     by_id = {item.run_id: item for item in items}
     token = new_claim_token()
     with Registry(workspace.registry_path) as reg:
-        from arctl.launch.refresh import refresh
+        from arctl.launch.refresh import refresh, rerun_one
 
         existing = [r for r in (reg.get(i.run_id) for i in items) if r is not None]
         if problem := workspace_problem(items, workspace, [r.run_id for r in existing]):
@@ -503,8 +503,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         claim = reg.claim([item.record() for item in items], token, force=forced, members=members)
         for rec, reason in claim.skipped:
             if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
-                reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): --force "
-                           "runs it again")  # without a word, while reports said to run it
+                reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): "
+                           f"{rerun_one(rec)}")  # without a word, while reports said to run it
             result.skipped.append((by_id[rec.run_id], reason))
         claimed = []
         created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
@@ -613,8 +613,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
 
 
 def _wandb_mode_change(item: LaunchItem, workspace: Workspace) -> str | None:
-    """Why a resume cannot take the ``wandb.mode`` it was given, or None: one to or from ``disabled`` where the
-    run's earlier attempts did otherwise (``wandb`` is launch-only: a resume freezes the newly composed section).
+    """Why a resume cannot take the ``wandb.mode`` it was given, or None: ``disabled`` where the run's earlier
+    attempts logged W&B history (``wandb`` is launch-only: a resume freezes the newly composed section).
     From a hunt: a run resumed with ``wandb.mode=disabled`` completed with its W&B history, what reports and
     figures read, ending at the stop, without a word."""
     from arctl.launch.rundir import read_run_config
@@ -624,12 +624,13 @@ def _wandb_mode_change(item: LaunchItem, workspace: Workspace) -> str | None:
     except Exception:  # noqa: BLE001 - an unreadable config.yaml: the job's own start says so
         return None
     now = str((item.config.get("wandb") or {}).get("mode"))
-    if (before == "disabled") == (now == "disabled"):
+    # W&B turned on at a resume is not refused: the tiny trainer re-logs the kept history from metrics.jsonl (a
+    # review); turned off, only where the run has W&B history to cut short (a run that never logged has none)
+    if now != "disabled" or before == "disabled" or not any((workspace.run_dir(item.run_id) / "wandb").rglob("run-*.wandb")):
         return None
-    gap = ("its W&B history, which reports read, would end at the stop" if now == "disabled" else
-           "its W&B history, which reports read, would start mid-run")
     return (f"{item.experiment}/{item.arm}: resuming run {item.run_id} with wandb.mode={now}, where its earlier "
-            f"attempts ran with wandb.mode={before}: {gap}; resume it with wandb.mode={before}")
+            f"attempts ran with wandb.mode={before}: its W&B history, which reports read, would end at the stop; "
+            f"resume it with wandb.mode={before}")
 
 
 CLAIM_BEAT_S = 60.0  # how often a launch renews its claims (a claim older than STALE_CLAIM_S is a dead launch's)

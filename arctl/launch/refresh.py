@@ -11,6 +11,7 @@ reporting (kill -9) becomes FAILED and is resumed by the next sweep from its las
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -257,7 +258,7 @@ def _job_of_another_workspace(rec: RunRecord, workspace: Workspace) -> str | Non
         return None
     what = "the local queue it waited in" if needle == "arctl.launch.local_queue" else "its job"
     return (f"{what} (process {pid}) is another workspace's (is this one a copy of it?): nothing runs it here; "
-            f"`arctl resume {rec.run_id}` launches it here")
+            f"`arctl resume {rec.run_id} --workdir {shlex.quote(str(workspace.root))}` launches it here")
 
 
 def _from_status(status: dict) -> dict:
@@ -363,6 +364,15 @@ def _launched_again(rec: RunRecord) -> str:
     return f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}` (with the overrides it was launched with)"
 
 
+def rerun_one(rec: RunRecord) -> str:
+    """What runs completed run ``rec`` again, and it alone: its one cell with ``--force`` (``--force`` on its
+    sweep or experiment would rerun their other completed runs too)."""
+    scale = f" --scale {rec.scale}" if rec.scale else ""
+    given = "the overrides it was launched with" + (", its sweep's included" if rec.sweep else "")
+    return (f"`arctl run {rec.experiment} --arm {rec.arm}{scale} --seeds {rec.seed} --force` (with {given}) runs it "
+            "again from the start")
+
+
 def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
     """The warning for a run whose folder is gone (deleted by hand), else None. A pending or running run's job
     reads its config there when it starts (so it fails) and writes its checkpoints and status there; the run
@@ -372,11 +382,8 @@ def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
     the run has ended: a relaunch that completes would still say it)."""
     if rec.state not in (states.PENDING, states.RUNNING, *states.TERMINAL) or run_dir.exists():
         return None
-    if rec.state == states.COMPLETED:  # one cell: --force on its sweep would rerun the sweep's other runs too
-        scale = f" --scale {rec.scale}" if rec.scale else ""
-        given = "the overrides it was launched with" + (", its sweep's included" if rec.sweep else "")
-        return (f"its run folder {run_dir} is gone (deleted?): reports cannot read it; `arctl run {rec.experiment} "
-                f"--arm {rec.arm}{scale} --seeds {rec.seed} --force` (with {given}) runs it again from the start")
+    if rec.state == states.COMPLETED:
+        return f"its run folder {run_dir} is gone (deleted?): reports cannot read it; {rerun_one(rec)}"
     if rec.state in states.TERMINAL:
         return (f"its run folder {run_dir} is gone (deleted?), its checkpoints with it: {_launched_again(rec)} "
                 "launches it again from the start")

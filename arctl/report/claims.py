@@ -231,8 +231,9 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
         _need(bool(st.keys()), path, where, "needs key (or key_a and key_b)")
         _need(st.above_chance is None or st.kind == "band", path, where,
               "above_chance is a margin 0 <= m < 1 of a band statistic")
-        _need(st.kind != "trend" or float(st.fraction) <= 0.5, path, where,  # from a review: a trend of 0 by design
-              f"a trend's fraction is at most 0.5: with {st.fraction:g} its high and low bands share budgets")
+        _need(st.kind != "trend" or float(st.fraction) < 0.5, path, where,  # from a review: a trend of 0 by design
+              f"a trend's fraction is below 0.5: with {st.fraction:g} its high and low bands share budgets (at 0.5, "
+              "wherever the budgets are odd in number)")
         per_budget = [k for k in st.keys() if k.endswith("@" + BUDGET)]
         _need(st.kind == "final" or len(per_budget) == len(st.keys()), path, where,
               f"a {st.kind} statistic reads a metric per budget: its key ends in @{BUDGET}")

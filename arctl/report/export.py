@@ -44,6 +44,7 @@ INDEX_VERSION = 1
 STAGING = ".staging"  # where a run's files are copied before its folder is moved into runs/
 SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
+UNKNOWN_STATE = "unknown"  # an exported run whose job left no word and whose W&B files do not say it completed
 UNFINISHED_HINT = "; --unfinished exports it as it is"
 
 
@@ -97,7 +98,7 @@ def job_states(workdir: Path, run_ids) -> dict[str, str]:
     out = {}
     for rid in run_ids:
         state = read_status(workdir / "runs" / str(rid)).get("state") or (index.get(str(rid)) or {}).get("state")
-        if isinstance(state, str) and state:
+        if isinstance(state, str) and state and state != UNKNOWN_STATE:  # the export's guess: not the job's word
             out[str(rid)] = state
     return out
 
@@ -220,7 +221,7 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
     why = f"not completed (state {state})"
     if not state:  # no status.json (a run from before it, a file lost): its W&B files and config.yaml tell
         done, why = completed_by_wandb(source, config)
-        state = FINAL_STATE if done else "unknown"
+        state = FINAL_STATE if done else UNKNOWN_STATE
     if state != FINAL_STATE and not unfinished:
         result.skipped.append((source.run_id, why + UNFINISHED_HINT))
         return None, serves

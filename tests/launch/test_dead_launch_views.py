@@ -223,4 +223,4 @@ def test_logs_of_a_name_that_starts_several_run_ids_says_what_logs_takes(specs, 
     assert res.exit_code == 2, res.output
     (line,) = res.output.strip().splitlines()
     assert line.startswith("error: 'lt' starts 3 run ids") and "sweep or experiment name" not in line, line
-    assert "give the whole run id" in line and "`arctl status lt` lists them" in line, line
+    assert "give the whole run id" in line and f"`arctl status lt --workdir {ws.root}` lists them" in line, line

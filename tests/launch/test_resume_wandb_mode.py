@@ -30,9 +30,23 @@ def test_a_resume_with_wandb_turned_off_is_refused_and_with_its_mode_it_resumes(
     doc = json.loads(cli(*run, "wandb.mode=offline", "--json").stdout)
     assert (doc["submitted"][0]["action"], doc["submitted"][0]["state"]) == ("resume", "COMPLETED")
 
-    # its folder deleted by hand: the launch skips it as completed, and says what to do
+    # its folder deleted by hand: the launch skips it as completed, and says what runs it (alone) again
     shutil.rmtree(run_dir)
     doc = json.loads(cli(*run, "wandb.mode=offline", "--json").stdout)
     (skipped,) = doc["skipped"]
     assert skipped["reason"].startswith("completed") and f"its folder {run_dir} is gone" in skipped["reason"]
-    assert skipped["reason"].endswith("--force runs it again"), skipped
+    assert "`arctl run lt --arm a --scale tiny --seeds 0 --force` (with the overrides it was launched with) runs it again " \
+           "from the start" in skipped["reason"], skipped
+
+
+def test_a_resume_that_turns_wandb_on_or_off_where_nothing_was_logged_is_not_refused(specs, tmp_path, cli, monkeypatch):
+    """From a review of the first version: it refused W&B turned on at a resume (the tiny trainer re-logs the kept
+    history from metrics.jsonl) and turned off where the run had logged nothing."""
+    ws = tmp_path / "ws"
+    run = ["run", "lt", "--arm", "a", "trainer.total_steps=3", "--executor", "debug", "--workdir", str(ws)]
+    monkeypatch.setenv("ARCTL_TEST_FAIL_ARM", "a")
+    doc = json.loads(cli(*run, "wandb.mode=disabled", "--json").stdout)
+    assert doc["submitted"][0]["state"] == "FAILED"
+    monkeypatch.delenv("ARCTL_TEST_FAIL_ARM")
+    doc = json.loads(cli(*run, "wandb.mode=offline", "--json").stdout)
+    assert (doc["submitted"][0]["action"], doc["submitted"][0]["state"]) == ("resume", "COMPLETED"), doc

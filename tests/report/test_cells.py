@@ -464,3 +464,18 @@ def test_a_run_its_job_says_stopped_is_left_out_of_final_values_at_the_paper_sca
         assert {r["run_id"] for r in doc["runs"]} == {done}, (where, doc["runs"])
         (said,) = [w for w in doc["warnings"] if w.startswith("left out")]
         assert f"{stopped} (its job says preempted at step" in said, said
+
+
+def test_an_exports_guess_of_unknown_is_not_taken_for_its_jobs_word(tmp_path):
+    """From a review: an export of a run without status.json whose W&B files do not say it completed (every
+    paper-scale run: total_steps null) records state "unknown"; a report read that as the job's word and left the
+    run out as "its job says unknown"."""
+    from arctl.launch.status_file import write_status
+    from arctl.report.export import INDEX_FILE, UNKNOWN_STATE, job_states
+
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "b").mkdir(parents=True)
+    write_status(tmp_path / "runs" / "b", state="preempted")
+    (tmp_path / INDEX_FILE).write_text(json.dumps({"runs": {
+        "a": {"state": UNKNOWN_STATE, "files": {}}, "c": {"state": "completed", "files": {}}}}))
+    assert job_states(tmp_path, ["a", "b", "c", "d"]) == {"b": "preempted", "c": "completed"}
