@@ -21,6 +21,7 @@ from arctl.launch.refresh import (
     debug_process_alive,
     interrupted_note,
     local_job_alive,
+    revive_requeued,
     settled,
 )
 from arctl.launch.registry import Registry, RegistryError, RunRecord
@@ -60,6 +61,8 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     write is conditional on the row as read (its claim and job); a row another process changed
     meanwhile (a launch recorded its job) is read again and cancelled as it is now."""
     outcome: list[tuple[RunRecord, str]] = []
+    if not reg.readonly:  # an ended run whose job SLURM brought back is active again: cancellable (a hunt)
+        records = revive_requeued(reg, records)
     todo = [r for r in records if r.state in states.ACTIVE]
     if todo and reg.readonly:  # before any scancel: a cancel the registry cannot record is not made at all
         raise LaunchError(f"{workspace.registry_path}: this workspace cannot be written here, and a cancel is "
@@ -224,7 +227,12 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
             lines = path.read_text(errors="replace").splitlines()
         except OSError:
             continue
-        for line in reversed(lines):
+        # the last attempt's lines only: SLURM appends a requeued task's attempts to one file, and an earlier
+        # attempt's requeue ("CANCELLED ... DUE TO JOB REQUEUE") was given as this failure's reason (a hunt)
+        from arctl.launch.job import ATTEMPT_LINE
+
+        starts = [i for i, line in enumerate(lines) if ATTEMPT_LINE.match(line)]
+        for line in reversed(lines[starts[-1]:] if starts else lines):
             if ERROR_LINE.search(line) and "submitit WARNING" not in line:
                 return line.strip()
     return record.error

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import socket
 import sys
@@ -83,6 +84,10 @@ def current_executor() -> str | None:
 
 def _log(message: str) -> None:
     print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# the line each attempt starts its stderr with (SLURM appends a requeued task's attempts to one file)
+ATTEMPT_LINE = re.compile(r"^\[arctl job [0-9:]+\] run \S+ attempt \d+ on ")
 
 
 def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:

@@ -491,13 +491,13 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
     by_id = {item.run_id: item for item in items}
     token = new_claim_token()
     with Registry(workspace.registry_path) as reg:
-        from arctl.launch.refresh import refresh, rerun_one
+        from arctl.launch.refresh import refresh, rerun_one, revive_requeued
 
         existing = [r for r in (reg.get(i.run_id) for i in items) if r is not None]
         if problem := workspace_problem(items, workspace, [r.run_id for r in existing]):
             raise LaunchError(problem)
         # a killed job must be seen as failed before we decide, a dead launch's claim undone (or given its job)
-        refresh(reg, workspace, existing)
+        revive_requeued(reg, refresh(reg, workspace, existing))  # (a job SLURM brought back: not a second one)
         # --force reruns the runs asked for, not a completed run brought along because one starts from it
         forced = {i.run_id for i in items if i.needed_by is None} if force else False
         claim = reg.claim([item.record() for item in items], token, force=forced, members=members)

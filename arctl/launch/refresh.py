@@ -82,15 +82,62 @@ def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
             info, source = SlurmInfoWatcher().read_info(out), "sacct"
         except (subprocess.SubprocessError, OSError):
             info = {}
-    if source is None and shutil.which("squeue"):  # no accounting: only queued/running jobs are known
-        cmd = ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(masters)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
-            if proc.returncode == 0 or "Invalid job id" in proc.stderr:
-                info, source = SlurmInfoWatcher().read_info("JobID|State\n" + proc.stdout), "squeue"
-        except (subprocess.SubprocessError, OSError):
-            info = {}
+    if source is None:  # no accounting: only queued/running jobs are known
+        info, source = _squeue_info(masters)
     return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}, source
+
+
+def _squeue_info(masters: list[str]) -> tuple[dict, str | None]:
+    """squeue's (slurmctld's live) view of jobs ``masters``, read as submitit reads sacct, and "squeue"; ({}, None)
+    where squeue cannot answer."""
+    from submitit.slurm.slurm import SlurmInfoWatcher
+
+    if not masters or not shutil.which("squeue"):
+        return {}, None
+    cmd = ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(masters)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
+        if proc.returncode == 0 or "Invalid job id" in proc.stderr:
+            return SlurmInfoWatcher().read_info("JobID|State\n" + proc.stdout), "squeue"
+    except (subprocess.SubprocessError, OSError):
+        pass
+    return {}, None
+
+
+REVIVE_WINDOW_S = 7 * 24 * 3600.0  # an ended SLURM run is asked whether SLURM brought its job back this long
+
+
+def revive_requeued(registry: Registry, records: list[RunRecord]) -> list[RunRecord]:
+    """``records`` with the ended SLURM runs whose job slurmctld has queued or running again made active again
+    (:func:`_revived`), as the registry now has them. Asked by a launch and a cancel, which act on the run, not by
+    every `arctl status`: squeue takes ~20 s to fail where the controller cannot be reached."""
+    if registry.readonly or not (revived := _revived(records, time.time())):
+        return records
+    registry.update_many_if(revived)  # (a row a launch took meanwhile is left to it)
+    ids = {u[0] for u in revived}
+    return [(registry.get(r.run_id) or r) if r.run_id in ids else r for r in records]
+
+
+def _revived(records: list[RunRecord], now: float) -> list[tuple[str, dict, dict]]:
+    """Updates for the ended SLURM runs among ``records`` whose job slurmctld has queued or running again: a
+    finished task requeued (`scontrol requeue` takes finished jobs), a node failure's requeue that accounting
+    first reported NODE_FAIL. Ended, such a run could not be cancelled and a launch submitted a second job for
+    it, two jobs training one run (from a hunt). squeue (the controller's live view, one call), not sacct, whose
+    runaway records say RUNNING for jobs the controller no longer has; runs that ended within
+    :data:`REVIVE_WINDOW_S` only."""
+    ended = [r for r in records if r.state in (states.FAILED, states.PREEMPTED, states.CANCELLED)
+             and r.executor == "slurm" and r.job_id and not r.cancel_requested
+             and (r.ended_at or r.updated_at or 0) > now - REVIVE_WINDOW_S]
+    if not ended:
+        return []
+    info, _ = _squeue_info(_masters([str(r.job_id) for r in ended]))
+    out = []
+    for r in ended:
+        state = states.slurm_state(str((info.get(str(r.job_id)) or {}).get("State") or ""))
+        if state in (states.PENDING, states.RUNNING):
+            out.append((r.run_id, {k: getattr(r, k) for k in ATTEMPT_KEYS},
+                        {"state": state, "error": None, "ended_at": None}))
+    return out
 
 
 def pending_reasons(job_ids: list[str]) -> dict[str, str]:
@@ -417,7 +464,7 @@ def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[
             if rec.cancel_requested is not None and not scancel_quietly([str(view.job_id)]):
                 write_warning(run_dir, scancel_failed(str(view.job_id)))  # arctl status shows it
             elif view.state == states.PENDING:  # the dead launch may have died before releasing it (held for ever)
-                release_quietly(str(view.job_id).split("_")[0])
+                release_quietly(str(view.job_id))  # its task only: a sibling cancelled meanwhile stays held (a hunt)
             out.append(view)
             continue
         mine = None if given_job else registry.take_over(rec.run_id, rec.claim, new_claim_token())

@@ -224,3 +224,62 @@ def test_logs_of_a_name_that_starts_several_run_ids_says_what_logs_takes(specs, 
     (line,) = res.output.strip().splitlines()
     assert line.startswith("error: 'lt' starts 3 run ids") and "sweep or experiment name" not in line, line
     assert "give the whole run id" in line and f"`arctl status lt --workdir {ws.root}` lists them" in line, line
+
+
+def test_the_failure_a_requeued_tasks_log_gives_is_its_last_attempts(tmp_path):
+    """From a hunt: SLURM appends a requeued task's attempts to one stderr file, and `arctl logs` gave the last
+    error-like line of the whole file: a second attempt that failed without one was said to have failed with the
+    first attempt's requeue ("CANCELLED ... DUE TO JOB REQUEUE")."""
+    from arctl.launch.control import error_summary
+    from arctl.launch.registry import RunRecord
+
+    ws = Workspace(tmp_path / "ws")
+    logs = ws.jobs_dir / "101_0"
+    logs.mkdir(parents=True)
+    (ws.run_dir("r0")).mkdir(parents=True)
+    first = ["[arctl job 10:00:00] run r0 attempt 1 on n1 (job 101_0)", "step 1",
+             "slurmstepd: error: *** JOB 103 ON n1 CANCELLED AT 2026-12-05T10:05:00 DUE TO JOB REQUEUE ***"]
+    second = ["[arctl job 10:09:00] run r0 attempt 2 on n2 (job 101_0)", "step 2"]
+    (logs / "101_0_0_log.err").write_text("\n".join(first + second) + "\n")
+    rec = RunRecord(run_id="r0", experiment="e", arm="a", seed=0, state="FAILED", job_id="101_0", executor="slurm",
+                    error="the job ended FAILED")
+    assert error_summary(ws, rec) == "the job ended FAILED"  # nothing of attempt 2's: the run's own record
+    (logs / "101_0_0_log.err").write_text("\n".join(first + second + ["RuntimeError: out of disk"]) + "\n")
+    assert error_summary(ws, rec) == "RuntimeError: out of disk"
+    (logs / "101_0_0_log.err").write_text("\n".join(first) + "\nmodule: command not found (Error)\n")
+    assert error_summary(ws, rec) == "module: command not found (Error)"  # before its attempt's own line
+
+
+@pytest.mark.parametrize("ended", [states.FAILED, states.PREEMPTED])
+def test_a_run_whose_ended_job_slurm_brought_back_is_cancellable_and_never_submitted_twice(tmp_path, monkeypatch, ended):
+    """From a hunt: SLURM requeues a finished task (`scontrol requeue`; after a node failure, which accounting
+    first reports NODE_FAIL). arctl, having seen the run end, never looked again: `cancel` said it was not
+    active, and a launch submitted a second job for the run, two jobs training it. A launch and a cancel ask
+    squeue (the controller's live view) about recently ended SLURM runs."""
+    from arctl.launch.control import NOT_CANCELLED, cancel_runs
+    from arctl.launch.refresh import revive_requeued
+    from arctl.launch.registry import Registry, RunRecord, new_claim_token
+
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir("r0").mkdir(parents=True)
+    calls, queue = tmp_path / "calls", tmp_path / "queue"
+    queue.write_text("101_0|RUNNING\n")
+    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue=f'echo squeue "$@" >> {calls}\ncat {queue}\n',
+                    scancel=f'echo scancel "$@" >> {calls}\n', sacct="printf 'JobID|State\\n101_0|RUNNING\\n'\n")
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update_many([("r0", {"state": ended, "executor": "slurm", "job_id": "101_0", "claim": None,
+                                 "ended_at": time.time() - 60, "error": "the job ended NODE_FAIL"})])
+        (row,) = revive_requeued(reg, [reg.get("r0")])
+        assert (row.state, row.error, row.ended_at) == (states.RUNNING, None, None)
+        assert calls.read_text().split()[:3] == ["squeue", "-h", "-o"]
+        reg.update_many([("r0", {"state": ended, "ended_at": time.time() - 60})])
+        outcome = cancel_runs(reg, ws, [reg.get("r0")])
+        assert "scancel 101_0" in calls.read_text() and not outcome[0][1].startswith(NOT_CANCELLED), outcome
+        # SLURM has it no more: an ended run stays ended, and nothing is asked of an old one
+        reg.update_many([("r0", {"state": ended, "ended_at": time.time() - 60, "cancel_requested": None})])
+        queue.write_text("")
+        assert revive_requeued(reg, [reg.get("r0")])[0].state == ended
+        reg.update_many([("r0", {"ended_at": time.time() - 30 * 24 * 3600, "updated_at": time.time() - 30 * 24 * 3600})])
+        calls.write_text("")
+        assert revive_requeued(reg, [reg.get("r0")])[0].state == ended and calls.read_text() == ""

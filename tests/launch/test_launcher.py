@@ -661,7 +661,7 @@ def test_a_dead_launchs_held_job_is_released_when_its_run_is_given_it(specs, tmp
         refresh(reg, ws)
         row = reg.get(b)
     assert (row.state, row.job_id, row.claim) == (states.PENDING, "41_1", None)
-    assert calls.read_text().split() == ["scontrol", "release", "41"]
+    assert calls.read_text().split() == ["scontrol", "release", "41_1"]  # its task: a sibling may be cancelled
 
 
 def test_a_dead_launchs_job_that_scancel_cannot_cancel_is_named_in_status(specs, tmp_path, monkeypatch):
