@@ -46,6 +46,12 @@ NEVER_STARTS = {
     "InvalidAccount": "its account is not valid (cluster.account)",
     "InvalidQOS": "its QOS is not valid (cluster.qos)",
 }
+# squeue(1)'s pending reasons of a held job: it waits until released (from a hunt: shown as plain PENDING for ever)
+HELD = {
+    "JobHeldUser": "`scontrol release {job}` releases it (a launch that died before its release leaves it held)",
+    "JobHoldMaxRequeue": "it was requeued more times than the site allows; `scontrol release {job}` lets it go on",
+    "JobHeldAdmin": "an administrator holds it: ask them to release it",
+}
 STOPPING = "stopping: saving its checkpoint"
 CANCELLING = "cancelling: saving its checkpoint"
 LAUNCH_CANCELS = "its launch cancels the job it submits"  # a run cancelled while its launch submits it
@@ -156,7 +162,10 @@ def pending_reasons(job_ids: list[str]) -> dict[str, str]:
 
 
 def never_starts(reason: str | None, job_id: str, run_id: str) -> str | None:
-    """The warning for a job SLURM will not start (``reason`` in :data:`NEVER_STARTS`), else None."""
+    """The warning for a job SLURM will not start (``reason`` in :data:`NEVER_STARTS`) or holds (:data:`HELD`),
+    else None."""
+    if (held := HELD.get(reason or "")) is not None:
+        return f"SLURM holds job {job_id} ({reason}): it will not start until released; {held.format(job=job_id)}"
     why = NEVER_STARTS.get(reason or "")
     if why is None:
         return None

@@ -929,3 +929,20 @@ def test_another_hosts_queued_run_is_cancelled_and_its_reported_end_is_read(tmp_
         assert shown["f0"].state == states.FAILED and shown["q0"].state == states.PENDING
         ((_, said),) = cancel_runs(reg, ws, [shown["q0"]])
         assert not said.startswith(NOT_CANCELLED) and reg.get("q0").state == states.CANCELLED
+
+
+def test_a_held_job_says_so_and_how_it_is_released(tmp_path, monkeypatch):
+    """From a hunt: a job SLURM holds (a launch that died before releasing its array; too many requeues; an
+    administrator) was shown plain PENDING for ever, and `arctl sweep` skipped it as already pending."""
+    from arctl.launch.refresh import refresh
+
+    sacct = "printf 'JobID|State\\n7_0|PENDING\\n7_1|PENDING\\n8|PENDING\\n'\n"
+    squeue = "printf '7_0|JobHeldUser\\n7_1|JobHoldMaxRequeue\\n8|JobHeldAdmin\\n'\n"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8"])
+    with reg:
+        got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}
+    assert got["r0"] == (states.PENDING, "SLURM holds job 7_0 (JobHeldUser): it will not start until released; "
+                         "`scontrol release 7_0` releases it (a launch that died before its release leaves it held)")
+    assert "requeued more times than the site allows; `scontrol release 7_1`" in got["r1"][1]
+    assert got["r2"][1].endswith("an administrator holds it: ask them to release it")
