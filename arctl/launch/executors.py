@@ -290,6 +290,11 @@ def _one_line(value, key: str) -> str:
     return text
 
 
+def sbatch_job_name(name: str) -> str:
+    """The SLURM job name arctl gives the jobs of sweep or experiment ``name``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name))[:64] or "arctl"
+
+
 def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None = None) -> dict:
     """submitit SlurmExecutor parameters for a ``cluster`` section.
 
@@ -303,7 +308,7 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
     if "no_requeue" not in extra:  # submitit requeues with `scontrol requeue`, which a site's JobRequeue=0
         extra["requeue"] = True  # refuses for a job not submitted requeueable (the run would end at its limit)
     params: dict = {
-        "job_name": re.sub(r"[^A-Za-z0-9_.-]+", "-", job_name)[:64] or "arctl",
+        "job_name": sbatch_job_name(job_name),
         "time": time_min,
         "nodes": int(cluster.get("nodes") or 1),
         "cpus_per_task": int(cluster.get("cpus_per_task") or 1),

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arctl.launch import states
-from arctl.launch.executors import release_quietly, scancel_failed, scancel_quietly
+from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
@@ -93,24 +93,37 @@ def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
     return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}, source
 
 
-def _squeue_info(masters: list[str]) -> tuple[dict, str | None]:
-    """squeue's (slurmctld's live) view of jobs ``masters``, read as submitit reads sacct, and "squeue"; ({}, None)
-    where squeue cannot answer."""
+def _squeue_info(masters: list[str], owners: bool = False) -> tuple[dict, str | None]:
+    """squeue's (slurmctld's live) view of jobs ``masters``, one line per array task (``-r``: a pending array's
+    folded id list can be cut short), read as submitit reads sacct (``owners``: with each job's user and name), and
+    "squeue"; ({}, None) where squeue cannot answer."""
     from submitit.slurm.slurm import SlurmInfoWatcher
 
     if not masters or not shutil.which("squeue"):
         return {}, None
-    cmd = ["squeue", "-h", "-o", "%i|%T", "-j", ",".join(masters)]
+    fields, header = ("%i|%T|%u|%j", "JobID|State|User|JobName") if owners else ("%i|%T", "JobID|State")
+    cmd = ["squeue", "-h", "-r", "-o", fields, "-j", ",".join(masters)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
         if proc.returncode == 0 or "Invalid job id" in proc.stderr:
-            return SlurmInfoWatcher().read_info("JobID|State\n" + proc.stdout), "squeue"
+            return SlurmInfoWatcher().read_info(f"{header}\n" + proc.stdout), "squeue"
     except (subprocess.SubprocessError, OSError):
         pass
     return {}, None
 
 
+BACK_AGAIN = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RUNNING", "SUSPENDED")
 REVIVE_WINDOW_S = 7 * 24 * 3600.0  # an ended SLURM run is asked whether SLURM brought its job back this long
+
+
+def _user() -> str | None:
+    """This process's user name, as squeue prints a job's owner."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
 
 
 def revive_requeued(registry: Registry, records: list[RunRecord]) -> list[RunRecord]:
@@ -136,11 +149,16 @@ def _revived(records: list[RunRecord], now: float) -> list[tuple[str, dict, dict
              and (r.ended_at or r.updated_at or 0) > now - REVIVE_WINDOW_S]
     if not ended:
         return []
-    info, _ = _squeue_info(_masters([str(r.job_id) for r in ended]))
+    info, _ = _squeue_info(_masters([str(r.job_id) for r in ended]), owners=True)
+    me = _user()
     out = []
     for r in ended:
-        state = states.slurm_state(str((info.get(str(r.job_id)) or {}).get("State") or ""))
-        if state in (states.PENDING, states.RUNNING):
+        job = info.get(str(r.job_id)) or {}
+        raw = str(job.get("State") or "").split(" ")[0].rstrip("+").upper()
+        # queued or running again, not ending (COMPLETING: an ended job's epilog), and arctl's job, not one
+        # that took its id (a job id reused after slurmctld lost its state: from a review)
+        ours = job.get("User") == me and job.get("JobName") in {sbatch_job_name(n) for n in (r.sweep, r.experiment) if n}
+        if raw in BACK_AGAIN and ours and (state := states.slurm_state(raw)) in (states.PENDING, states.RUNNING):
             out.append((r.run_id, {k: getattr(r, k) for k in ATTEMPT_KEYS},
                         {"state": state, "error": None, "ended_at": None}))
     return out

@@ -255,7 +255,10 @@ def test_a_run_whose_ended_job_slurm_brought_back_is_cancellable_and_never_submi
     """From a hunt: SLURM requeues a finished task (`scontrol requeue`; after a node failure, which accounting
     first reports NODE_FAIL). arctl, having seen the run end, never looked again: `cancel` said it was not
     active, and a launch submitted a second job for the run, two jobs training it. A launch and a cancel ask
-    squeue (the controller's live view) about recently ended SLURM runs."""
+    squeue (the controller's live view) about recently ended SLURM runs; a job in its epilog (COMPLETING) or
+    another's job that took the id (slurmctld lost its state) is not the run's (from a review)."""
+    import getpass
+
     from arctl.launch.control import NOT_CANCELLED, cancel_runs
     from arctl.launch.refresh import revive_requeued
     from arctl.launch.registry import Registry, RunRecord, new_claim_token
@@ -263,23 +266,55 @@ def test_a_run_whose_ended_job_slurm_brought_back_is_cancellable_and_never_submi
     ws = Workspace(tmp_path / "ws")
     ws.run_dir("r0").mkdir(parents=True)
     calls, queue = tmp_path / "calls", tmp_path / "queue"
-    queue.write_text("101_0|RUNNING\n")
+    me = getpass.getuser()
     slurm_shims.use(tmp_path / "bin", monkeypatch, squeue=f'echo squeue "$@" >> {calls}\ncat {queue}\n',
                     scancel=f'echo scancel "$@" >> {calls}\n', sacct="printf 'JobID|State\\n101_0|RUNNING\\n'\n")
+
+    def ended_again(reg, age=60):
+        reg.update_many([("r0", {"state": ended, "ended_at": time.time() - age, "cancel_requested": None})])
+        return reg.get("r0")
+
     with Registry(ws.registry_path) as reg:
         reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
         reg.update_many([("r0", {"state": ended, "executor": "slurm", "job_id": "101_0", "claim": None,
                                  "ended_at": time.time() - 60, "error": "the job ended NODE_FAIL"})])
+        for line in ("101_0|COMPLETING|{me}|e", "101_0|RUNNING|someone-else|e", "101_0|RUNNING|{me}|other-job", ""):
+            queue.write_text(line.format(me=me) + "\n")
+            assert revive_requeued(reg, [reg.get("r0")])[0].state == ended, line
+        queue.write_text(f"101_0|RUNNING|{me}|e\n")
         (row,) = revive_requeued(reg, [reg.get("r0")])
         assert (row.state, row.error, row.ended_at) == (states.RUNNING, None, None)
-        assert calls.read_text().split()[:3] == ["squeue", "-h", "-o"]
-        reg.update_many([("r0", {"state": ended, "ended_at": time.time() - 60})])
-        outcome = cancel_runs(reg, ws, [reg.get("r0")])
+        assert calls.read_text().split()[:4] == ["squeue", "-h", "-r", "-o"]
+        outcome = cancel_runs(reg, ws, [ended_again(reg)])
         assert "scancel 101_0" in calls.read_text() and not outcome[0][1].startswith(NOT_CANCELLED), outcome
-        # SLURM has it no more: an ended run stays ended, and nothing is asked of an old one
-        reg.update_many([("r0", {"state": ended, "ended_at": time.time() - 60, "cancel_requested": None})])
-        queue.write_text("")
-        assert revive_requeued(reg, [reg.get("r0")])[0].state == ended
-        reg.update_many([("r0", {"ended_at": time.time() - 30 * 24 * 3600, "updated_at": time.time() - 30 * 24 * 3600})])
-        calls.write_text("")
-        assert revive_requeued(reg, [reg.get("r0")])[0].state == ended and calls.read_text() == ""
+        calls.write_text("")  # nothing is asked of a run that ended long ago
+        assert revive_requeued(reg, [ended_again(reg, age=30 * 24 * 3600)])[0].state == ended
+        assert calls.read_text() == ""
+
+
+def test_a_launch_does_not_submit_a_second_job_for_a_run_whose_job_slurm_brought_back(specs, tmp_path, monkeypatch):
+    """The launch side of the same hunt: a sweep relaunched while an ended run's task runs again skips it."""
+    import getpass
+
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import items_from_resolved, launch
+    from arctl.launch.refresh import refresh
+    from arctl.launch.registry import Registry
+
+    calls, queue = tmp_path / "calls", tmp_path / "queue"
+    queue.write_text("")
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch=f'echo sbatch >> {calls}\necho "Submitted batch job 101"\n',
+                    srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n", squeue=f"cat {queue}\n",
+                    sacct="printf 'JobID|State\\n101_0|FAILED\\n101_1|FAILED\\n101_2|FAILED\\n'\n")
+    ws = Workspace(tmp_path / "ws")
+    launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    with Registry(ws.registry_path) as reg:
+        rows = {r.run_id: r for r in refresh(reg, ws)}
+    assert {r.state for r in rows.values()} == {states.FAILED}
+    first = sorted(rows)[0]
+    job = rows[first].job_id
+    queue.write_text(f"{job}|RUNNING|{getpass.getuser()}|lt3\n")  # SLURM requeued that task: it runs again
+    calls.write_text("")
+    res = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
+    assert first not in {i.run_id for i in res.submitted} and len(res.submitted) == 2
+    assert calls.read_text().split() == ["sbatch"]  # one array for the two others, none for it
