@@ -431,20 +431,19 @@ def interrupted_note(rec: RunRecord) -> str:
     return f"{INTERRUPTED_BEFORE}, so no job runs for it: {_launched_again(rec)} submits it"
 
 
-def _launched_again(rec: RunRecord) -> str:
+def _launched_again(rec: RunRecord, force: bool = False) -> str:
     """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it; the
-    scale and seed are the row's)."""
-    again = f"arctl sweep {rec.sweep}" if rec.sweep else f"arctl run {rec.experiment} --arm {rec.arm}"
-    return f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}` (with the overrides it was launched with)"
+    scale and seed are the row's). ``force``: a completed run, alone: its one cell with ``--force`` (``--force`` on
+    its sweep would rerun the sweep's other completed runs too)."""
+    sweep = rec.sweep if not force else None
+    again = f"arctl sweep {sweep}" if sweep else f"arctl run {rec.experiment} --arm {rec.arm}"
+    given = "the overrides it was launched with" + (", its sweep's included" if force and rec.sweep else "")
+    return f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}{' --force' if force else ''}` (with {given})"
 
 
 def rerun_one(rec: RunRecord) -> str:
-    """What runs completed run ``rec`` again, and it alone: its one cell with ``--force`` (``--force`` on its
-    sweep or experiment would rerun their other completed runs too)."""
-    scale = f" --scale {rec.scale}" if rec.scale else ""
-    given = "the overrides it was launched with" + (", its sweep's included" if rec.sweep else "")
-    return (f"`arctl run {rec.experiment} --arm {rec.arm}{scale} --seeds {rec.seed} --force` (with {given}) runs it "
-            "again from the start")
+    """What runs completed run ``rec`` again, and it alone (:func:`_launched_again` with ``--force``)."""
+    return f"{_launched_again(rec, force=True)} runs it again from the start"
 
 
 def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:

@@ -304,8 +304,9 @@ def ray_cpus_needed(cfg: Any) -> tuple[int, str]:
     storage = 0
     if OmegaConf.select(cfg, "transfer_queue.backend.storage_backend", default="SimpleStorage") == "SimpleStorage":
         storage = int(OmegaConf.select(cfg, "transfer_queue.backend.SimpleStorage.num_data_storage_units", default=0) or 0)
-    need = colocate * gpus + -(-storage // nodes) + 1
-    what = (f"{colocate} with each of its {gpus} GPUs, {-(-storage // nodes)} for TransferQueue's {storage} storage "
+    per_node = -(-storage // nodes)  # the storage units' share of a node, rounded up
+    need = colocate * gpus + per_node + 1
+    what = (f"{colocate} with each of its {gpus} GPUs, {per_node} for TransferQueue's {storage} storage "
             f"units{' over the nodes' if nodes > 1 else ''} and 1 for their controller")
     return need, what
 
