@@ -2,8 +2,10 @@
 
 Only active runs (SUBMITTING/PENDING/RUNNING) are looked at, so refreshing a workspace of
 thousands of finished runs costs nothing. SLURM runs: ``sacct`` once for every job id at hand,
-parsed by submitit's SlurmInfoWatcher; when some are pending, one ``squeue`` call for why, so a job
-that SLURM will never start (it asks more than any node has) says so instead of pending forever.
+parsed by submitit's SlurmInfoWatcher; when some are queued or running, one ``squeue`` call for the
+controller's own view: why a job is pending, so a job that SLURM will never start (it asks more than any
+node has) says so instead of pending forever, and which jobs the controller no longer has (a runaway
+accounting record says RUNNING for ever).
 Local runs: is the submitit controller (or the local queue) still alive? A job that died without
 reporting (kill -9) becomes FAILED and is resumed by the next sweep from its last checkpoint.
 """
@@ -30,6 +32,9 @@ from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, w
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
+# squeue's answer is awaited this long: it takes ~18 s to fail where the controller is down, which every
+# `arctl status` of queued or running jobs would wait (sacct's slurmdbd answers apart from the controller)
+CONTROLLER_TIMEOUT_S = 10
 # A stopped job is active until it reports its stop checkpoint complete ("preempted"): while it says
 # "stopping" (up to STOP_TIMEOUT_S since it last wrote), and for TERM_GRACE_S after its scheduler says
 # CANCELLED while it still says "running" (the TERM has not reached it yet). `arctl resume` and a sweep
@@ -164,19 +169,51 @@ def _revived(records: list[RunRecord], now: float) -> list[tuple[str, dict, dict
     return out
 
 
-def pending_reasons(job_ids: list[str]) -> dict[str, str]:
-    """SLURM's reason per pending job id (``"123_4"`` or ``"123"``), from ONE ``squeue`` call (array
-    tasks listed one by one: ``-r``); {} when squeue cannot answer."""
+def controller_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """slurmctld's own view of ``job_ids`` (``"123_4"`` or ``"123"``): {job id: (state, reason)} from ONE
+    ``squeue`` call, array tasks one by one (``-r``), ended jobs the controller still holds too (``-t all``: an
+    end that accounting has not recorded yet); a job id it does not list, it no longer has. None where squeue
+    cannot answer (not installed, the controller down, a timeout)."""
     if not job_ids or not shutil.which("squeue"):
-        return {}
-    masters = _masters(job_ids)
-    cmd = ["squeue", "-h", "-r", "-t", "PENDING", "-o", "%i|%r", "-j", ",".join(masters)]
+        return None
+    cmd = ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r", "-j", ",".join(_masters(job_ids))]
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S).stdout
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONTROLLER_TIMEOUT_S)
     except (subprocess.SubprocessError, OSError):
+        return None
+    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:  # (every id unknown: an answer)
+        return None
+    view = {}
+    for line in proc.stdout.splitlines():
+        job, sep, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if sep and job:
+            view[job] = (state.strip(), reason.strip())
+    return view
+
+
+def pending_reasons(view: dict[str, tuple[str, str]] | None) -> dict[str, str]:
+    """SLURM's reason per pending job of a :func:`controller_jobs` view."""
+    return {j: reason for j, (state, reason) in (view or {}).items() if states.slurm_state(state) == states.PENDING}
+
+
+def asked_again(view: dict[str, tuple[str, str]] | None, queued_or_running: list[str]) -> dict[str, str]:
+    """sacct's state, asked again, of the jobs of ``queued_or_running`` (so said sacct) that slurmctld does not have
+    (not in its ``view``): one that ended between the two calls says how; one still queued or running is a
+    runaway record (the controller lost it, e.g. its state after a crash), which showed RUNNING for ever, kept
+    ``logs --follow`` from ending and a sweep from relaunching the run (from a hunt). {} without squeue's answer."""
+    gone = [j for j in queued_or_running if view is not None and j not in view]
+    if not gone:
         return {}
-    reasons = dict(line.strip().split("|", 1) for line in out.splitlines() if line.count("|") == 1)
-    return {j: reasons[j] for j in job_ids if j in reasons}
+    again, source = scheduler_states(gone)
+    return again if source == "sacct" else {}
+
+
+def runaway_error(job_id: str, raw: str, run_id: str) -> str:
+    return (f"SLURM's controller no longer has job {job_id} (squeue does not list it), though its accounting still "
+            f"says {raw.split(' ')[0]}: a runaway record (the controller lost the job, e.g. its state after a crash; "
+            f"`sacctmgr show runawayjobs` mends the record); `arctl resume {run_id}` restarts it from its last "
+            "checkpoint")
 
 
 def never_starts(reason: str | None, job_id: str, run_id: str) -> str | None:
@@ -526,7 +563,15 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     raw_states, source = scheduler_states(slurm_ids)
     scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}
-    reasons = pending_reasons([j for j, st in scheduler.items() if st == states.PENDING])
+    queued_or_running = [j for j, st in scheduler.items() if st in (states.PENDING, states.RUNNING)]
+    view = controller_jobs(queued_or_running)  # why pending; what the controller still has (one squeue call)
+    reasons = pending_reasons(view)
+    again = asked_again(view, queued_or_running) if source == "sacct" else {}
+    lost = {j: raw for j, raw in again.items() if states.slurm_state(raw) in (states.PENDING, states.RUNNING)}
+    ended = [(j, raw) for j, (raw, _) in (view or {}).items()] + [(j, raw) for j, raw in again.items() if j not in lost]
+    for jid, raw in ended:  # an end accounting had not recorded (the controller's), or recorded since
+        if jid in scheduler and states.slurm_state(raw) in states.TERMINAL:
+            scheduler[jid] = states.slurm_state(raw)
     updates = []
     for rec in active:
         read = {k: getattr(rec, k) for k in ATTEMPT_KEYS}  # the attempt this refresh judges
@@ -541,6 +586,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
                 # without accounting, a job that left the queue has ended (cancelled, if a cancel asked it)
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
+            if (raw := lost.get(rec.job_id or "")) is not None:  # gone from the controller: ended, not said how
+                sched = states.CANCELLED if rec.cancel_requested else states.FAILED
+                status = {**status, "error": status.get("error") or runaway_error(str(rec.job_id), raw, rec.run_id)}
             new_state, error = merge_state(rec, status, sched, now)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id)):

@@ -36,7 +36,7 @@ def test_a_resumed_run_shows_the_elapsed_time_of_its_attempt(tmp_path, monkeypat
     reg.update("r1", state=states.PENDING, job_id="200", attempts=2, ended_at=None)
     assert [read_status(run_dir).get(k) for k in ("started_at", "ended_at", "pid")] == [None, None, None]
     reg.update("r1", started_at=None)  # as _record_submitted writes the row (review: a queued resume showed 72 h)
-    monkeypatch.setattr(refresh_module, "pending_reasons", lambda ids: {})
+    monkeypatch.setattr(refresh_module, "controller_jobs", lambda ids: None)  # squeue: no answer
     monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"200": states.PENDING}, "sacct"))
     with reg:
         rec = refresh_module.refresh(reg, ws)[0]

@@ -94,7 +94,7 @@ def test_status_warns_of_a_pending_runs_deleted_folder(specs, tmp_path, monkeypa
     when it started. Status warns on that run, in one line."""
     ws, b, _ = _new_runs_claimed(tmp_path, new_claim_token())
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n77_1|PENDING\\n'\n",
-                    squeue="exit 0\n", scancel="exit 0\n", srun="exit 0\n")
+                    squeue="printf '77_1|PENDING|Priority\\n'\n", scancel="exit 0\n", srun="exit 0\n")
     with Registry(ws.registry_path) as reg:
         reg.update(b, state=states.PENDING, executor="slurm", job_id="77_1", claim=None, before_claim=None,
                    submitted_at=time.time() - 100)
@@ -153,7 +153,8 @@ def test_a_full_registry_after_sbatch_says_the_jobs_were_submitted_and_who_adopt
     slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch=f'echo sbatch >> {calls}; echo "Submitted batch job 101"\n',
                     scontrol=f'[ "$1" = release ] && echo scontrol "$@" >> {calls}; echo "MaxArraySize = 1001"\n',
                     sacct="printf 'JobID|State\\n101_0|PENDING\\n101_1|PENDING\\n101_2|PENDING\\n'\n",
-                    squeue="exit 0\n", srun="exit 0\n")
+                    squeue="printf '101_0|PENDING|Priority\\n101_1|PENDING|Priority\\n101_2|PENDING|Priority\\n'\n",
+                    srun="exit 0\n")
     monkeypatch.setattr(launcher, "new_claim_token", dead_claim_token)  # the launch that fails: gone once it has
 
     def full(self, token, updates, cancelled=None):

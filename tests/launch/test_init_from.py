@@ -370,7 +370,7 @@ def test_the_dry_run_shows_what_the_launch_does_with_stale_states_and_running_pa
     with Registry(ws.registry_path) as reg:
         assert reg.get(r1.run_id).state == states.RUNNING  # a dry run writes nothing
         reg.update_many([(r1.run_id, {"executor": "slurm", "job_id": "4242", "submitted_at": time.time()})])
-    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue="printf '4242 RUNNING\\n'\n",
+    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue="printf '4242|RUNNING|None\\n'\n",
                     sacct="printf 'JobID|State\\n4242|RUNNING\\n'\n")
     got = plan(_items("chain", ["r2"]), ws)
     assert [(i.arm, i.action, i.job) for i in got] == [("r1", "active", "4242"), ("r2", "new", None)]

@@ -271,7 +271,8 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
                             f'if [ "$(wc -l < {calls})" -eq 1 ]; then echo "Submitted batch job 101"; exit 0; fi\n'
                             'echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1\n'),
                     srun="exit 0\n", scontrol="echo 'MaxArraySize            = 1001'\n",
-                    sacct=f'cat {sacct_out}\n', squeue="exit 0\n",
+                    # the controller has the jobs accounting says are pending
+                    sacct=f'cat {sacct_out}\n', squeue=f"sed -n 's/|PENDING$/|PENDING|Priority/p' {sacct_out}\n",
     )
 
     def sweep():

@@ -371,14 +371,15 @@ def _slurm_runs(tmp_path, ids):
     return ws, reg
 
 
-def test_refresh_asks_sacct_once_for_all_jobs(tmp_path, monkeypatch):
+def test_refresh_asks_sacct_once_for_all_jobs_and_squeue_once_for_the_live_ones(tmp_path, monkeypatch):
     from arctl.launch.refresh import refresh
 
-    calls = _fake_scheduler(tmp_path, monkeypatch, "", with_sacct=True)
+    calls = _fake_scheduler(tmp_path, monkeypatch, "7_0|RUNNING|None\\n", with_sacct=True)
     ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "9_0"])
     with reg:
         got = {r.run_id: r.state for r in refresh(reg, ws)}
-    assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,9"]
+    assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,9",
+                                              "squeue -h -r -t all -o %i|%T|%r -j 7"]  # 7_0: queued or running
     assert got == {"r0": states.RUNNING, "r1": states.CANCELLED, "r2": states.RUNNING}  # 9_0: unknown, kept
 
 
@@ -399,7 +400,7 @@ def test_a_refresh_does_not_overwrite_a_run_another_launch_resubmitted_meanwhile
         return {"100": states.FAILED}, "sacct"
 
     monkeypatch.setattr(refresh_module, "scheduler_states", sacct_while_a_resume_submits)
-    monkeypatch.setattr(refresh_module, "pending_reasons", lambda ids: {})
+    monkeypatch.setattr(refresh_module, "controller_jobs", lambda ids: None)  # squeue: no answer
     with reg:
         shown = refresh_module.refresh(reg, ws)
         row = reg.get("r0")
@@ -426,6 +427,61 @@ def test_a_cancel_in_a_workspace_it_cannot_write_cancels_no_job(tmp_path, monkey
         assert rw.get("r0").state == states.RUNNING
 
 
+def test_a_job_the_controller_lost_is_not_running_for_ever(tmp_path, monkeypatch):
+    """From a hunt: a job slurmctld no longer has (it lost its state after a crash) whose accounting record still
+    says RUNNING (a runaway record) showed RUNNING for ever, `arctl logs --follow` never ended and a sweep skipped
+    the run as active. squeue (the controller) is asked for the jobs sacct says are queued or running; one it
+    does not list, which sacct asked again still says is running, has ended: FAILED (CANCELLED where a cancel
+    asked it), saying why and how to go on. A job the controller still holds, ended or not, is its word."""
+    from arctl.launch.refresh import refresh
+
+    calls = tmp_path / "calls"
+    sacct = (f"echo sacct \"$@\" >> {calls}\n"
+             "printf 'JobID|State\\n7_0|RUNNING\\n7_1|RUNNING\\n7_2|PENDING\\n7_3|RUNNING\\n8|RUNNING\\n'\n")
+    squeue = f"echo squeue \"$@\" >> {calls}\nprintf '7_1|RUNNING|None\\n8|FAILED|NonZeroExitCode\\n'\n"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "7_2", "7_3", "8"])
+    with reg:
+        reg.update("r3", cancel_requested=time.time() - 600)
+        got = {r.run_id: (r.state, r.error) for r in refresh(reg, ws)}
+    assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,8",
+                                              "squeue -h -r -t all -o %i|%T|%r -j 7,8",
+                                              "sacct -X -P -o JobID,State -j 7"]  # asked again: 7_0, 7_2, 7_3
+    assert got["r0"] == (states.FAILED, "SLURM's controller no longer has job 7_0 (squeue does not list it), though "
+                         "its accounting still says RUNNING: a runaway record (the controller lost the job, e.g. its "
+                         "state after a crash; `sacctmgr show runawayjobs` mends the record); `arctl resume r0` "
+                         "restarts it from its last checkpoint")
+    assert got["r1"] == (states.RUNNING, None)
+    assert got["r2"][0] == states.FAILED and "still says PENDING" in got["r2"][1]
+    assert got["r3"][0] == states.CANCELLED  # `arctl cancel` asked for it
+    assert got["r4"] == (states.FAILED, "job failed or was killed (see `arctl logs`)")  # ended: accounting lags
+
+
+def test_a_job_that_ends_while_refresh_asks_is_not_called_lost(tmp_path, monkeypatch):
+    """The race of the check above: the job ends between sacct's answer and squeue's (which then does not list
+    it); sacct asked again says how it ended. And where squeue cannot answer (the controller down), no job is lost."""
+    from arctl.launch.refresh import refresh
+    from arctl.launch.status_file import write_status
+
+    count = tmp_path / "count"
+    sacct = (f"echo x >> {count}\n"
+             f"if [ \"$(wc -l < {count})\" -eq 1 ]; then printf 'JobID|State\\n7_0|RUNNING\\n7_1|RUNNING\\n'; "
+             "else printf 'JobID|State\\n7_0|COMPLETED\\n7_1|FAILED\\n'; fi\n")
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue="exit 0\n")
+    ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1"])
+    write_status(ws.run_dir("r0"), state="completed")
+    with reg:
+        got = {r.run_id: (r.state, r.error) for r in refresh(reg, ws)}
+    assert got == {"r0": (states.COMPLETED, None), "r1": (states.FAILED, "job failed or was killed (see `arctl logs`)")}
+
+    ws2, reg2 = _slurm_runs(tmp_path / "down", ["9"])
+    slurm_shims.use(tmp_path / "bin2", monkeypatch, sacct="printf 'JobID|State\\n9|RUNNING\\n'\n",
+                    squeue="echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\n"
+                           "exit 1\n")
+    with reg2:
+        assert [(r.state, r.error) for r in refresh(reg2, ws2)] == [(states.RUNNING, None)]
+
+
 def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkeypatch):
     from arctl.launch.refresh import refresh
 
@@ -439,18 +495,19 @@ def test_without_accounting_a_job_that_left_the_queue_has_ended(tmp_path, monkey
 
 def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monkeypatch):
     """squeue(1)'s reason codes: BadConstraints (no node has the memory or CPUs asked) never clears;
-    Resources and Priority do (a wait, no warning). One squeue call, for the pending jobs only."""
+    Resources and Priority do (a wait, no warning). One squeue call, for the jobs queued or running."""
     from arctl.launch.refresh import refresh
 
     calls = tmp_path / "calls"
     sacct = "printf 'JobID|State\\n7_0|PENDING\\n7_1|PENDING\\n8|PENDING\\n9_0|RUNNING\\n'\n"
     squeue = (f"echo squeue \"$@\" >> {calls}\n"
-              "printf '7_0|BadConstraints\\n7_1|Resources\\n8|PartitionTimeLimit\\n'\n")
+              "printf '7_0|PENDING|BadConstraints\\n7_1|PENDING|Resources\\n8|PENDING|PartitionTimeLimit\\n"
+              "9_0|RUNNING|None\\n'\n")
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
     ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8", "9_0"])
     with reg:
         got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}
-    assert calls.read_text().splitlines() == ["squeue -h -r -t PENDING -o %i|%r -j 7,8"]
+    assert calls.read_text().splitlines() == ["squeue -h -r -t all -o %i|%T|%r -j 7,8,9"]
     assert got["r0"] == (states.PENDING, "SLURM will not start job 7_0 (BadConstraints): no node of its partition "
                          "has what it asks (cluster.mem_gb, cluster.cpus_per_task, cluster.gpus_per_node); "
                          "`arctl cancel r0`, change it and run again")
@@ -479,7 +536,7 @@ def test_a_resumed_attempt_shows_its_own_step_not_the_previous_attempts(tmp_path
     from arctl.launch.refresh import refresh
     from arctl.launch.status_file import write_status
 
-    _fake_scheduler(tmp_path, monkeypatch, "", with_sacct=True)  # sacct: 7_0 RUNNING
+    _fake_scheduler(tmp_path, monkeypatch, "7_0|RUNNING|None\\n", with_sacct=True)  # sacct, squeue: 7_0 RUNNING
     ws, reg = _slurm_runs(tmp_path, ["7_0"])
     run_dir = ws.run_dir("r0")
     verl = log_name == "verl_metrics.jsonl"
@@ -937,7 +994,7 @@ def test_a_held_job_says_so_and_how_it_is_released(tmp_path, monkeypatch):
     from arctl.launch.refresh import refresh
 
     sacct = "printf 'JobID|State\\n7_0|PENDING\\n7_1|PENDING\\n8|PENDING\\n'\n"
-    squeue = "printf '7_0|JobHeldUser\\n7_1|JobHoldMaxRequeue\\n8|JobHeldAdmin\\n'\n"
+    squeue = "printf '7_0|PENDING|JobHeldUser\\n7_1|PENDING|JobHoldMaxRequeue\\n8|PENDING|JobHeldAdmin\\n'\n"
     slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
     ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8"])
     with reg:

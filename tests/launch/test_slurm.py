@@ -77,6 +77,12 @@ def test_a_sweep_is_one_array_that_completes_and_resubmitting_launches_nothing(s
     assert logs.count("] completed") == 1 and "Job completed successfully" in logs  # each file once
     again = _launch(cli, "sweep", "lt3", ws)
     assert again["submitted"] == [] and len(again["skipped"]) == 3
+    # squeue as refresh reads it: the ended tasks the controller still holds, and an id it has not: an answer
+    from arctl.launch.refresh import controller_jobs
+
+    held = controller_jobs(jobs)
+    assert held == {j: ("COMPLETED", "None") for j in jobs}, held  # (MinJobAge=300 s)
+    assert controller_jobs([str(int(master) + 100000)]) == {}
     table = cli("status", "lt3", "--workdir", str(ws), check=True).stdout
     assert "3 run(s): 3 completed" in table and master in table
 
