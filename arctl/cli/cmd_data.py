@@ -8,7 +8,16 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, user_errors
+from arctl.cli.common import (
+    console,
+    err_console,
+    esc,
+    fail,
+    nonempty_option,
+    print_json,
+    printable,
+    user_errors,
+)
 
 
 def _dataset_backends() -> dict[str, str]:
@@ -80,6 +89,7 @@ def register(app: typer.Typer) -> None:
         OUT/deepscaler/train.parquet and OUT/<eval set>/test.parquet."""
         known = _dataset_names()
         names = list(known) if datasets.strip() == "all" else [n.strip() for n in datasets.split(",") if n.strip()]
+        names = list(dict.fromkeys(names))  # a name given twice is prepared once (a hunt: "replaced" its own file)
         unknown = [n for n in names if n not in known]
         if not names:
             fail(f"--datasets {datasets!r} names no dataset — give 'all' or some of {', '.join(known)}")
@@ -87,8 +97,8 @@ def register(app: typer.Typer) -> None:
             fail(f"--datasets {datasets!r}: unknown dataset {unknown[0]!r}; known: {', '.join(known)}")
         sources = _parse_sources(source)
         for stray in [n for n in sources if n not in names]:  # ignored without a word before (from a review)
-            err_console.print(esc(f"note: --source {stray}={sources[stray]} is not read: {stray} is not among "
-                                  f"--datasets ({', '.join(names)})"))
+            err_console.print(esc(printable(f"note: --source {stray}={sources[stray]} is not read: {stray} is not "
+                                            f"among --datasets ({', '.join(names)})")))
         target = Path(out).expanduser() if out is not None else _default_out()
         if out is None:  # a folder the user did not name on the command line: the error says where it came from
             from arctl.config.files import folder_problem
@@ -116,7 +126,7 @@ def register(app: typer.Typer) -> None:
             if row["expected"] and row["rows"] != row["expected"]:
                 note = f" [yellow](paper: {row['expected']})[/]"
             console.print(esc(f"{row['dataset']:>14} {row['split']:<5} {row['rows']:>6} rows") + note
-                          + esc(f"  -> {row['path']}" + (f"  (from {row['source']})" if row.get("source") else ""))
+                          + esc(printable(f"  -> {row['path']}" + (f"  (from {row['source']})" if row.get("source") else "")))
                           + (" [yellow](replaced the file there)[/]" if row.get("replaced") else ""))
 
     app.add_typer(data_app, name="data")

@@ -393,3 +393,107 @@ def test_a_json_of_splits_gives_the_datasets_split_and_answers_are_text_as_writt
 
     with pytest.raises(DataError, match="row 0: answer True is true/false"):
         to_verl_rows([{"problem": "q", "answer": True}], "amc22", "test")
+
+
+@pytest.mark.parametrize("row", [{"problem": "bad \ud800 text", "answer": "1"}, {"problem": "p", "answer": ["2", "x\udfff"]}])
+def test_a_row_that_cannot_be_written_as_utf8_is_one_line_and_nothing_is_written(app, tmp_path, row):
+    """From a hunt: a lone surrogate (a JSON ``\\ud800``) in a row of the second dataset was a traceback (exit 1) from
+    the parquet writer, after the first dataset's file was written and with an empty folder for the second."""
+    (tmp_path / "ok.jsonl").write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
+    (tmp_path / "sur.jsonl").write_text(json.dumps(row) + "\n")  # json.dumps writes the surrogate as \ud800: ascii
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "aime24,math500", "--source",
+                                   f"aime24={tmp_path / 'ok.jsonl'}", "--source", f"math500={tmp_path / 'sur.jsonl'}"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    what = "problem" if "bad" in row["problem"] else "answer"
+    assert len(lines) == 1 and f"sur.jsonl: row 0: the {what} holds " in lines[0], lines
+    assert "lone surrogate" in lines[0] and "fix or remove that row" in lines[0], lines
+    assert not out.exists()  # not aime24's file, not an empty math500 folder
+
+
+@pytest.mark.parametrize("which", ["out", "source"])
+def test_paths_that_are_not_utf8_are_read_and_written(app, tmp_path, which):
+    """From a hunt: an --out (or a parquet --source) whose name is not UTF-8 (bytes a Linux path may hold) was a
+    pyarrow traceback that left empty folders behind, and such a source was refused with a misleading error."""
+    import os
+
+    odd = "\udcfe"  # the byte 0xfe, as Python names a path that is not UTF-8
+    source = tmp_path / f"amc{odd if which == 'source' else ''}.parquet"
+    with open(source, "wb") as fh:
+        pd.DataFrame({"problem": ["p"], "answer": [142.0]}).to_parquet(fh)
+    out = tmp_path / f"o{odd if which == 'out' else ''}"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "amc22", "--source",
+                                   f"amc22={source}"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "\\udcfe" in res.stdout and odd not in res.stdout  # the summary line names it, escaped
+    assert os.listdir(os.fsencode(out)) == [b"amc22"]
+    with open(out / "amc22" / "test.parquet", "rb") as fh:
+        assert pd.read_parquet(fh)["reward_model"][0]["ground_truth"] == "142"
+
+
+def test_float32_answers_are_written_as_their_own_digits(app, tmp_path):
+    """From a hunt: a float32 answer column widened to a double: 0.1 became the ground truth
+    "0.10000000149011612", and a right \\boxed{0.1} scored 0, said nowhere. The same as a float64 column now."""
+    import numpy as np
+
+    from arctl.algo.verify import DEFAULT_GRADER, grade
+    from arctl.backends.verl.data import read_records, to_verl_rows
+
+    golds = {}
+    for dtype in ("float32", "float64"):
+        path = tmp_path / f"{dtype}.parquet"
+        pd.DataFrame({"problem": ["a", "b", "c", "d"], "answer": np.array([0.1, 1e-5, 2.5, np.nan], dtype=dtype),
+                      "final_answer": [np.array(v, dtype=dtype) for v in ([0.1, 2.5], [0.2], [], [0.3])]}
+                     ).to_parquet(path)
+        rows = to_verl_rows(read_records(path), "amc22", "test")
+        golds[dtype] = [(r["reward_model"]["ground_truth"], list(r["reward_model"]["alternatives"])) for r in rows]
+    assert golds["float32"] == golds["float64"] == [("0.1", []), ("0.00001", []), ("2.5", []),
+                                                    ("0.3", [])], golds  # d: its answer null, final_answer's
+    path = tmp_path / "amc.parquet"
+    pd.DataFrame({"problem": ["p"], "final_answer": [np.array([0.1, 2.5], dtype="float32")]}).to_parquet(path)
+    assert to_verl_rows(read_records(path), "amc22", "test")[0]["reward_model"]["alternatives"] == ["0.1", "2.5"]
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "amc22", "--source",
+                                   f"amc22={tmp_path / 'float32.parquet'}"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    gold = pd.read_parquet(out / "amc22" / "test.parquet")["reward_model"][0]["ground_truth"]
+    assert gold == "0.1" and grade("**Final Answer**\n\\boxed{0.1}", gold, DEFAULT_GRADER) == 1
+
+
+def test_control_characters_in_a_source_path_do_not_reach_the_terminal(app, tmp_path):
+    """From a hunt: an ESC in a --source path reached the terminal raw, in the note of a source not read and in
+    the summary's "(from ...)"; it is written as \\x1b, as everywhere else."""
+    source = tmp_path / "c\x1b[2J.jsonl"
+    source.write_text(json.dumps({"problem": "p", "answer": "1"}) + "\n")
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "aime24",
+                                   "--source", f"aime24={source}", "--source", f"deepscaler={source}"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "\x1b" not in res.stdout and "\x1b" not in res.stderr, (res.stdout, res.stderr)
+    assert "c\\x1b[2J.jsonl is not read" in res.stderr and "(from " in res.stdout
+    assert "c\\x1b[2J.jsonl)" in res.stdout
+
+
+def test_a_dataset_named_twice_is_prepared_once(app, tmp_path):
+    """From a hunt: `-d aime24,aime24` prepared it twice, the second row saying it replaced the file the first wrote."""
+    (tmp_path / "ok.jsonl").write_text(json.dumps({"problem": "p", "answer": "1"}) + "\n")
+    args = ["data", "prepare", "--out", str(tmp_path / "o"), "--datasets", "aime24, aime24", "--source",
+            f"aime24={tmp_path / 'ok.jsonl'}"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert [(r["dataset"], r["replaced"]) for r in json.loads(res.stdout)] == [("aime24", False)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0 and res.stdout.count("aime24 test") == 1, res.output
+
+
+@pytest.mark.parametrize("name, text", [("bom.jsonl", json.dumps({"problem": "p", "answer": "1"}) + "\n"),
+                                        ("bom.json", json.dumps([{"problem": "p", "answer": "1"}]))])
+def test_a_utf8_file_with_a_byte_order_mark_is_read(app, tmp_path, name, text):
+    """From a hunt: a file saved with a UTF-8 BOM (as some Windows editors save it) was refused ("Unexpected UTF-8 BOM")."""
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["data", "prepare", "--out", str(out), "--datasets", "aime24", "--source",
+                                   f"aime24={tmp_path / name}"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    rows = pd.read_parquet(out / "aime24" / "test.parquet")
+    assert rows["prompt"][0][0]["content"] == "p" + PROMPT_SUFFIX and rows["reward_model"][0]["ground_truth"] == "1"

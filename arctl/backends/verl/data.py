@@ -72,10 +72,16 @@ def read_records(path: Path, split: str | None = None, hub_split: str | None = N
         if suffix == ".parquet":
             import pandas as pd
 
-            return pd.read_parquet(path).to_dict("records")
+            with open(path, "rb") as fh:  # a handle: pyarrow refuses a path that is not UTF-8 (from a hunt)
+                frame = pd.read_parquet(fh)
+            for column in frame.columns:  # float32 answers: to_dict widens 0.1 to 0.10000000149011612 (a hunt)
+                if frame[column].dtype.kind == "f" and frame[column].dtype.itemsize < 8:
+                    frame[column] = pd.Series([None if _missing(v) else _text(v) for v in frame[column].to_numpy()],
+                                              index=frame.index, dtype=object)
+            return frame.to_dict("records")
         if suffix == ".jsonl":  # each row parsed alone: an error names the file's line, not the row's (a review)
             rows = []
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
@@ -83,7 +89,7 @@ def read_records(path: Path, split: str | None = None, hub_split: str | None = N
                         raise DataError(f"cannot read {path}: line {number}, column {err.colno}: {err.msg}") from None
             return rows
         if suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
             if isinstance(data, dict):
                 for key in ("data", "rows", "problems", *(k for k in (split, hub_split) if k)):
                     if isinstance(data.get(key), list):
@@ -137,7 +143,8 @@ def _answers(value: Any) -> list[str]:
     if _missing(value):
         return []
     if hasattr(value, "tolist"):
-        value = value.tolist()
+        # float32 alternatives as numpy scalars, written at their own precision (tolist() widens them)
+        value = list(value) if _narrow_float(getattr(value, "dtype", None)) else value.tolist()
     if isinstance(value, (list, tuple)):
         return [_bare(text) for text in (_text(v) for v in value if not _missing(v)) if text]
     text = _text(value)
@@ -149,11 +156,26 @@ def _text(value: Any) -> str:
     reads no exponent), a true/false refused (no answer of a maths problem; from an audit: "True")."""
     if isinstance(value, bool):
         raise DataError(f"answer {value!r} is true/false, not an answer")
-    if isinstance(value, float):
+    if isinstance(value, float) or _narrow_float(getattr(value, "dtype", None)):
         import numpy as np
 
-        return np.format_float_positional(value, trim="-")
+        return np.format_float_positional(value, trim="-")  # a float32 at its own precision: 0.1, not 0.100000001
     return str(value).strip()
+
+
+def _narrow_float(dtype: Any) -> bool:
+    """Whether ``dtype`` is a numpy float narrower than a Python float (float32, float16): widened, its 0.1 reads
+    0.10000000149011612, a ground truth no right answer matches."""
+    return getattr(dtype, "kind", None) == "f" and getattr(dtype, "itemsize", 8) < 8
+
+
+def _unwritable(text: str) -> str | None:
+    """Why ``text`` cannot be written to a parquet file (UTF-8), or None: a lone surrogate (a JSON ``\\ud800``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"{text[err.start]!r} (character {err.start + 1}), a lone surrogate that cannot be written as UTF-8"
+    return None
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
@@ -181,6 +203,9 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
             )
         if answer is None:
             raise DataError(f"{source or name}: row {i} has no answer (looked for {', '.join(ANSWER_KEYS)})")
+        for what, text in (("problem", problem), *(("answer", a) for a in answers)):
+            if why := _unwritable(text):
+                raise DataError(f"{source or name}: row {i}: the {what} holds {why} — fix or remove that row")
         rows.append(
             {
                 "data_source": name,
@@ -310,12 +335,26 @@ class CacheMiss(DataError):
         self.name, self.why = name, why
 
 
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+def parquet_table(rows: list[dict[str, Any]], where: str = "") -> Any:
+    """``rows`` as the pyarrow table :func:`write_parquet` writes: built before anything is written, so that a
+    row that cannot be converted is one line (naming ``where`` the rows came from), not a half-written folder."""
     import pandas as pd
+    import pyarrow as pa
 
+    try:
+        return pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+    except Exception as err:  # noqa: BLE001 - any row pyarrow cannot convert
+        raise DataError(f"{where or 'rows'}: cannot be converted to parquet: {' '.join(str(err).split())[:200]}") from None
+
+
+def write_parquet(rows: list[dict[str, Any]] | Any, path: Path) -> None:
+    """Write ``rows`` (or the table :func:`parquet_table` built of them) to ``path``, replacing it whole."""
+    import pyarrow.parquet as pq
+
+    table = parquet_table(rows) if isinstance(rows, list) else rows
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
+    with replacing(path) as tmp, open(tmp, "wb") as fh:  # a handle: pyarrow refuses a path that is not UTF-8
+        pq.write_table(table, fh)
 
 
 def prepare(
@@ -325,7 +364,7 @@ def prepare(
     use_hub: bool = True,
 ) -> list[dict[str, Any]]:
     """Write ``out/<name>/<split>.parquet`` for each dataset; return a summary row per dataset."""
-    names = list(names) if names is not None else list(DATASETS)
+    names = list(dict.fromkeys(names)) if names is not None else list(DATASETS)  # a name given twice: once
     sources = dict(sources or {})
     unknown = [n for n in list(names) + list(sources) if n not in DATASETS]
     if unknown:
@@ -351,7 +390,8 @@ def prepare(
                 continue
             origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
-        prepared.append((name, spec, origin, rows, Path(out).expanduser() / name / f"{spec.split}.parquet"))
+        table = parquet_table(rows, origin)  # built before anything is written (a hunt: a bad row after a written file)
+        prepared.append((name, spec, origin, table, Path(out).expanduser() / name / f"{spec.split}.parquet"))
     if offline:
         raise DataError(offline_line(offline))
     if missing:
@@ -363,11 +403,11 @@ def prepare(
         if problem := _target_problem(path):  # left the first written)
             raise DataError(problem)
     summary = []
-    for name, spec, origin, rows, path in prepared:
+    for name, spec, origin, table, path in prepared:
         replaced = path.is_file()
-        write_parquet(rows, path)
+        write_parquet(table, path)
         summary.append(
-            {"dataset": name, "split": spec.split, "rows": len(rows), "expected": spec.expected_size,
+            {"dataset": name, "split": spec.split, "rows": table.num_rows, "expected": spec.expected_size,
              "source": origin, "path": str(path), "replaced": replaced}
         )
     return summary
