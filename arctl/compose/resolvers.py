@@ -63,6 +63,15 @@ def _top(budgets, resolver: str):
                         "(integers)",
                         hint="the budgets it reads come from another key (e.g. scale.budgets=[...], "
                              "thinking.budgets=[...]): give that key a list")
+    from arctl.compose.validate import increasing
+
+    if not increasing(budgets):  # the last entry would not be the largest (from a hunt: scale.budgets=[2000,8000,
+        # 4000,6000] gave main-grpo the thinking budget 6000, its other derived values 8000)
+        fixed = ",".join(map(str, sorted(set(budgets))))
+        raise SpecError(f"{resolver} reads the budgets {list(budgets)!r}, which are not strictly increasing: it takes "
+                        "the last as the largest",
+                        hint="the budgets it reads come from another key (e.g. scale.budgets=[...]): sort that key's "
+                             f"budgets and drop repeats, e.g. scale.budgets=[{fixed}]")
     return list(budgets)[-1]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arctl.algo.methods.registry import method_of
-from arctl.algo.settings import BudgetControl
+from arctl.algo.settings import BudgetControl, Summary
 from arctl.backends.base import available_backends
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
@@ -65,9 +65,40 @@ def check_budgets(budgets: Any, key: str) -> list[int]:
         raise SpecError(f"{key}={budgets} must hold integers", key, "budgets are token counts")
     if any(b <= 0 for b in budgets):
         raise SpecError(f"{key}={budgets} has a non-positive budget", key, "every budget must be >= 1 token")
-    if any(b2 <= b1 for b1, b2 in zip(budgets, budgets[1:])):
+    if not increasing(budgets):
         raise SpecError(f"{key}={budgets} is not strictly increasing", key, "sort them and drop repeats")
     return budgets
+
+
+def increasing(budgets) -> bool:
+    """Each budget above the one before: a support's order, whose last entry is its largest (the resolvers'
+    ``arctl.last``/``arctl.part``/``arctl.grid`` read it so: :func:`arctl.compose.resolvers._top`)."""
+    budgets = list(budgets)
+    return all(b1 < b2 for b1, b2 in zip(budgets, budgets[1:]))
+
+
+def check_summary_prior(cfg: dict) -> None:
+    """``summary.prior``/``summary.probs`` weigh the summaries only under ``summary.weighting=paper``, and that
+    weighting applies to decoupled summaries only (:func:`arctl.algo.tree_loss.tree_advantages`): a setting
+    read by nothing would change the run id and not one number (from a hunt)."""
+    decoupled, weighting = _get(cfg, "summary.decoupled"), _get(cfg, "summary.weighting")
+    if weighting == "paper" and not decoupled:
+        raise SpecError("summary.weighting=paper weighs decoupled summaries only: this arm's are coupled "
+                        "(summary.decoupled=false; only the final budget's summaries are trained, unweighted)",
+                        "summary.weighting", "drop summary.weighting=paper, or set summary.decoupled=true")
+    if decoupled and weighting == "paper":
+        return
+    prior, probs, default = _get(cfg, "summary.prior"), _get(cfg, "summary.probs"), Summary().prior
+    for key, value, unset in (("summary.prior", prior, default), ("summary.probs", probs, None)):
+        if value != unset:
+            shown = str(value).replace(" ", "")
+            if decoupled:
+                raise SpecError(f"{key}={shown} is read only with summary.weighting=paper: here it changes nothing",
+                                key, f"add summary.weighting=paper, or drop {key}")
+            raise SpecError(f"{key}={shown} is read only with summary.weighting=paper on decoupled summaries: this "
+                            "arm's are coupled (summary.decoupled=false), so it changes nothing", key,
+                            f"drop {key} (or train decoupled, paper-weighted summaries: summary.decoupled=true "
+                            "summary.weighting=paper)")
 
 
 def check_prior(prior: str, probs: Any, m: int, key: str) -> None:
@@ -158,6 +189,9 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     derived from others, then the backend's own problems (``Backend.config_problem``)."""
     if not ranges_checked:
         check_ranges(cfg)
+    scale_budgets = (cfg.get("scale") or {}).get("budgets")
+    if scale_budgets is not None:  # other values derive from it (arctl.last: its last entry is b_m; from a hunt)
+        check_budgets(scale_budgets, "scale.budgets")
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
     schema = plugins.run_config()  # the core sections and every backend's
@@ -175,6 +209,7 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     for key in str_list_fields(schema):  # shell lines, flags, names (from a review: `cluster.setup=[{a:b}]` went
         # into the job script as the line "{'a': 'b'}")
         _check(cfg, key, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
+    check_summary_prior(cfg)
     for section in ("thinking", "summary"):
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
     baseline, n = _get(cfg, "thinking.baseline"), _get(cfg, "rollout.n")
@@ -190,12 +225,12 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
             "rollout.n",
             "use rollout.n>=2 or thinking.baseline=v1/none",
         )
-    if _get(cfg, "summary.decoupled") and _get(cfg, "summary.group_size") == 1 and n < 2:
+    if _get(cfg, "summary.group_size") == 1 and n < 2:  # arctl.algo.tree_loss.tree_advantages, either layout
         raise SpecError(
-            "summary.decoupled=true with summary.group_size=1 and rollout.n=1 trains the summaries with zero advantage",
+            f"summary.group_size=1 with rollout.n={n} trains the summaries with zero advantage: a summary's baseline "
+            "is the mean reward of its question's summaries at its budget, here its own reward",
             "summary.group_size",
-            "with one summary per budget the baseline is the mean over the question's thinking samples: "
-            "use rollout.n>=2, or summary.group_size>=2",
+            "use rollout.n>=2 or summary.group_size>=2",
         )
     lo = _get(cfg, "optim.clip_ratio")
     _check(cfg, "optim.clip_ratio_high", lambda v: v >= lo, f"a number >= optim.clip_ratio={lo}")

@@ -169,8 +169,9 @@ def test_custom_prior_rules(probs, match):
 
 def test_custom_prior_within_tolerance_passes():
     cfg = base()
-    cfg["summary"]["prior"] = "custom"
+    cfg["summary"]["prior"] = "custom"  # read under the paper's weighting (AR-uniform's summaries are decoupled)
     cfg["summary"]["probs"] = [0.1, 0.2, 0.3, 0.4 + 5e-7]
+    cfg["summary"]["weighting"] = "paper"
     validate_config(cfg)
 
 

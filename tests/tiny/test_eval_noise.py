@@ -153,7 +153,8 @@ def test_a_group_of_one_logs_no_variance_diagnostics(tmp_path, monkeypatch):
 
     def keys(n: int) -> set[str]:
         config = arm_config("main-grpo", "grpo", overrides=[*MICRO, "eval.num_problems=8", "tiny.diag_problems=4",
-                                                            f"rollout.n={n}", "thinking.baseline=none"])
+                                                            f"rollout.n={n}", "thinking.baseline=none",
+                                                            "summary.group_size=2"])  # (one of one: refused)
         model, tok, _ = warmup_model(config, tmp_path / "run", lambda m, t: ev.budget_accuracy(m, t, config, 4))
         inserted = InsertedTokens.from_tokenizer(tok, Objective.from_config(config).summary.inserted)
         return set(evaluate(model, tok, inserted, config, config["eval"]["budgets"]))

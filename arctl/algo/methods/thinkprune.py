@@ -140,15 +140,30 @@ class ThinkPrune(ControlMethod):
                 if r else [] for r in rows]
 
     def config_problem(self, control, max_budget, total_steps):
-        rounds = len(control.thinkprune_limits)
+        limits = [int(v) for v in control.thinkprune_limits]
+        rounds = len(limits)
         if control.thinkprune_round is not None:
             if int(control.thinkprune_round) > rounds:
                 return (f"budget_control.thinkprune_round={control.thinkprune_round} but thinkprune_limits has {rounds} "
                         "round(s)", "budget_control.thinkprune_round", f"pick a round in 1..{rounds}")
-            return None
-        if total_steps is not None and int(total_steps) < len(control.thinkprune_limits):
-            return (f"{len(control.thinkprune_limits)} ThinkPrune rounds need at least as many training steps, "
-                    f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")
+            k = int(control.thinkprune_round)
+            in_force = {k: limits[k - 1]}  # a round's run: that round's limit at every step
+        else:
+            if total_steps is not None and int(total_steps) < rounds:
+                return (f"{rounds} ThinkPrune rounds need at least as many training steps, "
+                        f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")
+            in_force = dict(enumerate(limits, 1))  # a schedule: every round is in force for its share of the steps
+        # a limit above the largest thinking budget never cuts a response (the rollout stops at that budget; a limit
+        # equal to it still zeroes a thinking cut there unfinished): that round would be plain GRPO (from a hunt)
+        loose = {k: lim for k, lim in in_force.items() if lim > int(max_budget)}
+        if loose:
+            which = ", ".join(f"round {k}'s {lim}" for k, lim in loose.items())
+            shown = ",".join(map(str, limits))
+            return (f"budget_control.thinkprune_limits=[{shown}] holds limits above the largest thinking budget "
+                    f"({max_budget}) that never cut a response ({which}): those rounds would train plain GRPO",
+                    "budget_control.thinkprune_limits",
+                    f"keep the limits of the rounds run <= the largest thinking budget ({max_budget}), or raise "
+                    "the thinking budgets")
         return None
 
 

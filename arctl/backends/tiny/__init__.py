@@ -60,6 +60,8 @@ class TinyBackend(BackendDefaults):
             return (f"tiny.threads={threads} is more than the cores a job asks for (cluster.cpus_per_task={cores}): "
                     "its threads would share them, and the local executor would put other runs beside it",
                     "tiny.threads", f"set cluster.cpus_per_task={threads} instead (tiny.threads follows it)")
+        if problem := eval_reach_problem(config):
+            return problem
         control = config.get("budget_control") or {}
         from arctl.algo.methods.registry import method_of
         from arctl.algo.settings import BudgetControl
@@ -90,6 +92,23 @@ class TinyBackend(BackendDefaults):
         from arctl.backends.tiny.trainer import train
 
         return train(config, run_dir, stop_event)
+
+
+def eval_reach_problem(config):
+    """The tiny loop evaluates at ``eval.budgets`` and needs them to reach the largest thinking budget (its job
+    refuses it at start: :func:`arctl.backends.tiny.trainer.check_config`); said at submission, as one line
+    (from a hunt: ``eval.budgets=[48]`` passed the dry run and the job failed as it started)."""
+    thinking, evals = (config.get("thinking") or {}).get("budgets"), (config.get("eval") or {}).get("budgets")
+    if not (isinstance(thinking, list) and isinstance(evals, list) and thinking and evals
+            and all(isinstance(b, int) for b in [*thinking, *evals])):
+        return None  # validation names a budget list that is no list of integers
+    if max(thinking) > max(evals):
+        reach = ",".join(map(str, [*evals, max(thinking)]))
+        return (f"eval.budgets go up to {max(evals)} but thinking.budgets to {max(thinking)}: the tiny backend "
+                "evaluates up to the largest thinking budget, and its job would refuse to start", "eval.budgets",
+                f"let eval.budgets reach {max(thinking)}, e.g. eval.budgets=[{reach}], or leave "
+                "eval.budgets unset (null: the scale's and the thinking budgets)")
+    return None
 
 
 BACKEND = TinyBackend()
