@@ -624,8 +624,9 @@ def _wandb_mode_change(item: LaunchItem, workspace: Workspace) -> str | None:
     except Exception:  # noqa: BLE001 - an unreadable config.yaml: the job's own start says so
         return None
     now = str((item.config.get("wandb") or {}).get("mode"))
-    # W&B turned on at a resume is not refused: the tiny trainer re-logs the kept history from metrics.jsonl (a
-    # review); turned off, only where the run has W&B history to cut short (a run that never logged has none)
+    # W&B turned on at a resume is not refused: the kept history is logged from metrics.jsonl first (the tiny
+    # trainer's open_run, a review; verl's repair_history, since a hunt found it skipped a run with no W&B files);
+    # turned off, only where the run has W&B history to cut short (a run that never logged has none)
     if now != "disabled" or before == "disabled" or not any((workspace.run_dir(item.run_id) / "wandb").rglob("run-*.wandb")):
         return None
     return (f"{item.experiment}/{item.arm}: resuming run {item.run_id} with wandb.mode={now}, where its earlier "

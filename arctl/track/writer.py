@@ -125,10 +125,15 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     own W&B run with ``resume="allow"`` (verl's tracker) continues it: rewind to the checkpoint
     ``resume_at`` and re-log lost rows from ``history`` (:func:`open_run`, in a short fragment of its
     own), or move the files of an attempt that kept nothing aside (``resume_at`` None). Nothing is
-    written when the files already end at ``resume_at``."""
+    written when the files already end at ``resume_at``. Without W&B files (earlier attempts ran with
+    ``wandb.mode=disabled``, or their service wrote none) the kept rows are logged into a new run: had
+    they not been, the history would start after the checkpoint (from a hunt: steps 1..checkpoint lost
+    on a resume that turned W&B on, though ``metrics.jsonl`` had them)."""
     wandb_dir = Path(run_dir) / "wandb"
-    if (config.get("wandb") or {}).get("mode") == "disabled" or not any(wandb_dir.rglob("run-*.wandb")):
+    if (config.get("wandb") or {}).get("mode") == "disabled":
         return
+    if not any(wandb_dir.rglob("run-*.wandb")) and (resume_at is None or not history):
+        return  # nothing logged, nothing to log
     if resume_at is not None and last_logged_step(run_dir) == int(resume_at):
         return
     run = open_run(config, run_dir, resume_at=resume_at, history=history, restart=resume_at is None)

@@ -279,3 +279,19 @@ def test_the_generation_of_a_long_run_ids_w_and_b_id_is_recognised(tmp_path):
         f"experiment: e\narm: a\nseed: 0\nrun_id: {long_id}\nwandb: {{id: {wandb_id(long_id + '-g2')}}}\n")
     (done,) = rebuild_registry(ws).runs
     assert done.generation == 2
+
+
+def test_a_resume_that_turns_w_and_b_on_logs_the_kept_steps_first(tmp_path):
+    """From a hunt: a verl run whose earlier attempts ran with wandb.mode=disabled (no W&B files), resumed at
+    its step-4 checkpoint with W&B on (the launcher accepts it). repair_history returned on finding no files,
+    and verl's tracker, resuming the run, logged from step 5: the history started after the checkpoint. The
+    kept rows (metrics.jsonl) are logged first now."""
+    from arctl.track.writer import repair_history
+
+    history = [_row(s, 1) for s in range(1, 5)]
+    repair_history(_config(), tmp_path, 4, history)
+    _attempt(tmp_path, range(5, 7), attempt=2)  # verl's tracker: resume="allow", from the next step
+    _, rows = _synced(tmp_path)
+    assert rows == [(s, 0.1) for s in range(1, 5)] + [(5, 0.2), (6, 0.2)]
+    repair_history(_config(), tmp_path / "fresh", None, ())  # a run starting over with no files: nothing written
+    assert not list((tmp_path / "fresh").rglob("run-*.wandb"))

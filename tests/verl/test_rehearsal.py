@@ -157,3 +157,31 @@ def test_the_synced_history_holds_every_step_once_after_a_resume(config, tmp_pat
     assert [r["trainer/global_step"] for r in rows] == [1, 2, 3, 4]
     kept = [json.loads(line)["trainer/global_step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert kept == [1, 2]  # what the resumed attempt kept; verl's file log holds the attempt's own steps
+
+
+def test_a_resume_that_turns_w_and_b_on_holds_the_steps_before_it(config, tmp_path):
+    """From a hunt: the first attempt ran with wandb.mode=disabled and was killed after step 3 (checkpoint 2);
+    the resume ran with wandb.mode=offline (the launcher accepts it: the kept history is logged). The W&B
+    history started at step 3: steps 1-2, which metrics.jsonl has, were never logged. Read by the
+    independent reader: steps 1-4 once each."""
+    import shutil
+
+    import wandb
+    from wandb_reference import synced_history
+
+    from arctl.backends.verl.trainer import train
+
+    run_dir = tmp_path / "run"
+    config["wandb"]["mode"] = "disabled"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    ckpt = run_dir / "checkpoints"
+    shutil.rmtree(ckpt / "global_step_4")
+    (ckpt / TRACKER).write_text("2")
+    assert not list((run_dir / "wandb").rglob("run-*.wandb"))
+    config["wandb"]["mode"] = "offline"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    wandb.teardown()
+    ids, rows = synced_history(run_dir)
+    assert ids == {"rehearsal-run"}
+    assert [r["trainer/global_step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["train/loss"] for r in rows] == [1.0, 0.5, 1 / 3, 0.25]

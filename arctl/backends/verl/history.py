@@ -8,6 +8,15 @@ up to the checkpoint the attempt resumes from, and repairs the W&B files
 (:func:`arctl.track.writer.repair_history`): rewound to the checkpoint, rows the W&B service lost
 (a TERM reaches it too) re-logged. verl's tracker then resumes the run (``resume="allow"``) and logs
 from the next step, so the synced history holds every step exactly once.
+
+verl 0.9.1 saves a step's checkpoint before it validates and logs the step's row (``fit``: step ->
+``_save_checkpoint`` -> ``on_step_end`` -> ``_validate`` -> ``_compute_metrics`` -> log): a job killed
+in between left checkpoint N complete and row N nowhere, and the resume from N went on at N + 1 (the
+step missing from the history) or logged row N as its redone evaluation alone. So the trainer writes
+the step's training metrics to ``run_dir/pending_row.json`` (:data:`PENDING_ROW`, one row, replaced
+whole) before a checkpoint's save begins and removes it once verl has logged the step
+(:class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`); :func:`kept_rows` takes it as row N where
+neither log has one, so the resume logs it (W&B re-log, or the redone validation's row).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from arctl.track.metrics_schema import STEP_KEY
 
 VERL_LOG = "verl_metrics.jsonl"  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
 KEPT_LOG = "metrics.jsonl"
+PENDING_ROW = "pending_row.json"  # the training metrics of a step being saved, until verl has logged its row
 
 
 def _read_lines(path: Path) -> list[dict]:
@@ -36,12 +46,39 @@ def _read_lines(path: Path) -> list[dict]:
     return rows
 
 
+def write_pending_row(run_dir: Path, row: dict) -> None:
+    """Record ``row`` (with its ``trainer/global_step``) as the row of the step about to be saved,
+    replacing any earlier one (written whole: a reader never sees half of it)."""
+    atomic_write(Path(run_dir) / PENDING_ROW, json.dumps(row))
+
+
+def clear_pending_row(run_dir: Path, step: int) -> None:
+    """verl has logged ``step``: the pending row of that step (or of an earlier one) goes."""
+    path = Path(run_dir) / PENDING_ROW
+    row = pending_row(run_dir)
+    if row is None or int(row[STEP_KEY]) <= int(step):
+        path.unlink(missing_ok=True)
+
+
+def pending_row(run_dir: Path) -> dict | None:
+    """The pending row (:func:`write_pending_row`), or None (none, or unreadable)."""
+    try:
+        row = json.loads((Path(run_dir) / PENDING_ROW).read_text())
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get(STEP_KEY), int) else None
+
+
 def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     """Rows of steps ``<= resume_at`` from ``metrics.jsonl`` and verl's file log (the later attempt
-    wins a step), in step order; ``metrics.jsonl`` is rewritten to hold exactly them and verl's file
-    log is removed (``arctl status`` reads the furthest step of the two)."""
+    wins a step), in step order, and the pending row (:data:`PENDING_ROW`) of a step neither has (a
+    job killed between the step's checkpoint and verl's log of its row); ``metrics.jsonl`` is rewritten
+    to hold exactly them and verl's file log and the pending row are removed (``arctl status`` reads the
+    furthest step of the two logs)."""
     run_dir = Path(run_dir)
     rows: dict[int, dict] = {}
+    if (pending := pending_row(run_dir)) is not None:
+        rows[pending[STEP_KEY]] = pending
     for row in _read_lines(run_dir / KEPT_LOG):
         if isinstance(row, dict) and isinstance(row.get(STEP_KEY), int):
             rows[row[STEP_KEY]] = row
@@ -52,6 +89,7 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     kept = [rows[s] for s in sorted(rows) if s <= limit]
     atomic_write(run_dir / KEPT_LOG, "".join(json.dumps(r) + "\n" for r in kept))
     (run_dir / VERL_LOG).unlink(missing_ok=True)  # folded: its steps past the checkpoint are redone
+    (run_dir / PENDING_ROW).unlink(missing_ok=True)  # folded, or of a step past the checkpoint (redone)
     return kept
 
 

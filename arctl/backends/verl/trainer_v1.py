@@ -20,6 +20,10 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
 - ``on_step_end``: a stop file (written when the job is asked to stop) -> checkpoint, then end;
 - ``_save_checkpoint`` (:class:`arctl.backends.verl.checkpoints.SaveOnce`): a step is saved once (a
   stop at a ``save_freq`` step saved it twice into one folder) and marked complete after its save;
+  before the save begins, the step's training metrics (the dict ``step`` filled, which verl logs as the
+  step's row after validating) are written to the run's pending row
+  (:data:`arctl.backends.verl.history.PENDING_ROW`), removed once verl has logged the step: a complete
+  checkpoint implies its step's row is on disk, however the job ends before verl logs it;
 - ``_fetch_one_gen_batch`` / ``_validate``: under ``trainer.deterministic`` the questions' uids (which
   name and seed their requests) are drawn from the run's seed and the step, not uuid4;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
@@ -373,6 +377,10 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
                 stop_request.clear_skipped_validation(stop_file)
             if int(step) >= int(self._arctl_last_step or self.total_training_steps):
                 stop_request.mark_finished(stop_file, int(step))
+            if stop_file:  # the step's row is in verl's logs: its pending row goes (a normal run logs it once)
+                from arctl.backends.verl.history import clear_pending_row
+
+                clear_pending_row(Path(str(stop_file)).parent, int(step))
             return out
 
         self.logger.log = logged
@@ -381,6 +389,39 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         super().on_step_end()
         if stop_request.requested(stop_request.stop_file_of(self.config)):
             self._arctl_stop()
+
+    # ------------------------------------------------------------------ the step's row before its checkpoint
+    _arctl_step_metrics: tuple[int, dict] | None = None  # (step, the metrics dict fit() logs as its row)
+
+    def step(self, metrics: dict, timing_raw: dict):
+        out = super().step(metrics, timing_raw)
+        self._arctl_step_metrics = (int(self.global_steps), metrics)
+        return out
+
+    def _save_checkpoint(self):
+        if self._arctl_saved_step != int(self.global_steps):  # a save SaveOnce makes (not a second call)
+            self._arctl_keep_step_row()
+        return super()._save_checkpoint()
+
+    def _arctl_keep_step_row(self) -> None:
+        """The step's training metrics to the run's pending row, before its checkpoint is saved: verl logs
+        the row after the save and the validation, and a job killed in between (kill -9, a lost node, a stop
+        whose grace ends during the validation) left checkpoint N complete and row N nowhere; the resume
+        from N logs it from there (:func:`arctl.backends.verl.history.kept_rows`)."""
+        stop_file = stop_request.stop_file_of(self.config)
+        if not self._arctl_training or not stop_file or self._arctl_step_metrics is None:
+            return
+        step, metrics = self._arctl_step_metrics
+        if step != int(self.global_steps):
+            return
+        from arctl.backends.verl.history import write_pending_row
+
+        try:
+            row = {k: plain for k, v in metrics.items() if (plain := _json_value(v)) is not _NOT_JSON}
+            row = {**row, **_arctl_train_metrics(metrics, self.config), ms.STEP_KEY: step}
+            write_pending_row(Path(str(stop_file)).parent, row)
+        except Exception as err:  # noqa: BLE001 - the save goes on; only this window stays open
+            logger.warning("arctl: step %s's row could not be written before its checkpoint: %s", step, err)
 
     def _arctl_stop(self) -> None:
         """Save this step's checkpoint and end fit() after the step."""
@@ -500,12 +541,38 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         metrics[ms.STEP_KEY] = global_steps
         if "step" in timing_raw:
             metrics[ms.PERF_STEP_TIME_S] = float(timing_raw["step"])
-        if "actor/pg_loss" in metrics:
-            metrics[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
-        if "actor/kl_loss" in metrics:  # verl's KL sum (times dp size); the term it added is that x kl_loss_coef
-            metrics[ms.TRAIN_KL_LOSS] = float(metrics["actor/kl_loss"]) * float(self.config.actor_rollout_ref.actor.kl_loss_coef)
+        metrics.update(_arctl_train_metrics(metrics, self.config))
         self._define_step_metric()
         return out
+
+
+def _arctl_train_metrics(metrics: dict, config) -> dict[str, float]:
+    """arctl's ``train/loss`` and ``train/kl_loss`` from verl's actor metrics of a step."""
+    out = {}
+    if "actor/pg_loss" in metrics:
+        out[ms.TRAIN_LOSS] = float(metrics["actor/pg_loss"])
+    if "actor/kl_loss" in metrics:  # verl's KL sum (times dp size); the term it added is that x kl_loss_coef
+        out[ms.TRAIN_KL_LOSS] = float(metrics["actor/kl_loss"]) * float(config.actor_rollout_ref.actor.kl_loss_coef)
+    return out
+
+
+_NOT_JSON = object()
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON can hold it (a numpy or torch scalar as a number, an array as a list), or
+    :data:`_NOT_JSON`."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    for name in ("item", "tolist"):  # a scalar, then an array
+        try:
+            return _json_value(getattr(value, name)())
+        except Exception:  # noqa: BLE001 - not that kind of value
+            continue
+    if isinstance(value, (list, tuple)):
+        items = [_json_value(v) for v in value]
+        return _NOT_JSON if any(v is _NOT_JSON for v in items) else items
+    return _NOT_JSON
 
 
 class _MarkedLoader:
