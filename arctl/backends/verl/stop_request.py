@@ -15,8 +15,9 @@ A stop that comes at a step that validates skips the validation when the time le
 validation cut by the abandon would lose the step's logged row: verl logs a step after validating it),
 except at the run's last step (its final evaluation). The skipped step is written to
 ``VALIDATION_SKIPPED`` beside ``STOP``; the attempt that resumes from that step's checkpoint validates it
-before training (``trainer.val_before_train``) and logs the step's row again with the evaluation (W&B
-rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`), so the point is
+before training (``trainer.val_before_train``) and logs the step's row again with the evaluation and the
+step's training metrics, kept before its checkpoint's save (:data:`arctl.backends.verl.history.PENDING_ROW`;
+W&B rewound to the step before it: :func:`arctl.backends.verl.history.prepare_attempt`), so the point is
 not missing from the run's curves. A resume from an earlier checkpoint redoes the step, and its
 validation with it: the file is then stale and removed. The same record is written before every
 validation in the training loop and removed once verl has logged the step's row: verl saves a step's
