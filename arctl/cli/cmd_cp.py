@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import console, esc, print_json, user_errors
+from arctl.cli.common import console, esc, print_json, printable, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -28,5 +28,6 @@ def register(app: typer.Typer) -> None:
             print_json({"kind": done.kind, "name": done.name, "source": str(done.source.path),
                         "source_origin": done.source.origin, "dest": str(done.dest)})
             return
-        console.print(f"copied {esc(done.kind)} {esc(done.name)} ({esc(done.source.origin)}: {esc(done.source.path)}) "
-                      f"to {esc(done.dest)}")
+        # printable: a DEST or spec path with control characters cannot drive the terminal (from a hunt)
+        text = f"copied {done.kind} {done.name} ({done.source.origin}: {done.source.path}) to {done.dest}"
+        console.print(esc(printable(text)))

@@ -15,6 +15,7 @@ from arctl.cli.common import (
     nonempty_option,
     parse_seeds,
     print_json,
+    printable,
     user_errors,
 )
 from arctl.cli.launching import launch_errors, sweep_items
@@ -76,10 +77,13 @@ def register(app: typer.Typer) -> None:
             return
         counts = {a: sum(r.action == a for r in result.runs) for a in ("added", "updated", "replaced", "unchanged")}
         size = sum(r.bytes for r in result.runs if r.action != "unchanged")
-        console.print(f"exported {len(result.runs)} run(s) to {esc(result.out)}: "
+        # printable: a folder name or --out with control characters cannot drive the terminal (from a hunt)
+        console.print(f"exported {len(result.runs)} run(s) to {esc(printable(str(result.out)))}: "
                       + ", ".join(f"{n} {a}" for a, n in counts.items() if n) + f" ({size / 1e6:.1f} MB copied)")
         for run_id, what in result.warnings:
-            err_console.print(f"[yellow]warning[/] {esc(run_id)}: {esc(what)}", markup=True, highlight=False)
+            err_console.print(f"[yellow]warning[/] {esc(printable(run_id))}: {esc(printable(what))}", markup=True,
+                              highlight=False)
         for run_id, why in result.skipped:
-            err_console.print(f"[yellow]skipped[/] {esc(run_id)}: {esc(why)}", markup=True, highlight=False)
-        console.print(f"rebuild a report from it: arctl report --workdir {esc(shlex.quote(str(result.out)))} ...")
+            err_console.print(f"[yellow]skipped[/] {esc(printable(run_id))}: {esc(printable(why))}", markup=True,
+                              highlight=False)
+        console.print(f"rebuild a report from it: arctl report --workdir {esc(printable(shlex.quote(str(result.out))))} ...")

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import SCALE_HELP, console, esc, nonempty_option, parse_seeds, print_json, user_errors
+from arctl.cli.common import (
+    SCALE_HELP,
+    console,
+    esc,
+    nonempty_option,
+    parse_seeds,
+    print_json,
+    printable,
+    user_errors,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,14 +30,14 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             from arctl.compose import resolve_experiment
             from arctl.compose.paths import find_spec
-            from arctl.compose.resolve import resolve_init_from
+            from arctl.launch.launcher import items_from_resolved
 
             # an arm given twice is shown once, as run launches it once
             runs = resolve_experiment(experiment, list(overrides or []), scale, list(dict.fromkeys(arm or [])),
                                       parse_seeds(seeds))
-            for run in runs:  # the run each starts from is resolved as `arctl run` resolves it (from a review: a
-                if run.init_from is not None:  # trainer.init_from naming no arm was shown, and refused by run)
-                    resolve_init_from(run)
+            # the chain of runs each starts from is resolved as `arctl run` resolves it: a trainer.init_from naming
+            # no arm (from a review), a cycle or a bad link further along (from a hunt) were shown, and refused by run
+            items_from_resolved(runs, launching=False)
             source = find_spec("experiments", experiment).source()  # resolved, so it exists
         if as_json:
             print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}
@@ -38,8 +47,8 @@ def register(app: typer.Typer) -> None:
 
         from arctl.launch.rundir import dump_config  # as the dry run and the run's config.yaml write it
 
-        console.print(esc(f"{experiment}: {source['path']} ({source['source']})"))
+        console.print(esc(printable(f"{experiment}: {source['path']} ({source['source']})")))  # $ARCTL_SPECS: user text
         for run in runs:
             backend = run.config["backend"]
-            console.rule(f"[bold]{esc(run.name)}[/]  {esc(f'scale={run.scale}  backend={backend}')}")
+            console.rule(f"[bold]{esc(printable(run.name))}[/]  {esc(printable(f'scale={run.scale}  backend={backend}'))}")
             console.print(Syntax(dump_config(run.config), "yaml", background_color="default"))

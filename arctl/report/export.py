@@ -9,8 +9,9 @@ the export on any machine: evidence that can be committed, shared and added to l
 
 ``<out>/export.json`` indexes what an export holds: per run its experiment, arm, seed, state and the
 sha256 of every file. A later export into the same folder adds runs (evidence gathered over several
-sessions or clusters); a run already there is left alone when its files are the same, and replacing
-one whose files differ needs ``force``. Every check runs before anything is written: a refused
+sessions or clusters); a run already there is left alone when its files are the same (its recorded
+state and name brought up to date where they changed: a run exported running, completed since), and
+replacing one whose files differ needs ``force``. Every check runs before anything is written: a refused
 export leaves the folder as it was.
 
 Only completed runs are exported unless ``unfinished``. A run's state is its ``status.json``'s (what its
@@ -36,7 +37,14 @@ from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.launch.workspace import EXPORT_INDEX
 from arctl.report.errors import ReportError, out_dir_problem
-from arctl.track.runs.discover import RunSource, _read_yaml, discover_runs, run_identity
+from arctl.track.runs.discover import (
+    ConfigReadError,
+    RunSource,
+    _read_yaml,
+    discover_runs,
+    read_run_yaml,
+    run_identity,
+)
 from arctl.track.runs.pool import _progress
 
 INDEX_FILE = EXPORT_INDEX
@@ -57,7 +65,7 @@ class ExportedRun:
     state: str
     files: dict[str, str]  # path relative to the run's folder -> sha256
     bytes: int
-    action: str = "added"  # added | unchanged | updated (only shared.json changed) | replaced
+    action: str = "added"  # added | unchanged | updated (only shared.json, or the recorded state, changed) | replaced
 
 
 @dataclass
@@ -106,10 +114,22 @@ def job_states(workdir: Path, run_ids) -> dict[str, str]:
 def report_files(source: RunSource, run_dir: Path) -> list[Path]:
     """The files of the run in ``run_dir`` (``source``: as :func:`arctl.track.runs.discover.discover_runs`
     found it) that reports read: its config.yaml, the side files present, and its W&B run files (each
-    once, though W&B's ``latest-run`` link names one again)."""
+    once, though W&B's ``latest-run`` link names one again). A W&B file is kept where its path as written
+    lies in the run's folder, wherever a link takes it (a ``wandb/`` linked to scratch storage: reports read
+    it, so the export copies its bytes); one that is no regular file at the end of its links (a link loop, a
+    dangling link, a FIFO) or one already kept under another path (a link to the run's own folder) is not."""
     side = [run_dir / name for name in SIDE_FILES if (run_dir / name).is_file()]
-    return ([source.config_path] if source.config_path else []) + side + [
-        p for p in source.files if p.resolve().is_relative_to(run_dir.resolve())]
+    kept: dict[Path, Path] = {}
+    for p in source.files:
+        if not p.is_relative_to(run_dir) or ".." in p.relative_to(run_dir).parts:
+            continue
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13), a dangling link
+            continue
+        if real.is_file() and real not in kept:
+            kept[real] = p
+    return ([source.config_path] if source.config_path else []) + side + list(kept.values())
 
 
 def read_index(out: Path) -> dict:
@@ -149,6 +169,27 @@ def _bar(enabled: bool, total: int, what: str) -> Iterator[Callable[[], None]]:
     with _progress(enabled, total, what) as bar:
         task = bar.add_task(what, total=total) if bar else None
         yield (lambda: bar.advance(task)) if bar else (lambda: None)
+
+
+def _reader_identity(source: RunSource, workdir: Path) -> tuple[str, str, int | None] | None:
+    """(experiment, arm, seed) of a run as reports read it where its config.yaml does not say (absent,
+    unreadable, or without them): what the reader (:func:`arctl.track.runs.load.ingest_offline`) makes of
+    its W&B config, from the workspace's cache where current, else read into a throwaway cache (an export
+    writes nothing in the workspace); None where its files cannot be listed."""
+    import tempfile
+
+    from arctl.track.runs.cache import _cached_meta
+    from arctl.track.runs.load import ingest_offline, workspace_cache
+
+    try:
+        sig = source.signature()
+    except OSError:  # moved while listed
+        return None
+    meta = _cached_meta(workspace_cache(workdir), source.run_id, sig)
+    if meta is None:
+        with tempfile.TemporaryDirectory(prefix="arctl-export-") as tmp:
+            meta = ingest_offline(source, tmp, sig)
+    return str(meta.get("experiment") or ""), str(meta.get("arm") or ""), meta.get("seed")
 
 
 def _config_problem(path: Path | None, config: dict) -> str | None:
@@ -211,10 +252,21 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
     config = _read_yaml(source.config_path) if source.config_path else {}
     experiment, arm, seed = run_identity(config)
     damaged = _config_problem(source.config_path, config)
-    serves = {experiment, *read_shared(run_dir)}
+    try:  # as reports read it: the experiment of a config.yaml they can read chooses the run ...
+        named = read_run_yaml(source.config_path) if source.config_path else None
+    except ConfigReadError:
+        named = None
+    if named is None or not experiment or named.get("arm") is None or named.get("seed") is None:
+        # ... and where it does not name the run in full, the run is what its W&B config (and config.yaml)
+        # make of it (from a hunt: a run without config.yaml was left out of --experiment without a word,
+        # though reports read it as one of that experiment's)
+        experiment, arm, seed = _reader_identity(source, workdir) or (experiment, arm, seed)
+    chosen = experiment if named is None else str(named.get("experiment") or "")
+    serves = {chosen, *read_shared(run_dir)}
     if wanted is not None and not serves & wanted:
-        if damaged:  # it may be one of them: say so, not nothing
-            result.warnings.append((source.run_id, f"{damaged}; not exported: with no experiment it matches no "
+        if damaged or not chosen:  # it may be one of them: say so, not nothing
+            what = damaged or "it has no config.yaml and its W&B config names no experiment"
+            result.warnings.append((source.run_id, f"{what}; not exported: with no experiment it matches no "
                                     "--experiment/--sweep (an export without them takes it)"))
         return None
     state = str(read_status(run_dir).get("state") or (exported.get(source.run_id) or {}).get("state") or "")
@@ -234,8 +286,11 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
     before = (index.get("runs") or {}).get(source.run_id)
     there = all((out / "runs" / source.run_id / p).is_file() for p in shas)  # an interrupted export may lack it
     if before is not None:
-        if before.get("files") == shas and there:
+        recorded = (before.get("experiment"), before.get("arm"), before.get("seed"), before.get("state"))
+        if before.get("files") == shas and there and recorded == (experiment, arm, seed, state):
             run.action = "unchanged"
+        elif before.get("files") == shas and there:  # the same files, another state (from a hunt: a run exported
+            run.action = "updated"  # running, completed since with the same W&B files, stayed "running")
         elif _data(before.get("files") or {}) == _data(shas):  # a later sweep shares it with more cells
             run.action = "updated"
         elif not force:
@@ -309,29 +364,62 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     with _bar(progress, sum(run.action != "unchanged" for run, _, _ in plans), "copying runs") as advance:
         for run, files, run_dir in plans:
             result.runs.append(run)
-            if run.action != "unchanged":
+            if run.action == "unchanged":
+                continue
+            before = entries.get(run.run_id) or {}
+            if before.get("files") == run.files and all((runs_out / run.run_id / p).is_file() for p in run.files):
+                # the same files in place, another state or name (a run exported running, completed since)
+                entries[run.run_id] = {**before, "experiment": run.experiment, "arm": run.arm, "seed": run.seed,
+                                       "state": run.state}
+                save_index()
+            else:
                 _copy_run(run, files, run_dir, out, entries, save_index)
-                advance()
+            advance()
     shutil.rmtree(out / STAGING, ignore_errors=True)
     return result
 
 
 def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, entries: dict, save_index) -> None:
-    """Copy one run's files into ``out/runs/`` (staged beside, placed whole) and list it in the index."""
+    """Copy one run's files into ``out/runs/`` (staged beside, placed whole) and list it in the index with
+    the sha256 and size of the bytes copied (a live run's files grow between planning and copying: from a
+    hunt, the index described other bytes than the export held). Where listing it fails (a full disk), the
+    placed folder goes again (and the one it replaced comes back): runs/ holds only what the index lists."""
     runs_out = out / "runs"
     staging = out / STAGING / run.run_id  # outside runs/: a crash leaves no half run there
+    previous = out / STAGING / ".previous" / run.run_id  # the folder it replaces, until the index lists the new one
     shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(previous, ignore_errors=True)
+    copied = []
     for path in files:
         target = staging / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
-    entries.pop(run.run_id, None)  # not listed while its folder is being replaced
-    if (runs_out / run.run_id).exists():
+        copied.append(target)
+    run.files = {str(p.relative_to(staging)): file_sha256(p) for p in copied}
+    run.bytes = sum(p.stat().st_size for p in copied)
+    before = entries.pop(run.run_id, None)  # not listed while its folder is being replaced
+    target = runs_out / run.run_id
+    if target.exists() or target.is_symlink():
         save_index()
-    shutil.rmtree(runs_out / run.run_id, ignore_errors=True)
-    _place(staging, runs_out / run.run_id)
+        previous.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(target, previous)  # kept aside until the new one is listed
+    _place(staging, target)
     entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
                            "files": run.files, "bytes": run.bytes,
                            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    save_index()
-
+    try:
+        save_index()
+    except OSError:
+        entries.pop(run.run_id, None)
+        shutil.rmtree(target, ignore_errors=True)
+        if previous.exists():
+            os.replace(previous, target)
+            if before is not None:
+                entries[run.run_id] = before
+                try:  # listed again; where even that fails, it goes: runs/ holds only what the index lists
+                    save_index()
+                except OSError:
+                    entries.pop(run.run_id, None)
+                    shutil.rmtree(target, ignore_errors=True)
+        raise
+    shutil.rmtree(previous, ignore_errors=True)
