@@ -191,3 +191,39 @@ def test_a_kill_while_a_damaged_steps_checkpoint_is_saved_again_does_not_make_it
     monkeypatch.undo()
     found = newest_intact(run_dir)
     assert found.path.name == "step_000001.pt" and torch.equal(found.state["model"]["weight"], w1)
+
+
+def _record_another_warmup(run_dir):
+    """The first attempt's record, as if it had started from another warm-up than the cache holds now."""
+    path = run_dir / "warmup.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "weights_sha256": "f" * 64}))
+    return record["weights_sha256"]
+
+
+@pytest.mark.parametrize("kl", [False, True])
+def test_a_resume_from_another_warmup_than_the_first_attempts_is_refused_where_the_run_rests_on_it(tmp_path, kl):
+    """From a hunt: the warm-up lives in a cache shared by runs, not in the run's folder; a resume whose cache holds
+    another one (emptied and refilled by a training instead of the shipped copy, another machine kind) went on
+    silently: the KL term's reference was the new warm-up (its kl and losses other from the first step after the
+    resume) and warmup.json took the new sha256. Now a checkpoint with a KL term, or a kept step-0 evaluation
+    without a checkpoint, refuses (one line); a checkpoint without one carries on and keeps the first record."""
+    overrides = [*MICRO, "optim.kl_coef=0.01"] if kl else MICRO
+    config = resolve_experiment("main-ar-uniform", overrides=overrides)[0].config
+    run_dir = tmp_path / "run"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    _record_another_warmup(run_dir)
+    if kl:
+        with pytest.raises(ValueError, match=r"not the one this run started from \(ffffffffffff.*KL term.*--force"):
+            train(config, run_dir, threading.Event())
+    else:
+        assert train(config, run_dir, threading.Event()) == "completed"  # the checkpoint's weights carry on
+        assert json.loads((run_dir / "warmup.json").read_text())["weights_sha256"] == "f" * 64  # not overwritten
+    for path in (run_dir / "checkpoints").glob("step_*"):  # killed before its first checkpoint: step 0 kept
+        path.unlink()
+    assert 0 in _steps(run_dir)
+    with pytest.raises(ValueError, match="step-0 evaluation is of those weights"):
+        train(config, run_dir, threading.Event())
+    (run_dir / "metrics.jsonl").unlink()  # nothing kept: it starts over from the cache's warm-up, recorded
+    assert train(config, run_dir, threading.Event()) == "completed"
+    assert json.loads((run_dir / "warmup.json").read_text())["weights_sha256"] != "f" * 64

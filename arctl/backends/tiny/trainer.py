@@ -114,12 +114,13 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         atomic_write(run_dir / INIT_RECORD, json.dumps(init, indent=1))
         print(f"tiny: {run.experiment}/{run.arm} starts from run {init['run_id']} (step {init['step']}, "
               f"weights sha256 {init['sha256'][:12]})", flush=True)
+    first = first_warmup(run_dir, warm, config, resumed=found.state is not None)  # before kept_rows rewrites a file
     history = kept_rows(run_dir, resume_at)
     if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
         resume_at = 0  # the first attempt's initial evaluation is kept (deterministic), not redone
     wb = open_wandb(config, run_dir, wandb_id, resume_at, history)
     wandb_id = getattr(wb, "id", None) or wandb_id
-    record_warmup(run_dir, warm, wb)
+    record_warmup(run_dir, first, wb)
     record_machine(run_dir, wb)
     if wb is not None and (run_dir / INIT_RECORD).is_file():  # what the run started from, in its W&B config
         wb.config.update({"init": json.loads((run_dir / INIT_RECORD).read_text())}, allow_val_change=True)
@@ -320,6 +321,50 @@ def pack_trees(ro: Rollout, advs: list[TreeAdvantages]) -> list:
 
 
 WARMUP_RECORD = "warmup.json"
+
+
+def first_warmup(run_dir: Path, warm: dict, config: dict, resumed: bool) -> dict:
+    """The warm-up record of the run: ``warm`` (the cache's now), or, for a later attempt, the one its first
+    attempt recorded (``run_dir/warmup.json``), which the cache may no longer hold (emptied and refilled by a
+    training instead of the shipped copy, or by another machine kind): a resumed run's checkpoint carries on
+    from the weights it came from, and its record says which. ValueError (one line) where what the attempt
+    keeps rests on the first warm-up and the cache's differs: a checkpoint with a KL term (its reference is
+    the warm-up), or the first attempt's kept step-0 evaluation with no checkpoint (training would restart
+    from other weights than it evaluated). From a hunt: such a resume went on silently, its KL and losses
+    other from the first step after it, and the record was overwritten with the new warm-up's sha256."""
+    try:
+        recorded = json.loads((Path(run_dir) / WARMUP_RECORD).read_text())
+    except (OSError, ValueError):
+        return warm  # a first attempt
+    if not isinstance(recorded, dict) or not recorded.get("weights_sha256") or config.get("init_dir"):
+        return warm  # (an init_from run's reference is that run's checkpoint: reference_model checks it)
+    before, now = str(recorded["weights_sha256"]), str(warm.get("weights_sha256") or "")
+    if not now or now == before:
+        return warm
+    kl = float((config.get("optim") or {}).get("kl_coef") or 0.0) > 0
+    rests = ("its checkpoint's KL term takes the warm-up as its reference" if resumed and kl else
+             None if resumed else
+             "its first attempt's step-0 evaluation is of those weights, and training would restart from others"
+             if any(r.get(ms.STEP_KEY) == 0 for r in _metric_rows(Path(run_dir))) else None)
+    if rests:
+        raise ValueError(f"tiny backend: the cached warm-up (weights sha256 {now[:12]}) is not the one this run "
+                         f"started from ({before[:12]}, {Path(run_dir) / WARMUP_RECORD}): {rests} — restore that "
+                         "warm-up (the same $ARCTL_TINY_WARMUP and $ARCTL_CACHE as its first attempt), or rerun "
+                         "the run with --force")
+    return {**warm, **recorded} if resumed else warm
+
+
+def _metric_rows(run_dir: Path) -> list[dict]:
+    """The rows of ``run_dir/metrics.jsonl`` (none where it is absent; a line cut by a kill left out)."""
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").is_file() else []:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a kill
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
 WARMUP_FIELDS = ("key", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds", "seconds")
 
 
@@ -457,14 +502,7 @@ def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a kill
-        if isinstance(row, dict) and isinstance(row.get(ms.STEP_KEY), int):
-            rows.append(row)
+    rows = [row for row in _metric_rows(run_dir) if isinstance(row.get(ms.STEP_KEY), int)]
     limit = 0 if resume_at is None else resume_at
     kept = [r for r in rows if r[ms.STEP_KEY] <= limit]
     atomic_write(path, "".join(json.dumps(r) + "\n" for r in kept))
