@@ -577,7 +577,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 said += "".join(f"; {item.run_id}: {why}" for item, why in dropped)
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                     if said:
-                        (interrupted or err).add_note(said.removeprefix("; "))
+                        _add_note(interrupted or err, said.removeprefix("; "))
                     raise (interrupted or err) from None
                 if isinstance(err, LaunchError):
                     if said:
@@ -660,6 +660,16 @@ def _claims_kept_fresh(registry_path: Path, token: str) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def _add_note(err: BaseException, note: str) -> None:
+    """``err.add_note(note)`` (Python 3.11+: shown under its traceback); on Python 3.10, which arctl supports and
+    which has no notes, the note goes to stderr before ``err`` is raised (``add_note`` there raised AttributeError,
+    which masked a Ctrl-C and the rollback's word)."""
+    if hasattr(err, "add_note"):
+        err.add_note(note)
+    else:
+        print(f"note: {note}", file=sys.stderr, flush=True)
 
 
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],

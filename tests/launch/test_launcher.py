@@ -1454,3 +1454,21 @@ def test_two_launches_into_one_workspace_submit_one_at_a_time(specs, tmp_path, m
         assert proc.returncode == 0, err.decode()[-2000:]
     (s1, e1), (s2, e2) = sorted(tuple(map(float, line.split())) for line in spans.read_text().splitlines())
     assert e1 <= s2, f"sbatch calls overlapped: {s1:.2f}-{e1:.2f} and {s2:.2f}-{e2:.2f}"
+
+
+def test_a_rollback_note_reaches_the_user_on_a_python_without_exception_notes(capsys):
+    """pyproject admits Python 3.10, whose exceptions have no add_note: a Ctrl-C during a submission whose rollback
+    left something undone raised AttributeError there (masking the Ctrl-C and the note). The note goes to stderr."""
+    from arctl.launch.launcher import _add_note
+
+    class NoNotes(KeyboardInterrupt):  # as Python 3.10's exceptions are
+        @property
+        def add_note(self):
+            raise AttributeError("add_note")
+
+    err = NoNotes()
+    _add_note(err, "and could not undo: x")
+    assert capsys.readouterr().err == "note: and could not undo: x\n"
+    now = KeyboardInterrupt()
+    _add_note(now, "and could not undo: y")
+    assert now.__notes__ == ["and could not undo: y"]
