@@ -42,3 +42,34 @@ def test_a_prompt_target_method_needs_1_to_9_fixed_targets_and_the_error_names_i
     cfg["budget_control"]["method"] = "aim"
     what, key, hint = BACKEND.config_problem(cfg)
     assert "method=aim's prompt target" in what and key == "budget_control.aim" and "1 to 9" in hint
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3, 5])
+def test_the_learning_rate_warms_up_as_verls_schedule_steps_it(warmup):
+    """From a hunt: with optim.warmup_steps=W the tiny backend trained RL step s at lr*min(1, s/W), verl at
+    lr*min(1, (s-1)/W): its LambdaLR starts at 0 and steps once after each RL step's update (engine_workers,
+    update_lr_scheduler on the last mini-batch), so its first step trains at 0. The two backends now agree."""
+    from extras import NO_VERL, verl_missing  # tests/support/extras.py
+
+    if verl_missing():
+        pytest.skip(NO_VERL)  # (run by the fresh-machine test's second pass, with verl)
+    import torch
+    from verl.utils.torch_functional import get_constant_schedule_with_warmup
+
+    from arctl.backends.tiny.trainer import set_lr
+
+    lr, steps = 1e-3, 8
+    verl_opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    schedule = get_constant_schedule_with_warmup(verl_opt, num_warmup_steps=warmup)
+    tiny_opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    verl_lrs, tiny_lrs = [], []
+    for step in range(1, steps + 1):
+        for _ in range(2):  # two mini-batches per RL step, as at the paper scale
+            verl_lrs.append(verl_opt.param_groups[0]["lr"])
+            verl_opt.step()
+        schedule.step()  # once per RL step, after its update
+        set_lr(tiny_opt, lr, step, warmup)
+        tiny_lrs += [tiny_opt.param_groups[0]["lr"]] * 2
+    assert tiny_lrs == pytest.approx(verl_lrs, abs=0, rel=1e-12)
+    if warmup:
+        assert tiny_lrs[0] == 0.0 and tiny_lrs[-1] == lr

@@ -444,7 +444,11 @@ def record_machine(run_dir: Path, wb=None) -> list[str]:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float, step: int, warmup_steps: int) -> None:
-    scale = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
+    """The learning rate of RL step ``step`` (1, 2, ...) under ``optim.warmup_steps``, as verl sets it: its
+    constant-with-warm-up schedule (a LambdaLR at ``min(1, k / W)``) starts at k = 0 and steps once after each
+    RL step's update, so step s trains at ``lr * min(1, (s - 1) / W)`` (step 1 at 0). From a hunt: tiny trained
+    step s at ``s / W``, a step ahead of verl through the warm-up (tests/tiny/test_settings.py compares them)."""
+    scale = min(1.0, (step - 1) / warmup_steps) if warmup_steps > 0 else 1.0
     for group in optimizer.param_groups:
         group["lr"] = lr * scale
 
