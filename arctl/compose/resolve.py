@@ -23,7 +23,7 @@ from arctl.compose.resolvers import budget_grid, composed_problem, leftover_prob
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
 from arctl.compose.sweep import load_sweep
-from arctl.compose.validate import check_ranges, validate_config
+from arctl.compose.validate import check_ranges, unread_settings, validate_config
 from arctl.config import schema
 from arctl.config.hydra_text import override_value
 
@@ -294,7 +294,11 @@ def resolve_arm(
     sweep_overrides: list[str] | None = None,
     sweep: str | None = None,
     sweep_file: str | None = None,
+    unread: list | None = None,
 ) -> ResolvedRun:
+    """One run of ``experiment``'s ``arm``. The settings the user wrote on the command line that this run never
+    reads (:func:`arctl.compose.validate.unread_settings`) are refused, or, given ``unread``, appended to it as
+    SpecErrors: a launch of several arms refuses a setting none of them reads (:func:`_refuse_unread`)."""
     user = split_overrides(list(user_overrides or []), "command line")
     swept_place = _sweep_place(sweep, sweep_file)
     swept = split_overrides(list(sweep_overrides or []), swept_place)
@@ -363,6 +367,12 @@ def resolve_arm(
         validate_config(cfg, ranges_checked=True)
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
+    problems = [SpecError(what, f"{experiment.name}/{arm}: {key}", hint) for what, key, hint in unread_settings(
+        cfg, _user_keys(user), grid_literal=_grid_literal(parts))]
+    if unread is None and problems:
+        raise problems[0]
+    unread_list = unread if unread is not None else []
+    unread_list.append(problems)
     return ResolvedRun(
         experiment=experiment.name,
         arm=arm,
@@ -375,6 +385,41 @@ def resolve_arm(
 
 
 _ABSENT = object()
+GROUP_KEYS = {"prior": ("thinking.prior", "thinking.probs")}  # a group choice the user makes: the keys it sets
+
+
+def _user_keys(user) -> list[str]:
+    """The keys the command line's overrides write (a config-group choice as the keys it sets): what the
+    user asked for, beside what the scale, the experiment, its arms and the sweep set themselves."""
+    keys = [override_key(text) for text in user.keys]
+    for group in user.groups:
+        keys += GROUP_KEYS.get(group, ())
+    return keys
+
+
+def _grid_literal(parts) -> bool:
+    """Whether the last override writing ``eval.grid`` writes a value that does not read ``eval.grid_size``
+    (a list written out): then :func:`_finalize` does not derive the grid, and the size is read by nothing."""
+    last = None
+    for part, _ in parts:
+        for text in part.keys:
+            if override_key(text) == "eval.grid":
+                last = text.split("=", 1)[1].strip()
+    return last is not None and last != "null" and "eval.grid_size" not in last
+
+
+def _refuse_unread(problems: list[list[SpecError]]) -> None:
+    """A setting the user wrote that no run of the launch reads (each run's list: ``resolve_arm(unread=...)``):
+    the first run's error for it. One that some arm reads is that arm's (an experiment's overrides apply to
+    every arm: ``reward.alpha`` for its length-penalty arms)."""
+    if not problems:
+        return
+    def key(err: SpecError) -> str:
+        return str(err.where).rsplit(": ", 1)[-1]
+    common = set.intersection(*({key(e) for e in run} for run in problems))
+    for err in problems[0]:
+        if key(err) in common:
+            raise err
 
 
 def _sweep_place(sweep: str | None, sweep_file: str | None) -> str:
@@ -463,7 +508,7 @@ def resolve_init_from(run: ResolvedRun) -> ResolvedRun:
     # the overrides beside the spec carry over, but not what names this run's start: the run it starts
     # from is that run (an override naming it would make it start from itself)
     return resolve_arm(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
-                       _not_init(run.sweep_overrides), sweep=run.sweep)
+                       _not_init(run.sweep_overrides), sweep=run.sweep, unread=[])  # the launched run was checked
 
 
 INIT_KEYS = ("trainer.init_from", "trainer.init_run")
@@ -484,7 +529,10 @@ def resolve_experiment(
     experiment = load_experiment(name)
     chosen = _choose_arms(experiment, arms)
     seeds = list(seeds) if seeds else experiment.seeds
-    return [resolve_arm(experiment, arm, seed, scale, overrides) for arm in chosen for seed in seeds]
+    unread: list[list[SpecError]] = []
+    runs = [resolve_arm(experiment, arm, seed, scale, overrides, unread=unread) for arm in chosen for seed in seeds]
+    _refuse_unread(unread)
+    return runs
 
 
 def _choose_arms(experiment: Experiment, arms: list[str] | None) -> list[str]:
@@ -517,9 +565,11 @@ def resolve_sweep(
     cells = [(experiment, point, arm, seed) for experiment in experiments for point in points
              for arm in experiment.arms for seed in (list(seeds) if seeds else (sweep.seeds or experiment.seeds))]
     runs = []
+    unread: list[list[SpecError]] = []
     for experiment, point, arm, seed in cells:
         runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
-                                sweep_file=str(sweep.path)))
+                                sweep_file=str(sweep.path), unread=unread))
         if on_cell is not None:
             on_cell(len(runs), len(cells))
+    _refuse_unread(unread)
     return runs

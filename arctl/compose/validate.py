@@ -325,3 +325,138 @@ def check_init_from(cfg: dict) -> None:
     elif run is not None:
         raise SpecError(f"trainer.init_run={run!r} without trainer.init_from", "trainer.init_run",
                         "trainer.init_run is written by the launcher: set trainer.init_from=ARM instead")
+
+
+TINY_UNREAD = {  # keys of the core sections the tiny backend never reads: (why, what to do)
+    "trainer.total_epochs": ("the tiny task is generated and has no epochs; a tiny run is trainer.total_steps steps",
+                             "set trainer.total_steps=N instead"),
+    "data.max_prompt_length": ("the tiny task's prompts are as long as the generated problem (the tiny model's "
+                               "context holds them)", "leave it out (--scale paper runs verl, which reads it)"),
+    "data.train_files": ("the tiny backend trains on its generated task and reads no file",
+                         "leave it out (--scale paper runs verl, which reads it)"),
+    "data.val_files": ("the tiny backend evaluates its generated task and reads no file",
+                       "leave it out (--scale paper runs verl, which reads it)"),
+}
+# a budget-control method's own keys (arctl.algo.methods): read only when budget_control.method names it
+METHOD_KEYS = {"thinkprune": ("budget_control.thinkprune_limits", "budget_control.thinkprune_round"),
+               "l1": ("budget_control.l1_mode", "budget_control.l1_alpha", "budget_control.l1_delta",
+                      "budget_control.l1_targets")}
+
+
+def _written(written, key: str) -> bool:
+    """Whether the user's overrides write ``key``: the key itself, a key below it, or a section holding it."""
+    return any(w == key or w.startswith(key + ".") or key.startswith(w + ".") for w in written)
+
+
+def _shown(value: Any) -> str:
+    return str(value).replace(" ", "")
+
+
+def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[tuple[str, str, str]]:
+    """The settings the USER wrote (``written``: the keys of the command line's overrides, a config-group
+    choice as the keys it sets) that this run never reads: each (what, key, hint). A scale, an experiment or an
+    arm sets some of these keys itself (the tiny scale sets budget_control.l1_alpha and forcing_cue, every arm of
+    GRPO prior=base), so the config's values alone cannot say what was asked for; a value nothing reads would
+    change the run id and not one number (from a hunt). ``grid_literal``: eval.grid is a list written out, not
+    derived from eval.grid_size."""
+    written = {str(w).lstrip("+~") for w in written}
+    found: list[tuple[str, str, str]] = []
+    backend = cfg.get("backend")
+    get = lambda dotted, default=None: _select(cfg, dotted, default)  # noqa: E731
+    if backend == "tiny":  # 1-2: the verl section and the data files of a verl run
+        for key in sorted(w for w in written if w == "verl" or w.startswith("verl.")):
+            found.append((f"{key} is read by the verl backend only, and this run's backend is tiny", key,
+                          "leave it out (--scale paper runs verl)"))
+        for key, (why, hint) in TINY_UNREAD.items():
+            if _written(written, key):
+                found.append((f"{key}={_shown(get(key))} is read by the verl backend only ({why})", key, hint))
+        task = get("tiny.task.name")
+        for key in sorted(w for w in written if w.startswith("tiny.task.") and w != "tiny.task.name"):
+            other = key.split(".")[2]
+            if other != task:
+                found.append((f"{key} is a knob of the {other} task, and this run's task is "
+                              f"tiny.task.name={task}: nothing reads it", key,
+                              f"leave it out, or set tiny.task.name={other}"))
+    penalty = get("reward.length_penalty")
+    if _written(written, "reward.alpha") and penalty in (None, "none"):  # 3: arctl.algo.tree_loss.shaped_rewards
+        found.append((f"reward.alpha={_shown(get('reward.alpha'))} is read only by a length penalty, and "
+                      "reward.length_penalty=none", "reward.alpha",
+                      "add reward.length_penalty=v1|v2, or drop reward.alpha"))
+    kl_coef = get("optim.kl_coef")
+    if _written(written, "optim.kl_type") and not kl_coef:  # 4: no KL loss at all (arctl.backends.verl.overrides)
+        found.append((f"optim.kl_type={get('optim.kl_type')} is read only with a KL loss, and optim.kl_coef=0",
+                      "optim.kl_type", "add optim.kl_coef=C (> 0), or drop optim.kl_type"))
+    budgets = get("thinking.budgets")
+    if isinstance(budgets, list) and len(budgets) == 1:  # 5: one budget: every prior gives it probability 1
+        for key in ("thinking.prior", "thinking.probs"):
+            value = get(key)
+            if _written(written, key) and value not in ("base", None):
+                found.append((f"{key}={_shown(value)} weighs the thinking budgets, and this arm has one "
+                              f"(thinking.budgets={_shown(budgets)}): every prior gives it probability 1", key,
+                              "drop it (a prior matters to an arm with several thinking budgets)"))
+    method = get("budget_control.method")  # 9: a method's keys when another method is chosen
+    for owner, keys in METHOD_KEYS.items():
+        for key in keys:
+            if owner != method and _written(written, key):
+                found.append((f"{key} is read only by budget_control.method={owner}, and this run's is "
+                              f"budget_control.method={method}", key,
+                              f"add budget_control.method={owner}, or drop {key}"))
+    if _written(written, "budget_control.forcing_cue") and not int(get("budget_control.forcing_extensions") or 0):
+        found.append(("budget_control.forcing_cue is read only by budget forcing, and "
+                      "budget_control.forcing_extensions=0", "budget_control.forcing_cue",
+                      "add budget_control.forcing_extensions=K (> 0), or drop budget_control.forcing_cue"))
+    if grid_literal and _written(written, "eval.grid_size"):  # 8: resolve._finalize derives eval.grid only when null
+        found.append((f"eval.grid_size={get('eval.grid_size')} sizes a derived grid, and eval.grid is a list "
+                      f"written out ({_shown(get('eval.grid'))})", "eval.grid_size",
+                      "drop eval.grid_size, or set eval.grid=null to derive the grid from it"))
+    if backend == "verl":
+        found += _verl_unread(cfg, written, get)
+    return found
+
+
+def _select(cfg: dict, dotted: str, default: Any = None) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _verl_unread(cfg: dict, written, get) -> list[tuple[str, str, str]]:
+    """6-7: verl's knobs that another knob turns off (arctl.backends.verl.overrides, run_config)."""
+    found = []
+    eval_only, dynamic = bool(get("verl.eval_only")), bool(get("verl.use_dynamic_bsz"))
+    if _written(written, "verl.eval_checkpoint") and get("verl.eval_checkpoint") is not None and not eval_only:
+        found.append((f"verl.eval_checkpoint={get('verl.eval_checkpoint')} is read only by an eval-only run, and "
+                      "verl.eval_only=false", "verl.eval_checkpoint",
+                      "add verl.eval_only=true, or drop verl.eval_checkpoint (training starts from model.path, or "
+                      "from trainer.init_from=ARM)"))
+    if _written(written, "verl.max_token_len_per_gpu") and not dynamic:
+        found.append((f"verl.max_token_len_per_gpu={get('verl.max_token_len_per_gpu')} is the token budget of "
+                      "dynamic batches, and verl.use_dynamic_bsz=false (micro-batches of "
+                      "verl.micro_batch_size_per_gpu rows)", "verl.max_token_len_per_gpu",
+                      "add verl.use_dynamic_bsz=true, or drop verl.max_token_len_per_gpu"))
+    if _written(written, "verl.micro_batch_size_per_gpu") and dynamic:
+        found.append((f"verl.micro_batch_size_per_gpu={get('verl.micro_batch_size_per_gpu')} is read only without "
+                      "dynamic batches, and verl.use_dynamic_bsz=true (micro-batches of verl.max_token_len_per_gpu "
+                      "tokens)", "verl.micro_batch_size_per_gpu",
+                      "drop verl.micro_batch_size_per_gpu, or set verl.use_dynamic_bsz=false"))
+    gpus = int(get("cluster.gpus_per_node") or 0)
+    if _written(written, "verl.n_gpus_per_node") and gpus and gpus != get("verl.n_gpus_per_node"):
+        found.append((f"verl.n_gpus_per_node={get('verl.n_gpus_per_node')} is read only when cluster.gpus_per_node "
+                      f"is 0, and cluster.gpus_per_node={gpus} (verl trains on the GPUs SLURM gives each node)",
+                      "verl.n_gpus_per_node", "set cluster.gpus_per_node=N instead, or drop verl.n_gpus_per_node"))
+    if _written(written, "verl.rehearsal_step_s") and not int(get("verl.rehearsal_steps") or 0):
+        found.append((f"verl.rehearsal_step_s={get('verl.rehearsal_step_s')} is read only by a rehearsal, and "
+                      "verl.rehearsal_steps=0", "verl.rehearsal_step_s",
+                      "add verl.rehearsal_steps=N (> 0), or drop verl.rehearsal_step_s"))
+    if _written(written, "data.train_dataset") and get("data.train_files"):
+        found.append((f"data.train_dataset={get('data.train_dataset')} is read only when data.train_files is unset, "
+                      "and data.train_files is set (verl trains on those files)", "data.train_dataset",
+                      "drop data.train_dataset, or data.train_files"))
+    if _written(written, "data.val_files") and get("data.val_files") and eval_only:
+        found.append(("data.val_files is not read by an eval-only run: it evaluates the files of eval.final_datasets "
+                      "(else eval.datasets), by name, as its metrics are named", "data.val_files",
+                      "name the datasets with eval.final_datasets=[...] and drop data.val_files"))
+    return found

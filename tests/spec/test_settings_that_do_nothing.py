@@ -203,3 +203,134 @@ def test_an_unsorted_scale_is_refused_by_validation(budgets):
 def test_the_command_line_refuses_them(sandbox, args, says):
     err = sandbox.check_refused("run", *args, *launch_args(sandbox)).err
     assert says in err
+
+
+# --- 6. settings the user wrote that the run never reads (the run id changed, not one number) ------------------
+UNREAD = [  # (experiment, scale, overrides, arm, the key refused, what the line says)
+    # the verl section, and the data files and epochs of a verl run, at the tiny backend
+    ("main-ar-uniform", "tiny", ["verl.gpu_memory_utilization=0.9"], "ar-uniform", "verl.gpu_memory_utilization",
+     "verl.gpu_memory_utilization is read by the verl backend only, and this run's backend is tiny — leave it out "
+     "(--scale paper runs verl)"),
+    ("main-ar-uniform", "tiny", ["verl.val_before_train=false"], "ar-uniform", "verl.val_before_train",
+     "read by the verl backend only, and this run's backend is tiny"),
+    ("main-ar-uniform", "tiny", ["verl.overrides=['trainer.test_freq=1']"], "ar-uniform", "verl.overrides",
+     "read by the verl backend only, and this run's backend is tiny"),
+    ("main-ar-uniform", "tiny", ["trainer.total_epochs=3"], "ar-uniform", "trainer.total_epochs",
+     "set trainer.total_steps=N instead"),
+    ("main-ar-uniform", "tiny", ["data.max_prompt_length=100"], "ar-uniform", "data.max_prompt_length",
+     "data.max_prompt_length=100 is read by the verl backend only"),
+    ("main-ar-uniform", "tiny", ["data.train_files=/x/train.parquet"], "ar-uniform", "data.train_files",
+     "data.train_files=/x/train.parquet is read by the verl backend only"),
+    ("main-ar-uniform", "tiny", ["data.val_files=[/x/test.parquet]"], "ar-uniform", "data.val_files",
+     "is read by the verl backend only"),
+    ("main-ar-uniform", "tiny", ["tiny.task.running_sum.max_terms=5"], "ar-uniform", "tiny.task.running_sum.max_terms",
+     "a knob of the running_sum task, and this run's task is tiny.task.name=search"),
+    # the shared objective: a length penalty's alpha without a penalty, a KL type without a KL loss
+    ("main-ar-uniform", "tiny", ["reward.alpha=0.3"], "ar-uniform", "reward.alpha",
+     "reward.alpha=0.3 is read only by a length penalty, and reward.length_penalty=none — add "
+     "reward.length_penalty=v1|v2, or drop reward.alpha"),
+    ("main-ar-uniform", "paper", ["reward.alpha=0.3"], "ar-uniform", "reward.alpha", "reward.length_penalty=none"),
+    ("ablation-dense", "tiny", ["reward.alpha=0.3"], "grpo", "reward.alpha", "reward.length_penalty=none"),
+    ("main-ar-uniform", "tiny", ["optim.kl_type=mse"], "ar-uniform", "optim.kl_type",
+     "optim.kl_type=mse is read only with a KL loss, and optim.kl_coef=0 — add optim.kl_coef=C (> 0), or drop "
+     "optim.kl_type"),
+    # a thinking prior over one budget (GRPO's arms): every prior gives it probability 1
+    ("main-grpo", "tiny", ["prior=linear"], "grpo", "thinking.prior",
+     "thinking.prior=linear weighs the thinking budgets, and this arm has one (thinking.budgets=[192]): every prior "
+     "gives it probability 1"),
+    ("main-grpo", "paper", ["thinking.prior=uniform"], "grpo", "thinking.prior", "thinking.budgets=[8000]"),
+    ("baselines-elastic", "tiny", ["prior=custom", "thinking.probs=[1.0]"], "elastic", "thinking.prior",
+     "every prior gives it probability 1"),
+    # a derived grid's size beside a grid written out
+    ("main-ar-uniform", "tiny", ["eval.grid=[48,96,192]", "eval.grid_size=8"], "ar-uniform", "eval.grid_size",
+     "eval.grid_size=8 sizes a derived grid, and eval.grid is a list written out ([48,96,192])"),
+    # a budget-control method's keys when another method (or none) is chosen; a cue without forcing
+    ("main-ar-uniform", "tiny", ["budget_control.l1_alpha=0.1"], "ar-uniform", "budget_control.l1_alpha",
+     "read only by budget_control.method=l1, and this run's is budget_control.method=none"),
+    ("baselines-thinkprune", "tiny", ["budget_control.l1_targets=[24,48]"], "thinkprune-r1",
+     "budget_control.l1_targets", "this run's is budget_control.method=thinkprune"),
+    ("baselines-l1", "tiny", ["budget_control.thinkprune_limits=[96]"], "l1-exact", "budget_control.thinkprune_limits",
+     "read only by budget_control.method=thinkprune"),
+    ("main-ar-uniform", "tiny", ["budget_control.forcing_cue=chk"], "ar-uniform", "budget_control.forcing_cue",
+     "budget_control.forcing_extensions=0"),
+    # verl knobs that another knob turns off
+    ("main-ar-uniform", "paper", ["verl.eval_checkpoint=model"], "ar-uniform", "verl.eval_checkpoint",
+     "verl.eval_checkpoint=model is read only by an eval-only run, and verl.eval_only=false — add verl.eval_only=true"),
+    ("main-ar-uniform", "paper", ["verl.max_token_len_per_gpu=20000"], "ar-uniform", "verl.max_token_len_per_gpu",
+     "the token budget of dynamic batches, and verl.use_dynamic_bsz=false"),
+    ("main-ar-uniform", "paper", ["verl.use_dynamic_bsz=true", "verl.micro_batch_size_per_gpu=2"], "ar-uniform",
+     "verl.micro_batch_size_per_gpu", "read only without dynamic batches, and verl.use_dynamic_bsz=true"),
+    ("main-ar-uniform", "paper", ["cluster=slurm", "verl.n_gpus_per_node=2"], "ar-uniform", "verl.n_gpus_per_node",
+     "verl.n_gpus_per_node=2 is read only when cluster.gpus_per_node is 0, and cluster.gpus_per_node=8"),
+    ("main-ar-uniform", "paper", ["verl.rehearsal_step_s=5"], "ar-uniform", "verl.rehearsal_step_s",
+     "verl.rehearsal_steps=0"),
+    ("main-ar-uniform", "paper", ["data.train_files=/x/train.parquet", "data.train_dataset=other"], "ar-uniform",
+     "data.train_dataset", "data.train_dataset=other is read only when data.train_files is unset"),
+    ("main-ar-uniform", "paper", ["verl.eval_only=true", "verl.eval_checkpoint=model", "data.val_files=[/x/t.parquet]"],
+     "ar-uniform", "data.val_files", "name the datasets with eval.final_datasets=[...] and drop data.val_files"),
+]
+
+
+@pytest.mark.parametrize("name, scale, overrides, arm, key, says", UNREAD, ids=[f"{u[1]}-{u[4]}" for u in UNREAD])
+def test_a_setting_the_run_never_reads_is_refused(name, scale, overrides, arm, key, says):
+    text = _refused(name, overrides, scale=scale, arm=arm)
+    assert text.startswith(f"{name}/{arm}: {key}: ") and says in text
+
+
+FIXED = {  # (experiment, the key refused): overrides where the run reads the same setting, accepted
+    ("main-ar-uniform", "tiny.task.running_sum.max_terms"): ["tiny.task.search.max_items=30"],
+    ("main-ar-uniform", "reward.alpha"): ["reward.length_penalty=v1", "reward.alpha=0.3"],
+    ("main-ar-uniform", "optim.kl_type"): ["optim.kl_coef=0.001", "optim.kl_type=mse"],
+    ("main-grpo", "thinking.prior"): ["prior=base"],  # what the arm sets itself: the same run
+    ("baselines-elastic", "thinking.prior"): ["prior=base"],
+    ("main-ar-uniform", "budget_control.forcing_cue"): ["budget_control.forcing_extensions=1",
+                                                        "budget_control.forcing_cue=chk"],
+    ("main-ar-uniform", "budget_control.l1_alpha"): ["budget_control.method=l1", "budget_control.l1_alpha=0.02"],
+    ("main-ar-uniform", "eval.grid_size"): ["eval.grid_size=8"],
+    ("main-ar-uniform", "verl.max_token_len_per_gpu"): ["verl.use_dynamic_bsz=true", "verl.max_token_len_per_gpu=40000"],
+    ("main-ar-uniform", "verl.eval_checkpoint"): ["verl.eval_only=true", "verl.eval_checkpoint=model"],
+    ("main-ar-uniform", "verl.rehearsal_step_s"): ["verl.rehearsal_steps=3", "verl.rehearsal_step_s=5"],
+    ("main-ar-uniform", "verl.n_gpus_per_node"): ["cluster=slurm", "verl.n_gpus_per_node=8"],  # the same GPUs
+    ("main-ar-uniform", "verl.micro_batch_size_per_gpu"): ["verl.micro_batch_size_per_gpu=2"],
+}
+
+
+@pytest.mark.parametrize("name, scale, overrides, arm, key, says", [u for u in UNREAD if (u[0], u[4]) in FIXED],
+                         ids=[f"{u[1]}-{u[4]}" for u in UNREAD if (u[0], u[4]) in FIXED])
+def test_the_same_setting_where_the_run_reads_it_is_accepted(name, scale, overrides, arm, key, says):
+    assert key in _refused(name, overrides, scale=scale, arm=arm)
+    assert resolve_experiment(name, FIXED[name, key], scale=scale, arms=[arm])
+
+
+def test_what_the_scales_and_arms_set_themselves_is_not_the_users():
+    """The tiny scale sets budget_control.l1_alpha, l1_targets, thinkprune_limits and forcing_cue for every run, and
+    GRPO's arms set prior=base over their one budget: only what the command line writes is refused."""
+    (run,) = resolve_experiment("main-grpo", [], scale="tiny")
+    assert run.config["thinking"]["budgets"] == [192] and run.config["thinking"]["prior"] == "base"
+    assert run.config["budget_control"]["forcing_cue"] == "chk" and run.config["budget_control"]["method"] == "none"
+    assert resolve_experiment("baselines-elastic", [], scale="tiny")  # eval.grid set by the arm, with grid_size
+    assert resolve_experiment("baselines-elastic", ["eval.grid_size=8"], scale="tiny")  # which reads grid_size
+    assert "thinking.prior" in _refused("main-grpo", ["prior=uniform"])  # the user's prior over the same budget
+    # verl.n_gpus_per_node is read where cluster.gpus_per_node is 0 (verl on a CPU, docs/verl-backend.md)
+    assert resolve_experiment("main-ar-uniform", ["verl.device=cpu", "verl.tree_attention=dense",
+                                                  "verl.n_gpus_per_node=1"], scale="paper")
+
+
+def test_a_setting_one_arm_reads_is_kept_for_the_others():
+    """A command line's overrides apply to every arm: reward.alpha for ablation-dense's length-penalty arms is
+    refused only where no chosen arm reads it."""
+    runs = resolve_experiment("ablation-dense", ["reward.alpha=0.3"], scale="tiny")
+    alphas = {r.arm: (r.config["reward"]["length_penalty"], r.config["reward"]["alpha"]) for r in runs}
+    assert alphas["grpo-lp-v1"] == ("v1", 0.3) and alphas["grpo-lp-v2"] == ("v2", 0.3)
+    _refused("ablation-dense", ["reward.alpha=0.3"], arm="grpo")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["main-ar-uniform", "verl.gpu_memory_utilization=0.9"], "verl.gpu_memory_utilization"),
+    (["main-ar-uniform", "trainer.total_epochs=3"], "trainer.total_epochs"),
+    (["main-ar-uniform", "reward.alpha=0.3"], "reward.alpha"),
+    (["main-grpo", "prior=linear"], "thinking.prior"),
+])
+def test_the_command_line_refuses_a_setting_nothing_reads(sandbox, args, says):
+    err = sandbox.check_refused("run", *args, *launch_args(sandbox)).err
+    assert says in err
