@@ -420,3 +420,139 @@ def test_part_a_judges_bf16_by_the_duplicated_rows_own_rounding():
     assert not far_logp["ok_vs_fp32"] and not far_grad["ok_vs_fp32"]
     assert far_grad["vs_fp32"]["tree_grad_rel_err"] == pytest.approx(0.2)
     assert far_grad["vs_fp32"]["dup_grad_rel_err"] == pytest.approx(0.02)
+
+
+def _stub_imports_module():
+    sys.path.insert(0, str(SUITE.parent))
+    try:
+        import stub_imports
+    finally:
+        sys.path.pop(0)
+    return stub_imports
+
+
+def test_the_carried_wheels_leave_out_what_the_device_image_has():
+    """A device call carries at most 64 MiB: a wheel of a package on the image (pillow, peft, accelerate, xxhash,
+    psutil, cloudpickle: 9 MB, a review of 2026-12-05) is carried only when a requirement needs another version
+    (typing-extensions: pydantic needs >= 4.16.0). docs/gpu.md's `pip download` list is stub_imports.CARRIED."""
+    import re
+
+    stubs = _stub_imports_module()
+    norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731
+    carried = {norm(n) for n in stubs.CARRIED}
+    assert carried & set(stubs.device_image()) == {"typing-extensions"}
+    assert {norm(n) for n in stubs.ON_IMAGE_NOT_CARRIED} <= set(stubs.device_image()) - carried
+    doc = (SUITE.parents[2] / "docs" / "gpu.md").read_text()
+    block = doc[doc.index("python3 -m pip download"):]
+    block = block[:block.index("```")]
+    assert {norm(n) for n in re.findall(r"([A-Za-z0-9_.-]+)==", block)} == carried
+    wheels = SUITE.parents[2] / "tmp" / "whl"  # ignored by git: only where the wheels were downloaded
+    if wheels.is_dir():
+        assert {norm(w.name.split("-")[0]) for w in wheels.glob("*.whl")} == carried
+
+
+def test_the_exit_code_is_1_when_a_part_was_skipped_for_the_budget(tmp_path, monkeypatch):
+    """results["complete"] counts in the exit code: part a passes, part b's estimate exceeds the budget and is
+    skipped; exit 0 would tell a device call that everything ran (it did so until 2026-12-05, a review)."""
+    suite = load_suite()
+    monkeypatch.setenv("VERL_PLATFORM", "unset-by-the-test")  # main() sets it for --device cpu: restored after
+    monkeypatch.setitem(suite.RUNNERS, "a", lambda ctx: {"ok": True, "checks": []})
+    monkeypatch.setitem(suite.ESTIMATE_S, "small", dict(suite.ESTIMATE_S["small"], a=1, b=10**6))
+    assert suite.main(["--shape", "small", "--device", "cpu", "--parts", "ab", "--out", str(tmp_path)]) == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["ok"] and not results["complete"] and results["parts"]["b"]["skipped"].startswith("budget")
+    # left out with --parts is not incomplete: exit 0
+    assert suite.main(["--shape", "small", "--device", "cpu", "--parts", "a", "--out", str(tmp_path)]) == 0
+
+
+def test_the_paper_shape_is_refused_on_a_cpu_unless_asked_for(tmp_path, monkeypatch, capsys):
+    """A device whose CUDA failed must not spend its budget on a 1.5B model on the CPU: without --device the suite
+    exits 1 at once and results.json says why; --device cpu still runs (here: part a skipped for the budget)."""
+    import torch
+
+    suite = load_suite()
+    monkeypatch.setenv("VERL_PLATFORM", "unset-by-the-test")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert suite.main(["--parts", "a", "--budget-s", "1", "--out", str(tmp_path)]) == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert "no CUDA device" in results["refused"] and not results["ok"] and not results["complete"]
+    assert all(p["status"] == "skipped" and p["skipped"].startswith("refused") for p in results["parts"].values())
+    assert "REFUSED" in (tmp_path / "results.md").read_text() and "no CUDA device" in capsys.readouterr().err
+    asked = tmp_path / "asked"
+    assert suite.main(["--device", "cpu", "--parts", "a", "--budget-s", "1", "--out", str(asked)]) == 1
+    results = json.loads((asked / "results.json").read_text())
+    assert "refused" not in results and results["parts"]["a"]["skipped"].startswith("budget")
+
+
+def test_rope_buffers_diff_compares_the_buffers_it_is_given():
+    """verl's model may hold inv_freq without original_inv_freq: part f's as_loaded diagnostic raised KeyError there."""
+    import torch
+
+    suite = load_suite()
+    model = suite.make_model(suite.TINY, "cpu", torch.float32, "sdpa")
+    buffers = {f"model.rotary_emb.{n}": b for n, b in model.model.rotary_emb.named_buffers()}
+    assert suite.rope_buffers_diff(model, {"model.rotary_emb.inv_freq": buffers["model.rotary_emb.inv_freq"]}) == 0.0
+    assert suite.rope_buffers_diff(model, {"model.rotary_emb.inv_freq": buffers["model.rotary_emb.inv_freq"] + 1}) == pytest.approx(1.0)
+    assert math.isnan(suite.rope_buffers_diff(model, {}))
+
+
+@slow
+def test_part_a_saves_each_dtype_as_it_finishes(tmp_path):
+    """A device call killed during part a's bf16 pass keeps fp32's check (part a saved nothing until its end before)."""
+    proc = subprocess.Popen(suite_args(tmp_path, "--parts", "a"), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "part a: float32 done" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=120)
+    results = json.loads((tmp_path / "results.json").read_text())
+    a = results["parts"]["a"]
+    assert a["status"] == "running" and [c["dtype"] for c in a["checks"]] == ["float32"], "".join(seen)[-3000:]
+    assert a["checks"][0]["ok"] and a["tree"]["branches"] == 16
+
+
+F_PROBE = """
+import gc, importlib.util, json, sys
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+here = sys.argv[1]
+load("gpu_stub_imports", here + "/stub_imports.py").install(("ray", "transfer_queue", "uvicorn", "fastapi"))
+suite = load("gpu_suite_probe", here + "/suite.py")
+def failing(*args, **kwargs):
+    raise KeyError("model.rotary_emb.original_inv_freq")
+engines = []
+load_reference = suite.load_reference
+def counting(*args, **kwargs):  # the engines still alive when the reference phases start
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+    gc.collect()
+    engines.append(sum(1 for o in gc.get_objects() if isinstance(o, FSDPEngine)))
+    return load_reference(*args, **kwargs)
+suite.loaded_vs_saved, suite.load_reference = failing, counting
+code = suite.main(sys.argv[2:])
+json.dump({"code": code, "engines": engines}, open(sys.argv[2 + sys.argv[2:].index("--out") + 1] + "/probe.json", "w"))
+"""
+
+
+@slow
+@pytest.mark.skipif(verl_missing(), reason=NO_VERL)
+def test_part_f_goes_on_when_its_as_loaded_diagnostic_fails_and_frees_the_engine_first(tmp_path):
+    """The as_loaded diagnostic (before the update) raising must not cost the update and its checks: the error is
+    recorded and part f passes; and no verl engine is alive when the reference phases start (the bound
+    prepare_model_inputs kept it, with its optimizer state, and inflated the reported reference peak)."""
+    script = tmp_path / "probe.py"
+    script.write_text(F_PROBE)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(script), str(SUITE.parent), *suite_args(out, "--parts", "f")[2:]],
+                          capture_output=True, text=True, timeout=900)
+    results = json.loads((out / "results.json").read_text())
+    f = results["parts"]["f"]
+    assert f["status"] == "ok", f.get("error", "") + proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f["as_loaded"] == {"error": "KeyError: 'model.rotary_emb.original_inv_freq'"} and len(f["checks"]) == 9
+    probe = json.loads((out / "probe.json").read_text())
+    assert probe == {"code": 0, "engines": [0]}
