@@ -17,7 +17,7 @@ from arctl.algo.settings import BudgetControl, Summary
 from arctl.backends.base import available_backends
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
-from arctl.compose.limits import range_problem
+from arctl.compose.limits import _MISSING, _lookup, range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices, str_list_fields
 from arctl.track.identity import API_KEY_ENV, naming_problem, secret_in, secret_shown
 
@@ -415,12 +415,9 @@ def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[t
 
 
 def _select(cfg: dict, dotted: str, default: Any = None) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
+    """``cfg``'s value at ``dotted``, or ``default`` where a key on the way is missing."""
+    value = _lookup(cfg, dotted)
+    return default if value is _MISSING else value
 
 
 def _verl_unread(cfg: dict, written, get) -> list[tuple[str, str, str]]:
