@@ -391,10 +391,29 @@ GROUP_KEYS = {"prior": ("thinking.prior", "thinking.probs")}  # a group choice t
 def _user_keys(user) -> list[str]:
     """The keys the command line's overrides write (a config-group choice as the keys it sets): what the
     user asked for, beside what the scale, the experiment, its arms and the sweep set themselves."""
-    keys = [override_key(text) for text in user.keys]
+    keys = [leaf for text in user.keys for leaf in _leaf_keys(text)]
     for group in user.groups:
         keys += GROUP_KEYS.get(group, ())
     return keys
+
+
+def _leaf_keys(text: str) -> list[str]:
+    """The keys one override writes: ``optim={lr:2e-6}`` writes ``optim.lr``, not every key of the section
+    (from a review: a section given as a dict was refused over a default it holds, e.g. optim.kl_type)."""
+    key = override_key(text)
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        value = OverridesParser.create().parse_overrides([text])[0].value()
+    except Exception:  # noqa: BLE001 - split_overrides has refused what Hydra cannot read: the key as written
+        return [key]
+
+    def leaves(prefix: str, node) -> list[str]:
+        if isinstance(node, dict) and node:
+            return [k for name, sub in node.items() for k in leaves(f"{prefix}.{name}", sub)]
+        return [prefix]
+
+    return leaves(key, value)
 
 
 def _grid_literal(parts) -> bool:
@@ -408,15 +427,23 @@ def _grid_literal(parts) -> bool:
     return last is not None and last != "null" and "eval.grid_size" not in last
 
 
-def _refuse_unread(problems: list[list[SpecError]]) -> None:
+def _refuse_unread(problems: list[list[SpecError]], others=None) -> None:
     """A setting the user wrote that no run of the launch reads (each run's list: ``resolve_arm(unread=...)``):
     the first run's error for it. One that some arm reads is that arm's (an experiment's overrides apply to
-    every arm: ``reward.alpha`` for its length-penalty arms)."""
+    every arm: ``reward.alpha`` for its length-penalty arms). ``others``: the lists of the experiment's arms the
+    launch left out (``--arm``), asked only where a setting would be refused: one of them reading it keeps it
+    (from a review: ``--arm grpo-dense reward.alpha=0.3`` was refused where the whole experiment's launch had
+    made that very run)."""
     if not problems:
         return
+
     def key(err: SpecError) -> str:
         return str(err.where).rsplit(": ", 1)[-1]
+
     common = set.intersection(*({key(e) for e in run} for run in problems))
+    if common and others is not None:
+        for run in others():
+            common &= {key(e) for e in run}
     for err in problems[0]:
         if key(err) in common:
             raise err
@@ -531,7 +558,17 @@ def resolve_experiment(
     seeds = list(seeds) if seeds else experiment.seeds
     unread: list[list[SpecError]] = []
     runs = [resolve_arm(experiment, arm, seed, scale, overrides, unread=unread) for arm in chosen for seed in seeds]
-    _refuse_unread(unread)
+
+    def others() -> list[list[SpecError]]:  # the arms --arm left out, one seed each (the keys they read)
+        more: list[list[SpecError]] = []
+        for arm in (a for a in experiment.arms if a not in chosen):
+            try:
+                resolve_arm(experiment, arm, seeds[0], scale, overrides, unread=more)
+            except SpecError:
+                continue  # an arm these overrides do not compose for: no run of it, nothing it reads
+        return more
+
+    _refuse_unread(unread, others if len(chosen) < len(experiment.arms) else None)
     return runs
 
 

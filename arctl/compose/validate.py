@@ -129,8 +129,9 @@ def largest_budget(cfg: dict, budgets: list[int]) -> int:
     return max([budgets[-1], *[b for b in (cfg.get("scale") or {}).get("budgets") or [] if _is_int(b)]])
 
 
-def check_budget_control(cfg: dict, budgets: list[int]) -> None:
-    """The compared methods' section (its choices and numbers' ranges: arctl/config/schema.py)."""
+def check_budget_control(cfg: dict, budgets: list[int], composing: bool = True) -> None:
+    """The compared methods' section (its choices and numbers' ranges: arctl/config/schema.py); ``composing``: the
+    method's rules for new runs too (``new_run_problem``: :func:`validate_config`)."""
     limits = _get(cfg, "budget_control.thinkprune_limits")
     if not isinstance(limits, list) or not limits or any(b > a for a, b in zip(limits, limits[1:])):
         raise SpecError(f"budget_control.thinkprune_limits={limits!r} must be a non-empty, non-increasing list of "
@@ -147,8 +148,12 @@ def check_budget_control(cfg: dict, budgets: list[int]) -> None:
                         "fix or reinstall the package that provides it, or choose another method") from err
     # the arm's own largest thinking budget: what its training rollout reaches (an L1 target past it, which the
     # scale's larger b_m let through, was one the rollout could never reach; from a review)
+    total = _get(cfg, "trainer.total_steps")
     found = _asked(f"budget_control.method {method.name!r}", "budget_control.method",
-                   lambda: method.config_problem(control, budgets[-1], _get(cfg, "trainer.total_steps")))
+                   lambda: method.config_problem(control, budgets[-1], total))
+    if not found and composing and hasattr(method, "new_run_problem"):  # (a plugin's method may predate the hook)
+        found = _asked(f"budget_control.method {method.name!r}", "budget_control.method",
+                       lambda: method.new_run_problem(control, budgets[-1], total))
     if found:
         raise SpecError(*found)
     penalty = _get(cfg, "reward.length_penalty")
@@ -167,7 +172,7 @@ def validate_resolved(cfg: dict) -> None:
     found = range_problem(cfg) or leftover_problem(cfg)
     if found:
         raise SpecError(found[1], found[0])
-    validate_config(cfg, ranges_checked=True)
+    validate_config(cfg, ranges_checked=True, composing=False)
 
 
 def check_ranges(cfg: dict) -> None:
@@ -183,14 +188,18 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WRITTEN_KEY = re.compile(rf"{API_KEY_ENV}\s*[=:]\s*['\"]?(?![$'\"\s]|$)")  # the key's value written in the line
 
 
-def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
+def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool = True) -> None:
     """Raise SpecError on the first problem in a resolved run config: the ranges (unless the caller
     checked them: ``ranges_checked``, once per command), then the rules across keys and the values
-    derived from others, then the backend's own problems (``Backend.config_problem``)."""
+    derived from others, then the backend's own problems (``Backend.config_problem``). ``composing``: a run
+    being composed, not a run's frozen config read back to resume it (:func:`validate_resolved`); the rules
+    that refuse a config which runs but would not do what it asks (a setting nothing reads, a limit that never
+    applies) refuse new runs only, and a run launched before them goes on as it began (from a review: such a
+    run's resume was refused, and its frozen config cannot be edited)."""
     if not ranges_checked:
         check_ranges(cfg)
     scale_budgets = (cfg.get("scale") or {}).get("budgets")
-    if scale_budgets is not None:  # other values derive from it (arctl.last: its last entry is b_m; from a hunt)
+    if scale_budgets is not None and composing:  # other values derive from it (arctl.last: its last entry is b_m)
         check_budgets(scale_budgets, "scale.budgets")
     budgets = check_budgets(_get(cfg, "thinking.budgets"), "thinking.budgets")
     m = len(budgets)
@@ -209,11 +218,12 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
     for key in str_list_fields(schema):  # shell lines, flags, names (from a review: `cluster.setup=[{a:b}]` went
         # into the job script as the line "{'a': 'b'}")
         _check(cfg, key, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
-    check_summary_prior(cfg)
+    if composing:
+        check_summary_prior(cfg)
     for section in ("thinking", "summary"):
         check_prior(_get(cfg, f"{section}.prior"), _get(cfg, f"{section}.probs"), m, section)
     baseline, n = _get(cfg, "thinking.baseline"), _get(cfg, "rollout.n")
-    check_budget_control(cfg, budgets)
+    check_budget_control(cfg, budgets, composing=composing)
     if (cfg.get("thinking") or {}).get("temperature", UNREAD_THINKING_TEMPERATURE) != UNREAD_THINKING_TEMPERATURE:
         raise SpecError(  # a key no backend reads: a value set there would change nothing, silently
             f"thinking.temperature={cfg['thinking']['temperature']} is read by no backend",
@@ -225,7 +235,8 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False) -> None:
             "rollout.n",
             "use rollout.n>=2 or thinking.baseline=v1/none",
         )
-    if _get(cfg, "summary.group_size") == 1 and n < 2:  # arctl.algo.tree_loss.tree_advantages, either layout
+    one = _get(cfg, "summary.group_size") == 1 and n < 2  # arctl.algo.tree_loss.tree_advantages, either layout
+    if one and (composing or _get(cfg, "summary.decoupled")):  # (coupled: refused for new runs since 2026-12-05)
         raise SpecError(
             f"summary.group_size=1 with rollout.n={n} trains the summaries with zero advantage: a summary's baseline "
             "is the mean reward of its question's summaries at its budget, here its own reward",
@@ -344,12 +355,13 @@ METHOD_KEYS = {"thinkprune": ("budget_control.thinkprune_limits", "budget_contro
 
 
 def _written(written, key: str) -> bool:
-    """Whether the user's overrides write ``key``: the key itself, a key below it, or a section holding it."""
-    return any(w == key or w.startswith(key + ".") or key.startswith(w + ".") for w in written)
+    """Whether the user's overrides write ``key``: the key itself or a key below it (a section given as a dict
+    counts as its leaves: :func:`arctl.compose.resolve._leaf_keys`)."""
+    return any(w == key or w.startswith(key + ".") for w in written)
 
 
 def _shown(value: Any) -> str:
-    return str(value).replace(" ", "")
+    return "null" if value is None else str(value).replace(" ", "")
 
 
 def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[tuple[str, str, str]]:
@@ -368,7 +380,7 @@ def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[t
             found.append((f"{key} is read by the verl backend only, and this run's backend is tiny", key,
                           "leave it out (--scale paper runs verl)"))
         for key, (why, hint) in TINY_UNREAD.items():
-            if _written(written, key):
+            if _written(written, key) and get(key) is not None:  # (null: unset, as the tiny scale has it)
                 found.append((f"{key}={_shown(get(key))} is read by the verl backend only ({why})", key, hint))
         task = get("tiny.task.name")
         for key in sorted(w for w in written if w.startswith("tiny.task.") and w != "tiny.task.name"):

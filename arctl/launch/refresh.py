@@ -33,7 +33,8 @@ from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, w
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
 # squeue's answer is awaited this long: it takes ~18 s to fail where the controller is down, which every
-# `arctl status` of queued or running jobs would wait (sacct's slurmdbd answers apart from the controller)
+# `arctl status` of queued or running jobs would wait (sacct's slurmdbd answers apart from the controller); a
+# controller slower than that gives no pending reasons and finds no runaway in that refresh, nothing worse
 CONTROLLER_TIMEOUT_S = 10
 # A stopped job is active until it reports its stop checkpoint complete ("preempted"): while it says
 # "stopping" (up to STOP_TIMEOUT_S since it last wrote), and for TERM_GRACE_S after its scheduler says
@@ -176,19 +177,20 @@ def controller_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
     cannot answer (not installed, the controller down, a timeout)."""
     if not job_ids or not shutil.which("squeue"):
         return None
-    cmd = ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r", "-j", ",".join(_masters(job_ids))]
+    cmd = ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%u", "-j", ",".join(_masters(job_ids))]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONTROLLER_TIMEOUT_S)
     except (subprocess.SubprocessError, OSError):
         return None
     if proc.returncode != 0 and "Invalid job id" not in proc.stderr:  # (every id unknown: an answer)
         return None
-    view = {}
+    view, me = {}, _user()
     for line in proc.stdout.splitlines():
         job, sep, rest = line.strip().partition("|")
-        state, _, reason = rest.partition("|")
-        if sep and job:
-            view[job] = (state.strip(), reason.strip())
+        state, _, rest = rest.partition("|")
+        reason, _, user = rest.partition("|")
+        if sep and job and not (me and user.strip() and user.strip() != me):  # another user's job under a reused id
+            view[job] = (state.strip(), reason.strip())  # is not ours: ours is lost (from a review)
     return view
 
 

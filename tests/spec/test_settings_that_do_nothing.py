@@ -92,7 +92,7 @@ def test_thinkprune_refuses_only_the_limits_in_force():
 
     def problem(limits, round_k=None):
         control = BudgetControl(method="thinkprune", thinkprune_limits=limits, thinkprune_round=round_k)
-        return method_of(control).config_problem(control, 192, 100)
+        return method_of(control).new_run_problem(control, 192, 100)
 
     assert problem((400, 150, 100), 1)[1] == "budget_control.thinkprune_limits"
     assert problem((400, 150, 100), 2) is None and problem((400, 150, 100), 3) is None
@@ -230,7 +230,6 @@ UNREAD = [  # (experiment, scale, overrides, arm, the key refused, what the line
      "reward.alpha=0.3 is read only by a length penalty, and reward.length_penalty=none — add "
      "reward.length_penalty=v1|v2, or drop reward.alpha"),
     ("main-ar-uniform", "paper", ["reward.alpha=0.3"], "ar-uniform", "reward.alpha", "reward.length_penalty=none"),
-    ("ablation-dense", "tiny", ["reward.alpha=0.3"], "grpo", "reward.alpha", "reward.length_penalty=none"),
     ("main-ar-uniform", "tiny", ["optim.kl_type=mse"], "ar-uniform", "optim.kl_type",
      "optim.kl_type=mse is read only with a KL loss, and optim.kl_coef=0 — add optim.kl_coef=C (> 0), or drop "
      "optim.kl_type"),
@@ -318,11 +317,12 @@ def test_what_the_scales_and_arms_set_themselves_is_not_the_users():
 
 def test_a_setting_one_arm_reads_is_kept_for_the_others():
     """A command line's overrides apply to every arm: reward.alpha for ablation-dense's length-penalty arms is
-    refused only where no chosen arm reads it."""
+    refused only where no arm of the experiment reads it (one chosen with --arm included: the whole launch made
+    that run)."""
     runs = resolve_experiment("ablation-dense", ["reward.alpha=0.3"], scale="tiny")
     alphas = {r.arm: (r.config["reward"]["length_penalty"], r.config["reward"]["alpha"]) for r in runs}
     assert alphas["grpo-lp-v1"] == ("v1", 0.3) and alphas["grpo-lp-v2"] == ("v2", 0.3)
-    _refused("ablation-dense", ["reward.alpha=0.3"], arm="grpo")
+    assert resolve_experiment("ablation-dense", ["reward.alpha=0.3"], scale="tiny", arms=["grpo"])
 
 
 @pytest.mark.parametrize("args, says", [
@@ -334,3 +334,47 @@ def test_a_setting_one_arm_reads_is_kept_for_the_others():
 def test_the_command_line_refuses_a_setting_nothing_reads(sandbox, args, says):
     err = sandbox.check_refused("run", *args, *launch_args(sandbox)).err
     assert says in err
+
+
+@pytest.mark.parametrize("name, arm, change", [
+    ("main-ar-uniform", None, {"summary": {"prior": "linear"}}),
+    ("main-grpo", None, {"rollout": {"n": 1}, "thinking": {"baseline": "none"}, "summary": {"group_size": 1}}),
+    ("main-grpo", None, {"scale": {"budgets": [48, 192, 96, 144]}}),
+    ("baselines-thinkprune", "thinkprune-r1", {"budget_control": {"thinkprune_limits": [4000, 3000, 2000]}}),
+])
+def test_a_run_launched_before_the_refusals_still_resumes_from_its_frozen_config(name, arm, change):
+    """From a review: these rules refuse new runs, but `arctl resume` reads a run's frozen config.yaml through
+    validate_resolved, and a half-trained run launched before them was stranded (its config cannot be edited: the
+    run id check). A frozen config goes on as it began; composing the same config is refused."""
+    import copy
+
+    from arctl.compose.validate import validate_resolved
+
+    runs = resolve_experiment(name, scale="tiny", arms=[arm] if arm else None)
+    frozen = copy.deepcopy(runs[0].config)
+    for section, values in change.items():
+        frozen[section].update(values)
+    validate_resolved(frozen)  # a resume goes on
+    with pytest.raises(SpecError):
+        validate_config(frozen)  # a new run is refused
+
+
+def test_a_section_given_as_a_dict_writes_its_leaves_not_every_key_of_the_section():
+    """From a review: `optim={lr:2e-6}` was refused over optim.kl_type (a default it holds, never written)."""
+    for ok in ("optim={lr:2e-6}", "budget_control={forcing_extensions:0}", "data.train_files=null"):  # (null: unset)
+        assert resolve_experiment("main-grpo", scale="tiny", overrides=[ok])
+    with pytest.raises(SpecError, match="optim.kl_type=mse is read only with a KL loss"):
+        resolve_experiment("main-grpo", scale="tiny", overrides=["optim={kl_type:mse}"])
+
+
+def test_one_arm_chosen_with_arm_keeps_a_setting_another_arm_of_the_experiment_reads():
+    """From a review: `--arm grpo-dense reward.alpha=0.3` was refused, where the experiment's whole launch (whose
+    penalty arms read it) had made that very run: its id could no longer be named."""
+    from arctl.launch.run_id import make_run_id
+
+    whole = {r.arm: make_run_id(r.config)
+             for r in resolve_experiment("ablation-dense", scale="tiny", overrides=["reward.alpha=0.3"])}
+    (one,) = resolve_experiment("ablation-dense", scale="tiny", arms=["grpo-dense"], overrides=["reward.alpha=0.3"])
+    assert make_run_id(one.config) == whole["grpo-dense"]
+    with pytest.raises(SpecError, match="reward.alpha=0.3 is read only by a length penalty"):
+        resolve_experiment("main-grpo", scale="tiny", overrides=["reward.alpha=0.3"])  # no arm of it reads it

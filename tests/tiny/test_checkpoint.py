@@ -214,7 +214,8 @@ def test_a_resume_from_another_warmup_than_the_first_attempts_is_refused_where_t
     assert train(config, run_dir, threading.Event()) == "completed"
     _record_another_warmup(run_dir)
     if kl:
-        with pytest.raises(ValueError, match=r"not the one this run started from \(ffffffffffff.*KL term.*--force"):
+        with pytest.raises(ValueError, match=r"not the one this run started from \(ffffffffffff.*KL term.*start the run "
+                           r"over: remove .*checkpoints and .*metrics\.jsonl, then `arctl resume run`"):
             train(config, run_dir, threading.Event())
     else:
         assert train(config, run_dir, threading.Event()) == "completed"  # the checkpoint's weights carry on
@@ -224,6 +225,6 @@ def test_a_resume_from_another_warmup_than_the_first_attempts_is_refused_where_t
     assert 0 in _steps(run_dir)
     with pytest.raises(ValueError, match="step-0 evaluation is of those weights"):
         train(config, run_dir, threading.Event())
-    (run_dir / "metrics.jsonl").unlink()  # nothing kept: it starts over from the cache's warm-up, recorded
+    (run_dir / "metrics.jsonl").unlink()  # as the error says (checkpoints gone too): it starts over, recorded
     assert train(config, run_dir, threading.Event()) == "completed"
     assert json.loads((run_dir / "warmup.json").read_text())["weights_sha256"] != "f" * 64

@@ -117,6 +117,12 @@ class ControlMethod:
         budget (what its training rollout reaches); ``total_steps``: training steps (None: a dataset's size)."""
         return None
 
+    def new_run_problem(self, control: Any, max_budget: int, total_steps: int | None) -> tuple[str, str, str] | None:
+        """(what, key, hint) of a config the method runs but that would not do what it asks (e.g. a limit that
+        never applies): refused where a run is composed, not where a run already started is resumed from its
+        frozen config (it goes on as it began). Arguments as :meth:`config_problem`'s."""
+        return None
+
 
 NONE = ControlMethod()
 

@@ -146,12 +146,17 @@ class ThinkPrune(ControlMethod):
             if int(control.thinkprune_round) > rounds:
                 return (f"budget_control.thinkprune_round={control.thinkprune_round} but thinkprune_limits has {rounds} "
                         "round(s)", "budget_control.thinkprune_round", f"pick a round in 1..{rounds}")
+        elif total_steps is not None and int(total_steps) < rounds:
+            return (f"{rounds} ThinkPrune rounds need at least as many training steps, "
+                    f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")
+        return None
+
+    def new_run_problem(self, control, max_budget, total_steps):
+        limits = [int(v) for v in control.thinkprune_limits]
+        if control.thinkprune_round is not None and int(control.thinkprune_round) <= len(limits):
             k = int(control.thinkprune_round)
             in_force = {k: limits[k - 1]}  # a round's run: that round's limit at every step
         else:
-            if total_steps is not None and int(total_steps) < rounds:
-                return (f"{rounds} ThinkPrune rounds need at least as many training steps, "
-                        f"the run has {total_steps}", "trainer.total_steps", "give more steps or fewer rounds")
             in_force = dict(enumerate(limits, 1))  # a schedule: every round is in force for its share of the steps
         # a limit above the largest thinking budget never cuts a response (the rollout stops at that budget; a limit
         # equal to it still zeroes a thinking cut there unfinished): that round would be plain GRPO (from a hunt)

@@ -349,9 +349,17 @@ def first_warmup(run_dir: Path, warm: dict, config: dict, resumed: bool) -> dict
     if rests:
         raise ValueError(f"tiny backend: the cached warm-up (weights sha256 {now[:12]}) is not the one this run "
                          f"started from ({before[:12]}, {Path(run_dir) / WARMUP_RECORD}): {rests} — restore that "
-                         "warm-up (the same $ARCTL_TINY_WARMUP and $ARCTL_CACHE as its first attempt), or rerun "
-                         "the run with --force")
+                         "warm-up (the same $ARCTL_TINY_WARMUP and $ARCTL_CACHE as its first attempt), or "
+                         f"{start_over(run_dir)}")
     return {**warm, **recorded} if resumed else warm
+
+
+def start_over(run_dir: Path | None) -> str:
+    """The way to start a run over that a resume refuses (``--force`` reruns completed runs only; a failed or
+    stopped one is resumed: from a review, the advice "rerun with --force" did nothing)."""
+    run_dir = Path(run_dir) if run_dir is not None else Path("RUN_DIR")
+    return (f"start the run over: remove {run_dir / 'checkpoints'} and {run_dir / 'metrics.jsonl'}, then "
+            f"`arctl resume {run_dir.name}`")
 
 
 def _metric_rows(run_dir: Path) -> list[dict]:
@@ -404,7 +412,7 @@ def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
         if not path.is_file() or file_sha256(path) != init["sha256"]:
             raise ValueError(f"tiny backend: the checkpoint this run started from ({path}, sha256 "
                              f"{init['sha256'][:12]}) is gone or changed (run {init['run_id']} rerun?): its KL "
-                             "reference cannot be rebuilt — restore that checkpoint, or rerun this run with --force")
+                             f"reference cannot be rebuilt — restore that checkpoint, or {start_over(run_dir)}")
         ref.load_state_dict(load_checkpoint(path)["model"])
     elif init_dir:
         start_from_run(ref, Path(init_dir))
