@@ -41,6 +41,16 @@ class Overrides:
     groups: dict[str, str]
     keys: list[str]
     added: list[str] = field(default_factory=list)
+    # the keys the key overrides write, a section given as a dict as its leaves (``optim={lr:2e-6}``: optim.lr)
+    written: list[str] = field(default_factory=list)
+
+
+def leaf_keys(key: str, value) -> list[str]:
+    """The keys writing ``value`` at ``key`` sets: a dict's leaves (``optim``, ``{lr: 2e-6}`` -> ``optim.lr``), else
+    ``key`` (from a review: a section given as a dict was refused over a default it holds, never written)."""
+    if isinstance(value, dict) and value:
+        return [k for name, sub in value.items() for k in leaf_keys(f"{key}.{name}", sub)]
+    return [key]
 
 
 def _parse_hint(text: str) -> str:
@@ -62,6 +72,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
     groups: dict[str, str] = {}
     keys: list[str] = []
     added: list[str] = []
+    written: list[str] = []
     groups_known = config_groups()  # read once per call: a directory listing per config dir
     bools = set(bool_fields(run_config()))
     nullable_bools = set(bool_fields(run_config(), nullable=True))
@@ -134,6 +145,7 @@ def split_overrides(overrides: list[str], where: str) -> Overrides:
             raise SpecError(f"override {text!r}: {name} is true, false or null", where,
                             f"write {name}=true, {name}=false or {name}=null")
         keys.append(text)
+        written += leaf_keys(name, parsed.value())
         if parsed.is_add() or parsed.is_force_add():
             added.append(name)
-    return Overrides(groups=groups, keys=keys, added=added)
+    return Overrides(groups=groups, keys=keys, added=added, written=written)

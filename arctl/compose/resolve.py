@@ -391,29 +391,10 @@ GROUP_KEYS = {"prior": ("thinking.prior", "thinking.probs")}  # a group choice t
 def _user_keys(user) -> list[str]:
     """The keys the command line's overrides write (a config-group choice as the keys it sets): what the
     user asked for, beside what the scale, the experiment, its arms and the sweep set themselves."""
-    keys = [leaf for text in user.keys for leaf in _leaf_keys(text)]
+    keys = list(user.written)
     for group in user.groups:
         keys += GROUP_KEYS.get(group, ())
     return keys
-
-
-def _leaf_keys(text: str) -> list[str]:
-    """The keys one override writes: ``optim={lr:2e-6}`` writes ``optim.lr``, not every key of the section
-    (from a review: a section given as a dict was refused over a default it holds, e.g. optim.kl_type)."""
-    key = override_key(text)
-    try:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        value = OverridesParser.create().parse_overrides([text])[0].value()
-    except Exception:  # noqa: BLE001 - split_overrides has refused what Hydra cannot read: the key as written
-        return [key]
-
-    def leaves(prefix: str, node) -> list[str]:
-        if isinstance(node, dict) and node:
-            return [k for name, sub in node.items() for k in leaves(f"{prefix}.{name}", sub)]
-        return [prefix]
-
-    return leaves(key, value)
 
 
 def _grid_literal(parts) -> bool:

@@ -356,7 +356,7 @@ METHOD_KEYS = {"thinkprune": ("budget_control.thinkprune_limits", "budget_contro
 
 def _written(written, key: str) -> bool:
     """Whether the user's overrides write ``key``: the key itself or a key below it (a section given as a dict
-    counts as its leaves: :func:`arctl.compose.resolve._leaf_keys`)."""
+    counts as its leaves: :func:`arctl.compose.overrides.leaf_keys`)."""
     return any(w == key or w.startswith(key + ".") for w in written)
 
 
