@@ -99,18 +99,24 @@ def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:
     return {j: info[j]["State"] for j in job_ids if j in info and info[j].get("State")}, source
 
 
-def _squeue_info(masters: list[str], owners: bool = False) -> tuple[dict, str | None]:
+SQUEUE_FIELDS = {"JobID": "%i", "State": "%T", "User": "%u", "JobName": "%j", "Reason": "%r"}
+
+
+def _squeue_info(masters: list[str], owners: bool = False, reasons: bool = False, every_state: bool = False,
+                 timeout: float = SACCT_TIMEOUT_S) -> tuple[dict, str | None]:
     """squeue's (slurmctld's live) view of jobs ``masters``, one line per array task (``-r``: a pending array's
-    folded id list can be cut short), read as submitit reads sacct (``owners``: with each job's user and name), and
-    "squeue"; ({}, None) where squeue cannot answer."""
+    folded id list can be cut short), read as submitit reads sacct (``owners``: with each job's user and name;
+    ``reasons``: why each is pending; ``every_state``: ended jobs the controller still holds too), and "squeue";
+    ({}, None) where squeue cannot answer."""
     from submitit.slurm.slurm import SlurmInfoWatcher
 
     if not masters or not shutil.which("squeue"):
         return {}, None
-    fields, header = ("%i|%T|%u|%j", "JobID|State|User|JobName") if owners else ("%i|%T", "JobID|State")
-    cmd = ["squeue", "-h", "-r", "-o", fields, "-j", ",".join(masters)]
+    names = ["JobID", "State", *(["Reason"] if reasons else []), *(["User", "JobName"] if owners else [])]
+    fields, header = "|".join(SQUEUE_FIELDS[n] for n in names), "|".join(names)
+    cmd = ["squeue", "-h", "-r", *(["-t", "all"] if every_state else []), "-o", fields, "-j", ",".join(masters)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SACCT_TIMEOUT_S)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if proc.returncode == 0 or "Invalid job id" in proc.stderr:
             return SlurmInfoWatcher().read_info(f"{header}\n" + proc.stdout), "squeue"
     except (subprocess.SubprocessError, OSError):
@@ -175,23 +181,13 @@ def controller_jobs(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
     ``squeue`` call, array tasks one by one (``-r``), ended jobs the controller still holds too (``-t all``: an
     end that accounting has not recorded yet); a job id it does not list, it no longer has. None where squeue
     cannot answer (not installed, the controller down, a timeout)."""
-    if not job_ids or not shutil.which("squeue"):
+    info, source = _squeue_info(_masters(job_ids), owners=True, reasons=True, every_state=True,
+                                timeout=CONTROLLER_TIMEOUT_S)
+    if source is None:
         return None
-    cmd = ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%u", "-j", ",".join(_masters(job_ids))]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONTROLLER_TIMEOUT_S)
-    except (subprocess.SubprocessError, OSError):
-        return None
-    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:  # (every id unknown: an answer)
-        return None
-    view, me = {}, _user()
-    for line in proc.stdout.splitlines():
-        job, sep, rest = line.strip().partition("|")
-        state, _, rest = rest.partition("|")
-        reason, _, user = rest.partition("|")
-        if sep and job and not (me and user.strip() and user.strip() != me):  # another user's job under a reused id
-            view[job] = (state.strip(), reason.strip())  # is not ours: ours is lost (from a review)
-    return view
+    me = _user()  # another user's job under a reused id is not ours: ours is lost (from a review)
+    return {j: (str(v.get("State") or ""), str(v.get("Reason") or "")) for j, v in info.items()
+            if not (me and v.get("User") and v["User"] != me)}
 
 
 def pending_reasons(view: dict[str, tuple[str, str]] | None) -> dict[str, str]:

@@ -379,7 +379,7 @@ def test_refresh_asks_sacct_once_for_all_jobs_and_squeue_once_for_the_live_ones(
     with reg:
         got = {r.run_id: r.state for r in refresh(reg, ws)}
     assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,9",
-                                              "squeue -h -r -t all -o %i|%T|%r|%u -j 7"]  # 7_0: queued or running
+                                              "squeue -h -r -t all -o %i|%T|%r|%u|%j -j 7"]  # 7_0: queued or running
     assert got == {"r0": states.RUNNING, "r1": states.CANCELLED, "r2": states.RUNNING}  # 9_0: unknown, kept
 
 
@@ -445,7 +445,7 @@ def test_a_job_the_controller_lost_is_not_running_for_ever(tmp_path, monkeypatch
         reg.update("r3", cancel_requested=time.time() - 600)
         got = {r.run_id: (r.state, r.error) for r in refresh(reg, ws)}
     assert calls.read_text().splitlines() == ["sacct -X -P -o JobID,State -j 7,8",
-                                              "squeue -h -r -t all -o %i|%T|%r|%u -j 7,8",
+                                              "squeue -h -r -t all -o %i|%T|%r|%u|%j -j 7,8",
                                               "sacct -X -P -o JobID,State -j 7"]  # asked again: 7_0, 7_2, 7_3
     assert got["r0"] == (states.FAILED, "SLURM's controller no longer has job 7_0 (squeue does not list it), though "
                          "its accounting still says RUNNING: a runaway record (the controller lost the job, e.g. its "
@@ -522,7 +522,7 @@ def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monk
     ws, reg = _slurm_runs(tmp_path, ["7_0", "7_1", "8", "9_0"])
     with reg:
         got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}
-    assert calls.read_text().splitlines() == ["squeue -h -r -t all -o %i|%T|%r|%u -j 7,8,9"]
+    assert calls.read_text().splitlines() == ["squeue -h -r -t all -o %i|%T|%r|%u|%j -j 7,8,9"]
     assert got["r0"] == (states.PENDING, "SLURM will not start job 7_0 (BadConstraints): no node of its partition "
                          "has what it asks (cluster.mem_gb, cluster.cpus_per_task, cluster.gpus_per_node); "
                          "`arctl cancel r0`, change it and run again")
