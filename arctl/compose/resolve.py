@@ -23,7 +23,7 @@ from arctl.compose.resolvers import budget_grid, composed_problem, leftover_prob
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
 from arctl.compose.sweep import load_sweep
-from arctl.compose.validate import check_ranges, unread_settings, validate_config
+from arctl.compose.validate import check_ranges, read_at_another_scale, unread_settings, validate_config
 from arctl.config import schema
 from arctl.config.hydra_text import override_value
 
@@ -367,8 +367,16 @@ def resolve_arm(
         validate_config(cfg, ranges_checked=True)
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
-    problems = [SpecError(what, f"{experiment.name}/{arm}: {key}", hint) for what, key, hint in unread_settings(
-        cfg, _user_keys(user), grid_literal=_grid_literal(parts))]
+    # the keys the command line and the sweep (its overrides and grid point) write: a sweep's key that no run
+    # of the sweep reads makes cells that differ in their run ids only (a user's sweep file was not checked).
+    # A sweep runs at every scale: what only another scale's backend reads is the sweep's to write.
+    mine = set(_user_keys(user))
+    problems = []
+    for what, key, hint in unread_settings(cfg, [*mine, *_user_keys(swept)], grid_literal=_grid_literal(parts)):
+        if _written_by(mine, key):
+            problems.append(SpecError(what, f"{experiment.name}/{arm}: {key}", hint))
+        elif not read_at_another_scale(key, cfg.get("backend")):
+            problems.append(SpecError(what, f"{swept_place} ({experiment.name}/{arm}): {key}", hint))
     if unread is None and problems:
         raise problems[0]
     unread_list = unread if unread is not None else []
@@ -395,6 +403,10 @@ def _user_keys(user) -> list[str]:
     for group in user.groups:
         keys += GROUP_KEYS.get(group, ())
     return keys
+
+
+def _written_by(keys, key: str) -> bool:
+    return any(k == key or k.startswith(key + ".") for k in keys)
 
 
 def _grid_literal(parts) -> bool:

@@ -364,6 +364,13 @@ def _shown(value: Any) -> str:
     return "null" if value is None else str(value).replace(" ", "")
 
 
+def read_at_another_scale(key: str, backend) -> bool:
+    """Whether :func:`unread_settings` finds ``key`` unread only because this run's backend is not the one that
+    reads it (the verl section and TINY_UNREAD at the tiny backend): a sweep file, which runs at every scale, may
+    write it for the scale whose backend does."""
+    return backend == "tiny" and (key == "verl" or key.startswith("verl.") or key in TINY_UNREAD)
+
+
 def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[tuple[str, str, str]]:
     """The settings the USER wrote (``written``: the keys of the command line's overrides, a config-group
     choice as the keys it sets) that this run never reads: each (what, key, hint). A scale, an experiment or an

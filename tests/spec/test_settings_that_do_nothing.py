@@ -378,3 +378,54 @@ def test_one_arm_chosen_with_arm_keeps_a_setting_another_arm_of_the_experiment_r
     assert make_run_id(one.config) == whole["grpo-dense"]
     with pytest.raises(SpecError, match="reward.alpha=0.3 is read only by a length penalty"):
         resolve_experiment("main-grpo", scale="tiny", overrides=["reward.alpha=0.3"])  # no arm of it reads it
+
+
+# --- 7. a user's sweep file: its overrides and its grid are the user's writing too -------------------------------
+@pytest.mark.parametrize("body, key, says", [
+    # a grid over a key no cell reads: four cells that differ in their run ids only
+    ("grid:\n  reward.alpha: [0.1, 0.2]\n", "reward.alpha", "read only by a length penalty"),
+    ("overrides: [optim.kl_type=mse]\n", "optim.kl_type", "read only with a KL loss"),
+    ("overrides: [budget_control.forcing_cue=Wait]\n", "budget_control.forcing_cue", "read only by budget forcing"),
+])
+def test_a_users_sweep_writing_a_setting_no_cell_reads_is_refused(sandbox, body, key, says):
+    from arctl.compose import resolve_sweep
+
+    path = sandbox.specs / "sweeps" / "mine.yaml"
+    path.write_text("description: x\nexperiments: [main-grpo]\nseeds: [0, 1]\n" + body)
+    with pytest.raises(SpecError) as info:
+        resolve_sweep("mine", scale="tiny")
+    text = str(info.value)
+    assert "\n" not in text and says in text
+    assert text.startswith(f"{path} (main-grpo/grpo): {key}:"), text  # the file to fix, not the command line
+    out = sandbox.check_refused("sweep", "mine", *launch_args(sandbox))
+    assert says in out.err and str(path) in out.err
+    # where a cell reads it, the sweep is kept: a length-penalty arm reads reward.alpha
+    path.write_text("description: x\nexperiments: [ablation-dense]\nseeds: [0]\ngrid:\n  reward.alpha: [0.1, 0.2]\n")
+    assert len(resolve_sweep("mine", scale="tiny")) == 2 * 4  # four arms x two grid points
+
+
+@pytest.mark.parametrize("scale", ["tiny", "paper"])
+def test_the_shipped_sweeps_write_nothing_their_cells_do_not_read(scale):
+    from arctl.compose import resolve_sweep
+    from arctl.compose.paths import spec_files
+
+    for name in spec_files("sweeps"):
+        assert resolve_sweep(name, scale=scale)
+
+
+def test_a_sweep_may_write_what_only_another_scales_backend_reads(sandbox):
+    """A sweep file runs at every scale (it has no per-scale sections): a verl knob it writes is the paper
+    scale's, kept at the tiny scale. The command line's is refused there (above), and a knob that verl turns off
+    is refused at the paper scale."""
+    from arctl.compose import resolve_sweep
+
+    path = sandbox.specs / "sweeps" / "mine.yaml"
+    head = "description: x\nexperiments: [main-grpo]\nseeds: [0]\n"
+    path.write_text(head + "overrides: [verl.gpu_memory_utilization=0.5, trainer.total_epochs=3]\n")
+    for scale in ("tiny", "paper"):
+        assert len(resolve_sweep("mine", scale=scale)) == 1
+    path.write_text(head + "overrides: [verl.rehearsal_step_s=5]\n")
+    assert len(resolve_sweep("mine", scale="tiny")) == 1
+    with pytest.raises(SpecError, match=r"mine.yaml \(main-grpo/grpo\): verl.rehearsal_step_s: .*read only by a "
+                       "rehearsal"):
+        resolve_sweep("mine", scale="paper")
