@@ -9,6 +9,7 @@ point; the user's overrides.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import re
@@ -297,8 +298,9 @@ def resolve_arm(
     unread: list | None = None,
 ) -> ResolvedRun:
     """One run of ``experiment``'s ``arm``. The settings the user wrote on the command line that this run never
-    reads (:func:`arctl.compose.validate.unread_settings`) are refused, or, given ``unread``, appended to it as
-    SpecErrors: a launch of several arms refuses a setting none of them reads (:func:`_refuse_unread`)."""
+    reads (:func:`arctl.compose.validate.unread_settings`), and those the spec files write, are refused, or, given
+    ``unread``, appended to it (:class:`Unread`): a launch of several arms refuses a setting none of the runs that
+    write it reads (:func:`_refuse_unread`)."""
     user = split_overrides(list(user_overrides or []), "command line")
     swept_place = _sweep_place(sweep, sweep_file)
     swept = split_overrides(list(sweep_overrides or []), swept_place)
@@ -367,20 +369,25 @@ def resolve_arm(
         validate_config(cfg, ranges_checked=True)
     except SpecError as err:
         raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
-    # the keys the command line and the sweep (its overrides and grid point) write: a sweep's key that no run
-    # of the sweep reads makes cells that differ in their run ids only (a user's sweep file was not checked).
-    # A sweep runs at every scale: what only another scale's backend reads is the sweep's to write.
-    mine = set(_user_keys(user))
-    problems = []
-    for what, key, hint in unread_settings(cfg, [*mine, *_user_keys(swept)], grid_literal=_grid_literal(parts)):
-        if _written_by(mine, key):
-            problems.append(SpecError(what, f"{experiment.name}/{arm}: {key}", hint))
-        elif not read_at_another_scale(key, cfg.get("backend")):
-            problems.append(SpecError(what, f"{swept_place} ({experiment.name}/{arm}): {key}", hint))
-    if unread is None and problems:
-        raise problems[0]
-    unread_list = unread if unread is not None else []
-    unread_list.append(problems)
+    # the keys every part of the run writes, the spec's files as well as the command line: a key that no run
+    # reads where it is written changes the run id and not one number (a user's sweep or experiment file was
+    # not checked: a sweep's grid over reward.alpha with no length penalty made cells that differed in their run
+    # ids only). A spec runs at every scale: what only another scale's backend reads is its to write, but for
+    # its scales.<scale> section. Each key is the last part's that writes it, as Hydra applies them.
+    sources = [(exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"),
+               (arm_ov, f"{where}: arms.{arm}"), (swept, swept_place), (user, COMMAND_LINE)]
+    written = {place: set(_user_keys(part)) for part, place in sources}
+    found = Unread(written={(place, k) for place, keys in written.items() for k in keys})
+    for what, key, hint in unread_settings(cfg, set().union(*written.values()), grid_literal=_grid_literal(parts)):
+        place = [p for p, keys in written.items() if _written_by(keys, key)][-1]
+        if place == COMMAND_LINE:
+            found.add(SpecError(what, f"{experiment.name}/{arm}: {key}", hint), (place, key))
+        elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg.get("backend")):
+            found.add(SpecError(what, f"{place} ({experiment.name}/{arm}): {key}", hint), (place, key))
+    if unread is None and found.problems:
+        raise found.problems[0]
+    if unread is not None:
+        unread.append(found)
     return ResolvedRun(
         experiment=experiment.name,
         arm=arm,
@@ -420,25 +427,41 @@ def _grid_literal(parts) -> bool:
     return last is not None and last != "null" and "eval.grid_size" not in last
 
 
-def _refuse_unread(problems: list[list[SpecError]], others=None) -> None:
-    """A setting the user wrote that no run of the launch reads (each run's list: ``resolve_arm(unread=...)``):
-    the first run's error for it. One that some arm reads is that arm's (an experiment's overrides apply to
-    every arm: ``reward.alpha`` for its length-penalty arms). ``others``: the lists of the experiment's arms the
-    launch left out (``--arm``), asked only where a setting would be refused: one of them reading it keeps it
-    (from a review: ``--arm grpo-dense reward.alpha=0.3`` was refused where the whole experiment's launch had
-    made that very run)."""
-    if not problems:
-        return
+COMMAND_LINE = "command line"
 
-    def key(err: SpecError) -> str:
-        return str(err.where).rsplit(": ", 1)[-1]
 
-    common = set.intersection(*({key(e) for e in run} for run in problems))
-    if common and others is not None:
-        for run in others():
-            common &= {key(e) for e in run}
-    for err in problems[0]:
-        if key(err) in common:
+@dataclasses.dataclass
+class Unread:
+    """One run's settings that it never reads (``resolve_arm(unread=...)``): each error with its setting's
+    identity (where it was written, the key), and the identities of every setting the run's parts write."""
+
+    written: set[tuple[str, str]]
+    problems: list[SpecError] = dataclasses.field(default_factory=list)
+    ids: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def add(self, err: SpecError, ident: tuple[str, str]) -> None:
+        self.problems.append(err)
+        self.ids.append(ident)
+
+
+def _refuse_unread(runs: list[Unread], others=None) -> None:
+    """A setting that no run of the launch which writes it reads: the first such run's error. One that some run
+    reads is that run's (an experiment's overrides apply to every arm: ``reward.alpha`` for its length-penalty
+    arms; a sweep's grid to every cell). ``others``: the lists of the experiment's arms the launch left out
+    (``--arm``), asked only where a setting would be refused: one of them reading it keeps it (from a review:
+    ``--arm grpo-dense reward.alpha=0.3`` was refused where the whole experiment's launch had made that very run)."""
+    def unread_everywhere(ident, among) -> bool:
+        return all(ident in run.ids for run in among if ident in run.written)
+
+    more = None
+    for run in runs:
+        for err, ident in zip(run.problems, run.ids):
+            if not unread_everywhere(ident, runs):
+                continue
+            if others is not None:
+                more = others() if more is None else more
+                if not unread_everywhere(ident, more):
+                    continue
             raise err
 
 
@@ -549,11 +572,11 @@ def resolve_experiment(
     experiment = load_experiment(name)
     chosen = _choose_arms(experiment, arms)
     seeds = list(seeds) if seeds else experiment.seeds
-    unread: list[list[SpecError]] = []
+    unread: list[Unread] = []
     runs = [resolve_arm(experiment, arm, seed, scale, overrides, unread=unread) for arm in chosen for seed in seeds]
 
-    def others() -> list[list[SpecError]]:  # the arms --arm left out, one seed each (the keys they read)
-        more: list[list[SpecError]] = []
+    def others() -> list[Unread]:  # the arms --arm left out, one seed each (the keys they read)
+        more: list[Unread] = []
         for arm in (a for a in experiment.arms if a not in chosen):
             try:
                 resolve_arm(experiment, arm, seeds[0], scale, overrides, unread=more)
@@ -595,7 +618,7 @@ def resolve_sweep(
     cells = [(experiment, point, arm, seed) for experiment in experiments for point in points
              for arm in experiment.arms for seed in (list(seeds) if seeds else (sweep.seeds or experiment.seeds))]
     runs = []
-    unread: list[list[SpecError]] = []
+    unread: list[Unread] = []
     for experiment, point, arm, seed in cells:
         runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
                                 sweep_file=str(sweep.path), unread=unread))

@@ -429,3 +429,33 @@ def test_a_sweep_may_write_what_only_another_scales_backend_reads(sandbox):
     with pytest.raises(SpecError, match=r"mine.yaml \(main-grpo/grpo\): verl.rehearsal_step_s: .*read only by a "
                        "rehearsal"):
         resolve_sweep("mine", scale="paper")
+
+
+def test_a_users_experiment_file_writing_a_setting_its_runs_do_not_read_is_refused(sandbox):
+    """An experiment's arm is checked on its own runs; its ``overrides`` (every arm's) on every arm, also those
+    --arm leaves out; its ``scales.<scale>`` section like the command line (it is that scale's only)."""
+    path = sandbox.specs / "experiments" / "mine.yaml"
+    head = "description: x\nseeds: [0]\n"
+    path.write_text(head + "arms:\n  a: [algo=grpo, reward.alpha=0.3]\n  b: [algo=grpo, reward.length_penalty=v1]\n")
+    text = _refused("mine", [])
+    assert text.startswith(f"{path}: arms.a (mine/a): reward.alpha: reward.alpha=0.3 is read only by a length "
+                           "penalty"), text
+    assert sandbox.check_refused("run", "mine", *launch_args(sandbox)).err.count("reward.alpha") >= 1
+    # the same key in the experiment's overrides: arm b reads it, for every launch of the experiment
+    path.write_text(head + "overrides: [reward.alpha=0.3]\n"
+                    "arms:\n  a: [algo=grpo]\n  b: [algo=grpo, reward.length_penalty=v1]\n")
+    assert len(resolve_experiment("mine", scale="tiny")) == 2
+    assert len(resolve_experiment("mine", scale="tiny", arms=["a"])) == 1
+    # what only another scale's backend reads: kept in the overrides, refused in that scale's own section
+    path.write_text(head + "overrides: [verl.gpu_memory_utilization=0.5]\narms:\n  a: [algo=grpo]\n")
+    assert len(resolve_experiment("mine", scale="tiny")) == 1
+    path.write_text(head + "scales:\n  tiny: [verl.gpu_memory_utilization=0.5]\narms:\n  a: [algo=grpo]\n")
+    assert _refused("mine", []).startswith(f"{path}: scales.tiny (mine/a): verl.gpu_memory_utilization: ")
+
+
+def test_every_shipped_experiment_writes_only_what_its_runs_read():
+    from arctl.compose.paths import spec_files
+
+    for name in spec_files("experiments"):
+        for scale in ("tiny", "paper"):
+            assert resolve_experiment(name, scale=scale, seeds=[0])
