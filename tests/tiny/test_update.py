@@ -159,3 +159,24 @@ def test_an_update_with_a_gradient_that_is_not_finite_is_skipped_as_verl_skips_i
                1, 1, OBJECTIVE, 1.0, 1.0, 16)
     torch.testing.assert_close(after, torch.cat([p.detach().flatten() for p in alone.parameters()]))
     assert not torch.equal(after, torch.cat([p.detach().flatten() for p in _model(50).parameters()]))
+
+
+@pytest.mark.parametrize("mini_groups, epochs", [(1, 1), (1, 2), (2, 2), (2, 1)])
+def test_the_entropy_is_the_token_mean_of_the_policy_that_sampled_the_batch(mini_groups, epochs):
+    """``train/entropy`` as verl's: one mean over every trained token of the step, under the policy before any
+    optimizer step (verl's old-log-prob pass; arctl.backends.verl.advantage.trained_token_mean). Tiny averaged
+    the mini-batches' means, the later ones after an update (from a hunt: 2.0 against verl's 2.016 on two
+    mini-batches of 277 and 286 tokens)."""
+    from arctl.backends.tiny.update import ppo_update
+
+    trees = _trees(50, 3)
+    batch = tree_batch(trees, 0)
+    model = _model(50)
+    _, ent = token_logprobs(model, batch)
+    want = float(ent[batch.loss_mask].double().mean())
+    groups = torch.tensor([0, 1, 2])  # three prompts: mini-batches of unequal token counts
+    out = ppo_update(model, torch.optim.AdamW(model.parameters(), lr=5e-2), batch, groups, mini_groups, epochs,
+                     OBJECTIVE, 1.0, 1.0, 2)
+    assert out["entropy"] == pytest.approx(want, rel=1e-6, abs=1e-7)
+    again = [float(token_logprobs(model, batch)[1][batch.loss_mask].double().mean())]
+    assert again[0] != pytest.approx(want, rel=1e-4)  # the policy moved: a later mini-batch's entropy differs

@@ -149,14 +149,19 @@ def micro_batches(batch: PackedBatch, idx: torch.Tensor, size: int) -> list[torc
     return list(idx.split(max(1, int(size))))
 
 
-def _all_logprobs(model, batch: PackedBatch, micro_batch: int, temperature: float) -> torch.Tensor:
-    """Log-probs [B, L] of every trained token of ``batch`` under ``model``, no grad, by micro-batch."""
+def _all_logprobs(model, batch: PackedBatch, micro_batch: int, temperature: float) -> tuple[torch.Tensor, float]:
+    """Log-probs [B, L] of every trained token of ``batch`` under ``model``, no grad, by micro-batch, and the
+    mean entropy of those tokens."""
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    ent_sum, n_tok = 0.0, 0
     with torch.no_grad():
         for part in micro_batches(batch, torch.arange(batch.input_ids.shape[0]), micro_batch):
-            logp = token_logprobs(model, batch.select(part), temperature)[0]
+            mb = batch.select(part)
+            logp, ent = token_logprobs(model, mb, temperature)
             out[part, : logp.shape[1]] = logp
-    return out
+            m = mb.loss_mask.to(ent.dtype)
+            ent_sum, n_tok = ent_sum + float((ent * m).sum()), n_tok + int(mb.loss_mask.sum())
+    return out, ent_sum / max(n_tok, 1)
 
 
 def ppo_update(
@@ -185,19 +190,22 @@ def ppo_update(
     bad batch does not turn every weight into NaN in one backend and leave the other's as they were.
 
     Returns the mean policy loss (``loss``, without the KL term, as verl's ``actor/pg_loss``), the
-    mean entropy, ``skipped``: the optimizer steps skipped, and with a KL term its mean (``kl_loss``)
+    mean entropy of the trained tokens under the policy that sampled them (before any step, as verl's), ``skipped``: the optimizer steps skipped, and with a KL term its mean (``kl_loss``)
     and ``kl``: the mean per-token KL estimate of the policy that sampled the batch against the
     reference (:func:`arctl.algo.tree_loss.kl_mean`)."""
     n_groups = int(groups.max()) + 1
     minis = [torch.nonzero((groups >= s) & (groups < s + mini_groups))[:, 0] for s in range(0, n_groups, mini_groups)]
+    entropy = None  # the mean entropy of the trained tokens under the policy that sampled them (verl's, from its
+    # old-log-prob pass): a mean of the mini-batches' means, some after an update, was not (from a hunt)
     if epochs * len(minis) > 1:
-        batch.old_logp = _all_logprobs(model, batch, micro_batch, temperature)
+        batch.old_logp, entropy = _all_logprobs(model, batch, micro_batch, temperature)
     out = {}
     if objective.loss.kl_coef:
         if reference is None:
             raise ValueError("optim.kl_coef > 0 needs the reference model (ppo_update's reference)")
-        batch.ref_logp = _all_logprobs(reference, batch, micro_batch, temperature)
-        sampled = batch.old_logp if batch.old_logp is not None else _all_logprobs(model, batch, micro_batch, temperature)
+        batch.ref_logp = _all_logprobs(reference, batch, micro_batch, temperature)[0]
+        sampled = batch.old_logp if batch.old_logp is not None else _all_logprobs(model, batch, micro_batch,
+                                                                                   temperature)[0]
         out["kl"] = kl_mean(sampled, batch.ref_logp, batch.loss_mask, objective.loss.kl_type)
     losses, kls, ents, skipped = [], [], [], 0
     for _ in range(epochs):
@@ -220,7 +228,8 @@ def ppo_update(
             losses.append(total - kl_total)
             kls.append(kl_total)
             ents.append(ent_sum / max(n_tok, 1))
-    out.update({"loss": sum(losses) / len(losses), "entropy": sum(ents) / len(ents), "skipped": skipped})
+    out.update({"loss": sum(losses) / len(losses), "entropy": ents[0] if entropy is None else entropy,
+                "skipped": skipped})
     if objective.loss.kl_coef:
         out["kl_loss"] = sum(kls) / len(kls)
     return out
