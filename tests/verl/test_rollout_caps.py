@@ -7,7 +7,8 @@ thinking length, the same cuts, the same inserted tokens and the same summary le
 are the hand-worked numbers of each method (ThinkPrune's round limit, Elastic's t and s, the
 largest budget, ``summary.max_tokens`` counting the inserted tokens). The evaluation likewise
 (``evaluate`` / verl's validation rollout): per L1 target group and per pass (plain, s1-forced) the
-same thinking cap and the same answer caps at every distinct cut."""
+same thinking cap and the same answer caps at every distinct cut, and the variance diagnostics' one
+thinking (tiny's diagnostics rollout, verl's last plain tree) cut at every budget."""
 
 from __future__ import annotations
 
@@ -235,20 +236,24 @@ def test_both_backends_evaluate_a_compared_arm_within_the_same_caps(name, arm, m
     """The evaluation at ``eval.budgets`` with the sweep's budget forcing (s1, two extensions): per
     L1 target group (one without L1) and per pass (plain, forced), the thinking runs to the group's
     largest budget and every distinct cut gets one answer of ``summary.max_tokens`` minus the
-    inserted tokens, in both backends."""
+    inserted tokens, in both backends. The variance diagnostics' thinking (the last group's target)
+    runs to the largest budget and is cut at every budget: tiny's diagnostics rollout, and verl's last
+    plain tree, which with several L1 groups is cut at the other groups' budgets too."""
     cfg = _config(name, arm)
     cfg["budget_control"]["forcing_extensions"] = 2  # sweeps/baselines.yaml
-    cfg["tiny"]["diag_problems"], cfg["eval"]["n_samples"] = 0, 1
+    cfg["tiny"]["diag_problems"], cfg["eval"]["n_samples"] = 1, 1
     tok, tiny = _tiny_eval_trees(cfg, monkeypatch)
     verl = _verl_eval_trees(cfg, tok)
-    assert tiny == verl
     from arctl.algo.methods import control as bc
     from arctl.algo.settings import BudgetControl
 
-    groups = bc.eval_target_groups(BudgetControl.from_config(cfg), list(cfg["eval"]["budgets"]))
+    budgets = list(cfg["eval"]["budgets"])
+    groups = bc.eval_target_groups(BudgetControl.from_config(cfg), budgets)
     ins = 1 if cfg["summary"]["inserted"] == "think_end" else 5  # `</think>` (E1) or the anytime words
     cap = cfg["summary"]["max_tokens"]  # 8; Elastic's s = 24
     hand = [(max(g), tuple(sorted((b + ins, cap - ins) for b in g))) for _, g in groups]
-    assert tiny == hand + hand  # plain, then forced
+    every_cut = (max(budgets), tuple(sorted((b + ins, cap - ins) for b in budgets)))
+    assert tiny == hand + [every_cut] + hand  # plain, the diagnostics rollout, then forced
+    assert verl == hand[:-1] + [every_cut] + hand  # the last plain tree is the diagnostics' thinking
     # L1 at budgets 48..192 with targets 24..96: target 48 for budget 48, target 96 for 96, 144, 192
     assert [t for t, _ in groups] == ([48, 96] if name == "baselines-l1" else [None])

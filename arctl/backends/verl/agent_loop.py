@@ -18,7 +18,8 @@ For one thinking sample (verl runs ``rollout.n`` of these per question):
    last output's score onto the others, so the trainer never reads ``rm_scores`` for trees.
 
 Validation (``validate``) uses the eval budgets (the 32-budget grid in eval-only mode) with one
-summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``.
+summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``
+(and ``diag_score@{b}`` for a method with one prompt target per budget: :func:`rollout_question`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ from arctl.backends.verl.advantage import (
 Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
 ABORTED = ("aborted", "abort")  # stop reasons of a request the server gave up (verl.workers.rollout.llm_server)
 Score = Callable[[list[int], list[int], list[int]], Awaitable[float]]
+DIAG_PREFIX = "diag_"
+"""Prefix of the validation infos ``diag_score@{b}``: one thinking's scores at every eval budget, which
+the trainer's variance diagnostics read (``trainer_v1.eval_metrics``) where a method's evaluation samples
+one thinking per prompt target (L1), so that its ``score@{b}`` come from different thinkings."""
 
 _GRADING: ThreadPoolExecutor | None = None
 _GRADING_LOCK = threading.Lock()
@@ -279,7 +284,14 @@ async def rollout_question(
     ``key``, in its prompt, ``build_prompt(target) -> prompt ids``). Validation: one tree per L1
     target group (:func:`bc.eval_target_groups`; one group without L1), ``score@{b}`` merged, and
     ``think_len`` of the largest group; with budget forcing the same again with s1's rule
-    (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree."""
+    (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree.
+
+    With several target groups the unforced last tree (the largest budget's target) is cut at every
+    eval budget, its scores reported as ``diag_score@{b}`` (:data:`DIAG_PREFIX`; its own budgets'
+    ``score@{b}`` are the same cuts): the variance diagnostics (docs/metrics.md) are defined on one
+    thinking's return at every budget, and merged ``score@{b}`` of different thinkings would give
+    other numbers than the tiny backend's rule (one rollout with the last group's target, cut at every
+    budget). The thinking runs to the largest budget either way; only the extra cuts' summaries cost."""
     budgets = [int(b) for b in budgets]
     if not validate:
         target = bc.question_target(control, key, max(budgets))
@@ -289,11 +301,18 @@ async def rollout_question(
         return tree, info, target
     info: dict[str, float] = {}
     last: tuple[TreeRollout, int | None] | None = None
+    groups = bc.eval_target_groups(control, budgets)
     for prefix in ("", FORCED_PREFIX) if control.forcing_extensions > 0 else ("",):
-        for target, group in bc.eval_target_groups(control, budgets):
+        for n, (target, group) in enumerate(groups):
             forcing = bc.forcing_config(control, max(group), think_end, cue_ids) if prefix else None
-            tree = await sample_tree(await build_prompt(target), group, False, forcing)
-            info.update({f"{prefix}score@{b}": float(v) for b, v in zip(group, tree.scores())})
+            diag = not prefix and len(groups) > 1 and n == len(groups) - 1
+            tree = await sample_tree(await build_prompt(target), budgets if diag else group, False, forcing)
+            if diag:
+                cuts = dict(zip(budgets, tree.scores()))
+                info.update({f"score@{b}": float(cuts[b]) for b in group})
+                info.update({f"{DIAG_PREFIX}score@{b}": float(v) for b, v in cuts.items()})
+            else:
+                info.update({f"{prefix}score@{b}": float(v) for b, v in zip(group, tree.scores())})
             info[f"{prefix}think_len"] = float(len(tree.thinking))
             if not prefix:
                 last = (tree, target)

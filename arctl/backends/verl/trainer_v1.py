@@ -70,6 +70,7 @@ from arctl.backends.verl.advantage import (
     trained_mask,
     trained_token_mean,
 )
+from arctl.backends.verl.agent_loop import DIAG_PREFIX
 from arctl.backends.verl.checkpoints import SaveOnce
 from arctl.backends.verl.rollout_failures import FailFast
 from arctl.track import metrics_schema as ms
@@ -680,7 +681,11 @@ def eval_metrics(
     ``group_size``, training's rollout.n, as the tiny backend groups them: V2 includes the sample itself, so
     corr(V2, R) and the GRPO variance depend on G), from the validation rows'
     ``score@{b}`` and ``think_len`` values; the rows' ``forced_score@{b}`` and ``forced_think_len``
-    (budget forcing) the same way under ``eval/{ds}-forced/`` (without diagnostics)."""
+    (budget forcing) the same way under ``eval/{ds}-forced/`` (without diagnostics). The diagnostics
+    are one thinking's returns at every budget: where the rows carry ``diag_score@{b}`` (a method that
+    prompts one target per budget, L1: the largest budget's thinking, the one ``think_len`` measures,
+    cut at every budget by ``agent_loop.rollout_question``) they are read from those, else from
+    ``score@{b}`` (one thinking covers every budget)."""
     out: dict[str, float] = {}
     forced = {k[len(FORCED_PREFIX):]: v for k, v in infos.items() if k.startswith(FORCED_PREFIX)}
     if forced:  # the same models evaluated with s1 budget forcing, as datasets "{ds}-forced"
@@ -690,13 +695,16 @@ def eval_metrics(
     budgets = sorted(int(k.split("@", 1)[1]) for k in infos if k.startswith("score@"))
     if not budgets:
         return out
+    diag_key = f"{DIAG_PREFIX}score@" if any(k.startswith(f"{DIAG_PREFIX}score@") for k in infos) else "score@"
+    diag_budgets = sorted(int(k[len(diag_key):]) for k in infos if k.startswith(diag_key))
+
+    def table(key: str, bs: list[int], rows: list[int]) -> torch.Tensor:
+        return torch.tensor([[float(infos[f"{key}{b}"][i] or 0.0) for b in bs] for i in rows], dtype=torch.float64)
     rows_by_ds: dict[str, list[int]] = defaultdict(list)
     for i, ds in enumerate(data_sources):
         rows_by_ds[str(ds)].append(i)
     for ds, rows in rows_by_ds.items():
-        scores = torch.tensor(
-            [[float(infos[f"score@{b}"][i] or 0.0) for b in budgets] for i in rows], dtype=torch.float64
-        )
+        scores = table("score@", budgets, rows)
         acc = dict(zip(budgets, scores.mean(0).tolist()))
         for b, v in acc.items():
             out[ms.eval_acc(ds, b)] = v
@@ -714,5 +722,6 @@ def eval_metrics(
         if diagnostics and "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
             idx = torch.tensor(groups)
             lens = torch.tensor([int(float(infos["think_len"][i] or 0.0)) for i in rows])[idx]
-            out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(scores[idx], lens, budgets, lam)))
+            returns = table(diag_key, diag_budgets, rows)
+            out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(returns[idx], lens, diag_budgets, lam)))
     return out
