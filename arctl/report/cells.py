@@ -295,9 +295,35 @@ def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
 
 def differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
     """The keys of ``cell`` (a composed cell's config, flattened; None or empty: nothing to compare) in
-    which the runs-table row ``rec`` differs, its names, seed and launch sections aside."""
-    return [k for k, v in sorted((cell or {}).items()) if not _names_the_run(k)
-            and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v)]
+    which the runs-table row ``rec`` differs, its names, seed and launch sections aside, and keys the run
+    does not compute with aside (an inactive ``budget_control`` section, another method's knobs: what
+    :func:`arctl.launch.run_id.identity_config` leaves out of the run id)."""
+    found = [k for k, v in sorted((cell or {}).items()) if not _names_the_run(k)
+             and CONFIG_PREFIX + k in rec and not same_value(rec[CONFIG_PREFIX + k], v)]
+    if not found:
+        return found
+    computed = _computed_keys(cell) | _computed_keys(rec, CONFIG_PREFIX)
+    return [k for k in found if k in computed]
+
+
+def _computed_keys(flat: dict, prefix: str = "") -> set[str]:
+    """The keys of a flattened config (a composed cell's; a runs-table row's ``config.*`` with
+    ``prefix``) that are part of what its run computes: its identity (an inactive ``budget_control``
+    section is not: a key counts where either of two configs computes with it)."""
+    from arctl.launch.run_id import identity_config
+    from arctl.track.runs import flatten_config
+
+    nested: dict = {}
+    for key, value in flat.items():
+        if not str(key).startswith(prefix):
+            continue
+        *parents, last = str(key)[len(prefix):].split(".")
+        inner = nested
+        for part in parents:
+            inner = inner.setdefault(part, {})
+        if isinstance(inner, dict):
+            inner[last] = value
+    return set(flatten_config(identity_config(nested)))
 
 
 def _not_composed(table, compose) -> list[str]:
@@ -338,9 +364,15 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
     scales = {run_scale(r) for r in recs}
     cell = compose(experiment, arm, seed, scales.pop() if len(scales) == 1 else None) if compose else None
     if cell is not None:
-        differ = [c for c in differ if c[len(CONFIG_PREFIX):] in cell]  # recorded beside the config: not a setting
+        computed = _computed_keys(cell).union(*(_computed_keys(r, CONFIG_PREFIX) for r in recs))  # recorded
+        # beside the config, or a knob none of them computes with: no setting
+        differ = [c for c in differ if c[len(CONFIG_PREFIX):] in cell and c[len(CONFIG_PREFIX):] in computed]
         matching = [r for r in recs if all(same_value(r.get(c), cell[c[len(CONFIG_PREFIX):]]) for c in differ)]
-        if len(matching) == 1:
+        # the one that matches where the runs differ is the cell only if it differs from it nowhere else (from a
+        # hunt: two runs both launched with scale.budgets=[...], the cell's loss_norm_len in one of them: that
+        # one was read, silently, where neither is what the sweep composes; after an upgrade the old run was
+        # read, not the one just launched)
+        if len(matching) == 1 and not differs_from_cell(matching[0], cell):
             return str(matching[0]["run_id"])
     key = differ[0][len(CONFIG_PREFIX):] if differ else None
     ids = "; ".join(f"{_shown(r.get(differ[0])) if differ else '?'}: {r['run_id']}" for r in sorted(recs, key=lambda r: str(r["run_id"])))

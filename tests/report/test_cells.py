@@ -479,3 +479,26 @@ def test_an_exports_guess_of_unknown_is_not_taken_for_its_jobs_word(tmp_path):
     (tmp_path / INDEX_FILE).write_text(json.dumps({"runs": {
         "a": {"state": UNKNOWN_STATE, "files": {}}, "c": {"state": "completed", "files": {}}}}))
     assert job_states(tmp_path, ["a", "b", "c", "d"]) == {"b": "preempted", "c": "completed"}
+
+
+def test_a_run_that_matches_the_cell_only_where_the_runs_differ_is_not_the_cell():
+    """From a hunt: two runs of a cell launched with scale.budgets=[8,16,24,32], one of them with the cell's
+    optim.loss_norm_len: neither is what the sweep composes, but that one was read, silently (after an upgrade
+    that derived loss_norm_len from the budgets, the old run was read, not the one just launched)."""
+    cell = composed(optim__loss_norm_len=32, eval__budgets=[48, 96, 144, 192])
+    both = [row("old", optim__loss_norm_len=192, eval__budgets=[8, 16, 24, 32]),
+            row("new", optim__loss_norm_len=32, eval__budgets=[8, 16, 24, 32])]
+    with pytest.raises(ReportError) as err:
+        one_run_per_cell(runs_of(*both), compose=cell, source="/ws")
+    msg = str(err.value)
+    assert "\n" not in msg and "has 2 runs in /ws that differ in optim.loss_norm_len" in msg
+    assert "none is the cell as the report's sweep composes it" in msg
+    assert kept(one_run_per_cell(runs_of(*both), where=["optim.loss_norm_len=32"], compose=cell)) == ["new"]
+    # a third run that is the cell wins, and keys a run does not compute with never count
+    exact = row("exact", optim__loss_norm_len=32, eval__budgets=[48, 96, 144, 192])
+    assert kept(one_run_per_cell(runs_of(*both, exact), compose=cell)) == ["exact"]
+    inactive = composed(optim__loss_norm_len=32, budget_control__method="none", budget_control__l1_targets=[1, 2])
+    two = [row("a", optim__loss_norm_len=192, budget_control__method="none", budget_control__l1_targets=[1, 2]),
+           row("b", optim__loss_norm_len=32, budget_control__method="none", budget_control__l1_targets=[3])]
+    out = one_run_per_cell(runs_of(*two), compose=inactive)
+    assert kept(out) == ["b"] and out.warnings == []  # an inactive method's knob is not a difference
