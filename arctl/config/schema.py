@@ -220,9 +220,9 @@ class ClusterConfig:
     max_array_size: int = setting(1000, range=COUNT)
     sbatch_extra: list[str] = setting([])  # extra "#SBATCH" lines, e.g. ["--exclusive"]
     setup: list[str] = setting([])  # shell lines run before the job (module load ..., source venv)
-    # secrets of the launching shell (WANDB_API_KEY and names ending in _TOKEN, _API_KEY, _SECRET*, _PASSWORD...:
-    # arctl.track.identity.secret_values) that a SLURM job receives, e.g. [HF_TOKEN]: sbatch stores the environment
-    # it exports in SLURM's state, so every other one is left out (WANDB_API_KEY goes to online runs regardless)
+    # secrets of the launching shell (names arctl.track.identity.is_secret_name takes: HF_TOKEN, PGPASSWORD,
+    # KAGGLE_KEY, GITHUB_PAT, ...) that a SLURM job receives, e.g. [HF_TOKEN]: sbatch stores the environment it
+    # exports in SLURM's state, so every other one is left out; each must be set in the launching shell
     secrets: list[str] = setting([])
     # SLURM sends USR1 this long before the time limit; the trainer finishes its step and checkpoints, or
     # abandons the step past half of it. null: the scale's (tiny 60 s, paper 1800 s), at most a quarter

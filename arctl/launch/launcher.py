@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -433,9 +434,9 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
                      starting: list[LaunchItem]) -> None:
     """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
     a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
-    for no GPU (slurm), then what would fail as the job of a run in ``starting`` (those :func:`plan`
-    starts: new, resumed, rerun; not one it skips) starts (:func:`start_problem`). The launch and its
-    dry run (which shows the refusal) both ask here."""
+    for no GPU (slurm), a ``cluster.secrets`` name this shell does not set (:func:`unset_secret_problem`), then
+    what would fail as the job of a run in ``starting`` (those :func:`plan` starts: new, resumed, rerun; not one
+    it skips) starts (:func:`start_problem`). The launch and its dry run (which shows the refusal) both ask here."""
     if name in ("local", "debug"):
         gpu_problem(items)
     if name == "slurm":
@@ -443,6 +444,7 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
             slurm_parameters(item.config.get("cluster", {}), item.sweep or item.experiment, array_parallelism)
         slurm_problem(starting)  # (a completed run the launch skips needs nothing of the cluster; from a review)
         online_key_problem(starting)
+    unset_secret_problem(starting, workspace)
     start_problem(starting, workspace)
 
 
@@ -463,6 +465,42 @@ def online_key_problem(items: list[LaunchItem], environ=None) -> None:
             f"and arctl does not put {API_KEY_ENV} into SLURM's state (sbatch stores a job's environment): run "
             f"`wandb login` on the cluster (the job reads ~/.netrc), or pass it anyway with "
             f"cluster.secrets=[{API_KEY_ENV}] (then SLURM stores it with the job)")
+
+
+VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # a name an error may show: a pasted token has lower-case letters
+
+
+def unset_secret_problem(items: list[LaunchItem], workspace: Workspace, environ=None) -> None:
+    """Refuse (LaunchError, one line) a run whose ``cluster.secrets`` names a variable this shell does not set
+    (or sets empty): its job would go without it (a gated model's ``HF_TOKEN``), or the entry is a secret's value
+    pasted in place of its name, which the launch would freeze into config.yaml (and the run into W&B's config).
+    From a hunt: ``cluster.secrets=[hf_...]`` and an unset ``HF_TOKEN`` were both submitted without a word. Every
+    executor: the config is frozen wherever the run goes. A name the run's frozen config.yaml already holds (a
+    resume, a ``--force`` rerun) is not refused: it is written already, and ``arctl resume`` cannot change it.
+    The entry is shown only where it looks like a variable's name (:data:`VARIABLE_NAME`), never a value."""
+    from arctl.launch.rundir import read_run_config
+
+    env = os.environ if environ is None else environ
+    for item in items:
+        named = [str(n) for n in (item.config.get("cluster") or {}).get("secrets") or []]
+        unset = [n for n in named if not (env.get(n) or "").strip()]
+        if unset and item.action in ("resume", "rerun"):
+            try:
+                frozen = read_run_config(workspace.run_dir(item.run_id)).get("cluster") or {}
+            except Exception:  # noqa: BLE001 - no readable config.yaml: nothing frozen to keep
+                frozen = {}
+            unset = [n for n in unset if n not in {str(f) for f in frozen.get("secrets") or []}]
+        if not unset:
+            continue
+        name = unset[0]
+        where = f"{item.experiment}/{item.arm}: cluster.secrets"
+        if VARIABLE_NAME.fullmatch(name):
+            raise LaunchError(f"{where} names {name}, which this shell does not set: it takes the names of environment "
+                              f"variables of the shell you launch from, e.g. [HF_TOKEN] — set {name} here "
+                              f"(export {name}=...), or leave it out of cluster.secrets")
+        raise LaunchError(f"{where}[{named.index(name)}] is no variable this shell sets (not shown: it may be a "
+                          "secret's value, pasted in place of a name): it takes the names of environment variables, "
+                          "e.g. [HF_TOKEN] — name the variable that holds it, set in the shell you launch from")
 
 
 def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:

@@ -28,19 +28,40 @@ from pathlib import Path
 from typing import Any
 
 API_KEY_ENV = "WANDB_API_KEY"  # the secret: read from the environment only, never written by arctl
-# environment variables that hold secrets by their name (W&B's key, HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...): a
-# config that holds one's value would write it into config.yaml, W&B's config and the job script
-SECRET_ENV = re.compile(r"(?:^|_)(?:API_KEY|TOKEN|SECRET|SECRET_ACCESS_KEY|SECRET_KEY|PASSWORD|PASSWD)$")
+# environment variables that hold secrets by their name, read word by word (the parts between "_" and digits): a
+# word that ends in KEY, KEYS, TOKEN or PWD, holds SECRET, PASSW, PASSPHRASE, CREDENTIAL or PRIVATE, or is PASS or
+# JWT; or a last word PAT (W&B's key, HF_TOKEN_2, AWS_SECRET_ACCESS_KEY, PGPASSWORD, KAGGLE_KEY, OPENAI_APIKEY,
+# SSH_PRIVATE_KEY, MYSQL_PWD, SLURM_JWT, GITHUB_PAT). From a hunt: the first rule (names ending in _TOKEN, _API_KEY,
+# _SECRET*, _PASSWORD, _PASSWD) missed every one of those after HF_TOKEN: a SLURM submission gave them to sbatch,
+# which stores them with the job, and a config holding their value was not refused. Words, not letters:
+# TOKENIZERS_PARALLELISM, KEYTIMEOUT, GNOME_KEYRING_CONTROL, SLURM_TOPOLOGY_ADDR_PATTERN hold none.
+SECRET_WORD = re.compile(r"(?:KEYS?|TOKEN|PWD)$|SECRET|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|^(?:PASS|JWT)$")
+SECRET_LAST_WORD = "PAT"  # a personal access token: GITHUB_PAT (not PATH, PATTERN)
+# a last word that makes the value a place, not a secret (HF_TOKEN_PATH, AWS_SHARED_CREDENTIALS_FILE, SSL_KEY_DIR,
+# ACTIONS_ID_TOKEN_REQUEST_URL): a config may well hold such a path, and must not be refused for it
+PLACE_WORDS = frozenset({"FILE", "PATH", "DIR", "SOCK", "SOCKET", "URL", "URI", "HOST", "PORT"})
+# names the words above would take that hold no secret: the shell's folders, and a path to Google's key file
+NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "GOOGLE_APPLICATION_CREDENTIALS"})
 SECRET_MIN_CHARS = 8  # shorter values would match ordinary config text
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an environment variable holds a secret by its name (:data:`API_KEY_ENV`, :data:`SECRET_ENV`)."""
-    return name == API_KEY_ENV or bool(SECRET_ENV.search(name.upper()))
+    """Whether an environment variable holds a secret by its name: :data:`API_KEY_ENV`, or a word of it
+    :data:`SECRET_WORD` (or a last word :data:`SECRET_LAST_WORD`), unless its last word is a place
+    (:data:`PLACE_WORDS`) or the name is one of :data:`NOT_SECRET_NAMES`. Wide on purpose: a secret taken for
+    none would reach SLURM's state and config.yaml, while a harmless variable taken for one is only left out of a
+    SLURM job's environment (the launch names it; ``cluster.secrets=[NAME]`` passes it)."""
+    upper = name.upper()
+    if upper == API_KEY_ENV:
+        return True
+    words = [w for w in re.split(r"[^A-Z]+", upper) if w]
+    if not words or upper in NOT_SECRET_NAMES or words[-1] in PLACE_WORDS:
+        return False
+    return words[-1] == SECRET_LAST_WORD or any(SECRET_WORD.search(w) for w in words)
 
 
 def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
-    """name -> value (stripped) of every secret in ``environ`` (:data:`SECRET_ENV`, at least
+    """name -> value (stripped) of every secret in ``environ`` (:func:`is_secret_name`, at least
     :data:`SECRET_MIN_CHARS` long)."""
     return {name: value.strip() for name, value in environ.items()
             if is_secret_name(name) and len(value.strip()) >= SECRET_MIN_CHARS}
@@ -84,15 +105,68 @@ def netrc_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+HF_TOKEN_ENV = "HF_TOKEN"  # how an error names a token of Hugging Face's token files
+
+
+def hf_token_path(environ: Mapping[str, str]) -> Path:
+    """Where ``hf auth login`` (``huggingface-cli login``) keeps the token, as ``huggingface_hub.constants``
+    finds it: ``$HF_TOKEN_PATH``, else ``$HF_HOME/token``, else ``$XDG_CACHE_HOME/huggingface/token``, else
+    ``~/.cache/huggingface/token`` (``~`` is ``environ``'s ``$HOME``)."""
+    home = environ.get("HOME") or str(Path.home())
+
+    def expand(path: str) -> Path:
+        return Path(home + path[1:] if path == "~" or path.startswith("~/") else path)
+
+    if environ.get("HF_TOKEN_PATH"):
+        return expand(environ["HF_TOKEN_PATH"])
+    hf_home = environ.get("HF_HOME") or str(Path(environ.get("XDG_CACHE_HOME") or f"{home}/.cache") / "huggingface")
+    return expand(hf_home) / "token"
+
+
+def hf_token_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """``HF_TOKEN (<file>)`` -> the token, for the token in :func:`hf_token_path` and every one ``hf auth login``
+    keeps beside it in ``stored_tokens`` (``HF_TOKEN (<file>, <name>)``). A token known only there is as secret
+    as the W&B key in ~/.netrc (:func:`netrc_secrets`; from a hunt: ``huggingface-cli login --token hf_...`` in
+    ``cluster.setup`` was accepted, frozen into config.yaml and the job script). Nothing for a file that is not
+    there or cannot be read."""
+    import configparser
+
+    path = hf_token_path(environ)
+    home = environ.get("HOME") or str(Path.home())
+    home = home.rstrip("/")
+    shown = f"~{str(path)[len(home):]}" if str(path).startswith(home + "/") else str(path)  # as an error says it
+    out = {}
+    try:
+        token = path.read_text().strip()
+    except (OSError, ValueError):  # no file, a folder, not text
+        token = ""
+    if len(token) >= SECRET_MIN_CHARS:
+        out[f"{HF_TOKEN_ENV} ({shown})"] = token
+    stored = configparser.ConfigParser(interpolation=None)
+    try:
+        stored.read(path.parent / "stored_tokens")
+    except (OSError, ValueError, configparser.Error):
+        return out
+    for section in stored.sections():
+        token = stored.get(section, "hf_token", fallback="").strip()
+        if len(token) >= SECRET_MIN_CHARS and token not in out.values():
+            out[f"{HF_TOKEN_ENV} ({shown[:-len(path.name)]}stored_tokens, {section})"] = token
+    return out
+
+
 def known_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`) and the W&B
-    keys in ~/.netrc (:func:`netrc_secrets`). A name is a variable's, or one of ``WANDB_API_KEY (~/.netrc...)``."""
-    return {**secret_values(environ), **netrc_secrets(environ)}  # the environment's first: an error names it
+    """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`), the W&B
+    keys in ~/.netrc (:func:`netrc_secrets`) and the Hugging Face tokens of its token files
+    (:func:`hf_token_secrets`). A name is a variable's, or a file's: ``WANDB_API_KEY (~/.netrc...)``,
+    ``HF_TOKEN (~/.cache/huggingface/token)``."""
+    # the environment's first: an error names it
+    return {**secret_values(environ), **netrc_secrets(environ), **hf_token_secrets(environ)}
 
 
 def secret_shown(name: str) -> str:
-    """A secret's name as an error says it: ``$WANDB_API_KEY``, or ``WANDB_API_KEY (~/.netrc)``."""
-    return name if name.startswith(NETRC_KEY[:-1]) else f"${name}"
+    """A secret's name as an error says it: ``$WANDB_API_KEY``, or a file's as :func:`known_secrets` names it
+    (``WANDB_API_KEY (~/.netrc)``; no variable's name holds a space)."""
+    return name if " (" in name else f"${name}"
 
 
 def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None:

@@ -22,7 +22,9 @@ this the trainer cannot join its own head. The EXIT trap stops the ``ray start -
 processes, at once: its drain on SIGTERM, :data:`NO_DRAIN`, is off, so a requeue or ``scancel`` does not wait out
 SLURM's KillWait) and, after a successful job, removes the head's Ray directory (kept for its logs when
 the job failed). Ray's steps ignore USR1/USR2 (arctl's preemption signals, for the job entry only). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
-job's environment (``sbatch`` exports the submitter's), never written into the script.
+job's environment (``sbatch`` exports it where the run names it in ``cluster.secrets``), never written into the
+script; without it an online run's job logs in with the W&B login of its ``~/.netrc``, and with neither it fails
+at once (:data:`NO_WANDB_KEY`).
 Checkpoints go to ``RUN_DIR/checkpoints``; verl's ``trainer.resume_mode`` (``auto``: resume from
 the newest checkpoint there) makes a requeued job continue where it stopped.
 Every user value is quoted with :func:`shlex.quote`.
@@ -48,6 +50,14 @@ IGNORE_PREEMPT = "bash -c 'trap \"\" USR1 USR2; exec \"$@\"' arctl-ray"
 # Serve's proxies) before it stops its processes; a job's private Ray has nothing to drain to, and
 # SLURM's TERM (a requeue after the checkpoint, scancel) reaches every process of the job at once
 NO_DRAIN = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+# an online run's job without WANDB_API_KEY (arctl exports it to SLURM only where cluster.secrets names it) logs
+# with the W&B login of the job's ~/.netrc; with neither it fails at once. From a hunt: it fell back to offline
+# whenever the key was not exported, a login in ~/.netrc or not, while verl's TaskRunner, told WANDB_MODE=online by
+# Ray's runtime env (run_config.with_wandb_env), logged online regardless (or failed without a key)
+NETRC_LOGIN_CHECK = ("import os, sys; from arctl.track.identity import netrc_secrets; "
+                     "sys.exit(0 if netrc_secrets(os.environ) else 1)")
+NO_WANDB_KEY = ("wandb.mode=online, but this job has neither WANDB_API_KEY nor a W&B login in ${NETRC:-$HOME/.netrc}: "
+                "run \\`wandb login\\` on the cluster, or pass the key with cluster.secrets=[WANDB_API_KEY]")
 
 
 def _q(value: object) -> str:
@@ -137,10 +147,12 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     ]
     lines += [f"export {k}={_q(v)}" for k, v in env.items()]
     lines += [
-        "# WANDB_API_KEY comes from the submitting environment only; it is never written here.",
-        'if [ "${WANDB_MODE}" = online ] && [ -z "${WANDB_API_KEY:-}" ]; then',
-        '  echo "arctl: WANDB_MODE=online but WANDB_API_KEY is not set; logging offline" >&2',
-        "  export WANDB_MODE=offline",
+        "# an online run's W&B key: WANDB_API_KEY where its run names it in cluster.secrets (never written here),",
+        "# else the login `wandb login` stored in ~/.netrc; with neither, fail now, not after Ray and the model load",
+        'if [ "${WANDB_MODE}" = online ] && [ -z "${WANDB_API_KEY:-}" ] \\',
+        f"  && ! {_q(py)} -c {_q(NETRC_LOGIN_CHECK)}; then",
+        f'  echo "arctl: {NO_WANDB_KEY}" >&2',
+        "  exit 1",
         "fi",
         f"mkdir -p {_q(run_dir / 'checkpoints')} {_q(run_dir / 'wandb')}",
         "",
