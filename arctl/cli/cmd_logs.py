@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, printable
+from arctl.cli.common import console, err_console, esc, fail, nonempty_option, print_json, printable, section
 from arctl.cli.launching import launch_errors, styled
 
 
@@ -34,10 +34,16 @@ def register(app: typer.Typer) -> None:
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 rec = refresh(reg, workspace, [select_one(reg, run)])[0]
+                from arctl.launch.refresh import interrupted_launch
+
+                # a dead launch's new run, never submitted: the state `arctl status` shows (the registry says
+                # SUBMITTING, a wait that never ends); why is said where its log files would be
+                gone = interrupted_launch(rec, workspace.run_dir(rec.run_id), time.time())
+                shown = states.INTERRUPTED if gone else rec.state
                 if as_json:
                     files = log_files(workspace, rec)
                     print_json({
-                        "run_id": rec.run_id, "state": rec.state, "job_id": rec.job_id,
+                        "run_id": rec.run_id, "state": shown, "recorded_state": rec.state, "job_id": rec.job_id,
                         "run_dir": str(workspace.run_dir(rec.run_id)),
                         "error": error_summary(workspace, rec) if rec.state in (
                             states.FAILED, states.CANCELLED, states.PREEMPTED) else None,
@@ -45,17 +51,13 @@ def register(app: typer.Typer) -> None:
                                  for path in files],
                     })
                     return
-                console.print(f"{esc(rec.run_id)}  {styled(rec.state)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")
+                console.print(f"{esc(rec.run_id)}  {styled(shown)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")
                 if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
                     why = error_summary(workspace, rec)
                     if why:
                         err_console.print(f"[bold red]{rec.state.lower()}:[/] {esc(printable(why))}")  # Ray's colour codes
                 files = log_files(workspace, rec)
-                if not files:
-                    from arctl.launch.refresh import interrupted_launch
-
-                    # a dead launch's new run has no job at all (from a hunt: "has not started" of it)
-                    gone = interrupted_launch(rec, workspace.run_dir(rec.run_id), time.time())
+                if not files:  # a dead launch's new run has no job at all (from a hunt: "has not started" of it)
                     console.print(f"[dim]no log files: {esc(gone)}[/]" if gone else
                                   "[dim]no log files yet (the job has not started)[/]" if rec.state in states.ACTIVE
                                   else f"[dim]no log files (in {esc(workspace.run_dir(rec.run_id) / 'job')})[/]")
@@ -66,7 +68,7 @@ def register(app: typer.Typer) -> None:
                 decoders: dict[Path, codecs.IncrementalDecoder] = {}
                 for path in files:
                     data = path.read_bytes()
-                    console.rule(esc(f"{path.name}  ({path.resolve()})"))
+                    section(esc(f"{path.name}  ({path.resolve()})"))
                     # one decoder per file from the first read on: a character cut at its end is whole later
                     decoder = decoders.setdefault(path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
                     shown = _last(decoder.decode(data), tail)

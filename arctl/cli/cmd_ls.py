@@ -6,7 +6,7 @@ from enum import Enum
 
 import typer
 
-from arctl.cli.common import console, esc, print_json, printable, user_errors
+from arctl.cli.common import console, esc, fit_columns, plain_columns, print_json, printable, user_errors
 
 
 class Kind(str, Enum):
@@ -61,21 +61,47 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(rows)
             return
-        from rich.table import Table
-
-        table = Table(title=kind.value, show_lines=False)
         if not rows:
             console.print(f"no {kind.value} found")
             return
         columns = [c for c in rows[0] if c not in ("description", "path")] + ["description"]
-        for column in columns:  # names and sources whole; the description takes what is left; the rest folds
-            table.add_column(column, overflow="fold", no_wrap=column in ("name", "source"),
-                             ratio=2 if column == "description" else None, min_width=16 if column == "description" else None)
-        for row in rows:
-            # a spec's text: no control sequence (its lines and tabs kept)
-            table.add_row(*[esc("\n".join(printable(line.replace("\t", "    ")) for line in _cell(row.get(c)).split("\n")))
-                            for c in columns])
-        console.print(table)
+        # a spec's text: no control sequence (its lines and tabs kept in the table, a line each in plain columns)
+        cells = [["\n".join(printable(line.replace("\t", "    ")) for line in _cell(row.get(c)).split("\n"))
+                  for c in columns] for row in rows]
+        table = _table(kind, columns, cells) if console.is_terminal else None
+        if table is not None:
+            console.print(table)
+        else:  # a pipe, or a terminal too narrow for the table: a line per spec, never cut or folded
+            plain_columns(columns, [[" ".join(cell.split()) for cell in row] for row in cells])
+
+
+# the columns that give way when the table is too wide, in turn, and how far: the description and the paper fold
+# anywhere; a list of names (arms, experiments, a grid) folds between its names only, each whole. The others are
+# names a user types (`arctl run NAME`, `--figure F`): never folded (from a hunt: `ablation_decouple` was
+# printed as "ablatio", "n_decou", "ple" on three lines, in a pipe too)
+_GIVE_WAY = {"arms": None, "experiments": None, "grid": None, "seeds": 5, "paper": 10, "description": 16}
+
+
+def _table(kind: Kind, columns: list[str], cells: list[list[str]]):
+    """The rows as a rich table that fits the terminal, or None where it cannot without folding a name."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    def longest(i: int, split=str.splitlines) -> int:
+        return max(cell_len(part) for text in (columns[i], *(row[i] for row in cells)) for part in split(text) or [""])
+
+    table = Table(title=kind.value, show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column not in _GIVE_WAY)
+    natural = [longest(i) for i in range(len(columns))]
+    give_way = [columns.index(c) for c in _GIVE_WAY if c in columns]
+    least = [min(n, _GIVE_WAY[c] or longest(i, str.split)) if c in _GIVE_WAY else n
+             for i, (c, n) in enumerate(zip(columns, natural))]
+    if not fit_columns(table, natural, give_way, least, console.width):
+        return None
+    for row in cells:
+        table.add_row(*map(esc, row))
+    return table
 
 
 def _cell(value) -> str:

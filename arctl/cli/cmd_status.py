@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 import time
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, nonempty_option, print_json, printable
+from arctl.cli.common import (
+    console,
+    err_console,
+    esc,
+    fit_columns,
+    nonempty_option,
+    plain_columns,
+    print_json,
+    printable,
+)
 from arctl.cli.launching import how_far, launch_errors, step_text, styled
 
 
@@ -64,7 +72,10 @@ def register(app: typer.Typer) -> None:
         if as_json:
             if note:
                 err_console.print(f"[yellow]note[/]: {esc(note)}")
-            print_json([{**r.as_dict(), "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
+            # "state" is the state the table shows (a script polling it for SUBMITTING waited for ever on a dead
+            # launch's run, from a hunt); "recorded_state" the registry's
+            print_json([{**r.as_dict(), "state": INTERRUPTED if r.run_id in interrupted else r.state,
+                         "recorded_state": r.state, "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
                          "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
                         for r in records])
@@ -87,20 +98,11 @@ def register(app: typer.Typer) -> None:
             rows.append(tuple(printable(c) for c in (r.run_id, cell, state, r.job_id or "",
                                                      step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "",
                                                      _elapsed(r, now))))
-        if console.is_terminal:
-            from rich.table import Table
-
-            table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-            for col in headers:
-                table.add_column(col, no_wrap=True)
-            for row in rows:
-                table.add_row(*map(esc, row[:2]), styled(row[2]), *map(esc, row[3:]))
+        table = _table(headers, rows) if console.is_terminal else None
+        if table is not None:
             console.print(table)
         else:  # plain aligned columns: never truncated, fast for thousands of runs
-            widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
-            lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+            plain_columns(headers, rows)
         summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
         console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
         for r in records:
@@ -110,6 +112,33 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]{esc(r.run_id)}: {esc(printable(r.warning))}[/]")
         if note:
             console.print(f"[yellow]note[/]: {esc(note)}")
+
+
+# columns that give way, in turn, when the table is too wide (W&B run, last metric, experiment/arm/seed), and how far;
+# the run id, state, job, step and elapsed time are never cut: a user reads the state and copies the id
+_GIVE_WAY = {6: 10, 5: 11, 1: 12}
+_WANDB = 6
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
+    """The rows as a rich table that fits the terminal, or None where it cannot without cutting an id, a state,
+    a job, a step or an elapsed time (the caller prints plain lines then). The W&B run column is left out where
+    every W&B run id is its run's id (arctl names them so): it repeated the widest column (from a hunt)."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    shown = [i for i in range(len(headers)) if i != _WANDB or any(row[i] not in ("", row[0]) for row in rows)]
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for i in shown:
+        table.add_column(headers[i], no_wrap=True, overflow="ellipsis")
+    natural = [max(cell_len(v) for v in (headers[i], *(row[i] for row in rows))) for i in shown]
+    give_way = [shown.index(i) for i in _GIVE_WAY if i in shown]
+    least = [min(_GIVE_WAY.get(i, n), n) for i, n in zip(shown, natural)]
+    if not fit_columns(table, natural, give_way, least, console.width):
+        return None
+    for row in rows:
+        table.add_row(*(styled(row[i]) if i == 2 else esc(row[i]) for i in shown))
+    return table
 
 
 def _unregistered(workspace, known: set[str]) -> list[str]:

@@ -8,14 +8,16 @@ ValueError raised for bad input, a missing file) prints ONE red line on stderr a
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
@@ -159,3 +161,56 @@ def parse_seeds(text: str | None) -> list[int] | None:
     if len(seeds) > MAX_SEEDS:
         fail(f"--seeds {text!r} names {len(seeds)} seeds; at most {MAX_SEEDS} per launch")
     return seeds
+
+
+def plain_columns(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """``rows`` under ``headers`` as aligned plain columns on stdout, never cut or folded: what a pipe gets (a
+    script splits a line on whitespace, a user greps for a name), and a terminal too narrow for the table. Rich's
+    table, given less room than its cells, folded run ids and names over lines and cut others with "…" (from a
+    hunt). Fast for thousands of rows."""
+    widths = [max([cell_len(h)] + [cell_len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(v + " " * (w - cell_len(v)) for v, w in zip(row, widths)).rstrip() for row in [headers, *rows]]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def fit_columns(table, natural: Sequence[int], give_way: Sequence[int], least: Sequence[int], width: int) -> bool:
+    """Fix the widths of ``table``'s columns so that it is at most ``width`` cells wide: each column at its
+    ``natural`` width (its longest line), and where that is too wide the columns indexed by ``give_way`` give
+    way in turn, each down to its ``least``; False, the table left as it was, where even then it is too wide
+    (print :func:`plain_columns` instead). Left to itself rich shrinks every column alike at the last, run ids
+    and states too: `arctl status` in 100 columns cut run ids with "…" and dropped the state (from a hunt)."""
+    from rich.measure import Measurement
+
+    columns = table.columns
+    before = [(c.width, c.min_width, c.max_width) for c in columns]
+    for column in columns:
+        column.width, column.min_width, column.max_width = 1, None, None
+    wide = Console(width=10**6, file=io.StringIO())
+    overhead = Measurement.get(wide, wide.options, table).maximum - len(columns)  # borders and padding
+    widths = [max(1, w) for w in natural]
+    for i in give_way:
+        excess = overhead + sum(widths) - width
+        if excess <= 0:
+            break
+        widths[i] -= max(0, min(excess, widths[i] - least[i]))
+    if overhead + sum(widths) > width:
+        for column, (w, lo, hi) in zip(columns, before):
+            column.width, column.min_width, column.max_width = w, lo, hi
+        return False
+    for column, w in zip(columns, widths):
+        column.width = w
+    return True
+
+
+def section(title: str) -> None:
+    """A rule headed by ``title`` (rich markup), on stdout; where the title would not fit whole on the rule (a
+    long log path, a run id in a narrow terminal), a plain rule and then the title on its own line, soft-wrapped:
+    ``console.rule`` cut it with "…" at the width (from a hunt: `arctl logs` printed no file's whole path)."""
+    from rich.text import Text
+
+    if Text.from_markup(title).cell_len + 6 <= console.width:  # the rule's own ends and spaces
+        console.rule(title)
+    else:
+        console.rule()
+        console.print(title)

@@ -9,7 +9,18 @@ from contextlib import contextmanager
 
 import typer
 
-from arctl.cli.common import console, err_console, esc, fail, print_json, printable, user_errors
+from arctl.cli.common import (
+    console,
+    err_console,
+    esc,
+    fail,
+    fit_columns,
+    plain_columns,
+    print_json,
+    printable,
+    section,
+    user_errors,
+)
 
 STATE_STYLE = {
     "COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow", "SUBMITTING": "yellow",
@@ -121,6 +132,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
         return
+    from rich.cells import cell_len
     from rich.syntax import Syntax
     from rich.table import Table
 
@@ -128,17 +140,25 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     if refused:
         console.print(f"[bold red]a launch would be refused[/]: {esc(refused)} (the preview follows)")
     console.print(f"workspace: {esc(workspace.root)}")
+    # the names whole (a user copies a run id): only the reason folds; a pipe, or a terminal too narrow for
+    # that, gets plain lines (from a hunt: a run id folded over three lines, in a pipe too)
+    headers = ("run id", "experiment", "arm", "seed", "would", "why")
+    rows = [[printable(str(v)) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason or "")] for i in items]
     table = Table(show_header=True, header_style="bold")
-    for col in ("run id", "experiment", "arm", "seed", "would", "why"):
-        table.add_column(col, overflow="fold")  # a narrow terminal or a pipe folds a run id, never cuts it
+    for col in headers:
+        table.add_column(col, overflow="fold", no_wrap=col != "why")
+    natural = [max(cell_len(v) for v in (h, *(row[n] for row in rows))) for n, h in enumerate(headers)]
+    if console.is_terminal and fit_columns(table, natural, [5], [*natural[:5], min(natural[5], 16)], console.width):
+        for row in rows:
+            table.add_row(*map(esc, row))
+        console.print(table)
+    else:
+        plain_columns(headers, rows)
     for i in items:
-        table.add_row(*(esc(v) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason)))
-    console.print(table)
-    for i in items:
-        console.rule(f"[bold]{esc(i.run_id)}[/]  ({esc(i.experiment)}/{esc(i.arm)}/s{i.seed})")
+        section(f"[bold]{esc(i.run_id)}[/]  ({esc(i.experiment)}/{esc(i.arm)}/s{i.seed})")
         console.print(Syntax(dump_config(i.config), "yaml", background_color="default"))
     for title, script in scripts:
-        console.rule(f"[bold]{esc(title)}[/]")
+        section(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
     if refused:
         fail(f"a launch would be refused: {refused}")
@@ -223,7 +243,8 @@ def closing_lines(workspace, records) -> None:
     if records and len(records) <= 12:
         for r in records:
             run_dir = workspace.run_dir(r.run_id)
-            console.print(f"{styled(r.state)} {esc(f'{r.experiment}/{r.arm}/s{r.seed}: {run_dir}')}")
+            job = f"  (job {r.job_id})" if r.job_id else ""  # its final job, not the queue:PID said at submission
+            console.print(f"{styled(r.state)} {esc(f'{r.experiment}/{r.arm}/s{r.seed}: {run_dir}{job}')}")
             wandb_dirs = wandb_folders(run_dir)
             if wandb_dirs:
                 console.print(esc(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else "")))
@@ -290,7 +311,10 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
             "executor": result.executor, "workspace": str(workspace.root),
             **({"parallelism": result.parallelism} if result.parallelism else {}),
             "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
-                           "action": i.action, "job_id": result.job_ids.get(i.run_id),
+                           # a run waited for: its job as status and its folder name it (a local run's
+                           # queue:PID at submission is its job's once it starts; from a hunt)
+                           "action": i.action, "job_id": (final[i.run_id].job_id if i.run_id in final else None)
+                           or result.job_ids.get(i.run_id),
                            "run_dir": str(workspace.run_dir(i.run_id)),
                            "state": final[i.run_id].state if i.run_id in final else "PENDING",
                            # what the text's closing lines say of a run waited for: why it ended so, its W&B files
@@ -308,5 +332,10 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
         for command in [] if failed else figures:
             when = "when the runs are done, draw" if result.submitted and waited is None else "draw"
             console.print(esc(f"{when} the figure: {command}"))
-    if waited and any(r.state == "FAILED" for r in waited):
+    # exit 1 where a run waited for did not complete, whatever ended it (cancelled, preempted: `arctl run X &&
+    # arctl report ...` went on to report a run that never finished, from a hunt); the last line says which
+    unfinished = [r for r in waited or [] if r.state != "COMPLETED"]
+    if unfinished:
+        said = ", ".join(f"{r.run_id} {r.state}" for r in unfinished)
+        err_console.print(f"[red]{len(unfinished)} of {len(waited)} run(s) did not complete[/]: {esc(printable(said))}")
         raise typer.Exit(1)

@@ -49,6 +49,21 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _whole_summaries() -> None:
+    """Each command's one-line summary in ``arctl --help`` is its docstring's first paragraph as one line: in
+    rich markup mode Typer keeps the docstring's source line breaks there, and the summaries broke mid-sentence
+    at them, a word or two alone on a line (from a hunt). The command's own ``--help`` is left as it is."""
+    import inspect
+
+    for info in app.registered_commands:
+        if info.short_help is None and info.callback is not None:
+            text = inspect.cleandoc(info.help if isinstance(info.help, str) else info.callback.__doc__ or "")
+            info.short_help = " ".join(text.split("\n\n")[0].split()) or None
+
+
+_whole_summaries()
+
+
 @functools.cache
 def command():
     """The click command tree of ``app``, built once per process: Typer rebuilds it from every command's

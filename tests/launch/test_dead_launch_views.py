@@ -53,8 +53,9 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert "SUBMITTING" not in out and "2 interrupted" in out
     (note,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
     assert "its launch was interrupted before it submitted it" in note and "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with) submits it" in note
-    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}
-    assert doc[b]["state"] == states.SUBMITTING and "its launch was interrupted" in doc[b]["warning"]
+    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}  # the state the table shows (a script polling
+    assert doc[b]["state"] == states.INTERRUPTED and "its launch was interrupted" in doc[b]["warning"]  # for it)
+    assert doc[b]["recorded_state"] == states.SUBMITTING and doc[c]["state"] == states.INTERRUPTED
     with Registry(ws.registry_path) as reg:  # shown, nothing written: the next launch takes them for new runs
         assert (reg.get(b).state, reg.get(b).warning) == (states.SUBMITTING, None)
     with Registry(ws.registry_path) as reg:  # a stored warning stays beside the note (a review: it was replaced)
@@ -63,6 +64,9 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert "its launch was interrupted" in note and note.endswith("; an earlier attempt's warning")
     logs = CliRunner().invoke(app, ["logs", c, "--workdir", str(ws.root)])  # it said "the job has not started"
     assert logs.exit_code == 0 and "no log files: its launch was interrupted before it submitted it" in logs.output
+    assert logs.output.split()[:2] == [c, states.INTERRUPTED], logs.output  # as status says, not SUBMITTING
+    doc = json.loads(CliRunner().invoke(app, ["logs", c, "--json", "--workdir", str(ws.root)]).stdout)
+    assert (doc["state"], doc["recorded_state"]) == (states.INTERRUPTED, states.SUBMITTING)
 
 
 def test_status_shows_a_live_launchs_runs_as_submitting(specs, tmp_path):

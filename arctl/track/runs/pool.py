@@ -10,9 +10,13 @@ from pathlib import Path
 def _progress(enabled: bool, total: int, what: str):
     from contextlib import nullcontext
 
-    if not enabled or total < 2:
-        return nullcontext(None)
     from rich.console import Console
+
+    console = Console(stderr=True)
+    # a terminal's stderr only: elsewhere (a pipe, a log file, CI) a transient bar draws nothing and leaves a
+    # stray blank line (from a hunt)
+    if not enabled or total < 2 or not console.is_terminal:
+        return nullcontext(None)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(
@@ -20,7 +24,7 @@ def _progress(enabled: bool, total: int, what: str):
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
     )
     return progress
