@@ -3,7 +3,11 @@
 Concurrency: every write is a short ``BEGIN IMMEDIATE`` transaction, ``run_id`` is the primary
 key, and a run is only submitted by the process that *claimed* it (moved it to SUBMITTING with
 its own token inside a transaction). So N concurrent ``arctl sweep`` of the same sweep create
-and submit each cell exactly once.
+and submit each cell exactly once. Every writable open holds a shared ``flock`` on the workspace
+folder (:func:`lock_folder`) and ``arctl repair`` an exclusive one while it replaces the file: a
+process that opens the registry during a repair waits and then opens the new file, instead of
+writing into the old one the repair moves aside (from a hunt: such a launch's run trained recorded
+only in ``registry.sqlite.damaged-*``).
 
 The file is input like any other: a damaged file, another version's schema, a read-only workspace,
 a full disk or a row edited by hand is a :class:`RegistryError` (one line naming the file, what is
@@ -14,6 +18,7 @@ traceback, and no value read back (a job id, a run id) reaches a command line or
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import math
@@ -285,15 +290,50 @@ def claim_is_stale(record: RunRecord, now: float) -> bool:
     return False
 
 
+LOCK_WAIT_S = 60.0  # how long an open waits for a repair (SQLite's busy timeout is as long)
+
+
+def lock_folder(folder: Path, exclusive: bool, wait_s: float) -> int | None:
+    """An open descriptor of ``folder`` holding its ``flock``: shared for a registry open, exclusive
+    for ``arctl repair`` (:mod:`arctl.launch.repair`), which replaces the registry file: a process
+    that had opened the old file would write into the copy the repair keeps aside. The folder, not
+    the registry file: closing a descriptor of the file would drop SQLite's own (POSIX) locks on it,
+    and a folder needs no file of its own (a read-only or exported workspace gets none). None where
+    the file system has no ``flock`` (then nothing is excluded, as before this lock); raises
+    BlockingIOError when another process holds it for longer than ``wait_s``."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise
+            time.sleep(0.05)
+        except OSError:  # no flock here (some network file systems)
+            os.close(fd)
+            return None
+
+
 class Registry:
     """The run registry of a workspace (``registry.sqlite``). ``readonly``: open it without writing
-    anything (a read-only workspace); every write then raises RegistryError."""
+    anything (a read-only workspace); every write then raises RegistryError. ``lock=False``: without
+    the workspace folder's shared lock (:func:`lock_folder`): only for the file a repair writes
+    beside the registry while it holds that lock exclusively."""
 
-    def __init__(self, path: Path, readonly: bool = False):
+    def __init__(self, path: Path, readonly: bool = False, lock: bool = True):
         self.path = Path(path)
         self.readonly = readonly
         self._conn = None
+        self._lock = None
         try:
+            if lock and not readonly:
+                self._lock = self._lock_folder()
             self._open()
         except DAMAGE as err:
             self.close()
@@ -391,9 +431,20 @@ class Registry:
                 time.sleep(0.02 + random.random() * 0.08)
         return "unknown"  # pragma: no cover
 
+    def _lock_folder(self) -> int | None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return lock_folder(self.path.parent, exclusive=False, wait_s=LOCK_WAIT_S)
+        except BlockingIOError:
+            raise RegistryError(f"{self.path}: `arctl repair` has been rebuilding it for more than a minute; run "
+                                "the command again when it has ended", "locked") from None
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+        if self._lock is not None:  # after the connection: never open without the lock
+            os.close(self._lock)
+            self._lock = None
 
     def __enter__(self) -> Registry:
         return self

@@ -12,7 +12,9 @@ names; one whose job left no executor behind is FAILED, and ``arctl resume`` res
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import itertools
 import os
 import shutil
 import struct
@@ -24,7 +26,7 @@ from pathlib import Path
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.progress import run_progress
-from arctl.launch.registry import JOB_ID, Registry, RunRecord
+from arctl.launch.registry import JOB_ID, Registry, RunRecord, lock_folder
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
@@ -122,32 +124,82 @@ def _why_not(run_id: str, config: dict) -> str | None:
     return None
 
 
+REPAIR_WAIT_S = 10.0  # how long a repair waits for the commands that have the registry open (a status) to end
+
+
 def rebuild_registry(workspace: Workspace) -> Repaired:
     """Write a new registry from ``runs/*`` beside the old one, then move the old one aside and the
     new one in: an interruption (Ctrl-C, a kill) before the swap leaves the old registry in place
-    (and a ``registry.sqlite.new-<pid>`` to delete), never a workspace without one."""
+    (and a ``registry.sqlite.new-<pid>`` to delete), never a workspace without one.
+
+    All of it holds the workspace folder's exclusive lock (:func:`arctl.launch.registry.lock_folder`),
+    which every registry open shares: a launch that starts during the repair waits for it and then
+    writes into the new file (from a hunt: its row went into the old one, moved aside, and its run
+    trained unrecorded), and a second repair is refused. Not the old file's SQLite lock: a repair is
+    for a file SQLite may not open at all."""
     path = workspace.registry_path
-    if (holder := registry_holder(path)) is not None:
-        raise LaunchError(f"{path} is open in process {holder} (a local queue, a launch, `arctl run --wait`?): a "
-                          "repair would replace the file it writes to, and what it writes next would be lost — let "
-                          f"it end or stop it, then run `arctl repair` again")
-    new = path.with_name(f"{path.name}.new-{os.getpid()}")
-    for left in path.parent.glob(f"{path.name}.new-*"):  # this repair's, or a killed one's
-        pid = left.name.removeprefix(f"{path.name}.new-").split("-")[0]
-        if left.name.startswith(new.name) or not (pid.isdigit() and _alive(int(pid))):
-            left.unlink(missing_ok=True)
+    held = _exclusive(path)
     try:
-        result = _rebuild(workspace, new)
-    except BaseException:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            path.with_name(new.name + suffix).unlink(missing_ok=True)
-        raise
+        if (holder := registry_holder(path)) is not None:  # an arctl of before the lock
+            raise LaunchError(_in_use(path, holder))
+        before = _fingerprint(path)
+        new = path.with_name(f"{path.name}.new-{os.getpid()}")
+        for left in path.parent.glob(f"{path.name}.new-*"):  # this repair's, or a killed one's
+            pid = left.name.removeprefix(f"{path.name}.new-").split("-")[0]
+            if left.name.startswith(new.name) or not (pid.isdigit() and _alive(int(pid))):
+                left.unlink(missing_ok=True)
+        try:
+            result = _rebuild(workspace, new)
+            if _fingerprint(path) != before:  # a writer without the lock (an older arctl, a file system without flock)
+                raise LaunchError(f"another arctl process wrote {path} during the repair (the old registry is left "
+                                  "as it was): run `arctl repair` again")
+        except BaseException:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                path.with_name(new.name + suffix).unlink(missing_ok=True)
+            raise
+        try:
+            _swap(path, new, result)
+        except BaseException:  # the new registry is not left beside an old one that could not be moved aside
+            new.unlink(missing_ok=True)
+            raise
+        return result
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _in_use(path: Path, holder: int | None) -> str:
+    who = f"open in process {holder}" if holder is not None else "open in another arctl process"
+    return (f"{path} is {who} (a local queue, a launch, `arctl run --wait`, another `arctl repair`?): a repair "
+            "would replace the file it writes to, and what it writes next would be lost — let it end or stop it, "
+            "then run `arctl repair` again")
+
+
+def _exclusive(path: Path) -> int | None:
+    """The workspace folder's exclusive lock (None: no flock there), waiting REPAIR_WAIT_S for the
+    commands that have the registry open; a LaunchError naming the holder where one keeps it."""
     try:
-        _swap(path, new, result)
-    except BaseException:  # the new registry is not left beside an old one that could not be moved aside
-        new.unlink(missing_ok=True)
-        raise
-    return result
+        return lock_folder(path.parent, exclusive=True, wait_s=0)
+    except BlockingIOError:
+        pass
+    if (holder := registry_holder(path)) is None:  # a short command (a status), or another repair: wait a little
+        try:
+            return lock_folder(path.parent, exclusive=True, wait_s=REPAIR_WAIT_S)
+        except BlockingIOError:
+            holder = registry_holder(path)
+    raise LaunchError(_in_use(path, holder))
+
+
+def _fingerprint(path: Path) -> list[tuple[int, int, int] | None]:
+    """What a write to the registry changes: its file's and its log's inode, size and modification time."""
+    seen = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = p.stat()
+            seen.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            seen.append(None)
+    return seen
 
 
 _SHM_DMS = 128  # SQLite's WAL index: every connection holds a read lock on this byte of the -shm file
@@ -174,22 +226,61 @@ def registry_holder(path: Path) -> int | None:
         os.close(fd)
 
 
+_NO_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+
+
 def _swap(path: Path, new: Path, result: Repaired) -> None:
-    """Keep the old registry (and its log) under ``.damaged-<time>`` and move ``new`` in its place."""
+    """Keep the old registry (and its log) under ``.damaged-<time>`` and move ``new`` in its place.
+    Never over a file kept before (from a hunt: two repairs in one second kept the second's copy over
+    the first's, the only record of sweep memberships and queued job ids): the next free name,
+    ``.damaged-<time>-2`` and on."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    kept = path.with_name(f"{path.name}.damaged-{stamp}")
-    # the old write-ahead log and its index go aside first, whether or not the old file is there: SQLite
+    for n in itertools.count(1):
+        kept = path.with_name(f"{path.name}.damaged-{stamp}" + (f"-{n}" if n > 1 else ""))
+        if any(kept.with_name(kept.name + s).exists() for s in ("", "-wal", "-shm")):
+            continue
+        if not path.exists() or _keep(path, kept):  # kept under another name, the old file still in place
+            break
+    # the old write-ahead log and its index go aside too, whether or not the old file is there: SQLite
     # would replay a log left beside the new file over it (a registry deleted while a holder ran)
     for suffix in ("-wal", "-shm"):
         if path.with_name(path.name + suffix).exists():
-            path.with_name(path.name + suffix).rename(kept.with_name(kept.name + suffix))
-    if path.exists():  # kept under another name, and replaced in one step: never a moment without a registry
-        try:
-            os.link(path, kept)
-        except OSError:  # a filesystem without hard links
-            shutil.copy2(path, kept)
-        result.kept = str(kept)
-    os.replace(new, path)  # closed: SQLite checkpointed its log into it and removed it
+            _move(path.with_name(path.name + suffix), kept.with_name(kept.name + suffix))
+    result.kept = str(kept) if kept.exists() else None
+    os.replace(new, path)  # closed: SQLite checkpointed its log into it and removed it; never a moment without one
+
+
+def _keep(path: Path, kept: Path) -> bool:
+    """Keep ``path`` also as ``kept``; False where ``kept`` was taken meanwhile."""
+    try:
+        os.link(path, kept)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+    try:  # a file system without hard links: a copy, made only where no file is
+        with open(path, "rb") as src, open(kept, "xb") as dst:
+            shutil.copyfileobj(src, dst)
+    except FileExistsError:
+        return False
+    shutil.copystat(path, kept)
+    return True
+
+
+def _move(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst``, never over a file there (a FileExistsError)."""
+    try:
+        os.link(src, dst)
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        if dst.exists():
+            raise FileExistsError(errno.EEXIST, "exists", str(dst)) from None
+        src.rename(dst)
+        return
+    src.unlink()
 
 
 def _alive(pid: int) -> bool:
@@ -224,7 +315,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
         if isinstance(group, str) and SAFE_ID.match(group) and group != config["experiment"]:
             members.append((group, folder.name))  # the sweep it was launched by
         members += [(exp, folder.name) for exp in read_shared(folder) if SAFE_ID.match(exp)]
-    with Registry(path) as reg:
+    with Registry(path, lock=False) as reg:  # the repair holds the lock: its own file
         reg.claim(result.runs, token="repair")  # inserts each run (as SUBMITTING) ...
         reg.update_many((r.run_id, {k: v for k, v in r.as_dict().items() if k != "run_id"})  # ... as it was
                         for r in result.runs)

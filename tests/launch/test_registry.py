@@ -701,7 +701,9 @@ def test_a_repair_is_not_undone_by_a_deleted_registrys_write_ahead_log(tmp_path)
     from arctl.launch.workspace import Workspace
 
     ws = Workspace(tmp_path / "ws")
-    holder = Registry(ws.registry_path)
+    # its log as a killed holder leaves it (lock=False: this process's own open, which the repair's lock of
+    # the workspace folder would wait for, stands in for it)
+    holder = Registry(ws.registry_path, lock=False)
     holder.claim([_rec(f"old{i}") for i in range(30)], new_claim_token())
     assert ws.registry_path.with_name("registry.sqlite-wal").stat().st_size > 0
     ws.registry_path.unlink()
