@@ -75,7 +75,9 @@ def register(app: typer.Typer) -> None:
                     sys.stdout.write("\n".join(shown) + ("\n" if shown else ""))
                     offsets[path] = len(data)
                 sys.stdout.flush()
-                while follow:
+                # a run its dead launch never submitted has no job to follow: the command ends, as status says
+                # why (from a hunt: --follow waited for ever on its SUBMITTING row)
+                while follow and not gone:
                     time.sleep(1.0)
                     for path in log_files(workspace, rec):
                         with open(path, "rb") as fh:
@@ -87,6 +89,9 @@ def register(app: typer.Typer) -> None:
                             sys.stdout.flush()
                             offsets[path] = offsets.get(path, 0) + len(chunk)
                     rec = refresh(reg, workspace, [reg.get(rec.run_id)])[0]
+                    if gone := interrupted_launch(rec, workspace.run_dir(rec.run_id), time.time()):  # killed now
+                        console.print(f"-- {esc(rec.run_id)} {styled(states.INTERRUPTED)}: {esc(gone)}")
+                        break
                     if rec.state not in states.ACTIVE:
                         console.print(f"-- {esc(rec.run_id)} {styled(rec.state)}")
                         if rec.state == states.FAILED:

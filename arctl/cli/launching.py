@@ -250,7 +250,7 @@ def closing_lines(workspace, records) -> None:
                 console.print(esc(f"    W&B: {wandb_dirs[-1]}" + (f" (+{len(wandb_dirs) - 1} earlier)" if len(wandb_dirs) > 1 else "")))
     console.print(esc(f"runs:      {workspace.runs_dir}/<run id>/ (config.yaml, checkpoints/, job/ logs)"))
     console.print(esc(f"W&B files: {workspace.runs_dir}/<run id>/wandb/  (offline runs: `wandb sync <dir>` uploads one)"))
-    bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED")]
+    bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED", "INTERRUPTED")]
     for r in bad:
         err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(printable(': ' + r.error) if r.error else '')} — "
                           f"`arctl logs {esc(r.run_id)}`")
@@ -302,8 +302,11 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     report_launch(result, workspace, as_json)
     waited = None
     should_wait = wait if wait is not None else result.executor == "local"
-    if result.executor == "debug" or (should_wait and result.submitted):
-        waited = wait_with_progress(workspace, [i.run_id for i in result.submitted], as_json)
+    # what another launch has under way (skipped here) is waited for too: a second terminal's `arctl run` of runs
+    # still running returned at once, saying to draw their figure (from a hunt)
+    waiting = [i.run_id for i in result.submitted] + [r for r in result.in_flight if should_wait]
+    if result.executor == "debug" or (should_wait and waiting):
+        waited = wait_with_progress(workspace, waiting, as_json)
     figures = figure_commands(items, workdir)
     if as_json:
         final = {r.run_id: r for r in waited or []}
@@ -322,15 +325,19 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
                                "wandb": [str(d) for d in wandb_folders(workspace.run_dir(i.run_id))]}
                               if i.run_id in final else {})}
                           for i in result.submitted],
-            "skipped": [{"run_id": i.run_id, "reason": why} for i, why in result.skipped],
+            # a run another launch had under way, waited for: its state as it ended
+            "skipped": [{"run_id": i.run_id, "reason": why, **({"state": final[i.run_id].state}
+                                                                if i.run_id in final else {})}
+                        for i, why in result.skipped],
             "figures": figures,
         })
     else:
         if waited is not None or result.skipped:
             closing_lines(workspace, waited or [])
         failed = any(r.state != "COMPLETED" for r in waited or [])
+        elsewhere = set(result.in_flight) - {r.run_id for r in waited or []}  # under way, not waited for
         for command in [] if failed else figures:
-            when = "when the runs are done, draw" if result.submitted and waited is None else "draw"
+            when = "when the runs are done, draw" if (result.submitted and waited is None) or elsewhere else "draw"
             console.print(esc(f"{when} the figure: {command}"))
     # exit 1 where a run waited for did not complete, whatever ended it (cancelled, preempted: `arctl run X &&
     # arctl report ...` went on to report a run that never finished, from a hunt); the last line says which

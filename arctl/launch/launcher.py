@@ -108,6 +108,10 @@ class LaunchResult:
     job_ids: dict[str, str] = field(default_factory=dict)  # run_id -> job id
     failed: dict[str, str] = field(default_factory=dict)  # run_id -> error (debug executor)
     parallelism: int | None = None  # local: runs at a time (executors.local_parallelism)
+    # runs skipped because another launch has them under way (submitting, pending, running): what waits for
+    # this launch's runs waits for them too (from a hunt: a second terminal's `arctl run` returned at once,
+    # saying to draw the figure of runs not done yet)
+    in_flight: list[str] = field(default_factory=list)
 
 
 def items_from_resolved(resolved: Iterable, launching: bool = True) -> list[LaunchItem]:
@@ -231,14 +235,26 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         elif rec.state == states.COMPLETED:
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("skip", "completed"))
-        else:
-            item.action, item.reason = "resume", f"{rec.state.lower()}: resumes from its last checkpoint"
+        else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
+            item.action, item.reason = "resume", f"{rec.state.lower()}: " + (
+                "resumes from its last checkpoint" if has_checkpoint(workspace.run_dir(item.run_id))
+                else "starts from the beginning (it has no checkpoint)")
     by_id = {item.run_id: item for item in items}
     for item in items:  # a run that starts from one that is not done yet waits for it
         parent = by_id.get(item.after) if item.after else None
         if item.action in STARTS and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` has anything in its ``checkpoints/`` (what a resume starts from; without it, the
+    job trains from its first step)."""
+    folder = run_paths(run_dir)["checkpoints"]
+    try:
+        return folder.is_dir() and any(folder.iterdir())
+    except OSError:  # unreadable: the job's own start says so
+        return True
 
 
 def workdir_problem(workspace: Workspace) -> str | None:
@@ -544,6 +560,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): "
                            f"{rerun_one(rec)}")  # without a word, while reports said to run it
             result.skipped.append((by_id[rec.run_id], reason))
+            if rec.state in states.ACTIVE:
+                result.in_flight.append(rec.run_id)
         claimed = []
         created: set[str] = set()  # run folders this launch made: the only ones a refusal may remove
         archived: dict[str, Path] = {}  # a --force rerun's previous files: a refusal puts them back
@@ -582,6 +600,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if shared:
                     _record_shared(reg, workspace, by_id, shared, members)
                     result.skipped += [(item, f"shared: {item.reason}") for item in shared]
+                    result.in_flight += [run_id for run_id in dict.fromkeys(item.shares for item in shared)
+                                         if run_id not in by_id and (row := reg.get(run_id)) is not None
+                                         and row.state in states.ACTIVE]  # another launch's, under way
                 if not claimed:
                     return result
                 waits = _waits(reg, [i for i, _ in claimed], name)
@@ -603,16 +624,17 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
             except BaseException as err:
                 every = [(by_id[r.run_id], r) for r in claim.claimed]
                 left = []  # what the rollback could not do (a full disk fails it too): said, never masking `err`
-                dropped = []
+                dropped, held = [], []
                 try:
-                    dropped = _record_submitted(reg, name, token, [(i, r) for i, r in every if i.run_id in job_ids],
-                                                job_ids)
+                    dropped, held = _record_submitted(reg, name, token,
+                                                      [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
                 except Exception as also:  # noqa: BLE001 - reported with the original error
                     left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
-                refused = [(i, r) for i, r in every if i.run_id not in job_ids]
+                refused = [(i, r) for i, r in every if i.run_id not in job_ids] + held  # held: undone likewise
                 interrupted = _roll_back(reg, workspace, token, refused, created, archived, kept, left)
                 said = ("; and could not undo: " + "; ".join(left)) if left else ""
-                said += "".join(f"; {item.run_id}: {why}" for item, why in dropped)
+                said += "".join(f"; {item.run_id}: {why}"
+                                for item, why in _moved_aside(dropped, archived) + _held_back(held, []))
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                     if said:
                         _add_note(interrupted or err, said.removeprefix("; "))
@@ -627,7 +649,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
                 raise
             try:
-                dropped = _record_submitted(reg, name, token, claimed, job_ids)
+                dropped, held = _record_submitted(reg, name, token, claimed, job_ids)
             except RegistryError as err:  # e.g. a full disk: the jobs are out, and the user must know it (from a hunt)
                 if name != "slurm":
                     raise
@@ -641,6 +663,13 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 raise RegistryError(f"submitted job{'s' * several} {jobs}, but could not record {it}: {err}; the next "
                                     f"`arctl status` or launch (once the registry can be written) adopts {it}: "
                                     "nothing is submitted twice", err.kind) from err
+            dropped = _moved_aside(dropped, archived)
+            if held:  # reruns cancelled before their jobs started: the completed runs they were
+                left = []
+                interrupted = _roll_back(reg, workspace, token, held, created, archived, kept, left)
+                dropped += _held_back(held, left)
+                if interrupted is not None:  # a Ctrl-C during the undo (finished first): the jobs are out
+                    raise interrupted
         gone = {item.run_id for item, _ in dropped}
         result.submitted = [item for item, _ in claimed if item.run_id not in gone]
         result.skipped += dropped
@@ -816,26 +845,46 @@ def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchI
 
 
 def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tuple[LaunchItem, RunRecord]],
-                      job_ids: dict[str, str]) -> list[tuple[LaunchItem, str]]:
+                      job_ids: dict[str, str]) -> tuple[list[tuple[LaunchItem, str]], list[tuple[LaunchItem, RunRecord]]]:
     """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run cancelled
     while this launch submitted it (`arctl cancel` asks a claimed run's launch to cancel it) has its
     job cancelled: a SLURM job (which may have started: its array was released before this record) is
     recorded PENDING with the cancel request, ending CANCELLED as a cancelled job does (a job that had
     started saves its checkpoint first; refresh's merge_state); a local or debug one, which cannot have
-    started, is recorded CANCELLED (the local queue skips a run that is not PENDING). A
-    run whose row the claim no longer holds keeps what it has now: its job adopted by a refresh that
-    took this launch for a dead one, or, where the row names another job or none, the job cancelled.
-    Returns the runs not submitted after all, with why."""
+    started, is recorded CANCELLED (the local queue skips a run that is not PENDING), but for a --force
+    rerun of a completed run: nothing of the rerun ran, so the run is the completed run it was (from a
+    hunt: it was left CANCELLED at its new generation, its finished files moved aside, hidden from every
+    report); its row is left as the claim holds it, for the caller to undo as a refused submission
+    (:func:`_roll_back`). A run whose row the claim no longer holds keeps what it has now: its job
+    adopted by a refresh that took this launch for a dead one, or, where the row names another job or
+    none, the job cancelled. Returns the runs not submitted after all, with why, and those held back
+    (still claimed: the caller undoes them)."""
     now = time.time()
-    lost, stopped = reg.update_claimed(token, [
-        (item.run_id, {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
-                       "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
-                       "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
-                       "error": None,
-                       "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
-                       "started_at": None, "ended_at": None})
-        for item, rec in claimed
-    ], cancelled={} if executor == "slurm" else {"state": states.CANCELLED, "ended_at": now})
+
+    def values(item: LaunchItem, rec: RunRecord) -> dict:
+        return {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
+                "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
+                "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
+                "error": None,
+                "wandb_id": None if item.config.get("wandb", {}).get("mode") == "disabled" else rec.wandb_run_id,
+                "started_at": None, "ended_at": None}
+
+    # a local or debug rerun of a completed run, whose job cannot have started: a cancel leaves the row claimed
+    # as it is (each row its own values, so one update each)
+    rerun = [(item, rec) for item, rec in claimed
+             if executor != "slurm" and (rec.previous or {}).get("state") == states.COMPLETED]
+    again = {item.run_id for item, _ in rerun}
+    rest = [(item, rec) for item, rec in claimed if item.run_id not in again]
+    lost, stopped = reg.update_claimed(token, [(item.run_id, values(item, rec)) for item, rec in rest],
+                                       cancelled={} if executor == "slurm" else {"state": states.CANCELLED,
+                                                                                 "ended_at": now})
+    held: list[tuple[LaunchItem, RunRecord]] = []
+    for item, rec in rerun:
+        update = values(item, rec)
+        gone, kept = reg.update_claimed(token, [(item.run_id, update)],
+                                        cancelled={k: getattr(rec, k) for k in update})  # as the claim has it
+        lost += gone
+        held += [(item, rec)] if kept else []
     by_id = {item.run_id: item for item, _ in claimed}
     dropped = [(run_id, "cancelled while this launch submitted it") for run_id in stopped]
     for run_id in lost:
@@ -849,7 +898,25 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
         dropped = [(run_id, why + (f"; its job {job_ids[run_id]} is cancelled" if ok else
                                    f"; {scancel_failed(job_ids[run_id])}"))
                    for run_id, why in dropped]
-    return [(by_id[run_id], why) for run_id, why in dropped]
+    return [(by_id[run_id], why) for run_id, why in dropped], held
+
+
+def _moved_aside(dropped: list[tuple[LaunchItem, str]], archived: dict[str, Path]) -> list[tuple[LaunchItem, str]]:
+    """``dropped`` with where a --force rerun's dropped run has the files of the completed run it was
+    (``archived``): its job may have started (SLURM), so they stay there, and the user must be able to find
+    them (from a hunt: the run ended CANCELLED with empty checkpoints/ and wandb/, and nothing said where they went)."""
+    return [(item, why + (f"; the files of the completed run it was (checkpoints, W&B) are in {archived[item.run_id]}"
+                          if item.run_id in archived else "")) for item, why in dropped]
+
+
+UNSTARTED_RERUN = "cancelled while this launch submitted it, before its job started: it stays COMPLETED with its files"
+
+
+def _held_back(held: list[tuple[LaunchItem, RunRecord]], left: list[str]) -> list[tuple[LaunchItem, str]]:
+    """Why each rerun :func:`_record_submitted` held back is not submitted, once :func:`_roll_back` has undone
+    it (``left``: what it could not undo, said with each)."""
+    said = f"; but could not undo: {'; '.join(left)}" if left else ""
+    return [(item, UNSTARTED_RERUN + said) for item, _ in held]
 
 
 def _entries(folder: Path) -> set[Path]:
@@ -1196,8 +1263,11 @@ def wait_for(
     poll_s: float = 2.0,
     timeout_s: float | None = None,
 ) -> list[RunRecord]:
-    """Poll (refresh) until none of ``run_ids`` is active; returns their final records."""
-    from arctl.launch.refresh import refresh
+    """Poll (refresh) until none of ``run_ids`` is active; returns their final records. A run whose launch died
+    before it submitted it (:func:`arctl.launch.refresh.interrupted_launch`: another launch's, waited for here)
+    is INTERRUPTED, with why as its error (shown, as `arctl status` shows it; its row stays SUBMITTING until the
+    next launch takes it): no job will end it."""
+    from arctl.launch.refresh import interrupted_launch, refresh
 
     start = time.monotonic()
     wanted = set(run_ids)
@@ -1205,7 +1275,10 @@ def wait_for(
         while True:
             records = [r for r in (reg.get(rid) for rid in run_ids) if r is not None]
             records = refresh(reg, workspace, records)
-            records = [r for r in records if r.run_id in wanted]
+            now = time.time()
+            records = [replace(r, state=states.INTERRUPTED, error=gone)
+                       if (gone := interrupted_launch(r, workspace.run_dir(r.run_id), now)) else r
+                       for r in records if r.run_id in wanted]
             if on_update:
                 on_update(records)
             if not any(r.state in states.ACTIVE for r in records):

@@ -146,7 +146,7 @@ def _launch(tmp_path, monkeypatch, ended: list[str], as_json: bool):
     for i in items:
         i.action = "new"
     result = SimpleNamespace(executor="local", executor_note="executor: local", submitted=items, skipped=[],
-                             job_ids={i.run_id: "queue:4242" for i in items}, parallelism=None, failed=[])
+                             job_ids={i.run_id: "queue:4242" for i in items}, parallelism=None, failed=[], in_flight=[])
     final = [dataclasses.replace(i.record(), state=s, job_id=f"555_{n}", executor="local")
              for n, (i, s) in enumerate(zip(items, ended))]
     monkeypatch.setattr(launcher, "launch", lambda *a, **k: result)
