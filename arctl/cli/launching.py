@@ -232,7 +232,8 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
             last_print[0] = now
 
     try:
-        return wait_for(workspace, run_ids, on_update=on_update)
+        return wait_for(workspace, run_ids, on_update=on_update, on_problem=lambda text: err_console.print(
+            f"[yellow]warning:[/] {esc(printable(text))}", markup=True, highlight=False))
     except KeyboardInterrupt:
         err_console.print("detached: the runs go on in the background; `arctl status` shows them")
         raise typer.Exit(130) from None

@@ -1256,14 +1256,21 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
     return failed
 
 
+TRANSIENT_REGISTRY = ("full", "locked")  # RegistryError kinds a wait outlasts (:func:`wait_for`)
+WAIT_THROUGH_S = 600.0
+
+
 def wait_for(
     workspace: Workspace,
     run_ids: list[str],
     on_update: Callable[[list[RunRecord]], None] | None = None,
     poll_s: float = 2.0,
     timeout_s: float | None = None,
+    on_problem: Callable[[str], None] | None = None,
 ) -> list[RunRecord]:
-    """Poll (refresh) until none of ``run_ids`` is active; returns their final records. A run whose launch died
+    """Poll (refresh) until none of ``run_ids`` is active; returns their final records. A registry that cannot be
+    written for a while (a full disk, a repair: :data:`TRANSIENT_REGISTRY`) is waited through, said once to
+    ``on_problem``, for at most :data:`WAIT_THROUGH_S` at a stretch. A run whose launch died
     before it submitted it (:func:`arctl.launch.refresh.interrupted_launch`: another launch's, waited for here)
     is INTERRUPTED, with why as its error (shown, as `arctl status` shows it; its row stays SUBMITTING until the
     next launch takes it): no job will end it."""
@@ -1271,10 +1278,25 @@ def wait_for(
 
     start = time.monotonic()
     wanted = set(run_ids)
+    stuck_since = None  # a full disk (or a registry locked by a repair) while waiting: the jobs go on (from a hunt:
+    # a waiting `arctl run` exited 2, "database or disk is full", and its run completed)
     with Registry(workspace.registry_path) as reg:
         while True:
-            records = [r for r in (reg.get(rid) for rid in run_ids) if r is not None]
-            records = refresh(reg, workspace, records)
+            try:
+                records = [r for r in (reg.get(rid) for rid in run_ids) if r is not None]
+                records = refresh(reg, workspace, records)
+                stuck_since = None
+            except RegistryError as err:
+                if err.kind not in TRANSIENT_REGISTRY or (stuck_since is not None
+                                                          and time.monotonic() - stuck_since > WAIT_THROUGH_S):
+                    raise
+                if stuck_since is None:
+                    stuck_since = time.monotonic()
+                    if on_problem:
+                        on_problem(f"{err} (the jobs go on; waiting through it for at most "
+                                   f"{WAIT_THROUGH_S / 60:.0f} min)")
+                time.sleep(poll_s)
+                continue
             now = time.time()
             records = [replace(r, state=states.INTERRUPTED, error=gone)
                        if (gone := interrupted_launch(r, workspace.run_dir(r.run_id), now)) else r

@@ -251,3 +251,35 @@ def test_a_run_waited_for_whose_launch_dies_before_submitting_it_ends_the_wait(s
             second.wait()
     assert second.returncode == 1 and f"{item.run_id} {states.INTERRUPTED}" in err, (out, err)
     assert "already submitting" in out and "draw the figure" not in out
+
+
+def test_a_wait_outlasts_a_full_disk_and_says_so_once(specs, tmp_path, monkeypatch):
+    """From a hunt: a disk full for a few seconds made a waiting `arctl run` exit 2 ("database or disk is full")
+    while its job went on and completed. The wait goes on through it, says so once, and returns the final
+    records; a registry that stays unusable past WAIT_THROUGH_S, or another kind of RegistryError, still raises."""
+    import arctl.launch.refresh as refresh_mod
+    from arctl.launch.registry import RegistryError
+
+    ws, run_id = _completed_run(tmp_path)
+    real, calls, said = refresh_mod.refresh, [], []
+
+    def flaky(reg, workspace, records, *a, **k):
+        calls.append(1)
+        if len(calls) <= 3:
+            raise RegistryError(f"{workspace.registry_path}: database or disk is full: free some space", "full")
+        return real(reg, workspace, records, *a, **k)
+
+    monkeypatch.setattr(refresh_mod, "refresh", flaky)
+    (rec,) = launcher.wait_for(ws, [run_id], poll_s=0.01, on_problem=said.append)
+    assert rec.state == states.COMPLETED and len(calls) == 4
+    assert len(said) == 1 and "disk is full" in said[0] and "the jobs go on" in said[0]
+    calls.clear()
+    monkeypatch.setattr(launcher, "WAIT_THROUGH_S", 0.05)
+    monkeypatch.setattr(refresh_mod, "refresh", lambda *a, **k: (_ for _ in ()).throw(
+        RegistryError("registry.sqlite: database or disk is full", "full")))
+    with pytest.raises(RegistryError, match="disk is full"):
+        launcher.wait_for(ws, [run_id], poll_s=0.01)
+    monkeypatch.setattr(refresh_mod, "refresh", lambda *a, **k: (_ for _ in ()).throw(
+        RegistryError("registry.sqlite: file is not a database", "damaged")))
+    with pytest.raises(RegistryError, match="not a database"):
+        launcher.wait_for(ws, [run_id], poll_s=0.01)
