@@ -203,12 +203,17 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     planned "refused" (:func:`planned_problem` says why)."""
     rows: dict[str, RunRecord] = {}  # the registry's rows
     known: dict[str, RunRecord] = {}  # as the launch decides on them
+    cells: dict[tuple, list[RunRecord]] = {}  # (experiment, arm, seed) -> the workspace's runs of it
     if workspace.exists():
         from arctl.launch.refresh import fresh_view, settled
 
         now = time.time()
         with Registry.for_reading(workspace.registry_path) as reg:  # a dry run of a read-only workspace too
             rows = {rec.run_id: rec for item in items if (rec := reg.get(item.run_id)) is not None}
+            if any(item.run_id not in rows for item in items):
+                for name in sorted({item.experiment for item in items if item.run_id not in rows}):
+                    for rec in reg.list(name):
+                        cells.setdefault((rec.experiment, rec.arm, rec.seed), []).append(rec)
         views = [v for rec in rows.values() if (v := settled(rec, workspace.run_dir(rec.run_id), now)) is not None]
         known = {rec.run_id: rec for rec in fresh_view(workspace, views)}
 
@@ -230,6 +235,12 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action, item.reason = "new", "not in the registry"
             if item.needed_by:
                 item.reason += f"; {item.needed_by} starts from it"
+            others = [r for r in cells.get((item.experiment, item.arm, item.seed), []) if r.run_id != item.run_id]
+            if others:  # from a hunt: after an upgrade (or another override) a sweep planned completed cells "new"
+                # without a word of the runs it had of them; a report would then find two runs of one cell
+                item.reason += ("; the workspace has " + ", ".join(f"{r.run_id} ({r.state.lower()})" for r in others[:2])
+                                + (f" and {len(others) - 2} more" if len(others) > 2 else "")
+                                + " of this arm and seed under another config (their config.yaml says how)")
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:

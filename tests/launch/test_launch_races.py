@@ -283,3 +283,19 @@ def test_a_wait_outlasts_a_full_disk_and_says_so_once(specs, tmp_path, monkeypat
         RegistryError("registry.sqlite: file is not a database", "damaged")))
     with pytest.raises(RegistryError, match="not a database"):
         launcher.wait_for(ws, [run_id], poll_s=0.01)
+
+
+def test_a_new_run_of_a_cell_the_workspace_has_under_another_config_says_so(specs, tmp_path):
+    """From a hunt of an upgrade: the same command after an upgrade (a default that changed the run id), or with
+    another override, planned the workspace's completed cells "new" without a word of the runs it had of them."""
+    from arctl.compose import resolve_experiment
+
+    ws, run_id = _completed_run(tmp_path)
+    (item,) = plan(items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["a"])), ws)
+    assert item.action == "new" and item.run_id != run_id
+    assert item.reason == (f"not in the registry; the workspace has {run_id} (completed) of this arm and seed "
+                           "under another config (their config.yaml says how)")
+    (other,) = plan(items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["b"])), ws)
+    assert other.reason == "not in the registry"  # another arm: nothing to say
+    (same,) = plan(_items(), ws)
+    assert (same.action, same.reason) == ("skip", "completed")
