@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -83,11 +85,91 @@ def current_executor() -> str | None:
 
 
 def _log(message: str) -> None:
-    print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # the log on a full disk: never an error of its own over the job's
+        print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+ERROR_MARK = "ERROR "  # the job log's line that says why the attempt failed (:func:`reported_failure` reads it)
+NOT_RECORDED = " (status.json could not be written)"
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+RECORD_TRIES = (0.5, 1.0, 2.0, 4.0)  # seconds between the tries to record a failure (a disk full for seconds)
+
+
+def failure_line(err: BaseException, run_dir: Path) -> str:
+    """The one line that says why the attempt failed (status.json's ``error``, the run's reason in `arctl
+    status`). A full disk says so, where (the path the failed write names) and how much is free there: from a
+    hunt, a checkpoint on a full disk failed as "RuntimeError: [enforce fail at inline_container.cc:672]
+    unexpected pos 128 vs 0" and a warm-up cache as "SafetensorError: ... No space left on device", naming no
+    path (the tiny backend now raises OSError(ENOSPC) with its path for both)."""
+    line = " ".join(f"{type(err).__name__}: {err}".split())[:500]
+    full = next((e for e in _causes(err) if isinstance(e, OSError) and e.errno in FULL_ERRNOS), None)
+    if full is None:
+        return line
+    where = f" at {full.filename}" if full.filename else ""
+    return (f"the disk is full{where} ({full.strerror or os.strerror(full.errno)}{_free_there(full.filename)}): "
+            f"free some space, then `arctl resume {run_dir.name}` resumes the run from its last checkpoint")
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from or during, outermost first."""
+    seen: list[BaseException] = []
+    while err is not None and not any(err is e for e in seen):
+        seen.append(err)
+        err = err.__cause__ or err.__context__
+    return seen
+
+
+def _free_there(path) -> str:
+    """", N MiB free there" for the disk of ``path`` (its nearest existing folder), or "" where unknown."""
+    if not path:
+        return ""
+    folder = Path(os.fsdecode(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return f", {shutil.disk_usage(folder).free / 2**20:.1f} MiB free there"
+    except OSError:
+        return ""
+
+
+def _record_failure(run_dir: Path, line: str) -> bool:
+    """status.json's "failed" with ``line``, tried again for a few seconds where the disk is full (from a hunt:
+    the write raised ENOSPC itself, nothing was recorded, and the run later read "the job process died without
+    reporting (killed?)"). Returns whether it was written."""
+    for wait in (*RECORD_TRIES, None):
+        try:
+            write_status(run_dir, state="failed", error=line, ended_at=time.time())
+            return True
+        except OSError:
+            if wait is None:
+                return False
+            time.sleep(wait)
+    return False
+
+
+def reported_failure(folders: list[Path]) -> str | None:
+    """The reason the job's last attempt gave in its log (its last :data:`ERROR_MARK` line in a ``*_log.err`` of
+    ``folders``, the first folder that has one), or None: what a run's reason is where status.json could not
+    be written (a full disk)."""
+    for folder in folders:
+        logs = sorted(folder.glob("*_log.err")) if folder.is_dir() else []
+        for path in reversed(logs):
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            starts = [i for i, text in enumerate(lines) if ATTEMPT_LINE.match(text)]
+            for text in reversed(lines[starts[-1]:] if starts else lines):
+                if (m := _ERROR_LINE.match(text)) is not None:
+                    return m.group(1).removesuffix(NOT_RECORDED)
+        if logs:
+            return None
+    return None
 
 
 # the line each attempt starts its stderr with (SLURM appends a requeued task's attempts to one file)
 ATTEMPT_LINE = re.compile(r"^\[arctl job [0-9:]+\] run \S+ attempt \d+ on ")
+_ERROR_LINE = re.compile(rf"^\[arctl job [0-9:]+\] {ERROR_MARK}(.+)$")
 
 
 def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
@@ -178,11 +260,15 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         result = train(config, run_dir, stop_event)
     except BaseException as err:
         end_stopping()
-        tap.flush()
-        line = " ".join(f"{type(err).__name__}: {err}".split())[:500]
-        write_status(run_dir, state="failed", error=line, ended_at=time.time())
-        _log(f"ERROR {line}")
-        traceback.print_exc()
+        with contextlib.suppress(OSError):  # (its files on the full disk: the failure is what matters)
+            tap.flush()
+        line = failure_line(err, run_dir)
+        recorded = _record_failure(run_dir, line)
+        _log(f"{ERROR_MARK}{line}")
+        with contextlib.suppress(OSError):
+            traceback.print_exc()
+        if not recorded:  # refresh takes the reason from this line (reported_failure), the job log's last
+            _log(f"{ERROR_MARK}{line}{NOT_RECORDED}")
         raise
     finally:
         pace_stop.set()

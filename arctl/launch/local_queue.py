@@ -13,6 +13,8 @@ A queue that waits leaves a ``waiting-PID-N`` marker there (N: its slots), and a
 waiting one can take starts nothing more while that slot stays free (at most :data:`HOLD_S`), so the two take
 turns instead of the first running all its runs first.
 Slots count runs, not cores (a run of several threads holds one), per workspace.
+A registry or disk that fails the queue (a full disk) is tried again, waiting longer each time (:class:`Trouble`);
+a queue that gives up records why in the runs it never started.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from arctl.config.files import open_lock
 from arctl.launch import states
 from arctl.launch.executors import local_executor
 from arctl.launch.refresh import pid_alive
-from arctl.launch.registry import Registry
+from arctl.launch.registry import Registry, RegistryError
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.status_file import write_status
 from arctl.launch.workspace import Workspace
@@ -38,6 +40,8 @@ from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_ph
 
 POLL_S = 0.5
 WAIT_FOR_REGISTRY_S = 30.0
+RETRY_S, RETRY_MAX_S = 1.0, 60.0  # the wait after a pass that failed on the registry or the disk, doubled each time
+GIVE_UP_S = 900.0  # passes that fail this long (a disk nobody frees): the queue gives up (Trouble)
 SLOTS_DIR = "local-slots"  # in the workspace: one flock'ed file per local run at a time (take_slot)
 HOLD_S = 10.0  # after freeing a slot another queue waits for, start nothing while it is free, at most this long
 QUEUE_MODULE = "arctl.launch.local_queue"  # in a live queue's command line (``python -m`` this module)
@@ -167,83 +171,159 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         waiting = folder / f"waiting-{os.getpid()}-{parallelism}"  # there while this queue's head waits for a slot
         held: set[int] = set()  # slots this queue freed while it had runs to start (_still_held)
         hold_until = 0.0
-        try:
-            while pending or running or stopping:
-                wants = False
-                if held and time.monotonic() >= hold_until:
-                    held.clear()
-                holding = bool(held) and _still_held(folder, held, workspace.root)  # once a pass
-                for run_id in list(pending):
-                    if len(running) >= parallelism:
-                        break
-                    rec = reg.get(run_id)
-                    run_dir = workspace.run_dir(run_id)
-                    if rec is None or rec.job_id != me or rec.state != states.PENDING:
-                        pending.remove(run_id)
-                        if is_slot_queued(read_phase(run_dir)):  # cancelled while it waited for a slot
-                            write_phase(run_dir, None)
-                        print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
-                        continue
-                    if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id], asked):
-                        if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
-                            pending.remove(run_id)
-                        continue  # waits for the run it starts from; later runs may go first
-                    if holding:
-                        break  # another queue waits for a slot this one freed: it takes it first
-                    slot = take_slot(folder, parallelism)
-                    if slot is None:  # another queue of the workspace runs as many: the head of this one waits
-                        wants = True
-                        if read_phase(run_dir) != slot_phase(parallelism):
-                            write_phase(run_dir, slot_phase(parallelism))
-                            reg.update(run_id, phase=slot_phase(parallelism))
-                        break
-                    pending.remove(run_id)
-                    if after[run_id] or read_phase(run_dir):
-                        write_phase(run_dir, None)  # no longer waiting
-                    try:
-                        executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
-                        job = executor.submit(RunJob(), str(run_dir))
-                    except BaseException:
-                        slot.close()
-                        raise
-                    if not reg.update_if(run_id, {"state": states.PENDING, "job_id": me},  # not cancelled meanwhile
-                                         {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
-                                          "phase": None}):
-                        job.cancel(check=False)
-                        stopping.append((job, slot))  # its slot is freed once it has stopped
-                        print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
-                        continue
+        # jobs started and runs ended that the registry has not been told of yet: kept across a pass that failed
+        # on the registry (a full disk), so the next pass tells it; none is lost, and no slot
+        starting: list[tuple] = []  # (run id, its job, its slot)
+        ended: list[str] = []
+
+        def record_started() -> None:
+            while starting:
+                run_id, job, slot = starting[0]
+                if reg.update_if(run_id, {"state": states.PENDING, "job_id": me},  # not cancelled meanwhile
+                                 {"job_id": str(job.job_id), "state": states.RUNNING, "started_at": time.time(),
+                                  "phase": None}):
                     print(f"started {run_id} as local job {job.job_id}", flush=True)
                     running[run_id] = job, slot
-                with contextlib.suppress(OSError):  # the marker says whether this queue waits now
-                    if wants:
-                        waiting.touch()
-                    else:
-                        waiting.unlink(missing_ok=True)
-                time.sleep(POLL_S)
-                freed = []
-                for job, slot in list(stopping):
-                    if job.done():
-                        stopping.remove((job, slot))
-                        freed.append(slot)
-                for run_id, (job, slot) in list(running.items()):
-                    if job.done():
-                        del running[run_id]
-                        freed.append(slot)
-                        with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
-                            (workspace.run_dir(run_id) / "job" / "%j").rmdir()
-                        rec = reg.get(run_id)
-                        if rec is not None:
-                            refresh(reg, workspace, [rec])
-                        print(f"finished {run_id}: {rec.state if rec else '?'}", flush=True)
-                for slot in freed:
-                    slot.close()
-                    if pending and slot.index is not None:  # a queue that waits for it takes it first (above)
-                        held.add(slot.index)
-                        hold_until = time.monotonic() + HOLD_S
+                else:
+                    job.cancel(check=False)
+                    stopping.append((job, slot))  # its slot is freed once it has stopped
+                    print(f"skip {run_id}: cancelled as it started (local job {job.job_id} stopped)", flush=True)
+                starting.pop(0)
+
+        def record_ended() -> None:
+            while ended:
+                rec = reg.get(ended[0])
+                if rec is not None:
+                    refresh(reg, workspace, [rec])
+                print(f"finished {ended[0]}: {rec.state if rec else '?'}", flush=True)
+                ended.pop(0)
+
+        def one_pass() -> None:
+            """Start what can start, then note the runs that ended (their registry rows refreshed)."""
+            nonlocal hold_until
+            record_started()
+            record_ended()
+            wants = False
+            if held and time.monotonic() >= hold_until:
+                held.clear()
+            holding = bool(held) and _still_held(folder, held, workspace.root)  # once a pass
+            for run_id in list(pending):
+                if len(running) + len(starting) >= parallelism:
+                    break
+                rec = reg.get(run_id)
+                run_dir = workspace.run_dir(run_id)
+                if rec is None or rec.job_id != me or rec.state != states.PENDING:
+                    pending.remove(run_id)
+                    if is_slot_queued(read_phase(run_dir)):  # cancelled while it waited for a slot
+                        write_phase(run_dir, None)
+                    print(f"skip {run_id}: {rec.state if rec else 'gone'}", flush=True)
+                    continue
+                if after[run_id] and not _parent_done(reg, workspace, run_id, after[run_id], asked):
+                    if reg.get(run_id).state != states.PENDING:  # the run it starts from failed: so did it
+                        pending.remove(run_id)
+                    continue  # waits for the run it starts from; later runs may go first
+                if holding:
+                    break  # another queue waits for a slot this one freed: it takes it first
+                slot = take_slot(folder, parallelism)
+                if slot is None:  # another queue of the workspace runs as many: the head of this one waits
+                    wants = True
+                    if read_phase(run_dir) != slot_phase(parallelism):
+                        write_phase(run_dir, slot_phase(parallelism))
+                        reg.update(run_id, phase=slot_phase(parallelism))
+                    break
+                try:
+                    if after[run_id] or read_phase(run_dir):
+                        write_phase(run_dir, None)  # no longer waiting
+                    executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
+                    job = executor.submit(RunJob(), str(run_dir))
+                except BaseException:
+                    slot.close()  # (still pending: a later pass starts it)
+                    raise
+                pending.remove(run_id)
+                starting.append((run_id, job, slot))
+                record_started()
+            with contextlib.suppress(OSError):  # the marker says whether this queue waits now
+                if wants:
+                    waiting.touch()
+                else:
+                    waiting.unlink(missing_ok=True)
+            time.sleep(POLL_S)
+            freed = []
+            for job, slot in list(stopping):
+                if job.done():
+                    stopping.remove((job, slot))
+                    freed.append(slot)
+            for run_id, (job, slot) in list(running.items()):
+                if job.done():
+                    del running[run_id]
+                    freed.append(slot)
+                    with contextlib.suppress(OSError):  # submitit's local controller mkdirs the raw "%j"
+                        (workspace.run_dir(run_id) / "job" / "%j").rmdir()
+                    ended.append(run_id)
+            for slot in freed:
+                slot.close()
+                if pending and slot.index is not None:  # a queue that waits for it takes it first (above)
+                    held.add(slot.index)
+                    hold_until = time.monotonic() + HOLD_S
+            record_ended()
+
+        trouble = Trouble()
+        try:
+            while pending or running or stopping or starting or ended:
+                try:
+                    one_pass()
+                except (RegistryError, OSError) as err:  # e.g. a full disk: the registry cannot be written
+                    if not trouble.wait(err):  # it slept; False: gave up, and the runs it never started say why
+                        _give_up(reg, workspace, me, pending, trouble.reason(err))
+                        raise
+                    continue
+                trouble.clear()
         finally:
             with contextlib.suppress(OSError):
                 waiting.unlink()
+
+
+class Trouble:
+    """The queue's registry (or disk) failing pass after pass, e.g. on a full disk: each pass that failed waits
+    longer before the next (:data:`RETRY_S`, doubled up to :data:`RETRY_MAX_S`), and the queue gives up once
+    they have failed for :data:`GIVE_UP_S`. From a hunt: the first RegistryError of a refresh killed the queue,
+    and every run it had not started ended FAILED "the local queue stopped before starting this run"."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.delay = 0.0
+
+    def wait(self, err: BaseException) -> bool:
+        """Sleep before the next pass and return True, or return False: it is time to give up."""
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
+        if now - self.since >= GIVE_UP_S:
+            return False
+        self.delay = min(RETRY_MAX_S, self.delay * 2 or RETRY_S)
+        print(f"registry or disk problem ({' '.join(str(err).split())[:300]}): trying again in {self.delay:g} s",
+              flush=True)
+        time.sleep(self.delay)
+        return True
+
+    def reason(self, err: BaseException) -> str:
+        return (f"the local queue gave up after {GIVE_UP_S:g} s of failing to use the workspace "
+                f"({type(err).__name__}: {' '.join(str(err).split())[:300]}): fix that, then `arctl resume` "
+                "launches the run again")
+
+    def clear(self) -> None:
+        self.since, self.delay = None, 0.0
+
+
+def _give_up(reg: Registry, workspace: Workspace, me: str, pending: list[str], reason: str) -> None:
+    """Say why in the runs this queue never started (status.json, which :func:`arctl.launch.refresh._local_state`
+    reads once the queue is gone, and the registry where it can still be written)."""
+    for run_id in pending:
+        with contextlib.suppress(OSError):
+            write_status(workspace.run_dir(run_id), state="failed", error=reason, ended_at=time.time())
+        with contextlib.suppress(RegistryError, OSError):
+            reg.update_if(run_id, {"state": states.PENDING, "job_id": me},
+                          {"state": states.FAILED, "error": reason, "ended_at": time.time(), "phase": None})
+        print(f"failed {run_id}: {reason}", flush=True)
 
 
 def _after(workspace: Workspace, run_id: str) -> str | None:

@@ -597,6 +597,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             new_state, error = merge_state(rec, status, None, now)
             if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
+        if new_state == states.FAILED and status.get("state") in (None, "submitted", "running", "stopping"):
+            error = _logged_failure(workspace, rec) or error  # status.json not written: the job's log says why
         # the step: this attempt's while it is active (decided by the state found now, not status.json's,
         # which a killed job never rewrote), how far the run got once it has ended
         values.update(run_progress(workspace.run_dir(rec.run_id), status, active=new_state in states.ACTIVE))
@@ -629,6 +631,18 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     return records
 
 
+def _logged_failure(workspace: Workspace, rec: RunRecord) -> str | None:
+    """Why the job of ``rec`` failed, as its log says (:func:`arctl.launch.job.reported_failure`), for a job that
+    could not write it into status.json: from a hunt, on a full disk that write raised ENOSPC itself and the run
+    read "the job process died without reporting (killed?)"."""
+    from arctl.launch.job import reported_failure  # (the job module imports the backends: only when needed)
+
+    job = rec.job_id or ""
+    if not job or job.startswith("queue:"):
+        return None
+    return reported_failure([workspace.jobs_dir / job, workspace.run_dir(rec.run_id) / "job" / job])
+
+
 ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim", "cancel_requested")
 """What identifies the attempt a refresh judged: its write applies only while the row still has them."""
 
@@ -643,6 +657,8 @@ def _local_state(rec: RunRecord, status: dict, workspace: Workspace) -> tuple[st
     if alive is not None and job_id.startswith("queue:"):  # waiting in the local queue process
         if alive:
             return rec.state, None
+        if reported == "failed" and status.get("error"):  # the queue said why (it gave up: local_queue._give_up)
+            return states.FAILED, str(status["error"])  # (the launch wrote "submitted": not an earlier attempt's)
         return states.FAILED, _job_of_another_workspace(rec, workspace) or "the local queue stopped before starting this run"
     if alive and job_id.isdigit():  # alive: also while it saves a stop checkpoint
         return (states.PENDING if reported == "requeued" else states.RUNNING), None

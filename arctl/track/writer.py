@@ -140,7 +140,7 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     close_run(run)
 
 
-def close_run(run, wait_s: float = CLOSE_WAIT_S, exit_code: int = 0) -> None:
+def close_run(run, wait_s: float | None = None, exit_code: int = 0) -> bool:
     """Finish ``run`` (W&B's exit record with ``exit_code``: non-zero for a run ending on an error, which
     W&B and arctl's reader call failed) and stop this process's W&B service, and return when its .wandb
     file is complete (ends with the exit record), as a resume in the same process reads it next.
@@ -149,7 +149,11 @@ def close_run(run, wait_s: float = CLOSE_WAIT_S, exit_code: int = 0) -> None:
     that only when this process started the service. A process that inherited ``WANDB_SERVICE`` from
     a parent (a job started by a process that runs W&B; a test suite run by a test) uses the parent's
     wandb-core, which writes the file a moment later (seconds on a loaded machine), so the file is
-    polled for its exit record for up to ``wait_s`` seconds; a warning says when it never came."""
+    polled for its exit record for up to ``wait_s`` seconds (default :data:`CLOSE_WAIT_S`); a warning says
+    when it never came. Returns whether the file is complete (True also without a file to wait for): False
+    where the exit record never came, as after wandb-core's first write error (ENOSPC: it writes nothing
+    more, even once there is space again), so the caller checks what the file holds
+    (:func:`complete_history`) instead of taking the run for logged."""
     import wandb
 
     settings = getattr(run, "settings", None)
@@ -159,16 +163,50 @@ def close_run(run, wait_s: float = CLOSE_WAIT_S, exit_code: int = 0) -> None:
     finally:
         wandb.teardown()
     if sync_file is None or not sync_file.exists():
-        return
-    from arctl.track.wandbfile import has_exit_record
+        return True
+    from arctl.track import wandbfile
 
+    wait_s = CLOSE_WAIT_S if wait_s is None else wait_s
     deadline = time.monotonic() + wait_s
-    while not has_exit_record(sync_file):
+    while not wandbfile.has_exit_record(sync_file):
         if time.monotonic() > deadline:
             warnings.warn(f"{sync_file}: W&B's service has not completed the run's file {wait_s:g} s after "
                           "the run finished; its last rows may be missing when it is read now", stacklevel=2)
-            return
+            return False
         time.sleep(0.05)
+    return True
+
+
+def complete_history(config: dict, run_dir: str | Path, history: list[dict] | tuple, closed: bool = True) -> str | None:
+    """After a run's close (``closed``: :func:`close_run`'s answer): make its W&B files hold every row of
+    ``history`` (the run's metrics.jsonl, the record of what it logged) and end with the run's exit record.
+    wandb-core takes rows it then never writes: after its first write error (a disk full for a few seconds)
+    it writes nothing more, and the run "completed" with a .wandb file of no history, which no resume
+    repairs (from a hunt: `arctl report` read no run, only `--force` retraining recovered it). The steps the
+    files lack (read back as a resume reads them, :func:`last_logged_step`) are re-logged into a new fragment
+    (:func:`open_run`, rewound to the last step they hold); a close that never completed gets one too (its
+    end may be lost). Returns None when the files are complete (now), else what they still lack in words
+    ("steps 3..6", "the run's close"): the caller must not end the run completed, so that its next attempt
+    re-logs it (a resume's :func:`open_run` does, from metrics.jsonl, training nothing)."""
+    if (config.get("wandb") or {}).get("mode") == "disabled":
+        return None
+    steps = sorted({int(r[STEP_KEY]) for r in history})
+    if not steps:
+        return None if closed else "the run's close"
+    last = last_logged_step(run_dir)
+    if closed and last is not None and last >= steps[-1]:
+        return None
+    try:
+        closed = close_run(open_run(config, run_dir, resume_at=steps[-1], history=history))
+    except Exception as err:  # noqa: BLE001 - any failure leaves the history to the next attempt
+        closed = False
+        print(f"arctl: WARNING re-logging the run's W&B history failed ({type(err).__name__}: "
+              f"{' '.join(str(err).split())[:200]})", flush=True)
+    last = last_logged_step(run_dir)
+    missing = [s for s in steps if last is None or s > last]
+    if missing:
+        return f"step {missing[0]}" if len(missing) == 1 else f"steps {missing[0]}..{missing[-1]}"
+    return None if closed else "the run's close"
 
 
 def log_row(run, row: dict) -> None:

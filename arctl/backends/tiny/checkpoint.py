@@ -15,6 +15,7 @@ used if it loads.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
@@ -74,8 +75,15 @@ def save_checkpoint(
             for f in (p, p.with_name(p.name + SUM_SUFFIX)):
                 if f.exists():
                     f.replace(f.with_name(f.name + DAMAGED_SUFFIX))
+    # serialized in memory, then written by Python: torch.save's own writer (given a path or a file object)
+    # turns a full disk into "RuntimeError: [enforce fail at inline_container.cc:672] unexpected pos 128 vs 0"
+    # (from a hunt), where a write of ours raises OSError(ENOSPC), which replacing() names with the checkpoint's
+    # path (a tiny checkpoint is small: its second copy in memory costs nothing)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
     with replacing(path, durable=True) as tmp:
-        torch.save(state, tmp)
+        with open(tmp, "wb") as f:
+            f.write(buffer.getbuffer())
         info = {"sha256": file_sha256(tmp), "bytes": tmp.stat().st_size, "step": int(step)}
     atomic_write(path.with_name(path.name + SUM_SUFFIX), json.dumps(info), durable=True)
     old = _checkpoints(run_dir)

@@ -10,6 +10,7 @@ weights, optimizer and RNG streams; the problems of step s depend on (seed, s) o
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import logging
 import os
@@ -41,13 +42,14 @@ from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.update import ppo_update, tree_batch
-from arctl.backends.tiny.warmup import WarmupInterrupted, machine_kind, warmup_model
+from arctl.backends.tiny.warmup import WarmupInterrupted, machine_kind, warmup_dir, warmup_model
 from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
-from arctl.track.phase import write_phase, write_warning
+from arctl.track.phase import read_warning, write_phase, write_warning
 
 log = logging.getLogger(__name__)
+WANDB_LOST = "W&B lost "  # the start of the warning of a run whose W&B files lack rows (`arctl status` shows it)
 REQUIRED_TINY = ("task", "warmup", "eval_seed", "diag_problems", "max_rows", "threads")
 
 
@@ -80,10 +82,15 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     seed = run.seed
 
     # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
-    model, tok, warm = warmup_model(
-        config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
-        should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
-    )
+    try:
+        model, tok, warm = warmup_model(
+            config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
+            should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
+        )
+    except Exception as err:
+        if (full := full_disk(err, warmup_dir(config))) is not None:
+            raise full from err
+        raise
     objective = Objective.from_config(config)
     inserted = InsertedTokens.from_tokenizer(tok, objective.summary.inserted)
     optimizer = torch.optim.AdamW(
@@ -134,8 +141,9 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     test_freq, save_freq = run.test_freq, run.save_freq
     progress = Progress(total, start)
     status = "completed"
-    closing = None
-    lost = []  # what W&B lost while the run stopped (the row of a step, the run's close): the next attempt re-logs it
+    closing, closed = None, True
+    lost = []  # what W&B lost (a step's row or the run's close as the run stopped; rows its files lack after the
+    # close, writer.complete_history): the run ends preempted, and its next attempt re-logs them
     try:
         if start == 0 and test_freq > 0 and resume_at is None:
             lost += log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress, stop)
@@ -197,24 +205,47 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         progress.close()
         if wb is not None:
             try:
-                writer.close_run(wb, exit_code=1 if status == "failed" else 0)
+                closed = writer.close_run(wb, exit_code=1 if status == "failed" else 0)
             except Exception as err:  # noqa: BLE001 - e.g. the W&B service died with the job's TERM
                 closing = err  # raised below unless the stop did it (not over an error of the loop's)
     if closing is not None:
         if not stop_follows(stop.is_set):
             raise closing
         lost.append(f"the run's close ({type(closing).__name__}: {closing})")
+    if wb is not None and status == "completed" and not lost:
+        # what W&B took is not what it wrote: wandb-core writes nothing after its first write error (a disk
+        # full for seconds), and the run "completed" with no W&B history (from a hunt). Re-logged now from
+        # metrics.jsonl, else the run ends preempted at its final checkpoint, as below
+        config_id = {**config, "wandb": {**(config.get("wandb") or {}), "id": wandb_id}} if wandb_id else config
+        missing = writer.complete_history(config_id, run_dir, _metric_rows(run_dir), closed=closed)
+        if missing:
+            lost.append(missing)
+            write_warning(run_dir, f"{WANDB_LOST}{missing} (its files {run_dir / 'wandb'}: a full disk?); "
+                                   f"`arctl resume {run_dir.name}` re-logs them from metrics.jsonl without training")
+        elif (read_warning(run_dir) or "").startswith(WANDB_LOST):  # an earlier attempt's, now re-logged
+            write_warning(run_dir, None)
     if lost and status == "completed":
         # the last step's row (its final evaluation: Table 2) or the run's end never reached W&B: a completed
         # run is never resumed, and its W&B history would lack them for good (from a review). Preempted at the
         # final checkpoint instead: the next attempt re-logs them from metrics.jsonl and trains nothing
         status = "preempted"
     if lost:
-        print(f"tiny: W&B lost {', '.join(lost)} while the run stopped; the checkpoint is saved and the next attempt "
-              "re-logs the W&B history from metrics.jsonl", flush=True)
+        print(f"tiny: W&B lost {', '.join(lost)}; the checkpoint is saved and the next attempt (`arctl resume "
+              f"{run_dir.name}`) re-logs the W&B history from metrics.jsonl without training", flush=True)
     print(f"tiny: {run.experiment}/{run.arm} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
+
+
+def full_disk(err: BaseException, where: Path) -> OSError | None:
+    """``OSError(ENOSPC)`` naming ``where`` for an error that says the disk is full without saying where (from a
+    hunt: the warm-up cache failed as "SafetensorError: ... No space left on device", no path), else None (an
+    OSError that names its file already says where; any other error is not a full disk's)."""
+    if isinstance(err, OSError) and err.filename:
+        return None
+    if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or os.strerror(errno.ENOSPC) in str(err):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    return None
 
 
 # ----------------------------------------------------------------------------- the step's parts
