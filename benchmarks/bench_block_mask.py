@@ -20,6 +20,8 @@ import json
 import subprocess
 import sys
 
+from _args import positive_int  # benchmarks/ (the script's folder is on sys.path)
+
 CHILD = r"""
 import json, resource, sys, time
 import torch
@@ -55,11 +57,11 @@ def run(think: int, variant: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--think", type=int, default=8000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--think", type=positive_int, default=8000)
+    parser.add_argument("--repeat", type=positive_int, default=3)
+    args = parser.parse_args(argv)
     print(f"{'variant':<12} {'L':>6} {'extra peak MiB (min..max)':>26} {'build s (min)':>13}  {'[L,L] bytes/elt':>15}")
     for variant, bytes_per in (("blockmask", "-"), ("dense_bool", "1"), ("dense_float", "4")):
         rows = [run(args.think, variant) for _ in range(args.repeat)]

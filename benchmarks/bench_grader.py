@@ -25,6 +25,8 @@ import os
 import random
 import time
 
+from _args import positive_int  # benchmarks/ (the script's folder is on sys.path)
+
 from arctl.algo.verify import DEEPSCALER, MATH_VERIFY, grade
 from arctl.backends.verl.agent_loop import grading_executor
 from arctl.backends.verl.sympy_worker import bounded_sympy_equal
@@ -75,12 +77,12 @@ async def loop_while_grading(work: list[tuple[str, str]], tree: int, threaded: b
     return wall, max(gaps) * 1e3, len(gaps) / wall
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--leaves", type=int, default=2000)
+    parser.add_argument("--leaves", type=positive_int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tree", type=int, default=16, help="leaves graded together (one tree)")
-    args = parser.parse_args()
+    parser.add_argument("--tree", type=positive_int, default=16, help="leaves graded together (one tree)")
+    args = parser.parse_args(argv)
     work = leaves(args.leaves, args.seed)
     print(f"load before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {len(work)} leaves")
     setups = [("math-verify", MATH_VERIFY, None), ("deepscaler, sympy in process", DEEPSCALER, None),

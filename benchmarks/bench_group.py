@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from _args import int_list, positive_int  # benchmarks/ (the script's folder is on sys.path)
 from bench_tree_mask import best_of  # benchmarks/ (the script's folder is on sys.path)
 from torch.func import functional_call, stack_module_state, vmap
 
@@ -62,12 +63,12 @@ def measure(cfg, g: int, tokens: int, repeats: int) -> tuple[float, float, float
     return best(calls, repeats), best(batched, repeats), best(calls_bwd, half), best(batched_bwd, half)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokens", default="1,64")
-    parser.add_argument("--groups", default="1,2,4,8")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--tokens", type=int_list, default="1,64", help="tokens per row, comma-separated")
+    parser.add_argument("--groups", type=int_list, default="1,2,4,8", help="group sizes G, comma-separated")
+    parser.add_argument("--repeats", type=positive_int, default=5)
+    args = parser.parse_args(argv)
     from arctl.compose import resolve_experiment
 
     torch.set_num_threads(1)
@@ -76,8 +77,8 @@ def main() -> None:
     cfg._attn_implementation = "eager"  # vmap has no batching rule for every SDPA kernel on CPU
     print("| tokens per row | G | forward: G calls s | one vmap call s | ratio | fwd+bwd: G calls s | one vmap call s | ratio |")
     print("|---|---|---|---|---|---|---|---|")
-    for tokens in (int(t) for t in args.tokens.split(",")):
-        for g in (int(x) for x in args.groups.split(",")):
+    for tokens in args.tokens:
+        for g in args.groups:
             f_calls, f_vmap, b_calls, b_vmap = measure(cfg, g, tokens, args.repeats)
             print(f"| {tokens} | {g} | {f_calls:.3f} | {f_vmap:.3f} | {f_calls / f_vmap:.2f}x | {b_calls:.3f} | "
                   f"{b_vmap:.3f} | {b_calls / b_vmap:.2f}x |", flush=True)

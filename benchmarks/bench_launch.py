@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _args import positive_int  # benchmarks/ (the script's folder is on sys.path)
+
 CPU_TIMES: dict[str, float] = {}
 
 
@@ -147,12 +149,12 @@ def bench_submit(root: Path, n_cells: int) -> dict:
             "resolve_one_run_s": t_resolve_one, "resolve_sweep_s": t_resolve, "resolved_cells": len(cells)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--cells", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--runs", type=positive_int, default=1000)
+    parser.add_argument("--cells", type=positive_int, default=100)
+    parser.add_argument("--repeat", type=positive_int, default=5)
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-launch-") as tmp:
         root = Path(tmp)
         status = bench_status(root, args.runs, args.repeat)

@@ -9,6 +9,9 @@ take too long. Four distinct files (one per arm) are generated and copied to 25 
 
     python benchmarks/bench_report.py [--runs 100] [--steps 10000] [--dir /tmp/arctl-bench] [--repeat 1]
 
+The fixture in --dir is reused only when its fixture.json records the same --runs and --steps;
+else it is rebuilt.
+
 Building the fixture is not timed. "Cold" means no parquet cache; it is measured twice: with the
 .wandb files in the OS page cache (read once just before, untimed) and with their pages dropped
 (``posix_fadvise(DONTNEED)`` on those files only), where the disk read is part of the time. Every
@@ -29,6 +32,8 @@ import sys
 import time
 import zlib
 from pathlib import Path
+
+from _args import positive_int  # benchmarks/ (the script's folder is on sys.path)
 
 ARMS = {"grpo": "main-grpo", "ar-base": "main-ar-base", "ar-linear": "main-ar-linear",
         "ar-uniform": "main-ar-uniform"}
@@ -112,6 +117,13 @@ def synth_file(path: Path, arm: str, experiment: str, steps: int, seed: int) -> 
     path.write_bytes(frame(recs))
 
 
+FIXTURE = "fixture.json"  # in --dir: the --runs/--steps the files there were built with
+
+
+class NotAFixture(Exception):
+    """--dir holds something this benchmark did not build."""
+
+
 def build(root: Path, runs: int, steps: int) -> None:
     import yaml
 
@@ -131,6 +143,30 @@ def build(root: Path, runs: int, steps: int) -> None:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(templates[arm], dst)
             (d / "config.yaml").write_text(yaml.safe_dump({"experiment": exp, "arm": arm, "seed": seed}))
+
+
+def prepare(root: Path, runs: int, steps: int) -> int:
+    """Build the fixture in ``root``, or reuse the one there when it was built with the same ``runs`` and
+    ``steps`` (``fixture.json``; building 100 x 10,000 steps takes minutes). Another size is rebuilt from
+    scratch: ``build`` alone keeps files that exist, so a 60-step fixture was timed and labelled as 5,000
+    steps, and ``--runs 2`` read the 4 runs left from before. Returns the number of runs in ``runs/``, the
+    number ``arctl report`` reads. A folder with runs/ or templates/ but no fixture.json is not this
+    benchmark's: it is refused (NotAFixture), never deleted."""
+    meta = root / FIXTURE
+    want = {"runs": runs, "steps": steps}
+    have = json.loads(meta.read_text()) if meta.exists() else None
+    if have is None and any((root / d).exists() for d in ("runs", "templates")):
+        raise NotAFixture(f"--dir {root} holds runs/ or templates/ but no {FIXTURE}, so it is not a fixture "
+                          "this benchmark built (or one from before it recorded its size): give an empty or new "
+                          "folder with --dir, or delete that one")
+    if have is not None and ({k: have.get(k) for k in want} != want or not have.get("complete")):
+        for d in ("runs", "templates", ".arctl-cache", "out"):
+            shutil.rmtree(root / d, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+    meta.write_text(json.dumps({**want, "complete": False}))  # an interrupted build is rebuilt next time
+    build(root, runs, steps)
+    meta.write_text(json.dumps({**want, "complete": True}))
+    return sum(1 for d in (root / "runs").iterdir() if d.is_dir())
 
 
 def timed(cmd: list[str]) -> tuple[float, float]:
@@ -156,19 +192,23 @@ def page_cache(root: Path, warm: bool) -> None:
                 os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--steps", type=int, default=10_000)
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/arctl-bench"))
-    ap.add_argument("--repeat", type=int, default=1, help="measure every line this many times")
-    args = ap.parse_args()
+    ap.add_argument("--runs", type=positive_int, default=100)
+    ap.add_argument("--steps", type=positive_int, default=10_000)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/arctl-bench"),
+                    help=f"the fixture's folder: reused when its {FIXTURE} has the same --runs/--steps, else rebuilt")
+    ap.add_argument("--repeat", type=positive_int, default=1, help="measure every line this many times")
+    args = ap.parse_args(argv)
     root = args.dir
     t = time.perf_counter()
-    build(root, args.runs, args.steps)
+    try:
+        runs = prepare(root, args.runs, args.steps)
+    except NotAFixture as err:
+        ap.error(str(err))
     size = sum(p.stat().st_size for p in (root / "runs").rglob("*.wandb"))
-    print(f"workspace: {args.runs} runs x {args.steps} steps, {size / 2**30:.2f} GiB of .wandb "
-          f"(built in {time.perf_counter() - t:.0f} s)")
+    print(f"workspace: {runs} runs x {args.steps} steps, {size / 2**30:.2f} GiB of .wandb "
+          f"(built or reused in {time.perf_counter() - t:.0f} s)")
     arctl = [sys.executable, "-m", "arctl.cli.main", "report", "--workdir", str(root), "--out", str(root / "out")]
     lines = []
 
@@ -182,10 +222,10 @@ def main() -> None:
             lines.append(f"{label:<58} wall {wall:6.1f} s   CPU {cpu:6.1f} s   load before {load:4.1f}")
             print(lines[-1], flush=True)
 
-    measure(f"score_curve cold, files in page cache ({args.runs} runs)", "score_curve", cold=True, warm_files=True)
+    measure(f"score_curve cold, files in page cache ({runs} runs)", "score_curve", cold=True, warm_files=True)
     measure("main_training from the parquet cache", "main_training", cold=False, warm_files=True)
     measure("score_curve from the parquet cache", "score_curve", cold=False, warm_files=True)
-    measure(f"score_curve cold, files read from disk ({args.runs} runs)", "score_curve", cold=True,
+    measure(f"score_curve cold, files read from disk ({runs} runs)", "score_curve", cold=True,
             warm_files=False)
     print(f"cores: {os.cpu_count()}, load average at the end: {os.getloadavg()[0]:.1f}")
 

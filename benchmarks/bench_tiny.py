@@ -16,7 +16,9 @@
     python benchmarks/bench_tiny.py bandwidth   # attention against the KV cache vs one thread's memory
                                                 # bandwidth: what bounds the thinking pass
 
-One torch thread (``--threads``) for tree/step. Peak RSS is the process's ``ru_maxrss``.
+One torch thread (``--threads``) for tree/step. Peak RSS is the process's ``ru_maxrss``. step, forward and
+shrink write their runs into ``--workspace`` (default: a fresh temporary folder, printed; never the user's
+arctl workspace, whose registry would not know them); ablation makes its own workspace in it.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ import argparse
 import json
 import os
 import resource
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import torch
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded with importlib (tests/tiny/test_rollout.py)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _args import positive_int  # noqa: E402  benchmarks/ (the script's folder is on sys.path)
 
 from arctl.algo.settings import Loss, Objective, Thinking
 from arctl.algo.tree import SummaryBranch, pack_tree
@@ -82,10 +90,18 @@ def bench_tree(args) -> None:
               f"{t_dup / t_tree:.1f}x |", flush=True)
 
 
+class SettingError(Exception):
+    """A run config the benchmark cannot build (an arctl.compose.errors.SpecError or another ValueError):
+    main() prints it as one error line instead of a traceback."""
+
+
 def _resolve(name: str, overrides: list[str]):
     from arctl.compose import resolve_experiment
 
-    return resolve_experiment(name, overrides=overrides)
+    try:
+        return resolve_experiment(name, overrides=overrides)
+    except ValueError as err:  # SpecError is one
+        raise SettingError(str(err)) from err
 
 
 def bench_step(args) -> None:
@@ -374,12 +390,11 @@ def bench_ablation(args) -> None:
     workspace (warm-up included), timed from submission until the last arm completes."""
     import os
     import subprocess
-    import sys
-    import tempfile
 
     from arctl.track import metrics_schema as ms
 
-    ws = Path(tempfile.mkdtemp(prefix="bench-ablation-", dir=args.workspace if Path(args.workspace).exists() else None))
+    parent = args.workspace if args.workspace and Path(args.workspace).exists() else None
+    ws = Path(tempfile.mkdtemp(prefix="bench-ablation-", dir=parent))
     env = {**os.environ, "ARCTL_HOME": str(ws), "WANDB_MODE": "offline", "ARCTL_CACHE": str(ws / "cache")}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "arctl.cli.main", "run", "ablation-vr", "--scale", "tiny",
@@ -438,21 +453,40 @@ def bench_bandwidth(args) -> None:
     print(f"sum over 64 MB: {x.numel() * 4 / s / 1e9:.1f} GB/s; load average after {os.getloadavg()[0]:.1f}")
 
 
-def main() -> None:
+WRITES_RUNS = ("step", "forward", "shrink")  # the benchmarks that write runs into --workspace (and load a warm-up)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("tree", "step", "eval", "decode", "forward", "shrink", "ablation",
                                              "bandwidth"))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--workspace", default="arctl-runs")
-    parser.add_argument("--problems", type=int, default=256, help="eval: problems evaluated")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
-     "forward": bench_forward, "shrink": bench_shrink, "ablation": bench_ablation,
-     "bandwidth": bench_bandwidth}[args.what](args)
+    parser.add_argument("--threads", type=positive_int, default=1)
+    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser.add_argument("--steps", type=positive_int, default=10)
+    parser.add_argument("--workspace", default=None, help="where step/forward/shrink write their runs (default: a "
+                        "fresh temporary folder; the runs would break `arctl status` in a real workspace)")
+    parser.add_argument("--problems", type=positive_int, default=256, help="eval: problems evaluated")
+    args = parser.parse_args(argv)
+    try:
+        if args.what in WRITES_RUNS:  # they load or train the warm-up: a bad $ARCTL_TINY_WARMUP stops them here
+            from arctl.backends.tiny.settings import warmup_source
+
+            try:
+                warmup_source()
+            except ValueError as err:
+                raise SettingError(str(err)) from err
+            if args.workspace is None:
+                args.workspace = tempfile.mkdtemp(prefix="bench-tiny-")
+                print(f"workspace {args.workspace} (a fresh temporary folder; --workspace DIR to choose)", flush=True)
+        torch.set_num_threads(args.threads)
+        {"tree": bench_tree, "step": bench_step, "eval": bench_eval, "decode": bench_decode,
+         "forward": bench_forward, "shrink": bench_shrink, "ablation": bench_ablation,
+         "bandwidth": bench_bandwidth}[args.what](args)
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

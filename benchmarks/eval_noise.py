@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from _args import positive_int  # noqa: E402  benchmarks/ (the script's folder is on sys.path)
 
 STATS = ("anytime", "final", "think_len")  # the claims' stats of a run's final evaluation (reports/claims.yaml)
 STREAM0 = 1_000_003  # other sampling streams: STREAM0 + 1, + 2, ... (never tiny.eval_seed itself)
@@ -179,24 +180,53 @@ def analyse(by: dict, pairs: list[tuple[str, str]]) -> list[dict]:
     return rows
 
 
+def arm_pair(text: str) -> tuple[str, str]:
+    """``--pair A:B``: two arm names."""
+    a, colon, b = text.partition(":")
+    if not (colon and a and b):
+        raise argparse.ArgumentTypeError(f"{text!r} is not ARM_A:ARM_B (two arm names joined by a colon)")
+    return a, b
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``--shard i/n``: the i-th of n processes, 0 <= i < n."""
+    i, slash, n = text.partition("/")
+    try:
+        i_n = int(i), int(n)
+    except ValueError:
+        i_n = None
+    if not slash or i_n is None or not 0 <= i_n[0] < i_n[1]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not i/n with 0 <= i < n, e.g. 0/2 and 1/2")
+    return i_n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, required=True)
-    p.add_argument("--pair", action="append", required=True, help="ARM_A:ARM_B (compared seed by seed)")
-    p.add_argument("--streams", type=int, default=2)
-    p.add_argument("--shard", default=None, help="i/n: measure every n-th run from the i-th")
+    p.add_argument("--pair", type=arm_pair, action="append", required=True,
+                   help="ARM_A:ARM_B (compared seed by seed)")
+    p.add_argument("--streams", type=positive_int, default=2)
+    p.add_argument("--shard", type=shard, default=None, help="i/n: measure every n-th run from the i-th")
     p.add_argument("--json", type=Path, default=Path("eval_noise.json"))
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
     p.add_argument("--sweep", default="paper", help="the sweep whose cells are measured where a workspace holds "
                    "several runs of one arm and seed (default: paper)")
     args = p.parse_args(argv)
+    if not (args.workdir / "runs").is_dir():
+        p.error(f"--workdir {args.workdir} has no runs/ folder: give the workspace the arms ran in")
+    pairs = args.pair
+    arms = {arm for pair in pairs for arm in pair}
+    runs = _runs(args.workdir, arms, args.sweep)
+    # a mistyped arm used to drop its pair silently (no rows, exit 0)
+    missing = sorted(arms - {_arm_seed(d.name, args.workdir)[0] for d in runs})
+    if missing:
+        p.error(f"--pair: no completed tiny run of arm(s) {', '.join(missing)} in {args.workdir / 'runs'}: "
+                "check the arm names (config.yaml's arm) or finish those runs first")
     import torch
 
     torch.set_num_threads(args.threads)
-    pairs = [tuple(x.split(":", 1)) for x in args.pair]
-    runs = _runs(args.workdir, {arm for pair in pairs for arm in pair}, args.sweep)
     if args.shard:
-        i, n = (int(v) for v in args.shard.split("/"))
+        i, n = args.shard
         measure(runs[i::n], args.streams, args.json.with_name(f"{args.json.name}.{i}"), check_first=i == 0)
         return 0
     done = {}

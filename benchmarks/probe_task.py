@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
+from _args import positive_int  # noqa: E402  benchmarks/ (the script's folder is on sys.path)
 
 CHUNK = 8  # problems per rollout: the training batch (8 prompts x G samples), bounded memory
 
@@ -137,7 +137,19 @@ def _gradient_balance(model, config, out, pad_id: int):
     return {"grad_norm": norms, "trained_tokens": tokens, "summary_over_thinking": norms["summary"] / norms["thinking"]}
 
 
-def probe(overrides: list[str], n_problems: int, samples: int) -> dict:
+def settings(overrides: list[str], samples: int) -> dict:
+    """The run config the probe samples with, checked before the warm-up loads or trains: a wrong override
+    (SpecError), ``rollout.n`` the objective cannot take, or a bad ``$ARCTL_TINY_WARMUP`` raise ValueError
+    here, in one line, instead of a traceback from inside the probe."""
+    from arctl.backends.tiny.settings import TinyRun, warmup_source
+
+    config = _config([*overrides, f"rollout.n={samples}"])
+    TinyRun.from_config(config)
+    warmup_source()
+    return config
+
+
+def probe(config: dict, n_problems: int, samples: int) -> dict:
     import numpy as np
     import torch
 
@@ -148,7 +160,6 @@ def probe(overrides: list[str], n_problems: int, samples: int) -> dict:
     from arctl.backends.tiny.tokenizer import encode_words
     from arctl.backends.tiny.warmup import warmup_dir, warmup_model
 
-    config = _config([*overrides, f"rollout.n={samples}"])
     run = TinyRun.from_config(config)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -240,11 +251,16 @@ def probe(overrides: list[str], n_problems: int, samples: int) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the tiny scale, e.g. tiny.task.name=running_sum")
-    parser.add_argument("--problems", type=int, default=256)
-    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--problems", type=positive_int, default=256)
+    parser.add_argument("--samples", type=positive_int, default=4, help="thinking traces per problem (rollout.n)")
     parser.add_argument("--json", default=None, help="write the numbers here too")
     args = parser.parse_args(argv)
-    out = probe(args.overrides, args.problems, args.samples)
+    try:
+        config = settings(args.overrides, args.samples)
+    except ValueError as err:  # arctl.compose.errors.SpecError is one: an override, rollout.n, $ARCTL_TINY_WARMUP
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = probe(config, args.problems, args.samples)
     text = json.dumps(out, indent=1, default=lambda x: None if isinstance(x, float) and x != x else str(x))
     print(text)
     if args.json:

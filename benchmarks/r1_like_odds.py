@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _args import json_object, positive_int  # benchmarks/ (the script's folder is on sys.path)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 import r1_like  # noqa: E402  (tests/support: the model under study)
@@ -76,17 +77,17 @@ def simulate(tok, probs: np.ndarray, steps: int, seed: int = 0) -> tuple[float, 
     return float(np.mean(rewards)), tied / steps
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--favourites", action="append", default=[],
+    parser.add_argument("--steps", type=positive_int, default=3000)
+    parser.add_argument("--favourites", type=json_object, action="append", default=[],
                         help="JSON of logits overriding FAVOURITES (key EOS for the EOS token); repeatable")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     tok = r1_like.build_tokenizer()
     shown = lambda t: "EOS" if t == r1_like.EOS else t  # noqa: E731 - the EOS token's name, as --favourites takes it
     settings = [dict(r1_like.FAVOURITES)]
-    for text in args.favourites:
-        settings.append({**r1_like.FAVOURITES, **{r1_like.EOS if k == "EOS" else k: v for k, v in json.loads(text).items()}})
+    for given in args.favourites:
+        settings.append({**r1_like.FAVOURITES, **{r1_like.EOS if k == "EOS" else k: v for k, v in given.items()}})
     for favourites in settings:
         probs = next_token_probs(tok, favourites)
         reward, tied = simulate(tok, probs, args.steps)

@@ -556,3 +556,31 @@ def test_part_f_goes_on_when_its_as_loaded_diagnostic_fails_and_frees_the_engine
     assert f["as_loaded"] == {"error": "KeyError: 'model.rotary_emb.original_inv_freq'"} and len(f["checks"]) == 9
     probe = json.loads((out / "probe.json").read_text())
     assert probe == {"code": 0, "engines": [0]}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_cuda_asked_for_by_name_without_cuda_is_refused_not_a_crash(tmp_path, monkeypatch, capsys, device):
+    """--device cuda where torch sees no GPU crashed in torch.cuda.get_device_name (AssertionError, exit 1, no
+    results.json); docs/gpu.md promises the refused path, which only --device left out took. At any shape."""
+    import torch
+
+    suite = load_suite()
+    monkeypatch.setenv("VERL_PLATFORM", "unset-by-the-test")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert suite.main(["--shape", "small", "--device", device, "--parts", "a", "--out", str(tmp_path)]) == 1
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert f"--device {device}" in results["refused"] and not results["ok"] and not results["complete"]
+    assert all(p["status"] == "skipped" and p["skipped"].startswith("refused") for p in results["parts"].values())
+    assert "refused: --device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--device", "gpu"], ["--device", "cuda:x"], ["--repeats", "0"],
+                                  ["--repeats", "-2"]])
+def test_a_bad_device_or_repeat_count_is_refused_before_anything_runs(tmp_path, capsys, argv):
+    """--repeats 0 timed nothing: inf seconds, a 'nanx' speed-up, status ok, exit 0."""
+    suite = load_suite()
+    with pytest.raises(SystemExit) as exc:
+        suite.main(["--shape", "small", "--parts", "a", "--out", str(tmp_path / "out"), *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and argv[0] in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

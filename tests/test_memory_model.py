@@ -113,3 +113,27 @@ def test_paper_shape_default_path_vs_fused_kernels():
     assert default["peak_phase"] == "entropy_from_logits"
     assert default["peak_gib"] >= 7 * default["logits_gib"]
     assert fused["peak_gib"] < default["logits_gib"] / 2
+
+
+@pytest.mark.parametrize("argv", [["--layouts", "foo", "--quick"], ["--layouts", "flex,duplicate"],
+                                  ["--budgets", "abc"], ["--budgets", "0,8192"], ["--budgets", "65536", "--quick"]])
+def test_a_bad_layout_or_budget_is_refused_before_anything_is_measured(mm, monkeypatch, capsys, tmp_path, argv):
+    """`--layouts foo --quick` printed an error on every row and exited 0; `--budgets abc` was a traceback."""
+    monkeypatch.setattr(mm, "static_state", lambda *a: pytest.fail("measured on bad arguments"))
+    with pytest.raises(SystemExit) as exc:
+        mm.main([*argv, "--json", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and argv[0] in err and "Traceback" not in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_the_exit_code_is_1_when_a_measurement_failed(mm, monkeypatch, capsys, tmp_path):
+    """A row whose measurement raised is recorded with its error, and the call no longer exits 0."""
+    def broken(pass_, layout, thinking, knobs):
+        raise RuntimeError("verl's forward failed")
+
+    monkeypatch.setattr(mm, "measure", broken)
+    assert mm.main(["--quick", "--layouts", "flex", "--json", str(tmp_path / "m.json")]) == 1
+    rows = json.loads((tmp_path / "m.json").read_text())["rows"]
+    assert rows and all("verl's forward failed" in r["error"] for r in rows)
+    assert "measurements failed" in capsys.readouterr().err

@@ -68,9 +68,15 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import suite  # noqa: E402  (benchmarks/gpu/suite.py: it puts the repository root on sys.path)
+import suite  # noqa: E402  (benchmarks/gpu/suite.py: it puts the repository root and benchmarks/ on sys.path)
 import torch  # noqa: E402
+from _args import int_list  # noqa: E402
 from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
+
+from arctl.backends.verl.settings import TREE_LAYOUTS  # noqa: E402
+
+# the layouts that pack a tree (verl.tree_attention), the ones this model measures; "duplicate" packs none
+LAYOUTS = tuple(x for x in TREE_LAYOUTS if x != "duplicate")
 
 GIB = suite.GIB
 FITS_GIB = suite.FITS_GIB  # usable GiB of an 80 GB and a 40 GB card (3 GiB kept for context, NCCL, fragmentation)
@@ -919,20 +925,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def layout_list(text: str) -> list[str]:
+    """``--layouts``: comma-separated names of :data:`LAYOUTS` (a typo used to print an error on every row
+    and exit 0)."""
+    layouts = [x for x in text.split(",") if x]
+    wrong = [x for x in layouts if x not in LAYOUTS]
+    if wrong or not layouts:
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated layouts of {', '.join(LAYOUTS)}")
+    return layouts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, help="write the results here (also after every measurement)")
-    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="tokens per micro-batch")
-    parser.add_argument("--layouts", default="flex,dense", help="arctl tree layouts (verl.tree_attention), first: all rows")
+    parser.add_argument("--budgets", type=int_list, default=",".join(map(str, BUDGETS)),
+                        help="tokens per micro-batch, comma-separated")
+    parser.add_argument("--layouts", type=layout_list, default=",".join(LAYOUTS),
+                        help=f"arctl tree layouts (verl.tree_attention: {', '.join(LAYOUTS)}), first: all rows")
     parser.add_argument("--quick", action="store_true", help="32,768 only, full rows, no autocast check: a smoke run")
     args = parser.parse_args(argv)
+    budgets = sorted(args.budgets)
+    if args.quick and not any(b <= DEFAULT_PATH_MAX for b in budgets):
+        parser.error(f"--quick measures the largest budget up to {DEFAULT_PATH_MAX:,}: --budgets has none")
     torch.set_num_threads(1)
     os.environ.setdefault("VERL_PLATFORM", "cpu")
-    budgets = sorted(int(b) for b in args.budgets.split(","))
     if args.quick:
         budgets = [max(b for b in budgets if b <= DEFAULT_PATH_MAX)]
-    layouts = [x for x in args.layouts.split(",") if x]
+    layouts = args.layouts
     t_start = time.perf_counter()
     import transformers
     import verl
@@ -1002,6 +1022,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{result['seconds']:.0f} s. Every number is an estimate made on a CPU, none a GPU observation.")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))
+    failed = [r for r in rows if r.get("error")]
+    if failed:  # a row that could not be measured is no estimate: the call must not read as a success
+        print(f"{len(failed)} of {len(rows)} measurements failed (their errors are above)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -74,7 +74,8 @@ Exit code 0 only when every part that ran is ok and the run is complete (``resul
 skipped for the budget, none stopped early); 1 otherwise (a part left out with ``--parts`` is listed as
 skipped and does not count against completeness). The paper shape on a CPU is refused (exit 1 at once,
 ``results.json`` says why) unless ``--device cpu`` is given: without a visible GPU the budget would go to a
-1.5B model on the CPU.
+1.5B model on the CPU. ``--device cuda`` (or ``cuda:N``) where torch sees no such CUDA device is refused
+the same way, at any shape.
 Needs only torch + transformers for a, b, c, e; d and f need verl (docs/gpu.md).
 """
 
@@ -91,6 +92,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -100,8 +102,10 @@ from pathlib import Path  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _folder in (ROOT, HERE.parent):  # arctl, and benchmarks/_args.py (also when loaded with importlib by a test)
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+from _args import positive_int  # noqa: E402
 
 
 def _stub_imports():
@@ -1632,20 +1636,28 @@ def summarise(results: dict) -> None:
     results["skipped"] = {k: p["skipped"] for k, p in parts.items() if p["status"] == "skipped"}
     results["complete"] = all(p["status"] == "ok" and not p.get("stopped_early") for p in parts.values()
                               if p["status"] != "skipped" or "budget" in p["skipped"])
-    if results.get("refused"):  # nothing was run, on purpose (main: the paper shape on a CPU)
+    if results.get("refused"):  # nothing was run, on purpose (main: no CUDA for the paper shape or --device cuda)
         results["ok"] = results["complete"] = False
     results["elapsed_s"] = time.perf_counter() - T_START
+
+
+def device_name(text: str) -> str:
+    """``--device``: cpu, cuda or cuda:N (anything else would fail minutes later inside a part, or at once in
+    ``torch.cuda.get_device_name``)."""
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device: give cpu, cuda or cuda:N")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[_import_options(argv)])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-suite")))
     parser.add_argument("--shape", choices=sorted(SHAPES), default="paper")
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when torch sees a GPU, else cpu; "
+    parser.add_argument("--device", type=device_name, default=None, help="cuda, cuda:N or cpu (default: cuda when torch sees a GPU, else cpu; "
                         "the paper shape on a CPU runs only when --device cpu is given)")
     parser.add_argument("--parts", default=ORDER, help="the parts to run (any of abcdef; they run in the order "
                         f"{', '.join(ORDER)}); a part left out is reported as skipped, e.g. --parts abce")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed calls per measurement (1 or more)")
     parser.add_argument("--f-mask", choices=("flex", "dense"), default=None, help="part f's tree mask (default: "
                         "flex on CUDA, dense on a CPU; dense runs verl's SDPA with the boolean [B, 1, L, L] mask)")
     parser.add_argument("--f-override", action="append", default=[], metavar="KEY=VALUE", help="a verl override "
@@ -1664,6 +1676,12 @@ def main(argv: list[str] | None = None) -> int:
     refused = (f"no CUDA device visible to torch {torch.__version__} (torch.cuda.is_available() is False): the "
                f"paper shape is not run on a CPU unless --device cpu is given"
                if args.device is None and device == "cpu" and args.shape == "paper" else None)
+    if device.startswith("cuda") and not torch.cuda.is_available():  # asked for by name: refused the same way
+        refused = (f"--device {device} but no CUDA device is visible to torch {torch.__version__} "
+                   f"(torch.cuda.is_available() is False): give --device cpu to run on the CPU")
+    elif device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        refused = (f"--device {device} but torch sees {torch.cuda.device_count()} CUDA device(s), "
+                   f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     if not device.startswith("cuda"):
         # verl's platform is chosen once, at its first use (parts d and f): on a CPU, arctl's cpu platform
         # (arctl/backends/verl/cpu_platform.py: gloo, the FSDP engines registered for device cpu)
@@ -1671,7 +1689,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     results = {"shape": args.shape, "device": device, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu",
+               "device_name": (torch.cuda.get_device_name(device) if device.startswith("cuda") and not refused
+                               else platform.processor() or "cpu"),
                "torch": torch.__version__, "transformers": transformers.__version__, "budget_s": args.budget_s,
                "order": ORDER, "parts": {}}
     for key in ORDER:

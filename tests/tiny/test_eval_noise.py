@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 import threading
 from pathlib import Path
 
@@ -26,6 +27,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "eval_noise.py"
 
 
 def _script():
+    if str(SCRIPT.parent) not in sys.path:  # benchmarks/_args.py, found as when the script runs
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("eval_noise", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -76,6 +79,36 @@ def test_the_runs_measured_are_one_per_cell_as_the_sweep_composes_them(tmp_path)
     mod = _script()
     assert [d.name for d in mod._runs(tmp_path, {"grpo", "ar-uniform"})] == [other, plain]
     assert [d.name for d in mod._runs(tmp_path, {"grpo"}, "baselines")] == [forced]
+
+
+def test_a_mistyped_arm_is_refused_in_one_line_naming_it(tmp_path, capsys):
+    """--pair grpo-dnse:grpo used to drop the pair silently (no rows, exit 0)."""
+    from arctl.launch.run_id import make_run_id
+
+    config = arm_config("main-grpo", "grpo", "tiny")
+    run = tmp_path / "runs" / make_run_id(config)
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "status.json").write_text(json.dumps({"state": "completed"}))
+    out = tmp_path / "noise.json"
+    with pytest.raises(SystemExit) as exc:
+        _script().main(["--workdir", str(tmp_path), "--pair", "grpo-dnse:grpo", "--json", str(out)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "grpo-dnse" in err and "Traceback" not in err
+    assert "arm(s) grpo-dnse in" in err and not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["--pair", "nocolon"], ["--pair", "a:"], ["--pair", "a:b", "--shard", "3"],
+                                  ["--pair", "a:b", "--shard", "2/2"], ["--pair", "a:b", "--streams", "0"],
+                                  ["--pair", "a:b", "--workdir", "/nonexistent"]])
+def test_bad_arguments_are_refused_in_one_line(tmp_path, capsys, argv):
+    """`--pair nocolon` and `--shard 3` were ValueError tracebacks, a missing --workdir a FileNotFoundError."""
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SystemExit) as exc:
+        _script().main(["--workdir", str(tmp_path), "--json", str(tmp_path / "n.json"), *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and argv[-2] in err and "Traceback" not in err
+    assert not (tmp_path / "n.json").exists()
 
 
 def test_another_sampling_stream_keeps_the_problems_and_changes_the_samples(tmp_path, monkeypatch):

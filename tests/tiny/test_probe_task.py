@@ -9,17 +9,24 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from micro import MICRO  # tests/support/micro.py
 
 PROBE = Path(__file__).resolve().parents[2] / "benchmarks" / "probe_task.py"
 MODEL = [o for o in MICRO if o.startswith(("model.", "tiny.task.", "tiny.warmup."))]
 
 
-def test_the_probe_prints_every_check(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+def _probe(monkeypatch):
+    monkeypatch.syspath_prepend(str(PROBE.parent))  # benchmarks/_args.py, found as when the script runs
     spec = importlib.util.spec_from_file_location("probe_task", PROBE)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
+    return probe
+
+
+def test_the_probe_prints_every_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    probe = _probe(monkeypatch)
     out_file = tmp_path / "probe.json"
     assert probe.main(["--problems", "8", "--samples", "2", "--json", str(out_file), *MODEL]) == 0
     out = json.loads(out_file.read_text())
@@ -37,3 +44,29 @@ def test_the_probe_prints_every_check(tmp_path, monkeypatch, capsys):
     assert {"without chk", "without hmm", "as sampled"} == set(out["verification"])
     assert set(out["diagnostics"]) == {"corr", "nvar"}
     assert out["warmup"]["weights_sha256"] and out["gradient_balance"]
+
+
+@pytest.mark.parametrize(("argv", "env", "says"), [
+    (["foo=bar"], None, "unknown config key 'foo'"),
+    (["--samples", "1"], None, "rollout.n=1"),
+    ([], "sometimes", "$ARCTL_TINY_WARMUP"),
+])
+def test_a_bad_setting_is_one_error_line_before_any_warm_up(tmp_path, monkeypatch, capsys, argv, env, says):
+    """A wrong override, --samples 1 and a bad $ARCTL_TINY_WARMUP printed SpecError/ValueError tracebacks."""
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    if env:
+        monkeypatch.setenv("ARCTL_TINY_WARMUP", env)
+    probe = _probe(monkeypatch)
+    monkeypatch.setattr(probe, "probe", lambda *a: pytest.fail("the probe ran on a bad setting"))
+    assert probe.main(["--json", str(tmp_path / "p.json"), *argv, *MODEL]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("argv", [["--problems", "0"], ["--samples", "-1"], ["--problems", "x"]])
+def test_counts_below_one_are_refused_by_the_parser(monkeypatch, capsys, argv):
+    probe = _probe(monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        probe.main(argv)
+    assert exc.value.code == 2 and argv[0] in capsys.readouterr().err
