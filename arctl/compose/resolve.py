@@ -298,9 +298,9 @@ def resolve_arm(
     unread: list | None = None,
 ) -> ResolvedRun:
     """One run of ``experiment``'s ``arm``. The settings the user wrote on the command line that this run never
-    reads (:func:`arctl.compose.validate.unread_settings`), and those the spec files write, are refused, or, given
-    ``unread``, appended to it (:class:`Unread`): a launch of several arms refuses a setting none of the runs that
-    write it reads (:func:`_refuse_unread`)."""
+    reads (:func:`arctl.compose.validate.unread_settings`) are refused; given ``unread``, they and those the spec
+    files write are appended to it instead (:class:`Unread`): a launch of several arms refuses a setting none of
+    the runs that write it reads (:func:`_refuse_unread`)."""
     user = split_overrides(list(user_overrides or []), "command line")
     swept_place = _sweep_place(sweep, sweep_file)
     swept = split_overrides(list(sweep_overrides or []), swept_place)
@@ -382,10 +382,13 @@ def resolve_arm(
         place = [p for p, keys in written.items() if _written_by(keys, key)][-1]
         if place == COMMAND_LINE:
             found.add(SpecError(what, f"{experiment.name}/{arm}: {key}", hint), (place, key))
-        elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg.get("backend")):
+        elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg):
             found.add(SpecError(what, f"{place} ({experiment.name}/{arm}): {key}", hint), (place, key))
-    if unread is None and found.problems:
-        raise found.problems[0]
+    if unread is None:  # one run alone: what the command line wrote (a spec file's key may be another arm's to
+        # read, which only the launch's runs together can tell; from a review: a report could not compose such an arm)
+        for err, ident in zip(found.problems, found.ids):
+            if ident[0] == COMMAND_LINE:
+                raise err
     if unread is not None:
         unread.append(found)
     return ResolvedRun(

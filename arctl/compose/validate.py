@@ -364,11 +364,17 @@ def _shown(value: Any) -> str:
     return "null" if value is None else str(value).replace(" ", "")
 
 
-def read_at_another_scale(key: str, backend) -> bool:
-    """Whether :func:`unread_settings` finds ``key`` unread only because this run's backend is not the one that
-    reads it (the verl section and TINY_UNREAD at the tiny backend): a sweep file, which runs at every scale, may
-    write it for the scale whose backend does."""
-    return backend == "tiny" and (key == "verl" or key.startswith("verl.") or key in TINY_UNREAD)
+def read_at_another_scale(key: str, cfg: dict) -> bool:
+    """Whether :func:`unread_settings` finds ``key`` unread only because this run's scale is not one that reads it
+    (the verl section and TINY_UNREAD at the tiny backend; another tiny task's knobs, ``tiny.task.<task>.*``, which
+    the scale of that task reads): a sweep or experiment file, which runs at every scale, may write it for the scale
+    that does."""
+    if cfg.get("backend") != "tiny":
+        return False
+    if key == "verl" or key.startswith("verl.") or key in TINY_UNREAD:
+        return True
+    parts = key.split(".")
+    return len(parts) > 3 and parts[:2] == ["tiny", "task"] and parts[2] != _select(cfg, "tiny.task.name")
 
 
 def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[tuple[str, str, str]]:

@@ -218,6 +218,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         known = {rec.run_id: rec for rec in fresh_view(workspace, views)}
 
     unregistered = set(unregistered_folders(items, workspace, rows))
+    launched = {item.run_id for item in items}
     for item in items:
         rec = known.get(item.run_id)  # as the launch will decide (None: a dead launch's new run, or none)
         item.state = rec.state if rec else None
@@ -235,7 +236,11 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action, item.reason = "new", "not in the registry"
             if item.needed_by:
                 item.reason += f"; {item.needed_by} starts from it"
-            others = [r for r in cells.get((item.experiment, item.arm, item.seed), []) if r.run_id != item.run_id]
+            scale = str((item.config.get("scale") or {}).get("name", "")) or None
+            # not this launch's own runs (a sweep's other grid points: cells of their own) nor another scale's (from
+            # a review: extending a lambda grid flagged every new point against the completed one)
+            others = [r for r in cells.get((item.experiment, item.arm, item.seed), [])
+                      if r.run_id not in launched and (r.scale is None or scale is None or r.scale == scale)]
             if others:  # from a hunt: after an upgrade (or another override) a sweep planned completed cells "new"
                 # without a word of the runs it had of them; a report would then find two runs of one cell
                 item.reason += ("; the workspace has " + ", ".join(f"{r.run_id} ({r.state.lower()})" for r in others[:2])

@@ -409,7 +409,7 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
                 exp = load_experiment(experiment)
                 sweep = next((s for s in _sweeps() if experiment in s.experiments), None)
                 run = resolve_arm(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
-                                  sweep=sweep.name if sweep else None)
+                                  sweep=sweep.name if sweep else None, unread=[])  # the launch judged them
                 memo[key] = flatten_config(run.config)
             except (SpecError, KeyError, OSError, ValueError):
                 memo[key] = None

@@ -299,3 +299,6 @@ def test_a_new_run_of_a_cell_the_workspace_has_under_another_config_says_so(spec
     assert other.reason == "not in the registry"  # another arm: nothing to say
     (same,) = plan(_items(), ws)
     assert (same.action, same.reason) == ("skip", "completed")
+    # from a review: a launch's own runs are not "another config" of one another (a sweep's grid points)
+    both = plan(_items() + items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["a"])), ws)
+    assert [(i.action, i.reason) for i in both] == [("skip", "completed"), ("new", "not in the registry")]

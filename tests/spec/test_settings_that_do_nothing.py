@@ -459,3 +459,36 @@ def test_every_shipped_experiment_writes_only_what_its_runs_read():
     for name in spec_files("experiments"):
         for scale in ("tiny", "paper"):
             assert resolve_experiment(name, scale=scale, seeds=[0])
+
+
+def test_a_report_composes_an_arm_that_does_not_read_what_its_file_writes_for_another_arm(sandbox):
+    """From a review: resolve_arm alone judged a spec file's key on one arm, so the report's cell composer got
+    None for an arm that does not read the experiment's reward.alpha (its length-penalty arm does): a false
+    "no longer composed" warning, and a cell with two runs refused. A spec's keys are judged over the launch."""
+    from arctl.report.cells import cell_composer
+
+    (sandbox.specs / "experiments" / "lp.yaml").write_text(
+        "description: x\nseeds: [0]\noverrides: [reward.alpha=0.3]\n"
+        "arms:\n  grpo: [algo=grpo, prior=base]\n  lp: [algo=grpo, prior=base, reward.length_penalty=v1]\n")
+    assert len(resolve_experiment("lp", scale="tiny")) == 2
+    cell = cell_composer(None)("lp", "grpo", 0, "tiny")
+    assert cell is not None and cell["reward.alpha"] == 0.3 and cell["reward.length_penalty"] == "none"
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+
+    assert resolve_arm(load_experiment("lp"), "grpo", 0, "tiny").arm == "grpo"
+    with pytest.raises(SpecError, match="reward.alpha"):  # the command line's own key, on this arm, still refused
+        resolve_arm(load_experiment("lp"), "grpo", 0, "tiny", user_overrides=["reward.alpha=0.2"])
+
+
+def test_another_tiny_tasks_knobs_in_a_spec_are_that_tasks_scale_s_to_read(sandbox):
+    """From a review: an experiment setting the search task's knobs for every scale was refused at the
+    running-sum scale; like verl's keys at tiny, they are the other scale's, but in that scale's own section."""
+    path = sandbox.specs / "experiments" / "mysearch.yaml"
+    head = "description: x\nseeds: [0]\n"
+    path.write_text(head + "overrides: [tiny.task.search.max_items=20]\narms:\n  u: [algo=anytime, prior=uniform]\n")
+    for scale in ("tiny", "tiny-running-sum"):
+        assert len(resolve_experiment("mysearch", scale=scale)) == 1
+    path.write_text(head + "scales:\n  tiny-running-sum: [tiny.task.search.max_items=20]\n"
+                    "arms:\n  u: [algo=anytime, prior=uniform]\n")
+    assert "is a knob of the search task" in _refused("mysearch", [], scale="tiny-running-sum")
