@@ -23,12 +23,19 @@ from arctl.algo.settings import BudgetControl
 from arctl.backends.verl import agent_loop as al
 from arctl.backends.verl.advantage import FORCED_PREFIX
 from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, rollout_question
-from arctl.backends.verl.trainer_v1 import eval_metrics
 from arctl.track import metrics_schema as ms
 
 BUDGETS = [2000, 4000, 6000, 8000]
 Q, G, LAM, DS = 4, 8, 0.5, "aime24"
 THINK_END = 5
+
+
+def eval_metrics(*args, **kwargs):
+    """verl's trainer_v1.eval_metrics, imported when called: trainer_v1 imports verl's transfer_queue, and a
+    module that fails to import where verl is absent is an error, not the skip every test here gets."""
+    from arctl.backends.verl.trainer_v1 import eval_metrics as metrics
+
+    return metrics(*args, **kwargs)
 
 
 def _policy(q: int, g: int, target: int | None) -> tuple[int, int]:
