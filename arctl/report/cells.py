@@ -250,11 +250,13 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
         point = tuple(json.dumps(_plain(rec.get(CONFIG_PREFIX + k)), default=str) for k in grid_keys)
         cells.setdefault((str(rec.get("experiment")), str(rec.get("arm")), seed, point), []).append(rec)
     chosen: set[str] = set()
+    decided: list[str] = []  # one note per cell decided: which run was read, which left out
     for (experiment, arm, seed, _), recs in sorted(cells.items(), key=lambda kv: str(kv[0])):
         if len(recs) == 1 or seed is None:
             chosen.update(str(r["run_id"]) for r in recs)
             continue
-        chosen.add(_decide(experiment, arm, int(seed), recs, compose, source))
+        chosen.add(_decide(experiment, arm, int(seed), recs, compose, source, decided))
+    runs.warnings = list(runs.warnings) + decided
     runs.runs = table[[str(r) in chosen for r in table["run_id"]]].reset_index(drop=True)
     h = runs.history
     if len(h):
@@ -356,8 +358,11 @@ def _not_composed(table, compose) -> list[str]:
     return out
 
 
-def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, source: str) -> str:
-    """The run id of ``recs`` (runs of one cell) whose config is the composed cell's."""
+def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, source: str,
+            notes: list[str] | None = None) -> str:
+    """The run id of ``recs`` (runs of one cell) whose config is the composed cell's; ``notes`` gets the line
+    naming it and the runs left out, with a key where they differ (from a hunt: a cell of two runs was read
+    from one of them without a word of the other)."""
     columns = sorted({c for r in recs for c in r if c.startswith(CONFIG_PREFIX)})
     differ = [c for c in columns if not _launch_only(c[len(CONFIG_PREFIX):])
               and any(not same_value(r.get(c), recs[0].get(c)) for r in recs[1:])]
@@ -373,6 +378,8 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
         # one was read, silently, where neither is what the sweep composes; after an upgrade the old run was
         # read, not the one just launched)
         if len(matching) == 1 and not differs_from_cell(matching[0], cell):
+            if notes is not None:
+                notes.append(_decided_note(experiment, arm, seed, matching[0], recs, differ, source))
             return str(matching[0]["run_id"])
     key = differ[0][len(CONFIG_PREFIX):] if differ else None
     ids = "; ".join(f"{_shown(r.get(differ[0])) if differ else '?'}: {r['run_id']}" for r in sorted(recs, key=lambda r: str(r["run_id"])))
@@ -381,6 +388,25 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
     also = f" (and {len(differ) - 1} more key(s))" if len(differ) > 1 else ""
     raise ReportError(f"{experiment}/{arm} seed {seed} has {len(recs)} runs in {source} {what}{also} ({ids}), and none "
                       f"is the cell as the report's sweep composes it; {choose}")
+
+
+def _decided_note(experiment: str, arm: str, seed: int, read: dict, recs: list[dict], differ: list[str],
+                  source: str) -> str:
+    """The warning of a cell :func:`_decide` read one of several runs of: the run read and those left out, with
+    the first key where they differ and its values."""
+    others = sorted((r for r in recs if r is not read), key=lambda r: str(r["run_id"]))
+    if differ:
+        key = differ[0][len(CONFIG_PREFIX):]
+        more = f" (and {len(differ) - 1} more key(s))" if len(differ) > 1 else ""
+        left = ", ".join(f"{r['run_id']} ({key}={_shown(r.get(differ[0]))})" for r in others)
+        said = f"{read['run_id']} ({key}={_shown(read.get(differ[0]))}, the cell as the report's sweep composes it)"
+        how = f"--where {key}=VALUE reads another"
+    else:
+        more, left = "", ", ".join(str(r["run_id"]) for r in others)
+        said = f"{read['run_id']} (the cell as the report's sweep composes it)"
+        how = "--where KEY=VALUE reads another"
+    return (f"{experiment}/{arm} seed {seed} has {len(recs)} runs in {source}: read {said}, left out {left}{more}; "
+            f"{how}")
 
 
 def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str | None], dict | None]:

@@ -31,6 +31,7 @@ class ReportData:
     missing: list[str] = field(default_factory=list)
     source: str = ""
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (:func:`missing_arms`)
+    unread: list[str] = field(default_factory=list)  # experiments with runs, none read (not in ``missing``: a warning)
 
     @property
     def history(self):
@@ -108,6 +109,8 @@ def read_report_runs(
     # what reading the files said (before the cells add theirs), less what is not damage: a run still
     # running, a run that logged NaN
     read_notes = [w for w in runs.warnings if w not in set(runs.nonfinite) and not w.endswith(NO_EXIT_RECORD)]
+    runs.history = finite_history(runs.history)
+    had_runs = _runs_by_experiment(runs.runs)  # before any is left out: an experiment with runs is not "no runs"
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
         shown = {str(a) for a in spec["arms"]}
@@ -119,6 +122,7 @@ def read_report_runs(
 
         with_job_states(runs.runs, job_states(Path(workdir or default_workdir()), runs.runs.get("run_id", [])))
     left_out = unfinished(runs.runs) if final_only else []
+    gone: set[str] = set()
     if left_out:  # a running or killed run's last values are an earlier evaluation's, not the final one's
         gone = {item.split(" ", 1)[0] for item in left_out}
         runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
@@ -126,6 +130,8 @@ def read_report_runs(
         if not len(runs.history):
             raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
                               f"wait for them (`arctl status`), or produce them with {producing_command(spec, exps, sweep)}")
+        # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
+        runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
         runs.warnings = [*runs.warnings, unfinished_warning(left_out)]
     h = runs.history
     requires = spec.get("requires")
@@ -158,11 +164,62 @@ def read_report_runs(
                 f"(first: {' '.join(str(unreadable[0]).split())[:300]}); check or remove them, or produce new runs "
                 f"with {cmd}")
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
-    missing = [e for e in (exps or []) if e not in present]
+    unread = [e for e in (exps or []) if e not in present and had_runs.get(e)]
+    if unread:  # runs there, none read: not "no runs yet" (from a hunt: a run still at its first steps was)
+        kept = set(runs.runs["run_id"].astype(str)) if len(runs.runs) else set()
+        runs.warnings = [*runs.warnings, *(_unread_note(e, had_runs[e], gone, kept, requires or ", ".join(metrics),
+                                                        spec.get("kind") or "report") for e in unread)]
+    missing = [e for e in (exps or []) if e not in present and e not in unread]
     absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
         runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from)]
-    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent))
+    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
+                      unread=unread)
+
+
+def finite_history(history):
+    """``history`` with every non-finite value (NaN, ±inf) as NaN: the one place a report's values enter, so
+    every table and figure leaves a run that logged an infinity out of a mean, as one that logged NaN. From a
+    hunt: a run's +inf final accuracy made its arm's cell "inf", bold as the best, its score curve's band 100%,
+    and ``--json`` null beside it."""
+    import numpy as np
+
+    if not len(history):
+        return history
+    values = history["value"].to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if not (bad & ~np.isnan(values)).any():
+        return history
+    return history.assign(value=np.where(bad, np.nan, values))
+
+
+def _runs_by_experiment(table) -> dict[str, list[str]]:
+    """experiment -> its run ids, of a runs table (:class:`arctl.track.runs.Runs`' ``runs``)."""
+    out: dict[str, list[str]] = {}
+    if len(table) and "experiment" in table.columns:
+        for e, r in zip(table["experiment"].astype(str), table["run_id"].astype(str)):
+            out.setdefault(e, []).append(r)
+    return out
+
+
+def _no_exit_note_of(note: str, run_ids: set[str]) -> bool:
+    """Whether ``note`` is a W&B file's "no exit record" note of a file under one of ``run_ids``' run folders
+    (``runs/<run_id>/wandb/...``)."""
+    if not note.endswith(NO_EXIT_RECORD):
+        return False
+    return any(part in run_ids for part in Path(note[: -len(NO_EXIT_RECORD)].rstrip(": ")).parts)
+
+
+def _unread_note(experiment: str, run_ids: list[str], gone: set[str], kept: set[str], what: str, kind: str) -> str:
+    """The warning of an experiment that has runs of which the report reads none (``run_ids``), each said with
+    why: not finished (in ``gone``: the left-out line names them), set aside (not in ``kept``: another run of its
+    cell was read, or --where or the spec left it out), or no value of ``what`` logged yet."""
+    why = {"not finished": [r for r in run_ids if r in gone],
+           "set aside for another run of its cell or by --where": [r for r in run_ids if r not in gone and r not in kept],
+           f"no {what} logged yet": [r for r in run_ids if r not in gone and r in kept]}
+    said = "; ".join(f"{len(ids)} {reason} ({listed(ids, 3)})" for reason, ids in why.items() if ids)
+    return (f"{experiment} has {len(run_ids)} run(s), none of which this {kind} reads: {said}; "
+            "it is left out (`arctl status` shows its runs)")
 
 
 def missing_arms(spec: dict, experiments: list[str] | None, present_experiments: set[str],
@@ -217,11 +274,13 @@ def full_support(n):
     """Where a mean over runs is drawn (a figure's points): where as many runs logged a value as at the curve's
     fullest point. A point only some of them logged (a run still running or stopped early, a NaN, an evaluation
     at other budgets) would move the curve by who is in it; it is left out of the curve and kept, with its n, in
-    the figure's CSV (:func:`left_out_note`). The rule of training_curves, score_curve and cov_variance."""
+    the figure's CSV (:func:`left_out_note`). The rule of training_curves, score_curve and cov_variance. A
+    point no run has a finite value at is never drawn (a curve whose every run logged NaN has none: it drew
+    nothing, yet counted every point as full, so its arm was in the legend without a line or a word)."""
     import numpy as np
 
     n = np.asarray(n)
-    return n == n.max() if n.size else np.zeros(0, dtype=bool)
+    return (n == n.max()) & (n > 0) if n.size else np.zeros(0, dtype=bool)
 
 
 def left_out_note(who: str, what: str, points, *, of: str, curve: str, why: str) -> str:

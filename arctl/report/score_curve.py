@@ -80,6 +80,7 @@ def build(spec: dict, data: ReportData):
     fig, axes = new_figure(nrows, ncols)
     max_budget = int(table["budget"].max())
     partial: dict[str, set[int]] = {}  # arm -> budgets left out of its curve (not every one of its runs logged them)
+    blank: dict[str, list[str]] = {}  # arm -> the panels where no run of it has a finite value (no line there)
     for i, ds in enumerate(datasets):
         ax = axes[i // ncols][i % ncols]
         sub = table[table["dataset"] == ds]
@@ -90,6 +91,9 @@ def build(spec: dict, data: ReportData):
             # the mean over the same runs at every budget (as training_curves): a budget only some runs logged
             # (a NaN, an evaluation without the grid) made the curve jagged by who was in it (from a review)
             full = full_support(a["n"].to_numpy())
+            if not full.any():  # every run's value there NaN (a diverged seed, each of them): nothing to draw
+                blank.setdefault(arm, []).append(ds)
+                continue
             if not full.all():
                 partial.setdefault(arm, set()).update(int(b) for b in a["budget"].to_numpy()[~full])
             a = a[full]
@@ -116,9 +120,21 @@ def build(spec: dict, data: ReportData):
         data.runs.warnings = [*data.runs.warnings, left_out_note(
             arm_label(arm), "budget", budgets, of=" of the arm", curve="its curve",
             why="a NaN a run logged, or an evaluation without them")]
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    # an arm with no line in any panel: out of the legend and of the footnote's runs, said once (from a hunt: an
+    # arm whose every seed diverged was in both, with no line and no word)
+    drawn = [a for a in arms if len(blank.get(a, [])) < len(set(table.loc[table["arm"] == a, "dataset"]))]
+    for arm, panels in blank.items():
+        where = "" if arm not in drawn else f" of {', '.join(dataset_label(d) for d in panels)} (no line there)"
+        data.runs.warnings = [*data.runs.warnings, f"{arm_label(arm)}: no run has a finite final evaluation{where}"
+                              + ("" if arm in drawn else "; it is left out of the figure (the CSV has it, n = 0)")]
+    handles, labels = [], []
+    for ax in np.ravel(axes):  # a panel may lack an arm another has
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            if lb not in labels:
+                handles.append(hd)
+                labels.append(lb)
     add_legend(fig, handles, labels)
-    add_footnote(fig, runs_footnote(data.used_runs(), arm_label, arms))
+    add_footnote(fig, runs_footnote([r for r in data.used_runs() if str(r["arm"]) in drawn], arm_label, drawn))
     if seeds is not None:
         table.attrs["seeds"] = seeds  # written beside the figure as <name>.seeds.csv
     return fig, table

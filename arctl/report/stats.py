@@ -21,9 +21,11 @@ def t975(df: int) -> float:
 
 
 def mean_ci95(samples, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, half-width of the 95% CI, n) along ``axis`` ignoring NaN:
+    """(mean, half-width of the 95% CI, n) along ``axis`` ignoring NaN and ±inf (an infinity a diverged run
+    logged is no sample: counted, it made the mean and the interval infinite):
     half-width = t_{0.975, n-1} · s / √n, s the sample standard deviation; NaN where n < 2."""
     x = np.asarray(samples, dtype=float)
+    x = np.where(np.isfinite(x), x, np.nan)
     n = np.sum(~np.isnan(x), axis=axis)
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -501,4 +501,6 @@ def test_a_run_that_matches_the_cell_only_where_the_runs_differ_is_not_the_cell(
     two = [row("a", optim__loss_norm_len=192, budget_control__method="none", budget_control__l1_targets=[1, 2]),
            row("b", optim__loss_norm_len=32, budget_control__method="none", budget_control__l1_targets=[3])]
     out = one_run_per_cell(runs_of(*two), compose=inactive)
-    assert kept(out) == ["b"] and out.warnings == []  # an inactive method's knob is not a difference
+    # an inactive method's knob is not a difference: the one warning names the run read and the one left out
+    assert kept(out) == ["b"] and len(out.warnings) == 1 and "l1_targets" not in out.warnings[0]
+    assert "read b (optim.loss_norm_len=32" in out.warnings[0] and "left out a (optim.loss_norm_len=192)" in out.warnings[0]

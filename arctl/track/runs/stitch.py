@@ -4,7 +4,7 @@ table keyed on ``trainer/global_step``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 import numpy as np
@@ -119,3 +119,31 @@ def nonfinite_notes(wide, logged: np.ndarray) -> list[str]:
         notes.append(f"{key} logged {'/'.join(kinds)} at {len(rows)} of its {int(logged[:, j].sum())} logged "
                      f"step(s), the first at step {int(wide.index[rows[0]])}")
     return notes
+
+
+# one note of :func:`nonfinite_notes` (as the cache keeps it, after "run <id>: "), read back by :func:`run_nonfinite_line`
+_NOTE = re.compile(r"(?P<key>.+?) logged (?P<kinds>\S+) at \d+ of its \d+ logged step\(s\), the first at step (?P<first>-?\d+)")
+
+
+def run_nonfinite_line(run_id: str, notes: Sequence[str], read: Callable[[str], bool]) -> str | None:
+    """One line for a run's :func:`nonfinite_notes` (``notes``, each "run <run_id>: <note>", as the cache keeps
+    them), limited to the metrics a reader reads (``read(key)``), None where it reads none of them: "run X logged
+    NaN from step 81 in eval/toy/final_acc and 3 other metric(s) read". From a hunt: one diverged seed printed a
+    line per metric it logged NaN in (34, most of which the report never reads; a real tiny run has 49). A note
+    in another form is kept as it is."""
+    prefix = f"run {run_id}: "
+    hits, other = [], []
+    for note in notes:
+        m = _NOTE.fullmatch(note.removeprefix(prefix))
+        if m is None:
+            other.append(note)
+        elif read(m["key"]):
+            hits.append((int(m["first"]), m["key"], m["kinds"].split("/")))
+    if not hits:
+        return "; ".join(other) or None
+    hits.sort(key=lambda h: (h[0], h[1]))  # the earliest; on a tie, by name (the notes come in no fixed order)
+    first, key, _ = hits[0]
+    kinds = "/".join(sorted({k for _, _, ks in hits for k in ks}))
+    more = f" and {len(hits) - 1} other metric(s) read" if len(hits) > 1 else ""
+    line = f"run {run_id} logged {kinds} from step {first} in {key}{more} (a mean over runs leaves those values out)"
+    return "; ".join([line, *other])

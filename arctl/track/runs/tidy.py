@@ -25,7 +25,7 @@ class Runs:
     history: object  # pandas.DataFrame
     runs: object  # pandas.DataFrame
     warnings: list[str] = field(default_factory=list)
-    nonfinite: list[str] = field(default_factory=list)  # the warnings that say a run logged NaN or an infinity
+    nonfinite: list[str] = field(default_factory=list)  # the warnings that say a run logged NaN or an infinity (one a run)
 
 
 RECORDED = "recorded"  # a runs-table column: the config's top-level keys its job recorded in W&B (load.py)
@@ -141,5 +141,22 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
         records.append(rec)
     runs = pd.DataFrame.from_records(records, columns=None if records else ["run_id", *ID_COLUMNS[1:]])
     notes = [w for m in metas for w in m.get("warnings", [])]
-    nonfinite = [w for m in metas for w in m.get("nonfinite", [])]
+    nonfinite = [line for m in metas if (line := _nonfinite_line(m, matched, metrics, last_only)) is not None]
     return Runs(history=history, runs=runs, warnings=notes + nonfinite, nonfinite=nonfinite)
+
+
+def _nonfinite_line(meta: dict, matched: dict[str, bool], metrics: Sequence[str] | None, last_only: bool) -> str | None:
+    """The run's one line of what it logged NaN or an infinity in (:func:`arctl.track.runs.stitch.run_nonfinite_line`),
+    among the metrics read: those ``metrics`` matches, and with ``last_only`` only those whose last value (the
+    one read) is such."""
+    import math
+
+    from arctl.track.runs.stitch import run_nonfinite_line
+
+    def read(key: str) -> bool:
+        if not matched.setdefault(key, _match_any(key, metrics)):
+            return False
+        last = (meta.get("last") or {}).get(key)
+        return not last_only or last is None or not math.isfinite(float(last[1]))
+
+    return run_nonfinite_line(meta["run_id"], meta.get("nonfinite") or [], read)
