@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -297,3 +298,62 @@ def test_a_damaged_cached_warm_up_is_set_aside_and_made_again(tmp_path, monkeypa
     assert "is damaged" in capsys.readouterr().out
     assert warmup.cache_problem(target) is None and again["weights_sha256"] == first["weights_sha256"]
     assert len(list(target.parent.glob(f"{target.name}.damaged-*"))) == 1
+
+
+def test_train_and_shipped_warm_ups_are_two_cache_entries_and_a_run_says_which_it_had(tmp_path, monkeypatch, capsys):
+    """From a hunt: one cache entry per key served both sources, so ARCTL_TINY_WARMUP=train did nothing once the
+    shipped copy was cached, and a cache an earlier `train` filled gave every later default run that warm-up,
+    under the same run ids, unsaid. Now `train` has its own entry (<key>-trained), the default is the shipped
+    copy (an entry trained into <key> by an earlier arctl is moved aside), and the run's record has the source."""
+    import shutil
+
+    from arctl.backends.tiny import warmup
+
+    config = _micro_config(seed=97)
+    key = warmup.warmup_key(config)
+    trained = []
+    real = warmup._train_into
+    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
+    accuracy = lambda m, t: {int(b): 0.5 for b in config["eval"]["budgets"]}  # noqa: E731
+    run = tmp_path / "ws" / "runs" / "r"
+    run.mkdir(parents=True)
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "maker"))
+    _m, _t, made = warmup.warmup_model(config, run, accuracy)  # what arctl "ships" in this test
+    shipped = tmp_path / "shipped"
+    shutil.copytree(warmup.warmup_dir(config), shipped / key)
+    weights = next((shipped / key / "model").glob("*.safetensors"))  # shipped from another machine kind: other
+    data = bytearray(weights.read_bytes())  # weights than this one trains (its record names its own)
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    record = json.loads((shipped / key / "warmup.json").read_text())
+    record["weights_sha256"] = warmup.weights_sha256(shipped / key / "model")
+    (shipped / key / "warmup.json").write_text(json.dumps(record))
+    monkeypatch.setattr(warmup, "SHIPPED", shipped)
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "user"))
+    _m, _t, info = warmup.warmup_model(config, run, accuracy)  # the shipped copy, cached
+    assert info["source"] == "shipped" and Path(info["path"]).name == key and trained == [1]
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", "train")
+    _m, _t, mine = warmup.warmup_model(config, run, accuracy)
+    assert trained == [1, 1], "ARCTL_TINY_WARMUP=train trained nothing: the shipped copy was cached"
+    assert mine["source"] == "trained" and Path(mine["path"]).name == key + warmup.TRAINED_SUFFIX
+    monkeypatch.delenv("ARCTL_TINY_WARMUP")
+    _m, _t, again = warmup.warmup_model(config, run, accuracy)
+    assert again["source"] == "shipped" and again["weights_sha256"] == record["weights_sha256"] != made["weights_sha256"]
+
+    # an earlier arctl trained into <key>: the default run gets the shipped copy, the trained one is kept aside
+    cache = tmp_path / "user" / "tiny-warmup"
+    shutil.rmtree(cache / key)
+    shutil.rmtree(cache / (key + warmup.TRAINED_SUFFIX))
+    monkeypatch.setenv("ARCTL_TINY_WARMUP", "train")
+    monkeypatch.setattr(warmup, "SHIPPED", tmp_path / "none")
+    warmup.warmup_model(config, run, accuracy)  # as before the fix: trained into <key>
+    monkeypatch.setattr(warmup, "SHIPPED", shipped)
+    assert (cache / key / "warmup.json").is_file() and trained == [1, 1, 1]
+    legacy = json.loads((cache / key / "warmup.json").read_text())["weights_sha256"]
+    monkeypatch.delenv("ARCTL_TINY_WARMUP")
+    capsys.readouterr()
+    _m, _t, info = warmup.warmup_model(config, run, accuracy)
+    assert info["source"] == "shipped" and trained == [1, 1, 1]
+    assert "was trained here, not the warm-start arctl ships" in capsys.readouterr().out
+    assert json.loads((cache / (key + warmup.TRAINED_SUFFIX) / "warmup.json").read_text())["weights_sha256"] == legacy

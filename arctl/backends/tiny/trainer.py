@@ -404,7 +404,8 @@ def _metric_rows(run_dir: Path) -> list[dict]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
-WARMUP_FIELDS = ("key", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds", "seconds")
+WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds",
+                 "seconds")
 
 
 INIT_RECORD = "init.json"

@@ -47,9 +47,17 @@ PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
 SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
 
 
+TRAINED_SUFFIX = "-trained"  # the cache entry of a warm-up trained here where arctl ships one for the key
+
+
 def warmup_dir(config: dict) -> Path:
-    """Where the warmed-up model of ``config`` is (or will be) cached."""
-    return cache_root() / "tiny-warmup" / warmup_key(config)
+    """Where the warmed-up model of ``config`` is (or will be) cached: ``<key>``, and where arctl ships a
+    warm-start for the key and ``$ARCTL_TINY_WARMUP`` is ``train``, ``<key>-trained``. From a hunt: one entry per
+    key served both sources, so ``train`` did nothing once the shipped copy was cached, and after a ``train`` run
+    every later default run of every workspace started from that warm-up, under the same run ids, unsaid."""
+    key = warmup_key(config)
+    trained = shipped_dir(key) is not None and warmup_source() == "train"
+    return cache_root() / "tiny-warmup" / (key + TRAINED_SUFFIX if trained else key)
 
 
 def workspace_of(run_dir: Path) -> Path:
@@ -255,6 +263,16 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
             target.rename(aside)
             print(f"tiny warm-up: WARNING the cached warm-up {target} is damaged ({why}); set aside as {aside.name}, "
                   "made again", flush=True)
+        if (target.name == key and (target / "warmup.json").exists() and shipped_dir(key) is not None
+                and warmup_source() != "train" and not _is_shipped(key, target)):  # an entry of an arctl that
+            # trained into <key>: the default is the shipped copy, and this one is the trained entry's
+            trained = target.with_name(key + TRAINED_SUFFIX)
+            aside = trained if not trained.exists() else target.with_name(
+                f"{key}.replaced-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            target.rename(aside)
+            print(f"tiny warm-up: the cached warm-up {target} was trained here, not the warm-start arctl ships for "
+                  f"this config; moved to {aside.name} ({WARMUP_ENV}=train uses it), the shipped copy installed",
+                  flush=True)
         if not (target / "warmup.json").exists() and not install_shipped(key, target):
             threads = torch.get_num_threads()
             torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
@@ -279,7 +297,22 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
         )
     info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
     info["path"] = str(target)
+    info["source"] = ("shipped" if target.name == key and shipped_dir(key) is not None
+                      else "trained")  # the run's record says which
     return model, tok, info
+
+
+def _is_shipped(key: str, target: Path) -> bool:
+    """Whether the cached warm-up ``target`` holds the weights arctl ships for ``key`` (by their recorded sha256)."""
+    source = shipped_dir(key)
+    if source is None:
+        return False
+    try:
+        mine = json.loads((target / "warmup.json").read_text()).get("weights_sha256")
+        shipped = json.loads((source / "warmup.json").read_text()).get("weights_sha256")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return mine is not None and mine == shipped
 
 
 def cache_problem(target: Path) -> str | None:
