@@ -67,9 +67,27 @@ def git_state(package_dir: str | Path | None = None, timeout_s: float = GIT_TIME
 
 
 def code_version() -> dict:
-    """arctl's version and git state (ask once per launch, then :func:`provenance` per run)."""
+    """arctl's version, git state and the hash of its code (ask once per launch, then :func:`provenance` per run)."""
     commit, dirty = git_state()
-    return {"arctl_version": arctl.__version__, "git_commit": commit, "git_dirty": dirty}
+    return {"arctl_version": arctl.__version__, "git_commit": commit, "git_dirty": dirty, "code_sha256": code_hash()}
+
+
+CODE_SUFFIXES = (".py", ".yaml")  # what arctl computes with (its shipped warm-up has its own sha256 in warmup.json)
+
+
+def code_hash(root: Path | None = None) -> str:
+    """sha256 over the arctl package's code files (``CODE_SUFFIXES``: relative path and bytes, in path order):
+    two runs of one run id whose numbers differ because the code did (an uncommitted edit, which ``git_dirty``
+    only flags, or an installed copy without git) are told apart by it (from a hunt)."""
+    import hashlib
+
+    root = Path(root) if root is not None else Path(arctl.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
+                       and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def provenance(version: dict | None = None) -> dict:

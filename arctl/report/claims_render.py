@@ -249,12 +249,15 @@ def _run_version(prov: dict) -> str:
         return "unknown"
 
     def key(p: dict) -> tuple:
-        return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty"))
+        return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty")), p.get("code_sha256")
 
-    def text(p: dict) -> str:
-        commit = p.get("git_commit")
+    def text(p: dict) -> str:  # the code's hash where the commit does not say the code: dirty, or no git
+        commit, code = p.get("git_commit"), p.get("code_sha256")
         v = f"arctl {p.get('arctl_version', '?')}"
-        return v + (f" ({str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''})" if commit else "")
+        code_text = f"code {str(code)[:12]}" if code and (p.get("git_dirty") or not commit) else ""
+        inner = ", ".join(t for t in (f"{str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''}" if commit else "",
+                                      code_text) if t)
+        return v + (f" ({inner})" if inner else "")
 
     launched = prov if "arctl_version" in prov else None
     v = text(launched) if launched else "unknown"

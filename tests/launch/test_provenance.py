@@ -35,3 +35,34 @@ def test_a_run_from_before_provenance_then_resumed(tmp_path):
     record_resume(tmp_path, B)
     assert _run_version(read_provenance(tmp_path)) == "unknown, resumed by arctl 0.1.0 (bbbbbbbbbbbb-dirty)"
     assert _run_version({}) == "unknown"
+
+
+def test_the_code_hash_tells_apart_runs_of_one_commit_whose_code_differed(tmp_path):
+    """From a hunt: an uncommitted edit (lr x 1.01) gave other numbers under the same run id, and provenance.json
+    was identical but for created_at (same commit, git_dirty: true). The hash of arctl's code tells them apart;
+    bytecode caches and other files do not move it."""
+    import shutil
+
+    import arctl
+    from arctl.launch.provenance import code_hash, code_version
+
+    src = tmp_path / "a" / "arctl"
+    shutil.copytree(next(iter(arctl.__path__)), src, ignore=shutil.ignore_patterns("__pycache__", "shipped"))
+    before = code_hash(src)
+    assert code_hash(src) == before and len(before) == 64
+    (src / "__pycache__").mkdir(exist_ok=True)
+    (src / "__pycache__" / "x.pyc").write_bytes(b"\x00")
+    (src / "notes.txt").write_text("not code")
+    assert code_hash(src) == before
+    trainer = src / "backends" / "tiny" / "trainer.py"
+    trainer.write_text(trainer.read_text().replace("set_lr(optimizer, run.lr,", "set_lr(optimizer, run.lr * 1.01,", 1))
+    assert "run.lr * 1.01" in trainer.read_text()
+    assert code_hash(src) != before
+    (tmp_path / "run").mkdir()
+    info = write_provenance(tmp_path / "run", code_version())
+    assert info["code_sha256"] == code_hash() == read_provenance(tmp_path / "run")["code_sha256"]
+    dirty = {"arctl_version": "0.1.0", "git_commit": "a" * 40, "git_dirty": True, "code_sha256": "c" * 64}
+    assert _run_version(dirty) == f"arctl 0.1.0 ({'a' * 12}-dirty, code {'c' * 12})"
+    assert _run_version({**dirty, "git_dirty": False}) == f"arctl 0.1.0 ({'a' * 12})"  # the commit says the code
+    other = {**dirty, "code_sha256": "d" * 64}
+    assert _run_version({**dirty, "resumed": [{**other, "at": 1.0}]}).endswith(f"code {'d' * 12})")
