@@ -24,7 +24,13 @@ from arctl.compose.resolvers import budget_grid, composed_problem, leftover_prob
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
 from arctl.compose.sweep import load_sweep
-from arctl.compose.validate import check_ranges, read_at_another_scale, unread_settings, validate_config
+from arctl.compose.validate import (
+    check_ranges,
+    is_written,
+    read_at_another_scale,
+    unread_settings,
+    validate_config,
+)
 from arctl.config import schema
 from arctl.config.hydra_text import override_value
 
@@ -379,7 +385,7 @@ def resolve_arm(
     written = {place: set(_user_keys(part)) for part, place in sources}
     found = Unread(written={(place, k) for place, keys in written.items() for k in keys})
     for what, key, hint in unread_settings(cfg, set().union(*written.values()), grid_literal=_grid_literal(parts)):
-        place = [p for p, keys in written.items() if _written_by(keys, key)][-1]
+        place = [p for p, keys in written.items() if is_written(keys, key)][-1]
         if place == COMMAND_LINE:
             found.add(SpecError(what, f"{experiment.name}/{arm}: {key}", hint), (place, key))
         elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg):
@@ -413,10 +419,6 @@ def _user_keys(user) -> list[str]:
     for group in user.groups:
         keys += GROUP_KEYS.get(group, ())
     return keys
-
-
-def _written_by(keys, key: str) -> bool:
-    return any(k == key or k.startswith(key + ".") for k in keys)
 
 
 def _grid_literal(parts) -> bool:

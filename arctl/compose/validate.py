@@ -354,7 +354,7 @@ METHOD_KEYS = {"thinkprune": ("budget_control.thinkprune_limits", "budget_contro
                       "budget_control.l1_targets")}
 
 
-def _written(written, key: str) -> bool:
+def is_written(written, key: str) -> bool:
     """Whether the user's overrides write ``key``: the key itself or a key below it (a section given as a dict
     counts as its leaves: :func:`arctl.compose.overrides.leaf_keys`)."""
     return any(w == key or w.startswith(key + ".") for w in written)
@@ -393,7 +393,7 @@ def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[t
             found.append((f"{key} is read by the verl backend only, and this run's backend is tiny", key,
                           "leave it out (--scale paper runs verl)"))
         for key, (why, hint) in TINY_UNREAD.items():
-            if _written(written, key) and get(key) is not None:  # (null: unset, as the tiny scale has it)
+            if is_written(written, key) and get(key) is not None:  # (null: unset, as the tiny scale has it)
                 found.append((f"{key}={_shown(get(key))} is read by the verl backend only ({why})", key, hint))
         task = get("tiny.task.name")
         for key in sorted(w for w in written if w.startswith("tiny.task.") and w != "tiny.task.name"):
@@ -403,34 +403,34 @@ def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[t
                               f"tiny.task.name={task}: nothing reads it", key,
                               f"leave it out, or set tiny.task.name={other}"))
     penalty = get("reward.length_penalty")
-    if _written(written, "reward.alpha") and penalty in (None, "none"):  # 3: arctl.algo.tree_loss.shaped_rewards
+    if is_written(written, "reward.alpha") and penalty in (None, "none"):  # 3: arctl.algo.tree_loss.shaped_rewards
         found.append((f"reward.alpha={_shown(get('reward.alpha'))} is read only by a length penalty, and "
                       "reward.length_penalty=none", "reward.alpha",
                       "add reward.length_penalty=v1|v2, or drop reward.alpha"))
     kl_coef = get("optim.kl_coef")
-    if _written(written, "optim.kl_type") and not kl_coef:  # 4: no KL loss at all (arctl.backends.verl.overrides)
+    if is_written(written, "optim.kl_type") and not kl_coef:  # 4: no KL loss at all (arctl.backends.verl.overrides)
         found.append((f"optim.kl_type={get('optim.kl_type')} is read only with a KL loss, and optim.kl_coef=0",
                       "optim.kl_type", "add optim.kl_coef=C (> 0), or drop optim.kl_type"))
     budgets = get("thinking.budgets")
     if isinstance(budgets, list) and len(budgets) == 1:  # 5: one budget: every prior gives it probability 1
         for key in ("thinking.prior", "thinking.probs"):
             value = get(key)
-            if _written(written, key) and value not in ("base", None):
+            if is_written(written, key) and value not in ("base", None):
                 found.append((f"{key}={_shown(value)} weighs the thinking budgets, and this arm has one "
                               f"(thinking.budgets={_shown(budgets)}): every prior gives it probability 1", key,
                               "drop it (a prior matters to an arm with several thinking budgets)"))
     method = get("budget_control.method")  # 9: a method's keys when another method is chosen
     for owner, keys in METHOD_KEYS.items():
         for key in keys:
-            if owner != method and _written(written, key):
+            if owner != method and is_written(written, key):
                 found.append((f"{key} is read only by budget_control.method={owner}, and this run's is "
                               f"budget_control.method={method}", key,
                               f"add budget_control.method={owner}, or drop {key}"))
-    if _written(written, "budget_control.forcing_cue") and not int(get("budget_control.forcing_extensions") or 0):
+    if is_written(written, "budget_control.forcing_cue") and not int(get("budget_control.forcing_extensions") or 0):
         found.append(("budget_control.forcing_cue is read only by budget forcing, and "
                       "budget_control.forcing_extensions=0", "budget_control.forcing_cue",
                       "add budget_control.forcing_extensions=K (> 0), or drop budget_control.forcing_cue"))
-    if grid_literal and _written(written, "eval.grid_size"):  # 8: resolve._finalize derives eval.grid only when null
+    if grid_literal and is_written(written, "eval.grid_size"):  # 8: resolve._finalize derives eval.grid only when null
         found.append((f"eval.grid_size={get('eval.grid_size')} sizes a derived grid, and eval.grid is a list "
                       f"written out ({_shown(get('eval.grid'))})", "eval.grid_size",
                       "drop eval.grid_size, or set eval.grid=null to derive the grid from it"))
@@ -449,35 +449,35 @@ def _verl_unread(cfg: dict, written, get) -> list[tuple[str, str, str]]:
     """6-7: verl's knobs that another knob turns off (arctl.backends.verl.overrides, run_config)."""
     found = []
     eval_only, dynamic = bool(get("verl.eval_only")), bool(get("verl.use_dynamic_bsz"))
-    if _written(written, "verl.eval_checkpoint") and get("verl.eval_checkpoint") is not None and not eval_only:
+    if is_written(written, "verl.eval_checkpoint") and get("verl.eval_checkpoint") is not None and not eval_only:
         found.append((f"verl.eval_checkpoint={get('verl.eval_checkpoint')} is read only by an eval-only run, and "
                       "verl.eval_only=false", "verl.eval_checkpoint",
                       "add verl.eval_only=true, or drop verl.eval_checkpoint (training starts from model.path, or "
                       "from trainer.init_from=ARM)"))
-    if _written(written, "verl.max_token_len_per_gpu") and not dynamic:
+    if is_written(written, "verl.max_token_len_per_gpu") and not dynamic:
         found.append((f"verl.max_token_len_per_gpu={get('verl.max_token_len_per_gpu')} is the token budget of "
                       "dynamic batches, and verl.use_dynamic_bsz=false (micro-batches of "
                       "verl.micro_batch_size_per_gpu rows)", "verl.max_token_len_per_gpu",
                       "add verl.use_dynamic_bsz=true, or drop verl.max_token_len_per_gpu"))
-    if _written(written, "verl.micro_batch_size_per_gpu") and dynamic:
+    if is_written(written, "verl.micro_batch_size_per_gpu") and dynamic:
         found.append((f"verl.micro_batch_size_per_gpu={get('verl.micro_batch_size_per_gpu')} is read only without "
                       "dynamic batches, and verl.use_dynamic_bsz=true (micro-batches of verl.max_token_len_per_gpu "
                       "tokens)", "verl.micro_batch_size_per_gpu",
                       "drop verl.micro_batch_size_per_gpu, or set verl.use_dynamic_bsz=false"))
     gpus = int(get("cluster.gpus_per_node") or 0)
-    if _written(written, "verl.n_gpus_per_node") and gpus and gpus != get("verl.n_gpus_per_node"):
+    if is_written(written, "verl.n_gpus_per_node") and gpus and gpus != get("verl.n_gpus_per_node"):
         found.append((f"verl.n_gpus_per_node={get('verl.n_gpus_per_node')} is read only when cluster.gpus_per_node "
                       f"is 0, and cluster.gpus_per_node={gpus} (verl trains on the GPUs SLURM gives each node)",
                       "verl.n_gpus_per_node", "set cluster.gpus_per_node=N instead, or drop verl.n_gpus_per_node"))
-    if _written(written, "verl.rehearsal_step_s") and not int(get("verl.rehearsal_steps") or 0):
+    if is_written(written, "verl.rehearsal_step_s") and not int(get("verl.rehearsal_steps") or 0):
         found.append((f"verl.rehearsal_step_s={get('verl.rehearsal_step_s')} is read only by a rehearsal, and "
                       "verl.rehearsal_steps=0", "verl.rehearsal_step_s",
                       "add verl.rehearsal_steps=N (> 0), or drop verl.rehearsal_step_s"))
-    if _written(written, "data.train_dataset") and get("data.train_files"):
+    if is_written(written, "data.train_dataset") and get("data.train_files"):
         found.append((f"data.train_dataset={get('data.train_dataset')} is read only when data.train_files is unset, "
                       "and data.train_files is set (verl trains on those files)", "data.train_dataset",
                       "drop data.train_dataset, or data.train_files"))
-    if _written(written, "data.val_files") and get("data.val_files") and eval_only:
+    if is_written(written, "data.val_files") and get("data.val_files") and eval_only:
         found.append(("data.val_files is not read by an eval-only run: it evaluates the files of eval.final_datasets "
                       "(else eval.datasets), by name, as its metrics are named", "data.val_files",
                       "name the datasets with eval.final_datasets=[...] and drop data.val_files"))
