@@ -194,6 +194,21 @@ def test_a_think_end_example_puts_the_summary_right_after_the_cut_and_its_end_of
     assert cut_seen and finished_seen
 
 
+def _counted_warm_ups(monkeypatch, tmp_path, seed: int):
+    """A micro config (``seed``), its warm-up key, a list that grows by one per warm-up trained, an accuracy
+    function of 0.5 at every eval budget, and a run folder."""
+    from arctl.backends.tiny import warmup
+
+    config = _micro_config(seed=seed)
+    trained = []
+    real = warmup._train_into
+    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
+    run = tmp_path / "ws" / "runs" / "r"
+    run.mkdir(parents=True)
+    return (config, warmup.warmup_key(config), trained,
+            lambda m, t: {int(b): 0.5 for b in config["eval"]["budgets"]}, run)
+
+
 def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_is_damaged(
         tmp_path, monkeypatch, capsys, caplog):
     """Where arctl ships the warm-start of a key, a cache without it gets that copy (no training), its
@@ -203,15 +218,8 @@ def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_i
 
     from arctl.backends.tiny import warmup
 
-    config = _micro_config(seed=99)
-    key = warmup.warmup_key(config)
-    trained = []
-    real = warmup._train_into
-    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
-    accuracy = lambda m, t: {int(b): 0.5 for b in config["eval"]["budgets"]}  # noqa: E731
+    config, key, trained, accuracy, run = _counted_warm_ups(monkeypatch, tmp_path, seed=99)
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "machine-a"))
-    run = tmp_path / "ws" / "runs" / "r"
-    run.mkdir(parents=True)
     _m, _t, made = warmup.warmup_model(config, run, accuracy)
     shipped = tmp_path / "shipped"
     shutil.copytree(warmup.warmup_dir(config), shipped / key)
@@ -309,14 +317,7 @@ def test_train_and_shipped_warm_ups_are_two_cache_entries_and_a_run_says_which_i
 
     from arctl.backends.tiny import warmup
 
-    config = _micro_config(seed=97)
-    key = warmup.warmup_key(config)
-    trained = []
-    real = warmup._train_into
-    monkeypatch.setattr(warmup, "_train_into", lambda *a, **k: (trained.append(1), real(*a, **k))[1])
-    accuracy = lambda m, t: {int(b): 0.5 for b in config["eval"]["budgets"]}  # noqa: E731
-    run = tmp_path / "ws" / "runs" / "r"
-    run.mkdir(parents=True)
+    config, key, trained, accuracy, run = _counted_warm_ups(monkeypatch, tmp_path, seed=97)
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "maker"))
     _m, _t, made = warmup.warmup_model(config, run, accuracy)  # what arctl "ships" in this test
     shipped = tmp_path / "shipped"
