@@ -118,12 +118,20 @@ print(json.dumps({"imported": hasattr(core_algos, "POLICY_LOSS_REGISTRY"), "fail
 """
 
 
+def _environ() -> dict:
+    """This process's environment for a fresh interpreter, without VERL_PLATFORM: a verl trainer entry tested
+    in-process earlier in the same worker sets it (arctl.backends.verl.trainer: VERL_PLATFORM=cpu), and with
+    it verl's first import asks for the CPU platform whose registration these tests break (CI failed so, by
+    test order)."""
+    return {**{k: v for k, v in os.environ.items() if k != "VERL_PLATFORM"}, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
+
+
 def test_a_registration_that_fails_leaves_verl_importable_and_arctls_runs_refuse_to_start():
     """A registration that raises (another verl than the one arctl pins) used to fail the import of verl's
     module itself, for every program of the environment: now the module imports, the failure is kept, and
     the check arctl's runs make before they start names it."""
     proc = subprocess.run([sys.executable, "-c", BROKEN], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"})
+                          env=_environ())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["imported"] is True
@@ -154,7 +162,7 @@ print(json.dumps({"again": again, "failures": sorted(plugin.failures()), "refuse
 
 def test_a_failed_registration_stays_kept_through_register_and_only_the_runs_that_need_it_refuse():
     proc = subprocess.run([sys.executable, "-c", AGAIN], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"})
+                          env=_environ())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["again"]["agent_loop"] == "arctl_tree"
