@@ -61,9 +61,14 @@ def _runs(workdir: Path, arms: set[str], sweep: str = "paper") -> list[Path]:
     from arctl.track.runs import Runs, flatten_config
 
     rows, dirs = [], {}
+    # an export (the committed evidence) has no status.json: its index says which runs completed (from a hunt:
+    # the README's command on docs/evidence/tiny-8seeds found no completed run)
+    index = workdir / "export.json"
+    exported = (json.loads(index.read_text()).get("runs") or {}) if index.is_file() else {}
     for d in sorted((workdir / "runs").iterdir()):
         cfg = d / "config.yaml"
-        if not cfg.is_file() or read_status(d).get("state") != "completed":
+        state = read_status(d).get("state") or (exported.get(d.name) or {}).get("state")
+        if not cfg.is_file() or state != "completed":
             continue
         c = yaml.safe_load(cfg.read_text())
         if c.get("arm") in arms and c.get("scale", {}).get("name", "tiny") == "tiny":
@@ -79,6 +84,9 @@ def _runs(workdir: Path, arms: set[str], sweep: str = "paper") -> list[Path]:
 
 def _logged(run_dir: Path) -> dict:
     """The final evaluation as the run logged it: the last row of metrics.jsonl."""
+    if not (run_dir / "metrics.jsonl").is_file():
+        sys.exit(f"error: {run_dir} has no metrics.jsonl (an exported run) and --json holds no measurement of it: "
+                 "measure it in the workspace it trained in")
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     return {stat: float(last[_key(stat)]) for stat in STATS}
 
@@ -115,9 +123,14 @@ def _evaluate(run_dir: Path, streams: list[int | None]) -> dict:
 def measure(runs: list[Path], streams: int, out: Path, check_first: bool) -> dict:
     done = json.loads(out.read_text()) if out.is_file() else {}
     wanted = [STREAM0 + k for k in range(1, streams + 1)]
+    unmeasured: list[str] = []
     for i, d in enumerate(runs):
+        if not (d / "metrics.jsonl").is_file() and "logged" not in done.get(d.name, {}):
+            unmeasured.append(d.name)  # an exported run (no metrics.jsonl, no checkpoint) --json never measured
+            continue
         rec = done.setdefault(d.name, {})
-        rec["logged"] = _logged(d)
+        if (d / "metrics.jsonl").is_file():  # an exported run has none: its measurement has what it logged
+            rec["logged"] = _logged(d)
         todo = [s for s in wanted if str(s) not in rec]
         check = check_first and i == 0 and "check" not in rec
         if not todo and not check:
@@ -133,6 +146,10 @@ def measure(runs: list[Path], streams: int, out: Path, check_first: bool) -> dic
         rec.setdefault("seconds", []).append(round(time.perf_counter() - t0, 1))
         out.write_text(json.dumps(done, indent=1))
         print(f"[{i + 1}/{len(runs)}] {d.name}: {len(todo)} stream(s) in {time.perf_counter() - t0:.0f} s", flush=True)
+    if unmeasured:
+        print(f"note: {len(unmeasured)} exported run(s) that {out} has no measurement of are left out (an export "
+              f"has no checkpoints to evaluate): {', '.join(unmeasured[:3])}{' ...' if len(unmeasured) > 3 else ''}",
+              file=sys.stderr, flush=True)
     return done
 
 

@@ -194,3 +194,19 @@ def test_a_group_of_one_logs_no_variance_diagnostics(tmp_path, monkeypatch):
 
     assert any("/nvar/" in k for k in keys(2))
     assert not any("/nvar/" in k or "/corr_v" in k for k in keys(1))
+
+
+def test_the_committed_table_is_rebuilt_from_the_committed_export_as_its_readme_says(tmp_path, capsys):
+    """docs/evidence/README.md's command on the export it names (no status.json, no metrics.jsonl, no checkpoints):
+    it found no completed run (exit 2), then wanted metrics.jsonl. Now the export's index says which completed,
+    the measurements say what each logged, and the row of the README's table comes out, measuring nothing."""
+    root = SCRIPT.parents[1] / "docs" / "evidence"
+    measured = tmp_path / "measurements.json"
+    measured.write_bytes((root / "eval-noise" / "measurements.json").read_bytes())
+    assert _script().main(["--workdir", str(root / "tiny-8seeds"), "--json", str(measured), "--streams", "1",
+                           "--pair", "ar-uniform:grpo"]) == 0
+    out = capsys.readouterr()
+    row = next(line for line in out.out.splitlines() if line.startswith("ar-uniform - grpo") and " anytime " in line)
+    assert row.split()[4:8] == ["8", "+0.0247", "0.0196", "0.0072"], row  # the README's .0196 / .0072 / 8 seeds
+    assert measured.read_bytes() == (root / "eval-noise" / "measurements.json").read_bytes()  # nothing measured
+    assert "exported run(s) that" in out.err

@@ -8,7 +8,13 @@ each saying where, when and on what ``kind``: CPU model, torch's kernel level, t
 kind without one the test skips and names the kinds there are, since other kernels sum floats in
 another order. ``ARCTL_WRITE_REFERENCE=1 python -m pytest tests/tiny/test_reproducible.py`` writes (or
 rewrites) this kind's - only for a new kind, or after a change that is meant to change the numbers
-(the task, the warm-up, the trainer), said in the commit, and then for every kind."""
+(the task, the warm-up, the trainer), said in the commit, and then for every kind.
+
+The micro run trained from scratch earns no reward (its warm-up of 4 steps scores 0), so its update is
+zero and an edit of the RL step (the learning rate x 1.01) passed it. A second micro run starts from the
+shipped warm-up (arctl/backends/tiny/shipped/: the same weights on every machine, by their hash), earns
+rewards (.98 / .61 / .70) and trains on them: its numbers, under ``from_shipped`` in the same reference
+file, catch such edits. A kind whose file lacks them skips that test (ARCTL_WRITE_REFERENCE=1 adds them)."""
 
 from __future__ import annotations
 
@@ -69,6 +75,36 @@ def first_difference(mine: dict, ref: dict) -> str | None:
     return None
 
 
+# the micro run from the shipped warm-up: MICRO_AT_TINY_BUDGETS's RL settings, the tiny scale's model and task
+# (the shipped weights are the tiny scale's), 3 steps on 2 prompts x 2 samples (~9 s)
+FROM_SHIPPED = [o for o in MICRO_AT_TINY_BUDGETS if not o.startswith(("model.", "tiny.task.", "tiny.warmup."))]
+
+
+def _write_reference(reference: Path, section: dict, key: str | None = None) -> None:
+    """Write this kind's reference: the micro run's ``section`` at the top (``key`` None) or under ``key``,
+    keeping what the file holds besides (rewriting one case leaves the other's numbers)."""
+    old = json.loads(reference.read_text()) if reference.exists() else {}
+    made = {"written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.platform(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "kind": machine_kind()}
+    new = {**old, **made, **section} if key is None else {**old, "kind": machine_kind(), key: {**made, **section}}
+    REFERENCES.mkdir(exist_ok=True)
+    reference.write_text(json.dumps(new, indent=1, sort_keys=True) + "\n")
+
+
+def _micro_run(tmp_path: Path, monkeypatch, overrides: list[str]) -> tuple[dict, dict]:
+    """Train main-ar-uniform's arm in-process with ``overrides`` and a fresh warm-up cache: (warmup.json, metrics)."""
+    from resolved import arm_config  # tests/support/resolved.py
+
+    from arctl.backends.tiny.trainer import train
+
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))  # the warm-up trained (or installed) here, not reused
+    monkeypatch.delenv("ARCTL_TINY_WARMUP", raising=False)
+    config = arm_config("main-ar-uniform", "ar-uniform", overrides=[*overrides, "wandb.mode=disabled"])
+    run_dir = tmp_path / "run"
+    assert train(config, run_dir, threading.Event()) == "completed"
+    return json.loads((run_dir / "warmup.json").read_text()), _metrics(run_dir)
+
+
 def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
     writing = os.environ.get("ARCTL_WRITE_REFERENCE") == "1"
     kind = machine_kind()
@@ -76,22 +112,11 @@ def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
         pytest.skip(f"no reference numbers for this kind of machine ({kind}; there are: {'; '.join(references())}): "
                     "ARCTL_WRITE_REFERENCE=1 writes this machine's")
     reference = reference_path(kind)
-    from resolved import arm_config  # tests/support/resolved.py
-
-    from arctl.backends.tiny.trainer import train
-
-    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))  # the warm-up trained here, not reused
-    config = arm_config("main-ar-uniform", "ar-uniform", overrides=[*MICRO_AT_TINY_BUDGETS, "wandb.mode=disabled"])
-    run_dir = tmp_path / "run"
-    assert train(config, run_dir, threading.Event()) == "completed"
-    warm = json.loads((run_dir / "warmup.json").read_text())
-    got = {"warmup_sha256": warm["weights_sha256"], "warmup_accuracy": warm["accuracy_per_budget"],
-           "metrics": _metrics(run_dir)}
+    warm, metrics = _micro_run(tmp_path, monkeypatch, MICRO_AT_TINY_BUDGETS)
+    assert warm["source"] == "trained"
+    got = {"warmup_sha256": warm["weights_sha256"], "warmup_accuracy": warm["accuracy_per_budget"], "metrics": metrics}
     if writing:
-        REFERENCES.mkdir(exist_ok=True)
-        made = {"written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.platform(),
-                "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "kind": machine_kind()}
-        reference.write_text(json.dumps({**made, **got}, indent=1, sort_keys=True) + "\n")
+        _write_reference(reference, got)
         pytest.skip(f"wrote {reference}")
     want = json.loads(reference.read_text())
     assert got["warmup_sha256"] == want["warmup_sha256"], "the warm-up's weights differ from the reference's"
@@ -102,6 +127,31 @@ def test_a_micro_run_gives_the_committed_numbers(tmp_path, monkeypatch):
     assert {"train/entropy", "train/think_len/mean"} <= varied  # numbers that can differ
     if any(row.get("train/reward/mean") for row in want["metrics"].values()):
         assert "train/loss" in varied  # with a reward to learn from, the update's numbers are compared too
+
+
+def test_a_micro_run_from_the_shipped_warm_up_gives_the_committed_numbers(tmp_path, monkeypatch):
+    """RL from weights every machine shares: rewards to learn from, so the update's numbers (loss, entropy
+    after an update, the next rollouts) are compared; an edit of the learning rate by 1% moves train/entropy
+    by ~2e-5 at step 2."""
+    writing = os.environ.get("ARCTL_WRITE_REFERENCE") == "1"
+    kind = machine_kind()
+    want = json.loads(references()[kind].read_text()).get("from_shipped") if kind in references() else None
+    if not writing and want is None:
+        pytest.skip(f"no reference numbers from the shipped warm-up for this kind of machine ({kind}; there are: "
+                    f"{'; '.join(k for k, p in references().items() if 'from_shipped' in json.loads(p.read_text()))}): "
+                    "ARCTL_WRITE_REFERENCE=1 writes this machine's")
+    warm, metrics = _micro_run(tmp_path, monkeypatch, FROM_SHIPPED)
+    assert warm["source"] == "shipped"
+    got = {"warmup_sha256": warm["weights_sha256"], "metrics": metrics}
+    if writing:
+        _write_reference(reference_path(kind), got, key="from_shipped")
+        pytest.skip(f"wrote the from_shipped numbers of {reference_path(kind)}")
+    assert got["warmup_sha256"] == want["warmup_sha256"], "the shipped warm-up's weights differ from the reference's"
+    found = first_difference(got["metrics"], want["metrics"])
+    assert found is None, f"{found} (this run, then {references()[kind].name}'s from_shipped)"
+    trained = [row for row in want["metrics"].values() if "train/loss" in row]
+    assert trained and all(row["train/reward/mean"] > 0 for row in trained)  # a reward to learn from at every step
+    assert any(row["train/loss"] != 0 for row in trained)
 
 
 def test_the_references_of_every_kind_agree():
@@ -121,3 +171,8 @@ def test_the_references_of_every_kind_agree():
                                f"({refs[kinds[0]].get('written')}) differ: {found}. One is stale: rewrite it on "
                                "its kind (ARCTL_WRITE_REFERENCE=1) or delete it")
         assert refs[other]["warmup_accuracy"] == refs[kinds[0]]["warmup_accuracy"]
+    shipped = [kind for kind in kinds if "from_shipped" in refs[kind]]  # the kinds that have these (a later case)
+    for other in shipped[1:]:
+        found = first_difference(refs[other]["from_shipped"]["metrics"], refs[shipped[0]]["from_shipped"]["metrics"])
+        assert found is None, (f"the from_shipped references of {other!r} and {shipped[0]!r} differ: {found}. One is "
+                               "stale: rewrite it on its kind (ARCTL_WRITE_REFERENCE=1) or delete its from_shipped")

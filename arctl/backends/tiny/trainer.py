@@ -243,8 +243,9 @@ def full_disk(err: BaseException, where: Path) -> OSError | None:
     OSError that names its file already says where; any other error is not a full disk's)."""
     if isinstance(err, OSError) and err.filename:
         return None
-    if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or os.strerror(errno.ENOSPC) in str(err):
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(where))
+    for code in (errno.ENOSPC, errno.EDQUOT):  # an exceeded quota is said as one (launch.job.failure_line)
+        if (isinstance(err, OSError) and err.errno == code) or os.strerror(code) in str(err):
+            return OSError(code, os.strerror(code), str(where))
     return None
 
 
