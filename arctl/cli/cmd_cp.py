@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import console, esc, print_json, printable, user_errors
+from arctl.cli.common import console, err_console, esc, print_json, printable, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -19,15 +19,19 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Copy a spec shipped with arctl into your folder to edit; your copy then wins over the
-        shipped one of the same name (see `arctl ls`)."""
+        shipped one of the same name (see `arctl ls`). DEST's file name is the spec's name; a DEST where
+        arctl does not look for specs (not <folder>/experiments/NAME.yaml of the current folder or of
+        $ARCTL_SPECS) is written with a warning saying so."""
         from arctl.compose.copy import copy_spec
 
         with user_errors():
             done = copy_spec(name, dest, kind, force)
         if as_json:
             print_json({"kind": done.kind, "name": done.name, "source": str(done.source.path),
-                        "source_origin": done.source.origin, "dest": str(done.dest)})
+                        "source_origin": done.source.origin, "dest": str(done.dest), "warnings": done.warnings})
             return
         # printable: a DEST or spec path with control characters cannot drive the terminal (from a hunt)
         text = f"copied {done.kind} {done.name} ({done.source.origin}: {done.source.path}) to {done.dest}"
         console.print(esc(printable(text)))
+        for warning in done.warnings:  # on stderr, the copy done: arctl will not read it where it is
+            err_console.print(f"[yellow]warning:[/] {esc(printable(warning))}", markup=True, highlight=False)

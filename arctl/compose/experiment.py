@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.compose.errors import SpecError, did_you_mean
-from arctl.compose.paths import find_spec, spec_files
+from arctl.compose.paths import find_spec, spec_files, spec_path_hint
 from arctl.config import safe_yaml
 from arctl.config.ranges import MAX_SEEDS, SEED_MAX
 
@@ -109,7 +109,7 @@ def read_spec_file(kind: str, name: str, folder: str, allowed_keys: set[str]) ->
         raise SpecError(
             f"unknown {kind} {name!r}",
             None,
-            did_you_mean(name, list(spec_files(folder))) + f" (`arctl ls {kind}s` lists them)",
+            did_you_mean(name, list(spec_files(folder))) + f" (`arctl ls {kind}s` lists them)" + spec_path_hint(),
         )
     path = found.path
     data = read_yaml_mapping(path, confined=True)

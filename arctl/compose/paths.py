@@ -10,18 +10,31 @@ Specs are found on a search path of *spec roots*, each a directory that may hold
 
 A user spec with the same name as a shipped one overlays it; ``arctl ls`` shows where each comes
 from, and ``arctl cp NAME`` copies a shipped spec into the project to edit.
+
+A root may also hold ``conf/<group>/<option>.yaml``: a user's own config-group option (a cluster site
+profile, a prior), searched after the package's and the backends' (:func:`config_dirs`), so a pip install
+needs no edit of site-packages. An option never replaces one arctl ships: Hydra reads the shipped file of a
+name first, and a user's file of that name is never read (:func:`shadowed_option` says so for a choice of it).
+Such a file is no error by itself: many Hydra projects have a ``conf/`` of their own (``conf/eval/default.yaml``,
+``conf/cluster/slurm.yaml``), and from a review, refusing it stopped every launch from such a project.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arctl.compose.errors import SpecError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "specs"  # filled by the wheel build (setup.py)
 SPEC_KINDS = ("experiments", "sweeps", "reports")
+USER_CONF = "conf"  # <root>/conf/<group>/<option>.yaml: a user's config-group options
 SPECS_ENV = "ARCTL_SPECS"
 # where a spec comes from, as `arctl ls` shows it (the file's absolute path is in --json and `arctl show`)
 ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED = f"${SPECS_ENV}", "project", "shipped"
@@ -45,7 +58,7 @@ def spec_roots() -> list[SpecRoot]:
     roots = [SpecRoot(Path(p).expanduser().resolve(), ORIGIN_ENV)
              for p in os.environ.get(SPECS_ENV, "").split(os.pathsep) if p.strip()]
     cwd = Path.cwd().resolve()
-    if any((cwd / k).is_dir() for k in SPEC_KINDS):
+    if any((cwd / k).is_dir() for k in (*SPEC_KINDS, USER_CONF)):
         roots.append(SpecRoot(cwd, ORIGIN_PROJECT))
     roots.append(SpecRoot(shipped_root().resolve(), ORIGIN_SHIPPED))
     seen, out = set(), []
@@ -54,6 +67,31 @@ def spec_roots() -> list[SpecRoot]:
             seen.add(r.path)
             out.append(r)
     return out
+
+
+def spec_path_problems() -> list[str]:
+    """What is wrong with each ``$ARCTL_SPECS`` entry that can hold no spec: one that does not exist, or a
+    folder with none of ``experiments/``, ``sweeps/``, ``reports/``, ``conf/`` (most often the
+    ``experiments/`` folder itself). The search path skips such an entry, so without this text a user
+    sees only "unknown experiment" (from a hunt); an unknown-spec error and ``arctl cp`` add it."""
+    out = []
+    for entry in (p for p in os.environ.get(SPECS_ENV, "").split(os.pathsep) if p.strip()):
+        path = Path(entry).expanduser()
+        if not path.exists():
+            out.append(f"${SPECS_ENV} entry {entry} does not exist")
+        elif not path.is_dir():
+            out.append(f"${SPECS_ENV} entry {entry} is a file, not a folder")
+        elif not any((path / k).is_dir() for k in (*SPEC_KINDS, USER_CONF)):
+            above = f" ({path.resolve().parent})" if path.name in (*SPEC_KINDS, USER_CONF) else ""
+            out.append(f"${SPECS_ENV} entry {entry} holds no {', '.join(k + '/' for k in SPEC_KINDS)} or "
+                       f"{USER_CONF}/: point it at the folder above them{above}")
+    return out
+
+
+def spec_path_hint() -> str:
+    """:func:`spec_path_problems` as the tail of an unknown-spec error's hint ("" when there is none)."""
+    problems = spec_path_problems()
+    return "; " + "; ".join(problems) if problems else ""
 
 
 @dataclass(frozen=True)
@@ -136,17 +174,70 @@ def spec_names(directory: Path) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
-def config_dirs() -> list[Path]:
-    """Where config-group options are found: ``arctl/conf``, then each backend's ``conf_dir`` (its
-    scale profiles: ``Backend.conf_dir``, :mod:`arctl.compose.plugins`)."""
+def package_config_dirs() -> list[Path]:
+    """The config-group options arctl brings: ``arctl/conf``, then each backend's ``conf_dir`` (its scale
+    profiles: ``Backend.conf_dir``, :mod:`arctl.compose.plugins`). They define the groups."""
     from arctl.compose import plugins
 
     return [CONF_DIR, *plugins.conf_dirs()]
 
 
+def user_config_dirs() -> list[Path]:
+    """The ``<root>/conf`` folders of the spec search path's user roots ($ARCTL_SPECS, the project), first
+    first; the shipped root's are the package's. Only their folders named after a group of
+    :func:`package_config_dirs` are options (a ``conf/`` of another tool's beside them is left alone)."""
+    shipped = shipped_root().resolve()
+    return [r.path / USER_CONF for r in spec_roots() if r.path != shipped and (r.path / USER_CONF).is_dir()]
+
+
+def shadowed_option(group: str, option: str) -> SpecError | None:
+    """The error for choosing ``group=option`` where a user's ``conf/<group>/<option>.yaml`` is named like an
+    option arctl ships: Hydra reads the shipped file (the package's folders come first) and never the user's,
+    so a user who edited a copy would run the shipped one without a word. None where no user file is shadowed.
+    For the check of a choice (only a choice is refused): a file of another tool's ``conf/`` that no choice
+    names is left alone."""
+    from arctl.compose.errors import SpecError
+
+    if not any((d / group / f"{option}.yaml").is_file() for d in package_config_dirs()):
+        return None
+    shipped = shipped_root().resolve()
+    # only where the conf/ is surely arctl's: an $ARCTL_SPECS folder, or a project with arctl's spec folders beside
+    # it; a project's conf/ alone may be another tool's (Hydra's conf/cluster/slurm.yaml), whose files a choice of
+    # the shipped option must not be refused for (from a review)
+    ours = [r.path / USER_CONF for r in spec_roots() if r.path != shipped and (r.path / USER_CONF).is_dir()
+            and (r.origin == ORIGIN_ENV or any((r.path / k).is_dir() for k in SPEC_KINDS))]
+    for conf in ours:
+        path = conf / group / f"{option}.yaml"
+        if path.is_file():
+            return SpecError(f"arctl ships a {group} option {option!r} too, and reads its own for {group}={option}, "
+                             f"never this file", str(path),
+                             f"rename it (e.g. to {group}/my-{option}.yaml) and choose it with {group}=my-{option}")
+    return None
+
+
+def config_dirs() -> list[Path]:
+    """Where config-group options are found, in Hydra's order (the first file of a name wins): the
+    package's (:func:`package_config_dirs`), then the user's (:func:`user_config_dirs`). A user's file named
+    like a shipped option is never read (:func:`shadowed_option`) and is no error here."""
+    return [*package_config_dirs(), *user_config_dirs()]
+
+
+def hydra_searchpath() -> str:
+    """The ``hydra.searchpath=[...]`` override that puts :func:`config_dirs` after ``arctl/conf`` (Hydra's
+    primary config dir) in a compose. Each folder is quoted: a user's folder may hold a space, a comma or a
+    quote, which an unquoted list item would split or stop at."""
+    def quoted(d: Path) -> str:  # Hydra's quoted string: a quote, and backslashes before one, escaped
+        text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, f"file://{d}")
+        return "'" + text.replace("'", "\\'") + "'"
+
+    return f"hydra.searchpath=[{','.join(quoted(d) for d in config_dirs()[1:])}]"
+
+
 def config_groups() -> tuple[str, ...]:
-    """The config groups (``algo``, ``cluster``, ``scale``, ...): the folders of :func:`config_dirs`."""
-    return tuple(sorted({p.name for d in config_dirs() for p in d.iterdir() if p.is_dir() and p.name != "__pycache__"}))
+    """The config groups (``algo``, ``cluster``, ``scale``, ...): the folders of :func:`package_config_dirs`
+    (a user's ``conf/`` adds options, never groups)."""
+    return tuple(sorted({p.name for d in package_config_dirs() for p in d.iterdir()
+                         if p.is_dir() and p.name != "__pycache__"}))
 
 
 def default_option(group: str) -> str | None:
@@ -162,5 +253,6 @@ def default_option(group: str) -> str | None:
 
 def group_options(group: str) -> list[str]:
     """The options of a config group (e.g. ``prior`` -> base, custom, ...; ``scale`` -> the scale
-    profiles the backends bring), over :func:`config_dirs`."""
-    return sorted({name for d in config_dirs() for name in spec_names(d / group)})
+    profiles the backends bring; a user's ``conf/cluster/mysite.yaml`` -> mysite), over :func:`config_dirs`."""
+    dirs = config_dirs() if group in config_groups() else package_config_dirs()  # a user's folder makes no group
+    return sorted({name for d in dirs for name in spec_names(d / group)})

@@ -19,7 +19,14 @@ from typing import Any
 
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.experiment import NAME_RE, read_yaml_mapping
-from arctl.compose.paths import ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED, find_spec, spec_files
+from arctl.compose.paths import (
+    ORIGIN_ENV,
+    ORIGIN_PROJECT,
+    ORIGIN_SHIPPED,
+    find_spec,
+    spec_files,
+    spec_path_hint,
+)
 from arctl.track.metrics_schema import NAME_ACC, eval_key
 
 NOT_SPECS = ("labels",)  # reports/labels.yaml: display names, not a report
@@ -116,7 +123,8 @@ def _sweep_problem(v) -> str | None:
     if problem := name_problem(v):
         return problem
     if find_spec("sweeps", str(v)) is None:
-        return f"unknown sweep {v!r}; {did_you_mean(str(v), spec_files('sweeps'))} (`arctl ls sweeps` lists them)"
+        return (f"unknown sweep {v!r}; {did_you_mean(str(v), spec_files('sweeps'))} (`arctl ls sweeps` lists them)"
+                + spec_path_hint())
     return None
 
 
@@ -126,7 +134,7 @@ def _experiments_problem(v) -> str | None:
     for name in v:
         if find_spec("experiments", name) is None:
             return (f"unknown experiment {name!r}; {did_you_mean(name, spec_files('experiments'))} "
-                    "(`arctl ls experiments` lists them)")
+                    "(`arctl ls experiments` lists them)" + spec_path_hint())
     return None
 
 
@@ -213,6 +221,8 @@ def check_report_spec(data: dict, path: str) -> dict:
     def bad(where: str, what: str, hint: str | None = None):
         return SpecError(what, f"{path}: {where}", hint or "fix the file (docs/reports.md lists the fields)")
 
+    if isinstance(data.get("_problem"), SpecError):  # a file that could not be read as a spec (all_report_specs)
+        raise data["_problem"]
     kind = data.get("kind")
     if problem := FIELDS["kind"].check(kind):
         raise bad("kind", problem)
@@ -247,7 +257,30 @@ def check_report_spec(data: dict, path: str) -> dict:
         t = data.get("thinking_len", 24)
         if (c := next((c for c in data.get("cuts") or () if c > t), None)) is not None:
             raise bad("cuts", f"cut {c} is beyond the thinking ({t} tokens)", "cut at 1..thinking_len")
+    if data.get("arms") and data.get("experiments") and data.get("_origin") != ORIGIN_SHIPPED:
+        exps = [str(e) for e in data["experiments"]]
+        defined = _arms_of(exps)
+        if defined is not None and (arm := next((str(a) for a in data["arms"] if str(a) not in defined), None)):
+            raise bad("arms", f"no experiment of {', '.join(exps)} defines arm {arm!r}",
+                      f"{did_you_mean(arm, defined)} (`arctl show EXPERIMENT` lists its arms)")
     return data
+
+
+def _arms_of(experiments: list[str]) -> set[str] | None:
+    """Every arm the experiments define, or None where one of them cannot be read (its own error says why, where
+    its runs are asked for): the arms a spec that lists its ``experiments`` can show. A typo in the spec's ``arms``
+    was a line or a row that vanished without a word (from a hunt: ``arms: [lin, unii]``, ``missing_arms: []``).
+    Shipped specs are not held to it (the caller): a user's copy of a shipped experiment may drop an arm of its
+    figure, which then shows the arms it has."""
+    from arctl.compose.experiment import load_experiment
+
+    arms: set[str] = set()
+    for name in experiments:
+        try:
+            arms.update(load_experiment(name).arms)
+        except SpecError:
+            return None
+    return arms
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,34 +291,66 @@ _PRECEDENCE = (ORIGIN_ENV, ORIGIN_PROJECT, ORIGIN_SHIPPED)  # the search path's 
 def all_report_specs(kind: str) -> dict[str, dict]:
     """name → spec (with ``_path`` and ``_origin``) of every ``reports/*.yaml`` of ``kind``, as read
     (:func:`check_report_spec` checks the one used). A YAML without ``kind`` is not a report spec (notes, a
-    helper file) and is skipped; a ``kind`` none of :data:`SPEC_KINDS` is a :class:`SpecError`. Two specs of
-    one name: the one earlier on the search path wins (a user's copy, ``arctl cp score_curve
-    reports/mine.yaml``, overlays the shipped spec it names); two of one origin are a :class:`SpecError`."""
+    helper file) and is skipped. Two specs of one name: the one earlier on the search path wins (a user's copy,
+    ``arctl cp score_curve reports/mine.yaml``, overlays the shipped spec it names).
+
+    A file that is no report spec one can read (invalid YAML, a ``kind`` none of :data:`SPEC_KINDS`) and two
+    specs of one name and origin do not stop the others (from a hunt: one draft with a YAML error stopped every
+    ``arctl report``). Each is an entry of every kind under the name it would have (its ``name:``, else its
+    file's name) that holds its :class:`SpecError` in ``_problem``: :func:`check_report_spec` raises it, so
+    the report of that name, and ``arctl ls``, stop on it; each other spec names it in ``_skipped`` (a warning
+    of the report, :func:`arctl.report.data.read_report_runs`)."""
     out: dict[str, dict] = {}
     for stem, found in spec_files("reports").items():
         if stem in NOT_SPECS:
             continue
-        data = read_yaml_mapping(found.path, confined=True)
+        try:
+            data = read_yaml_mapping(found.path, confined=True)
+        except SpecError as err:
+            _put(out, _broken(stem, found.path, found.origin, err), kind)
+            continue
         if "kind" not in data:
             continue
-        if (problem := choice_problem(data.get("kind"), SPEC_KINDS)):
-            raise SpecError(problem, f"{found.path}: kind", "every report spec under reports/ says "
-                            f"kind: {' | '.join(SPEC_KINDS)}")
         data.setdefault("name", stem)
+        if (problem := choice_problem(data.get("kind"), SPEC_KINDS)):
+            err = SpecError(problem, f"{found.path}: kind", "every report spec under reports/ says "
+                            f"kind: {' | '.join(SPEC_KINDS)}")
+            _put(out, _broken(str(data["name"]), found.path, found.origin, err), kind)
+            continue
         if data["kind"] != kind:
             continue
         data["_path"], data["_origin"] = str(found.path), found.origin
-        name = str(data["name"])
-        if name in out:
-            other = out[name]
-            rank, theirs = _PRECEDENCE.index(found.origin), _PRECEDENCE.index(other["_origin"])
-            if rank == theirs:
-                raise SpecError(f"two {kind} specs are named {name!r}: this one and {other['_path']}",
-                                f"{found.path}: name", "rename one of them (its name: field)")
-            if rank > theirs:
-                continue  # the shipped spec a user's copy overlays
-        out[name] = data
+        _put(out, data, kind)
+    skipped = [f"{data['_path']}: {data['_problem'].what}; skipped it (fix it, or move it out of reports/)"
+               for data in out.values() if "_problem" in data]
+    for data in out.values():
+        if skipped and "_problem" not in data:
+            data["_skipped"] = skipped
     return dict(sorted(out.items()))
+
+
+def _broken(name: str, path, origin: str, err: SpecError) -> dict:
+    """The entry of a file :func:`all_report_specs` cannot read as a report spec: its error, where it was read."""
+    return {"name": name, "_path": str(path), "_origin": origin, "_problem": err}
+
+
+def _put(out: dict[str, dict], data: dict, kind: str) -> None:
+    """Enter ``data`` in ``out`` under its name: over one of an origin later on the search path, not over one
+    earlier; two of one origin are an entry whose ``_problem`` says so (a broken file keeps its own)."""
+    name = str(data["name"])
+    other = out.get(name)
+    if other is not None:
+        rank, theirs = _PRECEDENCE.index(data["_origin"]), _PRECEDENCE.index(other["_origin"])
+        if rank > theirs:
+            return  # the shipped spec a user's copy overlays
+        if rank == theirs:
+            if "_problem" in other:
+                return
+            if "_problem" not in data:
+                data = _broken(name, data["_path"], data["_origin"], SpecError(
+                    f"two {kind} specs are named {name!r}: this one and {other['_path']}",
+                    f"{data['_path']}: name", "rename one of them (its name: field)"))
+    out[name] = data
 
 
 def list_report_specs(kind: str) -> list[dict]:
@@ -293,7 +358,7 @@ def list_report_specs(kind: str) -> list[dict]:
     (each checked: a mistake in one is its one error line)."""
     rows = []
     for name, data in all_report_specs(kind).items():
-        if kind != "claims":
+        if kind != "claims" or "_problem" in data:
             check_report_spec(data, data["_path"])
         rows.append({"name": name, "experiments": data.get("experiments") or [], "sweep": data.get("sweep"),
                      "description": data.get("description", ""), "source": data["_origin"], "path": data["_path"]})

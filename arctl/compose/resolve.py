@@ -19,7 +19,15 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment
 from arctl.compose.overrides import override_key, split_overrides
-from arctl.compose.paths import CONF_DIR, config_groups, default_option, group_options, spec_files
+from arctl.compose.paths import (
+    CONF_DIR,
+    config_groups,
+    default_option,
+    group_options,
+    hydra_searchpath,
+    shadowed_option,
+    spec_files,
+)
 from arctl.compose.resolvers import budget_grid, composed_problem, leftover_problem
 from arctl.compose.resolvers import register as register_resolvers
 from arctl.compose.run import ResolvedRun  # noqa: F401 - re-exported (arctl.compose.ResolvedRun)
@@ -37,7 +45,8 @@ from arctl.config.hydra_text import override_value
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
 DEFAULT_PREEMPT_WARNING_S = 60
 
-_BASE_CONFIGS: dict[tuple[int, tuple[str, ...]], object] = {}  # (methods registered in this process, choices)
+# (methods registered in this process, the search path, choices)
+_BASE_CONFIGS: dict[tuple[int, str, tuple[str, ...]], object] = {}
 
 
 def _compose_groups(group_overrides: tuple[str, ...]):
@@ -47,11 +56,12 @@ def _compose_groups(group_overrides: tuple[str, ...]):
 
     from arctl.algo.methods.registry import generation
 
-    key = (generation(), group_overrides)  # a method registered since has a section of its own (a review)
+    # the backends' config-group options (their scale profiles) and the user's conf/ ones, after arctl/conf; in the
+    # key, so that a process that changes folder (another project's conf/) does not reuse a stale compose
+    searchpath = hydra_searchpath()
+    key = (generation(), searchpath, group_overrides)  # a method registered since has a section of its own (a review)
     if key not in _BASE_CONFIGS:
         schema.register(plugins.run_config())  # config.yaml's first default: every key's type and default
-        # the backends' config-group options (their scale profiles) after arctl/conf
-        searchpath = f"hydra.searchpath=[{','.join('file://' + str(d) for d in plugins.conf_dirs())}]"
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             _BASE_CONFIGS[key] = compose(config_name="config", overrides=[searchpath, *group_overrides])
     return _BASE_CONFIGS[key]
@@ -182,11 +192,34 @@ def _cause(err: BaseException | None, kind: type) -> BaseException | None:
 
 _EXPECTED = {"Float": "a number", "Integer": "an integer", "String": "a string", "bool": "true or false",
              "ListConfig": "a list, e.g. [1,2]", "DictConfig": "a mapping"}
+_SCHEMA_TYPES = {"list": "a list, e.g. [1,2]", "tuple": "a list, e.g. [1,2]", "dict": "a mapping",
+                 "bool": "true or false", "int": "an integer", "float": "a number", "str": "text"}
+
+
+def _schema_expected(key: str) -> str | None:
+    """What the schema's field for ``key`` takes, in words (an entry's type for ``key[i]`` of a list); None for a
+    key the schema does not type. OmegaConf's message names the type of the value it could not convert, not the
+    key's (from a hunt: ``wandb.notes=${thinking.budgets}``, a text key, was said to expect a list)."""
+    base, _, index = key.partition("[")
+    found = dict(schema._walk(plugins.run_config())).get(base)
+    if found is None:
+        return None
+    kind = found.type if isinstance(found.type, str) else re.sub(r"<class '([\w.]+)'>", r"\1", str(found.type))
+    kind = re.sub(r"^(?:typing\.)?Optional\[(.*)\]$", r"\1", kind.strip())
+    kind = re.sub(r"\s*\|\s*None$|^None\s*\|\s*", "", kind)
+    if index:
+        entry = re.match(r"(?:typing\.)?[Ll]ist\[(.*)\]$", kind)
+        if not entry:
+            return None
+        kind = entry.group(1)
+    name = re.match(r"(?:typing\.|builtins\.)?(\w+)", kind)
+    return _SCHEMA_TYPES.get(name.group(1).lower()) if name else None
 
 
 def _type_error(err: BaseException) -> SpecError | None:
     """A value of the wrong type for the schema (``arctl.config.schema``), anywhere in ``err``'s
-    causes: one line naming the key, the value and the type the key takes."""
+    causes: one line naming the key, the value and the type the key takes (the schema's field's type; OmegaConf's
+    message only for a key the schema does not type)."""
     from omegaconf.errors import ValidationError
 
     err = _cause(err, ValidationError)
@@ -194,8 +227,10 @@ def _type_error(err: BaseException) -> SpecError | None:
         return None
     key = str(getattr(err, "full_key", "") or "?")
     first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    value = re.match(r"Value '(.*)' (?:of type|is not)", first)
-    expected = next((what for name, what in _EXPECTED.items() if re.search(rf"\b{name}\b", first)), None)
+    value = (re.search(r"Value '(.*)' (?:of type|is not)", first)
+             or re.search(r"Cannot convert '\w+' to string: '(.*)'$", first))
+    expected = _schema_expected(key) or next(
+        (what for name, what in _EXPECTED.items() if re.search(rf"\b{name}\b", first)), None)
     if expected:
         what = f"{key}={value.group(1)} is invalid" if value else f"{key} has a value of the wrong type"
         what += f": expected {expected}"
@@ -325,7 +360,7 @@ def resolve_arm(
         (experiment.overrides, f"{where}: overrides"), (experiment.scales.get(scale, []), f"{where}: scales.{scale}"),
         (experiment.arms[arm], f"{where}: arms.{arm}"))]
     (exp_all, _), (exp_scale, _), (arm_ov, _) = spec_parts
-    parts = [*spec_parts, (swept, swept_place), (user, "command line")]  # (overrides, where they were written)
+    parts = [*spec_parts, (swept, swept_place), (user, COMMAND_LINE)]  # (overrides, where they were written)
     for part, place in parts[:-1]:
         if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
             raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
@@ -336,6 +371,9 @@ def resolve_arm(
         close = difflib.get_close_matches(unknown, group_options("scale"), n=1, cutoff=0.7)
         if close:  # (a scale no installed plugin provides, far from every known one, is another machine's)
             raise SpecError(f"scales.{unknown}: no such scale", f"{where}: scales", f"did you mean {close[0]!r}?")
+    for other, texts in experiment.scales.items():  # the keys and options of the sections this run does not apply
+        if other != scale and other in group_options("scale") and texts:
+            _check_other_scale(f"{where}: scales.{other}", other, tuple(texts), experiment.name)
 
     groups: dict[str, str] = {}
     for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
@@ -344,6 +382,8 @@ def resolve_arm(
                 raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(config_groups())))
             if option not in group_options(group):
                 raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
+            if (shadow := shadowed_option(group, option)) is not None:  # a user's copy Hydra would never read
+                raise shadow
         groups.update(part)
     groups["scale"] = scale
     fixed = scale_model(scale)  # a scale that fixes the model (tiny) wins over the spec's choice
@@ -362,8 +402,8 @@ def resolve_arm(
         raise _placed(err, parts, f"{experiment.name}/{arm}") from None
     try:
         check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
-    except SpecError as err:
-        raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}", err.hint) from None
+    except SpecError as err:  # said where the value was written, as a compose error is (from a hunt)
+        raise _placed(err, parts, f"{experiment.name}/{arm}", composed=True) from None
     _check_added_keys(parts, cfg, tuple(f"{g}={o}" for g, o in sorted(groups.items())))
     cfg = _finalize(cfg)
     if (cfg.get("trainer") or {}).get("init_run") is not None:
@@ -374,7 +414,7 @@ def resolve_arm(
     try:
         validate_config(cfg, ranges_checked=True)
     except SpecError as err:
-        raise SpecError(err.what, f"{experiment.name}/{arm}: {err.where}" if err.where else f"{experiment.name}/{arm}", err.hint) from None
+        raise _placed(err, parts, f"{experiment.name}/{arm}", composed=True) from None
     # the keys every part of the run writes, the spec's files as well as the command line: a key that no run
     # reads where it is written changes the run id and not one number (a user's sweep or experiment file was
     # not checked: a sweep's grid over reward.alpha with no length penalty made cells that differed in their run
@@ -481,13 +521,19 @@ def _sweep_place(sweep: str | None, sweep_file: str | None) -> str:
     return str(found.path) if found else f"sweep {sweep}"
 
 
-def _placed(err: SpecError, parts, run: str) -> SpecError:
+def _placed(err: SpecError, parts, run: str, composed: bool = False) -> SpecError:
     """``err`` of composing a run's overrides, said where the key it is about was written (the spec's
     ``overrides``/``scales``/``arms``, the sweep, the command line): the first part, in the order Hydra applies
     them, that writes the key with the value the error quotes, else the first that writes the key, else one
     that writes a key above or below it, as Hydra stops at the first override that fails. From a review: every
     such error said "overrides", so a sweep over seven experiments did not say which file to fix, and a spec's
-    mistake read like the command line's."""
+    mistake read like the command line's.
+
+    ``composed``: ``err`` is about the composed config (a range, a rule across keys), whose value is the last
+    part's that writes the key: that part; where none writes it, the part that wrote a ``key=value`` the error
+    quotes (``data.train_batch_size=6 is not a multiple of ...``), else the key is said to be no override's (a
+    default, a config group's, or derived from others): from a hunt, such errors named no file at all. The
+    command line's is said ``EXPERIMENT/ARM: KEY``, as a setting of it that the run never reads is (resolve_arm)."""
     key = named_key = err.where if err.where not in (None, "overrides") else None
     named = re.search(r"(?:unknown config key|Could not override) '([^']+)'", err.what)
     key = named.group(1) if named else key
@@ -496,15 +542,68 @@ def _placed(err: SpecError, parts, run: str) -> SpecError:
         for part, place in parts:
             for text in part.keys:
                 written_key, _, value = text.partition("=")
-                written.append((written_key.lstrip("+~"), value, place))
+                written.append((written_key.strip().lstrip("+~"), value.strip(), place))
+            for group, option in part.groups.items():  # prior=custom: thinking.prior and thinking.probs
+                written += [(k, option, place) for k in GROUP_KEYS.get(group, ())]
         base = key.split("[", 1)[0]  # eval.grid[0]: an item of the list eval.grid=[...] writes
         exact = [w for w in written if w[0] in (key, base)]
         quoted = [w for w in exact if f"={w[1]} is" in err.what]
         near = [w for w in written if key.startswith(w[0] + ".") or w[0].startswith(key + ".")]
-        found = (quoted or exact or near)[:1]
+        found = quoted or exact or near
+        if composed and not found:  # the key no override writes: one the error quotes another key's value of
+            found = [w for w in written if re.search(rf"(?<![\w.]){re.escape(f'{w[0]}={w[1]}')}(?![\w.])", err.what)]
+            named_key = found[-1][0] if found else named_key
         if found:
-            return SpecError(err.what, f"{found[0][2]} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
+            place = found[-1 if composed else 0][2]
+            if composed and place == COMMAND_LINE:
+                return SpecError(err.what, f"{run}: {err.where}" if err.where else run, err.hint)
+            return SpecError(err.what, f"{place} ({run})" + (f": {named_key}" if named_key else ""), err.hint)
+        if composed:
+            return SpecError(err.what, f"{run}: {key} (no override writes it: a default, a config group's or derived)",
+                             err.hint)
     return SpecError(err.what, f"{run}: {err.where}" if err.where else run, err.hint)
+
+
+_OTHER_SCALES_CHECKED: set = set()
+
+
+def _check_other_scale(place: str, scale: str, texts: tuple[str, ...], name: str) -> None:
+    """The ``scales.<scale>`` section of a spec that a run at another scale does not apply: its overrides parse,
+    name config-group options that exist (:func:`arctl.compose.overrides.split_overrides`) and keys that the
+    config of ``scale``'s groups has, so a typo there is found at the scale a user tries first (from a hunt:
+    ``scales: {paper: [thinking.lamm=0.3]}`` ran at tiny without a word). The config-group compose is cached
+    (:func:`_compose_groups`), not a whole run's: its values are that scale's run's to check."""
+    from omegaconf import OmegaConf
+
+    from arctl.algo.methods.registry import generation
+
+    ident = (generation(), place, scale, texts)
+    if ident in _OTHER_SCALES_CHECKED:
+        return
+    part = split_overrides(list(texts), place)
+    if "scale" in part.groups:
+        raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
+    cfg = _compose_groups((f"scale={scale}",))
+    known = set(_dotted_keys(OmegaConf.to_container(cfg, resolve=False)))
+    for text in part.keys:
+        key = override_key(text)
+        plus = len(text) - len(text.lstrip("+"))
+        if key in known and plus == 1:
+            raise SpecError(f"+{key}= adds a key the config already has", place, f"drop the +: {key}=...")
+        if key in known:
+            continue
+        backend, section = str(OmegaConf.select(cfg, "backend")), key.split(".", 1)[0]
+        if key in part.added or (f"{section}." in plugins.open_sections() and section != backend):
+            problem = plugins.added_key_problem(key, backend)  # a key its backend reads, added (_check_added_keys)
+            if problem:
+                raise SpecError(f"override {text.split('=', 1)[0]}: {problem}", place,
+                                f"leave it out (a run at --scale {scale} is a {backend} run: `arctl show {name} "
+                                f"--scale {scale}` prints its keys)")
+            continue
+        near = closest(key, known)
+        raise SpecError(f"unknown config key {key!r}", place, ("did you mean " + " or ".join(repr(k) for k in near)
+                        + "?" if near else "no such key") + f" (`arctl show {name} --scale {scale}` prints every key)")
+    _OTHER_SCALES_CHECKED.add(ident)
 
 
 def _check_added_keys(parts, cfg: dict, group_overrides: tuple[str, ...]) -> None:

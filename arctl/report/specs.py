@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from arctl.compose.errors import did_you_mean
-from arctl.compose.paths import report_file, reports_dir
+from arctl.compose.paths import report_file, reports_dir, spec_path_hint
 from arctl.compose.report_specs import (
     all_report_specs,
     check_report_spec,
@@ -39,7 +39,9 @@ def load_spec(kind: str, name: str) -> dict:
     near = difflib.get_close_matches(name, list(specs), n=2, cutoff=0.5)
     hint = ("did you mean " + " or ".join(repr(n) for n in near) + "?") if near else (
         "choose one of: " + ", ".join(sorted(specs)))
-    raise ReportError(f"unknown {kind} {name!r}; {hint} (`arctl ls {kind}s` lists them)")
+    broken = sorted(str(s["_path"]) for s in specs.values() if "_problem" in s)  # one may be the one meant
+    unread = f"; {len(broken)} file(s) under reports/ could not be read: {', '.join(broken[:3])}" if broken else ""
+    raise ReportError(f"unknown {kind} {name!r}; {hint} (`arctl ls {kind}s` lists them){unread}{spec_path_hint()}")
 
 
 @lru_cache(maxsize=4)

@@ -6,6 +6,7 @@ from arctl.compose import SpecError, resolve_experiment, resolve_sweep
 from arctl.compose.experiment import list_experiments, load_experiment
 from arctl.compose.resolvers import RESOLVERS, budget_grid
 from arctl.compose.sweep import list_sweeps, load_sweep
+from arctl.compose.validate import largest_budget
 
 PAPER_EXPERIMENTS = {
     "main-grpo", "main-ar-base", "main-ar-linear", "main-ar-uniform", "ablation-dense",
@@ -18,9 +19,28 @@ def test_every_paper_experiment_has_a_spec():
     assert {"priors", "ablations"} <= set(list_sweeps())
 
 
+def test_the_experiments_composed_are_arctls_listing_with_a_users_file(tmp_path):
+    """The composition test above is parametrized by arctl's listing, run in a fresh process from a project that
+    holds a new experiment file: it composes that file too."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "zz-mine.yaml").write_text("arms: {a: [algo=grpo, prior=base]}\n")
+    here = Path(__file__).resolve()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--co",
+                           f"--rootdir={here.parents[2]}", str(here)], cwd=tmp_path, capture_output=True, text=True)
+    listed = {line.split("::", 1)[1] for line in done.stdout.splitlines() if "::" in line}
+    assert {f"test_every_experiment_composes_at_both_scales[{n}-{s}]"
+            for n in ("zz-mine", "baselines-l1") for s in ("tiny", "paper")} <= listed, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
-@pytest.mark.parametrize("name", sorted(PAPER_EXPERIMENTS))
+@pytest.mark.parametrize("name", list_experiments())  # arctl's own listing: a file added to experiments/ as well
 def test_every_experiment_composes_at_both_scales(name, scale):
+    """Every experiment on the spec search path, as `arctl ls` lists it (from a hunt: a fixed set of the paper's
+    left out the baselines and any file a user adds, which the README says these tests compose)."""
     runs = resolve_experiment(name, scale=scale)
     exp = load_experiment(name)
     assert [r.arm for r in runs] == [a for a in exp.arms for _ in exp.seeds]
@@ -28,9 +48,11 @@ def test_every_experiment_composes_at_both_scales(name, scale):
         cfg = run.config
         assert cfg["experiment"] == name and cfg["arm"] == run.arm and cfg["scale"]["name"] == scale
         assert cfg["backend"] == ("tiny" if scale == "tiny" else "verl")
-        assert cfg["model"]["name"] == ("tiny-qwen2" if scale == "tiny" else exp.groups["model"])
+        if scale == "tiny" or "model" in exp.groups:  # the tiny scale fixes the model; else the spec's choice
+            assert cfg["model"]["name"] == ("tiny-qwen2" if scale == "tiny" else exp.groups["model"])
         assert cfg["wandb"]["group"] == name and cfg["wandb"]["name"] == f"{run.arm}-s{run.seed}"
-        assert cfg["eval"]["grid"][-1] <= cfg["thinking"]["budgets"][-1]
+        # up to the largest thinking budget, or the scale's b_m for an arm trained below it (Elastic's)
+        assert cfg["eval"]["grid"][-1] <= largest_budget(cfg, cfg["thinking"]["budgets"])
 
 
 def _arm(name, arm, scale="paper", overrides=()):

@@ -573,3 +573,104 @@ def test_block_sizes_flexattention_may_not_divide_are_refused():
     with pytest.raises(SpecError, match="verl.block_size=100: the tree mask's FlexAttention block must be a multiple of 128"):
         resolve_experiment("main-grpo", ["verl.block_size=100"], scale="paper", seeds=[0])
     resolve_experiment("main-grpo", ["verl.block_size=256"], scale="paper", seeds=[0])
+
+
+def test_a_range_or_rule_broken_in_a_spec_or_a_sweep_names_the_file_and_part(specs):
+    """From a hunt: the range and validation errors said only "rng/a: thinking.lam: ...", as for the command
+    line, where the compose errors named the file and part ("errors name the file, arm and key", README)."""
+    def refused(*args, **kw) -> str:
+        with pytest.raises(SpecError) as info:
+            resolve_experiment(*args, seeds=[0], **kw)
+        assert "\n" not in str(info.value)
+        return str(info.value)
+
+    specs("experiments", "rng", """
+        arms:
+          lam: [algo=anytime, thinking.lam=1.5]
+          probs: [algo=anytime, prior=custom, "thinking.probs=[0.5,0.6,0.1,0.1]"]
+          custom: [algo=anytime, prior=custom]
+          steps: [algo=anytime, trainer.total_steps=null]
+          ref: [algo=anytime, "thinking.budgets=${eval.budgets}"]
+          batch: [algo=anytime, data.train_batch_size=6]
+          plain: [algo=anytime]
+    """)
+    file = r".*rng\.yaml"
+    assert re.match(file + r": arms\.lam \(rng/lam\): thinking\.lam: thinking\.lam=1\.5 is invalid",
+                    refused("rng", arms=["lam"]))
+    assert re.match(file + r": arms\.probs \(rng/probs\): thinking\.probs: .* sums to 1\.3", refused("rng", arms=["probs"]))
+    assert re.match(file + r": arms\.custom \(rng/custom\): thinking\.probs: thinking\.prior=custom needs thinking\.probs",
+                    refused("rng", arms=["custom"]))
+    assert re.match(file + r": arms\.steps \(rng/steps\): trainer\.total_steps: trainer\.total_steps is null",
+                    refused("rng", arms=["steps"], scale="tiny"))
+    assert re.match(file + r": arms\.ref \(rng/ref\): thinking\.budgets: thinking\.budgets=None is invalid",
+                    refused("rng", arms=["ref"]))
+    specs("experiments", "last", """
+        overrides: ["thinking.budgets=[16,8]"]
+        arms: {plain: [algo=anytime], budgets: [algo=anytime, "thinking.budgets=[32,8]"]}
+    """)
+    # the composed value is the last part's that writes the key (the arm's, after the spec's overrides)
+    assert re.match(r".*last\.yaml: arms\.budgets \(last/budgets\): thinking\.budgets: thinking\.budgets=\[32, 8\] "
+                    "is not strictly increasing", refused("last", arms=["budgets"]))
+    assert re.match(r".*last\.yaml: overrides \(last/plain\): thinking\.budgets: thinking\.budgets=\[16, 8\]",
+                    refused("last", arms=["plain"]))
+    # a rule across keys on a key no part writes: the part that wrote the other value it quotes
+    assert re.match(file + r": arms\.batch \(rng/batch\): data\.train_batch_size: data\.train_batch_size=6 is not a "
+                    r"multiple of data\.ppo_mini_batch_size=", refused("rng", arms=["batch"]))
+    # the command line's, as a setting of it that the run never reads: EXPERIMENT/ARM: KEY
+    assert refused("rng", ["thinking.lam=1.5"], arms=["plain"]).startswith(
+        "rng/plain: thinking.lam: thinking.lam=1.5 is invalid")
+    # a key no override writes: said so (the paper scale's verl needs a model this spec never chose)
+    assert refused("rng", arms=["plain"], scale="paper").startswith(
+        "rng/plain: model.path (no override writes it: a default, a config group's or derived): ")
+    specs("experiments", "x", "arms: {a: [algo=grpo, prior=base]}\n")
+    specs("sweeps", "s", "experiments: [x]\ngrid: {summary.group_size: [2, 0]}\n")
+    from arctl.compose import resolve_sweep
+
+    with pytest.raises(SpecError, match=r"^.*sweeps/s\.yaml \(x/a\): summary\.group_size: summary\.group_size=0 is "
+                                        "invalid"):
+        resolve_sweep("s", seeds=[0])
+
+
+def test_a_wrong_type_says_the_type_the_key_takes():
+    """From a hunt: a text key given a list was said to expect a list (OmegaConf names the value's type)."""
+    with pytest.raises(SpecError, match=r"wandb\.notes=\[\d+(, \d+)*\] is invalid: expected text —"):
+        resolve_experiment("main-grpo", ["wandb.notes=${thinking.budgets}"], scale="tiny", seeds=[0])
+    with pytest.raises(SpecError, match=r"wandb\.notes=\[1, 2\] is invalid: expected text —"):
+        resolve_experiment("main-grpo", ["wandb.notes=[1,2]"], scale="tiny", seeds=[0])
+    with pytest.raises(SpecError, match=r"thinking\.budgets\[0\]=a is invalid: expected an integer —"):
+        resolve_experiment("main-grpo", ["thinking.budgets=[a]"], scale="tiny", seeds=[0])
+    with pytest.raises(SpecError, match=r"thinking\.lam=abc is invalid: expected a number —"):
+        resolve_experiment("main-grpo", ["thinking.lam=abc"], scale="tiny", seeds=[0])
+
+
+@pytest.mark.parametrize("section, match", [
+    ("paper: [thinking.lamm=0.3]", r"scales\.paper: unknown config key 'thinking\.lamm' — did you mean 'thinking\.lam'"),
+    ("paper: [prior=linearr]", r"scales\.paper: unknown prior option 'linearr' in 'prior=linearr' — did you mean 'linear'"),
+    ("paper: [tiny.threads=2]", r"scales\.paper: override tiny\.threads: tiny\.threads is read by the tiny backend only"),
+    ("paper: [+tiny.task.name=x]", r"scales\.paper: override \+tiny\.task\.name: tiny\.task\.name is read by the tiny"),
+    ("paper: [\"+verl.overrides=[a]\"]", r"scales\.paper: \+verl\.overrides= adds a key the config already has"),
+    ("paper: [scale=tiny]", r"scales\.paper: scale=tiny in a spec"),
+    ("tiny: [thinking.lamm=0.3]", r"scales\.tiny: unknown config key 'thinking\.lamm'"),
+])
+def test_another_scales_section_is_checked_at_every_scale(specs, section, match):
+    """From a hunt: `scales: {paper: [thinking.lamm=0.3]}` ran at --scale tiny without a word; only a paper run
+    found it. The keys and config-group options of every scale's section are checked, one line naming the file
+    and the section."""
+    specs("experiments", "sc", f"arms: {{a: [algo=grpo, prior=base]}}\nscales: {{{section}}}\n")
+    other = "tiny" if section.startswith("paper") else "paper"
+    with pytest.raises(SpecError, match=r"^.*sc\.yaml: " + match):
+        resolve_experiment("sc", scale=other, seeds=[0])
+
+
+def test_another_scales_own_keys_pass_at_every_scale(specs):
+    specs("experiments", "ok", """
+        groups: {model: r1-distill-qwen-1.5b}
+        arms: {a: [algo=grpo, prior=base]}
+        scales:
+          paper: [verl.use_dynamic_bsz=true, thinking.lam=0.3, prior=linear]
+          tiny: [tiny.threads=1, "++tiny.task.name=search"]
+    """)
+    (run,) = resolve_experiment("ok", scale="tiny", seeds=[0])
+    assert run.config["thinking"]["lam"] != 0.3 and run.config["tiny"]["threads"] == 1
+    (run,) = resolve_experiment("ok", scale="paper", seeds=[0])
+    assert run.config["thinking"]["lam"] == 0.3 and run.config["verl"]["use_dynamic_bsz"] is True
