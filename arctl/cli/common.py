@@ -83,7 +83,7 @@ def place_problem(err: BaseException) -> str | None:
         return None
     where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 else "")
     hint = {errno.ENOSPC: "free some space and run the command again",
-            errno.EDQUOT: "free some space and run the command again",
+            errno.EDQUOT: "your disk quota is exceeded there (see `quota`): free some of your space, then run the command again",
             errno.EROFS: "the folder is read-only: choose another with --workdir/--out"}.get(err.errno, "")
     return f"{where}: {err.strerror or os.strerror(err.errno)}" + (f" ({hint})" if hint else "")
 

@@ -1,13 +1,19 @@
 """Writing a file so that readers see the old content or the new, never half of it, and a failed write
-(a full disk, a read-only folder, a kill) leaves no temporary file behind: the one way arctl writes
-the files others read (status.json, config.yaml, checkpoints, caches, datasets)."""
+(a full disk, a read-only folder) leaves no temporary file behind, nor, once the file is written again,
+a kill: the one way arctl writes the files others read (status.json, config.yaml, checkpoints, caches,
+datasets)."""
 
 from __future__ import annotations
 
 import errno
 import hashlib
 import os
+import re
+import socket
+import stat
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,15 +24,101 @@ PLACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
                           errno.EISDIR, errno.ENAMETOOLONG, errno.ENOENT, errno.EEXIST, errno.EIO})
 
 
+TEMP_SUFFIX = ".tmp"
+STALE_LEGACY_TEMP_S = 24 * 3600.0  # a temporary file named before its writer's pid was in its name: this old is no
+# live writer's (a writer's own writes keep its file's time fresh)
+# ".<target>.<pid>-<place>.<8 random>.tmp" (replacing); before, ".<target>.<8 random>.tmp"
+_TEMP_MIDDLE = re.compile(r"^(?:(\d+)-([0-9a-f]{8})\.)?[a-z0-9_]{8}$")
+_cleaned: set[str] = set()  # the targets this process has looked beside (once each: status.json is written often)
+# folder -> the names of its hidden temporary files when this process first wrote there: listed once (a folder of
+# thousands of files written one by one, an export's, was listed again for each)
+_listed: dict[str, list[str]] = {}
+_PLACE: str | None = None  # :func:`_writer_place`, once asked
+
+
+def _writer_place() -> str:
+    """8 hex digits naming where this process's pid means this process: its host, the host's boot and its pid
+    namespace (a container on the same host, a workspace on a disk other hosts mount), so that a pid in a
+    temporary file's name is only ever looked up where it is this process's."""
+    global _PLACE
+    if _PLACE is None:
+        parts = [socket.gethostname()]
+        for read in (lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+                     lambda: str(os.stat("/proc/self/ns/pid").st_ino)):
+            try:
+                parts.append(read())
+            except OSError:  # not Linux: the host's name alone
+                parts.append("")
+        _PLACE = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
+    return _PLACE
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists here (one of another user's does too). A number no pid can be (from a
+    review: a temporary file named ``.status.json.99999999999999999999-<place>.<random>.tmp``, on which
+    ``os.kill`` raised OverflowError after a write had succeeded) is taken as alive: it names no writer here
+    that died, so its file is left, as another host's is."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):  # (EPERM: another user's process; too large for a pid_t)
+        return True
+    return True
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temporary files of :func:`replacing` beside ``path`` that no live process writes: those
+    whose writer (its pid, on this host and pid namespace: :func:`_writer_place`) has died, and ones named
+    before the pid was in the name that have not changed for :data:`STALE_LEGACY_TEMP_S`. A live writer's,
+    another host's and an unknown one's are kept. Once per target and process, after a write of it succeeded;
+    returns what it removed. From a hunt: `arctl data prepare` killed (kill -9) mid-write left a hidden 3.8 MB
+    ``.train.parquet.<random>.tmp`` that every later run kept."""
+    path = Path(path)
+    key = str(path.absolute())
+    if key in _cleaned:
+        return []
+    _cleaned.add(key)
+    folder = str(path.parent.absolute())
+    if folder not in _listed:
+        try:
+            with os.scandir(folder) as entries:
+                _listed[folder] = [e.name for e in entries if e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX)]
+        except OSError:
+            _listed[folder] = []
+    prefix, place, now, removed = f".{path.name}.", _writer_place(), time.time(), []
+    for name in [n for n in _listed[folder] if n.startswith(prefix)]:
+        m = _TEMP_MIDDLE.match(name[len(prefix):-len(TEMP_SUFFIX)])
+        if m is None:  # another target's (".a.1.<...>.tmp" beside "a"), or not ours
+            continue
+        temp = path.parent / name
+        try:
+            st = os.lstat(temp)
+            if m.group(1) is not None:
+                stale = m.group(2) == place and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1)))
+            else:
+                stale = now - st.st_mtime > STALE_LEGACY_TEMP_S
+            if stale and stat.S_ISREG(st.st_mode):
+                os.unlink(temp)
+                removed.append(temp)
+        except OSError:  # gone meanwhile, or not ours to remove: nothing to do
+            pass
+        _listed[folder].remove(name)
+    return removed
+
+
 @contextmanager
 def replacing(path: str | Path, mode: int = 0o644, durable: bool = False) -> Iterator[Path]:
     """``with replacing(p) as tmp: write tmp`` — ``tmp`` (a new file beside ``p``) replaces ``p`` when
     the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was. ``durable``:
     ``tmp`` and then the folder are flushed to disk (fsync) around the rename, so that a machine that
-    crashes after it has the new file (a checkpoint before the older one is deleted)."""
+    crashes after it has the new file (a checkpoint before the older one is deleted). ``tmp`` is named
+    ``.<name>.<pid>-<place>.<random>.tmp``: the writer's pid, so that a later write of ``p`` removes what a killed
+    writer left (:func:`remove_stale_temps`) and never a live one's."""
     path = Path(path)
     try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-{_writer_place()}.",
+                                    suffix=TEMP_SUFFIX)
     except OSError as err:  # name the file the caller writes, not a temporary name it never sees
         raise OSError(err.errno, err.strerror, str(path)) from err
     os.close(fd)
@@ -47,6 +139,7 @@ def replacing(path: str | Path, mode: int = 0o644, durable: bool = False) -> Ite
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    remove_stale_temps(path)
 
 
 def _fsync(path: Path) -> None:
@@ -63,6 +156,55 @@ def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644, durable
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def create_file(path: str | Path, mode: int = 0o666) -> bool:
+    """Create ``path`` empty with ``mode`` less the umask, where nothing is there; True when this call
+    made it. For a file a library would create with a fixed mode: SQLite makes a database 0644 whatever
+    the umask (from a hunt: in a group's shared workspace, ``chmod 2775`` and ``umask 002``, every other
+    file was group-writable and registry.sqlite was not, so no other member could launch), and makes its
+    ``-wal`` and ``-shm`` files with the database's mode. Created first, it has the mode of every file the
+    user makes. Any other failure (a read-only folder, a full disk, a file in place of a folder) is left
+    to the open that follows, which says it in its own words."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _name_of(lookup, number: int) -> str:
+    try:
+        return lookup(number)[0]
+    except (KeyError, OverflowError):  # an id the machine has no name for (a copied or NFS folder)
+        return str(number)
+
+
+def not_writable(path: str | Path) -> str | None:
+    """Why this process cannot write the existing file ``path``: whose it is, its group and mode, and what its
+    owner can do (``"it belongs to ann (group lab), mode -rw-r--r--, which bob cannot write: ann can let the
+    group write it (chmod g+w /w/registry.sqlite)"``), or None: it can, it is on a read-only mount, or there is
+    no such file. From a hunt: in a workspace a group shares, another member's 0644 registry failed a launch
+    "the workspace is read-only", which sent the user to the wrong fix."""
+    try:
+        st = os.stat(path)
+        if os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:  # (a read-only mount: no one's mode)
+            return None
+    except OSError:
+        return None
+    mode = stat.filemode(st.st_mode)
+    try:
+        import grp
+        import pwd
+    except ImportError:  # pragma: no cover - not a POSIX system
+        return f"its mode is {mode}, which this user cannot write"
+    owner, group = _name_of(pwd.getpwuid, st.st_uid), _name_of(grp.getgrgid, st.st_gid)
+    fix = (f"{owner} can let the group write it (chmod g+w {path}; a workspace a group shares wants its members' "
+           "umask at 002)" if st.st_gid in {os.getegid(), *os.getgroups()}
+           else f"{owner} can give it a group you are in, writable (chgrp GROUP {path}; chmod g+w {path})")
+    me = _name_of(pwd.getpwuid, os.geteuid())
+    return f"it belongs to {owner} (group {group}), mode {mode}, which {me} cannot write: {fix}"
+
+
 def file_sha256(path: str | Path) -> str:
     """sha256 of a file's bytes, read in 1 MiB blocks (checkpoints, exported runs)."""
     digest = hashlib.sha256()
@@ -75,6 +217,7 @@ def file_sha256(path: str | Path) -> str:
 HOME_ENV = "ARCTL_HOME"
 DEFAULT_WORKDIR = "arctl-runs"
 CACHE_ENV = "ARCTL_CACHE"
+TINY_WARMUP_CACHE = "tiny-warmup"  # the tiny backend's warm-ups, under cache_root() (arctl.backends.tiny.warmup)
 
 
 def workdir_path(workdir: str | Path | None = None) -> Path:
@@ -126,6 +269,30 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "arctl"
 
 
+def cache_named() -> str:
+    """The user cache as an error names it, with the setting it comes from (:func:`cache_root`):
+    ``"ARCTL_CACHE=/x"``, ``"XDG_CACHE_HOME=/y (its arctl/: /y/arctl)"`` or ``"~/.cache/arctl
+    (/home/u/.cache/arctl)"``. From a hunt: a job failed "Permission denied: '.../tiny-warmup'", naming
+    none of them, so the user could not tell which to change."""
+    if os.environ.get(CACHE_ENV):
+        return f"{CACHE_ENV}={cache_root()}"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return f"XDG_CACHE_HOME={os.environ['XDG_CACHE_HOME']} (its arctl/: {cache_root()})"
+    return f"~/.cache/arctl ({cache_root()})"
+
+
+CACHE_REMEDY = f"set {CACHE_ENV} to a folder you can write"
+
+
+def cache_problem(sub: str = "") -> str | None:
+    """Why the user cache's folder ``sub`` (e.g. :data:`TINY_WARMUP_CACHE`) cannot be written, as one
+    line naming the setting it comes from and what to do (:func:`folder_problem`), or None."""
+    folder = cache_root() / sub if sub else cache_root()
+    if problem := folder_problem(folder):
+        return f"the user cache {cache_named()} cannot be used: {problem} — {CACHE_REMEDY}"
+    return None
+
+
 PROBE_PREFIX = ".arctl-probe."  # the file folder_problem creates and removes at once (a folder's own listing skips it)
 
 
@@ -161,8 +328,11 @@ def open_lock(path: str | Path):
     """``path`` opened to be ``flock``ed: for writing where it can be (NFS emulates flock with POSIX locks,
     and an exclusive one needs a writable descriptor: EBADF on a read-only one; from a review, the local
     slots silently stopped locking there), else read-only (another user's file, which a local lock needs no
-    write access to), created (mode 0644) where missing. An existing file is opened without ``O_CREAT``,
-    which fs.protected_regular refuses for another user's file in a sticky folder such as /tmp. Raises OSError."""
+    write access to), created where missing with mode 0666 less the umask (in a workspace shared by a group,
+    the local queue's slot files are then group-writable like its other files: 0644 left the other members
+    a read-only descriptor, which NFS cannot lock exclusively). An existing file is opened without
+    ``O_CREAT``, which fs.protected_regular refuses for another user's file in a sticky folder such as /tmp.
+    Raises OSError."""
     for flags in (os.O_RDWR, os.O_RDONLY):
         try:
             fd = os.open(path, flags)
@@ -170,7 +340,7 @@ def open_lock(path: str | Path):
         except PermissionError:
             continue
         except FileNotFoundError:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             break
     else:
         fd = os.open(path, os.O_RDONLY)  # raises: the file is there and cannot be opened at all
@@ -183,7 +353,9 @@ def exclusive(name: str) -> Iterator[None]:
     block: e.g. two `arctl export`s into one folder take turns instead of losing each other's index
     entries. Nothing is written where the locked thing is. One machine and one user cache only (two
     machines, or two users, exporting into one shared folder are not serialised); where the user cache
-    cannot be written, the block runs unlocked."""
+    cannot be written, the block runs unlocked, and so it does, with a warning on stderr, where the user
+    cache's file system has no locks (Lustre mounted noflock: ENOSYS; NFS without lockd: ENOLCK; from a
+    hunt, `arctl export` failed there with a traceback)."""
     import fcntl
 
     folder = cache_root() / "locks"
@@ -195,8 +367,29 @@ def exclusive(name: str) -> Iterator[None]:
         yield
         return
     with fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except OSError as err:
+            if err.errno not in NO_LOCK_ERRNOS:
+                raise
+            no_lock_warning(folder / f"{key}.lock", err, name)
+            locked = False
+        else:
+            locked = True
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# what flock says on a file system that has no locks: Lustre mounted noflock (ENOSYS), NFS without its lock
+# daemon (ENOLCK), FUSE and others (EOPNOTSUPP, EINVAL)
+NO_LOCK_ERRNOS = frozenset({errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL})
+
+
+def no_lock_warning(path: str | Path, err: OSError, what: str) -> None:
+    """One stderr line: ``what`` runs without the lock file ``path``, whose file system refused to lock it."""
+    print(f"warning: cannot lock {path} ({err.strerror or os.strerror(err.errno or 0)}: its file system has no "
+          f"locks): {what} runs unlocked, so two at once may overwrite each other's files; set {CACHE_ENV} to a "
+          "folder on a local disk to lock", file=sys.stderr, flush=True)

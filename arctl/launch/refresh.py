@@ -13,7 +13,6 @@ reporting (kill -9) becomes FAILED and is resumed by the next sweep from its las
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import socket
 import subprocess
@@ -27,7 +26,7 @@ from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import read_status
-from arctl.launch.workspace import Workspace, queued_job
+from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
 from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
 SACCT_TIMEOUT_S = 60
@@ -207,30 +206,37 @@ def asked_again(view: dict[str, tuple[str, str]] | None, queued_or_running: list
     return again if source == "sacct" else {}
 
 
-def runaway_error(job_id: str, raw: str, run_id: str) -> str:
+def runaway_error(job_id: str, raw: str, run_id: str, root: Path | None = None) -> str:
+    """What a run whose job is a runaway record says (``root``: its workspace, named in the command)."""
+    where = workdir_arg(root) if root is not None else ""
     return (f"SLURM's controller no longer has job {job_id} (squeue does not list it), though its accounting still "
             f"says {raw.split(' ')[0]}: a runaway record (the controller lost the job, e.g. its state after a crash; "
-            f"`sacctmgr show runawayjobs` mends the record); `arctl resume {run_id}` restarts it from its last "
+            f"`sacctmgr show runawayjobs` mends the record); `arctl resume {run_id}{where}` restarts it from its last "
             "checkpoint")
 
 
-def never_starts(reason: str | None, job_id: str, run_id: str) -> str | None:
+def never_starts(reason: str | None, job_id: str, run_id: str, root: Path | None = None) -> str | None:
     """The warning for a job SLURM will not start (``reason`` in :data:`NEVER_STARTS`) or holds (:data:`HELD`),
-    else None."""
+    else None (``root``: the run's workspace, named in the command)."""
     if (held := HELD.get(reason or "")) is not None:
         return f"SLURM holds job {job_id} ({reason}): it will not start until released; {held.format(job=job_id)}"
     why = NEVER_STARTS.get(reason or "")
     if why is None:
         return None
-    return (f"SLURM will not start job {job_id} ({reason}): {why}; `arctl cancel {run_id}`, change it and run "
+    where = workdir_arg(root) if root is not None else ""
+    return (f"SLURM will not start job {job_id} ({reason}): {why}; `arctl cancel {run_id}{where}`, change it and run "
             "again")
 
 
-def pid_alive(pid: int, needle: str | None = None, argument: Path | None = None, under: bool = False) -> bool:
+def pid_alive(pid: int, needle: str | None = None, argument: Path | None = None, under: bool = False,
+              fresh: bool = False) -> bool:
     """Is ``pid`` alive (and, if given, does its command line contain ``needle`` and have ``argument`` as one of
     its arguments, or with ``under`` an argument that is a path inside ``argument``)? ``argument`` tells the
     process of this workspace from the same process of a copy of it, whose registry has the same pids (from a
-    hunt: `arctl cancel` in a `cp -r` copy stopped the original's job)."""
+    hunt: `arctl cancel` in a `cp -r` copy stopped the original's job). An argument spelled otherwise that is the
+    same folder (:func:`_same_place`: a bind mount, a symlinked or relative path) is ``argument``; one that cannot
+    be looked at from here (another mount namespace's path) is taken for it where ``fresh`` (the run's
+    status.json says it trains, written lately), else not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -247,7 +253,9 @@ def pid_alive(pid: int, needle: str | None = None, argument: Path | None = None,
         cmdline, sep = found
         if cmdline.strip(sep + " ") and (  # empty right after spawn: still exec'ing
                 (needle and needle not in cmdline) or (argument is not None and not _has_argument(cmdline, sep,
-                                                                                                str(argument), under))):
+                                                                                                str(argument), under)
+                                                       and not _same_or_fresh(pid, cmdline, sep, argument, under,
+                                                                              fresh))):
             return False
         try:  # a zombie (exited, not yet reaped by its parent) is dead for us
             return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
@@ -262,6 +270,69 @@ def _has_argument(cmdline: str, sep: str, path: str, under: bool) -> bool:
     words = f"{sep}{cmdline.rstrip(sep)}{sep}"
     path = path.rstrip("/") or "/"
     return f"{sep}{path}{sep}" in words or (under and f"{sep}{path.rstrip('/')}/" in words)
+
+
+def _same_or_fresh(pid: int, cmdline: str, sep: str, argument: Path, under: bool, fresh: bool) -> bool:
+    """:func:`_same_place`'s answer, and where it cannot say, ``fresh``."""
+    same = _same_place(pid, cmdline, sep, argument, under)
+    return fresh if same is None else same
+
+
+def _same_place(pid: int, cmdline: str, sep: str, argument: Path, under: bool) -> bool | None:
+    """Is one of the path arguments of process ``pid``'s ``cmdline`` the folder ``argument`` (with ``under``: the
+    folder itself or a path inside it), compared as files (device and inode), not as strings? From a hunt: `arctl
+    status --workdir` through a bind mount of the workspace (an Apptainer --bind, an automounter's second name, a
+    collaborator's read-only mount) found the job's command line naming the workspace by its other path, took
+    the live job for another workspace's and recorded its run FAILED for good. Paths are looked up as the
+    process sees them (/proc/PID/root, and /proc/PID/cwd for relative ones: another mount namespace's, another
+    working folder), where this process may look there (its own user's processes); a `cp -r` copy's files are
+    other inodes, so a copy's job is still not this workspace's. None where it cannot say: ``argument`` cannot
+    be looked at, or, the process's view being closed to us (another user's), one of its path arguments cannot
+    be found here (a path inside its container?)."""
+    try:
+        target = os.stat(argument)
+    except OSError:
+        return None
+    try:
+        os.stat(f"/proc/{pid}/root")
+        view: Path | None = Path(f"/proc/{pid}")
+    except OSError:
+        view = None
+    unsure = False
+    for word in cmdline.split(sep):
+        if "/" not in word or word.startswith("-"):
+            continue
+        path = Path(word)
+        found = False
+        for place in [path, *path.parents] if under else [path]:
+            if str(place) in (".", "/"):  # the process's own folders: never this workspace's run folder
+                break
+            st = _stat_as_seen(view, place)
+            if st is None:
+                continue
+            found = True
+            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                return True
+        unsure = unsure or (not found and view is None)
+    return None if unsure else False
+
+
+def _stat_as_seen(view: Path | None, path: Path) -> os.stat_result | None:
+    """``path`` (an argument of a process) stat'ed as that process sees it: in ``view`` (its /proc folder: through
+    its root, or its working folder for a relative path), else here as it is (a relative path: not at all);
+    None where it is not there."""
+    if view is not None:
+        candidate = view / "root" / str(path).lstrip("/") if path.is_absolute() else view / "cwd" / path
+    elif path.is_absolute():
+        candidate = path
+    else:
+        return None
+    for place in (candidate, path) if view is not None and path.is_absolute() else (candidate,):
+        try:  # (here too: an absolute link inside the path is followed in this process's root)
+            return os.stat(place)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _command_line(pid: int) -> tuple[str, str] | None:
@@ -353,7 +424,20 @@ def local_job_alive(rec: RunRecord, status: dict, workspace: Workspace) -> bool 
     if (process := _job_process(rec, workspace)) is None:
         return False
     pid, needle, path, under = process
-    return pid_alive(pid, needle, path, under) and _not_reused(pid, _job_since(rec), REUSED_AFTER_S)
+    return (pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time()))
+            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S))
+
+
+FRESH_S = 300.0  # a status.json that says "running" and was written this recently: its job trains now
+
+
+def _trains_lately(status: dict, now: float) -> bool:
+    """Does the run's status.json say its job trains (or saves its stop checkpoint), written within
+    :data:`FRESH_S`? What decides for a live job whose folder argument cannot be looked at from here
+    (:func:`_same_place`): a live job writes it at its steps, a copy's stops changing."""
+    updated = status.get("updated_at")
+    return (status.get("state") in ("running", "stopping") and isinstance(updated, (int, float))
+            and now - updated < FRESH_S)
 
 
 def _job_of_another_workspace(rec: RunRecord, workspace: Workspace) -> str | None:
@@ -367,7 +451,7 @@ def _job_of_another_workspace(rec: RunRecord, workspace: Workspace) -> str | Non
         return None
     what = "the local queue it waited in" if needle == "arctl.launch.local_queue" else "its job"
     return (f"{what} (process {pid}) is another workspace's (is this one a copy of it?): nothing runs it here; "
-            f"`arctl resume {rec.run_id} --workdir {shlex.quote(str(workspace.root))}` launches it here")
+            f"`arctl resume {rec.run_id}{workdir_arg(workspace.root)}` launches it here")
 
 
 def _from_status(status: dict) -> dict:
@@ -455,30 +539,35 @@ def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
     dead launch's claim on an existing run or with a job is settled by a refresh (:func:`_settle_dead_claims`)."""
     if rec.state != states.SUBMITTING or not claim_is_stale(rec, now) or settled(rec, run_dir, now) is not None:
         return None
-    return interrupted_note(rec)
+    return interrupted_note(rec, workspace_root(run_dir))
 
 
 INTERRUPTED_BEFORE = "its launch was interrupted before it submitted it"
 
 
-def interrupted_note(rec: RunRecord) -> str:
-    """:func:`interrupted_launch`'s words for a new run whose dead launch gave it no job."""
-    return f"{INTERRUPTED_BEFORE}, so no job runs for it: {_launched_again(rec)} submits it"
+def interrupted_note(rec: RunRecord, root: Path | None = None) -> str:
+    """:func:`interrupted_launch`'s words for a new run whose dead launch gave it no job (``root``: its
+    workspace, named in the command unless a bare command means it)."""
+    return f"{INTERRUPTED_BEFORE}, so no job runs for it: {_launched_again(rec, root=root)} submits it"
 
 
-def _launched_again(rec: RunRecord, force: bool = False) -> str:
+def _launched_again(rec: RunRecord, force: bool = False, root: Path | None = None) -> str:
     """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it; the
     scale and seed are the row's). ``force``: a completed run, alone: its one cell with ``--force`` (``--force`` on
-    its sweep would rerun the sweep's other completed runs too)."""
+    its sweep would rerun the sweep's other completed runs too). ``root``: its workspace, named (:func:`workdir_arg`;
+    from a hunt: without it the command launched the run in ./arctl-runs)."""
     sweep = rec.sweep if not force else None
     again = f"arctl sweep {sweep}" if sweep else f"arctl run {rec.experiment} --arm {rec.arm}"
     given = "the overrides it was launched with" + (", its sweep's included" if force and rec.sweep else "")
-    return f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}{' --force' if force else ''}` (with {given})"
+    where = workdir_arg(root) if root is not None else ""
+    return (f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}{' --force' if force else ''}"
+            f"{where}` (with {given})")
 
 
-def rerun_one(rec: RunRecord) -> str:
-    """What runs completed run ``rec`` again, and it alone (:func:`_launched_again` with ``--force``)."""
-    return f"{_launched_again(rec, force=True)} runs it again from the start"
+def rerun_one(rec: RunRecord, root: Path | None = None) -> str:
+    """What runs completed run ``rec`` again, and it alone (:func:`_launched_again` with ``--force``), in
+    workspace ``root``."""
+    return f"{_launched_again(rec, force=True, root=root)} runs it again from the start"
 
 
 def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
@@ -490,15 +579,17 @@ def folder_gone(rec: RunRecord, run_dir: Path) -> str | None:
     the run has ended: a relaunch that completes would still say it)."""
     if rec.state not in (states.PENDING, states.RUNNING, *states.TERMINAL) or run_dir.exists():
         return None
+    root = workspace_root(run_dir)  # named in the commands (from a hunt: they relaunched it in ./arctl-runs)
     if rec.state == states.COMPLETED:
-        return f"its run folder {run_dir} is gone (deleted?): reports cannot read it; {rerun_one(rec)}"
+        return f"its run folder {run_dir} is gone (deleted?): reports cannot read it; {rerun_one(rec, root)}"
     if rec.state in states.TERMINAL:
-        return (f"its run folder {run_dir} is gone (deleted?), its checkpoints with it: {_launched_again(rec)} "
-                "launches it again from the start")
+        return (f"its run folder {run_dir} is gone (deleted?), its checkpoints with it: "
+                f"{_launched_again(rec, root=root)} launches it again from the start")
     what = "fails when it starts (it reads its config there)" if rec.state == states.PENDING else \
         "cannot save its checkpoints or progress there"
-    return (f"its run folder {run_dir} is gone (deleted?): its job {rec.job_id} {what}; `arctl cancel {rec.run_id}`, "
-            f"then {_launched_again(rec)} launches it again from the start")
+    return (f"its run folder {run_dir} is gone (deleted?): its job {rec.job_id} {what}; "
+            f"`arctl cancel {rec.run_id}{workdir_arg(root)}`, then {_launched_again(rec, root=root)} launches it "
+            "again from the start")
 
 
 def _settle_dead_claims(registry: Registry, workspace: Workspace, records: list[RunRecord],
@@ -586,10 +677,11 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
             if (raw := lost.get(rec.job_id or "")) is not None:  # gone from the controller: ended, not said how
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
-                status = {**status, "error": status.get("error") or runaway_error(str(rec.job_id), raw, rec.run_id)}
+                said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
+                status = {**status, "error": status.get("error") or said}
             new_state, error = merge_state(rec, status, sched, now)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
-                                                                      rec.run_id)):
+                                                                      rec.run_id, workspace.root)):
                 values["warning"] = never
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status, workspace)

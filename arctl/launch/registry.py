@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from arctl.config.files import create_file, not_writable
 from arctl.launch import states
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.status_file import NONFINITE_TEXTS
@@ -107,6 +108,16 @@ def repair_hint(path: Path) -> str:
 DAMAGE = (sqlite3.Error, UnicodeDecodeError)
 
 
+ROOMY_MIB = 1024  # free space on a disk that says it is full, above which an exceeded quota is the likelier cause
+
+
+def _roomy(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path.parent).free / 2**20 > ROOMY_MIB
+    except OSError:
+        return False
+
+
 def _sqlite_problem(path: Path, err: Exception) -> RegistryError:
     """A one-line RegistryError for an SQLite error on the registry at ``path``."""
     if isinstance(err, UnicodeDecodeError):
@@ -118,9 +129,15 @@ def _sqlite_problem(path: Path, err: Exception) -> RegistryError:
             free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free"
         except OSError:
             free = "free space unknown"
-        return RegistryError(f"{path}: {msg} ({free} there): free some space and run the command again", "full")
+        # SQLite says "database or disk is full" of an exceeded quota too: with room on the disk, that is the likelier
+        quota = " (with that much free, an exceeded disk quota? see `quota`)" if "full" in low and _roomy(path) else ""
+        return RegistryError(f"{path}: {msg} ({free} there){quota}: free some space and run the command again", "full")
     writable = os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
     if "readonly" in low or "read-only" in low or ("unable to open" in low and not writable):
+        for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if whose := not_writable(file):  # another user's file in a shared workspace, not a read-only one
+                return RegistryError(f"{file}: {msg}: {whose}; commands that only read (arctl status, arctl logs, "
+                                     "arctl report) still work", "readonly")
         return RegistryError(f"{path}: {msg}: the workspace is read-only; commands that only read "
                              "(arctl status, arctl logs, arctl report) still work", "readonly")
     if "locked" in low or "busy" in low:
@@ -369,6 +386,7 @@ class Registry:
                         raise
                     self._conn.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_file(self.path)  # 0666 less the umask, as every file a user makes: SQLite alone makes it 0644
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=60000")

@@ -99,9 +99,9 @@ def test_a_full_disk_s_error_without_a_path_is_not_read_as_one_that_has_it():
     run_dir = Path("/ws/runs/r1")
     assert failure_line(ValueError("bad"), run_dir) == "ValueError: bad"
     wrapped = RuntimeError("saving failed")
-    wrapped.__cause__ = OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), "/ws/runs/r1/x")
+    wrapped.__cause__ = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/ws/runs/r1/x")
     line = failure_line(wrapped, run_dir)
-    assert line.startswith("the disk is full at /ws/runs/r1/x (") and "`arctl resume r1`" in line
+    assert line.startswith("the disk is full at /ws/runs/r1/x (") and "`arctl resume r1 --workdir /ws`" in line
 
 
 def test_the_local_queue_outlasts_a_registry_the_full_disk_refuses(specs, tmp_path, monkeypatch):

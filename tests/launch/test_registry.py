@@ -449,8 +449,8 @@ def test_a_job_the_controller_lost_is_not_running_for_ever(tmp_path, monkeypatch
                                               "sacct -X -P -o JobID,State -j 7"]  # asked again: 7_0, 7_2, 7_3
     assert got["r0"] == (states.FAILED, "SLURM's controller no longer has job 7_0 (squeue does not list it), though "
                          "its accounting still says RUNNING: a runaway record (the controller lost the job, e.g. its "
-                         "state after a crash; `sacctmgr show runawayjobs` mends the record); `arctl resume r0` "
-                         "restarts it from its last checkpoint")
+                         "state after a crash; `sacctmgr show runawayjobs` mends the record); "
+                         f"`arctl resume r0 --workdir {ws.root}` restarts it from its last checkpoint")
     assert got["r1"] == (states.RUNNING, None)
     assert got["r2"][0] == states.FAILED and "still says PENDING" in got["r2"][1]
     assert got["r3"][0] == states.CANCELLED  # `arctl cancel` asked for it
@@ -525,7 +525,7 @@ def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monk
     assert calls.read_text().splitlines() == ["squeue -h -r -t all -o %i|%T|%r|%u|%j -j 7,8,9"]
     assert got["r0"] == (states.PENDING, "SLURM will not start job 7_0 (BadConstraints): no node of its partition "
                          "has what it asks (cluster.mem_gb, cluster.cpus_per_task, cluster.gpus_per_node); "
-                         "`arctl cancel r0`, change it and run again")
+                         f"`arctl cancel r0 --workdir {ws.root}`, change it and run again")
     assert got["r1"] == (states.PENDING, None)  # waits for resources: it will start
     assert got["r2"][1].startswith("SLURM will not start job 8 (PartitionTimeLimit)") and "cluster.time_min" in got["r2"][1]
     assert got["r3"] == (states.RUNNING, None)

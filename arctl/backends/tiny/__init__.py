@@ -36,6 +36,15 @@ class TinyBackend(BackendDefaults):
     def conf_dir(self):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 
+    def launch_problem(self, config, run_dir):
+        """Each tiny job caches its warm-up in the user cache as it starts: one that cannot be written there is
+        refused at the launch, naming ``ARCTL_CACHE``, ``XDG_CACHE_HOME`` or ``~/.cache`` (from a hunt: such a
+        launch was submitted, and every job failed "PermissionError: ... '.../tiny-warmup'", naming no
+        setting). Asked by creating and removing a probe file, nothing made."""
+        from arctl.config.files import TINY_WARMUP_CACHE, cache_problem
+
+        return cache_problem(TINY_WARMUP_CACHE)
+
     def config_problem(self, config):
         from arctl.backends.tiny.settings import (
             NEEDS_VALUE,

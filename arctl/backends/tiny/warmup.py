@@ -7,7 +7,10 @@ one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
 ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). Where arctl ships the warm-start of a key
 (``shipped/<key>``: the tiny scale's default, trained once on one machine, 16 min on two cores), the
 cache gets that copy instead, its weights' sha256 checked (:func:`install_shipped`), so every machine
-starts RL from the same weights; ``ARCTL_TINY_WARMUP=train`` trains it here instead. While it trains, the job log
+starts RL from the same weights; ``ARCTL_TINY_WARMUP=train`` trains it here instead. A cache folder that cannot
+be written fails the job in one line naming the setting it comes from (:class:`WarmupCacheError`; the launch
+refuses such a run first); where the cache's file system has no locks (NFS without lockd), the warm-up runs
+unlocked, with a warning. While it trains, the job log
 gets a line every ~10 s (step, loss, ETA) and ``arctl status`` shows "warming up 640/1200". Examples are full reference traces or, with probability
 ``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
 ``arctl.algo.prompts`` (with the run's ``summary.inserted`` tokens) and a reference summary (which finishes up to ``summary_finish_steps``
@@ -16,12 +19,14 @@ terms with probability ``summary_continue_prob``), so the model answers after an
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import math
 import os
 import platform
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -37,7 +42,16 @@ from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
 from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
-from arctl.config.files import cache_root
+from arctl.config.files import (
+    CACHE_REMEDY,
+    NO_LOCK_ERRNOS,
+    PLACE_ERRNOS,
+    TINY_WARMUP_CACHE,
+    cache_named,
+    cache_root,
+    no_lock_warning,
+)
+from arctl.track.runs.pool import usable_cpus
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
@@ -57,7 +71,7 @@ def warmup_dir(config: dict) -> Path:
     every later default run of every workspace started from that warm-up, under the same run ids, unsaid."""
     key = warmup_key(config)
     trained = shipped_dir(key) is not None and warmup_source() == "train"
-    return cache_root() / "tiny-warmup" / (key + TRAINED_SUFFIX if trained else key)
+    return cache_root() / TINY_WARMUP_CACHE / (key + TRAINED_SUFFIX if trained else key)
 
 
 def workspace_of(run_dir: Path) -> Path:
@@ -164,6 +178,28 @@ def lr_at(step: int, total: int, lr: float, min_ratio: float, warmup: int = 50) 
     return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
+class WarmupCacheError(RuntimeError):
+    """The user cache cannot hold the warm-up: one line naming the setting the cache comes from."""
+
+
+# a cache folder the user must change (a full disk is not one: the job's failure line says how full, where)
+_CACHE_ERRNOS = PLACE_ERRNOS - {errno.ENOSPC, errno.EDQUOT}
+
+
+def _cache_error(err: OSError, target: Path, run_dir: Path) -> WarmupCacheError:
+    """The job's one line for a warm-up cache folder it cannot write (from a hunt: ``ARCTL_CACHE`` on a
+    folder of root's, or ``HOME=/nonexistent``, failed the job "PermissionError: [Errno 13] Permission
+    denied: '.../tiny-warmup'", naming no setting; the launch refuses them now, a job on another machine
+    can still meet one). Its resume command names the run's workspace always: the job's working directory
+    says nothing of the shell the user reads it in (from a review: a bare `arctl resume` acted on
+    ./arctl-runs), and a backend cannot ask the launch layer whether a bare command would mean it."""
+    where = err.filename or target
+    workdir = shlex.quote(str(workspace_of(run_dir)))
+    return WarmupCacheError(f"the tiny warm-up cache {target} cannot be used ({where}: {err.strerror or err}); "
+                            f"the user cache is {cache_named()}: {CACHE_REMEDY}, then "
+                            f"`arctl resume {Path(run_dir).name} --workdir {workdir}`")
+
+
 class WarmupInterrupted(Exception):
     """The run was asked to stop during the warm-up (nothing is cached; the next start redoes it)."""
 
@@ -241,22 +277,58 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     """
     key = warmup_key(config)
     target = warmup_dir(config)
-    root = target.parent
-    root.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(root / f"{key}.lock"))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:  # another run (of any workspace) trains it: wait for it, stoppable
+        return _warmup_model(config, key, target, accuracy_fn, should_stop, on_phase)
+    except OSError as err:
+        if err.errno in _CACHE_ERRNOS and _in_cache(err, target):
+            raise _cache_error(err, target, run_dir) from err
+        raise
+
+
+def _in_cache(err: OSError, target: Path) -> bool:
+    """Whether ``err`` is about the warm-up cache folder of ``target``: a path in it, or one of the folders
+    above it, which making it makes (not, say, the run's own folder)."""
+    if err.filename is None:
+        return False
+    try:
+        path, root = Path(os.fsdecode(err.filename)).absolute(), target.parent.absolute()
+    except (OSError, ValueError):
+        return False
+    return path.is_relative_to(root) or root.is_relative_to(path)
+
+
+def _locked(lock: FileLock, target: Path, should_stop=None, on_phase=None) -> bool:
+    """Take the warm-up's ``lock``, waiting (stoppable) while another run trains it; False where the
+    cache's file system has no locks (ENOLCK, ...: a warning, and the warm-up goes on unlocked: from a
+    hunt, runs failed "OSError: [Errno 37] No locks available", naming no path)."""
+    try:
+        try:
+            lock.acquire(timeout=0)
+            return True
+        except Timeout:  # another run (of any workspace) trains it: wait for it, stoppable
+            pass
         if on_phase is not None:
             on_phase("waiting for the warm-up (another run trains it)")
         print(f"tiny warm-up: waiting for another run to finish training {target}", flush=True)
         while True:
             try:
                 lock.acquire(timeout=1.0)
-                break
+                return True
             except Timeout:
                 if should_stop is not None and should_stop():
                     raise WarmupInterrupted("stopped while waiting for another run's warm-up") from None
+    except OSError as err:
+        if err.errno not in NO_LOCK_ERRNOS:
+            raise
+        no_lock_warning(lock.lock_file, err, f"the tiny warm-up into {target}")
+        return False
+
+
+def _warmup_model(config: dict, key: str, target: Path, accuracy_fn, should_stop, on_phase):
+    root = target.parent
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(root / f"{key}.lock"))
+    locked = _locked(lock, target, should_stop, on_phase)
     try:
         if (target / "warmup.json").exists() and (why := cache_problem(target)):  # under the lock: no reader meanwhile
             aside = target.with_name(f"{target.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -273,16 +345,19 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
             print(f"tiny warm-up: the cached warm-up {target} was trained here, not the warm-start arctl ships for "
                   f"this config; moved to {aside.name} ({WARMUP_ENV}=train uses it), the shipped copy installed",
                   flush=True)
-        if not (target / "warmup.json").exists() and not install_shipped(key, target):
+        if not (target / "warmup.json").exists() and not install_shipped(key, target, alone=locked):
             threads = torch.get_num_threads()
-            torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or os.cpu_count() or 1)
+            # the CPUs this process may use (taskset, a SLURM step), not the host's: more threads than those
+            # over-subscribe them (from a review)
+            torch.set_num_threads(int(config["tiny"]["warmup"].get("threads") or 0) or usable_cpus())
             print(f"tiny warm-up: training the shared model into {target}", flush=True)
             try:
-                _train_into(config, target, accuracy_fn, should_stop, on_phase)
+                _train_into(config, target, accuracy_fn, should_stop, on_phase, alone=locked)
             finally:
                 torch.set_num_threads(threads)
     finally:
-        lock.release()
+        if locked:
+            lock.release()
     if on_phase is not None:
         on_phase(None)
     info = json.loads((target / "warmup.json").read_text())
@@ -348,7 +423,7 @@ def shipped_dir(key: str) -> Path | None:
     return folder if (folder / "warmup.json").is_file() else None
 
 
-def install_shipped(key: str, target: Path) -> bool:
+def install_shipped(key: str, target: Path, alone: bool = True) -> bool:
     """Put the shipped warm-start of ``key`` in the cache at ``target``, its weights' sha256 checked
     against its record; False when there is none, when ``$ARCTL_TINY_WARMUP`` is ``train``, or when
     the shipped copy is damaged (a warning; the caller then trains the warm-up)."""
@@ -362,7 +437,7 @@ def install_shipped(key: str, target: Path) -> bool:
                     "training the warm-up instead (reinstall arctl to restore it)", source, sha[:12],
                     str(info.get("weights_sha256"))[:12])
         return False
-    tmp = _staging(target)
+    tmp = _staging(target, alone)
     shutil.copytree(source, tmp)
     _publish(tmp, target)
     where = (info.get("shipped") or {}).get("machine", "another machine")
@@ -391,7 +466,7 @@ def weights_sha256(model_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None) -> None:
+def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None, alone: bool = True) -> None:
     toy, wk = toy_task(config["tiny"]["task"]), config["tiny"]["warmup"]
     tok = build_tokenizer(toy.vocabulary())
     inserted = InsertedTokens.from_tokenizer(tok, inserted_style(config))
@@ -418,7 +493,7 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
                 break
     finally:
         torch.random.set_rng_state(torch_state)
-    tmp = _staging(target)
+    tmp = _staging(target, alone)
     model.save_pretrained(str(tmp / "model"))
     tok.save_pretrained(str(tmp / "tokenizer"))
     info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
@@ -428,15 +503,26 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     _publish(tmp, target)
 
 
-def _staging(target: Path) -> Path:
-    """An empty sibling of ``target`` to build a cache entry in (what a crash left there removed)."""
-    tmp = target.with_name(target.name + ".tmp")
+def _staging(target: Path, alone: bool = True) -> Path:
+    """An empty sibling of ``target`` to build a cache entry in: ``<name>.tmp`` (what a crash left there
+    removed) under the key's lock (``alone``), else (a file system without locks) ``<name>.tmp-<pid>``,
+    which another run building the same entry at the same moment does not remove."""
+    tmp = target.with_name(target.name + ".tmp" + ("" if alone else f"-{os.getpid()}"))
     shutil.rmtree(tmp, ignore_errors=True)
     return tmp
 
 
 def _publish(tmp: Path, target: Path) -> None:
     """Replace ``target`` with the finished ``tmp`` (under the key's lock): the entry appears whole, by
-    one rename of the staged folder, so a half-built entry is never taken for a warm-up."""
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    one rename of the staged folder, so a half-built entry is never taken for a warm-up. An entry another
+    run published meanwhile (possible only unlocked, on a file system without locks) is kept, ``tmp`` dropped:
+    that run may be loading it."""
+    if not (target / "warmup.json").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            tmp.rename(target)
+            return
+        except OSError:
+            if not (target / "warmup.json").exists():
+                raise
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -13,10 +13,15 @@ arctl, ``{"experiments": [...]}``, serves those experiments under the run's own 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 SHARED_FILE = "shared.json"  # written by the launcher (arctl.launch.shared)
+
+
+class RunReadWarning(UserWarning):
+    """A run file was truncated or corrupt, or a run could not be read; the rest was kept."""
 
 
 @dataclass
@@ -54,17 +59,30 @@ def _unique_wandb_files(root: Path) -> list[Path]:
     return sorted(seen.values(), key=str)
 
 
-def discover_runs(workdir: str | Path) -> list[RunSource]:
-    """Every run under ``workdir`` (see the module docstring for the layout)."""
+def discover_runs(workdir: str | Path, unreadable: list[str] | None = None) -> list[RunSource]:
+    """Every run under ``workdir`` (see the module docstring for the layout). A run folder that cannot be
+    looked into (another user's, made with umask 077) is left out with one line naming it, appended to
+    ``unreadable``, else warned as a :class:`RunReadWarning`: from a hunt, its PermissionError aborted every
+    report and export of the workspace, of every experiment."""
     workdir = Path(workdir)
     runs_root = workdir / "runs"
     out: list[RunSource] = []
     if runs_root.is_dir():
-        for run_dir in sorted(p for p in runs_root.iterdir() if p.is_dir()):
-            files = _unique_wandb_files(run_dir / "wandb") if (run_dir / "wandb").is_dir() else []
-            cfg = run_dir / "config.yaml"
-            if files:
-                out.append(RunSource(run_dir.name, files, cfg if cfg.is_file() else None))
+        for run_dir in sorted(runs_root.iterdir()):
+            try:
+                if not run_dir.is_dir():
+                    continue
+                files = _unique_wandb_files(run_dir / "wandb") if (run_dir / "wandb").is_dir() else []
+                cfg = run_dir / "config.yaml"
+                if files:
+                    out.append(RunSource(run_dir.name, files, cfg if cfg.is_file() else None))
+            except OSError as err:
+                line = (f"run {run_dir.name}: its folder {err.filename or run_dir} cannot be read "
+                        f"({err.strerror or err}); left out (its owner can let you read it: chmod -R a+rX)")
+                if unreadable is None:
+                    warnings.warn(line, RunReadWarning, stacklevel=2)
+                else:
+                    unreadable.append(line)
         return out
     if workdir.is_dir():
         by_id: dict[str, list[Path]] = {}
