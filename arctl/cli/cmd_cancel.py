@@ -18,7 +18,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON: each run named, whether it was cancelled and why."),
     ) -> None:
         """Cancel the pending/running jobs of TARGETS. A started job saves a checkpoint first and shows
-        RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them)."""
+        RUNNING ("cancelling") until it has; then CANCELLED (`arctl sweep`/`arctl resume` relaunch them).
+        Exits 1 when a run it names was not cancelled and its job may still run (another host's or
+        user's job, one SLURM here does not have, a debug run in another arctl: each says why), so
+        `arctl cancel X && ...` stops there; a run with nothing left to stop (not active, no job, its
+        job already ending or ended) is no failure: exit 0. --json exits the same."""
         with launch_errors():
             from arctl.launch.control import (
                 NOT_ACTIVE,
@@ -39,6 +43,7 @@ def register(app: typer.Typer) -> None:
                          "cancelled": not what.startswith(NOT_CANCELLED), "outcome": what} for r, what in done]
                        + [{"run_id": r.run_id, "job_id": r.job_id, "state": r.state, "cancelled": False,
                            "outcome": NOT_ACTIVE} for r in records if r.run_id not in asked])
+            _exit_if_left(done)
             return
         for rec, what in done:
             console.print(f"{esc(rec.run_id)}: {esc(what)}")
@@ -49,3 +54,20 @@ def register(app: typer.Typer) -> None:
         console.print(f"{len(done) - left} run(s) cancelled" + (f"; {saving} save a checkpoint first (CANCELLED once "
                                                                  "saved)" if saving else "")
                       + (f"; {left} not cancelled (above)" if left else "") + (f"; {idle} were not active" if idle else ""))
+        _exit_if_left(done)
+
+
+# what the outcomes of arctl.launch.control.cancel_runs that changed nothing say where no job of the run is left
+# to stop: no job was submitted for it, its job is already ending, or it ended meanwhile (their wording is
+# control.py's; tests/launch/test_dead_launch_views.py and test_launcher.py hold them to exit 0)
+NOTHING_LEFT = ("nothing to cancel", "is already ending", "ended meanwhile")
+
+
+def _exit_if_left(done: list) -> None:
+    """Exit 1 where a run named was not cancelled and its job may still run (an outcome that begins with
+    ``NOT_CANCELLED`` and says of none of :data:`NOTHING_LEFT`): from a hunt, "0 run(s) cancelled; 1 not cancelled
+    ... another user's" exited 0, and a script went on as if the job had stopped."""
+    from arctl.launch.control import NOT_CANCELLED
+
+    if any(what.startswith(NOT_CANCELLED) and not any(n in what for n in NOTHING_LEFT) for _, what in done):
+        raise typer.Exit(1)

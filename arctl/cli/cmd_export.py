@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
                                      progress=not as_json)
             except (ReportError, SpecError) as err:
                 fail(str(err))
+            except KeyboardInterrupt:
+                _interrupted(Path(out).expanduser())
         if as_json:
             print_json(result.as_json())
             return
@@ -87,3 +89,13 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[yellow]skipped[/] {esc(printable(run_id))}: {esc(printable(why))}", markup=True,
                               highlight=False)
         console.print(f"rebuild a report from it: arctl report --workdir {esc(printable(shlex.quote(str(result.out))))} ...")
+
+
+def _interrupted(out: Path) -> None:
+    """A Ctrl-C during an export: what it left in ``out`` (:func:`arctl.report.export.interrupted_export`: an
+    export part-way, which the same command completes; else nothing half done)."""
+    from arctl.cli.main import interrupted
+    from arctl.report.export import interrupted_export
+
+    interrupted(f"the export in {out} is unfinished; the same command completes it" if interrupted_export(out)
+                else f"{out} holds no unfinished export")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+from typing import NoReturn
 
 import typer
 
@@ -69,8 +70,47 @@ def command():
     """The click command tree of ``app``, built once per process: Typer rebuilds it from every command's
     signature on each ``app()`` call (~30 ms here), which a process that runs arctl many times (the
     bad-input tests: ~2,000 calls) pays again and again. ``app()`` with pretty exceptions off does
-    nothing else."""
-    return typer.main.get_command(app)
+    nothing else. A Ctrl-C that no command answered is said there (:func:`_saying_interrupts`)."""
+    root = typer.main.get_command(app)
+    root.invoke = _saying_interrupts(root.invoke)
+    return root
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+def interrupted(state: str | None = None) -> NoReturn:
+    """Say on stderr that the command was interrupted, with what it left where it knows (``"<dir> holds the
+    previous outputs"``), and exit 130. From a hunt: a Ctrl-C during a report, an export or a launch exited
+    130 without a word, and the user could not tell what was left half done."""
+    from arctl.cli.common import err_console, esc, printable
+
+    err_console.print(f"[yellow]interrupted[/]{esc(printable(': ' + state)) if state else ''}", markup=True,
+                      highlight=False)
+    raise typer.Exit(INTERRUPTED_EXIT)
+
+
+def interrupt_state(err: BaseException) -> str | None:
+    """What a Ctrl-C (or a SIGTERM/SIGHUP the launcher turns into one) says of itself: the signal, and the notes
+    the code it went through added (the launcher's rollback: what it could not undo)."""
+    args = [str(a) for a in getattr(err, "args", ()) if str(a).startswith("signal ")]
+    parts = [f"by {args[0].removeprefix('signal ')}"] if args else []
+    return "; ".join(parts + [" ".join(str(n).split()) for n in getattr(err, "__notes__", ())]) or None
+
+
+def _saying_interrupts(invoke):
+    """``invoke`` (the root group's), with a Ctrl-C that reaches it said in one line (:func:`interrupted`):
+    Typer turns one into exit 130 without a word. A command that knows what the interrupt left says so
+    itself (``arctl report``, ``arctl export``) and exits 130 before this."""
+
+    @functools.wraps(invoke)
+    def run(ctx):
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt as err:
+            interrupted(interrupt_state(err))
+
+    return run
 
 
 def main() -> None:
@@ -98,8 +138,8 @@ def main() -> None:
         line = " ".join(err.format_message().split())
         err_console.print(f"[bold red]error:[/] {esc(line)}{esc(where)}", markup=True, highlight=False)
         sys.exit(EXIT_USER_ERROR)
-    except abort:
-        sys.exit(130)
+    except abort:  # end of input at a question (click's Abort)
+        sys.exit(INTERRUPTED_EXIT)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -25,8 +25,8 @@ from arctl.launch.refresh import (
     settled,
 )
 from arctl.launch.registry import Registry, RegistryError, RunRecord
-from arctl.launch.status_file import read_status
-from arctl.launch.workspace import Workspace
+from arctl.launch.status_file import mark_cancelled, read_status
+from arctl.launch.workspace import Workspace, workdir_arg
 
 # scancel's lines for a job id SLURM does not have (ended and purged, another cluster's), and for a
 # job that is ending already: the other jobs of the same call were cancelled
@@ -41,12 +41,12 @@ SILENT_S = 3600.0  # a started run whose folder and logs have not changed for th
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
                 force: bool = False) -> list[tuple[RunRecord, str]]:
     """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
-    not started is CANCELLED at once; a started one is asked to stop (TERM: it saves a checkpoint)
-    and stays active until it has, then becomes CANCELLED (:func:`arctl.launch.refresh.merge_state`),
-    so no resume can start beside the attempt that is still saving. scancel cancels the jobs it has
-    and complains about the others: a job already ending is left to the next refresh (it completes or
-    fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never
-    started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
+    not started is CANCELLED at once, in its status.json too (:func:`_mark_cancelled`); a started one is
+    asked to stop (TERM: it saves a checkpoint) and stays active until it has, then becomes CANCELLED
+    (:func:`arctl.launch.refresh.merge_state`), so no resume can start beside the attempt that is still
+    saving. scancel cancels the jobs it has and complains about the others: a job already ending is left to
+    the next refresh (it completes or fails); one SLURM does not have ("Invalid job id specified") is
+    CANCELLED when its run never started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
     killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). A debug run that trains inside a
     live arctl process is left to that process (Ctrl-C there; ``force``: recorded CANCELLED, which its
@@ -136,7 +136,8 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                  "(--force records it CANCELLED)"))
             continue
         if rec.executor == "slurm" and rec.job_id in ending:
-            outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending (`arctl status` shows how)"))
+            outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending "
+                                 f"(`arctl status{workdir_arg(workspace.root)}` shows how)"))
             continue
         if rec.executor == "slurm" and rec.job_id in gone and started and not force and not _silent(workspace, rec):
             outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and its folder "
@@ -158,7 +159,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
             except ProcessLookupError:  # it ended meanwhile: the run is what it reports, the next refresh says
                 outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) ended meanwhile "
-                                     "(`arctl status` shows how)"))
+                                     f"(`arctl status{workdir_arg(workspace.root)}` shows how)"))
                 continue
             except PermissionError:  # another user's process: this run only, the others go on
                 outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) is another user's"))
@@ -179,7 +180,29 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             continue
         for k, v in values.items():
             setattr(rec, k, v)
+        if values.get("state") == states.CANCELLED:
+            _mark_cancelled(reg, workspace, rec)
     return changed
+
+
+def _mark_cancelled(reg: Registry, workspace: Workspace, rec: RunRecord) -> None:
+    """status.json of a run this cancel ended at once: "cancelled" (and its executor, which a never-started
+    run's "submitted" does not name), so that the folder says what the registry does. From a hunt: a queued run
+    cancelled before it started kept "submitted", and `arctl repair`, which rebuilds the registry from the
+    folders, made it FAILED with SLURM's advice for a local run.
+
+    Written after the registry's conditional write won (the row was still waiting, or its job gone): no job of
+    this attempt starts after it (the local queue starts only a row still PENDING under it; scancel stopped a
+    SLURM one). A job that was starting right then (the queue, or scancel, stops it) writes its own state too,
+    and the later write wins: its "running" or its end, which a repair rebuilds as a started run, or this
+    "cancelled"; either way the registry, which every other command reads, says CANCELLED. Nothing is written
+    where the folder is gone or cannot be written (the registry holds the cancel), nor where a launch took the
+    run again meanwhile (its "submitted" is that attempt's; the row is read again just before).
+    :func:`arctl.launch.status_file.mark_cancelled` writes it."""
+    row = reg.get(rec.run_id)
+    if row is None or (row.state, row.claim, row.cancel_requested) != (states.CANCELLED, None, rec.cancel_requested):
+        return
+    mark_cancelled(workspace.run_dir(rec.run_id), rec.ended_at, rec.executor)
 
 
 def _silent(workspace: Workspace, rec: RunRecord) -> bool:
@@ -269,15 +292,18 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
 
 def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> list[RunRecord]:
     """Runs named by ``targets``: run ids (or a prefix of one only), sweep or experiment names. An empty
-    or blank target is an error, never "everything" (``arctl cancel "$RUN"`` with RUN unset)."""
+    or blank target is an error, never "everything" (``arctl cancel "$RUN"`` with RUN unset). Each hint's
+    command names the workspace (:func:`arctl.launch.workspace.workdir_arg`: from a hunt, a bare `arctl status`
+    after ``--workdir ws`` listed ./arctl-runs)."""
+    where = workdir_arg(reg.path.parent)
     if not targets:
-        raise LaunchError("no run, sweep or experiment named — give at least one (`arctl status` lists them)")
+        raise LaunchError(f"no run, sweep or experiment named — give at least one (`arctl status{where}` lists them)")
     chosen: dict[str, RunRecord] = {}
     for target in targets:
         if not str(target).strip():
             raise LaunchError("an empty run, sweep or experiment name names nothing — give a run id (prefix), "
-                              "sweep or experiment (`arctl status` lists them)")
-        _check_text(target, "run, sweep or experiment")
+                              f"sweep or experiment (`arctl status{where}` lists them)")
+        _check_text(target, "run, sweep or experiment", where)
         by_name = reg.list(target)
         if by_name:
             chosen.update((r.run_id, r) for r in by_name)
@@ -287,8 +313,8 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
         kind = None if reg.get(target) is not None else _known_spec(target)
         if kind is not None:
             raise LaunchError(f"{kind} {target!r} has no runs in {reg.path.parent} — launch them with "
-                              f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}`, or `arctl status` lists "
-                              "what is there")
+                              f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}{where}`, or "
+                              f"`arctl status{where}` lists what is there")
         if prefixes and (found := reg.find(target)):  # what reads only (status): every run the prefix starts
             chosen.update((r.run_id, r) for r in found)
             continue
@@ -297,14 +323,15 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
     return list(chosen.values())
 
 
-def _check_text(target: str, what: str) -> None:
+def _check_text(target: str, what: str, where: str) -> None:
     """LaunchError for a name that is not UTF-8 text (a byte the shell passed as a lone surrogate): no run,
-    sweep or experiment has it, and SQLite cannot be asked (from a hunt: a traceback, exit 1)."""
+    sweep or experiment has it, and SQLite cannot be asked (from a hunt: a traceback, exit 1). ``where``: the
+    workspace's ``--workdir`` for the hint's command (:func:`arctl.launch.workspace.workdir_arg`)."""
     try:
         str(target).encode("utf-8")
     except UnicodeEncodeError:
         raise LaunchError(f"the {what} name {ascii(target)} is not UTF-8 text — no run id has it "
-                          "(`arctl status` lists them)") from None
+                          f"(`arctl status{where}` lists them)") from None
 
 
 def _known_spec(name: str) -> str | None:
@@ -327,17 +354,18 @@ def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
     """The run whose id is ``target`` or the only one it starts: a prefix of several is an error, never
     all of them (``..._s1`` starts the ids of seeds 10-19 too). ``what``: what the command takes ("run": one
     run only, never a sweep or experiment name)."""
+    where = workdir_arg(reg.path.parent)  # a hint's command names the workspace (select_runs)
     if not str(target).strip():
-        raise LaunchError("an empty run id names no run — `arctl status` lists run ids")
-    _check_text(target, what)
+        raise LaunchError(f"an empty run id names no run — `arctl status{where}` lists run ids")
+    _check_text(target, what, where)
     found = reg.find(target)
     if not found:
-        raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status` lists them")
+        raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status{where}` lists them")
     if len(found) > 1:
         some = ", ".join(r.run_id for r in found[:3])
         # one run only (`arctl logs`): a sweep or experiment name is no way out (from a hunt: it was suggested)
         out = (", or the sweep or experiment name" if what != "run" else
-               f" (`arctl status {shlex.quote(str(target))} --workdir {shlex.quote(str(reg.path.parent))}` lists them)")
+               f" (`arctl status {shlex.quote(str(target))}{where}` lists them)")
         raise LaunchError(f"{target!r} starts {len(found)} run ids ({some}{', ...' if len(found) > 3 else ''}) — "
                           f"give the whole run id, or more of it{out}")
     return found[0]

@@ -12,7 +12,9 @@ then requeues itself through submitit's checkpointing: submitit calls ``RunJob.c
 which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
 from the checkpoint with the same run id and W&B run id. After SIGTERM (cancel, node shutdown)
-it just exits; ``arctl sweep`` resumes it later.
+it just exits; ``arctl sweep`` resumes it later. A debug run (in the arctl process) takes SIGINT and SIGHUP
+(Ctrl-C, a closed session) as it takes SIGTERM, then ends its launch with a KeyboardInterrupt; a second
+Ctrl-C stops it at once, without the checkpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import errno
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -38,17 +41,52 @@ from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
+from arctl.launch.workspace import workspace_root
 from arctl.track.identity import API_KEY_ENV
 from arctl.track.phase import write_phase
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
+# a debug run trains inside the arctl process, in the user's terminal: Ctrl-C and a closed session stop it too
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP)
+USER_STOPS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)  # a debug run's stop by the user: the launch ends too
 FLUSH_ENV = "WANDB__TRANSACTION_LOG_FLUSH_INTERVAL"  # W&B's x_transaction_log_flush_interval
 PREEMPTED_EXIT_CODE = 75
 
 
+def heeded(signals) -> tuple[int, ...]:
+    """The signals among ``signals`` that this process was not started ignoring: a background job of a shell
+    script (``cmd &``: SIGINT ignored) or a ``nohup`` one (SIGHUP ignored) was told by whoever started it not
+    to stop on them, and a handler of ours must not undo that. From a review: a debug run started as
+    ``arctl run ... --executor debug &`` in a script was CANCELLED by a Ctrl-C meant for the script's
+    foreground; under nohup, by the closed terminal's SIGHUP."""
+    return tuple(s for s in signals if signal.getsignal(s) != signal.SIG_IGN)
+
+
 class JobError(RuntimeError):
     """The backend did not return "completed" or "preempted"."""
+
+
+def interruption(stop: BaseException | int) -> str:
+    """How a stop by the user is named in a run's reason: ``"Ctrl-C"`` (SIGINT, or a KeyboardInterrupt that names
+    no signal), ``"signal SIGHUP"`` (a signal number, or the launcher's KeyboardInterrupt("signal SIGHUP"))."""
+    if isinstance(stop, int):
+        return "Ctrl-C" if stop == signal.SIGINT else f"signal {signal.Signals(stop).name}"
+    said = next((str(a) for a in getattr(stop, "args", ()) if str(a).startswith("signal ")), None)
+    return "Ctrl-C" if said in (None, "signal SIGINT") else said
+
+
+def user_stop(signum: int) -> KeyboardInterrupt:
+    """The KeyboardInterrupt a debug run's stop by ``signum`` ends its launch with: Python's own for SIGINT,
+    ``KeyboardInterrupt("signal SIGHUP")`` for the others, as the launcher raises them."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def interrupted_line(how: str, saved: bool) -> str:
+    """A run's reason once the user stopped it (``how``: :func:`interruption`); ``saved``: whether its stop
+    checkpoint was written."""
+    return f"interrupted ({how})" if saved else (f"interrupted ({how}) before its stop checkpoint was saved: "
+                                                 "`arctl resume` goes on from its last one")
 
 
 # submitit's own markers first: a local or debug job launched from a shell inside a SLURM allocation (salloc,
@@ -97,7 +135,8 @@ RECORD_TRIES = (0.5, 1.0, 2.0, 4.0)  # seconds between the tries to record a fai
 
 def failure_line(err: BaseException, run_dir: Path) -> str:
     """The one line that says why the attempt failed (status.json's ``error``, the run's reason in `arctl
-    status`). A full disk says so, where (the path the failed write names) and how much is free there: from a
+    status`). A full disk says so, where (the path the failed write names) and how much is free there (an exceeded
+    quota says that instead, without the disk's free space, which contradicted "full": from a hunt): from a
     hunt, a checkpoint on a full disk failed as "RuntimeError: [enforce fail at inline_container.cc:672]
     unexpected pos 128 vs 0" and a warm-up cache as "SafetensorError: ... No space left on device", naming no
     path (the tiny backend now raises OSError(ENOSPC) with its path for both)."""
@@ -106,8 +145,14 @@ def failure_line(err: BaseException, run_dir: Path) -> str:
     if full is None:
         return line
     where = f" at {full.filename}" if full.filename else ""
+    # the job's own text, read in the user's shell (`arctl status`): it names the workspace, whatever the job's cwd
+    then = (f"`arctl resume {run_dir.name} --workdir {shlex.quote(str(workspace_root(run_dir)))}` resumes the run "
+            "from its last checkpoint")
+    if full.errno == errno.EDQUOT:  # the user's share is spent, not the disk: its free space would contradict it
+        return (f"your disk quota is exceeded{where} ({full.strerror or os.strerror(full.errno)}; see `quota`): "
+                f"free some of your space there (or ask for a larger quota), then {then}")
     return (f"the disk is full{where} ({full.strerror or os.strerror(full.errno)}{_free_there(full.filename)}): "
-            f"free some space, then `arctl resume {run_dir.name}` resumes the run from its last checkpoint")
+            f"free some space, then {then}")
 
 
 def _causes(err: BaseException) -> list[BaseException]:
@@ -199,12 +244,20 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     run_dir = Path(run_dir).resolve()
     stop_event = threading.Event()
     received: list[int] = []
+    # a debug run (in the arctl process, in the user's terminal): Ctrl-C and a closed session (SIGHUP) stop it as
+    # a TERM does, with a checkpoint; a second Ctrl-C stops at once, without it. From a hunt: a Ctrl-C printed a
+    # 25-line traceback and the run was FAILED "KeyboardInterrupt:"
+    debug = current_executor() == "debug"
+    handled = STOP_SIGNALS + (heeded(TERMINAL_SIGNALS) if debug else ())  # (not those it was started ignoring)
 
     def on_signal(signum, _frame):  # no file written here: see write_stopping
+        if signum in TERMINAL_SIGNALS and any(s in USER_STOPS for s in received):
+            raise user_stop(signum)  # again: at once (the user will not wait for the step to end)
         received.append(signum)
         stop_event.at = getattr(stop_event, "at", None) or time.time()  # when the first stop signal came
         stop_event.abandon = getattr(stop_event, "abandon", False) or signum == signal.SIGTERM
-        _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop")
+        again = " (Ctrl-C again stops at once, without it)" if signum == signal.SIGINT else ""
+        _log(f"caught {signal.Signals(signum).name}: asking the backend to checkpoint and stop{again}")
         stop_event.set()
 
     ended = threading.Event()
@@ -234,7 +287,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
 
     # first thing: submitit's own handler ignores TERM until here (a cancel that came this early was lost;
     # from a review)
-    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         config, attempt, marks = _start_attempt(run_dir)
         stopping.start()  # after "running": a stop that came before it still ends up "stopping"
@@ -262,11 +315,14 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         end_stopping()
         with contextlib.suppress(OSError):  # (its files on the full disk: the failure is what matters)
             tap.flush()
-        line = failure_line(err, run_dir)
+        stopped = isinstance(err, KeyboardInterrupt)  # the user's stop, not a failure: no traceback
+        line = interrupted_line(interruption(err), saved=False) if stopped else failure_line(err, run_dir)
         recorded = _record_failure(run_dir, line)
-        _log(f"{ERROR_MARK}{line}")
-        with contextlib.suppress(OSError):
-            traceback.print_exc()
+        if not (stopped and debug):  # a debug run's: said by its launch, in one line
+            _log(f"{ERROR_MARK}{line}")
+        if not stopped:
+            with contextlib.suppress(OSError):
+                traceback.print_exc()
         if not recorded:  # refresh takes the reason from this line (reported_failure), the job log's last
             _log(f"{ERROR_MARK}{line}{NOT_RECORDED}")
         raise
@@ -313,6 +369,9 @@ class RunJob(Checkpointable):
         usr = JobEnvironment._usr_sig()
         submitit_handler = signal.getsignal(usr)  # submitit's checkpoint_and_try_requeue, if any
         result, received = run_job(Path(run_dir))
+        stops = [s for s in received if s in USER_STOPS]
+        if stops and current_executor() == "debug":  # the user stopped the arctl process: its launch ends too
+            raise user_stop(stops[0])
         # a local job's TERM beside the requeue signal is `arctl cancel` during the time limit's checkpoint: no
         # requeue, or the local controller started the run again and the cancel was lost. On SLURM a TERM then is
         # the time limit's own (a checkpoint that overran the warning), and SLURM requeues no cancelled job

@@ -7,22 +7,28 @@ experiments a shared arm serves). A damaged, foreign or hand-edited ``registry.s
 aside (kept as ``registry.sqlite.damaged-<time>``) and a new one is written from those files. A run
 whose job was still running is entered as RUNNING with its job id, so the next refresh asks its
 scheduler; one submitted to SLURM and not started yet, as PENDING with the job id its ``job/`` link
-names; one whose job left no executor behind is FAILED, and ``arctl resume`` resumes it.
+names; one cancelled before its job started (``arctl cancel`` wrote "cancelled"), as CANCELLED; one
+whose job left no executor behind is FAILED, and ``arctl resume`` resumes it. A run keeps the sweep that
+launched it (its W&B group, where that names a sweep spec and is not its experiment).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import itertools
 import os
 import shutil
+import stat
 import struct
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.compose.paths import find_spec
+from arctl.config.files import create_file
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.progress import run_progress
@@ -34,10 +40,46 @@ from arctl.launch.status_file import read_status
 from arctl.launch.workspace import Workspace, queued_job
 from arctl.track.identity import wandb_generation
 
-REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED}
+REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED,
+            "cancelled": states.CANCELLED}  # cancelled: before its job started (arctl.launch.control._mark_cancelled)
 UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
 QUEUED = ("submitted before the registry was rebuilt, and its job id was only there: if its job is still "
-          "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")
+          "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")  # SLURM's
+# a local or debug run's (executor -> why no job of it runs): what runs it holds the workspace open, and a repair
+# runs only while none does (:func:`_exclusive`); in a copy of a live workspace, it runs the original's folder
+NEVER_STARTED = {
+    "local": "no local queue starts it (a queue starts only the runs its own registry names under it, and this "
+             "new registry names none)",
+    "debug": "no arctl process trains it here (the debug executor trains in its launch, and a repair runs only "
+             "while no launch has the workspace open)",
+}
+NOT_STARTED = "submitted before the registry was rebuilt and never started; {why}: `arctl resume` resumes it"
+
+
+def launched_by(config: dict) -> str | None:
+    """The sweep that launched the run of frozen ``config``: its W&B group where that is not its experiment
+    and names a sweep spec on the search path (:func:`arctl.compose.resolve.resolve_arm` sets the group to
+    the sweep's name), else None. What the registry's ``sweep`` column held, and the sweep it is listed under
+    (from a hunt: a repair lost the column, and the hints that launch the run again named its experiment, not
+    the sweep with its overrides). A ``wandb.group`` set by hand (``wandb.group=mygroup``) names no sweep: taken
+    for one, the hints said ``arctl sweep mygroup``, which fails with "unknown sweep" (a review)."""
+    wandb = config.get("wandb") if isinstance(config.get("wandb"), dict) else {}
+    group = wandb.get("group")
+    if not isinstance(group, str) or not SAFE_ID.match(group) or group == config.get("experiment"):
+        return None
+    return group if find_spec("sweeps", group) is not None else None
+
+
+def _executor(status: dict) -> str | None:
+    """The executor of the attempt ``status`` reports. For one submitted whose job never started, what the
+    launch wrote (:func:`arctl.launch.status_file.mark_submitted`): the launching process's pid for a debug
+    run, the host only for a local one, neither for SLURM (None here: the job/ link says, :func:`_queued`);
+    not its ``executor``, which that write keeps from the attempt before (a run resumed on another executor)."""
+    if status.get("state") != "submitted":
+        return status.get("executor")
+    if status.get("pid") is not None:
+        return "debug"
+    return "local" if status.get("host") is not None else None
 
 
 @dataclass
@@ -53,7 +95,7 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
     SLURM job submitted for it that had not started (:func:`_queued`)."""
     scale = (config.get("scale") or {}).get("name") if isinstance(config.get("scale"), dict) else None
     reported = status.get("state")
-    executor = status.get("executor")
+    executor = _executor(status)
     job_id = status.get("job_id") if isinstance(status.get("job_id"), str) and JOB_ID.match(status["job_id"]) else None
     if executor == "debug":
         job_id = "debug"  # the registry's name for the in-process executor's job
@@ -64,8 +106,10 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
     elif reported == "submitted" and queued and queued[1] is not None:  # it ended before the run started
         state, job_id = states.FAILED, None
         error = f"its SLURM job {queued[0]} ended ({queued[1].lower()}) before the run started; `arctl resume` resumes it"
+    elif reported == "submitted" and executor in NEVER_STARTED:  # a local or debug run: no job of it runs, or will
+        state, error, job_id = states.FAILED, NOT_STARTED.format(why=NEVER_STARTED[executor]), None
     elif reported == "submitted":  # its job id was the registry's (the job id status.json names is an earlier
-        state, error, job_id = states.FAILED, QUEUED, None  # attempt's): its job may still be queued
+        state, error, job_id = states.FAILED, QUEUED, None  # attempt's): its SLURM job may still be queued
     elif job_id and executor in ("slurm", "local"):
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
     else:
@@ -76,7 +120,8 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
     again = wandb_generation(run_id, wandb.get("id"))
     return RunRecord(
         run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
-        state=state, scale=scale, backend=config.get("backend"), executor=executor, job_id=job_id,
+        sweep=launched_by(config), state=state, scale=scale, backend=config.get("backend"), executor=executor,
+        job_id=job_id,
         attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
         started_at=status.get("started_at"), step=progress.get("step"),
         # an attempt that ended without saying when (submitted, never started): when its status was last written
@@ -149,6 +194,7 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
             if left.name.startswith(new.name) or not (pid.isdigit() and _alive(int(pid))):
                 left.unlink(missing_ok=True)
         try:
+            _made_like(new, path)
             result = _rebuild(workspace, new)
             if _fingerprint(path) != before:  # a writer without the lock (an older arctl, a file system without flock)
                 raise LaunchError(f"another arctl process wrote {path} during the repair (the old registry is left "
@@ -166,6 +212,22 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
     finally:
         if held is not None:
             os.close(held)
+
+
+def _made_like(new: Path, old: Path) -> None:
+    """Create the new registry ``new`` with the old one's group and mode, joined by what this user's
+    umask grants (:func:`arctl.config.files.create_file`), so that everyone who could write the old one
+    can write the new one. From a hunt: in a workspace shared by a group, a repair by one member made a
+    file only they could write (SQLite's 0644), and the others could no longer launch."""
+    create_file(new)
+    try:
+        was, now = old.stat(), new.stat()
+    except OSError:  # no old registry: the umask's mode alone (no new file: the open that follows says why)
+        return
+    if was.st_gid != now.st_gid:
+        with contextlib.suppress(OSError):  # (a group this user is not in: the folder's, as any file it makes)
+            os.chown(new, -1, was.st_gid)
+    os.chmod(new, stat.S_IMODE(now.st_mode) | (stat.S_IMODE(was.st_mode) & 0o666))
 
 
 def _in_use(path: Path, holder: int | None) -> str:
@@ -310,10 +372,9 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
         if why:
             result.skipped.append((folder.name, why))
             continue
-        result.runs.append(_record(folder.name, config, read_status(folder), folder, queued.get(folder.name)))
-        group = (config.get("wandb") or {}).get("group") if isinstance(config.get("wandb"), dict) else None
-        if isinstance(group, str) and SAFE_ID.match(group) and group != config["experiment"]:
-            members.append((group, folder.name))  # the sweep it was launched by
+        result.runs.append(rec := _record(folder.name, config, read_status(folder), folder, queued.get(folder.name)))
+        if rec.sweep is not None:
+            members.append((rec.sweep, folder.name))  # the sweep it was launched by
         members += [(exp, folder.name) for exp in read_shared(folder) if SAFE_ID.match(exp)]
     with Registry(path, lock=False) as reg:  # the repair holds the lock: its own file
         reg.claim(result.runs, token="repair")  # inserts each run (as SUBMITTING) ...

@@ -1,6 +1,8 @@
 """``run_dir/status.json``: what the job itself reports (written atomically by the job entry).
 
-Fields: state (submitted | running | stopping | completed | preempted | requeued | failed), job_id, host, pid,
+Fields: state (submitted | running | stopping | completed | preempted | requeued | failed | cancelled: a run `arctl cancel`
+ended before its job started, or a debug run its user stopped, and the runs of its launch it left unstarted:
+:func:`mark_cancelled`), job_id, host, pid,
 executor, started_at, updated_at, ended_at, step, metric_name, metric_value (null where the metric was not finite:
 metric_nonfinite says "nan", "inf" or "-inf"), wandb_id, error, attempt,
 signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
@@ -38,7 +40,7 @@ def _text(v) -> bool:
     return isinstance(v, str) and len(v) <= 10_000
 
 
-STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeued", "failed")
+STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeued", "failed", "cancelled")
 _FIELDS = {  # field -> what its value must be (a status file is written by a job, but read as input)
     "state": lambda v: v in STATES,
     "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
@@ -87,3 +89,21 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host)
+
+
+def mark_cancelled(run_dir: Path, ended_at: float | None, executor: str | None) -> None:
+    """status.json of a run that its registry row now says CANCELLED: "cancelled", when, and its executor (which
+    a never-started run's "submitted" does not name), so that the folder says what the registry does and
+    `arctl repair`, which rebuilds the registry from the folders, keeps it CANCELLED. Written by `arctl cancel`
+    (:func:`arctl.launch.control._mark_cancelled`) and by a debug launch its user stopped
+    (:func:`arctl.launch.launcher._debug_interrupted`), each only after its conditional registry write won. From
+    a hunt and a review: a cancelled queued run kept "submitted", a stopped debug run "preempted", and a repair
+    made them FAILED and PREEMPTED. Nothing is written where the folder is gone or cannot be written (the
+    registry holds the cancel)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    try:
+        write_status(run_dir, state="cancelled", ended_at=ended_at, **({"executor": executor} if executor else {}))
+    except OSError:
+        pass

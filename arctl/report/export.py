@@ -14,6 +14,10 @@ state and name brought up to date where they changed: a run exported running, co
 replacing one whose files differ needs ``force``. Every check runs before anything is written: a refused
 export leaves the folder as it was.
 
+While an export copies, its index lists the runs it has still to copy (``pending``; each leaves the list as it
+is placed): an export stopped part-way (Ctrl-C, a kill, a full disk) is known as unfinished by every reader
+(:func:`interrupted_export`: reports warn), and the same command completes it.
+
 Only completed runs are exported unless ``unfinished``. A run's state is its ``status.json``'s (what its
 job reported), else, in an export exported again, its index's; a run with neither (from before
 ``status.json``, or whose file was lost) is completed when its own files say so
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +40,7 @@ from arctl.config.files import PROBE_PREFIX, atomic_write, exclusive, file_sha25
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import STATUS_FILE, read_status
-from arctl.launch.workspace import EXPORT_INDEX
+from arctl.launch.workspace import EXPORT_INDEX, workdir_arg
 from arctl.report.errors import ReportError, out_dir_problem
 from arctl.track.runs.discover import (
     ConfigReadError,
@@ -50,6 +55,7 @@ from arctl.track.runs.pool import _progress
 INDEX_FILE = EXPORT_INDEX
 INDEX_VERSION = 1
 STAGING = ".staging"  # where a run's files are copied before its folder is moved into runs/
+PENDING = "pending"  # the index's list of the runs an export has still to copy (an unfinished export's)
 SIDE_FILES = (SHARED_FILE, PROVENANCE_FILE)  # read beside the W&B files and config.yaml, when present
 FINAL_STATE = "completed"
 UNKNOWN_STATE = "unknown"  # an exported run whose job left no word and whose W&B files do not say it completed
@@ -148,6 +154,37 @@ def read_index(out: Path) -> dict:
     except (OSError, ValueError) as err:
         raise ReportError(f"{path}: not an arctl export index ({err}); choose another --out folder") from None
     return index
+
+
+def interrupted_export(workdir: str | Path) -> str | None:
+    """The warning for an export folder that an ``arctl export`` left unfinished (runs it was to copy are
+    not there: its index's ``pending``, or a ``.staging`` folder left by an export from before the list),
+    else None (not an export, or a finished one). From a hunt: a report read 1 of the 3 runs of an
+    interrupted export and told the user to launch the 2 others, in a folder that launches nothing."""
+    workdir = Path(workdir)
+    if not (workdir / INDEX_FILE).is_file():
+        return None
+    try:
+        pending = read_index(workdir).get(PENDING) or []
+    except ReportError:  # unreadable: the readers say so in their own words
+        return None
+    if not pending and not (workdir / STAGING).is_dir():
+        return None
+    absent = [rid for rid in pending if not (workdir / "runs" / str(rid)).is_dir()]  # (a run replaced: it is)
+    which = f" ({len(absent)} run(s) it was to copy are not there)" if absent else ""
+    return (f"export interrupted: {workdir} holds a part of the runs it was to hold{which}; rerun "
+            f"`arctl export --out {shlex.quote(str(workdir))} ...` (the same command) to complete it")
+
+
+def producing_in_export(workdir: str | Path) -> str | None:
+    """How runs a report lacks come into ``workdir`` where it is an export, for its "produce them with ..."
+    (an export launches none: ``arctl run`` refuses it); None for a workspace. For data.py's messages."""
+    if not (Path(workdir) / INDEX_FILE).is_file():
+        return None
+    out = shlex.quote(str(workdir))
+    if interrupted_export(workdir):
+        return f"`arctl export --out {out} ...`, the command that was interrupted (it completes the export)"
+    return f"`arctl export --out {out} --workdir WORKSPACE` from a workspace that has them (an export launches no runs)"
 
 
 def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | None = None,
@@ -318,7 +355,11 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     # an export exported again: its runs have no status.json, their state is in its index (from a review: every
     # run was "not completed (state unknown)")
     exported = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).is_file() else {}
-    sources = [s for s in discover_runs(workdir) if ids is None or s.run_id in ids]
+    unreadable: list[str] = []  # folders another user made unreadable: skipped, said like the others skipped
+    sources = [s for s in discover_runs(workdir, unreadable) if ids is None or s.run_id in ids]
+    for line in unreadable:  # "run <id>: its folder ... cannot be read (...); left out (...)"
+        rid, _, why = line.partition(": ")
+        result.skipped.append((rid.removeprefix("run "), why))
     with _bar(progress, len(sources), "checking runs") as advance:
         for source in sources:
             advance()
@@ -330,7 +371,9 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
             if plan[0] is not None:
                 plans.append(plan[0])
     if wanted is not None and (absent := sorted(wanted - seen_experiments)):
-        raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first (`arctl run NAME`) or "
+        # in this workspace, not ./arctl-runs (from a hunt: a bare `arctl run NAME` was suggested)
+        produce = producing_in_export(workdir) or f"`arctl run NAME{workdir_arg(workdir)}`"
+        raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first ({produce}) or "
                           "check the name (`arctl ls experiments`)")
     for rid in sorted((ids or set()) - found):  # asked for, and no W&B history to read
         there = (workdir / "runs" / rid).is_dir()
@@ -351,9 +394,16 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
 
     index.setdefault("version", INDEX_VERSION)
     entries = index.setdefault("runs", {})
+    # what is left to copy, with what an export before this one left (another selection's: kept until it is
+    # completed); a run this one found in place, or decided not to export, is not
+    pending = {str(rid) for rid in index.get(PENDING) or []} | {run.run_id for run, _, _ in plans
+                                                                if run.action != "unchanged"}
+    pending -= {run.run_id for run, _, _ in plans if run.action == "unchanged"} | {rid for rid, _ in result.skipped}
 
     def save_index() -> None:
-        atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items()))}, indent=1) + "\n")
+        index.pop(PENDING, None)
+        atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items())),
+                                                   **({PENDING: sorted(pending)} if pending else {})}, indent=1) + "\n")
 
     out.mkdir(parents=True, exist_ok=True)
     # the index first and after every run: an interrupted export (Ctrl-C, a kill) leaves an export that
@@ -371,19 +421,23 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
                 # the same files in place, another state or name (a run exported running, completed since)
                 entries[run.run_id] = {**before, "experiment": run.experiment, "arm": run.arm, "seed": run.seed,
                                        "state": run.state}
+                pending.discard(run.run_id)
                 save_index()
             else:
-                _copy_run(run, files, run_dir, out, entries, save_index)
+                _copy_run(run, files, run_dir, out, entries, save_index, pending)
             advance()
     shutil.rmtree(out / STAGING, ignore_errors=True)
+    save_index()  # pending: what another export left, or nothing
     return result
 
 
-def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, entries: dict, save_index) -> None:
+def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, entries: dict, save_index,
+              pending: set[str]) -> None:
     """Copy one run's files into ``out/runs/`` (staged beside, placed whole) and list it in the index with
     the sha256 and size of the bytes copied (a live run's files grow between planning and copying: from a
-    hunt, the index described other bytes than the export held). Where listing it fails (a full disk), the
-    placed folder goes again (and the one it replaced comes back): runs/ holds only what the index lists."""
+    hunt, the index described other bytes than the export held), no longer ``pending``. Where listing it fails
+    (a full disk), the placed folder goes again (and the one it replaced comes back): runs/ holds only what the
+    index lists."""
     runs_out = out / "runs"
     staging = out / STAGING / run.run_id  # outside runs/: a crash leaves no half run there
     previous = out / STAGING / ".previous" / run.run_id  # the folder it replaces, until the index lists the new one
@@ -407,9 +461,11 @@ def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, ent
     entries[run.run_id] = {"experiment": run.experiment, "arm": run.arm, "seed": run.seed, "state": run.state,
                            "files": run.files, "bytes": run.bytes,
                            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    pending.discard(run.run_id)  # listed in the same write
     try:
         save_index()
     except OSError:
+        pending.add(run.run_id)
         entries.pop(run.run_id, None)
         shutil.rmtree(target, ignore_errors=True)
         if previous.exists():

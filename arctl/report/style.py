@@ -1,8 +1,13 @@
-"""Shared look of the figures: arm colours, saving in PNG + PDF + SVG, the "runs used" footnote."""
+"""Shared look of the figures: arm colours, saving in PNG + PDF + SVG, the "runs used" footnote; and how a
+report puts its files in place (:class:`Outputs`: all of them together, or none)."""
 
 from __future__ import annotations
 
+import os
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+from arctl.config.files import replacing
 
 FORMATS = ("png", "pdf", "svg")
 _PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -56,25 +61,126 @@ def add_footnote(fig, text: str) -> None:
     fig.supxlabel(textwrap.fill(text, width), x=0.01, ha="left", fontsize=6, color="0.35")
 
 
-def save_figure(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name.png/.pdf/.svg`` into ``out_dir``; returns the paths.
+class Outputs:
+    """The files of one report, put in place together when the ``with`` block ends, or none of them.
+
+    ``stage(target)`` gives a temporary file beside ``target`` to write (:func:`arctl.config.files.replacing`);
+    when the block ends each replaces its target, one rename after another, with Ctrl-C (and SIGTERM, SIGHUP)
+    held back until the last is done. A block that raises (a Ctrl-C while a figure renders, an error) removes
+    the temporaries: the folder holds the previous report's files, each whole. From a hunt: a Ctrl-C during
+    ``arctl report`` left a PDF cut at 457 bytes, and ``claims.json``/``.md`` of one run beside the
+    ``claims.html`` of the run before. ``in_place``: whether the new files are there (a Ctrl-C held back
+    during the renames, or one soon after, comes when they are: what the caller says of it depends on this);
+    ``named``: whether any target is known yet (staged, or announced by :meth:`expect` before its slow
+    rendering); ``had_previous``: whether any of them was there when it became known (a report stopped before
+    it put its files in place left that folder's previous files, if it had any: from a review, a first report
+    stopped early said "holds the previous outputs" of a folder it never made)."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self.paths: list[Path] = []
+        self.in_place = False
+        self.named = False
+        self.had_previous = False
+
+    def expect(self, targets) -> None:
+        """Announce targets that will be staged once rendered: a stop while they render then knows whether
+        there were previous files of them."""
+        for target in targets:
+            self.named = True
+            self.had_previous = self.had_previous or Path(target).exists()
+
+    def __enter__(self) -> Outputs:
+        self._stack.__enter__()
+        return self
+
+    def stage(self, target: str | Path) -> Path:
+        """A temporary file to write ``target``'s content into; it becomes ``target`` when the block ends."""
+        target = Path(target)
+        self.expect([target])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._stack.enter_context(replacing(target))
+        self.paths.append(target)
+        return tmp
+
+    def write_text(self, target: str | Path, text: str) -> Path:
+        self.stage(target).write_text(text)
+        return Path(target)
+
+    def __exit__(self, kind, value, tb) -> bool:
+        if kind is not None:  # the temporaries go; the targets are as they were
+            return bool(self._stack.__exit__(kind, value, tb))
+        with _signals_held():
+            self._stack.__exit__(None, None, None)
+            self.in_place = True
+        return False
+
+
+_HELD_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+@contextmanager
+def _signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait while the block runs, and act as they would have when it ends (each
+    once, raised again in this thread). Their Python handlers are swapped, not the thread's signal mask: the
+    kernel gives a process's signal to any thread that does not block it (a progress bar's, a reader pool's),
+    and Python runs its handler in the main thread whichever received it. Main thread only (where handlers
+    can be set); a signal whose handler is not Python's is left alone."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    before = {}
+    for name in _HELD_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not None:
+            before[sig] = signal.signal(sig, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(came):
+            signal.raise_signal(sig)
+
+
+def save_figure(fig, out_dir: str | Path, name: str, outputs: Outputs | None = None) -> list[Path]:
+    """Write ``name.png/.pdf/.svg`` into ``out_dir``; returns the paths. ``outputs``: the report's
+    :class:`Outputs`, which puts them in place with its other files; without, they are put in place when
+    the three are written (never one of them half written).
 
     The layout is computed once for the three formats. On Linux the PDF is written by a forked copy
     of the process while this one writes the PNG and the SVG (the renderings are independent; on 2
     cores this takes about half the time); a copy that fails or hangs is replaced by writing that
-    format here."""
+    format here. The formats are written into a folder of temporaries beside the targets (named as the
+    targets are: matplotlib chooses the format by the suffix), then staged."""
+    import shutil
+    import tempfile
+
+    if outputs is None:
+        with Outputs() as own:
+            return save_figure(fig, out_dir, name, own)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.{fmt}" for fmt in FORMATS]
+    outputs.expect(paths)  # before the rendering, where a Ctrl-C comes
+    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp"))
     engine = fig.get_layout_engine()
-    if engine is not None:
-        engine.execute(fig)
-        fig.set_layout_engine("none")  # the layout is fixed: do not redo it in every format
     try:
-        _save_formats(fig, paths)
+        if engine is not None:
+            engine.execute(fig)
+            fig.set_layout_engine("none")  # the layout is fixed: do not redo it in every format
+        written = [work / p.name for p in paths]
+        _save_formats(fig, written)
+        for p, w in zip(paths, written):
+            os.replace(w, outputs.stage(p))
     finally:
         if engine is not None:
             fig.set_layout_engine(engine)
+        shutil.rmtree(work, ignore_errors=True)
     return paths
 
 
@@ -82,12 +188,20 @@ CHILD_TIMEOUT_S = 120.0
 FORKED_FORMATS = (".pdf",)
 
 
+# no date in a PDF or an SVG, and SVG ids from the file's name, not uuid4: the same runs give the same bytes, so a
+# regenerated figure committed to git shows no diff (from a hunt: every PDF and SVG differed on every rerun)
+UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}
+
+
 def _savefig(fig, path: Path) -> None:
-    fig.savefig(path, dpi=150 if path.suffix == ".png" else None)
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": path.stem}):
+        fig.savefig(path, dpi=150 if path.suffix == ".png" else None, metadata=UNDATED.get(path.suffix))
 
 
 def _save_formats(fig, paths: list[Path]) -> None:
-    import os
+    import signal
     import sys
 
     if not sys.platform.startswith("linux") or os.environ.get("ARCTL_SERIAL_SAVE"):
@@ -98,26 +212,44 @@ def _save_formats(fig, paths: list[Path]) -> None:
     forked = [p for p in paths if p.suffix in FORKED_FORMATS]
     here = [p for p in paths if p.suffix not in FORKED_FORMATS]
     children: dict[int, Path] = {}
-    for p in forked:
-        pid = os.fork()
-        if pid == 0:  # child: write one format, never return into the caller's code
-            code = 1
-            try:
-                _savefig(fig, p)
-                code = 0
-            finally:
-                os._exit(code)
-        children[pid] = p
-    for p in here:
-        _savefig(fig, p)
-    for pid, p in children.items():
-        if not _wait_ok(pid, CHILD_TIMEOUT_S):
-            _savefig(fig, p)  # here, so that an error surfaces with its real traceback
+    try:
+        for p in forked:
+            pid = os.fork()
+            if pid == 0:  # child: write one format, never return into the caller's code
+                code = 1
+                try:
+                    # a terminal's Ctrl-C reaches the whole process group: the parent decides (it stops
+                    # this copy and removes its file), a copy that died on it left a PDF cut short
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    _savefig(fig, p)
+                    code = 0
+                finally:
+                    os._exit(code)
+            children[pid] = p
+        for p in here:
+            _savefig(fig, p)
+        for pid, p in list(children.items()):
+            ok = _wait_ok(pid, CHILD_TIMEOUT_S)
+            del children[pid]
+            if not ok:
+                _savefig(fig, p)  # here, so that an error surfaces with its real traceback
+    finally:  # interrupted (or failed) while a copy still writes: it stops before its file is removed
+        for pid in children:
+            _stop(pid)
+
+
+def _stop(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _wait_ok(pid: int, timeout_s: float) -> bool:
     """Whether child ``pid`` exited with status 0 within ``timeout_s`` (killed after that)."""
-    import os
     import signal
     import time
 
