@@ -10,6 +10,7 @@ from arctl.cli.common import (
     console,
     err_console,
     esc,
+    fail,
     fit_columns,
     nonempty_option,
     plain_columns,
@@ -34,9 +35,12 @@ def register(app: typer.Typer) -> None:
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),
+        only: list[str] | None = typer.Option(None, "--state", metavar="STATE", help="Only the runs in this state, as "
+                                       "the table shows it (repeatable, any case): e.g. --state failed --state preempted."),
     ) -> None:
         """Runs with state, job id, step (a running run's: of how many, and the time left at its pace),
         last metric, W&B run id and elapsed time."""
+        wanted = _states_asked(only)  # before the registry is opened or refreshed: a typo changes nothing
         with launch_errors():
             from arctl.launch.control import open_existing, select_runs
             from arctl.launch.refresh import refresh as refresh_runs
@@ -62,14 +66,25 @@ def register(app: typer.Typer) -> None:
                 interrupted.add(r.run_id)
             if said := said or folder_gone(r, workspace.run_dir(r.run_id)):
                 r.warning = f"{said}; {r.warning}" if r.warning else said
+        counts: dict[str, int] = {}  # every selected run's, shown or not: the totals line counts them all
+        for r in records:
+            state = INTERRUPTED if r.run_id in interrupted else r.state
+            counts[state] = counts.get(state, 0) + 1
+        selected = len(records)
+        if wanted is not None:  # filtered on the state shown (INTERRUPTED too), after the refresh
+            records = [r for r in records if (INTERRUPTED if r.run_id in interrupted else r.state) in wanted]
 
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         lost = _unregistered(workspace, reg_ids) if target is None else []
         far = {r.run_id: how_far(workspace, r, now) for r in records}  # running runs: (total steps, s left)
+        from arctl.launch.workspace import workdir_arg
+
         note = (f"{len(lost)} run folder(s) in {workspace.runs_dir} are not in the registry (e.g. {lost[0]}): "
-                f"`arctl repair --workdir {workspace.root}` rebuilds it from the run folders") if lost else None
+                f"`arctl repair{workdir_arg(workspace.root)}` rebuilds it from the run folders") if lost else None
         if as_json:
+            # on stderr, not in the document: --json prints a list of registry records, which scripts read as
+            # such; a folder the registry has no row for is no record (its state, job and step are unknown)
             if note:
                 err_console.print(f"[yellow]note[/]: {esc(note)}")
             # "state" is the state the table shows (a script polling it for SUBMITTING waited for ever on a dead
@@ -81,10 +96,9 @@ def register(app: typer.Typer) -> None:
                         for r in records])
             return
         headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed")
-        rows, counts = [], {}
+        rows = []
         for r in records:
             state = INTERRUPTED if r.run_id in interrupted else r.state
-            counts[state] = counts.get(state, 0) + 1
             metric = shown_metric(r.metric_name, r.metric_value, r.metric_nonfinite)
             if r.phase and r.state in ("RUNNING", "PENDING"):  # e.g. "warming up 640/1200", "waiting for <run>"
                 metric = r.phase
@@ -104,7 +118,9 @@ def register(app: typer.Typer) -> None:
         else:  # plain aligned columns: never truncated, fast for thousands of runs
             plain_columns(headers, rows)
         summary = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
-        console.print(f"{len(records)} run(s): {summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
+        shown = (f"{len(records)} of {selected} run(s) shown ({', '.join(sorted(wanted))}); all: " if wanted is not None
+                 else f"{selected} run(s): ")
+        console.print(f"{shown}{summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
         for r in records:
             if r.state == "FAILED" and r.error:  # a job's error (Ray's carries colour codes): printable
                 console.print(f"[red]{esc(r.run_id)}: {esc(printable(r.error))}[/]")
@@ -112,6 +128,22 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]{esc(r.run_id)}: {esc(printable(r.warning))}[/]")
         if note:
             console.print(f"[yellow]note[/]: {esc(note)}")
+
+
+def _states_asked(given: list[str] | None) -> frozenset[str] | None:
+    """The states ``--state`` asks for, upper-cased (None: no filter): the registry's states
+    (:data:`arctl.launch.states.ALL`) and INTERRUPTED, which the table shows for a dead launch's runs.
+    An unknown one is one error line naming the known ones (exit 2), before anything is read."""
+    if not given:
+        return None
+    from arctl.launch import states
+
+    known = states.ALL | {states.INTERRUPTED}
+    for value in given:
+        if value.strip().upper() not in known:
+            fail(f"--state {value!r} is not a run state: use one of {', '.join(sorted(known))} (any case; repeat "
+                 "--state for several)")
+    return frozenset(value.strip().upper() for value in given)
 
 
 # columns that give way, in turn, when the table is too wide (W&B run, last metric, experiment/arm/seed), and how far;

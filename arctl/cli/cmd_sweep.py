@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides applied to every cell."),
         scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print cells, configs and the sbatch script; submit nothing."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the configs of the cells that would start (each distinct config once), the sbatch script and the counts; submit nothing."),
         workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
         executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed cells from scratch."),

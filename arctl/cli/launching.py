@@ -4,6 +4,7 @@ lines); and what the commands that show runs share: one-line launch errors, stat
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 
@@ -89,10 +90,11 @@ def styled(state: str) -> str:
 
 def dry_run_report(items, workspace, executor: str | None, force: bool, array_parallelism: int | None,
                    as_json: bool, executor_by: str = "--executor") -> None:
-    """Print what would be launched; write and submit nothing."""
+    """Print what would be launched: the plan of every item, the configs of the runs that would start
+    (:func:`print_configs`), the sbatch scripts, then the counts of each action (:func:`totals_line`; ``--json``:
+    ``counts``); write and submit nothing."""
     from arctl.launch.executors import choose_executor
     from arctl.launch.launcher import STARTS, dry_run_scripts, plan, planned_problem
-    from arctl.launch.rundir import dump_config
 
     configured = items[0].config.get("cluster", {}).get("executor")
     requested = executor or configured or "auto"
@@ -103,6 +105,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             raise
         name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
     plan(items, workspace, force)
+    for i in items:  # a run kept as it is, whose launch-only keys the spec now sets otherwise: said on its line
+        if i.action in ("skip", "active"):
+            i.reason += kept_settings_note(i, workspace, i.action == "active", force)
     to_launch = [i for i in items if i.action in STARTS]
     # what the launch itself would refuse (workspace_problem, executor_problem), shown, not raised: a dry run previews
     refused = planned_problem(items, workspace)
@@ -121,6 +126,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         if not refused:  # (from an audit: this was a traceback, exit 1, where the launch gives one line)
             raise
         scripts = []
+    counts = action_counts(items)
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
@@ -128,12 +134,12 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                       "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
                       "config": i.config} for i in items],
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
+            "counts": counts,
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
         return
     from rich.cells import cell_len
-    from rich.syntax import Syntax
     from rich.table import Table
 
     console.print(f"[bold]dry run[/]: nothing is written or submitted. {esc(note)}")
@@ -154,17 +160,104 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print(table)
     else:
         plain_columns(headers, rows)
-    for i in items:
-        section(f"[bold]{esc(i.run_id)}[/]  ({esc(i.experiment)}/{esc(i.arm)}/s{i.seed})")
-        console.print(Syntax(dump_config(i.config), "yaml", background_color="default"))
+    print_configs(to_launch)
     for title, script in scripts:
         section(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
+    console.print(esc(totals_line(counts)))
     if refused:
         fail(f"a launch would be refused: {refused}")
 
 
+# what the dry run's last line says of each planned action (LaunchItem.action), in this order
+ACTION_TOTALS = {"new": "would start (new)", "resume": "would resume", "rerun": "would rerun (--force)",
+                 "skip": "skipped (completed)", "active": "skipped (under way)", "shared": "shared",
+                 "refused": "refused"}
+CONFIGS_WHOLE = 3  # a dry run starting at most this many runs prints each one's config, as it always did
+
+
+def action_counts(items) -> dict[str, int]:
+    """Planned action -> how many items :func:`arctl.launch.launcher.plan` gave it (those with any), in
+    :data:`ACTION_TOTALS`' order: the dry run's totals line and its ``--json`` ``counts``."""
+    counts = {action: 0 for action in ACTION_TOTALS}
+    for item in items:
+        counts[item.action] = counts.get(item.action, 0) + 1
+    return {action: n for action, n in counts.items() if n}
+
+
+def totals_line(counts: dict[str, int]) -> str:
+    """"520 planned: 56 would resume, 304 skipped (completed), 160 shared": the dry run's last line. From a
+    hunt: 520 cells printed 70,793 lines ending in a YAML config, never saying how many would resume."""
+    said = ", ".join(f"{n} {ACTION_TOTALS.get(action, action)}" for action, n in counts.items())
+    return f"{sum(counts.values())} planned: {said or 'nothing'}"
+
+
+def config_groups(items) -> list[list]:
+    """``items`` grouped by their config up to what names one run of an arm: the seed, the run's names
+    (:func:`arctl.launch.shared.share_key`: run id, W&B name and id, ...) and the run it starts from
+    (``trainer.init_run``, another seed's run), within one experiment and arm. Each group's first item
+    comes first, in ``items``' order. The seeds of an arm (or of one of a sweep's grid points) are one group;
+    a resumed run whose frozen config differs in anything else is a group of its own."""
+    from arctl.launch.shared import share_key
+
+    groups: dict[tuple, list] = {}
+    for item in items:
+        config = {**item.config, "seed": None}
+        if isinstance(config.get("trainer"), dict):
+            config["trainer"] = {**config["trainer"], "init_run": None}
+        groups.setdefault((item.experiment, item.arm, share_key(config)), []).append(item)
+    return list(groups.values())
+
+
+def differing_keys(items) -> list[str]:
+    """The dotted config keys whose values are not the same in every one of ``items`` (sorted)."""
+    from arctl.track.runs.tidy import flatten_config
+
+    flat = [flatten_config(i.config) for i in items]
+    missing = object()
+    keys = set().union(*flat)
+    return sorted(k for k in keys if len({repr(f.get(k, missing)) for f in flat}) > 1)
+
+
+def print_configs(starting) -> None:
+    """The configs of the runs a launch would start (not of those it skips or shares: another item's run).
+    Up to :data:`CONFIGS_WHOLE` runs, each one's; more, each distinct config once (:func:`config_groups`),
+    headed by the runs it serves and the keys in which they differ from the one shown, which ``--json`` has
+    for every run. From a hunt: a 520-cell sweep printed 520 configs of 135 lines, 40 per arm that differed only
+    in their seed and names, skipped and shared cells' too. YAML is coloured on a terminal only (in a pipe,
+    rich's highlighting took 25 s of 84)."""
+    from arctl.config.ranges import seeds_text
+    from arctl.launch.rundir import dump_config
+
+    def show(config: dict) -> None:
+        text = dump_config(config)
+        if console.is_terminal:
+            from rich.syntax import Syntax
+
+            console.print(Syntax(text, "yaml", background_color="default"))
+        else:  # the same lines as Syntax prints in a pipe (the YAML and a blank line), without its cost
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+
+    groups = [[i] for i in starting] if len(starting) <= CONFIGS_WHOLE else config_groups(starting)
+    for group in groups:
+        first = group[0]
+        if len(group) == 1:
+            section(f"[bold]{esc(first.run_id)}[/]  ({esc(first.experiment)}/{esc(first.arm)}/s{first.seed})")
+            show(first.config)
+            continue
+        would = ", ".join(f"{n} {ACTION_TOTALS[a]}" for a, n in action_counts(group).items())
+        section(f"[bold]{esc(first.experiment)}/{esc(first.arm)}[/]  ({len(group)} runs, one config)")
+        console.print(esc(printable(
+            f"{would}, seeds {seeds_text(i.seed for i in group)}: the config of {first.run_id} (s{first.seed}); the "
+            f"{len(group) - 1} others differ from it only in {', '.join(differing_keys(group))} (--json has "
+            "every run's config)")))
+        show(first.config)
+
+
 def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:
+    from arctl.launch.workspace import workdir_arg
+
     if as_json:
         return
     err_console.print(esc(result.executor_note))
@@ -177,7 +270,7 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
     what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
     if result.executor == "slurm" and jobs:
         what += f" as SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
-    console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status` shows progress."))
+    console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status{workdir_arg(workspace.root)}` shows progress."))
 
 
 def how_far(workspace, rec, now: float) -> tuple[int | None, float | None]:
@@ -235,12 +328,17 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
         return wait_for(workspace, run_ids, on_update=on_update, on_problem=lambda text: err_console.print(
             f"[yellow]warning:[/] {esc(printable(text))}", markup=True, highlight=False))
     except KeyboardInterrupt:
-        err_console.print("detached: the runs go on in the background; `arctl status` shows them")
+        from arctl.launch.workspace import workdir_arg
+
+        err_console.print(esc(f"detached: the runs go on in the background; `arctl status{workdir_arg(workspace.root)}` "
+                              "shows them"))
         raise typer.Exit(130) from None
 
 
 def closing_lines(workspace, records) -> None:
     """Where the runs and their W&B files are (each run when there are few), and what failed."""
+    from arctl.launch.workspace import workdir_arg
+
     if records and len(records) <= 12:
         for r in records:
             run_dir = workspace.run_dir(r.run_id)
@@ -254,7 +352,7 @@ def closing_lines(workspace, records) -> None:
     bad = [r for r in records if r.state in ("FAILED", "CANCELLED", "PREEMPTED", "INTERRUPTED")]
     for r in bad:
         err_console.print(f"[red]{esc(r.run_id)} {r.state}[/]{esc(printable(': ' + r.error) if r.error else '')} — "
-                          f"`arctl logs {esc(r.run_id)}`")
+                          f"`arctl logs {esc(r.run_id + workdir_arg(workspace.root))}`")
 
 
 def wandb_folders(run_dir) -> list:
@@ -262,12 +360,18 @@ def wandb_folders(run_dir) -> list:
     return sorted((run_dir / "wandb").rglob("offline-run-*"))
 
 
-def figure_commands(items, workdir) -> list[str]:
-    """``arctl report --figure F`` for the figure of each launched experiment (its spec's ``figure:``)."""
+def figure_lines(items, workdir) -> tuple[list[str], list[str]]:
+    """(the ``arctl report --figure F`` commands that draw the launched experiments' figures, a note for each
+    figure that none can draw). A figure whose spec reads other experiments gets the launched ones named
+    (``--sweep S`` where a sweep's cells were launched, else ``--experiment E``): from a hunt, the README's
+    own flow (``arctl cp main-grpo experiments/my-exp.yaml``, ``arctl run my-exp``) ended with a command
+    that reads main-grpo's runs, "no runs of experiment(s) main-grpo, ...", exit 2. A ``figure:`` that names
+    no usable report spec is said as such, not printed as a command that fails ("unknown figure")."""
     import shlex
 
     from arctl.compose.errors import SpecError
     from arctl.compose.experiment import load_experiment
+    from arctl.launch.workspace import workdir_arg
 
     def figure(experiment: str) -> str | None:
         try:
@@ -276,9 +380,114 @@ def figure_commands(items, workdir) -> list[str]:
             return None    # said after its job ran, as an error line, it lost the launch's output (from a hunt)
 
     experiments = dict.fromkeys(i.experiment for i in items)
-    figures = dict.fromkeys(f for f in (figure(e) for e in experiments) if f)
-    where = f" --workdir {shlex.quote(str(workdir))}" if workdir is not None else ""
-    return [f"arctl report --figure {f}{where}" for f in figures]
+    by_figure: dict[str, list[str]] = {}
+    for exp in experiments:
+        if name := figure(exp):
+            by_figure.setdefault(name, []).append(exp)
+    sweeps = {getattr(i, "sweep", None) for i in items}
+    sweep = next(iter(sweeps)) if len(sweeps) == 1 else None  # every cell of one sweep: the runs it composed
+    where = workdir_arg(workdir) if workdir is not None else ""
+    commands, notes = [], []
+    for name, launched in by_figure.items():
+        which = " and ".join(launched)
+        try:
+            reads = figure_reads(name)
+        except Exception as err:  # noqa: BLE001 - ReportError or SpecError: the spec's own one line
+            notes.append(f"no figure to draw: {which} {'names' if len(launched) == 1 else 'name'} figure {name}, "
+                         f"which `arctl report` cannot draw: {err}")
+            continue
+        named = ""
+        if reads is not None and not set(launched) <= set(reads):
+            named = (f" --sweep {shlex.quote(sweep)}" if sweep is not None
+                     else "".join(f" --experiment {shlex.quote(e)}" for e in launched))
+        commands.append(f"arctl report --figure {shlex.quote(name)}{named}{where}")
+    return commands, notes
+
+
+def figure_reads(name: str) -> list[str] | None:
+    """The experiments whose runs figure ``name`` reads as its spec says (None: every experiment's, or none
+    where it is drawn from definitions alone, which take no ``--experiment``); ReportError or SpecError where
+    there is no such figure or its spec is broken (what ``arctl report --figure`` would say)."""
+    from arctl.compose.report_specs import spec_builder
+    from arctl.report.data import resolve_experiments
+    from arctl.report.render import BUILDERS
+    from arctl.report.specs import load_spec
+
+    spec = load_spec("figure", name)
+    if BUILDERS[spec_builder(spec)][1] is None:
+        return None
+    return resolve_experiments(spec, None, None)
+
+
+KEPT_SHOWN = 3  # the differing keys a skipped run's line names, then "and N more"
+
+
+def kept_settings_note(item, workspace, active: bool, force: bool) -> str:
+    """"; its config.yaml has K=V, ... not your spec's (...)" for a run the launch keeps as it is (completed,
+    or under way: ``active``) whose frozen config.yaml differs from what the spec now composes in the keys the run
+    id leaves out (:func:`arctl.launch.cells.runs_differently`), else "". From a hunt: ``wandb.notes`` and
+    ``wandb.project`` edited after a run completed were skipped with "completed" and never reached it, without a
+    word. A run that is done is compared in ``wandb.*`` only (where its W&B run logged and what it is called: its
+    ``cluster`` said only where it ran); one under way in every launch-only key (it goes on with its own
+    ``cluster.time_min``). Only a kept run's config.yaml is read; the run id is unchanged."""
+    from arctl.config.hydra_text import override_value
+    from arctl.launch.cells import runs_differently
+    from arctl.launch.rundir import READ_KEYS, read_run_config
+    from arctl.track.runs.tidy import flatten_config
+
+    try:
+        frozen = flatten_config(read_run_config(workspace.run_dir(item.run_id)))
+    except Exception:  # noqa: BLE001 - no readable config.yaml: nothing to compare (status and logs say why)
+        return ""
+    composed = flatten_config(item.config)
+
+    def compared(key: str) -> bool:
+        if key.split(".", 1)[0] in READ_KEYS or key == "wandb.id":  # named by the launch, not the spec
+            return False
+        return runs_differently(key) if active else key.startswith("wandb.")
+
+    missing = object()
+    differing = [k for k in sorted(composed.keys() | frozen.keys()) if compared(k)
+                 and frozen.get(k, _schema_default(k)) != composed.get(k, _schema_default(k, missing))]
+    if not differing:
+        return ""
+
+    def shown(key: str) -> str:
+        value = frozen.get(key, _schema_default(key))
+        try:
+            text = override_value(value)
+        except ValueError:  # NaN: written as Python writes it
+            text = str(value)
+        return f"{key}={printable(text if len(text) <= 40 else text[:37] + '...')}"
+
+    said = ", ".join(shown(k) for k in differing[:KEPT_SHOWN])
+    if len(differing) > KEPT_SHOWN:
+        said += f" and {len(differing) - KEPT_SHOWN} more"
+    then = ("it goes on with its own" if active else "--force reruns it with yours" if not force
+            else "it was brought along, not rerun")
+    return f"; its config.yaml has {said}, not your spec's (launch-only keys, outside the run id: {then})"
+
+
+def _schema_default(key: str, absent=None):
+    """The schema's default of dotted ``key`` (a key a config frozen before it existed lacks: ``wandb.notes``),
+    or ``absent`` where the schema has no plain default for it."""
+    import dataclasses
+
+    from arctl.config.schema import RunConfig
+
+    kind = RunConfig
+    *sections, last = key.split(".")
+    for part in sections:
+        found = {f.name: f for f in dataclasses.fields(kind)}.get(part) if dataclasses.is_dataclass(kind) else None
+        if found is None or found.default_factory is dataclasses.MISSING:
+            return absent
+        kind = found.default_factory
+    found = {f.name: f for f in dataclasses.fields(kind)}.get(last) if dataclasses.is_dataclass(kind) else None
+    if found is None:
+        return absent
+    if found.default is not dataclasses.MISSING:
+        return found.default
+    return found.default_factory() if found.default_factory is not dataclasses.MISSING else absent
 
 
 def launch_and_report(items, *, workdir, executor, force, wait, array_parallelism, as_json, members, dry_run,
@@ -300,6 +509,11 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     with quiet:
         result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
                         members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"), executor_by=executor_by)
+    # a run the registry kept as it is (not a shared cell, nor a rerun or resume this launch claimed and then dropped,
+    # whose config.yaml it wrote or put back: the launch sets their action) says where its launch-only keys differ
+    result.skipped = [(i, why if i.shares or i.action in ("rerun", "resume")
+                       else why + kept_settings_note(i, workspace, i.run_id in result.in_flight, force))
+                      for i, why in result.skipped]
     report_launch(result, workspace, as_json)
     waited = None
     should_wait = wait if wait is not None else result.executor == "local"
@@ -308,7 +522,8 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     waiting = [i.run_id for i in result.submitted] + [r for r in result.in_flight if should_wait]
     if result.executor == "debug" or (should_wait and waiting):
         waited = wait_with_progress(workspace, waiting, as_json)
-    figures = figure_commands(items, workdir)
+    figures, figure_notes = figure_lines(items, workdir)
+    failed = any(r.state != "COMPLETED" for r in waited or [])  # no figure is drawn from runs that did not complete
     if as_json:
         final = {r.run_id: r for r in waited or []}
         print_json({
@@ -326,20 +541,24 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
                                "wandb": [str(d) for d in wandb_folders(workspace.run_dir(i.run_id))]}
                               if i.run_id in final else {})}
                           for i in result.submitted],
-            # a run another launch had under way, waited for: its state as it ended
-            "skipped": [{"run_id": i.run_id, "reason": why, **({"state": final[i.run_id].state}
-                                                                if i.run_id in final else {})}
+            # what the text's skip lines name (from a hunt: run_id and reason only); a run another launch had
+            # under way, waited for: its state as it ended
+            "skipped": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed, "reason": why,
+                         **({"state": final[i.run_id].state} if i.run_id in final else {})}
                         for i, why in result.skipped],
-            "figures": figures,
+            # as the text: no figure to draw from runs that did not complete (from a hunt: listed after a failure)
+            "figures": [] if failed else figures,
+            **({"figure_notes": figure_notes} if figure_notes else {}),
         })
     else:
         if waited is not None or result.skipped:
             closing_lines(workspace, waited or [])
-        failed = any(r.state != "COMPLETED" for r in waited or [])
         elsewhere = set(result.in_flight) - {r.run_id for r in waited or []}  # under way, not waited for
         for command in [] if failed else figures:
             when = "when the runs are done, draw" if (result.submitted and waited is None) or elsewhere else "draw"
             console.print(esc(f"{when} the figure: {command}"))
+        for note in figure_notes:
+            console.print(esc(note))
     # exit 1 where a run waited for did not complete, whatever ended it (cancelled, preempted: `arctl run X &&
     # arctl report ...` went on to report a run that never finished, from a hunt); the last line says which
     unfinished = [r for r in waited or [] if r.state != "COMPLETED"]

@@ -20,6 +20,10 @@ from pathlib import Path
 
 from arctl.config.schema import EXECUTORS as CLUSTER_EXECUTORS
 
+# what the machine gives new processes has its one home beside the report's readers, a layer below;
+# vm_stat_available_gb and _cgroup_room_gb are named here too for the callers and tests that import them from here
+from arctl.track.runs.pool import _cgroup_room_gb, available_memory_gb, usable_cpus, vm_stat_available_gb  # noqa: F401
+
 EXECUTORS = tuple(e for e in CLUSTER_EXECUTORS if e != "auto")  # what `auto` chooses between
 PREEMPT_SIGNAL = "USR1"
 MAX_SIGNAL_DELAY_S = 65535  # sbatch --signal=...@sig_time accepts up to 65535 s
@@ -116,8 +120,10 @@ def local_parallelism(cluster: dict, n_runs: int, requested: int | None = None) 
 
 
 def local_cores() -> int:
-    """The cores the local executor counts on (``os.cpu_count()``, at least 1)."""
-    return os.cpu_count() or 1
+    """The cores the local executor counts on: those this process may run on (:func:`arctl.track.runs.pool.
+    usable_cpus`, its affinity mask: ``taskset``, a SLURM step's cpuset), not the host's ``os.cpu_count()``,
+    which ran two runs side by side on the one core ``taskset -c 0`` leaves (from a hunt)."""
+    return usable_cpus()
 
 
 def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
@@ -126,68 +132,6 @@ def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
     share them), then a last round of the r runs left, max(1, r / cores)."""
     rounds, left = divmod(n_runs, parallel)
     return rounds * Fraction(max(parallel, cores), cores) + (Fraction(max(left, cores), cores) if left else 0)
-
-
-def available_memory_gb() -> float:
-    """The memory this machine can give new processes now, in GiB: Linux ``MemAvailable``, less where a
-    cgroup (a container's, a SLURM step's) limits this process to less (its limit minus its use); on
-    macOS what ``vm_stat`` counts free (:func:`vm_stat_available_gb`); else 0 (unknown: no run beyond
-    the cores; the total memory, which this once fell back to, says nothing of what other programs hold)."""
-    found = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                found = int(line.split()[1]) / 2**20
-    except (OSError, ValueError, IndexError):
-        pass
-    if found is None and sys.platform == "darwin":  # a Mac: no /proc; vm_stat says what is free
-        try:
-            text = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=5).stdout
-        except (OSError, subprocess.SubprocessError):
-            text = ""
-        found = vm_stat_available_gb(text)
-    if found is None:
-        return 0.0  # unknown: no run beyond the cores (the total memory is not what is free)
-    limited = _cgroup_room_gb()
-    return min(found, limited) if limited is not None else found
-
-
-def vm_stat_available_gb(text: str) -> float | None:
-    """What macOS can give new processes, in GiB, from ``vm_stat``'s output: its free, inactive and
-    speculative pages (psutil's "available" on macOS; purgeable pages are inside the active and inactive
-    counts already); None when ``text`` is not vm_stat's."""
-    page = re.search(r"page size of (\d+) bytes", text)
-    counts = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", text, re.M))
-    if not page or "free" not in counts:
-        return None
-    return sum(int(v) for v in counts.values()) * int(page.group(1)) / 2**30
-
-
-def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
-    """This process's cgroup memory limit minus its use, in GiB (v2: memory.max and memory.current of
-    its own cgroup; v1: memory.limit_in_bytes and memory.usage_in_bytes), or None: no limit, or none
-    readable."""
-    try:
-        lines = membership.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2
-            pair = (root / path.lstrip("/") / "memory.max", root / path.lstrip("/") / "memory.current")
-        elif "memory" in controllers.split(","):  # v1
-            base = root / "memory" / path.lstrip("/")
-            pair = (base / "memory.limit_in_bytes", base / "memory.usage_in_bytes")
-        else:
-            continue
-        try:
-            limit, used = (f.read_text().strip() for f in pair)
-            if limit == "max" or int(limit) >= 2**60:
-                continue
-            return max(0, int(limit) - int(used)) / 2**30
-        except (OSError, ValueError):
-            continue
-    return None
 
 
 # sbatch options arctl sets itself (or that would break what it relies on): the key to use instead, or why not

@@ -56,8 +56,8 @@ from arctl.launch.rundir import (
     restore_previous,
 )
 from arctl.launch.shared import served, write_shared
-from arctl.launch.status_file import mark_submitted, write_status
-from arctl.launch.workspace import Workspace, run_paths
+from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
+from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
@@ -334,10 +334,16 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
             scripts.append((f"sbatch script for {item.run_id} (verl with Ray{slot})", render_sbatch(params, folder, 1)))
         else:
             plain.append(item)
-    for group in _groups(plain, array_parallelism, ask_site=False):  # a preview: do not ask the controller
-        params, chunk = group
-        title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''})"
-        scripts.append((title, render_sbatch(params, folder, len(chunk))))
+    arrays, bound = slurm_arrays(plain, array_parallelism, ask_site=False)  # a preview: do not ask the controller
+    for k, (params, chunk, ahead) in enumerate(arrays):
+        title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''}"
+        if len(arrays) > 1:  # as _submit_slurm submits them: their shares of the one bound, and the slot each waits for
+            title += (f"; array {k + 1} of {len(arrays)}: at most {params['array_parallelism']} of its tasks at once, "
+                      f"{bound} in all")
+        if ahead is not None:
+            params = slot_parameters(params, "SLOT_JOB")
+            title += f"; it starts once array {ahead + 1} has ended: that job's id replaces SLOT_JOB"
+        scripts.append((title + ")", render_sbatch(params, folder, len(chunk))))
     return scripts + later
 
 
@@ -365,9 +371,12 @@ def _stops_as_interrupts():
     """SIGTERM and SIGHUP (a ``kill``, a closed ssh session) raise KeyboardInterrupt while a launch runs, as
     Ctrl-C does, so that its rollback runs: the claims undone, a held job cancelled (from a hunt: either signal
     ended the process where it stood, leaving a held job queued for ever and the rows SUBMITTING). The main
-    thread only (where Python delivers signals); the handlers before are put back."""
+    thread only (where Python delivers signals); the handlers before are put back. A signal the process was
+    started ignoring (``nohup``: SIGHUP) stays ignored (:func:`arctl.launch.job.heeded`)."""
     import signal
     import threading
+
+    from arctl.launch.job import heeded
 
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -376,7 +385,7 @@ def _stops_as_interrupts():
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    before = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    before = {sig: signal.signal(sig, interrupt) for sig in heeded((signal.SIGTERM, signal.SIGHUP))}
     try:
         yield
     finally:
@@ -538,7 +547,8 @@ def unset_secret_problem(items: list[LaunchItem], workspace: Workspace, environ=
 def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:
     """Refuse (LaunchError, one line) the first run whose job would fail as it starts, found here
     before it queues for its GPUs (the backend's ``launch_problem``: e.g. verl's own config check, a
-    parallel layout verl checks only on the GPUs, a dataset file that is not there)."""
+    parallel layout verl checks only on the GPUs, a dataset file that is not there, a tiny run's warm-up cache
+    that cannot be written)."""
     from arctl.backends.base import get_backend
 
     for item in items:
@@ -574,7 +584,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         for rec, reason in claim.skipped:
             if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
                 reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): "
-                           f"{rerun_one(rec)}")  # without a word, while reports said to run it
+                           f"{rerun_one(rec, workspace.root)}")  # without a word, while reports said to run it
             result.skipped.append((by_id[rec.run_id], reason))
             if rec.state in states.ACTIVE:
                 result.in_flight.append(rec.run_id)
@@ -652,6 +662,16 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 said += "".join(f"; {item.run_id}: {why}"
                                 for item, why in _moved_aside(dropped, archived) + _held_back(held, []))
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
+                    # what went out before it, said on the CLI's "interrupted" line (from a hunt: a Ctrl-C during
+                    # a launch exited 130 without a word of what was submitted)
+                    held_ids = {i.run_id for i, _ in held}
+                    out = [i.run_id for i, _ in every if i.run_id in job_ids and i.run_id not in held_ids]
+                    jobs = ", ".join(sorted({str(job_ids[r]) for r in out}))
+                    recorded = (f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left
+                                else "see below")
+                    _add_note(interrupted or err, "nothing was submitted; its claims are undone" if not out
+                              else f"submitted before it: {len(out)} run(s) (job(s) {jobs}), {recorded}; "
+                                   "the others are undone")
                     if said:
                         _add_note(interrupted or err, said.removeprefix("; "))
                     raise (interrupted or err) from None
@@ -972,10 +992,28 @@ def slot_parameters(params: dict, ahead_job: str) -> dict:
     return {**params, "additional_parameters": extra}
 
 
+def slurm_arrays(items: list[LaunchItem], array_parallelism: int | None,
+                 ask_site: bool = True) -> tuple[list[tuple[dict, list[LaunchItem], int | None]], int]:
+    """The arrays that runs of plain job bodies (no Ray, none waiting for another run) go out as, with the bound
+    on their tasks at once in all: ``([(sbatch parameters, runs, ahead), ...], bound)``. Several arrays (other
+    sbatch settings, secrets, chunks of cluster.max_array_size) share the smallest ``array_parallelism`` they ask
+    (:func:`array_shares`: each array's ``%p``); ``ahead``: the index of the array whose end this one waits for
+    (more arrays than the bound: each takes the slot of the one ``bound`` places before it), else None.
+    :func:`_submit_slurm` submits them and :func:`dry_run_scripts` previews them from this one answer (from a
+    hunt: the preview showed each array with the whole bound, 104 tasks at once where 64 were submitted)."""
+    arrays = _groups(items, array_parallelism, ask_site)
+    bound = min((int(params["array_parallelism"]) for params, _ in arrays), default=1)
+    if len(arrays) <= 1:
+        return [(params, chunk, None) for params, chunk in arrays], bound
+    shares = array_shares([len(chunk) for _, chunk in arrays], bound)
+    return [({**params, "array_parallelism": share}, chunk, k - bound if k >= bound else None)
+            for k, ((params, chunk), share) in enumerate(zip(arrays, shares))], bound
+
+
 def array_shares(sizes: list[int], bound: int) -> list[int]:
     """Each array's ``%p`` where arrays of ``sizes`` tasks go out together and at most ``bound`` tasks may run
     at once in all: ``bound`` split in proportion to the sizes (each at least 1 and at most its size); with
-    more arrays than ``bound``, 1 each (and :func:`_submit_slurm` starts each array only after the one
+    more arrays than ``bound``, 1 each (and each array starts only after the one
     ``bound`` places before it has ended). One array keeps ``bound``."""
     if len(sizes) <= 1:
         return [bound] * len(sizes)
@@ -1026,15 +1064,10 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     for params, item in rays:
         submit_ray(params, item)
-    arrays = _groups(plain, array_parallelism)
-    bound = min((int(params["array_parallelism"]) for params, _ in arrays), default=1)
-    shares = array_shares([len(chunk) for _, chunk in arrays], bound)
     masters: list[str] = []  # each array's job id, in submission order
-    for k, ((params, chunk), share) in enumerate(zip(arrays, shares)):
-        if len(arrays) > 1:  # several arrays (other sbatch settings, secrets, chunks): at most P tasks in all
-            params = {**params, "array_parallelism": share}
-            if k >= bound:  # more arrays than P: each takes the slot of the one P places before
-                params = slot_parameters(params, masters[k - bound])
+    for params, chunk, ahead in slurm_arrays(plain, array_parallelism)[0]:
+        if ahead is not None:
+            params = slot_parameters(params, masters[ahead])
         _submit_chunk(params, chunk, workspace, job_ids)
         masters.append(str(job_ids[chunk[0].run_id]).split("_")[0])
     for item, ray in later:  # in launch order: a run comes after the one it starts from
@@ -1238,7 +1271,7 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
     from arctl.launch.status_file import read_status
 
     failed = {}
-    for item in items:
+    for k, item in enumerate(items):
         run_dir = workspace.run_dir(item.run_id)
         # this process, named before the row says RUNNING: `arctl cancel` and refresh ask whether it lives
         started, before = time.time(), read_status(run_dir)
@@ -1257,6 +1290,10 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         error = None
         try:
             job.result()
+        except KeyboardInterrupt as stop:  # Ctrl-C, a closed session (SIGHUP), a kill (SIGTERM): the user's stop
+            with _stops_ignored():  # the user pressing Ctrl-C again while it is recorded (milliseconds)
+                _debug_interrupted(stop, item, items[k + 1:], workspace, reg)
+            raise
         except Exception as err:  # noqa: BLE001 - recorded in the registry, shown by status/logs
             error = " ".join(str(err).split())[-300:]
         status = read_status(run_dir)
@@ -1270,6 +1307,72 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"
     return failed
+
+
+@contextmanager
+def _stops_ignored():
+    """Ignore SIGINT, SIGHUP and SIGTERM while the block runs (the main thread only), then put their handlers
+    back: a stop that is already being handled is not cut short by the next one."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _debug_interrupted(stop: KeyboardInterrupt, item: LaunchItem, rest: list[LaunchItem], workspace: Workspace,
+                       reg: Registry) -> None:
+    """Record a debug run the user stopped (``stop``: Ctrl-C; SIGHUP, SIGTERM) as `arctl cancel` records a
+    job's: CANCELLED (what `arctl resume` and a sweep relaunch), "interrupted (Ctrl-C)" where its stop
+    checkpoint was saved (:func:`arctl.launch.job.run_job`: the first Ctrl-C asks for one, a second stops at
+    once); the runs after it, not started, CANCELLED too. What to do next goes on ``stop`` as a note, which
+    the CLI's one "interrupted" line says. From a hunt: a Ctrl-C printed a traceback, and the run was FAILED
+    "the process running it (debug executor) exited"."""
+    from arctl.launch.job import interrupted_line, interruption
+    from arctl.launch.status_file import read_status
+
+    how, now = interruption(stop), time.time()
+    run_dir = workspace.run_dir(item.run_id)
+    status = read_status(run_dir)
+    done = status.get("state") == "completed"  # the stop came in its last step, which finished it
+    saved = status.get("state") == "preempted"  # its stop checkpoint, at the step it reached
+    values = {"state": states.COMPLETED if done else states.CANCELLED, "ended_at": now,
+              "error": None if done else interrupted_line(how, saved), **run_progress(run_dir, status, active=False)}
+    if status.get("wandb_id") is not None:
+        values["wandb_id"] = status["wandb_id"]
+    recorded = False
+    with suppress(Exception):  # a registry that cannot be written: a refresh fails the run as a dead process's
+        recorded = reg.update_if(item.run_id, {"state": states.RUNNING}, values)
+    if recorded and not done:  # its folder too: a repair keeps it CANCELLED (from a review: PREEMPTED, FAILED)
+        mark_cancelled(run_dir, now, "debug")
+    step = run_progress(run_dir, status, active=True).get("step")  # this attempt's: where its checkpoint is
+    resume = f"`arctl resume {item.run_id}{workdir_arg(workspace.root)}`"
+    if done:
+        said = f"{item.run_id} completed"
+    elif saved and step is not None and "SIGTERM" not in str(status.get("signal")):  # (TERM: verl keeps its last)
+        said = f"{resume} goes on from step {step}"
+    elif has_checkpoint(run_dir):
+        said = f"{resume} goes on from its last checkpoint"
+    else:
+        said = f"{resume} starts it from the beginning (it has no checkpoint)"
+    left = 0
+    for other in rest:
+        with suppress(Exception):
+            if reg.update_if(other.run_id, {"state": states.PENDING, "job_id": "debug"},
+                             {"state": states.CANCELLED, "ended_at": now,
+                              "error": f"not started: its launch was interrupted ({how})"}):
+                left += 1
+                mark_cancelled(workspace.run_dir(other.run_id), now, "debug")
+    if left:
+        said += (f"; {left} more run{'s' * (left > 1)} of this launch did not start: running the command again "
+                 f"starts {'them' if left > 1 else 'it'}")
+    _add_note(stop, said)
 
 
 TRANSIENT_REGISTRY = ("full", "locked")  # RegistryError kinds a wait outlasts (:func:`wait_for`)

@@ -16,6 +16,7 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def queued_job(run_dir: Path) -> str | None:
 def workspace_path(workdir: str | Path | None = None) -> Path:
     """The workspace directory: ``workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs`` (absolute)."""
     return workdir_path(workdir).resolve()
+
+
+def workdir_arg(root: str | Path) -> str:
+    """What a command a hint prints about workspace ``root`` adds to name it: ``""`` where ``root`` is the
+    workspace a bare command means (:func:`workspace_path`: ``$ARCTL_HOME``, else ``./arctl-runs`` of the
+    working directory), else `` --workdir <root>``, absolute (a report's files are read from elsewhere) and
+    quoted for a shell. From a hunt: hints after ``--workdir ws`` said ``arctl sweep paper --seeds 0``,
+    ``arctl logs RUN``, ``arctl status``, which act on ./arctl-runs (the sweep started 9 runs in a new, empty
+    workspace). Every hint that names a command about a workspace takes its ``--workdir`` from here."""
+    root = Path(root).expanduser().absolute()
+    try:
+        if root.resolve() == workspace_path():
+            return ""
+    except (OSError, RuntimeError):  # a path that cannot be resolved (a symlink loop): named as it is
+        pass
+    return f" --workdir {shlex.quote(str(root))}"
 
 
 @dataclass(frozen=True)
@@ -146,13 +163,23 @@ class Workspace:
         out = []
         for run_id in run_ids:
             run_dir = self.run_dir(run_id)
-            if not (run_dir / "config.yaml").is_file():
+            try:
+                if not (run_dir / "config.yaml").is_file():
+                    continue
+                state = read_status(run_dir).get("state")
+                made = any(p.is_file() for name in ("checkpoints", "wandb") for p in (run_dir / name).rglob("*"))
+            except OSError:  # a folder this user cannot look into (another member's, umask 077): not a new run's
+                out.append(run_id)  # (from a hunt: `arctl status` was a PermissionError traceback)
                 continue
-            state = read_status(run_dir).get("state")
-            made = any(p.is_file() for name in ("checkpoints", "wandb") for p in (run_dir / name).rglob("*"))
             if made or state not in (None, "submitted") or queued_job(run_dir):
                 out.append(run_id)
         return out
+
+
+def workspace_root(run_dir: Path) -> Path:
+    """The workspace of run folder ``run_dir`` (``<root>/runs/<run id>``, :meth:`Workspace.run_dir`): what a
+    warning about one run names in the command it suggests (:func:`workdir_arg`)."""
+    return Path(run_dir).parent.parent
 
 
 def run_paths(run_dir: Path) -> dict[str, Path]:

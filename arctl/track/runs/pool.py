@@ -1,10 +1,125 @@
 """Running the per-run work (parsing, downloading) in worker processes, with a progress bar and
-the files read ahead into the OS page cache."""
+the files read ahead into the OS page cache; and what this machine gives those processes (the CPUs
+this process may run on, the memory it can take), which the local executor counts on too
+(:mod:`arctl.launch.executors`, a layer above: the one home is here)."""
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
+
+# a worker's peak memory reading a run, in multiples of the largest file it reads: measured 1.81 GB
+# peak RSS for one 202 MB .wandb file (10,000 steps x ~500 keys: ~9x; the parse holds the records,
+# the columns and the frame at once), rounded up
+READ_MEMORY_FACTOR = 10
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (at least 1): its affinity mask where the OS has one, which
+    ``taskset``, a SLURM step and a container's cpuset narrow, at most ``os.cpu_count()``; the host's
+    count alone started a worker per host core under ``taskset -c 0`` (from a hunt). A CPU quota
+    (``docker --cpus``, cgroup ``cpu.max``) is not a mask and is not counted."""
+    total = os.cpu_count() or 1
+    try:
+        mine = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows: no affinity mask
+        return total
+    return max(1, min(total, mine))
+
+
+def available_memory_gb() -> float:
+    """The memory this machine can give new processes now, in GiB: Linux ``MemAvailable``, less where a
+    cgroup (a container's, a SLURM step's) limits this process to less (its limit minus its use); on
+    macOS what ``vm_stat`` counts free (:func:`vm_stat_available_gb`); else 0 (unknown: no run beyond
+    the cores; the total memory, which this once fell back to, says nothing of what other programs hold)."""
+    found = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found = int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    if found is None and sys.platform == "darwin":  # a Mac: no /proc; vm_stat says what is free
+        import subprocess
+
+        try:
+            text = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+        found = vm_stat_available_gb(text)
+    if found is None:
+        return 0.0  # unknown: no run beyond the cores (the total memory is not what is free)
+    limited = _cgroup_room_gb()
+    return min(found, limited) if limited is not None else found
+
+
+def vm_stat_available_gb(text: str) -> float | None:
+    """What macOS can give new processes, in GiB, from ``vm_stat``'s output: its free, inactive and
+    speculative pages (psutil's "available" on macOS; purgeable pages are inside the active and inactive
+    counts already); None when ``text`` is not vm_stat's."""
+    page = re.search(r"page size of (\d+) bytes", text)
+    counts = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", text, re.M))
+    if not page or "free" not in counts:
+        return None
+    return sum(int(v) for v in counts.values()) * int(page.group(1)) / 2**30
+
+
+def _cgroup_room_gb(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> float | None:
+    """This process's cgroup memory limit minus its use, in GiB (v2: memory.max and memory.current of
+    its own cgroup; v1: memory.limit_in_bytes and memory.usage_in_bytes), or None: no limit, or none
+    readable."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2
+            pair = (root / path.lstrip("/") / "memory.max", root / path.lstrip("/") / "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            base = root / "memory" / path.lstrip("/")
+            pair = (base / "memory.limit_in_bytes", base / "memory.usage_in_bytes")
+        else:
+            continue
+        try:
+            limit, used = (f.read_text().strip() for f in pair)
+            if limit == "max" or int(limit) >= 2**60:
+                continue
+            return max(0, int(limit) - int(used)) / 2**30
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def pool_size(processes: int | None, n_jobs: int, files: list[Path] | None = None) -> tuple[int, str | None]:
+    """(worker processes for ``n_jobs`` jobs, a one-line note or None): ``processes`` (else
+    :func:`usable_cpus`), at most one a job, and no more than the available memory holds at
+    :data:`READ_MEMORY_FACTOR` x the largest of ``files`` each (at least 1; the memory unknown or
+    nothing to read: no cap). Each worker parses one run at a time, and a run of 10,000 steps x 500
+    keys takes ~1.8 GB: one worker per core of a 64-core login node asked ~115 GB (from a hunt).
+    The note says when the memory capped the count, and why."""
+    wanted = max(1, min(processes or usable_cpus(), n_jobs))
+    if wanted <= 1:
+        return wanted, None
+    largest = 0
+    for p in files or []:
+        try:
+            largest = max(largest, os.stat(p).st_size)
+        except OSError:
+            continue
+    per_worker = READ_MEMORY_FACTOR * largest
+    room = available_memory_gb() * 2**30
+    if per_worker <= 0 or room <= 0:
+        return wanted, None
+    fits = max(1, int(room // per_worker))
+    if fits >= wanted:
+        return wanted, None
+    gb = 2**30
+    return fits, (f"reading with {fits} process(es), not {wanted}: {room / gb:.1f} GB of memory is available and "
+                  f"each may take ~{per_worker / gb:.1f} GB ({READ_MEMORY_FACTOR} x the largest file to read, "
+                  f"{largest / 2**20:.0f} MB)")
 
 
 def _progress(enabled: bool, total: int, what: str):
@@ -55,10 +170,15 @@ def _prefetch(paths: list[Path]) -> None:
 
 def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, what: str,
                   prefetch: list[Path] | None = None) -> list:
-    """Call ``fn(*job)`` for every job, in worker processes when there are several jobs;
-    ``prefetch``: files the jobs will read, in job order (see :func:`_prefetch`)."""
+    """Call ``fn(*job)`` for every job, in worker processes when there are several jobs (as many as
+    :func:`pool_size` allows); ``prefetch``: files the jobs will read, in job order (see
+    :func:`_prefetch`), whose sizes bound the workers by memory."""
     results: list = [None] * len(jobs)
-    n_proc = min(processes or os.cpu_count() or 1, len(jobs))
+    n_proc, note = pool_size(processes, len(jobs), prefetch)
+    if note:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[yellow]note[/]: {note}", highlight=False, soft_wrap=True)
     if n_proc <= 1:
         _prefetch(prefetch or [])
         with _progress(progress, len(jobs), what) as bar:

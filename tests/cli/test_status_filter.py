@@ -1,0 +1,61 @@
+"""`arctl status --state STATE`: only the runs in those states (from a hunt of large workspaces: 1,109 lines for
+1,008 runs, and no way to see only the failed ones but grep)."""
+
+from __future__ import annotations
+
+import json
+
+from dead_launch import dead_claim_token  # tests/support/dead_launch.py
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.workspace import Workspace
+
+STATES = {"r0": "COMPLETED", "r1": "COMPLETED", "r2": "FAILED", "r3": "PREEMPTED", "r4": "CANCELLED"}
+
+
+def _workspace(tmp_path) -> Workspace:
+    """Five runs in four states, and r5, claimed by a launch that died before submitting it (shown INTERRUPTED)."""
+    ws = Workspace(tmp_path / "ws")
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=r, experiment="e", arm="a", seed=i) for i, r in enumerate(STATES)], new_claim_token())
+        for r, state in STATES.items():
+            reg.update(r, state=state, claim=None, before_claim=None, **({"error": "boom"} if state == "FAILED" else {}))
+        reg.claim([RunRecord(run_id="r5", experiment="e", arm="a", seed=5)], dead_claim_token())
+    return ws
+
+
+def _status(ws, *args: str):
+    return CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--no-refresh", *args])
+
+
+def test_status_shows_only_the_states_asked_for_and_counts_them_all(tmp_path):
+    ws = _workspace(tmp_path)
+    res = _status(ws, "--state", "failed", "--state", "Preempted")
+    assert res.exit_code == 0, res.output
+    rows = [line.split()[:3:2] for line in res.output.splitlines() if line.startswith("r") and " e/a/s" in line]
+    assert rows == [["r2", "FAILED"], ["r3", "PREEMPTED"]], res.output
+    assert "r2: boom" in res.output  # a shown run's error line
+    (total,) = [line for line in res.output.splitlines() if "run(s)" in line]
+    assert total.startswith("2 of 6 run(s) shown (FAILED, PREEMPTED); all: 1 cancelled, 2 completed, 1 failed, "
+                            "1 interrupted, 1 preempted"), total
+    res = _status(ws, "--state", "interrupted")  # the state the table shows, not the registry's SUBMITTING
+    assert res.exit_code == 0 and "r5" in res.output and "r0" not in res.output, res.output
+    doc = json.loads(_status(ws, "--json", "--state", "COMPLETED", "--state", "cancelled").stdout)
+    assert sorted((r["run_id"], r["state"]) for r in doc) == [("r0", "COMPLETED"), ("r1", "COMPLETED"),
+                                                             ("r4", "CANCELLED")]
+    assert len(json.loads(_status(ws, "--json").stdout)) == 6  # no --state: every run
+    res = _status(ws, "--state", "running")  # none: an empty table, the totals still said
+    assert res.exit_code == 0 and "0 of 6 run(s) shown (RUNNING)" in res.output, res.output
+
+
+def test_an_unknown_state_is_one_error_line_and_nothing_is_read(tmp_path):
+    ws = _workspace(tmp_path)
+    before = ws.registry_path.read_bytes()
+    res = _status(ws, "--state", "failed", "--state", "done")
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --state 'done' is not a run state: use one of CANCELLED, "
+                                                   "COMPLETED, FAILED, INTERRUPTED, PENDING"), res.output
+    assert ws.registry_path.read_bytes() == before
