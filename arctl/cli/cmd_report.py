@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             "--where thinking.lam=0.5: chooses between runs of one arm and seed that differ."),
         out: str | None = nonempty_option("--out", help="Output directory (default <workdir>/report)."),
         compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
-        processes: int | None = typer.Option(None, "--processes", min=1, help="Parallel readers (default: all cores)."),
+        processes: int | None = typer.Option(None, "--processes", min=1, help="Parallel readers (default: the cores this process may use, no more than the available memory holds)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Rebuild one of the paper's figures or tables from the runs of an experiment or sweep, or check
@@ -83,13 +83,15 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
     from arctl.compose.errors import SpecError
     from arctl.report.errors import ReportError
     from arctl.report.render import render_figure, render_table
+    from arctl.report.style import Outputs
     from arctl.track.runs import RunReadWarning
 
     base, out_dir = _places(workdir, out, where, runs_in_workdir=not wandb_project)
+    held = _holds_files(out_dir)
     common = dict(
         out_dir=out_dir, experiments=experiment or None, sweep=sweep,
         workdir=None if wandb_project else base, wandb_project=wandb_project,
-        progress=not as_json, processes=processes, where=list(where or []),
+        progress=not as_json, processes=processes, where=list(where or []), outputs=Outputs(),
     )
     try:
         with warnings.catch_warnings():
@@ -102,6 +104,8 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
         fail(str(err))
     except ValueError as err:  # e.g. a malformed --wandb-project
         fail(str(err))
+    except KeyboardInterrupt:
+        _interrupted(common["outputs"], out_dir, held)
     if as_json:
         print_json(result.to_json())
         return
@@ -120,6 +124,32 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
             # a benchmark's name comes from the runs' metric keys: no control sequence of it reaches the terminal
             console.print("\n".join(printable(line) for line in md.read_text().splitlines()), markup=False,
                           highlight=False)
+
+
+def _holds_files(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds anything (before a report: its previous outputs, if the report is stopped
+    before it names its files)."""
+    try:
+        return any(Path(out_dir).iterdir())
+    except OSError:  # not there (yet), or not a folder
+        return False
+
+
+def _interrupted(outputs, out_dir: Path, held: bool) -> None:
+    """A Ctrl-C during a report: its files are put in place together or not at all (``outputs``, its
+    :class:`arctl.report.style.Outputs`), so the folder holds the previous report's, each whole, unless the
+    Ctrl-C came as they were put in place or after (then the new ones are there). Where none of its files was
+    there before (a first report), it says that none was written (from a review: "rep holds the previous
+    outputs" of a folder that did not exist); stopped before it named its files, by whether the folder
+    ``held`` anything when the report began."""
+    from arctl.cli.main import interrupted
+
+    if outputs.in_place:
+        interrupted(f"{out_dir} holds the new outputs")
+    elif outputs.had_previous if outputs.named else held:
+        interrupted(f"{out_dir} holds the previous outputs")
+    else:
+        interrupted(f"no report was written to {out_dir}")
 
 
 def _places(workdir: str | None, out: str | None, where: list[str] | None, runs_in_workdir: bool) -> tuple[Path, Path]:
@@ -155,6 +185,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     from arctl.compose.errors import SpecError
     from arctl.report.claims_render import build_claims_report, summary_text, test_summary
     from arctl.report.errors import ReportError
+    from arctl.report.style import Outputs
     from arctl.track.runs import RunReadWarning
 
     if scale is not None:
@@ -163,13 +194,17 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         if scale not in group_options("scale"):
             fail(f"unknown scale {scale!r}: choose one of {', '.join(group_options('scale'))}")
     base, out_dir = _places(workdir, out, where, runs_in_workdir=True)
+    held = _holds_files(out_dir)
+    outputs = Outputs()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)
             report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=out_dir,
-                                         progress=not as_json, processes=processes, where=where)
+                                         progress=not as_json, processes=processes, where=where, outputs=outputs)
     except (ReportError, SpecError) as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        _interrupted(outputs, out_dir, held)
     if as_json:
         print_json(report.to_json())
         return

@@ -51,7 +51,7 @@ from arctl.compose.report_specs import (
     text_problem,
 )
 from arctl.config import safe_yaml
-from arctl.report.cells import differs_from_cell, run_scale
+from arctl.report.cells import differs_from_cell, listed, run_scale, same_value
 from arctl.report.cells import finished_run as _finished
 from arctl.report.cells import of_scale as _of_scale
 from arctl.report.errors import ReportError
@@ -995,6 +995,7 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
     for rid, step, metric, value in zip(acc["run_id"], acc["step"], acc["metric"], acc["value"]):
         evals.setdefault(rid, {}).setdefault(int(step), {})[metric] = float(value)
     out = []
+    stale: dict[tuple, list[str]] = {}  # (experiment, arm, keys) -> the runs whose shared.json names that cell wrongly
     for rid, final in finals.items():
         rec = meta.get(rid)
         if rec is None or not _of_scale(rec, scale):
@@ -1008,21 +1009,55 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
                        _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
-        # is that arm's run too, where its config is that cell's as composed now (``compose``, :func:`arctl.
-        # report.cells.cell_composer`): a stale or edited shared.json is said, not read (from a review)
+        # is that arm's run too, where that cell as composed now (``compose``, :func:`arctl.report.cells.
+        # cell_composer`) is the run's own: a stale or edited shared.json is said, not read (from a review)
         arms = {view.arm}
         for experiment, arm in _served_cells(rec.get("serves")):
             if arm in arms:
                 continue
-            if compose is not None and (differ := differs_from_cell(rec, compose(experiment, arm, int(seed), run_scale(rec)))):
-                if warnings is not None:
-                    warnings.append(f"run {rid}: its shared.json says it serves {experiment}/{arm}, but its config differs "
-                                    f"from that cell's in {', '.join(differ[:3])}{' and more' if len(differ) > 3 else ''}: "
-                                    "not read as that arm's run (run `arctl sweep` to train the cell)")
+            if compose is not None and (differ := _not_shared(rec, view, experiment, arm, compose)):
+                stale.setdefault((experiment, arm, tuple(differ)), []).append(rid)
                 continue
             arms.add(arm)
             out.append(replace(view, experiment=experiment, arm=arm))
+    if warnings is not None:
+        warnings.extend(_stale_shared_warning(cell, keys, ids) for (*cell, keys), ids in sorted(stale.items()))
     return out
+
+
+def _not_shared(rec: dict, view: RunView, experiment: str, arm: str, compose) -> list[str]:
+    """The keys that keep the runs-table row ``rec`` (of ``view``'s cell) from being read as the run of the
+    cell ``experiment``/``arm`` its shared.json names ([] where it is): those where it differs from that
+    cell as composed other than as it differs from its own cell. A run launched with an override (``arctl
+    sweep paper`` with micro overrides) differs from both cells in it and is read as both, as the report
+    reads every run that differs from its cell (:func:`arctl.report.cells.one_run_per_cell`: a warning
+    names it); one whose own cell no longer composes as the other (an arm redefined since, an edited
+    shared.json) is not that cell's run (from a hunt: 33 runs of the first kind were each said and left
+    out, and claim 6 had no seed of grpo-vr-decouple)."""
+    scale = run_scale(rec)
+    served = compose(experiment, arm, view.seed, scale)
+    differ = differs_from_cell(rec, served)
+    if not differ:
+        return differ
+    own = compose(view.experiment, view.arm, view.seed, scale)
+    if own is None:  # its own cell no longer composes: nothing says the two are one config
+        return differ
+    overridden = set(differs_from_cell(rec, own))
+    return [k for k in differ if k not in overridden or not same_value(own.get(k), served.get(k))]
+
+
+def _stale_shared_warning(cell: list[str], keys: tuple[str, ...], ids: list[str]) -> str:
+    """One line for the runs whose shared.json names ``cell`` but that differ from it in ``keys`` (not read
+    as its runs): the count and the first few ids, as :func:`arctl.report.cells.one_run_per_cell` says
+    the runs that differ from their own cell (from a hunt: a line per run, 33 of them)."""
+    experiment, arm = cell
+    where = f"{', '.join(keys[:3])}{' and more' if len(keys) > 3 else ''}"
+    if len(ids) == 1:
+        return (f"run {ids[0]}: its shared.json says it serves {experiment}/{arm}, but its config differs from that "
+                f"cell's in {where}: not read as that arm's run (run `arctl sweep` to train the cell)")
+    return (f"{len(ids)} runs ({listed(ids, 4)}): their shared.json says they serve {experiment}/{arm}, but their "
+            f"config differs from that cell's in {where}: not read as that arm's runs (run `arctl sweep` to train "
+            "the cell)")
 
 
 

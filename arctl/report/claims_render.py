@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import socket
 import time
 from collections.abc import Iterable
@@ -38,6 +39,7 @@ from arctl.report.claims import (
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
+from arctl.report.style import Outputs
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -102,16 +104,20 @@ def _known_arms(spec, arm_exps: dict[str, list[str]]) -> None:
                                           f"{did_you_mean(arm, arm_exps)} (`arctl show EXPERIMENT` lists its arms)")
 
 
-def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = ()):
-    """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds).
+def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = (),
+                        workdir: str | Path | None = None):
+    """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds), in
+    workspace ``workdir`` (:func:`arctl.launch.workspace.workdir_arg`: named unless a bare command means it).
     A sweep of ``sharing`` (``share_arms: true``) that holds it: that sweep (it trains each missing
     config once and reuses the workspace's runs); else the arm alone, ``arctl run EXPERIMENT --arm
     ARM``, of the first experiment of the sweeps (else of the project) that defines it: a sweep
     without ``share_arms`` would also train its other arms, GRPO once per experiment."""
     from arctl.config.ranges import seeds_text
+    from arctl.launch.workspace import workdir_arg
 
     arm_exps = _arm_experiments()
     scale_arg = f" --scale {scale}" if scale else ""
+    where = workdir_arg(workdir) if workdir is not None else ""
     sharing = set(sharing)
 
     def command(arm: str, seeds=None) -> str:
@@ -119,10 +125,10 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
         exps = arm_exps.get(arm, [])
         for sweep, members in sweeps.items():
             if sweep in sharing and any(e in members for e in exps):
-                return f"arctl sweep {sweep}{scale_arg}{seeds_arg}"
+                return f"arctl sweep {sweep}{scale_arg}{seeds_arg}{where}"
         listed = [e for members in sweeps.values() for e in members if e in exps]
         if listed or exps:
-            return f"arctl run {(listed or exps)[0]} --arm {arm}{scale_arg}{seeds_arg}"
+            return f"arctl run {(listed or exps)[0]} --arm {arm}{scale_arg}{seeds_arg}{where}"
         return f"(no experiment defines arm {arm!r})"
 
     return command
@@ -136,11 +142,14 @@ def _provenance(run_dir: Path) -> dict:
 
 def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = None, workdir=None,
                         out_dir: str | Path, claims_path: str | Path | None = None, progress: bool = True,
-                        processes: int | None = None, where: list[str] | None = None) -> ClaimsReport:
+                        processes: int | None = None, where: list[str] | None = None,
+                        outputs: Outputs | None = None) -> ClaimsReport:
     """Read the runs of ``sweeps`` (default: the claims file's) in ``workdir``, one per cell
     (:func:`arctl.report.cells.one_run_per_cell`: ``where`` filters, then the cell as the sweeps
     compose it), check every claim, and write ``claims.json``, ``claims.md`` and ``claims.html`` into
-    ``out_dir``."""
+    ``out_dir``, together (``outputs``: the :class:`Outputs` that puts them in place, the caller's to tell
+    after a Ctrl-C whether they are)."""
+    from arctl.launch.workspace import workdir_arg
     from arctl.report.cells import (
         cell_composer,
         grid_keys,
@@ -160,14 +169,21 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     members = _sweep_experiments(sweeps)
     experiments = sorted({e for exps in members.values() for e in exps})
     base = Path(workdir or default_workdir())
-    command = missing_command_for(members, scale, _sharing(sweeps))
+    named = workdir_arg(base)  # every command said here names the workspace unless a bare one means it
+    command = missing_command_for(members, scale, _sharing(sweeps), base)
     if not base.is_dir():
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
-                          f"the runs with {' and '.join(f'`arctl sweep {s}`' for s in sweeps)}")
+                          f"the runs with {' and '.join(f'`arctl sweep {s}{named}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
-    from arctl.report.export import job_states
+    from arctl.report.export import INDEX_FILE, interrupted_export, job_states, producing_in_export
 
     with_job_states(runs.runs, job_states(base, runs.runs.get("run_id", [])))  # how each run's job said it ended
+    if (base / INDEX_FILE).is_file():  # an export launches nothing: each claim's missing runs are trained in a
+        produce = missing_command_for(members, scale, _sharing(sweeps))  # workspace, then exported into it (from a
+        out_arg = shlex.quote(str(base))  # hunt: "arctl export" alone named runs no workspace had ever trained)
+
+        def command(arm: str, seeds=None) -> str:
+            return f"{produce(arm, seeds)} --workdir WORKSPACE && arctl export --out {out_arg} --workdir WORKSPACE"
     compose = cell_composer(sweeps)
     one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
     served_warnings: list[str] = []
@@ -176,10 +192,11 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
         at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
-        todo = " and ".join(f"`arctl sweep {s}{scale_arg}`" for s in sweeps)
+        # an export launches no runs: what it lacks comes from `arctl export` (from a hunt: "produce them with arctl run")
+        todo = producing_in_export(base) or " and ".join(f"`arctl sweep {s}{scale_arg}{named}`" for s in sweeps)
         if left_out:
             raise ReportError(f"no finished runs of {', '.join(sweeps)}{at_scale} in {base} ({len(left_out)} not finished: "
-                              f"{listed(left_out)}): wait for them (`arctl status`), or produce them with {todo}")
+                              f"{listed(left_out)}): wait for them (`arctl status{named}`), or produce them with {todo}")
         raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
@@ -194,19 +211,23 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "code_version": _run_version(code_version()), "workspace": str(base), "sweeps": sweeps, "scale": scale,
+        "code_version": _run_version(code_version()), "workspace": str(Path(base).resolve()), "sweeps": sweeps, "scale": scale,
         "claims_file": str(spec.path),
     }
-    warnings = list(runs.warnings) + served_warnings
+    unfinished_export = interrupted_export(base)  # first: the runs are a part of what was exported
+    warnings = ([unfinished_export] if unfinished_export else []) + list(runs.warnings) + served_warnings
     if left_out:
         warnings.append(unfinished_warning(left_out))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
-    report.outputs[0].write_text(json.dumps(report.to_json(), indent=1, default=_json_default))
-    report.outputs[1].write_text(to_markdown(report))
-    report.outputs[2].write_text(to_html(report))
+    # the three texts of one check, or (a Ctrl-C while the HTML's figures render) the previous three: from a
+    # hunt, claims.json and .md of one run stood beside claims.html of the run before
+    texts = [json.dumps(report.to_json(), indent=1, default=_json_default), to_markdown(report), to_html(report)]
+    with outputs or Outputs() as outputs:
+        for path, text in zip(report.outputs, texts):
+            outputs.write_text(path, text)
     return report
 
 
@@ -420,7 +441,7 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em}table{border-collapse:coll
 th,td{border:1px solid #d0d7de;padding:4px 6px;text-align:left;vertical-align:top}th{background:#f6f8fa}
 .verdict{font-weight:600;padding:1px 7px;border-radius:10px;color:#fff}.holds{background:#1a7f37}.fails{background:#cf222e}
 .inconclusive{background:#9a6700}.not-testable{background:#57606a}.meta{color:#57606a;font-size:.85em}code{font-size:.9em}img{max-width:100%}
-table.seeds{width:auto;margin:4px 0 0;font-size:.9em;font-variant-numeric:tabular-nums}table.seeds th,table.seeds td{border:0;padding:0 10px 0 0;white-space:nowrap;background:none;font-weight:normal}table.seeds th{color:#57606a;white-space:normal;vertical-align:bottom}#runs code{word-break:break-all}
+table.seeds{width:auto;margin:4px 0 0;font-size:.9em;font-variant-numeric:tabular-nums}table.seeds th,table.seeds td{border:0;padding:0 10px 0 0;white-space:nowrap;background:none;font-weight:normal}table.seeds th{color:#57606a;white-space:normal;vertical-align:bottom}#runs code,table.tests code{word-break:break-all}
 @media (max-width:900px){table.tests th,table.tests td{padding:3px 3px}table.seeds th,table.seeds td{padding:0 5px 0 0}}
 """
 

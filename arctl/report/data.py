@@ -95,10 +95,15 @@ def read_report_runs(
     finished are left out, with a warning naming them."""
     exps = resolve_experiments(spec, experiments, sweep)
     where_from = f"W&B project {wandb_project}" if wandb_project else str(Path(workdir or default_workdir()))
+    from arctl.report.export import producing_in_export
+
+    # an export launches no runs: what it lacks comes from `arctl export` (from a hunt: "produce them with arctl run")
+    in_export = None if wandb_project else producing_in_export(Path(workdir or default_workdir()))
+    producing = in_export or producing_command(spec, exps, sweep)
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
         raise ReportError(
             f"workspace {where_from} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
-            f"with {producing_command(spec, exps, sweep)}"
+            f"with {producing}"
         )
     context = [sweep] if sweep else [spec["sweep"]] if spec.get("sweep") else []
     runs = load_runs(
@@ -109,7 +114,9 @@ def read_report_runs(
     # what reading the files said (before the cells add theirs), less what is not damage: a run still
     # running, a run that logged NaN
     read_notes = [w for w in runs.warnings if w not in set(runs.nonfinite) and not w.endswith(NO_EXIT_RECORD)]
+    runs.warnings = [*runs.warnings, *spec.get("_skipped", [])]  # files under reports/ not read as specs
     runs.history = finite_history(runs.history)
+    n_read, logged_any = len(runs.runs), bool(len(runs.history))  # runs there, that logged one of ``metrics``
     had_runs = _runs_by_experiment(runs.runs)  # before any is left out: an experiment with runs is not "no runs"
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
@@ -128,13 +135,17 @@ def read_report_runs(
         runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         if not len(runs.history):
+            from arctl.launch.workspace import workdir_arg  # (a W&B project's runs: no workspace to name)
+
+            status = "`arctl status`" if wandb_project else f"`arctl status{workdir_arg(workdir or default_workdir())}`"
             raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
-                              f"wait for them (`arctl status`), or produce them with {producing_command(spec, exps, sweep)}")
+                              f"wait for them ({status}), or produce them with {producing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
         runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
         runs.warnings = [*runs.warnings, unfinished_warning(left_out)]
     h = runs.history
     requires = spec.get("requires")
+    before_requires = len(h)
     if requires and len(h):
         ok = {m for m in h["metric"].cat.categories if fnmatch.fnmatchcase(m, requires)}
         keep_runs = set(h.loc[h["metric"].isin(ok), "run_id"].astype(str))
@@ -156,13 +167,22 @@ def read_report_runs(
     if not len(h):
         what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
         logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
-        cmd = spec.get("hint") if requires and spec.get("hint") else producing_command(spec, exps, sweep)
+        cmd = spec.get("hint") if requires and spec.get("hint") and not in_export else producing
         unreadable = read_notes
         if unreadable:  # the runs may be there: say which files could not be read, not "produce them"
             raise ReportError(
                 f"no readable runs of {what}{logged} in {where_from}: {len(unreadable)} W&B file(s) could not be read "
                 f"(first: {' '.join(str(unreadable[0]).split())[:300]}); check or remove them, or produce new runs "
                 f"with {cmd}")
+        glob = None if logged_any else metrics  # what the runs there logged none of: a key, or `requires`
+        if requires and before_requires:
+            glob = [requires]
+        if n_read and glob:  # runs there: not "produce them" alone (from a hunt: a typo in key: said so)
+            near = _closest_keys(glob, lambda: _logged_metrics(workdir, exps, wandb_project, cache_dir, api))
+            tail = f" (did you mean {' or '.join(near)}?)" if near else ""
+            raise ReportError(f"no runs of {what}{logged} in {where_from}: the {n_read} run(s) there logged none"
+                              f"{tail}; fix {spec.get('_path') or 'the spec'} if that is a typo, else produce runs "
+                              f"that log it with {cmd}")
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
     unread = [e for e in (exps or []) if e not in present and had_runs.get(e)]
     if unread:  # runs there, none read: not "no runs yet" (from a hunt: a run still at its first steps was)
@@ -172,9 +192,47 @@ def read_report_runs(
     missing = [e for e in (exps or []) if e not in present and e not in unread]
     absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
-        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from)]
+        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export)]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
                       unread=unread)
+
+
+def _logged_metrics(workdir, experiments, wandb_project, cache_dir, api) -> list[str]:
+    """Every metric key the runs of ``experiments`` logged (from the read's cache: the last value of each), or
+    [] where they cannot be read again."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said once, by the read of the report
+            runs = load_runs(workdir, experiments=experiments, metrics=None, wandb_project=wandb_project,
+                             cache_dir=cache_dir, progress=False, api=api, last_only=True)
+    except Exception:  # noqa: BLE001 - a suggestion only: the error it is part of is the one to show
+        return []
+    h = runs.history
+    return [str(m) for m in h["metric"].cat.categories] if len(h) else []
+
+
+def _closest_keys(globs: list[str], logged) -> list[str]:
+    """The logged keys nearest ``globs`` (a report's metric globs, ``eval/*/final_ac``), each written as a glob
+    of the same form (``eval/*/final_acc``): what a typo in a spec's ``key`` or ``requires`` meant. ``logged``:
+    a callable giving the runs' keys (read only here, where a report found none)."""
+    import difflib
+    import re
+
+    from arctl.track.metrics_schema import parse_metric
+
+    def as_glob(key: str) -> str:
+        p = parse_metric(key)
+        if p is not None and p.namespace == "eval":
+            return f"eval/*/{p.name}" + ("@*" if p.budget is not None else "")
+        return re.sub(r"@\d+$", "@*", key)
+
+    forms = sorted({as_glob(k) for k in logged()})
+    near: list[str] = []
+    for g in globs:
+        near += [f for f in difflib.get_close_matches(g, forms, n=2, cutoff=0.6) if f not in near]
+    return near
 
 
 def finite_history(history):
@@ -249,14 +307,18 @@ def missing_arms(spec: dict, experiments: list[str] | None, present_experiments:
     return {a: defined[a] for a in absent if a in defined}
 
 
-def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | None, where_from: str) -> str:
-    """One line naming the arms of :func:`missing_arms` and the command that produces their runs."""
+def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | None, where_from: str,
+                         command: str | None = None) -> str:
+    """One line naming the arms of :func:`missing_arms` and the command that produces their runs (``command``
+    where it is given: an export's, :func:`arctl.report.export.producing_in_export`)."""
     from arctl.report.specs import arm_label
 
     def named(a: str) -> str:
         return a if arm_label(a) == a else f"{arm_label(a)} ({a})"
 
-    if sweep:
+    if command:
+        cmd = command
+    elif sweep:
         cmd = f"`arctl sweep {sweep}`"
     else:
         by_exp: dict[str, list[str]] = {}

@@ -11,7 +11,7 @@ from arctl.report import cov_variance, score_curve, tables, training_curves, tre
 from arctl.report.data import ReportData, read_report_runs
 from arctl.report.errors import ReportError
 from arctl.report.specs import load_spec
-from arctl.report.style import save_figure
+from arctl.report.style import Outputs, save_figure
 
 BUILDERS = {  # (arctl.compose.report_specs.FIGURE_BUILDERS names them) builder, metric globs of a spec, whether it reads only final values (final_values)
     "score_curve": (score_curve.build, lambda spec: score_curve.METRICS, True),
@@ -32,6 +32,8 @@ class ReportResult:
     missing_experiments: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (a warning names them)
+    # experiments with runs of which none was read (a warning says why): not "missing", and --json says so too
+    unread_experiments: list[str] = field(default_factory=list)
     figure: object = None  # matplotlib Figure
     table: object = None  # pandas DataFrame behind the figure/table
 
@@ -43,6 +45,7 @@ class ReportResult:
             "runs": self.runs,
             "missing_experiments": self.missing_experiments,
             "missing_arms": self.missing_arms,
+            "unread_experiments": self.unread_experiments,
             "warnings": self.warnings,
             # a table's numbers, as its Markdown prints them (the text shows them: from a hunt, --json had none)
             **({"rows": table_rows(self.table)} if self.kind == "table" and self.table is not None else {}),
@@ -68,20 +71,30 @@ def table_rows(table) -> list[dict]:
             for label, row in table.iterrows()]
 
 
-def _write_runs_used(out_dir: Path, name: str, data: ReportData | None) -> Path:
-    path = out_dir / f"{name}.runs.json"
+def _write_runs_used(out_dir: Path, name: str, data: ReportData | None, outputs: Outputs) -> Path:
     runs = data.used_runs() if data is not None else []
-    path.write_text(json.dumps({"source": data.source if data else None, "runs": runs,
-                                "missing_experiments": data.missing if data else [],
-                                "missing_arms": data.missing_arms if data else []}, indent=1, default=str))
-    return path
+    text = json.dumps({"source": data.source if data else None, "runs": runs,
+                       "missing_experiments": data.missing if data else [],
+                       "missing_arms": data.missing_arms if data else [],
+                       "unread_experiments": data.unread if data else []}, indent=1, default=str)
+    return outputs.write_text(out_dir / f"{name}.runs.json", text)
+
+
+def interrupted_export_note(workdir) -> list[str]:
+    """The warning of an export an ``arctl export`` left unfinished (:func:`arctl.report.export.interrupted_export`),
+    first among a report's warnings: its runs are a part of what was asked for."""
+    from arctl.report.export import interrupted_export
+
+    note = interrupted_export(workdir) if workdir is not None else None
+    return [note] if note else []
 
 
 def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=None, workdir=None,
                   wandb_project=None, cache_dir=None, progress=True, processes=None, api=None,
-                  where=None) -> ReportResult:
+                  where=None, outputs: Outputs | None = None) -> ReportResult:
     """Build figure ``name`` (a ``reports/*.yaml`` spec of kind figure) into ``out_dir``; ``where``:
-    ``KEY=VALUE`` config filters (:func:`arctl.report.cells.one_run_per_cell`)."""
+    ``KEY=VALUE`` config filters (:func:`arctl.report.cells.one_run_per_cell`). ``outputs``: the
+    :class:`Outputs` that puts the files in place (the caller's, to tell after a Ctrl-C whether they are)."""
     spec = load_spec("figure", name)  # checked: its builder is one of BUILDERS
     build, globs, final_only = BUILDERS[spec_builder(spec)]
     if globs is None:
@@ -98,34 +111,41 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
                                 where=where)
     fig, table = build(spec, data)
     out_dir = Path(out_dir)
-    paths = save_figure(fig, out_dir, name)
-    if hasattr(table, "to_csv") and len(table):  # the numbers behind the figure
-        import pandas as pd
+    # every file of the figure, or (interrupted, failed) none: the previous ones stay, each whole
+    with outputs or Outputs() as outputs:
+        paths = save_figure(fig, out_dir, name, outputs)
+        if hasattr(table, "to_csv") and len(table):  # the numbers behind the figure
+            import pandas as pd
 
-        # rounded as a table's CSV is (100 * 0.58 was written 57.99999999999999)
-        path = out_dir / f"{name}.csv"
-        table.round(tables.CSV_DECIMALS).to_csv(path, index=not isinstance(table.index, pd.RangeIndex))
-        paths.append(path)
-        if "seeds" in getattr(table, "attrs", {}):  # a figure's per-seed numbers (score_curve's per_seed)
-            path = out_dir / f"{name}.seeds.csv"
-            table.attrs["seeds"].round(tables.CSV_DECIMALS).to_csv(path, index=False)
+            # rounded as a table's CSV is (100 * 0.58 was written 57.99999999999999)
+            path = out_dir / f"{name}.csv"
+            table.round(tables.CSV_DECIMALS).to_csv(outputs.stage(path),
+                                                    index=not isinstance(table.index, pd.RangeIndex))
             paths.append(path)
-    paths.append(_write_runs_used(out_dir, name, data))
+            if "seeds" in getattr(table, "attrs", {}):  # a figure's per-seed numbers (score_curve's per_seed)
+                path = out_dir / f"{name}.seeds.csv"
+                table.attrs["seeds"].round(tables.CSV_DECIMALS).to_csv(outputs.stage(path), index=False)
+                paths.append(path)
+        paths.append(_write_runs_used(out_dir, name, data, outputs))
     return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
                         missing_experiments=data.missing if data else [],
-                        warnings=data.runs.warnings if data else [],
-                        missing_arms=data.missing_arms if data else [], figure=fig, table=table)
+                        warnings=[*interrupted_export_note(workdir), *data.runs.warnings] if data else [],
+                        missing_arms=data.missing_arms if data else [],
+                        unread_experiments=data.unread if data else [], figure=fig, table=table)
 
 
 def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experiments=None, sweep=None,
                  workdir=None, wandb_project=None, cache_dir=None, progress=True, processes=None,
-                 api=None, where=None) -> ReportResult:
-    """Build table ``name`` (``final`` or ``anytime``) as Markdown, LaTeX and CSV into ``out_dir``."""
+                 api=None, where=None, outputs: Outputs | None = None) -> ReportResult:
+    """Build table ``name`` (``final`` or ``anytime``) as Markdown, LaTeX and CSV into ``out_dir``
+    (``outputs``: as :func:`render_figure`'s)."""
     spec = load_spec("table", name)
     data = read_report_runs(spec, metrics=tables.metric_globs(spec), experiments=experiments, sweep=sweep,
                             workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
                             progress=progress, processes=processes, api=api, final_only=True, where=where)
-    table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper)
-    paths.append(_write_runs_used(Path(out_dir), name, data))
+    with outputs or Outputs() as outputs:  # the Markdown, LaTeX, CSV and runs.json together, or none
+        table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper, outputs=outputs)
+        paths.append(_write_runs_used(Path(out_dir), name, data, outputs))
     return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,
-                        warnings=data.runs.warnings, missing_arms=data.missing_arms, table=table)
+                        warnings=[*interrupted_export_note(workdir), *data.runs.warnings],
+                        missing_arms=data.missing_arms, unread_experiments=data.unread, table=table)

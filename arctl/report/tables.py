@@ -255,8 +255,15 @@ def to_latex(ours, compare=None, caption: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
-def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool = False):
-    """Write ``<name>.md/.tex/.csv``; returns (table DataFrame, paths)."""
+def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool = False, outputs=None):
+    """Write ``<name>.md/.tex/.csv``; returns (table DataFrame, paths). ``outputs``: the report's
+    :class:`arctl.report.style.Outputs`, which puts them in place with its other files; without, they are
+    put in place together when the three are written."""
+    if outputs is None:
+        from arctl.report.style import Outputs
+
+        with Outputs() as own:
+            return build(spec, data, out_dir, compare_paper, own)
     ours = accuracy_table(spec, data)
     compare = None
     if compare_paper:
@@ -269,9 +276,10 @@ def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool
     name = spec["name"]
     csv_frame = compare if compare is not None else ours.assign(source=OURS)
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
-    paths[0].write_text(to_markdown(ours, compare))
-    paths[1].write_text(to_latex(ours, compare, caption=spec.get("description", "")))
-    csv_frame.round(CSV_DECIMALS).assign(**runs_columns(ours, csv_frame)).to_csv(paths[2], index_label="algorithm")
+    outputs.write_text(paths[0], to_markdown(ours, compare))
+    outputs.write_text(paths[1], to_latex(ours, compare, caption=spec.get("description", "")))
+    csv_frame.round(CSV_DECIMALS).assign(**runs_columns(ours, csv_frame)).to_csv(outputs.stage(paths[2]),
+                                                                                 index_label="algorithm")
     return csv_frame, paths
 
 

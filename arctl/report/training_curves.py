@@ -92,24 +92,47 @@ def all_seed_curves(history, metrics) -> dict[tuple[str, str], tuple]:
     return out
 
 
+def unlogged_datasets_note(listed: list[str], present: set[str]) -> str | None:
+    """The warning of the spec's ``datasets`` that no run read logged evaluations of, or None. Some of them
+    logged: the others' columns are left out. None of them logged: the figure draws every dataset logged (runs
+    at another scale evaluate other benchmarks: tiny's ``toy``, not the paper's ``aime24``), said only where a
+    listed one looks like a logged one (from a hunt: ``datasets: [toyy]`` drew every dataset without a word)."""
+    import difflib
+
+    unlogged = [d for d in listed if d not in present]
+    near = sorted({c for d in unlogged for c in difflib.get_close_matches(d, sorted(present), n=1, cutoff=0.75)})
+    if not unlogged or not present or (len(unlogged) == len(listed) and not near):
+        return None
+    logged = ", ".join(dataset_order(present)) + (f": did you mean {' or '.join(map(repr, near))}?" if near else "")
+    if len(unlogged) == len(listed):
+        return (f"no run read logged the datasets of the spec ({', '.join(unlogged)}): the figure draws every "
+                f"dataset they logged ({logged})")
+    return f"dataset(s) {', '.join(unlogged)} of the spec: no run read logged them (they logged {logged}); left out of the figure"
+
+
 def build(spec: dict, data: ReportData):
     import pandas as pd
 
     h = data.history
     panels = spec.get("panels") or DEFAULT_PANELS
     present = set(eval_datasets(h["metric"].cat.categories))
-    datasets = [d for d in (spec.get("datasets") or []) if d in present] or dataset_order(present)
+    listed = [str(d) for d in spec.get("datasets") or []]
+    datasets = [d for d in listed if d in present] or dataset_order(present)
     if not datasets:
         raise ReportError(
             f"the runs in {data.source} logged none of {', '.join(p['key'] for p in panels)}; "
             "they must run evaluations during training (eval.datasets, trainer.test_freq)"
         )
+    if note := unlogged_datasets_note(listed, present):
+        data.runs.warnings = [*data.runs.warnings, note]
     arms = order(h["arm"].astype(str).unique(), spec.get("arms"))
     colors = arm_colors(arms)
     fig, axes = new_figure(len(panels), len(datasets))
     curves = all_seed_curves(h, [p["key"].format(dataset=ds) for p in panels for ds in datasets])
     rows = []
     partial: dict[str, set[int]] = {}  # arm -> steps left out of its mean (not every one of its runs logged them)
+    blank: dict[str, list[str]] = {}  # arm -> the panels where no run of it has a finite value (no line there)
+    lined: set[str] = set()  # arms with a line in some panel
     for i, panel in enumerate(panels):
         for j, ds in enumerate(datasets):
             ax = axes[i][j]
@@ -125,14 +148,18 @@ def build(spec: dict, data: ReportData):
                 # the mean over the same runs at every point: a step only some of the arm's runs logged (one
                 # still running or stopped early, an extra evaluation) would move the curve by who is in it
                 full = full_support(n)
+                unit = panel_unit(metric, scale)
+                rows += [(arm, metric, unit, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
+                if not full.any():  # every run logged NaN (diverged): no line, so no legend entry (said below)
+                    blank.setdefault(arm, []).append(f"{panel.get('label', metric)}, {dataset_label(ds)}")
+                    continue
+                lined.add(arm)
                 if not full.all():
                     partial.setdefault(arm, set()).update(int(s) for s in x[~full])
                 ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
                 if np.isfinite(ci[full]).any():
                     ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
                                     color=colors[arm], alpha=0.2, lw=0)
-                unit = panel_unit(metric, scale)
-                rows += [(arm, metric, unit, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
                 drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, f"{metric}\nnot logged", ha="center", va="center", transform=ax.transAxes,
@@ -148,6 +175,12 @@ def build(spec: dict, data: ReportData):
         data.runs.warnings = [*data.runs.warnings, left_out_note(
             arm_label(arm), "step", steps, of=" of the arm", curve="its mean curve",
             why="a run still running or stopped early, or a NaN a run logged")]
+    # an arm with no line in a panel (from a hunt: an arm whose every seed diverged was in the legend with no line
+    # and no word, as score_curve's was): said once, and out of the legend and the footnote's runs where it has none
+    for arm, where in blank.items():
+        data.runs.warnings = [*data.runs.warnings, f"{arm_label(arm)}: no run has a finite value in "
+                              + ("; ".join(where) + " (no line there)" if arm in lined else
+                                 "any panel; it is left out of the figure (the CSV has it, n = 0)")]
     handles, labels = [], []
     for ax in np.ravel(axes):
         for hd, lb in zip(*ax.get_legend_handles_labels()):
@@ -155,7 +188,8 @@ def build(spec: dict, data: ReportData):
                 handles.append(hd)
                 labels.append(lb)
     add_legend(fig, handles, labels)
-    note = runs_footnote(data.used_runs(), arm_label, arms)
+    shown = [a for a in arms if a in lined]
+    note = runs_footnote([r for r in data.used_runs() if str(r["arm"]) in lined], arm_label, shown)
     add_footnote(fig, f"{spec['description']}. {note}" if spec.get("description") else note)
     # mean and ci in the panel's unit (its scale's: percent for the accuracies of the paper's panels), said per row
     table = pd.DataFrame(rows, columns=["arm", "metric", "unit", "step", "mean", "ci", "n"])

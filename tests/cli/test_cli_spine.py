@@ -239,7 +239,7 @@ def test_the_closing_figure_command_of_a_run_whose_spec_is_not_here_is_left_out(
     submitted), and the --json document was never printed."""
     from types import SimpleNamespace
 
-    from arctl.cli.launching import figure_commands
+    from arctl.cli.launching import figure_lines
 
     items = [SimpleNamespace(experiment="ablation-vr"), SimpleNamespace(experiment="an-experiment-not-here")]
-    assert figure_commands(items, None) == ["arctl report --figure ablation_vr"]
+    assert figure_lines(items, None)[0] == ["arctl report --figure ablation_vr"]

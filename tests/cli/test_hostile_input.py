@@ -479,9 +479,9 @@ def test_a_sweep_or_experiment_without_runs_here_is_named_as_such(sandbox, comma
     or experiment 'priors'", as if the sweep did not exist."""
     sandbox.add_run_dirs()
     err = sandbox.check_refused(command, "priors", "--workdir", str(sandbox.ws)).err
-    assert "sweep 'priors' has no runs in" in err and "`arctl sweep priors`" in err
+    assert "sweep 'priors' has no runs in" in err and "`arctl sweep priors --workdir" in err
     err = sandbox.check_refused(command, "main-grpo", "--workdir", str(sandbox.ws)).err
-    assert "experiment 'main-grpo' has no runs in" in err and "`arctl run main-grpo`" in err
+    assert "experiment 'main-grpo' has no runs in" in err and "`arctl run main-grpo --workdir" in err
     err = sandbox.check_refused(command, "nosuch", "--workdir", str(sandbox.ws)).err
     assert "no run, sweep or experiment 'nosuch' in" in err
 

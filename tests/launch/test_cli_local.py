@@ -87,7 +87,7 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     # sizes it with the memory given), and the queue was told so
     assert doc["parallelism"] == at_once and min(3, os.cpu_count()) <= at_once <= 3
     assert {r["state"] for r in doc["submitted"]} == {"COMPLETED"}
-    assert doc["figures"] == [f"arctl report --figure ablation_vr --workdir {ws}"]  # the spec's figure:
+    assert doc["figures"] == [f"arctl report --figure ablation_vr --experiment lt --workdir {ws}"]  # the spec's figure:
     for run in doc["submitted"]:
         run_dir = Path(run["run_dir"])
         assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints" / "state.json").is_file()
@@ -100,7 +100,7 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
     table = cli("status", "--workdir", str(ws), check=True).stdout
     assert "3 run(s): 3 completed" in table and doc["submitted"][0]["run_id"] in table
     done = cli("run", "lt", "--executor", "local", "--workdir", str(ws), check=True).stdout
-    assert done.splitlines()[-1] == f"draw the figure: arctl report --figure ablation_vr --workdir {ws}"
+    assert done.splitlines()[-1] == f"draw the figure: arctl report --figure ablation_vr --experiment lt --workdir {ws}"
 
 
 def test_dry_run_prints_configs_and_one_sbatch_array_and_writes_nothing(specs, tmp_path, cli):

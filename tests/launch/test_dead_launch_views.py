@@ -52,7 +52,7 @@ def test_status_says_a_dead_launchs_new_runs_are_not_being_submitted(specs, tmp_
     assert rows[b] == rows[c] == "INTERRUPTED", out
     assert "SUBMITTING" not in out and "2 interrupted" in out
     (note,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
-    assert "its launch was interrupted before it submitted it" in note and "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with) submits it" in note
+    assert "its launch was interrupted before it submitted it" in note and f"`arctl sweep lt3 --scale tiny --seeds 0 --workdir {ws.root}` (with the overrides it was launched with) submits it" in note
     doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}  # the state the table shows (a script polling
     assert doc[b]["state"] == states.INTERRUPTED and "its launch was interrupted" in doc[b]["warning"]  # for it)
     assert doc[b]["recorded_state"] == states.SUBMITTING and doc[c]["state"] == states.INTERRUPTED
@@ -114,7 +114,7 @@ def test_status_warns_of_a_pending_runs_deleted_folder(specs, tmp_path, monkeypa
     out = _status(ws, b)  # ended: no job to cancel, what launches it again is said
     (line,) = [line for line in out.splitlines() if line.startswith(f"{b}:")]
     assert "CANCELLED" in out and "is gone" in line and "`arctl cancel" not in line, out
-    assert "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with) launches it" in line
+    assert f"`arctl sweep lt3 --scale tiny --seeds 0 --workdir {ws.root}` (with the overrides it was launched with) launches it" in line
     from arctl.compose import resolve_sweep
 
     result = launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="debug", members=["lt3"])
@@ -200,10 +200,10 @@ def test_status_warns_of_an_ended_runs_deleted_folder_and_what_it_says_works(spe
     out = _status(ws)
     notes = {line.split(":")[0]: line for line in out.splitlines() if line.startswith((f"{a}:", f"{b}:"))}
     assert f"its run folder {ws.run_dir(a)} is gone" in notes[a] and "reports cannot read it" in notes[a], out
-    rerun = "`arctl run lt --arm a --scale tiny --seeds 0 --force` (with the overrides it was launched with, its sweep's"
+    rerun = f"`arctl run lt --arm a --scale tiny --seeds 0 --force --workdir {ws.root}` (with the overrides it was launched with, its sweep's"
     assert rerun in notes[a], notes[a]
     assert f"its run folder {ws.run_dir(b)} is gone" in notes[b], out
-    assert "`arctl sweep lt3 --scale tiny --seeds 0` (with the overrides it was launched with)" in notes[b], notes[b]
+    assert f"`arctl sweep lt3 --scale tiny --seeds 0 --workdir {ws.root}` (with the overrides it was launched with)" in notes[b], notes[b]
     assert out.count("is gone") == 2 and "COMPLETED" in out and "FAILED" in out
     doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json"))}
     assert "is gone" in doc[a]["warning"] and "is gone" in doc[b]["warning"] and doc[c]["warning"] is None

@@ -441,11 +441,31 @@ def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behi
         monkeypatch.setattr(launcher, "_release", real_release)
         monkeypatch.setattr(launcher, *patch)
         ws = Workspace(tmp_path / where)
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt) as info:
             launch(items_from_resolved(resolve_sweep("lt3", [])), ws, executor="slurm", members=["lt3"])
         assert "scancel 101" in calls.read_text().splitlines()[-1], where
+        # said on the CLI's "interrupted" line (a Ctrl-C during a launch exited 130 without a word of it)
+        assert "nothing was submitted; its claims are undone" in getattr(info.value, "__notes__", []), where
         assert not ws.root.exists(), where  # the workspace this launch made, and nothing else
     assert signal.getsignal(signal.SIGTERM) is handler_before  # the caller's handler, back
+
+    # two arrays (cluster.max_array_size=2), the second's release interrupted: the first is out, and said
+    monkeypatch.setattr(launcher, "_link_job_dir", real_link)
+    releases = []
+
+    def second_interrupted(*args):
+        releases.append(args)
+        if len(releases) == 2:
+            raise KeyboardInterrupt
+        return real_release(*args)
+
+    monkeypatch.setattr(launcher, "_release", second_interrupted)
+    ws = Workspace(tmp_path / "two")
+    with pytest.raises(KeyboardInterrupt) as info:
+        launch(items_from_resolved(resolve_sweep("lt3", ["cluster.max_array_size=2"])), ws, executor="slurm",
+               members=["lt3"])
+    assert f"submitted before it: 2 run(s) (job(s) 101_0, 101_1), recorded (`arctl status --workdir {ws.root}` shows " \
+           "them); the others are undone" in info.value.__notes__, info.value.__notes__
 
 
 def test_a_launch_that_fails_while_preparing_folders_leaves_every_run_as_it_was(specs, tmp_path, monkeypatch,

@@ -35,8 +35,8 @@ def test_a_resume_with_wandb_turned_off_is_refused_and_with_its_mode_it_resumes(
     doc = json.loads(cli(*run, "wandb.mode=offline", "--json").stdout)
     (skipped,) = doc["skipped"]
     assert skipped["reason"].startswith("completed") and f"its folder {run_dir} is gone" in skipped["reason"]
-    assert "`arctl run lt --arm a --scale tiny --seeds 0 --force` (with the overrides it was launched with) runs it again " \
-           "from the start" in skipped["reason"], skipped
+    assert f"`arctl run lt --arm a --scale tiny --seeds 0 --force --workdir {ws}` (with the overrides it was launched " \
+           "with) runs it again from the start" in skipped["reason"], skipped
 
 
 def test_a_resume_that_turns_wandb_on_or_off_where_nothing_was_logged_is_not_refused(specs, tmp_path, cli, monkeypatch):

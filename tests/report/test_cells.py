@@ -314,7 +314,7 @@ def test_a_report_of_final_values_leaves_out_runs_that_have_not_finished(workspa
                               "--out", str(tmp_path / "n")])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: no finished runs in "), res.output
-    assert "wait for them (`arctl status`)" in lines[0] and not (tmp_path / "n").exists()
+    assert f"wait for them (`arctl status --workdir {only.parent}`)" in lines[0] and not (tmp_path / "n").exists()
 
 
 def test_a_workspace_that_spans_an_upgrade_is_read_as_one():

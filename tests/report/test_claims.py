@@ -477,8 +477,8 @@ def test_the_command_on_a_workspace_of_real_runs(workspace, tmp_path):
     base = claims["3"]["tests"][0]
     assert base["verdict"] == INCONCLUSIVE and base["n"] == 1 and "at least 3" in base["note"]
     lp = next(t for t in claims["4"]["tests"] if "length_penalty_v1" in t["label"])
-    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == ["arctl run ablation-dense --arm grpo-lp-v1 --scale tiny --seeds 0,1"]
-    assert base["missing"] == ["ar-base (seeds 1)"] and base["commands"] == ["arctl run main-ar-base --arm ar-base --scale tiny --seeds 1"]
+    assert lp["missing"] == ["grpo-lp-v1"] and lp["commands"] == [f"arctl run ablation-dense --arm grpo-lp-v1 --scale tiny --seeds 0,1 --workdir {workspace}"]
+    assert base["missing"] == ["ar-base (seeds 1)"] and base["commands"] == [f"arctl run main-ar-base --arm ar-base --scale tiny --seeds 1 --workdir {workspace}"]
     assert claims["8"]["verdict"] == HOLDS  # accuracy rises with the budget in the fixture
     assert "sanity check of the logged numbers, not evidence" in claims["8"]["tests"][0]["note"]
     html_text = (out / "claims.html").read_text()
@@ -619,6 +619,7 @@ def test_a_run_shared_with_an_arm_of_another_name_is_that_arm_s_run_too_and_chec
     runs.loc[0, "serves"] = json.dumps([["ablation-vr", "grpo-vr-decouple"], ["ablation-vr", "grpo-vr"]])
     runs["config.summary.decoupled"] = [True, False]
     cells = {("ablation-vr", "grpo-vr-decouple"): {"arm": "grpo-vr-decouple", "summary.decoupled": True},
+             ("main-ar-base", "ar-base"): {"arm": "ar-base", "summary.decoupled": True},
              ("ablation-vr", "grpo-vr"): {"arm": "grpo-vr", "summary.decoupled": False}}
     said: list[str] = []
     views = run_views(history, runs, compose=lambda e, a, seed, scale: cells[(e, a)], warnings=said)

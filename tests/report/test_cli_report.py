@@ -34,9 +34,9 @@ def test_claims_on_an_empty_workspace_is_one_line_naming_the_sweep_and_writes_no
     res = runner.invoke(app, ["report", "--claims", "--workdir", str(tmp_path)])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: no runs of paper in")
-    assert "`arctl sweep paper`" in lines[0] and list(tmp_path.iterdir()) == []
+    assert f"`arctl sweep paper --workdir {tmp_path}`" in lines[0] and list(tmp_path.iterdir()) == []
     res = runner.invoke(app, ["report", "--claims", "priors", "--scale", "tiny", "--workdir", str(tmp_path)])
-    assert res.exit_code == 2 and "`arctl sweep priors --scale tiny`" in res.output and list(tmp_path.iterdir()) == []
+    assert res.exit_code == 2 and f"`arctl sweep priors --scale tiny --workdir {tmp_path}`" in res.output and list(tmp_path.iterdir()) == []
 
 
 def test_flag_mistakes_exit_2(tmp_path):

@@ -297,3 +297,35 @@ def test_the_score_curve_is_the_mean_over_the_same_runs_at_every_budget():
     assert list(line.get_xdata()) == [8, 24] and list(line.get_ydata()) == pytest.approx([30.0, 60.0])
     assert table.set_index("budget")["n"].to_dict() == {8: 2, 16: 1, 24: 2}
     assert any("1 budget(s) (16)" in w for w in data.runs.warnings)
+
+
+def test_a_training_curve_of_an_arm_whose_every_seed_diverged_is_said_and_not_drawn():
+    """From the imperfect-sweeps hunt: an arm whose every run logged NaN was in the legend with no line and no
+    word (score_curve was fixed; training_curves kept it). Now: out of the legend and the footnote, one warning,
+    kept with n = 0 in the table."""
+    import math
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from arctl.report.data import ReportData
+    from arctl.report.training_curves import build
+    from arctl.track.runs import Runs
+
+    rows = [(f"g{s}", "grpo", step, 0.4 + 0.1 * s) for s in range(2) for step in (0, 20)]
+    rows += [(f"l{s}", "ar-linear", step, math.nan) for s in range(2) for step in (0, 20)]
+    history = pd.DataFrame([{"run_id": r, "arm": a, "experiment": "e", "seed": int(r[1]), "step": st,
+                             "metric": "eval/toy/anytime_acc", "value": v} for r, a, st, v in rows])
+    for col in ("run_id", "arm", "experiment", "metric"):
+        history[col] = history[col].astype("category")
+    runs = pd.DataFrame({"run_id": ["g0", "g1", "l0", "l1"], "experiment": ["e"] * 4,
+                         "arm": ["grpo", "grpo", "ar-linear", "ar-linear"], "seed": [0, 1, 0, 1]})
+    data = ReportData(Runs(history, runs), None, source="t")
+    fig, table = build({"name": "t", "panels": [{"key": "eval/{dataset}/anytime_acc", "label": "a"}]}, data)
+    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert labels == ["GRPO"]
+    assert "AR-linear" not in fig._supxlabel.get_text() and "GRPO" in fig._supxlabel.get_text()
+    assert data.runs.warnings == ["AR-linear: no run has a finite value in any panel; it is left out of the figure "
+                                  "(the CSV has it, n = 0)"]
+    assert table[table["arm"] == "ar-linear"]["n"].tolist() == [0, 0]
+    plt.close(fig)

@@ -133,11 +133,15 @@ def test_an_experiment_whose_runs_are_not_read_is_not_said_to_have_none(table, w
     res, out = table
     assert res.missing_experiments == []
     assert json.loads((out / "final.runs.json").read_text())["missing_experiments"] == []
+    # and what --json and runs.json say of it: not missing, not silent either
+    assert res.unread_experiments == ["main-ar-uniform"] == res.to_json()["unread_experiments"]
+    assert json.loads((out / "final.runs.json").read_text())["unread_experiments"] == ["main-ar-uniform"]
     assert f"main-ar-uniform has 1 run(s), none of which this table reads: 1 not finished ({RUNNING}); it is left out " \
            "(`arctl status` shows its runs)" in res.warnings
     other = render_table("final", out_dir=tmp_path / "o", workdir=ws, progress=False, processes=1,
                          experiments=["main-grpo", "main-ar-uniform", "ablation-dense"])
     assert other.missing_experiments == ["ablation-dense"]
+    assert other.unread_experiments == ["main-ar-uniform"]
 
 
 def test_an_arm_whose_every_seed_is_nan_is_said_and_not_drawn(curve):

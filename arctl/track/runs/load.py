@@ -5,13 +5,16 @@ parsing in parallel processes with a progress bar (:mod:`arctl.track.runs.pool`)
 
 from __future__ import annotations
 
+import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from arctl.track.run_data import RunData
 from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
 from arctl.track.runs.discover import (
+    RunReadWarning,
     RunSource,
     default_workdir,
     discover_runs,
@@ -39,8 +42,29 @@ def workspace_cache(workdir: Path) -> Path:
     return cache_root() / "runs" / hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
 
 
-class RunReadWarning(UserWarning):
-    """A run file was truncated or corrupt, or a run could not be read; the rest was kept."""
+@contextmanager
+def _usable_cache(workdir: Path) -> Iterator[Path]:
+    """The cache a read of ``workdir`` writes: :func:`workspace_cache`, or where that cannot be written either (a
+    read-only workspace with HOME unset or unwritable, an unwritable ``$ARCTL_CACHE``) a temporary folder, removed
+    after the read, said in one note line (stderr) naming both caches and ``$ARCTL_CACHE``: from a hunt, such a
+    report failed with "error: /nonexistent: Permission denied" alone. A note, not one of the read's warnings:
+    those are what could not be read (a report with no runs counts them as unreadable files)."""
+    from arctl.config.files import CACHE_ENV, cache_root, folder_problem
+
+    cache = workspace_cache(workdir)
+    if (problem := folder_problem(cache)) is None:
+        yield cache
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(
+        "[yellow]note[/]: " + escape(f"neither the workspace's cache ({workdir / '.arctl-cache'}) nor the user cache "
+                                     f"({cache_root()}) can be written ({problem}): the runs are read into a temporary "
+                                     f"one, parsed again each time; set {CACHE_ENV} to a folder you can write to keep "
+                                     "it"), highlight=False, soft_wrap=True)
+    with tempfile.TemporaryDirectory(prefix="arctl-runs-") as tmp:
+        yield Path(tmp)
 
 
 def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = None) -> dict:
@@ -148,25 +172,30 @@ def load_runs(
     run serves by its config, and the run is read as theirs in the same way.
     """
     exp_set = set(experiments) if experiments is not None else None
-    if wandb_project:
-        metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api, serves)
-        cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
-    else:
-        workdir = Path(workdir) if workdir is not None else default_workdir()
-        cache = Path(cache_dir) if cache_dir else workspace_cache(workdir)
-        metas = _load_offline(workdir, exp_set, cache, processes, progress)
-    metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
-    out = _assemble(metas, cache, metrics, last_only)
+    notes: list[str] = []  # the run folders the read cannot look into
+    with ExitStack() as scope:
+        if wandb_project:
+            metas = _load_online(wandb_project, filters, exp_set, cache_dir, progress, api, serves)
+            cache = Path(cache_dir) if cache_dir else _online_cache_dir(wandb_project)
+        else:
+            workdir = Path(workdir) if workdir is not None else default_workdir()
+            cache = Path(cache_dir) if cache_dir else scope.enter_context(_usable_cache(workdir))
+            metas = _load_offline(workdir, exp_set, cache, processes, progress, notes)
+        metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
+        out = _assemble(metas, cache, metrics, last_only)
+    out.warnings = [*notes, *out.warnings]
     for w in out.warnings:
         warnings.warn(w, RunReadWarning, stacklevel=2)
     return out
 
 
-def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress) -> list[dict]:
+def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, notes: list[str]) -> list[dict]:
+    """The metadata of the runs of ``workdir`` (those of ``exp_set``), read from ``cache`` where current, else
+    parsed into it; a run folder that cannot be looked into is named in ``notes`` and left out."""
     metas: list[dict | None] = []
     todo: list[tuple[int, RunSource, list]] = []  # (index in metas, source, its signature before reading)
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
-    for s in discover_runs(workdir):
+    for s in discover_runs(workdir, notes):
         try:
             sig = s.signature()  # before any read of the files (ingest_offline stamps the cache with it)
         except OSError as e:  # moved while listed (a restart's wandb-discarded/): the next read has it
