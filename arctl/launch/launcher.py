@@ -653,7 +653,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 dropped, held = [], []
                 try:
                     dropped, held = _record_submitted(reg, name, token,
-                                                      [(i, r) for i, r in every if i.run_id in job_ids], job_ids)
+                                                      [(i, r) for i, r in every if i.run_id in job_ids], job_ids,
+                                                      workspace)
                 except Exception as also:  # noqa: BLE001 - reported with the original error
                     left.append(f"recording the submitted jobs {sorted(job_ids.values())} ({also})")
                 refused = [(i, r) for i, r in every if i.run_id not in job_ids] + held  # held: undone likewise
@@ -685,7 +686,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
                 raise
             try:
-                dropped, held = _record_submitted(reg, name, token, claimed, job_ids)
+                dropped, held = _record_submitted(reg, name, token, claimed, job_ids, workspace)
             except RegistryError as err:  # e.g. a full disk: the jobs are out, and the user must know it (from a hunt)
                 if name != "slurm":
                     raise
@@ -881,7 +882,8 @@ def _record_shared(reg: Registry, workspace: Workspace, by_id: dict[str, LaunchI
 
 
 def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tuple[LaunchItem, RunRecord]],
-                      job_ids: dict[str, str]) -> tuple[list[tuple[LaunchItem, str]], list[tuple[LaunchItem, RunRecord]]]:
+                      job_ids: dict[str, str], workspace: Workspace | None = None,
+                      ) -> tuple[list[tuple[LaunchItem, str]], list[tuple[LaunchItem, RunRecord]]]:
     """Record the jobs of the runs claim ``token`` submitted (PENDING, job id, attempt). A run cancelled
     while this launch submitted it (`arctl cancel` asks a claimed run's launch to cancel it) has its
     job cancelled: a SLURM job (which may have started: its array was released before this record) is
@@ -894,7 +896,9 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
     (:func:`_roll_back`). A run whose row the claim no longer holds keeps what it has now: its job
     adopted by a refresh that took this launch for a dead one, or, where the row names another job or
     none, the job cancelled. Returns the runs not submitted after all, with why, and those held back
-    (still claimed: the caller undoes them)."""
+    (still claimed: the caller undoes them). A local or debug run recorded CANCELLED here says so in its
+    ``workspace`` folder's status.json too (:func:`arctl.launch.status_file.mark_cancelled`; it said
+    "submitted", and `arctl repair` rebuilt it FAILED, "never started")."""
     now = time.time()
 
     def values(item: LaunchItem, rec: RunRecord) -> dict:
@@ -914,6 +918,9 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
     lost, stopped = reg.update_claimed(token, [(item.run_id, values(item, rec)) for item, rec in rest],
                                        cancelled={} if executor == "slurm" else {"state": states.CANCELLED,
                                                                                  "ended_at": now})
+    if executor != "slurm" and workspace is not None:  # after the registry's write won: no job of them starts
+        for run_id in stopped:
+            mark_cancelled(workspace.run_dir(run_id), now, executor)
     held: list[tuple[LaunchItem, RunRecord]] = []
     for item, rec in rerun:
         update = values(item, rec)

@@ -302,3 +302,44 @@ def test_a_new_run_of_a_cell_the_workspace_has_under_another_config_says_so(spec
     # from a review: a launch's own runs are not "another config" of one another (a sweep's grid points)
     both = plan(_items() + items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["a"])), ws)
     assert [(i.action, i.reason) for i in both] == [("skip", "completed"), ("new", "not in the registry")]
+
+
+def test_a_local_run_cancelled_while_its_launch_submits_it_says_cancelled_in_its_folder_too(specs, tmp_path,
+                                                                                          monkeypatch):
+    """A new local run cancelled while its launch submitted it is CANCELLED in the registry; its status.json said
+    "submitted" (from a hunt), so `arctl repair`, which rebuilds the registry from the folders, made it FAILED
+    ("never started ... resumes it"). Now the folder says "cancelled" too, and a repair keeps it CANCELLED."""
+    from arctl.launch.executors import LaunchError
+    from arctl.launch.repair import rebuild_registry
+    from arctl.launch.status_file import read_status
+
+    ws = Workspace(tmp_path / "ws")
+    [item] = _items()
+    real, said = launcher._submit_local, []
+
+    def submit(*args, **kwargs):
+        said.append(_cancel(ws, item.run_id))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "_submit_local", submit)
+    result = launch(_items(), ws, executor="local")
+    assert said == [["cancelled while its launch submits it (its launch cancels the job it submits)"]]
+    assert result.submitted == [] and [why for _, why in result.skipped] == ["cancelled while this launch submitted it"]
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(item.run_id).state == states.CANCELLED
+    assert (read_status(ws.run_dir(item.run_id))["state"], read_status(ws.run_dir(item.run_id))["executor"]) == \
+        ("cancelled", "local")
+    logs = lambda: "".join(p.read_text() for p in ws.jobs_dir.glob("local-queue-*.log"))  # noqa: E731
+    deadline = time.monotonic() + 60  # the queue started for it skips it, and ends: the repair may run
+    while f"skip {item.run_id}: {states.CANCELLED}" not in logs():
+        assert time.monotonic() < deadline, logs()
+        time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            [rec] = rebuild_registry(ws).runs
+            break
+        except LaunchError:  # the queue's process still holds the workspace open
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    assert (rec.state, rec.error) == (states.CANCELLED, None), rec
