@@ -37,14 +37,16 @@ from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
 from arctl.launch.status_file import read_status
-from arctl.launch.workspace import Workspace, queued_job
+from arctl.launch.workspace import Workspace, queued_job, workdir_arg
 from arctl.track.identity import wandb_generation
 
 REPORTED = {"completed": states.COMPLETED, "failed": states.FAILED, "preempted": states.PREEMPTED,
             "cancelled": states.CANCELLED}  # cancelled: before its job started (arctl.launch.control._mark_cancelled)
-UNKNOWN = "the registry was rebuilt and its job left no executor to ask; `arctl resume` resumes it"
+# each message names the command that resumes the run in its workspace ({resume}: `arctl resume RUN --workdir WS`,
+# :func:`_record`; from a hunt: a bare `arctl resume` acts on ./arctl-runs and names no run)
+UNKNOWN = "the registry was rebuilt and its job left no executor to ask; {resume} resumes it"
 QUEUED = ("submitted before the registry was rebuilt, and its job id was only there: if its job is still "
-          "queued (squeue), cancel it (scancel) before `arctl resume`, or two jobs train one run")  # SLURM's
+          "queued (squeue), cancel it (scancel) before {resume}, or two jobs train one run")  # SLURM's
 # a local or debug run's (executor -> why no job of it runs): what runs it holds the workspace open, and a repair
 # runs only while none does (:func:`_exclusive`); in a copy of a live workspace, it runs the original's folder
 NEVER_STARTED = {
@@ -53,7 +55,7 @@ NEVER_STARTED = {
     "debug": "no arctl process trains it here (the debug executor trains in its launch, and a repair runs only "
              "while no launch has the workspace open)",
 }
-NOT_STARTED = "submitted before the registry was rebuilt and never started; {why}: `arctl resume` resumes it"
+NOT_STARTED = "submitted before the registry was rebuilt and never started; {why}: {resume} resumes it"
 
 
 def launched_by(config: dict) -> str | None:
@@ -90,9 +92,11 @@ class Repaired:
 
 
 def _record(run_id: str, config: dict, status: dict, run_dir,
-            queued: tuple[str, str | None, float] | None = None) -> RunRecord:
+            queued: tuple[str, str | None, float] | None = None, where: str = "") -> RunRecord:
     """``queued``: (job id, its state as the scheduler says or None, when it was submitted) of the
-    SLURM job submitted for it that had not started (:func:`_queued`)."""
+    SLURM job submitted for it that had not started (:func:`_queued`). ``where``: what names the workspace
+    in a command (:func:`arctl.launch.workspace.workdir_arg`)."""
+    resume = f"`arctl resume {run_id}{where}`"
     scale = (config.get("scale") or {}).get("name") if isinstance(config.get("scale"), dict) else None
     reported = status.get("state")
     executor = _executor(status)
@@ -105,15 +109,15 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         (job_id, state, _), error, executor = queued, None, "slurm"
     elif reported == "submitted" and queued and queued[1] is not None:  # it ended before the run started
         state, job_id = states.FAILED, None
-        error = f"its SLURM job {queued[0]} ended ({queued[1].lower()}) before the run started; `arctl resume` resumes it"
+        error = f"its SLURM job {queued[0]} ended ({queued[1].lower()}) before the run started; {resume} resumes it"
     elif reported == "submitted" and executor in NEVER_STARTED:  # a local or debug run: no job of it runs, or will
-        state, error, job_id = states.FAILED, NOT_STARTED.format(why=NEVER_STARTED[executor]), None
+        state, error, job_id = states.FAILED, NOT_STARTED.format(why=NEVER_STARTED[executor], resume=resume), None
     elif reported == "submitted":  # its job id was the registry's (the job id status.json names is an earlier
-        state, error, job_id = states.FAILED, QUEUED, None  # attempt's): its SLURM job may still be queued
+        state, error, job_id = states.FAILED, QUEUED.format(resume=resume), None  # attempt's): its SLURM job may still be queued
     elif job_id and executor in ("slurm", "local"):
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
     else:
-        state, error = states.FAILED, UNKNOWN
+        state, error = states.FAILED, UNKNOWN.format(resume=resume)
     progress = run_progress(run_dir, status, active=state in states.ACTIVE)
     # a --force rerun's generation is in its W&B id (<run_id>-g<N>): the next rerun must not reuse an id
     wandb = config.get("wandb") if isinstance(config.get("wandb"), dict) else {}
@@ -360,6 +364,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
     members: list[tuple[str, str]] = []
     folders = sorted(workspace.runs_dir.iterdir()) if workspace.runs_dir.is_dir() else []
     queued = _queued([f for f in folders if f.is_dir()])
+    where = workdir_arg(workspace.root)
     for folder in folders:
         if not folder.is_dir():
             continue
@@ -372,7 +377,8 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
         if why:
             result.skipped.append((folder.name, why))
             continue
-        result.runs.append(rec := _record(folder.name, config, read_status(folder), folder, queued.get(folder.name)))
+        result.runs.append(rec := _record(folder.name, config, read_status(folder), folder, queued.get(folder.name),
+                                            where))
         if rec.sweep is not None:
             members.append((rec.sweep, folder.name))  # the sweep it was launched by
         members += [(exp, folder.name) for exp in read_shared(folder) if SAFE_ID.match(exp)]

@@ -61,14 +61,16 @@ def resolve_experiments(spec: dict, experiments: list[str] | None, sweep: str | 
     return list(exps) or None
 
 
-def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None) -> str:
-    """The arctl command(s) that would produce the runs a report needs."""
+def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None, where: str = "") -> str:
+    """The arctl command(s) that would produce the runs a report needs, in the workspace ``where`` names
+    (:func:`arctl.launch.workspace.workdir_arg`: ``""`` for the one a bare command means; from a hunt, a
+    report on ``--workdir ws`` said "produce them with `arctl run main`", which trains in ./arctl-runs)."""
     if sweep:
-        return f"`arctl sweep {sweep}`"
-    runs = " and ".join(f"`arctl run {e}`" for e in experiments or [])
+        return f"`arctl sweep {sweep}{where}`"
+    runs = " and ".join(f"`arctl run {e}{where}`" for e in experiments or [])
     if spec.get("sweep") and experiments:
-        return f"{runs} (or the whole sweep: `arctl sweep {spec['sweep']}`)"
-    return runs or spec.get("hint") or "`arctl run EXPERIMENT`"
+        return f"{runs} (or the whole sweep: `arctl sweep {spec['sweep']}{where}`)"
+    return runs or spec.get("hint") or f"`arctl run EXPERIMENT{where}`"
 
 
 def read_report_runs(
@@ -99,7 +101,10 @@ def read_report_runs(
 
     # an export launches no runs: what it lacks comes from `arctl export` (from a hunt: "produce them with arctl run")
     in_export = None if wandb_project else producing_in_export(Path(workdir or default_workdir()))
-    producing = in_export or producing_command(spec, exps, sweep)
+    from arctl.launch.workspace import workdir_arg  # (a W&B project's runs: no workspace to name)
+
+    named = "" if wandb_project else workdir_arg(workdir or default_workdir())
+    producing = in_export or producing_command(spec, exps, sweep, named)
     if not wandb_project and not Path(workdir or default_workdir()).is_dir():
         raise ReportError(
             f"workspace {where_from} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce runs "
@@ -135,9 +140,7 @@ def read_report_runs(
         runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         if not len(runs.history):
-            from arctl.launch.workspace import workdir_arg  # (a W&B project's runs: no workspace to name)
-
-            status = "`arctl status`" if wandb_project else f"`arctl status{workdir_arg(workdir or default_workdir())}`"
+            status = f"`arctl status{named}`"
             raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
                               f"wait for them ({status}), or produce them with {producing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
@@ -192,7 +195,7 @@ def read_report_runs(
     missing = [e for e in (exps or []) if e not in present and e not in unread]
     absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
-        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export)]
+        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named)]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
                       unread=unread)
 
@@ -308,9 +311,10 @@ def missing_arms(spec: dict, experiments: list[str] | None, present_experiments:
 
 
 def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | None, where_from: str,
-                         command: str | None = None) -> str:
+                         command: str | None = None, where: str = "") -> str:
     """One line naming the arms of :func:`missing_arms` and the command that produces their runs (``command``
-    where it is given: an export's, :func:`arctl.report.export.producing_in_export`)."""
+    where it is given: an export's, :func:`arctl.report.export.producing_in_export`), in the workspace
+    ``where`` names (:func:`producing_command`)."""
     from arctl.report.specs import arm_label
 
     def named(a: str) -> str:
@@ -319,15 +323,15 @@ def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | 
     if command:
         cmd = command
     elif sweep:
-        cmd = f"`arctl sweep {sweep}`"
+        cmd = f"`arctl sweep {sweep}{where}`"
     else:
         by_exp: dict[str, list[str]] = {}
         for a, exps in absent.items():
             for e in exps or ["EXPERIMENT"]:
                 by_exp.setdefault(e, []).append(a)
-        cmd = " and ".join(f"`arctl run {e} {' '.join(f'--arm {a}' for a in arms)}`" for e, arms in by_exp.items())
+        cmd = " and ".join(f"`arctl run {e} {' '.join(f'--arm {a}' for a in arms)}{where}`" for e, arms in by_exp.items())
         if spec.get("sweep"):
-            cmd += f" (or the whole sweep: `arctl sweep {spec['sweep']}`)"
+            cmd += f" (or the whole sweep: `arctl sweep {spec['sweep']}{where}`)"
     return (f"{len(absent)} arm(s) of the spec have no runs in {where_from}: {', '.join(named(a) for a in absent)} "
             f"(left out of the {spec.get('kind') or 'report'}); produce them with {cmd}")
 

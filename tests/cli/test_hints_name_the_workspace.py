@@ -150,3 +150,24 @@ def test_the_claims_report_s_commands_produce_the_missing_runs_in_its_workspace(
     assert f"<code>{commands[0]}</code>" in (out / "claims.html").read_text()
     planned = runs_as_printed(box, commands[0] + " --dry-run --executor debug")
     assert planned.code == 0 and f"workspace: {box.ws}" in planned.out, planned.out + planned.err
+
+
+def test_a_report_without_runs_says_to_produce_them_in_its_workspace(box, tmp_path):
+    """`arctl report --figure F --workdir WS` on a workspace without the figure's runs: the command it names
+    trains in WS (it said `arctl run hx`, which trains in ./arctl-runs); run as printed (dry), it plans in WS."""
+    (box.ws / "runs").mkdir()
+    refused = box.check_refused("report", "--figure", "score_curve", "--experiment", "hx", "--workdir", str(box.ws),
+                                "--out", str(tmp_path / "out"))
+    command = quoted(refused.err, "arctl run")
+    assert command == f"arctl run hx --workdir {box.ws}", refused.err
+    planned = runs_as_printed(box, command + " --dry-run --executor debug")
+    assert planned.code == 0 and f"workspace: {box.ws}" in planned.out, planned.out + planned.err
+
+
+def test_the_missing_arms_line_names_the_workspace():
+    from arctl.report.data import missing_arms_warning
+
+    line = missing_arms_warning({"sweep": "paper"}, {"grpo": ["main-grpo"]}, None, "/w", where=" --workdir /w")
+    assert "`arctl run main-grpo --arm grpo --workdir /w` (or the whole sweep: `arctl sweep paper --workdir /w`)" \
+        in line, line
+    assert "`arctl sweep priors --workdir /w`" in missing_arms_warning({}, {"grpo": []}, "priors", "/w", where=" --workdir /w")

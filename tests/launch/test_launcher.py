@@ -298,8 +298,10 @@ def test_a_repair_keeps_a_queued_slurm_job_pending_so_a_resume_does_not_submit_i
     done = rebuild_registry(ws)
     got = {r.run_id: (r.state, r.executor, r.job_id, r.error) for r in done.runs}
     assert got[a] == (states.PENDING, "slurm", "101_0", None)
-    assert got[b][0] == states.FAILED and got[b][3] == QUEUED
-    assert got[c][0] == states.FAILED and got[c][2] is None and got[c][3] == QUEUED
+    # each names the command that resumes that run in this workspace (it said a bare `arctl resume`)
+    assert got[b][0] == states.FAILED and got[b][3] == QUEUED.format(resume=f"`arctl resume {b} --workdir {ws.root}`")
+    assert got[c][0] == states.FAILED and got[c][2] is None
+    assert got[c][3] == QUEUED.format(resume=f"`arctl resume {c} --workdir {ws.root}`")
     with Registry(ws.registry_path) as reg:
         assert {r.run_id: r.state for r in refresh(reg, ws)} == {a: states.PENDING, b: states.FAILED, c: states.FAILED}
     assert {i.run_id: i.action for i in plan(sweep(), ws)} == {a: "active", b: "resume", c: "resume"}

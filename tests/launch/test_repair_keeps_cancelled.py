@@ -91,11 +91,11 @@ def test_a_local_run_that_never_started_gets_the_local_executors_message_not_slu
     got = {r.run_id: r for r in rebuild_registry(ws).runs}
     local, dbg = got["exp_a_s0_aaaa"], got["exp_b_s0_bbbb"]
     assert (local.state, local.executor, local.sweep) == (states.FAILED, "local", None), local
-    assert "local queue" in local.error and "arctl resume" in local.error, local.error
+    assert "local queue" in local.error and f"`arctl resume {local.run_id} --workdir {ws.root}`" in local.error, local.error
     assert (dbg.state, dbg.executor) == (states.FAILED, "debug"), dbg
     assert "debug executor" in dbg.error, dbg.error
     for rec in (local, dbg):
-        assert "squeue" not in rec.error and "scancel" not in rec.error and rec.error != QUEUED, rec.error
+        assert "squeue" not in rec.error and "scancel" not in rec.error and "job id was only there" not in rec.error, rec.error
 
 
 def test_a_slurm_run_submitted_without_a_job_link_keeps_the_advice_to_check_squeue(tmp_path):
@@ -104,7 +104,8 @@ def test_a_slurm_run_submitted_without_a_job_link_keeps_the_advice_to_check_sque
     run_dir = _folder(ws, "exp_a_s0_aaaa", "a", "lambda")
     mark_submitted(run_dir)  # a SLURM submission: no process, no host
     (rec,) = rebuild_registry(ws).runs
-    assert (rec.state, rec.error, rec.sweep) == (states.FAILED, QUEUED, "lambda"), rec
+    resume = f"`arctl resume exp_a_s0_aaaa --workdir {ws.root}`"  # in its workspace (it said a bare `arctl resume`)
+    assert (rec.state, rec.error, rec.sweep) == (states.FAILED, QUEUED.format(resume=resume), "lambda"), rec
 
 
 def test_the_hints_of_a_run_not_found_name_the_workspace(tmp_path, monkeypatch):

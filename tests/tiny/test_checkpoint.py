@@ -215,7 +215,7 @@ def test_a_resume_from_another_warmup_than_the_first_attempts_is_refused_where_t
     _record_another_warmup(run_dir)
     if kl:
         with pytest.raises(ValueError, match=r"not the one this run started from \(ffffffffffff.*KL term.*start the run "
-                           r"over: remove .*checkpoints and .*metrics\.jsonl, then `arctl resume run`"):
+                           r"over: remove .*checkpoints and .*metrics\.jsonl, then `arctl resume run --workdir \S+`"):
             train(config, run_dir, threading.Event())
     else:
         assert train(config, run_dir, threading.Event()) == "completed"  # the checkpoint's weights carry on

@@ -68,10 +68,12 @@ def test_rows_w_and_b_cannot_take_again_leave_the_run_to_a_resume_that_re_logs_t
     it ends preempted at its final checkpoint with one line saying what W&B lost; its resume trains nothing
     and re-logs them."""
     real_log = _losing_log(monkeypatch, 2, every_run=True)
-    run_dir = tmp_path / "r"
+    run_dir = tmp_path / "ws" / "runs" / "r"
     assert train(_config(), run_dir, threading.Event()) == "preempted"
     out = capsys.readouterr().out
-    assert f"W&B lost steps 2..3; the checkpoint is saved and the next attempt (`arctl resume {run_dir.name}`)" in out
+    # the resume names the run's workspace (a job cannot know the shell's: a bare one acted on ./arctl-runs)
+    assert (f"W&B lost steps 2..3; the checkpoint is saved and the next attempt "
+            f"(`arctl resume r --workdir {tmp_path / 'ws'}`)") in out, out
     from arctl.track.phase import read_warning
 
     assert "W&B lost steps 2..3" in read_warning(run_dir)

@@ -42,7 +42,13 @@ from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.update import ppo_update, tree_batch
-from arctl.backends.tiny.warmup import WarmupInterrupted, machine_kind, warmup_dir, warmup_model
+from arctl.backends.tiny.warmup import (
+    WarmupInterrupted,
+    machine_kind,
+    resume_command,
+    warmup_dir,
+    warmup_model,
+)
 from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
@@ -221,7 +227,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         if missing:
             lost.append(missing)
             write_warning(run_dir, f"{WANDB_LOST}{missing} (its files {run_dir / 'wandb'}: a full disk?); "
-                                   f"`arctl resume {run_dir.name}` re-logs them from metrics.jsonl without training")
+                                   f"{resume_command(run_dir)} re-logs them from metrics.jsonl without training")
         elif (read_warning(run_dir) or "").startswith(WANDB_LOST):  # an earlier attempt's, now re-logged
             write_warning(run_dir, None)
     if lost and status == "completed":
@@ -230,8 +236,8 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         # final checkpoint instead: the next attempt re-logs them from metrics.jsonl and trains nothing
         status = "preempted"
     if lost:
-        print(f"tiny: W&B lost {', '.join(lost)}; the checkpoint is saved and the next attempt (`arctl resume "
-              f"{run_dir.name}`) re-logs the W&B history from metrics.jsonl without training", flush=True)
+        print(f"tiny: W&B lost {', '.join(lost)}; the checkpoint is saved and the next attempt "
+              f"({resume_command(run_dir)}) re-logs the W&B history from metrics.jsonl without training", flush=True)
     print(f"tiny: {run.experiment}/{run.arm} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
@@ -389,9 +395,11 @@ def first_warmup(run_dir: Path, warm: dict, config: dict, resumed: bool) -> dict
 def start_over(run_dir: Path | None) -> str:
     """The way to start a run over that a resume refuses (``--force`` reruns completed runs only; a failed or
     stopped one is resumed: from a review, the advice "rerun with --force" did nothing)."""
-    run_dir = Path(run_dir) if run_dir is not None else Path("RUN_DIR")
+    if run_dir is None:
+        return "start the run over: remove its checkpoints/ and metrics.jsonl, then `arctl resume RUN_ID`"
+    run_dir = Path(run_dir)
     return (f"start the run over: remove {run_dir / 'checkpoints'} and {run_dir / 'metrics.jsonl'}, then "
-            f"`arctl resume {run_dir.name}`")
+            f"{resume_command(run_dir)}")
 
 
 def _metric_rows(run_dir: Path) -> list[dict]:

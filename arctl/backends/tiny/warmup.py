@@ -84,6 +84,14 @@ def workspace_of(run_dir: Path) -> Path:
     return workdir_path().resolve()
 
 
+def resume_command(run_dir: Path) -> str:
+    """The backquoted command that resumes run folder ``run_dir``, naming its workspace always: a job's line is
+    read in a shell whose working directory the job cannot know, and a backend cannot ask the launch layer
+    whether a bare command would mean that workspace (from a review: a bare `arctl resume` acted on
+    ./arctl-runs)."""
+    return f"`arctl resume {Path(run_dir).name} --workdir {shlex.quote(str(workspace_of(run_dir)))}`"
+
+
 def inserted_style(config: dict) -> str:
     """The run's ``summary.inserted`` (:data:`arctl.algo.prompts.INSERTED_STYLES`): the warm-up trains
     its summaries after these inserted tokens, and checks its accuracy with them."""
@@ -190,14 +198,10 @@ def _cache_error(err: OSError, target: Path, run_dir: Path) -> WarmupCacheError:
     """The job's one line for a warm-up cache folder it cannot write (from a hunt: ``ARCTL_CACHE`` on a
     folder of root's, or ``HOME=/nonexistent``, failed the job "PermissionError: [Errno 13] Permission
     denied: '.../tiny-warmup'", naming no setting; the launch refuses them now, a job on another machine
-    can still meet one). Its resume command names the run's workspace always: the job's working directory
-    says nothing of the shell the user reads it in (from a review: a bare `arctl resume` acted on
-    ./arctl-runs), and a backend cannot ask the launch layer whether a bare command would mean it."""
+    can still meet one). Its resume command names the run's workspace (:func:`resume_command`)."""
     where = err.filename or target
-    workdir = shlex.quote(str(workspace_of(run_dir)))
     return WarmupCacheError(f"the tiny warm-up cache {target} cannot be used ({where}: {err.strerror or err}); "
-                            f"the user cache is {cache_named()}: {CACHE_REMEDY}, then "
-                            f"`arctl resume {Path(run_dir).name} --workdir {workdir}`")
+                            f"the user cache is {cache_named()}: {CACHE_REMEDY}, then {resume_command(run_dir)}")
 
 
 class WarmupInterrupted(Exception):
