@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import group_killed_at_exit  # tests/support/interrupts.py
 
 ARGS = ["sweep", "lt3", "--executor", "debug", "trainer.total_steps=6"]
 
@@ -53,14 +54,10 @@ def test_a_stop_of_a_debug_run_saves_it_cancels_the_rest_and_says_how_to_resume(
     ws = tmp_path / "ws"
     gate = tmp_path / "never"  # the first run pauses after step 2 until told to stop
     proc = _start(ws, "wandb.mode=offline", env={"ARCTL_TEST_GATE": str(gate), "ARCTL_TEST_PAUSE_AFTER": "2"})
-    try:
+    with group_killed_at_exit(proc):
         run_dir = waiter(lambda: (d := _first_run_dir(ws)) and len(_lines(d)) >= 2 and d, 120, "2 steps")
         os.killpg(proc.pid, sig)  # as the terminal sends it: to the whole foreground group
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     run_id = run_dir.name
@@ -93,7 +90,7 @@ def test_a_second_ctrl_c_stops_at_once_without_the_checkpoint(specs, tmp_path, s
     # the stop checkpoint would take 5 minutes: the second Ctrl-C does not wait for it
     env = {"ARCTL_TEST_GATE": str(tmp_path / "never"), "ARCTL_TEST_PAUSE_AFTER": "2", "ARCTL_TEST_STOP_S": "300"}
     proc = _start(ws, env=env)
-    try:
+    with group_killed_at_exit(proc):
         run_dir = waiter(lambda: (d := _first_run_dir(ws)) and len(_lines(d)) >= 2 and d, 120, "2 steps")
         os.killpg(proc.pid, signal.SIGINT)
         waiter(lambda: json.loads((run_dir / "status.json").read_text()).get("state") == "stopping", 60,
@@ -102,10 +99,6 @@ def test_a_second_ctrl_c_stops_at_once_without_the_checkpoint(specs, tmp_path, s
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         took = time.monotonic() - again
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130 and took < 30, (took, err)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().splitlines()[-1].startswith(
@@ -124,7 +117,7 @@ def test_a_debug_run_started_ignoring_ctrl_c_and_sighup_goes_on_through_them(spe
     gate = tmp_path / "go"
     proc = _start(ws, env={"ARCTL_TEST_GATE": str(gate), "ARCTL_TEST_PAUSE_AFTER": "2"},
                   ignored=(signal.SIGINT, signal.SIGHUP))
-    try:
+    with group_killed_at_exit(proc):
         run_dir = waiter(lambda: (d := _first_run_dir(ws)) and len(_lines(d)) >= 2 and d, 120, "2 steps")
         os.killpg(proc.pid, signal.SIGINT)
         os.killpg(proc.pid, signal.SIGHUP)
@@ -132,9 +125,5 @@ def test_a_debug_run_started_ignoring_ctrl_c_and_sighup_goes_on_through_them(spe
         assert proc.poll() is None and json.loads((run_dir / "status.json").read_text())["state"] == "running"
         gate.touch()
         out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 0, err
     assert {rec["state"] for rec in statuses(ws)} == {"COMPLETED"}, err

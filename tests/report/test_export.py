@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from interrupts import interrupt_placing  # tests/support/interrupts.py
 from typer.testing import CliRunner
 from wandb_workspace import RESUMED, run_id  # tests/support/wandb_workspace.py
 
@@ -208,15 +209,8 @@ def test_an_interrupted_export_is_completed_by_the_same_command(ws, tmp_path, mo
 
     clean, out = tmp_path / "clean", tmp_path / "evidence"
     assert _export("--workdir", str(ws), "--out", str(clean)).exit_code == 0
-    real, moved = export._place, []
-
-    def interrupted(src, dst):
-        if len(moved) == 2:
-            raise KeyboardInterrupt
-        moved.append(dst)
-        return real(src, dst)
-
-    monkeypatch.setattr(export, "_place", interrupted)
+    real = export._place
+    moved = interrupt_placing(monkeypatch, after=2)
     with pytest.raises(KeyboardInterrupt):
         export.export_runs(ws, out)
     listed = set(json.loads((out / "export.json").read_text())["runs"])

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from interrupts import interrupt_placing  # tests/support/interrupts.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -22,19 +23,6 @@ def ws(completed_ws) -> Path:
     return completed_ws
 
 
-def _interrupt_the_second_run(monkeypatch) -> list[Path]:
-    real, placed = export._place, []
-
-    def place(src, dst):
-        if len(placed) == 1:
-            raise KeyboardInterrupt
-        placed.append(dst)
-        return real(src, dst)
-
-    monkeypatch.setattr(export, "_place", place)
-    return placed
-
-
 def _lines(text: str) -> str:
     return " ".join(text.split())
 
@@ -43,7 +31,7 @@ def test_an_interrupted_export_says_the_same_command_completes_it_and_reports_wa
         ws, tmp_path, monkeypatch):
     out = tmp_path / "evidence"
     args = ["export", "--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo"]  # its seeds 0 and 1
-    _interrupt_the_second_run(monkeypatch)
+    interrupt_placing(monkeypatch, after=1)
     res = runner.invoke(app, args)
     assert res.exit_code == 130, res.output
     assert f"interrupted: the export in {out} is unfinished; the same command completes it" in _lines(res.output)
@@ -67,7 +55,7 @@ def test_an_interrupted_export_says_the_same_command_completes_it_and_reports_wa
 
 def test_the_claims_read_from_an_interrupted_export_warn_too(ws, tmp_path, monkeypatch):
     out = tmp_path / "evidence"
-    _interrupt_the_second_run(monkeypatch)
+    interrupt_placing(monkeypatch, after=1)
     with pytest.raises(KeyboardInterrupt):
         export.export_runs(ws, out)
     monkeypatch.undo()

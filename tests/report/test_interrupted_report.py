@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupts import group_killed_at_exit  # tests/support/interrupts.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -215,7 +216,7 @@ def test_ctrl_c_to_the_process_group_of_a_figure_report(workspace, tmp_path):
                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
+    with group_killed_at_exit(proc):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:  # the figure is being written
             if any(p.name.startswith(".ablation_vr.") for p in out.iterdir()) or any(
@@ -224,10 +225,6 @@ def test_ctrl_c_to_the_process_group_of_a_figure_report(workspace, tmp_path):
             time.sleep(0.002)
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert proc.returncode == 130, err
     assert f"interrupted: {out} holds the previous outputs" in " ".join(err.split()), err
     time.sleep(0.5)  # a forked copy left behind would write its PDF by now
