@@ -70,7 +70,8 @@ class VerlConfig:
     # itself, untrained). No default: an eval-only run has its own run id and run dir, so no checkpoint of its own
     eval_checkpoint: str | None = None
     # global_step_N folders kept in run_dir/checkpoints: the newest complete ones (arctl removes the older
-    # after each save; verl would keep all: ~21 GB each at 1.5B, ~91 GB at 7B)
+    # after each save, so a save holds one more on disk until it is complete; verl would keep all: ~21 GB
+    # each at 1.5B, ~91 GB at 7B)
     keep_checkpoints: int = setting(2, range=I(1, 10**4))
     smoke: bool = False  # plumbing check, no GPU work: plugin, verl config, Ray on every node, data -> run_dir/smoke.json
     rehearsal_steps: int = setting(0, range=I(0, 10**6))  # > 0: CPU rehearsal of the training loop (steps, stop, requeue)
