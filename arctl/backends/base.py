@@ -100,6 +100,12 @@ class Backend(Protocol):
         """A directory of config-group options the backend brings (``scale/<name>.yaml``: its scale
         profiles), searched after arctl's own ``arctl/conf``; None: none."""
 
+    def resume_step(self, config: dict, run_dir: Path) -> int | None:
+        """The step of the checkpoint the run's next attempt would resume from: its newest complete one, as
+        the backend's own resume finds it (0: none, the next attempt starts over); None: the backend cannot
+        say. Asked by the job entry when an attempt ends preempted, whose stop may have written no checkpoint
+        (a verl step abandoned on TERM keeps the last one): its log line and status.json's ``resume_step``."""
+
 
 # How long a backend whose training failed waits for a stop request before calling the failure its
 # own: scancel's TERM reaches every process of a job step at once (the W&B service, Ray's workers),
@@ -195,3 +201,6 @@ class BackendDefaults:
 
     def conf_dir(self):
         return None
+
+    def resume_step(self, config, run_dir):
+        return None  # unknown: the job's line makes no claim about a checkpoint

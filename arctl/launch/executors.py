@@ -345,7 +345,12 @@ def render_sbatch(params: dict, folder: Path, n_tasks: int) -> str:
     return _make_sbatch_string(command=submitit_command(folder, params), folder=folder, **kwargs)
 
 
-def slurm_executor(folder: Path, params: dict, max_num_timeout: int = 20):
+MAX_REQUEUES = 20
+"""How many times submitit requeues a job after its time limit (its ``max_num_timeout``); at the next one the job
+ends preempted and ``arctl resume`` goes on (:class:`arctl.launch.job.RunJob`)."""
+
+
+def slurm_executor(folder: Path, params: dict, max_num_timeout: int = MAX_REQUEUES):
     """A submitit SlurmExecutor; ``max_num_timeout`` bounds the requeues after time limits."""
     from submitit import SlurmExecutor
 
@@ -370,7 +375,7 @@ def local_executor(folder: Path, cluster: dict):
 
     os.environ[LOCAL_GPUS_ENV] = os.environ.get("CUDA_VISIBLE_DEVICES", LOCAL_GPUS_UNSET)  # submitit copies os.environ
 
-    executor = LocalExecutor(folder=folder, max_num_timeout=20)
+    executor = LocalExecutor(folder=folder, max_num_timeout=MAX_REQUEUES)
     # no time limit: cluster.time_min is a scheduler's. With it, the controller stopped the job every time_min
     # (a checkpoint and a restart, the step in progress lost) and gave up after six restarts (submitit's
     # max_retry): the run ended FAILED "died without reporting" at 6 h by default (from a review)

@@ -7,7 +7,8 @@ run directory) — so a requeued or resubmitted job always starts from the run's
 Signals: SIGUSR1/SIGUSR2 (preemption / time limit) and SIGTERM set the backend's ``stop_event``;
 the backend checkpoints, flushes W&B and returns ``"preempted"``. SIGTERM also sets
 ``stop_event.abandon = True``: the kill follows within seconds, so a backend whose step takes long
-(verl) abandons the step in progress and keeps its last checkpoint instead of finishing it. After a USR signal the job
+(verl) abandons the step in progress and keeps its last checkpoint instead of finishing it (the job's last line and
+status.json's ``resume_step`` say which step the next attempt resumes from: :func:`resume_step`). After a USR signal the job
 then requeues itself through submitit's checkpointing: submitit calls ``RunJob.checkpoint``,
 which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
@@ -36,8 +37,8 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from arctl.launch.backends import resolve_backend
-from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET
+from arctl.launch.backends import backend_name, get_backend, resolve_backend
+from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
@@ -230,7 +231,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
         step=None, metric_name=None, metric_value=None, metric_nonfinite=None, metric_files=marks, first_step=None,
-        first_step_at=None, **schedule(config),
+        first_step_at=None, resume_step=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
@@ -342,9 +343,33 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         write_status(run_dir, state="failed", error=message, ended_at=time.time())
         raise JobError(message)
     names = ",".join(signal.Signals(s).name for s in received) or "none"
-    write_status(run_dir, state="preempted", ended_at=time.time(), signal=names)
-    _log(f"preempted (signals: {names}); checkpoint written")
+    step = resume_step(config, run_dir)
+    write_status(run_dir, state="preempted", ended_at=time.time(), signal=names, resume_step=step)
+    _log(preempted_line(names, step))
     return result, received
+
+
+def resume_step(config: dict, run_dir: Path) -> int | None:
+    """The step the run's next attempt resumes from, as its backend finds its newest complete checkpoint
+    (:meth:`arctl.backends.base.Backend.resume_step`; 0: none, it starts over); None where the backend cannot say
+    (it has no such method, or its answer fails or is no step): a line about it is never the job's failure."""
+    try:
+        ask = getattr(get_backend(backend_name(config)), "resume_step", None)
+        step = ask(config, run_dir) if callable(ask) else None
+    except Exception:  # noqa: BLE001 - the run ended preempted all the same; only the line says less
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+
+def preempted_line(signals: str, step: int | None) -> str:
+    """The job log's line of an attempt that ended preempted (``signals``: the names of those it received): where
+    its next attempt resumes. Never "checkpoint written" (from a hunt: a verl step abandoned after a TERM writes
+    none, and the line said so all the same, with only an older checkpoint on disk)."""
+    if step is None:
+        return f"preempted (signals: {signals})"
+    if step == 0:
+        return f"preempted (signals: {signals}); no checkpoint yet: the next attempt starts over"
+    return f"preempted (signals: {signals}); resumes from step {step} (its newest complete checkpoint)"
 
 
 def check_init_run(config: dict) -> None:
@@ -358,6 +383,19 @@ def check_init_run(config: dict) -> None:
     if state != "completed":
         raise JobError(f"starts from run {Path(init_dir).name}, which is {state or 'not started'} "
                        f"({init_dir}): `arctl run` launches it first")
+
+
+def _requeues_spent(environment) -> bool:
+    """Whether submitit's requeue handler (of ``environment``, its JobEnvironment) would give up instead of
+    requeueing: its countdown of time-limit requeues (``max_num_timeout``) is spent. It would raise "timed-out too
+    many times" after the job had written "requeued" (from a hunt of paper-scale runs: a status no requeue
+    followed). Unknown (another submitit): False, as before."""
+    countdown = getattr(getattr(environment, "_delayed", None), "_timeout_countdown", None)
+    try:
+        timed_out = bool(environment.has_timed_out())
+    except Exception:  # noqa: BLE001 - submitit's own check: without it, requeue as before
+        return False
+    return isinstance(countdown, int) and countdown - timed_out < 0
 
 
 class RunJob(Checkpointable):
@@ -378,6 +416,11 @@ class RunJob(Checkpointable):
         cancelled = signal.SIGTERM in received and current_executor() != "slurm"
         if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and not cancelled:
             if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
+                if _requeues_spent(submitit_handler.__self__):
+                    where = shlex.quote(str(workspace_root(Path(run_dir))))  # always: a job knows no shell's
+                    _log(f"not requeued: the time limit came {MAX_REQUEUES + 1} times (submitit requeues a job at "
+                         f"most {MAX_REQUEUES}); `arctl resume {Path(run_dir).name} --workdir {where}` goes on")
+                    return result  # ends preempted, as the job's last write says
                 write_status(Path(run_dir), state="requeued")
                 _log("requeueing through submitit")
                 submitit_handler(usr, None)  # calls self.checkpoint(run_dir), requeues, exits

@@ -252,8 +252,17 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("skip", "completed"))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
+            from arctl.launch.status_file import read_status
+
+            where = workspace.run_dir(item.run_id)
+            saved = has_checkpoint(where)
+            # the step its last attempt's end recorded (the backend's newest complete checkpoint: a verl step
+            # abandoned on TERM writes none, and the run resumes from an older one; from a hunt)
+            step = read_status(where).get("resume_step") if saved else None
             item.action, item.reason = "resume", f"{rec.state.lower()}: " + (
-                "resumes from its last checkpoint" if has_checkpoint(workspace.run_dir(item.run_id))
+                f"resumes from step {step}" if step
+                else "starts from the beginning (it has no complete checkpoint)" if step == 0
+                else "resumes from its last checkpoint" if saved
                 else "starts from the beginning (it has no checkpoint)")
     by_id = {item.run_id: item for item in items}
     for item in items:  # a run that starts from one that is not done yet waits for it

@@ -8,7 +8,9 @@ metric_nonfinite says "nan", "inf" or "-inf"), wandb_id, error, attempt,
 signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
 first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
-schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`.
+schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
+that ended preempted: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
+null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
     "signal": _text, "warning": _text,
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
-    "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0),
+    "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
     "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
     "metric_files": lambda v: isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(m, list) and len(m) == 3

@@ -409,3 +409,54 @@ def test_the_stopping_state_is_written_outside_the_signal_handler_in_order(tmp_p
     assert (result, received) == ("preempted", [signal.SIGTERM])
     assert [state for state, _ in writes] == ["running", "stopping", "preempted"]
     assert writes[1][1] == "arctl-stopping" and read_status(run_dir)["state"] == "preempted"
+
+
+@pytest.mark.parametrize("spent", [False, True], ids=["requeued", "requeues-spent"])
+def test_a_time_limit_after_the_last_requeue_ends_the_job_preempted_saying_so(tmp_path, monkeypatch, waiter, capsys,
+                                                                              spent):
+    """From a hunt of paper-scale runs: submitit requeues a job at most MAX_REQUEUES times after its time limit; at
+    the next one its handler raises "timed-out too many times", and the job had written "requeued" first (a
+    status no requeue followed). Now such a job does not call it: it ends preempted and says how to go on."""
+    import threading
+
+    from submitit.core.job_environment import JobEnvironment
+
+    from arctl.launch.executors import MAX_REQUEUES
+
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.05")
+    run_dir = _run_dir(tmp_path, steps=200)
+    requeued = []
+
+    class Delayed:
+        _timeout_countdown = 0 if spent else MAX_REQUEUES
+
+    class Submitit:  # submitit's JobEnvironment, as its bound checkpoint_and_try_requeue shows it
+        _delayed = Delayed()
+
+        def has_timed_out(self):
+            return True
+
+        def handler(self, signum, frame):
+            requeued.append(signum)
+
+    usr = JobEnvironment._usr_sig()
+    before = signal.signal(usr, Submitit().handler)
+
+    def time_limit():
+        waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 2, 60, "2 steps")
+        os.kill(os.getpid(), usr)
+
+    thread = threading.Thread(target=time_limit)
+    thread.start()
+    try:
+        assert RunJob()(str(run_dir)) == "preempted"
+    finally:
+        thread.join()
+        signal.signal(usr, before)
+    if spent:
+        assert requeued == [] and read_status(run_dir)["state"] == "preempted"
+        said = capsys.readouterr()
+        assert (f"not requeued: the time limit came {MAX_REQUEUES + 1} times (submitit requeues a job at most "
+                f"{MAX_REQUEUES}); `arctl resume {run_dir.name} --workdir ") in said.out + said.err
+    else:
+        assert requeued == [usr] and read_status(run_dir)["state"] == "requeued"

@@ -102,6 +102,11 @@ class TinyBackend(BackendDefaults):
 
         return train(config, run_dir, stop_event)
 
+    def resume_step(self, config, run_dir):
+        from arctl.backends.tiny.checkpoint import resume_step
+
+        return resume_step(run_dir)
+
 
 def eval_reach_problem(config):
     """The tiny loop evaluates at ``eval.budgets`` and needs them to reach the largest thinking budget (its job

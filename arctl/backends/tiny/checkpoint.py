@@ -157,6 +157,17 @@ def newest_intact(run_dir: Path) -> Found:
     return found
 
 
+def resume_step(run_dir: Path) -> int | None:
+    """The step the run's next attempt resumes from: that of its newest intact checkpoint (:func:`newest_intact`,
+    the one the trainer loads), 0 where it has none (the next attempt starts over), None where it has checkpoints
+    and none is intact (the next attempt fails, naming them)."""
+    try:
+        found = newest_intact(run_dir)
+    except CheckpointError:
+        return None
+    return 0 if found.state is None else int(found.state["step"])
+
+
 def restore(state: dict, model, optimizer, generator: torch.Generator) -> dict:
     """Put a loaded checkpoint's state back; returns ``{"step", "wandb_id"}``."""
     model.load_state_dict(state["model"])

@@ -61,6 +61,11 @@ class VerlBackend(BackendDefaults):
 
         return train(config, run_dir, stop_event)
 
+    def resume_step(self, config, run_dir):
+        from arctl.backends.verl.checkpoints import resume_step
+
+        return resume_step(run_dir)
+
     def config_problem(self, config):
         from arctl.backends.verl.overrides import config_problem
 

@@ -93,6 +93,12 @@ def newest_complete(checkpoint_dir: Path | str) -> tuple[int, list[str]]:
     return 0, notes
 
 
+def resume_step(run_dir: Path | str) -> int:
+    """The step the run's next attempt resumes from: its newest complete checkpoint's in ``run_dir/checkpoints``
+    (where :func:`repair` points verl's tracker as the attempt starts); 0: none, the next attempt starts over."""
+    return newest_complete(Path(run_dir) / "checkpoints")[0]
+
+
 def repair(checkpoint_dir: Path | str) -> tuple[int, list[str]]:
     """Point verl's tracker at the newest complete checkpoint (remove it when there is none).
     Returns that step (0: the run starts over) and one line per checkpoint skipped or tracker fixed."""
