@@ -74,6 +74,12 @@ def register(app: typer.Typer) -> None:
                 fail(str(err))
             except KeyboardInterrupt:
                 _interrupted(Path(out).expanduser())
+            except Exception as err:  # an error a Ctrl-C caused: as the Ctrl-C
+                from arctl.cli.main import interrupt_in
+
+                if interrupt_in(err) is None:
+                    raise
+                _interrupted(Path(out).expanduser())
         if as_json:
             print_json(result.as_json())
             return

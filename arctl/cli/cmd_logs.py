@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
                         "run_dir": str(workspace.run_dir(rec.run_id)),
                         "error": error_summary(workspace, rec) if rec.state in (
                             states.FAILED, states.CANCELLED, states.PREEMPTED) else None,
-                        "logs": [{"path": str(path.resolve()), "lines": _last(path.read_text(errors="replace"), tail)}
+                        "logs": [{"path": str(path.resolve()), "lines": _last(path.read_text(encoding="utf-8", errors="replace"), tail)}
                                  for path in files],
                     })
                     return

@@ -106,6 +106,8 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
         fail(str(err))
     except KeyboardInterrupt:
         _interrupted(common["outputs"], out_dir, held)
+    except Exception as err:  # an error a Ctrl-C caused (an import it stopped): as the Ctrl-C
+        _interrupted_by(err, common["outputs"], out_dir, held)
     if as_json:
         print_json(result.to_json())
         return
@@ -122,7 +124,7 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
         md = next((p for p in result.outputs if p.suffix == ".md"), None)
         if md is not None:
             # a benchmark's name comes from the runs' metric keys: no control sequence of it reaches the terminal
-            console.print("\n".join(printable(line) for line in md.read_text().splitlines()), markup=False,
+            console.print("\n".join(printable(line) for line in md.read_text(encoding="utf-8").splitlines()), markup=False,
                           highlight=False)
 
 
@@ -150,6 +152,16 @@ def _interrupted(outputs, out_dir: Path, held: bool) -> None:
         interrupted(f"{out_dir} holds the previous outputs")
     else:
         interrupted(f"no report was written to {out_dir}")
+
+
+def _interrupted_by(err: Exception, outputs, out_dir: Path, held: bool) -> None:
+    """:func:`_interrupted` where ``err`` came from a Ctrl-C (:func:`arctl.cli.main.interrupt_in`), else ``err``
+    raised again."""
+    from arctl.cli.main import interrupt_in
+
+    if interrupt_in(err) is None:
+        raise err
+    _interrupted(outputs, out_dir, held)
 
 
 def _places(workdir: str | None, out: str | None, where: list[str] | None, runs_in_workdir: bool) -> tuple[Path, Path]:
@@ -205,6 +217,8 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         fail(str(err))
     except KeyboardInterrupt:
         _interrupted(outputs, out_dir, held)
+    except Exception as err:  # an error a Ctrl-C caused: as the Ctrl-C
+        _interrupted_by(err, outputs, out_dir, held)
     if as_json:
         print_json(report.to_json())
         return

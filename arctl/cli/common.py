@@ -206,11 +206,25 @@ def fit_columns(table, natural: Sequence[int], give_way: Sequence[int], least: S
 def section(title: str) -> None:
     """A rule headed by ``title`` (rich markup), on stdout; where the title would not fit whole on the rule (a
     long log path, a run id in a narrow terminal), a plain rule and then the title on its own line, soft-wrapped:
-    ``console.rule`` cut it with "…" at the width (from a hunt: `arctl logs` printed no file's whole path)."""
+    ``console.rule`` cut it with "…" at the width (from a hunt: `arctl logs` printed no file's whole path). Drawn
+    with "-" where stdout's encoding has no "─": rich's untitled rule ignores its own ascii_only, and raised
+    UnicodeEncodeError under an ascii or latin-1 stdout (from a hunt: `arctl logs RUN` printed no logs at all)."""
     from rich.text import Text
 
+    line = RULE_LINE if _encodable(RULE_LINE, console.encoding) else "-"
     if Text.from_markup(title).cell_len + 6 <= console.width:  # the rule's own ends and spaces
-        console.rule(title)
+        console.rule(title, characters=line)
     else:
-        console.rule()
+        console.rule(characters=line)
         console.print(title)
+
+
+RULE_LINE = "─"  # rich's own rule character
+
+
+def _encodable(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except (UnicodeError, LookupError):
+        return False
+    return True

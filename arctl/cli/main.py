@@ -98,6 +98,21 @@ def interrupt_state(err: BaseException) -> str | None:
     return "; ".join(parts + [" ".join(str(n).split()) for n in getattr(err, "__notes__", ())]) or None
 
 
+def interrupt_in(err: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C that ``err`` came from (``err`` itself, or one it was raised from or while handling, as its
+    traceback shows it: a context suppressed with ``from None`` is not followed), else None. From a test under
+    load: a Ctrl-C during matplotlib's first import of its Agg renderer surfaced as "ImportError: initialization
+    failed", raised from the KeyboardInterrupt, and `arctl report` printed a 60-line traceback and exited 1."""
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return at
+        seen.add(id(at))
+        at = at.__cause__ if at.__cause__ is not None else None if at.__suppress_context__ else at.__context__
+    return None
+
+
 def _saying_interrupts(invoke):
     """``invoke`` (the root group's), with a Ctrl-C that reaches it said in one line (:func:`interrupted`):
     Typer turns one into exit 130 without a word. A command that knows what the interrupt left says so
@@ -109,6 +124,12 @@ def _saying_interrupts(invoke):
             return invoke(ctx)
         except KeyboardInterrupt as err:
             interrupted(interrupt_state(err))
+        except Exception as err:  # an error a Ctrl-C caused (interrupt_in); a command's own exits are not one
+            own = isinstance(err, typer.Exit) or type(err).__module__.split(".")[0] in ("click", "typer")
+            stop = None if own else interrupt_in(err)
+            if stop is None:
+                raise
+            interrupted(interrupt_state(stop))
 
     return run
 
@@ -120,6 +141,7 @@ def main() -> None:
 
     from arctl.cli.common import EXIT_USER_ERROR, err_console, esc
 
+    _escaping_stdout()
     usage, abort = _click_exceptions()
     repeated = repeated_option(command(), sys.argv[1:])
     if repeated is not None:
@@ -141,6 +163,21 @@ def main() -> None:
     except abort:  # end of input at a question (click's Abort)
         sys.exit(INTERRUPTED_EXIT)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _escaping_stdout() -> None:
+    """Stdout writes what its encoding cannot hold as an escape (``\\u2014``), as stderr does: it was strict, and
+    such text was a traceback (from a hunt: a spec's description with "—" in `arctl ls experiments` under an
+    ascii stdout, a non-ASCII --workdir in `run --dry-run`, a path with a byte that is not UTF-8 under UTF-8).
+    ``--json`` output stays JSON: ``json.dumps`` writes ASCII only (:func:`arctl.cli.common.print_json`)."""
+    import sys
+
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="backslashreplace")
+        except (OSError, ValueError):  # a stream that cannot change now (closed): left as it is
+            pass
 
 
 def repeated_option(root, args: list[str]) -> str | None:

@@ -286,10 +286,13 @@ def workdir_problem(workspace: Workspace) -> str | None:
     """Why the workspace's folder cannot hold runs, or None: :meth:`Workspace.layout_problem` (a file on
     its path, a ``registry.sqlite`` that is a folder, a ``runs`` that is a file), then
     :func:`arctl.config.files.folder_problem` (a name too long, a folder where no file can be created).
-    Named as the user gave it (``--workdir``, ``ARCTL_HOME`` or the default)."""
+    Named as the user gave it (``--workdir``, ``ARCTL_HOME`` or the default). First, a path W&B and the
+    registry cannot name (:func:`arctl.launch.workspace.path_encoding_problem`: not UTF-8 in this locale), so
+    that the dry run says so too."""
     from arctl.config.files import folder_problem, workdir_remedy
+    from arctl.launch.workspace import path_encoding_problem
 
-    if problem := workspace.layout_problem():
+    if problem := path_encoding_problem(workspace.root, workspace.origin) or workspace.layout_problem():
         return problem
     if problem := folder_problem(workspace.root):
         return f"{workspace.named}: {problem} — {workdir_remedy(workspace.origin)}"
@@ -434,6 +437,10 @@ def launch_items(
 
         raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — "
                           f"{workdir_remedy(workspace.origin)}")
+    from arctl.launch.workspace import path_encoding_problem
+
+    if problem := path_encoding_problem(workspace.root, workspace.origin):  # before plan() opens the registry
+        raise LaunchError(problem)
     import copy
 
     starting = [i for i in plan([copy.copy(i) for i in items], workspace, force) if i.action in STARTS]

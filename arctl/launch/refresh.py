@@ -337,22 +337,26 @@ def _stat_as_seen(view: Path | None, path: Path) -> os.stat_result | None:
 
 def _command_line(pid: int) -> tuple[str, str] | None:
     """Process ``pid``'s command line and what separates its arguments there: /proc's (NUL), else ``ps``'s (a
-    space; macOS has no /proc: from a review, every pid was alive there); None where neither can say."""
+    space; macOS has no /proc: from a review, every pid was alive there); None where neither can say. Decoded as
+    this process decodes paths (``os.fsdecode``), so that an argument compares with a workspace path as the file
+    system names it: from a hunt, UTF-8 with replacement under a latin-1 locale (or for a path with a byte that
+    is not UTF-8) took a live job of a non-ASCII workspace for another workspace's, and its run was marked
+    FAILED for good."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"), "\0"
+        return os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes()), "\0"
     except FileNotFoundError:
         if Path("/proc/self").exists():  # /proc is there and the process is not: gone meanwhile
             raise ProcessLookupError(pid) from None
     except OSError:
         return None
     try:  # -ww: never cut to a terminal's width (the paths a job's process is told by come last)
-        out = subprocess.run(["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(["ps", "-ww", "-o", "command=", "-p", str(pid)], capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode == 1 and not out.stdout.strip():  # ps lists no such process: it ended meanwhile
+    text = os.fsdecode(out.stdout).strip()
+    if out.returncode == 1 and not text:  # ps lists no such process: it ended meanwhile
         raise ProcessLookupError(pid)
-    return (out.stdout.strip(), " ") if out.returncode == 0 else None
+    return (text, " ") if out.returncode == 0 else None
 
 
 def _process_start(pid: int) -> float | None:

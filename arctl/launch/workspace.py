@@ -27,6 +27,7 @@ from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.track.phase import PHASE_FILE, WARNING_FILE
 
 EXPORT_INDEX = "export.json"  # marks an export (`arctl export`): runs for reports, no registry, no checkpoints
+UTF8_LOCALE_REMEDY = "set LC_ALL=C.UTF-8 or PYTHONUTF8=1"  # where Python names files in an encoding other than UTF-8
 FILE_TIME_SLACK_S = 1.0  # the coarsest file-time resolution in use (1 s on some file systems)
 
 
@@ -53,6 +54,32 @@ def queued_job(run_dir: Path) -> str | None:
 def workspace_path(workdir: str | Path | None = None) -> Path:
     """The workspace directory: ``workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs`` (absolute)."""
     return workdir_path(workdir).resolve()
+
+
+def path_encoding_problem(root: str | Path, origin: str | None = None) -> str | None:
+    """Why workspace ``root`` cannot be handed to what writes its paths as UTF-8 (W&B's service, the registry),
+    or None: its bytes on disk (``os.fsencode``, as this process names files) must be UTF-8 that reads back as
+    the same path. From a hunt: under a latin-1 locale (or for a path with a byte that is not UTF-8) wandb-core
+    re-encoded the run's folder as UTF-8 and wrote into one that does not exist (the tiny run ended PREEMPTED,
+    "W&B lost steps ... a full disk?", and so did every resume), or W&B's settings and the registry raised
+    UnicodeEncodeError. ``origin``: where the command line took the path from (the remedy names the setting)."""
+    import os
+    import sys
+
+    text, encoding = str(root), sys.getfilesystemencoding()
+    locale_utf8 = encoding.replace("-", "").lower() == "utf8"
+    try:
+        raw = os.fsencode(text)
+        if raw.decode("utf-8") == text:
+            return None
+        why = (f"its name on disk is UTF-8 for {raw.decode('utf-8')}, which this locale's encoding ({encoding}) "
+               "reads otherwise")
+    except UnicodeError:
+        why = (f"its name is not UTF-8 in this locale's encoding ({encoding})" if not locale_utf8
+               else "its name has bytes that are not UTF-8")
+    todo = "" if locale_utf8 else f"{UTF8_LOCALE_REMEDY}, or "
+    return (f"{workdir_named(root, origin)}: W&B and the registry write paths as UTF-8, and {why} — {todo}use a "
+            f"path of ASCII characters ({workdir_remedy(origin)})")
 
 
 def workdir_arg(root: str | Path) -> str:

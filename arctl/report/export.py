@@ -144,7 +144,7 @@ def read_index(out: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        index = json.loads(path.read_text())
+        index = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(index, dict) or not isinstance(index.get("runs"), dict):
             raise ValueError("no 'runs' mapping")
         for run_id, entry in index["runs"].items():

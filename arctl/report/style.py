@@ -104,7 +104,9 @@ class Outputs:
         return tmp
 
     def write_text(self, target: str | Path, text: str) -> Path:
-        self.stage(target).write_text(text)
+        """Stage ``target`` with ``text`` in UTF-8, whatever the locale (claims.html declares utf-8; from a hunt:
+        the .md, .tex and .html differed by machine, and a latin-1 locale raised UnicodeEncodeError on "→")."""
+        self.stage(target).write_text(text, encoding="utf-8")
         return Path(target)
 
     def __exit__(self, kind, value, tb) -> bool:

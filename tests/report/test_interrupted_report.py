@@ -229,3 +229,66 @@ def test_ctrl_c_to_the_process_group_of_a_figure_report(workspace, tmp_path):
     assert f"interrupted: {out} holds the previous outputs" in " ".join(err.split()), err
     time.sleep(0.5)  # a forked copy left behind would write its PDF by now
     assert _tree(out) == before
+
+
+@pytest.mark.parametrize("command", ["figure", "claims"])
+def test_an_error_a_ctrl_c_caused_is_the_ctrl_c(workspace, tmp_path, monkeypatch, command):
+    """From this file's process-group test under load: the Ctrl-C landed in matplotlib's first import of its Agg
+    renderer, which raised "ImportError: initialization failed" from the KeyboardInterrupt; the report printed a
+    traceback and exited 1. An error raised from (or while handling) a Ctrl-C is the Ctrl-C: one line, exit 130."""
+    from arctl.report import claims_render
+
+    out = tmp_path / "report"
+    before = _previous(out, FIGURE if command == "figure" else ["claims.md", "claims.json", "claims.html"])
+
+    def import_stopped(*_args, **_kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise ImportError("initialization failed") from stop
+
+    if command == "figure":
+        monkeypatch.setattr(style, "_savefig", import_stopped)
+        args = ["report", "--figure", "ablation_vr"]
+    else:
+        monkeypatch.setattr(claims_render, "to_html", import_stopped)
+        args = ["report", "--claims", "priors", "--scale", "tiny"]
+    res = runner.invoke(app, [*args, "--workdir", str(workspace), "--out", str(out)])
+    assert res.exit_code == 130, res.output
+    assert f"interrupted: {out} holds the previous outputs" in " ".join(res.output.split()), res.output
+    assert "Traceback" not in res.output and _tree(out) == before
+
+
+def test_only_errors_a_ctrl_c_caused_are_read_as_one():
+    from arctl.cli.main import interrupt_in
+
+    def raised(make):
+        try:
+            make()
+        except BaseException as err:  # noqa: BLE001
+            return err
+
+    def from_stop():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise ImportError("initialization failed") from stop
+
+    def while_stopping():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise OSError("cleanup failed")  # noqa: B904 - raised while handling it, as a cleanup's would be
+
+    def suppressed():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ValueError("unrelated") from None
+
+    def plain():
+        raise ImportError("no module")
+
+    assert isinstance(interrupt_in(raised(from_stop)), KeyboardInterrupt)
+    assert isinstance(interrupt_in(raised(while_stopping)), KeyboardInterrupt)
+    assert interrupt_in(raised(suppressed)) is None and interrupt_in(raised(plain)) is None
