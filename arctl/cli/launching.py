@@ -521,6 +521,9 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     # still running returned at once, saying to draw their figure (from a hunt)
     waiting = [i.run_id for i in result.submitted] + [r for r in result.in_flight if should_wait]
     if result.executor == "debug" or (should_wait and waiting):
+        if others := [r for r in result.in_flight if should_wait]:  # said on stderr (--json too): what it waits on
+            err_console.print(esc(f"waiting for {len(others)} run(s) another launch has under way: "
+                                  f"{', '.join(others[:5])}{' ...' if len(others) > 5 else ''}"), highlight=False)
         waited = wait_with_progress(workspace, waiting, as_json)
     figures, figure_notes = figure_lines(items, workdir)
     failed = any(r.state != "COMPLETED" for r in waited or [])  # no figure is drawn from runs that did not complete

@@ -147,6 +147,26 @@ def _arctl(*args: str, env: dict) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
 
 
+class _Stderr:
+    """The stderr lines of ``proc`` as they come (a thread reads them), to act once it says it waits."""
+
+    def __init__(self, proc: subprocess.Popen):
+        import threading
+
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=lambda: self.lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+        self.thread.start()
+
+    def waiting(self) -> bool:
+        """Has it said it waits for runs another launch has under way (after it planned: a cancel or a dead launch
+        from now on is one it waits through, not one it plans around)?"""
+        return any("another launch has under way" in line for line in list(self.lines))
+
+    def text(self) -> str:
+        self.thread.join(timeout=30)
+        return "".join(self.lines)
+
+
 def _states(ws: Path) -> dict[str, str]:
     with Registry(ws / "registry.sqlite") as reg:
         return {r.run_id: r.state for r in reg.list()}
@@ -170,14 +190,17 @@ def test_a_second_run_of_runs_another_launch_has_under_way_waits_for_them(specs,
         later = cli(*args, "--no-wait", env=env, check=True)  # not waiting: not done yet, said so
         assert "already running" in later.stdout and "when the runs are done, draw the figure" in later.stdout
         second = _arctl(*args, "--json", env=env)
+        said = _Stderr(second)
         try:
-            time.sleep(4)
-            assert second.poll() is None, second.communicate()  # waits for the run the other launch runs
+            # waits for the run the other launch runs (it says so on stderr, with --json too)
+            waiter(lambda: said.waiting() or second.poll() is not None, 120, "the second launch to wait")
+            assert second.poll() is None, (second.stdout.read(), said.text())
             if ends == "cancelled":
                 cli("cancel", run_id, "--workdir", str(ws), check=True)
             else:
                 gate.touch()
-            out, err = second.communicate(timeout=120)
+            second.wait(timeout=120)
+            out, err = second.stdout.read(), said.text()
         finally:
             if second.poll() is None:
                 second.kill()
@@ -228,7 +251,7 @@ def test_logs_follow_of_a_run_its_killed_launch_never_submitted_ends(specs, tmp_
 
 
 @pytest.mark.slow
-def test_a_run_waited_for_whose_launch_dies_before_submitting_it_ends_the_wait(specs, tmp_path):
+def test_a_run_waited_for_whose_launch_dies_before_submitting_it_ends_the_wait(specs, tmp_path, waiter):
     """The wait for a run another launch has under way (above) ends when that launch dies before it submitted the
     run (no job will ever end it): INTERRUPTED, as `arctl status` shows it, and exit 1, the run not completed."""
     ws = Workspace(tmp_path / "ws")
@@ -238,13 +261,17 @@ def test_a_run_waited_for_whose_launch_dies_before_submitting_it_ends_the_wait(s
         with Registry(ws.registry_path) as reg:
             reg.claim([item.record()], f"{socket.gethostname()}:{launch_proc.pid}:x")
         second = _arctl("run", "lt", "--arm", "a", "--executor", "local", "--workdir", str(ws.root), env={})
-        time.sleep(4)
-        assert second.poll() is None, second.communicate()  # waits for the other launch's run
+        said = _Stderr(second)
+        # waits for the other launch's run (under load a fixed sleep was too short: the second launch planned after
+        # the first had died, took the run over and completed it, exit 0; CI, 2026-12-05)
+        waiter(lambda: said.waiting() or second.poll() is not None, 120, "the second launch to wait")
+        assert second.poll() is None, (second.stdout.read(), said.text())
     finally:
         launch_proc.kill()
         launch_proc.wait()
     try:
-        out, err = second.communicate(timeout=60)
+        second.wait(timeout=60)
+        out, err = second.stdout.read(), said.text()
     finally:
         if second.poll() is None:
             second.kill()
