@@ -17,7 +17,7 @@ from arctl.cli.common import (
     print_json,
     printable,
 )
-from arctl.cli.launching import how_far, launch_errors, step_text, styled
+from arctl.cli.launching import how_far, launch_errors, resumes_from, step_text, styled
 
 
 def _elapsed(rec, now: float) -> str:
@@ -78,6 +78,7 @@ def register(app: typer.Typer) -> None:
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         lost = _unregistered(workspace, reg_ids) if target is None else []
         far = {r.run_id: how_far(workspace, r, now) for r in records}  # running runs: (total steps, s left)
+        back = {r.run_id: resumes_from(workspace, r) for r in records}  # stopped runs: a resume step behind
         from arctl.launch.workspace import workdir_arg
 
         note = (f"{len(lost)} run folder(s) in {workspace.runs_dir} are not in the registry (e.g. {lost[0]}): "
@@ -92,6 +93,7 @@ def register(app: typer.Typer) -> None:
             print_json([{**r.as_dict(), "state": INTERRUPTED if r.run_id in interrupted else r.state,
                          "recorded_state": r.state, "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
                          "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
+                         "resume_step": back[r.run_id],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
                         for r in records])
             return
@@ -110,7 +112,10 @@ def register(app: typer.Typer) -> None:
                 cell += f" as {', '.join(here)}"
             # what a job wrote (its phase, metric name) reaches the terminal: no control sequence of it does
             rows.append(tuple(printable(c) for c in (r.run_id, cell, state, r.job_id or "",
-                                                     step_text(r.step, *far[r.run_id]), metric, r.wandb_id or "",
+                                                     step_text(r.step, *far[r.run_id]) + (
+                                                         f" (resumes from {back[r.run_id]})"
+                                                         if back[r.run_id] is not None else ""),
+                                                     metric, r.wandb_id or "",
                                                      _elapsed(r, now))))
         table = _table(headers, rows) if console.is_terminal else None
         if table is not None:

@@ -286,6 +286,19 @@ def how_far(workspace, rec, now: float) -> tuple[int | None, float | None]:
     return status.get("total_steps"), time_left(status, now)
 
 
+def resumes_from(workspace, rec) -> int | None:
+    """The step a stopped run's next attempt resumes from, where its job recorded one behind the step the run
+    reached (status.json's ``resume_step``: a verl step abandoned on TERM keeps an older checkpoint; from a hunt,
+    `arctl status` showed step 14 of a run that resumes from 10); else None. Read for stopped runs only."""
+    from arctl.launch import states
+    from arctl.launch.status_file import read_status
+
+    if rec.state not in (states.PREEMPTED, states.CANCELLED) or rec.step is None:
+        return None
+    step = read_status(workspace.run_dir(rec.run_id)).get("resume_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < rec.step else None
+
+
 def step_text(step: int | None, total: int | None, left: float | None) -> str:
     """``59/100 (~5 min left)``, ``59/100``, ``59`` or ``""``."""
     if step is None:

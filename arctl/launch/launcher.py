@@ -1378,6 +1378,10 @@ def _debug_interrupted(stop: KeyboardInterrupt, item: LaunchItem, rest: list[Lau
     resume = f"`arctl resume {item.run_id}{workdir_arg(workspace.root)}`"
     if done:
         said = f"{item.run_id} completed"
+    elif saved and isinstance(status.get("resume_step"), int) and status["resume_step"] > 0:  # what its job found
+        said = f"{resume} goes on from step {status['resume_step']}"
+    elif saved and status.get("resume_step") == 0:
+        said = f"{resume} starts it from the beginning (it has no complete checkpoint)"
     elif saved and step is not None and "SIGTERM" not in str(status.get("signal")):  # (TERM: verl keeps its last)
         said = f"{resume} goes on from step {step}"
     elif has_checkpoint(run_dir):

@@ -59,3 +59,22 @@ def test_an_unknown_state_is_one_error_line_and_nothing_is_read(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: --state 'done' is not a run state: use one of CANCELLED, "
                                                    "COMPLETED, FAILED, INTERRUPTED, PENDING"), res.output
     assert ws.registry_path.read_bytes() == before
+
+
+def test_a_stopped_run_whose_next_attempt_resumes_behind_its_step_says_from_which(tmp_path):
+    """From a hunt: a verl step abandoned on TERM keeps an older checkpoint; `arctl status` showed the run at step 14
+    while its next attempt resumes from 10 (status.json's resume_step, which its job wrote)."""
+    from arctl.launch.status_file import write_status
+
+    ws = _workspace(tmp_path)
+    with Registry(ws.registry_path) as reg:
+        for r in ("r3", "r4", "r0"):  # preempted, cancelled, completed: each reached step 14
+            reg.update(r, step=14)
+    for r, step in (("r3", 10), ("r4", 14), ("r0", 10)):
+        ws.run_dir(r).mkdir(parents=True)
+        write_status(ws.run_dir(r), state="preempted", resume_step=step)
+    rows = {line.split()[0]: line for line in _status(ws).output.splitlines() if line.startswith("r")}
+    assert "14 (resumes from 10)" in rows["r3"], rows["r3"]
+    assert "resumes" not in rows["r4"] and "resumes" not in rows["r0"]  # where it stopped; completed
+    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json").stdout)}
+    assert (doc["r3"]["resume_step"], doc["r4"]["resume_step"], doc["r0"]["resume_step"]) == (10, None, None)
