@@ -474,11 +474,14 @@ def _still_stopping(status: dict, scheduler: str | None, now: float) -> bool:
     return status.get("state") == "running" and scheduler == states.CANCELLED and age < TERM_GRACE_S
 
 
-def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float) -> tuple[str, str | None]:
+def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
+                where: str = "") -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
     signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
     PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
-    active (RUNNING)."""
+    active (RUNNING). ``where``: what names the run's workspace in the commands an error says
+    (:func:`arctl.launch.workspace.workdir_arg`)."""
+    logs, resume = f"`arctl logs {record.run_id}{where}`", f"`arctl resume {record.run_id}{where}`"
     reported = status.get("state")
     if reported == "completed":
         return states.COMPLETED, None
@@ -490,11 +493,11 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
             if _still_stopping(status, scheduler, now):
                 return states.RUNNING, None
         if scheduler == states.COMPLETED:  # the job ended without saying "completed"
-            return states.FAILED, status.get("error") or "job ended without completing (see `arctl logs`)"
+            return states.FAILED, status.get("error") or f"job ended without completing (see {logs})"
         if scheduler == states.FAILED:
-            return states.FAILED, status.get("error") or "job failed or was killed (see `arctl logs`)"
+            return states.FAILED, status.get("error") or f"job failed or was killed (see {logs})"
         if scheduler == states.CANCELLED and reported in ("running", "stopping"):
-            return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
+            return states.CANCELLED, f"stopped before its checkpoint was saved; {resume} resumes from the last one"
         if scheduler == states.PREEMPTED:
             return stopped, status.get("error")
         if scheduler == states.RUNNING and reported in ("preempted", "requeued"):
@@ -683,14 +686,14 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
-            new_state, error = merge_state(rec, status, sched, now)
+            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root))
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status, workspace)
         else:  # debug runs live in the launching process
-            new_state, error = merge_state(rec, status, None, now)
+            new_state, error = merge_state(rec, status, None, now, workdir_arg(workspace.root))
             if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
         if new_state == states.FAILED and status.get("state") in (None, "submitted", "running", "stopping"):
@@ -764,7 +767,8 @@ def _local_state(rec: RunRecord, status: dict, workspace: Workspace) -> tuple[st
         return states.FAILED, status.get("error")
     if alive is None:  # another host's job that has not reported its end: as the registry has it
         return rec.state, None
+    resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root)}`"
     if rec.cancel_requested:
-        return states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"
+        return states.CANCELLED, f"stopped before its checkpoint was saved; {resume} resumes from the last one"
     return states.FAILED, (_job_of_another_workspace(rec, workspace)
-                           or "the job process died without reporting (killed?); `arctl sweep`/`arctl resume` resumes it")
+                           or f"the job process died without reporting (killed?); {resume} resumes it")

@@ -305,18 +305,20 @@ def test_a_job_slurm_calls_preempted_is_resumable_whatever_it_reported(reported,
 @pytest.mark.parametrize(
     ("reported", "scheduler", "error"),
     [
-        ("running", states.COMPLETED, "job ended without completing (see `arctl logs`)"),
-        ("running", states.FAILED, "job failed or was killed (see `arctl logs`)"),
-        ("running", states.CANCELLED, "stopped before its checkpoint was saved; `arctl resume` resumes from the last one"),
+        ("running", states.COMPLETED, "job ended without completing (see `arctl logs r --workdir /w`)"),
+        ("running", states.FAILED, "job failed or was killed (see `arctl logs r --workdir /w`)"),
+        ("running", states.CANCELLED,
+         "stopped before its checkpoint was saved; `arctl resume r --workdir /w` resumes from the last one"),
     ],
 )
 def test_the_error_a_merged_state_carries_says_what_to_do(reported, scheduler, error):
     rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
     status = {"state": reported, "updated_at": time.time() - 3600}
-    assert merge_state(rec, status, scheduler, time.time())[1] == error
+    # each names the run and its workspace (it said a bare `arctl logs`, which acts on ./arctl-runs)
+    assert merge_state(rec, status, scheduler, time.time(), " --workdir /w")[1] == error
     said = {**status, "error": "CUDA out of memory"}  # the job's own words win where it said any
     if scheduler != states.CANCELLED:
-        assert merge_state(rec, said, scheduler, time.time())[1] == "CUDA out of memory"
+        assert merge_state(rec, said, scheduler, time.time(), " --workdir /w")[1] == "CUDA out of memory"
 
 
 @pytest.mark.parametrize(
@@ -454,7 +456,7 @@ def test_a_job_the_controller_lost_is_not_running_for_ever(tmp_path, monkeypatch
     assert got["r1"] == (states.RUNNING, None)
     assert got["r2"][0] == states.FAILED and "still says PENDING" in got["r2"][1]
     assert got["r3"][0] == states.CANCELLED  # `arctl cancel` asked for it
-    assert got["r4"] == (states.FAILED, "job failed or was killed (see `arctl logs`)")  # ended: accounting lags
+    assert got["r4"] == (states.FAILED, f"job failed or was killed (see `arctl logs r4 --workdir {ws.root}`)")  # ended
 
 
 def test_a_job_that_ends_while_refresh_asks_is_not_called_lost(tmp_path, monkeypatch):
@@ -472,7 +474,8 @@ def test_a_job_that_ends_while_refresh_asks_is_not_called_lost(tmp_path, monkeyp
     write_status(ws.run_dir("r0"), state="completed")
     with reg:
         got = {r.run_id: (r.state, r.error) for r in refresh(reg, ws)}
-    assert got == {"r0": (states.COMPLETED, None), "r1": (states.FAILED, "job failed or was killed (see `arctl logs`)")}
+    assert got == {"r0": (states.COMPLETED, None),
+                   "r1": (states.FAILED, f"job failed or was killed (see `arctl logs r1 --workdir {ws.root}`)")}
 
     ws2, reg2 = _slurm_runs(tmp_path / "down", ["9"])
     slurm_shims.use(tmp_path / "bin2", monkeypatch, sacct="printf 'JobID|State\\n9|RUNNING\\n'\n",
