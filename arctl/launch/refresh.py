@@ -686,14 +686,14 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
-            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root))
+            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True))
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status, workspace)
         else:  # debug runs live in the launching process
-            new_state, error = merge_state(rec, status, None, now, workdir_arg(workspace.root))
+            new_state, error = merge_state(rec, status, None, now, workdir_arg(workspace.root, stored=True))
             if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
         if new_state == states.FAILED and status.get("state") in (None, "submitted", "running", "stopping"):
@@ -767,7 +767,7 @@ def _local_state(rec: RunRecord, status: dict, workspace: Workspace) -> tuple[st
         return states.FAILED, status.get("error")
     if alive is None:  # another host's job that has not reported its end: as the registry has it
         return rec.state, None
-    resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root)}`"
+    resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root, stored=True)}`"  # an error kept: named always
     if rec.cancel_requested:
         return states.CANCELLED, f"stopped before its checkpoint was saved; {resume} resumes from the last one"
     return states.FAILED, (_job_of_another_workspace(rec, workspace)

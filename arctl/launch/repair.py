@@ -364,7 +364,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
     members: list[tuple[str, str]] = []
     folders = sorted(workspace.runs_dir.iterdir()) if workspace.runs_dir.is_dir() else []
     queued = _queued([f for f in folders if f.is_dir()])
-    where = workdir_arg(workspace.root)
+    where = workdir_arg(workspace.root, stored=True)
     for folder in folders:
         if not folder.is_dir():
             continue

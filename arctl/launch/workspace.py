@@ -82,14 +82,19 @@ def path_encoding_problem(root: str | Path, origin: str | None = None) -> str | 
             f"path of ASCII characters ({workdir_remedy(origin)})")
 
 
-def workdir_arg(root: str | Path) -> str:
+def workdir_arg(root: str | Path, stored: bool = False) -> str:
     """What a command a hint prints about workspace ``root`` adds to name it: ``""`` where ``root`` is the
     workspace a bare command means (:func:`workspace_path`: ``$ARCTL_HOME``, else ``./arctl-runs`` of the
     working directory), else `` --workdir <root>``, absolute (a report's files are read from elsewhere) and
     quoted for a shell. From a hunt: hints after ``--workdir ws`` said ``arctl sweep paper --seeds 0``,
     ``arctl logs RUN``, ``arctl status``, which act on ./arctl-runs (the sweep started 9 runs in a new, empty
-    workspace). Every hint that names a command about a workspace takes its ``--workdir`` from here."""
+    workspace). Every hint that names a command about a workspace takes its ``--workdir`` from here.
+    ``stored``: for a message kept to be read later (the registry's errors), named always: it is read from a
+    shell in any folder (from a review: a repair's stored "`arctl resume RUN` resumes it" acted on ./arctl-runs
+    of wherever `arctl status` was run)."""
     root = Path(root).expanduser().absolute()
+    if stored:
+        return f" --workdir {shlex.quote(str(root))}"
     try:
         if root.resolve() == workspace_path():
             return ""

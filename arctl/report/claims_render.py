@@ -217,7 +217,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     unfinished_export = interrupted_export(base)  # first: the runs are a part of what was exported
     warnings = ([unfinished_export] if unfinished_export else []) + list(runs.warnings) + served_warnings
     if left_out:
-        warnings.append(unfinished_warning(left_out))
+        warnings.append(unfinished_warning(left_out, named))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

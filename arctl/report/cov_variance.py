@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from arctl.report.data import ReportData, first_values, full_support, left_out_note
+from arctl.report.data import ReportData, first_values, full_support, left_out_note, spec_hint
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
 from arctl.report.style import add_footnote, new_figure, runs_footnote
@@ -60,7 +60,7 @@ def build(spec: dict, data: ReportData):
     table = series_table(data)
     if not len(table):
         raise ReportError(f"no run in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}; "
-                          f"produce one with {spec.get('hint')}")
+                          f"produce one with {spec_hint(spec, data.named)}")
     fig, axes = new_figure(1, 2, panel_w=4.2, panel_h=3.0)
     left, right = axes[0]
     partial: dict[tuple[int, ...], list[str]] = {}  # budgets left out -> the series that leave them out

@@ -32,6 +32,7 @@ class ReportData:
     source: str = ""
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (:func:`missing_arms`)
     unread: list[str] = field(default_factory=list)  # experiments with runs, none read (not in ``missing``: a warning)
+    named: str = ""  # what names the workspace in a command (:func:`arctl.launch.workspace.workdir_arg`)
 
     @property
     def history(self):
@@ -70,7 +71,17 @@ def producing_command(spec: dict, experiments: list[str] | None, sweep: str | No
     runs = " and ".join(f"`arctl run {e}{where}`" for e in experiments or [])
     if spec.get("sweep") and experiments:
         return f"{runs} (or the whole sweep: `arctl sweep {spec['sweep']}{where}`)"
-    return runs or spec.get("hint") or f"`arctl run EXPERIMENT{where}`"
+    return runs or spec_hint(spec, where) or f"`arctl run EXPERIMENT{where}`"
+
+
+def spec_hint(spec: dict, where: str = "") -> str | None:
+    """The spec's own ``hint`` of what produces its runs (free text with commands), and, where ``where`` names a
+    workspace, that its commands need it too (from a review: `cov_variance`'s "e.g. `arctl run main-ar-uniform`"
+    after a report on ``--workdir WS`` trained in ./arctl-runs)."""
+    hint = spec.get("hint")
+    if not hint:
+        return None
+    return f"{hint} (with `{where.strip()}`: the workspace this report reads)" if where else hint
 
 
 def read_report_runs(
@@ -145,7 +156,7 @@ def read_report_runs(
                               f"wait for them ({status}), or produce them with {producing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
         runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
-        runs.warnings = [*runs.warnings, unfinished_warning(left_out)]
+        runs.warnings = [*runs.warnings, unfinished_warning(left_out, named)]
     h = runs.history
     requires = spec.get("requires")
     before_requires = len(h)
@@ -170,7 +181,7 @@ def read_report_runs(
     if not len(h):
         what = f"experiment(s) {', '.join(exps)}" if exps else "any experiment"
         logged = f" that logged {requires}" if requires else f" with metrics {', '.join(metrics)}"
-        cmd = spec.get("hint") if requires and spec.get("hint") and not in_export else producing
+        cmd = spec_hint(spec, named) if requires and spec.get("hint") and not in_export else producing
         unreadable = read_notes
         if unreadable:  # the runs may be there: say which files could not be read, not "produce them"
             raise ReportError(
@@ -190,14 +201,14 @@ def read_report_runs(
     unread = [e for e in (exps or []) if e not in present and had_runs.get(e)]
     if unread:  # runs there, none read: not "no runs yet" (from a hunt: a run still at its first steps was)
         kept = set(runs.runs["run_id"].astype(str)) if len(runs.runs) else set()
-        runs.warnings = [*runs.warnings, *(_unread_note(e, had_runs[e], gone, kept, requires or ", ".join(metrics),
+        runs.warnings = [*runs.warnings, *(_unread_note(e, had_runs[e], gone, kept, requires or ", ".join(metrics), named,
                                                         spec.get("kind") or "report") for e in unread)]
     missing = [e for e in (exps or []) if e not in present and e not in unread]
     absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
         runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named)]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
-                      unread=unread)
+                      unread=unread, named=named)
 
 
 def _logged_metrics(workdir, experiments, wandb_project, cache_dir, api) -> list[str]:
@@ -271,7 +282,8 @@ def _no_exit_note_of(note: str, run_ids: set[str]) -> bool:
     return any(part in run_ids for part in Path(note[: -len(NO_EXIT_RECORD)].rstrip(": ")).parts)
 
 
-def _unread_note(experiment: str, run_ids: list[str], gone: set[str], kept: set[str], what: str, kind: str) -> str:
+def _unread_note(experiment: str, run_ids: list[str], gone: set[str], kept: set[str], what: str, where: str,
+                 kind: str) -> str:
     """The warning of an experiment that has runs of which the report reads none (``run_ids``), each said with
     why: not finished (in ``gone``: the left-out line names them), set aside (not in ``kept``: another run of its
     cell was read, or --where or the spec left it out), or no value of ``what`` logged yet."""
@@ -280,7 +292,7 @@ def _unread_note(experiment: str, run_ids: list[str], gone: set[str], kept: set[
            f"no {what} logged yet": [r for r in run_ids if r not in gone and r in kept]}
     said = "; ".join(f"{len(ids)} {reason} ({listed(ids, 3)})" for reason, ids in why.items() if ids)
     return (f"{experiment} has {len(run_ids)} run(s), none of which this {kind} reads: {said}; "
-            "it is left out (`arctl status` shows its runs)")
+            f"it is left out (`arctl status{where}` shows its runs)")
 
 
 def missing_arms(spec: dict, experiments: list[str] | None, present_experiments: set[str],

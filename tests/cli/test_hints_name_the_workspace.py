@@ -171,3 +171,18 @@ def test_the_missing_arms_line_names_the_workspace():
     assert "`arctl run main-grpo --arm grpo --workdir /w` (or the whole sweep: `arctl sweep paper --workdir /w`)" \
         in line, line
     assert "`arctl sweep priors --workdir /w`" in missing_arms_warning({}, {"grpo": []}, "priors", "/w", where=" --workdir /w")
+
+
+def test_a_spec_s_own_hint_and_the_left_out_lines_name_the_workspace(box, tmp_path):
+    """From a review: `cov_variance`'s own hint ("e.g. `arctl run main-ar-uniform`") and the warnings of runs left
+    out ("`arctl status`") were said bare after `--workdir WS`."""
+    from arctl.report.cells import unfinished_warning
+    from arctl.report.data import _unread_note
+
+    (box.ws / "runs").mkdir()
+    refused = box.check_refused("report", "--figure", "cov_variance", "--workdir", str(box.ws), "--out",
+                                str(tmp_path / "out"))
+    assert f"(with `--workdir {box.ws}`: the workspace this report reads)" in " ".join(refused.err.split()), refused.err
+    assert "`arctl status --workdir /w`" in unfinished_warning(["r1 (its job says cancelled)"], " --workdir /w")
+    assert "`arctl status --workdir /w` shows its runs" in _unread_note("e", ["r1"], {"r1"}, set(), "m", " --workdir /w",
+                                                                       "figure")

@@ -141,3 +141,14 @@ def test_a_hand_set_wandb_group_is_not_taken_for_a_sweep(tmp_path, monkeypatch):
                    "exp_d_s0_dddd": None}, got  # "mygroup" was a sweep
     with Registry(ws.registry_path) as reg:
         assert reg.get("exp_a_s0_aaaa").sweep is None and not reg.list("mygroup")
+
+
+def test_the_errors_a_repair_stores_name_the_workspace_even_the_default_one(tmp_path, monkeypatch):
+    """From a review: in the workspace a bare command means, the stored "`arctl resume RUN` resumes it" named none;
+    read later from `arctl status --workdir WS` in another folder, it acted on that folder's ./arctl-runs."""
+    ws = Workspace(tmp_path / "ws")
+    monkeypatch.setenv("ARCTL_HOME", str(ws.root))
+    run_dir = _folder(ws, "exp_a_s0_aaaa", "a", "lambda")
+    mark_submitted(run_dir)
+    (rec,) = rebuild_registry(ws).runs
+    assert f"`arctl resume exp_a_s0_aaaa --workdir {ws.root}`" in rec.error, rec.error

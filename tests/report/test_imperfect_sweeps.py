@@ -128,6 +128,7 @@ def test_a_run_left_out_unfinished_is_named_once(table):
 def test_an_experiment_whose_runs_are_not_read_is_not_said_to_have_none(table, ws, tmp_path):
     """main-ar-uniform has a run (killed at step 12): not "no runs yet" (missing_experiments) but a warning that
     says why none is read; an experiment without any run is still missing."""
+    from arctl.launch.workspace import workdir_arg
     from arctl.report.render import render_table
 
     res, out = table
@@ -137,7 +138,7 @@ def test_an_experiment_whose_runs_are_not_read_is_not_said_to_have_none(table, w
     assert res.unread_experiments == ["main-ar-uniform"] == res.to_json()["unread_experiments"]
     assert json.loads((out / "final.runs.json").read_text())["unread_experiments"] == ["main-ar-uniform"]
     assert f"main-ar-uniform has 1 run(s), none of which this table reads: 1 not finished ({RUNNING}); it is left out " \
-           "(`arctl status` shows its runs)" in res.warnings
+           f"(`arctl status{workdir_arg(ws)}` shows its runs)" in res.warnings
     other = render_table("final", out_dir=tmp_path / "o", workdir=ws, progress=False, processes=1,
                          experiments=["main-grpo", "main-ar-uniform", "ablation-dense"])
     assert other.missing_experiments == ["ablation-dense"]
