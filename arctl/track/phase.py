@@ -87,3 +87,19 @@ def write_warning(run_dir: str | Path, warning: str) -> None:
 
 def read_warning(run_dir: str | Path) -> str | None:
     return _read(run_dir, WARNING_FILE, "warning")
+
+
+CHECKPOINT_SCAN = "checkpoints: "
+"""The start of a warning about the checkpoints an attempt found as it started (damaged ones skipped, verl's
+tracker fixed): it describes that attempt's start, and the next attempt's scan replaces it (:func:`scan_warning`)."""
+
+
+def scan_warning(run_dir: str | Path, notes: list[str]) -> None:
+    """Record what this attempt's checkpoint scan found (``notes``), or, where it found nothing wrong, clear an
+    earlier attempt's (from a hunt: "skipped 1 damaged checkpoint(s) ...; resumed from step_000200.pt" stayed in
+    `arctl status` through later attempts that resumed from intact newer checkpoints, and in the run's final
+    status). A warning of another kind (W&B rows lost, a gradient skipped) is left as it is where nothing is found."""
+    if notes:
+        write_warning(run_dir, CHECKPOINT_SCAN + "; ".join(notes))
+    elif (read_warning(run_dir) or "").startswith(CHECKPOINT_SCAN):
+        write_warning(run_dir, None)

@@ -119,6 +119,9 @@ def test_a_run_resumes_from_the_newest_intact_checkpoint_with_a_warning_and_ever
     assert train(config, run_dir, threading.Event()) == "completed"  # redoes step 3 from step 2
     assert "step_000003.pt" in read_warning(run_dir) and "resumed from step_000002.pt" in read_warning(run_dir)
     assert _steps(run_dir) == [0, 1, 2, 3]
+    # a later attempt finds its checkpoints intact: the warning was that attempt's, not the run's for ever (a hunt)
+    assert train(config, run_dir, threading.Event()) == "completed"
+    assert read_warning(run_dir) is None and _steps(run_dir) == [0, 1, 2, 3]
     for path in (run_dir / "checkpoints").glob("step_*.pt"):
         _empty(path)
     with pytest.raises(CheckpointError, match="no intact checkpoint"):

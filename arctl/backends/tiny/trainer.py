@@ -52,7 +52,7 @@ from arctl.backends.tiny.warmup import (
 from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
-from arctl.track.phase import read_warning, write_phase, write_warning
+from arctl.track.phase import read_warning, scan_warning, write_phase, write_warning
 
 log = logging.getLogger(__name__)
 WANDB_LOST = "W&B lost "  # the start of the warning of a run whose W&B files lack rows (`arctl status` shows it)
@@ -121,7 +121,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         log.info("tiny: resuming %s from step %d", run_dir, start)
     if found.warning():
         print(f"tiny: WARNING {found.warning()}", flush=True)
-        write_warning(run_dir, found.warning())
+    scan_warning(run_dir, [found.warning()] if found.warning() else [])
     if found.state is None and config.get("init_dir"):  # trainer.init_from: that run's final weights
         init = start_from_run(model, Path(config["init_dir"]))
         atomic_write(run_dir / INIT_RECORD, json.dumps(init, indent=1))

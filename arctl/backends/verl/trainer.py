@@ -49,7 +49,7 @@ from arctl.backends.verl.overrides import (  # noqa: F401 - ALLOW_CPU_ENV: tests
 )
 from arctl.backends.verl.ray_connect import task_failure
 from arctl.backends.verl.run_config import platform_env, verl_run_config, with_wandb_env
-from arctl.track.phase import write_warning
+from arctl.track.phase import scan_warning
 
 
 class VerlRunFailed(RuntimeError):
@@ -171,7 +171,7 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     resume_at, notes = checkpoints.repair(Path(str(cfg.trainer.default_local_dir)))
     for note in notes:  # a checkpoint whose save did not finish or was damaged since: never resumed from
         print(f"arctl: WARNING {note}", file=sys.stderr, flush=True)
-        write_warning(run_dir, note)
+    scan_warning(run_dir, notes)  # (or an earlier attempt's cleared)
     resume_at = resume_at or None
     redo = resume_at is not None and stop_request.skipped_validation(stop_file) == resume_at
     if not redo:  # none, or stale: a resume from an earlier checkpoint redoes the step, its validation with it
