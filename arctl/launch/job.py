@@ -226,7 +226,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
     write_status(
         run_dir, state="running", job_id=current_job_id(), executor=current_executor(), host=socket.gethostname(),
         pid=os.getpid(),
-        started_at=time.time(), ended_at=None, error=None, attempt=attempt,
+        started_at=time.time(), ended_at=None, error=None, attempt=attempt, signal=None,  # (the last attempt's)
         # this attempt has logged nothing yet: the previous one's step is not its progress (it may
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks

@@ -918,7 +918,11 @@ def _record_submitted(reg: Registry, executor: str, token: str, claimed: list[tu
     now = time.time()
 
     def values(item: LaunchItem, rec: RunRecord) -> dict:
-        return {"state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
+        # a --force rerun starts from its first step: the completed run's step and metric are not its progress (from a
+        # hunt: a queued rerun showed "60/60, train/anytime_score=0" until its job wrote status.json)
+        fresh = {"step": None, "metric_name": None, "metric_value": None, "metric_nonfinite": None} \
+            if item.action == "rerun" else {}
+        return {**fresh, "state": states.PENDING, "executor": executor, "job_id": job_ids[item.run_id],
                 "attempts": rec.attempts + 1, "submitted_at": now, "claim": None, "before_claim": None,
                 "generation": rec.generation,  # its W&B id's (a claim undone meanwhile gave the row another)
                 "error": None,

@@ -712,6 +712,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             values["phase"] = None
         if new_state in states.TERMINAL and is_queued(values.get("phase")):  # cancelled before its slot came
             values["phase"] = None
+        if new_state in states.TERMINAL and values.get("phase") in (CANCELLING, STOPPING):  # its stop has ended (a
+            values["phase"] = None  # hunt: --json of a CANCELLED run still said "cancelling: saving its checkpoint")
         if new_state != rec.state:
             values["state"] = new_state
         if error != rec.error and new_state in states.TERMINAL:

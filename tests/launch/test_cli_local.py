@@ -218,6 +218,8 @@ def test_cancel_then_resume_only_once_the_stop_checkpoint_is_saved(specs, tmp_pa
         gate.touch()
     waiter(lambda: read_status(first).get("state") == "preempted", 30, "the job to checkpoint and stop")
     waiter(lambda: set(_states(ws).values()) == {"CANCELLED"}, 30, "every run CANCELLED")
+    with Registry(ws / "registry.sqlite") as reg:  # its stop has ended: no "cancelling: saving ..." (a hunt: --json)
+        assert reg.get(first.name).phase is None
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.001")
     monkeypatch.setenv("ARCTL_TEST_STOP_S", "0")
     before = (first / "steps.log").read_text().splitlines()

@@ -460,3 +460,15 @@ def test_a_time_limit_after_the_last_requeue_ends_the_job_preempted_saying_so(tm
                 f"{MAX_REQUEUES}); `arctl resume {run_dir.name} --workdir ") in said.out + said.err
     else:
         assert requeued == [usr] and read_status(run_dir)["state"] == "requeued"
+
+
+def test_a_new_attempt_does_not_carry_the_last_one_s_signal(tmp_path):
+    """From a hunt: status.json of a new attempt kept the previous attempt's "signal": "SIGTERM", which the debug
+    launch's stop line reads."""
+    from arctl.launch.job import _start_attempt
+    from arctl.launch.status_file import write_status
+
+    run_dir = _run_dir(tmp_path)
+    write_status(run_dir, state="preempted", signal="SIGTERM")
+    _start_attempt(run_dir)
+    assert read_status(run_dir)["state"] == "running" and read_status(run_dir).get("signal") is None

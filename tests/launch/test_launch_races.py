@@ -370,3 +370,16 @@ def test_a_local_run_cancelled_while_its_launch_submits_it_says_cancelled_in_its
             assert time.monotonic() < deadline
             time.sleep(0.5)
     assert (rec.state, rec.error) == (states.CANCELLED, None), rec
+
+
+def test_a_queued_force_rerun_shows_no_step_or_metric_of_the_run_it_replaces(specs, tmp_path, counting_sbatch):
+    """From a hunt: a --force rerun of a completed run showed the old run's "60/60, train/anytime_score=0" in
+    `arctl status` (and --json step 60) for its whole queue wait, until its job wrote status.json: scripts comparing
+    step with total_steps took it for done."""
+    ws, run_id = _completed_run(tmp_path)
+    with Registry(ws.registry_path) as reg:  # what the completed run reached (the count backend logs no metric)
+        reg.update(run_id, step=60, metric_name="train/anytime_score", metric_value=0.0)
+    launch(_items(), ws, executor="slurm", force=True)  # queued: its job never starts here
+    with Registry(ws.registry_path) as reg:
+        rec = reg.get(run_id)
+    assert (rec.state, rec.step, rec.metric_name, rec.metric_value) == (states.PENDING, None, None, None), rec
