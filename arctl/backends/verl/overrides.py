@@ -261,6 +261,72 @@ def strategy_problem(config: dict) -> str | None:
     return None
 
 
+# Keys of verl 0.9.1's config with the meaning of a key arctl sets (a deprecated alias, a copy made by interpolation, a
+# field declared and read nowhere): a verl.overrides entry naming one would change what arctl set, or be ignored while
+# the user thinks it changed it, so it is refused like an entry naming arctl's key (verl_overrides), where arctl sets one
+# of the keys it stands for. alias -> (the verl keys arctl sets that it stands for, what to do instead (the arctl setting),
+# what verl does with it: file:line under site-packages/verl). From a hunt: actor.grad_clip=0.5 was accepted, and verl
+# clipped at optim.clip_grad=1.0. Checked and left out: the deprecated global micro-batch keys (actor.ppo_micro_batch_size,
+# rollout/ref.log_prob_micro_batch_size: verl's validate_config refuses them beside arctl's *_per_gpu keys,
+# workers/config/actor.py:200, utils/config.py:166-180; unused under use_dynamic_bsz), the Ulysses size
+# (actor.ulysses_sequence_parallel_size: run_config.parallel_problem), the log-prob passes' own dynamic-batch flags and
+# token budgets (interpolated from the actor's; parallel_problem checks them), rollout.nnodes/n_gpus_per_node (a
+# standalone rollout pool: read by trainer_separate_async.py only), the critic's and distillation's keys of the same
+# names (no critic or distillation in an arctl run), optim.warmup_style (an alias of lr_scheduler_type, which arctl
+# does not set).
+_A = "actor_rollout_ref"
+VERL_ALIASES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    f"{_A}.actor.grad_clip": (
+        (f"{_A}.actor.optim.clip_grad",), "set optim.grad_clip",
+        "declared only (trainer/config/actor/dp_actor.yaml:29, workers/config/actor.py:308); the engine clips with "
+        "optim.clip_grad (workers/engine/fsdp/transformer_impl.py:806-811)"),
+    f"{_A}.actor.optim.grad_clip": (
+        (f"{_A}.actor.optim.clip_grad",), "set optim.grad_clip",
+        "a deprecated alias copied over optim.clip_grad (workers/config/optimizer.py:54-61)"),
+    f"{_A}.actor.optim.lr_warmup_steps_ratio": (
+        (f"{_A}.actor.optim.lr_warmup_steps",), "set optim.warmup_steps",
+        "read in place of optim.lr_warmup_steps where that is 0, ignored otherwise "
+        "(workers/engine/fsdp/transformer_impl.py:509-516)"),
+    f"{_A}.actor.optim.total_training_steps": (
+        ("trainer.total_training_steps", "trainer.total_epochs"), "set trainer.total_steps (or trainer.total_epochs)",
+        "overwritten from trainer.total_training_steps or total_epochs (trainer/ppo/v1/trainer_base.py:768-782)"),
+    f"{_A}.actor.rollout_n": (
+        (f"{_A}.rollout.n",), "set rollout.n", "a copy of rollout.n (trainer/config/actor/actor.yaml:11)"),
+    f"{_A}.ref.rollout_n": (
+        (f"{_A}.rollout.n",), "set rollout.n", "a copy of rollout.n (trainer/config/ref/ref.yaml:2)"),
+    f"{_A}.actor.use_remove_padding": (
+        (f"{_A}.model.use_remove_padding",), "leave it out: arctl turns remove-padding off, as flash-attn is not installed",
+        "a copy of model.use_remove_padding (trainer/config/actor/dp_actor.yaml:66); the engine reads the model's "
+        "(workers/engine_workers.py:114)"),
+    f"{_A}.rollout.response_length": (
+        ("data.max_response_length",), "set thinking.budgets / summary.max_tokens, which the response length follows",
+        "a copy of data.max_response_length (trainer/config/rollout/rollout.yaml:39)"),
+    "custom_reward_function.path": (
+        ("reward.custom_reward_function.path",), "set verl.grader",
+        "legacy (trainer/config/legacy_reward_impl.yaml:1-3), moved to reward.custom_reward_function only by "
+        "experimental/fully_async_policy/fully_async_main.py:237, never on main_ppo's path"),
+    "custom_reward_function.name": (
+        ("reward.custom_reward_function.name",), "set verl.grader",
+        "legacy (trainer/config/legacy_reward_impl.yaml:1-3), moved to reward.custom_reward_function only by "
+        "experimental/fully_async_policy/fully_async_main.py:237, never on main_ppo's path"),
+    "reward_model.num_workers": (
+        ("reward.num_workers",), "leave it out: verl.device=cpu runs one reward worker",
+        "legacy (trainer/config/legacy_reward_impl.yaml:6), moved to reward.num_workers only by "
+        "experimental/fully_async_policy/fully_async_main.py:237"),
+}
+
+
+def alias_problem(key: str, derived: Sequence[str] | set[str]) -> str | None:
+    """Why a ``verl.overrides`` key is refused as an alias of a key arctl sets (:data:`VERL_ALIASES`), or None."""
+    if key not in VERL_ALIASES:
+        return None
+    stands_for, setting, why = VERL_ALIASES[key]
+    hit = next((k for k in stands_for if k in derived), None)
+    if hit is None:
+        return None
+    return f"{key} stands for {hit}, which arctl sets ({why}); {setting}"
+
+
 class VerlConfigError(ValueError):
     """A verl override that verl's own config rejects (unknown key, wrong type, bad value)."""
 
@@ -527,6 +593,8 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
                 f"verl.overrides entry {item!r} replaces {key}, which arctl sets from the run's config or as its "
                 "layout needs (other values are computed from the same keys: the loss constant from rollout.n, the "
                 "response length from the budgets); set the arctl key it comes from (`arctl show EXP --scale paper`)")
+        if (alias := alias_problem(key, derived)) is not None:
+            raise VerlConfigError(f"verl.overrides entry {item!r} is refused: {alias}")
     return items + list(mode) + list(extra)
 
 

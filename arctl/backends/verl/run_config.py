@@ -347,26 +347,34 @@ def ray_cpus_problem(config: dict) -> str | None:
             f"time limit; give {'cluster.cpus_per_task' if key.startswith('cluster') else '--num-cpus'}>={need}")
 
 
-LAUNCH_CHECK_ENV = "ARCTL_VERL_LAUNCH_CHECK"  # "0": the launch does not ask launch_problem
+LAUNCH_CHECK_ENV = "ARCTL_VERL_LAUNCH_CHECK"  # "0": launch_problem does not check what is seen from here
 
 
 def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     """Why this run's job would fail as it starts, or None, asked before it is submitted (and by a dry
-    run): verl's own check of the composed config (verl_run_config), the parallel layout verl's workers
+    run): the override list the job's setup writes (run_overrides: the ``verl.overrides`` entries arctl
+    refuses), verl's own check of the composed config (verl_run_config), the parallel layout verl's workers
     check only on their GPUs, and the inputs (datasets, an eval-only run's checkpoint). A smoke run
-    checks none of these (plumbing only), a rehearsal reads no inputs; without verl installed here
-    nothing can be checked (the job's own environment decides). ``ARCTL_VERL_LAUNCH_CHECK=0`` skips it
-    (e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that sets its path)."""
+    checks only the list (plumbing only), a rehearsal reads no inputs; without verl installed here
+    only the list can be checked (the job's own environment decides). ``ARCTL_VERL_LAUNCH_CHECK=0`` skips the
+    checks of what is seen from here (the data files, the steps they hold, the checkpoints a resume or an
+    eval-only run loads: e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that
+    sets its path), never those of the config itself (from a hunt: it let a refused ``verl.overrides`` entry
+    through, to fail in the job's setup after the runs were registered)."""
     import os
 
-    if bool(verl_setting(config, "smoke")) or os.environ.get(LAUNCH_CHECK_ENV) == "0":
+    from arctl.backends.verl.overrides import VerlConfigError
+
+    try:
+        run_overrides(config, run_dir)  # what the job's setup (ray_job.job_setup) builds, verl or not
+    except VerlConfigError as err:
+        return " ".join(str(err).split())
+    if bool(verl_setting(config, "smoke")):
         return None
     try:
         import verl  # noqa: F401
     except ImportError:
         return None
-    from arctl.backends.verl.overrides import VerlConfigError
-
     try:
         _, cfg = verl_run_config(config, run_dir)
     except VerlConfigError as err:
@@ -375,6 +383,8 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
         return None
     if problem := parallel_problem(config, cfg) or model_problem(config, cfg):
         return problem
+    if os.environ.get(LAUNCH_CHECK_ENV) == "0":
+        return None
     if problem := (inputs_problem(config, cfg) or steps_problem(config, cfg)
                    or checkpoint_world_problem(config, cfg, run_dir)):
         return f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips this check)"
