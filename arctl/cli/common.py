@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,21 @@ def printable(text: str) -> str:
     terminal (an override Hydra could not parse, a name read from disk) cannot move the cursor,
     recolour, retitle or clear it."""
     return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")  # a colour/bold sequence: the one a job's output may keep
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")  # C0 but \t \n \r, DEL, C1 (\x9b: CSI, \x9d: OSC)
+
+
+def output_text(text: str) -> str:
+    """A job's output as the terminal may show it: its colours (SGR ``\\x1b[...m``), tabs, newlines and carriage
+    returns kept, every other control character written as an escape like :func:`printable`'s, so that a
+    sequence that retitles or clears the terminal, moves its cursor or starts an OSC shows as text (from a hunt:
+    `arctl logs` wrote a job's ``\\x1b]0;TITLE\\x07`` and ``\\x1b[2J`` to the terminal)."""
+    parts = _SGR.split(text)
+    kept = _SGR.findall(text)
+    escaped = [_CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), part) for part in parts]
+    return "".join(a + b for a, b in zip(escaped, [*kept, ""]))
 
 
 def fail(message: str) -> NoReturn:

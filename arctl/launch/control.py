@@ -220,7 +220,10 @@ def _silent(workspace: Workspace, rec: RunRecord) -> bool:
 
 
 def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:
-    """stdout/stderr files of the run's current job (newest attempt first within a job)."""
+    """stdout/stderr files of the run's current job (newest attempt first within a job). Where that job has none
+    (still queued, its folder gone), the newest earlier job's, both of one job: never shown as the current job's
+    (from a hunt: a resubmitted run waiting in the queue showed its previous job's "completed" as its own);
+    :func:`is_current_log` says which."""
     run_dir = workspace.run_dir(record.run_id)
     candidates: list[Path] = []
     job = record.job_id or ""
@@ -228,11 +231,52 @@ def log_files(workspace: Workspace, record: RunRecord) -> list[Path]:
         if job and base.is_dir():
             candidates += sorted(base.glob("*_log.out")) + sorted(base.glob("*_log.err"))
             break
-    if not candidates:  # fall back to the newest logs of any attempt
-        found = [p for p in (run_dir / "job").rglob("*_log.*") if p.suffix in (".out", ".err")]
-        found.sort(key=lambda p: p.stat().st_mtime)
-        candidates = found[-2:]
+    if not candidates:  # the newest job's files (a debug run's lie in job/ itself), of one job only
+        by_job: dict[str, list[Path]] = {}
+        for folder in [run_dir / "job", *_job_dirs(run_dir)]:
+            for path in folder.glob("*_log.*"):
+                if path.suffix in (".out", ".err") and path.is_file():
+                    by_job.setdefault(log_job(path), []).append(path)
+        if by_job:
+            newest = max(by_job.values(), key=lambda paths: max(_mtime(p) for p in paths))
+            candidates = sorted(p for p in newest if p.suffix == ".out") + sorted(p for p in newest if p.suffix == ".err")
     return candidates
+
+
+def log_job(path: Path) -> str:
+    """The job whose log file ``path`` is: submitit names them ``<job id>_<task>_log.out`` (``.err``)."""
+    return path.name.rsplit("_", 2)[0]
+
+
+def is_current_log(record: RunRecord, path: Path) -> bool:
+    """Is log file ``path`` (:func:`log_files`) the run's current job's, not an earlier attempt's? A debug run's job
+    (the registry says "debug") writes submitit's ``DEBUG_<n>`` files into job/ itself: the newest are its own once
+    it has started."""
+    if record.executor == "debug":
+        return path.name.startswith("DEBUG_") and record.state not in (states.SUBMITTING, states.PENDING)
+    return log_job(path) == (record.job_id or "")
+
+
+def earlier_job_dirs(workspace: Workspace, record: RunRecord) -> list[Path]:
+    """The run's job folders (``job/<job id>/``, SLURM's linked to jobs/) other than its current job's: its earlier
+    attempts' (a resume, a requeue, a --force rerun), the most recent first."""
+    run_dir = workspace.run_dir(record.run_id)
+    found = [d for d in _job_dirs(run_dir) if d.name != (record.job_id or "")]
+    return sorted(found, key=lambda d: max([_mtime(d), *(_mtime(p) for p in d.glob("*_log.*"))]), reverse=True)
+
+
+def _job_dirs(run_dir: Path) -> list[Path]:
+    """The job folders in ``run_dir``/job (a link to one in jobs/ too), not submitit's unexpanded ``%j``."""
+    with contextlib.suppress(OSError):
+        return [p for p in (run_dir / "job").iterdir() if p.is_dir() and "%" not in p.name]
+    return []
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 ERROR_LINE = re.compile(r"(Traceback|Error|ERROR|Exception|Killed|CANCELLED|DUE TO TIME LIMIT|oom)", re.I)
