@@ -44,6 +44,12 @@ from arctl.config.hydra_text import override_value
 
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
 DEFAULT_PREEMPT_WARNING_S = 60
+# the scale's keys that _finalize reads as another key's default (beside the schema's ``${scale.X}`` defaults)
+FINALIZE_SCALE_DEFAULTS = {"scale.preempt_warning_s": "cluster.preempt_warning_s"}
+# the scale's keys that _finalize derives other values from (the evaluation budgets, the Dr. GRPO constant): the
+# scale's own settings, not only another key's default
+FINALIZE_SCALE_READS = ("scale.budgets", "scale.summary_max_tokens")
+_SCALE_REFERENCE = re.compile(r"^\$\{(?:oc\.select:)?(scale\.\w+)(?:,[^}]*)?\}$")
 
 # (methods registered in this process, the search path, choices)
 _BASE_CONFIGS: dict[tuple[int, str, tuple[str, ...]], object] = {}
@@ -319,6 +325,31 @@ def _finalize(cfg: dict) -> dict:
     return cfg
 
 
+def scale_defaults() -> dict[str, str]:
+    """``scale.X`` -> the key whose default it is and nothing more: the schema's fields whose default is
+    ``${scale.X}`` (``rollout.n``, ``cluster.cpus_per_task``, ...) and what :func:`_finalize` fills in from the scale
+    (:data:`FINALIZE_SCALE_DEFAULTS`), but for the scale keys it derives other values from. Typed on the command
+    line, such a key gave another run id than the key it is the default of, for the same run (from a hunt:
+    ``scale.rollout_n=16`` and ``rollout.n=16``), so it is refused there (:func:`_refuse_scale_defaults`)."""
+    found = {}
+    for key, fld in schema._walk(plugins.run_config()):
+        match = _SCALE_REFERENCE.match(fld.default) if isinstance(fld.default, str) else None
+        if match:
+            found.setdefault(match.group(1), key)
+    found.update(FINALIZE_SCALE_DEFAULTS)
+    return {scale_key: key for scale_key, key in found.items() if scale_key not in FINALIZE_SCALE_READS}
+
+
+def _refuse_scale_defaults(user) -> None:
+    """A command-line override of a key of :func:`scale_defaults`: one line naming the key to set instead."""
+    defaults = scale_defaults()
+    for text in user.keys:
+        key = override_key(text)
+        if key in defaults:
+            raise SpecError(f"override {text!r}: {key} is {defaults[key]}'s default", COMMAND_LINE,
+                            f"set {defaults[key]}")
+
+
 @functools.cache
 def scale_model(scale: str) -> str | None:
     """The model option a scale fixes (``scale.model`` in its YAML: the tiny scales' ``tiny``), which
@@ -342,7 +373,8 @@ def resolve_arm(
     reads (:func:`arctl.compose.validate.unread_settings`) are refused; given ``unread``, they and those the spec
     files write are appended to it instead (:class:`Unread`): a launch of several arms refuses a setting none of
     the runs that write it reads (:func:`_refuse_unread`)."""
-    user = split_overrides(list(user_overrides or []), "command line")
+    user = split_overrides(list(user_overrides or []), COMMAND_LINE)
+    _refuse_scale_defaults(user)
     swept_place = _sweep_place(sweep, sweep_file)
     swept = split_overrides(list(sweep_overrides or []), swept_place)
     if scale is not None and not str(scale).strip():
@@ -510,6 +542,63 @@ def _refuse_unread(runs: list[Unread], others=None) -> None:
             raise err
 
 
+def _unread_overrides(found: Unread, user_overrides: list[str]) -> list[str]:
+    """The command line's overrides of which the run of ``found`` reads nothing (its command-line settings that
+    :func:`arctl.compose.validate.unread_settings` finds): a key override all of whose keys are such settings (a
+    section given as a dict: each leaf), a config-group choice one of whose keys is (``prior=uniform`` beside one
+    thinking budget)."""
+    unread = [key for place, key in found.ids if place == COMMAND_LINE]
+
+    def covered(key: str) -> bool:
+        return any(key == u or key.startswith(u + ".") for u in unread)
+
+    dropped = []
+    for text in user_overrides if unread else ():
+        part = split_overrides([text], COMMAND_LINE)
+        keys = _user_keys(part)
+        if keys and (any(map(covered, keys)) if part.groups else all(map(covered, keys))):
+            dropped.append(text)
+    return dropped
+
+
+def _as_read(run: ResolvedRun, found: Unread, experiment: Experiment, scale: str | None,
+             sweep_file: str | None = None) -> ResolvedRun:
+    """``run`` resolved without the command line's overrides it reads nothing of (:func:`_unread_overrides`),
+    once :func:`_refuse_unread` has found another run of the launch that reads them: its config and id are those
+    it has where they were not typed. From a hunt: ``arctl run ablation-dense reward.alpha=0.3`` gave GRPO, which
+    has no length penalty, a new run id, so it trained again with the same numbers. The CLI says which runs were
+    left as they were (:func:`unread_notes`: each run's ``user_overrides`` holds what it was resolved with)."""
+    dropped = _unread_overrides(found, run.user_overrides)
+    if not dropped:
+        return run
+    kept = [text for text in run.user_overrides if text not in dropped]
+    return resolve_arm(experiment, run.arm, run.seed, scale, kept, run.sweep_overrides, sweep=run.sweep,
+                       sweep_file=sweep_file, unread=[])  # what it does write was checked with the launch
+
+
+def unread_notes(runs: list[ResolvedRun], overrides: list[str] | None) -> list[str]:
+    """One note per set of the command line's ``overrides`` that some of ``runs`` were resolved without, as
+    none of their keys is read there (:func:`_as_read`): the overrides, and those runs as ``EXPERIMENT/ARM``."""
+    left: dict[tuple[str, ...], list[str]] = {}
+    for run in runs:
+        dropped = tuple(text for text in overrides or [] if text not in run.user_overrides)
+        name = f"{run.experiment}/{run.arm}"
+        if dropped and name not in left.setdefault(dropped, []):
+            left[dropped].append(name)
+    notes = []
+    for dropped, arms in left.items():
+        one, alone = len(dropped) == 1, len(arms) == 1
+        notes.append(f"{' '.join(dropped)} {'is' if one else 'are'} not read by {names_shown(arms)}: "
+                     f"{'it is' if alone else 'they are'} left as {'it was' if alone else 'they were'}, as if "
+                     f"{'it' if one else 'they'} had not been typed (the same config and run id)")
+    return notes
+
+
+def names_shown(names: list[str], most: int = 3) -> str:
+    """``names`` for a note: the first ``most``, then how many more."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def _sweep_place(sweep: str | None, sweep_file: str | None) -> str:
     """Where a sweep's overrides and grid were written: its file (from a review: "sweep NAME" or "overrides"
     did not say which file to fix, e.g. a user's sweep that overlays a shipped one)."""
@@ -654,8 +743,10 @@ def resolve_init_from(run: ResolvedRun) -> ResolvedRun:
                         "name the arm whose final weights this arm starts from")
     # the overrides beside the spec carry over, but not what names this run's start: the run it starts
     # from is that run (an override naming it would make it start from itself)
-    return resolve_arm(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
-                       _not_init(run.sweep_overrides), sweep=run.sweep, unread=[])  # the launched run was checked
+    found: list[Unread] = []  # the launched run was checked: what this one does not read, it is resolved without
+    start = resolve_arm(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
+                        _not_init(run.sweep_overrides), sweep=run.sweep, unread=found)
+    return _as_read(start, found[0], experiment, run.scale)  # the run a launch of that arm makes
 
 
 INIT_KEYS = ("trainer.init_from", "trainer.init_run")
@@ -689,7 +780,7 @@ def resolve_experiment(
         return more
 
     _refuse_unread(unread, others if len(chosen) < len(experiment.arms) else None)
-    return runs
+    return [_as_read(run, found, experiment, scale) for run, found in zip(runs, unread)]
 
 
 def _choose_arms(experiment: Experiment, arms: list[str] | None) -> list[str]:
@@ -729,4 +820,6 @@ def resolve_sweep(
         if on_cell is not None:
             on_cell(len(runs), len(cells))
     _refuse_unread(unread)
-    return runs
+    by_name = {experiment.name: experiment for experiment in experiments}
+    return [_as_read(run, found, by_name[run.experiment], scale, sweep_file=str(sweep.path))
+            for run, found in zip(runs, unread)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from arctl.compose.errors import SpecError
 from arctl.compose.overrides import override_key
+from arctl.compose.resolve import names_shown
 from arctl.compose.run import ResolvedRun
 from arctl.track.runs.tidy import flatten_config
 
@@ -66,11 +67,61 @@ def same_run_notes(items, overrides_noted: set[str] = frozenset()) -> list[str]:
     notes = []
     for found in collapsed.values():
         item, varied = found[0]
-        names = ", ".join(i.run.name for i, _ in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        names = names_shown([i.run.name for i, _ in found])
         notes.append(f"the sweep's grid points {' / '.join(varied)} are one run of {names}, launched once (equal "
                      "values, a setting the run does not read, or an override in the experiment, the sweep or on the "
                      "command line that sets what they vary)")
     return notes
+
+
+def same_arms_notes(items, overrides: list[str] | None) -> list[str]:
+    """One note per set of arms of one launch (``items``: launch items of ``arctl run``) that are one run but for
+    their names (:func:`arctl.launch.shared.share_key`: the arm, W&B's names) where the command line's
+    ``overrides`` set what the arms' own overrides differ in: each is launched and trains the same numbers. From a
+    hunt: ``arctl run r1-7b --scale paper prior=uniform`` started three identical 7B runs without a word (a sweep
+    says so of its grid points: :func:`same_run_notes`)."""
+    from arctl.launch.shared import share_key
+
+    if not overrides:
+        return []
+    same: dict[tuple[int, str], list[ResolvedRun]] = {}
+    for item in items:
+        if getattr(item, "needed_by", None) is None:  # asked for, not a run another starts from
+            same.setdefault((item.run.seed, share_key(item.run.config)), []).append(item.run)
+    arms: dict[tuple[str, ...], list[int]] = {}  # the arms that are one run -> the seeds where they are
+    for runs in same.values():
+        names = tuple(dict.fromkeys(f"{r.experiment}/{r.arm}" for r in runs))
+        if len(names) > 1:
+            arms.setdefault(names, []).append(runs[0].seed)
+    notes = []
+    for names, seeds in arms.items():
+        setting = _settings_of(names, overrides)
+        if setting:
+            notes.append(f"{' '.join(setting)} on the command line {'sets' if len(setting) == 1 else 'set'} what "
+                         f"the arms {names_shown(list(names))} differ in: they are one run (seed{'s' * (len(seeds) > 1)} "
+                         f"{', '.join(map(str, seeds))}), each launched under its own name with the same numbers")
+    return notes
+
+
+def _settings_of(names: tuple[str, ...], overrides: list[str]) -> list[str]:
+    """The command line's ``overrides`` that write a key or config group that the spec's overrides of the arms
+    ``names`` (``EXPERIMENT/ARM``) write."""
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.overrides import split_overrides
+    from arctl.compose.resolve import GROUP_KEYS
+
+    def writes(texts: list[str]) -> set[str]:
+        part = split_overrides(list(texts), "command line")
+        return {*part.groups, *part.written, *(k for g in part.groups for k in GROUP_KEYS.get(g, ()))}
+
+    def meets(a: str, b: str) -> bool:
+        return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+    armed: set[str] = set()
+    for name in names:
+        experiment, arm = name.rsplit("/", 1)
+        armed |= writes(load_experiment(experiment).arms[arm])
+    return [text for text in overrides if any(meets(k, w) for k in writes([text]) for w in armed)]
 
 
 def _place(run: ResolvedRun, key: str) -> str | None:

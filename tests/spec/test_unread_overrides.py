@@ -1,0 +1,100 @@
+"""A command-line setting that only some runs of a launch read: the others are resolved without it (their config
+and run id as if it had not been typed), and the CLI says which (a note). From a hunt: `arctl run ablation-dense
+reward.alpha=0.3` gave GRPO and GRPO-dense, which have no length penalty, new run ids: they trained again with the
+same numbers. And the scale's keys that are only another key's default are refused on the command line."""
+
+from __future__ import annotations
+
+import pytest
+from bad_input import launch_args  # tests/support/bad_input.py
+
+from arctl.compose import SpecError, resolve_experiment
+from arctl.compose.resolve import resolve_sweep, scale_defaults, unread_notes
+from arctl.launch.run_id import make_run_id
+
+
+def _ids(runs) -> dict[str, str]:
+    return {r.arm: make_run_id(r.config) for r in runs}
+
+
+def test_arms_that_do_not_read_a_command_line_setting_keep_their_run():
+    plain = _ids(resolve_experiment("ablation-dense", scale="tiny"))
+    runs = resolve_experiment("ablation-dense", ["reward.alpha=0.3"], scale="tiny")
+    ids = _ids(runs)
+    assert ids["grpo"] == plain["grpo"] and ids["grpo-dense"] == plain["grpo-dense"]  # no length penalty: unread
+    assert ids["grpo-lp-v1"] != plain["grpo-lp-v1"] and ids["grpo-lp-v2"] != plain["grpo-lp-v2"]
+    alphas = {r.arm: r.config["reward"]["alpha"] for r in runs}
+    assert alphas == {"grpo": 0.2, "grpo-dense": 0.2, "grpo-lp-v1": 0.3, "grpo-lp-v2": 0.3}
+    assert {r.arm: r.user_overrides for r in runs}["grpo"] == []
+    (note,) = unread_notes(runs, ["reward.alpha=0.3"])
+    assert note.startswith("reward.alpha=0.3 is not read by ablation-dense/grpo, ablation-dense/grpo-dense: they "
+                           "are left as they were"), note
+    assert unread_notes(resolve_experiment("ablation-dense", scale="tiny"), []) == []
+
+
+def test_one_arm_chosen_that_does_not_read_it_is_the_run_the_whole_launch_makes():
+    plain = _ids(resolve_experiment("ablation-dense", scale="tiny", arms=["grpo"]))
+    runs = resolve_experiment("ablation-dense", ["reward.alpha=0.3"], scale="tiny", arms=["grpo"])
+    assert _ids(runs) == plain
+    assert unread_notes(runs, ["reward.alpha=0.3"]) == [
+        "reward.alpha=0.3 is not read by ablation-dense/grpo: it is left as it was, as if it had not been typed "
+        "(the same config and run id)"]
+    with pytest.raises(SpecError, match="reward.alpha=0.3 is read only by a length penalty"):
+        resolve_experiment("main-grpo", ["reward.alpha=0.3"], scale="tiny")  # no arm of it reads it
+
+
+def test_a_prior_chosen_on_the_command_line_leaves_the_one_budget_arm_as_it_was():
+    plain = _ids(resolve_experiment("ablation-dense", scale="tiny", arms=["grpo"]))
+    runs = resolve_experiment("ablation-dense", ["prior=uniform"], scale="tiny")
+    assert _ids(runs)["grpo"] == plain["grpo"]
+    assert {r.arm: r.config["thinking"]["prior"] for r in runs}["grpo-dense"] == "uniform"
+
+
+def test_a_sweep_resolves_its_cells_that_do_not_read_it_without_it(sandbox):
+    path = sandbox.specs / "sweeps" / "mine.yaml"
+    path.write_text("description: x\nexperiments: [main-grpo, ablation-dense]\nseeds: [0]\n")
+    plain = {(r.experiment, r.arm): make_run_id(r.config) for r in resolve_sweep("mine", scale="tiny")}
+    runs = resolve_sweep("mine", ["reward.alpha=0.3"], scale="tiny")
+    ids = {(r.experiment, r.arm): make_run_id(r.config) for r in runs}
+    same = {k for k in ids if ids[k] == plain[k]}
+    assert same == {("main-grpo", "grpo"), ("ablation-dense", "grpo"), ("ablation-dense", "grpo-dense")}
+    (note,) = unread_notes(runs, ["reward.alpha=0.3"])
+    assert "main-grpo/grpo, ablation-dense/grpo, ablation-dense/grpo-dense" in note
+    result = sandbox.run("sweep", "mine", "--dry-run", "--json", *launch_args(sandbox))
+    assert result.code == 0 and "is not read by" not in result.err, result.err
+    result = sandbox.run("sweep", "mine", "reward.alpha=0.3", "--dry-run", "--json", *launch_args(sandbox))
+    assert result.code == 0 and f"note: {note}" in " ".join(result.err.split()), result.err
+
+
+def test_the_run_an_arm_starts_from_is_resolved_as_a_launch_of_it_makes_it(sandbox):
+    """The penalty arm reads reward.alpha, the arm it starts from does not: that run is the one a launch of its
+    arm makes, whose id the penalty arm's depends on (trainer.init_run)."""
+    from arctl.compose.resolve import resolve_init_from
+
+    (sandbox.specs / "experiments" / "chain.yaml").write_text(
+        "description: x\nseeds: [0]\narms:\n  a: [algo=grpo, prior=base]\n"
+        "  b: [algo=grpo, prior=base, reward.length_penalty=v1, trainer.init_from=a]\n")
+    (b,) = resolve_experiment("chain", ["reward.alpha=0.3"], scale="tiny", arms=["b"])
+    assert b.config["reward"]["alpha"] == 0.3
+    start = resolve_init_from(b)
+    (a,) = resolve_experiment("chain", scale="tiny", arms=["a"])
+    assert make_run_id(start.config) == make_run_id(a.config) and start.config["reward"]["alpha"] == 0.2
+
+
+def test_the_scales_keys_that_are_only_another_keys_default_are_refused_on_the_command_line(sandbox):
+    defaults = scale_defaults()
+    assert {k: defaults.get(k) for k in ("scale.rollout_n", "scale.preempt_warning_s", "scale.cpus_per_task")} == {
+        "scale.rollout_n": "rollout.n", "scale.preempt_warning_s": "cluster.preempt_warning_s",
+        "scale.cpus_per_task": "cluster.cpus_per_task"}
+    # what _finalize derives other values from is the scale's own: the budgets (evaluation budgets, the Dr. GRPO
+    # constant) and the summary cap (the Dr. GRPO constant, at a scale that derives it)
+    assert "scale.budgets" not in defaults and "scale.summary_max_tokens" not in defaults
+    for text, key in (("scale.rollout_n=16", "rollout.n"), ("scale.preempt_warning_s=120", "cluster.preempt_warning_s"),
+                      ("scale.cpus_per_task=2", "cluster.cpus_per_task"),):
+        with pytest.raises(SpecError) as info:
+            resolve_experiment("main-grpo", [text], scale="tiny")
+        assert str(info.value) == (f"command line: override {text!r}: {text.split('=')[0]} is {key}'s "
+                                   f"default — set {key}"), str(info.value)
+    err = sandbox.check_refused("run", "main-grpo", "scale.rollout_n=16", *launch_args(sandbox)).err
+    assert "scale.rollout_n is rollout.n's default" in err
+    assert resolve_experiment("main-grpo", ["rollout.n=16", "scale.budgets=[8,16,24,32]"], scale="tiny")
