@@ -339,12 +339,29 @@ def test_a_local_job_launched_inside_a_slurm_allocation_is_the_local_job(monkeyp
     assert (current_job_id(), current_executor()) == ("4242_0", "slurm")
 
 
-def test_a_cancel_during_a_time_limit_checkpoint_is_not_requeued(tmp_path, monkeypatch, waiter):
-    """From a review: `arctl cancel` (TERM) landing while a local run saved its time-limit checkpoint (after
-    USR1/USR2) was requeued all the same: the controller started the run again and the cancel was lost."""
+def _job_under_submitit(run_dir: Path, submitit, signals) -> str:
+    """``RunJob()(run_dir)`` with ``submitit``'s bound ``handler`` as the requeue signal's handler (as submitit's
+    checkpoint_and_try_requeue is: RunJob calls it to requeue), ``signals()`` run beside it in a thread; the
+    handler is put back after."""
     import threading
 
     from submitit.core.job_environment import JobEnvironment
+
+    usr = JobEnvironment._usr_sig()
+    before = signal.signal(usr, submitit.handler)
+    thread = threading.Thread(target=signals)
+    thread.start()
+    try:
+        return RunJob()(str(run_dir))
+    finally:
+        thread.join()
+        signal.signal(usr, before)
+
+
+def test_a_cancel_during_a_time_limit_checkpoint_is_not_requeued(tmp_path, monkeypatch, waiter):
+    """From a review: `arctl cancel` (TERM) landing while a local run saved its time-limit checkpoint (after
+    USR1/USR2) was requeued all the same: the controller started the run again and the cancel was lost."""
+
 
     monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.05")
     monkeypatch.setenv("ARCTL_TEST_STOP_S", "1.0")  # the stop checkpoint takes a second: the TERM comes in it
@@ -355,22 +372,13 @@ def test_a_cancel_during_a_time_limit_checkpoint_is_not_requeued(tmp_path, monke
         def handler(self, signum, frame):
             requeued.append(signum)
 
-    usr = JobEnvironment._usr_sig()
-    before = signal.signal(usr, Submitit().handler)
-
     def signals():
         waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 2, 60, "2 steps")
         os.kill(os.getpid(), signal.SIGUSR1)  # the time limit's warning
         time.sleep(0.3)
         os.kill(os.getpid(), signal.SIGTERM)  # the cancel
 
-    thread = threading.Thread(target=signals)
-    thread.start()
-    try:
-        assert RunJob()(str(run_dir)) == "preempted"
-    finally:
-        thread.join()
-        signal.signal(usr, before)
+    assert _job_under_submitit(run_dir, Submitit(), signals) == "preempted"
     assert requeued == [] and read_status(run_dir)["state"] == "preempted"
 
 
@@ -417,7 +425,6 @@ def test_a_time_limit_after_the_last_requeue_ends_the_job_preempted_saying_so(tm
     """From a hunt of paper-scale runs: submitit requeues a job at most MAX_REQUEUES times after its time limit; at
     the next one its handler raises "timed-out too many times", and the job had written "requeued" first (a
     status no requeue followed). Now such a job does not call it: it ends preempted and says how to go on."""
-    import threading
 
     from submitit.core.job_environment import JobEnvironment
 
@@ -440,19 +447,12 @@ def test_a_time_limit_after_the_last_requeue_ends_the_job_preempted_saying_so(tm
             requeued.append(signum)
 
     usr = JobEnvironment._usr_sig()
-    before = signal.signal(usr, Submitit().handler)
 
     def time_limit():
         waiter(lambda: (run_dir / "steps.log").exists() and len(_steps(run_dir)) >= 2, 60, "2 steps")
         os.kill(os.getpid(), usr)
 
-    thread = threading.Thread(target=time_limit)
-    thread.start()
-    try:
-        assert RunJob()(str(run_dir)) == "preempted"
-    finally:
-        thread.join()
-        signal.signal(usr, before)
+    assert _job_under_submitit(run_dir, Submitit(), time_limit) == "preempted"
     if spent:
         assert requeued == [] and read_status(run_dir)["state"] == "preempted"
         said = capsys.readouterr()
