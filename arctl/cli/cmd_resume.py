@@ -21,6 +21,11 @@ def register(app: typer.Typer) -> None:
                                      "the sbatch script; write and submit nothing."),
     ) -> None:
         """Resume failed, preempted or cancelled runs with the same run id and W&B run id."""
+        if typed := next((r for r in runs if "=" in r), None):  # no run id, sweep or experiment name has one
+            from arctl.cli.common import fail
+
+            fail(f"arctl resume takes runs, not overrides: {typed!r} — a resume keeps each run's frozen config; for "
+                 f"another config, launch a new run: `arctl run EXPERIMENT {typed}`")
         with launch_errors():
             from arctl.compose.run import ResolvedRun
             from arctl.launch.control import open_existing, select_runs
