@@ -91,7 +91,9 @@ def register(app: typer.Typer) -> None:
             # "state" is the state the table shows (a script polling it for SUBMITTING waited for ever on a dead
             # launch's run, from a hunt); "recorded_state" the registry's
             print_json([{**r.as_dict(), "state": INTERRUPTED if r.run_id in interrupted else r.state,
-                         "recorded_state": r.state, "elapsed_s": (r.ended_at or now) - r.started_at if r.started_at else None,
+                         "recorded_state": r.state,
+                         # never below 0, as the table's: a job's clock on another host may run behind this one's
+                         "elapsed_s": max(0.0, (r.ended_at or now) - r.started_at) if r.started_at else None,
                          "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
                          "resume_step": back[r.run_id],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}

@@ -78,3 +78,15 @@ def test_a_stopped_run_whose_next_attempt_resumes_behind_its_step_says_from_whic
     assert "resumes" not in rows["r4"] and "resumes" not in rows["r0"]  # where it stopped; completed
     doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json").stdout)}
     assert (doc["r3"]["resume_step"], doc["r4"]["resume_step"], doc["r0"]["resume_step"]) == (10, None, None)
+
+
+def test_elapsed_in_json_is_never_negative_as_in_the_table(tmp_path):
+    """A job on another host whose clock runs behind this one's reported a start after its end (from a hunt, read
+    from the code): the table clamped its elapsed at 0, --json gave a negative elapsed_s."""
+    import time
+
+    ws = _workspace(tmp_path)
+    with Registry(ws.registry_path) as reg:
+        reg.update("r0", started_at=time.time() + 30, ended_at=time.time())
+    doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json").stdout)}
+    assert doc["r0"]["elapsed_s"] == 0.0
