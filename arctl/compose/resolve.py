@@ -40,7 +40,7 @@ from arctl.compose.validate import (
     validate_config,
 )
 from arctl.config import schema
-from arctl.config.hydra_text import override_value
+from arctl.config.hydra_text import override_value, quoted
 
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
 DEFAULT_PREEMPT_WARNING_S = 60
@@ -340,6 +340,30 @@ def scale_defaults() -> dict[str, str]:
     return {scale_key: key for scale_key, key in found.items() if scale_key not in FINALIZE_SCALE_READS}
 
 
+# a value Hydra reads as a number, a boolean or an infinity rather than as the text typed
+_NOT_TEXT = re.compile(r"[+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)|true|false",
+                       re.IGNORECASE)
+
+
+@functools.cache
+def text_keys() -> frozenset[str]:
+    """The keys of the typed sections that hold one text (``str``, ``str | None``)."""
+    return frozenset(key for key, fld in schema._walk(plugins.run_config())
+                     if str(fld.type) in ("str", "str | None", "<class 'str'>"))
+
+
+def as_typed(text: str) -> str:
+    """A command-line ``KEY=VALUE`` whose key holds text and whose value Hydra would read as a number or a boolean,
+    with the value quoted: the text as typed. From a hunt: ``wandb.group=1.10`` grouped the run under '1.1',
+    ``wandb.project=2e5`` logged to '200000.0', ``cluster.qos=1_000`` asked SLURM for '1000'. The run's
+    ``user_overrides`` keep the text as it was typed."""
+    head, sep, value = text.partition("=")
+    if not sep or head.lstrip().startswith("~") or override_key(text) not in text_keys() \
+            or not _NOT_TEXT.fullmatch(value.strip()):
+        return text
+    return f"{head}={quoted(value.strip())}"
+
+
 def _refuse_scale_defaults(user) -> None:
     """A command-line override of a key of :func:`scale_defaults`: one line naming the key to set instead."""
     defaults = scale_defaults()
@@ -427,7 +451,7 @@ def resolve_arm(
     overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
     # names as text: Hydra would read an arm "1e3" as 1000.0, "true" as True, "null" as no arm
     overrides += [f"experiment={override_value(experiment.name)}", f"arm={override_value(arm)}", f"seed={seed}"]
-    overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + user.keys
+    overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + [as_typed(text) for text in user.keys]
     try:
         cfg = compose_config(overrides)
     except SpecError as err:
