@@ -755,7 +755,9 @@ def test_a_run_that_has_not_finished_is_left_out_and_named(tmp_path):
     assert {(u["arm"], u["seed"]) for u in doc["runs"]} == {("grpo", 0), ("grpo", 1), ("ar-uniform", 0)}
     left = [w for w in doc["warnings"] if w.startswith("left out 1 run(s) that have not finished")]
     unfinished_id = run_id("main-ar-uniform", "ar-uniform", 1)
-    assert left and left[0].endswith(f"`arctl status`): {unfinished_id} (running or killed at step 7)")  # its last whole record
+    from arctl.launch.workspace import workdir_arg  # the status command names the workspace the claims read
+
+    assert left and left[0].endswith(f"`arctl status{workdir_arg(ws)}`): {unfinished_id} (running or killed at step 7)")
     uniform = next(t for c in doc["claims"] for t in c["tests"] if t["label"].startswith("AR-uniform > GRPO: anytime"))
     assert uniform["n"] == 1 and uniform["missing"] == ["ar-uniform (seeds 1)"]
     for done in ws.glob("runs/*"):  # only the unfinished run left
