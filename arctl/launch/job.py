@@ -25,7 +25,6 @@ import contextlib
 import errno
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -42,7 +41,7 @@ from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUE
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
-from arctl.launch.workspace import workspace_root
+from arctl.launch.workspace import workdir_arg, workspace_root
 from arctl.track.identity import API_KEY_ENV
 from arctl.track.phase import write_phase
 
@@ -147,7 +146,7 @@ def failure_line(err: BaseException, run_dir: Path) -> str:
         return line
     where = f" at {full.filename}" if full.filename else ""
     # the job's own text, read in the user's shell (`arctl status`): it names the workspace, whatever the job's cwd
-    then = (f"`arctl resume {run_dir.name} --workdir {shlex.quote(str(workspace_root(run_dir)))}` resumes the run "
+    then = (f"`arctl resume {run_dir.name}{workdir_arg(workspace_root(run_dir), stored=True)}` resumes the run "
             "from its last checkpoint")
     if full.errno == errno.EDQUOT:  # the user's share is spent, not the disk: its free space would contradict it
         return (f"your disk quota is exceeded{where} ({full.strerror or os.strerror(full.errno)}; see `quota`): "
@@ -417,9 +416,9 @@ class RunJob(Checkpointable):
         if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and not cancelled:
             if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
                 if _requeues_spent(submitit_handler.__self__):
-                    where = shlex.quote(str(workspace_root(Path(run_dir))))  # always: a job knows no shell's
+                    where = workdir_arg(workspace_root(Path(run_dir)), stored=True)  # always: a job knows no shell's
                     _log(f"not requeued: the time limit came {MAX_REQUEUES + 1} times (submitit requeues a job at "
-                         f"most {MAX_REQUEUES}); `arctl resume {Path(run_dir).name} --workdir {where}` goes on")
+                         f"most {MAX_REQUEUES}); `arctl resume {Path(run_dir).name}{where}` goes on")
                     return result  # ends preempted, as the job's last write says
                 write_status(Path(run_dir), state="requeued")
                 _log("requeueing through submitit")
