@@ -289,11 +289,11 @@ def how_far(workspace, rec, now: float) -> tuple[int | None, float | None]:
 def resumes_from(workspace, rec) -> int | None:
     """The step a stopped run's next attempt resumes from, where its job recorded one behind the step the run
     reached (status.json's ``resume_step``: a verl step abandoned on TERM keeps an older checkpoint; from a hunt,
-    `arctl status` showed step 14 of a run that resumes from 10); else None. Read for stopped runs only."""
+    `arctl status` showed step 14 of a run that resumes from 10); else None. Read for stopped and failed runs only."""
     from arctl.launch import states
     from arctl.launch.status_file import read_status
 
-    if rec.state not in (states.PREEMPTED, states.CANCELLED) or rec.step is None:
+    if rec.state not in (states.PREEMPTED, states.CANCELLED, states.FAILED) or rec.step is None:
         return None
     step = read_status(workspace.run_dir(rec.run_id)).get("resume_step")
     return step if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < rec.step else None

@@ -177,13 +177,14 @@ def _free_there(path) -> str:
         return ""
 
 
-def _record_failure(run_dir: Path, line: str) -> bool:
-    """status.json's "failed" with ``line``, tried again for a few seconds where the disk is full (from a hunt:
-    the write raised ENOSPC itself, nothing was recorded, and the run later read "the job process died without
-    reporting (killed?)"). Returns whether it was written."""
+def _record_failure(run_dir: Path, line: str, step: int | None = None) -> bool:
+    """status.json's "failed" with ``line`` and ``step``, the step its next attempt resumes from (:func:`resume_step`),
+    tried again for a few seconds where the disk is full (from a hunt: the write raised ENOSPC itself, nothing was
+    recorded, and the run later read "the job process died without reporting (killed?)"). Returns whether it was
+    written."""
     for wait in (*RECORD_TRIES, None):
         try:
-            write_status(run_dir, state="failed", error=line, ended_at=time.time())
+            write_status(run_dir, state="failed", error=line, ended_at=time.time(), resume_step=step)
             return True
         except OSError:
             if wait is None:
@@ -317,7 +318,9 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
             tap.flush()
         stopped = isinstance(err, KeyboardInterrupt)  # the user's stop, not a failure: no traceback
         line = interrupted_line(interruption(err), saved=False) if stopped else failure_line(err, run_dir)
-        recorded = _record_failure(run_dir, line)
+        # where its next attempt resumes (from a hunt: `arctl status` showed a failed verl run at the step it
+        # reached, 14, where its newest complete checkpoint is 10)
+        recorded = _record_failure(run_dir, line, resume_step(config, run_dir))
         if not (stopped and debug):  # a debug run's: said by its launch, in one line
             _log(f"{ERROR_MARK}{line}")
         if not stopped:

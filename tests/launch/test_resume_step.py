@@ -55,6 +55,16 @@ def _abandoned(ckpt: Path) -> None:
     (partial / "data.pt").write_text("half")
 
 
+class VerlFails(VerlBackend):
+    """A verl run that saved step 10 and fails during step 15's save (an exception: a full disk, a NaN)."""
+
+    def train(self, config, run_dir, stop_event=None):
+        ckpt = Path(run_dir) / "checkpoints"
+        verl_save(ckpt, 10)
+        _abandoned(ckpt)
+        raise RuntimeError("step 15 failed")
+
+
 class TinyStops(TinyBackend):
     """A tiny run stopped before it saved anything (as in its warm-up: WarmupInterrupted ends it preempted)."""
 
@@ -89,6 +99,7 @@ def stubs(monkeypatch):
     module.TINY_NOTHING = TinyStops()
     module.SAYS_NOTHING = SaysNothing()
     module.COMPLETES = Completes()
+    module.FAILS = VerlFails()
     monkeypatch.setitem(sys.modules, STUBS, module)
 
     def use(name: str) -> None:
@@ -135,13 +146,43 @@ def test_a_backend_that_cannot_say_makes_no_claim_of_a_checkpoint(tmp_path, stub
 
 
 def test_the_next_attempt_clears_the_step_its_run_was_to_resume_from(tmp_path, stubs, capsys):
-    """While an attempt runs (or after it failed) the recorded step is no longer where the run resumes."""
+    """While an attempt runs the recorded step is no longer where the run resumes."""
     stubs("ABANDONS")
     run_dir = _run_dir(tmp_path)
     assert _stop(run_dir, capsys)[1]["resume_step"] == 10
     stubs("COMPLETES")
     assert job.run_job(run_dir) == ("completed", [])
     assert read_status(run_dir)["resume_step"] is None
+
+
+def test_a_failed_run_records_the_step_its_next_attempt_resumes_from_and_status_says_it(tmp_path, stubs, capsys):
+    """From a hunt: `arctl status` of a failed verl run showed the step it reached (14) where its next attempt
+    resumes from its newest complete checkpoint (10); the job now records that step as it fails, as on a stop."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from arctl.cli.main import app
+    from arctl.launch.registry import Registry, RunRecord, new_claim_token
+    from arctl.launch.workspace import Workspace
+
+    stubs("FAILS")
+    ws = Workspace(tmp_path / "ws")
+    config = {"experiment": "e", "arm": "a", "seed": 0, "backend": "verl", "run_id": "e_a_s0_0123456789",
+              "trainer": {"total_steps": 30}, "wandb": {"mode": "disabled", "id": "e_a_s0_0123456789"}}
+    run_dir = prepare_run_dir(ws.run_dir(config["run_id"]), config)
+    with pytest.raises(RuntimeError, match="step 15 failed"):
+        job.run_job(run_dir)
+    status = read_status(run_dir)
+    assert (status["state"], status["resume_step"]) == ("failed", 10)
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=config["run_id"], experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(config["run_id"], state=states.FAILED, step=14, claim=None, before_claim=None, error="boom")
+    res = CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--no-refresh"])
+    [row] = [line for line in res.output.splitlines() if line.startswith(config["run_id"]) and " e/a/s0" in line]
+    assert "14 (resumes from 10)" in row, res.output
+    [doc] = json.loads(CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--no-refresh", "--json"]).stdout)
+    assert doc["resume_step"] == 10
 
 
 def _preempted_plan(tmp_path, resume_step: int | None, abandoned_only: bool = False) -> str:
