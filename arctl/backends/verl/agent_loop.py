@@ -40,6 +40,7 @@ from arctl.algo.prompts import (
     InsertedTokens,
     distinct_cuts,
     opens_thinking_problem,
+    round_trip_problem,
     summary_cap,
     summary_prompt,
 )
@@ -439,6 +440,17 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
 
 
 _PROMPT_CHECKED: list[bool] = []
+_ROUND_TRIPS: dict[int, tuple[Any, str | None]] = {}
+
+
+def tokenizer_round_trip_problem(tokenizer: Any) -> str | None:
+    """:func:`arctl.algo.prompts.round_trip_problem` of the worker's tokenizer, checked once per tokenizer (verl
+    builds a loop per sample with the worker's one tokenizer)."""
+    kept = _ROUND_TRIPS.get(id(tokenizer))
+    if kept is None or kept[0] is not tokenizer:
+        kept = _ROUND_TRIPS[id(tokenizer)] = (tokenizer, round_trip_problem(tokenizer))
+    return kept[1]
+
 
 
 def warn_once_if_thinking_is_not_opened(tokenizer: Any, prompt_ids: Sequence[int]) -> str | None:
@@ -581,6 +593,9 @@ def _make_loop_class():
                 summary = objective.summary
                 self.trained = summary_trained(objective)  # which budgets' summaries a training row trains
                 self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
+                garbled = tokenizer_round_trip_problem(self.tokenizer)
+                if garbled:  # every reward would be 0, the whole run (from a hunt): the first step fails saying so
+                    raise ValueError(garbled)
                 # every id the server ends a generation at (vLLM: the tokenizer's EOS and the generation config's)
                 self.eos_id = stop_eos_ids(generation_eos(str(getattr(self.tokenizer, "name_or_path", "") or "")),
                                            self.tokenizer.eos_token_id)

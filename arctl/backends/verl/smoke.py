@@ -293,31 +293,47 @@ def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
     return {"files": files, "missing": missing}, warnings
 
 
-def prompt_problem(path: str) -> str | None:
-    """:func:`arctl.algo.prompts.opens_thinking_problem` of the model's own chat template (a question with the
-    generation prompt, as verl's agent loop builds it), where its tokenizer can be read here without downloading;
-    else None."""
-    from arctl.algo.prompts import opens_thinking_problem
-
+def local_tokenizer(path: str) -> Any | None:
+    """The model's tokenizer, where it can be read here without downloading; else None."""
     try:
         from transformers import AutoTokenizer
 
         from arctl.backends.verl.run_config import model_source
 
-        tok = AutoTokenizer.from_pretrained(model_source(path), local_files_only=True)
+        return AutoTokenizer.from_pretrained(model_source(path), local_files_only=True)
+    except Exception:  # noqa: BLE001 - no tokenizer here: the job's own start says
+        return None
+
+
+def prompt_problem(path: str, tok: Any | None = None) -> str | None:
+    """:func:`arctl.algo.prompts.opens_thinking_problem` of the model's own chat template (a question with the
+    generation prompt, as verl's agent loop builds it), where its tokenizer (``tok``, else :func:`local_tokenizer`)
+    can be read here; else None."""
+    from arctl.algo.prompts import opens_thinking_problem
+
+    tok = tok if tok is not None else local_tokenizer(path)
+    if tok is None:
+        return None
+    try:
         ids = tok.apply_chat_template([{"role": "user", "content": "What is 1 + 1?"}], add_generation_prompt=True,
                                       tokenize=True)
-    except Exception:  # noqa: BLE001 - no tokenizer here, or no chat template: the job's own start says
+    except Exception:  # noqa: BLE001 - no chat template: the job's own start says
         return None
     ids = ids["input_ids"] if not isinstance(ids, list) else ids
     return opens_thinking_problem(tok, ids)
 
 
 def _with_prompt_check(facts: dict, name: str, path: str) -> tuple[dict, list[str]]:
-    """``facts`` with ``prompt_opens_thinking`` (:func:`prompt_problem`), and its warning where it does not."""
-    problem = prompt_problem(path)
+    """``facts`` with ``prompt_opens_thinking`` (:func:`prompt_problem`) and ``tokenizer_round_trips``
+    (:func:`arctl.algo.prompts.round_trip_problem`), and a warning for each that fails."""
+    from arctl.algo.prompts import round_trip_problem
+
+    tok = local_tokenizer(path)
+    problem = prompt_problem(path, tok)
+    garbled = round_trip_problem(tok) if tok is not None else None
     facts["prompt_opens_thinking"] = problem is None
-    return facts, [] if problem is None else [f"{name}: {problem}"]
+    facts["tokenizer_round_trips"] = None if tok is None else garbled is None
+    return facts, [f"{name}: {p}" for p in (problem, garbled) if p is not None]
 
 
 def check_model(path: str) -> tuple[dict, list[str]]:
