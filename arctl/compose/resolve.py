@@ -129,6 +129,12 @@ def _translate(err: Exception) -> SpecError:
     if "Could not override" in first or "not in struct" in text or "Key '" in first:
         match = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)'", text)
         key = match.group(1) if match else "?"
+        from omegaconf.errors import ConfigKeyError
+
+        # the unknown key inside a mapping written whole (optim={lr:2e-6,lrr:1}: 'optim.lrr', not 'optim', which
+        # exists; from a hunt, the line said "unknown config key 'optim' - did you mean 'optim'")
+        inner = str(getattr(_cause(err, ConfigKeyError), "full_key", None) or "")
+        key = inner if key != "?" and inner.startswith(key + ".") else key
         return SpecError(
             f"unknown config key {key!r}",
             "overrides",

@@ -131,6 +131,10 @@ def test_override_grammar():
         _arm("main-grpo", "grpo", overrides=["thinking.lamb=1"])
     with pytest.raises(SpecError, match="deletes"):
         _arm("main-grpo", "grpo", overrides=["~thinking.lam"])
+    # a mapping written whole names its unknown key, not the mapping (from a hunt: "unknown config key 'optim'
+    # - did you mean 'optim'")
+    with pytest.raises(SpecError, match=r"unknown config key 'optim.lrr' .*did you mean 'optim.lr'"):
+        _arm("main-grpo", "grpo", overrides=["optim={lr:2e-6,lrr:1}"])
 
 
 def test_tiny_scale_uses_the_tiny_model_unless_the_user_picks_one():
