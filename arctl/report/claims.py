@@ -13,7 +13,9 @@ A claim is a list of tests; a test turns runs into one number per seed and asser
   (paper App. B), with ``J`` the final accuracy and ``J_anytime`` the anytime accuracy of the same
   evaluation under its uniform budget prior (``P_m = 1/m``); a count, not an interval.
 
-A run's statistic is computed from the last logged value of each key (the final evaluation),
+A run's statistic is computed from the last logged value of each key (the final evaluation; the variance
+diagnostics of a run whose final evaluation computed them over its grid, as the tiny backend did until 2026-12-05:
+those of its last evaluation at ``eval.budgets``, :func:`diagnostics_at_eval_budgets`),
 averaged over the evaluation datasets the run logged (``statistics:`` in the claims file). The
 interval shown is the two-sided 95% Student-t interval of the mean over seeds (:mod:`arctl.report.stats`),
 for the test alone. Verdict (:func:`correct_within_claim`): the paired t-test's two-sided p-values are
@@ -57,12 +59,14 @@ from arctl.report.cells import of_scale as _of_scale
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
+    CORR_PREFIX,
     FORCED_SUFFIX,
     NAME_ACC,
     NAME_ANYTIME_ACC,
     NAME_CHANCE_ACC,
     NAME_FINAL_ACC,
     NAME_GRID_ANYTIME_ACC,
+    NVAR_PREFIX,
     eval_chance_acc,
     eval_key,
     parse_metric,
@@ -966,6 +970,38 @@ def _compute_key(rec: dict) -> str | None:
     return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
 
+def diagnostics_at_eval_budgets(final: dict, rows, n_eval: int | None) -> tuple[dict, tuple[int, int | None] | None]:
+    """``final`` with the variance diagnostics (``eval/{ds}/corr_*@{b}``, ``nvar/*@{b}``) of the run's last evaluation
+    at ``eval.budgets`` where its last evaluation logged them at more budgets than ``n_eval`` (len eval.budgets): the
+    tiny backend's final evaluation computed them over its 32-budget grid until 2026-12-05, another estimator under
+    the same keys (the prior, V1's earlier budgets and BRPO's mixing follow the budget set; from a hunt, claim 7's
+    tests read it while its precondition read the first evaluation's); ``rows``: the run's diagnostic rows (step,
+    metric, value, budget). Returns it and (that last step, the step read instead, None where none) or None where
+    nothing was replaced."""
+    if rows is None or not len(rows) or not n_eval:
+        return final, None
+    counts = rows.groupby("step")["budget"].nunique()
+    last = int(counts.index.max())
+    if counts[last] <= n_eval:
+        return final, None
+    earlier = [int(s) for s, n in counts.items() if s < last and n <= n_eval]
+    kept = {k: v for k, v in final.items() if k not in set(rows["metric"])}
+    if not earlier:
+        return kept, (last, None)
+    at = rows[rows["step"] == max(earlier)]
+    kept.update(zip(at["metric"], at["value"]))
+    return kept, (last, max(earlier))
+
+
+def _grid_diagnostics_warning(replaced: dict[str, tuple[int, int | None]]) -> str:
+    rid, (last, step) = next(iter(sorted(replaced.items())))
+    read = f"those of their last evaluation at eval.budgets (step {step} of {rid})" if step is not None else \
+        "none of them (no evaluation at eval.budgets)"
+    return (f"{len(replaced)} run(s) logged their final evaluation's variance diagnostics (corr_v*, nvar/*) over its "
+            f"grid (arctl before 2026-12-05: another estimator than every other evaluation's and the paper's; e.g. "
+            f"{rid} at step {last}): the claims read {read} instead")
+
+
 def run_views(history, runs_table, scale: str | None = None, compose=None,
               warnings: list[str] | None = None) -> list[RunView]:
     """:class:`RunView` per finished run of a :class:`arctl.track.runs.Runs` (``history``, ``runs``),
@@ -990,6 +1026,10 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
     ev = h[h["metric"].str.startswith("eval/")]
     head = ev[ev["step"] == ev["run_id"].map(ev.groupby("run_id")["step"].min())]
     firsts = {rid: dict(zip(g["metric"], g["value"])) for rid, g in head.groupby("run_id", sort=False)}
+    names = ev["metric"].str.extract(r"^eval/[^/]+/(?P<name>.+?)@(?P<b>\d+)$")
+    diag = ev[names["name"].str.startswith((CORR_PREFIX, NVAR_PREFIX), na=False)].assign(budget=names["b"])
+    diag_rows = dict(tuple(diag.groupby("run_id", sort=False)))
+    replaced: dict[str, tuple[int, int | None]] = {}
     acc = h[h["metric"].str.endswith(tuple(f"/{n}" for n in (NAME_ANYTIME_ACC, NAME_FINAL_ACC, NAME_GRID_ANYTIME_ACC)))]
     evals: dict[str, dict] = {}
     for rid, step, metric, value in zip(acc["run_id"], acc["step"], acc["metric"], acc["value"]):
@@ -1004,6 +1044,9 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
         if seed is None or (isinstance(seed, float) and math.isnan(seed)):
             continue
 
+        final, swapped = diagnostics_at_eval_budgets(final, diag_rows.get(rid), _count(rec.get("config.eval.budgets")))
+        if swapped:
+            replaced[rid] = swapped
         view = RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                        evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
                        _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
@@ -1022,6 +1065,8 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
             out.append(replace(view, experiment=experiment, arm=arm))
     if warnings is not None:
         warnings.extend(_stale_shared_warning(cell, keys, ids) for (*cell, keys), ids in sorted(stale.items()))
+        if replaced:
+            warnings.append(_grid_diagnostics_warning(replaced))
     return out
 
 

@@ -173,6 +173,36 @@ def test_the_start_of_training_is_the_first_evaluation_not_each_metrics_first_va
     assert v.final["eval/toy/corr_v1@186"] == -0.9 and v.final["eval/toy/corr_v1@96"] == 0.6
 
 
+def test_diagnostics_a_final_evaluation_computed_over_its_grid_are_read_from_the_last_one_at_the_eval_budgets():
+    """Until 2026-12-05 the tiny backend's final evaluation computed the variance diagnostics over its 32-budget grid,
+    another estimator under the same keys (from a hunt: claim 7 read +.061, inconclusive, from 8 committed runs whose
+    evaluations at eval.budgets read -.17 on every seed). Such a run's claims read its last evaluation at
+    eval.budgets, said in one warning; a run whose last evaluation is at eval.budgets is read as it is."""
+    import pandas as pd
+
+    from arctl.report.claims import run_views
+
+    def rows(rid, last_budgets):
+        out = [(rid, 0, "eval/toy/nvar/grpo@96", 0.1), (rid, 0, "eval/toy/nvar/grpo@192", 0.2),
+               (rid, 2, "eval/toy/nvar/grpo@96", 0.3), (rid, 2, "eval/toy/nvar/grpo@192", 0.4),
+               (rid, 2, "eval/toy/acc@192", 0.5), (rid, 4, "eval/toy/acc@192", 0.6)]
+        return out + [(rid, 4, f"eval/toy/nvar/grpo@{b}", b / 1000) for b in last_budgets]
+
+    history = pd.DataFrame(rows("old", [48, 96, 144, 192]) + rows("new", [96, 192]),
+                           columns=["run_id", "step", "metric", "value"])
+    runs = pd.DataFrame([{"run_id": r, "seed": i, "arm": "ar", "experiment": "exp", "config.eval.budgets": "[96, 192]"}
+                         for i, r in enumerate(["old", "new"])])
+    said: list[str] = []
+    views = {v.run_id: v for v in run_views(history, runs, warnings=said)}
+    assert {k: v for k, v in views["old"].final.items() if "nvar" in k} == {"eval/toy/nvar/grpo@96": 0.3,
+                                                                           "eval/toy/nvar/grpo@192": 0.4}
+    assert views["old"].final["eval/toy/acc@192"] == 0.6  # only the diagnostics are read elsewhere
+    assert {k: v for k, v in views["new"].final.items() if "nvar" in k} == {"eval/toy/nvar/grpo@96": 0.096,
+                                                                           "eval/toy/nvar/grpo@192": 0.192}
+    (warning,) = said
+    assert warning.startswith("1 run(s) logged their final evaluation's variance diagnostics") and "step 2 of old" in warning
+
+
 def test_a_claim_whose_precondition_fails_is_not_testable_here():
     """Claim 7's kind of precondition: corr(V1, R) > 0 at the start of training, read from each run's
     first evaluation; measured below 0 -> the claim is not testable on these runs (its tests are
