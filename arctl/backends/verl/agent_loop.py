@@ -46,7 +46,7 @@ from arctl.algo.prompts import (
 )
 from arctl.algo.settings import BudgetControl
 from arctl.algo.tree_loss import summary_trained
-from arctl.algo.verify import FINAL_ANSWER, answer_at, eos_ids, stop_eos_ids
+from arctl.algo.verify import FINAL_ANSWER, FINAL_ANSWER_HEADER, answer_at, eos_ids, stop_eos_ids
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
@@ -440,15 +440,19 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
 
 
 _PROMPT_CHECKED: list[bool] = []
-_ROUND_TRIPS: dict[int, tuple[Any, str | None]] = {}
+_ROUND_TRIPS: dict[tuple[int, str], tuple[Any, str | None]] = {}
 
 
-def tokenizer_round_trip_problem(tokenizer: Any) -> str | None:
-    """:func:`arctl.algo.prompts.round_trip_problem` of the worker's tokenizer, checked once per tokenizer (verl
-    builds a loop per sample with the worker's one tokenizer)."""
-    kept = _ROUND_TRIPS.get(id(tokenizer))
+def tokenizer_round_trip_problem(tokenizer: Any, at: str = FINAL_ANSWER) -> str | None:
+    """:func:`arctl.algo.prompts.round_trip_problem` of the worker's tokenizer for the verifier's ``at``
+    (:data:`arctl.algo.verify.ANSWER_AT`: the ``**Final Answer**`` header must survive; a solution's last
+    ``\\boxed{}`` is read wherever it is), checked once per tokenizer (verl builds a loop per sample with the
+    worker's one tokenizer)."""
+    key = (id(tokenizer), at)
+    kept = _ROUND_TRIPS.get(key)
     if kept is None or kept[0] is not tokenizer:
-        kept = _ROUND_TRIPS[id(tokenizer)] = (tokenizer, round_trip_problem(tokenizer))
+        marker = FINAL_ANSWER_HEADER if at == FINAL_ANSWER else None
+        kept = _ROUND_TRIPS[key] = (tokenizer, round_trip_problem(tokenizer, marker))
     return kept[1]
 
 
@@ -593,15 +597,15 @@ def _make_loop_class():
                 summary = objective.summary
                 self.trained = summary_trained(objective)  # which budgets' summaries a training row trains
                 self.inserted = InsertedTokens.from_tokenizer(self.tokenizer, summary.inserted)
-                garbled = tokenizer_round_trip_problem(self.tokenizer)
-                if garbled:  # every reward would be 0, the whole run (from a hunt): the first step fails saying so
-                    raise ValueError(garbled)
                 # every id the server ends a generation at (vLLM: the tokenizer's EOS and the generation config's)
                 self.eos_id = stop_eos_ids(generation_eos(str(getattr(self.tokenizer, "name_or_path", "") or "")),
                                            self.tokenizer.eos_token_id)
                 self.layout = str(self.arctl.get("tree_attention", "flex"))
                 self.summary_max_tokens = int(summary.max_tokens)
                 self.answer_at = str(self.arctl.get("answer_at") or answer_at(summary.inserted))
+                garbled = tokenizer_round_trip_problem(self.tokenizer, self.answer_at)
+                if garbled:  # every reward would be 0, the whole run (from a hunt): the first step fails saying so
+                    raise ValueError(garbled)
             except Exception as err:  # noqa: BLE001 - re-raised by run(), after it is recorded
                 self._init_error = err
 
