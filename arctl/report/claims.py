@@ -933,15 +933,11 @@ def repeated_claims(results: list[ClaimResult]) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------------------------------
 # runs from a workspace
 def _count(value) -> int | None:
-    """The length of a config list (a list, or its text form from a W&B config)."""
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    if isinstance(value, str) and value.startswith("["):
-        try:
-            return len(safe_yaml.load(value))
-        except (safe_yaml.YamlError, TypeError):
-            return None
-    return None
+    """The length of a config list (a list, or its text form from a W&B config: :func:`arctl.report.data.config_list`)."""
+    from arctl.report.data import config_list
+
+    found = config_list(value)
+    return None if found is None else len(found)
 
 
 NAMING_KEYS = ("config.experiment", "config.arm", "config.seed", "config.run_id", "config.run_dir")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.report.cells import (
+    CONFIG_PREFIX,
     cell_composer,
     grid_keys,
     listed,
@@ -18,8 +19,13 @@ from arctl.report.cells import (
     with_job_states,
 )
 from arctl.report.errors import ReportError
+from arctl.track.metrics_schema import NAME_ANYTIME_ACC, parse_metric
 from arctl.track.runs import Runs, default_workdir, load_runs
 from arctl.track.wandbfile.reader import NO_EXIT_RECORD
+
+# the eval summaries each run averages over its own eval.budgets (docs/metrics.md): arms compared on them must have the
+# same budgets (:func:`eval_budgets_note`)
+BUDGET_MEANS = (NAME_ANYTIME_ACC,)
 
 
 @dataclass
@@ -234,8 +240,6 @@ def _closest_keys(globs: list[str], logged) -> list[str]:
     import difflib
     import re
 
-    from arctl.track.metrics_schema import parse_metric
-
     def as_glob(key: str) -> str:
         p = parse_metric(key)
         if p is not None and p.namespace == "eval":
@@ -403,3 +407,66 @@ def first_values(history):
     if not len(history):
         return history
     return history.drop_duplicates(subset=["run_id", "metric"], keep="first").reset_index(drop=True)
+
+
+EVAL_BUDGETS = CONFIG_PREFIX + "eval.budgets"  # the runs table's column of a run's eval.budgets
+
+
+def config_list(value) -> list | None:
+    """A config list of a runs-table row (a list, or its text form from a W&B config) as a list, or None (not set,
+    not a list)."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        from arctl.config import safe_yaml
+
+        try:
+            value = safe_yaml.load(value)
+        except (safe_yaml.YamlError, TypeError):
+            return None
+    return list(value) if isinstance(value, list | tuple) else None
+
+
+def eval_budgets_note(data: ReportData, metrics, arms=None) -> str | None:
+    """The warning of a figure or table that sets side by side a statistic each run averages over its own
+    ``eval.budgets`` (``anytime_acc``, :data:`BUDGET_MEANS`) of runs whose ``eval.budgets`` differ, or None.
+    ``metrics``: the keys (or globs) the report compares; ``arms``: the spec's, first in the line. ``eval.budgets:
+    null`` is the scale's budgets and the arm's thinking budgets (:func:`arctl.compose.resolve._finalize`): an arm
+    with ``thinking.budgets=[1000,...,8000]`` averages 8 budgets where GRPO averages 4 (from a hunt: drawn side by
+    side without a word)."""
+    from arctl.report.specs import arm_label, order
+
+    h, table = data.history, data.runs.runs
+    if not len(h) or not len(table) or not {"run_id", "arm", EVAL_BUDGETS} <= set(table.columns):
+        return None
+    compared = [m for m in dict.fromkeys(map(str, h["metric"].unique()))  # each key once, not each row
+                if any(fnmatch.fnmatchcase(m, g) for g in metrics)
+                and (p := parse_metric(m)) is not None and p.name in BUDGET_MEANS]
+    if not compared:
+        return None
+    logged = h[h["metric"].isin(compared) & h["value"].notna()]
+    read = set(logged["run_id"].astype(str))
+    by_arm: dict[str, list[tuple]] = {}  # arm -> its runs' budget sets, each once
+    for run, arm, value in zip(table["run_id"].astype(str), table["arm"].astype(str), table[EVAL_BUDGETS]):
+        budgets = config_list(value)
+        if run in read and budgets is not None:
+            key = _budget_set(budgets)
+            by_arm.setdefault(arm, [])
+            if key not in by_arm[arm]:
+                by_arm[arm].append(key)
+    if len({b for sets in by_arm.values() for b in sets}) < 2:
+        return None
+    said = "; ".join(f"{arm_label(a)} {' and '.join('[' + ', '.join(map(str, b)) + ']' for b in by_arm[a])}"
+                     for a in order(by_arm, arms))
+    names = ", ".join(sorted({parse_metric(m).name for m in compared}))
+    return (f"{names} averages each run's accuracy over its eval.budgets, which differ between the runs compared "
+            f"({said}): means over different budgets, not one measure; compare acc@b, or give the arms the same "
+            "eval.budgets")
+
+
+def _budget_set(budgets: list) -> tuple:
+    """A run's eval.budgets as a set, in order (their mean does not depend on how the config lists them)."""
+    try:
+        return tuple(sorted(set(budgets)))
+    except TypeError:  # a value that is no number (unhashable, mixed): as listed
+        return tuple(map(str, budgets))
