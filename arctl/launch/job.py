@@ -39,6 +39,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from arctl.launch.backends import backend_name, get_backend, resolve_backend
 from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
+from arctl.launch.provenance import record_attempt
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import read_status, write_status
 from arctl.launch.workspace import workdir_arg, workspace_root
@@ -236,7 +237,18 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
     write_phase(run_dir, None)  # e.g. "waiting for <run>": the launcher's, while it was pending
+    _record_code(run_dir, attempt)
     return config, attempt, marks
+
+
+def _record_code(run_dir: Path, attempt: int) -> None:
+    """provenance.json's record of the code this attempt starts with (:func:`record_attempt`: a job that waited
+    in a queue runs the code on disk now, not the launch's). Best effort: a run is never failed for it (a full
+    disk: a line in the job log)."""
+    try:
+        record_attempt(run_dir, attempt)
+    except Exception as err:  # noqa: BLE001 - the record of the code, not the training: never the job's failure
+        _log(f"the code this attempt runs was not recorded in provenance.json: {' '.join(str(err).split())[:300]}")
 
 
 def run_job(run_dir: Path) -> tuple[str, list[int]]:

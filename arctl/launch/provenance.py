@@ -1,12 +1,19 @@
 """What code launched a run: ``provenance.json`` next to the run's ``config.yaml``.
 
     {"arctl_version": "0.1.0", "git_commit": "<40 hex>" | null, "git_dirty": true | false | null,
-     "created_at": <unix time>,
-     "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "at": <unix time>}, ...]}
+     "code_sha256": "<64 hex>", "created_at": <unix time>,
+     "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ..., "at": <unix time>}, ...],
+     "attempts": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ...,
+                   "attempt": <n>, "submission": <k>, "at": <unix time>}, ...]}
 
-The top-level fields name the code that launched the run; ``resumed`` (absent until the first
-resume) lists the code of every resume after it, in order, so a run whose later steps ran under
-another commit says so.
+The top-level fields name the code that launched the run (``code_sha256``: :func:`code_hash`); ``resumed``
+(absent until the first resume) lists the code of every resume after it, in order, so a run whose later
+steps ran under another commit says so. All of these are written at submission; ``attempts`` (absent until
+the run's job first starts) lists the code each attempt of its job started with, written by the job itself
+(:func:`record_attempt`): a job that waited in a queue imports the arctl code on disk when it starts, which an
+edit made meanwhile changed (from a hunt: 3 of 13 runs of a sweep ran an edited evaluation, and provenance
+said one code for all). ``submission`` is the submission the attempt belongs to: 0 the launch, k the k-th
+entry of ``resumed``.
 
 ``git_commit`` is ``git rev-parse HEAD`` of the checkout arctl is imported from, when arctl's own
 files are tracked by that git work tree (an editable install or a source checkout); an installed
@@ -111,6 +118,67 @@ def record_resume(run_dir: str | Path, version: dict | None = None) -> dict:
     info["resumed"] = [*resumed, {**version, "at": time.time()}]
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
+
+
+def record_attempt(run_dir: str | Path, attempt: int | None = None, version: dict | None = None) -> dict:
+    """Append the code this attempt of the run's job starts with (``version``: default :func:`code_version`,
+    asked now) to ``attempts`` in ``run_dir/provenance.json`` (atomically; the job's, at each attempt's start);
+    returns what was written."""
+    info = read_provenance(run_dir) or {}
+    attempts = info.get("attempts") if isinstance(info.get("attempts"), list) else []
+    resumed = info.get("resumed") if isinstance(info.get("resumed"), list) else []
+    version = version if version is not None else code_version()
+    info["attempts"] = [*attempts, {**version, "attempt": attempt, "submission": len(resumed), "at": time.time()}]
+    atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def same_code(a: dict, b: dict) -> bool:
+    """Whether two code records (:func:`code_version`'s) name the same code: by ``code_sha256`` where both have
+    one (a commit that changed none of arctl's code, or git that did not answer in time, changes no code), else
+    by arctl's version, commit, dirty flag and hash."""
+    if a.get("code_sha256") and b.get("code_sha256"):
+        return a["code_sha256"] == b["code_sha256"]
+
+    def key(p: dict) -> tuple:
+        return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty")), p.get("code_sha256")
+
+    return key(a) == key(b)
+
+
+def code_history(info: dict) -> list[tuple[str, dict]]:
+    """A run's code records (of its provenance.json) in order: ``("launched", info)`` where the launch recorded
+    one, then per submission (the launch, then each of ``resumed`` as ``("resumed", r)``) the attempts its job
+    started (``("attempt", a)``)."""
+    def listed(name: str) -> list[dict]:
+        items = info.get(name)
+        return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+    resumed, attempts = listed("resumed"), listed("attempts")
+
+    def submission(a: dict) -> int:
+        k = a.get("submission")
+        return min(max(k, 0), len(resumed)) if isinstance(k, int) and not isinstance(k, bool) else len(resumed)
+
+    out: list[tuple[str, dict]] = [("launched", info)] if "arctl_version" in info else []
+    for k in range(len(resumed) + 1):
+        if k:
+            out.append(("resumed", resumed[k - 1]))
+        out += [("attempt", a) for a in attempts if submission(a) == k]
+    return out
+
+
+def started_other_code(info: dict) -> list[tuple[dict, dict]]:
+    """(submitted, started) for each attempt of a run (its provenance.json ``info``) whose job started with
+    other code than its submission (the launch or the resume it belongs to) recorded: an edit while it waited
+    in a queue. An attempt of a submission that recorded no code (a launch before provenance) is not judged."""
+    out, submitted = [], None
+    for kind, p in code_history(info):
+        if kind != "attempt":
+            submitted = p
+        elif submitted is not None and not same_code(submitted, p):
+            out.append((submitted, p))
+    return out
 
 
 def read_provenance(run_dir: str | Path) -> dict | None:

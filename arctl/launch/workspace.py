@@ -5,7 +5,8 @@ Workspace (``--workdir``, else ``$ARCTL_HOME``, else ``./arctl-runs``)::
     registry.sqlite          the run registry (SQLite, WAL)
     runs/<run_id>/           one directory per run
         config.yaml          the frozen resolved config (the job reads only this)
-        provenance.json      arctl version and git commit it was launched with (arctl.launch.provenance)
+        provenance.json      arctl version, git commit and code hash it was launched with, and the code each attempt
+                             of its job started with (arctl.launch.provenance)
         shared.json          the other (experiment, arm) cells it serves (a sweep with share_arms; arctl.launch.shared)
         status.json          written by the job: state, step, last metric, W&B id, error
         job/                 submitit logs and the sbatch script (links into jobs/ for arrays)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.launch.provenance import code_version
+from arctl.launch.provenance import code_history, code_version, same_code, started_other_code
 from arctl.report.claims import (
     FAILS,
     HOLDS,
@@ -202,8 +202,9 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     results = check_claims(spec, views, command)
     used = []
     recorded = _recorded(runs.runs)
+    provenances: dict[str, dict] = {}
     for v in sorted(views, key=lambda v: (v.arm, v.seed, v.run_id)):
-        prov = _provenance(base / "runs" / v.run_id)
+        prov = provenances[v.run_id] = _provenance(base / "runs" / v.run_id)
         used.append({"run_id": v.run_id, "experiment": v.experiment, "arm": v.arm, "seed": v.seed,
                      "config_hash": v.run_id.rsplit("_", 1)[-1],
                      "code_version": _run_version(prov), **recorded.get(v.run_id, _NOT_RECORDED)})
@@ -216,6 +217,8 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     }
     unfinished_export = interrupted_export(base)  # first: the runs are a part of what was exported
     warnings = ([unfinished_export] if unfinished_export else []) + list(runs.warnings) + served_warnings
+    if other_code := other_code_warning(provenances):
+        warnings.append(other_code)
     if left_out:
         warnings.append(unfinished_warning(left_out, named))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
@@ -263,31 +266,49 @@ def _machine_text(u: dict) -> str:
     return str(u.get("machine") or "not recorded")
 
 
+def _code_text(p: dict, other: dict | None = None) -> str:
+    """``arctl 0.1.0 (<commit[:12]>[-dirty][, code <sha256[:12]>])`` of one code record: the code's hash where
+    the commit does not say the code (dirty, or no git), or where it is all that tells it from ``other``'s."""
+    commit, code = p.get("git_commit"), p.get("code_sha256")
+    hashed = p.get("git_dirty") or not commit or (other is not None and _code_text(other) == _code_text(p))
+    code_text = f"code {str(code)[:12]}" if code and hashed else ""
+    inner = ", ".join(t for t in (f"{str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''}" if commit else "",
+                                  code_text) if t)
+    return f"arctl {p.get('arctl_version', '?')}" + (f" ({inner})" if inner else "")
+
+
 def _run_version(prov: dict) -> str:
     """``arctl 0.1.0 (<commit[:12]>[-dirty])`` of a provenance record (a run's, or this process's); a run
-    resumed under other code adds ``, resumed by <that code>`` each time the code changed, in order."""
+    resumed under other code adds ``, resumed by <that code>`` each time the code changed, and an attempt whose
+    job started with other code than it was submitted with (an edit while it waited in a queue) ``, attempt N
+    ran <that code>``, in order (:func:`arctl.launch.provenance.code_history`)."""
     if not prov:
         return "unknown"
-
-    def key(p: dict) -> tuple:
-        return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty")), p.get("code_sha256")
-
-    def text(p: dict) -> str:  # the code's hash where the commit does not say the code: dirty, or no git
-        commit, code = p.get("git_commit"), p.get("code_sha256")
-        v = f"arctl {p.get('arctl_version', '?')}"
-        code_text = f"code {str(code)[:12]}" if code and (p.get("git_dirty") or not commit) else ""
-        inner = ", ".join(t for t in (f"{str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''}" if commit else "",
-                                      code_text) if t)
-        return v + (f" ({inner})" if inner else "")
-
-    launched = prov if "arctl_version" in prov else None
-    v = text(launched) if launched else "unknown"
-    last = key(launched) if launched else None
-    for later in prov.get("resumed") or []:
-        if isinstance(later, dict) and key(later) != last:
-            v += f", resumed by {text(later)}"
-            last = key(later)
+    history = code_history(prov)
+    launched = history[0][1] if history and history[0][0] == "launched" else None
+    v = _code_text(launched) if launched else "unknown"
+    last = launched
+    for kind, later in history[1 if launched else 0:]:
+        if last is None or not same_code(later, last):
+            n = later.get("attempt")
+            said = "resumed by" if kind == "resumed" else (f"attempt {n} ran" if isinstance(n, int) else "its job ran")
+            v += f", {said} {_code_text(later, last)}"
+            last = later
     return v
+
+
+def other_code_warning(provenances: dict[str, dict]) -> str | None:
+    """One line where runs read together (run id -> provenance.json) ran other code than they were submitted
+    with (:func:`arctl.launch.provenance.started_other_code`): how many, and one of them with both codes;
+    None where none did."""
+    off = {run_id: pairs for run_id, prov in provenances.items() if (pairs := started_other_code(prov))}
+    if not off:
+        return None
+    run_id, ((submitted, started), *_) = next(iter(off.items()))
+    return (f"{len(off)} of {len(provenances)} run(s) ran other code than they were launched with (their jobs "
+            f"started after an edit of arctl), e.g. {run_id}: submitted with {_code_text(submitted, started)}, "
+            f"started with {_code_text(started, submitted)} (the runs table names each run's code); their numbers are read together with the "
+            "others'")
 
 
 def _json_default(o):
