@@ -7,6 +7,7 @@ import typer
 from arctl.cli.common import (
     SCALE_HELP,
     console,
+    err_console,
     esc,
     nonempty_option,
     parse_seeds,
@@ -37,8 +38,15 @@ def register(app: typer.Typer) -> None:
                                       parse_seeds(seeds))
             # the chain of runs each starts from is resolved as `arctl run` resolves it: a trainer.init_from naming
             # no arm (from a review), a cycle or a bad link further along (from a hunt) were shown, and refused by run
-            items_from_resolved(runs, launching=False)
+            items = items_from_resolved(runs, launching=False)
             source = find_spec("experiments", experiment).source()  # resolved, so it exists
+            from arctl.compose.resolve import unread_notes
+            from arctl.launch.cells import same_arms_notes
+
+            # what `arctl run` says of the same command line (from a hunt: an override an arm does not read was
+            # shown without a word, left out of its config, where run said so)
+            for note in [*unread_notes(runs, overrides), *same_arms_notes(items, overrides)]:
+                err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
         if as_json:
             print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}
                         for r in runs])

@@ -98,3 +98,20 @@ def test_the_scales_keys_that_are_only_another_keys_default_are_refused_on_the_c
     err = sandbox.check_refused("run", "main-grpo", "scale.rollout_n=16", *launch_args(sandbox)).err
     assert "scale.rollout_n is rollout.n's default" in err
     assert resolve_experiment("main-grpo", ["rollout.n=16", "scale.budgets=[8,16,24,32]"], scale="tiny")
+
+
+def test_show_says_what_run_says_of_a_setting_an_arm_does_not_read():
+    """`arctl show` printed the arm's config without the setting and without a word, where `arctl run` said why
+    (a note on stderr; --json's stdout stays the document)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from arctl.cli.main import app
+
+    res = CliRunner().invoke(app, ["show", "ablation-dense", "--scale", "tiny", "reward.alpha=0.3", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.stdout)) == 4
+    assert res.stderr.startswith("note: reward.alpha=0.3 is not read by ablation-dense/grpo, ablation-dense/grpo-dense:")
+    plain = CliRunner().invoke(app, ["show", "ablation-dense", "--scale", "tiny"])
+    assert plain.exit_code == 0 and "note:" not in plain.stderr
