@@ -128,33 +128,6 @@ def opens_thinking_problem(tokenizer: Any, prompt_ids: Sequence[int]) -> str | N
             "may ignore this")
 
 
-# a summary as the verifier reads it (no " ." or " ," that a tokenizer's clean-up of spaces may change)
-ROUND_TRIP_TEXT = f"Let me check: 1 + 1 = 2{ELLIPSIS_TEXT}{THINK_END}{FINAL_ANSWER_TEXT}\\boxed{{2}}"
-
-
-def round_trip_problem(tokenizer: Any, marker: str | None = FINAL_ANSWER_TEXT.strip()) -> str | None:
-    """Why the verifier would not find ``marker`` (the header its answer follows; None: nothing to find) in a summary
-    that ``tokenizer`` encodes and decodes (:data:`ROUND_TRIP_TEXT`, decoded as the verifier decodes a leaf: special
-    tokens kept), or None. From a hunt: a tokenizer_config.json whose class transformers resolves to the slow
-    ``LlamaTokenizer`` (R1-Distill's names ``LlamaTokenizerFast``; an R1-Distill-Llama model, a transformers release
-    that no longer maps ``qwen2`` to Qwen's class) drops every space and newline: the verifier then finds no
-    ``**Final Answer**`` and scores every summary 0, for the whole run, without an error. (A word-level tokenizer,
-    the tiny backend's, gives back ``<unk>`` for words it lacks and keeps the header: no problem.)"""
-    if marker is None:
-        return None
-    try:
-        ids = tokenizer.encode(ROUND_TRIP_TEXT, add_special_tokens=False)
-        back = tokenizer.decode(list(ids), skip_special_tokens=False)
-    except Exception as err:  # noqa: BLE001 - a tokenizer that cannot do it is the problem said
-        return f"the tokenizer ({type(tokenizer).__name__}) cannot encode and decode a summary: {type(err).__name__}: {err}"
-    if marker in back:
-        return None
-    return (f"the tokenizer ({type(tokenizer).__name__}) does not give back the text it encodes: {ROUND_TRIP_TEXT!r} "
-            f"decodes as {back!r}, so the verifier would find no {marker!r} and score every summary 0; "
-            "use the model's own tokenizer files with a transformers release that loads its class as a fast byte-level "
-            "BPE (for R1-Distill-Qwen: AutoTokenizer gives Qwen2Tokenizer)")
-
-
 def summary_cap(max_tokens: int, inserted_len: int) -> int:
     """Tokens a summary may generate after its branch's ``inserted_len`` inserted tokens:
     ``summary.max_tokens`` caps a branch's inserted and summary tokens together, as in the authors'

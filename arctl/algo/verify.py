@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from arctl.algo.prompts import THINK_END
+from arctl.algo.prompts import ELLIPSIS_TEXT, FINAL_ANSWER_TEXT, THINK_END
 
 FINAL_ANSWER_HEADER = "**Final Answer**"
 DEFAULT_TIMEOUT_S = 5
@@ -362,3 +362,39 @@ def score_response(
         raise
     except Exception:
         return 0
+
+
+# a thinking cut, the inserted text and a summary, as a leaf reads (no " ." or " ," that a tokenizer's clean-up of
+# spaces may change); its answer is ROUND_TRIP_ANSWER wherever the verifier reads it
+ROUND_TRIP_ANSWER = "2"
+ROUND_TRIP_TEXT = f"Let me check: 1 + 1 = 2{ELLIPSIS_TEXT}{THINK_END}{FINAL_ANSWER_TEXT}\\boxed{{{ROUND_TRIP_ANSWER}}}"
+
+
+def round_trip_problem(tokenizer: Any, grader: str = DEEPSCALER, at: str = FINAL_ANSWER) -> str | None:
+    """Why ``grader`` would not read the answer of a summary (:data:`ROUND_TRIP_TEXT`, right as written) once
+    ``tokenizer`` has encoded and decoded it (as a leaf is decoded: special tokens kept), or None. From a hunt: a
+    tokenizer_config.json whose class transformers resolves to the slow ``LlamaTokenizer`` (R1-Distill's names
+    ``LlamaTokenizerFast``; an R1-Distill-Llama model, a release that no longer maps ``qwen2`` to Qwen's class) drops
+    every space and newline; a SentencePiece normaliser turns newlines into spaces: either way no ``**Final
+    Answer**`` paragraph is found and every summary scores 0, for the whole run, without an error. None also where
+    it cannot tell: a word-level vocabulary without the sample's words gives back its unknown token (the tiny
+    backend's), or the grader cannot run here."""
+    from arctl.algo.deepscaler_grader import StageUnavailable
+
+    try:
+        ids = tokenizer.encode(ROUND_TRIP_TEXT, add_special_tokens=False)
+        back = tokenizer.decode(list(ids), skip_special_tokens=False)
+    except Exception as err:  # noqa: BLE001 - a tokenizer that cannot do it is the problem said
+        return f"the tokenizer ({type(tokenizer).__name__}) cannot encode and decode a summary: {type(err).__name__}: {err}"
+    unknown = getattr(tokenizer, "unk_token", None)
+    if isinstance(unknown, str) and unknown and unknown in back:
+        return None
+    try:
+        if grade(back, ROUND_TRIP_ANSWER, grader, at=at) == 1:
+            return None
+    except (StageUnavailable, ImportError):  # (math-verify not installed where the check runs)
+        return None
+    return (f"the tokenizer ({type(tokenizer).__name__}) does not give back the text it encodes: {ROUND_TRIP_TEXT!r} "
+            f"decodes as {back!r}, where the {grader} grader reads no answer ({at}), so every summary would score 0; "
+            "use the model's own tokenizer files with a transformers release that loads them as a fast byte-level "
+            "BPE (for R1-Distill-Qwen: AutoTokenizer gives Qwen2Tokenizer)")

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         lost = _unregistered(workspace, reg_ids) if target is None else []
         far = {r.run_id: how_far(workspace, r, now) for r in records}  # running runs: (total steps, s left)
-        back = {r.run_id: resumes_from(workspace, r) for r in records}  # stopped runs: a resume step behind
+        back = {r.run_id: resumes_from(workspace, r) for r in records}  # stopped and failed runs: a resume step behind
         from arctl.launch.workspace import workdir_arg
 
         note = (f"{len(lost)} run folder(s) in {workspace.runs_dir} are not in the registry (e.g. {lost[0]}): "

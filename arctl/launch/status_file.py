@@ -9,7 +9,7 @@ signal, warning (e.g. a checkpoint that failed its checksum and was skipped), me
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
 first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
-that ended preempted: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
+that ended preempted or failed in its Python: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
 null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`).
 """
 

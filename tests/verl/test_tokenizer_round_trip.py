@@ -13,10 +13,40 @@ import json
 import pytest
 import r1_like  # tests/support/r1_like.py
 
-from arctl.algo.prompts import ROUND_TRIP_TEXT, round_trip_problem
+from arctl.algo.verify import DEEPSCALER, FINAL_ANSWER, GRADERS, ROUND_TRIP_TEXT, SOLUTION, round_trip_problem
 from arctl.backends.verl.smoke import check_model
 
 SAYS = "does not give back the text it encodes"
+
+
+class Chars:
+    """A character-level tokenizer that keeps everything, or (``newlines``) maps a newline to a space on the way in,
+    as a SentencePiece normaliser does; ``unk``: gives back its unknown token for every letter."""
+
+    unk_token = "<unk>"
+
+    def __init__(self, newlines: bool = False, unk: bool = False):
+        self.newlines, self.unk = newlines, unk
+
+    def encode(self, text, add_special_tokens=False):
+        text = text.replace("\n", " ") if self.newlines else text
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.unk_token if self.unk and chr(i).isalpha() else chr(i) for i in ids)
+
+
+@pytest.mark.parametrize("grader", GRADERS)
+def test_the_verifier_reads_the_answer_through_a_tokenizer_that_keeps_the_text(grader):
+    assert round_trip_problem(Chars(), grader) is None
+    assert round_trip_problem(Chars(unk=True), grader) is None  # a word-level vocabulary without these words: no telling
+
+
+def test_a_tokenizer_that_turns_newlines_into_spaces_loses_the_final_answer_paragraph():
+    """From a review: the first check asked only that the header survive; the graders read its paragraph."""
+    said = round_trip_problem(Chars(newlines=True), DEEPSCALER, FINAL_ANSWER)
+    assert said is not None and SAYS in said and "the deepscaler grader reads no answer (final_answer)" in said, said
+    assert round_trip_problem(Chars(newlines=True), DEEPSCALER, SOLUTION) is None  # the last \\boxed{} is read anywhere
 
 
 def _garbling(r1_dir):
@@ -30,7 +60,8 @@ def test_the_stand_in_round_trips_and_the_slow_llama_class_does_not(r1_dir):
 
     assert round_trip_problem(AutoTokenizer.from_pretrained(r1_dir)) is None
     said = round_trip_problem(_garbling(r1_dir))
-    assert said is not None and SAYS in said and "'**Final Answer**'" in said and "\n" not in said, said
+    assert said is not None and SAYS in said and "reads no answer" in said and "\n" not in said, said
+    assert round_trip_problem(_garbling(r1_dir), DEEPSCALER, SOLUTION) is None  # Elastic's answer survives it
     tok = _garbling(r1_dir)
     assert tok.decode(tok.encode(ROUND_TRIP_TEXT, add_special_tokens=False)) != ROUND_TRIP_TEXT  # the premise
 
@@ -86,3 +117,4 @@ def test_the_agent_loop_fails_its_first_tree_with_the_line(r1_dir, paper_config,
         asyncio.run(run())
     [(key, partition, tag)] = recorded
     assert (key, partition) == ("q0", "train") and SAYS in tag["arctl_error"]
+    assert f"model.path={r1_dir}: the tokenizer" in tag["arctl_error"]  # where

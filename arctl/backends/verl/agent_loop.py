@@ -40,13 +40,12 @@ from arctl.algo.prompts import (
     InsertedTokens,
     distinct_cuts,
     opens_thinking_problem,
-    round_trip_problem,
     summary_cap,
     summary_prompt,
 )
 from arctl.algo.settings import BudgetControl
 from arctl.algo.tree_loss import summary_trained
-from arctl.algo.verify import FINAL_ANSWER, FINAL_ANSWER_HEADER, answer_at, eos_ids, stop_eos_ids
+from arctl.algo.verify import FINAL_ANSWER, answer_at, eos_ids, round_trip_problem, stop_eos_ids
 from arctl.backends.verl import rollout_failures
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
@@ -440,19 +439,19 @@ def is_validation(kwargs: dict[str, Any], arctl: Any) -> bool:
 
 
 _PROMPT_CHECKED: list[bool] = []
-_ROUND_TRIPS: dict[tuple[int, str], tuple[Any, str | None]] = {}
+_ROUND_TRIPS: dict[tuple[int, str, str], tuple[Any, str | None]] = {}
 
 
-def tokenizer_round_trip_problem(tokenizer: Any, at: str = FINAL_ANSWER) -> str | None:
-    """:func:`arctl.algo.prompts.round_trip_problem` of the worker's tokenizer for the verifier's ``at``
-    (:data:`arctl.algo.verify.ANSWER_AT`: the ``**Final Answer**`` header must survive; a solution's last
-    ``\\boxed{}`` is read wherever it is), checked once per tokenizer (verl builds a loop per sample with the
-    worker's one tokenizer)."""
-    key = (id(tokenizer), at)
+def tokenizer_round_trip_problem(tokenizer: Any, grader: str, at: str = FINAL_ANSWER) -> str | None:
+    """:func:`arctl.algo.verify.round_trip_problem` of the worker's tokenizer under the run's ``grader`` and ``at``
+    (:data:`arctl.algo.verify.ANSWER_AT`), prefixed with the tokenizer's model; checked once per tokenizer (verl
+    builds a loop per sample with the worker's one tokenizer)."""
+    key = (id(tokenizer), grader, at)
     kept = _ROUND_TRIPS.get(key)
     if kept is None or kept[0] is not tokenizer:
-        marker = FINAL_ANSWER_HEADER if at == FINAL_ANSWER else None
-        kept = _ROUND_TRIPS[key] = (tokenizer, round_trip_problem(tokenizer, marker))
+        found = round_trip_problem(tokenizer, grader, at)
+        where = str(getattr(tokenizer, "name_or_path", "") or "")
+        kept = _ROUND_TRIPS[key] = (tokenizer, f"model.path={where}: {found}" if found and where else found)
     return kept[1]
 
 
@@ -603,7 +602,7 @@ def _make_loop_class():
                 self.layout = str(self.arctl.get("tree_attention", "flex"))
                 self.summary_max_tokens = int(summary.max_tokens)
                 self.answer_at = str(self.arctl.get("answer_at") or answer_at(summary.inserted))
-                garbled = tokenizer_round_trip_problem(self.tokenizer, self.answer_at)
+                garbled = tokenizer_round_trip_problem(self.tokenizer, str(self.arctl["grader"]), self.answer_at)
                 if garbled:  # every reward would be 0, the whole run (from a hunt): the first step fails saying so
                     raise ValueError(garbled)
             except Exception as err:  # noqa: BLE001 - re-raised by run(), after it is recorded

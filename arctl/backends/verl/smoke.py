@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arctl.algo.verify import DEEPSCALER, FINAL_ANSWER
 from arctl.config.files import atomic_write
 
 SMOKE_FILE = "smoke.json"
@@ -323,27 +324,30 @@ def prompt_problem(path: str, tok: Any | None = None) -> str | None:
     return opens_thinking_problem(tok, ids)
 
 
-def _with_prompt_check(facts: dict, name: str, path: str) -> tuple[dict, list[str]]:
+def _with_prompt_check(facts: dict, name: str, path: str, grader: str, at: str) -> tuple[dict, list[str]]:
     """``facts`` with ``prompt_opens_thinking`` (:func:`prompt_problem`) and ``tokenizer_round_trips``
-    (:func:`arctl.algo.prompts.round_trip_problem`), and a warning for each that fails."""
-    from arctl.algo.prompts import round_trip_problem
+    (:func:`arctl.algo.verify.round_trip_problem` under the run's ``grader`` and ``at``), and a warning for each
+    that fails."""
+    from arctl.algo.verify import round_trip_problem
 
     tok = local_tokenizer(path)
     problem = prompt_problem(path, tok)
-    garbled = round_trip_problem(tok) if tok is not None else None
+    garbled = round_trip_problem(tok, grader, at) if tok is not None else None
     facts["prompt_opens_thinking"] = problem is None
     facts["tokenizer_round_trips"] = None if tok is None else garbled is None
     return facts, [f"{name}: {p}" for p in (problem, garbled) if p is not None]
 
 
-def check_model(path: str) -> tuple[dict, list[str]]:
+def check_model(path: str, grader: str = DEEPSCALER, at: str = FINAL_ANSWER) -> tuple[dict, list[str]]:
+    """Facts about ``model.path`` and warnings (its tokenizer checked under the run's ``grader`` and ``at``, where
+    it can be read here)."""
     local = Path(path).expanduser()
     if local.is_dir():
         ok = (local / "config.json").exists()
         facts = {"path": path, "kind": "local directory", "config_json": ok}
         if not ok:
             return facts, [f"model.path={path} has no config.json — is it a Hugging Face model directory?"]
-        return _with_prompt_check(facts, f"model.path={path}", path)
+        return _with_prompt_check(facts, f"model.path={path}", path, grader, at)
     cached = None
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -354,7 +358,7 @@ def check_model(path: str) -> tuple[dict, list[str]]:
         cached = False
     facts = {"path": path, "kind": "hugging face id", "in_cache": cached, "hf_home": os.environ.get("HF_HOME")}
     if cached:
-        return _with_prompt_check(facts, f"model {path}", path)
+        return _with_prompt_check(facts, f"model {path}", path, grader, at)
     return facts, [
         f"model {path} is neither a local directory nor in the Hugging Face cache here — every node will download "
         "it at start (pre-download it with `huggingface-cli download`, on a filesystem all nodes share via HF_HOME)"
@@ -423,7 +427,11 @@ def run_smoke(config: dict, run_dir: Path) -> dict[str, Any]:
 
         step = "inputs"
         summary["data"], warnings = check_data(config, cfg)
-        summary["model"], more = check_model(str(summary["config"]["model_path"]))
+        from arctl.algo.verify import answer_at
+        from arctl.backends.verl.overrides import grader_of
+
+        summary["model"], more = check_model(str(summary["config"]["model_path"]), grader_of(config),
+                                             answer_at((config.get("summary") or {}).get("inserted")))
         warnings += more
         summary["gpus"], more = check_gpus(summary["config"], summary["ray"])
         summary["warnings"] = warnings + more
