@@ -19,13 +19,45 @@ from arctl.report.cells import (
     with_job_states,
 )
 from arctl.report.errors import ReportError
-from arctl.track.metrics_schema import NAME_ANYTIME_ACC, parse_metric
+from arctl.track.metrics_schema import (
+    ACC_AT_FRAC_PREFIX,
+    NAME_ANYTIME_ACC,
+    NAME_CURVE_AUC,
+    NAME_FINAL_ACC,
+    NAME_GRID_ANYTIME_ACC,
+    parse_metric,
+)
 from arctl.track.runs import Runs, default_workdir, load_runs
 from arctl.track.wandbfile.reader import NO_EXIT_RECORD
 
-# the eval summaries each run averages over its own eval.budgets (docs/metrics.md): arms compared on them must have the
-# same budgets (:func:`eval_budgets_note`)
-BUDGET_MEANS = (NAME_ANYTIME_ACC,)
+EVAL_BUDGETS = CONFIG_PREFIX + "eval.budgets"  # the runs table's column of a run's eval.budgets
+EVAL_GRID = CONFIG_PREFIX + "eval.grid"  # and of its final-evaluation grid
+
+
+@dataclass(frozen=True)
+class BudgetFact:
+    """What of a run's config an eval summary depends on: arms compared on the summary must agree on it."""
+
+    names: tuple[str, ...]  # the summaries (metric names; one ending in "/" a prefix: acc_at_frac/{pct})
+    column: str  # the runs table's column of the config list the fact is read from
+    largest: bool  # the fact: the list's largest budget (True), its set of budgets (False)
+    says: str  # how the summary depends on it; {s}: "s" after one summary's name, "" after several
+    what: str  # what the numbers side by side then are
+    same: str  # what to give the arms
+
+
+# each eval summary a report sets side by side, and the config fact of a run it depends on (docs/metrics.md,
+# arctl.track.metrics_schema.anytime_eval_metrics): where the runs compared differ in one, a warning says so
+# (:func:`eval_budgets_notes`, one line per fact)
+BUDGET_FACTS = (
+    BudgetFact((NAME_ANYTIME_ACC,), EVAL_BUDGETS, False, "average{s} each run's accuracy over its eval.budgets, which "
+               "differ", "means over different budgets", "the same eval.budgets"),
+    BudgetFact((NAME_FINAL_ACC,), EVAL_BUDGETS, True, "give{s} each run's accuracy at the largest of its eval.budgets, "
+               "which differs", "accuracies at different budgets", "the same largest budget in eval.budgets"),
+    BudgetFact((NAME_GRID_ANYTIME_ACC, NAME_CURVE_AUC, ACC_AT_FRAC_PREFIX), EVAL_GRID, False, "summarise{s} each "
+               "run's accuracy over its eval.grid, which differs", "summaries over different budgets",
+               "the same eval.grid"),
+)
 
 
 @dataclass
@@ -409,9 +441,6 @@ def first_values(history):
     return history.drop_duplicates(subset=["run_id", "metric"], keep="first").reset_index(drop=True)
 
 
-EVAL_BUDGETS = CONFIG_PREFIX + "eval.budgets"  # the runs table's column of a run's eval.budgets
-
-
 def config_list(value) -> list | None:
     """A config list of a runs-table row (a list, or its text form from a W&B config) as a list, or None (not set,
     not a list)."""
@@ -427,45 +456,77 @@ def config_list(value) -> list | None:
     return list(value) if isinstance(value, list | tuple) else None
 
 
-def eval_budgets_note(data: ReportData, metrics, arms=None) -> str | None:
-    """The warning of a figure or table that sets side by side a statistic each run averages over its own
-    ``eval.budgets`` (``anytime_acc``, :data:`BUDGET_MEANS`) of runs whose ``eval.budgets`` differ, or None.
-    ``metrics``: the keys (or globs) the report compares; ``arms``: the spec's, first in the line. ``eval.budgets:
-    null`` is the scale's budgets and the arm's thinking budgets (:func:`arctl.compose.resolve._finalize`): an arm
-    with ``thinking.budgets=[1000,...,8000]`` averages 8 budgets where GRPO averages 4 (from a hunt: drawn side by
-    side without a word)."""
+def eval_budgets_notes(data: ReportData, metrics, arms=None) -> list[str]:
+    """The warnings of a figure or table that sets side by side an eval summary of runs that differ in the config fact
+    it depends on (:data:`BUDGET_FACTS`): ``anytime_acc`` their ``eval.budgets``, ``final_acc`` the largest of them,
+    ``grid_anytime_acc``, ``curve_auc`` and ``acc_at_frac/*`` their ``eval.grid``; one line per fact that differs.
+    ``metrics``: the keys (or globs) the report compares; ``arms``: the spec's, first in a line. Only runs that logged
+    a finite value of a summary are compared on its fact; a run without the config list is not. ``eval.budgets:
+    null`` is the scale's budgets and the arm's thinking budgets, and ``eval.grid: null`` ``eval.grid_size`` budgets
+    up to the largest thinking budget (:func:`arctl.compose.resolve._finalize`): an arm with
+    ``thinking.budgets=[1000,...,8000]`` averages 8 budgets where GRPO averages 4, and one with
+    ``[1000,...,6000]`` has its final accuracy and its grid end at 6000 where GRPO's end at 8000 (from hunts: drawn
+    and tabulated side by side without a word)."""
+    h, table = data.history, data.runs.runs
+    if not len(h) or not len(table) or not {"run_id", "arm"} <= set(table.columns):
+        return []
+    keys = [m for m in dict.fromkeys(map(str, h["metric"].unique()))  # each key once, not each row
+            if any(fnmatch.fnmatchcase(m, g) for g in metrics)]
+    notes = []
+    for fact in BUDGET_FACTS:
+        compared = [m for m in keys if (p := parse_metric(m)) is not None and _of_fact(p.name, fact)]
+        if compared and fact.column in table.columns and (note := _fact_note(data, fact, compared, arms)):
+            notes.append(note)
+    return notes
+
+
+def _of_fact(name: str, fact: BudgetFact) -> bool:
+    return any(name == n or (n.endswith("/") and name.startswith(n)) for n in fact.names)
+
+
+def _fact_note(data: ReportData, fact: BudgetFact, compared: list[str], arms) -> str | None:
+    """The line of :func:`eval_budgets_notes` for ``fact`` of the runs that logged one of ``compared``, or None."""
     from arctl.report.specs import arm_label, order
 
     h, table = data.history, data.runs.runs
-    if not len(h) or not len(table) or not {"run_id", "arm", EVAL_BUDGETS} <= set(table.columns):
-        return None
-    compared = [m for m in dict.fromkeys(map(str, h["metric"].unique()))  # each key once, not each row
-                if any(fnmatch.fnmatchcase(m, g) for g in metrics)
-                and (p := parse_metric(m)) is not None and p.name in BUDGET_MEANS]
-    if not compared:
-        return None
     logged = h[h["metric"].isin(compared) & h["value"].notna()]
     read = set(logged["run_id"].astype(str))
-    by_arm: dict[str, list[tuple]] = {}  # arm -> its runs' budget sets, each once
-    for run, arm, value in zip(table["run_id"].astype(str), table["arm"].astype(str), table[EVAL_BUDGETS]):
+    by_arm: dict[str, list] = {}  # arm -> its runs' facts, each once
+    for run, arm, value in zip(table["run_id"].astype(str), table["arm"].astype(str), table[fact.column]):
         budgets = config_list(value)
-        if run in read and budgets is not None:
+        if run in read and budgets:
             key = _budget_set(budgets)
+            key = key[-1] if fact.largest else key  # sorted: the largest last
             by_arm.setdefault(arm, [])
             if key not in by_arm[arm]:
                 by_arm[arm].append(key)
-    if len({b for sets in by_arm.values() for b in sets}) < 2:
+    facts = list(dict.fromkeys(b for sets in by_arm.values() for b in sets))
+    if len(facts) < 2:
         return None
-    said = "; ".join(f"{arm_label(a)} {' and '.join('[' + ', '.join(map(str, b)) + ']' for b in by_arm[a])}"
-                     for a in order(by_arm, arms))
-    names = ", ".join(sorted({parse_metric(m).name for m in compared}))
-    return (f"{names} averages each run's accuracy over its eval.budgets, which differ between the runs compared "
-            f"({said}): means over different budgets, not one measure; compare acc@b, or give the arms the same "
-            "eval.budgets")
+    shown = {b: _shown(b) for b in facts}
+    if len(set(shown.values())) < len(facts):  # two long lists shown alike (they differ inside): each in full
+        shown = {b: _shown(b, whole=True) for b in facts}
+    said = "; ".join(f"{arm_label(a)} {' and '.join(shown[b] for b in by_arm[a])}" for a in order(by_arm, arms))
+    names = sorted({parse_metric(m).name for m in compared})
+    return (f"{', '.join(names)} {fact.says.format(s='s' if len(names) == 1 else '')} between the runs compared "
+            f"({said}): {fact.what}, not one measure; compare acc@b, or give the arms {fact.same}")
+
+
+LONGEST_SHOWN = 8  # a list of more budgets is shown by its size and ends (a 32-budget grid)
+
+
+def _shown(fact, whole: bool = False) -> str:
+    """A run's fact in a warning: its budget, its list, or a long list's size and ends."""
+    if not isinstance(fact, tuple):
+        return str(fact)
+    if whole or len(fact) <= LONGEST_SHOWN:
+        return "[" + ", ".join(map(str, fact)) + "]"
+    return f"{len(fact)} budgets, {fact[0]} to {fact[-1]}"
 
 
 def _budget_set(budgets: list) -> tuple:
-    """A run's eval.budgets as a set, in order (their mean does not depend on how the config lists them)."""
+    """A run's eval.budgets or eval.grid as a set, in order (their summaries do not depend on how the config lists
+    them)."""
     try:
         return tuple(sorted(set(budgets)))
     except TypeError:  # a value that is no number (unhashable, mixed): as listed

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from arctl.report.data import ReportData, eval_budgets_note, final_values
+from arctl.report.data import ReportData, eval_budgets_notes, final_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order, paper_tables_path
 from arctl.track.metrics_schema import FORCED_SUFFIX, parse_metric
@@ -265,8 +265,8 @@ def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool
         with Outputs() as own:
             return build(spec, data, out_dir, compare_paper, own)
     ours = accuracy_table(spec, data)
-    if note := eval_budgets_note(data, metric_globs(spec), spec.get("arms")):  # rows of means over other budgets
-        data.runs.warnings = [*data.runs.warnings, note]
+    # rows of summaries over other budgets (another eval.budgets, largest budget, eval.grid): said
+    data.runs.warnings = [*data.runs.warnings, *eval_budgets_notes(data, metric_globs(spec), spec.get("arms"))]
     compare = None
     if compare_paper:
         paper = paper_rows(spec, list(ours.columns))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arctl.report.data import ReportData, eval_budgets_note, full_support, left_out_note
+from arctl.report.data import ReportData, eval_budgets_notes, full_support, left_out_note
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
@@ -181,9 +181,10 @@ def build(spec: dict, data: ReportData):
         data.runs.warnings = [*data.runs.warnings, f"{arm_label(arm)}: no run has a finite value in "
                               + ("; ".join(where) + " (no line there)" if arm in lined else
                                  "any panel; it is left out of the figure (the CSV has it, n = 0)")]
-    # arms drawn side by side on anytime_acc, each a mean over its runs' eval.budgets: said where those differ
-    if note := eval_budgets_note(data, [p["key"].format(dataset=ds) for p in panels for ds in datasets], arms):
-        data.runs.warnings = [*data.runs.warnings, note]
+    # arms drawn side by side on an eval summary of their runs' eval.budgets (anytime_acc, final_acc) or eval.grid:
+    # said where those differ
+    keys = [p["key"].format(dataset=ds) for p in panels for ds in datasets]
+    data.runs.warnings = [*data.runs.warnings, *eval_budgets_notes(data, keys, arms)]
     handles, labels = [], []
     for ax in np.ravel(axes):
         for hd, lb in zip(*ax.get_legend_handles_labels()):
