@@ -993,9 +993,10 @@ def _grid_diagnostics_warning(replaced: dict[str, tuple[int, int | None]]) -> st
     rid, (last, step) = next(iter(sorted(replaced.items())))
     read = f"those of their last evaluation at eval.budgets (step {step} of {rid})" if step is not None else \
         "none of them (no evaluation at eval.budgets)"
-    return (f"{len(replaced)} run(s) logged their final evaluation's variance diagnostics (corr_v*, nvar/*) over its "
-            f"grid (arctl before 2026-12-05: another estimator than every other evaluation's and the paper's; e.g. "
-            f"{rid} at step {last}): the claims read {read} instead")
+    return (f"{len(replaced)} run(s) logged their last evaluation's variance diagnostics (corr_v*, nvar/*) over more "
+            f"budgets than eval.budgets (a grid: a verl eval-only run's, or a tiny run's final evaluation, arctl until "
+            f"2026-12-05: another estimator than every other evaluation's and the paper's; e.g. {rid} at step "
+            f"{last}): the claims read {read} instead")
 
 
 def run_views(history, runs_table, scale: str | None = None, compose=None,

@@ -6,12 +6,15 @@ starts from, as the paper evaluates the untrained R1-Distill-1.5B), mean over ru
 paper's 8 budgets {1000, ..., 8000}: the evaluation's own (``eval.budgets``, 4 at paper scale). Every experiment
 is searched, so runs evaluated at other budgets (a 7B run's 16000) can meet: a series draws the budgets that as
 many values as at its fullest budget average (:func:`arctl.report.data.full_support`, as the other curves), the
-rest is said in a warning and kept in the CSV (series, budget, value, n) with its n."""
+rest is said in a warning and kept in the CSV (series, budget, value, n) with its n. An eval-only run
+(``verl.eval_only``) is left out, said in a warning: its one evaluation is a checkpoint's, not the model RL
+starts from."""
 
 from __future__ import annotations
 
 import math
 
+from arctl.report.cells import CONFIG_PREFIX, _plain, listed
 from arctl.report.data import ReportData, first_values, full_support, left_out_note, spec_hint
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
@@ -36,16 +39,38 @@ SERIES = {
     nvar_name("v1"): ("right", r"$V_1$ only", "#1f77b4"),
     nvar_name("brpo"): ("right", "BRPO", "#d62728"),
 }
+EVAL_ONLY = CONFIG_PREFIX + "verl.eval_only"  # the runs table's column of a run that evaluated a checkpoint only
+
+
+def eval_only_runs(data: ReportData) -> list[str]:
+    """The runs of ``data`` that logged a diagnostic and trained nothing (config ``verl.eval_only``): their one
+    evaluation is of ``verl.eval_checkpoint`` (a trained checkpoint at its step, e.g. 630), and their first
+    evaluation is not the model before RL (from a hunt: one was averaged into that curve with the training runs'
+    step 0)."""
+    table, h = data.runs.runs, data.history
+    if not len(table) or EVAL_ONLY not in table.columns or not len(h):
+        return []
+    logged = set(h.loc[[(p := parse_metric(m)) is not None and p.name in SERIES for m in h["metric"].astype(str)],
+                       "run_id"].astype(str))
+    return sorted(str(r) for r, v in zip(table["run_id"], table[EVAL_ONLY]) if _plain(v) is True and str(r) in logged)
+
+
+def eval_only_warning(left_out: list[str]) -> str:
+    return (f"left out {len(left_out)} eval-only run(s) (verl.eval_only): their evaluation is of verl.eval_checkpoint, "
+            f"not the model before RL that this figure reads from each run's first evaluation: {listed(left_out)}")
 
 
 def series_table(data: ReportData):
     """Mean per (series, budget) over runs and datasets of each run's first evaluation that logged the
     diagnostics (the model before RL; until 2026-12-03 the last values: the trained model, on the final
-    grid); a budget only a later evaluation covers (the final grid's) is not drawn from it. Columns series,
-    budget, value, n: the finite values it averages, one per run and dataset (a NaN, undefined there, is none)."""
+    grid); a budget only a later evaluation covers (the final grid's) is not drawn from it; eval-only runs
+    (:func:`eval_only_runs`) are left out. Columns series, budget, value, n: the finite values it averages, one
+    per run and dataset (a NaN, undefined there, is none)."""
     import pandas as pd
 
     rows, h = [], data.history
+    if len(h) and (eval_only := eval_only_runs(data)):
+        h = h[~h["run_id"].astype(str).isin(eval_only)]
     if len(h):
         parsed = [parse_metric(m) for m in h["metric"].astype(str)]
         h = h.assign(parsed=parsed)[[p is not None and p.name in SERIES and p.budget is not None for p in parsed]]
@@ -57,10 +82,13 @@ def series_table(data: ReportData):
 
 
 def build(spec: dict, data: ReportData):
-    table = series_table(data)
+    table, eval_only = series_table(data), eval_only_runs(data)
     if not len(table):
-        raise ReportError(f"no run in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}; "
+        which, only = ("training run", f" ({eval_only_warning(eval_only)})") if eval_only else ("run", "")
+        raise ReportError(f"no {which} in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}{only}; "
                           f"produce one with {spec_hint(spec, data.named)}")
+    if eval_only:
+        data.runs.warnings = [*data.runs.warnings, eval_only_warning(eval_only)]
     fig, axes = new_figure(1, 2, panel_w=4.2, panel_h=3.0)
     left, right = axes[0]
     partial: dict[tuple[int, ...], list[str]] = {}  # budgets left out -> the series that leave them out
@@ -90,5 +118,5 @@ def build(spec: dict, data: ReportData):
         data.runs.warnings = [*data.runs.warnings, left_out_note(
             ", ".join(names), "budget", budgets, of="", curve="its curve" if len(names) == 1 else "their curves",
             why="runs evaluated at other budgets, e.g. of other experiments, or a NaN where it is undefined")]
-    add_footnote(fig, runs_footnote(data.used_runs(), arm_label))
+    add_footnote(fig, runs_footnote([r for r in data.used_runs() if str(r["run_id"]) not in eval_only], arm_label))
     return fig, table

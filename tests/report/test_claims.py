@@ -200,7 +200,8 @@ def test_diagnostics_a_final_evaluation_computed_over_its_grid_are_read_from_the
     assert {k: v for k, v in views["new"].final.items() if "nvar" in k} == {"eval/toy/nvar/grpo@96": 0.096,
                                                                            "eval/toy/nvar/grpo@192": 0.192}
     (warning,) = said
-    assert warning.startswith("1 run(s) logged their final evaluation's variance diagnostics") and "step 2 of old" in warning
+    assert warning.startswith("1 run(s) logged their last evaluation's variance diagnostics (corr_v*, nvar/*) over more "
+                              "budgets than eval.budgets") and "step 2 of old" in warning
 
 
 def test_a_claim_whose_precondition_fails_is_not_testable_here():

@@ -17,9 +17,10 @@ For one thinking sample (verl runs ``rollout.n`` of these per question):
    (``duplicate``). Per-summary rewards live in the record: verl's multi-output default copies the
    last output's score onto the others, so the trainer never reads ``rm_scores`` for trees.
 
-Validation (``validate``) uses the eval budgets (the 32-budget grid in eval-only mode) with one
-summary per distinct cut and reports ``score@{b}`` and ``think_len`` through ``reward_extra_info``
-(and ``diag_score@{b}`` for a method with one prompt target per budget: :func:`rollout_question`).
+Validation (``validate``) uses the eval budgets (in eval-only mode the 32-budget grid and the eval
+budgets: the variance diagnostics are defined over ``eval.budgets``) with one summary per distinct cut and
+reports ``score@{b}`` and ``think_len`` through ``reward_extra_info`` (and ``diag_score@{b}``,
+``diag_think_len`` for a method with one prompt target per budget: :func:`rollout_question`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ Generate = Callable[[list[int], dict[str, Any]], Awaitable[list[int]]]
 ABORTED = ("aborted", "abort")  # stop reasons of a request the server gave up (verl.workers.rollout.llm_server)
 Score = Callable[[list[int], list[int], list[int]], Awaitable[float]]
 DIAG_PREFIX = "diag_"
-"""Prefix of the validation infos ``diag_score@{b}``: one thinking's scores at every eval budget, which
-the trainer's variance diagnostics read (``trainer_v1.eval_metrics``) where a method's evaluation samples
-one thinking per prompt target (L1), so that its ``score@{b}`` come from different thinkings."""
+"""Prefix of the validation infos ``diag_score@{b}`` and ``diag_think_len``: one thinking's scores at every
+eval budget and its length, which the trainer's variance diagnostics read (``trainer_v1.eval_metrics``) where
+a method's evaluation samples one thinking per prompt target (L1), so that its ``score@{b}`` come from
+different thinkings."""
 
 _GRADING: ThreadPoolExecutor | None = None
 _GRADING_LOCK = threading.Lock()
@@ -276,6 +278,7 @@ async def rollout_question(
     key: str,
     think_end: int,
     cue_ids: Sequence[int] = (),
+    diag_budgets: Sequence[int] | None = None,
 ) -> tuple[TreeRollout, dict[str, float], int | None]:
     """One question's rollout as the compared method asks (``budget_control``); returns the tree
     that becomes the output rows, the validation infos and the L1 target of that tree.
@@ -286,13 +289,19 @@ async def rollout_question(
     ``think_len`` of the largest group; with budget forcing the same again with s1's rule
     (``cue_ids``), infos prefixed ``forced_``. The output rows come from the unforced last tree.
 
-    With several target groups the unforced last tree (the largest budget's target) is cut at every
-    eval budget, its scores reported as ``diag_score@{b}`` (:data:`DIAG_PREFIX`; its own budgets'
-    ``score@{b}`` are the same cuts): the variance diagnostics (docs/metrics.md) are defined on one
-    thinking's return at every budget, and merged ``score@{b}`` of different thinkings would give
-    other numbers than the tiny backend's rule (one rollout with the last group's target, cut at every
-    budget). The thinking runs to the largest budget either way; only the extra cuts' summaries cost."""
+    With several target groups the unforced tree of the diagnostics' target (the last target group of
+    ``diag_budgets``, the eval budgets; default ``budgets``) is cut at every one of ``diag_budgets`` too,
+    its scores and length reported as ``diag_score@{b}`` and ``diag_think_len`` (:data:`DIAG_PREFIX`; its
+    own budgets' ``score@{b}`` are the same cuts): the variance diagnostics (docs/metrics.md) are defined
+    on one thinking's return at every eval budget, and merged ``score@{b}`` of different thinkings would
+    give other numbers than the tiny backend's rule (one rollout with the last eval-budget group's target,
+    cut at every eval budget). Only the extra cuts' summaries cost. An eval-only run validates on the grid
+    and the eval budgets, and its diagnostics stay at the eval budgets (from a hunt: they were cut at the
+    32 grid budgets, another estimator under the same keys)."""
     budgets = [int(b) for b in budgets]
+    diag_at = budgets if diag_budgets is None else sorted({int(b) for b in diag_budgets})
+    if not set(diag_at) <= set(budgets):
+        raise ValueError(f"the diagnostics' budgets {diag_at} are not all among the validated budgets {budgets}")
     if not validate:
         target = bc.question_target(control, key, max(budgets))
         tree = await sample_tree(await build_prompt(target), budgets, True, None)
@@ -302,15 +311,22 @@ async def rollout_question(
     info: dict[str, float] = {}
     last: tuple[TreeRollout, int | None] | None = None
     groups = bc.eval_target_groups(control, budgets)
+    diag_target = bc.eval_target_groups(control, diag_at)[-1][0]
+    diag_n = max((n for n, (target, _) in enumerate(groups) if target == diag_target), default=None)
+    if diag_n is None:
+        raise ValueError(f"budget_control.method={control.method}: the diagnostics' target {diag_target} (of the eval "
+                         f"budgets {diag_at}) is none of the evaluation targets of the budgets {budgets}")
     for prefix in ("", FORCED_PREFIX) if control.forcing_extensions > 0 else ("",):
         for n, (target, group) in enumerate(groups):
             forcing = bc.forcing_config(control, max(group), think_end, cue_ids) if prefix else None
-            diag = not prefix and len(groups) > 1 and n == len(groups) - 1
-            tree = await sample_tree(await build_prompt(target), budgets if diag else group, False, forcing)
+            diag = not prefix and len(groups) > 1 and n == diag_n
+            cut_at = sorted(set(group) | set(diag_at)) if diag else group
+            tree = await sample_tree(await build_prompt(target), cut_at, False, forcing)
             if diag:
-                cuts = dict(zip(budgets, tree.scores()))
+                cuts = dict(zip(cut_at, tree.scores()))
                 info.update({f"score@{b}": float(cuts[b]) for b in group})
-                info.update({f"{DIAG_PREFIX}score@{b}": float(v) for b, v in cuts.items()})
+                info.update({f"{DIAG_PREFIX}score@{b}": float(cuts[b]) for b in diag_at})
+                info[f"{DIAG_PREFIX}think_len"] = float(len(tree.thinking))
             else:
                 info.update({f"{prefix}score@{b}": float(v) for b, v in zip(group, tree.scores())})
             info[f"{prefix}think_len"] = float(len(tree.thinking))
@@ -410,8 +426,9 @@ def _budgets_for(arctl: Any, validate: bool) -> tuple[list[int], int]:
     if not validate:
         objective = objective_of(arctl)
         return list(objective.budgets), int(objective.summary.group_size)
-    if bool(arctl.get("eval_only", False)):
-        return [int(b) for b in arctl.eval_grid], 1
+    if bool(arctl.get("eval_only", False)):  # the grid (Tables 1-2) and the eval budgets (the diagnostics'), as
+        # the tiny backend's final evaluation
+        return sorted({int(b) for b in arctl.eval_grid} | {int(b) for b in arctl.eval_budgets}), 1
     return [int(b) for b in arctl.eval_budgets], 1
 
 
@@ -690,6 +707,7 @@ def _make_loop_class():
                 tree, info, target = await rollout_question(
                     sample_tree, build_prompt, budgets, validate, control,
                     question_key(kwargs, int(self.arctl.get("seed", 0))), self.inserted.think_end, cue,
+                    diag_budgets=[int(b) for b in self.arctl.eval_budgets] if validate else None,
                 )
             versions = self._weight_versions()
             rows = output_rows(tree, "duplicate" if validate else self.layout, target,

@@ -676,16 +676,18 @@ def eval_metrics(
     """``eval/{ds}/acc@{b}``, ``anytime_acc`` (mean over ``eval_budgets``, else over the evaluated
     budgets), ``grid_anytime_acc``, ``curve_auc`` and ``acc_at_frac/{pct}`` (``metrics_schema.ACC_FRACTIONS``)
     (when the evaluation covered ``eval_grid``), ``final_acc``,
-    ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget
-    (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``; a question's samples in groups of
+    ``think_len``, and the variance diagnostics ``corr_v1/corr_v2/nvar`` per budget of ``eval_budgets``
+    (every evaluated budget without them; none where the evaluation missed one of them: the estimator, its
+    prior, V1's earlier budgets and BRPO's mixing, depends on the budget set, and an eval-only run evaluates
+    the grid too) (:func:`arctl.algo.metrics.eval_diagnostics`, discount ``lam``; a question's samples in groups of
     ``group_size``, training's rollout.n, as the tiny backend groups them: V2 includes the sample itself, so
     corr(V2, R) and the GRPO variance depend on G), from the validation rows'
     ``score@{b}`` and ``think_len`` values; the rows' ``forced_score@{b}`` and ``forced_think_len``
     (budget forcing) the same way under ``eval/{ds}-forced/`` (without diagnostics). The diagnostics
     are one thinking's returns at every budget: where the rows carry ``diag_score@{b}`` (a method that
-    prompts one target per budget, L1: the largest budget's thinking, the one ``think_len`` measures,
-    cut at every budget by ``agent_loop.rollout_question``) they are read from those, else from
-    ``score@{b}`` (one thinking covers every budget)."""
+    prompts one target per budget, L1: the largest eval budget's thinking, cut at every eval budget by
+    ``agent_loop.rollout_question``, its length ``diag_think_len``) they are read from those, else from
+    ``score@{b}`` and ``think_len`` (one thinking covers every budget)."""
     out: dict[str, float] = {}
     forced = {k[len(FORCED_PREFIX):]: v for k, v in infos.items() if k.startswith(FORCED_PREFIX)}
     if forced:  # the same models evaluated with s1 budget forcing, as datasets "{ds}-forced"
@@ -696,7 +698,11 @@ def eval_metrics(
     if not budgets:
         return out
     diag_key = f"{DIAG_PREFIX}score@" if any(k.startswith(f"{DIAG_PREFIX}score@") for k in infos) else "score@"
+    diag_len = f"{DIAG_PREFIX}think_len" if f"{DIAG_PREFIX}think_len" in infos else "think_len"
     diag_budgets = sorted(int(k[len(diag_key):]) for k in infos if k.startswith(diag_key))
+    if eval_budgets:  # the diagnostics at eval.budgets, whatever else was evaluated (an eval-only run's grid)
+        wanted = sorted({int(b) for b in eval_budgets})
+        diag_budgets = wanted if set(wanted) <= set(diag_budgets) else []
 
     def table(key: str, bs: list[int], rows: list[int]) -> torch.Tensor:
         return torch.tensor([[float(infos[f"{key}{b}"][i] or 0.0) for b in bs] for i in rows], dtype=torch.float64)
@@ -719,9 +725,9 @@ def eval_metrics(
         if group_size and all(len(v) > group_size and len(v) % group_size == 0 for v in groups):
             groups = [v[i:i + group_size] for v in groups for i in range(0, len(v), group_size)]
         sizes = {len(v) for v in groups}
-        if diagnostics and "think_len" in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
+        if diagnostics and diag_budgets and diag_len in infos and len(sizes) == 1 and next(iter(sizes)) > 1:
             idx = torch.tensor(groups)
-            lens = torch.tensor([int(float(infos["think_len"][i] or 0.0)) for i in rows])[idx]
+            lens = torch.tensor([int(float(infos[diag_len][i] or 0.0)) for i in rows])[idx]
             returns = table(diag_key, diag_budgets, rows)
             out.update(ms.eval_diagnostic_metrics(ds, eval_diagnostics(returns[idx], lens, diag_budgets, lam)))
     return out
