@@ -46,12 +46,21 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
     at the largest budget's target); with budget forcing the same evaluation runs again with s1's
     rule and is logged under ``eval/{dataset}-forced/``.
 
+    ``budgets`` beyond ``eval.budgets`` (the final evaluation's grid) do not change what is computed at
+    ``eval.budgets``: those keys (accuracy, anytime accuracy, thinking length, diagnostics) come from
+    the same rollouts as at a regular evaluation, bit for bit, and only the extra budgets are sampled
+    in rollouts of their own (the same problems, a sampling stream of their own,
+    :data:`EXTRA_BUDGETS_SALT`); the grid keys are over the merged accuracies. From a hunt: one
+    rollout over the grid drew other summaries at every budget and moved the diagnostics' stream, so
+    the same model read acc@48 .289 at a regular and .273 at the final evaluation.
+
     ``sample_seed`` (default ``tiny.eval_seed``) seeds the sampling stream alone: a re-evaluation on
     the same problems with another stream (``benchmarks/eval_noise.py``: how much of a comparison is
     evaluation noise)."""
     control, run = BudgetControl.from_config(config), TinyRun.from_config(config)
     seed = run.eval_seed if sample_seed is None else int(sample_seed)
-    out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False, seed=seed)
+    budgets, extra = _split(run, budgets)
+    out, gen = _accuracy(model, tok, inserted, run, budgets, dataset, control, forcing=False, seed=seed, extra=extra)
     n_diag = run.diag_problems
     if n_diag > 0 and run.rollout_n > 1:  # the diagnostics continue the main rollout's sampling stream (a group
         # of one has no V2 but the sample itself: corr 1, variance 0, as the verl backend skips them)
@@ -72,8 +81,26 @@ def evaluate(model, tok, inserted: InsertedTokens, config: dict, budgets: list[i
         out.update(ms.eval_diagnostic_metrics(dataset, found))
     if control.forcing_extensions > 0:
         out.update(_accuracy(model, tok, inserted, run, budgets, ms.forced_dataset(dataset), control, forcing=True,
-                             seed=seed)[0])
+                             seed=seed, extra=extra)[0])
     return out
+
+
+EXTRA_BUDGETS_SALT = 1  # the extra budgets' sampling stream: a generator seeded with (sampling seed, this salt)
+
+
+def _split(run: TinyRun, budgets: list[int]) -> tuple[list[int], list[int]]:
+    """``(budgets, extra)``: ``(eval.budgets as a regular evaluation passes them, the other budgets)``
+    when ``budgets`` cover ``eval.budgets`` and more; else ``(budgets, [])``, one pass as given."""
+    regular = list(run.eval_budgets)
+    extra = sorted({int(b) for b in budgets} - {int(b) for b in regular})
+    if not extra or not {int(b) for b in regular} <= {int(b) for b in budgets}:
+        return list(budgets), []
+    return regular, extra
+
+
+def _extra_seed(seed: int) -> int:
+    """The seed of the extra budgets' sampling stream, a function of the evaluation's sampling seed."""
+    return int(np.random.SeedSequence([int(seed), EXTRA_BUDGETS_SALT]).generate_state(1, np.uint64)[0] >> 1)
 
 
 def _common(run: TinyRun, budgets: list[int]) -> dict:
@@ -89,10 +116,27 @@ def _words(control: BudgetControl, target: int | None, n: int) -> list[str | Non
 
 
 def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], dataset: str,
-              control: BudgetControl, forcing: bool, seed: int) -> tuple[dict, torch.Generator]:
+              control: BudgetControl, forcing: bool, seed: int, extra: list[int] = ()) -> tuple[dict, torch.Generator]:
     """Accuracy at every budget on the held-out problems (one rollout per L1 target, each from the
     sampling stream ``seed``), the anytime summaries and the mean thinking length (of the largest
-    budget's rollout); and the sampling generator as the last rollout left it."""
+    budget's rollout); and the sampling generator as the last rollout left it. The ``extra`` budgets
+    come from rollouts of their own (stream :func:`_extra_seed`), which change neither the generator
+    nor the thinking length; the summaries are over both."""
+    acc, think_len, gen = _rollouts(model, tok, inserted, run, budgets, control, forcing, seed)
+    if extra:
+        acc.update(_rollouts(model, tok, inserted, run, extra, control, forcing, _extra_seed(seed))[0])
+    acc = {b: acc[b] for b in sorted(acc)}
+    out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
+    out.update(ms.anytime_eval_metrics(dataset, acc, list(run.eval_budgets), list(run.eval_grid) or None))
+    out[ms.eval_think_len(dataset)] = think_len
+    out[ms.eval_chance_acc(dataset)] = float(run.task.chance_accuracy())
+    return out, gen
+
+
+def _rollouts(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[int], control: BudgetControl,
+              forcing: bool, seed: int) -> tuple[dict[int, float], float, torch.Generator]:
+    """Accuracy per budget, the mean thinking length of the last rollout, and its generator: one rollout
+    per L1 target group of ``budgets`` (forced at the group's largest budget), each from stream ``seed``."""
     problems = _problems(run, run.eval_num_problems)
     acc: dict[int, float] = {}
     think_len = float("nan")
@@ -107,12 +151,7 @@ def _accuracy(model, tok, inserted: InsertedTokens, run: TinyRun, budgets: list[
                        target_words=_words(control, target, len(problems)), forcing=cfg, **_common(run, group))
         acc.update({int(b): float(a) for b, a in zip(group, metrics.accuracy_per_budget(main.scores))})
         think_len = float(main.thinking.think_len.double().mean())
-    acc = {b: acc[b] for b in sorted(acc)}
-    out = {ms.eval_acc(dataset, b): a for b, a in acc.items()}
-    out.update(ms.anytime_eval_metrics(dataset, acc, list(run.eval_budgets), list(run.eval_grid) or None))
-    out[ms.eval_think_len(dataset)] = think_len
-    out[ms.eval_chance_acc(dataset)] = float(run.task.chance_accuracy())
-    return out, gen
+    return acc, think_len, gen
 
 
 def budget_accuracy(model, tok, config: dict, n_problems: int) -> dict[int, float]:

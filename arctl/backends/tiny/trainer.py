@@ -142,7 +142,8 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     control = BudgetControl.from_config(config)
     budgets = list(objective.budgets)
     eval_budgets = list(run.eval_budgets)
-    # the final evaluation: the grid (paper Table 2) and the training-curve budgets in one rollout
+    # the final evaluation: the grid (paper Table 2) and the training-curve budgets (evaluate: the latter exactly as
+    # at a regular evaluation, the grid's other budgets in rollouts of their own)
     grid = sorted(set(run.eval_grid) | set(eval_budgets))
     test_freq, save_freq = run.test_freq, run.save_freq
     progress = Progress(total, start)
