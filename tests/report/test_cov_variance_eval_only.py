@@ -10,6 +10,7 @@ import json
 import os
 
 import pytest
+from fake_policy import diag_row  # tests/support/fake_policy.py
 from typer.testing import CliRunner
 from wandb_workspace import _write_run, run_id  # tests/support/wandb_workspace.py
 
@@ -19,13 +20,7 @@ BUDGETS = [2000, 4000, 8000]
 
 
 def _diag_row(step: int, base: float) -> dict:
-    row = {"trainer/global_step": step}
-    for b in BUDGETS:
-        row[f"eval/aime24/corr_v1@{b}"] = base + b / 1e5
-        row[f"eval/aime24/corr_v2@{b}"] = base - b / 1e5
-        for kind in ("brpo", "grpo", "v1"):
-            row[f"eval/aime24/nvar/{kind}@{b}"] = base
-    return row
+    return diag_row(BUDGETS, base, step)
 
 
 def _report(ws, out) -> tuple[int, dict | str]:

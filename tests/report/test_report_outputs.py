@@ -13,6 +13,7 @@ import os
 import re
 
 import pytest
+from fake_policy import diag_row  # tests/support/fake_policy.py
 from typer.testing import CliRunner
 from wandb_workspace import (
     GRID,
@@ -43,14 +44,7 @@ def _csv(path) -> list[dict]:
 # --- 1. cov_variance: a mean over the same runs at every budget, with its n --------------------------------------
 
 def _diag_row(budgets, base: float) -> dict:
-    """One evaluation of every variance diagnostic at ``budgets``: corr_v1 = base + b/1e5, the others from it."""
-    row = {"trainer/global_step": 0}
-    for b in budgets:
-        row[f"eval/aime24/corr_v1@{b}"] = base + b / 1e5
-        row[f"eval/aime24/corr_v2@{b}"] = base - b / 1e5
-        for kind in ("brpo", "grpo", "v1"):
-            row[f"eval/aime24/nvar/{kind}@{b}"] = base
-    return row
+    return diag_row(budgets, base)
 
 
 def test_cov_variance_averages_the_same_runs_at_every_budget_and_writes_n(tmp_path):

@@ -16,13 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fake_policy import build_prompt, policy, sampler  # tests/support/fake_policy.py
 from omegaconf import OmegaConf
 
 from arctl.algo.methods import control as bc
 from arctl.algo.metrics import eval_diagnostics
 from arctl.algo.settings import BudgetControl
 from arctl.backends.verl import agent_loop as al
-from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, _budgets_for, rollout_question
+from arctl.backends.verl.agent_loop import _budgets_for, rollout_question
 from arctl.track import metrics_schema as ms
 
 EVAL = [2000, 4000, 6000]  # eval.budgets: not all on the grid, and the grid reaches past them
@@ -89,28 +90,14 @@ def test_diagnostics_of_a_grid_evaluation_are_those_at_the_eval_budgets():
 
 
 def _policy(q: int, g: int, target: int | None) -> tuple[int, int]:
-    """(thinking length, tokens needed to be right) of sample ``g`` of question ``q`` prompted with ``target``."""
-    r = random.Random(q * 1_000_003 + g * 1009 + int(target or 0))
-    length = min(max(UNION), max(1, int((target or max(UNION)) * r.uniform(0.6, 1.2))))
-    need = random.Random(q * 1_000_003 + g * 1009).randint(500, 9000)
-    return length, need
+    return policy(q, g, target, max(UNION))
 
 
 def _sampler(q: int, g: int, calls: list):
-    async def sample_tree(prompt_ids, group, per_budget, forcing):
-        target = prompt_ids[0] or None
-        calls.append((target, list(group)))
-        length, need = _policy(q, g, target)
-        length = min(length, max(group))  # the thinking runs to the tree's largest budget
-        groups = [LeafGroup(min(b, length), [j], [], [], [[1]], [1.0 if min(b, length) >= need else 0.0])
-                  for j, b in enumerate(group)]
-        return TreeRollout([target or 0], [7] * length, list(group), groups, False, False, 1, False)
-
-    return sample_tree
+    return sampler(q, g, calls, max(UNION), clamp=True)
 
 
-async def _build_prompt(target):
-    return [int(target or 0)]
+_build_prompt = build_prompt
 
 
 def test_an_l1_eval_only_runs_diagnostics_are_one_thinkings_cuts_at_the_eval_budgets():

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 
 import pytest
 import torch
+from fake_policy import build_prompt, policy, sampler  # tests/support/fake_policy.py
 
 from arctl.algo.methods import control as bc
 from arctl.algo.metrics import eval_diagnostics
 from arctl.algo.settings import BudgetControl
 from arctl.backends.verl import agent_loop as al
 from arctl.backends.verl.advantage import FORCED_PREFIX
-from arctl.backends.verl.agent_loop import LeafGroup, TreeRollout, rollout_question
+from arctl.backends.verl.agent_loop import rollout_question
 from arctl.track import metrics_schema as ms
 
 BUDGETS = [2000, 4000, 6000, 8000]
@@ -39,29 +39,15 @@ def eval_metrics(*args, **kwargs):
 
 
 def _policy(q: int, g: int, target: int | None) -> tuple[int, int]:
-    """(thinking length, tokens needed to be right) of sample ``g`` of question ``q`` prompted with ``target``."""
-    r = random.Random(q * 1_000_003 + g * 1009 + int(target or 0))
-    length = min(max(BUDGETS), max(1, int((target or max(BUDGETS)) * r.uniform(0.6, 1.2))))
-    need = random.Random(q * 1_000_003 + g * 1009).randint(500, 9000)
-    return length, need
+    return policy(q, g, target, max(BUDGETS))
 
 
 def _sampler(q: int, g: int, calls: list):
     """``sample_tree`` of the agent loop on the fake policy; records (target, budgets, forced) per tree."""
-
-    async def sample_tree(prompt_ids, group, per_budget, forcing):
-        target = prompt_ids[0] or None
-        calls.append((target, list(group), forcing is not None))
-        length, need = _policy(q, g, target)
-        groups = [LeafGroup(min(b, length), [j], [], [], [[1]], [1.0 if min(b, length) >= need else 0.0])
-                  for j, b in enumerate(group)]
-        return TreeRollout([target or 0], [7] * length, list(group), groups, False, False, 1, False)
-
-    return sample_tree
+    return sampler(q, g, calls, max(BUDGETS), record_forcing=True)
 
 
-async def _build_prompt(target):
-    return [int(target or 0)]
+_build_prompt = build_prompt
 
 
 def _validate(control: BudgetControl):
