@@ -1041,11 +1041,12 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
         if seed is None or (isinstance(seed, float) and math.isnan(seed)):
             continue
 
-        final, swapped = diagnostics_at_eval_budgets(final, diag_rows.get(rid), _count(rec.get("config.eval.budgets")))
+        n_eval = _count(rec.get("config.eval.budgets"))
+        final, swapped = diagnostics_at_eval_budgets(final, diag_rows.get(rid), n_eval)
         if swapped:
             replaced[rid] = swapped
         view = RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
-                       evals.get(rid, {}), _count(rec.get("config.eval.budgets")),
+                       evals.get(rid, {}), n_eval,
                        _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)

@@ -60,16 +60,17 @@ def eval_only_warning(left_out: list[str]) -> str:
             f"not the model before RL that this figure reads from each run's first evaluation: {listed(left_out)}")
 
 
-def series_table(data: ReportData):
+def series_table(data: ReportData, eval_only: list[str] | None = None):
     """Mean per (series, budget) over runs and datasets of each run's first evaluation that logged the
     diagnostics (the model before RL; until 2026-12-03 the last values: the trained model, on the final
     grid); a budget only a later evaluation covers (the final grid's) is not drawn from it; eval-only runs
-    (:func:`eval_only_runs`) are left out. Columns series, budget, value, n: the finite values it averages, one
+    (:func:`eval_only_runs`, or ``eval_only`` where the caller has them) are left out. Columns series, budget, value, n: the finite values it averages, one
     per run and dataset (a NaN, undefined there, is none)."""
     import pandas as pd
 
     rows, h = [], data.history
-    if len(h) and (eval_only := eval_only_runs(data)):
+    eval_only = eval_only_runs(data) if eval_only is None else eval_only
+    if len(h) and eval_only:
         h = h[~h["run_id"].astype(str).isin(eval_only)]
     if len(h):
         parsed = [parse_metric(m) for m in h["metric"].astype(str)]
@@ -82,7 +83,8 @@ def series_table(data: ReportData):
 
 
 def build(spec: dict, data: ReportData):
-    table, eval_only = series_table(data), eval_only_runs(data)
+    eval_only = eval_only_runs(data)
+    table = series_table(data, eval_only)
     if not len(table):
         which, only = ("training run", f" ({eval_only_warning(eval_only)})") if eval_only else ("run", "")
         raise ReportError(f"no {which} in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}{only}; "

@@ -472,7 +472,6 @@ def tokenizer_round_trip_problem(tokenizer: Any, grader: str, at: str = FINAL_AN
     return kept[1]
 
 
-
 def warn_once_if_thinking_is_not_opened(tokenizer: Any, prompt_ids: Sequence[int]) -> str | None:
     """The first prompt a worker builds: a warning in the job's log where the chat template does not open the
     thinking (:func:`arctl.algo.prompts.opens_thinking_problem`; also in the smoke run's report), once per process.

@@ -338,6 +338,12 @@ def verl_setting(config: dict, key: str) -> Any:
     return VERL_DEFAULTS[key] if value is None else value
 
 
+def answer_at_of(config: dict) -> str:
+    """Where the run's grader reads a summary's answer (:func:`arctl.algo.verify.answer_at` of ``summary.inserted``):
+    the agent loop's, the reward function's and the smoke run's tokenizer check's."""
+    return answer_at((config.get("summary") or {}).get("inserted"))
+
+
 def grader_of(config: dict) -> str:
     """``verl.grader``; a config written before the key existed graded with math-verify
     (:data:`arctl.algo.verify.GRADER_BEFORE_THE_KEY`), so its resume keeps grading so."""
@@ -422,7 +428,7 @@ def arctl_settings(config: dict) -> dict[str, Any]:
         "redo_validation_at": None,  # set by train(): the resumed step whose validation a stop skipped
         "keep_checkpoints": int(verl_setting(config, "keep_checkpoints")),  # checkpoints.prune after each save
         "grader": grader_of(config),  # the agent loop's leaf_reward
-        "answer_at": answer_at((config.get("summary") or {}).get("inserted")),  # ... and where it reads the answer
+        "answer_at": answer_at_of(config),  # ... and where it reads the answer
     }
 
 
@@ -533,7 +539,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
         "reward.custom_reward_function.path": str(Path(__file__).with_name("reward.py")),
         "reward.custom_reward_function.name": "compute_score",
         "+reward.custom_reward_function.reward_kwargs.grader": grader_of(config),
-        "+reward.custom_reward_function.reward_kwargs.answer_at": answer_at((config.get("summary") or {}).get("inserted")),
+        "+reward.custom_reward_function.reward_kwargs.answer_at": answer_at_of(config),
         # algorithm: advantages are arctl's (trainer mode arctl); no KL, no std normalisation
         "algorithm.adv_estimator": "grpo",
         "algorithm.norm_adv_by_std_in_grpo": False,

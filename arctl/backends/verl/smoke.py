@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arctl.algo.verify import DEEPSCALER, FINAL_ANSWER
+from arctl.algo.verify import DEEPSCALER, FINAL_ANSWER, round_trip_problem
 from arctl.config.files import atomic_write
 
 SMOKE_FILE = "smoke.json"
@@ -328,8 +328,6 @@ def _with_prompt_check(facts: dict, name: str, path: str, grader: str, at: str) 
     """``facts`` with ``prompt_opens_thinking`` (:func:`prompt_problem`) and ``tokenizer_round_trips``
     (:func:`arctl.algo.verify.round_trip_problem` under the run's ``grader`` and ``at``), and a warning for each
     that fails."""
-    from arctl.algo.verify import round_trip_problem
-
     tok = local_tokenizer(path)
     problem = prompt_problem(path, tok)
     garbled = round_trip_problem(tok, grader, at) if tok is not None else None
@@ -427,11 +425,10 @@ def run_smoke(config: dict, run_dir: Path) -> dict[str, Any]:
 
         step = "inputs"
         summary["data"], warnings = check_data(config, cfg)
-        from arctl.algo.verify import answer_at
-        from arctl.backends.verl.overrides import grader_of
+        from arctl.backends.verl.overrides import answer_at_of, grader_of
 
         summary["model"], more = check_model(str(summary["config"]["model_path"]), grader_of(config),
-                                             answer_at((config.get("summary") or {}).get("inserted")))
+                                             answer_at_of(config))
         warnings += more
         summary["gpus"], more = check_gpus(summary["config"], summary["ray"])
         summary["warnings"] = warnings + more
