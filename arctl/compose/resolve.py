@@ -572,19 +572,20 @@ def _refuse_unread(runs: list[Unread], others=None) -> None:
             raise err
 
 
-def _unread_overrides(found: Unread, user_overrides: list[str]) -> list[str]:
-    """The command line's overrides of which the run of ``found`` reads nothing (its command-line settings that
+def _unread_overrides(found: Unread, texts: list[str], place: str = COMMAND_LINE) -> list[str]:
+    """The overrides ``texts`` written at ``place`` (the command line's; a sweep's file: its overrides and grid
+    point) of which the run of ``found`` reads nothing (its settings there that
     :func:`arctl.compose.validate.unread_settings` finds): a key override all of whose keys are such settings (a
     section given as a dict: each leaf), a config-group choice one of whose keys is (``prior=uniform`` beside one
     thinking budget)."""
-    unread = [key for place, key in found.ids if place == COMMAND_LINE]
+    unread = [key for where, key in found.ids if where == place]
 
     def covered(key: str) -> bool:
         return any(key == u or key.startswith(u + ".") for u in unread)
 
     dropped = []
-    for text in user_overrides if unread else ():
-        part = split_overrides([text], COMMAND_LINE)
+    for text in texts if unread else ():
+        part = split_overrides([text], place)
         keys = _user_keys(part)
         if keys and (any(map(covered, keys)) if part.groups else all(map(covered, keys))):
             dropped.append(text)
@@ -593,17 +594,23 @@ def _unread_overrides(found: Unread, user_overrides: list[str]) -> list[str]:
 
 def _as_read(run: ResolvedRun, found: Unread, experiment: Experiment, scale: str | None,
              sweep_file: str | None = None) -> ResolvedRun:
-    """``run`` resolved without the command line's overrides it reads nothing of (:func:`_unread_overrides`),
-    once :func:`_refuse_unread` has found another run of the launch that reads them: its config and id are those
-    it has where they were not typed. From a hunt: ``arctl run ablation-dense reward.alpha=0.3`` gave GRPO, which
-    has no length penalty, a new run id, so it trained again with the same numbers. The CLI says which runs were
-    left as they were (:func:`unread_notes`: each run's ``user_overrides`` holds what it was resolved with)."""
+    """``run`` resolved without the overrides it reads nothing of (:func:`_unread_overrides`): the command
+    line's and its sweep's (overrides and grid point), once :func:`_refuse_unread` has found another run of the
+    launch that reads them: its config and id are those it has where they were not written. From a hunt:
+    ``arctl run ablation-dense reward.alpha=0.3`` gave GRPO, which has no length penalty, a new run id, so it
+    trained again with the same numbers; a sweep's ``grid: {reward.alpha: [0.1, 0.2]}`` over ablation-dense
+    trained GRPO and GRPO+dense once per value. The CLI says which runs were left as they were
+    (:func:`unread_notes`: each run's ``user_overrides`` holds what it was resolved with;
+    :func:`sweep_unread_notes`: its ``sweep_not_read`` what it was resolved without)."""
     dropped = _unread_overrides(found, run.user_overrides)
-    if not dropped:
+    swept = _unread_overrides(found, run.sweep_overrides, _sweep_place(run.sweep, sweep_file)) if run.sweep else []
+    if not dropped and not swept:
         return run
     kept = [text for text in run.user_overrides if text not in dropped]
-    return resolve_arm(experiment, run.arm, run.seed, scale, kept, run.sweep_overrides, sweep=run.sweep,
-                       sweep_file=sweep_file, unread=[])  # what it does write was checked with the launch
+    resolved = resolve_arm(experiment, run.arm, run.seed, scale, kept,
+                           [text for text in run.sweep_overrides if text not in swept], sweep=run.sweep,
+                           sweep_file=sweep_file, unread=[])  # what it does write was checked with the launch
+    return dataclasses.replace(resolved, sweep_not_read=swept) if swept else resolved
 
 
 def unread_notes(runs: list[ResolvedRun], overrides: list[str] | None) -> list[str]:
@@ -621,6 +628,29 @@ def unread_notes(runs: list[ResolvedRun], overrides: list[str] | None) -> list[s
         notes.append(f"{' '.join(dropped)} {'is' if one else 'are'} not read by {names_shown(arms)}: "
                      f"{'it is' if alone else 'they are'} left as {'it was' if alone else 'they were'}, as if "
                      f"{'it' if one else 'they'} had not been typed (the same config and run id)")
+    return notes
+
+
+def sweep_unread_notes(runs: list[ResolvedRun]) -> list[str]:
+    """One note per set of a sweep's overrides that every run of an arm in ``runs`` was resolved without, as it
+    reads none of them (:func:`_as_read`): those overrides, and the arms as ``EXPERIMENT/ARM``. A grid point's
+    overrides, which differ from cell to cell, are said where the cells they made one run are
+    (:func:`arctl.launch.cells.same_run_notes`)."""
+    by_arm: dict[str, list[ResolvedRun]] = {}
+    for run in runs:
+        by_arm.setdefault(f"{run.experiment}/{run.arm}", []).append(run)
+    left: dict[tuple[str, ...], list[str]] = {}
+    for name, cells in by_arm.items():
+        every = [text for text in cells[0].sweep_not_read if all(text in c.sweep_not_read for c in cells[1:])]
+        if every:
+            left.setdefault(tuple(every), []).append(name)
+    notes = []
+    for texts, arms in left.items():
+        one, alone = len(texts) == 1, len(arms) == 1
+        notes.append(f"the sweep's {' '.join(texts)} {'is' if one else 'are'} not read by {names_shown(arms)}: "
+                     f"{'it is' if alone else 'they are'} left as {'it was' if alone else 'they were'}, as if "
+                     f"{'it' if one else 'they'} had not been written (the config and run id of a launch without "
+                     f"{'it' if one else 'them'})")
     return notes
 
 
@@ -773,10 +803,20 @@ def resolve_init_from(run: ResolvedRun) -> ResolvedRun:
                         "name the arm whose final weights this arm starts from")
     # the overrides beside the spec carry over, but not what names this run's start: the run it starts
     # from is that run (an override naming it would make it start from itself)
-    found: list[Unread] = []  # the launched run was checked: what this one does not read, it is resolved without
-    start = resolve_arm(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
-                        _not_init(run.sweep_overrides), sweep=run.sweep, unread=found)
-    return _as_read(start, found[0], experiment, run.scale)  # the run a launch of that arm makes
+    # the launched run was checked: what this one does not read, it is resolved without
+    return resolve_as_launched(experiment, arm, run.seed, run.scale, _not_init(run.user_overrides),
+                               _not_init(run.sweep_overrides), sweep=run.sweep)  # the run a launch of that arm makes
+
+
+def resolve_as_launched(experiment: Experiment, arm: str, seed: int, scale: str | None,
+                        user_overrides: list[str] | None = None, sweep_overrides: list[str] | None = None,
+                        sweep: str | None = None, sweep_file: str | None = None) -> ResolvedRun:
+    """One cell resolved as a launch that read it makes its run: without the overrides it reads nothing of
+    (:func:`_as_read`), which that launch judged (a report composing a cell, the run an arm starts from)."""
+    found: list[Unread] = []
+    run = resolve_arm(experiment, arm, seed, scale, user_overrides, sweep_overrides, sweep=sweep,
+                      sweep_file=sweep_file, unread=found)
+    return _as_read(run, found[0], experiment, scale, sweep_file=sweep_file)
 
 
 INIT_KEYS = ("trainer.init_from", "trainer.init_run")

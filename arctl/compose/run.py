@@ -17,6 +17,9 @@ class ResolvedRun:
     sweep: str | None = None
     user_overrides: list[str] = field(default_factory=list)  # the command line's
     sweep_overrides: list[str] = field(default_factory=list)  # the sweep's and its grid point's
+    # the sweep's overrides and grid point the run reads nothing of, left out of sweep_overrides: it was resolved
+    # without them (arctl.compose.resolve._as_read), its config and id those of a launch without them
+    sweep_not_read: list[str] = field(default_factory=list)
 
     @property
     def overrides(self) -> list[str]:

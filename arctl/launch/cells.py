@@ -59,7 +59,7 @@ def same_run_notes(items, overrides_noted: set[str] = frozenset()) -> list[str]:
         cells = getattr(item, "cells", [])
         if len(cells) < 2:
             continue
-        texts = [set(c.sweep_overrides) for c in cells]
+        texts = [{*c.sweep_overrides, *c.sweep_not_read} for c in cells]  # a point's, also those a cell does not read
         varied = sorted(set().union(*texts) - set.intersection(*texts))
         keys = tuple(sorted({override_key(t) for t in varied} - set(overrides_noted)))
         if keys:

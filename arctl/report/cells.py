@@ -6,7 +6,9 @@ two sweeps that set something differently (``arctl sweep baselines`` evaluates w
 with a command-line override. Averaging them, or taking whichever sorts first, would count a seed
 twice or mix configurations without saying so. So a report keeps one run per cell:
 
-1. ``--where KEY=VALUE`` (any number): only runs whose resolved config has that value;
+1. ``--where KEY=VALUE`` (any number): only runs whose resolved config has that value, or that read nothing
+   of KEY (GRPO beside ``--where reward.alpha=0.1``: it has no length penalty, and a sweep's grid over
+   ``reward.alpha`` launched it once for every value, :func:`not_read`);
 2. a cell that still has several runs keeps the one whose config is the cell as the report's sweep
    (or, without one, the experiment alone) composes it at the run's scale: on the keys where the
    runs differ, its values equal the composed cell's;
@@ -239,7 +241,8 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
             near = [k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:3]
             hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
             raise ReportError(f"--where {key}={_shown(value)}: no run in {source} has config key {key!r}; {hint}")
-        keep = [k and same_value(v, value) for k, v in zip(keep, table[column])]
+        keep = [k and (same_value(v, value) or not_read(rec, key))
+                for k, v, rec in zip(keep, table[column], table.to_dict("records"))]
     if conditions and not any(keep):
         said = " ".join(f"--where {k}={_shown(v)}" for k, v in conditions)
         raise ReportError(f"{said}: none of the {len(table)} runs in {source} has that config; "
@@ -265,6 +268,30 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     if compose is not None:
         runs.warnings = list(runs.warnings) + _not_composed(runs.runs, compose)
     return runs
+
+
+def not_read(rec: dict, key: str) -> bool:
+    """Whether the run of ``rec`` (a runs-table row) reads nothing of its config's ``key``: the compose layer's
+    :func:`arctl.compose.validate.unread_settings` on the config its columns hold. Such a run is the same run at
+    every value of ``key``: a sweep whose grid or overrides set it launched it once, without it
+    (:func:`arctl.compose.resolve._as_read`), so ``--where KEY=VALUE`` keeps it at every value. A key only another
+    scale's backend reads (``verl.*`` of a tiny run: :func:`arctl.compose.validate.read_at_another_scale`) is not
+    such a key: the sweep leaves it in, and the run holds it at its default."""
+    from arctl.compose.validate import read_at_another_scale, unread_settings
+
+    config: dict = {}
+    for column, value in rec.items():
+        if isinstance(column, str) and column.startswith(CONFIG_PREFIX):
+            *parents, leaf = column[len(CONFIG_PREFIX):].split(".")
+            node = config
+            for part in parents:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    break
+            else:
+                node[leaf] = _plain(value)
+    return not read_at_another_scale(key, config) and any(found == key for _, found, _ in
+                                                           unread_settings(config, {key}))
 
 
 def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
@@ -417,7 +444,7 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
     composed (the experiment or arm is no longer in the project, a plugin is missing)."""
     from arctl.compose.errors import SpecError
     from arctl.compose.experiment import load_experiment
-    from arctl.compose.resolve import resolve_arm
+    from arctl.compose.resolve import resolve_as_launched
     from arctl.compose.sweep import load_sweep
     from arctl.track.runs import flatten_config
 
@@ -435,8 +462,9 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
             try:
                 exp = load_experiment(experiment)
                 sweep = next((s for s in _sweeps() if experiment in s.experiments), None)
-                run = resolve_arm(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
-                                  sweep=sweep.name if sweep else None, unread=[])  # the launch judged them
+                # as the launch made it: without the sweep's overrides it reads nothing of (the launch judged them)
+                run = resolve_as_launched(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
+                                          sweep=sweep.name if sweep else None)
                 memo[key] = flatten_config(run.config)
             except (SpecError, KeyError, OSError, ValueError):
                 memo[key] = None

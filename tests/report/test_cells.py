@@ -112,6 +112,19 @@ def test_where_filters_every_run_and_says_what_is_wrong():
         one_run_per_cell(runs_of(row("a")), where=["thinking.lam=0.3"], source="/ws")
 
 
+def test_where_keeps_the_runs_that_read_nothing_of_its_key():
+    """A sweep's grid over reward.alpha launches GRPO, which has no length penalty, once for every value (its
+    config keeps the default alpha): ``--where reward.alpha=0.1`` is that grid point's figure, GRPO in it."""
+    none, v1 = {"reward__length_penalty": "none"}, {"reward__length_penalty": "v1"}
+    runs = runs_of(row("grpo", reward__alpha=0.2, **none), row("lp1", arm="lp", reward__alpha=0.1, **v1),
+                   row("lp3", arm="lp", reward__alpha=0.3, **v1))
+    assert kept(one_run_per_cell(runs, where=["reward.alpha=0.1"], grid_keys=["reward.alpha"])) == ["grpo", "lp1"]
+    runs = runs_of(row("grpo", reward__alpha=0.2, **none), row("lp1", arm="lp", reward__alpha=0.1, **v1))
+    assert kept(one_run_per_cell(runs, where=["reward.alpha=0.2"])) == ["grpo"]  # read: the value decides
+    runs = runs_of(row("a", thinking__lam=0.25, **none), row("b", seed=1, **none))
+    assert kept(one_run_per_cell(runs, where=["thinking.lam=0.25"])) == ["a"]  # a key every run reads
+
+
 def test_the_cell_is_composed_at_the_scale_each_run_ran_at():
     asked = []
 

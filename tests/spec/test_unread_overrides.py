@@ -5,11 +5,13 @@ same numbers. And the scale's keys that are only another key's default are refus
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from bad_input import launch_args  # tests/support/bad_input.py
 
 from arctl.compose import SpecError, resolve_experiment
-from arctl.compose.resolve import resolve_sweep, scale_defaults, unread_notes
+from arctl.compose.resolve import resolve_sweep, scale_defaults, sweep_unread_notes, unread_notes
 from arctl.launch.run_id import make_run_id
 
 
@@ -64,6 +66,51 @@ def test_a_sweep_resolves_its_cells_that_do_not_read_it_without_it(sandbox):
     assert result.code == 0 and "is not read by" not in result.err, result.err
     result = sandbox.run("sweep", "mine", "reward.alpha=0.3", "--dry-run", "--json", *launch_args(sandbox))
     assert result.code == 0 and f"note: {note}" in " ".join(result.err.split()), result.err
+
+
+@pytest.mark.parametrize("spec", ["grid:\n  reward.alpha: [0.1, 0.3]\n", "overrides: [reward.alpha=0.3]\n"])
+def test_a_sweeps_own_setting_that_some_cells_do_not_read_leaves_them_one_run_each(sandbox, spec):
+    """From a hunt: a sweep file's grid over reward.alpha beside arms without a length penalty gave GRPO and
+    GRPO+dense a run id per value, each trained again with the same numbers (at paper scale, GPU hours per
+    value); the command line's override was already left out of the arms that do not read it."""
+    path = sandbox.specs / "sweeps" / "mine.yaml"
+    path.write_text(f"description: x\nexperiments: [main-grpo, ablation-dense]\nseeds: [0]\n{spec}")
+    plain = {(r.experiment, r.arm): make_run_id(r.config) for r in resolve_experiment("main-grpo", scale="tiny")
+             + resolve_experiment("ablation-dense", scale="tiny", seeds=[0])}
+    runs = resolve_sweep("mine", scale="tiny")
+    unread = {("main-grpo", "grpo"), ("ablation-dense", "grpo"), ("ablation-dense", "grpo-dense")}
+    ids: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        ids.setdefault((run.experiment, run.arm), set()).add(make_run_id(run.config))
+        reads = (run.experiment, run.arm) not in unread
+        assert (run.sweep_not_read == []) is reads, (run.name, run.sweep_not_read)
+        assert run.config["reward"]["alpha"] == (0.2 if not reads else
+                                                 float(run.sweep_overrides[-1].split("=")[1]))
+    points = 2 if "grid" in spec else 1
+    assert {k: len(v) for k, v in ids.items()} == {k: 1 if k in unread else points for k in plain}
+    assert all(ids[k] == {plain[k]} for k in unread)  # the run a launch without the setting makes
+    assert all(plain[k] not in ids[k] for k in plain if k not in unread)
+    notes = sweep_unread_notes(runs)
+    result = sandbox.run("sweep", "mine", "--dry-run", "--json", *launch_args(sandbox))
+    said = " ".join(result.err.split())
+    assert result.code == 0, result.err
+    if "grid" in spec:  # the cells each value made one run of: one note of the grid points merged
+        assert notes == [] and ("note: the sweep's grid points reward.alpha=0.1 / reward.alpha=0.3 are one run of "
+                                "main-grpo/grpo/s0, ablation-dense/grpo/s0, ablation-dense/grpo-dense/s0, launched "
+                                "once") in said, result.err
+    else:  # one cell each, resolved without it
+        assert notes == ["the sweep's reward.alpha=0.3 is not read by main-grpo/grpo, ablation-dense/grpo, "
+                         "ablation-dense/grpo-dense: they are left as they were, as if it had not been written (the "
+                         "config and run id of a launch without it)"]
+        assert f"note: {notes[0]}" in said and "grid points" not in said, result.err
+        from arctl.report.cells import cell_composer  # a report composes the cell as the launch made its run
+
+        compose = cell_composer(["mine"])
+        assert compose("main-grpo", "grpo", 0, "tiny")["reward.alpha"] == 0.2
+        assert compose("ablation-dense", "grpo-lp-v1", 0, "tiny")["reward.alpha"] == 0.3
+    planned = {r["run_id"] for r in json.loads(result.out)["runs"]}
+    assert planned == set().union(*ids.values())
+    assert sweep_unread_notes(resolve_sweep("mine", ["reward.length_penalty=v1"], scale="tiny")) == []
 
 
 def test_the_run_an_arm_starts_from_is_resolved_as_a_launch_of_it_makes_it(sandbox):
