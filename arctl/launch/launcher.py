@@ -243,9 +243,13 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                       if r.run_id not in launched and (r.scale is None or scale is None or r.scale == scale)]
             if others:  # from a hunt: after an upgrade (or another override) a sweep planned completed cells "new"
                 # without a word of the runs it had of them; a report would then find two runs of one cell
-                item.reason += ("; the workspace has " + ", ".join(f"{r.run_id} ({r.state.lower()})" for r in others[:2])
+                # with the keys it differs in (from a hunt: `arctl sweep baselines` after `arctl sweep paper` planned
+                # GRPO "new" beside a completed run that differed in budget_control.forcing_extensions alone)
+                item.reason += ("; the workspace has " + ", ".join(f"{r.run_id} ({r.state.lower()}"
+                                                                    f"{_differs_in(item.config, workspace.run_dir(r.run_id))})"
+                                                                    for r in others[:2])
                                 + (f" and {len(others) - 2} more" if len(others) > 2 else "")
-                                + " of this arm and seed under another config (their config.yaml says how)")
+                                + " of this arm and seed under another config")
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:
@@ -1458,3 +1462,25 @@ def wait_for(
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 return records
             time.sleep(poll_s)
+
+
+def _differs_in(config: dict, run_dir: Path, most: int = 2) -> str:
+    """``"; differs in KEY: A there, B here"`` for the keys of what a run computes (its identity) in which the run
+    of ``run_dir`` (its frozen config.yaml) differs from ``config`` (up to ``most``, then how many more); ``""``
+    where its config cannot be read."""
+    from arctl.launch.run_id import identity_config, with_keys_added_later
+    from arctl.launch.rundir import RunDirError, read_run_config
+    from arctl.track.runs.tidy import flatten_config
+
+    try:
+        there = flatten_config(identity_config(with_keys_added_later(read_run_config(run_dir))))
+    except (RunDirError, OSError, ValueError, TypeError, AttributeError):
+        return ""
+    here = flatten_config(identity_config(config))
+    missing = "(none)"
+    keys = sorted(k for k in here.keys() | there.keys() if k not in ("run_id", "run_dir", "init_dir")
+                  and repr(here.get(k, missing)) != repr(there.get(k, missing)))
+    if not keys:
+        return ""
+    shown = "; ".join(f"{k}: {there.get(k, missing)} there, {here.get(k, missing)} here" for k in keys[:most])
+    return f"; differs in {shown}" + (f" and {len(keys) - most} more key(s)" if len(keys) > most else "")

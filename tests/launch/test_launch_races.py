@@ -320,8 +320,11 @@ def test_a_new_run_of_a_cell_the_workspace_has_under_another_config_says_so(spec
     ws, run_id = _completed_run(tmp_path)
     (item,) = plan(items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["a"])), ws)
     assert item.action == "new" and item.run_id != run_id
-    assert item.reason == (f"not in the registry; the workspace has {run_id} (completed) of this arm and seed "
-                           "under another config (their config.yaml says how)")
+    # with what differs (from a hunt: `arctl sweep baselines` after `arctl sweep paper` planned GRPO "new" beside
+    # the completed run that differed in budget_control.forcing_extensions alone, an evaluation setting)
+    lam = resolve_experiment("lt", arms=["a"])[0].config["thinking"]["lam"]
+    assert item.reason == (f"not in the registry; the workspace has {run_id} (completed; differs in thinking.lam: "
+                           f"{lam} there, 0.25 here) of this arm and seed under another config")
     (other,) = plan(items_from_resolved(resolve_experiment("lt", ["thinking.lam=0.25"], arms=["b"])), ws)
     assert other.reason == "not in the registry"  # another arm: nothing to say
     (same,) = plan(_items(), ws)
