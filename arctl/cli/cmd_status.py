@@ -20,10 +20,24 @@ from arctl.cli.common import (
 from arctl.cli.launching import how_far, launch_errors, resumes_from, step_text, styled
 
 
-def _elapsed(rec, now: float) -> str:
+def elapsed_s(rec, now: float) -> float | None:
+    """How long run ``rec`` ran, in seconds (the table's elapsed column and --json's ``elapsed_s``), never below 0
+    (a job's clock on another host may run behind this one's); None where it never started. An active run's runs
+    to ``now``; an ended run's to its ``ended_at``, else (a run an older arctl ended without recording when: a
+    kill) to its row's last write (``updated_at``), else None: never to ``now``, which grew the time of a run
+    that lasted 55 s on every call (from a hunt)."""
+    from arctl.launch.states import TERMINAL
+
     if not rec.started_at:
+        return None
+    end = rec.ended_at or (rec.updated_at if rec.state in TERMINAL else now)
+    return None if end is None else max(0.0, end - rec.started_at)
+
+
+def _elapsed(rec, now: float) -> str:
+    if (elapsed := elapsed_s(rec, now)) is None:
         return ""
-    seconds = int(max(0.0, (rec.ended_at or now) - rec.started_at))
+    seconds = int(elapsed)
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
@@ -92,8 +106,7 @@ def register(app: typer.Typer) -> None:
             # launch's run, from a hunt); "recorded_state" the registry's
             print_json([{**r.as_dict(), "state": INTERRUPTED if r.run_id in interrupted else r.state,
                          "recorded_state": r.state,
-                         # never below 0, as the table's: a job's clock on another host may run behind this one's
-                         "elapsed_s": max(0.0, (r.ended_at or now) - r.started_at) if r.started_at else None,
+                         "elapsed_s": elapsed_s(r, now),  # as the table's
                          "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
                          "resume_step": back[r.run_id],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}

@@ -25,7 +25,13 @@ from arctl.launch.refresh import (
     settled,
 )
 from arctl.launch.registry import Registry, RegistryError, RunRecord
-from arctl.launch.status_file import mark_cancelled, read_status
+from arctl.launch.status_file import (
+    CANCEL_FILE,
+    mark_cancel_requested,
+    mark_cancelled,
+    read_status,
+    withdraw_cancel_request,
+)
 from arctl.launch.workspace import Workspace, workdir_arg
 
 # scancel's lines for a job id SLURM does not have (ended and purged, another cluster's), and for a
@@ -108,10 +114,21 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             changed.append(rec.run_id)
             continue
         rec.cancel_requested = now
+        mark_cancel_requested(workspace.run_dir(rec.run_id), now)  # for the job its launch (or a refresh) stops
         outcome.append((rec, f"cancelled: its launch died after submitting job {view.job_id}, which the next "
                              "`arctl status` cancels" if view is not rec else
                              f"cancelled while its launch submits it ({LAUNCH_CANCELS})"))
     active = [r for r in active if r.state != states.SUBMITTING]
+
+    # the request, in each run's folder before any signal: the job that stops says it was cancelled (not preempted),
+    # and `arctl repair` rebuilds it so (:func:`arctl.launch.status_file.mark_cancel_requested`); withdrawn below
+    # wherever this cancel signals and cancels nothing (:func:`not_cancelled`)
+    for rec in active:
+        mark_cancel_requested(workspace.run_dir(rec.run_id), now)
+
+    def not_cancelled(rec: RunRecord, why: str) -> None:
+        withdraw_cancel_request(workspace.run_dir(rec.run_id))
+        outcome.append((rec, f"{NOT_CANCELLED}: {why}"))
 
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id and r.job_id not in asked]
     gone: set[str] = set()
@@ -131,19 +148,19 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         status = read_status(workspace.run_dir(rec.run_id))
         started = status.get("state") in ("running", "stopping")
         if rec.executor == "debug" and rec.state == states.RUNNING and not force and debug_process_alive(status):
-            outcome.append((rec, f"{NOT_CANCELLED}: it trains inside the arctl process {status['pid']} on "
-                                 f"{status.get('host') or 'this host'} (debug executor): stop it there with Ctrl-C "
-                                 "(--force records it CANCELLED)"))
+            not_cancelled(rec, f"it trains inside the arctl process {status['pid']} on "
+                               f"{status.get('host') or 'this host'} (debug executor): stop it there with Ctrl-C "
+                               "(--force records it CANCELLED)")
             continue
         if rec.executor == "slurm" and rec.job_id in ending:
-            outcome.append((rec, f"{NOT_CANCELLED}: its job {rec.job_id} is already ending "
-                                 f"(`arctl status{workdir_arg(workspace.root)}` shows how)"))
+            not_cancelled(rec, f"its job {rec.job_id} is already ending "
+                               f"(`arctl status{workdir_arg(workspace.root)}` shows how)")
             continue
         if rec.executor == "slurm" and rec.job_id in gone and started and not force and not _silent(workspace, rec):
-            outcome.append((rec, f"{NOT_CANCELLED}: SLURM here does not have its job {rec.job_id}, and its folder "
-                                 f"or logs changed within the last {SILENT_S / 60:.0f} min (another cluster's job? "
-                                 "cancel it there; a job killed without a word is cancelled once all is that quiet, "
-                                 "or now with --force)"))
+            not_cancelled(rec, f"SLURM here does not have its job {rec.job_id}, and its folder "
+                               f"or logs changed within the last {SILENT_S / 60:.0f} min (another cluster's job? "
+                               "cancel it there; a job killed without a word is cancelled once all is that quiet, "
+                               "or now with --force)")
             continue
         alive = local_job_alive(rec, status, workspace) if rec.executor == "local" else False
         # a run waiting in another host's local queue is cancelled in the registry, which that queue reads; only a
@@ -151,18 +168,18 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         if alive is None and (rec.job_id or "").startswith("queue:"):
             alive = False
         if alive is None and not force:
-            outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) runs on {status.get('host')}, "
-                                 "not this host: cancel it there (--force records it CANCELLED)"))
+            not_cancelled(rec, f"its job (process {rec.job_id}) runs on {status.get('host')}, "
+                               "not this host: cancel it there (--force records it CANCELLED)")
             continue
         if alive and rec.job_id and rec.job_id.isdigit():
             try:
                 os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
             except ProcessLookupError:  # it ended meanwhile: the run is what it reports, the next refresh says
-                outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) ended meanwhile "
-                                     f"(`arctl status{workdir_arg(workspace.root)}` shows how)"))
+                not_cancelled(rec, f"its job (process {rec.job_id}) ended meanwhile "
+                                   f"(`arctl status{workdir_arg(workspace.root)}` shows how)")
                 continue
             except PermissionError:  # another user's process: this run only, the others go on
-                outcome.append((rec, f"{NOT_CANCELLED}: its job (process {rec.job_id}) is another user's"))
+                not_cancelled(rec, f"its job (process {rec.job_id}) is another user's")
                 continue
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save
@@ -176,6 +193,8 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             outcome.append((rec, f"cancelled (job {rec.job_id})"))
         if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None}, values):
             outcome.pop()
+            if not alive and rec.job_id not in asked:  # nothing signalled: read again, and asked again if still active
+                withdraw_cancel_request(workspace.run_dir(rec.run_id))
             changed.append(rec.run_id)
             continue
         for k, v in values.items():
@@ -211,6 +230,8 @@ def _silent(workspace: Workspace, rec: RunRecord) -> bool:
     newest = 0.0
     for root, _dirs, files in os.walk(workspace.run_dir(rec.run_id)):  # links to jobs/ are not followed
         for name in files:
+            if name == CANCEL_FILE and root == str(workspace.run_dir(rec.run_id)):  # this cancel's own request
+                continue
             with contextlib.suppress(OSError):
                 newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
     for path in log_files(workspace, rec):

@@ -13,9 +13,10 @@ then requeues itself through submitit's checkpointing: submitit calls ``RunJob.c
 which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
 from the checkpoint with the same run id and W&B run id. After SIGTERM (cancel, node shutdown)
-it just exits; ``arctl sweep`` resumes it later. A debug run (in the arctl process) takes SIGINT and SIGHUP
-(Ctrl-C, a closed session) as it takes SIGTERM, then ends its launch with a KeyboardInterrupt; a second
-Ctrl-C stops it at once, without the checkpoint.
+it just exits; ``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
+run's folder first, is "preempted" with ``cancelled: true``: :data:`arctl.launch.status_file.CANCEL_FILE`). A debug
+run (in the arctl process) takes SIGINT and SIGHUP (Ctrl-C, a closed session) as it takes SIGTERM, then ends its
+launch with a KeyboardInterrupt; a second Ctrl-C stops it at once, without the checkpoint.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUE
 from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
 from arctl.launch.provenance import record_attempt
 from arctl.launch.rundir import read_run_config
-from arctl.launch.status_file import read_status, write_status
+from arctl.launch.status_file import cancel_requested_at, read_status, write_status
 from arctl.launch.workspace import workdir_arg, workspace_root
 from arctl.track.identity import API_KEY_ENV
 from arctl.track.phase import write_phase
@@ -227,7 +228,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
     write_status(
         run_dir, state="running", job_id=current_job_id(), executor=current_executor(), host=socket.gethostname(),
         pid=os.getpid(),
-        started_at=time.time(), ended_at=None, error=None, attempt=attempt, signal=None,  # (the last attempt's)
+        started_at=time.time(), ended_at=None, error=None, attempt=attempt, signal=None, cancelled=None,  # (the last attempt's)
         # this attempt has logged nothing yet: the previous one's step is not its progress (it may
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
@@ -358,7 +359,10 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         raise JobError(message)
     names = ",".join(signal.Signals(s).name for s in received) or "none"
     step = resume_step(config, run_dir)
-    write_status(run_dir, state="preempted", ended_at=time.time(), signal=names, resume_step=step)
+    # a stop `arctl cancel` asked for (it left its request before the signal) says so: still "preempted" (what the
+    # readers of before it take for a stop with a checkpoint), and `arctl repair` rebuilds it CANCELLED
+    asked = {"cancelled": True} if cancel_requested_at(run_dir) is not None else {}
+    write_status(run_dir, state="preempted", ended_at=time.time(), signal=names, resume_step=step, **asked)
     _log(preempted_line(names, step))
     return result, received
 

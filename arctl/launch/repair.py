@@ -7,7 +7,10 @@ experiments a shared arm serves). A damaged, foreign or hand-edited ``registry.s
 aside (kept as ``registry.sqlite.damaged-<time>``) and a new one is written from those files. A run
 whose job was still running is entered as RUNNING with its job id, so the next refresh asks its
 scheduler; one submitted to SLURM and not started yet, as PENDING with the job id its ``job/`` link
-names; one cancelled before its job started (``arctl cancel`` wrote "cancelled"), as CANCELLED; one
+names; one cancelled before its job started (``arctl cancel`` wrote "cancelled", or left its request:
+:data:`arctl.launch.status_file.CANCEL_FILE`), as CANCELLED, and so is one whose job stopped on `arctl cancel`'s
+request (status.json "preempted" with ``cancelled``, or beside the request); one whose job is still stopping on it
+is entered with the request, which the next refresh makes CANCELLED once it has stopped; one
 whose job left no executor behind is FAILED, and ``arctl resume`` resumes it. A run keeps the sweep that
 launched it (its W&B group, where that names a sweep spec and is not its experiment).
 """
@@ -36,7 +39,7 @@ from arctl.launch.registry import JOB_ID, Registry, RunRecord, lock_folder
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
-from arctl.launch.status_file import read_status
+from arctl.launch.status_file import cancel_requested_at, read_status
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg
 from arctl.track.identity import wandb_generation
 
@@ -103,10 +106,17 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
     job_id = status.get("job_id") if isinstance(status.get("job_id"), str) and JOB_ID.match(status["job_id"]) else None
     if executor == "debug":
         job_id = "debug"  # the registry's name for the in-process executor's job
-    if reported in REPORTED:
+    # `arctl cancel`'s request to this attempt's job: its stop was a cancel, not a preemption (from a hunt: a repair
+    # made cancelled runs PREEMPTED); an older job's stop says only "preempted", where the request may still be
+    asked = cancel_requested_at(run_dir)
+    if reported == "preempted" and (status.get("cancelled") is True or asked is not None):
+        state, error = states.CANCELLED, None
+    elif reported in REPORTED:
         state, error = REPORTED[reported], status.get("error") if reported == "failed" else None
     elif reported == "submitted" and queued and queued[1] in states.ACTIVE:  # the scheduler has its job
         (job_id, state, _), error, executor = queued, None, "slurm"
+    elif reported == "submitted" and asked is not None:  # cancelled before its job started, "submitted" left
+        state, error, job_id = states.CANCELLED, None, None
     elif reported == "submitted" and queued and queued[1] is not None:  # it ended before the run started
         state, job_id = states.FAILED, None
         error = f"its SLURM job {queued[0]} ended ({queued[1].lower()}) before the run started; {resume} resumes it"
@@ -128,8 +138,12 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         job_id=job_id,
         attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
         started_at=status.get("started_at"), step=progress.get("step"),
-        # an attempt that ended without saying when (submitted, never started): when its status was last written
-        ended_at=status.get("ended_at") or (status.get("updated_at") if state in states.TERMINAL else None),
+        # an attempt that ended without saying when (submitted, never started): when it was cancelled, else when its
+        # status was last written
+        ended_at=status.get("ended_at") or ((asked if state == states.CANCELLED else None) or status.get("updated_at")
+                                            if state in states.TERMINAL else None),
+        # a job still stopping on the request: the next refresh makes it CANCELLED, not PREEMPTED, once it has stopped
+        cancel_requested=asked if state in states.ACTIVE else None,
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         metric_nonfinite=progress.get("metric_nonfinite"),
         wandb_id=status.get("wandb_id"), error=error, claim=None, generation=again or 0,

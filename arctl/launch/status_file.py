@@ -10,11 +10,19 @@ metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`
 first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
 that ended preempted or failed in its Python: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
-null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`).
+null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`); cancelled (true beside
+"preempted": the stop was `arctl cancel`'s, which left :data:`CANCEL_FILE`; the state stays "preempted" for the
+readers of before it).
+
+:data:`CANCEL_FILE`, beside it: `arctl cancel`'s request to the run's job (the time it asked), written before it
+signals the job (:func:`mark_cancel_requested`) and removed with the next attempt's "submitted": a TERM alone does not
+tell a cancel from a preemption, and `arctl repair`, which rebuilds the registry from the folders, made a cancelled
+run PREEMPTED (from a hunt).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -24,6 +32,7 @@ from pathlib import Path
 from arctl.config.files import atomic_write
 
 STATUS_FILE = "status.json"
+CANCEL_FILE = "cancel_requested"  # `arctl cancel`'s request to the run's job: the time it asked (mark_cancel_requested)
 NONFINITE_TEXTS = ("nan", "inf", "-inf")
 """``metric_nonfinite``: the headline metric's value where it is no finite number (status.json, the registry)."""
 
@@ -46,7 +55,7 @@ STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeue
 _FIELDS = {  # field -> what its value must be (a status file is written by a job, but read as input)
     "state": lambda v: v in STATES,
     "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
-    "signal": _text, "warning": _text,
+    "signal": _text, "warning": _text, "cancelled": lambda v: isinstance(v, bool),
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
     "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
@@ -90,7 +99,37 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     host) of the process that will run it (the debug executor's launch), which a refresh watches; a local
     run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
-    return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host)
+    withdraw_cancel_request(run_dir)  # an earlier attempt's: not this one's
+    return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host,
+                        cancelled=None)
+
+
+def mark_cancel_requested(run_dir: Path, at: float) -> None:
+    """:data:`CANCEL_FILE` in ``run_dir``: `arctl cancel` asks the run's job to stop (at time ``at``), written before
+    the signal, so that the job's stop says it was a cancel (status.json's ``cancelled``) and `arctl repair` rebuilds
+    the run CANCELLED, not PREEMPTED. A file of its own, not a field of status.json, whose job rewrites it at every
+    step: a job's write begun before this one would take it out again, and this one could put back the job's
+    "running" over its end. Nothing is written where the folder is gone or cannot be written."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        atomic_write(run_dir / CANCEL_FILE, f"{at!r}\n")
+
+
+def withdraw_cancel_request(run_dir: Path) -> None:
+    """No :data:`CANCEL_FILE` in ``run_dir``: a cancel that signalled nothing, or a new attempt."""
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / CANCEL_FILE).unlink(missing_ok=True)
+
+
+def cancel_requested_at(run_dir: Path) -> float | None:
+    """When `arctl cancel` asked the job of the run's current attempt to stop (:data:`CANCEL_FILE`), or None."""
+    try:
+        at = float((Path(run_dir) / CANCEL_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return at if _number(at) else None
 
 
 def mark_cancelled(run_dir: Path, ended_at: float | None, executor: str | None) -> None:

@@ -18,10 +18,13 @@ While an export copies, its index lists the runs it has still to copy (``pending
 is placed): an export stopped part-way (Ctrl-C, a kill, a full disk) is known as unfinished by every reader
 (:func:`interrupted_export`: reports warn), and the same command completes it.
 
-Only completed runs are exported unless ``unfinished``. A run's state is its ``status.json``'s (what its
-job reported), else, in an export exported again, its index's; a run with neither (from before
-``status.json``, or whose file was lost) is completed when its own files say so
-(:func:`completed_by_wandb`), and a run skipped is named with why.
+Only completed runs are exported unless ``unfinished``. A run's state is how it ended as the workspace's
+registry recorded it (lowercase: ``failed``), where the registry has it ended (:func:`recorded_states`: a killed
+job never rewrote its ``status.json``, which still says running); else its ``status.json``'s (what its job
+reported: newer than a row no refresh has brought up to date), else, in an export exported again, its index's; a
+run with none (from before ``status.json``, or whose file was lost) is completed when its own files say so
+(:func:`completed_by_wandb`), and a run skipped is named with why. The registry is only read (an export writes
+nothing in the workspace), not refreshed: `arctl status` first brings it up to date.
 """
 
 from __future__ import annotations
@@ -101,18 +104,48 @@ def _data(files: dict[str, str]) -> dict[str, str]:
     return {path: sha for path, sha in files.items() if path != SHARED_FILE}
 
 
+def recorded_states(workdir: Path) -> dict[str, str]:
+    """``{run_id: state}`` of the runs the workspace's registry records as ended (``completed``, ``failed``,
+    ``preempted``, ``cancelled``: its states lowercased, as status.json says them); {} where there is no registry
+    (an export) or it cannot be read (its commands say why). Read only, never refreshed nor written. An active
+    row is left out: its job's status.json may know more (a job that ended since the last refresh)."""
+    from arctl.launch import states
+    from arctl.launch.registry import Registry, RegistryError
+    from arctl.launch.workspace import Workspace
+
+    path = Workspace(Path(workdir)).registry_path
+    if not path.is_file():
+        return {}
+    try:
+        with Registry(path, readonly=True) as reg:
+            return {r.run_id: r.state.lower() for r in reg.list() if r.state in states.TERMINAL}
+    except (RegistryError, OSError):
+        return {}
+
+
+def run_state(run_dir: Path, recorded: dict[str, str], exported: dict) -> str:
+    """How the run of ``run_dir`` ended or stands (lowercase; "" where nothing says): the registry's ended state
+    (``recorded``: :func:`recorded_states`; from a hunt, a killed run was "not completed (state running)", its
+    status.json's, where the registry said FAILED), else its job's status.json, else ``exported``'s (an export's
+    index) ``state``."""
+    rid = run_dir.name
+    return str(recorded.get(rid) or read_status(run_dir).get("state") or (exported.get(rid) or {}).get("state") or "")
+
+
 def job_states(workdir: Path, run_ids) -> dict[str, str]:
-    """``{run_id: state}`` of how each run's job said it ended or stands (``completed``, ``preempted``, ``failed``,
-    ``running``, ...): its ``status.json`` in a workspace, the index's ``state`` in an export (which copies no
-    status.json); runs without either are left out. A report of final values reads a run as finished only where
-    its job said completed: a stopped run (preempted, cancelled) closes its W&B run cleanly, and at the paper
-    scale (``trainer.total_steps`` null: an epoch) its W&B history alone cannot tell it from a finished one."""
+    """``{run_id: state}`` of how each run ended or stands (``completed``, ``preempted``, ``failed``, ``running``,
+    ...): :func:`run_state` (the registry's end, its job's status.json in a workspace, the index's ``state`` in an
+    export, which copies no status.json); runs without any are left out. A report of final values reads a run as
+    finished only where its job said completed: a stopped run (preempted, cancelled) closes its W&B run cleanly,
+    and at the paper scale (``trainer.total_steps`` null: an epoch) its W&B history alone cannot tell it from a
+    finished one."""
     workdir = Path(workdir)
     index = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).exists() else {}
+    recorded = recorded_states(workdir)
     out = {}
     for rid in run_ids:
-        state = read_status(workdir / "runs" / str(rid)).get("state") or (index.get(str(rid)) or {}).get("state")
-        if isinstance(state, str) and state and state != UNKNOWN_STATE:  # the export's guess: not the job's word
+        state = run_state(workdir / "runs" / str(rid), recorded, index)
+        if state and state != UNKNOWN_STATE:  # the export's guess: not the job's word
             out[str(rid)] = state
     return out
 
@@ -281,10 +314,10 @@ def _refuse_places(workdir: Path, out: Path) -> None:
 
 
 def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished: bool, force: bool, exported: dict,
-              result: ExportResult):
+              recorded: dict[str, str], result: ExportResult):
     """What the export does with one run of the workspace: None where it is not asked for (``wanted``: the
     experiments); else ((run, files, run_dir) or None where it is skipped, the experiments it serves). Its
-    warnings and why it is skipped go into ``result``."""
+    warnings and why it is skipped go into ``result``. ``recorded``: :func:`recorded_states`."""
     run_dir = workdir / "runs" / source.run_id
     config = _read_yaml(source.config_path) if source.config_path else {}
     experiment, arm, seed = run_identity(config)
@@ -306,7 +339,7 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
             result.warnings.append((source.run_id, f"{what}; not exported: with no experiment it matches no "
                                     "--experiment/--sweep (an export without them takes it)"))
         return None
-    state = str(read_status(run_dir).get("state") or (exported.get(source.run_id) or {}).get("state") or "")
+    state = run_state(run_dir, recorded, exported)
     why = f"not completed (state {state})"
     if not state:  # no status.json (a run from before it, a file lost): its W&B files and config.yaml tell
         done, why = completed_by_wandb(source, config)
@@ -355,6 +388,7 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     # an export exported again: its runs have no status.json, their state is in its index (from a review: every
     # run was "not completed (state unknown)")
     exported = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).is_file() else {}
+    recorded = recorded_states(workdir)
     unreadable: list[str] = []  # folders another user made unreadable: skipped, said like the others skipped
     sources = [s for s in discover_runs(workdir, unreadable) if ids is None or s.run_id in ids]
     for line in unreadable:  # "run <id>: its folder ... cannot be read (...); left out (...)"
@@ -363,7 +397,7 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     with _bar(progress, len(sources), "checking runs") as advance:
         for source in sources:
             advance()
-            plan = _plan_run(source, workdir, out, index, wanted, unfinished, force, exported, result)
+            plan = _plan_run(source, workdir, out, index, wanted, unfinished, force, exported, recorded, result)
             found.add(source.run_id)
             if plan is None:
                 continue
@@ -377,7 +411,7 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
                           "check the name (`arctl ls experiments`)")
     for rid in sorted((ids or set()) - found):  # asked for, and no W&B history to read
         there = (workdir / "runs" / rid).is_dir()
-        state = str(read_status(workdir / "runs" / rid).get("state") or "unknown") if there else None
+        state = (run_state(workdir / "runs" / rid, recorded, exported) or UNKNOWN_STATE) if there else None
         result.skipped.append((rid, f"nothing logged yet (state {state})" if there
                                else "not in the workspace (the sweep has not launched it there)"))
     if not plans:
