@@ -511,6 +511,9 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     from arctl.launch.workspace import Workspace
 
     workspace = Workspace.open(workdir)
+    from arctl.launch.shared import mark_same_computation
+
+    mark_same_computation(items, workspace, force)  # a run of the cell under an earlier id that computes the same
     if dry_run:
         dry_run_report(items, workspace, executor, force, array_parallelism, as_json, executor_by)
         return

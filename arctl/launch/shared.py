@@ -161,3 +161,59 @@ def write_shared(run_dir: str | Path, cells: Iterable[tuple[str, str]], own: tup
             return merged
         atomic_write(path, json.dumps({"cells": [list(c) for c in merged]}, indent=2) + "\n")
     return merged
+
+
+def mark_same_computation(items: list, workspace, force: bool = False) -> list:
+    """Mark each item (a :class:`arctl.launch.launcher.LaunchItem`) whose own run the workspace does not have, but
+    has a run of its very cell (experiment, arm, seed), completed or under way, whose config differs from the
+    item's only in settings that neither reads (:func:`arctl.compose.validate.unread_settings`: ``reward.alpha``
+    beside no length penalty): that run computes what the item would, so the item shares it as :func:`mark_shared`
+    marks a cell. From a hunt of an upgrade: an earlier arctl put such a setting in the run id (``arctl run
+    ablation-dense reward.alpha=0.3``; a sweep's grid over it), and after the upgrade the same command planned
+    GRPO "new" beside its completed run, to train it again. Not with ``force``; not a run another starts from
+    (its identity names it). Read-only. Returns ``items``."""
+    from arctl.compose.validate import unread_settings
+    from arctl.launch.refresh import fresh_view
+    from arctl.launch.registry import Registry
+    from arctl.launch.run_id import identity_config, with_keys_added_later
+    from arctl.launch.rundir import RunDirError, read_run_config
+    from arctl.track.runs.tidy import flatten_config
+
+    needed = {getattr(item, "after", None) for item in items} - {None}
+    open_ = [i for i in items if not getattr(i, "shares", None) and i.run_id not in needed]
+    if force or not open_ or not workspace.exists():
+        return items
+    ids = {item.run_id for item in items}
+    with Registry.for_reading(workspace.registry_path) as reg:
+        have = {rid for rid in ids if reg.get(rid) is not None}
+        cells = {(i.experiment, i.arm, i.seed) for i in open_ if i.run_id not in have}
+        others = [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids
+                  and (r.experiment, r.arm, r.seed) in cells] if cells else []
+    if not others:
+        return items
+    records = sorted((r for r in fresh_view(workspace, others) if r.state in REUSABLE),
+                     key=lambda r: (r.state != states.COMPLETED, r.run_id))
+
+    def unread(config: dict, keys: list[str]) -> bool:
+        said = {key for _, key, _ in unread_settings(config, set(keys))}
+        return all(any(k == s or k.startswith(s + ".") for s in said) for k in keys)
+
+    for item in open_:
+        if item.run_id in have:
+            continue
+        mine = flatten_config(identity_config(item.config))
+        for rec in (r for r in records if (r.experiment, r.arm, r.seed) == (item.experiment, item.arm, item.seed)):
+            try:
+                config = with_keys_added_later(read_run_config(workspace.run_dir(rec.run_id)))
+            except RunDirError:
+                continue
+            theirs = flatten_config(identity_config(config))
+            missing = object()
+            keys = sorted(k for k in mine.keys() | theirs.keys() if repr(mine.get(k, missing)) != repr(theirs.get(k, missing)))
+            if keys and unread(item.config, keys) and unread(config, keys):
+                item.shares = item.run_id = rec.run_id
+                item.action = "shared"
+                item.reason = (f"same run as {rec.run_id} in this workspace ({rec.state.lower()}): it differs only in "
+                               f"{', '.join(keys)}, which this arm does not read")
+                break
+    return items

@@ -233,6 +233,7 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     if not len(table):
         return runs
     keep = [True] * len(table)
+    loose = [False] * len(table)  # kept by a --where only as a run that reads nothing of its key (not_read)
     conditions = parse_where(where)
     for key, value in conditions:
         column = CONFIG_PREFIX + key
@@ -241,8 +242,16 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
             near = [k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:3]
             hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
             raise ReportError(f"--where {key}={_shown(value)}: no run in {source} has config key {key!r}; {hint}")
-        keep = [k and (same_value(v, value) or not_read(rec, key))
-                for k, v, rec in zip(keep, table[column], table.to_dict("records"))]
+        exact = [same_value(v, value) for v in table[column]]
+        unread = [not e and k and not_read(rec, key) for e, k, rec in zip(exact, keep, table.to_dict("records"))]
+        keep = [k and (e or u) for k, e, u in zip(keep, exact, unread)]
+        loose = [s or u for s, u in zip(loose, unread)]
+    if any(loose):  # a run at exactly the value asked for goes before one of its cell that reads nothing of it (from
+        # a hunt: an earlier arctl's grid over reward.alpha trained GRPO at every value; each survived every --where,
+        # and the error that followed asked for the same --where)
+        exact_cells = {_arm_seed(rec) for rec, k, s in zip(table.to_dict("records"), keep, loose) if k and not s}
+        keep = [k and not (s and _arm_seed(rec) in exact_cells)
+                for k, s, rec in zip(keep, loose, table.to_dict("records"))]
     if conditions and not any(keep):
         said = " ".join(f"--where {k}={_shown(v)}" for k, v in conditions)
         raise ReportError(f"{said}: none of the {len(table)} runs in {source} has that config; "
@@ -268,6 +277,10 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     if compose is not None:
         runs.warnings = list(runs.warnings) + _not_composed(runs.runs, compose)
     return runs
+
+
+def _arm_seed(rec: dict) -> tuple[str, str, object]:
+    return str(rec.get("experiment")), str(rec.get("arm")), _plain(rec.get("seed"))
 
 
 def not_read(rec: dict, key: str) -> bool:

@@ -123,6 +123,14 @@ def test_where_keeps_the_runs_that_read_nothing_of_its_key():
     assert kept(one_run_per_cell(runs, where=["reward.alpha=0.2"])) == ["grpo"]  # read: the value decides
     runs = runs_of(row("a", thinking__lam=0.25, **none), row("b", seed=1, **none))
     assert kept(one_run_per_cell(runs, where=["thinking.lam=0.25"])) == ["a"]  # a key every run reads
+    # an earlier arctl trained GRPO at every value of such a grid: the run at the value asked for is read (from a
+    # hunt: both survived every --where, and the error that followed asked for the same --where)
+    for value, point in ((0.2, "2"), (0.3, "3")):
+        runs = runs_of(row("grpo2", reward__alpha=0.2, **none), row("grpo3", reward__alpha=0.3, **none),
+                       row("lp2", arm="lp", reward__alpha=0.2, **v1), row("lp3", arm="lp", reward__alpha=0.3, **v1),
+                       row("grpo-s1", seed=1, reward__alpha=0.2, **none))
+        out = one_run_per_cell(runs, where=[f"reward.alpha={value}"], grid_keys=["reward.alpha"])
+        assert kept(out) == sorted([f"grpo{point}", f"lp{point}", "grpo-s1"])
 
 
 def test_the_cell_is_composed_at_the_scale_each_run_ran_at():
