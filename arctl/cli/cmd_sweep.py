@@ -35,9 +35,10 @@ def shared_cells(items) -> list[dict]:
 
 @contextlib.contextmanager
 def json_with_shared(items, as_json: bool):
-    """Add ``"shared": [...]`` to the one JSON document the block prints (``--json``)."""
-    cells = shared_cells(items)
-    if not (as_json and cells):
+    """Add ``"shared": [...]`` to the one JSON document the block prints (``--json``): the cells shared as the block
+    ends (the launch marks more: :func:`arctl.launch.shared.mark_same_computation`; from a review, those were
+    missing)."""
+    if not as_json:
         yield
         return
     captured = io.StringIO()
@@ -50,7 +51,8 @@ def json_with_shared(items, as_json: bool):
             doc = json.loads(text) if text.strip() else None
         except ValueError:
             doc = None
-        if isinstance(doc, dict):
+        cells = shared_cells(items)
+        if isinstance(doc, dict) and cells:
             doc["shared"] = cells
             print_json(doc)
         elif text:

@@ -604,6 +604,12 @@ def _as_read(run: ResolvedRun, found: Unread, experiment: Experiment, scale: str
     :func:`sweep_unread_notes`: its ``sweep_not_read`` what it was resolved without)."""
     dropped = _unread_overrides(found, run.user_overrides)
     swept = _unread_overrides(found, run.sweep_overrides, _sweep_place(run.sweep, sweep_file)) if run.sweep else []
+    if (dropped or swept) and run.init_from:  # what the run it starts from reads stays: its id names that run (from
+        # a review: a grid over reward.alpha beside an arm without a length penalty that starts from one with it made
+        # the follower start from a third run at the default alpha, once for every value)
+        start = resolve_init_from(run)
+        dropped = [text for text in dropped if text not in start.user_overrides]
+        swept = [text for text in swept if text not in start.sweep_overrides]
     if not dropped and not swept:
         return run
     kept = [text for text in run.user_overrides if text not in dropped]

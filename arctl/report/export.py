@@ -41,6 +41,7 @@ from pathlib import Path
 
 from arctl.config.files import PROBE_PREFIX, atomic_write, exclusive, file_sha256
 from arctl.launch.provenance import PROVENANCE_FILE
+from arctl.launch.repair import REPORTED
 from arctl.launch.shared import SHARED_FILE, read_shared
 from arctl.launch.status_file import STATUS_FILE, read_status
 from arctl.launch.workspace import EXPORT_INDEX, workdir_arg
@@ -127,9 +128,15 @@ def run_state(run_dir: Path, recorded: dict[str, str], exported: dict) -> str:
     """How the run of ``run_dir`` ended or stands (lowercase; "" where nothing says): the registry's ended state
     (``recorded``: :func:`recorded_states`; from a hunt, a killed run was "not completed (state running)", its
     status.json's, where the registry said FAILED), else its job's status.json, else ``exported``'s (an export's
-    index) ``state``."""
+    index) ``state``. A job's own end in status.json (completed, preempted, failed, cancelled) goes before the
+    registry's, which a requeued attempt may have outrun (from a review: a SLURM job requeued after a preemption
+    completed while the row still said PREEMPTED, and a completed seed was left out of a table); the registry's goes
+    before a status.json a killed job left "running", "stopping" or "submitted"."""
     rid = run_dir.name
-    return str(recorded.get(rid) or read_status(run_dir).get("state") or (exported.get(rid) or {}).get("state") or "")
+    own = read_status(run_dir).get("state")
+    if own in REPORTED:  # how an attempt ended, as arctl repair reads it
+        return str(own)
+    return str(recorded.get(rid) or own or (exported.get(rid) or {}).get("state") or "")
 
 
 def job_states(workdir: Path, run_ids) -> dict[str, str]:

@@ -58,3 +58,16 @@ def test_a_run_that_differs_in_a_setting_its_arm_reads_is_not_shared(specs, tmp_
     # another arm's run is no run of this cell, whatever it differs in
     (other,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["b"])), ws), ws)
     assert other.action == "new" and other.shares is None
+
+
+def test_a_sweeps_json_lists_the_cells_shared_this_way(specs, tmp_path, cli):
+    """From a review: `arctl sweep --json` listed under "shared" only the cells share_arms marked, which it read
+    before the launch marked these."""
+    import json
+
+    ws = Workspace(tmp_path / "ws")
+    (old,) = _items_with("a", reward__alpha=0.3)
+    launch([old], ws, executor="debug")
+    out = cli("sweep", "lt3", "--workdir", str(ws.root), "--executor", "debug", "--dry-run", "--json", check=True)
+    doc = json.loads(out.stdout)
+    assert [(c["arm"], c["run_id"]) for c in doc["shared"]] == [("a", old.run_id)], doc.get("shared")

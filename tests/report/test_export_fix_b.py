@@ -17,6 +17,7 @@ from arctl.launch.workspace import Workspace
 
 KILLED = ("main-grpo", "grpo", 1)  # status.json "running", the registry FAILED
 ENDED_SINCE = ("main-ar-base", "ar-base", 0)  # status.json "completed", the registry RUNNING (no refresh since)
+REQUEUED = ("main-grpo", "grpo", 0)  # status.json "completed", the registry PREEMPTED (a requeue no refresh revived)
 
 
 @pytest.fixture
@@ -26,10 +27,12 @@ def ws(workspace, tmp_path):
     for run in (root / "runs").iterdir():
         (run / "status.json").write_text(json.dumps({"state": "running" if run.name == run_id(*KILLED) else "completed"}))
     with Registry(Workspace(root).registry_path) as reg:
-        rows = [RunRecord(run_id=run_id(*cell), experiment=cell[0], arm=cell[1], seed=cell[2]) for cell in (KILLED, ENDED_SINCE)]
+        rows = [RunRecord(run_id=run_id(*cell), experiment=cell[0], arm=cell[1], seed=cell[2])
+                for cell in (KILLED, ENDED_SINCE, REQUEUED)]
         reg.claim(rows, new_claim_token())
         reg.update(run_id(*KILLED), state="FAILED", claim=None, before_claim=None, error="killed")
         reg.update(run_id(*ENDED_SINCE), state="RUNNING", claim=None, before_claim=None)
+        reg.update(run_id(*REQUEUED), state="PREEMPTED", claim=None, before_claim=None)
     return root
 
 
@@ -43,6 +46,9 @@ def test_a_run_the_registry_says_failed_is_named_failed(ws, tmp_path):
     assert skipped[run_id(*KILLED)].startswith("not completed (state failed)"), skipped
     # a row no refresh brought up to date: its job's word (completed) stands, and it is exported
     assert run_id(*ENDED_SINCE) in {r["run_id"] for r in done["runs"]}
+    # from a review: a job's own end goes before the registry's (a SLURM requeue after a preemption completed, the
+    # row still said PREEMPTED: a completed seed was left out of exports and tables)
+    assert run_id(*REQUEUED) in {r["run_id"] for r in done["runs"]}
     assert Workspace(ws).registry_path.read_bytes() == registry  # read, never written
 
     res = CliRunner().invoke(app, ["export", "--workdir", str(ws), "--out", str(tmp_path / "all"), "--unfinished"])

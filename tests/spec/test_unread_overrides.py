@@ -128,6 +128,31 @@ def test_the_run_an_arm_starts_from_is_resolved_as_a_launch_of_it_makes_it(sandb
     assert make_run_id(start.config) == make_run_id(a.config) and start.config["reward"]["alpha"] == 0.2
 
 
+def test_an_arm_that_starts_from_one_reading_the_setting_keeps_it(sandbox):
+    """From a review: arm b (no length penalty) starts from arm a (with one); a grid over reward.alpha made b start
+    from a third run of a at the default alpha, launched once for every value, where each b starts from the a of
+    its value; `arctl run chain reward.alpha=0.3` likewise trained a at 0.3 and at the default."""
+    from arctl.compose.resolve import resolve_init_from
+
+    (sandbox.specs / "experiments" / "chain.yaml").write_text(
+        "description: x\nseeds: [0]\narms:\n  a: [algo=grpo, prior=base, reward.length_penalty=v1]\n"
+        "  b: [algo=grpo, prior=base, trainer.init_from=a]\n")
+    (sandbox.specs / "sweeps" / "chg.yaml").write_text(
+        "description: x\nexperiments: [chain]\nseeds: [0]\ngrid: {reward.alpha: [0.1, 0.3]}\n")
+    for runs, values in ((resolve_experiment("chain", ["reward.alpha=0.3"], scale="tiny"), [0.3]),
+                         (resolve_sweep("chg", scale="tiny"), [0.1, 0.3])):
+        starts = {make_run_id(r.config): r.config["reward"]["alpha"] for r in runs if r.arm == "a"}
+        followers = [r for r in runs if r.arm == "b"]
+        assert sorted(starts.values()) == values and len(followers) == len(values)
+        assert sorted(starts[make_run_id(resolve_init_from(b).config)] for b in followers) == values
+    result = sandbox.run("sweep", "chg", "--dry-run", "--json", *launch_args(sandbox))
+    assert result.code == 0, result.err
+    planned = json.loads(result.out)["runs"]
+    assert sorted((r["arm"], r["config"]["reward"]["alpha"]) for r in planned) == [
+        ("a", 0.1), ("a", 0.3), ("b", 0.1), ("b", 0.3)]
+    assert "are one run of" not in result.err, result.err
+
+
 def test_the_scales_keys_that_are_only_another_keys_default_are_refused_on_the_command_line(sandbox):
     defaults = scale_defaults()
     assert {k: defaults.get(k) for k in ("scale.rollout_n", "scale.preempt_warning_s", "scale.cpus_per_task")} == {
