@@ -742,3 +742,18 @@ def test_an_aborted_request_fails_its_tree(loop_factory):
     server.generate = aborting
     with pytest.raises(RuntimeError, match="aborted request .* after 3 tokens"):
         _run(loop)
+
+
+def test_a_row_without_a_ground_truth_fails_its_tree_naming_the_row_before_generating(loop_factory):
+    """From a hunt: a training file without reward_model.ground_truth trained to COMPLETED with every reward 0."""
+    loop, server, _ = loop_factory()
+
+    async def go():
+        loop.loop = asyncio.get_running_loop()
+        return await loop.run({"temperature": 1.0, "logprobs": False}, raw_prompt=[{"role": "user", "content": "q"}],
+                              data_source="deepscaler", extra_info={"split": "train", "index": 5})
+
+    with pytest.raises(ValueError, match=r"^the row of data_source 'deepscaler', extra_info.index 5 has no "
+                                         r"reward_model.ground_truth"):
+        asyncio.run(go())
+    assert server.requests == []

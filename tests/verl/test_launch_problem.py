@@ -86,11 +86,11 @@ def test_a_training_set_that_cannot_feed_the_steps_is_refused(data, tmp_path):
     """verl's epoch is rows // train_batch_size steps and its loop ends after trainer.total_epochs epochs whatever
     trainer.total_steps says: fewer rows than a batch divided by zero after the first validation; too few epochs
     ended the run early, without its last checkpoint and final evaluation, reported completed."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from arctl.backends.verl.data import to_verl_rows, write_parquet
 
-    def rows(n: int) -> None:
-        pq.write_table(pa.table({"prompt": [f"q{i}" for i in range(n)]}), data / "deepscaler" / "train.parquet")
+    def rows(n: int) -> None:  # verl rows, as `arctl data prepare` writes them (the launch reads their schema too)
+        records = [{"problem": f"q{i}", "answer": str(i)} for i in range(n)]
+        write_parquet(to_verl_rows(records, "deepscaler", "train"), data / "deepscaler" / "train.parquet")
 
     rows(10)  # the paper's batch is 64 prompts
     problem = launch_problem(_config(), tmp_path / "run")

@@ -670,9 +670,9 @@ def _make_loop_class():
                             kwargs: dict[str, Any]) -> list[AgentLoopOutput]:
             messages = list(kwargs["raw_prompt"])
             control = control_of(self.arctl)
-            from arctl.backends.verl.reward import ground_truth_of
+            from arctl.backends.verl.reward import row_ground_truth
 
-            gt = ground_truth_of(kwargs.get("reward_model") or {})  # alternatives (Minerva) included
+            gt = row_ground_truth(kwargs)  # alternatives (Minerva) included; a row without one raises
             budgets, group_size = _budgets_for(self.arctl, validate)
             # logprobs from the server are not used (old log-probs are recomputed on the tree)
             params = {k: v for k, v in sampling_params.items() if k != "logprobs"}

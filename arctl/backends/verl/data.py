@@ -3,7 +3,7 @@
 One row per problem, in verl's RL dataset format::
 
     data_source  "aime24"
-    prompt       [{"role": "user", "content": problem + PROMPT_SUFFIX}]
+    prompt       [{"role": "user", "content": problem + PROMPT_SUFFIX}]  (with_instruction)
     ability      "math"
     reward_model {"style": "rule", "ground_truth": answer}
     extra_info   {"split": "test", "index": i}
@@ -79,17 +79,15 @@ def read_records(path: Path, split: str | None = None, hub_split: str | None = N
                     frame[column] = pd.Series([None if _missing(v) else _text(v) for v in frame[column].to_numpy()],
                                               index=frame.index, dtype=object)
             return frame.to_dict("records")
-        if suffix == ".jsonl":  # each row parsed alone: an error names the file's line, not the row's (a review)
-            rows = []
-            for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise DataError(f"cannot read {path}: line {number}, column {err.colno}: {err.msg}") from None
-            return rows
+        if suffix == ".jsonl":
+            return _json_lines(path)
         if suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8-sig"))
+            try:
+                data = json.loads(path.read_text(encoding="utf-8-sig"))
+            except json.JSONDecodeError as err:
+                if err.msg != "Extra data":
+                    raise
+                return _json_lines(path)  # JSON Lines named .json (from a hunt: refused as "Extra data")
             if isinstance(data, dict):
                 for key in ("data", "rows", "problems", *(k for k in (split, hub_split) if k)):
                     if isinstance(data.get(key), list):
@@ -109,6 +107,29 @@ def read_records(path: Path, split: str | None = None, hub_split: str | None = N
     except Exception as err:  # malformed file
         raise DataError(f"cannot read {path}: {' '.join(str(err).split())[:200]}") from None
     raise DataError(f"{path}: unsupported file type {suffix or '(none)'}; use .json, .jsonl or .parquet")
+
+
+def _json_lines(path: Path, first: bool = False) -> list[Any]:
+    """The rows of a JSON Lines file, each parsed alone: an error names the file's line, not the row's (a review);
+    ``first``: the first row only."""
+    rows = []
+    with open(path, encoding="utf-8-sig") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise DataError(f"cannot read {path}: line {number}, column {err.colno}: {err.msg}") from None
+                if first:
+                    break
+    return rows
+
+
+def _chat(value: Any) -> bool:
+    """Whether ``value`` is a verl row's prompt: a non-empty list of ``{role, content}`` messages."""
+    value = value.tolist() if hasattr(value, "tolist") else value
+    return (isinstance(value, (list, tuple)) and bool(value)
+            and all(isinstance(m, dict) and "role" in m and "content" in m for m in value))
 
 
 def _bare(text: str) -> str:
@@ -197,6 +218,11 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
         except DataError as err:
             raise DataError(f"{source or name}: row {i}: {err}") from None
         answer = answers[0] if answers else None
+        if (not (isinstance(problem, str) and problem.strip()) and _chat(rec.get("prompt"))
+                and isinstance(rec.get("reward_model"), dict) and "ground_truth" in rec["reward_model"]):
+            raise DataError(f"{source or name}: row {i} is already a verl row (its prompt is a list of chat "
+                            "messages), not a problem to convert: give the file to the run as it is, with "
+                            "data.val_files (an eval set) or data.train_files")
         if not isinstance(problem, str) or not problem.strip():
             raise DataError(
                 f"{source or name}: row {i} has no problem text (looked for {', '.join(PROBLEM_KEYS)})"
@@ -210,7 +236,7 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
             {
                 "data_source": name,
                 # as the authors' data script writes it: f"{question} {instruction}", the problem unstripped
-                "prompt": [{"role": "user", "content": problem + PROMPT_SUFFIX}],
+                "prompt": [{"role": "user", "content": with_instruction(problem)}],
                 "ability": "math",
                 # ground_truth: the first acceptable answer; alternatives: all of them when there are several
                 # (one list per row, empty otherwise, so every row has one parquet type)
@@ -222,6 +248,78 @@ def to_verl_rows(records: list[dict[str, Any]], name: str, split: str, source: s
     if not rows:
         raise DataError(f"{source or name}: no problems found")
     return rows
+
+
+def with_instruction(problem: str) -> str:
+    """The prompt text of ``problem``: the problem and :data:`PROMPT_SUFFIX`, unless the problem already ends with
+    the instruction (from a hunt: a source that carried it was prepared with it twice)."""
+    return problem if problem.rstrip().endswith(PROMPT_SUFFIX.strip()) else problem + PROMPT_SUFFIX
+
+
+PROMPT_FORMAT = "a list of {role, content} messages"  # what a verl row's prompt is
+
+
+def verl_file_lacks(path: Path, prompt_key: str = "prompt", data_source: bool = False) -> list[str] | None:
+    """What a verl dataset file (parquet: its schema; json/jsonl: its first row) lacks of what arctl's run reads:
+    ``prompt_key`` as a list of ``{role, content}`` messages, ``reward_model.ground_truth`` (without it every
+    reward is 0) and, with ``data_source``, the column that names its metrics; [] where it has all, None where it
+    cannot be read here (the job's own loader says why). Nothing but the schema (or the first row) is read."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            with open(path, "rb") as fh:  # a handle: pyarrow refuses a path that is not UTF-8
+                schema = pq.ParquetFile(fh).schema_arrow
+
+            def field(name: str) -> Any:
+                return schema.field(name).type if name in schema.names else None
+
+            prompt, reward = field(prompt_key), field("reward_model")
+            chat = (prompt is not None and (pa.types.is_list(prompt) or pa.types.is_large_list(prompt))
+                    and pa.types.is_struct(prompt.value_type)
+                    and {"role", "content"} <= {f.name for f in prompt.value_type})
+            has_truth = reward is not None and pa.types.is_struct(reward) and reward.get_field_index("ground_truth") >= 0
+            has_source = "data_source" in schema.names
+        elif suffix in (".json", ".jsonl"):
+            try:
+                rows = _json_lines(path, first=True) if suffix == ".jsonl" else read_records(path)
+            except DataError:
+                return None
+            row = rows[0] if rows and isinstance(rows[0], dict) else None
+            if row is None:
+                return None
+            chat = _chat(row.get(prompt_key))
+            has_truth = isinstance(row.get("reward_model"), dict) and "ground_truth" in row["reward_model"]
+            has_source = "data_source" in row
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - not a file this can read: the job's own loader says why
+        return None
+    lacks = [] if chat else [f"{prompt_key} ({PROMPT_FORMAT})"]
+    lacks += [] if has_truth else ["reward_model.ground_truth (the answer each reward is checked against)"]
+    return lacks + ([] if has_source or not data_source else ["data_source (the name its metrics are written under)"])
+
+
+def data_sources_of(path: Path) -> set[str] | None:
+    """The ``data_source`` values of a verl dataset file (parquet: that column alone is read), or None where it
+    cannot be read here or has none."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            with open(path, "rb") as fh:
+                return {str(v) for v in pq.read_table(fh, columns=["data_source"]).column(0).to_pylist()}
+        if suffix in (".json", ".jsonl"):
+            rows = read_records(path)
+            return {str(r.get("data_source")) for r in rows if isinstance(r, dict)} or None
+    except Exception:  # noqa: BLE001 - not readable here, or no such column
+        return None
+    return None
 
 
 def _datasets_offline() -> bool | None:

@@ -33,6 +33,20 @@ def ground_truth_of(reward_model: Any) -> Any:
     return reward_model.get("ground_truth")
 
 
+def row_ground_truth(row: dict[str, Any]) -> Any:
+    """:func:`ground_truth_of` a verl row's ``reward_model`` (the agent loop's keyword arguments); a row without one
+    raises ValueError, one line naming its ``data_source`` and ``extra_info.index`` (from a hunt: a training file
+    without ground truths trained to COMPLETED with every reward 0)."""
+    truth = ground_truth_of(row.get("reward_model"))
+    if truth is None or (isinstance(truth, str) and not truth.strip()):
+        extra = row.get("extra_info")
+        index = extra.get("index") if isinstance(extra, dict) else None
+        raise ValueError(f"the row of data_source {row.get('data_source')!r}, extra_info.index {index!r} has no "
+                         "reward_model.ground_truth (a dict with the answer): every leaf would score 0; prepare its "
+                         "file with `arctl data prepare`")
+    return truth
+
+
 def leaf_text(
     thinking_prefix: Sequence[int],
     inserted: Sequence[int],

@@ -60,28 +60,45 @@ def verl_run_config(config: dict, run_dir: Path | None) -> tuple[list[str], Any]
     return build_verl_config(config, run_dir, _mode(config, run_dir))
 
 
-def data_files(cfg: Any) -> list[str]:
-    """The train and validation files of a composed verl config (each key a path or a list)."""
+DATA_KEYS = ("data.train_files", "data.val_files")
+
+
+def key_files(cfg: Any, key: str) -> list[str]:
+    """The files of one data key of a composed verl config (a path or a list)."""
     from omegaconf import OmegaConf
 
-    files = []
-    for key in ("data.train_files", "data.val_files"):
-        value = OmegaConf.select(cfg, key)
-        if value is not None:
-            files += [str(v) for v in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
+    value = OmegaConf.select(cfg, key)
+    if value is None:
+        return []
+    files = [str(v) for v in value] if OmegaConf.is_list(value) or isinstance(value, (list, tuple)) else [str(value)]
     return [f for f in files if f]
 
 
+def data_files(cfg: Any) -> list[str]:
+    """The train and validation files of a composed verl config (each key a path or a list)."""
+    return [f for key in DATA_KEYS for f in key_files(cfg, key)]
+
+
 def inputs_problem(config: dict, cfg: Any) -> str | None:
-    """Why the run's inputs are not there, or None: a dataset file of the composed verl config, or the
-    checkpoint an eval-only run evaluates (missing, or saved by arctl and incomplete). Asked by the job
-    as it starts and by the launch (the same shared paths, seen from where it submits)."""
+    """Why the run's inputs are not there, or None: a dataset file of the composed verl config (missing, or not
+    in verl's row format: :func:`data_format_problem`), or the checkpoint an eval-only run evaluates (missing,
+    or saved by arctl and incomplete). Asked by the job as it starts and by the launch (the same shared paths,
+    seen from where it submits)."""
     missing = [f for f in data_files(cfg) if not Path(f).expanduser().exists()]
     if missing:
         from arctl.backends.verl.overrides import data_dir
 
-        return (f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {data_dir(config)}` "
+        folder = data_dir(config)
+        if bool(verl_setting(config, "eval_only")) and missing[0] in key_files(cfg, "data.val_files"):
+            # from a hunt: the hint named data.val_files, which an eval-only run refuses
+            return (f"dataset file {missing[0]} does not exist — an eval-only run evaluates {folder}/<name>/test.parquet "
+                    f"of each dataset of eval.final_datasets (else eval.datasets): run `arctl data prepare --out "
+                    f"{folder}`, or name the datasets prepared there with eval.final_datasets=[...] (verl.data_dir "
+                    "sets the folder)")
+        return (f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {folder}` "
                 "or set data.train_files / data.val_files")
+    if problem := data_format_problem(config, cfg):
+        return problem
     ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
     if ckpt and ckpt != EVAL_MODEL:
         from arctl.backends.verl import checkpoints
@@ -97,6 +114,46 @@ def inputs_problem(config: dict, cfg: Any) -> str | None:
             return (f"verl.eval_checkpoint={ckpt} holds the model in {saved} shards, one per GPU it was trained on, "
                     f"and verl loads the shards of the current {_world(cfg)} GPUs: evaluate it on {saved} GPUs "
                     "(cluster.nodes x cluster.gpus_per_node)")
+    return None
+
+
+def data_format_problem(config: dict, cfg: Any) -> str | None:
+    """Why a train or validation file (there) is not what the run reads, or None, from its schema (parquet) or
+    first row (json/jsonl), nothing else loaded: the prompt (``data.prompt_key``) as chat messages (without it verl
+    drops every row: "num_samples=0"), ``reward_model.ground_truth`` (without it every reward is 0: a run that
+    learns nothing, reported completed), and a validation file's ``data_source`` values among the datasets the run
+    evaluates (``arctl.eval_datasets``: its metrics are ``eval/<data_source>/...``, and reports read those of
+    eval.datasets). A file not readable here is left to the job's own loader; without pyarrow, nothing is read."""
+    from omegaconf import OmegaConf
+
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return None
+    from arctl.backends.verl.data import DATASETS, data_sources_of, verl_file_lacks
+    from arctl.backends.verl.overrides import data_dir
+
+    prompt_key = str(OmegaConf.select(cfg, "data.prompt_key", default=None) or "prompt")
+    evaluated = [str(d) for d in OmegaConf.select(cfg, "arctl.eval_datasets", default=None) or []]
+    names = "eval.final_datasets" if bool(verl_setting(config, "eval_only")) else "eval.datasets"
+    for key in DATA_KEYS:
+        val = key == "data.val_files"
+        for file in key_files(cfg, key):
+            lacks = verl_file_lacks(Path(file), prompt_key, data_source=val)
+            if lacks:
+                folder = Path(file).expanduser().parent.name
+                train = (config.get("data") or {}).get("train_dataset")
+                name = folder if folder in DATASETS else str(train) if not val and train in DATASETS else "NAME"
+                return (f"dataset file {file} ({key}) is not a verl file as `arctl data prepare` writes it: it has no "
+                        f"{' and no '.join(lacks)} — convert its problems and answers with `arctl data prepare "
+                        f"--datasets {name} --source {name}={file} --out {data_dir(config)}`")
+            sources = data_sources_of(Path(file)) if val and evaluated else None
+            stray = sorted(sources - set(evaluated)) if sources else []
+            if stray:
+                return (f"dataset file {file} (data.val_files) holds rows of data_source {', '.join(stray)}, which "
+                        f"the run does not evaluate ({names}: {', '.join(evaluated)}): their metrics would be written "
+                        f"under eval/{stray[0]}/, in no report or figure; write the dataset's name as the rows' "
+                        f"data_source (`arctl data prepare` does), or name it in {names}")
     return None
 
 

@@ -280,7 +280,7 @@ def check_plugin(loaded_before_verl: bool) -> dict[str, Any]:
 
 def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
     from arctl.backends.verl.overrides import data_dir
-    from arctl.backends.verl.run_config import data_files
+    from arctl.backends.verl.run_config import data_files, data_format_problem
 
     files = {name: Path(name).expanduser().exists() for name in data_files(cfg)}
     missing = [f for f, ok in files.items() if not ok]
@@ -291,6 +291,9 @@ def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
             f"{len(missing)} of {len(files)} data file(s) missing: {shown} — run `arctl data prepare --out "
             f"{data_dir(config)}` (or set verl.data_dir); the real run stops here"
         )
+    # the files there, in verl's row format (from a hunt: a file without ground truths trained on rewards of 0)
+    if not missing and (problem := data_format_problem(config, cfg)):
+        warnings.append(f"{problem}; the real run stops here")
     return {"files": files, "missing": missing}, warnings
 
 
