@@ -50,9 +50,12 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     not started is CANCELLED at once, in its status.json too (:func:`_mark_cancelled`); a started one is
     asked to stop (TERM: it saves a checkpoint) and stays active until it has, then becomes CANCELLED
     (:func:`arctl.launch.refresh.merge_state`), so no resume can start beside the attempt that is still
-    saving. scancel cancels the jobs it has and complains about the others: a job already ending is left to
-    the next refresh (it completes or fails); one SLURM does not have ("Invalid job id specified") is
-    CANCELLED when its run never started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
+    saving. A job that is starting counts as started: a local job whose process was alive and signalled, a SLURM
+    job the scheduler runs (the row RUNNING), whose status.json still says "submitted" (a hunt: recorded
+    CANCELLED at once, it caught the TERM as it started and trained beside a relaunch); such a job that finds the
+    cancel's request as it starts ends at once (:func:`arctl.launch.job._start_attempt`). scancel cancels the
+    jobs it has and complains about the others: a job already ending is left to the next refresh (it completes
+    or fails); one SLURM does not have ("Invalid job id specified") is CANCELLED when its run never started or has been silent for :data:`SILENT_S` (nothing in its folder or its job's logs changed:
     killed without a word), and left as it is, with why, otherwise (it may run on another cluster;
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). A debug run that trains inside a
     live arctl process is left to that process (Ctrl-C there; ``force``: recorded CANCELLED, which its
@@ -171,6 +174,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             not_cancelled(rec, f"its job (process {rec.job_id}) runs on {status.get('host')}, "
                                "not this host: cancel it there (--force records it CANCELLED)")
             continue
+        starting = False  # its job may have begun though its status.json does not say so yet
         if alive and rec.job_id and rec.job_id.isdigit():
             try:
                 os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
@@ -181,12 +185,21 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             except PermissionError:  # another user's process: this run only, the others go on
                 not_cancelled(rec, f"its job (process {rec.job_id}) is another user's")
                 continue
+            starting = not started
         elif rec.executor != "slurm" or rec.job_id in gone:
             started = False  # waiting in the local queue, or its job is gone: nothing to save
-        if started:
+        else:  # a job SLURM runs (said the refresh before this cancel), scancel'ed as it starts
+            starting = not started and rec.state == states.RUNNING and bool(rec.job_id)
+        if started or starting:
+            # the run stays active until its job has ended (refresh: CANCELLED): a job signalled alive, or that SLURM
+            # runs, whose status.json still said "submitted" may have caught the TERM as it started and trains on to
+            # its first checkpoint (from a hunt: recorded CANCELLED at once, it ran beside the relaunch that row
+            # allowed); one that finds this cancel's request as it starts ends at once, "cancelled"
+            # (arctl.launch.job._start_attempt)
             values = {"cancel_requested": now, "phase": CANCELLING, "claim": None,
                       "before_claim": None}
-            outcome.append((rec, f"cancelling (job {rec.job_id}): it saves a checkpoint and stops"))
+            outcome.append((rec, f"cancelling (job {rec.job_id}): " + ("it saves a checkpoint and stops" if started else
+                                                                       "it was starting; CANCELLED once it has stopped")))
         else:
             values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None,
                       "before_claim": None}
@@ -212,10 +225,9 @@ def _mark_cancelled(reg: Registry, workspace: Workspace, rec: RunRecord) -> None
 
     Written after the registry's conditional write won (the row was still waiting, or its job gone): no job of
     this attempt starts after it (the local queue starts only a row still PENDING under it; scancel stopped a
-    SLURM one). A job that was starting right then (the queue, or scancel, stops it) writes its own state too,
-    and the later write wins: its "running" or its end, which a repair rebuilds as a started run, or this
-    "cancelled"; either way the registry, which every other command reads, says CANCELLED. Nothing is written
-    where the folder is gone or cannot be written (the registry holds the cancel), nor where a launch took the
+    SLURM one). A job that was starting right then (the queue, or scancel, stops it) finds the cancel's request
+    and writes "cancelled" too (:func:`arctl.launch.job._start_attempt`); the registry, which every other command
+    reads, says CANCELLED. Nothing is written where the folder is gone or cannot be written (the registry holds the cancel), nor where a launch took the
     run again meanwhile (its "submitted" is that attempt's; the row is read again just before).
     :func:`arctl.launch.status_file.mark_cancelled` writes it."""
     row = reg.get(rec.run_id)

@@ -14,7 +14,8 @@ which returns a ``DelayedSubmission`` of the same callable on the same run direc
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
 from the checkpoint with the same run id and W&B run id. After SIGTERM (cancel, node shutdown)
 it just exits; ``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
-run's folder first, is "preempted" with ``cancelled: true``: :data:`arctl.launch.status_file.CANCEL_FILE`). A debug
+run's folder first, is "preempted" with ``cancelled: true``: :data:`arctl.launch.status_file.CANCEL_FILE`; a job that
+finds that request as it starts trains nothing: "cancelled", no requeue). A debug
 run (in the arctl process) takes SIGINT and SIGHUP (Ctrl-C, a closed session) as it takes SIGTERM, then ends its
 launch with a KeyboardInterrupt; a second Ctrl-C stops it at once, without the checkpoint.
 """
@@ -220,14 +221,32 @@ ATTEMPT_LINE = re.compile(r"^\[arctl job [0-9:]+\] run \S+ attempt \d+ on ")
 _ERROR_LINE = re.compile(rf"^\[arctl job [0-9:]+\] {ERROR_MARK}(.+)$")
 
 
-def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
-    """Read the run's config and record this attempt as running; returns (config, attempt, metrics marks)."""
+CANCELLED = "cancelled"  # what run_job returns for an attempt `arctl cancel` stopped before it started (_start_attempt)
+
+
+def _start_attempt(run_dir: Path) -> tuple[dict, int, dict, bool]:
+    """Read the run's config and record this attempt as running; returns (config, attempt, metrics marks,
+    cancelled). cancelled: `arctl cancel` asked the run to stop after this attempt was submitted (its request,
+    :data:`arctl.launch.status_file.CANCEL_FILE`, is in the run's folder: the attempt's "submitted" removed any
+    earlier one), and status.json says "cancelled" instead of "running": the attempt trains nothing. From a hunt: a
+    job that caught the cancel's TERM as it started wrote "running" over the cancel's "cancelled", trained to its
+    first checkpoint and wrote "preempted", beside the relaunch the CANCELLED run allowed. The cancel writes its
+    request before it signals the job and then reads its status.json: a job that found no request here has its
+    "running" read, or is a live job the cancel signalled, whose run it leaves active until the job has ended
+    (:func:`arctl.launch.control.cancel_runs`)."""
     config = read_run_config(run_dir)
     attempt = int(read_status(run_dir).get("attempt", 0)) + 1
     marks = file_marks(run_dir)
+    whose = {"job_id": current_job_id(), "executor": current_executor(), "host": socket.gethostname(),
+             "pid": os.getpid()}
+    asked = cancel_requested_at(run_dir)
+    if asked is not None:  # (its attempt number stays the last one's: this one ran nothing)
+        write_status(run_dir, state=CANCELLED, **whose, ended_at=time.time(), error=None, signal=None, cancelled=None)
+        _log(f"run {config.get('run_id')} not started on {socket.gethostname()} (job {current_job_id()}): `arctl "
+             f"cancel` asked it to stop at {time.strftime('%H:%M:%S', time.localtime(asked))}")
+        return config, attempt, marks, True
     write_status(
-        run_dir, state="running", job_id=current_job_id(), executor=current_executor(), host=socket.gethostname(),
-        pid=os.getpid(),
+        run_dir, state="running", **whose,
         started_at=time.time(), ended_at=None, error=None, attempt=attempt, signal=None, cancelled=None,  # (the last attempt's)
         # this attempt has logged nothing yet: the previous one's step is not its progress (it may
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
@@ -239,7 +258,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict]:
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
     write_phase(run_dir, None)  # e.g. "waiting for <run>": the launcher's, while it was pending
     _record_code(run_dir, attempt)
-    return config, attempt, marks
+    return config, attempt, marks, False
 
 
 def _record_code(run_dir: Path, attempt: int) -> None:
@@ -253,7 +272,8 @@ def _record_code(run_dir: Path, attempt: int) -> None:
 
 
 def run_job(run_dir: Path) -> tuple[str, list[int]]:
-    """Train the run in ``run_dir``; return (result, signals received)."""
+    """Train the run in ``run_dir``; return (result, signals received). result: the backend's ("completed",
+    "preempted"), or :data:`CANCELLED` where `arctl cancel` asked the run to stop before this attempt started."""
     restore_gpus()  # before anything asks CUDA
     run_dir = Path(run_dir).resolve()
     stop_event = threading.Event()
@@ -303,12 +323,17 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     # from a review)
     previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
-        config, attempt, marks = _start_attempt(run_dir)
-        stopping.start()  # after "running": a stop that came before it still ends up "stopping"
+        config, attempt, marks, cancelled = _start_attempt(run_dir)
+        if not cancelled:
+            stopping.start()  # after "running": a stop that came before it still ends up "stopping"
     except BaseException:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         raise
+    if cancelled:  # cancelled after its submission: it ends here, trains nothing, is never requeued (RunJob)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        return CANCELLED, received
     mode = str(config.get("wandb", {}).get("mode", "offline"))
     os.environ.setdefault(FLUSH_ENV, "1")
     if mode != "online":

@@ -1327,8 +1327,11 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
             raise
         except Exception as err:  # noqa: BLE001 - recorded in the registry, shown by status/logs
             error = " ".join(str(err).split())[-300:]
+        from arctl.launch.repair import REPORTED  # how an attempt's status.json says it ended
+
         status = read_status(run_dir)
-        state = {"completed": states.COMPLETED, "preempted": states.PREEMPTED}.get(status.get("state"), states.FAILED)
+        # (a job that found a cancel's request as it started trained nothing: "cancelled")
+        state = REPORTED.get(status.get("state"), states.FAILED)
         values = {"state": state, "ended_at": time.time(), "error": status.get("error") or error,
                   **run_progress(run_dir, status, active=False)}
         if status.get("wandb_id") is not None:

@@ -474,6 +474,18 @@ def _still_stopping(status: dict, scheduler: str | None, now: float) -> bool:
     return status.get("state") == "running" and scheduler == states.CANCELLED and age < TERM_GRACE_S
 
 
+def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now: float) -> bool:
+    """Was the job, which SLURM ran (the row RUNNING), scancel'ed by `arctl cancel` as it started (its status.json
+    still "submitted") less than :data:`TERM_GRACE_S` ago? SLURM says CANCELLED at once, while the job may still be
+    starting (submitit ignores a TERM until the job's own handler is there); it ends "cancelled" when it finds the
+    cancel's request (:func:`arctl.launch.job._start_attempt`), or is killed by then. Taken for ended, the run could
+    be relaunched meanwhile, and the relaunch's "submitted" takes the request away: the old job would train beside
+    it (from a hunt)."""
+    asked = record.cancel_requested
+    return (record.state == states.RUNNING and status.get("state") == "submitted" and scheduler == states.CANCELLED
+            and isinstance(asked, (int, float)) and now - asked < TERM_GRACE_S)
+
+
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
                 where: str = "") -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
@@ -490,7 +502,11 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
         if scheduler in states.TERMINAL:
             if reported == "preempted":
                 return stopped, None
+            if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
+                return states.CANCELLED, None
             if _still_stopping(status, scheduler, now):
+                return states.RUNNING, None
+            if _still_starting(record, status, scheduler, now):
                 return states.RUNNING, None
         if scheduler == states.COMPLETED:  # the job ended without saying "completed"
             return states.FAILED, status.get("error") or f"job ended without completing (see {logs})"
@@ -692,6 +708,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 values["warning"] = never
         elif rec.executor == "local":
             new_state, error = _local_state(rec, status, workspace)
+        elif status.get("state") == "cancelled":  # a debug run whose job found `arctl cancel`'s request as it started
+            new_state, error = states.CANCELLED, None  # (it trained nothing; the launching process may run others)
         else:  # debug runs live in the launching process
             new_state, error = merge_state(rec, status, None, now, workdir_arg(workspace.root, stored=True))
             if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
@@ -765,11 +783,15 @@ def _local_state(rec: RunRecord, status: dict, workspace: Workspace) -> tuple[st
         return (states.PENDING if reported == "requeued" else states.RUNNING), None
     if reported == "preempted":
         return stopped, None
+    if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
+        return states.CANCELLED, None
     if reported == "failed":
         return states.FAILED, status.get("error")
     if alive is None:  # another host's job that has not reported its end: as the registry has it
         return rec.state, None
     resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root, stored=True)}`"  # an error kept: named always
+    if rec.cancel_requested and reported == "submitted":  # the cancel's TERM ended it as it started: nothing ran
+        return states.CANCELLED, None
     if rec.cancel_requested:
         return states.CANCELLED, f"stopped before its checkpoint was saved; {resume} resumes from the last one"
     return states.FAILED, (_job_of_another_workspace(rec, workspace)

@@ -2,10 +2,10 @@
 
 Fields: state (submitted | running | stopping | completed | preempted | requeued | failed | cancelled: a run `arctl cancel`
 ended before its job started, or a debug run its user stopped, and the runs of its launch it left unstarted:
-:func:`mark_cancelled`), job_id, host, pid,
-executor, started_at, updated_at, ended_at, step, metric_name, metric_value (null where the metric was not finite:
-metric_nonfinite says "nan", "inf" or "-inf"), wandb_id, error, attempt,
-signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
+:func:`mark_cancelled`; or a job that found the cancel's request as it started, and trained nothing:
+:func:`arctl.launch.job._start_attempt`), job_id, host, pid, executor, started_at, updated_at, ended_at, step,
+metric_name, metric_value (null where the metric was not finite: metric_nonfinite says "nan", "inf" or "-inf"),
+wandb_id, error, attempt, signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
 first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
@@ -17,7 +17,7 @@ readers of before it).
 :data:`CANCEL_FILE`, beside it: `arctl cancel`'s request to the run's job (the time it asked), written before it
 signals the job (:func:`mark_cancel_requested`) and removed with the next attempt's "submitted": a TERM alone does not
 tell a cancel from a preemption, and `arctl repair`, which rebuilds the registry from the folders, made a cancelled
-run PREEMPTED (from a hunt).
+run PREEMPTED (from a hunt). A job that finds it as it starts trains nothing (:func:`arctl.launch.job._start_attempt`).
 """
 
 from __future__ import annotations
