@@ -159,8 +159,8 @@ def save_figure(fig, out_dir: str | Path, name: str, outputs: Outputs | None = N
     cores this takes about half the time); a copy that fails or hangs is replaced by writing that
     format here. The formats are written into a folder of temporaries beside the targets (named as the
     targets are: matplotlib chooses the format by the suffix), then staged."""
+    import secrets
     import shutil
-    import tempfile
 
     if outputs is None:
         with Outputs() as own:
@@ -169,9 +169,12 @@ def save_figure(fig, out_dir: str | Path, name: str, outputs: Outputs | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.{fmt}" for fmt in FORMATS]
     outputs.expect(paths)  # before the rendering, where a Ctrl-C comes
-    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp"))
+    # named before it is made, inside the try: a Ctrl-C between tempfile.mkdtemp's mkdir and its return left the
+    # folder in the outputs (seen under load in tests/report/test_interrupted_report.py)
+    work = out_dir / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     engine = fig.get_layout_engine()
     try:
+        work.mkdir(mode=0o700)
         if engine is not None:
             engine.execute(fig)
             fig.set_layout_engine("none")  # the layout is fixed: do not redo it in every format
