@@ -137,15 +137,22 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     gone: set[str] = set()
     ending: set[str] = set()
     if slurm_ids:
-        if not shutil.which("scancel"):
-            raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
-        proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
-        if proc.returncode != 0:
-            errors = [line for line in proc.stderr.splitlines() if line.strip()]
-            gone = {m.group(1) for line in errors if (m := GONE.search(line))}
-            ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
-            if not errors or len(gone) + len(ending) < len(errors):
-                raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+        try:
+            if not shutil.which("scancel"):
+                raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
+            proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
+            if proc.returncode != 0:
+                errors = [line for line in proc.stderr.splitlines() if line.strip()]
+                gone = {m.group(1) for line in errors if (m := GONE.search(line))}
+                ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
+                if not errors or len(gone) + len(ending) < len(errors):
+                    raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+        except BaseException:  # this cancel reached none of these jobs: no request of it is left to stop their next
+            # attempt (from a review: a controller that did not answer left it, and the job's requeue trained nothing)
+            for rec in active:
+                if rec.job_id not in asked:
+                    withdraw_cancel_request(workspace.run_dir(rec.run_id))
+            raise
         asked.update(slurm_ids)
     for rec in active:
         status = read_status(workspace.run_dir(rec.run_id))

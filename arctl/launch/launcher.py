@@ -246,7 +246,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 # with the keys it differs in (from a hunt: `arctl sweep baselines` after `arctl sweep paper` planned
                 # GRPO "new" beside a completed run that differed in budget_control.forcing_extensions alone)
                 item.reason += ("; the workspace has " + ", ".join(f"{r.run_id} ({r.state.lower()}"
-                                                                    f"{_differs_in(item.config, workspace.run_dir(r.run_id))})"
+                                                                    f"{_differs_in(item.config, workspace, r)})"
                                                                     for r in others[:2])
                                 + (f" and {len(others) - 2} more" if len(others) > 2 else "")
                                 + " of this arm and seed under another config")
@@ -1467,18 +1467,25 @@ def wait_for(
             time.sleep(poll_s)
 
 
-def _differs_in(config: dict, run_dir: Path, most: int = 2) -> str:
+def _differs_in(config: dict, workspace: Workspace, rec: RunRecord, most: int = 2) -> str:
     """``"; differs in KEY: A there, B here"`` for the keys of what a run computes (its identity) in which the run
-    of ``run_dir`` (its frozen config.yaml) differs from ``config`` (up to ``most``, then how many more); ``""``
-    where its config cannot be read."""
+    ``rec`` (its frozen config.yaml) differs from ``config`` (up to ``most``, then how many more); ``""`` where its
+    config cannot be read. A stopped run that differs only in settings neither reads (an earlier arctl's id: a
+    launch shares such a run completed or under way, :func:`arctl.launch.shared.mark_same_computation`) is said to
+    be resumable (from a review: after an upgrade a failed GRPO run of a grid over reward.alpha started anew)."""
     from arctl.launch.run_id import identity_config, with_keys_added_later
     from arctl.launch.rundir import RunDirError, read_run_config
+    from arctl.launch.shared import unread_differences
     from arctl.track.runs.tidy import flatten_config
 
     try:
-        there = flatten_config(identity_config(with_keys_added_later(read_run_config(run_dir))))
+        frozen = with_keys_added_later(read_run_config(workspace.run_dir(rec.run_id)))
+        there = flatten_config(identity_config(frozen))
     except (RunDirError, OSError, ValueError, TypeError, AttributeError):
         return ""
+    if rec.state in states.RELAUNCHABLE and unread_differences(config, frozen):
+        return (f"; it differs only in settings this arm does not read, and `arctl resume {rec.run_id}"
+                f"{workdir_arg(workspace.root)}` goes on from its checkpoint")
     here = flatten_config(identity_config(config))
     missing = "(none)"
     keys = sorted(k for k in here.keys() | there.keys() if k not in ("run_id", "run_dir", "init_dir")

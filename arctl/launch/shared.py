@@ -172,12 +172,10 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
     ablation-dense reward.alpha=0.3``; a sweep's grid over it), and after the upgrade the same command planned
     GRPO "new" beside its completed run, to train it again. Not with ``force``; not a run another starts from
     (its identity names it). Read-only. Returns ``items``."""
-    from arctl.compose.validate import unread_settings
     from arctl.launch.refresh import fresh_view
     from arctl.launch.registry import Registry
-    from arctl.launch.run_id import identity_config, with_keys_added_later
+    from arctl.launch.run_id import with_keys_added_later
     from arctl.launch.rundir import RunDirError, read_run_config
-    from arctl.track.runs.tidy import flatten_config
 
     needed = {getattr(item, "after", None) for item in items} - {None}
     open_ = [i for i in items if not getattr(i, "shares", None) and i.run_id not in needed]
@@ -194,26 +192,37 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
     records = sorted((r for r in fresh_view(workspace, others) if r.state in REUSABLE),
                      key=lambda r: (r.state != states.COMPLETED, r.run_id))
 
-    def unread(config: dict, keys: list[str]) -> bool:
-        said = {key for _, key, _ in unread_settings(config, set(keys))}
-        return all(any(k == s or k.startswith(s + ".") for s in said) for k in keys)
-
     for item in open_:
         if item.run_id in have:
             continue
-        mine = flatten_config(identity_config(item.config))
         for rec in (r for r in records if (r.experiment, r.arm, r.seed) == (item.experiment, item.arm, item.seed)):
             try:
                 config = with_keys_added_later(read_run_config(workspace.run_dir(rec.run_id)))
             except RunDirError:
                 continue
-            theirs = flatten_config(identity_config(config))
-            missing = object()
-            keys = sorted(k for k in mine.keys() | theirs.keys() if repr(mine.get(k, missing)) != repr(theirs.get(k, missing)))
-            if keys and unread(item.config, keys) and unread(config, keys):
+            if keys := unread_differences(item.config, config):
                 item.shares = item.run_id = rec.run_id
                 item.action = "shared"
                 item.reason = (f"same run as {rec.run_id} in this workspace ({rec.state.lower()}): it differs only in "
                                f"{', '.join(keys)}, which this arm does not read")
                 break
     return items
+
+
+def unread_differences(config: dict, other: dict) -> list[str]:
+    """The keys of what a run computes (its identity) in which two configs of one cell differ, where every one of
+    them is a setting that neither config reads (:func:`arctl.compose.validate.unread_settings`): the two compute
+    the same thing (:func:`mark_same_computation`). ``[]`` where they are equal or differ in a key one of them reads."""
+    from arctl.compose.validate import unread_settings
+    from arctl.launch.run_id import identity_config
+    from arctl.track.runs.tidy import flatten_config
+
+    mine, theirs = flatten_config(identity_config(config)), flatten_config(identity_config(other))
+    missing = object()
+    keys = sorted(k for k in mine.keys() | theirs.keys() if repr(mine.get(k, missing)) != repr(theirs.get(k, missing)))
+
+    def unread(cfg: dict) -> bool:
+        said = {key for _, key, _ in unread_settings(cfg, set(keys))}
+        return all(any(k == s or k.startswith(s + ".") for s in said) for k in keys)
+
+    return keys if keys and unread(config) and unread(other) else []

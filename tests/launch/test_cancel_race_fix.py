@@ -202,3 +202,29 @@ def test_a_cancel_that_signals_a_job_it_read_as_running_still_says_it_saves_a_ch
     assert sent == [(4242, signal.SIGTERM)] and said == "cancelling (job 4242): it saves a checkpoint and stops"
     assert (row.state, row.phase) == (states.RUNNING, CANCELLING)
     assert os.path.exists(ws.run_dir(RUN_ID) / CANCEL_FILE)
+
+
+@pytest.mark.parametrize("scancel", ["missing", "fails"])
+def test_a_cancel_that_reached_no_job_leaves_no_request_behind(tmp_path, monkeypatch, scancel):
+    """From a review: `arctl cancel` whose scancel failed (a controller that does not answer) left its request in the
+    run's folder; the job trained on, and its requeued attempt (no mark_submitted) found it and trained nothing."""
+    from arctl.launch.executors import LaunchError
+
+    ws = Workspace(tmp_path / "ws")
+    if scancel == "missing":
+        slurm_shims.use(tmp_path / "bin", monkeypatch)
+        (tmp_path / "bin" / "scancel").unlink(missing_ok=True)
+        monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    else:
+        slurm_shims.use(tmp_path / "bin", monkeypatch, scancel="echo 'scancel: error: Unable to contact slurm "
+                        "controller (connect failure)' >&2\nexit 1\n")
+    with Registry(ws.registry_path) as reg:
+        run_id = "e_a_s0_0000000001"
+        reg.claim([RunRecord(run_id=run_id, experiment="e", arm="a", seed=0)], new_claim_token())
+        ws.run_dir(run_id).mkdir(parents=True)
+        mark_submitted(ws.run_dir(run_id))
+        reg.update(run_id, state=states.RUNNING, executor="slurm", job_id="4242", claim=None, before_claim=None)
+        with pytest.raises(LaunchError, match="scancel"):
+            cancel_runs(reg, ws, reg.list())
+        assert reg.get(run_id).state == states.RUNNING and reg.get(run_id).cancel_requested is None
+    assert not (ws.run_dir(run_id) / CANCEL_FILE).exists()

@@ -71,3 +71,19 @@ def test_a_sweeps_json_lists_the_cells_shared_this_way(specs, tmp_path, cli):
     out = cli("sweep", "lt3", "--workdir", str(ws.root), "--executor", "debug", "--dry-run", "--json", check=True)
     doc = json.loads(out.stdout)
     assert [(c["arm"], c["run_id"]) for c in doc["shared"]] == [("a", old.run_id)], doc.get("shared")
+
+
+def test_a_stopped_run_that_differs_only_in_an_unread_setting_is_named_resumable(specs, tmp_path, monkeypatch):
+    """From a review: after an upgrade, a failed GRPO run of a grid over reward.alpha was planned anew (a launch
+    shares only a run completed or under way); the plan now says how to go on with it."""
+    ws = Workspace(tmp_path / "ws")
+    (old,) = _items_with("a", reward__alpha=0.3)
+    monkeypatch.setenv("ARCTL_TEST_FAIL_ARM", "a")
+    launch([old], ws, executor="debug")
+    monkeypatch.delenv("ARCTL_TEST_FAIL_ARM")
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(old.run_id).state == states.FAILED
+    (item,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["a"])), ws), ws)
+    assert item.action == "new" and item.shares is None
+    assert (f"the workspace has {old.run_id} (failed; it differs only in settings this arm does not read, and "
+            f"`arctl resume {old.run_id} --workdir {ws.root}` goes on from its checkpoint)") in item.reason, item.reason
