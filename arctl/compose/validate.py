@@ -377,6 +377,13 @@ def read_at_another_scale(key: str, cfg: dict) -> bool:
     return len(parts) > 3 and parts[:2] == ["tiny", "task"] and parts[2] != _select(cfg, "tiny.task.name")
 
 
+def reads_none_of(cfg: dict, keys) -> bool:
+    """Whether the run of ``cfg`` reads nothing of any of the dotted ``keys``: :func:`unread_settings` finds each
+    of them (or a section above it) unread there."""
+    said = {key for _, key, _ in unread_settings(cfg, set(keys))}
+    return all(any(k == s or k.startswith(s + ".") for s in said) for k in keys)
+
+
 def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[tuple[str, str, str]]:
     """The settings the USER wrote (``written``: the keys of the command line's overrides, a config-group
     choice as the keys it sets) that this run never reads: each (what, key, hint). A scale, an experiment or an

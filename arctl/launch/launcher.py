@@ -1473,24 +1473,19 @@ def _differs_in(config: dict, workspace: Workspace, rec: RunRecord, most: int = 
     config cannot be read. A stopped run that differs only in settings neither reads (an earlier arctl's id: a
     launch shares such a run completed or under way, :func:`arctl.launch.shared.mark_same_computation`) is said to
     be resumable (from a review: after an upgrade a failed GRPO run of a grid over reward.alpha started anew)."""
-    from arctl.launch.run_id import identity_config, with_keys_added_later
+    from arctl.compose.validate import reads_none_of
+    from arctl.launch.run_id import identity_differences, with_keys_added_later
     from arctl.launch.rundir import RunDirError, read_run_config
-    from arctl.launch.shared import unread_differences
-    from arctl.track.runs.tidy import flatten_config
 
     try:
         frozen = with_keys_added_later(read_run_config(workspace.run_dir(rec.run_id)))
-        there = flatten_config(identity_config(frozen))
+        differ = identity_differences(config, frozen)
     except (RunDirError, OSError, ValueError, TypeError, AttributeError):
         return ""
-    if rec.state in states.RELAUNCHABLE and unread_differences(config, frozen):
+    if not differ:
+        return ""
+    if rec.state in states.RELAUNCHABLE and reads_none_of(config, list(differ)) and reads_none_of(frozen, list(differ)):
         return (f"; it differs only in settings this arm does not read, and `arctl resume {rec.run_id}"
                 f"{workdir_arg(workspace.root)}` goes on from its checkpoint")
-    here = flatten_config(identity_config(config))
-    missing = "(none)"
-    keys = sorted(k for k in here.keys() | there.keys() if k not in ("run_id", "run_dir", "init_dir")
-                  and repr(here.get(k, missing)) != repr(there.get(k, missing)))
-    if not keys:
-        return ""
-    shown = "; ".join(f"{k}: {there.get(k, missing)} there, {here.get(k, missing)} here" for k in keys[:most])
-    return f"; differs in {shown}" + (f" and {len(keys) - most} more key(s)" if len(keys) > most else "")
+    shown = "; ".join(f"{k}: {there} there, {here} here" for k, (here, there) in list(differ.items())[:most])
+    return f"; differs in {shown}" + (f" and {len(differ) - most} more key(s)" if len(differ) > most else "")

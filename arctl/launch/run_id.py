@@ -72,6 +72,20 @@ def identity_config(config: dict) -> dict:
     return out
 
 
+def identity_differences(config: dict, other: dict) -> dict[str, tuple[object, object]]:
+    """The dotted keys of what a run computes (:func:`identity_config`) in which two configs differ, each with its
+    value in ``config`` and in ``other`` (:data:`MISSING` where one has no such key), sorted by key."""
+    from arctl.track.runs.tidy import flatten_config
+
+    mine, theirs = flatten_config(identity_config(config)), flatten_config(identity_config(other))
+    absent = object()  # (not MISSING: a value "(none)" is no missing key)
+    return {k: (mine.get(k, MISSING), theirs.get(k, MISSING)) for k in sorted(mine.keys() | theirs.keys())
+            if k not in mine or k not in theirs or repr(mine.get(k, absent)) != repr(theirs.get(k, absent))}
+
+
+MISSING = "(none)"  # identity_differences' value of a key one config lacks
+
+
 def keys_added_later(backend: str | None) -> dict[tuple[str, str], object]:
     """Each key added after runs were written -> the value a run of ``backend`` without it computed
     with: :data:`ADDED_AT_DEFAULT`'s default; :data:`NEW_DEFAULT`'s earlier value in a run of that

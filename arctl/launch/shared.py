@@ -213,16 +213,8 @@ def unread_differences(config: dict, other: dict) -> list[str]:
     """The keys of what a run computes (its identity) in which two configs of one cell differ, where every one of
     them is a setting that neither config reads (:func:`arctl.compose.validate.unread_settings`): the two compute
     the same thing (:func:`mark_same_computation`). ``[]`` where they are equal or differ in a key one of them reads."""
-    from arctl.compose.validate import unread_settings
-    from arctl.launch.run_id import identity_config
-    from arctl.track.runs.tidy import flatten_config
+    from arctl.compose.validate import reads_none_of
+    from arctl.launch.run_id import identity_differences
 
-    mine, theirs = flatten_config(identity_config(config)), flatten_config(identity_config(other))
-    missing = object()
-    keys = sorted(k for k in mine.keys() | theirs.keys() if repr(mine.get(k, missing)) != repr(theirs.get(k, missing)))
-
-    def unread(cfg: dict) -> bool:
-        said = {key for _, key, _ in unread_settings(cfg, set(keys))}
-        return all(any(k == s or k.startswith(s + ".") for s in said) for k in keys)
-
-    return keys if keys and unread(config) and unread(other) else []
+    keys = list(identity_differences(config, other))
+    return keys if keys and reads_none_of(config, keys) and reads_none_of(other, keys) else []

@@ -234,6 +234,7 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
         return runs
     keep = [True] * len(table)
     loose = [False] * len(table)  # kept by a --where only as a run that reads nothing of its key (not_read)
+    records = table.to_dict("records") if where else []
     conditions = parse_where(where)
     for key, value in conditions:
         column = CONFIG_PREFIX + key
@@ -243,15 +244,14 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
             hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
             raise ReportError(f"--where {key}={_shown(value)}: no run in {source} has config key {key!r}; {hint}")
         exact = [same_value(v, value) for v in table[column]]
-        unread = [not e and k and not_read(rec, key) for e, k, rec in zip(exact, keep, table.to_dict("records"))]
+        unread = [not e and k and not_read(rec, key) for e, k, rec in zip(exact, keep, records)]
         keep = [k and (e or u) for k, e, u in zip(keep, exact, unread)]
         loose = [s or u for s, u in zip(loose, unread)]
     if any(loose):  # a run at exactly the value asked for goes before one of its cell that reads nothing of it (from
         # a hunt: an earlier arctl's grid over reward.alpha trained GRPO at every value; each survived every --where,
         # and the error that followed asked for the same --where)
-        exact_cells = {_arm_seed(rec) for rec, k, s in zip(table.to_dict("records"), keep, loose) if k and not s}
-        keep = [k and not (s and _arm_seed(rec) in exact_cells)
-                for k, s, rec in zip(keep, loose, table.to_dict("records"))]
+        exact_cells = {_arm_seed(rec) for rec, k, s in zip(records, keep, loose) if k and not s}
+        keep = [k and not (s and _arm_seed(rec) in exact_cells) for k, s, rec in zip(keep, loose, records)]
     if conditions and not any(keep):
         said = " ".join(f"--where {k}={_shown(v)}" for k, v in conditions)
         raise ReportError(f"{said}: none of the {len(table)} runs in {source} has that config; "
@@ -290,7 +290,7 @@ def not_read(rec: dict, key: str) -> bool:
     (:func:`arctl.compose.resolve._as_read`), so ``--where KEY=VALUE`` keeps it at every value. A key only another
     scale's backend reads (``verl.*`` of a tiny run: :func:`arctl.compose.validate.read_at_another_scale`) is not
     such a key: the sweep leaves it in, and the run holds it at its default."""
-    from arctl.compose.validate import read_at_another_scale, unread_settings
+    from arctl.compose.validate import read_at_another_scale, reads_none_of
 
     config: dict = {}
     for column, value in rec.items():
@@ -303,8 +303,7 @@ def not_read(rec: dict, key: str) -> bool:
                     break
             else:
                 node[leaf] = _plain(value)
-    return not read_at_another_scale(key, config) and any(found == key for _, found, _ in
-                                                           unread_settings(config, {key}))
+    return not read_at_another_scale(key, config) and reads_none_of(config, [key])
 
 
 def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
