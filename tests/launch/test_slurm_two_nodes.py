@@ -204,6 +204,21 @@ def rehearsal(steps: int, step_s: float, warning_s: int = 60) -> str:
     )
 
 
+def _job_story(record: dict, run_dir: Path, job_id: str) -> str:
+    """What a failed stop assertion needs to be understood after the fact (a CI run's folders are gone by then):
+    the registry's record, the job's status.json with its age, SLURM's steps of the job, and each attempt's log
+    tails (from a flake: a scancel'd attempt left "running" behind and nothing said why)."""
+    from arctl.launch.status_file import read_status
+
+    status = read_status(run_dir)
+    age = time.time() - status["updated_at"] if "updated_at" in status else None
+    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,Start,End", "-j", job_id],
+                           capture_output=True, text=True).stdout
+    logs = "".join(f"\n--- {p.name} (last 25 lines)\n" + "\n".join(p.read_text(errors="replace").splitlines()[-25:])
+                   for p in sorted((run_dir / "job").glob("*/*_log.*")))
+    return f"{record}\nstatus.json ({age} s old): {status}\nsacct:\n{steps}{logs}"
+
+
 def _steps(run_dir: Path) -> list[int]:
     """The run's W&B history as a W&B server would show it after syncing every fragment (rewinds
     applied), read by the independent reader of tests/support/wandb_reference.py."""
@@ -236,7 +251,7 @@ def test_usr1_and_scancel_reach_the_trainer_on_node_0_and_the_two_node_job_reque
            "the requeued attempt to reach step 4")
     subprocess.run(["scancel", run["job_id"]], check=True)
     record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 120, "the cancelled job to stop")
-    assert record["state"] == "PREEMPTED", record
+    assert record["state"] == "PREEMPTED", _job_story(record, run_dir, run["job_id"])
     nothing_left(prefix, waiter)
 
     # the next sweep resumes it (a new job, both nodes again) and it completes, every step logged once
