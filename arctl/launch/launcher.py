@@ -77,6 +77,7 @@ class LaunchItem:
     needed_by: str | None = None  # launched only because this run (its name) starts from it
     job: str | None = None  # an active run's job id (plan): a run starting from it waits for that job
     cells: list[ResolvedRun] = field(default_factory=list)  # the cells asked for that are this run (arctl.launch.cells)
+    note: str = ""  # said after the plan's reason (arctl.launch.shared.mark_same_computation: an earlier id's run)
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -268,6 +269,9 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 else "starts from the beginning (it has no complete checkpoint)" if step == 0
                 else "resumes from its last checkpoint" if saved
                 else "starts from the beginning (it has no checkpoint)")
+    for item in items:
+        if item.note and item.action != "shared":
+            item.reason += f"; {item.note}"
     by_id = {item.run_id: item for item in items}
     for item in items:  # a run that starts from one that is not done yet waits for it
         parent = by_id.get(item.after) if item.after else None

@@ -171,11 +171,17 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
     marks a cell. From a hunt of an upgrade: an earlier arctl put such a setting in the run id (``arctl run
     ablation-dense reward.alpha=0.3``; a sweep's grid over it), and after the upgrade the same command planned
     GRPO "new" beside its completed run, to train it again. Not with ``force``; not a run another starts from
-    (its identity names it). Read-only. Returns ``items``."""
+    (its identity names it). Read-only. Returns ``items``.
+
+    Where the workspace has no such run completed or under way but has one stopped or failed (a relaunchable state),
+    the item becomes that run, from its frozen config (as `arctl resume` takes it): the launch resumes it from its
+    checkpoint, as it resumes a run of its own id (from a review: after an upgrade a failed GRPO run of a grid over
+    reward.alpha was named, and a new run trained from step 0 beside it). Not a run that starts from another, nor an
+    item that does (which run it starts from is part of its identity)."""
     from arctl.launch.refresh import fresh_view
     from arctl.launch.registry import Registry
     from arctl.launch.run_id import with_keys_added_later
-    from arctl.launch.rundir import RunDirError, read_run_config
+    from arctl.launch.rundir import PATH_KEYS, RunDirError, read_frozen_run, read_run_config
 
     needed = {getattr(item, "after", None) for item in items} - {None}
     open_ = [i for i in items if not getattr(i, "shares", None) and i.run_id not in needed]
@@ -185,27 +191,45 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
     with Registry.for_reading(workspace.registry_path) as reg:
         have = {rid for rid in ids if reg.get(rid) is not None}
         cells = {(i.experiment, i.arm, i.seed) for i in open_ if i.run_id not in have}
-        others = [r for r in reg.list(states_in=REUSABLE) if r.run_id not in ids
+        others = [r for r in reg.list(states_in=REUSABLE | states.RELAUNCHABLE) if r.run_id not in ids
                   and (r.experiment, r.arm, r.seed) in cells] if cells else []
     if not others:
         return items
-    records = sorted((r for r in fresh_view(workspace, others) if r.state in REUSABLE),
-                     key=lambda r: (r.state != states.COMPLETED, r.run_id))
+    # completed first, then under way, then one to resume
+    records = sorted((r for r in fresh_view(workspace, others) if r.state in REUSABLE | states.RELAUNCHABLE),
+                     key=lambda r: (r.state != states.COMPLETED, r.state not in REUSABLE, r.run_id))
+    taken: set[str] = set()  # runs an item resumes: one item each
 
     for item in open_:
         if item.run_id in have:
             continue
         for rec in (r for r in records if (r.experiment, r.arm, r.seed) == (item.experiment, item.arm, item.seed)):
+            run_dir = workspace.run_dir(rec.run_id)
             try:
-                config = with_keys_added_later(read_run_config(workspace.run_dir(rec.run_id)))
+                config = with_keys_added_later(read_run_config(run_dir))
             except RunDirError:
                 continue
-            if keys := unread_differences(item.config, config):
+            keys = unread_differences(item.config, config)
+            if not keys:
+                continue
+            said = f"{', '.join(keys)}, which this arm does not read"
+            if rec.state in REUSABLE:
                 item.shares = item.run_id = rec.run_id
                 item.action = "shared"
-                item.reason = (f"same run as {rec.run_id} in this workspace ({rec.state.lower()}): it differs only in "
-                               f"{', '.join(keys)}, which this arm does not read")
+                item.reason = f"same run as {rec.run_id} in this workspace ({rec.state.lower()}): it differs only in {said}"
                 break
+            if rec.run_id in taken or item.after or (config.get("trainer") or {}).get("init_run"):
+                continue
+            try:
+                frozen = read_frozen_run(run_dir, rec.run_id, rec.experiment, rec.arm, rec.seed)
+            except RunDirError:
+                continue
+            for key in PATH_KEYS:  # this machine's folders: the launcher adds them again
+                frozen.pop(key, None)
+            item.config, item.run_id = frozen, rec.run_id
+            item.note = f"the same run as this cell's under an earlier id: it differs only in {said}"
+            taken.add(rec.run_id)
+            break
     return items
 
 

@@ -73,9 +73,12 @@ def test_a_sweeps_json_lists_the_cells_shared_this_way(specs, tmp_path, cli):
     assert [(c["arm"], c["run_id"]) for c in doc["shared"]] == [("a", old.run_id)], doc.get("shared")
 
 
-def test_a_stopped_run_that_differs_only_in_an_unread_setting_is_named_resumable(specs, tmp_path, monkeypatch):
+def test_a_stopped_run_that_differs_only_in_an_unread_setting_is_resumed_not_trained_anew(specs, tmp_path, monkeypatch):
     """From a review: after an upgrade, a failed GRPO run of a grid over reward.alpha was planned anew (a launch
-    shares only a run completed or under way); the plan now says how to go on with it."""
+    shared only a run completed or under way), to train from step 0 beside the failed run's checkpoints. The launch
+    now resumes it from its frozen config, as it resumes a run of its own id; with --force the cell is a new run."""
+    from arctl.launch.rundir import read_run_config
+
     ws = Workspace(tmp_path / "ws")
     (old,) = _items_with("a", reward__alpha=0.3)
     monkeypatch.setenv("ARCTL_TEST_FAIL_ARM", "a")
@@ -83,7 +86,17 @@ def test_a_stopped_run_that_differs_only_in_an_unread_setting_is_named_resumable
     monkeypatch.delenv("ARCTL_TEST_FAIL_ARM")
     with Registry(ws.registry_path) as reg:
         assert reg.get(old.run_id).state == states.FAILED
+    (plain,) = items_from_resolved(resolve_experiment("lt", [], arms=["a"]))
     (item,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["a"])), ws), ws)
-    assert item.action == "new" and item.shares is None
-    assert (f"the workspace has {old.run_id} (failed; it differs only in settings this arm does not read, and "
-            f"`arctl resume {old.run_id} --workdir {ws.root}` goes on from its checkpoint)") in item.reason, item.reason
+    assert (item.action, item.run_id, item.shares) == ("resume", old.run_id, None)
+    assert item.reason.endswith("; the same run as this cell's under an earlier id: it differs only in reward.alpha, "
+                                "which this arm does not read"), item.reason
+    assert item.config["reward"]["alpha"] == 0.3  # its own frozen config, as `arctl resume` takes it
+    (forced,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["a"])), ws, force=True), ws)
+    assert (forced.action, forced.run_id) == ("new", plain.run_id)
+    result = launch(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["a"])), ws), ws,
+                    executor="debug")
+    assert [i.run_id for i in result.submitted] == [old.run_id]
+    with Registry(ws.registry_path) as reg:
+        assert reg.get(old.run_id).state == states.COMPLETED and reg.get(plain.run_id) is None
+    assert read_run_config(ws.run_dir(old.run_id))["reward"]["alpha"] == 0.3  # its config.yaml unchanged
