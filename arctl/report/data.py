@@ -163,7 +163,7 @@ def read_report_runs(
     runs = load_runs(
         workdir, experiments=exps, metrics=metrics, wandb_project=wandb_project, cache_dir=cache_dir,
         progress=progress, processes=processes, api=api, last_only=final_only,
-        serves=serving(exps, context) if wandb_project and exps else None,
+        serves=serving(exps, context) if exps else None,  # a run of another experiment that is a cell's run
     )
     # what reading the files said (before the cells add theirs), less what is not damage: a run still
     # running, a run that logged NaN

@@ -525,3 +525,44 @@ def test_a_run_that_matches_the_cell_only_where_the_runs_differ_is_not_the_cell(
     # an inactive method's knob is not a difference: the one warning names the run read and the one left out
     assert kept(out) == ["b"] and len(out.warnings) == 1 and "l1_targets" not in out.warnings[0]
     assert "read b (optim.loss_norm_len=32" in out.warnings[0] and "left out a (optim.loss_norm_len=192)" in out.warnings[0]
+
+
+def test_a_workspace_run_launched_on_its_own_serves_the_cells_it_is_by_config(tmp_path):
+    """From a hunt: `arctl run main-grpo --seeds 8-21` writes no shared.json (only a share_arms sweep does), so Fig. 5
+    (ablation-decouple) drew GRPO from the 8 runs the paper's sweep had marked, where claim 5 paired all 22. A
+    workspace run of another experiment whose config is a requested cell's, names aside, is that cell's run, as a
+    W&B project's is; a run of another config serves nothing."""
+    import yaml
+
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.resolve import resolve_arm
+    from arctl.launch.launcher import items_from_resolved
+    from arctl.report.data import read_report_runs
+    from arctl.track.writer import open_run
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+    def write(experiment, arm, seed, value, *user):
+        run = resolve_arm(load_experiment(experiment), arm, seed, "tiny", user_overrides=list(user))
+        (item,) = items_from_resolved([run])  # the config as the launch freezes it (run id, W&B id)
+        config = {**item.config, "wandb": {**item.config["wandb"], "mode": "offline"}}
+        run_dir = tmp_path / "ws" / "runs" / config["run_id"]
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        w = open_run(config, run_dir)
+        w.log({"trainer/global_step": 0, "eval/toy/final_acc": value})
+        w.finish()
+        return config["run_id"]
+
+    grpo = [write("main-grpo", "grpo", seed, 0.3 + seed / 100) for seed in (0, 1)]
+    other = write("main-grpo", "grpo", 2, 0.9, "thinking.lam=0.75")  # a config no ablation-decouple cell has
+    decouple = write("ablation-decouple", "grpo-decouple", 0, 0.5)
+    import wandb
+
+    wandb.teardown()
+    data = read_report_runs({"experiments": ["ablation-decouple"]}, metrics=["eval/*"], workdir=tmp_path / "ws",
+                            cache_dir=tmp_path / "cache", progress=False, processes=1)
+    used = {(r["experiment"], r["arm"], r["seed"]): r["run_id"] for r in data.used_runs()}
+    assert used == {("ablation-decouple", "grpo", 0): grpo[0], ("ablation-decouple", "grpo", 1): grpo[1],
+                    ("ablation-decouple", "grpo-decouple", 0): decouple}
+    assert other not in set(data.history["run_id"])

@@ -167,9 +167,11 @@ def load_runs(
     to the first (sorted) requested cell it serves. Each run is one row whatever it serves; the
     other requested cells it serves are in the ``serves`` column of ``runs`` (JSON
     ``[[experiment, arm], ...]``, "" for none); without ``experiments`` nothing is relabelled and
-    ``serves`` lists every cell. W&B has no ``shared.json``: reading a project, ``serves(config) ->
-    [(experiment, arm), ...]`` (the report layer composes the cells) names the requested cells a
-    run serves by its config, and the run is read as theirs in the same way.
+    ``serves`` lists every cell. ``serves(config) -> [(experiment, arm), ...]`` (the report layer
+    composes the cells) names the requested cells a run serves by its config, and the run is read as
+    theirs in the same way: W&B has no ``shared.json``, and a workspace run launched on its own (``arctl
+    run main-grpo --seeds 8-21``) has none either, yet is ablation-decouple's GRPO run too (from a hunt:
+    Fig. 5 drew GRPO from the 8 runs a shared sweep had marked, where claim 5 paired all 22).
     """
     exp_set = set(experiments) if experiments is not None else None
     notes: list[str] = []  # the run folders the read cannot look into
@@ -180,7 +182,7 @@ def load_runs(
         else:
             workdir = Path(workdir) if workdir is not None else default_workdir()
             cache = Path(cache_dir) if cache_dir else scope.enter_context(_usable_cache(workdir))
-            metas = _load_offline(workdir, exp_set, cache, processes, progress, notes)
+            metas = _load_offline(workdir, exp_set, cache, processes, progress, notes, serves)
         metas.sort(key=lambda m: (m["experiment"], m["arm"], m["seed"] if m["seed"] is not None else -1, m["run_id"]))
         out = _assemble(metas, cache, metrics, last_only)
     out.warnings = [*notes, *out.warnings]
@@ -189,9 +191,11 @@ def load_runs(
     return out
 
 
-def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, notes: list[str]) -> list[dict]:
-    """The metadata of the runs of ``workdir`` (those of ``exp_set``), read from ``cache`` where current, else
-    parsed into it; a run folder that cannot be looked into is named in ``notes`` and left out."""
+def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, notes: list[str],
+                  serves=None) -> list[dict]:
+    """The metadata of the runs of ``workdir`` (those of ``exp_set``, and those serving one of them: their
+    ``shared.json``, or ``serves(config)``), read from ``cache`` where current, else parsed into it; a run folder
+    that cannot be looked into is named in ``notes`` and left out."""
     metas: list[dict | None] = []
     todo: list[tuple[int, RunSource, list]] = []  # (index in metas, source, its signature before reading)
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
@@ -204,15 +208,18 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
             continue
         meta = _cached_meta(cache, s.run_id, sig)
         cells = read_served(s.config_path.parent) if s.config_path is not None else []
-        if exp_set is not None and s.config_path is not None:  # the experiment config.yaml names
+        if (exp_set is not None or serves is not None) and s.config_path is not None:  # the config.yaml
             if meta is not None:  # the sidecar holds that config.yaml (its mtime is in the signature)
-                exp = str((meta.get("config") or {}).get("experiment", ""))
+                config = meta.get("config") or {}
             else:
                 try:
-                    exp = str(read_run_yaml(s.config_path).get("experiment", ""))
+                    config = read_run_yaml(s.config_path)
                 except Exception:  # read, warned about and identified by its W&B config (ingest_offline)
-                    exp = None
-            if exp is not None and exp not in exp_set and not any(e in exp_set for e, _ in cells):
+                    config = None
+            if serves is not None and config is not None:  # the cells it is by its config (no shared.json needed)
+                cells += [c for c in map(tuple, serves(config)) if c not in cells]
+            exp = str(config.get("experiment", "")) if config is not None else None
+            if exp_set is not None and exp is not None and exp not in exp_set and not any(e in exp_set for e, _ in cells):
                 continue
         metas.append(meta)
         served.append(cells)
@@ -228,9 +235,9 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
         if m is None:
             continue
         # an earlier arctl's shared.json names experiments only: the run's own arm (the cache keeps its own names)
-        cells = [(e, m["arm"] if a is None else a) for e, a in named]
+        cells = list(dict.fromkeys((e, m["arm"] if a is None else a) for e, a in named))
         if exp_set is not None:
-            cells = [c for c in cells if c[0] in exp_set]
+            cells = sorted(c for c in cells if c[0] in exp_set)
             if m["experiment"] not in exp_set:  # not its own: the first cell it serves (a copy)
                 if not cells:
                     continue
