@@ -11,7 +11,8 @@ A claim is a list of tests; a test turns runs into one number per seed and asser
   grows with the noise, and its difference between two bands of unequal noise was a bias, not a finding;
 - ``bound arms``: every evaluation of every run satisfies ``J_anytime ≤ J ≤ J_anytime / P_m``
   (paper App. B), with ``J`` the final accuracy and ``J_anytime`` the anytime accuracy of the same
-  evaluation under its uniform budget prior (``P_m = 1/m``); a count, not an interval.
+  evaluation under its uniform budget prior (``P_m = 1/m``); a count, not an interval. A budget-forced
+  evaluation (dataset ``{ds}-forced``) is left out, as from every statistic.
 
 A run's statistic is computed from the last logged value of each key (the final evaluation; the variance
 diagnostics of a run whose final evaluation computed them over its grid, as the tiny backend did until 2026-12-05:
@@ -778,7 +779,11 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
             for _step, vals in sorted(run.evals.items()):
                 for key_any, key_fin, m in ((NAME_ANYTIME_ACC, NAME_FINAL_ACC, run.eval_budgets),
                                             (NAME_GRID_ANYTIME_ACC, NAME_FINAL_ACC, run.grid_budgets)):
+                    # a budget-forced evaluation (`{ds}-forced`: s1 forcing, not monotone in the budget) is
+                    # another kind of evaluation, as in every statistic (:func:`_key_values`): not checked
                     for ds in {k.split("/")[1] for k in vals if k.endswith("/" + key_any)}:
+                        if ds.endswith(FORCED_SUFFIX):
+                            continue
                         j_any, j = vals.get(eval_key(key_any, ds)), vals.get(eval_key(key_fin, ds))
                         if j_any is None or j is None or not m:
                             continue
@@ -891,14 +896,20 @@ def check_claims(spec: ClaimsSpec, runs: list[RunView], missing_command) -> list
     return out
 
 
+def arm_configs(runs: list[RunView]) -> dict[str, tuple[str, ...]]:
+    """Arm → the configs its runs compute (their ``compute_key``s, names aside): two arms with the same are one
+    config under two names (AR-base and GRPO+BRPO+decoupled); an arm with a run without config columns has none."""
+    keys: dict[str, set] = {}
+    for r in runs:
+        keys.setdefault(r.arm, set()).add(r.compute_key)
+    return {arm: tuple(sorted(map(str, ks))) for arm, ks in keys.items() if None not in ks}
+
+
 def _mark_repeated_evidence(results: list[ClaimResult], runs: list[RunView]) -> None:
     """A compare test whose two arms are the same configs as an earlier test's (e.g. AR-base and
     GRPO+BRPO+decoupled: one config under two names), on the same statistic, is the same evidence:
     it keeps its verdict and says whose evidence it repeats (``same_as``), so it is counted once."""
-    keys: dict[str, set] = {}
-    for r in runs:
-        keys.setdefault(r.arm, set()).add(r.compute_key)
-    arm_key = {arm: tuple(sorted(map(str, ks))) for arm, ks in keys.items() if None not in ks}
+    arm_key = arm_configs(runs)
     seen: dict[tuple, tuple[str, TestResult]] = {}
     for result in results:
         for t in result.tests:
@@ -1115,10 +1126,18 @@ def _served_cells(text) -> list[tuple[str, str]]:
     return [(str(c[0]), str(c[1])) for c in cells if isinstance(c, list) and len(c) == 2]
 
 
+# the axes (x, y) of what :func:`arm_curves` gives: the training curve is ``anytime_acc``, the mean over the run's
+# eval.budgets, not the claims' ``grid_anytime_acc`` over the final grid (from a hunt: both read "anytime accuracy")
+CURVE_AXES = {"budget": ("thinking budget (tokens)", f"accuracy at the final evaluation ({NAME_ACC}@budget)"),
+              "train": ("training step", f"anytime accuracy (mean over eval.budgets: {NAME_ANYTIME_ACC})")}
+
+
 def arm_curves(views: list[RunView]) -> dict[str, dict]:
     """What the report draws beside the claims, per arm and seed: ``budget`` {budget: accuracy} of the
-    final evaluation and ``train`` {step: anytime accuracy} of every evaluation, each the mean over
-    the run's plain evaluation datasets (the budget-forced ``-forced`` ones are another evaluation)."""
+    final evaluation and ``train`` {step: anytime accuracy over eval.budgets} of every evaluation (:data:`CURVE_AXES`),
+    each the mean over the run's plain evaluation datasets (the budget-forced ``-forced`` ones are another
+    evaluation). An arm whose runs are the same config as an earlier arm's (:func:`arm_configs`: AR-base and
+    GRPO+BRPO+decoupled) says so, ``same_config_as`` that arm: one config, drawn once."""
 
     def by(items, name: str) -> dict[int, float]:
         groups: dict[int, list[float]] = {}
@@ -1136,4 +1155,8 @@ def arm_curves(views: list[RunView]) -> dict[str, dict]:
         arm["budget"][int(v.seed)] = by(v.final.items(), NAME_ACC)
         train = {int(step): by(metrics.items(), NAME_ANYTIME_ACC).get(0) for step, metrics in sorted(v.evals.items())}
         arm["train"][int(v.seed)] = {s: a for s, a in train.items() if a is not None}
+    first: dict[tuple, str] = {}
+    for name, config in sorted(arm_configs(views).items()):  # the first name in the curves' order is drawn
+        if (drawn := first.setdefault(config, name)) != name:
+            out[name]["same_config_as"] = drawn
     return out

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from arctl.launch.provenance import code_history, code_version, same_code, started_other_code
 from arctl.report.claims import (
+    CURVE_AXES,
     FAILS,
     HOLDS,
     INCONCLUSIVE,
@@ -53,7 +54,8 @@ class ClaimsReport:
     meta: dict
     outputs: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    curves: dict = field(default_factory=dict)  # arm -> {"budget"|"train": seed -> {x: accuracy}} (claims.arm_curves)
+    # arm -> {"budget"|"train": seed -> {x: accuracy}, "same_config_as": arm where one config} (claims.arm_curves)
+    curves: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"kind": "claims", "meta": self.meta, "interval": INTERVAL, "summary": summary(self.results),
@@ -357,13 +359,34 @@ def to_markdown(report: ClaimsReport) -> str:
     return "\n".join(lines)
 
 
+TICK_WIDTH, TICK_LINES = 48, 4  # a test's label beside its row: every label of reports/claims.yaml fits whole
+# what one seed's number of a test is (``per_seed[seed]["value"]``, :mod:`arctl.report.claims`), by the test's kind
+VALUE_OF = {"compare": "difference A − B", "converge": "lead at the first statistic − lead at the second"}
+STAT_VALUE = "the statistic"  # a sign test's or a precondition's number: the statistic itself
+
+
+def tick_label(label: str) -> str:
+    """A test's label beside its row in a claim's figure: wrapped at :data:`TICK_WIDTH` characters, and cut with
+    "…" past :data:`TICK_LINES` lines (from a hunt: cut at 3 lines without a mark, claim 2's converge test lost
+    "of the budgets")."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(label, TICK_WIDTH, max_lines=TICK_LINES, placeholder=" …"))
+
+
+def axis_label(kinds: Iterable[str], unit: str) -> str:
+    """The x axis of a panel of a claim's figure whose tests are of ``kinds``, in ``unit``: what each seed's dot
+    is (a compare test's paired difference A − B, not an accuracy; from a hunt: it read "accuracy: per seed")."""
+    said = list(dict.fromkeys(VALUE_OF.get(k, STAT_VALUE) for k in kinds))
+    return (f"{'; '.join(said)} ({unit or 'the tested number'})\n"  # two lines: claim 2's one was cut at the right
+            "per seed (dots), mean (diamond), 95% interval (bar); shaded: the claimed side of 0")
+
+
 def claim_figure(result: ClaimResult):
     """The claim's figure (a matplotlib Figure, None without a test to draw): one panel per unit of
     the tested numbers (accuracy, thinking tokens, ...: a token difference never hides an accuracy
-    one), per test every seed's number (dots), the mean (diamond) and its 95% interval (bar), 0 (line)
-    and the claimed side of 0 shaded."""
-    import textwrap
-
+    one), per test every seed's number (dots: :func:`axis_label` says what it is), the mean (diamond)
+    and its 95% interval (bar), 0 (line) and the claimed side of 0 shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -396,9 +419,8 @@ def claim_figure(result: ClaimResult):
         ax.set_xlim(lo, hi)
         ax.axvline(0, color="black", lw=0.8)
         ax.set_yticks(range(len(panel)))
-        ax.set_yticklabels([("\n".join(textwrap.wrap(t.label, 48)[:3])) for t in reversed(panel)], fontsize=7)
-        ax.set_xlabel(f"{unit or 'the tested number'}: per seed (dots), mean (diamond), 95% interval (bar); "
-                      "shaded: the claimed side of 0", fontsize=7)
+        ax.set_yticklabels([tick_label(t.label) for t in reversed(panel)], fontsize=7)
+        ax.set_xlabel(axis_label((t.kind for t in panel), unit), fontsize=7)
         ax.tick_params(axis="x", labelsize=7)
     fig.tight_layout()
     return fig
@@ -410,33 +432,51 @@ def _figure_png(result: ClaimResult) -> str | None:
     return None if fig is None else _png(fig)
 
 
+def curve_arms(curves: dict) -> dict[str, list[str]]:
+    """The arms :func:`curves_figure` draws → the arms each line stands for: an arm whose runs are another's config
+    (``same_config_as``, :func:`arctl.report.claims.arm_curves`) is drawn once, with that arm (from a hunt: AR-base
+    and GRPO+BRPO+decoupled, the same runs, were two lines, one hidden under the other)."""
+    out: dict[str, list[str]] = {}
+    for arm, data in curves.items():
+        out.setdefault(data.get("same_config_as") or arm, []).append(arm)
+    return out
+
+
+def curve_legend(arms: list[str], seeds: int) -> str:
+    """The legend of one line of :func:`curves_figure`: its arms (several: one config) and its seeds."""
+    names = " = ".join(arm_label(a) for a in arms)
+    return f"{names} ({'one config, ' if len(arms) > 1 else ''}{seeds} seed{'s' if seeds > 1 else ''})"
+
+
 def curves_figure(curves: dict):
-    """Beside the claims: per arm (one colour), accuracy against the thinking budget at the final
-    evaluation and anytime accuracy over training; every seed a thin line, the mean over seeds a
-    thick one where every seed has a value (a seed that collapsed shows as its own line). None
-    without a curve."""
+    """Beside the claims: per arm (one colour; arms of one config once, :func:`curve_arms`), accuracy against the
+    thinking budget at the final evaluation and anytime accuracy over eval.budgets over training (the axes:
+    :data:`arctl.report.claims.CURVE_AXES`); every seed a thin line, the mean over seeds a thick one where every seed
+    has a value (a seed that collapsed shows as its own line). None without a curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (("budget", "thinking budget (tokens)", "accuracy at the final evaluation"),
-              ("train", "training step", "anytime accuracy"))
+    panels = tuple((part, *CURVE_AXES[part]) for part in ("budget", "train"))
     if not any(seeds for arm in curves.values() for part, *_ in panels for seeds in arm[part].values()):
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lines = curve_arms(curves)
     for ax, (part, xlabel, ylabel) in zip(axes, panels):
-        for i, (arm, data) in enumerate(curves.items()):
+        for i, names in enumerate(lines.values()):
             color = colors[i % len(colors)]
-            series = [d for d in data[part].values() if d]
+            by_seed: dict = {}
+            for name in reversed(names):  # a seed only another name has is drawn too; the drawn arm's run first
+                by_seed.update(curves[name][part])
+            series = [d for d in by_seed.values() if d]
             for d in series:
                 ax.plot(list(d), list(d.values()), color=color, lw=0.7, alpha=0.35)
             xs = sorted(set.intersection(*(set(d) for d in series))) if series else []  # where every seed has one
             if xs:
                 mean = [float(sum(d[x] for d in series) / len(series)) for x in xs]
-                seeds = f"{len(series)} seed{'s' if len(series) > 1 else ''}"
-                ax.plot(xs, mean, color=color, lw=2.2, label=f"{arm_label(arm)} ({seeds})")
+                ax.plot(xs, mean, color=color, lw=2.2, label=curve_legend(names, len(series)))
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -591,8 +631,8 @@ def to_html(report: ClaimsReport) -> str:
         parts.append("</section>")
     fig = curves_figure(report.curves)
     if fig is not None:
-        parts.append('<h2 id="curves">Curves</h2><img alt="accuracy against the thinking budget and anytime accuracy '
-                     f'over training, per arm and seed" src="data:image/png;base64,{_png(fig)}">')
+        parts.append('<h2 id="curves">Curves</h2><img alt="accuracy against the thinking budget and '
+                     f'{e(CURVE_AXES["train"][1])} over training, per arm and seed" src="data:image/png;base64,{_png(fig)}">')
     parts.append('<h2>Runs</h2><table id="runs"><thead><tr><th>run</th><th>experiment</th><th>arm</th><th>seed</th>'
                  "<th>config hash</th><th>code version</th><th>warm-up</th><th>machine</th></tr></thead><tbody>")
     for u in report.runs:
