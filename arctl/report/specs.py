@@ -4,6 +4,7 @@ in ``reports/labels.yaml``."""
 from __future__ import annotations
 
 import difflib
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -55,7 +56,22 @@ def _labels(path: str) -> dict:
     return _checked_labels(data, path)
 
 
-LABEL_FIELDS = {"arms": "arm id", "datasets": "dataset id", "dataset_order": None}  # None: a list of dataset ids
+# field -> (what its keys are, what its values are, an example); None: a list of dataset ids
+LABEL_FIELDS = {
+    "arms": ("arm id", "display name", "{grpo: GRPO}"),
+    "datasets": ("dataset id", "display name", "{aime24: AIME24}"),
+    "colors": ("arm id", "colour", "{grpo: '#0072B2'}"),
+    "dataset_order": None,
+}
+_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
+
+
+def color_problem(v) -> str | None:
+    """An arm's colour in ``labels.yaml``: ``'#rrggbb'``, quoted (unquoted, YAML reads ``#`` as a comment)."""
+    if isinstance(v, str) and _HEX_COLOR.fullmatch(v):
+        return None
+    got = "nothing (quote it: an unquoted # starts a YAML comment)" if v is None else repr(v)
+    return f"expected a colour '#rrggbb' like '#0072B2', got {got}"
 
 
 def _checked_labels(data, path: str) -> dict:
@@ -75,23 +91,30 @@ def _checked_labels(data, path: str) -> dict:
             if problem := names_problem(value):
                 raise ReportError(f"{path}: {name}: {problem}")
             continue
+        keys, values, like = LABEL_FIELDS[name]
         if not isinstance(value, dict):
-            raise ReportError(f"{path}: {name}: expected a mapping {LABEL_FIELDS[name]} -> display name, "
-                              f"like {{grpo: GRPO}}, got {type(value).__name__}")
+            raise ReportError(f"{path}: {name}: expected a mapping {keys} -> {values}, "
+                              f"like {like}, got {type(value).__name__}")
+        check_value = color_problem if name == "colors" else text_problem
         for key, label in value.items():
-            if problem := name_problem(key) or text_problem(label):
+            if problem := name_problem(key) or check_value(label):
                 raise ReportError(f"{path}: {name}.{key}: {problem}")
     return data
 
 
 def labels() -> dict:
-    """The display names (``reports/labels.yaml`` on the search path)."""
+    """The display names and arm colours (``reports/labels.yaml`` on the search path)."""
     return _labels(str(report_file("labels.yaml") or ""))
 
 
 def arm_label(arm: str) -> str:
     """Display name of an arm id (``ar-uniform`` → ``AR-uniform``); the id itself if unknown."""
     return str((labels().get("arms") or {}).get(arm, arm))
+
+
+def fixed_arm_colors() -> dict[str, str]:
+    """arm id -> colour, from ``labels.yaml``'s ``colors`` (:func:`arctl.report.style.arm_color` reads it)."""
+    return {str(a): str(c) for a, c in (labels().get("colors") or {}).items()}
 
 
 def dataset_label(dataset: str) -> str:

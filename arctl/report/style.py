@@ -1,5 +1,5 @@
-"""Shared look of the figures: arm colours, saving in PNG + PDF + SVG, the "runs used" footnote; and how a
-report puts its files in place (:class:`Outputs`: all of them together, or none)."""
+"""Shared look of the figures: arm colours (one per arm, in every figure), saving in PNG + PDF + SVG, the "runs
+used" footnote; and how a report puts its files in place (:class:`Outputs`: all of them together, or none)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,64 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from arctl.config.files import replacing
+from arctl.report.specs import fixed_arm_colors
 
 FORMATS = ("png", "pdf", "svg")
-_PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-            "#bcbd22", "#7f7f7f"]
+# the colours of arms that labels.yaml's `colors` does not list (a user's own): colour-blind-safe ones (Paul Tol's)
+# far from the listed ones (CIELAB distance >= 20 from each, and from each other). From a hunt: colours were given
+# by an arm's place among the arms a figure had, so AR-uniform was orange beside AR-base and red without it, and
+# red meant another arm in each figure.
+FALLBACK_COLORS = ("#EE3377", "#663333", "#EE8866", "#BBCC33", "#225555", "#77AADD", "#004488", "#997700",
+                   "#FFAABB", "#BBBBBB")
 
 
-def arm_colors(arms: list[str]) -> dict[str, str]:
-    return {a: _PALETTE[i % len(_PALETTE)] for i, a in enumerate(arms)}
+def arm_color(arm: str) -> str:
+    """The colour of ``arm`` in every figure: ``labels.yaml``'s ``colors``, else one of the
+    :data:`FALLBACK_COLORS` no listed arm has, chosen by a hash of the arm's name (the same in every
+    process and on every machine)."""
+    return arm_colors([arm])[arm]
+
+
+def arm_colors(arms) -> dict[str, str]:
+    """arm -> colour for the arms of one figure: :func:`arm_color` of each, whichever other arms are there;
+    only where two unlisted arms' names choose the same colour does the later one (in ``arms``' order) take
+    the next colour no arm of the figure has."""
+    fixed = fixed_arm_colors()
+    taken = {c.lower() for c in fixed.values()}
+    free = [c for c in FALLBACK_COLORS if c.lower() not in taken]
+    colors: dict[str, str] = {}
+    used: set[str] = set()
+    for arm in dict.fromkeys(str(a) for a in arms):
+        if arm in fixed:
+            colors[arm] = fixed[arm]
+            continue
+        start = _name_hash(arm)
+        options = [free[(start + k) % len(free)] for k in range(len(free))]
+        color = next((c for c in options if c.lower() not in used), None) or _derived_color(arm, taken | used)
+        colors[arm] = color
+        used.add(color.lower())
+    return colors
+
+
+def _name_hash(name: str, salt: int = 0) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{name}\0{salt}".encode()).digest()[:8], "big")
+
+
+def _derived_color(arm: str, taken: set[str]) -> str:
+    """A colour from the arm's name, not in ``taken``: where every fallback colour is taken (labels.yaml lists
+    them all, or a figure has more unlisted arms than there are)."""
+    import colorsys
+
+    salt = 0
+    while True:
+        h = _name_hash(arm, salt)
+        r, g, b = colorsys.hsv_to_rgb((h % 360) / 360, 0.55 + (h >> 9) % 30 / 100, 0.45 + (h >> 17) % 35 / 100)
+        color = f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+        if color not in taken:
+            return color
+        salt += 1
 
 
 MIN_FIGURE_WIDTH_IN = 5.5  # room for the legend and the footnote when there is one column of panels
@@ -198,10 +248,16 @@ FORKED_FORMATS = (".pdf",)
 UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}
 
 
+# TrueType (42), not Type 3, fonts in a PDF (and PostScript): camera-ready checkers refuse Type 3 (from a hunt: every
+# PDF had one). The SVG keeps its text as paths: text elements would be drawn in whatever font the viewer has,
+# with other widths than the layout was computed for.
+FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
+
+
 def _savefig(fig, path: Path) -> None:
     import matplotlib
 
-    with matplotlib.rc_context({"svg.hashsalt": path.stem}):
+    with matplotlib.rc_context({**FONT_RC, "svg.hashsalt": path.stem}):
         fig.savefig(path, dpi=150 if path.suffix == ".png" else None, metadata=UNDATED.get(path.suffix))
 
 
