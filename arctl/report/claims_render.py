@@ -40,7 +40,7 @@ from arctl.report.claims import (
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
-from arctl.report.style import Outputs
+from arctl.report.style import Outputs, arm_colors
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -462,11 +462,11 @@ def curves_figure(curves: dict):
     if not any(seeds for arm in curves.values() for part, *_ in panels for seeds in arm[part].values()):
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     lines = curve_arms(curves)
+    colors = arm_colors(list(lines))  # each arm's colour in every figure (labels.yaml's colors)
     for ax, (part, xlabel, ylabel) in zip(axes, panels):
-        for i, names in enumerate(lines.values()):
-            color = colors[i % len(colors)]
+        for drawn, names in lines.items():
+            color = colors[drawn]
             by_seed: dict = {}
             for name in reversed(names):  # a seed only another name has is drawn too; the drawn arm's run first
                 by_seed.update(curves[name][part])

@@ -775,6 +775,13 @@ def test_the_curves_draw_one_config_under_two_names_once_and_label_what_they_plo
         legend = [t.get_text() for t in train.get_legend().get_texts()]
         assert legend == [f"{arm_label('ar-base')} = {arm_label('grpo-vr-decouple')} (one config, 2 seeds)",
                           f"{arm_label('grpo')} (2 seeds)", f"{arm_label('grpo-vr')} (1 seed)"]
+        # each arm in its colour of every figure (labels.yaml's colors), not the order it comes in here
+        from matplotlib.colors import to_hex
+
+        from arctl.report.style import arm_color
+
+        thick = [ln for ln in train.get_lines() if ln.get_linewidth() > 2]
+        assert [to_hex(ln.get_color()) for ln in thick] == [arm_color(a).lower() for a in ("ar-base", "grpo", "grpo-vr")]
     finally:
         import matplotlib.pyplot as plt
 
