@@ -1,12 +1,20 @@
 """What code launched a run: ``provenance.json`` next to the run's ``config.yaml``.
 
     {"arctl_version": "0.1.0", "git_commit": "<40 hex>" | null, "git_dirty": true | false | null,
-     "code_sha256": "<64 hex>", "created_at": <unix time>,
-     "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ..., "at": <unix time>}, ...],
-     "attempts": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ...,
+     "code_sha256": "<64 hex>",
+     "plugins": [{"group": "arctl.methods", "name": "shortbonus", "package": "arctl-myidea" | null,
+                  "version": "0.2.0" | null, "code_sha256": "<64 hex>" | null}, ...],
+     "created_at": <unix time>,
+     "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ..., "plugins": [...],
+                  "at": <unix time>}, ...],
+     "attempts": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ..., "plugins": [...],
                    "attempt": <n>, "submission": <k>, "at": <unix time>}, ...]}
 
-The top-level fields name the code that launched the run (``code_sha256``: :func:`code_hash`); ``resumed``
+The top-level fields name the code that launched the run (``code_sha256``: :func:`code_hash`, arctl's own
+files; ``plugins``: :func:`run_plugins`, the code of an installed package the run uses, its
+``budget_control.method`` and its backend where they are not arctl's: a run trained with an older version of
+a plugin was reused unnoticed, from a hunt; absent where the run's config could not be read, and in a
+record written before arctl recorded plugins, which is not judged on them); ``resumed``
 (absent until the first resume) lists the code of every resume after it, in order, so a run whose later
 steps ran under another commit says so. All of these are written at submission; ``attempts`` (absent until
 the run's job first starts) lists the code each attempt of its job started with, written by the job itself
@@ -24,6 +32,7 @@ with a short timeout and its absence or failure never fails a launch.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -85,58 +94,144 @@ CODE_SUFFIXES = (".py", ".yaml")  # what arctl computes with (its shipped warm-u
 def code_hash(root: Path | None = None) -> str:
     """sha256 over the arctl package's code files (``CODE_SUFFIXES``: relative path and bytes, in path order):
     two runs of one run id whose numbers differ because the code did (an uncommitted edit, which ``git_dirty``
-    only flags, or an installed copy without git) are told apart by it (from a hunt)."""
+    only flags, or an installed copy without git) are told apart by it (from a hunt). ``root``: another
+    package's folder (a plugin's: :func:`run_plugins`), or one module's file."""
     import hashlib
 
     root = Path(root) if root is not None else Path(arctl.__file__).resolve().parent
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in CODE_SUFFIXES
+                                                 and p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
-                       and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+    for path in files:
+        digest.update((path.name if path == root else path.relative_to(root).as_posix()).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
+def run_plugins(config: dict) -> list[dict]:
+    """The plugins a run of ``config`` uses: its ``budget_control.method`` (``arctl.methods``) and the backend
+    that trains it (``arctl.backends``; a ``module:attribute`` backend too), each where it is not arctl's own
+    code (a built-in is in ``code_sha256``): ``{group, name, package, version, code_sha256}``, the installed
+    distribution that declares it (package and version: null where none does) and :func:`code_hash` of the
+    code its entry point loads (the top package of the module, or the module's file; null where it cannot be
+    found). Never fails a launch: a plugin that cannot be resolved is left out (choosing it fails the run's
+    validation, or its job, by itself)."""
+    from arctl.algo.methods import registry
+    from arctl.backends import base
+    from arctl.launch.backends import backend_name
+
+    control = config.get("budget_control") if isinstance(config.get("budget_control"), dict) else {}
+    chosen = [(registry.ENTRY_POINT_GROUP, registry.BUILTIN, control.get("method")),
+              (base.ENTRY_POINT_GROUP, base.BUILTIN, backend_name(config))]
+    out = []
+    for group, builtin, name in chosen:
+        if not isinstance(name, str) or name in builtin:
+            continue
+        try:
+            target = name if ":" in name else registry.plugin_table(builtin, group)[0].get(name)
+            if target is None or target.partition(":")[0].split(".")[0] == arctl.__name__:
+                continue
+            package, version = _distribution(group, name, target)
+            out.append({"group": group, "name": name, "package": package, "version": version,
+                        "code_sha256": _module_code_hash(target.partition(":")[0])})
+        except Exception:  # noqa: BLE001 - a record of the code, never a launch's (or a job's) failure
+            continue
+    return out
+
+
+@functools.cache
+def _distribution(group: str, name: str, target: str) -> tuple[str | None, str | None]:
+    """(package, version) of the installed distribution whose ``group`` entry point ``name`` is ``target``
+    (the first on the path, as the registry takes it), or of the distribution holding a ``module:attribute``
+    target's top package; (None, None) where none does. Read once per process, as the registry reads the
+    entry points (:func:`arctl.algo.methods.registry.plugin_table`)."""
+    from importlib import metadata
+
+    if ":" in name:
+        names = metadata.packages_distributions().get(target.partition(":")[0].split(".")[0]) or []
+        dists = [metadata.distribution(names[0])] if names else []
+    else:
+        dists = [ep.dist for ep in metadata.entry_points(group=group, name=name) if ep.value == target]
+    dist = next((d for d in dists if d is not None), None)
+    return (str(dist.metadata["Name"]), str(dist.version)) if dist is not None else (None, None)
+
+
+def _module_code_hash(module: str) -> str | None:
+    """:func:`code_hash` of ``module``'s code: its first regular package along its dotted path (the whole
+    installed package, whose other modules it may import), or its own file; None where it is not found."""
+    import importlib.util
+
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        spec = importlib.util.find_spec(".".join(parts[:i]))
+        if spec is None:
+            return None
+        origin = Path(spec.origin) if spec.origin and spec.has_location else None
+        if origin is not None and origin.is_file():  # a regular package (its __init__) or a module
+            return code_hash(origin.parent if spec.submodule_search_locations is not None else origin)
+    return None  # a namespace package down to the module itself
+
+
+def run_code(run_dir: str | Path, version: dict | None = None) -> dict:
+    """The code a run of ``run_dir`` runs: ``version`` (default :func:`code_version`, asked now) and the
+    plugins of its config.yaml (:func:`run_plugins`; none where the config cannot be read; a ``version`` that
+    names its ``plugins`` keeps them)."""
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    version = dict(version) if version is not None else code_version()
+    if "plugins" in version:
+        return version
+    try:
+        config = read_run_config(Path(run_dir))
+    except RunDirError:
+        return version
+    return {**version, "plugins": run_plugins(config)}
+
+
 def provenance(version: dict | None = None) -> dict:
-    """The content of a new run's provenance.json (``version``: from :func:`code_version`)."""
+    """The content of a new run's provenance.json (``version``: from :func:`code_version`, or :func:`run_code`)."""
     return {**(version if version is not None else code_version()), "created_at": time.time()}
 
 
 def write_provenance(run_dir: str | Path, version: dict | None = None) -> dict:
-    """Write ``run_dir/provenance.json`` (atomically); returns what was written."""
-    info = provenance(version)
+    """Write ``run_dir/provenance.json`` (atomically; ``version`` and the run's plugins: :func:`run_code`);
+    returns what was written."""
+    info = provenance(run_code(run_dir, version))
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 
 
 def record_resume(run_dir: str | Path, version: dict | None = None) -> dict:
-    """Append this resume's code version to ``run_dir/provenance.json`` (atomically; a run launched
-    before arctl wrote provenance gets a file with only ``resumed``); returns what was written."""
+    """Append this resume's code version (:func:`run_code`) to ``run_dir/provenance.json`` (atomically; a run
+    launched before arctl wrote provenance gets a file with only ``resumed``); returns what was written."""
     info = read_provenance(run_dir) or {}
     resumed = info.get("resumed") if isinstance(info.get("resumed"), list) else []
-    version = version if version is not None else code_version()
+    version = run_code(run_dir, version)
     info["resumed"] = [*resumed, {**version, "at": time.time()}]
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 
 
 def record_attempt(run_dir: str | Path, attempt: int | None = None, version: dict | None = None) -> dict:
-    """Append the code this attempt of the run's job starts with (``version``: default :func:`code_version`,
-    asked now) to ``attempts`` in ``run_dir/provenance.json`` (atomically; the job's, at each attempt's start);
-    returns what was written."""
+    """Append the code this attempt of the run's job starts with (:func:`run_code`; ``version``: default
+    :func:`code_version`, asked now) to ``attempts`` in ``run_dir/provenance.json`` (atomically; the job's, at
+    each attempt's start); returns what was written."""
     info = read_provenance(run_dir) or {}
     attempts = info.get("attempts") if isinstance(info.get("attempts"), list) else []
     resumed = info.get("resumed") if isinstance(info.get("resumed"), list) else []
-    version = version if version is not None else code_version()
+    version = run_code(run_dir, version)
     info["attempts"] = [*attempts, {**version, "attempt": attempt, "submission": len(resumed), "at": time.time()}]
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 
 
 def same_code(a: dict, b: dict) -> bool:
-    """Whether two code records (:func:`code_version`'s) name the same code: by ``code_sha256`` where both have
-    one (a commit that changed none of arctl's code, or git that did not answer in time, changes no code), else
-    by arctl's version, commit, dirty flag and hash."""
+    """Whether two code records (:func:`run_code`'s) name the same code: arctl's by ``code_sha256`` where both
+    have one (a commit that changed none of arctl's code, or git that did not answer in time, changes no code),
+    else by arctl's version, commit, dirty flag and hash; and, where both recorded ``plugins``, the same
+    plugins (:func:`same_plugins`)."""
+    if not same_plugins(a, b):
+        return False
     if a.get("code_sha256") and b.get("code_sha256"):
         return a["code_sha256"] == b["code_sha256"]
 
@@ -144,6 +239,30 @@ def same_code(a: dict, b: dict) -> bool:
         return p.get("arctl_version"), p.get("git_commit"), bool(p.get("git_dirty")), p.get("code_sha256")
 
     return key(a) == key(b)
+
+
+def same_plugins(a: dict, b: dict) -> bool:
+    """Whether two code records name the same plugins (``plugins``: :func:`run_plugins`), each by its group,
+    name and ``code_sha256`` where both have one (a version that changed none of its code changes no code),
+    else by its package and version; True where either record has none (written before arctl recorded them)."""
+    if not isinstance(a.get("plugins"), list) or not isinstance(b.get("plugins"), list):
+        return True
+
+    def table(p: dict) -> dict:
+        return {(q.get("group"), q.get("name")): q for q in p["plugins"] if isinstance(q, dict)}
+
+    ta, tb = table(a), table(b)
+    if ta.keys() != tb.keys():
+        return False
+    for k, pa in ta.items():
+        pb = tb[k]
+        if pa.get("code_sha256") and pb.get("code_sha256"):
+            if pa["code_sha256"] != pb["code_sha256"]:
+                return False
+        elif (pa.get("package"), pa.get("version"), pa.get("code_sha256")) != (pb.get("package"), pb.get("version"),
+                                                                             pb.get("code_sha256")):
+            return False
+    return True
 
 
 def code_history(info: dict) -> list[tuple[str, dict]]:
@@ -170,8 +289,8 @@ def code_history(info: dict) -> list[tuple[str, dict]]:
 
 def started_other_code(info: dict) -> list[tuple[dict, dict]]:
     """(submitted, started) for each attempt of a run (its provenance.json ``info``) whose job started with
-    other code than its submission (the launch or the resume it belongs to) recorded: an edit while it waited
-    in a queue. An attempt of a submission that recorded no code (a launch before provenance) is not judged."""
+    other code than its submission (the launch or the resume it belongs to) recorded: an edit (of arctl, or of
+    a plugin the run uses: :func:`same_code`) while it waited in a queue. An attempt of a submission that recorded no code (a launch before provenance) is not judged."""
     out, submitted = [], None
     for kind, p in code_history(info):
         if kind != "attempt":

@@ -268,15 +268,39 @@ def _machine_text(u: dict) -> str:
     return str(u.get("machine") or "not recorded")
 
 
-def _code_text(p: dict, other: dict | None = None) -> str:
+def _code_text(p: dict, other: dict | None = None, plugins: bool = True) -> str:
     """``arctl 0.1.0 (<commit[:12]>[-dirty][, code <sha256[:12]>])`` of one code record: the code's hash where
-    the commit does not say the code (dirty, or no git), or where it is all that tells it from ``other``'s."""
+    the commit does not say the code (dirty, or no git), or where it is all that tells it from ``other``'s;
+    then its plugins (:func:`_plugins_text`)."""
     commit, code = p.get("git_commit"), p.get("code_sha256")
-    hashed = p.get("git_dirty") or not commit or (other is not None and _code_text(other) == _code_text(p))
+    hashed = p.get("git_dirty") or not commit or (other is not None and other.get("code_sha256") != code
+                                                  and _code_text(other, plugins=False) == _code_text(p, plugins=False))
     code_text = f"code {str(code)[:12]}" if code and hashed else ""
     inner = ", ".join(t for t in (f"{str(commit)[:12]}{'-dirty' if p.get('git_dirty') else ''}" if commit else "",
                                   code_text) if t)
-    return f"arctl {p.get('arctl_version', '?')}" + (f" ({inner})" if inner else "")
+    return (f"arctl {p.get('arctl_version', '?')}" + (f" ({inner})" if inner else "")
+            + (_plugins_text(p, other) if plugins else ""))
+
+
+def _plugins_text(p: dict, other: dict | None = None) -> str:
+    """`` with <name> <package> <version>[ (code <sha256[:12]>)]`` per plugin of a code record (provenance.json
+    ``plugins``: the run's method or backend from an installed package); the hash where the package and version
+    are all ``other`` says too (an edit of an installed plugin, an editable install)."""
+    def listed(q: dict | None) -> list[dict]:
+        items = (q or {}).get("plugins")
+        return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+
+    def said(x: dict) -> str:
+        return f"{x.get('name', '?')} {x.get('package') or '?'} {x.get('version') or '?'}"
+
+    theirs = {(x.get("group"), x.get("name")): x for x in listed(other)}
+    out = []
+    for x in listed(p):
+        twin = theirs.get((x.get("group"), x.get("name")))
+        code = x.get("code_sha256")
+        hashed = code and twin is not None and said(twin) == said(x) and twin.get("code_sha256") != code
+        out.append(said(x) + (f" (code {str(code)[:12]})" if hashed else ""))
+    return f" with {', '.join(out)}" if out else ""
 
 
 def _run_version(prov: dict) -> str:
