@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from arctl.algo.methods.registry import method_of
+from arctl.algo.methods import control as control_hooks
+from arctl.algo.methods.registry import BUILTIN, get_method, method_of, settings_types
 from arctl.algo.settings import BudgetControl, Summary
 from arctl.backends.base import available_backends
 from arctl.compose import plugins
@@ -140,12 +141,9 @@ def check_budget_control(cfg: dict, budgets: list[int], composing: bool = True) 
     targets = _get(cfg, "budget_control.l1_targets")
     if targets is not None:
         check_budgets(targets, "budget_control.l1_targets")
+    check_method(str(_get(cfg, "budget_control.method")))
     control = BudgetControl.from_config(cfg)  # the method's own rules (arctl.algo.methods.registry)
-    try:
-        method = method_of(control)
-    except ValueError as err:  # a plugin that does not load or cannot be used (from a review: a traceback)
-        raise SpecError(" ".join(str(err).split()), "budget_control.method",
-                        "fix or reinstall the package that provides it, or choose another method") from err
+    method = method_of(control)
     # the arm's own largest thinking budget: what its training rollout reaches (an L1 target past it, which the
     # scale's larger b_m let through, was one the rollout could never reach; from a review)
     total = _get(cfg, "trainer.total_steps")
@@ -156,6 +154,17 @@ def check_budget_control(cfg: dict, budgets: list[int], composing: bool = True) 
                        lambda: method.new_run_problem(control, budgets[-1], total))
     if found:
         raise SpecError(*found)
+    # its flags against its hooks, then (a plugin's) each hook it overrides called once: a mistake there is one line
+    # here, not a job that fails on the cluster (the built-ins' hooks are arctl's, tested in tests/algo, and would
+    # import torch into every command that validates)
+    eval_budgets = _select(cfg, "eval.budgets")
+    eval_budgets = eval_budgets if isinstance(eval_budgets, list) and eval_budgets else budgets
+    problem = (control_hooks.flags_problem(method) if method.name in BUILTIN else
+               control_hooks.hooks_problem(control, budgets, eval_budgets, total, _get(cfg, "summary.group_size")))
+    if problem:
+        raise SpecError(problem, "budget_control.method",
+                        "fix the package that provides the method (arctl.algo.methods.registry.ControlMethod), or "
+                        "choose another method")
     penalty = _get(cfg, "reward.length_penalty")
     if method.shapes_rewards and penalty not in (None, "none"):  # arctl.algo.tree_loss.shaped_rewards
         raise SpecError(f"reward.length_penalty={penalty} would replace the rewards budget_control.method={method.name} "
@@ -164,11 +173,25 @@ def check_budget_control(cfg: dict, budgets: list[int], composing: bool = True) 
     _check(cfg, "budget_control.forcing_cue", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty cue text, e.g. Wait")
 
 
+def check_method(name: Any) -> None:
+    """SpecError (one line) where ``budget_control.method`` names a method that cannot be loaded or used (a plugin
+    not installed, or broken); a name that is no text is left to the choice check."""
+    if not isinstance(name, str):
+        return
+    try:
+        get_method(name)
+    except ValueError as err:  # a plugin that does not load or cannot be used (from a review: a traceback)
+        raise SpecError(" ".join(str(err).split()), "budget_control.method",
+                        "fix or reinstall the package that provides it, or choose another method") from err
+
+
 def validate_resolved(cfg: dict) -> None:
     """Check a config that was resolved before and comes back from disk (a run's frozen config.yaml,
-    which anyone may have edited): every range, no interpolation text, every rule across keys."""
+    which anyone may have edited): its method first (from a hunt: a run whose plugin is not installed was told
+    its plugin's setting "takes no number"), every range, no interpolation text, every rule across keys."""
     from arctl.compose.resolvers import leftover_problem
 
+    check_method(_select(cfg, "budget_control.method"))
     found = range_problem(cfg) or leftover_problem(cfg)
     if found:
         raise SpecError(found[1], found[0])
@@ -348,7 +371,8 @@ TINY_UNREAD = {  # keys of the core sections the tiny backend never reads: (why,
     "data.val_files": ("the tiny backend evaluates its generated task and reads no file",
                        "leave it out (--scale paper runs verl, which reads it)"),
 }
-# a budget-control method's own keys (arctl.algo.methods): read only when budget_control.method names it
+# a budget-control method's own keys (arctl.algo.methods): read only when budget_control.method names it; a plugin's
+# section budget_control.<name> (arctl.algo.methods.registry.settings_types) is read only by method=<name> as well
 METHOD_KEYS = {"thinkprune": ("budget_control.thinkprune_limits", "budget_control.thinkprune_round"),
                "l1": ("budget_control.l1_mode", "budget_control.l1_alpha", "budget_control.l1_delta",
                       "budget_control.l1_targets")}
@@ -427,7 +451,9 @@ def unread_settings(cfg: dict, written, *, grid_literal: bool = False) -> list[t
                               f"(thinking.budgets={_shown(budgets)}): every prior gives it probability 1", key,
                               "drop it (a prior matters to an arm with several thinking budgets)"))
     method = get("budget_control.method")  # 9: a method's keys when another method is chosen
-    for owner, keys in METHOD_KEYS.items():
+    sections = {owner: tuple(sorted(w for w in written if is_written([w], f"budget_control.{owner}")))
+                for owner in settings_types()}  # a plugin's own section, budget_control.<name> (from a hunt: dropped)
+    for owner, keys in {**METHOD_KEYS, **sections}.items():
         for key in keys:
             if owner != method and is_written(written, key):
                 found.append((f"{key} is read only by budget_control.method={owner}, and this run's is "

@@ -23,11 +23,17 @@ a method's name does not import torch), the ``arctl.methods`` entry points of in
 (``name = "package.module:METHOD"``), and :func:`register_method` (a module that registers on import,
 a test). The config's choice list ``budget_control.method`` is :func:`method_names`.
 
+A method's flags (``shapes_rewards``, ``writes_target``) say which of its hooks the backends call; validation
+refuses a method whose flags and overridden hooks disagree, and calls a plugin's overridden hooks once on
+synthetic arguments (:func:`arctl.algo.methods.control.hooks_problem`), so that a mistake there is one error line
+at ``--dry-run``, not a job that fails on the cluster or trains plain GRPO under the method's name.
+
 This module imports no torch; a method's module may.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import re
@@ -66,8 +72,11 @@ class ControlMethod:
     validated and part of the run's identity like the core keys (only for runs of this method). The
     built-ins keep their flat ``budget_control.l1_*`` / ``thinkprune_*`` keys (existing run ids)."""
     prompt_tokens: int = 0
-    shapes_rewards: bool = False  # whether shape_rewards changes anything (a backend may skip it)
-    writes_target: bool = False  # whether question_target puts a target into the prompt
+    # the flags are what both backends read before calling the hooks; validation refuses a method whose flags and
+    # overridden hooks disagree (arctl.algo.methods.control.flags_problem)
+    shapes_rewards: bool = False  # whether shape_rewards changes anything: set it where shape_rewards is overridden
+    writes_target: bool = False  # whether question_target puts a target into the prompt: set it where
+    # question_target and instruction are overridden (question_target is not asked otherwise)
     targets_key: str | None = None  # the config key of target_choices' list (what an error about it names)
 
     def options(self, control: Any) -> Any:
@@ -271,7 +280,10 @@ def get_method(name: str) -> ControlMethod:
                          + (f" (the entry points of {', '.join(lost)} cannot be read)" if lost else ""))
     module_name, _, attr = table[name].partition(":")
     try:
-        method = getattr(importlib.import_module(module_name), attr or "METHOD")
+        # what a plugin prints at import goes to stderr: stdout may be a command's --json, and the schema loads
+        # every installed plugin before the command redirects anything (from a hunt: a print corrupted --json)
+        with contextlib.redirect_stdout(sys.stderr):
+            method = getattr(importlib.import_module(module_name), attr or "METHOD")
     except (Exception, SystemExit) as err:  # noqa: BLE001 - a plugin that fails to import (or exits) is one line
         raise ValueError(f"cannot load budget_control.method {name!r} from {table[name]!r}: "
                          f"{type(err).__name__}: {' '.join(str(err).split())}") from err
