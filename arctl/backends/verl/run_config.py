@@ -6,6 +6,8 @@ runtime env. Used by the trainer (:mod:`arctl.backends.verl.trainer`) and by the
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -81,9 +83,10 @@ def data_files(cfg: Any) -> list[str]:
 
 def inputs_problem(config: dict, cfg: Any) -> str | None:
     """Why the run's inputs are not there, or None: a dataset file of the composed verl config (missing, or not
-    in verl's row format: :func:`data_format_problem`), or the checkpoint an eval-only run evaluates (missing,
-    or saved by arctl and incomplete). Asked by the job as it starts and by the launch (the same shared paths,
-    seen from where it submits)."""
+    in verl's row format: :func:`data_format_problem`), or the checkpoint an eval-only run evaluates (missing;
+    incomplete where arctl saved it or it lies in an arctl run's checkpoints, :func:`_in_arctl_run`; saved by a
+    run of another cell or training, :func:`source_run_problem`). Asked by the job as it starts and by the launch
+    (the same shared paths, seen from where it submits)."""
     missing = [f for f in data_files(cfg) if not Path(f).expanduser().exists()]
     if missing:
         from arctl.backends.verl.overrides import data_dir
@@ -107,13 +110,98 @@ def inputs_problem(config: dict, cfg: Any) -> str | None:
         if not path.is_dir():
             return f"verl.eval_checkpoint={ckpt} does not exist — give a run's checkpoints/global_step_N folder"
         why = checkpoints.problem(path.parent, int(path.name.rsplit("_", 1)[1]))
-        if why and (path / checkpoints.MARKER).exists():
-            return f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}"
+        # from a hunt: a folder of an arctl run without its marker (a save killed, or still being written) was taken
+        # for one arctl did not save, and verl failed reading its truncated shards once the job held its GPUs
+        if why and ((path / checkpoints.MARKER).exists() or _in_arctl_run(path)):
+            newest, _ = checkpoints.newest_complete(path.parent)
+            choose = (f"the newest complete one there is {checkpoints.folder(path.parent, newest)}" if newest
+                      else f"{path.parent} holds no complete one")
+            unmarked = "" if (path / checkpoints.MARKER).exists() else \
+                f" ({checkpoints.MARKER}: a save killed, or still being written)"
+            return (f"verl.eval_checkpoint={ckpt} cannot be loaded: {why}{unmarked} — give a complete global_step_N "
+                    f"folder; {choose}")
+        if problem := source_run_problem(config, path):
+            return f"verl.eval_checkpoint={ckpt} {problem}"
         # from a hunt: evaluating on fewer GPUs than the checkpoint was trained on failed at load, on the GPUs
         if (saved := _other_world(path, cfg)) is not None:
             return (f"verl.eval_checkpoint={ckpt} holds the model in {saved} shards, one per GPU it was trained on, "
                     f"and verl loads the shards of the current {_world(cfg)} GPUs: evaluate it on {saved} GPUs "
                     "(cluster.nodes x cluster.gpus_per_node)")
+    return None
+
+
+RUN_CONFIG = "config.yaml"  # a run folder's frozen config (the launch writes it as it creates the folder)
+
+
+def _source_run(step_dir: Path) -> Path | None:
+    """The arctl run folder a ``RUN_DIR/checkpoints/global_step_N`` folder belongs to (where ``RUN_DIR`` holds the
+    run's frozen config), else None."""
+    run_dir = Path(os.path.abspath(step_dir)).parent.parent  # (a relative path's too, without following links)
+    return run_dir if (run_dir / RUN_CONFIG).is_file() else None
+
+
+def _in_arctl_run(step_dir: Path) -> bool:
+    """Whether a ``global_step_N`` folder lies where arctl saves, so that its save, once complete, has
+    :data:`~arctl.backends.verl.checkpoints.MARKER`: in an arctl run's folder, or beside a step that has one."""
+    from arctl.backends.verl import checkpoints
+
+    parent = Path(os.path.abspath(step_dir)).parent
+    return _source_run(step_dir) is not None or any(
+        (checkpoints.folder(parent, s) / checkpoints.MARKER).is_file() for s in checkpoints.saved_steps(parent))
+
+
+# what an evaluation may set otherwise than the run that trained its checkpoint: where and how it runs and logs
+# (cluster, wandb, the run's own id and folders, verl's settings other than the grader, which scored the training),
+# what it evaluates (eval.*, budget forcing: an inference-time method), how often the training validated and saved,
+# and where the base model lies (its name and shape still count); the scale's values count as the keys they set
+NOT_TRAINED = ("eval.", "cluster.", "wandb.", "scale.", "tiny.", "run_id", "run_dir", "init_dir", "model.path",
+               "trainer.test_freq", "trainer.save_freq", "budget_control.forcing_")
+TRAINED_VERL = ("verl.grader",)
+
+
+def _trained_keys(config: dict) -> dict:
+    """The dotted keys of ``config`` that define the model its training saves (see :data:`NOT_TRAINED`), in the
+    config's order with experiment, arm and seed first."""
+    from arctl.track.runs.tidy import flatten_config
+
+    flat = flatten_config(config)
+    first = {k: flat[k] for k in ("experiment", "arm", "seed") if k in flat}
+    return {**first, **{k: v for k, v in flat.items() if k not in first and (
+        k in TRAINED_VERL or not (k.startswith("verl.") or k.startswith(NOT_TRAINED)))}}
+
+
+def _shown(value: Any) -> str:
+    """A config value as a command line writes it (Hydra's grammar), else its repr."""
+    from arctl.backends.verl.overrides import VerlConfigError
+
+    try:
+        return fmt_value(value)
+    except VerlConfigError:
+        return repr(value)
+
+
+def source_run_problem(config: dict, step_dir: Path) -> str | None:
+    """Why a checkpoint of an arctl run (``RUN_DIR/checkpoints/global_step_N``) is not the model this eval-only
+    run's config names, or None: the run that saved it (``RUN_DIR/config.yaml``) must be of the same experiment,
+    arm and seed and trained with the same settings (:func:`_trained_keys`; a key one config lacks, written before
+    it existed, is not compared), or the evaluation would be recorded and reported as another cell's. A checkpoint
+    outside a run folder, or a config that cannot be read, is not compared."""
+    from arctl.track.runs.discover import ConfigReadError, read_run_yaml
+
+    run_dir = _source_run(step_dir)
+    if run_dir is None:
+        return None
+    try:
+        saved = _trained_keys(read_run_yaml(run_dir / RUN_CONFIG))
+    except ConfigReadError:
+        return None
+    mine = _trained_keys(config)
+    for key, value in mine.items():
+        if key in saved and saved[key] != value:
+            return (f"was trained by run {run_dir.name} with {key}={_shown(saved[key])}, and this run has "
+                    f"{key}={_shown(value)}: its evaluation would be recorded as another cell's; evaluate it under "
+                    f"its own cell (that run's experiment, arm, seed and settings; eval.*, cluster.* and wandb.* may "
+                    "differ), or give a checkpoint of this cell's run")
     return None
 
 
@@ -260,12 +348,72 @@ def model_problem(config: dict, cfg: Any) -> str | None:
     folder, or Hugging Face's cache: nothing is downloaded): vLLM splits the attention heads over the
     rollout's tensor-parallel ranks (it refuses heads it cannot split as its server starts), and the
     longest row (prompt + the response a tree can fill) must fit the model's context, else generation is
-    cut below the thinking budget and a summary request finds no room."""
+    cut below the thinking budget and a summary request finds no room. Then the tokenizer
+    (:func:`tokenizer_problem`)."""
     from omegaconf import OmegaConf
 
     path = OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
     if not path:
         return None
+    return _model_config_problem(cfg, str(path)) or tokenizer_problem(cfg)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a folder with neither holds no tokenizer
+
+
+def tokenizer_problem(cfg: Any) -> str | None:
+    """Why the rollout cannot build its inserted tokens from the model's tokenizer, or None: the agent loop builds
+    :meth:`arctl.algo.prompts.InsertedTokens.from_tokenizer` of ``summary.inserted`` as it starts, which refuses a
+    tokenizer without ``</think>``; reached only in the first rollout, after Ray and vLLM started (from a hunt: an
+    external model whose tokenizer lacks it passed every launch check). Read where the tokenizer (verl's
+    ``actor_rollout_ref.model.tokenizer_path``, else ``model.path``) is a local folder, nothing downloaded and no
+    remote code run; a hub id, or a folder without a tokenizer (:data:`TOKENIZER_FILES`) or whose tokenizer cannot be
+    loaded here, is left to the job."""
+    from omegaconf import OmegaConf
+
+    path = OmegaConf.select(cfg, "actor_rollout_ref.model.tokenizer_path", default=None) or \
+        OmegaConf.select(cfg, "actor_rollout_ref.model.path", default=None)
+    folder = Path(str(path)).expanduser() if path else None
+    if folder is None or not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return None  # (transformers builds an empty tokenizer from a folder without its files)
+    from arctl.backends.verl.advantage import objective_of
+
+    style = objective_of(OmegaConf.select(cfg, "arctl")).summary.inserted
+    why = _inserted_tokens_problem(str(folder), style, _folder_stamp(folder))
+    return (f"the tokenizer of {path} cannot give the rollout its inserted tokens (summary.inserted={style}): {why}; "
+            "the rollout would fail on it at its first step, after Ray and vLLM started: give model.path a thinking "
+            "model whose tokenizer has it") if why else None
+
+
+def _folder_stamp(folder: Path) -> tuple:
+    """The names, sizes and times of a folder's files: a cached answer about it holds while they do."""
+    return tuple(sorted((p.name, st.st_size, st.st_mtime_ns) for p in folder.iterdir() if p.is_file()
+                        for st in [p.stat()]))
+
+
+@functools.lru_cache(maxsize=16)
+def _inserted_tokens_problem(folder: str, style: str, stamp: tuple) -> str | None:
+    """:meth:`InsertedTokens.from_tokenizer`'s refusal of the tokenizer in ``folder``, or None (also where it
+    cannot be loaded here). Cached by the folder's files (``stamp``): a sweep's runs share one model."""
+    from arctl.algo.prompts import InsertedTokens
+
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not loadable here (remote code, no tokenizer files): the job's own start says
+        return None
+    try:
+        InsertedTokens.from_tokenizer(tok, style)
+    except ValueError as err:
+        return " ".join(str(err).split())
+    return None
+
+
+def _model_config_problem(cfg: Any, path: str) -> str | None:
+    """:func:`model_problem`'s checks of the model's config (heads, context)."""
+    from omegaconf import OmegaConf
+
     try:
         from transformers import AutoConfig
 
@@ -418,8 +566,6 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     eval-only run loads: e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that
     sets its path), never those of the config itself (from a hunt: it let a refused ``verl.overrides`` entry
     through, to fail in the job's setup after the runs were registered)."""
-    import os
-
     from arctl.backends.verl.overrides import VerlConfigError
 
     try:
