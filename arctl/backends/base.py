@@ -106,6 +106,15 @@ class Backend(Protocol):
         say. Asked by the job entry when an attempt ends preempted, whose stop may have written no checkpoint
         (a verl step abandoned on TERM keeps the last one): its log line and status.json's ``resume_step``."""
 
+    def inputs_identity(self, config: dict) -> dict | None:
+        """What identifies, cheaply and surely, the inputs the run reads from outside its config and its run
+        id, e.g. the checkpoint an eval-only run evaluates, named in the config by its path alone (a retrained
+        run saves other weights under the same path): a JSON mapping of short strings, whose ``path`` (where
+        there is one) names the input. The launch records it in the run folder (``inputs.json``) and plans a
+        completed run whose inputs no longer match "rerun", as ``--force`` reruns it
+        (:func:`arctl.launch.launcher.plan`). None: nothing to identify (the run reads nothing such), or
+        nothing readable now (a checkpoint removed since: the run is left as it is)."""
+
 
 # How long a backend whose training failed waits for a stop request before calling the failure its
 # own: scancel's TERM reaches every process of a job step at once (the W&B service, Ray's workers),
@@ -204,3 +213,6 @@ class BackendDefaults:
 
     def resume_step(self, config, run_dir):
         return None  # unknown: the job's line makes no claim about a checkpoint
+
+    def inputs_identity(self, config):
+        return None  # the run reads nothing outside its config (and its own run folder)

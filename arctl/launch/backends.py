@@ -3,7 +3,7 @@
 
 TEST ONLY: ``$ARCTL_TEST_BACKEND`` (a registered name such as ``count``, or ``module:attribute`` of a backend object)
 replaces the config's backend inside the job, so the launch layer can be tested with a tiny CPU
-job. It is read by the job entry only; never set it for real runs.
+job. It is read by the job entry, and by the plan for `Backend.inputs_identity`; never set it for real runs.
 """
 
 from __future__ import annotations

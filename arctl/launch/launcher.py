@@ -53,7 +53,10 @@ from arctl.launch.rundir import (
     archive_previous,
     frozen_config,
     prepare_run_dir,
+    read_inputs,
     restore_previous,
+    run_files,
+    write_inputs,
 )
 from arctl.launch.shared import served, write_shared
 from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
@@ -201,7 +204,16 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     refreshed first, as the launch refreshes them (the scheduler asked, dead claims settled) on a read-only
     registry: a run whose job died is planned "resume", not "active" (from a review: the dry run said
     "already running" of a run the launch then resubmitted). An item :func:`workspace_problem` names is
-    planned "refused" (:func:`planned_problem` says why)."""
+    planned "refused" (:func:`planned_problem` says why).
+
+    A completed run whose inputs from outside its config changed since its launch recorded them (an eval-only
+    run's checkpoint, named by its path alone: a ``--force`` retrain of the run it evaluates saves other weights
+    there; :func:`inputs_change`) is planned "rerun", and the launch reruns it as ``--force`` reruns a completed
+    run (its files moved to ``previous/``, a new W&B id): its results were of other weights, and a skip would
+    report them as this checkpoint's. A rerun in place is safe: it is the path ``--force`` takes, and a
+    refusal puts the evaluated run back (its ``inputs.json`` too). A stopped run's resumed attempt reads its
+    inputs as they are then (an eval-only run evaluates from the start), so its reason only says they changed.
+    A run whose launch recorded nothing (launched before arctl recorded inputs) is left as it is."""
     rows: dict[str, RunRecord] = {}  # the registry's rows
     known: dict[str, RunRecord] = {}  # as the launch decides on them
     cells: dict[tuple, list[RunRecord]] = {}  # (experiment, arm, seed) -> the workspace's runs of it
@@ -255,7 +267,9 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
-                                        else ("skip", "completed"))
+                                        else ("rerun", f"completed, but {changed}")
+                                        if (changed := inputs_change(item, workspace)) is not None
+                                        else ("skip", "completed" + _inputs_gone(item, workspace)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -269,6 +283,8 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 else "starts from the beginning (it has no complete checkpoint)" if step == 0
                 else "resumes from its last checkpoint" if saved
                 else "starts from the beginning (it has no checkpoint)")
+            if (changed := inputs_change(item, workspace, "its last attempt was launched")) is not None:
+                item.reason += f"; {changed}: this attempt reads it as it is now"
     for item in items:
         if item.note and item.action != "shared":
             item.reason += f"; {item.note}"
@@ -278,6 +294,52 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         if item.action in STARTS and parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
     return items
+
+
+def inputs_identity(config: dict) -> dict | None:
+    """What identifies the inputs the run of ``config`` reads from outside its config now
+    (:meth:`arctl.backends.base.Backend.inputs_identity` of the backend its job runs), as JSON has it; None:
+    nothing to identify, or a backend that cannot be loaded here or was written before the method existed."""
+    from arctl.launch.backends import BackendError, backend_name, get_backend
+
+    try:
+        ask = getattr(get_backend(backend_name(config)), "inputs_identity", None)
+    except BackendError:  # the launch's own checks say so
+        return None
+    identity = ask(config) if ask is not None else None
+    return json.loads(json.dumps(identity)) if isinstance(identity, dict) else None
+
+
+def inputs_change(item: LaunchItem, workspace: Workspace, since: str = "it was evaluated") -> str | None:
+    """How the inputs of ``item``'s run (:func:`inputs_identity`) differ from what its launch recorded in its
+    folder (``inputs.json``, :func:`arctl.launch.rundir.write_inputs`), as a reason's words, or None: the same,
+    nothing recorded (a run launched before arctl recorded them), or nothing to compare with now."""
+    recorded = read_inputs(workspace.run_dir(item.run_id))
+    if recorded is None:
+        return None
+    now = inputs_identity(item.config)
+    if now is None or now == recorded:
+        return None
+
+    def shown(value) -> str:
+        text = str(value) if value is not None else "(none)"
+        return text if len(text) <= 80 else f"{text[:77]}..."
+
+    keys = [k for k in sorted(recorded.keys() | now.keys(), key=lambda k: (k != "path", k))
+            if recorded.get(k) != now.get(k)]
+    where = f"{now['path']}: " if "path" in now and "path" not in keys else ""
+    return (f"the checkpoint it evaluates has changed since {since} ({where}"
+            + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
+
+
+def _inputs_gone(item: LaunchItem, workspace: Workspace) -> str:
+    """A completed run's skip reason's words where the inputs its launch recorded cannot be read now (a checkpoint
+    removed, or not saved again yet by a retrain of its run): nothing to compare with, nothing to evaluate."""
+    recorded = read_inputs(workspace.run_dir(item.run_id))
+    if recorded is None or inputs_identity(item.config) is not None:
+        return ""
+    where = f" ({recorded['path']})" if "path" in recorded else ""
+    return f"; the checkpoint it evaluated{where} cannot be read now: not compared"
 
 
 def has_checkpoint(run_dir: Path) -> bool:
@@ -604,7 +666,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         revive_requeued(reg, refresh(reg, workspace, existing))  # (a job SLURM brought back: not a second one)
         # --force reruns the runs asked for, not a completed run brought along because one starts from it
         forced = {i.run_id for i in items if i.needed_by is None} if force else False
-        claim = reg.claim([item.record() for item in items], token, force=forced, members=members)
+        claim = _claim(reg, items, workspace, token, forced, members)
         for rec, reason in claim.skipped:
             if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
                 reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): "
@@ -635,6 +697,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                                                                                      claim=token)):
                         archived[item.run_id] = archive
                     run_dir = prepare_run_dir(workspace.run_dir(item.run_id), item.config)
+                    if (inputs := inputs_identity(item.config)) is not None:  # what this attempt reads (plan)
+                        write_inputs(run_dir, inputs)
                     version = version or code_version()  # git is asked once per launch
                     if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
                         write_provenance(run_dir, version)
@@ -740,6 +804,28 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
     return result
 
 
+def _claim(reg: Registry, items: list[LaunchItem], workspace: Workspace, token: str, forced: set[str] | bool,
+           members: list[str]):
+    """Claim ``items`` (:meth:`Registry.claim`, ``forced``: the --force reruns), and the completed runs whose
+    inputs changed since they ran (:func:`inputs_change`, as :func:`plan` plans them "rerun") as --force
+    claims them; the others' skip lines stay as they were (a completed run's names --force). The claimed in
+    the order of ``items`` (a run that starts from another comes after it)."""
+    from arctl.launch.registry import ClaimResult
+
+    stale = {i.run_id for i in items if (forced is False or i.run_id not in forced)
+             and (rec := reg.get(i.run_id)) is not None and rec.state == states.COMPLETED
+             and inputs_change(i, workspace) is not None}
+    if not stale:
+        return reg.claim([item.record() for item in items], token, force=forced, members=members)
+    if forced is not False:  # --force: every completed run's skip line says so already
+        return reg.claim([item.record() for item in items], token, force={*forced, *stale}, members=members)
+    rest = reg.claim([item.record() for item in items if item.run_id not in stale], token, members=members)
+    again = reg.claim([item.record() for item in items if item.run_id in stale], token, force=stale, members=members)
+    order = {item.run_id: n for n, item in enumerate(items)}
+    return ClaimResult(sorted(rest.claimed + again.claimed, key=lambda rec: order[rec.run_id]),
+                       rest.skipped + again.skipped)
+
+
 def _wandb_mode_change(item: LaunchItem, workspace: Workspace) -> str | None:
     """Why a resume cannot take the ``wandb.mode`` it was given, or None: ``disabled`` where the run's earlier
     attempts logged W&B history (``wandb`` is launch-only: a resume freezes the newly composed section).
@@ -842,12 +928,12 @@ def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tu
 
 
 # the files of a run folder that preparing a resume writes (and submitting it: a waiting run's phase)
-RESUME_REWRITES = ("config", "status", "provenance", "phase")
+RESUME_REWRITES = ("config", "status", "provenance", "phase", "inputs")
 
 
 def _contents(run_dir: Path, keys) -> dict[Path, bytes | None]:
-    """The bytes of each file of ``run_dir`` named by ``keys`` (:func:`run_paths`; None: absent)."""
-    paths = run_paths(run_dir)
+    """The bytes of each file of ``run_dir`` named by ``keys`` (:func:`arctl.launch.rundir.run_files`; None: absent)."""
+    paths = run_files(run_dir)
     return {paths[k]: paths[k].read_bytes() if paths[k].is_file() else None for k in keys}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -20,6 +21,32 @@ READ_KEYS = ("run_id", *PATH_KEYS)
 """What names the run rather than what it computes: its id (written by :func:`frozen_config`; a
 config.yaml without one gets its folder's name) and :data:`PATH_KEYS`. Every filter of these keys
 (the run id's hash, shared arms, resume, the W&B config) builds on this tuple."""
+
+
+INPUTS_FILE = "inputs.json"
+"""What identified the inputs a run reads from outside its config when its launch prepared it (an eval-only
+run's checkpoint: :meth:`arctl.backends.base.Backend.inputs_identity`): :func:`write_inputs`."""
+
+
+def run_files(run_dir: Path) -> dict[str, Path]:
+    """:func:`arctl.launch.workspace.run_paths` and ``inputs`` (:data:`INPUTS_FILE`): the files a launch writes
+    into a run folder and a rerun moves aside or a refused launch puts back."""
+    return {**run_paths(run_dir), "inputs": Path(run_dir) / INPUTS_FILE}
+
+
+def write_inputs(run_dir: Path, identity: dict) -> None:
+    """Record ``identity`` (:meth:`arctl.backends.base.Backend.inputs_identity`) as what the run's attempt reads."""
+    atomic_write(run_files(Path(run_dir))["inputs"], json.dumps(identity, indent=1, sort_keys=True) + "\n")
+
+
+def read_inputs(run_dir: Path) -> dict | None:
+    """What :func:`write_inputs` recorded, or None: a run launched before arctl recorded it (or whose backend
+    has nothing to record), or a file that cannot be read as one (nothing compared: the run is left as it is)."""
+    try:
+        identity = json.loads(run_files(Path(run_dir))["inputs"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return identity if isinstance(identity, dict) else None
 
 
 class RunDirError(RuntimeError):
@@ -57,7 +84,8 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 
 # the launcher writes a new provenance (and a phase, for a run that waits for another)
 # the metrics files too: a rerun that found them would keep (and relog) the replaced run's step 0, and show its progress
-ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics")
+# and what identified its inputs (an eval-only run's checkpoint): a refused rerun puts the evaluated run's back
+ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics", "inputs")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 CLAIM_MARK = "#claim"  # the manifest's line naming the claim of the rerun that moved them
 KNOWN_MARK = "#archives"  # the manifest's line naming every key its arctl archives (what a restore may remove)
@@ -65,14 +93,14 @@ LEGACY_ARCHIVED = ARCHIVED[:6]  # what an arctl that wrote no such line archived
 
 
 def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
-    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json, phase.json and
-    metrics files (metrics.jsonl, verl_metrics.jsonl) to
+    """Move a finished run's checkpoints/, wandb/, status.json, provenance.json, warning.json, phase.json,
+    metrics files (metrics.jsonl, verl_metrics.jsonl) and inputs.json to
     ``previous/<time>/``, with a copy of its config.yaml (a --force rerun starts from scratch, under
     another W&B id); returns that folder (None: nothing to move). :func:`restore_previous` undoes it.
     Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after
     a manifest of what is moved, which names the registry ``claim`` of the rerun (a launch that dies
     halfway: :func:`claimed_archive` finds what it moved); a failure puts back what was moved and raises."""
-    paths = run_paths(run_dir)
+    paths = run_files(run_dir)
     archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
     n = 1
     while archive.exists():  # a second rerun within the same second
@@ -107,7 +135,7 @@ def restore_previous(run_dir: Path, archive: Path) -> None:
     run had them). Safe to run again after an interruption: a key the manifest lists whose file is no
     longer in the archive was put back already (or never moved) and is left alone; without the
     manifest (removed last) there is nothing left to do."""
-    paths = run_paths(run_dir)
+    paths = run_files(run_dir)
     try:
         lines = (archive / MANIFEST).read_text().splitlines()
     except FileNotFoundError:

@@ -33,11 +33,64 @@ Its config section ``verl`` is typed by ``settings`` (:class:`settings.VerlConfi
 profile is ``conf/scale/paper.yaml``.
 """
 
+import hashlib
+import json
+import time
 from pathlib import Path
 
 from arctl.backends.base import BackendDefaults
 
 CONF = Path(__file__).resolve().parent / "conf"
+# the files of a model folder that make the model an eval-only run of ``verl.eval_checkpoint=model`` evaluates
+MODEL_FILES = ("config.json",)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".index.json")
+
+
+def saved_identity(folder: Path, files: list[Path]) -> dict | None:
+    """What identifies a save of ``files`` in ``folder`` (a checkpoint, a model), cheaply and surely: a hash of
+    every file's (name, size, mtime_ns), their count and the newest time one was written (a retrained run
+    writes the same names, often the same sizes, never at the same times). None: no file, or they cannot be read."""
+    try:
+        stats = sorted((str(f.relative_to(folder)), (st := f.stat()).st_size, st.st_mtime_ns) for f in files)
+    except OSError:
+        return None
+    if not stats:
+        return None
+    newest = max(mtime for _, _, mtime in stats) / 1e9
+    return {"path": str(folder), "files": str(len(stats)),
+            "saved": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(newest)),
+            "stat_sha256": hashlib.sha256(json.dumps(stats).encode()).hexdigest()[:16]}
+
+
+def eval_inputs_identity(config: dict) -> dict | None:
+    """:meth:`VerlBackend.inputs_identity`: for an eval-only run, :func:`saved_identity` of what it evaluates:
+    the ``global_step_N`` folder of ``verl.eval_checkpoint`` (every file in it: the actor's shards, verl's
+    ``data.pt``, the Hugging Face files, arctl's completion marker), or for ``verl.eval_checkpoint=model``
+    the local ``model.path`` folder's ``config.json`` and weight files (with their index). None: not an
+    eval-only run, a model named by its hub id (Hugging Face resolves it; not compared), or a folder that is
+    not there now (removed, e.g. pruned by ``verl.keep_checkpoints``: nothing to compare with)."""
+    from arctl.backends.verl.overrides import user_path, verl_setting
+    from arctl.backends.verl.settings import EVAL_MODEL
+
+    ckpt = verl_setting(config, "eval_checkpoint") if verl_setting(config, "eval_only") else None
+    if not ckpt:
+        return None
+    try:
+        if ckpt == EVAL_MODEL:
+            model = (config.get("model") or {}).get("path") if isinstance(config.get("model"), dict) else None
+            folder = Path(user_path(model)).resolve() if model else None
+            if folder is None or not folder.is_dir():
+                return None
+            files = [f for f in folder.iterdir() if f.is_file()
+                     and (f.name in MODEL_FILES or f.name.endswith(WEIGHT_SUFFIXES))]
+        else:
+            folder = Path(user_path(ckpt)).resolve()
+            if not folder.is_dir():
+                return None
+            files = [f for f in folder.rglob("*") if f.is_file()]
+    except OSError:
+        return None
+    return saved_identity(folder, files)
 
 
 class VerlBackend(BackendDefaults):
@@ -65,6 +118,9 @@ class VerlBackend(BackendDefaults):
         from arctl.backends.verl.checkpoints import resume_step
 
         return resume_step(run_dir)
+
+    def inputs_identity(self, config):
+        return eval_inputs_identity(config)
 
     def config_problem(self, config):
         from arctl.backends.verl.overrides import config_problem
