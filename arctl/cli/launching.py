@@ -295,20 +295,7 @@ def resumes_from(workspace, rec) -> int | None:
 
     if rec.state not in (states.PREEMPTED, states.CANCELLED, states.FAILED) or rec.step is None:
         return None
-    run_dir = workspace.run_dir(rec.run_id)
-    status = read_status(run_dir)
-    step = status.get("resume_step")
-    if "resume_step" not in status and status.get("state") not in ("preempted", "cancelled", "failed"):
-        # its job ended without saying (SIGKILL, a lost node, out of memory: status.json still "running"): its
-        # backend's newest complete checkpoint, as the next attempt finds it (from a review: such a run showed the
-        # step it reached, 14, and resumed from 10). The job module is imported only here (~0.5 s)
-        from arctl.launch.job import resume_step
-        from arctl.launch.rundir import RunDirError, read_run_config
-
-        try:
-            step = resume_step(read_run_config(run_dir), run_dir)
-        except RunDirError:  # its folder's config cannot be read: nothing to say
-            return None
+    step = read_status(workspace.run_dir(rec.run_id)).get("resume_step")
     return step if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < rec.step else None
 
 

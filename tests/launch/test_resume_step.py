@@ -185,41 +185,6 @@ def test_a_failed_run_records_the_step_its_next_attempt_resumes_from_and_status_
     assert doc["resume_step"] == 10
 
 
-
-@pytest.mark.parametrize("status", [{"state": "running", "step": 14}, {}], ids=["killed-mid-run", "no-status"])
-def test_a_run_killed_without_a_word_says_the_step_its_newest_complete_checkpoint_resumes_from(tmp_path, status):
-    """A job killed outright (SIGKILL, a lost node, out of memory) writes nothing as it ends: its status.json still
-    says "running" (or it has none), so no ``resume_step`` was recorded. `arctl status` asks the run's backend, which
-    reads its checkpoints as the next attempt will (from a review: such a run showed step 14, not "resumes from 10")."""
-    import json
-
-    from typer.testing import CliRunner
-
-    from arctl.cli.main import app
-    from arctl.launch.registry import Registry, RunRecord, new_claim_token
-    from arctl.launch.status_file import STATUS_FILE
-    from arctl.launch.workspace import Workspace
-
-    ws = Workspace(tmp_path / "ws")
-    config = {"experiment": "e", "arm": "a", "seed": 0, "backend": "verl", "run_id": "e_a_s0_0123456789",
-              "trainer": {"total_steps": 30}, "wandb": {"mode": "disabled", "id": "e_a_s0_0123456789"}}
-    run_dir = prepare_run_dir(ws.run_dir(config["run_id"]), config)
-    verl_save(run_dir / "checkpoints", 10)
-    _abandoned(run_dir / "checkpoints")  # step 15's save, cut short by the kill
-    (run_dir / STATUS_FILE).unlink(missing_ok=True)
-    if status:
-        write_status(run_dir, **status)
-    with Registry(ws.registry_path) as reg:
-        reg.claim([RunRecord(run_id=config["run_id"], experiment="e", arm="a", seed=0)], new_claim_token())
-        reg.update(config["run_id"], state=states.FAILED, step=14, claim=None, before_claim=None,
-                   error="the job process died without reporting (killed?)")
-    res = CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--no-refresh"])
-    [row] = [line for line in res.output.splitlines() if line.startswith(config["run_id"]) and " e/a/s0" in line]
-    assert "14 (resumes from 10)" in row, res.output
-    [doc] = json.loads(CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--no-refresh", "--json"]).stdout)
-    assert doc["resume_step"] == 10
-
-
 def _preempted_plan(tmp_path, resume_step: int | None, abandoned_only: bool = False) -> str:
     """The dry run's reason for run lt/a/s0 (the `count` backend) once a stop ended it preempted, its status.json
     holding ``resume_step`` as the job entry writes it (none: an older arctl's job)."""
