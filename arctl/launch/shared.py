@@ -21,6 +21,7 @@ is read as a run of those cells.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -180,7 +181,7 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
     item that does (which run it starts from is part of its identity)."""
     from arctl.launch.refresh import fresh_view
     from arctl.launch.registry import Registry
-    from arctl.launch.run_id import with_keys_added_later
+    from arctl.launch.run_id import LAUNCH_ONLY_KEYS, with_keys_added_later
     from arctl.launch.rundir import PATH_KEYS, RunDirError, read_frozen_run, read_run_config
 
     needed = {getattr(item, "after", None) for item in items} - {None}
@@ -226,6 +227,12 @@ def mark_same_computation(items: list, workspace, force: bool = False) -> list:
                 continue
             for key in PATH_KEYS:  # this machine's folders: the launcher adds them again
                 frozen.pop(key, None)
+            # what the run computes as it was frozen; where and how it runs as this launch says, as a resume of a
+            # run of its own id takes them (from a review: a run failed for memory was resumed with its old
+            # cluster.mem_gb, the launch's cluster.mem_gb=16 dropped without a word)
+            for section in (k for k in LAUNCH_ONLY_KEYS if k not in READ_KEYS):  # cluster, wandb
+                if section in item.config:
+                    frozen[section] = copy.deepcopy(item.config[section])
             item.config, item.run_id = frozen, rec.run_id
             item.note = f"the same run as this cell's under an earlier id: it differs only in {said}"
             taken.add(rec.run_id)

@@ -87,8 +87,12 @@ def test_a_stopped_run_that_differs_only_in_an_unread_setting_is_resumed_not_tra
     with Registry(ws.registry_path) as reg:
         assert reg.get(old.run_id).state == states.FAILED
     (plain,) = items_from_resolved(resolve_experiment("lt", [], arms=["a"]))
-    (item,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", [], arms=["a"])), ws), ws)
+    (item,) = plan(mark_same_computation(items_from_resolved(resolve_experiment("lt", ["cluster.mem_gb=16"], arms=["a"])),
+                                         ws), ws)
     assert (item.action, item.run_id, item.shares) == ("resume", old.run_id, None)
+    # where and how it runs as this launch says, as a run of its own id resumes (from a review: a run failed for
+    # memory was resumed with its old cluster.mem_gb)
+    assert item.config["cluster"]["mem_gb"] == 16
     assert item.reason.endswith("; the same run as this cell's under an earlier id: it differs only in reward.alpha, "
                                 "which this arm does not read"), item.reason
     assert item.config["reward"]["alpha"] == 0.3  # its own frozen config, as `arctl resume` takes it
