@@ -554,15 +554,18 @@ def test_a_workspace_run_launched_on_its_own_serves_the_cells_it_is_by_config(tm
         w.finish()
         return config["run_id"]
 
-    grpo = [write("main-grpo", "grpo", seed, 0.3 + seed / 100) for seed in (0, 1)]
+    grpo = [write("main-grpo", "grpo", seed, 0.3 + seed / 100) for seed in (0, 1, 3)]
     other = write("main-grpo", "grpo", 2, 0.9, "thinking.lam=0.75")  # a config no ablation-decouple cell has
     decouple = write("ablation-decouple", "grpo-decouple", 0, 0.5)
     import wandb
 
     wandb.teardown()
-    data = read_report_runs({"experiments": ["ablation-decouple"]}, metrics=["eval/*"], workdir=tmp_path / "ws",
-                            cache_dir=tmp_path / "cache", progress=False, processes=1)
-    used = {(r["experiment"], r["arm"], r["seed"]): r["run_id"] for r in data.used_runs()}
-    assert used == {("ablation-decouple", "grpo", 0): grpo[0], ("ablation-decouple", "grpo", 1): grpo[1],
-                    ("ablation-decouple", "grpo-decouple", 0): decouple}
-    assert other not in set(data.history["run_id"])
+    # a config.yaml that cannot be read: the run is read by its W&B config, and serves by it, in the first read too
+    (tmp_path / "ws" / "runs" / grpo[2] / "config.yaml").write_text("{{{: [")
+    for _ in range(2):  # cold, then from the read's cache: the same runs
+        data = read_report_runs({"experiments": ["ablation-decouple"]}, metrics=["eval/*"], workdir=tmp_path / "ws",
+                                cache_dir=tmp_path / "cache", progress=False, processes=1)
+        used = {(r["experiment"], r["arm"], r["seed"]): r["run_id"] for r in data.used_runs()}
+        assert used == {("ablation-decouple", "grpo", 0): grpo[0], ("ablation-decouple", "grpo", 1): grpo[1],
+                        ("ablation-decouple", "grpo", 3): grpo[2], ("ablation-decouple", "grpo-decouple", 0): decouple}
+        assert other not in set(data.history["run_id"])

@@ -234,6 +234,9 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
     for m, named in zip(metas, served):
         if m is None:
             continue
+        if serves is not None:  # by its config as read (from a review: a run whose config.yaml could not be read
+            # was asked nothing before its W&B config was, and was left out of the first read only)
+            named = [*named, *(c for c in map(tuple, serves(m.get("config") or {})) if c not in named)]
         # an earlier arctl's shared.json names experiments only: the run's own arm (the cache keeps its own names)
         cells = list(dict.fromkeys((e, m["arm"] if a is None else a) for e, a in named))
         if exp_set is not None:
