@@ -404,7 +404,9 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
     naming it and the runs left out, with a key where they differ (from a hunt: a cell of two runs was read
     from one of them without a word of the other)."""
     columns = sorted({c for r in recs for c in r if c.startswith(CONFIG_PREFIX)})
-    differ = [c for c in columns if not _launch_only(c[len(CONFIG_PREFIX):])
+    # not the keys that name a run (a run of another experiment is this cell's by its config: main-grpo's GRPO and
+    # ablation-vr's, one computation; from a review: they were "two runs that differ in experiment")
+    differ = [c for c in columns if not _names_the_run(c[len(CONFIG_PREFIX):])
               and any(not same_value(r.get(c), recs[0].get(c)) for r in recs[1:])]
     scales = {run_scale(r) for r in recs}
     cell = compose(experiment, arm, seed, scales.pop() if len(scales) == 1 else None) if compose else None
@@ -417,10 +419,13 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
         # hunt: two runs both launched with scale.budgets=[...], the cell's loss_norm_len in one of them: that
         # one was read, silently, where neither is what the sweep composes; after an upgrade the old run was
         # read, not the one just launched)
-        if len(matching) == 1 and not differs_from_cell(matching[0], cell):
+        cells = [r for r in matching if not differs_from_cell(r, cell)]
+        if cells:  # the cell's computation; run more than once (under several experiments' names): the cell's own
+            chosen = min(cells, key=lambda r: (not _own_cell(r, experiment, arm), str(r["run_id"])))
             if notes is not None:
-                notes.append(_decided_note(experiment, arm, seed, matching[0], recs, differ, source))
-            return str(matching[0]["run_id"])
+                notes.append(_decided_note(experiment, arm, seed, chosen, recs, differ, source) if differ
+                             else _same_computation_note(experiment, arm, seed, chosen, recs, source))
+            return str(chosen["run_id"])
     key = differ[0][len(CONFIG_PREFIX):] if differ else None
     ids = "; ".join(f"{_shown(r.get(differ[0])) if differ else '?'}: {r['run_id']}" for r in sorted(recs, key=lambda r: str(r["run_id"])))
     what = f"that differ in {key}" if key else "with different configs"
@@ -428,6 +433,21 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
     also = f" (and {len(differ) - 1} more key(s))" if len(differ) > 1 else ""
     raise ReportError(f"{experiment}/{arm} seed {seed} has {len(recs)} runs in {source} {what}{also} ({ids}), and none "
                       f"is the cell as the report's sweep composes it; {choose}")
+
+
+def _own_cell(rec: dict, experiment: str, arm: str) -> bool:
+    """Whether the runs-table row ``rec``, read as cell ``experiment``/``arm``, was launched as that cell (its
+    config's names), not as another experiment's run of the same computation."""
+    return (str(rec.get(CONFIG_PREFIX + "experiment", rec.get("experiment"))) == experiment
+            and str(rec.get(CONFIG_PREFIX + "arm", rec.get("arm"))) == arm)
+
+
+def _same_computation_note(experiment: str, arm: str, seed: int, read: dict, recs: list[dict], source: str) -> str:
+    """The note of a cell with several runs of one computation (names aside): the run read (the cell's own, else
+    the first by id) and the others, which would give the same numbers up to the machine's float sums."""
+    others = ", ".join(str(r["run_id"]) for r in sorted(recs, key=lambda r: str(r["run_id"])) if r is not read)
+    return (f"{experiment}/{arm} seed {seed} has {len(recs)} runs of the same config in {source} (launched under "
+            f"several experiments' names): read {read['run_id']}, left out {others}")
 
 
 def _decided_note(experiment: str, arm: str, seed: int, read: dict, recs: list[dict], differ: list[str],

@@ -527,32 +527,38 @@ def test_a_run_that_matches_the_cell_only_where_the_runs_differ_is_not_the_cell(
     assert "read b (optim.loss_norm_len=32" in out.warnings[0] and "left out a (optim.loss_norm_len=192)" in out.warnings[0]
 
 
-def test_a_workspace_run_launched_on_its_own_serves_the_cells_it_is_by_config(tmp_path):
-    """From a hunt: `arctl run main-grpo --seeds 8-21` writes no shared.json (only a share_arms sweep does), so Fig. 5
-    (ablation-decouple) drew GRPO from the 8 runs the paper's sweep had marked, where claim 5 paired all 22. A
-    workspace run of another experiment whose config is a requested cell's, names aside, is that cell's run, as a
-    W&B project's is; a run of another config serves nothing."""
+def _write_launched(ws, experiment, arm, seed, value, *user) -> str:
+    """A run of ``experiment``/``arm`` at ``seed`` (tiny scale, ``user`` overrides) as a launch freezes its config,
+    with one offline W&B row (``eval/toy/final_acc`` = ``value``); returns its run id."""
     import yaml
 
     from arctl.compose.experiment import load_experiment
     from arctl.compose.resolve import resolve_arm
     from arctl.launch.launcher import items_from_resolved
-    from arctl.report.data import read_report_runs
     from arctl.track.writer import open_run
 
     os.environ.setdefault("WANDB_SILENT", "true")
+    run = resolve_arm(load_experiment(experiment), arm, seed, "tiny", user_overrides=list(user))
+    (item,) = items_from_resolved([run])  # the config as the launch freezes it (run id, W&B id)
+    config = {**item.config, "wandb": {**item.config["wandb"], "mode": "offline"}}
+    run_dir = ws / "runs" / config["run_id"]
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    w = open_run(config, run_dir)
+    w.log({"trainer/global_step": 0, "eval/toy/final_acc": value})
+    w.finish()
+    return config["run_id"]
 
-    def write(experiment, arm, seed, value, *user):
-        run = resolve_arm(load_experiment(experiment), arm, seed, "tiny", user_overrides=list(user))
-        (item,) = items_from_resolved([run])  # the config as the launch freezes it (run id, W&B id)
-        config = {**item.config, "wandb": {**item.config["wandb"], "mode": "offline"}}
-        run_dir = tmp_path / "ws" / "runs" / config["run_id"]
-        run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
-        w = open_run(config, run_dir)
-        w.log({"trainer/global_step": 0, "eval/toy/final_acc": value})
-        w.finish()
-        return config["run_id"]
+
+def test_a_workspace_run_launched_on_its_own_serves_the_cells_it_is_by_config(tmp_path):
+    """From a hunt: `arctl run main-grpo --seeds 8-21` writes no shared.json (only a share_arms sweep does), so Fig. 5
+    (ablation-decouple) drew GRPO from the 8 runs the paper's sweep had marked, where claim 5 paired all 22. A
+    workspace run of another experiment whose config is a requested cell's, names aside, is that cell's run, as a
+    W&B project's is; a run of another config serves nothing."""
+    from arctl.report.data import read_report_runs
+
+    def write(*args):
+        return _write_launched(tmp_path / "ws", *args)
 
     grpo = [write("main-grpo", "grpo", seed, 0.3 + seed / 100) for seed in (0, 1, 3)]
     other = write("main-grpo", "grpo", 2, 0.9, "thinking.lam=0.75")  # a config no ablation-decouple cell has
@@ -569,3 +575,32 @@ def test_a_workspace_run_launched_on_its_own_serves_the_cells_it_is_by_config(tm
         assert used == {("ablation-decouple", "grpo", 0): grpo[0], ("ablation-decouple", "grpo", 1): grpo[1],
                         ("ablation-decouple", "grpo", 3): grpo[2], ("ablation-decouple", "grpo-decouple", 0): decouple}
         assert other not in set(data.history["run_id"])
+
+
+def test_one_computation_run_under_two_experiments_names_is_read_once_not_refused(tmp_path):
+    """From a review: `arctl run ablation-vr`, then `arctl run ablation-decouple` trains GRPO twice (no share_arms
+    across two commands); a report of main-grpo read both as its GRPO run, and stopped: "2 runs that differ in
+    experiment", whose `--where experiment=...` then left other arms out. One computation is one cell's run: the
+    cell's own run where there is one, else the first by id, with a note; a run of another config still counts."""
+    import warnings
+
+    from arctl.report.data import read_report_runs
+
+    ws = tmp_path / "ws"
+    vr = _write_launched(ws, "ablation-vr", "grpo", 0, 0.30)
+    dec = _write_launched(ws, "ablation-decouple", "grpo", 0, 0.31)
+    import wandb
+
+    wandb.teardown()
+    common = dict(metrics=["eval/*"], workdir=ws, cache_dir=tmp_path / "cache", progress=False, processes=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = read_report_runs({"experiments": ["main-grpo"]}, **common)
+    assert [(r["experiment"], r["arm"], r["seed"], r["run_id"]) for r in data.used_runs()] == [
+        ("main-grpo", "grpo", 0, min(vr, dec))]
+    assert any("2 runs of the same config" in w and f"left out {max(vr, dec)}" in w for w in data.runs.warnings)
+    # the cell's own run where there is one: ablation-decouple's own GRPO, not ablation-vr's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = read_report_runs({"experiments": ["ablation-decouple"]}, **common)
+    assert {(r["arm"], r["run_id"]) for r in data.used_runs()} == {("grpo", dec)}
