@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from extras import NO_VERL, verl_missing  # tests/support/extras.py
 
@@ -66,3 +68,17 @@ def r1_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("r1-like")
     r1_like.build(path)
     return path
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch) -> Path:
+    """``ARCTL_DATA_DIR`` holding every dataset file the paper scale's runs read (empty files: only their
+    existence is checked before a launch). A test module may define its own ``data`` (real files)."""
+    from arctl.backends.verl.data import DATASETS
+
+    root = tmp_path / "data"
+    for name in ("deepscaler/train.parquet", *(f"{d}/test.parquet" for d in DATASETS if d != "deepscaler")):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"")
+    monkeypatch.setenv("ARCTL_DATA_DIR", str(root))
+    return root

@@ -19,20 +19,6 @@ from arctl.backends.verl import checkpoints
 from arctl.backends.verl.run_config import launch_problem
 
 
-@pytest.fixture
-def data(tmp_path, monkeypatch) -> Path:
-    """``ARCTL_DATA_DIR`` holding every dataset file the paper scale's runs read (empty files: only their
-    existence is checked before a launch)."""
-    from arctl.backends.verl.data import DATASETS
-
-    root = tmp_path / "data"
-    for name in ("deepscaler/train.parquet", *(f"{d}/test.parquet" for d in DATASETS if d != "deepscaler")):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(b"")
-    monkeypatch.setenv("ARCTL_DATA_DIR", str(root))
-    return root
-
-
 def _config(*overrides: str, seed: int = 0) -> dict:
     from arctl.compose import resolve_experiment
 

@@ -5,27 +5,12 @@ Before, each was found by the job after it had queued for its GPUs and started R
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from arctl.backends.verl.run_config import launch_problem
 from arctl.cli.main import app
-
-
-@pytest.fixture
-def data(tmp_path, monkeypatch) -> Path:
-    """``ARCTL_DATA_DIR`` holding every dataset file the paper scale's runs read (empty files: only
-    their existence is checked before a launch)."""
-    from arctl.backends.verl.data import DATASETS
-
-    root = tmp_path / "data"
-    for name in ("deepscaler/train.parquet", *(f"{d}/test.parquet" for d in DATASETS if d != "deepscaler")):
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(b"")
-    monkeypatch.setenv("ARCTL_DATA_DIR", str(root))
-    return root
 
 
 def _config(*overrides: str) -> dict:
