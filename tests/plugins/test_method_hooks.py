@@ -120,12 +120,8 @@ def test_the_shipped_and_test_methods_pass_the_hooks_check(register):
     built-ins' hooks out: they are arctl's, tested here, and import torch)."""
     from resolved import arm_config  # tests/support/resolved.py
 
-    sys.path.insert(0, str(PLUGINS / "fake_method"))
-    try:
-        import arctl_fake_method
-    finally:
-        sys.path.pop(0)
-    register(arctl_fake_method.METHOD)
+    # the shipped arms first, before a test method is registered: arm_config caches each config for the session,
+    # and one composed with `halve` registered would carry its section into later tests (from a CI run)
     for experiment, arm in (("baselines-l1", "l1-exact"), ("baselines-l1", "l1-max"),
                             ("baselines-thinkprune", "thinkprune-r1"), ("baselines-thinkprune", "thinkprune-r2"), ("baselines-elastic", "elastic"),
                             ("main-grpo", "grpo")):
@@ -134,6 +130,12 @@ def test_the_shipped_and_test_methods_pass_the_hooks_check(register):
             control = BudgetControl.from_config(cfg)
             assert bc.hooks_problem(control, cfg["thinking"]["budgets"], cfg["eval"]["budgets"],
                                     cfg["trainer"]["total_steps"], cfg["summary"]["group_size"]) is None, (arm, scale)
+    sys.path.insert(0, str(PLUGINS / "fake_method"))
+    try:
+        import arctl_fake_method
+    finally:
+        sys.path.pop(0)
+    register(arctl_fake_method.METHOD)
     assert _compose("halve")["budget_control"]["method"] == "halve"
 
 

@@ -18,7 +18,7 @@ def experiment_arms() -> list[tuple[str, str]]:
 
 
 @cache
-def _resolved(name: str, scale: str | None, overrides: tuple[str, ...]) -> dict[str, dict]:
+def _resolved(name: str, scale: str | None, overrides: tuple[str, ...], _methods: int) -> dict[str, dict]:
     from arctl.compose import resolve_experiment
 
     out: dict[str, dict] = {}
@@ -28,5 +28,8 @@ def _resolved(name: str, scale: str | None, overrides: tuple[str, ...]) -> dict[
 
 
 def arm_config(name: str, arm: str, scale: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> dict:
-    """The resolved config of the arm's first seed (a copy: tests may change it)."""
-    return copy.deepcopy(_resolved(name, scale, tuple(overrides))[arm])
+    """The resolved config of the arm's first seed (a copy: tests may change it), composed again when a test has
+    registered a method since (its settings' section is in the config: a cached one leaked it into later tests)."""
+    from arctl.algo.methods.registry import generation
+
+    return copy.deepcopy(_resolved(name, scale, tuple(overrides), generation())[arm])
