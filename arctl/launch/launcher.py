@@ -55,7 +55,6 @@ from arctl.launch.rundir import (
     prepare_run_dir,
     read_inputs,
     restore_previous,
-    run_files,
     write_inputs,
 )
 from arctl.launch.shared import served, write_shared
@@ -266,10 +265,11 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         elif rec.state in states.ACTIVE:
             item.action, item.reason = "active", f"already {rec.state.lower()} (job {rec.job_id})"
         elif rec.state == states.COMPLETED:
+            recorded, now = recorded_inputs(item, workspace)
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("rerun", f"completed, but {changed}")
-                                        if (changed := inputs_change(item, workspace)) is not None
-                                        else ("skip", "completed" + _inputs_gone(item, workspace)))
+                                        if (changed := inputs_change(recorded, now)) is not None
+                                        else ("skip", "completed" + _inputs_gone(recorded, now)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -283,7 +283,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 else "starts from the beginning (it has no complete checkpoint)" if step == 0
                 else "resumes from its last checkpoint" if saved
                 else "starts from the beginning (it has no checkpoint)")
-            if (changed := inputs_change(item, workspace, "its last attempt was launched")) is not None:
+            if (changed := inputs_change(*recorded_inputs(item, workspace), "its last attempt was launched")) is not None:
                 item.reason += f"; {changed}: this attempt reads it as it is now"
     for item in items:
         if item.note and item.action != "shared":
@@ -310,15 +310,19 @@ def inputs_identity(config: dict) -> dict | None:
     return json.loads(json.dumps(identity)) if isinstance(identity, dict) else None
 
 
-def inputs_change(item: LaunchItem, workspace: Workspace, since: str = "it was evaluated") -> str | None:
-    """How the inputs of ``item``'s run (:func:`inputs_identity`) differ from what its launch recorded in its
-    folder (``inputs.json``, :func:`arctl.launch.rundir.write_inputs`), as a reason's words, or None: the same,
-    nothing recorded (a run launched before arctl recorded them), or nothing to compare with now."""
+def recorded_inputs(item: LaunchItem, workspace: Workspace) -> tuple[dict | None, dict | None]:
+    """(what the launch of ``item``'s run recorded of its inputs, ``inputs.json``: :func:`arctl.launch.rundir.
+    write_inputs`; what identifies them now, :func:`inputs_identity`), each None where there is none; the inputs
+    are not looked at where nothing was recorded (a run launched before arctl recorded them)."""
     recorded = read_inputs(workspace.run_dir(item.run_id))
-    if recorded is None:
-        return None
-    now = inputs_identity(item.config)
-    if now is None or now == recorded:
+    return recorded, None if recorded is None else inputs_identity(item.config)
+
+
+def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was evaluated") -> str | None:
+    """How a run's inputs now (``now``) differ from what its launch recorded (``recorded``;
+    :func:`recorded_inputs`), as a reason's words, or None: the same, nothing recorded, or nothing to compare
+    with now."""
+    if recorded is None or now is None or now == recorded:
         return None
 
     def shown(value) -> str:
@@ -332,11 +336,10 @@ def inputs_change(item: LaunchItem, workspace: Workspace, since: str = "it was e
             + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
 
 
-def _inputs_gone(item: LaunchItem, workspace: Workspace) -> str:
+def _inputs_gone(recorded: dict | None, now: dict | None) -> str:
     """A completed run's skip reason's words where the inputs its launch recorded cannot be read now (a checkpoint
     removed, or not saved again yet by a retrain of its run): nothing to compare with, nothing to evaluate."""
-    recorded = read_inputs(workspace.run_dir(item.run_id))
-    if recorded is None or inputs_identity(item.config) is not None:
+    if recorded is None or now is not None:
         return ""
     where = f" ({recorded['path']})" if "path" in recorded else ""
     return f"; the checkpoint it evaluated{where} cannot be read now: not compared"
@@ -814,7 +817,7 @@ def _claim(reg: Registry, items: list[LaunchItem], workspace: Workspace, token: 
 
     stale = {i.run_id for i in items if (forced is False or i.run_id not in forced)
              and (rec := reg.get(i.run_id)) is not None and rec.state == states.COMPLETED
-             and inputs_change(i, workspace) is not None}
+             and inputs_change(*recorded_inputs(i, workspace)) is not None}
     if not stale:
         return reg.claim([item.record() for item in items], token, force=forced, members=members)
     if forced is not False:  # --force: every completed run's skip line says so already
@@ -932,8 +935,8 @@ RESUME_REWRITES = ("config", "status", "provenance", "phase", "inputs")
 
 
 def _contents(run_dir: Path, keys) -> dict[Path, bytes | None]:
-    """The bytes of each file of ``run_dir`` named by ``keys`` (:func:`arctl.launch.rundir.run_files`; None: absent)."""
-    paths = run_files(run_dir)
+    """The bytes of each file of ``run_dir`` named by ``keys`` (:func:`run_paths`; None: absent)."""
+    paths = run_paths(run_dir)
     return {paths[k]: paths[k].read_bytes() if paths[k].is_file() else None for k in keys}
 
 

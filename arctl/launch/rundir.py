@@ -23,27 +23,16 @@ config.yaml without one gets its folder's name) and :data:`PATH_KEYS`. Every fil
 (the run id's hash, shared arms, resume, the W&B config) builds on this tuple."""
 
 
-INPUTS_FILE = "inputs.json"
-"""What identified the inputs a run reads from outside its config when its launch prepared it (an eval-only
-run's checkpoint: :meth:`arctl.backends.base.Backend.inputs_identity`): :func:`write_inputs`."""
-
-
-def run_files(run_dir: Path) -> dict[str, Path]:
-    """:func:`arctl.launch.workspace.run_paths` and ``inputs`` (:data:`INPUTS_FILE`): the files a launch writes
-    into a run folder and a rerun moves aside or a refused launch puts back."""
-    return {**run_paths(run_dir), "inputs": Path(run_dir) / INPUTS_FILE}
-
-
 def write_inputs(run_dir: Path, identity: dict) -> None:
     """Record ``identity`` (:meth:`arctl.backends.base.Backend.inputs_identity`) as what the run's attempt reads."""
-    atomic_write(run_files(Path(run_dir))["inputs"], json.dumps(identity, indent=1, sort_keys=True) + "\n")
+    atomic_write(run_paths(Path(run_dir))["inputs"], json.dumps(identity, indent=1, sort_keys=True) + "\n")
 
 
 def read_inputs(run_dir: Path) -> dict | None:
     """What :func:`write_inputs` recorded, or None: a run launched before arctl recorded it (or whose backend
     has nothing to record), or a file that cannot be read as one (nothing compared: the run is left as it is)."""
     try:
-        identity = json.loads(run_files(Path(run_dir))["inputs"].read_text(encoding="utf-8"))
+        identity = json.loads(run_paths(Path(run_dir))["inputs"].read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return identity if isinstance(identity, dict) else None
@@ -100,7 +89,7 @@ def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
     Renames only (never a copy and delete: one that stopped halfway would leave two half runs), after
     a manifest of what is moved, which names the registry ``claim`` of the rerun (a launch that dies
     halfway: :func:`claimed_archive` finds what it moved); a failure puts back what was moved and raises."""
-    paths = run_files(run_dir)
+    paths = run_paths(run_dir)
     archive = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
     n = 1
     while archive.exists():  # a second rerun within the same second
@@ -135,7 +124,7 @@ def restore_previous(run_dir: Path, archive: Path) -> None:
     run had them). Safe to run again after an interruption: a key the manifest lists whose file is no
     longer in the archive was put back already (or never moved) and is left alone; without the
     manifest (removed last) there is nothing left to do."""
-    paths = run_files(run_dir)
+    paths = run_paths(run_dir)
     try:
         lines = (archive / MANIFEST).read_text().splitlines()
     except FileNotFoundError:

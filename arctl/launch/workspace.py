@@ -229,4 +229,5 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "phase": run_dir / PHASE_FILE,  # what it does before its first step, e.g. waiting for another run
         "metrics": run_dir / METRIC_FILES[0],  # a row per step (tiny; verl's file log is the other)
         "verl_metrics": run_dir / METRIC_FILES[1],
+        "inputs": run_dir / "inputs.json",  # what identified the inputs it reads from outside its config (an eval)
     }

@@ -23,9 +23,11 @@ from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.launcher import items_from_resolved, launch, plan
 from arctl.launch.registry import Registry
-from arctl.launch.rundir import INPUTS_FILE, read_inputs
+from arctl.launch.rundir import read_inputs
 from arctl.launch.testing import CountBackend
-from arctl.launch.workspace import Workspace
+from arctl.launch.workspace import Workspace, run_paths
+
+INPUTS_FILE = run_paths(Path("run"))["inputs"].name  # the launch's record of what a run read
 
 STUBS = "arctl_test_eval_inputs_stubs"
 
