@@ -141,18 +141,21 @@ def run_plugins(config: dict) -> list[dict]:
 
 @functools.cache
 def _distribution(group: str, name: str, target: str) -> tuple[str | None, str | None]:
-    """(package, version) of the installed distribution whose ``group`` entry point ``name`` is ``target``
-    (the first on the path, as the registry takes it), or of the distribution holding a ``module:attribute``
-    target's top package; (None, None) where none does. Read once per process, as the registry reads the
-    entry points (:func:`arctl.algo.methods.registry.plugin_table`)."""
+    """(package, version) of the installed distribution that declares ``group``'s entry point ``name``, as the
+    registry read the entry points (:func:`arctl.algo.methods.registry.plugin_package`), or of the distribution
+    holding a ``module:attribute`` target's top package; (None, None) where none does. Read once per process."""
     from importlib import metadata
+
+    from arctl.algo.methods import registry
 
     if ":" in name:
         names = metadata.packages_distributions().get(target.partition(":")[0].split(".")[0]) or []
-        dists = [metadata.distribution(names[0])] if names else []
     else:
-        dists = [ep.dist for ep in metadata.entry_points(group=group, name=name) if ep.value == target]
-    dist = next((d for d in dists if d is not None), None)
+        names = [package] if (package := registry.plugin_package(group, name)) else []
+    try:
+        dist = metadata.distribution(names[0]) if names else None
+    except metadata.PackageNotFoundError:
+        return None, None
     return (str(dist.metadata["Name"]), str(dist.version)) if dist is not None else (None, None)
 
 

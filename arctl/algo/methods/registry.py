@@ -227,6 +227,13 @@ def plugin_table(builtin: dict[str, str], group: str) -> tuple[dict[str, str], d
     return table, problems
 
 
+def plugin_package(group: str, name: str) -> str | None:
+    """The installed package that declares ``group``'s entry point ``name`` (the first on the path, the one
+    :func:`plugin_table` loads), or None where none does."""
+    found = _scan(group)[0].get(name)
+    return found[1] if found else None
+
+
 def unreadable_packages(group: str) -> tuple[str, ...]:
     """Installed packages whose entry points could not be read (for an "unknown" error: a plugin there is lost)."""
     return _scan(group)[2]
