@@ -2,7 +2,8 @@
 
 :class:`WandbIdentity` reads ``config.wandb`` (and ``experiment``, ``arm``, ``seed``, ``run_id``):
 ``dir = run_dir/wandb``, project (default ``arctl``), group (``wandb.group``, else the experiment),
-name (``wandb.name``, else ``{arm}-s{seed}``), entity, tags, notes, mode (default ``offline``) and the run id
+name (``wandb.name``, else ``{arm}-s{seed}``; ``{arm}-s{seed}-eval`` with job type ``eval`` for a run that evaluates
+a checkpoint only), entity, tags, notes, mode (default ``offline``) and the run id
 a resumed attempt continues. Two renderings: :meth:`~WandbIdentity.init_kwargs`, the ``wandb.init``
 arguments of :mod:`arctl.track.writer`, and :meth:`~WandbIdentity.env`, the ``WANDB_*`` variables a
 trainer that opens its own W&B run (verl's tracker) reads. ``WANDB_API_KEY`` is never part of it.
@@ -263,9 +264,22 @@ def naming_problem(wandb: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
-def run_name(config: dict, arm_default: Any = "run") -> str:
-    """W&B run name ``{arm}-s{seed}``."""
-    return f"{config.get('arm', arm_default)}-s{config.get('seed', 0)}"
+EVAL_SUFFIX = "-eval"  # the default W&B name of a run that evaluates a checkpoint only (its job type: EVAL_JOB_TYPE)
+EVAL_JOB_TYPE = "eval"
+
+
+def run_name(config: dict, arm_default: Any = "run", evaluates: bool = False) -> str:
+    """W&B run name ``{arm}-s{seed}``; ``{arm}-s{seed}-eval`` for a run that evaluates a checkpoint only
+    (``evaluates``): in W&B it sits beside the training run of its cell, in the same group."""
+    return f"{config.get('arm', arm_default)}-s{config.get('seed', 0)}" + (EVAL_SUFFIX if evaluates else "")
+
+
+def _name(given: Any, config: dict, arm_default: Any, evaluates: bool) -> Any:
+    """``wandb.name``, else :func:`run_name`; the schema's default name (``{arm}-s{seed}``, which every composed
+    config holds) of a run that ``evaluates`` a checkpoint only gets its ``-eval`` suffix."""
+    if not given or (evaluates and str(given) == run_name(config, arm_default)):
+        return run_name(config, arm_default, evaluates)
+    return given
 
 
 @dataclass(frozen=True)
@@ -283,24 +297,28 @@ class WandbIdentity:
     id: Any = None  # wandb.id: the launcher's W&B id (the run id, suffixed after a --force rerun)
     run_id: Any = None  # the arctl run id (init_kwargs falls back to it without wandb.id)
     notes: Any = None  # wandb.notes: the run's notes (free text)
+    job_type: Any = None  # W&B's job type: None, "train"; EVAL_JOB_TYPE for a run that evaluates a checkpoint only
 
     @classmethod
     def from_config(cls, config: dict, run_dir: str | Path | None, *, mode: str | None = None,
-                    arm_default: Any = "run") -> WandbIdentity:
+                    arm_default: Any = "run", evaluates: bool = False) -> WandbIdentity:
         """The identity of ``config``; ``mode`` overrides ``wandb.mode``; ``arm_default``: the arm of
-        the default name when the config has no ``arm``."""
+        the default name when the config has no ``arm``; ``evaluates``: the run evaluates a checkpoint
+        only (a backend's eval-only mode): its default name ends in ``-eval`` and its job type is
+        ``eval``, so W&B does not show it as a second training run of the cell."""
         wb = config.get("wandb") or {}
         return cls(
             run_dir=run_dir,
             project=wb.get("project") or DEFAULT_PROJECT,
             group=wb.get("group") or config.get("experiment") or None,
-            name=wb.get("name") or run_name(config, arm_default),
+            name=_name(wb.get("name"), config, arm_default, evaluates),
             mode=mode or wb.get("mode") or DEFAULT_MODE,
             entity=wb.get("entity") or None,
             tags=wb.get("tags"),
             id=wb.get("id") or None,
             run_id=config.get("run_id"),
             notes=wb.get("notes") or None,
+            job_type=EVAL_JOB_TYPE if evaluates else None,
         )
 
     @property
@@ -310,6 +328,7 @@ class WandbIdentity:
 
     def init_kwargs(self, config: dict, job_type: str = "train") -> dict:
         """The ``wandb.init`` keyword arguments (``config``: the W&B config of the run)."""
+        job_type = self.job_type or job_type  # an eval-only run's, else the caller's
         if self.mode not in MODES:
             raise ValueError(f"wandb.mode must be offline, online or disabled, got {self.mode!r}")
         kwargs = {
@@ -351,6 +370,8 @@ class WandbIdentity:
             env["WANDB_TAGS"] = ",".join(str(t) for t in self.tags)
         if self.notes:
             env["WANDB_NOTES"] = str(self.notes)
+        if self.job_type:
+            env["WANDB_JOB_TYPE"] = str(self.job_type)
         if self.id:
             env["WANDB_RUN_ID"] = wandb_id(self.id)
             env["WANDB_RESUME"] = RESUME

@@ -43,6 +43,25 @@ def test_the_runs_notes_reach_wandb_in_both_renderings(tmp_path):
     assert notes.encode() in path.read_bytes()
 
 
+def test_an_evaluation_only_identity_is_named_and_typed_so_and_read_back_as_its_cell():
+    """A run that evaluates a checkpoint only: ``{arm}-s{seed}-eval``, job type ``eval`` in both renderings (the
+    schema's default name gets the suffix; a name of one's own does not); a W&B run without an arctl config whose
+    name is such a name is still read as its (arm, seed)."""
+    from arctl.track.identity import WandbIdentity
+    from arctl.track.runs.discover import run_identity
+
+    named = _config(wandb={"project": "p", "name": "grpo-vr-s2"})  # as every composed config holds it
+    ident = WandbIdentity.from_config(named, "/r", evaluates=True)
+    assert ident.name == "grpo-vr-s2-eval" and ident.env()["WANDB_JOB_TYPE"] == "eval"
+    assert ident.init_kwargs({})["job_type"] == "eval" and ident.init_kwargs({})["name"] == "grpo-vr-s2-eval"
+    train = WandbIdentity.from_config(named, "/r")
+    assert train.name == "grpo-vr-s2" and "WANDB_JOB_TYPE" not in train.env() and train.init_kwargs({})["job_type"] == "train"
+    own = _config(wandb={"project": "p", "name": "mine"})
+    assert WandbIdentity.from_config(own, "/r", evaluates=True).name == "mine"
+    assert run_identity({}, "grpo-vr-s2-eval")[1:] == ("grpo-vr", 2)
+    assert run_identity({}, "grpo-vr-s2")[1:] == ("grpo-vr", 2)
+
+
 def test_the_command_line_of_the_process_is_not_recorded_in_the_run(tmp_path, monkeypatch):
     """From an audit: W&B records ``sys.argv[1:]`` in the run's metadata, and a debug job trains inside the
     ``arctl`` command, whose arguments are what the user typed (a secret given in an override that a later one

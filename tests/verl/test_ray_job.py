@@ -88,6 +88,26 @@ def test_the_script_lists_what_the_trainer_runs_in_eval_only_mode_too(paper_conf
     assert "#   trainer.val_only=true" in script and "#   trainer.resume_mode=resume_path" in script
 
 
+def test_an_eval_only_run_is_named_and_typed_as_an_evaluation_in_wandb(paper_config, tmp_path):
+    """From a hunt: an eval-only run took its cell's training run's W&B name (``{arm}-s{seed}``) in the same group,
+    so W&B showed two runs of one name, one of them a single evaluation step. It is ``{arm}-s{seed}-eval``, job type
+    ``eval``, in verl's experiment name and in the job's environment; a training run keeps its name, and a
+    ``wandb.name`` given by hand wins."""
+    from arctl.backends.verl.run_config import verl_run_config, wandb_env
+
+    cfg = copy.deepcopy(paper_config)
+    name = f"{cfg['arm']}-s{cfg['seed']}"
+    assert verl_run_config(cfg, tmp_path / "run")[1].trainer.experiment_name == name
+    assert "WANDB_JOB_TYPE" not in wandb_env(cfg, tmp_path / "run")
+    cfg["verl"].update(eval_only=True, eval_checkpoint="/runs/a/checkpoints/global_step_7")
+    assert verl_run_config(cfg, tmp_path / "run")[1].trainer.experiment_name == name + "-eval"
+    assert wandb_env(cfg, tmp_path / "run")["WANDB_JOB_TYPE"] == "eval"
+    script = job_script(cfg, tmp_path / "run")
+    assert "WANDB_JOB_TYPE=eval" in script and f"WANDB_NAME={name}-eval" in script
+    cfg["wandb"]["name"] = "mine"
+    assert verl_run_config(cfg, tmp_path / "run")[1].trainer.experiment_name == "mine"
+
+
 def verl_run_config_overrides(cfg, run_dir):
     from arctl.backends.verl.run_config import verl_run_config
 

@@ -338,6 +338,12 @@ def verl_setting(config: dict, key: str) -> Any:
     return VERL_DEFAULTS[key] if value is None else value
 
 
+def wandb_identity(config: dict, run_dir: Any) -> WandbIdentity:
+    """Who the run is in W&B: an eval-only run (``verl.eval_only``) is named ``{arm}-s{seed}-eval`` with job type
+    ``eval`` (by default), not a second ``{arm}-s{seed}`` beside its cell's training run in the same group."""
+    return WandbIdentity.from_config(config, run_dir, arm_default=None, evaluates=bool(verl_setting(config, "eval_only")))
+
+
 def answer_at_of(config: dict) -> str:
     """Where the run's grader reads a summary's answer (:func:`arctl.algo.verify.answer_at` of ``summary.inserted``):
     the agent loop's, the reward function's and the smoke run's tokenizer check's."""
@@ -473,7 +479,7 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
     train_files = [user_path(f) for f in train_files] if isinstance(train_files, (list, tuple)) else user_path(train_files)
     ev = config["eval"]
     prompt_len = int(data["max_prompt_length"]) + bc.prompt_tokens(BudgetControl.from_config(config))
-    identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
+    identity = wandb_identity(config, run_dir)
     a = "actor_rollout_ref"
     ov: dict[str, Any] = {
         # data

@@ -92,10 +92,8 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     """The part of the job body before the trainer: the run's environment, a Ray head on the first
     node and a worker on every other node, ``RAY_ADDRESS`` exported, an EXIT trap that stops Ray."""
     from arctl.backends.verl.history import VERL_LOG
-    from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_setting
+    from arctl.backends.verl.overrides import cpu_ray_resources, on_cpu, verl_setting, wandb_identity
     from arctl.backends.verl.run_config import run_overrides
-    from arctl.track.identity import WandbIdentity
-
     run_dir = Path(run_dir)
     cluster = config.get("cluster") or {}
     requested_gpus = int(cluster.get("gpus_per_node") or 0)
@@ -118,7 +116,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
     py = python or sys.executable or "python"
     overrides = run_overrides(config, run_dir)  # eval-only mode's too: what the trainer runs
 
-    identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
+    identity = wandb_identity(config, run_dir)
     env = {
         "ARCTL_RUN_DIR": str(run_dir),
         **identity.env(extra={"VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG), "TOKENIZERS_PARALLELISM": "false"}),

@@ -21,9 +21,9 @@ from arctl.backends.verl.overrides import (
     user_path,
     verl_overrides,
     verl_setting,
+    wandb_identity,
 )
 from arctl.backends.verl.settings import EVAL_MODEL
-from arctl.track.identity import WandbIdentity
 
 
 def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
@@ -597,8 +597,7 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
 def wandb_env(config: dict, run_dir: Path) -> dict[str, str]:
     """W&B settings for verl's tracker (its ``wandb.init`` reads them); never the API key. verl
     names the run itself (``trainer.experiment_name``), so no ``WANDB_NAME``."""
-    identity = WandbIdentity.from_config(config, run_dir, arm_default=None)
-    return identity.env(name=False, extra={"VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG)})
+    return wandb_identity(config, run_dir).env(name=False, extra={"VERL_FILE_LOGGER_PATH": str(run_dir / VERL_LOG)})
 
 
 def platform_env(config: dict) -> dict[str, str]:

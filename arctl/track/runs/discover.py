@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from arctl.track.identity import EVAL_SUFFIX
+
 SHARED_FILE = "shared.json"  # written by the launcher (arctl.launch.shared)
 
 
@@ -125,12 +127,14 @@ def _read_yaml(path: Path) -> dict:
 
 
 def run_identity(config: dict, fallback_name: str = "") -> tuple[str, str, int | None]:
-    """(experiment, arm, seed) of a run config; arm/seed fall back to a W&B name ``{arm}-s{seed}``."""
+    """(experiment, arm, seed) of a run config; arm/seed fall back to a W&B name ``{arm}-s{seed}`` (or an eval-only
+    run's ``{arm}-s{seed}-eval``: :data:`arctl.track.identity.EVAL_SUFFIX`)."""
+
     experiment = str(config.get("experiment") or config.get("wandb", {}).get("group") or "")
     arm = config.get("arm")
     seed = config.get("seed")
     if (arm is None or seed is None) and fallback_name:
-        base, sep, s = fallback_name.rpartition("-s")
+        base, sep, s = fallback_name.removesuffix(EVAL_SUFFIX).rpartition("-s")
         if sep and s.isdigit():
             arm = arm if arm is not None else base
             seed = seed if seed is not None else int(s)
