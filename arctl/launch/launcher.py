@@ -269,7 +269,8 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("rerun", f"completed, but {changed}")
                                         if (changed := inputs_change(recorded, now)) is not None
-                                        else ("skip", "completed" + _inputs_gone(recorded, now)))
+                                        else ("skip", "completed" + _inputs_gone(recorded, now)
+                                              + _plugins_note(item, workspace)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -334,6 +335,15 @@ def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was 
     where = f"{now['path']}: " if "path" in now and "path" not in keys else ""
     return (f"the checkpoint it evaluates has changed since {since} ({where}"
             + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
+
+
+def _plugins_note(item, workspace: Workspace) -> str:
+    """A completed run's skip reason's words where a plugin it uses changed since it ran
+    (:func:`arctl.launch.provenance.plugins_changed`): a plugin's version is not part of the run id."""
+    from arctl.launch.provenance import plugins_changed, read_provenance
+
+    changed = plugins_changed(read_provenance(workspace.run_dir(item.run_id)), item.config)
+    return f"; {changed}: --force retrains it with the code installed now" if changed else ""
 
 
 def _inputs_gone(recorded: dict | None, now: dict | None) -> str:

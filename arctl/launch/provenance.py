@@ -268,6 +268,42 @@ def same_plugins(a: dict, b: dict) -> bool:
     return True
 
 
+def plugins_changed(info: dict | None, config: dict) -> str | None:
+    """Where the plugins a completed run (its provenance.json ``info``) last ran differ from those a run of
+    ``config`` would import now (:func:`run_plugins`): a few words naming each, e.g. ``its method 'halve' ran
+    arctl-test-plugins 0.1 and is 0.2 now``; None where they are the same (:func:`same_plugins`), where the run
+    recorded none (a run from before plugins were recorded) or where ``config`` uses none. A plugin's version is
+    not part of a run id (from a hunt: after an upgrade that changed a method's formula the plan said "skip
+    completed", and `--force` was the only way to a run of the new code, which nothing suggested)."""
+    from arctl.algo.methods import registry
+
+    history = code_history(info) if isinstance(info, dict) else []
+    ran = next((p for _, p in reversed(history) if isinstance(p.get("plugins"), list)), None)
+    if ran is None:
+        return None
+    now = {"plugins": run_plugins(config)}
+    if not now["plugins"] and not ran["plugins"]:
+        return None
+    if same_plugins(ran, now):
+        return None
+    before = {(q.get("group"), q.get("name")): q for q in ran["plugins"] if isinstance(q, dict)}
+    words = []
+    for q in now["plugins"]:
+        kind = "method" if q["group"] == registry.ENTRY_POINT_GROUP else "backend"
+        old = before.get((q["group"], q["name"]))
+
+        def shown(r: dict) -> str:
+            return f"{r.get('package') or 'its code'} {r.get('version') or ''}".strip()
+
+        if old is None:
+            words.append(f"its {kind} {q['name']!r} ran no plugin code and is {shown(q)} now")
+        elif (old.get("package"), old.get("version")) != (q.get("package"), q.get("version")):
+            words.append(f"its {kind} {q['name']!r} ran {shown(old)} and is {shown(q)} now")
+        else:
+            words.append(f"the code of its {kind} {q['name']!r} ({shown(q)}) changed since it ran")
+    return "; ".join(words) or "the plugins it ran are not installed now"
+
+
 def code_history(info: dict) -> list[tuple[str, dict]]:
     """A run's code records (of its provenance.json) in order: ``("launched", info)`` where the launch recorded
     one, then per submission (the launch, then each of ``resumed`` as ``("resumed", r)``) the attempts its job

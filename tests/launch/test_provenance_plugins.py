@@ -132,3 +132,39 @@ def test_the_claims_report_names_the_plugin_code_each_run_ran():
                                          "at": 2.0}]}
     assert _run_version(upgraded).endswith(", resumed by arctl 0.1.0 (aaaaaaaaaaaa) with halve arctl-test-plugins 0.2")
     assert "with halve arctl-test-plugins 0.1 (code 666666666666)" in other_code_warning({"r": prov})
+
+
+def test_a_completed_run_whose_plugin_was_upgraded_is_skipped_with_a_word_of_it(specs, site, tmp_path, monkeypatch):
+    """From a hunt: a plugin's version is not part of a run id, so after an upgrade that changed a method's formula
+    the plan said "skip ... completed" and nothing suggested `--force`. The skip now names what changed: the
+    package's version, or its code under the same version; a run whose plugins are as they were says nothing."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import items_from_resolved, launch, plan
+    from arctl.launch.provenance import plugins_changed
+    from arctl.launch.workspace import Workspace
+
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")  # (the site fixture leaves the counting job out)
+
+    def items():
+        return items_from_resolved(resolve_sweep("lt3", ["budget_control.method=halve"]))
+
+    ws = Workspace(tmp_path / "ws")
+    result = launch(items(), ws, executor="debug", members=["lt3"])
+    assert len(result.submitted) == 3 and not result.failed
+    reasons = {i.run_id: (i.action, i.reason) for i in plan(items(), ws)}
+    assert set(reasons.values()) == {("skip", "completed")}
+    module = site / "arctl_fake_method" / "__init__.py"
+    module.write_text(module.read_text() + "\n# a fix of the formula, same version\n")
+    _forget(monkeypatch)
+    for action, reason in (reasons := {i.run_id: (i.action, i.reason) for i in plan(items(), ws)}).values():
+        assert action == "skip" and reason == ("completed; the code of its method 'halve' (arctl-test-plugins 0.1) "
+                                               "changed since it ran: --force retrains it with the code installed now")
+    (site / "arctl_test_plugins-0.1.dist-info").rename(site / "arctl_test_plugins-0.2.dist-info")
+    metadata = site / "arctl_test_plugins-0.2.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    _forget(monkeypatch)
+    run_id, (action, reason) = next(iter({i.run_id: (i.action, i.reason) for i in plan(items(), ws)}.items()))
+    assert action == "skip" and "its method 'halve' ran arctl-test-plugins 0.1 and is arctl-test-plugins 0.2 now" in reason
+    # a run from before plugins were recorded, and a config with no plugin: nothing to say
+    assert plugins_changed({**ARCTL}, {"budget_control": {"method": "halve"}}) is None
+    assert plugins_changed({**ARCTL, "plugins": []}, {"budget_control": {"method": "l1"}, "backend": "tiny"}) is None
