@@ -305,21 +305,33 @@ JOB_RUNNER_LINES = [
 ]
 
 
+def array_limit_of_config(config: str) -> int | None:
+    """The most tasks one job array may have, from ``scontrol show config``'s text: MaxArraySize bounds the index
+    (0 to MaxArraySize-1, so MaxArraySize tasks) and ``SchedulerParameters=max_array_tasks=N`` the count, which
+    slurm.conf(5) lets be lower (from a hunt: with MaxArraySize=1001 and max_array_tasks=4, a sweep of 6 runs went
+    out as one array of 6 and sbatch refused it, "Invalid job array specification"). None where neither is set."""
+    index = re.search(r"^MaxArraySize\s*=\s*(\d+)", config, re.M)
+    params = re.search(r"^SchedulerParameters\s*=\s*(.*)$", config, re.M)
+    tasks = re.search(r"(?:^|,)\s*max_array_tasks=(\d+)", params.group(1)) if params else None
+    limits = [int(m.group(1)) for m in (index, tasks) if m and int(m.group(1)) > 0]
+    return min(limits) if limits else None
+
+
 @functools.lru_cache(maxsize=1)
 def site_max_array_size() -> int | None:
-    """The cluster's MaxArraySize (``scontrol show config``), or None when it cannot be asked."""
+    """The most tasks one job array may have at this site (:func:`array_limit_of_config` of ``scontrol show
+    config``), or None when it cannot be asked."""
     if not shutil.which("scontrol"):
         return None
     try:
         out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
     except (subprocess.SubprocessError, OSError):
         return None
-    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
-    return int(match.group(1)) if match else None
+    return array_limit_of_config(out)
 
 
 def array_chunk_size(cluster: dict, ask_site: bool = True) -> int:
-    """Tasks per array: cluster.max_array_size, capped by the site's MaxArraySize (indices < it)."""
+    """Tasks per array: cluster.max_array_size, capped by the site's limit (:func:`site_max_array_size`)."""
     size = max(1, int(cluster.get("max_array_size") or 1000))
     site = site_max_array_size() if ask_site else None
     return min(size, site) if site else size

@@ -51,6 +51,21 @@ NEVER_STARTS = {
     "InvalidAccount": "its account is not valid (cluster.account)",
     "InvalidQOS": "its QOS is not valid (cluster.qos)",
 }
+# squeue(1)'s pending reasons of a per-job limit of the job's QOS or association (sacctmgr's MaxWall, MaxTRES):
+# they never clear while the job asks what it asks (from a hunt: shown as plain PENDING for ever), unlike the
+# limits other jobs' ends lift (QOSGrp*, AssocGrp*, QOSMaxJobsPerUserLimit), which are a wait like Resources.
+# (QOS reason, association reason, what the job asks, settings): a job's GPUs, CPUs and memory are per node
+# times cluster.nodes (one task per node)
+PER_JOB_LIMITS = (
+    ("QOSMaxWallDurationPerJobLimit", "AssocMaxWallDurationPerJobLimit", "time", "cluster.time_min"),
+    ("QOSMaxGRESPerJob", "AssocMaxGRESPerJob", "GPUs", "cluster.gpus_per_node, cluster.nodes"),
+    ("QOSMaxCpuPerJobLimit", "AssocMaxCpuPerJobLimit", "CPUs", "cluster.cpus_per_task, cluster.nodes"),
+    ("QOSMaxNodePerJobLimit", "AssocMaxNodePerJobLimit", "nodes", "cluster.nodes"),
+    ("QOSMaxMemoryPerJob", "AssocMaxMemPerJob", "memory", "cluster.mem_gb, cluster.nodes"),
+)
+NEVER_STARTS.update({reason: f"it asks more {what} than its {whose} allows one job ({settings})"
+                     for qos, assoc, what, settings in PER_JOB_LIMITS
+                     for reason, whose in ((qos, "QOS"), (assoc, "association"))})
 # squeue(1)'s pending reasons of a held job: it waits until released (from a hunt: shown as plain PENDING for ever)
 HELD = {
     "JobHeldUser": "`scontrol release {job}` releases it (a launch that died before its release leaves it held)",

@@ -536,6 +536,38 @@ def test_a_job_slurm_will_never_start_says_why_and_what_to_change(tmp_path, monk
         assert again.get("r0").warning == got["r0"][1]
 
 
+
+def test_a_job_over_a_per_job_limit_of_its_qos_or_association_says_so_and_which_setting(tmp_path, monkeypatch):
+    """From a hunt: a job over a per-job limit of its QOS or association (sacctmgr's MaxWall, MaxTRES) stays
+    PENDING for ever, which `arctl status` showed as a plain wait. Each such reason names the setting to change;
+    the limits that other jobs' ends lift (a group's or a user's total) stay a wait without a warning."""
+    from arctl.launch.refresh import refresh
+
+    cases = [  # squeue's reason codes (SLURM's job_state_reason.c: AssocMaxMemPerJob, not ...MemoryPerJob)
+        ("QOSMaxWallDurationPerJobLimit", "cluster.time_min"), ("AssocMaxWallDurationPerJobLimit", "cluster.time_min"),
+        ("QOSMaxGRESPerJob", "cluster.gpus_per_node"), ("AssocMaxGRESPerJob", "cluster.gpus_per_node"),
+        ("QOSMaxCpuPerJobLimit", "cluster.cpus_per_task"), ("AssocMaxCpuPerJobLimit", "cluster.cpus_per_task"),
+        ("QOSMaxNodePerJobLimit", "cluster.nodes"), ("AssocMaxNodePerJobLimit", "cluster.nodes"),
+        ("QOSMaxMemoryPerJob", "cluster.mem_gb"), ("AssocMaxMemPerJob", "cluster.mem_gb"),
+    ]
+    waits = ["QOSMaxJobsPerUserLimit", "QOSGrpGRES", "AssocGrpCpuLimit", "AssocGrpGRES", "Resources", "Priority"]
+    reasons = [reason for reason, _ in cases] + waits
+    ids = [f"1000_{i}" for i in range(len(reasons))]
+    sacct = "printf 'JobID|State\\n" + "".join(f"{j}|PENDING\\n" for j in ids) + "'\n"
+    squeue = "printf '" + "".join(f"{j}|PENDING|{r}\\n" for j, r in zip(ids, reasons)) + "'\n"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=sacct, squeue=squeue)
+    ws, reg = _slurm_runs(tmp_path, ids)
+    with reg:
+        got = {r.run_id: (r.state, r.warning) for r in refresh(reg, ws)}
+    for i, (reason, setting) in enumerate(cases):
+        state, warning = got[f"r{i}"]
+        assert state == states.PENDING and warning is not None, reason
+        assert warning.startswith(f"SLURM will not start job {ids[i]} ({reason}): "), warning
+        assert f"({setting}" in warning and f"`arctl cancel r{i} --workdir {ws.root}`" in warning, warning
+    assert "it asks more GPUs than its QOS allows one job (cluster.gpus_per_node" in got["r2"][1]
+    for i in range(len(cases), len(reasons)):  # these clear by themselves: the job starts later
+        assert got[f"r{i}"] == (states.PENDING, None), reasons[i]
+
 def _metric_rows(run_dir, steps, verl=False):
     if verl:  # verl's file logger
         return "".join(json.dumps({"step": i, "data": {"train/anytime_score": i / 100}}) + "\n" for i in steps)
