@@ -551,6 +551,24 @@ def test_a_dataset_the_tiny_backend_would_not_read_is_refused(override):
     resolve_experiment("main-grpo", ["eval.final_datasets=[]"], scale="tiny", seeds=[0])  # [] means eval.datasets
 
 
+@pytest.mark.parametrize("override", ["tiny.eval_seed=1234", "tiny.warmup.seed=777"])
+def test_held_out_problems_drawn_from_the_warm_ups_stream_are_refused(override):
+    """From a hunt: the held-out problems come from ``default_rng([tiny.eval_seed, 0])``, which NumPy reads as
+    ``default_rng(tiny.eval_seed)``, the warm-up's training stream where the two seeds are equal (the warm-up's
+    first batch was 32 of the 1,024 evaluation problems). Equal seeds are refused; the defaults differ."""
+    import numpy as np
+
+    from arctl.backends.tiny.evaluate import eval_problems
+    from arctl.backends.tiny.settings import TinyRun
+
+    with pytest.raises(SpecError, match=r"tiny\.eval_seed=\d+ is also tiny\.warmup\.seed: the held-out evaluation"):
+        resolve_experiment("main-grpo", [override], scale="tiny", seeds=[0])
+    config = resolve_experiment("main-grpo", [], scale="tiny", seeds=[0])[0].config
+    run = TinyRun.from_config(config)
+    warm = {repr(p) for p in run.task.make_problems(np.random.default_rng(run.eval_seed), 32)}
+    assert warm <= {repr(p) for p in eval_problems(config, 64)}  # why: the same stream at equal seeds
+
+
 def test_a_mistake_is_placed_where_hydra_stopped_not_where_the_key_is_written_last(specs):
     """A review of the placement above: it named the last part writing the key; Hydra stops at the first
     override that fails (the spec's bad value, with a good one on the command line; the spec's unknown key,

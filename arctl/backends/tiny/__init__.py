@@ -45,17 +45,34 @@ class TinyBackend(BackendDefaults):
 
         return cache_problem(TINY_WARMUP_CACHE)
 
+    def slurm_problem(self, config):
+        """A tiny run trains on the CPU and never uses a GPU: a SLURM request for GPUs (``cluster.gpus_per_node``,
+        which the shipped ``cluster=slurm`` and ``slurm-a100`` profiles set to 8 for the paper scale) is refused
+        (from a hunt: ``arctl run ablation-vr --scale tiny cluster=slurm`` reserved 8 GPUs for each run, without a
+        word). A GPU request in ``cluster.sbatch_extra`` must ask for ``cluster.gpus_per_node`` GPUs per node (the
+        launch refuses another count before asking here), so this one check finds it too. Asked for SLURM only:
+        the local and debug executors request no GPU."""
+        cluster = config.get("cluster") or {}
+        gpus = int(cluster.get("gpus_per_node") or 0)
+        if gpus <= 0:
+            return None
+        nodes = max(1, int(cluster.get("nodes") or 1))
+        extra = " (and leave GPU requests out of cluster.sbatch_extra)" if cluster.get("sbatch_extra") else ""
+        return (f"the tiny backend uses no GPU: cluster.gpus_per_node={gpus} would reserve {gpus * nodes} GPU(s) per "
+                f"run that it never uses; set cluster.gpus_per_node=0{extra}")
+
     def config_problem(self, config):
         from arctl.backends.tiny.settings import (
             NEEDS_VALUE,
             dataset_problem,
             model_problem,
+            seeds_problem,
             warmup_source_problem,
         )
 
         if problem := warmup_source_problem():
             return problem
-        if problem := dataset_problem(config):
+        if problem := dataset_problem(config) or seeds_problem(config):
             return problem
         for key, hint in NEEDS_VALUE.items():
             section, _, leaf = key.partition(".")

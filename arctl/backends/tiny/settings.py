@@ -44,6 +44,21 @@ RANGES: dict[str, Range] = {
 DATASET = "toy"  # the one dataset of the tiny backend: its generated task (eval/toy/... in every metric key)
 
 
+def seeds_problem(config: dict) -> tuple[str, str, str] | None:
+    """``tiny.eval_seed`` equal to ``tiny.warmup.seed``: the held-out problems (``default_rng([eval_seed, 0])``, which
+    NumPy's SeedSequence reads as ``default_rng(eval_seed)``: it drops trailing zero words) would be the warm-up's
+    own training problems, its first batches (from a hunt: 32 of the 1,024 held-out problems at the defaults'
+    batch size, more with a longer warm-up)."""
+    tiny = config.get("tiny") or {}
+    warmup = tiny.get("warmup") or {}
+    ev, wu = tiny.get("eval_seed"), warmup.get("seed")
+    if isinstance(ev, int) and isinstance(wu, int) and ev == wu:
+        return (f"tiny.eval_seed={ev} is also tiny.warmup.seed: the held-out evaluation problems would be drawn from "
+                "the warm-up's training stream (its first batches are evaluation problems)", "tiny.eval_seed",
+                "give the two other values")
+    return None
+
+
 def dataset_problem(config: dict) -> tuple[str, str, str] | None:
     """A dataset key naming another dataset than the generated task's: the tiny backend reads none of them
     (from a review: `data.train_dataset=nope eval.datasets=[nope]` was accepted, and renamed the run)."""
