@@ -57,9 +57,10 @@ class Backend(Protocol):
     def local_problem(self, config: dict) -> str | None:
         """Why the run cannot run on this machine (the local executor), e.g. no GPU."""
 
-    def slurm_problem(self, config: dict) -> str | None:
+    def slurm_problem(self, config: dict) -> str | tuple[str, str] | None:
         """Why the run cannot be submitted to SLURM as its ``cluster`` section asks, e.g. a GPU run
-        that asks SLURM for no GPU."""
+        that asks SLURM for no GPU (the launch adds which cluster profiles to pass), or ``(line, hint)``
+        with advice of its own (a CPU-only run that asks for GPUs: "set cluster.gpus_per_node=0")."""
 
     def launch_problem(self, config: dict, run_dir: Path) -> str | None:
         """Why the job would fail as it starts, found where it is submitted from, before it queues (the

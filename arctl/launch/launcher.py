@@ -549,13 +549,17 @@ def launch_items(
 def _refuse_backend_problems(items: list[LaunchItem], method: str, advice: str) -> None:
     """Raise LaunchError (one line) for the first item whose backend's ``method`` (a
     ``Backend.*_problem`` check) names a problem; ``advice`` is formatted with ``clusters``, the
-    cluster profiles that submit to SLURM. A backend written before the check existed has none."""
+    cluster profiles that submit to SLURM. A problem given as ``(line, hint)`` carries its own advice instead
+    (the tiny backend's GPU request: "pass cluster=<profile>" pointed at the very profiles that asked for the
+    GPUs). A backend written before the check existed has none."""
     from arctl.backends.base import get_backend
     from arctl.compose.paths import group_options
 
     for item in items:
         check = getattr(get_backend(str(item.config.get("backend", "tiny"))), method, None)
         problem = check(item.config) if check is not None else None
+        if isinstance(problem, tuple):
+            raise LaunchError(f"{item.experiment}/{item.arm}: {problem[0]}; {problem[1]}")
         if problem:
             clusters = ", ".join(c for c in group_options("cluster") if c not in ("local", "debug", "auto"))
             raise LaunchError(f"{item.experiment}/{item.arm}: {problem} — {advice.format(clusters=clusters)}")
@@ -740,7 +744,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                              f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job"
                              + (" (an online run reads the W&B key from ~/.netrc: `wandb login`)"
                                 if API_KEY_ENV in left and needs_api_key([i for i, _ in claimed]) else ""))
-                    _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits)
+                    _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
@@ -763,20 +767,24 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 said = ("; and could not undo: " + "; ".join(left)) if left else ""
                 said += "".join(f"; {item.run_id}: {why}"
                                 for item, why in _moved_aside(dropped, archived) + _held_back(held, []))
+                held_ids = {i.run_id for i, _ in held}
+                out = [i.run_id for i, _ in every if i.run_id in job_ids and i.run_id not in held_ids]
+                before = _submitted_before(out, job_ids, workspace, left)
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                     # what went out before it, said on the CLI's "interrupted" line (from a hunt: a Ctrl-C during
                     # a launch exited 130 without a word of what was submitted)
-                    held_ids = {i.run_id for i, _ in held}
-                    out = [i.run_id for i, _ in every if i.run_id in job_ids and i.run_id not in held_ids]
-                    jobs = ", ".join(sorted({str(job_ids[r]) for r in out}))
-                    recorded = (f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left
-                                else "see below")
                     _add_note(interrupted or err, "nothing was submitted; its claims are undone" if not out
-                              else f"submitted before it: {len(out)} run(s) (job(s) {jobs}), {recorded}; "
-                                   "the others are undone")
+                              else f"{before}; the others are undone")
                     if said:
                         _add_note(interrupted or err, said.removeprefix("; "))
                     raise (interrupted or err) from None
+                # a refusal after earlier arrays went out (a later array over the QOS's job limit) says so on its
+                # error line, which said only the refusal, as if nothing were submitted (from a hunt)
+                if out:
+                    n = len(refused)
+                    said = (f"; {before}" + (f"; the other {n} {'were' if n > 1 else 'was'} not submitted (undone): "
+                                             "run the same command again once sbatch would accept them (a full "
+                                             "queue: once it has room); it submits only those" if n else "") + said)
                 if isinstance(err, LaunchError):
                     if said:
                         raise LaunchError(f"{err}{said}") from err
@@ -887,6 +895,20 @@ def _claims_kept_fresh(registry_path: Path, token: str) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def _submitted_before(out: list[str], job_ids: dict[str, str], workspace: Workspace, left: list[str]) -> str:
+    """What a launch stopped part-way (a refusal, a Ctrl-C) had submitted before it: the runs ``out`` (their jobs
+    ``job_ids``), recorded unless the rollback ``left`` something undone (said after it). "" when none."""
+    if not out:
+        return ""
+    ids = sorted({str(job_ids[r]) for r in out})
+    if len(ids) > 4:  # a whole array's tasks: its job id and how many runs it has
+        masters = [i.split("_")[0] for i in ids]
+        ids = [f"{m} ({masters.count(m)} runs)" for m in dict.fromkeys(masters)]
+    recorded = f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left else (
+        "see what could not be undone")
+    return f"submitted before it: {len(out)} run(s) (job(s) {', '.join(ids)}), {recorded}"
 
 
 def _add_note(err: BaseException, note: str) -> None:
@@ -1165,14 +1187,22 @@ def array_shares(sizes: list[int], bound: int) -> list[int]:
 
 
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
-                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None) -> dict[str, str]:
-    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted.
+                  job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
+                  echo: Callable[[str], None] = lambda _msg: None) -> dict[str, str]:
+    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted. What
+    sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit reduced, a job routed
+    to another partition) is a ``note:`` given to ``echo``, once per submission.
     A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
     dependency on the job of the run it starts from (:func:`after_parameters`). A run with a Ray job
     body (verl) is a job of its own, not an array task: ``array_parallelism`` still bounds how many of
     them run at once, each one past the first P waiting for the end of the one P places before it
     (:func:`slot_parameters`)."""
     waits = waits or {}
+
+    def submit(params: dict, chunk: list[LaunchItem]) -> None:
+        if said := _submit_chunk(params, chunk, workspace, job_ids):
+            echo(f"note: sbatch, accepting job {str(job_ids[chunk[0].run_id]).split('_')[0]}, said: {said}")
+
     plain = []
     rays: list[tuple[dict, LaunchItem]] = []  # a Ray job each, with its sbatch parameters
     later = []
@@ -1193,7 +1223,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             params = slot_parameters(params, job_ids[ray_jobs[-slots]])
             if item.run_id not in waits:  # shown by `arctl status` (a run that starts from another says that)
                 write_phase(workspace.run_dir(item.run_id), queued_phase(ray_jobs[-slots]))
-        _submit_chunk(params, [item], workspace, job_ids)
+        submit(params, [item])
         ray_jobs.append(item.run_id)
 
     for params, item in rays:
@@ -1202,7 +1232,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     for params, chunk, ahead in slurm_arrays(plain, array_parallelism)[0]:
         if ahead is not None:
             params = slot_parameters(params, masters[ahead])
-        _submit_chunk(params, chunk, workspace, job_ids)
+        submit(params, chunk)
         masters.append(str(job_ids[chunk[0].run_id]).split("_")[0])
     for item, ray in later:  # in launch order: a run comes after the one it starts from
         params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
@@ -1214,12 +1244,13 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
         if ray is not None:
             submit_ray(params, item)
         else:
-            _submit_chunk(params, [item], workspace, job_ids)
+            submit(params, [item])
     return job_ids
 
 
-def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, job_ids: dict[str, str]) -> None:
-    """Submit ``chunk`` as one (array) job with ``params``; record its job ids in ``job_ids``."""
+def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, job_ids: dict[str, str]) -> str:
+    """Submit ``chunk`` as one (array) job with ``params``; record its job ids in ``job_ids``. Returns what
+    sbatch said on stderr as it accepted the job ("" when nothing), on one line."""
     from arctl.launch.job import RunJob
 
     folder = workspace.jobs_dir / "%j"
@@ -1228,12 +1259,12 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     # fails at once without a log
     held = {**params, "additional_parameters": {**params.get("additional_parameters", {}), "hold": True}}
     executor = slurm_executor(folder, held)
-    accepted: list[str] = []  # the job id sbatch answered with, as submitit parses it (this launch's only)
+    parsed_ids: list[str] = []  # the job id sbatch answered with, as the executor parses it (a single job's)
     parse = executor._get_job_id_from_submission_command
 
     def parsed(output):
         job_id = parse(output)
-        accepted.append(str(job_id))
+        parsed_ids.append(str(job_id))
         return job_id
 
     executor._get_job_id_from_submission_command = parsed
@@ -1242,11 +1273,14 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     # script into jobs/ under temporary names before sbatch answers, and a refused submission removes the new
     # entries there, which were another launch's own while both submitted (from a review)
     with exclusive(f"sbatch:{workspace.jobs_dir.resolve()}"), job_environment(chunk, scheduler=True), \
-            captured_stderr() as captured:  # sbatch's own complaint goes into our one error line
+            captured_stderr() as captured, sbatch_answers() as answers:  # sbatch's complaint: in our one error line
         try:
             jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
         except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
-            said = " ".join((captured.read() + " " + str(err)).split())
+            # the job id sbatch answered with (this launch's only), an array's too (from a review: it was read by
+            # the executor's parser only, which the copy of the executor submitit submits an array with never calls)
+            accepted = list(dict.fromkeys(parsed_ids + [job_id for job_id, _ in answers]))
+            said = said_once(captured.read(), str(err))
             cancelled = scancel_quietly(accepted) if accepted else False  # accepted (held), then submitit failed
             # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
             # launch into the same workspace may be submitting its own meanwhile)
@@ -1288,6 +1322,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
         raise
     # released: every task may start now
     job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
+    return said_once(*(warned for _, warned in answers))
 
 
 def _release(master: str) -> None:
@@ -1345,6 +1380,47 @@ def job_environment(items: list[LaunchItem], scheduler: bool = False):
         yield
     finally:
         os.environ.update(saved)
+
+
+def said_once(*texts: str) -> str:
+    """``texts`` on one line (whitespace collapsed), each said once: one that another holds is left out (sbatch's
+    complaint, which submitit printed on stderr and put in its error too, was said twice; from a hunt)."""
+    flat = [" ".join(text.split()) for text in texts]
+    kept = [t for i, t in enumerate(flat)
+            if t and not any(t in other and (t != other or j < i) for j, other in enumerate(flat) if j != i)]
+    return " ".join(kept)
+
+
+@contextmanager
+def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
+    """While the block runs, submitit's sbatch calls are run here: yields a list that gets, for each submission
+    sbatch accepts, its job id and what sbatch said on stderr. submitit's own runner drops that stderr when
+    sbatch accepts (a site's job_submit.lua warnings: a time limit reduced, a job routed to another partition;
+    from a hunt), and prints it when sbatch refuses, besides its error's text. A refusal is submitit's
+    ``FailedJobError`` with sbatch's stderr, as before. (submitit runs sbatch through ``utils.CommandFunction``,
+    from a copy of the executor for an array: no hook of the executor sees it; one submission at a time.)"""
+    from submitit.core import utils
+    from submitit.slurm.slurm import SlurmExecutor
+
+    answers: list[tuple[str, str]] = []
+    real = utils.CommandFunction
+
+    class Sbatch(real):
+        def __call__(self, *args, **kwargs) -> str:
+            command = self.command + [str(x) for x in args] + [f"--{x}={y}" for x, y in kwargs.items()]
+            done = subprocess.run(command, capture_output=True, cwd=self.cwd, env=self.env, check=False)
+            out, err = (text.decode(errors="replace").strip() for text in (done.stdout, done.stderr))
+            if done.returncode:
+                raise utils.FailedJobError(err or out or f"{command[0]} exited with code {done.returncode}") \
+                    from subprocess.CalledProcessError(done.returncode, command, out, err)
+            answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
+            return out
+
+    utils.CommandFunction = Sbatch
+    try:
+        yield answers
+    finally:
+        utils.CommandFunction = real
 
 
 @contextmanager

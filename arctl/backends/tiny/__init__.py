@@ -59,7 +59,8 @@ class TinyBackend(BackendDefaults):
         nodes = max(1, int(cluster.get("nodes") or 1))
         extra = " (and leave GPU requests out of cluster.sbatch_extra)" if cluster.get("sbatch_extra") else ""
         return (f"the tiny backend uses no GPU: cluster.gpus_per_node={gpus} would reserve {gpus * nodes} GPU(s) per "
-                f"run that it never uses; set cluster.gpus_per_node=0{extra}")
+                "run that it never uses", f"set cluster.gpus_per_node=0{extra} (a GPU profile's cluster.cpus_per_task "
+                "and cluster.mem_gb are the paper scale's too: the tiny scale's are 1 and 4)")
 
     def config_problem(self, config):
         from arctl.backends.tiny.settings import (
