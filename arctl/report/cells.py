@@ -333,6 +333,91 @@ def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
             how = "--experiment NAME"
         raise ReportError(f"arm {arm!r} has {len(recs)} runs at seed {seed}, {what}: a figure or table averages an "
                           f"arm's runs over seeds and would read them as seeds of one arm; choose one with {how}")
+    by_arm: dict[str, list[tuple[int, dict]]] = {}
+    for rec in table.to_dict("records"):
+        seed = _plain(rec.get("seed"))
+        if seed is not None:
+            by_arm.setdefault(str(rec.get("arm")), []).append((int(seed), rec))
+    for arm, seeded in sorted(by_arm.items()):
+        one_config_per_arm(arm, seeded, AVERAGED, grid_keys)
+
+
+AVERAGED = "a figure or table averages an arm's runs over seeds"  # why one_config_per_arm refuses, in a figure's words
+# the run's names, seed and the sections that say where it ran (in W&B, beside its config.yaml: the run's own ids)
+NAMING_KEYS = ("config.experiment", "config.arm", "config.seed", "config.run_id", "config.run_dir")
+NAMING_SECTIONS = ("config.wandb.", "config.cluster.")
+
+
+def computed_items(rec: dict) -> dict[str, object]:
+    """A runs-table row's config columns without its names, seed and launch-only keys (those a run id leaves out
+    too: ``trainer.init_run``, the run it started from, names its seed) and the sections its job recorded in W&B
+    beside its config.yaml (the machine, the warm-up's record and time, verl's own config with the run's names in
+    it), nor missing values: what the run computes, at the values its columns hold."""
+    from arctl.track.runs.tidy import RECORDED
+
+    recorded = tuple(f"{CONFIG_PREFIX}{k}." for k in str(rec.get(RECORDED) or "").split(",") if k)
+    recorded_whole = {p[:-1] for p in recorded}
+    return {k: _plain(v) for k, v in rec.items()
+            if isinstance(k, str) and k.startswith(CONFIG_PREFIX) and k not in NAMING_KEYS
+            and not k.startswith(NAMING_SECTIONS) and not _launch_only(k[len(CONFIG_PREFIX):])
+            and not k.startswith(recorded) and k not in recorded_whole and _plain(v) is not None}
+
+
+def compute_key(rec: dict) -> str | None:
+    """A digest of :func:`computed_items`: two runs that share it compute the same thing (None without config
+    columns). From a review: two runs of one config on two machine kinds were refused as "other configs"."""
+    import hashlib
+
+    items = sorted((k, str(v)) for k, v in computed_items(rec).items())
+    if not items:
+        return None
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
+
+
+def config_differences(a: dict, b: dict) -> list[str]:
+    """The config keys (without ``config.``) in which two runs-table rows compute differently: their
+    :func:`computed_items` differ (a key one of them lacks too), and both compute with it (its identity,
+    :func:`_computed_keys`; a knob of an inactive section is no difference) and read it (:func:`not_read`: GRPO
+    beside another ``reward.alpha``)."""
+    mine, theirs = computed_items(a), computed_items(b)
+    differ = sorted(k for k in mine.keys() | theirs.keys()
+                    if k not in mine or k not in theirs or not same_value(mine[k], theirs[k]))
+    if not differ:
+        return []
+    computed = _computed_keys(mine, CONFIG_PREFIX) | _computed_keys(theirs, CONFIG_PREFIX)
+    return [k[len(CONFIG_PREFIX):] for k in differ if k[len(CONFIG_PREFIX):] in computed
+            and not not_read(a, k[len(CONFIG_PREFIX):]) and not not_read(b, k[len(CONFIG_PREFIX):])]
+
+
+def one_config_per_arm(arm: str, seeded: Sequence[tuple[int, dict]], why: str = AVERAGED,
+                       grid_keys: Sequence[str] = ()) -> None:
+    """:class:`ReportError` (one line) where ``arm``'s runs (``(seed, runs-table row)``) at different seeds are runs
+    of other configs (from a hunt: ``arctl sweep paper --seeds 2 optim.lr=0.0005`` beside seeds 0-1 at the default:
+    a figure averaged the three as seeds of GRPO, the claims tested them, with a generic warning): only one config's
+    runs are seeds of an arm. Runs that differ only in what they do not compute with (:func:`config_differences`)
+    are one config. ``why``: what reads them as seeds; ``grid_keys``: a sweep's grid, the key named first."""
+    from arctl.config.ranges import seeds_text
+
+    configs: list[tuple[dict, list[int], list[str]]] = []  # a row of each config, its seeds, how it differs from the first
+    by_key: dict[str | None, int] = {}
+    for seed, rec in sorted(seeded, key=lambda sr: (sr[0], str(sr[1].get("run_id")))):
+        key = compute_key(rec)
+        if key not in by_key:
+            found = next((i for i, (row, _, _) in enumerate(configs) if not config_differences(row, rec)), None)
+            if found is None:
+                found = len(configs)
+                configs.append((rec, [], config_differences(configs[0][0], rec) if configs else []))
+            by_key[key] = found
+        configs[by_key[key]][1].append(seed)
+    if len(configs) < 2:
+        return
+    differ = sorted({k for _, _, d in configs for k in d}, key=lambda k: (k not in grid_keys, k))
+    key = differ[0]
+    more = f" and {len(differ) - 1} more key(s)" if len(differ) > 1 else ""
+    groups = [f"{'seed' if len(set(s)) == 1 else 'seeds'} {seeds_text(sorted(set(s)))}" for _, s, _ in configs]
+    values = " vs ".join(_shown(row.get(CONFIG_PREFIX + key)) for row, _, _ in configs)
+    raise ReportError(f"arm {arm!r}: {', '.join(groups[:-1])} and {groups[-1]} are runs of other configs ({key} {values}"
+                      f"{more}): {why}; choose one config with --where {key}=VALUE")
 
 
 def differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
@@ -469,11 +554,13 @@ def _decided_note(experiment: str, arm: str, seed: int, read: dict, recs: list[d
             f"{how}")
 
 
-def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str | None], dict | None]:
+def cell_composer(sweeps: Sequence[str] | None, overrides: Sequence[str] = ()) -> Callable[[str, str, int, str | None],
+                                                                                         dict | None]:
     """``compose(experiment, arm, seed, scale)``: the cell's resolved config, flattened, as the first of
     ``sweeps`` that has the experiment composes it (its overrides and, for a grid, nothing of the grid:
-    a grid point is told apart by its own key), else as the experiment alone; None when it cannot be
-    composed (the experiment or arm is no longer in the project, a plugin is missing)."""
+    a grid point is told apart by its own key), else as the experiment alone, with ``overrides`` given on the
+    command line (``KEY=VALUE``); None when it cannot be composed (the experiment or arm is no longer in the
+    project, a plugin is missing)."""
     from arctl.compose.errors import SpecError
     from arctl.compose.experiment import load_experiment
     from arctl.compose.resolve import resolve_as_launched
@@ -495,7 +582,8 @@ def cell_composer(sweeps: Sequence[str] | None) -> Callable[[str, str, int, str 
                 exp = load_experiment(experiment)
                 sweep = next((s for s in _sweeps() if experiment in s.experiments), None)
                 # as the launch made it: without the sweep's overrides it reads nothing of (the launch judged them)
-                run = resolve_as_launched(exp, arm, seed, scale, sweep_overrides=sweep.overrides if sweep else None,
+                run = resolve_as_launched(exp, arm, seed, scale, list(overrides) or None,
+                                          sweep_overrides=sweep.overrides if sweep else None,
                                           sweep=sweep.name if sweep else None)
                 memo[key] = flatten_config(run.config)
             except (SpecError, KeyError, OSError, ValueError):

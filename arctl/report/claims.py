@@ -54,7 +54,17 @@ from arctl.compose.report_specs import (
     text_problem,
 )
 from arctl.config import safe_yaml
-from arctl.report.cells import differs_from_cell, listed, run_scale, same_value
+from arctl.report.cells import (
+    compute_key as _compute_key,
+)
+from arctl.report.cells import (
+    computed_items,
+    differs_from_cell,
+    listed,
+    one_config_per_arm,
+    run_scale,
+    same_value,
+)
 from arctl.report.cells import finished_run as _finished
 from arctl.report.cells import of_scale as _of_scale
 from arctl.report.errors import ReportError
@@ -629,6 +639,8 @@ class RunView:
     grid_budgets: int | None
     first: dict = field(default_factory=dict)  # metric -> value at the run's first evaluation (the start of training)
     compute_key: str | None = None  # what the run computes, names aside (arms with the same key are one config)
+    # what it computes: its config columns, names aside (arctl.report.cells.computed_items); {} where unknown
+    config: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _label(arm: str) -> str:
@@ -641,7 +653,8 @@ def one_config_per_arm_seed(runs: list[RunView]) -> None:
     """:class:`ReportError` (one line) where an arm has runs of other configs at one seed (a grid's points,
     a rerun with an override): the tests pair runs by arm and seed and read one of each
     (:func:`_by_arm_seed`), so the others would be dropped without a word. Runs of one config (the same arm
-    run in several experiments: ``compute_key``) are one."""
+    run in several experiments: ``compute_key``) are one. And where an arm's runs at other seeds are runs of
+    other configs (:func:`arctl.report.cells.one_config_per_arm`): a test reads them as seeds of one arm."""
     by_cell: dict[tuple, dict] = {}
     for v in runs:
         by_cell.setdefault((v.arm, int(v.seed)), {})[v.run_id] = v.compute_key
@@ -650,6 +663,15 @@ def one_config_per_arm_seed(runs: list[RunView]) -> None:
             raise ReportError(f"arm {arm!r} has {len(keys)} runs of other configs at seed {seed} "
                               f"({', '.join(sorted(keys)[:3])}): the claims pair runs by arm and seed and would read "
                               "only one; choose with --where KEY=VALUE")
+    by_arm: dict[str, list[tuple[int, dict]]] = {}
+    for v in runs:
+        if v.config:  # its seeds are runs of one config (from a hunt: seed 2 at another optim.lr was tested as a seed)
+            by_arm.setdefault(v.arm, []).append((int(v.seed), {**v.config, "run_id": v.run_id}))
+    for arm, seeded in sorted(by_arm.items()):
+        one_config_per_arm(arm, seeded, SEEDS_READ)
+
+
+SEEDS_READ = "the claims read an arm's runs as its seeds"  # why one_config_per_arm refuses, in the claims' words
 
 
 def _by_arm_seed(runs: list[RunView]) -> dict[str, dict[int, RunView]]:
@@ -951,32 +973,6 @@ def _count(value) -> int | None:
     return None if found is None else len(found)
 
 
-NAMING_KEYS = ("config.experiment", "config.arm", "config.seed", "config.run_id", "config.run_dir")
-NAMING_SECTIONS = ("config.wandb.", "config.cluster.")
-
-
-def _compute_key(rec: dict) -> str | None:
-    """A digest of a run's config columns without its names, seed and launch-only keys (those a run id
-    leaves out too) and the sections its job recorded in W&B beside its config.yaml (the machine, the
-    warm-up's record and time, verl's own config with the run's names in it): two arms whose runs share
-    it compute the same thing (None without config columns). From a review: two runs of one config on
-    two machine kinds were refused as "other configs"."""
-    import hashlib
-
-    from arctl.report.cells import _launch_only
-    from arctl.track.runs.tidy import RECORDED
-
-    recorded = tuple(f"config.{k}." for k in str(rec.get(RECORDED) or "").split(",") if k)
-    recorded_whole = {p[:-1] for p in recorded}
-    items = sorted((k, str(v)) for k, v in rec.items()
-                   if k.startswith("config.") and k not in NAMING_KEYS and not k.startswith(NAMING_SECTIONS)
-                   and not _launch_only(k[len("config."):]) and not k.startswith(recorded) and k not in recorded_whole
-                   and not (isinstance(v, float) and math.isnan(v)))
-    if not items:
-        return None
-    return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
-
-
 def diagnostics_at_eval_budgets(final: dict, rows, n_eval: int | None) -> tuple[dict, tuple[int, int | None] | None]:
     """``final`` with the variance diagnostics (``eval/{ds}/corr_*@{b}``, ``nvar/*@{b}``) of the run's last evaluation
     at ``eval.budgets`` where its last evaluation logged them at more budgets than ``n_eval`` (len eval.budgets): the
@@ -1058,7 +1054,8 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
             replaced[rid] = swapped
         view = RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                        evals.get(rid, {}), n_eval,
-                       _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec))
+                       _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec),
+                       computed_items(rec))
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
         # is that arm's run too, where that cell as composed now (``compose``, :func:`arctl.report.cells.

@@ -107,9 +107,10 @@ def _known_arms(spec, arm_exps: dict[str, list[str]]) -> None:
 
 
 def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = (),
-                        workdir: str | Path | None = None):
+                        workdir: str | Path | None = None, overrides: Iterable[str] = ()):
     """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds), in
-    workspace ``workdir`` (:func:`arctl.launch.workspace.workdir_arg`: named unless a bare command means it).
+    workspace ``workdir`` (:func:`arctl.launch.workspace.workdir_arg`: named unless a bare command means it),
+    with ``overrides`` (``KEY=VALUE`` texts, :func:`shared_overrides`: the runs' own, so that it trains their config).
     A sweep of ``sharing`` (``share_arms: true``) that holds it: that sweep (it trains each missing
     config once and reuses the workspace's runs); else the arm alone, ``arctl run EXPERIMENT --arm
     ARM``, of the first experiment of the sweeps (else of the project) that defines it: a sweep
@@ -121,6 +122,7 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
     scale_arg = f" --scale {scale}" if scale else ""
     where = workdir_arg(workdir) if workdir is not None else ""
     sharing = set(sharing)
+    where = "".join(f" {shlex.quote(o)}" for o in overrides) + where
 
     def command(arm: str, seeds=None) -> str:
         seeds_arg = f" --seeds {seeds_text(seeds)}" if seeds else ""
@@ -129,11 +131,81 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
             if sweep in sharing and any(e in members for e in exps):
                 return f"arctl sweep {sweep}{scale_arg}{seeds_arg}{where}"
         listed = [e for members in sweeps.values() for e in members if e in exps]
-        if listed or exps:
+        if listed or (exps and not sweeps):
             return f"arctl run {(listed or exps)[0]} --arm {arm}{scale_arg}{seeds_arg}{where}"
+        if exps:  # in none of the sweeps read: a run of another experiment would never be read (from a hunt: the
+            # report named `arctl run ctx-16k --arm ar-uniform`, and named it again once it had run)
+            other = _sweep_with(exps, sharing)
+            said = ", ".join(sweeps)
+            if other is None:
+                return f"(arm {arm!r} is in no experiment of sweep(s) {said}, nor of a sweep of this project)"
+            return (f"(arm {arm!r} is in no experiment of sweep(s) {said}: `arctl sweep {other}{scale_arg}{seeds_arg}"
+                    f"{where}`, then report with --claims {' '.join([*sweeps, other])})")
         return f"(no experiment defines arm {arm!r})"
 
     return command
+
+
+def _sweep_with(experiments: list[str], sharing: set[str]) -> str | None:
+    """A sweep of the project with one of ``experiments``: one that shares arms first (it trains only what is
+    missing), else the first; None where none has one."""
+    from arctl.compose.sweep import list_sweeps, load_sweep
+
+    found = []
+    for name in list_sweeps():
+        try:
+            sweep = load_sweep(name)
+        except Exception:  # noqa: BLE001 - a broken spec elsewhere must not hide the others
+            continue
+        if any(e in sweep.experiments for e in experiments):
+            found.append((not sweep.share_arms, name))
+    return min(found)[1] if found else None
+
+
+def shared_overrides(views, runs_table, sweeps: list[str], compose) -> tuple[list[str], list[str]]:
+    """What the runs ``views`` read differ in from their cells as ``compose`` (of ``sweeps``) makes them
+    (:func:`arctl.report.cells.differs_from_cell`, the report's "differ from their cell" warning): the overrides
+    (``KEY=VALUE`` in Hydra's grammar) every run whose cell composes shares, at one value (a sweep launched with
+    them: the micro scale's) where composed with them every run's cell is its config (a key another sets as the
+    runs have it, ``eval.grid`` from ``scale.budgets``, left out), else none and the keys the runs differ in
+    (sorted). A command for missing seeds carries the overrides, so that it trains the config of the runs beside
+    which its runs are read (from a hunt: it trained the cells as composed, runs of another config)."""
+    from arctl.config.hydra_text import override_value
+    from arctl.report.cells import CONFIG_PREFIX, cell_composer, differs_from_cell, run_scale, same_value
+
+    rows = {str(r["run_id"]): r for r in runs_table.to_dict("records")} if len(runs_table) else {}
+    read = [(v, rows[v.run_id]) for v in views if v.run_id in rows]
+    found = [(v, rec, {k: rec[CONFIG_PREFIX + k] for k in differs_from_cell(rec, cell)}) for v, rec in read
+             if (cell := compose(v.experiment, v.arm, v.seed, run_scale(rec))) is not None]
+    if not any(f for _, _, f in found):
+        return [], []
+    first = found[0][2]
+    even = [k for k in sorted(first) if all(k in f and same_value(f[k], first[k]) for _, _, f in found)]
+    texts = {k: f"{k}={override_value(first[k].tolist() if hasattr(first[k], 'tolist') else first[k])}" for k in even}
+    v, rec, _ = found[0]
+    cell = compose(v.experiment, v.arm, v.seed, run_scale(rec))
+    overrides = [texts[k] for k in even]
+    for k in even:  # one another sets as the runs have it (eval.grid from scale.budgets and eval.grid_size) is left
+        # out: given too, it would be read as set by hand (eval.grid_size unread beside an explicit eval.grid)
+        fewer = [o for o in overrides if o != texts[k]]
+        cell = cell_composer(sweeps, fewer)(v.experiment, v.arm, v.seed, run_scale(rec))
+        if cell is not None and not differs_from_cell(rec, cell):
+            overrides = fewer
+    recompose = cell_composer(sweeps, overrides) if overrides else compose
+    for v, rec, _ in found:
+        cell = recompose(v.experiment, v.arm, v.seed, run_scale(rec))
+        if cell is None or differs_from_cell(rec, cell):  # no overrides give every run read its config
+            return [], sorted({k for _, _, f in found for k in f})
+    return overrides, []
+
+
+def other_configs_warning(keys: list[str]) -> str:
+    """The warning of a claims report whose runs differ from their cells in ``keys`` in no one way that overrides
+    of a sweep give them all (:func:`shared_overrides`): its commands for missing seeds train the cells as composed."""
+    return (f"the commands for missing seeds train the cells as the report's sweep composes them, but the runs read "
+            f"differ from their cells in {', '.join(keys[:3])}{' and more' if len(keys) > 3 else ''}, and in no one way "
+            "that overrides give every run: runs they train are of other configs, refused beside these (add the "
+            "overrides of the runs they should match to the command)")
 
 
 def _provenance(run_dir: Path) -> dict:
@@ -172,7 +244,6 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     experiments = sorted({e for exps in members.values() for e in exps})
     base = Path(workdir or default_workdir())
     named = workdir_arg(base)  # every command said here names the workspace unless a bare one means it
-    command = missing_command_for(members, scale, _sharing(sweeps), base)
     if not base.is_dir():
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}{named}`' for s in sweeps)}")
@@ -180,17 +251,20 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     from arctl.report.export import INDEX_FILE, interrupted_export, job_states, producing_in_export
 
     with_job_states(runs.runs, job_states(base, runs.runs.get("run_id", [])))  # how each run's job said it ended
-    if (base / INDEX_FILE).is_file():  # an export launches nothing: each claim's missing runs are trained in a
-        produce = missing_command_for(members, scale, _sharing(sweeps))  # workspace, then exported into it (from a
-        out_arg = shlex.quote(str(base))  # hunt: "arctl export" alone named runs no workspace had ever trained)
-
-        def command(arm: str, seeds=None) -> str:
-            return f"{produce(arm, seeds)} --workdir WORKSPACE && arctl export --out {out_arg} --workdir WORKSPACE"
     compose = cell_composer(sweeps)
     one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
     served_warnings: list[str] = []
     views = run_views(runs.history, runs.runs, scale=scale, compose=compose, warnings=served_warnings)
     one_config_per_arm_seed(views)
+    overrides, uneven = shared_overrides(views, runs.runs, sweeps, compose)  # missing seeds: the config of the runs read
+    command = missing_command_for(members, scale, _sharing(sweeps), base, overrides)
+    if (base / INDEX_FILE).is_file():  # an export launches nothing: each claim's missing runs are trained in a
+        produce = missing_command_for(members, scale, _sharing(sweeps), overrides=overrides)  # workspace, then
+        out_arg = shlex.quote(str(base))  # exported into it (from a hunt: "arctl export" alone named runs no
+        # workspace had ever trained)
+
+        def command(arm: str, seeds=None) -> str:
+            return f"{produce(arm, seeds)} --workdir WORKSPACE && arctl export --out {out_arg} --workdir WORKSPACE"
     left_out = unfinished(runs.runs, scale=scale)
     if not views:  # nothing to check: one line naming what to run, and nothing written
         at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
@@ -219,6 +293,8 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     }
     unfinished_export = interrupted_export(base)  # first: the runs are a part of what was exported
     warnings = ([unfinished_export] if unfinished_export else []) + list(runs.warnings) + served_warnings
+    if uneven:  # no overrides give every run its config: the commands train the cells as composed
+        warnings.append(other_configs_warning(uneven))
     if other_code := other_code_warning(provenances):
         warnings.append(other_code)
     if left_out:

@@ -308,7 +308,12 @@ def test_the_command_for_missing_runs_names_the_seeds_the_other_arms_have():
     assert command("grpo", [1]) == "arctl sweep priors --scale tiny --seeds 1"
     apart = missing_command_for(sweeps, "tiny")  # no sweep shares: the first of the sweeps' experiments with the arm
     assert apart("grpo", [1]) == "arctl run main-grpo --arm grpo --scale tiny --seeds 1"
-    assert apart("ar-linear") == "arctl run main-ar-linear --arm ar-linear --scale tiny"  # in no sweep: the project's
+    # in none of the sweeps read: a run of another experiment would never be read (from a hunt: `arctl run ctx-16k
+    # --arm ar-uniform`, named again once it had run); a sweep that has it, and that the report must read it too
+    assert apart("ar-linear", [1]) == ("(arm 'ar-linear' is in no experiment of sweep(s) priors, ablations: `arctl "
+                                       "sweep paper --scale tiny --seeds 1`, then report with --claims priors ablations "
+                                       "paper)")
+    assert missing_command_for({}, "tiny")("ar-linear") == "arctl run main-ar-linear --arm ar-linear --scale tiny"
 
 
 def test_a_claim_is_decided_by_its_tests():
