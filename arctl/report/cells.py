@@ -147,11 +147,12 @@ def unfinished(runs_table, scale: str | None = None) -> list[str]:
     return out
 
 
-def unfinished_warning(left_out: Sequence[str], where: str = "") -> str:
+def unfinished_warning(left_out: Sequence[str], where: str = "", waiting: str | None = None) -> str:
     """The warning of a report of final values that left out the runs :func:`unfinished` listed; ``where`` names
-    the workspace in its command (:func:`arctl.launch.workspace.workdir_arg`)."""
+    the workspace in its command (:func:`arctl.launch.workspace.workdir_arg`); ``waiting``: what to do instead of
+    `arctl status` (an export's: :func:`arctl.report.export.waiting_in_export`)."""
     return (f"left out {len(left_out)} run(s) that have not finished (their last values are not the final "
-            f"evaluation's; `arctl status{where}`): {listed(left_out)}")
+            f"evaluation's; {waiting or f'`arctl status{where}`'}): {listed(left_out)}")
 
 
 def listed(items: Sequence[str], most: int = 6) -> str:

@@ -248,7 +248,13 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         raise ReportError(f"workspace {base} does not exist; pass --workdir DIR (or set ARCTL_HOME), or produce "
                           f"the runs with {' and '.join(f'`arctl sweep {s}{named}`' for s in sweeps)}")
     runs = load_runs(base, experiments=experiments, metrics=metric_globs(spec), progress=progress, processes=processes)
-    from arctl.report.export import INDEX_FILE, interrupted_export, job_states, producing_in_export
+    from arctl.report.export import (
+        INDEX_FILE,
+        interrupted_export,
+        job_states,
+        producing_in_export,
+        waiting_in_export,
+    )
 
     with_job_states(runs.runs, job_states(base, runs.runs.get("run_id", [])))  # how each run's job said it ended
     compose = cell_composer(sweeps)
@@ -272,7 +278,8 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         todo = producing_in_export(base) or " and ".join(f"`arctl sweep {s}{scale_arg}{named}`" for s in sweeps)
         if left_out:
             raise ReportError(f"no finished runs of {', '.join(sweeps)}{at_scale} in {base} ({len(left_out)} not finished: "
-                              f"{listed(left_out)}): wait for them (`arctl status{named}`), or produce them with {todo}")
+                              f"{listed(left_out)}): wait for them ({waiting_in_export(base) or f'`arctl status{named}`'}), "
+                              f"or produce them with {todo}")
         raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
@@ -298,7 +305,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     if other_code := other_code_warning(provenances):
         warnings.append(other_code)
     if left_out:
-        warnings.append(unfinished_warning(left_out, named))
+        warnings.append(unfinished_warning(left_out, named, waiting_in_export(base)))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -188,13 +188,16 @@ def read_report_runs(
         gone = {item.split(" ", 1)[0] for item in left_out}
         runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
+        from arctl.report.export import waiting_in_export
+
+        waiting = waiting_in_export(Path(workdir or default_workdir())) if not wandb_project else None
         if not len(runs.history):
-            status = f"`arctl status{named}`"
+            status = waiting or f"`arctl status{named}`"
             raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
                               f"wait for them ({status}), or produce them with {producing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
         runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
-        runs.warnings = [*runs.warnings, unfinished_warning(left_out, named)]
+        runs.warnings = [*runs.warnings, unfinished_warning(left_out, named, waiting)]
     h = runs.history
     requires = spec.get("requires")
     before_requires = len(h)

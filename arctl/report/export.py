@@ -227,6 +227,16 @@ def producing_in_export(workdir: str | Path) -> str | None:
     return f"`arctl export --out {out} --workdir WORKSPACE` from a workspace that has them (an export launches no runs)"
 
 
+def waiting_in_export(workdir: str | Path) -> str | None:
+    """How an export's unfinished runs (exported with ``--unfinished``) come to be finished, for a report's "wait
+    for them (...)"; None for a workspace (where `arctl status` shows them). An export has no registry for `arctl
+    status`, and exporting a run it has again needs ``--force`` (from a hunt: both commands it named refused)."""
+    if not (Path(workdir) / INDEX_FILE).is_file():
+        return None
+    return (f"they are finished in their workspace, then `arctl export --out {shlex.quote(str(workdir))} --workdir "
+            "WORKSPACE --force` replaces them")
+
+
 def export_runs(workdir: str | Path, out: str | Path, experiments: list[str] | None = None,
                 unfinished: bool = False, force: bool = False, run_ids: list[str] | None = None,
                 progress: bool = False) -> ExportResult:

@@ -343,3 +343,21 @@ def test_an_export_exported_again_keeps_its_runs_states(ws, tmp_path):
     a, b = (json.loads((p / "export.json").read_text())["runs"] for p in (first, second))
     assert sorted(a) == sorted(b) and {r["state"] for r in b.values()} == {"completed"}
     assert all(a[rid]["files"] == b[rid]["files"] for rid in a)
+
+
+def test_a_report_of_an_export_with_unfinished_runs_says_how_to_finish_them_there(ws, tmp_path):
+    """From a hunt: a table from an export holding unfinished runs (exported with --unfinished) said "wait for them
+    (`arctl status --workdir EXPORT`)", which an export refuses (it has no registry), and the export command it named
+    refused too (the export has those runs: --force replaces them). It names what works."""
+    out = tmp_path / "exp"
+    res = _export("--workdir", str(ws), "--out", str(out), "--experiment", "main-grpo", "--unfinished", "--json")
+    assert res.exit_code == 0, res.output
+    rep = runner.invoke(app, ["report", "--table", "final", "--experiment", "main-grpo", "--workdir", str(out),
+                              "--out", str(tmp_path / "rep")])
+    said = rep.output
+    assert "left out 1 run(s) that have not finished" in " ".join(said.split()), said
+    assert "arctl status" not in said and "--force` replaces them" in " ".join(said.split()), said
+    # in the workspace itself, `arctl status` is what shows them
+    rep = runner.invoke(app, ["report", "--table", "final", "--experiment", "main-grpo", "--workdir", str(ws),
+                              "--out", str(tmp_path / "rep2")])
+    assert "arctl status" in rep.output, rep.output
