@@ -524,7 +524,7 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     with quiet:
         result = launch(items, workspace, executor=executor, force=force, array_parallelism=array_parallelism,
-                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(m)}[/]"), executor_by=executor_by)
+                        members=members, echo=lambda m: err_console.print(f"[dim]{esc(printable(m))}[/]"), executor_by=executor_by)
     # a run the registry kept as it is (not a shared cell, nor a rerun or resume this launch claimed and then dropped,
     # whose config.yaml it wrote or put back: the launch sets their action) says where its launch-only keys differ
     result.skipped = [(i, why if i.shares or i.action in ("rerun", "resume")

@@ -130,3 +130,12 @@ def test_an_array_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp
                members=["lt3"])
     assert str(info.value).startswith("sbatch accepted job 1000, then the submission failed (job cancelled)")
     assert scancels.read_text().split() == ["1000"]
+
+
+def test_what_sbatch_says_reaches_the_terminal_without_its_control_sequences(specs, tmp_path, monkeypatch):
+    """A site's message is text from outside arctl: an escape sequence in it (a colour, a screen clear) is shown
+    written out, not sent to the terminal."""
+    _sbatch(tmp_path, monkeypatch, "printf 'sbatch: \\033[2Jrouted\\n' >&2\necho \"Submitted batch job $((999 + n))\"\n")
+    res = _sweep(tmp_path / "ws")
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stderr and "\\x1b[2Jrouted" in res.stderr, repr(res.stderr)
