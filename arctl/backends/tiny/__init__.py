@@ -57,10 +57,11 @@ class TinyBackend(BackendDefaults):
         if gpus <= 0:
             return None
         nodes = max(1, int(cluster.get("nodes") or 1))
-        extra = " (and leave GPU requests out of cluster.sbatch_extra)" if cluster.get("sbatch_extra") else ""
+        extra = " and with no GPU request in cluster.sbatch_extra" if cluster.get("sbatch_extra") else ""
         return (f"the tiny backend uses no GPU: cluster.gpus_per_node={gpus} would reserve {gpus * nodes} GPU(s) per "
-                "run that it never uses", f"set cluster.gpus_per_node=0{extra} (a GPU profile's cluster.cpus_per_task "
-                "and cluster.mem_gb are the paper scale's too: the tiny scale's are 1 and 4)")
+                "run that it never uses", "submit it with the tiny scale's own request: --executor slurm, without a "
+                f"GPU cluster profile{extra} (cluster.gpus_per_node=0 alone keeps the profile's CPUs and memory, and "
+                "tiny.threads follows its cluster.cpus_per_task: other runs)")
 
     def config_problem(self, config):
         from arctl.backends.tiny.settings import (
