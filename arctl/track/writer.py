@@ -9,8 +9,11 @@ job loses at most that much history.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -20,6 +23,8 @@ from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
 CLOSE_WAIT_S = 60.0  # how long close_run waits for a W&B service it does not own to complete the file
+CLOSE_DEADLINE_S = 300.0  # how long close_run lets W&B finish the run and stop its service (wandb waits for ever)
+CLOSE_DEADLINE_ENV = "ARCTL_WANDB_CLOSE_DEADLINE_S"  # seconds, overriding CLOSE_DEADLINE_S (tests: a small one)
 
 
 def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = None,
@@ -140,10 +145,50 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     close_run(run)
 
 
+def close_deadline_s() -> float:
+    """Seconds :func:`close_run` gives W&B to finish a run: ``$ARCTL_WANDB_CLOSE_DEADLINE_S``, else
+    :data:`CLOSE_DEADLINE_S` (also, with a warning, where the variable is not a positive number: the run is
+    closing, an error now would lose its close)."""
+    value = os.environ.get(CLOSE_DEADLINE_ENV)
+    if not value:
+        return CLOSE_DEADLINE_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if seconds > 0:
+        return seconds
+    message = f"{CLOSE_DEADLINE_ENV}={value!r} is not a positive number of seconds; {CLOSE_DEADLINE_S:g} s used"
+    warnings.warn(message, stacklevel=3)
+    print(f"arctl: WARNING {message}", flush=True)
+    return CLOSE_DEADLINE_S
+
+
+def _own_service():
+    """This process's wandb-core (a ``subprocess.Popen``), or None where it uses another process's service
+    (``WANDB_SERVICE`` inherited) or has none. W&B exposes it only through private attributes: None too
+    where a W&B version moved them."""
+    try:
+        from wandb.sdk import wandb_setup
+
+        setup = wandb_setup._singleton  # noqa: SLF001 - not wandb_setup.singleton(): that would set W&B up
+        proc = setup._connection._proc if setup is not None and setup._connection is not None else None  # noqa: SLF001
+        return getattr(proc, "_process", None)
+    except Exception:  # noqa: BLE001 - a W&B whose internals differ: no service to stop
+        return None
+
+
 def close_run(run, wait_s: float | None = None, exit_code: int = 0) -> bool:
     """Finish ``run`` (W&B's exit record with ``exit_code``: non-zero for a run ending on an error, which
     W&B and arctl's reader call failed) and stop this process's W&B service, and return when its .wandb
     file is complete (ends with the exit record), as a resume in the same process reads it next.
+
+    W&B's ``finish`` and ``teardown`` wait for wandb-core without a limit: a service that never answers (W&B
+    online over a flaky network; a stopped wandb-core) held a finished job RUNNING for ever, which no cancel
+    ended (from a hunt). They run in a thread given :func:`close_deadline_s` seconds; past that a warning
+    line says so, this process's own wandb-core is killed (its file then lacks the run's close, maybe its last
+    rows: it would otherwise be left stopped or hung after the job, a service of another process is left
+    alone) and False is returned.
 
     ``finish`` returns before wandb-core has flushed and closed the file; ``wandb.teardown()`` waits for
     that only when this process started the service. A process that inherited ``WANDB_SERVICE`` from
@@ -152,16 +197,45 @@ def close_run(run, wait_s: float | None = None, exit_code: int = 0) -> bool:
     polled for its exit record for up to ``wait_s`` seconds (default :data:`CLOSE_WAIT_S`); a warning says
     when it never came. Returns whether the file is complete (True also without a file to wait for): False
     where the exit record never came, as after wandb-core's first write error (ENOSPC: it writes nothing
-    more, even once there is space again), so the caller checks what the file holds
-    (:func:`complete_history`) instead of taking the run for logged."""
+    more, even once there is space again), or the close ran past its deadline, so the caller checks what the
+    file holds (:func:`complete_history`) instead of taking the run for logged."""
     import wandb
 
     settings = getattr(run, "settings", None)
     sync_file = None if settings is None or settings.mode == "disabled" else Path(settings.sync_file)
-    try:
-        run.finish(exit_code=exit_code)
-    finally:
-        wandb.teardown()
+    deadline_s = close_deadline_s()
+    core = _own_service()
+    failed: list[BaseException] = []
+
+    def finish() -> None:
+        try:
+            try:
+                run.finish(exit_code=exit_code)
+            finally:
+                wandb.teardown()
+        except BaseException as err:  # noqa: BLE001 - raised in the caller's thread below
+            failed.append(err)
+
+    closer = threading.Thread(target=finish, name="arctl-wandb-close", daemon=True)
+    closer.start()
+    closer.join(deadline_s)
+    if closer.is_alive():
+        what = f"wandb-core (pid {core.pid}) killed" if core is not None and core.poll() is None else \
+            "its service (not this process's) left as it is"
+        message = (f"W&B did not finish the run within {deadline_s:g} s ({CLOSE_DEADLINE_ENV}); {what}; its "
+                   f"files {sync_file.parent if sync_file else 'of the run'} may lack their last rows and the run's close")
+        warnings.warn(message, stacklevel=2)
+        print(f"arctl: WARNING {message}", flush=True)
+        if core is not None and core.poll() is None:
+            # W&B's own teardown (the thread's, once its connection breaks) then forgets the dead service, so
+            # a later wandb.init in this process (complete_history's re-log) starts a new one
+            core.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                core.wait(timeout=10.0)
+            closer.join(10.0)
+        return False
+    if failed:
+        raise failed[0]
     if sync_file is None or not sync_file.exists():
         return True
     from arctl.track import wandbfile
