@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 
 from arctl.launch import states
@@ -21,6 +22,7 @@ from arctl.launch.refresh import (
     debug_process_alive,
     interrupted_note,
     local_job_alive,
+    refresh,
     revive_requeued,
     settled,
 )
@@ -40,12 +42,15 @@ GONE = re.compile(r"job id (\S+?): Invalid job id specified")
 ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
 NOT_CANCELLED = "not cancelled"  # how an outcome of :func:`cancel_runs` that changed nothing begins
 NOT_ACTIVE = f"{NOT_CANCELLED}: not active"  # a run named that has no job to cancel (completed, failed, cancelled, ...)
+STOPPED_AT_ONCE = "stopped at once"  # how the outcome of a cancel that killed its job begins
+KILL_AFTER_S = 30.0  # a run cancelling for this long whose job is cancelled again is stopped at once (no checkpoint)
+GONE_WAIT_S = 5.0  # how long a cancel that killed a local job waits for its process to be gone, to record the run
 SILENT_S = 3600.0  # a started run whose folder and logs have not changed for this long, and whose job SLURM
 # does not have, is taken for dead (a live job writes its logs, metrics, status or checkpoints meanwhile)
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
-                force: bool = False) -> list[tuple[RunRecord, str]]:
+                force: bool = False, now: bool = False) -> list[tuple[RunRecord, str]]:
     """Cancel the active runs among ``records`` (one scancel for all SLURM jobs). A run whose job has
     not started is CANCELLED at once, in its status.json too (:func:`_mark_cancelled`); a started one is
     asked to stop (TERM: it saves a checkpoint) and stays active until it has, then becomes CANCELLED
@@ -60,6 +65,15 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     ``force``: the user knows it runs nowhere, so it is CANCELLED too). A debug run that trains inside a
     live arctl process is left to that process (Ctrl-C there; ``force``: recorded CANCELLED, which its
     end does not overwrite). An outcome that changed nothing begins with :data:`NOT_CANCELLED`.
+
+    A started job that is cancelled again once it has been cancelling for :data:`KILL_AFTER_S` (its first request's
+    time is kept), or with ``now``, is stopped at once, without its checkpoint (from a hunt: a job whose step hung
+    never reached the end of the step where it heeds the TERM, and showed "cancelling" for ever; a second cancel
+    changed nothing): a local job's process and every process below it are killed (:func:`_kill_local_job`),
+    and the run is recorded CANCELLED once they are gone (the refresh's way for a cancelled job that died); a SLURM
+    job is sent KILL (``scancel --signal=KILL --full``, after the plain scancel that makes SLURM record it
+    cancelled); such an outcome begins with :data:`STOPPED_AT_ONCE`. A debug run is stopped at once by a second
+    Ctrl-C in its own process, as before.
 
     A run its launch is still submitting (SUBMITTING) gets only the request: the launch records it with
     its job and cancels that job (:func:`arctl.launch.launcher._record_submitted`): a SLURM one stays
@@ -78,7 +92,7 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
                           "recorded in it; nothing was cancelled — cancel as a user who can write it")
     asked: set[str] = set()  # the SLURM jobs scancel was asked to stop: never asked twice
     for _ in range(3):
-        changed = _cancel_once(reg, workspace, todo, force, outcome, asked)
+        changed = _cancel_once(reg, workspace, todo, force, now, outcome, asked)
         todo = []
         for rec in (reg.get(run_id) for run_id in changed):
             if rec is not None and rec.state in states.ACTIVE:
@@ -92,14 +106,20 @@ def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
     return outcome
 
 
-def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], force: bool,
+def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], force: bool, at_once: bool,
                  outcome: list[tuple[RunRecord, str]], asked: set[str]) -> list[str]:
     """One pass of :func:`cancel_runs` over ``active``, appending to ``outcome``; returns the run ids
     whose rows changed before this pass wrote them. ``asked``: the jobs an earlier pass scancelled (a
     run whose job is among them is cancelled without asking again: SLURM would answer "already
-    completing"); this pass adds its own."""
+    completing"); this pass adds its own. ``at_once``: stop the started jobs at once (``now``)."""
     changed = []
     now = time.time()
+    where = workdir_arg(workspace.root)
+
+    def kill(rec: RunRecord) -> bool:  # a started job to stop at once: asked to, or cancelling long enough
+        return rec.state == states.RUNNING and (at_once or (rec.cancel_requested is not None
+                                                            and now - rec.cancel_requested >= KILL_AFTER_S))
+
     submitting = [r for r in active if r.state == states.SUBMITTING]
     for rec in submitting:  # its job id, if any, is an earlier attempt's: nothing to scancel
         view = settled(rec, workspace.run_dir(rec.run_id), now)  # rec itself while its launch lives
@@ -136,6 +156,8 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id and r.job_id not in asked]
     gone: set[str] = set()
     ending: set[str] = set()
+    killed_slurm: set[str] = set()  # the SLURM jobs sent KILL
+    killed: list[RunRecord] = []  # the local runs whose jobs were killed: recorded once their processes are gone
     if slurm_ids:
         try:
             if not shutil.which("scancel"):
@@ -147,6 +169,19 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
                 if not errors or len(gone) + len(ending) < len(errors):
                     raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+            # stopped at once: KILL now to every process of the job, the batch script's too (the plain scancel
+            # above had SLURM record it cancelled; SLURM sends KILL itself only once its KillWait has passed)
+            killing = [r.job_id for r in active if r.executor == "slurm" and r.job_id in slurm_ids and kill(r)
+                       and r.job_id not in gone]
+            if killing:
+                proc = subprocess.run(["scancel", "--signal=KILL", "--full", *killing], capture_output=True, text=True)
+                errors = [line for line in proc.stderr.splitlines() if line.strip()]
+                if proc.returncode != 0 and (not errors or not all(GONE.search(e) or ENDING.search(e) for e in errors)):
+                    raise LaunchError(f"scancel --signal=KILL failed: {' '.join(proc.stderr.split())[:300]}")
+                gone |= {m.group(1) for line in errors if (m := GONE.search(line))}
+                still_ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
+                killed_slurm.update(set(killing) - gone - still_ending)
+                ending -= killed_slurm  # the plain scancel's "already completing": the KILL reached it all the same
         except BaseException:  # this cancel reached none of these jobs: no request of it is left to stop their next
             # attempt (from a review: a controller that did not answer left it, and the job's requeue trained nothing)
             for rec in active:
@@ -182,9 +217,22 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                                "not this host: cancel it there (--force records it CANCELLED)")
             continue
         starting = False  # its job may have begun though its status.json does not say so yet
+        stopped = False  # its job was stopped at once
         if alive and rec.job_id and rec.job_id.isdigit():
+            if kill(rec) and rec.cancel_requested is None:  # the request recorded before the kill: the local queue's
+                # refresh of the dead job reads it (CANCELLED, not FAILED "died without reporting")
+                if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None},
+                                     {"cancel_requested": now}):
+                    changed.append(rec.run_id)  # read again, and cancelled as it is now
+                    continue
+                rec.cancel_requested = now
             try:
-                os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
+                if kill(rec):
+                    stopped = _kill_local_job(int(rec.job_id), partial(local_job_alive, rec, status, workspace))
+                    if not stopped:  # its pid is another process's now: the job ended meanwhile
+                        raise ProcessLookupError(rec.job_id)
+                else:
+                    os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
             except ProcessLookupError:  # it ended meanwhile: the run is what it reports, the next refresh says
                 not_cancelled(rec, f"its job (process {rec.job_id}) ended meanwhile "
                                    f"(`arctl status{workdir_arg(workspace.root)}` shows how)")
@@ -197,21 +245,36 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             started = False  # waiting in the local queue, or its job is gone: nothing to save
         else:  # a job SLURM runs (said the refresh before this cancel), scancel'ed as it starts
             starting = not started and rec.state == states.RUNNING and bool(rec.job_id)
-        if started or starting:
+            stopped = rec.executor == "slurm" and rec.job_id in killed_slurm
+        cancelling = rec.cancel_requested is not None and rec.state == states.RUNNING  # asked before: since then
+        asked_at = rec.cancel_requested if cancelling else now
+        if stopped:
+            values = {"cancel_requested": asked_at, "phase": CANCELLING, "claim": None, "before_claim": None}
+            outcome.append((rec, f"{STOPPED_AT_ONCE} (job {rec.job_id} killed): its checkpoint was not saved; "
+                                 f"{_resumes(workspace, rec)}"))
+        elif started or starting:
             # the run stays active until its job has ended (refresh: CANCELLED): a job signalled alive, or that SLURM
             # runs, whose status.json still said "submitted" may have caught the TERM as it started and trains on to
             # its first checkpoint (from a hunt: recorded CANCELLED at once, it ran beside the relaunch that row
             # allowed); one that finds this cancel's request as it starts ends at once, "cancelled"
             # (arctl.launch.job._start_attempt)
-            values = {"cancel_requested": now, "phase": CANCELLING, "claim": None,
+            values = {"cancel_requested": asked_at, "phase": CANCELLING, "claim": None,
                       "before_claim": None}
+            # (a first cancel's way out, `arctl cancel` again, is said by the command once for all its runs)
+            again = (f" (asked {now - asked_at:.0f} s ago; `arctl cancel {rec.run_id}{where}` again after "
+                     f"{KILL_AFTER_S:.0f} s, or with --now, stops it at once, unsaved)" if cancelling else "")
             outcome.append((rec, f"cancelling (job {rec.job_id}): " + ("it saves a checkpoint and stops" if started else
-                                                                       "it was starting; CANCELLED once it has stopped")))
+                                                                       "it was starting; CANCELLED once it has "
+                                                                       "stopped") + again))
         else:
             values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None,
                       "before_claim": None}
             outcome.append((rec, f"cancelled (job {rec.job_id})"))
         if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None}, values):
+            if stopped and rec.executor == "local" and (row := reg.get(rec.run_id)) is not None and \
+                    row.job_id == rec.job_id and row.state not in states.ACTIVE:  # its end recorded meanwhile (the
+                killed.append(rec)  # local queue's refresh, once the killed job was gone): stopped all the same
+                continue
             outcome.pop()
             if not alive and rec.job_id not in asked:  # nothing signalled: read again, and asked again if still active
                 withdraw_cancel_request(workspace.run_dir(rec.run_id))
@@ -221,7 +284,96 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             setattr(rec, k, v)
         if values.get("state") == states.CANCELLED:
             _mark_cancelled(reg, workspace, rec)
+        if stopped and rec.executor == "local":
+            killed.append(rec)
+    _record_killed(reg, workspace, killed)
     return changed
+
+
+def _kill_local_job(pid: int, still_it) -> bool:
+    """Kill (SIGKILL) process ``pid``, a local job's submitit controller, and every process below it (its task, the
+    training, and theirs): not their process group, which is the local queue's, shared with its other runs. Each
+    is stopped (SIGSTOP) before its children are looked up, so that none of them is reaped, nor its pid reused,
+    nor a new one started, before all are killed, the deepest first. ``still_it()``: whether ``pid`` is still the
+    job's process, asked once it is stopped (:func:`arctl.launch.refresh.local_job_alive`): where it is not (it
+    ended, and its pid was taken meanwhile) it is let go on and nothing is killed (False). ProcessLookupError
+    where it has ended, PermissionError where it is another user's."""
+    os.kill(pid, signal.SIGSTOP)
+    if not still_it():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
+        return False
+    order, level, seen = [pid], [pid], {pid}
+    while level:
+        below = _children()
+        level = [c for p in level for c in below.get(p, ()) if c not in seen]
+        for child in level:
+            seen.add(child)
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGSTOP)
+        order += level
+    for proc in reversed(order):
+        with contextlib.suppress(OSError):
+            os.kill(proc, signal.SIGKILL)
+    return True
+
+
+def _children() -> dict[int, list[int]]:
+    """The live processes of this machine by parent pid (zombies left out: they cannot be killed), from /proc,
+    else from ``ps``."""
+    rows: list[tuple[int, int, str]] = []
+    if Path("/proc/self").exists():
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+                    rows.append((int(entry.name), int(fields[1]), fields[0]))
+    else:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True, timeout=30)
+            for line in out.stdout.splitlines():
+                with contextlib.suppress(ValueError):
+                    pid, ppid, stat = line.split(None, 2)
+                    rows.append((int(pid), int(ppid), stat))
+    found: dict[int, list[int]] = {}
+    for pid, ppid, stat in rows:
+        if not stat.startswith("Z"):
+            found.setdefault(ppid, []).append(pid)
+    return found
+
+
+def _record_killed(reg: Registry, workspace: Workspace, killed: list[RunRecord]) -> None:
+    """Once the processes of the local jobs this cancel killed are gone (at most :data:`GONE_WAIT_S`), their runs
+    as a refresh records a cancelled job that died before its checkpoint was saved (CANCELLED, and why), into
+    ``killed`` too (the records the cancel's outcome holds)."""
+    if not killed:
+        return
+    deadline = time.monotonic() + GONE_WAIT_S
+    while time.monotonic() < deadline and any(
+            local_job_alive(rec, read_status(workspace.run_dir(rec.run_id)), workspace) for rec in killed):
+        time.sleep(0.1)
+    rows = [row for row in (reg.get(rec.run_id) for rec in killed) if row is not None]
+    by_id = {row.run_id: row for row in refresh(reg, workspace, rows)}
+    for rec in killed:
+        if (row := by_id.get(rec.run_id)) is not None:
+            rec.__dict__.update(row.__dict__)
+
+
+def _resumes(workspace: Workspace, rec: RunRecord) -> str:
+    """What resumes killed run ``rec``, from which step: its backend's newest complete checkpoint
+    (:func:`arctl.launch.job.resume_step`)."""
+    from arctl.launch.job import resume_step  # (the job module imports the backends: only when needed)
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    run_dir = workspace.run_dir(rec.run_id)
+    try:
+        step = resume_step(read_run_config(run_dir), run_dir)
+    except (RunDirError, OSError):
+        step = None
+    resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root)}`"
+    if step is None:
+        return f"{resume} resumes from its last checkpoint"
+    return f"{resume} resumes from step {step}" if step else f"{resume} starts it over (it has no checkpoint yet)"
 
 
 def _mark_cancelled(reg: Registry, workspace: Workspace, rec: RunRecord) -> None:
