@@ -257,6 +257,8 @@ def check_report_spec(data: dict, path: str) -> dict:
         t = data.get("thinking_len", 24)
         if (c := next((c for c in data.get("cuts") or () if c > t), None)) is not None:
             raise bad("cuts", f"cut {c} is beyond the thinking ({t} tokens)", "cut at 1..thinking_len")
+    if data.get("sweep") and data.get("experiments") and data.get("_origin") != ORIGIN_SHIPPED:
+        _check_sweep_runs(str(data["sweep"]), [str(e) for e in data["experiments"]], bad)
     if data.get("arms") and data.get("experiments") and data.get("_origin") != ORIGIN_SHIPPED:
         exps = [str(e) for e in data["experiments"]]
         defined = _arms_of(exps)
@@ -264,6 +266,36 @@ def check_report_spec(data: dict, path: str) -> dict:
             raise bad("arms", f"no experiment of {', '.join(exps)} defines arm {arm!r}",
                       f"{did_you_mean(arm, defined)} (`arctl show EXPERIMENT` lists its arms)")
     return data
+
+
+def _check_sweep_runs(name: str, experiments: list[str], bad) -> None:
+    """A spec's ``sweep`` must run each of its ``experiments``: it is the command a missing run names, and the runs a
+    report prefers where a workspace holds several. From a hunt: ``sweep: priors`` beside ``experiments: [my-lam]``
+    said "produce them with arctl sweep priors", twelve runs that never produce my-lam's. A sweep that cannot be
+    read says so where it is launched. Shipped specs are not held to it (the caller), as for their arms: a user's
+    copy of a shipped sweep may drop an experiment."""
+    from arctl.compose.sweep import load_sweep
+
+    try:
+        sweep = load_sweep(name)
+    except SpecError:
+        return
+    missing = [e for e in experiments if e not in sweep.experiments]
+    if not missing:
+        return
+    others = []
+    for other in spec_files("sweeps"):
+        try:
+            if other != name and all(e in load_sweep(other).experiments for e in experiments):
+                others.append(other)
+        except SpecError:
+            continue
+    instead = f"name a sweep that runs them all ({', '.join(others)}), " if others else ""
+    shipped = (found := find_spec("sweeps", name)) is not None and found.origin == ORIGIN_SHIPPED
+    add = f"{'copy it (arctl cp ' + name + ') and ' if shipped else ''}add {', '.join(missing)} to its experiments"
+    raise bad("sweep", f"sweep {name!r} ({sweep.path}) does not run experiment{'s' if len(missing) > 1 else ''} "
+              f"{', '.join(missing)}, which experiments: lists (it runs {', '.join(sweep.experiments)})",
+              f"{instead}{add}, or leave sweep: out")
 
 
 def _arms_of(experiments: list[str]) -> set[str] | None:

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import functools
 import re
+from pathlib import Path
 
 from arctl.algo import settings as algo_settings
 from arctl.compose import plugins
@@ -21,10 +22,12 @@ from arctl.compose.experiment import Experiment, load_experiment
 from arctl.compose.overrides import override_key, split_overrides
 from arctl.compose.paths import (
     CONF_DIR,
+    config_dirs,
     config_groups,
     default_option,
     group_options,
     hydra_searchpath,
+    package_config_dirs,
     shadowed_option,
     spec_files,
 )
@@ -39,7 +42,7 @@ from arctl.compose.validate import (
     unread_settings,
     validate_config,
 )
-from arctl.config import schema
+from arctl.config import safe_yaml, schema
 from arctl.config.hydra_text import override_value, quoted
 
 # a scale profile without `preempt_warning_s`: SLURM's warning before the time limit (at most a quarter of it)
@@ -67,6 +70,11 @@ def _compose_groups(group_overrides: tuple[str, ...]):
     searchpath = hydra_searchpath()
     key = (generation(), searchpath, group_overrides)  # a method registered since has a section of its own (a review)
     if key not in _BASE_CONFIGS:
+        for text in group_overrides:  # the user's option files, read as spec files are before Hydra reads them
+            group, _, option = text.lstrip("~+").partition("=")
+            path = option_file(group.strip(), option.strip()) if option.strip() else None
+            if path is not None and path.parent.parent not in package_config_dirs():
+                read_option_file(path)
         schema.register(plugins.run_config())  # config.yaml's first default: every key's type and default
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             _BASE_CONFIGS[key] = compose(config_name="config", overrides=[searchpath, *group_overrides])
@@ -82,6 +90,7 @@ def compose_config(overrides: list[str]) -> dict:
     """
     import copy
 
+    import yaml
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -103,10 +112,58 @@ def compose_config(overrides: list[str]) -> dict:
         data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise (_argument_problem(cfg, err) or _translate(err)) from None
+    except yaml.YAMLError as err:  # a file Hydra read that the check of the chosen options did not (one a user's
+        # option's defaults list brings): a traceback before, from a hunt
+        raise _yaml_problem(err) from None
     found = leftover_problem(data)
     if found:
         raise SpecError(found[1], found[0], "write the value itself")
     return data
+
+
+def option_file(group: str, option: str) -> Path | None:
+    """The file Hydra reads for ``group=option``: the first of the config search path
+    (:func:`arctl.compose.paths.config_dirs`, its one home) that has ``<group>/<option>.yaml``; None if none."""
+    for folder in config_dirs():
+        path = folder / group / f"{option}.yaml"
+        if path.is_file():
+            return path
+    return None
+
+
+def read_option_file(path: Path) -> dict:
+    """A user's config-group option file, read by the one bounded YAML reader (:mod:`arctl.config.safe_yaml`) as a
+    spec file is: a YAML mistake in it (a tab, a key twice) is one line naming the file, the line and the fix. From a
+    hunt: Hydra's own reading of it was a 132-line traceback (``yaml.scanner.ScannerError``). An empty file is an
+    empty option, as Hydra reads it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
+    except OSError as err:
+        raise SpecError(f"cannot read it ({err.strerror or type(err).__name__})", str(path)) from None
+    try:
+        data = safe_yaml.load(text)
+    except safe_yaml.YamlError as err:
+        hint = ("indent with spaces: YAML does not allow a tab there" if "'\\t'" in str(err)
+                else "write each key once in a mapping" if "appears twice" in str(err) else "fix the file")
+        raise SpecError(str(err), str(path), hint) from None
+    if data is not None and not isinstance(data, dict):
+        raise SpecError("expected a mapping at the top level", str(path),
+                        "a config-group option is a mapping of config keys, e.g. thinking: {prior: custom}")
+    return data or {}
+
+
+def _yaml_problem(err) -> SpecError:
+    """A YAML error of a file Hydra read (``err.problem_mark.name``): the file read again as :func:`read_option_file`
+    reads it, for the same line; else YAML's own words."""
+    mark = getattr(err, "problem_mark", None)
+    path = Path(mark.name) if mark is not None and mark.name and not mark.name.startswith("<") else None
+    if path is not None and path.is_file():
+        read_option_file(path)  # raises its one line
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return SpecError(f"invalid YAML{where}: {getattr(err, 'problem', None) or type(err).__name__}",
+                     str(path) if path is not None else "a config-group option", "fix the file")
 
 
 def _translate(err: Exception) -> SpecError:
@@ -252,8 +309,9 @@ def _type_error(err: BaseException) -> SpecError | None:
 
 
 def _unknown_key_in_file(err: BaseException) -> SpecError | None:
-    """A config-group option (``arctl/conf/<group>/<option>.yaml``) that sets a key the schema does
-    not have: one line naming the key and the file."""
+    """A config-group option (``<group>/<option>.yaml`` of :func:`option_file`: arctl's, a backend's or the user's
+    ``conf/``) that sets a key the schema does not have: one line naming the key, the file Hydra read and the key's
+    line in it. From a hunt: a user's ``P/conf/prior/my.yaml`` was said to be ``arctl/conf/prior/my.yaml``."""
     from omegaconf.errors import ConfigKeyError
 
     where = re.match(r"In '([^']+)'", str(err).strip())
@@ -261,7 +319,41 @@ def _unknown_key_in_file(err: BaseException) -> SpecError | None:
     key = getattr(err, "full_key", None)
     if err is None or not where or not key:
         return None
-    return SpecError(f"unknown config key {key!r}", f"arctl/conf/{where.group(1)}.yaml", _key_hint(key))
+    key = str(key)
+    group, _, option = where.group(1).rpartition("/")
+    path = option_file(group, option) if group else None
+    if path is None:
+        return SpecError(f"unknown config key {key!r}", f"arctl/conf/{where.group(1)}.yaml", _key_hint(key))
+    text = path.read_text(encoding="utf-8")
+    global_ = re.search(r"^#\s*@package\s+_global_\s*$", text, re.MULTILINE) is not None
+    if not global_ and (key == group or key.startswith(group + ".")):  # its keys went under the group's package
+        return SpecError(f"unknown config key {key!r}: without a '# @package _global_' line Hydra puts the "
+                         f"file's keys under {group!r}", str(path),
+                         "add '# @package _global_' as its first line (arctl's own options have it)")
+    line = _key_line(text, key)
+    return SpecError(f"unknown config key {key!r}" + (f" at line {line}" if line else ""), str(path), _key_hint(key))
+
+
+def _key_line(text: str, key: str) -> int | None:
+    """The line of YAML ``text`` that writes dotted ``key`` (its deepest key written there), or None."""
+    import yaml
+
+    loader = safe_yaml.PythonLoader(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+    line = None
+    for part in key.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            break
+        found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        if found is None:
+            break
+        line, node = found[0].start_mark.line + 1, found[1]
+    return line
 
 
 def _key_hint(key: str) -> str:
@@ -891,11 +983,40 @@ def resolve_sweep(
     runs = []
     unread: list[Unread] = []
     for experiment, point, arm, seed in cells:
-        runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
-                                sweep_file=str(sweep.path), unread=unread))
+        try:
+            runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
+                                    sweep_file=str(sweep.path), unread=unread))
+        except SpecError as err:
+            raise _grid_problem(err, sweep, point, experiment, arm, seed, scale, overrides) from None
         if on_cell is not None:
             on_cell(len(runs), len(cells))
     _refuse_unread(unread)
     by_name = {experiment.name: experiment for experiment in experiments}
     return [_as_read(run, found, by_name[run.experiment], scale, sweep_file=str(sweep.path))
             for run, found in zip(runs, unread)]
+
+
+def _grid_problem(err: SpecError, sweep, point: list[str], experiment: Experiment, arm: str, seed: int,
+                  scale: str | None, overrides: list[str] | None) -> SpecError:
+    """``err`` of a sweep's cell, said at the grid point that caused it where the cell composes without that point
+    (or without one of its values) and ``err`` does not already name the sweep's file. From a hunt: ``grid: {algo:
+    [grpo, anytime]}`` over an arm with a custom prior of four budgets was "experiments/my-lam.yaml: arms.ar-quad:
+    thinking.probs has 4 probabilities but there are 1 budgets", naming neither the sweep nor ``algo=grpo``."""
+    if not point or str(sweep.path) in (err.where or ""):
+        return err
+
+    def composes(texts: list[str]) -> bool:
+        try:
+            resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + texts, sweep=sweep.name,
+                        sweep_file=str(sweep.path), unread=[])
+        except SpecError:
+            return False
+        return True
+
+    if not composes([]):
+        return err  # the cell fails without its grid point too: the error's own place
+    culprits = [text for text in point if composes([t for t in point if t != text])] if len(point) > 1 else point
+    shown = ", ".join(culprits or point)
+    return SpecError(err.what, f"{sweep.path}: grid {shown} ({experiment.name}/{arm})",
+                     (f"{err.hint}; " if err.hint else "") + f"{experiment.name}/{arm} composes without this grid "
+                     "value: drop it from the grid, or the arm from the sweep")
