@@ -413,12 +413,24 @@ def one_config_per_arm(arm: str, seeded: Sequence[tuple[int, dict]], why: str = 
     if len(configs) < 2:
         return
     differ = sorted({k for _, _, d in configs for k in d}, key=lambda k: (k not in grid_keys, k))
+    key, said = differing_key([row for row, _, _ in configs], differ)
+    groups = [f"{'seed' if len(set(s)) == 1 else 'seeds'} {seeds_text(sorted(set(s)))}" for _, s, _ in configs]
+    raise ReportError(f"arm {arm!r}: {', '.join(groups[:-1])} and {groups[-1]} are runs of other configs ({said}): "
+                      f"{why}; choose one config with --where {key}=VALUE")
+
+
+def differing_key(rows: Sequence[dict], differ: Sequence[str] | None = None) -> tuple[str, str]:
+    """The first key ``rows`` (runs-table rows, or :func:`computed_items` of them) of other configs differ in and
+    how the errors say it: ``("optim.lr", "optim.lr 0.0001 vs 0.0005 and 1 more key(s)")``. ``differ``: the keys in
+    order (default: :func:`config_differences` of each row from the first, sorted); ("KEY", "") where none is
+    told."""
+    if differ is None:
+        differ = sorted({k for row in rows[1:] for k in config_differences(rows[0], row)})
+    if not differ:
+        return "KEY", ""
     key = differ[0]
     more = f" and {len(differ) - 1} more key(s)" if len(differ) > 1 else ""
-    groups = [f"{'seed' if len(set(s)) == 1 else 'seeds'} {seeds_text(sorted(set(s)))}" for _, s, _ in configs]
-    values = " vs ".join(_shown(row.get(CONFIG_PREFIX + key)) for row, _, _ in configs)
-    raise ReportError(f"arm {arm!r}: {', '.join(groups[:-1])} and {groups[-1]} are runs of other configs ({key} {values}"
-                      f"{more}): {why}; choose one config with --where {key}=VALUE")
+    return key, f"{key} {' vs '.join(_shown(row.get(CONFIG_PREFIX + key)) for row in rows)}{more}"
 
 
 def differs_from_cell(rec: dict, cell: dict | None) -> list[str]:
@@ -458,8 +470,9 @@ def _not_composed(table, compose) -> list[str]:
     """A warning per set of keys in which kept runs differ from their cell as composed (a run the
     sweep did not launch as it stands: another sweep's, a rerun with an override): they are read,
     and the report says so."""
-    by_keys: dict[tuple[str, ...], list[str]] = {}
+    by_keys: dict[tuple, list[str]] = {}
     gone: dict[str, list[str]] = {}  # experiment/arm -> its runs, of a cell the project no longer composes
+    set_by_spec = getattr(compose, "set_by_spec", None)  # cell_composer's: the keys the cell's specs write
     for rec in table.to_dict("records"):
         seed = _plain(rec.get("seed"))
         cell = compose(str(rec.get("experiment")), str(rec.get("arm")), int(seed), run_scale(rec)) if seed is not None else None
@@ -467,20 +480,35 @@ def _not_composed(table, compose) -> list[str]:
             if seed is not None:  # from a hunt: an arm removed from its experiment was read beside the new runs silently
                 gone.setdefault(f"{rec.get('experiment')}/{rec.get('arm')}", []).append(str(rec["run_id"]))
             continue
-        differ = tuple(differs_from_cell(rec, cell))
+        differ = differs_from_cell(rec, cell)
         if differ:
-            by_keys.setdefault(differ, []).append(str(rec["run_id"]))
+            written = set_by_spec(str(rec.get("experiment")), str(rec.get("arm")), run_scale(rec)) if set_by_spec else set()
+            spec = tuple((k, _shown(cell[k]), _shown(rec.get(CONFIG_PREFIX + k))) for k in differ
+                         if any(k == w or k.startswith(w + ".") for w in written))
+            by_keys.setdefault((spec, tuple(k for k in differ if k not in {s[0] for s in spec})), []).append(
+                str(rec["run_id"]))
     out = []
     if gone:
         ids = [i for v in gone.values() for i in v]
         out.append(f"{len(ids)} run(s) of {listed(sorted(gone))}, which the project's specs no longer compose (an arm or "
                    f"experiment removed or renamed since they ran, or a plugin missing), are read as they ran: "
                    f"{listed(ids, 4)}")
-    for keys, ids in sorted(by_keys.items()):
+    for (spec, keys), ids in sorted(by_keys.items()):
         shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+        # the keys the specs set, every one and first (from a hunt: an edited thinking.lam was cut behind three
+        # command-line overrides as "and more"), then the others, which only a launch's overrides or another
+        # arctl's defaults give
+        named = [k for k, _, _ in spec] + list(keys[:3])
+        more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        edited = ""
+        if spec:
+            edited = (f"; the specs now set {', '.join(f'{k}={now}' for k, now, _ in spec)} where these runs ran "
+                      f"{', '.join(ran for _, _, ran in spec)} (edited since they ran? launch again to train the cell "
+                      "as it stands)" + ("; no spec sets the other keys (a launch's command-line overrides?)"
+                                         if keys else ""))
         out.append(f"{len(ids)} run(s) differ from their cell as the report's sweep composes it, in "
-                   f"{', '.join(keys[:3])}{' and more' if len(keys) > 3 else ''}: {shown}; they are read as that "
-                   "cell's runs (--where KEY=VALUE leaves them out)")
+                   f"{', '.join(named)}{more}: {shown}{edited}; they are read as that cell's runs (--where KEY=VALUE "
+                   "leaves them out)")
     return out
 
 
@@ -591,6 +619,25 @@ def cell_composer(sweeps: Sequence[str] | None, overrides: Sequence[str] = ()) -
                 memo[key] = None
         return None if memo[key] is None else {**memo[key], "seed": seed}
 
+    def set_by_spec(experiment: str, arm: str, scale: str | None) -> set[str]:
+        """The keys the cell's specs and ``overrides`` write (the experiment's overrides and groups, its
+        ``scales.<scale>``, the arm's, the sweep's overrides; a config-group choice as the keys it sets where
+        :data:`arctl.compose.resolve.GROUP_KEYS` knows them); empty where the specs cannot be read."""
+        from arctl.compose.overrides import split_overrides
+        from arctl.compose.paths import default_option
+        from arctl.compose.resolve import GROUP_KEYS, _user_keys
+
+        try:
+            exp = load_experiment(experiment)
+            sweep = next((s for s in _sweeps() if experiment in s.experiments), None)
+            texts = [*exp.overrides, *exp.scales.get(scale or default_option("scale") or "", []), *exp.arms[arm],
+                     *(sweep.overrides if sweep else []), *overrides]
+            keys = set(_user_keys(split_overrides(texts, str(exp.path))))
+        except (SpecError, KeyError, OSError, ValueError):
+            return set()
+        return keys.union(*(GROUP_KEYS.get(group, ()) for group in exp.groups))
+
+    compose.set_by_spec = set_by_spec  # type: ignore[attr-defined]  # _not_composed names these keys first
     return compose
 
 

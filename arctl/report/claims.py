@@ -59,6 +59,7 @@ from arctl.report.cells import (
 )
 from arctl.report.cells import (
     computed_items,
+    differing_key,
     differs_from_cell,
     listed,
     one_config_per_arm,
@@ -70,16 +71,25 @@ from arctl.report.cells import of_scale as _of_scale
 from arctl.report.errors import ReportError
 from arctl.report.stats import holm, mean_ci95, sd_interval, seeds_for_power, t_cdf
 from arctl.track.metrics_schema import (
+    ACC_FRACTIONS,
+    CORR_KINDS,
     CORR_PREFIX,
     FORCED_SUFFIX,
     NAME_ACC,
     NAME_ANYTIME_ACC,
     NAME_CHANCE_ACC,
+    NAME_CURVE_AUC,
     NAME_FINAL_ACC,
     NAME_GRID_ANYTIME_ACC,
+    NAME_THINK_LEN,
+    NVAR_KINDS,
     NVAR_PREFIX,
+    acc_at_frac_name,
+    eval_acc,
     eval_chance_acc,
+    eval_corr,
     eval_key,
+    eval_nvar,
     parse_metric,
 )
 
@@ -197,6 +207,30 @@ def _stat_key_problem(v) -> str | None:
     return None
 
 
+def eval_names() -> list[str]:
+    """The evaluation metric names (``eval/{ds}/<name>``, per budget ``<name>@{b}``) a run logs: every one
+    :mod:`arctl.track.metrics_schema` builds, each as the key of a dataset ``ds`` (budget 1 for a per-budget one)."""
+    plain = [NAME_ANYTIME_ACC, NAME_GRID_ANYTIME_ACC, NAME_FINAL_ACC, NAME_THINK_LEN, NAME_CHANCE_ACC, NAME_CURVE_AUC,
+             *(acc_at_frac_name(f) for f in ACC_FRACTIONS)]
+    return ([eval_key(n, "ds") for n in plain] + [eval_acc("ds", 1)] + [eval_corr(k, "ds", 1) for k in CORR_KINDS]
+            + [eval_nvar(k, "ds", 1) for k in NVAR_KINDS])
+
+
+def _unknown_metric(v: str) -> str | None:
+    """A statistic's key whose metric no run logs (:func:`eval_names`): a typo would read as "the runs did not log
+    what this test needs", inconclusive (from a hunt), where a figure's key says "did you mean" (the figures'
+    :func:`arctl.report.data._closest_keys`, here over the schema's names instead of the runs' keys)."""
+    from arctl.report.data import _closest_keys
+
+    glob = v.replace(DATASET, "*").replace(BUDGET, "*")
+    near = _closest_keys([glob], eval_names)
+    if glob in near:
+        return None
+    said = " or ".join(n.replace("eval/*/", f"eval/{DATASET}/").replace("@*", f"@{BUDGET}") for n in near)
+    return (f"{v!r}: no run logs this metric (the evaluation metrics: docs/metrics.md)"
+            + (f"; did you mean {said}?" if said else ""))
+
+
 STAT_FIELDS = {"kind": functools.partial(choice_problem, choices=STAT_KINDS), "key": _stat_key_problem,
                "key_a": _stat_key_problem, "key_b": _stat_key_problem, "band": functools.partial(choice_problem, choices=("low", "high")),
                "fraction": fraction_problem, "label": text_problem, "unit": text_problem,
@@ -280,7 +314,33 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
         claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests),
                             tuple(pre)))
     _need(bool(claims), path, "claims", "no claims")
+    for name, st in stats.items():  # the metrics, once the file's shape is right (an error of its shape comes first)
+        for field_name in ("key", "key_a", "key_b"):
+            if value := getattr(st, field_name):
+                _need((problem := _unknown_metric(value)) is None, path, f"statistics.{name}.{field_name}", str(problem))
     return ClaimsSpec(path, tuple(data.get("sweeps") or ()), stats, tuple(claims))
+
+
+def arms_tested(spec: ClaimsSpec) -> set[str]:
+    """The arms the claims' tests and preconditions read."""
+    return {arm for c in spec.claims for t in (*c.tests, *c.preconditions) for arm in t.all_arms()}
+
+
+def runs_of_arms(runs, arms: set[str]):
+    """``runs`` (a :class:`arctl.track.runs.Runs`), in place and returned, with only the runs of ``arms`` and those
+    that serve a cell of one of them (``serves``: a shared run read as that arm's): the claims decide one run per
+    cell of the arms they test, not of every arm of their sweeps (from a hunt: several runs of an arm no claim
+    tests were one error line, and the --where it asked for left out the arms tested)."""
+    table = runs.runs
+    if not len(table) or "arm" not in table.columns:
+        return runs
+    serves = table["serves"] if "serves" in table.columns else [None] * len(table)
+    keep = [str(arm) in arms or any(a in arms for _, a in _served_cells(text)) for arm, text in zip(table["arm"], serves)]
+    runs.runs = table[keep].reset_index(drop=True)
+    h = runs.history
+    if len(h):
+        runs.history = h[h["run_id"].astype(str).isin(set(runs.runs["run_id"].astype(str)))].reset_index(drop=True)
+    return runs
 
 
 def metric_globs(spec: ClaimsSpec) -> list[str]:
@@ -657,12 +717,15 @@ def one_config_per_arm_seed(runs: list[RunView]) -> None:
     other configs (:func:`arctl.report.cells.one_config_per_arm`): a test reads them as seeds of one arm."""
     by_cell: dict[tuple, dict] = {}
     for v in runs:
-        by_cell.setdefault((v.arm, int(v.seed)), {})[v.run_id] = v.compute_key
-    for (arm, seed), keys in sorted(by_cell.items(), key=str):
+        by_cell.setdefault((v.arm, int(v.seed)), {})[v.run_id] = v
+    for (arm, seed), views in sorted(by_cell.items(), key=str):
+        keys = {rid: v.compute_key for rid, v in views.items()}
         if len(set(keys.values())) > 1 or (len(keys) > 1 and None in keys.values()):
+            # the key they differ in, as a figure's error names it (from a hunt: "choose with --where KEY=VALUE")
+            key, said = differing_key([views[rid].config for rid in sorted(views)])
             raise ReportError(f"arm {arm!r} has {len(keys)} runs of other configs at seed {seed} "
-                              f"({', '.join(sorted(keys)[:3])}): the claims pair runs by arm and seed and would read "
-                              "only one; choose with --where KEY=VALUE")
+                              f"({f'{said}: ' if said else ''}{', '.join(sorted(keys)[:3])}): the claims pair runs by "
+                              f"arm and seed and would read only one; choose with --where {key}=VALUE")
     by_arm: dict[str, list[tuple[int, dict]]] = {}
     for v in runs:
         if v.config:  # its seeds are runs of one config (from a hunt: seed 2 at another optim.lr was tested as a seed)

@@ -31,12 +31,14 @@ from arctl.report.claims import (
     ClaimsSpec,
     TestResult,
     arm_curves,
+    arms_tested,
     check_claims,
     load_claims,
     metric_globs,
     one_config_per_arm_seed,
     repeated_claims,
     run_views,
+    runs_of_arms,
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
@@ -120,9 +122,9 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
 
     arm_exps = _arm_experiments()
     scale_arg = f" --scale {scale}" if scale else ""
-    where = workdir_arg(workdir) if workdir is not None else ""
+    workdir_text = workdir_arg(workdir) if workdir is not None else ""
     sharing = set(sharing)
-    where = "".join(f" {shlex.quote(o)}" for o in overrides) + where
+    where = "".join(f" {shlex.quote(o)}" for o in overrides) + workdir_text
 
     def command(arm: str, seeds=None) -> str:
         seeds_arg = f" --seeds {seeds_text(seeds)}" if seeds else ""
@@ -136,11 +138,11 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
         if exps:  # in none of the sweeps read: a run of another experiment would never be read (from a hunt: the
             # report named `arctl run ctx-16k --arm ar-uniform`, and named it again once it had run)
             other = _sweep_with(exps, sharing)
-            said = ", ".join(sweeps)
             if other is None:
-                return f"(arm {arm!r} is in no experiment of sweep(s) {said}, nor of a sweep of this project)"
-            return (f"(arm {arm!r} is in no experiment of sweep(s) {said}: `arctl sweep {other}{scale_arg}{seeds_arg}"
-                    f"{where}`, then report with --claims {' '.join([*sweeps, other])})")
+                return f"(arm {arm!r} is in no experiment of sweep(s) {', '.join(sweeps)}, nor of a sweep of this project)"
+            # its sweep, then a report that reads that sweep too
+            return (f"arctl sweep {other}{scale_arg}{seeds_arg}{where} && arctl report --claims "
+                    f"{' '.join([*sweeps, other])}{scale_arg}{workdir_text}")
         return f"(no experiment defines arm {arm!r})"
 
     return command
@@ -258,6 +260,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
 
     with_job_states(runs.runs, job_states(base, runs.runs.get("run_id", [])))  # how each run's job said it ended
     compose = cell_composer(sweeps)
+    runs_of_arms(runs, arms_tested(spec))  # the cells of the arms tested only: another arm's runs are not read
     one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(sweeps), source=str(base))
     served_warnings: list[str] = []
     views = run_views(runs.history, runs.runs, scale=scale, compose=compose, warnings=served_warnings)

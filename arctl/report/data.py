@@ -247,7 +247,9 @@ def read_report_runs(
     missing = [e for e in (exps or []) if e not in present and e not in unread]
     absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
-        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named)]
+        read_rows = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
+        runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named,
+                                                              runs_read=read_rows, filters=where)]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
                       unread=unread, named=named)
 
@@ -362,29 +364,103 @@ def missing_arms(spec: dict, experiments: list[str] | None, present_experiments:
 
 
 def missing_arms_warning(spec: dict, absent: dict[str, list[str]], sweep: str | None, where_from: str,
-                         command: str | None = None, where: str = "") -> str:
+                         command: str | None = None, where: str = "", *, runs_read=None,
+                         filters: list[str] | None = None) -> str:
     """One line naming the arms of :func:`missing_arms` and the command that produces their runs (``command``
     where it is given: an export's, :func:`arctl.report.export.producing_in_export`), in the workspace
-    ``where`` names (:func:`producing_command`)."""
+    ``where`` names (:func:`producing_command`). With ``runs_read`` (the runs table of the runs the report
+    reads), the command trains runs read beside them: their scale, their seeds and the overrides they share, and
+    the ``--where`` ``filters`` in effect (:func:`missing_arm_args`; from a hunt: `arctl run my-lam --arm ar-new`
+    beside runs of the micro overrides at seeds 0-2 trained a 100-step run of one seed of another config)."""
     from arctl.report.specs import arm_label
 
     def named(a: str) -> str:
         return a if arm_label(a) == a else f"{arm_label(a)} ({a})"
 
+    context = [sweep] if sweep else [spec["sweep"]] if spec.get("sweep") else []
+    found: dict[tuple, tuple[str, list[str]]] = {}
+
+    def args(sweeps: list[str], experiment: str | None, arm: str) -> str:
+        key = (tuple(sweeps), experiment, arm)
+        if key not in found:
+            found[key] = missing_arm_args(runs_read, sweeps, experiment, arm, filters)
+        return found[key][0]
+
+    first = next(((exps[0] if exps else None, a) for a, exps in absent.items()), (None, ""))
     if command:
         cmd = command
     elif sweep:
-        cmd = f"`arctl sweep {sweep}{where}`"
+        cmd = f"`arctl sweep {sweep}{args(context, *first)}{where}`"
     else:
-        by_exp: dict[str, list[str]] = {}
+        by_exp: dict[tuple[str, str], list[str]] = {}  # (experiment, its arguments) -> its arms
         for a, exps in absent.items():
             for e in exps or ["EXPERIMENT"]:
-                by_exp.setdefault(e, []).append(a)
-        cmd = " and ".join(f"`arctl run {e} {' '.join(f'--arm {a}' for a in arms)}{where}`" for e, arms in by_exp.items())
+                by_exp.setdefault((e, args([], None if e == "EXPERIMENT" else e, a)), []).append(a)
+        cmd = " and ".join(f"`arctl run {e} {' '.join(f'--arm {a}' for a in arms)}{tail}{where}`"
+                           for (e, tail), arms in by_exp.items())
         if spec.get("sweep"):
-            cmd += f" (or the whole sweep: `arctl sweep {spec['sweep']}{where}`)"
+            cmd += f" (or the whole sweep: `arctl sweep {spec['sweep']}{args(context, *first)}{where}`)"
+    uneven = sorted({k for _, keys in found.values() for k in keys})
+    unlike = (f"; but the runs read differ from their cells in {', '.join(uneven[:3])}"
+              f"{' and more' if len(uneven) > 3 else ''}, in no one way that overrides give every run: add those of "
+              f"the runs {'they' if len(absent) > 1 else 'it'} should match") if uneven and not command else ""
     return (f"{len(absent)} arm(s) of the spec have no runs in {where_from}: {', '.join(named(a) for a in absent)} "
-            f"(left out of the {spec.get('kind') or 'report'}); produce them with {cmd}")
+            f"(left out of the {spec.get('kind') or 'report'}); produce them with {cmd}{unlike}")
+
+
+@dataclass(frozen=True)
+class _RunRead:
+    """A run a report reads, as :func:`arctl.report.claims_render.shared_overrides` takes it (a claims view's
+    names)."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int
+
+
+def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: str,
+                     filters: list[str] | None = None) -> tuple[str, list[str]]:
+    """What a command that trains ``arm``'s missing runs (``arctl run EXPERIMENT --arm ARM``, or ``arctl sweep``
+    of ``sweeps``, as ``sweeps`` compose its cells: none, the experiment alone) adds after its name, each with a
+    space before it, so that its runs are read beside ``runs_read`` (the runs table of those the report reads):
+    ``--scale`` where theirs is not the one the command composes, ``--seeds`` theirs (``0-2``), the overrides
+    every run read shares against its cell (:func:`arctl.report.claims_render.shared_overrides`, as the claims'
+    commands carry them), and each of the ``--where`` ``filters`` the arm's cell so composed does not meet (the
+    runs it trains are those the same ``--where`` keeps); and the keys the runs read differ from their cells in,
+    where no overrides give every run its config (the command then trains the cells as composed)."""
+    import shlex
+
+    from arctl.compose.overrides import override_key
+    from arctl.config.hydra_text import override_value
+    from arctl.config.ranges import seeds_text
+    from arctl.report.cells import cell_composer, parse_where, run_scale, same_value
+    from arctl.report.claims_render import shared_overrides
+
+    if runs_read is None or not len(runs_read):
+        return "", []
+    recs = [r for r in runs_read.to_dict("records") if r.get("seed") is not None and r.get("seed") == r.get("seed")]
+    views = [_RunRead(str(r["run_id"]), str(r["experiment"]), str(r["arm"]), int(r["seed"])) for r in recs]
+    compose = cell_composer(sweeps)
+    overrides, uneven = shared_overrides(views, runs_read, sweeps, compose)
+    scales = {s for s in (run_scale(r) for r in recs) if s is not None}
+    scale = next(iter(scales)) if len(scales) == 1 else None
+    seeds = sorted({v.seed for v in views})
+    out = []
+    if scale and experiment and (default := compose(experiment, arm, seeds[0], None)) is not None \
+            and run_scale(default, prefix="") != scale:
+        out.append(f"--scale {scale}")
+    if seeds:
+        out.append(f"--seeds {seeds_text(seeds)}")
+    texts = list(overrides)
+    conditions = parse_where(filters)
+    cell = cell_composer(sweeps, texts)(experiment, arm, seeds[0] if seeds else 0, scale) \
+        if conditions and experiment else None
+    set_keys = {override_key(o) for o in texts}
+    for key, value in conditions:
+        if cell is not None and key in cell and key not in set_keys and not same_value(cell[key], value):
+            texts.append(f"{key}={override_value(value)}")
+    return "".join(f" {a}" for a in [*out, *(shlex.quote(o) for o in texts)]), uneven
 
 
 def full_support(n):

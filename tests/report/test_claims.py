@@ -310,9 +310,8 @@ def test_the_command_for_missing_runs_names_the_seeds_the_other_arms_have():
     assert apart("grpo", [1]) == "arctl run main-grpo --arm grpo --scale tiny --seeds 1"
     # in none of the sweeps read: a run of another experiment would never be read (from a hunt: `arctl run ctx-16k
     # --arm ar-uniform`, named again once it had run); a sweep that has it, and that the report must read it too
-    assert apart("ar-linear", [1]) == ("(arm 'ar-linear' is in no experiment of sweep(s) priors, ablations: `arctl "
-                                       "sweep paper --scale tiny --seeds 1`, then report with --claims priors ablations "
-                                       "paper)")
+    assert apart("ar-linear", [1]) == ("arctl sweep paper --scale tiny --seeds 1 && arctl report --claims priors "
+                                       "ablations paper --scale tiny")
     assert missing_command_for({}, "tiny")("ar-linear") == "arctl run main-ar-linear --arm ar-linear --scale tiny"
 
 

@@ -175,7 +175,8 @@ def test_arms_of_a_spec_without_runs_are_named(workspace, tmp_path):
     assert doc["missing_arms"] == ["grpo-lp-v1", "grpo-lp-v2"]
     (said,) = [w for w in doc["warnings"] if "grpo-lp-v1" in w]
     assert said.startswith("2 arm(s) of the spec have no runs in ") and "GRPO+length_penalty_v1 (grpo-lp-v1)" in said
-    assert f"`arctl run ablation-dense --arm grpo-lp-v1 --arm grpo-lp-v2 --workdir {workspace}`" in said  # its workspace
+    # its workspace, and the seeds the other arms' runs have (they are read beside them)
+    assert f"`arctl run ablation-dense --arm grpo-lp-v1 --arm grpo-lp-v2 --seeds 0,1 --workdir {workspace}`" in said
     runs_json = json.loads((tmp_path / "ablation_dense.runs.json").read_text())
     assert runs_json["missing_arms"] == ["grpo-lp-v1", "grpo-lp-v2"]
     # every arm there, or an experiment without runs (named as such, its arms not again): none
