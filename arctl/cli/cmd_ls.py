@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 
 import typer
 
@@ -21,8 +22,10 @@ def _rows(kind: Kind) -> list[dict]:
     from arctl.compose.paths import spec_files
     from arctl.compose.sweep import list_sweeps, load_sweep
 
-    def source(folder: str, name: str) -> dict[str, str]:
-        return spec_files(folder)[name].source()
+    def source(folder: str, name: str) -> dict:
+        """Where the spec comes from, and ``shadows``: the files of that name it overlays (never read)."""
+        found = spec_files(folder)[name]
+        return {**found.source(), "shadows": [str(s.path) for s in found.shadows]}
 
     if kind is Kind.experiments:
         rows = []
@@ -55,7 +58,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List experiments, sweeps, figures or tables, and where each comes from (the spec search
         path: $ARCTL_SPECS, then the current project's folders, then the specs shipped with arctl; the
-        file's absolute path is in --json)."""
+        file's absolute path is in --json), and where the files of that name further down the path come
+        from, which each one overlays (shadows; their paths in --json)."""
         with user_errors():
             rows = _rows(kind)
         if as_json:
@@ -65,6 +69,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"no {kind.value} found")
             return
         columns = [c for c in rows[0] if c not in ("description", "path")] + ["description"]
+        rows = [{**row, "shadows": _origins(row["shadows"])} if "shadows" in row else row for row in rows]
         # a spec's text: no control sequence (its lines and tabs kept in the table, a line each in plain columns)
         cells = [["\n".join(printable(line.replace("\t", "    ")) for line in _cell(row.get(c)).split("\n"))
                   for c in columns] for row in rows]
@@ -79,7 +84,8 @@ def register(app: typer.Typer) -> None:
 # anywhere; a list of names (arms, experiments, a grid) folds between its names only, each whole. The others are
 # names a user types (`arctl run NAME`, `--figure F`): never folded (from a hunt: `ablation_decouple` was
 # printed as "ablatio", "n_decou", "ple" on three lines, in a pipe too)
-_GIVE_WAY = {"arms": None, "experiments": None, "grid": None, "seeds": 5, "paper": 10, "description": 16}
+_GIVE_WAY = {"arms": None, "experiments": None, "grid": None, "shadows": None, "seeds": 5, "paper": 10,
+             "description": 16}
 
 
 def _table(kind: Kind, columns: list[str], cells: list[list[str]]):
@@ -102,6 +108,15 @@ def _table(kind: Kind, columns: list[str], cells: list[list[str]]):
     for row in cells:
         table.add_row(*map(esc, row))
     return table
+
+
+def _origins(paths: list[str]) -> list[str]:
+    """Where each of the files a spec overlays comes from (``shipped``, ``project``, ``$ARCTL_SPECS``), as the table
+    says where a spec comes from: the paths are in --json."""
+    from arctl.compose.paths import spec_roots
+
+    roots = spec_roots()
+    return list(dict.fromkeys(next((r.origin for r in roots if Path(p).parent.parent == r.path), p) for p in paths))
 
 
 def _cell(value) -> str:

@@ -27,13 +27,15 @@ def register(app: typer.Typer) -> None:
         """Launch every arm x seed of EXPERIMENT; completed runs are skipped, failed/preempted ones resumed."""
         with launch_errors():
             from arctl.compose import resolve_experiment
+            from arctl.compose.paths import overlay_notes
             from arctl.compose.resolve import unread_notes
             from arctl.launch.cells import same_arms_notes
             from arctl.launch.launcher import items_from_resolved
 
             runs = resolve_experiment(experiment, list(overrides or []), scale, list(arm or []), parse_seeds(seeds))
             items = items_from_resolved(runs)
-            for note in [*unread_notes(runs, overrides), *same_arms_notes(items, overrides)]:
+            for note in [*overlay_notes([("experiments", experiment)]), *unread_notes(runs, overrides),
+                         *same_arms_notes(items, overrides)]:
                 err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
                               array_parallelism=array_parallelism, as_json=as_json, members=[experiment],

@@ -95,13 +95,18 @@ def register(app: typer.Typer) -> None:
         with `share_arms: true`, a cell that is the same run as an earlier one runs once."""
         with launch_errors():
             items = sweep_items(name, list(overrides or []), scale, parse_seeds(seeds), workdir, force)
+            from arctl.compose.paths import overlay_notes
             from arctl.compose.resolve import sweep_unread_notes, unread_notes
-            from arctl.launch.cells import same_run_notes
+            from arctl.compose.sweep import load_sweep
+            from arctl.launch.cells import replaced_arm_values_notes, same_arms_notes, same_run_notes
 
+            spec = load_sweep(name)
             noted = grid_overridden(name, list(overrides or []))
             cells = [cell for item in items for cell in (item.cells or [item.run])]
-            for note in [*unread_notes(cells, overrides), *sweep_unread_notes(cells), *noted.values(),
-                         *same_run_notes(items, set(noted))]:
+            for note in [*overlay_notes([("sweeps", name), *(("experiments", e) for e in spec.experiments)]),
+                         *unread_notes(cells, overrides), *sweep_unread_notes(cells), *noted.values(),
+                         *same_run_notes(items, set(noted)), *replaced_arm_values_notes(items, spec, overrides),
+                         *same_arms_notes(items, overrides, spec)]:
                 err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
             with json_with_shared(items, as_json):
                 launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,

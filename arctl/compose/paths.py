@@ -99,31 +99,61 @@ class SpecFile:
     name: str
     path: Path
     origin: str
+    # the files of that name further down the search path, which this one overlays (never read), winner first
+    shadows: tuple[SpecFile, ...] = ()
 
     def source(self) -> dict[str, str]:
         """``{"source": origin, "path": absolute path}``: where the spec comes from, for listings."""
         return {"source": self.origin, "path": str(self.path)}
 
 
-def spec_files(kind: str, suffix: str = ".yaml") -> dict[str, SpecFile]:
-    """name → the winning file of every ``<root>/<kind>/*<suffix>`` on the search path."""
-    out: dict[str, SpecFile] = {}
-    for root in reversed(spec_roots()):  # lowest precedence first: later roots overwrite
+def _on_path(kind: str, suffix: str = ".yaml") -> dict[str, list[SpecFile]]:
+    """name -> every ``<root>/<kind>/<name><suffix>`` on the search path, highest precedence first: the one place
+    that walks the search path for specs (the winner is the first; the rest are what it overlays)."""
+    out: dict[str, list[SpecFile]] = {}
+    for root in spec_roots():
         folder = root.path / kind
         if folder.is_dir():
             for path in sorted(folder.glob(f"*{suffix}")):
                 if path.is_file():
-                    out[path.stem] = SpecFile(path.stem, path, root.origin)
-    return dict(sorted(out.items()))
+                    out.setdefault(path.stem, []).append(SpecFile(path.stem, path, root.origin))
+    return out
+
+
+def _winner(found: list[SpecFile]) -> SpecFile:
+    return SpecFile(found[0].name, found[0].path, found[0].origin, tuple(found[1:]))
+
+
+def spec_files(kind: str, suffix: str = ".yaml") -> dict[str, SpecFile]:
+    """name → the winning file of every ``<root>/<kind>/*<suffix>`` on the search path (its ``shadows``: the
+    files of that name it overlays)."""
+    return {name: _winner(found) for name, found in sorted(_on_path(kind, suffix).items())}
 
 
 def find_spec(kind: str, name: str) -> SpecFile | None:
-    """The winning ``<kind>/<name>.yaml`` on the search path, or None."""
-    for root in spec_roots():
-        path = root.path / kind / f"{name}.yaml"
-        if path.is_file():
-            return SpecFile(name, path, root.origin)
-    return None
+    """The winning ``<kind>/<name>.yaml`` on the search path (its ``shadows``: the ones it overlays), or None."""
+    found = [SpecFile(name, root.path / kind / f"{name}.yaml", root.origin) for root in spec_roots()
+             if (root.path / kind / f"{name}.yaml").is_file()]
+    return _winner(found) if found else None
+
+
+def overlay_notes(specs: list[tuple[str, str]]) -> list[str]:
+    """A note for each spec ``(kind, name)`` (``("experiments", "main-grpo")``) whose winning file overlays
+    another of that name further down the search path, naming both: a launch composes the winner only, and
+    without this a user's copy in ``$ARCTL_SPECS`` or the project replaced the other without a word (from a hunt:
+    two ``$ARCTL_SPECS`` folders with ``experiments/my-lam.yaml``; a project's ``main-grpo.yaml`` under a shipped
+    sweep). A file with the same text as the one it overlays (a fresh ``arctl cp``) changes nothing: no note."""
+    notes = []
+    for kind, name in dict.fromkeys(specs):
+        found = find_spec(kind, name)
+        if found is None:
+            continue
+        text = found.path.read_bytes()
+        hidden = [f"{s.path} ({s.origin})" for s in found.shadows if s.path.read_bytes() != text]
+        if hidden:
+            notes.append(f"{kind}/{name}.yaml: {found.path} ({found.origin}) is used; it overlays "
+                         f"{', '.join(hidden)}, which {'is' if len(hidden) == 1 else 'are'} not read")
+    return notes
 
 
 def report_file(filename: str) -> Path | None:
