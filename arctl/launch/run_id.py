@@ -43,6 +43,10 @@ ADDED_AT_DEFAULT = {("verl", "device"): "cuda", ("trainer", "init_from"): None, 
 # (section, key) never in the identity: they change what stays on disk or what a run asks of the machine
 # (the scale's memory, cluster.mem_gb's default), not one number a run computes
 NOT_COMPUTED = {("verl", "keep_checkpoints"), ("scale", "mem_gb")}
+# (section, key) whose value is a path into another run's folder (an eval-only run's checkpoint): in the identity as
+# written, but each seed's names its own seed's run, so runs at several seeds are one config where these keys name the
+# same folder of their runs (its last part: ``global_step_N``, or ``model``): reports compare them so
+RUN_PATH_KEYS = {("verl", "eval_checkpoint")}
 # (backend, key) -> (the value earlier runs of that backend computed with, the key's default)
 NEW_DEFAULT = {("verl", "grader"): (GRADER_BEFORE_THE_KEY, DEFAULT_GRADER)}
 HASH_LEN = 10

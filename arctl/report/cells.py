@@ -23,9 +23,12 @@ count, nor what a job records beside its config (warm-up, machine: not in the co
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 
 from arctl.report.errors import ReportError
 
@@ -358,10 +361,52 @@ def computed_items(rec: dict) -> dict[str, object]:
 
     recorded = tuple(f"{CONFIG_PREFIX}{k}." for k in str(rec.get(RECORDED) or "").split(",") if k)
     recorded_whole = {p[:-1] for p in recorded}
-    return {k: _plain(v) for k, v in rec.items()
+    return {k: _run_path(k, _plain(v)) for k, v in rec.items()
             if isinstance(k, str) and k.startswith(CONFIG_PREFIX) and k not in NAMING_KEYS
             and not k.startswith(NAMING_SECTIONS) and not _launch_only(k[len(CONFIG_PREFIX):])
-            and not k.startswith(recorded) and k not in recorded_whole and _plain(v) is not None}
+            and not k.startswith(recorded) and k not in recorded_whole and _plain(v) is not None
+            and _schema_key(k[len(CONFIG_PREFIX):])}
+
+
+def _schema_key(key: str) -> bool:
+    """Whether ``key`` (dotted) is a key of an arctl run config: a field of the schema (the registered backends' and
+    methods' sections among them), or any key under an open section (``scale``, a backend's open mapping). A run
+    read without its config.yaml (a W&B project, an unreadable file) has its job's records beside its config in its
+    W&B config, which the ``recorded`` column does not list then (from a review: the machine kind, and verl's own
+    config, ``trainer.default_local_dir`` with each seed's run folder, were read as "other configs")."""
+    from arctl.compose.plugins import run_config
+
+    return _key_of(run_config(), key)  # (the schema of the methods and backends registered now)
+
+
+@functools.lru_cache(maxsize=8192)
+def _key_of(schema: type, key: str) -> bool:
+    import typing
+
+    node: object = schema
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(node):
+            return True  # under an open section (a mapping, or a value of its own)
+        try:
+            hints = typing.get_type_hints(node)
+        except Exception:  # noqa: BLE001 - a type that does not resolve: take the key as the schema's
+            return True
+        if part not in hints:
+            return False
+        node = hints[part]
+    return True
+
+
+def _run_path(key: str, value):
+    """``value`` of ``key`` as runs at several seeds are compared: the folder's name where the key is a path into
+    another run's folder (:data:`arctl.launch.run_id.RUN_PATH_KEYS`: each seed's eval-only run evaluates its own
+    seed's checkpoint, from a review: refused as "other configs"), else the value."""
+    from arctl.launch.run_id import RUN_PATH_KEYS
+
+    section, _, rest = key[len(CONFIG_PREFIX):].partition(".")
+    if (section, rest) in RUN_PATH_KEYS and isinstance(value, str) and value:
+        return PurePath(value).name
+    return value
 
 
 def compute_key(rec: dict) -> str | None:

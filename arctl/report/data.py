@@ -208,8 +208,8 @@ def read_report_runs(
         h = runs.history
     if len(h):  # the runs the report reads: several of one arm at one seed would be averaged as seeds
         kept = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
+        _one_scale(kept, where_from)  # first: runs of two scales are said as such, not as an arm's other configs
         one_run_per_arm_seed(kept, grid_keys(context))
-        _one_scale(kept, where_from)
     present = set(h["experiment"].astype(str).unique()) if len(h) else set()
     if experiments:  # named with --experiment: a name that is neither an experiment nor in the runs is a typo
         from arctl.compose.errors import did_you_mean

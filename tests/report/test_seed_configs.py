@@ -163,3 +163,22 @@ def test_a_report_of_a_workspace_with_a_seed_at_another_learning_rate_is_one_err
     assert {r["seed"] for r in doc["runs"]} == {2}
     commands = {c for claim in doc["claims"] for t in claim["tests"] for c in t.get("commands") or []}
     assert commands and all("optim.lr=0.0005" in c for c in commands), commands  # trains the config of the runs read
+
+
+def test_eval_only_seeds_of_their_own_checkpoints_and_a_machine_read_without_config_yaml_are_one_config():
+    """From a review: each seed's eval-only run (``verl.eval_checkpoint=RUN_s{seed}/checkpoints/global_step_N``, the
+    paper's final evaluation) names its own seed's run, and was refused as "other configs" with a --where that kept
+    one seed; a run read without its config.yaml (a W&B project) has no ``recorded`` column, and the machine kind its
+    job recorded (or verl's own config, with each seed's folder) was read as config. Seeds evaluating another step
+    are still other configs."""
+    def evaluates(seed: int, step: int = 630, **config) -> dict:
+        return row(seed, verl__eval_only=True, backend="verl", scale__name="paper",
+                   verl__eval_checkpoint=f"/scratch/ws/runs/main-grpo_grpo_s{seed}_abc/checkpoints/global_step_{step}",
+                   **config)
+
+    one_run_per_arm_seed(table_of(evaluates(0), evaluates(1), evaluates(2)))
+    with pytest.raises(ReportError, match=r"verl.eval_checkpoint .*global_step_630 vs .*global_step_400"):
+        one_run_per_arm_seed(table_of(evaluates(0), evaluates(1, 400)))
+    unrecorded = [{**row(seed, machine=kind, trainer__default_local_dir=f"/ws/runs/s{seed}/checkpoints"),
+                   "recorded": ""} for seed, kind in ((0, "AMD EPYC | AVX512"), (1, "Intel Xeon | AVX512"))]
+    one_run_per_arm_seed(table_of(*unrecorded))
