@@ -52,8 +52,8 @@ def register(app: typer.Typer) -> None:
         only: list[str] | None = typer.Option(None, "--state", metavar="STATE", help="Only the runs in this state, as "
                                        "the table shows it (repeatable, any case): e.g. --state failed --state preempted."),
     ) -> None:
-        """Runs with state, job id, step (a running run's: of how many, and the time left at its pace),
-        last metric, W&B run id and elapsed time."""
+        """Runs with state, job id, step (a running run's: of how many, and the time left at its pace, or how
+        long it has logged no step where it stalled), last metric, W&B run id and elapsed time."""
         wanted = _states_asked(only)  # before the registry is opened or refreshed: a typo changes nothing
         with launch_errors():
             from arctl.launch.control import open_existing, select_runs
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
                 if refresh:
                     records = refresh_runs(reg, workspace, records)
         now = time.time()
-        from arctl.launch.progress import shown_metric
+        from arctl.launch.progress import shown_metric, stalled
         from arctl.launch.refresh import CANCEL_ASKED, folder_gone, interrupted_launch
         from arctl.launch.states import INTERRUPTED
         from arctl.track.runs.discover import read_served
@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
         # the other (experiment, arm) cells a shared run serves (a sweep with share_arms; shared.json)
         serves = {r.run_id: read_served(workspace.run_dir(r.run_id), r.arm) for r in records}
         lost = _unregistered(workspace, reg_ids) if target is None else []
-        far = {r.run_id: how_far(workspace, r, now) for r in records}  # running runs: (total steps, s left)
+        # running runs: (total steps, s left, (s since the last step, s a step) or None)
+        far = {r.run_id: how_far(workspace, r, now) for r in records}
         back = {r.run_id: resumes_from(workspace, r) for r in records}  # stopped and failed runs: a resume step behind
         from arctl.launch.workspace import workdir_arg
 
@@ -108,6 +109,10 @@ def register(app: typer.Typer) -> None:
                          "recorded_state": r.state,
                          "elapsed_s": elapsed_s(r, now),  # as the table's
                          "total_steps": far[r.run_id][0], "time_left_s": far[r.run_id][1],
+                         # a running attempt's: since its last step (None before its pace began), and whether that
+                         # is a stall (the table says "no step for ..." instead of a time left)
+                         "last_step_age_s": age[0] if (age := far[r.run_id][2]) else None,
+                         "stalled": bool(age and stalled(*age)),
                          "resume_step": back[r.run_id],
                          "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
                         for r in records])

@@ -273,17 +273,22 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
     console.print(esc(f"{what}; {len(result.skipped)} skipped. `arctl status{workdir_arg(workspace.root)}` shows progress."))
 
 
-def how_far(workspace, rec, now: float) -> tuple[int | None, float | None]:
-    """A running run's total steps and the seconds left at its attempt's pace, from its status.json
-    (:func:`arctl.launch.progress.time_left`); (None, None) for a run that is not running."""
+def how_far(workspace, rec, now: float) -> tuple[int | None, float | None, tuple[float, float] | None]:
+    """A running run's total steps, the seconds left at its attempt's pace (:func:`arctl.launch.progress.time_left`)
+    and, where known, (seconds since its last step, the seconds a step took it: :func:`arctl.launch.progress.step_age`),
+    from its status.json and metrics files; an attempt that has :func:`arctl.launch.progress.stalled` has no time
+    left (None: it grew on every call, from a hunt). (None, None, None) for a run that is not running."""
     from arctl.launch import states
-    from arctl.launch.progress import time_left
+    from arctl.launch.progress import last_step_at, stalled, step_age, time_left
     from arctl.launch.status_file import read_status
 
     if rec.state != states.RUNNING:
-        return None, None
-    status = {**read_status(workspace.run_dir(rec.run_id)), "step": rec.step}
-    return status.get("total_steps"), time_left(status, now)
+        return None, None, None
+    run_dir = workspace.run_dir(rec.run_id)
+    status = {**read_status(run_dir), "step": rec.step}
+    age = step_age(status, last_step_at(run_dir, status.get("metric_files")), now)
+    left = None if age is not None and stalled(*age) else time_left(status, now)
+    return status.get("total_steps"), left, age
 
 
 def resumes_from(workspace, rec) -> int | None:
@@ -299,12 +304,17 @@ def resumes_from(workspace, rec) -> int | None:
     return step if isinstance(step, int) and not isinstance(step, bool) and 0 <= step < rec.step else None
 
 
-def step_text(step: int | None, total: int | None, left: float | None) -> str:
-    """``59/100 (~5 min left)``, ``59/100``, ``59`` or ``""``."""
+def step_text(step: int | None, total: int | None, left: float | None, age: tuple[float, float] | None = None) -> str:
+    """``59/100 (~5 min left)``, ``59/100``, ``59`` or ``""``; ``55/400 (no step for 12 min; steps took ~0.3 s)``
+    where the attempt has stalled (``age``: :func:`how_far`'s)."""
+    from arctl.launch.progress import stall_text, stalled
+
     if step is None:
         return ""
     text = f"{step}/{total}" if total else str(step)
-    if left is not None:
+    if age is not None and stalled(*age):
+        text += f" ({stall_text(*age)})"
+    elif left is not None:
         text += f" (~{max(1, round(left / 60))} min left)" if left >= 60 else " (<1 min left)"
     return text
 

@@ -12,8 +12,10 @@ status.json's ``resume_step`` say which step the next attempt resumes from: :fun
 then requeues itself through submitit's checkpointing: submitit calls ``RunJob.checkpoint``,
 which returns a ``DelayedSubmission`` of the same callable on the same run directory, dumps it and
 runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The restarted job resumes
-from the checkpoint with the same run id and W&B run id. After SIGTERM (cancel, node shutdown)
-it just exits; ``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
+from the checkpoint with the same run id and W&B run id, unless it and the attempt before it both ran to their
+time limit without logging a step after the one they resumed from: a step that hangs would be requeued again and
+again, each attempt for a whole time limit (:func:`_no_step_streak`; it ends FAILED: :func:`hung_line`). After
+SIGTERM (cancel, node shutdown) it just exits; ``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
 run's folder first, is "preempted" with ``cancelled: true``: :data:`arctl.launch.status_file.CANCEL_FILE`; a job that
 finds that request as it starts trains nothing: "cancelled", no requeue). A debug
 run (in the arctl process) takes SIGINT and SIGHUP (Ctrl-C, a closed session) as it takes SIGTERM, then ends its
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import re
 import shutil
@@ -38,9 +41,10 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from arctl.config.files import atomic_write
 from arctl.launch.backends import backend_name, get_backend, resolve_backend
 from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
-from arctl.launch.progress import ProgressTap, file_marks, schedule, watch_pace
+from arctl.launch.progress import ProgressTap, file_marks, run_progress, schedule, watch_pace
 from arctl.launch.provenance import record_attempt
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import cancel_requested_at, read_status, write_status
@@ -441,8 +445,64 @@ def _requeues_spent(environment) -> bool:
     return isinstance(countdown, int) and countdown - timed_out < 0
 
 
+HUNG_ATTEMPTS = 2  # attempts in a row, each to its time limit, that logged no step after the one they resumed from
+NO_STEP_FILE = "no_step_attempts.json"  # in the run's folder: :func:`_no_step_streak`'s record of the last attempt
+
+
+def hung_line(run_dir: Path, attempts: int, step: int) -> str:
+    """The reason of a run ended FAILED for ``attempts`` in a row that logged no step after ``step``, each stopped by
+    its time limit (:func:`_no_step_streak`)."""
+    where = workdir_arg(workspace_root(run_dir), stored=True)  # always: a job knows no shell's
+    return (f"hung: {attempts} attempts in a row logged no step after {step} (each stopped at its time limit); "
+            f"`arctl resume {run_dir.name}{where}` tries again")
+
+
+def _timed_out(environment) -> bool:
+    """Whether submitit (``environment``, its JobEnvironment) takes this job's stop for its time limit, not a
+    preemption; False where it cannot say (another submitit)."""
+    try:
+        return bool(environment.has_timed_out())
+    except Exception:  # noqa: BLE001 - submitit's own check: without it, no stop counts as the time limit's
+        return False
+
+
+def _no_step_streak(run_dir: Path, timed_out: bool) -> tuple[int, int] | None:
+    """Record in :data:`NO_STEP_FILE` how the attempt that just ended preempted after a requeue signal went:
+    ``attempt``, ``resumes`` (the step its next attempt resumes from) and ``streak``, the attempts in a row up to it
+    that were stopped by their time limit (``timed_out``: submitit's word) having logged no step after the one they
+    resumed from (the previous attempt's ``resumes``) and saved no later checkpoint. Returns (streak, that step) once
+    the streak is :data:`HUNG_ATTEMPTS` or more, else None. From a hunt: a verl step that hung was abandoned at each
+    time limit and requeued, up to 20 times, each attempt 48 h on 8 GPUs. Conservative: a stop by a preemption,
+    and an attempt whose previous one did not end so here (killed, failed, stopped by a TERM: the step it resumed
+    from is unknown), count none. The record is never the job's failure (a full disk: none, no streak)."""
+    status = read_status(run_dir)
+    attempt, resumes = _count(status.get("attempt")), _count(status.get("resume_step"))
+    if attempt is None:
+        return None
+    try:
+        before = json.loads((run_dir / NO_STEP_FILE).read_text())
+    except (OSError, ValueError):
+        before = {}
+    if not isinstance(before, dict) or _count(before.get("attempt")) != attempt - 1:
+        before = {}  # an earlier attempt's record, or none: the step this one resumed from is unknown
+    start = _count(before.get("resumes"))  # the step this attempt resumed from
+    logged = run_progress(run_dir, status, active=True).get("step")  # the furthest step it logged
+    none = (timed_out and start is not None and resumes is not None and resumes <= start
+            and (logged is None or logged <= start))
+    streak = (_count(before.get("streak")) or 0) + 1 if none else 0
+    with contextlib.suppress(OSError):
+        atomic_write(run_dir / NO_STEP_FILE, json.dumps({"attempt": attempt, "resumes": resumes, "streak": streak}))
+    return (streak, start) if streak >= HUNG_ATTEMPTS else None
+
+
+def _count(value) -> int | None:
+    """``value`` where it is an int of at least 0 (not a bool), else None: a record read back is input."""
+    return value if type(value) is int and value >= 0 else None
+
+
 class RunJob(Checkpointable):
-    """The submitit callable: ``RunJob()(run_dir)``; requeues itself after a preemption signal."""
+    """The submitit callable: ``RunJob()(run_dir)``; requeues itself after a preemption signal, unless the run
+    hangs (:func:`_no_step_streak`: it ends FAILED)."""
 
     def __call__(self, run_dir: str) -> str:
         from submitit.core.job_environment import JobEnvironment
@@ -459,6 +519,12 @@ class RunJob(Checkpointable):
         cancelled = signal.SIGTERM in received and current_executor() != "slurm"
         if result == "preempted" and any(s in REQUEUE_SIGNALS for s in received) and not cancelled:
             if callable(submitit_handler) and hasattr(submitit_handler, "__self__"):
+                hung = _no_step_streak(Path(run_dir), _timed_out(submitit_handler.__self__))
+                if hung is not None:  # requeued, it would hang again to its time limit: FAILED, one line why
+                    line = hung_line(Path(run_dir), *hung)
+                    recorded = _record_failure(Path(run_dir), line, read_status(Path(run_dir)).get("resume_step"))
+                    _log(f"{ERROR_MARK}{line}{'' if recorded else NOT_RECORDED}")
+                    raise JobError(line)
                 if _requeues_spent(submitit_handler.__self__):
                     where = workdir_arg(workspace_root(Path(run_dir)), stored=True)  # always: a job knows no shell's
                     _log(f"not requeued: the time limit came {MAX_REQUEUES + 1} times (submitit requeues a job at "

@@ -296,6 +296,57 @@ def time_left(status: dict, now: float) -> float | None:
     return max(0.0, (int(total) - step) * max(0.0, now - first_at) / (step - first))
 
 
+STALL_PACES = 10  # a running attempt whose last step is older than this many of its steps ...
+STALL_FLOOR_S = 300.0  # ... and than this many seconds has stalled (`arctl status` says so instead of a time left)
+
+
+def last_step_at(run_dir: Path, unchanged: dict | None) -> float | None:
+    """When the running attempt last logged a row: the newest modification time of the metrics files it changed
+    (those whose :func:`file_marks` entry differs from ``unchanged``'s, status.json's ``metric_files``: the marks
+    the attempt started with), or None where it changed none. Every backend appends a row per step to one (tiny's
+    ``metrics.jsonl``, verl's file log): nothing more is written per step for it. (The file server's clock: a
+    skew of seconds against this host's, which :data:`STALL_FLOOR_S` dwarfs.)"""
+    unchanged = unchanged or {}
+    times = [mark[2] / 1e9 for name, mark in file_marks(run_dir).items() if unchanged.get(name) != mark]
+    return max(times, default=None)
+
+
+def step_age(status: dict, last_at: float | None, now: float) -> tuple[float, float] | None:
+    """(seconds since the running attempt's last step, ``last_at``; the seconds a step took it until then) from
+    status.json's ``step`` (the step the run shows), ``first_step`` and ``first_step_at`` (where its pace began:
+    :func:`watch_pace`). None until the attempt's pace has begun (it logged a step after the first it showed,
+    which may be a resume's kept row: a start-up can be long, and is no stall) and where no metrics file changed
+    since the attempt began."""
+    step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
+    if last_at is None or step is None or first is None or first_at is None or step <= first:
+        return None
+    return max(0.0, now - last_at), max(0.0, last_at - first_at) / (step - first)
+
+
+def stalled(age: float, pace: float) -> bool:
+    """Whether a running attempt whose last step came ``age`` seconds ago, at ``pace`` seconds a step until then,
+    has stalled: no step for :data:`STALL_PACES` of its steps and :data:`STALL_FLOOR_S` (from a hunt: a step that
+    hung showed RUNNING at 55/400 with a time left that grew on every call)."""
+    return age > max(STALL_PACES * pace, STALL_FLOOR_S)
+
+
+def stall_text(age: float, pace: float) -> str:
+    """``no step for 12 min; steps took ~0.3 s``: what `arctl status` says of a stalled attempt instead of its time
+    left."""
+    return f"no step for {_duration(age)}; steps took ~{_duration(pace)}"
+
+
+def _duration(seconds: float) -> str:
+    """``0.3 s``, ``45 s``, ``12 min``, ``2.5 h``."""
+    if seconds < 10:
+        return f"{seconds:.1g} s" if seconds < 1 else f"{seconds:.0f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def schedule(config: dict) -> dict:
     """``{"total_steps": N, "test_freq": F}`` of a run's config (None where not a positive number): what
     status.json carries for :func:`time_left`, so that ``arctl status`` parses no config."""
