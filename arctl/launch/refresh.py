@@ -66,6 +66,9 @@ PER_JOB_LIMITS = (
 NEVER_STARTS.update({reason: f"it asks more {what} than its {whose} allows one job ({settings})"
                      for qos, assoc, what, settings in PER_JOB_LIMITS
                      for reason, whose in ((qos, "QOS"), (assoc, "association"))})
+# the per-node memory limit never clears either (from a review; SLURM's job_state_reason.c spells both so)
+NEVER_STARTS.update({reason: f"it asks more memory per node than its {whose} allows (cluster.mem_gb)"
+                     for reason, whose in (("QOSMaxMemoryPerNode", "QOS"), ("AssocMaxMemPerNode", "association"))})
 # squeue(1)'s pending reasons of a held job: it waits until released (from a hunt: shown as plain PENDING for ever)
 HELD = {
     "JobHeldUser": "`scontrol release {job}` releases it (a launch that died before its release leaves it held)",

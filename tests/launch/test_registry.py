@@ -549,6 +549,7 @@ def test_a_job_over_a_per_job_limit_of_its_qos_or_association_says_so_and_which_
         ("QOSMaxCpuPerJobLimit", "cluster.cpus_per_task"), ("AssocMaxCpuPerJobLimit", "cluster.cpus_per_task"),
         ("QOSMaxNodePerJobLimit", "cluster.nodes"), ("AssocMaxNodePerJobLimit", "cluster.nodes"),
         ("QOSMaxMemoryPerJob", "cluster.mem_gb"), ("AssocMaxMemPerJob", "cluster.mem_gb"),
+        ("QOSMaxMemoryPerNode", "cluster.mem_gb"), ("AssocMaxMemPerNode", "cluster.mem_gb"),
     ]
     waits = ["QOSMaxJobsPerUserLimit", "QOSGrpGRES", "AssocGrpCpuLimit", "AssocGrpGRES", "Resources", "Priority"]
     reasons = [reason for reason, _ in cases] + waits
