@@ -17,6 +17,7 @@ Format::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,22 @@ class Experiment:
     seeds: list[int] = field(default_factory=lambda: [0])
 
 
+def read_yaml_file(path: Path, hint: str | Callable[[str], str] = "fix the file") -> object:
+    """The document in a YAML file of the user's, read by the one bounded YAML reader (:mod:`arctl.config.safe_yaml`):
+    a file that cannot be read, is not UTF-8 or is not YAML is one :class:`SpecError` naming it (``hint``: what to do
+    about a YAML mistake, or how to find it from YAML's message)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
+    except OSError as err:
+        raise SpecError(f"cannot read it ({err.strerror or type(err).__name__})", str(path)) from None
+    try:
+        return safe_yaml.load(text)
+    except safe_yaml.YamlError as err:
+        raise SpecError(str(err), str(path), hint if isinstance(hint, str) else hint(str(err))) from None
+
+
 def read_yaml_mapping(path: Path, confined: bool = False) -> dict:
     """The mapping in a spec file, read by the one bounded YAML reader (:mod:`arctl.config.safe_yaml`).
     ``confined``: a spec file that is a link to a file outside its folder is refused (an error line
@@ -51,16 +68,7 @@ def read_yaml_mapping(path: Path, confined: bool = False) -> dict:
     if confined and not path.resolve().is_relative_to(path.parent.resolve()):
         raise SpecError(f"links to {path.resolve()}, outside its folder {path.parent}", str(path),
                         "copy the file into the folder instead of linking it")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
-    except OSError as err:
-        raise SpecError(f"cannot read it ({err.strerror or type(err).__name__})", str(path)) from None
-    try:
-        data = safe_yaml.load(text)
-    except safe_yaml.YamlError as err:
-        raise SpecError(str(err), str(path), "fix the file") from None
+    data = read_yaml_file(path)
     if not isinstance(data, dict):
         raise SpecError("expected a mapping at the top level", str(path))
     return data

@@ -18,7 +18,7 @@ from pathlib import Path
 from arctl.algo import settings as algo_settings
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
-from arctl.compose.experiment import Experiment, load_experiment
+from arctl.compose.experiment import Experiment, load_experiment, read_yaml_file
 from arctl.compose.overrides import override_key, split_overrides
 from arctl.compose.paths import (
     CONF_DIR,
@@ -136,18 +136,8 @@ def read_option_file(path: Path) -> dict:
     spec file is: a YAML mistake in it (a tab, a key twice) is one line naming the file, the line and the fix. From a
     hunt: Hydra's own reading of it was a 132-line traceback (``yaml.scanner.ScannerError``). An empty file is an
     empty option, as Hydra reads it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SpecError(f"not UTF-8 text (byte {err.start})", str(path), "save the file as UTF-8") from None
-    except OSError as err:
-        raise SpecError(f"cannot read it ({err.strerror or type(err).__name__})", str(path)) from None
-    try:
-        data = safe_yaml.load(text)
-    except safe_yaml.YamlError as err:
-        hint = ("indent with spaces: YAML does not allow a tab there" if "'\\t'" in str(err)
-                else "write each key once in a mapping" if "appears twice" in str(err) else "fix the file")
-        raise SpecError(str(err), str(path), hint) from None
+    data = read_yaml_file(path, lambda said: "indent with spaces: YAML does not allow a tab there" if "'\\t'" in said
+                          else "write each key once in a mapping" if "appears twice" in said else "fix the file")
     if data is not None and not isinstance(data, dict):
         raise SpecError("expected a mapping at the top level", str(path),
                         "a config-group option is a mapping of config keys, e.g. thinking: {prior: custom}")

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -154,28 +155,10 @@ def test_a_grid_point_is_a_cell_of_its_own():
 def _write(ws, run, values: dict[int, float]) -> str:
     """A real offline W&B run of the resolved ``run`` (config.yaml as the launcher writes it), whose
     final evaluation logs ``values`` as eval/toy/acc@BUDGET (and the same mean as the summary keys)."""
-    import yaml
-
-    from arctl.launch.run_id import make_run_id
-    from arctl.track.writer import open_run
-
-    cfg = dict(run.config)
-    cfg["run_id"] = rid = make_run_id(cfg)
-    run_dir = ws / "runs" / rid
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    wb = open_run(cfg, run_dir)
     mean = float(np.mean(list(values.values())))
-    last = int(cfg["trainer"]["total_steps"] or 1)  # the final evaluation at the last step: a finished run
-    for step in (0, last):
-        logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
-        if step == last:
-            logged.update({f"eval/toy/acc@{b}": v for b, v in values.items()})
-            logged.update({"eval/toy/anytime_acc": mean, "eval/toy/grid_anytime_acc": mean,
-                           "eval/toy/final_acc": values[max(values)], "eval/toy/think_len": 30.0})
-        wb.log(logged)
-    wb.finish()
-    return rid
+    return write_resolved_run(ws, run, final=lambda cfg: {
+        **{f"eval/toy/acc@{b}": v for b, v in values.items()}, "eval/toy/anytime_acc": mean,
+        "eval/toy/grid_anytime_acc": mean, "eval/toy/final_acc": values[max(values)], "eval/toy/think_len": 30.0})
 
 
 def test_a_workspace_with_two_sweeps_runs_of_one_arm_reports_each_sweep_s_own(tmp_path):

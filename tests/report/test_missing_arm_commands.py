@@ -13,6 +13,7 @@ import shlex
 
 import pandas as pd
 from micro import MICRO_AT_TINY_BUDGETS  # tests/support/micro.py
+from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -26,26 +27,9 @@ runner = CliRunner()
 
 def _write(ws, run, value: float) -> str:
     """A real offline W&B run of the resolved ``run`` (config.yaml as the launcher writes it), finished."""
-    import yaml
-
-    from arctl.launch.run_id import make_run_id
-    from arctl.track.writer import open_run
-
-    cfg = dict(run.config)
-    cfg["run_id"] = rid = make_run_id(cfg)
-    run_dir = ws / "runs" / rid
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    wb = open_run(cfg, run_dir)
-    last = int(cfg["trainer"]["total_steps"] or 1)
-    for step in (0, last):
-        logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
-        for ds in ("aime24", "amc22"):
-            logged.update({f"eval/{ds}/anytime_acc": value, f"eval/{ds}/final_acc": value,
-                           f"eval/{ds}/think_len": 30.0})
-        wb.log(logged)
-    wb.finish()
-    return rid
+    return write_resolved_run(ws, run, every_step={f"eval/{ds}/{key}": (30.0 if key == "think_len" else value)
+                                                   for ds in ("aime24", "amc22")
+                                                   for key in ("anytime_acc", "final_acc", "think_len")})
 
 
 def _warning(doc: dict) -> str:

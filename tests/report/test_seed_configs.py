@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -113,27 +114,9 @@ def test_the_command_for_missing_seeds_carries_the_overrides_the_runs_share():
 
 def _write(ws, run, value: float) -> str:
     """A real offline W&B run of the resolved ``run`` (config.yaml as the launcher writes it), finished."""
-    import yaml
-
-    from arctl.launch.run_id import make_run_id
-    from arctl.track.writer import open_run
-
-    cfg = dict(run.config)
-    cfg["run_id"] = rid = make_run_id(cfg)
-    run_dir = ws / "runs" / rid
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    wb = open_run(cfg, run_dir)
-    last = int(cfg["trainer"]["total_steps"] or 1)
-    for step in (0, last):
-        logged = {"trainer/global_step": step, "train/anytime_score": 0.5}
-        if step == last:
-            logged.update({f"eval/toy/acc@{b}": value for b in cfg["eval"]["budgets"]})
-            logged.update({"eval/toy/anytime_acc": value, "eval/toy/grid_anytime_acc": value,
-                           "eval/toy/final_acc": value, "eval/toy/think_len": 30.0})
-        wb.log(logged)
-    wb.finish()
-    return rid
+    return write_resolved_run(ws, run, final=lambda cfg: {
+        **{f"eval/toy/acc@{b}": value for b in cfg["eval"]["budgets"]}, "eval/toy/anytime_acc": value,
+        "eval/toy/grid_anytime_acc": value, "eval/toy/final_acc": value, "eval/toy/think_len": 30.0})
 
 
 def test_a_report_of_a_workspace_with_a_seed_at_another_learning_rate_is_one_error_line(tmp_path):
