@@ -303,6 +303,10 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
             _need(bool(need), path, tw, {"compare": "needs a, b and stat", "sign": "needs arms and stat",
                                          "converge": "needs a (the arm that leads at low), the other arms, low and high",
                                          "bound": "needs arms"}[test.kind])
+            # an arm compared with itself is a difference of 0 by construction: never evidence (from a hunt: read
+            # as "inconclusive")
+            _need(test.kind != "compare" or test.a != test.b, path, tw, f"compares arm {test.a!r} with itself: "
+                  "a and b must be two arms")
             tests.append(test)
         pre = []
         for j, t in enumerate(_items(path, f"{where}.preconditions", c.get("preconditions") or [], "- {kind: sign, ...}")):
@@ -311,8 +315,11 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
             _need(test.kind == "sign", path, tw, "a precondition is a sign test (kind: sign)")
             _need(bool(test.arms) and bool(test.stat), path, tw, "needs arms and a stat defined under statistics:")
             pre.append(test)
-        claims.append(Claim(str(c.get("id", i + 1)), str(c["title"]), str(c.get("paper") or ""), tuple(tests),
-                            tuple(pre)))
+        claim_id = str(c.get("id", i + 1))
+        # a report's claims are named by id (its tables, claims.json, the browser page's anchors): one id each
+        _need(all(claim_id != other.id for other in claims), path, f"{where}.id",
+              f"id {claim_id!r} is another claim's too: give each claim its own id")
+        claims.append(Claim(claim_id, str(c["title"]), str(c.get("paper") or ""), tuple(tests), tuple(pre)))
     _need(bool(claims), path, "claims", "no claims")
     for name, st in stats.items():  # the metrics, once the file's shape is right (an error of its shape comes first)
         for field_name in ("key", "key_a", "key_b"):

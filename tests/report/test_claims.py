@@ -457,6 +457,16 @@ def test_a_broken_claims_file_is_one_error(tmp_path):
                     "claims: [{title: t, tests: [{kind: sign, arms: [a], stat: x}]}]\n")
     with pytest.raises(ReportError, match=r"top level: unknown field\(s\) \['confidence'\]"):
         load_claims(path)
+    # an arm compared with itself (a difference of 0 by construction), and two claims of one id (a report names a
+    # claim by its id), from a hunt: both were accepted
+    stat = "statistics: {x: {kind: final, key: 'eval/{dataset}/anytime_acc'}}\n"
+    path.write_text("kind: claims\n" + stat + "claims: [{title: t, tests: [{kind: compare, a: g, b: g, stat: x}]}]\n")
+    with pytest.raises(ReportError, match=r"claims\[0\]\.tests\[0\]: compares arm 'g' with itself"):
+        load_claims(path)
+    path.write_text("kind: claims\n" + stat + "claims: [{id: 2, title: t, tests: [{kind: sign, arms: [a], stat: x}]},"
+                    " {id: 2, title: u, tests: [{kind: sign, arms: [b], stat: x}]}]\n")
+    with pytest.raises(ReportError, match=r"claims\[1\]\.id: id '2' is another claim's too"):
+        load_claims(path)
 
 
 class _Structure(HTMLParser):
