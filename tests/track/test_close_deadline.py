@@ -95,29 +95,21 @@ def test_a_close_whose_service_never_answers_ends_in_time_and_keeps_what_was_wri
     assert wide["train/loss"].tolist() == [s / 8 for s in range(1, 6)]
 
 
-def _stat(pid) -> tuple[str, int] | None:
-    """(state, parent pid) of process ``pid`` from /proc (no psutil: a fresh machine without the verl extra has
-    none), None where it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[1])
-
-
 def _children(pid: int) -> dict[int, str]:
-    """The live child processes of ``pid``: pid -> its name."""
+    """The live child processes of ``pid`` (the launch layer's process table: no psutil, which a fresh machine
+    without the verl extra lacks): pid -> its name."""
+    from arctl.launch.control import _children as process_table
+
     out = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(entry.name)) is not None and st[1] == pid and st[0] != "Z":
-            with contextlib.suppress(OSError):
-                out[int(entry.name)] = (entry / "comm").read_text().strip()
+    for child in process_table().get(pid, []):
+        with contextlib.suppress(OSError):
+            out[child] = Path(f"/proc/{child}/comm").read_text().strip()
     return out
 
 
 def _alive(pid: int) -> bool:
-    st = _stat(pid)
-    return st is not None and st[0] != "Z"
+    """Whether this process's child ``pid`` is still there (a zombie is not)."""
+    return pid in _children(os.getpid())
 
 
 @pytest.mark.parametrize(("value", "expected"), [(None, writer.CLOSE_DEADLINE_S), ("7.5", 7.5)])
