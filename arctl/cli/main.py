@@ -77,6 +77,9 @@ def command():
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+# 128 + SIGPIPE, as a shell reports a command whose reader went away (`arctl status | head -1`): click exits 1
+# there, which a script cannot tell from a failed command (from a hunt: a sweep whose jobs were all submitted)
+CLOSED_OUTPUT_EXIT = 141
 
 
 def interrupted(state: str | None = None) -> NoReturn:
@@ -162,7 +165,19 @@ def main() -> None:
         sys.exit(EXIT_USER_ERROR)
     except abort:  # end of input at a question (click's Abort)
         sys.exit(INTERRUPTED_EXIT)
+    except SystemExit:
+        if _output_closed():
+            sys.exit(CLOSED_OUTPUT_EXIT)
+        raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _output_closed() -> bool:
+    """Did the command end on a closed output (EPIPE)? click answers it by wrapping stdout and stderr in its
+    ``PacifyFlushWrapper`` and exiting 1, and only there (by name: Typer vendors its own click, ``typer._click``)."""
+    import sys
+
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
 
 
 def _escaping_stdout() -> None:
