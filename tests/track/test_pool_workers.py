@@ -16,16 +16,18 @@ class _Recorded(concurrent.futures.ThreadPoolExecutor):
     """A ProcessPoolExecutor stand-in (threads: nothing forked) that records the workers asked for."""
 
     asked: list[int] = []
+    methods: list[str] = []
 
     def __init__(self, max_workers=None, mp_context=None):
         type(self).asked.append(max_workers)
+        type(self).methods.append(mp_context.get_start_method())
         super().__init__(max_workers=max_workers)
 
 
 @pytest.fixture
 def machine(monkeypatch):
     """An 8-core host; the CPUs this process may use and the memory available set by the test."""
-    _Recorded.asked = []
+    _Recorded.asked, _Recorded.methods = [], []
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _Recorded)
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     state = {"cpus": set(range(8)), "gb": 64.0}
@@ -92,3 +94,14 @@ def test_without_a_cap_nothing_is_said(machine, tmp_path, capsys):
     _run(files, processes=1)  # one asked: this process reads
     assert _Recorded.asked == [6, 6] and capsys.readouterr().err == ""
     assert pool.pool_size(None, 6, [tmp_path / "gone.wandb"]) == (6, None)  # nothing readable to size by
+
+
+@pytest.mark.parametrize("platform, method", [("linux", "fork"), ("darwin", "spawn")])
+def test_workers_are_forked_on_linux_only(machine, tmp_path, monkeypatch, platform, method):
+    """macOS offers fork, but its system libraries are not fork-safe (Python's default there is spawn, from a
+    hunt of a Mac laptop): the readers are spawned there."""
+    import sys
+
+    monkeypatch.setattr(sys, "platform", platform)
+    assert _run(_files(tmp_path, 1)) == [f"run-{i}.wandb" for i in range(6)]
+    assert _Recorded.methods == [method]

@@ -200,8 +200,10 @@ def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, 
     import arctl.track.wandbfile.history_bulk  # noqa: F401
     import arctl.track.wandbfile.reader  # noqa: F401
 
+    # fork only on Linux: macOS offers it, but its system libraries are not fork-safe (Python's default there is
+    # spawn, as report/style.py forks only on Linux); spawned workers import what they need themselves
     methods = mp.get_all_start_methods()
-    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
+    ctx = mp.get_context("fork" if "fork" in methods and sys.platform.startswith("linux") else "spawn")
     with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
         # submit (and so fork) before the progress bar starts its refresh thread
         futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
