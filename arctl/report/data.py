@@ -71,6 +71,10 @@ class ReportData:
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (:func:`missing_arms`)
     unread: list[str] = field(default_factory=list)  # experiments with runs, none read (not in ``missing``: a warning)
     named: str = ""  # what names the workspace in a command (:func:`arctl.launch.workspace.workdir_arg`)
+    # runs of the report's cells that have not ended and that it could not read: no W&B file yet (pending, running,
+    # a --force rerun queued), or, in an export, not exported (:func:`waiting_runs`); a warning names them. Each
+    # {run_id, experiment, arm, seed, state}: what a report's runs.json and --json carry beside ``runs``
+    waiting: list[dict] = field(default_factory=list)
 
     @property
     def history(self):
@@ -183,6 +187,12 @@ def read_report_runs(
 
         with_job_states(runs.runs, job_states(Path(workdir or default_workdir()), runs.runs.get("run_id", [])))
     left_out = unfinished(runs.runs) if final_only else []
+    # runs of its cells the report cannot read: nothing logged yet (from a hunt: a pending run, one at its first
+    # steps and a queued --force rerun were invisible, a table said "from 1 run(s)"), or left out of the export
+    waiting = [] if wandb_project else waiting_runs(spec, exps, Path(workdir or default_workdir()), runs.runs)
+    not_read = (f"not read: {waiting_note(waiting, spec.get('kind') or 'report', bool(in_export))}"
+                if waiting else "")
+    then = (f"in their workspace: wait for them, then {in_export}" if in_export else f"`arctl status{named}`")
     gone: set[str] = set()
     if left_out:  # a running or killed run's last values are an earlier evaluation's, not the final one's
         gone = {item.split(" ", 1)[0] for item in left_out}
@@ -190,14 +200,20 @@ def read_report_runs(
         runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         from arctl.report.export import waiting_in_export
 
-        waiting = waiting_in_export(Path(workdir or default_workdir())) if not wandb_project else None
+        waiting_cmd = waiting_in_export(Path(workdir or default_workdir())) if not wandb_project else None
         if not len(runs.history):
-            status = waiting or f"`arctl status{named}`"
-            raise ReportError(f"no finished runs in {where_from} ({len(left_out)} not finished: {listed(left_out)}): "
-                              f"wait for them ({status}), or produce them with {producing}")
+            status = waiting_cmd or f"`arctl status{named}`"
+            also = [f"{r['run_id']} ({r['state']})" for r in waiting]
+            raise ReportError(f"no finished runs in {where_from} ({len(left_out) + len(also)} not finished: "
+                              f"{listed([*left_out, *also])}): wait for them ({status}), or produce them with "
+                              f"{producing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
         runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
-        runs.warnings = [*runs.warnings, unfinished_warning(left_out, named, waiting)]
+        # and the runs of its cells not read, in the same line
+        runs.warnings = [*runs.warnings, unfinished_warning(left_out, named, waiting_cmd)
+                         + (f"; {not_read}" if not_read else "")]
+    elif not_read and len(runs.history):
+        runs.warnings = [*runs.warnings, f"{not_read} ({then})"]
     h = runs.history
     requires = spec.get("requires")
     before_requires = len(h)
@@ -238,20 +254,62 @@ def read_report_runs(
             raise ReportError(f"no runs of {what}{logged} in {where_from}: the {n_read} run(s) there logged none"
                               f"{tail}; fix {spec.get('_path') or 'the spec'} if that is a typo, else produce runs "
                               f"that log it with {cmd}")
+        if waiting:  # runs there that logged nothing yet: not "produce them"
+            said = waiting_note(waiting, spec.get("kind") or "report", bool(in_export))
+            raise ReportError(f"no runs of {what}{logged} in {where_from} yet: {said}; wait for them ({then})")
         raise ReportError(f"no runs of {what}{logged} in {where_from}; produce them with {cmd}")
-    unread = [e for e in (exps or []) if e not in present and had_runs.get(e)]
+    waiting_cells = {tuple(c) for r in waiting for c in r["cells"]}
+    unread = [e for e in (exps or []) if e not in present and (had_runs.get(e) or e in {c[0] for c in waiting_cells})]
     if unread:  # runs there, none read: not "no runs yet" (from a hunt: a run still at its first steps was)
         kept = set(runs.runs["run_id"].astype(str)) if len(runs.runs) else set()
+        # (an experiment whose runs all logged nothing yet: the not-read line names them)
         runs.warnings = [*runs.warnings, *(_unread_note(e, had_runs[e], gone, kept, requires or ", ".join(metrics), named,
-                                                        spec.get("kind") or "report") for e in unread)]
+                                                        spec.get("kind") or "report") for e in unread if had_runs.get(e))]
     missing = [e for e in (exps or []) if e not in present and e not in unread]
-    absent = missing_arms(spec, exps, present, set(h["arm"].astype(str).unique()))
+    # an arm whose runs have logged nothing yet is not an arm without runs ("produce them with ...")
+    absent = missing_arms(spec, exps, present | {c[0] for c in waiting_cells},
+                          set(h["arm"].astype(str).unique()) | {c[1] for c in waiting_cells})
     if absent:  # a line of the figure or a row of the table the spec lists, not drawn: said, as a missing experiment is
         read_rows = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
         runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named,
                                                               runs_read=read_rows, filters=where)]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
-                      unread=unread, named=named)
+                      unread=unread, named=named,
+                      waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
+
+
+def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read) -> list[dict]:
+    """The runs of the report's cells that it cannot read and that have not ended: in a workspace, those that have
+    logged nothing yet (:func:`arctl.report.export.unlogged_runs`: pending, running, a ``--force`` rerun queued); in
+    an export, those its index names as skipped (:func:`arctl.report.export.skipped_in_export`). Of ``experiments``
+    (None: any; a run counts for the cells it serves too), of the spec's ``arms`` where it shows only those, and of
+    the scale of the runs ``read`` (the runs table) where they ran at one. Each a dict: run_id, experiment, arm,
+    seed, state (as the report says it), cells (every cell of the report it is a run of)."""
+    from arctl.report.cells import run_scale
+    from arctl.report.export import INDEX_FILE, skipped_in_export, unlogged_runs
+
+    found = skipped_in_export(workdir) if (workdir / INDEX_FILE).is_file() else unlogged_runs(workdir)
+    rows = read.to_dict("records") if len(read) else []
+    read_ids = {str(r["run_id"]) for r in rows}
+    scales = {s for s in (run_scale(r) for r in rows) if s is not None}
+    shown = {str(a) for a in spec["arms"]} if spec.get("only_listed_arms") and spec.get("arms") else None
+    out = []
+    for run in found:
+        cells = [c for c in [(run.experiment, run.arm), *run.cells]
+                 if (experiments is None or c[0] in experiments) and (shown is None or c[1] in shown)]
+        if not cells or run.run_id in read_ids or (len(scales) == 1 and run.scale not in (None, *scales)):
+            continue
+        out.append({"run_id": run.run_id, "experiment": cells[0][0], "arm": cells[0][1], "seed": run.seed,
+                    "state": run.state, "cells": cells})
+    return out
+
+
+def waiting_note(waiting: list[dict], kind: str, in_export: bool) -> str:
+    """"2 run(s) of this table's cells have logged nothing yet: A (pending), B (running, nothing logged yet)" of
+    :func:`waiting_runs` (in an export: "are not in this export")."""
+    what = "are not in this export" if in_export else "have logged nothing yet"
+    named = [f"{r['run_id']} ({r['state']})" for r in waiting]
+    return f"{len(waiting)} run(s) of this {kind}'s cells {what}: {listed(named)}"
 
 
 def _logged_metrics(workdir, experiments, wandb_project, cache_dir, api) -> list[str]:

@@ -14,6 +14,12 @@ state and name brought up to date where they changed: a run exported running, co
 replacing one whose files differ needs ``force``. Every check runs before anything is written: a refused
 export leaves the folder as it was.
 
+The index also keeps the runs of the selection an export skipped that had not ended (``skipped``: not completed,
+or nothing logged yet: pending, at their first steps, a ``--force`` rerun queued), with their names and how they
+stood, until an export that looks at them again finds them exported or ended: a report of the export names them
+(:func:`skipped_in_export`), as a report of the workspace names its runs that logged nothing yet
+(:func:`unlogged_runs`).
+
 While an export copies, its index lists the runs it has still to copy (``pending``; each leaves the list as it
 is placed): an export stopped part-way (Ctrl-C, a kill, a full disk) is known as unfinished by every reader
 (:func:`interrupted_export`: reports warn), and the same command completes it.
@@ -40,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.config.files import PROBE_PREFIX, atomic_write, exclusive, file_sha256
+from arctl.launch import states
 from arctl.launch.provenance import PROVENANCE_FILE
 from arctl.launch.repair import REPORTED
 from arctl.launch.shared import SHARED_FILE, read_shared
-from arctl.launch.status_file import STATUS_FILE, read_status
+from arctl.launch.status_file import STATUS_FILE, cancel_requested_at, read_status
 from arctl.launch.workspace import EXPORT_INDEX, workdir_arg
 from arctl.report.errors import ReportError, out_dir_problem
 from arctl.track.runs.discover import (
@@ -52,6 +59,7 @@ from arctl.track.runs.discover import (
     _read_yaml,
     discover_runs,
     read_run_yaml,
+    read_served,
     run_identity,
 )
 from arctl.track.runs.pool import _progress
@@ -84,6 +92,8 @@ class ExportResult:
     runs: list[ExportedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (run_id, why)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (run_id, what): exported as it is
+    # the runs of ``skipped`` that have not ended, with their names: the index keeps them (:data:`SKIPPED`)
+    not_ended: dict[str, SkippedRun] = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return {"out": str(self.out),
@@ -110,18 +120,23 @@ def recorded_states(workdir: Path) -> dict[str, str]:
     ``preempted``, ``cancelled``: its states lowercased, as status.json says them); {} where there is no registry
     (an export) or it cannot be read (its commands say why). Read only, never refreshed nor written. An active
     row is left out: its job's status.json may know more (a job that ended since the last refresh)."""
-    from arctl.launch import states
+    return {r.run_id: r.state.lower() for r in registry_rows(workdir) if r.state in states.TERMINAL}
+
+
+def registry_rows(workdir: Path) -> list:
+    """The rows (:class:`arctl.launch.registry.RunRecord`) of the workspace's registry; [] where there is none (an
+    export) or it cannot be read. Read only, never refreshed nor written."""
     from arctl.launch.registry import Registry, RegistryError
     from arctl.launch.workspace import Workspace
 
     path = Workspace(Path(workdir)).registry_path
     if not path.is_file():
-        return {}
+        return []
     try:
         with Registry(path, readonly=True) as reg:
-            return {r.run_id: r.state.lower() for r in reg.list() if r.state in states.TERMINAL}
+            return reg.list()
     except (RegistryError, OSError):
-        return {}
+        return []
 
 
 def run_state(run_dir: Path, recorded: dict[str, str], exported: dict) -> str:
@@ -131,12 +146,117 @@ def run_state(run_dir: Path, recorded: dict[str, str], exported: dict) -> str:
     index) ``state``. A job's own end in status.json (completed, preempted, failed, cancelled) goes before the
     registry's, which a requeued attempt may have outrun (from a review: a SLURM job requeued after a preemption
     completed while the row still said PREEMPTED, and a completed seed was left out of a table); the registry's goes
-    before a status.json a killed job left "running", "stopping" or "submitted"."""
+    before a status.json a killed job left "running", "stopping" or "submitted". A job that stopped on `arctl cancel`'s
+    request (status.json "preempted" with ``cancelled``, or its request beside it) is ``cancelled``, as arctl repair
+    reads it."""
     rid = run_dir.name
-    own = read_status(run_dir).get("state")
+    status = read_status(run_dir)
+    own = status.get("state")
+    if own == "preempted" and (status.get("cancelled") is True or cancel_requested_at(run_dir) is not None):
+        # a stop on `arctl cancel`'s request, as arctl repair and `arctl status` read it (from a hunt: a cancelled
+        # run was "its job says preempted" in a report, CANCELLED in `arctl status`)
+        return states.CANCELLED.lower()
     if own in REPORTED:  # how an attempt ended, as arctl repair reads it
         return str(own)
     return str(recorded.get(rid) or own or (exported.get(rid) or {}).get("state") or "")
+
+
+NOTHING_LOGGED = "nothing logged"
+NOT_LOGGED_PENDING = "pending"  # how a report and an export's index say a run that has logged nothing yet stands
+NOT_LOGGED_RUNNING = f"running, {NOTHING_LOGGED} yet"
+NOT_LOGGED_RERUN = "rerun queued (--force)"
+NOT_LOGGED_UNKNOWN = f"{NOTHING_LOGGED}, state unknown"
+SKIPPED = "skipped"  # the index's runs of the workspace an export did not copy: {run_id: SkippedRun fields}
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A run of a workspace that a report cannot read, or an export did not copy, that has not ended: one without
+    W&B files yet (:func:`unlogged_runs`), or one an export left out as not completed; written in an export's index
+    (:data:`SKIPPED`) so that a report of the export names it too."""
+
+    run_id: str
+    experiment: str
+    arm: str
+    seed: int | None
+    scale: str | None
+    state: str  # how it stands, as a report says it: NOT_LOGGED_* or an export's "running, not exported"
+    cells: tuple[tuple[str, str], ...] = ()  # the other (experiment, arm) cells it serves (shared.json)
+
+    def as_index(self) -> dict:
+        return {"experiment": self.experiment, "arm": self.arm, "seed": self.seed, "scale": self.scale,
+                "state": self.state, "serves": [list(c) for c in self.cells]}
+
+    @classmethod
+    def from_index(cls, run_id: str, entry) -> SkippedRun | None:
+        """The run an index's :data:`SKIPPED` entry names, or None where it is no mapping with an experiment."""
+        if not isinstance(entry, dict) or not isinstance(entry.get("experiment"), str):
+            return None
+        seed = entry.get("seed")
+        cells = tuple((c[0], c[1]) for c in entry.get("serves") or []
+                      if isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c))
+        return cls(str(run_id), entry["experiment"], str(entry.get("arm") or ""),
+                   seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+                   str(entry["scale"]) if entry.get("scale") is not None else None,
+                   str(entry.get("state") or NOT_LOGGED_UNKNOWN), cells)
+
+
+def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[SkippedRun]:
+    """The runs of a workspace that have logged nothing yet and have not ended: a row its registry has active
+    (submitting, pending, running), or a run folder, without a W&B file (``logged``: the run ids that have one; else
+    found here) and not ended (:func:`run_state`). Each with how it stands: pending, running with nothing logged yet,
+    or a ``--force`` rerun queued (a pending row of a later generation: its finished files moved aside); a folder
+    nothing speaks for (no status.json, no registry row) is "state unknown". Its names and scale are its
+    config.yaml's, else its registry row's. From a hunt: a pending run, a run at its first steps and a queued
+    ``--force`` rerun were invisible to every report, and a table said "from 1 run(s)" without a word."""
+    workdir = Path(workdir)
+    if logged is None:
+        logged = {s.run_id for s in discover_runs(workdir, [])}  # an unreadable folder: its readers say so
+    rows = {r.run_id: r for r in registry_rows(workdir)}
+    recorded = {rid: r.state.lower() for rid, r in rows.items() if r.state in states.TERMINAL}
+    folders = set()
+    if (workdir / "runs").is_dir():
+        try:
+            folders = {p.name for p in (workdir / "runs").iterdir() if p.is_dir()}
+        except OSError:
+            folders = set()
+    active = {rid for rid, r in rows.items() if r.state in states.ACTIVE}
+    out = []
+    for rid in sorted((folders | active) - set(logged)):
+        run_dir, row = workdir / "runs" / rid, rows.get(rid)
+        try:
+            ended = run_state(run_dir, recorded, {})
+            own = read_status(run_dir).get("state")
+            config = _read_yaml(run_dir / "config.yaml")
+        except OSError:  # a folder that cannot be looked into: its readers say so
+            continue
+        if ended.upper() in states.TERMINAL:  # its job said it ended, or its registry row did
+            continue
+        recorded_state = row.state if row is not None else None
+        if own in ("running", "stopping") or recorded_state == states.RUNNING:
+            state = NOT_LOGGED_RUNNING
+        elif recorded_state in states.ACTIVE or own in ("submitted", "requeued"):
+            state = NOT_LOGGED_RERUN if row is not None and row.generation > 0 else NOT_LOGGED_PENDING
+        else:
+            state = NOT_LOGGED_UNKNOWN
+        experiment, arm, seed = run_identity(config)
+        if row is not None and not experiment:
+            experiment, arm, seed = row.experiment, row.arm, row.seed
+        if not experiment:  # a folder with no config.yaml nor a registry row: no cell it could be of
+            continue
+        scale = _config_scale(config)
+        scale = scale if scale is not None else (row.scale if row is not None else None)
+        cells = tuple(c for c in read_served(run_dir, arm) if c[1] is not None and c != (experiment, arm))
+        out.append(SkippedRun(rid, experiment, arm, seed, None if scale is None else str(scale), state, cells))
+    return out
+
+
+def _config_scale(config: dict) -> str | None:
+    """The scale a run's config says (``scale.name``; ``scale`` in an older layout), as
+    :func:`arctl.report.cells.run_scale` reads it from a runs table."""
+    scale = config.get("scale")
+    scale = scale.get("name") if isinstance(scale, dict) else scale
+    return None if scale is None or isinstance(scale, dict | list) else str(scale)
 
 
 def job_states(workdir: Path, run_ids) -> dict[str, str]:
@@ -363,6 +483,10 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
         state = FINAL_STATE if done else UNKNOWN_STATE
     if state != FINAL_STATE and not unfinished:
         result.skipped.append((source.run_id, why + UNFINISHED_HINT))
+        scale = _config_scale(config)
+        result.not_ended[source.run_id] = SkippedRun(
+            source.run_id, experiment, arm, seed, scale, f"{state}, not exported",
+            tuple(c for c in read_served(run_dir, arm) if c[1] is not None and c != (experiment, arm)))
         return None, serves
     files = report_files(source, run_dir)
     shas = {str(p.relative_to(run_dir)): file_sha256(p) for p in files}
@@ -407,7 +531,8 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     exported = (read_index(workdir).get("runs") or {}) if (workdir / INDEX_FILE).is_file() else {}
     recorded = recorded_states(workdir)
     unreadable: list[str] = []  # folders another user made unreadable: skipped, said like the others skipped
-    sources = [s for s in discover_runs(workdir, unreadable) if ids is None or s.run_id in ids]
+    every = discover_runs(workdir, unreadable)
+    sources = [s for s in every if ids is None or s.run_id in ids]
     for line in unreadable:  # "run <id>: its folder ... cannot be read (...); left out (...)"
         rid, _, why = line.partition(": ")
         result.skipped.append((rid.removeprefix("run "), why))
@@ -426,11 +551,19 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
         produce = producing_in_export(workdir) or f"`arctl run NAME{workdir_arg(workdir)}`"
         raise ReportError(f"no runs of {', '.join(absent)} in {workdir}; run them first ({produce}) or "
                           "check the name (`arctl ls experiments`)")
+    # runs of the selection that have logged nothing yet (pending, at their first steps, a --force rerun queued):
+    # skipped, and named in the index, so that a report of the export says they exist (from a hunt: it could not)
+    unlogged = {r.run_id: r for r in unlogged_runs(workdir, {s.run_id for s in every})
+                if (ids is None or r.run_id in ids) and (wanted is None or {r.experiment, *(e for e, _ in r.cells)} & wanted)}
     for rid in sorted((ids or set()) - found):  # asked for, and no W&B history to read
         there = (workdir / "runs" / rid).is_dir()
         state = (run_state(workdir / "runs" / rid, recorded, exported) or UNKNOWN_STATE) if there else None
         result.skipped.append((rid, f"nothing logged yet (state {state})" if there
                                else "not in the workspace (the sweep has not launched it there)"))
+    for rid, run in unlogged.items():
+        if rid not in {r for r, _ in result.skipped}:
+            result.skipped.append((rid, run.state if NOTHING_LOGGED in run.state else f"{run.state}, {NOTHING_LOGGED} yet"))
+        result.not_ended[rid] = run
     if not plans:
         folders = [p for p in (workdir / "runs").iterdir() if p.is_dir()]
         first, reason = result.skipped[0] if result.skipped else ("", "")
@@ -445,6 +578,13 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
 
     index.setdefault("version", INDEX_VERSION)
     entries = index.setdefault("runs", {})
+    # the runs skipped that have not ended, this export's and an earlier one's of runs this one did not look at
+    # (another selection's); a run exported since is no longer skipped
+    looked = {rid for rid, _ in result.skipped} | {run.run_id for run, _, _ in plans}
+    earlier = {rid: e for rid, e in (index.get(SKIPPED) or {}).items()
+               if rid not in looked and rid not in entries and not _selected(SkippedRun.from_index(rid, e), wanted, ids)}
+    skipped = {**earlier, **{rid: run.as_index() for rid, run in result.not_ended.items()}}
+    index.pop(SKIPPED, None)
     # what is left to copy, with what an export before this one left (another selection's: kept until it is
     # completed); a run this one found in place, or decided not to export, is not
     pending = {str(rid) for rid in index.get(PENDING) or []} | {run.run_id for run, _, _ in plans
@@ -453,7 +593,9 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
 
     def save_index() -> None:
         index.pop(PENDING, None)
+        left = {rid: e for rid, e in sorted(skipped.items()) if rid not in entries}
         atomic_write(out / INDEX_FILE, json.dumps({**index, "runs": dict(sorted(entries.items())),
+                                                   **({SKIPPED: left} if left else {}),
                                                    **({PENDING: sorted(pending)} if pending else {})}, indent=1) + "\n")
 
     out.mkdir(parents=True, exist_ok=True)
@@ -480,6 +622,28 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     shutil.rmtree(out / STAGING, ignore_errors=True)
     save_index()  # pending: what another export left, or nothing
     return result
+
+
+def _selected(run: SkippedRun | None, wanted: set[str] | None, ids: set[str] | None) -> bool:
+    """Whether an export of ``wanted`` experiments (None: all) and ``ids`` (None: any) looks at ``run``."""
+    if run is None:
+        return ids is None and wanted is None
+    return (ids is None or run.run_id in ids) and (wanted is None or bool({run.experiment, *(e for e, _ in run.cells)}
+                                                                          & wanted))
+
+
+def skipped_in_export(workdir: str | Path) -> list[SkippedRun]:
+    """The runs an export's index names as skipped, not ended in their workspace when it was exported
+    (:data:`SKIPPED`); [] for a workspace, or an index without them (an earlier arctl's)."""
+    if not (Path(workdir) / INDEX_FILE).is_file():
+        return []
+    try:
+        listed = read_index(Path(workdir)).get(SKIPPED)
+    except ReportError:  # unreadable: the readers say so in their own words
+        return []
+    if not isinstance(listed, dict):
+        return []
+    return [run for rid, e in sorted(listed.items()) if (run := SkippedRun.from_index(rid, e)) is not None]
 
 
 def _copy_run(run: ExportedRun, files: list[Path], run_dir: Path, out: Path, entries: dict, save_index,
