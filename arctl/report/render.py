@@ -34,6 +34,8 @@ class ReportResult:
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (a warning names them)
     # experiments with runs of which none was read (a warning says why): not "missing", and --json says so too
     unread_experiments: list[str] = field(default_factory=list)
+    # runs of its cells it could not read, not ended: nothing logged yet, or not in the export (ReportData.waiting)
+    waiting: list[dict] = field(default_factory=list)
     figure: object = None  # matplotlib Figure
     table: object = None  # pandas DataFrame behind the figure/table
 
@@ -46,6 +48,7 @@ class ReportResult:
             "missing_experiments": self.missing_experiments,
             "missing_arms": self.missing_arms,
             "unread_experiments": self.unread_experiments,
+            "waiting": self.waiting,
             "warnings": self.warnings,
             # a table's numbers, as its Markdown prints them (the text shows them: from a hunt, --json had none)
             **({"rows": table_rows(self.table)} if self.kind == "table" and self.table is not None else {}),
@@ -71,12 +74,51 @@ def table_rows(table) -> list[dict]:
             for label, row in table.iterrows()]
 
 
+FINISHED = "finished"  # a run's ``state`` in runs.json and --json where it finished (arctl.report.cells.finished_run)
+
+
+def runs_used(data: ReportData | None) -> list[dict]:
+    """The runs a report used (:meth:`ReportData.used_runs`), each with its ``state`` ("finished", or how it has
+    not: "failed", "running or killed", "stopped before its last step", "its job says preempted", the words of
+    :func:`arctl.report.cells.unfinished`) and ``last_step`` (the last step its W&B history logged; None where
+    unknown). From a hunt: runs.json listed a seed that failed at step 59 of 100 as any other."""
+    import math
+
+    used = data.used_runs() if data is not None else []
+    if not used:
+        return used
+    table = data.runs.runs
+    ends = training_curves.unfinished_ends(table)
+    last = dict(zip(table["run_id"].astype(str), table["last_step"], strict=True)) if "last_step" in table.columns else {}
+
+    def step(v):
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    return [{**r, "state": ends[str(r["run_id"])].split(" at step ", 1)[0] if str(r["run_id"]) in ends else FINISHED,
+             "last_step": step(last.get(str(r["run_id"])))} for r in used]
+
+
+def _with_job_states(data: ReportData, workdir, wandb_project) -> None:
+    """How each run's job said it ended (:func:`arctl.report.export.job_states`) in ``data``'s runs table, where a
+    figure's read did not add it (a report of final values does): a preempted run whose W&B file closed cleanly is
+    then said as preempted, in a left-out warning, the footnote and runs.json, not as stopped early."""
+    from arctl.report.cells import JOB_STATE, with_job_states
+    from arctl.report.export import job_states
+    from arctl.track.runs import default_workdir
+
+    table = data.runs.runs
+    if wandb_project or not len(table) or JOB_STATE in table.columns:
+        return
+    with_job_states(table, job_states(Path(workdir or default_workdir()), table["run_id"]))
+
+
 def _write_runs_used(out_dir: Path, name: str, data: ReportData | None, outputs: Outputs) -> Path:
-    runs = data.used_runs() if data is not None else []
+    runs = runs_used(data)
     text = json.dumps({"source": data.source if data else None, "runs": runs,
                        "missing_experiments": data.missing if data else [],
                        "missing_arms": data.missing_arms if data else [],
-                       "unread_experiments": data.unread if data else []}, indent=1, default=str)
+                       "unread_experiments": data.unread if data else [],
+                       "waiting": data.waiting if data else []}, indent=1, default=str)
     return outputs.write_text(out_dir / f"{name}.runs.json", text)
 
 
@@ -109,6 +151,7 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
                                 workdir=workdir, wandb_project=wandb_project, cache_dir=cache_dir,
                                 progress=progress, processes=processes, api=api, final_only=final_only,
                                 where=where)
+        _with_job_states(data, workdir, wandb_project)
     fig, table = build(spec, data)
     out_dir = Path(out_dir)
     # every file of the figure, or (interrupted, failed) none: the previous ones stay, each whole
@@ -127,11 +170,12 @@ def render_figure(name: str, *, out_dir: str | Path, experiments=None, sweep=Non
                 table.attrs["seeds"].round(tables.CSV_DECIMALS).to_csv(outputs.stage(path), index=False)
                 paths.append(path)
         paths.append(_write_runs_used(out_dir, name, data, outputs))
-    return ReportResult(name, "figure", paths, runs=data.used_runs() if data else [],
+    return ReportResult(name, "figure", paths, runs=runs_used(data),
                         missing_experiments=data.missing if data else [],
                         warnings=[*interrupted_export_note(workdir), *data.runs.warnings] if data else [],
                         missing_arms=data.missing_arms if data else [],
-                        unread_experiments=data.unread if data else [], figure=fig, table=table)
+                        unread_experiments=data.unread if data else [], waiting=data.waiting if data else [],
+                        figure=fig, table=table)
 
 
 def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experiments=None, sweep=None,
@@ -146,6 +190,7 @@ def render_table(name: str, *, out_dir: str | Path, compare_paper=False, experim
     with outputs or Outputs() as outputs:  # the Markdown, LaTeX, CSV and runs.json together, or none
         table, paths = tables.build(spec, data, out_dir, compare_paper=compare_paper, outputs=outputs)
         paths.append(_write_runs_used(Path(out_dir), name, data, outputs))
-    return ReportResult(name, "table", paths, runs=data.used_runs(), missing_experiments=data.missing,
+    return ReportResult(name, "table", paths, runs=runs_used(data), missing_experiments=data.missing,
                         warnings=[*interrupted_export_note(workdir), *data.runs.warnings],
-                        missing_arms=data.missing_arms, unread_experiments=data.unread, table=table)
+                        missing_arms=data.missing_arms, unread_experiments=data.unread, waiting=data.waiting,
+                        table=table)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from arctl.report.cells import listed as listed_items
+from arctl.report.cells import unfinished
 from arctl.report.data import ReportData, eval_budgets_notes, full_support, left_out_note
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
@@ -92,6 +94,75 @@ def all_seed_curves(history, metrics) -> dict[tuple[str, str], tuple]:
     return out
 
 
+def unfinished_ends(table) -> dict[str, str]:
+    """run_id -> how the run has not finished, as :func:`arctl.report.cells.unfinished` says it ("failed at step 59
+    of 100", "running or killed at step 40 of 100"), of each run of the runs table ``table`` that has not."""
+    out = {}
+    for item in unfinished(table):
+        run, _, end = item.partition(" ")
+        out[run] = end[1:-1]  # "(...)"
+    return out
+
+
+def _steps(steps) -> str:
+    steps = sorted(steps)
+    return f"step{'s' if len(steps) > 1 else ''} {listed_items([str(s) for s in steps])}"
+
+
+def runs_behind(history, metric: str, arm: str, left_out) -> dict[str, dict[str, set[int]]]:
+    """The runs of ``arm`` behind the steps ``left_out`` of its mean curve of ``metric`` (:func:`full_support`):
+    run_id -> {"absent": steps it logged no value at, "nan": steps it logged NaN (or an infinity) at}, of each run
+    with a finite value at one of the curve's drawn steps (a run with none is in no point of the curve)."""
+    cell = history[(history["metric"] == metric) & (history["arm"] == arm)]
+    finite = cell[cell["value"].notna()]
+    left_out = {int(s) for s in left_out}
+    drawn = set(finite["step"].astype(int)) - left_out
+    out: dict[str, dict[str, set[int]]] = {}
+    for run, rows in cell.groupby(cell["run_id"].astype(str), observed=True):
+        ok = set(rows.loc[rows["value"].notna(), "step"].astype(int))
+        if not ok & drawn:
+            continue
+        nan = set(rows.loc[rows["value"].isna(), "step"].astype(int)) & left_out
+        absent = left_out - ok - nan
+        if absent or nan:
+            out[run] = {"absent": absent, "nan": nan}
+    return out
+
+
+def behind_text(run: str, absent: set[int], nan: set[int], last: int | None, ends: dict[str, str],
+                point: str = "evaluation", reached=None) -> str:
+    """One run of :func:`runs_behind` as a left-out warning names it: "RUN (failed at step 59 of 100; last
+    evaluation at step 40)" for a run that has not finished (``ends``: :func:`unfinished_ends`; ``last``: the last
+    step it logged a metric of the figure at, said where it is not ``reached``, the last step of its history),
+    "RUN (logged NaN or an infinity at step 60)", "RUN (no value at step 47)" for a step the others logged."""
+    parts = []
+    if run in ends:
+        parts.append(ends[run])
+        if last is not None and any(s > last for s in absent):
+            if reached is None or reached != reached or int(reached) != last:  # (NaN: unknown)
+                parts.append(f"last {point} at step {last}")
+            absent = {s for s in absent if s <= last}
+    if nan:
+        parts.append(f"logged NaN or an infinity at {_steps(nan)}")
+    if absent:
+        parts.append(f"no value at {_steps(absent)}")
+    return f"{run} ({'; '.join(parts)})"
+
+
+def footnote_runs(used: list[dict], ends: dict[str, str]) -> list[dict]:
+    """``used`` (:meth:`ReportData.used_runs`) with the runs of each (arm, experiment) group that have not finished
+    said after its experiment, so that the footnote's "AR-base ×3" does not hide them: "AR-base ×3 (main-ar-base;
+    seed 2: failed at step 59 of 100)"."""
+    said: dict[tuple[str, str], list[str]] = {}
+    for r in used:
+        if (end := ends.get(str(r["run_id"]))) is not None:
+            seed = r.get("seed")
+            who = f"seed {int(seed)}" if isinstance(seed, int | float | np.number) and seed == seed else str(r["run_id"])
+            said.setdefault((str(r["arm"]), str(r["experiment"])), []).append(f"{who}: {end}")
+    return [{**r, "experiment": f"{key[1]}; {', '.join(said[key])}"} if (key := (str(r["arm"]), str(r["experiment"])))
+            in said else r for r in used]
+
+
 def unlogged_datasets_note(listed: list[str], present: set[str]) -> str | None:
     """The warning of the spec's ``datasets`` that no run read logged evaluations of, or None. Some of them
     logged: the others' columns are left out. None of them logged: the figure draws every dataset logged (runs
@@ -128,9 +199,12 @@ def build(spec: dict, data: ReportData):
     arms = order(h["arm"].astype(str).unique(), spec.get("arms"))
     colors = arm_colors(arms)
     fig, axes = new_figure(len(panels), len(datasets))
-    curves = all_seed_curves(h, [p["key"].format(dataset=ds) for p in panels for ds in datasets])
+    keys = [p["key"].format(dataset=ds) for p in panels for ds in datasets]
+    curves = all_seed_curves(h, keys)
     rows = []
     partial: dict[str, set[int]] = {}  # arm -> steps left out of its mean (not every one of its runs logged them)
+    behind: dict[str, dict[str, dict[str, set[int]]]] = {}  # arm -> run -> its steps left out (runs_behind)
+    evals: dict[str, bool] = {}  # run -> whether every metric it is behind a left-out step of is an evaluation's
     blank: dict[str, list[str]] = {}  # arm -> the panels where no run of it has a finite value (no line there)
     lined: set[str] = set()  # arms with a line in some panel
     for i, panel in enumerate(panels):
@@ -156,6 +230,12 @@ def build(spec: dict, data: ReportData):
                 lined.add(arm)
                 if not full.all():
                     partial.setdefault(arm, set()).update(int(s) for s in x[~full])
+                    for run, steps in runs_behind(h, metric, arm, x[~full]).items():
+                        had = behind.setdefault(arm, {}).setdefault(run, {"absent": set(), "nan": set()})
+                        had["absent"] |= steps["absent"]
+                        had["nan"] |= steps["nan"]
+                        p = parse_metric(metric)
+                        evals[run] = evals.get(run, True) and p is not None and p.namespace == "eval"
                 ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
                 if np.isfinite(ci[full]).any():
                     ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
@@ -171,10 +251,24 @@ def build(spec: dict, data: ReportData):
     if not rows:
         raise ReportError(f"the runs in {data.source} logged none of the metrics of this figure "
                           f"({', '.join(metric_globs(spec))})")
+    # each run behind a left-out step named, with how far it got (from a hunt: "AR-base: 3 step(s) (60, 80, 100)
+    # ... left out" while seed 2 had failed at step 59, and nothing said so)
+    ends = unfinished_ends(data.runs.runs)
+    read = data.runs.runs
+    reached = dict(zip(read["run_id"].astype(str), read["last_step"], strict=True)) \
+        if behind and "last_step" in read.columns else {}
+    figure_rows = h[h["metric"].isin(keys)] if behind else h  # a run's last point: its last of the figure's metrics
     for arm, steps in partial.items():
+        named = []
+        for run, had in sorted(behind.get(arm, {}).items()):
+            mine = figure_rows.loc[figure_rows["run_id"].astype(str) == run, "step"]
+            last = int(mine.max()) if len(mine) else None
+            named.append(behind_text(run, had["absent"], had["nan"], last, ends,
+                                     "evaluation" if evals.get(run) else "point", reached.get(run)))
+        why = (f"the run(s) without a value there: {listed_items(named)}" if named
+               else "a run still running or stopped early, or a NaN a run logged")
         data.runs.warnings = [*data.runs.warnings, left_out_note(
-            arm_label(arm), "step", steps, of=" of the arm", curve="its mean curve",
-            why="a run still running or stopped early, or a NaN a run logged")]
+            arm_label(arm), "step", steps, of=" of the arm", curve="its mean curve", why=why)]
     # an arm with no line in a panel (from a hunt: an arm whose every seed diverged was in the legend with no line
     # and no word, as score_curve's was): said once, and out of the legend and the footnote's runs where it has none
     for arm, where in blank.items():
@@ -183,7 +277,6 @@ def build(spec: dict, data: ReportData):
                                  "any panel; it is left out of the figure (the CSV has it, n = 0)")]
     # arms drawn side by side on an eval summary of their runs' eval.budgets (anytime_acc, final_acc) or eval.grid:
     # said where those differ
-    keys = [p["key"].format(dataset=ds) for p in panels for ds in datasets]
     data.runs.warnings = [*data.runs.warnings, *eval_budgets_notes(data, keys, arms)]
     handles, labels = [], []
     for ax in np.ravel(axes):
@@ -193,7 +286,8 @@ def build(spec: dict, data: ReportData):
                 labels.append(lb)
     add_legend(fig, handles, labels)
     shown = [a for a in arms if a in lined]
-    note = runs_footnote([r for r in data.used_runs() if str(r["arm"]) in lined], arm_label, shown)
+    note = runs_footnote(footnote_runs([r for r in data.used_runs() if str(r["arm"]) in lined], ends), arm_label,
+                         shown)
     add_footnote(fig, f"{spec['description']}. {note}" if spec.get("description") else note)
     # mean and ci in the panel's unit (its scale's: percent for the accuracies of the paper's panels), said per row
     table = pd.DataFrame(rows, columns=["arm", "metric", "unit", "step", "mean", "ci", "n"])

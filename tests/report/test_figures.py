@@ -227,7 +227,8 @@ def test_a_training_curve_averages_the_same_runs_at_every_step():
     np.testing.assert_allclose(line.get_ydata(), [0.5 + 0.001 * s for s in (0, 20, 40, 60)])
     assert table.set_index("step")["n"].to_dict() == {0: 3, 20: 3, 40: 3, 47: 1, 60: 3, 80: 2, 100: 2}
     assert data.runs.warnings == ["GRPO: 3 step(s) (47, 80, 100) that not every run of the arm logged are left out of "
-                                  "its mean curve (a run still running or stopped early, or a NaN a run logged; the CSV has them with their n)"]
+                                  "its mean curve (the run(s) without a value there: r0 (no value at steps 47, 80, 100), "
+                                  "r2 (no value at step 47); the CSV has them with their n)"]
     plt.close(fig)
 
 
