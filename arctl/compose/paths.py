@@ -130,10 +130,23 @@ def spec_files(kind: str, suffix: str = ".yaml") -> dict[str, SpecFile]:
     return {name: _winner(found) for name, found in sorted(_on_path(kind, suffix).items())}
 
 
+def _listed_file(folder: Path, filename: str) -> bool:
+    """Whether ``folder`` lists a file named exactly ``filename``. A probe of ``folder / filename`` itself (``is_file``)
+    is case-insensitive on macOS's APFS and on Windows: there ``my-exp`` found ``My-Exp.yaml``, so a laptop ran a
+    spec the cluster refuses as unknown, and ``ABLATION-VR`` was told to rename ``ablation-vr.yaml`` (from a hunt).
+    The folder's listing has the names as written, as :func:`_on_path` reads them."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.name == filename and entry.is_file() for entry in entries)
+    except OSError:  # no such folder, or not a folder
+        return False
+
+
 def find_spec(kind: str, name: str) -> SpecFile | None:
-    """The winning ``<kind>/<name>.yaml`` on the search path (its ``shadows``: the ones it overlays), or None."""
+    """The winning ``<kind>/<name>.yaml`` on the search path (its ``shadows``: the ones it overlays), or None. The
+    file name must be ``<name>.yaml`` exactly, on every filesystem (:func:`_listed_file`)."""
     found = [SpecFile(name, root.path / kind / f"{name}.yaml", root.origin) for root in spec_roots()
-             if (root.path / kind / f"{name}.yaml").is_file()]
+             if _listed_file(root.path / kind, f"{name}.yaml")]
     return _winner(found) if found else None
 
 
