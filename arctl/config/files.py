@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,15 +35,46 @@ _cleaned: set[str] = set()  # the targets this process has looked beside (once e
 # thousands of files written one by one, an export's, was listed again for each)
 _listed: dict[str, list[str]] = {}
 _PLACE: str | None = None  # :func:`_writer_place`, once asked
+_IDENTITY: list[str | None] = []  # :func:`machine_identity`, once asked
+_PLATFORM_UUID = re.compile(r'"IOPlatformUUID"\s*=\s*"([^"]+)"')
+
+
+def machine_identity() -> str | None:
+    """This machine's own identity where it is safe and stable, recorded beside a host name (status.json's
+    ``host_id``, a claim token, the local slots): on macOS its IOPlatformUUID (``ioreg``), which stays when the
+    host name changes, as a Mac's does with the network it joins (DHCP, reverse DNS, ``LocalHostName.local``); from
+    a hunt: a Mac that changed networks took its own local jobs for another host's, RUNNING for ever, and a relaunch
+    trained one run twice. None elsewhere, and where ``ioreg`` cannot say: on Linux, containers of one machine share
+    its boot id and often an image's /etc/machine-id while their pids are not each other's, so such an identity
+    would take another container's live job for a dead one here. Asked once per process."""
+    if not _IDENTITY:
+        found = None
+        if sys.platform == "darwin":
+            try:
+                out = subprocess.run(["ioreg", "-rd1", "-c", "IOPlatformExpertDevice"], capture_output=True,
+                                     text=True, timeout=10).stdout
+                found = m.group(1) if (m := _PLATFORM_UUID.search(out)) else None
+            except (OSError, subprocess.SubprocessError, UnicodeError):
+                found = None
+        _IDENTITY.append(found)
+    return _IDENTITY[0]
+
+
+def is_this_host(host: str | None, identity: str | None) -> bool:
+    """Is a process recorded as of host name ``host`` and :func:`machine_identity` ``identity`` (None: none
+    recorded) one of this machine's? Its host name is this one's, or both identities are recorded and the
+    same (a Mac whose name changed since); a record without one is judged by the name alone, as before."""
+    return host == socket.gethostname() or (identity is not None and identity == machine_identity())
 
 
 def _writer_place() -> str:
-    """8 hex digits naming where this process's pid means this process: its host, the host's boot and its pid
-    namespace (a container on the same host, a workspace on a disk other hosts mount), so that a pid in a
-    temporary file's name is only ever looked up where it is this process's."""
+    """8 hex digits naming where this process's pid means this process: its host (its :func:`machine_identity`
+    where it has one, else its name), the host's boot and its pid namespace (a container on the same host, a
+    workspace on a disk other hosts mount), so that a pid in a temporary file's name is only ever looked up where it
+    is this process's."""
     global _PLACE
     if _PLACE is None:
-        parts = [socket.gethostname()]
+        parts = [machine_identity() or socket.gethostname()]
         for read in (lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
                      lambda: str(os.stat("/proc/self/ns/pid").st_ino)):
             try:

@@ -42,6 +42,7 @@ GONE = re.compile(r"job id (\S+?): Invalid job id specified")
 ENDING = re.compile(r"job id (\S+?): Job/step already completing or completed")
 NOT_CANCELLED = "not cancelled"  # how an outcome of :func:`cancel_runs` that changed nothing begins
 NOT_ACTIVE = f"{NOT_CANCELLED}: not active"  # a run named that has no job to cancel (completed, failed, cancelled, ...)
+FORCE_LEAVES_IT = "--force records it CANCELLED but leaves it running"  # a refusal's hint: --force signals nothing
 STOPPED_AT_ONCE = "stopped at once"  # how the outcome of a cancel that killed its job begins
 KILL_AFTER_S = 30.0  # a run cancelling for this long whose job is cancelled again is stopped at once (no checkpoint)
 GONE_WAIT_S = 5.0  # how long a cancel that killed a local job waits for its process to be gone, to record the run
@@ -195,7 +196,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         if rec.executor == "debug" and rec.state == states.RUNNING and not force and debug_process_alive(status):
             not_cancelled(rec, f"it trains inside the arctl process {status['pid']} on "
                                f"{status.get('host') or 'this host'} (debug executor): stop it there with Ctrl-C "
-                               "(--force records it CANCELLED)")
+                               f"({FORCE_LEAVES_IT})")
             continue
         if rec.executor == "slurm" and rec.job_id in ending:
             not_cancelled(rec, f"its job {rec.job_id} is already ending "
@@ -214,7 +215,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             alive = False
         if alive is None and not force:
             not_cancelled(rec, f"its job (process {rec.job_id}) runs on {status.get('host')}, "
-                               "not this host: cancel it there (--force records it CANCELLED)")
+                               f"not this host: cancel it there ({FORCE_LEAVES_IT})")
             continue
         starting = False  # its job may have begun though its status.json does not say so yet
         stopped = False  # its job was stopped at once

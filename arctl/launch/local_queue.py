@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from arctl.config.files import open_lock
+from arctl.config.files import machine_identity, open_lock
 from arctl.launch import states
 from arctl.launch.executors import local_executor
 from arctl.launch.refresh import pid_alive
@@ -49,8 +49,10 @@ QUEUE_MODULE = "arctl.launch.local_queue"  # in a live queue's command line (``p
 
 def slots_folder(workspace_root: Path) -> Path:
     """The slot files of this host's local runs: a workspace on a shared disk used from two hosts has
-    each host's cores (from a review: host B's queue waited for the slots of host A's runs)."""
-    return Path(workspace_root) / SLOTS_DIR / socket.gethostname()
+    each host's cores (from a review: host B's queue waited for the slots of host A's runs). Named by the host's
+    :func:`machine_identity` where it has one (a Mac, whose name changes with its network: a queue started before
+    the change shares its slots with one started after it), else by its name."""
+    return Path(workspace_root) / SLOTS_DIR / (machine_identity() or socket.gethostname())
 
 
 def take_slot(folder: Path, slots: int):

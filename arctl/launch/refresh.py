@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from arctl.config.files import is_this_host
 from arctl.launch import states
 from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
 from arctl.launch.progress import run_progress
@@ -378,20 +378,53 @@ def _command_line(pid: int) -> tuple[str, str] | None:
 
 
 def _process_start(pid: int) -> float | None:
-    """When process ``pid`` of this machine started (epoch seconds), or None where /proc cannot say."""
+    """When process ``pid`` of this machine started (epoch seconds), from /proc, else, where there is no /proc
+    (macOS), from ``ps`` (:func:`_ps_start`); None where neither can say."""
     try:
         ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
         boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError, StopIteration):
-        return None
+        pass
+    return None if Path("/proc/self").exists() else _ps_start(pid)
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _ps_start(pid: int) -> float | None:
+    """When process ``pid`` started, as ``ps`` says (``lstart``: "Mon Dec  7 10:11:12 2026", local time, in the C
+    locale; else ``etimes``, the seconds since, where ps has it), the earliest second it may have been (ps says
+    whole seconds); None where ps cannot say. From a hunt: without /proc (macOS) every pid counted as not reused,
+    and a debug run whose arctl process died stayed RUNNING while an unrelated process held its pid."""
+    env = {**os.environ, "LC_ALL": "C"}
+    for field in ("lstart", "etimes"):
+        try:
+            out = subprocess.run(["ps", "-o", f"{field}=", "-p", str(pid)], capture_output=True, text=True,
+                                 env=env, timeout=10)
+        except (OSError, subprocess.SubprocessError, UnicodeError):
+            return None
+        words = out.stdout.split()
+        try:
+            if out.returncode == 0 and field == "lstart" and len(words) == 5:
+                hour, minute, second = (int(x) for x in words[3].split(":"))
+                return time.mktime((int(words[4]), _MONTHS.index(words[1]) + 1, int(words[2]), hour, minute, second,
+                                    0, 0, -1))
+            if out.returncode == 0 and field == "etimes" and len(words) == 1:
+                return time.time() - int(words[0]) - 1.0
+        except (ValueError, OverflowError):
+            continue
+    return None
 
 
 def debug_process_alive(status: dict) -> bool:
     """Is the arctl process that trains a debug run (status.json's ``pid`` on its ``host``) alive? One on
     another host cannot be asked here: taken for alive. A pid that a process started after the run's
-    ``started_at`` holds is reused: dead."""
+    ``started_at`` holds is reused: dead (where there is no /proc, as on macOS, ``ps`` says when it started; from a
+    hunt: a dead debug run's pid, taken by an unrelated process, kept it RUNNING there, and `arctl cancel` named that
+    process as the one to Ctrl-C). Its command line is not asked: a debug launch runs in its caller's process, which
+    may be a notebook's or a script's, not an ``arctl`` command."""
     pid = status.get("pid")
     if not isinstance(pid, int):
         return False
@@ -401,13 +434,15 @@ def debug_process_alive(status: dict) -> bool:
 
 
 def _another_host(status: dict) -> bool:
-    """Did the process that wrote status.json run on another host (a workspace on a shared disk)?"""
-    return status.get("host") not in (None, socket.gethostname())
+    """Did the process that wrote status.json run on another host (a workspace on a shared disk)? Its ``host``
+    is another host's name, and no ``host_id`` says it is this machine all the same (a Mac renamed by the network
+    it joined: :func:`arctl.config.files.is_this_host`)."""
+    return status.get("host") is not None and not is_this_host(status.get("host"), status.get("host_id"))
 
 
 def _not_reused(pid: int, since: float | None, slack_s: float) -> bool:
     """Did process ``pid`` start by ``since`` (+ ``slack_s``), when the process meant started? One that started
-    later holds a reused pid. True where /proc or ``since`` cannot say."""
+    later holds a reused pid. True where neither /proc nor ``ps`` (:func:`_process_start`), or ``since``, can say."""
     began = _process_start(pid)
     return began is None or not isinstance(since, (int, float)) or began <= since + slack_s
 

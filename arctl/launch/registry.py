@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from arctl.config.files import create_file, not_writable
+from arctl.config.files import create_file, is_this_host, machine_identity, not_writable
 from arctl.launch import states
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.status_file import NONFINITE_TEXTS
@@ -283,7 +283,9 @@ class ClaimResult:
 
 
 def new_claim_token() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """``HOST:PID:RANDOM``; HOST is ``name@identity`` where the machine has a :func:`machine_identity` (a Mac)."""
+    identity = machine_identity()
+    return f"{socket.gethostname()}{f'@{identity}' if identity else ''}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def claim_is_stale(record: RunRecord, now: float) -> bool:
@@ -296,7 +298,8 @@ def claim_is_stale(record: RunRecord, now: float) -> bool:
         host, pid, _ = (record.claim or "").split(":")
     except ValueError:
         return True
-    if host != socket.gethostname():
+    name, _, identity = host.partition("@")  # (a claim of a machine without an identity, or of before it: its name)
+    if not is_this_host(name, identity or None):
         return False
     try:
         os.kill(int(pid), 0)

@@ -3,7 +3,9 @@
 Fields: state (submitted | running | stopping | completed | preempted | requeued | failed | cancelled: a run `arctl cancel`
 ended before its job started, or a debug run its user stopped, and the runs of its launch it left unstarted:
 :func:`mark_cancelled`; or a job that found the cancel's request as it started, and trained nothing:
-:func:`arctl.launch.job._start_attempt`), job_id, host, pid, executor, started_at, updated_at, ended_at, step,
+:func:`arctl.launch.job._start_attempt`), job_id, host, host_id (the host's
+:func:`arctl.config.files.machine_identity`, written with ``host``: a Mac's, whose name changes with its network), pid,
+executor, started_at, updated_at, ended_at, step,
 metric_name, metric_value (null where the metric was not finite: metric_nonfinite says "nan", "inf" or "-inf"),
 wandb_id, error, attempt, signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
@@ -25,11 +27,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import socket
 import threading
 import time
 from pathlib import Path
 
-from arctl.config.files import atomic_write
+from arctl.config.files import atomic_write, machine_identity
 
 STATUS_FILE = "status.json"
 CANCEL_FILE = "cancel_requested"  # `arctl cancel`'s request to the run's job: the time it asked (mark_cancel_requested)
@@ -54,7 +57,7 @@ def _text(v) -> bool:
 STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeued", "failed", "cancelled")
 _FIELDS = {  # field -> what its value must be (a status file is written by a job, but read as input)
     "state": lambda v: v in STATES,
-    "job_id": _text, "host": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
+    "job_id": _text, "host": _text, "host_id": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
     "signal": _text, "warning": _text, "cancelled": lambda v: isinstance(v, bool),
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
@@ -82,8 +85,11 @@ _WRITING = threading.Lock()  # one read-merge-write at a time in a process (the 
 
 def write_status(run_dir: Path, **fields) -> dict:
     """Merge ``fields`` into status.json (atomic replace) and return the new content. Never from a signal
-    handler: it may interrupt its own thread inside this lock (the job entry writes from a thread)."""
+    handler: it may interrupt its own thread inside this lock (the job entry writes from a thread). ``host``
+    written comes with its ``host_id``: this machine's identity where it is this host's name, else none."""
     run_dir = Path(run_dir)
+    if "host" in fields and "host_id" not in fields:
+        fields["host_id"] = machine_identity() if fields["host"] == socket.gethostname() else None
     with _WRITING:
         data = read_status(run_dir)
         data.update(fields)

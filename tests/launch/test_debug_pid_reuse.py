@@ -1,0 +1,111 @@
+"""A debug run trains inside the arctl process that launched it; status.json names that process (its pid). From a
+hunt on macOS (no /proc): after that process died (kill -9) and an unrelated one (`sleep 1000`) took its pid, the run
+stayed RUNNING, a relaunch skipped it "under way" and `arctl cancel` said to Ctrl-C the sleep. The pid is the run's
+process only where its command line is arctl's and it started by the run's start, which `ps` says where /proc
+cannot."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arctl.launch import refresh as refresh_mod
+from arctl.launch import states
+from arctl.launch.control import cancel_runs
+from arctl.launch.refresh import debug_process_alive, refresh
+from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.status_file import write_status
+from arctl.launch.workspace import Workspace
+
+RUN_ID = "e_a_s0_0123456789"
+SLEEP = "import time; time.sleep(120)"
+
+
+@pytest.fixture(params=["linux", "macos"])
+def proc_fs(request, tmp_path, monkeypatch) -> str:
+    """This machine as it is (/proc), or as a Mac is: no /proc, process facts from `ps` alone."""
+    if request.param == "macos":
+        real = Path
+
+        def without_proc(*parts):
+            path = real(*parts)
+            return tmp_path / "no-proc" / path.relative_to("/") if str(path).startswith("/proc") else path
+
+        monkeypatch.setattr(refresh_mod, "Path", without_proc)
+        assert not refresh_mod.Path("/proc/self").exists()
+    return request.param
+
+
+@pytest.fixture
+def processes():
+    started = []
+
+    def start(*args: str) -> subprocess.Popen:
+        started.append(subprocess.Popen([sys.executable, "-c", SLEEP, *args]))
+        time.sleep(0.2)  # exec'ed: its command line is its own
+        return started[-1]
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_process_that_started_after_the_run_holds_a_reused_pid(proc_fs, processes):
+    # started after the run did: a reused pid, also where only ps can say when it started
+    later = processes("-m", "arctl.cli.main", "run", "lt", "--executor", "debug")
+    assert not debug_process_alive({"pid": later.pid, "started_at": time.time() - 3600})
+    # the run's own process, started before the run; its command line is not asked (a notebook's, a script's)
+    assert debug_process_alive({"pid": later.pid, "started_at": time.time()})
+    unrelated = processes("sleep", "1000")
+    assert debug_process_alive({"pid": unrelated.pid, "started_at": time.time()})
+    assert debug_process_alive({"pid": os.getpid(), "started_at": time.time()})
+    assert not debug_process_alive({"pid": os.getpid(), "started_at": time.time() - 10 * 86400})  # reused
+
+
+def test_a_debug_run_whose_pid_an_unrelated_process_took_is_failed_not_left_to_it(proc_fs, processes, tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    run_dir = ws.run_dir(RUN_ID)
+    run_dir.mkdir(parents=True)
+    started = time.time() - 30
+    unrelated = processes("sleep", "1000")  # took the pid of the arctl process, killed
+    write_status(run_dir, state="running", pid=unrelated.pid, host=socket.gethostname(),
+                 started_at=started, executor="debug", step=7)
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="debug", job_id="debug",
+                   started_at=started)
+        [after] = refresh(reg, ws, [reg.get(RUN_ID)])
+        assert (after.state, after.error) == (states.FAILED, "the process running it (debug executor) exited")
+        reg.update(RUN_ID, state=states.RUNNING, ended_at=None, error=None)
+        ((_, said),) = cancel_runs(reg, ws, [reg.get(RUN_ID)])  # not "stop it there with Ctrl-C": the sleep is not it
+        assert said.startswith("cancelled") and reg.get(RUN_ID).state == states.CANCELLED, said
+    assert unrelated.poll() is None  # left alone
+
+
+def test_ps_says_when_a_process_started_where_there_is_no_proc(monkeypatch):
+    pid, now = os.getpid(), time.time()
+    said = {"lstart": (0, "Sun Dec  6 06:17:50 2026\n"), "etimes": (0, "  231\n")}
+    asked = []
+
+    def ps(args, **kwargs):
+        field = args[2].rstrip("=")
+        asked.append((field, kwargs["env"]["LC_ALL"]))
+        code, out = said[field]
+        return subprocess.CompletedProcess(args, code, out, "")
+
+    monkeypatch.setattr(refresh_mod.subprocess, "run", ps)
+    assert refresh_mod._ps_start(pid) == time.mktime((2026, 12, 6, 6, 17, 50, 0, 0, -1))
+    assert asked == [("lstart", "C")]
+    said["lstart"] = (1, "ps: lstart: keyword not found\n")  # where ps has etimes only
+    assert now - 231 - 1.5 <= refresh_mod._ps_start(pid) <= time.time() - 231 - 1.0
+    said["etimes"] = (1, "")  # gone
+    assert refresh_mod._ps_start(pid) is None
+    asked.clear()
+    assert refresh_mod._process_start(pid) is not None and asked == []  # /proc is here: ps is not asked
