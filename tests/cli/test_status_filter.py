@@ -90,3 +90,26 @@ def test_elapsed_in_json_is_never_negative_as_in_the_table(tmp_path):
         reg.update("r0", started_at=time.time() + 30, ended_at=time.time())
     doc = {r["run_id"]: r for r in json.loads(_status(ws, "--json").stdout)}
     assert doc["r0"]["elapsed_s"] == 0.0
+
+
+def test_the_errors_under_the_table_are_the_latest_failures_and_state_failed_lists_every_one(tmp_path):
+    """From a hunt of a workspace after a year of use: 438 failed runs' errors, some a year old, under the totals."""
+    from arctl.cli.cmd_status import ERRORS_SHOWN
+
+    ws = Workspace(tmp_path / "ws")
+    n = ERRORS_SHOWN + 5
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=f"f{i:02d}", experiment="e", arm="a", seed=i) for i in range(n)], new_claim_token())
+        for i in range(n):  # f00 ended first
+            reg.update(f"f{i:02d}", state="FAILED", claim=None, before_claim=None, error=f"boom {i}",
+                       ended_at=1_000_000.0 + i)
+    said = [line.split(":")[0] for line in _status(ws).output.splitlines() if ": boom " in line]
+    assert said == [f"f{i:02d}" for i in range(5, n)], said  # the latest ERRORS_SHOWN, in the table's order
+    tail = _status(ws).output.strip().splitlines()
+    assert any(line.startswith("... and 5 earlier failed run(s)' errors: `arctl status --state failed --workdir ")
+               for line in tail), tail
+    every = [line for line in _status(ws, "--state", "failed").output.splitlines() if ": boom " in line]
+    assert len(every) == n, every
+    few = _workspace(tmp_path / "few")  # fewer than ERRORS_SHOWN: each said, no "earlier" line
+    out = _status(few).output
+    assert "r2: boom" in out and "earlier failed" not in out, out
