@@ -127,6 +127,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             raise
         scripts = []
     counts = action_counts(items)
+    from arctl.launch.executors import reservation, reservation_line
+
+    asked = reservation([i.config for i in to_launch]) if name == "slurm" else None
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
@@ -135,6 +138,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                       "config": i.config} for i in items],
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
             "counts": counts,
+            "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
@@ -165,6 +169,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         section(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
     console.print(esc(totals_line(counts)))
+    if asked:
+        console.print(esc(reservation_line(asked)))
     if refused:
         fail(f"a launch would be refused: {refused}")
 

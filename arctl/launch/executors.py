@@ -362,6 +362,40 @@ MAX_REQUEUES = 20
 ends preempted and ``arctl resume`` goes on (:class:`arctl.launch.job.RunJob`)."""
 
 
+def reservation(configs: list[dict]) -> dict | None:
+    """What the SLURM jobs of runs with these resolved configs ask of the cluster, one attempt each: ``jobs``,
+    ``gpus`` and ``cpus`` (all jobs together: per node x ``cluster.nodes``), the longest time limit ``max_hours``
+    (``cluster.time_min``) and the ceilings ``gpu_hours`` and ``cpu_hours`` (every job to its time limit), with
+    ``requeues`` (:data:`MAX_REQUEUES`: a run still training at its time limit asks as much again each time). None
+    for no config. A dry run says it before GPU hours are spent (what a sweep reserves was nowhere in its preview)."""
+    if not configs:
+        return None
+    gpus = cpus = 0
+    gpu_hours = cpu_hours = max_hours = 0.0
+    for config in configs:
+        cluster = config.get("cluster") or {}
+        nodes, hours = int(cluster.get("nodes") or 1), float(cluster.get("time_min") or 0) / 60.0
+        g, c = nodes * int(cluster.get("gpus_per_node") or 0), nodes * int(cluster.get("cpus_per_task") or 1)
+        gpus, cpus, max_hours = gpus + g, cpus + c, max(max_hours, hours)
+        gpu_hours, cpu_hours = gpu_hours + g * hours, cpu_hours + c * hours
+    return {"jobs": len(configs), "gpus": gpus, "cpus": cpus, "max_hours": max_hours, "gpu_hours": gpu_hours,
+            "cpu_hours": cpu_hours, "requeues": MAX_REQUEUES}
+
+
+def reservation_line(asked: dict) -> str:
+    """The dry run's line of :func:`reservation`: "asks SLURM for 27 job(s): 216 GPUs, 1,728 CPUs, each job for up to
+    48 h (cluster.time_min): at most 10,368 GPU-hours if every job runs to its time limit; a run still training
+    then is requeued (up to 20 times) and asks as much again"."""
+    def hours(h: float) -> str:
+        return f"{h:,.0f}" if h >= 10 else f"{h:,.1f}"
+
+    what, ceiling = ((f"{asked['gpus']:,} GPUs, {asked['cpus']:,} CPUs", f"{hours(asked['gpu_hours'])} GPU-hours")
+                     if asked["gpus"] else (f"{asked['cpus']:,} CPUs, no GPU", f"{hours(asked['cpu_hours'])} CPU-hours"))
+    return (f"asks SLURM for {asked['jobs']} job(s): {what}, each job for up to {hours(asked['max_hours'])} h "
+            f"(cluster.time_min): at most {ceiling} if every job runs to its time limit; a run still training then is "
+            f"requeued (up to {asked['requeues']} times) and asks as much again")
+
+
 def slurm_executor(folder: Path, params: dict, max_num_timeout: int = MAX_REQUEUES):
     """A submitit SlurmExecutor; ``max_num_timeout`` bounds the requeues after time limits."""
     from submitit import SlurmExecutor
