@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -794,28 +795,36 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if isinstance(err, Exception):
                     raise LaunchError(f"submission failed: {' '.join(str(err).split())[:300]}{said}") from err
                 raise
-            try:
-                dropped, held = _record_submitted(reg, name, token, claimed, job_ids, workspace)
-            except RegistryError as err:  # e.g. a full disk: the jobs are out, and the user must know it (from a hunt)
-                if name != "slurm":
-                    raise
-                # the run folders link them (_submit_chunk): once this launch has exited, a refresh adopts them
-                # (refresh.orphaned_job)
-                masters = [job_id.split("_")[0] for job_id in job_ids.values()]
-                several = len(set(masters)) > 1
-                jobs = ", ".join(f"{m} ({masters.count(m)} run{'s' * (masters.count(m) > 1)})"
-                                 for m in dict.fromkeys(masters))
-                it = "them" if several else "it"
-                raise RegistryError(f"submitted job{'s' * several} {jobs}, but could not record {it}: {err}; the next "
-                                    f"`arctl status` or launch (once the registry can be written) adopts {it}: "
-                                    "nothing is submitted twice", err.kind) from err
-            dropped = _moved_aside(dropped, archived)
-            if held:  # reruns cancelled before their jobs started: the completed runs they were
-                left = []
-                interrupted = _roll_back(reg, workspace, token, held, created, archived, kept, left)
-                dropped += _held_back(held, left)
-                if interrupted is not None:  # a Ctrl-C during the undo (finished first): the jobs are out
-                    raise interrupted
+            dropped, held = [], []
+            try:  # a Ctrl-C here (the record may wait up to SQLite's busy timeout) says which jobs are out (a hunt)
+                try:
+                    dropped, held = _record_submitted(reg, name, token, claimed, job_ids, workspace)
+                except RegistryError as err:  # e.g. a full disk: the jobs are out, and the user must know it (a hunt)
+                    if name != "slurm":
+                        raise
+                    # the run folders link them (_submit_chunk): once this launch has exited, a refresh adopts them
+                    # (refresh.orphaned_job)
+                    masters = [job_id.split("_")[0] for job_id in job_ids.values()]
+                    several = len(set(masters)) > 1
+                    jobs = ", ".join(f"{m} ({masters.count(m)} run{'s' * (masters.count(m) > 1)})"
+                                     for m in dict.fromkeys(masters))
+                    it = "them" if several else "it"
+                    raise RegistryError(f"submitted job{'s' * several} {jobs}, but could not record {it}: {err}; the "
+                                        f"next `arctl status` or launch (once the registry can be written) adopts {it}: "
+                                        "nothing is submitted twice", err.kind) from err
+                dropped = _moved_aside(dropped, archived)
+                if held:  # reruns cancelled before their jobs started: the completed runs they were
+                    left = []
+                    interrupted = _roll_back(reg, workspace, token, held, created, archived, kept, left)
+                    dropped += _held_back(held, left)
+                    if interrupted is not None:  # a Ctrl-C during the undo (finished first): the jobs are out
+                        raise interrupted
+            except BaseException as err:
+                gone = {item.run_id for item, _ in dropped + held}
+                if not isinstance(err, Exception) and name != "debug" and (before := _submitted_before(
+                        [i.run_id for i, _ in claimed if i.run_id not in gone], job_ids, workspace, [])):
+                    _add_note(err, before)  # (a debug run is run by this process: nothing of it is out)
+                raise
         gone = {item.run_id for item, _ in dropped}
         result.submitted = [item for item, _ in claimed if item.run_id not in gone]
         result.skipped += dropped
@@ -1269,38 +1278,42 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
 
     executor._get_job_id_from_submission_command = parsed
     before = _entries(workspace.jobs_dir)
-    # one submission at a time per workspace (on this machine, for this user): submitit writes its pickles and
-    # script into jobs/ under temporary names before sbatch answers, and a refused submission removes the new
-    # entries there, which were another launch's own while both submitted (from a review)
-    with exclusive(f"sbatch:{workspace.jobs_dir.resolve()}"), job_environment(chunk, scheduler=True), \
-            captured_stderr() as captured, sbatch_answers() as answers:  # sbatch's complaint: in our one error line
-        try:
-            jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
-        except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
-            # the job id sbatch answered with (this launch's only), an array's too (from a review: it was read by
-            # the executor's parser only, which the copy of the executor submitit submits an array with never calls)
-            accepted = list(dict.fromkeys(parsed_ids + [job_id for job_id, _ in answers]))
-            said = said_once(captured.read(), str(err))
-            cancelled = scancel_quietly(accepted) if accepted else False  # accepted (held), then submitit failed
-            # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
-            # launch into the same workspace may be submitting its own meanwhile)
-            for left in _entries(workspace.jobs_dir) - before:
-                job = left.name.split("_")[0]
-                if job.isdigit() and job not in accepted:
-                    continue
-                if left.is_dir():
-                    shutil.rmtree(left, ignore_errors=True)
-                else:
-                    left.unlink(missing_ok=True)
-            if not isinstance(err, Exception):  # Ctrl-C: as it is
-                raise
-            if accepted:
-                what = "job cancelled" if cancelled else f"scancel {' '.join(accepted)} failed: cancel it yourself"
-                raise LaunchError(f"sbatch accepted job {', '.join(accepted)}, then the submission failed "
-                                  f"({what}): {said[-300:]}") from err
-            raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
-    master = str(jobs[0].job_id).split("_")[0]
+    jobs: list = []  # submitit's jobs of the array, once sbatch has answered
+    # one try from sbatch's answer to the record in job_ids: a Ctrl-C as the submission's context ends (its lock
+    # given back, stderr written back) comes after sbatch answered too, and its held job would stay queued for ever
     try:
+        # one submission at a time per workspace (on this machine, for this user): submitit writes its pickles and
+        # script into jobs/ under temporary names before sbatch answers, and a refused submission removes the new
+        # entries there, which were another launch's own while both submitted (from a review)
+        with exclusive(f"sbatch:{workspace.jobs_dir.resolve()}"), job_environment(chunk, scheduler=True), \
+                captured_stderr() as captured, sbatch_answers() as answers:  # sbatch's complaint: in our one error line
+            try:
+                jobs = executor.map_array(RunJob(), [str(workspace.run_dir(i.run_id)) for i in chunk])
+            except BaseException as err:  # sbatch refused (submitit's FailedJobError), or submitit failed after
+                # the job id sbatch answered with (this launch's only), an array's too (from a review: it was read by
+                # the executor's parser only, which the copy of the executor submitit submits an array with never calls)
+                accepted = list(dict.fromkeys(parsed_ids + [job_id for job_id, _ in answers]))
+                said = said_once(captured.read(), str(err))
+                cancelled = scancel_quietly(accepted) if accepted else False  # accepted (held), then submitit failed
+                # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
+                # launch into the same workspace may be submitting its own meanwhile)
+                for left in _entries(workspace.jobs_dir) - before:
+                    job = left.name.split("_")[0]
+                    if job.isdigit() and job not in accepted:
+                        continue
+                    if left.is_dir():
+                        shutil.rmtree(left, ignore_errors=True)
+                    else:
+                        left.unlink(missing_ok=True)
+                if not isinstance(err, Exception):  # Ctrl-C: as it is, saying what became of the job sbatch accepted
+                    if accepted:
+                        _add_note(err, _accepted_then(accepted, "the launch was interrupted", cancelled))
+                    raise
+                if accepted:
+                    raise LaunchError(f"{_accepted_then(accepted, 'the submission failed', cancelled)}: "
+                                      f"{said[-300:]}") from err
+                raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
+        master = str(jobs[0].job_id).split("_")[0]
         # each run folder links its job while the job is held, before the release: a launch killed after the
         # release (kill -9, a lost session) leaves the next launch the job to adopt (refresh.orphaned_job), where
         # a job released but not linked yet was invisible and submitted again, two jobs training one run (from a
@@ -1314,15 +1327,27 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
                     _link_job_dir(run_dir, script, "sbatch.sh")  # the sbatch script of its (array) job
                     break
         _release(master)
+        # released: every task may start now
+        job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
     except BaseException as err:  # refused (cancelled by _release), or e.g. Ctrl-C: a held job would wait for ever
+        if not jobs or job_ids.get(chunk[-1].run_id) == str(jobs[-1].job_id):
+            raise  # sbatch's own failure (undone above), or once recorded: the launch's to say
+        master = str(jobs[0].job_id).split("_")[0]
         if not isinstance(err, LaunchError):
-            scancel_quietly([master])
+            cancelled = scancel_quietly([master])
+            if not isinstance(err, Exception):  # said on the "interrupted" line
+                _add_note(err, _accepted_then([master], "the launch was interrupted", cancelled))
         for item, job in zip(chunk, jobs):  # no link to a cancelled job: a later launch would adopt it
             (workspace.run_dir(item.run_id) / "job" / str(job.job_id)).unlink(missing_ok=True)
         raise
-    # released: every task may start now
-    job_ids.update({item.run_id: str(job.job_id) for item, job in zip(chunk, jobs)})
     return said_once(*(warned for _, warned in answers))
+
+
+def _accepted_then(accepted: list[str], what: str, cancelled: bool) -> str:
+    """What became of the jobs sbatch ``accepted`` (held) before ``what`` stopped their submission: cancelled, or
+    (``cancelled`` false: scancel failed) the user's to cancel."""
+    return (f"sbatch accepted job {', '.join(accepted)}, then {what} ("
+            + ("job cancelled" if cancelled else f"scancel {' '.join(accepted)} failed: cancel it yourself") + ")")
 
 
 def _release(master: str) -> None:
@@ -1391,6 +1416,39 @@ def said_once(*texts: str) -> str:
     return " ".join(kept)
 
 
+def _read_back(file) -> str:
+    """What a child process wrote into temporary ``file``, as text without surrounding whitespace."""
+    file.seek(0)
+    return file.read().decode(errors="replace").strip()
+
+
+SBATCH_ANSWER_WAIT_S = 10.0  # how long a launch interrupted during an sbatch waits for its answer (then stops it)
+
+
+def _sbatch_answered(proc: subprocess.Popen, said: Callable[[], tuple[str, str]],
+                     answers: list[tuple[str, str]], stop: BaseException) -> None:
+    """An interrupt (``stop``: Ctrl-C, or SIGTERM/SIGHUP as one) came while sbatch ``proc`` ran: wait for it (at
+    most SBATCH_ANSWER_WAIT_S, further stops ignored meanwhile) and add the job id it answered with to ``answers``,
+    the caller's to cancel; where it did not answer in time it is killed, and ``stop`` says that it may have
+    queued a job. From a hunt: the job SLURM accepted as the launch was interrupted stayed held in the queue for
+    ever, and the launch said "nothing was submitted"."""
+    from submitit.slurm.slurm import SlurmExecutor
+
+    with _stops_ignored():
+        try:
+            proc.wait(timeout=SBATCH_ANSWER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            _add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and was stopped: "
+                            "it may have queued a held job all the same (`squeue -u $USER -t PD` shows it)")
+            return
+        out, err = said()
+    if proc.returncode == 0:
+        with suppress(Exception):  # an answer without a job id: nothing to cancel
+            answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
+
+
 @contextmanager
 def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
     """While the block runs, submitit's sbatch calls are run here: yields a list that gets, for each submission
@@ -1398,7 +1456,8 @@ def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
     sbatch accepts (a site's job_submit.lua warnings: a time limit reduced, a job routed to another partition;
     from a hunt), and prints it when sbatch refuses, besides its error's text. A refusal is submitit's
     ``FailedJobError`` with sbatch's stderr, as before. (submitit runs sbatch through ``utils.CommandFunction``,
-    from a copy of the executor for an array: no hook of the executor sees it; one submission at a time.)"""
+    from a copy of the executor for an array: no hook of the executor sees it; one submission at a time.) An
+    interrupt while sbatch runs still gets its job id into the list (:func:`_sbatch_answered`)."""
     from submitit.core import utils
     from submitit.slurm.slurm import SlurmExecutor
 
@@ -1408,13 +1467,30 @@ def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
     class Sbatch(real):
         def __call__(self, *args, **kwargs) -> str:
             command = self.command + [str(x) for x in args] + [f"--{x}={y}" for x, y in kwargs.items()]
-            done = subprocess.run(command, capture_output=True, cwd=self.cwd, env=self.env, check=False)
-            out, err = (text.decode(errors="replace").strip() for text in (done.stdout, done.stderr))
-            if done.returncode:
-                raise utils.FailedJobError(err or out or f"{command[0]} exited with code {done.returncode}") \
-                    from subprocess.CalledProcessError(done.returncode, command, out, err)
-            answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
-            return out
+            with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+
+                def said() -> tuple[str, str]:
+                    return _read_back(stdout), _read_back(stderr)
+
+                proc = None
+                try:
+                    # in a session of its own: a terminal's Ctrl-C, sent to the whole foreground group, does not kill
+                    # it once SLURM may have accepted its job (its answer, the job id, was lost with it; from a hunt);
+                    # a stop as it starts waits until it is ours to wait for (one cut Popen short: sbatch ran on)
+                    with _stops_deferred():
+                        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                                cwd=self.cwd, env=self.env, start_new_session=True)
+                    proc.wait()
+                    out, err = said()
+                    if proc.returncode:
+                        raise utils.FailedJobError(err or out or f"{command[0]} exited with code {proc.returncode}") \
+                            from subprocess.CalledProcessError(proc.returncode, command, out, err)
+                    answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
+                    return out
+                except BaseException as stop:
+                    if proc is not None and not isinstance(stop, Exception):  # Ctrl-C, SIGTERM, SIGHUP: its answer,
+                        _sbatch_answered(proc, said, answers, stop)  # for the caller to cancel the job it names
+                    raise
 
     utils.CommandFunction = Sbatch
     try:
@@ -1520,6 +1596,30 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"
     return failed
+
+
+@contextmanager
+def _stops_deferred():
+    """SIGINT, SIGTERM and SIGHUP wait while the block runs, then act as they would have (each once, raised again
+    in this thread): a block that must not be cut short, such as starting a child this process must then wait for.
+    Their Python handlers are swapped, not the thread's signal mask (the kernel gives a process's signal to any
+    thread that does not block it, and Python runs its handler in the main thread). Main thread only; a signal
+    without a Python handler (ignored, or at its default) is left alone."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum))
+              for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if callable(signal.getsignal(sig))}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(came):
+            signal.raise_signal(sig)
 
 
 @contextmanager

@@ -448,6 +448,7 @@ def test_a_launch_interrupted_around_the_release_of_its_array_leaves_no_job_behi
         assert "scancel 101" in calls.read_text().splitlines()[-1], where
         # said on the CLI's "interrupted" line (a Ctrl-C during a launch exited 130 without a word of it)
         assert "nothing was submitted; its claims are undone" in getattr(info.value, "__notes__", []), where
+        assert "sbatch accepted job 101, then the launch was interrupted (job cancelled)" in info.value.__notes__, where
         assert not ws.root.exists(), where  # the workspace this launch made, and nothing else
     assert signal.getsignal(signal.SIGTERM) is handler_before  # the caller's handler, back
 
@@ -1153,6 +1154,8 @@ def test_a_job_sbatch_accepted_before_submitit_failed_is_cancelled(specs, tmp_pa
         assert calls.read_text().splitlines() == ["scancel 101"]
         if raised is LaunchError:
             assert "sbatch accepted job 101, then the submission failed (job cancelled)" in str(info.value)
+        else:  # said on the "interrupted" line too
+            assert "sbatch accepted job 101, then the launch was interrupted (job cancelled)" in info.value.__notes__
         assert sorted(p.name for p in ws.jobs_dir.iterdir()) == ["202_0"]
     monkeypatch.setattr(launcher, "slurm_executor", real)
 
