@@ -116,6 +116,17 @@ class Backend(Protocol):
         (:func:`arctl.launch.launcher.plan`). None: nothing to identify (the run reads nothing such), or
         nothing readable now (a checkpoint removed since: the run is left as it is)."""
 
+    def checkpoint_gb(self, config: dict) -> float | None:
+        """GB (10^9 bytes) one checkpoint of the run takes on disk (its weights and optimizer state), read here
+        without the network, e.g. from its model's config; 0.0: the run saves none worth counting; None: the
+        backend cannot say. A launch's dry run adds up what its runs keep at once (:meth:`checkpoints_kept`) and
+        compares it with the workspace's free space (:func:`arctl.launch.disk_room.disk_note`)."""
+
+    def checkpoints_kept(self, config: dict) -> tuple[str, int] | None:
+        """(the setting, its value): how many complete checkpoints the run keeps after a save, e.g.
+        ``("verl.keep_checkpoints", 2)``; a save holds one more until it is complete. None: the backend does not
+        say (one checkpoint is counted)."""
+
 
 # How long a backend whose training failed waits for a stop request before calling the failure its
 # own: scancel's TERM reaches every process of a job step at once (the W&B service, Ray's workers),
@@ -217,3 +228,9 @@ class BackendDefaults:
 
     def inputs_identity(self, config):
         return None  # the run reads nothing outside its config (and its own run folder)
+
+    def checkpoint_gb(self, config):
+        return None  # unknown: the dry run counts the run among those of unknown size
+
+    def checkpoints_kept(self, config):
+        return None

@@ -92,7 +92,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
                    as_json: bool, executor_by: str = "--executor") -> None:
     """Print what would be launched: the plan of every item, the configs of the runs that would start
     (:func:`print_configs`), the sbatch scripts, then the counts of each action (:func:`totals_line`; ``--json``:
-    ``counts``); write and submit nothing."""
+    ``counts``), what the SLURM jobs reserve and whether the runs' checkpoints fit the workspace's disk
+    (:func:`arctl.launch.disk_room.checkpoint_room`; ``checkpoint_disk``); write and submit nothing."""
     from arctl.launch.executors import choose_executor
     from arctl.launch.launcher import STARTS, dry_run_scripts, plan, planned_problem
 
@@ -130,6 +131,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     from arctl.launch.executors import reservation, reservation_line
 
     asked = reservation([i.config for i in to_launch]) if name == "slurm" else None
+    from arctl.launch.disk_room import checkpoint_room
+
+    room = checkpoint_room(to_launch, workspace)  # the checkpoints' disk at once against the workspace's free space
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
@@ -139,6 +143,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
             "counts": counts,
             "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
+            "checkpoint_disk": room and room.as_json(),  # None: no run that would start saves checkpoints to count
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
@@ -171,6 +176,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     console.print(esc(totals_line(counts)))
     if asked:
         console.print(esc(reservation_line(asked)))
+    if room is not None:
+        console.print(("[yellow]note:[/] " if room.over else "") + esc(room.line()))
     if refused:
         fail(f"a launch would be refused: {refused}")
 

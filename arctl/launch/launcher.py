@@ -535,6 +535,10 @@ def launch_items(
         raise LaunchError(workspace_problem(items, workspace, ()))
     if not workspace.exists() and (problem := workspace_problem(items, workspace, ())):
         raise LaunchError(problem)  # a deleted registry: refused before an empty one is made (from an audit)
+    from arctl.launch.disk_room import disk_note
+
+    if room := disk_note(starting, workspace):  # the runs' checkpoints exceed the free disk: said, not refused
+        echo(f"note: {room}")
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)

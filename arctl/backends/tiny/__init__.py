@@ -126,6 +126,9 @@ class TinyBackend(BackendDefaults):
 
         return resume_step(run_dir)
 
+    def checkpoint_gb(self, config):
+        return 0.0  # a model of ~1M parameters: its checkpoints are megabytes, nothing a dry run's disk check counts
+
 
 def eval_reach_problem(config):
     """The tiny loop evaluates at ``eval.budgets`` and needs them to reach the largest thinking budget (its job

@@ -19,6 +19,7 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``tree_forward``     actor log-probs on packed trees (FlexAttention BlockMask / dense / duplicated)
 - ``stop_request``     the stop request between the job entry and verl's trainer (STOP, SAVING files)
 - ``checkpoints``      checkpoints a resume can trust (each step once, marked complete after it is written)
+- ``disk``             the disk one checkpoint takes, from the model's config.json (a dry run checks the room)
 - ``init_model``       ``trainer.init_from``: another run's final checkpoint, merged, as this run's model
 - ``history``          the steps a run keeps, and its W&B history made to match them on resume
 - ``data``             DeepScaleR + eval sets -> verl parquet
@@ -121,6 +122,16 @@ class VerlBackend(BackendDefaults):
 
     def inputs_identity(self, config):
         return eval_inputs_identity(config)
+
+    def checkpoint_gb(self, config):
+        from arctl.backends.verl.disk import checkpoint_gb
+
+        return checkpoint_gb(config)
+
+    def checkpoints_kept(self, config):
+        from arctl.backends.verl.overrides import verl_setting
+
+        return "verl.keep_checkpoints", int(verl_setting(config, "keep_checkpoints"))
 
     def config_problem(self, config):
         from arctl.backends.verl.overrides import config_problem
