@@ -58,7 +58,7 @@ from arctl.track.runs.discover import (
     RunSource,
     _read_yaml,
     discover_runs,
-    read_run_yaml,
+    read_run_config,
     read_served,
     run_identity,
 )
@@ -227,11 +227,11 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
         try:
             ended = run_state(run_dir, recorded, {})
             own = read_status(run_dir).get("state")
-            config = _read_yaml(run_dir / "config.yaml")
         except OSError:  # a folder that cannot be looked into: its readers say so
             continue
         if ended.upper() in states.TERMINAL:  # its job said it ended, or its registry row did
             continue
+        config = _read_yaml(run_dir / "config.yaml")  # (never raises) only of the runs not ended: a few
         recorded_state = row.state if row is not None else None
         if own in ("running", "stopping") or recorded_state == states.RUNNING:
             state = NOT_LOGGED_RUNNING
@@ -451,18 +451,20 @@ def _refuse_places(workdir: Path, out: Path) -> None:
 
 
 def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished: bool, force: bool, exported: dict,
-              recorded: dict[str, str], result: ExportResult):
+              recorded: dict[str, str], result: ExportResult, cache: Path | None = None):
     """What the export does with one run of the workspace: None where it is not asked for (``wanted``: the
     experiments); else ((run, files, run_dir) or None where it is skipped, the experiments it serves). Its
-    warnings and why it is skipped go into ``result``. ``recorded``: :func:`recorded_states`."""
+    warnings and why it is skipped go into ``result``. ``recorded``: :func:`recorded_states`; ``cache``: the
+    workspace's cache of parsed runs (:func:`arctl.track.runs.load.workspace_cache`), only read."""
     run_dir = workdir / "runs" / source.run_id
-    config = _read_yaml(source.config_path) if source.config_path else {}
-    experiment, arm, seed = run_identity(config)
-    damaged = _config_problem(source.config_path, config)
-    try:  # as reports read it: the experiment of a config.yaml they can read chooses the run ...
-        named = read_run_yaml(source.config_path) if source.config_path else None
+    try:  # as reports read it: the experiment of a config.yaml they can read chooses the run ... (parsed once, or
+        # read from the workspace's cache of configs, which reports write: an export writes nothing in the workspace)
+        named = read_run_config(source.config_path, cache, source.run_id, store=False) if source.config_path else None
     except ConfigReadError:
         named = None
+    config = named if named is not None else _read_yaml(source.config_path) if source.config_path else {}
+    experiment, arm, seed = run_identity(config)
+    damaged = _config_problem(source.config_path, config)
     if named is None or not experiment or named.get("arm") is None or named.get("seed") is None:
         # ... and where it does not name the run in full, the run is what its W&B config (and config.yaml)
         # make of it (from a hunt: a run without config.yaml was left out of --experiment without a word,
@@ -536,10 +538,14 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     for line in unreadable:  # "run <id>: its folder ... cannot be read (...); left out (...)"
         rid, _, why = line.partition(": ")
         result.skipped.append((rid.removeprefix("run "), why))
+    from arctl.track.runs.load import workspace_cache
+
+    cache = workspace_cache(workdir, probe=False)  # only read: no probe file made in the workspace
     with _bar(progress, len(sources), "checking runs") as advance:
         for source in sources:
             advance()
-            plan = _plan_run(source, workdir, out, index, wanted, unfinished, force, exported, recorded, result)
+            plan = _plan_run(source, workdir, out, index, wanted, unfinished, force, exported, recorded, result,
+                             cache)
             found.add(source.run_id)
             if plan is None:
                 continue

@@ -13,7 +13,9 @@ arctl, ``{"experiments": [...]}``, serves those experiments under the run's own 
 from __future__ import annotations
 
 import json
+import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,23 +63,29 @@ def _unique_wandb_files(root: Path) -> list[Path]:
     return sorted(seen.values(), key=str)
 
 
-def discover_runs(workdir: str | Path, unreadable: list[str] | None = None) -> list[RunSource]:
+def discover_runs(workdir: str | Path, unreadable: list[str] | None = None,
+                  keep: Callable[[str, Path | None], bool] | None = None) -> list[RunSource]:
     """Every run under ``workdir`` (see the module docstring for the layout). A run folder that cannot be
     looked into (another user's, made with umask 077) is left out with one line naming it, appended to
     ``unreadable``, else warned as a :class:`RunReadWarning`: from a hunt, its PermissionError aborted every
-    report and export of the workspace, of every experiment."""
+    report and export of the workspace, of every experiment. ``keep(run_id, config.yaml or None)``: whether a run
+    folder with a ``wandb/`` is wanted, asked before its W&B files are searched for (a report of 100 runs of a
+    workspace of 5,000 searched every run's ``wandb/``)."""
     workdir = Path(workdir)
     runs_root = workdir / "runs"
     out: list[RunSource] = []
     if runs_root.is_dir():
         for run_dir in sorted(runs_root.iterdir()):
             try:
-                if not run_dir.is_dir():
+                if not run_dir.is_dir() or not (run_dir / "wandb").is_dir():
                     continue
-                files = _unique_wandb_files(run_dir / "wandb") if (run_dir / "wandb").is_dir() else []
                 cfg = run_dir / "config.yaml"
+                config_path = cfg if cfg.is_file() else None
+                if keep is not None and not keep(run_dir.name, config_path):
+                    continue
+                files = _unique_wandb_files(run_dir / "wandb")
                 if files:
-                    out.append(RunSource(run_dir.name, files, cfg if cfg.is_file() else None))
+                    out.append(RunSource(run_dir.name, files, config_path))
             except OSError as err:
                 line = (f"run {run_dir.name}: its folder {err.filename or run_dir} cannot be read "
                         f"({err.strerror or err}); left out (its owner can let you read it: chmod -R a+rX)")
@@ -113,6 +121,28 @@ def read_run_yaml(path: Path) -> dict:
     if "experiment" in data and not isinstance(data["experiment"], str):
         raise ConfigReadError(f"its experiment is {data['experiment']!r}, not a name")
     return data
+
+
+def read_run_config(path: Path, cache: Path | None, run_id: str, *, store: bool = True) -> dict:
+    """:func:`read_run_yaml` of run ``run_id``'s config.yaml, parsed once and then read from the runs' cache folder
+    ``cache`` while the file is as it was (:func:`arctl.track.runs.cache.cached_config`: its path, size, mtime,
+    inode and ctime) and can be read; ``store``: cache what is parsed here (an export reads the workspace's cache
+    but writes nothing in the workspace). Without ``cache``, :func:`read_run_yaml`."""
+    from arctl.track.runs.cache import cached_config, config_key, store_config
+
+    if cache is None:
+        return read_run_yaml(path)
+    try:
+        key = config_key(path)  # before the file is read: a file that changes meanwhile leaves a key that is stale
+    except OSError:
+        return read_run_yaml(path)  # says why it cannot be read
+    config = cached_config(cache, run_id, key)
+    if config is not None and os.access(path, os.R_OK):  # a file this user cannot read is read (and refused) as one
+        return config
+    config = read_run_yaml(path)
+    if store:
+        store_config(cache, run_id, key, config)
+    return config
 
 
 def _read_yaml(path: Path) -> dict:

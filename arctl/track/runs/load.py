@@ -18,6 +18,7 @@ from arctl.track.runs.discover import (
     RunSource,
     default_workdir,
     discover_runs,
+    read_run_config,
     read_run_yaml,
     read_served,
     run_identity,
@@ -28,16 +29,17 @@ from arctl.track.runs.stitch import attempt_order, nonfinite_notes, stitch_logge
 from arctl.track.runs.tidy import Runs, _assemble
 
 
-def workspace_cache(workdir: Path) -> Path:
+def workspace_cache(workdir: Path, *, probe: bool = True) -> Path:
     """Where the parsed runs of ``workdir`` are cached: ``<workdir>/.arctl-cache/runs``, or where the
     workspace cannot be written (a read-only copy, another user's, an export on a read-only mount)
-    ``<user cache>/runs/<hash of the workspace's path>`` (:func:`arctl.config.files.cache_root`)."""
+    ``<user cache>/runs/<hash of the workspace's path>`` (:func:`arctl.config.files.cache_root`). Not ``probe``:
+    the workspace's where it is a folder, without trying to create a file there (a reader that writes nothing)."""
     import hashlib
 
     from arctl.config.files import cache_root, writable_dir
 
     cache = workdir / ".arctl-cache" / "runs"
-    if writable_dir(cache):
+    if writable_dir(cache) if probe else cache.is_dir():
         return cache
     return cache_root() / "runs" / hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
 
@@ -199,7 +201,24 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
     metas: list[dict | None] = []
     todo: list[tuple[int, RunSource, list]] = []  # (index in metas, source, its signature before reading)
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
-    for s in discover_runs(workdir, notes):
+    cells_of: dict[str, list] = {}  # per run looked at: its shared.json's cells, and those serves() names
+
+    def keep(run_id: str, config_path: Path | None) -> bool:
+        """Whether the run is one of ``exp_set`` or serves one (by its shared.json, or serves(config)), told
+        before its W&B files are searched for, from its config.yaml as cached (read_run_config)."""
+        cells = cells_of[run_id] = read_served(config_path.parent) if config_path is not None else []
+        if (exp_set is None and serves is None) or config_path is None:
+            return True
+        try:
+            config = read_run_config(config_path, cache, run_id)
+        except Exception:  # read, warned about and identified by its W&B config (ingest_offline)
+            config = None
+        if serves is not None and config is not None:  # the cells it is by its config (no shared.json needed)
+            cells += [c for c in map(tuple, serves(config)) if c not in cells]
+        exp = str(config.get("experiment", "")) if config is not None else None
+        return exp_set is None or exp is None or exp in exp_set or any(e in exp_set for e, _ in cells)
+
+    for s in discover_runs(workdir, notes, keep):
         try:
             sig = s.signature()  # before any read of the files (ingest_offline stamps the cache with it)
         except OSError as e:  # moved while listed (a restart's wandb-discarded/): the next read has it
@@ -207,22 +226,8 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
                           RunReadWarning, stacklevel=3)
             continue
         meta = _cached_meta(cache, s.run_id, sig)
-        cells = read_served(s.config_path.parent) if s.config_path is not None else []
-        if (exp_set is not None or serves is not None) and s.config_path is not None:  # the config.yaml
-            if meta is not None:  # the sidecar holds that config.yaml (its mtime is in the signature)
-                config = meta.get("config") or {}
-            else:
-                try:
-                    config = read_run_yaml(s.config_path)
-                except Exception:  # read, warned about and identified by its W&B config (ingest_offline)
-                    config = None
-            if serves is not None and config is not None:  # the cells it is by its config (no shared.json needed)
-                cells += [c for c in map(tuple, serves(config)) if c not in cells]
-            exp = str(config.get("experiment", "")) if config is not None else None
-            if exp_set is not None and exp is not None and exp not in exp_set and not any(e in exp_set for e, _ in cells):
-                continue
         metas.append(meta)
-        served.append(cells)
+        served.append(cells_of.get(s.run_id, []))
         if meta is None:
             todo.append((len(metas) - 1, s, sig))
     if todo:
