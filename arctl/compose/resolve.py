@@ -484,112 +484,370 @@ def resolve_arm(
     """One run of ``experiment``'s ``arm``. The settings the user wrote on the command line that this run never
     reads (:func:`arctl.compose.validate.unread_settings`) are refused; given ``unread``, they and those the spec
     files write are appended to it instead (:class:`Unread`): a launch of several arms refuses a setting none of
-    the runs that write it reads (:func:`_refuse_unread`)."""
-    user = split_overrides(list(user_overrides or []), COMMAND_LINE)
-    _refuse_scale_defaults(user)
-    swept_place = _sweep_place(sweep, sweep_file)
-    swept = split_overrides(list(sweep_overrides or []), swept_place)
-    if scale is not None and not str(scale).strip():
-        raise SpecError("--scale is empty", "--scale", f"give one of {', '.join(group_options('scale'))}, or leave it out")
-    if scale and user.groups.get("scale", scale) != scale:
-        raise SpecError(f"--scale {scale} and scale={user.groups['scale']} disagree", "command line", "give the scale once")
-    scale = user.groups.get("scale") or scale or default_option("scale")  # config.yaml's defaults list
-    if scale not in group_options("scale"):
-        failed = plugins.backend_failures()  # a scale a backend that does not load would bring (from a review)
-        raise SpecError(f"unknown scale {scale!r}" + (f" (backends that cannot be used: "
-                        f"{'; '.join(failed.values())})" if failed else ""), "--scale",
-                        did_you_mean(scale, group_options("scale")))
-    where = f"{experiment.path}"
-    spec_parts = [(split_overrides(texts, place), place) for texts, place in (
-        (experiment.overrides, f"{where}: overrides"), (experiment.scales.get(scale, []), f"{where}: scales.{scale}"),
-        (experiment.arms[arm], f"{where}: arms.{arm}"))]
-    (exp_all, _), (exp_scale, _), (arm_ov, _) = spec_parts
-    parts = [*spec_parts, (swept, swept_place), (user, COMMAND_LINE)]  # (overrides, where they were written)
-    for part, place in parts[:-1]:
-        if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
-            raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
-    if "scale" in experiment.groups:
-        raise SpecError(f"groups: {{scale: {experiment.groups['scale']}}} in a spec", f"{where}: groups",
-                        "the scale is chosen with --scale")
-    for unknown in sorted(set(experiment.scales) - set(group_options("scale"))):  # a typo applies to no scale
-        close = difflib.get_close_matches(unknown, group_options("scale"), n=1, cutoff=0.7)
-        if close:  # (a scale no installed plugin provides, far from every known one, is another machine's)
-            raise SpecError(f"scales.{unknown}: no such scale", f"{where}: scales", f"did you mean {close[0]!r}?")
-    for other, texts in experiment.scales.items():  # the keys and options of the sections this run does not apply
-        if other != scale and other in group_options("scale") and texts:
-            _check_other_scale(f"{where}: scales.{other}", other, tuple(texts), experiment.name)
+    the runs that write it reads (:func:`_refuse_unread`). A launch's many seeds of an arm: :class:`_Arms`."""
+    plan = _ArmPlan.make(experiment, arm, scale, user_overrides, sweep_overrides, sweep, sweep_file)
+    try:
+        cfg = compose_config(plan.overrides(seed))
+    except SpecError as err:
+        raise _placed(err, plan.parts, plan.run) from None
+    return plan.finish(seed, cfg, unread)
 
-    groups: dict[str, str] = {}
-    for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
-        for group, option in part.items():  # every choice is checked, also one a later part replaces
-            if group not in config_groups():
-                raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(config_groups())))
+
+@dataclasses.dataclass(frozen=True)
+class _ArmPlan:
+    """What :func:`resolve_arm` does for an arm before it composes a seed's config, none of which reads the seed
+    (the parts and where each was written, the scale, the config-group choices, the Hydra overrides around
+    ``seed=``), and :meth:`finish`, what it does with one seed's composed config."""
+
+    experiment: Experiment
+    arm: str
+    scale: str
+    parts: list  # (Overrides, where they were written), in the order Hydra applies them
+    groups: dict[str, str]
+    head: list[str]  # the Hydra overrides before seed=SEED
+    tail: list[str]  # and after it
+    swept_place: str
+    sweep: str | None
+    user_overrides: list
+    sweep_overrides: list
+
+    @property
+    def run(self) -> str:
+        return f"{self.experiment.name}/{self.arm}"
+
+    def overrides(self, seed: int) -> list[str]:
+        return [*self.head, f"seed={seed}", *self.tail]
+
+    @classmethod
+    def make(cls, experiment: Experiment, arm: str, scale: str | None, user_overrides: list[str] | None,
+             sweep_overrides: list[str] | None, sweep: str | None, sweep_file: str | None) -> _ArmPlan:
+        user = split_overrides(list(user_overrides or []), COMMAND_LINE)
+        _refuse_scale_defaults(user)
+        swept_place = _sweep_place(sweep, sweep_file)
+        swept = split_overrides(list(sweep_overrides or []), swept_place)
+        if scale is not None and not str(scale).strip():
+            raise SpecError("--scale is empty", "--scale",
+                            f"give one of {', '.join(group_options('scale'))}, or leave it out")
+        if scale and user.groups.get("scale", scale) != scale:
+            raise SpecError(f"--scale {scale} and scale={user.groups['scale']} disagree", "command line",
+                            "give the scale once")
+        scale = user.groups.get("scale") or scale or default_option("scale")  # config.yaml's defaults list
+        if scale not in group_options("scale"):
+            failed = plugins.backend_failures()  # a scale a backend that does not load would bring (from a review)
+            raise SpecError(f"unknown scale {scale!r}" + (f" (backends that cannot be used: "
+                            f"{'; '.join(failed.values())})" if failed else ""), "--scale",
+                            did_you_mean(scale, group_options("scale")))
+        where = f"{experiment.path}"
+        spec_parts = [(split_overrides(texts, place), place) for texts, place in (
+            (experiment.overrides, f"{where}: overrides"),
+            (experiment.scales.get(scale, []), f"{where}: scales.{scale}"),
+            (experiment.arms[arm], f"{where}: arms.{arm}"))]
+        (exp_all, _), (exp_scale, _), (arm_ov, _) = spec_parts
+        parts = [*spec_parts, (swept, swept_place), (user, COMMAND_LINE)]  # (overrides, where they were written)
+        for part, place in parts[:-1]:
+            if "scale" in part.groups:  # the launch picks the scale; a spec choosing one would be overruled
+                raise SpecError(f"scale={part.groups['scale']} in a spec", place, "the scale is chosen with --scale")
+        if "scale" in experiment.groups:
+            raise SpecError(f"groups: {{scale: {experiment.groups['scale']}}} in a spec", f"{where}: groups",
+                            "the scale is chosen with --scale")
+        for unknown in sorted(set(experiment.scales) - set(group_options("scale"))):  # a typo applies to no scale
+            close = difflib.get_close_matches(unknown, group_options("scale"), n=1, cutoff=0.7)
+            if close:  # (a scale no installed plugin provides, far from every known one, is another machine's)
+                raise SpecError(f"scales.{unknown}: no such scale", f"{where}: scales", f"did you mean {close[0]!r}?")
+        for other, texts in experiment.scales.items():  # the keys and options of the sections this run does not apply
+            if other != scale and other in group_options("scale") and texts:
+                _check_other_scale(f"{where}: scales.{other}", other, tuple(texts), experiment.name)
+
+        groups: dict[str, str] = {}
+        for part in (experiment.groups, exp_all.groups, exp_scale.groups, arm_ov.groups, swept.groups, user.groups):
+            for group, option in part.items():  # every choice is checked, also one a later part replaces
+                if group not in config_groups():
+                    raise SpecError(f"unknown config group {group!r}", where, did_you_mean(group, list(config_groups())))
+                if option not in group_options(group):
+                    raise SpecError(f"unknown {group} option {option!r}", where,
+                                    did_you_mean(option, group_options(group)))
+                if (shadow := shadowed_option(group, option)) is not None:  # a user's copy Hydra would never read
+                    raise shadow
+            groups.update(part)
+        groups["scale"] = scale
+        fixed = scale_model(scale)  # a scale that fixes the model (tiny) wins over the spec's choice
+        if fixed and "model" not in user.groups and "model" not in swept.groups:
+            groups["model"] = fixed
+        for group, option in groups.items():
             if option not in group_options(group):
                 raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
-            if (shadow := shadowed_option(group, option)) is not None:  # a user's copy Hydra would never read
-                raise shadow
-        groups.update(part)
-    groups["scale"] = scale
-    fixed = scale_model(scale)  # a scale that fixes the model (tiny) wins over the spec's choice
-    if fixed and "model" not in user.groups and "model" not in swept.groups:
-        groups["model"] = fixed
-    for group, option in groups.items():
-        if option not in group_options(group):
-            raise SpecError(f"unknown {group} option {option!r}", where, did_you_mean(option, group_options(group)))
-    overrides = [f"{g}={o}" for g, o in sorted(groups.items())]
-    # names as text: Hydra would read an arm "1e3" as 1000.0, "true" as True, "null" as no arm
-    overrides += [f"experiment={override_value(experiment.name)}", f"arm={override_value(arm)}", f"seed={seed}"]
-    overrides += exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + [as_typed(text) for text in user.keys]
-    try:
-        cfg = compose_config(overrides)
-    except SpecError as err:
-        raise _placed(err, parts, f"{experiment.name}/{arm}") from None
-    try:
-        check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
-    except SpecError as err:  # said where the value was written, as a compose error is (from a hunt)
-        raise _placed(err, parts, f"{experiment.name}/{arm}", composed=True) from None
-    _check_added_keys(parts, cfg, tuple(f"{g}={o}" for g, o in sorted(groups.items())))
-    cfg = _finalize(cfg)
-    if (cfg.get("trainer") or {}).get("init_run") is not None:
-        raise SpecError("trainer.init_run is written by the launcher", f"{experiment.name}/{arm}: trainer.init_run",
-                        "set trainer.init_from=ARM (or EXPERIMENT/ARM): the launcher finds that run")
-    if sweep:
-        cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
-    try:
-        validate_config(cfg, ranges_checked=True)
-    except SpecError as err:
-        raise _placed(err, parts, f"{experiment.name}/{arm}", composed=True) from None
-    # the keys every part of the run writes, the spec's files as well as the command line: a key that no run
-    # reads where it is written changes the run id and not one number (a user's sweep or experiment file was
-    # not checked: a sweep's grid over reward.alpha with no length penalty made cells that differed in their run
-    # ids only). A spec runs at every scale: what only another scale's backend reads is its to write, but for
-    # its scales.<scale> section. Each key is the last part's that writes it, as Hydra applies them.
-    sources = [(exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"),
-               (arm_ov, f"{where}: arms.{arm}"), (swept, swept_place), (user, COMMAND_LINE)]
-    written = {place: set(_user_keys(part)) for part, place in sources}
-    found = Unread(written={(place, k) for place, keys in written.items() for k in keys})
-    for what, key, hint in unread_settings(cfg, set().union(*written.values()), grid_literal=_grid_literal(parts)):
-        place = [p for p, keys in written.items() if is_written(keys, key)][-1]
-        if place == COMMAND_LINE:
-            found.add(SpecError(what, f"{experiment.name}/{arm}: {key}", hint), (place, key))
-        elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg):
-            found.add(SpecError(what, f"{place} ({experiment.name}/{arm}): {key}", hint), (place, key))
-    if unread is None:  # one run alone: what the command line wrote (a spec file's key may be another arm's to
-        # read, which only the launch's runs together can tell; from a review: a report could not compose such an arm)
-        for err, ident in zip(found.problems, found.ids):
-            if ident[0] == COMMAND_LINE:
-                raise err
-    if unread is not None:
-        unread.append(found)
-    return ResolvedRun(
-        experiment=experiment.name,
-        arm=arm,
-        seed=seed,
-        config=cfg,
-        sweep=sweep,
-        user_overrides=list(user_overrides or []),
-        sweep_overrides=list(sweep_overrides or []),
-    )
+        head = [f"{g}={o}" for g, o in sorted(groups.items())]
+        # names as text: Hydra would read an arm "1e3" as 1000.0, "true" as True, "null" as no arm
+        head += [f"experiment={override_value(experiment.name)}", f"arm={override_value(arm)}"]
+        tail = exp_all.keys + exp_scale.keys + arm_ov.keys + swept.keys + [as_typed(text) for text in user.keys]
+        return cls(experiment=experiment, arm=arm, scale=scale, parts=parts, groups=groups, head=head, tail=tail,
+                   swept_place=swept_place, sweep=sweep, user_overrides=list(user_overrides or []),
+                   sweep_overrides=list(sweep_overrides or []))
+
+    def finish(self, seed: int, cfg: dict, unread: list | None) -> ResolvedRun:
+        """The run of ``seed`` from its composed config ``cfg`` (:func:`compose_config` of :meth:`overrides`):
+        its ranges and rules checked, its derived values filled in, its settings that it never reads found."""
+        experiment, arm, scale, parts, sweep = self.experiment, self.arm, self.scale, self.parts, self.sweep
+        where, swept_place = f"{experiment.path}", self.swept_place
+        (exp_all, _), (exp_scale, _), (arm_ov, _), (swept, _), (user, _) = parts
+        try:
+            check_ranges(cfg)  # once, before the derived values are computed from them (eval.grid_size, ...)
+        except SpecError as err:  # said where the value was written, as a compose error is (from a hunt)
+            raise _placed(err, parts, self.run, composed=True) from None
+        _check_added_keys(parts, cfg, tuple(f"{g}={o}" for g, o in sorted(self.groups.items())))
+        cfg = _finalize(cfg)
+        if (cfg.get("trainer") or {}).get("init_run") is not None:
+            raise SpecError("trainer.init_run is written by the launcher", f"{experiment.name}/{arm}: trainer.init_run",
+                            "set trainer.init_from=ARM (or EXPERIMENT/ARM): the launcher finds that run")
+        if sweep:
+            cfg["wandb"]["group"] = sweep if cfg["wandb"]["group"] == experiment.name else cfg["wandb"]["group"]
+        try:
+            validate_config(cfg, ranges_checked=True)
+        except SpecError as err:
+            raise _placed(err, parts, self.run, composed=True) from None
+        # the keys every part of the run writes, the spec's files as well as the command line: a key that no run
+        # reads where it is written changes the run id and not one number (a user's sweep or experiment file was
+        # not checked: a sweep's grid over reward.alpha with no length penalty made cells that differed in their
+        # run ids only). A spec runs at every scale: what only another scale's backend reads is its to write, but
+        # for its scales.<scale> section. Each key is the last part's that writes it, as Hydra applies them.
+        sources = [(exp_all, f"{where}: overrides"), (exp_scale, f"{where}: scales.{scale}"),
+                   (arm_ov, f"{where}: arms.{arm}"), (swept, swept_place), (user, COMMAND_LINE)]
+        written = {place: set(_user_keys(part)) for part, place in sources}
+        found = Unread(written={(place, k) for place, keys in written.items() for k in keys})
+        for what, key, hint in unread_settings(cfg, set().union(*written.values()), grid_literal=_grid_literal(parts)):
+            place = [p for p, keys in written.items() if is_written(keys, key)][-1]
+            if place == COMMAND_LINE:
+                found.add(SpecError(what, f"{experiment.name}/{arm}: {key}", hint), (place, key))
+            elif place == f"{where}: scales.{scale}" or not read_at_another_scale(key, cfg):
+                found.add(SpecError(what, f"{place} ({experiment.name}/{arm}): {key}", hint), (place, key))
+        if unread is None:  # one run alone: what the command line wrote (a spec file's key may be another arm's to
+            # read, which only the launch's runs together can tell; from a review: a report could not compose such
+            # an arm)
+            for err, ident in zip(found.problems, found.ids):
+                if ident[0] == COMMAND_LINE:
+                    raise err
+        if unread is not None:
+            unread.append(found)
+        return ResolvedRun(
+            experiment=experiment.name,
+            arm=arm,
+            seed=seed,
+            config=cfg,
+            sweep=sweep,
+            user_overrides=list(self.user_overrides),
+            sweep_overrides=list(self.sweep_overrides),
+        )
+
+
+class _Arms:
+    """The runs of one launch (:func:`resolve_experiment`, :func:`resolve_sweep`), each arm planned and composed
+    once for all its seeds (:class:`_SeedConfigs`) instead of once a seed (from a hunt: ~90 ms a run, 90 s to plan
+    a 1,000-seed launch). :meth:`run` is :func:`resolve_arm`, with the same config, run and error; where an arm's
+    config cannot be shown to read its seed only as :class:`_SeedConfigs` recomputes it, or a seed's fails to
+    compose, that seed goes :func:`resolve_arm`'s way. Lives as long as the launch's resolving: the spec files and
+    the config folders do not change under it."""
+
+    def __init__(self) -> None:
+        self._arms: dict[tuple, tuple[Experiment, _ArmPlan, _SeedConfigs] | None] = {}
+
+    def run(self, experiment: Experiment, arm: str, seed: int, scale: str | None = None,
+            user_overrides: list[str] | None = None, sweep_overrides: list[str] | None = None,
+            sweep: str | None = None, sweep_file: str | None = None, unread: list | None = None) -> ResolvedRun:
+        key = (id(experiment), arm, scale, tuple(user_overrides or ()), tuple(sweep_overrides or ()), sweep,
+               sweep_file)
+        try:
+            found = self._arms.get(key, _ABSENT)
+        except TypeError:  # an override that is no text: resolve_arm's error
+            found = None
+        if found is _ABSENT:
+            found = self._arms[key] = self._prepare(experiment, arm, seed, scale, user_overrides, sweep_overrides,
+                                                    sweep, sweep_file)
+        cfg = found[2].config(seed) if found is not None else None
+        if cfg is None:
+            return resolve_arm(experiment, arm, seed, scale, user_overrides, sweep_overrides, sweep=sweep,
+                               sweep_file=sweep_file, unread=unread)
+        return found[1].finish(seed, cfg, unread)
+
+    @staticmethod
+    def _prepare(experiment, arm, seed, scale, user_overrides, sweep_overrides, sweep, sweep_file):
+        try:
+            plan = _ArmPlan.make(experiment, arm, scale, user_overrides, sweep_overrides, sweep, sweep_file)
+        except Exception:  # noqa: BLE001 - resolve_arm raises it, as it did
+            return None
+        configs = _SeedConfigs.make(plan, seed)
+        return (experiment, plan, configs) if configs is not None else None
+
+
+# a resolver no spec may call (arctl.compose.resolvers.ALLOWED): the seed's value while _SeedConfigs applies the
+# overrides that follow seed=, to find any that reads it
+_SEED_PROBE = "arctl.seed_probe"
+_SEED_PROBED: list[bool] = []
+_DYNAMIC_KEY = re.compile(r"\$\{[^}:]*\$\{|\$\{\s*\.*\s*\}")  # ${a.${b}}, ${..}: a key no text names
+_KEY_WORD = re.compile(r"[^\s\\{}()\[\].:'\",$=]+")  # a key's parts, as an interpolation writes them
+
+
+def _seed_probe():
+    _SEED_PROBED.append(True)
+    raise RuntimeError("the seed was read while the overrides after seed= applied")
+
+
+class _SeedConfigs:
+    """One arm's composed config at any seed from one Hydra compose: :func:`compose_config` composes and resolves
+    the whole config again for each (Hydra's overrides, a deep copy, ~300 interpolations). Equal, key for key, value
+    for value and type for type, to what :func:`compose_config` gives for ``seed=SEED``, as:
+
+    - the config-group choices come before ``seed=`` and never read it (:func:`_compose_groups`);
+    - the key overrides after ``seed=`` (none may write it: ``IDENTITY_KEYS``) are applied once, with the seed a
+      probe resolver that records any read (a container interpolation Hydra walks through, a merge): a read, or
+      the probe's text anywhere else once ``seed=`` is applied, and the arm takes :func:`resolve_arm`'s way;
+    - per seed ``seed=SEED`` is applied as Hydra applies it, and the top-level keys whose resolved value may read
+      the seed (:func:`_seed_units`: ``seed`` itself, ``wandb`` for ``wandb.name: ${arm}-s${seed}``, a section an
+      override like ``data.seed=${seed}`` writes) are resolved again as ``OmegaConf.to_container`` resolves them;
+      every other key is the first seed's value, copied;
+    - a seed whose config fails to resolve (or leaves ``${`` in it) is None: :func:`resolve_arm` gives its error."""
+
+    def __init__(self, cfg, base: dict, units: list[str]) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        self._cfg, self._base, self._units = cfg, base, units
+        self._parser = OverridesParser.create()
+
+    @classmethod
+    def make(cls, plan: _ArmPlan, seed: int) -> _SeedConfigs | None:
+        import copy
+
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        register_resolvers()
+        if not OmegaConf.has_resolver(_SEED_PROBE):
+            OmegaConf.register_new_resolver(_SEED_PROBE, _seed_probe)
+        known = config_groups()
+        if "seed" in known:  # a config group named seed (a user's conf/seed/): seed=SEED would choose an option
+            return None
+        try:
+            parsed = OverridesParser.create().parse_overrides(plan.overrides(seed))
+            seeded = parsed[len(plan.head)]
+            if seeded.key_or_group != "seed" or seeded.is_add():
+                return None
+            groups = tuple(o.input_line for o in parsed if o.key_or_group in known and not o.is_add())
+            keys = [o for o in parsed if not (o.key_or_group in known and not o.is_add())]
+            at = next(i for i, o in enumerate(keys) if o is seeded)
+            cfg = copy.deepcopy(_compose_groups(groups))
+            ConfigLoaderImpl._apply_overrides_to_config(keys[:at], cfg)
+            probe = "${" + _SEED_PROBE + ":}"
+            OmegaConf.update(cfg, "seed", probe, merge=True)
+            _SEED_PROBED.clear()
+            ConfigLoaderImpl._apply_overrides_to_config(keys[at + 1:], cfg)
+            if _SEED_PROBED or cfg._get_node("seed")._value() != probe:
+                return None
+            ConfigLoaderImpl._apply_overrides_to_config([seeded], cfg)
+            if composed_problem(cfg):
+                return None
+            raw = OmegaConf.to_container(cfg, resolve=False)
+            if any(_SEED_PROBE in text for text in _texts(raw)):
+                return None
+            base = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        except Exception:  # noqa: BLE001 - resolve_arm says what fails, as it did
+            return None
+        if not isinstance(base, dict) or leftover_problem(base) or _SEED_PROBED:
+            return None
+        units = _seed_units(raw)
+        return cls(cfg, base, [key for key in base if key in units])
+
+    def config(self, seed: int) -> dict | None:
+        """The resolved config of ``seed``; None where it does not resolve (:func:`compose_config`'s error)."""
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from omegaconf import OmegaConf
+
+        try:
+            if type(seed) is int:  # what Hydra's applier does with seed=SEED, whose value it parses to that int
+                OmegaConf.update(self._cfg, "seed", seed, merge=True)
+            else:
+                ConfigLoaderImpl._apply_overrides_to_config(self._parser.parse_overrides([f"seed={seed}"]), self._cfg)
+            data = _plain_copy(self._base)
+            for key in self._units:
+                data[key] = _resolved_at(self._cfg, key)
+        except Exception:  # noqa: BLE001
+            return None
+        if leftover_problem({key: data[key] for key in self._units}):
+            return None
+        return data
+
+
+def _resolved_at(cfg, key: str):
+    """The value ``OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)`` gives top-level ``key``,
+    resolved as it resolves it (``BaseContainer._to_content``'s ``get_node_value``)."""
+    from omegaconf import Container
+    from omegaconf.basecontainer import BaseContainer
+
+    node = cfg._get_child(key, throw_on_missing_value=True)._dereference_node()
+    if isinstance(node, Container):
+        return BaseContainer._to_content(node, resolve=True, throw_on_missing=True)
+    return node._value()
+
+
+def _texts(data):
+    """Every text in a plain container, keys aside."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _texts(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _texts(value)
+
+
+def _seed_units(raw: dict) -> set[str]:
+    """The top-level keys of an unresolved config (``to_container(resolve=False)``) whose resolved value may read
+    ``seed``: ``seed`` and those holding an interpolation that names it, or names a key (or a section above one)
+    that does, to a fixed point. A word of an interpolation that is such a key's name or part of its path counts,
+    wherever it is written (a resolver's argument, an ``oc.select`` default); an interpolation whose key is computed
+    (``${a.${b}}``, ``${oc.select:${b}}``) or is a section above it (``${..}``) counts whatever it names."""
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def walk(node, path: tuple[str, ...]) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, (*path, str(k)))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, (*path, str(i)))
+        elif isinstance(node, str) and "${" in node:
+            found.append((path, node))
+
+    walk(raw, ())
+    names, units = {"seed"}, {"seed"}
+    changed = True
+    while changed:
+        changed, left = False, []
+        for path, text in found:
+            words = set(_KEY_WORD.findall(text))
+            if (_DYNAMIC_KEY.search(text) or ("select" in text and text.count("${") > 1)
+                    or not names.isdisjoint(words)):
+                names.update(path)
+                names.update(w for part in path for w in _KEY_WORD.findall(part))
+                units.add(path[0])
+                changed = True
+            else:
+                left.append((path, text))
+        found = left
+    return units
+
+
+def _plain_copy(data):
+    """A copy of a resolved config: new dicts and lists, the same immutable leaves."""
+    import copy
+
+    if isinstance(data, dict):
+        return {key: _plain_copy(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_plain_copy(value) for value in data]
+    if data is None or isinstance(data, (str, int, float, bool)):
+        return data
+    return copy.deepcopy(data)
 
 
 _ABSENT = object()
@@ -675,7 +933,7 @@ def _unread_overrides(found: Unread, texts: list[str], place: str = COMMAND_LINE
 
 
 def _as_read(run: ResolvedRun, found: Unread, experiment: Experiment, scale: str | None,
-             sweep_file: str | None = None) -> ResolvedRun:
+             sweep_file: str | None = None, arms: _Arms | None = None) -> ResolvedRun:
     """``run`` resolved without the overrides it reads nothing of (:func:`_unread_overrides`): the command
     line's and its sweep's (overrides and grid point), once :func:`_refuse_unread` has found another run of the
     launch that reads them: its config and id are those it has where they were not written. From a hunt:
@@ -695,9 +953,10 @@ def _as_read(run: ResolvedRun, found: Unread, experiment: Experiment, scale: str
     if not dropped and not swept:
         return run
     kept = [text for text in run.user_overrides if text not in dropped]
-    resolved = resolve_arm(experiment, run.arm, run.seed, scale, kept,
-                           [text for text in run.sweep_overrides if text not in swept], sweep=run.sweep,
-                           sweep_file=sweep_file, unread=[])  # what it does write was checked with the launch
+    resolve = arms.run if arms is not None else resolve_arm  # a launch's: each arm composed once
+    resolved = resolve(experiment, run.arm, run.seed, scale, kept,
+                       [text for text in run.sweep_overrides if text not in swept], sweep=run.sweep,
+                       sweep_file=sweep_file, unread=[])  # what it does write was checked with the launch
     return dataclasses.replace(resolved, sweep_not_read=swept) if swept else resolved
 
 
@@ -926,7 +1185,8 @@ def resolve_experiment(
     chosen = _choose_arms(experiment, arms)
     seeds = list(seeds) if seeds else experiment.seeds
     unread: list[Unread] = []
-    runs = [resolve_arm(experiment, arm, seed, scale, overrides, unread=unread) for arm in chosen for seed in seeds]
+    planned = _Arms()
+    runs = [planned.run(experiment, arm, seed, scale, overrides, unread=unread) for arm in chosen for seed in seeds]
 
     def others() -> list[Unread]:  # the arms --arm left out, one seed each (the keys they read)
         more: list[Unread] = []
@@ -938,7 +1198,7 @@ def resolve_experiment(
         return more
 
     _refuse_unread(unread, others if len(chosen) < len(experiment.arms) else None)
-    return [_as_read(run, found, experiment, scale) for run, found in zip(runs, unread)]
+    return [_as_read(run, found, experiment, scale, arms=planned) for run, found in zip(runs, unread)]
 
 
 def _choose_arms(experiment: Experiment, arms: list[str] | None) -> list[str]:
@@ -972,9 +1232,10 @@ def resolve_sweep(
              for arm in experiment.arms for seed in (list(seeds) if seeds else (sweep.seeds or experiment.seeds))]
     runs = []
     unread: list[Unread] = []
+    planned = _Arms()
     for experiment, point, arm, seed in cells:
         try:
-            runs.append(resolve_arm(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
+            runs.append(planned.run(experiment, arm, seed, scale, overrides, sweep.overrides + point, sweep=name,
                                     sweep_file=str(sweep.path), unread=unread))
         except SpecError as err:
             raise _grid_problem(err, sweep, point, experiment, arm, seed, scale, overrides) from None
@@ -982,7 +1243,7 @@ def resolve_sweep(
             on_cell(len(runs), len(cells))
     _refuse_unread(unread)
     by_name = {experiment.name: experiment for experiment in experiments}
-    return [_as_read(run, found, by_name[run.experiment], scale, sweep_file=str(sweep.path))
+    return [_as_read(run, found, by_name[run.experiment], scale, sweep_file=str(sweep.path), arms=planned)
             for run, found in zip(runs, unread)]
 
 
