@@ -27,6 +27,7 @@ from arctl.launch.refresh import (
     settled,
 )
 from arctl.launch.registry import Registry, RegistryError, RunRecord
+from arctl.launch.signals import signals_held
 from arctl.launch.status_file import (
     CANCEL_FILE,
     mark_cancel_requested,
@@ -219,9 +220,13 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             continue
         starting = False  # its job may have begun though its status.json does not say so yet
         stopped = False  # its job was stopped at once
+        cancelling = rec.cancel_requested is not None and rec.state == states.RUNNING  # asked before: since then
         if alive and rec.job_id and rec.job_id.isdigit():
-            if kill(rec) and rec.cancel_requested is None:  # the request recorded before the kill: the local queue's
-                # refresh of the dead job reads it (CANCELLED, not FAILED "died without reporting")
+            asked_now = rec.cancel_requested is None
+            if asked_now:  # the request recorded before the signal: the refresh of the job it stops reads it
+                # (CANCELLED, not PREEMPTED for a stop checkpoint, nor FAILED "died without reporting" for a kill), also
+                # where this cancel is cut short once it signalled (from a hunt: a Ctrl-C right after the TERM left the
+                # run PREEMPTED, its folder saying cancelled)
                 if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None},
                                      {"cancel_requested": now}):
                     changed.append(rec.run_id)  # read again, and cancelled as it is now
@@ -234,12 +239,16 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                         raise ProcessLookupError(rec.job_id)
                 else:
                     os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
-            except ProcessLookupError:  # it ended meanwhile: the run is what it reports, the next refresh says
-                not_cancelled(rec, f"its job (process {rec.job_id}) ended meanwhile "
-                                   f"(`arctl status{workdir_arg(workspace.root)}` shows how)")
-                continue
-            except PermissionError:  # another user's process: this run only, the others go on
-                not_cancelled(rec, f"its job (process {rec.job_id}) is another user's")
+            except (ProcessLookupError, PermissionError) as err:
+                # nothing signalled: no request of this cancel is left in the registry either
+                if asked_now and reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id,
+                                                            "cancel_requested": now}, {"cancel_requested": None}):
+                    rec.cancel_requested = None
+                if isinstance(err, ProcessLookupError):  # it ended meanwhile: the run is what it reports
+                    not_cancelled(rec, f"its job (process {rec.job_id}) ended meanwhile "
+                                       f"(`arctl status{workdir_arg(workspace.root)}` shows how)")
+                else:  # another user's process: this run only, the others go on
+                    not_cancelled(rec, f"its job (process {rec.job_id}) is another user's")
                 continue
             starting = not started
         elif rec.executor != "slurm" or rec.job_id in gone:
@@ -247,7 +256,6 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
         else:  # a job SLURM runs (said the refresh before this cancel), scancel'ed as it starts
             starting = not started and rec.state == states.RUNNING and bool(rec.job_id)
             stopped = rec.executor == "slurm" and rec.job_id in killed_slurm
-        cancelling = rec.cancel_requested is not None and rec.state == states.RUNNING  # asked before: since then
         asked_at = rec.cancel_requested if cancelling else now
         if stopped:
             values = {"cancel_requested": asked_at, "phase": CANCELLING, "claim": None, "before_claim": None}
@@ -298,25 +306,39 @@ def _kill_local_job(pid: int, still_it) -> bool:
     nor a new one started, before all are killed, the deepest first. ``still_it()``: whether ``pid`` is still the
     job's process, asked once it is stopped (:func:`arctl.launch.refresh.local_job_alive`): where it is not (it
     ended, and its pid was taken meanwhile) it is let go on and nothing is killed (False). ProcessLookupError
-    where it has ended, PermissionError where it is another user's."""
-    os.kill(pid, signal.SIGSTOP)
-    if not still_it():
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGCONT)
-        return False
-    order, level, seen = [pid], [pid], {pid}
-    while level:
-        below = _children()
-        level = [c for p in level for c in below.get(p, ()) if c not in seen]
-        for child in level:
-            seen.add(child)
-            with contextlib.suppress(OSError):
-                os.kill(child, signal.SIGSTOP)
-        order += level
-    for proc in reversed(order):
-        with contextlib.suppress(OSError):
-            os.kill(proc, signal.SIGKILL)
-    return True
+    where it has ended, PermissionError where it is another user's.
+
+    Ctrl-C, SIGTERM and SIGHUP wait until all are killed (:func:`signals_held`), and a process stopped here is never
+    left stopped: where the sequence is cut short all the same (an error), each one not killed is let go on
+    (SIGCONT). From a hunt: a Ctrl-C while the processes were looked up left the job's controller stopped for
+    good, its training child went on, and its local slot stayed taken."""
+    stopped: dict[int, None] = {}  # stopped here and not killed (yet), in the order they were stopped
+    with signals_held():
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            stopped[pid] = None
+            if not still_it():
+                return False
+            order, level, seen = [pid], [pid], {pid}
+            while level:
+                below = _children()
+                level = [c for p in level for c in below.get(p, ()) if c not in seen]
+                for child in level:
+                    seen.add(child)
+                    with contextlib.suppress(OSError):
+                        os.kill(child, signal.SIGSTOP)
+                        stopped[child] = None
+                order += level
+            for proc in reversed(order):
+                with contextlib.suppress(OSError):
+                    os.kill(proc, signal.SIGKILL)
+                stopped.pop(proc, None)  # its pid may be another process's once it is gone: never signalled again
+            return True
+        finally:
+            for proc in stopped:
+                with contextlib.suppress(OSError):
+                    os.kill(proc, signal.SIGCONT)
+
 
 
 def _children() -> dict[int, list[int]]:

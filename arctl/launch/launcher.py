@@ -59,6 +59,7 @@ from arctl.launch.rundir import (
     write_inputs,
 )
 from arctl.launch.shared import served, write_shared
+from arctl.launch.signals import signals_held
 from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
@@ -1481,7 +1482,7 @@ def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
                     # in a session of its own: a terminal's Ctrl-C, sent to the whole foreground group, does not kill
                     # it once SLURM may have accepted its job (its answer, the job id, was lost with it; from a hunt);
                     # a stop as it starts waits until it is ours to wait for (one cut Popen short: sbatch ran on)
-                    with _stops_deferred():
+                    with signals_held():
                         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                                                 cwd=self.cwd, env=self.env, start_new_session=True)
                     proc.wait()
@@ -1600,30 +1601,6 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"
     return failed
-
-
-@contextmanager
-def _stops_deferred():
-    """SIGINT, SIGTERM and SIGHUP wait while the block runs, then act as they would have (each once, raised again
-    in this thread): a block that must not be cut short, such as starting a child this process must then wait for.
-    Their Python handlers are swapped, not the thread's signal mask (the kernel gives a process's signal to any
-    thread that does not block it, and Python runs its handler in the main thread). Main thread only; a signal
-    without a Python handler (ignored, or at its default) is left alone."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-    before = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum))
-              for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if callable(signal.getsignal(sig))}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(came):
-            signal.raise_signal(sig)
 
 
 @contextmanager

@@ -4,10 +4,11 @@ used" footnote; and how a report puts its files in place (:class:`Outputs`: all 
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 from arctl.config.files import replacing
+from arctl.launch.signals import signals_held
 from arctl.report.specs import fixed_arm_colors
 
 FORMATS = ("png", "pdf", "svg")
@@ -162,41 +163,10 @@ class Outputs:
     def __exit__(self, kind, value, tb) -> bool:
         if kind is not None:  # the temporaries go; the targets are as they were
             return bool(self._stack.__exit__(kind, value, tb))
-        with _signals_held():
+        with signals_held():
             self._stack.__exit__(None, None, None)
             self.in_place = True
         return False
-
-
-_HELD_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-
-@contextmanager
-def _signals_held():
-    """Ctrl-C, SIGTERM and SIGHUP wait while the block runs, and act as they would have when it ends (each
-    once, raised again in this thread). Their Python handlers are swapped, not the thread's signal mask: the
-    kernel gives a process's signal to any thread that does not block it (a progress bar's, a reader pool's),
-    and Python runs its handler in the main thread whichever received it. Main thread only (where handlers
-    can be set); a signal whose handler is not Python's is left alone."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-    before = {}
-    for name in _HELD_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None and signal.getsignal(sig) is not None:
-            before[sig] = signal.signal(sig, lambda signum, _frame: came.append(signum))
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(came):
-            signal.raise_signal(sig)
 
 
 def save_figure(fig, out_dir: str | Path, name: str, outputs: Outputs | None = None) -> list[Path]:
