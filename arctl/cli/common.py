@@ -26,9 +26,24 @@ from arctl.config.files import PLACE_ERRNOS
 
 EXIT_USER_ERROR = 2
 
+# 128 + SIGPIPE, as a shell reports a command whose reader went away (`arctl status | head -1`): rich and click exit 1
+# there, which a script cannot tell from a failed command (from a hunt: a sweep whose jobs were all submitted)
+CLOSED_OUTPUT_EXIT = 141
+
+
+class _Console(Console):
+    """rich's console, ending on a closed output as a shell says it (:data:`CLOSED_OUTPUT_EXIT`), not with 1."""
+
+    def on_broken_pipe(self) -> None:
+        try:
+            super().on_broken_pipe()  # quiet from now on, stdout onto /dev/null; raises SystemExit(1)
+        except SystemExit:
+            raise SystemExit(CLOSED_OUTPUT_EXIT) from None
+
+
 # emoji=False: a user's ":smile:" (in a description, a path, a name) is printed as written, not as an emoji
-console = Console(highlight=False, soft_wrap=True, emoji=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+console = _Console(highlight=False, soft_wrap=True, emoji=False)
+err_console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 class UserError(Exception):

@@ -77,9 +77,6 @@ def command():
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
-# 128 + SIGPIPE, as a shell reports a command whose reader went away (`arctl status | head -1`): click exits 1
-# there, which a script cannot tell from a failed command (from a hunt: a sweep whose jobs were all submitted)
-CLOSED_OUTPUT_EXIT = 141
 
 
 def interrupted(state: str | None = None) -> NoReturn:
@@ -142,7 +139,7 @@ def main() -> None:
     ``error:`` line and exit code 2, like every other user mistake (never a usage box)."""
     import sys
 
-    from arctl.cli.common import EXIT_USER_ERROR, err_console, esc
+    from arctl.cli.common import CLOSED_OUTPUT_EXIT, EXIT_USER_ERROR, err_console, esc
 
     _escaping_stdout()
     usage, abort = _click_exceptions()

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from arctl.cli.main import CLOSED_OUTPUT_EXIT
+from arctl.cli.common import CLOSED_OUTPUT_EXIT
 
 
 def _arctl_into_a_closed_pipe(*args: str) -> subprocess.CompletedProcess:
@@ -21,9 +21,18 @@ def _arctl_into_a_closed_pipe(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_closed_output_exits_141_without_a_traceback():
-    proc = _arctl_into_a_closed_pipe("ls", "experiments")
+    proc = _arctl_into_a_closed_pipe("ls", "experiments")  # written by click's echo and print
     assert proc.returncode == CLOSED_OUTPUT_EXIT == 141, proc.stderr
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+
+
+def test_a_closed_output_exits_141_where_rich_writes_too(tmp_path):
+    """Most of arctl's output goes through rich, which answers a closed pipe with its own exit (1, before; from a
+    review: `arctl status | head -1` still exited 1): a dry run's first line is rich's."""
+    proc = _arctl_into_a_closed_pipe("run", "main-grpo", "--scale", "tiny", "--executor", "local", "--dry-run",
+                                     "--workdir", str(tmp_path / "ws"))
+    assert proc.returncode == CLOSED_OUTPUT_EXIT, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_an_open_output_still_exits_0_and_a_user_mistake_2():
