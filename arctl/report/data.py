@@ -189,7 +189,7 @@ def read_report_runs(
     left_out = unfinished(runs.runs) if final_only else []
     # runs of its cells the report cannot read: nothing logged yet (from a hunt: a pending run, one at its first
     # steps and a queued --force rerun were invisible, a table said "from 1 run(s)"), or left out of the export
-    waiting = [] if wandb_project else waiting_runs(spec, exps, Path(workdir or default_workdir()), runs.runs)
+    waiting = [] if wandb_project else waiting_runs(spec, exps, Path(workdir or default_workdir()), runs.runs, where)
     not_read = (f"not read: {waiting_note(waiting, spec.get('kind') or 'report', bool(in_export))}"
                 if waiting else "")
     then = (f"in their workspace: wait for them, then {in_export}" if in_export else f"`arctl status{named}`")
@@ -278,15 +278,30 @@ def read_report_runs(
                       waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
 
 
-def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read) -> list[dict]:
+def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
+                 where: list[str] | None = None) -> list[dict]:
     """The runs of the report's cells that it cannot read and that have not ended: in a workspace, those that have
     logged nothing yet (:func:`arctl.report.export.unlogged_runs`: pending, running, a ``--force`` rerun queued); in
     an export, those its index names as skipped (:func:`arctl.report.export.skipped_in_export`). Of ``experiments``
     (None: any; a run counts for the cells it serves too), of the spec's ``arms`` where it shows only those, and of
-    the scale of the runs ``read`` (the runs table) where they ran at one. Each a dict: run_id, experiment, arm,
-    seed, state (as the report says it), cells (every cell of the report it is a run of)."""
-    from arctl.report.cells import run_scale
+    the scale of the runs ``read`` (the runs table) where they ran at one, and of ``where`` (``KEY=VALUE``): a run
+    whose config.yaml holds another value of KEY is not one of the report's (from a review: a run of another
+    learning rate was named beside ``--where optim.lr=...``); one without the key, or of an export, is kept. Each a
+    dict: run_id, experiment, arm, seed, state (as the report says it), cells (every cell of the report it is a run
+    of)."""
+    from arctl.report.cells import parse_where, run_scale, same_value
     from arctl.report.export import INDEX_FILE, skipped_in_export, unlogged_runs
+    from arctl.track.runs.discover import read_run_yaml
+    from arctl.track.runs.tidy import flatten_config
+
+    conditions = parse_where(where)
+
+    def other_config(run_id: str) -> bool:
+        try:
+            flat = flatten_config(read_run_yaml(workdir / "runs" / run_id / "config.yaml") or {})
+        except Exception:  # noqa: BLE001 - a config that cannot be read says nothing against the run
+            return False
+        return any(key in flat and not same_value(flat[key], value) for key, value in conditions)
 
     found = skipped_in_export(workdir) if (workdir / INDEX_FILE).is_file() else unlogged_runs(workdir)
     rows = read.to_dict("records") if len(read) else []
@@ -298,6 +313,8 @@ def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read)
         cells = [c for c in [(run.experiment, run.arm), *run.cells]
                  if (experiments is None or c[0] in experiments) and (shown is None or c[1] in shown)]
         if not cells or run.run_id in read_ids or (len(scales) == 1 and run.scale not in (None, *scales)):
+            continue
+        if conditions and other_config(run.run_id):
             continue
         out.append({"run_id": run.run_id, "experiment": cells[0][0], "arm": cells[0][1], "seed": run.seed,
                     "state": run.state, "cells": cells})

@@ -166,6 +166,7 @@ NOT_LOGGED_PENDING = "pending"  # how a report and an export's index say a run t
 NOT_LOGGED_RUNNING = f"running, {NOTHING_LOGGED} yet"
 NOT_LOGGED_RERUN = "rerun queued (--force)"
 NOT_LOGGED_UNKNOWN = f"{NOTHING_LOGGED}, state unknown"
+NOT_LOGGED_INTERRUPTED = "interrupted: its launch died before it submitted it (`arctl status`; relaunch it)"
 SKIPPED = "skipped"  # the index's runs of the workspace an export did not copy: {run_id: SkippedRun fields}
 
 
@@ -221,6 +222,9 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
         except OSError:
             folders = set()
     active = {rid for rid, r in rows.items() if r.state in states.ACTIVE}
+    from arctl.launch.refresh import interrupted_launch
+
+    now = time.time()
     out = []
     for rid in sorted((folders | active) - set(logged)):
         run_dir, row = workdir / "runs" / rid, rows.get(rid)
@@ -233,7 +237,9 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
             continue
         config = _read_yaml(run_dir / "config.yaml")  # (never raises) only of the runs not ended: a few
         recorded_state = row.state if row is not None else None
-        if own in ("running", "stopping") or recorded_state == states.RUNNING:
+        if row is not None and interrupted_launch(row, run_dir, now):  # its launch died before it submitted it:
+            state = NOT_LOGGED_INTERRUPTED  # no job runs for it, nothing to wait for (from a review: "pending")
+        elif own in ("running", "stopping") or recorded_state == states.RUNNING:
             state = NOT_LOGGED_RUNNING
         elif recorded_state in states.ACTIVE or own in ("submitted", "requeued"):
             state = NOT_LOGGED_RERUN if row is not None and row.generation > 0 else NOT_LOGGED_PENDING
@@ -485,6 +491,8 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
         state = FINAL_STATE if done else UNKNOWN_STATE
     if state != FINAL_STATE and not unfinished:
         result.skipped.append((source.run_id, why + UNFINISHED_HINT))
+        if state.upper() in states.TERMINAL:  # ended (failed, cancelled, preempted): nothing to wait for (a review)
+            return None, serves
         scale = _config_scale(config)
         result.not_ended[source.run_id] = SkippedRun(
             source.run_id, experiment, arm, seed, scale, f"{state}, not exported",

@@ -112,3 +112,15 @@ def test_a_cancelled_run_is_cancelled_in_a_report_and_an_export(completed_ws, tm
     assert {r["run_id"]: r["state"] for r in done["runs"]}[run_id(*RUNNING)] == "cancelled"
     assert json.loads((out / INDEX_FILE).read_text())["runs"][run_id(*RUNNING)]["state"] == "cancelled"
     assert "its job says cancelled" in " ".join(_table(out, tmp_path / "t2")["warnings"])
+
+
+def test_a_run_that_failed_is_skipped_but_not_waited_for(completed_ws, tmp_path):
+    """From a review: a finished sweep with one failed seed (W&B files, status failed) was kept in the index's
+    ``skipped``, and a table of the export said to wait for it."""
+    failed = run_id(*RUNNING)
+    (completed_ws / "runs" / failed / "status.json").write_text(json.dumps({"state": "failed"}))
+    out = tmp_path / "exp"
+    done = _export(completed_ws, out)
+    assert [s["run_id"] for s in done["skipped"]] == [failed]  # still said: not exported
+    assert SKIPPED not in json.loads((out / INDEX_FILE).read_text())
+    assert not [w for w in _table(out, tmp_path / "t")["warnings"] if w.startswith("not read: ")]

@@ -131,3 +131,37 @@ def test_a_report_whose_runs_all_logged_nothing_says_to_wait_not_to_produce_them
         "cells have logged nothing yet: " in lines[0] and f"wait for them (`arctl status{workdir_arg(only)}`)" in \
         lines[0] and "produce them" not in lines[0], lines[0]
     assert not (tmp_path / "t").exists()
+
+
+def test_a_run_whose_launch_died_before_it_submitted_it_is_not_pending(ws, tmp_path):
+    """From a review: a dead launch's run (`arctl status`: INTERRUPTED, no job runs for it) was named "(pending)"."""
+    from dead_launch import dead_claim_token  # tests/support/dead_launch.py
+
+    from arctl.report.export import NOT_LOGGED_INTERRUPTED
+
+    cell = ("main-grpo", "grpo", 9)
+    rid = run_id(*cell)
+    (ws / "runs" / rid).mkdir()
+    (ws / "runs" / rid / "config.yaml").write_text(yaml.safe_dump({"experiment": cell[0], "arm": cell[1],
+                                                                   "seed": cell[2], "scale": "tiny"}))
+    with Registry(Workspace(ws).registry_path) as reg:  # the row its claim made (a new run), the launch dead
+        reg.claim([RunRecord(run_id=rid, experiment=cell[0], arm=cell[1], seed=cell[2], scale="tiny")],
+                  dead_claim_token())
+    doc = _report(ws, tmp_path / "t", "--table", "final", "--experiment", "main-grpo")
+    (said,) = [w for w in doc["warnings"] if w.startswith("not read: ")]
+    assert f"{rid} ({NOT_LOGGED_INTERRUPTED})" in said and f"{rid} (pending)" not in said, said
+
+
+def test_where_leaves_out_the_runs_of_another_config(ws, tmp_path):
+    """From a review: beside `--where thinking.lam=0.5`, a pending run at lam 0.9 was named as one of the table's."""
+    other, same = ("main-grpo", "grpo", 10), ("main-grpo", "grpo", 11)
+    for cell, lam in ((other, 0.9), (same, 0.5)):
+        rid = _add(ws, cell, states.PENDING)
+        config = yaml.safe_load((ws / "runs" / rid / "config.yaml").read_text())
+        (ws / "runs" / rid / "config.yaml").write_text(yaml.safe_dump({**config, "thinking": {"lam": lam}}))
+    doc = _report(ws, tmp_path / "t", "--table", "final", "--experiment", "main-grpo", "--where", "thinking.lam=0.5")
+    (said,) = [w for w in doc["warnings"] if w.startswith("not read: ")]
+    assert run_id(*same) in said and run_id(*other) not in said, said
+    doc = _report(ws, tmp_path / "t2", "--table", "final", "--experiment", "main-grpo")  # no --where: both
+    (said,) = [w for w in doc["warnings"] if w.startswith("not read: ")]
+    assert run_id(*same) in said and run_id(*other) in said, said
