@@ -258,11 +258,11 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
 
 
 def _config_scale(config: dict) -> str | None:
-    """The scale a run's config says (``scale.name``; ``scale`` in an older layout), as
-    :func:`arctl.report.cells.run_scale` reads it from a runs table."""
-    scale = config.get("scale")
-    scale = scale.get("name") if isinstance(scale, dict) else scale
-    return None if scale is None or isinstance(scale, dict | list) else str(scale)
+    """The scale a run's config says, as :func:`arctl.report.cells.run_scale` reads it from a runs table."""
+    from arctl.report.cells import run_scale
+    from arctl.track.runs.tidy import flatten_config
+
+    return run_scale(flatten_config(config), prefix="")
 
 
 def job_states(workdir: Path, run_ids) -> dict[str, str]:
