@@ -10,12 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_errors import error_line  # tests/support/cli_errors.py
 
-from arctl.cli.main import app
 from arctl.compose.paths import ORIGIN_SHIPPED, find_spec
 
-runner = CliRunner()
 SPEC = "seeds: [0]\narms:\n  a: [algo=grpo]\n"
 _exists, _isdir = os.path.exists, os.path.isdir  # the real probes, before a test patches them
 
@@ -48,13 +46,6 @@ def specs(tmp_path, monkeypatch) -> Path:
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "My-Exp.yaml").write_text(SPEC)
     return tmp_path
-
-
-def error_line(*args: str) -> str:
-    res = runner.invoke(app, list(args))
-    lines = res.output.strip().splitlines()
-    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.output
-    return lines[0]
 
 
 def test_the_simulation_is_case_insensitive(specs, apfs):

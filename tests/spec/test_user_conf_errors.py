@@ -9,13 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_errors import error_line  # tests/support/cli_errors.py
 
-from arctl.cli.main import app
 from arctl.compose.errors import SpecError
 from arctl.compose.resolve import resolve_experiment
 
-runner = CliRunner()
 EXPERIMENT = "seeds: [0]\narms:\n  a: [algo=anytime, prior=my]\n"
 GOOD = "# @package _global_\nthinking:\n  prior: custom\n  probs: [0.1, 0.2, 0.3, 0.4]\n"
 
@@ -34,13 +32,6 @@ def prior(root: Path, text: str, name: str = "my") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
-
-
-def error_line(*args: str) -> str:
-    res = runner.invoke(app, list(args))
-    lines = res.output.strip().splitlines()
-    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), res.output
-    return lines[0]
 
 
 def both_commands(project: Path) -> str:
