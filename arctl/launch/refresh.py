@@ -550,7 +550,10 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
     reported = status.get("state")
     if reported == "completed":
         return states.COMPLETED, None
-    stopped = states.CANCELLED if record.cancel_requested else states.PREEMPTED
+    # a stop `arctl cancel` asked for: its request in the registry, or the job's own word (status.json's ``cancelled``:
+    # a cancel interrupted between its scancel and its registry write left only that; from a hunt of interrupted commands)
+    asked = record.cancel_requested or (reported == "preempted" and status.get("cancelled") is True)
+    stopped = states.CANCELLED if asked else states.PREEMPTED
     if scheduler is not None:
         if scheduler in states.TERMINAL:
             if reported == "preempted":

@@ -1056,3 +1056,13 @@ def test_a_held_job_says_so_and_how_it_is_released(tmp_path, monkeypatch):
                          "`scontrol release 7_0` releases it (a launch that died before its release leaves it held)")
     assert "requeued more times than the site allows; `scontrol release 7_1`" in got["r1"][1]
     assert got["r2"][1].endswith("an administrator holds it: ask them to release it")
+
+
+@pytest.mark.parametrize("scheduler", [states.CANCELLED, states.PREEMPTED])
+def test_a_stop_the_job_says_arctl_cancel_asked_for_is_cancelled_without_the_registrys_request(scheduler):
+    """A cancel interrupted between its scancel (or TERM) and its registry write leaves the request only in the run's
+    folder, where the job found it (status.json ``cancelled``): CANCELLED, as `arctl repair` reads it, not PREEMPTED."""
+    rec = RunRecord(run_id="r", experiment="e", arm="a", seed=0, state=states.RUNNING)
+    said = {"state": "preempted", "cancelled": True, "updated_at": time.time() - 60}
+    assert merge_state(rec, said, scheduler, time.time())[0] == states.CANCELLED
+    assert merge_state(rec, {**said, "cancelled": False}, scheduler, time.time())[0] == states.PREEMPTED
