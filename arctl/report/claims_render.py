@@ -58,11 +58,14 @@ class ClaimsReport:
     warnings: list[str] = field(default_factory=list)
     # arm -> {"budget"|"train": seed -> {x: accuracy}, "same_config_as": arm where one config} (claims.arm_curves)
     curves: dict = field(default_factory=dict)
+    # runs of the cells of the arms tested that have not ended and logged nothing yet, or, in an export, were
+    # skipped by it (:func:`arctl.report.data.waiting_runs`): run_id, experiment, arm, seed, state each
+    waiting: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"kind": "claims", "meta": self.meta, "interval": INTERVAL, "summary": summary(self.results),
                 "claims": [r.to_json() for r in self.results], "runs": self.runs, "curves": self.curves,
-                "outputs": [str(p) for p in self.outputs], "warnings": self.warnings}
+                "outputs": [str(p) for p in self.outputs], "warnings": self.warnings, "waiting": self.waiting}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,6 +233,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         cell_composer,
         grid_keys,
         listed,
+        of_scale,
         one_run_per_cell,
         unfinished,
         unfinished_warning,
@@ -275,14 +279,30 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         def command(arm: str, seeds=None) -> str:
             return f"{produce(arm, seeds)} --workdir WORKSPACE && arctl export --out {out_arg} --workdir WORKSPACE"
     left_out = unfinished(runs.runs, scale=scale)
+    # runs of the cells tested that logged nothing yet (pending, at their first steps, a --force rerun queued) or
+    # that an export skipped: named, so that a report read mid-sweep does not read as a finished one with fewer seeds
+    from arctl.report.data import waiting_note, waiting_runs
+
+    read = runs.runs[[of_scale(r, scale) for r in runs.runs.to_dict("records")]] if len(runs.runs) else runs.runs
+    waiting = waiting_runs({"arms": sorted(arms_tested(spec)), "only_listed_arms": True}, experiments, base, read,
+                           where)
+    in_export = producing_in_export(base)
+    said = waiting_note(waiting, "claims report", bool(in_export)) if waiting else ""
+    not_read = f"not read: {said}" if waiting else ""
+    then = f"in their workspace: wait for them, then {in_export}" if in_export else f"`arctl status{named}`"  # data.py's
     if not views:  # nothing to check: one line naming what to run, and nothing written
         at_scale, scale_arg = (f" at scale {scale}", f" --scale {scale}") if scale else ("", "")
         # an export launches no runs: what it lacks comes from `arctl export` (from a hunt: "produce them with arctl run")
-        todo = producing_in_export(base) or " and ".join(f"`arctl sweep {s}{scale_arg}{named}`" for s in sweeps)
+        todo = in_export or " and ".join(f"`arctl sweep {s}{scale_arg}{named}`" for s in sweeps)
         if left_out:
-            raise ReportError(f"no finished runs of {', '.join(sweeps)}{at_scale} in {base} ({len(left_out)} not finished: "
-                              f"{listed(left_out)}): wait for them ({waiting_in_export(base) or f'`arctl status{named}`'}), "
+            also = [f"{r['run_id']} ({r['state']})" for r in waiting]
+            raise ReportError(f"no finished runs of {', '.join(sweeps)}{at_scale} in {base} ({len(left_out) + len(also)} "
+                              f"not finished: {listed([*left_out, *also])}): wait for them "
+                              f"({waiting_in_export(base) or f'`arctl status{named}`'}), "
                               f"or produce them with {todo}")
+        if waiting:  # runs there that logged nothing yet: not "produce them"
+            raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base} yet: "
+                              f"{said}; wait for them ({then})")
         raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
     results = check_claims(spec, views, command)
@@ -307,9 +327,12 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         warnings.append(other_configs_warning(uneven))
     if other_code := other_code_warning(provenances):
         warnings.append(other_code)
-    if left_out:
-        warnings.append(unfinished_warning(left_out, named, waiting_in_export(base)))
-    report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views))
+    if left_out:  # and the runs not read, in the same line (as a table's)
+        warnings.append(unfinished_warning(left_out, named, waiting_in_export(base)) + (f"; {not_read}" if not_read else ""))
+    elif not_read:
+        warnings.append(f"{not_read} ({then})")
+    report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views),
+                          waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
@@ -465,6 +488,8 @@ def to_markdown(report: ClaimsReport) -> str:
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a machine kind is "CPU | ISA | torch"
     lines += [f"| `{u['run_id']}` | {cell(u['arm'])} | {u['seed']} | {cell(u['code_version'])} | {cell(_warmup_text(u))} | "
               f"{cell(_machine_text(u))} |" for u in report.runs]
+    if report.warnings:  # as claims.html's: a report read mid-sweep says so (the runs not read, those left out)
+        lines += ["", "## Warnings", "", *(f"- {w}" for w in report.warnings)]
     lines.append("")
     return "\n".join(lines)
 

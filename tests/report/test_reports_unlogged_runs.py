@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 from typer.testing import CliRunner
+from unlogged_runs import add_mid_sweep, add_unlogged, waiting_text  # tests/support/unlogged_runs.py
 from wandb_workspace import TRUNCATED, run_id  # tests/support/wandb_workspace.py
 
 from arctl.cli.main import app
 from arctl.launch import states
-from arctl.launch.registry import Registry, RunRecord, new_claim_token
+from arctl.launch.registry import Registry, RunRecord
 from arctl.launch.workspace import Workspace, workdir_arg
 from arctl.report.export import NOT_LOGGED_PENDING, NOT_LOGGED_RERUN, NOT_LOGGED_RUNNING
 
@@ -31,40 +32,13 @@ OTHER_SCALE = ("main-grpo", "grpo", 8)  # pending, at another scale than the run
 VR_PENDING = ("ablation-vr", "grpo-vr", 5)  # pending, beside ablation-vr's run that was killed (TRUNCATED)
 
 
-def _add(ws: Path, cell, state: str, *, status: str | None = None, generation: int = 0, scale: str = "tiny",
-         folder: bool = True) -> str:
-    """A run of ``cell`` without W&B files: its registry row in ``state``, its folder with config.yaml (and
-    status.json ``status``)."""
-    rid = run_id(*cell)
-    if folder:
-        run_dir = ws / "runs" / rid
-        run_dir.mkdir(parents=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump({"experiment": cell[0], "arm": cell[1], "seed": cell[2],
-                                                              "scale": scale, "backend": "tiny", "run_id": rid}))
-        if status:
-            (run_dir / "status.json").write_text(json.dumps({"state": status}))
-    with Registry(Workspace(ws).registry_path) as reg:
-        reg.claim([RunRecord(run_id=rid, experiment=cell[0], arm=cell[1], seed=cell[2], scale=scale)],
-                  new_claim_token())
-        reg.update(rid, state=state, claim=None, before_claim=None, generation=generation)
-    return rid
-
-
 @pytest.fixture
 def ws(completed_ws) -> Path:
-    _add(completed_ws, RUNNING, states.RUNNING, status="running")
-    _add(completed_ws, PENDING, states.PENDING, folder=False)  # the registry's row alone (no folder yet)
-    _add(completed_ws, RERUN, states.PENDING, generation=1)
-    _add(completed_ws, ENDED, states.FAILED, status="failed")
-    _add(completed_ws, OTHER_EXPERIMENT, states.PENDING)
-    _add(completed_ws, OTHER_SCALE, states.PENDING, scale="paper")
-    _add(completed_ws, VR_PENDING, states.SUBMITTING)
+    add_mid_sweep(completed_ws, running=RUNNING, pending=PENDING, rerun=RERUN, ended=ENDED, elsewhere=OTHER_EXPERIMENT,
+                  other_scale=OTHER_SCALE)
+    add_unlogged(completed_ws, VR_PENDING, states.SUBMITTING)
     (completed_ws / "runs" / run_id(*TRUNCATED) / "status.json").write_text(json.dumps({"state": "running"}))
     return completed_ws
-
-
-def _waiting(*cells_states) -> str:
-    return ", ".join(f"{run_id(*cell)} ({state})" for cell, state in cells_states)
 
 
 def _report(ws: Path, out: Path, *args: str):
@@ -78,7 +52,7 @@ def test_a_table_names_the_runs_of_its_cells_that_logged_nothing_yet(ws, tmp_pat
     assert {r["run_id"] for r in doc["runs"]} == {run_id("main-grpo", "grpo", 0), run_id("main-grpo", "grpo", 1)}
     said = [w for w in doc["warnings"] if w.startswith("not read: ")]
     assert said == [f"not read: 3 run(s) of this table's cells have logged nothing yet: "
-                    f"{_waiting((RUNNING, NOT_LOGGED_RUNNING), (PENDING, NOT_LOGGED_PENDING), (RERUN, NOT_LOGGED_RERUN))}"
+                    f"{waiting_text((RUNNING, NOT_LOGGED_RUNNING), (PENDING, NOT_LOGGED_PENDING), (RERUN, NOT_LOGGED_RERUN))}"
                     f" (`arctl status{workdir_arg(ws)}`)"], doc["warnings"]
     for cell in (ENDED, OTHER_EXPERIMENT, OTHER_SCALE):  # ended, of another experiment, of another scale
         assert run_id(*cell) not in " ".join(doc["warnings"])
@@ -92,7 +66,7 @@ def test_they_are_named_in_the_line_of_the_runs_left_out_unfinished(ws, tmp_path
     assert said.startswith("left out 1 run(s) that have not finished"), said
     assert f"{run_id(*TRUNCATED)} (" in said
     assert said.endswith(f"; not read: 1 run(s) of this table's cells have logged nothing yet: "
-                         f"{_waiting((VR_PENDING, 'pending'))}"), said
+                         f"{waiting_text((VR_PENDING, 'pending'))}"), said
 
 
 def test_a_figure_names_them_and_its_data_carries_them(ws, tmp_path):
@@ -105,7 +79,7 @@ def test_a_figure_names_them_and_its_data_carries_them(ws, tmp_path):
     doc = _report(ws, tmp_path / "f", "--figure", "ablation_vr")
     said = [w for w in doc["warnings"] if w.startswith("not read: ")]
     assert said == [f"not read: 1 run(s) of this figure's cells have logged nothing yet: "
-                    f"{_waiting((VR_PENDING, 'pending'))} (`arctl status{workdir_arg(ws)}`)"], doc["warnings"]
+                    f"{waiting_text((VR_PENDING, 'pending'))} (`arctl status{workdir_arg(ws)}`)"], doc["warnings"]
     carried = [{"run_id": run_id(*VR_PENDING), "experiment": "ablation-vr", "arm": "grpo-vr", "seed": 5,
                 "state": NOT_LOGGED_PENDING}]
     assert doc["waiting"] == carried  # --json, and runs.json beside the figure
@@ -156,7 +130,7 @@ def test_where_leaves_out_the_runs_of_another_config(ws, tmp_path):
     """From a review: beside `--where thinking.lam=0.5`, a pending run at lam 0.9 was named as one of the table's."""
     other, same = ("main-grpo", "grpo", 10), ("main-grpo", "grpo", 11)
     for cell, lam in ((other, 0.9), (same, 0.5)):
-        rid = _add(ws, cell, states.PENDING)
+        rid = add_unlogged(ws, cell, states.PENDING)
         config = yaml.safe_load((ws / "runs" / rid / "config.yaml").read_text())
         (ws / "runs" / rid / "config.yaml").write_text(yaml.safe_dump({**config, "thinking": {"lam": lam}}))
     doc = _report(ws, tmp_path / "t", "--table", "final", "--experiment", "main-grpo", "--where", "thinking.lam=0.5")
