@@ -104,16 +104,60 @@ def resolve_experiments(spec: dict, experiments: list[str] | None, sweep: str | 
     return list(exps) or None
 
 
-def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None, where: str = "") -> str:
+def producing_command(spec: dict, experiments: list[str] | None, sweep: str | None, where: str = "", *,
+                      run_ids: list[str] | None = None, found=None, filters: list[str] | None = None) -> str:
     """The arctl command(s) that would produce the runs a report needs, in the workspace ``where`` names
     (:func:`arctl.launch.workspace.workdir_arg`: ``""`` for the one a bare command means; from a hunt, a
-    report on ``--workdir ws`` said "produce them with `arctl run main`", which trains in ./arctl-runs)."""
+    report on ``--workdir ws`` said "produce them with `arctl run main`", which trains in ./arctl-runs).
+
+    With ``run_ids`` (the runs of its cells the report found and cannot read as finished), the command finishes
+    those: `arctl resume RUN` of one run; else the launch command(s) with the scale, seeds and overrides of the
+    runs ``found`` (their runs table), and each ``--where`` ``filters`` in effect (:func:`missing_arm_args`, as a
+    missing arm's command carries them), which resumes them and trains the cells without runs at their config;
+    `arctl resume` of every run where no overrides give each run its config. From a hunt: beside stopped runs of
+    the micro overrides, "produce them with `arctl run main-grpo`" planned a new 100-step run of the default
+    config."""
+    ids = list(dict.fromkeys(str(r) for r in run_ids or []))
+    if len(ids) == 1:
+        return f"`arctl resume {ids[0]}{where}`"
+    rows = found if ids and found is not None and len(found) else None
+    if not experiments and rows is not None and not sweep:  # every experiment: those of the runs found
+        experiments = list(dict.fromkeys(rows["experiment"].astype(str)))
+    uneven: list[str] = []
+
+    def args(sweeps: list[str], experiment: str | None) -> str:
+        if rows is None:
+            return ""
+        tail, keys = missing_arm_args(rows, sweeps, experiment, _an_arm(experiment, rows), filters)
+        uneven.extend(keys)
+        return tail
+
+    first = str(rows["experiment"].iloc[0]) if rows is not None else None
     if sweep:
-        return f"`arctl sweep {sweep}{where}`"
-    runs = " and ".join(f"`arctl run {e}{where}`" for e in experiments or [])
-    if spec.get("sweep") and experiments:
-        return f"{runs} (or the whole sweep: `arctl sweep {spec['sweep']}{where}`)"
-    return runs or spec_hint(spec, where) or f"`arctl run EXPERIMENT{where}`"
+        command = f"`arctl sweep {sweep}{args([sweep], first)}{where}`"
+    else:
+        runs = " and ".join(f"`arctl run {e}{args([], e)}{where}`" for e in experiments or [])
+        if spec.get("sweep") and experiments:
+            runs += f" (or the whole sweep: `arctl sweep {spec['sweep']}{args([spec['sweep']], first)}{where}`)"
+        command = runs or spec_hint(spec, where) or f"`arctl run EXPERIMENT{where}`"
+    return f"`arctl resume {' '.join(ids)}{where}`" if uneven else command
+
+
+def _an_arm(experiment: str | None, rows) -> str:
+    """An arm of ``experiment`` to compose its cell with (:func:`missing_arm_args`): that of its first run in
+    ``rows`` (a runs table), else its spec's first, else the first run's."""
+    if experiment is None:
+        return str(rows["arm"].iloc[0])
+    own = rows[rows["experiment"].astype(str) == experiment]
+    if len(own):
+        return str(own["arm"].iloc[0])
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+
+    try:
+        return next(iter(load_experiment(experiment).arms))
+    except (SpecError, StopIteration):
+        return str(rows["arm"].iloc[0])
 
 
 def spec_hint(spec: dict, where: str = "") -> str | None:
@@ -196,6 +240,7 @@ def read_report_runs(
     gone: set[str] = set()
     if left_out:  # a running or killed run's last values are an earlier evaluation's, not the final one's
         gone = {item.split(" ", 1)[0] for item in left_out}
+        stopped = runs.runs[runs.runs["run_id"].astype(str).isin(gone)]  # their rows: their config
         runs.runs = runs.runs[~runs.runs["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         runs.history = runs.history[~runs.history["run_id"].astype(str).isin(gone)].reset_index(drop=True)
         from arctl.report.export import waiting_in_export
@@ -204,9 +249,14 @@ def read_report_runs(
         if not len(runs.history):
             status = waiting_cmd or f"`arctl status{named}`"
             also = [f"{r['run_id']} ({r['state']})" for r in waiting]
+            # the runs there: how to finish them, at their config (not a new run of the default one)
+            finishing = producing if in_export or wandb_project else producing_command(
+                spec, exps, sweep, named, run_ids=[*(i.split(" ", 1)[0] for i in left_out),
+                                                   *(r["run_id"] for r in waiting)],
+                found=stopped, filters=where)
             raise ReportError(f"no finished runs in {where_from} ({len(left_out) + len(also)} not finished: "
-                              f"{listed([*left_out, *also])}): wait for them ({status}), or produce them with "
-                              f"{producing}")
+                              f"{listed([*left_out, *also])}): wait for them ({status}), or "
+                              f"{'produce' if in_export or wandb_project else 'finish'} them with {finishing}")
         # the left-out line names the run and how it ended: its file's "no exit record" would say it twice
         runs.warnings = [w for w in runs.warnings if not _no_exit_note_of(w, gone)]
         # and the runs of its cells not read, in the same line
