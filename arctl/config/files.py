@@ -334,6 +334,15 @@ def writable_dir(path: str | Path) -> bool:
     return folder_problem(path) is None
 
 
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` itself where it exists, else its nearest existing ancestor (where it would be made; ``/`` at
+    worst). Relative paths are asked as given (from the current folder)."""
+    place = Path(path)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    return place
+
+
 def folder_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be a folder this process creates files in, or None. Where it does not exist
     yet, its nearest existing ancestor is asked (where it would be made): ``"/x/f is a file, not a
@@ -342,8 +351,7 @@ def folder_problem(path: str | Path) -> str | None:
     ``PROBE_PREFIX...``), not inferred from modes: root, ACLs and read-only mounts answer differently."""
     place = Path(path)
     try:
-        while not place.exists() and place != place.parent:
-            place = place.parent
+        place = nearest_existing(place)
         if not place.is_dir():
             return f"{place} is a file, not a folder"
         fd, name = tempfile.mkstemp(dir=place, prefix=PROBE_PREFIX)

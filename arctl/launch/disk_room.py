@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.config.files import nearest_existing
+
 GB = 10**9  # decimal gigabytes, as the backends' checkpoint_gb and df -H say them
 
 
@@ -73,10 +75,7 @@ class CheckpointRoom:
 
 def free_folder(workspace) -> Path:
     """The nearest existing folder of the workspace's runs folder (a new workspace has none yet)."""
-    folder = Path(workspace.runs_dir).absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return folder
+    return nearest_existing(Path(workspace.runs_dir).absolute())
 
 
 def held_gb(run_dir: Path) -> float:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from arctl.config.files import atomic_write
+from arctl.config.files import atomic_write, nearest_existing
 from arctl.launch.backends import backend_name, get_backend, resolve_backend
 from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
 from arctl.launch.progress import ProgressTap, file_marks, run_progress, schedule, watch_pace
@@ -175,11 +175,8 @@ def _free_there(path) -> str:
     """", N MiB free there" for the disk of ``path`` (its nearest existing folder), or "" where unknown."""
     if not path:
         return ""
-    folder = Path(os.fsdecode(path))
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
     try:
-        return f", {shutil.disk_usage(folder).free / 2**20:.1f} MiB free there"
+        return f", {shutil.disk_usage(nearest_existing(os.fsdecode(path))).free / 2**20:.1f} MiB free there"
     except OSError:
         return ""
 

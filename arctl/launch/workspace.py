@@ -21,7 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arctl.config.files import workdir_named, workdir_origin, workdir_path, workdir_remedy
+from arctl.config.files import nearest_existing, workdir_named, workdir_origin, workdir_path, workdir_remedy
 from arctl.launch import states
 from arctl.launch.progress import METRIC_FILES
 from arctl.launch.status_file import STATUS_FILE, read_status
@@ -139,9 +139,7 @@ class Workspace:
             return None
 
     def _layout_problem(self) -> str | None:
-        place = self.root
-        while not place.exists() and place != place.parent:
-            place = place.parent
+        place = nearest_existing(self.root)
         if place.exists() and not place.is_dir():
             if place == self.root:
                 return f"{self.named} is a file, not an arctl workspace (a folder) — {workdir_remedy(self.origin)}"
