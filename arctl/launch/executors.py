@@ -366,20 +366,30 @@ def reservation(configs: list[dict]) -> dict | None:
     """What the SLURM jobs of runs with these resolved configs ask of the cluster, one attempt each: ``jobs``,
     ``gpus`` and ``cpus`` (all jobs together: per node x ``cluster.nodes``), the longest time limit ``max_hours``
     (``cluster.time_min``) and the ceilings ``gpu_hours`` and ``cpu_hours`` (every job to its time limit), with
-    ``requeues`` (:data:`MAX_REQUEUES`: a run still training at its time limit asks as much again each time). None
-    for no config. A dry run says it before GPU hours are spent (what a sweep reserves was nowhere in its preview)."""
+    ``requeues`` (:data:`MAX_REQUEUES`: a run still training at its time limit asks as much again each time; 0 where
+    ``cluster.sbatch_extra`` says ``--no-requeue``). Read from :func:`slurm_parameters`, what the jobs are submitted
+    with. None for no config, or one whose cluster section the launch refuses (its refusal says why). A dry run says
+    it before GPU hours are spent (what a sweep reserves was nowhere in its preview)."""
     if not configs:
         return None
     gpus = cpus = 0
     gpu_hours = cpu_hours = max_hours = 0.0
+    requeues = 0
     for config in configs:
         cluster = config.get("cluster") or {}
-        nodes, hours = int(cluster.get("nodes") or 1), float(cluster.get("time_min") or 0) / 60.0
-        g, c = nodes * int(cluster.get("gpus_per_node") or 0), nodes * int(cluster.get("cpus_per_task") or 1)
+        try:
+            params = slurm_parameters(cluster, "reservation")
+        except LaunchError:
+            return None
+        nodes, hours = params["nodes"], params["time"] / 60.0
+        # a GPU request given in sbatch_extra instead of arctl's line still counts cluster.gpus_per_node per node
+        g, c = nodes * int(cluster.get("gpus_per_node") or 0), nodes * params["cpus_per_task"]
         gpus, cpus, max_hours = gpus + g, cpus + c, max(max_hours, hours)
         gpu_hours, cpu_hours = gpu_hours + g * hours, cpu_hours + c * hours
+        if params["additional_parameters"].get("requeue"):
+            requeues = MAX_REQUEUES
     return {"jobs": len(configs), "gpus": gpus, "cpus": cpus, "max_hours": max_hours, "gpu_hours": gpu_hours,
-            "cpu_hours": cpu_hours, "requeues": MAX_REQUEUES}
+            "cpu_hours": cpu_hours, "requeues": requeues}
 
 
 def reservation_line(asked: dict) -> str:
@@ -392,8 +402,9 @@ def reservation_line(asked: dict) -> str:
     what, ceiling = ((f"{asked['gpus']:,} GPUs, {asked['cpus']:,} CPUs", f"{hours(asked['gpu_hours'])} GPU-hours")
                      if asked["gpus"] else (f"{asked['cpus']:,} CPUs, no GPU", f"{hours(asked['cpu_hours'])} CPU-hours"))
     return (f"asks SLURM for {asked['jobs']} job(s): {what}, each job for up to {hours(asked['max_hours'])} h "
-            f"(cluster.time_min): at most {ceiling} if every job runs to its time limit; a run still training then is "
-            f"requeued (up to {asked['requeues']} times) and asks as much again")
+            f"(cluster.time_min): at most {ceiling} if every job runs to its time limit; a run still training then "
+            + (f"is requeued (up to {asked['requeues']} times) and asks as much again" if asked["requeues"] else
+               "ends there (cluster.sbatch_extra has --no-requeue)"))
 
 
 def slurm_executor(folder: Path, params: dict, max_num_timeout: int = MAX_REQUEUES):

@@ -47,3 +47,18 @@ def test_a_paper_runs_dry_run_says_the_gpu_hours_it_reserves(sandbox):
     local = sandbox.run("run", "main-grpo", "--scale", "tiny", "--executor", "local", "--dry-run", "--json",
                         "--workdir", str(sandbox.ws))
     assert json.loads(local.out)["reservation"] is None  # no SLURM job: nothing asked of a cluster
+
+
+def test_a_cluster_without_requeues_is_said_to_end_at_its_time_limit():
+    """From a review: the line said "requeued (up to 20 times)" where ``cluster.sbatch_extra`` has ``--no-requeue``
+    (what the jobs are submitted with), and the time limit's default was the reservation's own (0 h, where the jobs
+    ask for 60 minutes)."""
+    no_requeue = {"cluster": {**_config(1, 8, 64, 600)["cluster"], "sbatch_extra": ["--no-requeue"]}}
+    asked = reservation([no_requeue])
+    assert asked["requeues"] == 0 and asked["gpu_hours"] == 80.0, asked
+    line = reservation_line(asked)
+    assert "requeued" not in line and line.endswith("a run still training then ends there "
+                                                    "(cluster.sbatch_extra has --no-requeue)"), line
+    assert reservation([no_requeue, _config(1, 8, 64, 600)])["requeues"] == MAX_REQUEUES  # one job that requeues
+    unset = reservation([{"cluster": {"gpus_per_node": 1}}])
+    assert unset["max_hours"] == 1.0 and unset["gpu_hours"] == 1.0, unset  # slurm_parameters' 60 minutes
