@@ -10,15 +10,25 @@ PATH replaced by a shim that records its calls, and check the contract for a use
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import io
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import slurm_shims  # tests/support/slurm_shims.py
+
+LT_SPEC = ("description: three quick runs\nseeds: [0]\n"
+           "overrides: [trainer.total_steps=2, wandb.mode=disabled]\n"
+           "arms:\n  a: [algo=grpo, prior=base]\n  b: [algo=grpo-vr, prior=base]\n  c: [algo=anytime, prior=uniform]\n")
+# add_run_dirs' workspaces, one per set of inputs in this process: {key: (workspace, its sandbox's root, run ids)}
+_RUN_DIRS: dict[tuple, tuple[Path, Path, tuple[str, ...]]] = {}
 
 
 @dataclass
@@ -49,7 +59,6 @@ class Sandbox:
             name: f'echo "{name} $*" >> "{self.calls}"\necho "{name}: shim refuses" >&2\nexit 1\n'
             for name in slurm_shims.CLIENT_PROGRAMS})
         self.path = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
-        import shutil
 
         from arctl.compose.paths import PROJECT_ROOT
 
@@ -84,11 +93,55 @@ class Sandbox:
 
     def add_run_dirs(self) -> list[str]:
         """Launch experiment ``lt`` (3 arms, the counting test backend, the debug executor): three
-        COMPLETED runs with real run folders (config.yaml, status.json). Returns their ids."""
-        (self.specs / "experiments" / "lt.yaml").write_text(
-            "description: three quick runs\nseeds: [0]\n"
-            "overrides: [trainer.total_steps=2, wandb.mode=disabled]\n"
-            "arms:\n  a: [algo=grpo, prior=base]\n  b: [algo=grpo-vr, prior=base]\n  c: [algo=anytime, prior=uniform]\n")
+        COMPLETED runs with real run folders (config.yaml, status.json). Returns their ids.
+
+        ~120 tests start from these runs and the launch costs 0.5-1 s, so a process launches once for each
+        set of inputs (the specs' bytes, arctl's environment, the fresh registry) and later sandboxes get a
+        copy of that workspace, its paths rewritten to theirs (tests/cli/test_bad_input_harness.py checks that
+        a copy reads as the launch does). A sandbox whose workspace is no longer fresh gets a launch."""
+        (self.specs / "experiments" / "lt.yaml").write_text(LT_SPEC)
+        key = self._run_dirs_key()
+        made = _RUN_DIRS.get(key) if key else None
+        if made:
+            self._copy_run_dirs(*made[:2])
+            return list(made[2])
+        ids = self._launch_run_dirs()
+        if key:
+            keep = Path(tempfile.mkdtemp(prefix="arctl-test-run-dirs-"))
+            atexit.register(shutil.rmtree, keep, True)
+            shutil.copytree(self.ws, keep / "ws", symlinks=True)
+            _RUN_DIRS[key] = (keep / "ws", self.root, tuple(ids))
+        return ids
+
+    def _run_dirs_key(self) -> tuple | None:
+        """What a launch of ``lt`` reads besides arctl's code: the specs, the environment, and the workspace (None
+        where it holds more than the fresh registry: a test changed it, so it gets a launch of its own)."""
+        if sorted(os.listdir(self.ws)) != ["registry.sqlite"]:
+            return None
+        digest = hashlib.sha256((self.ws / "registry.sqlite").read_bytes())
+        for path in sorted(self.specs.rglob("*")):
+            if path.is_file():
+                digest.update(f"\0{path.relative_to(self.specs)}\0".encode() + path.read_bytes())
+        env = tuple(sorted((k, v) for k, v in os.environ.items()
+                           if k.startswith(("ARCTL_", "WANDB_", "SUBMITIT_")) and k != "ARCTL_SPECS"))
+        return digest.hexdigest(), env, self.path.split(os.pathsep, 1)[1]
+
+    def _copy_run_dirs(self, made: Path, made_root: Path) -> None:
+        """The workspace ``made`` (launched in the sandbox at ``made_root``) as this sandbox's, every file's mention
+        of ``made_root`` now of this one's root."""
+        shutil.rmtree(self.ws)
+        shutil.copytree(made, self.ws, symlinks=True)
+        old, new = os.fsencode(made_root), os.fsencode(self.root)
+        for path in self.ws.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                if old in data:
+                    assert path.name != "registry.sqlite", "a path in the registry: a copy cannot rewrite it"
+                    stat = path.stat()
+                    path.write_bytes(data.replace(old, new))
+                    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    def _launch_run_dirs(self) -> list[str]:
         saved = {k: os.environ.get(k) for k in ("ARCTL_TEST_BACKEND", "ARCTL_TEST_STEP_S")}
         os.environ.update(ARCTL_TEST_BACKEND="count", ARCTL_TEST_STEP_S="0.01")
         try:
