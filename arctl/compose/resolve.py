@@ -19,7 +19,7 @@ from arctl.algo import settings as algo_settings
 from arctl.compose import plugins
 from arctl.compose.errors import SpecError, closest, did_you_mean
 from arctl.compose.experiment import Experiment, load_experiment, read_yaml_file
-from arctl.compose.overrides import override_key, split_overrides
+from arctl.compose.overrides import override_key, parse_overrides, split_overrides
 from arctl.compose.paths import (
     CONF_DIR,
     config_dirs,
@@ -92,7 +92,6 @@ def compose_config(overrides: list[str]) -> dict:
 
     import yaml
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -100,7 +99,7 @@ def compose_config(overrides: list[str]) -> dict:
     register_resolvers()
     cfg = None
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        parsed = parse_overrides(overrides)
         known = config_groups()
         groups = tuple(o.input_line for o in parsed if o.key_or_group in known and not o.is_add())
         keys = [o for o in parsed if not (o.key_or_group in known and not o.is_add())]
@@ -707,17 +706,13 @@ class _SeedConfigs:
     - a seed whose config fails to resolve (or leaves ``${`` in it) is None: :func:`resolve_arm` gives its error."""
 
     def __init__(self, cfg, base: dict, units: list[str]) -> None:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         self._cfg, self._base, self._units = cfg, base, units
-        self._parser = OverridesParser.create()
 
     @classmethod
     def make(cls, plan: _ArmPlan, seed: int) -> _SeedConfigs | None:
         import copy
 
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
-        from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
         register_resolvers()
@@ -727,7 +722,7 @@ class _SeedConfigs:
         if "seed" in known:  # a config group named seed (a user's conf/seed/): seed=SEED would choose an option
             return None
         try:
-            parsed = OverridesParser.create().parse_overrides(plan.overrides(seed))
+            parsed = parse_overrides(plan.overrides(seed))
             seeded = parsed[len(plan.head)]
             if seeded.key_or_group != "seed" or seeded.is_add():
                 return None
@@ -765,7 +760,7 @@ class _SeedConfigs:
             if type(seed) is int:  # what Hydra's applier does with seed=SEED, whose value it parses to that int
                 OmegaConf.update(self._cfg, "seed", seed, merge=True)
             else:
-                ConfigLoaderImpl._apply_overrides_to_config(self._parser.parse_overrides([f"seed={seed}"]), self._cfg)
+                ConfigLoaderImpl._apply_overrides_to_config(parse_overrides([f"seed={seed}"]), self._cfg)
             data = _plain_copy(self._base)
             for key in self._units:
                 data[key] = _resolved_at(self._cfg, key)
