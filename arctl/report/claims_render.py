@@ -151,6 +151,29 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
     return command
 
 
+def seeds_not_under_way(command, waiting: list[dict], then: str):
+    """``command(arm, seeds)`` (:func:`missing_command_for`) for the seeds of ``arm`` that no run of ``waiting``
+    (:func:`arctl.report.data.waiting_runs`: runs of the report's cells that have logged nothing yet) is under way for;
+    where every one is, what to wait for instead. From a review: a pending seed another arm has was listed with
+    ``arctl run ... --seeds N``, a launch that finds its run under way and does nothing."""
+    from arctl.config.ranges import seeds_text
+
+    under_way: dict[str, dict[int, str]] = {}
+    for run in waiting:
+        under_way.setdefault(str(run["arm"]), {})[int(run["seed"])] = str(run["run_id"])
+
+    def wrapped(arm: str, seeds=None) -> str:
+        mine = under_way.get(arm, {})
+        if not seeds or not mine:
+            return command(arm, seeds)
+        left = [s for s in seeds if s not in mine]
+        if left:
+            return command(arm, left)
+        return f"(arm {arm} seeds {seeds_text(list(seeds))}: under way as {', '.join(mine[s] for s in seeds)}: {then})"
+
+    return wrapped
+
+
 def _sweep_with(experiments: list[str], sharing: set[str]) -> str | None:
     """A sweep of the project with one of ``experiments``: one that shares arms first (it trains only what is
     missing), else the first; None where none has one."""
@@ -305,7 +328,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                               f"{said}; wait for them ({then})")
         raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
-    results = check_claims(spec, views, command)
+    results = check_claims(spec, views, seeds_not_under_way(command, waiting, then))
     used = []
     recorded = _recorded(runs.runs)
     provenances: dict[str, dict] = {}

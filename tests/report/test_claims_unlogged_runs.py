@@ -97,3 +97,47 @@ def test_they_are_named_in_the_line_of_the_runs_left_out_unfinished(completed_ws
     assert said.endswith(f"; not read: 1 run(s) of this claims report's cells have logged nothing yet: "
                          f"{waiting_text((vr_pending, NOT_LOGGED_PENDING))}"), said
     assert [w["run_id"] for w in doc["waiting"]] == [run_id(*vr_pending)]
+
+
+def test_a_seed_under_way_is_not_given_a_command_that_launches_it():
+    """From a review: a pending seed another arm of the test has was listed with ``arctl run ... --seeds N``, a launch
+    that finds the run under way and does nothing. Its seeds under way are left out of the command; where every seed
+    is, the command says to wait for those runs."""
+    from arctl.report.claims_render import seeds_not_under_way
+
+    def command(arm, seeds=None):
+        return f"arctl run e --arm {arm}" + (f" --seeds {','.join(map(str, seeds))}" if seeds else "")
+
+    waiting = [{"run_id": "e_ar-base_s2_x", "experiment": "e", "arm": "ar-base", "seed": 2, "state": "pending"},
+               {"run_id": "e_ar-base_s3_x", "experiment": "e", "arm": "ar-base", "seed": 3, "state": "running"}]
+    wrapped = seeds_not_under_way(command, waiting, "`arctl status`")
+    assert wrapped("ar-base", [1, 2]) == "arctl run e --arm ar-base --seeds 1"
+    assert wrapped("ar-base", [2, 3]) == "(arm ar-base seeds 2,3: under way as e_ar-base_s2_x, e_ar-base_s3_x: `arctl status`)"
+    assert wrapped("grpo", [2]) == "arctl run e --arm grpo --seeds 2"  # another arm's seed 2 is not under way
+    assert wrapped("ar-base") == "arctl run e --arm ar-base"  # the spec's seeds: the launch skips those under way
+
+
+def test_the_report_gives_no_command_for_a_seed_under_way(ws, tmp_path):
+    """The mid-sweep workspace with the pending ar-base seed 2 read by the report as a seed the test's other arms have
+    (their seed 2 finished): the claims list ar-base's seeds 1-2 as missing and train only seed 1."""
+    from unittest import mock
+
+    import arctl.report.claims as claims
+
+    real = claims._by_arm_seed
+
+    def with_seed_2(runs):  # the other arms of each test have a seed 2 (a copy of their seed 0's run)
+        by = real(runs)
+        for arm, seeds in by.items():
+            if arm != "ar-base" and 0 in seeds and 2 not in seeds:
+                seeds[2] = seeds[0]
+        return by
+
+    with mock.patch.object(claims, "_by_arm_seed", with_seed_2):
+        res = _claims(ws, tmp_path / "c")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    tests = [t for c in doc["claims"] for t in c["tests"] if any(m.startswith("ar-base (seeds") for m in t["missing"])]
+    assert tests and all("ar-base (seeds 1,2)" in t["missing"] for t in tests), [t["missing"] for t in tests]
+    commands = [c for t in tests for c in t["commands"] if "--arm ar-base" in c]
+    assert commands and all(" --seeds 1 " in c and "--seeds 1,2" not in c for c in commands), commands
