@@ -211,10 +211,11 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
     config.yaml's, else its registry row's. From a hunt: a pending run, a run at its first steps and a queued
     ``--force`` rerun were invisible to every report, and a table said "from 1 run(s)" without a word."""
     workdir = Path(workdir)
-    if logged is None:
-        logged = {s.run_id for s in discover_runs(workdir, [])}  # an unreadable folder: its readers say so
     rows = {r.run_id: r for r in registry_rows(workdir)}
     recorded = {rid: r.state.lower() for rid, r in rows.items() if r.state in states.TERMINAL}
+    if logged is None:  # W&B files searched for only in the folders of runs the registry has not ended (its ended
+        # ones are never waiting: :func:`run_state`); an unreadable folder: its readers say so
+        logged = {s.run_id for s in discover_runs(workdir, [], keep=lambda rid, _: rid not in recorded)}
     folders = set()
     if (workdir / "runs").is_dir():
         try:

@@ -139,3 +139,28 @@ def test_where_leaves_out_the_runs_of_another_config(ws, tmp_path):
     doc = _report(ws, tmp_path / "t2", "--table", "final", "--experiment", "main-grpo")  # no --where: both
     (said,) = [w for w in doc["warnings"] if w.startswith("not read: ")]
     assert run_id(*same) in said and run_id(*other) in said, said
+
+
+def test_the_wandb_files_of_runs_the_registry_has_ended_are_not_searched(tmp_path, monkeypatch):
+    """From a review: every report looked for W&B files in every run folder of the workspace to find the runs that
+    logged nothing, a cost the config cache had just taken away from reading (a workspace of thousands of ended runs).
+    A run the registry has ended is never waiting: its folder is not searched."""
+    from arctl.launch import states
+    from arctl.report.export import unlogged_runs
+    from arctl.track.runs import discover
+
+    ws = tmp_path / "ws"
+    ended = [add_unlogged(ws, ("e", "a", seed), states.COMPLETED, status="completed") for seed in range(5)]
+    logging = add_unlogged(ws, ("e", "a", 5), states.RUNNING, status="running")
+    waiting = add_unlogged(ws, ("e", "a", 6), states.RUNNING, status="running")
+    for rid in [*ended, logging, waiting]:
+        (ws / "runs" / rid / "wandb").mkdir()
+    for rid in [*ended, logging]:
+        folder = ws / "runs" / rid / "wandb" / f"offline-run-20261206_000000-{rid}"
+        folder.mkdir()
+        (folder / f"run-{rid}.wandb").write_bytes(b"")
+    searched = []
+    real = discover._unique_wandb_files
+    monkeypatch.setattr(discover, "_unique_wandb_files", lambda root: searched.append(root.parent.name) or real(root))
+    assert [r.run_id for r in unlogged_runs(ws)] == [waiting]
+    assert sorted(searched) == sorted([logging, waiting])
