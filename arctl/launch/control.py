@@ -27,7 +27,7 @@ from arctl.launch.refresh import (
     settled,
 )
 from arctl.launch.registry import Registry, RegistryError, RunRecord
-from arctl.launch.signals import signals_held
+from arctl.launch.signals import add_note, run_to_its_answer, signals_held
 from arctl.launch.status_file import (
     CANCEL_FILE,
     mark_cancel_requested,
@@ -49,6 +49,9 @@ KILL_AFTER_S = 30.0  # a run cancelling for this long whose job is cancelled aga
 GONE_WAIT_S = 5.0  # how long a cancel that killed a local job waits for its process to be gone, to record the run
 SILENT_S = 3600.0  # a started run whose folder and logs have not changed for this long, and whose job SLURM
 # does not have, is taken for dead (a live job writes its logs, metrics, status or checkpoints meanwhile)
+
+
+SCANCEL_ANSWER_WAIT_S = 10.0  # how long a cancel interrupted during scancel waits for its answer (then stops it)
 
 
 def cancel_runs(reg: Registry, workspace: Workspace, records: list[RunRecord],
@@ -161,22 +164,38 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     killed_slurm: set[str] = set()  # the SLURM jobs sent KILL
     killed: list[RunRecord] = []  # the local runs whose jobs were killed: recorded once their processes are gone
     if slurm_ids:
-        try:
-            if not shutil.which("scancel"):
-                raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
-            proc = subprocess.run(["scancel", *slurm_ids], capture_output=True, text=True)
+        reached = False  # whether the plain scancel reached the jobs (SLURM records them cancelled)
+
+        def answered(proc: subprocess.CompletedProcess) -> None:
+            nonlocal gone, ending, reached
             if proc.returncode != 0:
                 errors = [line for line in proc.stderr.splitlines() if line.strip()]
                 gone = {m.group(1) for line in errors if (m := GONE.search(line))}
                 ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
                 if not errors or len(gone) + len(ending) < len(errors):
                     raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
+            reached = True
+
+        try:
+            if not shutil.which("scancel"):
+                raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
+            try:
+                answered(run_to_its_answer(["scancel", *slurm_ids], SCANCEL_ANSWER_WAIT_S))
+            except BaseException as stop:  # a stop while scancel ran: its answer, awaited, says whether it got through
+                said = getattr(stop, "answered", None)
+                if isinstance(said, subprocess.CompletedProcess):
+                    with contextlib.suppress(LaunchError):
+                        answered(said)
+                elif hasattr(stop, "answered"):
+                    add_note(stop, f"scancel had not answered {SCANCEL_ANSWER_WAIT_S:g} s after the interrupt and was "
+                                   "stopped: it may have cancelled the jobs all the same (`arctl status` says)")
+                raise
             # stopped at once: KILL now to every process of the job, the batch script's too (the plain scancel
             # above had SLURM record it cancelled; SLURM sends KILL itself only once its KillWait has passed)
             killing = [r.job_id for r in active if r.executor == "slurm" and r.job_id in slurm_ids and kill(r)
                        and r.job_id not in gone]
             if killing:
-                proc = subprocess.run(["scancel", "--signal=KILL", "--full", *killing], capture_output=True, text=True)
+                proc = run_to_its_answer(["scancel", "--signal=KILL", "--full", *killing], SCANCEL_ANSWER_WAIT_S)
                 errors = [line for line in proc.stderr.splitlines() if line.strip()]
                 if proc.returncode != 0 and (not errors or not all(GONE.search(e) or ENDING.search(e) for e in errors)):
                     raise LaunchError(f"scancel --signal=KILL failed: {' '.join(proc.stderr.split())[:300]}")
@@ -184,11 +203,15 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 still_ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
                 killed_slurm.update(set(killing) - gone - still_ending)
                 ending -= killed_slurm  # the plain scancel's "already completing": the KILL reached it all the same
-        except BaseException:  # this cancel reached none of these jobs: no request of it is left to stop their next
-            # attempt (from a review: a controller that did not answer left it, and the job's requeue trained nothing)
-            for rec in active:
-                if rec.job_id not in asked:
-                    withdraw_cancel_request(workspace.run_dir(rec.run_id))
+        except BaseException:  # before scancel reached the jobs: no request of this cancel is left to stop their next
+            # attempt (from a review: a controller that did not answer left it, and the job's requeue trained nothing);
+            # after it (an interrupt during its answer or the KILL), the jobs stop cancelled: their requests stay, for
+            # the job and `arctl status` to read (from a hunt: a Ctrl-C as scancel answered withdrew them, and the
+            # cancelled runs ended PREEMPTED)
+            if not reached:
+                for rec in active:
+                    if rec.job_id not in asked:
+                        withdraw_cancel_request(workspace.run_dir(rec.run_id))
             raise
         asked.update(slurm_ids)
     for rec in active:

@@ -59,7 +59,7 @@ from arctl.launch.rundir import (
     write_inputs,
 )
 from arctl.launch.shared import served, write_shared
-from arctl.launch.signals import signals_held
+from arctl.launch.signals import add_note, signals_held, stops_ignored
 from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
@@ -779,10 +779,10 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if interrupted is not None or not isinstance(err, Exception):  # Ctrl-C: as it is
                     # what went out before it, said on the CLI's "interrupted" line (from a hunt: a Ctrl-C during
                     # a launch exited 130 without a word of what was submitted)
-                    _add_note(interrupted or err, "nothing was submitted; its claims are undone" if not out
+                    add_note(interrupted or err, "nothing was submitted; its claims are undone" if not out
                               else f"{before}; the others are undone")
                     if said:
-                        _add_note(interrupted or err, said.removeprefix("; "))
+                        add_note(interrupted or err, said.removeprefix("; "))
                     raise (interrupted or err) from None
                 # a refusal after earlier arrays went out (a later array over the QOS's job limit) says so on its
                 # error line, which said only the refusal, as if nothing were submitted (from a hunt)
@@ -828,7 +828,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 gone = {item.run_id for item, _ in dropped + held}
                 if not isinstance(err, Exception) and name != "debug" and (before := _submitted_before(
                         [i.run_id for i, _ in claimed if i.run_id not in gone], job_ids, workspace, [])):
-                    _add_note(err, before)  # (a debug run is run by this process: nothing of it is out)
+                    add_note(err, before)  # (a debug run is run by this process: nothing of it is out)
                 raise
         gone = {item.run_id for item, _ in dropped}
         result.submitted = [item for item, _ in claimed if item.run_id not in gone]
@@ -923,16 +923,6 @@ def _submitted_before(out: list[str], job_ids: dict[str, str], workspace: Worksp
     recorded = f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left else (
         "see what could not be undone")
     return f"submitted before it: {len(out)} run(s) (job(s) {', '.join(ids)}), {recorded}"
-
-
-def _add_note(err: BaseException, note: str) -> None:
-    """``err.add_note(note)`` (Python 3.11+: shown under its traceback); on Python 3.10, which arctl supports and
-    which has no notes, the note goes to stderr before ``err`` is raised (``add_note`` there raised AttributeError,
-    which masked a Ctrl-C and the rollback's word)."""
-    if hasattr(err, "add_note"):
-        err.add_note(note)
-    else:
-        print(f"note: {note}", file=sys.stderr, flush=True)
 
 
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
@@ -1312,7 +1302,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
                         left.unlink(missing_ok=True)
                 if not isinstance(err, Exception):  # Ctrl-C: as it is, saying what became of the job sbatch accepted
                     if accepted:
-                        _add_note(err, _accepted_then(accepted, "the launch was interrupted", cancelled))
+                        add_note(err, _accepted_then(accepted, "the launch was interrupted", cancelled))
                     raise
                 if accepted:
                     raise LaunchError(f"{_accepted_then(accepted, 'the submission failed', cancelled)}: "
@@ -1341,7 +1331,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
         if not isinstance(err, LaunchError):
             cancelled = scancel_quietly([master])
             if not isinstance(err, Exception):  # said on the "interrupted" line
-                _add_note(err, _accepted_then([master], "the launch was interrupted", cancelled))
+                add_note(err, _accepted_then([master], "the launch was interrupted", cancelled))
         for item, job in zip(chunk, jobs):  # no link to a cancelled job: a later launch would adopt it
             (workspace.run_dir(item.run_id) / "job" / str(job.job_id)).unlink(missing_ok=True)
         raise
@@ -1439,13 +1429,13 @@ def _sbatch_answered(proc: subprocess.Popen, said: Callable[[], tuple[str, str]]
     ever, and the launch said "nothing was submitted"."""
     from submitit.slurm.slurm import SlurmExecutor
 
-    with _stops_ignored():
+    with stops_ignored():
         try:
             proc.wait(timeout=SBATCH_ANSWER_WAIT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            _add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and was stopped: "
+            add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and was stopped: "
                             "it may have queued a held job all the same (`squeue -u $USER -t PD` shows it)")
             return
         out, err = said()
@@ -1582,7 +1572,7 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         try:
             job.result()
         except KeyboardInterrupt as stop:  # Ctrl-C, a closed session (SIGHUP), a kill (SIGTERM): the user's stop
-            with _stops_ignored():  # the user pressing Ctrl-C again while it is recorded (milliseconds)
+            with stops_ignored():  # the user pressing Ctrl-C again while it is recorded (milliseconds)
                 _debug_interrupted(stop, item, items[k + 1:], workspace, reg)
             raise
         except Exception as err:  # noqa: BLE001 - recorded in the registry, shown by status/logs
@@ -1601,23 +1591,6 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         if state == states.FAILED:
             failed[item.run_id] = values["error"] or "failed"
     return failed
-
-
-@contextmanager
-def _stops_ignored():
-    """Ignore SIGINT, SIGHUP and SIGTERM while the block runs (the main thread only), then put their handlers
-    back: a stop that is already being handled is not cut short by the next one."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def _debug_interrupted(stop: KeyboardInterrupt, item: LaunchItem, rest: list[LaunchItem], workspace: Workspace,
@@ -1670,7 +1643,7 @@ def _debug_interrupted(stop: KeyboardInterrupt, item: LaunchItem, rest: list[Lau
     if left:
         said += (f"; {left} more run{'s' * (left > 1)} of this launch did not start: running the command again "
                  f"starts {'them' if left > 1 else 'it'}")
-    _add_note(stop, said)
+    add_note(stop, said)
 
 
 TRANSIENT_REGISTRY = ("full", "locked")  # RegistryError kinds a wait outlasts (:func:`wait_for`)

@@ -214,3 +214,59 @@ def test_a_cancel_that_signalled_nothing_leaves_no_request_in_the_registry(tmp_p
     assert said.startswith(control.NOT_CANCELLED)
     assert (row.state, row.cancel_requested, row.phase) == (states.RUNNING, None, None)
     assert not (ws.run_dir(RUN_ID) / CANCEL_FILE).exists()
+
+
+# cancels the SLURM run of the workspace argv[1] with cancel_runs; prints what its folder and registry keep
+SLURM_CANCEL = textwrap.dedent("""\
+    import json, sys
+    from pathlib import Path
+    import arctl.launch.control as control
+    from arctl.launch.control import cancel_runs
+    from arctl.launch.registry import Registry
+    from arctl.launch.status_file import CANCEL_FILE
+    from arctl.launch.workspace import Workspace
+    ws = Workspace(Path(sys.argv[1]))
+    control.SCANCEL_ANSWER_WAIT_S = float(sys.argv[3])
+    with Registry(ws.registry_path) as reg:
+        try:
+            cancel_runs(reg, ws, [reg.get(sys.argv[2])])
+            print("not interrupted")
+        except KeyboardInterrupt as stop:
+            print(json.dumps({"interrupted": True, "request_kept": (ws.run_dir(sys.argv[2]) / CANCEL_FILE).exists(),
+                              "notes": getattr(stop, "__notes__", [])}))
+""")
+
+
+@pytest.mark.parametrize("reaches", [True, False, None], ids=["scancel-got-through", "scancel-refused", "scancel-hangs"])
+def test_a_ctrl_c_while_scancel_answers_keeps_the_request_where_it_got_through(tmp_path, reaches):
+    """From a hunt: a Ctrl-C while scancel ran (a terminal's, to the whole group; or the cancel's own, which made
+    subprocess.run kill scancel) withdrew the cancel's requests from the run folders, though SLURM may already have had
+    scancel's request: the job stopped as preempted, not cancelled. scancel now runs in a session of its own and its
+    answer is awaited: got through, the request stays; refused, it is withdrawn; no answer in time, scancel is stopped
+    and the line says the jobs may be cancelled all the same."""
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(RUN_ID).mkdir(parents=True)
+    write_status(ws.run_dir(RUN_ID), state="running", executor="slurm", job_id="77", started_at=time.time())
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="slurm", job_id="77")
+    calls = tmp_path / "calls"
+    answer = {True: "exit 0", None: "sleep 60",
+              False: 'echo "scancel: error: Kill job error on job id 77: Access/permission denied" >&2; exit 1'}[reaches]
+    # the request reaches SLURM, then the user presses Ctrl-C (to the canceller's group), then the answer comes back
+    # the canceller leads its own group (as a terminal starts it): -$PPID is its whole group, scancel too where it shares it
+    bin_dir = slurm_shims.install(tmp_path / "bin", scancel=f'echo "scancel $*" >> {calls}\nkill -INT -$PPID\nsleep 1\n'
+                                                            f'echo answered >> {calls}\n{answer}\n')
+    wait_s = 3 if reaches is None else 30
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen([sys.executable, "-c", SLURM_CANCEL, str(ws.root), RUN_ID, str(wait_s)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    out, err = proc.communicate(timeout=120)
+    assert calls.read_text().splitlines() == ["scancel 77", "answered"], err  # scancel was left to answer
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["interrupted"] and doc["request_kept"] is bool(reaches), (doc, err)
+    assert (doc["notes"] == ["scancel had not answered 3 s after the interrupt and was stopped: it may have cancelled "
+                             "the jobs all the same (`arctl status` says)"]) is (reaches is None), doc

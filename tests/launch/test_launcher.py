@@ -1486,7 +1486,7 @@ def test_two_launches_into_one_workspace_submit_one_at_a_time(specs, tmp_path, m
 def test_a_rollback_note_reaches_the_user_on_a_python_without_exception_notes(capsys):
     """pyproject admits Python 3.10, whose exceptions have no add_note: a Ctrl-C during a submission whose rollback
     left something undone raised AttributeError there (masking the Ctrl-C and the note). The note goes to stderr."""
-    from arctl.launch.launcher import _add_note
+    from arctl.launch.signals import add_note
 
     class NoNotes(KeyboardInterrupt):  # as Python 3.10's exceptions are
         @property
@@ -1494,8 +1494,8 @@ def test_a_rollback_note_reaches_the_user_on_a_python_without_exception_notes(ca
             raise AttributeError("add_note")
 
     err = NoNotes()
-    _add_note(err, "and could not undo: x")
+    add_note(err, "and could not undo: x")
     assert capsys.readouterr().err == "note: and could not undo: x\n"
     now = KeyboardInterrupt()
-    _add_note(now, "and could not undo: y")
+    add_note(now, "and could not undo: y")
     assert now.__notes__ == ["and could not undo: y"]
