@@ -18,6 +18,7 @@ from arctl.launch.executors import LaunchError
 from arctl.launch.refresh import (
     CANCELLING,
     INTERRUPTED_BEFORE,
+    KILLED,
     LAUNCH_CANCELS,
     debug_process_alive,
     interrupted_note,
@@ -32,6 +33,7 @@ from arctl.launch.status_file import (
     CANCEL_FILE,
     mark_cancel_requested,
     mark_cancelled,
+    mark_killed,
     read_status,
     withdraw_cancel_request,
 )
@@ -202,6 +204,9 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 gone |= {m.group(1) for line in errors if (m := GONE.search(line))}
                 still_ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
                 killed_slurm.update(set(killing) - gone - still_ending)
+                for rec in active:  # their "stopping" is no checkpoint being saved: a refresh need not wait for it
+                    if rec.executor == "slurm" and rec.job_id in killed_slurm:
+                        mark_killed(workspace.run_dir(rec.run_id), time.time())
                 ending -= killed_slurm  # the plain scancel's "already completing": the KILL reached it all the same
         except BaseException:  # before scancel reached the jobs: no request of this cancel is left to stop their next
             # attempt (from a review: a controller that did not answer left it, and the job's requeue trained nothing);
@@ -281,7 +286,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             stopped = rec.executor == "slurm" and rec.job_id in killed_slurm
         asked_at = rec.cancel_requested if cancelling else now
         if stopped:
-            values = {"cancel_requested": asked_at, "phase": CANCELLING, "claim": None, "before_claim": None}
+            values = {"cancel_requested": asked_at, "phase": KILLED, "claim": None, "before_claim": None}
             outcome.append((rec, f"{STOPPED_AT_ONCE} (job {rec.job_id} killed): its checkpoint was not saved; "
                                  f"{_resumes(workspace, rec)}"))
         elif started or starting:

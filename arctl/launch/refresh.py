@@ -25,7 +25,7 @@ from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_fai
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
-from arctl.launch.status_file import read_status
+from arctl.launch.status_file import killed_at, read_status
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
 from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
@@ -41,6 +41,9 @@ CONTROLLER_TIMEOUT_S = 10
 # skip an active run, so a new attempt never starts while the old one still writes its checkpoint.
 STOP_TIMEOUT_S = 900.0
 TERM_GRACE_S = 30.0
+# a SLURM job `arctl cancel` killed (:func:`arctl.launch.status_file.mark_killed`) saves nothing: once SLURM says it
+# ended, it is active only this long after the KILL (its processes die at once; SLURM's word may come first)
+KILL_GRACE_S = 10.0
 # squeue(1)'s pending reasons that no wait resolves, and which setting to change
 NEVER_STARTS = {
     "BadConstraints": "no node of its partition has what it asks (cluster.mem_gb, cluster.cpus_per_task, "
@@ -77,6 +80,7 @@ HELD = {
 }
 STOPPING = "stopping: saving its checkpoint"
 CANCELLING = "cancelling: saving its checkpoint"
+KILLED = "cancelling: killed, its checkpoint not saved"  # a job `arctl cancel --now` killed, until SLURM says it ended
 LAUNCH_CANCELS = "its launch cancels the job it submits"  # a run cancelled while its launch submits it
 CANCEL_ASKED = f"cancel requested: {LAUNCH_CANCELS}"  # such a run in `arctl status`
 
@@ -519,8 +523,11 @@ def _from_status(status: dict) -> dict:
     return values
 
 
-def _still_stopping(status: dict, scheduler: str | None, now: float) -> bool:
-    """Has the job been asked to stop and not yet said its checkpoint is complete?"""
+def _still_stopping(status: dict, scheduler: str | None, now: float, killed: float | None = None) -> bool:
+    """Has the job been asked to stop and not yet said its checkpoint is complete? A job killed at ``killed``
+    (`arctl cancel --now`) saves none: only :data:`KILL_GRACE_S` after its KILL."""
+    if killed is not None:
+        return now - killed < KILL_GRACE_S
     age = now - (status.get("updated_at") or 0.0)
     if status.get("state") == "stopping":
         return age < STOP_TIMEOUT_S
@@ -540,12 +547,13 @@ def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now:
 
 
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
-                where: str = "") -> tuple[str, str | None]:
+                where: str = "", killed: float | None = None) -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
     signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
     PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
     active (RUNNING). ``where``: what names the run's workspace in the commands an error says
-    (:func:`arctl.launch.workspace.workdir_arg`)."""
+    (:func:`arctl.launch.workspace.workdir_arg`). ``killed``: when `arctl cancel` killed the job
+    (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint."""
     logs, resume = f"`arctl logs {record.run_id}{where}`", f"`arctl resume {record.run_id}{where}`"
     reported = status.get("state")
     if reported == "completed":
@@ -560,7 +568,7 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
                 return stopped, None
             if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
                 return states.CANCELLED, None
-            if _still_stopping(status, scheduler, now):
+            if _still_stopping(status, scheduler, now, killed):
                 return states.RUNNING, None
             if _still_starting(record, status, scheduler, now):
                 return states.RUNNING, None
@@ -749,6 +757,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
         if status.get("state") == "stopping" or rec.cancel_requested:
             values["phase"] = CANCELLING if rec.cancel_requested else STOPPING
+            if rec.cancel_requested and killed_at(workspace.run_dir(rec.run_id)) is not None:
+                values["phase"] = KILLED
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
@@ -758,7 +768,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
-            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True))
+            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True),
+                                           killed_at(workspace.run_dir(rec.run_id)) if rec.cancel_requested else None)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never
@@ -786,7 +797,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             values["phase"] = None
         if new_state in states.TERMINAL and is_queued(values.get("phase")):  # cancelled before its slot came
             values["phase"] = None
-        if new_state in states.TERMINAL and values.get("phase") in (CANCELLING, STOPPING):  # its stop has ended (a
+        if new_state in states.TERMINAL and values.get("phase") in (CANCELLING, KILLED, STOPPING):  # its stop has ended (a
             values["phase"] = None  # hunt: --json of a CANCELLED run still said "cancelling: saving its checkpoint")
         if new_state != rec.state:
             values["state"] = new_state

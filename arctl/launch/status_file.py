@@ -36,6 +36,7 @@ from arctl.config.files import atomic_write, machine_identity
 
 STATUS_FILE = "status.json"
 CANCEL_FILE = "cancel_requested"  # `arctl cancel`'s request to the run's job: the time it asked (mark_cancel_requested)
+KILLED_FILE = "cancel_killed"  # `arctl cancel --now` (or a second cancel) killed the job: when (mark_killed)
 NONFINITE_TEXTS = ("nan", "inf", "-inf")
 """``metric_nonfinite``: the headline metric's value where it is no finite number (status.json, the registry)."""
 
@@ -124,9 +125,32 @@ def mark_cancel_requested(run_dir: Path, at: float) -> None:
 
 
 def withdraw_cancel_request(run_dir: Path) -> None:
-    """No :data:`CANCEL_FILE` in ``run_dir``: a cancel that signalled nothing, or a new attempt."""
+    """No :data:`CANCEL_FILE` (nor :data:`KILLED_FILE`) in ``run_dir``: a cancel that signalled nothing, or a new
+    attempt."""
+    for name in (KILLED_FILE, CANCEL_FILE):
+        with contextlib.suppress(OSError):
+            (Path(run_dir) / name).unlink(missing_ok=True)
+
+
+def mark_killed(run_dir: Path, at: float) -> None:
+    """:data:`KILLED_FILE` in ``run_dir``: `arctl cancel` sent KILL to every process of the run's SLURM job at time
+    ``at``. Its "stopping" in status.json is then no checkpoint being saved, which a refresh would wait up to
+    :data:`arctl.launch.refresh.STOP_TIMEOUT_S` for (from a hunt: a killed job read "cancelling: saving its
+    checkpoint" for 15 minutes). Nothing is written where the folder is gone or cannot be written."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
     with contextlib.suppress(OSError):
-        (Path(run_dir) / CANCEL_FILE).unlink(missing_ok=True)
+        atomic_write(run_dir / KILLED_FILE, f"{at!r}\n")
+
+
+def killed_at(run_dir: Path) -> float | None:
+    """When `arctl cancel` killed the job of the run's current attempt (:data:`KILLED_FILE`), or None."""
+    try:
+        at = float((Path(run_dir) / KILLED_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return at if _number(at) else None
 
 
 def cancel_requested_at(run_dir: Path) -> float | None:

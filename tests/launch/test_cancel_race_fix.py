@@ -228,3 +228,37 @@ def test_a_cancel_that_reached_no_job_leaves_no_request_behind(tmp_path, monkeyp
             cancel_runs(reg, ws, reg.list())
         assert reg.get(run_id).state == states.RUNNING and reg.get(run_id).cancel_requested is None
     assert not (ws.run_dir(run_id) / CANCEL_FILE).exists()
+
+
+def test_a_slurm_job_killed_while_it_saved_its_checkpoint_is_cancelled_once_slurm_says_it_ended(tmp_path, monkeypatch):
+    """From a hunt: `arctl cancel --now` of a SLURM job that said "stopping" (a TERM had reached it) killed it, and the
+    run read RUNNING, "cancelling: saving its checkpoint", for up to 15 minutes (STOP_TIMEOUT_S since its last write):
+    nothing saves a checkpoint after a KILL. Now it reads killed, and CANCELLED once SLURM says the job ended and
+    KILL_GRACE_S have passed (its processes die at once)."""
+    from arctl.launch import refresh as refresh_module
+    from arctl.launch.refresh import KILL_GRACE_S, KILLED
+    from arctl.launch.status_file import KILLED_FILE, killed_at, write_status
+
+    calls = tmp_path / "calls"
+    slurm_shims.use(tmp_path / "bin", monkeypatch, scancel=f'echo "scancel $*" >> {calls}\n',
+                    sacct="printf 'JobID|State\\n77|CANCELLED by 0\\n'\n", squeue="exit 0\n")
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(RUN_ID).mkdir(parents=True)
+    write_status(ws.run_dir(RUN_ID), state="stopping", executor="slurm", job_id="77", started_at=time.time() - 600)
+    rec = _row(ws, state=states.RUNNING, executor="slurm", job_id="77", submitted_at=time.time() - 700)
+    with Registry(ws.registry_path) as reg:
+        ((_, said),) = cancel_runs(reg, ws, [rec], now=True)
+        row = reg.get(RUN_ID)
+    assert calls.read_text().splitlines() == ["scancel 77", "scancel --signal=KILL --full 77"], said
+    assert (row.state, row.phase) == (states.RUNNING, KILLED) and "killed" in said, (row, said)
+    at = killed_at(ws.run_dir(RUN_ID))
+    assert at is not None
+    with Registry(ws.registry_path) as reg:  # SLURM's word came before the grace ended: still active
+        monkeypatch.setattr(refresh_module.time, "time", lambda: at + KILL_GRACE_S / 2)
+        [during] = refresh(reg, ws, [reg.get(RUN_ID)])
+        monkeypatch.setattr(refresh_module.time, "time", lambda: at + KILL_GRACE_S + 1)  # not STOP_TIMEOUT_S later
+        [after] = refresh(reg, ws, [reg.get(RUN_ID)])
+    assert (during.state, during.phase) == (states.RUNNING, KILLED)
+    assert (after.state, after.phase) == (states.CANCELLED, None) and "checkpoint was saved" in after.error, after
+    mark_submitted(ws.run_dir(RUN_ID))  # the next attempt: the kill was the last one's
+    assert not (ws.run_dir(RUN_ID) / KILLED_FILE).exists()
