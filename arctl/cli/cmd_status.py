@@ -17,6 +17,7 @@ from arctl.cli.common import (
     plain_columns,
     print_json,
     printable,
+    slow_note,
 )
 from arctl.cli.launching import how_far, launch_errors, resumes_from, step_text, styled
 
@@ -58,6 +59,7 @@ def register(app: typer.Typer) -> None:
         wanted = _states_asked(only)  # before the registry is opened or refreshed: a typo changes nothing
         with launch_errors():
             from arctl.launch.control import open_existing, select_runs
+            from arctl.launch.refresh import SACCT_TIMEOUT_S
             from arctl.launch.refresh import refresh as refresh_runs
 
             workspace, reg = open_existing(workdir, reading=True)
@@ -65,7 +67,9 @@ def register(app: typer.Typer) -> None:
                 records = select_runs(reg, [target], prefixes=True) if target is not None else reg.list()
                 reg_ids = {r.run_id for r in (records if target is None else reg.list())}
                 if refresh:
-                    records = refresh_runs(reg, workspace, records)
+                    with slow_note("reading the runs' states (SLURM's sacct and squeue answer slowly: up to "
+                                   f"{SACCT_TIMEOUT_S} s; --no-refresh shows the last ones at once)"):
+                        records = refresh_runs(reg, workspace, records)
         now = time.time()
         from arctl.launch.progress import shown_metric, stalled
         from arctl.launch.refresh import CANCEL_ASKED, folder_gone, interrupted_launch

@@ -46,6 +46,43 @@ console = _Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+SLOW_NOTE_AFTER_S = 1.0  # a wait on another program (sacct) is said after this long, where stderr is a terminal
+
+
+@contextmanager
+def slow_note(text: str, after_s: float = SLOW_NOTE_AFTER_S, on: Console | None = None) -> Iterator[None]:
+    """While the block runs past ``after_s`` seconds, a spinner with ``text`` on stderr, gone when it ends; only where
+    stderr is a terminal (a script, a pipe and a log get nothing). From a hunt: `arctl status` waited up to 60 s for
+    an accounting daemon that did not answer, without a word."""
+    import threading
+
+    on = on or err_console
+    if not on.is_terminal:
+        yield
+        return
+    shown = []
+    lock = threading.Lock()
+
+    def show() -> None:
+        with lock:
+            if not done:
+                shown.append(on.status(escape(text)))
+                shown[0].start()
+
+    done = False
+    timer = threading.Timer(after_s, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with lock:
+            done = True
+            for spinner in shown:
+                spinner.stop()
+
+
 class UserError(Exception):
     """A mistake of the user's that a command detected itself (bad flag combination, missing run)."""
 
