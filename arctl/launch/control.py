@@ -265,6 +265,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                     stopped = _kill_local_job(int(rec.job_id), partial(local_job_alive, rec, status, workspace))
                     if not stopped:  # its pid is another process's now: the job ended meanwhile
                         raise ProcessLookupError(rec.job_id)
+                    mark_killed(workspace.run_dir(rec.run_id), time.time())  # a refresh says "killed" meanwhile
                 else:
                     os.kill(int(rec.job_id), signal.SIGTERM)  # the controller forwards it: checkpoint and stop
             except (ProcessLookupError, PermissionError) as err:
