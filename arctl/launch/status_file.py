@@ -117,11 +117,25 @@ def mark_cancel_requested(run_dir: Path, at: float) -> None:
     the run CANCELLED, not PREEMPTED. A file of its own, not a field of status.json, whose job rewrites it at every
     step: a job's write begun before this one would take it out again, and this one could put back the job's
     "running" over its end. Nothing is written where the folder is gone or cannot be written."""
+    _write_time(run_dir, CANCEL_FILE, at)
+
+
+def _write_time(run_dir: Path, name: str, at: float) -> None:
+    """File ``name`` in ``run_dir`` holding time ``at``; nothing where the folder is gone or cannot be written."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return
     with contextlib.suppress(OSError):
-        atomic_write(run_dir / CANCEL_FILE, f"{at!r}\n")
+        atomic_write(run_dir / name, f"{at!r}\n")
+
+
+def _read_time(run_dir: Path, name: str) -> float | None:
+    """The time file ``name`` in ``run_dir`` holds (:func:`_write_time`), or None."""
+    try:
+        at = float((Path(run_dir) / name).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return at if _number(at) else None
 
 
 def withdraw_cancel_request(run_dir: Path) -> None:
@@ -133,33 +147,21 @@ def withdraw_cancel_request(run_dir: Path) -> None:
 
 
 def mark_killed(run_dir: Path, at: float) -> None:
-    """:data:`KILLED_FILE` in ``run_dir``: `arctl cancel` sent KILL to every process of the run's SLURM job at time
-    ``at``. Its "stopping" in status.json is then no checkpoint being saved, which a refresh would wait up to
+    """:data:`KILLED_FILE` in ``run_dir``: `arctl cancel` killed the run's job at time ``at`` (KILL to every process of
+    a SLURM job, or of a local job's process tree). Its "stopping" in status.json is then no checkpoint being saved, which a refresh would wait up to
     :data:`arctl.launch.refresh.STOP_TIMEOUT_S` for (from a hunt: a killed job read "cancelling: saving its
     checkpoint" for 15 minutes). Nothing is written where the folder is gone or cannot be written."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return
-    with contextlib.suppress(OSError):
-        atomic_write(run_dir / KILLED_FILE, f"{at!r}\n")
+    _write_time(run_dir, KILLED_FILE, at)
 
 
 def killed_at(run_dir: Path) -> float | None:
     """When `arctl cancel` killed the job of the run's current attempt (:data:`KILLED_FILE`), or None."""
-    try:
-        at = float((Path(run_dir) / KILLED_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return at if _number(at) else None
+    return _read_time(run_dir, KILLED_FILE)
 
 
 def cancel_requested_at(run_dir: Path) -> float | None:
     """When `arctl cancel` asked the job of the run's current attempt to stop (:data:`CANCEL_FILE`), or None."""
-    try:
-        at = float((Path(run_dir) / CANCEL_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return at if _number(at) else None
+    return _read_time(run_dir, CANCEL_FILE)
 
 
 def mark_cancelled(run_dir: Path, ended_at: float | None, executor: str | None) -> None:
