@@ -153,11 +153,18 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     # the request, in each run's folder before any signal: the job that stops says it was cancelled (not preempted),
     # and `arctl repair` rebuilds it so (:func:`arctl.launch.status_file.mark_cancel_requested`); withdrawn below
     # wherever this cancel signals and cancels nothing (:func:`not_cancelled`)
+    # a run an earlier cancel asked keeps that request (its time), whatever this one does (from a review: a second
+    # cancel that reached nothing, "already ending", took the first one's request and kill away)
+    earlier = {r.run_id: r.cancel_requested for r in active if r.cancel_requested is not None}
     for rec in active:
-        mark_cancel_requested(workspace.run_dir(rec.run_id), now)
+        mark_cancel_requested(workspace.run_dir(rec.run_id), earlier.get(rec.run_id, now))
+
+    def withdraw(rec: RunRecord) -> None:
+        if rec.run_id not in earlier:
+            withdraw_cancel_request(workspace.run_dir(rec.run_id))
 
     def not_cancelled(rec: RunRecord, why: str) -> None:
-        withdraw_cancel_request(workspace.run_dir(rec.run_id))
+        withdraw(rec)
         outcome.append((rec, f"{NOT_CANCELLED}: {why}"))
 
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id and r.job_id not in asked]
@@ -216,7 +223,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             if not reached:
                 for rec in active:
                     if rec.job_id not in asked:
-                        withdraw_cancel_request(workspace.run_dir(rec.run_id))
+                        withdraw(rec)
             raise
         asked.update(slurm_ids)
     for rec in active:
@@ -315,7 +322,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
                 continue
             outcome.pop()
             if not alive and rec.job_id not in asked:  # nothing signalled: read again, and asked again if still active
-                withdraw_cancel_request(workspace.run_dir(rec.run_id))
+                withdraw(rec)
             changed.append(rec.run_id)
             continue
         for k, v in values.items():

@@ -106,7 +106,7 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     host) of the process that will run it (the debug executor's launch), which a refresh watches; a local
     run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
-    withdraw_cancel_request(run_dir)  # an earlier attempt's: not this one's
+    withdraw_cancel_request(run_dir, killed=True)  # an earlier attempt's: not this one's
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host,
                         cancelled=None)
 
@@ -138,10 +138,10 @@ def _read_time(run_dir: Path, name: str) -> float | None:
     return at if _number(at) else None
 
 
-def withdraw_cancel_request(run_dir: Path) -> None:
-    """No :data:`CANCEL_FILE` (nor :data:`KILLED_FILE`) in ``run_dir``: a cancel that signalled nothing, or a new
-    attempt."""
-    for name in (KILLED_FILE, CANCEL_FILE):
+def withdraw_cancel_request(run_dir: Path, killed: bool = False) -> None:
+    """No :data:`CANCEL_FILE` in ``run_dir`` (with ``killed``, no :data:`KILLED_FILE` either): a cancel that signalled
+    nothing, or (both) a new attempt."""
+    for name in (KILLED_FILE, CANCEL_FILE) if killed else (CANCEL_FILE,):
         with contextlib.suppress(OSError):
             (Path(run_dir) / name).unlink(missing_ok=True)
 

@@ -262,3 +262,35 @@ def test_a_slurm_job_killed_while_it_saved_its_checkpoint_is_cancelled_once_slur
     assert (after.state, after.phase) == (states.CANCELLED, None) and "checkpoint was saved" in after.error, after
     mark_submitted(ws.run_dir(RUN_ID))  # the next attempt: the kill was the last one's
     assert not (ws.run_dir(RUN_ID) / KILLED_FILE).exists()
+
+
+def test_a_second_cancel_that_reaches_nothing_keeps_the_first_ones_request_and_kill(tmp_path, monkeypatch):
+    """From a review: a plain `arctl cancel` after `--now`, whose scancel SLURM answered "already completing", took away
+    the first cancel's request and its kill from the run's folder: the run read "saving its checkpoint" for 15 minutes,
+    and a stop it then reported read as a preemption."""
+    from arctl.launch import refresh as refresh_module
+    from arctl.launch.refresh import KILL_GRACE_S, KILLED
+    from arctl.launch.status_file import KILLED_FILE, cancel_requested_at, killed_at, write_status
+
+    calls = tmp_path / "calls"
+    scancel = tmp_path / "scancel-answers"
+    scancel.write_text("")
+    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue="exit 0\n",
+                    scancel=f'echo "scancel $*" >> {calls}\nif [ -s {scancel} ]; then cat {scancel} >&2; exit 1; fi\n',
+                    sacct="printf 'JobID|State\\n77|CANCELLED by 0\\n'\n")
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(RUN_ID).mkdir(parents=True)
+    write_status(ws.run_dir(RUN_ID), state="stopping", executor="slurm", job_id="77", started_at=time.time() - 600)
+    rec = _row(ws, state=states.RUNNING, executor="slurm", job_id="77", submitted_at=time.time() - 700)
+    with Registry(ws.registry_path) as reg:
+        cancel_runs(reg, ws, [rec], now=True)
+        asked, killed = cancel_requested_at(ws.run_dir(RUN_ID)), killed_at(ws.run_dir(RUN_ID))
+        assert asked is not None and killed is not None
+        scancel.write_text("scancel: error: Kill job error on job id 77: Job/step already completing or completed\n")
+        ((_, said),) = cancel_runs(reg, ws, [reg.get(RUN_ID)])
+        assert "already ending" in said, said
+        assert (cancel_requested_at(ws.run_dir(RUN_ID)), killed_at(ws.run_dir(RUN_ID))) == (asked, killed)
+        monkeypatch.setattr(refresh_module.time, "time", lambda: killed + KILL_GRACE_S + 1)
+        [after] = refresh(reg, ws, [reg.get(RUN_ID)])
+    assert after.state == states.CANCELLED and after.phase != KILLED, after
+    assert (ws.run_dir(RUN_ID) / KILLED_FILE).exists()  # until the next attempt's "submitted"
