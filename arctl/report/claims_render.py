@@ -153,14 +153,16 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
 
 def seeds_not_under_way(command, waiting: list[dict], then: str):
     """``command(arm, seeds)`` (:func:`missing_command_for`) for the seeds of ``arm`` that no run of ``waiting``
-    (:func:`arctl.report.data.waiting_runs`: runs of the report's cells that have logged nothing yet) is under way for;
-    where every one is, what to wait for instead. From a review: a pending seed another arm has was listed with
+    (:func:`arctl.report.data.waiting_runs`: runs of the report's cells that have logged nothing yet) has a job on
+    (:func:`arctl.report.export.under_way`); where every one has, what to wait for instead. From a review: a pending seed another arm has was listed with
     ``arctl run ... --seeds N``, a launch that finds its run under way and does nothing."""
     from arctl.config.ranges import seeds_text
+    from arctl.report.export import under_way as has_a_job
 
     under_way: dict[str, dict[int, str]] = {}
-    for run in waiting:
-        under_way.setdefault(str(run["arm"]), {})[int(run["seed"])] = str(run["run_id"])
+    for run in waiting:  # (an interrupted launch's run, or a folder nothing speaks for, has no job to wait for)
+        if has_a_job(str(run["state"])) and run.get("seed") is not None:
+            under_way.setdefault(str(run["arm"]), {})[int(run["seed"])] = str(run["run_id"])
 
     def wrapped(arm: str, seeds=None) -> str:
         mine = under_way.get(arm, {})

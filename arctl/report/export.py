@@ -167,6 +167,14 @@ NOT_LOGGED_RUNNING = f"running, {NOTHING_LOGGED} yet"
 NOT_LOGGED_RERUN = "rerun queued (--force)"
 NOT_LOGGED_UNKNOWN = f"{NOTHING_LOGGED}, state unknown"
 NOT_LOGGED_INTERRUPTED = "interrupted: its launch died before it submitted it (`arctl status`; relaunch it)"
+NOT_EXPORTED = ", not exported"  # after the state of a run an export left out as not ended ("running, not exported")
+
+
+def under_way(state: str) -> bool:
+    """Whether a run that logged nothing yet (:class:`SkippedRun`'s ``state``) has a job on it: pending, running or a
+    rerun queued, or not ended when an export left it out. Not an interrupted launch's (no job runs for it) nor a
+    folder nothing speaks for: a report names what produces those."""
+    return state in (NOT_LOGGED_PENDING, NOT_LOGGED_RUNNING, NOT_LOGGED_RERUN) or state.endswith(NOT_EXPORTED)
 SKIPPED = "skipped"  # the index's runs of the workspace an export did not copy: {run_id: SkippedRun fields}
 
 
@@ -496,7 +504,7 @@ def _plan_run(source, workdir: Path, out: Path, index: dict, wanted, unfinished:
             return None, serves
         scale = _config_scale(config)
         result.not_ended[source.run_id] = SkippedRun(
-            source.run_id, experiment, arm, seed, scale, f"{state}, not exported",
+            source.run_id, experiment, arm, seed, scale, f"{state}{NOT_EXPORTED}",
             tuple(c for c in read_served(run_dir, arm) if c[1] is not None and c != (experiment, arm)))
         return None, serves
     files = report_files(source, run_dir)

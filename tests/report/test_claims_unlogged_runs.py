@@ -108,8 +108,8 @@ def test_a_seed_under_way_is_not_given_a_command_that_launches_it():
     def command(arm, seeds=None):
         return f"arctl run e --arm {arm}" + (f" --seeds {','.join(map(str, seeds))}" if seeds else "")
 
-    waiting = [{"run_id": "e_ar-base_s2_x", "experiment": "e", "arm": "ar-base", "seed": 2, "state": "pending"},
-               {"run_id": "e_ar-base_s3_x", "experiment": "e", "arm": "ar-base", "seed": 3, "state": "running"}]
+    waiting = [{"run_id": "e_ar-base_s2_x", "experiment": "e", "arm": "ar-base", "seed": 2, "state": NOT_LOGGED_PENDING},
+               {"run_id": "e_ar-base_s3_x", "experiment": "e", "arm": "ar-base", "seed": 3, "state": NOT_LOGGED_RUNNING}]
     wrapped = seeds_not_under_way(command, waiting, "`arctl status`")
     assert wrapped("ar-base", [1, 2]) == "arctl run e --arm ar-base --seeds 1"
     assert wrapped("ar-base", [2, 3]) == "(arm ar-base seeds 2,3: under way as e_ar-base_s2_x, e_ar-base_s3_x: `arctl status`)"
@@ -141,3 +141,20 @@ def test_the_report_gives_no_command_for_a_seed_under_way(ws, tmp_path):
     assert tests and all("ar-base (seeds 1,2)" in t["missing"] for t in tests), [t["missing"] for t in tests]
     commands = [c for t in tests for c in t["commands"] if "--arm ar-base" in c]
     assert commands and all(" --seeds 1 " in c and "--seeds 1,2" not in c for c in commands), commands
+
+
+def test_a_seed_whose_launch_died_or_whose_folder_nothing_speaks_for_gets_its_command():
+    """From a review: a run whose launch died before it submitted it ("interrupted: ... relaunch it") was taken for
+    one under way, and the claim said to wait for a run that will never start."""
+    from arctl.report.claims_render import seeds_not_under_way
+    from arctl.report.export import NOT_EXPORTED, NOT_LOGGED_INTERRUPTED, NOT_LOGGED_UNKNOWN
+
+    def command(arm, seeds=None):
+        return f"arctl run e --arm {arm}" + (f" --seeds {','.join(map(str, seeds))}" if seeds else "")
+
+    waiting = [{"run_id": "e_a_s1_x", "arm": "a", "seed": 1, "state": NOT_LOGGED_INTERRUPTED},
+               {"run_id": "e_a_s2_x", "arm": "a", "seed": 2, "state": NOT_LOGGED_UNKNOWN},
+               {"run_id": "e_a_s3_x", "arm": "a", "seed": 3, "state": f"running{NOT_EXPORTED}"}]
+    wrapped = seeds_not_under_way(command, waiting, "`arctl status`")
+    assert wrapped("a", [1, 2]) == "arctl run e --arm a --seeds 1,2"
+    assert wrapped("a", [1, 3]) == "arctl run e --arm a --seeds 1"  # an exported run not ended then: under way
