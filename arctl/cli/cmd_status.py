@@ -21,6 +21,10 @@ from arctl.cli.common import (
 )
 from arctl.cli.launching import how_far, launch_errors, resumes_from, step_text, styled
 
+# what `arctl status` says on a terminal while SLURM's accounting is slow to answer: its way out first, within 80 columns
+# (rich crops or wraps a spinner's line to the terminal; from a review)
+SLOW_REFRESH_NOTE = "--no-refresh shows the last states now; waiting for sacct (up to {seconds} s)"
+
 
 def elapsed_s(rec, now: float) -> float | None:
     """How long run ``rec`` ran, in seconds (the table's elapsed column and --json's ``elapsed_s``), never below 0
@@ -67,8 +71,7 @@ def register(app: typer.Typer) -> None:
                 records = select_runs(reg, [target], prefixes=True) if target is not None else reg.list()
                 reg_ids = {r.run_id for r in (records if target is None else reg.list())}
                 if refresh:
-                    with slow_note("reading the runs' states (SLURM's sacct and squeue answer slowly: up to "
-                                   f"{SACCT_TIMEOUT_S} s; --no-refresh shows the last ones at once)"):
+                    with slow_note(SLOW_REFRESH_NOTE.format(seconds=SACCT_TIMEOUT_S)):
                         records = refresh_runs(reg, workspace, records)
         now = time.time()
         from arctl.launch.progress import shown_metric, stalled

@@ -14,7 +14,7 @@ from arctl.cli.common import slow_note
 
 def _terminal() -> tuple[Console, io.StringIO]:
     out = io.StringIO()
-    return Console(file=out, force_terminal=True, width=250), out
+    return Console(file=out, force_terminal=True, width=80), out
 
 
 def test_a_wait_longer_than_its_threshold_shows_the_note_and_removes_it():
@@ -68,5 +68,14 @@ def test_status_says_it_waits_for_a_slow_sacct(tmp_path, monkeypatch):
     except SystemExit as done:
         assert done.code in (0, None)
     said = out.getvalue()
-    assert "reading the runs' states (SLURM's sacct and squeue answer slowly: up to 60 s; --no-refresh shows the " \
-           "last ones at once)" in said, said
+    assert "--no-refresh shows the last states now; waiting for sacct (up to 60 s)" in said, said
+
+
+def test_the_status_note_names_its_way_out_on_an_80_column_terminal():
+    """From a review: rich crops a spinner's line to the terminal, and the ~120-character note lost --no-refresh, its
+    way out, at 80 columns."""
+    from arctl.cli.cmd_status import SLOW_REFRESH_NOTE
+    from arctl.launch.refresh import SACCT_TIMEOUT_S
+
+    text = SLOW_REFRESH_NOTE.format(seconds=SACCT_TIMEOUT_S)
+    assert text.startswith("--no-refresh") and len(text) + 2 <= 80, text  # the spinner and a space before it
