@@ -27,9 +27,9 @@ def test_a_wait_longer_than_its_threshold_shows_the_note_and_removes_it():
 
 def test_a_quick_answer_shows_nothing():
     con, out = _terminal()
-    with slow_note("asking sacct", after_s=0.5, on=con):
+    with slow_note("asking sacct", after_s=2.0, on=con):
         pass
-    time.sleep(0.7)  # past the threshold: the timer was cancelled
+    time.sleep(2.5)  # past the threshold: the timer was cancelled
     assert out.getvalue() == ""
 
 
@@ -42,7 +42,7 @@ def test_nothing_where_stderr_is_no_terminal():
 
 
 def test_status_says_it_waits_for_a_slow_sacct(tmp_path, monkeypatch):
-    """`arctl status` of a SLURM run whose sacct takes 2 s, on a terminal: the note names what it waits for and how
+    """`arctl status` of a SLURM run whose sacct takes 3 s (the note comes after 1), on a terminal: the note names what it waits for and how
     to see the last states at once."""
     import slurm_shims  # tests/support/slurm_shims.py
 
@@ -56,7 +56,7 @@ def test_status_says_it_waits_for_a_slow_sacct(tmp_path, monkeypatch):
         reg.claim([RunRecord(run_id="e_a_s0_0123456789", experiment="e", arm="a", seed=0)], new_claim_token())
         reg.update("e_a_s0_0123456789", claim=None, before_claim=None, state=states.RUNNING, executor="slurm",
                    job_id="77", submitted_at=time.time() - 100)
-    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="sleep 2\nprintf 'JobID|State\\n77|RUNNING\\n'\n",
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="sleep 3\nprintf 'JobID|State\\n77|RUNNING\\n'\n",
                     squeue="exit 0\n")
     con, out = _terminal()
     monkeypatch.setattr(common, "err_console", con)
