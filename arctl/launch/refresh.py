@@ -755,10 +755,9 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         values = _from_status(status)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
+        killed = killed_at(workspace.run_dir(rec.run_id)) if rec.cancel_requested else None  # `arctl cancel --now`'s
         if status.get("state") == "stopping" or rec.cancel_requested:
-            values["phase"] = CANCELLING if rec.cancel_requested else STOPPING
-            if rec.cancel_requested and killed_at(workspace.run_dir(rec.run_id)) is not None:
-                values["phase"] = KILLED
+            values["phase"] = KILLED if killed is not None else CANCELLING if rec.cancel_requested else STOPPING
         if rec.executor == "slurm":
             sched = scheduler.get(rec.job_id or "")
             if sched is None and source == "squeue" and (rec.submitted_at or 0) < now - GRACE_S:
@@ -768,8 +767,7 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
-            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True),
-                                           killed_at(workspace.run_dir(rec.run_id)) if rec.cancel_requested else None)
+            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never

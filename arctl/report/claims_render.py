@@ -154,8 +154,9 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
 def seeds_not_under_way(command, waiting: list[dict], then: str):
     """``command(arm, seeds)`` (:func:`missing_command_for`) for the seeds of ``arm`` that no run of ``waiting``
     (:func:`arctl.report.data.waiting_runs`: runs of the report's cells that have logged nothing yet) has a job on
-    (:func:`arctl.report.export.under_way`); where every one has, what to wait for instead. From a review: a pending seed another arm has was listed with
-    ``arctl run ... --seeds N``, a launch that finds its run under way and does nothing."""
+    (:func:`arctl.report.export.under_way`); where every one has, what to wait for instead. From a review: a pending
+    seed another arm has was listed with ``arctl run ... --seeds N``, a launch that finds its run under way and does
+    nothing."""
     from arctl.config.ranges import seeds_text
     from arctl.report.export import under_way as has_a_job
 

@@ -175,6 +175,8 @@ def under_way(state: str) -> bool:
     rerun queued, or not ended when an export left it out. Not an interrupted launch's (no job runs for it) nor a
     folder nothing speaks for: a report names what produces those."""
     return state in (NOT_LOGGED_PENDING, NOT_LOGGED_RUNNING, NOT_LOGGED_RERUN) or state.endswith(NOT_EXPORTED)
+
+
 SKIPPED = "skipped"  # the index's runs of the workspace an export did not copy: {run_id: SkippedRun fields}
 
 
