@@ -173,28 +173,35 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
     killed_slurm: set[str] = set()  # the SLURM jobs sent KILL
     killed: list[RunRecord] = []  # the local runs whose jobs were killed: recorded once their processes are gone
     if slurm_ids:
-        reached = False  # whether the plain scancel reached the jobs (SLURM records them cancelled)
+        plain: list[subprocess.CompletedProcess] = []  # the plain scancel's answer, as soon as it is read
 
         def answered(proc: subprocess.CompletedProcess) -> None:
-            nonlocal gone, ending, reached
+            nonlocal gone, ending
             if proc.returncode != 0:
                 errors = [line for line in proc.stderr.splitlines() if line.strip()]
                 gone = {m.group(1) for line in errors if (m := GONE.search(line))}
                 ending = {m.group(1) for line in errors if (m := ENDING.search(line))}
                 if not errors or len(gone) + len(ending) < len(errors):
                     raise LaunchError(f"scancel failed: {' '.join(proc.stderr.split())[:300]}")
-            reached = True
+
+        def reached() -> bool:  # whether the plain scancel reached the jobs (SLURM records them cancelled): read
+            # from its answer itself, not from a flag set after it (from a review: a Ctrl-C in the microseconds
+            # between the answer and the flag withdrew the requests of jobs SLURM had cancelled)
+            try:
+                answered(plain[0])
+            except (IndexError, LaunchError):
+                return False
+            return True
 
         try:
             if not shutil.which("scancel"):
                 raise LaunchError("scancel is not on PATH: cancel these SLURM jobs where SLURM is available")
             try:
-                answered(run_to_its_answer(["scancel", *slurm_ids], SCANCEL_ANSWER_WAIT_S))
+                answered(run_to_its_answer(["scancel", *slurm_ids], SCANCEL_ANSWER_WAIT_S, into=plain))
             except BaseException as stop:  # a stop while scancel ran: its answer, awaited, says whether it got through
                 said = getattr(stop, "answered", None)
                 if isinstance(said, subprocess.CompletedProcess):
-                    with contextlib.suppress(LaunchError):
-                        answered(said)
+                    plain[:] = [said]
                 elif hasattr(stop, "answered"):
                     add_note(stop, f"scancel had not answered {SCANCEL_ANSWER_WAIT_S:g} s after the interrupt and was "
                                    "stopped: it may have cancelled the jobs all the same (`arctl status` says)")
@@ -220,7 +227,7 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             # after it (an interrupt during its answer or the KILL), the jobs stop cancelled: their requests stay, for
             # the job and `arctl status` to read (from a hunt: a Ctrl-C as scancel answered withdrew them, and the
             # cancelled runs ended PREEMPTED)
-            if not reached:
+            if not reached():
                 for rec in active:
                     if rec.job_id not in asked:
                         withdraw(rec)

@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -59,7 +58,7 @@ from arctl.launch.rundir import (
     write_inputs,
 )
 from arctl.launch.shared import served, write_shared
-from arctl.launch.signals import add_note, signals_held, stops_ignored
+from arctl.launch.signals import add_note, run_to_its_answer, stops_ignored
 from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
@@ -1411,37 +1410,7 @@ def said_once(*texts: str) -> str:
     return " ".join(kept)
 
 
-def _read_back(file) -> str:
-    """What a child process wrote into temporary ``file``, as text without surrounding whitespace."""
-    file.seek(0)
-    return file.read().decode(errors="replace").strip()
-
-
 SBATCH_ANSWER_WAIT_S = 10.0  # how long a launch interrupted during an sbatch waits for its answer (then stops it)
-
-
-def _sbatch_answered(proc: subprocess.Popen, said: Callable[[], tuple[str, str]],
-                     answers: list[tuple[str, str]], stop: BaseException) -> None:
-    """An interrupt (``stop``: Ctrl-C, or SIGTERM/SIGHUP as one) came while sbatch ``proc`` ran: wait for it (at
-    most SBATCH_ANSWER_WAIT_S, further stops ignored meanwhile) and add the job id it answered with to ``answers``,
-    the caller's to cancel; where it did not answer in time it is killed, and ``stop`` says that it may have
-    queued a job. From a hunt: the job SLURM accepted as the launch was interrupted stayed held in the queue for
-    ever, and the launch said "nothing was submitted"."""
-    from submitit.slurm.slurm import SlurmExecutor
-
-    with stops_ignored():
-        try:
-            proc.wait(timeout=SBATCH_ANSWER_WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and was stopped: "
-                            "it may have queued a held job all the same (`squeue -u $USER -t PD` shows it)")
-            return
-        out, err = said()
-    if proc.returncode == 0:
-        with suppress(Exception):  # an answer without a job id: nothing to cancel
-            answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
 
 
 @contextmanager
@@ -1452,40 +1421,44 @@ def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
     from a hunt), and prints it when sbatch refuses, besides its error's text. A refusal is submitit's
     ``FailedJobError`` with sbatch's stderr, as before. (submitit runs sbatch through ``utils.CommandFunction``,
     from a copy of the executor for an array: no hook of the executor sees it; one submission at a time.) An
-    interrupt while sbatch runs still gets its job id into the list (:func:`_sbatch_answered`)."""
+    interrupt while sbatch runs still gets its job id into the list (:func:`arctl.launch.signals.run_to_its_answer`
+    waits for its answer)."""
     from submitit.core import utils
     from submitit.slurm.slurm import SlurmExecutor
 
     answers: list[tuple[str, str]] = []
     real = utils.CommandFunction
 
+    def accepted(done: subprocess.CompletedProcess) -> tuple[str, str]:
+        """The job id of an sbatch that answered, and what it said on stderr."""
+        return str(SlurmExecutor._get_job_id_from_submission_command(done.stdout.strip())), done.stderr.strip()
+
     class Sbatch(real):
         def __call__(self, *args, **kwargs) -> str:
             command = self.command + [str(x) for x in args] + [f"--{x}={y}" for x, y in kwargs.items()]
-            with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-
-                def said() -> tuple[str, str]:
-                    return _read_back(stdout), _read_back(stderr)
-
-                proc = None
-                try:
-                    # in a session of its own: a terminal's Ctrl-C, sent to the whole foreground group, does not kill
-                    # it once SLURM may have accepted its job (its answer, the job id, was lost with it; from a hunt);
-                    # a stop as it starts waits until it is ours to wait for (one cut Popen short: sbatch ran on)
-                    with signals_held():
-                        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                                cwd=self.cwd, env=self.env, start_new_session=True)
-                    proc.wait()
-                    out, err = said()
-                    if proc.returncode:
-                        raise utils.FailedJobError(err or out or f"{command[0]} exited with code {proc.returncode}") \
-                            from subprocess.CalledProcessError(proc.returncode, command, out, err)
-                    answers.append((str(SlurmExecutor._get_job_id_from_submission_command(out)), err))
-                    return out
-                except BaseException as stop:
-                    if proc is not None and not isinstance(stop, Exception):  # Ctrl-C, SIGTERM, SIGHUP: its answer,
-                        _sbatch_answered(proc, said, answers, stop)  # for the caller to cancel the job it names
-                    raise
+            # in a session of its own: a terminal's Ctrl-C, sent to the whole foreground group, does not kill it once
+            # SLURM may have accepted its job (its answer, the job id, was lost with it; from a hunt); an interrupt
+            # waits for its answer, whose job id goes into the list for the caller to cancel (from a hunt: the job
+            # SLURM accepted as the launch was interrupted stayed held in the queue for ever, and the launch said
+            # "nothing was submitted")
+            try:
+                done = run_to_its_answer(command, SBATCH_ANSWER_WAIT_S, cwd=self.cwd, env=self.env)
+            except BaseException as stop:
+                if not isinstance(stop, Exception) and hasattr(stop, "answered"):  # Ctrl-C, SIGTERM, SIGHUP
+                    if stop.answered is None:
+                        add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and "
+                                       "was stopped: it may have queued a held job all the same (`squeue -u $USER "
+                                       "-t PD` shows it)")
+                    elif stop.answered.returncode == 0:
+                        with suppress(Exception):  # an answer without a job id: nothing to cancel
+                            answers.append(accepted(stop.answered))
+                raise
+            if done.returncode:
+                out, err = done.stdout.strip(), done.stderr.strip()
+                raise utils.FailedJobError(err or out or f"{command[0]} exited with code {done.returncode}") \
+                    from subprocess.CalledProcessError(done.returncode, command, out, err)
+            answers.append(accepted(done))
+            return done.stdout.strip()
 
     utils.CommandFunction = Sbatch
     try:

@@ -66,13 +66,16 @@ def add_note(err: BaseException, note: str) -> None:
         print(f"note: {note}", file=sys.stderr, flush=True)
 
 
-def run_to_its_answer(command: list[str], wait_s: float) -> subprocess.CompletedProcess:
-    """``subprocess.run(command, capture_output=True, text=True)`` for a SLURM client whose request may reach the
-    controller before its answer comes back (scancel): in a session of its own, so that a terminal's Ctrl-C, sent to
+def run_to_its_answer(command: list[str], wait_s: float, cwd=None, env=None,
+                      into: list[subprocess.CompletedProcess] | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)`` for a SLURM client whose request
+    may reach the controller before its answer comes back (sbatch, scancel): in a session of its own, so that a terminal's Ctrl-C, sent to
     the whole foreground group, does not kill it midway; a stop (Ctrl-C, SIGTERM, SIGHUP) while it runs waits for its
     answer, at most ``wait_s`` seconds with further stops ignored, then is raised with ``answered`` set on it: the
     CompletedProcess, or None where the program did not answer in time (it is killed then: whether its request got
-    through is not known). ``subprocess.run`` itself kills its child on an interrupt, with the answer."""
+    through is not known). ``subprocess.run`` itself kills its child on an interrupt, with the answer. The answer is
+    also appended to ``into`` as soon as it is read: a stop that comes after that, before the caller has acted on the
+    returned answer, leaves it there for the caller's own handler to read."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
 
         def done(proc: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -85,9 +88,13 @@ def run_to_its_answer(command: list[str], wait_s: float) -> subprocess.Completed
         proc = None
         try:
             with signals_held():  # a stop as it starts waits until the child is ours to wait for (then acts, here)
-                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env,
                                         start_new_session=True)
             proc.wait()
+            answer = done(proc)
+            if into is not None:
+                into.append(answer)
+            return answer
         except BaseException as stop:
             if proc is None:
                 raise
@@ -100,4 +107,3 @@ def run_to_its_answer(command: list[str], wait_s: float) -> subprocess.Completed
                     proc.wait()
                     stop.answered = None
             raise
-        return done(proc)

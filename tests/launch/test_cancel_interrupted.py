@@ -270,3 +270,32 @@ def test_a_ctrl_c_while_scancel_answers_keeps_the_request_where_it_got_through(t
     assert doc["interrupted"] and doc["request_kept"] is bool(reaches), (doc, err)
     assert (doc["notes"] == ["scancel had not answered 3 s after the interrupt and was stopped: it may have cancelled "
                              "the jobs all the same (`arctl status` says)"]) is (reaches is None), doc
+
+
+@pytest.mark.parametrize("reaches", [True, False], ids=["scancel-got-through", "scancel-refused"])
+def test_a_ctrl_c_right_after_scancel_answered_reads_its_answer(tmp_path, monkeypatch, reaches):
+    """A Ctrl-C in the instant between scancel's answer and the cancel acting on it (from the review of the change
+    above: whether scancel had got through was a flag set after the answer, so such a stop withdrew the requests of
+    jobs SLURM had cancelled). The answer itself now decides: got through, the request stays; refused, it goes."""
+    import slurm_shims  # tests/support/slurm_shims.py
+
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(RUN_ID).mkdir(parents=True)
+    write_status(ws.run_dir(RUN_ID), state="running", executor="slurm", job_id="77", started_at=time.time())
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="slurm", job_id="77")
+    answer = "exit 0" if reaches else \
+        'echo "scancel: error: Kill job error on job id 77: Access/permission denied" >&2; exit 1'
+    bin_dir = slurm_shims.install(tmp_path / "bin", scancel=f"{answer}\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    real = control.run_to_its_answer
+
+    def answered_then_interrupted(command, wait_s, **kwargs):
+        real(command, wait_s, **kwargs)
+        raise KeyboardInterrupt  # as the answer is returned, before the caller has read it
+
+    monkeypatch.setattr(control, "run_to_its_answer", answered_then_interrupted)
+    with Registry(ws.registry_path) as reg, pytest.raises(KeyboardInterrupt):
+        cancel_runs(reg, ws, [reg.get(RUN_ID)])
+    assert (ws.run_dir(RUN_ID) / CANCEL_FILE).exists() is reaches
