@@ -12,6 +12,7 @@ reporting (kill -9) becomes FAILED and is resumed by the next sweep from its las
 
 from __future__ import annotations
 
+import calendar
 import os
 import shutil
 import subprocess
@@ -398,11 +399,13 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 
 
 def _ps_start(pid: int) -> float | None:
-    """When process ``pid`` started, as ``ps`` says (``lstart``: "Mon Dec  7 10:11:12 2026", local time, in the C
+    """When process ``pid`` started, as ``ps`` says (``lstart``: "Mon Dec  7 10:11:12 2026", asked in UTC and the C
     locale; else ``etimes``, the seconds since, where ps has it), the earliest second it may have been (ps says
     whole seconds); None where ps cannot say. From a hunt: without /proc (macOS) every pid counted as not reused,
-    and a debug run whose arctl process died stayed RUNNING while an unrelated process held its pid."""
-    env = {**os.environ, "LC_ALL": "C"}
+    and a debug run whose arctl process died stayed RUNNING while an unrelated process held its pid. In UTC, not
+    local time (from the hunt of clocks): in the hour a daylight-saving change repeats, local time named two
+    instants and a process's start read 1 h late, so its live run was taken for dead."""
+    env = {**os.environ, "LC_ALL": "C", "TZ": "UTC0"}
     for field in ("lstart", "etimes"):
         try:
             out = subprocess.run(["ps", "-o", f"{field}=", "-p", str(pid)], capture_output=True, text=True,
@@ -413,8 +416,8 @@ def _ps_start(pid: int) -> float | None:
         try:
             if out.returncode == 0 and field == "lstart" and len(words) == 5:
                 hour, minute, second = (int(x) for x in words[3].split(":"))
-                return time.mktime((int(words[4]), _MONTHS.index(words[1]) + 1, int(words[2]), hour, minute, second,
-                                    0, 0, -1))
+                return float(calendar.timegm((int(words[4]), _MONTHS.index(words[1]) + 1, int(words[2]), hour,
+                                              minute, second, 0, 0, 0)))
             if out.returncode == 0 and field == "etimes" and len(words) == 1:
                 return time.time() - int(words[0]) - 1.0
         except (ValueError, OverflowError):

@@ -6,6 +6,7 @@ cannot."""
 
 from __future__ import annotations
 
+import calendar
 import os
 import socket
 import subprocess
@@ -90,19 +91,28 @@ def test_a_debug_run_whose_pid_an_unrelated_process_took_is_failed_not_left_to_i
 
 
 def test_ps_says_when_a_process_started_where_there_is_no_proc(monkeypatch):
+    """``ps`` is asked in UTC (from the hunt of clocks: its local time, in the hour a daylight-saving change repeats,
+    named two instants, and a process's start read 1 h late), whatever the user's TZ."""
     pid, now = os.getpid(), time.time()
-    said = {"lstart": (0, "Sun Dec  6 06:17:50 2026\n"), "etimes": (0, "  231\n")}
+    said = {"lstart": (0, "Sun Nov  1 01:30:00 2026\n"), "etimes": (0, "  231\n")}
     asked = []
 
     def ps(args, **kwargs):
         field = args[2].rstrip("=")
-        asked.append((field, kwargs["env"]["LC_ALL"]))
+        asked.append((field, kwargs["env"]["LC_ALL"], kwargs["env"]["TZ"]))
         code, out = said[field]
         return subprocess.CompletedProcess(args, code, out, "")
 
     monkeypatch.setattr(refresh_mod.subprocess, "run", ps)
-    assert refresh_mod._ps_start(pid) == time.mktime((2026, 12, 6, 6, 17, 50, 0, 0, -1))
-    assert asked == [("lstart", "C")]
+    monkeypatch.setenv("TZ", "America/New_York")  # 01:30 on 2026-11-01 happens twice there
+    time.tzset()
+    try:
+        assert refresh_mod._ps_start(pid) == calendar.timegm((2026, 11, 1, 1, 30, 0, 0, 0, 0))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    monkeypatch.setattr(refresh_mod.subprocess, "run", ps)
+    assert asked == [("lstart", "C", "UTC0")]
     said["lstart"] = (1, "ps: lstart: keyword not found\n")  # where ps has etimes only
     assert now - 231 - 1.5 <= refresh_mod._ps_start(pid) <= time.time() - 231 - 1.0
     said["etimes"] = (1, "")  # gone
