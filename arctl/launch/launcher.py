@@ -59,7 +59,7 @@ from arctl.launch.rundir import (
 )
 from arctl.launch.shared import served, write_shared
 from arctl.launch.signals import add_note, run_to_its_answer, stops_ignored
-from arctl.launch.status_file import mark_cancelled, mark_submitted, write_status
+from arctl.launch.status_file import mark_cancelled, mark_submitted, process_identity, write_status
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
@@ -1529,13 +1529,14 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         run_dir = workspace.run_dir(item.run_id)
         # this process, named before the row says RUNNING: `arctl cancel` and refresh ask whether it lives
         started, before = time.time(), read_status(run_dir)
-        write_status(run_dir, pid=os.getpid(), host=socket.gethostname(), started_at=started)
+        write_status(run_dir, pid=os.getpid(), pid_start=process_identity(os.getpid()), host=socket.gethostname(),
+                     started_at=started)
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
                              {"state": states.RUNNING, "started_at": started}):
             if read_status(run_dir).get("pid") == os.getpid():  # not this process's (unless another launch took it)
-                kept = {k: before.get(k) for k in ("pid", "host", "started_at")}
+                kept = {k: before.get(k) for k in ("pid", "pid_start", "host", "started_at")}
                 if kept["pid"] == os.getpid():  # named by this launch's mark_submitted: the run is not its any more
-                    kept.update(pid=None, host=None)
+                    kept.update(pid=None, pid_start=None, host=None)
                 write_status(run_dir, **kept)
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue

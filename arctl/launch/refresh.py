@@ -26,7 +26,7 @@ from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_fai
 from arctl.launch.progress import run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
-from arctl.launch.status_file import killed_at, read_status
+from arctl.launch.status_file import killed_at, process_identity, read_status, start_ticks
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
 from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
@@ -386,7 +386,7 @@ def _process_start(pid: int) -> float | None:
     """When process ``pid`` of this machine started (epoch seconds), from /proc, else, where there is no /proc
     (macOS), from ``ps`` (:func:`_ps_start`); None where neither can say."""
     try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+        ticks = start_ticks(pid)
         boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
@@ -430,14 +430,20 @@ def debug_process_alive(status: dict) -> bool:
     another host cannot be asked here: taken for alive. A pid that a process started after the run's
     ``started_at`` holds is reused: dead (where there is no /proc, as on macOS, ``ps`` says when it started; from a
     hunt: a dead debug run's pid, taken by an unrelated process, kept it RUNNING there, and `arctl cancel` named that
-    process as the one to Ctrl-C). Its command line is not asked: a debug launch runs in its caller's process, which
-    may be a notebook's or a script's, not an ``arctl`` command."""
+    process as the one to Ctrl-C). Where status.json names the process as no other (``pid_start``:
+    :func:`arctl.launch.status_file.process_identity`) and /proc says the pid's, they must be equal, and no time is
+    compared (a clock step moves /proc's start times; from the hunt of clocks). Its command line is not asked: a
+    debug launch runs in its caller's process, which may be a notebook's or a script's, not an ``arctl`` command."""
     pid = status.get("pid")
     if not isinstance(pid, int):
         return False
     if _another_host(status):
         return True
-    return pid_alive(pid) and _not_reused(pid, status.get("started_at"), 1.0)
+    if not pid_alive(pid):
+        return False
+    if status.get("pid_start") is not None and (now := process_identity(pid)) is not None:
+        return now == status["pid_start"]
+    return _not_reused(pid, status.get("started_at"), 1.0)
 
 
 def _another_host(status: dict) -> bool:

@@ -5,7 +5,7 @@ ended before its job started, or a debug run its user stopped, and the runs of i
 :func:`mark_cancelled`; or a job that found the cancel's request as it started, and trained nothing:
 :func:`arctl.launch.job._start_attempt`), job_id, host, host_id (the host's
 :func:`arctl.config.files.machine_identity`, written with ``host``: a Mac's, whose name changes with its network), pid,
-executor, started_at, updated_at, ended_at, step,
+pid_start (the process ``pid`` names, as no other is: :func:`process_identity`, where /proc says it), executor, started_at, updated_at, ended_at, step,
 metric_name, metric_value (null where the metric was not finite: metric_nonfinite says "nan", "inf" or "-inf"),
 wandb_id, error, attempt, signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
@@ -59,7 +59,7 @@ STATES = ("submitted", "running", "stopping", "completed", "preempted", "requeue
 _FIELDS = {  # field -> what its value must be (a status file is written by a job, but read as input)
     "state": lambda v: v in STATES,
     "job_id": _text, "host": _text, "host_id": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
-    "signal": _text, "warning": _text, "cancelled": lambda v: isinstance(v, bool),
+    "signal": _text, "warning": _text, "pid_start": _text, "cancelled": lambda v: isinstance(v, bool),
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
     "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
@@ -67,6 +67,27 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
         isinstance(k, str) and isinstance(m, list) and len(m) == 3
         and all(map(_integer(), m)) for k, m in v.items()),
 }
+
+
+def start_ticks(pid: int) -> int:
+    """When process ``pid`` of this machine started, in clock ticks since its boot (/proc; OSError where /proc has no
+    such process, or no /proc: macOS)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+    except (IndexError, ValueError) as err:
+        raise OSError(f"/proc/{pid}/stat says no start") from err
+
+
+def process_identity(pid: int) -> str | None:
+    """Process ``pid`` of this machine, named as no other process is: the boot it runs in and its start in clock
+    ticks since that boot (``<boot_id>:<ticks>``, from /proc), which no clock step moves; None without /proc
+    (macOS) or such a process. From the hunt of clocks: a start computed from the boot's wall-clock time (/proc/stat's
+    ``btime``) moves with every step of the clock, and an NTP step of a few seconds made a debug run's live process
+    read as a later one holding its pid: the run was marked FAILED for good while it trained."""
+    try:
+        return f"{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}:{start_ticks(pid)}"
+    except OSError:
+        return None
 
 
 def read_status(run_dir: Path) -> dict:
@@ -108,7 +129,7 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     pid, host = process if process is not None else (None, None)
     withdraw_cancel_request(run_dir, killed=True)  # an earlier attempt's: not this one's
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host,
-                        cancelled=None)
+                        pid_start=None if pid is None else process_identity(pid), cancelled=None)
 
 
 def mark_cancel_requested(run_dir: Path, at: float) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arctl.launch import refresh as refresh_mod
-from arctl.launch import states
+from arctl.launch import states, status_file
 from arctl.launch.control import cancel_runs
 from arctl.launch.refresh import debug_process_alive, refresh
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
@@ -39,7 +39,9 @@ def proc_fs(request, tmp_path, monkeypatch) -> str:
             return tmp_path / "no-proc" / path.relative_to("/") if str(path).startswith("/proc") else path
 
         monkeypatch.setattr(refresh_mod, "Path", without_proc)
+        monkeypatch.setattr(status_file, "Path", without_proc)  # start_ticks, process_identity
         assert not refresh_mod.Path("/proc/self").exists()
+        assert status_file.process_identity(os.getpid()) is None
     return request.param
 
 
@@ -119,3 +121,35 @@ def test_ps_says_when_a_process_started_where_there_is_no_proc(monkeypatch):
     assert refresh_mod._ps_start(pid) is None
     asked.clear()
     assert refresh_mod._process_start(pid) is not None and asked == []  # /proc is here: ps is not asked
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="/proc names a process as no other")
+def test_a_clock_step_does_not_make_a_live_debug_process_look_reused(processes, monkeypatch):
+    """From the hunt of clocks: a process's start was /proc/stat's boot time (wall clock, moved by every clock step)
+    plus its ticks since boot, compared with the run's ``started_at``. An NTP step forward of a few seconds made the
+    live arctl process of a debug run read as one started after the run: FAILED for good while it trained. The
+    process's identity (its boot and start ticks, ``pid_start``) is compared now, where status.json has it."""
+    me = {"pid": os.getpid(), "started_at": time.time(), "pid_start": status_file.process_identity(os.getpid())}
+    unrelated = processes("sleep", "1000")
+    reused = {**me, "pid": unrelated.pid}  # the pid now held by a process that is not the one named
+    real = refresh_mod._process_start
+    # what a step of the clock 90 s forward does to the start that /proc/stat's btime gives
+    monkeypatch.setattr(refresh_mod, "_process_start", lambda pid: real(pid) + 90.0)
+    assert debug_process_alive(me)
+    assert not debug_process_alive(reused)
+    # a status.json written by an arctl before this field: the times are compared, as before
+    assert not debug_process_alive({k: v for k, v in me.items() if k != "pid_start"})
+
+
+def test_a_debug_launch_names_its_process_in_status_json(tmp_path):
+    from arctl.launch.status_file import mark_submitted, read_status
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    mark_submitted(run_dir, (os.getpid(), socket.gethostname()))
+    named = read_status(run_dir)
+    assert named["pid"] == os.getpid()
+    if Path("/proc/self/stat").exists():
+        assert named["pid_start"] == status_file.process_identity(os.getpid()) is not None
+    mark_submitted(run_dir)  # a local or SLURM attempt: no process of this machine named
+    assert read_status(run_dir).get("pid_start") is None
