@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from arctl.report.cells import (
     CONFIG_PREFIX,
@@ -28,7 +28,7 @@ from arctl.track.metrics_schema import (
     parse_metric,
 )
 from arctl.track.runs import Runs, default_workdir, load_runs
-from arctl.track.wandbfile.reader import NO_EXIT_RECORD
+from arctl.track.wandbfile.reader import NO_EXIT_RECORD, NO_RECORDS
 
 EVAL_BUDGETS = CONFIG_PREFIX + "eval.budgets"  # the runs table's column of a run's eval.budgets
 EVAL_GRID = CONFIG_PREFIX + "eval.grid"  # and of its final-evaluation grid
@@ -213,9 +213,8 @@ def read_report_runs(
         progress=progress, processes=processes, api=api, last_only=final_only,
         serves=serving(exps, context) if exps else None,  # a run of another experiment that is a cell's run
     )
-    # what reading the files said (before the cells add theirs), less what is not damage: a run still
-    # running, a run that logged NaN
-    read_notes = [w for w in runs.warnings if w not in set(runs.nonfinite) and not w.endswith(NO_EXIT_RECORD)]
+    # what reading the files said (before the cells add theirs) that left a run's data out
+    read_notes = _unreadable_notes(runs)
     runs.warnings = [*runs.warnings, *spec.get("_skipped", [])]  # files under reports/ not read as specs
     runs.history = finite_history(runs.history)
     n_read, logged_any = len(runs.runs), bool(len(runs.history))  # runs there, that logged one of ``metrics``
@@ -438,6 +437,17 @@ def _runs_by_experiment(table) -> dict[str, list[str]]:
         for e, r in zip(table["experiment"].astype(str), table["run_id"].astype(str)):
             out.setdefault(e, []).append(r)
     return out
+
+
+def _unreadable_notes(runs: Runs) -> list[str]:
+    """The notes of ``runs`` (what reading them said) of what could not be read: a W&B file no record could be
+    read from (its one note ending with :data:`NO_RECORDS`), a run folder that could not be looked into. Not the
+    other notes of a W&B file (damage in a file whose other records were read; a run still running,
+    :data:`NO_EXIT_RECORD`), nor a run that logged NaN: from a hunt, a report while a run trained said "1 W&B
+    file(s) could not be read ... check or remove them" of the file being written, its last record not yet whole."""
+    nonfinite = set(runs.nonfinite)
+    return [w for w in runs.warnings
+            if w.endswith(NO_RECORDS) or not (w in nonfinite or PurePath(w.split(": ", 1)[0]).suffix == ".wandb")]
 
 
 def _no_exit_note_of(note: str, run_ids: set[str]) -> bool:

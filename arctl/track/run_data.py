@@ -22,7 +22,7 @@ class RunData:
     entity: str = ""
     group: str = ""
     name: str = ""
-    start_time: float = 0.0
+    start_time: float = 0.0  # of its run record (epoch seconds); 0.0: no run record read (lost to damage)
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     state: str = "incomplete"  # finished | failed | incomplete (no exit record: crashed/killed/running)

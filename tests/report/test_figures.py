@@ -14,6 +14,7 @@ from wandb_workspace import (
 
 from arctl.report.render import render_figure
 from arctl.report.stats import mean_ci95, t975
+from arctl.track.wandbfile.reader import NO_EXIT_RECORD, TAIL_CUT
 
 FIGURES = ["score_curve", "ablation_dense", "ablation_decouple", "ablation_vr", "main_training", "r1_7b",
            "ctx_16k", "cov_variance", "tree_mask"]
@@ -112,7 +113,9 @@ def test_resumed_run_curve_is_continuous(rendered):
 
 def test_truncated_run_is_plotted_from_what_survived(rendered):
     res = rendered["ablation_vr"]
-    assert any("truncated" in w for w in res.warnings)
+    # its file has no exit record (killed, cut): said as a run not finished, not as damage to remove
+    assert any(w.endswith(NO_EXIT_RECORD) and "grpo-vr--s1" in w for w in res.warnings), res.warnings
+    assert not any(w.endswith(TAIL_CUT) for w in res.warnings), res.warnings
     assert {r["seed"] for r in res.runs if r["arm"] == "grpo-vr"} == {0, 1}
     tab = res.table[(res.table["arm"] == "grpo-vr") & (res.table["metric"] == "eval/aime24/final_acc")]
     # seed 1 ran 400 steps but only its first ~30 survived: its evals at 0, 10, 20 join seed 0's

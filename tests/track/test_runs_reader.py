@@ -19,13 +19,18 @@ from wandb_workspace import (
 from arctl.track.runs import RunReadWarning, discover_runs, load_runs
 from arctl.track.runs import load as runs_load
 from arctl.track.runs import pool as runs_pool
+from arctl.track.wandbfile.reader import NO_EXIT_RECORD, TAIL_CUT
 
 
 @pytest.fixture(scope="module")
 def all_runs(workspace, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
-    with pytest.warns(RunReadWarning, match="truncated"):
+    with pytest.warns(RunReadWarning) as seen:
         runs = load_runs(workspace, cache_dir=cache, progress=True, processes=2)  # + the progress bar
+    said = [str(w.message) for w in seen]
+    # the run cut in its second block has no exit record: said as unfinished, its cut last record not as damage
+    assert any(s.endswith(NO_EXIT_RECORD) and run_id(*TRUNCATED) in s for s in said), said
+    assert not any(s.endswith(TAIL_CUT) for s in said), said
     return runs, cache
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from arctl.config.files import atomic_write, replacing
 from arctl.track.metrics_schema import STEP_KEY
 
-CACHE_VERSION = 7  # 7: `recorded`, the config's top-level keys a job recorded in W&B (not config.yaml); 5: a logged NaN is a value (a group file's rows are the logged ones); 6: generations
+CACHE_VERSION = 8  # 8: a resumed attempt without its run record ordered by its folder's time, live files' cut tails; 7: `recorded`, the config's top-level keys a job recorded in W&B (not config.yaml); 5: a logged NaN is a value (a group file's rows are the logged ones); 6: generations
 GENERATION = r"[0-9a-f]{12}"  # a write's token in its files' names (uuid4 hex)
 STALE_GENERATION_S = 600.0  # another generation's files older than this are removed (no reader still holds them)
 CONFIGS = "configs"  # the cache's folder of parsed config.yaml files (:func:`cached_config`)

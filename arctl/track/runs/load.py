@@ -74,7 +74,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
     stamped with ``signature``, the files' state taken before they were read (default: now): a file that
     grows while it is read leaves a cache that the next read finds stale, not one stamped as current."""
     from arctl.track.wandbfile import WandbFileError, read_wandb_file
-    from arctl.track.wandbfile.reader import NO_EXIT_RECORD
+    from arctl.track.wandbfile.reader import NO_EXIT_RECORD, NO_RECORDS, TAIL_CUT
 
     notes: list[str] = []
     frags: list[RunData] = []
@@ -82,9 +82,12 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         try:
             frags.append(read_wandb_file(p, summary=False))
         except (OSError, WandbFileError) as e:
-            notes.append(f"{p}: unreadable ({e}); skipped it")
+            notes.append(f"{p}: unreadable ({e}); {NO_RECORDS}")
     for f in frags:
-        notes.extend(f.warnings)
+        # a file without its exit record that ends inside a record is one being written (wandb-core flushes
+        # partway through records) or whose writer was killed: its state, which NO_EXIT_RECORD says, not damage
+        # (from a hunt: a report while a run trained called its file unreadable, "check or remove them")
+        notes.extend(n for n in f.warnings if not (f.state == "incomplete" and n.endswith(TAIL_CUT)))
     # an unfinished fragment followed by a later one is a resumed run, not damage
     ordered = sorted(frags, key=attempt_order)
     notes = [n for n in notes if not (n.endswith(NO_EXIT_RECORD)

@@ -3,6 +3,7 @@ table keyed on ``trainer/global_step``."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from pathlib import PurePath
@@ -13,15 +14,61 @@ from arctl.track.metrics_schema import STEP_KEY, WANDB_STEP_KEY, nan_means_undef
 from arctl.track.run_data import RunData
 
 
-def attempt_order(frag: RunData) -> tuple[float, int, str]:
+def attempt_order(frag: RunData) -> tuple[int, int, float, str]:
     """Sort key of the fragments of one run: the order their attempts started. That is the start time
     of the fragment's run record (every ``wandb.init`` stamps its own, a resume too); on a tie, W&B's
     count of the attempts started within the same second (the sync folder of the second is
-    ``...-<id>-1``, which a plain path sort puts before ``...-<id>/``); the path last."""
+    ``...-<id>-1``, which a plain path sort puts before ``...-<id>/``); the path last. A fragment whose
+    run record was lost (damage in its first 32 KiB block: no start time) takes the time its folder's
+    name gives (``offline-run-YYYYMMDD_HHMMSS-<id>``, the same start in this machine's local time, as
+    wandb names it): from a hunt, such a resumed attempt sorted first, and the killed attempt's values
+    won the steps both logged. (The count is compared within the second before the start time itself: a
+    folder's time has no fraction.)"""
+    folder = _attempt_folder(frag)
+    start = frag.start_time or (_folder_time(folder[0]) if folder else 0.0)
+    return math.floor(start), folder[1] if folder else 0, start, frag.source
+
+
+def _attempt_folder(frag: RunData) -> tuple[str, int] | None:
+    """(its start ``YYYYMMDD_HHMMSS``, W&B's count of the attempts started in that second) of the sync folder of
+    ``frag`` (``[offline-]run-<start>-<id>[-<count>]``), None where the file is not in one."""
     path = PurePath(frag.source)
     wid = path.stem[4:] if path.stem.startswith("run-") else path.stem
-    again = re.fullmatch(rf"(?:offline-)?run-\d{{8}}_\d{{6}}-{re.escape(wid)}-(\d+)", path.parent.name)
-    return frag.start_time, int(again.group(1)) if again else 0, frag.source
+    m = re.fullmatch(rf"(?:offline-)?run-(\d{{8}}_\d{{6}})-{re.escape(wid)}(?:-(\d+))?", path.parent.name)
+    return (m.group(1), int(m.group(2) or 0)) if m else None
+
+
+def _folder_time(stamp: str) -> float:
+    """The epoch time of a sync folder's ``YYYYMMDD_HHMMSS`` (local time), 0.0 where it is no date."""
+    import time
+
+    try:
+        return time.mktime(time.strptime(stamp, "%Y%m%d_%H%M%S"))
+    except (ValueError, OverflowError):
+        return 0.0
+
+
+def lost_run_record_notes(fragments: Sequence[RunData]) -> list[str]:
+    """One note per fragment of a run of several whose run record was lost (no start time): its place among the
+    attempts is its folder's name's (:func:`attempt_order`), and, for a later attempt, where it rewound the run is
+    unknown: an earlier attempt's values stay at the steps past its resume point it has none of (those lost with
+    its run record's block, those it did not log again), where its rewind would have cut them."""
+    if len(fragments) < 2:
+        return []
+    ordered = sorted(fragments, key=attempt_order)
+    notes = []
+    for i, frag in enumerate(ordered):
+        if frag.start_time:
+            continue
+        place = f"its place among the run's {len(ordered)} attempts ({i + 1})"
+        folder = PurePath(frag.source).parent.name
+        said = (f"{place} is inferred from its folder's name ({folder})" if _attempt_folder(frag) else
+                f"{place} is unknown (its folder's name gives no start time)")
+        if i:
+            said += (", and where it rewound the run is unknown: the steps after its resume point that it has no "
+                     "value of (lost with that record, or not logged again) keep an earlier attempt's")
+        notes.append(f"{frag.source}: its run record (start time, rewind) was lost to damage: {said}")
+    return notes
 
 
 def stitch_fragments(fragments: Sequence[RunData]):
@@ -44,7 +91,7 @@ def stitch_logged(fragments: Sequence[RunData]):
     import pandas as pd
 
     parts: list[tuple[np.ndarray, list[str], np.ndarray, np.ndarray]] = []  # (step, keys, values, logged) rows
-    notes: list[str] = []
+    notes: list[str] = lost_run_record_notes(fragments)
     for frag in sorted(fragments, key=attempt_order):
         if frag.rewind_step is not None:
             parts = [(st[k], keys, v[k], lg[k]) for st, keys, v, lg in parts for k in [st <= frag.rewind_step]]

@@ -12,7 +12,9 @@ there, while the LevelDB specification says CRC-32C (Castagnoli); both are accep
 
 Damage after the header never raises: it is reported through ``warn`` (a chunk with a bad
 checksum or impossible length drops the rest of its block, as LevelDB readers do; a record cut by
-the end of the file is dropped) and every intact record is kept.
+the end of the file is dropped, in a note ending with :data:`TAIL_CUT`) and every intact record is
+kept. A file being written ends so most of the time (wandb-core flushes partway through a record),
+as does one whose writer was killed: a cut tail is damage only in a file that has its exit record.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ CHUNK_HEADER_LEN = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 _CHUNK = struct.Struct("<IHB")
+
+TAIL_CUT = "the file ends there: dropped that record, kept the ones before it"
+"""The end of the note of a record cut by the end of the file: how a file still being written (or whose writer
+was killed) looks, not damage unless the file has its exit record (:func:`arctl.track.runs.load.ingest_offline`)."""
+NO_RECORDS = "no record read from it"
+"""The end of the note of a file from which no record at all could be read (empty, too short, every record
+damaged, not a W&B file): the notes a report counts as W&B files that could not be read."""
 
 
 class WandbFileError(ValueError):
@@ -105,9 +114,9 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
     n = len(buf)
     if n < HEADER_LEN:
         if n:
-            warn(f"{where}: file is {n} bytes, shorter than the 7-byte W&B header; no records")
+            warn(f"{where}: file is {n} bytes, shorter than the 7-byte W&B header; {NO_RECORDS}")
         else:
-            warn(f"{where}: file is empty (the run was killed before its first flush); no records")
+            warn(f"{where}: file is empty (the run was killed before its first flush); {NO_RECORDS}")
         return
     if buf[:4] != HEADER[:4] or buf[4:6] != HEADER[4:6]:
         raise WandbFileError(f"{where}: not a W&B transaction log (header {buf[:7]!r}, expected {HEADER!r})")
@@ -125,7 +134,8 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
             continue
         if pos + CHUNK_HEADER_LEN > n:
             if any(buf[pos:n]):
-                warn(f"{where}: truncated chunk header at byte {pos} (file ends at {n})")
+                warn(f"{where}: truncated chunk header at byte {pos} ({n - pos} of its {CHUNK_HEADER_LEN} bytes); "
+                     f"{TAIL_CUT}")
             break
         crc, length, ctype = unpack(buf, pos)
         if ctype == 0 and length == 0:  # zero padding / preallocated space: skip the block
@@ -143,7 +153,7 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
             continue
         if end > n:
             warn(f"{where}: file truncated inside a record at byte {pos} (chunk needs {end - n} more "
-                 "bytes); kept the records before it")
+                 f"bytes); {TAIL_CUT}")
             pending = None
             break
         data = view[pos + CHUNK_HEADER_LEN : end]
@@ -175,4 +185,4 @@ def _frame(buf: bytes, warn: Callable[[str], None], where: str) -> Iterator[tupl
                 yield b"".join(pending)
                 pending = None
     if pending is not None:
-        warn(f"{where}: file ends inside a multi-chunk record; dropped it")
+        warn(f"{where}: truncated multi-chunk record (no LAST chunk); {TAIL_CUT}")

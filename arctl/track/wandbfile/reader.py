@@ -3,7 +3,9 @@ offline run in wandb 0.31 (see docs/metrics.md and the wandb-offline note): one 
 :class:`RunData` (history, config, summary, run metadata, exit state).
 
 A truncated or corrupt file never raises: every intact record is kept and the damage is reported
-in :attr:`RunData.warnings` (see :mod:`arctl.track.wandbfile.framing`).
+in :attr:`RunData.warnings` (see :mod:`arctl.track.wandbfile.framing`). The notes that are a run's
+state rather than damage end with :data:`NO_EXIT_RECORD` and :data:`TAIL_CUT` (a file still being
+written); those of a file nothing could be read from end with :data:`NO_RECORDS`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from arctl.track.wandbfile.framing import (
     BLOCK_LEN,
     HEADER,
     HEADER_LEN,
+    NO_RECORDS,
+    TAIL_CUT,
     WandbFileError,
     iter_records,
     scan_records,
@@ -69,7 +73,8 @@ def _apply_config(config: dict, items) -> None:
 
 SUMMARY_TAIL = 64
 NO_EXIT_RECORD = "no exit record (run still running, killed or crashed)"
-"""The end of the warning of a file without the exit record: a run's state, not damage."""
+"""The end of the warning of a file without the exit record: a run's state, not damage (nor is a record such a
+file's end cuts, :data:`TAIL_CUT`, the end of its note; a file nothing was read from: :data:`NO_RECORDS`)."""
 
 
 def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
@@ -92,6 +97,8 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
 
     Record = pb.Record
     data, starts, ends = scan_records(buf, warnings.append, where)
+    if not len(starts) and any(not w.endswith((TAIL_CUT, NO_RECORDS)) for w in warnings):
+        warnings.append(f"{where}: every record is damaged; {NO_RECORDS}")  # (a cut first record: being written)
     fields = record_fields(data, starts, ends)
     is_history = fields == FIELD_HISTORY
     wanted = np.isin(fields, (FIELD_CONFIG, FIELD_RUN, FIELD_EXIT) + ((FIELD_SUMMARY,) if summary else ()))
