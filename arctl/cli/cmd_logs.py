@@ -47,11 +47,13 @@ def register(app: typer.Typer) -> None:
                 open_existing,
                 select_one,
             )
-            from arctl.launch.refresh import refresh
+            from arctl.launch.refresh import UNSAVED_NOTE, refresh
 
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
                 rec = refresh(reg, workspace, [select_one(reg, run)])[0]
+                if reg.unsaved:  # a full disk: what the refresh found is shown all the same
+                    err_console.print(f"[yellow]note[/]: {esc(UNSAVED_NOTE.format(why=reg.unsaved))}")
                 from arctl.launch.refresh import interrupted_launch
 
                 # a dead launch's new run, never submitted: the state `arctl status` shows (the registry says

@@ -73,6 +73,10 @@ def register(app: typer.Typer) -> None:
                 if refresh:
                     with slow_note(SLOW_REFRESH_NOTE.format(seconds=SACCT_TIMEOUT_S)):
                         records = refresh_runs(reg, workspace, records)
+        if reg.unsaved:  # a full disk: what the refresh found is shown all the same
+            from arctl.launch.refresh import UNSAVED_NOTE
+
+            err_console.print(f"[yellow]note[/]: {esc(UNSAVED_NOTE.format(why=reg.unsaved))}")
         now = time.time()
         from arctl.launch.progress import shown_metric, stalled
         from arctl.launch.refresh import CANCEL_ASKED, folder_gone, interrupted_launch

@@ -59,7 +59,13 @@ from arctl.launch.rundir import (
 )
 from arctl.launch.shared import served, write_shared
 from arctl.launch.signals import add_note, run_to_its_answer, stops_ignored
-from arctl.launch.status_file import mark_cancelled, mark_submitted, process_identity, write_status
+from arctl.launch.status_file import (
+    mark_cancelled,
+    mark_submitted,
+    name_job_process,
+    process_identity,
+    write_status,
+)
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
 from arctl.track.identity import API_KEY_ENV, is_secret_name
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
@@ -1514,6 +1520,8 @@ def _submit_local(items: list[LaunchItem], workspace: Workspace,
            *[item.run_id for item in items]]
     with open(log_path, "ab") as log, job_environment(items):
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    for item in items:  # before the registry has the job id: the queue waits for that, then names its own jobs
+        name_job_process(workspace.run_dir(item.run_id), f"queue:{proc.pid}", proc.pid)
     return {item.run_id: f"queue:{proc.pid}" for item in items}, parallel
 
 

@@ -34,7 +34,7 @@ from arctl.launch.executors import local_executor
 from arctl.launch.refresh import pid_alive
 from arctl.launch.registry import Registry, RegistryError
 from arctl.launch.rundir import RunDirError, read_run_config
-from arctl.launch.status_file import write_status
+from arctl.launch.status_file import name_job_process, write_status
 from arctl.launch.workspace import Workspace
 from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_phase, write_phase
 
@@ -238,6 +238,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                         write_phase(run_dir, None)  # no longer waiting
                     executor = local_executor(run_dir / "job" / "%j", read_run_config(run_dir).get("cluster", {}))
                     job = executor.submit(RunJob(), str(run_dir))
+                    name_job_process(run_dir, str(job.job_id), int(job.job_id))  # before the registry has it
                 except BaseException:
                     slot.close()  # (still pending: a later pass starts it)
                     raise

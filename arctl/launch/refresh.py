@@ -23,10 +23,10 @@ from pathlib import Path
 from arctl.config.files import is_this_host
 from arctl.launch import states
 from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
-from arctl.launch.progress import run_progress
+from arctl.launch.progress import last_step_at, run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
-from arctl.launch.status_file import killed_at, process_identity, read_status, start_ticks
+from arctl.launch.status_file import killed_at, named_job_process, process_identity, read_status, start_ticks
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
 from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
@@ -460,6 +460,19 @@ def _not_reused(pid: int, since: float | None, slack_s: float) -> bool:
     return began is None or not isinstance(since, (int, float)) or began <= since + slack_s
 
 
+def _last_sign_of_life(run_dir: Path, status: dict, now: float) -> float:
+    """When an attempt that ended without saying when (killed: a node lost, SLURM's KILL) ended, as near as can be
+    told: where it had started, its last sign of life (status.json's last write, its last logged step), else (it never
+    started) ``now``, when a refresh first saw it ended; never later than ``now``. From the hunt of clocks: ``now``
+    for a started one made its elapsed time the time until someone next ran `arctl status` (a job killed on Saturday,
+    seen on Monday: 2 days), and with the job's node an hour behind this host's clock, an hour too long."""
+    if status.get("state") not in ("running", "stopping") or not isinstance(status.get("started_at"), (int, float)):
+        return now
+    signs = [t for t in (status.get("updated_at"), last_step_at(run_dir, status.get("metric_files")))
+             if isinstance(t, (int, float))]
+    return min(now, max(signs, default=now))
+
+
 REUSED_AFTER_S = 60.0  # a local job's process that started this long after its submission holds a reused pid
 
 
@@ -494,8 +507,14 @@ def local_job_alive(rec: RunRecord, status: dict, workspace: Workspace) -> bool 
     if (process := _job_process(rec, workspace)) is None:
         return False
     pid, needle, path, under = process
-    return (pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time()))
-            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S))
+    if not pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time())):
+        return False
+    # named as no other where its job id was recorded (:func:`arctl.launch.status_file.name_job_process`): compared,
+    # not the times, which a clock step moves (from the hunt of clocks)
+    if (named := named_job_process(workspace.run_dir(rec.run_id), rec.job_id)) is not None \
+            and (now := process_identity(pid)) is not None:
+        return now == named
+    return _not_reused(pid, _job_since(rec), REUSED_AFTER_S)
 
 
 FRESH_S = 300.0  # a status.json that says "running" and was written this recently: its job trains now
@@ -736,10 +755,30 @@ def fresh_view(workspace: Workspace, records: list[RunRecord]) -> list[RunRecord
         return records
 
 
+UNSAVED_NOTE = "the states shown were found now and not saved ({why})"
+"""What a reading command says where its refresh could not write the registry (:func:`refresh`)."""
+
+
 def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:
     """Update the active runs among ``records`` (default: all) and return them refreshed. A dead
-    launch's claim is settled first (:func:`_settle_dead_claims`)."""
+    launch's claim is settled first (:func:`_settle_dead_claims`). Where the registry cannot be written (a full
+    disk, an exceeded quota, a file made read-only meanwhile), the runs are refreshed again without writing, as in
+    a read-only workspace: ``registry`` is read-only from then on, and its ``unsaved`` says why (from a hunt: on the
+    full disk a run had died of, `arctl status` and `arctl logs` refused to say which runs had died, and why)."""
     records = registry.list() if records is None else records
+    if registry.readonly:
+        return _refresh(registry, workspace, records)
+    kept = [replace(r) for r in records]  # as read: the refresh sets what it finds on the records it returns
+    try:
+        return _refresh(registry, workspace, records)
+    except RegistryError as err:
+        if err.kind not in ("full", "readonly"):
+            raise
+        registry.readonly, registry.unsaved = True, str(err)
+        return _refresh(registry, workspace, kept)
+
+
+def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord]) -> list[RunRecord]:
     now = time.time()
     records = _settle_dead_claims(registry, workspace, records, now)
     active = [r for r in records if r.state in states.ACTIVE and r.state != states.SUBMITTING]
@@ -796,8 +835,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
         if new_state in states.ACTIVE:
             if status.get("state") in ("submitted", "running", "stopping"):  # not the end of an earlier attempt
                 values["ended_at"] = None  # (a requeued job's first write is ended_at None: kept out by _from_status)
-        elif values.get("ended_at", rec.ended_at) is None:
-            values["ended_at"] = now  # ended without saying when (killed): when a refresh first saw it
+        elif values.get("ended_at", rec.ended_at) is None:  # ended without saying when (killed)
+            values["ended_at"] = _last_sign_of_life(workspace.run_dir(rec.run_id), status, now)
         if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
             error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
                               "`arctl run` relaunches both")

@@ -349,6 +349,7 @@ class Registry:
     def __init__(self, path: Path, readonly: bool = False, lock: bool = True):
         self.path = Path(path)
         self.readonly = readonly
+        self.unsaved: str | None = None  # why a reading command's refresh could not save what it found (shown only)
         self._conn = None
         self._lock = None
         try:

@@ -37,6 +37,7 @@ from arctl.config.files import atomic_write, machine_identity
 STATUS_FILE = "status.json"
 CANCEL_FILE = "cancel_requested"  # `arctl cancel`'s request to the run's job: the time it asked (mark_cancel_requested)
 KILLED_FILE = "cancel_killed"  # `arctl cancel --now` (or a second cancel) killed the job: when (mark_killed)
+JOB_PROCESS_FILE = "job_process"  # a local run's job id and the process it names, as no other (name_job_process)
 NONFINITE_TEXTS = ("nan", "inf", "-inf")
 """``metric_nonfinite``: the headline metric's value where it is no finite number (status.json, the registry)."""
 
@@ -90,6 +91,28 @@ def process_identity(pid: int) -> str | None:
         return None
 
 
+def name_job_process(run_dir: Path, job_id: str, pid: int) -> None:
+    """:data:`JOB_PROCESS_FILE` in ``run_dir``: local job ``job_id`` is process ``pid`` of this machine, named as no
+    other (:func:`process_identity`; nothing where /proc cannot say). Written by whoever records the job id (the
+    launcher: its local queue; the queue: the job it started) before the registry has it, and removed with the next
+    attempt's "submitted"; a file of its own, not status.json, which the job writes meanwhile from another process.
+    From the hunt of clocks: a start time from /proc moves with a clock step, and a step of 90 s forward made the
+    live job of a local run read as a later process holding its pid: FAILED for good while it trained."""
+    if (identity := process_identity(pid)) is not None:
+        with contextlib.suppress(OSError):  # the times are compared then, as before
+            atomic_write(Path(run_dir) / JOB_PROCESS_FILE, f"{job_id} {identity}")
+
+
+def named_job_process(run_dir: Path, job_id: str | None) -> str | None:
+    """The process local job ``job_id`` of ``run_dir``'s run was named as (:func:`name_job_process`), None where
+    none was named for that job id."""
+    try:
+        named, identity = (Path(run_dir) / JOB_PROCESS_FILE).read_text().split(" ", 1)
+    except (OSError, ValueError):
+        return None
+    return identity if job_id and named == job_id else None
+
+
 def read_status(run_dir: Path) -> dict:
     """What the job reported: the fields of status.json that hold a value of their kind (a damaged,
     truncated or hand-edited file yields the fields that are right, or {})."""
@@ -128,6 +151,8 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
     withdraw_cancel_request(run_dir, killed=True)  # an earlier attempt's: not this one's
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / JOB_PROCESS_FILE).unlink(missing_ok=True)  # an earlier attempt's job
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host,
                         pid_start=None if pid is None else process_identity(pid), cancelled=None)
 

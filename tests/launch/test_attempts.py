@@ -3,6 +3,7 @@ elapsed time, a --force rerun's step and metrics, a queued debug run's process."
 
 from __future__ import annotations
 
+import os
 import time
 
 from arctl.launch import refresh as refresh_module
@@ -114,3 +115,32 @@ def test_a_rebuilt_run_that_never_started_has_ended(tmp_path):
     rec = _record("r1", {"experiment": "e", "arm": "a", "seed": 0}, read_status(run_dir), run_dir)
     assert rec.state == states.FAILED and rec.started_at is None
     assert rec.ended_at == status["updated_at"]
+
+
+def test_a_killed_attempt_seen_days_later_ends_at_its_last_sign_of_life(tmp_path, monkeypatch):
+    """From the hunt of clocks: a started job that ended without saying when (SLURM killed it, its node was lost) was
+    given ``ended_at`` = when a refresh first saw it: a job killed on Saturday and seen on Monday showed 2 days of
+    elapsed time (and with its node's clock an hour behind, an hour too many). It ends at its last sign of life now:
+    status.json's last write or its last logged step, whichever is later; one that never started, when it was seen."""
+    import json
+
+    t0 = time.time() - 2 * 86400 - 600  # started two days and ten minutes ago, last word two days ago
+    ws, reg = _one_run(tmp_path, state=states.RUNNING, executor="slurm", job_id="300", started_at=t0)
+    run_dir = ws.run_dir("r1")
+    write_status(run_dir, state="running", started_at=t0, ended_at=None, step=40)
+    doc = json.loads((run_dir / "status.json").read_text())
+    (run_dir / "status.json").write_text(json.dumps({**doc, "updated_at": t0 + 500}))
+    (run_dir / "metrics.jsonl").write_text('{"trainer/global_step": 41}\n')
+    os.utime(run_dir / "metrics.jsonl", (t0 + 600, t0 + 600))  # its last step, after status.json's last write
+    monkeypatch.setattr(refresh_module, "controller_jobs", lambda ids: None)
+    monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"300": states.FAILED}, "sacct"))
+    with reg:
+        rec = refresh_module.refresh(reg, ws)[0]
+    assert rec.state == states.FAILED and abs(rec.ended_at - (t0 + 600)) < 1, (rec.ended_at - t0)
+    # never started (cancelled in the queue): when a refresh saw it ended, as before
+    ws2, reg2 = _one_run(tmp_path / "2", state=states.PENDING, executor="slurm", job_id="301")
+    mark_submitted(ws2.run_dir("r1"))
+    monkeypatch.setattr(refresh_module, "scheduler_states", lambda ids: ({"301": states.FAILED}, "sacct"))
+    with reg2:
+        rec = refresh_module.refresh(reg2, ws2)[0]
+    assert rec.state == states.FAILED and abs(rec.ended_at - time.time()) < 60

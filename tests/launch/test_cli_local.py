@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from arctl.launch import states
 from arctl.launch.registry import Registry
-from arctl.launch.status_file import read_status
+from arctl.launch.status_file import named_job_process, process_identity, read_status
 
 pytestmark = pytest.mark.slow  # jobs in processes through the local executor
 
@@ -76,6 +77,12 @@ def test_run_local_waits_records_and_resubmitting_launches_nothing(specs, tmp_pa
             return sum(read_status(d).get("state") == "running" for d in (ws / "runs").iterdir())
 
         waiter(lambda: running() == at_once, 120, f"{at_once} jobs running at once")
+        # each started job's process is named as no other beside its job id (from the hunt of clocks: a clock step
+        # made a live local job read as a reused pid): what the registry records is what the folder names
+        with Registry(ws / "registry.sqlite") as reg:
+            started = [r for r in reg.list() if r.state == states.RUNNING and r.job_id.isdigit()]
+        assert started and all(named_job_process(ws / "runs" / r.run_id, r.job_id) == process_identity(int(r.job_id))
+                               is not None for r in started), started
     finally:
         gate.touch()
     out, err = proc.communicate(timeout=300)
