@@ -286,6 +286,11 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             # the step its last attempt's end recorded (the backend's newest complete checkpoint: a verl step
             # abandoned on TERM writes none, and the run resumes from an older one; from a hunt)
             step = read_status(where).get("resume_step") if saved else None
+            if saved and step is None:  # its job was killed (kill -9, a lost node) and recorded none: its backend
+                # reads the folder (from a hunt: the dry run named no step)
+                from arctl.launch.job import resume_step
+
+                step = resume_step(item.config, where)
             item.action, item.reason = "resume", f"{rec.state.lower()}: " + (
                 f"resumes from step {step}" if step
                 else "starts from the beginning (it has no complete checkpoint)" if step == 0

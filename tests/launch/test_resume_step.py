@@ -264,3 +264,18 @@ def test_the_verl_backend_resumes_from_its_newest_complete_checkpoint(tmp_path):
     assert verl.resume_step({}, run_dir) == 20
     (verl_checkpoints.folder(ckpt, 20) / "data.pt").write_text("truncated")  # not the size it was saved with
     assert verl.resume_step({}, run_dir) == 10
+
+
+def test_the_dry_run_of_a_killed_run_asks_its_backend_for_the_step(specs, tmp_path, monkeypatch):
+    """From the hunt of jobs killed at any instant: a job killed with SIGKILL (an OOM kill, a lost node) writes no
+    ``resume_step``, and the dry run said only "resumes from its last checkpoint". Its backend, which reads the run's
+    checkpoints as its resume will, names the step now (the count backend here cannot say: the wording above)."""
+    asked = []
+
+    def backend_says(config, run_dir):
+        asked.append(Path(run_dir).name)
+        return 6
+
+    monkeypatch.setattr(job, "resume_step", backend_says)
+    assert _preempted_plan(tmp_path, None) == "preempted: resumes from step 6"
+    assert asked and asked[0].startswith("lt_a_s0")
