@@ -24,6 +24,7 @@ from arctl.track.metrics_schema import STEP_KEY
 DEFAULT_FLUSH_INTERVAL_S = 2.0
 CLOSE_WAIT_S = 60.0  # how long close_run waits for a W&B service it does not own to complete the file
 CLOSE_DEADLINE_S = 300.0  # how long close_run lets W&B finish the run and stop its service (wandb waits for ever)
+METRICS_FILE = "metrics.jsonl"  # a run's own record of the rows it logged, in run_dir (trainers write it)
 CLOSE_DEADLINE_ENV = "ARCTL_WANDB_CLOSE_DEADLINE_S"  # seconds, overriding CLOSE_DEADLINE_S (tests: a small one)
 
 
@@ -34,9 +35,8 @@ def wandb_init_kwargs(config: dict, run_dir: str | Path, *, mode: str | None = N
     return WandbIdentity.from_config(config, run_dir, mode=mode).init_kwargs(config)
 
 
-def last_logged_step(run_dir: str | Path) -> int | None:
-    """The last ``trainer/global_step`` in the run's own offline W&B files (rewinds applied), or
-    None when they hold no history."""
+def logged_steps(run_dir: str | Path) -> list[int]:
+    """The ``trainer/global_step`` values in the run's own offline W&B files (rewinds applied), in order."""
     from arctl.track.runs import stitch_fragments
     from arctl.track.wandbfile import read_wandb_file
 
@@ -47,7 +47,41 @@ def last_logged_step(run_dir: str | Path) -> int | None:
         except Exception:  # noqa: BLE001 - an unreadable fragment holds nothing we can count on
             continue
     wide, _ = stitch_fragments(frags) if frags else (None, None)
-    return int(wide.index.max()) if wide is not None and len(wide.index) else None
+    return sorted(int(s) for s in wide.index) if wide is not None else []
+
+
+def last_logged_step(run_dir: str | Path) -> int | None:
+    """The last ``trainer/global_step`` in the run's own offline W&B files (rewinds applied), or
+    None when they hold no history."""
+    steps = logged_steps(run_dir)
+    return steps[-1] if steps else None
+
+
+def history_gap(config: dict, run_dir: str | Path, resume_at: int, history: list[dict] | tuple = (),
+                first: int | None = None) -> int | None:
+    """The first step of ``first..resume_at`` that the run's W&B history would lack after a resume from the
+    checkpoint of ``resume_at`` (:func:`open_run` keeps the W&B files' steps up to its rewind and re-logs the rows
+    of ``history``, the run's metrics file, after it), or None where it would hold every one. ``first``: the
+    run's first logged step (None: 0 where a record holds a step 0, else 1). With W&B disabled, ``history`` alone.
+
+    Checked before W&B is opened: a checkpoint is durable, the rows it covers were not (a job's metrics file
+    unsynced, wandb-core's last rows unwritten), and from a hunt a node lost right after the step-4 checkpoint
+    left metrics.jsonl and the .wandb file ending at step 2; the resume logged from step 5 and the run
+    COMPLETED with steps 3..4 missing, no warning anywhere. The caller resumes from a checkpoint before the gap."""
+    n = int(resume_at)
+    rows = {int(r[STEP_KEY]) for r in history}
+    logged = [] if (config.get("wandb") or {}).get("mode") == "disabled" else logged_steps(run_dir)
+    rewind = min(logged[-1], n) if logged else -1  # as open_run rewinds
+    kept = {s for s in logged if s <= rewind} | {s for s in rows if rewind < s <= n}
+    if first is None:
+        first = 0 if 0 in rows or 0 in logged else 1
+    return next((s for s in range(int(first), n + 1) if s not in kept), None)
+
+
+def gap_line(run_dir: str | Path, gap: int, resume_at: int) -> str:
+    """What :func:`history_gap` found, in words (the start of a resume's warning or error line)."""
+    return (f"step {gap}'s row is in neither {Path(run_dir) / METRICS_FILE} nor the W&B files "
+            f"{Path(run_dir) / 'wandb'} (lost with the machine after the step-{resume_at} checkpoint?)")
 
 
 def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,

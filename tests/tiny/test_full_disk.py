@@ -143,3 +143,22 @@ def test_a_warm_up_cache_on_a_full_disk_fails_naming_the_cache(tmp_path, monkeyp
         train(config, tmp_path / "r", threading.Event())
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(warmup_dir(config))
     assert isinstance(raised.value.__cause__, SafetensorError)
+
+
+def test_a_full_disk_on_the_metrics_file_fails_saying_so_and_where(tmp_path, monkeypatch):
+    """From a hunt: a full disk while the step's row was appended to metrics.jsonl failed the run as "the disk is
+    full (No space left on device)", no path, no free space (the write's error names no file). Now the job's line
+    names the file and the space free there, as for a checkpoint."""
+    from arctl.launch.job import failure_line
+
+    run_dir = tmp_path / "ws" / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    monkeypatch.setattr(_FullDisk, "room", 0)
+    monkeypatch.setattr(trainer, "open", lambda path, mode="r", *a, **k: io.TextIOWrapper(_FullDisk(path, mode)),
+                        raising=False)
+    with pytest.raises(OSError) as raised:
+        trainer.log_metrics(None, run_dir, 3, {ms.TRAIN_LOSS: 0.5}, None)
+    path = run_dir / writer.METRICS_FILE
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
+    line = failure_line(raised.value, run_dir)
+    assert line.startswith(f"the disk is full at {path} ({FULL}, ") and " MiB free there)" in line, line

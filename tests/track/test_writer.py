@@ -1,5 +1,7 @@
 """arctl.track.writer: the W&B conventions trainers rely on."""
 
+import json
+
 import pytest
 
 from arctl.track.writer import close_run, open_run, wandb_init_kwargs
@@ -314,3 +316,32 @@ def test_a_resume_that_turns_w_and_b_on_logs_the_kept_steps_first(tmp_path):
     assert rows == [(s, 0.1) for s in range(1, 5)] + [(5, 0.2), (6, 0.2)]
     repair_history(_config(), tmp_path / "fresh", None, ())  # a run starting over with no files: nothing written
     assert not list((tmp_path / "fresh").rglob("run-*.wandb"))
+
+
+def test_a_resume_finds_the_first_step_its_records_lost(tmp_path):
+    """history_gap: the first step up to the checkpoint that neither the W&B files (up to the rewind) nor the run's
+    metrics file hold (from a hunt: a node lost after the step-4 checkpoint took rows 3..4 from both). verl's
+    prepare_attempt refuses such a resume in one line, writing no W&B fragment (the tiny backend resumes from an
+    older checkpoint: tests/tiny/test_crash_history.py)."""
+    from arctl.backends.verl.history import prepare_attempt
+    from arctl.track.writer import METRICS_FILE, history_gap
+
+    _attempt(tmp_path, range(0, 3), attempt=1)
+    rows = [_row(s, 1) for s in range(0, 5)]
+    assert history_gap(_config(), tmp_path, 4, rows[:3]) == 3
+    assert history_gap(_config(), tmp_path, 4, rows[:3] + rows[4:]) == 3
+    assert history_gap(_config(), tmp_path, 4, rows) is None
+    assert history_gap(_config(), tmp_path, 4, rows[3:]) is None  # W&B holds 0..2, the file 3..4
+    assert history_gap(_config(), tmp_path, 2, []) is None
+    disabled = _config(wandb={"mode": "disabled"})  # the W&B files are not the run's record then
+    assert history_gap(disabled, tmp_path, 4, rows[3:]) == 1
+    assert history_gap(disabled, tmp_path, 4, rows[1:]) is None  # no step 0 anywhere: the run logs from 1
+    assert history_gap(disabled, tmp_path, 4, rows[1:], first=0) == 0
+
+    (tmp_path / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    files = sorted((tmp_path / "wandb").rglob("run-*.wandb"))
+    with pytest.raises(ValueError) as refused:
+        prepare_attempt(_config(), tmp_path, 4)
+    line = str(refused.value)
+    assert "\n" not in line and "step 3's row is in neither" in line and "global_step_4 aside" in line, line
+    assert sorted((tmp_path / "wandb").rglob("run-*.wandb")) == files

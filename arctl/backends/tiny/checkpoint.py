@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -49,8 +50,13 @@ def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model, optimizer, generator: torch.Generator, wandb_id: str | None, keep: int
+    run_dir: Path, step: int, model, optimizer, generator: torch.Generator, wandb_id: str | None, keep: int,
+    covers: Path | None = None,
 ) -> Path:
+    """Save the checkpoint of ``step`` (durable: flushed to disk before the older ones are pruned). ``covers``:
+    the file of the rows the checkpoint covers (the run's metrics file, appended without a flush at every step),
+    flushed to disk first, so that a crash never leaves the checkpoint without them (from a hunt: a node lost
+    right after the step-4 checkpoint left metrics.jsonl ending at step 2)."""
     d = checkpoint_dir(run_dir)
     d.mkdir(parents=True, exist_ok=True)
     state = {
@@ -81,6 +87,8 @@ def save_checkpoint(
     # path (a tiny checkpoint is small: its second copy in memory costs nothing)
     buffer = io.BytesIO()
     torch.save(state, buffer)
+    if covers is not None and Path(covers).exists():
+        _flush(Path(covers))
     with replacing(path, durable=True) as tmp:
         with open(tmp, "wb") as f:
             f.write(buffer.getbuffer())
@@ -91,6 +99,21 @@ def save_checkpoint(
         p.unlink(missing_ok=True)
         p.with_name(p.name + SUM_SUFFIX).unlink(missing_ok=True)
     return path
+
+
+def _flush(path: Path) -> None:
+    """``path`` and its folder's entry of it on disk (fsync); an error names ``path`` (fsync's does not)."""
+    for target in (path, path.parent):
+        try:
+            fd = os.open(target, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            if err.filename:
+                raise
+            raise OSError(err.errno, err.strerror, str(path)) from err
 
 
 def _problem(path: Path) -> str | None:
@@ -137,11 +160,14 @@ class Found:
         return f"skipped {len(self.skipped)} damaged checkpoint(s) ({bad}); resumed from {self.path.name}"
 
 
-def newest_intact(run_dir: Path) -> Found:
-    """The newest checkpoint whose bytes match its checksum and that loads. CheckpointError (one line)
-    if there are checkpoints and none of them is intact."""
+def newest_intact(run_dir: Path, below: int | None = None) -> Found:
+    """The newest checkpoint whose bytes match its checksum and that loads (of a step before ``below``, where
+    given: those from it on are left out, not counted as damaged). CheckpointError (one line) if there are
+    checkpoints and none of them is intact."""
     found = Found()
-    for _, path in reversed(_checkpoints(run_dir)):
+    for step, path in reversed(_checkpoints(run_dir)):
+        if below is not None and step >= below:
+            continue
         why = _problem(path)
         if why is None:
             try:

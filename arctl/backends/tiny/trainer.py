@@ -31,6 +31,8 @@ from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
 from arctl.backends.base import stop_follows
 from arctl.backends.tiny.checkpoint import (
+    CheckpointError,
+    Found,
     file_sha256,
     load_checkpoint,
     newest_intact,
@@ -111,6 +113,7 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     # keeps (those up to the checkpoint), and the W&B history is made to match it (writer.open_run)
     start, wandb_id, resume_at = 0, None, None
     found = newest_intact(run_dir)  # checksums verified; a damaged newest one is skipped, with a warning
+    found, gap = covered(config, run, run_dir, found)  # one whose steps' rows were lost in a crash, too
     # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before the checkpoint's
     reference = (reference_model(model, config.get("init_dir"), run_dir, resumed=found.state is not None)
                  if objective.loss.kl_coef else None)
@@ -119,9 +122,10 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
         start, wandb_id = state["step"], state["wandb_id"]
         resume_at = start
         log.info("tiny: resuming %s from step %d", run_dir, start)
-    if found.warning():
-        print(f"tiny: WARNING {found.warning()}", flush=True)
-    scan_warning(run_dir, [found.warning()] if found.warning() else [])
+    notes = [note for note in (found.warning(), gap) if note]
+    for note in notes:
+        print(f"tiny: WARNING {note}", flush=True)
+    scan_warning(run_dir, notes)
     if found.state is None and config.get("init_dir"):  # trainer.init_from: that run's final weights
         init = start_from_run(model, Path(config["init_dir"]))
         atomic_write(run_dir / INIT_RECORD, json.dumps(init, indent=1))
@@ -198,11 +202,13 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
             lost += log_metrics(wb, run_dir, step, metrics, progress, stop)
             saved = step == total or (save_freq > 0 and step % save_freq == 0)
-            if saved:
-                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
+            if saved:  # (the rows it covers flushed to disk first: a crash never leaves it without them)
+                save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints,
+                                covers=run_dir / writer.METRICS_FILE)
             if step < total and stop.is_set():
                 if not saved:  # the same step saved twice: a kill between the second's .pt and its checksum
-                    save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints)
+                    save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints,
+                                    covers=run_dir / writer.METRICS_FILE)
                 status = "preempted"
                 break
     except BaseException:
@@ -242,6 +248,28 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     print(f"tiny: {run.experiment}/{run.arm} seed {seed} {status}; run dir {run_dir}, "
           f"W&B files {run_dir / 'wandb'}", flush=True)
     return status
+
+
+def covered(config: dict, run: TinyRun, run_dir: Path, found: Found) -> tuple[Found, str | None]:
+    """The checkpoint to resume from: ``found`` (the newest intact) where the run's records (metrics.jsonl, the W&B
+    files) hold the row of every step up to it (:func:`arctl.track.writer.history_gap`), else the newest intact one
+    before the first step they lack, with a note saying so. CheckpointError (one line) where none is kept: a resume
+    from ``found`` would complete the run with a hole in its history (from a hunt: a node lost right after the
+    step-4 checkpoint, its rows 3..4 with it)."""
+    if found.state is None:
+        return found, None
+    step = int(found.state["step"])
+    gap = writer.history_gap(config, run_dir, step, _metric_rows(run_dir), first=0 if run.test_freq > 0 else 1)
+    if gap is None:
+        return found, None
+    lost = writer.gap_line(run_dir, gap, step)
+    older = newest_intact(run_dir, below=gap)
+    if older.state is None:
+        raise CheckpointError(f"{lost}, and no checkpoint before step {gap} is kept: a resume from {found.path} would "
+                              f"leave the step out of the run's history; restore the row, or {start_over(run_dir)}")
+    older.skipped = [*found.skipped, *older.skipped]
+    return older, (f"{lost}: resumed from {older.path.name}, not {found.path.name} (steps "
+                   f"{older.state['step'] + 1}..{step} are trained again)")
 
 
 def full_disk(err: BaseException, where: Path) -> OSError | None:
@@ -406,7 +434,8 @@ def start_over(run_dir: Path | None) -> str:
 def _metric_rows(run_dir: Path) -> list[dict]:
     """The rows of ``run_dir/metrics.jsonl`` (none where it is absent; a line cut by a kill left out)."""
     rows = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").is_file() else []:
+    path = run_dir / writer.METRICS_FILE
+    for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             row = json.loads(line)
         except ValueError:
@@ -553,7 +582,7 @@ def open_wandb(config: dict, run_dir: Path, wandb_id: str | None, resume_at: int
 def kept_rows(run_dir: Path, resume_at: int | None) -> list[dict]:
     """The rows of ``run_dir/metrics.jsonl`` the run keeps (steps <= ``resume_at``, the checkpoint's;
     an attempt that kept nothing keeps only a step-0 row); the file is rewritten to hold exactly them."""
-    path = run_dir / "metrics.jsonl"
+    path = run_dir / writer.METRICS_FILE
     if not path.exists():
         return []
     rows = [row for row in _metric_rows(run_dir) if isinstance(row.get(ms.STEP_KEY), int)]
@@ -574,8 +603,14 @@ def log_metrics(run, run_dir: Path, step: int, metrics: dict, progress: Progress
     from arctl.track.writer import log_row
 
     row = {ms.STEP_KEY: step, **metrics}
-    with open(run_dir / "metrics.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+    path = run_dir / writer.METRICS_FILE
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    except OSError as err:  # a full disk's write error names no file: the line names it, and the space free there
+        if (full := full_disk(err, path)) is not None:
+            raise full from err
+        raise
     if run is not None:
         try:
             log_row(run, row)

@@ -26,9 +26,10 @@ from pathlib import Path
 
 from arctl.config.files import atomic_write
 from arctl.track.metrics_schema import STEP_KEY
+from arctl.track.writer import METRICS_FILE
 
 VERL_LOG = "verl_metrics.jsonl"  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
-KEPT_LOG = "metrics.jsonl"
+KEPT_LOG = METRICS_FILE
 PENDING_ROW = "pending_row.json"  # the training metrics of a step being saved, until verl has logged its row
 
 
@@ -101,14 +102,24 @@ def prepare_attempt(config: dict, run_dir: Path, resume_at: int | None, redo_val
     (:func:`arctl.backends.verl.stop_request.skipped_validation`); the attempt validates it before
     training and logs the step's row again, its kept metrics with the evaluation
     (:func:`kept_row`, :class:`arctl.backends.verl.trainer_v1.ArctlPPOTrainer`), so W&B is rewound to
-    the step before it (``metrics.jsonl`` keeps the row until the attempt's own replaces it)."""
-    from arctl.track.writer import repair_history
+    the step before it (``metrics.jsonl`` keeps the row until the attempt's own replaces it).
+
+    ValueError (one line) where neither log nor the W&B files hold the row of a step up to the checkpoint
+    (:func:`arctl.track.writer.history_gap`: lost with a node after the checkpoint was saved): the resume
+    would complete the run with the step missing from its history (from a hunt, of the tiny backend)."""
+    from arctl.track.writer import gap_line, history_gap, repair_history
 
     kept = kept_rows(run_dir, resume_at)
+    at, rows = resume_at, kept
     if redo_validation and resume_at:
-        repair_history(config, run_dir, int(resume_at) - 1, [r for r in kept if r[STEP_KEY] < int(resume_at)])
-    else:
-        repair_history(config, run_dir, resume_at, kept)
+        at, rows = int(resume_at) - 1, [r for r in kept if r[STEP_KEY] < int(resume_at)]
+    if at is not None and (gap := history_gap(config, run_dir, int(at), rows)) is not None:
+        from arctl.backends.verl.checkpoints import folder
+
+        raise ValueError(f"{gap_line(run_dir, gap, int(resume_at))}: a resume from that checkpoint would leave the step "
+                         f"out of the run's history; move {folder(Path(run_dir) / 'checkpoints', int(resume_at))} aside "
+                         "(the next attempt resumes from a checkpoint before it, where one is kept), or start the run over")
+    repair_history(config, run_dir, at, rows)
     return kept
 
 
