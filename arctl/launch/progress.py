@@ -22,6 +22,7 @@ from arctl.track.metrics_schema import (
     TRAIN_LOSS,
     TRAIN_REWARD_MEAN,
 )
+from arctl.track.writer import METRICS_FILE, VERL_METRICS_FILE
 
 # the first of these present in a logged row is the status table's "last metric"; one that logged a
 # number that is not finite (NaN, inf: a diverged loss) comes first, since that is the news
@@ -143,7 +144,7 @@ class ProgressTap:
 
 
 # metric files the backends append one JSON row per step to (tiny; verl's FileLogger)
-METRIC_FILES = ("metrics.jsonl", "verl_metrics.jsonl")
+METRIC_FILES = (METRICS_FILE, VERL_METRICS_FILE)  # tiny's (and verl's kept rows), verl's FileLogger output
 TAIL_BYTES = 16384  # the first read of a metrics file's end; doubled while no whole row is in it
 MAX_TAIL_BYTES = 1 << 24  # at most this much of a file's end is read for its last row (16 MiB)
 

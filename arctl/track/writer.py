@@ -25,6 +25,7 @@ DEFAULT_FLUSH_INTERVAL_S = 2.0
 CLOSE_WAIT_S = 60.0  # how long close_run waits for a W&B service it does not own to complete the file
 CLOSE_DEADLINE_S = 300.0  # how long close_run lets W&B finish the run and stop its service (wandb waits for ever)
 METRICS_FILE = "metrics.jsonl"  # a run's own record of the rows it logged, in run_dir (trainers write it)
+VERL_METRICS_FILE = "verl_metrics.jsonl"  # verl's FileLogger output in run_dir (VERL_FILE_LOGGER_PATH)
 CLOSE_DEADLINE_ENV = "ARCTL_WANDB_CLOSE_DEADLINE_S"  # seconds, overriding CLOSE_DEADLINE_S (tests: a small one)
 
 

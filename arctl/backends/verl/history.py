@@ -26,9 +26,9 @@ from pathlib import Path
 
 from arctl.config.files import atomic_write
 from arctl.track.metrics_schema import STEP_KEY
-from arctl.track.writer import METRICS_FILE
+from arctl.track.writer import METRICS_FILE, VERL_METRICS_FILE
 
-VERL_LOG = "verl_metrics.jsonl"  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
+VERL_LOG = VERL_METRICS_FILE  # verl's FileLogger output (VERL_FILE_LOGGER_PATH)
 KEPT_LOG = METRICS_FILE
 PENDING_ROW = "pending_row.json"  # the training metrics of a step being saved, until verl has logged its row
 
