@@ -127,10 +127,29 @@ def output_text(text: str) -> str:
     return "".join(a + b for a, b in zip(escaped, [*kept, ""]))
 
 
+def secrets_masked(text: str) -> str:
+    """``text`` with the value of every secret arctl knows of (:func:`arctl.track.identity.known_secrets`: the
+    environment's, the W&B key in ~/.netrc, the Hugging Face token files') written as ``<value of $NAME>``. An
+    error line echoes what the user typed, and a secret pasted into an argument that is no override (an experiment's
+    name, --arm, --seeds, a run target, ...) was shown in it (from a hunt); overrides are refused unechoed before."""
+    from arctl.track.identity import known_secrets, secret_shown
+
+    for name, value in sorted(known_secrets(os.environ).items(), key=lambda kv: -len(kv[1])):  # the longest first
+        if value in text:
+            text = text.replace(value, f"<value of {secret_shown(name)}>")
+    return text
+
+
+def error_line(message: str) -> str:
+    """The one error line of ``message``, as rich markup: ``error:`` and its text on one line, its control
+    characters written as escapes (:func:`printable`), known secrets' values masked (:func:`secrets_masked`)."""
+    line = printable(" ".join(secrets_masked(str(message)).split()))
+    return f"[bold red]error:[/] {esc(line)}"
+
+
 def fail(message: str) -> NoReturn:
-    """Print one clear error line on stderr and exit with code 2."""
-    line = printable(" ".join(str(message).split()))
-    err_console.print(f"[bold red]error:[/] {esc(line)}", markup=True, highlight=False)
+    """Print one clear error line on stderr (:func:`error_line`) and exit with code 2."""
+    err_console.print(error_line(message), markup=True, highlight=False)
     raise typer.Exit(EXIT_USER_ERROR)
 
 

@@ -4,6 +4,7 @@ lines); and what the commands that show runs share: one-line launch errors, stat
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -139,7 +140,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
             "runs": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                       "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
-                      "config": i.config} for i in items],
+                      "config": shown_config(i.config)} for i in items],
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
             "counts": counts,
             "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
@@ -180,6 +181,25 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print(("[yellow]note:[/] " if room.over else "") + esc(room.line()))
     if refused:
         fail(f"a launch would be refused: {refused}")
+
+
+SECRET_NOT_SHOWN = "(not shown)"  # a cluster.secrets entry a dry run's config does not show (shown_config)
+
+
+def shown_config(config: dict) -> dict:
+    """``config`` as a dry run shows it (its YAML, ``--json``'s ``config``): a ``cluster.secrets`` entry that is no
+    variable's name and that this shell does not set is :data:`SECRET_NOT_SHOWN`, as the launch's refusal of it
+    does not show it (:func:`arctl.launch.launcher.unset_secret_problem`: it may be a secret's value pasted in place
+    of a name). From a hunt: the preview printed the pasted token above the line that said it was not shown."""
+    from arctl.launch.launcher import VARIABLE_NAME
+
+    cluster = config.get("cluster")
+    named = cluster.get("secrets") if isinstance(cluster, dict) else None
+    if not isinstance(named, list):
+        return config
+    shown = [n if VARIABLE_NAME.fullmatch(str(n)) or (os.environ.get(str(n)) or "").strip() else SECRET_NOT_SHOWN
+             for n in named]
+    return config if shown == named else {**config, "cluster": {**cluster, "secrets": shown}}
 
 
 # what the dry run's last line says of each planned action (LaunchItem.action), in this order
@@ -243,7 +263,7 @@ def print_configs(starting) -> None:
     from arctl.launch.rundir import dump_config
 
     def show(config: dict) -> None:
-        text = dump_config(config)
+        text = dump_config(shown_config(config))
         if console.is_terminal:
             from rich.syntax import Syntax
 

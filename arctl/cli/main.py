@@ -139,13 +139,13 @@ def main() -> None:
     ``error:`` line and exit code 2, like every other user mistake (never a usage box)."""
     import sys
 
-    from arctl.cli.common import CLOSED_OUTPUT_EXIT, EXIT_USER_ERROR, err_console, esc
+    from arctl.cli.common import CLOSED_OUTPUT_EXIT, EXIT_USER_ERROR, err_console, error_line
 
     _escaping_stdout()
     usage, abort = _click_exceptions()
     repeated = repeated_option(command(), sys.argv[1:])
     if repeated is not None:
-        err_console.print(f"[bold red]error:[/] {esc(repeated)}", markup=True, highlight=False)
+        err_console.print(error_line(repeated), markup=True, highlight=False)
         sys.exit(EXIT_USER_ERROR)
     try:
         code = command()(standalone_mode=False)
@@ -157,8 +157,7 @@ def main() -> None:
                 print(text)
             sys.exit(EXIT_USER_ERROR)
         where = f" (`{ctx.command_path} --help`)" if ctx is not None else ""
-        line = " ".join(err.format_message().split())
-        err_console.print(f"[bold red]error:[/] {esc(line)}{esc(where)}", markup=True, highlight=False)
+        err_console.print(error_line(err.format_message() + where), markup=True, highlight=False)
         sys.exit(EXIT_USER_ERROR)
     except abort:  # end of input at a question (click's Abort)
         sys.exit(INTERRUPTED_EXIT)

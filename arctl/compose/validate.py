@@ -20,7 +20,15 @@ from arctl.compose import plugins
 from arctl.compose.errors import SpecError, did_you_mean
 from arctl.compose.limits import _MISSING, _lookup, range_problem
 from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_choices, str_list_fields
-from arctl.track.identity import API_KEY_ENV, naming_problem, secret_in, secret_shown
+from arctl.track.identity import (
+    API_KEY_ENV,
+    HF_TOKEN_ENV,
+    SECRET_MIN_CHARS,
+    is_secret_name,
+    naming_problem,
+    secret_in,
+    secret_shown,
+)
 
 PROB_TOL = 1e-6
 
@@ -208,7 +216,58 @@ def check_ranges(cfg: dict) -> None:
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-WRITTEN_KEY = re.compile(rf"{API_KEY_ENV}\s*[=:]\s*['\"]?(?![$'\"\s]|$)")  # the key's value written in the line
+# A secret written out in a line frozen into config.yaml and the job script (and SLURM's state): a secret's name
+# (is_secret_name) given a literal value, `NAME=value`, `export NAME=value`, `--export=ALL,NAME=value`,
+# `env_vars.NAME=value`, `NAME: value`; a name in lower case only where a shell assigns it (a line's start, after
+# export, ;, &&, |, a parenthesis: `token=...; hf auth login --token $token`, `wandb.login(key=...)`), not a config
+# key's tail or a flag's (verl's `data.prompt_key=question`, `ppo_max_token_len_per_gpu=16384`, `--max_token_len=`).
+# From a hunt: the first rule read WANDB_API_KEY only, and `export GITHUB_TOKEN=ghp_...`, `export HF_TOKEN=hf_...`,
+# `wandb login <key>` reached config.yaml, the job script, SLURM's state and W&B's config.
+_ASSIGNED = re.compile(r"(?<![\w$-])([A-Za-z_]\w*)(?:\s*=(?!=)|\s*:(?!:)\s*)")
+_SHELL_ASSIGNS = re.compile(r"(?:^|[;&|({]|\b(?:export|declare|typeset|local|readonly|env)(?:\s+-\w+)*)\s*$")
+# the commands that take a secret as an argument: `wandb login [--relogin|--host URL ...] KEY` (also
+# `python -m wandb login KEY`), `huggingface-cli login --token TOKEN`, `hf auth login --token TOKEN` (and any other
+# command of theirs given --token, `hf download --token ...`); the arguments end at the shell's ; & | or )
+_LOGIN = re.compile(r"(?<![\w.-])(?:(wandb)\s+login|huggingface-cli|hf)(?![\w.-])([^;&|)\n]*)")
+_WANDB_LOGIN_VALUED = ("--host", "--base-url")  # `wandb login`'s options that take a value (not the key)
+# a literal: not a reference ($VAR, ${VAR}, "$(cat file)", `cat file`) and at least SECRET_MIN_CHARS long (shorter
+# values are flags: HF_HUB_DISABLE_IMPLICIT_TOKEN=1, NCCL_IB_PKEY=0)
+_VALUE = re.compile(r"""['"]?([^\s'";&|,)]*)""")
+
+
+def _literal(value: str) -> bool:
+    return not value.startswith(("$", "`")) and len(value) >= SECRET_MIN_CHARS
+
+
+def written_secret(line: str) -> tuple[str, str] | None:
+    """(what is written out, the variable that should carry it instead) for the first secret written out as a
+    literal in ``line`` (a shell line, an sbatch flag, a verl override): a secret's name given a value
+    (:data:`_ASSIGNED`), ``wandb login KEY``, ``huggingface-cli``/``hf`` ``--token TOKEN`` (:data:`_LOGIN`); else
+    None. The value itself is never part of what it returns (an error line shows what it returns)."""
+    for m in _ASSIGNED.finditer(line):
+        name = m.group(1)
+        if not is_secret_name(name) or (name != name.upper() and not _SHELL_ASSIGNS.search(line[:m.start()])):
+            continue
+        if _literal(_VALUE.match(line, m.end()).group(1)):
+            return name, name
+    for m in _LOGIN.finditer(line):
+        args = m.group(2).split()
+        if m.group(1):  # wandb login: its first argument that is no option (nor an option's value)
+            skip = False
+            for arg in args:
+                if skip or arg.startswith("-"):
+                    skip = not skip and arg in _WANDB_LOGIN_VALUED
+                    continue
+                if _literal(_VALUE.match(arg).group(1)):
+                    return "the W&B key (`wandb login <key>`)", API_KEY_ENV
+                break
+            continue
+        for n, arg in enumerate(args):
+            value = arg[len("--token="):] if arg.startswith("--token=") else args[n + 1] if (
+                arg == "--token" and n + 1 < len(args)) else None
+            if value is not None and _literal(_VALUE.match(value).group(1)):
+                return f"a Hugging Face token (`{m.group(0).split()[0]} ... --token <token>`)", HF_TOKEN_ENV
+    return None
 
 
 def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool = True) -> None:
@@ -238,6 +297,15 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool 
         _check(cfg, key, lambda v: isinstance(v, bool), "true or false")
     for key in bool_fields(schema, nullable=True):
         _check(cfg, key, lambda v: v is None or isinstance(v, bool), "true, false or null")
+    secrets = _get(cfg, "cluster.secrets")
+    if isinstance(secrets, list):  # an entry that is no name is not shown: it may be a secret's value, pasted in
+        # place of its name (from a hunt: the type check echoed `cluster.secrets=['hf_PASTED-...'] is invalid`)
+        bad = next((n for n, x in enumerate(secrets) if not (isinstance(x, str) and ENV_NAME.fullmatch(x))), None)
+        if bad is not None:
+            raise SpecError(f"cluster.secrets[{bad}] is no environment variable's name (not shown: it may be a "
+                            "secret's value, pasted in place of a name)", "cluster.secrets",
+                            "give the names of variables the shell you launch from sets (letters, digits, _; no $), "
+                            "e.g. [HF_TOKEN]")
     for key in str_list_fields(schema):  # shell lines, flags, names (from a review: `cluster.setup=[{a:b}]` went
         # into the job script as the line "{'a': 'b'}")
         _check(cfg, key, lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
@@ -293,28 +361,14 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool 
     _check(cfg, "cluster.preempt_warning_s", lambda v: _is_int(v) and 1 <= v < limit,
            f"an integer of seconds >= 1 and below the time limit (cluster.time_min = {limit} s); it must cover "
            "finishing a training step and writing a checkpoint")
-    _check(cfg, "cluster.secrets", lambda v: all(ENV_NAME.fullmatch(x) for x in v),
-           "a list of environment variable names (letters, digits, _), e.g. [HF_TOKEN]")
     if API_KEY_ENV in _get(cfg, "cluster.secrets") and (cfg.get("wandb") or {}).get("mode") != "online":
         raise SpecError(f"cluster.secrets names {API_KEY_ENV}, which only an online run's job uses (an offline "
                         "run's never gets it)", "cluster.secrets",
                         f"leave {API_KEY_ENV} out of cluster.secrets, or log online (wandb.mode=online)")
     check_init_from(cfg)
-    # lines frozen into config.yaml and the job script (and SLURM's state): no key written out there. A line that
-    # reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it is fine (from a review of the first rule)
-    for key in ("cluster.setup", "cluster.sbatch_extra", "verl.overrides"):
-        lines = _get(cfg, key) if key != "verl.overrides" else (cfg.get("verl") or {}).get("overrides")
-        # one text is one line (read letter by letter, a key in it was missed); a value of another type is refused
-        # by its own check (verl.overrides=5 was a traceback here: from an audit)
-        for line in lines if isinstance(lines, (list, tuple)) else [] if lines is None else [lines]:
-            if WRITTEN_KEY.search(str(line)):
-                raise SpecError(f"{key} writes out {API_KEY_ENV}: its lines are frozen into the run's config.yaml and "
-                                "job script (and SLURM's state), where a secret must not be", key,
-                                f"set {API_KEY_ENV} in the shell you launch from (an online run's job gets it from "
-                                "there), or use `wandb login` on the cluster")
     # whatever the spelling (`wandb login <key>`, a .netrc line, an HF token in a verl override): the value of a
     # secret of this shell found anywhere in the config (from a review: `wandb login <key>` in cluster.setup
-    # reached config.yaml, W&B's config and the job script)
+    # reached config.yaml, W&B's config and the job script). First: it names the secret
     found = secret_in(cfg, os.environ)
     if found:
         key, name = found
@@ -322,6 +376,25 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool 
                         "config.yaml, W&B's config and the job script, where a secret must not be", key,
                         "read it from the environment where it is used (\"$VARIABLE\", a file of mode 600, "
                         "`wandb login` on the cluster), not written into the config")
+    # lines frozen into config.yaml and the job script (and SLURM's state): no secret written out there, known to
+    # this shell or not (written_secret). A line that reads it from elsewhere ($(cat ~/.key), "$VAR") or unsets it
+    # is fine (from a review of the first rule)
+    for key in ("cluster.setup", "cluster.sbatch_extra", "verl.overrides"):
+        lines = _get(cfg, key) if key != "verl.overrides" else (cfg.get("verl") or {}).get("overrides")
+        # one text is one line (read letter by letter, a key in it was missed); a value of another type is refused
+        # by its own check (verl.overrides=5 was a traceback here: from an audit)
+        lines = lines if isinstance(lines, (list, tuple)) else [] if lines is None else [lines]
+        for n, line in enumerate(lines):
+            written = written_secret(str(line))
+            if written:
+                what, variable = written
+                raise SpecError(f"{key}[{n}] writes out {what} (not shown): its lines are frozen into the run's "
+                                "config.yaml and job script (and SLURM's state), where a secret must not be", key,
+                                f"use `wandb login` on the cluster (its job reads ~/.netrc), or set {API_KEY_ENV} in "
+                                f"the shell you launch from (a SLURM job gets it only with cluster.secrets="
+                                f"[{API_KEY_ENV}])" if variable == API_KEY_ENV else
+                                f"set {variable} in the shell you launch from and name it in cluster.secrets="
+                                f"[{variable}], which passes it to the job from there")
     naming = naming_problem(cfg.get("wandb") or {})
     if naming:
         key, what, hint = naming

@@ -49,7 +49,7 @@ from arctl.launch.provenance import record_attempt
 from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import cancel_requested_at, read_status, write_status
 from arctl.launch.workspace import workdir_arg, workspace_root
-from arctl.track.identity import API_KEY_ENV
+from arctl.track.identity import API_KEY_ENV, recorded_secrets
 from arctl.track.phase import write_phase
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
@@ -342,6 +342,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     # a W&B service inherited from the launching process (a notebook, a test run) is not ours: its
     # teardown would not wait for our files, and it may be gone before the job ends
     os.environ.pop("WANDB_SERVICE", None)
+    hidden = hide_recorded_secrets(config)
     tap = ProgressTap(run_dir)
     if mode != "disabled":
         tap.install()
@@ -373,6 +374,7 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         tap.uninstall()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        os.environ.update(hidden)  # (a debug run's process goes on: its next run, or launch, may name one)
     end_stopping()
     tap.flush()
     if result == "completed":
@@ -391,6 +393,18 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     write_status(run_dir, state="preempted", ended_at=time.time(), signal=names, resume_step=step, **asked)
     _log(preempted_line(names, step))
     return result, received
+
+
+def hide_recorded_secrets(config: dict) -> dict[str, str]:
+    """Remove from this process's environment, before the backend opens W&B, every secret W&B would record in the
+    run's files (:func:`arctl.track.identity.recorded_secrets`: ``SLURM_JWT``, ...) that the run's
+    ``cluster.secrets`` does not name; name -> value of those removed. From a hunt: a local or debug job (which
+    gets the launching shell's whole environment) put the shell's ``SLURM_JWT`` into its .wandb file. The other
+    secrets stay (W&B records none of them): a local job may need one it does not name (``HF_TOKEN`` for a
+    gated model; cluster.secrets is for SLURM submissions), and Ray workers and verl's tracker inherit this
+    environment. One the run names is its job's to use, and W&B records it."""
+    named = {str(n) for n in (config.get("cluster") or {}).get("secrets") or []}
+    return {name: os.environ.pop(name) for name in recorded_secrets(os.environ, named)}
 
 
 def resume_step(config: dict, run_dir: Path) -> int | None:

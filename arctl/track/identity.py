@@ -22,6 +22,7 @@ Where the renderings differ, they keep what each consumer has always done:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,42 +69,119 @@ def secret_values(environ: Mapping[str, str]) -> dict[str, str]:
             if is_secret_name(name) and len(value.strip()) >= SECRET_MIN_CHARS}
 
 
-NETRC_KEY = f"{API_KEY_ENV} (~/.netrc)"  # how an error names the W&B key `wandb login` stored in ~/.netrc
+# what wandb 0.31 records of a process's environment in every run's files: wandb-core's environment record takes
+# each variable that starts with it (into the .wandb file, which an online run uploads and `arctl export` copies)
+WANDB_RECORDED_PREFIX = "SLURM_"
+
+
+def recorded_secrets(environ: Mapping[str, str], kept: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The names of the secrets in ``environ`` (:func:`is_secret_name`, whatever their length) that W&B would
+    record in a run's files (:data:`WANDB_RECORDED_PREFIX`: ``SLURM_JWT``, ``SLURM_PASSWORD``), but those in
+    ``kept``. From a hunt: a shell's ``SLURM_JWT`` (``export $(scontrol token)``, for slurmrestd) was in every
+    local and debug run's .wandb file."""
+    return sorted(name for name in environ
+                  if name.startswith(WANDB_RECORDED_PREFIX) and is_secret_name(name) and name not in kept)
+
+
+# how an error names a password of the netrc file: a W&B login's "WANDB_API_KEY (~/.netrc)" (a second one's
+# "WANDB_API_KEY (~/.netrc, HOST)"), any other "password (~/.netrc, HOST)"
+NETRC_PASSWORD = "password"
+# The hosts wandb 0.31 reads a W&B login under, copied from it (importing wandb.sdk.lib.urls imports all of wandb,
+# 0.7 s more for every arctl command; tests/track/test_netrc_hosts.py checks them against the installed wandb):
+# its default server (urls.DEFAULT_BASE_URL), whose host `wandb login` writes into ~/.netrc, and the W&B API host
+# behind each CoreWeave Forge host (urls.FORGE_HOSTS), where wandb looks when the Forge host has no entry (and
+# where wandb before 0.31 wrote it: api.wandb.ai). From a hunt: arctl knew api.wandb.ai only, so the login
+# `wandb login` had just written was no login (online SLURM launches refused) and no secret (a key written into
+# cluster.setup reached config.yaml, the job script and SLURM's state).
+WANDB_DEFAULT_BASE_URL = "https://api.forge.coreweave.com"
+WANDB_FORGE_HOSTS = {"forge.coreweave.com": "api.wandb.ai", "qa.forge.coreweave.com": "api.qa.wandb.ai"}
+NETRC_DEFAULT = "default"  # a netrc's `default` entry: its password goes to every host without a `machine` entry
 
 
 def _wandb_hosts(environ: Mapping[str, str]) -> set[str]:
-    """The hosts a W&B login is stored under: ``api.wandb.ai``, and ``$WANDB_BASE_URL``'s (a self-hosted server)."""
-    from urllib.parse import urlparse
+    """The hosts (lower case; with a port where the URL has one) a W&B login is stored under, as wandb 0.31 reads
+    it: the host of its default server (:data:`WANDB_DEFAULT_BASE_URL`) and of ``$WANDB_BASE_URL`` (a self-hosted
+    server), and for a CoreWeave Forge host the W&B host behind it (:data:`WANDB_FORGE_HOSTS`)."""
+    from urllib.parse import urlsplit
 
-    hosts = {"api.wandb.ai"}
-    base = (environ.get("WANDB_BASE_URL") or "").strip()
-    if base:
-        host = urlparse(base if "://" in base else f"https://{base}").hostname
-        if host:
-            hosts.add(host.lower())
+    hosts = set()
+    for url in (WANDB_DEFAULT_BASE_URL, (environ.get("WANDB_BASE_URL") or "").strip()):
+        parts = urlsplit(url if "://" in url else f"https://{url}")
+        if not parts.hostname:
+            continue
+        hosts |= {parts.hostname, parts.netloc.rpartition("@")[2].lower()}
+        hosts |= {api for forge, api in WANDB_FORGE_HOSTS.items() if parts.hostname in (forge, f"api.{forge}", api)}
     return hosts
 
 
-def netrc_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """:data:`NETRC_KEY` (``... host``) -> the key, for every W&B login in ``$NETRC`` (else ``~/.netrc``): a
-    ``machine`` that is W&B's host or ``$WANDB_BASE_URL``'s, or whose name holds "wandb" (``wandb login`` writes
-    ``api.wandb.ai``). A key set there, not in the environment, is as secret (from an audit: such a key written
-    into ``cluster.setup`` reached config.yaml, the job script and SLURM's state unrecognised). Nothing when
-    there is no such file or it cannot be read (not text, not netrc)."""
+def _home(environ: Mapping[str, str]) -> str:
+    """``environ``'s ``$HOME`` (else this user's), without a trailing ``/``."""
+    return (environ.get("HOME") or str(Path.home())).rstrip("/") or "/"
+
+
+def _expand(path: str, home: str) -> Path:
+    """``path`` with a leading ``~`` (``~/...``) read as ``home`` (``environ``'s ``$HOME``; ``~user``: that
+    user's), as wandb and huggingface_hub expand it."""
+    if path == "~" or path.startswith("~/"):
+        return Path(home.rstrip("/") + path[1:] or "/")
+    return Path(os.path.expanduser(path))
+
+
+def _shown(path: Path, home: str) -> str:
+    """``path`` as an error says it: ``~/...`` under ``home``."""
+    root = home.rstrip("/")
+    return f"~{str(path)[len(root):]}" if root and str(path).startswith(root + "/") else str(path)
+
+
+def netrc_path(environ: Mapping[str, str]) -> Path:
+    """The netrc file wandb 0.31 reads a W&B login from (wandb/sdk/lib/wbauth/wbnetrc.py, _get_netrc_file_path):
+    ``$NETRC`` (a leading ``~`` is ``environ``'s ``$HOME``), else ``~/.netrc`` where it exists, else ``~/_netrc``
+    where it exists, else ``~/.netrc``."""
+    home = _home(environ)
+    if environ.get("NETRC"):
+        return _expand(environ["NETRC"], home)
+    return next((p for p in (Path(home) / ".netrc", Path(home) / "_netrc") if p.exists()), Path(home) / ".netrc")
+
+
+def netrc_passwords(environ: Mapping[str, str]) -> dict[str, str]:
+    """name -> password, for every password of at least :data:`SECRET_MIN_CHARS` characters in the netrc file
+    (:func:`netrc_path`), a ``machine``'s or the ``default`` entry's: each is a credential. A W&B login
+    (:func:`netrc_secrets`) is named ``WANDB_API_KEY (~/.netrc)`` (a second one ``WANDB_API_KEY (~/.netrc,
+    HOST)``; the file as it is: ``~/_netrc``, ``$NETRC``), any other ``password (~/.netrc, HOST)``. From a hunt: only W&B's host
+    counted, so a key stored under another (the Forge host wandb 0.31 writes, a ``default`` entry, a
+    self-hosted server named in wandb's settings file) written into ``cluster.setup`` reached config.yaml, the job
+    script and SLURM's state. Nothing when there is no such file or it cannot be read (not text, not netrc)."""
     import netrc
 
-    path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
+    path = netrc_path(environ)
     try:
-        hosts = netrc.netrc(path).hosts
+        entries = netrc.netrc(str(path)).hosts
     except (OSError, ValueError, netrc.NetrcParseError):  # ValueError: UnicodeDecodeError (from a review)
         return {}
+    shown = _shown(path, _home(environ))
     wandb_hosts = _wandb_hosts(environ)
-    out = {}
-    for host, entry in sorted(hosts.items()):
+    out: dict[str, str] = {}
+    wandb_named = 0
+    for host, entry in sorted(entries.items()):
         key = (entry[2] or "").strip()
-        if (host.lower() in wandb_hosts or "wandb" in host.lower()) and len(key) >= SECRET_MIN_CHARS:
-            out[NETRC_KEY if not out else f"{NETRC_KEY[:-1]}, {host})"] = key
+        if len(key) < SECRET_MIN_CHARS:
+            continue
+        if host.lower() in wandb_hosts or "wandb" in host.lower() or host == NETRC_DEFAULT:
+            out[f"{API_KEY_ENV} ({shown})" if not wandb_named else f"{API_KEY_ENV} ({shown}, {host})"] = key
+            wandb_named += 1
+        else:
+            out[f"{NETRC_PASSWORD} ({shown}, {host})"] = key
     return out
+
+
+def netrc_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """``WANDB_API_KEY (~/.netrc...)`` -> the key, for every W&B login in the netrc file (:func:`netrc_path`): a
+    ``machine`` that is a W&B host as wandb 0.31 reads it (:func:`_wandb_hosts`: ``api.forge.coreweave.com``,
+    which ``wandb login`` writes, ``api.wandb.ai``, ``$WANDB_BASE_URL``'s), or whose name holds "wandb", or the
+    ``default`` entry (wandb takes it for a host without one). Whether a job has a W&B login (the launch's check,
+    the verl job's :data:`arctl.backends.verl.ray_job.NETRC_LOGIN_CHECK`). Every other password of the file is
+    as secret (:func:`netrc_passwords`)."""
+    return {name: key for name, key in netrc_passwords(environ).items() if name.startswith(f"{API_KEY_ENV} (")}
 
 
 HF_TOKEN_ENV = "HF_TOKEN"  # how an error names a token of Hugging Face's token files
@@ -113,15 +191,11 @@ def hf_token_path(environ: Mapping[str, str]) -> Path:
     """Where ``hf auth login`` (``huggingface-cli login``) keeps the token, as ``huggingface_hub.constants``
     finds it: ``$HF_TOKEN_PATH``, else ``$HF_HOME/token``, else ``$XDG_CACHE_HOME/huggingface/token``, else
     ``~/.cache/huggingface/token`` (``~`` is ``environ``'s ``$HOME``)."""
-    home = environ.get("HOME") or str(Path.home())
-
-    def expand(path: str) -> Path:
-        return Path(home + path[1:] if path == "~" or path.startswith("~/") else path)
-
+    home = _home(environ)
     if environ.get("HF_TOKEN_PATH"):
-        return expand(environ["HF_TOKEN_PATH"])
+        return _expand(environ["HF_TOKEN_PATH"], home)
     hf_home = environ.get("HF_HOME") or str(Path(environ.get("XDG_CACHE_HOME") or f"{home}/.cache") / "huggingface")
-    return expand(hf_home) / "token"
+    return _expand(hf_home, home) / "token"
 
 
 def hf_token_secrets(environ: Mapping[str, str]) -> dict[str, str]:
@@ -133,9 +207,7 @@ def hf_token_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     import configparser
 
     path = hf_token_path(environ)
-    home = environ.get("HOME") or str(Path.home())
-    home = home.rstrip("/")
-    shown = f"~{str(path)[len(home):]}" if str(path).startswith(home + "/") else str(path)  # as an error says it
+    shown = _shown(path, _home(environ))  # as an error says it
     out = {}
     try:
         token = path.read_text().strip()
@@ -156,12 +228,12 @@ def hf_token_secrets(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def known_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`), the W&B
-    keys in ~/.netrc (:func:`netrc_secrets`) and the Hugging Face tokens of its token files
-    (:func:`hf_token_secrets`). A name is a variable's, or a file's: ``WANDB_API_KEY (~/.netrc...)``,
-    ``HF_TOKEN (~/.cache/huggingface/token)``."""
+    """name -> value of every secret arctl knows of: the environment's (:func:`secret_values`), the passwords
+    of the netrc file (:func:`netrc_passwords`: the W&B key `wandb login` stored, and every other) and the Hugging
+    Face tokens of its token files (:func:`hf_token_secrets`). A name is a variable's, or a file's:
+    ``WANDB_API_KEY (~/.netrc...)``, ``password (~/.netrc, HOST)``, ``HF_TOKEN (~/.cache/huggingface/token)``."""
     # the environment's first: an error names it
-    return {**secret_values(environ), **netrc_secrets(environ), **hf_token_secrets(environ)}
+    return {**secret_values(environ), **netrc_passwords(environ), **hf_token_secrets(environ)}
 
 
 def secret_shown(name: str) -> str:

@@ -116,8 +116,10 @@ def test_the_hugging_face_token_of_the_login_file_is_refused_in_a_config(sandbox
         result = sandbox.check_refused(*args)
         assert "the value of HF_TOKEN (" in result.err and PLANTED not in result.err, result.err
     assert list(known_secrets(dict(os.environ)).values()) == [token]
-    file.unlink()  # no such login: the same config is accepted
-    assert sandbox.run("show", "main-grpo", setup, "--json").code == 0
+    file.unlink()  # no such login: no known value; the login's spelling is still a token written out
+    err = sandbox.check_refused("show", "main-grpo", setup).err  # (tests/spec/test_setup_secrets.py)
+    assert "writes out a Hugging Face token" in err and PLANTED not in err, err
+    assert sandbox.run("show", "main-grpo", f"cluster.setup=['echo {token} > x']", "--json").code == 0  # unsaid
 
 
 def test_an_unreadable_hugging_face_token_file_is_no_traceback(sandbox, monkeypatch, tmp_path):
