@@ -13,6 +13,7 @@ from arctl.cli.common import (
     parse_seeds,
     print_json,
     printable,
+    section,
     user_errors,
 )
 
@@ -58,5 +59,6 @@ def register(app: typer.Typer) -> None:
         console.print(esc(printable(f"{experiment}: {source['path']} ({source['source']})")))  # $ARCTL_SPECS: user text
         for run in runs:
             backend = run.config["backend"]
-            console.rule(f"[bold]{esc(printable(run.name))}[/]  {esc(printable(f'scale={run.scale}  backend={backend}'))}")
+            # whole in a narrow terminal: a rule then the title (from a hunt: "scale=…" hid the scale and backend)
+            section(f"[bold]{esc(printable(run.name))}[/]  {esc(printable(f'scale={run.scale}  backend={backend}'))}")
             console.print(Syntax(dump_config(run.config), "yaml", background_color="default"))

@@ -42,7 +42,7 @@ from arctl.report.claims import (
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
-from arctl.report.style import Outputs, arm_colors
+from arctl.report.style import Outputs, arm_colors, path_from, report_rc
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -61,10 +61,23 @@ class ClaimsReport:
     # runs of the cells of the arms tested that have not ended and logged nothing yet, or, in an export, were
     # skipped by it (:func:`arctl.report.data.waiting_runs`): run_id, experiment, arm, seed, state each
     waiting: list[dict] = field(default_factory=list)
+    # a command the results say (the terminal's: the workspace as a command in this shell names it) -> the same
+    # command in the files, the workspace named relative to their folder (:func:`arctl.report.style.path_from`), run
+    # from there (:data:`COMMANDS_FROM`): the same bytes however --workdir was typed and wherever the workspace lies
+    in_files: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def commands(self, t: TestResult) -> list[str]:
+        """Test ``t``'s commands as the files say them (run from their folder)."""
+        return [self.in_files.get(c, c) for c in t.commands]
+
+    def to_json(self, files: bool = False) -> dict:
+        """claims.json's content (``files``), or ``--json``'s: its commands as the terminal says them."""
+        claims = [r.to_json() for r in self.results]
+        if files:
+            claims = [{**c, "tests": [{**j, "commands": self.commands(t)} for j, t in zip(c["tests"], r.tests)]}
+                      for c, r in zip(claims, self.results)]
         return {"kind": "claims", "meta": self.meta, "interval": INTERVAL, "summary": summary(self.results),
-                "claims": [r.to_json() for r in self.results], "runs": self.runs, "curves": self.curves,
+                "claims": claims, "runs": self.runs, "curves": self.curves,
                 "outputs": [str(p) for p in self.outputs], "warnings": self.warnings, "waiting": self.waiting}
 
 
@@ -112,9 +125,10 @@ def _known_arms(spec, arm_exps: dict[str, list[str]]) -> None:
 
 
 def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing: Iterable[str] = (),
-                        workdir: str | Path | None = None, overrides: Iterable[str] = ()):
+                        workdir: str | Path | None = None, overrides: Iterable[str] = (), named: str | None = None):
     """``command(arm, seeds)``: what produces ``arm``'s runs at ``seeds`` (None: the spec's own seeds), in
-    workspace ``workdir`` (:func:`arctl.launch.workspace.workdir_arg`: named unless a bare command means it),
+    workspace ``workdir`` (:func:`arctl.launch.workspace.workdir_arg`: named unless a bare command means it; ``named``:
+    what names it instead: the files' `` --workdir W``, :attr:`ClaimsReport.in_files`),
     with ``overrides`` (``KEY=VALUE`` texts, :func:`shared_overrides`: the runs' own, so that it trains their config).
     A sweep of ``sharing`` (``share_arms: true``) that holds it: that sweep (it trains each missing
     config once and reuses the workspace's runs); else the arm alone, ``arctl run EXPERIMENT --arm
@@ -125,7 +139,7 @@ def missing_command_for(sweeps: dict[str, list[str]], scale: str | None, sharing
 
     arm_exps = _arm_experiments()
     scale_arg = f" --scale {scale}" if scale else ""
-    workdir_text = workdir_arg(workdir) if workdir is not None else ""
+    workdir_text = named if named is not None else workdir_arg(workdir) if workdir is not None else ""
     sharing = set(sharing)
     where = "".join(f" {shlex.quote(o)}" for o in overrides) + workdir_text
 
@@ -296,14 +310,23 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     views = run_views(runs.history, runs.runs, scale=scale, compose=compose, warnings=served_warnings)
     one_config_per_arm_seed(views)
     overrides, uneven = shared_overrides(views, runs.runs, sweeps, compose)  # missing seeds: the config of the runs read
-    command = missing_command_for(members, scale, _sharing(sweeps), base, overrides)
-    if (base / INDEX_FILE).is_file():  # an export launches nothing: each claim's missing runs are trained in a
-        produce = missing_command_for(members, scale, _sharing(sweeps), overrides=overrides)  # workspace, then
-        out_arg = shlex.quote(str(base))  # exported into it (from a hunt: "arctl export" alone named runs no
-        # workspace had ever trained)
+    exported = (base / INDEX_FILE).is_file()
+
+    def missing_command(named: str | None, out_arg: str):
+        """command(arm, seeds), the workspace named by ``named`` (None: :func:`workdir_arg`), an export's by ``out_arg``."""
+        if not exported:
+            return missing_command_for(members, scale, _sharing(sweeps), base, overrides, named=named)
+        # an export launches nothing: each claim's missing runs are trained in a workspace, then exported into it
+        # (from a hunt: "arctl export" alone named runs no workspace had ever trained)
+        produce = missing_command_for(members, scale, _sharing(sweeps), overrides=overrides)
 
         def command(arm: str, seeds=None) -> str:
             return f"{produce(arm, seeds)} --workdir WORKSPACE && arctl export --out {out_arg} --workdir WORKSPACE"
+
+        return command
+
+    typed = shlex.quote(str(base))
+    here = shlex.quote(path_from(out_dir, base))  # the workspace as the files name it (ClaimsReport.in_files)
     left_out = unfinished(runs.runs, scale=scale)
     # runs of the cells tested that logged nothing yet (pending, at their first steps, a --force rerun queued) or
     # that an export skipped: named, so that a report read mid-sweep does not read as a finished one with fewer seeds
@@ -331,7 +354,19 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                               f"{said}; wait for them ({then})")
         raise ReportError(f"no runs of {', '.join(sweeps)}{at_scale} in {base}: produce them with {todo}, or pass "
                           "--workdir DIR where they are")
-    results = check_claims(spec, views, seeds_not_under_way(command, waiting, then))
+    # each command as the terminal says it (the workspace as a command in this shell names it) -> as the files do
+    in_files: dict[str, str] = {}
+    in_shell = seeds_not_under_way(missing_command(None, typed), waiting, then)
+    written = seeds_not_under_way(missing_command(f" --workdir {here}", here), waiting,
+                                  then.replace(f"--out {typed} ", f"--out {here} ") if in_export else
+                                  f"`arctl status --workdir {here}`")
+
+    def command(arm: str, seeds=None) -> str:
+        text = in_shell(arm, seeds)
+        in_files[text] = written(arm, seeds)
+        return text
+
+    results = check_claims(spec, views, command)
     used = []
     recorded = _recorded(runs.runs)
     provenances: dict[str, dict] = {}
@@ -358,13 +393,14 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     elif not_read:
         warnings.append(f"{not_read} ({then})")
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views),
-                          waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
+                          waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting],
+                          in_files=in_files)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
     # the three texts of one check, or (a Ctrl-C while the HTML's figures render) the previous three: from a
     # hunt, claims.json and .md of one run stood beside claims.html of the run before
-    texts = [json.dumps(report.to_json(), indent=1, default=_json_default), to_markdown(report), to_html(report)]
+    texts = [json.dumps(report.to_json(files=True), indent=1, default=_json_default), to_markdown(report), to_html(report)]
     with outputs or Outputs() as outputs:
         for path, text in zip(report.outputs, texts):
             outputs.write_text(path, text)
@@ -485,14 +521,21 @@ def fmt(x, signed: bool = True) -> str:
     return f"{x:+.3f}" if signed else f"{x:.3f}"
 
 
-def test_summary(t) -> str:
-    """One line: the mean, its interval, n and what to do."""
+# where the commands of claims.md/.json/.html run (:func:`path_from`: the same bytes wherever the workspace lies)
+COMMANDS_FROM = ("The commands for missing runs name the workspace relative to this file's folder: run them from "
+                 "there.")
+
+
+def test_summary(t, commands: list[str] | None = None) -> str:
+    """One line: the mean, its interval, n and what to do (``commands``: the test's, as the files say them; default
+    its own, the terminal's)."""
     if t.kind == "bound":
         return t.note or "–"
     ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "no interval"
     if t.p_holm is not None and t.p_holm == t.p_holm:
         ci += f", p = {t.p_value:.3g} (Holm {t.p_holm:.3g})"
-    extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(t.commands)}`" if t.missing else ""
+    commands = t.commands if commands is None else commands
+    extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(commands)}`" if t.missing else ""
     note = f"; {t.note}" if t.note else ""
     return f"mean {fmt(t.mean)} {ci}, {t.n} seed(s){note}{extra}"
 
@@ -502,14 +545,14 @@ def to_markdown(report: ClaimsReport) -> str:
     lines = [f"# The paper's claims, checked ({', '.join(m['sweeps'])}{', scale ' + m['scale'] if m['scale'] else ''})", "",
              f"{m['created']} on {m['host']} ({m['cpus']} CPUs, load {m['load_average']}); {m['code_version']}; "
              f"workspace `{m['workspace']}`; {len(report.runs)} runs; intervals: {INTERVAL}.", "",
-             summary_text(report.results, len(report.runs)), "",
+             summary_text(report.results, len(report.runs)), "", *([COMMANDS_FROM, ""] if report.in_files else []),
              "| claim | verdict | test | per seed | mean [95% CI] | verdict | paper |", "|---|---|---|---|---|---|---|"]
     for r in report.results:
         for i, t in enumerate(r.tests):
             seeds = ", ".join(f"s{s}: {fmt(v.get('value'))}" if t.kind != "bound" else f"s{s}: {v['violations']}/{v['checked']}"
                               for s, v in sorted(t.per_seed.items()))
             head = (f"{r.id}. {r.title} ({r.paper})", f"**{r.verdict}**") if i == 0 else ("", "")
-            lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t)} | {t.verdict} | {t.paper or ''} |")
+            lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t, report.commands(t))} | {t.verdict} | {t.paper or ''} |")
     lines += ["", "| run | arm | seed | code version | warm-up (weights sha256) | machine |", "|---|---|---|---|---|---|"]
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a machine kind is "CPU | ISA | torch"
     lines += [f"| `{u['run_id']}` | {cell(u['arm'])} | {u['seed']} | {cell(u['code_version'])} | {cell(_warmup_text(u))} | "
@@ -543,6 +586,7 @@ def axis_label(kinds: Iterable[str], unit: str) -> str:
             "per seed (dots), mean (diamond), 95% interval (bar); shaded: the claimed side of 0")
 
 
+@report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def claim_figure(result: ClaimResult):
     """The claim's figure (a matplotlib Figure, None without a test to draw): one panel per unit of
     the tested numbers (accuracy, thinking tokens, ...: a token difference never hides an accuracy
@@ -609,6 +653,7 @@ def curve_legend(arms: list[str], seeds: int) -> str:
     return f"{names} ({'one config, ' if len(arms) > 1 else ''}{seeds} seed{'s' if seeds > 1 else ''})"
 
 
+@report_rc()
 def curves_figure(curves: dict):
     """Beside the claims: per arm (one colour; arms of one config once, :func:`curve_arms`), accuracy against the
     thinking budget at the final evaluation and anytime accuracy over eval.budgets over training (the axes:
@@ -648,6 +693,7 @@ def curves_figure(curves: dict):
     return fig
 
 
+@report_rc()
 def _png(fig) -> str:
     import matplotlib.pyplot as plt
 
@@ -759,6 +805,7 @@ def to_html(report: ClaimsReport) -> str:
         "(measured at the start of training) is not established: it fails, or its interval over independent seeds "
         "reaches 0. The summary counts each independent piece of evidence once.</p>",
         f'<p id="summary">{e(summary_text(report.results, len(report.runs)))}</p>',
+        *([f'<p class="meta" id="commands">{e(COMMANDS_FROM)}</p>'] if report.in_files else []),
         '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
     ]
     for r in report.results:
@@ -780,7 +827,7 @@ def to_html(report: ClaimsReport) -> str:
             notes = e(t.note)
             if t.missing:  # which, and the command (in place of a note that only says "runs missing")
                 said = ("Missing runs: " + e(", ".join(t.missing)) + " — run " +
-                        ", ".join(f"<code>{e(c)}</code>" for c in t.commands))
+                        ", ".join(f"<code>{e(c)}</code>" for c in report.commands(t)))
                 notes = said if t.note in ("", MISSING_NOTE) else f"{notes} {said}"
             parts.append(f'<tr class="test" data-verdict="{e(t.verdict)}"><td>{e(t.label)}{seeds}</td>'
                          f"<td>{e(mean)}</td><td>{e(ci)}</td><td>{t.n}</td><td>{_badge(t.verdict)}</td>"

@@ -18,7 +18,7 @@ from arctl.report.cells import CONFIG_PREFIX, _plain, listed
 from arctl.report.data import ReportData, first_values, full_support, left_out_note, spec_hint
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
-from arctl.report.style import add_footnote, new_figure, runs_footnote
+from arctl.report.style import add_footnote, new_figure, report_rc, runs_footnote
 from arctl.track.metrics_schema import (
     CORR_KINDS,
     CORR_PREFIX,
@@ -82,6 +82,7 @@ def series_table(data: ReportData, eval_only: list[str] | None = None):
     return df.groupby(["series", "budget"], as_index=False)["value"].agg(value="mean", n="size")
 
 
+@report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data: ReportData):
     eval_only = eval_only_runs(data)
     table = series_table(data, eval_only)

@@ -67,7 +67,8 @@ class ReportData:
     runs: Runs
     experiments: list[str] | None  # None: every experiment
     missing: list[str] = field(default_factory=list)
-    source: str = ""
+    source: str = ""  # where the runs were read, for messages: the workspace as given, or "W&B project P"
+    workdir: Path | None = None  # the workspace read (None: a W&B project's runs)
     missing_arms: list[str] = field(default_factory=list)  # arms of the spec without runs (:func:`missing_arms`)
     unread: list[str] = field(default_factory=list)  # experiments with runs, none read (not in ``missing``: a warning)
     named: str = ""  # what names the workspace in a command (:func:`arctl.launch.workspace.workdir_arg`)
@@ -322,7 +323,8 @@ def read_report_runs(
         read_rows = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
         runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named,
                                                               runs_read=read_rows, filters=where)]
-    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from, missing_arms=list(absent),
+    return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from,
+                      workdir=None if wandb_project else Path(workdir or default_workdir()), missing_arms=list(absent),
                       unread=unread, named=named,
                       waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
 

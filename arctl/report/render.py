@@ -11,7 +11,7 @@ from arctl.report import cov_variance, score_curve, tables, training_curves, tre
 from arctl.report.data import ReportData, read_report_runs
 from arctl.report.errors import ReportError
 from arctl.report.specs import load_spec
-from arctl.report.style import Outputs, save_figure
+from arctl.report.style import Outputs, path_from, save_figure
 
 BUILDERS = {  # (arctl.compose.report_specs.FIGURE_BUILDERS names them) builder, metric globs of a spec, whether it reads only final values (final_values)
     "score_curve": (score_curve.build, lambda spec: score_curve.METRICS, True),
@@ -114,7 +114,9 @@ def _with_job_states(data: ReportData, workdir, wandb_project) -> None:
 
 def _write_runs_used(out_dir: Path, name: str, data: ReportData | None, outputs: Outputs) -> Path:
     runs = runs_used(data)
-    text = json.dumps({"source": data.source if data else None, "runs": runs,
+    # the workspace relative to the report's folder (style.path_from): the same bytes however --workdir was typed
+    source = (path_from(out_dir, data.workdir) if data.workdir is not None else data.source) if data else None
+    text = json.dumps({"source": source, "runs": runs,
                        "missing_experiments": data.missing if data else [],
                        "missing_arms": data.missing_arms if data else [],
                        "unread_experiments": data.unread if data else [],

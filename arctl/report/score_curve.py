@@ -13,7 +13,7 @@ from arctl.report.data import ReportData, final_values, full_support, left_out_n
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
-from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
+from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, report_rc, runs_footnote
 from arctl.track.metrics_schema import NAME_ACC, eval_key, parse_metric
 
 METRICS = [eval_key(NAME_ACC, budget="*")]
@@ -63,6 +63,7 @@ def seed_table(acc):
         ["arm", "dataset", "seed", "budget"], kind="stable").reset_index(drop=True)
 
 
+@report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data: ReportData):
     acc = _final_accuracies(data)  # parsed once for both tables
     table = curve_table(acc)

@@ -4,7 +4,7 @@ used" footnote; and how a report puts its files in place (:class:`Outputs`: all 
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from arctl.config.files import replacing
@@ -69,11 +69,35 @@ def _derived_color(arm: str, taken: set[str]) -> str:
         salt += 1
 
 
+# what every figure is drawn and saved with, over matplotlib's own defaults (:func:`report_rc`). TrueType (42), not
+# Type 3, fonts in a PDF (and PostScript): camera-ready checkers refuse Type 3 (from a hunt: every PDF had one). The
+# SVG keeps its text as paths: text elements would be drawn in whatever font the viewer has, with other widths than
+# the layout was computed for. No TeX: a label such as "accuracy (%)" or a run id with "_" is text, not TeX.
+PINNED_RC = {"pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path", "text.usetex": False}
+
+
+@contextmanager
+def report_rc(extra: dict | None = None):
+    """Within the block (or the decorated function), matplotlib's settings are its own defaults and
+    :data:`PINNED_RC` (and ``extra``), whatever ``matplotlibrc`` the user has (in the working directory,
+    ``$MATPLOTLIBRC``, ``$MPLCONFIGDIR``, ``~/.config/matplotlib``); the previous settings come back after it.
+    Figures read the settings when their artists are made, laid out, drawn and saved: a figure is built and saved
+    within it. From a hunt: a paper repo's ``font.family: serif`` changed every figure's bytes, ``svg.fonttype:
+    none`` wrote SVG text elements, and ``text.usetex: True`` stopped every figure and ``--claims`` with a traceback."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()  # (the backend and the other settings of no style stay as they are)
+        matplotlib.rcParams.update({**PINNED_RC, **(extra or {})})
+        yield
+
+
 MIN_FIGURE_WIDTH_IN = 5.5  # room for the legend and the footnote when there is one column of panels
 
 
 def new_figure(nrows: int, ncols: int, panel_w: float = 3.6, panel_h: float = 2.8):
-    """A pyplot-free Figure (no global state) with an nrows × ncols grid of axes."""
+    """A pyplot-free Figure (no global state) with an nrows × ncols grid of axes; a builder makes and draws it
+    within :func:`report_rc`."""
     from matplotlib.figure import Figure
 
     width = max(panel_w * ncols, MIN_FIGURE_WIDTH_IN)
@@ -110,6 +134,14 @@ def add_footnote(fig, text: str) -> None:
 
     width = max(40, int(fig.get_size_inches()[0] * 20))
     fig.supxlabel(textwrap.fill(text, width), x=0.01, ha="left", fontsize=6, color="0.35")
+
+
+def path_from(out_dir: str | Path, path: str | Path) -> str:
+    """``path`` as a report's files in ``out_dir`` name it: relative to ``out_dir`` (both resolved), so that the same
+    workspace gives the same bytes however its path was typed and wherever the two lie together (a paper repo's
+    figures/ beside data/: ``../data``). From a hunt: runs.json's ``source`` and claims.md's commands held the path as
+    typed, or absolute (a home folder published in a paper repo)."""
+    return os.path.relpath(Path(path).expanduser().resolve(), Path(out_dir).expanduser().resolve())
 
 
 class Outputs:
@@ -195,9 +227,10 @@ def save_figure(fig, out_dir: str | Path, name: str, outputs: Outputs | None = N
     engine = fig.get_layout_engine()
     try:
         work.mkdir(mode=0o700)
-        if engine is not None:
-            engine.execute(fig)
-            fig.set_layout_engine("none")  # the layout is fixed: do not redo it in every format
+        with report_rc():  # the layout, with the figure's settings
+            if engine is not None:
+                engine.execute(fig)
+                fig.set_layout_engine("none")  # the layout is fixed: do not redo it in every format
         written = [work / p.name for p in paths]
         _save_formats(fig, written)
         for p, w in zip(paths, written):
@@ -218,16 +251,8 @@ FORKED_FORMATS = (".pdf",)
 UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}
 
 
-# TrueType (42), not Type 3, fonts in a PDF (and PostScript): camera-ready checkers refuse Type 3 (from a hunt: every
-# PDF had one). The SVG keeps its text as paths: text elements would be drawn in whatever font the viewer has,
-# with other widths than the layout was computed for.
-FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
-
-
 def _savefig(fig, path: Path) -> None:
-    import matplotlib
-
-    with matplotlib.rc_context({**FONT_RC, "svg.hashsalt": path.stem}):
+    with report_rc({"svg.hashsalt": path.stem}):
         fig.savefig(path, dpi=150 if path.suffix == ".png" else None, metadata=UNDATED.get(path.suffix))
 
 

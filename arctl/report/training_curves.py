@@ -14,7 +14,7 @@ from arctl.report.data import ReportData, eval_budgets_notes, full_support, left
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
-from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, runs_footnote
+from arctl.report.style import add_footnote, add_legend, arm_colors, new_figure, report_rc, runs_footnote
 from arctl.track.metrics_schema import (
     ACC_AT_FRAC_PREFIX,
     NAME_ACC,
@@ -181,6 +181,7 @@ def unlogged_datasets_note(listed: list[str], present: set[str]) -> str | None:
     return f"dataset(s) {', '.join(unlogged)} of the spec: no run read logged them (they logged {logged}); left out of the figure"
 
 
+@report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data: ReportData):
     import pandas as pd
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arctl.report.style import new_figure
+from arctl.report.style import new_figure, report_rc
 
 
 def build_mask(spec: dict):
@@ -24,6 +24,7 @@ def build_mask(spec: dict):
     return mask, segments
 
 
+@report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data=None):
     import pandas as pd
     from matplotlib.colors import ListedColormap

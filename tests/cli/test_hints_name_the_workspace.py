@@ -130,9 +130,11 @@ def test_an_export_of_an_experiment_without_runs_says_to_run_it_in_that_workspac
 
 
 def test_the_claims_report_s_commands_produce_the_missing_runs_in_its_workspace(box, tmp_path):
-    """`arctl report --claims --workdir WS`: each missing run's command (claims.json, .md, .html) names WS; run
-    as printed (dry), it plans in WS."""
+    """`arctl report --claims --workdir WS`: each missing run's command names WS, as this shell does on the terminal
+    and in --json, relative to --out in the files (claims.json, .md, .html: the same bytes however --workdir was
+    typed, from the hunt of determinism); run as printed (dry), it plans in WS."""
     import json
+    import os
 
     import wandb_workspace  # tests/support/wandb_workspace.py
 
@@ -146,8 +148,9 @@ def test_the_claims_report_s_commands_produce_the_missing_runs_in_its_workspace(
     assert commands and all(c.endswith(f" --workdir {box.ws}") for c in commands), commands
     md = (out / "claims.md").read_text()
     said = [c for c in md.split("`")[1::2] if c.startswith(("arctl run ", "arctl sweep "))]
-    assert said and all(c.endswith(f" --workdir {box.ws}") for c in said), said
-    assert f"<code>{commands[0]}</code>" in (out / "claims.html").read_text()
+    relative = os.path.relpath(box.ws.resolve(), out.resolve())
+    assert said and all(c.endswith(f" --workdir {relative}") for c in said), said
+    assert f"<code>{said[0]}</code>" in (out / "claims.html").read_text()
     planned = runs_as_printed(box, commands[0] + " --dry-run --executor debug")
     assert planned.code == 0 and f"workspace: {box.ws}" in planned.out, planned.out + planned.err
 
