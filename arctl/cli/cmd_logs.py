@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
             workspace, reg = open_existing(workdir, reading=True)
             with reg:
-                rec = refresh(reg, workspace, [select_one(reg, run)])[0]
+                rec = refresh(reg, workspace, [select_one(reg, run)], reading=True)[0]
                 if reg.unsaved:  # a full disk: what the refresh found is shown all the same
                     err_console.print(f"[yellow]note[/]: {esc(UNSAVED_NOTE.format(why=reg.unsaved))}")
                 from arctl.launch.refresh import interrupted_launch
@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
                     time.sleep(1.0)
                     # the run first, then its files: a job that has just started is its current job (its files
                     # not taken for an earlier attempt's), one that has just ended has written all it wrote
-                    rec = refresh(reg, workspace, [reg.get(rec.run_id)])[0]
+                    rec = refresh(reg, workspace, [reg.get(rec.run_id)], reading=True)[0]
                     gone = interrupted_launch(rec, workspace.run_dir(rec.run_id), time.time())
                     out.follow(log_files(workspace, rec), rec)
                     if gone or rec.state not in states.ACTIVE:  # and a last line without \n

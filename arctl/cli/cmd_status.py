@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
                 reg_ids = {r.run_id for r in (records if target is None else reg.list())}
                 if refresh:
                     with slow_note(SLOW_REFRESH_NOTE.format(seconds=SACCT_TIMEOUT_S)):
-                        records = refresh_runs(reg, workspace, records)
+                        records = refresh_runs(reg, workspace, records, reading=True)
         if reg.unsaved:  # a full disk: what the refresh found is shown all the same
             from arctl.launch.refresh import UNSAVED_NOTE
 

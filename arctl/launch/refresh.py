@@ -759,14 +759,18 @@ UNSAVED_NOTE = "the states shown were found now and not saved ({why})"
 """What a reading command says where its refresh could not write the registry (:func:`refresh`)."""
 
 
-def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None) -> list[RunRecord]:
+def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] | None = None,
+            reading: bool = False) -> list[RunRecord]:
     """Update the active runs among ``records`` (default: all) and return them refreshed. A dead
-    launch's claim is settled first (:func:`_settle_dead_claims`). Where the registry cannot be written (a full
-    disk, an exceeded quota, a file made read-only meanwhile), the runs are refreshed again without writing, as in
-    a read-only workspace: ``registry`` is read-only from then on, and its ``unsaved`` says why (from a hunt: on the
-    full disk a run had died of, `arctl status` and `arctl logs` refused to say which runs had died, and why)."""
+    launch's claim is settled first (:func:`_settle_dead_claims`). ``reading``: for a command that only shows the
+    runs (`arctl status`, `arctl logs`): where the registry cannot be written (a full disk, an exceeded quota, a
+    file made read-only meanwhile), the runs are refreshed again without writing, as in a read-only workspace, and
+    ``registry.unsaved`` says why (from a hunt: on the full disk a run had died of, both commands refused to say
+    which runs had died, and why); the next refresh tries to write again. A writer (a launch, the local queue, a
+    cancel) gets the RegistryError, as before (from the review of that change: a queue whose registry turned
+    read-only for good never recorded the jobs it started)."""
     records = registry.list() if records is None else records
-    if registry.readonly:
+    if registry.readonly or not reading:
         return _refresh(registry, workspace, records)
     kept = [replace(r) for r in records]  # as read: the refresh sets what it finds on the records it returns
     try:
@@ -774,8 +778,12 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     except RegistryError as err:
         if err.kind not in ("full", "readonly"):
             raise
-        registry.readonly, registry.unsaved = True, str(err)
-        return _refresh(registry, workspace, kept)
+        registry.unsaved = str(err)
+        registry.readonly = True  # this pass only
+        try:
+            return _refresh(registry, workspace, kept)
+        finally:
+            registry.readonly = False
 
 
 def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord]) -> list[RunRecord]:

@@ -72,3 +72,21 @@ def test_a_damaged_registry_still_fails_the_refresh(full_disk, monkeypatch):
     monkeypatch.setattr(Registry, "update_many_if", damaged)
     res = CliRunner().invoke(app, ["status", "--workdir", str(full_disk.root)])
     assert res.exit_code == 2 and "file is not a database" in res.output, res.output
+
+
+def test_only_a_reading_refresh_falls_back_and_only_for_that_pass(full_disk, monkeypatch):
+    """From the review of this change: the fallback turned the caller's registry read-only for good, and the local
+    queue, whose refresh met the full disk once, never recorded a job again (it started a run, did not say so, and a
+    later launch would start it twice). A writer's refresh raises as before; a reading one shows what it found and
+    writes again on its next pass."""
+    from arctl.launch.refresh import refresh
+
+    with Registry(full_disk.registry_path) as reg:
+        with pytest.raises(RegistryError, match="disk is full"):
+            refresh(reg, full_disk, [reg.get(RUN_ID)])  # a launch, the queue, a cancel: told, as before
+        assert not reg.readonly
+        [shown] = refresh(reg, full_disk, [reg.get(RUN_ID)], reading=True)
+        assert shown.state == states.FAILED and reg.unsaved and not reg.readonly
+        monkeypatch.undo()  # space freed
+        refresh(reg, full_disk, [reg.get(RUN_ID)], reading=True)
+        assert reg.get(RUN_ID).state == states.FAILED  # saved now
