@@ -1452,24 +1452,28 @@ def sbatch_answers() -> Iterator[list[tuple[str, str]]]:
             # waits for its answer, whose job id goes into the list for the caller to cancel (from a hunt: the job
             # SLURM accepted as the launch was interrupted stayed held in the queue for ever, and the launch said
             # "nothing was submitted")
+            said: list[subprocess.CompletedProcess] = []  # its answer, as soon as it is read
             try:
-                done = run_to_its_answer(command, SBATCH_ANSWER_WAIT_S, cwd=self.cwd, env=self.env)
+                done = run_to_its_answer(command, SBATCH_ANSWER_WAIT_S, cwd=self.cwd, env=self.env, into=said)
+                if done.returncode:
+                    out, err = done.stdout.strip(), done.stderr.strip()
+                    raise utils.FailedJobError(err or out or f"{command[0]} exited with code {done.returncode}") \
+                        from subprocess.CalledProcessError(done.returncode, command, out, err)
+                answers.append(accepted(done))
+                return done.stdout.strip()
             except BaseException as stop:
-                if not isinstance(stop, Exception) and hasattr(stop, "answered"):  # Ctrl-C, SIGTERM, SIGHUP
-                    if stop.answered is None:
+                if not isinstance(stop, Exception):  # Ctrl-C, SIGTERM, SIGHUP: the answer, awaited or read before
+                    # the stop came (from a review: a stop just after it was read lost the job id), names the job
+                    answer = said[0] if said else getattr(stop, "answered", False)
+                    if answer is None:
                         add_note(stop, f"sbatch had not answered {SBATCH_ANSWER_WAIT_S:g} s after the interrupt and "
                                        "was stopped: it may have queued a held job all the same (`squeue -u $USER "
                                        "-t PD` shows it)")
-                    elif stop.answered.returncode == 0:
+                    elif answer and answer.returncode == 0:
                         with suppress(Exception):  # an answer without a job id: nothing to cancel
-                            answers.append(accepted(stop.answered))
+                            if (job := accepted(answer)) not in answers:
+                                answers.append(job)
                 raise
-            if done.returncode:
-                out, err = done.stdout.strip(), done.stderr.strip()
-                raise utils.FailedJobError(err or out or f"{command[0]} exited with code {done.returncode}") \
-                    from subprocess.CalledProcessError(done.returncode, command, out, err)
-            answers.append(accepted(done))
-            return done.stdout.strip()
 
     utils.CommandFunction = Sbatch
     try:

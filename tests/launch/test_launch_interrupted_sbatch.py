@@ -140,3 +140,25 @@ def test_an_interrupt_while_the_submitted_jobs_are_recorded_says_which_went_out(
     assert info.value.__notes__ == [f"submitted before it: 3 run(s) (job(s) 101_0, 101_1, 101_2), recorded (`arctl "
                                     f"status --workdir {ws.root}` shows them)"]
     assert "scancel" not in calls.read_text()
+
+
+def test_a_stop_right_after_sbatch_answered_still_gets_its_job_id_to_the_caller(tmp_path, monkeypatch):
+    """From the review of the move to ``run_to_its_answer``: a Ctrl-C in the instant after sbatch's answer was read,
+    before its job id went into the list, lost the id, and the held job stayed queued for ever. The answer is read
+    from where ``run_to_its_answer`` put it as soon as it had it."""
+    import arctl.launch.launcher as launcher
+    from arctl.launch.launcher import sbatch_answers
+
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sbatch='echo "Submitted batch job 4242"\n', srun="exit 0\n")
+    real = launcher.run_to_its_answer
+
+    def answered_then_interrupted(command, wait_s, **kwargs):
+        real(command, wait_s, **kwargs)
+        raise KeyboardInterrupt  # as the answer is returned, before the caller has read it
+
+    monkeypatch.setattr(launcher, "run_to_its_answer", answered_then_interrupted)
+    from submitit.core import utils
+
+    with sbatch_answers() as answers, pytest.raises(KeyboardInterrupt):
+        utils.CommandFunction(["sbatch", "--parsable"])()
+    assert answers == [("4242", "")]
