@@ -110,6 +110,10 @@ def test_a_crash_right_after_a_checkpoint_resumes_before_the_rows_it_lost(tmp_pa
     (run_dir / writer.METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in first[:3]))  # steps 0..2
     _cut_wandb(run_dir, 3)
     assert writer.last_logged_step(run_dir) == 2
+    from arctl.backends.base import get_backend
+
+    # the dry run's step is the one the attempt takes (from a review: it named 4, the newest intact)
+    assert get_backend("tiny").resume_step(_config(), run_dir) == 2
 
     # keep=1's disk (the step-2 checkpoint pruned): no checkpoint before the lost rows, one line, nothing written
     ckpts = run_dir / "checkpoints"
@@ -121,6 +125,7 @@ def test_a_crash_right_after_a_checkpoint_resumes_before_the_rows_it_lost(tmp_pa
         return {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "phase.json"}
 
     before = kept()
+    assert get_backend("tiny").resume_step(_config(), run_dir) is None  # it cannot resume: the attempt fails
     with pytest.raises(CheckpointError) as refused:
         train(_config(), run_dir, threading.Event())
     line = str(refused.value)

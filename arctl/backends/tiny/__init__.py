@@ -122,9 +122,9 @@ class TinyBackend(BackendDefaults):
         return train(config, run_dir, stop_event)
 
     def resume_step(self, config, run_dir):
-        from arctl.backends.tiny.checkpoint import resume_step
+        from arctl.backends.tiny.trainer import resume_point
 
-        return resume_step(run_dir)
+        return resume_point(config, run_dir)
 
     def checkpoint_gb(self, config):
         return 0.0  # a model of ~1M parameters: its checkpoints are megabytes, nothing a dry run's disk check counts

@@ -272,6 +272,24 @@ def covered(config: dict, run: TinyRun, run_dir: Path, found: Found) -> tuple[Fo
                    f"{older.state['step'] + 1}..{step} are trained again)")
 
 
+def resume_point(config: dict, run_dir: Path) -> int | None:
+    """The step the run's next attempt resumes from, as :func:`_train` will choose it: its newest intact checkpoint
+    whose steps' rows the run's records hold (:func:`covered`), 0 where it has none, None where it cannot resume (no
+    checkpoint intact, or none before a step its records lost: the attempt fails, saying so). From a review: the
+    dry run named the newest intact checkpoint's step where the attempt went back to an older one."""
+    try:
+        run = TinyRun.from_config(config)
+    except ValueError:  # not a whole run config (a caller that has the folder only): its checkpoints alone say
+        from arctl.backends.tiny.checkpoint import resume_step
+
+        return resume_step(Path(run_dir))
+    try:
+        found, _ = covered(config, run, Path(run_dir), newest_intact(Path(run_dir)))
+    except CheckpointError:
+        return None
+    return 0 if found.state is None else int(found.state["step"])
+
+
 def full_disk(err: BaseException, where: Path) -> OSError | None:
     """``OSError(ENOSPC)`` naming ``where`` for an error that says the disk is full without saying where (from a
     hunt: the warm-up cache failed as "SafetensorError: ... No space left on device", no path), else None (an
