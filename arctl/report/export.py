@@ -433,7 +433,7 @@ def completed_by_wandb(source: RunSource, config: dict) -> tuple[bool, str]:
     file was lost) completed, as its own files tell: its last W&B fragment ends with W&B's exit record of a
     clean finish and its history reaches ``trainer.total_steps`` of its config.yaml (a preempted attempt
     finishes its W&B run too, before the last step; a run killed has no exit record). ``(done, why not)``."""
-    from arctl.track.runs.stitch import attempt_order, stitch_fragments
+    from arctl.track.runs.stitch import in_attempt_order, stitch_fragments
     from arctl.track.wandbfile import WandbFileError, read_wandb_file
 
     where = f"no {STATUS_FILE} in its folder (the job's record of how it ended)"
@@ -446,7 +446,7 @@ def completed_by_wandb(source: RunSource, config: dict) -> tuple[bool, str]:
             frags.append(read_wandb_file(path, summary=False))
         except (OSError, WandbFileError) as err:
             return False, f"{where}, and its W&B file {path} cannot be read ({' '.join(str(err).split())[:120]})"
-    last = max(frags, key=attempt_order) if frags else None
+    last = in_attempt_order(frags)[-1] if frags else None
     if last is None or last.state != "finished":
         end = "failed" if last is not None and last.state == "failed" else "has no exit record (running, or killed)"
         return False, f"{where}, and its last W&B attempt {end}"

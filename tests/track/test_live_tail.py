@@ -17,7 +17,7 @@ from wandb_workspace import _write_run, run_id, train_row
 
 from arctl.track.run_data import RunData
 from arctl.track.runs import load_runs
-from arctl.track.runs.stitch import attempt_order, stitch_logged
+from arctl.track.runs.stitch import attempt_order, in_attempt_order, stitch_logged
 from arctl.track.wandbfile import read_wandb_file
 from arctl.track.wandbfile.framing import BLOCK_LEN, CHUNK_HEADER_LEN, FIRST, FULL, HEADER_LEN
 from arctl.track.wandbfile.reader import NO_EXIT_RECORD, TAIL_CUT, has_exit_record
@@ -193,3 +193,29 @@ def test_one_attempt_without_its_run_record_is_not_said_to_be_out_of_order():
     frag = _frag("w/offline-run-20260101_120000-r1/run-r1.wandb", 0.0)
     frag.keys, frag.values = ["trainer/global_step", "m"], np.array([[1.0, 2.0]])
     assert stitch_logged([frag])[2] == []
+
+
+@pytest.mark.parametrize("reader_tz", ["UTC0", "Asia/Tokyo", "America/New_York"])
+def test_a_lost_run_records_folder_is_read_in_the_time_zone_its_run_was_written_in(reader_tz, monkeypatch):
+    """From the review of the folder order: the folder's time was read in the report machine's time zone, and read
+    in Tokyo, a resumed attempt written in UTC sorted before the attempt it resumed (whose values then won every
+    step both logged). Its zone is measured on the run's intact fragments now."""
+    import calendar
+
+    monkeypatch.setenv("TZ", reader_tz)
+    time.tzset()
+    try:
+        t0 = calendar.timegm((2026, 12, 6, 3, 0, 0, 0, 0, 0)) + 0.4  # the first attempt, written in UTC-8
+
+        def stamp(t):
+            return time.strftime("%Y%m%d_%H%M%S", time.gmtime(t - 8 * 3600))
+
+        first = _frag(f"w/offline-run-{stamp(t0)}-r1/run-r1.wandb", t0)
+        resumed = _frag(f"w/offline-run-{stamp(t0 + 600)}-r1/run-r1.wandb", 0.0)  # its run record lost
+        assert in_attempt_order([resumed, first]) == [first, resumed]
+        # only damaged fragments: their folders' own order
+        again = _frag(f"w/offline-run-{stamp(t0 + 1200)}-r1/run-r1.wandb", 0.0)
+        assert in_attempt_order([again, resumed]) == [resumed, again]
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

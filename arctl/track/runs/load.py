@@ -25,7 +25,7 @@ from arctl.track.runs.discover import (
 )
 from arctl.track.runs.online import _load_online, _online_cache_dir
 from arctl.track.runs.pool import _run_parallel
-from arctl.track.runs.stitch import attempt_order, nonfinite_notes, stitch_logged
+from arctl.track.runs.stitch import in_attempt_order, nonfinite_notes, stitch_logged
 from arctl.track.runs.tidy import Runs, _assemble
 
 
@@ -89,7 +89,7 @@ def ingest_offline(source: RunSource, cache_dir: str, signature: list | None = N
         # (from a hunt: a report while a run trained called its file unreadable, "check or remove them")
         notes.extend(n for n in f.warnings if not (f.state == "incomplete" and n.endswith(TAIL_CUT)))
     # an unfinished fragment followed by a later one is a resumed run, not damage
-    ordered = sorted(frags, key=attempt_order)
+    ordered = in_attempt_order(frags)
     notes = [n for n in notes if not (n.endswith(NO_EXIT_RECORD)
                                       and ordered and not n.startswith(ordered[-1].source))]
     config: dict = {}

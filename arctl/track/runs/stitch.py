@@ -14,19 +14,32 @@ from arctl.track.metrics_schema import STEP_KEY, WANDB_STEP_KEY, nan_means_undef
 from arctl.track.run_data import RunData
 
 
-def attempt_order(frag: RunData) -> tuple[int, int, float, str]:
+def attempt_order(frag: RunData, offset: float | None = None) -> tuple[int, int, float, str]:
     """Sort key of the fragments of one run: the order their attempts started. That is the start time
     of the fragment's run record (every ``wandb.init`` stamps its own, a resume too); on a tie, W&B's
     count of the attempts started within the same second (the sync folder of the second is
     ``...-<id>-1``, which a plain path sort puts before ``...-<id>/``); the path last. A fragment whose
     run record was lost (damage in its first 32 KiB block: no start time) takes the time its folder's
-    name gives (``offline-run-YYYYMMDD_HHMMSS-<id>``, the same start in this machine's local time, as
-    wandb names it): from a hunt, such a resumed attempt sorted first, and the killed attempt's values
-    won the steps both logged. (The count is compared within the second before the start time itself: a
-    folder's time has no fraction.)"""
+    name gives (``offline-run-YYYYMMDD_HHMMSS-<id>``, the start in the local time of the machine that wrote
+    it): from a hunt, such a resumed attempt sorted first, and the killed attempt's values won the steps both
+    logged. ``offset``: that machine's local time minus UTC, in seconds (:func:`in_attempt_order` measures it on
+    the run's intact fragments); None: this machine's. (The count is compared within the second before the
+    start time itself: a folder's time has no fraction.)"""
     folder = _attempt_folder(frag)
-    start = frag.start_time or (_folder_time(folder[0]) if folder else 0.0)
+    start = frag.start_time or (_folder_time(folder[0], offset) if folder else 0.0)
     return math.floor(start), folder[1] if folder else 0, start, frag.source
+
+
+def in_attempt_order(fragments: Sequence[RunData]) -> list[RunData]:
+    """``fragments`` of one run sorted by :func:`attempt_order`, a lost run record's folder time read in the time
+    zone its intact fragments' folders were named in (their start time against their folder's: from the review of
+    the folder order, a report read in Tokyo put a resumed attempt written in UTC before the attempt it resumed);
+    where none is intact, in this machine's."""
+    offsets = [_folder_time(folder[0], 0.0) - f.start_time for f in fragments
+               if f.start_time and (folder := _attempt_folder(f)) and _folder_time(folder[0], 0.0)]
+    # a time zone's offset is whole quarter hours; a folder's second and its run's start differ by less than one
+    offset = round(sorted(offsets)[len(offsets) // 2] / 900) * 900.0 if offsets else None
+    return sorted(fragments, key=lambda f: attempt_order(f, offset))
 
 
 def _attempt_folder(frag: RunData) -> tuple[str, int] | None:
@@ -38,12 +51,15 @@ def _attempt_folder(frag: RunData) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2) or 0)) if m else None
 
 
-def _folder_time(stamp: str) -> float:
-    """The epoch time of a sync folder's ``YYYYMMDD_HHMMSS`` (local time), 0.0 where it is no date."""
+def _folder_time(stamp: str, offset: float | None = None) -> float:
+    """The epoch time of a sync folder's ``YYYYMMDD_HHMMSS``, a local time ``offset`` seconds ahead of UTC (None:
+    this machine's local time); 0.0 where it is no date."""
+    import calendar
     import time
 
     try:
-        return time.mktime(time.strptime(stamp, "%Y%m%d_%H%M%S"))
+        parsed = time.strptime(stamp, "%Y%m%d_%H%M%S")
+        return time.mktime(parsed) if offset is None else calendar.timegm(parsed) - offset
     except (ValueError, OverflowError):
         return 0.0
 
@@ -55,7 +71,7 @@ def lost_run_record_notes(fragments: Sequence[RunData]) -> list[str]:
     its run record's block, those it did not log again), where its rewind would have cut them."""
     if len(fragments) < 2:
         return []
-    ordered = sorted(fragments, key=attempt_order)
+    ordered = in_attempt_order(fragments)
     notes = []
     for i, frag in enumerate(ordered):
         if frag.start_time:
@@ -92,7 +108,7 @@ def stitch_logged(fragments: Sequence[RunData]):
 
     parts: list[tuple[np.ndarray, list[str], np.ndarray, np.ndarray]] = []  # (step, keys, values, logged) rows
     notes: list[str] = lost_run_record_notes(fragments)
-    for frag in sorted(fragments, key=attempt_order):
+    for frag in in_attempt_order(fragments):
         if frag.rewind_step is not None:
             parts = [(st[k], keys, v[k], lg[k]) for st, keys, v, lg in parts for k in [st <= frag.rewind_step]]
         if frag.n_rows == 0:
