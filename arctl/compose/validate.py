@@ -23,7 +23,9 @@ from arctl.config.schema import UNREAD_THINKING_TEMPERATURE, bool_fields, field_
 from arctl.track.identity import (
     API_KEY_ENV,
     HF_TOKEN_ENV,
+    SECRET_LAST_WORD,
     SECRET_MIN_CHARS,
+    SECRET_WORD,
     is_secret_name,
     naming_problem,
     secret_in,
@@ -235,8 +237,28 @@ _WANDB_LOGIN_VALUED = ("--host", "--base-url")  # `wandb login`'s options that t
 _VALUE = re.compile(r"""['"]?([^\s'";&|,)]*)""")
 
 
-def _literal(value: str) -> bool:
-    return not value.startswith(("$", "`")) and len(value) >= SECRET_MIN_CHARS
+def _literal(value: str) -> bool:  # (a path is no secret's value: SSL_PRIVATE_KEY=/etc/ssl/key.pem)
+    return not value.startswith(("$", "`", "/", "~/", "./", "../")) and len(value) >= SECRET_MIN_CHARS
+
+
+def _names_the_secret(name: str) -> bool:
+    """Whether variable ``name`` is a secret whose value a line would write out: :func:`is_secret_name`, and its
+    last word names the credential itself (a key, token, password, secret: AWS_SECRET_ACCESS_KEY, HF_TOKEN_2,
+    PGPASSWORD, GITHUB_PAT), not a setting about one (from the review of this rule: `export PRIVATE_MODEL_REPO=org/x`
+    and `export SECRETS_BACKEND=vault` were refused)."""
+    words = [w for w in re.split(r"[^A-Z]+", name.upper()) if w]
+    return is_secret_name(name) and bool(words) and (name.upper() == API_KEY_ENV or words[-1] == SECRET_LAST_WORD
+                                                     or bool(SECRET_WORD.search(words[-1])))
+
+
+def _carrier(name: str, line: str) -> str:
+    """The variable that should carry the secret ``line`` assigns to ``name``: the name itself where it is a shell
+    variable's in upper case; for a lower-case name (a keyword argument, a local: `wandb.login(key=...)`,
+    `token=...; hf auth login --token $token`) the one of the tool the line calls."""
+    if name == name.upper():
+        return name
+    low = line.lower()
+    return API_KEY_ENV if "wandb" in low else HF_TOKEN_ENV if ("huggingface" in low or "hf " in low) else name.upper()
 
 
 def written_secret(line: str) -> tuple[str, str] | None:
@@ -246,10 +268,10 @@ def written_secret(line: str) -> tuple[str, str] | None:
     None. The value itself is never part of what it returns (an error line shows what it returns)."""
     for m in _ASSIGNED.finditer(line):
         name = m.group(1)
-        if not is_secret_name(name) or (name != name.upper() and not _SHELL_ASSIGNS.search(line[:m.start()])):
+        if not _names_the_secret(name) or (name != name.upper() and not _SHELL_ASSIGNS.search(line[:m.start()])):
             continue
         if _literal(_VALUE.match(line, m.end()).group(1)):
-            return name, name
+            return name, _carrier(name, line)
     for m in _LOGIN.finditer(line):
         args = m.group(2).split()
         if m.group(1):  # wandb login: its first argument that is no option (nor an option's value)

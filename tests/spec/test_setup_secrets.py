@@ -43,6 +43,10 @@ NOT_WRITTEN = [
     "export TOKENIZERS_PARALLELISM=false", "export HF_TOKEN_PATH=/secure/hf_token_file",  # no secret's name
     "data.prompt_key=question_text",  # verl config keys: a key's tail, not a variable
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384000", "python prep.py --max_token_len=40960000",
+    # (from the review of this rule) a setting about a secret, not the secret: its last word names no credential;
+    # a path is no secret's value
+    "export PRIVATE_MODEL_REPO=org/some-model", "export SECRETS_BACKEND=hashicorp-vault",
+    "export SSL_PRIVATE_KEY=/etc/ssl/private/key.pem", "export GIT_SSH_KEY=~/.ssh/id_ed25519",
 ]
 
 
@@ -51,6 +55,16 @@ def test_a_secret_written_out_as_a_literal_is_found_and_its_value_is_not_said(li
     found = written_secret(line)
     assert found is not None and name in found[0], (line, found)
     assert LITERAL not in " ".join(found)
+
+
+@pytest.mark.parametrize("line, carrier", [
+    (f"python -c \"import wandb; wandb.login(key='{LITERAL}')\"", "WANDB_API_KEY"),
+    (f"token={LITERAL}; hf auth login --token $token", "HF_TOKEN"),
+    (f"export GITHUB_TOKEN=ghp_{LITERAL}", "GITHUB_TOKEN"),
+])
+def test_the_variable_to_carry_a_lower_case_names_secret_is_its_tools(line, carrier):
+    """From the review of this rule: `wandb.login(key=...)` was told to pass `key` in cluster.secrets."""
+    assert written_secret(line)[1] == carrier
 
 
 @pytest.mark.parametrize("line", NOT_WRITTEN)
