@@ -134,6 +134,18 @@ def test_a_fragment_without_its_run_record_is_ordered_by_its_folder_name():
     later = _frag("w/offline-run-20260101_120005-r1/run-r1.wandb", 0.0)
     earlier = _frag("w/offline-run-20260101_115900-r1/run-r1.wandb", 0.0)
     assert sorted([later, lost, first, earlier], key=attempt_order) == [earlier, first, lost, later]
+    assert in_attempt_order([later, lost, first, earlier]) == [earlier, first, lost, later]
+
+
+def test_a_lost_run_record_is_ordered_against_the_other_attempts_folders_not_their_run_records():
+    """From a CI run: wandb names the folder at wandb.init's start and stamps the run record a fraction of a second
+    later. An attempt whose run record is at 12:00:01.2 (its folder 12:00:00) and a resume within the next second
+    (folder 12:00:01, its run record lost): the resume's folder second sorted before the first's run record, and the
+    first attempt's values won the steps both logged."""
+    t = time.mktime(time.strptime("20260101_120000", "%Y%m%d_%H%M%S"))
+    first = _frag("w/offline-run-20260101_120000-r1/run-r1.wandb", t + 1.2)
+    resumed = _frag("w/offline-run-20260101_120001-r1/run-r1.wandb", 0.0)
+    assert in_attempt_order([resumed, first]) == [first, resumed]
 
 
 def test_a_resumed_attempt_whose_run_record_was_lost_keeps_its_place_and_says_so(tmp_path):

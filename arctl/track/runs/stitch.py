@@ -35,11 +35,23 @@ def in_attempt_order(fragments: Sequence[RunData]) -> list[RunData]:
     zone its intact fragments' folders were named in (their start time against their folder's: from the review of
     the folder order, a report read in Tokyo put a resumed attempt written in UTC before the attempt it resumed);
     where none is intact, in this machine's."""
+    if all(f.start_time for f in fragments):
+        return sorted(fragments, key=attempt_order)
     offsets = [_folder_time(folder[0], 0.0) - f.start_time for f in fragments
                if f.start_time and (folder := _attempt_folder(f)) and _folder_time(folder[0], 0.0)]
-    # a time zone's offset is whole quarter hours; a folder's second and its run's start differ by less than one
+    # a time zone's offset is whole quarter hours; a folder's second and its run's start differ by about one
     offset = round(sorted(offsets)[len(offsets) // 2] / 900) * 900.0 if offsets else None
-    return sorted(fragments, key=lambda f: attempt_order(f, offset))
+
+    def by_folder(frag: RunData) -> tuple[float, int, str]:
+        # every fragment by its folder's time, where it has one: the folder is named at wandb.init's start, the run
+        # record's start time a fraction of a second later, so a folder's second against another attempt's run
+        # record put an attempt that came within the second after it first (from a CI run)
+        folder = _attempt_folder(frag)
+        if folder and (at := _folder_time(folder[0], offset)):
+            return at, folder[1], frag.source
+        return frag.start_time, 0, frag.source
+
+    return sorted(fragments, key=by_folder)
 
 
 def _attempt_folder(frag: RunData) -> tuple[str, int] | None:
