@@ -133,8 +133,10 @@ def test_a_clock_step_does_not_make_a_live_debug_process_look_reused(processes, 
     unrelated = processes("sleep", "1000")
     reused = {**me, "pid": unrelated.pid}  # the pid now held by a process that is not the one named
     real = refresh_mod._process_start
-    # what a step of the clock 90 s forward does to the start that /proc/stat's btime gives
-    monkeypatch.setattr(refresh_mod, "_process_start", lambda pid: real(pid) + 90.0)
+    # what a step of the clock forward does to the start that /proc/stat's btime gives: this process (a test worker
+    # may have run for minutes) reads as started 90 s after the run
+    step = time.time() - real(os.getpid()) + 90.0
+    monkeypatch.setattr(refresh_mod, "_process_start", lambda pid: real(pid) + step)
     assert debug_process_alive(me)
     assert not debug_process_alive(reused)
     # a status.json written by an arctl before this field: the times are compared, as before

@@ -634,8 +634,16 @@ def test_a_debug_run_training_in_a_live_arctl_process_is_left_to_it(specs, tmp_p
 
     gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True).stdout)
+    from arctl.launch.status_file import process_identity
+
+    me = process_identity(os.getpid())
+    other = None if me is None else me.rsplit(":", 1)[0] + ":1"  # a process of this boot that started at its tick 1
     for status, state in (({"pid": gone}, states.CANCELLED),
-                          ({"pid": os.getpid(), "started_at": time.time() - 10 * 86400}, states.CANCELLED),  # reused
+                          # reused: held by a process that started after the run (a status.json without pid_start,
+                          # as an older arctl wrote it), or by another process than the one it names
+                          ({"pid": os.getpid(), "pid_start": None, "started_at": time.time() - 10 * 86400},
+                           states.CANCELLED),
+                          *([({"pid": os.getpid(), "pid_start": other}, states.CANCELLED)] if other else []),
                           ({"pid": gone, "host": "another-node"}, states.RUNNING)):
         with Registry(ws.registry_path) as reg:
             reg.update(run, state=states.RUNNING, ended_at=None)
