@@ -218,7 +218,7 @@ def test_logs_follow_prints_what_comes_next_once_whatever_the_bytes(sandbox, mon
     appended = [b"NEW1 caf\xc3", b"\xa9 NEW2\n"]  # an \u00e9 split between two reads
     calls = []
 
-    def fake_refresh(reg, workspace, records):
+    def fake_refresh(reg, workspace, records, reading=False):
         calls.append(1)
         if len(calls) > 1 and appended:
             with open(log, "ab") as fh:

@@ -149,7 +149,7 @@ def _following(monkeypatch, steps):
 
     calls = []
 
-    def fake_refresh(reg, workspace, records):
+    def fake_refresh(reg, workspace, records, reading=False):
         fields, action = steps[min(len(calls), len(steps) - 1)]
         calls.append(1)
         if action:
