@@ -439,11 +439,7 @@ def debug_process_alive(status: dict) -> bool:
         return False
     if _another_host(status):
         return True
-    if not pid_alive(pid):
-        return False
-    if status.get("pid_start") is not None and (now := process_identity(pid)) is not None:
-        return now == status["pid_start"]
-    return _not_reused(pid, status.get("started_at"), 1.0)
+    return pid_alive(pid) and _not_reused(pid, status.get("started_at"), 1.0, status.get("pid_start"))
 
 
 def _another_host(status: dict) -> bool:
@@ -453,9 +449,14 @@ def _another_host(status: dict) -> bool:
     return status.get("host") is not None and not is_this_host(status.get("host"), status.get("host_id"))
 
 
-def _not_reused(pid: int, since: float | None, slack_s: float) -> bool:
-    """Did process ``pid`` start by ``since`` (+ ``slack_s``), when the process meant started? One that started
-    later holds a reused pid. True where neither /proc nor ``ps`` (:func:`_process_start`), or ``since``, can say."""
+def _not_reused(pid: int, since: float | None, slack_s: float, named: str | None = None) -> bool:
+    """Is process ``pid`` the process meant? Where that was named as no other (``named``:
+    :func:`arctl.launch.status_file.process_identity`) and /proc names ``pid``'s, they must be equal, and no time is
+    compared (a clock step moves /proc's start times; from the hunt of clocks). Else: did it start by ``since``
+    (+ ``slack_s``), when the process meant started? One that started later holds a reused pid. True where neither
+    /proc nor ``ps`` (:func:`_process_start`), or ``since``, can say."""
+    if named is not None and (now := process_identity(pid)) is not None:
+        return now == named
     began = _process_start(pid)
     return began is None or not isinstance(since, (int, float)) or began <= since + slack_s
 
@@ -507,14 +508,10 @@ def local_job_alive(rec: RunRecord, status: dict, workspace: Workspace) -> bool 
     if (process := _job_process(rec, workspace)) is None:
         return False
     pid, needle, path, under = process
-    if not pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time())):
-        return False
-    # named as no other where its job id was recorded (:func:`arctl.launch.status_file.name_job_process`): compared,
-    # not the times, which a clock step moves (from the hunt of clocks)
-    if (named := named_job_process(workspace.run_dir(rec.run_id), rec.job_id)) is not None \
-            and (now := process_identity(pid)) is not None:
-        return now == named
-    return _not_reused(pid, _job_since(rec), REUSED_AFTER_S)
+    # (named as no other where its job id was recorded: :func:`arctl.launch.status_file.name_job_process`)
+    return (pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time()))
+            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S,
+                            named_job_process(workspace.run_dir(rec.run_id), rec.job_id)))
 
 
 FRESH_S = 300.0  # a status.json that says "running" and was written this recently: its job trains now
