@@ -237,6 +237,17 @@ SLURM_CANCEL = textwrap.dedent("""\
 """)
 
 
+def _running_slurm_run(tmp_path: Path) -> Workspace:
+    """A workspace whose run RUN_ID trains as SLURM job 77."""
+    ws = Workspace(tmp_path / "ws")
+    ws.run_dir(RUN_ID).mkdir(parents=True)
+    write_status(ws.run_dir(RUN_ID), state="running", executor="slurm", job_id="77", started_at=time.time())
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="slurm", job_id="77")
+    return ws
+
+
 @pytest.mark.parametrize("reaches", [True, False, None], ids=["scancel-got-through", "scancel-refused", "scancel-hangs"])
 def test_a_ctrl_c_while_scancel_answers_keeps_the_request_where_it_got_through(tmp_path, reaches):
     """From a hunt: a Ctrl-C while scancel ran (a terminal's, to the whole group; or the cancel's own, which made
@@ -246,12 +257,7 @@ def test_a_ctrl_c_while_scancel_answers_keeps_the_request_where_it_got_through(t
     and the line says the jobs may be cancelled all the same."""
     import slurm_shims  # tests/support/slurm_shims.py
 
-    ws = Workspace(tmp_path / "ws")
-    ws.run_dir(RUN_ID).mkdir(parents=True)
-    write_status(ws.run_dir(RUN_ID), state="running", executor="slurm", job_id="77", started_at=time.time())
-    with Registry(ws.registry_path) as reg:
-        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
-        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="slurm", job_id="77")
+    ws = _running_slurm_run(tmp_path)
     calls = tmp_path / "calls"
     answer = {True: "exit 0", None: "sleep 60",
               False: 'echo "scancel: error: Kill job error on job id 77: Access/permission denied" >&2; exit 1'}[reaches]
@@ -279,12 +285,7 @@ def test_a_ctrl_c_right_after_scancel_answered_reads_its_answer(tmp_path, monkey
     jobs SLURM had cancelled). The answer itself now decides: got through, the request stays; refused, it goes."""
     import slurm_shims  # tests/support/slurm_shims.py
 
-    ws = Workspace(tmp_path / "ws")
-    ws.run_dir(RUN_ID).mkdir(parents=True)
-    write_status(ws.run_dir(RUN_ID), state="running", executor="slurm", job_id="77", started_at=time.time())
-    with Registry(ws.registry_path) as reg:
-        reg.claim([RunRecord(run_id=RUN_ID, experiment="e", arm="a", seed=0)], new_claim_token())
-        reg.update(RUN_ID, claim=None, before_claim=None, state=states.RUNNING, executor="slurm", job_id="77")
+    ws = _running_slurm_run(tmp_path)
     answer = "exit 0" if reaches else \
         'echo "scancel: error: Kill job error on job id 77: Access/permission denied" >&2; exit 1'
     bin_dir = slurm_shims.install(tmp_path / "bin", scancel=f"{answer}\n")
