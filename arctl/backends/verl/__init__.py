@@ -21,7 +21,7 @@ Importing this package is cheap (no verl, no torch). Modules:
 - ``checkpoints``      checkpoints a resume can trust (each step once, marked complete after it is written)
 - ``disk``             the disk one checkpoint takes, from the model's config.json (a dry run checks the room)
 - ``init_model``       ``trainer.init_from``: another run's final checkpoint, merged, as this run's model
-- ``history``          the steps a run keeps, and its W&B history made to match them on resume
+- ``history``          the steps a run keeps, the checkpoint a resume starts from, its W&B history made to match
 - ``data``             DeepScaleR + eval sets -> verl parquet
 - ``smoke``            ``verl.smoke=true``: a real run's plumbing without GPU work
 - ``rehearsal``        ``verl.rehearsal_steps=N``: the training loop rehearsed on a CPU
@@ -116,9 +116,9 @@ class VerlBackend(BackendDefaults):
         return train(config, run_dir, stop_event)
 
     def resume_step(self, config, run_dir):
-        from arctl.backends.verl.checkpoints import resume_step
+        from arctl.backends.verl.history import resume_step
 
-        return resume_step(run_dir)
+        return resume_step(config, run_dir)
 
     def inputs_identity(self, config):
         return eval_inputs_identity(config)

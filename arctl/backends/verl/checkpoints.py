@@ -17,6 +17,9 @@ After a save has returned, :func:`mark_complete` writes ``global_step_N/arctl_co
 file's size). Before each attempt :func:`repair` points the tracker (an atomic write) at the newest
 folder whose marker holds and whose files still have their sizes, or removes it when there is none
 (the run starts over), and says what it skipped; skipped folders stay on disk for inspection.
+
+A complete checkpoint past a step whose row the run lost (a node lost right after the save) is not resumed from
+either (:func:`arctl.backends.verl.history.resume_point`): it is set aside (:func:`set_aside`).
 """
 
 from __future__ import annotations
@@ -93,10 +96,20 @@ def newest_complete(checkpoint_dir: Path | str) -> tuple[int, list[str]]:
     return 0, notes
 
 
-def resume_step(run_dir: Path | str) -> int:
-    """The step the run's next attempt resumes from: its newest complete checkpoint's in ``run_dir/checkpoints``
-    (where :func:`repair` points verl's tracker as the attempt starts); 0: none, the next attempt starts over."""
-    return newest_complete(Path(run_dir) / "checkpoints")[0]
+SET_ASIDE = ".rows-lost"  # the suffix of a checkpoint folder a resume went back past (its steps' rows were lost)
+
+
+def set_aside(checkpoint_dir: Path | str, step: int) -> Path:
+    """Rename the folder of ``step`` ``global_step_N`` + :data:`SET_ASIDE` (``-2``, ``-3``... where the step was set
+    aside before): left on disk, as skipped folders are, and never again resumed from, counted, pruned or saved
+    over (those look for ``global_step_N`` alone). Returns where it went."""
+    d = Path(checkpoint_dir)
+    target, n = d / f"{FOLDER.format(int(step))}{SET_ASIDE}", 1
+    while target.exists():  # the step set aside before, saved again, and set aside again
+        n += 1
+        target = d / f"{FOLDER.format(int(step))}{SET_ASIDE}-{n}"
+    folder(d, step).rename(target)
+    return target
 
 
 def repair(checkpoint_dir: Path | str) -> tuple[int, list[str]]:

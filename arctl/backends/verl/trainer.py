@@ -6,7 +6,8 @@ with ``RAY_ADDRESS`` it first waits for the head's port). It builds the verl
 override list, composes and checks verl's own config, points W&B at ``run_dir/wandb`` (project,
 group = experiment, name = ``{arm}-s{seed}``, resumable id), then runs ``verl.trainer.main_ppo``'s
 ``run_ppo`` with the v1 task runner (trainer mode ``arctl``). Checkpoints go to
-``run_dir/checkpoints``; ``trainer.resume_mode=auto`` resumes from the newest one.
+``run_dir/checkpoints``; ``trainer.resume_mode=auto`` resumes from the one verl's tracker names: the newest
+complete one whose steps' rows the run holds (:func:`arctl.backends.verl.history.prepare_resume`).
 
 ``stop_event`` set (SLURM's time-limit warning USR1, ``cluster.preempt_warning_s`` before the limit)
 -> the file ``run_dir/STOP`` appears; the trainer finishes the step in progress, checkpoints and
@@ -165,15 +166,15 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
     os.environ.update(platform_env(config))  # this process too (the driver), before verl picks its platform
     if on_cpu(config):  # logical Ray GPUs: Ray refuses num_gpus > 0 beside an empty CUDA_VISIBLE_DEVICES
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    from arctl.backends.verl import checkpoints
-    from arctl.backends.verl.history import prepare_attempt
+    from arctl.backends.verl.history import prepare_attempt, prepare_resume
 
-    resume_at, notes = checkpoints.repair(Path(str(cfg.trainer.default_local_dir)))
-    for note in notes:  # a checkpoint whose save did not finish or was damaged since: never resumed from
+    # the newest complete checkpoint whose steps' rows the run holds (else an older one, the newer set aside; none
+    # kept: ValueError), verl's tracker pointed at it
+    point = prepare_resume(config, run_dir, Path(str(cfg.trainer.default_local_dir)))
+    for note in point.notes:  # a checkpoint whose save did not finish, damaged since, or past lost rows: not resumed from
         print(f"arctl: WARNING {note}", file=sys.stderr, flush=True)
-    scan_warning(run_dir, notes)  # (or an earlier attempt's cleared)
-    resume_at = resume_at or None
-    redo = resume_at is not None and stop_request.skipped_validation(stop_file) == resume_at
+    scan_warning(run_dir, point.notes)  # (or an earlier attempt's cleared)
+    resume_at, redo = point.step or None, point.redo_validation
     if not redo:  # none, or stale: a resume from an earlier checkpoint redoes the step, its validation with it
         stop_request.clear_skipped_validation(stop_file)
     if resume_at:  # the checkpoint's model was validated when test_freq said so: not again on every requeue,

@@ -22,8 +22,9 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
   stop at a ``save_freq`` step saved it twice into one folder) and marked complete after its save;
   before the save begins, the step's training metrics (the dict ``step`` filled, which verl logs as the
   step's row after validating) are written to the run's pending row
-  (:data:`arctl.backends.verl.history.PENDING_ROW`), removed once verl has logged the step: a complete
-  checkpoint implies its step's row is on disk, however the job ends before verl logs it;
+  (:data:`arctl.backends.verl.history.PENDING_ROW`), removed once verl has logged the step, and the run's
+  rows (that file, metrics.jsonl, verl's file log) are flushed to disk (fsync): a complete checkpoint implies its
+  steps' rows are on disk, however the job ends (a lost node included) before verl logs the step;
 - ``_fetch_one_gen_batch`` / ``_validate``: under ``trainer.deterministic`` the questions' uids (which
   name and seed their requests) are drawn from the run's seed and the step, not uuid4;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
@@ -402,7 +403,23 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     def _save_checkpoint(self):
         if self._arctl_saved_step != int(self.global_steps):  # a save SaveOnce makes (not a second call)
             self._arctl_keep_step_row()
+            self._arctl_flush_rows()
         return super()._save_checkpoint()
+
+    def _arctl_flush_rows(self) -> None:
+        """The rows the checkpoint covers on disk before its save begins (metrics.jsonl, verl's file log, the
+        pending row: :func:`arctl.backends.verl.history.flush_rows`): verl's FileLogger never syncs, and a node
+        lost right after the save left the checkpoint durable and its rows gone (from a hunt, of the tiny backend)."""
+        stop_file = stop_request.stop_file_of(self.config)
+        if not stop_file:
+            return
+        from arctl.backends.verl.history import flush_rows
+
+        try:
+            flush_rows(Path(str(stop_file)).parent)
+        except OSError as err:  # the save goes on; a resume finds the rows lost and goes back before them
+            logger.warning("arctl: the rows before step %s's checkpoint could not be flushed to disk: %s",
+                           self.global_steps, err)
 
     def _arctl_keep_step_row(self) -> None:
         """The step's training metrics to the run's pending row, before its checkpoint is saved: verl logs
