@@ -42,7 +42,7 @@ from arctl.report.claims import (
 )
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
-from arctl.report.style import Outputs, arm_colors, path_from, report_rc
+from arctl.report.style import Outputs, arm_colors, path_from, paths_from, report_rc, saving
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -65,10 +65,22 @@ class ClaimsReport:
     # command in the files, the workspace named relative to their folder (:func:`arctl.report.style.path_from`), run
     # from there (:data:`COMMANDS_FROM`): the same bytes however --workdir was typed and wherever the workspace lies
     in_files: dict[str, str] = field(default_factory=dict)
+    # ``warnings`` as the files say them (:func:`arctl.report.style.paths_from`: the workspace and the paths under it
+    # relative to their folder, a command's ``--workdir`` too); None: as ``warnings``
+    warnings_in_files: list[str] | None = None
 
     def commands(self, t: TestResult) -> list[str]:
         """Test ``t``'s commands as the files say them (run from their folder)."""
         return [self.in_files.get(c, c) for c in t.commands]
+
+    def file_warnings(self) -> list[str]:
+        """The warnings as the files say them (:attr:`warnings_in_files`)."""
+        return list(self.warnings if self.warnings_in_files is None else self.warnings_in_files)
+
+    def relative(self) -> bool:
+        """Whether the files name the workspace relative to their folder (a command or a warning does): they then
+        say so (:data:`COMMANDS_FROM`)."""
+        return bool(self.in_files) or self.file_warnings() != list(self.warnings)
 
     def to_json(self, files: bool = False) -> dict:
         """claims.json's content (``files``), or ``--json``'s: its commands as the terminal says them."""
@@ -78,7 +90,8 @@ class ClaimsReport:
                       for c, r in zip(claims, self.results)]
         return {"kind": "claims", "meta": self.meta, "interval": INTERVAL, "summary": summary(self.results),
                 "claims": claims, "runs": self.runs, "curves": self.curves,
-                "outputs": [str(p) for p in self.outputs], "warnings": self.warnings, "waiting": self.waiting}
+                "outputs": [str(p) for p in self.outputs],
+                "warnings": self.file_warnings() if files else self.warnings, "waiting": self.waiting}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,9 +370,8 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     # each command as the terminal says it (the workspace as a command in this shell names it) -> as the files do
     in_files: dict[str, str] = {}
     in_shell = seeds_not_under_way(missing_command(None, typed), waiting, then)
-    written = seeds_not_under_way(missing_command(f" --workdir {here}", here), waiting,
-                                  then.replace(f"--out {typed} ", f"--out {here} ") if in_export else
-                                  f"`arctl status --workdir {here}`")
+    then_in_files = then.replace(f"--out {typed} ", f"--out {here} ") if in_export else f"`arctl status --workdir {here}`"
+    written = seeds_not_under_way(missing_command(f" --workdir {here}", here), waiting, then_in_files)
 
     def command(arm: str, seeds=None) -> str:
         text = in_shell(arm, seeds)
@@ -388,13 +400,20 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         warnings.append(other_configs_warning(uneven))
     if other_code := other_code_warning(provenances):
         warnings.append(other_code)
+    # each warning as the files say it: its paths relative to their folder, its commands run from there (as the
+    # commands for missing runs are: the same bytes however --workdir was typed, from whichever folder)
+    warnings_in_files = [paths_from(out_dir, base, w) for w in warnings]
     if left_out:  # and the runs not read, in the same line (as a table's)
-        warnings.append(unfinished_warning(left_out, named, waiting_in_export(base)) + (f"; {not_read}" if not_read else ""))
+        also = f"; {not_read}" if not_read else ""
+        warnings.append(unfinished_warning(left_out, named, waiting_in_export(base)) + also)
+        warnings_in_files.append(paths_from(out_dir, base, unfinished_warning(left_out, f" --workdir {here}",
+                                                                              waiting_in_export(base)) + also))
     elif not_read:
         warnings.append(f"{not_read} ({then})")
+        warnings_in_files.append(paths_from(out_dir, base, f"{not_read} ({then_in_files})"))
     report = ClaimsReport(spec, results, used, meta, warnings=warnings, curves=arm_curves(views),
                           waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting],
-                          in_files=in_files)
+                          in_files=in_files, warnings_in_files=warnings_in_files)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
@@ -522,8 +541,8 @@ def fmt(x, signed: bool = True) -> str:
 
 
 # where the commands of claims.md/.json/.html run (:func:`path_from`: the same bytes wherever the workspace lies)
-COMMANDS_FROM = ("The commands for missing runs name the workspace relative to this file's folder: run them from "
-                 "there.")
+COMMANDS_FROM = ("The commands for missing runs and the warnings name the workspace relative to this file's folder: "
+                 "run the commands from there.")
 
 
 def test_summary(t, commands: list[str] | None = None) -> str:
@@ -545,7 +564,7 @@ def to_markdown(report: ClaimsReport) -> str:
     lines = [f"# The paper's claims, checked ({', '.join(m['sweeps'])}{', scale ' + m['scale'] if m['scale'] else ''})", "",
              f"{m['created']} on {m['host']} ({m['cpus']} CPUs, load {m['load_average']}); {m['code_version']}; "
              f"workspace `{m['workspace']}`; {len(report.runs)} runs; intervals: {INTERVAL}.", "",
-             summary_text(report.results, len(report.runs)), "", *([COMMANDS_FROM, ""] if report.in_files else []),
+             summary_text(report.results, len(report.runs)), "", *([COMMANDS_FROM, ""] if report.relative() else []),
              "| claim | verdict | test | per seed | mean [95% CI] | verdict | paper |", "|---|---|---|---|---|---|---|"]
     for r in report.results:
         for i, t in enumerate(r.tests):
@@ -558,7 +577,7 @@ def to_markdown(report: ClaimsReport) -> str:
     lines += [f"| `{u['run_id']}` | {cell(u['arm'])} | {u['seed']} | {cell(u['code_version'])} | {cell(_warmup_text(u))} | "
               f"{cell(_machine_text(u))} |" for u in report.runs]
     if report.warnings:  # as claims.html's: a report read mid-sweep says so (the runs not read, those left out)
-        lines += ["", "## Warnings", "", *(f"- {w}" for w in report.warnings)]
+        lines += ["", "## Warnings", "", *(f"- {w}" for w in report.file_warnings())]
     lines.append("")
     return "\n".join(lines)
 
@@ -698,7 +717,7 @@ def _png(fig) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    saving(fig.savefig, buf, format="png")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -805,7 +824,7 @@ def to_html(report: ClaimsReport) -> str:
         "(measured at the start of training) is not established: it fails, or its interval over independent seeds "
         "reaches 0. The summary counts each independent piece of evidence once.</p>",
         f'<p id="summary">{e(summary_text(report.results, len(report.runs)))}</p>',
-        *([f'<p class="meta" id="commands">{e(COMMANDS_FROM)}</p>'] if report.in_files else []),
+        *([f'<p class="meta" id="commands">{e(COMMANDS_FROM)}</p>'] if report.relative() else []),
         '<table id="claims"><thead><tr><th>#</th><th>claim</th><th>paper</th><th>verdict</th></tr></thead><tbody>',
     ]
     for r in report.results:
@@ -849,6 +868,6 @@ def to_html(report: ClaimsReport) -> str:
                      f"<td>{e(_warmup_text(u))}</td><td>{e(_machine_text(u))}</td></tr>")
     parts.append("</tbody></table>")
     if report.warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.warnings) + "</ul>")
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{e(w)}</li>" for w in report.file_warnings()) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

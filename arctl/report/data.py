@@ -219,6 +219,7 @@ def read_report_runs(
     runs.warnings = [*runs.warnings, *spec.get("_skipped", [])]  # files under reports/ not read as specs
     runs.history = finite_history(runs.history)
     n_read, logged_any = len(runs.runs), bool(len(runs.history))  # runs there, that logged one of ``metrics``
+    read_table = runs.runs  # every run read, before any is left out: the runs that logged none, where none did
     had_runs = _runs_by_experiment(runs.runs)  # before any is left out: an experiment with runs is not "no runs"
     one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
     if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
@@ -298,6 +299,11 @@ def read_report_runs(
         glob = None if logged_any else metrics  # what the runs there logged none of: a key, or `requires`
         if requires and before_requires:
             glob = [requires]
+        if n_read and glob and not in_export and not wandb_project and all(map(evaluation_metric, glob)) and (
+                wait := evaluation_wait(Path(workdir or default_workdir()), read_table)):
+            # every run there is under way and logs this metric at its next evaluation: not a typo, nor "produce"
+            raise ReportError(f"no runs of {what}{logged} in {where_from} yet: {wait}; wait for them "
+                              f"(`arctl status{named}`)")
         if n_read and glob:  # runs there: not "produce them" alone (from a hunt: a typo in key: said so)
             near = _closest_keys(glob, lambda: _logged_metrics(workdir, exps, wandb_project, cache_dir, api))
             tail = f" (did you mean {' or '.join(near)}?)" if near else ""
@@ -378,6 +384,101 @@ def waiting_note(waiting: list[dict], kind: str, in_export: bool) -> str:
     what = "are not in this export" if in_export else "have logged nothing yet"
     named = [f"{r['run_id']} ({r['state']})" for r in waiting]
     return f"{len(waiting)} run(s) of this {kind}'s cells {what}: {listed(named)}"
+
+
+# how status.json says a job that has not ended stands (its job's words; :func:`live_runs`)
+LIVE_STATUS = {"running": "running", "stopping": "stopping", "submitted": "pending", "requeued": "pending"}
+
+
+def live_runs(workdir: Path, run_ids) -> dict[str, str]:
+    """run_id -> how each of ``run_ids`` (runs of the workspace ``workdir``) that is under way stands: "running",
+    "stopping" or "pending" (queued, requeued): a job's status.json, else its registry row that is active
+    (:data:`arctl.launch.states.ACTIVE`); not a run that ended (:func:`arctl.report.export.run_state`), nor one whose
+    launch died before it submitted it. {} in an export (its runs log nothing more into it)."""
+    import time
+
+    from arctl.launch import states
+    from arctl.launch.refresh import interrupted_launch
+    from arctl.launch.status_file import read_status
+    from arctl.report.export import INDEX_FILE, registry_rows, run_state
+
+    if (workdir / INDEX_FILE).is_file():
+        return {}
+    rows = {r.run_id: r for r in registry_rows(workdir)}
+    recorded = {rid: r.state.lower() for rid, r in rows.items() if r.state in states.TERMINAL}
+    now, out = time.time(), {}
+    for rid in map(str, run_ids):
+        run_dir, row = workdir / "runs" / rid, rows.get(rid)
+        try:
+            ended = run_state(run_dir, recorded, {})
+            own = read_status(run_dir).get("state")
+        except OSError:  # a folder that cannot be looked into: its readers say so
+            continue
+        if ended.upper() in states.TERMINAL or (row is not None and interrupted_launch(row, run_dir, now)):
+            continue
+        if own in LIVE_STATUS:
+            out[rid] = LIVE_STATUS[own]
+        elif row is not None and row.state in states.ACTIVE:
+            out[rid] = "running" if row.state == states.RUNNING else "pending"
+    return out
+
+
+def evaluation_metric(glob: str) -> bool:
+    """Whether ``glob`` (a report's metric glob, ``eval/*/anytime_acc``) is an evaluation metric a run logs
+    (:func:`arctl.report.claims.eval_names`): a run logs it at its evaluations (every ``trainer.test_freq`` steps and
+    at its last step), not at every step. A typo of one (``eval/*/final_ac``) is not."""
+    from arctl.report.claims import eval_names
+
+    return glob in _closest_keys([glob], eval_names)
+
+
+def _config_count(rec: dict, key: str) -> int | None:
+    """A run's config count ``key`` (``trainer.test_freq``) from its runs-table row, or None (not set, not a count)."""
+    value = rec.get(CONFIG_PREFIX + key)
+    try:
+        return int(value) if value is not None and value == value and int(value) == value and value >= 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def next_evaluation(rec: dict) -> str:
+    """When the run of runs-table row ``rec`` (its ``last_step``, its config's ``trainer.test_freq`` and
+    ``trainer.total_steps``) evaluates next, as a report says it: "next evaluation at step 20, trainer.test_freq=20"; at
+    its last step where no evaluation comes before (test_freq 0: only then)."""
+    freq, total = _config_count(rec, "trainer.test_freq"), _config_count(rec, "trainer.total_steps")
+    step = _step(rec.get("last_step"))
+    if freq is None:
+        return "next evaluation at its next trainer.test_freq step"
+    at = (step // freq + 1) * freq if freq and step is not None else None
+    if at is None or (total is not None and at > total):  # none before its last step: the final evaluation
+        at_text = f"at its last step{f' ({total})' if total is not None else ''}"
+    else:
+        at_text = f"at step {at}"
+    return f"next evaluation {at_text}, trainer.test_freq={freq}"
+
+
+def _step(value) -> int | None:
+    """A runs-table row's step (``last_step``) as an int, or None (unknown: NaN, missing)."""
+    import numbers
+
+    return int(value) if isinstance(value, numbers.Real) and value == value else None
+
+
+def evaluation_wait(workdir: Path, table) -> str | None:
+    """What a report whose runs (``table``, their runs-table rows) logged none of its evaluation metrics says where
+    every one of them is under way (:func:`live_runs`): "the 1 run(s) there are under way and have logged no evaluation: RUN
+    (running, at step 3; next evaluation at step 20, trainer.test_freq=20)"; None where one is not (it ended: a
+    metric it never logged). From a hunt: a figure of a run at its first steps said "the 1 run(s) there logged none
+    (did you mean train/think_len/mean?)", as of a typo."""
+    recs = table.to_dict("records") if table is not None and len(table) else []
+    live = live_runs(workdir, [r["run_id"] for r in recs])
+    if not recs or any(str(r["run_id"]) not in live for r in recs):
+        return None
+    said = []
+    for r in recs:
+        at = f"at step {step}" if (step := _step(r.get("last_step"))) is not None else "no step logged yet"
+        said.append(f"{r['run_id']} ({live[str(r['run_id'])]}, {at}; {next_evaluation(r)})")
+    return f"the {len(recs)} run(s) there are under way and have logged no evaluation: {listed(said)}"
 
 
 def _logged_metrics(workdir, experiments, wandb_project, cache_dir, api) -> list[str]:

@@ -144,6 +144,31 @@ def path_from(out_dir: str | Path, path: str | Path) -> str:
     return os.path.relpath(Path(path).expanduser().resolve(), Path(out_dir).expanduser().resolve())
 
 
+def paths_from(out_dir: str | Path, workdir: str | Path, text: str) -> str:
+    """``text`` (a report's warning) as the report's files in ``out_dir`` say it: the workspace ``workdir`` and every
+    path under it named as :func:`path_from` names it, where ``text`` names it as typed, absolute or resolved (a W&B
+    file's path, ``--workdir W`` of a command, ``--out W`` of an export's), shell-quoted where it was. Only a whole
+    path is replaced: one that begins after a space, a quote, a bracket or ``=`` and ends at a ``/``, a space or a
+    mark (``ws`` in ``ws2/`` or ``rows`` is not the workspace ``ws``). From a hunt of determinism: claims.md's
+    warnings held the paths as typed, so the same report written from another folder differed."""
+    import re
+    import shlex
+
+    base = Path(workdir).expanduser()
+    rel = Path(path_from(out_dir, base))
+    pairs: dict[str, str] = {}
+    for form in (base, base.absolute(), base.resolve()):
+        for flag in ("--workdir", "--out"):  # a command's, "." too
+            pairs.setdefault(f"{flag} {shlex.quote(str(form))}", f"{flag} {shlex.quote(str(rel))}")
+        for old, new in ((form / "runs", rel / "runs"), (form, rel)):  # (a workspace typed "." is "runs/..." under it)
+            if str(old) not in (".", ""):
+                pairs.setdefault(str(old), str(new))
+                if shlex.quote(str(old)) != str(old):
+                    pairs.setdefault(shlex.quote(str(old)), shlex.quote(str(new)))
+    alternatives = "|".join(re.escape(p) for p in sorted(pairs, key=len, reverse=True))
+    return re.sub(rf"(?<![^\s`'\"(\[=,])({alternatives})(?=$|[\s`'\")\],;:/])", lambda m: pairs[m.group(1)], text)
+
+
 class Outputs:
     """The files of one report, put in place together when the ``with`` block ends, or none of them.
 
@@ -253,7 +278,17 @@ UNDATED = {".pdf": {"CreationDate": None}, ".svg": {"Date": None}}
 
 def _savefig(fig, path: Path) -> None:
     with report_rc({"svg.hashsalt": path.stem}):
-        fig.savefig(path, dpi=150 if path.suffix == ".png" else None, metadata=UNDATED.get(path.suffix))
+        saving(fig.savefig, path, dpi=150 if path.suffix == ".png" else None, metadata=UNDATED.get(path.suffix))
+
+
+def saving(save, *args, **kwargs):
+    """``save(*args, **kwargs)`` (matplotlib writing a figure) with a Ctrl-C (and SIGTERM, SIGHUP) that comes while it
+    runs held until it returns, then raised (:func:`arctl.launch.signals.signals_held`; main thread only, the previous
+    handlers put back). A KeyboardInterrupt raised inside a weakref callback, which matplotlib's callbacks and
+    caches run during a save, is dropped by CPython ("Exception ignored in ..."): from CI, `arctl report --figure`
+    went on after a Ctrl-C to its process group. The one way :func:`_savefig` and the claims page's figures save."""
+    with signals_held():
+        return save(*args, **kwargs)
 
 
 def _save_formats(fig, paths: list[Path]) -> None:

@@ -10,7 +10,14 @@ import numpy as np
 
 from arctl.report.cells import listed as listed_items
 from arctl.report.cells import unfinished
-from arctl.report.data import ReportData, eval_budgets_notes, full_support, left_out_note
+from arctl.report.data import (
+    ReportData,
+    eval_budgets_notes,
+    evaluation_metric,
+    evaluation_wait,
+    full_support,
+    left_out_note,
+)
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order
 from arctl.report.stats import mean_ci95
@@ -181,6 +188,22 @@ def unlogged_datasets_note(listed: list[str], present: set[str]) -> str | None:
     return f"dataset(s) {', '.join(unlogged)} of the spec: no run read logged them (they logged {logged}); left out of the figure"
 
 
+def _wait_for_evaluation(data: ReportData, history, spec: dict, what: str) -> None:
+    """ReportError saying to wait where the runs read (those of ``history``) logged none of the figure's evaluation
+    metrics (``what`` names them) because every one of them is under way and evaluates later
+    (:func:`arctl.report.data.evaluation_wait`), not that they must run evaluations; not where a panel's evaluation
+    key is no metric a run logs (a typo)."""
+    if data.workdir is None or not len(history) or "run_id" not in data.runs.runs.columns:
+        return
+    if not all(evaluation_metric(g) for g in metric_globs(spec) if g.startswith("eval/")):
+        return
+    table = data.runs.runs
+    read = table[table["run_id"].astype(str).isin(set(history["run_id"].astype(str)))]
+    if wait := evaluation_wait(data.workdir, read):
+        raise ReportError(f"the runs in {data.source} logged none of {what} yet: {wait}; wait for them "
+                          f"(`arctl status{data.named}`)")
+
+
 @report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data: ReportData):
     import pandas as pd
@@ -191,6 +214,7 @@ def build(spec: dict, data: ReportData):
     listed = [str(d) for d in spec.get("datasets") or []]
     datasets = [d for d in listed if d in present] or dataset_order(present)
     if not datasets:
+        _wait_for_evaluation(data, h, spec, ", ".join(p["key"] for p in panels))
         raise ReportError(
             f"the runs in {data.source} logged none of {', '.join(p['key'] for p in panels)}; "
             "they must run evaluations during training (eval.datasets, trainer.test_freq)"
@@ -250,6 +274,7 @@ def build(spec: dict, data: ReportData):
             ax.set_ylabel(panel.get("label", metric))
             ax.grid(alpha=0.3)
     if not rows:
+        _wait_for_evaluation(data, h, spec, ", ".join(metric_globs(spec)))
         raise ReportError(f"the runs in {data.source} logged none of the metrics of this figure "
                           f"({', '.join(metric_globs(spec))})")
     # each run behind a left-out step named, with how far it got (from a hunt: "AR-base: 3 step(s) (60, 80, 100)

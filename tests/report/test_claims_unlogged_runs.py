@@ -20,6 +20,7 @@ from arctl.cli.main import app
 from arctl.launch import states
 from arctl.launch.workspace import Workspace, workdir_arg
 from arctl.report.export import NOT_LOGGED_PENDING, NOT_LOGGED_RERUN, NOT_LOGGED_RUNNING
+from arctl.report.style import path_from
 
 runner = CliRunner()
 
@@ -62,8 +63,10 @@ def test_a_claims_report_names_the_runs_of_its_cells_that_logged_nothing_yet(ws,
     missing = [m for c in doc["claims"] for t in c["tests"] for m in t["missing"]]
     assert MISSING in missing and run_id("main-ar-base", "ar-base", 1) not in json.dumps(doc["waiting"])
     assert json.loads((tmp_path / "c" / "claims.json").read_text())["waiting"] == doc["waiting"]
-    assert f"- {line}" in (tmp_path / "c" / "claims.md").read_text().splitlines()
-    assert f"<li>{html.escape(line)}</li>" in (tmp_path / "c" / "claims.html").read_text()
+    # the files: its command names the workspace relative to their folder, as their commands do
+    in_files = line.replace(f"`arctl status{workdir_arg(ws)}`", f"`arctl status --workdir {path_from(tmp_path / 'c', ws)}`")
+    assert f"- {in_files}" in (tmp_path / "c" / "claims.md").read_text().splitlines()
+    assert f"<li>{html.escape(in_files)}</li>" in (tmp_path / "c" / "claims.html").read_text()
 
 
 def test_a_claims_report_whose_runs_all_logged_nothing_says_to_wait_not_to_produce_them(ws, tmp_path):
