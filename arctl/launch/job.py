@@ -253,7 +253,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict, bool]:
         # redo those steps from an earlier checkpoint), and metrics files that still hold what
         # earlier attempts logged are known by their marks
         step=None, metric_name=None, metric_value=None, metric_nonfinite=None, metric_files=marks, first_step=None,
-        first_step_at=None, resume_step=None, **schedule(config),
+        first_step_at=None, last_step=None, last_step_at=None, resume_step=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
     _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from arctl.launch.status_file import NONFINITE_TEXTS, write_status
+from arctl.launch.status_file import NONFINITE_TEXTS, seen_since, write_status
 from arctl.track.metrics_schema import (
     NAME_ANYTIME_ACC,
     STEP_KEY,
@@ -112,6 +112,13 @@ class ProgressTap:
         """Record where this attempt's pace starts (:func:`watch_pace`), written at once."""
         with self._lock:
             self.values["first_step"], self.values["first_step_at"] = int(step), float(at)
+            self.flush()
+
+    def step_seen(self, step: int, at: float) -> None:
+        """Record the newest step this attempt logged after its pace began, and when (:func:`watch_pace`; the
+        job's clock, as ``first_step_at`` is), written at once."""
+        with self._lock:
+            self.values["last_step"], self.values["last_step_at"] = int(step), float(at)
             self.flush()
 
     def install(self) -> bool:
@@ -256,72 +263,110 @@ PACE_POLL_S = 5.0  # how often the job entry looks at the metrics files for the 
 
 
 def watch_pace(run_dir: Path, marks: dict, tap: ProgressTap, stop: threading.Event, poll_s: float = PACE_POLL_S) -> None:
-    """Until ``stop``: find where this attempt's pace starts, from the metrics files every backend writes
-    a row per step to (:func:`tail_progress`, skipping files unchanged since the attempt began:
-    ``marks``), whoever logs to W&B and where (verl: a Ray actor). The first step seen is not it: it may
+    """Until ``stop``: find where this attempt's pace starts, and each step it reaches after that, from the metrics
+    files every backend writes a row per step to (:func:`tail_progress`, skipping files unchanged since the attempt
+    began: ``marks``), whoever logs to W&B and where (verl: a Ray actor). The first step seen is not it: it may
     be the last kept row of a resume (the backend rewrites its file to the checkpoint before it trains)
     or a row whose time is unknown; the first step after it is, with the time it was seen (within
-    ``poll_s``), recorded through ``tap`` (:meth:`ProgressTap.pace_from`) for :func:`time_left`."""
-    seen = None
+    ``poll_s``), recorded through ``tap`` (:meth:`ProgressTap.pace_from`), and so is every later step, with its
+    time (:meth:`ProgressTap.step_seen`), for :func:`pace`: both times on this node's clock, never compared with
+    another's (from the hunt of clocks: a pace taken to another clock's time moved with the clocks' skew)."""
+    seen = last = None
     while not stop.wait(poll_s):
         step = tail_progress(run_dir, marks).get("step")
         if step is None:
             continue
         if seen is None:
             seen = step
-        elif step > seen:
+        elif last is None and step > seen:
             tap.pace_from(step, time.time())
-            return
+            last = step
+        elif last is not None and step > last:
+            tap.step_seen(step, time.time())
+            last = step
 
 
 MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace says how long is left
 
 
-def time_left(status: dict, now: float) -> float | None:
-    """Seconds until a running attempt reaches its ``total_steps`` at the pace it has kept since its
-    pace began (status.json's ``step``, ``first_step``, ``first_step_at``, ``total_steps``,
-    ``test_freq``: the job entry writes them, :func:`watch_pace`). The pace is said once
-    it holds the first evaluation after that step (every ``test_freq`` steps; a step's row is logged after
-    its evaluation) where one comes before the last step, so that evaluations are in its share, and at
-    least :data:`MIN_PACE_STEPS` steps; the final evaluation after the last step is not in it. None
-    before that."""
-    step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
+def pace(status: dict) -> float | None:
+    """Seconds a step took the running attempt since its pace began: from status.json's ``first_step`` to its
+    ``last_step``, at the times the job saw each (``first_step_at``, ``last_step_at``: :func:`watch_pace`), two
+    readings of the job's node's clock. None before it saw a step after the first (and for a job of an arctl that
+    wrote no ``last_step_at``)."""
+    first, first_at = status.get("first_step"), status.get("first_step_at")
+    last, last_at = status.get("last_step"), status.get("last_step_at")
+    if first is None or first_at is None or last is None or last_at is None or last <= first:
+        return None
+    return max(0.0, last_at - first_at) / (last - first)
+
+
+def time_left(status: dict, now: float | None = None, last_at: float | None = None) -> float | None:
+    """Seconds until a running attempt reaches its ``total_steps`` from its ``step`` at its :func:`pace` (status.json's
+    ``step``, ``first_step``, ``last_step``, ``total_steps``, ``test_freq``: the job entry writes them,
+    :func:`watch_pace`), less the time since its last step, ``now`` less ``last_at`` (:func:`last_step_at`: this
+    host's clock; at most a step's), where given. The pace is said once it holds the first evaluation after its
+    first step (every ``test_freq`` steps; a step's row is logged after its evaluation) where one comes before the
+    last step, so that evaluations are in its share, and at least :data:`MIN_PACE_STEPS` steps; the final
+    evaluation after the last step is not in it. None before that. No time of the job's is compared with this
+    host's (from the hunt of clocks: a skew of 30 s moved a time left by ~70%)."""
+    step, first, last = status.get("step"), status.get("first_step"), status.get("last_step")
     total, cycle = status.get("total_steps"), status.get("test_freq")
-    if not total or step is None or first is None or first_at is None:
+    if not total or step is None or first is None or (per := pace(status)) is None:
         return None
     need = first + MIN_PACE_STEPS
     if cycle and (first // cycle + 1) * cycle < total:  # an evaluation is still to come before the last step
         need = max(need, (first // cycle + 1) * cycle)
-    if step < need:
+    if last < need:
         return None
-    return max(0.0, (int(total) - step) * max(0.0, now - first_at) / (step - first))
+    since = min(per, max(0.0, now - last_at)) if now is not None and last_at is not None else 0.0
+    return max(0.0, (int(total) - max(step, last)) * per - since)
 
 
 STALL_PACES = 10  # a running attempt whose last step is older than this many of its steps ...
 STALL_FLOOR_S = 300.0  # ... and than this many seconds has stalled (`arctl status` says so instead of a time left)
 
 
-def last_step_at(run_dir: Path, unchanged: dict | None) -> float | None:
-    """When the running attempt last logged a row: the newest modification time of the metrics files it changed
-    (those whose :func:`file_marks` entry differs from ``unchanged``'s, status.json's ``metric_files``: the marks
-    the attempt started with), or None where it changed none. Every backend appends a row per step to one (tiny's
-    ``metrics.jsonl``, verl's file log): nothing more is written per step for it. (The file server's clock: a
-    skew of seconds against this host's, which :data:`STALL_FLOOR_S` dwarfs.)"""
+def _changed_files(run_dir: Path, unchanged: dict | None) -> dict[str, list[int]]:
+    """The :func:`file_marks` of the metrics files the running attempt changed: those whose mark differs from
+    ``unchanged``'s (status.json's ``metric_files``: the marks the attempt started with). Every backend appends a
+    row per step to one (tiny's ``metrics.jsonl``, verl's file log): nothing more is written per step for it."""
     unchanged = unchanged or {}
-    times = [mark[2] / 1e9 for name, mark in file_marks(run_dir).items() if unchanged.get(name) != mark]
-    return max(times, default=None)
+    return {name: mark for name, mark in file_marks(run_dir).items() if unchanged.get(name) != mark}
+
+
+def last_row_written(run_dir: Path, unchanged: dict | None) -> float | None:
+    """When the running attempt last logged a row, as the file server stamped it: the newest modification time of
+    the metrics files it changed (:func:`_changed_files`), or None where it changed none. The file server's clock:
+    for a time to record (when a killed job ended), never for an age on this host's clock (:func:`last_step_at`)."""
+    return max((mark[2] / 1e9 for mark in _changed_files(run_dir, unchanged).values()), default=None)
+
+
+def last_step_at(run_dir: Path, unchanged: dict | None, now: float | None = None) -> float | None:
+    """Since when, on this host's clock, the running attempt's metrics files have been as they are now
+    (:func:`arctl.launch.status_file.seen_since` of the files it changed, :func:`_changed_files`: the time this host
+    first saw them so, recorded in the run's folder, no later than their modification time plus
+    :data:`arctl.launch.status_file.SKEW_ALLOWANCE_S`): when it last logged a row, as near as this host can tell
+    without reading another machine's clock; None where it changed none. From the hunt of clocks: the files'
+    modification times are the file server's clock, and a skew of 5 min against this host's read a live run as
+    stalled. A first look (`arctl status` after a long absence) sees a row logged within the allowance as new."""
+    changed = _changed_files(run_dir, unchanged)
+    if not changed:
+        return None
+    now = time.time() if now is None else now
+    return seen_since(run_dir, "metrics", changed, max(mark[2] for mark in changed.values()) / 1e9, now)
 
 
 def step_age(status: dict, last_at: float | None, now: float) -> tuple[float, float] | None:
-    """(seconds since the running attempt's last step, ``last_at``; the seconds a step took it until then) from
-    status.json's ``step`` (the step the run shows), ``first_step`` and ``first_step_at`` (where its pace began:
-    :func:`watch_pace`). None until the attempt's pace has begun (it logged a step after the first it showed,
-    which may be a resume's kept row: a start-up can be long, and is no stall) and where no metrics file changed
-    since the attempt began."""
-    step, first, first_at = status.get("step"), status.get("first_step"), status.get("first_step_at")
-    if last_at is None or step is None or first is None or first_at is None or step <= first:
+    """(seconds since the running attempt's last step, ``last_at`` (:func:`last_step_at`: this host's clock, as
+    ``now`` is); the seconds a step took it, :func:`pace`: the job's clock) for status.json's ``step`` (the step the
+    run shows). None until the attempt's pace has begun (it logged a step after the first it showed, which may be a
+    resume's kept row: a start-up can be long, and is no stall), for a job of an arctl that wrote no
+    ``last_step_at``, and where no metrics file changed since the attempt began."""
+    per = pace(status)
+    if last_at is None or status.get("step") is None or per is None:
         return None
-    return max(0.0, now - last_at), max(0.0, last_at - first_at) / (step - first)
+    return max(0.0, now - last_at), per
 
 
 def stalled(age: float, pace: float) -> bool:

@@ -23,10 +23,17 @@ from pathlib import Path
 from arctl.config.files import is_this_host
 from arctl.launch import states
 from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
-from arctl.launch.progress import last_step_at, run_progress
+from arctl.launch.progress import last_row_written, run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
-from arctl.launch.status_file import killed_at, named_job_process, process_identity, read_status, start_ticks
+from arctl.launch.status_file import (
+    killed_at,
+    named_job_process,
+    process_identity,
+    read_status,
+    seen_since,
+    start_ticks,
+)
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
 from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
 
@@ -39,7 +46,8 @@ CONTROLLER_TIMEOUT_S = 10
 # A stopped job is active until it reports its stop checkpoint complete ("preempted"): while it says
 # "stopping" (up to STOP_TIMEOUT_S since it last wrote), and for TERM_GRACE_S after its scheduler says
 # CANCELLED while it still says "running" (the TERM has not reached it yet). `arctl resume` and a sweep
-# skip an active run, so a new attempt never starts while the old one still writes its checkpoint.
+# skip an active run, so a new attempt never starts while the old one still writes its checkpoint. "Since it
+# last wrote" is on this host's clock: since a refresh here first saw its status.json as it is (_status_age).
 STOP_TIMEOUT_S = 900.0
 TERM_GRACE_S = 30.0
 # a SLURM job `arctl cancel` killed (:func:`arctl.launch.status_file.mark_killed`) saves nothing: once SLURM says it
@@ -469,7 +477,7 @@ def _last_sign_of_life(run_dir: Path, status: dict, now: float) -> float:
     seen on Monday: 2 days), and with the job's node an hour behind this host's clock, an hour too long."""
     if status.get("state") not in ("running", "stopping") or not isinstance(status.get("started_at"), (int, float)):
         return now
-    signs = [t for t in (status.get("updated_at"), last_step_at(run_dir, status.get("metric_files")))
+    signs = [t for t in (status.get("updated_at"), last_row_written(run_dir, status.get("metric_files")))
              if isinstance(t, (int, float))]
     return min(now, max(signs, default=now))
 
@@ -548,15 +556,27 @@ def _from_status(status: dict) -> dict:
     return values
 
 
-def _still_stopping(status: dict, scheduler: str | None, now: float, killed: float | None = None) -> bool:
+def _status_age(status: dict, now: float, run_dir: Path | None, record: bool) -> float:
+    """Seconds since the job last wrote its status.json, on this host's clock: since a refresh here first saw it
+    as it is, its (state, step, updated_at) (:func:`arctl.launch.status_file.seen_since`, ``record``: noted in
+    ``run_dir`` where new), or since its ``updated_at`` less the skew allowance, whichever is longer. From the hunt of
+    clocks: ``now`` less ``updated_at`` compared the job's node's clock with this host's, and a skew of 15 min
+    ended the stop windows of a job that was still saving its checkpoint (or kept a dead one's open)."""
+    mark = [status.get("state"), status.get("step"), status.get("updated_at")]
+    return now - seen_since(run_dir, "status", mark, status.get("updated_at"), now, record)
+
+
+def _still_stopping(status: dict, scheduler: str | None, now: float, killed: float | None = None,
+                    run_dir: Path | None = None, record: bool = True) -> bool:
     """Has the job been asked to stop and not yet said its checkpoint is complete? A job killed at ``killed``
-    (`arctl cancel --now`) saves none: only :data:`KILL_GRACE_S` after its KILL."""
+    (`arctl cancel --now`) saves none: only :data:`KILL_GRACE_S` after its KILL. Its status.json's age:
+    :func:`_status_age` (``run_dir``: where this host notes when it saw it; None: each look is a first look)."""
     if killed is not None:
         return now - killed < KILL_GRACE_S
-    age = now - (status.get("updated_at") or 0.0)
-    if status.get("state") == "stopping":
-        return age < STOP_TIMEOUT_S
-    return status.get("state") == "running" and scheduler == states.CANCELLED and age < TERM_GRACE_S
+    reported = status.get("state")
+    if reported != "stopping" and not (reported == "running" and scheduler == states.CANCELLED):
+        return False
+    return _status_age(status, now, run_dir, record) < (STOP_TIMEOUT_S if reported == "stopping" else TERM_GRACE_S)
 
 
 def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now: float) -> bool:
@@ -572,13 +592,16 @@ def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now:
 
 
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
-                where: str = "", killed: float | None = None) -> tuple[str, str | None]:
+                where: str = "", killed: float | None = None, run_dir: Path | None = None,
+                record_seen: bool = True) -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
     signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
     PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
     active (RUNNING). ``where``: what names the run's workspace in the commands an error says
     (:func:`arctl.launch.workspace.workdir_arg`). ``killed``: when `arctl cancel` killed the job
-    (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint."""
+    (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint. ``run_dir``: the run's folder,
+    where this host notes when it first saw the job's status.json as it is (``record_seen``), for the age of its
+    last write (:func:`_status_age`); None: a first look."""
     logs, resume = f"`arctl logs {record.run_id}{where}`", f"`arctl resume {record.run_id}{where}`"
     reported = status.get("state")
     if reported == "completed":
@@ -593,7 +616,7 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
                 return stopped, None
             if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
                 return states.CANCELLED, None
-            if _still_stopping(status, scheduler, now, killed):
+            if _still_stopping(status, scheduler, now, killed, run_dir, record_seen):
                 return states.RUNNING, None
             if _still_starting(record, status, scheduler, now):
                 return states.RUNNING, None
@@ -617,7 +640,7 @@ def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
     job queued for it (:func:`arctl.launch.workspace.queued_job`: PENDING), or a job that has started
     and reported under a job id the row does not have (RUNNING: the scheduler is asked next). Taken
     over as a new claim instead, such a run would get a second job training it."""
-    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir):
         return None
     values = {"claim": None, "before_claim": None, "attempts": rec.attempts + 1, "ended_at": None, "error": None}
     if (job := queued_job(run_dir)) and job != rec.job_id:  # the row's own: an earlier attempt's, never started
@@ -636,8 +659,9 @@ def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
 def settled(rec: RunRecord | None, run_dir: Path, now: float) -> RunRecord | None:
     """``rec`` as a launch decides on it: a dead launch's claim given the job it had submitted
     (:func:`orphaned_job`), else undone (the run as it was; None: a run the dead launch made, which a
-    launch takes for a new one). Any other record as it is. Nothing is written (the dry run's view)."""
-    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
+    launch takes for a new one). Any other record as it is. Nothing is written (the dry run's view) but, for
+    another host's claim, this host's note of when it first saw it so (:func:`claim_is_stale`)."""
+    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir):
         return rec
     if job := orphaned_job(rec, run_dir, now):
         return replace(rec, **job)
@@ -649,7 +673,8 @@ def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
     dead launch made and gave no job (:func:`settled`: None), whose row stays SUBMITTING until the next
     launch takes it for a new run. None for any other run: a live launch's claim is being submitted, and a
     dead launch's claim on an existing run or with a job is settled by a refresh (:func:`_settle_dead_claims`)."""
-    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now) or settled(rec, run_dir, now) is not None:
+    if (rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir)
+            or settled(rec, run_dir, now) is not None):
         return None
     return interrupted_note(rec, workspace_root(run_dir))
 
@@ -820,7 +845,8 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
-            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed)
+            new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed,
+                                           workspace.run_dir(rec.run_id), not registry.readonly)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never

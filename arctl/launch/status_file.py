@@ -9,7 +9,9 @@ pid_start (the process ``pid`` names, as no other is: :func:`process_identity`, 
 metric_name, metric_value (null where the metric was not finite: metric_nonfinite says "nan", "inf" or "-inf"),
 wandb_id, error, attempt, signal, warning (e.g. a checkpoint that failed its checksum and was skipped), metric_files (the marks of the
 metrics files when the attempt started: :func:`arctl.launch.progress.file_marks`), first_step and
-first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`) with total_steps and test_freq (the run's
+first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.progress.watch_pace`), last_step and
+last_step_at (the newest step the job saw after it, and when; both times on the job's node's clock, so that their
+difference is one clock's) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
 that ended preempted or failed in its Python: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
 null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`); cancelled (true beside
@@ -62,6 +64,7 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "job_id": _text, "host": _text, "host_id": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
     "signal": _text, "warning": _text, "pid_start": _text, "cancelled": lambda v: isinstance(v, bool),
     "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
+    "last_step": _integer(), "last_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
     "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
     "metric_files": lambda v: isinstance(v, dict) and all(
@@ -226,3 +229,50 @@ def mark_cancelled(run_dir: Path, ended_at: float | None, executor: str | None) 
         write_status(run_dir, state="cancelled", ended_at=ended_at, **({"executor": executor} if executor else {}))
     except OSError:
         pass
+
+
+SEEN_FILE = "seen.json"
+"""When the hosts that look at a run (`arctl status`, a refresh) first saw each of its marks, each on its own clock:
+``{host: {what: [mark, first seen]}}`` (:func:`seen_since`)."""
+SKEW_ALLOWANCE_S = 900.0
+"""How far another machine's clock (a job's node, the file server) may be from this host's, at most, for an age
+measured across the two (:func:`seen_since`): one that is further off reads an age this much too long at a first look."""
+
+
+def _observer() -> str:
+    """This host, as :data:`SEEN_FILE` keys what it saw: its :func:`machine_identity` where it has one (a Mac, whose
+    name changes with its network), else its name. Processes of one machine share its clock."""
+    return machine_identity() or socket.gethostname()
+
+
+def seen_since(run_dir: Path | None, what: str, mark, stamped: float | None, now: float, record: bool = True) -> float:
+    """Since when, on this host's clock, the run has shown ``mark`` (a JSON value: a status.json's (step, updated_at),
+    the metrics files' marks) as its ``what``: the time this host first saw it (:data:`SEEN_FILE`, written where it
+    had not and ``record``: ``now``), so that an age is ``now`` less that, two readings of one clock. From the hunt of
+    clocks: an age taken as this host's ``now`` less a time the job's node or the file server stamped moved by their
+    skew; 5 min read a live run as stalled. Where another clock stamped the mark (``stamped``), no later than
+    ``stamped`` + :data:`SKEW_ALLOWANCE_S`: a first look after a long absence, which has seen nothing, still sees an
+    old mark as old, less the allowance (an age that is never longer than the true one unless the clocks are further
+    apart). Never later than ``now``. ``run_dir`` None, or a folder this host cannot write: nothing recorded (each
+    look is a first look)."""
+    first = now
+    with contextlib.suppress(TypeError, ValueError):
+        mark = json.loads(json.dumps(mark))  # as the file holds it: (tuples are lists there)
+    if run_dir is not None:
+        path, me = Path(run_dir) / SEEN_FILE, _observer()
+        try:
+            seen = json.loads(path.read_text())
+        except (OSError, ValueError, RecursionError):
+            seen = {}
+        seen = seen if isinstance(seen, dict) else {}
+        mine = seen.get(me) if isinstance(seen.get(me), dict) else {}
+        entry = mine.get(what)
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == mark and _number(entry[1]) and entry[1] <= now:
+            first = float(entry[1])
+        elif record:
+            seen[me] = {**mine, what: [mark, now]}
+            with contextlib.suppress(OSError, TypeError, ValueError):
+                atomic_write(path, json.dumps(seen))
+    if _number(stamped):
+        first = min(first, stamped + SKEW_ALLOWANCE_S)
+    return min(first, now)

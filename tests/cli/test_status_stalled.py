@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from arctl.cli.main import app
 from arctl.launch.progress import STALL_FLOOR_S, STALL_PACES, file_marks
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
-from arctl.launch.status_file import write_status
+from arctl.launch.status_file import SKEW_ALLOWANCE_S, write_status
 from arctl.launch.workspace import Workspace
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
@@ -23,8 +23,8 @@ def _run(tmp_path, *, last_ago: float, pace: float, paced: bool = True, state: s
          rewritten: bool = True) -> Workspace:
     """Run r0 at step 55 of 400, whose attempt's pace began at step 10 and went at ``pace`` seconds a step to its last
     step, logged ``last_ago`` seconds ago (its metrics file's modification time); ``paced``: the job saw the pace
-    begin (status.json's first_step_at); ``rewritten``: the attempt wrote the metrics file (else it is as it was when
-    the attempt began, an earlier attempt's)."""
+    begin (status.json's first_step_at) and its last step (last_step_at); ``rewritten``: the attempt wrote the metrics
+    file (else it is as it was when the attempt began, an earlier attempt's)."""
     ws = Workspace(tmp_path / "ws")
     run_dir = ws.run_dir("r0")
     run_dir.mkdir(parents=True)
@@ -34,7 +34,8 @@ def _run(tmp_path, *, last_ago: float, pace: float, paced: bool = True, state: s
     os.utime(metrics, (last, last))
     write_status(run_dir, state="running", step=55, total_steps=400, test_freq=None,
                  metric_files={} if rewritten else file_marks(run_dir),
-                 first_step=10 if paced else None, first_step_at=last - 45 * pace if paced else None)
+                 first_step=10 if paced else None, first_step_at=last - 45 * pace if paced else None,
+                 last_step=55 if paced else None, last_step_at=last if paced else None)
     with Registry(ws.registry_path) as reg:
         reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
         reg.update("r0", state=state, step=55, claim=None, before_claim=None, started_at=time.time() - 3600)
@@ -54,7 +55,8 @@ def _status(ws: Workspace) -> tuple[str, dict]:
 
 
 def test_a_running_run_with_no_step_for_long_says_so_instead_of_a_time_left(tmp_path):
-    row, doc = _status(_run(tmp_path, last_ago=720, pace=0.3))
+    # a first look here: the file's own time, less how far the file server's clock may be off this host's
+    row, doc = _status(_run(tmp_path, last_ago=SKEW_ALLOWANCE_S + 720, pace=0.3))
     assert " 55/400 (no step for 12 min; steps took ~0.3 s) " in row, row
     assert "min left" not in row
     assert doc["stalled"] is True and doc["last_step_age_s"] == pytest.approx(720, abs=30)

@@ -212,11 +212,20 @@ def test_the_attempts_pace_starts_at_the_first_step_its_metrics_files_show_past_
         before = time.time()
         with open(tmp_path / "metrics.jsonl", "a") as fh:
             fh.write(rows([41]))
-        watcher.join(timeout=30)
+        waiter(lambda: "first_step" in read_status(tmp_path), 30, "the pace to begin")
         status = read_status(tmp_path)
-        assert not watcher.is_alive() and status["first_step"] == 41 and before <= status["first_step_at"] <= time.time()
+        assert status["first_step"] == 41 and before <= status["first_step_at"] <= time.time()
+        assert status.get("last_step") is None  # no step after it yet
+        # every later step, with when the job saw it: the pace is two readings of the job's clock (the hunt of clocks)
+        with open(tmp_path / "metrics.jsonl", "a") as fh:
+            fh.write(rows([42, 43]))
+        waiter(lambda: read_status(tmp_path).get("last_step") == 43, 30, "the watcher to record step 43")
+        status = read_status(tmp_path)
+        assert status["first_step"] == 41 and status["first_step_at"] <= status["last_step_at"] <= time.time()
     finally:
         stop.set()
+    watcher.join(timeout=30)
+    assert not watcher.is_alive()
     # stopped before it saw a second step: nothing recorded
     other = tmp_path / "other"
     other.mkdir()

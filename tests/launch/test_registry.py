@@ -761,7 +761,8 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
     """A user waiting on the Quickstart saw "step 59" and not of how many or for how long. A running
     run's step shows its total and, once the attempt's pace spans an evaluation cycle (test_freq steps
     after its first logged one), the time left at that pace (status.json's total_steps and test_freq, as
-    the job entry writes them, first_step and first_step_at, as its progress tap does); --json gives both."""
+    the job entry writes them, first_step, first_step_at, last_step and last_step_at, as its progress tap does: the
+    job's node's clock, here an hour ahead of this host's, which the time left never compares); --json gives both."""
     import io
     from contextlib import redirect_stdout
 
@@ -770,16 +771,18 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
 
     ws, _ = _slurm_runs(tmp_path, ["7_0", "7_1", "7_2"])
     now = time.time()
-    # r0 went from step 10 to 50 in 2,400 s (60 s a step): 50 steps, ~3,000 s left (+1.25 s for each second
-    # this test takes to read it: "~50 min" for 24 s); r1's pace holds no evaluation yet (10 -> 19); r2 was
-    # launched by an arctl that wrote no schedule
-    write_status(ws.run_dir("r0"), step=50, first_step=10, first_step_at=now - 2400, total_steps=100, test_freq=20)
-    write_status(ws.run_dir("r1"), step=19, first_step=10, first_step_at=now - 180, total_steps=100, test_freq=20)
-    write_status(ws.run_dir("r2"), step=30, first_step=10, first_step_at=now - 400)
+    # r0 went from step 10 to 50 in 2,400 s (60 s a step): 50 steps, 3,000 s left; r1's pace holds no evaluation
+    # yet (10 -> 19); r2 was launched by an arctl that wrote no schedule
+    node = now + 3600  # the job's node's clock
+    write_status(ws.run_dir("r0"), step=50, first_step=10, first_step_at=node - 2400, last_step=50, last_step_at=node,
+                 total_steps=100, test_freq=20)
+    write_status(ws.run_dir("r1"), step=19, first_step=10, first_step_at=node - 180, last_step=19, last_step_at=node,
+                 total_steps=100, test_freq=20)
+    write_status(ws.run_dir("r2"), step=30, first_step=10, first_step_at=node - 400, last_step=30, last_step_at=node)
     with Registry(ws.registry_path) as again:
         again.update_many([("r0", {"step": 50}), ("r1", {"step": 19}), ("r2", {"step": 30})])
     records = {r["run_id"]: r for r in statuses(ws.root, "--no-refresh")}
-    assert records["r0"]["total_steps"] == 100 and 2999 < records["r0"]["time_left_s"] < 3030
+    assert records["r0"]["total_steps"] == 100 and records["r0"]["time_left_s"] == pytest.approx(3000)
     assert records["r1"]["total_steps"] == 100 and records["r1"]["time_left_s"] is None
     assert records["r2"]["total_steps"] is None and records["r2"]["time_left_s"] is None
     out, saved = io.StringIO(), sys.argv
@@ -796,21 +799,31 @@ def test_status_says_a_running_runs_step_of_how_many_and_the_time_left_at_its_pa
     assert rows["r1"].rstrip().endswith(" 19/100") and rows["r2"].rstrip().endswith(" 30")
 
 
+def _at(step: int, at: float) -> dict:
+    """status.json's step and the job's record of when it saw it (last_step, last_step_at)."""
+    return {"step": step, "last_step": step, "last_step_at": at}
+
+
 def test_time_left_is_the_attempts_pace_since_its_first_logged_step():
     from arctl.launch.progress import time_left
 
-    paced = {"step": 30, "first_step": 10, "first_step_at": 1000.0, "total_steps": 100}
-    assert time_left(paced, now=1400.0) == 70 * 20.0  # 20 steps in 400 s, 70 to go
-    assert time_left({**paced, "step": 100}, now=1400.0) == 0.0
-    assert time_left({**paced, "step": 11}, now=1400.0) is None  # one step: no pace yet
-    assert time_left({**paced, "total_steps": None}, now=1400.0) is None and time_left({"step": 30}, now=1400.0) is None
+    paced = {"first_step": 10, "first_step_at": 1000.0, "total_steps": 100, **_at(30, 1400.0)}
+    assert time_left(paced) == 70 * 20.0  # 20 steps in 400 s, 70 to go
+    assert time_left({**paced, **_at(100, 1400.0)}) == 0.0
+    assert time_left({**paced, **_at(11, 1400.0)}) is None  # one step: no pace yet
+    assert time_left({**paced, "total_steps": None}) is None and time_left({"step": 30}) is None
     # evaluations every 20 steps: the pace is said once it holds the first after its start (a step's row
     # comes after its evaluation: 10 -> 20 holds the one at 20, 10 -> 19 none yet)
-    assert time_left({**paced, "test_freq": 20}, now=1400.0) == 70 * 20.0
-    assert time_left({**paced, "test_freq": 20, "step": 20}, now=1400.0) == 80 * 40.0
-    assert time_left({**paced, "test_freq": 20, "step": 19}, now=1400.0) is None
+    assert time_left({**paced, "test_freq": 20}) == 70 * 20.0
+    assert time_left({**paced, "test_freq": 20, **_at(20, 1400.0)}) == 80 * 40.0
+    assert time_left({**paced, "test_freq": 20, **_at(19, 1400.0)}) is None
     # none comes before the last step (resumed at 80 of 100, every 50): 2 steps are enough
-    assert time_left({**paced, "test_freq": 50, "first_step": 81, "step": 90}, now=1400.0) == 10 * 400.0 / 9
+    assert time_left({**paced, "test_freq": 50, "first_step": 81, **_at(90, 1400.0)}) == 10 * 400.0 / 9
+    # the step shown may be past the job's last record of one (it looks every few seconds): from the step shown
+    assert time_left({**paced, "step": 32}) == 68 * 20.0
+    # the time since the last step (this host's clock: now less when it first saw it) comes off, a step's at most
+    assert time_left(paced, now=5000.0, last_at=4995.0) == 70 * 20.0 - 5
+    assert time_left(paced, now=5000.0, last_at=4000.0) == 69 * 20.0
 
 
 def test_a_read_only_view_sees_what_an_open_writer_committed(tmp_path):
