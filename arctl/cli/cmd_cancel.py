@@ -6,7 +6,7 @@ import shlex
 
 import typer
 
-from arctl.cli.common import console, esc, nonempty_option, print_json
+from arctl.cli.common import WORKDIR_HELP, console, esc, nonempty_option, print_json
 from arctl.cli.launching import launch_errors
 
 
@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     @app.command("cancel")
     def cancel(
         targets: list[str] = typer.Argument(..., metavar="TARGET", help="Run ids (or prefixes), sweep or experiment names."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         force: bool = typer.Option(False, "--force", help="Also cancel a started run whose job SLURM here does not "
                                    "have though its folder changed lately (you know it runs nowhere else)."),
         now: bool = typer.Option(False, "--now", help="Stop started jobs at once, without saving their checkpoint "

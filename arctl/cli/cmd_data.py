@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
     def prepare(
         out: str | None = nonempty_option("--out", "-o", help="Output directory (default: $ARCTL_DATA_DIR or ~/data/arctl)."),
         datasets: str = typer.Option(
-            "all", "--datasets", "-d", help="Comma-separated datasets to prepare (default: all of them)."
+            "all", "--datasets", "-d", help="Comma-separated datasets to prepare, or all.", metavar="NAMES"
         ),
         source: list[str] = typer.Option(
             [], "--source", "-s", help="NAME=PATH: read a dataset from a local .json/.jsonl/.parquet file (repeatable)."

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.common import (
+    WORKDIR_RUNS_HELP,
     console,
     err_console,
     esc,
@@ -16,6 +17,7 @@ from arctl.cli.common import (
     parse_seeds,
     print_json,
     printable,
+    progress_bars,
     user_errors,
 )
 from arctl.cli.launching import launch_errors, sweep_items
@@ -30,7 +32,7 @@ def register(app: typer.Typer) -> None:
         sweep: str | None = typer.Option(None, "--sweep", help="Only the runs of this sweep's experiments (with --seeds: its cells)."),
         seeds: str | None = typer.Option(None, "--seeds", help="With --sweep: only the runs `arctl sweep SWEEP --seeds SEEDS [--scale S]` launches (e.g. 0-1)."),
         scale: str | None = nonempty_option("--scale", help="With --seeds: the scale the sweep ran at (default: the sweep's)."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_RUNS_HELP),
         unfinished: bool = typer.Option(False, "--unfinished", help="Also export runs that have not completed, as they are."),
         force: bool = typer.Option(False, "--force", help="Replace a run the export holds with other files (a changed shared.json alone updates it without)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -69,7 +71,7 @@ def register(app: typer.Typer) -> None:
             try:
                 names = None if run_ids is not None else resolve_experiments({}, list(experiment or []), sweep)
                 result = export_runs(base, Path(out).expanduser(), names, unfinished=unfinished, force=force, run_ids=run_ids,
-                                     progress=not as_json)
+                                     progress=progress_bars())
             except (ReportError, SpecError) as err:
                 fail(str(err))
             except KeyboardInterrupt:

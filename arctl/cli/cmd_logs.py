@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.common import (
+    WORKDIR_HELP,
     console,
     err_console,
     esc,
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
         run: str = typer.Argument(..., metavar="RUN", help="Run id (or a unique prefix)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run stops."),
         tail: int = typer.Option(200, "--tail", min=0, help="Lines of each file to show first (0: all)."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print the run's state, job, error and log files (their "
                                      "last --tail lines) as one JSON document."),
     ) -> None:

@@ -53,7 +53,8 @@ def _rows(kind: Kind) -> list[dict]:
 def register(app: typer.Typer) -> None:
     @app.command("ls")
     def ls(
-        kind: Kind = typer.Argument(Kind.experiments, help="What to list."),
+        kind: Kind = typer.Argument(Kind.experiments, metavar="KIND", show_choices=False,
+                                    help=f"What to list: {', '.join(k.value for k in Kind)}."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """List experiments, sweeps, figures or tables, and where each comes from (the spec search

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import console, esc, nonempty_option, print_json
+from arctl.cli.common import WORKDIR_HELP, console, esc, nonempty_option, print_json
 from arctl.cli.launching import launch_errors
 
 
 def register(app: typer.Typer) -> None:
     @app.command("repair")
     def repair(
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Rebuild registry.sqlite from runs/*/ (config.yaml, status.json, shared.json) when it is damaged

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from arctl.cli.common import (
+    WORKDIR_RUNS_HELP,
     console,
     err_console,
     esc,
@@ -19,6 +20,7 @@ from arctl.cli.common import (
     nonempty_option,
     print_json,
     printable,
+    progress_bars,
     user_errors,
 )
 
@@ -38,7 +40,7 @@ def register(app: typer.Typer) -> None:
             None, "--experiment", help="Use the runs of this experiment instead of the spec's (repeatable)."
         ),
         sweep: str | None = typer.Option(None, "--sweep", help="Use the runs of this sweep's experiments."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace holding runs/ (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_RUNS_HELP),
         wandb_project: str | None = typer.Option(
             None, "--wandb-project", help="Read runs from this W&B project (ENTITY/PROJECT) instead."
         ),
@@ -91,7 +93,7 @@ def _report(sweeps, figure, table, claims, scale, experiment, sweep, workdir, wa
     common = dict(
         out_dir=out_dir, experiments=experiment or None, sweep=sweep,
         workdir=None if wandb_project else base, wandb_project=wandb_project,
-        progress=not as_json, processes=processes, where=list(where or []), outputs=Outputs(),
+        progress=progress_bars(), processes=processes, where=list(where or []), outputs=Outputs(),
     )
     try:
         with warnings.catch_warnings():
@@ -212,7 +214,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RunReadWarning)
             report = build_claims_report(sweeps=sweeps, scale=scale, workdir=base, out_dir=out_dir,
-                                         progress=not as_json, processes=processes, where=where, outputs=outputs)
+                                         progress=progress_bars(), processes=processes, where=where, outputs=outputs)
     except (ReportError, SpecError) as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -222,22 +224,42 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     if as_json:
         print_json(report.to_json())
         return
-    from rich.table import Table
-
     from arctl.report.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE
 
     colors = {HOLDS: "green", FAILS: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "bright_black"}
-    table = Table(title=f"The paper's claims: {esc(', '.join(report.meta['sweeps']))}"
-                        + (f" (scale {esc(scale)})" if scale else "") + f", {len(report.runs)} runs",
-                  show_lines=True)
+    title = (f"The paper's claims: {esc(', '.join(report.meta['sweeps']))}" + (f" (scale {esc(scale)})" if scale else "")
+             + f", {len(report.runs)} runs")
+    if console.is_terminal:
+        _claims_table(report, title, colors)
+    else:  # a pipe, a log: plain lines, never cut (from a hunt: the table folded the commands for missing runs
+        console.print(title)  # mid-token at 80 columns, in CI logs and `| tee`)
+        for r in report.results:
+            console.print(f"claim {esc(r.id)}: {esc(f'{r.title} ({r.paper})')}: [{colors[r.verdict]}]{r.verdict}[/]")
+            for t in r.tests:
+                console.print(f"  [{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}")
+    console.print(esc(summary_text(report.results, len(report.runs))))
+    for w in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {esc(printable(w))}", markup=True, highlight=False)  # names read from runs
+    for p in report.outputs:
+        console.print(f"  {esc(p)}")
+
+
+def _claims_table(report, title: str, colors: dict) -> None:
+    """The claims' verdicts as a table (a terminal), then the commands that produce the missing runs, each whole on
+    a line of its own: the table folds them at its width (from a hunt)."""
+    from rich.table import Table
+
+    from arctl.report.claims_render import test_summary
+
+    table = Table(title=title, show_lines=True)
     for col in ("#", "claim", "verdict", "tests (mean difference, 95% interval over seeds, p: Holm within the claim)"):
         table.add_column(col, overflow="fold")
     for r in report.results:
         lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}" for t in r.tests]
         table.add_row(esc(r.id), esc(f"{r.title} ({r.paper})"), f"[bold {colors[r.verdict]}]{r.verdict}[/]", "\n".join(lines))
     console.print(table)
-    console.print(esc(summary_text(report.results, len(report.runs))))
-    for w in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {esc(printable(w))}", markup=True, highlight=False)  # names read from runs
-    for p in report.outputs:
-        console.print(f"  {esc(p)}")
+    commands = list(dict.fromkeys(c for r in report.results for t in r.tests for c in t.commands))
+    if commands:
+        console.print("commands for the missing runs:")
+        for command in commands:
+            console.print(f"  {esc(command)}")

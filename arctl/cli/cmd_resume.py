@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import nonempty_option
+from arctl.cli.common import PARALLELISM_HELP, WORKDIR_HELP, nonempty_option
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -12,10 +12,12 @@ def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
         runs: list[str] = typer.Argument(..., metavar="RUN", help="Run ids (or prefixes), sweep or experiment names."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         executor: str | None = nonempty_option("--executor", help="slurm | local | debug (default: the executor the runs used before)."),
         force: bool = typer.Option(False, "--force", help="Also rerun completed runs (from scratch)."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
+        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, metavar="N",
+                                              help=f"Runs at a time {PARALLELISM_HELP}"),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print what each run would do, its frozen config and "
                                      "the sbatch script; write and submit nothing."),
@@ -47,5 +49,5 @@ def register(app: typer.Typer) -> None:
             executor_by = "--executor" if executor else "where the run ran before"
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before
             launch_and_report(items, workdir=workdir, executor=executor, force=force, wait=wait,
-                              array_parallelism=None, as_json=as_json, members=[], dry_run=dry_run,
+                              array_parallelism=array_parallelism, as_json=as_json, members=[], dry_run=dry_run,
                               executor_by=executor_by)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from arctl.cli.common import EXECUTOR_HELP, SCALE_HELP, err_console, esc, nonempty_option, parse_seeds
+from arctl.cli.common import (
+    EXECUTOR_HELP,
+    PARALLELISM_HELP,
+    SCALE_HELP,
+    WORKDIR_HELP,
+    err_console,
+    esc,
+    nonempty_option,
+    parse_seeds,
+)
 from arctl.cli.launching import launch_and_report, launch_errors
 
 
@@ -14,14 +23,14 @@ def register(app: typer.Typer) -> None:
         experiment: str = typer.Argument(..., metavar="EXPERIMENT", help="Experiment name (`arctl ls experiments`)."),
         overrides: list[str] = typer.Argument(None, metavar="OVERRIDES", help="Hydra overrides, e.g. thinking.lam=0.7 cluster=slurm-a100"),
         scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
-        arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+        arm: list[str] = typer.Option(None, "--arm", metavar="ARM", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the configs of the runs that would start (each distinct config once), the sbatch script and the counts; submit nothing."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed runs from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
-        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Runs at a time (default: cluster.array_parallelism; local: what the cores and memory allow)."),
+        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, metavar="N", help=f"Runs at a time {PARALLELISM_HELP}"),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Launch every arm x seed of EXPERIMENT; completed runs are skipped, failed/preempted ones resumed."""

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         experiment: str = typer.Argument(..., help="Experiment name (`arctl ls experiments`)."),
         overrides: list[str] = typer.Argument(None, help="Hydra overrides, e.g. prior=linear thinking.lam=0.7"),
         scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
-        arm: list[str] = typer.Option(None, "--arm", help="Only these arms (repeatable)."),
+        arm: list[str] = typer.Option(None, "--arm", metavar="ARM", help="Only these arms (repeatable)."),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the spec's)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of {experiment, arm, seed, source, path, config}."),
     ) -> None:

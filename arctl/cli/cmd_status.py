@@ -8,6 +8,7 @@ import time
 import typer
 
 from arctl.cli.common import (
+    WORKDIR_HELP,
     console,
     err_console,
     esc,
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(
         target: str = typer.Argument(None, metavar="SWEEP|EXPERIMENT|RUN", help="A sweep, an experiment or a run id (prefix); default: every run."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         refresh: bool = typer.Option(True, "--refresh/--no-refresh", help="Ask the scheduler (one sacct call) first."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON: a list of run records."),
         only: list[str] | None = typer.Option(None, "--state", metavar="STATE", help="Only the runs in this state, as "

@@ -18,7 +18,9 @@ import typer
 
 from arctl.cli.common import (
     EXECUTOR_HELP,
+    PARALLELISM_HELP,
     SCALE_HELP,
+    WORKDIR_HELP,
     err_console,
     esc,
     nonempty_option,
@@ -84,11 +86,12 @@ def register(app: typer.Typer) -> None:
         scale: str | None = nonempty_option("--scale", help=SCALE_HELP),
         seeds: str = typer.Option(None, "--seeds", help="Seeds, e.g. 0,1,2 or 0-2 (default: the sweep's)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan, the configs of the cells that would start (each distinct config once), the sbatch script and the counts; submit nothing."),
-        workdir: str | None = nonempty_option("--workdir", help="Workspace (default $ARCTL_HOME or ./arctl-runs)."),
+        workdir: str | None = nonempty_option("--workdir", help=WORKDIR_HELP),
         executor: str | None = nonempty_option("--executor", help=EXECUTOR_HELP),
         force: bool = typer.Option(False, "--force", help="Rerun completed cells from scratch."),
         wait: bool = typer.Option(None, "--wait/--no-wait", help="Wait for the runs (default: wait for local runs only)."),
-        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, help="Cells running at a time."),
+        array_parallelism: int = typer.Option(None, "--array-parallelism", min=1, metavar="N",
+                                               help=f"Cells running at a time {PARALLELISM_HELP}"),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     ) -> None:
         """Launch the cells of SWEEP that are missing, failed, preempted or cancelled (one job array);

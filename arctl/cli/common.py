@@ -22,7 +22,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 
-from arctl.config.files import PLACE_ERRNOS
+from arctl.config.files import DEFAULT_WORKDIR, HOME_ENV, PLACE_ERRNOS
 
 EXIT_USER_ERROR = 2
 
@@ -46,6 +46,14 @@ console = _Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+def progress_bars(on: Console | None = None) -> bool:
+    """Whether to draw progress bars and spinners: where stderr (``on``) is a terminal that is not ``TERM=dumb``,
+    whatever ``--json`` says (its document is stdout's alone; from a hunt: ``--json`` hid every bar). A pipe, a log
+    and a dumb terminal get none: a transient bar leaves blank lines there (from a hunt: ``TERM=dumb arctl export``)."""
+    on = on or err_console
+    return on.is_terminal and not on.is_dumb_terminal
+
+
 SLOW_NOTE_AFTER_S = 1.0  # a wait on another program (sacct) is said after this long, where stderr is a terminal
 
 
@@ -57,7 +65,7 @@ def slow_note(text: str, after_s: float = SLOW_NOTE_AFTER_S, on: Console | None 
     import threading
 
     on = on or err_console
-    if not on.is_terminal:
+    if not progress_bars(on):
         yield
         return
     shown = []
@@ -202,6 +210,14 @@ SCALE_HELP = ("A backend's scale profile: tiny (CPU toy, the default), tiny-runn
               "clusters), or one an installed backend brings.")
 """``--scale`` of run, sweep and show (the options: ``arctl.compose.paths.group_options("scale")``)."""
 
+
+WORKDIR_HELP = f"Workspace (default ${HOME_ENV} or ./{DEFAULT_WORKDIR})."
+"""``--workdir`` of the commands that act on a workspace (:func:`arctl.config.files.workdir_path`)."""
+WORKDIR_RUNS_HELP = f"Workspace holding runs/ (default ${HOME_ENV} or ./{DEFAULT_WORKDIR})."
+"""``--workdir`` of the commands that read its runs (report, export)."""
+
+PARALLELISM_HELP = "(default: cluster.array_parallelism; local: what the cores and memory allow)."
+"""What ``--array-parallelism`` of run, sweep and resume defaults to (after what it counts)."""
 
 EXECUTOR_HELP = ("slurm | local | debug (default: cluster.executor; auto = slurm if sbatch is on PATH and a "
                  "controller answers, else local).")

@@ -20,6 +20,7 @@ from arctl.cli.common import (
     plain_columns,
     print_json,
     printable,
+    progress_bars,
     section,
     user_errors,
 )
@@ -52,7 +53,7 @@ def launch_errors():
 def composing(name: str):
     """A transient progress bar on a terminal's stderr while a sweep's cells are composed (650 cells of
     `paper --seeds 0-49`: ~15 s that printed nothing, from a hunt); yields the ``on_cell`` callback."""
-    if not err_console.is_terminal:
+    if not progress_bars():
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -291,9 +292,9 @@ def print_configs(starting) -> None:
 def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | None = None) -> None:
     from arctl.launch.workspace import workdir_arg
 
-    if as_json:
+    err_console.print(esc(result.executor_note))  # on stderr, --json too (from a hunt: --json said nothing at all)
+    if as_json:  # what was submitted and skipped is in the document
         return
-    err_console.print(esc(result.executor_note))
     for item in result.submitted:
         job = result.job_ids.get(item.run_id, "")
         console.print(esc(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}"))
@@ -319,8 +320,9 @@ def how_far(workspace, rec, now: float) -> tuple[int | None, float | None, tuple
         return None, None, None
     run_dir = workspace.run_dir(rec.run_id)
     status = {**read_status(run_dir), "step": rec.step}
-    age = step_age(status, last_step_at(run_dir, status.get("metric_files")), now)
-    left = None if age is not None and stalled(*age) else time_left(status, now)
+    last_at = last_step_at(run_dir, status.get("metric_files"))
+    age = step_age(status, last_at, now)
+    left = None if age is not None and stalled(*age) else time_left(status, now, last_at)
     return status.get("total_steps"), left, age
 
 
@@ -352,18 +354,30 @@ def step_text(step: int | None, total: int | None, left: float | None, age: tupl
     return text
 
 
+class Detached(typer.Exit):
+    """A Ctrl-C while :func:`wait_with_progress` waited: the runs go on; exit 130. ``records``: each run's record as
+    the wait last saw it (none for a run not polled yet), for ``--json``'s document (:func:`launch_and_report`)."""
+
+    def __init__(self, records: list) -> None:
+        super().__init__(130)
+        self.records = records
+
+
 def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
     """Wait for the runs, printing state changes (and the step, of how many, with the time left at the
-    run's pace, every 30 s)."""
+    run's pace, every 30 s): on stdout, or on stderr under ``--json`` (stdout is the document's; from a hunt,
+    `arctl run --json > out.json` showed nothing for a 15-minute run). A Ctrl-C says that the runs go on
+    and raises :class:`Detached`."""
     from arctl.launch.launcher import wait_for
     from arctl.launch.progress import shown_metric
 
     last: dict[str, tuple] = {}
     last_print = [0.0]
+    seen: dict[str, object] = {}
+    out = err_console if as_json else console
 
     def on_update(records) -> None:
-        if as_json:
-            return
+        seen.update((r.run_id, r) for r in records)
         now = time.monotonic()
         periodic = now - last_print[0] > 30
         for r in records:
@@ -374,8 +388,8 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
                 step = f" step {step_text(r.step, *how_far(workspace, r, time.time()))}" if r.step is not None else ""
                 if r.phase and r.state in ("RUNNING", "PENDING"):  # "warming up 640/1200", "waiting for <run>"
                     step, metric = f" {r.phase}", ""
-                console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}"
-                              f"{esc(printable(step + metric))}")  # a job wrote the phase and the metric name
+                out.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {esc(r.run_id)} {styled(r.state)}"
+                          f"{esc(printable(step + metric))}")  # a job wrote the phase and the metric name
                 last[r.run_id] = key
         if periodic:
             last_print[0] = now
@@ -388,7 +402,7 @@ def wait_with_progress(workspace, run_ids: list[str], as_json: bool):
 
         err_console.print(esc(f"detached: the runs go on in the background; `arctl status{workdir_arg(workspace.root)}` "
                               "shows them"))
-        raise typer.Exit(130) from None
+        raise Detached(list(seen.values())) from None
 
 
 def closing_lines(workspace, records) -> None:
@@ -574,7 +588,8 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
                        else why + kept_settings_note(i, workspace, i.run_id in result.in_flight, force))
                       for i, why in result.skipped]
     report_launch(result, workspace, as_json)
-    waited = None
+    figures, figure_notes = figure_lines(items, workdir)  # before the wait: a Ctrl-C there still reports them
+    waited, detached = None, None
     should_wait = wait if wait is not None else result.executor == "local"
     # what another launch has under way (skipped here) is waited for too: a second terminal's `arctl run` of runs
     # still running returned at once, saying to draw their figure (from a hunt)
@@ -583,35 +598,21 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
         if others := [r for r in result.in_flight if should_wait]:  # said on stderr (--json too): what it waits on
             err_console.print(esc(f"waiting for {len(others)} run(s) another launch has under way: "
                                   f"{', '.join(others[:5])}{' ...' if len(others) > 5 else ''}"), highlight=False)
-        waited = wait_with_progress(workspace, waiting, as_json)
-    figures, figure_notes = figure_lines(items, workdir)
-    failed = any(r.state != "COMPLETED" for r in waited or [])  # no figure is drawn from runs that did not complete
+        try:
+            waited = wait_with_progress(workspace, waiting, as_json)
+        except Detached as stop:  # Ctrl-C: --json still prints its one document (from a hunt: stdout was empty, and
+            if not as_json:       # a script lost the run ids, job ids and folders of runs that went on)
+                raise
+            detached = stop
+    from arctl.launch import states
+
+    # no figure is drawn from runs that ended without completing (a Ctrl-C's runs that go on still may)
+    seen = waited if detached is None else detached.records
+    failed = any(r.state != "COMPLETED" and r.state not in states.ACTIVE for r in seen or [])
     if as_json:
-        final = {r.run_id: r for r in waited or []}
-        print_json({
-            "executor": result.executor, "workspace": str(workspace.root),
-            **({"parallelism": result.parallelism} if result.parallelism else {}),
-            "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
-                           # a run waited for: its job as status and its folder name it (a local run's
-                           # queue:PID at submission is its job's once it starts; from a hunt)
-                           "action": i.action, "job_id": (final[i.run_id].job_id if i.run_id in final else None)
-                           or result.job_ids.get(i.run_id),
-                           "run_dir": str(workspace.run_dir(i.run_id)),
-                           "state": final[i.run_id].state if i.run_id in final else "PENDING",
-                           # what the text's closing lines say of a run waited for: why it ended so, its W&B files
-                           **({"error": final[i.run_id].error,
-                               "wandb": [str(d) for d in wandb_folders(workspace.run_dir(i.run_id))]}
-                              if i.run_id in final else {})}
-                          for i in result.submitted],
-            # what the text's skip lines name (from a hunt: run_id and reason only); a run another launch had
-            # under way, waited for: its state as it ended
-            "skipped": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed, "reason": why,
-                         **({"state": final[i.run_id].state} if i.run_id in final else {})}
-                        for i, why in result.skipped],
-            # as the text: no figure to draw from runs that did not complete (from a hunt: listed after a failure)
-            "figures": [] if failed else figures,
-            **({"figure_notes": figure_notes} if figure_notes else {}),
-        })
+        launch_json(result, workspace, seen or [], [] if failed else figures, figure_notes, detached is not None)
+        if detached is not None:
+            raise detached
     else:
         if waited is not None or result.skipped:
             closing_lines(workspace, waited or [])
@@ -628,3 +629,35 @@ def launch_and_report(items, *, workdir, executor, force, wait, array_parallelis
         said = ", ".join(f"{r.run_id} {r.state}" for r in unfinished)
         err_console.print(f"[red]{len(unfinished)} of {len(waited)} run(s) did not complete[/]: {esc(printable(said))}")
         raise typer.Exit(1)
+
+
+def launch_json(result, workspace, seen, figures: list[str], figure_notes: list[str], detached: bool) -> None:
+    """The one ``--json`` document of a launch: what it submitted and skipped, each run waited for in the state the
+    wait last saw (``seen``; a run not waited for, or not polled yet, ``PENDING``), the figures to draw.
+    ``detached``: a Ctrl-C stopped the wait; the runs go on (``"detached": true``, only then)."""
+    final = {r.run_id: r for r in seen}
+    print_json({
+        "executor": result.executor, "workspace": str(workspace.root),
+        **({"parallelism": result.parallelism} if result.parallelism else {}),
+        "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
+                       # a run waited for: its job as status and its folder name it (a local run's
+                       # queue:PID at submission is its job's once it starts; from a hunt)
+                       "action": i.action, "job_id": (final[i.run_id].job_id if i.run_id in final else None)
+                       or result.job_ids.get(i.run_id),
+                       "run_dir": str(workspace.run_dir(i.run_id)),
+                       "state": final[i.run_id].state if i.run_id in final else "PENDING",
+                       # what the text's closing lines say of a run waited for: why it ended so, its W&B files
+                       **({"error": final[i.run_id].error,
+                           "wandb": [str(d) for d in wandb_folders(workspace.run_dir(i.run_id))]}
+                          if i.run_id in final else {})}
+                      for i in result.submitted],
+        # what the text's skip lines name (from a hunt: run_id and reason only); a run another launch had
+        # under way, waited for: its state as it ended
+        "skipped": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed, "reason": why,
+                     **({"state": final[i.run_id].state} if i.run_id in final else {})}
+                    for i, why in result.skipped],
+        # as the text: no figure to draw from runs that did not complete (from a hunt: listed after a failure)
+        "figures": figures,
+        **({"figure_notes": figure_notes} if figure_notes else {}),
+        **({"detached": True} if detached else {}),
+    })

@@ -65,6 +65,27 @@ def _whole_summaries() -> None:
 _whole_summaries()
 
 
+def _flags_without_metavar(typer_app: typer.Typer | None = None) -> None:
+    """A flag (``--json``, ``--dry-run``, ``--wait/--no-wait``) shows no ``<bool>`` in the help: it takes no value,
+    and ``--dry-run <bool>`` read as if it took one (from a hunt: `arctl run X --dry-run true` was refused as an
+    override). Set on each command's declared options, so every way of building the commands has it."""
+    import inspect
+
+    typer_app = typer_app or app
+    for info in typer_app.registered_commands:
+        for param in inspect.signature(info.callback).parameters.values() if info.callback else ():
+            default = param.default
+            if (isinstance(default, typer.models.OptionInfo) and param.annotation in (bool, "bool")
+                    and default.metavar is None):
+                default.metavar = ""
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _flags_without_metavar(group.typer_instance)
+
+
+_flags_without_metavar()
+
+
 @functools.cache
 def command():
     """The click command tree of ``app``, built once per process: Typer rebuilds it from every command's
@@ -156,8 +177,10 @@ def main() -> None:
             if text:
                 print(text)
             sys.exit(EXIT_USER_ERROR)
-        where = f" (`{ctx.command_path} --help`)" if ctx is not None else ""
-        err_console.print(error_line(err.format_message() + where), markup=True, highlight=False)
+        path = ctx.command_path if ctx is not None else command_path(command(), sys.argv[1:])
+        # click's parse errors of an option's value (`--state` without one) carry no context: the path from argv
+        message = err.format_message().replace("Value error, ", "")  # typer's wording of a choice refused
+        err_console.print(error_line(f"{message} (`{path} --help`)"), markup=True, highlight=False)
         sys.exit(EXIT_USER_ERROR)
     except abort:  # end of input at a question (click's Abort)
         sys.exit(INTERRUPTED_EXIT)
@@ -228,6 +251,18 @@ def repeated_option(root, args: list[str]) -> str | None:
                 return (f"{shown} is given more than once; it takes one value: give it once "
                         f"(`{' '.join(path)} --help`)")
     return None
+
+
+def command_path(root, args: list[str]) -> str:
+    """``arctl status``: the command ``args`` name (the command groups' names before ``--``, as click walks them)."""
+    cmd, path = root, [root.name or "arctl"]
+    for token in args:
+        if token == "--":
+            break
+        sub = getattr(cmd, "commands", {}).get(token)
+        if sub is not None:
+            cmd, path = sub, [*path, token]
+    return " ".join(path)
 
 
 def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -388,7 +388,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
                      "config_hash": v.run_id.rsplit("_", 1)[-1],
                      "code_version": _run_version(prov), **recorded.get(v.run_id, _NOT_RECORDED)})
     meta = {
-        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),  # ISO 8601 UTC, as export.json's exported_at
         "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "code_version": _run_version(code_version()), "workspace": str(Path(base).resolve()), "sweeps": sweeps, "scale": scale,
