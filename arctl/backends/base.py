@@ -13,6 +13,7 @@ the tiny backend never pulls in verl or Ray and ``arctl --help`` imports neither
 from __future__ import annotations
 
 import importlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -144,6 +145,66 @@ def stop_follows(stopped: Callable[[], bool], seconds: float | None = None) -> b
             return False
         time.sleep(0.05)
     return True
+
+
+# The RL steps in a row whose every optimizer step may be skipped (a gradient norm that is not finite: verl's rule,
+# which both backends follow) before the run fails as diverged. A constant, not a config key: a key would change
+# every run's id. From a hunt: a run whose loss stayed NaN skipped 45 of its 50 optimizer steps, trained nothing
+# after step 2, and ended COMPLETED, its frozen weights checkpointed and reported as one more seed.
+DIVERGED_STEPS = 3
+
+
+class Diverged(RuntimeError):
+    """The run stopped learning: its weights diverged (every optimizer step of :data:`DIVERGED_STEPS` RL steps in a
+    row skipped, or the policy's logits are not finite). One line: the first bad step, what happened, what to change."""
+
+
+def diverged_advice(lr: float, weight_decay: float, grad_clip: float) -> str:
+    """What to change in a run that diverged: the optimizer settings, with the values it ran."""
+    return f"lower optim.lr ({lr:g}), optim.weight_decay ({weight_decay:g}) or optim.grad_clip ({grad_clip:g})"
+
+
+class SkipStreak:
+    """The RL steps in a row whose every optimizer step was skipped, for both backends. :meth:`update` after each
+    step's update returns the step's warning line (None: no optimizer step skipped); :meth:`fail` raises
+    :class:`Diverged` once the streak is :data:`DIVERGED_STEPS` steps long. While :attr:`first` is set, a backend
+    saves no checkpoint but the run's last step's: a resume then starts before the streak and counts it again from
+    its first step (the step the run fails at is the same in every attempt)."""
+
+    def __init__(self, advice: str):
+        self.advice = advice  # what to change (:func:`diverged_advice`)
+        self.first: int | None = None  # the first step of the streak (None: the last step updated the weights)
+        self.skipped = 0  # optimizer steps skipped in the streak
+        self.length = 0  # its RL steps
+        self.line = ""  # the streak's warning line
+
+    @property
+    def diverged(self) -> bool:
+        return self.length >= DIVERGED_STEPS
+
+    def update(self, step: int, skipped: int, steps: int, loss: float) -> str | None:
+        """The warning line of RL step ``step``, ``skipped`` of whose ``steps`` optimizer steps were skipped, its
+        mean loss ``loss``: the streak's span where every one was, the step's count where some were."""
+        said = (f"train/loss {loss}" if not math.isfinite(loss) else
+                f"train/loss {loss:.4g} is finite: the gradient overflowed")
+        if not skipped or skipped < steps:
+            self.first, self.skipped, self.length, self.line = None, 0, 0, ""
+            return None if not skipped else (
+                f"step {step}: the gradient norm was not finite in {skipped} of {steps} optimizer step(s): skipped, "
+                f"as verl skips them ({said})")
+        if self.first is None:
+            self.first = step
+        self.skipped += skipped
+        self.length = step - self.first + 1
+        span = f"step {step}" if self.length == 1 else f"steps {self.first}-{step}"
+        self.line = (f"{span}: every optimizer step was skipped ({self.skipped} of {self.skipped}: the gradient norm "
+                     f"was not finite; {said}), the weights unchanged since step {self.first - 1}")
+        return self.line
+
+    def fail(self) -> None:
+        """Diverged (one line) where the streak is :data:`DIVERGED_STEPS` steps long."""
+        if self.diverged:
+            raise Diverged(f"{self.line}: the training diverged — {self.advice}")
 
 
 def available_backends() -> dict[str, str]:

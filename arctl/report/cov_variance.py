@@ -82,12 +82,30 @@ def series_table(data: ReportData, eval_only: list[str] | None = None):
     return df.groupby(["series", "budget"], as_index=False)["value"].agg(value="mean", n="size")
 
 
+def undefined_runs(data: ReportData, eval_only: list[str]) -> list[str]:
+    """The runs (not ``eval_only``) that logged a diagnostic of :data:`SERIES`: where :func:`series_table` found no
+    value, each of theirs is NaN (undefined: the return constant on every sample, as with accuracy 0 or 1)."""
+    h = data.history
+    if not len(h):
+        return []
+    h = h[~h["run_id"].astype(str).isin(eval_only)]
+    return sorted({str(r) for r, m in zip(h["run_id"], h["metric"].astype(str))
+                   if (p := parse_metric(m)) is not None and p.name in SERIES})
+
+
 @report_rc()  # drawn with matplotlib's defaults and arctl's settings, not the user's
 def build(spec: dict, data: ReportData):
     eval_only = eval_only_runs(data)
     table = series_table(data, eval_only)
     if not len(table):
         which, only = ("training run", f" ({eval_only_warning(eval_only)})") if eval_only else ("run", "")
+        undefined = undefined_runs(data, eval_only)
+        if undefined:  # logged, every value NaN (from a hunt: said "no run logged", with advice that would not help)
+            raise ReportError(
+                f"{len(undefined)} {which}(s) in {data.source} logged {CORR_GLOB} and {NVAR_GLOB}, but every value of "
+                f"their first evaluation is undefined (NaN: the return is the same on every sample there, e.g. "
+                f"accuracy 0 or 1; docs/metrics.md){only}: {listed(undefined)}; evaluate more problems "
+                "(tiny.diag_problems; verl: eval.n_samples) or a model whose accuracy varies")
         raise ReportError(f"no {which} in {data.source} logged {CORR_GLOB} or {NVAR_GLOB}{only}; "
                           f"produce one with {spec_hint(spec, data.named)}")
     if eval_only:

@@ -115,14 +115,28 @@ def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator 
            rows: torch.Tensor | None = None, n_rows: int | None = None) -> torch.Tensor:
     """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy). With ``rows`` [N] (the batch
     rows' places among ``n_rows``), ``n_rows`` uniforms are drawn and the batch uses its rows' ones:
-    the random stream of a batch that kept every row."""
+    the random stream of a batch that kept every row. :class:`LogitsNotFinite` where a row's logits are not finite
+    (NaN, +inf: no distribution to sample; a search of its NaN CDF gave the last token, silently)."""
     if temperature <= 0:
+        _finite(torch.isnan(logits).any(-1) | torch.isposinf(logits).any(-1))
         return logits.argmax(-1)
     # inverse-CDF sampling: one uniform per row (torch.multinomial draws one per row and token)
     cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
+    _finite(~torch.isfinite(cdf[:, -1]))  # NaN/inf logits: the search below took the last token (from a hunt)
     u = torch.rand(cdf.shape[0] if rows is None else n_rows, 1, generator=generator)
     u = (u if rows is None else u[rows]) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_max(cdf.shape[-1] - 1)
+
+
+class LogitsNotFinite(FloatingPointError):
+    """The policy's logits are not finite (NaN, +inf): its weights diverged; there is nothing to sample."""
+
+
+def _finite(bad: torch.Tensor) -> None:
+    """:class:`LogitsNotFinite` (one line) where a row of ``bad`` [N] is set."""
+    if bad.any():
+        raise LogitsNotFinite(f"the policy's logits are not finite (NaN/inf) in {int(bad.sum())} of {bad.shape[0]} "
+                              "row(s) sampled: its weights diverged")
 
 
 def attention_mask(key_valid: torch.Tensor, n_new: int) -> torch.Tensor:

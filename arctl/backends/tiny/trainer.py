@@ -29,7 +29,7 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
-from arctl.backends.base import stop_follows
+from arctl.backends.base import Diverged, SkipStreak, diverged_advice, stop_follows
 from arctl.backends.tiny.checkpoint import (
     CheckpointError,
     Found,
@@ -40,7 +40,7 @@ from arctl.backends.tiny.checkpoint import (
     save_checkpoint,
 )
 from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
-from arctl.backends.tiny.rollout import Rollout, budget_scores, rollout
+from arctl.backends.tiny.rollout import LogitsNotFinite, Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
 from arctl.backends.tiny.tasks import target_word
 from arctl.backends.tiny.update import ppo_update, tree_batch
@@ -153,9 +153,12 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     progress = Progress(total, start)
     status = "completed"
     closing, closed = None, True
+    advice = diverged_advice(run.lr, run.weight_decay, run.grad_clip)
+    streak = SkipStreak(advice)  # the steps in a row that skipped every optimizer step: the run fails at 3
     lost = []  # what W&B lost (a step's row or the run's close as the run stopped; rows its files lack after the
     # close, writer.complete_history): the run ends preempted, and its next attempt re-logs them
     try:
+        step = start
         if start == 0 and test_freq > 0 and resume_at is None:
             lost += log_metrics(wb, run_dir, 0, evaluate(model, tok, inserted, config, eval_budgets), progress, stop)
         for step in range(start + 1, total + 1):
@@ -182,9 +185,10 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 run.ppo_epochs, objective, run.grad_clip, run.temperature, run.update_micro_batch, reference,
             )
             model.eval()
-            if upd["skipped"]:  # verl prints "WARN: grad_norm is not finite" and skips the same way
-                note = (f"step {step}: the gradient norm was not finite in {upd['skipped']} optimizer step(s): "
-                        "skipped, as verl skips them (train/loss shows whether the loss diverged)")
+            # verl prints "WARN: grad_norm is not finite" and skips the same way; a streak of steps that skipped
+            # every optimizer step fails the run (arctl.backends.base.SkipStreak), its line the status warning till then
+            note = streak.update(step, upd["skipped"], upd["steps"], upd["loss"])
+            if note:
                 print(f"tiny: WARNING {note}", flush=True)
                 write_warning(run_dir, note)
             metrics = ms.train_metrics(batch_stats(trees, questions, advs, objective, ms.ADV_VAR_KINDS))
@@ -194,6 +198,9 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
                 metrics[ms.TRAIN_THINK_LIMIT] = float(limit)
             if "kl" in upd:
                 metrics.update({ms.TRAIN_KL: upd["kl"], ms.TRAIN_KL_LOSS: upd["kl_loss"]})
+            if streak.diverged:  # the step's row is kept (its train/loss), with no evaluation and no checkpoint
+                log_metrics(wb, run_dir, step, metrics, progress, stop)
+                streak.fail()
 
             # 6. evaluation, checkpoint, stop
             if step == total:
@@ -201,16 +208,22 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
             elif test_freq > 0 and step % test_freq == 0:
                 metrics.update(evaluate(model, tok, inserted, config, eval_budgets))
             lost += log_metrics(wb, run_dir, step, metrics, progress, stop)
-            saved = step == total or (save_freq > 0 and step % save_freq == 0)
+            # no checkpoint inside a streak but the last step's: a resume counts the streak again from its first step
+            saved = step == total or (save_freq > 0 and step % save_freq == 0 and streak.first is None)
             if saved:  # (the rows it covers flushed to disk first: a crash never leaves it without them)
                 save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints,
                                 covers=run_dir / writer.METRICS_FILE)
             if step < total and stop.is_set():
-                if not saved:  # the same step saved twice: a kill between the second's .pt and its checksum
+                if not saved and streak.first is None:  # (saved: the same step twice, a kill between the second's
+                    # .pt and its checksum; in a streak: none, as above)
                     save_checkpoint(run_dir, step, model, optimizer, generator, wandb_id, run.keep_checkpoints,
                                     covers=run_dir / writer.METRICS_FILE)
                 status = "preempted"
                 break
+    except LogitsNotFinite as err:  # a rollout's or an evaluation's: the step and what to change, in one line
+        status = "failed"
+        after = f" (after {streak.line})" if streak.line else ""  # the first bad step, where a streak came first
+        raise Diverged(f"step {step}: {err}{after} — {advice}") from err
     except BaseException:
         status = "failed"  # W&B's exit record says so (its clean one took a failed run for finished: a hunt)
         raise

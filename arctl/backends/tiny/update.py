@@ -190,7 +190,7 @@ def ppo_update(
     bad batch does not turn every weight into NaN in one backend and leave the other's as they were.
 
     Returns the mean policy loss (``loss``, without the KL term, as verl's ``actor/pg_loss``), the
-    mean entropy of the trained tokens under the policy that sampled them (before any step, as verl's), ``skipped``: the optimizer steps skipped, and with a KL term its mean (``kl_loss``)
+    mean entropy of the trained tokens under the policy that sampled them (before any step, as verl's), ``skipped``: the optimizer steps skipped of ``steps``, and with a KL term its mean (``kl_loss``)
     and ``kl``: the mean per-token KL estimate of the policy that sampled the batch against the
     reference (:func:`arctl.algo.tree_loss.kl_mean`)."""
     n_groups = int(groups.max()) + 1
@@ -229,7 +229,7 @@ def ppo_update(
             kls.append(kl_total)
             ents.append(ent_sum / max(n_tok, 1))
     out.update({"loss": sum(losses) / len(losses), "entropy": ents[0] if entropy is None else entropy,
-                "skipped": skipped})
+                "skipped": skipped, "steps": len(losses)})
     if objective.loss.kl_coef:
         out["kl_loss"] = sum(kls) / len(kls)
     return out

@@ -25,6 +25,9 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
   (:data:`arctl.backends.verl.history.PENDING_ROW`), removed once verl has logged the step, and the run's
   rows (that file, metrics.jsonl, verl's file log) are flushed to disk (fsync): a complete checkpoint implies its
   steps' rows are on disk, however the job ends (a lost node included) before verl logs the step;
+- ``_update_actor``: counts the optimizer steps verl skipped (a gradient norm not finite); a streak of steps that
+  skipped every one fails the run in one line, and no checkpoint is saved inside a streak but the last step's
+  (:class:`arctl.backends.base.SkipStreak`, the tiny backend's rule);
 - ``_fetch_one_gen_batch`` / ``_validate``: under ``trainer.deterministic`` the questions' uids (which
   name and seed their requests) are drawn from the run's seed and the step, not uuid4;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
@@ -37,6 +40,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import math
 import time
 import uuid
 from collections import defaultdict
@@ -57,6 +61,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.metrics import eval_diagnostics
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree_loss import kl_mean
+from arctl.backends.base import SkipStreak, diverged_advice
 from arctl.backends.verl import stop_request
 from arctl.backends.verl.advantage import (
     FORCED_PREFIX,
@@ -75,6 +80,7 @@ from arctl.backends.verl.agent_loop import DIAG_PREFIX
 from arctl.backends.verl.checkpoints import SaveOnce
 from arctl.backends.verl.rollout_failures import FailFast
 from arctl.track import metrics_schema as ms
+from arctl.track.phase import write_warning
 
 logger = logging.getLogger(__name__)
 
@@ -250,8 +256,47 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
             return super()._get_required_batch_multiple(dp_size)
 
     def _update_actor(self, batch, metrics: dict):
-        with self.rows_scaled():
-            return super()._update_actor(batch, metrics)
+        workers, norms = self.actor_rollout_wg, []
+        update = getattr(workers, "update_actor", None)
+
+        def recorded(*args, **kwargs):  # the gradient norm of each optimizer step, before verl averages them
+            out = update(*args, **kwargs)
+            norms.extend(_grad_norms(out))
+            return out
+
+        if update is not None:
+            workers.update_actor = recorded
+        try:
+            with self.rows_scaled():
+                out = super()._update_actor(batch, metrics)
+        finally:
+            if update is not None:
+                workers.update_actor = update
+        if norms:  # (none: an update that reported no gradient norm says nothing of the streak)
+            self._arctl_skips(norms, metrics)
+        return out
+
+    # ------------------------------------------------------------------ a run that stopped learning
+    _arctl_streak: SkipStreak | None = None  # the steps in a row that skipped every optimizer step
+
+    def _arctl_skips(self, norms: list[float], metrics: dict) -> None:
+        """verl skips an optimizer step whose gradient norm is not finite (its engines' ``optimizer_step``), and the
+        run went on untrained for good: a streak of :data:`arctl.backends.base.DIVERGED_STEPS` steps that skipped
+        every one fails it, in one line, as the tiny backend's (:class:`arctl.backends.base.SkipStreak`)."""
+        if self._arctl_streak is None:
+            optim = self.config.actor_rollout_ref.actor.optim
+            self._arctl_streak = SkipStreak(diverged_advice(float(optim.lr), float(optim.weight_decay),
+                                                            float(optim.clip_grad)))
+        loss = float(metrics.get("actor/pg_loss", float("nan")))
+        note = self._arctl_streak.update(int(self.global_steps), sum(not math.isfinite(n) for n in norms), len(norms),
+                                         loss)
+        if note:
+            print(f"arctl: WARNING {note}", flush=True)  # printed: the job log shows it whatever verl's log level
+            stop_file = stop_request.stop_file_of(self.config)
+            if stop_file:
+                with contextlib.suppress(OSError):
+                    write_warning(Path(str(stop_file)).parent, note)
+        self._arctl_streak.fail()
 
     def on_init_end(self):
         # verl knows the run's length now (its dataloader); the agent loop workers, created after
@@ -401,6 +446,12 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         return out
 
     def _save_checkpoint(self):
+        streak = self._arctl_streak
+        if streak is not None and streak.first is not None and self.global_steps < (self._arctl_last_step or
+                                                                                    self.total_training_steps):
+            # no checkpoint inside a streak but the last step's: a resume counts it again from its first step
+            print(f"arctl: no checkpoint at step {self.global_steps}: {streak.line}", flush=True)
+            return None
         if self._arctl_saved_step != int(self.global_steps):  # a save SaveOnce makes (not a second call)
             self._arctl_keep_step_row()
             self._arctl_flush_rows()
@@ -562,6 +613,24 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         metrics.update(_arctl_train_metrics(metrics, self.config))
         self._define_step_metric()
         return out
+
+
+def _grad_norms(output) -> list[float]:
+    """The gradient norm of each optimizer step of an actor update's output (verl's ``grad_norm`` metric, one
+    per mini-batch and epoch, before the trainer averages them); [] where it holds none."""
+    try:
+        values = output["metrics"].get("grad_norm")
+    except Exception:  # noqa: BLE001 - no metrics (an output of another shape): nothing counted
+        return []
+
+    def flat(value) -> list:
+        return [x for item in value for x in flat(item)] if isinstance(value, (list, tuple)) else [value]
+
+    out = []
+    for value in flat(values) if values is not None else []:
+        with contextlib.suppress(TypeError, ValueError):
+            out.append(float(value))
+    return out
 
 
 def _arctl_train_metrics(metrics: dict, config) -> dict[str, float]:
