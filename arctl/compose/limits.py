@@ -46,6 +46,12 @@ def nullable() -> tuple[str, ...]:
     return nullable_lists(plugins.run_config())
 
 
+# the sections whose keys are other keys' values (``thinking.budgets: ${scale.budgets}``, ``rollout.n:
+# ${scale.rollout_n}``, the scale's limits for ThinkPrune and L1): checked first, so a value out of range is said as
+# the key the user wrote (from a hunt: scale.budgets=[8,16,24,100000000] was blamed on thinking.budgets, "no
+# override writes it")
+SOURCE_SECTIONS = ("scale.",)
+
 OPEN_RANGE = F(-1e15, 1e15)  # a key a user added under an open section: finite and sane
 
 
@@ -88,12 +94,14 @@ def range_problem(cfg: dict) -> tuple[str, str] | None:
     kind of value (a number, or a list of numbers: never a mapping, whose leaves would pass as keys
     of their own); every other numeric leaf needs a declared range, or an open section's."""
     declared, lists, open_sections, may_be_null = ranges(), list_ranges(), plugins.open_sections(), nullable()
-    for key, r in declared.items():
+    checks = [(key, r, False) for key, r in declared.items()] + [(key, r, True) for key, r in lists.items()]
+    checks.sort(key=lambda c: not c[0].startswith(SOURCE_SECTIONS))  # the sources first, else in order
+    for key, r, is_list in checks:
         value = _lookup(cfg, key)
-        if value is not _MISSING and not r.contains(value):
-            return key, f"{key}={value!r} is invalid: expected {r.describe()}"
-    for key, r in lists.items():
-        value = _lookup(cfg, key)
+        if not is_list:
+            if value is not _MISSING and not r.contains(value):
+                return key, f"{key}={value!r} is invalid: expected {r.describe()}"
+            continue
         if value is _MISSING or (value is None and key in may_be_null):
             continue
         if not isinstance(value, list):

@@ -358,6 +358,12 @@ def validate_config(cfg: dict, *, ranges_checked: bool = False, composing: bool 
         )
     lo = _get(cfg, "optim.clip_ratio")
     _check(cfg, "optim.clip_ratio_high", lambda v: v >= lo, f"a number >= optim.clip_ratio={lo}")
+    lr, decay = _get(cfg, "optim.lr"), _get(cfg, "optim.weight_decay")
+    if composing and lr * decay >= 1:  # (new runs only: a frozen run resumes as it ran)
+        raise SpecError(  # from a hunt: lr=10, weight_decay=10 flipped every weight x(-99) a step, loss NaN by step 3
+            f"optim.lr={lr:g} x optim.weight_decay={decay:g} = {lr * decay:g} >= 1: AdamW's decoupled decay multiplies "
+            "every weight by 1 - lr x weight_decay <= 0 at each step",
+            "optim.weight_decay", "keep optim.lr x optim.weight_decay well below 1")
     _check(cfg, "optim.loss_norm_len", lambda v: v is not None,
            "an integer >= 1 (tokens per tree of the Dr. GRPO constant; null picks the authors' rule, which "
            "needs summary.max_tokens)")

@@ -168,6 +168,49 @@ def _prefetch(paths: list[Path]) -> None:
     threading.Thread(target=run, name="arctl-prefetch", daemon=True).start()
 
 
+def _note(text: str) -> None:
+    """``note: text`` on stderr, one line (where the pool's notes go: the command's own output is stdout)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[yellow]note[/]: {escape(text)}", highlight=False, soft_wrap=True)
+
+
+def _why(err: OSError) -> str:
+    """``err`` in a few words, and where a lock could not be made, the folder that holds the locks."""
+    import errno
+
+    text = f"{err.strerror or err}" if err.errno is None else f"[Errno {err.errno}] {err.strerror}"
+    if err.errno in (errno.ENOSPC, errno.EROFS):
+        text += "; the pool's locks live in /dev/shm"
+    return text
+
+
+def _run_here(fn, jobs: list[tuple], progress: bool, what: str, prefetch: list[Path] | None) -> list:
+    """Call ``fn(*job)`` for every job in this process, in order."""
+    results: list = [None] * len(jobs)
+    _prefetch(prefetch or [])
+    with _progress(progress, len(jobs), what) as bar:
+        task = bar.add_task(what, total=len(jobs)) if bar else None
+        for i, job in enumerate(jobs):
+            results[i] = fn(*job)
+            if bar:
+                bar.advance(task)
+    return results
+
+
+def _abandon(pool) -> None:
+    """Stop a pool whose workers could not all be started: end those that were (they wait on the pool's queue,
+    which nothing will feed, and the interpreter joins them at exit) and drop the jobs submitted."""
+    started = list((getattr(pool, "_processes", None) or {}).values())  # ProcessPoolExecutor's own record
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in started:
+        p.terminate()
+    for p in started:
+        p.join()
+        p.close()  # its sentinel pipe
+
+
 def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, what: str,
                   prefetch: list[Path] | None = None) -> list:
     """Call ``fn(*job)`` for every job, in worker processes when there are several jobs (as many as
@@ -176,18 +219,9 @@ def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, 
     results: list = [None] * len(jobs)
     n_proc, note = pool_size(processes, len(jobs), prefetch)
     if note:
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[yellow]note[/]: {note}", highlight=False, soft_wrap=True)
+        _note(note)
     if n_proc <= 1:
-        _prefetch(prefetch or [])
-        with _progress(progress, len(jobs), what) as bar:
-            task = bar.add_task(what, total=len(jobs)) if bar else None
-            for i, job in enumerate(jobs):
-                results[i] = fn(*job)
-                if bar:
-                    bar.advance(task)
-        return results
+        return _run_here(fn, jobs, progress, what, prefetch)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -204,9 +238,35 @@ def _run_parallel(fn, jobs: list[tuple], processes: int | None, progress: bool, 
     # spawn, as report/style.py forks only on Linux); spawned workers import what they need themselves
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods and sys.platform.startswith("linux") else "spawn")
-    with ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx) as pool:
-        # submit (and so fork) before the progress bar starts its refresh thread
-        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+    # making the pool's locks and pipes and forking its workers can fail where the jobs would not: a full or
+    # read-only /dev/shm (ENOSPC, EROFS: the locks live there; Docker's default is 64 MB, and Ray leaves objects
+    # there after a crash), too few file descriptors (EMFILE), no room for a process (EAGAIN, ENOMEM). Then this
+    # process reads them all, and a note says why (from a hunt: a 70-line traceback of the first `arctl report`)
+    failed = None  # why the workers could not be made: said outside the except, whose traceback holds the
+    # half-made pool's pipes (the file descriptors that the reads here need: `ulimit -n 12`, from a hunt)
+    try:
+        pool = ProcessPoolExecutor(max_workers=n_proc, mp_context=ctx)
+    except OSError as err:
+        failed = _why(err)
+    else:
+        try:
+            # submit (and so fork) before the progress bar starts its refresh thread
+            futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+        except OSError as err:
+            failed = _why(err)
+        except BaseException:
+            _abandon(pool)  # no worker left waiting (the interpreter would wait for it at exit)
+            raise
+        if failed is not None:
+            _abandon(pool)
+            del pool
+    if failed is not None:
+        import gc
+
+        gc.collect()  # closes the half-made pool's pipes and locks now
+        _note(f"reading with 1 process: cannot make worker processes ({failed})")
+        return _run_here(fn, jobs, progress, what, prefetch)
+    with pool:
         _prefetch(prefetch or [])  # a thread: started after the workers were forked
         with _progress(progress, len(jobs), what) as bar:
             task = bar.add_task(what, total=len(jobs)) if bar else None
