@@ -321,8 +321,9 @@ def test_a_resume_that_turns_w_and_b_on_logs_the_kept_steps_first(tmp_path):
 def test_a_resume_finds_the_first_step_its_records_lost(tmp_path):
     """history_gap: the first step up to the checkpoint that neither the W&B files (up to the rewind) nor the run's
     metrics file hold (from a hunt: a node lost after the step-4 checkpoint took rows 3..4 from both). verl's
-    prepare_attempt refuses such a resume in one line, writing no W&B fragment (the tiny backend resumes from an
-    older checkpoint: tests/tiny/test_crash_history.py)."""
+    prepare_attempt still refuses a resume from that checkpoint in one line, writing no W&B fragment, should a caller
+    ask for one (both backends choose an older checkpoint first: tests/tiny/test_crash_history.py,
+    tests/verl/test_lost_rows_resume.py)."""
     from arctl.backends.verl.history import prepare_attempt
     from arctl.track.writer import METRICS_FILE, history_gap
 
