@@ -291,9 +291,19 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
                 from arctl.launch.job import resume_step
 
                 step = resume_step(item.config, where)
+            cannot = None
+            if saved and step is None:  # none named: why its backend cannot resume it, where it says (verl: no
+                # complete checkpoint before a step its records lost; the launch refuses it in the same line, from a
+                # review: the dry run said "resumes from its last checkpoint" of a resume that fails as it starts)
+                from arctl.launch.backends import BackendError, backend_name, get_backend
+
+                with suppress(BackendError):  # (the launch's own checks say so)
+                    ask = getattr(get_backend(backend_name(item.config)), "resume_problem", None)
+                    cannot = ask(item.config, where) if callable(ask) else None
             item.action, item.reason = "resume", f"{rec.state.lower()}: " + (
                 f"resumes from step {step}" if step
                 else "starts from the beginning (it has no complete checkpoint)" if step == 0
+                else f"cannot resume: {cannot}" if cannot
                 else "resumes from its last checkpoint" if saved
                 else "starts from the beginning (it has no checkpoint)")
             if (changed := inputs_change(*recorded_inputs(item, workspace), "its last attempt was launched")) is not None:

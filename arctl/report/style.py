@@ -147,26 +147,43 @@ def path_from(out_dir: str | Path, path: str | Path) -> str:
 def paths_from(out_dir: str | Path, workdir: str | Path, text: str) -> str:
     """``text`` (a report's warning) as the report's files in ``out_dir`` say it: the workspace ``workdir`` and every
     path under it named as :func:`path_from` names it, where ``text`` names it as typed, absolute or resolved (a W&B
-    file's path, ``--workdir W`` of a command, ``--out W`` of an export's), shell-quoted where it was. Only a whole
-    path is replaced: one that begins after a space, a quote, a bracket or ``=`` and ends at a ``/``, a space or a
-    mark (``ws`` in ``ws2/`` or ``rows`` is not the workspace ``ws``). From a hunt of determinism: claims.md's
-    warnings held the paths as typed, so the same report written from another folder differed."""
+    file's path, ``--workdir W`` of a command, ``--out W`` of an export's), shell-quoted where it was. Only a path is
+    replaced: an absolute form (or a relative one with a ``/`` in it, ``../data``) as a whole token, one that begins
+    after a space, a quote, a bracket, ``=`` or ``,`` and ends at a ``/``, a space or a mark (``ws`` in ``ws2/`` or
+    ``rows`` is not the workspace ``ws``); a name typed bare (``runs``) only where a ``/`` follows it (a path under
+    it) or as the argument of ``--workdir``/``--out``; a workspace typed ``.`` as ``runs/...``, its paths. From a
+    hunt of determinism: claims.md's warnings held the paths as typed, so the same report written from another folder
+    differed; from a review: a workspace typed ``runs``, ``tiny`` or an experiment's name changed those words too
+    ("these ../runs ran uniform", ``--scale ../tiny``, ``arctl run ../ablation-vr``)."""
     import re
     import shlex
 
     base = Path(workdir).expanduser()
     rel = Path(path_from(out_dir, base))
-    pairs: dict[str, str] = {}
+    whole: dict[str, str] = {}  # replaced as a whole token
+    under: dict[str, str] = {}  # replaced only where a "/" follows (a path under the workspace)
+
+    def add(pairs: dict[str, str], old: str, new: str) -> None:
+        pairs.setdefault(old, new)
+        if shlex.quote(old) != old:
+            pairs.setdefault(shlex.quote(old), shlex.quote(new))
+
     for form in (base, base.absolute(), base.resolve()):
-        for flag in ("--workdir", "--out"):  # a command's, "." too
-            pairs.setdefault(f"{flag} {shlex.quote(str(form))}", f"{flag} {shlex.quote(str(rel))}")
-        for old, new in ((form / "runs", rel / "runs"), (form, rel)):  # (a workspace typed "." is "runs/..." under it)
-            if str(old) not in (".", ""):
-                pairs.setdefault(str(old), str(new))
-                if shlex.quote(str(old)) != str(old):
-                    pairs.setdefault(shlex.quote(str(old)), shlex.quote(str(new)))
-    alternatives = "|".join(re.escape(p) for p in sorted(pairs, key=len, reverse=True))
-    return re.sub(rf"(?<![^\s`'\"(\[=,])({alternatives})(?=$|[\s`'\")\],;:/])", lambda m: pairs[m.group(1)], text)
+        for flag in ("--workdir", "--out"):  # a command's, "." and a bare name too
+            whole.setdefault(f"{flag} {shlex.quote(str(form))}", f"{flag} {shlex.quote(str(rel))}")
+        if str(form) in (".", ""):  # the workspace typed ".": its paths are "runs/..."
+            add(under, "runs", str(rel / "runs"))
+        elif form.is_absolute() or len(form.parts) > 1:  # a path whatever follows it
+            add(whole, str(form), str(rel))
+        else:  # a bare name ("runs", "tiny", an experiment's): a word unless a path under it follows
+            add(under, str(form), str(rel))
+
+    def alternatives(pairs: dict[str, str]) -> str:
+        return "|".join(re.escape(p) for p in sorted(pairs, key=len, reverse=True)) or "(?!)"
+
+    begins = r"(?<![^\s`'\"(\[=,])"
+    pattern = (rf"{begins}(?:({alternatives(whole)})(?=$|[\s`'\")\],;:/])|({alternatives(under)})(?=/))")
+    return re.sub(pattern, lambda m: whole[m.group(1)] if m.group(1) is not None else under[m.group(2)], text)
 
 
 class Outputs:

@@ -94,3 +94,67 @@ def test_a_quoted_workspace_stays_quoted_and_one_typed_dot_is_found(tmp_path, mo
     monkeypatch.chdir(spaced)  # --workdir .: its W&B files are runs/..., an export's command --out .
     assert paths_from(tmp_path / "figures", ".", "runs/r/f.wandb: damaged; `arctl export --out . --workdir W`") == \
         "../my data/runs/r/f.wandb: damaged; `arctl export --out '../my data' --workdir W`"
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """claims.md, claims.json and claims.html in ``folder``, less what differs by the clock and the machine (the
+    time, the load) and the output paths as typed."""
+    md = (folder / "claims.md").read_text().splitlines()
+    data = json.loads((folder / "claims.json").read_text())
+    data.pop("meta")
+    data.pop("outputs", None)
+    page = re.sub(r'<p class="meta" id="meta">.*?</p>', "", (folder / "claims.html").read_text())
+    return {"md": "\n".join(line for line in md if not re.match(r"\d{4}-\d\d-\d\dT", line)), "json": json.dumps(data),
+            "html": page}
+
+
+def test_a_workspace_typed_runs_or_dot_gives_the_files_of_one_typed_absolute(workspace, tmp_path, monkeypatch):
+    """From a review: a workspace typed `--workdir runs` made "these runs ran uniform" "these ../runs ran uniform",
+    and one typed `.` added the word `runs`: the files differed from those of the same workspace typed absolute."""
+    paper = tmp_path / "paper"
+    shutil.copytree(workspace, paper / "runs", ignore=shutil.ignore_patterns(".arctl-cache", "report"))
+    figures = paper / "figures"
+    written = {}
+    for typed, here, out in (("runs", paper, "figures"), (".", paper / "runs", "../figures"),
+                             (str(paper / "runs"), tmp_path, str(figures))):
+        monkeypatch.chdir(here)
+        _invoke(*CLAIMS, "--workdir", typed, "--out", out)
+        written[typed] = _files(figures)
+    assert written["runs"] == written["."] == written[str(paper / "runs")]
+    warnings = _warnings(figures)["md"]
+    text = "\n".join(warnings)
+    assert "../runs/runs/ablation-vr--grpo-vr--s1/" in text and "`arctl status --workdir ../runs`" in text, warnings
+    assert "../runs ran" not in text and "../runs read" not in text and "runs/runs/runs" not in text, warnings
+    assert "these runs ran uniform" in text, warnings  # the word, as the terminal says it
+
+
+@pytest.mark.parametrize("name", ["tiny", "ablation-vr", "runs", "eval"])
+def test_a_workspace_named_as_a_word_changes_only_its_paths(name, tmp_path, monkeypatch):
+    """A workspace typed as a bare name is a path only where a `/` follows it or as `--workdir`'s or `--out`'s
+    argument: a scale, an experiment, a word of the same name stay (from a review: `--scale ../tiny`,
+    `arctl run ../ablation-vr`, "these ../runs ran uniform")."""
+    from arctl.report.style import paths_from
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).mkdir()
+    out = tmp_path / "figures"
+    text = (f"{name}/runs/r/run.wandb: damaged; `arctl run {name} --scale {name} --workdir {name}` (scale {name}); "
+            f"these {name} ran, {name}: `arctl export --out {name} ...`; {name}2/x and x/{name}/y stay")
+    assert paths_from(out, name, text) == (
+        f"../{name}/runs/r/run.wandb: damaged; `arctl run {name} --scale {name} --workdir ../{name}` (scale {name}); "
+        f"these {name} ran, {name}: `arctl export --out ../{name} ...`; {name}2/x and x/{name}/y stay")
+    # typed absolute: the same text names it absolute, and becomes the same
+    absolute = text.replace(f"{name}/runs", f"{tmp_path / name}/runs")
+    for flag in ("--workdir", "--out"):
+        absolute = absolute.replace(f"{flag} {name}", f"{flag} {tmp_path / name}")
+    assert paths_from(out, tmp_path / name, absolute) == paths_from(out, name, text)
+
+
+def test_a_workspace_typed_dot_changes_runs_paths_not_the_word_runs(tmp_path, monkeypatch):
+    from arctl.report.style import paths_from
+
+    (tmp_path / "ws").mkdir()
+    monkeypatch.chdir(tmp_path / "ws")
+    text = "runs/r/f.wandb: damaged; these runs ran uniform (`arctl status --workdir .`); runs: 3"
+    assert paths_from(tmp_path / "figures", ".", text) == \
+        "../ws/runs/r/f.wandb: damaged; these runs ran uniform (`arctl status --workdir ../ws`); runs: 3"

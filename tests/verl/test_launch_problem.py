@@ -117,6 +117,8 @@ def test_a_resume_on_another_number_of_gpus_than_its_checkpoint_is_refused(data,
     for rank in range(8):
         (actor / f"model_world_size_8_rank_{rank}.pt").write_bytes(b"x")
     checkpoints.mark_complete(run_dir / "checkpoints", 40)
+    (run_dir / "verl_metrics.jsonl").write_text("".join(  # the rows it covers: a resume from it works (else refused)
+        json.dumps({"step": s, "data": {"trainer/global_step": s}}) + "\n" for s in range(1, 41)))
     assert launch_problem(_config(), run_dir) is None  # the paper's 8 GPUs, as saved
     problem = launch_problem(_config("cluster.nodes=2"), run_dir)
     assert problem is not None and "step 40) holds the model in 8 shards" in problem and "current 16 GPUs" in problem

@@ -120,6 +120,13 @@ class VerlBackend(BackendDefaults):
 
         return resume_step(config, run_dir)
 
+    def resume_problem(self, config, run_dir):
+        """Why the run's next attempt cannot resume (:func:`arctl.backends.verl.run_config.resume_problem`), or
+        None: what a dry run says where :meth:`resume_step` names no step."""
+        from arctl.backends.verl.run_config import resume_problem
+
+        return resume_problem(config, run_dir)
+
     def inputs_identity(self, config):
         return eval_inputs_identity(config)
 

@@ -232,7 +232,8 @@ def resume_point(config: dict, run_dir: Path | str, checkpoint_dir: Path | str |
 def resume_step(config: dict, run_dir: Path | str) -> int | None:
     """The step the run's next attempt resumes from, as it will choose it (:func:`resume_point`): 0 where it has
     no complete checkpoint (it starts over), None where it cannot resume (none kept before a step its records
-    lost: the attempt fails, saying so). What a dry run and the job's preempted line show. A config that is not a
+    lost: :func:`resume_point`'s line, which the launch refuses the run with and its dry run shows,
+    :func:`arctl.backends.verl.run_config.resume_problem`). What a dry run and the job's preempted line show. A config that is not a
     whole run's (no ``verl`` section: a caller that has the folder only): its checkpoints alone say, as the tiny
     backend's ``resume_point`` answers one."""
     if not isinstance(config.get("verl"), dict):

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from arctl.backends.verl.history import VERL_LOG
+from arctl.backends.verl.history import VERL_LOG, resume_point
 from arctl.backends.verl.names import BLOCK_SIZE_ENV
 from arctl.backends.verl.overrides import (
     build_verl_config,
@@ -559,9 +559,9 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     """Why this run's job would fail as it starts, or None, asked before it is submitted (and by a dry
     run): the override list the job's setup writes (run_overrides: the ``verl.overrides`` entries arctl
     refuses), verl's own check of the composed config (verl_run_config), the parallel layout verl's workers
-    check only on their GPUs, and the inputs (datasets, an eval-only run's checkpoint). A smoke run
-    checks only the list (plumbing only), a rehearsal reads no inputs; without verl installed here
-    only the list can be checked (the job's own environment decides). ``ARCTL_VERL_LAUNCH_CHECK=0`` skips the
+    check only on their GPUs, the inputs (datasets, an eval-only run's checkpoint) and a resume that cannot
+    work (:func:`resume_problem`). A smoke run checks only the list (plumbing only), a rehearsal reads no inputs;
+    without verl installed here only the list and the resume can be checked (the job's own environment decides). ``ARCTL_VERL_LAUNCH_CHECK=0`` skips the
     checks of what is seen from here (the data files, the steps they hold, the checkpoints a resume or an
     eval-only run loads: e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that
     sets its path), never those of the config itself (from a hunt: it let a refused ``verl.overrides`` entry
@@ -577,20 +577,34 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     try:
         import verl  # noqa: F401
     except ImportError:
-        return None
+        return resume_problem(config, run_dir)  # the run's own records: read without verl
     try:
         _, cfg = verl_run_config(config, run_dir)
     except VerlConfigError as err:
         return " ".join(str(err).split())
-    if int(verl_setting(config, "rehearsal_steps") or 0) > 0:
+    if int(verl_setting(config, "rehearsal_steps") or 0) <= 0:
+        if problem := parallel_problem(config, cfg) or model_problem(config, cfg):
+            return problem
+        if os.environ.get(LAUNCH_CHECK_ENV) != "0" and (
+                problem := (inputs_problem(config, cfg) or steps_problem(config, cfg)
+                            or checkpoint_world_problem(config, cfg, run_dir))):
+            return (f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips "
+                    "this check)")
+    return resume_problem(config, run_dir)
+
+
+def resume_problem(config: dict, run_dir: Path | None) -> str | None:
+    """Why the run's next attempt cannot resume, or None: :func:`arctl.backends.verl.history.resume_point`'s one
+    line (the one choice of the checkpoint an attempt resumes from, which raises it there as the attempt starts)
+    where the run's records lost a step's row and no complete checkpoint before it is kept. From a review: the job
+    queued for its GPUs to fail in that line, and its dry run said "resumes from its last checkpoint". The run's
+    own folder, which the launch writes: read whatever ``ARCTL_VERL_LAUNCH_CHECK`` says, and without verl."""
+    if run_dir is None or not (Path(run_dir) / "checkpoints").is_dir():
         return None
-    if problem := parallel_problem(config, cfg) or model_problem(config, cfg):
-        return problem
-    if os.environ.get(LAUNCH_CHECK_ENV) == "0":
-        return None
-    if problem := (inputs_problem(config, cfg) or steps_problem(config, cfg)
-                   or checkpoint_world_problem(config, cfg, run_dir)):
-        return f"{problem} (seen from here; where only the compute nodes see it, {LAUNCH_CHECK_ENV}=0 skips this check)"
+    try:
+        resume_point(config, run_dir)
+    except ValueError as err:
+        return " ".join(str(err).split())
     return None
 
 
