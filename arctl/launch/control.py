@@ -428,14 +428,9 @@ def _record_killed(reg: Registry, workspace: Workspace, killed: list[RunRecord])
 def _resumes(workspace: Workspace, rec: RunRecord) -> str:
     """What resumes killed run ``rec``, from which step: its backend's newest complete checkpoint
     (:func:`arctl.launch.job.resume_step`)."""
-    from arctl.launch.job import resume_step  # (the job module imports the backends: only when needed)
-    from arctl.launch.rundir import RunDirError, read_run_config
+    from arctl.launch.job import found_resume_step  # (the job module imports the backends: only when needed)
 
-    run_dir = workspace.run_dir(rec.run_id)
-    try:
-        step = resume_step(read_run_config(run_dir), run_dir)
-    except (RunDirError, OSError):
-        step = None
+    step = found_resume_step(workspace.run_dir(rec.run_id))
     resume = f"`arctl resume {rec.run_id}{workdir_arg(workspace.root)}`"
     if step is None:
         return f"{resume} resumes from its last checkpoint"

@@ -33,6 +33,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -150,7 +151,7 @@ def failure_line(err: BaseException, run_dir: Path) -> str:
     line = " ".join(f"{type(err).__name__}: {err}".split())[:500]
     full = next((e for e in _causes(err) if isinstance(e, OSError) and e.errno in FULL_ERRNOS), None)
     if full is None:
-        return line
+        return f"{line}; {_thread_limit_hint()}" if _out_of_threads(err) else line
     where = f" at {full.filename}" if full.filename else ""
     # the job's own text, read in the user's shell (`arctl status`): it names the workspace, whatever the job's cwd
     then = (f"`arctl resume {run_dir.name}{workdir_arg(workspace_root(run_dir), stored=True)}` resumes the run "
@@ -160,6 +161,49 @@ def failure_line(err: BaseException, run_dir: Path) -> str:
                 f"free some of your space there (or ask for a larger quota), then {then}")
     return (f"the disk is full{where} ({full.strerror or os.strerror(full.errno)}{_free_there(full.filename)}): "
             f"free some space, then {then}")
+
+
+NO_THREAD = "can't start new thread"  # CPython's RuntimeError where the OS refuses a thread (EAGAIN)
+# what wandb-core (Go) writes to the job log where the OS refuses it a thread; its own exit is then all W&B says
+# ("wandb-core exited with code 2"): from the hunt of limits
+GO_NO_THREAD = ("pthread_create failed: 11", "failed to create new OS thread")
+LOG_TAIL_BYTES = 1 << 16  # how much of the job log's end is searched for GO_NO_THREAD
+
+
+def _out_of_threads(err: BaseException) -> bool:
+    """Did the attempt fail because the OS gave it no more threads (the user's process limit, ``ulimit -u``)?
+    CPython's "can't start new thread" in ``err`` or what it was raised from, or W&B's service gone with the
+    Go runtime's "pthread_create failed: 11" at the end of this job's log (its stderr)."""
+    texts = [str(e) for e in _causes(err)]
+    if any(NO_THREAD in text for text in texts):
+        return True
+    return any("wandb-core" in text for text in texts) and any(mark in _own_log_tail() for mark in GO_NO_THREAD)
+
+
+def _own_log_tail() -> str:
+    """The end of the file this process's stderr writes to (the job log, which wandb-core's stderr shares), or ""
+    where it is no readable file (a terminal, no /proc)."""
+    try:
+        if not stat.S_ISREG(os.fstat(2).st_mode):  # a pipe opened for reading here would wait for its writer
+            return ""
+        with open("/proc/self/fd/2", "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - LOG_TAIL_BYTES))
+            return log.read(LOG_TAIL_BYTES).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def _thread_limit_hint() -> str:
+    """What to do when the OS gives the job no more threads: the user's process limit, with its value."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        now = "" if soft == resource.RLIM_INFINITY else f", now {soft}"
+    except (ImportError, OSError, ValueError, AttributeError):
+        now = ""
+    return (f"`ulimit -u` (the user's process limit{now}) reached: raise it, or run fewer at once "
+            "(--array-parallelism)")
 
 
 def _causes(err: BaseException) -> list[BaseException]:
@@ -325,8 +369,6 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
     previous = {s: signal.signal(s, on_signal) for s in handled}
     try:
         config, attempt, marks, cancelled = _start_attempt(run_dir)
-        if not cancelled:
-            stopping.start()  # after "running": a stop that came before it still ends up "stopping"
     except BaseException:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -335,20 +377,24 @@ def run_job(run_dir: Path) -> tuple[str, list[int]]:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         return CANCELLED, received
-    mode = str(config.get("wandb", {}).get("mode", "offline"))
-    os.environ.setdefault(FLUSH_ENV, "1")
-    if mode != "online":
-        os.environ.pop(API_KEY_ENV, None)  # not needed offline: keep it out of every child process
-    # a W&B service inherited from the launching process (a notebook, a test run) is not ours: its
-    # teardown would not wait for our files, and it may be gone before the job ends
-    os.environ.pop("WANDB_SERVICE", None)
-    hidden = hide_recorded_secrets(config)
     tap = ProgressTap(run_dir)
-    if mode != "disabled":
-        tap.install()
     pace_stop = threading.Event()  # where the attempt's pace starts, for the time left in `arctl status`
-    threading.Thread(target=watch_pace, args=(run_dir, marks, tap, pace_stop), daemon=True).start()
+    hidden: dict[str, str] = {}
+    # everything after "running" fails the attempt as training does, recorded (from the hunt of limits: a thread
+    # that could not start under `ulimit -u`, before this `try`, left "running" and read "died without reporting")
     try:
+        stopping.start()  # after "running": a stop that came before it still ends up "stopping"
+        mode = str(config.get("wandb", {}).get("mode", "offline"))
+        os.environ.setdefault(FLUSH_ENV, "1")
+        if mode != "online":
+            os.environ.pop(API_KEY_ENV, None)  # not needed offline: keep it out of every child process
+        # a W&B service inherited from the launching process (a notebook, a test run) is not ours: its
+        # teardown would not wait for our files, and it may be gone before the job ends
+        os.environ.pop("WANDB_SERVICE", None)
+        hidden = hide_recorded_secrets(config)
+        if mode != "disabled":
+            tap.install()
+        threading.Thread(target=watch_pace, args=(run_dir, marks, tap, pace_stop), daemon=True).start()
         check_init_run(config)
         train = resolve_backend(config)
         result = train(config, run_dir, stop_event)
@@ -417,6 +463,18 @@ def resume_step(config: dict, run_dir: Path) -> int | None:
     except Exception:  # noqa: BLE001 - the run ended preempted all the same; only the line says less
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+
+
+def found_resume_step(run_dir: Path) -> int | None:
+    """:func:`resume_step` of the run in ``run_dir`` as its frozen config has it, for a job that could not record it
+    (killed); None where the config cannot be read either."""
+    from arctl.launch.rundir import RunDirError
+
+    try:
+        config = read_run_config(run_dir)
+    except (RunDirError, OSError):
+        return None
+    return resume_step(config, run_dir)
 
 
 def preempted_line(signals: str, step: int | None) -> str:

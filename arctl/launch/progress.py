@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import tempfile
 import threading
 import time
 from pathlib import Path
 
-from arctl.launch.status_file import NONFINITE_TEXTS, seen_since, write_status
+from arctl.launch.status_file import NONFINITE_TEXTS, write_status
 from arctl.track.metrics_schema import (
     NAME_ANYTIME_ACC,
     STEP_KEY,
@@ -289,37 +291,46 @@ def watch_pace(run_dir: Path, marks: dict, tap: ProgressTap, stop: threading.Eve
 MIN_PACE_STEPS = 2  # steps this attempt logged after its first before its pace says how long is left
 
 
-def pace(status: dict) -> float | None:
+def pace(status: dict, last_at: float | None = None) -> float | None:
     """Seconds a step took the running attempt since its pace began: from status.json's ``first_step`` to its
     ``last_step``, at the times the job saw each (``first_step_at``, ``last_step_at``: :func:`watch_pace`), two
-    readings of the job's node's clock. None before it saw a step after the first (and for a job of an arctl that
-    wrote no ``last_step_at``)."""
+    readings of the job's node's clock. A job of an arctl that wrote no ``last_step_at``: from ``first_step_at`` to
+    ``last_at`` (:func:`last_step_at`, when its metrics files were last written), its ``step`` since its first, as
+    before (two clocks). None before it saw a step after the first."""
     first, first_at = status.get("first_step"), status.get("first_step_at")
-    last, last_at = status.get("last_step"), status.get("last_step_at")
-    if first is None or first_at is None or last is None or last_at is None or last <= first:
+    last, at = status.get("last_step"), status.get("last_step_at")
+    if last is None or at is None:  # an older arctl's job
+        last, at = status.get("step"), last_at
+    if first is None or first_at is None or last is None or at is None or last <= first:
         return None
-    return max(0.0, last_at - first_at) / (last - first)
+    return max(0.0, at - first_at) / (last - first)
 
 
 def time_left(status: dict, now: float | None = None, last_at: float | None = None) -> float | None:
     """Seconds until a running attempt reaches its ``total_steps`` from its ``step`` at its :func:`pace` (status.json's
     ``step``, ``first_step``, ``last_step``, ``total_steps``, ``test_freq``: the job entry writes them,
-    :func:`watch_pace`), less the time since its last step, ``now`` less ``last_at`` (:func:`last_step_at`: this
-    host's clock; at most a step's), where given. The pace is said once it holds the first evaluation after its
+    :func:`watch_pace`), less the time since its last step, ``now`` less ``last_at`` (:func:`last_step_at`, on this
+    host's clock; at most a step's). The pace is said once it holds the first evaluation after its
     first step (every ``test_freq`` steps; a step's row is logged after its evaluation) where one comes before the
     last step, so that evaluations are in its share, and at least :data:`MIN_PACE_STEPS` steps; the final
-    evaluation after the last step is not in it. None before that. No time of the job's is compared with this
-    host's (from the hunt of clocks: a skew of 30 s moved a time left by ~70%)."""
-    step, first, last = status.get("step"), status.get("first_step"), status.get("last_step")
+    evaluation after the last step is not in it. None before that. The pace is the job's clock alone (from the hunt
+    of clocks: ``now`` less the node's ``first_step_at`` moved a time left by ~70% at a skew of 30 s). A job of an
+    arctl that wrote no ``last_step_at``: its steps since ``first_step_at`` until ``now``, as before."""
+    step, first = status.get("step"), status.get("first_step")
     total, cycle = status.get("total_steps"), status.get("test_freq")
-    if not total or step is None or first is None or (per := pace(status)) is None:
+    if status.get("last_step") is None or status.get("last_step_at") is None:  # an older arctl's job
+        if now is None:
+            return None
+        status, last_at = {**status, "last_step": step}, now
+    last = status.get("last_step")
+    if not total or step is None or first is None or (per := pace(status, last_at)) is None:
         return None
     need = first + MIN_PACE_STEPS
     if cycle and (first // cycle + 1) * cycle < total:  # an evaluation is still to come before the last step
         need = max(need, (first // cycle + 1) * cycle)
     if last < need:
         return None
-    since = min(per, max(0.0, now - last_at)) if now is not None and last_at is not None else 0.0
+    since = min(per, max(0.0, now - last_at)) if now is not None and last_at is not None and status.get("last_step_at") else 0.0
     return max(0.0, (int(total) - max(step, last)) * per - since)
 
 
@@ -342,28 +353,54 @@ def last_row_written(run_dir: Path, unchanged: dict | None) -> float | None:
     return max((mark[2] / 1e9 for mark in _changed_files(run_dir, unchanged).values()), default=None)
 
 
-def last_step_at(run_dir: Path, unchanged: dict | None, now: float | None = None) -> float | None:
-    """Since when, on this host's clock, the running attempt's metrics files have been as they are now
-    (:func:`arctl.launch.status_file.seen_since` of the files it changed, :func:`_changed_files`: the time this host
-    first saw them so, recorded in the run's folder, no later than their modification time plus
-    :data:`arctl.launch.status_file.SKEW_ALLOWANCE_S`): when it last logged a row, as near as this host can tell
-    without reading another machine's clock; None where it changed none. From the hunt of clocks: the files'
-    modification times are the file server's clock, and a skew of 5 min against this host's read a live run as
-    stalled. A first look (`arctl status` after a long absence) sees a row logged within the allowance as new."""
-    changed = _changed_files(run_dir, unchanged)
-    if not changed:
+_host_time = time.time  # this host's clock, as the probe reads it (bound once: a test's stand-in clock is not the disk's)
+_FILE_CLOCKS: dict[str, float] = {}  # folder -> its file clock's offset (:func:`file_clock_offset`), per process
+CLOCK_GRAIN_S = 2.0  # an offset smaller than this is the stamps' own grain (1-2 s on some file systems): none
+
+
+def file_clock_offset(folder: Path) -> float:
+    """Seconds by which the clock that stamps the files in ``folder`` (the file server's; this host's own on a local
+    disk) is ahead of this host's: a probe file written there now, its modification time less this host's time at
+    the write. Measured once per folder and process; 0.0 where nothing can be written there (a read-only or full
+    workspace: the clocks are taken to agree, as before) or where they agree within :data:`CLOCK_GRAIN_S`. From the
+    hunt of clocks: a file server 5 min off this host read a live run as stalled."""
+    key = os.path.abspath(folder)
+    if key not in _FILE_CLOCKS:
+        offset = 0.0
+        try:
+            before = _host_time()
+            fd, probe = tempfile.mkstemp(prefix=".arctl-clock-", dir=key)
+            try:
+                os.write(fd, b"\n")
+                after = _host_time()
+                offset = os.fstat(fd).st_mtime_ns / 1e9 - (before + after) / 2
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+        except OSError:
+            offset = 0.0
+        _FILE_CLOCKS[key] = offset if abs(offset) >= CLOCK_GRAIN_S else 0.0
+    return _FILE_CLOCKS[key]
+
+
+def last_step_at(run_dir: Path, unchanged: dict | None) -> float | None:
+    """When, on this host's clock, the running attempt last logged a row: the newest modification time of the
+    metrics files it changed (:func:`_changed_files`) less the file server's clock's offset from this host's
+    (:func:`file_clock_offset`, probed in the workspace's folder), or None where it changed none."""
+    newest = last_row_written(run_dir, unchanged)
+    if newest is None:
         return None
-    now = time.time() if now is None else now
-    return seen_since(run_dir, "metrics", changed, max(mark[2] for mark in changed.values()) / 1e9, now)
+    run_dir = Path(run_dir)
+    return newest - file_clock_offset(run_dir.parent.parent if run_dir.parent.name == "runs" else run_dir.parent)
 
 
 def step_age(status: dict, last_at: float | None, now: float) -> tuple[float, float] | None:
     """(seconds since the running attempt's last step, ``last_at`` (:func:`last_step_at`: this host's clock, as
     ``now`` is); the seconds a step took it, :func:`pace`: the job's clock) for status.json's ``step`` (the step the
     run shows). None until the attempt's pace has begun (it logged a step after the first it showed, which may be a
-    resume's kept row: a start-up can be long, and is no stall), for a job of an arctl that wrote no
-    ``last_step_at``, and where no metrics file changed since the attempt began."""
-    per = pace(status)
+    resume's kept row: a start-up can be long, and is no stall) and where no metrics file changed since the attempt
+    began."""
+    per = pace(status, last_at)
     if last_at is None or status.get("step") is None or per is None:
         return None
     return max(0.0, now - last_at), per

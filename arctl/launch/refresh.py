@@ -13,6 +13,7 @@ reporting (kill -9) becomes FAILED and is resumed by the next sweep from its las
 from __future__ import annotations
 
 import calendar
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,9 +30,9 @@ from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import (
     killed_at,
     named_job_process,
+    note_resume_step,
     process_identity,
     read_status,
-    seen_since,
     start_ticks,
 )
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
@@ -46,8 +47,7 @@ CONTROLLER_TIMEOUT_S = 10
 # A stopped job is active until it reports its stop checkpoint complete ("preempted"): while it says
 # "stopping" (up to STOP_TIMEOUT_S since it last wrote), and for TERM_GRACE_S after its scheduler says
 # CANCELLED while it still says "running" (the TERM has not reached it yet). `arctl resume` and a sweep
-# skip an active run, so a new attempt never starts while the old one still writes its checkpoint. "Since it
-# last wrote" is on this host's clock: since a refresh here first saw its status.json as it is (_status_age).
+# skip an active run, so a new attempt never starts while the old one still writes its checkpoint.
 STOP_TIMEOUT_S = 900.0
 TERM_GRACE_S = 30.0
 # a SLURM job `arctl cancel` killed (:func:`arctl.launch.status_file.mark_killed`) saves nothing: once SLURM says it
@@ -244,6 +244,56 @@ def runaway_error(job_id: str, raw: str, run_id: str, root: Path | None = None) 
             f"says {raw.split(' ')[0]}: a runaway record (the controller lost the job, e.g. its state after a crash; "
             f"`sacctmgr show runawayjobs` mends the record); `arctl resume {run_id}{where}` restarts it from its last "
             "checkpoint")
+
+
+OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+
+def slurm_word(raw: str | None) -> str:
+    """The state word of a sacct/squeue state (``"CANCELLED by 0"``: ``CANCELLED``; ``"OUT_OF_MEMORY+"``: without the
+    ``+``)."""
+    return (raw or "").strip().split(" ")[0].rstrip("+").upper()
+
+
+def slurm_end(raw: str | None, rec: RunRecord, status: dict, run_dir: Path, root: Path) -> str | None:
+    """What SLURM's word for how the job of ``rec`` ended (``raw``, sacct's state) says where it says more than
+    :data:`arctl.launch.states.SLURM_STATES` keeps (FAILED, PREEMPTED), else None: the error of a job that wrote none
+    (killed: a SIGKILL writes nothing). From the hunt of limits: a job SLURM killed for its memory read "job failed or
+    was killed", and `arctl resume`, which keeps the frozen config's memory, would run out of it again; the same
+    run id relaunched with a larger ``cluster.mem_gb`` (launch-only: the same run) resumes it with more."""
+    word, job = slurm_word(raw), rec.job_id
+    resume = f"`arctl resume {rec.run_id}{workdir_arg(root, stored=True)}`"
+    if word == OUT_OF_MEMORY:
+        mem = _cluster_setting(run_dir, "mem_gb")
+        at = f"its cluster.mem_gb={mem:g} GB" if mem else "its memory (cluster.mem_gb)"
+        more = _launched_again(rec, root=root, extra="cluster.mem_gb=<GB>", stored=True)
+        return (f"out of memory: SLURM killed job {job} at {at} (OUT_OF_MEMORY); relaunch it with more: {more} "
+                f"resumes it from its last checkpoint ({resume} keeps {f'{mem:g} GB' if mem else 'its memory'})")
+    if word == "NODE_FAIL":
+        return (f"the node running job {job} failed (NODE_FAIL), not the run; {resume} resumes it from its last "
+                "checkpoint")
+    if word == "BOOT_FAIL":
+        return f"the node given job {job} failed to boot (BOOT_FAIL), not the run; {resume} submits it again"
+    if word == "DEADLINE":
+        return (f"SLURM ended job {job} at its deadline (DEADLINE: sbatch --deadline) before it completed; {resume} "
+                "resumes it from its last checkpoint")
+    if word == "TIMEOUT" and status.get("state") in ("running", "stopping"):  # (a stop checkpoint saved: "preempted")
+        time_min = _cluster_setting(run_dir, "time_min")
+        limit = f" (cluster.time_min={time_min:g})" if time_min else ""
+        return (f"SLURM's time limit{limit} ended job {job} before it saved its stop checkpoint (TIMEOUT); {resume} "
+                "resumes it from its last checkpoint")
+    return None
+
+
+def _cluster_setting(run_dir: Path, key: str) -> float | None:
+    """``cluster.<key>`` of the run's frozen config (a number), or None where it cannot be read."""
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    try:
+        value = (read_run_config(run_dir).get("cluster") or {}).get(key)
+    except (RunDirError, OSError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def never_starts(reason: str | None, job_id: str, run_id: str, root: Path | None = None) -> str | None:
@@ -556,27 +606,15 @@ def _from_status(status: dict) -> dict:
     return values
 
 
-def _status_age(status: dict, now: float, run_dir: Path | None, record: bool) -> float:
-    """Seconds since the job last wrote its status.json, on this host's clock: since a refresh here first saw it
-    as it is, its (state, step, updated_at) (:func:`arctl.launch.status_file.seen_since`, ``record``: noted in
-    ``run_dir`` where new), or since its ``updated_at`` less the skew allowance, whichever is longer. From the hunt of
-    clocks: ``now`` less ``updated_at`` compared the job's node's clock with this host's, and a skew of 15 min
-    ended the stop windows of a job that was still saving its checkpoint (or kept a dead one's open)."""
-    mark = [status.get("state"), status.get("step"), status.get("updated_at")]
-    return now - seen_since(run_dir, "status", mark, status.get("updated_at"), now, record)
-
-
-def _still_stopping(status: dict, scheduler: str | None, now: float, killed: float | None = None,
-                    run_dir: Path | None = None, record: bool = True) -> bool:
+def _still_stopping(status: dict, scheduler: str | None, now: float, killed: float | None = None) -> bool:
     """Has the job been asked to stop and not yet said its checkpoint is complete? A job killed at ``killed``
-    (`arctl cancel --now`) saves none: only :data:`KILL_GRACE_S` after its KILL. Its status.json's age:
-    :func:`_status_age` (``run_dir``: where this host notes when it saw it; None: each look is a first look)."""
+    (`arctl cancel --now`) saves none: only :data:`KILL_GRACE_S` after its KILL."""
     if killed is not None:
         return now - killed < KILL_GRACE_S
-    reported = status.get("state")
-    if reported != "stopping" and not (reported == "running" and scheduler == states.CANCELLED):
-        return False
-    return _status_age(status, now, run_dir, record) < (STOP_TIMEOUT_S if reported == "stopping" else TERM_GRACE_S)
+    age = now - (status.get("updated_at") or 0.0)
+    if status.get("state") == "stopping":
+        return age < STOP_TIMEOUT_S
+    return status.get("state") == "running" and scheduler == states.CANCELLED and age < TERM_GRACE_S
 
 
 def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now: float) -> bool:
@@ -592,16 +630,14 @@ def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now:
 
 
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
-                where: str = "", killed: float | None = None, run_dir: Path | None = None,
-                record_seen: bool = True) -> tuple[str, str | None]:
+                where: str = "", killed: float | None = None, ended: str | None = None) -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
     signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
     PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
     active (RUNNING). ``where``: what names the run's workspace in the commands an error says
     (:func:`arctl.launch.workspace.workdir_arg`). ``killed``: when `arctl cancel` killed the job
-    (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint. ``run_dir``: the run's folder,
-    where this host notes when it first saw the job's status.json as it is (``record_seen``), for the age of its
-    last write (:func:`_status_age`); None: a first look."""
+    (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint. ``ended``: what the scheduler's own word for the end says
+    (:func:`slurm_end`), the error of a job that said nothing of its own."""
     logs, resume = f"`arctl logs {record.run_id}{where}`", f"`arctl resume {record.run_id}{where}`"
     reported = status.get("state")
     if reported == "completed":
@@ -616,18 +652,18 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
                 return stopped, None
             if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
                 return states.CANCELLED, None
-            if _still_stopping(status, scheduler, now, killed, run_dir, record_seen):
+            if _still_stopping(status, scheduler, now, killed):
                 return states.RUNNING, None
             if _still_starting(record, status, scheduler, now):
                 return states.RUNNING, None
         if scheduler == states.COMPLETED:  # the job ended without saying "completed"
             return states.FAILED, status.get("error") or f"job ended without completing (see {logs})"
         if scheduler == states.FAILED:
-            return states.FAILED, status.get("error") or f"job failed or was killed (see {logs})"
+            return states.FAILED, status.get("error") or ended or f"job failed or was killed (see {logs})"
         if scheduler == states.CANCELLED and reported in ("running", "stopping"):
             return states.CANCELLED, f"stopped before its checkpoint was saved; {resume} resumes from the last one"
         if scheduler == states.PREEMPTED:
-            return stopped, status.get("error")
+            return stopped, status.get("error") or (None if asked else ended)
         if scheduler == states.RUNNING and reported in ("preempted", "requeued"):
             return states.PENDING, None  # requeue in progress
         return scheduler, status.get("error") if scheduler in states.TERMINAL else None
@@ -640,7 +676,7 @@ def orphaned_job(rec: RunRecord, run_dir: Path, now: float) -> dict | None:
     job queued for it (:func:`arctl.launch.workspace.queued_job`: PENDING), or a job that has started
     and reported under a job id the row does not have (RUNNING: the scheduler is asked next). Taken
     over as a new claim instead, such a run would get a second job training it."""
-    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir):
+    if rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
         return None
     values = {"claim": None, "before_claim": None, "attempts": rec.attempts + 1, "ended_at": None, "error": None}
     if (job := queued_job(run_dir)) and job != rec.job_id:  # the row's own: an earlier attempt's, never started
@@ -661,7 +697,7 @@ def settled(rec: RunRecord | None, run_dir: Path, now: float) -> RunRecord | Non
     (:func:`orphaned_job`), else undone (the run as it was; None: a run the dead launch made, which a
     launch takes for a new one). Any other record as it is. Nothing is written (the dry run's view) but, for
     another host's claim, this host's note of when it first saw it so (:func:`claim_is_stale`)."""
-    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir):
+    if rec is None or rec.state != states.SUBMITTING or not claim_is_stale(rec, now):
         return rec
     if job := orphaned_job(rec, run_dir, now):
         return replace(rec, **job)
@@ -673,7 +709,7 @@ def interrupted_launch(rec: RunRecord, run_dir: Path, now: float) -> str | None:
     dead launch made and gave no job (:func:`settled`: None), whose row stays SUBMITTING until the next
     launch takes it for a new run. None for any other run: a live launch's claim is being submitted, and a
     dead launch's claim on an existing run or with a job is settled by a refresh (:func:`_settle_dead_claims`)."""
-    if (rec.state != states.SUBMITTING or not claim_is_stale(rec, now, run_dir)
+    if (rec.state != states.SUBMITTING or not claim_is_stale(rec, now)
             or settled(rec, run_dir, now) is not None):
         return None
     return interrupted_note(rec, workspace_root(run_dir))
@@ -688,17 +724,19 @@ def interrupted_note(rec: RunRecord, root: Path | None = None) -> str:
     return f"{INTERRUPTED_BEFORE}, so no job runs for it: {_launched_again(rec, root=root)} submits it"
 
 
-def _launched_again(rec: RunRecord, force: bool = False, root: Path | None = None) -> str:
+def _launched_again(rec: RunRecord, force: bool = False, root: Path | None = None, extra: str = "",
+                    stored: bool = False) -> str:
     """The command that launches ``rec`` again (its run id holds its overrides: only the same ones name it; the
     scale and seed are the row's). ``force``: a completed run, alone: its one cell with ``--force`` (``--force`` on
     its sweep would rerun the sweep's other completed runs too). ``root``: its workspace, named (:func:`workdir_arg`;
-    from a hunt: without it the command launched the run in ./arctl-runs)."""
+    from a hunt: without it the command launched the run in ./arctl-runs; ``stored``: named always). ``extra``:
+    overrides added (launch-only ones, ``cluster.*``, which name the same run)."""
     sweep = rec.sweep if not force else None
     again = f"arctl sweep {sweep}" if sweep else f"arctl run {rec.experiment} --arm {rec.arm}"
     given = "the overrides it was launched with" + (", its sweep's included" if force and rec.sweep else "")
-    where = workdir_arg(root) if root is not None else ""
+    where = workdir_arg(root, stored=stored) if root is not None else ""
     return (f"`{again}{f' --scale {rec.scale}' if rec.scale else ''} --seeds {rec.seed}{' --force' if force else ''}"
-            f"{where}` (with {given})")
+            f"{where}{f' {extra}' if extra else ''}` (with {given})")
 
 
 def rerun_one(rec: RunRecord, root: Path | None = None) -> str:
@@ -823,13 +861,15 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
     again = asked_again(view, queued_or_running) if source == "sacct" else {}
     lost = {j: raw for j, raw in again.items() if states.slurm_state(raw) in (states.PENDING, states.RUNNING)}
     ended = [(j, raw) for j, (raw, _) in (view or {}).items()] + [(j, raw) for j, raw in again.items() if j not in lost]
+    raw_of = dict(raw_states)  # SLURM's own word, which says more than the state it maps to (slurm_end)
     for jid, raw in ended:  # an end accounting had not recorded (the controller's), or recorded since
         if jid in scheduler and states.slurm_state(raw) in states.TERMINAL:
-            scheduler[jid] = states.slurm_state(raw)
-    updates = []
+            scheduler[jid], raw_of[jid] = states.slurm_state(raw), raw
+    updates, dead = [], []
     for rec in active:
         read = {k: getattr(rec, k) for k in ATTEMPT_KEYS}  # the attempt this refresh judges
         status = read_status(workspace.run_dir(rec.run_id))
+        how = raw = None  # SLURM's word for the end of the job, and what it says (slurm_end)
         values = _from_status(status)
         values["phase"] = read_phase(workspace.run_dir(rec.run_id))
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
@@ -845,8 +885,10 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 sched = states.CANCELLED if rec.cancel_requested else states.FAILED
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
+            raw = raw_of.get(rec.job_id or "") if sched == scheduler.get(rec.job_id or "") else None
+            how = slurm_end(raw, rec, status, workspace.run_dir(rec.run_id), workspace.root) if raw else None
             new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed,
-                                           workspace.run_dir(rec.run_id), not registry.readonly)
+                                           ended=how)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never
@@ -860,6 +902,8 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
         if new_state == states.FAILED and status.get("state") in (None, "submitted", "running", "stopping"):
             error = _logged_failure(workspace, rec) or error  # status.json not written: the job's log says why
+        if new_state == states.FAILED and how and error != how and slurm_word(raw) == OUT_OF_MEMORY:
+            error = f"{how}; its job's own last error: {error}" if error else how  # (what the lack of memory did)
         # the step: this attempt's while it is active (decided by the state found now, not status.json's,
         # which a killed job never rewrote), how far the run got once it has ended
         values.update(run_progress(workspace.run_dir(rec.run_id), status, active=new_state in states.ACTIVE))
@@ -876,6 +920,9 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
             values["phase"] = None
         if new_state in states.TERMINAL and values.get("phase") in (CANCELLING, KILLED, STOPPING):  # its stop has ended (a
             values["phase"] = None  # hunt: --json of a CANCELLED run still said "cancelling: saving its checkpoint")
+        if (new_state in states.TERMINAL and status.get("state") in ("running", "stopping")
+                and status.get("resume_step") is None and not registry.readonly):  # its job died: it recorded none
+            dead.append((rec.run_id, status))
         if new_state != rec.state:
             values["state"] = new_state
         if error != rec.error and new_state in states.TERMINAL:
@@ -891,7 +938,23 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
         stale = set(registry.update_many_if(updates))
         if stale:
             records = [(registry.get(r.run_id) or r) if r.run_id in stale else r for r in records]
+        _note_resume_steps(workspace, [(run_id, status) for run_id, status in dead if run_id not in stale])
     return records
+
+
+def _note_resume_steps(workspace: Workspace, dead: list[tuple[str, dict]]) -> None:
+    """Record in status.json, for the runs whose job this refresh found dead (run id, its status.json as read), the
+    step their next attempt resumes from, as their job records it when it fails or stops itself
+    (:func:`arctl.launch.status_file.note_resume_step`): `arctl status` shows it beside the step reached."""
+    if not dead:
+        return
+    from arctl.launch.job import found_resume_step  # (the job module imports the backends: only when needed)
+
+    for run_id, status in dead:
+        run_dir = workspace.run_dir(run_id)
+        if (step := found_resume_step(run_dir)) is not None:
+            with contextlib.suppress(OSError):  # (a full disk: the registry has the run's end all the same)
+                note_resume_step(run_dir, status, step)
 
 
 def _logged_failure(workspace: Workspace, rec: RunRecord) -> str | None:

@@ -38,7 +38,7 @@ from pathlib import Path
 from arctl.config.files import create_file, is_this_host, machine_identity, not_writable
 from arctl.launch import states
 from arctl.launch.run_id import SAFE_ID
-from arctl.launch.status_file import NONFINITE_TEXTS, seen_since
+from arctl.launch.status_file import NONFINITE_TEXTS
 from arctl.track.identity import wandb_id
 
 SCHEMA = """
@@ -288,28 +288,18 @@ def new_claim_token() -> str:
     return f"{socket.gethostname()}{f'@{identity}' if identity else ''}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def claim_is_stale(record: RunRecord, now: float, run_dir: Path | None = None, record_seen: bool = True) -> bool:
-    """A SUBMITTING claim whose owner died (same host, dead pid) or that no launch renewed for
-    :data:`STALE_CLAIM_S` (a live launch renews its claims every minute), on this host's clock: a claim of this
-    host's by its ``updated_at`` (this host wrote it), another host's since a look here first saw it as it is (its
-    token and ``updated_at``: :func:`arctl.launch.status_file.seen_since`, noted in the run's folder ``run_dir``
-    where ``record_seen``; None: a first look, which takes its ``updated_at`` less the skew allowance). From the hunt
-    of clocks: another login host's ``updated_at`` read on this host's clock made a live launch's claim stale where
-    the two clocks were 10 min apart (a second job for its run), or kept a dead one's."""
+def claim_is_stale(record: RunRecord, now: float) -> bool:
+    """A SUBMITTING claim whose owner died (same host, dead pid) or that is older than 10 min."""
     if record.state != states.SUBMITTING:
         return False
+    if record.updated_at is not None and now - record.updated_at > STALE_CLAIM_S:
+        return True
     try:
         host, pid, _ = (record.claim or "").split(":")
     except ValueError:
         return True
     name, _, identity = host.partition("@")  # (a claim of a machine without an identity, or of before it: its name)
-    mine = is_this_host(name, identity or None)
-    if record.updated_at is not None:
-        since = record.updated_at if mine else seen_since(run_dir, "claim", [record.claim, record.updated_at],
-                                                           record.updated_at, now, record_seen)
-        if now - since > STALE_CLAIM_S:
-            return True
-    if not mine:
+    if not is_this_host(name, identity or None):
         return False
     try:
         os.kill(int(pid), 0)

@@ -13,7 +13,8 @@ first_step_at (where this attempt's pace starts, and when: :func:`arctl.launch.p
 last_step_at (the newest step the job saw after it, and when; both times on the job's node's clock, so that their
 difference is one clock's) with total_steps and test_freq (the run's
 schedule): the attempt's pace and the time left, :func:`arctl.launch.progress.time_left`; resume_step (an attempt
-that ended preempted or failed in its Python: the step its next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
+that ended preempted or failed in its Python, or whose job a refresh found dead (:func:`note_resume_step`): the step its
+next attempt resumes from, its newest complete checkpoint's, 0: it starts over;
 null while an attempt runs or where the backend cannot say: :func:`arctl.launch.job.resume_step`); cancelled (true beside
 "preempted": the stop was `arctl cancel`'s, which left :data:`CANCEL_FILE`; the state stays "preempted" for the
 readers of before it).
@@ -146,6 +147,23 @@ def write_status(run_dir: Path, **fields) -> dict:
     return data
 
 
+def note_resume_step(run_dir: Path, seen: dict, step: int) -> bool:
+    """``resume_step`` for an attempt whose job was found dead (killed: it could not write it; from the hunt of
+    limits, `arctl status` of a killed run showed the step it reached, not the one it resumes from), written only
+    where status.json is still as the refresh that found it read it (``seen``: its state, job and last write, not a
+    later attempt's) and holds no step yet. Its ``updated_at`` is kept: the job's last write. Returns whether it was
+    written."""
+    run_dir = Path(run_dir)
+    with _WRITING:
+        data = read_status(run_dir)
+        if (any(data.get(k) != seen.get(k) for k in ("state", "job_id", "attempt", "updated_at"))
+                or data.get("resume_step") is not None):
+            return False
+        data["resume_step"] = step
+        atomic_write(run_dir / STATUS_FILE, json.dumps(data))
+    return True
+
+
 def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None) -> dict:
     """status.json of an attempt being submitted: ``submitted``, and none of the previous attempt's
     error, start, end or process (a refresh would take them for this attempt's: an elapsed time of 0
@@ -230,49 +248,3 @@ def mark_cancelled(run_dir: Path, ended_at: float | None, executor: str | None) 
     except OSError:
         pass
 
-
-SEEN_FILE = "seen.json"
-"""When the hosts that look at a run (`arctl status`, a refresh) first saw each of its marks, each on its own clock:
-``{host: {what: [mark, first seen]}}`` (:func:`seen_since`)."""
-SKEW_ALLOWANCE_S = 900.0
-"""How far another machine's clock (a job's node, the file server) may be from this host's, at most, for an age
-measured across the two (:func:`seen_since`): one that is further off reads an age this much too long at a first look."""
-
-
-def _observer() -> str:
-    """This host, as :data:`SEEN_FILE` keys what it saw: its :func:`machine_identity` where it has one (a Mac, whose
-    name changes with its network), else its name. Processes of one machine share its clock."""
-    return machine_identity() or socket.gethostname()
-
-
-def seen_since(run_dir: Path | None, what: str, mark, stamped: float | None, now: float, record: bool = True) -> float:
-    """Since when, on this host's clock, the run has shown ``mark`` (a JSON value: a status.json's (step, updated_at),
-    the metrics files' marks) as its ``what``: the time this host first saw it (:data:`SEEN_FILE`, written where it
-    had not and ``record``: ``now``), so that an age is ``now`` less that, two readings of one clock. From the hunt of
-    clocks: an age taken as this host's ``now`` less a time the job's node or the file server stamped moved by their
-    skew; 5 min read a live run as stalled. Where another clock stamped the mark (``stamped``), no later than
-    ``stamped`` + :data:`SKEW_ALLOWANCE_S`: a first look after a long absence, which has seen nothing, still sees an
-    old mark as old, less the allowance (an age that is never longer than the true one unless the clocks are further
-    apart). Never later than ``now``. ``run_dir`` None, or a folder this host cannot write: nothing recorded (each
-    look is a first look)."""
-    first = now
-    with contextlib.suppress(TypeError, ValueError):
-        mark = json.loads(json.dumps(mark))  # as the file holds it: (tuples are lists there)
-    if run_dir is not None:
-        path, me = Path(run_dir) / SEEN_FILE, _observer()
-        try:
-            seen = json.loads(path.read_text())
-        except (OSError, ValueError, RecursionError):
-            seen = {}
-        seen = seen if isinstance(seen, dict) else {}
-        mine = seen.get(me) if isinstance(seen.get(me), dict) else {}
-        entry = mine.get(what)
-        if isinstance(entry, list) and len(entry) == 2 and entry[0] == mark and _number(entry[1]) and entry[1] <= now:
-            first = float(entry[1])
-        elif record:
-            seen[me] = {**mine, what: [mark, now]}
-            with contextlib.suppress(OSError, TypeError, ValueError):
-                atomic_write(path, json.dumps(seen))
-    if _number(stamped):
-        first = min(first, stamped + SKEW_ALLOWANCE_S)
-    return min(first, now)
