@@ -53,7 +53,7 @@ def launch_errors():
 def composing(name: str):
     """A transient progress bar on a terminal's stderr while a sweep's cells are composed (650 cells of
     `paper --seeds 0-49`: ~15 s that printed nothing, from a hunt); yields the ``on_cell`` callback."""
-    if not progress_bars():
+    if not progress_bars(err_console):
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

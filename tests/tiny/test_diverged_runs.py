@@ -160,3 +160,18 @@ def test_the_skip_warning_says_the_loss_and_a_streak_its_span():
                                             r"weights unchanged since step 20: the training diverged — lower "
                                             r"optim.lr \(10\)$"):
         streak.fail()
+
+
+@pytest.mark.parametrize("temperature", [1e-39, 1e-45])
+def test_finite_logits_at_a_temperature_near_zero_take_their_argmax(temperature):
+    """From a review: ``rollout.temperature=1e-39`` (in its range) scaled a warm-up's finite logits past a float's
+    range, and the run failed at step 1 as "diverged". Such a row is its argmax (temperature 0's token), the random
+    stream as before; a row the temperature does not overflow draws as before."""
+    logits = torch.randn(4, 10, generator=torch.Generator().manual_seed(2))
+    logits[0] = 0.0  # every token alike: 0/1e-39 is 0, no overflow: drawn as before
+    g, again = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    drawn = sample(logits, temperature, g)
+    assert torch.equal(drawn[1:], logits[1:].argmax(-1))
+    cdf = torch.softmax(logits[:1] / temperature, -1).cumsum(-1)
+    assert drawn[0] == torch.searchsorted(cdf, torch.rand(4, 1, generator=again)[:1] * cdf[:, -1:], right=True)[0, 0]
+    assert torch.equal(g.get_state(), again.get_state())

@@ -116,16 +116,22 @@ def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator 
     """Next tokens [N] from logits [N, V] at ``temperature`` (0 = greedy). With ``rows`` [N] (the batch
     rows' places among ``n_rows``), ``n_rows`` uniforms are drawn and the batch uses its rows' ones:
     the random stream of a batch that kept every row. :class:`LogitsNotFinite` where a row's logits are not finite
-    (NaN, +inf: no distribution to sample; a search of its NaN CDF gave the last token, silently)."""
+    (NaN, +inf: no distribution to sample; a search of its NaN CDF gave the last token, silently); a row of finite
+    logits that the temperature scales past a float's range (a temperature near 0) takes its argmax."""
     if temperature <= 0:
         _finite(torch.isnan(logits).any(-1) | torch.isposinf(logits).any(-1))
         return logits.argmax(-1)
     # inverse-CDF sampling: one uniform per row (torch.multinomial draws one per row and token)
     cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(-1)
-    _finite(~torch.isfinite(cdf[:, -1]))  # NaN/inf logits: the search below took the last token (from a hunt)
+    broken = ~torch.isfinite(cdf[:, -1])  # NaN/inf logits: the search below took the last token (from a hunt)
+    if broken.any():  # the logits themselves, or finite ones a temperature near 0 scaled past a float's range
+        _finite(torch.isnan(logits).any(-1) | torch.isposinf(logits).any(-1))
     u = torch.rand(cdf.shape[0] if rows is None else n_rows, 1, generator=generator)
     u = (u if rows is None else u[rows]) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True)[:, 0].clamp_max(cdf.shape[-1] - 1)
+    tokens = torch.searchsorted(cdf, u, right=True)[:, 0].clamp_max(cdf.shape[-1] - 1)
+    # (from a review: rollout.temperature=1e-39 read a warm-up's weights as diverged) such a row's distribution is
+    # its argmax's, as at temperature 0
+    return torch.where(broken, logits.argmax(-1), tokens) if broken.any() else tokens
 
 
 class LogitsNotFinite(FloatingPointError):
