@@ -162,10 +162,11 @@ def register(app: typer.Typer) -> None:
         errors = errors_shown(records, wanted is not None)
         for r in records:
             if r.run_id in errors:  # a job's error (Ray's carries colour codes): printable
-                console.print(f"[red]{esc(r.run_id)}: {esc(printable(r.error))}[/]")
+                colour = "red" if r.state == "FAILED" else "yellow"  # (a preempted run goes on when resumed)
+                console.print(f"[{colour}]{esc(r.run_id)}: {esc(printable(r.error))}[/]")
             if r.warning:
                 console.print(f"[yellow]{esc(r.run_id)}: {esc(printable(r.warning))}[/]")
-        if hidden := sum(r.state == "FAILED" and bool(r.error) for r in records) - len(errors):
+        if hidden := sum(r.state == "FAILED" and bool(r.error) and r.run_id not in errors for r in records):
             more = f"`arctl status{' ' + shlex.quote(target) if target else ''} --state failed{workdir_arg(workspace.root)}`"
             console.print(f"[red]... and {hidden} earlier failed run(s)' errors: {esc(more)} lists every one[/]")
         if note:
@@ -173,13 +174,14 @@ def register(app: typer.Typer) -> None:
 
 
 ERRORS_SHOWN = 10  # failed runs whose error the table's end says, the latest first, unless --state asks for them
+ERRORS_OF = ("FAILED", "PREEMPTED")  # a preempted run's error: SLURM's TIMEOUT before its stop checkpoint (a review)
 
 
 def errors_shown(records, asked: bool) -> set[str]:
-    """The failed runs whose error `arctl status` prints under its table: all where ``--state`` chose the runs
-    shown, else the :data:`ERRORS_SHOWN` that ended last (from a hunt: a workspace of 5,000 runs printed 438 errors,
-    some a year old, under its totals line)."""
-    failed = [r for r in records if r.state == "FAILED" and r.error]
+    """The failed (or preempted) runs whose error `arctl status` prints under its table: all where ``--state`` chose
+    the runs shown, else the :data:`ERRORS_SHOWN` that ended last (from a hunt: a workspace of 5,000 runs printed 438
+    errors, some a year old, under its totals line)."""
+    failed = [r for r in records if r.state in ERRORS_OF and r.error]
     if not asked:
         failed = sorted(failed, key=lambda r: r.ended_at or r.updated_at or 0.0)[-ERRORS_SHOWN:]
     return {r.run_id for r in failed}

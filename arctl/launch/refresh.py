@@ -15,6 +15,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -267,22 +268,33 @@ def slurm_end(raw: str | None, rec: RunRecord, status: dict, run_dir: Path, root
         mem = _cluster_setting(run_dir, "mem_gb")
         at = f"its cluster.mem_gb={mem:g} GB" if mem else "its memory (cluster.mem_gb)"
         more = _launched_again(rec, root=root, extra="cluster.mem_gb=<GB>", stored=True)
+        # (a sweep's command resumes its other failed, preempted or cancelled runs of that seed too: from a review)
+        others = (f", and, with that memory, the sweep's other failed, preempted or cancelled runs of seed {rec.seed}"
+                  if rec.sweep else "")
         return (f"out of memory: SLURM killed job {job} at {at} (OUT_OF_MEMORY); relaunch it with more: {more} "
-                f"resumes it from its last checkpoint ({resume} keeps {f'{mem:g} GB' if mem else 'its memory'})")
+                f"resumes it from {LAST_CHECKPOINT}{others} ({resume} keeps "
+                f"{f'{mem:g} GB' if mem else 'its memory'})")
     if word == "NODE_FAIL":
-        return (f"the node running job {job} failed (NODE_FAIL), not the run; {resume} resumes it from its last "
-                "checkpoint")
+        return f"the node running job {job} failed (NODE_FAIL), not the run; {resume} resumes it from {LAST_CHECKPOINT}"
     if word == "BOOT_FAIL":
         return f"the node given job {job} failed to boot (BOOT_FAIL), not the run; {resume} submits it again"
     if word == "DEADLINE":
         return (f"SLURM ended job {job} at its deadline (DEADLINE: sbatch --deadline) before it completed; {resume} "
-                "resumes it from its last checkpoint")
+                f"resumes it from {LAST_CHECKPOINT}")
     if word == "TIMEOUT" and status.get("state") in ("running", "stopping"):  # (a stop checkpoint saved: "preempted")
         time_min = _cluster_setting(run_dir, "time_min")
+        warning = _cluster_setting(run_dir, "preempt_warning_s")
         limit = f" (cluster.time_min={time_min:g})" if time_min else ""
-        return (f"SLURM's time limit{limit} ended job {job} before it saved its stop checkpoint (TIMEOUT); {resume} "
-                "resumes it from its last checkpoint")
+        given = f"cluster.preempt_warning_s={warning:g}" if warning else "cluster.preempt_warning_s"
+        # (what to change: from a review; the warning is launch-only, below the time limit: the same run resumed)
+        longer = _launched_again(rec, root=root, extra="cluster.preempt_warning_s=<seconds>", stored=True)
+        return (f"SLURM's time limit{limit} ended job {job} before it saved its stop checkpoint (TIMEOUT): saving it "
+                f"took longer than SLURM's warning before the limit ({given}); {longer} gives it longer and resumes "
+                f"it from {LAST_CHECKPOINT} ({resume} keeps {f'{warning:g} s' if warning else 'its warning'})")
     return None
+
+
+LAST_CHECKPOINT = "its last checkpoint, where it has one"  # (a job killed before its first one starts over)
 
 
 def _cluster_setting(run_dir: Path, key: str) -> float | None:
@@ -886,6 +898,9 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 said = runaway_error(str(rec.job_id), raw, rec.run_id, workspace.root)
                 status = {**status, "error": status.get("error") or said}
             raw = raw_of.get(rec.job_id or "") if sched == scheduler.get(rec.job_id or "") else None
+            if (sched == states.FAILED and slurm_word(raw) in ("", "FAILED") and rec.job_id not in lost
+                    and _oom_logged(workspace, rec)):  # its srun step's OUT_OF_MEMORY, which its own line does not say
+                raw = OUT_OF_MEMORY
             how = slurm_end(raw, rec, status, workspace.run_dir(rec.run_id), workspace.root) if raw else None
             new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed,
                                            ended=how)
@@ -967,6 +982,40 @@ def _logged_failure(workspace: Workspace, rec: RunRecord) -> str | None:
     if not job or job.startswith("queue:"):
         return None
     return reported_failure([workspace.jobs_dir / job, workspace.run_dir(rec.run_id) / "job" / job])
+
+
+# what SLURM writes into a job's stderr where the OOM killer took one of its step's processes: slurmstepd's
+# "Detected 1 oom_kill event in StepId=101.0" (older: "oom-kill event(s) in step 101.0 cgroup"), srun's
+# "srun: error: node1: task 0: Out Of Memory"
+OOM_LOGGED = re.compile(r"^(slurmstepd\S*: error: .*\boom[_-]kill event|srun: error: .*: Out Of Memory\b)", re.MULTILINE)
+LOG_TAIL_BYTES = 64 * 1024  # where SLURM's lines are: the end of the job's stderr
+
+
+def _oom_logged(workspace: Workspace, rec: RunRecord) -> bool:
+    """Whether the stderr log of the job of ``rec`` (its last attempt's lines, in the last :data:`LOG_TAIL_BYTES`)
+    holds SLURM's word that the OOM killer took a process of its step (:data:`OOM_LOGGED`). From a review: arctl's
+    jobs train in an srun step, and since SLURM 22.05.4 only that step is OUT_OF_MEMORY, the job FAILED (the
+    line ``sacct -X`` gives), so the run read "job failed or was killed"; without accounting, nothing says it."""
+    from arctl.launch.job import ATTEMPT_LINE  # (the job module imports the backends: only when needed)
+
+    job = rec.job_id or ""
+    if not job or job.startswith("queue:"):
+        return False
+    for folder in (workspace.jobs_dir / job, workspace.run_dir(rec.run_id) / "job" / job):
+        logs = sorted(folder.glob("*_log.err")) if folder.is_dir() else []
+        for path in logs:
+            try:
+                with path.open("rb") as f:
+                    f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                    tail = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            starts = [m.end() for m in re.finditer(ATTEMPT_LINE.pattern, tail, re.MULTILINE)]
+            if OOM_LOGGED.search(tail, starts[-1] if starts else 0):
+                return True
+        if logs:
+            return False
+    return False
 
 
 ATTEMPT_KEYS = ("state", "job_id", "generation", "attempts", "claim", "cancel_requested")

@@ -69,7 +69,8 @@ def test_a_job_slurm_killed_for_its_memory_names_the_memory_and_the_relaunch_wit
     assert rec.error == (
         f"out of memory: SLURM killed job 101 at its cluster.mem_gb=4 GB (OUT_OF_MEMORY); relaunch it with more: "
         f"`arctl run e --arm a --scale tiny --seeds 0 {where} cluster.mem_gb=<GB>` (with the overrides it was "
-        f"launched with) resumes it from its last checkpoint (`arctl resume {RUN} {where}` keeps 4 GB)")
+        f"launched with) resumes it from its last checkpoint, where it has one (`arctl resume {RUN} {where}` keeps "
+        "4 GB)")
     res = CliRunner().invoke(app, ["status", "--workdir", str(ws.root), "--json"])
     assert json.loads(res.stdout)[0]["error"] == rec.error
 
@@ -109,7 +110,8 @@ def test_the_relaunch_with_more_memory_resumes_the_run_with_it(specs, tmp_path):
     ("BOOT_FAIL", states.FAILED, "the node given job 101 failed to boot (BOOT_FAIL), not the run; `arctl resume"),
     ("DEADLINE", states.FAILED, "SLURM ended job 101 at its deadline (DEADLINE: sbatch --deadline) before it"),
     ("TIMEOUT", states.PREEMPTED, "SLURM's time limit (cluster.time_min=60) ended job 101 before it saved its stop "
-                                  "checkpoint (TIMEOUT); `arctl resume"),
+                                  "checkpoint (TIMEOUT): saving it took longer than SLURM's warning before the limit "
+                                  "(cluster.preempt_warning_s"),
 ])
 def test_slurms_other_ends_say_what_ended_the_job(tmp_path, monkeypatch, word, state, said):
     _sacct_says(tmp_path, monkeypatch, word)
@@ -162,3 +164,80 @@ def test_a_later_attempts_status_is_not_written_over(tmp_path, monkeypatch):
     write_status(ws.run_dir(RUN), state="running", job_id="102", attempt=2, step=None)
     assert not note_resume_step(ws.run_dir(RUN), seen, 8)
     assert read_status(ws.run_dir(RUN)).get("resume_step") is None
+
+
+# what SLURM >= 22.05.4 writes at the end of the stderr of a job whose srun step the OOM killer hit (and older SLURM)
+STEPD = "slurmstepd: error: Detected 1 oom_kill event in StepId=101.0. Some of the step tasks have been OOM Killed.\n"
+STEPD_OLD = ("slurmstepd: error: Detected 1 oom-kill event(s) in step 101.0 cgroup. Some of your processes may have "
+             "been killed by the cgroup out-of-memory handler.\n")
+SRUN = "srun: error: node1: task 0: Out Of Memory\n"
+
+
+def _job_log(ws: Workspace, text: str) -> None:
+    """Job 101's stderr (submitit's ``jobs/<job id>/<job id>_0_log.err``): an attempt's line, then ``text``."""
+    folder = ws.jobs_dir / "101"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"[arctl job 12:00:00] run {RUN} attempt 1 on node1\n", "x" * 100 + "\n"] * 2000  # (past 64 KiB)
+    (folder / "101_0_log.err").write_text("".join(lines) + text)
+
+
+@pytest.mark.parametrize("said", [STEPD + SRUN, STEPD_OLD, SRUN], ids=["slurmstepd+srun", "older", "srun"])
+def test_an_out_of_memory_kill_of_its_srun_step_is_said_though_the_job_line_says_failed(tmp_path, monkeypatch, said):
+    """From a review: arctl's jobs train in an srun step, and since SLURM 22.05.4 only that step is OUT_OF_MEMORY,
+    the job FAILED (``sacct -X``'s line); its stderr's end holds slurmstepd's (srun's) word."""
+    _sacct_says(tmp_path, monkeypatch, "FAILED")
+    ws, reg = _run(tmp_path)
+    _job_log(ws, said)
+    rec = _refreshed(ws, reg)
+    assert rec.state == states.FAILED
+    assert rec.error.startswith("out of memory: SLURM killed job 101 at its cluster.mem_gb=4 GB (OUT_OF_MEMORY); "
+                                "relaunch it with more: `arctl run e --arm a"), rec.error
+
+
+def test_an_out_of_memory_kill_is_read_from_the_log_without_accounting(tmp_path, monkeypatch):
+    """Without sacct, a job that left squeue's queue ended FAILED: its log says it ran out of memory."""
+    slurm_shims.use(tmp_path / "bin", monkeypatch, squeue="exit 0\n")
+    ws, reg = _run(tmp_path)
+    _job_log(ws, STEPD)
+    reg.update(RUN, submitted_at=1.0)
+    assert _refreshed(ws, reg).error.startswith("out of memory: SLURM killed job 101")
+
+
+@pytest.mark.parametrize("said", [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",  # the GPU's, not cluster.mem_gb's
+    STEPD + f"[arctl job 12:05:00] run {RUN} attempt 2 on node1\n",  # an earlier attempt's
+], ids=["cuda", "earlier-attempt"])
+def test_a_failed_job_whose_log_says_no_memory_kill_is_a_plain_failure(tmp_path, monkeypatch, said):
+    _sacct_says(tmp_path, monkeypatch, "FAILED")
+    ws, reg = _run(tmp_path)
+    _job_log(ws, said)
+    assert _refreshed(ws, reg).error.startswith("job failed or was killed (see `arctl logs")
+
+
+def test_a_timeout_before_the_stop_checkpoint_is_said_under_the_status_table(tmp_path, monkeypatch):
+    """From a review: the TIMEOUT line is a PREEMPTED run's error, and `arctl status` printed FAILED runs' only."""
+    _sacct_says(tmp_path, monkeypatch, "TIMEOUT")
+    ws, _reg = _run(tmp_path, preempt_warning_s=900)
+    res = CliRunner().invoke(app, ["status", "--workdir", str(ws.root)])
+    [line] = [text for text in res.output.splitlines() if text.startswith(f"{RUN}: ")]
+    assert "(TIMEOUT): saving it took longer than SLURM's warning before the limit (cluster.preempt_warning_s=900); " \
+           "`arctl run e --arm a --scale tiny --seeds 0 --workdir" in line, res.output
+    assert "cluster.preempt_warning_s=<seconds>` (with the overrides it was launched with) gives it longer" in line
+
+
+def test_a_sweeps_relaunch_with_more_memory_says_it_resumes_the_sweeps_other_stopped_runs(tmp_path, monkeypatch):
+    """From a review: `arctl sweep S --seeds N ... cluster.mem_gb=<GB>` resumes every failed, preempted or cancelled
+    run of the sweep at that seed, with that memory."""
+    _sacct_says(tmp_path, monkeypatch, "OUT_OF_MEMORY")
+    ws, reg = _run(tmp_path)
+    reg.update(RUN, sweep="lam")
+    error = _refreshed(ws, reg).error
+    assert (f"`arctl sweep lam --scale tiny --seeds 0 --workdir {ws.root} cluster.mem_gb=<GB>` (with the overrides it "
+            "was launched with) resumes it from its last checkpoint, where it has one, and, with that memory, the "
+            "sweep's other failed, preempted or cancelled runs of seed 0 (`arctl resume") in error, error
+
+
+def test_a_run_with_no_checkpoint_is_not_told_it_resumes_from_one(tmp_path, monkeypatch):
+    _sacct_says(tmp_path, monkeypatch, "NODE_FAIL")
+    ws, reg = _run(tmp_path, saved=None)
+    assert _refreshed(ws, reg).error.endswith("resumes it from its last checkpoint, where it has one")
