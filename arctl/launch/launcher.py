@@ -677,12 +677,15 @@ def start_problem(items: list[LaunchItem], workspace: Workspace) -> None:
     """Refuse (LaunchError, one line) the first run whose job would fail as it starts, found here
     before it queues for its GPUs (the backend's ``launch_problem``: e.g. verl's own config check, a
     parallel layout verl checks only on the GPUs, a dataset file that is not there, a tiny run's warm-up cache
-    that cannot be written)."""
+    that cannot be written, a resume that cannot work). Only a resume is shown its run's folder: a new run has
+    none, and a rerun starts over, its previous files moved aside (from a review: a ``--force`` rerun of a
+    completed verl run was refused with the line of a resume from the folder it would never read)."""
     from arctl.backends.base import get_backend
 
     for item in items:
         check = getattr(get_backend(str(item.config.get("backend", "tiny"))), "launch_problem", None)
-        problem = check(item.config, workspace.run_dir(item.run_id)) if check is not None else None
+        run_dir = workspace.run_dir(item.run_id) if item.action == "resume" else None
+        problem = check(item.config, run_dir) if check is not None else None
         if problem:
             raise LaunchError(f"{item.experiment}/{item.arm}: {problem} (its job would fail as it "
                               "starts)")

@@ -17,6 +17,7 @@ from arctl.backends import base
 from arctl.track.phase import read_warning
 
 NAN = float("nan")
+INF = float("inf")
 
 
 def test_a_streak_of_steps_that_skipped_every_update_fails_the_run(tmp_path, monkeypatch):
@@ -82,3 +83,44 @@ def test_the_last_steps_checkpoint_is_saved_inside_a_streak(tmp_path, monkeypatc
     t.global_steps, t.total_training_steps = 5, 5
     t._save_checkpoint()
     assert saved == [5]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "float16", "16"])
+def test_a_loss_scaled_fp16_run_counts_no_skipped_step(tmp_path, monkeypatch, dtype):
+    """From a review: in fp16 (``actor.fsdp_config.mixed_precision.param_dtype``) verl's FSDP engine trains with a
+    ``ShardedGradScaler``, whose overflow steps report an infinite gradient norm and skip as it lowers the scale (mostly
+    early in training): routine, not divergence. Such steps are counted in no streak, and the run goes on."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from arctl.backends.verl.trainer_v1 import ArctlPPOTrainer
+
+    def update_actor(self, batch, metrics):
+        self.actor_rollout_wg.update_actor(batch)
+        metrics["actor/pg_loss"] = 0.31  # finite: the gradient overflowed
+        return batch
+
+    monkeypatch.setattr(PPOTrainerSync, "_update_actor", update_actor)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def trainer(mixed_precision):
+        t = object.__new__(ArctlPPOTrainer)
+        t.config = OmegaConf.create({
+            "arctl": {"rows_per_tree": 1, "stop_file": str(run_dir / "stop")},
+            "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": 1,
+                                            "fsdp_config": {"mixed_precision": mixed_precision},
+                                            "optim": {"lr": 1e-6, "weight_decay": 0.01, "clip_grad": 1.0}}},
+        })
+        t.actor_rollout_wg = SimpleNamespace(update_actor=lambda batch: {"metrics": {"grad_norm": [INF, INF]}})
+        return t
+
+    t = trainer({"param_dtype": dtype})
+    for step in range(1, 2 * base.DIVERGED_STEPS + 1):  # every optimizer step overflowed, twice a streak's length
+        t.global_steps = step
+        t._update_actor("batch", {})
+    assert t._arctl_streak is None and read_warning(run_dir) is None
+    t = trainer({"param_dtype": "bf16", "reduce_dtype": "fp32"})  # no scaler (verl's default): they count
+    with pytest.raises(base.Diverged, match=r"^steps 1-3: every optimizer step was skipped \(6 of 6"):
+        for step in range(1, base.DIVERGED_STEPS + 1):
+            t.global_steps = step
+            t._update_actor("batch", {})

@@ -68,7 +68,9 @@ def test_a_resume_that_works_is_not_refused(data, tmp_path, rows, step):
     assert history.resume_step(config, run_dir) == step
 
 
-def test_the_launch_and_its_dry_run_refuse_it_and_submit_nothing(data, tmp_path, monkeypatch):
+def _launched_before(tmp_path, monkeypatch, state: str):
+    """A workspace whose run's attempt ended ``state`` with the lost rows and checkpoints of :func:`_lost_rows`, SLURM's
+    client programs shims that log their calls and submit nothing: (workspace, item, run folder, calls log)."""
     import slurm_shims  # tests/support/slurm_shims.py
 
     from arctl.compose import resolve_experiment
@@ -84,11 +86,18 @@ def test_the_launch_and_its_dry_run_refuse_it_and_submit_nothing(data, tmp_path,
     (item,) = items_from_resolved(resolve_experiment("main-ar-uniform", scale="paper", overrides=OVERRIDES))
     run_dir = ws.run_dir(item.run_id)
     _lost_rows(run_dir, 14)
-    with Registry(ws.registry_path) as reg:  # its attempt failed (the node was lost)
+    with Registry(ws.registry_path) as reg:
         reg.claim([RunRecord(run_id=item.run_id, experiment=item.experiment, arm=item.arm, seed=item.seed)],
                   new_claim_token())
-        reg.update(item.run_id, state="FAILED", claim=None, before_claim=None, executor="slurm", job_id="7")
-    (run_dir / "status.json").write_text(json.dumps({"state": "failed", "error": "node lost"}))
+        reg.update(item.run_id, state=state, claim=None, before_claim=None, executor="slurm", job_id="7")
+    (run_dir / "status.json").write_text(json.dumps({"state": state.lower()}))
+    return ws, item, run_dir, calls
+
+
+def test_the_launch_and_its_dry_run_refuse_it_and_submit_nothing(data, tmp_path, monkeypatch):
+    from arctl.launch.registry import Registry
+
+    ws, item, run_dir, calls = _launched_before(tmp_path, monkeypatch, "FAILED")  # its attempt failed (node lost)
     line = _resume_points_line(item.config, run_dir)
     args = ["run", "main-ar-uniform", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws.root), *OVERRIDES]
 
@@ -111,3 +120,22 @@ def test_the_launch_and_its_dry_run_refuse_it_and_submit_nothing(data, tmp_path,
         assert reg.get(item.run_id).state == "FAILED" and reg.get(item.run_id).job_id == "7"
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.is_dir()) == ["global_step_20",
                                                                                        "global_step_30"]
+
+
+def test_a_forced_rerun_of_a_completed_run_is_not_refused_for_its_old_folders_resume(data, tmp_path, monkeypatch):
+    """From a review: a ``--force`` rerun starts over (the old files are moved aside), and it was refused, dry run and
+    launch alike, with the line of a resume from the old folder's checkpoints that it never does."""
+    ws, item, run_dir, calls = _launched_before(tmp_path, monkeypatch, "COMPLETED")
+    line = _resume_points_line(item.config, run_dir)  # (a resume of it would be refused)
+    args = ["run", "main-ar-uniform", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws.root), *OVERRIDES,
+            "--force", "--dry-run"]
+
+    res = CliRunner().invoke(app, [*args, "--json"])
+    said = json.loads(res.stdout)
+    assert res.exit_code == 0 and not said.get("refused"), res.output
+    (planned,) = said["runs"]
+    assert (planned["action"], planned["reason"]) == ("rerun", "completed, --force")
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0 and "a launch would be refused" not in res.output and line not in res.output, res.output
+    assert "rerun  completed, --force" in res.output and "1 would rerun (--force)" in res.output, res.output
+    assert "sbatch" not in (calls.read_text() if calls.exists() else "")

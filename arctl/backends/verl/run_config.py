@@ -565,7 +565,9 @@ def launch_problem(config: dict, run_dir: Path | None) -> str | None:
     checks of what is seen from here (the data files, the steps they hold, the checkpoints a resume or an
     eval-only run loads: e.g. data on storage only the compute nodes mount, or a profile's ``setup`` that
     sets its path), never those of the config itself (from a hunt: it let a refused ``verl.overrides`` entry
-    through, to fail in the job's setup after the runs were registered)."""
+    through, to fail in the job's setup after the runs were registered). ``run_dir``: the folder of a run the
+    launch resumes, whose checkpoints and records the resume reads; None for a run that starts over (a new run, a
+    rerun: its previous files are moved aside), of which no folder is read."""
     from arctl.backends.verl.overrides import VerlConfigError
 
     try:

@@ -27,7 +27,9 @@ Overrides of :class:`verl.trainer.ppo.v1.PPOTrainerSync`:
   steps' rows are on disk, however the job ends (a lost node included) before verl logs the step;
 - ``_update_actor``: counts the optimizer steps verl skipped (a gradient norm not finite); a streak of steps that
   skipped every one fails the run in one line, and no checkpoint is saved inside a streak but the last step's
-  (:class:`arctl.backends.base.SkipStreak`, the tiny backend's rule);
+  (:class:`arctl.backends.base.SkipStreak`, the tiny backend's rule); not in fp16 (the actor's
+  ``fsdp_config.mixed_precision.param_dtype``, where verl trains with a loss scaler, :func:`_loss_scaled`), whose
+  overflow steps skip as the scaler calibrates and count nothing;
 - ``_fetch_one_gen_batch`` / ``_validate``: under ``trainer.deterministic`` the questions' uids (which
   name and seed their requests) are drawn from the run's seed and the step, not uuid4;
 - ``_val_metrics_update`` / ``_compute_metrics``: ``eval/{ds}/acc@{b}`` ... and ``train/...`` keys
@@ -282,7 +284,11 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
     def _arctl_skips(self, norms: list[float], metrics: dict) -> None:
         """verl skips an optimizer step whose gradient norm is not finite (its engines' ``optimizer_step``), and the
         run went on untrained for good: a streak of :data:`arctl.backends.base.DIVERGED_STEPS` steps that skipped
-        every one fails it, in one line, as the tiny backend's (:class:`arctl.backends.base.SkipStreak`)."""
+        every one fails it, in one line, as the tiny backend's (:class:`arctl.backends.base.SkipStreak`). Not under
+        a loss scaler (:func:`_loss_scaled`): its steps skip at each overflow as it calibrates (from a review: a
+        healthy fp16 run could fail as diverged), and nothing is counted."""
+        if _loss_scaled(self.config):
+            return
         if self._arctl_streak is None:
             optim = self.config.actor_rollout_ref.actor.optim
             self._arctl_streak = SkipStreak(diverged_advice(float(optim.lr), float(optim.weight_decay),
@@ -613,6 +619,16 @@ class ArctlPPOTrainer(SaveOnce, PPOTrainerSync):
         metrics.update(_arctl_train_metrics(metrics, self.config))
         self._define_step_metric()
         return out
+
+
+def _loss_scaled(config) -> bool:
+    """Whether verl trains the actor with a loss scaler: its FSDP engine makes a ``ShardedGradScaler`` where the
+    actor's ``fsdp_config.mixed_precision.param_dtype`` is fp16 (verl 0.9.1's ``FSDPEngine._build_fsdp_module``; its
+    default bf16), which skips a step whose gradient overflowed (``grad_norm`` inf) and lowers the scale."""
+    from verl.utils.torch_dtypes import PrecisionType
+
+    dtype = OmegaConf.select(config, "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype", default=None)
+    return dtype is not None and PrecisionType.is_fp16(dtype)
 
 
 def _grad_norms(output) -> list[float]:
