@@ -399,22 +399,15 @@ def live_runs(workdir: Path, run_ids) -> dict[str, str]:
 
     from arctl.launch import states
     from arctl.launch.refresh import interrupted_launch
-    from arctl.launch.status_file import read_status
-    from arctl.report.export import INDEX_FILE, registry_rows, run_state
+    from arctl.report.export import INDEX_FILE, not_ended, registry_rows
 
     if (workdir / INDEX_FILE).is_file():
         return {}
     rows = {r.run_id: r for r in registry_rows(workdir)}
     recorded = {rid: r.state.lower() for rid, r in rows.items() if r.state in states.TERMINAL}
     now, out = time.time(), {}
-    for rid in map(str, run_ids):
-        run_dir, row = workdir / "runs" / rid, rows.get(rid)
-        try:
-            ended = run_state(run_dir, recorded, {})
-            own = read_status(run_dir).get("state")
-        except OSError:  # a folder that cannot be looked into: its readers say so
-            continue
-        if ended.upper() in states.TERMINAL or (row is not None and interrupted_launch(row, run_dir, now)):
+    for rid, run_dir, row, own in not_ended(workdir, run_ids, rows, recorded):
+        if row is not None and interrupted_launch(row, run_dir, now):
             continue
         if own in LIVE_STATUS:
             out[rid] = LIVE_STATUS[own]

@@ -212,6 +212,23 @@ class SkippedRun:
                    str(entry.get("state") or NOT_LOGGED_UNKNOWN), cells)
 
 
+def not_ended(workdir: Path, run_ids, rows: dict, recorded: dict):
+    """(run id, its folder, its registry row or None, its status.json's state) of each of ``run_ids`` (runs of the
+    workspace ``workdir``; ``rows``: its registry rows by run id, ``recorded``: the ended ones' states, as
+    :func:`run_state` takes them) that has not ended: neither its job nor its registry row says it did. A folder
+    that cannot be looked into is left out (its readers say so). The one test of "still under way" of
+    :func:`unlogged_runs` and :func:`arctl.report.data.live_runs`."""
+    for rid in map(str, run_ids):
+        run_dir, row = workdir / "runs" / rid, rows.get(rid)
+        try:
+            ended = run_state(run_dir, recorded, {})
+            own = read_status(run_dir).get("state")
+        except OSError:  # a folder that cannot be looked into: its readers say so
+            continue
+        if ended.upper() not in states.TERMINAL:  # its job said it ended, or its registry row did
+            yield rid, run_dir, row, own
+
+
 def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[SkippedRun]:
     """The runs of a workspace that have logged nothing yet and have not ended: a row its registry has active
     (submitting, pending, running), or a run folder, without a W&B file (``logged``: the run ids that have one; else
@@ -237,15 +254,7 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
 
     now = time.time()
     out = []
-    for rid in sorted((folders | active) - set(logged)):
-        run_dir, row = workdir / "runs" / rid, rows.get(rid)
-        try:
-            ended = run_state(run_dir, recorded, {})
-            own = read_status(run_dir).get("state")
-        except OSError:  # a folder that cannot be looked into: its readers say so
-            continue
-        if ended.upper() in states.TERMINAL:  # its job said it ended, or its registry row did
-            continue
+    for rid, run_dir, row, own in not_ended(workdir, sorted((folders | active) - set(logged)), rows, recorded):
         config = _read_yaml(run_dir / "config.yaml")  # (never raises) only of the runs not ended: a few
         recorded_state = row.state if row is not None else None
         if row is not None and interrupted_launch(row, run_dir, now):  # its launch died before it submitted it:
