@@ -15,6 +15,7 @@ from pathlib import Path
 
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
+from arctl.launch.joblog import last_attempt_lines
 from arctl.launch.refresh import (
     CANCELLING,
     INTERRUPTED_BEFORE,
@@ -543,16 +544,9 @@ def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
     for path in reversed(log_files(workspace, record)):
         if path.suffix != ".err":
             continue
-        try:
-            lines = path.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
         # the last attempt's lines only: SLURM appends a requeued task's attempts to one file, and an earlier
         # attempt's requeue ("CANCELLED ... DUE TO JOB REQUEUE") was given as this failure's reason (a hunt)
-        from arctl.launch.job import ATTEMPT_LINE
-
-        starts = [i for i, line in enumerate(lines) if ATTEMPT_LINE.match(line)]
-        for line in reversed(lines[starts[-1]:] if starts else lines):
+        for line in reversed(last_attempt_lines(path) or []):
             if ERROR_LINE.search(line) and "submitit WARNING" not in line:
                 return line.strip()
     return record.error

@@ -45,6 +45,14 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from arctl.config.files import atomic_write, nearest_existing
 from arctl.launch.backends import backend_name, get_backend, resolve_backend
 from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
+from arctl.launch.joblog import (
+    LINE_START,
+    LOG_TAIL_BYTES,
+    attempt_message,
+    last_attempt_lines,
+    log_line,
+    stderr_logs,
+)
 from arctl.launch.progress import ProgressTap, file_marks, run_progress, schedule, watch_pace
 from arctl.launch.provenance import record_attempt
 from arctl.launch.rundir import read_run_config
@@ -132,7 +140,7 @@ def current_executor() -> str | None:
 
 def _log(message: str) -> None:
     with contextlib.suppress(OSError):  # the log on a full disk: never an error of its own over the job's
-        print(f"[arctl job {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+        print(log_line(message), file=sys.stderr, flush=True)
 
 
 ERROR_MARK = "ERROR "  # the job log's line that says why the attempt failed (:func:`reported_failure` reads it)
@@ -167,7 +175,6 @@ NO_THREAD = "can't start new thread"  # CPython's RuntimeError where the OS refu
 # what wandb-core (Go) writes to the job log where the OS refuses it a thread; its own exit is then all W&B says
 # ("wandb-core exited with code 2"): from the hunt of limits
 GO_NO_THREAD = ("pthread_create failed: 11", "failed to create new OS thread")
-LOG_TAIL_BYTES = 1 << 16  # how much of the job log's end is searched for GO_NO_THREAD
 
 
 def _out_of_threads(err: BaseException) -> bool:
@@ -181,16 +188,14 @@ def _out_of_threads(err: BaseException) -> bool:
 
 
 def _own_log_tail() -> str:
-    """The end of the file this process's stderr writes to (the job log, which wandb-core's stderr shares), or ""
-    where it is no readable file (a terminal, no /proc)."""
+    """This attempt's lines at the end of the file this process's stderr writes to (the job log, which
+    wandb-core's stderr shares), or "" where it is no readable file (a terminal, no /proc)."""
     try:
         if not stat.S_ISREG(os.fstat(2).st_mode):  # a pipe opened for reading here would wait for its writer
             return ""
-        with open("/proc/self/fd/2", "rb") as log:
-            log.seek(max(0, os.fstat(log.fileno()).st_size - LOG_TAIL_BYTES))
-            return log.read(LOG_TAIL_BYTES).decode(errors="replace")
     except (OSError, ValueError):
         return ""
+    return "\n".join(last_attempt_lines(Path("/proc/self/fd/2"), LOG_TAIL_BYTES) or [])
 
 
 def _thread_limit_hint() -> str:
@@ -246,14 +251,9 @@ def reported_failure(folders: list[Path]) -> str | None:
     ``folders``, the first folder that has one), or None: what a run's reason is where status.json could not
     be written (a full disk)."""
     for folder in folders:
-        logs = sorted(folder.glob("*_log.err")) if folder.is_dir() else []
+        logs = stderr_logs(folder)
         for path in reversed(logs):
-            try:
-                lines = path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            starts = [i for i, text in enumerate(lines) if ATTEMPT_LINE.match(text)]
-            for text in reversed(lines[starts[-1]:] if starts else lines):
+            for text in reversed(last_attempt_lines(path) or []):
                 if (m := _ERROR_LINE.match(text)) is not None:
                     return m.group(1).removesuffix(NOT_RECORDED)
         if logs:
@@ -261,9 +261,7 @@ def reported_failure(folders: list[Path]) -> str | None:
     return None
 
 
-# the line each attempt starts its stderr with (SLURM appends a requeued task's attempts to one file)
-ATTEMPT_LINE = re.compile(r"^\[arctl job [0-9:]+\] run \S+ attempt \d+ on ")
-_ERROR_LINE = re.compile(rf"^\[arctl job [0-9:]+\] {ERROR_MARK}(.+)$")
+_ERROR_LINE = re.compile(LINE_START + re.escape(ERROR_MARK) + "(.+)$")
 
 
 CANCELLED = "cancelled"  # what run_job returns for an attempt `arctl cancel` stopped before it started (_start_attempt)
@@ -300,7 +298,7 @@ def _start_attempt(run_dir: Path) -> tuple[dict, int, dict, bool]:
         first_step_at=None, last_step=None, last_step_at=None, resume_step=None, **schedule(config),
         wandb_id=None if config.get("wandb", {}).get("mode") == "disabled" else config.get("wandb", {}).get("id"),
     )
-    _log(f"run {config.get('run_id')} attempt {attempt} on {socket.gethostname()} (job {current_job_id()})")
+    _log(attempt_message(config.get("run_id"), attempt, socket.gethostname(), current_job_id()))
     write_phase(run_dir, None)  # e.g. "waiting for <run>": the launcher's, while it was pending
     _record_code(run_dir, attempt)
     return config, attempt, marks, False

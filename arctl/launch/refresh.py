@@ -25,6 +25,7 @@ from pathlib import Path
 from arctl.config.files import is_this_host
 from arctl.launch import states
 from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
+from arctl.launch.joblog import LOG_TAIL_BYTES, last_attempt_lines, stderr_logs
 from arctl.launch.progress import last_row_written, run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
@@ -988,7 +989,6 @@ def _logged_failure(workspace: Workspace, rec: RunRecord) -> str | None:
 # "Detected 1 oom_kill event in StepId=101.0" (older: "oom-kill event(s) in step 101.0 cgroup"), srun's
 # "srun: error: node1: task 0: Out Of Memory"
 OOM_LOGGED = re.compile(r"^(slurmstepd\S*: error: .*\boom[_-]kill event|srun: error: .*: Out Of Memory\b)", re.MULTILINE)
-LOG_TAIL_BYTES = 64 * 1024  # where SLURM's lines are: the end of the job's stderr
 
 
 def _oom_logged(workspace: Workspace, rec: RunRecord) -> bool:
@@ -996,23 +996,13 @@ def _oom_logged(workspace: Workspace, rec: RunRecord) -> bool:
     holds SLURM's word that the OOM killer took a process of its step (:data:`OOM_LOGGED`). From a review: arctl's
     jobs train in an srun step, and since SLURM 22.05.4 only that step is OUT_OF_MEMORY, the job FAILED (the
     line ``sacct -X`` gives), so the run read "job failed or was killed"; without accounting, nothing says it."""
-    from arctl.launch.job import ATTEMPT_LINE  # (the job module imports the backends: only when needed)
-
     job = rec.job_id or ""
     if not job or job.startswith("queue:"):
         return False
     for folder in (workspace.jobs_dir / job, workspace.run_dir(rec.run_id) / "job" / job):
-        logs = sorted(folder.glob("*_log.err")) if folder.is_dir() else []
-        for path in logs:
-            try:
-                with path.open("rb") as f:
-                    f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-                    tail = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            starts = [m.end() for m in re.finditer(ATTEMPT_LINE.pattern, tail, re.MULTILINE)]
-            if OOM_LOGGED.search(tail, starts[-1] if starts else 0):
-                return True
+        logs = stderr_logs(folder)
+        if any(OOM_LOGGED.search("\n".join(last_attempt_lines(path, LOG_TAIL_BYTES) or [])) for path in logs):
+            return True
         if logs:
             return False
     return False

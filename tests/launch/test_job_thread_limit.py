@@ -69,7 +69,10 @@ print(failure_line(Exception("ServicePollForTokenError: wandb-core exited with c
     ("fakecgo: pthread_create failed: 11\nSIGABRT: abort\nPC=0x4c8c1 m=0 sigcode=18446744073709551610\n", True),
     ("runtime: failed to create new OS thread (have 12 already; errno=11)\n", True),
     ("wandb: some other trouble\n", False),
-], ids=["fakecgo", "go-runtime", "other"])
+    # SLURM appends a requeued task's attempts to one file: an earlier attempt's line says nothing of this one's
+    ("fakecgo: pthread_create failed: 11\n[arctl job 10:00:00] run e_a_s0_0123456789 attempt 2 on node1 (job 101)\n"
+     "wandb: some other trouble\n", False),
+], ids=["fakecgo", "go-runtime", "other", "earlier-attempt"])
 def test_wandb_core_out_of_threads_says_the_limit(tmp_path, logged, hinted):
     """The job log is the job's stderr, which wandb-core shares: its Go runtime's line is read back from there."""
     log = tmp_path / "101_0_log.err"
