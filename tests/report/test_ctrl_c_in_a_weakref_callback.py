@@ -42,6 +42,17 @@ def _ctrl_c_in_a_weakref_callback() -> list[str]:
     return after
 
 
+def _interrupting_savefig(fig) -> None:
+    """``fig.savefig`` sends itself a Ctrl-C inside a weakref callback, then saves as matplotlib does."""
+    real = fig.savefig
+
+    def savefig(*args, **kwargs):
+        _ctrl_c_in_a_weakref_callback()
+        return real(*args, **kwargs)
+
+    fig.savefig = savefig
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped KeyboardInterrupt
 def test_the_stand_in_loses_a_ctrl_c_where_nothing_holds_it(sigint_raises):
     """What the fix is against: the KeyboardInterrupt raised in the callback does not come out of it."""
@@ -72,13 +83,7 @@ def test_a_figure_saved_with_such_a_save_is_interrupted_and_leaves_the_previous_
         (out / name).write_bytes(data)
     fig, axes = style.new_figure(1, 1)
     axes[0][0].plot([0, 1], [0, 1])
-    real = fig.savefig
-
-    def savefig(*args, **kwargs):
-        _ctrl_c_in_a_weakref_callback()
-        return real(*args, **kwargs)
-
-    fig.savefig = savefig
+    _interrupting_savefig(fig)
     with pytest.raises(KeyboardInterrupt):
         style.save_figure(fig, out, "fig")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -89,13 +94,7 @@ def test_the_claims_pages_figures_hold_it_too(sigint_raises):
     from arctl.report import claims_render
 
     fig, axes = style.new_figure(1, 1)
-    real = fig.savefig
-
-    def savefig(*args, **kwargs):
-        _ctrl_c_in_a_weakref_callback()
-        return real(*args, **kwargs)
-
-    fig.savefig = savefig
+    _interrupting_savefig(fig)
     with pytest.raises(KeyboardInterrupt):
         claims_render._png(fig)
 
