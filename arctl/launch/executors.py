@@ -134,10 +134,15 @@ def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
     return rounds * Fraction(max(parallel, cores), cores) + (Fraction(max(left, cores), cores) if left else 0)
 
 
+# sbatch's short options, every one sbatch(1) and `sbatch --help` document (SLURM 22.05), and their long forms: "NAME="
+# takes a value (-w vm, -wvm), "NAME[=]" an optional one, joined only (-koff), "NAME" none (-H; -Hs is -H -s)
+SBATCH_SHORT = {"A": "account=", "a": "array=", "B": "extra-node-info=", "b": "begin=", "C": "constraint=",
+                "c": "cpus-per-task=", "D": "chdir=", "d": "dependency=", "e": "error=", "F": "nodefile=", "G": "gpus=",
+                "H": "hold", "h": "help", "i": "input=", "J": "job-name=", "k": "no-kill[=]", "L": "licenses=",
+                "M": "clusters=", "m": "distribution=", "N": "nodes=", "n": "ntasks=", "O": "overcommit", "o": "output=",
+                "p": "partition=", "Q": "quiet", "q": "qos=", "S": "core-spec=", "s": "oversubscribe", "t": "time=",
+                "V": "version", "v": "verbose", "W": "wait", "w": "nodelist=", "x": "exclude="}
 # sbatch options arctl sets itself (or that would break what it relies on): the key to use instead, or why not
-_SHORT = {"t": "time", "p": "partition", "A": "account", "q": "qos", "C": "constraint", "c": "cpus_per_task",
-          "N": "nodes", "J": "job_name", "a": "array", "o": "output", "e": "error", "d": "dependency", "D": "chdir",
-          "G": "gpus"}
 ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, replace arctl's line: allowed)
     "time": "use cluster.time_min (the preemption warning is placed before it)",
     "signal": "use cluster.preempt_warning_s (arctl's jobs checkpoint on its signal)",
@@ -157,26 +162,122 @@ ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, re
 }
 # sbatch options that ask for GPUs (typed GPUs or a site's GRES spelling may replace arctl's --gpus-per-node line)
 GPU_SBATCH = ("gpus_per_node", "gpus_per_task", "gpus", "gres")
+# the options arctl reads in sbatch_extra: sbatch takes an unambiguous prefix of a long option for it (--out=x is
+# --output=x), so an abbreviation of one of these must be written in full for arctl to read it as sbatch does
+_READ_SBATCH = (*ARCTL_SBATCH, *GPU_SBATCH, "requeue", "no_requeue")
+
+
+def sbatch_words(text: str, entry: str = "") -> list[str]:
+    """The words sbatch reads in the options of one ``#SBATCH`` line (``_get_argument`` in SLURM's src/sbatch/opt.c):
+    blanks end a word outside quotes; '...' and "..." quote, their marks dropped; a backslash takes the next character
+    as it is, inside quotes too; an unquoted ``#`` ends the line (a comment); an empty word also ends it. An unmatched
+    quote is refused, as sbatch refuses the script."""
+    words: list[str] = []
+    word: list[str] = []
+    started = escaped = False
+    quote = ""
+    for char in text:
+        if char in " \t\n\v\f\r" and not quote:  # (C's isspace) ends the word, even after a backslash
+            if started and not word:
+                return words
+            if word:
+                words.append("".join(word))
+            word, started, escaped = [], False, False
+            continue
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = started = True
+            continue
+        elif quote:
+            if char == quote:
+                quote = ""
+                continue
+        elif char in "'\"":
+            quote, started = char, True
+            continue
+        elif char == "#":
+            break
+        word.append(char)
+        started = True
+    if quote:
+        raise LaunchError(f"cluster.sbatch_extra entry {entry or text!r} has an unmatched {quote} — close the quote "
+                          "(sbatch refuses such a line)")
+    if word:
+        words.append("".join(word))
+    return words
+
+
+def sbatch_options(raw) -> list[tuple[str, str | None]]:
+    """The (long option name, value or None) pairs sbatch reads in one ``cluster.sbatch_extra`` entry, written as an
+    ``#SBATCH`` line is (the ``#SBATCH`` word optional): ``--name=value``, ``--name value``, ``-X value``, ``-Xvalue``
+    (a short option is its long form: :data:`SBATCH_SHORT`; one sbatch does not have is refused). Quotes are removed
+    and a ``# comment`` dropped as sbatch does (:func:`sbatch_words`)."""
+    text = _one_line(str(raw).strip(), "cluster.sbatch_extra")
+    words = sbatch_words(re.sub(r"^#SBATCH(?=\s|$)", "", text), str(raw))
+    if not words:
+        raise LaunchError(f"cluster.sbatch_extra entry {raw!r} has no sbatch option — write e.g. '--exclusive' or "
+                          "'--reservation=NAME'")
+    options: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if re.match(r"--[A-Za-z]", word):
+            name, eq, value = word[2:].partition("=")
+            if not eq and i < len(words) and not re.match(r"-[A-Za-z-]", words[i]):
+                value, i = words[i], i + 1  # --name value
+            options.append((name, value if eq or value else None))
+            continue
+        if not re.match(r"-[A-Za-z]", word):
+            raise LaunchError(f"cluster.sbatch_extra entry {raw!r} has {word!r} where sbatch expects an option — "
+                              "write e.g. '--exclusive' or '--reservation=NAME', one option and its value at a time")
+        letters = word[1:]
+        while letters:
+            letter, letters = letters[0], letters[1:]
+            if letter not in SBATCH_SHORT:
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: -{letter} is not one of sbatch's short "
+                                  f"options ({' '.join('-' + k for k in sorted(SBATCH_SHORT, key=str.lower))}) — "
+                                  "write the option's long form, --NAME=VALUE (`sbatch --help` lists them)")
+            long = SBATCH_SHORT[letter]
+            name = long.split("=")[0].rstrip("[")
+            if long.endswith("[=]") or not long.endswith("="):  # no value, or one joined only (-koff)
+                value = letters if long.endswith("[=]") and letters else None
+                letters = "" if value else letters
+            elif letters:
+                value, letters = letters, ""  # -wvm
+            elif i < len(words):
+                value, i = words[i], i + 1  # -w vm
+            else:
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: -{letter} (--{name}) needs a value — write "
+                                  f"'--{name}=VALUE'")
+            options.append((name, value))
+    return options
 
 
 def _sbatch_extra(lines: list) -> dict:
-    """``["--exclusive", "--mail-type=END", "#SBATCH --reservation=x"]`` -> additional_parameters. An option
-    arctl sets itself (:data:`ARCTL_SBATCH`) is refused with the key that sets it: here it would replace arctl's
-    silently (a time limit the preemption warning is not placed before, logs `arctl logs` cannot find)."""
+    """``["--exclusive", "--mail-type=END", "#SBATCH --reservation=x"]`` -> additional_parameters (the values as
+    sbatch reads them: :func:`sbatch_options`; :func:`sbatch_written` writes them for the script). An option arctl sets
+    itself (:data:`ARCTL_SBATCH`) is refused with the key that sets it: here it would replace arctl's silently (a time
+    limit the preemption warning is not placed before, logs `arctl logs` cannot find)."""
     extra: dict = {}
     for raw in lines or []:
-        text = str(raw).strip()
-        text = re.sub(r"^#SBATCH\s+", "", text)
-        _one_line(text, "cluster.sbatch_extra")
-        match = re.fullmatch(r"--?([A-Za-z][A-Za-z0-9_-]*)(?:[= ](.+))?", text)
-        if not match:
-            raise LaunchError(f"cluster.sbatch_extra entry {raw!r} is not an sbatch option — write e.g. '--exclusive' or '--reservation=NAME'")
-        key, value = match.group(1).replace("-", "_"), match.group(2)
-        key = _SHORT.get(key, key) if not text.startswith("--") else key
-        if key in ARCTL_SBATCH:
-            raise LaunchError(f"cluster.sbatch_extra entry {raw!r} sets what arctl sets itself — {ARCTL_SBATCH[key]}")
-        extra[key] = True if value is None else _one_line(value.strip(), "cluster.sbatch_extra")
+        for name, value in sbatch_options(raw):
+            key = name.replace("-", "_")
+            full = [k for k in _READ_SBATCH if k.startswith(key)]
+            if key not in _READ_SBATCH and full:
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: sbatch reads --{name} as an abbreviation "
+                                  f"(of --{full[0].replace('_', '-')}, which arctl reads) — write the option in full")
+            if key in ARCTL_SBATCH:
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r} sets what arctl sets itself — {ARCTL_SBATCH[key]}")
+            extra[key] = True if value is None else value
     return extra
+
+
+def sbatch_written(value):
+    """A value as it must be written for sbatch to read it back (:func:`sbatch_words`): submitit quotes it for the
+    ``#SBATCH`` line, but sbatch takes a backslash as an escape even inside quotes, so each is doubled."""
+    return value.replace("\\", "\\\\") if isinstance(value, str) else value
 
 
 def _gpu_count(key: str, value) -> int | None:
@@ -242,12 +343,17 @@ def sbatch_job_name(name: str) -> str:
 def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None = None) -> dict:
     """submitit SlurmExecutor parameters for a ``cluster`` section.
 
-    Values are quoted by submitit; values with line breaks are refused (they could start new
-    script lines). ``cluster.setup`` lines are shell by design: they come from your cluster profile.
+    Values are quoted by submitit (and written so that sbatch reads them back as they are: :func:`sbatch_written`);
+    values with line breaks are refused (they could start new script lines). ``cluster.setup`` lines are shell by
+    design: they come from your cluster profile.
     """
     time_min = int(cluster.get("time_min") or 60)
     delay = warning_seconds(cluster)
     extra = _sbatch_extra(cluster.get("sbatch_extra") or [])
+    # a typed or GRES request in sbatch_extra gives the GPUs instead of arctl's line (SLURM refuses --gres=gpu beside
+    # --gpus-per-node: they are mutually exclusive)
+    gpus_asked = _gpu_lines(extra, cluster)
+    extra = {key: sbatch_written(value) for key, value in extra.items()}
     extra["signal"] = f"{PREEMPT_SIGNAL}@{delay}"
     if "no_requeue" not in extra:  # submitit requeues with `scontrol requeue`, which a site's JobRequeue=0
         extra["requeue"] = True  # refuses for a job not submitted requeueable (the run would end at its limit)
@@ -267,10 +373,8 @@ def slurm_parameters(cluster: dict, job_name: str, array_parallelism: int | None
         params["mem"] = f"{int(mem)}GB" if mem == int(mem) else f"{int(mem * 1024)}MB"
     for key in ("partition", "account", "qos", "constraint"):
         if cluster.get(key):
-            params[key] = _one_line(cluster[key], f"cluster.{key}")
-    # a typed or GRES request in sbatch_extra gives the GPUs instead of arctl's line (SLURM refuses --gres=gpu beside
-    # --gpus-per-node: they are mutually exclusive)
-    if not _gpu_lines(extra, cluster) and int(cluster.get("gpus_per_node") or 0) > 0:
+            params[key] = sbatch_written(_one_line(cluster[key], f"cluster.{key}"))
+    if not gpus_asked and int(cluster.get("gpus_per_node") or 0) > 0:
         params["gpus_per_node"] = int(cluster["gpus_per_node"])
     return params
 

@@ -119,7 +119,7 @@ def test_an_option_with_a_line_break_cannot_add_script_lines(key, tmp_path):
 
 
 def test_option_values_with_shell_characters_are_quoted(tmp_path):
-    params = slurm_parameters({**CLUSTER, "constraint": "a100&$(touch x)", "sbatch_extra": ["--comment=a; b 'c'"]}, "x")
+    params = slurm_parameters({**CLUSTER, "constraint": "a100&$(touch x)", "sbatch_extra": ["--comment=\"a; b 'c'\""]}, "x")
     script = render_sbatch(params, tmp_path / "%j", 1)
     assert "#SBATCH --constraint='a100&$(touch x)'" in script
     assert "#SBATCH --comment='a; b '\"'\"'c'\"'\"''" in script

@@ -1,0 +1,202 @@
+"""``cluster.sbatch_extra`` entries are read as sbatch reads an ``#SBATCH`` line (from a hunt): quotes removed, a
+trailing ``# comment`` dropped, ``-X value`` short options as their long forms; a short option sbatch does not have is
+refused in one line. Golden sbatch scripts (the ``# Parameters`` block submitit writes), a launch through the sbatch
+shim (tests/support/slurm_shims.py), and, where sbatch is installed, sbatch itself reading the script arctl wrote
+(``sbatch --test-only -v`` prints the options it read before it asks a controller; no SLURM daemon is needed)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import slurm_shims  # tests/support/slurm_shims.py
+from typer.testing import CliRunner
+
+from arctl.cli.main import app
+from arctl.launch.executors import SBATCH_SHORT, LaunchError, render_sbatch, slurm_parameters
+
+CLUSTER = {"executor": "slurm", "partition": "gpu", "nodes": 1, "gpus_per_node": 0, "cpus_per_task": 4,
+           "time_min": 60, "preempt_warning_s": 30}
+
+
+def _parameters_block(extra: list[str], **cluster) -> list[str]:
+    """The ``#SBATCH`` lines of the script submitit writes for ``extra``, but the log paths (the test's folder)."""
+    script = render_sbatch(slurm_parameters({**CLUSTER, **cluster, "sbatch_extra": extra}, "lt"), Path("/jobs/%j"), 1)
+    return [line for line in script.splitlines() if line.startswith("#SBATCH") and "/jobs/" not in line]
+
+
+ARCTLS = ["#SBATCH --cpus-per-task=4", "#SBATCH --job-name=lt", "#SBATCH --nodes=1", "#SBATCH --open-mode=append",
+          "#SBATCH --partition=gpu", "#SBATCH --requeue", "#SBATCH --signal=USR1@30", "#SBATCH --time=60",
+          "#SBATCH --wckey=submitit"]
+
+
+@pytest.mark.parametrize("entry, lines", [
+    # quotes as a job script has them: removed (they reached SLURM: Comment="hello world", Invalid node name "vm")
+    ('#SBATCH --comment="hello world"', ["#SBATCH --comment='hello world'"]),
+    ("--mail-user=\"me@x.org\"", ["#SBATCH --mail-user=me@x.org"]),
+    ('--nodelist="vm"', ["#SBATCH --nodelist=vm"]),
+    ("--constraint='a100|h100'", ["#SBATCH --constraint='a100|h100'"]),
+    ('#SBATCH --comment "it\'s (v2), #1"', ["#SBATCH --comment='it'\"'\"'s (v2), #1'"]),
+    # a trailing comment: dropped (it was the value's: Comment=abc   # why we need this)
+    ("#SBATCH --comment=abc   # why we need this", ["#SBATCH --comment=abc"]),
+    ("--exclusive # the whole node", ["#SBATCH --exclusive"]),
+    # short options: their long forms (-w became --w, ambiguous; -k became --k, i.e. --kill-on-invalid-dep)
+    ("#SBATCH -w vm", ["#SBATCH --nodelist=vm"]),
+    ("-wvm", ["#SBATCH --nodelist=vm"]),
+    ("-x other", ["#SBATCH --exclude=other"]),
+    ("-k", ["#SBATCH --no-kill"]),
+    ("-s", ["#SBATCH --oversubscribe"]),
+    ("-L 'lic:2'", ["#SBATCH --licenses=lic:2"]),
+    ("-m block", ["#SBATCH --distribution=block"]),
+    # several options on a line, as sbatch reads them
+    ('#SBATCH --comment "a b" --exclusive -w vm', ["#SBATCH --comment='a b'", "#SBATCH --exclusive",
+                                                   "#SBATCH --nodelist=vm"]),
+    # a backslash escapes the next character, inside quotes too: written so that sbatch reads the value back
+    ("--comment='a\\\\b'", ["#SBATCH --comment='a\\\\b'"]),
+])
+def test_an_entry_is_written_as_sbatch_reads_its_job_script_line(entry, lines):
+    block = _parameters_block([entry])
+    assert [line for line in block if line not in ARCTLS] == lines, block
+    assert [line for line in block if line in ARCTLS] == ARCTLS, block
+
+
+def test_a_gres_request_in_quotes_is_read_for_its_gpu_count():
+    """The GPU-count check read '"gpu:4"' as a GRES without a GPU: arctl's --gpus-per-node=8 line stayed beside
+    it (SLURM refuses --gres=gpu with --gpus-per-node) and a count other than cluster.gpus_per_node passed."""
+    with pytest.raises(LaunchError, match=re.escape("--gres=gpu:4 asks SLURM for 4 GPU(s) per node, but "
+                                                    "cluster.gpus_per_node=8")):
+        slurm_parameters({**CLUSTER, "gpus_per_node": 8, "sbatch_extra": ['#SBATCH --gres="gpu:4"']}, "lt")
+    block = _parameters_block(['#SBATCH --gres="gpu:4"  # four of them'], gpus_per_node=4)
+    assert [line for line in block if re.match(r"#SBATCH --(gres|gpus)", line)] == ["#SBATCH --gres=gpu:4"]
+
+
+@pytest.mark.parametrize("entry, says", [
+    ("-I", "-I is not one of sbatch's short options"),
+    ("#SBATCH -l", "-l is not one of sbatch's short options"),
+    ("-w", "-w (--nodelist) needs a value — write '--nodelist=VALUE'"),
+    ("--comment='a b", "has an unmatched ' — close the quote"),
+    ("-k off", "has 'off' where sbatch expects an option"),
+    ("#SBATCH # nothing", "has no sbatch option"),
+    ("-t 10", "sets what arctl sets itself — use cluster.time_min"),
+    ("-o /x", "sets what arctl sets itself — leave it out: `arctl logs`"),
+    ("-n 2", "sets what arctl sets itself — leave it out: an arctl job runs one task per node"),
+    ("--out=/x", "sbatch reads --out as an abbreviation (of --output, which arctl reads) — write the option in full"),
+])
+def test_an_entry_sbatch_would_read_otherwise_is_refused_in_one_line(entry, says):
+    with pytest.raises(LaunchError, match=re.escape(says)) as info:
+        slurm_parameters({**CLUSTER, "sbatch_extra": [entry]}, "lt")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("letter", sorted(SBATCH_SHORT))
+def test_each_short_option_of_sbatchs_is_written_as_its_long_form(letter):
+    """-X value (or -X, for one that takes none) is the line of its long form; before, only 14 letters were."""
+    long = SBATCH_SHORT[letter]
+    name, value = long.split("=")[0].rstrip("["), "v1" if long.endswith("=") and not long.endswith("[=]") else None
+    entry = f"-{letter}" + (f" {value}" if value else "")
+    try:
+        block = _parameters_block([entry])
+    except LaunchError as err:  # one arctl sets itself: refused with the key that sets it
+        assert "sets what arctl sets itself" in str(err), err
+        return
+    assert f"#SBATCH --{name}" + (f"={value}" if value else "") in block, block
+
+
+def _sbatch_pairs(help_text: str) -> dict[str, str]:
+    return dict(re.findall(r"^\s+-([A-Za-z]), --([a-z][a-z-]*)", help_text, re.M))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+def test_the_short_option_table_is_the_installed_sbatchs():
+    """Every short option `sbatch --help` lists (and sbatch(1), where its man page is installed) has its long form in
+    the table, and the table has no other."""
+    helped = _sbatch_pairs(subprocess.run(["sbatch", "--help"], capture_output=True, text=True, timeout=60).stdout)
+    man = Path("/usr/share/man/man1/sbatch.1.gz")
+    if man.exists():
+        text = gzip.decompress(man.read_bytes()).decode(errors="replace").replace("\\-", "-").replace("\\fR", "")
+        helped.update(re.findall(r"^\\fB-([A-Za-z]), \\fB--([a-z][a-z-]*)", text, re.M))
+    assert {k: v.split("=")[0].rstrip("[") for k, v in SBATCH_SHORT.items()} == helped
+
+
+@pytest.fixture
+def shimmed(tmp_path, monkeypatch, specs):
+    """sbatch (and SLURM's other programs) as shims; sbatch keeps a copy of each script it is given."""
+    saved = tmp_path / "submitted"
+    saved.mkdir()
+    slurm_shims.use(tmp_path / "bin", monkeypatch, srun="exit 0\n", scontrol="echo 'MaxArraySize = 1001'\n",
+                    sbatch=f'n=$(ls {saved} | wc -l)\ncp "$1" {saved}/$n.sh\necho "Submitted batch job $((1000 + n))"\n')
+    return saved
+
+
+def _run(ws: Path, extra: str, *args: str):
+    return CliRunner().invoke(app, ["run", "lt", "--arm", "a", "--executor", "slurm", "--workdir", str(ws),
+                                    f"cluster.sbatch_extra={extra}", *args])
+
+
+def test_a_launch_submits_the_lines_sbatch_reads_as_the_user_meant(shimmed, tmp_path):
+    extra = "['#SBATCH --comment=\"hello world\"  # why', '#SBATCH -w vm', '--mail-user=\"me@x.org\"']"
+    res = _run(tmp_path / "ws", extra)
+    assert res.exit_code == 0, res.output
+    [script] = [p.read_text() for p in shimmed.iterdir()]
+    lines = script.splitlines()
+    assert {"#SBATCH --comment='hello world'", "#SBATCH --nodelist=vm", "#SBATCH --mail-user=me@x.org"} <= set(lines)
+    dry = _run(tmp_path / "ws2", extra, "--dry-run")
+    assert dry.exit_code == 0 and "#SBATCH --comment='hello world'" in dry.output, dry.output
+
+
+def test_an_unknown_short_option_is_refused_before_anything_is_submitted(shimmed, tmp_path):
+    for args in ([], ["--dry-run"]):
+        res = _run(tmp_path / "ws", "['#SBATCH -I']", *args)
+        assert res.exit_code == 2, res.output
+        [line] = [line for line in res.stderr.splitlines() if line.strip()]
+        assert line.startswith("error: ") and "-I is not one of sbatch's short options" in line, line
+        assert "write the option's long form" in line, line
+    assert list(shimmed.iterdir()) == [] and not (tmp_path / "bin" / "unexpected.log").exists()
+
+
+def _sbatch_reads(script: str, tmp_path: Path) -> dict[str, str]:
+    """The options sbatch reads in ``script``: ``sbatch --test-only -v`` lists them ("defined options") before it
+    asks the controller, here of a slurm.conf of its own whose controller never answers (it is stopped there)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=qb\nSlurmctldHost=localhost\nSlurmctldPort=9\nNodeName=localhost CPUs=1\n"
+                    "PartitionName=p Nodes=localhost Default=YES\n")
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    proc = subprocess.Popen(["sbatch", "--test-only", "-v", str(path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SLURM_CONF": str(conf)})
+    read: dict[str, str] = {}
+    watchdog = threading.Timer(120, proc.kill)  # an sbatch that never says its options fails the test, not hangs it
+    watchdog.start()
+    try:
+        for line in proc.stderr:
+            if "end of defined options" in line:
+                break
+            found = re.match(r"sbatch: (\S+)\s+: (.*)$", line.rstrip("\n"))
+            if found:
+                read[found.group(1)] = found.group(2)
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+    return read
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+def test_sbatch_reads_the_values_the_user_meant_from_the_script_arctl_writes(tmp_path):
+    extra = ['#SBATCH --comment="it\'s (v2), #1"  # why', "#SBATCH -w vm", "-x 'other,n2'", '--gres="gpu:4"',
+             "--mail-user='me@x.org'", "--licenses='a\\\\b'", "--constraint='a100|h100'"]
+    script = render_sbatch(slurm_parameters({**CLUSTER, "gpus_per_node": 4, "sbatch_extra": extra}, "lt"),
+                           tmp_path / "%j", 1)
+    read = _sbatch_reads(script, tmp_path)
+    assert {k: read.get(k) for k in ("comment", "nodelist", "exclude", "gres", "mail-user", "licenses", "constraint",
+                                     "partition")} == {
+        "comment": "it's (v2), #1", "nodelist": "vm", "exclude": "other,n2", "gres": "gres:gpu:4",
+        "mail-user": "me@x.org", "licenses": "a\\b", "constraint": "a100|h100", "partition": "gpu"}, read
