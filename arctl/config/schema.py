@@ -218,7 +218,7 @@ class ClusterConfig:
     constraint: str | None = None
     array_parallelism: int = setting(64, range=I(1, 10**5))
     max_array_size: int = setting(1000, range=COUNT)
-    sbatch_extra: list[str] = setting([])  # extra "#SBATCH" lines, e.g. ["--exclusive"]
+    sbatch_extra: list[str] = setting([])  # extra "#SBATCH" lines, read as sbatch reads them, e.g. ["--exclusive", "-w node1"]
     setup: list[str] = setting([])  # shell lines run before the job (module load ..., source venv)
     # secrets of the launching shell (names arctl.track.identity.is_secret_name takes: HF_TOKEN, PGPASSWORD,
     # KAGGLE_KEY, GITHUB_PAT, ...) that a SLURM job receives, e.g. [HF_TOKEN]: sbatch stores the environment it
