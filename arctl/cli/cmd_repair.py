@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         with launch_errors():
             from arctl.launch.executors import LaunchError
             from arctl.launch.repair import rebuild_registry
-            from arctl.launch.workspace import Workspace
+            from arctl.launch.workspace import Workspace, workdir_arg
 
             workspace = Workspace.open(workdir)  # refuses a registry.sqlite that is a folder (and a runs/ file)
             if not workspace.runs_dir.is_dir():
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
                                   "(`arctl run` makes one)")
             if workspace.is_export():
                 raise LaunchError(f"{workspace.root} is an arctl export, which has no registry to repair: reports "
-                                  f"read it as it is (`arctl report --workdir {workspace.root}`)")
+                                  f"read it as it is (`arctl report{workdir_arg(workspace.root, stored=True)}`)")
             done = rebuild_registry(workspace)
         if as_json:
             print_json({"workspace": str(workspace.root), "kept": done.kept,

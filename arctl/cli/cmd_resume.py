@@ -24,10 +24,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Resume failed, preempted or cancelled runs with the same run id and W&B run id."""
         if typed := next((r for r in runs if "=" in r), None):  # no run id, sweep or experiment name has one
+            import shlex
+
             from arctl.cli.common import fail
 
             fail(f"arctl resume takes runs, not overrides: {typed!r} — a resume keeps each run's frozen config; for "
-                 f"another config, launch a new run: `arctl run EXPERIMENT {typed}`")
+                 f"another config, launch a new run: `arctl run EXPERIMENT {shlex.quote(typed)}`")
         with launch_errors():
             from arctl.compose.run import ResolvedRun
             from arctl.launch.control import open_existing, select_runs

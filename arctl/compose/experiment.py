@@ -26,7 +26,9 @@ from arctl.compose.paths import find_spec, spec_files, spec_path_hint
 from arctl.config import safe_yaml
 from arctl.config.ranges import MAX_SEEDS, SEED_MAX
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # a file name on every filesystem, with room
+# a file name on every filesystem, with room; \Z, not $: with .match, $ also matched before a trailing "\n" (from a
+# hunt: `arctl cp ablation-vr $'exp\n.yaml'` wrote that file, and `arctl run $'exp\n'` ran an experiment of that name)
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}\Z")
 EXPERIMENT_KEYS = {"description", "paper", "figure", "groups", "overrides", "scales", "seeds", "arms"}
 
 

@@ -560,12 +560,12 @@ def open_existing(workdir, reading: bool = False) -> tuple[Workspace, Registry]:
     workspace = Workspace.open(workdir)
     if not workspace.exists():
         if workspace.is_export():  # runs for reports, never a registry (a review: repair was suggested, which refuses)
-            raise LaunchError(f"{workspace.root} is an arctl export: reports read it (`arctl report --workdir "
-                              f"{workspace.root}`); it has no registry of runs to show, cancel or resume")
+            raise LaunchError(f"{workspace.root} is an arctl export: reports read it (`arctl report"
+                              f"{workdir_arg(workspace.root, stored=True)}`); it has no registry of runs to show, cancel or resume")
         folders = sorted(p.name for p in workspace.runs_dir.iterdir() if p.is_dir()) if workspace.runs_dir.is_dir() else []
         if folders:  # the registry was deleted: the README promises these are pointed out (from an audit)
             raise LaunchError(f"{workspace.registry_path} is missing, and {workspace.runs_dir} holds {len(folders)} run "
-                              f"folder(s) (e.g. {folders[0]}) — `arctl repair --workdir {workspace.root}` rebuilds the "
+                              f"folder(s) (e.g. {folders[0]}) — `arctl repair{workdir_arg(workspace.root, stored=True)}` rebuilds the "
                               "registry from them")
         came = {"ARCTL_HOME": " (from ARCTL_HOME)", "default": " (the default ./arctl-runs)"}.get(workspace.origin, "")
         raise LaunchError(

@@ -188,7 +188,7 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
 
     root = workspace.root
     if workspace.is_export():
-        return (f"{root} is an arctl export ({EXPORT_INDEX}): reports read it (`arctl report --workdir {root}`), "
+        return (f"{root} is an arctl export ({EXPORT_INDEX}): reports read it (`arctl report{workdir_arg(root, stored=True)}`), "
                 "and it has no registry or checkpoints to train from — launch into a workspace (--workdir DIR or "
                 "$ARCTL_HOME)")
     if found is None:
@@ -197,7 +197,7 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
         what = (f"run folders {workspace.run_dir(found[0])} and {len(found) - 1} more exist" if len(found) > 1
                 else f"run folder {workspace.run_dir(found[0])} exists")
         return (f"{what} but {workspace.registry_path.name} has no row for {'them' if len(found) > 1 else 'it'} (the "
-                f"registry was deleted, emptied or copied from elsewhere) — `arctl repair --workdir {root}` rebuilds "
+                f"registry was deleted, emptied or copied from elsewhere) — `arctl repair{workdir_arg(root, stored=True)}` rebuilds "
                 "the registry from the run folders; nothing is submitted")
     return None
 
@@ -537,11 +537,8 @@ def launch_items(
         raise LaunchError("nothing to launch")
     # every cell may share a run the workspace already has: then only that is recorded
     name, note = choose_executor(executor, (items or shared)[0].config.get("cluster", {}).get("executor"), executor_by)
-    if any(ch in str(workspace.root) for ch in "\n\r\t\x00"):
-        from arctl.config.files import workdir_remedy
-
-        raise LaunchError(f"workspace path {str(workspace.root)!r} contains a control character — "
-                          f"{workdir_remedy(workspace.origin)}")
+    if problem := workspace_path_problem(workspace, name):  # before anything is read or written (executor_problem too)
+        raise LaunchError(problem)
     from arctl.launch.workspace import path_encoding_problem
 
     if problem := path_encoding_problem(workspace.root, workspace.origin):  # before plan() opens the registry
@@ -600,13 +597,69 @@ def gpu_problem(items: list[LaunchItem]) -> None:
         "verl.smoke=true, verl.rehearsal_steps=N and verl.device=cpu run without a GPU"))
 
 
+# the characters SLURM reads in a job's log paths (--output/--error filename patterns: ``%`` starts a replacement,
+# ``%20`` became ``0`` and ``%x`` the job's name) or drops there (sbatch's ``#SBATCH`` parser drops a ``\``, even in
+# quotes): a workspace path holding one named log files in folders that did not exist
+SLURM_PATH_CHARS = "%\\"
+
+
+def workspace_path_problem(workspace: Workspace, executor: str) -> str | None:
+    """Why executor ``executor`` cannot run jobs in ``workspace`` by its path alone, or None: a control character
+    (any executor), and under SLURM a character of :data:`SLURM_PATH_CHARS`: submitit writes the workspace's
+    ``jobs/`` folder into ``#SBATCH --output/--error`` and ``srun --output/--error``, so every job (each task of an
+    array, each resume) failed as it started, with no log, where the local executor ran the same path (from a
+    hunt: ``--workdir 'my%20runs'``). The launch asks before anything is written; its dry run too
+    (:func:`executor_problem`)."""
+    from arctl.config.files import workdir_remedy
+
+    root = str(workspace.root)
+    if any(ch in root for ch in "\n\r\t\x00"):
+        return f"workspace path {root!r} contains a control character — {workdir_remedy(workspace.origin)}"
+    found = [ch for ch in SLURM_PATH_CHARS if ch in root]
+    if executor == "slurm" and found:
+        return (f"{workspace.named} contains {' and '.join(repr(ch) for ch in found)}, which SLURM reads in its jobs' "
+                "log paths (--output/--error: '%' starts a pattern, a '\\' is dropped): every job would fail as it "
+                f"starts, with no log — {workdir_remedy(workspace.origin)} (a path without '%' or '\\'; a workspace "
+                "can be moved: mv it, then give --workdir NEW), or run it with --executor local")
+    return None
+
+
+# the cluster keys only a SLURM submission reads (arctl.launch.executors.slurm_parameters, and slurm_arrays'
+# max_array_size); the local and debug executors run the job in this shell, with no time limit
+SLURM_ONLY_KEYS = ("partition", "account", "qos", "constraint", "time_min", "max_array_size", "sbatch_extra", "setup")
+
+
+def slurm_only_note(executor: str, items: list[LaunchItem]) -> str | None:
+    """One line naming the :data:`SLURM_ONLY_KEYS` that runs in ``items`` set away from the schema's defaults
+    (:class:`arctl.config.schema.ClusterConfig`) where ``executor`` is not SLURM, or None. A note, not a refusal:
+    ``auto`` falls back to local where no controller answers. From a hunt: ``cluster.setup`` (an ``export HF_HOME``,
+    a venv) was silently not run by the local executor, which trained in another environment."""
+    if executor == "slurm":
+        return None
+    from arctl.config.schema import ClusterConfig
+
+    defaults = ClusterConfig()
+    keys = [key for key in SLURM_ONLY_KEYS
+            if any((item.config.get("cluster") or {}).get(key, getattr(defaults, key)) != getattr(defaults, key)
+                   for item in items)]
+    if not keys:
+        return None
+    said = ", ".join(f"cluster.{key}" for key in keys)
+    setup = " (cluster.setup's lines are not run: run them in the shell you launch from)" if "setup" in keys else ""
+    return (f"{said} {'apply' if len(keys) > 1 else 'applies'} to SLURM jobs only: the {executor} executor runs these "
+            f"jobs on this machine without {'them' if len(keys) > 1 else 'it'}{setup}")
+
+
 def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace,
                      starting: list[LaunchItem]) -> None:
     """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
+    a workspace path it cannot run jobs in (:func:`workspace_path_problem`),
     a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
     for no GPU (slurm), a ``cluster.secrets`` name this shell does not set (:func:`unset_secret_problem`), then
     what would fail as the job of a run in ``starting`` (those :func:`plan` starts: new, resumed, rerun; not one
     it skips) starts (:func:`start_problem`). The launch and its dry run (which shows the refusal) both ask here."""
+    if problem := workspace_path_problem(workspace, name):
+        raise LaunchError(problem)
     if name in ("local", "debug"):
         gpu_problem(items)
     if name == "slurm":
@@ -766,6 +819,8 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                 if not claimed:
                     return result
                 waits = _waits(reg, [i for i, _ in claimed], name)
+                if unused := slurm_only_note(name, [i for i, _ in claimed]):  # said, not refused (auto may have
+                    echo(f"note: {unused}")  # fallen back to local), once nothing before the jobs refuses them
                 if name == "slurm":
                     left = sorted({n for i, _ in claimed for n in left_out_secrets([i])})
                     if left:  # said, not silent: a job that needs one (a gated model's HF_TOKEN) fails without it

@@ -83,7 +83,7 @@ CREATE INDEX IF NOT EXISTS runs_experiment ON runs(experiment);
 
 STALE_CLAIM_S = 600.0
 # SLURM's, a local submitit controller (its pid), the local queue, the debug executor (in-process)
-JOB_ID = re.compile(rf"^({states.SLURM_JOB}|queue:\d+|debug)$")
+JOB_ID = re.compile(rf"^({states.SLURM_JOB}|queue:\d+|debug)\Z")  # \Z: $ also matches before a trailing newline
 COLUMN_TYPES = {"INTEGER": ("seed", "attempts", "generation", "step"),
                 "REAL": ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value",
                          "cancel_requested")}
@@ -99,7 +99,9 @@ class RegistryError(Exception):
 
 
 def repair_hint(path: Path) -> str:
-    return f"`arctl repair --workdir {path.parent}` rebuilds it from the run folders (the old file is kept beside it)"
+    from arctl.launch.workspace import workdir_arg  # (workspace.py does not import this module)
+
+    return f"`arctl repair{workdir_arg(path.parent, stored=True)}` rebuilds it from the run folders (the old file is kept beside it)"
 
 
 # what reading a damaged registry raises: SQLite's errors (a value that is not UTF-8 is one:

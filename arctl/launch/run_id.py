@@ -53,7 +53,7 @@ HASH_LEN = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # what a run id read back from disk (the registry, a runs/ folder name) must look like before it names a
 # folder or reaches a command line: one path component, never "..", never an option ("--user=root")
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")  # \Z: $ also matches before a trailing newline
 _PREFIX_MAX = 48
 
 

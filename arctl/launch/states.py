@@ -23,7 +23,7 @@ TERMINAL = frozenset({COMPLETED, FAILED, PREEMPTED, CANCELLED})
 RELAUNCHABLE = frozenset({FAILED, PREEMPTED, CANCELLED})
 
 SLURM_JOB = r"\d+(_\d+)?"  # a SLURM job id, or an array task's: 123, 123_4
-SLURM_JOB_ID = re.compile(rf"^{SLURM_JOB}$")
+SLURM_JOB_ID = re.compile(rf"^{SLURM_JOB}\Z")  # \Z: $ also matches before a trailing newline
 
 # sacct states -> registry states (the part before " by <uid>", e.g. "CANCELLED by 0")
 SLURM_STATES = {

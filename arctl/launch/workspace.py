@@ -149,7 +149,7 @@ class Workspace:
         registry = self.registry_path
         if registry.exists() and not registry.is_file():
             if self.runs_dir.is_dir() and any(self.runs_dir.iterdir()):
-                then = (f"then `arctl repair --workdir {self.root}` rebuilds the registry from the run folders "
+                then = (f"then `arctl repair{workdir_arg(self.root, stored=True)}` rebuilds the registry from the run folders "
                         f"(the runs are in {self.runs_dir}, not in it)")
             else:  # a repair would refuse: there is nothing to rebuild from
                 then = "the workspace has no runs yet, so nothing is lost: the next `arctl run` creates the registry"

@@ -58,7 +58,7 @@ NVAR_PREFIX = "nvar/"
 ADV_VAR_PREFIX = "adv_var/"
 """Prefix of the advantage-variance names ``adv_var/{kind}`` (:func:`train_adv_var`)."""
 
-_DATASET_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_DATASET_RE = re.compile(r"^[A-Za-z0-9_.\-]+\Z")  # \Z: $ also matches before a trailing newline
 
 
 def _budget(budget: int) -> int:

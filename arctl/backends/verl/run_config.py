@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,9 @@ def inputs_problem(config: dict, cfg: Any) -> str | None:
             # from a hunt: the hint named data.val_files, which an eval-only run refuses
             return (f"dataset file {missing[0]} does not exist — an eval-only run evaluates {folder}/<name>/test.parquet "
                     f"of each dataset of eval.final_datasets (else eval.datasets): run `arctl data prepare --out "
-                    f"{folder}`, or name the datasets prepared there with eval.final_datasets=[...] (verl.data_dir "
+                    f"{shlex.quote(str(folder))}`, or name the datasets prepared there with eval.final_datasets=[...] (verl.data_dir "
                     "sets the folder)")
-        return (f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {folder}` "
+        return (f"dataset file {missing[0]} does not exist — run `arctl data prepare --out {shlex.quote(str(folder))}` "
                 "or set data.train_files / data.val_files")
     if problem := data_format_problem(config, cfg):
         return problem
@@ -234,7 +235,8 @@ def data_format_problem(config: dict, cfg: Any) -> str | None:
                 name = folder if folder in DATASETS else str(train) if not val and train in DATASETS else "NAME"
                 return (f"dataset file {file} ({key}) is not a verl file as `arctl data prepare` writes it: it has no "
                         f"{' and no '.join(lacks)} — convert its problems and answers with `arctl data prepare "
-                        f"--datasets {name} --source {name}={file} --out {data_dir(config)}`")
+                        f"--datasets {name} --source {shlex.quote(f'{name}={file}')} "
+                        f"--out {shlex.quote(str(data_dir(config)))}`")
             sources = data_sources_of(Path(file)) if val and evaluated else None
             stray = sorted(sources - set(evaluated)) if sources else []
             if stray:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import socket
 import sys
 import time
@@ -289,7 +290,7 @@ def check_data(config: dict, cfg: Any) -> tuple[dict, list[str]]:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         warnings.append(
             f"{len(missing)} of {len(files)} data file(s) missing: {shown} — run `arctl data prepare --out "
-            f"{data_dir(config)}` (or set verl.data_dir); the real run stops here"
+            f"{shlex.quote(str(data_dir(config)))}` (or set verl.data_dir); the real run stops here"
         )
     # the files there, in verl's row format (from a hunt: a file without ground truths trained on rewards of 0)
     if not missing and (problem := data_format_problem(config, cfg)):
