@@ -159,6 +159,13 @@ ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, re
     "cpus_per_task": "use cluster.cpus_per_task (each node's Ray is sized from it and the launch checks it)",
     "ntasks": "leave it out: an arctl job runs one task per node",
     "ntasks_per_node": "leave it out: an arctl job runs one task per node",
+    # options of sbatch's own run, not of the job: the launch would hang, misread or submit nothing (after a hunt)
+    "wait": "leave it out: sbatch would not answer until the job ended (`arctl status` follows the runs)",
+    "parsable": "leave it out: arctl reads the job id from sbatch's usual answer",
+    "test_only": "leave it out: it submits nothing (`arctl run --dry-run` shows what would be submitted)",
+    "help": "leave it out: sbatch would print its help and submit nothing",
+    "usage": "leave it out: sbatch would print its usage and submit nothing",
+    "version": "leave it out: sbatch would print its version and submit nothing",
 }
 # sbatch options that ask for GPUs (typed GPUs or a site's GRES spelling may replace arctl's --gpus-per-node line)
 GPU_SBATCH = ("gpus_per_node", "gpus_per_task", "gpus", "gres")

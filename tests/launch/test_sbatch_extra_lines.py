@@ -87,6 +87,11 @@ def test_a_gres_request_in_quotes_is_read_for_its_gpu_count():
     ("-o /x", "sets what arctl sets itself — leave it out: `arctl logs`"),
     ("-n 2", "sets what arctl sets itself — leave it out: an arctl job runs one task per node"),
     ("--out=/x", "sbatch reads --out as an abbreviation (of --output, which arctl reads) — write the option in full"),
+    ("--wait", "sets what arctl sets itself — leave it out: sbatch would not answer until the job ended"),
+    ("-W", "sets what arctl sets itself — leave it out: sbatch would not answer until the job ended"),
+    ("--parsable", "sets what arctl sets itself — leave it out: arctl reads the job id"),
+    ("--test-only", "sets what arctl sets itself — leave it out: it submits nothing"),
+    ("-h", "sets what arctl sets itself — leave it out: sbatch would print its help"),
 ])
 def test_an_entry_sbatch_would_read_otherwise_is_refused_in_one_line(entry, says):
     with pytest.raises(LaunchError, match=re.escape(says)) as info:
