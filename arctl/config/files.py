@@ -9,6 +9,7 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import socket
 import stat
 import subprocess
@@ -139,24 +140,72 @@ def remove_stale_temps(path: str | Path) -> list[Path]:
     return removed
 
 
+_TEMP_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"  # a temporary name's 8 random characters (mkstemp's)
+_PROC_STATUS = "/proc/self/status"  # where Linux says this process's umask ("Umask:\t0022") without changing it
+_UMASK: list[int] = []  # where it does not: the umask as first read by setting it (once per process)
+
+
+def umask() -> int:
+    """This process's umask. Read from :data:`_PROC_STATUS` where the kernel says it (Linux 4.7+), since
+    ``os.umask`` can only read it by setting it, process-wide, which races every other thread's file creation
+    (a file made in between would get the stand-in's mode); elsewhere read that way once and remembered."""
+    try:
+        with open(_PROC_STATUS, encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    if not _UMASK:
+        old = os.umask(0o077)
+        os.umask(old)
+        _UMASK.append(old)
+    return _UMASK[0]
+
+
+def file_mode() -> int:
+    """The mode a file this process creates gets (0666 less the umask): what a file a library writes with a fixed
+    mode (safetensors' 0600) is given, so it is shared as the user's other files are."""
+    return 0o666 & ~umask()
+
+
+def _new_temp(path: Path, mode: int) -> Path:
+    """A new empty file beside ``path``, ``.<name>.<pid>-<place>.<8 random>.tmp``, created with ``mode`` less the
+    umask (by the kernel: nothing reads or changes the umask), and always writable by its owner, who writes it
+    next."""
+    prefix = f".{path.name}.{os.getpid()}-{_writer_place()}."
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = path.parent / f"{prefix}{''.join(secrets.choice(_TEMP_LETTERS) for _ in range(8))}{TEMP_SUFFIX}"
+        try:
+            fd = os.open(name, flags, mode)
+        except FileExistsError:
+            continue
+        try:
+            if os.fstat(fd).st_mode & 0o600 != 0o600:  # a umask that takes the owner's own write (0277)
+                os.fchmod(fd, (mode & ~umask()) | 0o600)
+        finally:
+            os.close(fd)
+        return name
+    raise FileExistsError(errno.EEXIST, "No usable temporary file name found", str(path))
+
+
 @contextmanager
-def replacing(path: str | Path, mode: int = 0o644, durable: bool = False) -> Iterator[Path]:
+def replacing(path: str | Path, mode: int = 0o666, durable: bool = False) -> Iterator[Path]:
     """``with replacing(p) as tmp: write tmp`` — ``tmp`` (a new file beside ``p``) replaces ``p`` when
     the block ends; if the block raises, ``tmp`` is removed and ``p`` is left as it was. ``durable``:
     ``tmp`` and then the folder are flushed to disk (fsync) around the rename, so that a machine that
     crashes after it has the new file (a checkpoint before the older one is deleted). ``tmp`` is named
     ``.<name>.<pid>-<place>.<random>.tmp``: the writer's pid, so that a later write of ``p`` removes what a killed
-    writer left (:func:`remove_stale_temps`) and never a live one's."""
+    writer left (:func:`remove_stale_temps`) and never a live one's. The file gets ``mode`` less the umask, as any
+    file the user makes: group-writable in a workspace a group shares (umask 002), private under umask 077 (from a
+    hunt: it was 0644 whatever the umask)."""
     path = Path(path)
     try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-{_writer_place()}.",
-                                    suffix=TEMP_SUFFIX)
+        tmp = _new_temp(path, mode)
     except OSError as err:  # name the file the caller writes, not a temporary name it never sees
         raise OSError(err.errno, err.strerror, str(path)) from err
-    os.close(fd)
-    tmp = Path(name)
     try:
-        os.chmod(tmp, mode)  # readable by the team, like any file a job writes
         yield tmp
         if durable:
             _fsync(tmp)
@@ -182,8 +231,9 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o644, durable: bool = False) -> None:
-    """Replace ``path`` with ``data`` (text is written as UTF-8) in one step (:func:`replacing`)."""
+def atomic_write(path: str | Path, data: str | bytes, mode: int = 0o666, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` (text is written as UTF-8) in one step (:func:`replacing`; ``mode`` less the
+    umask)."""
     with replacing(path, mode, durable) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
 
@@ -223,18 +273,44 @@ def not_writable(path: str | Path) -> str | None:
             return None
     except OSError:
         return None
+    return _whose(path, st, "write", lambda owner: (
+        f"{owner} can let the group write it (chmod g+w {path}; a workspace a group shares wants its members' "
+        "umask at 002)"), lambda owner: f"{owner} can give it a group you are in, writable (chgrp GROUP {path}; "
+                                        f"chmod g+w {path})")
+
+
+def not_readable(path: str | Path, fix: str | Path | None = None) -> str | None:
+    """Why this process cannot read the existing file ``path`` (a folder: list and enter it), in
+    :func:`not_writable`'s words: ``"it belongs to ann (group lab), mode -rw-------, which bob cannot read: ann can
+    let the group read it (chmod -R g+rX /c/entry)"``, the ``chmod`` given for ``fix`` (a folder above ``path``
+    whose whole tree the owner opens) where one is given; or None: it can, or there is no such file. From a hunt:
+    another member's 0600 weights in a warm-up cache a group shares failed the job "set ARCTL_CACHE to a folder
+    you can write", a folder that was writable."""
+    try:
+        st = os.stat(path)
+        if os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(st.st_mode) else 0)):
+            return None
+    except OSError:
+        return None
+    target, flag = (fix, "-R ") if fix is not None else (path, "")
+    return _whose(path, st, "read", lambda owner: f"{owner} can let the group read it (chmod {flag}g+rX {target})",
+                  lambda owner: f"{owner} can give it a group you are in, readable (chgrp {flag}GROUP {target}; "
+                                f"chmod {flag}g+rX {target})")
+
+
+def _whose(path: str | Path, st: os.stat_result, verb: str, group_fix, other_fix) -> str:
+    """The words of :func:`not_writable` and :func:`not_readable`: ``path`` (``st``) belongs to its owner, whom
+    ``group_fix(owner)`` names where this user is in the file's group, else ``other_fix(owner)``."""
     mode = stat.filemode(st.st_mode)
     try:
         import grp
         import pwd
     except ImportError:  # pragma: no cover - not a POSIX system
-        return f"its mode is {mode}, which this user cannot write"
+        return f"its mode is {mode}, which this user cannot {verb}"
     owner, group = _name_of(pwd.getpwuid, st.st_uid), _name_of(grp.getgrgid, st.st_gid)
-    fix = (f"{owner} can let the group write it (chmod g+w {path}; a workspace a group shares wants its members' "
-           "umask at 002)" if st.st_gid in {os.getegid(), *os.getgroups()}
-           else f"{owner} can give it a group you are in, writable (chgrp GROUP {path}; chmod g+w {path})")
+    fix = group_fix(owner) if st.st_gid in {os.getegid(), *os.getgroups()} else other_fix(owner)
     me = _name_of(pwd.getpwuid, os.geteuid())
-    return f"it belongs to {owner} (group {group}), mode {mode}, which {me} cannot write: {fix}"
+    return f"it belongs to {owner} (group {group}), mode {mode}, which {me} cannot {verb}: {fix}"
 
 
 def file_sha256(path: str | Path) -> str:

@@ -114,17 +114,20 @@ def _others_wait(folder: Path, index: int | None, root: Path | None = None) -> b
     marker, with N above ``index`` (a queue of N slots tries only slot files 0..N-1). A dead queue's
     marker (killed before it could remove it; its pid gone, reused or a zombie) is removed, and so is, given the
     workspace's ``root``, a marker of another workspace's queue (a `cp -r` copy of the workspace has the markers
-    of the original's queues, which wait for the original's slots)."""
+    of the original's queues, which wait for the original's slots). Another user's queue that /proc hides from
+    this process (``hidepid=2``: a group's workspace on a hardened machine) is taken for live
+    (:func:`arctl.launch.refresh.pid_alive`): its marker, which that queue made, is its user's."""
     if index is None:
         return False
     for marker in folder.glob("waiting-*"):
         try:
             pid, slots = (int(part) for part in marker.name.split("-")[1:3])
-        except ValueError:
+            owner = marker.stat().st_uid  # the user of the queue that made it
+        except (ValueError, OSError):  # (OSError: removed meanwhile)
             continue
         if pid == os.getpid() or index >= slots:
             continue
-        if pid_alive(pid, QUEUE_MODULE, root):
+        if pid_alive(pid, QUEUE_MODULE, root, owner=owner):
             return True
         with contextlib.suppress(OSError):
             marker.unlink()

@@ -30,6 +30,7 @@ from arctl.launch.progress import last_row_written, run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import (
+    JOB_PROCESS_FILE,
     killed_at,
     named_job_process,
     note_resume_step,
@@ -323,23 +324,34 @@ def never_starts(reason: str | None, job_id: str, run_id: str, root: Path | None
 
 
 def pid_alive(pid: int, needle: str | None = None, argument: Path | None = None, under: bool = False,
-              fresh: bool = False) -> bool:
+              fresh: bool = False, owner: int | None = None) -> bool:
     """Is ``pid`` alive (and, if given, does its command line contain ``needle`` and have ``argument`` as one of
     its arguments, or with ``under`` an argument that is a path inside ``argument``)? ``argument`` tells the
     process of this workspace from the same process of a copy of it, whose registry has the same pids (from a
     hunt: `arctl cancel` in a `cp -r` copy stopped the original's job). An argument spelled otherwise that is the
     same folder (:func:`_same_place`: a bind mount, a symlinked or relative path) is ``argument``; one that cannot
     be looked at from here (another mount namespace's path) is taken for it where ``fresh`` (the run's
-    status.json says it trains, written lately), else not."""
+    status.json says it trains, written lately), else not.
+
+    Another user's process (``os.kill`` says EPERM: it exists) whose /proc folder this process cannot see (/proc
+    mounted ``hidepid=2`` or ``invisible``, the usual hardening of a shared machine) is not gone but hidden: where
+    its command line cannot be read, it cannot be told from the process meant, and is taken for it. From a hunt: in
+    a group workspace, a member's `arctl status` recorded another member's live local job FAILED ("died without
+    reporting") for good, and `arctl cancel` said "not active" and left it training. Where the process meant is
+    this user's (``owner``: the user who started it, where known), EPERM says it is gone: this user may signal its
+    own processes, so the pid is another user's process now (from a review: a dead job's pid reused by root's)."""
     try:
         os.kill(pid, 0)
+        theirs = False
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: its command line still says whether it is the one meant
-        pass                 # (from a review: a dead job's pid reused by root's process was alive)
+        if owner is not None and owner in (os.getuid(), os.geteuid()):  # the one meant is this user's: not it
+            return False
+        theirs = True
     if needle or argument is not None:
         try:
-            found = _command_line(pid)
+            found = _command_line(pid, theirs)
         except ProcessLookupError:
             return False
         if found is None:  # cannot tell
@@ -429,9 +441,11 @@ def _stat_as_seen(view: Path | None, path: Path) -> os.stat_result | None:
     return None
 
 
-def _command_line(pid: int) -> tuple[str, str] | None:
+def _command_line(pid: int, theirs: bool = False) -> tuple[str, str] | None:
     """Process ``pid``'s command line and what separates its arguments there: /proc's (NUL), else ``ps``'s (a
-    space; macOS has no /proc: from a review, every pid was alive there); None where neither can say. Decoded as
+    space; macOS has no /proc: from a review, every pid was alive there); None where neither can say, as for
+    another user's process (``theirs``: ``os.kill`` said EPERM, it exists) that neither shows (/proc's
+    ``hidepid=2``; BSD's ``see_other_uids=0``): ProcessLookupError only where a process not hidden so is gone. Decoded as
     this process decodes paths (``os.fsdecode``), so that an argument compares with a workspace path as the file
     system names it: from a hunt, UTF-8 with replacement under a latin-1 locale (or for a path with a byte that
     is not UTF-8) took a live job of a non-ASCII workspace for another workspace's, and its run was marked
@@ -439,7 +453,9 @@ def _command_line(pid: int) -> tuple[str, str] | None:
     try:
         return os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes()), "\0"
     except FileNotFoundError:
-        if Path("/proc/self").exists():  # /proc is there and the process is not: gone meanwhile
+        if Path("/proc/self").exists():  # /proc is there and the process is not: gone meanwhile, or hidden
+            if theirs:
+                return None
             raise ProcessLookupError(pid) from None
     except OSError:
         return None
@@ -448,7 +464,9 @@ def _command_line(pid: int) -> tuple[str, str] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     text = os.fsdecode(out.stdout).strip()
-    if out.returncode == 1 and not text:  # ps lists no such process: it ended meanwhile
+    if out.returncode == 1 and not text:  # ps lists no such process: it ended meanwhile (or is hidden)
+        if theirs:
+            return None
         raise ProcessLookupError(pid)
     return (text, " ") if out.returncode == 0 else None
 
@@ -525,9 +543,13 @@ def _not_reused(pid: int, since: float | None, slack_s: float, named: str | None
     :func:`arctl.launch.status_file.process_identity`) and /proc names ``pid``'s, they must be equal, and no time is
     compared (a clock step moves /proc's start times; from the hunt of clocks). Else: did it start by ``since``
     (+ ``slack_s``), when the process meant started? One that started later holds a reused pid. True where neither
-    /proc nor ``ps`` (:func:`_process_start`), or ``since``, can say."""
+    /proc nor ``ps`` (:func:`_process_start`), or ``since``, can say: another user's process that /proc hides from
+    this one (``hidepid=2``) is not known to be another; but one named in an earlier boot of this machine is gone."""
     if named is not None and (now := process_identity(pid)) is not None:
         return now == named
+    if named is not None and (mine := process_identity(os.getpid())) is not None:
+        if named.rsplit(":", 1)[0] != mine.rsplit(":", 1)[0]:  # (the boot it ran in: <boot_id>:<ticks>)
+            return False
     began = _process_start(pid)
     return began is None or not isinstance(since, (int, float)) or began <= since + slack_s
 
@@ -579,10 +601,23 @@ def local_job_alive(rec: RunRecord, status: dict, workspace: Workspace) -> bool 
     if (process := _job_process(rec, workspace)) is None:
         return False
     pid, needle, path, under = process
+    run_dir = workspace.run_dir(rec.run_id)
     # (named as no other where its job id was recorded: :func:`arctl.launch.status_file.name_job_process`)
-    return (pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time()))
-            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S,
-                            named_job_process(workspace.run_dir(rec.run_id), rec.job_id)))
+    return (pid_alive(pid, needle, path, under, fresh=_trains_lately(status, time.time()),
+                      owner=_started_by(run_dir, rec.job_id))
+            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S, named_job_process(run_dir, rec.job_id)))
+
+
+def _started_by(run_dir: Path, job_id: str | None) -> int | None:
+    """The user who started local job ``job_id`` of the run in ``run_dir`` (so the user its process runs as): the
+    owner of the file that names its process, which whoever started it wrote
+    (:func:`arctl.launch.status_file.name_job_process`); None where none names it."""
+    if named_job_process(run_dir, job_id) is None:
+        return None
+    try:
+        return (Path(run_dir) / JOB_PROCESS_FILE).stat().st_uid
+    except OSError:
+        return None
 
 
 FRESH_S = 300.0  # a status.json that says "running" and was written this recently: its job trains now
@@ -604,7 +639,9 @@ def _job_of_another_workspace(rec: RunRecord, workspace: Workspace) -> str | Non
     if (process := _job_process(rec, workspace)) is None:
         return None
     pid, needle, _path, _under = process
-    if not (pid_alive(pid, needle) and _not_reused(pid, _job_since(rec), REUSED_AFTER_S)):
+    run_dir = workspace.run_dir(rec.run_id)
+    if not (pid_alive(pid, needle, owner=_started_by(run_dir, rec.job_id))
+            and _not_reused(pid, _job_since(rec), REUSED_AFTER_S, named_job_process(run_dir, rec.job_id))):
         return None
     what = "the local queue it waited in" if needle == "arctl.launch.local_queue" else "its job"
     return (f"{what} (process {pid}) is another workspace's (is this one a copy of it?): nothing runs it here; "

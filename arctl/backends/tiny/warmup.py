@@ -28,6 +28,7 @@ import os
 import platform
 import shlex
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -43,13 +44,16 @@ from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
 from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
 from arctl.config.files import (
+    CACHE_ENV,
     CACHE_REMEDY,
     NO_LOCK_ERRNOS,
     PLACE_ERRNOS,
     TINY_WARMUP_CACHE,
     cache_named,
     cache_root,
+    file_mode,
     no_lock_warning,
+    not_readable,
 )
 from arctl.track.runs.pool import usable_cpus
 
@@ -198,10 +202,46 @@ def _cache_error(err: OSError, target: Path, run_dir: Path) -> WarmupCacheError:
     """The job's one line for a warm-up cache folder it cannot write (from a hunt: ``ARCTL_CACHE`` on a
     folder of root's, or ``HOME=/nonexistent``, failed the job "PermissionError: [Errno 13] Permission
     denied: '.../tiny-warmup'", naming no setting; the launch refuses them now, a job on another machine
-    can still meet one). Its resume command names the run's workspace (:func:`resume_command`)."""
+    can still meet one). Its resume command names the run's workspace (:func:`resume_command`). An existing entry
+    this user cannot read (another member's, in a cache a group shares) is said to be that: whose, its mode, and
+    what its owner can do (:func:`unreadable_entry`), not "a folder you can write"."""
+    if (line := unreadable_entry(target)) is not None:
+        return WarmupCacheError(f"{line}, then {resume_command(run_dir)}")
     where = err.filename or target
     return WarmupCacheError(f"the tiny warm-up cache {target} cannot be used ({where}: {err.strerror or err}); "
                             f"the user cache is {cache_named()}: {CACHE_REMEDY}, then {resume_command(run_dir)}")
+
+
+def _first_unreadable(target: Path) -> Path | None:
+    """The first file or folder of the cache entry ``target`` (itself included) this user cannot read (a folder:
+    list and enter), in name order; None where it can read them all, or there is no such entry."""
+    if not os.path.lexists(target):
+        return None
+    if not os.access(target, os.R_OK | os.X_OK):
+        return target
+    for folder, dirs, names in os.walk(target):
+        dirs.sort()
+        for name in sorted(names):
+            if not os.access(os.path.join(folder, name), os.R_OK):
+                return Path(folder, name)
+        for name in dirs:
+            if not os.access(os.path.join(folder, name), os.R_OK | os.X_OK):
+                return Path(folder, name)
+    return None
+
+
+def unreadable_entry(target: Path) -> str | None:
+    """One line where the cached warm-up ``target`` holds a file (or folder) this user cannot read: which, whose it
+    is, its mode, and the fix: its owner opens the entry to the group (``chmod -R g+rX <entry>``), or the user
+    takes another cache (``ARCTL_CACHE``); None where there is none. From a hunt: in a cache a group shares
+    (``ARCTL_CACHE`` on a 2775 folder), an entry whose weights another member's arctl wrote 0600 failed each other
+    member's run "set ARCTL_CACHE to a folder you can write", a folder that was writable."""
+    path = _first_unreadable(target)
+    why = not_readable(path, fix=target) if path is not None else None
+    if why is None:
+        return None
+    what = "its folder" if path == target else f"its {path.relative_to(target)}"  # (the job's line is cut at 500)
+    return f"the cached tiny warm-up {target} cannot be read: {what}: {why}; or set {CACHE_ENV} to another folder"
 
 
 class WarmupInterrupted(Exception):
@@ -334,6 +374,9 @@ def _warmup_model(config: dict, key: str, target: Path, accuracy_fn, should_stop
     lock = FileLock(str(root / f"{key}.lock"))
     locked = _locked(lock, target, should_stop, on_phase)
     try:
+        if (target / "warmup.json").exists() and (unread := _first_unreadable(target)) is not None:  # another
+            # member's, not a damaged one: never set aside (warmup_model's error says whose, and the fix)
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(unread))
         if (target / "warmup.json").exists() and (why := cache_problem(target)):  # under the lock: no reader meanwhile
             aside = target.with_name(f"{target.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
             target.rename(aside)
@@ -442,12 +485,24 @@ def install_shipped(key: str, target: Path, alone: bool = True) -> bool:
                     str(info.get("weights_sha256"))[:12])
         return False
     tmp = _staging(target, alone)
-    shutil.copytree(source, tmp)
+    _copy_as_made(source, tmp)
     _publish(tmp, target)
     where = (info.get("shipped") or {}).get("machine", "another machine")
     print(f"tiny warm-up: the warm-start shipped with arctl for this config ({key}, weights sha256 {sha[:12]}, "
           f"trained on {where}); {WARMUP_ENV}=train trains it here instead", flush=True)
     return True
+
+
+def _copy_as_made(source: Path, dest: Path) -> None:
+    """Copy the folder ``source`` to the new folder ``dest``, every file and folder made as this user makes any (the
+    umask's mode; a setgid folder's bit and group), not with the installed package's modes, which a plain
+    ``shutil.copytree`` copies (a package installed under umask 077 ships 0600 files and 0700 folders, which no
+    other member of a cache a group shares can read)."""
+    dest.mkdir()
+    made = stat.S_IMODE(dest.stat().st_mode)  # a folder as this user makes one here
+    shutil.copytree(source, dest, copy_function=shutil.copyfile, dirs_exist_ok=True)  # files made anew; folders
+    for folder, _, _ in os.walk(dest):  # get the package's modes (copystat): given back those of a new folder
+        os.chmod(folder, made)
 
 
 def machine_kind() -> str:
@@ -520,7 +575,9 @@ def _publish(tmp: Path, target: Path) -> None:
     """Replace ``target`` with the finished ``tmp`` (under the key's lock): the entry appears whole, by
     one rename of the staged folder, so a half-built entry is never taken for a warm-up. An entry another
     run published meanwhile (possible only unlocked, on a file system without locks) is kept, ``tmp`` dropped:
-    that run may be loading it."""
+    that run may be loading it. Every file of ``tmp`` is first given the mode the umask gives a new file
+    (:func:`_as_made`)."""
+    _as_made(tmp)
     if not (target / "warmup.json").exists():
         shutil.rmtree(target, ignore_errors=True)
         try:
@@ -530,3 +587,14 @@ def _publish(tmp: Path, target: Path) -> None:
             if not (target / "warmup.json").exists():
                 raise
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _as_made(tmp: Path) -> None:
+    """Give every file of the staged entry ``tmp`` the mode any file this user makes gets (0666 less the umask:
+    :func:`arctl.config.files.file_mode`); its folders have theirs as made. From a hunt: safetensors writes the
+    weights 0600 whatever the umask, so in a cache a group shares (a 2775 folder, umask 002) no other member could
+    read a warm-up one of them trained."""
+    mode = file_mode()
+    for folder, _, names in os.walk(tmp):
+        for name in names:
+            os.chmod(os.path.join(folder, name), mode)
