@@ -36,24 +36,44 @@ CONFIG_PREFIX = "config."  # the runs table's flattened-config columns (arctl.tr
 
 
 def parse_where(items: Sequence[str] | None) -> list[tuple[str, object]]:
-    """``["thinking.lam=0.5", ...]`` → ``[("thinking.lam", 0.5), ...]`` (the value read as YAML)."""
-    import yaml
-
+    """``["thinking.lam=0.5", ...]`` → ``[("thinking.lam", 0.5), ...]`` (each value read as a launch reads an
+    override's, :func:`where_value`)."""
     out = []
     for item in items or []:
         key, sep, text = str(item).partition("=")
         key = key.strip()
         if not sep or not key:
             raise ReportError(f"--where {item!r}: expected KEY=VALUE (a config key, e.g. --where thinking.lam=0.5)")
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
+        value = where_value(text)
         key = key.removeprefix(CONFIG_PREFIX)
         if any(key == k for k, _ in out):
             raise ReportError(f"--where {key}=... is given twice: a run has one value per key; keep one")
         out.append((key, value))
     return out
+
+
+def where_value(text: str):
+    """The value of ``--where KEY=<text>`` as Hydra's override grammar reads ``KEY=<text>`` on a launch's command
+    line (:func:`arctl.compose.overrides.parse_overrides`): ``3e-4`` the number 0.0003, the run ``optim.lr=3e-4``
+    trains (from a hunt: read as YAML 1.1, where a float needs a dot, it stayed text and matched no run), quoted text
+    as text; where that grammar reads no single value (``a,b`` sweeps, a parse error) as YAML, else as written."""
+    import yaml
+    from hydra.errors import HydraException
+
+    from arctl.compose.overrides import parse_overrides
+
+    if not text.strip():
+        return ""
+    try:
+        (parsed,) = parse_overrides([f"where={text.strip()}"])
+        if not parsed.is_sweep_override():
+            return parsed.value()
+    except (HydraException, ValueError):
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
 
 
 def same_value(a, b) -> bool:
@@ -270,17 +290,40 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     decided: list[str] = []  # one note per cell decided: which run was read, which left out
     for (experiment, arm, seed, _), recs in sorted(cells.items(), key=lambda kv: str(kv[0])):
         if len(recs) == 1 or seed is None:
-            chosen.update(str(r["run_id"]) for r in recs)
+            chosen.update(row_key(r) for r in recs)
             continue
-        chosen.add(_decide(experiment, arm, int(seed), recs, compose, source, decided))
+        chosen.add((_decide(experiment, arm, int(seed), recs, compose, source, decided), experiment, arm))
     runs.warnings = list(runs.warnings) + decided
-    runs.runs = table[[str(r) in chosen for r in table["run_id"]]].reset_index(drop=True)
+    keep_rows(runs, chosen)
+    if compose is not None:
+        runs.warnings = list(runs.warnings) + _not_composed(runs.runs, compose, grid_keys)
+    return runs
+
+
+def row_key(rec: dict) -> tuple[str, str, str]:
+    """A runs-table row's (run_id, experiment, arm): a run read for several cells (a shared run, one row per cell it
+    serves) is one row per cell, told apart by the cell."""
+    return str(rec.get("run_id")), str(rec.get("experiment")), str(rec.get("arm"))
+
+
+def keep_rows(runs, keys: set[tuple[str, str, str]]) -> None:
+    """In place: ``runs``' table and history (a :class:`arctl.track.runs.Runs`) with only the rows whose
+    :func:`row_key` is in ``keys``."""
+    table = runs.runs
+    if len(table):
+        runs.runs = table[[k in keys for k in zip(*(table[c].astype(str) for c in ("run_id", "experiment", "arm")))]
+                          ].reset_index(drop=True)
     h = runs.history
     if len(h):
-        runs.history = h[h["run_id"].astype(str).isin(chosen)].reset_index(drop=True)
-    if compose is not None:
-        runs.warnings = list(runs.warnings) + _not_composed(runs.runs, compose)
-    return runs
+        h = h[h["run_id"].astype(str).isin({k[0] for k in keys})]
+        cols = ["run_id", "experiment", "arm"]
+        # the (run, cell) pairs of a run kept for another of its cells (few): the rows of each, left out
+        drop = [p for p in h[cols].drop_duplicates().itertuples(index=False) if tuple(map(str, p)) not in keys]
+        mask = None
+        for run_id, experiment, arm in drop:
+            rows = (h["run_id"] == run_id) & (h["experiment"] == experiment) & (h["arm"] == arm)
+            mask = rows if mask is None else mask | rows
+        runs.history = (h if mask is None else h[~mask]).reset_index(drop=True)
 
 
 def _arm_seed(rec: dict) -> tuple[str, str, object]:
@@ -310,13 +353,14 @@ def not_read(rec: dict, key: str) -> bool:
     return not read_at_another_scale(key, config) and reads_none_of(config, [key])
 
 
-def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
+def one_run_per_arm_seed(table, grid_keys: Sequence[str] = (), relaunch: Callable | None = None) -> None:
     """:class:`ReportError` (one line) where an arm has several runs at one seed after
     :func:`one_run_per_cell`: runs at two grid points of a sweep (``thinking.lam=0.25`` and ``0.5``), or
     two runs of the same arm name in two experiments (whatever their configs: the seed would count twice;
     one run serving both is one). A figure or table averages an arm's runs
     over seeds, so they would be read as seeds of one arm (a lambda sweep's four points as a mean with
-    their spread as its interval); the error names what differs and how to choose."""
+    their spread as its interval); the error names what differs and how to choose (``relaunch``: see
+    :func:`one_config_per_arm`)."""
     if not len(table) or "arm" not in table.columns:
         return
     groups: dict[tuple, list[dict]] = {}
@@ -343,7 +387,7 @@ def one_run_per_arm_seed(table, grid_keys: Sequence[str] = ()) -> None:
         if seed is not None:
             by_arm.setdefault(str(rec.get("arm")), []).append((int(seed), rec))
     for arm, seeded in sorted(by_arm.items()):
-        one_config_per_arm(arm, seeded, AVERAGED, grid_keys)
+        one_config_per_arm(arm, seeded, AVERAGED, grid_keys, relaunch)
 
 
 AVERAGED = "a figure or table averages an arm's runs over seeds"  # why one_config_per_arm refuses, in a figure's words
@@ -436,12 +480,16 @@ def config_differences(a: dict, b: dict) -> list[str]:
 
 
 def one_config_per_arm(arm: str, seeded: Sequence[tuple[int, dict]], why: str = AVERAGED,
-                       grid_keys: Sequence[str] = ()) -> None:
+                       grid_keys: Sequence[str] = (), relaunch: Callable | None = None) -> None:
     """:class:`ReportError` (one line) where ``arm``'s runs (``(seed, runs-table row)``) at different seeds are runs
     of other configs (from a hunt: ``arctl sweep paper --seeds 2 optim.lr=0.0005`` beside seeds 0-1 at the default:
     a figure averaged the three as seeds of GRPO, the claims tested them, with a generic warning): only one config's
     runs are seeds of an arm. Runs that differ only in what they do not compute with (:func:`config_differences`)
-    are one config. ``why``: what reads them as seeds; ``grid_keys``: a sweep's grid, the key named first."""
+    are one config. ``why``: what reads them as seeds; ``grid_keys``: a sweep's grid, the key named first.
+    ``relaunch(arm, [(a row of each config, its seeds), ...])``: the launch that makes them one config as the specs
+    now stand (``arctl sweep S --seeds <the seeds of the configs the specs no longer compose>``), or None; named
+    first where given (from a hunt: after one arm's edit and new seeds, the --where the error asked for dropped the
+    other arms, which never ran at the edited value)."""
     from arctl.config.ranges import seeds_text
 
     configs: list[tuple[dict, list[int], list[str]]] = []  # a row of each config, its seeds, how it differs from the first
@@ -460,8 +508,10 @@ def one_config_per_arm(arm: str, seeded: Sequence[tuple[int, dict]], why: str = 
     differ = sorted({k for _, _, d in configs for k in d}, key=lambda k: (k not in grid_keys, k))
     key, said = differing_key([row for row, _, _ in configs], differ)
     groups = [f"{'seed' if len(set(s)) == 1 else 'seeds'} {seeds_text(sorted(set(s)))}" for _, s, _ in configs]
+    launch = relaunch(arm, [(row, sorted(set(s))) for row, s, _ in configs]) if relaunch is not None else None
+    first = f"make them one config as the specs now stand with {launch}, or " if launch else ""
     raise ReportError(f"arm {arm!r}: {', '.join(groups[:-1])} and {groups[-1]} are runs of other configs ({said}): "
-                      f"{why}; choose one config with --where {key}=VALUE")
+                      f"{why}; {first}choose one config with --where {key}=VALUE")
 
 
 def differing_key(rows: Sequence[dict], differ: Sequence[str] | None = None) -> tuple[str, str]:
@@ -511,10 +561,12 @@ def _computed_keys(flat: dict, prefix: str = "") -> set[str]:
     return set(flatten_config(identity_config(nested)))
 
 
-def _not_composed(table, compose) -> list[str]:
+def _not_composed(table, compose, grid_keys: Sequence[str] = ()) -> list[str]:
     """A warning per set of keys in which kept runs differ from their cell as composed (a run the
     sweep did not launch as it stands: another sweep's, a rerun with an override): they are read,
-    and the report says so."""
+    and the report says so. ``grid_keys`` (the sweep's grid) are no such key: a cell is composed with nothing of
+    the grid (:func:`cell_composer`), and a run at a grid point is that point's (from a hunt: ``--where
+    optim.lr=0.0003``, a grid point, warned that its runs "differ from their cell" in optim.lr)."""
     by_keys: dict[tuple, list[str]] = {}
     gone: dict[str, list[str]] = {}  # experiment/arm -> its runs, of a cell the project no longer composes
     set_by_spec = getattr(compose, "set_by_spec", None)  # cell_composer's: the keys the cell's specs write
@@ -525,7 +577,7 @@ def _not_composed(table, compose) -> list[str]:
             if seed is not None:  # from a hunt: an arm removed from its experiment was read beside the new runs silently
                 gone.setdefault(f"{rec.get('experiment')}/{rec.get('arm')}", []).append(str(rec["run_id"]))
             continue
-        differ = differs_from_cell(rec, cell)
+        differ = [k for k in differs_from_cell(rec, cell) if k not in grid_keys]
         if differ:
             written = set_by_spec(str(rec.get("experiment")), str(rec.get("arm")), run_scale(rec)) if set_by_spec else set()
             spec = tuple((k, _shown(cell[k]), _shown(rec.get(CONFIG_PREFIX + k))) for k in differ

@@ -214,6 +214,8 @@ def read_report_runs(
         progress=progress, processes=processes, api=api, last_only=final_only,
         serves=serving(exps, context) if exps else None,  # a run of another experiment that is a cell's run
     )
+    compose = cell_composer(context)
+    read_for_served_cells(runs, compose, None if wandb_project else Path(workdir or default_workdir()))
     # what reading the files said (before the cells add theirs) that left a run's data out
     read_notes = _unreadable_notes(runs)
     runs.warnings = [*runs.warnings, *spec.get("_skipped", [])]  # files under reports/ not read as specs
@@ -221,7 +223,7 @@ def read_report_runs(
     n_read, logged_any = len(runs.runs), bool(len(runs.history))  # runs there, that logged one of ``metrics``
     read_table = runs.runs  # every run read, before any is left out: the runs that logged none, where none did
     had_runs = _runs_by_experiment(runs.runs)  # before any is left out: an experiment with runs is not "no runs"
-    one_run_per_cell(runs, where=where, compose=cell_composer(context), grid_keys=grid_keys(context), source=where_from)
+    one_run_per_cell(runs, where=where, compose=compose, grid_keys=grid_keys(context), source=where_from)
     if spec.get("only_listed_arms") and spec.get("arms"):  # e.g. ThinkPrune's rounds 1-2: runs, not methods shown
         shown = {str(a) for a in spec["arms"]}
         runs.runs = runs.runs[runs.runs["arm"].astype(str).isin(shown)].reset_index(drop=True) if len(runs.runs) else runs.runs
@@ -276,7 +278,7 @@ def read_report_runs(
     if len(h):  # the runs the report reads: several of one arm at one seed would be averaged as seeds
         kept = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
         _one_scale(kept, where_from)  # first: runs of two scales are said as such, not as an arm's other configs
-        one_run_per_arm_seed(kept, grid_keys(context))
+        one_run_per_arm_seed(kept, grid_keys(context), relaunching(context, compose, named))
     present = set(h["experiment"].astype(str).unique()) if len(h) else set()
     if experiments:  # named with --experiment: a name that is neither an experiment nor in the runs is a typo
         from arctl.compose.errors import did_you_mean
@@ -329,10 +331,164 @@ def read_report_runs(
         read_rows = runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
         runs.warnings = [*runs.warnings, missing_arms_warning(spec, absent, sweep, where_from, in_export, named,
                                                               runs_read=read_rows, filters=where)]
+    if sweep and not in_export and (note := unlaunched_seeds_note(sweep, exps, read_table, waiting, compose, named)):
+        runs.warnings = [*runs.warnings, note]
+    if note := uneven_seeds_note(h, spec.get("arms")):
+        runs.warnings = [*runs.warnings, note]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from,
                       workdir=None if wandb_project else Path(workdir or default_workdir()), missing_arms=list(absent),
                       unread=unread, named=named,
                       waiting=[{k: r[k] for k in ("run_id", "experiment", "arm", "seed", "state")} for r in waiting])
+
+
+def unlaunched_seeds_note(sweep: str, experiments: list[str] | None, read, waiting: list[dict], compose,
+                          where: str = "") -> str | None:
+    """The warning of a report on ``--sweep`` ``sweep`` whose seeds (the sweep's ``seeds``, else its experiments')
+    include some no run of ``experiments`` was read at (``read``: every run read, left out or not) nor waits for
+    (``waiting``: :func:`waiting_runs`), with the launch of them (``--scale`` of the runs read where that is not the
+    one the sweep composes), or None. From a hunt: seeds added to the sweep's spec and not launched yet were not
+    said; the figure said "from 4 run(s)"."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+    from arctl.compose.sweep import load_sweep
+    from arctl.config.ranges import seeds_text
+    from arctl.report.cells import _plain, run_scale
+
+    try:
+        spec = load_sweep(sweep)
+        listed_seeds = set(spec.seeds or [s for e in spec.experiments if e in (experiments or spec.experiments)
+                                          for s in load_experiment(e).seeds])
+    except SpecError:
+        return None
+    recs = read.to_dict("records") if len(read) else []
+    had = {int(s) for r in recs if isinstance(s := _plain(r.get("seed")), int | float)} | {
+        int(r["seed"]) for r in waiting if r.get("seed") is not None}
+    if not recs or not (missing := sorted(listed_seeds - had)):
+        return None
+    scales = {s for s in (run_scale(r) for r in recs) if s is not None}
+    at = ""
+    if len(scales) == 1 and (default := compose(str(recs[0]["experiment"]), str(recs[0]["arm"]), missing[0], None)):
+        at = f" --scale {next(iter(scales))}" if run_scale(default, prefix="") not in scales else ""
+    return (f"sweep {sweep} lists seed(s) {seeds_text(missing)}, which no run read here has (not launched yet?): "
+            f"launch them with `arctl sweep {sweep} --seeds {seeds_text(missing)}{at}{where}`")
+
+
+def uneven_seeds_note(history, arms=None) -> str | None:
+    """The warning of a figure or table whose arms are read at uneven seed counts (``history``'s runs: after one
+    arm's edit, `--where` keeps 2 seeds of it beside 4 of another; from a hunt: only the CSV's ``n`` said so), or
+    None: each arm's count and seeds, the spec's ``arms`` first."""
+    from arctl.config.ranges import seeds_text
+    from arctl.report.specs import arm_label, order
+
+    if not len(history):
+        return None
+    seeds: dict[str, set[int]] = {}
+    for arm, seed in history[["arm", "seed"]].drop_duplicates().itertuples(index=False):
+        if seed is not None and seed == seed and int(seed) >= 0:
+            seeds.setdefault(str(arm), set()).add(int(seed))
+    if len({len(s) for s in seeds.values()}) < 2:
+        return None
+    said = ", ".join(f"{arm_label(a)} {len(seeds[a])} (seed{'s' if len(seeds[a]) > 1 else ''} {seeds_text(seeds[a])})"
+                     for a in order(seeds, arms))
+    return f"the arms are read at uneven seed counts: {said}; their means and intervals are over different seeds"
+
+
+def relaunching(context: list[str], compose, where: str = ""):
+    """``relaunch(arm, [(a runs-table row of each config, its seeds), ...])`` of
+    :func:`arctl.report.cells.one_config_per_arm`: the launch that trains again, as the specs now stand (``compose``,
+    :func:`arctl.report.cells.cell_composer` of the sweeps ``context``), the seeds of the configs that are not their
+    cell as composed: `arctl sweep S --seeds 0,1` (S, the report's sweep), else `arctl run E --arm A --seeds 0,1`, in
+    the workspace ``where`` names; None where no config read is the cell as composed (runs of command-line overrides:
+    a launch of the specs would train another config), or a cell no longer composes."""
+    from arctl.config.ranges import seeds_text
+    from arctl.report.cells import differs_from_cell, run_scale
+
+    keys = set(grid_keys(context))
+
+    def relaunch(arm: str, configs: list[tuple[dict, list[int]]]) -> str | None:
+        stale: list[int] = []
+        current = None
+        for row, seeds in configs:
+            cell = compose(str(row.get("experiment")), arm, seeds[0], run_scale(row))
+            if cell is None:
+                return None
+            if [k for k in differs_from_cell(row, cell) if k not in keys]:
+                stale += seeds
+            else:
+                current = row
+        if not stale or current is None:
+            return None
+        experiment, scale = str(current.get("experiment")), run_scale(current)
+        default = compose(experiment, arm, stale[0], None)
+        at = f" --scale {scale}" if scale and default is not None and run_scale(default, prefix="") != scale else ""
+        seeds = f" --seeds {seeds_text(sorted(set(stale)))}"
+        if context:
+            return f"`arctl sweep {context[0]}{seeds}{at}{where}`"
+        return f"`arctl run {experiment} --arm {arm}{seeds}{at}{where}`"
+
+    return relaunch
+
+
+def read_for_served_cells(runs: Runs, compose, workdir: Path | None) -> None:
+    """In place: each run of the workspace ``workdir`` (None: a W&B project's, which have none) read for every
+    requested cell its shared.json names (of its ``serves`` column, :func:`arctl.track.runs.load_runs`': the cells of
+    the report's experiments), one row of its table and a copy of its history per cell, as the claims read them:
+    a cell of its own experiment too (from a hunt: with ``share_arms``, an arm renamed, or written alike, was said
+    to have no runs, and the command given retrained nothing). A cell only its config serves
+    (:func:`arctl.report.cells.serving`: no launch said it is that cell's run) stays in ``serves``. A cell whose
+    config, as ``compose`` (:func:`arctl.report.cells.cell_composer`) composes it now, is not the run's is not read
+    (:func:`arctl.report.claims._not_shared`), nor a second cell of an arm it is read for already (a figure's arm
+    would count it twice); its own cell is left out where that no longer composes and a cell it serves does (an
+    arm renamed: not drawn twice, under the old name and the new)."""
+    import pandas as pd
+
+    from arctl.report.cells import _plain, run_scale
+    from arctl.report.claims import _not_shared, _served_cells
+    from arctl.track.runs.discover import read_served
+
+    table = runs.runs
+    if workdir is None or not len(table) or "serves" not in table.columns:
+        return
+    rows: list[dict] = []
+    added: list[tuple[str, str, str, str, str]] = []  # (run_id, its row's experiment, arm, the served cell's)
+    dropped: set[tuple[str, str, str]] = set()  # its own row, where it is read for a served cell instead
+    for rec in table.to_dict("records"):
+        cells, seed = _served_cells(rec.get("serves")), _plain(rec.get("seed"))
+        run_id, experiment, arm = str(rec["run_id"]), str(rec["experiment"]), str(rec["arm"])
+        if cells:  # those the launch said it serves (an earlier arctl's shared.json: experiments, its own arm)
+            named = read_served(workdir / "runs" / run_id, str(rec.get(CONFIG_PREFIX + "arm") or arm))
+            cells = [c for c in cells if c in named]
+        if not cells or not isinstance(seed, int | float):
+            rows.append(rec)
+            continue
+        view = _RunRead(run_id, experiment, arm, int(seed))
+        arms, served = {arm}, []
+        for e, a in cells:
+            if a not in arms and not _not_shared(rec, view, e, a, compose):
+                arms.add(a)
+                served.append((e, a))
+        if served and compose(experiment, arm, int(seed), run_scale(rec)) is None:
+            dropped.add((run_id, experiment, arm))
+        else:
+            rows.append(rec)
+        rows += [{**rec, "experiment": e, "arm": a} for e, a in served]
+        added += [(run_id, experiment, arm, e, a) for e, a in served]
+    if not added:
+        return
+    runs.runs = pd.DataFrame.from_records(rows, columns=table.columns)
+    h = runs.history
+    if not len(h):
+        return
+    parts = [h]
+    for run_id, experiment, arm, e, a in added:
+        part = h[(h["run_id"] == run_id) & (h["experiment"] == experiment) & (h["arm"] == arm)]
+        parts.append(part.assign(experiment=e, arm=a))
+    out = pd.concat(parts, ignore_index=True)
+    for run_id, experiment, arm in dropped:
+        out = out[~((out["run_id"] == run_id) & (out["experiment"] == experiment) & (out["arm"] == arm))]
+    for column in ("experiment", "arm"):
+        out[column] = out[column].astype(str).astype("category")
+    runs.history = out.reset_index(drop=True)
 
 
 def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
@@ -689,9 +845,30 @@ def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: 
         if conditions and experiment else None
     set_keys = {override_key(o) for o in texts}
     for key, value in conditions:
-        if cell is not None and key in cell and key not in set_keys and not same_value(cell[key], value):
+        if cell is not None and key in cell and key not in set_keys and not same_value(cell[key], value) \
+                and not _another_arms_setting(compose, experiment, arm, key, value, seeds[0] if seeds else 0, scale):
             texts.append(f"{key}={override_value(value)}")
     return "".join(f" {a}" for a in [*out, *(shlex.quote(o) for o in texts)]), uneven
+
+
+def _another_arms_setting(compose, experiment: str, arm: str, key: str, value, seed: int, scale: str | None) -> bool:
+    """Whether ``key=value`` is what the spec of another arm of ``experiment`` than ``arm`` sets (``compose``'s
+    ``set_by_spec``): a ``--where`` that picks that arm's config (its edited learning rate, its seeds at the old one
+    left out), not a value for ``arm`` to train at (from a hunt: `arctl sweep evs --seeds 2,3 optim.lr=0.0005`, GRPO's
+    edit, was given to train GRPO+BRPO at it)."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.experiment import load_experiment
+    from arctl.report.cells import same_value
+
+    try:
+        others = [a for a in load_experiment(experiment).arms if a != arm]
+    except SpecError:
+        return False
+    for other in others:
+        cell = compose(experiment, other, seed, scale)
+        if cell is not None and key in compose.set_by_spec(experiment, other, scale) and same_value(cell.get(key), value):
+            return True
+    return False
 
 
 def full_support(n):

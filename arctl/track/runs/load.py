@@ -171,8 +171,9 @@ def load_runs(
     is not among ``experiments`` but one it serves is, it is kept with ``experiment`` and ``arm`` set
     to the first (sorted) requested cell it serves. Each run is one row whatever it serves; the
     other requested cells it serves are in the ``serves`` column of ``runs`` (JSON
-    ``[[experiment, arm], ...]``, "" for none); without ``experiments`` nothing is relabelled and
-    ``serves`` lists every cell. ``serves(config) -> [(experiment, arm), ...]`` (the report layer
+    ``[[experiment, arm], ...]``, "" for none; cells of its own experiment too: a report reads the run as each
+    cell its shared.json names, one row per cell, :func:`arctl.report.data.read_for_served_cells`, and the claims
+    as each it serves); without ``experiments`` nothing is relabelled and ``serves`` lists every cell. ``serves(config) -> [(experiment, arm), ...]`` (the report layer
     composes the cells) names the requested cells a run serves by its config, and the run is read as
     theirs in the same way: W&B has no ``shared.json``, and a workspace run launched on its own (``arctl
     run main-grpo --seeds 8-21``) has none either, yet is ablation-decouple's GRPO run too (from a hunt:
