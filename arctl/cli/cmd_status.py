@@ -20,7 +20,7 @@ from arctl.cli.common import (
     printable,
     slow_note,
 )
-from arctl.cli.launching import how_far, launch_errors, resumes_from, step_text, styled
+from arctl.cli.launching import grid_json, grid_text, how_far, launch_errors, resumes_from, step_text, styled
 
 # what `arctl status` says on a terminal while SLURM's accounting is slow to answer: its way out first, within 80 columns
 # (rich crops or wraps a spinner's line to the terminal; from a review)
@@ -98,6 +98,10 @@ def register(app: typer.Typer) -> None:
             state = INTERRUPTED if r.run_id in interrupted else r.state
             counts[state] = counts.get(state, 0) + 1
         selected = len(records)
+        # `arctl status SWEEP`: each run judged against the sweep as it now stands (its grid point; a run its cells no
+        # longer compose is marked), over every selected run, shown or not: the totals line counts them
+        judged, sweep_notes = sweep_judged(target, records, workspace)
+        everything = records
         if wanted is not None:  # filtered on the state shown (INTERRUPTED too), after the refresh
             records = [r for r in records if (INTERRUPTED if r.run_id in interrupted else r.state) in wanted]
 
@@ -127,10 +131,19 @@ def register(app: typer.Typer) -> None:
                          "last_step_age_s": age[0] if (age := far[r.run_id][2]) else None,
                          "stalled": bool(age and stalled(*age)),
                          "resume_step": back[r.run_id],
-                         "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]]}
+                         "run_dir": str(workspace.run_dir(r.run_id)), "serves": [list(c) for c in serves[r.run_id]],
+                         **judged_json(judged.get(r.run_id))}
                         for r in records])
+            for line in sweep_notes:
+                err_console.print(f"[yellow]note[/]: {esc(printable(line))}")
             return
-        headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed")
+        # a sweep's grid point and whether the sweep as it stands composes the run: columns at the end, where they say
+        # something (the others' positions kept: the table gives way by position)
+        shown_judged = [j for r in records if (j := judged.get(r.run_id)) is not None]
+        gridded = any(j.point is not None for j in shown_judged)
+        marked = any(not j.now for j in shown_judged)
+        headers = ("run id", "experiment/arm/seed", "state", "job", "step", "last metric", "W&B run", "elapsed",
+                   *(("grid point",) if gridded else ()), *((IN_SWEEP,) if marked else ()))
         rows = []
         for r in records:
             state = INTERRUPTED if r.run_id in interrupted else r.state
@@ -149,7 +162,9 @@ def register(app: typer.Typer) -> None:
                                                          f" (resumes from {back[r.run_id]})"
                                                          if back[r.run_id] is not None else ""),
                                                      metric, r.wandb_id or "",
-                                                     _elapsed(r, now))))
+                                                     _elapsed(r, now),
+                                                     *((_grid_cell(judged.get(r.run_id)),) if gridded else ()),
+                                                     *((_in_sweep(judged.get(r.run_id)),) if marked else ()))))
         table = _table(headers, rows) if console.is_terminal else None
         if table is not None:
             console.print(table)
@@ -159,6 +174,8 @@ def register(app: typer.Typer) -> None:
         shown = (f"{len(records)} of {selected} run(s) shown ({', '.join(sorted(wanted))}); all: " if wanted is not None
                  else f"{selected} run(s): ")
         console.print(f"{shown}{summary or 'none'}  [dim](workspace {esc(workspace.root)})[/]")
+        for line in not_in_sweep_lines(target, judged, everything) + sweep_notes:
+            console.print(f"[yellow]{esc(printable(line))}[/]")
         errors = errors_shown(records, wanted is not None)
         for r in records:
             if r.run_id in errors:  # a job's error (Ray's carries colour codes): printable
@@ -171,6 +188,91 @@ def register(app: typer.Typer) -> None:
             console.print(f"[red]... and {hidden} earlier failed run(s)' errors: {esc(more)} lists every one[/]")
         if note:
             console.print(f"[yellow]note[/]: {esc(note)}")
+
+
+IN_SWEEP = "in sweep"  # the table's column where `arctl status SWEEP` marks a run the sweep as it stands does not compose
+DIFFERS_SHOWN = 3  # keys a line under the table names of runs the sweep no longer composes, then "and N more"
+
+
+def sweep_judged(target: str | None, records, workspace) -> tuple[dict, list[str]]:
+    """Where ``target`` names a sweep: run id -> :class:`arctl.cli.launching.InSweep` of ``records``, and the notes of
+    scales at which the sweep does not compose (:func:`arctl.cli.launching.sweep_now`); else ({}, []): nothing is
+    composed for a run, an experiment or every run."""
+    if target is None or not records:
+        return {}, []
+    from arctl.compose.errors import SpecError
+    from arctl.compose.sweep import load_sweep
+
+    try:
+        load_sweep(target)
+    except (SpecError, OSError, ValueError):  # no sweep of that name (an experiment, a run id prefix)
+        return {}, []
+    from arctl.cli.launching import sweep_now
+
+    with launch_errors():
+        return sweep_now(target, records, workspace)
+
+
+def judged_json(judged) -> dict:
+    """``--json``'s keys of :func:`sweep_judged` for one run: ``in_sweep`` (whether the sweep named as the target
+    composes it as it now stands; null: the target is no sweep, or the sweep does not compose), ``sweep_differs``
+    (for a run it does not compose: key -> {"ran": the run's value, "sweep": the sweep's now} against the nearest
+    cell at its experiment, arm and seed; null where the sweep has no such cell), ``grid`` and ``grid_unread``
+    (:func:`arctl.cli.launching.grid_json`)."""
+    if judged is None:
+        return {"in_sweep": None, "sweep_differs": None, **grid_json(None)}
+    differs = None if judged.differs is None else {k: {"ran": a, "sweep": b} for k, (a, b) in judged.differs.items()}
+    return {"in_sweep": judged.now, "sweep_differs": differs, **grid_json(judged.point)}
+
+
+def _grid_cell(judged) -> str:
+    return "" if judged is None else grid_text(judged.point)
+
+
+def _in_sweep(judged) -> str:
+    return "" if judged is None else "yes" if judged.now else "no"
+
+
+def not_in_sweep_lines(target: str | None, judged: dict, records) -> list[str]:
+    """Under the table of `arctl status SWEEP`: how many of ``records`` (every selected run's) the sweep as it stands
+    does not compose, then one line per arm and set of differences (its seeds; the keys, the runs' values and the
+    sweep's now; a few run ids), else []."""
+    from arctl.config.ranges import seeds_text
+
+    off = [r for r in records if (j := judged.get(r.run_id)) is not None and not j.now]
+    if not off:
+        return []
+    groups: dict[tuple[str, str], list] = {}
+    for r in off:
+        differs = judged[r.run_id].differs
+        said = ("the sweep composes no such cell now (its arm or experiment removed or renamed)" if differs is None
+                else _differences(differs))
+        groups.setdefault((f"{r.experiment}/{r.arm}", said), []).append(r)
+    lines = [f"{len(off)} of {len(judged)} run(s), `no` under `{IN_SWEEP}`, are not what sweep {target} composes as it now stands "
+             "(specs edited or grid changed since they ran, or a launch's command-line overrides): a launch of the sweep "
+             "would not use them"]
+    for (cell, said), runs in sorted(groups.items()):
+        ids = [r.run_id for r in runs]
+        lines.append(f"  {cell} seed(s) {seeds_text(r.seed for r in runs)}: {said} "
+                     f"({', '.join(ids[:3])}{f' and {len(ids) - 3} more' if len(ids) > 3 else ''})")
+    return lines
+
+
+def _differences(differs: dict) -> str:
+    if not differs:
+        return "its config.yaml cannot be read, or it differs only in its names"
+    from arctl.config.hydra_text import override_value
+
+    def text(value) -> str:
+        try:
+            out = override_value(value)
+        except ValueError:
+            out = str(value)
+        return out if len(out) <= 30 else out[:27] + "..."
+
+    keys = list(differs)
+    said = ", ".join(f"{k}={text(differs[k][0])} (the sweep now: {text(differs[k][1])})" for k in keys[:DIFFERS_SHOWN])
+    return said + (f" and {len(keys) - DIFFERS_SHOWN} more key(s)" if len(keys) > DIFFERS_SHOWN else "")
 
 
 ERRORS_SHOWN = 10  # failed runs whose error the table's end says, the latest first, unless --state asks for them

@@ -4,10 +4,12 @@ lines); and what the commands that show runs share: one-line launch errors, stat
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import typer
 
@@ -136,12 +138,14 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     from arctl.launch.disk_room import checkpoint_room
 
     room = checkpoint_room(to_launch, workspace)  # the checkpoints' disk at once against the workspace's free space
+    grids: dict = {}
+    points = [grid_point(i, grids) for i in items]  # a grid sweep's rows told apart (from a hunt: 8 alike rows)
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
             "runs": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
                       "action": i.action, "reason": i.reason, "run_dir": str(workspace.run_dir(i.run_id)),
-                      "config": shown_config(i.config)} for i in items],
+                      **grid_json(point), "config": shown_config(i.config)} for i, point in zip(items, points)],
             "sbatch": [{"title": t, "script": s} for t, s in scripts],
             "counts": counts,
             "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
@@ -159,19 +163,24 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     console.print(f"workspace: {esc(workspace.root)}")
     # the names whole (a user copies a run id): only the reason folds; a pipe, or a terminal too narrow for
     # that, gets plain lines (from a hunt: a run id folded over three lines, in a pipe too)
-    headers = ("run id", "experiment", "arm", "seed", "would", "why")
-    rows = [[printable(str(v)) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action, i.reason or "")] for i in items]
+    # a grid sweep's grid point in a column of its own, after "would" (a script reads the action as the 5th word)
+    gridded = any(p is not None for p in points)
+    headers = ("run id", "experiment", "arm", "seed", "would", *(("grid point",) if gridded else ()), "why")
+    rows = [[printable(str(v)) for v in (i.run_id, i.experiment, i.arm, i.seed, i.action,
+                                         *((grid_text(p),) if gridded else ()), i.reason or "")]
+            for i, p in zip(items, points)]
     table = Table(show_header=True, header_style="bold")
     for col in headers:
         table.add_column(col, overflow="fold", no_wrap=col != "why")
     natural = [max(cell_len(v) for v in (h, *(row[n] for row in rows))) for n, h in enumerate(headers)]
-    if console.is_terminal and fit_columns(table, natural, [5], [*natural[:5], min(natural[5], 16)], console.width):
+    why = len(headers) - 1
+    if console.is_terminal and fit_columns(table, natural, [why], [*natural[:why], min(natural[why], 16)], console.width):
         for row in rows:
             table.add_row(*map(esc, row))
         console.print(table)
     else:
         plain_columns(headers, rows)
-    print_configs(to_launch)
+    print_configs(to_launch, {id(i): p for i, p in zip(items, points)})
     for title, script in scripts:
         section(f"[bold]{esc(title)}[/]")
         console.print(script, markup=False, highlight=False)
@@ -182,6 +191,82 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print(("[yellow]note:[/] " if room.over else "") + esc(room.line()))
     if refused:
         fail(f"a launch would be refused: {refused}")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """Where a run of a grid sweep sits in its sweep's grid: the grid's ``KEY=VALUE`` overrides it was composed with
+    (``texts``; ``values``: each key's value as the sweep's grid writes it) and the grid's keys it reads nothing of
+    (``unread``: it was composed without them, one run for every value of the key; :mod:`arctl.compose.resolve`)."""
+
+    texts: tuple[str, ...]
+    values: dict
+    unread: tuple[str, ...]
+
+
+GRID_UNREAD = "(unread)"  # a grid key's value in the plan's grid point where the run reads nothing of the key
+
+
+def grid_texts(sweep: str | None, memo: dict) -> dict[str, tuple[str, object]]:
+    """Each override text of sweep ``sweep``'s grid (``thinking.lam=0.5``, as :meth:`arctl.compose.sweep.Sweep.
+    grid_points` writes it) -> (its key, the value as the grid writes it); {} for no sweep, a sweep without a grid,
+    or one whose spec no longer reads (a resumed run's). ``memo``: sweep name -> this, for one command's items."""
+    if sweep is None:
+        return {}
+    if sweep not in memo:
+        from arctl.compose.errors import SpecError
+        from arctl.compose.sweep import load_sweep
+
+        try:
+            spec = load_sweep(sweep)
+        except (SpecError, OSError):
+            memo[sweep] = {}
+            return memo[sweep]
+        keys = list(spec.grid)
+        memo[sweep] = {text: (key, value) for point, values in zip(spec.grid_points(),
+                                                                   itertools.product(*spec.grid.values()))
+                       for text, key, value in zip(point, keys, values)} if keys else {}
+    return memo[sweep]
+
+
+def grid_point(item, memo: dict) -> GridPoint | None:
+    """The :class:`GridPoint` of ``item`` (a :class:`arctl.launch.launcher.LaunchItem`: every cell it is, merged;
+    one composed without its sweep, a resumed run, its config's values at the grid's keys), None where its sweep
+    has no grid. ``memo``: :func:`grid_texts`'."""
+    texts = grid_texts(item.sweep, memo)
+    if not texts:
+        return None
+    read: list[str] = []
+    unread: list[str] = []
+    for cell in getattr(item, "cells", None) or [item.run]:
+        read += [t for t in cell.sweep_overrides if t in texts and t not in read]
+        unread += [texts[t][0] for t in cell.sweep_not_read if t in texts and texts[t][0] not in unread]
+    if not read and not unread:  # a run resumed from its frozen config (`arctl resume`): its config's values
+        return _own_point(item.config, texts)
+    keys = {texts[t][0] for t in read}
+    return GridPoint(tuple(read), {texts[t][0]: texts[t][1] for t in read}, tuple(k for k in unread if k not in keys))
+
+
+def grid_text(point: GridPoint | None) -> str:
+    """``thinking.lam=0.5``, ``reward.alpha=(unread)``, several joined by "," (one word: a script splits the plan's
+    lines on blanks), "-" for none."""
+    if point is None:
+        return "-"
+    return ",".join([*point.texts, *(f"{k}={GRID_UNREAD}" for k in point.unread)]) or "-"
+
+
+def grid_json(point: GridPoint | None) -> dict:
+    """``--json``'s keys of a run's grid point: ``grid`` (key -> value as the sweep's grid writes it; null: its sweep
+    has no grid) and ``grid_unread`` (the grid's keys it reads nothing of: one run for every value)."""
+    return {"grid": None if point is None else dict(point.values),
+            "grid_unread": [] if point is None else list(point.unread)}
+
+
+def launched_grid(item, memo: dict) -> dict:
+    """A launch's ``--json`` keys of a submitted or skipped run's grid point (:func:`grid_json`), only where its
+    sweep has a grid (the document's keys of a run of an experiment are as they were)."""
+    point = grid_point(item, memo)
+    return {} if point is None else grid_json(point)
 
 
 SECRET_NOT_SHOWN = "(not shown)"  # a cluster.secrets entry a dry run's config does not show (shown_config)
@@ -253,13 +338,13 @@ def differing_keys(items) -> list[str]:
     return sorted(k for k in keys if len({repr(f.get(k, missing)) for f in flat}) > 1)
 
 
-def print_configs(starting) -> None:
+def print_configs(starting, points: dict | None = None) -> None:
     """The configs of the runs a launch would start (not of those it skips or shares: another item's run).
     Up to :data:`CONFIGS_WHOLE` runs, each one's; more, each distinct config once (:func:`config_groups`),
     headed by the runs it serves and the keys in which they differ from the one shown, which ``--json`` has
     for every run. From a hunt: a 520-cell sweep printed 520 configs of 135 lines, 40 per arm that differed only
     in their seed and names, skipped and shared cells' too. YAML is coloured on a terminal only (in a pipe,
-    rich's highlighting took 25 s of 84)."""
+    rich's highlighting took 25 s of 84). ``points``: id(item) -> its :class:`GridPoint`, said in each heading."""
     from arctl.config.ranges import seeds_text
     from arctl.launch.rundir import dump_config
 
@@ -276,12 +361,14 @@ def print_configs(starting) -> None:
     groups = [[i] for i in starting] if len(starting) <= CONFIGS_WHOLE else config_groups(starting)
     for group in groups:
         first = group[0]
+        point = (points or {}).get(id(first))
+        at = f" {esc(printable(grid_text(point)))}" if point is not None else ""
         if len(group) == 1:
-            section(f"[bold]{esc(first.run_id)}[/]  ({esc(first.experiment)}/{esc(first.arm)}/s{first.seed})")
+            section(f"[bold]{esc(first.run_id)}[/]  ({esc(first.experiment)}/{esc(first.arm)}/s{first.seed}{at})")
             show(first.config)
             continue
         would = ", ".join(f"{n} {ACTION_TOTALS[a]}" for a, n in action_counts(group).items())
-        section(f"[bold]{esc(first.experiment)}/{esc(first.arm)}[/]  ({len(group)} runs, one config)")
+        section(f"[bold]{esc(first.experiment)}/{esc(first.arm)}[/]{at}  ({len(group)} runs, one config)")
         console.print(esc(printable(
             f"{would}, seeds {seeds_text(i.seed for i in group)}: the config of {first.run_id} (s{first.seed}); the "
             f"{len(group) - 1} others differ from it only in {', '.join(differing_keys(group))} (--json has "
@@ -295,11 +382,17 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
     err_console.print(esc(result.executor_note))  # on stderr, --json too (from a hunt: --json said nothing at all)
     if as_json:  # what was submitted and skipped is in the document
         return
+    grids: dict = {}
+
+    def cell(item) -> str:  # a grid sweep's run with its grid point (from a hunt: the rows were told apart by hash)
+        point = grid_point(item, grids)
+        return f"{item.experiment}/{item.arm}/s{item.seed}" + (f" {grid_text(point)}" if point is not None else "")
+
     for item in result.submitted:
         job = result.job_ids.get(item.run_id, "")
-        console.print(esc(f"  {item.action:<7} {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  job {job}"))
+        console.print(esc(printable(f"  {item.action:<7} {item.run_id}  ({cell(item)})  job {job}")))
     for item, reason in result.skipped:
-        console.print(f"  [dim]{esc(f'skip    {item.run_id}  ({item.experiment}/{item.arm}/s{item.seed})  {reason}')}[/]")
+        console.print(f"  [dim]{esc(printable(f'skip    {item.run_id}  ({cell(item)})  {reason}'))}[/]")
     jobs = sorted({j.split("_")[0] for j in result.job_ids.values()})
     what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
     if result.executor == "slurm" and jobs:
@@ -636,10 +729,12 @@ def launch_json(result, workspace, seen, figures: list[str], figure_notes: list[
     wait last saw (``seen``; a run not waited for, or not polled yet, ``PENDING``), the figures to draw.
     ``detached``: a Ctrl-C stopped the wait; the runs go on (``"detached": true``, only then)."""
     final = {r.run_id: r for r in seen}
+    grids: dict = {}
     print_json({
         "executor": result.executor, "workspace": str(workspace.root),
         **({"parallelism": result.parallelism} if result.parallelism else {}),
         "submitted": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed,
+                       **launched_grid(i, grids),
                        # a run waited for: its job as status and its folder name it (a local run's
                        # queue:PID at submission is its job's once it starts; from a hunt)
                        "action": i.action, "job_id": (final[i.run_id].job_id if i.run_id in final else None)
@@ -654,6 +749,7 @@ def launch_json(result, workspace, seen, figures: list[str], figure_notes: list[
         # what the text's skip lines name (from a hunt: run_id and reason only); a run another launch had
         # under way, waited for: its state as it ended
         "skipped": [{"run_id": i.run_id, "experiment": i.experiment, "arm": i.arm, "seed": i.seed, "reason": why,
+                     **launched_grid(i, grids),
                      **({"state": final[i.run_id].state} if i.run_id in final else {})}
                     for i, why in result.skipped],
         # as the text: no figure to draw from runs that did not complete (from a hunt: listed after a failure)
@@ -661,3 +757,183 @@ def launch_json(result, workspace, seen, figures: list[str], figure_notes: list[
         **({"figure_notes": figure_notes} if figure_notes else {}),
         **({"detached": True} if detached else {}),
     })
+
+
+@dataclass
+class InSweep:
+    """What :func:`sweep_now` says of one run of a sweep: whether the sweep as it now stands composes it (a launch
+    of it would keep or share it: ``now``), its grid point (a grid sweep's; for a run it does not compose, the
+    run's own values at the grid's keys), and for one it does not compose, the keys in which the run differs from
+    the nearest cell the sweep now composes at its experiment, arm and seed (``differs``: key -> (the run's value,
+    the sweep's); None where the sweep composes no such cell: its arm or experiment removed or renamed)."""
+
+    now: bool
+    point: GridPoint | None = None
+    differs: dict | None = None
+
+
+def sweep_now(name: str, records, workspace) -> tuple[dict[str, InSweep], list[str]]:
+    """Run id -> :class:`InSweep` for ``records`` (the registry's runs of sweep ``name``), and a note per scale at
+    which the sweep does not compose as it stands (its runs there not judged). The sweep is composed once per scale
+    of the runs, at their seeds (seeds added with ``--seeds`` count), without command-line overrides, as the launch
+    plans it (:func:`arctl.compose.resolve_sweep`, :func:`arctl.launch.launcher.items_from_resolved`; with
+    ``share_arms``, a cell kept as one of these runs: :func:`arctl.launch.shared.mark_shared`; a run of the cell
+    that differs only in settings it does not read: :func:`arctl.launch.shared.mark_same_computation`). Each arm and
+    grid point is composed once (Hydra: ~0.2-0.4 s), at two of the runs' seeds, the others' cells given their seed
+    (:func:`_at_seeds`): the cost grows with the sweep's arms, grid points and scales, hardly with its runs; only the
+    config.yaml of runs the sweep does not compose (and, with ``share_arms``, of the runs that no cell has by its own
+    id) is read. From a hunt: after an arm was edited, `arctl status` listed evx/grpo/s0 COMPLETED twice
+    and nothing said which was the sweep's cell."""
+    from arctl.compose.errors import SpecError
+    from arctl.compose.sweep import load_sweep
+    from arctl.launch.run_id import identity_differences, with_keys_added_later
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    configs: dict[str, dict | None] = {}
+
+    def config_of(run_id: str) -> dict | None:
+        if run_id not in configs:
+            try:
+                configs[run_id] = with_keys_added_later(read_run_config(workspace.run_dir(run_id)))
+            except RunDirError:
+                configs[run_id] = None
+        return configs[run_id]
+
+    share = load_sweep(name).share_arms
+    by_scale: dict[str | None, list] = {}
+    for rec in records:
+        by_scale.setdefault(rec.scale, []).append(rec)
+    items, notes, judged = [], [], []
+    for scale, recs in by_scale.items():
+        try:
+            part = _items_now(name, scale, recs, workspace, share, config_of)
+        except SpecError as err:
+            notes.append(f"sweep {name} does not compose as it stands{f' at scale {scale}' if scale else ''}, so its "
+                         f"{len(recs)} run(s) there are not judged: {err}")
+            continue
+        items += [(scale, item) for item in part]
+        judged += recs
+    grids: dict = {}
+    by_id: dict[str, list] = {}
+    by_cell: dict[tuple, list] = {}  # (scale, experiment, arm, seed) -> the cells there: a run's nearest is of its scale
+    for scale, item in items:
+        by_id.setdefault(item.run_id, []).append(item)
+        by_cell.setdefault((scale, item.experiment, item.arm, item.seed), []).append(item)
+    out: dict[str, InSweep] = {}
+    for rec in judged:
+        if rec.run_id in by_id:
+            points = [p for i in by_id[rec.run_id] if (p := grid_point(i, grids)) is not None]
+            out[rec.run_id] = InSweep(True, _merged(points))
+            continue
+        config = config_of(rec.run_id)
+        cells = by_cell.get((rec.scale, rec.experiment, rec.arm, rec.seed), [])
+        differs = None
+        if cells and config is not None:
+            differs = min((identity_differences(config, i.config) for i in cells), key=len)
+        elif cells:
+            differs = {}
+        out[rec.run_id] = InSweep(False, _own_point(config, grid_texts(name, grids)), differs)
+    return out, notes
+
+
+def _items_now(name: str, scale: str | None, recs, workspace, share: bool, config_of) -> list:
+    """The launch items of sweep ``name`` at ``scale`` and the seeds of ``recs`` (its runs there), each as a launch
+    of the sweep would take it now (shared, or the same computation under an earlier id); :func:`sweep_now`'s."""
+    from arctl.compose import resolve_sweep
+    from arctl.launch.launcher import items_from_resolved
+    from arctl.launch.shared import REUSABLE, WorkspaceRun, mark_same_computation, mark_shared, share_key
+
+    def composed(seeds: list[int]) -> list:
+        with composing(name) as on_cell:
+            return items_from_resolved(resolve_sweep(name, [], scale, seeds, on_cell=on_cell), launching=False)
+
+    def marked(part: list) -> list:
+        if share:  # which run a cell is kept as: its own, else one of the sweep's runs of the same config
+            ids = {i.run_id for i in part}
+            mark_shared(part, {r.run_id: r.state for r in recs if r.run_id in ids},
+                        [WorkspaceRun(r.run_id, r.experiment, r.arm, r.seed, r.state, share_key(config))
+                         for r in recs if r.run_id not in ids and r.state in REUSABLE
+                         and (config := config_of(r.run_id)) is not None])
+        return mark_same_computation(part, workspace)
+
+    seeds = sorted({r.seed for r in recs})
+    # two seeds composed, the others given their seed (:func:`_at_seeds`: ~5 ms a cell less, seconds for a sweep
+    # of 1,000 runs); a run that none of those cells is, composed at its seed before it is judged
+    part = composed(seeds[:2])
+    spread = _at_seeds(part, seeds[:2], seeds[2:])
+    part = marked(part + spread if spread is not None else composed(seeds) if seeds[2:] else part)
+    ids = {i.run_id for i in part}
+    if spread and (again := sorted({r.seed for r in recs if r.run_id not in ids} - set(seeds[:2]))):
+        part = [i for i in part if i.seed not in again] + marked(composed(again))
+    return part
+
+
+def _at_seeds(items: list, probe: list[int], seeds: list[int]) -> list | None:
+    """The launch items of ``items`` (a sweep's, composed at the two ``probe`` seeds) at each of ``seeds``, each
+    the first probe seed's with its ``seed`` (and the id of the run it starts from, at that seed) put in; None where
+    that does not give the second probe seed's run ids (the arm's config reads its seed elsewhere), and [] where
+    there are no other seeds. Only what names the run changes: the configs and their ids are those a launch at
+    those seeds composes, where the seed is read nowhere else."""
+    from dataclasses import replace
+
+    from arctl.launch.run_id import make_run_id
+    from arctl.launch.rundir import frozen_config
+
+    if not seeds:
+        return []
+    if len(probe) < 2:
+        return None
+
+    def key(item) -> tuple:
+        return (item.experiment, item.arm, item.needed_by is None,
+                tuple((tuple(c.sweep_overrides), tuple(c.sweep_not_read)) for c in item.cells or [item.run]))
+
+    first = [i for i in items if i.seed == probe[0]]
+    second = {key(i): i.run_id for i in items if i.seed == probe[1]}
+
+    def at(seed: int) -> list:
+        ids: dict[str, str] = {}
+        out = []
+        for item in first:
+            config = {**item.config, "seed": seed}
+            if item.after is not None:
+                config["trainer"] = {**config["trainer"], "init_run": ids.get(item.after, item.after)}
+            run_id = ids[item.run_id] = make_run_id(config)
+            out.append(replace(item, run_id=run_id, after=ids.get(item.after, item.after) if item.after else None,
+                               run=replace(item.run, seed=seed, config=frozen_config(config, run_id, run_id)),
+                               cells=[replace(c, seed=seed) for c in item.cells]))
+        return out
+
+    check = at(probe[1])
+    if len(second) != len(first) or [second.get(key(i)) for i in first] != [i.run_id for i in check]:
+        return None
+    return [i for seed in seeds for i in at(seed)]
+
+
+def _merged(points: list[GridPoint]) -> GridPoint | None:
+    """The grid points of the cells one run is (a shared run's, an unread key's), as one."""
+    if not points:
+        return None
+    texts = tuple(dict.fromkeys(t for p in points for t in p.texts))
+    values = {k: v for p in points for k, v in p.values.items()}
+    return GridPoint(texts, values, tuple(dict.fromkeys(k for p in points for k in p.unread if k not in values)))
+
+
+def _own_point(config: dict | None, texts: dict) -> GridPoint | None:
+    """A run's own values at the grid's keys that are config keys (its frozen ``config``), as a :class:`GridPoint`;
+    None without a grid or a readable config."""
+    if not texts or config is None:
+        return None
+    from arctl.config.hydra_text import override_value
+    from arctl.track.runs.tidy import flatten_config
+
+    flat = flatten_config(config)
+    keys = list(dict.fromkeys(k for k, _ in texts.values()))
+    values = {k: flat[k] for k in keys if k in flat}
+    shown = []
+    for key, value in values.items():
+        try:
+            shown.append(f"{key}={override_value(value)}")
+        except ValueError:  # NaN: as Python writes it
+            shown.append(f"{key}={value}")
+    return GridPoint(tuple(shown), values, ())
