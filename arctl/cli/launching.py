@@ -140,6 +140,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     room = checkpoint_room(to_launch, workspace)  # the checkpoints' disk at once against the workspace's free space
     grids: dict = {}
     points = [grid_point(i, grids) for i in items]  # a grid sweep's rows told apart (from a hunt: 8 alike rows)
+    from arctl.launch.launcher import slurm_only_note
+
+    unused = slurm_only_note(name, to_launch)  # the launch's note, previewed (cluster.setup not run on this machine)
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
@@ -150,6 +153,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             "counts": counts,
             "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
             "checkpoint_disk": room and room.as_json(),  # None: no run that would start saves checkpoints to count
+            "slurm_only": unused,  # the SLURM-only cluster keys a local or debug launch would not apply (None: none)
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
@@ -189,6 +193,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print(esc(reservation_line(asked)))
     if room is not None:
         console.print(("[yellow]note:[/] " if room.over else "") + esc(room.line()))
+    if unused:
+        console.print("[yellow]note:[/] " + esc(unused))
     if refused:
         fail(f"a launch would be refused: {refused}")
 

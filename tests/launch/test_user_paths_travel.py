@@ -191,3 +191,18 @@ def test_a_local_launch_says_which_slurm_only_keys_it_does_not_use(specs, tmp_pa
     assert slurm_only_note("local", plain) is None
     timed = items_from_resolved(resolve_sweep("lt3", []))  # lt sets cluster.time_min=10
     assert slurm_only_note("local", timed).startswith("cluster.time_min applies to SLURM jobs only")
+
+
+def test_the_dry_run_of_a_local_launch_says_it_too(specs, tmp_path):
+    """The dry run previews the launch's note (table and --json), so a setup line not run is seen before any run."""
+    import json
+
+    args = ["sweep", "lt3", "--workdir", str(tmp_path / "ws"), "--dry-run", "--executor", "local",
+            "cluster.partition=gpu", "cluster.time_min=60"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "note: cluster.partition applies to SLURM jobs only: the local executor" in " ".join(res.output.split())
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert doc["slurm_only"].startswith("cluster.partition applies to SLURM jobs only")
+    plain = json.loads(CliRunner().invoke(app, [*args[:-2], "cluster.time_min=60", "--json"]).stdout)
+    assert plain["slurm_only"] is None
