@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -653,12 +654,15 @@ def slurm_only_note(executor: str, items: list[LaunchItem]) -> str | None:
 def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int | None, workspace: Workspace,
                      starting: list[LaunchItem]) -> None:
     """Refuse (LaunchError) what executor ``name`` cannot run, before anything is claimed or written:
-    a workspace path it cannot run jobs in (:func:`workspace_path_problem`),
+    a workspace path it cannot run jobs in (:func:`workspace_path_problem`), a folder it writes that another user's
+    umask left this one unable to write (:func:`unwritable_problem`),
     a GPU run on this machine without one (local/debug), bad sbatch options or a GPU run asking SLURM
     for no GPU (slurm), a ``cluster.secrets`` name this shell does not set (:func:`unset_secret_problem`), then
     what would fail as the job of a run in ``starting`` (those :func:`plan` starts: new, resumed, rerun; not one
     it skips) starts (:func:`start_problem`). The launch and its dry run (which shows the refusal) both ask here."""
     if problem := workspace_path_problem(workspace, name):
+        raise LaunchError(problem)
+    if problem := unwritable_problem(starting, workspace, name):
         raise LaunchError(problem)
     if name in ("local", "debug"):
         gpu_problem(items)
@@ -669,6 +673,76 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
         online_key_problem(starting)
     unset_secret_problem(starting, workspace)
     start_problem(starting, workspace)
+
+
+# what a run folder keeps that a launch never writes into: a --force rerun's earlier files (previous/<time>/) and a
+# restarted attempt's W&B files (wandb-discarded/<time>/); the folders themselves are written (a new archive)
+ARCHIVE_FOLDERS = ("previous", "wandb-discarded")
+
+
+def written_places(starting: list[LaunchItem], workspace: Workspace, executor: str) -> list[Path]:
+    """The existing files and folders a launch of ``starting`` (the runs :func:`plan` starts) with ``executor``
+    writes (none where it starts none): the registry (and its -wal and -shm), ``runs/`` (where a new run's folder is
+    made), ``jobs/`` (the local queue's log,
+    submitit's and SLURM's job files), the local queue's ``local-slots/`` and this host's folder in it (slot files
+    and waiting markers), and each run folder that is there (a resume's, a rerun's), with every folder in it but the
+    contents of :data:`ARCHIVE_FOLDERS`: its files are rewritten by renames (config.yaml, status.json,
+    metrics.jsonl...) and a rerun moves checkpoints/ and wandb/ aside, which needs each folder's write permission
+    (files written in place: none, a local queue's slot files are locked read-only where they cannot be written)."""
+    from arctl.launch.local_queue import SLOTS_DIR, slots_folder
+
+    if not starting:  # a launch that starts nothing writes the registry alone (which says whose it is itself)
+        return []
+    registry = workspace.registry_path
+    places = [registry, registry.with_name(registry.name + "-wal"), registry.with_name(registry.name + "-shm")]
+    if any(not workspace.run_dir(item.run_id).exists() for item in starting):
+        places.append(workspace.runs_dir)  # (a resume or a rerun makes nothing there)
+    if executor in ("local", "slurm"):
+        places.append(workspace.jobs_dir)
+    if executor == "local":
+        places += [workspace.root / SLOTS_DIR, slots_folder(workspace.root)]
+    for item in starting:
+        run_dir = workspace.run_dir(item.run_id)
+        if run_dir.is_dir() and not run_dir.is_symlink():
+            places.append(run_dir)
+            for folder, subfolders, _files in os.walk(run_dir, onerror=lambda _err: None):
+                if Path(folder) != run_dir and Path(folder).name in ARCHIVE_FOLDERS and Path(folder).parent == run_dir:
+                    subfolders.clear()  # an archive: kept as it is
+                    continue
+                places += [Path(folder) / name for name in subfolders if not (Path(folder) / name).is_symlink()]
+    return [place for place in dict.fromkeys(places) if place.exists()]
+
+
+def unwritable_problem(starting: list[LaunchItem], workspace: Workspace, executor: str) -> str | None:
+    """Why a launch of ``starting`` cannot write what it writes (:func:`written_places`), or None: the places
+    another user owns that this one cannot write, said once, in :func:`arctl.config.files.not_writable`'s words
+    for the first (owner, group, mode), with the one command that fixes them all (``chmod -R g+w`` on the
+    workspace, by their owner). Asked before anything is claimed or written; the dry run asks too
+    (:func:`executor_problem`). From a hunt: in a workspace a group shares, where one member left umask 022, another
+    member's launch failed on the first folder it met ("runs/<id>: Permission denied", and a resume's "could not
+    undo" over files it never changed), one path per attempt, and named neither the owner nor the fix."""
+    from arctl.config.files import not_writable
+
+    found = [(place, why) for place in written_places(starting, workspace, executor)
+             if (why := not_writable(place)) is not None]
+    if not found:
+        return None
+    (first, why), rest = found[0], [place for place, _ in found[1:]]
+    root = workspace.root
+    others = ""
+    if rest:
+        shown = ", ".join(str(place) for place in rest[:3])
+        others = f"; so are {shown}" + (f" and {len(rest) - 3} more" if len(rest) > 3 else "")
+    stats = []
+    for place, _ in found:
+        with suppress(OSError):
+            stats.append(place.stat())
+    mine, shown_root = {os.getegid(), *os.getgroups()}, shlex.quote(str(root))
+    command = (f"chmod -R g+w {shown_root}" if all(st.st_gid in mine for st in stats)
+               else f"chgrp -R GROUP {shown_root}; chmod -R g+w {shown_root}")
+    who = "their owner" if len({st.st_uid for st in stats}) <= 1 else "each of their owners"
+    return (f"this launch cannot write {first}: {why}{others} — {who} can let the group write the whole workspace "
+            f"at once ({command}), then run this again; nothing was written")
 
 
 def online_key_problem(items: list[LaunchItem], environ=None) -> None:
@@ -1058,9 +1132,19 @@ def _put_back(contents: dict[Path, bytes | None]) -> None:
     """Write back what :func:`_contents` read (and remove what was absent then)."""
     for path, data in contents.items():
         if data is None:
-            path.unlink(missing_ok=True)
-        else:
+            if os.path.lexists(path):
+                path.unlink(missing_ok=True)
+        elif not _holds(path, data):
             atomic_write(path, data)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` holds ``data`` already: a file the refused launch never changed is not written back (from a
+    hunt: a resume refused on a config.yaml it could not write said "could not undo" it, though it was as it was)."""
+    try:
+        return path.is_file() and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str, RunRecord]:
