@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -74,7 +76,7 @@ def register(app: typer.Typer) -> None:
                             states.FAILED, states.CANCELLED, states.PREEMPTED) else None,
                         "logs": [{"path": str(path.resolve()), "job": rec.job_id if own else log_job(path),
                                   "earlier_attempt": not own,
-                                  "lines": _last(path.read_text(encoding="utf-8", errors="replace"), tail)}
+                                  "lines": _lines(path, tail)}
                                  for path in files],
                         "earlier_jobs": [str(folder) for folder in earlier],
                     })
@@ -100,19 +102,9 @@ def register(app: typer.Typer) -> None:
                     console.print(f"[dim]{esc(none)}; below: the logs of earlier job {esc(log_job(files[0]))}, "
                                   f"not {esc(this)}'s[/]")
                 out = _Output()
-                # followed by bytes read, not by the length of decoded text: a \r\n or an invalid byte made the
-                # offset wrong, and what came next was repeated or lost (from a review); a character split
-                # between two reads is decoded whole
                 for path in files:
-                    data = path.read_bytes()
                     out.header(path, own)
-                    # one decoder per file from the first read on: a character cut at its end is whole later
-                    text = out.decoder(path).decode(data)
-                    if follow:  # a line not ended yet is held back until it is (from a hunt: its end came later,
-                        text, out.pending[path] = _split_tail(text)  # under the other file's header)
-                    shown = _last(text, tail)
-                    out.write("\n".join(shown) + ("\n" if shown else ""))
-                    out.offsets[path] = len(data)
+                    out.first(path, tail, follow)
                 if not follow or gone:
                     out.end(rec)
                 # a run its dead launch never submitted has no job to follow: the command ends, as status says
@@ -136,13 +128,29 @@ def register(app: typer.Typer) -> None:
                         break
 
 
+# a log is read from its end, this much first and twice as much while its last --tail lines are not all in what was
+# read (a multi-GB verl/Ray log was read and decoded whole, 3.5 times its size in memory, to show 200 lines: from a
+# hunt); --tail 0 reads it in pieces of _CHUNK
+_BLOCK = 1 << 16
+_CHUNK = 1 << 20
+# where a read from the middle of a log may begin: after a line end that is a line end of the whole file's text
+# (an ASCII byte is never part of another character, even among invalid bytes; a \r is not where \n follows it)
+_CUT = re.compile(rb"\n|\r(?!\n)")
+
+
 class _Output:
     """What `arctl logs` writes of the log files: their text made safe for the terminal (:func:`output_text`), each
     file's under its header, again where another file's came between (from a hunt: --follow wrote one file's new
-    lines under the other's header), and a followed file's last line only once it has ended."""
+    lines under the other's header), and a followed file's last line only once it has ended. A followed file is
+    followed by bytes read, not by the length of decoded text (a \\r\\n or an invalid byte made the offset wrong,
+    and what came next was repeated or lost: from a review), a character split between two reads decoded whole, and
+    by its inode: one truncated (``: > log``, logrotate's copytruncate) or replaced (another file under its name) is
+    shown again from its start, below a line saying so, as ``tail -F`` does (from a hunt: nothing was shown until
+    the file grew past the old offset, then the rest of a line)."""
 
     def __init__(self) -> None:
         self.offsets: dict[Path, int] = {}
+        self.inodes: dict[Path, int] = {}
         self.decoders: dict[Path, codecs.IncrementalDecoder] = {}
         self.pending: dict[Path, str] = {}  # a followed file's text after its last line end
         self.current: Path | None = None  # the file whose header was written last
@@ -150,7 +158,7 @@ class _Output:
         self.coloured = False  # a job's colour was written: reset before arctl's own lines
 
     def decoder(self, path: Path) -> codecs.IncrementalDecoder:
-        return self.decoders.setdefault(path, codecs.getincrementaldecoder("utf-8")(errors="replace"))
+        return self.decoders.setdefault(path, _decoder())
 
     def header(self, path: Path, own: bool) -> None:
         self._close()
@@ -159,6 +167,22 @@ class _Output:
         label = "" if own else f"job {log_job(path)} (an earlier attempt's): "
         section(esc(f"{label}{path.name}  ({path.resolve()})"))
         self.current, self.last = path, "\n"
+
+    def first(self, path: Path, tail: int, follow: bool) -> None:
+        """Write the last ``tail`` lines of ``path`` (0: all), read from its end; ``follow``: its last line only
+        once it has ended (from a hunt: its end came later, under the other file's header), and what it gains
+        later from where this read stopped."""
+        with path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            if tail:
+                shown, pending, self.decoders[path] = _tail(fh, st.st_size, tail, follow=follow, final=False)
+                self.write("\n".join(shown) + ("\n" if shown else ""))
+            else:
+                pending = _stream(fh, st.st_size, self.decoder(path), lambda lines: self.write("\n".join(lines) + "\n"),
+                                  follow=follow, final=False)
+        if follow:
+            self.pending[path] = pending
+        self.offsets[path], self.inodes[path] = st.st_size, st.st_ino
 
     def write(self, text: str) -> None:
         if text:
@@ -172,18 +196,41 @@ class _Output:
         from arctl.launch.control import is_current_log
 
         for path in files:
-            with open(path, "rb") as fh:
-                fh.seek(self.offsets.get(path, 0))
+            try:
+                fh = path.open("rb")
+            except FileNotFoundError:  # renamed away (logrotate), its successor not made yet: the next look has it
+                continue
+            with fh:
+                st = os.fstat(fh.fileno())
+                offset = self.offsets.get(path, 0)
+                if path in self.inodes and (st.st_ino != self.inodes[path] or st.st_size < offset):
+                    self._restart(path, rec, "replaced" if st.st_ino != self.inodes[path] else "truncated")
+                    offset = 0
+                self.inodes[path] = st.st_ino
+                fh.seek(offset)
                 chunk = fh.read()
             if not chunk:
                 continue
-            self.offsets[path] = self.offsets.get(path, 0) + len(chunk)
+            self.offsets[path] = offset + len(chunk)
             text, self.pending[path] = _split_tail(self.pending.get(path, "") + self.decoder(path).decode(chunk))
             if text:
                 if path != self.current:
                     self.header(path, is_current_log(rec, path))
                 self.write(text)
         sys.stdout.flush()
+
+    def _restart(self, path: Path, rec, how: str) -> None:
+        """``path`` was truncated or replaced: its unended last line written, a line saying so, and the file read
+        again from its start with a new decoder."""
+        from arctl.launch.control import is_current_log
+
+        if path != self.current:
+            self.header(path, is_current_log(rec, path))
+        if held := self.pending.pop(path, ""):  # its unended last line: what it held is not coming back
+            self.write(held + "\n")
+        self._close()
+        console.print(f"[dim]-- log {how}; from its start --[/]")
+        self.decoders[path] = _decoder()
 
     def end(self, rec) -> None:
         """Write the followed files' last lines that never ended (a newline after each)."""
@@ -207,13 +254,67 @@ class _Output:
         sys.stdout.flush()
 
 
+def _decoder() -> codecs.IncrementalDecoder:
+    return codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
+def _lines(path: Path, tail: int) -> list[str]:
+    """The last ``tail`` lines of ``path`` (0: all), as ``--json`` gives them: a character cut at its end replaced."""
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if tail:
+            return _tail(fh, size, tail, follow=False, final=True)[0]
+        lines: list[str] = []
+        _stream(fh, size, _decoder(), lines.extend, follow=False, final=True)
+        return lines
+
+
+def _tail(fh, size: int, tail: int, *, follow: bool, final: bool) -> tuple[list[str], str, codecs.IncrementalDecoder]:
+    """(the last ``tail`` lines of the text of ``fh``'s first ``size`` bytes, the text after its last line end where
+    ``follow`` holds it back (:func:`_split_tail`), the decoder that read them), those ``splitlines`` gives of the
+    whole text, reading and decoding only the file's end: blocks from the end back (:data:`_BLOCK`, doubled) until
+    the text after the first line end in them (:data:`_CUT`) has ``tail`` lines, or the file's start is reached."""
+    data, low, window = b"", size, _BLOCK
+    while True:
+        start = max(0, size - window)
+        fh.seek(start)
+        data, low = fh.read(low - start) + data, start
+        cut = _CUT.search(data) if start else None
+        if not start or cut:
+            dec = _decoder()
+            text = dec.decode(data[cut.end():] if cut else data, final)
+            pending = ""
+            if follow:
+                text, pending = _split_tail(text)
+            lines = text.splitlines()
+            if len(lines) >= tail or not start:
+                return lines[-tail:], pending, dec
+        window *= 2
+
+
+def _stream(fh, size: int, dec: codecs.IncrementalDecoder, emit, *, follow: bool, final: bool) -> str:
+    """Pass every line of the text of ``fh``'s first ``size`` bytes to ``emit``, a :data:`_CHUNK` read at a time,
+    each call's lines the next of those ``splitlines`` gives of the whole text; returns the text after its last line
+    end where ``follow`` holds it back (:func:`_split_tail`). ``final``: a character cut at the end replaced, else
+    kept in ``dec`` for the next read."""
+    rest, left = "", size
+    while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
+        left -= len(chunk)
+        text = rest + dec.decode(chunk)
+        # up to the last \n, or a last \r before the text's last character (not the \r of a \r\n cut in two)
+        end = max(text.rfind("\n"), text.rfind("\r", 0, len(text) - 1)) + 1
+        text, rest = text[:end], text[end:]
+        if text:
+            emit(text.splitlines())
+    if final:
+        rest += dec.decode(b"", final=True)
+    text, pending = _split_tail(rest) if follow else (rest, "")
+    if lines := text.splitlines():
+        emit(lines)
+    return pending
+
+
 def _split_tail(text: str) -> tuple[str, str]:
     """(``text`` up to its last line end, \\n or \\r, and what follows it)."""
     end = max(text.rfind("\n"), text.rfind("\r")) + 1
     return text[:end], text[end:]
-
-
-def _last(text: str, tail: int) -> list[str]:
-    """The last ``tail`` lines of ``text`` (0: all)."""
-    lines = text.splitlines()
-    return lines[-tail:] if tail else lines
