@@ -134,14 +134,27 @@ def shared_makespan(n_runs: int, parallel: int, cores: int) -> Fraction:
     return rounds * Fraction(max(parallel, cores), cores) + (Fraction(max(left, cores), cores) if left else 0)
 
 
-# sbatch's short options, every one sbatch(1) and `sbatch --help` document (SLURM 22.05), and their long forms: "NAME="
-# takes a value (-w vm, -wvm), "NAME[=]" an optional one, joined only (-koff), "NAME" none (-H; -Hs is -H -s)
-SBATCH_SHORT = {"A": "account=", "a": "array=", "B": "extra-node-info=", "b": "begin=", "C": "constraint=",
-                "c": "cpus-per-task=", "D": "chdir=", "d": "dependency=", "e": "error=", "F": "nodefile=", "G": "gpus=",
-                "H": "hold", "h": "help", "i": "input=", "J": "job-name=", "k": "no-kill[=]", "L": "licenses=",
-                "M": "clusters=", "m": "distribution=", "N": "nodes=", "n": "ntasks=", "O": "overcommit", "o": "output=",
-                "p": "partition=", "Q": "quiet", "q": "qos=", "S": "core-spec=", "s": "oversubscribe", "t": "time=",
-                "V": "version", "v": "verbose", "W": "wait", "w": "nodelist=", "x": "exclude="}
+# sbatch's short options, every one sbatch(1) and `sbatch --help` document (SLURM 22.05), and their long forms; "NAME[=]"
+# takes an optional value, joined only (-koff); whether the others take one is :data:`SBATCH_VALUED`'s (-w vm, -wvm: a
+# value; -H: none, and -Hs is -H -s)
+SBATCH_SHORT = {"A": "account", "a": "array", "B": "extra-node-info", "b": "begin", "C": "constraint",
+                "c": "cpus-per-task", "D": "chdir", "d": "dependency", "e": "error", "F": "nodefile", "G": "gpus",
+                "H": "hold", "h": "help", "i": "input", "J": "job-name", "k": "no-kill[=]", "L": "licenses",
+                "M": "clusters", "m": "distribution", "N": "nodes", "n": "ntasks", "O": "overcommit", "o": "output",
+                "p": "partition", "Q": "quiet", "q": "qos", "S": "core-spec", "s": "oversubscribe", "t": "time",
+                "V": "version", "v": "verbose", "W": "wait", "w": "nodelist", "x": "exclude"}
+# sbatch's long options that require a value (SLURM 22.05, `required_argument` in its getopt table): written bare (or
+# with an empty one, --comment "") sbatch takes the next word as the value, in a job script the option of arctl's next
+# #SBATCH line (from a hunt: --comment ate --cpus-per-task=4, --reservation ate --signal=USR1@30), so it is refused;
+# those whose value is optional (--exclusive, --nice, --propagate, --get-user-env, --no-kill) stay allowed bare
+SBATCH_VALUED = frozenset("""
+    account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment constraint container core-spec
+    cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency distribution error exclude export
+    export-file extra-node-info gid gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags
+    hint input job-name kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu
+    mincpus network nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket
+    open-mode output partition power prefer priority profile qos reservation signal sockets-per-node switches
+    thread-spec threads-per-core time time-min tmp uid wait-all-nodes wckey wrap""".split())
 # sbatch options arctl sets itself (or that would break what it relies on): the key to use instead, or why not
 ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, replace arctl's line: allowed)
     "time": "use cluster.time_min (the preemption warning is placed before it)",
@@ -234,6 +247,9 @@ def sbatch_options(raw) -> list[tuple[str, str | None]]:
             name, eq, value = word[2:].partition("=")
             if not eq and i < len(words) and not re.match(r"-[A-Za-z-]", words[i]):
                 value, i = words[i], i + 1  # --name value
+            if not eq and not value and name in SBATCH_VALUED:
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: --{name} needs a value — write '--{name}=VALUE' "
+                                  "(sbatch would take the next #SBATCH line's option as its value)")
             options.append((name, value if eq or value else None))
             continue
         if not re.match(r"-[A-Za-z]", word):
@@ -247,8 +263,8 @@ def sbatch_options(raw) -> list[tuple[str, str | None]]:
                                   f"options ({' '.join('-' + k for k in sorted(SBATCH_SHORT, key=str.lower))}) — "
                                   "write the option's long form, --NAME=VALUE (`sbatch --help` lists them)")
             long = SBATCH_SHORT[letter]
-            name = long.split("=")[0].rstrip("[")
-            if long.endswith("[=]") or not long.endswith("="):  # no value, or one joined only (-koff)
+            name = long.removesuffix("[=]")
+            if name not in SBATCH_VALUED:  # no value, or one joined only (-koff)
                 value = letters if long.endswith("[=]") and letters else None
                 letters = "" if value else letters
             elif letters:

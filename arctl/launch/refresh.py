@@ -31,6 +31,7 @@ from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_s
 from arctl.launch.rundir import claimed_archive, restore_previous
 from arctl.launch.status_file import (
     JOB_PROCESS_FILE,
+    STATUS_FILE,
     killed_at,
     named_job_process,
     note_resume_step,
@@ -514,7 +515,7 @@ def _ps_start(pid: int) -> float | None:
     return None
 
 
-def debug_process_alive(status: dict) -> bool:
+def debug_process_alive(status: dict, run_dir: Path | None = None) -> bool:
     """Is the arctl process that trains a debug run (status.json's ``pid`` on its ``host``) alive? One on
     another host cannot be asked here: taken for alive. A pid that a process started after the run's
     ``started_at`` holds is reused: dead (where there is no /proc, as on macOS, ``ps`` says when it started; from a
@@ -522,13 +523,29 @@ def debug_process_alive(status: dict) -> bool:
     process as the one to Ctrl-C). Where status.json names the process as no other (``pid_start``:
     :func:`arctl.launch.status_file.process_identity`) and /proc says the pid's, they must be equal, and no time is
     compared (a clock step moves /proc's start times; from the hunt of clocks). Its command line is not asked: a
-    debug launch runs in its caller's process, which may be a notebook's or a script's, not an ``arctl`` command."""
+    debug launch runs in its caller's process, which may be a notebook's or a script's, not an ``arctl`` command.
+    Where the run's folder (``run_dir``) says this user started it (:func:`_debug_started_by`), a pid another user's
+    process holds is not its process, hidden or not (:func:`pid_alive`'s ``owner``; from a review: under hidepid=2
+    this user's dead debug run whose pid another user's process took stayed RUNNING for ever)."""
     pid = status.get("pid")
     if not isinstance(pid, int):
         return False
     if _another_host(status):
         return True
-    return pid_alive(pid) and _not_reused(pid, status.get("started_at"), 1.0, status.get("pid_start"))
+    owner = _debug_started_by(run_dir) if run_dir is not None else None
+    return pid_alive(pid, owner=owner) and _not_reused(pid, status.get("started_at"), 1.0, status.get("pid_start"))
+
+
+def _debug_started_by(run_dir: Path) -> int | None:
+    """The user whose process trains debug run ``run_dir`` (so the user it runs as): the owner of its status.json,
+    which that process writes itself (its pid when it starts, then at each step; written by an atomic replace, the
+    file is its last writer's). While the run is active, no other process writes it (`arctl cancel` and a refresh
+    write it once it has ended), so the owner is the launch's; status.json records no uid of its own. None where it
+    cannot be read."""
+    try:
+        return (Path(run_dir) / STATUS_FILE).stat().st_uid
+    except OSError:
+        return None
 
 
 def _another_host(status: dict) -> bool:
@@ -951,7 +968,8 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
             new_state, error = states.CANCELLED, None  # (it trained nothing; the launching process may run others)
         else:  # debug runs live in the launching process
             new_state, error = merge_state(rec, status, None, now, workdir_arg(workspace.root, stored=True))
-            if new_state in states.ACTIVE and isinstance(status.get("pid"), int) and not debug_process_alive(status):
+            if (new_state in states.ACTIVE and isinstance(status.get("pid"), int)
+                    and not debug_process_alive(status, workspace.run_dir(rec.run_id))):
                 new_state, error = states.FAILED, "the process running it (debug executor) exited"
         if new_state == states.FAILED and status.get("state") in (None, "submitted", "running", "stopping"):
             error = _logged_failure(workspace, rec) or error  # status.json not written: the job's log says why

@@ -631,7 +631,7 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
         # one was read, silently, where neither is what the sweep composes; after an upgrade the old run was
         # read, not the one just launched)
         cells = [r for r in matching if not differs_from_cell(r, cell)]
-        if cells:  # the cell's computation; run more than once (under several experiments' names): the cell's own
+        if cells:  # the cell's computation; run more than once (under several names, or one twice): the cell's own
             chosen = min(cells, key=lambda r: (not _own_cell(r, experiment, arm), str(r["run_id"])))
             if notes is not None:
                 notes.append(_decided_note(experiment, arm, seed, chosen, recs, differ, source) if differ
@@ -649,16 +649,26 @@ def _decide(experiment: str, arm: str, seed: int, recs: list[dict], compose, sou
 def _own_cell(rec: dict, experiment: str, arm: str) -> bool:
     """Whether the runs-table row ``rec``, read as cell ``experiment``/``arm``, was launched as that cell (its
     config's names), not as another experiment's run of the same computation."""
-    return (str(rec.get(CONFIG_PREFIX + "experiment", rec.get("experiment"))) == experiment
-            and str(rec.get(CONFIG_PREFIX + "arm", rec.get("arm"))) == arm)
+    return _launched_as(rec) == (experiment, arm)
 
 
 def _same_computation_note(experiment: str, arm: str, seed: int, read: dict, recs: list[dict], source: str) -> str:
     """The note of a cell with several runs of one computation (names aside): the run read (the cell's own, else
-    the first by id) and the others, which would give the same numbers up to the machine's float sums."""
-    others = ", ".join(str(r["run_id"]) for r in sorted(recs, key=lambda r: str(r["run_id"])) if r is not read)
-    return (f"{experiment}/{arm} seed {seed} has {len(recs)} runs of the same config in {source} (launched under "
-            f"several experiments' names): read {read['run_id']}, left out {others}")
+    the first by id) and the others, which would give the same numbers up to the machine's float sums, with the
+    experiment/arm each was launched as (from a review: two arms of one experiment written alike were said to be
+    "several experiments' names")."""
+    left = sorted((r for r in recs if r is not read), key=lambda r: str(r["run_id"]))
+    names = list(dict.fromkeys("/".join(_launched_as(r)) for r in (read, *left)))
+    launched = (f"each launched as {names[0]}" if len(names) == 1
+                else f"launched as {', '.join(names[:-1])} and {names[-1]}")
+    return (f"{experiment}/{arm} seed {seed} has {len(recs)} runs of the same config in {source} ({launched}): "
+            f"read {read['run_id']}, left out {', '.join(str(r['run_id']) for r in left)}")
+
+
+def _launched_as(rec: dict) -> tuple[str, str]:
+    """(experiment, arm): the cell runs-table row ``rec`` was launched as (its config's names)."""
+    return (str(rec.get(CONFIG_PREFIX + "experiment", rec.get("experiment"))),
+            str(rec.get(CONFIG_PREFIX + "arm", rec.get("arm"))))
 
 
 def _decided_note(experiment: str, arm: str, seed: int, read: dict, recs: list[dict], differ: list[str],

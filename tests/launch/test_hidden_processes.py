@@ -187,3 +187,41 @@ def test_a_process_seen_gone_is_still_gone(tmp_path):
     with pytest.raises(ProcessLookupError):
         refresh._command_line(pid)
     assert refresh._command_line(pid, theirs=True) is None
+
+
+def _debug_run(ws: Workspace, run: str, pid: int) -> Path:
+    """A debug run trained in process ``pid`` (named in this boot), started 2 h ago, its status.json last written
+    1 h ago (a long step, or its process died then); returns status.json."""
+    now = time.time()
+    with Registry(ws.registry_path) as reg:
+        reg.claim([RunRecord(run_id=run, experiment="e", arm="a", seed=0)], new_claim_token())
+        reg.update(run, state=states.RUNNING, executor="debug", job_id="debug", submitted_at=now - 7200,
+                   started_at=now - 7200, claim=None)
+    run_dir = ws.run_dir(run)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_status(run_dir, state="running", executor="debug", pid=pid, pid_start=f"{_boot()}:12345",
+                 started_at=now - 7200, host=socket.gethostname())
+    path = run_dir / "status.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "updated_at": now - 3600}))
+    return path
+
+
+def test_own_debug_run_whose_pid_is_another_users_now_is_dead(tmp_path, hidden):
+    """From a review: the owner rule was the local jobs' alone. This user's debug run (its status.json, which its
+    process writes, is this user's) whose arctl process died, its pid taken by another user's hidden process, stayed
+    RUNNING for ever, and `arctl cancel` took it for live: FAILED, as for a local job."""
+    ws = Workspace(tmp_path / "ws")
+    status = _debug_run(ws, "d0", hidden)
+    row = _status(ws.root)["d0"]
+    assert row["state"] == states.FAILED and row["error"] == "the process running it (debug executor) exited", row
+    assert not refresh.debug_process_alive(json.loads(status.read_text()), status.parent)
+
+
+def test_another_users_hidden_debug_run_stays_running(tmp_path, monkeypatch, hidden):
+    """The other side of the owner rule: another member's debug run, its process hidden, is not taken for dead."""
+    ws = Workspace(tmp_path / "ws")
+    _another_users(_debug_run(ws, "d0", hidden), monkeypatch)
+    row = _status(ws.root)["d0"]
+    assert row["state"] == states.RUNNING and not row.get("error"), row
+    with Registry(ws.registry_path) as reg:
+        assert reg.get("d0").state == states.RUNNING

@@ -19,7 +19,7 @@ import slurm_shims  # tests/support/slurm_shims.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
-from arctl.launch.executors import SBATCH_SHORT, LaunchError, render_sbatch, slurm_parameters
+from arctl.launch.executors import SBATCH_SHORT, SBATCH_VALUED, LaunchError, render_sbatch, slurm_parameters
 
 CLUSTER = {"executor": "slurm", "partition": "gpu", "nodes": 1, "gpus_per_node": 0, "cpus_per_task": 4,
            "time_min": 60, "preempt_warning_s": 30}
@@ -80,6 +80,13 @@ def test_a_gres_request_in_quotes_is_read_for_its_gpu_count():
     ("-I", "-I is not one of sbatch's short options"),
     ("#SBATCH -l", "-l is not one of sbatch's short options"),
     ("-w", "-w (--nodelist) needs a value — write '--nodelist=VALUE'"),
+    # a long option that needs a value, without one: sbatch took arctl's next #SBATCH line as it (from a hunt)
+    ("--comment", "--comment needs a value — write '--comment=VALUE'"),
+    ('--comment ""', "--comment needs a value — write '--comment=VALUE'"),
+    ("#SBATCH --reservation  # the lab's", "--reservation needs a value — write '--reservation=VALUE'"),
+    ("--gres", "--gres needs a value — write '--gres=VALUE'"),
+    ("--mail-user", "--mail-user needs a value — write '--mail-user=VALUE'"),
+    ("--exclusive --licenses", "--licenses needs a value — write '--licenses=VALUE'"),
     ("--comment='a b", "has an unmatched ' — close the quote"),
     ("-k off", "has 'off' where sbatch expects an option"),
     ("#SBATCH # nothing", "has no sbatch option"),
@@ -99,11 +106,20 @@ def test_an_entry_sbatch_would_read_otherwise_is_refused_in_one_line(entry, says
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("entry, line", [("--exclusive", "#SBATCH --exclusive"), ("--nice", "#SBATCH --nice"),
+                                         ("--propagate", "#SBATCH --propagate"), ("--comment=", "#SBATCH --comment=''"),
+                                         ("--exclusive --comment=x", "#SBATCH --comment=x")])
+def test_an_option_whose_value_is_optional_stays_allowed_bare(entry, line):
+    """Only options that require a value are refused bare: sbatch takes no next word for --exclusive or --nice, and
+    --comment= gives an empty value (nothing swallowed)."""
+    assert line in _parameters_block([entry])
+
+
 @pytest.mark.parametrize("letter", sorted(SBATCH_SHORT))
 def test_each_short_option_of_sbatchs_is_written_as_its_long_form(letter):
     """-X value (or -X, for one that takes none) is the line of its long form; before, only 14 letters were."""
-    long = SBATCH_SHORT[letter]
-    name, value = long.split("=")[0].rstrip("["), "v1" if long.endswith("=") and not long.endswith("[=]") else None
+    name = SBATCH_SHORT[letter].removesuffix("[=]")
+    value = "v1" if name in SBATCH_VALUED else None
     entry = f"-{letter}" + (f" {value}" if value else "")
     try:
         block = _parameters_block([entry])
@@ -127,7 +143,39 @@ def test_the_short_option_table_is_the_installed_sbatchs():
     if man.exists():
         text = gzip.decompress(man.read_bytes()).decode(errors="replace").replace("\\-", "-").replace("\\fR", "")
         helped.update(re.findall(r"^\\fB-([A-Za-z]), \\fB--([a-z][a-z-]*)", text, re.M))
-    assert {k: v.split("=")[0].rstrip("[") for k, v in SBATCH_SHORT.items()} == helped
+    assert {k: v.removesuffix("[=]") for k, v in SBATCH_SHORT.items()} == helped
+
+
+def _long_options_documented() -> set[str]:
+    """The long options `sbatch --help` and sbatch(1) (where installed) name."""
+    names = set(re.findall(r"--([a-z][a-z-]*)", _help()))
+    man = Path("/usr/share/man/man1/sbatch.1.gz")
+    if man.exists():
+        text = gzip.decompress(man.read_bytes()).decode(errors="replace").replace("\\-", "-").replace("\\fR", "")
+        names |= set(re.findall(r"^\\fB(?:-[A-Za-z], (?:\\fB)?)?--([a-z][a-z-]*)", text, re.M))
+    return names
+
+
+def _help() -> str:
+    return subprocess.run(["sbatch", "--help"], capture_output=True, text=True, timeout=60).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+def test_the_table_of_options_that_need_a_value_is_the_installed_sbatchs(tmp_path):
+    """Every long option `sbatch --help` writes --name=value is in the table; and the table is exactly the documented
+    long options that the installed sbatch, given one bare as the last option, says "requires an argument" of (the
+    help writes --export[=names] and --container without one, yet sbatch requires it)."""
+    helped = set(re.findall(r"^\s+(?:-[A-Za-z],? +)?--([a-z][a-z-]*)=", _help(), re.M))
+    assert helped and helped <= SBATCH_VALUED, sorted(helped - SBATCH_VALUED)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    required = set()
+    for name in sorted(_long_options_documented() - {"quiet"}):  # -Q beside -v is refused before the options are read
+        said = _sbatch_stderr(["--test-only", "-v", f"--{name}"], tmp_path, stdin=script)
+        if f"option '--{name}' requires an argument" in said:
+            required.add(name)
+    assert required == SBATCH_VALUED, (sorted(required - SBATCH_VALUED), sorted(SBATCH_VALUED - required))
 
 
 @pytest.fixture
@@ -156,41 +204,50 @@ def test_a_launch_submits_the_lines_sbatch_reads_as_the_user_meant(shimmed, tmp_
     assert dry.exit_code == 0 and "#SBATCH --comment='hello world'" in dry.output, dry.output
 
 
-def test_an_unknown_short_option_is_refused_before_anything_is_submitted(shimmed, tmp_path):
+@pytest.mark.parametrize("entry, says", [
+    ("#SBATCH -I", ["-I is not one of sbatch's short options", "write the option's long form"]),
+    ("--comment", ["--comment needs a value — write '--comment=VALUE'"]),  # (it took --cpus-per-task=1 as its text)
+])
+def test_an_entry_refused_is_refused_before_anything_is_submitted(shimmed, tmp_path, entry, says):
     for args in ([], ["--dry-run"]):
-        res = _run(tmp_path / "ws", "['#SBATCH -I']", *args)
+        res = _run(tmp_path / "ws", f"[{entry!r}]", *args)
         assert res.exit_code == 2, res.output
         [line] = [line for line in res.stderr.splitlines() if line.strip()]
-        assert line.startswith("error: ") and "-I is not one of sbatch's short options" in line, line
-        assert "write the option's long form" in line, line
+        assert line.startswith("error: ") and all(s in line for s in says), line
     assert list(shimmed.iterdir()) == [] and not (tmp_path / "bin" / "unexpected.log").exists()
 
 
-def _sbatch_reads(script: str, tmp_path: Path) -> dict[str, str]:
-    """The options sbatch reads in ``script``: ``sbatch --test-only -v`` lists them ("defined options") before it
-    asks the controller, here of a slurm.conf of its own whose controller never answers (it is stopped there)."""
+def _sbatch_stderr(args: list[str], tmp_path: Path, stdin: Path | None = None) -> str:
+    """What ``sbatch ARGS`` says on stderr up to the end of the options it read ("end of defined options", printed
+    with -v before it asks the controller), or all of it where it stops before, against a slurm.conf of its own whose
+    controller never answers (it is stopped there)."""
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=qb\nSlurmctldHost=localhost\nSlurmctldPort=9\nNodeName=localhost CPUs=1\n"
                     "PartitionName=p Nodes=localhost Default=YES\n")
-    path = tmp_path / "job.sh"
-    path.write_text(script)
-    proc = subprocess.Popen(["sbatch", "--test-only", "-v", str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SLURM_CONF": str(conf)})
-    read: dict[str, str] = {}
+    with open(stdin or os.devnull) as given:
+        proc = subprocess.Popen(["sbatch", *args], stdin=given, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "SLURM_CONF": str(conf)})
+    said = []
     watchdog = threading.Timer(120, proc.kill)  # an sbatch that never says its options fails the test, not hangs it
     watchdog.start()
     try:
         for line in proc.stderr:
+            said.append(line)
             if "end of defined options" in line:
                 break
-            found = re.match(r"sbatch: (\S+)\s+: (.*)$", line.rstrip("\n"))
-            if found:
-                read[found.group(1)] = found.group(2)
     finally:
         watchdog.cancel()
         proc.kill()
         proc.wait()
-    return read
+    return "".join(said)
+
+
+def _sbatch_reads(script: str, tmp_path: Path) -> dict[str, str]:
+    """The options sbatch reads in ``script``: ``sbatch --test-only -v`` lists them ("defined options")."""
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    found = re.findall(r"^sbatch: (\S+)\s+: (.*)$", _sbatch_stderr(["--test-only", "-v", str(path)], tmp_path), re.M)
+    return dict(found)
 
 
 @pytest.mark.slow
@@ -205,3 +262,17 @@ def test_sbatch_reads_the_values_the_user_meant_from_the_script_arctl_writes(tmp
                                      "partition")} == {
         "comment": "it's (v2), #1", "nodelist": "vm", "exclude": "other,n2", "gres": "gres:gpu:4",
         "mail-user": "me@x.org", "licenses": "a\\b", "constraint": "a100|h100", "partition": "gpu"}, read
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+def test_sbatch_reads_arctls_lines_beside_a_bare_option(tmp_path):
+    """A bare option whose value is optional (--exclusive) leaves arctl's next line as it is; a bare --comment, which
+    sbatch read with arctl's --cpus-per-task=4 as its text (from a hunt), is refused before any script is written."""
+    script = render_sbatch(slurm_parameters({**CLUSTER, "sbatch_extra": ["--exclusive"]}, "lt"), tmp_path / "%j", 1)
+    read = _sbatch_reads(script, tmp_path)
+    assert {k: read.get(k) for k in ("exclusive", "cpus-per-task", "signal", "comment")} == {
+        "exclusive": "exclusive", "cpus-per-task": "4", "signal": "USR1@30", "comment": None}, read
+    for entry in ("--comment", '--comment ""'):
+        with pytest.raises(LaunchError, match="--comment needs a value"):
+            slurm_parameters({**CLUSTER, "sbatch_extra": [entry]}, "lt")
