@@ -1698,14 +1698,14 @@ def _run_debug(items: list[LaunchItem], workspace: Workspace, reg: Registry, ech
         run_dir = workspace.run_dir(item.run_id)
         # this process, named before the row says RUNNING: `arctl cancel` and refresh ask whether it lives
         started, before = time.time(), read_status(run_dir)
-        write_status(run_dir, pid=os.getpid(), pid_start=process_identity(os.getpid()), host=socket.gethostname(),
-                     started_at=started)
+        write_status(run_dir, pid=os.getpid(), pid_start=process_identity(os.getpid()), uid=os.getuid(),
+                     host=socket.gethostname(), started_at=started)
         if not reg.update_if(item.run_id, {"state": states.PENDING, "job_id": "debug"},
                              {"state": states.RUNNING, "started_at": started}):
             if read_status(run_dir).get("pid") == os.getpid():  # not this process's (unless another launch took it)
-                kept = {k: before.get(k) for k in ("pid", "pid_start", "host", "started_at")}
+                kept = {k: before.get(k) for k in ("pid", "pid_start", "uid", "host", "started_at")}
                 if kept["pid"] == os.getpid():  # named by this launch's mark_submitted: the run is not its any more
-                    kept.update(pid=None, pid_start=None, host=None)
+                    kept.update(pid=None, pid_start=None, uid=None, host=None)
                 write_status(run_dir, **kept)
             echo(f"not running {item.run_id}: it was cancelled (or relaunched) while the runs before it ran")
             continue

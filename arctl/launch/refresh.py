@@ -524,7 +524,8 @@ def debug_process_alive(status: dict, run_dir: Path | None = None) -> bool:
     :func:`arctl.launch.status_file.process_identity`) and /proc says the pid's, they must be equal, and no time is
     compared (a clock step moves /proc's start times; from the hunt of clocks). Its command line is not asked: a
     debug launch runs in its caller's process, which may be a notebook's or a script's, not an ``arctl`` command.
-    Where the run's folder (``run_dir``) says this user started it (:func:`_debug_started_by`), a pid another user's
+    Where status.json's ``uid`` (the launching user, written beside ``pid``) or, for a run launched before it was
+    written, the run's folder (``run_dir``: :func:`_debug_started_by`) says this user started it, a pid another user's
     process holds is not its process, hidden or not (:func:`pid_alive`'s ``owner``; from a review: under hidepid=2
     this user's dead debug run whose pid another user's process took stayed RUNNING for ever)."""
     pid = status.get("pid")
@@ -532,7 +533,8 @@ def debug_process_alive(status: dict, run_dir: Path | None = None) -> bool:
         return False
     if _another_host(status):
         return True
-    owner = _debug_started_by(run_dir) if run_dir is not None else None
+    owner = status.get("uid") if isinstance(status.get("uid"), int) else (
+        _debug_started_by(run_dir) if run_dir is not None else None)
     return pid_alive(pid, owner=owner) and _not_reused(pid, status.get("started_at"), 1.0, status.get("pid_start"))
 
 

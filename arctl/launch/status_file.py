@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -64,7 +65,7 @@ _FIELDS = {  # field -> what its value must be (a status file is written by a jo
     "state": lambda v: v in STATES,
     "job_id": _text, "host": _text, "host_id": _text, "executor": _text, "metric_name": _text, "wandb_id": _text, "error": _text,
     "signal": _text, "warning": _text, "pid_start": _text, "cancelled": lambda v: isinstance(v, bool),
-    "pid": _integer(1), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
+    "pid": _integer(1), "uid": _integer(0), "step": _integer(), "first_step": _integer(), "first_step_at": _number,
     "last_step": _integer(), "last_step_at": _number,
     "total_steps": _integer(1), "test_freq": _integer(1), "attempt": _integer(0), "resume_step": _integer(0),
     "metric_value": _number, "metric_nonfinite": lambda v: v in NONFINITE_TEXTS, "started_at": _number, "updated_at": _number, "ended_at": _number,
@@ -168,14 +169,15 @@ def mark_submitted(run_dir: Path, process: tuple[int | None, str] | None = None)
     """status.json of an attempt being submitted: ``submitted``, and none of the previous attempt's
     error, start, end or process (a refresh would take them for this attempt's: an elapsed time of 0
     or of days, a debug run failed for a process that ended with the last attempt). ``process``: (pid,
-    host) of the process that will run it (the debug executor's launch), which a refresh watches; a local
+    host) of the process that will run it (the debug executor's launch, this user's: ``uid``), which a refresh watches; a local
     run's (None, host): its job's process is asked on that host only."""
     pid, host = process if process is not None else (None, None)
     withdraw_cancel_request(run_dir, killed=True)  # an earlier attempt's: not this one's
     with contextlib.suppress(OSError):
         (Path(run_dir) / JOB_PROCESS_FILE).unlink(missing_ok=True)  # an earlier attempt's job
     return write_status(run_dir, state="submitted", error=None, started_at=None, ended_at=None, pid=pid, host=host,
-                        pid_start=None if pid is None else process_identity(pid), cancelled=None)
+                        pid_start=None if pid is None else process_identity(pid),
+                        uid=None if pid is None else os.getuid(), cancelled=None)
 
 
 def mark_cancel_requested(run_dir: Path, at: float) -> None:

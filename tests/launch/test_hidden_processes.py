@@ -225,3 +225,31 @@ def test_another_users_hidden_debug_run_stays_running(tmp_path, monkeypatch, hid
     assert row["state"] == states.RUNNING and not row.get("error"), row
     with Registry(ws.registry_path) as reg:
         assert reg.get("d0").state == states.RUNNING
+
+
+def test_the_launching_user_recorded_beside_the_pid_wins_over_the_files_owner(tmp_path, hidden):
+    """status.json's ``uid`` (written with the debug run's pid) names its user, whoever wrote the file last: this
+    user's dead debug run is dead even where the file is another user's now."""
+    import os
+
+    ws = Workspace(tmp_path / "ws")
+    status = _debug_run(ws, "d0", hidden)
+    data = {**json.loads(status.read_text()), "uid": os.getuid()}
+    status.write_text(json.dumps(data))
+    if os.geteuid() == 0:
+        os.chown(status, 65534, 65534)  # the file's owner now says another user
+    assert not refresh.debug_process_alive(data, status.parent)
+    assert refresh.debug_process_alive({**data, "uid": os.getuid() + 54321}, status.parent)  # another user's: alive
+
+
+def test_a_debug_launch_records_its_user_beside_its_pid(tmp_path):
+    import os
+
+    from arctl.launch.status_file import mark_submitted, read_status
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    mark_submitted(run_dir, (os.getpid(), socket.gethostname()))
+    assert read_status(run_dir)["uid"] == os.getuid()
+    mark_submitted(run_dir)  # a local run: no process named, no user
+    assert read_status(run_dir)["uid"] is None
