@@ -88,6 +88,51 @@ def history_table_at(data: bytes, starts: np.ndarray, ends: np.ndarray, warn: Ca
     return columns, values, nan
 
 
+class TableBuilder:
+    """A history table built chunk by chunk: :meth:`add` takes the table of the next records (a
+    :func:`history_table_at` of a slice of them), :meth:`build` gives the table of all of them,
+    identical to one :func:`history_table_at` over every record (rows in order; columns in order of
+    first appearance, which is the order the chunks add them in). It keeps each chunk's table (its
+    own columns only, so together no bigger than the result) and frees them while it fills the
+    result: the peak is about the result plus one chunk's decoding, not the decoding of the file."""
+
+    def __init__(self) -> None:
+        self.columns: list[str] = []
+        self._col: dict[str, int] = {}
+        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, table: Table) -> None:
+        keys, values, nan = table
+        if not len(values):
+            return
+        for k in keys:
+            if k not in self._col:
+                self._col[k] = len(self.columns)
+                self.columns.append(k)
+        cols = np.array([self._col[k] for k in keys], dtype=np.int64)
+        self._blocks.append((values, nan, cols))
+
+    def build(self) -> Table:
+        if not self._blocks:
+            return [], np.zeros((0, 0)), np.zeros((0, 0), dtype=bool)
+        n_rows = sum(len(b[0]) for b in self._blocks)
+        shape = (n_rows, len(self.columns))
+        values = np.empty(shape)  # pages are touched as the blocks fill them
+        nan = np.empty(shape, dtype=bool)
+        blocks, self._blocks = self._blocks[::-1], []
+        r = 0
+        while blocks:
+            v, f, cols = blocks.pop()
+            rows = slice(r, r + len(v))
+            values[rows] = np.nan
+            nan[rows] = False
+            values[rows, cols] = v
+            nan[rows, cols] = f
+            r += len(v)
+            del v, f
+        return self.columns, values, nan
+
+
 def history_table_protobuf(payloads: list[bytes], warn: Callable[[str], None], where: str = "") -> Table:
     """:func:`history_table` decoded by protobuf, one record at a time (the slow reference)."""
     from wandb.proto import wandb_internal_pb2 as pb

@@ -10,6 +10,10 @@ written); those of a file nothing could be read from end with :data:`NO_RECORDS`
 
 from __future__ import annotations
 
+import mmap
+import os
+from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +27,10 @@ from arctl.track.wandbfile.framing import (
     NO_RECORDS,
     TAIL_CUT,
     WandbFileError,
+    _frame,
     iter_records,
-    scan_records,
 )
-from arctl.track.wandbfile.history import history_table_at
+from arctl.track.wandbfile.history import TableBuilder, history_table_at
 from arctl.track.wandbfile.values import _item_key, _json_value
 from arctl.track.wandbfile.wire import (
     FIELD_CONFIG,
@@ -77,6 +81,12 @@ NO_EXIT_RECORD = "no exit record (run still running, killed or crashed)"
 file's end cuts, :data:`TAIL_CUT`, the end of its note; a file nothing was read from: :data:`NO_RECORDS`)."""
 
 
+CHUNK_BYTES = 4 << 20
+CHUNK_RECORDS = 2000
+"""The records :func:`read_wandb_file` decodes at a time (whichever limit comes first): its memory is the
+history table plus one chunk's decoding (about 8× the chunk's bytes), not the file's."""
+
+
 def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     """Parse one ``run-<id>.wandb`` file into a :class:`RunData` (history, config, summary, run
     metadata, exit state).
@@ -85,52 +95,48 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     writes one per logged step, so they cost as much as the history: the summary is then the last
     logged history value of each key, overlaid with the last :data:`SUMMARY_TAIL` summary records
     (which hold any explicit ``run.summary[...]`` set at the end of a run). Only a summary-only key
-    set before those last records and never again is missed."""
-    from wandb.proto import wandb_internal_pb2 as pb
+    set before those last records and never again is missed.
 
+    The file is mapped, not read into memory, and its records are decoded :data:`CHUNK_RECORDS` (or
+    :data:`CHUNK_BYTES`) at a time into a growing table (:class:`~arctl.track.wandbfile.history.TableBuilder`),
+    with the same result as decoding them all at once."""
     path = Path(path)
     where = str(path)
     warnings: list[str] = []
-    buf = path.read_bytes()
     wandb_id = path.stem[4:] if path.stem.startswith("run-") else path.stem
     run = RunData(wandb_id=wandb_id, source=where, warnings=warnings)
-
-    Record = pb.Record
-    data, starts, ends = scan_records(buf, warnings.append, where)
-    if not len(starts) and any(not w.endswith((TAIL_CUT, NO_RECORDS)) for w in warnings):
-        warnings.append(f"{where}: every record is damaged; {NO_RECORDS}")  # (a cut first record: being written)
-    fields = record_fields(data, starts, ends)
-    is_history = fields == FIELD_HISTORY
-    wanted = np.isin(fields, (FIELD_CONFIG, FIELD_RUN, FIELD_EXIT) + ((FIELD_SUMMARY,) if summary else ()))
-    # the last summary records when summary=False
-    tail = [] if summary else np.flatnonzero(fields == FIELD_SUMMARY)[-SUMMARY_TAIL:].tolist()
-    summ: dict = {}
-    for r in np.flatnonzero(wanted).tolist():
-        field = int(fields[r])
+    framing: list[str] = []
+    reading = _Reading(run, where, summary)
+    with _mapped(path) as buf:
+        records = _frame(buf, framing.append, where)
         try:
-            rec = Record.FromString(data[int(starts[r]) : int(ends[r])])
-        except Exception as e:  # a record with an intact checksum that protobuf cannot decode
-            warnings.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
-            continue
-        if field == FIELD_SUMMARY:
-            for it in rec.summary.update:
-                summ[_item_key(it)] = it.value_json
-            for it in rec.summary.remove:
-                summ.pop(_item_key(it), None)
-        elif field == FIELD_CONFIG:
-            _apply_config(run.config, rec.config.update)
-        elif field == FIELD_RUN:
-            _apply_run(run, rec.run)
-        elif field == FIELD_EXIT:
-            run.exit_code = int(rec.exit.exit_code)
-            run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
-            run.state = "finished" if run.exit_code == 0 else "failed"
-
-    run.keys, run.values, nan = history_table_at(data, starts[is_history], ends[is_history], warnings.append, where)
+            chunk: list[bytes] = []
+            size = done = released = 0  # done: the records before this byte are read (one of several chunks is a copy)
+            for rec in records:
+                if isinstance(rec, tuple):
+                    payload, done = buf[rec[0] : rec[1]], rec[1]
+                else:
+                    payload = rec
+                chunk.append(payload)
+                size += len(payload)
+                if size >= CHUNK_BYTES or len(chunk) >= CHUNK_RECORDS:
+                    reading.add(chunk)
+                    chunk, size = [], 0
+                    released = _release(buf, released, done)
+            reading.add(chunk)
+        finally:
+            records.close()  # lets go of its views of the mapping before it is closed
+    # the notes in the order of one pass over the whole file: framing, records, history
+    warnings += framing
+    if not reading.n_records and any(not w.endswith((TAIL_CUT, NO_RECORDS)) for w in framing):
+        warnings.append(f"{where}: every record is damaged; {NO_RECORDS}")  # (a cut first record: being written)
+    warnings += reading.record_notes
+    run.keys, run.values, nan = reading.table.build()
+    warnings += reading.history_notes
     run.nan = nan if nan.any() else None
 
     if summary:
-        run.summary = {k: _json_value(v) for k, v in summ.items() if not k.startswith("_wandb")}
+        run.summary = {k: _json_value(v) for k, v in reading.summ.items() if not k.startswith("_wandb")}
     else:
         if run.values.size:
             logged = run.logged()
@@ -138,9 +144,9 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
             for j, k in enumerate(run.keys):
                 if logged[last[j], j] and not k.startswith("_"):
                     run.summary[k] = float(run.values[last[j], j])
-        for r in tail:
+        for payload in reading.tail:
             try:
-                rec = Record.FromString(data[int(starts[r]) : int(ends[r])]).summary
+                rec = reading.Record.FromString(payload).summary
             except Exception:
                 continue
             for it in rec.update:
@@ -152,6 +158,97 @@ def read_wandb_file(path: str | Path, *, summary: bool = True) -> RunData:
     if run.state == "incomplete":
         warnings.append(f"{where}: {NO_EXIT_RECORD}")
     return run
+
+
+@contextmanager
+def _mapped(path: Path):
+    """The bytes of the file at ``path``, memory-mapped (read-only; b"" for an empty file)."""
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            yield b""
+            return
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system without mmap: read it whole, as before chunks
+            mm = None
+        if mm is None:
+            yield f.read()
+            return
+        try:
+            yield mm
+        finally:
+            try:
+                mm.close()
+            except BufferError:  # a view of it is still alive (an error while reading): closed when collected
+                pass
+
+
+def _release(buf, start: int, end: int) -> int:
+    """Unmap the pages of a mapped file from byte ``start`` (a page boundary) to ``end`` (read already):
+    they stay in the OS page cache but no longer count in the process's memory (the whole file would,
+    once read). The page boundary it released up to."""
+    end -= end % mmap.PAGESIZE
+    if end > start and isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        buf.madvise(mmap.MADV_DONTNEED, start, end - start)
+        return end
+    return start
+
+
+class _Reading:
+    """The state of :func:`read_wandb_file` between chunks of records."""
+
+    def __init__(self, run: RunData, where: str, summary: bool) -> None:
+        from wandb.proto import wandb_internal_pb2 as pb
+
+        self.Record = pb.Record
+        self.run, self.where, self.summary = run, where, summary
+        self.n_records = 0
+        self.record_notes: list[str] = []
+        self.history_notes: list[str] = []
+        self.summ: dict = {}
+        self.tail: deque[bytes] = deque(maxlen=SUMMARY_TAIL)  # the last summary records when summary=False
+        self.table = TableBuilder()
+
+    def add(self, payloads: list[bytes]) -> None:
+        """Read the next records (serialized Records, in file order)."""
+        if not payloads:
+            return
+        self.n_records += len(payloads)
+        run, where, summary = self.run, self.where, self.summary
+        lengths = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        data = b"".join(payloads)
+        payloads.clear()  # the chunk is now ``data`` alone
+        fields = record_fields(data, starts, ends)
+        wanted = np.isin(fields, (FIELD_CONFIG, FIELD_RUN, FIELD_EXIT) + ((FIELD_SUMMARY,) if summary else ()))
+        if not summary:
+            for r in np.flatnonzero(fields == FIELD_SUMMARY)[-SUMMARY_TAIL:].tolist():
+                self.tail.append(data[int(starts[r]) : int(ends[r])])
+        for r in np.flatnonzero(wanted).tolist():
+            field = int(fields[r])
+            try:
+                rec = self.Record.FromString(data[int(starts[r]) : int(ends[r])])
+            except Exception as e:  # a record with an intact checksum that protobuf cannot decode
+                self.record_notes.append(f"{where}: undecodable record ({type(e).__name__}); skipped it")
+                continue
+            if field == FIELD_SUMMARY:
+                for it in rec.summary.update:
+                    self.summ[_item_key(it)] = it.value_json
+                for it in rec.summary.remove:
+                    self.summ.pop(_item_key(it), None)
+            elif field == FIELD_CONFIG:
+                _apply_config(run.config, rec.config.update)
+            elif field == FIELD_RUN:
+                _apply_run(run, rec.run)
+            elif field == FIELD_EXIT:
+                run.exit_code = int(rec.exit.exit_code)
+                run.runtime_s = float(rec.exit.runtime) if rec.exit.runtime else None
+                run.state = "finished" if run.exit_code == 0 else "failed"
+        is_history = fields == FIELD_HISTORY
+        if is_history.any():
+            self.table.add(history_table_at(data, starts[is_history], ends[is_history], self.history_notes.append,
+                                            where))
 
 
 def read_wandb_header(path: str | Path, max_bytes: int = 4 * BLOCK_LEN) -> RunData:
