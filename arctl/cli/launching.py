@@ -786,8 +786,9 @@ def sweep_now(name: str, records, workspace) -> tuple[dict[str, InSweep], list[s
     ``share_arms``, a cell kept as one of these runs: :func:`arctl.launch.shared.mark_shared`; a run of the cell
     that differs only in settings it does not read: :func:`arctl.launch.shared.mark_same_computation`). Each arm and
     grid point is composed once (Hydra: ~0.2-0.4 s), at two of the runs' seeds, the others' cells given their seed
-    (:func:`_at_seeds`): the cost grows with the sweep's arms, grid points and scales, hardly with its runs; only the
-    config.yaml of runs the sweep does not compose (and, with ``share_arms``, of the runs that no cell has by its own
+    (:func:`_at_seeds`): the cost grows with the sweep's arms, grid points and scales, hardly with its runs, and is
+    paid once: the cells are kept in the workspace (:class:`ComposedCache`) until a spec or arctl's code changes; only
+    the config.yaml of runs the sweep does not compose (and, with ``share_arms``, of the runs that no cell has by its own
     id) is read. From a hunt: after an arm was edited, `arctl status` listed evx/grpo/s0 COMPLETED twice
     and nothing said which was the sweep's cell."""
     from arctl.compose.errors import SpecError
@@ -810,9 +811,10 @@ def sweep_now(name: str, records, workspace) -> tuple[dict[str, InSweep], list[s
     for rec in records:
         by_scale.setdefault(rec.scale, []).append(rec)
     items, notes, judged = [], [], []
+    cache = ComposedCache(name, workspace)
     for scale, recs in by_scale.items():
         try:
-            part = _items_now(name, scale, recs, workspace, share, config_of)
+            part = _items_now(name, scale, recs, workspace, share, config_of, cache)
         except SpecError as err:
             notes.append(f"sweep {name} does not compose as it stands{f' at scale {scale}' if scale else ''}, so its "
                          f"{len(recs)} run(s) there are not judged: {err}")
@@ -842,16 +844,29 @@ def sweep_now(name: str, records, workspace) -> tuple[dict[str, InSweep], list[s
     return out, notes
 
 
-def _items_now(name: str, scale: str | None, recs, workspace, share: bool, config_of) -> list:
+def _items_now(name: str, scale: str | None, recs, workspace, share: bool, config_of,
+               cache: ComposedCache | None = None) -> list:
     """The launch items of sweep ``name`` at ``scale`` and the seeds of ``recs`` (its runs there), each as a launch
-    of the sweep would take it now (shared, or the same computation under an earlier id); :func:`sweep_now`'s."""
-    from arctl.compose import resolve_sweep
-    from arctl.launch.launcher import items_from_resolved
+    of the sweep would take it now (shared, or the same computation under an earlier id); :func:`sweep_now`'s. The
+    composed cells are ``cache``'s where it has them (:class:`ComposedCache`); what is shared is judged each time."""
     from arctl.launch.shared import REUSABLE, WorkspaceRun, mark_same_computation, mark_shared, share_key
 
-    def composed(seeds: list[int]) -> list:
+    def compose(seeds: list[int]) -> list:
+        from arctl.compose import resolve_sweep
+        from arctl.launch.launcher import items_from_resolved
+
         with composing(name) as on_cell:
             return items_from_resolved(resolve_sweep(name, [], scale, seeds, on_cell=on_cell), launching=False)
+
+    def every(seeds: list[int]) -> list:
+        # two seeds composed, the others given their seed (:func:`_at_seeds`: ~5 ms a cell less, seconds for a sweep
+        # of 1,000 runs)
+        part = compose(seeds[:2])
+        spread = _at_seeds(part, seeds[:2], seeds[2:])
+        return part + spread if spread is not None else compose(seeds) if seeds[2:] else part
+
+    def composed(how, seeds: list[int]) -> list:
+        return how(seeds) if cache is None else cache.items(how.__name__, scale, seeds, lambda: how(seeds))
 
     def marked(part: list) -> list:
         if share:  # which run a cell is kept as: its own, else one of the sweep's runs of the same config
@@ -863,15 +878,153 @@ def _items_now(name: str, scale: str | None, recs, workspace, share: bool, confi
         return mark_same_computation(part, workspace)
 
     seeds = sorted({r.seed for r in recs})
-    # two seeds composed, the others given their seed (:func:`_at_seeds`: ~5 ms a cell less, seconds for a sweep
-    # of 1,000 runs); a run that none of those cells is, composed at its seed before it is judged
-    part = composed(seeds[:2])
-    spread = _at_seeds(part, seeds[:2], seeds[2:])
-    part = marked(part + spread if spread is not None else composed(seeds) if seeds[2:] else part)
+    part = marked(composed(every, seeds))
     ids = {i.run_id for i in part}
-    if spread and (again := sorted({r.seed for r in recs if r.run_id not in ids} - set(seeds[:2]))):
-        part = [i for i in part if i.seed not in again] + marked(composed(again))
+    # a run that none of those cells is, at a seed not composed (given its seed), composed at its seed before it is
+    # judged (where every seed was composed, the same cells again)
+    if seeds[2:] and (again := sorted({r.seed for r in recs if r.run_id not in ids} - set(seeds[:2]))):
+        part = [i for i in part if i.seed not in again] + marked(composed(compose, again))
     return part
+
+
+SWEEP_CACHE = "sweeps"  # <workspace>/.arctl-cache/sweeps/: the cells `arctl status SWEEP` composed (ComposedCache)
+SWEEP_CACHE_VERSION = 1
+
+
+class ComposedCache:
+    """The cells :func:`sweep_now` composes of sweep ``name`` (its launch items at a scale and seeds, as
+    :func:`arctl.launch.launcher.items_from_resolved` gives them, before anything of the workspace marks them), kept
+    as JSON in ``<workspace>/.arctl-cache/sweeps/`` (beside the report's cache of parsed runs), one file per scale and
+    seed set, under a key of everything the composition reads (:func:`compose_inputs`): a repeated `arctl status
+    SWEEP` reads them instead of composing (Hydra: ~0.2-0.4 s an arm and grid point; from a review: `status paper`
+    went from 0.6 s to 2.3 s with the judgement). An entry of another key (a spec edited, added or removed, another
+    search path, arctl's or a plugin's code changed), another version, or one that does not read back is composed
+    again and rewritten; a workspace where it cannot be written composes each time, as without it."""
+
+    def __init__(self, name: str, workspace) -> None:
+        self.name = name
+        self.folder = workspace.root / ".arctl-cache" / SWEEP_CACHE
+        self._inputs: dict | None = None
+
+    def items(self, how: str, scale: str | None, seeds: list[int], compose) -> list:
+        """The cells at ``scale`` and ``seeds`` (``how``: what ``compose`` does, part of the key): the cache's, else
+        ``compose()``'s, stored where none of its key's files changed within :data:`arctl.track.runs.cache.RECENT_NS`
+        of now (a file rewritten within one tick of the clock keeps its stat: the report cache's rule)."""
+        import hashlib
+        import json
+
+        from arctl.track.runs.cache import RECENT_NS
+
+        if self._inputs is None:  # taken before anything is composed: an edit meanwhile makes the entry stale
+            try:
+                self._inputs = compose_inputs()
+            except Exception:  # noqa: BLE001 - no key (a spec removed while listed, an installed package's broken
+                # entry points or plugin): composed as without a cache
+                self._inputs = {}
+        if not self._inputs:
+            return compose()
+        key = {**self._inputs, "sweep": self.name, "how": how, "scale": scale, "seeds": list(seeds)}
+        named = json.dumps([self.name, how, scale, list(seeds)]).encode()
+        path = self.folder / f"{hashlib.sha256(named).hexdigest()[:24]}.json"
+        if (found := _cached_items(path, key)) is not None:
+            return found
+        items = compose()
+        if all(max(f[2], f[4]) < time.time_ns() - RECENT_NS for f in key["files"]):
+            _store_items(path, key, items)
+        return items
+
+
+def compose_inputs() -> dict:
+    """What a sweep's composition reads, as :class:`ComposedCache`'s key: arctl's version and code (its ``.py`` and
+    ``.yaml`` files, its config groups and the built-in backends' scale profiles among them:
+    :func:`arctl.launch.provenance.code_hash`), the ``arctl.backends`` and ``arctl.methods`` entry points of the
+    installed packages with their code's hash (and an installed backend's config-group files), Python's version, the
+    site-packages folders' modification times (a package installed, upgraded or removed), the spec search path
+    (``$ARCTL_SPECS``, the project, the shipped specs: :func:`arctl.compose.paths.spec_roots`) and of every
+    experiment and sweep file there and every file of a user's ``conf/`` its path, size, modification and change
+    times and inode (:func:`arctl.track.runs.cache.config_key`). Cheap (~50 ms): no installed package's metadata is
+    parsed and no backend loaded unless a package brings one. OSError where a file cannot be stat'ed."""
+    import sysconfig
+    from importlib import metadata
+    from pathlib import Path
+
+    import arctl
+    from arctl.algo.methods import registry
+    from arctl.backends import base
+    from arctl.compose.paths import spec_roots, user_config_dirs
+    from arctl.launch.provenance import _module_code_hash, code_hash
+    from arctl.track.runs.cache import config_key
+
+    roots = spec_roots()
+    folders = user_config_dirs()
+    points = metadata.entry_points()
+    plugins = [[group, point.name, point.value,
+                point.value.split(":")[0].split(".")[0] == arctl.__name__ or _module_code_hash(point.module)]
+               for group in (base.ENTRY_POINT_GROUP, registry.ENTRY_POINT_GROUP)
+               for point in sorted(points.select(group=group), key=lambda p: (p.name, p.value))]
+    if any(group == base.ENTRY_POINT_GROUP and own is not True for group, *_, own in plugins):
+        # an installed backend's scale profiles, where it brings one (loads the backends)
+        from arctl.compose.plugins import conf_dirs
+
+        own = Path(arctl.__file__).resolve().parent
+        folders += [folder for folder in conf_dirs() if not folder.resolve().is_relative_to(own)]
+    files = [config_key(path) for root in roots for kind in ("experiments", "sweeps")
+             for path in sorted((root.path / kind).glob("*.yaml"))]
+    files += [config_key(path) for folder in folders for path in sorted(folder.rglob("*"))
+              if path.is_file() and "__pycache__" not in path.parts]
+    site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    return {"version": SWEEP_CACHE_VERSION, "arctl": arctl.__version__, "code": code_hash(), "plugins": plugins,
+            "python": sys.version, "site": [[p, os.stat(p).st_mtime_ns] for p in site if os.path.isdir(p)],
+            "roots": [[str(root.path), root.origin] for root in roots], "config_dirs": [str(f) for f in folders],
+            "files": files}
+
+
+def _item_doc(item) -> dict:
+    from dataclasses import asdict
+
+    return asdict(item)  # its run and cells (ResolvedRun) as mappings too
+
+
+def _item_of(doc: dict):
+    from arctl.compose.run import ResolvedRun
+    from arctl.launch.launcher import LaunchItem
+
+    return LaunchItem(**{**doc, "run": ResolvedRun(**doc["run"]), "cells": [ResolvedRun(**c) for c in doc["cells"]]})
+
+
+def _cached_items(path, key: dict) -> list | None:
+    """The launch items :func:`_store_items` wrote to ``path`` under ``key``; None where there is no such file, it
+    has another key or version, or does not read as items (a damaged or foreign file: composed again)."""
+    import json
+
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("items"), list):
+            return None
+        return [_item_of(doc) for doc in entry["items"]]
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _store_items(path, key: dict, items: list) -> None:
+    """Write ``items`` to ``path`` under ``key``, in one step (:func:`arctl.config.files.atomic_write`: a reader
+    meanwhile reads the old entry or the new, whole), only where JSON gives them back as they are (a tuple, a
+    non-text key or a NaN would not); best effort: a workspace that cannot be written keeps no cache."""
+    import json
+
+    from arctl.config.files import atomic_write
+
+    try:
+        text = json.dumps({"key": key, "items": [_item_doc(i) for i in items]})
+        if [_item_of(doc) for doc in json.loads(text)["items"]] != items:
+            return
+    except (TypeError, ValueError, RecursionError):
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text)
+    except OSError:
+        pass
 
 
 def _at_seeds(items: list, probe: list[int], seeds: list[int]) -> list | None:

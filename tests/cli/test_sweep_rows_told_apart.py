@@ -253,3 +253,169 @@ def test_runs_a_launch_gave_a_command_line_override_are_not_the_sweep_as_it_stan
     doc = {r["run_id"]: r for r in json.loads(_status(evx, "evs", "--json").out)}
     assert {r for r, d in doc.items() if d["in_sweep"] is False} == set(hot)
     assert all(doc[r]["sweep_differs"] == {"rollout.temperature": {"ran": 0.9, "sweep": 1.0}} for r in hot), doc
+
+
+# `arctl status SWEEP` keeps the cells it composed in <workspace>/.arctl-cache/sweeps/ (from a review: `status paper`
+# went from 0.6 s to 2.3 s, every time, when it began to judge the runs against the sweep as it now stands)
+EVS = "experiments: [evx]\nseeds: [0, 1, 2]\n"
+
+
+@pytest.fixture
+def composes(monkeypatch):
+    """Each composition of a sweep (:func:`arctl.compose.resolve_sweep`), counted; the cache's guard against a spec
+    written within the clock's tick off (the sandbox's specs were all written just now)."""
+    import arctl.compose
+
+    calls: list[str] = []
+    real = arctl.compose.resolve_sweep
+
+    def counted(name, *args, **kwargs):
+        calls.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(arctl.compose, "resolve_sweep", counted)
+    monkeypatch.setattr("arctl.track.runs.cache.RECENT_NS", 0)
+    return calls
+
+
+def _cached(sandbox) -> list:
+    folder = sandbox.ws / ".arctl-cache" / "sweeps"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _twice(sandbox, composes, *args: str) -> tuple[str, str]:
+    """`arctl status evs ARGS` (the table) and its --json, each composing nothing."""
+    composes.clear()
+    shown = _status(sandbox, "evs", *args).out, _status(sandbox, "evs", "--json", *args).out
+    assert composes == [], composes
+    return shown
+
+
+def test_a_repeated_status_of_a_sweep_composes_nothing_and_shows_the_same(evx, composes, monkeypatch):
+    (evx.specs / "sweeps" / "evs.yaml").write_text(EVS)
+    _launched(evx, "evs")
+    (evx.specs / "experiments" / "evx.yaml").write_text(EVX_EDITED)  # 3 of the 6 runs no longer the sweep's
+    _launched(evx, "evs")
+    monkeypatch.setattr("arctl.track.runs.cache.RECENT_NS", 10**18)  # every spec written within the guard: not kept
+    composes.clear()
+    fresh = _status(evx, "evs").out, _status(evx, "evs", "--json").out
+    assert composes and _cached(evx) == [], composes
+    assert "3 of 9 run(s), `no` under `in sweep`" in " ".join(fresh[0].split()), fresh[0]
+    monkeypatch.setattr("arctl.track.runs.cache.RECENT_NS", 0)
+    composes.clear()
+    assert _status(evx, "evs", "--json").out == fresh[1] and composes  # composed, kept
+    assert len(_cached(evx)) == 2  # every seed (two composed, one given its seed), and seed 2 of the stale runs
+    assert _twice(evx, composes) == fresh
+    # --state shows fewer runs, judged from the same cells
+    shown = json.loads(_twice(evx, composes, "--state", "completed")[1])
+    assert [(d["run_id"], d["in_sweep"], d["sweep_differs"]) for d in shown] == [
+        (d["run_id"], d["in_sweep"], d["sweep_differs"]) for d in json.loads(fresh[1])]
+
+
+def test_an_edited_spec_is_composed_again_and_judged_as_it_now_stands(evx, composes):
+    import os
+
+    spec = evx.specs / "experiments" / "evx.yaml"
+    spec.write_text(EVX.replace("prior=base]\n  grpo-vr", "prior=base, optim.lr=0.0003]\n  grpo-vr"))
+    (evx.specs / "sweeps" / "evs.yaml").write_text(EVS)
+    old = _launched(evx, "evs")
+    _status(evx, "evs")
+    table, doc = _twice(evx, composes)
+    assert "in sweep" not in table and all(d["in_sweep"] for d in json.loads(doc)), table
+    # the same size, another value: only the file's times tell it
+    before = spec.stat()
+    spec.write_text(EVX.replace("prior=base]\n  grpo-vr", "prior=base, optim.lr=0.0005]\n  grpo-vr"))
+    assert spec.stat().st_size == before.st_size
+    os.utime(spec, ns=(before.st_atime_ns, before.st_mtime_ns - 10_000_000_000))  # (a future one is never kept)
+    composes.clear()
+    res = _status(evx, "evs")
+    assert composes, composes
+    stale = {r for r in old if "_grpo_" in r}
+    assert {r for r, cols in _table(res.out).items() if cols[-1] == "no"} == stale, res.out
+    assert "evx/grpo seed(s) 0-2: optim.lr=0.0003 (the sweep now: 0.0005)" in " ".join(res.out.split()), res.out
+    assert _twice(evx, composes)[0] == res.out  # kept again, under the new key
+    # a code change of arctl's, another search path: composed again
+    composes.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("arctl.launch.provenance.code_hash", lambda root=None: "0" * 64)
+        assert _status(evx, "evs").out == res.out and composes
+    other = evx.root / "more-specs"
+    (other / "experiments").mkdir(parents=True)
+    (other / "experiments" / "unrelated.yaml").write_text("description: y\narms:\n  g: [algo=grpo]\n")
+    composes.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARCTL_SPECS", f"{evx.specs}{os.pathsep}{other}")
+        assert _status(evx, "evs").out == res.out and composes
+
+
+@pytest.mark.parametrize("damage", ["not json", "cut short", "items of another shape", "a folder"])
+def test_a_damaged_cache_entry_is_composed_again(evx, composes, damage):
+    (evx.specs / "sweeps" / "evs.yaml").write_text(EVS)
+    _launched(evx, "evs")
+    fresh = _status(evx, "evs").out, _status(evx, "evs", "--json").out
+    (entry,) = _cached(evx)
+    text = entry.read_text()
+    if damage == "not json":
+        entry.write_text("{not json")
+    elif damage == "cut short":
+        entry.write_text(text[: len(text) // 2])
+    elif damage == "items of another shape":
+        entry.write_text(json.dumps({**json.loads(text), "items": [{"run_id": "evx_grpo_s0_0000000000"}]}))
+    else:
+        entry.unlink()
+        entry.mkdir()
+    composes.clear()
+    res = evx.run("status", "evs", "--workdir", str(evx.ws), "--no-refresh")
+    assert res.code == 0 and res.crash is None and res.out == fresh[0], res.err + (res.crash or "")
+    assert composes == ["evs"]
+    if damage != "a folder":  # rewritten: the next one reads it
+        assert _twice(evx, composes) == fresh
+
+
+def test_a_workspace_whose_cache_cannot_be_written_composes_each_time(evx, composes):
+    (evx.specs / "sweeps" / "evs.yaml").write_text(EVS)
+    _launched(evx, "evs")
+    (evx.ws / ".arctl-cache").write_text("")  # no folder can be made there (as a read-only workspace; root writes)
+    composes.clear()
+    first, again = _status(evx, "evs", "--json").out, _status(evx, "evs", "--json").out
+    assert first == again and composes == ["evs", "evs"]
+    assert [d["in_sweep"] for d in json.loads(first)] == [True] * 6
+
+
+def test_the_cache_key_holds_an_installed_backends_code_and_scale_profiles(tmp_path, monkeypatch):
+    """A backend from an installed package (tests/plugins, in a subprocess with it on PYTHONPATH): its code and its
+    scale profiles are in the key, so an upgrade or an edit of them composes the sweep again."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from plugin_site import make_site  # tests/support/plugin_site.py
+
+    for var in ("ARCTL_SPECS", "ARCTL_HOME", "ARCTL_TEST_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    site = make_site(tmp_path / "site")
+    show = "import json; from arctl.cli.launching import compose_inputs; print(json.dumps(compose_inputs()))"
+
+    import arctl
+
+    here = str(Path(arctl.__file__).resolve().parents[1])  # the arctl under test, whichever is installed
+
+    def key(with_site: bool = True) -> dict:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*([str(site)] if with_site else []), here])}
+        out = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, env=env, cwd=tmp_path,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    without, first = key(False), key()
+    profile = site / "arctl_fake_backend" / "conf" / "scale" / "fake.yaml"
+    assert [p[:3] for p in first["plugins"] if p[0] == "arctl.backends"] == [
+        ["arctl.backends", "fake", "arctl_fake_backend:BACKEND"]]
+    assert str(profile) in [f[0] for f in first["files"]] and str(profile) not in [f[0] for f in without["files"]]
+    profile.write_text(profile.read_text() + "\n# edited\n")
+    edited = key()
+    assert edited["files"] != first["files"]  # (and its package's hash: code_hash reads .yaml too)
+    code = site / "arctl_fake_backend" / "__init__.py"
+    code.write_text(code.read_text() + "\n# edited\n")
+    assert key()["plugins"] != edited["plugins"]
