@@ -10,26 +10,12 @@ each test restores the one it sets."""
 from __future__ import annotations
 
 import os
-import stat
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from modes import mode_of, umask  # tests/support/modes.py
 
 from arctl.config import files
-
-
-@contextmanager
-def umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 @pytest.mark.parametrize("mask, expected", [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)],
@@ -43,10 +29,10 @@ def test_a_file_written_in_one_step_has_the_umasks_mode(tmp_path, mask, expected
         files.atomic_write(new, '{"state": "running"}', durable=durable)
         files.atomic_write(old, b"now", durable=durable)
         with files.replacing(tmp_path / "metrics.jsonl") as tmp:
-            assert _mode(tmp) == expected  # the temporary file already has it: nothing changes it after
+            assert mode_of(tmp) == expected  # the temporary file already has it: nothing changes it after
             tmp.write_text("{}\n")
     assert new.read_text() == '{"state": "running"}' and old.read_bytes() == b"now"
-    assert {p.name: _mode(p) for p in tmp_path.iterdir()} == {
+    assert {p.name: mode_of(p) for p in tmp_path.iterdir()} == {
         "status.json": expected, "config.yaml": expected, "metrics.jsonl": expected}
 
 
@@ -55,7 +41,7 @@ def test_a_umask_that_takes_the_owners_own_write_still_writes_the_file(tmp_path)
     keeps read and write, nobody else gets anything."""
     with umask(0o277):
         files.atomic_write(tmp_path / "a.json", "{}", durable=True)
-    assert (tmp_path / "a.json").read_text() == "{}" and _mode(tmp_path / "a.json") == 0o600
+    assert (tmp_path / "a.json").read_text() == "{}" and mode_of(tmp_path / "a.json") == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
 
 

@@ -12,29 +12,15 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import stat
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from modes import mode_of, umask  # tests/support/modes.py
 
 from arctl.config import files
 from arctl.launch import repair
 from arctl.launch.registry import Registry, RunRecord, new_claim_token
 from arctl.launch.workspace import Workspace
-
-
-@contextmanager
-def umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 @pytest.mark.parametrize("mask, expected", [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)])
@@ -43,7 +29,7 @@ def test_a_file_arctl_creates_for_a_library_has_the_umasks_mode(tmp_path, mask, 
     path = tmp_path / "registry.sqlite"
     with umask(mask):
         assert files.create_file(path) is True
-    assert _mode(path) == expected and path.read_bytes() == b""
+    assert mode_of(path) == expected and path.read_bytes() == b""
     path.write_bytes(b"kept")
     with umask(mask):
         assert files.create_file(path) is False  # never over a file that is there
@@ -60,7 +46,7 @@ def test_the_helper_made_registry_is_group_writable_and_sqlite_keeps_its_mode(tm
         files.create_file(path)
         with Registry(path) as reg:
             reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
-            assert {p.name: _mode(p) for p in path.parent.iterdir()} == {
+            assert {p.name: mode_of(p) for p in path.parent.iterdir()} == {
                 "registry.sqlite": 0o664, "registry.sqlite-wal": 0o664, "registry.sqlite-shm": 0o664}
 
 
@@ -71,7 +57,7 @@ def test_a_registry_arctl_opens_in_a_shared_workspace_is_group_writable(tmp_path
     with umask(0o002):
         with Registry(path) as reg:
             reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
-        assert _mode(path) == 0o664
+        assert mode_of(path) == 0o664
 
 
 def test_a_registry_another_member_owns_is_said_to_be_theirs_not_read_only(tmp_path, monkeypatch):
@@ -107,7 +93,7 @@ def test_a_repair_gives_the_new_registry_the_old_ones_group_and_mode(tmp_path):
     with umask(0o022):  # the repairer's umask would give 0644: the old file's group-write is kept
         done = repair.rebuild_registry(ws)
     assert done.kept and [r.run_id for r in done.runs] == ["r0"]
-    assert _mode(ws.registry_path) == 0o664 and ws.registry_path.stat().st_gid == group
+    assert mode_of(ws.registry_path) == 0o664 and ws.registry_path.stat().st_gid == group
 
 
 def test_a_repair_of_a_0644_registry_in_a_shared_workspace_makes_it_group_writable(tmp_path):
@@ -116,7 +102,7 @@ def test_a_repair_of_a_0644_registry_in_a_shared_workspace_makes_it_group_writab
     os.chmod(ws.registry_path, 0o644)
     with umask(0o002):
         repair.rebuild_registry(ws)
-    assert _mode(ws.registry_path) == 0o664
+    assert mode_of(ws.registry_path) == 0o664
     with Registry(ws.registry_path) as reg:
         assert [r.run_id for r in reg.list()] == ["r0"]
 
@@ -128,7 +114,7 @@ def test_a_local_queue_slot_file_has_the_umasks_mode(tmp_path):
         slot = take_slot(tmp_path / "local-slots" / "host", 2)
     try:
         assert slot.index == 1
-        assert _mode(tmp_path / "local-slots" / "host" / "slot-1") == 0o664
+        assert mode_of(tmp_path / "local-slots" / "host" / "slot-1") == 0o664
     finally:
         slot.close()
 

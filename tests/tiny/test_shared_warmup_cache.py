@@ -14,30 +14,17 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from modes import mode_of, umask  # tests/support/modes.py
 
 from arctl.backends.tiny import warmup
 from arctl.compose import resolve_experiment
 
 
-@contextmanager
-def umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
 def _modes(entry: Path) -> dict[str, int]:
-    return {str(p.relative_to(entry)): _mode(p) for p in sorted(entry.rglob("*"))} | {".": _mode(entry)}
+    return {str(p.relative_to(entry)): mode_of(p) for p in sorted(entry.rglob("*"))} | {".": mode_of(entry)}
 
 
 def _micro_config(seed: int) -> dict:
