@@ -4,12 +4,12 @@ are built by hand: a registry row and the run's job/<job id>/ folders with submi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import time
 
+from log_follow import following  # tests/support/log_follow.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -119,7 +119,7 @@ def test_a_debug_runs_logs_in_its_job_folder_are_its_own_once_it_has_started(tmp
     assert [h.split("  ")[0] for h in _headers(out)] == ["DEBUG_140_0_log.out"] and "no log files" not in out, out
     doc = json.loads(_logs(run_id, "--workdir", str(ws.root), "--json"))
     assert [(f["job"], f["earlier_attempt"]) for f in doc["logs"]] == [("debug", False)]
-    _following(monkeypatch, [({"state": states.PENDING}, None)])  # the debug launch runs another run first
+    following(monkeypatch, [({"state": states.PENDING}, None)])  # the debug launch runs another run first
     out = _logs(run_id, "--workdir", str(ws.root))
     assert "no log files of job debug yet; below: the logs of earlier job DEBUG_140, not job debug's" in out, out
 
@@ -143,20 +143,6 @@ def test_a_jobs_control_sequences_do_not_reach_the_terminal(tmp_path):
     assert json.loads(raw)["logs"][0]["lines"][0] == HOSTILE.rstrip("\n")
 
 
-def _following(monkeypatch, steps):
-    """``arctl logs`` sees the run as each of ``steps`` says, one per refresh: (record fields, action before)."""
-    from arctl.launch import refresh
-
-    calls = []
-
-    def fake_refresh(reg, workspace, records, reading=False):
-        fields, action = steps[min(len(calls), len(steps) - 1)]
-        calls.append(1)
-        if action:
-            action()
-        return [dataclasses.replace(r, **fields) for r in records]
-
-    monkeypatch.setattr(refresh, "refresh", fake_refresh)
 
 
 def _append(path, text: str):
@@ -170,7 +156,7 @@ def test_follow_holds_an_unended_line_back_and_heads_each_files_new_lines(tmp_pa
     folder = _job(run_dir, "2222", "start\nprogress 50%", "e1\n")
     out_log, err_log = folder / "2222_0_log.out", folder / "2222_0_log.err"
     running = {"state": states.RUNNING}
-    _following(monkeypatch, [
+    following(monkeypatch, [
         (running, None),  # the first look
         (running, lambda: (_append(out_log, " and done\nclear \x1b[2J")(), _append(err_log, "e2\n")())),
         ({"state": states.COMPLETED}, _append(out_log, "ed without end")),
@@ -196,7 +182,7 @@ def test_follow_of_a_queued_rerun_goes_on_to_its_own_jobs_logs(tmp_path, monkeyp
     ws, run_id, run_dir = _run(tmp_path, states.PENDING, "queue:4242")
     _job(run_dir, "1111", "old\n", "[arctl job] completed\n", age_s=60)
     pending = {"state": states.PENDING, "job_id": "queue:4242"}
-    _following(monkeypatch, [
+    following(monkeypatch, [
         (pending, None),
         ({"state": states.RUNNING, "job_id": "2222"}, lambda: _job(run_dir, "2222", "new out\n", "new err\n")),
         ({"state": states.COMPLETED, "job_id": "2222"}, None),

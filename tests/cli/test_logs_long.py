@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import dataclasses
 import io
 import json
 import os
@@ -20,6 +19,7 @@ import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from log_follow import following  # tests/support/log_follow.py
 from typer.testing import CliRunner
 
 from arctl.cli import cmd_logs
@@ -139,20 +139,6 @@ def test_all_of_a_long_log_is_read_in_pieces(tmp_path, monkeypatch):
     assert sum(reads) >= log.stat().st_size and max(reads) <= 1 << 20, (sum(reads), max(reads))
 
 
-def _following(monkeypatch, steps):
-    """``arctl logs`` sees the run as each of ``steps`` says, one per refresh: (record fields, action before)."""
-    from arctl.launch import refresh
-
-    calls = []
-
-    def fake_refresh(reg, workspace, records, reading=False):
-        fields, action = steps[min(len(calls), len(steps) - 1)]
-        calls.append(1)
-        if action:
-            action()
-        return [dataclasses.replace(r, **fields) for r in records]
-
-    monkeypatch.setattr(refresh, "refresh", fake_refresh)
 
 
 def test_follow_starts_a_truncated_log_again_from_its_start(tmp_path, monkeypatch):
@@ -168,7 +154,7 @@ def test_follow_starts_a_truncated_log_again_from_its_start(tmp_path, monkeypatc
             fh.write("new 1\n")
 
     running = {"state": states.RUNNING}
-    _following(monkeypatch, [
+    following(monkeypatch, [
         (running, None),
         (running, truncate),
         (running, lambda: log.open("a").write("new 2\nnew 3 un")),
@@ -193,7 +179,7 @@ def test_follow_reads_a_log_replaced_by_another_file_from_its_start(tmp_path, mo
         os.replace(new, log)  # made while the old one was there: another inode
 
     running = {"state": states.RUNNING}
-    _following(monkeypatch, [(running, None), (running, replace), ({"state": states.COMPLETED}, None)])
+    following(monkeypatch, [(running, None), (running, replace), ({"state": states.COMPLETED}, None)])
     out = _logs(run_id, "--follow", "--workdir", str(ws.root))
     assert _section(out, log.name) == [
         "old", "-- log replaced; from its start --", "first line of the new file", "second line"], out
