@@ -308,8 +308,12 @@ def _whose(path: str | Path, st: os.stat_result, verb: str, group_fix, other_fix
     except ImportError:  # pragma: no cover - not a POSIX system
         return f"its mode is {mode}, which this user cannot {verb}"
     owner, group = _name_of(pwd.getpwuid, st.st_uid), _name_of(grp.getgrgid, st.st_gid)
-    fix = group_fix(owner) if st.st_gid in {os.getegid(), *os.getgroups()} else other_fix(owner)
     me = _name_of(pwd.getpwuid, os.geteuid())
+    if st.st_uid == os.geteuid():  # the user's own, without the owner's bit (a chmod a-w): the group is no answer
+        bit = "w" if verb == "write" else ("rX" if stat.S_ISDIR(st.st_mode) else "r")
+        return (f"it is {me}'s own (group {group}), mode {mode}, without its owner's {verb} permission: "
+                f"chmod u+{bit} {path}")
+    fix = group_fix(owner) if st.st_gid in {os.getegid(), *os.getgroups()} else other_fix(owner)
     return f"it belongs to {owner} (group {group}), mode {mode}, which {me} cannot {verb}: {fix}"
 
 

@@ -675,20 +675,18 @@ def executor_problem(name: str, items: list[LaunchItem], array_parallelism: int 
     start_problem(starting, workspace)
 
 
-# what a run folder keeps that a launch never writes into: a --force rerun's earlier files (previous/<time>/) and a
-# restarted attempt's W&B files (wandb-discarded/<time>/); the folders themselves are written (a new archive)
-ARCHIVE_FOLDERS = ("previous", "wandb-discarded")
-
-
 def written_places(starting: list[LaunchItem], workspace: Workspace, executor: str) -> list[Path]:
     """The existing files and folders a launch of ``starting`` (the runs :func:`plan` starts) with ``executor``
     writes (none where it starts none): the registry (and its -wal and -shm), ``runs/`` (where a new run's folder is
     made), ``jobs/`` (the local queue's log,
     submitit's and SLURM's job files), the local queue's ``local-slots/`` and this host's folder in it (slot files
-    and waiting markers), and each run folder that is there (a resume's, a rerun's), with every folder in it but the
-    contents of :data:`ARCHIVE_FOLDERS`: its files are rewritten by renames (config.yaml, status.json,
-    metrics.jsonl...) and a rerun moves checkpoints/ and wandb/ aside, which needs each folder's write permission
-    (files written in place: none, a local queue's slot files are locked read-only where they cannot be written)."""
+    and waiting markers), and each run folder that is there (a resume's, a rerun's), with the folders directly in it: its files are
+    rewritten by renames (config.yaml, status.json, metrics.jsonl...), a resume writes new files into checkpoints/,
+    wandb/ and job/, and a rerun moves checkpoints/ and wandb/ into previous/, which needs their own write
+    permission (a folder moved to another parent rewrites its ``..``), not their subfolders' (files written in place:
+    none, a local queue's slot files are locked read-only where they cannot be written). From a review: every
+    folder at any depth was asked, so a checkpoint a user kept write-protected (``checkpoints/best``, ``chmod -R
+    a-w``) refused the resume that an older arctl ran, which never writes there."""
     from arctl.launch.local_queue import SLOTS_DIR, slots_folder
 
     if not starting:  # a launch that starts nothing writes the registry alone (which says whose it is itself)
@@ -705,11 +703,8 @@ def written_places(starting: list[LaunchItem], workspace: Workspace, executor: s
         run_dir = workspace.run_dir(item.run_id)
         if run_dir.is_dir() and not run_dir.is_symlink():
             places.append(run_dir)
-            for folder, subfolders, _files in os.walk(run_dir, onerror=lambda _err: None):
-                if Path(folder) != run_dir and Path(folder).name in ARCHIVE_FOLDERS and Path(folder).parent == run_dir:
-                    subfolders.clear()  # an archive: kept as it is
-                    continue
-                places += [Path(folder) / name for name in subfolders if not (Path(folder) / name).is_symlink()]
+            with suppress(OSError):
+                places += sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.is_symlink())
     return [place for place in dict.fromkeys(places) if place.exists()]
 
 
@@ -737,6 +732,10 @@ def unwritable_problem(starting: list[LaunchItem], workspace: Workspace, executo
     for place, _ in found:
         with suppress(OSError):
             stats.append(place.stat())
+    if stats and all(st.st_uid == os.geteuid() for st in stats):  # the user's own: their owner's bit, not a group
+        places = " ".join(shlex.quote(str(place)) for place, _ in found)
+        return (f"this launch cannot write {first}: {why}{others} — they are yours: give them back their owner's "
+                f"write permission (chmod u+w {places}), then run this again; nothing was written")
     mine, shown_root = {os.getegid(), *os.getgroups()}, shlex.quote(str(root))
     command = (f"chmod -R g+w {shown_root}" if all(st.st_gid in mine for st in stats)
                else f"chgrp -R GROUP {shown_root}; chmod -R g+w {shown_root}")

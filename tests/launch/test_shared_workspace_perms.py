@@ -132,11 +132,21 @@ def test_a_file_this_user_cannot_write_is_described_by_its_owner_group_and_mode(
     assert files.not_writable(tmp_path / "none") is None
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if Path(p) == path else real(p, m, *a, **k))
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    # this user's own file that it cannot write (a chmod a-w): its owner's bit, not the group's
+    assert files.not_writable(path) == (f"it is {me}'s own (group {grp.getgrgid(path.stat().st_gid).gr_name}), mode "
+                                        f"-rw-r--r--, without its owner's write permission: chmod u+w {path}")
+    if os.geteuid() != 0:  # (another user's file needs root to make)
+        return
+    os.chown(path, 65534, -1)  # another member's
     said = files.not_writable(path)
     st = path.stat()
-    me = pwd.getpwuid(os.geteuid()).pw_name
-    assert said == (f"it belongs to {pwd.getpwuid(st.st_uid).pw_name} (group {grp.getgrgid(st.st_gid).gr_name}), "
-                    f"mode -rw-r--r--, which {me} cannot write: {pwd.getpwuid(st.st_uid).pw_name} can let the group "
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    assert said == (f"it belongs to {owner} (group {grp.getgrgid(st.st_gid).gr_name}), "
+                    f"mode -rw-r--r--, which {me} cannot write: {owner} can let the group "
                     f"write it (chmod g+w {path}; a workspace a group shares wants its members' umask at 002)")
     if os.geteuid() == 0:  # a group this user is not in
         os.chown(path, -1, 4242)

@@ -215,3 +215,34 @@ def test_a_rollback_still_puts_back_a_file_it_changed(tmp_path):
     assert not (run_dir / "phase.json").exists()
     assert (run_dir / "config.yaml").stat().st_ino == config_inode  # not rewritten
     assert stat.S_ISREG((run_dir / "config.yaml").stat().st_mode)
+
+
+@as_another_member
+def test_a_write_protected_folder_inside_a_runs_checkpoints_does_not_refuse_its_resume(specs, tmp_path):
+    """From a review: every folder at any depth was asked, so a checkpoint the user kept write-protected
+    (``checkpoints/best``, ``chmod -R a-w``), which a resume never writes, refused the resume an older arctl ran;
+    and a refusal of the user's own folder told them to give the group write permission. Now only the run folder
+    and the folders directly in it are asked, and the user's own are named with ``chmod u+w``."""
+    ws, a, b, c = _workspace(tmp_path)
+    best = ws.run_dir(b) / "checkpoints" / "best"
+    try:
+        best.mkdir(parents=True)
+        (best / "kept.pt").write_bytes(b"weights")
+        subprocess.run(["chmod", "-R", "a-w", str(best)], check=True)
+        proc = _arctl_as_other_member("resume", b, "--workdir", str(ws.root), "--executor", "debug")
+        assert proc.returncode == 0 and "cannot write" not in proc.stderr, (proc.stdout, proc.stderr)
+        assert _rows(ws)[b][0] == states.COMPLETED and (best / "kept.pt").read_bytes() == b"weights"
+        # the folder a resume writes into, write-protected by its owner: refused, with the owner's own fix
+        with Registry(ws.registry_path) as reg:
+            reg.update_many([(b, {"state": states.FAILED, "error": "OOM"})])
+        checkpoints = best.parent
+        os.chmod(checkpoints, 0o555)
+        proc = _arctl_as_other_member("resume", b, "--workdir", str(ws.root), "--executor", "debug")
+        assert proc.returncode == 2, (proc.stdout, proc.stderr)
+        line = proc.stderr.strip()
+        assert f"cannot write {checkpoints}: it is root's own (group root), mode dr-xr-xr-x" in line, line
+        assert f"they are yours: give them back their owner's write permission (chmod u+w {checkpoints})" in line, line
+        assert "g+w" not in line, line
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(ws.root)], check=False)
+        shutil.rmtree(ws.root, ignore_errors=True)
