@@ -10,6 +10,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import typer
 
@@ -946,7 +947,6 @@ def compose_inputs() -> dict:
     parsed and no backend loaded unless a package brings one. OSError where a file cannot be stat'ed."""
     import sysconfig
     from importlib import metadata
-    from pathlib import Path
 
     import arctl
     from arctl.algo.methods import registry
@@ -970,13 +970,30 @@ def compose_inputs() -> dict:
         folders += [folder for folder in conf_dirs() if not folder.resolve().is_relative_to(own)]
     files = [config_key(path) for root in roots for kind in ("experiments", "sweeps")
              for path in sorted((root.path / kind).glob("*.yaml"))]
-    files += [config_key(path) for folder in folders for path in sorted(folder.rglob("*"))
-              if path.is_file() and "__pycache__" not in path.parts]
+    files += [config_key(path) for folder in folders for path in _files_under(folder)
+              if "__pycache__" not in path.parts]
     site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
     return {"version": SWEEP_CACHE_VERSION, "arctl": arctl.__version__, "code": code_hash(), "plugins": plugins,
             "python": sys.version, "site": [[p, os.stat(p).st_mtime_ns] for p in site if os.path.isdir(p)],
             "roots": [[str(root.path), root.origin] for root in roots], "config_dirs": [str(f) for f in folders],
             "files": files}
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Every file under ``folder``, through linked folders as Hydra reads them (a lab's ``conf/algo`` linked to a
+    shared folder: from a review, ``rglob`` did not enter it, and an edit there left a cached status stale), each
+    real folder once (a link back up is not followed again)."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs.sort()
+        found += [Path(top) / name for name in sorted(names) if os.path.isfile(os.path.join(top, name))]
+    return found
 
 
 def _item_doc(item) -> dict:

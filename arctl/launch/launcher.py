@@ -68,7 +68,7 @@ from arctl.launch.status_file import (
     write_status,
 )
 from arctl.launch.workspace import Workspace, run_paths, workdir_arg
-from arctl.track.identity import API_KEY_ENV, is_secret_name
+from arctl.track.identity import API_KEY_ENV, W_AND_B_OWN, is_secret_name, wandb_dir
 from arctl.track.phase import queued_phase, waiting_phase, write_phase
 
 
@@ -682,8 +682,8 @@ def written_places(starting: list[LaunchItem], workspace: Workspace, executor: s
     submitit's and SLURM's job files), the local queue's ``local-slots/`` and this host's folder in it (slot files
     and waiting markers), and each run folder that is there (a resume's, a rerun's), with the folders directly in it: its files are
     rewritten by renames (config.yaml, status.json, metrics.jsonl...), a resume writes new files into checkpoints/,
-    wandb/ and job/, and a rerun moves checkpoints/ and wandb/ into previous/, which needs their own write
-    permission (a folder moved to another parent rewrites its ``..``), not their subfolders' (files written in place:
+    wandb/ (W&B's own wandb/ in it too) and job/, and a rerun moves checkpoints/ and wandb/ into previous/, which
+    needs their own write permission (a folder moved to another parent rewrites its ``..``), not their subfolders' (files written in place:
     none, a local queue's slot files are locked read-only where they cannot be written). From a review: every
     folder at any depth was asked, so a checkpoint a user kept write-protected (``checkpoints/best``, ``chmod -R
     a-w``) refused the resume that an older arctl ran, which never writes there."""
@@ -705,6 +705,10 @@ def written_places(starting: list[LaunchItem], workspace: Workspace, executor: s
             places.append(run_dir)
             with suppress(OSError):
                 places += sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.is_symlink())
+            # and W&B's own folder in the run's W&B folder: each attempt makes its run folder there, and a restart
+            # moves it to wandb-discarded/ (from a review: a write-protected wandb/wandb passed the check and the job
+            # failed as it started)
+            places.append(wandb_dir(run_dir) / W_AND_B_OWN)
     return [place for place in dict.fromkeys(places) if place.exists()]
 
 

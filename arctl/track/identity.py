@@ -354,6 +354,15 @@ def _name(given: Any, config: dict, arm_default: Any, evaluates: bool) -> Any:
     return given
 
 
+def wandb_dir(run_dir) -> Path:
+    """The W&B folder of the run in ``run_dir``: ``run_dir/wandb`` (``dir`` of ``wandb.init``; W&B writes each
+    attempt's files in its own ``wandb/`` folder inside it, ``offline-run-<time>-<id>/``)."""
+    return Path(run_dir) / "wandb"
+
+
+W_AND_B_OWN = "wandb"  # the folder W&B makes inside the ``dir`` it is given (:func:`wandb_dir`), for its run folders
+
+
 @dataclass(frozen=True)
 class WandbIdentity:
     """Who the run is in W&B, as ``config`` says (values as the config gives them: the ``env``
@@ -395,8 +404,8 @@ class WandbIdentity:
 
     @property
     def dir(self) -> Path:
-        """``run_dir/wandb``."""
-        return Path(self.run_dir) / "wandb"
+        """``run_dir/wandb`` (:func:`wandb_dir`)."""
+        return wandb_dir(self.run_dir)
 
     def init_kwargs(self, config: dict, job_type: str = "train") -> dict:
         """The ``wandb.init`` keyword arguments (``config``: the W&B config of the run)."""

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 from arctl.track.identity import RESUME, WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
+from arctl.track.identity import wandb_dir as identity_wandb_dir
 from arctl.track.metrics_schema import STEP_KEY
 
 DEFAULT_FLUSH_INTERVAL_S = 2.0
@@ -169,7 +170,7 @@ def repair_history(config: dict, run_dir: str | Path, resume_at: int | None, his
     ``wandb.mode=disabled``, or their service wrote none) the kept rows are logged into a new run: had
     they not been, the history would start after the checkpoint (from a hunt: steps 1..checkpoint lost
     on a resume that turned W&B on, though ``metrics.jsonl`` had them)."""
-    wandb_dir = Path(run_dir) / "wandb"
+    wandb_dir = identity_wandb_dir(run_dir)
     if (config.get("wandb") or {}).get("mode") == "disabled":
         return
     if not any(wandb_dir.rglob("run-*.wandb")) and (resume_at is None or not history):

@@ -419,3 +419,22 @@ def test_the_cache_key_holds_an_installed_backends_code_and_scale_profiles(tmp_p
     code = site / "arctl_fake_backend" / "__init__.py"
     code.write_text(code.read_text() + "\n# edited\n")
     assert key()["plugins"] != edited["plugins"]
+
+
+def test_the_cache_key_reads_the_files_of_a_linked_conf_folder(tmp_path):
+    """From a third review: a lab's conf/algo linked to a shared folder was not walked (rglob does not enter a
+    linked folder, Hydra reads through it), so an edit there left a cached status stale; a link back up is
+    walked once."""
+    from arctl.cli.launching import _files_under
+
+    shared = tmp_path / "shared" / "algo"
+    shared.mkdir(parents=True)
+    (shared / "mygrpo.yaml").write_text("x: 1\n")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "algo").symlink_to(shared, target_is_directory=True)
+    (conf / "top.yaml").write_text("y: 2\n")
+    (shared / "up").symlink_to(conf, target_is_directory=True)  # a loop
+    found = _files_under(conf)
+    assert conf / "algo" / "mygrpo.yaml" in found and conf / "top.yaml" in found
+    assert len(found) == len(set(map(lambda p: p.resolve(), found))) == 2

@@ -246,3 +246,25 @@ def test_a_write_protected_folder_inside_a_runs_checkpoints_does_not_refuse_its_
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(ws.root)], check=False)
         shutil.rmtree(ws.root, ignore_errors=True)
+
+
+@as_another_member
+def test_a_write_protected_wandb_folder_of_wandbs_own_refuses_the_resume(specs, tmp_path):
+    """From a third review: W&B's own folder in the run's W&B folder (``wandb/wandb``), where each attempt makes its
+    run folder and which a restart moves aside, is two levels down: asked too, so its refusal comes before the job
+    fails as it starts."""
+    from arctl.track.identity import W_AND_B_OWN, wandb_dir
+
+    ws, a, b, c = _workspace(tmp_path)
+    own = wandb_dir(ws.run_dir(b)) / W_AND_B_OWN
+    try:
+        own.mkdir(parents=True, exist_ok=True)
+        os.chmod(own, 0o555)
+        for dry in (["--dry-run"], []):
+            proc = _arctl_as_other_member("resume", b, "--workdir", str(ws.root), "--executor", "debug", *dry)
+            assert proc.returncode == 2, (proc.stdout, proc.stderr)
+            assert f"cannot write {own}: it is root's own" in proc.stderr and "chmod u+w" in proc.stderr, proc.stderr
+        assert _rows(ws)[b][0] == states.FAILED
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(ws.root)], check=False)
+        shutil.rmtree(ws.root, ignore_errors=True)
