@@ -904,7 +904,9 @@ class ComposedCache:
 
     def __init__(self, name: str, workspace) -> None:
         self.name = name
-        self.folder = workspace.root / ".arctl-cache" / SWEEP_CACHE
+        from arctl.track.runs.cache import WORKSPACE_CACHE
+
+        self.folder = workspace.root / WORKSPACE_CACHE / SWEEP_CACHE
         self._inputs: dict | None = None
 
     def items(self, how: str, scale: str | None, seeds: list[int], compose) -> list:

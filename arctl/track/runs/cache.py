@@ -32,6 +32,7 @@ from arctl.track.metrics_schema import STEP_KEY
 CACHE_VERSION = 8  # 8: a resumed attempt without its run record ordered by its folder's time, live files' cut tails; 7: `recorded`, the config's top-level keys a job recorded in W&B (not config.yaml); 5: a logged NaN is a value (a group file's rows are the logged ones); 6: generations
 GENERATION = r"[0-9a-f]{12}"  # a write's token in its files' names (uuid4 hex)
 STALE_GENERATION_S = 600.0  # another generation's files older than this are removed (no reader still holds them)
+WORKSPACE_CACHE = ".arctl-cache"  # a workspace's cache folder: parsed runs (runs/), W&B online runs (wandb/), sweeps' cells
 CONFIGS = "configs"  # the cache's folder of parsed config.yaml files (:func:`cached_config`)
 CONFIG_VERSION = 1
 # a config.yaml changed this recently is not cached: a file rewritten in place within one tick of the kernel's coarse

@@ -12,7 +12,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from arctl.track.run_data import RunData
-from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
+from arctl.track.runs.cache import CACHE_VERSION, WORKSPACE_CACHE, _cached_meta, _write_cache
 from arctl.track.runs.discover import (
     RunReadWarning,
     RunSource,
@@ -38,7 +38,7 @@ def workspace_cache(workdir: Path, *, probe: bool = True) -> Path:
 
     from arctl.config.files import cache_root, writable_dir
 
-    cache = workdir / ".arctl-cache" / "runs"
+    cache = workdir / WORKSPACE_CACHE / "runs"
     if writable_dir(cache) if probe else cache.is_dir():
         return cache
     return cache_root() / "runs" / hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
@@ -61,7 +61,7 @@ def _usable_cache(workdir: Path) -> Iterator[Path]:
     from rich.markup import escape
 
     Console(stderr=True).print(
-        "[yellow]note[/]: " + escape(f"neither the workspace's cache ({workdir / '.arctl-cache'}) nor the user cache "
+        "[yellow]note[/]: " + escape(f"neither the workspace's cache ({workdir / WORKSPACE_CACHE}) nor the user cache "
                                      f"({cache_root()}) can be written ({problem}): the runs are read into a temporary "
                                      f"one, parsed again each time; set {CACHE_ENV} to a folder you can write to keep "
                                      "it"), highlight=False, soft_wrap=True)

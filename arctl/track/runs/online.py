@@ -8,7 +8,7 @@ from pathlib import Path
 
 from arctl.track.identity import wandb_generation
 from arctl.track.run_data import RunData
-from arctl.track.runs.cache import CACHE_VERSION, _cached_meta, _write_cache
+from arctl.track.runs.cache import CACHE_VERSION, WORKSPACE_CACHE, _cached_meta, _write_cache
 from arctl.track.runs.discover import run_identity
 from arctl.track.runs.pool import _progress
 from arctl.track.runs.stitch import nonfinite_notes, stitch_logged
@@ -47,7 +47,7 @@ def _online_cache_dir(project: str) -> Path:
     from arctl.config.files import workdir_path
 
     base = workdir_path()
-    return base / ".arctl-cache" / "wandb" / project.replace("/", "__")
+    return base / WORKSPACE_CACHE / "wandb" / project.replace("/", "__")
 
 
 def _load_online(project: str, filters, exp_set, cache_dir, progress, api, serves=None) -> list[dict]:
