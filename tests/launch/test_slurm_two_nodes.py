@@ -331,7 +331,7 @@ def test_verls_real_loop_trains_with_one_actor_worker_on_each_node(two_nodes, tm
     (run,) = json.loads(out.stdout)["submitted"]
     run_dir = Path(run["run_dir"])
     record = waiter(lambda: (r := _status(statuses, ws))["state"] in TERMINAL and r, 540, "verl's loop over two nodes to end")
-    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    logs = cli("logs", run["run_id"], "--workdir", str(ws), "--tail", "0").stdout
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{logs[-6000:]}")
     # an FSDP world of two, one rank on each node (host names are the nodes' own: UTS namespaces)

@@ -111,7 +111,10 @@ def test_verls_loop_trains_stops_resumes_and_evaluates_on_a_cpu(inputs, tmp_path
         return record["state"] in ("COMPLETED", "FAILED") and record
 
     record = waiter(done, 420, "the requeued attempt to finish")
-    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    # every line: a requeued job appends to its log files, and the stop line of attempt 1 fell outside the last 200
+    # (the default --tail) when attempt 2 wrote more progress-bar pieces (CI of 5cacb4e, 2026-12-06: 322 pieces in
+    # the .err file, the stop line the 114th)
+    logs = cli("logs", run["run_id"], "--workdir", str(ws), "--tail", "0").stdout
     if record["state"] != "COMPLETED":
         pytest.fail(f"{record['state']}: {record['error']}\n{logs[-4000:]}")
     assert record["job_id"] == run["job_id"] and record["step"] == 3  # requeued by SLURM, not resubmitted

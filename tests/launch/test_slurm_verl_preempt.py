@@ -77,7 +77,7 @@ def test_usr1_mid_step_abandons_it_requeues_and_resumes_at_the_last_checkpoint(t
     assert progress["resumed_from"] == 2  # step 3 was abandoned: the attempt resumed at the last checkpoint
     ckpt = run_dir / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "4"
-    logs = cli("logs", run["run_id"], "--workdir", str(ws)).stdout
+    logs = cli("logs", run["run_id"], "--workdir", str(ws), "--tail", "0").stdout
     assert "abandoning it" in logs and "resumes from its last checkpoint" in logs
     # the requeue's TERM stopped the job's Ray at once: Ray 2.60 logs this line when it drains its node
     # on SIGTERM instead (up to 30 s, until SLURM's KillWait sent SIGKILL)
