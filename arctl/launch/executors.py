@@ -155,6 +155,11 @@ SBATCH_VALUED = frozenset("""
     mincpus network nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket
     open-mode output partition power prefer priority profile qos reservation signal sockets-per-node switches
     thread-spec threads-per-core time time-min tmp uid wait-all-nodes wckey wrap""".split())
+# sbatch's other documented long options (SLURM 22.05): no value, or an optional one. A bare word that is neither these
+# nor :data:`SBATCH_VALUED`'s but begins one of the latter is an abbreviation sbatch reads as it (--comm: --comment)
+SBATCH_FLAGS = frozenset("""
+    contiguous exclusive get-user-env help hold ignore-pbs nice no-kill no-requeue overcommit oversubscribe parsable
+    propagate quiet reboot requeue spread-job test-only usage use-min-nodes verbose version wait""".split())
 # sbatch options arctl sets itself (or that would break what it relies on): the key to use instead, or why not
 ARCTL_SBATCH = {  # (resources, e.g. --gres, --mem=0, --gpus-per-node=a100:8, replace arctl's line: allowed)
     "time": "use cluster.time_min (the preemption warning is placed before it)",
@@ -250,6 +255,12 @@ def sbatch_options(raw) -> list[tuple[str, str | None]]:
             if not eq and not value and name in SBATCH_VALUED:
                 raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: --{name} needs a value — write '--{name}=VALUE' "
                                   "(sbatch would take the next #SBATCH line's option as its value)")
+            meant = sorted(v for v in SBATCH_VALUED if v.startswith(name)) if name not in SBATCH_FLAGS else []
+            if not eq and not value and meant:  # (from a review: --comm ate the next line as --comment's value)
+                of = f"--{meant[0]}" if len(meant) == 1 else "one of " + ", ".join(f"--{v}" for v in meant)
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: sbatch reads --{name} as an abbreviation (of "
+                                  f"{of}, which need{'s' if len(meant) == 1 else ''} a value) — write the option in full with its value, "
+                                  f"'--{meant[0]}=VALUE' (sbatch would take the next #SBATCH line's option as its value)")
             options.append((name, value if eq or value else None))
             continue
         if not re.match(r"-[A-Za-z]", word):

@@ -19,7 +19,14 @@ import slurm_shims  # tests/support/slurm_shims.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
-from arctl.launch.executors import SBATCH_SHORT, SBATCH_VALUED, LaunchError, render_sbatch, slurm_parameters
+from arctl.launch.executors import (
+    SBATCH_FLAGS,
+    SBATCH_SHORT,
+    SBATCH_VALUED,
+    LaunchError,
+    render_sbatch,
+    slurm_parameters,
+)
 
 CLUSTER = {"executor": "slurm", "partition": "gpu", "nodes": 1, "gpus_per_node": 0, "cpus_per_task": 4,
            "time_min": 60, "preempt_warning_s": 30}
@@ -86,6 +93,11 @@ def test_a_gres_request_in_quotes_is_read_for_its_gpu_count():
     ("#SBATCH --reservation  # the lab's", "--reservation needs a value — write '--reservation=VALUE'"),
     ("--gres", "--gres needs a value — write '--gres=VALUE'"),
     ("--mail-user", "--mail-user needs a value — write '--mail-user=VALUE'"),
+    # an abbreviation of one, bare: sbatch read --comm as --comment and took the next line as its value
+    ("--comm", "sbatch reads --comm as an abbreviation (of --comment, which needs a value) — write the option in full "
+               "with its value, '--comment=VALUE'"),
+    ("#SBATCH --reserv", "sbatch reads --reserv as an abbreviation (of --reservation, which needs a value)"),
+    ("--mail", "sbatch reads --mail as an abbreviation (of one of --mail-type, --mail-user, which need a value)"),
     ("--exclusive --licenses", "--licenses needs a value — write '--licenses=VALUE'"),
     ("--comment='a b", "has an unmatched ' — close the quote"),
     ("-k off", "has 'off' where sbatch expects an option"),
@@ -176,6 +188,14 @@ def test_the_table_of_options_that_need_a_value_is_the_installed_sbatchs(tmp_pat
         if f"option '--{name}' requires an argument" in said:
             required.add(name)
     assert required == SBATCH_VALUED, (sorted(required - SBATCH_VALUED), sorted(SBATCH_VALUED - required))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+def test_the_other_long_options_are_the_installed_sbatchs():
+    """The documented long options that need no value are the table's: a bare word that is neither these nor one that
+    needs a value, but begins one of those, is refused as an abbreviation."""
+    assert _long_options_documented() - SBATCH_VALUED == SBATCH_FLAGS
 
 
 @pytest.fixture
