@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import os
 import re
 import sys
@@ -230,8 +229,11 @@ def nonempty_option(*names: str, help: str, default: Any = None):  # noqa: A002 
 
 
 def print_json(data: Any) -> None:
-    """Machine-readable output: one JSON document on stdout, nothing else."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """Machine-readable output: one JSON document on stdout, nothing else; a NaN or inf is ``null``
+    (:func:`arctl.config.json_text.json_text`: a bare ``NaN`` is not JSON)."""
+    from arctl.config.json_text import json_text
+
+    sys.stdout.write(json_text(data, indent=2) + "\n")
     sys.stdout.flush()
 
 

@@ -104,6 +104,8 @@ DIRECTIONS = ("greater", "less")
 MAX_SEEDS_NEEDED = 1000
 MISSING_NOTE = "runs missing"  # the note of a test an arm of which has no run
 INTERVAL = "paired Student-t 95% interval over seeds"
+# what evaluates a run at step 0, the start of training a precondition reads (precondition_result)
+START_EVALUATION = "evaluate at step 0: verl.val_before_train=true on verl, trainer.test_freq > 0 on tiny"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,11 +566,17 @@ def interval_verdict(values: list[float], direction: str) -> tuple[float | None,
     return mean, lo, hi, INCONCLUSIVE, seeds_needed(mean, sd)
 
 
+def rounding(size: float) -> float:
+    """How far rounding can move a computed number of this size: NO_SPREAD x max(1, |size|); a difference
+    within it is 0 (:func:`no_spread`; the bound, :func:`_bound`)."""
+    return NO_SPREAD * max(1.0, abs(size))
+
+
 def no_spread(sd: float | None, mean: float | None) -> bool:
-    """Whether the seeds' values are one value (to rounding: sd <= 1e-12 x max(1, |mean|)): the
-    t statistic mean / (sd / sqrt(n)) is undefined or a rounding artefact (tied differences on an
+    """Whether the seeds' values are one value (to rounding: sd <= 1e-12 x max(1, |mean|), :func:`rounding`):
+    the t statistic mean / (sd / sqrt(n)) is undefined or a rounding artefact (tied differences on an
     accuracy grid at 2-3 seeds; one run under two names), so :func:`p_value` uses the sign test."""
-    return sd is not None and mean is not None and np.isfinite(sd) and sd <= NO_SPREAD * max(1.0, abs(mean))
+    return sd is not None and mean is not None and np.isfinite(sd) and sd <= rounding(mean)
 
 
 def sign_test_p(above: int, below: int = 0) -> float:
@@ -679,17 +687,19 @@ def correct_within_claim(tests: list[TestResult]) -> None:
             t.seeds_range = [seeds_needed(t.mean, lo_sd, k), seeds_needed(t.mean, hi_sd, k)]
         where = f"Holm-adjusted p = {p_adj:.3g} over the claim's {k} test(s)"
         if zero:
-            t.note = f"{where}; the observed mean is 0: no evidence either way"
+            said = f"{where}; the observed mean is 0: no evidence either way"
         elif not on_side:
-            t.note = (f"{where}; the observed mean ({t.mean:+.4g}) is on the other side of 0, within its noise: "
-                      "no evidence either way")
+            said = (f"{where}; the observed mean ({t.mean:+.4g}) is on the other side of 0, within its noise: "
+                    "no evidence either way")
         elif t.seeds_needed:
             rng = t.seeds_range or [None, None]
             span = f" ({rng[0] or '?'}-{rng[1] or f'>{MAX_SEEDS_NEEDED}'} over the sd's 80% interval)"
-            t.note = (f"{where}; underpowered: about {t.seeds_needed} seeds would give 80% power at the "
-                      f"observed mean and spread{span}")
+            said = (f"{where}; underpowered: about {t.seeds_needed} seeds would give 80% power at the "
+                    f"observed mean and spread{span}")
         else:
-            t.note = f"{where}; underpowered: more than {MAX_SEEDS_NEEDED} seeds at the observed mean and spread"
+            said = f"{where}; underpowered: more than {MAX_SEEDS_NEEDED} seeds at the observed mean and spread"
+        # what the test said of its seeds (one left out for NaN, ...) stays: from a hunt, it was replaced
+        t.note = said + (f"; {t.note}" if t.note else "")
 
 
 @dataclass
@@ -704,10 +714,13 @@ class RunView:
     evals: dict  # step -> {metric: value} for the anytime/final accuracy keys (the bound)
     eval_budgets: int | None  # m of the anytime accuracy's uniform prior (len of config eval.budgets)
     grid_budgets: int | None
-    first: dict = field(default_factory=dict)  # metric -> value at the run's first evaluation (the start of training)
+    first: dict = field(default_factory=dict)  # metric -> value at the run's first evaluation (at first_step)
     compute_key: str | None = None  # what the run computes, names aside (arms with the same key are one config)
     # what it computes: its config columns, names aside (arctl.report.cells.computed_items); {} where unknown
     config: dict = field(default_factory=dict, repr=False, compare=False)
+    # the step of the first evaluation: a precondition reads ``first`` only where it is 0, the start of training
+    # (:func:`precondition_result`); None: the run logged no evaluation
+    first_step: int | None = 0
 
 
 def _label(arm: str) -> str:
@@ -796,7 +809,11 @@ def evaluate_test(test: Test, spec: ClaimsSpec, runs: list[RunView], missing_com
         seeds = sorted(set(by.get(test.a, {})) & set(by.get(test.b, {})))
         for s in seeds:
             (va, vb), cut = paired_stats(stat, [by[test.a][s].final, by[test.b][s].final], kept[test.stat])
-            per_seed[s] = {"a": va, "b": vb, "value": va - vb}
+            if not np.isfinite(va - vb):  # no difference; each arm's own number as it is (a NaN run beside a finite one)
+                va, vb = (run_stat(stat, by[x][s].final, kept[test.stat]) for x in (test.a, test.b))
+                per_seed[s] = {"a": va, "b": vb, "value": float("nan")}
+            else:
+                per_seed[s] = {"a": va, "b": vb, "value": va - vb}
             narrowed += [s] * cut
     elif test.kind == "sign":  # the mean over every listed arm: only seeds all of them have, none while one is missing
         seeds = sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))) if not missing else []
@@ -879,7 +896,10 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
                         j_any, j = vals.get(eval_key(key_any, ds)), vals.get(eval_key(key_fin, ds))
                         if j_any is None or j is None or not m:
                             continue
+                        # a side within rounding of 0 holds: J_anytime is logged as sum(acc) / m, which on a flat
+                        # curve can be an ulp above J itself (from a hunt: 3/30 at 32 budgets "failed" claim 8)
                         left, right = j - j_any, j_any * m - j
+                        left, right = (0.0 if abs(x) <= rounding(size) else x for x, size in ((left, j), (right, j_any * m)))
                         checked += 1
                         bad = left < 0 or right < 0
                         violations += bad
@@ -891,8 +911,8 @@ def _bound(test: Test, by: dict, label: str, missing: list[str], commands: list[
         verdict, note = INCONCLUSIVE, "no evaluation with both the anytime and the final accuracy"
     else:
         verdict = HOLDS if violations == 0 else FAILS
-        note = (f"{checked} evaluations checked, {violations} violate it; smallest J - J_anytime = {worst_left:+.4f}, "
-                f"smallest J_anytime/P_m - J = {worst_right:+.4f}. A sanity check of the logged numbers, not evidence "
+        note = (f"{checked} evaluations checked, {violations} violate it; smallest J - J_anytime = {worst_left:+.4g}, "
+                f"smallest J_anytime/P_m - J = {worst_right:+.4g}. A sanity check of the logged numbers, not evidence "
                 "for the method: the right side holds for any non-negative reward; the left side holds when "
                 "accuracy at the largest budget is at least its mean over the budgets")
     return TestResult("bound", label, list(test.arms), None, "greater", per_seed, checked,
@@ -923,12 +943,22 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     side it fails, across 0 it is not established (INCONCLUSIVE; the claim is not testable here either way).
     Where there is one measurement (one seed, or every seed the same number: one shared warm-up evaluated on
     the same problems), its value decides, and the note says so. Seeds whose first evaluation lacks it are
-    named."""
+    named, and so are seeds a run of which first evaluated after training began (``first_step`` > 0: verl
+    with ``verl.val_before_train=false``): a trained model's number is not the start's, so they are
+    unmeasured, with the step and the setting that evaluates at step 0 (from a hunt: claim 7's precondition
+    was read at step 20 and labelled the start of training)."""
+    from arctl.config.ranges import seeds_text
+
     stat = spec.stats[test.stat]
     by = _by_arm_seed(runs)
     per_seed = {}  # as a sign test: the mean over every listed arm, on the seeds all of them have
     unmeasured = []
+    late: dict[int, list[int]] = {}  # the step of a first evaluation after training began -> its seeds
     for s in sorted(set.intersection(*(set(by.get(a, {})) for a in test.arms))):
+        steps = [by[a][s].first_step for a in test.arms]
+        if any(step for step in steps):  # (None: no evaluation, 0: the start)
+            late.setdefault(max(step or 0 for step in steps), []).append(int(s))
+            continue
         vals, _ = paired_stats(stat, [by[a][s].first for a in test.arms])
         if all(np.isfinite(vals)):
             per_seed[int(s)] = {"value": float(np.mean(vals))}
@@ -940,7 +970,11 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
     verdict = INCONCLUSIVE if mean is None else (HOLDS if sign * mean > 0 else FAILS)
     label = "at the start of training: " + _test_label(test, spec)
     lacking = [a for a in test.arms if a not in by]
-    note = (f"runs missing: {', '.join(lacking)}" if lacking else "no run logged it at its first evaluation") \
+    at = (f"at step {next(iter(late))}" if len(late) == 1 else
+          "at " + "; ".join(f"step {step} (seed(s) {seeds_text(seeds)})" for step, seeds in sorted(late.items())))
+    started = "" if not late else (f"seed(s) {seeds_text(sorted(sum(late.values(), [])))} left out: their first "
+                                   f"evaluation is {at}, after training began, not at its start ({START_EVALUATION})")
+    note = (f"runs missing: {', '.join(lacking)}" if lacking else started or "no run logged it at its first evaluation") \
         if mean is None else f"measured {mean:+.4g} over {len(values)} seed(s)"
     low = high = None
     if len(values) == 1:
@@ -956,9 +990,9 @@ def precondition_result(test: Test, spec: ClaimsSpec, runs: list[RunView]) -> Te
         if verdict == INCONCLUSIVE:
             note += ": not established (the interval reaches 0)"
     if unmeasured:
-        from arctl.config.ranges import seeds_text
-
         note += f"; seed(s) {seeds_text(unmeasured)} left out (no finite value at the first evaluation)"
+    if late and (mean is not None or lacking):
+        note += f"; {started}"
     return TestResult("precondition", label, list(test.arms), test.stat, test.direction, per_seed, len(values),
                       mean, low, high, verdict, note=note, unit=stat.unit)
 
@@ -1098,8 +1132,10 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
     # the start of training: every evaluation metric of the run's first evaluation step (not each
     # metric's first value: the final grid's budgets are logged only at the last step)
     ev = h[h["metric"].str.startswith("eval/")]
-    head = ev[ev["step"] == ev["run_id"].map(ev.groupby("run_id")["step"].min())]
+    first_steps = ev.groupby("run_id")["step"].min()
+    head = ev[ev["step"] == ev["run_id"].map(first_steps)]
     firsts = {rid: dict(zip(g["metric"], g["value"])) for rid, g in head.groupby("run_id", sort=False)}
+    first_steps = {str(rid): int(step) for rid, step in first_steps.items()}
     names = ev["metric"].str.extract(r"^eval/[^/]+/(?P<name>.+?)@(?P<b>\d+)$")
     diag = ev[names["name"].str.startswith((CORR_PREFIX, NVAR_PREFIX), na=False)].assign(budget=names["b"])
     diag_rows = dict(tuple(diag.groupby("run_id", sort=False)))
@@ -1125,7 +1161,7 @@ def run_views(history, runs_table, scale: str | None = None, compose=None,
         view = RunView(rid, str(rec.get("experiment", "")), str(rec.get("arm", "")), int(seed), final,
                        evals.get(rid, {}), n_eval,
                        _count(rec.get("config.eval.grid")), firsts.get(rid, {}), _compute_key(rec),
-                       computed_items(rec))
+                       computed_items(rec), first_steps.get(rid))
         out.append(view)
         # a run shared with an arm of another name (the same config: AR-base is GRPO+BRPO+decoupled)
         # is that arm's run too, where that cell as composed now (``compose``, :func:`arctl.report.cells.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import os
 import platform
@@ -18,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.config.json_text import json_text
 from arctl.launch.provenance import code_history, code_version, same_code, started_other_code
 from arctl.report.claims import (
     CURVE_AXES,
@@ -419,7 +419,7 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
     report.outputs = [out / "claims.json", out / "claims.md", out / "claims.html"]
     # the three texts of one check, or (a Ctrl-C while the HTML's figures render) the previous three: from a
     # hunt, claims.json and .md of one run stood beside claims.html of the run before
-    texts = [json.dumps(report.to_json(files=True), indent=1, default=_json_default), to_markdown(report), to_html(report)]
+    texts = [json_text(report.to_json(files=True), indent=1), to_markdown(report), to_html(report)]
     with outputs or Outputs() as outputs:
         for path, text in zip(report.outputs, texts):
             outputs.write_text(path, text)
@@ -525,12 +525,6 @@ def other_code_warning(provenances: dict[str, dict]) -> str | None:
             f"started after an edit of arctl), e.g. {run_id}: submitted with {_code_text(submitted, started)}, "
             f"started with {_code_text(started, submitted)} (the runs table names each run's code); their numbers are read together with the "
             "others'")
-
-
-def _json_default(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    return str(o)
 
 
 # ---------------------------------------------------------------------------------------------

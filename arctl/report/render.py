@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.compose.report_specs import spec_builder
+from arctl.config.json_text import json_text
 from arctl.report import cov_variance, score_curve, tables, training_curves, tree_mask
 from arctl.report.data import ReportData, read_report_runs
 from arctl.report.errors import ReportError
@@ -116,11 +116,11 @@ def _write_runs_used(out_dir: Path, name: str, data: ReportData | None, outputs:
     runs = runs_used(data)
     # the workspace relative to the report's folder (style.path_from): the same bytes however --workdir was typed
     source = (path_from(out_dir, data.workdir) if data.workdir is not None else data.source) if data else None
-    text = json.dumps({"source": source, "runs": runs,
-                       "missing_experiments": data.missing if data else [],
-                       "missing_arms": data.missing_arms if data else [],
-                       "unread_experiments": data.unread if data else [],
-                       "waiting": data.waiting if data else []}, indent=1, default=str)
+    text = json_text({"source": source, "runs": runs,
+                      "missing_experiments": data.missing if data else [],
+                      "missing_arms": data.missing_arms if data else [],
+                      "unread_experiments": data.unread if data else [],
+                      "waiting": data.waiting if data else []}, indent=1)
     return outputs.write_text(out_dir / f"{name}.runs.json", text)
 
 

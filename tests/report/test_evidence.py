@@ -88,14 +88,15 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("folder", [p for p in EXPORTS if (p / "claims.json").is_file()],
                          ids=[p.name for p in EXPORTS if (p / "claims.json").is_file()])
 def test_the_committed_claims_follow_from_the_committed_runs(folder, tmp_path):
-    from arctl.report.claims_render import _json_default, build_claims_report
+    from arctl.config.json_text import json_text
+    from arctl.report.claims_render import build_claims_report
 
     committed = json.loads((folder / "claims.json").read_text())
     work = tmp_path / folder.name  # the report caches what it reads beside the runs: not in the checkout
     shutil.copytree(folder / "runs", work / "runs")
     report = build_claims_report(sweeps=committed["meta"]["sweeps"], scale=committed["meta"].get("scale"), workdir=work, out_dir=tmp_path / "out",
                                  progress=False, processes=1)
-    fresh = json.loads(json.dumps(report.to_json(), default=_json_default))  # as claims.json has it: keys as text
+    fresh = json.loads(json_text(report.to_json()))  # as claims.json has it: keys as text
     assert sorted(r["run_id"] for r in fresh["runs"]) == sorted(r["run_id"] for r in committed["runs"])
     for old, new in zip(committed["claims"], fresh["claims"], strict=True):
         assert (new["id"], new["verdict"]) == (old["id"], old["verdict"])
