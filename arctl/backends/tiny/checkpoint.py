@@ -15,6 +15,7 @@ used if it loads.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -134,6 +135,19 @@ def _problem(path: Path) -> str | None:
     if file_sha256(path) != recorded["sha256"]:
         return "its bytes do not match the checksum written with it"
     return None
+
+
+def weights_sha256(model_state: dict) -> str:
+    """sha256 of a model's weights (a state dict): each tensor's name, dtype, shape and bytes, in name order. The
+    identity of the weights themselves, not of a checkpoint file (which also holds the optimizer, the RNG states
+    and the W&B id, and so differs between two runs that trained the same weights: from a hunt, a --force rerun
+    of a source with bit-identical weights left its KL dependents unable to resume)."""
+    digest = hashlib.sha256()
+    for name in sorted(model_state):
+        tensor = model_state[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def load_checkpoint(path: Path) -> dict:

@@ -38,11 +38,14 @@ from arctl.backends.tiny.checkpoint import (
     newest_intact,
     restore,
     save_checkpoint,
+    weights_sha256,
 )
 from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
+from arctl.backends.tiny.model import build_model, model_config
 from arctl.backends.tiny.rollout import LogitsNotFinite, Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
-from arctl.backends.tiny.tasks import target_word
+from arctl.backends.tiny.tasks import target_word, toy_task
+from arctl.backends.tiny.tokenizer import build_tokenizer
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import (
     WarmupInterrupted,
@@ -89,16 +92,25 @@ def train(config: dict, run_dir: Path, stop_event: threading.Event | None = None
 def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> str:
     seed = run.seed
 
-    # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace)
-    try:
-        model, tok, warm = warmup_model(
-            config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
-            should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
-        )
-    except Exception as err:
-        if (full := full_disk(err, warmup_dir(config))) is not None:
-            raise full from err
-        raise
+    # 1. the warmed-up model shared by every arm and seed (trained once, cached in the workspace); a run that
+    # starts from another run's weights (trainer.init_from) needs none of it: its model and the toy tokenizer are
+    # built from its config, its weights are that run's (or its own checkpoint's), and its warm-up record is
+    # that run's (from a hunt: each such run first loaded or trained the warm-up of its own config, which it
+    # threw away, 16-24 min where none was cached, and only then failed on a model of another shape)
+    init_dir = Path(config["init_dir"]) if config.get("init_dir") else None
+    if init_dir is not None:
+        model, tok = run_model(config)
+        warm = source_warmup(init_dir)
+    else:
+        try:
+            model, tok, warm = warmup_model(
+                config, run_dir, lambda m, t: budget_accuracy(m, t, config, run.warmup_eval_problems),
+                should_stop=stop.is_set, on_phase=lambda text: write_phase(run_dir, text),
+            )
+        except Exception as err:
+            if (full := full_disk(err, warmup_dir(config))) is not None:
+                raise full from err
+            raise
     objective = Objective.from_config(config)
     inserted = InsertedTokens.from_tokenizer(tok, objective.summary.inserted)
     optimizer = torch.optim.AdamW(
@@ -114,8 +126,11 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     start, wandb_id, resume_at = 0, None, None
     found = newest_intact(run_dir)  # checksums verified; a damaged newest one is skipped, with a warning
     found, gap = covered(config, run, run_dir, found)  # one whose steps' rows were lost in a crash, too
+    init = None
+    if found.state is None and init_dir is not None:  # trainer.init_from: that run's final weights, shapes checked
+        init = start_from_run(model, init_dir, config)
     # the KL term's reference (optim.kl_coef > 0): the weights RL starts from, taken before the checkpoint's
-    reference = (reference_model(model, config.get("init_dir"), run_dir, resumed=found.state is not None)
+    reference = (reference_model(model, init_dir, run_dir, resumed=found.state is not None)
                  if objective.loss.kl_coef else None)
     if found.state is not None:
         state = restore(found.state, model, optimizer, generator)
@@ -126,11 +141,10 @@ def _train(config: dict, run: TinyRun, run_dir: Path, stop: threading.Event) -> 
     for note in notes:
         print(f"tiny: WARNING {note}", flush=True)
     scan_warning(run_dir, notes)
-    if found.state is None and config.get("init_dir"):  # trainer.init_from: that run's final weights
-        init = start_from_run(model, Path(config["init_dir"]))
+    if init is not None:
         atomic_write(run_dir / INIT_RECORD, json.dumps(init, indent=1))
         print(f"tiny: {run.experiment}/{run.arm} starts from run {init['run_id']} (step {init['step']}, "
-              f"weights sha256 {init['sha256'][:12]})", flush=True)
+              f"weights sha256 {init['weights_sha256'][:12]})", flush=True)
     first = first_warmup(run_dir, warm, config, resumed=found.state is not None)  # before kept_rows rewrites a file
     history = kept_rows(run_dir, resume_at)
     if resume_at is None and any(row[ms.STEP_KEY] == 0 for row in history):
@@ -481,42 +495,127 @@ WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accu
 INIT_RECORD = "init.json"
 
 
-def start_from_run(model: torch.nn.Module, init_dir: Path) -> dict:
+def run_model(config: dict) -> tuple[torch.nn.Module, object]:
+    """The model of ``config["model"]`` and the toy task's tokenizer, built as the warm-up builds them
+    (:func:`arctl.backends.tiny.warmup._train_into`), its weights a random init that the caller replaces: the
+    model of a run that starts from another run's weights (``trainer.init_from``), which takes nothing else
+    from the warm-up (the tokenizer is the task vocabulary's, the same ids as the cached copy's)."""
+    tok = build_tokenizer(toy_task(config["tiny"]["task"]).vocabulary())
+    model = build_model(model_config(config["model"], len(tok), tok.pad_token_id, tok.eos_token_id), 0)
+    return model.eval(), tok
+
+
+def source_warmup(init_dir: Path) -> dict:
+    """The warm-up record of a run that starts from the run in ``init_dir``: that run's (its ``warmup.json``,
+    for a chain its own source's), the warm-up its weights come from; empty where it has none."""
+    try:
+        record = json.loads((Path(init_dir) / WARMUP_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def check_shapes(model: torch.nn.Module, weights: dict, source: str, init_dir: Path | None = None,
+                 config: dict | None = None) -> None:
+    """ValueError (one line) where ``weights`` (another run's, described by ``source``) do not fit ``model``: the
+    first tensor whose shape differs, both shapes, and the ``model.*`` keys whose values differ from that run's
+    (its ``init_dir/config.yaml``), instead of torch's many-line size mismatch after a warm-up (from a hunt)."""
+    mine = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in weights.items()}
+    if mine == theirs:
+        return
+    differ = [k for k in mine if k in theirs and mine[k] != theirs[k]]
+    if differ:
+        what = (f"{differ[0]} is {list(theirs[differ[0]])} there and {list(mine[differ[0]])} here"
+                + (f", and {len(differ) - 1} other tensors differ" if len(differ) > 1 else ""))
+    else:
+        extra, lacking = sorted(set(theirs) - set(mine)), sorted(set(mine) - set(theirs))
+        what = "; ".join(part for part in (
+            f"{len(extra)} of its tensors are not in this run's model (e.g. {extra[0]})" if extra else "",
+            f"this run's model has {len(lacking)} tensors they lack (e.g. {lacking[0]})" if lacking else "") if part)
+    import yaml
+
+    keys = ""
+    try:
+        there = (yaml.safe_load((Path(init_dir) / "config.yaml").read_text()) or {}).get("model") or {}
+        here = (config or {}).get("model") or {}
+        keys = ", ".join(f"model.{k}={there.get(k)} there, {here.get(k)} here" for k in sorted(set(there) | set(here))
+                         if there.get(k) != here.get(k))
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+        pass  # (no config.yaml beside its weights: the shapes alone say it)
+    raise ValueError(f"tiny backend: {source} do not fit this run's model: {what}"
+                     + (f"; {keys}" if keys else "") + " — give this run that run's model section, or start it "
+                     "from a run of this model")
+
+
+def start_from_run(model: torch.nn.Module, init_dir: Path, config: dict | None = None) -> dict:
     """Load the final weights of the run in ``init_dir`` (``trainer.init_from``: its newest intact
-    checkpoint, which for a completed run is its last step) into ``model``; the optimizer, the RNG
-    streams and the step count stay this run's own. Returns what was loaded (run id, step, the
-    checkpoint file and its sha256), which the run keeps in ``init.json``."""
+    checkpoint, which for a completed run is its last step) into ``model``, their shapes checked first
+    (:func:`check_shapes`); the optimizer, the RNG streams and the step count stay this run's own. Returns what
+    was loaded (run id, step, the checkpoint file, its sha256 and the sha256 of its weights,
+    :func:`arctl.backends.tiny.checkpoint.weights_sha256`), which the run keeps in ``init.json``."""
+    init_dir = Path(init_dir)
     found = newest_intact(init_dir)
     if found.state is None:
         raise ValueError(f"tiny backend: run {init_dir.name} has no checkpoint to start from ({init_dir})")
     if found.skipped:  # its final weights are damaged: an earlier step's are other weights (from a review)
         raise ValueError(f"tiny backend: run {init_dir.name}'s final weights cannot be started from: "
                          f"{found.warning()} — restore its checkpoint or rerun it ({init_dir})")
+    check_shapes(model, found.state["model"], f"the weights of run {init_dir.name} (step {found.state['step']}, "
+                 f"{found.path})", init_dir, config)
     model.load_state_dict(found.state["model"])
     return {"run_id": init_dir.name, "step": int(found.state["step"]), "checkpoint": str(found.path),
-            "sha256": file_sha256(found.path)}
+            "sha256": file_sha256(found.path), "weights_sha256": weights_sha256(found.state["model"])}
+
+
+def started_from(init: dict, init_dir: Path, run_dir: Path | None = None) -> tuple[Path, dict]:
+    """The checkpoint a resumed run started from (its ``init.json``: ``init``), as (path, state): the file of that
+    name in the source's ``checkpoints/`` (the folder as this run finds it now, ``init_dir``: a moved workspace,
+    another host's mount) or, where that holds other weights (the source was rerun since: ``--force`` moves its
+    checkpoints to ``previous/<time>/``), in its archives, newest first. Matched by the sha256 of its weights
+    (``weights_sha256``; a rerun that trained the same weights writes another file, with another W&B id: from a
+    hunt, such a resume was refused); an ``init.json`` of an older arctl by the file's sha256. ValueError (one
+    line) naming every folder looked in where none matches."""
+    name = Path(init["checkpoint"]).name
+    archives = sorted((p for p in (init_dir / "previous").glob("*") if p.is_dir()), reverse=True)
+    places = [init_dir / "checkpoints", *(a / "checkpoints" for a in archives)]
+    weights = init.get("weights_sha256")
+    for path in (place / name for place in places):
+        if not path.is_file():
+            continue
+        if weights is None and file_sha256(path) != init["sha256"]:
+            continue
+        try:
+            state = load_checkpoint(path)
+        except Exception:  # noqa: BLE001 - any way a file fails to load makes it unusable
+            continue
+        if weights is None or weights_sha256(state["model"]) == weights:
+            return path, state
+    digest = f"weights sha256 {weights[:12]}" if weights else f"file sha256 {init['sha256'][:12]}"
+    where = ", ".join(str(p) for p in places)
+    raise ValueError(f"tiny backend: the checkpoint this run started from (run {init['run_id']}'s {name}, {digest}) "
+                     f"is gone or changed (run {init['run_id']} rerun?), and no {name} in {where} holds it: its KL "
+                     f"reference cannot be rebuilt — restore that checkpoint, or {start_over(run_dir)}")
 
 
 def reference_model(model: torch.nn.Module, init_dir: str | Path | None,
                     run_dir: Path | None = None, resumed: bool = False) -> torch.nn.Module:
     """The reference of the KL term (``optim.kl_coef > 0``): a frozen copy of the weights RL starts
     from, the warm-up's or, with ``trainer.init_from``, that run's final weights (verl's reference
-    is ``model.path``: the same weights). Taken before a resumed run restores its checkpoint; a resumed
-    run's is the checkpoint its ``init.json`` names, its sha256 checked (that run rerun or its checkpoint
-    damaged since: one line, not another reference; from a review, as verl's init_model does)."""
+    is ``model.path``: the same weights), which a run that starts has in ``model`` already
+    (:func:`start_from_run`). Taken before a resumed run restores its checkpoint; a resumed run's is the
+    checkpoint its ``init.json`` names (:func:`started_from`: found by its weights, in the source's
+    archives too; gone: one line, not another reference; from a review, as verl's init_model does)."""
     ref = copy.deepcopy(model)
     record = Path(run_dir) / INIT_RECORD if run_dir is not None else None
     if init_dir and resumed and record is not None and record.is_file():  # (not resumed: it starts over)
         init = json.loads(record.read_text())
-        # the parent's folder as this run finds it now (init_dir: a moved workspace, another host's mount), its
-        # checkpoint by name: the path init.json wrote may be another machine's (from a review)
-        path = Path(init_dir) / "checkpoints" / Path(init["checkpoint"]).name
-        if not path.is_file() or file_sha256(path) != init["sha256"]:
-            raise ValueError(f"tiny backend: the checkpoint this run started from ({path}, sha256 "
-                             f"{init['sha256'][:12]}) is gone or changed (run {init['run_id']} rerun?): its KL "
-                             f"reference cannot be rebuilt — restore that checkpoint, or {start_over(run_dir)}")
-        ref.load_state_dict(load_checkpoint(path)["model"])
-    elif init_dir:
+        path, state = started_from(init, Path(init_dir), run_dir)
+        if path.parent != Path(init_dir) / "checkpoints":
+            print(f"tiny: the KL reference is the checkpoint this run started from, kept in {path} (run "
+                  f"{init['run_id']} was rerun since)", flush=True)
+        ref.load_state_dict(state["model"])
+    elif init_dir and resumed:  # a resumed run without init.json (an older arctl's): that run's final weights
         start_from_run(ref, Path(init_dir))
     return ref.eval().requires_grad_(False)
 
