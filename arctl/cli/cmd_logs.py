@@ -17,6 +17,7 @@ from arctl.cli.common import (
     err_console,
     esc,
     fail,
+    is_terminal,
     nonempty_option,
     output_text,
     print_json,
@@ -133,9 +134,36 @@ def register(app: typer.Typer) -> None:
 # hunt); --tail 0 reads it in pieces of _CHUNK
 _BLOCK = 1 << 16
 _CHUNK = 1 << 20
-# where a read from the middle of a log may begin: after a line end that is a line end of the whole file's text
-# (an ASCII byte is never part of another character, even among invalid bytes; a \r is not where \n follows it)
-_CUT = re.compile(rb"\n|\r(?!\n)")
+# where a read from the middle of a log may begin: after a line end of the whole file's text, a \n, or after a \r
+# that is not a line's trailing one, where what follows is the end of a line of progress bar frames, all a terminal
+# shows of it (:func:`_shown`): a bar's line of 10,000 frames is not read whole to show its last. An ASCII byte is
+# never part of another character, even among invalid bytes
+_CUT = re.compile(rb"\n|\r(?=[^\r\n])")
+
+
+def _shown(line: str) -> str:
+    """What a terminal shows of one line of a log: the text after its last \\r but a trailing one (a progress bar's
+    frames, as tqdm writes them to a file, are one line: ``\\rLoading 0%|...\\rLoading 100%|...``; a \\r\\n ends a
+    line as \\n does)."""
+    body = line.rstrip("\r")
+    return body[body.rfind("\r") + 1:]
+
+
+def _frame(pending: str) -> str:
+    """The newest whole frame of a followed file's unended last line, to draw where stdout is a terminal
+    (:func:`~arctl.cli.common.is_terminal`), else "": a pipe gets the line once it ends, as it gets every line."""
+    end = pending.rfind("\r")
+    return _shown(pending[:end]) if end > 0 and is_terminal(console) else ""
+
+
+def _split_lines(text: str) -> list[str]:
+    """The lines of ``text``, cut at \\n only, as ``tail`` counts them, each as a terminal shows it (:func:`_shown`).
+    ``str.splitlines`` cut at every \\r too (and \\v, \\f, \\x1c-\\x1e, \\x85, \\u2028, \\u2029): a bar's frames filled
+    the last 200 lines, and a log's real last lines were not shown (from a hunt)."""
+    lines = text.split("\n")
+    if not lines[-1]:
+        lines.pop()
+    return [_shown(line) for line in lines]
 
 
 class _Output:
@@ -181,8 +209,18 @@ class _Output:
                 pending = _stream(fh, st.st_size, self.decoder(path), lambda lines: self.write("\n".join(lines) + "\n"),
                                   follow=follow, final=False)
         if follow:
-            self.pending[path] = pending
+            self._hold(path, pending)
         self.offsets[path], self.inodes[path] = st.st_size, st.st_ino
+
+    def _hold(self, path: Path, pending: str) -> None:
+        """Keep ``path``'s unended last line until it ends (its header written last); where it holds a progress bar's
+        frames and stdout is a terminal, its newest whole frame written now, then \\r: the bar moves as the job draws
+        it, and the line that ends it is written over it, as :func:`_shown` gives it. Only its newest frame on is
+        kept: a bar of 10,000 steps is one line."""
+        if frame := _frame(pending):
+            self.write(frame + "\r")
+        last = pending.rstrip("\r").rfind("\r")
+        self.pending[path] = pending[last:] if last >= 0 else pending
 
     def write(self, text: str) -> None:
         if text:
@@ -212,11 +250,11 @@ class _Output:
             if not chunk:
                 continue
             self.offsets[path] = offset + len(chunk)
-            text, self.pending[path] = _split_tail(self.pending.get(path, "") + self.decoder(path).decode(chunk))
-            if text:
-                if path != self.current:
-                    self.header(path, is_current_log(rec, path))
-                self.write(text)
+            text, pending = _split_tail(self.pending.get(path, "") + self.decoder(path).decode(chunk))
+            if (text or _frame(pending)) and path != self.current:
+                self.header(path, is_current_log(rec, path))
+            self.write("".join(line + "\n" for line in _split_lines(text)))
+            self._hold(path, pending)
         sys.stdout.flush()
 
     def _restart(self, path: Path, rec, how: str) -> None:
@@ -227,7 +265,7 @@ class _Output:
         if path != self.current:
             self.header(path, is_current_log(rec, path))
         if held := self.pending.pop(path, ""):  # its unended last line: what it held is not coming back
-            self.write(held + "\n")
+            self.write(_shown(held) + "\n")
         self._close()
         console.print(f"[dim]-- log {how}; from its start --[/]")
         self.decoders[path] = _decoder()
@@ -240,7 +278,7 @@ class _Output:
             if text:
                 if path != self.current:
                     self.header(path, is_current_log(rec, path))
-                self.write(text + "\n")
+                self.write(_shown(text) + "\n")
         self.pending.clear()
         self._close()
 
@@ -271,8 +309,8 @@ def _lines(path: Path, tail: int) -> list[str]:
 
 def _tail(fh, size: int, tail: int, *, follow: bool, final: bool) -> tuple[list[str], str, codecs.IncrementalDecoder]:
     """(the last ``tail`` lines of the text of ``fh``'s first ``size`` bytes, the text after its last line end where
-    ``follow`` holds it back (:func:`_split_tail`), the decoder that read them), those ``splitlines`` gives of the
-    whole text, reading and decoding only the file's end: blocks from the end back (:data:`_BLOCK`, doubled) until
+    ``follow`` holds it back (:func:`_split_tail`), the decoder that read them), those :func:`_split_lines` gives of
+    the whole text, reading and decoding only the file's end: blocks from the end back (:data:`_BLOCK`, doubled) until
     the text after the first line end in them (:data:`_CUT`) has ``tail`` lines, or the file's start is reached."""
     data, low, window = b"", size, _BLOCK
     while True:
@@ -286,7 +324,7 @@ def _tail(fh, size: int, tail: int, *, follow: bool, final: bool) -> tuple[list[
             pending = ""
             if follow:
                 text, pending = _split_tail(text)
-            lines = text.splitlines()
+            lines = _split_lines(text)
             if len(lines) >= tail or not start:
                 return lines[-tail:], pending, dec
         window *= 2
@@ -294,27 +332,28 @@ def _tail(fh, size: int, tail: int, *, follow: bool, final: bool) -> tuple[list[
 
 def _stream(fh, size: int, dec: codecs.IncrementalDecoder, emit, *, follow: bool, final: bool) -> str:
     """Pass every line of the text of ``fh``'s first ``size`` bytes to ``emit``, a :data:`_CHUNK` read at a time,
-    each call's lines the next of those ``splitlines`` gives of the whole text; returns the text after its last line
+    each call's lines the next of those :func:`_split_lines` gives of the whole text; returns the text after its last line
     end where ``follow`` holds it back (:func:`_split_tail`). ``final``: a character cut at the end replaced, else
     kept in ``dec`` for the next read."""
     rest, left = "", size
     while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
         left -= len(chunk)
         text = rest + dec.decode(chunk)
-        # up to the last \n, or a last \r before the text's last character (not the \r of a \r\n cut in two)
-        end = max(text.rfind("\n"), text.rfind("\r", 0, len(text) - 1)) + 1
+        end = text.rfind("\n") + 1  # up to the last line end
         text, rest = text[:end], text[end:]
+        if (frames := rest.rstrip("\r").rfind("\r")) > 0:  # an unended line of frames: from its newest on (_shown)
+            rest = rest[frames:]
         if text:
-            emit(text.splitlines())
+            emit(_split_lines(text))
     if final:
         rest += dec.decode(b"", final=True)
     text, pending = _split_tail(rest) if follow else (rest, "")
-    if lines := text.splitlines():
+    if lines := _split_lines(text):
         emit(lines)
     return pending
 
 
 def _split_tail(text: str) -> tuple[str, str]:
-    """(``text`` up to its last line end, \\n or \\r, and what follows it)."""
-    end = max(text.rfind("\n"), text.rfind("\r")) + 1
+    """(``text`` up to its last line end, a \\n, and what follows it)."""
+    end = text.rfind("\n") + 1
     return text[:end], text[end:]

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import typer
 
-from arctl.cli.common import console, esc, fit_columns, plain_columns, print_json, printable, user_errors
+from arctl.cli.common import (
+    console,
+    esc,
+    fit_columns,
+    is_terminal,
+    plain_columns,
+    print_json,
+    printable,
+    user_errors,
+)
 
 
 class Kind(str, Enum):
@@ -74,19 +83,21 @@ def register(app: typer.Typer) -> None:
         # a spec's text: no control sequence (its lines and tabs kept in the table, a line each in plain columns)
         cells = [["\n".join(printable(line.replace("\t", "    ")) for line in _cell(row.get(c)).split("\n"))
                   for c in columns] for row in rows]
-        table = _table(kind, columns, cells) if console.is_terminal else None
+        table = _table(kind, columns, cells) if is_terminal(console) else None
         if table is not None:
             console.print(table)
         else:  # a pipe, or a terminal too narrow for the table: a line per spec, never cut or folded
             plain_columns(columns, [[" ".join(cell.split()) for cell in row] for row in cells])
 
 
-# the columns that give way when the table is too wide, in turn, and how far: the description and the paper fold
-# anywhere; a list of names (arms, experiments, a grid) folds between its names only, each whole. The others are
-# names a user types (`arctl run NAME`, `--figure F`): never folded (from a hunt: `ablation_decouple` was
+# the columns that give way when the table is too wide, in turn, and how far (None: to its longest word): the
+# description first, and furthest, then the paper, folding between words (a paper's "arXiv:2505.05315", a doc's
+# path, each whole: from a hunt, the paper was folded mid-word at 200 columns beside a description with ~100 blank
+# ones), then a list of names (arms, experiments, a grid), folding between its names only, each whole. The others
+# are names a user types (`arctl run NAME`, `--figure F`): never folded (from a hunt: `ablation_decouple` was
 # printed as "ablatio", "n_decou", "ple" on three lines, in a pipe too)
-_GIVE_WAY = {"arms": None, "experiments": None, "grid": None, "shadows": None, "seeds": 5, "paper": 10,
-             "description": 16}
+_GIVE_WAY = {"description": 16, "paper": None, "arms": None, "experiments": None, "grid": None, "shadows": None,
+             "seeds": 5}
 
 
 def _table(kind: Kind, columns: list[str], cells: list[list[str]]):

@@ -17,6 +17,7 @@ from arctl.cli.common import (
     err_console,
     esc,
     fail,
+    is_terminal,
     nonempty_option,
     print_json,
     printable,
@@ -229,7 +230,7 @@ def _claims(sweeps: list[str], scale: str | None, workdir: str | None, out: str 
     colors = {HOLDS: "green", FAILS: "red", INCONCLUSIVE: "yellow", NOT_TESTABLE: "bright_black"}
     title = (f"The paper's claims: {esc(', '.join(report.meta['sweeps']))}" + (f" (scale {esc(scale)})" if scale else "")
              + f", {len(report.runs)} runs")
-    if console.is_terminal:
+    if is_terminal(console):
         _claims_table(report, title, colors)
     else:  # a pipe, a log: plain lines, never cut (from a hunt: the table folded the commands for missing runs
         console.print(title)  # mid-token at 80 columns, in CI logs and `| tee`)

@@ -14,6 +14,7 @@ from arctl.cli.common import (
     esc,
     fail,
     fit_columns,
+    is_terminal,
     nonempty_option,
     plain_columns,
     print_json,
@@ -165,7 +166,7 @@ def register(app: typer.Typer) -> None:
                                                      _elapsed(r, now),
                                                      *((_grid_cell(judged.get(r.run_id)),) if gridded else ()),
                                                      *((_in_sweep(judged.get(r.run_id)),) if marked else ()))))
-        table = _table(headers, rows) if console.is_terminal else None
+        table = _table(headers, rows) if is_terminal(console) else None
         if table is not None:
             console.print(table)
         else:  # plain aligned columns: never truncated, fast for thousands of runs
@@ -305,31 +306,35 @@ def _states_asked(given: list[str] | None) -> frozenset[str] | None:
     return frozenset(value.strip().upper() for value in given)
 
 
-# columns that give way, in turn, when the table is too wide (W&B run, last metric, experiment/arm/seed), and how far;
-# the run id, state, job, step and elapsed time are never cut: a user reads the state and copies the id
-_GIVE_WAY = {6: 10, 5: 11, 1: 12}
+_EXP = 1  # the experiment/arm/seed column: what the run id says already, but for a shared run's "as ..."
 _WANDB = 6
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]):
-    """The rows as a rich table that fits the terminal, or None where it cannot without cutting an id, a state,
-    a job, a step or an elapsed time (the caller prints plain lines then). The W&B run column is left out where
-    every W&B run id is its run's id (arctl names them so): it repeated the widest column (from a hunt)."""
+    """The rows as a rich table that fits the terminal with every cell whole, or None where it cannot (the caller
+    prints plain lines then). No cell is cut: a user copies a run id and a W&B run id (a ``--force`` rerun's differs
+    from its run id by ``-g1`` alone) and reads a metric's value (``train/loss=nan``); cut with "…", every W&B id
+    looked the same and a NaN was hidden, at 114-175 columns while narrower terminals showed them whole in plain
+    lines (from a hunt). Too wide, the table first leaves out the experiment/arm/seed column where every row's says
+    what its run id says, else gives way to plain lines. The W&B run column is left out where every W&B run id is
+    its run's id (arctl names them so): it repeated the widest column (from a hunt)."""
     from rich.cells import cell_len
     from rich.table import Table
 
     shown = [i for i in range(len(headers)) if i != _WANDB or any(row[i] not in ("", row[0]) for row in rows)]
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for i in shown:
-        table.add_column(headers[i], no_wrap=True, overflow="ellipsis")
-    natural = [max(cell_len(v) for v in (headers[i], *(row[i] for row in rows))) for i in shown]
-    give_way = [shown.index(i) for i in _GIVE_WAY if i in shown]
-    least = [min(_GIVE_WAY.get(i, n), n) for i, n in zip(shown, natural)]
-    if not fit_columns(table, natural, give_way, least, console.width):
-        return None
-    for row in rows:
-        table.add_row(*(styled(row[i]) if i == 2 else esc(row[i]) for i in shown))
-    return table
+    natural = {i: max(cell_len(v) for v in (headers[i], *(row[i] for row in rows))) for i in shown}
+    repeats_id = all(row[0].startswith(row[_EXP].replace("/", "_") + "_") for row in rows)
+    for left_out in ((), (_EXP,)) if repeats_id else ((),):
+        columns = [i for i in shown if i not in left_out]
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for i in columns:
+            table.add_column(headers[i], no_wrap=True)
+        widths = [natural[i] for i in columns]
+        if fit_columns(table, widths, [], widths, console.width):
+            for row in rows:
+                table.add_row(*(styled(row[i]) if i == 2 else esc(row[i]) for i in columns))
+            return table
+    return None
 
 
 def _unregistered(workspace, known: set[str]) -> list[str]:

@@ -45,12 +45,31 @@ console = _Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+def is_terminal(on: Console | None = None) -> bool:
+    """Whether ``on``'s stream (stdout's console by default) really is a terminal: ``os.isatty`` of its descriptor.
+    The one test of where arctl draws tables, sizes them to a width, and animates bars and spinners; FORCE_COLOR and
+    TTY_COMPATIBLE choose colour only. rich's ``Console.is_terminal`` says True under either for a pipe and a file
+    too, and CI logs got box tables 80 columns wide and hundreds of bar frames (from a hunt). A console made with
+    ``force_terminal=`` (a test's screen) is what it was told."""
+    on = on or console
+    if on._force_terminal is not None:  # set by the code that made the console, never by the environment
+        return on._force_terminal
+    try:
+        return os.isatty(on.file.fileno())
+    except (AttributeError, OSError, ValueError):  # no descriptor (a StringIO, click's test runner), or closed
+        return False
+
+
 def progress_bars(on: Console | None = None) -> bool:
-    """Whether to draw progress bars and spinners: where stderr (``on``) is a terminal that is not ``TERM=dumb``,
-    whatever ``--json`` says (its document is stdout's alone; from a hunt: ``--json`` hid every bar). A pipe, a log
-    and a dumb terminal get none: a transient bar leaves blank lines there (from a hunt: ``TERM=dumb arctl export``)."""
+    """Whether to draw progress bars and spinners: where stderr (``on``) is a terminal (:func:`is_terminal`) that is
+    not ``TERM=dumb``, whatever ``--json`` says (its document is stdout's alone; from a hunt: ``--json`` hid every
+    bar). A pipe, a log and a dumb terminal get none: a transient bar leaves blank lines there (from a hunt:
+    ``TERM=dumb arctl export``), and its frames pile up in a file (from a hunt: ``FORCE_COLOR=1``)."""
     on = on or err_console
-    return on.is_terminal and not on.is_dumb_terminal
+    return is_terminal(on) and os.environ.get("TERM", "").lower() not in DUMB_TERMS
+
+
+DUMB_TERMS = ("dumb", "unknown")  # TERM values of a terminal that cannot redraw a line (as rich reads them)
 
 
 SLOW_NOTE_AFTER_S = 1.0  # a wait on another program (sacct) is said after this long, where stderr is a terminal

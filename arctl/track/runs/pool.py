@@ -127,11 +127,13 @@ def _progress(enabled: bool, total: int, what: str):
 
     from rich.console import Console
 
-    console = Console(stderr=True)
     # a terminal's stderr only: elsewhere (a pipe, a log file, CI) a transient bar draws nothing and leaves a
-    # stray blank line (from a hunt)
-    if not enabled or total < 2 or not console.is_terminal:
+    # stray blank line (from a hunt), or its frames pile up in the file (from a hunt: FORCE_COLOR=1, which rich's
+    # Console.is_terminal takes for a terminal); a dumb terminal cannot redraw it. The rule of
+    # arctl.cli.common.progress_bars, whose answer the CLI passes as ``enabled``; here for a library caller's default
+    if not enabled or total < 2 or not _stderr_redraws():
         return nullcontext(None)
+    console = Console(stderr=True)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(
@@ -143,6 +145,15 @@ def _progress(enabled: bool, total: int, what: str):
         transient=True,
     )
     return progress
+
+
+def _stderr_redraws() -> bool:
+    """Whether stderr really is a terminal (``os.isatty`` of its descriptor) that is not ``TERM=dumb``."""
+    try:
+        tty = os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture), or closed
+        return False
+    return tty and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
 def _prefetch(paths: list[Path]) -> None:
