@@ -252,15 +252,19 @@ def _claims_table(report, title: str, colors: dict) -> None:
 
     from arctl.report.claims_render import test_summary
 
+    # the cells name each missing run's command by its number (# N) in the list after the table (from a hunt: each cell
+    # held the whole ~600-character command, folded mid-token: 841 lines at 80 columns that buried the verdicts)
+    commands = list(dict.fromkeys(c for r in report.results for t in r.tests for c in t.commands))
+    numbered = {c: i for i, c in enumerate(commands, 1)}
     table = Table(title=title, show_lines=True)
     for col in ("#", "claim", "verdict", "tests (mean difference, 95% interval over seeds, p: Holm within the claim)"):
         table.add_column(col, overflow="fold")
     for r in report.results:
-        lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t))}" for t in r.tests]
+        lines = [f"[{colors[t.verdict]}]{t.verdict}[/]: {esc(t.label)}: {esc(test_summary(t, numbered=numbered))}"
+                 for t in r.tests]
         table.add_row(esc(r.id), esc(f"{r.title} ({r.paper})"), f"[bold {colors[r.verdict]}]{r.verdict}[/]", "\n".join(lines))
     console.print(table)
-    commands = list(dict.fromkeys(c for r in report.results for t in r.tests for c in t.commands))
     if commands:
         console.print("commands for the missing runs:")
-        for command in commands:
-            console.print(f"  {esc(command)}")
+        for i, command in enumerate(commands, 1):
+            console.print(f"  {esc(command)}  # {i}")  # a shell reads the number as a comment

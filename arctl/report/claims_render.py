@@ -539,16 +539,21 @@ COMMANDS_FROM = ("The commands for missing runs and the warnings name the worksp
                  "run the commands from there.")
 
 
-def test_summary(t, commands: list[str] | None = None) -> str:
+def test_summary(t, commands: list[str] | None = None, numbered: dict[str, int] | None = None) -> str:
     """One line: the mean, its interval, n and what to do (``commands``: the test's, as the files say them; default
-    its own, the terminal's)."""
+    its own, the terminal's; ``numbered``: each command's number in a list printed after a table, which the line
+    names instead of the command: a table's cell folds a 600-character command mid-token, from a hunt)."""
     if t.kind == "bound":
         return t.note or "–"
     ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]" if t.ci_low is not None else "no interval"
     if t.p_holm is not None and t.p_holm == t.p_holm:
         ci += f", p = {t.p_value:.3g} (Holm {t.p_holm:.3g})"
     commands = t.commands if commands is None else commands
-    extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(commands)}`" if t.missing else ""
+    if numbered is not None and t.missing:
+        refs = [str(numbered[c]) for c in commands if c in numbered]
+        extra = f"; missing: {', '.join(t.missing)}" + (f" (command {', '.join(refs)} below)" if refs else "")
+    else:
+        extra = f"; missing: {', '.join(t.missing)} → `{'`, `'.join(commands)}`" if t.missing else ""
     note = f"; {t.note}" if t.note else ""
     return f"mean {fmt(t.mean)} {ci}, {t.n} seed(s){note}{extra}"
 
