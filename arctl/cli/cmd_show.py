@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import typer
 
 from arctl.cli.common import (
@@ -48,6 +50,10 @@ def register(app: typer.Typer) -> None:
             # shown without a word, left out of its config, where run said so)
             for note in [*unread_notes(runs, overrides), *same_arms_notes(items, overrides)]:
                 err_console.print(f"[yellow]note:[/] {esc(note)}", markup=True, highlight=False)
+            # each run's config as launched: a run that starts from another's weights names that run's id
+            # (trainer.init_run, part of its own id; from a hunt: shown null, where the dry run and config.yaml have it)
+            launched = {(c.experiment, c.arm, c.seed): c.config for i in items for c in i.cells}
+            runs = [replace(r, config=launched.get((r.experiment, r.arm, r.seed), r.config)) for r in runs]
         if as_json:
             print_json([{"experiment": r.experiment, "arm": r.arm, "seed": r.seed, **source, "config": r.config}
                         for r in runs])

@@ -29,8 +29,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from arctl.backends.base import INIT_RECORD
 from arctl.compose.run import ResolvedRun
 from arctl.config.files import PLACE_ERRNOS, atomic_write, exclusive
+from arctl.config.schema import MODEL_BUILD_KEYS
 from arctl.launch import states
 from arctl.launch.executors import (
     LaunchError,
@@ -52,6 +54,7 @@ from arctl.launch.registry import Registry, RegistryError, RunRecord, new_claim_
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import (
     archive_previous,
+    archived_after,
     frozen_config,
     prepare_run_dir,
     read_inputs,
@@ -88,6 +91,7 @@ class LaunchItem:
     job: str | None = None  # an active run's job id (plan): a run starting from it waits for that job
     cells: list[ResolvedRun] = field(default_factory=list)  # the cells asked for that are this run (arctl.launch.cells)
     note: str = ""  # said after the plan's reason (arctl.launch.shared.mark_same_computation: an earlier id's run)
+    problem: str = ""  # plan: the one line the launch refuses it with (action "refused"; :func:`source_problem`)
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -134,7 +138,8 @@ def items_from_resolved(resolved: Iterable, launching: bool = True) -> list[Laun
     run's id is written into the config (``trainer.init_run``), so it is part of this run's identity,
     and is the item's ``after``. A cycle of ``init_from`` is one SpecError line, and so are two cells of one
     run id that differ in a key outside the identity that decides how the run runs
-    (:func:`arctl.launch.cells.conflict`), when ``launching`` (what only reads runs, an export, names them)."""
+    (:func:`arctl.launch.cells.conflict`), when ``launching`` (what only reads runs, an export, names them), and
+    a run whose model is not the one of the run it starts from (:func:`model_mismatch`)."""
     from arctl.compose.errors import SpecError
     from arctl.compose.resolve import resolve_init_from
     from arctl.launch.cells import conflict
@@ -150,6 +155,8 @@ def items_from_resolved(resolved: Iterable, launching: bool = True) -> list[Laun
                                 f"{run.experiment}/{run.arm}: trainer.init_from",
                                 "a run cannot start, through others, from its own weights")
             after = add(resolve_init_from(run), (*chain, run.name), run.name)
+            if launching and (problem := model_mismatch(run, first[after], after)) is not None:
+                raise problem
             config = {**config, "trainer": {**config["trainer"], "init_run": after}}
         run_id = make_run_id(config)
         run = replace(run, config=config)
@@ -168,6 +175,34 @@ def items_from_resolved(resolved: Iterable, launching: bool = True) -> list[Laun
     for run in resolved:
         add(run, (), None)
     return list(items.values())
+
+
+WEIGHT_KEYS = ("name", "path", *(k for k in MODEL_BUILD_KEYS if k != "max_position_embeddings"))
+"""The ``model`` keys the weights' identity or shape depend on: a checkpoint's (``path``; verl loads it, and a run
+starting from another loads that run's merged checkpoint in its place) and a built model's sizes (the tiny backend's;
+``max_position_embeddings`` shapes no weight of a rotary model). A run starting from another's weights must have the
+other run's values of all of them (:func:`model_mismatch`)."""
+
+
+def model_mismatch(run: ResolvedRun, source: ResolvedRun, source_id: str):
+    """A SpecError (one line) where ``run`` (``trainer.init_from``) names a model that differs from the one of
+    ``source``, the run whose final weights it starts from (``source_id``), in a key of :data:`WEIGHT_KEYS`; else
+    None. From a hunt: verl trained the source's 1.5B model under a 7B run's name, id and GPU reservation (its job
+    replaces model.path with the source's checkpoint), and the tiny backend trained a warm-up for its wider model,
+    then crashed loading the source's weights into it (a raw torch size mismatch)."""
+    from arctl.compose.errors import SpecError
+
+    mine, theirs = run.config.get("model") or {}, source.config.get("model") or {}
+    keys = [k for k in WEIGHT_KEYS if mine.get(k) != theirs.get(k)]
+    if not keys:
+        return None
+    said = ", ".join(f"model.{k}={mine.get(k)!r} where {source.experiment}/{source.arm} has {theirs.get(k)!r}"
+                     for k in keys)
+    return SpecError(f"{run.experiment}/{run.arm}/s{run.seed} starts from the weights of run {source_id} "
+                     f"({source.experiment}/{source.arm}/s{source.seed}), whose model differs: {said}",
+                     f"{run.experiment}/{run.arm}: trainer.init_from",
+                     "a run starts from the same model it continues: give both arms the same model, or drop "
+                     "trainer.init_from; nothing is submitted")
 
 
 def unregistered_folders(items: list[LaunchItem], workspace: Workspace, known: Iterable[str]) -> list[str]:
@@ -206,7 +241,8 @@ def workspace_problem(items: list[LaunchItem], workspace: Workspace, known: Iter
 STARTS = ("new", "resume", "rerun")  # the planned actions that start a job
 
 
-def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> list[LaunchItem]:
+def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
+         executor: str | None = None) -> list[LaunchItem]:
     """What a launch would do with each item (read-only: nothing is claimed or written). The states are
     refreshed first, as the launch refreshes them (the scheduler asked, dead claims settled) on a read-only
     registry: a run whose job died is planned "resume", not "active" (from a review: the dry run said
@@ -220,7 +256,13 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
     report them as this checkpoint's. A rerun in place is safe: it is the path ``--force`` takes, and a
     refusal puts the evaluated run back (its ``inputs.json`` too). A stopped run's resumed attempt reads its
     inputs as they are then (an eval-only run evaluates from the start), so its reason only says they changed.
-    A run whose launch recorded nothing (launched before arctl recorded inputs) is left as it is."""
+    A run whose launch recorded nothing (launched before arctl recorded inputs) is left as it is.
+
+    A run that would start from another's weights (``after``) whose run the launch refuses it for
+    (:func:`source_problem`: not in the workspace, failed or cancelled and not launched with it, completed with no
+    checkpoint left; ``executor``: the launch's, where known) is planned "refused", its ``problem`` the launch's
+    line (from a hunt: the dry run promised a resume the launch refused, and planned a run from a source whose
+    checkpoints were deleted, which failed in its job)."""
     rows: dict[str, RunRecord] = {}  # the registry's rows
     known: dict[str, RunRecord] = {}  # as the launch decides on them
     cells: dict[tuple, list[RunRecord]] = {}  # (experiment, arm, seed) -> the workspace's runs of it
@@ -229,7 +271,10 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
 
         now = time.time()
         with Registry.for_reading(workspace.registry_path) as reg:  # a dry run of a read-only workspace too
-            rows = {rec.run_id: rec for item in items if (rec := reg.get(item.run_id)) is not None}
+            # the runs they start from too (a resume's: not among the items), as the launch reads them (source_problem)
+            rows = {rec.run_id: rec for run_id in dict.fromkeys([*(i.run_id for i in items),
+                                                                  *(i.after for i in items if i.after)])
+                    if (rec := reg.get(run_id)) is not None}
             if any(item.run_id not in rows for item in items):
                 for name in sorted({item.experiment for item in items if item.run_id not in rows}):
                     for rec in reg.list(name):
@@ -276,7 +321,8 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
             recorded, now = recorded_inputs(item, workspace)
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("rerun", f"completed, but {changed}")
-                                        if (changed := inputs_change(recorded, now)) is not None
+                                        if (changed := inputs_change(recorded, now) or source_rerun(item, workspace))
+                                        is not None
                                         else ("skip", "completed" + _inputs_gone(recorded, now)
                                               + _plugins_note(item, workspace)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
@@ -313,11 +359,58 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False) -> 
         if item.note and item.action != "shared":
             item.reason += f"; {item.note}"
     by_id = {item.run_id: item for item in items}
+    ours = {item.run_id for item in items if item.action in STARTS}
     for item in items:  # a run that starts from one that is not done yet waits for it
         parent = by_id.get(item.after) if item.after else None
-        if item.action in STARTS and parent is not None and parent.action != "skip":
+        if item.action not in STARTS or not item.after:
+            continue
+        if parent is not None and parent.action != "skip":
             item.reason += f"; after {item.after}"
+        elif problem := source_problem(item, known.get(item.after), workspace, ours, executor):
+            item.action, item.reason, item.problem = "refused", problem, problem
     return items
+
+
+def _starts_from_source(item: LaunchItem, workspace: Workspace) -> bool:
+    """Whether ``item``'s attempt loads the weights of the run it starts from: a new run, a rerun (its own files
+    go to ``previous/``), a resume with no checkpoint of its own."""
+    return item.action in ("new", "rerun") or not has_checkpoint(workspace.run_dir(item.run_id))
+
+
+def source_problem(item: LaunchItem, parent: RunRecord | None, workspace: Workspace | None, ours: Iterable[str] = (),
+                   executor: str | None = None) -> str | None:
+    """Why a launch of ``item`` is refused for the run it starts from (``item.after``; ``parent``: its registry
+    record, None where the registry has none), as one line, or None. ``ours``: the runs this launch starts (the
+    item waits for them). The one home of the check, which the launch (:func:`_waits`) and its dry run
+    (:func:`plan`) make: the run is not in the workspace, or stopped (failed, cancelled) and not launched with it;
+    another launch is submitting it; it runs under another executor (``executor``: the launch's, where known);
+    or it is completed but has no checkpoint left (deleted to free disk; ``workspace``: where to look, None: not
+    looked at) while ``item`` would start from its weights (from a hunt: the job failed, and every later launch
+    too, with no word of the remedy)."""
+    if not item.after or item.after in set(ours):
+        return None
+    who = f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}"
+    if parent is not None and parent.state == states.COMPLETED:
+        if workspace is None or not _starts_from_source(item, workspace):
+            return None
+        folder = run_paths(workspace.run_dir(parent.run_id))["checkpoints"]
+        if has_checkpoint(workspace.run_dir(parent.run_id)):
+            return None
+        from arctl.launch.refresh import rerun_one
+
+        return (f"{who}, which is COMPLETED but has no checkpoint left ({folder} is empty or gone): "
+                f"{rerun_one(parent, workspace.root)}, then launch this run again; nothing is submitted")
+    if parent is None or parent.state not in states.ACTIVE:
+        said = "is not in this workspace" if parent is None else f"is {parent.state}"
+        return (f"{who}, which {said}: launch that run first (`arctl run {parent.experiment if parent else 'EXPERIMENT'}"
+                f"{' --arm ' + parent.arm if parent else ''}`), or launch both with `arctl run`")
+    if parent.state == states.SUBMITTING:  # another launch's: no job id to wait for
+        return (f"{who}, which another launch is submitting now (its job id is not known yet): launch this one "
+                "again once `arctl status` shows that run PENDING or RUNNING")
+    if executor is not None and parent.executor not in (executor, None):
+        return (f"{who}, which runs under the {parent.executor} executor: wait for it (`arctl status`), or cancel it "
+                f"and launch both with --executor {executor}")
+    return None
 
 
 def inputs_identity(config: dict) -> dict | None:
@@ -358,6 +451,56 @@ def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was 
     where = f"{now['path']}: " if "path" in now and "path" not in keys else ""
     return (f"the checkpoint it evaluates has changed since {since} ({where}"
             + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
+
+
+def source_rerun(item: LaunchItem, workspace: Workspace) -> str | None:
+    """Where the run ``item`` starts from (``after``) was rerun since ``item``'s run took its weights, as a reason's
+    words (a completed run is then planned "rerun", and the launch reruns it, as one whose recorded inputs changed:
+    its results are of the other run's previous weights), else None. The evidence is cheap and needs one clock:
+    an archive of that run's earlier files (``previous/<time>/``, which every rerun of a completed run makes) made
+    after this run's :data:`INIT_RECORD` (written by its job as it took the weights), both files of the workspace;
+    no checkpoint is read or hashed (GBs on verl). A run with no record (launched before the backends wrote it)
+    is left as it is. From a hunt: after a ``--force`` rerun of L1-Exact, L1-Max stayed COMPLETED, skipped by every
+    launch, named as starting from weights it never saw."""
+    if not item.after:
+        return None
+    try:
+        taken = (workspace.run_dir(item.run_id) / INIT_RECORD).stat().st_mtime
+    except OSError:
+        return None
+    archives = archived_after(workspace.run_dir(item.after), taken)
+    if not archives:
+        return None
+    return (f"the run it started from, {item.after}, was rerun since it started (the weights it started from are "
+            f"in {archives[0]}): it reruns from that run's weights now")
+
+
+def forced_sources_note(items: list[LaunchItem], workspace: Workspace) -> str | None:
+    """The note of a plan that reruns completed runs (``--force``) that the workspace's other runs start from:
+    those runs keep the weights of the forced run's generation they started from, until a launch of theirs reruns
+    them (:func:`source_rerun`); None where no forced run has any. Read from the workspace's
+    :data:`INIT_RECORD` files (what each run started from: one small file per such run)."""
+    forced = {i.run_id for i in items if i.action == "rerun" and i.state == states.COMPLETED}
+    if not forced or not workspace.runs_dir.is_dir():
+        return None
+    launched = {i.run_id for i in items if i.action in STARTS}
+    starting: dict[str, list[str]] = {}
+    for record in sorted(workspace.runs_dir.glob(f"*/{INIT_RECORD}")):
+        try:
+            source = json.loads(record.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if source in forced and record.parent.name not in launched:
+            starting.setdefault(source, []).append(record.parent.name)
+    if not starting:
+        return None
+    said = "; ".join(f"{', '.join(runs)} {'start' if len(runs) > 1 else 'starts'} from {source}"
+                     for source, runs in starting.items())
+    if sum(map(len, starting.values())) > 1:
+        return (f"{said}: this launch does not rerun them; they keep the results of the weights they started from "
+                "until a later `arctl run` of their arms reruns them from the new weights")
+    return (f"{said}: this launch does not rerun it; it keeps the results of the weights it started from until a "
+            "later `arctl run` of its arm reruns it from the new weights")
 
 
 def _plugins_note(item, workspace: Workspace) -> str:
@@ -407,9 +550,10 @@ def workdir_problem(workspace: Workspace) -> str | None:
 
 def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None:
     """:func:`workdir_problem`, then :func:`workspace_problem` for items :func:`plan` has planned (their
-    folders are not scanned again)."""
+    folders are not scanned again), then the first item's ``problem`` (:func:`source_problem`)."""
     return workdir_problem(workspace) or workspace_problem(
-        items, workspace, (), found=[i.run_id for i in items if i.action == "refused"])
+        items, workspace, (), found=[i.run_id for i in items if i.action == "refused" and not i.problem]) or next(
+        (i.problem for i in items if i.problem), None)
 
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
@@ -546,7 +690,8 @@ def launch_items(
         raise LaunchError(problem)
     import copy
 
-    starting = [i for i in plan([copy.copy(i) for i in items], workspace, force) if i.action in STARTS]
+    planned = plan([copy.copy(i) for i in items], workspace, force, name)
+    starting = [i for i in planned if i.action in STARTS]
     executor_problem(name, items, array_parallelism, workspace, starting)
     if problem := workdir_problem(workspace):
         raise LaunchError(problem)
@@ -554,10 +699,14 @@ def launch_items(
         raise LaunchError(workspace_problem(items, workspace, ()))
     if not workspace.exists() and (problem := workspace_problem(items, workspace, ())):
         raise LaunchError(problem)  # a deleted registry: refused before an empty one is made (from an audit)
+    if problem := next((i.problem for i in planned if i.problem), None):  # the run it starts from (source_problem):
+        raise LaunchError(problem)  # before anything is claimed (_waits checks it again under the registry's lock)
     from arctl.launch.disk_room import disk_note
 
     if room := disk_note(starting, workspace):  # the runs' checkpoints exceed the free disk: said, not refused
         echo(f"note: {room}")
+    if forced := forced_sources_note(planned, workspace):  # the runs that start from a rerun one: said, as the dry run
+        echo(f"note: {forced}")
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
@@ -895,7 +1044,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                                          and row.state in states.ACTIVE]  # another launch's, under way
                 if not claimed:
                     return result
-                waits = _waits(reg, [i for i, _ in claimed], name)
+                waits = _waits(reg, [i for i, _ in claimed], name, workspace)
                 if unused := slurm_only_note(name, [i for i, _ in claimed]):  # said, not refused (auto may have
                     echo(f"note: {unused}")  # fallen back to local), once nothing before the jobs refuses them
                 if name == "slurm":
@@ -998,13 +1147,14 @@ def _claim(reg: Registry, items: list[LaunchItem], workspace: Workspace, token: 
            members: list[str]):
     """Claim ``items`` (:meth:`Registry.claim`, ``forced``: the --force reruns), and the completed runs whose
     inputs changed since they ran (:func:`inputs_change`, as :func:`plan` plans them "rerun") as --force
-    claims them; the others' skip lines stay as they were (a completed run's names --force). The claimed in
+    claims them, and those whose run they start from was rerun since (:func:`source_rerun`); the others' skip
+    lines stay as they were (a completed run's names --force). The claimed in
     the order of ``items`` (a run that starts from another comes after it)."""
     from arctl.launch.registry import ClaimResult
 
     stale = {i.run_id for i in items if (forced is False or i.run_id not in forced)
              and (rec := reg.get(i.run_id)) is not None and rec.state == states.COMPLETED
-             and inputs_change(*recorded_inputs(i, workspace)) is not None}
+             and (inputs_change(*recorded_inputs(i, workspace)) or source_rerun(i, workspace)) is not None}
     if not stale:
         return reg.claim([item.record() for item in items], token, force=forced, members=members)
     if forced is not False:  # --force: every completed run's skip line says so already
@@ -1150,32 +1300,22 @@ def _holds(path: Path, data: bytes) -> bool:
         return False
 
 
-def _waits(reg: Registry, claimed: list[LaunchItem], executor: str) -> dict[str, RunRecord]:
+def _waits(reg: Registry, claimed: list[LaunchItem], executor: str,
+           workspace: Workspace | None = None) -> dict[str, RunRecord]:
     """Run id -> the record of the run it starts from (``after``), for each claimed run whose
     ``after`` is not done yet: claimed by this launch or active from an earlier one. LaunchError
-    (one line) when it is neither (not in this workspace, failed and not relaunched: a resumed run
-    whose parent was not launched with it) or runs under another kind of executor."""
+    (one line, :func:`source_problem`, which the dry run's plan asks too) when it is neither (not in this
+    workspace, failed and not relaunched: a resumed run whose parent was not launched with it), runs under
+    another kind of executor, or is completed with no checkpoint left (``workspace``: where to look)."""
     waits, ours = {}, {i.run_id for i in claimed}
     for item in claimed:
         if not item.after:
             continue
         parent = reg.get(item.after)
-        if parent is not None and parent.state == states.COMPLETED:
-            continue
-        if parent is None or parent.state not in states.ACTIVE:
-            said = "is not in this workspace" if parent is None else f"is {parent.state}"
-            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which {said}: "
-                              f"launch that run first (`arctl run {parent.experiment if parent else 'EXPERIMENT'}"
-                              f"{' --arm ' + parent.arm if parent else ''}`), or launch both with `arctl run`")
-        if parent.state == states.SUBMITTING and parent.run_id not in ours:  # another launch's: no job id to wait for
-            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which another "
-                              "launch is submitting now (its job id is not known yet): launch this one again once "
-                              "`arctl status` shows that run PENDING or RUNNING")
-        if parent.state != states.SUBMITTING and parent.executor not in (executor, None):
-            raise LaunchError(f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}, which runs under "
-                              f"the {parent.executor} executor: wait for it (`arctl status`), or cancel it and launch "
-                              f"both with --executor {executor}")
-        waits[item.run_id] = parent
+        if problem := source_problem(item, parent, workspace, ours, executor):  # (ours: claimed, SUBMITTING)
+            raise LaunchError(problem)
+        if parent is not None and parent.state != states.COMPLETED:
+            waits[item.run_id] = parent
     return waits
 
 

@@ -117,6 +117,26 @@ def archive_previous(run_dir: Path, claim: str | None = None) -> Path | None:
     return archive
 
 
+def archived_after(run_dir: Path, since: float) -> list[Path]:
+    """The archives of ``run_dir``'s earlier generations (``previous/<time>/``: :func:`archive_previous`, as a
+    ``--force`` rerun or a rerun of changed inputs makes them) made after ``since``, oldest first: the time of
+    a file of the same workspace (its clock, not the launching host's), e.g. a run's :data:`arctl.backends.base.INIT_RECORD`. Read
+    from the time their manifest was written (a stat each: no checkpoint is read)."""
+    try:
+        entries = sorted((run_dir / "previous").iterdir())
+    except OSError:  # none (or unreadable: nothing to say)
+        return []
+    found = []
+    for archive in entries:
+        try:
+            made = (archive / MANIFEST).stat().st_mtime
+        except OSError:
+            continue
+        if made > since:
+            found.append(archive)
+    return found
+
+
 def restore_previous(run_dir: Path, archive: Path) -> None:
     """Put back what :func:`archive_previous` moved to ``archive`` (a rerun whose submission was
     refused: the run is the finished run it was), replacing what the rerun wrote since and removing

@@ -29,7 +29,7 @@ from arctl.algo.prompts import InsertedTokens
 from arctl.algo.settings import BudgetControl, Objective
 from arctl.algo.tree import SummaryBranch, pack_tree
 from arctl.algo.tree_loss import Tree, TreeAdvantages, batch_stats, tree_advantages
-from arctl.backends.base import Diverged, SkipStreak, diverged_advice, stop_follows
+from arctl.backends.base import INIT_RECORD, Diverged, SkipStreak, diverged_advice, stop_follows
 from arctl.backends.tiny.checkpoint import (
     CheckpointError,
     Found,
@@ -492,7 +492,6 @@ WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accu
                  "seconds")
 
 
-INIT_RECORD = "init.json"
 
 
 def run_model(config: dict) -> tuple[torch.nn.Module, object]:
