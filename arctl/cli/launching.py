@@ -20,6 +20,7 @@ from arctl.cli.common import (
     esc,
     fail,
     fit_columns,
+    is_terminal,
     plain_columns,
     print_json,
     printable,
@@ -100,7 +101,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     ``counts``), what the SLURM jobs reserve and whether the runs' checkpoints fit the workspace's disk
     (:func:`arctl.launch.disk_room.checkpoint_room`; ``checkpoint_disk``); write and submit nothing."""
     from arctl.launch.executors import choose_executor
-    from arctl.launch.launcher import STARTS, dry_run_scripts, plan, planned_problem
+    from arctl.launch.launcher import STARTS, dry_run_scripts, forced_sources_note, plan, planned_problem
 
     configured = items[0].config.get("cluster", {}).get("executor")
     requested = executor or configured or "auto"
@@ -110,7 +111,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         if requested not in ("slurm",):
             raise
         name, note = "slurm", "executor: slurm (sbatch is not on PATH here: this is what would be submitted)"
-    plan(items, workspace, force)
+    plan(items, workspace, force, name)
     for i in items:  # a run kept as it is, whose launch-only keys the spec now sets otherwise: said on its line
         if i.action in ("skip", "active"):
             i.reason += kept_settings_note(i, workspace, i.action == "active", force)
@@ -144,6 +145,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     from arctl.launch.launcher import slurm_only_note
 
     unused = slurm_only_note(name, to_launch)  # the launch's note, previewed (cluster.setup not run on this machine)
+    forced = forced_sources_note(items, workspace)  # the runs that start from a run this launch reruns (the launch's note)
     if as_json:
         print_json({
             "dry_run": True, "executor": name, "workspace": str(workspace.root), "refused": refused,
@@ -155,6 +157,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             "reservation": asked,  # what the SLURM jobs ask of the cluster (None: no SLURM job would start)
             "checkpoint_disk": room and room.as_json(),  # None: no run that would start saves checkpoints to count
             "slurm_only": unused,  # the SLURM-only cluster keys a local or debug launch would not apply (None: none)
+            "starting_from_forced": forced,  # the runs that start from a run it reruns, kept as they are (None: none)
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
@@ -179,7 +182,11 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         table.add_column(col, overflow="fold", no_wrap=col != "why")
     natural = [max(cell_len(v) for v in (h, *(row[n] for row in rows))) for n, h in enumerate(headers)]
     why = len(headers) - 1
-    if console.is_terminal and fit_columns(table, natural, [why], [*natural[:why], min(natural[why], 16)], console.width):
+    # the reason wraps between words only: it names run ids too ("after <run id>"), which a fold split over lines
+    # (from a hunt: at 125-165 columns); where its longest word does not fit either, plain lines
+    word = max([cell_len(w) for row in rows for w in row[why].split()] or [1])
+    if is_terminal(console) and fit_columns(table, natural, [why], [*natural[:why], min(natural[why], word)],
+                                            console.width):
         for row in rows:
             table.add_row(*map(esc, row))
         console.print(table)
@@ -196,6 +203,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print(("[yellow]note:[/] " if room.over else "") + esc(room.line()))
     if unused:
         console.print("[yellow]note:[/] " + esc(unused))
+    if forced:
+        console.print("[yellow]note:[/] " + esc(forced))
     if refused:
         fail(f"a launch would be refused: {refused}")
 
@@ -357,7 +366,7 @@ def print_configs(starting, points: dict | None = None) -> None:
 
     def show(config: dict) -> None:
         text = dump_config(shown_config(config))
-        if console.is_terminal:
+        if is_terminal(console):
             from rich.syntax import Syntax
 
             console.print(Syntax(text, "yaml", background_color="default"))
