@@ -25,6 +25,7 @@ from arctl.cli.common import (
     section,
 )
 from arctl.cli.launching import launch_errors, styled
+from arctl.config.terminal import can_redraw
 
 
 def register(app: typer.Typer) -> None:
@@ -151,9 +152,10 @@ def _shown(line: str) -> str:
 
 def _frame(pending: str) -> str:
     """The newest whole frame of a followed file's unended last line, to draw where stdout is a terminal
-    (:func:`~arctl.cli.common.is_terminal`), else "": a pipe gets the line once it ends, as it gets every line."""
+    (:func:`~arctl.cli.common.is_terminal`) that can redraw a line (not ``TERM=dumb``: from a review), else "": a
+    pipe gets the line once it ends, as it gets every line."""
     end = pending.rfind("\r")
-    return _shown(pending[:end]) if end > 0 and is_terminal(console) else ""
+    return _shown(pending[:end]) if end > 0 and is_terminal(console) and can_redraw() else ""
 
 
 def _split_lines(text: str) -> list[str]:

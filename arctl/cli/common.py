@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from arctl.config.files import DEFAULT_WORKDIR, HOME_ENV, PLACE_ERRNOS
+from arctl.config.terminal import can_redraw, is_tty
 
 EXIT_USER_ERROR = 2
 
@@ -31,7 +32,13 @@ CLOSED_OUTPUT_EXIT = 141
 
 
 class _Console(Console):
-    """rich's console, ending on a closed output as a shell says it (:data:`CLOSED_OUTPUT_EXIT`), not with 1."""
+    """rich's console, ending on a closed output as a shell says it (:data:`CLOSED_OUTPUT_EXIT`), not with 1; and
+    knowing whether the code that made it forced it to be a terminal (``forced_terminal``: rich's own record of it,
+    ``_force_terminal``, is set from ``FORCE_COLOR`` by rich 13.x, which pyproject allows)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.forced_terminal: bool | None = kwargs.get("force_terminal")
 
     def on_broken_pipe(self) -> None:
         try:
@@ -46,30 +53,23 @@ err_console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False
 
 
 def is_terminal(on: Console | None = None) -> bool:
-    """Whether ``on``'s stream (stdout's console by default) really is a terminal: ``os.isatty`` of its descriptor.
-    The one test of where arctl draws tables, sizes them to a width, and animates bars and spinners; FORCE_COLOR and
-    TTY_COMPATIBLE choose colour only. rich's ``Console.is_terminal`` says True under either for a pipe and a file
-    too, and CI logs got box tables 80 columns wide and hundreds of bar frames (from a hunt). A console made with
-    ``force_terminal=`` (a test's screen) is what it was told."""
+    """Whether ``on``'s stream (stdout's console by default) really is a terminal (:func:`arctl.config.terminal.is_tty`):
+    the one test of where arctl draws tables and sizes them to a width; FORCE_COLOR and TTY_COMPATIBLE choose colour
+    only (from a hunt: CI logs got box tables 80 columns wide). A console made with ``force_terminal=`` (a test's
+    screen) is what it was told."""
     on = on or console
-    if on._force_terminal is not None:  # set by the code that made the console, never by the environment
-        return on._force_terminal
-    try:
-        return os.isatty(on.file.fileno())
-    except (AttributeError, OSError, ValueError):  # no descriptor (a StringIO, click's test runner), or closed
-        return False
+    forced = on.forced_terminal if isinstance(on, _Console) else on._force_terminal  # (another: a test's own)
+    return forced if forced is not None else is_tty(on.file)
 
 
 def progress_bars(on: Console | None = None) -> bool:
-    """Whether to draw progress bars and spinners: where stderr (``on``) is a terminal (:func:`is_terminal`) that is
-    not ``TERM=dumb``, whatever ``--json`` says (its document is stdout's alone; from a hunt: ``--json`` hid every
-    bar). A pipe, a log and a dumb terminal get none: a transient bar leaves blank lines there (from a hunt:
-    ``TERM=dumb arctl export``), and its frames pile up in a file (from a hunt: ``FORCE_COLOR=1``)."""
+    """Whether to draw progress bars and spinners, or redraw a line: where stderr (``on``) is a terminal
+    (:func:`is_terminal`) that can redraw a line (:func:`arctl.config.terminal.can_redraw`: not ``TERM=dumb``),
+    whatever ``--json`` says (its document is stdout's alone; from a hunt: ``--json`` hid every bar). A pipe, a log
+    and a dumb terminal get none: a transient bar leaves blank lines there (from a hunt: ``TERM=dumb arctl
+    export``), and its frames pile up in a file (from a hunt: ``FORCE_COLOR=1``)."""
     on = on or err_console
-    return is_terminal(on) and os.environ.get("TERM", "").lower() not in DUMB_TERMS
-
-
-DUMB_TERMS = ("dumb", "unknown")  # TERM values of a terminal that cannot redraw a line (as rich reads them)
+    return is_terminal(on) and can_redraw()
 
 
 SLOW_NOTE_AFTER_S = 1.0  # a wait on another program (sacct) is said after this long, where stderr is a terminal

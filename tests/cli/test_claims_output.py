@@ -43,7 +43,7 @@ def test_in_a_pipe_each_command_for_missing_runs_is_on_one_line(claims_box):
 
 
 def test_on_a_terminal_the_commands_follow_the_table_whole(claims_box, monkeypatch):
-    monkeypatch.setattr(common.console, "_force_terminal", True)
+    monkeypatch.setattr(common.console, "forced_terminal", True)
     monkeypatch.setattr(common.console, "_width", 80)
     monkeypatch.setenv("NO_COLOR", "1")
     done = claims_box.run(*claims_box.args)

@@ -170,7 +170,7 @@ def test_yaml_is_highlighted_on_a_terminal_only(tmp_path, monkeypatch, terminal)
 
     monkeypatch.setattr(rich.syntax, "Syntax", Counted)
     if terminal:
-        monkeypatch.setattr(common.console, "_force_terminal", True)
+        monkeypatch.setattr(common.console, "forced_terminal", True)
         monkeypatch.setattr(common.console, "_width", 120)
     res, _ = invoke("run", "ablation-vr", "--scale", "tiny", "--dry-run", "--executor", "local",
                     "--workdir", str(tmp_path / "ws"))

@@ -100,7 +100,7 @@ def _json_run(tmp_path, name: str) -> dict:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_report_and_export_json_draw_their_progress_bars_on_a_terminal(shipped_specs, tmp_path, monkeypatch, stubs,
                                                                        name):
-    monkeypatch.setattr(common.err_console, "_force_terminal", True)
+    monkeypatch.setattr(common.err_console, "forced_terminal", True)
     monkeypatch.setenv("TERM", "xterm-256color")
     assert _json_run(tmp_path, name) == {"ok": True}
     assert stubs[name] is True
@@ -111,20 +111,20 @@ def test_report_and_export_json_draw_their_progress_bars_on_a_terminal(shipped_s
 def test_no_progress_bar_in_a_pipe_or_on_a_dumb_terminal(shipped_specs, tmp_path, monkeypatch, stubs, name, term):
     """A dumb terminal cannot redraw a bar: rich's transient bars left blank lines there (from a hunt)."""
     if term is None:
-        monkeypatch.setattr(common.err_console, "_force_terminal", False)
+        monkeypatch.setattr(common.err_console, "forced_terminal", False)
     else:
-        monkeypatch.setattr(common.err_console, "_force_terminal", True)
+        monkeypatch.setattr(common.err_console, "forced_terminal", True)
         monkeypatch.setenv("TERM", term)
     _json_run(tmp_path, name)
     assert stubs[name] is False
 
 
 def test_progress_bars_follow_stderr(monkeypatch):
-    monkeypatch.setattr(common.err_console, "_force_terminal", True)
+    monkeypatch.setattr(common.err_console, "forced_terminal", True)
     monkeypatch.setenv("TERM", "xterm")
     assert common.progress_bars()
     monkeypatch.setenv("TERM", "dumb")
     assert not common.progress_bars()
-    monkeypatch.setattr(common.err_console, "_force_terminal", False)
+    monkeypatch.setattr(common.err_console, "forced_terminal", False)
     monkeypatch.setenv("TERM", "xterm")
     assert not common.progress_bars()

@@ -18,7 +18,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def test_show_heads_each_run_whole_in_a_narrow_terminal(tmp_path, monkeypatch, width):
     monkeypatch.delenv("ARCTL_SPECS", raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(common.console, "_force_terminal", True)
+    monkeypatch.setattr(common.console, "forced_terminal", True)
     monkeypatch.setattr(common.console, "_width", width)
     res = CliRunner().invoke(app, ["show", "baselines-thinkprune", "--scale", "tiny", "--seeds", "0"],
                              catch_exceptions=False)

@@ -18,7 +18,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 @pytest.mark.parametrize("width", [125, 130, 150, 165])
 def test_a_run_id_in_the_reason_is_whole_at_every_width(monkeypatch, tmp_path, width):
-    monkeypatch.setattr(common.console, "_force_terminal", True)
+    monkeypatch.setattr(common.console, "forced_terminal", True)
     monkeypatch.setattr(common.console, "_width", width)
     monkeypatch.setenv("NO_COLOR", "1")
     args = ["run", "baselines-thinkprune", "--dry-run", "--executor", "local", "--workdir", str(tmp_path / "ws")]

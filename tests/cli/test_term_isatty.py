@@ -91,7 +91,34 @@ def test_ls_in_a_file_is_plain_lines_under_forced_colour(monkeypatch, env, args)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("COLUMNS", "300")  # wide enough for the table, were it one
-    monkeypatch.setattr(common.console, "_force_terminal", None)
+    monkeypatch.setattr(common.console, "forced_terminal", None)
     forced = CliRunner().invoke(app, args, catch_exceptions=False).stdout
     assert "┃" not in forced and "│" not in forced, forced
     assert forced == piped
+
+
+def test_what_rich_13_records_from_force_color_is_not_taken_for_a_terminal(tmp_path):
+    """rich 13.x (pyproject allows it) sets a console's ``_force_terminal`` from FORCE_COLOR as it builds it; is_terminal
+    read that field, so on rich 13 a file under FORCE_COLOR was a terminal again (from a review). Only what the code
+    that made the console asked counts."""
+    with open(tmp_path / "out.txt", "w") as file:
+        made = common._Console(file=file)
+        made._force_terminal = True  # what rich 13 does under FORCE_COLOR=1
+        assert made.forced_terminal is None and not common.is_terminal(made)
+        assert common.is_terminal(common._Console(file=file, force_terminal=True))
+    with _pty() as screen:
+        made = common._Console(file=screen)
+        made._force_terminal = False
+        assert common.is_terminal(made)
+
+
+def test_follow_draws_no_frame_on_a_dumb_terminal(monkeypatch):
+    """`arctl logs --follow` redraws a bar's newest frame only where a line can be redrawn: not on TERM=dumb (an Emacs
+    shell), where progress bars are not drawn either (from a review)."""
+    from arctl.cli import cmd_logs
+
+    monkeypatch.setattr(common.console, "forced_terminal", True)
+    assert cmd_logs._frame("\rLoading 10%\rLoading 20") == "Loading 10%"
+    monkeypatch.setenv("TERM", "dumb")
+    assert cmd_logs._frame("\rLoading 10%\rLoading 20") == ""
+    assert not common.progress_bars(common._Console(stderr=True, force_terminal=True))

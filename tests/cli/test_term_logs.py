@@ -130,7 +130,7 @@ def test_follow_on_a_terminal_draws_the_bar_then_writes_its_line(tmp_path, monke
     ws, run_id, err = _run(tmp_path, states.RUNNING)
     bar = _bar("Training Progress", 50)
     err.write_text(bar[:300])
-    monkeypatch.setattr(common.console, "_force_terminal", True)
+    monkeypatch.setattr(common.console, "forced_terminal", True)
     running = {"state": states.RUNNING}
     following(monkeypatch, [
         (running, None),

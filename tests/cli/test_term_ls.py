@@ -24,7 +24,7 @@ def shipped_specs(tmp_path, monkeypatch):
 
 
 def _ls(monkeypatch, width: int, *args: str) -> str:
-    monkeypatch.setattr(common.console, "_force_terminal", True)
+    monkeypatch.setattr(common.console, "forced_terminal", True)
     monkeypatch.setattr(common.console, "_width", width)
     res = CliRunner().invoke(app, ["ls", *args], catch_exceptions=False)
     assert res.exit_code == 0, res.output

@@ -50,7 +50,7 @@ def _runs(tmp_path) -> tuple[Workspace, dict[str, tuple[str, str]]]:
 
 
 def _status(ws, width: int | None, monkeypatch) -> str:
-    monkeypatch.setattr(common.console, "_force_terminal", None if width is None else True)
+    monkeypatch.setattr(common.console, "forced_terminal", None if width is None else True)
     monkeypatch.setattr(common.console, "_width", width)
     res = CliRunner().invoke(app, ["status", "--no-refresh", "--workdir", str(ws.root)], catch_exceptions=False)
     assert res.exit_code == 0, res.output

@@ -36,7 +36,7 @@ def terminal(monkeypatch):
     """``terminal(width)``: the CLI's stdout console is a terminal that wide (as ``script`` or a shell gives it)."""
 
     def use(width: int) -> None:
-        monkeypatch.setattr(common.console, "_force_terminal", True)
+        monkeypatch.setattr(common.console, "forced_terminal", True)
         monkeypatch.setattr(common.console, "_width", width)
 
     return use

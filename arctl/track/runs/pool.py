@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+from arctl.config.terminal import redraws
+
 # a worker's peak memory reading a run, in multiples of the largest file it reads: measured 1.81 GB
 # peak RSS for one 202 MB .wandb file (10,000 steps x ~500 keys: ~9x; the parse holds the records,
 # the columns and the frame at once), rounded up
@@ -130,8 +132,9 @@ def _progress(enabled: bool, total: int, what: str):
     # a terminal's stderr only: elsewhere (a pipe, a log file, CI) a transient bar draws nothing and leaves a
     # stray blank line (from a hunt), or its frames pile up in the file (from a hunt: FORCE_COLOR=1, which rich's
     # Console.is_terminal takes for a terminal); a dumb terminal cannot redraw it. The rule of
-    # arctl.cli.common.progress_bars, whose answer the CLI passes as ``enabled``; here for a library caller's default
-    if not enabled or total < 2 or not _stderr_redraws():
+    # arctl.config.terminal.redraws (the CLI's progress_bars passes its answer as ``enabled``); here for a library
+    # caller's default
+    if not enabled or total < 2 or not redraws(sys.stderr):
         return nullcontext(None)
     console = Console(stderr=True)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -145,15 +148,6 @@ def _progress(enabled: bool, total: int, what: str):
         transient=True,
     )
     return progress
-
-
-def _stderr_redraws() -> bool:
-    """Whether stderr really is a terminal (``os.isatty`` of its descriptor) that is not ``TERM=dumb``."""
-    try:
-        tty = os.isatty(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture), or closed
-        return False
-    return tty and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
 def _prefetch(paths: list[Path]) -> None:
