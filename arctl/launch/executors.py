@@ -255,11 +255,15 @@ def sbatch_options(raw) -> list[tuple[str, str | None]]:
             if not eq and not value and name in SBATCH_VALUED:
                 raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: --{name} needs a value — write '--{name}=VALUE' "
                                   "(sbatch would take the next #SBATCH line's option as its value)")
-            meant = sorted(v for v in SBATCH_VALUED if v.startswith(name)) if name not in SBATCH_FLAGS else []
-            if not eq and not value and meant:  # (from a review: --comm ate the next line as --comment's value)
-                of = f"--{meant[0]}" if len(meant) == 1 else "one of " + ", ".join(f"--{v}" for v in meant)
+            known = name in SBATCH_VALUED or name in SBATCH_FLAGS
+            meant = [] if known else sorted(o for o in SBATCH_VALUED | SBATCH_FLAGS if o.startswith(name))
+            if len(meant) > 1:  # sbatch refuses it at submission ("is ambiguous"), after arctl's checks passed it
+                raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: --{name} is an abbreviation of several sbatch "
+                                  f"options ({', '.join('--' + o for o in meant)}) — write the one you mean in full")
+            if not eq and not value and meant and meant[0] in SBATCH_VALUED:  # (from a review: --comm ate the next
+                # line as --comment's value)
                 raise LaunchError(f"cluster.sbatch_extra entry {raw!r}: sbatch reads --{name} as an abbreviation (of "
-                                  f"{of}, which need{'s' if len(meant) == 1 else ''} a value) — write the option in full with its value, "
+                                  f"--{meant[0]}, which needs a value) — write the option in full with its value, "
                                   f"'--{meant[0]}=VALUE' (sbatch would take the next #SBATCH line's option as its value)")
             options.append((name, value if eq or value else None))
             continue

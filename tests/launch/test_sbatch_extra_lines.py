@@ -97,7 +97,13 @@ def test_a_gres_request_in_quotes_is_read_for_its_gpu_count():
     ("--comm", "sbatch reads --comm as an abbreviation (of --comment, which needs a value) — write the option in full "
                "with its value, '--comment=VALUE'"),
     ("#SBATCH --reserv", "sbatch reads --reserv as an abbreviation (of --reservation, which needs a value)"),
-    ("--mail", "sbatch reads --mail as an abbreviation (of one of --mail-type, --mail-user, which need a value)"),
+    ("--mail", "--mail is an abbreviation of several sbatch options (--mail-type, --mail-user) — write the one you "
+               "mean in full"),
+    # sbatch refuses an ambiguous one at submission, after the launch's checks (from a review)
+    ("--over", "--over is an abbreviation of several sbatch options (--overcommit, --oversubscribe)"),
+    ("--wai", "--wai is an abbreviation of several sbatch options (--wait, --wait-all-nodes)"),
+    ("--ex=x", "--ex is an abbreviation of several sbatch options (--exclude, --exclusive, --export, --export-file, "
+               "--extra-node-info)"),
     ("--exclusive --licenses", "--licenses needs a value — write '--licenses=VALUE'"),
     ("--comment='a b", "has an unmatched ' — close the quote"),
     ("-k off", "has 'off' where sbatch expects an option"),
