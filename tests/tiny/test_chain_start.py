@@ -174,3 +174,19 @@ def test_a_source_of_another_shape_is_refused_in_one_line_before_any_warm_up(tmp
     assert "is [291, 32] there and [291, 64] here" in line and "model.hidden_size=32 there, 64 here" in line
     assert not warmup_dir(wide).exists()  # no warm-up trained for a model it never trains
     assert not (tmp_path / "runs" / "child" / INIT_RECORD).exists()
+
+
+def test_a_source_of_another_task_is_refused_naming_the_task(tmp_path):
+    """The vocabulary is the task's (tiny.task), not a model key: a run of the running_sum task from a search run
+    was told to copy the model section, which was the same (from a review). The line names the task."""
+    config = resolve_experiment("main-grpo", overrides=[*MICRO, "wandb.mode=disabled"])[0].config
+    parent = tmp_path / "runs" / "parent"
+    assert train(config, parent, threading.Event()) == "completed"
+    (parent / "config.yaml").write_text(yaml.safe_dump(config))  # as the launcher writes it
+    child = _child(config, parent)
+    other = {**child, "tiny": {**child["tiny"], "task": {**child["tiny"]["task"], "name": "running_sum"}}}
+    with pytest.raises(ValueError) as err:
+        train(other, tmp_path / "runs" / "child", threading.Event())
+    line = str(err.value)
+    assert "\n" not in line and "do not fit this run's model" in line, line
+    assert "tiny.task.name=search there, running_sum here" in line and "model section and task" in line, line

@@ -44,7 +44,7 @@ from arctl.backends.tiny.evaluate import budget_accuracy, evaluate
 from arctl.backends.tiny.model import build_model, model_config
 from arctl.backends.tiny.rollout import LogitsNotFinite, Rollout, budget_scores, rollout
 from arctl.backends.tiny.settings import TinyRun
-from arctl.backends.tiny.tasks import target_word, toy_task
+from arctl.backends.tiny.tasks import target_word, task_section, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer
 from arctl.backends.tiny.update import ppo_update, tree_batch
 from arctl.backends.tiny.warmup import (
@@ -534,17 +534,28 @@ def check_shapes(model: torch.nn.Module, weights: dict, source: str, init_dir: P
             f"this run's model has {len(lacking)} tensors they lack (e.g. {lacking[0]})" if lacking else "") if part)
     import yaml
 
-    keys = ""
+    keys, task = "", False
     try:
-        there = (yaml.safe_load((Path(init_dir) / "config.yaml").read_text()) or {}).get("model") or {}
-        here = (config or {}).get("model") or {}
-        keys = ", ".join(f"model.{k}={there.get(k)} there, {here.get(k)} here" for k in sorted(set(there) | set(here))
-                         if there.get(k) != here.get(k))
+        run = yaml.safe_load((Path(init_dir) / "config.yaml").read_text()) or {}
+        there, here = run.get("model") or {}, (config or {}).get("model") or {}
+        differ_keys = [f"model.{k}={there.get(k)} there, {here.get(k)} here" for k in sorted(set(there) | set(here))
+                       if there.get(k) != here.get(k)]
+        # the vocabulary (the embedding's rows) is the task's, not a model key: tiny.task differs (from a review:
+        # a running_sum run of max_terms 20 from one of 12 was told to copy a model section that was the same)
+        tasks = (run.get("tiny") or {}).get("task"), ((config or {}).get("tiny") or {}).get("task")
+        if tasks[0] is not None and tasks[1] is not None and task_section(tasks[0]) != task_section(tasks[1]):
+            task = True
+            (name0, knobs0), (name1, knobs1) = task_section(tasks[0]), task_section(tasks[1])
+            differ_keys.append(f"tiny.task.name={name0} there, {name1} here" if name0 != name1 else
+                               ", ".join(f"tiny.task.{name1}.{k}={knobs0.get(k)} there, {knobs1.get(k)} here"
+                                         for k in sorted(set(knobs0) | set(knobs1)) if knobs0.get(k) != knobs1.get(k)))
+        keys = ", ".join(differ_keys)
     except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
         pass  # (no config.yaml beside its weights: the shapes alone say it)
+    advice = ("give this run that run's model section and task (the task sets the vocabulary)" if task
+              else "give this run that run's model section")
     raise ValueError(f"tiny backend: {source} do not fit this run's model: {what}"
-                     + (f"; {keys}" if keys else "") + " — give this run that run's model section, or start it "
-                     "from a run of this model")
+                     + (f"; {keys}" if keys else "") + f" — {advice}, or start it from a run of this model")
 
 
 def start_from_run(model: torch.nn.Module, init_dir: Path, config: dict | None = None) -> dict:
