@@ -25,7 +25,8 @@ from arctl.config.ranges import Range
 
 ENTRY_POINT_GROUP = "arctl.backends"
 INIT_RECORD = "init.json"  # in a run folder: what a run that starts from another's weights (trainer.init_from) took,
-# written by its job as it takes them (each backend's own fields); the launch reads its time (launcher.stale_source)
+# written by its job as it takes them (each backend's own fields); the launch reads its time (launcher.source_rerun)
+INIT_MODEL_DIR = "init_model"  # in a run folder: verl's merged copy of those weights (a rerun archives both)
 # The built-in backends: their one home (arctl's pyproject declares no entry point for them, so a stale
 # editable install cannot miss one); other packages add theirs by the ``arctl.backends`` entry points.
 BUILTIN = {

@@ -321,10 +321,9 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
             recorded, now = recorded_inputs(item, workspace)
             item.action, item.reason = (("rerun", "completed, --force") if force and not item.needed_by
                                         else ("rerun", f"completed, but {changed}")
-                                        if (changed := inputs_change(recorded, now) or source_rerun(item, workspace))
-                                        is not None
+                                        if (changed := inputs_change(recorded, now)) is not None
                                         else ("skip", "completed" + _inputs_gone(recorded, now)
-                                              + _plugins_note(item, workspace)))
+                                              + _plugins_note(item, workspace) + _source_rerun_note(item, workspace, rec)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -358,6 +357,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
     for item in items:
         if item.note and item.action != "shared":
             item.reason += f"; {item.note}"
+    _refuse_reruns_under_active_runs(items, workspace, known)
     by_id = {item.run_id: item for item in items}
     ours = {item.run_id for item in items if item.action in STARTS}
     for item in items:  # a run that starts from one that is not done yet waits for it
@@ -471,8 +471,52 @@ def source_rerun(item: LaunchItem, workspace: Workspace) -> str | None:
     archives = archived_after(workspace.run_dir(item.after), taken)
     if not archives:
         return None
-    return (f"the run it started from, {item.after}, was rerun since it started (the weights it started from are "
-            f"in {archives[0]}): it reruns from that run's weights now")
+    return (f"the run it started from, {item.after}, was rerun after it started (an archive of it, {archives[0]}, is "
+            f"newer than its {INIT_RECORD})")
+
+
+def _source_rerun_note(item: LaunchItem, workspace: Workspace, rec: RunRecord) -> str:
+    """A completed run's skip reason's note where the run it started from was rerun since (:func:`source_rerun`):
+    said, never rerun by itself. The evidence is file times, which a copy without them (``cp -r``) or another
+    host's clock can mislead both ways (from a review: a 200-step run planned rerun after a ``cp -r``), and a
+    rerun spends GPU hours: the user decides, with the command that does it."""
+    why = source_rerun(item, workspace)
+    if why is None:
+        return ""
+    from arctl.launch.refresh import rerun_one
+
+    return f"; but {why}: {rerun_one(rec, workspace.root)}, from that run's weights now"
+
+
+def _refuse_reruns_under_active_runs(items: list[LaunchItem], workspace: Workspace,
+                                     known: dict[str, RunRecord]) -> None:
+    """A completed run this launch would rerun (``--force``, or changed inputs) while runs of the workspace that
+    start from it are active (queued, waiting for it, running) is planned "refused": the rerun moves its
+    checkpoints to ``previous/`` and trains new ones, and such a run fails as it starts, or takes a checkpoint of
+    the rerun's first steps (from a review: a queued dependent failed "has no checkpoint to start from" a second
+    after a ``--force``). Read from the registry's active rows and their frozen configs (``trainer.init_run``)."""
+    reruns = {i.run_id: i for i in items if i.action == "rerun" and i.state == states.COMPLETED}
+    if not reruns or not workspace.exists():
+        return
+    from arctl.launch.rundir import RunDirError, read_run_config
+
+    launched = {i.run_id for i in items}
+    waiting: dict[str, list[str]] = {}
+    with Registry.for_reading(workspace.registry_path) as reg:
+        active = [r for r in reg.list(states_in=states.ACTIVE) if r.run_id not in launched]
+    for rec in active:
+        try:
+            source = (read_run_config(workspace.run_dir(rec.run_id)).get("trainer") or {}).get("init_run")
+        except (RunDirError, OSError, AttributeError):
+            continue
+        if source in reruns:
+            waiting.setdefault(source, []).append(f"{rec.run_id} ({(known.get(rec.run_id) or rec).state.lower()})")
+    for source, runs in waiting.items():
+        item = reruns[source]
+        problem = (f"{source} would be rerun while {', '.join(runs)} {'start' if len(runs) > 1 else 'starts'} from "
+                   f"its weights — wait for {'them' if len(runs) > 1 else 'it'} to end, or `arctl cancel` "
+                   f"{'them' if len(runs) > 1 else 'it'} first (the rerun moves its checkpoints to previous/)")
+        item.action, item.reason, item.problem = "refused", problem, problem
 
 
 def forced_sources_note(items: list[LaunchItem], workspace: Workspace) -> str | None:
@@ -1147,14 +1191,14 @@ def _claim(reg: Registry, items: list[LaunchItem], workspace: Workspace, token: 
            members: list[str]):
     """Claim ``items`` (:meth:`Registry.claim`, ``forced``: the --force reruns), and the completed runs whose
     inputs changed since they ran (:func:`inputs_change`, as :func:`plan` plans them "rerun") as --force
-    claims them, and those whose run they start from was rerun since (:func:`source_rerun`); the others' skip
+    claims them; the others' skip
     lines stay as they were (a completed run's names --force). The claimed in
     the order of ``items`` (a run that starts from another comes after it)."""
     from arctl.launch.registry import ClaimResult
 
     stale = {i.run_id for i in items if (forced is False or i.run_id not in forced)
              and (rec := reg.get(i.run_id)) is not None and rec.state == states.COMPLETED
-             and (inputs_change(*recorded_inputs(i, workspace)) or source_rerun(i, workspace)) is not None}
+             and inputs_change(*recorded_inputs(i, workspace)) is not None}
     if not stale:
         return reg.claim([item.record() for item in items], token, force=forced, members=members)
     if forced is not False:  # --force: every completed run's skip line says so already

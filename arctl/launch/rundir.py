@@ -74,7 +74,10 @@ def prepare_run_dir(run_dir: Path, config: dict, fresh: bool = False) -> Path:
 # the launcher writes a new provenance (and a phase, for a run that waits for another)
 # the metrics files too: a rerun that found them would keep (and relog) the replaced run's step 0, and show its progress
 # and what identified its inputs (an eval-only run's checkpoint): a refused rerun puts the evaluated run's back
-ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics", "inputs")
+# and what a run that starts from another took of it (init.json; verl's merged copy, init_model/): a rerun takes the
+# weights that run has now (from a review: verl's rerun reused the merged copy of that run's previous generation)
+ARCHIVED = ("checkpoints", "wandb", "status", "provenance", "warning", "phase", "metrics", "verl_metrics", "inputs",
+            "init", "init_model")
 MANIFEST = "archived.txt"  # in an archive: the keys :func:`archive_previous` set out to move, one per line
 CLAIM_MARK = "#claim"  # the manifest's line naming the claim of the rerun that moved them
 KNOWN_MARK = "#archives"  # the manifest's line naming every key its arctl archives (what a restore may remove)

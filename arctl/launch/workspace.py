@@ -21,6 +21,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arctl.backends.base import INIT_MODEL_DIR, INIT_RECORD
 from arctl.config.files import nearest_existing, workdir_named, workdir_origin, workdir_path, workdir_remedy
 from arctl.launch import states
 from arctl.launch.progress import METRIC_FILES
@@ -228,4 +229,6 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "metrics": run_dir / METRIC_FILES[0],  # a row per step (tiny; verl's file log is the other)
         "verl_metrics": run_dir / METRIC_FILES[1],
         "inputs": run_dir / "inputs.json",  # what identified the inputs it reads from outside its config (an eval)
+        "init": run_dir / INIT_RECORD,  # what it took of the run it starts from (trainer.init_from)
+        "init_model": run_dir / INIT_MODEL_DIR,  # verl: that run's weights merged into a model
     }

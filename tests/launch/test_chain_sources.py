@@ -150,9 +150,12 @@ def test_a_verl_dependent_of_another_checkpoint_is_refused_when_resolved(specs):
         items_from_resolved(resolve_experiment("vx", [], "paper", arms=["t"]))
 
 
-def test_a_forced_rerun_names_the_runs_that_start_from_it_and_they_rerun_at_their_next_launch(chain, tmp_path, cli):
-    """After `arctl run chain --arm r1 --force`, r2 (completed from r1's previous weights) is no longer skipped as
-    completed: its next launch reruns it from r1's new weights; the forced launch and its dry run name it."""
+def test_a_forced_rerun_names_the_runs_that_start_from_it_and_their_plan_says_so_without_rerunning_them(
+        chain, tmp_path, cli):
+    """After `arctl run chain --arm r1 --force`, r2 (completed from r1's previous weights) is named by the forced
+    launch and its dry run, and its plan says so with the command that retrains it; it is never rerun by itself (the
+    evidence is file times, and a rerun spends GPU hours: from a review, a `cp -r` copy planned a 200-step run rerun).
+    The command it names reruns r2 alone, from r1's new weights."""
     ws = Workspace(tmp_path / "ws")
     launch(_items(["r2"]), ws, executor="debug")
     before = _records(ws.root)
@@ -164,10 +167,33 @@ def test_a_forced_rerun_names_the_runs_that_start_from_it_and_they_rerun_at_thei
     assert f"note: {r2} starts from {r1}" in cli("run", "chain", *args, "--dry-run", check=True).stdout
     assert f"note: {r2} starts from {r1}" in cli("run", "chain", *args, check=True).stderr
     planned = plan(_items(["r2"]), ws)
-    assert [i.action for i in planned] == ["skip", "rerun"]
-    assert planned[1].reason.startswith(f"completed, but the run it started from, {r1}, was rerun since it started")
-    cli("run", "chain", "--arm", "r2", "--executor", "debug", "--workdir", str(ws.root), check=True)
+    assert [i.action for i in planned] == ["skip", "skip"]
+    assert planned[1].reason.startswith(f"completed; but the run it started from, {r1}, was rerun after it started")
+    command = re.search(r"`(arctl run [^`]+)`[^`]* runs it again from the start", planned[1].reason).group(1)
+    words = shlex.split(command)
+    assert words[:3] == ["arctl", "run", "chain"] and "--force" in words and words[words.index("--arm") + 1] == "r2"
+    cli(*words[1:], check=True)
     after = _records(ws.root)
     assert (after["r2"].state, after["r2"].generation) == ("COMPLETED", before["r2"].generation + 1)
-    assert after["r1"].generation == before["r1"].generation + 1
-    assert [i.action for i in plan(_items(["r2"]), ws)] == ["skip", "skip"]  # started from the new weights
+    assert after["r1"].generation == before["r1"].generation + 1  # once, by the --force above
+    assert [(i.action, i.reason) for i in plan(_items(["r2"]), ws)] == [("skip", "completed"), ("skip", "completed")]
+    # what r2 took of r1 the first time was archived with its rerun (verl's merged copy would be too)
+    assert any((p / "init.json").is_file() for p in (ws.root / "runs" / r2 / "previous").iterdir())
+
+
+def test_a_run_others_are_queued_to_start_from_is_not_rerun_under_them(chain, tmp_path, cli):
+    """`--force` of a completed run while a run that starts from it is queued or running is refused in one line,
+    naming it, before anything is moved (from a review: the queued run failed "has no checkpoint to start from" a
+    second after the rerun moved the checkpoints to previous/)."""
+    ws = Workspace(tmp_path / "ws")
+    launch(_items(["r2"]), ws, executor="debug")
+    recs = _records(ws.root)
+    with Registry(ws.root / "registry.sqlite") as reg:
+        reg.update(recs["r2"].run_id, state="PENDING")
+    args = ["run", "chain", "--arm", "r1", "--force", "--executor", "debug", "--workdir", str(ws.root)]
+    for dry in (["--dry-run"], []):
+        line = _one_line(cli(*args, *dry))
+        assert f"{recs['r1'].run_id} would be rerun while {recs['r2'].run_id} (" in line, line
+        assert "`arctl cancel` it first" in line, line
+    assert _records(ws.root)["r1"].generation == recs["r1"].generation  # nothing rerun
+    assert (ws.root / "runs" / recs["r1"].run_id / "checkpoints").is_dir()

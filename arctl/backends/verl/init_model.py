@@ -24,12 +24,10 @@ import json
 import shutil
 from pathlib import Path
 
-from arctl.backends.base import INIT_RECORD
+from arctl.backends.base import INIT_MODEL_DIR, INIT_RECORD
 from arctl.backends.verl import checkpoints
 from arctl.backends.verl.overrides import VerlConfigError
 from arctl.config.files import atomic_write
-
-INIT_MODEL_DIR = "init_model"
 
 
 def init_model_path(config: dict, run_dir: Path) -> str | None:
