@@ -521,8 +521,8 @@ def _refuse_reruns_under_active_runs(items: list[LaunchItem], workspace: Workspa
 
 def forced_sources_note(items: list[LaunchItem], workspace: Workspace) -> str | None:
     """The note of a plan that reruns completed runs (``--force``) that the workspace's other runs start from:
-    those runs keep the weights of the forced run's generation they started from, until a launch of theirs reruns
-    them (:func:`source_rerun`); None where no forced run has any. Read from the workspace's
+    those runs keep the weights of the forced run's generation they started from, until a ``--force`` launch of
+    theirs reruns them (their plans say so: :func:`source_rerun`); None where no forced run has any. Read from the workspace's
     :data:`INIT_RECORD` files (what each run started from: one small file per such run)."""
     forced = {i.run_id for i in items if i.action == "rerun" and i.state == states.COMPLETED}
     if not forced or not workspace.runs_dir.is_dir():
@@ -542,9 +542,11 @@ def forced_sources_note(items: list[LaunchItem], workspace: Workspace) -> str | 
                      for source, runs in starting.items())
     if sum(map(len, starting.values())) > 1:
         return (f"{said}: this launch does not rerun them; they keep the results of the weights they started from "
-                "until a later `arctl run` of their arms reruns them from the new weights")
-    return (f"{said}: this launch does not rerun it; it keeps the results of the weights it started from until a "
-            "later `arctl run` of its arm reruns it from the new weights")
+                "until `arctl run ... --arm ARM --force` of their arms reruns them from the new weights (their plans "
+                "say so), and the runs that start from them in turn after them")
+    return (f"{said}: this launch does not rerun it; it keeps the results of the weights it started from until "
+            "`arctl run ... --arm ARM --force` of its arm reruns it from the new weights (its plan says so), and the "
+            "runs that start from it in turn after it")
 
 
 def _plugins_note(item, workspace: Workspace) -> str:
