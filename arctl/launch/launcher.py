@@ -377,6 +377,25 @@ def _starts_from_source(item: LaunchItem, workspace: Workspace) -> bool:
     return item.action in ("new", "rerun") or not has_checkpoint(workspace.run_dir(item.run_id))
 
 
+def _rebuilds_reference(item: LaunchItem, workspace: Workspace) -> bool:
+    """Whether ``item``'s resume reads the weights of the run it starts from again: its KL term's reference
+    (``optim.kl_coef`` > 0) is those weights, rebuilt from that run's checkpoint on every resume, except where its
+    folder keeps them merged (verl's ``init_model/``)."""
+    try:
+        kl = float((item.config.get("optim") or {}).get("kl_coef") or 0)
+    except (TypeError, ValueError):
+        return False
+    return kl > 0 and not run_paths(workspace.run_dir(item.run_id))["init_model"].is_dir()
+
+
+def _archives(run_dir: Path) -> list[Path]:
+    """``run_dir``'s archives of its earlier generations (``previous/<time>/``)."""
+    try:
+        return [p for p in (run_dir / "previous").iterdir() if p.is_dir()]
+    except OSError:
+        return []
+
+
 def source_problem(item: LaunchItem, parent: RunRecord | None, workspace: Workspace | None, ours: Iterable[str] = (),
                    executor: str | None = None) -> str | None:
     """Why a launch of ``item`` is refused for the run it starts from (``item.after``; ``parent``: its registry
@@ -391,13 +410,21 @@ def source_problem(item: LaunchItem, parent: RunRecord | None, workspace: Worksp
         return None
     who = f"{item.experiment}/{item.arm}/s{item.seed} starts from run {item.after}"
     if parent is not None and parent.state == states.COMPLETED:
-        if workspace is None or not _starts_from_source(item, workspace):
+        if workspace is None:
             return None
-        folder = run_paths(workspace.run_dir(parent.run_id))["checkpoints"]
-        if has_checkpoint(workspace.run_dir(parent.run_id)):
+        reference = not _starts_from_source(item, workspace) and _rebuilds_reference(item, workspace)
+        if not (_starts_from_source(item, workspace) or reference):
             return None
+        source = workspace.run_dir(parent.run_id)
+        folder = run_paths(source)["checkpoints"]
+        if has_checkpoint(source) or (reference and any(has_checkpoint(a) for a in _archives(source))):
+            return None  # (its KL reference may be a checkpoint a rerun of that run archived: the job looks there)
         from arctl.launch.refresh import rerun_one
 
+        if reference:  # from a review: the resume's dry run said "resumes from step 21", the job then failed
+            return (f"{who}, whose checkpoints are gone ({folder} is empty or gone, and no archive of it in its "
+                    f"previous/ has one): this run's KL term is measured against them and is rebuilt from them on "
+                    f"every resume — restore them, or rerun this run from the start with --force; nothing is submitted")
         return (f"{who}, which is COMPLETED but has no checkpoint left ({folder} is empty or gone): "
                 f"{rerun_one(parent, workspace.root)}, then launch this run again; nothing is submitted")
     if parent is None or parent.state not in states.ACTIVE:

@@ -30,6 +30,7 @@ CHAIN = textwrap.dedent(
       r1: [algo=grpo, prior=base]
       r2: [algo=grpo, prior=base, optim.lr=2e-6, trainer.init_from=r1]
       wide: [algo=grpo, prior=base, model.hidden_size=64, model.intermediate_size=256, trainer.init_from=r1]
+      kl: [algo=grpo, prior=base, optim.kl_coef=0.001, trainer.init_from=r1]
     """
 )
 
@@ -90,6 +91,29 @@ def test_a_dependent_that_resumes_from_its_own_checkpoint_is_not_refused_for_its
     assert [i.action for i in plan(_items(["r2"]), ws)] == ["skip", "resume"]  # its own checkpoint: no source needed
     shutil.rmtree(ws.run_dir(recs["r2"].run_id) / "checkpoints")
     assert [i.action for i in plan(_items(["r2"]), ws)] == ["skip", "refused"]  # it would start over from r1's
+
+
+def test_a_kl_run_resuming_from_its_own_checkpoint_still_needs_its_sources(chain, tmp_path, cli):
+    """A run with a KL term rebuilds its reference, the weights it started from, from its source's checkpoint on
+    every resume: where those are gone (and no archive in the source's previous/ has them) its resume and the
+    resume's dry run are refused in one line (from a review: the dry run said "resumes from step 21", the job then
+    failed "its KL reference cannot be rebuilt"). An archived checkpoint of the source is enough."""
+    ws = Workspace(tmp_path / "ws")
+    launch(_items(["kl"]), ws, executor="debug")
+    recs = _records(ws.root)
+    source = ws.run_dir(recs["r1"].run_id)
+    with Registry(ws.registry_path) as reg:
+        reg.update(recs["kl"].run_id, state="FAILED")
+    write_status(ws.run_dir(recs["kl"].run_id), state="failed")
+    (source / "previous" / "20261206-000000").mkdir(parents=True)
+    shutil.move(source / "checkpoints", source / "previous" / "20261206-000000" / "checkpoints")
+    assert [i.action for i in plan(_items(["kl"]), ws)] == ["skip", "resume"]  # the archive has them
+    shutil.rmtree(source / "previous")
+    assert [i.action for i in plan(_items(["kl"]), ws)] == ["skip", "refused"]
+    args = [recs["kl"].run_id, "--executor", "debug", "--workdir", str(ws.root)]
+    for dry in (["--dry-run"], []):
+        line = _one_line(cli("resume", *args, *dry))
+        assert f"starts from run {recs['r1'].run_id}, whose checkpoints are gone" in line and "KL term" in line, line
 
 
 def test_the_resume_dry_run_refuses_what_the_resume_refuses(chain, tmp_path, cli):
