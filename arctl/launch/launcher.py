@@ -412,8 +412,9 @@ def source_problem(item: LaunchItem, parent: RunRecord | None, workspace: Worksp
     if parent is not None and parent.state == states.COMPLETED:
         if workspace is None:
             return None
-        reference = not _starts_from_source(item, workspace) and _rebuilds_reference(item, workspace)
-        if not (_starts_from_source(item, workspace) or reference):
+        starts = _starts_from_source(item, workspace)
+        reference = not starts and _rebuilds_reference(item, workspace)
+        if not (starts or reference):
             return None
         source = workspace.run_dir(parent.run_id)
         folder = run_paths(source)["checkpoints"]
@@ -482,8 +483,8 @@ def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was 
 
 def source_rerun(item: LaunchItem, workspace: Workspace) -> str | None:
     """Where the run ``item`` starts from (``after``) was rerun since ``item``'s run took its weights, as a reason's
-    words (a completed run is then planned "rerun", and the launch reruns it, as one whose recorded inputs changed:
-    its results are of the other run's previous weights), else None. The evidence is cheap and needs one clock:
+    words (said in a completed run's plan, never acted on: :func:`_source_rerun_note`), else None. The evidence is
+    cheap and needs one clock:
     an archive of that run's earlier files (``previous/<time>/``, which every rerun of a completed run makes) made
     after this run's :data:`INIT_RECORD` (written by its job as it took the weights), both files of the workspace;
     no checkpoint is read or hashed (GBs on verl). A run with no record (launched before the backends wrote it)
@@ -515,6 +516,11 @@ def _source_rerun_note(item: LaunchItem, workspace: Workspace, rec: RunRecord) -
     return f"; but {why}: {rerun_one(rec, workspace.root)}, from that run's weights now"
 
 
+def _completed_reruns(items: list[LaunchItem]) -> dict[str, LaunchItem]:
+    """The completed runs a plan reruns (``--force``, or changed inputs), by run id."""
+    return {i.run_id: i for i in items if i.action == "rerun" and i.state == states.COMPLETED}
+
+
 def _refuse_reruns_under_active_runs(items: list[LaunchItem], workspace: Workspace,
                                      known: dict[str, RunRecord]) -> None:
     """A completed run this launch would rerun (``--force``, or changed inputs) while runs of the workspace that
@@ -522,7 +528,7 @@ def _refuse_reruns_under_active_runs(items: list[LaunchItem], workspace: Workspa
     checkpoints to ``previous/`` and trains new ones, and such a run fails as it starts, or takes a checkpoint of
     the rerun's first steps (from a review: a queued dependent failed "has no checkpoint to start from" a second
     after a ``--force``). Read from the registry's active rows and their frozen configs (``trainer.init_run``)."""
-    reruns = {i.run_id: i for i in items if i.action == "rerun" and i.state == states.COMPLETED}
+    reruns = _completed_reruns(items)
     if not reruns or not workspace.exists():
         return
     from arctl.launch.rundir import RunDirError, read_run_config
@@ -551,7 +557,7 @@ def forced_sources_note(items: list[LaunchItem], workspace: Workspace) -> str | 
     those runs keep the weights of the forced run's generation they started from, until a ``--force`` launch of
     theirs reruns them (their plans say so: :func:`source_rerun`); None where no forced run has any. Read from the workspace's
     :data:`INIT_RECORD` files (what each run started from: one small file per such run)."""
-    forced = {i.run_id for i in items if i.action == "rerun" and i.state == states.COMPLETED}
+    forced = _completed_reruns(items)
     if not forced or not workspace.runs_dir.is_dir():
         return None
     launched = {i.run_id for i in items if i.action in STARTS}
