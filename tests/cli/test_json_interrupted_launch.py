@@ -20,13 +20,6 @@ from arctl.launch import states
 from arctl.launch.status_file import read_status
 
 
-@pytest.fixture
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 def _items():
     from arctl.compose import resolve_experiment
     from arctl.launch.launcher import items_from_resolved

@@ -18,13 +18,6 @@ from arctl.cli.main import app
 from arctl.launch import states
 
 
-@pytest.fixture
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.mark.parametrize("as_json", [True, False])
 def test_a_waiting_launch_says_its_executor_and_each_state_change_json_or_not(shipped_specs, tmp_path, monkeypatch,
                                                                               capsys, as_json):

@@ -10,34 +10,13 @@ import re
 import time
 
 from log_follow import following  # tests/support/log_follow.py
+from logged_run import registered_run  # tests/support/logged_run.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
 from arctl.launch import states
-from arctl.launch.registry import Registry, new_claim_token
-from arctl.launch.status_file import write_status
-from arctl.launch.workspace import Workspace
 
 RULE = re.compile(r"^[─-]{20,}$")
-
-
-def _run(tmp_path, state: str, job_id: str, host: str | None = None, executor: str = "local"):
-    """(workspace, run id, run folder): one run of ablation-vr, ``state`` in the registry with job ``job_id`` of
-    ``executor``; its status.json names ``host`` (another host's job: a refresh keeps the registry's state)."""
-    from arctl.compose import resolve_experiment
-    from arctl.launch.launcher import items_from_resolved
-
-    ws = Workspace(tmp_path / "ws")
-    item = items_from_resolved(resolve_experiment("ablation-vr", [], "tiny", None, None))[0]
-    now = time.time()
-    with Registry(ws.registry_path) as reg:
-        reg.claim([item.record()], new_claim_token(), members=["ablation-vr"])
-        reg.update(item.run_id, state=state, executor=executor, job_id=job_id, claim=None, before_claim=None,
-                   submitted_at=now - 5, ended_at=None if state in states.ACTIVE else now)
-    run_dir = ws.run_dir(item.run_id)
-    run_dir.mkdir(parents=True)
-    write_status(run_dir, state="submitted" if state in states.ACTIVE else "completed", host=host)
-    return ws, item.run_id, run_dir
 
 
 def _job(run_dir, job: str, out: str | None, err: str | None, age_s: float = 0.0):
@@ -68,7 +47,7 @@ def test_a_queued_reruns_logs_are_said_to_be_an_earlier_jobs_and_its_earlier_job
     """From a hunt: a run rerun with --force and still waiting in the local queue printed its previous job's files
     ("completed", "Job completed successfully") under its new job's header as if they were its own, --json too,
     and no command said the run's earlier jobs' folders were there."""
-    ws, run_id, run_dir = _run(tmp_path, states.PENDING, "queue:4242", host="another-host")
+    ws, run_id, run_dir = registered_run(tmp_path, states.PENDING, "queue:4242", host="another-host")
     older = _job(run_dir, "1000", "first try\n", "[arctl job] preempted\n", age_s=600)
     last = _job(run_dir, "1111", "Job completed successfully\n", "[arctl job] completed\n", age_s=60)
     out = _logs(run_id, "--workdir", str(ws.root))
@@ -88,7 +67,7 @@ def test_a_queued_reruns_logs_are_said_to_be_an_earlier_jobs_and_its_earlier_job
 def test_the_earlier_files_shown_are_one_jobs(tmp_path):
     """The newest earlier job's files, never one file of each of two jobs (the old fallback took the two newest
     files of any job: the newest job's stderr beside an older job's stdout)."""
-    ws, run_id, run_dir = _run(tmp_path, states.PENDING, "queue:4242", host="another-host")
+    ws, run_id, run_dir = registered_run(tmp_path, states.PENDING, "queue:4242", host="another-host")
     _job(run_dir, "1000", "old out\n", "old err\n", age_s=600)
     last = _job(run_dir, "1111", None, "new err\n", age_s=60)  # killed before it wrote its stdout
     doc = json.loads(_logs(run_id, "--workdir", str(ws.root), "--json"))
@@ -97,7 +76,7 @@ def test_the_earlier_files_shown_are_one_jobs(tmp_path):
 
 def test_a_rerun_jobs_own_logs_are_shown_as_such_with_its_earlier_jobs_listed(tmp_path):
     """After a resume or rerun the current job's files are shown, unlabelled, and the earlier job's folder listed."""
-    ws, run_id, run_dir = _run(tmp_path, states.COMPLETED, "2222")
+    ws, run_id, run_dir = registered_run(tmp_path, states.COMPLETED, "2222")
     first = _job(run_dir, "1111", "first attempt\n", "[arctl job] preempted\n", age_s=600)
     _job(run_dir, "2222", "second attempt\n", "[arctl job] completed\n")
     out = _logs(run_id, "--workdir", str(ws.root))
@@ -112,7 +91,7 @@ def test_a_rerun_jobs_own_logs_are_shown_as_such_with_its_earlier_jobs_listed(tm
 def test_a_debug_runs_logs_in_its_job_folder_are_its_own_once_it_has_started(tmp_path, monkeypatch):
     """The debug executor's job ("debug" in the registry) writes submitit's DEBUG_<n> files into job/ itself: its
     own, unlabelled; a debug run still waiting for the runs its launch runs before it has not written them."""
-    ws, run_id, run_dir = _run(tmp_path, states.COMPLETED, "debug", executor="debug")
+    ws, run_id, run_dir = registered_run(tmp_path, states.COMPLETED, "debug", executor="debug")
     (run_dir / "job").mkdir()
     (run_dir / "job" / "DEBUG_140_0_log.out").write_text("debug out\n")
     out = _logs(run_id, "--workdir", str(ws.root))
@@ -130,7 +109,7 @@ HOSTILE = "title \x1b]0;PWNED\x07 clear \x1b[2J home \x1b[H c1 \x9b2J bell \x07 
 def test_a_jobs_control_sequences_do_not_reach_the_terminal(tmp_path):
     """From a hunt: `arctl logs` wrote the job's output raw: a job's OSC retitled the user's terminal and its
     ``\\x1b[2J`` cleared it. Every control character but \\t \\n \\r is written as an escape; colours (SGR) stay."""
-    ws, run_id, run_dir = _run(tmp_path, states.COMPLETED, "2222")
+    ws, run_id, run_dir = registered_run(tmp_path, states.COMPLETED, "2222")
     _job(run_dir, "2222", HOSTILE, "")
     out = _logs(run_id, "--workdir", str(ws.root))
     line = next(line for line in out.splitlines() if line.startswith("title "))
@@ -152,7 +131,7 @@ def _append(path, text: str):
 def test_follow_holds_an_unended_line_back_and_heads_each_files_new_lines(tmp_path, monkeypatch):
     """From a hunt: --follow wrote an unterminated last line ("progress 50%") with a newline, and its end came
     later under the stderr's header. A line is written once it has ended (or the run has), under its file's header."""
-    ws, run_id, run_dir = _run(tmp_path, states.RUNNING, "2222")
+    ws, run_id, run_dir = registered_run(tmp_path, states.RUNNING, "2222")
     folder = _job(run_dir, "2222", "start\nprogress 50%", "e1\n")
     out_log, err_log = folder / "2222_0_log.out", folder / "2222_0_log.err"
     running = {"state": states.RUNNING}
@@ -179,7 +158,7 @@ def test_follow_holds_an_unended_line_back_and_heads_each_files_new_lines(tmp_pa
 def test_follow_of_a_queued_rerun_goes_on_to_its_own_jobs_logs(tmp_path, monkeypatch):
     """A queued rerun followed: its earlier job's files are marked so, and once its job starts, that job's files
     come under their own headers."""
-    ws, run_id, run_dir = _run(tmp_path, states.PENDING, "queue:4242")
+    ws, run_id, run_dir = registered_run(tmp_path, states.PENDING, "queue:4242")
     _job(run_dir, "1111", "old\n", "[arctl job] completed\n", age_s=60)
     pending = {"state": states.PENDING, "job_id": "queue:4242"}
     following(monkeypatch, [

@@ -15,20 +15,18 @@ import os
 import pathlib
 import re
 import tempfile
-import time
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_follow import following  # tests/support/log_follow.py
+from logged_run import registered_run  # tests/support/logged_run.py
 from typer.testing import CliRunner
 
 from arctl.cli import cmd_logs
 from arctl.cli.common import output_text
 from arctl.cli.main import app
 from arctl.launch import states
-from arctl.launch.registry import Registry, new_claim_token
-from arctl.launch.status_file import write_status
-from arctl.launch.workspace import Workspace
 
 RULE = re.compile(r"^[─-]{20,}$")
 LINE = "step {:06d}/200000 | actor/pg_loss: 0.0123 | critic/score/mean: 0.5 | response_length/mean: 1234.5\n"
@@ -36,20 +34,9 @@ LINE = "step {:06d}/200000 | actor/pg_loss: 0.0123 | critic/score/mean: 0.5 | re
 
 def _run(tmp_path, state: str = states.COMPLETED, job_id: str = "2222"):
     """(workspace, run id, the job's stdout file): one run of ablation-vr, ``state`` in the registry, job ``job_id``."""
-    from arctl.compose import resolve_experiment
-    from arctl.launch.launcher import items_from_resolved
-
-    ws = Workspace(tmp_path / "ws")
-    item = items_from_resolved(resolve_experiment("ablation-vr", [], "tiny", None, None))[0]
-    now = time.time()
-    with Registry(ws.registry_path) as reg:
-        reg.claim([item.record()], new_claim_token(), members=["ablation-vr"])
-        reg.update(item.run_id, state=state, executor="local", job_id=job_id, claim=None, before_claim=None,
-                   submitted_at=now - 5, ended_at=None if state in states.ACTIVE else now)
-    run_dir = ws.run_dir(item.run_id)
+    ws, run_id, run_dir = registered_run(tmp_path, state, job_id, host="another-host")
     (run_dir / "job" / job_id).mkdir(parents=True)
-    write_status(run_dir, state="submitted" if state in states.ACTIVE else "completed", host="another-host")
-    return ws, item.run_id, run_dir / "job" / job_id / f"{job_id}_0_log.out"
+    return ws, run_id, run_dir / "job" / job_id / f"{job_id}_0_log.out"
 
 
 def _logs(*args: str) -> str:
@@ -227,8 +214,8 @@ def test_what_is_read_from_the_end_or_in_pieces_is_what_the_whole_file_gives(par
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         path = pathlib.Path(tmp) / "1_0_log.out"
         path.write_bytes(data)
-        stack.enter_context(_patched(cmd_logs, "_BLOCK", block))
-        stack.enter_context(_patched(cmd_logs, "_CHUNK", chunk))
+        stack.enter_context(mock.patch.object(cmd_logs, "_BLOCK", block))
+        stack.enter_context(mock.patch.object(cmd_logs, "_CHUNK", chunk))
         out, buf = cmd_logs._Output(), io.StringIO()
         with contextlib.redirect_stdout(buf):
             out.first(path, tail, follow)
@@ -240,13 +227,3 @@ def test_what_is_read_from_the_end_or_in_pieces_is_what_the_whole_file_gives(par
         whole = data.decode("utf-8", errors="replace").split("\n")  # read_text: a cut last character is U+FFFD
         whole = [_shown_line(line) for line in (whole[:-1] if not whole[-1] else whole)]
         assert cmd_logs._lines(path, tail) == (whole[-tail:] if tail else whole)
-
-
-@contextlib.contextmanager
-def _patched(obj, name: str, value):
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)

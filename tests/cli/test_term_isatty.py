@@ -20,13 +20,11 @@ from arctl.cli.main import app
 
 
 @pytest.fixture(autouse=True)
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
+def terminal_env(shipped_specs, monkeypatch):
+    """The shipped specs (tests/cli/conftest.py) in an xterm-256color terminal, no colour variable set."""
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")
-    monkeypatch.chdir(tmp_path)
 
 
 @contextlib.contextmanager

@@ -13,49 +13,31 @@ import json
 import pathlib
 import re
 import tempfile
-import time
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from log_follow import following  # tests/support/log_follow.py
+from logged_run import registered_run  # tests/support/logged_run.py
 from typer.testing import CliRunner
 
 from arctl.cli import cmd_logs, common
 from arctl.cli.main import app
 from arctl.launch import states
-from arctl.launch.registry import Registry, new_claim_token
-from arctl.launch.status_file import write_status
-from arctl.launch.workspace import Workspace
+
+pytestmark = pytest.mark.usefixtures("shipped_specs")  # tests/cli/conftest.py
 
 RULE = re.compile(r"^[─-]{20,}$")
 
 
-@pytest.fixture(autouse=True)
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
-
-
 def _run(tmp_path, state: str = states.COMPLETED, job_id: str = "16452"):
     """(workspace, run id, the job's stderr file, empty): one run of ablation-vr, ``state``, job ``job_id``."""
-    from arctl.compose import resolve_experiment
-    from arctl.launch.launcher import items_from_resolved
-
-    ws = Workspace(tmp_path / "ws")
-    item = items_from_resolved(resolve_experiment("ablation-vr", [], "tiny", None, None))[0]
-    now = time.time()
-    with Registry(ws.registry_path) as reg:
-        reg.claim([item.record()], new_claim_token(), members=["ablation-vr"])
-        reg.update(item.run_id, state=state, executor="local", job_id=job_id, claim=None, before_claim=None,
-                   submitted_at=now - 5, ended_at=None if state in states.ACTIVE else now)
-    run_dir = ws.run_dir(item.run_id)
-    (run_dir / "job" / job_id).mkdir(parents=True)
-    write_status(run_dir, state="submitted" if state in states.ACTIVE else "completed", host="another-host")
+    ws, run_id, run_dir = registered_run(tmp_path, state, job_id, host="another-host")
     folder = run_dir / "job" / job_id
+    folder.mkdir(parents=True)
     (folder / f"{job_id}_0_log.out").write_text("")
-    return ws, item.run_id, folder / f"{job_id}_0_log.err"
+    return ws, run_id, folder / f"{job_id}_0_log.err"
 
 
 def _logs(*args: str) -> str:
@@ -173,7 +155,7 @@ def test_what_is_read_from_the_end_or_in_pieces_is_the_whole_files_lines(parts, 
         path = pathlib.Path(tmp) / "1_0_log.out"
         path.write_bytes(data)
         for name, value in (("_BLOCK", block), ("_CHUNK", chunk)):
-            stack.enter_context(_patched(cmd_logs, name, value))
+            stack.enter_context(mock.patch.object(cmd_logs, name, value))
         lines = _shown_whole(data)
         ended = data[:data.rfind(b"\n") + 1] if follow else data
         want = _shown_whole(ended, final=False)
@@ -186,13 +168,3 @@ def test_what_is_read_from_the_end_or_in_pieces_is_the_whole_files_lines(parts, 
         if follow:
             held, unended = out.pending.get(path, ""), _text(data[len(ended):], final=False)
             assert cmd_logs._shown(held) == cmd_logs._shown(unended) if "\r" in unended else held == unended
-
-
-@contextlib.contextmanager
-def _patched(obj, name: str, value):
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)

@@ -13,14 +13,9 @@ from typer.testing import CliRunner
 from arctl.cli import common
 from arctl.cli.main import app
 
+pytestmark = pytest.mark.usefixtures("shipped_specs")  # tests/cli/conftest.py
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-@pytest.fixture(autouse=True)
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
 
 
 def _ls(monkeypatch, width: int, *args: str) -> str:

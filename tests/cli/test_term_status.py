@@ -17,14 +17,9 @@ from arctl.launch import states
 from arctl.launch.registry import Registry, new_claim_token
 from arctl.launch.workspace import Workspace
 
+pytestmark = pytest.mark.usefixtures("shipped_specs")  # tests/cli/conftest.py
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-@pytest.fixture(autouse=True)
-def shipped_specs(tmp_path, monkeypatch):
-    monkeypatch.delenv("ARCTL_SPECS", raising=False)
-    monkeypatch.delenv("ARCTL_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
 
 
 def _runs(tmp_path) -> tuple[Workspace, dict[str, tuple[str, str]]]:

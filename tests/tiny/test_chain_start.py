@@ -12,6 +12,7 @@ import threading
 import pytest
 import torch
 import yaml
+from chains import child_of, stopping_after  # tests/support/chains.py
 from micro import MICRO  # tests/support/micro.py
 
 from arctl.backends.tiny import trainer
@@ -20,11 +21,6 @@ from arctl.backends.tiny.trainer import INIT_RECORD, train
 from arctl.backends.tiny.warmup import warmup_dir
 from arctl.compose import resolve_experiment
 from arctl.launch.rundir import archive_previous
-
-
-def _child(config: dict, parent) -> dict:
-    return {**config, "arm": "child", "trainer": {**config["trainer"], "init_from": "grpo", "init_run": parent.name},
-            "init_dir": str(parent)}
 
 
 def _rows(run_dir) -> list[dict]:
@@ -50,20 +46,8 @@ def kl_chain(tmp_path_factory):
     config = resolve_experiment("main-grpo", overrides=[*MICRO, "optim.kl_coef=0.05", "wandb.mode=disabled"])[0].config
     parent, child = base / "runs" / "parent", base / "runs" / "child"
     assert train(config, parent, threading.Event()) == "completed"
-    stop = threading.Event()
-    real = trainer.log_metrics
-
-    def stop_after_step_1(run, run_dir, step, *a, **k):
-        out = real(run, run_dir, step, *a, **k)
-        if step == 1:
-            stop.set()
-        return out
-
-    trainer.log_metrics = stop_after_step_1
-    try:
-        assert train(_child(config, parent), child, stop) == "preempted"
-    finally:
-        trainer.log_metrics = real
+    with stopping_after(1) as stop:
+        assert train(child_of(config, parent), child, stop) == "preempted"
     return config, base
 
 
@@ -71,7 +55,7 @@ def _copy(kl_chain, tmp_path):
     config, base = kl_chain
     shutil.copytree(base / "runs", tmp_path / "runs")
     parent, child = tmp_path / "runs" / "parent", tmp_path / "runs" / "child"
-    return _child(config, parent), parent, child
+    return child_of(config, parent), parent, child
 
 
 @pytest.fixture(scope="module")
@@ -145,19 +129,9 @@ def test_a_dependent_takes_no_warm_up_and_records_its_sources(tmp_path, monkeypa
         raise AssertionError("a run that starts from another run's weights took the warm-up")
 
     monkeypatch.setattr(trainer, "warmup_model", no_warmup)
-    stop = threading.Event()
-    real = trainer.log_metrics
-
-    def stop_after_step_2(run, run_dir, step, *a, **k):
-        out = real(run, run_dir, step, *a, **k)
-        if step == 2:
-            stop.set()
-        return out
-
-    monkeypatch.setattr(trainer, "log_metrics", stop_after_step_2)
-    assert train(_child(config, parent), child, stop) == "preempted"
-    monkeypatch.setattr(trainer, "log_metrics", real)
-    assert train(_child(config, parent), child, threading.Event()) == "completed"  # resumed: none either
+    with stopping_after(2) as stop:
+        assert train(child_of(config, parent), child, stop) == "preempted"
+    assert train(child_of(config, parent), child, threading.Event()) == "completed"  # resumed: none either
     assert json.loads((child / "warmup.json").read_text()) == json.loads((parent / "warmup.json").read_text())
 
 
@@ -166,7 +140,7 @@ def test_a_source_of_another_shape_is_refused_in_one_line_before_any_warm_up(tmp
     parent = tmp_path / "runs" / "parent"
     assert train(config, parent, threading.Event()) == "completed"
     (parent / "config.yaml").write_text(yaml.safe_dump(config))  # as the launcher writes it
-    wide = {**_child(config, parent), "model": {**config["model"], "hidden_size": 64}}
+    wide = {**child_of(config, parent), "model": {**config["model"], "hidden_size": 64}}
     with pytest.raises(ValueError) as err:
         train(wide, tmp_path / "runs" / "child", threading.Event())
     line = str(err.value)
@@ -183,7 +157,7 @@ def test_a_source_of_another_task_is_refused_naming_the_task(tmp_path):
     parent = tmp_path / "runs" / "parent"
     assert train(config, parent, threading.Event()) == "completed"
     (parent / "config.yaml").write_text(yaml.safe_dump(config))  # as the launcher writes it
-    child = _child(config, parent)
+    child = child_of(config, parent)
     other = {**child, "tiny": {**child["tiny"], "task": {**child["tiny"]["task"], "name": "running_sum"}}}
     with pytest.raises(ValueError) as err:
         train(other, tmp_path / "runs" / "child", threading.Event())

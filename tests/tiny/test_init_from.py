@@ -8,6 +8,7 @@ import json
 import threading
 
 import torch
+from chains import child_of, stopping_after  # tests/support/chains.py
 from micro import MICRO  # tests/support/micro.py
 
 from arctl.algo.prompts import InsertedTokens
@@ -58,33 +59,21 @@ def test_a_run_starts_from_the_final_weights_of_the_run_it_names(tmp_path):
     assert adam_steps(child) == adam_steps(parent) and len(adam_steps(parent)) == 1
 
 
-def test_a_resumed_kl_run_keeps_the_reference_it_started_from_or_says_it_is_gone(tmp_path, monkeypatch):
+def test_a_resumed_kl_run_keeps_the_reference_it_started_from_or_says_it_is_gone(tmp_path):
     """From a review: every attempt rebuilt the KL reference from the parent's newest checkpoint of the moment,
     so after the parent was rerun (or its final checkpoint replaced) a resumed child trained against another
     reference without a word. Now the checkpoint init.json names, its sha256 checked: that one, or one line."""
     import pytest
 
-    from arctl.backends.tiny import trainer
     from arctl.backends.tiny.checkpoint import save_checkpoint
 
     config = resolve_experiment("main-grpo", overrides=[*MICRO, "optim.kl_coef=0.05"])[0].config
     parent = tmp_path / "runs" / "parent"
     assert train(config, parent, threading.Event()) == "completed"
-    child_config = {**config, "arm": "child", "trainer": {**config["trainer"], "init_from": "grpo", "init_run": "parent"},
-                    "init_dir": str(parent)}
+    child_config = child_of(config, parent)
     child = tmp_path / "runs" / "child"
-    stop = threading.Event()
-    real = trainer.log_metrics
-
-    def stop_after_step_1(run, run_dir, step, *a, **k):
-        out = real(run, run_dir, step, *a, **k)
-        if step == 1:
-            stop.set()
-        return out
-
-    monkeypatch.setattr(trainer, "log_metrics", stop_after_step_1)
-    assert train(child_config, child, stop) == "preempted"
-    monkeypatch.setattr(trainer, "log_metrics", real)
+    with stopping_after(1) as stop:
+        assert train(child_config, child, stop) == "preempted"
     # the workspace moved (another host's mount): init.json's path is the old one; the parent is found where it is
     moved = tmp_path / "moved"
     (tmp_path / "runs").rename(moved)
