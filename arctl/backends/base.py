@@ -120,6 +120,15 @@ class Backend(Protocol):
         (:func:`arctl.launch.launcher.plan`). None: nothing to identify (the run reads nothing such), or
         nothing readable now (a checkpoint removed since: the run is left as it is)."""
 
+    def weights_identity(self, config: dict) -> dict[str, str] | None:
+        """Beyond the ``model`` keys arctl compares itself (:data:`arctl.launch.launcher.WEIGHT_KEYS`), what the
+        shapes or the meaning of the run's weights depend on, as {the setting a user changes: a short value}, e.g.
+        the tiny backend's vocabulary, which its task sets (the embedding's rows and what each row means). A run
+        starting from another run's weights (``trainer.init_from``) must have the same mapping as that run, or the
+        launch refuses it (:func:`arctl.launch.launcher.model_mismatch`). Read without training or the network.
+        None: nothing beyond the model keys (or nothing readable: a bad section is said by
+        :meth:`config_problem`)."""
+
     def checkpoint_gb(self, config: dict) -> float | None:
         """GB (10^9 bytes) one checkpoint of the run takes on disk (its weights and optimizer state), read here
         without the network, e.g. from its model's config; 0.0: the run saves none worth counting; None: the
@@ -292,6 +301,9 @@ class BackendDefaults:
 
     def inputs_identity(self, config):
         return None  # the run reads nothing outside its config (and its own run folder)
+
+    def weights_identity(self, config):
+        return None  # the model keys say everything the weights depend on
 
     def checkpoint_gb(self, config):
         return None  # unknown: the dry run counts the run among those of unknown size

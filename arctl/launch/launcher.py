@@ -193,16 +193,30 @@ def model_mismatch(run: ResolvedRun, source: ResolvedRun, source_id: str):
     from arctl.compose.errors import SpecError
 
     mine, theirs = run.config.get("model") or {}, source.config.get("model") or {}
-    keys = [k for k in WEIGHT_KEYS if mine.get(k) != theirs.get(k)]
-    if not keys:
+    said = [f"model.{k}={mine.get(k)!r} where {source.experiment}/{source.arm} has {theirs.get(k)!r}"
+            for k in WEIGHT_KEYS if mine.get(k) != theirs.get(k)]
+    mine, theirs = _weights_identity(run.config), _weights_identity(source.config)
+    said += [f"{k} gives {mine.get(k) or 'nothing said'} where {source.experiment}/{source.arm}'s gives "
+             f"{theirs.get(k) or 'nothing said'}" for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k)]
+    if not said:
         return None
-    said = ", ".join(f"model.{k}={mine.get(k)!r} where {source.experiment}/{source.arm} has {theirs.get(k)!r}"
-                     for k in keys)
+    said = ", ".join(said)
     return SpecError(f"{run.experiment}/{run.arm}/s{run.seed} starts from the weights of run {source_id} "
                      f"({source.experiment}/{source.arm}/s{source.seed}), whose model differs: {said}",
                      f"{run.experiment}/{run.arm}: trainer.init_from",
-                     "a run starts from the same model it continues: give both arms the same model, or drop "
-                     "trainer.init_from; nothing is submitted")
+                     "a run starts from the same model it continues: give both arms the same model (and the settings "
+                     "named), or drop trainer.init_from; nothing is submitted")
+
+
+def _weights_identity(config: dict) -> dict:
+    """What the run's backend says its weights depend on beyond the model keys (``Backend.weights_identity``); {}
+    where it says nothing or is not installed here (the launch says that elsewhere)."""
+    from arctl.launch.backends import BackendError, get_backend
+
+    try:
+        return get_backend(str(config.get("backend", "tiny"))).weights_identity(config) or {}
+    except (BackendError, AttributeError):
+        return {}
 
 
 def unregistered_folders(items: list[LaunchItem], workspace: Workspace, known: Iterable[str]) -> list[str]:

@@ -196,7 +196,7 @@ def test_a_forced_rerun_names_the_runs_that_start_from_it_and_their_plan_says_so
     command = re.search(r"`(arctl run [^`]+)`[^`]* runs it again from the start", planned[1].reason).group(1)
     words = shlex.split(command)
     assert words[:3] == ["arctl", "run", "chain"] and "--force" in words and words[words.index("--arm") + 1] == "r2"
-    cli(*words[1:], check=True)
+    cli(*words[1:], "--executor", "debug", check=True)  # not `auto`: it would reach a SLURM that answers here
     after = _records(ws.root)
     assert (after["r2"].state, after["r2"].generation) == ("COMPLETED", before["r2"].generation + 1)
     assert after["r1"].generation == before["r1"].generation + 1  # once, by the --force above
@@ -221,3 +221,31 @@ def test_a_run_others_are_queued_to_start_from_is_not_rerun_under_them(chain, tm
         assert "`arctl cancel` it first" in line, line
     assert _records(ws.root)["r1"].generation == recs["r1"].generation  # nothing rerun
     assert (ws.root / "runs" / recs["r1"].run_id / "checkpoints").is_dir()
+
+
+def test_a_tiny_dependent_of_another_vocabulary_is_refused_when_resolved(specs, tmp_path, cli):
+    """From a review (r5-6): a tiny run whose task gives another vocabulary than its source's (the embedding's rows)
+    passed the launch and was refused by its job, after the queue. The backend says what its weights depend on
+    beyond the model keys (``Backend.weights_identity``); a task knob that changes only the problems passes."""
+    (specs / "experiments" / "curric.yaml").write_text(textwrap.dedent(
+        """\
+        description: a curriculum, longer sums from the short sums' weights
+        seeds: [0]
+        overrides: [trainer.total_steps=4, wandb.mode=disabled, tiny.task.name=running_sum]
+        arms:
+          short: [algo=grpo, prior=base, tiny.task.running_sum.max_terms=12]
+          long: [algo=grpo, prior=base, tiny.task.running_sum.max_terms=20, trainer.init_from=short]
+          fewer: [algo=grpo, prior=base, tiny.task.running_sum.max_terms=12, tiny.task.running_sum.min_terms=3,
+                  trainer.init_from=short]
+          search: [algo=grpo, prior=base, tiny.task.name=search, trainer.init_from=short]
+        """))
+    for arm in ("long", "search"):
+        with pytest.raises(SpecError) as err:
+            items_from_resolved(resolve_experiment("curric", [], None, arms=[arm]))
+        line = str(err.value)
+        assert "\n" not in line and f"curric/{arm}/s0 starts from the weights of run curric_short_s0_" in line
+        assert re.search(r"tiny\.task gives a vocabulary of (\d+) words \(sha256 \w{12}\) where curric/short's gives "
+                         r"a vocabulary of (?!\1 )\d+ words", line), line
+    assert len(items_from_resolved(resolve_experiment("curric", [], None, arms=["fewer"]))) == 2
+    out = cli("run", "curric", "--arm", "long", "--executor", "local", "--workdir", str(tmp_path / "ws"))
+    assert "tiny.task gives a vocabulary" in _one_line(out) and not (tmp_path / "ws").exists()

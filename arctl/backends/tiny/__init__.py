@@ -36,6 +36,23 @@ class TinyBackend(BackendDefaults):
     def conf_dir(self):
         return CONF  # scale/tiny.yaml (the default scale) and scale/tiny-running-sum.yaml
 
+    def weights_identity(self, config):
+        """The vocabulary the run's task gives its tokenizer (the embedding's rows): its size and the sha256 of its
+        words in order, so that a run starting from another run's weights with another task's vocabulary (a
+        running_sum curriculum with longer sums, the search task from a running_sum run) is refused at the launch,
+        not by its job (from a review: it was refused only by the job, in one line, after the queue); a task whose
+        knobs change only the problems (the same words) passes."""
+        import hashlib
+
+        from arctl.backends.tiny.tasks import toy_task
+
+        try:
+            words = toy_task((config.get("tiny") or {}).get("task") or {}).vocabulary()
+        except (ValueError, TypeError, AttributeError):
+            return None  # a bad tiny.task is config_problem's to say
+        sha = hashlib.sha256("\n".join(words).encode()).hexdigest()[:12]
+        return {"tiny.task": f"a vocabulary of {len(words)} words (sha256 {sha})"}
+
     def launch_problem(self, config, run_dir):
         """Each tiny job caches its warm-up in the user cache as it starts: one that cannot be written there is
         refused at the launch, naming ``ARCTL_CACHE``, ``XDG_CACHE_HOME`` or ``~/.cache`` (from a hunt: such a
