@@ -7,6 +7,7 @@ by name, so adding a command is adding a module. Module imports must stay light 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import pkgutil
@@ -169,7 +170,8 @@ def main() -> None:
         err_console.print(error_line(repeated), markup=True, highlight=False)
         sys.exit(EXIT_USER_ERROR)
     try:
-        code = command()(standalone_mode=False)
+        with _plain_help_when_narrow():
+            code = command()(standalone_mode=False)
     except usage as err:
         ctx = getattr(err, "ctx", None)
         if type(err).__name__ == "NoArgsIsHelpError":  # `arctl` alone: the help, once
@@ -189,6 +191,34 @@ def main() -> None:
             sys.exit(CLOSED_OUTPUT_EXIT)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+RICH_HELP_MIN_COLUMNS = 80
+"""Below this width the help is click's plain text: Typer's boxed help cuts option names there (``--array-para…`` at
+60 columns, a split terminal pane) and wraps each description into a column of a dozen characters."""
+
+
+@contextlib.contextmanager
+def _plain_help_when_narrow():
+    """Within: the plain help where the output is narrower than :data:`RICH_HELP_MIN_COLUMNS` (from a hunt of
+    terminals). Typer reads ``typer.core.HAS_RICH`` as it formats a help (what ``TYPER_USE_RICH=0`` sets at its
+    import); restored after, for the tests that run commands in one process."""
+    import os
+
+    import typer.core
+    from rich.console import Console
+
+    before = getattr(typer.core, "HAS_RICH", None)
+    # the width Typer's help console takes (its TERMINAL_WIDTH, else the terminal's or COLUMNS, as rich reads them now)
+    width = int(os.environ["TERMINAL_WIDTH"]) if os.environ.get("TERMINAL_WIDTH", "").isdigit() else Console().width
+    narrow = before is not None and width < RICH_HELP_MIN_COLUMNS
+    if narrow:
+        typer.core.HAS_RICH = False
+    try:
+        yield
+    finally:
+        if narrow:
+            typer.core.HAS_RICH = before
 
 
 def _output_closed() -> bool:

@@ -74,3 +74,22 @@ def test_usage_errors_are_one_line_with_the_command_s_help(sandbox, args, says, 
 def test_resume_takes_array_parallelism(sandbox):
     done = sandbox.check_refused("resume", "x", "--array-parallelism", "0", "--workdir", str(sandbox.ws))
     assert "--array-parallelism" in done.err, done.err
+
+
+@pytest.mark.parametrize("columns", [60, 79])  # (at 50 click overflows one line by a character)
+def test_a_narrow_terminal_gets_every_option_name_whole(sandbox, monkeypatch, columns):
+    """From a hunt of terminals: below ~75 columns Typer's boxed help cut option names (`--array-para…` at 60, a
+    split terminal pane) and wrapped each description into a dozen characters. Below 80 the help is click's plain
+    text: every option of every command whole, nothing cut, and the boxes come back at 80 (the test above)."""
+    from arctl.cli.main import command
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    group = command()
+    for name in ("run", "sweep", "resume", "status", "logs", "report", "export"):
+        done = sandbox.run(name, "--help")
+        assert done.code == 0 and done.crash is None, done.err + (done.crash or "")
+        assert "…" not in done.out and not BOX.search(done.out), done.out
+        assert max(len(line) for line in done.out.splitlines()) <= columns, done.out
+        words = set(re.findall(r"--[\w-]+", done.out))
+        assert {o for p in group.commands[name].params for o in p.opts if o.startswith("--")} <= words, done.out
+    assert BOX.search(_help(sandbox, monkeypatch, "run"))  # at 80 columns, in the same process: boxed again
