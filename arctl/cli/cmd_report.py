@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
         ),
         where: list[str] | None = typer.Option(
             None, "--where", help="Only runs whose config has this value, KEY=VALUE (repeatable), e.g. "
-            "--where thinking.lam=0.5: chooses between runs of one arm and seed that differ."),
+            "--where thinking.lam=0.5: chooses between runs of one arm and seed that differ; ARM:KEY=VALUE filters "
+            "that arm's runs alone (e.g. --where grpo:optim.lr=3e-4 after an edit of grpo's learning rate)."),
         out: str | None = nonempty_option("--out", help="Output directory (default <workdir>/report)."),
         compare_paper: bool = typer.Option(False, "--compare-paper", help="Tables: add the paper's values and the difference."),
         processes: int | None = typer.Option(None, "--processes", min=1, help="Parallel readers (default: the cores this process may use, no more than the available memory holds)."),

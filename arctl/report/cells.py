@@ -35,21 +35,38 @@ from arctl.report.errors import ReportError
 CONFIG_PREFIX = "config."  # the runs table's flattened-config columns (arctl.track.runs.tidy)
 
 
-def parse_where(items: Sequence[str] | None) -> list[tuple[str, object]]:
-    """``["thinking.lam=0.5", ...]`` → ``[("thinking.lam", 0.5), ...]`` (each value read as a launch reads an
-    override's, :func:`where_value`)."""
-    out = []
+def parse_where(items: Sequence[str] | None) -> list[tuple[str, object, str | None]]:
+    """``["thinking.lam=0.5", "grpo:optim.lr=3e-4", ...]`` → ``[("thinking.lam", 0.5, None), ("optim.lr", 0.0003,
+    "grpo"), ...]``: (key, value, the arm it applies to). Each value is read as a launch reads an override's
+    (:func:`where_value`); ``ARM:KEY=VALUE`` (or ``EXPERIMENT/ARM:KEY=VALUE``) filters that arm's runs alone, the
+    others' kept as they are (from a hunt: after one arm's learning rate was edited, ``--where optim.lr=NEW`` dropped
+    every other arm from the figure); a plain ``KEY=VALUE`` filters every arm's (:func:`where_applies`)."""
+    out: list[tuple[str, object, str | None]] = []
     for item in items or []:
         key, sep, text = str(item).partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ReportError(f"--where {item!r}: expected KEY=VALUE (a config key, e.g. --where thinking.lam=0.5)")
+        scope, colon, key = key.strip().rpartition(":")
+        key, scope = key.strip(), (scope.strip() or None) if colon else None
+        if not sep or not key or (colon and not scope):
+            raise ReportError(f"--where {item!r}: expected KEY=VALUE or ARM:KEY=VALUE (a config key, e.g. --where "
+                              "thinking.lam=0.5, or --where grpo:optim.lr=3e-4 for the runs of arm grpo alone)")
         value = where_value(text)
         key = key.removeprefix(CONFIG_PREFIX)
-        if any(key == k for k, _ in out):
-            raise ReportError(f"--where {key}=... is given twice: a run has one value per key; keep one")
-        out.append((key, value))
+        if any(key == k and scope == a for k, _, a in out):
+            raise ReportError(f"--where {scope + ':' if scope else ''}{key}=... is given twice: a run has one value "
+                              "per key; keep one")
+        out.append((key, value, scope))
     return out
+
+
+def where_applies(scope: str | None, experiment, arm) -> bool:
+    """Whether a ``--where`` of ``scope`` (:func:`parse_where`: None, ``ARM`` or ``EXPERIMENT/ARM``) filters the
+    runs of ``experiment``/``arm``."""
+    return scope is None or scope in (str(arm), f"{experiment}/{arm}")
+
+
+def where_text(key: str, value, scope: str | None) -> str:
+    """``--where`` as a user wrote it, for messages."""
+    return f"--where {scope + ':' if scope else ''}{key}={_shown(value)}"
 
 
 def where_value(text: str):
@@ -260,14 +277,19 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     loose = [False] * len(table)  # kept by a --where only as a run that reads nothing of its key (not_read)
     records = table.to_dict("records") if where else []
     conditions = parse_where(where)
-    for key, value in conditions:
+    for key, value, scope in conditions:
         column = CONFIG_PREFIX + key
         if column not in table.columns:
             known = sorted(c[len(CONFIG_PREFIX):] for c in table.columns if c.startswith(CONFIG_PREFIX))
             near = [k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:3]
             hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
-            raise ReportError(f"--where {key}={_shown(value)}: no run in {source} has config key {key!r}; {hint}")
-        exact = [same_value(v, value) for v in table[column]]
+            raise ReportError(f"{where_text(key, value, scope)}: no run in {source} has config key {key!r}; {hint}")
+        applies = [where_applies(scope, rec.get("experiment"), rec.get("arm")) for rec in records]
+        if not any(applies):
+            arms = sorted({str(rec.get("arm")) for rec in records})
+            raise ReportError(f"{where_text(key, value, scope)}: no run in {source} is of arm {scope!r}; the arms "
+                              f"read are {', '.join(arms[:8])}{', ...' if len(arms) > 8 else ''}")
+        exact = [not a or same_value(v, value) for v, a in zip(table[column], applies)]
         unread = [not e and k and not_read(rec, key) for e, k, rec in zip(exact, keep, records)]
         keep = [k and (e or u) for k, e, u in zip(keep, exact, unread)]
         loose = [s or u for s, u in zip(loose, unread)]
@@ -277,7 +299,7 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
         exact_cells = {_arm_seed(rec) for rec, k, s in zip(records, keep, loose) if k and not s}
         keep = [k and not (s and _arm_seed(rec) in exact_cells) for k, s, rec in zip(keep, loose, records)]
     if conditions and not any(keep):
-        said = " ".join(f"--where {k}={_shown(v)}" for k, v in conditions)
+        said = " ".join(where_text(*c) for c in conditions)
         raise ReportError(f"{said}: none of the {len(table)} runs in {source} has that config; "
                           "drop or change --where (`arctl status` lists the runs, config.yaml in each run dir says its config)")
     rows = [r for r, k in zip(table.to_dict("records"), keep) if k]

@@ -502,19 +502,22 @@ def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
     learning rate was named beside ``--where optim.lr=...``); one without the key, or of an export, is kept. Each a
     dict: run_id, experiment, arm, seed, state (as the report says it), cells (every cell of the report it is a run
     of)."""
-    from arctl.report.cells import parse_where, run_scale, same_value
+    from arctl.report.cells import parse_where, run_scale, same_value, where_applies
     from arctl.report.export import INDEX_FILE, skipped_in_export, unlogged_runs
     from arctl.track.runs.discover import read_run_yaml
     from arctl.track.runs.tidy import flatten_config
 
     conditions = parse_where(where)
 
-    def other_config(run_id: str) -> bool:
+    def other_config(run) -> bool:
+        mine = [(k, v) for k, v, scope in conditions if where_applies(scope, run.experiment, run.arm)]
+        if not mine:
+            return False
         try:
-            flat = flatten_config(read_run_yaml(workdir / "runs" / run_id / "config.yaml") or {})
+            flat = flatten_config(read_run_yaml(workdir / "runs" / run.run_id / "config.yaml") or {})
         except Exception:  # noqa: BLE001 - a config that cannot be read says nothing against the run
             return False
-        return any(key in flat and not same_value(flat[key], value) for key, value in conditions)
+        return any(key in flat and not same_value(flat[key], value) for key, value in mine)
 
     found = skipped_in_export(workdir) if (workdir / INDEX_FILE).is_file() else unlogged_runs(workdir)
     rows = read.to_dict("records") if len(read) else []
@@ -527,7 +530,7 @@ def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
                  if (experiments is None or c[0] in experiments) and (shown is None or c[1] in shown)]
         if not cells or run.run_id in read_ids or (len(scales) == 1 and run.scale not in (None, *scales)):
             continue
-        if conditions and other_config(run.run_id):
+        if conditions and other_config(run):
             continue
         out.append({"run_id": run.run_id, "experiment": cells[0][0], "arm": cells[0][1], "seed": run.seed,
                     "state": run.state, "cells": cells})
@@ -821,7 +824,7 @@ def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: 
     from arctl.compose.overrides import override_key
     from arctl.config.hydra_text import override_value
     from arctl.config.ranges import seeds_text
-    from arctl.report.cells import cell_composer, parse_where, run_scale, same_value
+    from arctl.report.cells import cell_composer, parse_where, run_scale, same_value, where_applies
     from arctl.report.claims_render import shared_overrides
 
     if runs_read is None or not len(runs_read):
@@ -840,7 +843,7 @@ def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: 
     if seeds:
         out.append(f"--seeds {seeds_text(seeds)}")
     texts = list(overrides)
-    conditions = parse_where(filters)
+    conditions = [(k, v) for k, v, scope in parse_where(filters) if where_applies(scope, experiment, arm)]
     cell = cell_composer(sweeps, texts)(experiment, arm, seeds[0] if seeds else 0, scale) \
         if conditions and experiment else None
     set_keys = {override_key(o) for o in texts}

@@ -54,7 +54,10 @@ def test_values_compare_as_a_user_means_them():
     assert same_value(float("nan"), None) and same_value(np.array([1, 2]), [1, 2])
     assert not same_value(0, None) and not same_value(True, 1) and not same_value("0.5", 0.5)
     assert parse_where(["thinking.lam=0.75", "config.summary.decoupled=true", "eval.budgets=[48, 96]", "tag=x"]) == [
-        ("thinking.lam", 0.75), ("summary.decoupled", True), ("eval.budgets", [48, 96]), ("tag", "x")]
+        ("thinking.lam", 0.75, None), ("summary.decoupled", True, None), ("eval.budgets", [48, 96], None),
+        ("tag", "x", None)]
+    assert parse_where(["grpo:optim.lr=1e-4", "evx/grpo-vr:model.path=/a:b"]) == [
+        ("optim.lr", 1e-4, "grpo"), ("model.path", "/a:b", "evx/grpo-vr")]
     for bad in ("thinking.lam", "=3"):
         with pytest.raises(ReportError, match="expected KEY=VALUE"):
             parse_where([bad])
@@ -111,6 +114,24 @@ def test_where_filters_every_run_and_says_what_is_wrong():
         one_run_per_cell(runs_of(row("a")), where=["lam=0.5"], source="/ws")
     with pytest.raises(ReportError, match=r"--where thinking\.lam=0\.3: none of the 1 runs in /ws has that config"):
         one_run_per_cell(runs_of(row("a")), where=["thinking.lam=0.3"], source="/ws")
+
+
+def test_an_arm_s_where_filters_its_runs_alone():
+    """``ARM:KEY=VALUE`` (or ``EXPERIMENT/ARM:KEY=VALUE``) filters that arm's runs; every other arm's are kept as
+    they are. A plain ``KEY=VALUE`` still filters every arm's; an arm no run has, or no arm, is one error line."""
+    runs = lambda: runs_of(row("old", optim__lr=1e-4), row("new", optim__lr=5e-4),  # noqa: E731
+                           row("vr", arm="grpo-vr", optim__lr=1e-4))
+    assert kept(one_run_per_cell(runs(), where=["grpo:optim.lr=5e-4"])) == ["new", "vr"]
+    assert kept(one_run_per_cell(runs(), where=["main-grpo/grpo:optim.lr=0.0005"])) == ["new", "vr"]
+    assert kept(one_run_per_cell(runs(), where=["optim.lr=5e-4"])) == ["new"]
+    assert kept(one_run_per_cell(runs(), where=["grpo:optim.lr=5e-4", "grpo-vr:optim.lr=1e-4"])) == ["new", "vr"]
+    with pytest.raises(ReportError, match=r"^--where ppo:optim\.lr=0\.0005: no run in /ws is of arm 'ppo'; the arms "
+                                          r"read are grpo, grpo-vr$"):
+        one_run_per_cell(runs(), where=["ppo:optim.lr=5e-4"], source="/ws")
+    with pytest.raises(ReportError, match=r"expected KEY=VALUE or ARM:KEY=VALUE"):
+        one_run_per_cell(runs(), where=[":optim.lr=5e-4"])
+    with pytest.raises(ReportError, match=r"--where grpo:optim\.lr=\.\.\. is given twice"):
+        one_run_per_cell(runs(), where=["grpo:optim.lr=5e-4", "grpo:optim.lr=1e-4"])
 
 
 def test_where_keeps_the_runs_that_read_nothing_of_its_key():

@@ -62,14 +62,14 @@ def _report(tmp_path: Path, ws: Path, *extra: str, code: int = 0):
 @pytest.mark.parametrize(("text", "value"), [("1e-4", 1e-4), ("3e-4", 3e-4), ("5E-4", 5e-4), ("0.0003", 3e-4),
                                              ("2", 2), ("true", True), ("null", None), ("[48, 96]", [48, 96])])
 def test_where_values_are_read_as_a_launch_reads_an_override(text, value):
-    ((key, got),) = parse_where([f"optim.lr={text}"])
-    assert key == "optim.lr" and got == value and type(got) is type(value)
+    ((key, got, scope),) = parse_where([f"optim.lr={text}"])
+    assert (key, scope) == ("optim.lr", None) and got == value and type(got) is type(value)
 
 
 @pytest.mark.parametrize(("text", "value"), [("math-verify", "math-verify"), ("uniform", "uniform"),
                                              ("'3e-4'", "3e-4"), ("1e-4x", "1e-4x"), ("a,b", "a,b"), ("", "")])
 def test_where_text_values_stay_text(text, value):
-    ((_, got),) = parse_where([f"verl.grader={text}"])
+    ((_, got, _),) = parse_where([f"verl.grader={text}"])
     assert got == value
 
 
@@ -136,3 +136,16 @@ def test_arms_read_at_uneven_seed_counts_are_said(tmp_path, edited):
     (line,) = [w for w in doc["warnings"] if "uneven" in w]
     assert line.startswith("the arms are read at uneven seed counts: GRPO 2 (seeds 0,1), "), line
     assert "4 (seeds 0-3)" in line, line
+
+
+def test_an_arm_s_where_filters_that_arm_alone(tmp_path, edited):
+    """From a hunt ("evolve"): after GRPO's learning rate was edited, `--where optim.lr=0.0005` (GRPO's new runs)
+    dropped GRPO+BRPO, which never ran at it, from the figure. `--where grpo:optim.lr=0.0005` filters GRPO's runs
+    alone: its new seeds beside GRPO+BRPO's four, nothing said missing."""
+    ws, _, new = edited
+    doc = _report(tmp_path, ws, "--where", "grpo:optim.lr=0.0005")
+    read = {(r["arm"], r["run_id"]) for r in doc["runs"]}
+    assert {run for arm, run in read if arm == "grpo"} == set(new)
+    assert len({run for arm, run in read if arm == "grpo-vr"}) == 4
+    assert not [w for w in doc["warnings"] if "have no runs in" in w], doc["warnings"]
+    assert _report(tmp_path, ws, "--where", "evx/grpo:optim.lr=0.0005")["runs"] == doc["runs"]
