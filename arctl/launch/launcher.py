@@ -298,6 +298,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
 
     unregistered = set(unregistered_folders(items, workspace, rows))
     launched = {item.run_id for item in items}
+    afters = {item.run_id: item.after for item in items}  # a chain's links, for a note on its stale ends
     for item in items:
         rec = known.get(item.run_id)  # as the launch will decide (None: a dead launch's new run, or none)
         item.state = rec.state if rec else None
@@ -337,7 +338,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
                                         else ("rerun", f"completed, but {changed}")
                                         if (changed := inputs_change(recorded, now)) is not None
                                         else ("skip", "completed" + _inputs_gone(recorded, now)
-                                              + _plugins_note(item, workspace) + _source_rerun_note(item, workspace, rec)))
+                                              + _plugins_note(item, workspace) + _source_rerun_note(item, workspace, rec, afters)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -495,7 +496,7 @@ def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was 
             + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
 
 
-def source_rerun(item: LaunchItem, workspace: Workspace) -> str | None:
+def source_rerun(item: LaunchItem, workspace: Workspace, afters: dict[str, str | None] | None = None) -> str | None:
     """Where the run ``item`` starts from (``after``) was rerun since ``item``'s run took its weights, as a reason's
     words (said in a completed run's plan, never acted on: :func:`_source_rerun_note`), else None. The evidence is
     cheap and needs one clock:
@@ -503,26 +504,37 @@ def source_rerun(item: LaunchItem, workspace: Workspace) -> str | None:
     after this run's :data:`INIT_RECORD` (written by its job as it took the weights), both files of the workspace;
     no checkpoint is read or hashed (GBs on verl). A run with no record (launched before the backends wrote it)
     is left as it is. From a hunt: after a ``--force`` rerun of L1-Exact, L1-Max stayed COMPLETED, skipped by every
-    launch, named as starting from weights it never saw."""
-    if not item.after:
-        return None
-    try:
-        taken = (workspace.run_dir(item.run_id) / INIT_RECORD).stat().st_mtime
-    except OSError:
-        return None
-    archives = archived_after(workspace.run_dir(item.after), taken)
-    if not archives:
-        return None
-    return (f"the run it started from, {item.after}, was rerun after it started (an archive of it, {archives[0]}, is "
-            f"newer than its {INIT_RECORD})")
+    launch, named as starting from weights it never saw. Along a chain (``afters``: each run id's own ``after``, of
+    the plan's items): where the run it started from is itself such a run (a -> b -> c, ``a`` rerun: ``c`` took
+    ``b``'s weights, trained from ``a``'s old ones), that is said of it too (from a review: each level's plan said so
+    only once the level before it was rerun)."""
+    run, after, seen = item.run_id, item.after, {item.run_id}
+    while after and after not in seen:
+        try:
+            taken = (workspace.run_dir(run) / INIT_RECORD).stat().st_mtime
+        except OSError:
+            return None
+        archives = archived_after(workspace.run_dir(after), taken)
+        if archives:
+            if run == item.run_id:
+                return (f"the run it started from, {after}, was rerun after it started (an archive of it, "
+                        f"{archives[0]}, is newer than its {INIT_RECORD})")
+            through = f" (through {run})" if run != item.after else ""
+            return (f"the run it started from, {item.after}, started in turn from the weights of {after}{through}, "
+                    f"which was rerun after {run} took them (an archive of it, {archives[0]}, is newer than {run}'s "
+                    f"{INIT_RECORD})")
+        seen.add(after)
+        run, after = after, (afters or {}).get(after)
+    return None
 
 
-def _source_rerun_note(item: LaunchItem, workspace: Workspace, rec: RunRecord) -> str:
+def _source_rerun_note(item: LaunchItem, workspace: Workspace, rec: RunRecord,
+                       afters: dict[str, str | None] | None = None) -> str:
     """A completed run's skip reason's note where the run it started from was rerun since (:func:`source_rerun`):
     said, never rerun by itself. The evidence is file times, which a copy without them (``cp -r``) or another
     host's clock can mislead both ways (from a review: a 200-step run planned rerun after a ``cp -r``), and a
     rerun spends GPU hours: the user decides, with the command that does it."""
-    why = source_rerun(item, workspace)
+    why = source_rerun(item, workspace, afters)
     if why is None:
         return ""
     from arctl.launch.refresh import rerun_one

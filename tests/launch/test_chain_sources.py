@@ -29,6 +29,7 @@ CHAIN = textwrap.dedent(
     arms:
       r1: [algo=grpo, prior=base]
       r2: [algo=grpo, prior=base, optim.lr=2e-6, trainer.init_from=r1]
+      r3: [algo=grpo, prior=base, optim.lr=1e-6, trainer.init_from=r2]
       wide: [algo=grpo, prior=base, model.hidden_size=64, model.intermediate_size=256, trainer.init_from=r1]
       kl: [algo=grpo, prior=base, optim.kl_coef=0.001, trainer.init_from=r1]
     """
@@ -249,3 +250,22 @@ def test_a_tiny_dependent_of_another_vocabulary_is_refused_when_resolved(specs, 
     assert len(items_from_resolved(resolve_experiment("curric", [], None, arms=["fewer"]))) == 2
     out = cli("run", "curric", "--arm", "long", "--executor", "local", "--workdir", str(tmp_path / "ws"))
     assert "tiny.task gives a vocabulary" in _one_line(out) and not (tmp_path / "ws").exists()
+
+
+def test_a_forced_rerun_of_a_chain_s_head_is_said_at_every_level_after_it(chain, tmp_path, cli):
+    """From a review (r5-3): after `--force` of r1 in r1 -> r2 -> r3, r2's plan said r1 was rerun, r3's nothing
+    until r2 was rerun too. r3 took r2's weights, trained from r1's old ones: its plan says so, with the command
+    that retrains it; nothing is rerun by itself."""
+    ws = Workspace(tmp_path / "ws")
+    launch(_items(["r3"]), ws, executor="debug")
+    recs = _records(ws.root)
+    r1, r2 = recs["r1"].run_id, recs["r2"].run_id
+    assert [i.reason for i in plan(_items(["r3"]), ws)] == ["completed"] * 3
+    cli("run", "chain", "--arm", "r1", "--force", "--executor", "debug", "--workdir", str(ws.root), check=True)
+    planned = {i.arm: i for i in plan(_items(["r3"]), ws)}
+    assert [planned[a].action for a in ("r1", "r2", "r3")] == ["skip"] * 3
+    assert planned["r1"].reason == "completed"
+    assert planned["r2"].reason.startswith(f"completed; but the run it started from, {r1}, was rerun after it started")
+    assert planned["r3"].reason.startswith(f"completed; but the run it started from, {r2}, started in turn from the "
+                                           f"weights of {r1}, which was rerun after {r2} took them (an archive of it, ")
+    assert "runs it again from the start" in planned["r3"].reason and "--arm r3" in planned["r3"].reason
