@@ -335,6 +335,9 @@ def read_report_runs(
         runs.warnings = [*runs.warnings, note]
     if note := uneven_seeds_note(h, spec.get("arms")):
         runs.warnings = [*runs.warnings, note]
+    if note := warmup_mix_note(runs.runs[runs.runs["run_id"].astype(str).isin(set(h["run_id"].astype(str)))]
+                               if len(h) and "run_id" in runs.runs.columns else runs.runs.iloc[:0]):
+        runs.warnings = [*runs.warnings, note]
     return ReportData(runs=runs, experiments=exps, missing=missing, source=where_from,
                       workdir=None if wandb_project else Path(workdir or default_workdir()), missing_arms=list(absent),
                       unread=unread, named=named,
@@ -391,6 +394,34 @@ def uneven_seeds_note(history, arms=None) -> str | None:
     said = ", ".join(f"{arm_label(a)} {len(seeds[a])} (seed{'s' if len(seeds[a]) > 1 else ''} {seeds_text(seeds[a])})"
                      for a in order(seeds, arms))
     return f"the arms are read at uneven seed counts: {said}; their means and intervals are over different seeds"
+
+
+WARMUP_KEY, WARMUP_SHA, WARMUP_SOURCE = "config.warmup.key", "config.warmup.weights_sha256", "config.warmup.source"
+
+
+def warmup_mix_note(read) -> str | None:
+    """The warning of a report whose runs of one warm-up key (``read``: the runs table of those it reads; the tiny
+    backend records ``warmup`` in each run's W&B config) start from different weights, or None: for each such key,
+    each weights' sha256, where they came from and how many runs. From a hunt: with ``ARCTL_TINY_WARMUP=train`` a
+    launch skipped the completed seeds, which started from the shipped warm-up, and trained new seeds from a warm-up
+    trained here; the figure drew them together as seeds of one arm (on another kind of machine the two differ)."""
+    if not len(read) or not {WARMUP_KEY, WARMUP_SHA} <= set(read.columns):
+        return None
+    groups: dict[str, dict[str, list[str]]] = {}
+    for rec in read.to_dict("records"):
+        key, sha = rec.get(WARMUP_KEY), rec.get(WARMUP_SHA)
+        if isinstance(key, str) and isinstance(sha, str) and key and sha:
+            source = rec.get(WARMUP_SOURCE)
+            label = f"{sha[:12]} ({source})" if isinstance(source, str) and source else sha[:12]
+            groups.setdefault(key.removesuffix("-trained"), {}).setdefault(label, []).append(str(rec["run_id"]))
+    mixed = {k: v for k, v in groups.items() if len(v) > 1}
+    if not mixed:
+        return None
+    said = "; ".join(f"warm-up {key}: " + ", ".join(f"{label} for {len(ids)} run{'s' if len(ids) > 1 else ''} (e.g. "
+                                                    f"{ids[0]})" for label, ids in sorted(v.items()))
+                     for key, v in sorted(mixed.items()))
+    return (f"runs of one config start from different warm-up weights ({said}): their differences include the "
+            "starting point; train them from one (the same ARCTL_TINY_WARMUP for every launch, `--force` for the others)")
 
 
 def relaunching(context: list[str], compose, where: str = ""):
