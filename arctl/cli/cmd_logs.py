@@ -20,7 +20,6 @@ from arctl.cli.common import (
     is_terminal,
     nonempty_option,
     output_text,
-    print_json,
     printable,
     section,
 )
@@ -71,17 +70,17 @@ def register(app: typer.Typer) -> None:
                 # so, never shown as its own (from a hunt: a queued rerun showed its previous job's "completed")
                 own = not files or is_current_log(rec, files[0])
                 if as_json:
-                    print_json({
+                    _print_json_lines({
                         "run_id": rec.run_id, "state": shown, "recorded_state": rec.state, "job_id": rec.job_id,
                         "run_dir": str(workspace.run_dir(rec.run_id)),
                         "error": error_summary(workspace, rec) if rec.state in (
                             states.FAILED, states.CANCELLED, states.PREEMPTED) else None,
                         "logs": [{"path": str(path.resolve()), "job": rec.job_id if own else log_job(path),
                                   "earlier_attempt": not own,
-                                  "lines": _lines(path, tail)}
-                                 for path in files],
+                                  "lines": _LINES_AT.format(i) if not tail else _lines(path, tail)}
+                                 for i, path in enumerate(files)],
                         "earlier_jobs": [str(folder) for folder in earlier],
-                    })
+                    }, files)
                     return
                 console.print(f"{esc(rec.run_id)}  {styled(shown)}  {esc('job ' + (rec.job_id or '-') + f'  ({workspace.run_dir(rec.run_id)})')}")
                 if rec.state in (states.FAILED, states.CANCELLED, states.PREEMPTED):
@@ -292,6 +291,46 @@ class _Output:
             sys.stdout.write("\x1b[0m")
             self.coloured = False
         sys.stdout.flush()
+
+
+_LINES_AT = "\x00lines of log {}\x00"  # where --json --tail 0 writes a log's lines as it reads them
+
+
+def _print_json_lines(doc: dict, files: list[Path]) -> None:
+    """:func:`arctl.cli.common.print_json` of ``doc``, each ``lines`` that is :data:`_LINES_AT` of a log (--tail 0:
+    every line) written as that log is read, a piece at a time (:func:`_stream`): the document is never held whole
+    (from a hunt: a multi-GB verl/Ray log's lines were held as a list, then as one JSON text, ~3x the log in memory)."""
+    from arctl.config.json_text import json_text
+
+    text = json_text(doc, indent=2)
+    for i, path in enumerate(files):
+        mark = json_text(_LINES_AT.format(i))
+        if mark in text:
+            head, text = text.split(mark, 1)
+            sys.stdout.write(head)
+            _write_json_lines(path)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _write_json_lines(path: Path) -> None:
+    """Every line of ``path`` (as --tail 0 gives them) as a JSON array on stdout, a piece of the file at a time."""
+    import json
+
+    said = 0
+
+    # a piece's lines (~1 MB) in one write; a str is JSON as json_text writes it (ASCII, no number to make finite),
+    # by json.dumps' default encoder (json_text's arguments build an encoder per call: 2x slower on a 200 MB log)
+    def emit(lines: list[str]) -> None:
+        nonlocal said
+        if lines:
+            sys.stdout.write(("\n" if not said else ",\n") + ",\n".join("        " + json.dumps(line) for line in lines))
+            said += len(lines)
+
+    sys.stdout.write("[")
+    with path.open("rb") as fh:
+        _stream(fh, os.fstat(fh.fileno()).st_size, _decoder(), emit, follow=False, final=True)
+    sys.stdout.write("\n      ]" if said else "]")
 
 
 def _decoder() -> codecs.IncrementalDecoder:

@@ -227,3 +227,32 @@ def test_what_is_read_from_the_end_or_in_pieces_is_what_the_whole_file_gives(par
         whole = data.decode("utf-8", errors="replace").split("\n")  # read_text: a cut last character is U+FFFD
         whole = [_shown_line(line) for line in (whole[:-1] if not whole[-1] else whole)]
         assert cmd_logs._lines(path, tail) == (whole[-tail:] if tail else whole)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(parts=st.lists(st.sampled_from(PIECES), max_size=40), chunk=st.integers(1, 9))
+def test_json_lines_written_in_pieces_are_the_whole_file_s(parts, chunk):
+    """--json --tail 0 writes each log's lines as it reads them (never the whole list, then the whole text: ~3x a
+    multi-GB log in memory): the JSON array is the lines of the whole file read at once, for any cut."""
+    data = b"".join(parts)
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(cmd_logs, "_CHUNK", chunk):
+        path = pathlib.Path(tmp) / "1_0_log.out"
+        path.write_bytes(data)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            cmd_logs._write_json_lines(path)
+        whole = data.decode("utf-8", errors="replace").split("\n")
+        assert json.loads(buf.getvalue()) == [_shown_line(line) for line in (whole[:-1] if not whole[-1] else whole)]
+
+
+def test_json_tail_0_is_the_document_of_a_tail_that_holds_every_line(tmp_path):
+    """Streamed or not, one document: --tail 0's is --tail 10**9's (read whole), a log with no line included."""
+    ws, run_id, log = _run(tmp_path)
+    log.write_bytes("".join(LINE.format(i) for i in range(3000)).encode() + "naïve \"quoted\" \\ end".encode())
+    (log.parent / "2222_0_log.err").write_bytes(b"")
+    args = (run_id, "--workdir", str(ws.root), "--json")
+    streamed = _logs(*args, "--tail", "0")
+    doc = json.loads(streamed)
+    assert doc == json.loads(_logs(*args, "--tail", str(10**9)))
+    assert [len(f["lines"]) for f in doc["logs"]] == [3001, 0] and doc["logs"][0]["lines"][-1].endswith("\\ end")
+    assert streamed.isascii() and streamed.endswith("}\n")
