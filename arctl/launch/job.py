@@ -59,7 +59,7 @@ from arctl.launch.rundir import read_run_config
 from arctl.launch.status_file import cancel_requested_at, read_status, write_status
 from arctl.launch.workspace import workdir_arg, workspace_root
 from arctl.track.identity import API_KEY_ENV, recorded_secrets
-from arctl.track.phase import write_phase
+from arctl.track.phase import read_phase, write_phase
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
@@ -518,9 +518,14 @@ NO_STEP_FILE = "no_step_attempts.json"  # in the run's folder: :func:`_no_step_s
 
 def hung_line(run_dir: Path, attempts: int, step: int) -> str:
     """The reason of a run ended FAILED for ``attempts`` in a row that logged no step after ``step``, each stopped by
-    its time limit (:func:`_no_step_streak`)."""
+    its time limit (:func:`_no_step_streak`), with the phase the last was in where it had one before its first step
+    (from a hunt: a tiny warm-up longer than ``cluster.time_min`` started over at each attempt, and the line said only
+    "hung")."""
     where = workdir_arg(workspace_root(run_dir), stored=True)  # always: a job knows no shell's
-    return (f"hung: {attempts} attempts in a row logged no step after {step} (each stopped at its time limit); "
+    phase = read_phase(run_dir)
+    during = (f", the last while {json.dumps(str(phase))}: a start-up longer than the time limit starts over at each "
+              "attempt; raise cluster.time_min" if phase else "")
+    return (f"hung: {attempts} attempts in a row logged no step after {step} (each stopped at its time limit{during}); "
             f"`arctl resume {run_dir.name}{where}` tries again")
 
 

@@ -183,3 +183,15 @@ def test_a_preemption_or_an_attempt_that_got_further_is_requeued_as_before(run_d
     assert _attempt(run_dir, submitit, _hangs(run_dir)) == "preempted"
     assert submitit.requeued == 6 and read_status(run_dir)["state"] == "requeued"
     assert json.loads((run_dir / job.NO_STEP_FILE).read_text())["streak"] == 1
+
+
+def test_a_start_up_longer_than_the_time_limit_is_said_with_its_phase(run_dir):
+    """From a hunt of the warm-up cache: a tiny warm-up longer than cluster.time_min started over at every attempt
+    and the run ended "hung" with nothing of why; the line names the phase the last attempt was in and the setting."""
+    from arctl.track.phase import write_phase
+
+    write_phase(run_dir, "warming up 36/3000")
+    assert job.hung_line(run_dir, 2, 0) == (
+        'hung: 2 attempts in a row logged no step after 0 (each stopped at its time limit, the last while "warming up '
+        '36/3000": a start-up longer than the time limit starts over at each attempt; raise cluster.time_min); '
+        f"`arctl resume {run_dir.name} --workdir {run_dir.parent.parent}` tries again")
