@@ -7,7 +7,10 @@ one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
 ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). Where arctl ships the warm-start of a key
 (``shipped/<key>``: the tiny scale's default, trained once on one machine, 16 min on two cores), the
 cache gets that copy instead, its weights' sha256 checked (:func:`install_shipped`), so every machine
-starts RL from the same weights; ``ARCTL_TINY_WARMUP=train`` trains it here instead. A cache folder that cannot
+starts RL from the same weights; ``ARCTL_TINY_WARMUP=train`` trains it here instead. An entry is checked under the
+lock before it is used (:func:`cache_problem`: its record of the key, the weights' and its other files' sha256) and once
+loaded (:func:`model_mismatch`: the model and vocabulary its run's config builds); a damaged entry, or one that
+does not load, is set aside and made again. A cache folder that cannot
 be written fails the job in one line naming the setting it comes from (:class:`WarmupCacheError`; the launch
 refuses such a run first); where the cache's file system has no locks (NFS without lockd), the warm-up runs
 unlocked, with a warning. While it trains, the job log
@@ -322,7 +325,7 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     key = warmup_key(config)
     target = warmup_dir(config)
     try:
-        return _warmup_model(config, key, target, accuracy_fn, should_stop, on_phase)
+        return _warmup_model(config, key, target, run_dir, accuracy_fn, should_stop, on_phase)
     except OSError as err:
         if err.errno in _CACHE_ERRNOS and _in_cache(err, target):
             raise _cache_error(err, target, run_dir) from err
@@ -368,7 +371,45 @@ def _locked(lock: FileLock, target: Path, should_stop=None, on_phase=None) -> bo
         return False
 
 
-def _warmup_model(config: dict, key: str, target: Path, accuracy_fn, should_stop, on_phase):
+def _warmup_model(config: dict, key: str, target: Path, run_dir: Path, accuracy_fn, should_stop, on_phase):
+    lock = target.parent / f"{key}.lock"
+    if os.path.lexists(lock) and not lock.is_file():  # from a hunt: "cannot be used (...lock: Is a directory);
+        # set ARCTL_CACHE to a folder you can write", a folder that was writable
+        what = "a folder" if lock.is_dir() else "not a file"
+        raise WarmupCacheError(f"the tiny warm-up's lock {lock} is {what}: arctl makes it a file and no run uses "
+                               f"it as it is: remove it (rm -r {shlex.quote(str(lock))}), then {resume_command(run_dir)}")
+    _make_entry(config, key, target, accuracy_fn, should_stop, on_phase)
+    try:
+        info, tok, model = _load_entry(target)
+    except _Unloadable:  # its check passed (an entry recording no checksum of these files): set aside, made again
+        _make_entry(config, key, target, accuracy_fn, should_stop, on_phase, check_load=True)
+        try:
+            info, tok, model = _load_entry(target)
+        except _Unloadable as err:
+            raise ValueError(f"the tiny warm-up {target} does not load, even made again ({err})") from err
+    if (why := model_mismatch(config, model, tok)) is not None:  # from a hunt: an entry copied under another
+        # key's name trained a 32-wide model for a run configured 48 wide, unsaid
+        raise ValueError(f"the cached tiny warm-up {target} is not of this run's model ({why}): move it away "
+                         f"(mv {shlex.quote(str(target))} {shlex.quote(str(target) + '.other')}; it is made "
+                         f"again), then {resume_command(run_dir)}")
+    if info["accuracy"] < float(config["tiny"]["warmup"]["min_acc"]):
+        log.warning(
+            "tiny warm-up: accuracy %.3f at the max budget is below tiny.warmup.min_acc=%.2f "
+            "(cache %s); RL may not learn: raise tiny.warmup.steps",
+            info["accuracy"], float(config["tiny"]["warmup"]["min_acc"]), target,
+        )
+    info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
+    info["path"] = str(target)
+    info["source"] = ("shipped" if target.name == key and shipped_dir(key) is not None
+                      else "trained")  # the run's record says which
+    return model, tok, info
+
+
+def _make_entry(config: dict, key: str, target: Path, accuracy_fn, should_stop, on_phase,
+                check_load: bool = False) -> None:
+    """Under the key's lock: set the entry ``target`` aside where it is damaged (:func:`cache_problem`; with
+    ``check_load``, also where it does not load: :func:`_load_entry`), then install the shipped copy or train it
+    where there is none."""
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(root / f"{key}.lock"))
@@ -377,9 +418,9 @@ def _warmup_model(config: dict, key: str, target: Path, accuracy_fn, should_stop
         if (target / "warmup.json").exists() and (unread := _first_unreadable(target)) is not None:  # another
             # member's, not a damaged one: never set aside (warmup_model's error says whose, and the fix)
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(unread))
-        if (target / "warmup.json").exists() and (why := cache_problem(target)):  # under the lock: no reader meanwhile
-            aside = target.with_name(f"{target.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-            target.rename(aside)
+        if (target / "warmup.json").exists() and (why := cache_problem(target) or (
+                check_load and _load_problem(target))):  # under the lock: no reader meanwhile
+            aside = _set_aside(target, "damaged")
             print(f"tiny warm-up: WARNING the cached warm-up {target} is damaged ({why}); set aside as {aside.name}, "
                   "made again", flush=True)
         if (target.name == key and (target / "warmup.json").exists() and shipped_dir(key) is not None
@@ -407,21 +448,65 @@ def _warmup_model(config: dict, key: str, target: Path, accuracy_fn, should_stop
             lock.release()
     if on_phase is not None:
         on_phase(None)
-    info = json.loads((target / "warmup.json").read_text())
-    tok = load_tokenizer(target / "tokenizer")
-    model = Qwen2ForCausalLM.from_pretrained(str(target / "model"), attn_implementation="sdpa")
+
+
+def _set_aside(target: Path, why: str) -> Path:
+    """Rename the entry ``target`` to ``<name>.<why>-<time>-<pid>[-N]`` (a name no other entry set aside has: one
+    set aside twice in a second, made again from the shipped copy in between, kept both) and return that path."""
+    stem = f"{target.name}.{why}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    aside, n = target.with_name(stem), 1
+    while os.path.lexists(aside):
+        n += 1
+        aside = target.with_name(f"{stem}-{n}")
+    target.rename(aside)
+    return aside
+
+
+class _Unloadable(Exception):
+    """The cached entry does not load (its tokenizer or model config cut or edited); its message says why."""
+
+
+def _load_entry(target: Path) -> tuple[dict, object, Qwen2ForCausalLM]:
+    """The record, tokenizer and model of the cached entry ``target``; :class:`_Unloadable` where one of them does not
+    load (from a hunt: a cut tokenizer.json or model/config.json failed every run of the key with a raw
+    traceback, and the entry was never set aside). A file this user may not read is not damage: raised as it is."""
+    try:
+        info = json.loads((target / "warmup.json").read_text())
+        float(info["accuracy"])
+        tok = load_tokenizer(target / "tokenizer")
+        model = Qwen2ForCausalLM.from_pretrained(str(target / "model"), attn_implementation="sdpa")
+    except PermissionError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever a damaged file raises in json, tokenizers, transformers
+        text = " ".join(str(err).split())[:200]
+        raise _Unloadable(f"it does not load: {type(err).__name__}: {text}") from err
     model.eval()
-    if info["accuracy"] < float(config["tiny"]["warmup"]["min_acc"]):
-        log.warning(
-            "tiny warm-up: accuracy %.3f at the max budget is below tiny.warmup.min_acc=%.2f "
-            "(cache %s); RL may not learn: raise tiny.warmup.steps",
-            info["accuracy"], float(config["tiny"]["warmup"]["min_acc"]), target,
-        )
-    info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
-    info["path"] = str(target)
-    info["source"] = ("shipped" if target.name == key and shipped_dir(key) is not None
-                      else "trained")  # the run's record says which
-    return model, tok, info
+    return info, tok, model
+
+
+def _load_problem(target: Path) -> str | None:
+    """Why the cached entry ``target`` does not load, or None where it does."""
+    try:
+        _load_entry(target)
+    except _Unloadable as err:
+        return str(err)
+    return None
+
+
+MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+                "vocab_size", "tie_word_embeddings", "max_position_embeddings")  # what model_config sets from a run
+
+
+def model_mismatch(config: dict, model, tok) -> str | None:
+    """How the loaded warm-up ``model`` and its tokenizer ``tok`` differ from what the run's ``config`` builds (the
+    model section's shape, the task's vocabulary), or None where they do not."""
+    want_tok = build_tokenizer(toy_task(config["tiny"]["task"]).vocabulary())
+    want = model_config(config["model"], len(want_tok), want_tok.pad_token_id, want_tok.eos_token_id)
+    diffs = [f"{field} {getattr(model.config, field, None)}, the run's {getattr(want, field)}"
+             for field in MODEL_FIELDS if getattr(model.config, field, None) != getattr(want, field)]
+    if tok.get_vocab() != want_tok.get_vocab():
+        diffs.append("its tokenizer's vocabulary is not the task's")
+    return "; ".join(diffs) or None
 
 
 def _is_shipped(key: str, target: Path) -> bool:
@@ -438,17 +523,46 @@ def _is_shipped(key: str, target: Path) -> bool:
 
 
 def cache_problem(target: Path) -> str | None:
-    """What is wrong with the cached warm-up ``target`` (its record unreadable, its weights not those its
-    record names: a disk error, an edit), or None. From a review: a damaged entry of the shared cache was
-    used by every run, or failed deep in safetensors, while each run's record repeated the unchecked sha."""
+    """What is wrong with the cached warm-up ``target`` (its record unreadable, or of another key than the folder's
+    name; its weights not those its record names; any other file of it not those made, by ``entry_sha256``: a disk
+    error, an edit, a folder copied under another key's name; a file of it that cannot be read), or None. From a
+    review: a damaged entry of the shared cache was used by every run, or failed deep in safetensors, while each
+    run's record repeated the unchecked sha; from a hunt: an entry copied under another key's name trained another
+    model than the run's config, unsaid, and an edited model/config.json trained from another model. An entry of an
+    arctl that recorded neither checksum, or no key, is checked for what it records."""
     try:
-        recorded = json.loads((target / "warmup.json").read_text()).get("weights_sha256")
+        info = json.loads((target / "warmup.json").read_text())
+        key = info.get("key")
     except (OSError, ValueError, AttributeError) as err:
         return f"its warmup.json cannot be read: {type(err).__name__}"
-    if recorded is None:  # an entry of an arctl that recorded no checksum
-        return None
-    sha = weights_sha256(target / "model")
-    return None if sha == recorded else f"weights sha256 {sha[:12]}, recorded {str(recorded)[:12]}"
+    if key is not None and str(key).removesuffix(TRAINED_SUFFIX) != target.name.removesuffix(TRAINED_SUFFIX):
+        return f"its record is of warm-up key {key}, not {target.name}: a cache folder copied or renamed"
+    try:
+        if (recorded := info.get("weights_sha256")) is not None and (sha := weights_sha256(target / "model")) != recorded:
+            return f"weights sha256 {sha[:12]}, recorded {str(recorded)[:12]}"
+        if (recorded := info.get("entry_sha256")) is not None and (sha := entry_sha256(target)) != recorded:
+            return f"its files' sha256 {sha[:12]}, recorded {str(recorded)[:12]}: its tokenizer or model config changed"
+    except PermissionError:  # another member's file: not damage (warmup_model's error says whose)
+        raise
+    except OSError as err:  # e.g. a folder where the weights should be
+        return f"its files cannot be read ({err.filename}: {err.strerror or err})"
+    return None
+
+
+def entry_sha256(entry: Path) -> str:
+    """sha256 over every other file of the cache entry ``entry`` than its ``warmup.json`` (which records it) and its
+    weights (:func:`weights_sha256`'s, recorded beside it): the tokenizer, the model's config, anything else in it;
+    each file's path in the entry and bytes, in path order (a file added, removed or replaced by a folder changes
+    it too)."""
+    digest = hashlib.sha256()
+    skip = {Path(entry) / "warmup.json", *_weight_files(Path(entry) / "model")}
+    files = sorted(path.relative_to(entry).as_posix() for path in Path(entry).rglob("*")
+                   if not path.is_dir() and path not in skip)
+    for name in files:
+        data = (Path(entry) / name).read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
 
 
 def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
@@ -473,7 +587,8 @@ def shipped_dir(key: str) -> Path | None:
 def install_shipped(key: str, target: Path, alone: bool = True) -> bool:
     """Put the shipped warm-start of ``key`` in the cache at ``target``, its weights' sha256 checked
     against its record; False when there is none, when ``$ARCTL_TINY_WARMUP`` is ``train``, or when
-    the shipped copy is damaged (a warning; the caller then trains the warm-up)."""
+    the shipped copy is damaged (a warning; the caller then trains the warm-up). The copy's ``warmup.json`` records
+    the sha256 of its other files (:func:`entry_sha256`), checked against the shipped record's where it has one."""
     source = shipped_dir(key)
     if source is None or warmup_source() == "train":
         return False
@@ -486,6 +601,14 @@ def install_shipped(key: str, target: Path, alone: bool = True) -> bool:
         return False
     tmp = _staging(target, alone)
     _copy_as_made(source, tmp)
+    files = entry_sha256(tmp)  # recorded in the cache's copy: a shipped record without it (before 2026-12-07) is kept
+    if info.get("entry_sha256", files) != files:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.warning("tiny warm-up: the shipped warm-start %s is damaged (its files' sha256 %s, recorded %s); "
+                    "training the warm-up instead (reinstall arctl to restore it)", source, files[:12],
+                    str(info.get("entry_sha256"))[:12])
+        return False
+    (tmp / "warmup.json").write_text(json.dumps({**info, "entry_sha256": files}, indent=1) + "\n")
     _publish(tmp, target)
     where = (info.get("shipped") or {}).get("machine", "another machine")
     print(f"tiny warm-up: the warm-start shipped with arctl for this config ({key}, weights sha256 {sha[:12]}, "
@@ -519,10 +642,15 @@ def machine_kind() -> str:
 def weights_sha256(model_dir: Path) -> str:
     """sha256 over the saved weight files of a model directory (names and bytes, in name order)."""
     digest = hashlib.sha256()
-    for path in sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin")):
+    for path in _weight_files(model_dir):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _weight_files(model_dir: Path) -> list[Path]:
+    """The saved weight files of a model directory, in name order."""
+    return sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
 
 
 def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None, alone: bool = True) -> None:
@@ -557,7 +685,8 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     tok.save_pretrained(str(tmp / "tokenizer"))
     info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
             "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name, "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "machine": machine_kind(), "weights_sha256": weights_sha256(tmp / "model")}
+            "torch": torch.__version__, "machine": machine_kind(), "weights_sha256": weights_sha256(tmp / "model"),
+            "entry_sha256": entry_sha256(tmp)}
     (tmp / "warmup.json").write_text(json.dumps(info, indent=1))
     _publish(tmp, target)
 
