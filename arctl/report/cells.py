@@ -64,6 +64,16 @@ def where_applies(scope: str | None, experiment, arm) -> bool:
     return scope is None or scope in (str(arm), f"{experiment}/{arm}")
 
 
+def conditions_for(conditions: list[tuple[str, object, str | None]], experiment, arm) -> list[int]:
+    """The indexes of the ``conditions`` (:func:`parse_where`) that filter the runs of ``experiment``/``arm``: those
+    of every arm and those of its own, an arm's own on a key replacing every arm's on it (``--where optim.lr=1e-4
+    --where grpo:optim.lr=5e-4``: grpo's runs at 5e-4, the others at 1e-4; from a review: both applied to grpo,
+    which no run met, and the figure dropped grpo)."""
+    own = {k for k, _, scope in conditions if scope is not None and where_applies(scope, experiment, arm)}
+    return [i for i, (k, _, scope) in enumerate(conditions)
+            if where_applies(scope, experiment, arm) and (scope is not None or k not in own)]
+
+
 def where_text(key: str, value, scope: str | None) -> str:
     """``--where`` as a user wrote it, for messages."""
     return f"--where {scope + ':' if scope else ''}{key}={_shown(value)}"
@@ -277,18 +287,20 @@ def one_run_per_cell(runs, *, where: Sequence[str] | None = None, compose: Calla
     loose = [False] * len(table)  # kept by a --where only as a run that reads nothing of its key (not_read)
     records = table.to_dict("records") if where else []
     conditions = parse_where(where)
-    for key, value, scope in conditions:
+    active = [set(conditions_for(conditions, rec.get("experiment"), rec.get("arm"))) for rec in records]
+    for index, (key, value, scope) in enumerate(conditions):
         column = CONFIG_PREFIX + key
         if column not in table.columns:
             known = sorted(c[len(CONFIG_PREFIX):] for c in table.columns if c.startswith(CONFIG_PREFIX))
             near = [k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:3]
             hint = f"did you mean {', '.join(near)}?" if near else "keys look like thinking.lam, budget_control.method"
             raise ReportError(f"{where_text(key, value, scope)}: no run in {source} has config key {key!r}; {hint}")
-        applies = [where_applies(scope, rec.get("experiment"), rec.get("arm")) for rec in records]
-        if not any(applies):
-            arms = sorted({str(rec.get("arm")) for rec in records})
+        if scope is not None and not any(where_applies(scope, r.get("experiment"), r.get("arm")) for r in records):
+            arms = sorted({f"{r.get('experiment')}/{r.get('arm')}" if "/" in scope else str(r.get("arm"))
+                           for r in records})
             raise ReportError(f"{where_text(key, value, scope)}: no run in {source} is of arm {scope!r}; the arms "
                               f"read are {', '.join(arms[:8])}{', ...' if len(arms) > 8 else ''}")
+        applies = [index in a for a in active]
         exact = [not a or same_value(v, value) for v, a in zip(table[column], applies)]
         unread = [not e and k and not_read(rec, key) for e, k, rec in zip(exact, keep, records)]
         keep = [k and (e or u) for k, e, u in zip(keep, exact, unread)]

@@ -400,6 +400,11 @@ def build_claims_report(*, sweeps: list[str] | None = None, scale: str | None = 
         warnings.append(other_configs_warning(uneven))
     if other_code := other_code_warning(provenances):
         warnings.append(other_code)
+    from arctl.report.data import warmup_mix_note
+
+    read_ids = set(runs.history["run_id"].astype(str)) if len(runs.history) else set()
+    if len(runs.runs) and (mix := warmup_mix_note(runs.runs[runs.runs["run_id"].astype(str).isin(read_ids)])):
+        warnings.append(mix)  # a paired test across seeds that started from different weights (from a review)
     # each warning as the files say it: its paths relative to their folder, its commands run from there (as the
     # commands for missing runs are: the same bytes however --workdir was typed, from whichever folder)
     warnings_in_files = [paths_from(out_dir, base, w) for w in warnings]

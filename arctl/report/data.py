@@ -407,18 +407,22 @@ def warmup_mix_note(read) -> str | None:
     trained here; the figure drew them together as seeds of one arm (on another kind of machine the two differ)."""
     if not len(read) or not {WARMUP_KEY, WARMUP_SHA} <= set(read.columns):
         return None
-    groups: dict[str, dict[str, list[str]]] = {}
+    groups: dict[str, dict[str, list[tuple[str, str]]]] = {}  # key -> weights' sha256 -> (run id, source)
     for rec in read.to_dict("records"):
-        key, sha = rec.get(WARMUP_KEY), rec.get(WARMUP_SHA)
+        key, sha, source = rec.get(WARMUP_KEY), rec.get(WARMUP_SHA), rec.get(WARMUP_SOURCE)
         if isinstance(key, str) and isinstance(sha, str) and key and sha:
-            source = rec.get(WARMUP_SOURCE)
-            label = f"{sha[:12]} ({source})" if isinstance(source, str) and source else sha[:12]
-            groups.setdefault(key.removesuffix("-trained"), {}).setdefault(label, []).append(str(rec["run_id"]))
-    mixed = {k: v for k, v in groups.items() if len(v) > 1}
-    if not mixed:
+            groups.setdefault(key.removesuffix("-trained"), {}).setdefault(sha, []).append(
+                (str(rec["run_id"]), source if isinstance(source, str) and source else ""))
+    mixed = {k: v for k, v in groups.items() if len(v) > 1}  # one weights reached two ways (shipped, trained alike
+    if not mixed:  # on the shipped one's kind of machine) is one starting point (from a review)
         return None
-    said = "; ".join(f"warm-up {key}: " + ", ".join(f"{label} for {len(ids)} run{'s' if len(ids) > 1 else ''} (e.g. "
-                                                    f"{ids[0]})" for label, ids in sorted(v.items()))
+
+    def label(sha: str, runs: list[tuple[str, str]]) -> str:
+        sources = ", ".join(sorted({s for _, s in runs if s}))
+        n = len(runs)
+        return f"{sha[:12]}{f' ({sources})' if sources else ''} for {n} run{'s' if n > 1 else ''} (e.g. {runs[0][0]})"
+
+    said = "; ".join(f"warm-up {key}: " + ", ".join(label(sha, runs) for sha, runs in sorted(v.items()))
                      for key, v in sorted(mixed.items()))
     return (f"runs of one config start from different warm-up weights ({said}): their differences include the "
             "starting point; train them from one (the same ARCTL_TINY_WARMUP for every launch, `--force` for the others)")
@@ -533,7 +537,7 @@ def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
     learning rate was named beside ``--where optim.lr=...``); one without the key, or of an export, is kept. Each a
     dict: run_id, experiment, arm, seed, state (as the report says it), cells (every cell of the report it is a run
     of)."""
-    from arctl.report.cells import parse_where, run_scale, same_value, where_applies
+    from arctl.report.cells import conditions_for, parse_where, run_scale, same_value
     from arctl.report.export import INDEX_FILE, skipped_in_export, unlogged_runs
     from arctl.track.runs.discover import read_run_yaml
     from arctl.track.runs.tidy import flatten_config
@@ -541,7 +545,7 @@ def waiting_runs(spec: dict, experiments: list[str] | None, workdir: Path, read,
     conditions = parse_where(where)
 
     def other_config(run) -> bool:
-        mine = [(k, v) for k, v, scope in conditions if where_applies(scope, run.experiment, run.arm)]
+        mine = [conditions[i][:2] for i in conditions_for(conditions, run.experiment, run.arm)]
         if not mine:
             return False
         try:
@@ -855,7 +859,7 @@ def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: 
     from arctl.compose.overrides import override_key
     from arctl.config.hydra_text import override_value
     from arctl.config.ranges import seeds_text
-    from arctl.report.cells import cell_composer, parse_where, run_scale, same_value, where_applies
+    from arctl.report.cells import cell_composer, conditions_for, parse_where, run_scale, same_value
     from arctl.report.claims_render import shared_overrides
 
     if runs_read is None or not len(runs_read):
@@ -874,7 +878,8 @@ def missing_arm_args(runs_read, sweeps: list[str], experiment: str | None, arm: 
     if seeds:
         out.append(f"--seeds {seeds_text(seeds)}")
     texts = list(overrides)
-    conditions = [(k, v) for k, v, scope in parse_where(filters) if where_applies(scope, experiment, arm)]
+    parsed = parse_where(filters)
+    conditions = [parsed[i][:2] for i in conditions_for(parsed, experiment, arm)]
     cell = cell_composer(sweeps, texts)(experiment, arm, seeds[0] if seeds else 0, scale) \
         if conditions and experiment else None
     set_keys = {override_key(o) for o in texts}

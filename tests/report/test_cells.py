@@ -128,6 +128,12 @@ def test_an_arm_s_where_filters_its_runs_alone():
     with pytest.raises(ReportError, match=r"^--where ppo:optim\.lr=0\.0005: no run in /ws is of arm 'ppo'; the arms "
                                           r"read are grpo, grpo-vr$"):
         one_run_per_cell(runs(), where=["ppo:optim.lr=5e-4"], source="/ws")
+    # an arm's own condition on a key replaces every arm's on it (from a review: both applied, grpo was dropped)
+    assert kept(one_run_per_cell(runs(), where=["optim.lr=1e-4", "grpo:optim.lr=5e-4"])) == ["new", "vr"]
+    assert kept(one_run_per_cell(runs(), where=["grpo:optim.lr=5e-4", "optim.lr=1e-4"])) == ["new", "vr"]
+    with pytest.raises(ReportError, match=r"is of arm 'other/grpo'; the arms read are main-grpo/grpo, "
+                                          r"main-grpo/grpo-vr$"):
+        one_run_per_cell(runs(), where=["other/grpo:optim.lr=5e-4"], source="/ws")
     with pytest.raises(ReportError, match=r"expected KEY=VALUE or ARM:KEY=VALUE"):
         one_run_per_cell(runs(), where=[":optim.lr=5e-4"])
     with pytest.raises(ReportError, match=r"--where grpo:optim\.lr=\.\.\. is given twice"):

@@ -40,13 +40,36 @@ def test_other_keys_one_weights_and_runs_without_a_record_are_no_warning():
 
 
 def test_a_figure_of_seeds_from_two_warm_ups_says_so(completed_ws, tmp_path):
-    for seed, sha, source in ((0, "a" * 64, "shipped"), (1, "b" * 64, "trained")):
-        path = completed_ws / "runs" / run_id("main-grpo", "grpo", seed) / "config.yaml"
-        config = yaml.safe_load(path.read_text())
-        config["warmup"] = {"key": "0123456789abcdef", "weights_sha256": sha, "source": source}
-        path.write_text(yaml.safe_dump(config))
+    _mixed(completed_ws)
     res = CliRunner().invoke(app, ["report", "--figure", "main_training", "--experiment", "main-grpo", "--workdir",
                                    str(completed_ws), "--out", str(tmp_path / "out"), "--json"])
     assert res.exit_code == 0, res.output
     (line,) = [w for w in json.loads(res.stdout)["warnings"] if "different warm-up weights" in w]
     assert "warm-up 0123456789abcdef: aaaaaaaaaaaa (shipped) for 1 run" in line and "bbbbbbbbbbbb (trained)" in line
+
+
+def test_one_weights_reached_two_ways_is_one_starting_point():
+    """From a review: the shipped warm-up trained again on the shipped one's kind of machine gives the same weights;
+    grouped by weights, not by (weights, source), they are one starting point and no warning."""
+    assert warmup_mix_note(pd.DataFrame([_row("a", "k1", "1" * 64, "shipped"),
+                                         _row("b", "k1-trained", "1" * 64, "trained")])) is None
+    note = warmup_mix_note(pd.DataFrame([_row("a", "k1", "1" * 64, "shipped"), _row("b", "k1", "1" * 64, "trained"),
+                                         _row("c", "k1", "2" * 64, "trained")]))
+    assert "111111111111 (shipped, trained) for 2 runs (e.g. a), 222222222222 (trained) for 1 run (e.g. c)" in note
+
+
+def _mixed(ws) -> None:
+    for seed, sha, source in ((0, "a" * 64, "shipped"), (1, "b" * 64, "trained")):
+        path = ws / "runs" / run_id("main-grpo", "grpo", seed) / "config.yaml"
+        config = yaml.safe_load(path.read_text())
+        config["warmup"] = {"key": "0123456789abcdef", "weights_sha256": sha, "source": source}
+        path.write_text(yaml.safe_dump(config))
+
+
+def test_the_claims_say_it_too(completed_ws, tmp_path):
+    """From a review: the claims' paired tests compared seeds that started from different weights, unsaid."""
+    _mixed(completed_ws)
+    res = CliRunner().invoke(app, ["report", "--claims", "priors", "ablations", "--scale", "tiny", "--workdir",
+                                   str(completed_ws), "--out", str(tmp_path / "out"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert [w for w in json.loads(res.stdout)["warnings"] if "different warm-up weights" in w], res.stdout[-3000:]
