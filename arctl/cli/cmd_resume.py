@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         with launch_errors():
             from arctl.compose.run import ResolvedRun
             from arctl.launch.control import open_existing, select_runs
-            from arctl.launch.launcher import LaunchItem
+            from arctl.launch.launcher import LaunchItem, in_chain_order
             from arctl.launch.rundir import PATH_KEYS, read_frozen_run
 
             workspace, reg = open_existing(workdir)
@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
                 run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
                 after = (config.get("trainer") or {}).get("init_run")  # the run it starts from
                 items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None))
+            items = in_chain_order(items)  # a run after the one it starts from, in the dry run as in the launch
             used = sorted({r.executor for r in records if r.executor})
             executor_by = "--executor" if executor else "where the run ran before"
             executor = executor or (used[0] if len(used) == 1 else None)  # default: where it ran before

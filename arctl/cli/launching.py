@@ -409,7 +409,9 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
         console.print(esc(printable(f"  {item.action:<7} {item.run_id}  ({cell(item)})  job {job}")))
     for item, reason in result.skipped:
         console.print(f"  [dim]{esc(printable(f'skip    {item.run_id}  ({cell(item)})  {reason}'))}[/]")
-    jobs = sorted({j.split("_")[0] for j in result.job_ids.values()})
+    from arctl.launch.launcher import job_id_order
+
+    jobs = sorted({j.split("_")[0] for j in result.job_ids.values()}, key=job_id_order)  # 8, 9, 10 (a hunt)
     what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
     if result.executor == "slurm" and jobs:
         what += f" as SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"

@@ -663,55 +663,54 @@ def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
                     array_parallelism: int | None = None, active: dict[str, str] | None = None) -> list[tuple[str, str]]:
-    """(title, sbatch script) as they would be submitted (SLURM), without submitting anything. ``active``:
-    run id -> job id of runs under way from an earlier launch, which a run starting from one waits for
-    (:func:`_waits`)."""
+    """(title, sbatch script) as they would be submitted (SLURM), in the order :func:`_submit_slurm` submits them
+    (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
+    under way from an earlier launch, which a run starting from one waits for (:func:`_waits`)."""
     active = active or {}
     if executor != "slurm" or not items:
         return []
     scripts = []
     folder = workspace.jobs_dir / "%j"
-    plain, later = [], []
     by_id = {item.run_id: item for item in items}
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
-    # the Ray jobs' slot chain in submission order (_submit_slurm): the others first, then those that wait
-    chain = ([i.run_id for i in items if rays[i.run_id] is not None and i.after not in by_id]
-             + [i.run_id for i in items if rays[i.run_id] is not None and i.after in by_id])
+    waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
+    steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False)  # a preview: not the controller
+    arrays = [step for step in steps if step.array is not None]
 
-    def slotted(params: dict, run_id: str) -> tuple[dict, str]:
-        k, slots = chain.index(run_id), int(params["array_parallelism"])
-        if k < slots:
-            return params, ""
-        return (slot_parameters(params, "SLOT_JOB"),
-                f"; at most {slots} at once: it waits for the end of {chain[k - slots]}'s job, whose id replaces SLOT_JOB")
+    def holder(slot: str | int) -> str:  # whose end frees the slot a job takes
+        if isinstance(slot, str):
+            return f"{slot}'s job"
+        n = len(arrays[slot].runs)
+        return (f"the array of {n} run{'s' if n > 1 else ''}" + (f" (array {slot + 1})" if len(arrays) > 1 else "")
+                + ", all its tasks")
 
-    for item in items:
-        ray = rays[item.run_id]
-        if item.after in by_id or item.after in active:  # alone, once the job of the run it starts from is known
-            params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
+    for step in steps:
+        params = step.params
+        if step.array is not None:
+            chunk, k = step.runs, step.array
+            title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''}"
+            if len(arrays) > 1:  # as _submit_slurm submits them: their shares of the one bound, and the slot each waits for
+                title += (f"; array {k + 1} of {len(arrays)}: at most {params['array_parallelism']} of its tasks at "
+                          f"once, {step.bound} in all")
+            if step.slot is not None:
+                params = slot_parameters(params, "SLOT_JOB")
+                title += f"; it starts once array {step.slot + 1} has ended: that job's id replaces SLOT_JOB"
+            scripts.append((title + ")", render_sbatch(params, folder, len(chunk))))
+            continue
+        item, slot = step.runs[0], ""
+        if step.waits:  # alone, once the job of the run it starts from is known
             job = "PARENT_JOB" if item.after in by_id else active[item.after]
-            params = after_parameters(with_ray_setup(params, ray) if ray else params, job, check=False)
-            params, slot = slotted(params, item.run_id) if ray else (params, "")
-            said = "its job id replaces PARENT_JOB" if item.after in by_id else f"job {job}, under way"
-            later.append((f"sbatch script for {item.run_id} (after the job of {item.after}: {said}{slot})",
-                          render_sbatch(params, folder, 1)))
-        elif ray is not None:
-            params = with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray)
-            params, slot = slotted(params, item.run_id)
-            scripts.append((f"sbatch script for {item.run_id} (verl with Ray{slot})", render_sbatch(params, folder, 1)))
-        else:
-            plain.append(item)
-    arrays, bound = slurm_arrays(plain, array_parallelism, ask_site=False)  # a preview: do not ask the controller
-    for k, (params, chunk, ahead) in enumerate(arrays):
-        title = f"sbatch script ({len(chunk)} run{'s' if len(chunk) > 1 else ''}{', one array' if len(chunk) > 1 else ''}"
-        if len(arrays) > 1:  # as _submit_slurm submits them: their shares of the one bound, and the slot each waits for
-            title += (f"; array {k + 1} of {len(arrays)}: at most {params['array_parallelism']} of its tasks at once, "
-                      f"{bound} in all")
-        if ahead is not None:
+            params = after_parameters(params, job, check=False)
+        if step.slot is not None:
             params = slot_parameters(params, "SLOT_JOB")
-            title += f"; it starts once array {ahead + 1} has ended: that job's id replaces SLOT_JOB"
-        scripts.append((title + ")", render_sbatch(params, folder, len(chunk))))
-    return scripts + later
+            slot = f"; at most {step.bound} at once: it waits for the end of {holder(step.slot)}, whose id replaces SLOT_JOB"
+        if step.waits:
+            said = "its job id replaces PARENT_JOB" if item.after in by_id else f"job {job}, under way"
+            scripts.append((f"sbatch script for {item.run_id} (after the job of {item.after}: {said}{slot})",
+                            render_sbatch(params, folder, 1)))
+        else:
+            scripts.append((f"sbatch script for {item.run_id} (verl with Ray{slot})", render_sbatch(params, folder, 1)))
+    return scripts
 
 
 def _groups(items: list[LaunchItem], array_parallelism: int | None,
@@ -779,6 +778,7 @@ def launch_items(
     """Claim, prepare and submit ``items``; returns what was submitted and what was skipped
     (shared items among them, with the reason "shared: ..."). ``executor_by``: where ``executor``
     came from, as the launch's executor line says it."""
+    items = in_chain_order(items)  # each run after the one it starts from: as they are submitted, and said
     shared = [item for item in items if item.shares]
     members = list(members)
     if shared:
@@ -1326,13 +1326,22 @@ def _submitted_before(out: list[str], job_ids: dict[str, str], workspace: Worksp
     ``job_ids``), recorded unless the rollback ``left`` something undone (said after it). "" when none."""
     if not out:
         return ""
-    ids = sorted({str(job_ids[r]) for r in out})
+    ids = sorted({str(job_ids[r]) for r in out}, key=job_id_order)
     if len(ids) > 4:  # a whole array's tasks: its job id and how many runs it has
         masters = [i.split("_")[0] for i in ids]
         ids = [f"{m} ({masters.count(m)} runs)" for m in dict.fromkeys(masters)]
     recorded = f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left else (
         "see what could not be undone")
     return f"submitted before it: {len(out)} run(s) (job(s) {', '.join(ids)}), {recorded}"
+
+
+def job_id_order(job_id: str) -> tuple:
+    """Sort key of job ids as numbers: ``9`` before ``10``, ``31_2`` (an array's task) before ``31_10``; what is
+    not a SLURM job id (``debug``, ``queue:PID``) after them, as text (from a hunt: "SLURM jobs 10, 8, 9")."""
+    parts = str(job_id).split("_")
+    if all(p.isdigit() for p in parts):
+        return (0, tuple(int(p) for p in parts), "")
+    return (1, (), str(job_id))
 
 
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
@@ -1600,65 +1609,121 @@ def array_shares(sizes: list[int], bound: int) -> list[int]:
     return shares
 
 
+@dataclass
+class Submission:
+    """One sbatch of a SLURM launch, as :func:`slurm_submissions` plans it."""
+
+    params: dict  # its sbatch parameters, before its dependencies on other jobs
+    runs: list[LaunchItem]  # its runs: an array's tasks, or the one run of a job of its own
+    waits: bool = False  # a run that starts from another run not done yet: afterok on that run's job
+    # whose end frees the slot it takes (afterany): a run id (that run's job) or an int (the launch's array of that
+    # index: all its tasks); None where it takes a free slot
+    slot: str | int | None = None
+    bound: int = 0  # the most jobs (or tasks) at once it keeps to: cluster.array_parallelism
+    array: int | None = None  # an array's index among the launch's arrays; None: a job of its own
+
+
+def in_chain_order(items: list[LaunchItem]) -> list[LaunchItem]:
+    """``items`` with each run placed after the run it starts from (``after``) where that run is among them, their
+    order kept otherwise: the order a launch submits them in (:func:`slurm_submissions`), whatever the order they
+    were selected in (`arctl resume` takes the run ids sorted, or as the user gave them). From a hunt: the resume
+    of a chain whose ids sorted dependent-first submitted its last run before its source, waiting for the source's
+    previous job. A cycle (refused where runs are resolved) keeps the order it has."""
+    by_id: dict[str, LaunchItem] = {}
+    for item in items:
+        by_id.setdefault(item.run_id, item)
+    out: list[LaunchItem] = []
+    placed: set[int] = set()
+
+    def place(item: LaunchItem, chain: tuple[str, ...]) -> None:
+        if id(item) in placed:
+            return
+        source = by_id.get(item.after) if item.after else None
+        if source is not None and source.run_id not in chain:
+            place(source, (*chain, item.run_id))
+        if id(item) not in placed:
+            placed.add(id(item))
+            out.append(item)
+
+    for item in items:
+        place(item, ())
+    return out
+
+
+def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, waiting: Iterable[str],
+                      rays: dict[str, dict | None], ask_site: bool = True) -> list[Submission]:
+    """The sbatch submissions of a SLURM launch of ``items``, in the order they go out: the one plan that
+    :func:`_submit_slurm` submits and :func:`dry_run_scripts` previews. ``waiting``: the runs whose source
+    (``after``) is not done yet (:func:`_waits`); ``rays``: each run's Ray job setup (verl), None for a plain job
+    body; ``ask_site``: whether the controller is asked for its array size limit.
+
+    First the Ray jobs (a job each), then the arrays of plain job bodies (:func:`slurm_arrays`), then the runs
+    that wait, a job each, each after the run it starts from (:func:`in_chain_order`). They keep to
+    ``cluster.array_parallelism`` (P) together: one slot chain holds the jobs of their own and the arrays (an
+    array holds as many slots as its tasks at once, until all of them have ended), and a job of its own past the
+    first P takes the slot of the one P places before it in that chain. From a hunt: a tiny run that starts from
+    another went out with no slot, and a sweep with P=2 ran 3 jobs at once."""
+    waiting = set(waiting)
+    chain: list[str | int] = []  # whose end frees each slot, in turn: a run id (its job), an array's index
+    out: list[Submission] = []
+
+    def single(item: LaunchItem, params: dict, waits: bool) -> None:
+        if (ray := rays[item.run_id]) is not None:
+            params = with_ray_setup(params, ray)
+        slots, k = int(params["array_parallelism"]), len(chain)
+        out.append(Submission(params, [item], waits, chain[k - slots] if k >= slots else None, slots))
+        chain.append(item.run_id)
+
+    for item in items:
+        if item.run_id not in waiting and rays[item.run_id] is not None:
+            single(item, slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), False)
+    plain = [item for item in items if item.run_id not in waiting and rays[item.run_id] is None]
+    arrays, bound = slurm_arrays(plain, array_parallelism, ask_site)
+    for k, (params, chunk, ahead) in enumerate(arrays):
+        out.append(Submission(params, chunk, slot=ahead, bound=bound, array=k))
+        chain += [k] * min(int(params["array_parallelism"]), len(chunk))
+    for item in in_chain_order([item for item in items if item.run_id in waiting]):
+        single(item, slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism), True)
+    return out
+
+
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
                   echo: Callable[[str], None] = lambda _msg: None) -> dict[str, str]:
-    """Submit one array per chunk; ``job_ids`` (run id -> job id) grows as each chunk is accepted. What
-    sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit reduced, a job routed
-    to another partition) is a ``note:`` given to ``echo``, once per submission.
-    A run in ``waits`` (its ``after`` not done yet) goes out alone, after the others, with a
-    dependency on the job of the run it starts from (:func:`after_parameters`). A run with a Ray job
-    body (verl) is a job of its own, not an array task: ``array_parallelism`` still bounds how many of
-    them run at once, each one past the first P waiting for the end of the one P places before it
-    (:func:`slot_parameters`)."""
+    """Submit ``items`` as :func:`slurm_submissions` plans it; ``job_ids`` (run id -> job id) grows as each
+    submission is accepted. What sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit
+    reduced, a job routed to another partition) is a ``note:`` given to ``echo``, once per submission.
+    A run in ``waits`` (its ``after`` not done yet) goes out alone, after the run it starts from, with a
+    dependency on that run's job (:func:`after_parameters`): the job this launch submitted for it where it is one
+    of ``items``, else its job under way. A job of its own (a Ray job body, verl; a run that waits) past the
+    first ``array_parallelism`` waits for the end of the one that many places before it (:func:`slot_parameters`)."""
     waits = waits or {}
+    ours = {item.run_id for item in items}
 
     def submit(params: dict, chunk: list[LaunchItem]) -> None:
         if said := _submit_chunk(params, chunk, workspace, job_ids):
             echo(f"note: sbatch, accepting job {str(job_ids[chunk[0].run_id]).split('_')[0]}, said: {said}")
 
-    plain = []
-    rays: list[tuple[dict, LaunchItem]] = []  # a Ray job each, with its sbatch parameters
-    later = []
-    for item in items:
-        ray = backend_job_setup(item.config, workspace.run_dir(item.run_id))
-        if item.run_id in waits:
-            later.append((item, ray))
-        elif ray is None:
-            plain.append(item)
-        else:
-            rays.append((with_ray_setup(slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), ray),
-                         item))
-    ray_jobs: list[str] = []  # the run ids of the Ray jobs, in submission order: one slot chain
-
-    def submit_ray(params: dict, item: LaunchItem) -> None:  # at most array_parallelism at once
-        slots = int(params["array_parallelism"])
-        if len(ray_jobs) >= slots:
-            params = slot_parameters(params, job_ids[ray_jobs[-slots]])
-            if item.run_id not in waits:  # shown by `arctl status` (a run that starts from another says that)
-                write_phase(workspace.run_dir(item.run_id), queued_phase(ray_jobs[-slots]))
-        submit(params, [item])
-        ray_jobs.append(item.run_id)
-
-    for params, item in rays:
-        submit_ray(params, item)
+    rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     masters: list[str] = []  # each array's job id, in submission order
-    for params, chunk, ahead in slurm_arrays(plain, array_parallelism)[0]:
-        if ahead is not None:
-            params = slot_parameters(params, masters[ahead])
-        submit(params, chunk)
-        masters.append(str(job_ids[chunk[0].run_id]).split("_")[0])
-    for item, ray in later:  # in launch order: a run comes after the one it starts from
-        params = slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism)
-        if ray is not None:
-            params = with_ray_setup(params, ray)
-        parent = waits[item.run_id]
-        write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
-        params = after_parameters(params, job_ids.get(parent.run_id) or str(parent.job_id))
-        if ray is not None:
-            submit_ray(params, item)
-        else:
-            submit(params, [item])
+    for step in slurm_submissions(items, array_parallelism, waits, rays):
+        params, item = step.params, step.runs[0]
+        if step.waits:
+            parent = waits[item.run_id]
+            # this launch's own source: the job it submitted for it, never its previous attempt's (a hunt)
+            job = job_ids.get(parent.run_id) if parent.run_id in ours else str(parent.job_id)
+            if job is None:
+                raise RuntimeError(f"internal error: {item.run_id} was to be submitted before {parent.run_id}, the "
+                                   "run it starts from, had a job")
+            params = after_parameters(params, job)
+            write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
+        if step.slot is not None:
+            params = slot_parameters(params, masters[step.slot] if isinstance(step.slot, int) else job_ids[step.slot])
+            if not step.waits and isinstance(step.slot, str):  # shown by `arctl status` (a run that waits says that)
+                write_phase(workspace.run_dir(item.run_id), queued_phase(step.slot))
+        submit(params, step.runs)
+        if step.array is not None:
+            masters.append(str(job_ids[item.run_id]).split("_")[0])
     return job_ids
 
 
