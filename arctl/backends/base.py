@@ -129,6 +129,11 @@ class Backend(Protocol):
         None: nothing beyond the model keys (or nothing readable: a bad section is said by
         :meth:`config_problem`)."""
 
+    def launch_notes(self, configs: list[dict]) -> list[str]:
+        """Lines a launch and its dry run print about what the runs ``configs`` (those it would start) do before
+        their first step that takes notable time, e.g. the tiny backend's warm-up of a key not cached (``--json``:
+        ``backend_notes``). Read without training or the network, cheaply (no torch import). []: nothing to say."""
+
     def checkpoint_gb(self, config: dict) -> float | None:
         """GB (10^9 bytes) one checkpoint of the run takes on disk (its weights and optimizer state), read here
         without the network, e.g. from its model's config; 0.0: the run saves none worth counting; None: the
@@ -304,6 +309,9 @@ class BackendDefaults:
 
     def weights_identity(self, config):
         return None  # the model keys say everything the weights depend on
+
+    def launch_notes(self, configs):
+        return []
 
     def checkpoint_gb(self, config):
         return None  # unknown: the dry run counts the run among those of unknown size

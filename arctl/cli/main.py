@@ -212,13 +212,19 @@ def _plain_help_when_narrow():
     # the width Typer's help console takes (its TERMINAL_WIDTH, else the terminal's or COLUMNS, as rich reads them now)
     width = int(os.environ["TERMINAL_WIDTH"]) if os.environ.get("TERMINAL_WIDTH", "").isdigit() else Console().width
     narrow = before is not None and width < RICH_HELP_MIN_COLUMNS
-    if narrow:
-        typer.core.HAS_RICH = False
+    columns = os.environ.get("COLUMNS")
+    if narrow:  # and click's formatter wraps at that width too (it reads COLUMNS, else stdout's terminal: a pipe's
+        typer.core.HAS_RICH = False  # 80, where rich found the terminal on stderr; from a review)
+        os.environ["COLUMNS"] = str(width)
     try:
         yield
     finally:
         if narrow:
             typer.core.HAS_RICH = before
+            if columns is None:
+                os.environ.pop("COLUMNS", None)
+            else:
+                os.environ["COLUMNS"] = columns
 
 
 def _output_closed() -> bool:

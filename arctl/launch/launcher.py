@@ -195,6 +195,7 @@ def model_mismatch(run: ResolvedRun, source: ResolvedRun, source_id: str):
     mine, theirs = run.config.get("model") or {}, source.config.get("model") or {}
     said = [f"model.{k}={mine.get(k)!r} where {source.experiment}/{source.arm} has {theirs.get(k)!r}"
             for k in WEIGHT_KEYS if mine.get(k) != theirs.get(k)]
+    what = "whose model differs" if said else "whose weights do not fit it"
     mine, theirs = _weights_identity(run.config), _weights_identity(source.config)
     said += [f"{k} gives {mine.get(k) or 'nothing said'} where {source.experiment}/{source.arm}'s gives "
              f"{theirs.get(k) or 'nothing said'}" for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k)]
@@ -202,7 +203,7 @@ def model_mismatch(run: ResolvedRun, source: ResolvedRun, source_id: str):
         return None
     said = ", ".join(said)
     return SpecError(f"{run.experiment}/{run.arm}/s{run.seed} starts from the weights of run {source_id} "
-                     f"({source.experiment}/{source.arm}/s{source.seed}), whose model differs: {said}",
+                     f"({source.experiment}/{source.arm}/s{source.seed}), {what}: {said}",
                      f"{run.experiment}/{run.arm}: trainer.init_from",
                      "a run starts from the same model it continues: give both arms the same model (and the settings "
                      "named), or drop trainer.init_from; nothing is submitted")
@@ -338,7 +339,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
                                         else ("rerun", f"completed, but {changed}")
                                         if (changed := inputs_change(recorded, now)) is not None
                                         else ("skip", "completed" + _inputs_gone(recorded, now)
-                                              + _plugins_note(item, workspace) + _source_rerun_note(item, workspace, rec, afters)))
+                                              + _plugins_note(item, workspace) + _source_rerun_note(item, workspace, rec, afters, known)))
         else:  # (a --force rerun cancelled as it was submitted has no checkpoint: said so, from a hunt)
             from arctl.launch.status_file import read_status
 
@@ -496,7 +497,8 @@ def inputs_change(recorded: dict | None, now: dict | None, since: str = "it was 
             + ", ".join(f"{k} {shown(recorded.get(k))} -> {shown(now.get(k))}" for k in keys) + ")")
 
 
-def source_rerun(item: LaunchItem, workspace: Workspace, afters: dict[str, str | None] | None = None) -> str | None:
+def source_rerun(item: LaunchItem, workspace: Workspace,
+                 afters: dict[str, str | None] | None = None) -> tuple[str, str] | None:
     """Where the run ``item`` starts from (``after``) was rerun since ``item``'s run took its weights, as a reason's
     words (said in a completed run's plan, never acted on: :func:`_source_rerun_note`), else None. The evidence is
     cheap and needs one clock:
@@ -507,7 +509,8 @@ def source_rerun(item: LaunchItem, workspace: Workspace, afters: dict[str, str |
     launch, named as starting from weights it never saw. Along a chain (``afters``: each run id's own ``after``, of
     the plan's items): where the run it started from is itself such a run (a -> b -> c, ``a`` rerun: ``c`` took
     ``b``'s weights, trained from ``a``'s old ones), that is said of it too (from a review: each level's plan said so
-    only once the level before it was rerun)."""
+    only once the level before it was rerun). Returns (the words, the run id of the run whose weights are stale: the
+    item's, or the one up its chain that took the rerun run's earlier weights)."""
     run, after, seen = item.run_id, item.after, {item.run_id}
     while after and after not in seen:
         try:
@@ -518,27 +521,32 @@ def source_rerun(item: LaunchItem, workspace: Workspace, afters: dict[str, str |
         if archives:
             if run == item.run_id:
                 return (f"the run it started from, {after}, was rerun after it started (an archive of it, "
-                        f"{archives[0]}, is newer than its {INIT_RECORD})")
+                        f"{archives[0]}, is newer than its {INIT_RECORD})"), run
             through = f" (through {run})" if run != item.after else ""
             return (f"the run it started from, {item.after}, started in turn from the weights of {after}{through}, "
                     f"which was rerun after {run} took them (an archive of it, {archives[0]}, is newer than {run}'s "
-                    f"{INIT_RECORD})")
+                    f"{INIT_RECORD})"), run
         seen.add(after)
         run, after = after, (afters or {}).get(after)
     return None
 
 
 def _source_rerun_note(item: LaunchItem, workspace: Workspace, rec: RunRecord,
-                       afters: dict[str, str | None] | None = None) -> str:
+                       afters: dict[str, str | None] | None = None, known: dict[str, RunRecord] | None = None) -> str:
     """A completed run's skip reason's note where the run it started from was rerun since (:func:`source_rerun`):
     said, never rerun by itself. The evidence is file times, which a copy without them (``cp -r``) or another
     host's clock can mislead both ways (from a review: a 200-step run planned rerun after a ``cp -r``), and a
     rerun spends GPU hours: the user decides, with the command that does it."""
-    why = source_rerun(item, workspace, afters)
-    if why is None:
+    found = source_rerun(item, workspace, afters)
+    if found is None:
         return ""
     from arctl.launch.refresh import rerun_one
 
+    why, stale = found
+    if stale != item.run_id and (first := (known or {}).get(stale)) is not None:  # from a review: this run's own
+        # --force alone retrained it from the same stale weights, and the note stayed
+        return (f"; but {why}: rerun {stale} first ({rerun_one(first, workspace.root)}, from that run's weights now), "
+                f"then this one: {rerun_one(rec, workspace.root)}")
     return f"; but {why}: {rerun_one(rec, workspace.root)}, from that run's weights now"
 
 

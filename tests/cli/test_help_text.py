@@ -93,3 +93,28 @@ def test_a_narrow_terminal_gets_every_option_name_whole(sandbox, monkeypatch, co
         words = set(re.findall(r"--[\w-]+", done.out))
         assert {o for p in group.commands[name].params for o in p.opts if o.startswith("--")} <= words, done.out
     assert BOX.search(_help(sandbox, monkeypatch, "run"))  # at 80 columns, in the same process: boxed again
+
+
+def test_a_narrow_terminal_piping_the_help_gets_it_at_the_terminal_s_width():
+    """From a review: in a 60-column terminal, `arctl run --help | head` took the plain help (rich found the width on
+    stderr's terminal) but click wrapped it at 80 (stdout, a pipe, has none). Both now use the terminal's."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    main_fd, tty_fd = pty.openpty()
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 60, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TERMINAL_WIDTH")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "arctl.cli.main", "run", "--help"], stdin=tty_fd,
+                              stdout=subprocess.PIPE, stderr=tty_fd, env={**env, "TERM": "xterm"}, timeout=60)
+    finally:
+        os.close(tty_fd)
+        os.close(main_fd)
+    text = done.stdout.decode()
+    assert done.returncode == 0 and "--array-parallelism" in text and not BOX.search(text), text
+    assert max(len(line) for line in text.splitlines()) <= 60, text

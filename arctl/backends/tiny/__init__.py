@@ -47,11 +47,21 @@ class TinyBackend(BackendDefaults):
         from arctl.backends.tiny.tasks import toy_task
 
         try:
-            words = toy_task((config.get("tiny") or {}).get("task") or {}).vocabulary()
+            task = toy_task((config.get("tiny") or {}).get("task") or {})
+            words = task.vocabulary()
         except (ValueError, TypeError, AttributeError):
             return None  # a bad tiny.task is config_problem's to say
         sha = hashlib.sha256("\n".join(words).encode()).hexdigest()[:12]
-        return {"tiny.task": f"a vocabulary of {len(words)} words (sha256 {sha})"}
+        # the knobs it depends on named (from a review: "tiny.task gives a vocabulary of 344 words" left the user to
+        # find which of a dozen knobs differs)
+        at = ", ".join(f"tiny.task.{task.name}.{k}={getattr(task, k)}" for k in task.VOCAB_KNOBS)
+        return {"tiny.task": f"the {task.name} task's vocabulary{' at ' + at if at else ''} ({len(words)} words, "
+                             f"sha256 {sha})"}
+
+    def launch_notes(self, configs):
+        from arctl.backends.tiny.warmup_key import launch_notes
+
+        return launch_notes(configs)
 
     def launch_problem(self, config, run_dir):
         """Each tiny job caches its warm-up in the user cache as it starts: one that cannot be written there is

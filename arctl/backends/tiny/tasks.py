@@ -27,6 +27,7 @@ DEFAULT = "search"
 
 class ToyTask(Protocol):
     name: str
+    VOCAB_KNOBS: tuple[str, ...]  # the knobs its vocabulary (the model's embedding rows) depends on
 
     def vocabulary(self) -> list[str]: ...
 
@@ -55,6 +56,7 @@ def _knob(section: Mapping[str, Any], key: str, name: str) -> Any:
 
 class SearchTask:
     name = "search"
+    VOCAB_KNOBS: tuple[str, ...] = ()  # the knobs its vocabulary depends on (none: one vocabulary)
     # every knob, with its range when numeric (``order`` is a choice, checked here): the validation of
     # tiny.task.search.<knob> is derived from this table (arctl/compose/limits.py)
     KNOBS: dict[str, Range | None] = {
@@ -100,6 +102,7 @@ class SearchTask:
 
 class RunningSumTask:
     name = "running_sum"
+    VOCAB_KNOBS: tuple[str, ...] = ("max_terms",)  # the knobs its vocabulary depends on (:func:`task.vocabulary`)
     KNOBS: dict[str, Range | None] = {
         "min_terms": I(1, 1000), "max_terms": I(1, 1000), "filler_prob": PROB,
         "summary_finish_steps": I(0, 1000), "summary_continue_prob": PROB}

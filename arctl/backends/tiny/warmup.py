@@ -41,11 +41,17 @@ from filelock import FileLock, Timeout
 from transformers import Qwen2ForCausalLM
 
 from arctl.algo.prompts import InsertedTokens, summary_prompt
-from arctl.algo.settings import Summary
 from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
-from arctl.backends.tiny.tasks import ToyTask, task_section, toy_task
+from arctl.backends.tiny.tasks import ToyTask, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
+from arctl.backends.tiny.warmup_key import (  # noqa: F401 - CACHE_VERSION: re-exported
+    CACHE_VERSION,
+    SHIPPED,
+    TRAINED_SUFFIX,
+    inserted_style,
+    warmup_key,
+)
 from arctl.config.files import (
     CACHE_ENV,
     CACHE_REMEDY,
@@ -61,14 +67,11 @@ from arctl.config.files import (
 from arctl.track.runs.pool import usable_cpus
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
 
 
 PROGRESS_EVERY_S = 10.0  # seconds between warm-up progress lines
-SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
 
 
-TRAINED_SUFFIX = "-trained"  # the cache entry of a warm-up trained here where arctl ships one for the key
 
 
 def warmup_dir(config: dict) -> Path:
@@ -97,35 +100,6 @@ def resume_command(run_dir: Path) -> str:
     whether a bare command would mean that workspace (from a review: a bare `arctl resume` acted on
     ./arctl-runs)."""
     return f"`arctl resume {Path(run_dir).name} --workdir {shlex.quote(str(workspace_of(run_dir)))}`"
-
-
-def inserted_style(config: dict) -> str:
-    """The run's ``summary.inserted`` (:data:`arctl.algo.prompts.INSERTED_STYLES`): the warm-up trains
-    its summaries after these inserted tokens, and checks its accuracy with them."""
-    return str((config.get("summary") or {}).get("inserted") or Summary().inserted)
-
-
-def warmup_key(config: dict) -> str:
-    """Hash of everything the warmed-up weights depend on. The inserted tokens enter it only when
-    they are not the default, so the default's key (and every run id's warm-up) is the one from
-    before the setting existed. Known gap (a review of 2026-12-04): whether a second round is trained
-    (``max_rounds`` > 1, accuracy below ``min_acc``) is decided by the first run's accuracy measure, which
-    reads ``eval.temperature``, ``tiny.eval_seed``, ``tiny.max_rows`` and the whole ``eval.budgets``, none
-    of them in the key: a run with other such values that trains an empty cache first decides the rounds
-    for every later run of the key. The shipped warm-up (installed into an empty cache for the default
-    key) is not affected; putting them in the key would change the shipped key."""
-    tiny = config["tiny"]
-    payload = {
-        "version": CACHE_VERSION,
-        "model": config["model"],
-        "task": dict(zip(("name", "knobs"), task_section(tiny["task"]))),  # the selected task's knobs only
-        "warmup": dict(tiny["warmup"]),  # threads too: the float sums (hence the weights) depend on them
-        "max_budget": int(max(config["eval"]["budgets"])),
-        "summary_max_tokens": int(config["summary"]["max_tokens"]),
-    }
-    if inserted_style(config) != Summary().inserted:
-        payload["inserted"] = inserted_style(config)
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def training_example(
