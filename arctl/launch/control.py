@@ -319,9 +319,10 @@ def _cancel_once(reg: Registry, workspace: Workspace, active: list[RunRecord], f
             outcome.append((rec, f"cancelling (job {rec.job_id}): " + ("it saves a checkpoint and stops" if started else
                                                                        "it was starting; CANCELLED once it has "
                                                                        "stopped") + again))
-        else:
+        else:  # (no phase: "waiting for <run>", "queued behind ..." are a waiting run's; from a hunt: --json of the
+            # CANCELLED run still said "waiting for ...")
             values = {"state": states.CANCELLED, "cancel_requested": now, "ended_at": now, "claim": None,
-                      "before_claim": None}
+                      "before_claim": None, "phase": None}
             outcome.append((rec, f"cancelled (job {rec.job_id})"))
         if not reg.update_if(rec.run_id, {"state": rec.state, "job_id": rec.job_id, "claim": None}, values):
             if stopped and rec.executor == "local" and (row := reg.get(rec.run_id)) is not None and \

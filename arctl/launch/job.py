@@ -15,7 +15,9 @@ runs ``scontrol requeue`` (SLURM) or exits with the requeue code (local). The re
 from the checkpoint with the same run id and W&B run id, unless it and the attempt before it both ran to their
 time limit without logging a step after the one they resumed from: a step that hangs would be requeued again and
 again, each attempt for a whole time limit (:func:`_no_step_streak`; it ends FAILED: :func:`hung_line`). After
-SIGTERM (cancel, node shutdown) it just exits; ``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
+SIGTERM (cancel, node shutdown) it just exits (under SLURM with :data:`PREEMPTED_EXIT_CODE`, as every attempt that
+ends unfinished and is not requeued, so that SLURM starts no run that waits for it: :func:`_ended_unfinished`);
+``arctl sweep`` resumes it later (a stop `arctl cancel` asked for, which leaves its request in the
 run's folder first, is "preempted" with ``cancelled: true``: :data:`arctl.launch.status_file.CANCEL_FILE`; a job that
 finds that request as it starts trains nothing: "cancelled", no requeue). A debug
 run (in the arctl process) takes SIGINT and SIGHUP (Ctrl-C, a closed session) as it takes SIGTERM, then ends its
@@ -601,15 +603,31 @@ class RunJob(Checkpointable):
                     where = workdir_arg(workspace_root(Path(run_dir)), stored=True)  # always: a job knows no shell's
                     _log(f"not requeued: the time limit came {MAX_REQUEUES + 1} times (submitit requeues a job at "
                          f"most {MAX_REQUEUES}); `arctl resume {Path(run_dir).name}{where}` goes on")
-                    return result  # ends preempted, as the job's last write says
+                    return _ended_unfinished(result)  # ends preempted, as the job's last write says
                 write_status(Path(run_dir), state="requeued")
                 _log("requeueing through submitit")
                 submitit_handler(usr, None)  # calls self.checkpoint(run_dir), requeues, exits
-        return result
+                return result  # (a task of rank > 0: its handler returns; the first one requeues the job)
+        return _ended_unfinished(result)
 
     def checkpoint(self, run_dir: str) -> DelayedSubmission:  # type: ignore[override]
         """Resubmit the same callable on the same run directory (the state is on disk)."""
         return DelayedSubmission(RunJob(), run_dir)
+
+
+def _ended_unfinished(result: str) -> str:
+    """``result``, the attempt's end where no requeue follows; under SLURM, an attempt that did not complete
+    ("preempted", or "cancelled" as it started) exits :data:`PREEMPTED_EXIT_CODE` instead (status.json already says
+    how it ended), as ``python -m arctl.launch.job`` does: SLURM records the job FAILED, not COMPLETED, so a run that
+    starts from this one (``--dependency=afterok``) is not started but cancelled (``--kill-on-invalid-dep``). From a
+    hunt: a source stopped by a bare TERM (``scancel --signal=TERM``) exited 0, its dependent started, took its
+    allocation and failed ("starts from run ..., which is preempted"). A refresh keeps status.json's end over SLURM's
+    FAILED (:func:`arctl.launch.refresh.merge_state`). Local and debug jobs return it, as before."""
+    if result not in ("preempted", CANCELLED) or current_executor() != "slurm":
+        return result
+    _log(f"exit code {PREEMPTED_EXIT_CODE}, not 0: the run did not complete, so SLURM records the job FAILED and starts "
+         "no run that starts from it")
+    raise SystemExit(PREEMPTED_EXIT_CODE)  # (not an Exception: submitit records no error and prints no traceback)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ from arctl.launch.status_file import (
     start_ticks,
 )
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg, workspace_root
-from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, write_warning
+from arctl.track.phase import is_queued, is_waiting, read_phase, read_warning, waiting_phase, write_warning
 
 SACCT_TIMEOUT_S = 60
 GRACE_S = 30.0  # a just-submitted job may not be in sacct yet
@@ -921,6 +921,10 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
     active = [r for r in records if r.state in states.ACTIVE and r.state != states.SUBMITTING]
     if not active:
         return records
+    phases = {r.run_id: read_phase(workspace.run_dir(r.run_id)) for r in active}
+    known = {r.run_id: r for r in records}
+    active = _sources_first(registry, workspace, active, phases, known)
+    judged = {r.run_id: r for r in active}  # each one's state as this refresh finds it, once judged (sources first)
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     raw_states, source = scheduler_states(slurm_ids)
     scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}
@@ -940,7 +944,7 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
         status = read_status(workspace.run_dir(rec.run_id))
         how = raw = None  # SLURM's word for the end of the job, and what it says (slurm_end)
         values = _from_status(status)
-        values["phase"] = read_phase(workspace.run_dir(rec.run_id))
+        values["phase"] = phases[rec.run_id]
         values["warning"] = read_warning(workspace.run_dir(rec.run_id))
         killed = killed_at(workspace.run_dir(rec.run_id)) if rec.cancel_requested else None  # `arctl cancel --now`'s
         if status.get("state") == "stopping" or rec.cancel_requested:
@@ -985,9 +989,12 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 values["ended_at"] = None  # (a requeued job's first write is ended_at None: kept out by _from_status)
         elif values.get("ended_at", rec.ended_at) is None:  # ended without saying when (killed)
             values["ended_at"] = _last_sign_of_life(workspace.run_dir(rec.run_id), status, now)
-        if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # e.g. SLURM's kill-on-invalid-dep
-            error = error or (f"never started: the run it starts from did not complete ({values['phase']}); "
-                              "`arctl run` relaunches both")
+        if new_state in states.TERMINAL and is_waiting(values.get("phase")):  # SLURM's kill-on-invalid-dep, a scancel
+            waited = _waited_for(values["phase"])  # (not `source`: sacct's or squeue's, above)
+            row = judged.get(waited) or known.get(waited) or registry.get(waited)  # (judged: as found now)
+            stopped = row is not None and _stopped(row, scheduler, workspace)
+            error = error or waited_in_vain(rec, new_state, waited, row.state if row else None, workspace.root,
+                                            stopped)
             values["phase"] = None
         if new_state in states.TERMINAL and is_queued(values.get("phase")):  # cancelled before its slot came
             values["phase"] = None
@@ -1013,6 +1020,70 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
             records = [(registry.get(r.run_id) or r) if r.run_id in stale else r for r in records]
         _note_resume_steps(workspace, [(run_id, status) for run_id, status in dead if run_id not in stale])
     return records
+
+
+WAITING_FOR = waiting_phase("")  # how the phase of a run that waits for the run it starts from begins: "waiting for "
+
+
+def _waited_for(phase: str | None) -> str | None:
+    """The run a run whose phase is ``phase`` waits for (:func:`arctl.track.phase.waiting_phase`), else None."""
+    return phase[len(WAITING_FOR):] if is_waiting(phase) else None
+
+
+def _sources_first(registry: Registry, workspace: Workspace, active: list[RunRecord], phases: dict[str, str | None],
+                   known: dict[str, RunRecord]) -> list[RunRecord]:
+    """``active`` with the active runs those waiting among them wait for (the whole chain, where the refresh was not
+    given them: `arctl logs` of a dependent alone), each run after the one it waits for: a run that ended while it
+    waited is told by the state its source has now (:func:`waited_in_vain`). ``phases``: each run's phase, those of
+    the runs added too; ``known``: the records at hand (the registry is asked for the others)."""
+    by_id = {r.run_id: r for r in active}
+    todo = list(active)
+    while todo:
+        source = _waited_for(phases.get(todo.pop().run_id))
+        if source and source not in by_id and (row := known.get(source) or registry.get(source)) is not None \
+                and row.state in states.ACTIVE and row.state != states.SUBMITTING:
+            by_id[source] = row
+            phases[source] = read_phase(workspace.run_dir(source))
+            todo.append(row)
+
+    def depth(run_id: str, seen: frozenset = frozenset()) -> int:
+        source = _waited_for(phases.get(run_id))
+        return 0 if source not in by_id or source in seen else 1 + depth(source, seen | {run_id})
+
+    return sorted(by_id.values(), key=lambda r: depth(r.run_id))
+
+
+def _stopped(rec: RunRecord, scheduler: dict[str, str | None], workspace: Workspace) -> bool:
+    """Whether run ``rec``, active, will not complete though a refresh does not say it ended yet: `arctl cancel`
+    stops it, its job has ended (``scheduler``: this refresh's states of the jobs) or its job said it stops or
+    stopped (status.json), and it saves its stop checkpoint or its end is not in accounting yet. SLURM cancels the
+    run that waits for it at once (``--kill-on-invalid-dep``)."""
+    if rec.state not in states.ACTIVE:
+        return False
+    if rec.cancel_requested is not None:
+        return True
+    if rec.executor == "slurm" and scheduler.get(rec.job_id or "") in states.TERMINAL - {states.COMPLETED}:
+        return True
+    return read_status(workspace.run_dir(rec.run_id)).get("state") in ("stopping", "preempted", "failed", "cancelled")
+
+
+def waited_in_vain(rec: RunRecord, state: str, source: str, source_state: str | None, root: Path,
+                   stopped: bool = False) -> str:
+    """The reason of run ``rec``, ended ``state`` while it waited for ``source``, the run it starts from
+    (``source_state``: its state now; None: not in the registry; ``stopped``: still active, but its job has ended or
+    is being cancelled, and it saves its stop checkpoint), with the command that goes on (``root``: the workspace).
+    A source that ended without completing: the run never started (SLURM's ``--kill-on-invalid-dep`` cancelled it),
+    and both are relaunched. A source that runs, waits or completed: the run was stopped by hand (a ``scancel``) and
+    resumes alone. From a hunt: such a run said "the run it starts from did not complete" and to relaunch both while
+    its source trained on, and still said so once that one had completed."""
+    if source_state == states.COMPLETED or (source_state in states.ACTIVE and not stopped):
+        how = "cancelled" if state == states.CANCELLED else f"ended {state}"
+        return (f"{how} while it waited for {source} ({source_state}), before it started; "
+                f"`arctl resume {rec.run_id}{workdir_arg(root, stored=True)}` submits it again")
+    said = ("which was stopped before it completed" if source_state in states.ACTIVE else
+            f"which ended {source_state}" if source_state else "which is not in this workspace's registry")
+    return (f"never started: the run it starts from did not complete ({waiting_phase(source)}, {said}); "
+            f"{_launched_again(rec, root=root, stored=True)} relaunches both")
 
 
 def _note_resume_steps(workspace: Workspace, dead: list[tuple[str, dict]]) -> None:
