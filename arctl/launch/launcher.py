@@ -820,6 +820,8 @@ def launch_items(
         echo(f"note: {room}")
     if forced := forced_sources_note(planned, workspace):  # the runs that start from a rerun one: said, as the dry run
         echo(f"note: {forced}")
+    for said in backend_notes(starting):  # e.g. a tiny warm-up trained before step 0 (from a hunt: unsaid)
+        echo(f"note: {said}")
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
@@ -890,6 +892,25 @@ def workspace_path_problem(workspace: Workspace, executor: str) -> str | None:
 # the cluster keys only a SLURM submission reads (arctl.launch.executors.slurm_parameters, and slurm_arrays'
 # max_array_size); the local and debug executors run the job in this shell, with no time limit
 SLURM_ONLY_KEYS = ("partition", "account", "qos", "constraint", "time_min", "max_array_size", "sbatch_extra", "setup")
+
+
+def backend_notes(items: list[LaunchItem]) -> list[str]:
+    """What each backend says the runs ``items`` (those a launch starts) do before their first step that takes
+    notable time (``Backend.launch_notes``: the tiny warm-up of a key not cached), said by the launch and its dry run
+    (``--json``: ``backend_notes``). A backend not installed here, or without the method, says nothing."""
+    from arctl.launch.backends import BackendError, get_backend
+
+    by_backend: dict[str, list[dict]] = {}
+    for item in items:
+        if not item.shares:
+            by_backend.setdefault(str(item.config.get("backend", "tiny")), []).append(item.config)
+    notes: list[str] = []
+    for name, configs in by_backend.items():
+        try:
+            notes += list(get_backend(name).launch_notes(configs) or [])
+        except (BackendError, AttributeError):
+            continue
+    return notes
 
 
 def slurm_only_note(executor: str, items: list[LaunchItem]) -> str | None:

@@ -66,3 +66,30 @@ def test_the_notes_import_no_torch():
             "None, None)]); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_dry_run_and_the_launch_say_it(cache, tmp_path, monkeypatch):
+    """`arctl run baselines-elastic --dry-run` (text and --json) and the launch itself say the warm-up its run trains
+    first; the counting test backend trains the run, so nothing is trained here."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from arctl.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ARCTL_SPECS", raising=False)
+    args = ["run", "baselines-elastic", "--executor", "debug", "--workdir", str(tmp_path / "ws")]
+    key = warmup_key(_configs("baselines-elastic")[0])
+    dry = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    (note,) = json.loads(dry.stdout)["backend_notes"]
+    assert note.startswith(f"the tiny warm-up {key} (1 run) is not cached")
+    text = CliRunner().invoke(app, [*args, "--dry-run"])
+    assert f"note: the tiny warm-up {key} (1 run)" in " ".join(text.stdout.split())
+    monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")
+    monkeypatch.setenv("ARCTL_TEST_STEPS", "2")
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert f"note: the tiny warm-up {key} (1 run) is not cached" in " ".join(done.output.split())
+    assert json.loads(CliRunner().invoke(app, [*args, "--dry-run", "--json"]).stdout)["backend_notes"] == []  # done
