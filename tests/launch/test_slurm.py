@@ -308,7 +308,8 @@ def test_a_run_that_starts_from_another_waits_for_its_job_and_is_cancelled_if_it
     waiter(lambda: _by_arm(ws)["r1"].state == "FAILED" and _by_arm(ws)["r2"].state in ("CANCELLED", "FAILED"), 120,
            "r1 to fail and SLURM to cancel r2")
     rec = _by_arm(ws)["r2"]
-    assert rec.error.startswith(f"never started: the run it starts from did not complete (waiting for {r1['run_id']})")
+    assert rec.error.startswith(f"never started: the run it starts from did not complete (waiting for {r1['run_id']}, "
+                                "which ended FAILED); `arctl run chain --arm r2 "), rec.error
     assert not (ws / "runs" / r2["run_id"] / "steps.log").exists()
 
     monkeypatch.delenv("ARCTL_TEST_FAIL_ARM")
