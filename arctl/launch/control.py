@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import shlex
@@ -604,6 +605,8 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
         # `baselines` is a prefix of baselines-l1's runs: from a review, they were cancelled)
         kind = None if reg.get(target) is not None else _known_spec(target)
         if kind is not None:
+            if gap := _missing_rows(reg, None, where):  # not "launch them": they may be there, unregistered
+                raise LaunchError(f"{kind} {target!r} has no runs in the registry of {reg.path.parent}; {gap}")
             raise LaunchError(f"{kind} {target!r} has no runs in {reg.path.parent} — launch them with "
                               f"`arctl {'sweep' if kind == 'sweep' else 'run'} {target}{where}`, or "
                               f"`arctl status{where}` lists what is there")
@@ -613,6 +616,28 @@ def select_runs(reg: Registry, targets: list[str], prefixes: bool = False) -> li
         one = select_one(reg, target, "run, sweep or experiment")
         chosen[one.run_id] = one
     return list(chosen.values())
+
+
+def _missing_rows(reg: Registry, target: str | None, where: str) -> str | None:
+    """Where the registry has no row for run folders of the workspace (a registry emptied, replaced or cut to zero
+    bytes), the line that names `arctl repair`: of the folders ``target`` starts (None: any, where the registry has
+    no run at all); else None. From a hunt: after ``: > registry.sqlite``, `arctl logs RUN` said "no run" and
+    `arctl status SWEEP` "launch them", retraining what was there."""
+    runs = reg.path.parent / "runs"
+    if target is None and reg.list():
+        return None
+    try:
+        folders = [p.name for p in runs.glob(f"{glob.escape(target or '')}*") if (p / "config.yaml").is_file()]
+    except OSError:
+        return None
+    if target is not None:
+        folders = [f for f in folders if reg.get(f) is None]
+    if not folders:
+        return None
+    some = ", ".join(sorted(folders)[:2]) + (f" and {len(folders) - 2} more" if len(folders) > 2 else "")
+    lead = f"no row for {target!r} in the registry, but {runs} holds {some}" if target is not None else \
+        f"the registry has no run, but {runs} holds {some}"
+    return f"{lead}: the registry was damaged or replaced — `arctl repair{where}` rebuilds it from the run folders"
 
 
 def _check_text(target: str, what: str, where: str) -> None:
@@ -652,7 +677,8 @@ def select_one(reg: Registry, target: str, what: str = "run") -> RunRecord:
     _check_text(target, what, where)
     found = reg.find(target)
     if not found:
-        raise LaunchError(f"no {what} {target!r} in {reg.path.parent} — `arctl status{where}` lists them")
+        raise LaunchError(_missing_rows(reg, target, where) or
+                          f"no {what} {target!r} in {reg.path.parent} — `arctl status{where}` lists them")
     if len(found) > 1:
         some = ", ".join(r.run_id for r in found[:3])
         # one run only (`arctl logs`): a sweep or experiment name is no way out (from a hunt: it was suggested)
