@@ -525,7 +525,7 @@ def hung_line(run_dir: Path, attempts: int, step: int) -> str:
     "hung")."""
     where = workdir_arg(workspace_root(run_dir), stored=True)  # always: a job knows no shell's
     phase = read_phase(run_dir)
-    during = (f", the last while {json.dumps(str(phase))}: a start-up longer than the time limit starts over at each "
+    during = (f", the last while \"{' '.join(str(phase).split())}\": a start-up longer than the time limit starts over at each "
               "attempt; raise cluster.time_min" if phase else "")
     return (f"hung: {attempts} attempts in a row logged no step after {step} (each stopped at its time limit{during}); "
             f"`arctl resume {run_dir.name}{where}` tries again")
