@@ -14,7 +14,8 @@ waiting one can take starts nothing more while that slot stays free (at most :da
 turns instead of the first running all its runs first.
 Slots count runs, not cores (a run of several threads holds one), per workspace.
 A registry or disk that fails the queue (a full disk) is tried again, waiting longer each time (:class:`Trouble`);
-a queue that gives up records why in the runs it never started.
+a damaged registry is closed while the queue waits (so that `arctl repair` can replace it) and opened again for the
+next pass; a queue that gives up records why in the runs it never started, and ends with that line.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
 
     workspace = Workspace(Path(root))
     me = f"queue:{os.getpid()}"
-    with Registry(workspace.registry_path) as reg:
+    reg: Registry | None = Registry(workspace.registry_path)  # None: closed after it was found damaged (reopened)
+    try:
         deadline = time.monotonic() + WAIT_FOR_REGISTRY_S  # the launcher records our pid after starting us
         while time.monotonic() < deadline:
             # settled: recorded under this queue, or no longer the launch's to record (cancelled, taken over)
@@ -277,16 +279,38 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         try:
             while pending or running or stopping or starting or ended:
                 try:
+                    if reg is None:  # closed on damage: `arctl repair` may have put a new file in place meanwhile
+                        reg = Registry(workspace.registry_path)
                     one_pass()
                 except (RegistryError, OSError) as err:  # e.g. a full disk: the registry cannot be written
+                    if isinstance(err, RegistryError) and err.kind == "damaged" and reg is not None:
+                        # its connection and the folder's lock let go: a repair (which refuses while a process
+                        # has the file open) can replace it while this queue waits (from a hunt: refused for 15 min)
+                        reg.close()
+                        reg = None
+                        if not (pending or running or stopping or starting):  # only telling it of ended runs
+                            print(f"not recorded in the registry: {', '.join(ended)} ended ({err}); the local "
+                                  "queue has no run left and stops", flush=True)
+                            return
                     if not trouble.wait(err):  # it slept; False: gave up, and the runs it never started say why
-                        _give_up(reg, workspace, me, pending, trouble.reason(err))
-                        raise
+                        reason = trouble.reason(err)
+                        if reg is None:
+                            with contextlib.suppress(RegistryError, OSError):
+                                reg = Registry(workspace.registry_path)
+                        _give_up(reg, workspace, me, pending, reason)
+                        raise GaveUp(reason, getattr(err, "kind", "damaged")) from err
                     continue
                 trouble.clear()
         finally:
             with contextlib.suppress(OSError):
                 waiting.unlink()
+    finally:
+        if reg is not None:
+            reg.close()
+
+
+class GaveUp(RegistryError):
+    """The local queue gave up on a registry (or disk) that failed it for :data:`GIVE_UP_S`: one line, why."""
 
 
 class Trouble:
@@ -320,15 +344,16 @@ class Trouble:
         self.since, self.delay = None, 0.0
 
 
-def _give_up(reg: Registry, workspace: Workspace, me: str, pending: list[str], reason: str) -> None:
+def _give_up(reg: Registry | None, workspace: Workspace, me: str, pending: list[str], reason: str) -> None:
     """Say why in the runs this queue never started (status.json, which :func:`arctl.launch.refresh._local_state`
     reads once the queue is gone, and the registry where it can still be written)."""
     for run_id in pending:
         with contextlib.suppress(OSError):
             write_status(workspace.run_dir(run_id), state="failed", error=reason, ended_at=time.time())
-        with contextlib.suppress(RegistryError, OSError):
-            reg.update_if(run_id, {"state": states.PENDING, "job_id": me},
-                          {"state": states.FAILED, "error": reason, "ended_at": time.time(), "phase": None})
+        if reg is not None:  # (None: it does not open)
+            with contextlib.suppress(RegistryError, OSError):
+                reg.update_if(run_id, {"state": states.PENDING, "job_id": me},
+                              {"state": states.FAILED, "error": reason, "ended_at": time.time(), "phase": None})
         print(f"failed {run_id}: {reason}", flush=True)
 
 
@@ -374,7 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("run_ids", nargs="+")
     args = parser.parse_args(argv)
-    run_queue(args.workspace, args.run_ids, max(1, args.parallelism))
+    try:
+        run_queue(args.workspace, args.run_ids, max(1, args.parallelism))
+    except GaveUp as err:  # its one line, not a traceback (the runs it never started say it too)
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

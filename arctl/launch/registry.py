@@ -1,8 +1,9 @@
 """The run registry: one SQLite file (WAL) per workspace, one row per run.
 
-Concurrency: every write is a short ``BEGIN IMMEDIATE`` transaction, ``run_id`` is the primary
-key, and a run is only submitted by the process that *claimed* it (moved it to SUBMITTING with
-its own token inside a transaction). So N concurrent ``arctl sweep`` of the same sweep create
+Concurrency: every write is a short ``BEGIN IMMEDIATE`` transaction (one that waits for another process's
+for :data:`WRITE_WAIT_S` in all gives up naming that process; an open whose file has its tables writes nothing, so
+what only reads never waits), ``run_id`` is the primary key, and a run is only submitted by the process that
+*claimed* it (moved it to SUBMITTING with its own token inside a transaction). So N concurrent ``arctl sweep`` of the same sweep create
 and submit each cell exactly once. Every writable open holds a shared ``flock`` on the workspace
 folder (:func:`lock_folder`) and ``arctl repair`` an exclusive one while it replaces the file: a
 process that opens the registry during a repair waits and then opens the new file, instead of
@@ -28,6 +29,7 @@ import re
 import shutil
 import socket
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Collection, Iterable, Iterator
@@ -313,6 +315,53 @@ def claim_is_stale(record: RunRecord, now: float) -> bool:
 
 
 LOCK_WAIT_S = 60.0  # how long an open waits for a repair (SQLite's busy timeout is as long)
+WRITE_WAIT_S = 60.0  # how long a write waits, in all, for another process's write transaction (:meth:`Registry.transaction`)
+SAY_WAIT_AFTER_S = 3.0  # a write that has waited this long says once, on stderr, which process it waits for
+BUSY_STEP_S = 1.0  # SQLite's busy wait per try to take the write lock (between tries: the checks above)
+_SCHEMA_NAMES = frozenset(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", SCHEMA))
+_SHM_WRITER = 120  # SQLite's WAL index (the -shm file): the byte a write transaction holds locked
+
+
+def writer_pid(path: Path) -> int | None:
+    """The pid of another process in a write transaction on the registry at ``path`` (its POSIX lock on the WAL
+    index's write byte, as ``/proc/locks`` lists it), or None (none, or no /proc). Read from /proc, not asked
+    with ``fcntl`` (F_GETLK): that needs the -shm file open, and closing it would drop this process's own SQLite
+    locks on it."""
+    try:
+        shm = path.with_name(path.name + "-shm").stat()
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    device = f"{os.major(shm.st_dev):02x}:{os.minor(shm.st_dev):02x}:{shm.st_ino}"
+    for line in lines:
+        words = line.split()
+        if len(words) < 8 or words[1] != "POSIX" or words[3] != "WRITE" or words[5] != device:  # ("->": waits)
+            continue
+        try:
+            pid, first = int(words[4]), int(words[6])
+            last = None if words[7] == "EOF" else int(words[7])
+        except ValueError:
+            continue
+        if pid != os.getpid() and first <= _SHM_WRITER and (last is None or _SHM_WRITER <= last):
+            return pid
+    return None
+
+
+def _process_words(pid: int) -> str:
+    """What process ``pid`` is, in a few words: its command line, shortened (printable characters only), or
+    "unknown" where /proc does not say."""
+    try:
+        words = " ".join(os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes()).split("\0")).strip()
+    except OSError:
+        return "unknown"
+    words = "".join(c if c.isprintable() else "?" for c in words) or "unknown"
+    return words if len(words) <= 80 else words[:77] + "..."
+
+
+def _writer_words(path: Path) -> str:
+    """"process PID (what it is)", of the process in a write transaction on the registry at ``path``."""
+    pid = writer_pid(path)
+    return "another process" if pid is None else f"process {pid} ({_process_words(pid)})"
 
 
 def lock_folder(folder: Path, exclusive: bool, wait_s: float) -> int | None:
@@ -393,15 +442,17 @@ class Registry:
                     self._conn.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         create_file(self.path)  # 0666 less the umask, as every file a user makes: SQLite alone makes it 0644
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
+        self._conn = sqlite3.connect(str(self.path), timeout=WRITE_WAIT_S, isolation_level=None,
+                                     check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA busy_timeout=60000")
         self._check_schema()  # before anything is written: a damaged or foreign file stays as it was
         mode = self._journal_mode_wal()
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a filesystem without shared memory
             raise RegistryError(f"{self.path}: SQLite could not switch to WAL mode (got {mode}); "
                                 "put the workspace on a local filesystem")
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        if self._schema_complete():  # what only reads never waits for another process's write lock
+            return
         with self.transaction() as conn:
             for statement in SCHEMA.strip().split(";"):
                 if statement.strip():
@@ -429,6 +480,12 @@ class Registry:
         if have and missing:
             raise RegistryError(f"{self.path} has no column {missing[0]!r}: it is not an arctl registry, or damaged; "
                                 f"{repair_hint(self.path)}")
+
+    def _schema_complete(self) -> bool:
+        """Whether the file has every table, index and column of :data:`SCHEMA` (a read: no write lock)."""
+        names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+        return _SCHEMA_NAMES <= names and set(COLUMNS) <= have
 
     def _add_missing_columns(self, conn: sqlite3.Connection) -> None:
         """A registry of an older arctl gets the columns added since (NULL, or 0 for the counts)."""
@@ -483,20 +540,43 @@ class Registry:
             raise RegistryError(f"{self.path}: the workspace is read-only (or its disk is full); this command "
                                 "writes to it (arctl status, arctl logs and arctl report only read)", "readonly")
         conn = self._conn
-        for attempt in range(100):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as err:  # busy beyond busy_timeout: retry
-                if "locked" not in str(err) or attempt == 99:
-                    raise
-                time.sleep(0.02 + random.random() * 0.08)
+        self._begin_write(conn)
         try:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def _begin_write(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another process's write transaction at most :data:`WRITE_WAIT_S` in all
+        (the writes of concurrent launches and jobs are short); after :data:`SAY_WAIT_AFTER_S`, one line on stderr
+        names the process waited for; at the cap, a RegistryError ("locked") names it and what to do. From a hunt:
+        a `sqlite3` shell left in a transaction made `arctl status`, `logs` and `cancel` hang silently, 60 s per
+        try, for up to 100 tries."""
+        start, said = time.monotonic(), False
+        while True:
+            left = WRITE_WAIT_S - (time.monotonic() - start)
+            conn.execute(f"PRAGMA busy_timeout={int(max(0.0, min(left, BUSY_STEP_S)) * 1000)}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as err:  # busy for this try's busy_timeout: check, then try again
+                if "locked" not in str(err) and "busy" not in str(err):
+                    raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={int(WRITE_WAIT_S * 1000)}")
+            waited = time.monotonic() - start
+            if waited >= WRITE_WAIT_S:
+                raise RegistryError(
+                    f"{self.path}: {_writer_words(self.path)} has held its write lock for more than "
+                    f"{WRITE_WAIT_S:g} s (a hung arctl, a `sqlite3` shell in a transaction, a database browser?): "
+                    "end its transaction or stop that process, then run the command again", "locked")
+            if not said and waited >= SAY_WAIT_AFTER_S:
+                said = True
+                print(f"waiting for {_writer_words(self.path)} to release {self.path} (it holds its write lock; "
+                      f"at most {WRITE_WAIT_S:g} s)", file=sys.stderr, flush=True)
+            time.sleep(0.02 + random.random() * 0.08)
 
     # ---- reading -------------------------------------------------------------------------------
 

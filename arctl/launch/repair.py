@@ -39,7 +39,7 @@ from arctl.launch.registry import JOB_ID, Registry, RunRecord, lock_folder
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_shared
-from arctl.launch.status_file import cancel_requested_at, read_status
+from arctl.launch.status_file import JOB_PROCESS_FILE, cancel_requested_at, read_status
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg
 from arctl.track.identity import wandb_generation
 
@@ -128,15 +128,21 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         state, error = states.RUNNING, None  # the next refresh asks its scheduler (or its process)
     else:
         state, error = states.FAILED, UNKNOWN.format(resume=resume)
+    if state == states.CANCELLED and job_id is None:  # cancelled while queued: the job its launch named (a queue's)
+        job_id = _named_job(run_dir)
     progress = run_progress(run_dir, status, active=state in states.ACTIVE)
     # a --force rerun's generation is in its W&B id (<run_id>-g<N>): the next rerun must not reuse an id
     wandb = config.get("wandb") if isinstance(config.get("wandb"), dict) else {}
     again = wandb_generation(run_id, wandb.get("id"))
+    # a run that never started has no W&B id in status.json: its config's, which its job would have used (as the
+    # launch records it at submission: none where W&B is disabled)
+    wandb_run = status.get("wandb_id") or (wandb.get("id") if isinstance(wandb.get("id"), str)
+                                           and wandb.get("mode") != "disabled" else None)
     return RunRecord(
         run_id=run_id, experiment=str(config["experiment"]), arm=str(config["arm"]), seed=int(config["seed"]),
         sweep=launched_by(config), state=state, scale=scale, backend=config.get("backend"), executor=executor,
         job_id=job_id,
-        attempts=int(status.get("attempt") or 0), created_at=status.get("started_at"),
+        attempts=_attempts(run_dir, status), created_at=status.get("started_at"),
         started_at=status.get("started_at"), step=progress.get("step"),
         # an attempt that ended without saying when (submitted, never started): when it was cancelled, else when its
         # status was last written
@@ -146,9 +152,30 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         cancel_requested=asked if state in states.ACTIVE else None,
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         metric_nonfinite=progress.get("metric_nonfinite"),
-        wandb_id=status.get("wandb_id"), error=error, claim=None, generation=again or 0,
+        wandb_id=wandb_run, error=error, claim=None, generation=again or 0,
         submitted_at=queued[2] if queued and state in states.ACTIVE else None,
     )
+
+
+def _named_job(run_dir) -> str | None:
+    """The job id the run's last submission named in its folder (:data:`arctl.launch.status_file.JOB_PROCESS_FILE`:
+    a local queue's ``queue:N``, or the local job it started), where it is one arctl makes; else None."""
+    try:
+        named = (Path(run_dir) / JOB_PROCESS_FILE).read_text().split(" ", 1)[0]
+    except (OSError, ValueError):
+        return None
+    return named if JOB_ID.match(named) else None
+
+
+def _attempts(run_dir, status: dict) -> int:
+    """How many times the run was submitted, as far as its folder tells: the job starts its status.json counts,
+    with those of its earlier generations (``previous/*/status.json``: a --force rerun starts counting again),
+    and at least one where a submission wrote its status (a run cancelled while queued started no job)."""
+    count = int(status.get("attempt") or 0)
+    with contextlib.suppress(OSError):
+        for archive in (Path(run_dir) / "previous").iterdir():
+            count += int(read_status(archive).get("attempt") or 0)
+    return max(count, 1 if status.get("state") else 0)
 
 
 def _queued(folders) -> dict[str, tuple[str, str | None, float]]:
