@@ -902,10 +902,13 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
     if registry.readonly or not reading:
         return _refresh(registry, workspace, records)
     kept = [replace(r) for r in records]  # as read: the refresh sets what it finds on the records it returns
-    try:
+    from arctl.launch.registry import READ_WRITE_WAIT_S
+
+    waits, registry.write_wait_s = registry.write_wait_s, min(registry.write_wait_s, READ_WRITE_WAIT_S)
+    try:  # (a process holding the write lock: shown unsaved after a few seconds, not a minute's wait and an error)
         return _refresh(registry, workspace, records)
     except RegistryError as err:
-        if err.kind not in ("full", "readonly"):
+        if err.kind not in ("full", "readonly", "locked"):
             raise
         registry.unsaved = str(err)
         registry.readonly = True  # this pass only
@@ -913,6 +916,8 @@ def refresh(registry: Registry, workspace: Workspace, records: list[RunRecord] |
             return _refresh(registry, workspace, kept)
         finally:
             registry.readonly = False
+    finally:
+        registry.write_wait_s = waits
 
 
 def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord]) -> list[RunRecord]:

@@ -316,6 +316,7 @@ def claim_is_stale(record: RunRecord, now: float) -> bool:
 
 LOCK_WAIT_S = 60.0  # how long an open waits for a repair (SQLite's busy timeout is as long)
 WRITE_WAIT_S = 60.0  # how long a write waits, in all, for another process's write transaction (:meth:`Registry.transaction`)
+READ_WRITE_WAIT_S = 5.0  # how long the refresh of a command that only reads (status, logs) waits, then shows unsaved
 SAY_WAIT_AFTER_S = 3.0  # a write that has waited this long says once, on stderr, which process it waits for
 BUSY_STEP_S = 1.0  # SQLite's busy wait per try to take the write lock (between tries: the checks above)
 _SCHEMA_NAMES = frozenset(re.findall(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)", SCHEMA))
@@ -401,6 +402,7 @@ class Registry:
         self.path = Path(path)
         self.readonly = readonly
         self.unsaved: str | None = None  # why a reading command's refresh could not save what it found (shown only)
+        self.write_wait_s = WRITE_WAIT_S  # a reading command's refresh waits less (READ_WRITE_WAIT_S), then shows
         self._conn = None
         self._lock = None
         try:
@@ -556,7 +558,7 @@ class Registry:
         try, for up to 100 tries."""
         start, said = time.monotonic(), False
         while True:
-            left = WRITE_WAIT_S - (time.monotonic() - start)
+            left = self.write_wait_s - (time.monotonic() - start)
             conn.execute(f"PRAGMA busy_timeout={int(max(0.0, min(left, BUSY_STEP_S)) * 1000)}")
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -567,15 +569,15 @@ class Registry:
             finally:
                 conn.execute(f"PRAGMA busy_timeout={int(WRITE_WAIT_S * 1000)}")
             waited = time.monotonic() - start
-            if waited >= WRITE_WAIT_S:
+            if waited >= self.write_wait_s:
                 raise RegistryError(
                     f"{self.path}: {_writer_words(self.path)} has held its write lock for more than "
-                    f"{WRITE_WAIT_S:g} s (a hung arctl, a `sqlite3` shell in a transaction, a database browser?): "
+                    f"{self.write_wait_s:g} s (a hung arctl, a `sqlite3` shell in a transaction, a database browser?): "
                     "end its transaction or stop that process, then run the command again", "locked")
             if not said and waited >= SAY_WAIT_AFTER_S:
                 said = True
                 print(f"waiting for {_writer_words(self.path)} to release {self.path} (it holds its write lock; "
-                      f"at most {WRITE_WAIT_S:g} s)", file=sys.stderr, flush=True)
+                      f"at most {self.write_wait_s:g} s)", file=sys.stderr, flush=True)
             time.sleep(0.02 + random.random() * 0.08)
 
     # ---- reading -------------------------------------------------------------------------------

@@ -141,3 +141,26 @@ def test_status_and_cancel_say_which_process_holds_the_registry_and_exit_2(tmp_p
     assert res.exit_code == 2, res.output
     assert f"process {proc.pid} (" in res.output and "has held its write lock" in res.output
     assert "Traceback" not in res.output
+
+
+def test_status_shows_what_it_found_unsaved_while_another_process_holds_the_write_lock(tmp_path, holder, monkeypatch):
+    """From the review of the fix above: `arctl status`, a command that only reads, still waited the writes' whole
+    minute and failed, its refresh having found a run to record. Its refresh waits READ_WRITE_WAIT_S, then shows what
+    it found with the note that it is not saved; exit 0."""
+    from arctl.cli.main import app
+
+    from arctl.launch.status_file import write_status
+
+    ws = _workspace(tmp_path)
+    with Registry(ws.registry_path) as reg:  # a run the status must write: its job said it completed
+        reg.update("e_a_s0_aaaa", state="RUNNING", executor="local", job_id="2222", claim=None, before_claim=None)
+    ws.run_dir("e_a_s0_aaaa").mkdir(parents=True)
+    write_status(ws.run_dir("e_a_s0_aaaa"), state="completed")
+    holder(ws.registry_path)
+    monkeypatch.setattr(registry, "READ_WRITE_WAIT_S", 0.3)
+    monkeypatch.setattr(registry, "SAY_WAIT_AFTER_S", 0.0)
+    res = CliRunner().invoke(app, ["status", "--workdir", str(ws.root)])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "e_a_s0_aaaa" in said and "the states shown were found now and not saved" in said, res.output
+    assert "has held its write lock" in said, res.output
