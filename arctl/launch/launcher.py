@@ -14,6 +14,7 @@ membership and ``shared.json``). A run directory created here gets ``provenance.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -1126,6 +1127,12 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         # --force reruns the runs asked for, not a completed run brought along because one starts from it
         forced = {i.run_id for i in items if i.needed_by is None} if force else False
         claim = _claim(reg, items, workspace, token, forced, members)
+        if members:  # the registry's membership rows, copied where `arctl repair` finds them (the run folders)
+            from arctl.launch.shared import write_members
+
+            for rec in [*claim.claimed, *(r for r, _ in claim.skipped)]:
+                with contextlib.suppress(OSError):  # (a new run's folder is made later: its sweep is in its record)
+                    write_members(workspace.run_dir(rec.run_id), members)
         for rec, reason in claim.skipped:
             if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
                 reason += (f"; but its folder {workspace.run_dir(rec.run_id)} is gone (nothing to report from): "

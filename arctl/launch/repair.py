@@ -38,7 +38,7 @@ from arctl.launch.progress import run_progress
 from arctl.launch.registry import JOB_ID, Registry, RunRecord, lock_folder
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
-from arctl.launch.shared import read_shared
+from arctl.launch.shared import read_members, read_shared
 from arctl.launch.status_file import JOB_PROCESS_FILE, cancel_requested_at, read_status
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg
 from arctl.track.identity import wandb_generation
@@ -423,6 +423,7 @@ def _rebuild(workspace: Workspace, path) -> Repaired:
         if rec.sweep is not None:
             members.append((rec.sweep, folder.name))  # the sweep it was launched by
         members += [(exp, folder.name) for exp in read_shared(folder) if SAFE_ID.match(exp)]
+        members += [(name, folder.name) for name in read_members(folder) if SAFE_ID.match(name)]  # sweeps that kept it
     with Registry(path, lock=False) as reg:  # the repair holds the lock: its own file
         reg.claim(result.runs, token="repair")  # inserts each run (as SUBMITTING) ...
         reg.update_many((r.run_id, {k: v for k, v in r.as_dict().items() if k != "run_id"})  # ... as it was

@@ -249,3 +249,27 @@ def unread_differences(config: dict, other: dict) -> list[str]:
 
     keys = list(identity_differences(config, other))
     return keys if keys and reads_none_of(config, keys) and reads_none_of(other, keys) else []
+
+
+MEMBERS_FILE = "members.json"  # in a run's folder: the sweeps and experiments a launch listed it under (repair reads it)
+
+
+def read_members(run_dir: str | Path) -> list[str]:
+    """The names (sweeps, experiments) ``run_dir/members.json`` lists the run under, sorted ([] if none or unreadable)."""
+    try:
+        names = json.loads((Path(run_dir) / MEMBERS_FILE).read_text()).get("members")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return sorted({str(n) for n in names if isinstance(n, str)}) if isinstance(names, list) else []
+
+
+def write_members(run_dir: str | Path, names: Iterable[str]) -> None:
+    """Merge ``names`` into ``run_dir/members.json`` (written atomically, only when it changes; nothing where the folder
+    is not there). The registry's ``members`` rows list a run under every sweep that launched or kept it; this is their
+    copy in the run's folder, so that ``arctl repair`` rebuilds them (from a hunt: a completed run a sweep kept, launched
+    by its experiment before, was no longer the sweep's after a repair: `arctl status SWEEP` lost it)."""
+    folder = Path(run_dir)
+    before = read_members(folder)
+    merged = sorted({*before, *(str(n) for n in names)})
+    if merged != before and folder.is_dir():
+        atomic_write(folder / MEMBERS_FILE, json.dumps({"members": merged}, indent=2) + "\n")
