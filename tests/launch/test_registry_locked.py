@@ -148,7 +148,6 @@ def test_status_shows_what_it_found_unsaved_while_another_process_holds_the_writ
     minute and failed, its refresh having found a run to record. Its refresh waits READ_WRITE_WAIT_S, then shows what
     it found with the note that it is not saved; exit 0."""
     from arctl.cli.main import app
-
     from arctl.launch.status_file import write_status
 
     ws = _workspace(tmp_path)
