@@ -1127,11 +1127,12 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         # --force reruns the runs asked for, not a completed run brought along because one starts from it
         forced = {i.run_id for i in items if i.needed_by is None} if force else False
         claim = _claim(reg, items, workspace, token, forced, members)
-        if members:  # the registry's membership rows, copied where `arctl repair` finds them (the run folders)
+        def copy_members() -> None:  # the registry's membership rows, copied where `arctl repair` finds them (the
+            # run folders), once the launch went through: a refused one leaves every run folder as it was
             from arctl.launch.shared import write_members
 
-            for rec in [*claim.claimed, *(r for r, _ in claim.skipped)]:
-                with contextlib.suppress(OSError):  # (a new run's folder is made later: its sweep is in its record)
+            for rec in [*claim.claimed, *(r for r, _ in claim.skipped)] if members else []:
+                with contextlib.suppress(OSError):
                     write_members(workspace.run_dir(rec.run_id), members)
         for rec, reason in claim.skipped:
             if rec.state == states.COMPLETED and not workspace.run_dir(rec.run_id).exists():  # from a hunt: skipped
@@ -1184,6 +1185,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                                          if run_id not in by_id and (row := reg.get(run_id)) is not None
                                          and row.state in states.ACTIVE]  # another launch's, under way
                 if not claimed:
+                    copy_members()
                     return result
                 waits = _waits(reg, [i for i, _ in claimed], name, workspace)
                 if unused := slurm_only_note(name, [i for i, _ in claimed]):  # said, not refused (auto may have
@@ -1279,6 +1281,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         result.submitted = [item for item, _ in claimed if item.run_id not in gone]
         result.skipped += dropped
         result.job_ids = {item.run_id: job_ids[item.run_id] for item in result.submitted}
+        copy_members()
         if name == "debug":
             result.failed = _run_debug(result.submitted, workspace, reg, echo)
     return result

@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from pids import unused_pid  # tests/support/pids.py
 
 from arctl.launch import states
 from arctl.launch.launcher import items_from_resolved, launch
@@ -30,17 +31,6 @@ def _one_run(ws: Workspace, monkeypatch) -> str:
     launch(items, ws, executor="debug", members=["lt3"])
     return items[0].run_id
 
-
-def _dead_pid() -> int:
-    pid = 999_999
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return pid
-        except PermissionError:
-            pass
-        pid -= 1
 
 
 def test_a_job_whose_failure_report_the_full_disk_refused_says_so_in_its_log_and_the_run_s_reason(
@@ -80,7 +70,7 @@ def test_a_job_whose_failure_report_the_full_disk_refused_says_so_in_its_log_and
     assert read_status(run_dir)["state"] == "running"  # nothing recorded: the disk refused it
 
     # the job's log, where the local executor puts it; the job's process is gone
-    pid = _dead_pid()
+    pid = unused_pid()
     (run_dir / "job" / str(pid)).mkdir(parents=True)
     (run_dir / "job" / str(pid) / f"{pid}_0_log.err").write_text(err)
     with Registry(ws.registry_path) as reg:
@@ -124,7 +114,7 @@ def test_the_local_queue_outlasts_a_registry_the_full_disk_refuses(specs, tmp_pa
 
     class Job:
         def __init__(self, n):
-            self.job_id = str(_dead_pid() - n)
+            self.job_id = str(unused_pid() - n)
 
         def done(self):
             return True
@@ -184,7 +174,7 @@ def test_a_local_queue_that_gives_up_says_why_in_the_runs_it_never_started(specs
         local_queue.run_queue(ws.root, [run_id], parallelism=1)
     monkeypatch.setattr(Registry, "get", real_get)
     assert "database or disk is full" in read_status(ws.run_dir(run_id))["error"]
-    pid = _dead_pid()
+    pid = unused_pid()
     with Registry(ws.registry_path) as reg:
         reg.update(run_id, job_id=f"queue:{pid}")  # ...and the queue is gone
         rec = refresh(reg, ws, [reg.get(run_id)])[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from pids import unused_pid  # tests/support/pids.py
 
 from arctl.launch import states
 from arctl.launch.launcher import items_from_resolved, launch
@@ -19,21 +20,9 @@ from arctl.launch.registry import Registry, RegistryError
 from arctl.launch.workspace import Workspace
 
 
-def _dead_pid() -> int:
-    pid = 999_999
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return pid
-        except PermissionError:
-            pass
-        pid -= 1
-
-
 class _Job:
     def __init__(self, n: int):
-        self.job_id = str(_dead_pid() - n)
+        self.job_id = str(unused_pid() - n)
 
     def done(self):
         return True
