@@ -39,7 +39,7 @@ from arctl.launch.registry import JOB_ID, Registry, RunRecord, lock_folder
 from arctl.launch.run_id import SAFE_ID
 from arctl.launch.rundir import RunDirError, read_run_config
 from arctl.launch.shared import read_members, read_shared
-from arctl.launch.status_file import JOB_PROCESS_FILE, cancel_requested_at, read_status
+from arctl.launch.status_file import cancel_requested_at, named_job, read_status
 from arctl.launch.workspace import Workspace, queued_job, workdir_arg
 from arctl.track.identity import wandb_generation
 
@@ -158,13 +158,10 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
 
 
 def _named_job(run_dir) -> str | None:
-    """The job id the run's last submission named in its folder (:data:`arctl.launch.status_file.JOB_PROCESS_FILE`:
-    a local queue's ``queue:N``, or the local job it started), where it is one arctl makes; else None."""
-    try:
-        named = (Path(run_dir) / JOB_PROCESS_FILE).read_text().split(" ", 1)[0]
-    except (OSError, ValueError):
-        return None
-    return named if JOB_ID.match(named) else None
+    """The job id the run's last submission named in its folder (:func:`arctl.launch.status_file.named_job`), where
+    it is one arctl makes; else None."""
+    named = named_job(run_dir)
+    return named if named is not None and JOB_ID.match(named) else None
 
 
 def _attempts(run_dir, status: dict) -> int:

@@ -108,14 +108,27 @@ def name_job_process(run_dir: Path, job_id: str, pid: int) -> None:
             atomic_write(Path(run_dir) / JOB_PROCESS_FILE, f"{job_id} {identity}")
 
 
-def named_job_process(run_dir: Path, job_id: str | None) -> str | None:
-    """The process local job ``job_id`` of ``run_dir``'s run was named as (:func:`name_job_process`), None where
-    none was named for that job id."""
+def _job_process(run_dir: Path) -> tuple[str, str] | None:
+    """(job id, process identity) of :data:`JOB_PROCESS_FILE` in ``run_dir`` (:func:`name_job_process`), or None."""
     try:
         named, identity = (Path(run_dir) / JOB_PROCESS_FILE).read_text().split(" ", 1)
     except (OSError, ValueError):
         return None
-    return identity if job_id and named == job_id else None
+    return named, identity
+
+
+def named_job_process(run_dir: Path, job_id: str | None) -> str | None:
+    """The process local job ``job_id`` of ``run_dir``'s run was named as (:func:`name_job_process`), None where
+    none was named for that job id."""
+    named = _job_process(run_dir)
+    return named[1] if named is not None and job_id and named[0] == job_id else None
+
+
+def named_job(run_dir: Path) -> str | None:
+    """The local job id the run's last submission named in ``run_dir`` (:func:`name_job_process`: a local queue's
+    ``queue:N``, or the job it started), or None."""
+    named = _job_process(run_dir)
+    return named[0] if named is not None else None
 
 
 def read_status(run_dir: Path) -> dict:
