@@ -49,7 +49,9 @@ from arctl.backends.tiny.warmup_key import (  # noqa: F401 - CACHE_VERSION: re-e
     CACHE_VERSION,
     SHIPPED,
     TRAINED_SUFFIX,
+    entry_dir,
     inserted_style,
+    shipped_entry,
     warmup_key,
 )
 from arctl.config.files import (
@@ -57,9 +59,7 @@ from arctl.config.files import (
     CACHE_REMEDY,
     NO_LOCK_ERRNOS,
     PLACE_ERRNOS,
-    TINY_WARMUP_CACHE,
     cache_named,
-    cache_root,
     file_mode,
     no_lock_warning,
     not_readable,
@@ -80,8 +80,7 @@ def warmup_dir(config: dict) -> Path:
     key served both sources, so ``train`` did nothing once the shipped copy was cached, and after a ``train`` run
     every later default run of every workspace started from that warm-up, under the same run ids, unsaid."""
     key = warmup_key(config)
-    trained = shipped_dir(key) is not None and warmup_source() == "train"
-    return cache_root() / TINY_WARMUP_CACHE / (key + TRAINED_SUFFIX if trained else key)
+    return entry_dir(key, shipped_dir(key) is not None)
 
 
 def workspace_of(run_dir: Path) -> Path:
@@ -553,9 +552,9 @@ def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
 
 
 def shipped_dir(key: str) -> Path | None:
-    """The warm-start arctl ships for warm-up ``key`` (``arctl/backends/tiny/shipped/<key>``), if any."""
-    folder = SHIPPED / key
-    return folder if (folder / "warmup.json").is_file() else None
+    """The warm-start arctl ships for warm-up ``key`` (``arctl/backends/tiny/shipped/<key>``; :data:`SHIPPED`, which
+    tests replace), if any."""
+    return shipped_entry(key, SHIPPED)
 
 
 def install_shipped(key: str, target: Path, alone: bool = True) -> bool:

@@ -45,14 +45,28 @@ def warmup_key(config: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def shipped_entry(key: str, root: Path = SHIPPED) -> Path | None:
+    """The warm-start arctl ships for warm-up ``key`` (``root/<key>``, by default arctl/backends/tiny/shipped), if any."""
+    folder = Path(root) / key
+    return folder if (folder / "warmup.json").is_file() else None
+
+
+def entry_dir(key: str, shipped: bool) -> Path:
+    """Where warm-up ``key`` is cached: ``<cache>/tiny-warmup/<key>``, and where arctl ships a warm-start for it
+    (``shipped``) and ``$ARCTL_TINY_WARMUP`` is ``train``, ``<key>-trained``."""
+    from arctl.backends.tiny.settings import warmup_source
+    from arctl.config.files import TINY_WARMUP_CACHE, cache_root
+
+    trained = shipped and warmup_source() == "train"
+    return cache_root() / TINY_WARMUP_CACHE / (key + TRAINED_SUFFIX if trained else key)
+
+
 def launch_notes(configs: list[dict]) -> list[str]:
     """One line per warm-up the runs ``configs`` (those a launch would start) train before their first step: a key
     neither in the cache nor shipped with arctl (or ``ARCTL_TINY_WARMUP=train`` where it is shipped), trained by the
     first of them while the others of the key wait. A run that starts from another run's weights
     (``trainer.init_from``) takes none. From a hunt: a dry run of Elastic's arm said nothing of its 16-24 min
     warm-up, and on SLURM the other jobs of the key held their allocations waiting for it."""
-    from arctl.backends.tiny.settings import warmup_source
-    from arctl.config.files import TINY_WARMUP_CACHE, cache_root
 
     runs: dict[str, list[dict]] = {}
     for config in configs:
@@ -64,9 +78,9 @@ def launch_notes(configs: list[dict]) -> list[str]:
             continue  # a config the launch refuses on its own
     notes = []
     for key, of_key in runs.items():
-        shipped = (SHIPPED / key / "warmup.json").is_file()
-        name = key + TRAINED_SUFFIX if shipped and warmup_source() == "train" else key
-        if (cache_root() / TINY_WARMUP_CACHE / name / "warmup.json").is_file() or (shipped and name == key):
+        shipped = shipped_entry(key) is not None
+        target = entry_dir(key, shipped)
+        if (target / "warmup.json").is_file() or (shipped and target.name == key):
             continue  # cached, or installed from the shipped copy in seconds
         wk = of_key[0]["tiny"]["warmup"]
         why = "ARCTL_TINY_WARMUP=train" if shipped else "arctl ships none for it"
