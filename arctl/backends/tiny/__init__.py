@@ -67,10 +67,13 @@ class TinyBackend(BackendDefaults):
         """Each tiny job caches its warm-up in the user cache as it starts: one that cannot be written there is
         refused at the launch, naming ``ARCTL_CACHE``, ``XDG_CACHE_HOME`` or ``~/.cache`` (from a hunt: such a
         launch was submitted, and every job failed "PermissionError: ... '.../tiny-warmup'", naming no
-        setting). Asked by creating and removing a probe file, nothing made."""
+        setting). Asked by creating and removing a probe file, nothing made. A cache whose file system has no room
+        for a warm-up entry the run must make is refused too (:func:`arctl.backends.tiny.warmup_key.launch_problem`;
+        from a hunt: found only once the whole warm-up had trained)."""
+        from arctl.backends.tiny.warmup_key import launch_problem
         from arctl.config.files import TINY_WARMUP_CACHE, cache_problem
 
-        return cache_problem(TINY_WARMUP_CACHE)
+        return cache_problem(TINY_WARMUP_CACHE) or launch_problem(config)
 
     def slurm_problem(self, config):
         """A tiny run trains on the CPU and never uses a GPU: a SLURM request for GPUs (``cluster.gpus_per_node``,

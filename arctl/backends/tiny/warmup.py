@@ -3,7 +3,8 @@
 Every arm and seed of a tiny run starts from the same warmed-up model: it is trained once per
 config hash (model section + ``tiny.task`` + ``tiny.warmup`` + the max budget) into
 ``<cache>/tiny-warmup/<hash>/`` under a file lock, so concurrent arms (of any workspace) wait for
-one another instead of training it twice. ``<cache>`` is ``$ARCTL_CACHE``, else
+one another instead of training it twice (naming the run that holds it: its record beside the lock,
+:func:`arctl.backends.tiny.warmup_key.write_holder`). ``<cache>`` is ``$ARCTL_CACHE``, else
 ``$XDG_CACHE_HOME/arctl``, else ``~/.cache/arctl`` (:func:`cache_root`). Where arctl ships the warm-start of a key
 (``shipped/<key>``: the tiny scale's default, trained once on one machine, 16 min on two cores), the
 cache gets that copy instead, its weights' sha256 checked (:func:`install_shipped`), so every machine
@@ -12,8 +13,9 @@ lock before it is used (:func:`cache_problem`: its record of the key, the weight
 loaded (:func:`model_mismatch`: the model and vocabulary its run's config builds); a damaged entry, or one that
 does not load, is set aside and made again. A cache folder that cannot
 be written fails the job in one line naming the setting it comes from (:class:`WarmupCacheError`; the launch
-refuses such a run first); where the cache's file system has no locks (NFS without lockd), the warm-up runs
-unlocked, with a warning. While it trains, the job log
+refuses such a run first), and so does a cache whose disk has no room for the entry, before it is trained
+(:func:`arctl.backends.tiny.warmup_key.room_problem`); where the cache's file system has no locks (NFS without
+lockd), the warm-up runs unlocked, with a warning. While it trains, the job log
 gets a line every ~10 s (step, loss, ETA) and ``arctl status`` shows "warming up 640/1200". Examples are full reference traces or, with probability
 ``truncate_prob``, traces cut at a random token followed by the truncated summary prompt of
 ``arctl.algo.prompts`` (with the run's ``summary.inserted`` tokens) and a reference summary (which finishes up to ``summary_finish_steps``
@@ -23,7 +25,6 @@ terms with probability ``summary_continue_prob``), so the model answers after an
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import math
@@ -45,14 +46,22 @@ from arctl.backends.tiny.model import additive_mask, build_model, model_config
 from arctl.backends.tiny.settings import WARMUP_ENV, warmup_source
 from arctl.backends.tiny.tasks import ToyTask, toy_task
 from arctl.backends.tiny.tokenizer import build_tokenizer, encode_words, load_tokenizer
-from arctl.backends.tiny.warmup_key import (  # noqa: F401 - CACHE_VERSION: re-exported
+from arctl.backends.tiny.warmup_key import (  # noqa: F401 - CACHE_VERSION, the entry checks: re-exported
     CACHE_VERSION,
     SHIPPED,
     TRAINED_SUFFIX,
+    cache_problem,
     entry_dir,
+    entry_sha256,
     inserted_style,
+    lock_holder,
+    lock_path,
+    remove_holder,
+    room_problem,
     shipped_entry,
     warmup_key,
+    weights_sha256,
+    write_holder,
 )
 from arctl.config.files import (
     CACHE_ENV,
@@ -292,7 +301,8 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     training continues for up to ``max_rounds`` rounds until the largest budget's reaches ``min_acc``,
     else a warning says so. ``warmup.json`` records the weights' sha256 and the accuracy per budget.
     ``should_stop()`` (e.g. a preemption signal) aborts the training with :class:`WarmupInterrupted`.
-    ``on_phase(text)`` hears "waiting for the warm-up of another run", "warming up 640/1200", None.
+    ``on_phase(text)`` hears "waiting on the tiny warm-up: run R (host H, pid P, since T) trains it", "warming up
+    640/1200", None.
     Returns (model, tokenizer, info).
     """
     key = warmup_key(config)
@@ -317,20 +327,28 @@ def _in_cache(err: OSError, target: Path) -> bool:
     return path.is_relative_to(root) or root.is_relative_to(path)
 
 
+WAITING_PHASE = "waiting on the tiny warm-up: {who} trains it"  # not "waiting for <run>" (the run a run starts from)
+
+
 def _locked(lock: FileLock, target: Path, should_stop=None, on_phase=None) -> bool:
     """Take the warm-up's ``lock``, waiting (stoppable) while another run trains it; False where the
     cache's file system has no locks (ENOLCK, ...: a warning, and the warm-up goes on unlocked: from a
-    hunt, runs failed "OSError: [Errno 37] No locks available", naming no path)."""
+    hunt, runs failed "OSError: [Errno 37] No locks available", naming no path). While it waits, the phase and the
+    job log name the run that holds the lock, as its record says (:func:`lock_holder`; "another run" where there is
+    none), again each time that changes (a holder killed, another run taking over)."""
     try:
         try:
             lock.acquire(timeout=0)
             return True
         except Timeout:  # another run (of any workspace) trains it: wait for it, stoppable
             pass
-        if on_phase is not None:
-            on_phase("waiting for the warm-up (another run trains it)")
-        print(f"tiny warm-up: waiting for another run to finish training {target}", flush=True)
+        said = None
         while True:
+            if (who := lock_holder(Path(lock.lock_file)) or "another run") != said:
+                said = who
+                if on_phase is not None:
+                    on_phase(WAITING_PHASE.format(who=who))
+                print(f"tiny warm-up: waiting for {who} to finish training {target}", flush=True)
             try:
                 lock.acquire(timeout=1.0)
                 return True
@@ -345,17 +363,17 @@ def _locked(lock: FileLock, target: Path, should_stop=None, on_phase=None) -> bo
 
 
 def _warmup_model(config: dict, key: str, target: Path, run_dir: Path, accuracy_fn, should_stop, on_phase):
-    lock = target.parent / f"{key}.lock"
+    lock = lock_path(key, target)
     if os.path.lexists(lock) and not lock.is_file():  # from a hunt: "cannot be used (...lock: Is a directory);
         # set ARCTL_CACHE to a folder you can write", a folder that was writable
         what = "a folder" if lock.is_dir() else "not a file"
         raise WarmupCacheError(f"the tiny warm-up's lock {lock} is {what}: arctl makes it a file and no run uses "
                                f"it as it is: remove it (rm -r {shlex.quote(str(lock))}), then {resume_command(run_dir)}")
-    _make_entry(config, key, target, accuracy_fn, should_stop, on_phase)
+    _make_entry(config, key, target, run_dir, accuracy_fn, should_stop, on_phase)
     try:
         info, tok, model = _load_entry(target)
     except _Unloadable:  # its check passed (an entry recording no checksum of these files): set aside, made again
-        _make_entry(config, key, target, accuracy_fn, should_stop, on_phase, check_load=True)
+        _make_entry(config, key, target, run_dir, accuracy_fn, should_stop, on_phase, check_load=True)
         try:
             info, tok, model = _load_entry(target)
         except _Unloadable as err:
@@ -378,16 +396,19 @@ def _warmup_model(config: dict, key: str, target: Path, run_dir: Path, accuracy_
     return model, tok, info
 
 
-def _make_entry(config: dict, key: str, target: Path, accuracy_fn, should_stop, on_phase,
+def _make_entry(config: dict, key: str, target: Path, run_dir: Path, accuracy_fn, should_stop, on_phase,
                 check_load: bool = False) -> None:
-    """Under the key's lock: set the entry ``target`` aside where it is damaged (:func:`cache_problem`; with
-    ``check_load``, also where it does not load: :func:`_load_entry`), then install the shipped copy or train it
-    where there is none."""
+    """Under the key's lock (its holder, run ``run_dir``, recorded beside it: :func:`write_holder`): set the entry
+    ``target`` aside where it is damaged (:func:`cache_problem`; with ``check_load``, also where it does not load:
+    :func:`_load_entry`), then, where there is none, fail at once where the cache has no room for it
+    (:func:`room_problem`), else install the shipped copy or train it."""
     root = target.parent
     root.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(root / f"{key}.lock"))
+    lock = FileLock(str(lock_path(key, target)))
     locked = _locked(lock, target, should_stop, on_phase)
     try:
+        if locked:
+            write_holder(Path(lock.lock_file), Path(run_dir).name)
         if (target / "warmup.json").exists() and (unread := _first_unreadable(target)) is not None:  # another
             # member's, not a damaged one: never set aside (warmup_model's error says whose, and the fix)
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(unread))
@@ -406,6 +427,8 @@ def _make_entry(config: dict, key: str, target: Path, accuracy_fn, should_stop, 
             print(f"tiny warm-up: the cached warm-up {target} was trained here, not the warm-start arctl ships for "
                   f"this config; moved to {aside.name} ({WARMUP_ENV}=train uses it), the shipped copy installed",
                   flush=True)
+        if not (target / "warmup.json").exists() and (short := room_problem(config, key, target)) is not None:
+            raise WarmupCacheError(f"{short}, then {resume_command(run_dir)}")
         if not (target / "warmup.json").exists() and not install_shipped(key, target, alone=locked):
             threads = torch.get_num_threads()
             # the CPUs this process may use (taskset, a SLURM step), not the host's: more threads than those
@@ -418,6 +441,7 @@ def _make_entry(config: dict, key: str, target: Path, accuracy_fn, should_stop, 
                 torch.set_num_threads(threads)
     finally:
         if locked:
+            remove_holder(Path(lock.lock_file))  # before the release: the next holder's record is its own
             lock.release()
     if on_phase is not None:
         on_phase(None)
@@ -495,49 +519,6 @@ def _is_shipped(key: str, target: Path) -> bool:
     return mine is not None and mine == shipped
 
 
-def cache_problem(target: Path) -> str | None:
-    """What is wrong with the cached warm-up ``target`` (its record unreadable, or of another key than the folder's
-    name; its weights not those its record names; any other file of it not those made, by ``entry_sha256``: a disk
-    error, an edit, a folder copied under another key's name; a file of it that cannot be read), or None. From a
-    review: a damaged entry of the shared cache was used by every run, or failed deep in safetensors, while each
-    run's record repeated the unchecked sha; from a hunt: an entry copied under another key's name trained another
-    model than the run's config, unsaid, and an edited model/config.json trained from another model. An entry of an
-    arctl that recorded neither checksum, or no key, is checked for what it records."""
-    try:
-        info = json.loads((target / "warmup.json").read_text())
-        key = info.get("key")
-    except (OSError, ValueError, AttributeError) as err:
-        return f"its warmup.json cannot be read: {type(err).__name__}"
-    if key is not None and str(key).removesuffix(TRAINED_SUFFIX) != target.name.removesuffix(TRAINED_SUFFIX):
-        return f"its record is of warm-up key {key}, not {target.name}: a cache folder copied or renamed"
-    try:
-        if (recorded := info.get("weights_sha256")) is not None and (sha := weights_sha256(target / "model")) != recorded:
-            return f"weights sha256 {sha[:12]}, recorded {str(recorded)[:12]}"
-        if (recorded := info.get("entry_sha256")) is not None and (sha := entry_sha256(target)) != recorded:
-            return f"its files' sha256 {sha[:12]}, recorded {str(recorded)[:12]}: its tokenizer or model config changed"
-    except PermissionError:  # another member's file: not damage (warmup_model's error says whose)
-        raise
-    except OSError as err:  # e.g. a folder where the weights should be
-        return f"its files cannot be read ({err.filename}: {err.strerror or err})"
-    return None
-
-
-def entry_sha256(entry: Path) -> str:
-    """sha256 over every other file of the cache entry ``entry`` than its ``warmup.json`` (which records it) and its
-    weights (:func:`weights_sha256`'s, recorded beside it): the tokenizer, the model's config, anything else in it;
-    each file's path in the entry and bytes, in path order (a file added, removed or replaced by a folder changes
-    it too)."""
-    digest = hashlib.sha256()
-    skip = {Path(entry) / "warmup.json", *_weight_files(Path(entry) / "model")}
-    files = sorted(path.relative_to(entry).as_posix() for path in Path(entry).rglob("*")
-                   if not path.is_dir() and path not in skip)
-    for name in files:
-        data = (Path(entry) / name).read_bytes()
-        digest.update(f"{name}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
-
-
 def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
     """The warm-up's accuracy at this run's ``eval.budgets``. The cache key holds only the largest eval
     budget (the weights do not depend on the others), so a cache trained by a run with other budgets
@@ -610,20 +591,6 @@ def machine_kind() -> str:
                       if line.startswith("model name")), None)
     model = model or platform.processor() or platform.machine()
     return f"{model} | {torch.backends.cpu.get_cpu_capability()} | torch {torch.__version__}"
-
-
-def weights_sha256(model_dir: Path) -> str:
-    """sha256 over the saved weight files of a model directory (names and bytes, in name order)."""
-    digest = hashlib.sha256()
-    for path in _weight_files(model_dir):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def _weight_files(model_dir: Path) -> list[Path]:
-    """The saved weight files of a model directory, in name order."""
-    return sorted(Path(model_dir).glob("*.safetensors")) or sorted(Path(model_dir).glob("*.bin"))
 
 
 def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_phase=None, alone: bool = True) -> None:
