@@ -306,8 +306,7 @@ def plan(items: list[LaunchItem], workspace: Workspace, force: bool = False,
         item.state = rec.state if rec else None
         # a SLURM job a run starting from this one would depend on (_waits: not one another launch is still
         # submitting, whose job id is its previous attempt's; not another executor's)
-        item.job = (rec.job_id if rec is not None and rec.state in (states.PENDING, states.RUNNING)
-                    and rec.executor == "slurm" else None)
+        item.job = slurm_job_under_way(rec)
         if item.shares:  # launched (or not) as the run it shares; the reason names that run
             item.action = "shared"
         elif workspace.is_export():
@@ -674,7 +673,8 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
                     array_parallelism: int | None = None, active: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(title, sbatch script) as they would be submitted (SLURM), in the order :func:`_submit_slurm` submits them
     (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
-    under way from an earlier launch, which a run starting from one waits for (:func:`_waits`)."""
+    under way from an earlier launch, which a run starting from one waits for (:func:`_waits`) and whose jobs hold
+    slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders)."""
     active = active or {}
     if executor != "slurm" or not items:
         return []
@@ -683,15 +683,28 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     by_id = {item.run_id: item for item in items}
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
-    steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False)  # a preview: not the controller
+    steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False,  # a preview: not the controller
+                              held=held_slots(active, workspace))
     arrays = [step for step in steps if step.array is not None]
 
-    def holder(slot: str | int) -> str:  # whose end frees the slot a job takes
+    def holder(slot: str | int | UnderWay, short: bool = False) -> str:  # whose end frees the slot a job takes
+        if isinstance(slot, UnderWay):
+            return (f"job {slot.job}, under way (an array: all its tasks)" if slot.array
+                    else f"{slot.run}'s job {slot.job}, under way")
         if isinstance(slot, str):
             return f"{slot}'s job"
+        if short:
+            return f"array {slot + 1}"
         n = len(arrays[slot].runs)
         return (f"the array of {n} run{'s' if n > 1 else ''}" + (f" (array {slot + 1})" if len(arrays) > 1 else "")
                 + ", all its tasks")
+
+    def with_slots(params: dict, slots: tuple) -> tuple[dict, str]:  # (params, whose ids replace SLOT_JOB)
+        for slot in slots:
+            params = slot_parameters(params, slot.job if isinstance(slot, UnderWay) else "SLOT_JOB")
+        ours = sum(not isinstance(slot, UnderWay) for slot in slots)
+        return params, ("" if not ours else ", whose id replaces SLOT_JOB" if ours == 1
+                        else ", whose ids replace SLOT_JOB in turn")
 
     for step in steps:
         params = step.params
@@ -701,18 +714,21 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
             if len(arrays) > 1:  # as _submit_slurm submits them: their shares of the one bound, and the slot each waits for
                 title += (f"; array {k + 1} of {len(arrays)}: at most {params['array_parallelism']} of its tasks at "
                           f"once, {step.bound} in all")
-            if step.slot is not None:
-                params = slot_parameters(params, "SLOT_JOB")
-                title += f"; it starts once array {step.slot + 1} has ended: that job's id replaces SLOT_JOB"
+            if step.slots:
+                params, ids = with_slots(params, step.slots)
+                title += (f"; it starts once {' and '.join(holder(slot, True) for slot in step.slots)} "
+                          f"{'has' if len(step.slots) == 1 else 'have'} ended"
+                          + (": that job's id replaces SLOT_JOB" if ids == ", whose id replaces SLOT_JOB" else ids))
             scripts.append((title + ")", render_sbatch(params, folder, len(chunk))))
             continue
         item, slot = step.runs[0], ""
         if step.waits:  # alone, once the job of the run it starts from is known
             job = "PARENT_JOB" if item.after in by_id else active[item.after]
             params = after_parameters(params, job, check=False)
-        if step.slot is not None:
-            params = slot_parameters(params, "SLOT_JOB")
-            slot = f"; at most {step.bound} at once: it waits for the end of {holder(step.slot)}, whose id replaces SLOT_JOB"
+        if step.slots:
+            params, ids = with_slots(params, step.slots)
+            slot = (f"; at most {step.bound} at once: it waits for the end of "
+                    f"{' and '.join(holder(s) for s in step.slots)}{ids}")
         if step.waits:
             said = "its job id replaces PARENT_JOB" if item.after in by_id else f"job {job}, under way"
             scripts.append((f"sbatch script for {item.run_id} (after the job of {item.after}: {said}{slot})",
@@ -1197,7 +1213,13 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                              f"SLURM's state): {', '.join(left)}; cluster.secrets=[NAME] passes one to a run's job"
                              + (" (an online run reads the W&B key from ~/.netrc: `wandb login`)"
                                 if API_KEY_ENV in left and needs_api_key([i for i, _ in claimed]) else ""))
-                    _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo)
+                    # the jobs earlier launches left under way, of runs of this one's items (their sources, their
+                    # siblings), hold slots of the bound (the dry run's ``active``: its plan's, as found here)
+                    ours = {i.run_id for i, _ in claimed}
+                    under_way = {rec.run_id: job for rec in [*(r for r, _ in claim.skipped), *waits.values()]
+                                 if rec.run_id not in ours and (job := slurm_job_under_way(rec))}
+                    _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo,
+                                  under_way)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
@@ -1648,6 +1670,54 @@ def array_shares(sizes: list[int], bound: int) -> list[int]:
     return shares
 
 
+@dataclass(frozen=True)
+class UnderWay:
+    """A SLURM job of an earlier launch still under way (queued or running), of runs of a launch's items (the runs
+    they start from, their siblings): it holds ``slots`` of ``cluster.array_parallelism`` until it has ended (an
+    array: all its tasks), which the launch's own jobs keep to with it (:func:`held_slots`). ``run``: one of its
+    runs (a run of its own: the run whose job it is)."""
+
+    job: str  # its job id (an array's: the array's, all its tasks)
+    run: str
+    runs: int = 1  # its runs under way: an array's tasks among them
+    slots: int = 1
+    array: bool = False
+
+
+def slurm_job_under_way(rec: RunRecord | None) -> str | None:
+    """The SLURM job a run under way has, which a job of a later launch can wait for (``--dependency``), else
+    None: not one another launch is still submitting (its job id is its previous attempt's), nor another
+    executor's."""
+    return (rec.job_id if rec is not None and rec.state in (states.PENDING, states.RUNNING)
+            and rec.executor == "slurm" and rec.job_id else None)
+
+
+ARRAY_THROTTLE = re.compile(r"^#SBATCH --array=\S*%(\d+)\s*$", re.M)  # sbatch's --array=0-5%2: its 2
+
+
+def held_slots(under_way: dict[str, str], workspace: Workspace) -> list[UnderWay]:
+    """The jobs of ``under_way`` (run id -> its job id, an array's task ``5_1`` among them: the runs of a launch's
+    items under way from earlier launches), oldest first, each with the slots it holds: an array
+    ``min(its %p, its runs under way)`` (its ``%p`` read from its sbatch script in the workspace's ``jobs/``; where
+    that cannot be read, its runs under way), a job of its own one. From a review: the relaunch arctl advises after
+    sbatch refused part of a launch sent the runs starting from runs still under way with no slot, beside the
+    earlier launch's array: 4 jobs at once under ``--array-parallelism 2``."""
+    runs: dict[str, list[str]] = {}
+    for run_id, job in sorted(under_way.items(), key=lambda kv: job_id_order(kv[1])):
+        runs.setdefault(str(job).split("_")[0], []).append(run_id)
+    out = []
+    for job, of in sorted(runs.items(), key=lambda kv: job_id_order(kv[0])):
+        held, array = len(of), any("_" in str(under_way[r]) for r in of)
+        if array:  # an array's tasks: at most its %p at once
+            try:
+                found = ARRAY_THROTTLE.search((workspace.jobs_dir / job / f"{job}_submission.sh").read_text())
+            except (OSError, UnicodeDecodeError):
+                found = None
+            held = min(held, int(found.group(1))) if found and int(found.group(1)) > 0 else held
+        out.append(UnderWay(job, of[0], len(of), held, array))
+    return out
+
+
 @dataclass
 class Submission:
     """One sbatch of a SLURM launch, as :func:`slurm_submissions` plans it."""
@@ -1655,9 +1725,10 @@ class Submission:
     params: dict  # its sbatch parameters, before its dependencies on other jobs
     runs: list[LaunchItem]  # its runs: an array's tasks, or the one run of a job of its own
     waits: bool = False  # a run that starts from another run not done yet: afterok on that run's job
-    # whose end frees the slot it takes (afterany): a run id (that run's job) or an int (the launch's array of that
-    # index: all its tasks); None where it takes a free slot
-    slot: str | int | None = None
+    # whose ends free the slots it takes (afterany on each): a run id (that run's job), an int (the launch's array of
+    # that index: all its tasks) or a job of an earlier launch still under way (:class:`UnderWay`); none where it
+    # takes free slots
+    slots: tuple[str | int | UnderWay, ...] = ()
     bound: int = 0  # the most jobs (or tasks) at once it keeps to: cluster.array_parallelism
     array: int | None = None  # an array's index among the launch's arrays; None: a job of its own
 
@@ -1690,27 +1761,37 @@ def in_chain_order(items: list[LaunchItem]) -> list[LaunchItem]:
 
 
 def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, waiting: Iterable[str],
-                      rays: dict[str, dict | None], ask_site: bool = True) -> list[Submission]:
+                      rays: dict[str, dict | None], ask_site: bool = True,
+                      held: Iterable[UnderWay] = ()) -> list[Submission]:
     """The sbatch submissions of a SLURM launch of ``items``, in the order they go out: the one plan that
     :func:`_submit_slurm` submits and :func:`dry_run_scripts` previews. ``waiting``: the runs whose source
     (``after``) is not done yet (:func:`_waits`); ``rays``: each run's Ray job setup (verl), None for a plain job
-    body; ``ask_site``: whether the controller is asked for its array size limit.
+    body; ``ask_site``: whether the controller is asked for its array size limit; ``held``: the jobs of earlier
+    launches still under way that hold slots (:func:`held_slots`), oldest first.
 
     First the Ray jobs (a job each), then the arrays of plain job bodies (:func:`slurm_arrays`), then the runs
     that wait, a job each, each after the run it starts from (:func:`in_chain_order`). They keep to
-    ``cluster.array_parallelism`` (P) together: one slot chain holds the jobs of their own and the arrays (an
-    array holds as many slots as its tasks at once, until all of them have ended), and a job of its own past the
-    first P takes the slot of the one P places before it in that chain. From a hunt: a tiny run that starts from
-    another went out with no slot, and a sweep with P=2 ran 3 jobs at once."""
+    ``cluster.array_parallelism`` (P) together, with the jobs ``held``: one slot chain holds those, then the jobs
+    of their own and the arrays (an array holds as many slots as its tasks at once, until all of them have ended),
+    and a submission past the first P slots takes the slots P places before its own (a job of its own: one; an
+    array: as many as it holds), waiting for the end of whatever holds them. From a hunt: a tiny run that starts
+    from another went out with no slot, and a sweep with P=2 ran 3 jobs at once; from a review: the arrays took
+    no slot of the Ray jobs before them, nor a relaunch's runs one of the jobs still under way."""
     waiting = set(waiting)
-    chain: list[str | int] = []  # whose end frees each slot, in turn: a run id (its job), an array's index
+    chain: list[str | int | UnderWay] = []  # whose end frees each slot, in turn: a run id (its job), an array's index
+    for job in held:
+        chain += [job] * job.slots
     out: list[Submission] = []
+
+    def ahead(slots: int, taken: int) -> tuple[str | int | UnderWay, ...]:  # whose ends free the slots it takes
+        k = len(chain)
+        return tuple(dict.fromkeys(chain[j] for j in range(k - slots, k - slots + taken) if j >= 0))
 
     def single(item: LaunchItem, params: dict, waits: bool) -> None:
         if (ray := rays[item.run_id]) is not None:
             params = with_ray_setup(params, ray)
-        slots, k = int(params["array_parallelism"]), len(chain)
-        out.append(Submission(params, [item], waits, chain[k - slots] if k >= slots else None, slots))
+        slots = int(params["array_parallelism"])
+        out.append(Submission(params, [item], waits, ahead(slots, 1), slots))
         chain.append(item.run_id)
 
     for item in items:
@@ -1718,9 +1799,10 @@ def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, wa
             single(item, slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), False)
     plain = [item for item in items if item.run_id not in waiting and rays[item.run_id] is None]
     arrays, bound = slurm_arrays(plain, array_parallelism, ask_site)
-    for k, (params, chunk, ahead) in enumerate(arrays):
-        out.append(Submission(params, chunk, slot=ahead, bound=bound, array=k))
-        chain += [k] * min(int(params["array_parallelism"]), len(chunk))
+    for k, (params, chunk, _) in enumerate(arrays):  # (_: the array ahead of it among the arrays alone: the chain's)
+        taken = min(int(params["array_parallelism"]), len(chunk))
+        out.append(Submission(params, chunk, slots=ahead(bound, taken), bound=bound, array=k))
+        chain += [k] * taken
     for item in in_chain_order([item for item in items if item.run_id in waiting]):
         single(item, slurm_parameters(item.config["cluster"], item.sweep or item.experiment, array_parallelism), True)
     return out
@@ -1728,14 +1810,17 @@ def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, wa
 
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
-                  echo: Callable[[str], None] = lambda _msg: None) -> dict[str, str]:
+                  echo: Callable[[str], None] = lambda _msg: None,
+                  under_way: dict[str, str] | None = None) -> dict[str, str]:
     """Submit ``items`` as :func:`slurm_submissions` plans it; ``job_ids`` (run id -> job id) grows as each
     submission is accepted. What sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit
     reduced, a job routed to another partition) is a ``note:`` given to ``echo``, once per submission.
     A run in ``waits`` (its ``after`` not done yet) goes out alone, after the run it starts from, with a
     dependency on that run's job (:func:`after_parameters`): the job this launch submitted for it where it is one
     of ``items``, else its job under way. A job of its own (a Ray job body, verl; a run that waits) past the
-    first ``array_parallelism`` waits for the end of the one that many places before it (:func:`slot_parameters`)."""
+    first ``array_parallelism`` waits for the end of the one that many places before it (:func:`slot_parameters`),
+    the jobs ``under_way`` (run id -> job id: of the runs of the launch's items that earlier launches left under
+    way, :func:`held_slots`) first in that chain."""
     waits = waits or {}
     ours = {item.run_id for item in items}
 
@@ -1745,7 +1830,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     masters: list[str] = []  # each array's job id, in submission order
-    for step in slurm_submissions(items, array_parallelism, waits, rays):
+    for step in slurm_submissions(items, array_parallelism, waits, rays, held=held_slots(under_way or {}, workspace)):
         params, item = step.params, step.runs[0]
         if step.waits:
             parent = waits[item.run_id]
@@ -1756,10 +1841,13 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                                    "run it starts from, had a job")
             params = after_parameters(params, job)
             write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
-        if step.slot is not None:
-            params = slot_parameters(params, masters[step.slot] if isinstance(step.slot, int) else job_ids[step.slot])
-            if not step.waits and isinstance(step.slot, str):  # shown by `arctl status` (a run that waits says that)
-                write_phase(workspace.run_dir(item.run_id), queued_phase(step.slot))
+        for slot in step.slots:
+            params = slot_parameters(params, masters[slot] if isinstance(slot, int) else
+                                     slot.job if isinstance(slot, UnderWay) else job_ids[slot])
+        if not step.waits and step.array is None and len(step.slots) == 1:  # shown by `arctl status` (a run that
+            slot = step.slots[0]  # waits says that)
+            if isinstance(slot, str) or (isinstance(slot, UnderWay) and not slot.array):
+                write_phase(workspace.run_dir(item.run_id), queued_phase(slot if isinstance(slot, str) else slot.run))
         submit(params, step.runs)
         if step.array is not None:
             masters.append(str(job_ids[item.run_id]).split("_")[0])
