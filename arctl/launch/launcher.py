@@ -1633,21 +1633,20 @@ def slot_parameters(params: dict, ahead_job: str) -> dict:
 
 
 def slurm_arrays(items: list[LaunchItem], array_parallelism: int | None,
-                 ask_site: bool = True) -> tuple[list[tuple[dict, list[LaunchItem], int | None]], int]:
+                 ask_site: bool = True) -> tuple[list[tuple[dict, list[LaunchItem]]], int]:
     """The arrays that runs of plain job bodies (no Ray, none waiting for another run) go out as, with the bound
-    on their tasks at once in all: ``([(sbatch parameters, runs, ahead), ...], bound)``. Several arrays (other
+    on their tasks at once in all: ``([(sbatch parameters, runs), ...], bound)``. Several arrays (other
     sbatch settings, secrets, chunks of cluster.max_array_size) share the smallest ``array_parallelism`` they ask
-    (:func:`array_shares`: each array's ``%p``); ``ahead``: the index of the array whose end this one waits for
-    (more arrays than the bound: each takes the slot of the one ``bound`` places before it), else None.
+    (:func:`array_shares`: each array's ``%p``); which earlier job or array each waits for (more of them than the
+    bound) is :func:`slurm_submissions`' slot chain's to say.
     :func:`_submit_slurm` submits them and :func:`dry_run_scripts` previews them from this one answer (from a
     hunt: the preview showed each array with the whole bound, 104 tasks at once where 64 were submitted)."""
     arrays = _groups(items, array_parallelism, ask_site)
     bound = min((int(params["array_parallelism"]) for params, _ in arrays), default=1)
     if len(arrays) <= 1:
-        return [(params, chunk, None) for params, chunk in arrays], bound
+        return arrays, bound
     shares = array_shares([len(chunk) for _, chunk in arrays], bound)
-    return [({**params, "array_parallelism": share}, chunk, k - bound if k >= bound else None)
-            for k, ((params, chunk), share) in enumerate(zip(arrays, shares))], bound
+    return [({**params, "array_parallelism": share}, chunk) for (params, chunk), share in zip(arrays, shares)], bound
 
 
 def array_shares(sizes: list[int], bound: int) -> list[int]:
@@ -1799,7 +1798,7 @@ def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, wa
             single(item, slurm_parameters(item.config["cluster"], item.experiment, array_parallelism), False)
     plain = [item for item in items if item.run_id not in waiting and rays[item.run_id] is None]
     arrays, bound = slurm_arrays(plain, array_parallelism, ask_site)
-    for k, (params, chunk, _) in enumerate(arrays):  # (_: the array ahead of it among the arrays alone: the chain's)
+    for k, (params, chunk) in enumerate(arrays):
         taken = min(int(params["array_parallelism"]), len(chunk))
         out.append(Submission(params, chunk, slots=ahead(bound, taken), bound=bound, array=k))
         chain += [k] * taken

@@ -80,5 +80,5 @@ def test_a_sweep_of_six_runs_goes_out_as_arrays_the_site_accepts(specs, tmp_path
     assert sizes == [4, 2]
     assert not (tmp_path / "bin" / "unexpected.log").exists()  # scontrol alone was asked
     arrays, _ = launcher.slurm_arrays(items, None)
-    scripts = [render_sbatch(params, tmp_path, len(chunk)) for params, chunk, _ in arrays]
+    scripts = [render_sbatch(params, tmp_path, len(chunk)) for params, chunk in arrays]
     assert [re.search(r"^#SBATCH --array=(\S+)$", s, re.M).group(1).split("%")[0] for s in scripts] == ["0-3", "0-1"]
