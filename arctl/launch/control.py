@@ -29,7 +29,7 @@ from arctl.launch.refresh import (
     revive_requeued,
     settled,
 )
-from arctl.launch.registry import Registry, RegistryError, RunRecord
+from arctl.launch.registry import Registry, RegistryError, RunRecord, in_workspace
 from arctl.launch.signals import add_note, run_to_its_answer, signals_held
 from arctl.launch.status_file import (
     CANCEL_FILE,
@@ -541,8 +541,8 @@ ERROR_LINE = re.compile(r"(Traceback|Error|ERROR|Exception|Killed|CANCELLED|DUE 
 def error_summary(workspace: Workspace, record: RunRecord) -> str | None:
     """One line saying why the run failed: the job's own report, else the last error line of stderr."""
     status = read_status(workspace.run_dir(record.run_id))
-    if status.get("error"):
-        return str(status["error"])
+    if status.get("error"):  # a hint in it names the workspace as reached now (a copy of it: the copy)
+        return in_workspace(str(status["error"]), workspace.root)
     for path in reversed(log_files(workspace, record)):
         if path.suffix != ".err":
             continue

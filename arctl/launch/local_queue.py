@@ -13,7 +13,8 @@ A queue that waits leaves a ``waiting-PID-N`` marker there (N: its slots), and a
 waiting one can take starts nothing more while that slot stays free (at most :data:`HOLD_S`), so the two take
 turns instead of the first running all its runs first.
 Slots count runs, not cores (a run of several threads holds one), per workspace.
-A registry or disk that fails the queue (a full disk) is tried again, waiting longer each time (:class:`Trouble`);
+A registry or disk that fails the queue (a full disk), from its first look at the registry on (while it waits for
+its launch to record it), is tried again, waiting longer each time (:class:`Trouble`);
 a damaged registry is closed while the queue waits (so that `arctl repair` can replace it) and opened again for the
 next pass; a queue that gives up records why in the runs it never started, and ends with that line.
 """
@@ -163,14 +164,12 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
 
     workspace = Workspace(Path(root))
     me = f"queue:{os.getpid()}"
-    reg: Registry | None = Registry(workspace.registry_path)  # None: closed after it was found damaged (reopened)
+    reg: Registry | None = None  # opened by the first pass; None again: closed after it was found damaged (reopened)
     try:
-        deadline = time.monotonic() + WAIT_FOR_REGISTRY_S  # the launcher records our pid after starting us
-        while time.monotonic() < deadline:
-            # settled: recorded under this queue, or no longer the launch's to record (cancelled, taken over)
-            if all((r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids):
-                break
-            time.sleep(0.1)
+        # the launcher records our pid after starting us: the passes start no run before it has (settled), for at
+        # most WAIT_FOR_REGISTRY_S; a registry that fails meanwhile is the passes' (from a hunt: damaged during this
+        # wait, the queue died with a traceback, its runs left waiting for it)
+        settle_by, settled = time.monotonic() + WAIT_FOR_REGISTRY_S, False
         pending, running, stopping = list(run_ids), {}, []  # running: run id -> (its job, its slot)
         after = {rid: _after(workspace, rid) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
@@ -281,6 +280,14 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
                 try:
                     if reg is None:  # closed on damage: `arctl repair` may have put a new file in place meanwhile
                         reg = Registry(workspace.registry_path)
+                    # settled: each run recorded under this queue, or no longer the launch's to record (cancelled,
+                    # taken over)
+                    settled = settled or time.monotonic() >= settle_by or all(
+                        (r := reg.get(rid)) is None or r.job_id == me or r.state != states.SUBMITTING for rid in run_ids)
+                    if not settled:
+                        trouble.clear()
+                        time.sleep(0.1)
+                        continue
                     one_pass()
                 except (RegistryError, OSError) as err:  # e.g. a full disk: the registry cannot be written
                     if isinstance(err, RegistryError) and err.kind == "damaged" and reg is not None:

@@ -150,6 +150,25 @@ def _sqlite_problem(path: Path, err: Exception) -> RegistryError:
     return RegistryError(f"{path} is damaged ({msg}): {repair_hint(path)}")
 
 
+# ` --workdir <root>` as a stored hint writes it: the root absolute and quoted as shlex.quote does (bare where every
+# character is safe, else in single quotes, a quote in it as '"'"')
+_NAMED_WORKDIR = re.compile(r""" --workdir (?:'[^']*'(?:"'"'[^']*')*|[\w@%+=:,./-]+)""", re.ASCII)
+
+
+def in_workspace(text: str, root: Path) -> str:
+    """``text``, a message kept in the workspace at ``root`` (a registry's error or warning, a job's status.json error),
+    with the workspace its commands name (``--workdir <root>``: always the workspace it was written in,
+    :func:`arctl.launch.workspace.workdir_arg` ``stored``) made ``root`` as it is reached now. From a hunt: in a copy
+    of a workspace (``cp -a ws ws2``), `arctl status --workdir ws2` said "`arctl resume RUN --workdir ws` resumes
+    it", which acts on the original."""
+    if " --workdir " not in text:
+        return text
+    from arctl.launch.workspace import workdir_arg  # (workspace.py does not import this module)
+
+    here = workdir_arg(root, stored=True)
+    return _NAMED_WORKDIR.sub(lambda _: here, text)
+
+
 def _guarded(method):
     """SQLite errors of a Registry method become one-line RegistryErrors."""
 
@@ -186,6 +205,7 @@ _ROW_RULES = {  # column -> (rule, what it must be); None is allowed where the c
        for c in ("created_at", "submitted_at", "started_at", "ended_at", "updated_at", "metric_value", "cancel_requested")},
 }
 _TEXT_RULE = (lambda v: v is None or _is_text(v), "text")
+HINTED = ("error", "warning")  # the columns whose text may name commands about the workspace (in_workspace)
 _BEFORE_KEYS = ("state", "generation", "error", "cancel_requested")
 LEGACY_CLAIM = ("claimed by a launch that died, of an arctl that did not record what the run was before; "
                 "`arctl sweep`/`arctl resume` resumes it from its last checkpoint")
@@ -594,6 +614,9 @@ class Registry:
                 run = values["run_id"] if isinstance(values["run_id"], str) and len(values["run_id"]) < 300 else "?"
                 raise RegistryError(f"{self.path}: run {run!r} has {column}={_short(value)}, not {what} (the registry "
                                     f"was edited or is damaged): {repair_hint(self.path)}")
+        for column in HINTED:
+            if values[column]:
+                values[column] = in_workspace(values[column], self.path.parent)
         return RunRecord(**values)
 
     @_guarded

@@ -9,8 +9,8 @@ whose job was still running is entered as RUNNING with its job id, so the next r
 scheduler; one submitted to SLURM and not started yet, as PENDING with the job id its ``job/`` link
 names; one cancelled before its job started (``arctl cancel`` wrote "cancelled", or left its request:
 :data:`arctl.launch.status_file.CANCEL_FILE`), as CANCELLED, and so is one whose job stopped on `arctl cancel`'s
-request (status.json "preempted" with ``cancelled``, or beside the request); one whose job is still stopping on it
-is entered with the request, which the next refresh makes CANCELLED once it has stopped; one
+request (status.json "preempted" with ``cancelled``, or beside the request); every run is entered with the request its
+folder holds (a job still stopping on it: the next refresh makes it CANCELLED once it has stopped); one
 whose job left no executor behind is FAILED, and ``arctl resume`` resumes it. A run keeps the sweep that
 launched it (its W&B group, where that names a sweep spec and is not its experiment).
 """
@@ -148,8 +148,10 @@ def _record(run_id: str, config: dict, status: dict, run_dir,
         # status was last written
         ended_at=status.get("ended_at") or ((asked if state == states.CANCELLED else None) or status.get("updated_at")
                                             if state in states.TERMINAL else None),
-        # a job still stopping on the request: the next refresh makes it CANCELLED, not PREEMPTED, once it has stopped
-        cancel_requested=asked if state in states.ACTIVE else None,
+        # `arctl cancel`'s request, as the registry had it (the request in the folder is this attempt's: the next
+        # submission removes it): a job still stopping on it is made CANCELLED, not PREEMPTED, by the refresh that sees
+        # it stopped; an ended run keeps it as `arctl status --json` showed it before (from a hunt: a repair dropped it)
+        cancel_requested=asked,
         metric_name=progress.get("metric_name"), metric_value=progress.get("metric_value"),
         metric_nonfinite=progress.get("metric_nonfinite"),
         wandb_id=wandb_run, error=error, claim=None, generation=again or 0,

@@ -68,7 +68,12 @@ def test_repair_makes_a_cancelled_stop_cancelled_and_a_preemption_preempted(tmp_
     queued_rec = got["exp_queued_s0_dddd"]
     assert (queued_rec.state, queued_rec.error, queued_rec.ended_at) == (states.CANCELLED, None, asked), queued_rec
     assert (got["exp_stopping_s0_eeee"].state, got["exp_stopping_s0_eeee"].cancel_requested) == (states.RUNNING, asked)
-    assert all(r.cancel_requested is None for rid, r in got.items() if rid != "exp_stopping_s0_eeee")
+    # the request each folder holds, as the registry had it (`arctl status --json` the same before and after); none
+    # where the folder holds none (the job's "cancelled: true" alone, a preemption)
+    assert {rid: r.cancel_requested is not None for rid, r in got.items()} == {
+        "exp_cancel_s0_aaaa": False, "exp_preempt_s0_bbbb": False, "exp_older_s0_cccc": True,
+        "exp_queued_s0_dddd": True, "exp_stopping_s0_eeee": True}
+    assert queued_rec.cancel_requested == asked
 
 
 def test_a_new_attempt_drops_the_last_ones_cancel(tmp_path):
