@@ -142,10 +142,11 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     room = checkpoint_room(to_launch, workspace)  # the checkpoints' disk at once against the workspace's free space
     grids: dict = {}
     points = [grid_point(i, grids) for i in items]  # a grid sweep's rows told apart (from a hunt: 8 alike rows)
-    from arctl.launch.launcher import backend_notes, slurm_only_note
+    from arctl.launch.launcher import backend_notes, slurm_only_note, wandb_shell_note
 
     unused = slurm_only_note(name, to_launch)  # the launch's note, previewed (cluster.setup not run on this machine)
     before_step_0 = backend_notes(to_launch)  # e.g. a tiny warm-up its runs train first (the launch's notes)
+    shell = wandb_shell_note(to_launch)  # W&B variables of this shell the runs do not take (the launch's note)
     forced = forced_sources_note(items, workspace)  # the runs that start from a run this launch reruns (the launch's note)
     if as_json:
         print_json({
@@ -160,6 +161,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
             "slurm_only": unused,  # the SLURM-only cluster keys a local or debug launch would not apply (None: none)
             "starting_from_forced": forced,  # the runs that start from a run it reruns, kept as they are (None: none)
             "backend_notes": before_step_0,  # what the runs do before step 0 that takes time (a warm-up): [] none
+            "wandb_shell": shell,  # this shell's WANDB_ENTITY/TAGS/NOTES the runs do not use (None: none)
         })
         if refused:  # exits as the launch would: 2, with the launch's own error line
             fail(f"a launch would be refused: {refused}")
@@ -209,6 +211,8 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         console.print("[yellow]note:[/] " + esc(forced))
     for said in before_step_0:
         console.print("[yellow]note:[/] " + esc(said))
+    if shell:
+        console.print("[yellow]note:[/] " + esc(shell))
     if refused:
         fail(f"a launch would be refused: {refused}")
 

@@ -839,6 +839,8 @@ def launch_items(
         echo(f"note: {forced}")
     for said in backend_notes(starting):  # e.g. a tiny warm-up trained before step 0 (from a hunt: unsaid)
         echo(f"note: {said}")
+    if shell := wandb_shell_note(starting):  # W&B variables of the shell the runs do not take (as the dry run)
+        echo(f"note: {shell}")
     result = LaunchResult(executor=name, executor_note=note, items=items + shared)
     existed = workspace.root.exists()
     workspace.root.mkdir(parents=True, exist_ok=True)
@@ -928,6 +930,25 @@ def backend_notes(items: list[LaunchItem]) -> list[str]:
         except (BackendError, AttributeError):
             continue
     return notes
+
+
+def wandb_shell_note(items: list[LaunchItem], environ=None) -> str | None:
+    """One line naming the W&B variables of this shell (``WANDB_ENTITY``, ``WANDB_TAGS``, ``WANDB_NOTES``:
+    :data:`arctl.track.identity.SHELL_FALLBACKS`) that the runs ``items`` do not use, their configs not setting
+    them (a run's W&B record takes those from its config alone: :meth:`WandbIdentity.unset_env`), or None. From a
+    hunt: they went into the runs' .wandb files unshown; now dropped, said here so that a user who relied on
+    ``WANDB_ENTITY`` for online runs learns the config key."""
+    from arctl.track.identity import SHELL_FALLBACKS, WandbIdentity
+
+    environ = os.environ if environ is None else environ
+    unused = {var for item in items for var in WandbIdentity.from_config(item.config, None).unset_env()
+              if environ.get(var)}
+    if not unused:
+        return None
+    named = [(key, var) for key, var in SHELL_FALLBACKS.items() if var in unused]
+    return (f"{', '.join(var for _, var in named)} of this shell {'is' if len(named) == 1 else 'are'} not used: a "
+            f"run's W&B {', '.join(key for key, _ in named)} come from its config alone (set "
+            f"{' '.join(f'wandb.{key}=...' for key, _ in named)} to give them)")
 
 
 def slurm_only_note(executor: str, items: list[LaunchItem]) -> str | None:

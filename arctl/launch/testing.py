@@ -26,7 +26,7 @@ from arctl.backends.base import BackendDefaults
 from arctl.config.files import atomic_write
 from arctl.launch.rundir import PATH_KEYS
 from arctl.launch.status_file import read_status
-from arctl.track.identity import WandbIdentity
+from arctl.track.identity import WandbIdentity, set_environment
 from arctl.track.metrics_schema import STEP_KEY, TRAIN_LOSS
 
 ENV_STEP_S = "ARCTL_TEST_STEP_S"
@@ -105,7 +105,11 @@ def train(config: dict, run_dir: Path, stop_event=None) -> str:
     if identity.mode != "disabled":
         import wandb
 
-        run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k not in PATH_KEYS}))
+        saved = set_environment(identity.process_env(os.environ))  # as open_run: an offline run sends nothing
+        try:
+            run = wandb.init(**identity.init_kwargs({k: v for k, v in config.items() if k not in PATH_KEYS}))
+        finally:
+            set_environment(saved)
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
     try:

@@ -6,7 +6,9 @@ name (``wandb.name``, else ``{arm}-s{seed}``; ``{arm}-s{seed}-eval`` with job ty
 a checkpoint only), entity, tags, notes, mode (default ``offline``) and the run id
 a resumed attempt continues. Two renderings: :meth:`~WandbIdentity.init_kwargs`, the ``wandb.init``
 arguments of :mod:`arctl.track.writer`, and :meth:`~WandbIdentity.env`, the ``WANDB_*`` variables a
-trainer that opens its own W&B run (verl's tracker) reads. ``WANDB_API_KEY`` is never part of it.
+trainer that opens its own W&B run (verl's tracker) reads. ``WANDB_API_KEY`` is never part of it. What the process
+environment must change besides, before wandb sets itself up in it (an offline run sends nothing, no shell variable
+names what the config does not): :meth:`~WandbIdentity.process_env`, :func:`set_environment`.
 
 Where the renderings differ, they keep what each consumer has always done:
 
@@ -263,6 +265,20 @@ def secret_in(config: Any, environ: Mapping[str, str]) -> tuple[str, str] | None
 DEFAULT_PROJECT = "arctl"
 DEFAULT_MODE = "offline"
 MODES = ("offline", "online", "disabled")
+# wandb 0.31 sends telemetry of its own unless the *process's* W&B settings (those it sets up from the environment
+# and its settings files) say offline; wandb.init's mode is not enough: the SDK's OpenTelemetry metrics are POSTed
+# to W&B's server (/sdk/otel/v1/metrics; requests adds the W&B login of ~/.netrc as Basic auth), and wandb-core
+# reports its own errors unless WANDB_ERROR_REPORTING is false. From a hunt: every offline run (the default) made
+# an authenticated request to W&B's host. A process that opens a run of these modes gets WANDB_MODE = the run's mode
+# and QUIET_DEFAULTS where its environment sets none (WandbIdentity.process_env; a verl job: .env, .quiet_defaults)
+QUIET_MODES = ("offline", "disabled")
+MODE_ENV = "WANDB_MODE"
+QUIET_DEFAULTS = {"WANDB_ERROR_REPORTING": "false"}
+# what wandb.init takes from the environment where it is given None (the identity's attribute -> the variable): a
+# config without them gives the run none, whatever the shell says (WandbIdentity.unset_env). From a hunt: a shell's
+# WANDB_ENTITY, WANDB_TAGS and WANDB_NOTES went into the run's .wandb file, which the dry run and config.yaml did not
+# show, and a later `wandb sync` sent the run to that entity. Project, name, group and job type are always given.
+SHELL_FALLBACKS = {"entity": "WANDB_ENTITY", "tags": "WANDB_TAGS", "notes": "WANDB_NOTES"}
 ENV_DEFAULT_GROUP = "arctl"  # WANDB_RUN_GROUP with neither wandb.group nor an experiment
 RESUME = "allow"  # a resumed attempt writes a new fragment of the same run id
 # what wandb.init refuses (wandb 0.31, wandb_settings: validate_project, validate_run_tags): checked when
@@ -432,10 +448,35 @@ class WandbIdentity:
             kwargs["resume"] = RESUME
         return kwargs
 
+    def quiet_defaults(self) -> dict[str, str]:
+        """:data:`QUIET_DEFAULTS` for a run whose mode is offline or disabled (:data:`QUIET_MODES`), else nothing:
+        the variables a process of the run needs where its environment does not set them (a user's
+        ``WANDB_ERROR_REPORTING=true`` stays)."""
+        return dict(QUIET_DEFAULTS) if str(self.mode) in QUIET_MODES else {}
+
+    def unset_env(self) -> list[str]:
+        """The variables of :data:`SHELL_FALLBACKS` that the config does not set: a process of the run must not
+        have them, so that wandb records what the config says (the ones it sets, :meth:`env` sets)."""
+        return [var for attr, var in SHELL_FALLBACKS.items() if not getattr(self, attr)]
+
+    def process_env(self, environ: Mapping[str, str]) -> dict[str, str | None]:
+        """What ``environ`` (a process's environment) must change before wandb is set up in it to open this run:
+        name -> value, None for a variable to remove. An offline or disabled run: ``WANDB_MODE`` = its mode and
+        :meth:`quiet_defaults` where ``environ`` has none, so that wandb sends nothing; every mode: the
+        :meth:`unset_env` variables ``environ`` has, removed. An online run keeps W&B's own behaviour otherwise.
+        Applied with :func:`set_environment`."""
+        changes: dict[str, str | None] = {}
+        if str(self.mode) in QUIET_MODES:
+            changes[MODE_ENV] = str(self.mode)
+            changes.update({k: v for k, v in self.quiet_defaults().items() if not environ.get(k)})
+        changes.update({var: None for var in self.unset_env() if var in environ})
+        return changes
+
     def env(self, *, name: bool = True, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The ``WANDB_*`` environment variables (never ``WANDB_API_KEY``). ``name``: include
         ``WANDB_NAME``; ``extra``: the caller's own variables, placed after ``WANDB_MODE`` and before
-        the optional entity, tags and run id."""
+        the optional entity, tags and run id. What the environment must not have (:meth:`unset_env`) and
+        the defaults of a quiet run (:meth:`quiet_defaults`) are the caller's to apply to it."""
         env = {
             "WANDB_DIR": str(self.dir),
             "WANDB_PROJECT": str(self.project),
@@ -443,7 +484,7 @@ class WandbIdentity:
         }
         if name:
             env["WANDB_NAME"] = str(self.name)
-        env["WANDB_MODE"] = str(self.mode)
+        env[MODE_ENV] = str(self.mode)
         env.update(extra or {})
         if self.entity:
             env["WANDB_ENTITY"] = str(self.entity)
@@ -457,3 +498,17 @@ class WandbIdentity:
             env["WANDB_RUN_ID"] = wandb_id(self.id)
             env["WANDB_RESUME"] = RESUME
         return env
+
+
+def set_environment(changes: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Apply ``changes`` to ``os.environ`` (a value set, None removed: :meth:`WandbIdentity.process_env`) and
+    return what those variables were, in the same form, to put back once ``wandb.init`` has set W&B up (wandb
+    reads the environment then, and the run keeps what it read; the process's other code, ``wandb.Api`` or a
+    later run, is not changed)."""
+    saved = {name: os.environ.get(name) for name in changes}
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    return saved

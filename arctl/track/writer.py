@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from arctl.track.identity import RESUME, WandbIdentity, run_name  # noqa: F401 - run_name: part of this module's API
+from arctl.track.identity import RESUME, WandbIdentity, run_name, set_environment  # noqa: F401 - run_name: API
 from arctl.track.identity import wandb_dir as identity_wandb_dir
 from arctl.track.metrics_schema import STEP_KEY
 
@@ -124,9 +124,14 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
         silent=True,
         console="off",
     )
-    # a verl job exports WANDB_RESUME=allow for verl's own tracker; W&B refuses it beside resume_from
-    # ("`fork_from`, `resume`, or `resume_from` are mutually exclusive"): not for this init
-    env_resume = os.environ.pop("WANDB_RESUME", None) if "resume_from" in kwargs else None
+    # the process's environment while wandb sets itself up for this run (WandbIdentity.process_env): an offline
+    # run sends nothing, and no shell variable gives the run what its config does not; a verl job exports
+    # WANDB_RESUME=allow for verl's own tracker, which W&B refuses beside resume_from ("`fork_from`, `resume`, or
+    # `resume_from` are mutually exclusive"): not for this init
+    environ = WandbIdentity.from_config(config, run_dir, mode=mode).process_env(os.environ)
+    if "resume_from" in kwargs and "WANDB_RESUME" in os.environ:
+        environ["WANDB_RESUME"] = None
+    environ = set_environment(environ)  # what it was: put back below
     argv, sys.argv = sys.argv, sys.argv[:1]  # W&B records the process's arguments in the run (see below)
     try:
         try:
@@ -152,8 +157,7 @@ def open_run(config: dict, run_dir: str | Path, *, mode: str | None = None,
         # job trains inside the `arctl` command, whose arguments are what the user typed (from an audit: a
         # secret given in an override that a later one replaced). The run's config is what it ran with.
         sys.argv = argv
-        if env_resume is not None:
-            os.environ["WANDB_RESUME"] = env_resume
+        set_environment(environ)
     run.define_metric(STEP_KEY)
     run.define_metric("*", step_metric=STEP_KEY)
     for row in relog:

@@ -144,6 +144,10 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         "",
     ]
     lines += [f"export {k}={_q(v)}" for k, v in env.items()]
+    # an offline (disabled) run's W&B sends nothing, unless the job's environment says otherwise, and no run takes
+    # from it an entity, tags or notes its config does not give (arctl.track.identity.QUIET_DEFAULTS, SHELL_FALLBACKS)
+    lines += [f'export {k}="${{{k}:-{v}}}"' for k, v in identity.quiet_defaults().items()]
+    lines += [f"unset {' '.join(identity.unset_env())}"] if identity.unset_env() else []
     lines += [
         "# an online run's W&B key: WANDB_API_KEY where its run names it in cluster.secrets (never written here),",
         "# else the login `wandb login` stored in ~/.netrc; with neither, fail now, not after Ray and the model load",
