@@ -201,20 +201,85 @@ def place_problem(err: BaseException) -> str | None:
     return f"{where}: {err.strerror or os.strerror(err.errno)}" + (f" ({hint})" if hint else "")
 
 
+# The commands that read specs, by what a $ARCTL_SPECS entry that can hold no spec (a missing folder, the experiments/
+# folder itself) costs each (:func:`spec_path_checked`). A launch composes the spec of the name further down the
+# search path and trains it as the user's: refused. The others miss the user's specs in a listing, a shown config, a
+# sweep's status or a report, or resume a run's frozen config (no spec composed): a note, and they go on. `arctl cp`
+# says it among its own warnings; the rest (logs, cancel, data) read no spec.
+SPEC_LAUNCHES = ("run", "sweep")
+SPEC_READERS = ("ls", "show", "status", "report", "export", "resume", "repair")
+# in the click context's meta (shared by the contexts of one command line): the check was made; the user_errors blocks open
+_SPEC_PATH_CHECKED, _BLOCKS_OPEN = "arctl.spec_path_checked", "arctl.user_errors_open"
+
+
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn user mistakes raised inside the block into one line + exit code 2."""
+def spec_path_checked() -> Iterator[None]:
+    """The check of the spec search path of a command (:data:`SPEC_LAUNCHES`, :data:`SPEC_READERS`) around its
+    :func:`user_errors` blocks, once per command line; nothing outside a command (no click context). A launch whose
+    ``$ARCTL_SPECS`` has an entry that can hold no spec is refused as its first block starts
+    (:func:`arctl.compose.paths.spec_path_error`: one line, exit 2, before anything is composed or written). Another
+    command notes each such entry on stderr (:func:`arctl.compose.paths.spec_path_notes`) where its outermost block
+    ends without an error, the specs read: before what it prints after (`arctl ls`'s table, `arctl show`'s configs),
+    else at its end; an error line stays the only line (an unknown spec's names the entries itself). From a hunt:
+    such an entry was skipped without a word, and the shipped spec of the name trained in place of the user's, exit 0."""
+    ctx = _command_context()
+    if ctx is None:
+        yield
+        return
+    top = ctx
+    while top.parent is not None and top.parent.parent is not None:  # the command under `arctl` (`data prepare`: data)
+        top = top.parent
+    name, meta = top.command.name, ctx.meta
+    if name in SPEC_LAUNCHES and not meta.get(_SPEC_PATH_CHECKED):
+        meta[_SPEC_PATH_CHECKED] = True
+        from arctl.compose.paths import spec_path_error
+
+        if (err := spec_path_error()) is not None:
+            fail(str(err))
+    meta[_BLOCKS_OPEN] = meta.get(_BLOCKS_OPEN, 0) + 1
     try:
         yield
-    except typer.Exit:
-        raise
-    except BaseException as err:  # noqa: BLE001 - re-raised unless it is a user mistake
-        if isinstance(err, _user_error_types()):
-            fail(str(err))
-        place = place_problem(err)
-        if place:
-            fail(place)
-        raise
+    finally:
+        meta[_BLOCKS_OPEN] -= 1
+    if name in SPEC_READERS and not meta[_BLOCKS_OPEN] and not meta.get(_SPEC_PATH_CHECKED):
+        meta[_SPEC_PATH_CHECKED] = True
+        from arctl.compose.paths import spec_path_notes
+
+        for note in spec_path_notes():
+            err_console.print(f"[yellow]note:[/] {esc(printable(note))}", markup=True, highlight=False)
+
+
+def _command_context():
+    """The click context of the command running now, or None: from the click Typer runs on (recent Typers vendor
+    their own, ``typer._click``; older ones run on click itself)."""
+    import importlib
+
+    for module in ("typer._click.globals", "click.globals"):
+        try:
+            ctx = importlib.import_module(module).get_current_context(silent=True)
+        except ImportError:
+            continue
+        if ctx is not None:
+            return ctx
+    return None
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn user mistakes raised inside the block into one line + exit code 2; within the check of the spec search
+    path (:func:`spec_path_checked`)."""
+    with spec_path_checked():
+        try:
+            yield
+        except typer.Exit:
+            raise
+        except BaseException as err:  # noqa: BLE001 - re-raised unless it is a user mistake
+            if isinstance(err, _user_error_types()):
+                fail(str(err))
+            place = place_problem(err)
+            if place:
+                fail(place)
+            raise
 
 
 def _given(value):

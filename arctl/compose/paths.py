@@ -3,7 +3,9 @@
 Specs are found on a search path of *spec roots*, each a directory that may hold ``experiments/``,
 ``sweeps/`` and ``reports/``; the first root that has a name wins:
 
-1. ``$ARCTL_SPECS`` (one or more directories, separated by ``os.pathsep``);
+1. ``$ARCTL_SPECS`` (one or more directories, separated by ``os.pathsep``); an entry that is missing or holds
+   none of those folders (nor ``conf/``) refuses a launch and is noted by the other commands that read specs
+   (:func:`spec_path_problems`);
 2. the current project: the current directory, when it has any of those folders;
 3. the specs shipped with arctl: ``arctl/specs/`` inside an installed wheel, or the repository's
    top-level folders in a source checkout (the source the wheel's copy is built from).
@@ -73,7 +75,8 @@ def spec_path_problems() -> list[str]:
     """What is wrong with each ``$ARCTL_SPECS`` entry that can hold no spec: one that does not exist, or a
     folder with none of ``experiments/``, ``sweeps/``, ``reports/``, ``conf/`` (most often the
     ``experiments/`` folder itself). The search path skips such an entry, so without this text a user
-    sees only "unknown experiment" (from a hunt); an unknown-spec error and ``arctl cp`` add it."""
+    sees only "unknown experiment" (from a hunt); an unknown-spec error and ``arctl cp`` add it, a launch is refused
+    with it (:func:`spec_path_error`), and the other commands that read specs note it (:func:`spec_path_notes`)."""
     out = []
     for entry in (p for p in os.environ.get(SPECS_ENV, "").split(os.pathsep) if p.strip()):
         path = Path(entry).expanduser()
@@ -86,6 +89,31 @@ def spec_path_problems() -> list[str]:
             out.append(f"${SPECS_ENV} entry {entry} holds no {', '.join(k + '/' for k in SPEC_KINDS)} or "
                        f"{USER_CONF}/: point it at the folder above them{above}")
     return out
+
+
+# what a $ARCTL_SPECS entry that can hold no spec costs, after each problem (:func:`spec_path_problems`)
+_UNREAD = "arctl reads no spec from it"
+
+
+def spec_path_error() -> SpecError | None:
+    """The error of a launch (``arctl run``, ``arctl sweep``, their ``--dry-run``) where a ``$ARCTL_SPECS`` entry can
+    hold no spec (:func:`spec_path_problems`), else None. The search path skips such an entry, and the spec of the
+    name further down it (the project's, the shipped one) was composed and trained in place of the user's, reported
+    as theirs, without a word (from a hunt: ``ARCTL_SPECS=.../myspecs/experiments``, or a misspelled folder)."""
+    from arctl.compose.errors import SpecError
+
+    problems = spec_path_problems()
+    if not problems:
+        return None
+    return SpecError("; ".join(problems), None,
+                     f"{_UNREAD}, and the launch would run the project's or the shipped spec of the name in place of "
+                     f"yours: fix ${SPECS_ENV}, then launch again")
+
+
+def spec_path_notes() -> list[str]:
+    """:func:`spec_path_problems` as the notes of a command that reads specs without launching them (``arctl ls``,
+    ``show``, ``status``, ``report``): it goes on, without the specs such an entry was meant to add."""
+    return [f"{problem} — {_UNREAD}" for problem in spec_path_problems()]
 
 
 def spec_path_hint() -> str:
