@@ -4,7 +4,7 @@
 - ``advantages``: returns R, baselines V1 / V2, BRPO thinking advantages (Eqs. 6-9), token spreading,
   decoupled summary and outcome GRPO advantages (Dr. GRPO, no std)
 - ``rewards``: length-penalised rewards (L1-style v1, Arora-style v2)
-- ``objective``: J_anytime and J (Eq. 3, App. B bounds)
+- ``objective``: J_anytime (Eq. 3, App. B bounds; J, the final accuracy: ``metrics.final_accuracy``)
 - ``metrics``: per-budget / anytime / final accuracy, curve area, variance diagnostics (Fig. 2)
 - ``prompts``: summary prompts after a cut thinking (App. A)
 - ``tree``: tree packing and its attention masks (dense, FlexAttention mask_mod / BlockMask) (App. C)

@@ -1,4 +1,5 @@
-"""The anytime objective (paper Eq. 3) and the standard objective it bounds (Eqs. 4-5, App. B)."""
+"""The anytime objective (paper Eq. 3). The standard objective it bounds (Eqs. 4-5, App. B), the mean score at
+the largest budget, is :func:`arctl.algo.metrics.final_accuracy`."""
 
 from __future__ import annotations
 
@@ -17,9 +18,3 @@ def anytime_objective(scores: torch.Tensor, probs: torch.Tensor | Sequence[float
         raise ValueError(f"probs must have shape [m] matching scores[..., m] {tuple(scores.shape)}, got {tuple(p.shape)}")
     return (scores.reshape(-1, scores.shape[-1]).mean(0) * p).sum()
 
-
-def final_score(scores: torch.Tensor) -> torch.Tensor:
-    """Standard objective ``J = mean r_phi(x, z)``: the mean score at the largest budget, a scalar."""
-    if scores.dim() < 1 or scores.shape[-1] == 0:
-        raise ValueError(f"scores must be [..., m] with m >= 1, got {tuple(scores.shape)}")
-    return scores[..., -1].mean()

@@ -190,18 +190,7 @@ def pack_tree(
             prev[span.start] = span.trunk_cut - 1
         if span.end > span.summary_start:
             prev[span.summary_start] = (span.inserted_stop if span.inserted_stop > span.start else span.trunk_cut) - 1
-    total = round_up(valid, pad_to_multiple) if pad_to_multiple else valid
-    pad = total - valid
-    ids += [pad_id] * pad
-    pos += [0] * pad
-    cut += [0] * pad
-    bstart += list(range(valid, total))  # padding sees only itself
-    sstart += [0] * pad
-    send += [0] * pad
-    prev += list(range(valid - 1, total - 1))
-    loss += [False] * pad
-    adv += [0.0] * pad
-    return PackedTree(
+    packed = PackedTree(
         input_ids=torch.tensor(ids, dtype=torch.long),
         position_ids=torch.tensor(pos, dtype=torch.long),
         loss_mask=torch.tensor(loss, dtype=torch.bool),
@@ -216,6 +205,8 @@ def pack_tree(
         branches=tuple(spans),
         valid_len=valid,
     )
+    # padding as stack_trees pads (one home: pad_tree)
+    return pad_tree(packed, round_up(valid, pad_to_multiple), pad_id) if pad_to_multiple else packed
 
 
 def pad_tree(tree: PackedTree, length: int, pad_id: int = 0) -> PackedTree:

@@ -13,7 +13,7 @@ from arctl.algo.metrics import (
     normalized_variances,
     score_curve_area,
 )
-from arctl.algo.objective import anytime_objective, final_score
+from arctl.algo.objective import anytime_objective
 from arctl.algo.priors import budget_prior
 
 F64 = torch.float64
@@ -25,7 +25,7 @@ def test_anytime_objective_by_hand():
     s = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]], dtype=F64)
     p = torch.tensor([0.2, 0.3, 0.5], dtype=F64)
     assert anytime_objective(s, p).item() == pytest.approx(0.75, abs=1e-15)
-    assert final_score(s).item() == 1.0
+    assert final_accuracy(s).item() == 1.0
     # base prior gives back the standard objective
     assert anytime_objective(s, budget_prior("base", [1, 2, 3])).item() == 1.0
 
@@ -37,7 +37,7 @@ def test_bounds_on_monotone_score_tables(n, m, prior, seed):
     gen = torch.Generator().manual_seed(seed)
     s = torch.rand(n, 2, m, generator=gen, dtype=F64).cumsum(-1) / m  # monotone in j, in [0, 1]
     p = budget_prior(prior, [100 * (j + 1) for j in range(m)])
-    ja, j = anytime_objective(s, p).item(), final_score(s).item()
+    ja, j = anytime_objective(s, p).item(), final_accuracy(s).item()
     assert ja <= j + 1e-12
     assert j <= ja / p[-1].item() + 1e-12
 
@@ -52,6 +52,13 @@ def test_accuracy_metrics_by_hand():
     assert accuracy_per_budget(s).tolist() == pytest.approx([0, 1 / 3, 2 / 3, 1])
     assert anytime_accuracy(s).item() == pytest.approx(0.5)
     assert final_accuracy(s).item() == 1.0
+    # one sample's row [m] is a table of one row; a table of no budgets is refused (from a mutation hunt: a check
+    # reading the row count, shape[-2], for the budget count passed; a row raised IndexError, [3, 0] passed it)
+    assert accuracy_per_budget(torch.tensor([0.0, 1.0, 1.0, 1.0])).tolist() == [0, 1, 1, 1]
+    assert final_accuracy(torch.tensor([0.2, 0.8], dtype=F64)).item() == 0.8
+    for empty in (torch.zeros(3, 0), torch.zeros(())):
+        with pytest.raises(ValueError, match="scores must be"):
+            accuracy_per_budget(empty)
     # trapezoids over budgets 1000..4000: (0+1/3)/2 + (1/3+2/3)/2 + (2/3+1)/2 = 3/2, width 3 -> 1/2
     assert score_curve_area(accuracy_per_budget(s), [1000, 2000, 3000, 4000]).item() == pytest.approx(0.5)
     # uneven spacing: acc 0 at 0-ish budget 1, 1 at 2 and 10: (0.5*1 + 1*8)/9

@@ -25,6 +25,18 @@ def test_custom_is_taken_as_given():
     assert p.tolist() == [0.5, 0.25, 0.25]
 
 
+def test_custom_probs_within_the_tolerance_are_renormalised():
+    """Probabilities summing to 1 within 1e-6 are accepted and divided by their sum, so P sums to 1 (to rounding)
+    and the all-correct score table scores J_anytime = 1, not more (from a mutation hunt: P x sum passed, with
+    J_anytime = 1.0000018 for 0/1 rewards)."""
+    from arctl.algo.objective import anytime_objective
+
+    p = budget_prior("custom", [1000, 2000], [0.5, 0.5000009])  # sum 1.0000009: within 1e-6 of 1
+    assert p.tolist() == pytest.approx([0.5 / 1.0000009, 0.5000009 / 1.0000009], rel=0, abs=1e-15)
+    assert float(p.sum()) == pytest.approx(1.0, rel=0, abs=1e-15)
+    assert anytime_objective(torch.ones(3, 2, dtype=torch.float64), p).item() == pytest.approx(1.0, rel=0, abs=1e-15)
+
+
 def test_single_budget():
     for name in ("base", "uniform", "linear"):
         assert budget_prior(name, [8000]).tolist() == [1.0]

@@ -12,6 +12,7 @@ from arctl.algo.tree import (
     dense_tree_mask,
     dense_tree_masks,
     pack_tree,
+    pad_tree,
     stack_trees,
     tree_block_counts,
     tree_block_mask,
@@ -72,6 +73,16 @@ def test_padding_sees_itself_only_and_is_outside_the_loss():
     assert torch.equal(m[10:, :], torch.eye(16, dtype=torch.bool)[10:])
     assert not t.loss_mask[10:].any() and (t.advantages[10:] == 0).all()
     assert torch.equal(m[:10, :10], dense_tree_mask(small_tree().cut, small_tree().branch_start))
+    # every per-token tensor is padded to the same length (stack_trees stacks them), and a padding token's
+    # predecessor is the token before it, as pad_tree (stack_trees' padding) gives it (from a mutation hunt: the
+    # padding's predecessor went unchecked: 2 entries short, stacking the tree with another raised)
+    fields = ("input_ids", "position_ids", "loss_mask", "advantages", "cut", "branch_start", "shared_start",
+              "shared_end", "predecessor")
+    assert {f: getattr(t, f).shape for f in fields} == {f: (16,) for f in fields}
+    assert t.predecessor[10:].tolist() == [9, 10, 11, 12, 13, 14]
+    assert torch.equal(t.predecessor[:10], small_tree().predecessor)
+    same = pad_tree(small_tree(), 16)
+    assert all(torch.equal(getattr(t, f), getattr(same, f)) for f in fields)
 
 
 def test_unpack_round_trip():

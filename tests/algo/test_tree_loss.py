@@ -187,6 +187,13 @@ def test_ppo_token_loss_hand_worked_and_dual_clip():
     assert ppo_token_loss(big, torch.zeros(1), torch.ones(1), dual).item() == pytest.approx(-1.2)  # A > 0 untouched
     stats = clip_stats(big, torch.zeros(1), -torch.ones(1), torch.ones(1, dtype=torch.bool), dual)
     assert stats["clipfrac_lower"] == 1.0 and stats["approx_kl"] == pytest.approx(-2.0)
+    # below the cap: A = -1, ratio 2: the loss max(2, clip(2) = 1.2) = 2 < c = 3 is not capped (from a mutation
+    # hunt: only a capped token was checked, and a cap of -A / c = 1/3 passed); beside the capped token: half
+    two = torch.tensor([math.log(2.0)])
+    assert ppo_token_loss(two, torch.zeros(1), -torch.ones(1), dual).item() == pytest.approx(2.0)
+    assert clip_stats(two, torch.zeros(1), -torch.ones(1), torch.ones(1, dtype=torch.bool), dual)["clipfrac_lower"] == 0.0
+    both = clip_stats(torch.cat([two, big]), torch.zeros(2), -torch.ones(2), torch.ones(2, dtype=torch.bool), dual)
+    assert both["clipfrac_lower"] == 0.5
     # clipfrac (verl's actor/pg_clipfrac): the first two tokens are held back by the clip (above), the third
     # (A > 0, ratio below 1 - eps: the pessimistic bound keeps the ratio) is not, the fourth is masked out
     held = clip_stats(torch.tensor([0.5, -0.5, -0.5, 0.5]), torch.zeros(4), torch.tensor([1.0, -1.0, 1.0, 1.0]),

@@ -161,12 +161,14 @@ def test_an_update_with_a_gradient_that_is_not_finite_is_skipped_as_verl_skips_i
     assert not torch.equal(after, torch.cat([p.detach().flatten() for p in _model(50).parameters()]))
 
 
-@pytest.mark.parametrize("mini_groups, epochs", [(1, 1), (1, 2), (2, 2), (2, 1)])
+@pytest.mark.parametrize("mini_groups, epochs", [(1, 1), (1, 2), (2, 2), (2, 1), (3, 1)])
 def test_the_entropy_is_the_token_mean_of_the_policy_that_sampled_the_batch(mini_groups, epochs):
     """``train/entropy`` as verl's: one mean over every trained token of the step, under the policy before any
     optimizer step (verl's old-log-prob pass; arctl.backends.verl.advantage.trained_token_mean). Tiny averaged
     the mini-batches' means, the later ones after an update (from a hunt: 2.0 against verl's 2.016 on two
-    mini-batches of 277 and 286 tokens)."""
+    mini-batches of 277 and 286 tokens). (3, 1): one optimizer step (the tiny scale's train_batch_size =
+    ppo_mini_batch_size, one epoch), whose entropy comes from the step's own micro-batches (2 and 1 trees here):
+    untested before a mutation hunt (each micro-batch's mean x its token count passed)."""
     from arctl.backends.tiny.update import ppo_update
 
     trees = _trees(50, 3)
@@ -180,3 +182,27 @@ def test_the_entropy_is_the_token_mean_of_the_policy_that_sampled_the_batch(mini
     assert out["entropy"] == pytest.approx(want, rel=1e-6, abs=1e-7)
     again = [float(token_logprobs(model, batch)[1][batch.loss_mask].double().mean())]
     assert again[0] != pytest.approx(want, rel=1e-4)  # the policy moved: a later mini-batch's entropy differs
+
+
+@pytest.mark.parametrize("mini_groups", [1, 3])
+def test_the_logged_kl_term_is_its_mean_over_the_optimizer_steps(mini_groups):
+    """``kl_loss`` is the mean over optimizer steps of each step's KL term, optim.kl_coef x the sum over the
+    mini-batch's trained tokens of the estimate / (trees x loss_norm_len). With lr 0 no step moves the policy,
+    so the mean of 3 epochs is that of one epoch's mini-batches, worked here from their log-probs with k2
+    ((logp - ref)^2 / 2) (from a mutation hunt: the steps' sum x their count passed)."""
+    from arctl.backends.tiny.update import ppo_update
+
+    trees = _trees(50, 3)
+    kl = Objective(Thinking(budgets=(4, 8, 12)), loss=Loss(loss_norm_len=12, kl_coef=0.5, kl_type="mse"))
+    reference = _model(50).eval().requires_grad_(False)
+    model = build_model(model_config(MICRO_MODEL, 50, 0, 2), 7)  # another init: a KL term far from 0
+    batch = tree_batch(trees, 0)
+    with torch.no_grad():
+        logp, ref = token_logprobs(model, batch)[0].double(), token_logprobs(reference, batch)[0].double()
+    minis = [[0, 1, 2]] if mini_groups == 3 else [[0], [1], [2]]  # groups 0, 1, 2: one prompt a tree
+    terms = [0.5 * float((0.5 * (logp[i] - ref[i]).square() * batch.loss_mask[i]).sum()) / (len(i) * 12)
+             for i in minis]
+    out = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, torch.tensor([0, 1, 2]), mini_groups,
+                     3, kl, 0.0, 1.0, 2, reference=reference)
+    assert out["steps"] == 3 * len(minis) and min(terms) > 0
+    assert out["kl_loss"] == pytest.approx(sum(terms) / len(terms), rel=1e-5)
