@@ -127,8 +127,9 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
         except LaunchError as err:
             refused = str(err)
     try:
-        scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism,
-                                  {i.run_id: i.job for i in items if i.action == "active" and i.job})
+        active = [i for i in items if i.action == "active" and i.job]
+        scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism, {i.run_id: i.job for i in active},
+                                  {i.run_id: i.after for i in active})
     except Exception:  # a job that cannot be set up (a bad verl.overrides entry): what refuses the launch says why
         if not refused:  # (from an audit: this was a traceback, exit 1, where the launch gives one line)
             raise

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -670,11 +670,13 @@ def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None
 
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
-                    array_parallelism: int | None = None, active: dict[str, str] | None = None) -> list[tuple[str, str]]:
+                    array_parallelism: int | None = None, active: dict[str, str] | None = None,
+                    starts_from: Mapping[str, str | None] | None = None) -> list[tuple[str, str]]:
     """(title, sbatch script) as they would be submitted (SLURM), in the order :func:`_submit_slurm` submits them
     (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
     under way from an earlier launch, which a run starting from one waits for (:func:`_waits`) and whose jobs hold
-    slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders)."""
+    slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders);
+    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`)."""
     active = active or {}
     if executor != "slurm" or not items:
         return []
@@ -684,7 +686,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
     steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False,  # a preview: not the controller
-                              held=held_slots(active, workspace))
+                              held=held_slots(active, workspace, starts_from, by_id))
     arrays = [step for step in steps if step.array is not None]
 
     def holder(slot: str | int | UnderWay, short: bool = False) -> str:  # whose end frees the slot a job takes
@@ -1240,7 +1242,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     under_way = {rec.run_id: job for rec in [*(r for r, _ in claim.skipped), *waits.values()]
                                  if rec.run_id not in ours and (job := slurm_job_under_way(rec))}
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo,
-                                  under_way)
+                                  under_way, {r: by_id[r].after for r in under_way if r in by_id})
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
@@ -1715,15 +1717,22 @@ def slurm_job_under_way(rec: RunRecord | None) -> str | None:
 ARRAY_THROTTLE = re.compile(r"^#SBATCH --array=\S*%(\d+)\s*$", re.M)  # sbatch's --array=0-5%2: its 2
 
 
-def held_slots(under_way: dict[str, str], workspace: Workspace) -> list[UnderWay]:
+def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Mapping[str, str | None] | None = None,
+               launched: Collection[str] = ()) -> list[UnderWay]:
     """The jobs of ``under_way`` (run id -> its job id, an array's task ``5_1`` among them: the runs of a launch's
     items under way from earlier launches), oldest first, each with the slots it holds: an array
     ``min(its %p, its runs under way)`` (its ``%p`` read from its sbatch script in the workspace's ``jobs/``; where
     that cannot be read, its runs under way), a job of its own one. From a review: the relaunch arctl advises after
     sbatch refused part of a launch sent the runs starting from runs still under way with no slot, beside the
-    earlier launch's array: 4 jobs at once under ``--array-parallelism 2``."""
+    earlier launch's array: 4 jobs at once under ``--array-parallelism 2``. A run that starts from one of the runs
+    ``launched`` (``starts_from``: run id -> the run it starts from) holds none: its job waits (afterok) for that run's
+    earlier attempt, so it cannot run beside the new one, and where that attempt failed it never starts (from a
+    review: the retry of a failed source, chained behind its dependent's job, waited for ever)."""
+    starts_from = starts_from or {}
     runs: dict[str, list[str]] = {}
     for run_id, job in sorted(under_way.items(), key=lambda kv: job_id_order(kv[1])):
+        if starts_from.get(run_id) in launched and starts_from.get(run_id) is not None:
+            continue
         runs.setdefault(str(job).split("_")[0], []).append(run_id)
     out = []
     for job, of in sorted(runs.items(), key=lambda kv: job_id_order(kv[0])):
@@ -1831,7 +1840,8 @@ def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, wa
 def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_parallelism: int | None,
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
                   echo: Callable[[str], None] = lambda _msg: None,
-                  under_way: dict[str, str] | None = None) -> dict[str, str]:
+                  under_way: dict[str, str] | None = None,
+                  starts_from: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """Submit ``items`` as :func:`slurm_submissions` plans it; ``job_ids`` (run id -> job id) grows as each
     submission is accepted. What sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit
     reduced, a job routed to another partition) is a ``note:`` given to ``echo``, once per submission.
@@ -1850,7 +1860,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     masters: list[str] = []  # each array's job id, in submission order
-    for step in slurm_submissions(items, array_parallelism, waits, rays, held=held_slots(under_way or {}, workspace)):
+    held = held_slots(under_way or {}, workspace, starts_from, ours)
+    for step in slurm_submissions(items, array_parallelism, waits, rays, held=held):
         params, item = step.params, step.runs[0]
         if step.waits:
             parent = waits[item.run_id]

@@ -94,6 +94,35 @@ def test_the_same_command_again_after_a_refused_sbatch_keeps_to_array_parallelis
                            s.get("dependency", "")) for job, s in lines.items()], random.Random(0)) <= 2
 
 
+def test_the_retry_of_a_failed_source_never_waits_for_its_own_dependents_job(mix, tmp_path, monkeypatch, cli):
+    """Review r8, F1: after p_s1 (task 5_1) failed while r_s1, which starts from it, waits (afterok:5_1) in job 7,
+    the same command again sent p_s1's retry with ``afterany:7``: job 7 cannot start before p_s1 has completed
+    (under SLURM's defaults, never: its afterok failed), so the retry waited for ever. A run that starts from a run
+    being launched holds no slot: the retry waits for nothing of its dependent's, in the launch and its dry run."""
+    scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
+    scripts.mkdir()
+    slurm_shims.use(tmp_path / "bin", monkeypatch,
+                    sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n'
+                            f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
+                    scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
+                    squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+    ws = tmp_path / "ws"
+    runs = {f"{i.arm}{i.seed}": i.run_id for i in launcher.items_from_resolved(resolve_experiment("mix", []))}
+    args = ("run", "mix", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert lines["5"]["array"] == "0-5%2" and lines["7"]["dependency"].startswith("afterok:5_1,"), lines
+    with Registry(Workspace(ws).registry_path) as reg:
+        reg.update(runs["p1"], state=states.FAILED)
+        assert reg.get(runs["r1"]).job_id == "7" and reg.get(runs["r1"]).state == states.PENDING
+
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    assert len(dry) == 1 and "afterany:7" not in dry[0]["script"], dry
+    again = cli(*args, check=True)
+    assert "1 run(s) submitted as SLURM job 9" in again.stdout, again.stdout
+    assert "afterany:7" not in _sbatch_lines(scripts)["9"].get("dependency", ""), _sbatch_lines(scripts)["9"]
+
+
 # --- the plan alone: its peak over SLURM's semantics, simulated --------------------------------------------------
 
 def _most_at_once(jobs: list[tuple[str, int, int, str]], rnd: random.Random) -> int:
