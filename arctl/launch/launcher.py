@@ -949,8 +949,8 @@ def wandb_shell_note(items: list[LaunchItem], environ=None) -> str | None:
         return None
     named = [(key, var) for key, var in SHELL_FALLBACKS.items() if var in unused]
     return (f"{', '.join(var for _, var in named)} of this shell {'is' if len(named) == 1 else 'are'} not used: a "
-            f"run's W&B {', '.join(key for key, _ in named)} come from its config alone (set "
-            f"{' '.join(f'wandb.{key}=...' for key, _ in named)} to give them)")
+            f"run's W&B {', '.join(key for key, _ in named)} come from its config alone (a new launch with "
+            f"{' '.join(f'wandb.{key}=...' for key, _ in named)} gives them; a resumed run keeps its config's)")
 
 
 def slurm_only_note(executor: str, items: list[LaunchItem]) -> str | None:
