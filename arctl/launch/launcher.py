@@ -50,7 +50,7 @@ from arctl.launch.executors import (
     with_ray_setup,
 )
 from arctl.launch.progress import run_progress
-from arctl.launch.provenance import code_version, record_resume, write_provenance
+from arctl.launch.provenance import code_version, record_resume, spec_files_read, write_provenance
 from arctl.launch.registry import Registry, RegistryError, RunRecord, new_claim_token
 from arctl.launch.run_id import make_run_id
 from arctl.launch.rundir import (
@@ -1185,7 +1185,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
         archived: dict[str, Path] = {}  # a --force rerun's previous files: a refusal puts them back
         kept: dict[str, dict[Path, bytes | None]] = {}  # a resumed run's files this launch rewrites: likewise
         job_ids: dict[str, str] = {}  # filled as jobs go out, so a failing later chunk keeps earlier ones
-        version = None
+        version, specs_seen = None, {}
         with _claims_kept_fresh(workspace.registry_path, token):
             try:  # preparing the folders too: a full disk or Ctrl-C there is undone like a refused submission
                 for rec in claim.claimed:
@@ -1207,7 +1207,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                         write_inputs(run_dir, inputs)
                     version = version or code_version()  # git is asked once per launch
                     if previous is None or previous == states.COMPLETED:  # a new run (or one started afresh)
-                        write_provenance(run_dir, version)
+                        write_provenance(run_dir, version, spec_files_read(item.experiment, item.sweep, specs_seen))
                     else:  # a resume: its steps from here on run under this code
                         record_resume(run_dir, version)
                     # before the job exists: afterwards the job itself may already have written its state

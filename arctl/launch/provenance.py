@@ -4,6 +4,8 @@
      "code_sha256": "<64 hex>",
      "plugins": [{"group": "arctl.methods", "name": "shortbonus", "package": "arctl-myidea" | null,
                   "version": "0.2.0" | null, "code_sha256": "<64 hex>" | null}, ...],
+     "specs": [{"kind": "experiment" | "sweep", "name": "main-grpo", "origin": "shipped" | "project" | "$ARCTL_SPECS",
+                "path": "<absolute>", "sha256": "<64 hex>"}, ...],
      "created_at": <unix time>,
      "resumed": [{"arctl_version": ..., "git_commit": ..., "git_dirty": ..., "code_sha256": ..., "plugins": [...],
                   "at": <unix time>}, ...],
@@ -16,7 +18,10 @@ files; ``plugins``: :func:`run_plugins`, the code of an installed package the ru
 a plugin was reused unnoticed, from a hunt; absent where the run's config could not be read, and in a
 record written before arctl recorded plugins, which is not judged on them); ``resumed``
 (absent until the first resume) lists the code of every resume after it, in order, so a run whose later
-steps ran under another commit says so. All of these are written at submission; ``attempts`` (absent until
+steps ran under another commit says so. ``specs`` names the spec files the run was composed from (its experiment's
+and, for a sweep's cell, the sweep's: :func:`spec_files_read`; from a hunt: a user's copy and the shipped spec of one
+name were told apart by nothing a run kept; absent in a record of an arctl before it). All of these are written at
+submission; ``attempts`` (absent until
 the run's job first starts) lists the code each attempt of its job started with, written by the job itself
 (:func:`record_attempt`): a job that waited in a queue imports the arctl code on disk when it starts, which an
 edit made meanwhile changed (from a hunt: 3 of 13 runs of a sweep ran an edited evaluation, and provenance
@@ -196,10 +201,38 @@ def provenance(version: dict | None = None) -> dict:
     return {**(version if version is not None else code_version()), "created_at": time.time()}
 
 
-def write_provenance(run_dir: str | Path, version: dict | None = None) -> dict:
-    """Write ``run_dir/provenance.json`` (atomically; ``version`` and the run's plugins: :func:`run_code`);
-    returns what was written."""
+def spec_files_read(experiment: str, sweep: str | None = None, seen: dict | None = None) -> list[dict]:
+    """Where the spec files of a run of ``experiment`` (in ``sweep``) are read from, as the launch's composition found
+    them (the spec search path, :func:`arctl.compose.paths.find_spec`): kind, name, origin, path and the sha256 of
+    its bytes; ``seen``: a launch's cache (name -> entry), each file hashed once."""
+    import hashlib
+
+    from arctl.compose.paths import find_spec
+
+    seen = {} if seen is None else seen
+    out = []
+    for kind, name in (("experiment", experiment), ("sweep", sweep)):
+        if not name:
+            continue
+        if (kind, name) not in seen:
+            found = find_spec(f"{kind}s", name)
+            try:
+                sha = hashlib.sha256(found.path.read_bytes()).hexdigest() if found is not None else None
+            except OSError:
+                sha = None
+            seen[kind, name] = None if found is None else {"kind": kind, "name": name, "origin": found.origin,
+                                                          "path": str(found.path), "sha256": sha}
+        if seen[kind, name] is not None:
+            out.append(seen[kind, name])
+    return out
+
+
+def write_provenance(run_dir: str | Path, version: dict | None = None, specs: list[dict] | None = None) -> dict:
+    """Write ``run_dir/provenance.json`` (atomically; ``version`` and the run's plugins: :func:`run_code`; ``specs``:
+    :func:`spec_files_read`, where given); returns what was written."""
     info = provenance(run_code(run_dir, version))
+    if specs is not None:
+        info = {**info, "specs": specs}
     atomic_write(Path(run_dir) / PROVENANCE_FILE, json.dumps(info, indent=2) + "\n")
     return info
 

@@ -66,3 +66,23 @@ def test_the_code_hash_tells_apart_runs_of_one_commit_whose_code_differed(tmp_pa
     assert _run_version({**dirty, "git_dirty": False}) == f"arctl 0.1.0 ({'a' * 12})"  # the commit says the code
     other = {**dirty, "code_sha256": "d" * 64}
     assert _run_version({**dirty, "resumed": [{**other, "at": 1.0}]}).endswith(f"code {'d' * 12})")
+
+
+def test_a_run_names_the_spec_files_it_was_composed_from(specs, tmp_path, cli):
+    """From a hunt: with ARCTL_SPECS pointing at the wrong folder, the shipped spec of a name trained in place of the
+    user's copy, and nothing the run kept told which file it was composed from. provenance.json names each: kind,
+    name, where on the search path (origin), path and the sha256 of the bytes read."""
+    import hashlib
+    import json
+
+    from arctl.compose.paths import ORIGIN_ENV
+
+    ws = tmp_path / "ws"
+    cli("sweep", "lt3", "--executor", "debug", "--workdir", str(ws), check=True)
+    files = {"experiment": specs / "experiments" / "lt.yaml", "sweep": specs / "sweeps" / "lt3.yaml"}
+    provs = [json.loads(p.read_text()) for p in sorted((ws / "runs").glob("*/provenance.json"))]
+    assert provs
+    for prov in provs:
+        assert prov["specs"] == [{"kind": kind, "name": path.stem, "origin": ORIGIN_ENV, "path": str(path.resolve()),
+                                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                                 for kind, path in files.items()], prov["specs"]
