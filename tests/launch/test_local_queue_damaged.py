@@ -12,34 +12,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from pids import unused_pid  # tests/support/pids.py
+from ended_jobs import EndedExecutor as _Executor  # tests/support/ended_jobs.py
 
 from arctl.launch import states
 from arctl.launch.launcher import items_from_resolved, launch
 from arctl.launch.registry import Registry, RegistryError
 from arctl.launch.workspace import Workspace
-
-
-class _Job:
-    def __init__(self, n: int):
-        self.job_id = str(unused_pid() - n)
-
-    def done(self):
-        return True
-
-
-class _Executor:
-    """Starts a stand-in job that has ended, completed."""
-
-    def __init__(self):
-        self.started = []
-
-    def submit(self, fn, run_dir):
-        from arctl.launch.status_file import write_status
-
-        self.started.append(run_dir)
-        write_status(run_dir, state="completed", executor="local")  # what the job reports as it ends
-        return _Job(len(self.started))
 
 
 def _queued(ws: Workspace, monkeypatch, n: int) -> list[str]:

@@ -14,7 +14,7 @@ import shutil
 import socket
 
 import yaml
-from pids import unused_pid  # tests/support/pids.py
+from ended_jobs import EndedExecutor as _Executor  # tests/support/ended_jobs.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -74,26 +74,6 @@ def test_status_shows_a_cancelled_runs_request_after_a_repair_as_before(tmp_path
 # ---- 2. the local queue's first look at the registry -----------------------------------------------------------
 
 
-class _Job:
-    def __init__(self, n: int):
-        self.job_id = str(unused_pid() - n)
-
-    def done(self):
-        return True
-
-
-class _Executor:
-    """Starts a stand-in job that has ended, completed."""
-
-    def __init__(self):
-        self.started = []
-
-    def submit(self, fn, run_dir):
-        from arctl.launch.status_file import write_status
-
-        self.started.append(run_dir)
-        write_status(run_dir, state="completed", executor="local")  # what the job reports as it ends
-        return _Job(len(self.started))
 
 
 def _quick(monkeypatch, executor: _Executor):

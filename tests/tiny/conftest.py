@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+
+from arctl.backends.tiny.settings import WARMUP_ENV
+from arctl.config.files import TINY_WARMUP_CACHE
 
 
 @pytest.fixture(autouse=True)
@@ -12,3 +17,11 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """This test's ``ARCTL_CACHE``'s warm-up folder (not made yet), ``ARCTL_TINY_WARMUP`` unset."""
+    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(WARMUP_ENV, raising=False)
+    return tmp_path / "cache" / TINY_WARMUP_CACHE

@@ -46,14 +46,6 @@ def made(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """This test's ``ARCTL_CACHE``'s warm-up folder (not made yet)."""
-    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ARCTL_TINY_WARMUP", raising=False)
-    return tmp_path / "cache" / "tiny-warmup"
-
-
-@pytest.fixture
 def trained(monkeypatch) -> list:
     """Grows by one per warm-up trained."""
     count: list = []

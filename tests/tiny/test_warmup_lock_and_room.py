@@ -34,13 +34,6 @@ def _accuracy(config: dict):
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("ARCTL_TINY_WARMUP", raising=False)
-    return tmp_path / "cache" / "tiny-warmup"
-
-
-@pytest.fixture
 def trained(monkeypatch) -> list:
     """The holder's record and whether the lock is held, as each warm-up trained saw them as it started."""
     seen: list = []

@@ -17,14 +17,6 @@ from arctl.backends.base import get_backend
 from arctl.backends.tiny.settings import WARMUP_ENV
 from arctl.backends.tiny.warmup_key import SHIPPED, TRAINED_SUFFIX, warmup_key
 from arctl.compose import resolve_experiment
-from arctl.config.files import TINY_WARMUP_CACHE
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv(WARMUP_ENV, raising=False)
-    return tmp_path / "cache" / TINY_WARMUP_CACHE
 
 
 def _configs(experiment: str, seeds=None, overrides=()) -> list[dict]:
