@@ -839,26 +839,56 @@ def test_a_force_rerun_killed_after_it_moved_the_finished_files_aside_gets_them_
     assert {r.run_id: (r.state, r.generation, r.wandb_id) for r in Registry(ws.registry_path).list()} == rows
 
 
+class _RegistryClock:
+    """The registry's clock in a claims test (its module's ``time``): claims are stamped, renewed and judged stale
+    by a time that moves only when the test moves it (a launch starved of the CPU ages nothing); the rest of
+    ``time`` (its locks' waits) is the real one."""
+
+    def __init__(self):
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def _claims_renewed(ws: Workspace, when: float, bound_s: float = 60.0) -> None:
+    """Wait until every claim in the registry was renewed at ``when`` (the registry's clock) or later: the
+    launch's renewing thread's turn, however late a loaded machine gives it (the bound only guards a hang; past
+    it the test goes on, and the other launch takes the claims)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        with Registry(ws.registry_path) as reg:
+            claims = [r for r in reg.list() if r.state == states.SUBMITTING]
+        if claims and all((r.updated_at or 0.0) >= when for r in claims):
+            return
+        time.sleep(0.01)
+
+
 def test_a_slow_launch_keeps_its_claims_from_being_taken_for_a_dead_ones(specs, tmp_path, monkeypatch):
     """From the fifth review: a claim older than STALE_CLAIM_S is taken for a dead launch's, and a
     live launch slower than that (thousands of runs, a slow file system or sbatch) had its claims
     taken by another launch, which submitted a second job for each. A launch renews its claims as it
-    goes. Here with the staleness at 3 s and folders that take 1.35 s each to prepare (the other launch
-    claims 4 s after the claims were made; a launch stalled under load by up to 1.6 s keeps them)."""
+    goes. Here each folder takes 0.6 x STALE_CLAIM_S to prepare by the registry's clock, and another
+    launch claims while the third is prepared, 1.8 x STALE_CLAIM_S after the claims were made."""
     import arctl.launch.launcher as launcher
     import arctl.launch.registry as registry
     from arctl.compose import resolve_sweep
     from arctl.launch.registry import new_claim_token
 
-    monkeypatch.setattr(registry, "STALE_CLAIM_S", 3.0)
-    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.1)
+    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.01)
+    clock = _RegistryClock()
+    monkeypatch.setattr(registry, "time", clock)
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
     real_prepare, seen = launcher.prepare_run_dir, []
 
     def slow_prepare(run_dir, config):
-        time.sleep(1.35)
+        clock.now += 0.6 * registry.STALE_CLAIM_S
         if len(seen) == 2:  # another launch of the same sweep, while this one prepares its third folder
+            _claims_renewed(ws, clock.now)
             with Registry(ws.registry_path) as reg:
                 other = reg.claim([i.record() for i in items], new_claim_token())
                 seen.extend(other.claimed)
@@ -904,21 +934,23 @@ def _while_submitting(monkeypatch, work) -> list:
 def test_one_sbatch_slower_than_the_staleness_keeps_the_claims(specs, tmp_path, monkeypatch, counting_sbatch):
     """From the sixth review: the claims were renewed between folders and sbatch calls only, so one
     sbatch that blocked longer than STALE_CLAIM_S let another launch take the claims for a dead
-    launch's (and submit second jobs). A thread renews them while the launch waits. Here the
-    staleness is 3 s, and inside the launch's sbatch, 5 s after it began, another launch claims (the
-    renewing thread, every 0.2 s, may stall under load by up to 2.8 s)."""
+    launch's (and submit second jobs). A thread renews them while the launch waits. Here, inside the
+    launch's sbatch, 2 x STALE_CLAIM_S after the claims were made by the registry's clock, another
+    launch claims."""
     import arctl.launch.launcher as launcher
     import arctl.launch.registry as registry
     from arctl.compose import resolve_sweep
     from arctl.launch.registry import new_claim_token
 
-    monkeypatch.setattr(registry, "STALE_CLAIM_S", 3.0)
-    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.2)
+    monkeypatch.setattr(launcher, "CLAIM_BEAT_S", 0.01)
+    clock = _RegistryClock()
+    monkeypatch.setattr(registry, "time", clock)
     ws = Workspace(tmp_path / "ws")
     items = items_from_resolved(resolve_sweep("lt3", []))
 
     def other_launch():
-        time.sleep(5.0)  # a slow sbatch: the claims were made before it began
+        clock.now += 2 * registry.STALE_CLAIM_S  # a slow sbatch: the claims were made before it began
+        _claims_renewed(ws, clock.now)
         with Registry(ws.registry_path) as reg:
             return [r.run_id for r in reg.claim([i.record() for i in items], new_claim_token()).claimed]
 

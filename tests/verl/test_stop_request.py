@@ -50,79 +50,140 @@ def test_a_save_is_marked_while_it_writes_and_unmarked_however_it_ends(tmp_path)
         pass
 
 
+class _Clock:
+    """The watcher's clock in a test (trainer._watch's ``clock``): time moves only as the watcher waits, so a
+    loaded machine changes nothing. ``at(t, action)``: ``action`` runs when the clock reaches ``t`` s after
+    the start (the trainer's side: its save ends, its step ends, or a look at what the watcher did)."""
+
+    def __init__(self, start: float = 1000.0):
+        self.start = self.now = start
+        self.plan: list[tuple[float, object]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def at(self, t: float, action) -> None:
+        self.plan = sorted([*self.plan, (self.start + t, action)], key=lambda p: p[0])
+
+    def wait(self, event: threading.Event, timeout: float) -> bool:
+        until = self.now + timeout
+        while not event.is_set() and self.plan and self.plan[0][0] <= until:
+            t, action = self.plan.pop(0)
+            self.now = max(self.now, t)
+            action()
+        if event.is_set():
+            return True
+        self.now = until
+        assert self.now - self.start < 3600, "the watcher never ended"
+        return False
+
+
 def _watcher(tmp_path, monkeypatch, warning_s: float, term: bool = False):
+    """The watcher's inputs and what it does: ``run(clock)`` runs it to its end in this thread."""
     from arctl.backends.verl import trainer
 
     interrupts: list[float] = []
-    monkeypatch.setattr(trainer._thread, "interrupt_main", lambda: interrupts.append(time.monotonic()))
+    clocks = []
+    monkeypatch.setattr(trainer._thread, "interrupt_main", lambda: interrupts.append(clocks[0].time()))
     stop_event, done, abandoned = threading.Event(), threading.Event(), threading.Event()
     if term:
         stop_event.abandon = True
     config = {"cluster": {"preempt_warning_s": warning_s}}
     stop = tmp_path / stop_request.STOP_FILE
-    thread = threading.Thread(target=trainer._watch, args=(stop_event, stop, done, config, abandoned, threading.Lock()),
-                              daemon=True)
-    thread.start()
-    return stop_event, done, abandoned, interrupts, thread, stop
+
+    def run(clock: _Clock) -> None:
+        clocks.append(clock)
+        trainer._watch(stop_event, stop, done, config, abandoned, threading.Lock(), clock=clock)
+
+    return stop_event, done, abandoned, interrupts, run, stop
 
 
 def test_a_save_in_progress_at_the_end_of_the_grace_is_waited_for(tmp_path, monkeypatch):
-    # grace 4 s, the save waited for up to 7.2 s: the checks below at 4.6 and 5.6 s leave 1.6 s for a late thread
-    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=8.0)
+    # grace 4 s, the save waited for up to 7.2 s; the save ends at 4.6 s, its step at 7.1 s
+    stop_event, done, abandoned, interrupts, run, stop = _watcher(tmp_path, monkeypatch, warning_s=8.0)
+    clock, seen = _Clock(), {}
     marker = stop_request.saving_marker(stop)
     marker.write_text("")  # the trainer is writing its checkpoint
+
+    def save_ends():  # past the grace: the save was waited for
+        seen[4.6] = (stop_request.abandon_at(stop), abandoned.is_set(), list(interrupts))
+        marker.unlink()  # the rest of its step (it logs the row after the save) is waited for too
+
+    clock.at(4.6, save_ends)
+    # (a review: abandoned after the save, the step's row was lost)
+    clock.at(7.0, lambda: seen.update({7.0: (abandoned.is_set(), list(interrupts))}))
+    clock.at(7.1, done.set)  # the step ended and the run with it
     stop_event.set()
-    time.sleep(4.6)
-    assert stop.exists() and not abandoned.is_set() and not interrupts  # past the grace: the save is waited for
-    marker.unlink()  # the save ended: the rest of its step (it logs the row after the save) is waited for too
-    time.sleep(1.0)
-    assert not abandoned.is_set() and not interrupts  # (a review: abandoned here, the step's row was lost)
-    done.set()  # the step ended and the run with it
-    thread.join(timeout=5)
-    assert not thread.is_alive() and not abandoned.is_set() and not interrupts
+    run(clock)
+    assert seen == {4.6: (clock.start + 4.0, False, []), 7.0: (False, [])}
+    assert not abandoned.is_set() and not interrupts and clock.now == clock.start + 7.1
 
 
 def test_after_a_save_the_step_is_waited_for_up_to_the_save_wait(tmp_path, monkeypatch):
-    # grace 3 s, the save waited for up to 5.4 s: the save ends at 4 s, 1 s after the grace (a late thread sees it)
-    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=6.0)
+    # grace 3 s, the save waited for up to 5.4 s: the save ends at 4 s, 1 s after the grace
+    stop_event, done, abandoned, interrupts, run, stop = _watcher(tmp_path, monkeypatch, warning_s=6.0)
+    clock, seen = _Clock(), {}
     marker = stop_request.saving_marker(stop)
     marker.write_text("")
-    asked = time.monotonic()
+    clock.at(4.0, marker.unlink)
+    clock.at(5.3, lambda: seen.update({5.3: (abandoned.is_set(), list(interrupts))}))
     stop_event.set()
-    time.sleep(4.0)
-    marker.unlink()
-    thread.join(timeout=10)
-    assert abandoned.is_set() and 5.3 <= interrupts[0] - asked < 7.5  # the step never ended: abandoned at 0.9 x 6 s
+    run(clock)  # the step never ends: abandoned at 0.9 x 6 s, at the watcher's first look after it (every 0.5 s)
+    assert seen == {5.3: (False, [])}
+    assert abandoned.is_set() and len(interrupts) == 1 and 5.4 <= interrupts[0] - clock.start < 5.9
 
 
 def test_the_grace_counts_from_the_signal_not_from_when_the_watcher_saw_it(tmp_path, monkeypatch):
     """From a review: the step's grace was counted from when the watcher first looked, after the attempt's
     start (an init_from merge, Ray's head); a warning that came during it left the step more time than
     the scheduler leaves before its kill. The job entry stamps the signal's time (stop_event.at)."""
-    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=8.0)
-    asked = time.monotonic()
-    stop_event.at = time.time() - 6.0  # the warning came 6 s ago: the 4-s grace is over
+    stop_event, done, abandoned, interrupts, run, stop = _watcher(tmp_path, monkeypatch, warning_s=8.0)
+    clock = _Clock()
+    stop_event.at = clock.start - 6.0  # the warning came 6 s ago: the 4-s grace is over
     stop_event.set()
-    thread.join(timeout=10)
-    assert abandoned.is_set() and interrupts[0] - asked < 3.0  # was >= 4 s: a grace from now
-    assert stop_request.abandon_at(stop) < time.time() - 1.0
+    run(clock)
+    assert abandoned.is_set() and interrupts == [clock.start]  # at once (was 4 s later: a grace from now)
+    assert stop_request.abandon_at(stop) == clock.start - 2.0
 
 
 def test_a_save_that_outlives_the_wait_is_abandoned_and_sigterm_waits_for_none(tmp_path, monkeypatch):
-    stop_event, done, abandoned, interrupts, thread, stop = _watcher(tmp_path, monkeypatch, warning_s=4.0)
+    stop_event, done, abandoned, interrupts, run, stop = _watcher(tmp_path, monkeypatch, warning_s=4.0)
+    clock, seen = _Clock(), {}
     stop_request.saving_marker(stop).write_text("")
-    asked = time.monotonic()
+    clock.at(3.5, lambda: seen.update({3.5: (abandoned.is_set(), list(interrupts))}))
     stop_event.set()
-    thread.join(timeout=10)
-    assert abandoned.is_set() and 3.5 <= interrupts[0] - asked < 5.5  # 0.9 x 4 s (2 s for a late thread)
+    run(clock)
+    assert seen == {3.5: (False, [])}  # grace 2 s, the save waited for up to 0.9 x 4 s
+    assert abandoned.is_set() and len(interrupts) == 1 and 3.6 <= interrupts[0] - clock.start < 4.1
     other = tmp_path / "term"
     other.mkdir()
-    stop_event, done, abandoned, interrupts, thread, stop = _watcher(other, monkeypatch, warning_s=60.0, term=True)
+    stop_event, done, abandoned, interrupts, run, stop = _watcher(other, monkeypatch, warning_s=60.0, term=True)
+    clock = _Clock()
     stop_request.saving_marker(stop).write_text("")
-    asked = time.monotonic()
     stop_event.set()
-    thread.join(timeout=5)
-    assert abandoned.is_set() and interrupts[0] - asked < 1.5  # TERM: the scheduler kills soon
+    run(clock)
+    assert abandoned.is_set() and interrupts == [clock.start]  # TERM: the scheduler kills soon, at once
+
+
+def test_the_watcher_thread_on_the_wall_clock_abandons_a_step_under_sigterm(tmp_path, monkeypatch):
+    """The watcher as the job entry starts it: a thread on the wall clock (the tests above move a clock of
+    their own). Under SIGTERM it abandons the step at once; the join's bound only guards a hang."""
+    from arctl.backends.verl import trainer
+
+    interrupts: list[str] = []
+    monkeypatch.setattr(trainer._thread, "interrupt_main", lambda: interrupts.append(threading.current_thread().name))
+    stop_event, done, abandoned = threading.Event(), threading.Event(), threading.Event()
+    stop_event.abandon = True
+    stop = tmp_path / stop_request.STOP_FILE
+    stop_request.saving_marker(stop).write_text("")
+    thread = threading.Thread(target=trainer._watch, name="watcher", daemon=True,
+                              args=(stop_event, stop, done, {"cluster": {"preempt_warning_s": 60.0}}, abandoned,
+                                    threading.Lock()))
+    thread.start()
+    stop_event.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and abandoned.is_set() and interrupts == ["watcher"]
+    assert stop_request.requested(stop) and stop_request.abandon_at(stop) <= time.time()
 
 
 class _Validations:

@@ -36,6 +36,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,32 +95,43 @@ def save_wait_s(config: dict, stop_event: threading.Event | None) -> float:
     return _of_warning(stop_request.SAVE_WAIT_FRACTION, config, stop_event)
 
 
+class _WallClock:
+    """The watcher's time: the wall clock, and an event waited for up to a timeout (whether it was set). Tests
+    pass a clock of their own that moves time itself (tests/verl/test_stop_request.py)."""
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+    @staticmethod
+    def wait(event: threading.Event, timeout: float) -> bool:
+        return event.wait(timeout=timeout)
+
+
 def _watch(stop_event: threading.Event, stop_file: Path, done: threading.Event, config: dict,
-           abandoned: threading.Event, lock: threading.Lock) -> None:
+           abandoned: threading.Event, lock: threading.Lock, clock: Any = _WallClock) -> None:
     """On a stop request: ask the trainer to checkpoint after its step (STOP file, with the time it
     will be abandoned); when the step outlives its grace, abandon it (interrupt the run in the main
     thread), unless a checkpoint save is in progress (SAVING file): that is waited for, up to
-    :func:`save_wait_s` after the request."""
-    import time
-
+    :func:`save_wait_s` after the request. ``clock``: its time and waits (:class:`_WallClock`)."""
     while not done.is_set():
-        if stop_event.wait(timeout=1.0):
+        if clock.wait(stop_event, 1.0):
             # from the signal (the job entry's stop_event.at), not from now: a warning that came while the
             # attempt was starting (a merge, Ray's head) has used part of the time before the scheduler's kill
-            asked, grace = float(getattr(stop_event, "at", None) or time.time()), step_grace_s(config, stop_event)
+            asked, grace = float(getattr(stop_event, "at", None) or clock.time()), step_grace_s(config, stop_event)
             stop_request.request(stop_file, asked + grace)
-            if done.wait(timeout=max(0.0, asked + grace - time.time())):
+            if clock.wait(done, max(0.0, asked + grace - clock.time())):
                 return
             # a save in progress at the end of the grace is waited for, and then the rest of its step (the
             # trainer logs the step's row after the save): abandoned at once, the row would be lost
             marker, saw, wait = stop_request.saving_marker(stop_file), False, save_wait_s(config, stop_event)
-            while marker is not None and (saw or marker.exists()) and time.time() < asked + wait:
+            while marker is not None and (saw or marker.exists()) and clock.time() < asked + wait:
                 if not saw:
                     print(f"arctl: a checkpoint save is in progress at the end of the step's grace ({grace:g} s); "
                           f"waiting for it and its step, up to {wait:g} s after the stop request",
                           file=sys.stderr, flush=True)
                     saw = True
-                if done.wait(timeout=0.5):
+                if clock.wait(done, 0.5):
                     return
             with lock:
                 if done.is_set():
