@@ -8,6 +8,8 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+import pytest
+
 SCRIPT = r"""
 import json, sys
 import arctl.backends.verl.plugin as plugin_direct
@@ -77,6 +79,51 @@ def test_drgrpo_loss_divides_the_token_sum_by_the_constant():
     per_tok = torch.where(adv < 0, torch.minimum(per_tok, -adv * 3.0), per_tok)
     assert torch.allclose(loss, (per_tok * mask).sum() / 1000, atol=1e-6)
     assert torch.allclose(loss, total / 1000)
+
+
+def test_drgrpo_loss_is_scaled_by_the_data_parallel_ranks_verl_averages_over():
+    """verl's FSDP averages the ranks' gradients, so a rank's token-sum loss is multiplied by dp_size to make the
+    average the sum over every rank's tokens / loss_scale_factor (what one rank holding them all computes). Found by
+    mutation: dividing by dp_size (1/16 at dp 4), or dropping it, passed every test, which ran at dp_size 1: on 8 GPUs
+    the policy gradient against verl's KL term (added apart, scaled by verl) would have been off by dp_size^2."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo
+
+    old, new = torch.tensor([[-1.0, -2.0, -0.5]]), torch.tensor([[-0.9, -2.1, -0.5]])
+    adv, mask = torch.tensor([[1.0, -1.0, 0.5]]), torch.ones(1, 3)
+
+    def loss(dp: int | None) -> float:
+        cfg = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0,
+                              loss_scale_factor=8.0, global_batch_info={} if dp is None else {"dp_size": dp})
+        return float(compute_policy_loss_drgrpo(old, new, adv, mask, config=cfg)[0])
+
+    # by hand at dp 1: ratios e^0.1, e^-0.1, 1; token losses -e^0.1 (under 1.28), +e^-0.1 (inside), -0.5; / 8
+    by_hand = (-torch.exp(torch.tensor(0.1)) + torch.exp(torch.tensor(-0.1)) - 0.5) / 8
+    assert loss(1) == pytest.approx(float(by_hand), abs=1e-6) and loss(None) == loss(1)
+    assert loss(4) == pytest.approx(4 * loss(1), rel=1e-6) and loss(8) == pytest.approx(8 * loss(1), rel=1e-6)
+
+
+def test_the_clip_diagnostics_by_hand():
+    """actor/pg_clipfrac, actor/ppo_kl and actor/pg_clipfrac_lower of verl's PPO (from arctl.algo's clip_stats),
+    hand-worked: ratios e^0.5 (A=1: clipped at 1.28), e^-0.1 (A=-1: inside), 1; the dual clip (c=3) caps none. Found
+    by mutation: the log-probs swapped (a run that clips shown as never clipping, its KL of the other sign) passed."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from arctl.backends.verl.policy_loss import compute_policy_loss_drgrpo_dual
+
+    cfg = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0,
+                          loss_scale_factor=8.0, global_batch_info={"dp_size": 1})
+    old, new = torch.tensor([[-1.0, -2.0, -0.5]]), torch.tensor([[-0.5, -2.1, -0.5]])
+    _, metrics = compute_policy_loss_drgrpo_dual(old, new, torch.tensor([[1.0, -1.0, 0.5]]), torch.ones(1, 3),
+                                                 config=cfg)
+    got = {k: float(v) for k, v in metrics.items()}
+    assert got == pytest.approx({"actor/pg_clipfrac": 1 / 3, "actor/ppo_kl": (-0.5 + 0.1 + 0.0) / 3,
+                                 "actor/pg_clipfrac_lower": 0.0}, abs=1e-6)
 
 
 def test_on_the_cpu_platform_the_reference_model_offloads_without_pinned_memory(monkeypatch):

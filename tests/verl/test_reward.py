@@ -145,3 +145,19 @@ def test_the_elastic_arm_reads_its_answers_as_its_reward_does():
     (ar,) = resolve_experiment("main-ar-uniform", scale="paper", seeds=[0])
     assert arctl_settings(elastic.config)["answer_at"] == SOLUTION and arctl_settings(ar.config)["answer_at"] == FINAL_ANSWER
     assert f"+reward.custom_reward_function.reward_kwargs.answer_at={SOLUTION}" in verl_overrides(elastic.config)
+
+
+def test_a_grader_that_fails_on_a_leaf_scores_it_0(monkeypatch):
+    """An answer the grader cannot read scores 0 (grade_leaf's promise), whatever the grader raised short of a machine
+    that cannot run it. Found by mutation: that path returning 1 passed every test (a wrong answer rewarded)."""
+    import arctl.algo.verify as verify
+    from arctl.backends.verl.reward import grade_leaf
+
+    def broken(*_args, **_kwargs):
+        raise RecursionError("maximum recursion depth exceeded while parsing")
+
+    for grader in GRADERS:
+        assert grade_leaf("**Final Answer**\n\\boxed{4}", "4", grader=grader) == 1.0  # the grader as it is
+    monkeypatch.setattr(verify, "grade", broken)
+    for grader in GRADERS:
+        assert grade_leaf("**Final Answer**\n\\boxed{4}", "4", grader=grader) == 0.0
