@@ -86,7 +86,7 @@ def _writer_place() -> str:
     return _PLACE
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
     """Whether a process ``pid`` exists here (one of another user's does too). A number no pid can be (from a
     review: a temporary file named ``.status.json.99999999999999999999-<place>.<random>.tmp``, on which
     ``os.kill`` raised OverflowError after a write had succeeded) is taken as alive: it names no writer here
@@ -128,7 +128,7 @@ def remove_stale_temps(path: str | Path) -> list[Path]:
         try:
             st = os.lstat(temp)
             if m.group(1) is not None:
-                stale = m.group(2) == place and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1)))
+                stale = m.group(2) == place and int(m.group(1)) != os.getpid() and not pid_exists(int(m.group(1)))
             else:
                 stale = now - st.st_mtime > STALE_LEGACY_TEMP_S
             if stale and stat.S_ISREG(st.st_mode):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arctl.compose.paths import find_spec
-from arctl.config.files import create_file
+from arctl.config.files import create_file, pid_exists
 from arctl.launch import states
 from arctl.launch.executors import LaunchError
 from arctl.launch.progress import run_progress
@@ -235,7 +235,7 @@ def rebuild_registry(workspace: Workspace) -> Repaired:
         new = path.with_name(f"{path.name}.new-{os.getpid()}")
         for left in path.parent.glob(f"{path.name}.new-*"):  # this repair's, or a killed one's
             pid = left.name.removeprefix(f"{path.name}.new-").split("-")[0]
-            if left.name.startswith(new.name) or not (pid.isdigit() and _alive(int(pid))):
+            if left.name.startswith(new.name) or not (pid.isdigit() and pid_exists(int(pid))):
                 left.unlink(missing_ok=True)
         try:
             _made_like(new, path)
@@ -388,14 +388,6 @@ def _move(src: Path, dst: Path) -> None:
         return
     src.unlink()
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
     return True
 
 

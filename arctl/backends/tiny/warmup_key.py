@@ -16,6 +16,7 @@ from pathlib import Path
 
 from arctl.algo.settings import Summary
 from arctl.backends.tiny.tasks import task_section, toy_task
+from arctl.config.files import pid_exists
 
 CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
 SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
@@ -175,18 +176,10 @@ def lock_holder(lock: Path) -> str | None:
         run, host, pid, since = str(info["run"]), str(info["host"]), int(info["pid"]), str(info["since"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if host == socket.gethostname() and not _alive(pid):
+    if host == socket.gethostname() and not pid_exists(pid):
         return None
     return f"run {run} (host {host}, pid {pid}, since {since})"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError, ValueError):  # another user's process, or no pid at all: not known dead
-        return True
     return True
 
 
