@@ -60,6 +60,7 @@ from arctl.launch.rundir import (
     prepare_run_dir,
     read_inputs,
     restore_previous,
+    run_starts_from,
     write_inputs,
 )
 from arctl.launch.shared import served, write_shared
@@ -93,6 +94,9 @@ class LaunchItem:
     cells: list[ResolvedRun] = field(default_factory=list)  # the cells asked for that are this run (arctl.launch.cells)
     note: str = ""  # said after the plan's reason (arctl.launch.shared.mark_same_computation: an earlier id's run)
     problem: str = ""  # plan: the one line the launch refuses it with (action "refused"; :func:`source_problem`)
+    # `arctl resume`: the sweep (or experiment) it is relaunched without, whose other runs under way hold slots of the
+    # bound beside it (:func:`siblings_under_way`; `arctl run` has them among its items)
+    beside: str | None = None
 
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
@@ -565,18 +569,12 @@ def _refuse_reruns_under_active_runs(items: list[LaunchItem], workspace: Workspa
     reruns = _completed_reruns(items)
     if not reruns or not workspace.exists():
         return
-    from arctl.launch.rundir import RunDirError, read_run_config
-
     launched = {i.run_id for i in items}
     waiting: dict[str, list[str]] = {}
     with Registry.for_reading(workspace.registry_path) as reg:
         active = [r for r in reg.list(states_in=states.ACTIVE) if r.run_id not in launched]
     for rec in active:
-        try:
-            source = (read_run_config(workspace.run_dir(rec.run_id)).get("trainer") or {}).get("init_run")
-        except (RunDirError, OSError, AttributeError):
-            continue
-        if source in reruns:
+        if (source := run_starts_from(workspace.run_dir(rec.run_id))) in reruns:
             waiting.setdefault(source, []).append(f"{rec.run_id} ({(known.get(rec.run_id) or rec).state.lower()})")
     for source, runs in waiting.items():
         item = reruns[source]
@@ -676,13 +674,16 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
     under way from an earlier launch, which a run starting from one waits for (:func:`_waits`) and whose jobs hold
     slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders);
-    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`)."""
+    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`); a resume's sweep's other
+    runs under way are added to them (:func:`siblings_under_way`), as the launch adds them."""
     active = active or {}
     if executor != "slurm" or not items:
         return []
     scripts = []
     folder = workspace.jobs_dir / "%j"
     by_id = {item.run_id: item for item in items}
+    beside, beside_from = siblings_under_way(items, workspace, None, {*by_id, *active})
+    active, starts_from = {**active, **beside}, {**(starts_from or {}), **beside_from}
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
     steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False,  # a preview: not the controller
@@ -691,7 +692,8 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
 
     def holder(slot: str | int | UnderWay, short: bool = False) -> str:  # whose end frees the slot a job takes
         if isinstance(slot, UnderWay):
-            return (f"job {slot.job}, under way (an array: all its tasks)" if slot.array
+            return (f"job {slot.last}, under way (array {slot.job}'s last task: none of its tasks starts after it)"
+                    if slot.by_last else f"job {slot.job}, under way (an array: all its tasks)" if slot.array
                     else f"{slot.run}'s job {slot.job}, under way")
         if isinstance(slot, str):
             return f"{slot}'s job"
@@ -703,7 +705,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
 
     def with_slots(params: dict, slots: tuple) -> tuple[dict, str]:  # (params, whose ids replace SLOT_JOB)
         for slot in slots:
-            params = slot_parameters(params, slot.job if isinstance(slot, UnderWay) else "SLOT_JOB")
+            params = slot_parameters(params, slot.waited if isinstance(slot, UnderWay) else "SLOT_JOB")
         ours = sum(not isinstance(slot, UnderWay) for slot in slots)
         return params, ("" if not ours else ", whose id replaces SLOT_JOB" if ours == 1
                         else ", whose ids replace SLOT_JOB in turn")
@@ -1237,12 +1239,16 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                              + (" (an online run reads the W&B key from ~/.netrc: `wandb login`)"
                                 if API_KEY_ENV in left and needs_api_key([i for i, _ in claimed]) else ""))
                     # the jobs earlier launches left under way, of runs of this one's items (their sources, their
-                    # siblings), hold slots of the bound (the dry run's ``active``: its plan's, as found here)
+                    # siblings; a resume's: its sweep's other runs), hold slots of the bound (the dry run's
+                    # ``active``: its plan's, as found here)
                     ours = {i.run_id for i, _ in claimed}
                     under_way = {rec.run_id: job for rec in [*(r for r, _ in claim.skipped), *waits.values()]
                                  if rec.run_id not in ours and (job := slurm_job_under_way(rec))}
+                    starts_from = {r: by_id[r].after for r in under_way if r in by_id}
+                    beside, beside_from = siblings_under_way([i for i, _ in claimed], workspace, reg,
+                                                             {*ours, *under_way, *by_id})
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo,
-                                  under_way, {r: by_id[r].after for r in under_way if r in by_id})
+                                  {**under_way, **beside}, {**starts_from, **beside_from})
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
@@ -1695,15 +1701,33 @@ def array_shares(sizes: list[int], bound: int) -> list[int]:
 @dataclass(frozen=True)
 class UnderWay:
     """A SLURM job of an earlier launch still under way (queued or running), of runs of a launch's items (the runs
-    they start from, their siblings): it holds ``slots`` of ``cluster.array_parallelism`` until it has ended (an
-    array: all its tasks), which the launch's own jobs keep to with it (:func:`held_slots`). ``run``: one of its
-    runs (a run of its own: the run whose job it is)."""
+    they start from, their siblings): it holds ``slots`` of ``cluster.array_parallelism`` until it has ended, which
+    the launch's own jobs keep to with it (:func:`held_slots`). ``run``: one of its runs (a run of its own: the run
+    whose job it is). An array frees the first of its slots once its last task under way (``last``) has ended: under
+    its ``%p`` SLURM starts its tasks in index order, so that task started last, and once it has ended at most
+    ``slots - 1`` of them run and none starts again; the others once all its tasks have ended (:meth:`units`).
+    From a review: a failed run's retry waited for the whole array, ~1 task length after the slot the array's last
+    round left free, and always ended last."""
 
     job: str  # its job id (an array's: the array's, all its tasks)
     run: str
     runs: int = 1  # its runs under way: an array's tasks among them
     slots: int = 1
     array: bool = False
+    last: str | None = None  # an array's last task under way: ``5_3``
+    by_last: bool = False  # a slot of the chain (:meth:`units`) that the end of ``last`` alone frees
+
+    @property
+    def waited(self) -> str:
+        """The job (or array task) whose end frees this slot: what a job that takes it waits for (``afterany``)."""
+        return self.last if self.by_last and self.last else self.job
+
+    def units(self) -> list[UnderWay]:
+        """What frees each of its slots, in the slot chain's order: an array's first its last task, the others the
+        whole array; a job of its own itself."""
+        if self.last is None or self.slots < 1:
+            return [self] * self.slots
+        return [replace(self, by_last=True)] + [self] * (self.slots - 1)
 
 
 def slurm_job_under_way(rec: RunRecord | None) -> str | None:
@@ -1734,17 +1758,71 @@ def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Map
         if starts_from.get(run_id) in launched and starts_from.get(run_id) is not None:
             continue
         runs.setdefault(str(job).split("_")[0], []).append(run_id)
+    registered = _array_tasks_under_way(workspace, {job for job, of in runs.items()
+                                                    if any("_" in str(under_way[r]) for r in of)})
     out = []
     for job, of in sorted(runs.items(), key=lambda kv: job_id_order(kv[0])):
-        held, array = len(of), any("_" in str(under_way[r]) for r in of)
+        held, array, last = len(of), any("_" in str(under_way[r]) for r in of), None
         if array:  # an array's tasks: at most its %p at once
             try:
                 found = ARRAY_THROTTLE.search((workspace.jobs_dir / job / f"{job}_submission.sh").read_text())
             except (OSError, UnicodeDecodeError):
                 found = None
             held = min(held, int(found.group(1))) if found and int(found.group(1)) > 0 else held
-        out.append(UnderWay(job, of[0], len(of), held, array))
+            tasks = {str(under_way[r]) for r in of if "_" in str(under_way[r])}
+            # its last task under way is known only where every task the registry has under way is among them (a
+            # relaunch of some of a sweep's seeds: a later task, not counted, may start after the last counted)
+            if registered is not None and registered.get(job, set()) <= tasks:
+                last = max(tasks, key=job_id_order)
+        out.append(UnderWay(job, of[0], len(of), held, array, last))
     return out
+
+
+def _array_tasks_under_way(workspace: Workspace, arrays: Collection[str]) -> dict[str, set[str]] | None:
+    """The tasks of the SLURM arrays ``arrays`` (their job ids) under way as the workspace's registry has them
+    (:func:`slurm_job_under_way`), by array; {} where it has no registry, None where it cannot be read."""
+    if not arrays or not workspace.registry_path.exists():
+        return {}
+    try:
+        with Registry.for_reading(workspace.registry_path) as reg:
+            rows = reg.list(states_in=(states.PENDING, states.RUNNING))
+    except (RegistryError, OSError):
+        return None
+    out: dict[str, set[str]] = {}
+    for rec in rows:
+        if (job := slurm_job_under_way(rec)) and "_" in job and (array := job.split("_")[0]) in arrays:
+            out.setdefault(array, set()).add(job)
+    return out
+
+
+def siblings_under_way(items: list[LaunchItem], workspace: Workspace, reg: Registry | None = None,
+                       known: Collection[str] = ()) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The jobs under way of the other runs of the sweeps (or experiments) ``items`` are relaunched without
+    (``beside``: `arctl resume`), not ``known`` (the launch's items, the runs it has already): ``(run id -> job id,
+    run id -> the run it starts from)``, for :func:`held_slots`, as `arctl run` finds them among its items. The
+    states as a refresh finds them now: written into ``reg`` (the launch's), else nowhere (the dry run's). From a
+    review: `arctl resume RUN --array-parallelism 2`, which `status` advises for a failed task, counted none of
+    them and started beside the array's 2 tasks, 3 at once."""
+    names = sorted({item.beside for item in items if item.beside})
+    if not names or not workspace.registry_path.exists():
+        return {}, {}
+    from arctl.launch.refresh import fresh_view, refresh, settled
+
+    known = {*known, *(item.run_id for item in items)}
+
+    def others(registry: Registry) -> list[RunRecord]:
+        rows = {rec.run_id: rec for name in names for rec in registry.list(name) if rec.run_id not in known}
+        return [rec for rec in rows.values() if rec.state in states.ACTIVE]
+
+    if reg is not None:
+        found = refresh(reg, workspace, others(reg))
+    else:  # the dry run's view, as plan() has the items'
+        with Registry.for_reading(workspace.registry_path) as ro:
+            rows = others(ro)
+        now = time.time()
+        found = fresh_view(workspace, [v for rec in rows if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
+    jobs = {rec.run_id: job for rec in found if (job := slurm_job_under_way(rec))}
+    return jobs, {run_id: run_starts_from(workspace.run_dir(run_id)) for run_id in jobs}
 
 
 @dataclass
@@ -1809,12 +1887,14 @@ def slurm_submissions(items: list[LaunchItem], array_parallelism: int | None, wa
     waiting = set(waiting)
     chain: list[str | int | UnderWay] = []  # whose end frees each slot, in turn: a run id (its job), an array's index
     for job in held:
-        chain += [job] * job.slots
+        chain += job.units()
     out: list[Submission] = []
 
     def ahead(slots: int, taken: int) -> tuple[str | int | UnderWay, ...]:  # whose ends free the slots it takes
         k = len(chain)
-        return tuple(dict.fromkeys(chain[j] for j in range(k - slots, k - slots + taken) if j >= 0))
+        got = tuple(dict.fromkeys(chain[j] for j in range(k - slots, k - slots + taken) if j >= 0))
+        # an array's last task and all its tasks: the end of all of them says it
+        return tuple(s for s in got if not (isinstance(s, UnderWay) and s.by_last and replace(s, by_last=False) in got))
 
     def single(item: LaunchItem, params: dict, waits: bool) -> None:
         if (ray := rays[item.run_id]) is not None:
@@ -1874,7 +1954,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
             write_phase(workspace.run_dir(item.run_id), waiting_phase(parent.run_id))  # shown by `arctl status`
         for slot in step.slots:
             params = slot_parameters(params, masters[slot] if isinstance(slot, int) else
-                                     slot.job if isinstance(slot, UnderWay) else job_ids[slot])
+                                     slot.waited if isinstance(slot, UnderWay) else job_ids[slot])
         if not step.waits and step.array is None and len(step.slots) == 1:  # shown by `arctl status` (a run that
             slot = step.slots[0]  # waits says that)
             if isinstance(slot, str) or (isinstance(slot, UnderWay) and not slot.array):

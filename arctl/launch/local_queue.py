@@ -35,7 +35,7 @@ from arctl.launch import states
 from arctl.launch.executors import local_executor
 from arctl.launch.refresh import pid_alive
 from arctl.launch.registry import Registry, RegistryError
-from arctl.launch.rundir import RunDirError, read_run_config
+from arctl.launch.rundir import read_run_config, run_starts_from
 from arctl.launch.status_file import name_job_process, write_status
 from arctl.launch.workspace import Workspace
 from arctl.track.phase import is_slot_queued, read_phase, slot_phase, waiting_phase, write_phase
@@ -171,7 +171,7 @@ def run_queue(root: Path, run_ids: list[str], parallelism: int) -> None:
         # wait, the queue died with a traceback, its runs left waiting for it)
         settle_by, settled = time.monotonic() + WAIT_FOR_REGISTRY_S, False
         pending, running, stopping = list(run_ids), {}, []  # running: run id -> (its job, its slot)
-        after = {rid: _after(workspace, rid) for rid in run_ids}
+        after = {rid: run_starts_from(workspace.run_dir(rid)) for rid in run_ids}
         asked: dict[str, float] = {}  # parent run id -> when its job was last asked (_parent_done)
         folder = slots_folder(workspace.root)
         waiting = folder / f"waiting-{os.getpid()}-{parallelism}"  # there while this queue's head waits for a slot
@@ -362,14 +362,6 @@ def _give_up(reg: Registry | None, workspace: Workspace, me: str, pending: list[
                 reg.update_if(run_id, {"state": states.PENDING, "job_id": me},
                               {"state": states.FAILED, "error": reason, "ended_at": time.time(), "phase": None})
         print(f"failed {run_id}: {reason}", flush=True)
-
-
-def _after(workspace: Workspace, run_id: str) -> str | None:
-    """The run ``run_id`` starts from (its frozen ``trainer.init_run``), or None."""
-    try:
-        return (read_run_config(workspace.run_dir(run_id)).get("trainer") or {}).get("init_run") or None
-    except RunDirError:
-        return None  # the job itself reports an unreadable config
 
 
 def _parent_done(reg: Registry, workspace: Workspace, run_id: str, parent_id: str, asked: dict[str, float]) -> bool:

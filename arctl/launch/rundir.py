@@ -238,3 +238,12 @@ def read_run_config(run_dir: Path) -> dict:
             raise RunDirError(f"{path}: trainer.init_run={init_run!r} is not a run id (the file was edited)")
         config["init_dir"] = str(Path(run_dir).resolve().parent / str(init_run))
     return config
+
+
+def run_starts_from(run_dir: Path) -> str | None:
+    """The run the run of ``run_dir`` starts from (its frozen ``trainer.init_run``), else None (none, or no config
+    to read: the job itself reports an unreadable config)."""
+    try:
+        return (read_run_config(run_dir).get("trainer") or {}).get("init_run") or None
+    except (RunDirError, AttributeError):
+        return None

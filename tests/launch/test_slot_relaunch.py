@@ -37,10 +37,51 @@ MIX = textwrap.dedent(
 )
 
 
+# two plain arms, three seeds: one array (review r8's spec ``two``)
+TWO = textwrap.dedent(
+    """\
+    description: two plain arms
+    seeds: [0, 1, 2]
+    overrides: [trainer.total_steps=4, wandb.mode=disabled, cluster.cpus_per_task=1, cluster.mem_gb=1, cluster.time_min=10]
+    arms:
+      p: [algo=grpo, prior=base]
+      q: [algo=grpo, prior=base, optim.lr=2e-6]
+    """
+)
+
+
 @pytest.fixture
 def mix(specs) -> Path:
     (specs / "experiments" / "mix.yaml").write_text(MIX)
     return specs
+
+
+@pytest.fixture
+def two(specs) -> Path:
+    (specs / "experiments" / "two.yaml").write_text(TWO)
+    return specs
+
+
+@pytest.fixture
+def sbatch_shims(tmp_path, monkeypatch):
+    """``sbatch_shims(refuse=None)``: SLURM's programs shimmed; sbatch answers jobs 5, 6, ... in turn and keeps
+    each one's script as ``scripts/<job id>.sh`` (the folder returned), its ``refuse``-th submission (1-based)
+    refused as a full QOS refuses it; no job is ever found by squeue or sacct."""
+
+    def use(refuse: int | None = None) -> Path:
+        scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
+        scripts.mkdir()
+        refusal = (f'if [ "$n" = {4 + refuse} ]; then echo "sbatch: error: Batch job submission failed: Job violates '
+                   'accounting/QOS policy (job submit limit, user\'s size and/or time limits)" >&2; exit 1; fi\n'
+                   if refuse else "")
+        slurm_shims.use(tmp_path / "bin", monkeypatch,
+                        sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n{refusal}'
+                                f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
+                        scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
+                        squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+        return scripts
+
+    return use
 
 
 def _sbatch_lines(scripts: Path) -> dict[str, dict[str, str]]:
@@ -49,21 +90,13 @@ def _sbatch_lines(scripts: Path) -> dict[str, dict[str, str]]:
             for path in sorted(scripts.glob("*.sh"), key=lambda p: int(p.stem))}
 
 
-def test_the_same_command_again_after_a_refused_sbatch_keeps_to_array_parallelism(mix, tmp_path, monkeypatch, cli):
+def test_the_same_command_again_after_a_refused_sbatch_keeps_to_array_parallelism(mix, tmp_path, sbatch_shims, cli):
     """F1, end to end with shimmed sbatch (its third submission refused, as a full QOS refuses it): the launch of mix
     at P=2 sent the array of p and q (job 5) and r_s0 (job 6), not r_s1 and r_s2. The same command again sends them
     each with a slot, as the launch that went through in one piece does (``afterok:5_1,afterany:5``,
     ``afterok:5_2,afterany:6``): with the earlier array (2 at once) and job 6, never more than 2 at once. The dry
     run before it says so."""
-    scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
-    scripts.mkdir()
-    slurm_shims.use(tmp_path / "bin", monkeypatch,
-                    sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n'
-                            'if [ "$n" = 7 ]; then echo "sbatch: error: Batch job submission failed: Job violates '
-                            'accounting/QOS policy (job submit limit, user\'s size and/or time limits)" >&2; exit 1; fi\n'
-                            f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
-                    scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
-                    squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+    scripts = sbatch_shims(refuse=3)
     ws = tmp_path / "ws"
     runs = {f"{i.arm}{i.seed}": i.run_id for i in launcher.items_from_resolved(resolve_experiment("mix", []))}
     args = ("run", "mix", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
@@ -89,23 +122,15 @@ def test_the_same_command_again_after_a_refused_sbatch_keeps_to_array_parallelis
     assert "2 run(s) submitted as SLURM jobs 8, 9" in again.stdout, again.stdout
     lines = _sbatch_lines(scripts)
     assert (lines["8"]["dependency"], lines["9"]["dependency"]) == ("afterok:5_1,afterany:5", "afterok:5_2,afterany:6")
-    assert _most_at_once([(job, int(s["array"].split("-")[1].split("%")[0]) + 1 if "array" in s else 1,
-                           int(s["array"].split("%")[1]) if "array" in s else 1,
-                           s.get("dependency", "")) for job, s in lines.items()], random.Random(0)) <= 2
+    assert _most_at_once(_jobs_of(lines), random.Random(0)) <= 2
 
 
-def test_the_retry_of_a_failed_source_never_waits_for_its_own_dependents_job(mix, tmp_path, monkeypatch, cli):
+def test_the_retry_of_a_failed_source_never_waits_for_its_own_dependents_job(mix, tmp_path, sbatch_shims, cli):
     """Review r8, F1: after p_s1 (task 5_1) failed while r_s1, which starts from it, waits (afterok:5_1) in job 7,
     the same command again sent p_s1's retry with ``afterany:7``: job 7 cannot start before p_s1 has completed
     (under SLURM's defaults, never: its afterok failed), so the retry waited for ever. A run that starts from a run
     being launched holds no slot: the retry waits for nothing of its dependent's, in the launch and its dry run."""
-    scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
-    scripts.mkdir()
-    slurm_shims.use(tmp_path / "bin", monkeypatch,
-                    sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n'
-                            f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
-                    scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
-                    squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+    scripts = sbatch_shims()
     ws = tmp_path / "ws"
     runs = {f"{i.arm}{i.seed}": i.run_id for i in launcher.items_from_resolved(resolve_experiment("mix", []))}
     args = ("run", "mix", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
@@ -123,18 +148,110 @@ def test_the_retry_of_a_failed_source_never_waits_for_its_own_dependents_job(mix
     assert "afterany:7" not in _sbatch_lines(scripts)["9"].get("dependency", ""), _sbatch_lines(scripts)["9"]
 
 
+def _p2_of_array_5_failed(scripts: Path, ws: Path, spec: str, cli) -> dict[str, str]:
+    """``spec`` launched at P=2 (its plain arms: array 5, ``%2``), then p_s1 (task 5_1) FAILED, p_s0 and p_s2
+    RUNNING, the others as sent (PENDING): review r8's state. Returns the run ids (``p1``: arm p, seed 1)."""
+    runs = {f"{i.arm}{i.seed}": i.run_id for i in launcher.items_from_resolved(resolve_experiment(spec, []))}
+    cli("run", spec, "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws), check=True)
+    assert _sbatch_lines(scripts)["5"]["array"] == "0-5%2", _sbatch_lines(scripts)
+    with Registry(Workspace(ws).registry_path) as reg:
+        assert reg.get(runs["p1"]).job_id == "5_1"
+        reg.update(runs["p1"], state=states.FAILED)
+        for run in ("p0", "p2"):
+            reg.update(runs[run], state=states.RUNNING)
+    return runs
+
+
+@pytest.mark.parametrize("command", ["run", "resume"])
+def test_a_failed_tasks_retry_takes_the_slot_of_the_arrays_last_task_under_way(two, tmp_path, sbatch_shims, cli,
+                                                                               command):
+    """Review r8, F3, end to end with shimmed sbatch: after task 5_1 of two's array (``--array=0-5%2``) failed, its
+    retry (the same command again, or `arctl resume RUN`, which `status` advises) depends on the array's last task
+    under way, 5_5 (``afterany:5_5``: under ``%2`` the tasks start in index order, so once 5_5 has ended at most
+    one of them runs, and none starts again), not on the whole array (``afterany:5``: it always ended last, ~1 task
+    length after the slot the array's last round left free), nor on nothing (resume: 3 at once under P=2). Over
+    SLURM's rules from that state: never more than 2 at once, and never later than waiting for the whole array,
+    sooner where 5_5 is not the array's last to end."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _p2_of_array_5_failed(scripts, ws, "two", cli)
+    args = (*(("run", "two") if command == "run" else ("resume", runs["p1"])),
+            "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"], lines
+
+    under_way = ("5", [0, 2, 3, 4, 5], 2, "")  # what is left of the array
+    sooner = 0
+    for draw in range(10):
+        most, ends = _schedule([under_way, ("6", 1, 1, lines["6"].get("dependency", ""))], random.Random(draw))
+        _, whole = _schedule([under_way, ("6", 1, 1, "afterany:5")], random.Random(draw))
+        assert most <= 2 and ends["6"] <= whole["6"], (draw, most, ends, whole, lines["6"])
+        sooner += ends["6"] < whole["6"]
+    assert sooner, f"the retry never ended sooner than after the whole array: {lines['6']}"
+    assert lines["6"]["dependency"] == "afterany:5_5", lines
+    assert [s["title"] for s in dry] == ["sbatch script (1 run; it starts once job 5_5, under way (array 5's last "
+                                         "task: none of its tasks starts after it) has ended)"], dry
+    assert "\n#SBATCH --dependency=afterany:5_5\n" in dry[0]["script"], dry[0]["script"]
+
+
+def test_a_retry_beside_tasks_it_does_not_count_waits_for_the_whole_array(two, tmp_path, sbatch_shims, cli):
+    """The retry of task 5_1 by a launch of some of two's seeds (0 and 1: it counts 5_0, 5_3 and 5_4 under way)
+    waits for the whole array, as before: 5_2 and 5_5, under way too (the registry has them so), start after the
+    last task it counts, so that one's end frees no slot (after 5_4, 5_5 may run beside 5_3: 3 at once)."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    _p2_of_array_5_failed(scripts, ws, "two", cli)
+    args = ("run", "two", "--seeds", "0,1", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"], lines
+    for draw in range(10):
+        most = _most_at_once([("5", [0, 2, 3, 4, 5], 2, ""), ("6", 1, 1, lines["6"].get("dependency", ""))],
+                             random.Random(draw))
+        assert most <= 2, (draw, lines["6"])
+    assert lines["6"]["dependency"] == "afterany:5" and "\n#SBATCH --dependency=afterany:5\n" in dry[0]["script"]
+
+
+def test_resume_counts_the_runs_under_way_that_the_same_run_command_counts(mix, tmp_path, sbatch_shims, cli):
+    """Review r8, F3: `arctl resume RUN` holds the slots the jobs of its sweep's (experiment's) other runs under way
+    hold, as `arctl run` of it does (its items): the resumed p_s1 of mix (task 5_1 failed) waits for what the same
+    run command's retry waits for, in the dry run and the launch; and, as there, for nothing of r_s1's job 7, which
+    waits for p_s1's (afterok: never starts before p_s1 has completed)."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _p2_of_array_5_failed(scripts, ws, "mix", cli)
+    assert sorted(_sbatch_lines(scripts)) == ["5", "6", "7", "8"]
+    common = ("--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+
+    def dependencies(*args: str) -> list[str]:
+        dry = json.loads(cli(*args, *common, "--dry-run", "--json", check=True).stdout)["sbatch"]
+        return [line for s in dry for line in s["script"].splitlines() if line.startswith("#SBATCH --dependency=")]
+
+    assert dependencies("resume", runs["p1"]) == dependencies("run", "mix") == ["#SBATCH --dependency=afterany:6"]
+    cli("resume", runs["p1"], *common, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6", "7", "8", "9"] and lines["9"]["dependency"] == "afterany:6", lines
+
+
 # --- the plan alone: its peak over SLURM's semantics, simulated --------------------------------------------------
 
-def _most_at_once(jobs: list[tuple[str, int, int, str]], rnd: random.Random) -> int:
-    """The most tasks at once when SLURM runs ``jobs`` ((job id, its tasks, its ``%p``, its ``--dependency``): an
-    array's tasks ``ID_i``; ``afterok:ID_i`` waits for a task, ``afterok:ID``/``afterany:ID`` for all of a job's tasks)
-    with task lengths drawn from ``rnd``, each started as soon as SLURM may. AssertionError where some never can
-    (a dependency waits for ever)."""
+def _most_at_once(jobs: list[tuple[str, int | list[int], int, str]], rnd: random.Random) -> int:
+    """The most tasks at once when SLURM runs ``jobs`` (:func:`_schedule`)."""
+    return _schedule(jobs, rnd)[0]
+
+
+def _schedule(jobs: list[tuple[str, int | list[int], int, str]], rnd: random.Random) -> tuple[int, dict[str, int]]:
+    """``(the most tasks at once, each task's end)`` when SLURM runs ``jobs`` ((job id, its tasks, its ``%p``, its
+    ``--dependency``): an array's tasks ``ID_i``, of a count of tasks more than 1 or a list of the indices of the
+    tasks still to run, started in index order; ``afterok:ID_i``/``afterany:ID_i`` waits for a task,
+    ``afterok:ID``/``afterany:ID`` for all of a job's tasks) with task lengths drawn from ``rnd``, each started as
+    soon as SLURM may. AssertionError where some never can (a dependency waits for ever)."""
     units: dict[str, dict] = {}
     for job, tasks, _at_once, dependency in jobs:
         needs = [j for dep in dependency.split(",") if dep for j in dep.split(":")[1:]]
-        for i in range(tasks):
-            units[f"{job}_{i}" if tasks > 1 else job] = {"job": job, "needs": needs, "length": rnd.randint(1, 20)}
+        for i in tasks if isinstance(tasks, list) else range(tasks):
+            name = f"{job}_{i}" if isinstance(tasks, list) or tasks > 1 else job
+            units[name] = {"job": job, "needs": needs, "length": rnd.randint(1, 20)}
     throttle = {job: at_once for job, _, at_once, _ in jobs}
 
     def ended(name: str, done: set[str]) -> bool:
@@ -144,6 +261,7 @@ def _most_at_once(jobs: list[tuple[str, int, int, str]], rnd: random.Random) -> 
 
     done: set[str] = set()
     running: dict[str, int] = {}
+    ends: dict[str, int] = {}
     now, most = 0, 0
     while len(done) < len(units):
         for name, unit in units.items():
@@ -157,7 +275,14 @@ def _most_at_once(jobs: list[tuple[str, int, int, str]], rnd: random.Random) -> 
         for name in [r for r, end in running.items() if end == now]:
             del running[name]
             done.add(name)
-    return most
+            ends[name] = now
+    return most, ends
+
+
+def _jobs_of(lines: dict[str, dict[str, str]]) -> list[tuple[str, int | list[int], int, str]]:
+    """The jobs of :func:`_sbatch_lines` as :func:`_schedule` takes them."""
+    return [(job, int(s["array"].split("-")[1].split("%")[0]) + 1 if "array" in s else 1,
+             int(s["array"].split("%")[1]) if "array" in s else 1, s.get("dependency", "")) for job, s in lines.items()]
 
 
 def _submitted(items, ws: Workspace, parallelism: int, first: int, job_ids: dict[str, str],
@@ -228,6 +353,45 @@ def test_a_launch_refused_part_way_and_its_relaunch_keep_to_p_together(mix, site
             assert most <= parallelism, (refuse_at, draw, most, jobs)
 
 
+@pytest.mark.parametrize("max_array", [None, 2])
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+def test_a_failed_runs_retry_beside_the_tasks_left_under_way_keeps_to_p_and_waits_less(two, site, tmp_path,
+                                                                                      parallelism, max_array):
+    """Review r8, F3, over the plan: two (p, q, 3 seeds) launched whole, then its run k failed while the runs before
+    it (in the order submitted) have ended, for every k and every count of them (up to k), and its retry launched
+    beside the tasks left under way (their ``held_slots``). Over random task lengths (seeded), SLURM's rules from
+    that state: never more than P tasks at once, the retry never later than were it waiting for the whole array it
+    was a task of, and with one array at ``%P`` (P > 1), sooner in some draws: it waits for the array's last task
+    under way (``afterany:5_5``), not for all of them (``afterany:5``)."""
+    overrides = [f"cluster.max_array_size={max_array}"] if max_array else []
+    items = launcher.in_chain_order(launcher.items_from_resolved(resolve_experiment("two", overrides)))
+    first_ids: dict[str, str] = {}
+    first = _submitted(items, Workspace(tmp_path / "ws"), parallelism, 5, first_ids, {})
+    sooner = 0
+    for k, failed in enumerate(items):
+        for ended in range(k + 1):
+            ws, job_ids = Workspace(tmp_path / f"ws{k}-{ended}"), {}
+            assert _submitted(items, ws, parallelism, 5, job_ids, {}) == first and job_ids == first_ids
+            gone = {item.run_id for item in items[:ended]} | {failed.run_id}
+            under_way = {run: job for run, job in job_ids.items() if run not in gone}
+            [retry] = _submitted([failed], ws, parallelism, 100, job_ids, under_way)
+            left = {job: [int(t.split("_")[1]) for t in under_way.values() if t.split("_")[0] == job]
+                    for job, *_ in first}
+            jobs = [(job, left[job], at_once,  # a dependency on what has ended: met
+                     ",".join(d for d in dependency.split(",") if d and any(d.split(":")[1] in (j, f"{j}_{t}")
+                                                                            for j in left for t in left[j])))
+                    for job, _, at_once, dependency in first if left[job]]
+            waited = [d.split(":")[1] for d in retry[3].split(",") if d]
+            whole = (retry[0], 1, 1, ",".join(f"afterany:{job.split('_')[0]}" for job in waited))
+            for draw in range(6):
+                most, ends = _schedule([*jobs, retry], random.Random(draw))
+                assert most <= parallelism, (k, ended, draw, most, jobs, retry)
+                later = _schedule([*jobs, whole], random.Random(draw))[1][retry[0]]
+                assert ends[retry[0]] <= later, (k, ended, draw, jobs, retry)
+                sooner += ends[retry[0]] < later
+    assert sooner or max_array or parallelism == 1, "the retry never ended sooner than after the whole array"
+
+
 def test_held_slots_are_the_jobs_under_way_oldest_first_an_array_at_its_throttle(tmp_path):
     """An array under way holds min(its %p, its runs under way) slots under its id (its %p read from its script in
     jobs/; unreadable: its runs under way), a job of its own one; oldest first, 10 after 9."""
@@ -235,5 +399,7 @@ def test_held_slots_are_the_jobs_under_way_oldest_first_an_array_at_its_throttle
     (ws.jobs_dir / "9").mkdir(parents=True)
     (ws.jobs_dir / "9" / "9_submission.sh").write_text("#!/bin/bash\n#SBATCH --array=0-5%2\n#SBATCH --job-name=x\n")
     held = launcher.held_slots({"a": "10", "b": "9_3", "c": "9_1", "d": "9_4", "e": "11_0", "f": "11_1"}, ws)
-    assert [(u.job, u.run, u.runs, u.slots, u.array) for u in held] == [
-        ("9", "c", 3, 2, True), ("10", "a", 1, 1, False), ("11", "e", 2, 2, True)]
+    assert [(u.job, u.run, u.runs, u.slots, u.array, u.last) for u in held] == [
+        ("9", "c", 3, 2, True, "9_4"), ("10", "a", 1, 1, False, None), ("11", "e", 2, 2, True, "11_1")]
+    # the first of an array's slots is freed by its last task under way, the others by all its tasks
+    assert [u.waited for u in held[0].units()] == ["9_4", "9"] and [u.waited for u in held[1].units()] == ["10"]
