@@ -46,8 +46,7 @@ def register(app: typer.Typer) -> None:
                     config.pop(key, None)
                 run = ResolvedRun(experiment=rec.experiment, arm=rec.arm, seed=rec.seed, config=config, sweep=rec.sweep)
                 after = (config.get("trainer") or {}).get("init_run")  # the run it starts from
-                # its sweep's (experiment's) other runs under way hold slots of the bound beside it, as in `arctl run`
-                items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None, beside=rec.sweep or rec.experiment))
+                items.append(LaunchItem(run_id=rec.run_id, run=run, after=after or None))
             items = in_chain_order(items)  # a run after the one it starts from, in the dry run as in the launch
             used = sorted({r.executor for r in records if r.executor})
             executor_by = "--executor" if executor else "where the run ran before"

@@ -94,14 +94,14 @@ class LaunchItem:
     cells: list[ResolvedRun] = field(default_factory=list)  # the cells asked for that are this run (arctl.launch.cells)
     note: str = ""  # said after the plan's reason (arctl.launch.shared.mark_same_computation: an earlier id's run)
     problem: str = ""  # plan: the one line the launch refuses it with (action "refused"; :func:`source_problem`)
-    # `arctl resume`: the sweep (or experiment) it is relaunched without, whose other runs under way hold slots of the
-    # bound beside it (:func:`siblings_under_way`; `arctl run` has them among its items)
-    beside: str | None = None
-
     experiment = property(lambda self: self.run.experiment)
     arm = property(lambda self: self.run.arm)
     seed = property(lambda self: self.run.seed)
     sweep = property(lambda self: self.run.sweep)
+    # its sweep (or experiment): whose other runs under way, those the launch has not among its items, hold slots of
+    # the bound beside it (:func:`siblings_under_way`). From a review: `arctl run EXP --arm A` (`--seeds`, `arctl
+    # resume RUN`) counted none of them and started its retries beside the array, 4 at once at P=2
+    beside = property(lambda self: self.run.sweep or self.run.experiment)
 
     @property
     def config(self) -> dict:
@@ -674,20 +674,21 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
     under way from an earlier launch, which a run starting from one waits for (:func:`_waits`) and whose jobs hold
     slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders);
-    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`); a resume's sweep's other
-    runs under way are added to them (:func:`siblings_under_way`), as the launch adds them."""
+    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`); the other runs under way
+    of the items' sweep (experiment) are added to them, and the states of the array tasks under way found now
+    (:func:`siblings_under_way`), as the launch adds them."""
     active = active or {}
     if executor != "slurm" or not items:
         return []
     scripts = []
     folder = workspace.jobs_dir / "%j"
     by_id = {item.run_id: item for item in items}
-    beside, beside_from = siblings_under_way(items, workspace, None, {*by_id, *active})
-    active, starts_from = {**active, **beside}, {**(starts_from or {}), **beside_from}
+    beside = siblings_under_way(items, workspace, None, {*by_id, *active}, active)
+    active, starts_from = {**active, **beside.jobs}, {**(starts_from or {}), **beside.starts_from}
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
     steps = slurm_submissions(items, array_parallelism, waiting, rays, ask_site=False,  # a preview: not the controller
-                              held=held_slots(active, workspace, starts_from, by_id))
+                              held=held_slots(active, workspace, starts_from, by_id, beside.tasks))
     arrays = [step for step in steps if step.array is not None]
 
     def holder(slot: str | int | UnderWay, short: bool = False) -> str:  # whose end frees the slot a job takes
@@ -1245,10 +1246,9 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     under_way = {rec.run_id: job for rec in [*(r for r, _ in claim.skipped), *waits.values()]
                                  if rec.run_id not in ours and (job := slurm_job_under_way(rec))}
                     starts_from = {r: by_id[r].after for r in under_way if r in by_id}
-                    beside, beside_from = siblings_under_way([i for i, _ in claimed], workspace, reg,
-                                                             {*ours, *under_way, *by_id})
+                    beside = siblings_under_way([i for i, _ in claimed], workspace, reg, {*ours, *by_id}, under_way)
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo,
-                                  {**under_way, **beside}, {**starts_from, **beside_from})
+                                  {**under_way, **beside.jobs}, {**starts_from, **beside.starts_from}, beside.tasks)
                 elif name == "local":
                     ids, parallel = _submit_local([i for i, _ in claimed], workspace, array_parallelism)
                     job_ids.update(ids)
@@ -1742,7 +1742,7 @@ ARRAY_THROTTLE = re.compile(r"^#SBATCH --array=\S*%(\d+)\s*$", re.M)  # sbatch's
 
 
 def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Mapping[str, str | None] | None = None,
-               launched: Collection[str] = ()) -> list[UnderWay]:
+               launched: Collection[str] = (), tasks: Mapping[str, str] | None = None) -> list[UnderWay]:
     """The jobs of ``under_way`` (run id -> its job id, an array's task ``5_1`` among them: the runs of a launch's
     items under way from earlier launches), oldest first, each with the slots it holds: an array
     ``min(its %p, its runs under way)`` (its ``%p`` read from its sbatch script in the workspace's ``jobs/``; where
@@ -1751,15 +1751,20 @@ def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Map
     earlier launch's array: 4 jobs at once under ``--array-parallelism 2``. A run that starts from one of the runs
     ``launched`` (``starts_from``: run id -> the run it starts from) holds none: its job waits (afterok) for that run's
     earlier attempt, so it cannot run beside the new one, and where that attempt failed it never starts (from a
-    review: the retry of a failed source, chained behind its dependent's job, waited for ever)."""
-    starts_from = starts_from or {}
+    review: the retry of a failed source, chained behind its dependent's job, waited for ever).
+
+    ``tasks``: array task id -> its state (PENDING, RUNNING), of every array task under way as the caller found
+    them (:func:`siblings_under_way`: the same view the dry run and the launch count from; nothing is read here).
+    An array's last task under way (:attr:`UnderWay.last`) is known only where every task of it in ``tasks`` is
+    among those counted (a task not counted may start after the last counted), and none of those is PENDING below
+    one that has started: the mark a requeue leaves (a requeued task starts again after the array's highest index;
+    from a review: the retry waiting for that index ran 3 at once under P=2)."""
+    starts_from, tasks = starts_from or {}, tasks or {}
     runs: dict[str, list[str]] = {}
     for run_id, job in sorted(under_way.items(), key=lambda kv: job_id_order(kv[1])):
         if starts_from.get(run_id) in launched and starts_from.get(run_id) is not None:
             continue
         runs.setdefault(str(job).split("_")[0], []).append(run_id)
-    registered = _array_tasks_under_way(workspace, {job for job, of in runs.items()
-                                                    if any("_" in str(under_way[r]) for r in of)})
     out = []
     for job, of in sorted(runs.items(), key=lambda kv: job_id_order(kv[0])):
         held, array, last = len(of), any("_" in str(under_way[r]) for r in of), None
@@ -1769,60 +1774,74 @@ def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Map
             except (OSError, UnicodeDecodeError):
                 found = None
             held = min(held, int(found.group(1))) if found and int(found.group(1)) > 0 else held
-            tasks = {str(under_way[r]) for r in of if "_" in str(under_way[r])}
-            # its last task under way is known only where every task the registry has under way is among them (a
-            # relaunch of some of a sweep's seeds: a later task, not counted, may start after the last counted)
-            if registered is not None and registered.get(job, set()) <= tasks:
-                last = max(tasks, key=job_id_order)
+            counted = {str(under_way[r]) for r in of if "_" in str(under_way[r])}
+            known = {task for task in tasks if task.split("_")[0] == job}
+            if known <= counted and not _requeued(counted, tasks):
+                last = max(counted, key=job_id_order)
         out.append(UnderWay(job, of[0], len(of), held, array, last))
     return out
 
 
-def _array_tasks_under_way(workspace: Workspace, arrays: Collection[str]) -> dict[str, set[str]] | None:
-    """The tasks of the SLURM arrays ``arrays`` (their job ids) under way as the workspace's registry has them
-    (:func:`slurm_job_under_way`), by array; {} where it has no registry, None where it cannot be read."""
-    if not arrays or not workspace.registry_path.exists():
-        return {}
-    try:
-        with Registry.for_reading(workspace.registry_path) as reg:
-            rows = reg.list(states_in=(states.PENDING, states.RUNNING))
-    except (RegistryError, OSError):
-        return None
-    out: dict[str, set[str]] = {}
-    for rec in rows:
-        if (job := slurm_job_under_way(rec)) and "_" in job and (array := job.split("_")[0]) in arrays:
-            out.setdefault(array, set()).add(job)
-    return out
+def _requeued(counted: Collection[str], tasks: Mapping[str, str]) -> bool:
+    """Whether one of the array tasks ``counted`` is PENDING at a lower index than one that has started (RUNNING),
+    in the states ``tasks`` (:func:`held_slots`)."""
+    index = {task: int(task.split("_")[1]) for task in counted if task.split("_")[1].isdigit()}
+    started = [i for task, i in index.items() if tasks.get(task) == states.RUNNING]
+    return bool(started) and any(i < max(started) for task, i in index.items() if tasks.get(task) == states.PENDING)
+
+
+@dataclass
+class Beside:
+    """What :func:`siblings_under_way` finds beside a launch: ``jobs`` (run id -> job id) and ``starts_from`` (run
+    id -> the run it starts from) of its sweep's other runs under way, and ``tasks`` (array task id -> state) of every
+    array task under way it found (:func:`held_slots`)."""
+
+    jobs: dict[str, str] = field(default_factory=dict)
+    starts_from: dict[str, str | None] = field(default_factory=dict)
+    tasks: dict[str, str] = field(default_factory=dict)
 
 
 def siblings_under_way(items: list[LaunchItem], workspace: Workspace, reg: Registry | None = None,
-                       known: Collection[str] = ()) -> tuple[dict[str, str], dict[str, str | None]]:
-    """The jobs under way of the other runs of the sweeps (or experiments) ``items`` are relaunched without
-    (``beside``: `arctl resume`), not ``known`` (the launch's items, the runs it has already): ``(run id -> job id,
-    run id -> the run it starts from)``, for :func:`held_slots`, as `arctl run` finds them among its items. The
-    states as a refresh finds them now: written into ``reg`` (the launch's), else nowhere (the dry run's). From a
-    review: `arctl resume RUN --array-parallelism 2`, which `status` advises for a failed task, counted none of
-    them and started beside the array's 2 tasks, 3 at once."""
-    names = sorted({item.beside for item in items if item.beside})
+                       known: Collection[str] = (), under_way: Mapping[str, str] | None = None) -> Beside:
+    """The jobs under way of the other runs of the sweeps (or experiments) of ``items`` (``beside``), not ``known``
+    (the launch's items, the runs it has already), for :func:`held_slots`; with the states of every array task
+    under way among them, among the caller's runs ``under_way`` (run id -> job id) and the other tasks of their
+    arrays. The states as a refresh finds them now, all in one: written into ``reg`` (the launch's), else nowhere
+    (the dry run's), so that the dry run waits for what the launch waits for (from a review: on a stale registry
+    the dry run said ``afterany:59``, the launch sent ``afterany:59_4``). From reviews: `arctl resume RUN
+    --array-parallelism 2`, which `status` advises for a failed task, and `arctl run EXP --arm A` counted none of
+    them and started beside the array's tasks, 3 and 4 at once."""
+    names = sorted({item.beside for item in items})
+    under_way = under_way or {}
     if not names or not workspace.registry_path.exists():
-        return {}, {}
+        return Beside()
     from arctl.launch.refresh import fresh_view, refresh, settled
 
-    known = {*known, *(item.run_id for item in items)}
+    known = {*known, *under_way, *(item.run_id for item in items)}
 
-    def others(registry: Registry) -> list[RunRecord]:
-        rows = {rec.run_id: rec for name in names for rec in registry.list(name) if rec.run_id not in known}
-        return [rec for rec in rows.values() if rec.state in states.ACTIVE]
+    def array(job: str | None) -> str | None:
+        return str(job).split("_")[0] if job and "_" in str(job) else None
+
+    def rows(registry: Registry) -> tuple[list[RunRecord], set[str]]:  # (what to find now, the siblings among it)
+        siblings = {rec.run_id: rec for name in names for rec in registry.list(name)
+                    if rec.run_id not in known and rec.state in states.ACTIVE}
+        every = registry.list(states_in=states.ACTIVE)
+        arrays = {a for job in [*under_way.values(), *(r.job_id for r in siblings.values())] if (a := array(job))}
+        mates = {rec.run_id: rec for rec in every  # (not the launch's own runs: they are not under way)
+                 if rec.run_id in under_way or (rec.run_id not in known and array(rec.job_id) in arrays)}
+        return list({**mates, **siblings}.values()), set(siblings)
 
     if reg is not None:
-        found = refresh(reg, workspace, others(reg))
+        todo, siblings = rows(reg)
+        found = refresh(reg, workspace, todo)
     else:  # the dry run's view, as plan() has the items'
         with Registry.for_reading(workspace.registry_path) as ro:
-            rows = others(ro)
+            todo, siblings = rows(ro)
         now = time.time()
-        found = fresh_view(workspace, [v for rec in rows if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
-    jobs = {rec.run_id: job for rec in found if (job := slurm_job_under_way(rec))}
-    return jobs, {run_id: run_starts_from(workspace.run_dir(run_id)) for run_id in jobs}
+        found = fresh_view(workspace, [v for rec in todo if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
+    jobs = {rec.run_id: job for rec in found if rec.run_id in siblings and (job := slurm_job_under_way(rec))}
+    tasks = {job: rec.state for rec in found if (job := slurm_job_under_way(rec)) and array(job)}
+    return Beside(jobs, {run_id: run_starts_from(workspace.run_dir(run_id)) for run_id in jobs}, tasks)
 
 
 @dataclass
@@ -1921,7 +1940,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                   job_ids: dict[str, str], waits: dict[str, RunRecord] | None = None,
                   echo: Callable[[str], None] = lambda _msg: None,
                   under_way: dict[str, str] | None = None,
-                  starts_from: Mapping[str, str | None] | None = None) -> dict[str, str]:
+                  starts_from: Mapping[str, str | None] | None = None,
+                  tasks: Mapping[str, str] | None = None) -> dict[str, str]:
     """Submit ``items`` as :func:`slurm_submissions` plans it; ``job_ids`` (run id -> job id) grows as each
     submission is accepted. What sbatch says on stderr as it accepts one (a site's job_submit.lua: a time limit
     reduced, a job routed to another partition) is a ``note:`` given to ``echo``, once per submission.
@@ -1930,7 +1950,8 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
     of ``items``, else its job under way. A job of its own (a Ray job body, verl; a run that waits) past the
     first ``array_parallelism`` waits for the end of the one that many places before it (:func:`slot_parameters`),
     the jobs ``under_way`` (run id -> job id: of the runs of the launch's items that earlier launches left under
-    way, :func:`held_slots`) first in that chain."""
+    way, :func:`held_slots`; ``tasks``: the states of the array tasks under way, :func:`siblings_under_way`) first
+    in that chain."""
     waits = waits or {}
     ours = {item.run_id for item in items}
 
@@ -1940,7 +1961,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     masters: list[str] = []  # each array's job id, in submission order
-    held = held_slots(under_way or {}, workspace, starts_from, ours)
+    held = held_slots(under_way or {}, workspace, starts_from, ours, tasks)
     for step in slurm_submissions(items, array_parallelism, waits, rays, held=held):
         params, item = step.params, step.runs[0]
         if step.waits:

@@ -66,7 +66,8 @@ def two(specs) -> Path:
 def sbatch_shims(tmp_path, monkeypatch):
     """``sbatch_shims(refuse=None)``: SLURM's programs shimmed; sbatch answers jobs 5, 6, ... in turn and keeps
     each one's script as ``scripts/<job id>.sh`` (the folder returned), its ``refuse``-th submission (1-based)
-    refused as a full QOS refuses it; no job is ever found by squeue or sacct."""
+    refused as a full QOS refuses it; no job is ever found by squeue, nor by sacct unless a test writes its answer
+    (``JobID|State`` lines) into ``sacct.txt``."""
 
     def use(refuse: int | None = None) -> Path:
         scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
@@ -78,7 +79,8 @@ def sbatch_shims(tmp_path, monkeypatch):
                         sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n{refusal}'
                                 f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
                         scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
-                        squeue="exit 0\n", sacct="exit 0\n", srun="exit 0\n")
+                        squeue="exit 0\n", sacct=f"[ -f {tmp_path}/sacct.txt ] && cat {tmp_path}/sacct.txt\nexit 0\n",
+                        srun="exit 0\n")
         return scripts
 
     return use
@@ -195,22 +197,144 @@ def test_a_failed_tasks_retry_takes_the_slot_of_the_arrays_last_task_under_way(t
     assert "\n#SBATCH --dependency=afterany:5_5\n" in dry[0]["script"], dry[0]["script"]
 
 
-def test_a_retry_beside_tasks_it_does_not_count_waits_for_the_whole_array(two, tmp_path, sbatch_shims, cli):
-    """The retry of task 5_1 by a launch of some of two's seeds (0 and 1: it counts 5_0, 5_3 and 5_4 under way)
-    waits for the whole array, as before: 5_2 and 5_5, under way too (the registry has them so), start after the
-    last task it counts, so that one's end frees no slot (after 5_4, 5_5 may run beside 5_3: 3 at once)."""
+@pytest.mark.parametrize("narrowed", [("--arm", "p", "--seeds", "1"), ("--arm", "p"), ("--seeds", "0,1"), ()],
+                         ids=["arm-seed", "arm", "seeds", "resume"])
+def test_a_narrowed_launch_counts_its_experiments_other_runs_under_way(two, tmp_path, sbatch_shims, cli, narrowed):
+    """Review r9, F1: after task 5_1 of two's array (``--array=0-5%2``) failed, `arctl run two --arm p --seeds 1`
+    (the failed run alone) counted none of the experiment's other runs under way and sent the retry with no
+    dependency, beside the array's 2 tasks (3 at once under P=2, 4 for two retries); ``--arm p`` and ``--seeds 0,1``
+    counted only their own items' tasks and waited for the whole array. Each now counts every run of the experiment
+    under way, as `arctl resume RUN` does: it waits for the array's last task under way (5_5), in the dry run and
+    the launch alike, and over SLURM's rules never more than 2 run at once."""
     scripts, ws = sbatch_shims(), tmp_path / "ws"
-    _p2_of_array_5_failed(scripts, ws, "two", cli)
-    args = ("run", "two", "--seeds", "0,1", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    runs = _p2_of_array_5_failed(scripts, ws, "two", cli)
+    args = (*(("run", "two", *narrowed) if narrowed else ("resume", runs["p1"])),
+            "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"], lines
+    assert lines["6"].get("dependency") == "afterany:5_5", lines["6"]
+    assert [s for s in dry[0]["script"].splitlines() if "--dependency" in s] == ["#SBATCH --dependency=afterany:5_5"]
+    for draw in range(10):
+        most = _most_at_once([("5", [0, 2, 3, 4, 5], 2, ""), ("6", 1, 1, lines["6"]["dependency"])],
+                             random.Random(draw))
+        assert most <= 2, (draw, lines["6"])
+
+
+# two's arms, then one's: a sweep, one array of 9 tasks (two's 5_0-5_5, one's 5_6-5_8)
+ONE = TWO.replace("two plain arms", "one plain arm").replace("  p: [algo=grpo, prior=base]\n", "").replace("  q:", "  r:")
+
+
+@pytest.fixture
+def sweep2(two) -> Path:
+    (two / "experiments" / "one.yaml").write_text(ONE)
+    (two / "sweeps" / "sw2.yaml").write_text("description: two then one\nexperiments: [two, one]\n")
+    return two
+
+
+def _sweep_task_1_failed(scripts: Path, ws: Path, cli) -> dict[str, str]:
+    """sw2 launched at P=2 (array 5, ``--array=0-8%2``), then two's p_s1 (task 5_1) FAILED, p_s0 and p_s2 RUNNING.
+    Returns the run ids (``two/p1``: experiment two, arm p, seed 1)."""
+    cli("sweep", "sw2", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws), check=True)
+    assert _sbatch_lines(scripts)["5"]["array"] == "0-8%2", _sbatch_lines(scripts)
+    with Registry(Workspace(ws).registry_path) as reg:
+        runs = {f"{r.experiment}/{r.arm}{r.seed}": r.run_id for r in reg.list()}
+        assert reg.get(runs["two/p1"]).job_id == "5_1" and reg.get(runs["one/r2"]).job_id == "5_8"
+        reg.update(runs["two/p1"], state=states.FAILED)
+        for run in ("two/p0", "two/p2"):
+            reg.update(runs[run], state=states.RUNNING)
+    return runs
+
+
+@pytest.mark.parametrize("command", [("sweep", "sw2", "--seeds", "1"), ("resume", "two/p1")], ids=["sweep", "resume"])
+def test_a_sweeps_narrowed_launch_counts_the_sweeps_other_runs_under_way(sweep2, tmp_path, sbatch_shims, cli,
+                                                                         command):
+    """Review r9, F1, for `arctl sweep`: after task 5_1 of sw2's array failed, `arctl sweep sw2 --seeds 1` counts
+    every run of the sweep under way (not only its own items', which left it waiting for the whole array): its
+    retry waits for the array's last task under way (5_8), as `arctl resume RUN` of it does."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _sweep_task_1_failed(scripts, ws, cli)
+    args = (*(command if command[0] == "sweep" else ("resume", runs[command[1]])),
+            "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"] and lines["6"].get("dependency") == "afterany:5_8", lines
+    assert "\n#SBATCH --dependency=afterany:5_8\n" in dry[0]["script"], dry[0]["script"]
+    for draw in range(10):
+        most = _most_at_once([("5", [0, *range(2, 9)], 2, ""), ("6", 1, 1, lines["6"]["dependency"])],
+                             random.Random(draw))
+        assert most <= 2, (draw, lines["6"])
+
+
+def test_a_retry_beside_tasks_it_does_not_count_waits_for_the_whole_array(sweep2, tmp_path, sbatch_shims, cli):
+    """The retry of task 5_1 by `arctl run two` (which counts its experiment's runs, not the sweep's) beside sw2's
+    array waits for the whole array, as before: one's tasks 5_6-5_8, under way too, start after the last task it
+    counts (5_5), so that one's end frees no slot (after 5_5, 5_8 may run beside 5_7: 3 at once)."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    _sweep_task_1_failed(scripts, ws, cli)
+    args = ("run", "two", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
     dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
     cli(*args, check=True)
     lines = _sbatch_lines(scripts)
     assert sorted(lines) == ["5", "6"], lines
     for draw in range(10):
-        most = _most_at_once([("5", [0, 2, 3, 4, 5], 2, ""), ("6", 1, 1, lines["6"].get("dependency", ""))],
+        most = _most_at_once([("5", [0, *range(2, 9)], 2, ""), ("6", 1, 1, lines["6"].get("dependency", ""))],
                              random.Random(draw))
         assert most <= 2, (draw, lines["6"])
     assert lines["6"]["dependency"] == "afterany:5" and "\n#SBATCH --dependency=afterany:5\n" in dry[0]["script"]
+
+
+def test_a_requeued_task_makes_the_retry_wait_for_the_whole_array(two, tmp_path, sbatch_shims, cli):
+    """Review r9, F2: a requeued task (a preemption, submitit's requeue at the time limit) starts again after the
+    array's highest index, so the retry waiting for the last task under way (``afterany:5_5``) ran beside it and the
+    array's other task: 3 at once under P=2. Its mark (5_2 PENDING below 5_3 RUNNING) makes the retry wait for the
+    whole array, in the dry run and the launch; over SLURM's rules, with 5_2 restarting last, never more than 2 at
+    once, where waiting for 5_5 runs 3 at once in some draws."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _p2_of_array_5_failed(scripts, ws, "two", cli)
+    with Registry(Workspace(ws).registry_path) as reg:  # p_s0 ended, p_s2 requeued, q_s0 started
+        reg.update(runs["p0"], state=states.COMPLETED)
+        reg.update(runs["p2"], state=states.PENDING)
+        reg.update(runs["q0"], state=states.RUNNING)
+    args = ("run", "two", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"] and lines["6"].get("dependency") == "afterany:5", lines
+    assert "\n#SBATCH --dependency=afterany:5\n" in dry[0]["script"], dry[0]["script"]
+    requeued = ("5", [3, 4, 5, 2], 2, "")  # 5_3 running, 5_2 restarting after 5_5
+    overran = 0
+    for draw in range(10):
+        assert _most_at_once([requeued, ("6", 1, 1, lines["6"]["dependency"])], random.Random(draw)) <= 2, draw
+        overran += _most_at_once([requeued, ("6", 1, 1, "afterany:5_5")], random.Random(draw)) > 2
+    assert overran, "waiting for the last task never overran P: the simulation does not requeue"
+
+
+@pytest.mark.parametrize("narrowed", [("run", "two", "--arm", "p", "--seeds", "1"), ("resume",)],
+                         ids=["run", "resume"])
+def test_the_dry_run_on_a_stale_registry_waits_for_what_the_launch_waits_for(two, tmp_path, sbatch_shims, cli,
+                                                                             narrowed):
+    """Review r9, F3: with no refresh since 5_0-5_2 ended (the registry has them PENDING; 5_3 and 5_4 running, 5_5
+    pending), the dry run waited for the whole array (``afterany:5``: the tasks
+    counted from a refreshed view, checked against the registry's stored rows), the launch for its last task under
+    way (``afterany:5_5``). Both now count from the states found now."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = {f"{i.arm}{i.seed}": i.run_id for i in launcher.items_from_resolved(resolve_experiment("two", []))}
+    cli("run", "two", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws), check=True)
+    with Registry(Workspace(ws).registry_path) as reg:  # as the last refresh left them
+        for run in ("q0", "q1"):
+            reg.update(runs[run], state=states.RUNNING)
+    (tmp_path / "sacct.txt").write_text("JobID|State\n5_0|FAILED\n5_1|FAILED\n5_2|FAILED\n")  # ended since
+    args = (*(narrowed if narrowed[0] == "run" else ("resume", runs["p1"])),
+            "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)
+    out = cli(*args, check=True)
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"] and lines["6"].get("dependency") == "afterany:5_5", (lines, out.stdout, dry)
+    dry = dry["sbatch"]
+    assert [s for s in dry[0]["script"].splitlines() if "--dependency" in s] == ["#SBATCH --dependency=afterany:5_5"]
 
 
 def test_resume_counts_the_runs_under_way_that_the_same_run_command_counts(mix, tmp_path, sbatch_shims, cli):
@@ -243,7 +367,8 @@ def _most_at_once(jobs: list[tuple[str, int | list[int], int, str]], rnd: random
 def _schedule(jobs: list[tuple[str, int | list[int], int, str]], rnd: random.Random) -> tuple[int, dict[str, int]]:
     """``(the most tasks at once, each task's end)`` when SLURM runs ``jobs`` ((job id, its tasks, its ``%p``, its
     ``--dependency``): an array's tasks ``ID_i``, of a count of tasks more than 1 or a list of the indices of the
-    tasks still to run, started in index order; ``afterok:ID_i``/``afterany:ID_i`` waits for a task,
+    tasks still to run, started in index order (a list: in its order, a requeued task after the array's highest
+    index, as SLURM restarts it); ``afterok:ID_i``/``afterany:ID_i`` waits for a task,
     ``afterok:ID``/``afterany:ID`` for all of a job's tasks) with task lengths drawn from ``rnd``, each started as
     soon as SLURM may. AssertionError where some never can (a dependency waits for ever)."""
     units: dict[str, dict] = {}
@@ -403,3 +528,20 @@ def test_held_slots_are_the_jobs_under_way_oldest_first_an_array_at_its_throttle
         ("9", "c", 3, 2, True, "9_4"), ("10", "a", 1, 1, False, None), ("11", "e", 2, 2, True, "11_1")]
     # the first of an array's slots is freed by its last task under way, the others by all its tasks
     assert [u.waited for u in held[0].units()] == ["9_4", "9"] and [u.waited for u in held[1].units()] == ["10"]
+
+
+def test_an_arrays_last_task_is_waited_for_only_where_the_states_found_allow_it(tmp_path):
+    """The states the caller found (``tasks``; nothing is read from the registry): the last task counted frees the
+    first slot where no task of the array outside those counted is under way, and none counted is PENDING below
+    one RUNNING (a requeue's mark, review r9 F2); else the whole array does."""
+    ws = Workspace(tmp_path / "ws")
+    run, pend = states.RUNNING, states.PENDING
+    under_way = {"a": "9_2", "b": "9_3", "c": "9_4"}
+
+    def last(tasks):
+        return launcher.held_slots(under_way, ws, tasks=tasks)[0].last
+
+    assert last(None) == last({"9_2": run, "9_3": run, "9_4": pend}) == "9_4"
+    assert last({"9_2": pend, "9_3": run, "9_4": pend}) is None  # 9_2 requeued: it starts again after 9_4
+    assert last({"9_2": run, "9_3": run, "9_4": pend, "9_5": pend}) is None  # 9_5 not counted: it starts after 9_4
+    assert last({"9_2": run, "9_3": run, "9_4": pend, "8_7": pend}) == "9_4"  # another array's task
