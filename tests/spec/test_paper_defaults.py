@@ -3,7 +3,8 @@ default 32 could change and no test noticed; every run would then evaluate on an
 change, so ``arctl sweep`` would take finished runs for new ones).
 
 Each value cites where the paper (/work/shared/paper/anytime-reasoning-brpo.tex) states it. Defaults the paper does not
-state (``optim.grad_clip``, ``optim.lr``, ``eval.temperature``) are not pinned here."""
+state (``optim.grad_clip``, ``optim.lr``, ``eval.temperature``, ...) are pinned to the authors' script in
+tests/spec/test_authors_defaults.py."""
 
 from __future__ import annotations
 
