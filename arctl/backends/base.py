@@ -27,6 +27,10 @@ ENTRY_POINT_GROUP = "arctl.backends"
 INIT_RECORD = "init.json"  # in a run folder: what a run that starts from another's weights (trainer.init_from) took,
 # written by its job as it takes them (each backend's own fields); the launch reads its time (launcher.source_rerun)
 INIT_MODEL_DIR = "init_model"  # in a run folder: verl's merged copy of those weights (a rerun archives both)
+# the exit code of a SLURM job whose run stopped unfinished with no requeue after it (preempted, or cancelled as it
+# started): SLURM records the job FAILED, so a run that starts from it is not started (arctl.launch.job); a job body's
+# cleanup reads it as a stop, not a failure (arctl.backends.verl.ray_job: the Ray directory goes, as after success)
+PREEMPTED_EXIT_CODE = 75  # os.EX_TEMPFAIL
 # The built-in backends: their one home (arctl's pyproject declares no entry point for them, so a stale
 # editable install cannot miss one); other packages add theirs by the ``arctl.backends`` entry points.
 BUILTIN = {

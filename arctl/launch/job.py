@@ -44,6 +44,7 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from arctl.backends.base import PREEMPTED_EXIT_CODE
 from arctl.config.files import atomic_write, nearest_existing
 from arctl.launch.backends import backend_name, get_backend, resolve_backend
 from arctl.launch.executors import LOCAL_GPUS_ENV, LOCAL_GPUS_UNSET, MAX_REQUEUES
@@ -69,7 +70,6 @@ REQUEUE_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)
 TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP)
 USER_STOPS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)  # a debug run's stop by the user: the launch ends too
 FLUSH_ENV = "WANDB__TRANSACTION_LOG_FLUSH_INTERVAL"  # W&B's x_transaction_log_flush_interval
-PREEMPTED_EXIT_CODE = 75
 
 
 def heeded(signals) -> tuple[int, ...]:

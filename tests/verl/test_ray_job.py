@@ -324,3 +324,32 @@ def test_a_worker_whose_ray_start_fails_fails_the_job_at_once_naming_its_node(co
     assert proc.returncode == 1, proc.stderr
     assert "arctl: the Ray worker on gpu09 failed (exit code 1) before the run started" in proc.stderr
     assert not (tmp_path / "trainer-ran").exists()  # the trainer never started
+
+
+@pytest.mark.parametrize(("trainer_rc", "kept"), [(0, False), (75, False), (1, True)])
+def test_the_ray_directory_goes_unless_the_job_failed(config, tmp_path, trainer_rc, kept):
+    """The EXIT trap drops the head's Ray directory after a job that ran to its end and after one that stopped
+    unfinished with no requeue after it (exit PREEMPTED_EXIT_CODE: preempted, cancelled as it started); a failed
+    job keeps it for its logs. From a re-read: a preempted verl job kept its Ray sessions (logs, spilled objects) in
+    the node's /tmp, one directory per preemption, "Ray logs kept" printed as if it had failed."""
+    from arctl.launch.job import PREEMPTED_EXIT_CODE
+
+    assert PREEMPTED_EXIT_CODE == 75  # os.EX_TEMPFAIL: the code the job entry exits with (tests/launch/test_chain_stops)
+    script = job_script(config, tmp_path / "run", python="python3")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" n1; fi\n')
+    # `ray start` makes its temp dir (as Ray does) and blocks; the trainer step ends with the code under test
+    _stub(bin_dir, "srun", 'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1; exit 0;; esac; done\n'
+                           'case " $* " in *" start "*) mkdir -p "$ARCTL_RAY_TMP/session_1"; exec sleep 30;; esac\n'
+                           f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && exit {trainer_rc}; done\n'
+                           'exit 0\n')
+    (tmp_path / "job.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "4242",
+           "SLURM_CPUS_PER_TASK": "4", "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_STOP_WAIT_S": "2",
+           "ARCTL_RAY_TMPDIR": str(tmp_path), "HOME": str(tmp_path)}
+    proc = subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == trainer_rc, proc.stderr
+    ray_dir = tmp_path / "arctl-ray-4242"
+    assert (ray_dir / "session_1").is_dir() is kept, proc.stderr
+    assert ("Ray logs kept in " + str(ray_dir)) in proc.stderr if kept else "Ray logs kept" not in proc.stderr

@@ -20,8 +20,9 @@ disk): Ray 2.60's ``ray start --head`` turns token auth on by itself when ``~/.r
 exists, while a driver given ``RAY_AUTH_MODE`` unset and an explicit address does not, so without
 this the trainer cannot join its own head. The EXIT trap stops the ``ray start --block`` steps (Ray then stops its own
 processes, at once: its drain on SIGTERM, :data:`NO_DRAIN`, is off, so a requeue or ``scancel`` does not wait out
-SLURM's KillWait) and, after a successful job, removes the head's Ray directory (kept for its logs when
-the job failed). Ray's steps ignore USR1/USR2 (arctl's preemption signals, for the job entry only). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
+SLURM's KillWait) and, after a successful job or one that stopped unfinished with no requeue
+(:data:`arctl.backends.base.PREEMPTED_EXIT_CODE`), removes the head's Ray directory (kept for its logs when the job
+failed: a preempted job's Ray sessions would pile up in the node's ``/tmp``, one per preemption). Ray's steps ignore USR1/USR2 (arctl's preemption signals, for the job entry only). W&B settings come from the config; ``WANDB_API_KEY`` is only ever read from the
 job's environment (``sbatch`` exports it where the run names it in ``cluster.secrets``), never written into the
 script; without it an online run's job logs in with the W&B login of its ``~/.netrc``, and with neither it fails
 at once (:data:`NO_WANDB_KEY`).
@@ -35,6 +36,8 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+
+from arctl.backends.base import PREEMPTED_EXIT_CODE
 
 RAY_PORT = 6379  # + SLURM_JOB_ID % PORT_SPREAD: two jobs sharing a node get different ports
 RAY_DASHBOARD_PORT = 8265
@@ -187,7 +190,8 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         f"export {NO_DRAIN}=0",
         "",
         "# on exit: stop the ray steps (ray start --block stops its own processes on SIGTERM),",
-        "# wait for them, and drop the head's Ray directory unless the job failed (its logs)",
+        "# wait for them, and drop the head's Ray directory unless the job failed (its logs): a job that ran to its",
+        f"# end (0) or stopped unfinished with no requeue ({PREEMPTED_EXIT_CODE}: preempted, cancelled) leaves none",
         "cleanup() {",
         "  local rc=$? pid t",
         '  for pid in "${ray_pids[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done',
@@ -197,7 +201,7 @@ def job_setup(config: dict, run_dir: Path, python: str | None = None) -> str:
         "      sleep 0.5",
         "    done",
         "  done",
-        '  if [ "$rc" -eq 0 ]; then rm -rf "$ARCTL_RAY_TMP"',
+        f'  if [ "$rc" -eq 0 ] || [ "$rc" -eq {PREEMPTED_EXIT_CODE} ]; then rm -rf "$ARCTL_RAY_TMP"',
         '  else echo "arctl: Ray logs kept in ${ARCTL_RAY_TMP} on ${head_node:-the head}" >&2; fi',
         "}",
         "ray_pids=()",
