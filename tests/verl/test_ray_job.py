@@ -55,6 +55,18 @@ def _run(script: str, tmp_path: Path, nodelist: str, hosts: list[str], extra_env
     return proc, calls
 
 
+def _run_with_srun(script: str, tmp_path: Path, hosts: list[str], srun_body: str, env: dict[str, str]):
+    """Run the job body with ``scontrol`` listing ``hosts`` and an ``srun`` of the test's own (``srun_body``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" ' + " ".join(hosts) + "; fi\n")
+    _stub(bin_dir, "srun", srun_body)
+    (tmp_path / "job.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_CPUS_PER_TASK": "4", "ARCTL_RAY_HEAD_WAIT_S": "0.2",
+           "ARCTL_RAY_STOP_WAIT_S": "2", "HOME": str(tmp_path), **env}
+    return subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
+
+
 def _node_of(call: list[str]) -> str:
     return call[call.index("-w") + 1]
 
@@ -307,20 +319,13 @@ def test_head_only_ray_flags_reach_the_head_alone(config, tmp_path):
 
 
 def test_a_worker_whose_ray_start_fails_fails_the_job_at_once_naming_its_node(config, tmp_path):
-    script = job_script(config, tmp_path / "run", python="python3")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     # srun as before, but the worker's `ray start` on gpu09 exits 1 at once (as Ray does on a refused flag)
-    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" gpu07 gpu08 gpu09; fi\n')
-    _stub(bin_dir, "srun", 'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1;; esac; done\n'
-                           'case " $* " in *" gpu09 "*"--address="*) echo "ray: refused" >&2; exit 1;; esac\n'
-                           'case " $* " in *" start "*) exec sleep 30;; esac\n'
-                           f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && touch {tmp_path}/trainer-ran; done; exit 0\n')
-    (tmp_path / "job.sh").write_text(script)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_CPUS_PER_TASK": "4",
-           "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_WORKER_WAIT_S": "2", "ARCTL_RAY_STOP_WAIT_S": "2",
-           "HOME": str(tmp_path)}
-    proc = subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
+    proc = _run_with_srun(job_script(config, tmp_path / "run", python="python3"), tmp_path, ["gpu07", "gpu08", "gpu09"],
+                          'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1;; esac; done\n'
+                          'case " $* " in *" gpu09 "*"--address="*) echo "ray: refused" >&2; exit 1;; esac\n'
+                          'case " $* " in *" start "*) exec sleep 30;; esac\n'
+                          f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && touch {tmp_path}/trainer-ran; done; '
+                          'exit 0\n', {"SLURM_JOB_NODELIST": "gpu[07-09]", "ARCTL_RAY_WORKER_WAIT_S": "2"})
     assert proc.returncode == 1, proc.stderr
     assert "arctl: the Ray worker on gpu09 failed (exit code 1) before the run started" in proc.stderr
     assert not (tmp_path / "trainer-ran").exists()  # the trainer never started
@@ -335,20 +340,12 @@ def test_the_ray_directory_goes_unless_the_job_failed(config, tmp_path, trainer_
     from arctl.launch.job import PREEMPTED_EXIT_CODE
 
     assert PREEMPTED_EXIT_CODE == 75  # os.EX_TEMPFAIL: the code the job entry exits with (tests/launch/test_chain_stops)
-    script = job_script(config, tmp_path / "run", python="python3")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _stub(bin_dir, "scontrol", 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" n1; fi\n')
     # `ray start` makes its temp dir (as Ray does) and blocks; the trainer step ends with the code under test
-    _stub(bin_dir, "srun", 'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1; exit 0;; esac; done\n'
-                           'case " $* " in *" start "*) mkdir -p "$ARCTL_RAY_TMP/session_1"; exec sleep 30;; esac\n'
-                           f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && exit {trainer_rc}; done\n'
-                           'exit 0\n')
-    (tmp_path / "job.sh").write_text(script)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "4242",
-           "SLURM_CPUS_PER_TASK": "4", "ARCTL_RAY_HEAD_WAIT_S": "0.2", "ARCTL_RAY_STOP_WAIT_S": "2",
-           "ARCTL_RAY_TMPDIR": str(tmp_path), "HOME": str(tmp_path)}
-    proc = subprocess.run([BASH, str(tmp_path / "job.sh")], env=env, capture_output=True, text=True, timeout=60)
+    proc = _run_with_srun(job_script(config, tmp_path / "run", python="python3"), tmp_path, ["n1"],
+                          'for a in "$@"; do case "$a" in --ip-address) echo 10.0.0.1; exit 0;; esac; done\n'
+                          'case " $* " in *" start "*) mkdir -p "$ARCTL_RAY_TMP/session_1"; exec sleep 30;; esac\n'
+                          f'for a in "$@"; do [ "$a" = arctl.backends.verl.trainer ] && exit {trainer_rc}; done\n'
+                          'exit 0\n', {"SLURM_JOB_NODELIST": "n1", "SLURM_JOB_ID": "4242", "ARCTL_RAY_TMPDIR": str(tmp_path)})
     assert proc.returncode == trainer_rc, proc.stderr
     ray_dir = tmp_path / "arctl-ray-4242"
     assert (ray_dir / "session_1").is_dir() is kept, proc.stderr
