@@ -129,7 +129,7 @@ def dry_run_report(items, workspace, executor: str | None, force: bool, array_pa
     try:
         active = [i for i in items if i.action == "active" and i.job]
         scripts = dry_run_scripts(to_launch, workspace, name, array_parallelism, {i.run_id: i.job for i in active},
-                                  {i.run_id: i.after for i in active})
+                                  {i.run_id: i.after for i in active}, {i.run_id: i.state for i in active})
     except Exception:  # a job that cannot be set up (a bad verl.overrides entry): what refuses the launch says why
         if not refused:  # (from an audit: this was a traceback, exit 1, where the launch gives one line)
             raise
@@ -418,9 +418,9 @@ def report_launch(result, workspace, as_json: bool, quiet_json_extra: dict | Non
         console.print(esc(printable(f"  {item.action:<7} {item.run_id}  ({cell(item)})  job {job}")))
     for item, reason in result.skipped:
         console.print(f"  [dim]{esc(printable(f'skip    {item.run_id}  ({cell(item)})  {reason}'))}[/]")
-    from arctl.launch.launcher import job_id_order
+    from arctl.launch.job_ids import array_master, job_id_order
 
-    jobs = sorted({j.split("_")[0] for j in result.job_ids.values()}, key=job_id_order)  # 8, 9, 10 (a hunt)
+    jobs = sorted({array_master(j) for j in result.job_ids.values()}, key=job_id_order)  # 8, 9, 10 (a hunt)
     what = f"{len(result.submitted)} run(s) submitted" if result.submitted else "nothing to submit"
     if result.executor == "slurm" and jobs:
         what += f" as SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"

@@ -49,6 +49,7 @@ from arctl.launch.executors import (
     slurm_parameters,
     with_ray_setup,
 )
+from arctl.launch.job_ids import array_master, is_array_task, job_id_order
 from arctl.launch.progress import run_progress
 from arctl.launch.provenance import code_version, record_resume, spec_files_read, write_provenance
 from arctl.launch.registry import Registry, RegistryError, RunRecord, new_claim_token
@@ -669,13 +670,15 @@ def planned_problem(items: list[LaunchItem], workspace: Workspace) -> str | None
 
 def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str,
                     array_parallelism: int | None = None, active: dict[str, str] | None = None,
-                    starts_from: Mapping[str, str | None] | None = None) -> list[tuple[str, str]]:
+                    starts_from: Mapping[str, str | None] | None = None,
+                    found: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(title, sbatch script) as they would be submitted (SLURM), in the order :func:`_submit_slurm` submits them
     (:func:`slurm_submissions`: the same plan), without submitting anything. ``active``: run id -> job id of runs
     under way from an earlier launch, which a run starting from one waits for (:func:`_waits`) and whose jobs hold
     slots of the bound (:func:`held_slots`: their ids are shown, where the launch's own jobs' are placeholders);
-    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`); the other runs under way
-    of the items' sweep (experiment) are added to them, and the states of the array tasks under way found now
+    ``starts_from``: run id -> the run it starts from, of those runs (:func:`held_slots`); ``found``: run id -> the
+    state of those runs as the plan found them (:func:`plan`: not asked again); the other runs under way of the
+    items' sweep (experiment) are added to them, and the states of the array tasks under way found now
     (:func:`siblings_under_way`), as the launch adds them."""
     active = active or {}
     if executor != "slurm" or not items:
@@ -683,7 +686,7 @@ def dry_run_scripts(items: list[LaunchItem], workspace: Workspace, executor: str
     scripts = []
     folder = workspace.jobs_dir / "%j"
     by_id = {item.run_id: item for item in items}
-    beside = siblings_under_way(items, workspace, None, {*by_id, *active}, active)
+    beside = siblings_under_way(items, workspace, None, {*by_id, *active}, active, found)
     active, starts_from = {**active, **beside.jobs}, {**(starts_from or {}), **beside.starts_from}
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     waiting = {i.run_id for i in items if i.after in by_id or i.after in active}  # (_waits, as the launch has them)
@@ -1243,10 +1246,14 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                     # siblings; a resume's: its sweep's other runs), hold slots of the bound (the dry run's
                     # ``active``: its plan's, as found here)
                     ours = {i.run_id for i, _ in claimed}
-                    under_way = {rec.run_id: job for rec in [*(r for r, _ in claim.skipped), *waits.values()]
+                    rows = [*(r for r, _ in claim.skipped), *waits.values()]
+                    under_way = {rec.run_id: job for rec in rows
                                  if rec.run_id not in ours and (job := slurm_job_under_way(rec))}
                     starts_from = {r: by_id[r].after for r in under_way if r in by_id}
-                    beside = siblings_under_way([i for i, _ in claimed], workspace, reg, {*ours, *by_id}, under_way)
+                    # (the items' states: as the refresh before the claim found them, not asked again)
+                    found = {rec.run_id: rec.state for rec in rows if rec.run_id in by_id}
+                    beside = siblings_under_way([i for i, _ in claimed], workspace, reg, {*ours, *by_id}, under_way,
+                                                found)
                     _submit_slurm([i for i, _ in claimed], workspace, array_parallelism, job_ids, waits, echo,
                                   {**under_way, **beside.jobs}, {**starts_from, **beside.starts_from}, beside.tasks)
                 elif name == "local":
@@ -1307,7 +1314,7 @@ def _launch(items, workspace, name, result, force, array_parallelism, members, e
                         raise
                     # the run folders link them (_submit_chunk): once this launch has exited, a refresh adopts them
                     # (refresh.orphaned_job)
-                    masters = [job_id.split("_")[0] for job_id in job_ids.values()]
+                    masters = [array_master(job_id) for job_id in job_ids.values()]
                     several = len(set(masters)) > 1
                     jobs = ", ".join(f"{m} ({masters.count(m)} run{'s' * (masters.count(m) > 1)})"
                                      for m in dict.fromkeys(masters))
@@ -1418,20 +1425,11 @@ def _submitted_before(out: list[str], job_ids: dict[str, str], workspace: Worksp
         return ""
     ids = sorted({str(job_ids[r]) for r in out}, key=job_id_order)
     if len(ids) > 4:  # a whole array's tasks: its job id and how many runs it has
-        masters = [i.split("_")[0] for i in ids]
+        masters = [array_master(i) for i in ids]
         ids = [f"{m} ({masters.count(m)} runs)" for m in dict.fromkeys(masters)]
     recorded = f"recorded (`arctl status{workdir_arg(workspace.root)}` shows them)" if not left else (
         "see what could not be undone")
     return f"submitted before it: {len(out)} run(s) (job(s) {', '.join(ids)}), {recorded}"
-
-
-def job_id_order(job_id: str) -> tuple:
-    """Sort key of job ids as numbers: ``9`` before ``10``, ``31_2`` (an array's task) before ``31_10``; what is
-    not a SLURM job id (``debug``, ``queue:PID``) after them, as text (from a hunt: "SLURM jobs 10, 8, 9")."""
-    parts = str(job_id).split("_")
-    if all(p.isdigit() for p in parts):
-        return (0, tuple(int(p) for p in parts), "")
-    return (1, (), str(job_id))
 
 
 def _roll_back(reg: Registry, workspace: Workspace, token: str, refused: list[tuple[LaunchItem, RunRecord]],
@@ -1711,7 +1709,7 @@ class UnderWay:
 
     job: str  # its job id (an array's: the array's, all its tasks)
     run: str
-    runs: int = 1  # its runs under way: an array's tasks among them
+    runs: int = 1  # its runs under way: an array's, all its tasks under way (:func:`held_slots`)
     slots: int = 1
     array: bool = False
     last: str | None = None  # an array's last task under way: ``5_3``
@@ -1745,8 +1743,11 @@ def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Map
                launched: Collection[str] = (), tasks: Mapping[str, str] | None = None) -> list[UnderWay]:
     """The jobs of ``under_way`` (run id -> its job id, an array's task ``5_1`` among them: the runs of a launch's
     items under way from earlier launches), oldest first, each with the slots it holds: an array
-    ``min(its %p, its runs under way)`` (its ``%p`` read from its sbatch script in the workspace's ``jobs/``; where
-    that cannot be read, its runs under way), a job of its own one. From a review: the relaunch arctl advises after
+    ``min(its %p, its tasks under way)`` (its ``%p`` read from its sbatch script in the workspace's ``jobs/``; where
+    that cannot be read, its tasks under way), a job of its own one. An array counted at all is counted whole: its
+    tasks under way are those of the runs counted and every other task of it in ``tasks``, whatever its run's
+    experiment (from the re-read of this chain: `arctl run EXP` after `arctl sweep SW` counted EXP's tasks of SW's
+    array, not its other experiments' beside them, and P+1 ran at once). From a review: the relaunch arctl advises after
     sbatch refused part of a launch sent the runs starting from runs still under way with no slot, beside the
     earlier launch's array: 4 jobs at once under ``--array-parallelism 2``. A run that starts from one of the runs
     ``launched`` (``starts_from``: run id -> the run it starts from) holds none: its job waits (afterok) for that run's
@@ -1764,21 +1765,24 @@ def held_slots(under_way: dict[str, str], workspace: Workspace, starts_from: Map
     for run_id, job in sorted(under_way.items(), key=lambda kv: job_id_order(kv[1])):
         if starts_from.get(run_id) in launched and starts_from.get(run_id) is not None:
             continue
-        runs.setdefault(str(job).split("_")[0], []).append(run_id)
+        runs.setdefault(array_master(job), []).append(run_id)
     out = []
     for job, of in sorted(runs.items(), key=lambda kv: job_id_order(kv[0])):
-        held, array, last = len(of), any("_" in str(under_way[r]) for r in of), None
-        if array:  # an array's tasks: at most its %p at once
+        counted = {str(under_way[r]) for r in of if is_array_task(under_way[r])}
+        runs_under_way, last = len(of), None
+        held = runs_under_way
+        if counted:  # an array's tasks: all of them under way, at most its %p at once
+            known = {task for task in tasks if array_master(task) == job}
+            runs_under_way = held = len(counted | known)
             try:
                 found = ARRAY_THROTTLE.search((workspace.jobs_dir / job / f"{job}_submission.sh").read_text())
             except (OSError, UnicodeDecodeError):
                 found = None
-            held = min(held, int(found.group(1))) if found and int(found.group(1)) > 0 else held
-            counted = {str(under_way[r]) for r in of if "_" in str(under_way[r])}
-            known = {task for task in tasks if task.split("_")[0] == job}
+            if found and int(found.group(1)) > 0:
+                held = min(held, int(found.group(1)))
             if known <= counted and not _requeued(counted, tasks):
                 last = max(counted, key=job_id_order)
-        out.append(UnderWay(job, of[0], len(of), held, array, last))
+        out.append(UnderWay(job, of[0], runs_under_way, held, bool(counted), last))
     return out
 
 
@@ -1802,45 +1806,50 @@ class Beside:
 
 
 def siblings_under_way(items: list[LaunchItem], workspace: Workspace, reg: Registry | None = None,
-                       known: Collection[str] = (), under_way: Mapping[str, str] | None = None) -> Beside:
+                       known: Collection[str] = (), under_way: Mapping[str, str] | None = None,
+                       found: Mapping[str, str] | None = None) -> Beside:
     """The jobs under way of the other runs of the sweeps (or experiments) of ``items`` (``beside``), not ``known``
     (the launch's items, the runs it has already), for :func:`held_slots`; with the states of every array task
     under way among them, among the caller's runs ``under_way`` (run id -> job id) and the other tasks of their
-    arrays. The states as a refresh finds them now, all in one: written into ``reg`` (the launch's), else nowhere
-    (the dry run's), so that the dry run waits for what the launch waits for (from a review: on a stale registry
-    the dry run said ``afterany:59``, the launch sent ``afterany:59_4``). From reviews: `arctl resume RUN
-    --array-parallelism 2`, which `status` advises for a failed task, and `arctl run EXP --arm A` counted none of
-    them and started beside the array's tasks, 3 and 4 at once."""
+    arrays. ``found``: run id -> state, of runs of ``under_way`` as the caller found them now (the launch's refresh
+    before its claim, the dry run's plan): taken as they are, not asked again (from the re-read of this chain: each
+    launch and dry run asked sacct for them twice). The others' states as a refresh finds them now, all in one:
+    written into ``reg`` (the launch's), else nowhere (the dry run's), so that the dry run waits for what the launch
+    waits for (from a review: on a stale registry the dry run said ``afterany:59``, the launch sent
+    ``afterany:59_4``). From reviews: `arctl resume RUN --array-parallelism 2`, which `status` advises for a failed
+    task, and `arctl run EXP --arm A` counted none of them and started beside the array's tasks, 3 and 4 at once."""
     names = sorted({item.beside for item in items})
-    under_way = under_way or {}
+    under_way, found = under_way or {}, found or {}
     if not names or not workspace.registry_path.exists():
         return Beside()
     from arctl.launch.refresh import fresh_view, refresh, settled
 
     known = {*known, *under_way, *(item.run_id for item in items)}
 
-    def array(job: str | None) -> str | None:
-        return str(job).split("_")[0] if job and "_" in str(job) else None
-
     def rows(registry: Registry) -> tuple[list[RunRecord], set[str]]:  # (what to find now, the siblings among it)
         siblings = {rec.run_id: rec for name in names for rec in registry.list(name)
                     if rec.run_id not in known and rec.state in states.ACTIVE}
         every = registry.list(states_in=states.ACTIVE)
-        arrays = {a for job in [*under_way.values(), *(r.job_id for r in siblings.values())] if (a := array(job))}
+        arrays = {array_master(job) for job in [*under_way.values(), *(r.job_id for r in siblings.values())]
+                  if is_array_task(job)}
         mates = {rec.run_id: rec for rec in every  # (not the launch's own runs: they are not under way)
-                 if rec.run_id in under_way or (rec.run_id not in known and array(rec.job_id) in arrays)}
+                 if (rec.run_id in under_way and rec.run_id not in found)
+                 or (rec.run_id not in known and is_array_task(rec.job_id) and array_master(rec.job_id) in arrays)}
         return list({**mates, **siblings}.values()), set(siblings)
 
     if reg is not None:
         todo, siblings = rows(reg)
-        found = refresh(reg, workspace, todo)
+        now_found = refresh(reg, workspace, todo) if todo else []
     else:  # the dry run's view, as plan() has the items'
         with Registry.for_reading(workspace.registry_path) as ro:
             todo, siblings = rows(ro)
         now = time.time()
-        found = fresh_view(workspace, [v for rec in todo if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
-    jobs = {rec.run_id: job for rec in found if rec.run_id in siblings and (job := slurm_job_under_way(rec))}
-    tasks = {job: rec.state for rec in found if (job := slurm_job_under_way(rec)) and array(job)}
+        now_found = fresh_view(workspace, [v for rec in todo
+                                           if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
+    jobs = {rec.run_id: job for rec in now_found if rec.run_id in siblings and (job := slurm_job_under_way(rec))}
+    tasks = {str(job): state for run_id, job in under_way.items()
+             if (state := found.get(run_id)) in (states.PENDING, states.RUNNING) and is_array_task(job)}
+    tasks |= {job: rec.state for rec in now_found if (job := slurm_job_under_way(rec)) and is_array_task(job)}
     return Beside(jobs, {run_id: run_starts_from(workspace.run_dir(run_id)) for run_id in jobs}, tasks)
 
 
@@ -1957,7 +1966,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
 
     def submit(params: dict, chunk: list[LaunchItem]) -> None:
         if said := _submit_chunk(params, chunk, workspace, job_ids):
-            echo(f"note: sbatch, accepting job {str(job_ids[chunk[0].run_id]).split('_')[0]}, said: {said}")
+            echo(f"note: sbatch, accepting job {array_master(job_ids[chunk[0].run_id])}, said: {said}")
 
     rays = {item.run_id: backend_job_setup(item.config, workspace.run_dir(item.run_id)) for item in items}
     masters: list[str] = []  # each array's job id, in submission order
@@ -1982,7 +1991,7 @@ def _submit_slurm(items: list[LaunchItem], workspace: Workspace, array_paralleli
                 write_phase(workspace.run_dir(item.run_id), queued_phase(slot if isinstance(slot, str) else slot.run))
         submit(params, step.runs)
         if step.array is not None:
-            masters.append(str(job_ids[item.run_id]).split("_")[0])
+            masters.append(array_master(job_ids[item.run_id]))
     return job_ids
 
 
@@ -2027,7 +2036,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
                 # submitit's pickle and script of it; a job's folder only if it is this launch's job (another
                 # launch into the same workspace may be submitting its own meanwhile)
                 for left in _entries(workspace.jobs_dir) - before:
-                    job = left.name.split("_")[0]
+                    job = array_master(left.name)  # (a task's folder 5_0, the array's 5_submission.sh)
                     if job.isdigit() and job not in accepted:
                         continue
                     if left.is_dir():
@@ -2042,7 +2051,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
                     raise LaunchError(f"{_accepted_then(accepted, 'the submission failed', cancelled)}: "
                                       f"{said[-300:]}") from err
                 raise LaunchError(f"sbatch refused the job: {said[-400:]}") from err
-        master = str(jobs[0].job_id).split("_")[0]
+        master = array_master(jobs[0].job_id)
         # each run folder links its job while the job is held, before the release: a launch killed after the
         # release (kill -9, a lost session) leaves the next launch the job to adopt (refresh.orphaned_job), where
         # a job released but not linked yet was invisible and submitted again, two jobs training one run (from a
@@ -2061,7 +2070,7 @@ def _submit_chunk(params: dict, chunk: list[LaunchItem], workspace: Workspace, j
     except BaseException as err:  # refused (cancelled by _release), or e.g. Ctrl-C: a held job would wait for ever
         if not jobs or job_ids.get(chunk[-1].run_id) == str(jobs[-1].job_id):
             raise  # sbatch's own failure (undone above), or once recorded: the launch's to say
-        master = str(jobs[0].job_id).split("_")[0]
+        master = array_master(jobs[0].job_id)
         if not isinstance(err, LaunchError):
             cancelled = scancel_quietly([master])
             if not isinstance(err, Exception):  # said on the "interrupted" line

@@ -25,6 +25,7 @@ from pathlib import Path
 from arctl.config.files import is_this_host
 from arctl.launch import states
 from arctl.launch.executors import release_quietly, sbatch_job_name, scancel_failed, scancel_quietly
+from arctl.launch.job_ids import array_master
 from arctl.launch.joblog import LOG_TAIL_BYTES, last_attempt_lines, stderr_logs
 from arctl.launch.progress import last_row_written, run_progress
 from arctl.launch.registry import Registry, RegistryError, RunRecord, claim_is_stale, new_claim_token
@@ -105,7 +106,7 @@ def sacct_states(job_ids: list[str]) -> dict[str, str]:
 
 def _masters(job_ids: list[str]) -> list[str]:
     """The jobs (arrays) that ``job_ids`` (``"123_4"`` or ``"123"``) belong to, for one ``-j`` list."""
-    return sorted({j.split("_")[0] for j in job_ids})
+    return sorted({array_master(j) for j in job_ids})
 
 
 def scheduler_states(job_ids: list[str]) -> tuple[dict[str, str], str | None]:

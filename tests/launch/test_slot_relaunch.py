@@ -3,7 +3,7 @@
 advises ("run the same command again") sent the runs that start from runs still under way with no slot
 (``afterany``): beside the earlier launch's array, 4 jobs at once under P=2. And the arrays took no slot of the
 Ray jobs submitted before them: R Ray jobs and an array at ``%P`` ran R+P at once. The jobs under way of the launch's
-runs now come first in its slot chain (oldest first, an array holding min(its %p, its runs under way) slots under
+runs now come first in its slot chain (oldest first, an array holding min(its %p, its tasks under way) slots under
 its id), and the arrays take their slots in it too."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def sbatch_shims(tmp_path, monkeypatch):
     """``sbatch_shims(refuse=None)``: SLURM's programs shimmed; sbatch answers jobs 5, 6, ... in turn and keeps
     each one's script as ``scripts/<job id>.sh`` (the folder returned), its ``refuse``-th submission (1-based)
     refused as a full QOS refuses it; no job is ever found by squeue, nor by sacct unless a test writes its answer
-    (``JobID|State`` lines) into ``sacct.txt``."""
+    (``JobID|State`` lines) into ``sacct.txt``. Each sacct call appends its arguments to ``sacct-calls``."""
 
     def use(refuse: int | None = None) -> Path:
         scripts, count = tmp_path / "scripts", tmp_path / "sbatch-calls"
@@ -79,7 +79,8 @@ def sbatch_shims(tmp_path, monkeypatch):
                         sbatch=(f'echo x >> {count}\nn=$((4 + $(wc -l < {count})))\n{refusal}'
                                 f'cp "$1" {scripts}/$n.sh\necho "Submitted batch job $n"\n'),
                         scontrol="[ \"$1\" = show ] && echo 'MaxArraySize            = 1001'\nexit 0\n",
-                        squeue="exit 0\n", sacct=f"[ -f {tmp_path}/sacct.txt ] && cat {tmp_path}/sacct.txt\nexit 0\n",
+                        squeue="exit 0\n", sacct=(f'echo "$*" >> {tmp_path}/sacct-calls\n'
+                                                    f"[ -f {tmp_path}/sacct.txt ] && cat {tmp_path}/sacct.txt\nexit 0\n"),
                         srun="exit 0\n")
         return scripts
 
@@ -268,22 +269,107 @@ def test_a_sweeps_narrowed_launch_counts_the_sweeps_other_runs_under_way(sweep2,
         assert most <= 2, (draw, lines["6"])
 
 
-def test_a_retry_beside_tasks_it_does_not_count_waits_for_the_whole_array(sweep2, tmp_path, sbatch_shims, cli):
-    """The retry of task 5_1 by `arctl run two` (which counts its experiment's runs, not the sweep's) beside sw2's
-    array waits for the whole array, as before: one's tasks 5_6-5_8, under way too, start after the last task it
-    counts (5_5), so that one's end frees no slot (after 5_5, 5_8 may run beside 5_7: 3 at once)."""
-    scripts, ws = sbatch_shims(), tmp_path / "ws"
-    _sweep_task_1_failed(scripts, ws, cli)
+def _retry_of_two(scripts, ws, cli, tasks_left: list[int]):
+    """`arctl run two` (dry run, then the launch) beside sw2's array 5 with ``tasks_left`` of it under way: the dry
+    run's scripts and the sbatch lines sent, checked to be the array and the retry's job 6, never more than 2 at once
+    over SLURM's rules (10 draws)."""
     args = ("run", "two", "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
     dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
     cli(*args, check=True)
     lines = _sbatch_lines(scripts)
     assert sorted(lines) == ["5", "6"], lines
     for draw in range(10):
-        most = _most_at_once([("5", [0, *range(2, 9)], 2, ""), ("6", 1, 1, lines["6"].get("dependency", ""))],
+        most = _most_at_once([("5", tasks_left, 2, ""), ("6", 1, 1, lines["6"].get("dependency", ""))],
                              random.Random(draw))
         assert most <= 2, (draw, lines["6"])
+    return dry, lines
+
+
+def test_a_retry_beside_tasks_it_does_not_count_waits_for_the_whole_array(sweep2, tmp_path, sbatch_shims, cli):
+    """The retry of task 5_1 by `arctl run two` (which counts its experiment's runs, not the sweep's) beside sw2's
+    array waits for the whole array, as before: one's tasks 5_6-5_8, under way too, start after the last task it
+    counts (5_5), so that one's end frees no slot (after 5_5, 5_8 may run beside 5_7: 3 at once)."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    _sweep_task_1_failed(scripts, ws, cli)
+    dry, lines = _retry_of_two(scripts, ws, cli, [0, *range(2, 9)])
     assert lines["6"]["dependency"] == "afterany:5" and "\n#SBATCH --dependency=afterany:5\n" in dry[0]["script"]
+
+
+def test_an_array_counted_at_all_holds_the_slots_of_all_its_tasks_under_way(sweep2, tmp_path, sbatch_shims, cli):
+    """The re-read of the slot chain: `arctl run two` after `arctl sweep sw2` counted the tasks of sw2's array that
+    are two's runs, not one's beside them. With two's q_s2 (5_5) its one task left under way and one's r_s0 (5_6)
+    running, the array held 1 slot (min(%2, two's 1 task)), so the retry of p_s1 went out with no dependency and ran
+    beside 5_5 and 5_6: 3 at once under P=2. An array counted at all is counted whole (min(its %p, all its tasks
+    under way), whatever their experiment): the retry waits for the array, in the dry run and the launch, and over
+    SLURM's rules never more than 2 run at once."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _sweep_task_1_failed(scripts, ws, cli)
+    with Registry(Workspace(ws).registry_path) as reg:  # two's tasks ended but q_s2; one's r_s0 started
+        for run in ("two/p0", "two/p2", "two/q0", "two/q1"):
+            reg.update(runs[run], state=states.COMPLETED)
+        for run in ("two/q2", "one/r0"):
+            reg.update(runs[run], state=states.RUNNING)
+    dry, lines = _retry_of_two(scripts, ws, cli, [5, 6, 7, 8])
+    assert lines["6"].get("dependency") == "afterany:5", lines["6"]
+    assert [s for s in dry[0]["script"].splitlines() if "--dependency" in s] == ["#SBATCH --dependency=afterany:5"]
+
+
+def test_held_slots_count_an_arrays_tasks_of_other_runs_found_under_way(tmp_path):
+    """An array holds min(its %p, all its tasks under way) slots: those of the runs counted and the others the caller
+    found under way (``tasks``: another experiment's tasks of a sweep's array), not only the runs counted."""
+    ws = Workspace(tmp_path / "ws")
+    (ws.jobs_dir / "9").mkdir(parents=True)
+    (ws.jobs_dir / "9" / "9_submission.sh").write_text("#!/bin/bash\n#SBATCH --array=0-8%3\n")
+    run, pend = states.RUNNING, states.PENDING
+
+    def held(tasks):
+        return [(u.job, u.runs, u.slots, u.last) for u in launcher.held_slots({"a": "9_5"}, ws, tasks=tasks)]
+
+    assert held({"9_5": run}) == [("9", 1, 1, "9_5")]
+    assert held({"9_5": run, "9_6": run}) == [("9", 2, 2, None)]  # 9_6 not counted: all of the array frees a slot
+    assert held({"9_5": run, "9_6": run, "9_7": pend, "9_8": pend}) == [("9", 4, 3, None)]  # at most its %3
+    assert held({"9_5": run, "8_1": run}) == [("9", 1, 1, "9_5")]  # another array's task: not counted
+
+
+def _sacct_calls(tmp_path: Path) -> int:
+    calls = tmp_path / "sacct-calls"
+    n = len(calls.read_text().splitlines()) if calls.exists() else 0
+    calls.unlink(missing_ok=True)
+    return n
+
+
+@pytest.mark.parametrize(("command", "calls"), [(("run", "two"), [1, 2]),
+                                               (("run", "two", "--arm", "p", "--seeds", "1"), [1, 1]),
+                                               (("resume",), [1, 1])], ids=["run", "narrowed", "resume"])
+def test_the_states_a_launch_or_its_dry_run_found_are_not_asked_again(two, tmp_path, sbatch_shims, cli, command, calls):
+    """The re-read of the slot chain: a SLURM launch refreshed the runs it skipped as under way twice (before its
+    claim, then again to find the states of the array tasks under way), and the dry run asked sacct again for the
+    runs its plan had just found under way (it was handed their job ids only): `arctl run two` asked 2 and 3 times.
+    Now the dry run asks once (its plan), the launch twice (its plan's read-only view before anything is written,
+    its refresh before the claim; none after it); a narrowed launch or a resume, whose own run has ended, once (for
+    the experiment's other runs). Each waits for what it waited for (``afterany:5_5``), the dry run's ``#SBATCH``
+    lines those the launch sends."""
+    scripts, ws = sbatch_shims(), tmp_path / "ws"
+    runs = _p2_of_array_5_failed(scripts, ws, "two", cli)
+    args = (*(command if command[0] == "run" else ("resume", runs["p1"])),
+            "--executor", "slurm", "--array-parallelism", "2", "--workdir", str(ws))
+    _sacct_calls(tmp_path)
+    dry = json.loads(cli(*args, "--dry-run", "--json", check=True).stdout)["sbatch"]
+    asked = [_sacct_calls(tmp_path)]
+    cli(*args, check=True)
+    asked.append(_sacct_calls(tmp_path))
+    assert asked == calls, "sacct calls of the dry run, of the launch"
+    lines = _sbatch_lines(scripts)
+    assert sorted(lines) == ["5", "6"] and lines["6"].get("dependency") == "afterany:5_5", lines
+    sent = (scripts / "6.sh").read_text()
+    assert _own_lines(dry[0]["script"]) == _own_lines(sent), (dry[0]["script"], sent)
+
+
+def _own_lines(script: str) -> list[str]:
+    """A script's ``#SBATCH`` lines but the launch's own mechanics: ``--hold`` (it submits held, then releases the
+    job once its run folders link it), submitit's ``--wckey``, and where the logs go."""
+    return [line for line in script.splitlines() if line.startswith("#SBATCH")
+            and not re.match(r"#SBATCH --(output|error|wckey)=|#SBATCH --hold$", line)]
 
 
 def test_a_requeued_task_makes_the_retry_wait_for_the_whole_array(two, tmp_path, sbatch_shims, cli):
@@ -545,3 +631,11 @@ def test_an_arrays_last_task_is_waited_for_only_where_the_states_found_allow_it(
     assert last({"9_2": pend, "9_3": run, "9_4": pend}) is None  # 9_2 requeued: it starts again after 9_4
     assert last({"9_2": run, "9_3": run, "9_4": pend, "9_5": pend}) is None  # 9_5 not counted: it starts after 9_4
     assert last({"9_2": run, "9_3": run, "9_4": pend, "8_7": pend}) == "9_4"  # another array's task
+
+
+def test_an_array_task_and_its_array_master():
+    """The one reading of a job id's shape (arctl.launch.job_ids) every count of the slot chain and the refresh use."""
+    from arctl.launch.job_ids import array_master, is_array_task
+
+    assert [array_master(j) for j in ("31_2", "31", "5_submission.sh")] == ["31", "31", "5"]
+    assert [is_array_task(j) for j in ("31_2", "31", None, "")] == [True, False, False, False]
