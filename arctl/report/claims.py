@@ -317,7 +317,7 @@ def load_claims(path: Path | None = None) -> ClaimsSpec:
             _need(test.kind == "sign", path, tw, "a precondition is a sign test (kind: sign)")
             _need(bool(test.arms) and bool(test.stat), path, tw, "needs arms and a stat defined under statistics:")
             pre.append(test)
-        claim_id = str(c.get("id", i + 1))
+        claim_id = str(i + 1 if c.get("id") is None else c["id"])  # `id: null` is not given, as every null here
         # a report's claims are named by id (its tables, claims.json, the browser page's anchors): one id each
         _need(all(claim_id != other.id for other in claims), path, f"{where}.id",
               f"id {claim_id!r} is another claim's too: give each claim its own id")

@@ -563,6 +563,13 @@ def test_summary(t, commands: list[str] | None = None, numbered: dict[str, int] 
     return f"mean {fmt(t.mean)} {ci}, {t.n} seed(s){note}{extra}"
 
 
+def md_cell(text) -> str:
+    """``text`` as one cell of a Markdown table: its ``|`` escaped (a machine kind is "CPU | ISA | torch"; from a
+    hunt: a claim title "AR | anytime beats GRPO" split its row into 11 cells, the verdict column read a title's
+    part)."""
+    return str(text).replace("|", "\\|")
+
+
 def to_markdown(report: ClaimsReport) -> str:
     m = report.meta
     lines = [f"# The paper's claims, checked ({', '.join(m['sweeps'])}{', scale ' + m['scale'] if m['scale'] else ''})", "",
@@ -574,12 +581,13 @@ def to_markdown(report: ClaimsReport) -> str:
         for i, t in enumerate(r.tests):
             seeds = ", ".join(f"s{s}: {fmt(v.get('value'))}" if t.kind != "bound" else f"s{s}: {v['violations']}/{v['checked']}"
                               for s, v in sorted(t.per_seed.items()))
-            head = (f"{r.id}. {r.title} ({r.paper})", f"**{r.verdict}**") if i == 0 else ("", "")
-            lines.append(f"| {head[0]} | {head[1]} | {t.label} | {seeds or '–'} | {test_summary(t, report.commands(t))} | {t.verdict} | {t.paper or ''} |")
+            title = f"{r.id}. {r.title}" + (f" ({r.paper})" if r.paper else "")  # no "()" where no paper is given
+            head = (title, f"**{r.verdict}**") if i == 0 else ("", "")
+            lines.append("| " + " | ".join(map(md_cell, (head[0], head[1], t.label, seeds or "–", test_summary(t, report.commands(t)),
+                                                           t.verdict, t.paper or ""))) + " |")
     lines += ["", "| run | arm | seed | code version | warm-up (weights sha256) | machine |", "|---|---|---|---|---|---|"]
-    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a machine kind is "CPU | ISA | torch"
-    lines += [f"| `{u['run_id']}` | {cell(u['arm'])} | {u['seed']} | {cell(u['code_version'])} | {cell(_warmup_text(u))} | "
-              f"{cell(_machine_text(u))} |" for u in report.runs]
+    lines += [f"| `{u['run_id']}` | {md_cell(u['arm'])} | {u['seed']} | {md_cell(u['code_version'])} | "
+              f"{md_cell(_warmup_text(u))} | {md_cell(_machine_text(u))} |" for u in report.runs]
     if report.warnings:  # as claims.html's: a report read mid-sweep says so (the runs not read, those left out)
         lines += ["", "## Warnings", "", *(f"- {w}" for w in report.file_warnings())]
     lines.append("")
