@@ -521,9 +521,13 @@ def _is_shipped(key: str, target: Path) -> bool:
 
 def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
     """The warm-up's accuracy at this run's ``eval.budgets``. The cache key holds only the largest eval
-    budget (the weights do not depend on the others), so a cache trained by a run with other budgets
-    lacks some: ``measure() -> {budget: accuracy}`` measures them on this run's budgets (its own
-    generator: the same numbers in every run that asks), the cached values stay as they were."""
+    budget (the weights do not depend on the others, but for the known gap of :func:`warmup_key`: with
+    ``max_rounds`` > 1 the first round's accuracy, measured at the whole ``eval.budgets``, decides whether a
+    second is trained), so a cache trained by a run with other budgets lacks some: ``measure() -> {budget:
+    accuracy}`` measures them on this run's budgets (its own generator: the same numbers in every run that asks),
+    the cached values stay as they were. The values a cache has are those of the run that made it, measured
+    under its ``tiny.eval_seed``, ``eval.temperature`` and ``tiny.max_rows`` (a review of 2026-12-07: a run under
+    other such settings records them as its warm-up's accuracy; not re-measured)."""
     wanted = sorted({int(b) for b in config["eval"]["budgets"]})
     have = {int(b): float(a) for b, a in (info.get("accuracy_per_budget") or {}).items()}
     if not set(wanted) <= set(have):
