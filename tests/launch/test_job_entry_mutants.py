@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 
 import pytest
+from queued_runs import queued_runs  # tests/support/queued_runs.py
 
 from arctl.launch import states
 from arctl.launch.job import PREEMPTED_EXIT_CODE, JobError, RunJob, run_job
@@ -161,22 +162,6 @@ def test_under_slurm_a_backend_that_returns_no_result_fails_the_job_not_exit_0(t
     assert (status["state"], status["error"], status["job_id"]) == ("failed", NO_RESULT_LINE, "4242")
 
 
-def _queued(ws, monkeypatch, n: int) -> list[str]:
-    """``n`` runs of sweep lt3 waiting in this process's local queue (tests/launch/test_local_queue_damaged.py)."""
-    from arctl.compose import resolve_sweep
-    from arctl.launch.launcher import items_from_resolved, launch
-    from arctl.launch.registry import Registry
-
-    items = items_from_resolved(resolve_sweep("lt3", []))[:n]
-    monkeypatch.setattr(RunJob, "__call__", lambda self, run_dir: "not trained here")
-    launch(items, ws, executor="debug", members=["lt3"])
-    ids = [i.run_id for i in items]
-    with Registry(ws.registry_path) as reg:
-        for run_id in ids:
-            reg.update(run_id, state=states.PENDING, executor="local", job_id=f"queue:{os.getpid()}")
-    return ids
-
-
 def test_a_queue_that_gives_up_on_a_registry_that_never_reopens_says_why_in_each_run(specs, tmp_path, monkeypatch,
                                                                                       capsys):
     """The registry file is overwritten and nobody repairs it: the queue cannot even reopen it when it gives up,
@@ -185,7 +170,7 @@ def test_a_queue_that_gives_up_on_a_registry_that_never_reopens_says_why_in_each
     from arctl.launch.workspace import Workspace
 
     ws = Workspace(tmp_path / "ws")
-    ids = _queued(ws, monkeypatch, 2)
+    ids = queued_runs(ws, monkeypatch, 2)
     ws.registry_path.write_bytes(b"this is not a database" * 100)
     monkeypatch.setattr(local_queue, "RETRY_S", 0.01)
     monkeypatch.setattr(local_queue, "GIVE_UP_S", 0.2)
@@ -206,7 +191,7 @@ def test_a_run_whose_source_is_not_in_the_registry_fails_saying_so(specs, tmp_pa
     from arctl.launch.workspace import Workspace
 
     ws = Workspace(tmp_path / "ws")
-    (run_id,) = _queued(ws, monkeypatch, 1)
+    (run_id,) = queued_runs(ws, monkeypatch, 1)
     gone = "chain_r1_s0_gone"
     said = f"starts from run {gone}, which is not in the registry: `arctl run` again relaunches both"
     with Registry(ws.registry_path) as reg:

@@ -9,30 +9,13 @@ from the refresh (what a truncated file gives there)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from ended_jobs import EndedExecutor as _Executor  # tests/support/ended_jobs.py
+from queued_runs import queued_runs  # tests/support/queued_runs.py
 
 from arctl.launch import states
-from arctl.launch.launcher import items_from_resolved, launch
 from arctl.launch.registry import Registry, RegistryError
 from arctl.launch.workspace import Workspace
-
-
-def _queued(ws: Workspace, monkeypatch, n: int) -> list[str]:
-    """``n`` runs of sweep lt3 waiting in this process's local queue."""
-    from arctl.compose import resolve_sweep
-    from arctl.launch.job import RunJob
-
-    items = items_from_resolved(resolve_sweep("lt3", []))[:n]
-    monkeypatch.setattr(RunJob, "__call__", lambda self, run_dir: "not trained here")
-    launch(items, ws, executor="debug", members=["lt3"])
-    ids = [i.run_id for i in items]
-    with Registry(ws.registry_path) as reg:
-        for run_id in ids:
-            reg.update(run_id, state=states.PENDING, executor="local", job_id=f"queue:{os.getpid()}")
-    return ids
 
 
 def _damaged_once(ws: Workspace, monkeypatch) -> dict:
@@ -57,7 +40,7 @@ def test_a_repair_can_replace_the_registry_while_the_queue_waits_and_the_queue_g
     import arctl.launch.repair as repair
 
     ws = Workspace(tmp_path / "ws")
-    ids = _queued(ws, monkeypatch, 2)
+    ids = queued_runs(ws, monkeypatch, 2)
     executor = _Executor()
     monkeypatch.setattr(local_queue, "local_executor", lambda folder, cluster: executor)
     monkeypatch.setattr(local_queue, "RETRY_S", 0.01)
@@ -86,7 +69,7 @@ def test_a_queue_whose_runs_have_all_ended_stops_on_a_damaged_registry(specs, tm
     import arctl.launch.local_queue as local_queue
 
     ws = Workspace(tmp_path / "ws")
-    ids = _queued(ws, monkeypatch, 1)
+    ids = queued_runs(ws, monkeypatch, 1)
     monkeypatch.setattr(local_queue, "local_executor", lambda folder, cluster: _Executor())
     monkeypatch.setattr(local_queue, "RETRY_S", 0.01)
     monkeypatch.setattr(local_queue, "POLL_S", 0.01)
@@ -102,7 +85,7 @@ def test_a_queue_that_gives_up_ends_with_one_line_not_a_traceback(specs, tmp_pat
     import arctl.launch.local_queue as local_queue
 
     ws = Workspace(tmp_path / "ws")
-    ids = _queued(ws, monkeypatch, 1)
+    ids = queued_runs(ws, monkeypatch, 1)
     with Registry(ws.registry_path) as reg:
         reg.update(ids[0], job_id="queue:1")  # another queue's: this one starts nothing, only asks
 
@@ -124,7 +107,7 @@ def test_the_give_up_still_raises_for_a_caller(specs, tmp_path, monkeypatch):
     import arctl.launch.local_queue as local_queue
 
     ws = Workspace(tmp_path / "ws")
-    ids = _queued(ws, monkeypatch, 1)
+    ids = queued_runs(ws, monkeypatch, 1)
 
     def full(self, run_id):
         raise RegistryError(f"{ws.registry_path}: database or disk is full", "full")

@@ -25,3 +25,20 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(WARMUP_ENV, raising=False)
     return tmp_path / "cache" / TINY_WARMUP_CACHE
+
+
+@pytest.fixture
+def nan_after_update(monkeypatch) -> None:
+    """Every update of the tiny trainer leaves NaN weights behind it (the output layer filled with NaN after
+    ``ppo_update``), as a step whose decay flips them (lr x weight_decay >= 1) did: the next step that samples fails."""
+    from arctl.backends.tiny import trainer
+
+    ppo_update = trainer.ppo_update
+
+    def poisoned(model, *args, **kwargs):
+        out = ppo_update(model, *args, **kwargs)
+        with torch.no_grad():
+            model.lm_head.weight.fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(trainer, "ppo_update", poisoned)

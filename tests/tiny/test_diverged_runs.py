@@ -98,18 +98,9 @@ def test_a_streak_shorter_than_the_limit_ends_and_the_run_completes(tmp_path, mo
     assert read_warning(run_dir).startswith("steps 2-3: every optimizer step was skipped")
 
 
-def test_weights_that_give_nan_logits_fail_the_next_step_that_samples(tmp_path, monkeypatch):
+def test_weights_that_give_nan_logits_fail_the_next_step_that_samples(tmp_path, nan_after_update):
     """The update of step 1 leaves NaN weights (as a step whose decay flips them, lr x weight_decay >= 1, did):
     step 2's rollout fails in one line, naming the step and what to change, where it sampled the last token."""
-    ppo_update = trainer.ppo_update
-
-    def poisoned(model, *args, **kwargs):
-        out = ppo_update(model, *args, **kwargs)
-        with torch.no_grad():
-            model.lm_head.weight.fill_(float("nan"))
-        return out
-
-    monkeypatch.setattr(trainer, "ppo_update", poisoned)
     with pytest.raises(Exception) as failed:
         trainer.train(_config(4), tmp_path / "run", threading.Event())
     line = failure_line(failed.value, tmp_path / "run")

@@ -177,7 +177,7 @@ def _exit_codes(run_dir) -> list[int]:
     return codes
 
 
-def test_a_run_whose_logits_are_not_finite_ends_failed_in_w_and_b_and_the_reports(tmp_path, monkeypatch):
+def test_a_run_whose_logits_are_not_finite_ends_failed_in_w_and_b_and_the_reports(tmp_path, nan_after_update):
     """Step 1's update leaves NaN weights, step 2's rollout fails (Diverged): the W&B exit record says failed
     (a clean one reads as "finished", and the reports took the run for one stopped before its last step)."""
     import yaml
@@ -186,15 +186,6 @@ def test_a_run_whose_logits_are_not_finite_ends_failed_in_w_and_b_and_the_report
     from arctl.report.cells import finished_run, unfinished
     from arctl.track.runs import load_runs
 
-    ppo_update = trainer.ppo_update
-
-    def poisoned(model, *args, **kwargs):
-        out = ppo_update(model, *args, **kwargs)
-        with torch.no_grad():
-            model.lm_head.weight.fill_(float("nan"))
-        return out
-
-    monkeypatch.setattr(trainer, "ppo_update", poisoned)
     config = _config("main-grpo", "trainer.total_steps=4")
     root = tmp_path / "ws"
     run_dir = root / "runs" / "diverged"
