@@ -1732,7 +1732,7 @@ def slurm_job_under_way(rec: RunRecord | None) -> str | None:
     """The SLURM job a run under way has, which a job of a later launch can wait for (``--dependency``), else
     None: not one another launch is still submitting (its job id is its previous attempt's), nor another
     executor's."""
-    return (rec.job_id if rec is not None and rec.state in (states.PENDING, states.RUNNING)
+    return (rec.job_id if rec is not None and rec.state in states.SUBMITTED
             and rec.executor == "slurm" and rec.job_id else None)
 
 
@@ -1848,7 +1848,7 @@ def siblings_under_way(items: list[LaunchItem], workspace: Workspace, reg: Regis
                                            if (v := settled(rec, workspace.run_dir(rec.run_id), now))])
     jobs = {rec.run_id: job for rec in now_found if rec.run_id in siblings and (job := slurm_job_under_way(rec))}
     tasks = {str(job): state for run_id, job in under_way.items()
-             if (state := found.get(run_id)) in (states.PENDING, states.RUNNING) and is_array_task(job)}
+             if (state := found.get(run_id)) in states.SUBMITTED and is_array_task(job)}
     tasks |= {job: rec.state for rec in now_found if (job := slurm_job_under_way(rec)) and is_array_task(job)}
     return Beside(jobs, {run_id: run_starts_from(workspace.run_dir(run_id)) for run_id in jobs}, tasks)
 

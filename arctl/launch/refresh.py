@@ -205,7 +205,7 @@ def _revived(records: list[RunRecord], now: float) -> list[tuple[str, dict, dict
         # queued or running again, not ending (COMPLETING: an ended job's epilog), and arctl's job, not one
         # that took its id (a job id reused after slurmctld lost its state: from a review)
         ours = job.get("User") == me and job.get("JobName") in {sbatch_job_name(n) for n in (r.sweep, r.experiment) if n}
-        if raw in BACK_AGAIN and ours and (state := states.slurm_state(raw)) in (states.PENDING, states.RUNNING):
+        if raw in BACK_AGAIN and ours and (state := states.slurm_state(raw)) in states.SUBMITTED:
             out.append((r.run_id, {k: getattr(r, k) for k in ATTEMPT_KEYS},
                         {"state": state, "error": None, "ended_at": None}))
     return out
@@ -934,11 +934,11 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
     slurm_ids = [r.job_id for r in active if r.executor == "slurm" and r.job_id]
     raw_states, source = scheduler_states(slurm_ids)
     scheduler = {jid: states.slurm_state(raw) for jid, raw in raw_states.items()}
-    queued_or_running = [j for j, st in scheduler.items() if st in (states.PENDING, states.RUNNING)]
+    queued_or_running = [j for j, st in scheduler.items() if st in states.SUBMITTED]
     view = controller_jobs(queued_or_running)  # why pending; what the controller still has (one squeue call)
     reasons = pending_reasons(view)
     again = asked_again(view, queued_or_running) if source == "sacct" else {}
-    lost = {j: raw for j, raw in again.items() if states.slurm_state(raw) in (states.PENDING, states.RUNNING)}
+    lost = {j: raw for j, raw in again.items() if states.slurm_state(raw) in states.SUBMITTED}
     ended = [(j, raw) for j, (raw, _) in (view or {}).items()] + [(j, raw) for j, raw in again.items() if j not in lost]
     raw_of = dict(raw_states)  # SLURM's own word, which says more than the state it maps to (slurm_end)
     for jid, raw in ended:  # an end accounting had not recorded (the controller's), or recorded since

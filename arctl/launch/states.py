@@ -19,6 +19,7 @@ INTERRUPTED = "INTERRUPTED"
 ALL = frozenset({SUBMITTING, PENDING, RUNNING, COMPLETED, FAILED, PREEMPTED, CANCELLED})
 ACTIVE = frozenset({SUBMITTING, PENDING, RUNNING})
 TERMINAL = frozenset({COMPLETED, FAILED, PREEMPTED, CANCELLED})
+SUBMITTED = frozenset({PENDING, RUNNING})  # in the scheduler's hands: a job that is queued or runs
 # what `arctl sweep` relaunches (and resumes from the last checkpoint) without --force
 RELAUNCHABLE = frozenset({FAILED, PREEMPTED, CANCELLED})
 

@@ -578,10 +578,10 @@ def to_markdown(report: ClaimsReport) -> str:
              summary_text(report.results, len(report.runs)), "", *([COMMANDS_FROM, ""] if report.relative() else []),
              "| claim | verdict | test | per seed | mean [95% CI] | verdict | paper |", "|---|---|---|---|---|---|---|"]
     for r in report.results:
+        title = f"{r.id}. {r.title}" + (f" ({r.paper})" if r.paper else "")  # no "()" where no paper is given
         for i, t in enumerate(r.tests):
             seeds = ", ".join(f"s{s}: {fmt(v.get('value'))}" if t.kind != "bound" else f"s{s}: {v['violations']}/{v['checked']}"
                               for s, v in sorted(t.per_seed.items()))
-            title = f"{r.id}. {r.title}" + (f" ({r.paper})" if r.paper else "")  # no "()" where no paper is given
             head = (title, f"**{r.verdict}**") if i == 0 else ("", "")
             lines.append("| " + " | ".join(map(md_cell, (head[0], head[1], t.label, seeds or "–", test_summary(t, report.commands(t)),
                                                            t.verdict, t.paper or ""))) + " |")
