@@ -1,15 +1,14 @@
 """``cluster.sbatch_extra`` entries are read as sbatch reads an ``#SBATCH`` line (from a hunt): quotes removed, a
 trailing ``# comment`` dropped, ``-X value`` short options as their long forms; a short option sbatch does not have is
 refused in one line. Golden sbatch scripts (the ``# Parameters`` block submitit writes), a launch through the sbatch
-shim (tests/support/slurm_shims.py), and, where sbatch is installed, sbatch itself reading the script arctl wrote
-(``sbatch --test-only -v`` prints the options it read before it asks a controller; no SLURM daemon is needed)."""
+shim (tests/support/slurm_shims.py), and sbatch itself reading the script arctl wrote (``sbatch --test-only -v`` prints
+the options it read before it asks a controller), installed with the session's SLURM (``slurm_cluster``)."""
 
 from __future__ import annotations
 
 import gzip
 import os
 import re
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -27,6 +26,14 @@ from arctl.launch.executors import (
     render_sbatch,
     slurm_parameters,
 )
+
+
+# sbatch itself, as installed for the session's SLURM (the fixture installs SLURM's packages where they are not, and
+# skips with its reason where it cannot): a skipif on `shutil.which("sbatch")` was read at collection, before that
+# install, so on a fresh machine (CI's) these tests never ran
+def installed_sbatch(test):
+    return pytest.mark.slurm(pytest.mark.usefixtures("slurm_cluster")(test))
+
 
 CLUSTER = {"executor": "slurm", "partition": "gpu", "nodes": 1, "gpus_per_node": 0, "cpus_per_task": 4,
            "time_min": 60, "preempt_warning_s": 30}
@@ -152,7 +159,7 @@ def _sbatch_pairs(help_text: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+@installed_sbatch
 def test_the_short_option_table_is_the_installed_sbatchs():
     """Every short option `sbatch --help` lists (and sbatch(1), where its man page is installed) has its long form in
     the table, and the table has no other."""
@@ -179,7 +186,7 @@ def _help() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+@installed_sbatch
 def test_the_table_of_options_that_need_a_value_is_the_installed_sbatchs(tmp_path):
     """Every long option `sbatch --help` writes --name=value is in the table; and the table is exactly the documented
     long options that the installed sbatch, given one bare as the last option, says "requires an argument" of (the
@@ -197,7 +204,7 @@ def test_the_table_of_options_that_need_a_value_is_the_installed_sbatchs(tmp_pat
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+@installed_sbatch
 def test_the_other_long_options_are_the_installed_sbatchs():
     """The documented long options that need no value are the table's: a bare word that is neither these nor one that
     needs a value, but begins one of those, is refused as an abbreviation."""
@@ -277,7 +284,7 @@ def _sbatch_reads(script: str, tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+@installed_sbatch
 def test_sbatch_reads_the_values_the_user_meant_from_the_script_arctl_writes(tmp_path):
     extra = ['#SBATCH --comment="it\'s (v2), #1"  # why', "#SBATCH -w vm", "-x 'other,n2'", '--gres="gpu:4"',
              "--mail-user='me@x.org'", "--licenses='a\\\\b'", "--constraint='a100|h100'"]
@@ -291,7 +298,7 @@ def test_sbatch_reads_the_values_the_user_meant_from_the_script_arctl_writes(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not shutil.which("sbatch"), reason="sbatch is not installed here (SLURM's client)")
+@installed_sbatch
 def test_sbatch_reads_arctls_lines_beside_a_bare_option(tmp_path):
     """A bare option whose value is optional (--exclusive) leaves arctl's next line as it is; a bare --comment, which
     sbatch read with arctl's --cpus-per-task=4 as its text (from a hunt), is refused before any script is written."""
