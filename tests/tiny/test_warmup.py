@@ -123,8 +123,9 @@ def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_pa
     assert trained == [1] and info["path"] == str(warmup.warmup_dir(config))
     assert len(calls_a) == 1 and calls_b == []  # the cache's accuracy covers the run's eval budgets
 
-    # a run with other eval budgets and the same largest one shares the weights (the key) and gets
-    # its own budgets measured; the cached ones keep their values
+    # a run with other eval budgets and the same largest one shares the weights (the key) and measures
+    # its own accuracy at every budget of its own (the summaries of all budgets share one stream: the cached
+    # 0.9 at the largest was measured beside other budgets); the cache keeps its values
     other = copy.deepcopy(config)
     top = max(config["eval"]["budgets"])
     other["eval"]["budgets"] = [top - 1, top]
@@ -132,7 +133,7 @@ def test_the_warmup_reports_its_progress_and_is_shared_by_every_workspace(tmp_pa
     calls_c, acc_c = measured(other["eval"]["budgets"], value=0.5)
     _m, _t, info_c = warmup.warmup_model(other, run_b, acc_c)
     assert trained == [1] and len(calls_c) == 1
-    assert info_c["accuracy_per_budget"] == {str(top - 1): 0.5, str(top): 0.9}
+    assert info_c["accuracy_per_budget"] == {str(top - 1): 0.5, str(top): 0.5}
     assert json.loads((warmup.warmup_dir(config) / "warmup.json").read_text())["accuracy_per_budget"] == {
         str(b): 0.9 for b in sorted(config["eval"]["budgets"])}  # the cache is not rewritten
 
@@ -257,7 +258,8 @@ def test_a_fresh_cache_takes_the_shipped_warm_start_unless_told_to_train_or_it_i
 
 
 def test_each_warm_up_round_says_its_accuracy_in_the_job_log(tmp_path, monkeypatch, capsys):
-    """A round short of tiny.warmup.min_acc says so and that another round follows; the last says done."""
+    """A round short of tiny.warmup.min_acc says so and that another round follows; the last says done. The
+    accuracy is the warm-up's own evaluation's (warmup.rounds_accuracy, stubbed), not the run's measure."""
     from arctl.backends.tiny import warmup
 
     config = _micro_config(seed=98)
@@ -265,21 +267,20 @@ def test_each_warm_up_round_says_its_accuracy_in_the_job_log(tmp_path, monkeypat
     scores = iter([0.25, 0.625, 1.0])
     monkeypatch.setenv("ARCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("ARCTL_TINY_WARMUP", "train")
+    monkeypatch.setattr(warmup, "rounds_accuracy", lambda model, tok, config: next(scores))
     run = tmp_path / "ws" / "runs" / "r"
     run.mkdir(parents=True)
     top = max(config["eval"]["budgets"])
-    score = {}
 
-    def accuracy(model, tok):
-        score.setdefault("now", next(scores))
-        return {int(b): score.pop("now") if int(b) == top else 0.0 for b in config["eval"]["budgets"]}
+    def accuracy(model, tok):  # the run's own measure: never the rounds'
+        return {int(b): 0.0 for b in config["eval"]["budgets"]}
 
     _m, _t, info = warmup.warmup_model(config, run, accuracy)
     out = capsys.readouterr().out
     assert "round 1/3: loss" in out and f"accuracy 0.250 at the largest budget {top} (tiny.warmup.min_acc 0.50); " \
         "training round 2" in out
     assert "accuracy 0.625" in out and "round 2/3" in out and out.count("; done") == 1 and "round 3/3" not in out
-    assert info["rounds"] == 2 and info["accuracy"] == 0.625
+    assert info["rounds"] == 2 and info["rounds_eval"]["accuracy"] == [0.25, 0.625] and info["accuracy"] == 0.0
 
 
 def test_a_damaged_cached_warm_up_is_set_aside_and_made_again(tmp_path, monkeypatch, capsys):

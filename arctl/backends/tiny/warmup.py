@@ -24,6 +24,7 @@ terms with probability ``summary_continue_prob``), so the model answers after an
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import logging
@@ -56,8 +57,11 @@ from arctl.backends.tiny.warmup_key import (  # noqa: F401 - CACHE_VERSION, the 
     inserted_style,
     lock_holder,
     lock_path,
+    measure_settings,
     remove_holder,
     room_problem,
+    rounds_settings,
+    scale_eval,
     shipped_entry,
     warmup_key,
     weights_sha256,
@@ -297,9 +301,12 @@ def warmup_model(config: dict, run_dir: Path, accuracy_fn, should_stop=None,
     ``tiny.warmup.threads`` torch threads: a fixed number, so the same config gives the same weights
     on every machine of one kind; 0 = every core, fast and machine-dependent).
 
-    ``accuracy_fn(model, tokenizer) -> {budget: accuracy}`` measures accuracy at the eval budgets;
-    training continues for up to ``max_rounds`` rounds until the largest budget's reaches ``min_acc``,
-    else a warning says so. ``warmup.json`` records the weights' sha256 and the accuracy per budget.
+    Training continues for up to ``max_rounds`` rounds until the warm-up's own evaluation
+    (:func:`rounds_accuracy`) reaches ``min_acc``, else a warning says so. ``accuracy_fn(model, tokenizer) ->
+    {budget: accuracy}`` measures the run's accuracy at its eval budgets, under its own settings
+    (:func:`measure_settings`): once when it trains the entry, and again for a run whose settings are not those
+    the entry records (:func:`own_accuracy`). ``warmup.json`` records the weights' sha256, the accuracy per budget
+    with the settings it was measured under, and the warm-up's own evaluation of each round.
     ``should_stop()`` (e.g. a preemption signal) aborts the training with :class:`WarmupInterrupted`.
     ``on_phase(text)`` hears "waiting on the tiny warm-up: run R (host H, pid P, since T) trains it", "warming up
     640/1200", None.
@@ -383,13 +390,22 @@ def _warmup_model(config: dict, key: str, target: Path, run_dir: Path, accuracy_
         raise ValueError(f"the cached tiny warm-up {target} is not of this run's model ({why}): move it away "
                          f"(mv {shlex.quote(str(target))} {shlex.quote(str(target) + '.other')}; it is made "
                          f"again), then {resume_command(run_dir)}")
-    if info["accuracy"] < float(config["tiny"]["warmup"]["min_acc"]):
+    wk = config["tiny"]["warmup"]
+    rounds_acc = (info.get("rounds_eval") or {}).get("accuracy")  # the warm-up's own evaluation, each round
+    if rounds_acc is None and int(wk["max_rounds"]) > 1 and not info.get("shipped"):  # (the shipped one's single
+        # round stands under the warm-up's own evaluation: tests/tiny/test_warmup_round_decision.py)
+        print(f"tiny warm-up: NOTE the cached warm-up {target} was made by an arctl that decided its rounds "
+              f"({info.get('rounds')}) on its maker's evaluation settings, not on the warm-up's own: remove it to make "
+              "it again by the rule of every run", flush=True)
+    decided = float(rounds_acc[-1]) if rounds_acc else float(info["accuracy"])  # (an entry without it: its maker's)
+    if decided < float(wk["min_acc"]):
         log.warning(
             "tiny warm-up: accuracy %.3f at the max budget is below tiny.warmup.min_acc=%.2f "
             "(cache %s); RL may not learn: raise tiny.warmup.steps",
-            info["accuracy"], float(config["tiny"]["warmup"]["min_acc"]), target,
+            decided, float(wk["min_acc"]), target,
         )
-    info["accuracy_per_budget"] = cover_eval_budgets(config, info, lambda: accuracy_fn(model, tok))
+    mine = own_accuracy(config, info, lambda: accuracy_fn(model, tok))
+    info.update(accuracy_per_budget=mine, accuracy=mine[max(mine, key=int)], accuracy_eval=measure_settings(config))
     info["path"] = str(target)
     info["source"] = ("shipped" if target.name == key and shipped_dir(key) is not None
                       else "trained")  # the run's record says which
@@ -519,21 +535,54 @@ def _is_shipped(key: str, target: Path) -> bool:
     return mine is not None and mine == shipped
 
 
-def cover_eval_budgets(config: dict, info: dict, measure) -> dict[str, float]:
-    """The warm-up's accuracy at this run's ``eval.budgets``. The cache key holds only the largest eval
-    budget (the weights do not depend on the others, but for the known gap of :func:`warmup_key`: with
-    ``max_rounds`` > 1 the first round's accuracy, measured at the whole ``eval.budgets``, decides whether a
-    second is trained), so a cache trained by a run with other budgets lacks some: ``measure() -> {budget:
-    accuracy}`` measures them on this run's budgets (its own generator: the same numbers in every run that asks),
-    the cached values stay as they were. The values a cache has are those of the run that made it, measured
-    under its ``tiny.eval_seed``, ``eval.temperature`` and ``tiny.max_rows`` (a review of 2026-12-07: a run under
-    other such settings records them as its warm-up's accuracy; not re-measured)."""
-    wanted = sorted({int(b) for b in config["eval"]["budgets"]})
-    have = {int(b): float(a) for b, a in (info.get("accuracy_per_budget") or {}).items()}
-    if not set(wanted) <= set(have):
-        fresh = {int(b): float(a) for b, a in measure().items()}
-        have.update({b: a for b, a in fresh.items() if b not in have})
-    return {str(b): have[b] for b in wanted}
+def recorded_settings(info: dict) -> dict | None:
+    """The settings (:func:`measure_settings`) the accuracies per budget of the cache entry whose record is ``info``
+    were measured under: its ``accuracy_eval``; for the warm-start arctl shipped before it was recorded (a record
+    with ``shipped`` and none: ``benchmarks/ship_warmstart.py`` measured it as the tiny scale's default run,
+    main-ar-uniform, does), the tiny scale's (:func:`scale_eval`) at its budgets; None where they are unknown (an
+    entry an earlier arctl trained)."""
+    if isinstance(recorded := info.get("accuracy_eval"), dict):
+        return recorded
+    if info.get("shipped") and info.get("accuracy_per_budget"):
+        return {**scale_eval(), "budgets": sorted(int(b) for b in info["accuracy_per_budget"])}
+    return None
+
+
+def own_accuracy(config: dict, info: dict, measure) -> dict[str, float]:
+    """The warm-up's accuracy at this run's ``eval.budgets``, measured under this run's settings
+    (:func:`measure_settings`): the entry's own (``info``) where it records them measured under the same settings
+    (nothing measured), else ``measure() -> {budget: accuracy}`` (the run's own generator: the same numbers in every
+    run that asks), the entry left as it is. From a review of 2026-12-07: a run recorded as its warm-up's accuracy
+    (``run_dir/warmup.json``, W&B, claims.md) the one measured by the run that made the cache, under that run's
+    ``eval.temperature``, ``tiny.eval_seed``, ``tiny.max_rows`` and ``eval.budgets``."""
+    mine = measure_settings(config)
+    have = info.get("accuracy_per_budget") or {}
+    if _same(recorded_settings(info), mine) and all(str(b) in have for b in mine["budgets"]):
+        return {str(b): float(have[str(b)]) for b in mine["budgets"]}
+    return {str(b): float(a) for b, a in sorted((int(b), a) for b, a in measure().items())}
+
+
+def _same(recorded: dict | None, mine: dict) -> bool:
+    """Whether the recorded settings ``recorded`` (read back from JSON) are ``mine``."""
+    try:
+        return recorded is not None and measure_settings({
+            "eval": {"temperature": recorded["temperature"], "budgets": recorded["budgets"]},
+            "tiny": {"eval_seed": recorded["eval_seed"], "max_rows": recorded["max_rows"]}}) == mine
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def rounds_accuracy(model, tok, config: dict) -> float:
+    """The warm-up's own evaluation (:func:`rounds_settings`): accuracy at the largest eval budget alone on
+    ``tiny.warmup.eval_problems`` problems drawn, and sampled, from ``tiny.warmup.seed``, at the tiny scale's
+    temperature and row batch; what decides another round. The trainer's measure
+    (:func:`arctl.backends.tiny.evaluate.budget_accuracy`) under those settings."""
+    from arctl.backends.tiny.evaluate import budget_accuracy  # (it imports this module)
+
+    fixed, own = rounds_settings(config), copy.deepcopy(config)
+    own["eval"].update(temperature=fixed["temperature"], budgets=[fixed["budget"]])
+    own["tiny"].update(eval_seed=fixed["seed"], max_rows=fixed["max_rows"])
+    return float(budget_accuracy(model, tok, own, fixed["problems"])[fixed["budget"]])
 
 
 def shipped_dir(key: str) -> Path | None:
@@ -607,27 +656,30 @@ def _train_into(config: dict, target: Path, accuracy_fn, should_stop=None, on_ph
     torch_state = torch.random.get_rng_state()
     torch.manual_seed(int(wk["seed"]))
     t0 = time.perf_counter()
-    acc, per_budget, rounds, loss = 0.0, {}, 0, float("nan")
-    steps = int(wk["steps"])
+    decided, rounds, loss = [], 0, float("nan")
+    steps, top = int(wk["steps"]), rounds_settings(config)["budget"]
     progress = WarmupProgress(steps * int(wk["max_rounds"]), on_phase)
     try:
         for rounds in range(1, int(wk["max_rounds"]) + 1):
             progress.total = steps * rounds  # extra rounds only when the accuracy falls short
             loss = train_steps(model, tok, inserted, toy, wk, steps, rng, should_stop, progress, steps * (rounds - 1))
-            per_budget = {int(b): float(a) for b, a in accuracy_fn(model, tok).items()}
-            acc = per_budget[max(per_budget)]
-            done = acc >= float(wk["min_acc"]) or rounds == int(wk["max_rounds"])
-            print(f"tiny warm-up round {rounds}/{int(wk['max_rounds'])}: loss {loss:.4f}, accuracy {acc:.3f} at the "
-                  f"largest budget {max(per_budget)} (tiny.warmup.min_acc {float(wk['min_acc']):.2f}); "
-                  + ("done" if done else f"training round {rounds + 1}"), flush=True)
+            decided.append(rounds_accuracy(model, tok, config))  # the warm-up's own: not the run's settings
+            done = decided[-1] >= float(wk["min_acc"]) or rounds == int(wk["max_rounds"])
+            print(f"tiny warm-up round {rounds}/{int(wk['max_rounds'])}: loss {loss:.4f}, its own evaluation's "
+                  f"accuracy {decided[-1]:.3f} at the largest budget {top} (tiny.warmup.min_acc "
+                  f"{float(wk['min_acc']):.2f}); " + ("done" if done else f"training round {rounds + 1}"), flush=True)
             if done:
                 break
+        per_budget = {int(b): float(a) for b, a in accuracy_fn(model, tok).items()}  # this run's, as it records it
     finally:
         torch.random.set_rng_state(torch_state)
     tmp = _staging(target, alone)
     model.save_pretrained(str(tmp / "model"))
     tok.save_pretrained(str(tmp / "tokenizer"))
-    info = {"accuracy": acc, "accuracy_per_budget": {str(b): a for b, a in per_budget.items()}, "rounds": rounds,
+    info = {"accuracy": per_budget[max(per_budget)],  # the maker's, under its settings (accuracy_eval)
+            "accuracy_per_budget": {str(b): a for b, a in sorted(per_budget.items())},
+            "accuracy_eval": measure_settings(config), "rounds": rounds,
+            "rounds_eval": {**rounds_settings(config), "accuracy": decided},  # what decided the rounds
             "loss": loss, "seconds": time.perf_counter() - t0, "key": target.name, "threads": torch.get_num_threads(),
             "torch": torch.__version__, "machine": machine_kind(), "weights_sha256": weights_sha256(tmp / "model"),
             "entry_sha256": entry_sha256(tmp)}

@@ -6,6 +6,7 @@ what a launch (its dry run) reads to say which warm-ups its runs will train befo
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -37,24 +38,60 @@ def inserted_style(config: dict) -> str:
 def warmup_key(config: dict) -> str:
     """Hash of everything the warmed-up weights depend on. The inserted tokens enter it only when
     they are not the default, so the default's key (and every run id's warm-up) is the one from
-    before the setting existed. Known gap (a review of 2026-12-04): whether a second round is trained
-    (``max_rounds`` > 1, accuracy below ``min_acc``) is decided by the first run's accuracy measure, which
-    reads ``eval.temperature``, ``tiny.eval_seed``, ``tiny.max_rows`` and the whole ``eval.budgets``, none
-    of them in the key: a run with other such values that trains an empty cache first decides the rounds
-    for every later run of the key. The shipped warm-up (installed into an empty cache for the default
-    key) is not affected; putting them in the key would change the shipped key."""
+    before the setting existed. A run's own evaluation settings (:func:`measure_settings`) are not in it: whether a
+    second round is trained (``max_rounds`` > 1) is decided by the warm-up's own evaluation
+    (:func:`rounds_settings`: what the key hashes and the tiny scale's fixed settings), and each run measures the
+    warm-up's accuracy under its own settings where they are not those the entry records. From a review of
+    2026-12-04: the rounds followed the accuracy of the run that filled an empty cache, under its
+    ``eval.temperature``, ``tiny.eval_seed``, ``tiny.max_rows`` and ``eval.budgets``, so the weights of a key
+    depended on which run came first."""
     tiny = config["tiny"]
     payload = {
         "version": CACHE_VERSION,
         "model": {**config["model"], "name": MODEL_LABEL},
         "task": dict(zip(("name", "knobs"), task_section(tiny["task"]))),  # the selected task's knobs only
-        "warmup": dict(tiny["warmup"]),  # threads too: the float sums (hence the weights) depend on them
+        "warmup": dict(tiny["warmup"]),  # threads too: torch may split a sum by thread (docs/testbed.md)
         "max_budget": int(max(config["eval"]["budgets"])),
         "summary_max_tokens": int(config["summary"]["max_tokens"]),
     }
     if inserted_style(config) != Summary().inserted:
         payload["inserted"] = inserted_style(config)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+SCALE_PROFILE = Path(__file__).parent / "conf" / "scale" / "tiny.yaml"  # the tiny scale's settings' one home
+
+
+@functools.cache
+def scale_eval() -> dict:
+    """The tiny scale's own evaluation settings, read from its profile (:data:`SCALE_PROFILE`): ``temperature``
+    (``eval.temperature``), ``eval_seed`` (``tiny.eval_seed``) and ``max_rows`` (``tiny.max_rows``)."""
+    import yaml
+
+    profile = yaml.safe_load(SCALE_PROFILE.read_text())
+    return {"temperature": float(profile["eval"]["temperature"]), "eval_seed": int(profile["tiny"]["eval_seed"]),
+            "max_rows": int(profile["tiny"]["max_rows"])}
+
+
+def measure_settings(config: dict) -> dict:
+    """What a run's measure of its warm-up's accuracy per budget (:func:`arctl.backends.tiny.evaluate.budget_accuracy`,
+    the trainer's) reads beyond the key: ``eval.temperature``, ``tiny.eval_seed`` (its problems and sampling stream),
+    ``tiny.max_rows`` and ``eval.budgets`` (sorted: the summaries of every budget share one stream, so the accuracy
+    at one budget depends on the others). Recorded beside the accuracies a cache entry holds (``accuracy_eval``)."""
+    return {"temperature": float(config["eval"]["temperature"]), "eval_seed": int(config["tiny"]["eval_seed"]),
+            "max_rows": int(config["tiny"]["max_rows"]), "budgets": sorted(int(b) for b in config["eval"]["budgets"])}
+
+
+def rounds_settings(config: dict) -> dict:
+    """The warm-up's own evaluation, which decides whether another round is trained (``tiny.warmup.max_rounds`` > 1,
+    below ``tiny.warmup.min_acc``): ``problems`` (``tiny.warmup.eval_problems``) drawn, and sampled, from ``seed``
+    (``tiny.warmup.seed``), at the largest eval ``budget`` alone, at the tiny scale's ``temperature`` and
+    ``max_rows`` (:func:`scale_eval`): only what the key hashes and fixed settings, so every run of a key trains
+    the same rounds. Recorded in the entry (``rounds_eval``, with the accuracy of each round)."""
+    wk, fixed = config["tiny"]["warmup"], scale_eval()
+    return {"seed": int(wk["seed"]), "problems": int(wk["eval_problems"]),
+            "budget": int(max(config["eval"]["budgets"])), "temperature": fixed["temperature"],
+            "max_rows": fixed["max_rows"]}
 
 
 def shipped_entry(key: str, root: Path = SHIPPED) -> Path | None:
