@@ -31,8 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from arctl.report.errors import ReportError
-
-CONFIG_PREFIX = "config."  # the runs table's flattened-config columns (arctl.track.runs.tidy)
+from arctl.track.metrics_schema import CONFIG_PREFIX  # the runs table's flattened-config columns
 
 
 def parse_where(items: Sequence[str] | None) -> list[tuple[str, object, str | None]]:

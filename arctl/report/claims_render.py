@@ -43,6 +43,7 @@ from arctl.report.claims import (
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label
 from arctl.report.style import Outputs, arm_colors, path_from, paths_from, report_rc, saving
+from arctl.track.start_record import MACHINE_COLUMN, warmup_column
 
 COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", INCONCLUSIVE: "#9a6700", NOT_TESTABLE: "#57606a"}
 CSS_CLASS = {HOLDS: "holds", FAILS: "fails", INCONCLUSIVE: "inconclusive", NOT_TESTABLE: "not-testable"}
@@ -445,10 +446,10 @@ def _recorded(runs_table) -> dict[str, dict]:
 
     out = {}
     for rec in runs_table.to_dict("records") if len(runs_table) else []:
-        acc = value(rec, "config.warmup.accuracy")
-        out[str(rec["run_id"])] = {"warmup_sha256": value(rec, "config.warmup.weights_sha256"),
+        acc = value(rec, warmup_column("accuracy"))
+        out[str(rec["run_id"])] = {"warmup_sha256": value(rec, warmup_column("weights_sha256")),
                                    "warmup_accuracy": float(acc) if acc is not None else None,
-                                   "machine": value(rec, "config.machine")}
+                                   "machine": value(rec, MACHINE_COLUMN)}
     return out
 
 

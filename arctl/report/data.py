@@ -28,6 +28,7 @@ from arctl.track.metrics_schema import (
     parse_metric,
 )
 from arctl.track.runs import Runs, default_workdir, load_runs
+from arctl.track.start_record import TRAINED_SUFFIX, warmup_column
 from arctl.track.wandbfile.reader import NO_EXIT_RECORD, NO_RECORDS
 
 EVAL_BUDGETS = CONFIG_PREFIX + "eval.budgets"  # the runs table's column of a run's eval.budgets
@@ -396,7 +397,7 @@ def uneven_seeds_note(history, arms=None) -> str | None:
     return f"the arms are read at uneven seed counts: {said}; their means and intervals are over different seeds"
 
 
-WARMUP_KEY, WARMUP_SHA, WARMUP_SOURCE = "config.warmup.key", "config.warmup.weights_sha256", "config.warmup.source"
+WARMUP_KEY, WARMUP_SHA, WARMUP_SOURCE = (warmup_column(f) for f in ("key", "weights_sha256", "source"))
 
 
 def warmup_mix_note(read) -> str | None:
@@ -411,7 +412,7 @@ def warmup_mix_note(read) -> str | None:
     for rec in read.to_dict("records"):
         key, sha, source = rec.get(WARMUP_KEY), rec.get(WARMUP_SHA), rec.get(WARMUP_SOURCE)
         if isinstance(key, str) and isinstance(sha, str) and key and sha:
-            groups.setdefault(key.removesuffix("-trained"), {}).setdefault(sha, []).append(
+            groups.setdefault(key.removesuffix(TRAINED_SUFFIX), {}).setdefault(sha, []).append(
                 (str(rec["run_id"]), source if isinstance(source, str) and source else ""))
     mixed = {k: v for k, v in groups.items() if len(v) > 1}  # one weights reached two ways (shipped, trained alike
     if not mixed:  # on the shipped one's kind of machine) is one starting point (from a review)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from arctl.algo import settings
 
 STEP_KEY = "trainer/global_step"
+CONFIG_PREFIX = "config."
+"""The runs table's columns of a run's flattened config (``config.eval.budgets``; arctl.track.runs.tidy)."""
 WANDB_STEP_KEY = "_step"
 """W&B's own step counter (arctl logs it equal to :data:`STEP_KEY`); the fallback step of a run
 that logged no :data:`STEP_KEY`, and the metric of a fragment's ``resume_from`` branch point."""

@@ -58,6 +58,7 @@ from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
 from arctl.track.phase import read_warning, scan_warning, write_phase, write_warning
+from arctl.track.start_record import MACHINE_SECTION, WARMUP_FIELDS, WARMUP_SECTION
 
 log = logging.getLogger(__name__)
 WANDB_LOST = "W&B lost "  # the start of the warning of a run whose W&B files lack rows (`arctl status` shows it)
@@ -488,8 +489,6 @@ def _metric_rows(run_dir: Path) -> list[dict]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
-WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds",
-                 "seconds")
 
 
 
@@ -637,7 +636,7 @@ def record_warmup(run_dir: Path, warm: dict, wb=None) -> dict:
     record = {k: warm.get(k) for k in WARMUP_FIELDS}
     atomic_write(run_dir / WARMUP_RECORD, json.dumps(record, indent=1))
     if wb is not None:
-        wb.config.update({"warmup": record}, allow_val_change=True)
+        wb.config.update({WARMUP_SECTION: record}, allow_val_change=True)
     return record
 
 
@@ -658,7 +657,7 @@ def record_machine(run_dir: Path, wb=None) -> list[str]:
         kinds.append(machine_kind())
     atomic_write(path, json.dumps({"kinds": kinds}, indent=1))
     if wb is not None:
-        wb.config.update({"machine": "; ".join(kinds)}, allow_val_change=True)
+        wb.config.update({MACHINE_SECTION: "; ".join(kinds)}, allow_val_change=True)
     return kinds
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from arctl.algo.settings import Summary
 from arctl.backends.tiny.tasks import task_section, toy_task
 from arctl.config.files import pid_exists
+from arctl.track.start_record import TRAINED_SUFFIX  # noqa: F401 - the cache entry of a warm-up trained here
 
 CACHE_VERSION = 2  # 2: toy tasks by name, the weights' hash and the accuracy per budget in warmup.json
 SHIPPED = Path(__file__).with_name("shipped")  # warm-starts shipped with arctl: <key>/{model,tokenizer,warmup.json}
-TRAINED_SUFFIX = "-trained"  # the cache entry of a warm-up trained here where arctl ships one for the key
 # ``model.name`` is a label no builder reads (model.model_config): the key hashes the tiny scale's own name in its place,
 # so a model renamed at the tiny scale keeps its key, and the shipped warm-up (a review of 2026-12-07: `model.name=
 # my-tiny` trained a warm-up of 16-24 min, bit for bit the shipped one's weights on the kind that made it, another's

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arctl.track.metrics_schema import STEP_KEY
+from arctl.track.metrics_schema import CONFIG_PREFIX, STEP_KEY
 from arctl.track.runs.cache import _cache_paths, _group_path
 
 ID_COLUMNS = ("run_id", "arm", "experiment", "seed")
@@ -137,7 +137,7 @@ def _assemble(metas: list[dict], cache_dir: Path, metrics: Sequence[str] | None,
             "serves": json.dumps(m["serves"]) if m.get("serves") else "",  # other cells it serves (shared.json)
             RECORDED: ",".join(m.get("recorded") or []),  # config sections its job recorded, not its config.yaml's
         }
-        rec.update({f"config.{k}": v for k, v in flatten_config(m.get("config") or {}).items()})
+        rec.update({f"{CONFIG_PREFIX}{k}": v for k, v in flatten_config(m.get("config") or {}).items()})
         records.append(rec)
     runs = pd.DataFrame.from_records(records, columns=None if records else ["run_id", *ID_COLUMNS[1:]])
     notes = [w for m in metas for w in m.get("warnings", [])]
