@@ -184,9 +184,13 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[{colour}]{esc(r.run_id)}: {esc(printable(r.error))}[/]")
             if r.warning:
                 console.print(f"[yellow]{esc(r.run_id)}: {esc(printable(r.warning))}[/]")
-        if hidden := sum(r.state == "FAILED" and bool(r.error) and r.run_id not in errors for r in records):
-            more = f"`arctl status{' ' + shlex.quote(target) if target else ''} --state failed{workdir_arg(workspace.root)}`"
-            console.print(f"[red]... and {hidden} earlier failed run(s)' errors: {esc(more)} lists every one[/]")
+        # (from a hunt: only FAILED runs were counted here, so a preempted run's error left out went unsaid)
+        if hidden := [r for r in records if r.state in ERRORS_OF and r.error and r.run_id not in errors]:
+            kinds = sorted({r.state.lower() for r in hidden})
+            more = (f"`arctl status{' ' + shlex.quote(target) if target else ''}"
+                    f"{''.join(f' --state {k}' for k in kinds)}{workdir_arg(workspace.root)}`")
+            console.print(f"[red]... and {len(hidden)} earlier {' or '.join(kinds)} run(s)' errors: {esc(more)} lists "
+                          "every one[/]")
         if note:
             console.print(f"[yellow]note[/]: {esc(note)}")
 
