@@ -1,6 +1,7 @@
 """Training-curve figures (``ablation_dense``, ``ablation_decouple``, ``ablation_vr``,
-``main_training``, ``r1_7b``, ``ctx_16k``): one panel per metric × benchmark, metric vs
-``trainer/global_step``, arms as lines, seeds as mean ± 95% CI bands. The table behind it (``<name>.csv``):
+``main_training``, ``r1_7b``, ``ctx_16k``): one panel per metric × benchmark (one per metric for a key without
+``{dataset}``, such as ``train/loss``), metric vs ``trainer/global_step``, arms as lines, seeds as mean ± 95% CI
+bands. The table behind it (``<name>.csv``):
 arm, metric, unit, step, mean, ci (the 95% interval's half-width), n; mean and ci in the panel's unit, the metric
 as logged × the panel's ``scale``, which ``unit`` names (:func:`panel_unit`: "percent", "tokens", ...)."""
 
@@ -65,6 +66,17 @@ def panel_unit(metric: str, scale: float) -> str:
     return base if scale == 1 else f"{base} x {scale:g}"
 
 
+def per_dataset_panel(panel: dict) -> bool:
+    """Whether a panel is drawn once per dataset column (its key has ``{dataset}``: ``eval/{dataset}/final_acc``),
+    not once (``train/loss``)."""
+    return "{dataset}" in panel["key"]
+
+
+def panel_metric(panel: dict, dataset: str | None) -> str:
+    """The metric a panel draws in the column of ``dataset`` (None: a panel without ``{dataset}``)."""
+    return panel["key"] if dataset is None else panel["key"].format(dataset=dataset)
+
+
 def metric_globs(spec: dict) -> list[str]:
     return [p["key"].replace("{dataset}", "*") for p in spec.get("panels") or DEFAULT_PANELS]
 
@@ -121,15 +133,17 @@ def runs_behind(history, metric: str, arm: str, left_out) -> dict[str, dict[str,
     run_id -> {"absent": steps it logged no value at, "nan": steps it logged NaN (or an infinity) at}, of each run
     with a finite value at one of the curve's drawn steps (a run with none is in no point of the curve)."""
     cell = history[(history["metric"] == metric) & (history["arm"] == arm)]
-    finite = cell[cell["value"].notna()]
+    # finite as mean_ci95 counts a sample: an infinity is none (from a hunt: notna() let it pass, so a run that
+    # logged one at a left-out step was named neither "absent" nor "nan" there, and the warning named no run)
+    cell = cell.assign(_finite=np.isfinite(cell["value"].to_numpy(dtype=float)))
     left_out = {int(s) for s in left_out}
-    drawn = set(finite["step"].astype(int)) - left_out
+    drawn = set(cell.loc[cell["_finite"], "step"].astype(int)) - left_out
     out: dict[str, dict[str, set[int]]] = {}
     for run, rows in cell.groupby(cell["run_id"].astype(str), observed=True):
-        ok = set(rows.loc[rows["value"].notna(), "step"].astype(int))
+        ok = set(rows.loc[rows["_finite"], "step"].astype(int))
         if not ok & drawn:
             continue
-        nan = set(rows.loc[rows["value"].isna(), "step"].astype(int)) & left_out
+        nan = set(rows.loc[~rows["_finite"], "step"].astype(int)) & left_out
         absent = left_out - ok - nan
         if absent or nan:
             out[run] = {"absent": absent, "nan": nan}
@@ -213,18 +227,29 @@ def build(spec: dict, data: ReportData):
     present = set(eval_datasets(h["metric"].cat.categories))
     listed = [str(d) for d in spec.get("datasets") or []]
     datasets = [d for d in listed if d in present] or dataset_order(present)
-    if not datasets:
+    # only a panel of a {dataset} key needs the evaluations' datasets (from a hunt: a figure of train/loss alone
+    # was refused with "they must run evaluations" where the runs had logged it and no evaluation)
+    per_dataset = any(per_dataset_panel(p) for p in panels)
+    if per_dataset and not datasets:
         _wait_for_evaluation(data, h, spec, ", ".join(p["key"] for p in panels))
         raise ReportError(
             f"the runs in {data.source} logged none of {', '.join(p['key'] for p in panels)}; "
             "they must run evaluations during training (eval.datasets, trainer.test_freq)"
         )
-    if note := unlogged_datasets_note(listed, present):
+    if per_dataset and (note := unlogged_datasets_note(listed, present)):
         data.runs.warnings = [*data.runs.warnings, note]
     arms = order(h["arm"].astype(str).unique(), spec.get("arms"))
     colors = arm_colors(arms)
-    fig, axes = new_figure(len(panels), len(datasets))
-    keys = [p["key"].format(dataset=ds) for p in panels for ds in datasets]
+    # a panel of a key without {dataset} (train/loss) is one panel, in the first column, and its rows are in the
+    # CSV once (from a hunt: it was drawn and written once per dataset column)
+    cells = [(i, j, panel, ds) for i, panel in enumerate(panels)
+             for j, ds in (enumerate(datasets) if per_dataset_panel(panel) else [(0, None)])]
+    fig, axes = new_figure(len(panels), len(datasets) if per_dataset else 1)
+    for i, panel in enumerate(panels):
+        if not per_dataset_panel(panel):
+            for ax in axes[i][1:]:
+                ax.set_axis_off()
+    keys = [panel_metric(panel, ds) for _, _, panel, ds in cells]
     curves = all_seed_curves(h, keys)
     rows = []
     partial: dict[str, set[int]] = {}  # arm -> steps left out of its mean (not every one of its runs logged them)
@@ -232,47 +257,47 @@ def build(spec: dict, data: ReportData):
     evals: dict[str, bool] = {}  # run -> whether every metric it is behind a left-out step of is an evaluation's
     blank: dict[str, list[str]] = {}  # arm -> the panels where no run of it has a finite value (no line there)
     lined: set[str] = set()  # arms with a line in some panel
-    for i, panel in enumerate(panels):
-        for j, ds in enumerate(datasets):
-            ax = axes[i][j]
-            metric = panel["key"].format(dataset=ds)
-            drawn = False
-            for arm in arms:
-                c = curves.get((metric, arm))
-                if c is None:
-                    continue
-                x, mean, ci, n = c
-                scale = float(panel.get("scale", 1))
-                mean, ci = mean * scale, ci * scale
-                # the mean over the same runs at every point: a step only some of the arm's runs logged (one
-                # still running or stopped early, an extra evaluation) would move the curve by who is in it
-                full = full_support(n)
-                unit = panel_unit(metric, scale)
-                rows += [(arm, metric, unit, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
-                if not full.any():  # every run logged NaN (diverged): no line, so no legend entry (said below)
-                    blank.setdefault(arm, []).append(f"{panel.get('label', metric)}, {dataset_label(ds)}")
-                    continue
-                lined.add(arm)
-                if not full.all():
-                    partial.setdefault(arm, set()).update(int(s) for s in x[~full])
-                    for run, steps in runs_behind(h, metric, arm, x[~full]).items():
-                        had = behind.setdefault(arm, {}).setdefault(run, {"absent": set(), "nan": set()})
-                        had["absent"] |= steps["absent"]
-                        had["nan"] |= steps["nan"]
-                        p = parse_metric(metric)
-                        evals[run] = evals.get(run, True) and p is not None and p.namespace == "eval"
-                ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
-                if np.isfinite(ci[full]).any():
-                    ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
-                                    color=colors[arm], alpha=0.2, lw=0)
-                drawn = True
-            if not drawn:
-                ax.text(0.5, 0.5, f"{metric}\nnot logged", ha="center", va="center", transform=ax.transAxes,
-                        fontsize=8, color="0.4")
-            ax.set_title(f"{dataset_label(ds)}")
-            ax.set_xlabel("step")
-            ax.set_ylabel(panel.get("label", metric))
-            ax.grid(alpha=0.3)
+    for i, j, panel, ds in cells:
+        ax = axes[i][j]
+        metric = panel_metric(panel, ds)
+        drawn = False
+        for arm in arms:
+            c = curves.get((metric, arm))
+            if c is None:
+                continue
+            x, mean, ci, n = c
+            scale = float(panel.get("scale", 1))
+            mean, ci = mean * scale, ci * scale
+            # the mean over the same runs at every point: a step only some of the arm's runs logged (one
+            # still running or stopped early, an extra evaluation) would move the curve by who is in it
+            full = full_support(n)
+            unit = panel_unit(metric, scale)
+            rows += [(arm, metric, unit, int(s), float(m), float(e), int(k)) for s, m, e, k in zip(x, mean, ci, n)]
+            if not full.any():  # every run logged NaN (diverged): no line, so no legend entry (said below)
+                where = panel.get("label", metric)
+                blank.setdefault(arm, []).append(where if ds is None else f"{where}, {dataset_label(ds)}")
+                continue
+            lined.add(arm)
+            if not full.all():
+                partial.setdefault(arm, set()).update(int(s) for s in x[~full])
+                for run, steps in runs_behind(h, metric, arm, x[~full]).items():
+                    had = behind.setdefault(arm, {}).setdefault(run, {"absent": set(), "nan": set()})
+                    had["absent"] |= steps["absent"]
+                    had["nan"] |= steps["nan"]
+                    p = parse_metric(metric)
+                    evals[run] = evals.get(run, True) and p is not None and p.namespace == "eval"
+            ax.plot(x[full], mean[full], lw=1.5, color=colors[arm], label=arm_label(arm))
+            if np.isfinite(ci[full]).any():
+                ax.fill_between(x[full], (mean - np.nan_to_num(ci))[full], (mean + np.nan_to_num(ci))[full],
+                                color=colors[arm], alpha=0.2, lw=0)
+            drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, f"{metric}\nnot logged", ha="center", va="center", transform=ax.transAxes,
+                    fontsize=8, color="0.4")
+        ax.set_title(dataset_label(ds) if ds is not None else metric)
+        ax.set_xlabel("step")
+        ax.set_ylabel(panel.get("label", metric))
+        ax.grid(alpha=0.3)
     if not rows:
         _wait_for_evaluation(data, h, spec, ", ".join(metric_globs(spec)))
         raise ReportError(f"the runs in {data.source} logged none of the metrics of this figure "
