@@ -955,14 +955,20 @@ def _one_scale(kept, where_from: str) -> None:
 
 
 def final_values(history):
-    """The last logged value of every (run, metric): the final evaluation."""
+    """The last logged value of every (run, arm, metric): the final evaluation. A run read for several arms
+    (:func:`read_for_served_cells`: two arms written alike under ``share_arms``) has a copy of its history under
+    each and keeps a value under each, as a figure draws it under each (from a hunt: one value per (run, metric)
+    left a table one of the two rows, and which one varied)."""
     if not len(history):
         return history
-    return history.drop_duplicates(subset=["run_id", "metric"], keep="last").reset_index(drop=True)
+    keys = ["run_id", "arm", "metric"] if "arm" in history.columns else ["run_id", "metric"]
+    return history.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
 
 
 def first_values(history):
-    """The first logged value of every (run, metric): the first evaluation (the model RL starts from)."""
+    """The first logged value of every (run, metric): the first evaluation (the model RL starts from). One per run,
+    not per arm as :func:`final_values`: its reader (:func:`arctl.report.cov_variance.series_table`) averages runs,
+    not arms, so a run read for two arms is one run there."""
     if not len(history):
         return history
     return history.drop_duplicates(subset=["run_id", "metric"], keep="first").reset_index(drop=True)

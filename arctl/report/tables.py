@@ -1,13 +1,13 @@
 """Tables ``final`` and ``anytime`` (paper Tables 1-2): accuracy per benchmark and their average,
-one row per arm (mean over seeds of each run's last logged value), best in bold, written as
-Markdown, LaTeX (booktabs) and CSV. A benchmark's cell averages the arm's runs that logged a finite
-value of it; Avg averages, over the arm's runs that logged every benchmark, each run's mean over the
-benchmarks (so Avg and a claim compare the same runs on the same benchmarks), "–" where no run
-logged them all. A row where some cell, Avg included, averages fewer runs than the table's fullest
-cell is named "<arm> (n of N runs)", n the fewest; the CSV says n and N of every row (columns ``runs``,
+one row per arm (mean over seeds of each run's last logged value), the highest of a column as printed in bold
+(every row that prints it), written as Markdown, LaTeX (booktabs) and CSV. A benchmark's cell averages the
+arm's runs that logged a finite value of it; Avg averages, over the arm's runs that logged every benchmark,
+each run's mean over the benchmarks (so Avg and a claim compare the same runs on the same benchmarks), "–"
+where no run logged them all. A row where some cell, Avg included, averages fewer runs than the table's
+fullest cell is named "<arm> (n of N runs)", n the fewest; the CSV says n and N of every row (columns ``runs``,
 ``most_runs``). ``compare_paper`` adds the paper's rows (from ``reports/paper_tables.csv``) and our-minus-paper
 differences; a paper row's Avg is the paper's own, shown only where every benchmark of it is (else none, said
-once in a warning)."""
+once in a warning); the difference has no Avg where ours averages a benchmark the paper's does not (said too)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def accuracy_table(spec: dict, data: ReportData):
     plain = [d for d in datasets if not str(d).endswith(FORCED_SUFFIX)] or datasets
     avg, avg_runs = _average(df, plain, arms, scale)
     means[AVG] = avg
+    means.attrs["avg_of"] = [dataset_label(d) for d in plain]  # the columns Avg averages (paper_rows compares them)
     # runs a cell averages: its finite values (pandas' mean skips a NaN, so a diverged seed left the mean while
     # the row still counted it: from a review), against the most runs any cell averages
     used = (df.dropna(subset=["value"]).groupby(["arm", "dataset"])["run_id"].nunique().unstack("dataset")
@@ -94,11 +95,15 @@ def _average(df, plain: list, arms: list, scale: float):
     return avg.to_numpy(), {a: int(counts[a]) for a in arms}
 
 
-def paper_rows(spec: dict, columns: list[str]):
+def paper_rows(spec: dict, columns: list[str], avg_of: list[str] | None = None):
     """The paper's rows of this table restricted to ``columns``. A row's Avg is the paper's own where every
     benchmark the row has is among ``columns``, else NaN: a mean over the benchmarks shown (53.3 of three of
     Table 1's five, where the paper says 45.6) would be no number of the paper's, under its name (from a review).
-    ``attrs["avg_note"]``: why a row has no Avg (None where none lacks it)."""
+    ``avg_of``: the columns our Avg averages (:func:`accuracy_table`'s ``attrs["avg_of"]``; default: every column
+    but Avg). Where it holds a benchmark a row of the paper lacks (runs with gsm8k beside the paper's five), our Avg
+    and the paper's average different benchmarks: ``attrs["unlike_avg"]`` names those rows, whose difference
+    (:func:`compare_with_paper`) has no Avg (from a hunt: runs equal to the paper on all five showed +7.4).
+    ``attrs["avg_note"]``: why a row, or its difference, has no Avg (None where none lacks it)."""
 
     path = paper_tables_path()
     if not path.is_file():
@@ -124,10 +129,20 @@ def paper_rows(spec: dict, columns: list[str]):
     out[AVG] = [float("nan") if unshown[alg] else float(paper.loc[alg, AVG]) for alg in paper.index]
     out.index.name = "algorithm"
     lacking = {c for cols in unshown.values() for c in cols}
-    out.attrs["avg_note"] = (
+    ours_avg = [c for c in (columns if avg_of is None else avg_of) if c != AVG]
+    extra = {alg: [c for c in ours_avg if c not in paper.columns or math.isnan(float(paper.loc[alg, c]))]
+             for alg in paper.index if not unshown[alg]}  # (a row without the paper's Avg has no difference of it)
+    out.attrs["unlike_avg"] = [alg for alg in paper.index if extra.get(alg)]
+    beyond = list(dict.fromkeys(c for alg in out.attrs["unlike_avg"] for c in extra[alg]))
+    notes = [
         f"--compare-paper: the paper's {AVG} averages {', '.join(all_bench)}; these runs have no "
         f"{', '.join(c for c in all_bench if c in lacking)}, so the paper's rows show no {AVG}, nor their difference "
-        f"(a mean over the benchmarks shown would not be the paper's number)") if lacking else None
+        "(a mean over the benchmarks shown would not be the paper's number)" if lacking else None,
+        f"--compare-paper: our {AVG} averages {', '.join(beyond)} too, which the paper's {AVG} does not "
+        f"(it averages {', '.join(all_bench)}), so the differences from the paper show no {AVG} (a mean over other "
+        "benchmarks is not comparable with the paper's); the benchmarks' differences compare like with like"
+        if beyond else None]
+    out.attrs["avg_note"] = "; ".join(n for n in notes if n) or None
     return out
 
 
@@ -163,12 +178,15 @@ def read_paper_tables(path: Path):
 
 def compare_with_paper(ours, paper):
     """Long table with a ``source`` column: arctl rows, paper rows, and diff = arctl − paper for
-    the algorithms in both."""
+    the algorithms in both; no Avg difference for the rows :func:`paper_rows` names in ``attrs["unlike_avg"]``
+    (our Avg averages a benchmark the paper's does not)."""
     import pandas as pd
 
     cols = [c for c in ours.columns if c in paper.columns]
     shared = [a for a in ours.index if a in paper.index]
     diff = ours.loc[shared, cols] - paper.loc[shared, cols]
+    if AVG in cols:
+        diff.loc[[a for a in shared if a in paper.attrs.get("unlike_avg", ())], AVG] = float("nan")
     parts = [ours.assign(source=OURS), paper[cols].assign(source="paper"), diff.assign(source="diff")]
     out = pd.concat(parts)
     out.attrs = dict(ours.attrs)  # the runs each of our rows averages (concat keeps no attrs)
@@ -182,10 +200,13 @@ def _fmt(v: float, signed: bool = False) -> str:
 
 
 def _best(ours) -> dict[str, set[str]]:
+    """Per column, our rows that print its highest value: bold follows what :func:`_fmt` prints (pandas'
+    ``round(1)`` made a mean of 52.949999999999996 53.0 while it prints "52.9", bold beside a "53.0": from a
+    hunt), so cells that print alike are bold alike and a cell printed lower is not."""
     best = {}
     for c in ours.columns:
-        col = ours[c].dropna()
-        best[c] = set(col.index[col.round(1) == col.round(1).max()]) if len(col) else set()
+        shown = ours[c].dropna().map(lambda v: float(_fmt(v)))
+        best[c] = set(shown.index[shown == shown.max()]) if len(shown) else set()
     return best
 
 
@@ -269,7 +290,7 @@ def build(spec: dict, data: ReportData, out_dir: str | Path, compare_paper: bool
     data.runs.warnings = [*data.runs.warnings, *eval_budgets_notes(data, metric_globs(spec), spec.get("arms"))]
     compare = None
     if compare_paper:
-        paper = paper_rows(spec, list(ours.columns))
+        paper = paper_rows(spec, list(ours.columns), ours.attrs.get("avg_of"))
         compare = compare_with_paper(ours, paper)
         if paper.attrs.get("avg_note"):
             data.runs.warnings = [*data.runs.warnings, paper.attrs["avg_note"]]
