@@ -317,14 +317,15 @@ VERL_ALIASES: dict[str, tuple[tuple[str, ...], str, str]] = {
 
 
 def alias_problem(key: str, derived: Sequence[str] | set[str]) -> str | None:
-    """Why a ``verl.overrides`` key is refused as an alias of a key arctl sets (:data:`VERL_ALIASES`), or None."""
-    if key not in VERL_ALIASES:
-        return None
-    stands_for, setting, why = VERL_ALIASES[key]
-    hit = next((k for k in stands_for if k in derived), None)
-    if hit is None:
-        return None
-    return f"{key} stands for {hit}, which arctl sets ({why}); {setting}"
+    """Why a ``verl.overrides`` key is refused as an alias of a key arctl sets (:data:`VERL_ALIASES`), or as a section
+    holding one (``custom_reward_function={path:...}``: Hydra merges the mapping into the section), or None."""
+    for alias in ([key] if key in VERL_ALIASES else sorted(a for a in VERL_ALIASES if a.startswith(key + "."))):
+        stands_for, setting, why = VERL_ALIASES[alias]
+        hit = next((k for k in stands_for if k in derived), None)
+        if hit is not None:
+            what = alias if alias == key else f"{key} holds {alias}, which"
+            return f"{what} stands for {hit}, which arctl sets ({why}); {setting}"
+    return None
 
 
 class VerlConfigError(ValueError):
@@ -595,19 +596,43 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
     extra = verl_setting(config, "overrides") or []
     if isinstance(extra, str):
         extra = [extra]
-    derived = {k.lstrip("+") for k in ov}  # what arctl sets from its own config (a later value would win)
+    # what arctl sets from its own config, and the mode's own entries (a later value would win over either)
+    derived = {k.lstrip("+") for k in ov}
+    by_mode = {_split(m)[0].lstrip("+") for m in mode} - derived
     for item in extra:
         if not isinstance(item, str) or "=" not in item:
             raise VerlConfigError(f"verl.overrides entry {item!r} is not KEY=VALUE; write e.g. trainer.log_val_generations=10")
         key = item.split("=", 1)[0].strip().lstrip("+~")
-        if key in derived or key.split(".", 1)[0] == "arctl":
-            raise VerlConfigError(
-                f"verl.overrides entry {item!r} replaces {key}, which arctl sets from the run's config or as its "
-                "layout needs (other values are computed from the same keys: the loss constant from rollout.n, the "
-                "response length from the budgets); set the arctl key it comes from (`arctl show EXP --scale paper`)")
+        if (problem := _replaces_problem(key, derived, by_mode)) is not None:
+            raise VerlConfigError(f"verl.overrides entry {item!r} {problem}")
         if (alias := alias_problem(key, derived)) is not None:
             raise VerlConfigError(f"verl.overrides entry {item!r} is refused: {alias}")
     return items + list(mode) + list(extra)
+
+
+def _replaces_problem(key: str, derived: set[str], by_mode: set[str]) -> str | None:
+    """How a ``verl.overrides`` entry of ``key`` would replace what arctl sets (``derived``: from the run's config;
+    ``by_mode``: the eval-only mode's own entries), or None: ``key`` itself, a section holding such keys (Hydra merges a
+    mapping into the section: ``actor_rollout_ref.actor.optim={lr:0.001}`` trained at 0.001 while the run's config and
+    run id said optim.lr=1e-06), a part of one (``actor_rollout_ref.actor.optim.betas.0``: a list's item), or arctl's
+    own node."""
+    why = ("which arctl sets from the run's config or as its layout needs (other values are computed from the same "
+           "keys: the loss constant from rollout.n, the response length from the budgets)")
+    advice = "set the arctl key it comes from (`arctl show EXP --scale paper`)"
+    if key in derived or key.split(".", 1)[0] == "arctl":
+        return f"replaces {key}, {why}; {advice}"
+    if key in by_mode:
+        return (f"replaces {key}, which arctl sets for an eval-only run (verl.eval_only=true: validation only, of "
+                "verl.eval_checkpoint); set verl.eval_checkpoint (the checkpoint evaluated), or verl.eval_only=false to train")
+    if (whole := next((k for k in sorted(derived | by_mode) if key.startswith(k + ".")), None)) is not None:
+        return f"replaces part of {whole}, {why}; {advice}"
+    held = sorted(k[len(key) + 1:] for k in derived | by_mode if k.startswith(key + "."))
+    if not held:
+        return None
+    shown = ", ".join(held[:6]) + (f" and {len(held) - 6} more" if len(held) > 6 else "")
+    return (f"replaces the section {key}, which holds keys arctl sets ({shown}) from the run's config or as its layout "
+            f"needs, and Hydra merges the entry over them; name the section's other keys one by one ({key}.KEY=VALUE) "
+            "and set the arctl keys that arctl's come from (`arctl show EXP --scale paper`)")
 
 
 # ----------------------------------------------------------------------------------------------
