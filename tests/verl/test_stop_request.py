@@ -331,3 +331,13 @@ def test_a_requeued_attempt_knows_how_long_a_validation_takes(trainer):
     assert again._validate() == {} and stop_request.skipped_validation(stop) == 40  # 37.5 s needed, 20 s left
     again.logger.log(data={"train/loss": 0.1}, step=40)  # the row without the evaluation: the record stays
     assert stop_request.skipped_validation(stop) == 40
+
+
+def test_the_abandon_time_written_is_never_later_than_asked(tmp_path):
+    """Written to the millisecond, rounded down: "abandon now" is never read as a moment still to come (rounded to
+    the nearest, it was up to half a millisecond later, and the watcher test above failed in 2 of 3 runs)."""
+    stop = tmp_path / stop_request.STOP_FILE
+    for asked in (1796655717.7388694, 1796655717.7385, 1796655717.0009999, 12.0, time.time()):
+        stop_request.request(stop, asked)
+        read = stop_request.abandon_at(stop)
+        assert read <= asked and asked - read < 0.001, (asked, read)
