@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
+from spec_tree import write_specs  # tests/support/spec_tree.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -31,15 +32,10 @@ def _train(ws: Path, arm: str, serves: list | None = None) -> str:
 
 
 def test_two_alike_arms_each_trained_are_named_in_the_note(tmp_path, monkeypatch):
-    specs = tmp_path / "specs"
-    monkeypatch.setenv("ARCTL_SPECS", str(specs))
-    for sub in ("experiments", "sweeps", "reports"):
-        (specs / sub).mkdir(parents=True)
-    (specs / "experiments" / "evx.yaml").write_text(
+    write_specs(tmp_path / "specs", monkeypatch=monkeypatch, experiments={"evx": (
         "description: alike arms\nseeds: [0]\narms:\n  grpo: [algo=grpo, prior=base]\n"
-        "  vr: [algo=grpo-vr, prior=base]\n  vr2: [algo=grpo-vr, prior=base]\n")
-    (specs / "sweeps" / "evs.yaml").write_text("experiments: [evx]\nseeds: [0]\nshare_arms: true\n")
-    (specs / "reports" / "evall.yaml").write_text(FIGURE)
+        "  vr: [algo=grpo-vr, prior=base]\n  vr2: [algo=grpo-vr, prior=base]\n")},
+        sweeps={"evs": "experiments: [evx]\nseeds: [0]\nshare_arms: true\n"}, reports={"evall": FIGURE})
     ws = tmp_path / "ws"
     _train(ws, "grpo")
     vr = _train(ws, "vr", serves=[["evx", "vr2"]])  # the shared sweep's run, serving vr2 too

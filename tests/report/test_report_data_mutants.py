@@ -4,6 +4,7 @@ report tests could not tell apart."""
 from __future__ import annotations
 
 import pandas as pd
+from spec_tree import write_specs  # tests/support/spec_tree.py
 
 from arctl.report.data import ReportData
 from arctl.track.runs.tidy import Runs
@@ -37,15 +38,11 @@ def test_a_cell_read_from_its_own_run_drops_the_shared_run_s_copy(tmp_path, monk
     from arctl.compose.resolve import resolve_arm
 
     root = tmp_path / "specs"
-    monkeypatch.setenv("ARCTL_SPECS", str(root))
-    for sub in ("experiments", "sweeps", "reports"):
-        (root / sub).mkdir(parents=True)
-    (root / "experiments" / "evx.yaml").write_text(
-        "description: evolve\nseeds: [0]\narms:\n  vr: [algo=grpo-vr, prior=base]\n  vr2: [algo=grpo-vr, prior=base]\n")
-    (root / "sweeps" / "evs.yaml").write_text("experiments: [evx]\nseeds: [0]\nshare_arms: true\n")
-    (root / "reports" / "evtab.yaml").write_text(
-        "kind: table\nname: evtab\nbuilder: table\nexperiments: [evx]\narms: [vr, vr2]\n"
-        "key: \"eval/{dataset}/final_acc\"\nscale: 100\n")
+    write_specs(root, monkeypatch=monkeypatch, experiments={
+        "evx": "description: evolve\nseeds: [0]\narms:\n  vr: [algo=grpo-vr, prior=base]\n  vr2: [algo=grpo-vr, prior=base]\n"},
+        sweeps={"evs": "experiments: [evx]\nseeds: [0]\nshare_arms: true\n"},
+        reports={"evtab": "kind: table\nname: evtab\nbuilder: table\nexperiments: [evx]\narms: [vr, vr2]\n"
+                          "key: \"eval/{dataset}/final_acc\"\nscale: 100\n"})
     os.environ.setdefault("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
     ws = tmp_path / "ws"

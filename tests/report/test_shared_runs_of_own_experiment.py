@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
+from spec_tree import write_specs  # tests/support/spec_tree.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -24,14 +25,11 @@ FIGURE = ("kind: figure\nname: {name}\nbuilder: training_curves\nexperiments: [e
 
 
 def _specs(root: Path, arms: dict[str, str], figure_arms: str, only: bool = True) -> None:
-    for sub in ("experiments", "sweeps", "reports"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    (root / "experiments" / "evx.yaml").write_text(
-        "description: evolve\nseeds: [0]\narms:\n" + "".join(f"  {a}: [{v}]\n" for a, v in arms.items()))
-    (root / "sweeps" / "evs.yaml").write_text("experiments: [evx]\nseeds: [0, 1]\nshare_arms: true\n")
-    (root / "reports" / "evfig.yaml").write_text(FIGURE.format(name="evfig", arms=figure_arms,
-                                                               only="only_listed_arms: true\n" if only else ""))
-    (root / "reports" / "evall.yaml").write_text(FIGURE.format(name="evall", arms=figure_arms, only=""))
+    write_specs(root, experiments={
+        "evx": "description: evolve\nseeds: [0]\narms:\n" + "".join(f"  {a}: [{v}]\n" for a, v in arms.items())},
+        sweeps={"evs": "experiments: [evx]\nseeds: [0, 1]\nshare_arms: true\n"},
+        reports={"evfig": FIGURE.format(name="evfig", arms=figure_arms, only="only_listed_arms: true\n" if only else ""),
+                 "evall": FIGURE.format(name="evall", arms=figure_arms, only="")})
 
 
 def _train(ws: Path, arm: str, seeds, serves: list | None = None) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
+from spec_tree import write_specs  # tests/support/spec_tree.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -26,12 +27,7 @@ FIGURE = ("kind: figure\nname: evfig\nbuilder: training_curves\nexperiments: [ev
 
 @pytest.fixture
 def specs(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "specs"
-    for sub in ("experiments", "sweeps", "reports"):
-        (root / sub).mkdir(parents=True)
-    (root / "reports" / "evfig.yaml").write_text(FIGURE)
-    monkeypatch.setenv("ARCTL_SPECS", str(root))
-    return root
+    return write_specs(tmp_path / "specs", reports={"evfig": FIGURE}, monkeypatch=monkeypatch)
 
 
 def _experiment(root: Path, grpo: str = "") -> None:

@@ -12,6 +12,7 @@ import json
 import pandas as pd
 import pytest
 from resolved_runs import write_resolved_run  # tests/support/resolved_runs.py
+from spec_tree import write_specs  # tests/support/spec_tree.py
 from typer.testing import CliRunner
 
 from arctl.cli.main import app
@@ -116,16 +117,12 @@ def test_arms_written_alike_are_each_a_row_of_a_table(tmp_path, monkeypatch):
     from arctl.compose.resolve import resolve_arm
 
     root = tmp_path / "specs"
-    monkeypatch.setenv("ARCTL_SPECS", str(root))
-    for sub in ("experiments", "sweeps", "reports"):
-        (root / sub).mkdir(parents=True)
-    (root / "experiments" / "evx.yaml").write_text(
-        "description: evolve\nseeds: [0]\narms:\n  grpo: [algo=grpo, prior=base]\n  vr: [algo=grpo-vr, prior=base]\n"
-        "  vr2: [algo=grpo-vr, prior=base]\n")
-    (root / "sweeps" / "evs.yaml").write_text("experiments: [evx]\nseeds: [0]\nshare_arms: true\n")
-    (root / "reports" / "evtab.yaml").write_text(
-        "kind: table\nname: evtab\nbuilder: table\nexperiments: [evx]\narms: [grpo, vr, vr2]\n"
-        "key: \"eval/{dataset}/final_acc\"\nscale: 100\n")
+    write_specs(root, monkeypatch=monkeypatch, experiments={
+        "evx": "description: evolve\nseeds: [0]\narms:\n  grpo: [algo=grpo, prior=base]\n  vr: [algo=grpo-vr, prior=base]\n"
+               "  vr2: [algo=grpo-vr, prior=base]\n"},
+        sweeps={"evs": "experiments: [evx]\nseeds: [0]\nshare_arms: true\n"},
+        reports={"evtab": "kind: table\nname: evtab\nbuilder: table\nexperiments: [evx]\narms: [grpo, vr, vr2]\n"
+                          "key: \"eval/{dataset}/final_acc\"\nscale: 100\n"})
     os.environ.setdefault("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
     ws = tmp_path / "ws"

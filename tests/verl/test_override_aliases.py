@@ -127,11 +127,15 @@ def test_a_smoke_run_and_a_machine_without_verl_still_refuse_what_the_jobs_setup
     assert launch_problem(_config(), tmp_path / "run") is None
 
 
-@pytest.mark.parametrize("entry, says", [
-    ("algorithm.adv_estimator=gae", "replaces algorithm.adv_estimator"),
-    ("actor_rollout_ref.actor.grad_clip=0.5", "set optim.grad_clip")])
+@pytest.mark.parametrize("args, says", [
+    (["verl.overrides=['algorithm.adv_estimator=gae']"], "replaces algorithm.adv_estimator"),
+    (["verl.overrides=['actor_rollout_ref.actor.grad_clip=0.5']"], "set optim.grad_clip"),
+    # a section holding keys arctl sets; an eval-only run's own entries (tests/verl/test_overrides_arctl_keys_kept.py)
+    (["verl.overrides=['actor_rollout_ref.actor.optim={lr:0.001}']"], "replaces the section actor_rollout_ref.actor.optim"),
+    (["verl.eval_only=true", "verl.eval_checkpoint=/runs/a/checkpoints/global_step_40",
+      "verl.overrides=['trainer.val_only=false']"], "replaces trainer.val_only")])
 def test_the_launch_with_the_check_off_refuses_a_bad_entry_in_one_line_and_writes_nothing(tmp_path, monkeypatch,
-                                                                                          entry, says):
+                                                                                          args, says):
     import slurm_shims  # tests/support/slurm_shims.py
 
     calls = tmp_path / "calls.log"
@@ -141,8 +145,7 @@ def test_the_launch_with_the_check_off_refuses_a_bad_entry_in_one_line_and_write
     monkeypatch.setenv(LAUNCH_CHECK_ENV, "0")
     monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "only-on-the-nodes"))
     ws = tmp_path / "ws"
-    args = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm",
-            f"verl.overrides=['{entry}']"]
+    args = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm", *args]
     res = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
     assert res.exit_code == 2 and says in res.stderr and json.loads(res.stdout)["refused"], res.output
     res = CliRunner().invoke(app, args)

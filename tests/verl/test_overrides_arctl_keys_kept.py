@@ -17,11 +17,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from arctl.backends.verl.overrides import VerlConfigError, build_verl_config, check_overrides
-from arctl.backends.verl.run_config import LAUNCH_CHECK_ENV, run_overrides
-from arctl.cli.main import app
+from arctl.backends.verl.run_config import run_overrides
 
 OPTIM = "actor_rollout_ref.actor.optim"
 EVAL_ONLY = ("verl.eval_only=true", "verl.eval_checkpoint=/runs/a/checkpoints/global_step_40")
@@ -111,25 +109,3 @@ def test_entries_of_keys_arctl_does_not_set_still_reach_verl_inside_its_sections
     assert composed.trainer.log_val_generations == 7
     # an eval-only run takes the same entries (its mode's keys are refused, not its sections' other keys)
     assert run_overrides(_config(*EVAL_ONLY, f"verl.overrides={json.dumps(entries)}"), None)[-4:] == entries
-
-
-@pytest.mark.parametrize("args, says", [
-    ((f"verl.overrides=['{OPTIM}={{lr:0.001}}']",), f"replaces the section {OPTIM}"),
-    ((*EVAL_ONLY, "verl.overrides=['trainer.val_only=false']"), "replaces trainer.val_only")])
-def test_the_launch_refuses_such_an_entry_in_one_line_and_writes_nothing(tmp_path, monkeypatch, args, says):
-    import slurm_shims  # tests/support/slurm_shims.py
-
-    calls = tmp_path / "calls.log"
-    shims = slurm_shims.install(tmp_path / "shims", **{
-        name: f'echo "{name} $*" >> "{calls}"\nexit 1\n' for name in slurm_shims.CLIENT_PROGRAMS})
-    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
-    monkeypatch.setenv(LAUNCH_CHECK_ENV, "0")
-    monkeypatch.setenv("ARCTL_DATA_DIR", str(tmp_path / "only-on-the-nodes"))
-    ws = tmp_path / "ws"
-    cmd = ["run", "main-grpo", "--scale", "paper", "--executor", "slurm", "--workdir", str(ws), "cluster=slurm", *args]
-    res = CliRunner().invoke(app, [*cmd, "--dry-run", "--json"])
-    assert res.exit_code == 2 and says in res.stderr and json.loads(res.stdout)["refused"], res.output
-    res = CliRunner().invoke(app, cmd)
-    lines = res.stderr.strip().splitlines()
-    assert res.exit_code == 2 and len(lines) == 1 and says in lines[0], res.output
-    assert not ws.exists() and "sbatch" not in (calls.read_text() if calls.exists() else "")
