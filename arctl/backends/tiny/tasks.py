@@ -104,7 +104,7 @@ class RunningSumTask:
     name = "running_sum"
     VOCAB_KNOBS: tuple[str, ...] = ("max_terms",)  # the knobs its vocabulary depends on (:func:`task.vocabulary`)
     KNOBS: dict[str, Range | None] = {
-        "min_terms": I(1, 1000), "max_terms": I(1, 1000), "filler_prob": PROB,
+        "min_terms": I(1, running_sum.MAX_TERMS), "max_terms": I(1, running_sum.MAX_TERMS), "filler_prob": PROB,
         "summary_finish_steps": I(0, 1000), "summary_continue_prob": PROB}
 
     def __init__(self, section: Mapping[str, Any]):
