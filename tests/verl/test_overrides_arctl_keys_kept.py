@@ -109,3 +109,12 @@ def test_entries_of_keys_arctl_does_not_set_still_reach_verl_inside_its_sections
     assert composed.trainer.log_val_generations == 7
     # an eval-only run takes the same entries (its mode's keys are refused, not its sections' other keys)
     assert run_overrides(_config(*EVAL_ONLY, f"verl.overrides={json.dumps(entries)}"), None)[-4:] == entries
+
+
+@pytest.mark.parametrize("entry", ["trainer.val_only=true", "trainer.resume_from_path=/runs/b/checkpoints/global_step_8"])
+def test_a_training_run_may_not_set_the_eval_only_modes_entries(entry):
+    """From the same hunt: in a training run `trainer.val_only=true` ended the run after its first validation, and
+    `trainer.resume_from_path` was accepted and never read (verl.resume_mode is auto); both are the eval-only mode's,
+    which verl.eval_only and verl.eval_checkpoint ask for."""
+    with pytest.raises(VerlConfigError, match=r"only for an eval-only run .*verl\.eval_only=true verl\.eval_checkpoint"):
+        run_overrides(_config(f"verl.overrides=['{entry}']"), None)

@@ -454,6 +454,13 @@ def _val_files(config: dict) -> list[str]:
     return [str(dataset_file(config, name, "test")) for name in config["eval"]["datasets"]]
 
 
+# the eval-only mode's own trainer entries (run_config.eval_only_overrides writes them), which arctl sets only for an
+# eval-only run: a training run's verl.overrides may not set them either (from a hunt: trainer.val_only=true ended a
+# training run after its first validation; trainer.resume_from_path was accepted and never read, verl.resume_mode
+# being auto)
+VAL_ONLY_KEY, RESUME_PATH_KEY = "trainer.val_only", "trainer.resume_from_path"
+
+
 def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequence[str] = ()) -> list[str]:
     """The Hydra override list (``key=value``) that runs this arctl config on verl's v1 trainer: what arctl
     derives from the config, then ``mode`` (arctl's own entries of a mode: the eval-only run's), then the
@@ -599,23 +606,28 @@ def verl_overrides(config: dict, run_dir: Path | str | None = None, mode: Sequen
     # what arctl sets from its own config, and the mode's own entries (a later value would win over either)
     derived = {k.lstrip("+") for k in ov}
     by_mode = {_split(m)[0].lstrip("+") for m in mode} - derived
+    eval_only_keys = set() if mode else {VAL_ONLY_KEY, RESUME_PATH_KEY} - derived  # a training run's
     for item in extra:
         if not isinstance(item, str) or "=" not in item:
             raise VerlConfigError(f"verl.overrides entry {item!r} is not KEY=VALUE; write e.g. trainer.log_val_generations=10")
         key = item.split("=", 1)[0].strip().lstrip("+~")
-        if (problem := _replaces_problem(key, derived, by_mode)) is not None:
+        if (problem := _replaces_problem(key, derived, by_mode, eval_only_keys)) is not None:
             raise VerlConfigError(f"verl.overrides entry {item!r} {problem}")
         if (alias := alias_problem(key, derived)) is not None:
             raise VerlConfigError(f"verl.overrides entry {item!r} is refused: {alias}")
     return items + list(mode) + list(extra)
 
 
-def _replaces_problem(key: str, derived: set[str], by_mode: set[str]) -> str | None:
+def _replaces_problem(key: str, derived: set[str], by_mode: set[str], eval_only_keys: set[str] = frozenset()) -> str | None:
     """How a ``verl.overrides`` entry of ``key`` would replace what arctl sets (``derived``: from the run's config;
     ``by_mode``: the eval-only mode's own entries), or None: ``key`` itself, a section holding such keys (Hydra merges a
     mapping into the section: ``actor_rollout_ref.actor.optim={lr:0.001}`` trained at 0.001 while the run's config and
     run id said optim.lr=1e-06), a part of one (``actor_rollout_ref.actor.optim.betas.0``: a list's item), or arctl's
-    own node."""
+    own node; or, in a training run, one of the eval-only mode's own entries (``eval_only_keys``)."""
+    if key in eval_only_keys:
+        return (f"sets {key}, which arctl sets only for an eval-only run (validation of one checkpoint); to evaluate one, "
+                "run with verl.eval_only=true verl.eval_checkpoint=PATH; a training run resumes from its own newest "
+                "checkpoint by itself")
     why = ("which arctl sets from the run's config or as its layout needs (other values are computed from the same "
            "keys: the loss constant from rollout.n, the response length from the budgets)")
     advice = "set the arctl key it comes from (`arctl show EXP --scale paper`)"

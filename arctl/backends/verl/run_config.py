@@ -16,6 +16,8 @@ from typing import Any
 from arctl.backends.verl.history import VERL_LOG, resume_point
 from arctl.backends.verl.names import BLOCK_SIZE_ENV
 from arctl.backends.verl.overrides import (
+    RESUME_PATH_KEY,
+    VAL_ONLY_KEY,
     build_verl_config,
     dataset_file,
     fmt_value,
@@ -33,7 +35,7 @@ def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
     datasets = list(ev.get("final_datasets") or ev["datasets"])
     files = [str(dataset_file(config, name, "test")) for name in datasets]
     out = [
-        "trainer.val_only=true",
+        f"{VAL_ONLY_KEY}=true",
         "trainer.val_before_train=true",
         f"data.val_files={fmt_value(files)}",
         f"arctl.eval_datasets={fmt_value(datasets)}",
@@ -43,7 +45,7 @@ def eval_only_overrides(config: dict, run_dir: Path | None) -> list[str]:
     if ckpt == EVAL_MODEL:  # model.path itself: nothing to resume (never a checkpoint of the run dir)
         out.append("trainer.resume_mode=disable")
     elif ckpt:
-        out += ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={fmt_value(user_path(ckpt))}"]
+        out += ["trainer.resume_mode=resume_path", f"{RESUME_PATH_KEY}={fmt_value(user_path(ckpt))}"]
     return out
 
 
