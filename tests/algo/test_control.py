@@ -6,6 +6,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from method_registry import isolate_methods  # tests/support/method_registry.py
 from s1_reference import ForcingState, _advance
 
 from arctl.algo.methods import control as bc
@@ -164,7 +165,7 @@ def test_a_methods_limit_that_is_no_number_of_tokens_is_named(monkeypatch):
         def generation_limit(self, control, step, total_steps):
             return 0
 
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
     registry.register_method(Negative())
     c = BudgetControl(method="neglimit")
     with pytest.raises(ValueError, match="'neglimit': its step_limit gave -5, not None"):

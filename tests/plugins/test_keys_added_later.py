@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from method_registry import isolate_methods  # tests/support/method_registry.py
 
 from arctl.algo.methods import registry
 from arctl.algo.ranges import PROB, I, checks
@@ -30,7 +31,7 @@ class Grow(registry.ControlMethod):
 
 @pytest.fixture
 def grow(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
     return registry.register_method(Grow())
 
 

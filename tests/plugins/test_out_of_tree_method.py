@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from method_registry import isolate_methods  # tests/support/method_registry.py
 from micro import MICRO
 from plugin_site import PLUGINS
 from plugin_site import run_arctl as arctl
@@ -26,7 +27,7 @@ from arctl.algo.settings import BudgetControl, control_methods
 def halve(monkeypatch):
     """The fake method registered in-process (and forgotten after the test)."""
     monkeypatch.syspath_prepend(str(PLUGINS / "fake_method"))
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
     import arctl_fake_method
 
     yield registry.register_method(arctl_fake_method.METHOD)

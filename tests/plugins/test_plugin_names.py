@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from method_registry import isolate_methods  # tests/support/method_registry.py
 from plugin_site import make_site
 from plugin_site import run_arctl as arctl
 
@@ -210,7 +211,7 @@ def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_
     from arctl.compose import plugins
     from arctl.config.schema import field_ranges
 
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
     monkeypatch.setattr(registry, "_LOADED", {k: v for k, v in registry._LOADED.items() if k != "l1"})
     impostor = type("L1", (registry.ControlMethod,), {"name": "l1"})()
     with pytest.raises(ValueError, match="named 'l1' exists"):  # before the built-in was ever loaded
@@ -222,7 +223,7 @@ def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_
     with pytest.raises(ValueError, match=r"named 'l1' exists \(arctl\.algo\.methods\.l1:METHOD\)"):
         registry.register_method(impostor)
     monkeypatch.undo()
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
 
     plugins.run_config()  # a composition before the method registers
     sys.path.insert(0, str(Path(__file__).parent / "fake_method"))
@@ -230,7 +231,6 @@ def test_a_registered_method_cannot_take_a_builtins_name_and_reaches_the_schema_
         import arctl_fake_method
     finally:
         sys.path.pop(0)
-    monkeypatch.setattr(registry, "_GENERATION", [registry.generation()])
     registry.register_method(arctl_fake_method.METHOD)
     assert "budget_control.halve.factor" in field_ranges(plugins.run_config())
 
@@ -249,8 +249,7 @@ def test_a_method_registered_after_a_composition_is_composed_with_its_own_keys(m
         import arctl_fake_method
     finally:
         sys.path.pop(0)
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
-    monkeypatch.setattr(registry, "_GENERATION", [registry.generation()])
+    isolate_methods(monkeypatch)
     registry.register_method(arctl_fake_method.METHOD)
     (run,) = resolve_experiment("main-grpo", ["budget_control.method=halve", "budget_control.halve.factor=0.25"],
                                 seeds=[0])

@@ -1,6 +1,7 @@
 """The tiny backend reads the run config through one typed view (arctl.backends.tiny.settings)."""
 
 import pytest
+from method_registry import isolate_methods  # tests/support/method_registry.py
 from resolved import arm_config  # tests/support/resolved.py
 
 from arctl.backends.tiny.settings import TinyRun
@@ -38,7 +39,8 @@ def test_a_prompt_target_method_needs_1_to_9_fixed_targets_and_the_error_names_i
     class Aim(registry.ControlMethod):  # a plugin method with a prompt target and no fixed list
         name, writes_target = "aim", True
 
-    monkeypatch.setattr(registry, "_REGISTERED", {**registry._REGISTERED, "aim": Aim()})
+    isolate_methods(monkeypatch)
+    registry._REGISTERED["aim"] = Aim()
     cfg["budget_control"]["method"] = "aim"
     what, key, hint = BACKEND.config_problem(cfg)
     assert "method=aim's prompt target" in what and key == "budget_control.aim" and "1 to 9" in hint

@@ -13,6 +13,7 @@ import random
 
 import pytest
 import torch
+from method_registry import isolate_methods  # tests/support/method_registry.py
 from resolved import arm_config, experiment_arms  # tests/support/resolved.py
 
 from arctl.algo.methods import control as bc
@@ -56,7 +57,7 @@ def _register_plugin_method(monkeypatch) -> None:
     from arctl.algo.methods import registry
 
     monkeypatch.syspath_prepend(str(PLUGINS / "fake_method"))
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    isolate_methods(monkeypatch)
     import arctl_fake_method
 
     registry.register_method(arctl_fake_method.METHOD)
