@@ -34,8 +34,14 @@ SPEC_KINDS = ("figure", "table", "claims")
 # the figure builders (arctl.report.render.BUILDERS, a test keeps the two equal) and the tables' one
 FIGURE_BUILDERS = ("score_curve", "training_curves", "cov_variance", "tree_mask")
 TABLE_BUILDER = "table"
-DATASET, BUDGET = "{dataset}", "{budget}"
+DATASET, BUDGET = "{dataset}", "{budget}"  # a report spec's metric-key placeholders
 SCORE_CURVE_KEY = eval_key(NAME_ACC, DATASET, BUDGET)  # what score_curve draws, whatever its spec says
+
+
+def key_glob(template: str) -> str:
+    """The glob of the logged keys a report spec's key ``template`` reads: each placeholder a ``*``
+    (``eval/{dataset}/acc@{budget}`` -> ``eval/*/acc@*``)."""
+    return template.replace(DATASET, "*").replace(BUDGET, "*")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from arctl.compose.report_specs import (
     DATASET,
     choice_problem,
     fraction_problem,
+    key_glob,
     key_problem,
     margin_problem,
     name_problem,
@@ -224,7 +225,7 @@ def _unknown_metric(v: str) -> str | None:
     :func:`arctl.report.data._closest_keys`, here over the schema's names instead of the runs' keys)."""
     from arctl.report.data import _closest_keys
 
-    glob = v.replace(DATASET, "*").replace(BUDGET, "*")
+    glob = key_glob(v)
     near = _closest_keys([glob], eval_names)
     if glob in near:
         return None
@@ -357,7 +358,7 @@ def metric_globs(spec: ClaimsSpec) -> list[str]:
     out = {eval_key(NAME_ANYTIME_ACC), eval_key(NAME_FINAL_ACC), eval_key(NAME_GRID_ANYTIME_ACC)}
     for st in spec.stats.values():
         for k in st.keys():
-            out.add(k.replace("{dataset}", "*").replace("{budget}", "*"))
+            out.add(key_glob(k))
         if st.above_chance is not None:
             out.add(eval_key(NAME_CHANCE_ACC))
     return sorted(out)
@@ -381,7 +382,7 @@ def _key_values(final: dict[str, float], template: str) -> dict[str, dict[int | 
         # a budget-forced evaluation (`{ds}-forced`) is another kind of evaluation: never averaged in
         if p is None or p.namespace != "eval" or p.name != name or p.dataset.endswith(FORCED_SUFFIX):
             continue
-        if ("{budget}" in template) != (p.budget is not None) or not math.isfinite(value):
+        if (BUDGET in template) != (p.budget is not None) or not math.isfinite(value):
             continue
         out.setdefault(p.dataset, {})[p.budget] = float(value)
     return out

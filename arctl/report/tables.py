@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from arctl.compose.report_specs import key_glob
 from arctl.report.data import ReportData, eval_budgets_notes, final_values
 from arctl.report.errors import ReportError
 from arctl.report.specs import arm_label, dataset_label, dataset_order, order, paper_tables_path
@@ -27,7 +28,7 @@ PAPER_MISSING = ("", "na", "n/a", "nan", "-", "\u2013")  # a cell of paper_table
 OURS = "arctl"  # the source of a row of our runs (beside "paper" and "diff" with compare_paper)
 
 def metric_globs(spec: dict) -> list[str]:
-    return [spec["key"].replace("{dataset}", "*")]
+    return [key_glob(spec["key"])]
 
 
 def accuracy_table(spec: dict, data: ReportData):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arctl.compose.report_specs import DATASET, key_glob
 from arctl.report.cells import listed as listed_items
 from arctl.report.cells import unfinished
 from arctl.report.data import (
@@ -39,9 +40,9 @@ from arctl.track.metrics_schema import (
 )
 
 DEFAULT_PANELS = [
-    {"key": eval_key(NAME_ANYTIME_ACC, "{dataset}"), "label": "Anytime accuracy (%)", "scale": 100},
-    {"key": eval_key(NAME_FINAL_ACC, "{dataset}"), "label": "Final accuracy (%)", "scale": 100},
-    {"key": eval_key(NAME_THINK_LEN, "{dataset}"), "label": "Avg. thinking length"},
+    {"key": eval_key(NAME_ANYTIME_ACC, DATASET), "label": "Anytime accuracy (%)", "scale": 100},
+    {"key": eval_key(NAME_FINAL_ACC, DATASET), "label": "Final accuracy (%)", "scale": 100},
+    {"key": eval_key(NAME_THINK_LEN, DATASET), "label": "Avg. thinking length"},
 ]
 
 
@@ -69,7 +70,7 @@ def panel_unit(metric: str, scale: float) -> str:
 def per_dataset_panel(panel: dict) -> bool:
     """Whether a panel is drawn once per dataset column (its key has ``{dataset}``: ``eval/{dataset}/final_acc``),
     not once (``train/loss``)."""
-    return "{dataset}" in panel["key"]
+    return DATASET in panel["key"]
 
 
 def panel_metric(panel: dict, dataset: str | None) -> str:
@@ -78,7 +79,7 @@ def panel_metric(panel: dict, dataset: str | None) -> str:
 
 
 def metric_globs(spec: dict) -> list[str]:
-    return [p["key"].replace("{dataset}", "*") for p in spec.get("panels") or DEFAULT_PANELS]
+    return [key_glob(p["key"]) for p in spec.get("panels") or DEFAULT_PANELS]
 
 
 def seed_curves(history, metric: str, arm: str):

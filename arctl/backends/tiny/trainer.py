@@ -491,8 +491,6 @@ def _metric_rows(run_dir: Path) -> list[dict]:
     return rows
 
 
-
-
 def run_model(config: dict) -> tuple[torch.nn.Module, object]:
     """The model of ``config["model"]`` and the toy task's tokenizer, built as the warm-up builds them
     (:func:`arctl.backends.tiny.warmup._train_into`), its weights a random init that the caller replaces: the

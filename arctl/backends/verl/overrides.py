@@ -316,6 +316,56 @@ VERL_ALIASES: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 
 
+# The arctl setting each verl key arctl sets is a copy of (verl_overrides), for the refusal of a verl.overrides entry that
+# would replace it: "set optim.lr" where it said "set the arctl key it comes from". Keys computed from several settings
+# (the response length, the loss constant, the layout's) have none. tests/verl/test_overrides_arctl_sources.py changes
+# each setting and sees its verl key change.
+ARCTL_SOURCE: dict[str, str] = {
+    "data.train_batch_size": "data.train_batch_size",
+    "data.max_prompt_length": "data.max_prompt_length",
+    "data.seed": "seed",
+    f"{_A}.model.path": "model.path",
+    f"{_A}.model.enable_gradient_checkpointing": "verl.gradient_checkpointing",
+    f"{_A}.actor.ppo_mini_batch_size": "data.ppo_mini_batch_size",
+    f"{_A}.actor.ppo_micro_batch_size_per_gpu": "verl.micro_batch_size_per_gpu",
+    f"{_A}.actor.use_dynamic_bsz": "verl.use_dynamic_bsz",
+    f"{_A}.actor.ppo_max_token_len_per_gpu": "verl.max_token_len_per_gpu",
+    f"{_A}.rollout.log_prob_micro_batch_size_per_gpu": "verl.micro_batch_size_per_gpu",
+    f"{_A}.actor.ppo_epochs": "optim.ppo_epochs",
+    f"{_A}.actor.clip_ratio": "optim.clip_ratio",
+    f"{_A}.actor.clip_ratio_low": "optim.clip_ratio",
+    f"{_A}.actor.clip_ratio_high": "optim.clip_ratio_high",
+    f"{_A}.actor.clip_ratio_c": "optim.dual_clip",
+    f"{_A}.actor.optim.lr": "optim.lr",
+    f"{_A}.actor.optim.betas": "optim.betas",
+    f"{_A}.actor.optim.weight_decay": "optim.weight_decay",
+    f"{_A}.actor.optim.clip_grad": "optim.grad_clip",
+    f"{_A}.actor.optim.lr_warmup_steps": "optim.warmup_steps",
+    f"{_A}.actor.fsdp_config.param_offload": "verl.param_offload",
+    f"{_A}.actor.fsdp_config.optimizer_offload": "verl.optimizer_offload",
+    f"{_A}.actor.kl_loss_type": "optim.kl_type",
+    f"{_A}.ref.log_prob_micro_batch_size_per_gpu": "verl.micro_batch_size_per_gpu",
+    f"{_A}.ref.fsdp_config.param_offload": "verl.param_offload",
+    f"{_A}.rollout.name": "verl.rollout_name",
+    f"{_A}.rollout.n": "rollout.n",
+    f"{_A}.rollout.temperature": "rollout.temperature",
+    f"{_A}.rollout.seed": "seed",
+    f"{_A}.rollout.tensor_model_parallel_size": "verl.tensor_model_parallel_size",
+    f"{_A}.rollout.gpu_memory_utilization": "verl.gpu_memory_utilization",
+    f"{_A}.rollout.val_kwargs.temperature": "eval.temperature",
+    f"{_A}.rollout.val_kwargs.n": "eval.n_samples",
+    f"{_A}.rollout.full_determinism": "trainer.deterministic",
+    "trainer.nnodes": "cluster.nodes",
+    "trainer.total_epochs": "trainer.total_epochs",
+    "trainer.total_training_steps": "trainer.total_steps",
+    "trainer.save_freq": "trainer.save_freq",
+    "trainer.test_freq": "trainer.test_freq",
+    "trainer.resume_mode": "verl.resume_mode",
+    "trainer.val_before_train": "verl.val_before_train",
+    "trainer.logger": "verl.logger",
+}
+
+
 def alias_problem(key: str, derived: Sequence[str] | set[str]) -> str | None:
     """Why a ``verl.overrides`` key is refused as an alias of a key arctl sets (:data:`VERL_ALIASES`), or as a section
     holding one (``custom_reward_function={path:...}``: Hydra merges the mapping into the section), or None."""
@@ -631,20 +681,30 @@ def _replaces_problem(key: str, derived: set[str], by_mode: set[str], eval_only_
     why = ("which arctl sets from the run's config or as its layout needs (other values are computed from the same "
            "keys: the loss constant from rollout.n, the response length from the budgets)")
     advice = "set the arctl key it comes from (`arctl show EXP --scale paper`)"
+
+    def said(verl_key: str) -> str:  # what arctl sets it from, and what to set instead
+        src = ARCTL_SOURCE.get(verl_key)
+        return f"{why}; {advice}" if src is None else f"which arctl sets from {src}; set {src} instead"
+
     if key in derived or key.split(".", 1)[0] == "arctl":
-        return f"replaces {key}, {why}; {advice}"
+        return f"replaces {key}, {said(key)}"
     if key in by_mode:
         return (f"replaces {key}, which arctl sets for an eval-only run (verl.eval_only=true: validation only, of "
                 "verl.eval_checkpoint); set verl.eval_checkpoint (the checkpoint evaluated), or verl.eval_only=false to train")
     if (whole := next((k for k in sorted(derived | by_mode) if key.startswith(k + ".")), None)) is not None:
-        return f"replaces part of {whole}, {why}; {advice}"
-    held = sorted(k[len(key) + 1:] for k in derived | by_mode if k.startswith(key + "."))
+        return f"replaces part of {whole}, {said(whole)}"
+    held = sorted(k for k in derived | by_mode if k.startswith(key + "."))
     if not held:
         return None
-    shown = ", ".join(held[:6]) + (f" and {len(held) - 6} more" if len(held) > 6 else "")
+    names = [k[len(key) + 1:] for k in held]
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    sources = sorted({ARCTL_SOURCE[k] for k in held if k in ARCTL_SOURCE})
+    setting = (f"set the arctl settings they come from instead ({', '.join(sources[:6])}"
+               + (f" and {len(sources) - 6} more" if len(sources) > 6 else "") + ")") if sources else (
+        "set the arctl keys that arctl's come from (`arctl show EXP --scale paper`)")
     return (f"replaces the section {key}, which holds keys arctl sets ({shown}) from the run's config or as its layout "
             f"needs, and Hydra merges the entry over them; name the section's other keys one by one ({key}.KEY=VALUE) "
-            "and set the arctl keys that arctl's come from (`arctl show EXP --scale paper`)")
+            f"and {setting}")
 
 
 # ----------------------------------------------------------------------------------------------
