@@ -118,3 +118,28 @@ def test_a_training_run_may_not_set_the_eval_only_modes_entries(entry):
     which verl.eval_only and verl.eval_checkpoint ask for."""
     with pytest.raises(VerlConfigError, match=r"only for an eval-only run .*verl\.eval_only=true verl\.eval_checkpoint"):
         run_overrides(_config(f"verl.overrides=['{entry}']"), None)
+
+
+@pytest.mark.parametrize("entry, says", [
+    (f"{OPTIM}.lr=0.001", f"replaces {OPTIM}.lr, which arctl sets from optim.lr; set optim.lr instead"),
+    ("actor_rollout_ref.rollout.n=4", "which arctl sets from rollout.n; set rollout.n instead"),
+    ("trainer.save_freq=5", "which arctl sets from trainer.save_freq; set trainer.save_freq instead"),
+    (f"{OPTIM}.betas.0=0.5", f"replaces part of {OPTIM}.betas, which arctl sets from optim.betas; set optim.betas "
+                             "instead"),
+])
+def test_a_replaced_key_names_the_arctl_setting_to_change(entry, says):
+    """The arctl setting a verl key is copied from (overrides.ARCTL_SOURCE), where the message said only "set the arctl
+    key it comes from (`arctl show EXP --scale paper`)"."""
+    assert says in _refusal(_config(f"verl.overrides=['{entry}']"))
+
+
+def test_a_key_computed_from_several_settings_keeps_the_general_advice():
+    msg = _refusal(_config("verl.overrides=['data.max_response_length=100']"))
+    assert "replaces data.max_response_length, which arctl sets from the run's config" in msg, msg
+    assert "the response length from the budgets" in msg, msg
+
+
+def test_a_section_names_the_settings_its_keys_come_from():
+    msg = _refusal(_config(f"verl.overrides=['{OPTIM}={{lr:0.001}}']"))
+    assert ("set the arctl settings they come from instead (optim.betas, optim.grad_clip, optim.lr, optim.warmup_steps, "
+            "optim.weight_decay)") in msg, msg
