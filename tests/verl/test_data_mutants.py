@@ -199,3 +199,32 @@ def test_a_parquet_file_whose_prompts_are_not_chat_messages_lacks_them(tmp_path,
     table = pa.table({"data_source": ["aime24"], "prompt": prompts, "reward_model": [{"style": "rule", "ground_truth": "2"}]})
     pq.write_table(table, tmp_path / "val.parquet")
     assert verl_file_lacks(tmp_path / "val.parquet", data_source=True) == ["prompt (a list of {role, content} messages)"]
+
+
+def test_an_output_folder_on_a_read_only_file_system_is_refused_before_any_source_is_read(tmp_path):
+    """`arctl data prepare --out DIR` where DIR's nearest existing folder cannot be written: refused in one line
+    naming the fix, before any source is read (a hub download can take minutes). Before, every source was read and
+    converted first (the fifo below: the command hung), and only then was the output checked. A read-only bind mount
+    is what root cannot write either (os.access says so), so the case runs on this root machine as on a user's."""
+    import os
+    import sys
+
+    import fresh_machine
+    import mounts
+
+    if why := fresh_machine.available():
+        pytest.skip(f"cannot make mounts here: {why}")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    out = ro / "new" / "data"
+    (tmp_path / "ds.jsonl").write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
+    fifo = tmp_path / "never-read.jsonl"  # a source that blocks whoever opens it: read it and the command hangs
+    os.mkfifo(fifo)
+    proc = mounts.run([sys.executable, "-m", "arctl.cli.main", "data", "prepare", "--out", str(out), "--datasets",
+                       "deepscaler,math500", "--no-hub", "--source", f"deepscaler={tmp_path / 'ds.jsonl'}",
+                       "--source", f"math500={fifo}"], read_only=ro, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr)
+    target = out / "deepscaler" / "train.parquet"  # the first dataset's file
+    assert lines[0] == f"error: {target} cannot be written here (permission denied) — choose another --out", lines[0]
+    assert not out.exists() and list(ro.iterdir()) == []

@@ -470,6 +470,9 @@ def prepare(
     for name in names:  # check every source before writing anything
         if name not in sources and not use_hub:
             raise DataError(f"no source for {name}: pass --source {name}=PATH (json/jsonl/parquet) or allow the hub")
+    for name in names:  # every target checked before a source is read (a download can take minutes), and again
+        if problem := _target_problem(_target(out, name)):  # before any is written
+            raise DataError(problem)
     # the hub is asked once; unreachable, each dataset it would give comes from the Hugging Face cache
     unreachable = hub_unreachable() if any(name not in sources for name in names) else None
     prepared, missing, offline = [], [], []  # every dataset is read and converted before any file is written
@@ -489,7 +492,7 @@ def prepare(
             origin = f"hf:{spec.hf_id}" + (" (cached copy: hub unreachable)" if unreachable else "")
         rows = to_verl_rows(records, name, spec.split, origin)
         table = parquet_table(rows, origin)  # built before anything is written (a hunt: a bad row after a written file)
-        prepared.append((name, spec, origin, table, Path(out).expanduser() / name / f"{spec.split}.parquet"))
+        prepared.append((name, spec, origin, table, _target(out, name)))
     if offline:
         raise DataError(offline_line(offline))
     if missing:
@@ -509,6 +512,17 @@ def prepare(
              "source": origin, "path": str(path), "replaced": replaced}
         )
     return summary
+
+
+def dataset_path(root: Path | str, name: str, split: str) -> Path:
+    """The parquet file of dataset ``name``'s ``split`` under the data folder ``root``: ``root/<name>/<split>.parquet``,
+    where ``arctl data prepare`` writes it and a run reads it (:func:`arctl.backends.verl.overrides.dataset_file`)."""
+    return Path(root).expanduser() / name / f"{split}.parquet"
+
+
+def _target(out: Path, name: str) -> Path:
+    """Where ``arctl data prepare --out OUT`` writes dataset ``name``: its split's file (:func:`dataset_path`)."""
+    return dataset_path(out, name, DATASETS[name].split)
 
 
 def _target_problem(path: Path) -> str | None:

@@ -25,6 +25,7 @@ from arctl.algo.methods import control as bc
 from arctl.algo.settings import DEFAULT_BLOCK_SIZE, BudgetControl, Objective, loss_normaliser
 from arctl.algo.tree_loss import summary_trained
 from arctl.algo.verify import GRADER_BEFORE_THE_KEY, answer_at
+from arctl.backends.verl.data import dataset_path
 from arctl.backends.verl.names import POLICY_LOSS_DUAL_NAME, POLICY_LOSS_NAME
 from arctl.backends.verl.settings import CPU_ROLLOUT, EVAL_MODEL, TREE_LAYOUTS, VERL_DEFAULTS
 from arctl.backends.verl.stop_request import STOP_FILE
@@ -416,7 +417,7 @@ def data_dir(config: dict) -> Path:
 
 
 def dataset_file(config: dict, name: str, split: str = "test") -> Path:
-    return data_dir(config) / name / f"{split}.parquet"
+    return dataset_path(data_dir(config), name, split)
 
 
 def branch_rows_per_tree(config: dict) -> int:
