@@ -563,9 +563,13 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     unreadable: list[str] = []  # folders another user made unreadable: skipped, said like the others skipped
     every = discover_runs(workdir, unreadable)
     sources = [s for s in every if ids is None or s.run_id in ids]
+    unread: set[str] = set()
     for line in unreadable:  # "run <id>: its folder ... cannot be read (...); left out (...)"
         rid, _, why = line.partition(": ")
-        result.skipped.append((rid.removeprefix("run "), why))
+        rid = rid.removeprefix("run ")
+        if ids is None or rid in ids:  # (chosen runs: another run's folder is not this export's to name)
+            unread.add(rid)
+            result.skipped.append((rid, why))
     from arctl.track.runs.load import workspace_cache
 
     cache = workspace_cache(workdir, probe=False)  # only read: no probe file made in the workspace
@@ -589,7 +593,7 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
     # skipped, and named in the index, so that a report of the export says they exist (from a hunt: it could not)
     unlogged = {r.run_id: r for r in unlogged_runs(workdir, {s.run_id for s in every})
                 if (ids is None or r.run_id in ids) and (wanted is None or {r.experiment, *(e for e, _ in r.cells)} & wanted)}
-    for rid in sorted((ids or set()) - found):  # asked for, and no W&B history to read
+    for rid in sorted((ids or set()) - found - unread):  # asked for, and no W&B history to read
         there = (workdir / "runs" / rid).is_dir()
         state = (run_state(workdir / "runs" / rid, recorded, exported) or UNKNOWN_STATE) if there else None
         result.skipped.append((rid, f"nothing logged yet (state {state})" if there
@@ -602,8 +606,11 @@ def _export(workdir: Path, out: Path, experiments, unfinished, force, run_ids, p
         folders = [p for p in (workdir / "runs").iterdir() if p.is_dir()]
         first, reason = result.skipped[0] if result.skipped else ("", "")
         reason = reason.removesuffix(UNFINISHED_HINT)
-        why = (f"{len(result.skipped)} not completed (the first, {first}: {reason}); --unfinished exports them as "
-               "they are" if found and result.skipped
+        there = found or any((workdir / "runs" / rid).is_dir() for rid, _ in result.skipped)  # (asked for: in it)
+        blank = all(NOTHING_LOGGED in r for _, r in result.skipped)  # --unfinished has nothing of them to export
+        why = (f"{len(result.skipped)} {'have logged nothing yet' if blank else 'not completed'} (the first, {first}: "
+               f"{reason}); " + ("export them once they have logged steps" if blank else
+                                 "--unfinished exports them as they are") if there and result.skipped
                else f"none of the {len(ids)} runs asked for is in it (another --scale or --seeds?)" if ids is not None
                else f"none of its {len(folders)} run folders has W&B files (runs with wandb.mode=disabled, or not "
                     "started, log none: an export holds what reports read)" if folders and not found
