@@ -83,7 +83,7 @@ def test_the_dry_run_and_the_launch_say_it(cache, tmp_path, monkeypatch):
     text = CliRunner().invoke(app, [*args, "--dry-run"])
     assert f"note: the tiny warm-up {key} (1 run)" in " ".join(text.stdout.split())
     monkeypatch.setenv("ARCTL_TEST_BACKEND", "count")
-    monkeypatch.setenv("ARCTL_TEST_STEPS", "2")
+    monkeypatch.setenv("ARCTL_TEST_STEP_S", "0.01")  # its 100 steps: 1 s (ARCTL_TEST_STEPS, read by nothing, left 20 s)
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
     assert f"note: the tiny warm-up {key} (1 run) is not cached" in " ".join(done.output.split())
