@@ -7,9 +7,8 @@ tests/algo/test_deepscaler_grader.py); verdicts of ``math-verify`` are the mathe
 
 from __future__ import annotations
 
-import threading
-
 import pytest
+from threads import in_worker_thread  # tests/support/threads.py
 
 from arctl.algo.verify import (
     DEEPSCALER,
@@ -25,14 +24,6 @@ from arctl.algo.verify import (
 
 HEADER = "**Final Answer**\n"
 
-
-def in_worker_thread(fn, *args, **kwargs):
-    """``fn`` off the main thread, where verl grades (math-verify without its signal-based timeouts)."""
-    out = []
-    t = threading.Thread(target=lambda: out.append(fn(*args, **kwargs)))
-    t.start()
-    t.join()
-    return out[0]
 
 
 # ------------------------------------------------------------------ math-verify (verl.grader=math-verify)

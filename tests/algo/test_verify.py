@@ -1,9 +1,9 @@
 """Answer extraction, math-verify equivalence (bounded in time, never raising) and the formatting rule."""
 
 import signal
-import threading
 
 import pytest
+from threads import in_worker_thread  # tests/support/threads.py
 
 from arctl.algo.verify import (
     GRADERS,
@@ -119,13 +119,6 @@ def test_slow_to_parse_answer_returns_within_the_time_limit():
     assert verify_answer(HEADER + "\\boxed{(((1)))}", "1", timeout_s=30) == 1
     assert verify_answer(summary, "(" * 64 + "1" + ")" * 64) == 1  # the same string still matches
 
-
-def in_worker_thread(fn, *args, **kwargs):
-    out = []
-    t = threading.Thread(target=lambda: out.append(fn(*args, **kwargs)))
-    t.start()
-    t.join()
-    return out[0]
 
 
 @pytest.mark.timeout(120)

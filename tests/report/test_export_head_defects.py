@@ -6,12 +6,10 @@ nothing yet, the error says none of them is in it and sends the user to another 
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-from pathlib import Path
 
 from typer.testing import CliRunner
+from unreadable import forbid  # tests/support/unreadable.py
 from wandb_workspace import run_id  # tests/support/wandb_workspace.py
 
 from arctl.cli.main import app
@@ -21,25 +19,9 @@ ASKED = run_id("main-grpo", "grpo", 0)
 UNREADABLE = run_id("main-ar-base", "ar-base", 0)
 
 
-def _forbid(monkeypatch, folder: Path) -> None:
-    """Everything inside ``folder`` fails with EACCES, as another user's folder of mode 0700 does (root reads any
-    folder: chmod alone would not do it here), as tests/report/test_unreadable_run_folder.py makes it."""
-    inside = f"{folder}/"
-
-    def guard(real, itself: bool):
-        def call(path, *args, **kwargs):
-            name = path if isinstance(path, int) else os.fsdecode(os.fspath(path))
-            if isinstance(name, str) and (name.startswith(inside) or (itself and name == str(folder))):
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
-            return real(path, *args, **kwargs)
-        return call
-
-    for name, itself in (("stat", False), ("scandir", True), ("listdir", True)):
-        monkeypatch.setattr(os, name, guard(getattr(os, name), itself))
-
 
 def test_an_unreadable_run_asked_for_is_skipped_once_as_unreadable(completed_ws, tmp_path, monkeypatch):
-    _forbid(monkeypatch, completed_ws / "runs" / UNREADABLE)
+    forbid(monkeypatch, completed_ws / "runs" / UNREADABLE)
     result = export_runs(completed_ws, tmp_path / "out", run_ids=[ASKED, UNREADABLE])
     assert [r.run_id for r in result.runs] == [ASKED]
     said = [why for rid, why in result.skipped if rid == UNREADABLE]
@@ -47,7 +29,7 @@ def test_an_unreadable_run_asked_for_is_skipped_once_as_unreadable(completed_ws,
 
 
 def test_an_unreadable_run_not_asked_for_is_not_named(completed_ws, tmp_path, monkeypatch):
-    _forbid(monkeypatch, completed_ws / "runs" / UNREADABLE)
+    forbid(monkeypatch, completed_ws / "runs" / UNREADABLE)
     result = export_runs(completed_ws, tmp_path / "out", run_ids=[ASKED])
     assert [r.run_id for r in result.runs] == [ASKED]
     assert result.skipped == []

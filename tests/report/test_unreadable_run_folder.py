@@ -5,14 +5,13 @@ Permission denied"), and a read-only workspace whose user cache could not be wri
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from typer.testing import CliRunner
+from unreadable import forbid  # tests/support/unreadable.py
 
 from arctl.cli.main import app
 from arctl.track.runs import RunReadWarning
@@ -34,22 +33,6 @@ def _run_of(root: Path, experiment: str) -> str:
     raise AssertionError(f"no run of {experiment} in {root}")
 
 
-def _forbid(monkeypatch, folder: Path) -> None:
-    """Make everything inside ``folder`` fail with EACCES, as another user's folder of mode 0700 does (root reads
-    any folder: chmod alone would not do it here); the folder itself can be stat'ed, as such a folder can."""
-    inside = f"{folder}/"
-
-    def guard(real, itself: bool):
-        def call(path, *args, **kwargs):
-            name = path if isinstance(path, int) else os.fsdecode(os.fspath(path))
-            if isinstance(name, str) and (name.startswith(inside) or (itself and name == str(folder))):
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
-            return real(path, *args, **kwargs)
-        return call
-
-    for name, itself in (("stat", False), ("scandir", True), ("listdir", True)):
-        monkeypatch.setattr(os, name, guard(getattr(os, name), itself))
-
 
 def test_an_unreadable_run_folder_is_left_out_of_reports_and_exports_with_a_warning(workspace, tmp_path,
                                                                                      monkeypatch):
@@ -61,7 +44,7 @@ def test_an_unreadable_run_folder_is_left_out_of_reports_and_exports_with_a_warn
     before = {r["run_id"] for r in json.loads(res.stdout)["runs"]}
     assert bad in before
 
-    _forbid(monkeypatch, copy / "runs" / bad)
+    forbid(monkeypatch, copy / "runs" / bad)
     res = runner.invoke(app, ["report", "--figure", "main_training", "--workdir", str(copy), "--out",
                               str(tmp_path / "after")])
     assert res.exit_code == 0, res.output  # was: error: .../runs/<id>/wandb: Permission denied
