@@ -183,16 +183,20 @@ def test_an_export_into_its_own_workspace_spelled_another_way_is_refused(complet
         assert res.exit_code == 2 and "is the workspace itself" in res.output, res.output
 
 
+def _pending_grpo_folder(ws, rid: str, seed: int, extra: str = "") -> None:
+    """A main-grpo run folder of ``seed`` that has logged nothing yet (submitted), its config.yaml plus ``extra``."""
+    (ws / "runs" / rid).mkdir()
+    (ws / "runs" / rid / "config.yaml").write_text(f"experiment: main-grpo\narm: grpo\nseed: {seed}\n{extra}")
+    (ws / "runs" / rid / "status.json").write_text(json.dumps({"state": "submitted"}))
+
+
 def test_a_pending_run_whose_config_names_no_scale_is_kept_with_its_registry_rows_scale(completed_ws, tmp_path):
     """A run that has logged nothing yet, whose config.yaml names no scale: the export's index keeps it as skipped
     with the scale its registry row says (a report of the export matches it to the scale of the runs it reads), and
     a folder such as that one with no registry row is kept with none (not a crash)."""
     with_row, without_row = run_id("main-grpo", "grpo", 4), run_id("main-grpo", "grpo", 5)
     for rid, seed in ((with_row, 4), (without_row, 5)):
-        (completed_ws / "runs" / rid).mkdir()
-        (completed_ws / "runs" / rid / "config.yaml").write_text(
-            f"experiment: main-grpo\narm: grpo\nseed: {seed}\n")
-        (completed_ws / "runs" / rid / "status.json").write_text(json.dumps({"state": "submitted"}))
+        _pending_grpo_folder(completed_ws, rid, seed)
     with Registry(Workspace(completed_ws).registry_path) as reg:
         reg.claim([RunRecord(run_id=with_row, experiment="main-grpo", arm="grpo", seed=4, scale="paper")],
                   new_claim_token())
@@ -256,10 +260,7 @@ def test_an_export_of_chosen_runs_names_and_keeps_only_their_pending_ones(comple
 
     asked, other = run_id("main-grpo", "grpo", 4), run_id("main-grpo", "grpo", 5)
     for rid, seed in ((asked, 4), (other, 5)):
-        (completed_ws / "runs" / rid).mkdir()
-        (completed_ws / "runs" / rid / "config.yaml").write_text(
-            f"experiment: main-grpo\narm: grpo\nseed: {seed}\nscale: tiny\n")
-        (completed_ws / "runs" / rid / "status.json").write_text(json.dumps({"state": "submitted"}))
+        _pending_grpo_folder(completed_ws, rid, seed, "scale: tiny\n")
     out = tmp_path / "exp"
     result = export_runs(completed_ws, out, run_ids=[run_id("main-grpo", "grpo", 0), asked])
     assert [rid for rid, _ in result.skipped] == [asked]
