@@ -121,8 +121,11 @@ def test_a_crash_right_after_a_checkpoint_resumes_before_the_rows_it_lost(tmp_pa
     aside.mkdir()
     for p in ckpts.glob("step_000002.pt*"):
         p.rename(aside / p.name)
-    def kept():  # what the run keeps (not phase.json: the warm-up's load says what it does)
-        return {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "phase.json"}
+    def kept():  # what the run keeps (not phase.json: the warm-up's load says what it does; not W&B's own service
+        # logs, debug*.log, which the first attempt's wandb-core process may still append to as it winds down: a CI run
+        # failed on "server: all connections closed" written 70 ms after the snapshot)
+        return {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "phase.json"
+                and not (p.name.startswith("debug") and p.suffix == ".log" and "wandb" in p.parts)}
 
     before = kept()
     assert get_backend("tiny").resume_step(_config(), run_dir) is None  # it cannot resume: the attempt fails
