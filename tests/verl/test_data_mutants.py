@@ -226,5 +226,5 @@ def test_an_output_folder_on_a_read_only_file_system_is_refused_before_any_sourc
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, (proc.returncode, proc.stderr)
     target = out / "deepscaler" / "train.parquet"  # the first dataset's file
-    assert lines[0] == f"error: {target} cannot be written here (permission denied) — choose another --out", lines[0]
+    assert lines[0] == f"error: {target} cannot be written here (a read-only file system) — choose another --out", lines[0]
     assert not out.exists() and list(ro.iterdir()) == []

@@ -526,7 +526,8 @@ def _target(out: Path, name: str) -> Path:
 
 
 def _target_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be written (a folder there, a file where a folder must be, no permission), or None."""
+    """Why ``path`` cannot be written (a folder there, a file where a folder must be, a read-only file system, no
+    permission), or None."""
     if path.is_dir():
         return f"{path} is a folder, not a parquet file — move it out of the way or choose another --out"
     folder = path.parent
@@ -535,5 +536,14 @@ def _target_problem(path: Path) -> str | None:
     if not folder.is_dir():
         return f"{folder} is a file, where {path} needs a folder — choose another --out"
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"{path} cannot be written here (permission denied) — choose another --out"
+        why = "a read-only file system" if _read_only(folder) else "permission denied"  # (os.access says neither)
+        return f"{path} cannot be written here ({why}) — choose another --out"
     return None
+
+
+def _read_only(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (no one writes it, whatever the modes say)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
