@@ -321,19 +321,25 @@ def plugins_changed(info: dict | None, config: dict) -> str | None:
         return None
     before = {(q.get("group"), q.get("name")): q for q in ran["plugins"] if isinstance(q, dict)}
     words = []
+
+    def kind(group) -> str:
+        return "method" if group == registry.ENTRY_POINT_GROUP else "backend"
+
+    def shown(r: dict) -> str:
+        return f"{r.get('package') or 'its code'} {r.get('version') or ''}".strip()
+
     for q in now["plugins"]:
-        kind = "method" if q["group"] == registry.ENTRY_POINT_GROUP else "backend"
-        old = before.get((q["group"], q["name"]))
-
-        def shown(r: dict) -> str:
-            return f"{r.get('package') or 'its code'} {r.get('version') or ''}".strip()
-
+        old = before.pop((q["group"], q["name"]), None)
         if old is None:
-            words.append(f"its {kind} {q['name']!r} ran no plugin code and is {shown(q)} now")
+            words.append(f"its {kind(q['group'])} {q['name']!r} ran no plugin code and is {shown(q)} now")
+        elif same_plugins({"plugins": [old]}, {"plugins": [q]}):
+            continue  # (from a hunt: a plugin exactly as it ran was said to have changed, beside the one that had)
         elif (old.get("package"), old.get("version")) != (q.get("package"), q.get("version")):
-            words.append(f"its {kind} {q['name']!r} ran {shown(old)} and is {shown(q)} now")
+            words.append(f"its {kind(q['group'])} {q['name']!r} ran {shown(old)} and is {shown(q)} now")
         else:
-            words.append(f"the code of its {kind} {q['name']!r} ({shown(q)}) changed since it ran")
+            words.append(f"the code of its {kind(q['group'])} {q['name']!r} ({shown(q)}) changed since it ran")
+    for (group, name), old in before.items():  # the plugins it ran that cannot be resolved now (run_plugins)
+        words.append(f"its {kind(group)} {name!r} ({shown(old)}) is not installed now")
     return "; ".join(words) or "the plugins it ran are not installed now"
 
 

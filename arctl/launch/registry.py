@@ -626,12 +626,13 @@ class Registry:
 
     @_guarded
     def find(self, text: str) -> list[RunRecord]:
-        """Runs whose id equals or starts with ``text``."""
+        """Runs whose id equals or starts with ``text``, case for case (from a hunt: SQL's ``LIKE`` ignores ASCII case,
+        so ``arctl cancel LT_A_S0_ABC`` cancelled run lt_a_s0_abc, an id it neither equals nor starts)."""
         exact = self.get(text)
         if exact is not None:
             return [exact]
         rows = self._conn.execute(
-            "SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id", (_like_prefix(text),)
+            "SELECT * FROM runs WHERE substr(run_id, 1, length(?)) = ? ORDER BY run_id", (text, text)
         ).fetchall()
         return [self._record(r) for r in rows]
 
@@ -892,10 +893,6 @@ def _set_clause(values: dict, now: float | None) -> tuple[str, list]:
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:50] + "..."
-
-
-def _like_prefix(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def dumps(records: Iterable[RunRecord]) -> str:

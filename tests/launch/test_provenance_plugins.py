@@ -168,3 +168,38 @@ def test_a_completed_run_whose_plugin_was_upgraded_is_skipped_with_a_word_of_it(
     # a run from before plugins were recorded, and a config with no plugin: nothing to say
     assert plugins_changed({**ARCTL}, {"budget_control": {"method": "halve"}}) is None
     assert plugins_changed({**ARCTL, "plugins": []}, {"budget_control": {"method": "l1"}, "backend": "tiny"}) is None
+
+
+def test_a_skip_line_names_only_the_plugin_whose_code_changed(site, tmp_path, monkeypatch):
+    """A completed run of the plugin method ``halve`` on the plugin backend ``fake`` (one package, one version),
+    whose backend alone was edited since: the skip line names the backend, not the method (from a hunt: it said
+    "the code of its method 'halve' ... changed since it ran" too, of a method exactly as it ran, which sends the
+    user looking for a change never made)."""
+    from arctl.launch.provenance import plugins_changed
+    from arctl.launch.rundir import read_run_config
+
+    run_dir = _run_dir(tmp_path, backend="fake")
+    write_provenance(run_dir, ARCTL)
+    assert plugins_changed(read_provenance(run_dir), read_run_config(run_dir)) is None  # nothing changed yet
+    module = site / "arctl_fake_backend" / "__init__.py"
+    module.write_text(module.read_text() + "\n# a fix of the backend only, same version\n")
+    _forget(monkeypatch)
+    said = plugins_changed(read_provenance(run_dir), read_run_config(run_dir))
+    assert said == "the code of its backend 'fake' (arctl-test-plugins 0.1) changed since it ran", said
+
+
+def test_a_skip_line_names_a_plugin_no_longer_installed(site, tmp_path, monkeypatch):
+    """A completed run whose plugin method is no longer installed (its entry point gone; the backend, of the same
+    package, as it ran): the skip line names the method as not installed, and no change of the backend (before:
+    "the code of its backend 'fake' ... changed since it ran", of the plugin that had not changed, and not a word of
+    the one gone)."""
+    from arctl.launch.provenance import plugins_changed
+    from arctl.launch.rundir import read_run_config
+
+    run_dir = _run_dir(tmp_path, backend="fake")
+    write_provenance(run_dir, ARCTL)
+    points = next(site.glob("*.dist-info")) / "entry_points.txt"
+    points.write_text(points.read_text().replace("halve = arctl_fake_method:METHOD\n", ""))
+    _forget(monkeypatch)
+    said = plugins_changed(read_provenance(run_dir), read_run_config(run_dir))
+    assert said == "its method 'halve' (arctl-test-plugins 0.1) is not installed now", said
