@@ -254,6 +254,9 @@ def runaway_error(job_id: str, raw: str, run_id: str, root: Path | None = None) 
 OUT_OF_MEMORY = "OUT_OF_MEMORY"
 
 
+NODE_GONE = ("NODE_FAIL", "BOOT_FAIL")  # SLURM's words for a job whose node is gone: none of its processes is left
+
+
 def slurm_word(raw: str | None) -> str:
     """The state word of a sacct/squeue state (``"CANCELLED by 0"``: ``CANCELLED``; ``"OUT_OF_MEMORY+"``: without the
     ``+``)."""
@@ -700,14 +703,17 @@ def _still_starting(record: RunRecord, status: dict, scheduler: str | None, now:
 
 
 def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: float,
-                where: str = "", killed: float | None = None, ended: str | None = None) -> tuple[str, str | None]:
+                where: str = "", killed: float | None = None, ended: str | None = None,
+                node_gone: bool = False) -> tuple[str, str | None]:
     """(new state, error) from the job's own report and the scheduler's state. A job stopped by a
     signal (TERM: ``scancel``, a preemption; USR1: the time limit) that saved its checkpoint is
     PREEMPTED, or CANCELLED when ``arctl cancel`` asked for the stop; until it has saved it, it is
     active (RUNNING). ``where``: what names the run's workspace in the commands an error says
     (:func:`arctl.launch.workspace.workdir_arg`). ``killed``: when `arctl cancel` killed the job
     (:func:`arctl.launch.status_file.killed_at`), which then saves no checkpoint. ``ended``: what the scheduler's own word for the end says
-    (:func:`slurm_end`), the error of a job that said nothing of its own."""
+    (:func:`slurm_end`), the error of a job that said nothing of its own. ``node_gone``: the scheduler says the job's
+    node failed or never booted (NODE_FAIL, BOOT_FAIL): no process of it is left to save a stop checkpoint (from a
+    hunt: such a job stayed RUNNING, "stopping: saving its checkpoint", and `arctl resume` refused it, for 15 min)."""
     logs, resume = f"`arctl logs {record.run_id}{where}`", f"`arctl resume {record.run_id}{where}`"
     reported = status.get("state")
     if reported == "completed":
@@ -722,7 +728,7 @@ def merge_state(record: RunRecord, status: dict, scheduler: str | None, now: flo
                 return stopped, None
             if reported == "cancelled":  # its job found `arctl cancel`'s request as it started: it trained nothing
                 return states.CANCELLED, None
-            if _still_stopping(status, scheduler, now, killed):
+            if not node_gone and _still_stopping(status, scheduler, now, killed):
                 return states.RUNNING, None
             if _still_starting(record, status, scheduler, now):
                 return states.RUNNING, None
@@ -970,7 +976,7 @@ def _refresh(registry: Registry, workspace: Workspace, records: list[RunRecord])
                 raw = OUT_OF_MEMORY
             how = slurm_end(raw, rec, status, workspace.run_dir(rec.run_id), workspace.root) if raw else None
             new_state, error = merge_state(rec, status, sched, now, workdir_arg(workspace.root, stored=True), killed,
-                                           ended=how)
+                                           ended=how, node_gone=slurm_word(raw) in NODE_GONE)
             if new_state == states.PENDING and (never := never_starts(reasons.get(rec.job_id or ""), rec.job_id,
                                                                       rec.run_id, workspace.root)):
                 values["warning"] = never
