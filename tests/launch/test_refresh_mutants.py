@@ -324,12 +324,19 @@ def test_status_while_another_process_holds_the_registry_shows_the_states_found_
         assert again.get(RUN).state == states.RUNNING  # found, not saved
 
 
-def test_a_job_whose_node_failed_while_it_saved_its_stop_checkpoint_has_failed(tmp_path, monkeypatch):
-    """SLURM says NODE_FAIL of run r0's job, whose status.json said "stopping" a minute ago: the node, and the
-    checkpoint being saved there, are gone. Expected: FAILED, "the node running job 7_0 failed (NODE_FAIL)", which
-    `arctl resume` resumes from the last complete checkpoint. Before: RUNNING, "stopping: saving its checkpoint", for 15 min."""
-    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct="printf 'JobID|State\\n7_0|NODE_FAIL\\n'\n",
-                    squeue="printf ''\n")
+@pytest.mark.parametrize(("word", "state", "error"), [
+    ("NODE_FAIL", states.FAILED, "the node running job 7_0 failed (NODE_FAIL)"),
+    ("BOOT_FAIL", states.FAILED, "the node given job 7_0 failed to boot (BOOT_FAIL)"),
+    ("CANCELLED by 0", states.RUNNING, None),
+    ("PREEMPTED", states.RUNNING, None),
+    ("TIMEOUT", states.RUNNING, None),
+])
+def test_a_job_that_ended_while_it_saved_its_stop_checkpoint(tmp_path, monkeypatch, word, state, error):
+    """Run r0's job, whose status.json said "stopping" a minute ago, as SLURM says it ended. NODE_FAIL, BOOT_FAIL: the
+    node, and the checkpoint being saved there, are gone: FAILED, which `arctl resume` resumes from the last complete
+    checkpoint (before: RUNNING, "stopping: saving its checkpoint", and resume refused, for 15 min). A job SLURM
+    signalled and lets run until KillWait (scancel, a preemption, the time limit) is still saving it: RUNNING."""
+    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=f"printf 'JobID|State\\n7_0|{word}\\n'\n", squeue="printf ''\n")
     ws = Workspace(tmp_path / "ws")
     now = time.time()
     with Registry(ws.registry_path) as reg:
@@ -342,23 +349,6 @@ def test_a_job_whose_node_failed_while_it_saved_its_stop_checkpoint_has_failed(t
     path.write_text(json.dumps({**json.loads(path.read_text()), "updated_at": now - 60}))
     with Registry(ws.registry_path) as reg:
         [row] = refresh(reg, ws)
-    assert row.state == states.FAILED
-    assert (row.error or "").startswith("the node running job 7_0 failed (NODE_FAIL)")
-
-
-@pytest.mark.parametrize("word", ["CANCELLED by 0", "PREEMPTED", "TIMEOUT"])
-def test_a_job_signalled_while_it_saves_its_stop_checkpoint_stays_active(tmp_path, monkeypatch, word):
-    """The other side of the node failure above: a job SLURM signalled and lets run until KillWait (scancel, a
-    preemption, the time limit), whose status.json says "stopping", is still saving its checkpoint: RUNNING."""
-    slurm_shims.use(tmp_path / "bin", monkeypatch, sacct=f"printf 'JobID|State\\n7_0|{word}\\n'\n", squeue="printf ''\n")
-    ws = Workspace(tmp_path / "ws")
-    now = time.time()
-    with Registry(ws.registry_path) as reg:
-        reg.claim([RunRecord(run_id="r0", experiment="e", arm="a", seed=0)], new_claim_token())
-        reg.update("r0", state=states.RUNNING, executor="slurm", job_id="7_0", submitted_at=now - 3600,
-                   started_at=now - 3500, claim=None, before_claim=None)
-    ws.run_dir("r0").mkdir(parents=True)
-    write_status(ws.run_dir("r0"), state="stopping", started_at=now - 3500)
-    with Registry(ws.registry_path) as reg:
-        [row] = refresh(reg, ws)
-    assert row.state == states.RUNNING
+    assert row.state == state
+    if error:
+        assert (row.error or "").startswith(error), row.error
