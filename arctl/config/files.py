@@ -261,6 +261,15 @@ def _name_of(lookup, number: int) -> str:
         return str(number)
 
 
+def on_read_only_mount(path: str | Path) -> bool:
+    """Whether ``path`` is on a file system mounted read-only (no one writes it, whatever the modes say); False
+    where it cannot be asked (no such path)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def not_writable(path: str | Path) -> str | None:
     """Why this process cannot write the existing file ``path``: whose it is, its group and mode, and what its
     owner can do (``"it belongs to ann (group lab), mode -rw-r--r--, which bob cannot write: ann can let the
@@ -269,7 +278,7 @@ def not_writable(path: str | Path) -> str | None:
     "the workspace is read-only", which sent the user to the wrong fix."""
     try:
         st = os.stat(path)
-        if os.access(path, os.W_OK) or os.statvfs(path).f_flag & os.ST_RDONLY:  # (a read-only mount: no one's mode)
+        if os.access(path, os.W_OK) or on_read_only_mount(path):  # (a read-only mount: no one's mode)
             return None
     except OSError:
         return None

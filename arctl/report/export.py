@@ -242,7 +242,7 @@ def unlogged_runs(workdir: str | Path, logged: set[str] | None = None) -> list[S
     recorded = {rid: r.state.lower() for rid, r in rows.items() if r.state in states.TERMINAL}
     if logged is None:  # W&B files searched for only in the folders of runs the registry has not ended (its ended
         # ones are never waiting: :func:`run_state`); an unreadable folder: its readers say so
-        logged = {s.run_id for s in discover_runs(workdir, [], keep=lambda rid, _: rid not in recorded)}
+        logged = {s.run_id for s in discover_runs(workdir, [], keep=lambda folder, _: folder.name not in recorded)}
     folders = set()
     if (workdir / "runs").is_dir():
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from arctl.backends.base import BackendUserError
-from arctl.config.files import replacing
+from arctl.config.files import on_read_only_mount, replacing
 
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 
@@ -536,14 +536,6 @@ def _target_problem(path: Path) -> str | None:
     if not folder.is_dir():
         return f"{folder} is a file, where {path} needs a folder — choose another --out"
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        why = "a read-only file system" if _read_only(folder) else "permission denied"  # (os.access says neither)
+        why = "a read-only file system" if on_read_only_mount(folder) else "permission denied"  # (os.access says neither)
         return f"{path} cannot be written here ({why}) — choose another --out"
     return None
-
-
-def _read_only(folder: Path) -> bool:
-    """Whether ``folder`` is on a file system mounted read-only (no one writes it, whatever the modes say)."""
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False

@@ -64,11 +64,11 @@ def _unique_wandb_files(root: Path) -> list[Path]:
 
 
 def discover_runs(workdir: str | Path, unreadable: list[str] | None = None,
-                  keep: Callable[[str, Path | None], bool] | None = None) -> list[RunSource]:
+                  keep: Callable[[Path, Path | None], bool] | None = None) -> list[RunSource]:
     """Every run under ``workdir`` (see the module docstring for the layout). A run folder that cannot be
     looked into (another user's, made with umask 077) is left out with one line naming it, appended to
     ``unreadable``, else warned as a :class:`RunReadWarning`: from a hunt, its PermissionError aborted every
-    report and export of the workspace, of every experiment. ``keep(run_id, config.yaml or None)``: whether a run
+    report and export of the workspace, of every experiment. ``keep(run folder, config.yaml or None)``: whether a run
     folder with a ``wandb/`` is wanted, asked before its W&B files are searched for (a report of 100 runs of a
     workspace of 5,000 searched every run's ``wandb/``)."""
     workdir = Path(workdir)
@@ -81,7 +81,7 @@ def discover_runs(workdir: str | Path, unreadable: list[str] | None = None,
                     continue
                 cfg = run_dir / "config.yaml"
                 config_path = cfg if cfg.is_file() else None
-                if keep is not None and not keep(run_dir.name, config_path):
+                if keep is not None and not keep(run_dir, config_path):
                     continue
                 files = _unique_wandb_files(run_dir / "wandb")
                 if files:

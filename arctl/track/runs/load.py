@@ -207,10 +207,11 @@ def _load_offline(workdir: Path, exp_set, cache: Path, processes, progress, note
     served: list[list] = []  # per source, the cells its shared.json names (read afresh: not in the cache's signature)
     cells_of: dict[str, list] = {}  # per run looked at: its shared.json's cells, and those serves() names
 
-    def keep(run_id: str, config_path: Path | None) -> bool:
-        """Whether the run is one of ``exp_set`` or serves one (by its shared.json, or serves(config)), told
-        before its W&B files are searched for, from its config.yaml as cached (read_run_config)."""
-        cells = cells_of[run_id] = read_served(workdir / "runs" / run_id)  # (a folder without config.yaml too:
+    def keep(run_dir: Path, config_path: Path | None) -> bool:
+        """Whether the run of folder ``run_dir`` is one of ``exp_set`` or serves one (by its shared.json, or
+        serves(config)), told before its W&B files are searched for, from its config.yaml as cached (read_run_config)."""
+        run_id = run_dir.name
+        cells = cells_of[run_id] = read_served(run_dir)  # (a folder without config.yaml too:
         # from a hunt, a shared run known by its W&B config served none of the cells its shared.json names)
         if (exp_set is None and serves is None) or config_path is None:
             return True
