@@ -13,9 +13,11 @@ from arctl.track.metrics_schema import CONFIG_PREFIX
 
 WARMUP_SECTION = "warmup"
 MACHINE_SECTION = "machine"
-WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accuracy", "threads", "torch", "rounds",
-                 "seconds")
-"""The fields of the warm-up record, in ``warmup.json`` and W&B."""
+WARMUP_RECORD = "warmup.json"  # the run's warm-up record, in its folder
+WARMUP_FIELDS = ("key", "source", "weights_sha256", "accuracy_per_budget", "accuracy", "accuracy_eval", "threads",
+                 "torch", "rounds", "seconds")
+"""The fields of the warm-up record, in :data:`WARMUP_RECORD` and W&B: ``accuracy_eval``, the settings its
+``accuracy_per_budget`` was measured under (:func:`arctl.backends.tiny.warmup_key.measure_settings`)."""
 TRAINED_SUFFIX = "-trained"  # the cache entry of a warm-up trained here where arctl ships one for the key
 
 

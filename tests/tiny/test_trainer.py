@@ -112,6 +112,10 @@ def test_micro_run_writes_schema_keys(name, arm, workspace):
     assert sorted(int(b) for b in warm["accuracy_per_budget"]) == sorted(eval_budgets)
     assert warm["accuracy"] == warm["accuracy_per_budget"][str(max(eval_budgets))]
     assert data.config["warmup"]["weights_sha256"] == warm["weights_sha256"]
+    from arctl.backends.tiny.warmup_key import measure_settings
+
+    # ...and the settings that accuracy was measured under
+    assert warm["accuracy_eval"] == data.config["warmup"]["accuracy_eval"] == measure_settings(config)
     # where it trained: the kind of machine, on disk and in W&B
     from arctl.backends.tiny.warmup import machine_kind
 

@@ -158,6 +158,35 @@ def test_a_run_records_the_trainers_measure_under_its_own_settings(tmp_path, mon
     assert info["accuracy_per_budget"] == {str(b): a for b, a in budget_accuracy(model, tok, mine, 32).items()}
 
 
+def test_a_resumed_run_under_other_settings_reads_its_first_attempts_measure(tmp_path, monkeypatch, entry, train):
+    """A run under other evaluation settings than the entry's measures its warm-up once: its record (run_dir/
+    warmup.json, with the settings, ``accuracy_eval``) is what its later attempts read, not measured again at each
+    resume (~15 s at the tiny scale); a record of other weights (the cache refilled) is measured again."""
+    from arctl.backends.tiny.trainer import record_warmup
+
+    config, cache, _made = entry
+    mine = _config(*MADE, *OTHER_SETTINGS)
+    calls = []
+
+    def measure(model, tok):
+        calls.append(1)
+        return {int(b): 0.375 for b in mine["eval"]["budgets"]}
+
+    _m, _t, info = _reuse(monkeypatch, tmp_path, cache, mine, measure)
+    recorded = record_warmup(_run(tmp_path), info)
+    assert recorded["accuracy_eval"] == warmup.measure_settings(mine) and calls == [1]
+    assert json.loads((_run(tmp_path) / "warmup.json").read_text()) == recorded
+
+    def unmeasured(model, tok):
+        raise AssertionError("measured again at a resume")
+
+    _m, _t, again = warmup.warmup_model(mine, _run(tmp_path), unmeasured)
+    assert again["accuracy_per_budget"] == recorded["accuracy_per_budget"] and train == []
+    (_run(tmp_path) / "warmup.json").write_text(json.dumps({**recorded, "weights_sha256": "0" * 64}))
+    _m, _t, other = warmup.warmup_model(mine, _run(tmp_path), measure)
+    assert calls == [1, 1] and other["accuracy_per_budget"] == recorded["accuracy_per_budget"]
+
+
 def test_a_run_under_the_same_settings_measures_nothing(tmp_path, monkeypatch, entry, train):
     """Other settings than the measure's (the run's seed, rollout.n, eval.num_problems): the entry's numbers."""
     config, cache, _made = entry

@@ -58,7 +58,7 @@ from arctl.config.files import atomic_write
 from arctl.track import metrics_schema as ms
 from arctl.track import writer
 from arctl.track.phase import read_warning, scan_warning, write_phase, write_warning
-from arctl.track.start_record import MACHINE_SECTION, WARMUP_FIELDS, WARMUP_SECTION
+from arctl.track.start_record import MACHINE_SECTION, WARMUP_FIELDS, WARMUP_RECORD, WARMUP_SECTION
 
 log = logging.getLogger(__name__)
 WANDB_LOST = "W&B lost "  # the start of the warning of a run whose W&B files lack rows (`arctl status` shows it)
@@ -431,9 +431,6 @@ def pack_trees(ro: Rollout, advs: list[TreeAdvantages]) -> list:
                     per_row[br.row].append(SummaryBranch(br.cut, br.inserted, s, a))
     return [pack_tree(ro.thinking.question(row), ro.thinking.thinking(row), per_row[row], adv.thinking,
                       share_inserted=True, dtype=torch.float64) for row, adv in enumerate(advs)]
-
-
-WARMUP_RECORD = "warmup.json"
 
 
 def first_warmup(run_dir: Path, warm: dict, config: dict, resumed: bool) -> dict:

@@ -78,6 +78,7 @@ from arctl.config.files import (
     not_readable,
 )
 from arctl.track.runs.pool import usable_cpus
+from arctl.track.start_record import WARMUP_RECORD
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +405,7 @@ def _warmup_model(config: dict, key: str, target: Path, run_dir: Path, accuracy_
             "(cache %s); RL may not learn: raise tiny.warmup.steps",
             decided, float(wk["min_acc"]), target,
         )
-    mine = own_accuracy(config, info, lambda: accuracy_fn(model, tok))
+    mine = own_accuracy(config, info, lambda: accuracy_fn(model, tok), earlier=_earlier_record(run_dir, info))
     info.update(accuracy_per_budget=mine, accuracy=mine[max(mine, key=int)], accuracy_eval=measure_settings(config))
     info["path"] = str(target)
     info["source"] = ("shipped" if target.name == key and shipped_dir(key) is not None
@@ -548,17 +549,31 @@ def recorded_settings(info: dict) -> dict | None:
     return None
 
 
-def own_accuracy(config: dict, info: dict, measure) -> dict[str, float]:
+def _earlier_record(run_dir: Path, info: dict) -> dict | None:
+    """The warm-up record an earlier attempt of the run in ``run_dir`` wrote (its ``warmup.json``), where it is of the
+    weights of the cache entry whose record is ``info``; else None."""
+    try:
+        record = json.loads((Path(run_dir) / WARMUP_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or info.get("weights_sha256") is None:
+        return None
+    return record if record.get("weights_sha256") == info["weights_sha256"] else None
+
+
+def own_accuracy(config: dict, info: dict, measure, earlier: dict | None = None) -> dict[str, float]:
     """The warm-up's accuracy at this run's ``eval.budgets``, measured under this run's settings
-    (:func:`measure_settings`): the entry's own (``info``) where it records them measured under the same settings
-    (nothing measured), else ``measure() -> {budget: accuracy}`` (the run's own generator: the same numbers in every
-    run that asks), the entry left as it is. From a review of 2026-12-07: a run recorded as its warm-up's accuracy
+    (:func:`measure_settings`): the entry's own (``info``), or the one an earlier attempt of the run recorded
+    (``earlier``, of the same weights), where it was measured under the same settings (nothing measured: a run with
+    other eval settings than the entry's measured them again at every resume, ~15 s), else ``measure() -> {budget:
+    accuracy}`` (the run's own generator: the same numbers in every run that asks), the entry left as it is. From a review of 2026-12-07: a run recorded as its warm-up's accuracy
     (``run_dir/warmup.json``, W&B, claims.md) the one measured by the run that made the cache, under that run's
     ``eval.temperature``, ``tiny.eval_seed``, ``tiny.max_rows`` and ``eval.budgets``."""
     mine = measure_settings(config)
-    have = info.get("accuracy_per_budget") or {}
-    if _same(recorded_settings(info), mine) and all(str(b) in have for b in mine["budgets"]):
-        return {str(b): float(have[str(b)]) for b in mine["budgets"]}
+    for record in (info, earlier or {}):
+        have = record.get("accuracy_per_budget") or {}
+        if _same(recorded_settings(record), mine) and all(str(b) in have for b in mine["budgets"]):
+            return {str(b): float(have[str(b)]) for b in mine["budgets"]}
     return {str(b): float(a) for b, a in sorted((int(b), a) for b, a in measure().items())}
 
 
