@@ -133,6 +133,21 @@ def test_a_run_serving_cells_by_its_config_is_read_under_the_first_of_them(fake_
     assert json.loads(row["serves"]) == [["ablation-vr", "grpo"]]
 
 
+def test_a_shared_run_serves_another_arm_of_its_own_experiment(fake_files, tmp_path):
+    """Two arms of one experiment with the same config share one run (``share_arms``): its shared.json names the
+    other arm, of its own experiment, and its ``serves`` column keeps that cell, read or not through an experiment
+    filter, so a report reads the run as that arm too (load_runs: "cells of its own experiment too")."""
+    (only,) = _attempts()[1:]
+    fake_files(tmp_path / "ws", "main-grpo--grpo--s0", only,
+               config={"experiment": "main-grpo", "arm": "grpo", "seed": 0},
+               shared={"cells": [["main-grpo", "grpo-copy"], ["ablation-vr", "grpo"]]})
+    for kw in ({}, {"experiments": ["main-grpo"]}):
+        row = _read(tmp_path / "ws", tmp_path / f"cache{len(kw)}", **kw).runs.iloc[0]
+        assert (row["experiment"], row["arm"]) == ("main-grpo", "grpo")
+        want = [["ablation-vr", "grpo"], ["main-grpo", "grpo-copy"]] if not kw else [["main-grpo", "grpo-copy"]]
+        assert sorted(json.loads(row["serves"])) == want, (kw, row["serves"])
+
+
 def test_an_attempt_killed_before_its_first_step_adds_no_column_and_no_note():
     """An attempt that died before it logged a row (its file holds its run record only) is no fragment of the
     history: the run reads as the other attempt's rows, with no note about a missing step key."""
