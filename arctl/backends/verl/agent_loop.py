@@ -128,7 +128,6 @@ class TreeRollout:
     eos: bool
     group_size: int = 1
     per_budget: bool = True  # A summaries per budget (training) or per distinct cut (validation)
-    requests: list[list[int]] = field(default_factory=list)  # every prompt sent, in order
 
     def budget_rewards(self) -> list[list[float]]:
         """Rewards of each budget's summaries: [m][A] (validation: a shared prefix's A for each budget)."""
@@ -165,10 +164,8 @@ async def rollout_tree(
     there, below the largest budget (a compared method's generation limit: ThinkPrune's round)."""
     prompt = [int(t) for t in prompt_ids]
     budgets = [int(b) for b in budgets]
-    requests: list[list[int]] = []
     length = max(budgets) if think_max is None else min(max(budgets), int(think_max))
-    thinking = await generate_thinking(generate, prompt, length, inserted.think_end, sampling_params, forcing,
-                                       requests)
+    thinking = await generate_thinking(generate, prompt, length, inserted.think_end, sampling_params, forcing)
     finished = bool(thinking) and thinking[-1] == inserted.think_end
     eos = bool(thinking) and thinking[-1] in eos_ids(eos_id)  # the model's every EOS id (stop_eos_ids)
     groups: list[LeafGroup] = []
@@ -192,10 +189,8 @@ async def rollout_tree(
         else:
             group.rewards = [0.0] * len(group.summaries)
 
-    for grp in groups:
-        requests += [grp.prefix] * count(grp)
     await asyncio.gather(*[one(g) for g in groups])
-    return TreeRollout(prompt, thinking, budgets, groups, finished, eos, group_size, per_budget, requests)
+    return TreeRollout(prompt, thinking, budgets, groups, finished, eos, group_size, per_budget)
 
 
 async def generate_thinking(
@@ -205,7 +200,6 @@ async def generate_thinking(
     think_end: int,
     sampling_params: dict[str, Any],
     forcing: BudgetForcing | None = None,
-    requests: list[list[int]] | None = None,
 ) -> list[int]:
     """One thinking of at most ``max_tokens`` tokens, stopped at ``</think>``. With ``forcing`` (s1,
     its budget = ``max_tokens``): while :func:`arctl.algo.methods.budget_forcing.extends` allows,
@@ -214,8 +208,6 @@ async def generate_thinking(
     params = dict(sampling_params)
     params["max_tokens"] = int(max_tokens)
     params["stop_token_ids"] = [int(think_end)]
-    sent = requests if requests is not None else []
-    sent.append(list(prompt))
     thinking = [int(t) for t in await generate(prompt, params)][: int(max_tokens)]
     used = 0
     while forcing is not None and thinking and thinking[-1] == think_end and extends(len(thinking) - 1, used, forcing):
@@ -223,7 +215,6 @@ async def generate_thinking(
         used += 1
         more = dict(params)
         more["max_tokens"] = int(max_tokens) - len(thinking)
-        sent.append(list(prompt) + thinking)
         thinking += [int(t) for t in await generate(list(prompt) + thinking, more)][: more["max_tokens"]]
     return thinking
 
