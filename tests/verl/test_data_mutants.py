@@ -161,6 +161,21 @@ def test_a_row_without_problem_text_is_one_line_naming_it(record):
         to_verl_rows([{"problem": "p", "answer": "2"}, record], "math500", "test", "src.jsonl")
 
 
+def test_a_blank_field_gives_way_to_the_next_key_that_holds_a_value():
+    """A source whose first problem or answer column is empty in a row (``answer: ""`` beside ``final_answer``, a
+    blank ``problem`` beside ``question``, an empty list): the row's problem and answer are those the next key
+    holds, not "no answer" (it refused a row that has one); with none at all, still refused naming the row."""
+    from arctl.backends.verl.data import DataError, to_verl_rows
+
+    (row,) = to_verl_rows([{"problem": " ", "question": "What is 2+2?", "answer": "", "final_answer": ["4"]}],
+                          "olympiadbench", "test")
+    assert row["reward_model"]["ground_truth"] == "4" and row["prompt"][0]["content"].startswith("What is 2+2?")
+    (row,) = to_verl_rows([{"problem": "p", "answer": [], "ground_truth": "7"}], "aime", "test")
+    assert row["reward_model"]["ground_truth"] == "7"
+    with pytest.raises(DataError, match=r"^src.jsonl: row 0 has no answer \(looked for answer, final_answer"):
+        to_verl_rows([{"problem": "p", "answer": " ", "final_answer": []}], "aime", "test", "src.jsonl")
+
+
 def test_a_row_that_is_not_an_object_is_refused_not_dropped():
     """A source row that is not an object (a stray string in a JSON list): refused naming it; dropped, the dataset
     would have a row fewer than its source, said nowhere but in the row count."""

@@ -200,9 +200,14 @@ def _unwritable(text: str) -> str | None:
 
 
 def _field(row: dict, keys: Iterable[str]) -> Any:
+    """The value of the first of ``keys`` the row gives a value: a missing, blank or empty one is none (a source
+    with an empty ``answer`` column beside its ``final_answer``: the answer is the latter, not "no answer")."""
     for key in keys:
-        if key in row and not _missing(row[key]):
-            return row[key]
+        value = row.get(key)
+        if _missing(value) or (isinstance(value, str) and not value.strip()) or (
+                isinstance(value, (list, tuple)) and not value):
+            continue
+        return value
     return None
 
 
