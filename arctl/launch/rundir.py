@@ -204,8 +204,10 @@ def read_frozen_run(run_dir: Path, run_id: str, experiment: str, arm: str, seed:
     path = run_paths(Path(run_dir))["config"]
     try:
         validate_resolved({k: v for k, v in config.items() if k not in READ_KEYS})
-    except SpecError as err:
-        raise RunDirError(f"{path}: {err}") from None
+    except SpecError as err:  # the rule's own hint names an override, which a resume does not take (from a hunt)
+        what = err.what if err.where is None else f"{err.where}: {err.what}"
+        raise RunDirError(f"{path}: {what} — a run resumes from its config.yaml as it is: restore the file if it was "
+                          "edited, or launch the changed config as a new run with `arctl run`") from None
     named = (config.get("experiment"), config.get("arm"), config.get("seed"))
     if named != (experiment, arm, seed):
         raise RunDirError(f"{path} names {named[0]}/{named[1]}/s{named[2]} but the registry has run {run_id} as "
